@@ -1,0 +1,58 @@
+"""Combines several Kaldi data dirs into one; a key found in two of them is an error.
+
+Run as `utils/combine_data.sh <dest> <src1> <src2> ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from rnnt.datadir.layout import FIELDS, PER_RECORDING, PER_SPEAKER, Tables, load_dir, write_dir
+
+
+def combine(sources: list[str]) -> Tables:
+    """Merges the sources' files; only files present in every source are kept."""
+    loaded = [load_dir(src) for src in sources]
+    shared = set.intersection(*(set(tables) for tables in loaded))
+    common = [name for name in FIELDS if name in shared]  # utt2spk first: its duplicates are named first
+    merged: Tables = {name: {} for name in common}
+    origin: dict[tuple[str, str], str] = {}
+    for src, tables in zip(sources, loaded):
+        for name in common:
+            for key, value in tables[name].items():
+                if key in merged[name]:
+                    if (name in PER_SPEAKER or name in PER_RECORDING) and merged[name][key] == value:
+                        continue  # the same speaker or recording shared by two dirs is fine
+                    raise ValueError(f"{os.path.join(src, name)}: key '{key}' is also in "
+                                     f"{os.path.join(origin[name, key], name)}; keys must be unique across dirs")
+                merged[name][key] = value
+                origin[name, key] = src
+    return merged
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="combine_data.sh",
+        description="Combine data dirs into <dest>. Files missing from any source are left out (and named). "
+        "Duplicate utterance keys are an error.",
+    )
+    parser.add_argument("dest")
+    parser.add_argument("sources", nargs="+")
+    args = parser.parse_args(argv)
+    try:
+        merged = combine(args.sources)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"combine_data.sh: {error}", file=sys.stderr)
+        return 1
+    for src in args.sources:
+        for name in sorted(set(load_dir(src)) - set(merged)):
+            print(f"combine_data.sh: {name} is not in every source; left out", file=sys.stderr)
+    write_dir(merged, set(merged["utt2spk"]), args.dest)
+    print(f"combine_data.sh: {len(merged['utt2spk'])} utterances from {len(args.sources)} dirs into {args.dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Which files a Kaldi data dir holds, how each is keyed, and loading/writing a dir as a whole."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+
+from rnnt.datadir.speakers import utt2spk_to_spk2utt
+from rnnt.datadir.table import read_lines, write_table
+from rnnt.datadir.values import VALUE_RULES
+
+# name -> number of fields a line must have (None: at least two; text may have one).
+PER_UTTERANCE = {"utt2spk": 2, "text": None, "segments": 4, "feats.scp": None,
+                 "utt2dur": 2, "utt2num_frames": 2, "utt2lang": 2}
+PER_SPEAKER = {"spk2gender": 2}
+PER_RECORDING = {"wav.scp": None, "reco2file_and_channel": 3, "reco2dur": 2}
+FIELDS = {**PER_UTTERANCE, **PER_SPEAKER, **PER_RECORDING}
+
+Tables = dict[str, dict[str, str]]
+
+
+def read_normalised(path: str, dropped: Counter) -> dict[str, str]:
+    """Reads '<key> <value>' records, repairing spacing and line ends, counting what it drops."""
+    name = os.path.basename(path)
+    n_fields = FIELDS.get(name)
+    min_fields = 1 if name == "text" else 2
+    records: dict[str, str] = {}
+    for line in read_lines(path):
+        fields = line.text.replace("\r", "").split()
+        if not fields:
+            continue
+        if len(fields) < min_fields or (n_fields is not None and len(fields) != n_fields):
+            dropped[f"malformed line in {name}"] += 1
+            print(f"{line.where}: dropped, {len(fields)} fields", file=sys.stderr)
+        elif name in VALUE_RULES and not VALUE_RULES[name][0](fields[1:]):
+            dropped[f"bad value in {name}"] += 1
+            print(f"{line.where}: dropped, value is not {VALUE_RULES[name][1]}", file=sys.stderr)
+        elif fields[0] in records:
+            dropped[f"duplicate key in {name}"] += 1
+            print(f"{line.where}: dropped duplicate key '{fields[0]}'", file=sys.stderr)
+        else:
+            records[fields[0]] = " ".join(fields[1:])
+    return records
+
+
+def load_dir(data_dir: str, dropped: Counter | None = None) -> Tables:
+    """Every known file of the dir (spk2utt excepted: it is derived from utt2spk)."""
+    path = os.path.join(data_dir, "utt2spk")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: missing; every data dir needs utt2spk")
+    dropped = Counter() if dropped is None else dropped
+    return {name: read_normalised(os.path.join(data_dir, name), dropped)
+            for name in FIELDS if os.path.isfile(os.path.join(data_dir, name))}
+
+
+def utterance_files(tables: Tables) -> list[str]:
+    """The files keyed by utterance; wav.scp is one of them when there are no segments."""
+    names = [name for name in PER_UTTERANCE if name in tables]
+    return names + ["wav.scp"] if "wav.scp" in tables and "segments" not in tables else names
+
+
+def write_dir(tables: Tables, keep: set[str], dest: str) -> None:
+    """Writes the files restricted to the utterances in keep (and their speakers and recordings)."""
+    os.makedirs(dest, exist_ok=True)
+    utt2spk = tables["utt2spk"]
+    by_utterance = utterance_files(tables)
+    speakers = {utt2spk[u] for u in keep}
+    recordings = {tables["segments"][u].split()[0] for u in keep} if "segments" in tables else None
+    for name, records in tables.items():
+        if name in by_utterance:
+            wanted = keep
+        elif name in PER_SPEAKER:
+            wanted = speakers
+        else:
+            wanted = recordings if recordings is not None else keep
+        write_table(os.path.join(dest, name), ((k, v) for k, v in records.items() if k in wanted))
+    spk2utt = utt2spk_to_spk2utt(sorted((u, utt2spk[u]) for u in keep))
+    write_table(os.path.join(dest, "spk2utt"), ((s, " ".join(us)) for s, us in spk2utt.items()))

@@ -1,0 +1,59 @@
+"""Conversions between utt2spk ('<utt> <spk>') and spk2utt ('<spk> <utt1> <utt2> ...')."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+
+def utt2spk_to_spk2utt(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """Groups utterances by speaker, keeping their input order inside each speaker."""
+    spk2utt: dict[str, list[str]] = {}
+    for utt, spk in pairs:
+        spk2utt.setdefault(spk, []).append(utt)
+    return spk2utt
+
+
+def spk2utt_to_utt2spk(rows: Iterable[tuple[str, list[str]]]) -> dict[str, str]:
+    """Expands '<spk> <utt>...' rows into one speaker per utterance."""
+    utt2spk: dict[str, str] = {}
+    for spk, utts in rows:
+        for utt in utts:
+            utt2spk[utt] = spk
+    return utt2spk
+
+
+def main_utt2spk_to_spk2utt(argv: list[str] | None = None) -> int:
+    return _convert(argv, "utt2spk_to_spk2utt.py", "utt2spk", to_spk2utt=True)
+
+
+def main_spk2utt_to_utt2spk(argv: list[str] | None = None) -> int:
+    return _convert(argv, "spk2utt_to_utt2spk.py", "spk2utt", to_spk2utt=False)
+
+
+def _convert(argv: list[str] | None, prog: str, source: str, to_spk2utt: bool) -> int:
+    import argparse
+    import sys
+
+    target = "spk2utt" if to_spk2utt else "utt2spk"
+    parser = argparse.ArgumentParser(prog=prog, description=f"Read {source} (file or standard input), print {target}.")
+    parser.add_argument(source, nargs="?", default="-", help=f"{source} file; '-' or nothing: standard input")
+    path = vars(parser.parse_args(argv))[source]
+    stream = sys.stdin if path == "-" else open(path, encoding="utf-8", errors="replace")
+    rows = []
+    with stream:
+        for number, line in enumerate(stream, 1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) < 2 or (to_spk2utt and len(fields) != 2):
+                print(f"{prog}: {path}:{number}: expected {'2 fields' if to_spk2utt else '<spk> <utt>...'}, "
+                      f"got '{line.rstrip()}'", file=sys.stderr)
+                return 1
+            rows.append((fields[0], fields[1]) if to_spk2utt else (fields[0], fields[1:]))
+    if to_spk2utt:
+        for spk, utts in utt2spk_to_spk2utt(rows).items():
+            print(spk, " ".join(utts))
+    else:
+        for utt, spk in spk2utt_to_utt2spk(rows).items():
+            print(utt, spk)
+    return 0

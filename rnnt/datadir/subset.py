@@ -1,0 +1,69 @@
+"""Copies part of a Kaldi data dir: first, last, evenly spaced or random N utterances, or a key list.
+
+Run as `utils/subset_data_dir.sh [--first|--last|--random] <src> <N> <dest>` or
+`utils/subset_data_dir.sh --utt-list FILE|--spk-list FILE <src> <dest>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+
+from rnnt.datadir.layout import load_dir, write_dir
+from rnnt.datadir.table import read_table
+
+
+def choose(utts: list[str], n: int, how: str, seed: int = 0) -> list[str]:
+    """Picks n of the sorted utterances: 'first', 'last', 'random', or 'spread' (evenly spaced)."""
+    if n > len(utts):
+        raise ValueError(f"asked for {n} utterances but the dir has only {len(utts)}")
+    if how == "first":
+        return utts[:n]
+    if how == "last":
+        return utts[len(utts) - n:]
+    if how == "random":
+        return sorted(random.Random(seed).sample(utts, n))
+    return [utts[(i * len(utts)) // n] for i in range(n)] if n else []
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="subset_data_dir.sh",
+        description="Copy a subset of a data dir to a new dir: N utterances (evenly spaced by default), "
+        "or the utterances/speakers of a list file. Every per-utterance file is filtered and spk2utt rebuilt.",
+    )
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument("--first", dest="how", action="store_const", const="first", help="the first N utterances")
+    how.add_argument("--last", dest="how", action="store_const", const="last", help="the last N utterances")
+    how.add_argument("--random", dest="how", action="store_const", const="random", help="N random utterances")
+    how.add_argument("--utt-list", help="file whose first field is the utterance ids to keep")
+    how.add_argument("--spk-list", help="file whose first field is the speaker ids to keep")
+    parser.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
+    parser.add_argument("args", nargs="+", metavar="<src> [N] <dest>")
+    args = parser.parse_args(argv)
+    by_list = args.utt_list or args.spk_list
+    if len(args.args) != (2 if by_list else 3):
+        parser.error("expected <src> <dest> with --utt-list/--spk-list, else <src> <N> <dest>")
+    src, dest = args.args[0], args.args[-1]
+    try:
+        tables = load_dir(src)
+        utts = sorted(tables["utt2spk"])
+        if args.utt_list:
+            wanted = set(read_table(args.utt_list))
+            keep = [u for u in utts if u in wanted]
+        elif args.spk_list:
+            wanted = set(read_table(args.spk_list))
+            keep = [u for u in utts if tables["utt2spk"][u] in wanted]
+        else:
+            keep = choose(utts, int(args.args[1]), args.how or "spread", args.seed)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"subset_data_dir.sh: {error}", file=sys.stderr)
+        return 1
+    write_dir(tables, set(keep), dest)
+    print(f"subset_data_dir.sh: wrote {len(keep)} of {len(utts)} utterances from {src} to {dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

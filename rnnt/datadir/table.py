@@ -1,0 +1,69 @@
+"""Kaldi table files: one '<key> <value>' record a line, sorted by key under LC_ALL=C."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+
+@dataclass(frozen=True)
+class Line:
+    """One raw line of a table file, with where it came from."""
+
+    path: str
+    number: int  # 1-based
+    text: str  # without the trailing '\n' (a '\r' before it is kept)
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.number}"
+
+    @property
+    def key(self) -> str:
+        return self.text.split(maxsplit=1)[0] if self.text.split() else ""
+
+    @property
+    def value(self) -> str:
+        parts = self.text.strip().split(maxsplit=1)
+        return parts[1] if len(parts) > 1 else ""
+
+    @property
+    def fields(self) -> list[str]:
+        return self.text.split()
+
+
+def read_lines(path: str) -> Iterator[Line]:
+    """Yields every line of a UTF-8 text file, raw; undecodable bytes are kept as U+FFFD."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            text = raw.decode("utf-8", errors="replace")
+            if text.endswith("\n"):
+                text = text[:-1]
+            yield Line(path, number, text)
+
+
+def read_table(path: str) -> dict[str, Line]:
+    """Reads a table leniently (blank lines skipped, CR and trailing spaces ignored, first key wins).
+
+    For strict checks use rnnt.datadir.validate; this is for tools that consume a valid dir.
+    """
+    table: dict[str, Line] = {}
+    for line in read_lines(path):
+        clean = line.text.rstrip("\r \t")
+        if not clean.strip():
+            continue
+        line = Line(line.path, line.number, clean)
+        table.setdefault(line.key, line)
+    return table
+
+
+def write_table(path: str, records: Iterable[tuple[str, str]]) -> int:
+    """Writes '<key> <value>' lines sorted by key, atomically (temporary file + rename)."""
+    rows = sorted(records, key=lambda kv: kv[0])
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        for key, value in rows:
+            f.write(f"{key} {value}\n" if value != "" else f"{key}\n")
+    os.replace(tmp, path)
+    return len(rows)

@@ -1,0 +1,257 @@
+"""Checks a Kaldi data directory with the rules of Kaldi's utils/validate_data_dir.sh.
+
+Every problem names the file, the line and how to fix it. Run as
+`utils/validate_data_dir.sh [--no-feats] [--no-text] [--no-wav] <data-dir>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import unicodedata
+from dataclasses import dataclass, field
+
+from rnnt.datadir.table import Line, read_lines
+from rnnt.datadir.values import VALUE_RULES, segment_problem
+
+# Words with a meaning of their own in Kaldi's lexicon and grammar FSTs; never in a transcript.
+RESERVED_WORDS = {"<s>", "</s>", "<eps>", "#0"}
+FIX_DIR = "utils/fix_data_dir.sh {dir}"
+MAX_REPORTS_PER_RULE = 10
+
+
+@dataclass
+class Problems:
+    """Collects problems; each rule reports at most MAX_REPORTS_PER_RULE lines, then a count."""
+
+    items: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, where: str, message: str, fix: str, rule: str | None = None) -> None:
+        rule = rule or message
+        seen = self.counts.get(rule, 0)
+        self.counts[rule] = seen + 1
+        if seen < MAX_REPORTS_PER_RULE:
+            self.items.append(f"{where}: {message}; fix: {fix}")
+
+    def summary(self) -> list[str]:
+        extra = [
+            f"... and {n - MAX_REPORTS_PER_RULE} more like: {rule}"
+            for rule, n in self.counts.items()
+            if n > MAX_REPORTS_PER_RULE
+        ]
+        return self.items + extra
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+
+def is_printable_text(text: str) -> bool:
+    """False for control and other non-printing characters (U+FFFD marks invalid UTF-8)."""
+    for ch in text:
+        if ch == "\ufffd" or unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn"):
+            return False
+    return True
+
+
+def check_table(
+    path: str, problems: Problems, min_fields: int = 2, max_fields: int | None = None
+) -> dict[str, Line]:
+    """Line-format checks shared by every table: line ends, spacing, field count, order, duplicates."""
+    name = os.path.basename(path)
+    fix_format = FIX_DIR.format(dir=os.path.dirname(path) or ".")
+    table: dict[str, Line] = {}
+    previous: Line | None = None
+    for line in read_lines(path):
+        text = line.text
+        if text.endswith("\r"):
+            problems.add(line.where, "Windows (CRLF) line end", f"sed -i 's/\\r$//' {path}", f"{name} CRLF")
+            text = text[:-1]
+        if not text.strip():
+            problems.add(line.where, "empty line", f"delete it or run {fix_format}", f"{name} empty")
+            continue
+        if text != text.strip():
+            problems.add(
+                line.where, "leading or trailing whitespace", f"strip it or run {fix_format}", f"{name} spaces"
+            )
+        clean = Line(line.path, line.number, text.strip())
+        fields = clean.fields
+        if len(fields) < min_fields or (max_fields is not None and len(fields) > max_fields):
+            want = f"{min_fields}" if max_fields == min_fields else f"at least {min_fields}"
+            if max_fields not in (None, min_fields):
+                want = f"{min_fields} to {max_fields}"
+            problems.add(clean.where, f"has {len(fields)} fields, expected {want}", "correct the line", f"{name} fields")
+            continue
+        key = clean.key
+        if key in table:
+            problems.add(
+                clean.where,
+                f"duplicate key '{key}' (first on line {table[key].number})",
+                f"remove one of them or run {fix_format}",
+                f"{name} duplicate",
+            )
+            continue
+        if previous is not None and key < previous.key:
+            problems.add(
+                clean.where,
+                f"not sorted: '{key}' comes after '{previous.key}' (line {previous.number})",
+                f"sort it with LC_ALL=C sort -k1,1 -o {path} {path}, or run {fix_format}",
+                f"{name} sorted",
+            )
+        table[key] = clean
+        previous = clean
+    return table
+
+
+def check_same_keys(
+    reference: dict[str, Line], ref_name: str, other: dict[str, Line], other_path: str, problems: Problems, what: str
+) -> None:
+    """Every key of the reference appears in the other table and vice versa."""
+    fix = FIX_DIR.format(dir=os.path.dirname(other_path) or ".")
+    name = os.path.basename(other_path)
+    for key, line in reference.items():
+        if key not in other:
+            problems.add(line.where, f"{what} '{key}' is missing from {name}", fix, f"{name} missing")
+    for key, line in other.items():
+        if key not in reference:
+            problems.add(line.where, f"{what} '{key}' is not in {ref_name}", fix, f"{name} extra")
+
+
+def check_speakers(utt2spk: dict[str, Line], spk2utt: dict[str, Line], data_dir: str, problems: Problems) -> None:
+    """spk2utt is utt2spk inverted, and every speaker id is a prefix of its utterance ids."""
+    fix = f"utils/utt2spk_to_spk2utt.py {data_dir}/utt2spk > {data_dir}/spk2utt"
+    expected: dict[str, set[str]] = {}
+    for utt, line in utt2spk.items():
+        spk = line.fields[1]
+        expected.setdefault(spk, set()).add(utt)
+        if not utt.startswith(spk):
+            problems.add(
+                line.where,
+                f"speaker id '{spk}' is not a prefix of utterance id '{utt}' (Kaldi sorts both by the same order)",
+                "name utterances '<speaker>-<rest>'",
+                "speaker prefix",
+            )
+    for spk, line in spk2utt.items():
+        utts = line.fields[1:]
+        if len(set(utts)) != len(utts):
+            problems.add(line.where, f"speaker '{spk}' lists an utterance twice", fix, "spk2utt repeated utt")
+        if set(utts) != expected.get(spk, set()):
+            problems.add(
+                line.where, f"speaker '{spk}' does not list the same utterances as utt2spk", fix, "spk2utt mismatch"
+            )
+    for spk in sorted(set(expected) - set(spk2utt)):
+        problems.add(os.path.join(data_dir, "spk2utt"), f"speaker '{spk}' from utt2spk is missing", fix, "spk2utt missing")
+
+
+def check_text(text: dict[str, Line], problems: Problems) -> None:
+    for line in text.values():
+        if not is_printable_text(line.text):
+            problems.add(
+                line.where, "non-printable character or invalid UTF-8", "remove it or re-encode the file as UTF-8",
+                "text printable",
+            )
+        for word in line.fields[1:]:
+            if word in RESERVED_WORDS or (word.startswith("#") and word[1:].isdigit()):
+                problems.add(line.where, f"reserved symbol '{word}' in a transcript", "remove or rename it", "reserved")
+
+
+def check_values(table: dict[str, Line], problems: Problems) -> None:
+    """The numeric rules of rnnt.datadir.values, applied to every line of a table."""
+    for line in table.values():
+        name = os.path.basename(line.path)
+        if name == "segments":
+            problem = segment_problem(line.fields[2], line.fields[3])
+            if problem:
+                problems.add(line.where, problem, "need 0 <= start < end", "segment times")
+        elif name in VALUE_RULES and not VALUE_RULES[name][0](line.fields[1:]):
+            problems.add(line.where, f"value '{line.fields[1]}' is not {VALUE_RULES[name][1]}", "recompute the file",
+                         f"{name} value")
+
+
+def check_recordings(segments: dict[str, Line], wav: dict[str, Line], problems: Problems) -> None:
+    for line in segments.values():
+        reco = line.fields[1]
+        if reco not in wav:
+            problems.add(line.where, f"recording '{reco}' is not in wav.scp", "add it or drop the segment", "seg reco")
+
+
+def validate_data_dir(data_dir: str, no_feats: bool = False, no_text: bool = False, no_wav: bool = False) -> list[str]:
+    """Returns the problems found (empty list: the directory is valid)."""
+    problems = Problems()
+
+    def path(name: str) -> str:
+        return os.path.join(data_dir, name)
+
+    if not os.path.isdir(data_dir):
+        return [f"{data_dir}: not a directory"]
+    required = ["utt2spk", "spk2utt"]
+    required += [] if no_text else ["text"]
+    required += [] if no_feats else ["feats.scp"]
+    required += [] if no_wav else ["wav.scp"]
+    missing = [name for name in required if not os.path.isfile(path(name))]
+    if missing:
+        hints = {"feats.scp": " (pass --no-feats if features are computed on the fly)"}
+        return [f"{path(name)}: required file is missing{hints.get(name, '')}" for name in missing]
+
+    utt2spk = check_table(path("utt2spk"), problems, 2, 2)
+    spk2utt = check_table(path("spk2utt"), problems, 2)
+    check_speakers(utt2spk, spk2utt, data_dir, problems)
+    if not utt2spk:
+        problems.add(path("utt2spk"), "no utterances", "prepare the data dir again", "empty dir")
+
+    wav = check_table(path("wav.scp"), problems, 2) if os.path.isfile(path("wav.scp")) else None
+    if os.path.isfile(path("segments")):
+        segments = check_table(path("segments"), problems, 4, 4)
+        check_values(segments, problems)
+        if wav is not None:
+            check_recordings(segments, wav, problems)
+        check_same_keys(utt2spk, "utt2spk", segments, path("segments"), problems, "utterance")
+    elif wav is not None:
+        check_same_keys(utt2spk, "utt2spk", wav, path("wav.scp"), problems, "utterance")
+
+    if not no_text:
+        text = check_table(path("text"), problems, 1)
+        check_text(text, problems)
+        check_same_keys(utt2spk, "utt2spk", text, path("text"), problems, "utterance")
+
+    for name, max_fields in {"feats.scp": None, "utt2dur": 2, "utt2num_frames": 2}.items():
+        if os.path.isfile(path(name)):
+            table = check_table(path(name), problems, 2, max_fields)
+            check_same_keys(utt2spk, "utt2spk", table, path(name), problems, "utterance")
+            check_values(table, problems)
+
+    if os.path.isfile(path("spk2gender")):
+        genders = check_table(path("spk2gender"), problems, 2, 2)
+        check_same_keys(spk2utt, "spk2utt", genders, path("spk2gender"), problems, "speaker")
+        for line in genders.values():
+            if line.fields[1] not in ("m", "f"):
+                problems.add(line.where, f"gender '{line.fields[1]}' is not m or f", "use m or f", "gender")
+    return problems.summary()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="validate_data_dir.sh",
+        description="Check a Kaldi data dir: sorted unique keys, utt2spk/spk2utt agreement, speaker "
+        "prefixes, the same utterances in every per-utterance file, clean text, well-formed "
+        "segments and durations. Exit status 1 and one line per problem when it is not valid.",
+    )
+    parser.add_argument("--no-feats", action="store_true", help="feats.scp is not required")
+    parser.add_argument("--no-text", action="store_true", help="text is not required")
+    parser.add_argument("--no-wav", action="store_true", help="wav.scp is not required")
+    parser.add_argument("data_dir")
+    args = parser.parse_args(argv)
+    found = validate_data_dir(args.data_dir, args.no_feats, args.no_text, args.no_wav)
+    if found:
+        for problem in found:
+            print(problem, file=sys.stderr)
+        print(f"validate_data_dir.sh: {args.data_dir} is NOT valid ({len(found)} problems listed)", file=sys.stderr)
+        return 1
+    n_utts = sum(1 for _ in read_lines(os.path.join(args.data_dir, "utt2spk")))
+    print(f"validate_data_dir.sh: {args.data_dir} is valid ({n_utts} utterances)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

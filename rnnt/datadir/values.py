@@ -1,0 +1,37 @@
+"""Rules for the values of data-dir files that hold numbers; shared by validation and repair."""
+
+from __future__ import annotations
+
+import math
+
+
+def is_positive_number(value: str) -> bool:
+    try:
+        number = float(value)
+    except ValueError:
+        return False
+    return math.isfinite(number) and number > 0
+
+
+def is_positive_integer(value: str) -> bool:
+    return value.isdigit() and int(value) > 0
+
+
+def segment_problem(start: str, end: str) -> str | None:
+    """None for valid times (0 <= start < end, or end -1 meaning the end of the recording)."""
+    try:
+        t0, t1 = float(start), float(end)
+    except ValueError:
+        return f"start '{start}' or end '{end}' is not a number"
+    if not (math.isfinite(t0) and math.isfinite(t1)) or t0 < 0 or not (t1 > t0 or t1 == -1):
+        return f"bad segment times {start}..{end}"
+    return None
+
+
+# name -> (check of the fields after the key, what a valid value is)
+VALUE_RULES = {
+    "utt2dur": (lambda f: is_positive_number(f[0]), "a positive number"),
+    "reco2dur": (lambda f: is_positive_number(f[0]), "a positive number"),
+    "utt2num_frames": (lambda f: is_positive_integer(f[0]), "a positive integer"),
+    "segments": (lambda f: segment_problem(f[1], f[2]) is None, "0 <= start < end"),
+}

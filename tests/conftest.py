@@ -1,0 +1,59 @@
+"""Shared fixtures: the project root, the real test data, and a Kaldi data dir built from it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+
+@pytest.fixture(scope="session")
+def test_data() -> Path:
+    """../shared/data or $RNNT_TEST_DATA; a missing dir fails the test (never a silent skip)."""
+    path = Path(os.environ.get("RNNT_TEST_DATA", ROOT.parent / "shared" / "data")).resolve()
+    if not (path / "librispeech_samples").is_dir():
+        pytest.fail(f"test data not found at {path}: set RNNT_TEST_DATA to the shared data dir")
+    return path
+
+
+def librispeech_utterances(test_data: Path) -> list[tuple[str, str, str]]:
+    """(utterance id, flac path, transcript) for every sample, from the corpus's own .trans.txt files."""
+    rows = []
+    for trans in sorted((test_data / "librispeech_samples" / "LibriSpeech").glob("*/*/*/*.trans.txt")):
+        for line in trans.read_text().splitlines():
+            utt, text = line.split(maxsplit=1)
+            rows.append((utt, str(trans.parent / f"{utt}.flac"), text))
+    return sorted(rows)
+
+
+@pytest.fixture
+def librispeech_dir(tmp_path: Path, test_data: Path) -> Path:
+    """A Kaldi data dir (wav.scp, text, utt2spk, spk2utt, utt2dur) of the LibriSpeech samples.
+
+    Speaker is reader-chapter, as in Kaldi's LibriSpeech recipe.
+    """
+    import soundfile
+
+    d = tmp_path / "librispeech"
+    d.mkdir()
+    rows = librispeech_utterances(test_data)
+    spk = {utt: "-".join(utt.split("-")[:2]) for utt, _, _ in rows}
+    (d / "wav.scp").write_text("".join(f"{u} {p}\n" for u, p, _ in rows))
+    (d / "text").write_text("".join(f"{u} {t}\n" for u, _, t in rows))
+    (d / "utt2spk").write_text("".join(f"{u} {spk[u]}\n" for u, _, _ in rows))
+    (d / "utt2dur").write_text("".join(f"{u} {soundfile.info(p).duration:.3f}\n" for u, p, _ in rows))
+    spk2utt: dict[str, list[str]] = {}
+    for u, _, _ in rows:
+        spk2utt.setdefault(spk[u], []).append(u)
+    (d / "spk2utt").write_text("".join(f"{s} {' '.join(us)}\n" for s, us in sorted(spk2utt.items())))
+    return d
+
+
+def run_tool(*args: str | os.PathLike, stdin: str | None = None, check: bool = False) -> subprocess.CompletedProcess:
+    """Runs one of the project's command-line tools and captures its output."""
+    return subprocess.run([str(a) for a in args], input=stdin, capture_output=True, text=True, check=check, cwd=ROOT)

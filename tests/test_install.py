@@ -1,0 +1,43 @@
+"""tools/install.sh is idempotent, honours an active venv and refuses an old Python; path.sh sets up."""
+
+import os
+import subprocess
+
+from conftest import ROOT, run_tool
+
+
+def test_second_install_changes_nothing():
+    stamp = ROOT / "tools" / "venv" / ".rnnt-requirements.sha256"
+    out = run_tool(ROOT / "tools" / "install.sh")
+    assert out.returncode == 0, out.stderr
+    assert "is up to date" in out.stdout
+    assert stamp.is_file()
+    # The stamp is a hash of the pinned requirement files and torch is the pinned CPU build.
+    import torch
+
+    assert torch.__version__.startswith("2.13.0")
+
+
+def test_old_python_in_active_venv_is_refused_clearly(tmp_path):
+    fake = tmp_path / "oldvenv" / "bin" / "python"
+    fake.parent.mkdir(parents=True)
+    fake.write_text('#!/bin/sh\ncase "$1" in -V) echo "Python 3.9.18";; *) exit 1;; esac\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "VIRTUAL_ENV": str(tmp_path / "oldvenv")}
+    out = subprocess.run([ROOT / "tools" / "install.sh"], capture_output=True, text=True, env=env)
+    assert out.returncode == 1
+    assert "using the active virtual environment" in out.stdout
+    assert "Python >= 3.10 is required" in out.stderr and "Python 3.9.18" in out.stderr
+
+
+def test_path_sh_sets_environment(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    script = f". {ROOT}/path.sh && echo $RNNT_ROOT && echo $LC_ALL $PYTHONUNBUFFERED && command -v validate_data_dir.sh " \
+             "&& python -c 'import rnnt, torch; print(rnnt.__file__)'"
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    root, locale, tool, package = out.stdout.split("\n")[:4]
+    assert root == str(ROOT)
+    assert locale == "C 1"
+    assert tool == str(ROOT / "utils" / "validate_data_dir.sh")
+    assert package == str(ROOT / "rnnt" / "__init__.py")

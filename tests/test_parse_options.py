@@ -1,0 +1,77 @@
+"""utils/parse_options.sh follows Kaldi's semantics."""
+
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+
+SCRIPT = f"""#!/usr/bin/env bash
+set -euo pipefail
+stage=0
+use_gpu=false
+foo_bar=default
+help_message="Usage: demo.sh [--stage N] [--use-gpu true|false] <in> <out>"
+. {ROOT}/utils/parse_options.sh
+echo "stage=$stage use_gpu=$use_gpu foo_bar=$foo_bar n=$# args=$*"
+"""
+
+
+@pytest.fixture
+def demo(tmp_path):
+    path = tmp_path / "demo.sh"
+    path.write_text(SCRIPT)
+    path.chmod(0o755)
+
+    def run(*args):
+        return subprocess.run([str(path), *args], capture_output=True, text=True)
+
+    return run
+
+
+def test_dashes_become_underscores_and_positionals_stay(demo):
+    out = demo("--stage", "3", "--foo-bar", "two words", "in", "out")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "stage=3 use_gpu=false foo_bar=two words n=2 args=in out"
+
+
+def test_equals_form(demo):
+    assert demo("--stage=4", "x").stdout.strip() == "stage=4 use_gpu=false foo_bar=default n=1 args=x"
+
+
+def test_boolean_takes_only_true_or_false(demo):
+    assert "use_gpu=true" in demo("--use-gpu", "true").stdout
+    out = demo("--use-gpu", "yes")
+    assert out.returncode != 0
+    assert "--use-gpu" in out.stderr and "true or false" in out.stderr
+
+
+def test_unknown_option_is_an_error_naming_it(demo):
+    out = demo("--no-such-thing", "1", "a")
+    assert out.returncode != 0
+    assert "--no-such-thing" in out.stderr
+
+
+def test_missing_value_is_an_error(demo):
+    out = demo("--stage")
+    assert out.returncode != 0 and "--stage" in out.stderr
+
+
+def test_help_prints_help_message(demo):
+    out = demo("--help")
+    assert out.returncode == 0
+    assert out.stdout.strip() == "Usage: demo.sh [--stage N] [--use-gpu true|false] <in> <out>"
+
+
+def test_config_file_sets_variables_and_command_line_wins(demo, tmp_path):
+    cfg = tmp_path / "opts.conf"
+    cfg.write_text("stage=7\nfoo_bar=from_config\n")
+    out = demo("--stage", "2", "--config", str(cfg), "p")
+    assert out.stdout.strip() == "stage=2 use_gpu=false foo_bar=from_config n=1 args=p"
+    missing = demo("--config", str(tmp_path / "nope.conf"))
+    assert missing.returncode != 0 and "nope.conf" in missing.stderr
+
+
+def test_parsing_stops_at_first_positional_or_double_dash(demo):
+    assert demo("a", "--stage", "5").stdout.strip() == "stage=0 use_gpu=false foo_bar=default n=3 args=a --stage 5"
+    assert demo("--stage", "1", "--", "--x").stdout.strip() == "stage=1 use_gpu=false foo_bar=default n=1 args=--x"

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Create (or reuse) the project's virtual environment and install the pinned requirements.
+# Idempotent: when tools/venv already satisfies tools/requirements.txt it returns in seconds.
+set -euo pipefail
+
+usage() {
+  cat <<USAGE
+Usage: tools/install.sh [--python PYTHON] [--force]
+
+Creates tools/venv with PYTHON (default: python3) and installs tools/requirements.txt
+(direct pins) under tools/constraints.txt (transitive pins).
+If a virtual environment is already active (VIRTUAL_ENV is set), installs into it instead.
+  --python PYTHON   interpreter to build the venv with (must be >= 3.10)
+  --force           reinstall even when the requirements stamp is up to date
+USAGE
+}
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+python=python3
+force=false
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --python) python="$2"; shift 2 ;;
+    --force) force=true; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "tools/install.sh: unknown option '$1'" >&2; usage >&2; exit 1 ;;
+  esac
+done
+
+requirements="$root/tools/requirements.txt"
+constraints="$root/tools/constraints.txt"
+if [ -n "${VIRTUAL_ENV:-}" ]; then
+  venv="$VIRTUAL_ENV"
+  echo "tools/install.sh: using the active virtual environment $venv"
+else
+  venv="$root/tools/venv"
+fi
+
+if ! command -v "$python" >/dev/null 2>&1 && [ ! -x "$venv/bin/python" ]; then
+  echo "tools/install.sh: '$python' not found; install Python >= 3.10 or pass --python" >&2
+  exit 1
+fi
+interpreter="$venv/bin/python"
+[ -x "$interpreter" ] || interpreter="$python"
+if ! "$interpreter" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)'; then
+  echo "tools/install.sh: Python >= 3.10 is required, $interpreter is $("$interpreter" -V 2>&1); pass --python" >&2
+  exit 1
+fi
+
+# The stamp records the requirements the venv was built from; equal stamp -> nothing to do.
+stamp="$venv/.rnnt-requirements.sha256"
+want=$(cat "$requirements" "$constraints" | sha256sum | cut -d' ' -f1)
+if ! $force && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$venv/bin/python" -c 'import torch' 2>/dev/null; then
+  echo "tools/install.sh: $venv is up to date"
+  exit 0
+fi
+
+if [ ! -x "$venv/bin/python" ]; then
+  echo "tools/install.sh: creating $venv"
+  "$python" -m venv "$venv"
+fi
+
+pip_args=(--disable-pip-version-check)
+# The CPU torch wheel lies on this machine's disk; point pip at it if the environment does not.
+[ -d /opt/wheels ] && pip_args+=(--find-links /opt/wheels)
+echo "tools/install.sh: installing $(grep -cv '^\s*\(#\|$\)' "$requirements") pinned requirements into $venv"
+"$venv/bin/python" -m pip install "${pip_args[@]}" -q -r "$requirements" -c "$constraints"
+"$venv/bin/python" -c 'import torch, sentencepiece, jiwer, soundfile, kaldiio, yaml, tqdm' 
+echo "$want" > "$stamp"
+echo "tools/install.sh: done, torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)') in $venv"

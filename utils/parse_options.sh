@@ -1,0 +1,68 @@
+# Kaldi-style option parsing; source it after setting defaults:
+#   stage=0; use_gpu=false; help_message="Usage: $0 [options] <dir>"
+#   . utils/parse_options.sh
+# Rules:
+#   --foo-bar X and --foo-bar=X set the existing variable foo_bar (an undefined one is an error);
+#   a variable whose current value is true or false only accepts true or false;
+#   --config FILE sources FILE (shell assignments) before the remaining options;
+#   --help / -h prints $help_message and exits 0;
+#   parsing stops at the first argument not starting with --, or after a bare --;
+#   positional arguments stay in "$@".
+# shellcheck shell=bash
+
+__po_name=$(basename "$0")
+
+__po_fail() {
+  echo "$__po_name: $*" >&2
+  [ -n "${help_message:-}" ] && printf '%s\n' "$help_message" >&2
+  exit 1
+}
+
+__po_set() {  # __po_set <option-as-typed> <value>
+  local opt=$1 value=$2 var
+  var=$(printf '%s' "${opt#--}" | tr '-' '_')
+  case "$var" in
+    ''|[0-9]*|*[!A-Za-z0-9_]*) __po_fail "invalid option '$opt'" ;;
+  esac
+  if [ -z "${!var+set}" ]; then
+    __po_fail "unknown option '$opt' (no variable '$var' is defined in the script)"
+  fi
+  local current=${!var}
+  if { [ "$current" = true ] || [ "$current" = false ]; } && [ "$value" != true ] && [ "$value" != false ]; then
+    __po_fail "option '$opt' takes true or false, not '$value'"
+  fi
+  printf -v "$var" '%s' "$value"
+}
+
+# --config files are applied first so that explicit options on the command line win.
+__po_args=("$@")
+__po_i=0
+while [ $__po_i -lt ${#__po_args[@]} ]; do
+  __po_cfg=
+  case "${__po_args[__po_i]}" in
+    --) break ;;
+    --help|-h) __po_i=$((__po_i + 1)); continue ;;
+    --config=*) __po_cfg=${__po_args[__po_i]#--config=}; __po_i=$((__po_i + 1)) ;;
+    --config) __po_cfg=${__po_args[__po_i + 1]:-}; [ -n "$__po_cfg" ] || __po_fail "--config needs a file"; __po_i=$((__po_i + 2)) ;;
+    --*=*) __po_i=$((__po_i + 1)); continue ;;
+    --*) __po_i=$((__po_i + 2)); continue ;;
+    *) break ;;
+  esac
+  [ -f "$__po_cfg" ] || __po_fail "config file '$__po_cfg' not found"
+  # shellcheck disable=SC1090
+  . "$__po_cfg"
+done
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --) shift; break ;;
+    --help|-h) printf '%s\n' "${help_message:-Usage: $__po_name [options]; no help message is defined}"; exit 0 ;;
+    --config=*) shift ;;
+    --config) shift 2 ;;
+    --*=*) __po_set "${1%%=*}" "${1#*=}"; shift ;;
+    --*) [ $# -ge 2 ] || __po_fail "option '$1' needs a value"; __po_set "$1" "$2"; shift 2 ;;
+    *) break ;;
+  esac
+done
+unset __po_args __po_i __po_cfg
+true
