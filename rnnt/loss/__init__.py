@@ -1,0 +1,23 @@
+"""Transducer losses, pure PyTorch on CPU and CUDA.
+
+- transducer_loss / TransducerLoss: full loss on padded (B, T, U+1, V) or packed (sum T_b*(U_b+1), V)
+  logits, gradient formed directly (no log-softmax tensor kept); modified one-symbol-per-frame variant.
+- fused_joiner_loss: the joiner's output layer and the loss in one function, logits never materialised.
+- simple_loss, prune_ranges, prune, pruned_loss: pruned training on a band of s_range symbols per frame.
+"""
+
+from rnnt.loss.fused_joiner import fused_joiner_loss
+from rnnt.loss.lattice import lattice_posteriors
+from rnnt.loss.logits_loss import TransducerLoss, transducer_loss
+from rnnt.loss.pruned import prune, prune_ranges, pruned_loss, simple_loss
+
+__all__ = [
+    "TransducerLoss",
+    "fused_joiner_loss",
+    "lattice_posteriors",
+    "prune",
+    "prune_ranges",
+    "pruned_loss",
+    "simple_loss",
+    "transducer_loss",
+]

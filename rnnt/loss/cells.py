@@ -1,0 +1,74 @@
+"""Where each row of a (N, V) logits matrix sits in the (B, T, U+1) transducer lattice.
+
+Padded logits (B, T, U+1, V), packed logits (sum_b T_b * (U_b+1), V) and pruned logits (B, T, S, V)
+are all rows of cells; one map per layout lets a single loss implementation serve them all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class CellMap:
+    batch: torch.Tensor  # (N,) utterance of each row
+    cell: torch.Tensor  # (N,) flat index b * T * U1 + t * U1 + u into the lattice (0 for invalid rows)
+    valid: torch.Tensor  # (N,) row lies inside its utterance's lattice
+    label: torch.Tensor  # (N,) symbol of the label arc leaving the cell (the blank where there is none)
+    has_label: torch.Tensor  # (N,) the cell has a label arc (valid and u < U_b)
+    shape: tuple[int, int, int]  # (B, T, U1) of the lattice
+
+    def to_lattice(self, values: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
+        """Scatters per-row values into a -inf filled (B, T, U1) lattice."""
+        lattice = torch.full((self.shape[0] * self.shape[1] * self.shape[2],), float("-inf"),
+                             dtype=values.dtype, device=values.device)
+        lattice[self.cell[where]] = values[where]
+        return lattice.view(self.shape)
+
+    def from_lattice(self, lattice: torch.Tensor) -> torch.Tensor:
+        """Per-row values of a (B, T, U1) lattice, 0 for invalid rows."""
+        return lattice.reshape(-1)[self.cell].where(self.valid, 0.0)
+
+
+def _build(b, t, u, logit_lengths, target_lengths, targets, blank, T, U1) -> CellMap:
+    T_b, U_b = logit_lengths.long()[b], target_lengths.long()[b]
+    valid = (t < T_b) & (u <= U_b) & (t >= 0) & (u >= 0)
+    has_label = valid & (u < U_b)
+    label = torch.full_like(u, blank)
+    if targets.shape[1] > 0:
+        label = torch.where(has_label, targets.long()[b, u.clamp(0, targets.shape[1] - 1)], label)
+    cell = torch.where(valid, (b * T + t) * U1 + u, torch.zeros_like(u))
+    return CellMap(b, cell, valid, label, has_label, (int(logit_lengths.shape[0]), T, U1))
+
+
+def padded_cells(logits_shape, targets, logit_lengths, target_lengths, blank) -> CellMap:
+    B, T, U1, _ = logits_shape
+    device = targets.device
+    b = torch.arange(B, device=device).repeat_interleave(T * U1)
+    t = torch.arange(T, device=device).repeat_interleave(U1).repeat(B)
+    u = torch.arange(U1, device=device).repeat(B * T)
+    return _build(b, t, u, logit_lengths, target_lengths, targets, blank, T, U1)
+
+
+def packed_cells(targets, logit_lengths, target_lengths, blank) -> CellMap:
+    T_b, U1_b = logit_lengths.long(), target_lengths.long() + 1
+    sizes = T_b * U1_b
+    device = targets.device
+    b = torch.arange(len(sizes), device=device).repeat_interleave(sizes)
+    offsets = torch.cumsum(sizes, 0) - sizes
+    local = torch.arange(int(sizes.sum()), device=device) - offsets[b]
+    t, u = local // U1_b[b], local % U1_b[b]
+    return _build(b, t, u, logit_lengths, target_lengths, targets, blank, int(T_b.max()), int(U1_b.max()))
+
+
+def pruned_cells(ranges, targets, logit_lengths, target_lengths, blank) -> CellMap:
+    """ranges: (B, T, S) the symbol position u of each pruned cell (t, s)."""
+    B, T, S = ranges.shape
+    device = ranges.device
+    b = torch.arange(B, device=device).repeat_interleave(T * S)
+    t = torch.arange(T, device=device).repeat_interleave(S).repeat(B)
+    u = ranges.reshape(-1).long()
+    U1 = int(target_lengths.max()) + 1
+    return _build(b, t, u, logit_lengths, target_lengths, targets, blank, T, U1)

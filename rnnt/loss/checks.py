@@ -1,0 +1,85 @@
+"""Argument checks for the transducer losses: every mistake gets a message that says what to fix."""
+
+from __future__ import annotations
+
+import torch
+
+FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+INTS = (torch.int32, torch.int64)
+
+
+def check_lengths(targets, logit_lengths, target_lengths, batch: int | None = None) -> int:
+    """Checks dtypes and shapes of targets and lengths; returns the batch size."""
+    if targets.dtype not in INTS or logit_lengths.dtype not in INTS or target_lengths.dtype not in INTS:
+        raise TypeError(f"targets, logit_lengths and target_lengths must be int32 or int64, got "
+                        f"{targets.dtype}, {logit_lengths.dtype}, {target_lengths.dtype}")
+    if targets.dim() != 2 or logit_lengths.dim() != 1 or target_lengths.dim() != 1:
+        raise ValueError(f"expected targets (B, U), logit_lengths (B,), target_lengths (B,); got shapes "
+                         f"{tuple(targets.shape)}, {tuple(logit_lengths.shape)}, {tuple(target_lengths.shape)}")
+    B = targets.shape[0]
+    if logit_lengths.shape[0] != B or target_lengths.shape[0] != B or (batch is not None and batch != B):
+        raise ValueError(f"batch sizes differ: targets {B}, logit_lengths {logit_lengths.shape[0]}, "
+                         f"target_lengths {target_lengths.shape[0]}" + (f", logits {batch}" if batch else ""))
+    if B == 0:
+        raise ValueError("empty batch")
+    if int(logit_lengths.min()) < 1:
+        raise ValueError(f"logit_lengths must be >= 1, got {logit_lengths.tolist()}")
+    if int(target_lengths.min()) < 0:
+        raise ValueError(f"target_lengths must be >= 0, got {target_lengths.tolist()}")
+    if int(target_lengths.max()) > targets.shape[1]:
+        raise ValueError(f"target_lengths max {int(target_lengths.max())} exceeds targets.shape[1] = {targets.shape[1]}")
+    return B
+
+
+def check_symbols(targets, target_lengths, blank: int, vocab: int) -> int:
+    """Normalises a negative blank (-1: the last symbol) and checks the targets; returns blank."""
+    if not -vocab <= blank < vocab:
+        raise ValueError(f"blank {blank} is out of range for a vocabulary of {vocab}")
+    blank = blank % vocab
+    if targets.shape[1] == 0:
+        return blank
+    inside = torch.arange(targets.shape[1], device=targets.device)[None, :] < target_lengths[:, None]
+    used = targets[inside]
+    if used.numel():
+        if int(used.min()) < 0 or int(used.max()) >= vocab:
+            raise ValueError(f"targets must lie in [0, {vocab}), got values from {int(used.min())} to {int(used.max())}")
+        if bool((used == blank).any()):
+            b = int(((targets == blank) & inside).any(1).nonzero()[0])
+            raise ValueError(f"the blank symbol {blank} appears inside the targets of utterance {b}")
+    return blank
+
+
+def check_one_symbol_per_frame(logit_lengths, target_lengths) -> None:
+    too_long = target_lengths > logit_lengths
+    if bool(too_long.any()):
+        b = int(too_long.nonzero()[0])
+        raise ValueError(f"one_sym_per_frame needs target_length <= logit_length; utterance {b} has "
+                         f"{int(target_lengths[b])} targets for {int(logit_lengths[b])} frames")
+
+
+def check_logits(logits, targets, logit_lengths, target_lengths, blank: int, one_sym_per_frame: bool) -> int:
+    """Checks logits (padded 4-D or packed 2-D) against targets and lengths; returns the normalised blank."""
+    if not isinstance(logits, torch.Tensor) or logits.dtype not in FLOATS:
+        raise TypeError(f"logits must be a float16, bfloat16, float32 or float64 tensor, got "
+                        f"{getattr(logits, 'dtype', type(logits))}")
+    for name, tensor in (("targets", targets), ("logit_lengths", logit_lengths), ("target_lengths", target_lengths)):
+        if tensor.device != logits.device:
+            raise ValueError(f"{name} is on {tensor.device} but logits are on {logits.device}")
+    if logits.dim() == 4:
+        B = check_lengths(targets, logit_lengths, target_lengths, logits.shape[0])
+        if int(logit_lengths.max()) > logits.shape[1]:
+            raise ValueError(f"logit_lengths max {int(logit_lengths.max())} exceeds logits.shape[1] = {logits.shape[1]}")
+        if int(target_lengths.max()) + 1 > logits.shape[2]:
+            raise ValueError(f"target_lengths max {int(target_lengths.max())} needs logits.shape[2] >= "
+                             f"{int(target_lengths.max()) + 1}, got {logits.shape[2]}")
+    elif logits.dim() == 2:
+        check_lengths(targets, logit_lengths, target_lengths)
+        rows = int((logit_lengths.long() * (target_lengths.long() + 1)).sum())
+        if logits.shape[0] != rows:
+            raise ValueError(f"packed logits need sum(T_b * (U_b + 1)) = {rows} rows, got {logits.shape[0]}")
+    else:
+        raise ValueError(f"logits must be padded (B, T, U+1, V) or packed (sum T_b*(U_b+1), V); "
+                         f"got shape {tuple(logits.shape)}")
+    if one_sym_per_frame:
+        check_one_symbol_per_frame(logit_lengths, target_lengths)
+    return check_symbols(targets, target_lengths, blank, logits.shape[-1])

@@ -1,0 +1,144 @@
+"""Forward-backward over the transducer lattice, given per-cell arc log-probabilities.
+
+The lattice of utterance b has nodes (t, u), 0 <= t <= T_b, 0 <= u <= U_b, where the extra row t = T_b
+holds only the final node (T_b, U_b). Node (t, u) has two arcs:
+  blank: (t, u) -> (t + 1, u)       with log-prob blank[b, t, u]
+  label: (t, u) -> (t, u + 1)       with log-prob label[b, t, u]   (standard transducer)
+         (t, u) -> (t + 1, u + 1)                                  (one symbol per frame)
+Cells outside t < T_b, u <= U_b, and label arcs at u = U_b, must carry -inf.
+
+Everything here is (B, T, U+1)-sized: the vocabulary never appears.
+"""
+
+from __future__ import annotations
+
+import torch
+
+NEG_INF = float("-inf")
+
+
+def _skew_index(n_frames: int, n_labels: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """For diagonal n and column u, the frame t = n - u (clamped) and whether it is on the grid."""
+    n = torch.arange(n_frames + n_labels - 1, device=device)[:, None]
+    u = torch.arange(n_labels, device=device)[None, :]
+    t = n - u
+    on_grid = (t >= 0) & (t < n_frames)
+    return t.clamp(0, n_frames - 1), on_grid
+
+
+def _skew(x: torch.Tensor, t: torch.Tensor, on_grid: torch.Tensor) -> torch.Tensor:
+    """(B, T, U1) -> (B, T+U1-1, U1) with out[:, n, u] = x[:, n-u, u] (-inf off the grid)."""
+    u = torch.arange(x.shape[2], device=x.device)[None, :]
+    return x[:, t, u].masked_fill(~on_grid, NEG_INF)
+
+
+def _shift_up(x: torch.Tensor) -> torch.Tensor:
+    """out[..., u] = x[..., u-1], -inf at u = 0: arriving from the node below by a label."""
+    return torch.nn.functional.pad(x[..., :-1], (1, 0), value=NEG_INF)
+
+
+def _shift_down(x: torch.Tensor) -> torch.Tensor:
+    """out[..., u] = x[..., u+1], -inf at the top: the node reached by a label."""
+    return torch.nn.functional.pad(x[..., 1:], (0, 1), value=NEG_INF)
+
+
+def _extend(x: torch.Tensor) -> torch.Tensor:
+    """Adds the final row t = T (no arcs leave it)."""
+    return torch.nn.functional.pad(x, (0, 0, 0, 1), value=NEG_INF)
+
+
+def _forward_backward_standard(blank, label, final_t, final_u):
+    """alpha, beta of shape (B, T+1, U+1), stepping along anti-diagonals t + u = n."""
+    B, T1, U1 = blank.shape
+    t_idx, on_grid = _skew_index(T1, U1, blank.device)
+    blank_s, label_s = _skew(blank, t_idx, on_grid), _skew(label, t_idx, on_grid)
+    n_diag = blank_s.shape[1]
+
+    alpha_s = torch.full_like(blank_s, NEG_INF)
+    alpha_s[:, 0, 0] = 0.0
+    for n in range(1, n_diag):
+        prev = alpha_s[:, n - 1]
+        alpha_s[:, n] = torch.logaddexp(prev + blank_s[:, n - 1], _shift_up(prev + label_s[:, n - 1]))
+
+    beta_s = torch.full_like(blank_s, NEG_INF)
+    final_n = final_t + final_u
+    batch = torch.arange(B, device=blank.device)
+    for n in range(n_diag - 1, -1, -1):
+        if n < n_diag - 1:
+            nxt = beta_s[:, n + 1]
+            beta_s[:, n] = torch.logaddexp(nxt + blank_s[:, n], _shift_down(nxt) + label_s[:, n])
+        ends = final_n == n
+        if ends.any():
+            beta_s[batch[ends], n, final_u[ends]] = 0.0
+
+    u = torch.arange(U1, device=blank.device)[None, :]
+    t = torch.arange(T1, device=blank.device)[:, None]
+    return alpha_s[:, t + u, u], beta_s[:, t + u, u]
+
+
+def _forward_backward_one_symbol(blank, label, final_t, final_u):
+    """alpha, beta of shape (B, T+1, U+1), stepping frame by frame (every arc advances t)."""
+    B, T1, U1 = blank.shape
+    alpha = torch.full_like(blank, NEG_INF)
+    alpha[:, 0, 0] = 0.0
+    for t in range(1, T1):
+        prev = alpha[:, t - 1]
+        alpha[:, t] = torch.logaddexp(prev + blank[:, t - 1], _shift_up(prev + label[:, t - 1]))
+
+    beta = torch.full_like(blank, NEG_INF)
+    batch = torch.arange(B, device=blank.device)
+    for t in range(T1 - 1, -1, -1):
+        if t < T1 - 1:
+            nxt = beta[:, t + 1]
+            beta[:, t] = torch.logaddexp(nxt + blank[:, t], _shift_down(nxt) + label[:, t])
+        ends = final_t == t
+        if ends.any():
+            beta[batch[ends], t, final_u[ends]] = 0.0
+    return alpha, beta
+
+
+def lattice_posteriors(
+    blank: torch.Tensor,
+    label: torch.Tensor,
+    logit_lengths: torch.Tensor,
+    target_lengths: torch.Tensor,
+    one_sym_per_frame: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Log-likelihood of the targets and the posterior of every arc.
+
+    blank, label: (B, T, U+1) arc log-probs, -inf where there is no arc.
+    Returns log_like (B,), and the blank and label arc posteriors (B, T, U+1); their sum is the
+    occupancy of each node. An utterance with no complete path gets log_like -inf and zero posteriors.
+    """
+    with torch.no_grad():
+        blank_e, label_e = _extend(blank), _extend(label)
+        final_t, final_u = logit_lengths.long(), target_lengths.long()
+        run = _forward_backward_one_symbol if one_sym_per_frame else _forward_backward_standard
+        alpha, beta = run(blank_e, label_e, final_t, final_u)
+        log_like = beta[:, 0, 0]
+        finite = torch.isfinite(log_like)
+        norm = torch.where(finite, log_like, torch.zeros_like(log_like))[:, None, None]
+        alpha, beta_next = alpha[:, :-1], beta[:, 1:]
+        gamma_blank = torch.exp(alpha + blank + beta_next - norm)
+        label_target = _shift_down(beta_next) if one_sym_per_frame else _shift_down(beta[:, :-1])
+        gamma_label = torch.exp(alpha + label + label_target - norm)
+        keep = finite[:, None, None]
+        return log_like, gamma_blank.where(keep, 0.0), gamma_label.where(keep, 0.0)
+
+
+class LatticeLoss(torch.autograd.Function):
+    """-log P(targets) from arc log-probs, with gradient -posterior for each arc."""
+
+    @staticmethod
+    def forward(ctx, blank, label, logit_lengths, target_lengths, one_sym_per_frame):
+        log_like, gamma_blank, gamma_label = lattice_posteriors(
+            blank, label, logit_lengths, target_lengths, one_sym_per_frame
+        )
+        ctx.save_for_backward(gamma_blank, gamma_label)
+        return -log_like
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        gamma_blank, gamma_label = ctx.saved_tensors
+        scale = grad_loss[:, None, None]
+        return -gamma_blank * scale, -gamma_label * scale, None, None, None

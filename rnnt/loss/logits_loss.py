@@ -1,0 +1,158 @@
+"""The transducer loss on joiner logits, padded or packed, with the gradient formed directly.
+
+Forward keeps per row only the log-normaliser and, per lattice cell, the blank and label log-probs;
+no log-softmax tensor exists. Backward writes d loss / d logits = softmax * occupancy - arc posteriors
+chunk by chunk, so the only logits-sized allocation is the gradient itself.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rnnt.loss.cells import CellMap, packed_cells, padded_cells
+from rnnt.loss.checks import check_logits
+from rnnt.loss.lattice import lattice_posteriors
+
+CHUNK_ELEMENTS = 1 << 22  # logits elements handled at once in float32 temporaries (16 MB)
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def row_chunks(n_rows: int, vocab: int, chunk_elements: int = CHUNK_ELEMENTS):
+    step = max(1, chunk_elements // max(vocab, 1))
+    for start in range(0, n_rows, step):
+        yield start, min(start + step, n_rows)
+
+
+def row_log_normaliser(rows: torch.Tensor, acc: torch.dtype) -> torch.Tensor:
+    """logsumexp over the vocabulary of every row, in chunks, accumulated in acc."""
+    lse = torch.empty(rows.shape[0], dtype=acc, device=rows.device)
+    for i, j in row_chunks(rows.shape[0], rows.shape[1]):
+        lse[i:j] = torch.logsumexp(rows[i:j].to(acc), dim=1)
+    return lse
+
+
+def reduce_losses(losses: torch.Tensor, reduction: str) -> torch.Tensor:
+    if reduction == "mean":
+        return losses.mean()
+    if reduction == "sum":
+        return losses.sum()
+    return losses
+
+
+def per_utterance_scale(grad_output: torch.Tensor, reduction: str, batch: int) -> torch.Tensor:
+    """d reduced / d loss_b times the incoming gradient, for each utterance b."""
+    if reduction == "none":
+        return grad_output
+    scale = grad_output / batch if reduction == "mean" else grad_output
+    return scale.expand(batch)
+
+
+def arc_log_probs(rows, cells: CellMap, blank: int, from_log_softmax: bool):
+    """Per-row normaliser and the (B, T, U1) blank and label arc log-probs."""
+    acc = accumulation_dtype(rows.dtype)
+    if from_log_softmax:
+        lse = torch.zeros(rows.shape[0], dtype=acc, device=rows.device)
+    else:
+        lse = row_log_normaliser(rows, acc)
+    blank_rows = rows[:, blank].to(acc) - lse
+    label_rows = rows.gather(1, cells.label[:, None]).squeeze(1).to(acc) - lse
+    return lse, cells.to_lattice(blank_rows, cells.valid), cells.to_lattice(label_rows, cells.has_label)
+
+
+def logits_gradient(rows, lse, cells, blank, gamma_blank, gamma_label, from_log_softmax, clamp):
+    """softmax(rows) * occupancy - one-hot arc posteriors, chunk by chunk, in the dtype of rows."""
+    acc = lse.dtype
+    grad = torch.empty_like(rows)
+    occupancy = gamma_blank + gamma_label
+    for i, j in row_chunks(rows.shape[0], rows.shape[1]):
+        if from_log_softmax:
+            g = torch.zeros((j - i, rows.shape[1]), dtype=acc, device=rows.device)
+        else:
+            g = torch.exp(rows[i:j].to(acc) - lse[i:j, None]).mul_(occupancy[i:j, None])
+        g[:, blank] -= gamma_blank[i:j]
+        g.scatter_add_(1, cells.label[i:j, None], -gamma_label[i:j, None])
+        if clamp is not None and clamp > 0:
+            g.clamp_(-clamp, clamp)
+        grad[i:j] = g
+    return grad
+
+
+class TransducerLossFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, rows, cells, logit_lengths, target_lengths, blank, reduction, from_log_softmax,
+                one_sym_per_frame, clamp):
+        lse, blank_lp, label_lp = arc_log_probs(rows, cells, blank, from_log_softmax)
+        log_like, gamma_blank, gamma_label = lattice_posteriors(
+            blank_lp, label_lp, logit_lengths, target_lengths, one_sym_per_frame
+        )
+        ctx.save_for_backward(rows, lse, cells.from_lattice(gamma_blank), cells.from_lattice(gamma_label))
+        ctx.config = (cells, blank, reduction, from_log_softmax, clamp)
+        losses = (-log_like).to(rows.dtype)
+        return reduce_losses(losses, reduction)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        rows, lse, gamma_blank, gamma_label = ctx.saved_tensors
+        cells, blank, reduction, from_log_softmax, clamp = ctx.config
+        scale = per_utterance_scale(grad_output.to(lse.dtype), reduction, cells.shape[0])[cells.batch]
+        grad = logits_gradient(rows, lse, cells, blank, gamma_blank * scale, gamma_label * scale,
+                               from_log_softmax, clamp)
+        return grad, None, None, None, None, None, None, None, None
+
+
+def transducer_loss(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    logit_lengths: torch.Tensor,
+    target_lengths: torch.Tensor,
+    blank: int = 0,
+    reduction: str = "mean",
+    from_log_softmax: bool = False,
+    one_sym_per_frame: bool = False,
+    clamp: float | None = None,
+) -> torch.Tensor:
+    """The RNN-T loss -log P(targets | logits).
+
+    logits: padded (B, T, U+1, V) or packed (sum_b T_b * (U_b+1), V), rows in (b, t, u) order;
+        float16/bfloat16 are accepted and accumulated in float32.
+    targets: (B, U) int; logit_lengths, target_lengths: (B,) int.
+    blank: the blank symbol (negative counts from the end: -1 is the last symbol).
+    reduction: "mean" over the batch, "sum", or "none" for one loss per utterance.
+    from_log_softmax: logits are already log-probabilities (no normalisation inside).
+    one_sym_per_frame: the modified transducer, at most one symbol per frame (needs U_b <= T_b).
+    clamp: if given, the gradient w.r.t. logits is clamped to [-clamp, clamp].
+    """
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got '{reduction}'")
+    blank = check_logits(logits, targets, logit_lengths, target_lengths, blank, one_sym_per_frame)
+    if logits.dim() == 4:
+        cells = padded_cells(logits.shape, targets, logit_lengths, target_lengths, blank)
+    else:
+        cells = packed_cells(targets, logit_lengths, target_lengths, blank)
+    rows = logits.reshape(-1, logits.shape[-1])
+    return TransducerLossFunction.apply(rows, cells, logit_lengths, target_lengths, blank, reduction,
+                                 from_log_softmax, one_sym_per_frame, clamp)
+
+
+class TransducerLoss(torch.nn.Module):
+    """nn.Module wrapper of transducer_loss with the options fixed at construction."""
+
+    def __init__(self, blank: int = 0, reduction: str = "mean", from_log_softmax: bool = False,
+                 one_sym_per_frame: bool = False, clamp: float | None = None):
+        super().__init__()
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"reduction must be one of {REDUCTIONS}, got '{reduction}'")
+        self.blank, self.reduction, self.clamp = blank, reduction, clamp
+        self.from_log_softmax, self.one_sym_per_frame = from_log_softmax, one_sym_per_frame
+
+    def forward(self, logits, targets, logit_lengths, target_lengths):
+        return transducer_loss(logits, targets, logit_lengths, target_lengths, self.blank, self.reduction,
+                               self.from_log_softmax, self.one_sym_per_frame, self.clamp)
+
+    def extra_repr(self) -> str:
+        return (f"blank={self.blank}, reduction={self.reduction}, from_log_softmax={self.from_log_softmax}, "
+                f"one_sym_per_frame={self.one_sym_per_frame}, clamp={self.clamp}")

@@ -1,0 +1,159 @@
+"""Pruned transducer training: a cheap 'simple' loss picks, for every frame, a band of s_range symbol
+positions; the real joiner is evaluated only inside that band.
+
+1. simple_loss(am, lm, ...): the loss of the additive joiner logits am[b, t] + lm[b, u], whose
+   normaliser is one (B, T, V) x (B, V, U+1) matmul, so no (B, T, U+1, V) tensor exists.
+   It also returns the arc posteriors, the training signal for where the alignment lies.
+2. prune_ranges(gamma_blank, gamma_label, ...): per frame, the window of s_range symbol positions
+   holding the most posterior mass, made monotonic and connected so that a path runs through it.
+3. prune(enc, pred, ranges): (B, T, s_range, H) joiner inputs for the cells inside the band.
+4. pruned_loss(logits, ranges, ...): the exact loss restricted to those cells, on (B, T, s_range, V).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rnnt.loss.cells import pruned_cells
+from rnnt.loss.checks import FLOATS, check_lengths, check_one_symbol_per_frame, check_symbols
+from rnnt.loss.lattice import LatticeLoss, lattice_posteriors
+from rnnt.loss.logits_loss import REDUCTIONS, TransducerLossFunction, reduce_losses
+
+
+def simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank):
+    """(B, T, U+1) blank and label log-probs of the joiner logits am[:, t] + lm[:, u], differentiable."""
+    B, T, V = am.shape
+    U1 = lm.shape[1]
+    acc = torch.float64 if am.dtype == torch.float64 else torch.float32
+    am, lm = am.to(acc), lm.to(acc)
+    am_max = am.max(dim=2, keepdim=True).values.detach()
+    lm_max = lm.max(dim=2, keepdim=True).values.detach()
+    # log sum_v exp(am[t, v] + lm[u, v]) = am_max[t] + lm_max[u] + log(exp(am - am_max) @ exp(lm - lm_max)^T)
+    products = torch.matmul((am - am_max).exp(), (lm - lm_max).exp().transpose(1, 2))
+    norm = am_max + lm_max.transpose(1, 2) + products.clamp_min(torch.finfo(acc).tiny).log()
+    blank_lp = am[:, :, blank, None] + lm[:, None, :, blank] - norm
+    labels = torch.nn.functional.pad(targets.long(), (0, max(0, U1 - targets.shape[1])), value=blank)[:, : U1]
+    label_lm = lm.gather(2, labels[:, :, None]).squeeze(2)  # (B, U1): lm[b, u, y_{u+1}]
+    label_am = am.gather(2, labels[:, None, :].expand(B, T, U1))  # (B, T, U1): am[b, t, y_{u+1}]
+    label_lp = label_am + label_lm[:, None, :] - norm
+    t = torch.arange(T, device=am.device)[None, :, None]
+    u = torch.arange(U1, device=am.device)[None, None, :]
+    valid = (t < logit_lengths[:, None, None]) & (u <= target_lengths[:, None, None])
+    has_label = valid & (u < target_lengths[:, None, None])
+    return blank_lp.masked_fill(~valid, float("-inf")), label_lp.masked_fill(~has_label, float("-inf"))
+
+
+def simple_loss(
+    am: torch.Tensor,
+    lm: torch.Tensor,
+    targets: torch.Tensor,
+    logit_lengths: torch.Tensor,
+    target_lengths: torch.Tensor,
+    blank: int = 0,
+    reduction: str = "mean",
+    one_sym_per_frame: bool = False,
+    return_posteriors: bool = False,
+):
+    """Transducer loss of the additive joiner am[b, t, :] + lm[b, u, :] (logits of size V each).
+
+    am: (B, T, V) from the encoder; lm: (B, U+1, V) from the prediction network.
+    With return_posteriors, also returns (gamma_blank, gamma_label), each (B, T, U+1), for prune_ranges.
+    """
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got '{reduction}'")
+    if am.dtype not in FLOATS or lm.dtype not in FLOATS or am.dim() != 3 or lm.dim() != 3 \
+            or am.shape[2] != lm.shape[2] or am.shape[0] != lm.shape[0]:
+        raise ValueError(f"expected float am (B, T, V) and lm (B, U+1, V); got {tuple(am.shape)} {am.dtype}, "
+                         f"{tuple(lm.shape)} {lm.dtype}")
+    check_lengths(targets, logit_lengths, target_lengths, am.shape[0])
+    if int(logit_lengths.max()) > am.shape[1] or int(target_lengths.max()) + 1 > lm.shape[1]:
+        raise ValueError(f"lengths exceed am {tuple(am.shape)} or lm {tuple(lm.shape)}")
+    if one_sym_per_frame:
+        check_one_symbol_per_frame(logit_lengths, target_lengths)
+    blank = check_symbols(targets, target_lengths, blank, am.shape[2])
+    blank_lp, label_lp = simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank)
+    losses = LatticeLoss.apply(blank_lp, label_lp, logit_lengths, target_lengths, one_sym_per_frame)
+    loss = reduce_losses(losses.to(am.dtype), reduction)
+    if not return_posteriors:
+        return loss
+    _, gamma_blank, gamma_label = lattice_posteriors(
+        blank_lp.detach(), label_lp.detach(), logit_lengths, target_lengths, one_sym_per_frame
+    )
+    return loss, (gamma_blank, gamma_label)
+
+
+def prune_ranges(
+    gamma_blank: torch.Tensor, gamma_label: torch.Tensor, logit_lengths: torch.Tensor,
+    target_lengths: torch.Tensor, s_range: int,
+) -> torch.Tensor:
+    """(B, T, s_range) symbol positions per frame: the window with the most node occupancy.
+
+    Windows start at 0 on the first frame, reach U_b on the last, never move back, and overlap
+    from one frame to the next, so every frame's band connects to the next by a blank.
+    """
+    if s_range < 2:
+        raise ValueError(f"s_range must be >= 2 (a band needs room for a label arc), got {s_range}")
+    B, T, U1 = gamma_blank.shape
+    occupancy = (gamma_blank + gamma_label).detach()
+    width = min(s_range, U1)
+    window = torch.nn.functional.pad(occupancy.cumsum(2), (1, 0))  # window mass = c[s + width] - c[s]
+    mass = window[:, :, width:] - window[:, :, :-width]  # (B, T, U1 - width + 1)
+    start = mass.argmax(dim=2)
+    last_start = (target_lengths.long() + 1 - s_range).clamp_min(0)[:, None]  # windows inside [0, U_b]
+    start = torch.minimum(start, last_start)
+    frames = torch.arange(T, device=start.device)
+    T_b = logit_lengths.long()[:, None]
+    # Forward pass: monotonic, overlapping, starting at 0.
+    start[:, 0] = 0
+    for t in range(1, T):
+        start[:, t] = torch.minimum(torch.maximum(start[:, t], start[:, t - 1]), start[:, t - 1] + s_range - 1)
+    # Backward pass: the last frame's window holds U_b, and each window overlaps the next.
+    need = (target_lengths.long() + 1 - s_range).clamp_min(0)
+    for t in range(T - 1, -1, -1):
+        at_end = frames[t] == T_b[:, 0] - 1
+        after_end = frames[t] >= T_b[:, 0]
+        need = torch.where(at_end, (target_lengths.long() + 1 - s_range).clamp_min(0), need)
+        start[:, t] = torch.where(after_end, start[:, t], torch.maximum(start[:, t], need))
+        need = (start[:, t] - (s_range - 1)).clamp_min(0)
+    return start[:, :, None] + torch.arange(s_range, device=start.device)
+
+
+def prune(enc: torch.Tensor, pred: torch.Tensor, ranges: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Joiner inputs for the band: enc (B, T, H) -> (B, T, S, H) broadcast (no copy); pred (B, U+1, H)
+    gathered at ranges -> (B, T, S, H). The joiner computes act(enc_pruned + pred_pruned)."""
+    B, T, S = ranges.shape
+    index = ranges.clamp(max=pred.shape[1] - 1).reshape(B, T * S, 1).expand(B, T * S, pred.shape[2])
+    pred_pruned = pred.gather(1, index).reshape(B, T, S, pred.shape[2])
+    return enc[:, :, None, :].expand(B, T, S, enc.shape[2]), pred_pruned
+
+
+def pruned_loss(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    ranges: torch.Tensor,
+    logit_lengths: torch.Tensor,
+    target_lengths: torch.Tensor,
+    blank: int = 0,
+    reduction: str = "mean",
+    one_sym_per_frame: bool = False,
+    clamp: float | None = None,
+) -> torch.Tensor:
+    """The exact transducer loss over the cells of the band: logits (B, T, S, V) at positions ranges (B, T, S).
+
+    Equals transducer_loss on the full logits when the band covers every symbol position (S >= U+1).
+    """
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got '{reduction}'")
+    if logits.dtype not in FLOATS or logits.dim() != 4 or ranges.shape != logits.shape[:3]:
+        raise ValueError(f"expected float logits (B, T, S, V) and ranges (B, T, S); got {tuple(logits.shape)} "
+                         f"{logits.dtype} and {tuple(ranges.shape)}")
+    check_lengths(targets, logit_lengths, target_lengths, logits.shape[0])
+    if int(logit_lengths.max()) > logits.shape[1]:
+        raise ValueError(f"logit_lengths max {int(logit_lengths.max())} exceeds logits.shape[1] = {logits.shape[1]}")
+    if one_sym_per_frame:
+        check_one_symbol_per_frame(logit_lengths, target_lengths)
+    blank = check_symbols(targets, target_lengths, blank, logits.shape[-1])
+    cells = pruned_cells(ranges, targets, logit_lengths, target_lengths, blank)
+    rows = logits.reshape(-1, logits.shape[-1])
+    return TransducerLossFunction.apply(rows, cells, logit_lengths, target_lengths, blank, reduction,
+                                 False, one_sym_per_frame, clamp)

@@ -1,0 +1,151 @@
+"""The fused joiner + loss and the pruned loss against the plain (materialised-logits) path."""
+
+import pytest
+import torch
+
+from rnnt.loss import fused_joiner_loss, prune, prune_ranges, pruned_loss, simple_loss, transducer_loss
+from transducer_reference import reference_loss
+
+
+def joiner_inputs(B, T, U, H, V, seed, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    enc = torch.randn(B, T, H, generator=g, dtype=dtype).requires_grad_(True)
+    pred = torch.randn(B, U + 1, H, generator=g, dtype=dtype).requires_grad_(True)
+    weight = (torch.randn(V, H, generator=g, dtype=dtype) / H**0.5).requires_grad_(True)
+    bias = torch.randn(V, generator=g, dtype=dtype).requires_grad_(True)
+    T_b = torch.randint(1, T + 1, (B,), generator=g)
+    U_b = torch.randint(0, U + 1, (B,), generator=g)
+    T_b[0], U_b[0] = T, U
+    targets = torch.randint(1, V, (B, U), generator=g)
+    return enc, pred, weight, bias, targets, T_b, U_b
+
+
+def joiner_logits(enc, pred, weight, bias, activation="tanh"):
+    hidden = enc[:, :, None] + pred[:, None]
+    hidden = torch.tanh(hidden) if activation == "tanh" else torch.relu(hidden)
+    return torch.nn.functional.linear(hidden, weight, bias)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+@pytest.mark.parametrize("one_sym", [False, True])
+@pytest.mark.parametrize("chunk", [1 << 22, 40])
+def test_fused_equals_unfused(activation, one_sym, chunk):
+    enc, pred, weight, bias, targets, T_b, U_b = joiner_inputs(3, 7, 4, 6, 13, seed=1)
+    if one_sym:
+        U_b = torch.minimum(U_b, T_b)
+    params = (enc, pred, weight, bias)
+    plain = transducer_loss(joiner_logits(*params, activation), targets, T_b, U_b, reduction="mean",
+                            one_sym_per_frame=one_sym)
+    fused = fused_joiner_loss(*params, targets, T_b, U_b, activation=activation, reduction="mean",
+                              one_sym_per_frame=one_sym, chunk_elements=chunk)
+    torch.testing.assert_close(fused, plain)
+    for a, b in zip(torch.autograd.grad(fused, params), torch.autograd.grad(plain, params)):
+        torch.testing.assert_close(a, b)
+
+
+def test_fused_gradcheck_and_no_bias():
+    enc, pred, weight, _, targets, T_b, U_b = joiner_inputs(2, 3, 2, 3, 5, seed=2)
+    assert torch.autograd.gradcheck(
+        lambda e, p, w: fused_joiner_loss(e, p, w, None, targets, T_b, U_b, reduction="none"),
+        (enc, pred, weight), eps=1e-6, atol=1e-6)
+
+
+def test_fused_float32_matches_reference():
+    enc, pred, weight, bias, targets, T_b, U_b = joiner_inputs(2, 20, 6, 16, 300, seed=3, dtype=torch.float32)
+    fused = fused_joiner_loss(enc, pred, weight, bias, targets, T_b, U_b, reduction="none")
+    ref = reference_loss(joiner_logits(enc, pred, weight, bias).detach(), targets, T_b, U_b)
+    torch.testing.assert_close(fused.double(), ref, rtol=1e-5, atol=1e-4)
+
+
+def test_fused_errors():
+    enc, pred, weight, bias, targets, T_b, U_b = joiner_inputs(2, 3, 2, 4, 5, seed=4)
+    with pytest.raises(ValueError, match="activation must be one of"):
+        fused_joiner_loss(enc, pred, weight, bias, targets, T_b, U_b, activation="gelu")
+    with pytest.raises(ValueError, match="hidden sizes differ"):
+        fused_joiner_loss(enc, pred, weight[:, :3], bias, targets, T_b, U_b)
+    with pytest.raises(ValueError, match="lengths exceed the inputs"):
+        fused_joiner_loss(enc, pred, weight, bias, targets, T_b + 5, U_b)
+
+
+@pytest.mark.parametrize("one_sym", [False, True])
+def test_simple_loss_equals_full_loss_of_additive_joiner(one_sym):
+    g = torch.Generator().manual_seed(5)
+    B, T, U, V = 3, 8, 5, 9
+    am = torch.randn(B, T, V, generator=g, dtype=torch.float64).requires_grad_(True)
+    lm = torch.randn(B, U + 1, V, generator=g, dtype=torch.float64).requires_grad_(True)
+    targets = torch.randint(1, V, (B, U), generator=g)
+    T_b, U_b = torch.tensor([8, 3, 6]), torch.tensor([5, 0, 3])
+    simple = simple_loss(am, lm, targets, T_b, U_b, reduction="sum", one_sym_per_frame=one_sym)
+    full = reference_loss(am[:, :, None] + lm[:, None], targets, T_b, U_b, one_sym_per_frame=one_sym).sum()
+    torch.testing.assert_close(simple, full)
+    for a, b in zip(torch.autograd.grad(simple, (am, lm)), torch.autograd.grad(full, (am, lm))):
+        torch.testing.assert_close(a, b)
+
+
+def ranges_for(seed, B=3, T=12, U=6, V=10, s_range=3, one_sym=False):
+    g = torch.Generator().manual_seed(seed)
+    am = torch.randn(B, T, V, generator=g, dtype=torch.float64)
+    lm = torch.randn(B, U + 1, V, generator=g, dtype=torch.float64)
+    targets = torch.randint(1, V, (B, U), generator=g)
+    T_b = torch.tensor([T] + [T // 2 + 1] * (B - 1))
+    U_b = torch.tensor([U] + [U // 2] * (B - 1))
+    _, (gb, gl) = simple_loss(am, lm, targets, T_b, U_b, return_posteriors=True, one_sym_per_frame=one_sym)
+    return prune_ranges(gb, gl, T_b, U_b, s_range), targets, T_b, U_b
+
+
+@pytest.mark.parametrize("s_range", [2, 3, 5])
+def test_prune_ranges_form_a_connected_band(s_range):
+    ranges, _, T_b, U_b = ranges_for(6, s_range=s_range)
+    assert ranges.shape == (3, 12, s_range)
+    assert (ranges[..., 1:] - ranges[..., :-1] == 1).all()
+    for b in range(3):
+        start = ranges[b, : T_b[b], 0]
+        assert start[0] == 0
+        assert (start[1:] >= start[:-1]).all() and (start[1:] <= start[:-1] + s_range - 1).all()
+        assert ranges[b, T_b[b] - 1, -1] >= U_b[b]  # the last frame reaches the final symbol
+        assert (start <= max(0, int(U_b[b]) + 1 - s_range)).all()
+
+
+@pytest.mark.parametrize("one_sym", [False, True])
+def test_pruned_with_full_band_equals_full_loss(one_sym):
+    enc, pred, weight, bias, targets, T_b, U_b = joiner_inputs(3, 9, 5, 6, 11, seed=7)
+    if one_sym:
+        U_b = torch.minimum(U_b, T_b)
+    _, (gb, gl) = simple_loss(torch.randn(3, 9, 11, dtype=torch.float64), torch.randn(3, 6, 11, dtype=torch.float64),
+                              targets, T_b, U_b, return_posteriors=True, one_sym_per_frame=one_sym)
+    ranges = prune_ranges(gb, gl, T_b, U_b, s_range=6)
+    enc_p, pred_p = prune(enc, pred, ranges)
+    logits = torch.nn.functional.linear(torch.tanh(enc_p + pred_p), weight, bias)
+    pruned = pruned_loss(logits, targets, ranges, T_b, U_b, reduction="sum", one_sym_per_frame=one_sym)
+    full = transducer_loss(joiner_logits(enc, pred, weight, bias), targets, T_b, U_b, reduction="sum",
+                           one_sym_per_frame=one_sym)
+    torch.testing.assert_close(pruned, full)
+    params = (enc, pred, weight, bias)
+    for a, b in zip(torch.autograd.grad(pruned, params), torch.autograd.grad(full, params)):
+        torch.testing.assert_close(a, b)
+
+
+def test_narrow_band_sums_fewer_paths():
+    ranges, targets, T_b, U_b = ranges_for(8, s_range=2)
+    enc, pred, weight, bias, _, _, _ = joiner_inputs(3, 12, 6, 5, 10, seed=8)
+    enc_p, pred_p = prune(enc, pred, ranges)
+    pruned = pruned_loss(torch.nn.functional.linear(torch.tanh(enc_p + pred_p), weight, bias), targets, ranges,
+                         T_b, U_b, reduction="none")
+    full = transducer_loss(joiner_logits(enc, pred, weight, bias), targets, T_b, U_b, reduction="none")
+    assert torch.isfinite(pruned).all()
+    assert (pruned >= full - 1e-9).all() and (pruned > full + 1e-6).any()
+
+
+def test_pruned_gradcheck():
+    ranges, targets, T_b, U_b = ranges_for(9, B=2, T=5, U=3, V=4, s_range=2)
+    logits = torch.randn(2, 5, 2, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x: pruned_loss(x, targets, ranges, T_b, U_b, reduction="none"),
+                                    (logits,), eps=1e-6, atol=1e-6)
+
+
+def test_pruned_errors():
+    ranges, targets, T_b, U_b = ranges_for(10, s_range=3)
+    with pytest.raises(ValueError, match="s_range must be >= 2"):
+        prune_ranges(torch.zeros(3, 12, 7), torch.zeros(3, 12, 7), T_b, U_b, 1)
+    with pytest.raises(ValueError, match=r"expected float logits \(B, T, S, V\) and ranges \(B, T, S\)"):
+        pruned_loss(torch.zeros(3, 12, 2, 10), targets, ranges, T_b, U_b)
