@@ -207,3 +207,14 @@ def test_matches_torchaudio():
     ours = transducer_loss(logits, targets, T_b, U_b, reduction="none")
     theirs = torchaudio_rnnt_loss()(logits, targets.int(), T_b.int(), U_b.int(), blank=0, reduction="none")
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_gradient_has_no_subnormal_values():
+    # Long utterances give occupancies near 1e-30: their products with softmax must be flushed to 0,
+    # or every matmul over the gradient (the joiner's backward) slows down many times on x86.
+    logits, targets, T_b, U_b = random_batch(2, 60, 20, 50, seed=31, dtype=torch.float32)
+    logits = (logits * 4).requires_grad_(True)
+    grad = grads(transducer_loss(logits, targets, T_b, U_b, reduction="sum"), logits)
+    nonzero = grad[grad != 0].abs()
+    assert (nonzero >= torch.finfo(torch.float32).tiny).all()
+    assert (grad == 0).sum() > 0  # there were tiny values, and they became exact zeros

@@ -9,12 +9,14 @@
 from rnnt.loss.fused_joiner import fused_joiner_loss
 from rnnt.loss.lattice import lattice_posteriors
 from rnnt.loss.logits_loss import TransducerLoss, transducer_loss
+from rnnt.loss.packing import pack_joiner_input
 from rnnt.loss.pruned import prune, prune_ranges, pruned_loss, simple_loss
 
 __all__ = [
     "TransducerLoss",
     "fused_joiner_loss",
     "lattice_posteriors",
+    "pack_joiner_input",
     "prune",
     "prune_ranges",
     "pruned_loss",

@@ -12,7 +12,14 @@ import torch
 
 from rnnt.loss.checks import check_lengths, check_one_symbol_per_frame, check_symbols
 from rnnt.loss.lattice import lattice_posteriors
-from rnnt.loss.logits_loss import CHUNK_ELEMENTS, REDUCTIONS, accumulation_dtype, per_utterance_scale, reduce_losses
+from rnnt.loss.logits_loss import (
+    CHUNK_ELEMENTS,
+    REDUCTIONS,
+    accumulation_dtype,
+    per_utterance_scale,
+    reduce_losses,
+    softmax_times_occupancy_,
+)
 
 ACTIVATIONS = ("tanh", "relu")
 
@@ -77,7 +84,9 @@ class _FusedJoinerLoss(torch.autograd.Function):
             hidden = _activate(enc[b, t0:t1, None, :] + pred[b, None, : U_b + 1, :], activation)
             logits = torch.nn.functional.linear(hidden, weight, bias)
             g_blank, g_label = gamma_blank[b, t0:t1, : U_b + 1], gamma_label[b, t0:t1, : U_b + 1]
-            grad = torch.softmax(logits.to(g_blank.dtype), dim=-1).mul_((g_blank + g_label)[..., None])
+            logits = logits.to(g_blank.dtype)
+            grad = softmax_times_occupancy_(torch.empty_like(logits), logits, torch.logsumexp(logits, dim=-1),
+                                            g_blank + g_label)
             grad[..., blank] -= g_blank
             if U_b > 0:
                 labels = targets[b, :U_b].long()[None, :, None].expand(t1 - t0, U_b, 1)

@@ -13,7 +13,7 @@ from rnnt.loss.cells import CellMap, packed_cells, padded_cells
 from rnnt.loss.checks import check_logits
 from rnnt.loss.lattice import lattice_posteriors
 
-CHUNK_ELEMENTS = 1 << 22  # logits elements handled at once in float32 temporaries (16 MB)
+CHUNK_ELEMENTS = 1 << 20  # logits elements handled at once in float32 temporaries (4 MB)
 REDUCTIONS = ("mean", "sum", "none")
 
 
@@ -63,21 +63,34 @@ def arc_log_probs(rows, cells: CellMap, blank: int, from_log_softmax: bool):
     return lse, cells.to_lattice(blank_rows, cells.valid), cells.to_lattice(label_rows, cells.has_label)
 
 
+def softmax_times_occupancy_(out: torch.Tensor, logits: torch.Tensor, lse: torch.Tensor, occupancy: torch.Tensor):
+    """out = exp(logits - lse) * occupancy, in place, with subnormal results flushed to zero.
+
+    Occupancies far below 1 make subnormal products; matmuls over them (the joiner's backward)
+    run many times slower on x86, and values under the smallest normal float carry no information.
+    """
+    torch.sub(logits, lse[..., None], out=out)
+    out.exp_().mul_(occupancy[..., None])
+    return torch.nn.functional.threshold_(out, torch.finfo(out.dtype).tiny, 0.0)
+
+
 def logits_gradient(rows, lse, cells, blank, gamma_blank, gamma_label, from_log_softmax, clamp):
     """softmax(rows) * occupancy - one-hot arc posteriors, chunk by chunk, in the dtype of rows."""
     acc = lse.dtype
     grad = torch.empty_like(rows)
     occupancy = gamma_blank + gamma_label
     for i, j in row_chunks(rows.shape[0], rows.shape[1]):
+        g = grad[i:j] if grad.dtype == acc else torch.empty((j - i, rows.shape[1]), dtype=acc, device=rows.device)
         if from_log_softmax:
-            g = torch.zeros((j - i, rows.shape[1]), dtype=acc, device=rows.device)
+            g.zero_()
         else:
-            g = torch.exp(rows[i:j].to(acc) - lse[i:j, None]).mul_(occupancy[i:j, None])
+            softmax_times_occupancy_(g, rows[i:j].to(acc), lse[i:j], occupancy[i:j])
         g[:, blank] -= gamma_blank[i:j]
         g.scatter_add_(1, cells.label[i:j, None], -gamma_label[i:j, None])
         if clamp is not None and clamp > 0:
             g.clamp_(-clamp, clamp)
-        grad[i:j] = g
+        if g.data_ptr() != grad[i:j].data_ptr():
+            grad[i:j] = g
     return grad
 
 

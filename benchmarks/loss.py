@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Transducer loss benchmark: forward + backward time and peak memory, joiner included, CPU float32.
+
+Each (shape, method) runs in a fresh process. Memory is the kernel's peak resident set size during one
+step (VmHWM after resetting it through /proc/self/clear_refs) minus the resident size after setup, so
+it counts everything the step allocates. Time is the median of --runs steps after one warm-up.
+Prints a markdown table. torchaudio runs from benchmarks/venv-torchaudio (make_torchaudio_venv.sh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHAPES = {"B8-T200-U50-V500": (8, 200, 50, 500), "B4-T400-U100-V1000": (4, 400, 100, 1000)}
+HIDDEN = 512
+S_RANGE = 5
+METHODS = {
+    "torchaudio": "torchaudio.functional.rnnt_loss (fused log-softmax)",
+    "naive": "autograd: log_softmax + gather + diagonal recursion",
+    "padded": "ours, padded logits",
+    "packed": "ours, packed logits",
+    "fused": "ours, fused joiner + loss",
+    "pruned": f"ours, pruned (simple loss + s_range={S_RANGE})",
+}
+
+
+def memory_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def naive_loss(logits, targets, T_b, U_b):
+    """Autograd through everything: what a straightforward PyTorch implementation does."""
+    import torch
+
+    log_probs = logits.log_softmax(-1)
+    B, T, U1, _ = log_probs.shape
+    blank = log_probs[..., 0]
+    labels = torch.nn.functional.pad(targets, (0, 1))[:, None, :, None].expand(B, T, U1, 1)
+    label = log_probs.gather(3, labels).squeeze(3)
+    neg_inf = torch.tensor(float("-inf"))
+    alpha = [[None] * U1 for _ in range(T)]
+    for n in range(T + U1 - 1):  # anti-diagonals; every cell a separate autograd node
+        for u in range(max(0, n - T + 1), min(n, U1 - 1) + 1):
+            t = n - u
+            if t == 0 and u == 0:
+                alpha[t][u] = torch.zeros(B)
+                continue
+            from_blank = alpha[t - 1][u] + blank[:, t - 1, u] if t > 0 else neg_inf.expand(B)
+            from_label = alpha[t][u - 1] + label[:, t, u - 1] if u > 0 else neg_inf.expand(B)
+            alpha[t][u] = torch.logaddexp(from_blank, from_label)
+    final = torch.stack([alpha[T_b[b] - 1][U_b[b]][b] + blank[b, T_b[b] - 1, U_b[b]] for b in range(B)])
+    return -final.mean()
+
+
+def make_step(method, B, T, U, V):
+    import torch
+
+    torch.manual_seed(0)
+    enc = torch.randn(B, T, HIDDEN, requires_grad=True)
+    pred = torch.randn(B, U + 1, HIDDEN, requires_grad=True)
+    joiner = torch.nn.Linear(HIDDEN, V)
+    targets = torch.randint(1, V, (B, U))
+    T_b = torch.full((B,), T)
+    U_b = torch.full((B,), U)
+
+    def logits_padded():
+        return joiner(torch.tanh(enc[:, :, None] + pred[:, None]))
+
+    if method == "torchaudio":
+        import torchaudio.functional
+
+        def loss():
+            return torchaudio.functional.rnnt_loss(logits_padded(), targets.int(), T_b.int(), U_b.int(), blank=0)
+    elif method == "naive":
+        def loss():
+            return naive_loss(logits_padded(), targets, T_b.tolist(), U_b.tolist())
+    elif method == "padded":
+        from rnnt.loss import transducer_loss
+
+        def loss():
+            return transducer_loss(logits_padded(), targets, T_b, U_b)
+    elif method == "packed":
+        from rnnt.loss import pack_joiner_input, transducer_loss
+
+        def loss():
+            hidden = torch.tanh(pack_joiner_input(enc, pred, T_b, U_b))
+            return transducer_loss(joiner(hidden), targets, T_b, U_b)
+    elif method == "fused":
+        from rnnt.loss import fused_joiner_loss
+
+        def loss():
+            return fused_joiner_loss(enc, pred, joiner.weight, joiner.bias, targets, T_b, U_b)
+    elif method == "pruned":
+        from rnnt.loss import prune, prune_ranges, pruned_loss, simple_loss
+
+        am_proj, lm_proj = torch.nn.Linear(HIDDEN, V), torch.nn.Linear(HIDDEN, V)
+
+        def loss():
+            simple, (gamma_blank, gamma_label) = simple_loss(am_proj(enc), lm_proj(pred), targets, T_b, U_b,
+                                                             return_posteriors=True)
+            ranges = prune_ranges(gamma_blank, gamma_label, T_b, U_b, S_RANGE)
+            enc_pruned, pred_pruned = prune(enc, pred, ranges)
+            logits = joiner(torch.tanh(enc_pruned + pred_pruned))
+            return 0.5 * simple + pruned_loss(logits, targets, ranges, T_b, U_b)
+    else:
+        raise ValueError(method)
+
+    def step():
+        enc.grad = pred.grad = None
+        joiner.zero_grad(set_to_none=True)
+        value = loss()
+        value.backward()
+        return float(value)
+
+    return step
+
+
+def worker(method: str, shape: str, runs: int) -> None:
+    step = make_step(method, *SHAPES[shape])
+    base = memory_kb("VmRSS")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset the peak resident set size (VmHWM) to the current size
+    value = step()
+    peak_mb = (memory_kb("VmHWM") - base) / 1024
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    print(json.dumps({"loss": value, "peak_mb": peak_mb, "median": statistics.median(times),
+                      "min": min(times), "max": max(times)}))
+
+
+def run_one(method, shape, runs, python) -> dict | None:
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    cmd = [python, os.path.abspath(__file__), "--worker", method, "--shape", shape, "--runs", str(runs)]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        print(f"loss.py: {method} {shape} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog="Prints a markdown table.")
+    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--runs", type=int, default=5, help="timed steps per configuration (default 5)")
+    parser.add_argument("--torchaudio-python", default=os.path.join(ROOT, "benchmarks", "venv-torchaudio", "bin", "python"),
+                        help="interpreter with torchaudio (default: benchmarks/venv-torchaudio)")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--shape", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args.shape, args.runs)
+        return 0
+
+    import torch
+
+    print(f"CPU float32, torch {torch.__version__}, {torch.get_num_threads()} threads, joiner tanh + "
+          f"Linear({HIDDEN} -> V) inside the step; median of {args.runs} forward+backward steps; "
+          f"peak = extra resident memory during one step.\n")
+    print("| shape | method | time (s) median [min-max] | peak (MB) | time vs torchaudio | peak vs torchaudio | loss |")
+    print("|---|---|---|---|---|---|---|")
+    for shape in args.shapes:
+        results = {}
+        for method in args.methods:
+            if method == "torchaudio" and not os.path.exists(args.torchaudio_python):
+                print(f"loss.py: no {args.torchaudio_python}; run benchmarks/make_torchaudio_venv.sh", file=sys.stderr)
+                continue
+            if method == "naive" and shape != "B8-T200-U50-V500":
+                continue  # tens of thousands of autograd nodes per step: minutes at the large shape
+            python = args.torchaudio_python if method == "torchaudio" else sys.executable
+            results[method] = run_one(method, shape, args.runs, python)
+        ref = results.get("torchaudio")
+        for method, r in results.items():
+            if r is None:
+                continue
+            vs_time = f"{r['median'] / ref['median']:.2f}x" if ref else "-"
+            vs_peak = f"{r['peak_mb'] / ref['peak_mb']:.2f}x" if ref else "-"
+            print(f"| {shape} | {METHODS[method]} | {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}] | "
+                  f"{r['peak_mb']:.0f} | {vs_time} | {vs_peak} | {r['loss']:.4f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

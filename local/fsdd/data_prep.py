@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""Prepare the Free Spoken Digit Dataset as data dirs train and test.
+
+Files are {digit}_{speaker}_{index}.wav; the transcript is the digit's word (ZERO .. NINE). The usual
+split: recordings with index 0-4 test, the rest train. Utterance ids are <speaker>-<digit>-<index>.
+"""
+
+import argparse
+import glob
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
+from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dir  # noqa: E402
+
+DIGITS = ["ZERO", "ONE", "TWO", "THREE", "FOUR", "FIVE", "SIX", "SEVEN", "EIGHT", "NINE"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("recordings_dir", help="the fsdd recordings/ folder")
+    parser.add_argument("data_root", help="writes <data_root>/train and <data_root>/test")
+    parser.add_argument("--test-max-index", type=int, default=4, help="indices 0..N are the test split (default 4)")
+    args = parser.parse_args()
+    report = Report("fsdd data_prep")
+    splits: dict[str, list[Utterance]] = {"train": [], "test": []}
+    for path in sorted(glob.glob(os.path.join(args.recordings_dir, "*.wav"))):
+        parts = os.path.basename(path)[: -len(".wav")].split("_")
+        if len(parts) != 3 or not parts[0].isdigit() or len(parts[0]) != 1 or not parts[2].isdigit():
+            report.skip("file name is not {digit}_{speaker}_{index}", path)
+            continue
+        digit, speaker, index = parts
+        split = "test" if int(index) <= args.test_max_index else "train"
+        splits[split].append(Utterance(f"{speaker}-{digit}-{int(index):02d}", speaker, path, DIGITS[int(digit)]))
+    try:
+        for split, utterances in splits.items():
+            write_data_dir(os.path.join(args.data_root, split), utterances, report)
+    except ValueError as error:
+        print(f"data_prep.py: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

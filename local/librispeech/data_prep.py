@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Prepare one LibriSpeech subset as a Kaldi data dir.
+
+Speaker = reader-chapter (as Kaldi's recipe), utterance ids <reader>-<chapter>-<n>; spk2gender from
+SPEAKERS.TXT. Transcripts without audio, audio without transcripts and unreadable audio are named,
+counted and skipped.
+"""
+
+import argparse
+import glob
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
+from rnnt.prep.data_dir_writer import Report, Utterance, pair_audio_with_text, write_data_dir  # noqa: E402
+
+
+def read_speaker_genders(path: str) -> dict[str, str]:
+    """reader id -> 'm' or 'f' from LibriSpeech's SPEAKERS.TXT ('ID | SEX | SUBSET | MINUTES | NAME')."""
+    genders = {}
+    if not os.path.isfile(path):
+        return genders
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith(";") or "|" not in line:
+                continue
+            fields = [field.strip() for field in line.split("|")]
+            if fields[1] in ("M", "F"):
+                genders[fields[0]] = fields[1].lower()
+    return genders
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="example: local/data_prep.py corpus/LibriSpeech/dev-clean data/dev_clean")
+    parser.add_argument("subset_dir", help="e.g. .../LibriSpeech/dev-clean (holds <reader>/<chapter>/ folders)")
+    parser.add_argument("data_dir", help="the Kaldi data dir to write")
+    args = parser.parse_args()
+    if not os.path.isdir(args.subset_dir):
+        print(f"data_prep.py: {args.subset_dir}: no such directory", file=sys.stderr)
+        return 1
+    report = Report("librispeech data_prep")
+    audio = {os.path.basename(p)[: -len(".flac")]: p
+             for p in glob.glob(os.path.join(args.subset_dir, "*", "*", "*.flac"))}
+    text = {}
+    for trans in sorted(glob.glob(os.path.join(args.subset_dir, "*", "*", "*.trans.txt"))):
+        with open(trans, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                fields = line.split(maxsplit=1)
+                if len(fields) != 2:
+                    report.skip("malformed transcript line", f"{trans}:{number}")
+                    continue
+                text[fields[0]] = (fields[1].strip(), f"{trans}:{number}")
+    genders = read_speaker_genders(os.path.join(os.path.dirname(os.path.abspath(args.subset_dir)), "SPEAKERS.TXT"))
+    utterances = []
+    for utt, path, words in pair_audio_with_text(audio, text, report):
+        speaker = "-".join(utt.split("-")[:2])
+        utterances.append(Utterance(utt, speaker, path, words))
+    spk2gender = None
+    if genders:
+        spk2gender = {u.speaker: genders.get(u.speaker.split("-")[0]) for u in utterances}
+        if None in spk2gender.values():
+            print("data_prep.py: some readers are not in SPEAKERS.TXT; spk2gender not written", file=sys.stderr)
+            spk2gender = None
+    try:
+        write_data_dir(args.data_dir, utterances, report, spk2gender)
+    except ValueError as error:
+        print(f"data_prep.py: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

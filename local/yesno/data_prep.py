@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Prepare Kaldi's yesno corpus as data dirs train_yesno and test_yesno.
+
+Each file name spells its transcript (1 = YES, 0 = NO), e.g. 0_1_1_0_0_1_1_0.wav. As in Kaldi's
+recipe the files are sorted, the first 30 train and the last 30 test. One speaker, 'yesno'.
+"""
+
+import argparse
+import glob
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
+from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dir  # noqa: E402
+
+WORDS = {"0": "NO", "1": "YES"}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("waves_dir", help="the folder of 60 .wav files (waves_yesno/)")
+    parser.add_argument("data_root", help="writes <data_root>/train_yesno and <data_root>/test_yesno")
+    parser.add_argument("--num-train", type=int, default=30, help="the first N sorted files train (default 30)")
+    args = parser.parse_args()
+    report = Report("yesno data_prep")
+    utterances = []
+    for path in sorted(glob.glob(os.path.join(args.waves_dir, "*.wav"))):
+        name = os.path.basename(path)[: -len(".wav")]
+        digits = name.split("_")
+        if not digits or any(d not in WORDS for d in digits):
+            report.skip("file name is not a yes/no sequence", path)
+            continue
+        utterances.append(Utterance(f"yesno-{name}", "yesno", path, " ".join(WORDS[d] for d in digits)))
+    if len(utterances) <= args.num_train:
+        print(f"data_prep.py: {args.waves_dir}: found {len(utterances)} usable .wav files, need more than "
+              f"{args.num_train}", file=sys.stderr)
+        return 1
+    try:
+        write_data_dir(os.path.join(args.data_root, "train_yesno"), utterances[: args.num_train], report)
+        write_data_dir(os.path.join(args.data_root, "test_yesno"), utterances[args.num_train:], report)
+    except ValueError as error:
+        print(f"data_prep.py: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

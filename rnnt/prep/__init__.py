@@ -1,0 +1,1 @@
+"""Corpus preparation: download, safe extraction, and writing Kaldi data dirs."""

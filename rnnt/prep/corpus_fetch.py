@@ -1,0 +1,53 @@
+"""Fetch and extract a corpus's archives: from a mirror URL, or from a directory of archives already
+downloaded; a part whose extraction finished (or an already extracted corpus) is skipped."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import urllib.error
+
+from rnnt.prep.download import ChecksumError, download, verify
+from rnnt.prep.extract import UnsafeArchiveError, safe_extract
+
+
+def fetch_part(archive: str, checksum: str, mirror: str, dest: str, archives_dir: str | None,
+               extracted_path: str, quiet: bool = False) -> str:
+    """Makes dest/<extracted_path> exist; returns what was done ('present', 'extracted', 'downloaded+extracted')."""
+    if os.path.isdir(os.path.join(dest, extracted_path)) and os.listdir(os.path.join(dest, extracted_path)):
+        return "present"
+    local = os.path.join(archives_dir, archive) if archives_dir else None
+    if local and os.path.isfile(local):
+        verify(local, checksum)
+        status, path = "present", local
+    else:
+        path = os.path.join(dest, "downloads", archive)
+        status = download(f"{mirror.rstrip('/')}/{archive}", path, checksum, quiet)
+    safe_extract(path, dest)
+    return "extracted" if status == "present" else f"{status}+extracted"
+
+
+def main(description: str, parts: dict[str, tuple[str, str, str]], default_mirror: str, argv=None) -> int:
+    """The command line of local/<corpus>/download.py. parts: name -> (archive, checksum, extracted path)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("dest", help="directory to download and extract into")
+    parser.add_argument("parts", nargs="*", default=list(parts), help=f"parts to fetch (default: all of {list(parts)})")
+    parser.add_argument("--mirror", default=default_mirror, help=f"base URL of the archives (default {default_mirror})")
+    parser.add_argument("--archives-dir", help="a directory holding archives already downloaded")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = parser.parse_args(argv)
+    unknown = [p for p in args.parts if p not in parts]
+    if unknown:
+        parser.error(f"unknown parts {unknown}; choose from {list(parts)}")
+    done = []
+    for name in args.parts:
+        archive, checksum, extracted = parts[name]
+        try:
+            status = fetch_part(archive, checksum, args.mirror, args.dest, args.archives_dir, extracted, args.quiet)
+        except (ChecksumError, UnsafeArchiveError, ConnectionError, urllib.error.URLError, OSError) as error:
+            print(f"download.py: {name}: {error}", file=sys.stderr)
+            return 1
+        done.append(f"{name} {status}")
+    print(f"download.py: {args.dest}: " + ", ".join(done))
+    return 0

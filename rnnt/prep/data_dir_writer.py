@@ -1,0 +1,95 @@
+"""Writes a Kaldi data dir from a corpus's utterances, skipping and counting the bad ones.
+
+Every corpus prep (local/<corpus>/data_prep.py) collects audio files and transcripts, pairs them
+with pair_audio_with_text, and hands the pairs to write_data_dir, which reads each audio header,
+writes wav.scp, text, utt2spk, spk2utt, utt2dur (and spk2gender), then validates the dir.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass
+
+import soundfile
+
+from rnnt.datadir.speakers import utt2spk_to_spk2utt
+from rnnt.datadir.table import write_table
+from rnnt.datadir.validate import validate_data_dir
+
+
+@dataclass(frozen=True)
+class Utterance:
+    utt_id: str
+    speaker: str
+    audio: str  # path to a file soundfile can read
+    text: str
+
+
+class Report:
+    """Counts what was skipped and why, and prints each skipped item by name."""
+
+    def __init__(self, stage: str):
+        self.stage = stage
+        self.skipped: Counter = Counter()
+
+    def skip(self, reason: str, detail: str) -> None:
+        self.skipped[reason] += 1
+        print(f"{self.stage}: skipped {detail}: {reason}", file=sys.stderr)
+
+    def summary(self) -> str:
+        return ", ".join(f"{n} {why}" for why, n in sorted(self.skipped.items())) or "nothing skipped"
+
+
+def pair_audio_with_text(audio: dict[str, str], text: dict[str, tuple[str, str]], report: Report) -> list[tuple[str, str, str]]:
+    """(utt, audio path, transcript) for keys with both; the rest are reported by name and counted.
+
+    audio: utt -> path; text: utt -> (transcript, 'file:line' it came from).
+    """
+    for utt in sorted(set(text) - set(audio)):
+        report.skip("transcript without audio", f"{text[utt][1]} ({utt})")
+    for utt in sorted(set(audio) - set(text)):
+        report.skip("audio without transcript", audio[utt])
+    return [(utt, audio[utt], text[utt][0]) for utt in sorted(set(audio) & set(text))]
+
+
+def audio_duration(path: str) -> float | None:
+    """Duration in seconds from the file header; None if unreadable or empty."""
+    try:
+        info = soundfile.info(path)
+    except (RuntimeError, OSError, soundfile.LibsndfileError):
+        return None
+    return info.frames / info.samplerate if info.frames > 0 and info.samplerate > 0 else None
+
+
+def write_data_dir(dest: str, utterances: list[Utterance], report: Report,
+                   spk2gender: dict[str, str] | None = None) -> int:
+    """Writes the dir and validates it; returns the number of utterances written."""
+    os.makedirs(dest, exist_ok=True)
+    kept: list[tuple[Utterance, float]] = []
+    for utt in utterances:
+        if not utt.utt_id.startswith(utt.speaker):
+            raise ValueError(f"utterance id '{utt.utt_id}' must start with its speaker id '{utt.speaker}'")
+        duration = audio_duration(utt.audio)
+        if duration is None:
+            report.skip("unreadable or empty audio", f"{utt.audio} ({utt.utt_id})")
+            continue
+        kept.append((utt, duration))
+    if not kept:
+        raise ValueError(f"{dest}: no usable utterances ({report.summary()})")
+    write_table(os.path.join(dest, "wav.scp"), ((u.utt_id, os.path.abspath(u.audio)) for u, _ in kept))
+    write_table(os.path.join(dest, "text"), ((u.utt_id, u.text) for u, _ in kept))
+    write_table(os.path.join(dest, "utt2spk"), ((u.utt_id, u.speaker) for u, _ in kept))
+    write_table(os.path.join(dest, "utt2dur"), ((u.utt_id, f"{d:.3f}") for u, d in kept))
+    spk2utt = utt2spk_to_spk2utt(sorted((u.utt_id, u.speaker) for u, _ in kept))
+    write_table(os.path.join(dest, "spk2utt"), ((s, " ".join(us)) for s, us in spk2utt.items()))
+    if spk2gender is not None:
+        write_table(os.path.join(dest, "spk2gender"), ((s, spk2gender[s]) for s in spk2utt))
+    problems = validate_data_dir(dest, no_feats=True)
+    if problems:
+        raise ValueError(f"{dest}: the prepared dir is not valid:\n" + "\n".join(problems))
+    hours = sum(d for _, d in kept) / 3600
+    print(f"{report.stage}: wrote {dest}: {len(kept)} utterances, {len(spk2utt)} speakers, {hours:.2f} h; "
+          f"{report.summary()}")
+    return len(kept)

@@ -1,0 +1,102 @@
+"""Resumable, checksum-verified download of corpus archives.
+
+A download writes <file>.part and continues it with an HTTP Range request when interrupted; the
+finished file is verified (MD5 or SHA-256, chosen by the digest's length) before it takes its
+final name, so a file under the final name is always complete and correct.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import shutil
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from tqdm import tqdm
+
+BLOCK = 1 << 20
+
+
+class ChecksumError(RuntimeError):
+    pass
+
+
+def file_digest(path: str, expected: str) -> str:
+    """The hex digest of path in the algorithm that expected is written in (32 hex: MD5, 64: SHA-256)."""
+    algorithm = {32: "md5", 64: "sha256"}.get(len(expected))
+    if algorithm is None:
+        raise ValueError(f"checksum '{expected}' is neither MD5 (32 hex digits) nor SHA-256 (64)")
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(BLOCK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify(path: str, checksum: str | None) -> None:
+    if checksum is None:
+        return
+    got = file_digest(path, checksum)
+    if got != checksum.lower():
+        raise ChecksumError(f"{path}: checksum mismatch: expected {checksum}, got {got}")
+
+
+def _copy_local(source: str, part: str) -> None:
+    shutil.copyfile(source, part)
+
+
+def _fetch(url: str, part: str, quiet: bool, timeout: float) -> None:
+    """Appends the rest of url to part (Range from its current size); restarts if Range is ignored."""
+    have = os.path.getsize(part) if os.path.exists(part) else 0
+    request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    try:
+        response = urllib.request.urlopen(request, timeout=timeout)
+    except urllib.error.HTTPError as error:
+        if error.code == 416 and have:  # nothing left to send: the part is already whole
+            return
+        raise
+    with response:
+        if have and response.status != 206:
+            have = 0  # the server sent the whole file, not the rest
+        total = response.headers.get("Content-Length")
+        total = int(total) + have if total is not None else None
+        mode = "ab" if have else "wb"
+        with open(part, mode) as f, tqdm(total=total, initial=have, unit="B", unit_scale=True,
+                                         desc=os.path.basename(part[:-5]), disable=quiet, file=sys.stderr) as bar:
+            try:
+                for block in iter(lambda: response.read(BLOCK), b""):
+                    f.write(block)
+                    bar.update(len(block))
+            except http.client.IncompleteRead as cut:
+                f.write(cut.partial)  # keep what arrived; the next run asks for the rest
+    if total is not None and os.path.getsize(part) < total:
+        raise ConnectionError(f"{url}: transfer ended at {os.path.getsize(part)} of {total} bytes; run again to resume")
+
+
+def download(url: str, dest: str, checksum: str | None = None, quiet: bool = False, timeout: float = 60.0) -> str:
+    """Fetches url (http, https, file:// or a local path) to dest; returns 'present' or 'downloaded'.
+
+    An existing dest is kept if its checksum matches. A wrong checksum deletes the download and raises
+    ChecksumError, so a bad file is never used.
+    """
+    if os.path.exists(dest):
+        verify(dest, checksum)
+        return "present"
+    os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
+    part = dest + ".part"
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme in ("", "file"):
+        _copy_local(parsed.path if parsed.scheme else url, part)
+    else:
+        _fetch(url, part, quiet, timeout)
+    try:
+        verify(part, checksum)
+    except ChecksumError as error:
+        os.remove(part)
+        raise ChecksumError(f"{url}: {error}; the download was deleted") from None
+    os.replace(part, dest)
+    return "downloaded"

@@ -1,0 +1,80 @@
+"""local/<corpus>/data_prep.py on the real corpora: valid dirs, Kaldi's splits, bad items skipped by name."""
+
+import shutil
+import sys
+from pathlib import Path
+
+from conftest import ROOT, run_tool
+
+VALIDATE = ROOT / "utils" / "validate_data_dir.sh"
+
+
+def table(path: Path) -> dict[str, str]:
+    return dict(line.split(maxsplit=1) if " " in line else (line, "") for line in path.read_text().splitlines())
+
+
+def assert_valid(d: Path) -> None:
+    out = run_tool(VALIDATE, "--no-feats", d)
+    assert out.returncode == 0, out.stderr
+
+
+def test_yesno_kaldi_split_and_words(test_data, tmp_path):
+    out = run_tool(sys.executable, ROOT / "local" / "yesno" / "data_prep.py", test_data / "waves_yesno", tmp_path)
+    assert out.returncode == 0, out.stderr
+    waves = sorted(p.stem for p in (test_data / "waves_yesno").glob("*.wav"))
+    train, test = table(tmp_path / "train_yesno" / "text"), table(tmp_path / "test_yesno" / "text")
+    assert sorted(train) == [f"yesno-{w}" for w in waves[:30]]
+    assert sorted(test) == [f"yesno-{w}" for w in waves[30:]]
+    assert train["yesno-0_0_1_0_1_0_0_1"] == "NO NO YES NO YES NO NO YES"
+    durations = table(tmp_path / "test_yesno" / "utt2dur")
+    assert all(4.9 < float(d) < 6.8 for d in durations.values())  # 4.94 s to 6.74 s
+    for split in ("train_yesno", "test_yesno"):
+        assert_valid(tmp_path / split)
+    assert "wrote" in out.stdout and "30 utterances" in out.stdout and "nothing skipped" in out.stdout
+
+
+def test_fsdd_split_by_index(test_data, tmp_path):
+    out = run_tool(sys.executable, ROOT / "local" / "fsdd" / "data_prep.py", test_data / "fsdd" / "recordings", tmp_path)
+    assert out.returncode == 0, out.stderr
+    test, train = table(tmp_path / "test" / "text"), table(tmp_path / "train" / "text")
+    assert len(test) == 300 and len(train) == 2700
+    assert all(int(utt.split("-")[2]) <= 4 for utt in test)
+    assert test["jackson-7-03"] == "SEVEN"
+    assert len(table(tmp_path / "train" / "spk2utt")) == 6
+    assert_valid(tmp_path / "train")
+    assert_valid(tmp_path / "test")
+
+
+def test_librispeech_speakers_are_reader_chapter_with_gender(test_data, tmp_path):
+    subset = test_data / "librispeech_samples" / "LibriSpeech" / "test-clean"
+    out = run_tool(sys.executable, ROOT / "local" / "librispeech" / "data_prep.py", subset, tmp_path / "test_clean")
+    assert out.returncode == 0, out.stderr
+    d = tmp_path / "test_clean"
+    assert_valid(d)
+    assert table(d / "utt2spk")["1089-134686-0000"] == "1089-134686"
+    assert table(d / "spk2gender") == {"1089-134686": "m", "1089-134691": "m", "1995-1837": "f"}
+    assert table(d / "text")["1089-134691-0000"] == "HE COULD WAIT NO LONGER"
+    assert table(d / "wav.scp")["1995-1837-0001"].endswith("test-clean/1995/1837/1995-1837-0001.flac")
+
+
+def test_librispeech_bad_items_are_named_counted_and_skipped(test_data, tmp_path):
+    corpus = tmp_path / "LibriSpeech"
+    shutil.copytree(test_data / "librispeech_samples" / "LibriSpeech" / "dev-clean", corpus / "dev-clean")
+    chapter = corpus / "dev-clean" / "2412" / "153948"
+    with open(chapter / "2412-153948.trans.txt", "a") as f:
+        f.write("2412-153948-0099 A LINE WITHOUT AUDIO\n")
+    shutil.copy(chapter / "2412-153948-0000.flac", chapter / "2412-153948-0050.flac")  # audio, no transcript
+    (chapter / "2412-153948-0001.flac").write_bytes(b"")  # unreadable audio
+    out = run_tool(sys.executable, ROOT / "local" / "librispeech" / "data_prep.py", corpus / "dev-clean", tmp_path / "d")
+    assert out.returncode == 0, out.stderr
+    assert "2412-153948.trans.txt:3 (2412-153948-0099): transcript without audio" in out.stderr
+    assert "2412-153948-0050.flac: audio without transcript" in out.stderr
+    assert "2412-153948-0001.flac (2412-153948-0001): unreadable or empty audio" in out.stderr
+    assert ("1 audio without transcript, 1 transcript without audio, 1 unreadable or empty audio" in out.stdout)
+    assert sorted(table(tmp_path / "d" / "text")) == ["1272-141231-0002", "2412-153948-0000"]
+    assert_valid(tmp_path / "d")
+
+
+def test_missing_corpus_dir_is_a_clear_error(tmp_path):
+    out = run_tool(sys.executable, ROOT / "local" / "librispeech" / "data_prep.py", tmp_path / "nope", tmp_path / "d")
+    assert out.returncode == 1 and "nope: no such directory" in out.stderr

@@ -1,0 +1,159 @@
+"""Download with resume and checksum, and safe extraction, against an HTTP server on 127.0.0.1."""
+
+import hashlib
+import http.server
+import io
+import os
+import sys
+import tarfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_tool
+from rnnt.prep.corpus_fetch import main as fetch_main
+from rnnt.prep.download import ChecksumError, download
+from rnnt.prep.extract import UnsafeArchiveError, safe_extract
+
+
+class ArchiveServer(http.server.ThreadingHTTPServer):
+    """Serves files from memory, honours Range, and can cut the first transfer short."""
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), RangeHandler)
+        self.files: dict[str, bytes] = {}
+        self.cut_first_after: int | None = None
+        self.requests: list[tuple[str, str | None]] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class RangeHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        server: ArchiveServer = self.server
+        range_header = self.headers.get("Range")
+        server.requests.append((self.path, range_header))
+        body = server.files.get(self.path)
+        if body is None:
+            self.send_error(404)
+            return
+        start = int(range_header.split("=")[1].split("-")[0]) if range_header else 0
+        if start >= len(body):
+            self.send_response(416)
+            self.end_headers()
+            return
+        self.send_response(206 if range_header else 200)
+        self.send_header("Content-Length", str(len(body) - start))
+        self.end_headers()
+        payload = body[start:]
+        if server.cut_first_after is not None:
+            payload, server.cut_first_after = payload[: server.cut_first_after], None
+            self.wfile.write(payload)
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.wfile.write(payload)
+
+
+@pytest.fixture
+def server():
+    srv = ArchiveServer()
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def yesno_archive(test_data: Path, n_files: int = 5) -> bytes:
+    """A waves_yesno.tar.gz-like archive of real yesno recordings."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for wav in sorted((test_data / "waves_yesno").glob("*.wav"))[:n_files]:
+            tar.add(wav, arcname=f"waves_yesno/{wav.name}")
+    return buffer.getvalue()
+
+
+def test_interrupted_download_resumes_with_range(server, test_data, tmp_path):
+    body = yesno_archive(test_data)
+    sha = hashlib.sha256(body).hexdigest()
+    server.files["/waves_yesno.tar.gz"] = body
+    server.cut_first_after = len(body) // 3
+    dest = tmp_path / "waves_yesno.tar.gz"
+    with pytest.raises(ConnectionError, match="run again to resume"):
+        download(f"{server.url}/waves_yesno.tar.gz", str(dest), sha, quiet=True)
+    part = Path(str(dest) + ".part")
+    assert part.stat().st_size == len(body) // 3 and not dest.exists()
+    assert download(f"{server.url}/waves_yesno.tar.gz", str(dest), sha, quiet=True) == "downloaded"
+    assert dest.read_bytes() == body and not part.exists()
+    assert server.requests[-1] == ("/waves_yesno.tar.gz", f"bytes={len(body) // 3}-")
+    # A complete, verified file is not fetched again.
+    n = len(server.requests)
+    assert download(f"{server.url}/waves_yesno.tar.gz", str(dest), sha, quiet=True) == "present"
+    assert len(server.requests) == n
+
+
+def test_wrong_checksum_is_a_clear_error_and_the_file_is_not_kept(server, test_data, tmp_path):
+    server.files["/waves_yesno.tar.gz"] = yesno_archive(test_data)
+    dest = tmp_path / "waves_yesno.tar.gz"
+    with pytest.raises(ChecksumError, match="checksum mismatch: expected 0{64}"):
+        download(f"{server.url}/waves_yesno.tar.gz", str(dest), "0" * 64, quiet=True)
+    assert not dest.exists() and not Path(str(dest) + ".part").exists()
+
+
+def test_fetch_download_extract_and_skip_on_rerun(server, test_data, tmp_path):
+    body = yesno_archive(test_data)
+    server.files["/waves_yesno.tar.gz"] = body
+    parts = {"waves_yesno": ("waves_yesno.tar.gz", hashlib.md5(body).hexdigest(), "waves_yesno")}
+    dest = tmp_path / "corpus"
+    assert fetch_main("test", parts, server.url, [str(dest), "--quiet"]) == 0
+    names = sorted(p.name for p in (dest / "waves_yesno").iterdir())
+    assert names == sorted(p.name for p in sorted((test_data / "waves_yesno").glob("*.wav"))[:5])
+    n = len(server.requests)
+    assert fetch_main("test", parts, server.url, [str(dest), "--quiet"]) == 0
+    assert len(server.requests) == n  # extracted part skipped
+
+
+def test_archives_dir_is_accepted_and_verified(test_data, tmp_path):
+    archives = tmp_path / "archives"
+    archives.mkdir()
+    (archives / "waves_yesno.tar.gz").write_bytes(yesno_archive(test_data))
+    # The real yesno script with its published checksum: our small archive must be refused.
+    out = run_tool(sys.executable, ROOT / "local" / "yesno" / "download.py", tmp_path / "c", "--archives-dir", archives)
+    assert out.returncode == 1
+    assert "checksum mismatch: expected c3f49e0cca421f96b75b41640749167b52118f232498667ca7a5f9416aef8e73" in out.stderr
+    assert not (tmp_path / "c" / "waves_yesno").exists()
+
+
+def unsafe_archive(path: Path, kind: str) -> None:
+    with tarfile.open(path, "w") as tar:
+        good = tarfile.TarInfo("corpus/good.txt")
+        good.size = 2
+        tar.addfile(good, io.BytesIO(b"ok"))
+        if kind == "symlink":
+            member = tarfile.TarInfo("corpus/evil")
+            member.type, member.linkname = tarfile.SYMTYPE, "../../outside"
+            tar.addfile(member)
+            return
+        member = tarfile.TarInfo({"dotdot": "corpus/../../x", "absolute": "/tmp/rnnt-absolute-x"}[kind])
+        member.size = 4
+        tar.addfile(member, io.BytesIO(b"evil"))
+
+
+@pytest.mark.parametrize("kind,message", [("dotdot", "climbs out with '..'"), ("absolute", "absolute path"),
+                                          ("symlink", "points outside")])
+def test_unsafe_archives_are_refused_and_leave_nothing(tmp_path, kind, message):
+    archive = tmp_path / f"{kind}.tar"
+    unsafe_archive(archive, kind)
+    dest = tmp_path / "out" / "inner"
+    with pytest.raises(UnsafeArchiveError, match=message):
+        safe_extract(str(archive), str(dest))
+    assert not (tmp_path / "x").exists() and not Path("/tmp/rnnt-absolute-x").exists()
+    assert not (dest / "corpus" / "good.txt").exists()  # what was written before the refusal is removed
+    assert not any(p.name.endswith(".extracted") for p in dest.iterdir())
