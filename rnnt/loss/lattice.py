@@ -123,7 +123,12 @@ def lattice_posteriors(
         label_target = _shift_down(beta_next) if one_sym_per_frame else _shift_down(beta[:, :-1])
         gamma_label = torch.exp(alpha + label + label_target - norm)
         keep = finite[:, None, None]
-        return log_like, gamma_blank.where(keep, 0.0), gamma_label.where(keep, 0.0)
+        return log_like, _flush(gamma_blank.where(keep, 0.0)), _flush(gamma_label.where(keep, 0.0))
+
+
+def _flush(posteriors: torch.Tensor) -> torch.Tensor:
+    """Posteriors below the smallest normal float become 0: subnormals slow every later matmul."""
+    return torch.nn.functional.threshold_(posteriors, torch.finfo(posteriors.dtype).tiny, 0.0)
 
 
 class LatticeLoss(torch.autograd.Function):
