@@ -25,6 +25,7 @@ METHODS = {
     "torchaudio": "torchaudio.functional.rnnt_loss (fused log-softmax)",
     "naive": "autograd: log_softmax + gather + diagonal recursion",
     "padded": "ours, padded logits",
+    "padded-reuse": "ours, padded, gradient written over the logits",
     "packed": "ours, packed logits",
     "fused": "ours, fused joiner + loss",
     "pruned": f"ours, pruned (simple loss + s_range={S_RANGE})",
@@ -90,6 +91,11 @@ def make_step(method, B, T, U, V):
 
         def loss():
             return transducer_loss(logits_padded(), targets, T_b, U_b)
+    elif method == "padded-reuse":
+        from rnnt.loss import transducer_loss
+
+        def loss():
+            return transducer_loss(logits_padded(), targets, T_b, U_b, reuse_logits_for_grad=True)
     elif method == "packed":
         from rnnt.loss import pack_joiner_input, transducer_loss
 

@@ -218,3 +218,24 @@ def test_gradient_has_no_subnormal_values():
     nonzero = grad[grad != 0].abs()
     assert (nonzero >= torch.finfo(torch.float32).tiny).all()
     assert (grad == 0).sum() > 0  # there were tiny values, and they became exact zeros
+
+
+def test_reuse_logits_for_grad_gives_the_same_gradient_in_the_logits_storage():
+    logits, targets, T_b, U_b = random_batch(3, 6, 4, 9, seed=37)
+    weight = torch.randn(9, 9, dtype=torch.float64, requires_grad=True)
+    joined = logits @ weight  # an intermediate, as a joiner's output is
+    plain_joined = joined.detach().clone().requires_grad_(True)
+    expected = grads(transducer_loss(plain_joined, targets, T_b, U_b), plain_joined)
+    loss = transducer_loss(joined, targets, T_b, U_b, reuse_logits_for_grad=True)
+    (grad_weight,) = torch.autograd.grad(loss, weight)
+    torch.testing.assert_close(grad_weight, logits.reshape(-1, 9).t() @ expected.reshape(-1, 9))
+    torch.testing.assert_close(joined.detach(), expected)  # the documented cost: logits now hold the gradient
+
+
+def test_reuse_logits_for_grad_refuses_silent_corruption_of_other_users():
+    logits, targets, T_b, U_b = random_batch(2, 5, 3, 6, seed=41)
+    joined = (logits * 1.0).requires_grad_(True)
+    other = (joined ** 2).sum()  # pow saves joined for its backward
+    loss = transducer_loss(joined, targets, T_b, U_b, reuse_logits_for_grad=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        (loss + other).backward()

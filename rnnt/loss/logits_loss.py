@@ -74,10 +74,13 @@ def softmax_times_occupancy_(out: torch.Tensor, logits: torch.Tensor, lse: torch
     return torch.nn.functional.threshold_(out, torch.finfo(out.dtype).tiny, 0.0)
 
 
-def logits_gradient(rows, lse, cells, blank, gamma_blank, gamma_label, from_log_softmax, clamp):
-    """softmax(rows) * occupancy - one-hot arc posteriors, chunk by chunk, in the dtype of rows."""
+def logits_gradient(rows, lse, cells, blank, gamma_blank, gamma_label, from_log_softmax, clamp, in_place=False):
+    """softmax(rows) * occupancy - one-hot arc posteriors, chunk by chunk, in the dtype of rows.
+
+    in_place writes the gradient over rows (each chunk is read before it is overwritten).
+    """
     acc = lse.dtype
-    grad = torch.empty_like(rows)
+    grad = rows if in_place else torch.empty_like(rows)
     occupancy = gamma_blank + gamma_label
     for i, j in row_chunks(rows.shape[0], rows.shape[1]):
         g = grad[i:j] if grad.dtype == acc else torch.empty((j - i, rows.shape[1]), dtype=acc, device=rows.device)
@@ -97,24 +100,24 @@ def logits_gradient(rows, lse, cells, blank, gamma_blank, gamma_label, from_log_
 class TransducerLossFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, rows, cells, logit_lengths, target_lengths, blank, reduction, from_log_softmax,
-                one_sym_per_frame, clamp):
+                one_sym_per_frame, clamp, reuse_logits_for_grad=False):
         lse, blank_lp, label_lp = arc_log_probs(rows, cells, blank, from_log_softmax)
         log_like, gamma_blank, gamma_label = lattice_posteriors(
             blank_lp, label_lp, logit_lengths, target_lengths, one_sym_per_frame
         )
         ctx.save_for_backward(rows, lse, cells.from_lattice(gamma_blank), cells.from_lattice(gamma_label))
-        ctx.config = (cells, blank, reduction, from_log_softmax, clamp)
+        ctx.config = (cells, blank, reduction, from_log_softmax, clamp, reuse_logits_for_grad)
         losses = (-log_like).to(rows.dtype)
         return reduce_losses(losses, reduction)
 
     @staticmethod
     def backward(ctx, grad_output):
         rows, lse, gamma_blank, gamma_label = ctx.saved_tensors
-        cells, blank, reduction, from_log_softmax, clamp = ctx.config
+        cells, blank, reduction, from_log_softmax, clamp, in_place = ctx.config
         scale = per_utterance_scale(grad_output.to(lse.dtype), reduction, cells.shape[0])[cells.batch]
         grad = logits_gradient(rows, lse, cells, blank, gamma_blank * scale, gamma_label * scale,
-                               from_log_softmax, clamp)
-        return grad, None, None, None, None, None, None, None, None
+                               from_log_softmax, clamp, in_place)
+        return grad, None, None, None, None, None, None, None, None, None
 
 
 def transducer_loss(
@@ -127,6 +130,7 @@ def transducer_loss(
     from_log_softmax: bool = False,
     one_sym_per_frame: bool = False,
     clamp: float | None = None,
+    reuse_logits_for_grad: bool = False,
 ) -> torch.Tensor:
     """The RNN-T loss -log P(targets | logits).
 
@@ -138,6 +142,9 @@ def transducer_loss(
     from_log_softmax: logits are already log-probabilities (no normalisation inside).
     one_sym_per_frame: the modified transducer, at most one symbol per frame (needs U_b <= T_b).
     clamp: if given, the gradient w.r.t. logits is clamped to [-clamp, clamp].
+    reuse_logits_for_grad: backward writes the gradient into the logits' storage, saving one
+        logits-sized buffer; the logits must not be read after backward (autograd users of the same
+        tensor raise an in-place modification error rather than compute wrong gradients).
     """
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, got '{reduction}'")
@@ -148,23 +155,24 @@ def transducer_loss(
         cells = packed_cells(targets, logit_lengths, target_lengths, blank)
     rows = logits.reshape(-1, logits.shape[-1])
     return TransducerLossFunction.apply(rows, cells, logit_lengths, target_lengths, blank, reduction,
-                                 from_log_softmax, one_sym_per_frame, clamp)
+                                        from_log_softmax, one_sym_per_frame, clamp, reuse_logits_for_grad)
 
 
 class TransducerLoss(torch.nn.Module):
     """nn.Module wrapper of transducer_loss with the options fixed at construction."""
 
     def __init__(self, blank: int = 0, reduction: str = "mean", from_log_softmax: bool = False,
-                 one_sym_per_frame: bool = False, clamp: float | None = None):
+                 one_sym_per_frame: bool = False, clamp: float | None = None, reuse_logits_for_grad: bool = False):
         super().__init__()
         if reduction not in REDUCTIONS:
             raise ValueError(f"reduction must be one of {REDUCTIONS}, got '{reduction}'")
         self.blank, self.reduction, self.clamp = blank, reduction, clamp
         self.from_log_softmax, self.one_sym_per_frame = from_log_softmax, one_sym_per_frame
+        self.reuse_logits_for_grad = reuse_logits_for_grad
 
     def forward(self, logits, targets, logit_lengths, target_lengths):
         return transducer_loss(logits, targets, logit_lengths, target_lengths, self.blank, self.reduction,
-                               self.from_log_softmax, self.one_sym_per_frame, self.clamp)
+                               self.from_log_softmax, self.one_sym_per_frame, self.clamp, self.reuse_logits_for_grad)
 
     def extra_repr(self) -> str:
         return (f"blank={self.blank}, reduction={self.reduction}, from_log_softmax={self.from_log_softmax}, "

@@ -156,4 +156,4 @@ def pruned_loss(
     cells = pruned_cells(ranges, targets, logit_lengths, target_lengths, blank)
     rows = logits.reshape(-1, logits.shape[-1])
     return TransducerLossFunction.apply(rows, cells, logit_lengths, target_lengths, blank, reduction,
-                                 False, one_sym_per_frame, clamp)
+                                        False, one_sym_per_frame, clamp)

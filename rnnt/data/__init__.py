@@ -1,0 +1,1 @@
+"""The on-the-fly data pipeline: audio, features and batches."""

@@ -1,0 +1,111 @@
+"""Writes WeNet-compatible tar shards: for each utterance, <key>.txt then <key>.<audio extension>.
+
+Audio is copied byte for byte when it can be (a file whose format is kept, no resampling, no
+segment): copying compressed FLAC is bound by the disk. Otherwise it is decoded, cut to its segment,
+resampled, and encoded as WAV (16-bit PCM) or FLAC. A shard is written as <name>.tmp and renamed
+when complete, so a shard under its final name is always whole.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import tarfile
+from dataclasses import dataclass
+
+import numpy as np
+import soundfile
+
+AUDIO_EXTENSIONS = {"wav", "flac", "ogg", "opus", "mp3", "sph"}
+FORMATS = ("keep", "wav", "flac")
+
+
+@dataclass(frozen=True)
+class ShardItem:
+    key: str
+    text: str
+    source: str  # a wav.scp value: a path, or a command ending in '|'
+    start: float | None = None  # seconds, with segments
+    end: float | None = None
+
+
+@dataclass(frozen=True)
+class AudioOptions:
+    audio_format: str = "keep"  # keep, wav or flac
+    sample_rate: int | None = None  # resample to this rate
+
+
+class BadAudio(RuntimeError):
+    pass
+
+
+def read_source(source: str) -> tuple[bytes | None, str | None]:
+    """(bytes of a piped command, None) or (None, path of a file)."""
+    if source.endswith("|"):
+        result = subprocess.run(source[:-1], shell=True, capture_output=True)
+        if result.returncode != 0 or not result.stdout:
+            raise BadAudio(f"command '{source[:-1]}' failed: {result.stderr.decode(errors='replace').strip()[:200]}")
+        return result.stdout, None
+    if not os.path.isfile(source):
+        raise BadAudio(f"no such file {source}")
+    return None, source
+
+
+def audio_member(item: ShardItem, options: AudioOptions) -> tuple[bytes, str, float]:
+    """(audio bytes, extension, duration in seconds) for one utterance."""
+    data, path = read_source(item.source)
+    extension = os.path.splitext(path)[1][1:].lower() if path else ""
+    copy = (options.audio_format == "keep" and path and extension in AUDIO_EXTENSIONS
+            and options.sample_rate is None and item.start is None)
+    try:
+        info = soundfile.info(path if path else io.BytesIO(data))
+        if info.frames <= 0:
+            raise BadAudio("no audio samples")
+        if copy:
+            with open(path, "rb") as f:
+                return f.read(), extension, info.frames / info.samplerate
+        start = round((item.start or 0.0) * info.samplerate)
+        stop = None if item.end is None or item.end < 0 else round(item.end * info.samplerate)
+        samples, rate = soundfile.read(path if path else io.BytesIO(data), start=start, stop=stop, dtype="float32",
+                                       always_2d=True)
+    except (RuntimeError, soundfile.LibsndfileError) as error:
+        raise BadAudio(f"unreadable audio: {error}") from None
+    if samples.shape[0] == 0:
+        raise BadAudio("empty segment")
+    if options.sample_rate is not None and options.sample_rate != rate:
+        import torch
+
+        from rnnt.data.resample import resample
+
+        samples = resample(torch.from_numpy(np.ascontiguousarray(samples.T)), rate, options.sample_rate).T.numpy()
+        rate = options.sample_rate
+    out_format = "wav" if options.audio_format == "keep" else options.audio_format
+    buffer = io.BytesIO()
+    soundfile.write(buffer, np.clip(samples, -1.0, 1.0), rate, format=out_format.upper(), subtype="PCM_16")
+    return buffer.getvalue(), out_format, samples.shape[0] / rate
+
+
+def _add(tar: tarfile.TarFile, name: str, payload: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = len(payload), 0, 0o644  # fixed metadata: same input, same shard
+    tar.addfile(info, io.BytesIO(payload))
+
+
+def write_shard(path: str, items: list[ShardItem], options: AudioOptions) -> tuple[int, float, list[str]]:
+    """Writes the shard; returns (utterances written, seconds of audio, 'key: reason' of skipped ones)."""
+    tmp = f"{path}.tmp"
+    written, seconds, skipped = 0, 0.0, []
+    with tarfile.open(tmp, "w") as tar:
+        for item in items:
+            try:
+                audio, extension, duration = audio_member(item, options)
+            except BadAudio as error:
+                skipped.append(f"{item.key}: {error}")
+                continue
+            _add(tar, f"{item.key}.txt", item.text.encode("utf-8"))
+            _add(tar, f"{item.key}.{extension}", audio)
+            written += 1
+            seconds += duration
+    os.replace(tmp, path)
+    return written, seconds, skipped

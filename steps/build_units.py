@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Build the output units from a data dir's text: sentencepiece BPE or unigram of a given size,
+characters, or words. Writes <lang>/units.txt (<blank> 0, <unk> 1, then the units), units.json
+(the type) and, for bpe/unigram, bpe.model. Checks that the training text round-trips.
+"""
+
+import argparse
+import collections
+import json
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
+from rnnt.data.tokenizer import BLANK, SPACE, UNK, Tokenizer  # noqa: E402
+from rnnt.datadir.table import read_table  # noqa: E402
+
+
+def train_sentencepiece(lines: list[str], lang: str, kind: str, vocab_size: int, coverage: float) -> list[str]:
+    import sentencepiece
+
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt", delete=False) as f:
+        f.writelines(line + "\n" for line in lines)
+        corpus = f.name
+    try:
+        sentencepiece.SentencePieceTrainer.train(
+            input=corpus, model_prefix=os.path.join(lang, "bpe"), model_type=kind, vocab_size=vocab_size - 1,
+            character_coverage=coverage, unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1, hard_vocab_limit=False,
+            input_sentence_size=10_000_000, shuffle_input_sentence=True, minloglevel=2,
+        )
+    finally:
+        os.remove(corpus)
+    model = sentencepiece.SentencePieceProcessor(model_file=os.path.join(lang, "bpe.model"))
+    return [model.id_to_piece(i) for i in range(1, model.get_piece_size())]  # piece 0 is <unk>
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="example: steps/build_units.py --unit-type bpe --vocab-size 500 "
+                                            "data/train data/lang")
+    parser.add_argument("--unit-type", choices=("bpe", "unigram", "char", "word"), default="bpe")
+    parser.add_argument("--vocab-size", type=int, default=500,
+                        help="bpe/unigram: units in units.txt, <blank> and <unk> included (default 500)")
+    parser.add_argument("--character-coverage", type=float, default=1.0,
+                        help="sentencepiece character coverage (default 1.0; 0.9995 suits large alphabets)")
+    parser.add_argument("data_dir", help="a data dir whose text file trains the units")
+    parser.add_argument("lang_dir", help="output dir")
+    args = parser.parse_args()
+    try:
+        lines = [line.value for line in read_table(os.path.join(args.data_dir, "text")).values() if line.value]
+    except OSError as error:
+        print(f"build_units.py: {error}", file=sys.stderr)
+        return 1
+    if not lines:
+        print(f"build_units.py: {args.data_dir}/text has no transcripts", file=sys.stderr)
+        return 1
+    os.makedirs(args.lang_dir, exist_ok=True)
+    config = {"type": args.unit_type}
+    if args.unit_type in ("bpe", "unigram"):
+        units = train_sentencepiece(lines, args.lang_dir, args.unit_type, args.vocab_size, args.character_coverage)
+        config["model"] = "bpe.model"
+    else:
+        counts = collections.Counter()
+        for line in lines:
+            counts.update(SPACE.join(line.split()) if args.unit_type == "char" else line.split())
+        units = sorted(counts)
+    with open(os.path.join(args.lang_dir, "units.txt"), "w", encoding="utf-8") as f:
+        for i, unit in enumerate([BLANK, UNK] + units):
+            f.write(f"{unit} {i}\n")
+    config["vocab_size"] = len(units) + 2
+    with open(os.path.join(args.lang_dir, "units.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=1)
+    tokenizer = Tokenizer(args.lang_dir)
+    failed = [line for line in lines if tokenizer.decode(tokenizer.encode(line)) != " ".join(line.split())]
+    for line in failed[:5]:
+        print(f"build_units.py: does not round-trip: '{line}'", file=sys.stderr)
+    print(f"build_units.py: {args.lang_dir}: {len(units) + 2} {args.unit_type} units from {len(lines)} transcripts; "
+          f"{len(failed)} transcripts do not round-trip")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Pack a Kaldi data dir into WeNet-compatible tar shards and write the shard list.
+
+Each shard holds --utts-per-shard utterances as consecutive members <key>.txt and <key>.<ext>.
+Shards are written in parallel (--nj), each under a temporary name renamed when complete; a rerun
+skips the complete shards and redoes the rest. Bad audio is skipped, named and counted.
+"""
+
+import argparse
+import json
+import os
+import sys
+from multiprocessing import Pool
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
+from tqdm import tqdm  # noqa: E402
+
+from rnnt.datadir.table import read_table  # noqa: E402
+from rnnt.prep.shard_writer import FORMATS, AudioOptions, ShardItem, write_shard  # noqa: E402
+
+STATE = ".make_shards.json"  # the settings and utterances the shards were planned from
+
+
+def read_items(data_dir: str) -> list[ShardItem]:
+    text = read_table(os.path.join(data_dir, "text"))
+    wav = read_table(os.path.join(data_dir, "wav.scp"))
+    segments_path = os.path.join(data_dir, "segments")
+    items = []
+    if os.path.isfile(segments_path):
+        for utt, line in read_table(segments_path).items():
+            _, reco, start, end = line.fields
+            if utt in text and reco in wav:
+                items.append(ShardItem(utt, text[utt].value, wav[reco].value, float(start), float(end)))
+    else:
+        items = [ShardItem(utt, text[utt].value, line.value) for utt, line in wav.items() if utt in text]
+    bad_keys = [item.key for item in items if "." in item.key or "/" in item.key]
+    if bad_keys:
+        raise ValueError(f"utterance ids must not contain '.' or '/' (tar member names split on them): {bad_keys[:3]}")
+    return items
+
+
+def write_one(job):
+    path, items, options = job
+    return path, write_shard(path, items, options)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="example: steps/make_shards.py --nj 4 data/train data/train/shards "
+                                            "data/train/data.list")
+    parser.add_argument("--utts-per-shard", type=int, default=1000, help="utterances per shard (default 1000)")
+    parser.add_argument("--nj", type=int, default=1, help="parallel processes (default 1)")
+    parser.add_argument("--audio-format", choices=FORMATS, default="keep",
+                        help="keep the source files' bytes (default), or re-encode as wav or flac")
+    parser.add_argument("--resample", type=int, help="resample to this rate (re-encodes; wav unless --audio-format flac)")
+    parser.add_argument("--prefix", default="shards", help="shard file name prefix (default 'shards')")
+    parser.add_argument("data_dir")
+    parser.add_argument("shard_dir")
+    parser.add_argument("shard_list", help="output list: one shard path a line (data.list)")
+    args = parser.parse_args()
+    try:
+        items = read_items(args.data_dir)
+    except (OSError, ValueError) as error:
+        print(f"make_shards.py: {error}", file=sys.stderr)
+        return 1
+    if not items:
+        print(f"make_shards.py: {args.data_dir}: no utterance has both audio and text", file=sys.stderr)
+        return 1
+    options = AudioOptions(args.audio_format, args.resample)
+    os.makedirs(args.shard_dir, exist_ok=True)
+    plan = {"utts_per_shard": args.utts_per_shard, "audio_format": args.audio_format, "resample": args.resample,
+            "keys": [item.key for item in items]}
+    state_path = os.path.join(args.shard_dir, STATE)
+    if os.path.isfile(state_path):
+        with open(state_path) as f:
+            if json.load(f) != plan:
+                print(f"make_shards.py: {args.shard_dir} holds shards of other settings or utterances; "
+                      "remove it or choose another dir", file=sys.stderr)
+                return 1
+    with open(state_path, "w") as f:
+        json.dump(plan, f)
+
+    n = args.utts_per_shard
+    paths = [os.path.abspath(os.path.join(args.shard_dir, f"{args.prefix}_{i:06d}.tar"))
+             for i in range((len(items) + n - 1) // n)]
+    jobs = [(path, items[i * n:(i + 1) * n], options) for i, path in enumerate(paths) if not os.path.isfile(path)]
+    written = seconds = 0.0
+    skipped: list[str] = []
+    with Pool(args.nj) if args.nj > 1 else _Serial() as pool:
+        for _, (count, duration, bad) in tqdm(pool.imap_unordered(write_one, jobs), total=len(jobs),
+                                              desc="shards", unit="shard", file=sys.stderr):
+            written += count
+            seconds += duration
+            skipped.extend(bad)
+    for reason in skipped:
+        print(f"make_shards.py: skipped {reason}", file=sys.stderr)
+    tmp = f"{args.shard_list}.tmp"
+    with open(tmp, "w") as f:
+        f.writelines(f"{path}\n" for path in paths)
+    os.replace(tmp, args.shard_list)
+    reused = len(paths) - len(jobs)
+    print(f"make_shards.py: {args.shard_list}: {len(paths)} shards ({reused} already complete); this run wrote "
+          f"{int(written)} utterances, {seconds / 3600:.2f} h of audio; skipped {len(skipped)}")
+    return 0
+
+
+class _Serial:
+    """The Pool interface, in this process (for --nj 1)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    @staticmethod
+    def imap_unordered(function, jobs):
+        return map(function, jobs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

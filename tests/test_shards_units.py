@@ -1,0 +1,172 @@
+"""make_shards, make_raw_list and build_units on real data: round trips, WeNet layout, resume, bad audio."""
+
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+
+from conftest import ROOT, run_tool
+
+STEPS = ROOT / "steps"
+
+
+def prep(corpus: str, test_data: Path, tmp_path: Path) -> Path:
+    if corpus == "librispeech":
+        out = run_tool(sys.executable, ROOT / "local" / "librispeech" / "data_prep.py",
+                       test_data / "librispeech_samples" / "LibriSpeech" / "test-clean", tmp_path / "ls")
+        assert out.returncode == 0, out.stderr
+        return tmp_path / "ls"
+    out = run_tool(sys.executable, ROOT / "local" / "fsdd" / "data_prep.py", test_data / "fsdd" / "recordings", tmp_path)
+    assert out.returncode == 0, out.stderr
+    return tmp_path / "train"
+
+
+def table(path: Path) -> dict[str, str]:
+    return dict(line.split(maxsplit=1) for line in path.read_text().splitlines())
+
+
+def read_shard(path: str) -> list[tuple[str, bytes]]:
+    with tarfile.open(path) as tar:
+        return [(m.name, tar.extractfile(m).read()) for m in tar.getmembers()]
+
+
+def test_flac_shards_round_trip_in_wenet_layout(test_data, tmp_path):
+    data = prep("librispeech", test_data, tmp_path)
+    out = run_tool(sys.executable, STEPS / "make_shards.py", "--utts-per-shard", "2", data, tmp_path / "shards",
+                   tmp_path / "data.list")
+    assert out.returncode == 0, out.stderr
+    assert "3 shards (0 already complete); this run wrote 5 utterances" in out.stdout
+    shards = (tmp_path / "data.list").read_text().split()
+    assert len(shards) == 3 and all(os.path.isabs(s) for s in shards)
+    text, wav = table(data / "text"), table(data / "wav.scp")
+    seen = []
+    for shard in shards:
+        members = read_shard(shard)
+        for (txt_name, txt), (audio_name, audio) in zip(members[::2], members[1::2]):
+            key = txt_name[: -len(".txt")]
+            assert txt_name == f"{key}.txt" and audio_name == f"{key}.flac"  # consecutive, WeNet names
+            assert txt.decode() == text[key]
+            assert audio == Path(wav[key]).read_bytes()  # flac kept byte for byte
+            samples, rate = soundfile.read(io.BytesIO(audio), dtype="int16")
+            original, _ = soundfile.read(wav[key], dtype="int16")
+            assert rate == 16000 and np.array_equal(samples, original)
+            seen.append(key)
+    assert seen == sorted(text)
+
+
+def test_wav_conversion_resampling_and_segments(test_data, tmp_path):
+    data = prep("librispeech", test_data, tmp_path)
+    utt = "1089-134686-0000"
+    (data / "segments").write_text(f"{utt}-a {utt} 0.0 1.5\n{utt}-b {utt} 1.5 3.0\n")
+    (data / "wav.scp").write_text(f"{utt} {table(data / 'wav.scp')[utt]}\n")
+    (data / "text").write_text(f"{utt}-a HE HOPED\n{utt}-b THERE WOULD\n")
+    out = run_tool(sys.executable, STEPS / "make_shards.py", "--resample", "8000", data, tmp_path / "sh", tmp_path / "l")
+    assert out.returncode == 0, out.stderr
+    members = dict(read_shard((tmp_path / "l").read_text().split()[0]))
+    original, _ = soundfile.read(table(data / "wav.scp")[utt], dtype="float32")
+    for name, start in ((f"{utt}-a", 0), (f"{utt}-b", 24000)):
+        samples, rate = soundfile.read(io.BytesIO(members[f"{name}.wav"]), dtype="float32")
+        assert rate == 8000 and len(samples) == 12000
+        # The band-limited 8 kHz copy matches the 16 kHz original decimated (below 3.8 kHz it is the same signal).
+        reference = original[start:start + 24000:2]
+        assert np.corrcoef(samples[200:-200], reference[200:-200])[0, 1] > 0.9
+    assert members[f"{utt}-a.txt"] == b"HE HOPED"
+
+
+def test_bad_audio_is_skipped_named_and_counted(test_data, tmp_path):
+    data = prep("librispeech", test_data, tmp_path)
+    empty = tmp_path / "empty.flac"
+    empty.write_bytes(b"")
+    wav = table(data / "wav.scp")
+    wav["1089-134686-0001"] = str(tmp_path / "missing.flac")
+    wav["1995-1837-0001"] = str(empty)
+    (data / "wav.scp").write_text("".join(f"{k} {v}\n" for k, v in sorted(wav.items())))
+    out = run_tool(sys.executable, STEPS / "make_shards.py", data, tmp_path / "sh", tmp_path / "l")
+    assert out.returncode == 0, out.stderr
+    assert "skipped 1089-134686-0001: no such file" in out.stderr
+    assert "skipped 1995-1837-0001: unreadable audio" in out.stderr
+    assert "wrote 3 utterances" in out.stdout and "skipped 2" in out.stdout
+    assert len(read_shard((tmp_path / "l").read_text().split()[0])) == 6
+
+
+def test_rerun_skips_complete_shards_and_redoes_missing_ones(test_data, tmp_path):
+    data = prep("librispeech", test_data, tmp_path)
+    args = [sys.executable, STEPS / "make_shards.py", "--utts-per-shard", "2", data, tmp_path / "sh", tmp_path / "l"]
+    assert run_tool(*args).returncode == 0
+    second = tmp_path / "sh" / "shards_000001.tar"
+    original = second.read_bytes()
+    second.unlink()
+    Path(f"{second}.tmp").write_bytes(original[:1000])  # what a killed writer leaves behind
+    out = run_tool(*args)
+    assert "3 shards (2 already complete); this run wrote 2 utterances" in out.stdout
+    assert second.read_bytes() == original  # deterministic: the same input gives the same shard
+    changed = run_tool(sys.executable, STEPS / "make_shards.py", "--utts-per-shard", "3", data, tmp_path / "sh",
+                       tmp_path / "l")
+    assert changed.returncode == 1 and "other settings or utterances" in changed.stderr
+
+
+def test_killed_run_never_leaves_a_truncated_shard_under_its_name(test_data, tmp_path):
+    data = prep("fsdd", test_data, tmp_path)
+    args = [sys.executable, str(STEPS / "make_shards.py"), "--utts-per-shard", "100", "--resample", "16000",
+            str(data), str(tmp_path / "sh"), str(tmp_path / "data.list")]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while len(list((tmp_path / "sh").glob("*.tar"))) < 2 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run finished before it could be interrupted"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    complete = sorted((tmp_path / "sh").glob("*.tar"))
+    assert 2 <= len(complete) < 27 and not (tmp_path / "data.list").exists()
+    for shard in complete:
+        assert len(read_shard(str(shard))) == 200  # whole: 100 utterances, two members each
+    out = run_tool(*args)
+    assert out.returncode == 0 and f"27 shards ({len(complete)} already complete)" in out.stdout
+    assert sum(len(read_shard(s)) for s in (tmp_path / "data.list").read_text().split()) == 2 * 2700
+
+
+def test_raw_list(test_data, tmp_path):
+    data = prep("librispeech", test_data, tmp_path)
+    out = run_tool(sys.executable, STEPS / "make_raw_list.py", data, tmp_path / "raw.list")
+    assert out.returncode == 0 and "5 utterances" in out.stdout
+    rows = [json.loads(line) for line in (tmp_path / "raw.list").read_text().splitlines()]
+    assert [r["key"] for r in rows] == sorted(table(data / "text"))
+    assert rows[0]["txt"] == table(data / "text")[rows[0]["key"]] and Path(rows[0]["wav"]).is_file()
+    assert abs(rows[0]["duration"] - 10.435) < 1e-3
+
+
+NON_ASCII = ["ÉCOLE NAÏVE CAFÉ", "ÜBER GRÖSSE STRASSE", "中文 语音 识别", "NIÑO AÑO ESPAÑA", "HELLO WORLD"]
+
+
+@pytest.mark.parametrize("unit_type", ["bpe", "unigram", "char", "word"])
+def test_units_round_trip_including_non_ascii(tmp_path, unit_type):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "text").write_text("".join(f"u{i:03d} {NON_ASCII[i % 5]}\n" for i in range(50)))
+    out = run_tool(sys.executable, STEPS / "build_units.py", "--unit-type", unit_type, "--vocab-size", "40",
+                   data, tmp_path / "lang")
+    assert out.returncode == 0, out.stderr
+    assert "0 transcripts do not round-trip" in out.stdout
+    units = (tmp_path / "lang" / "units.txt").read_text().splitlines()
+    assert units[:2] == ["<blank> 0", "<unk> 1"]
+    assert [int(line.split()[1]) for line in units] == list(range(len(units)))
+    sys.path.insert(0, str(ROOT))
+    from rnnt.data.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer(str(tmp_path / "lang"))
+    for line in NON_ASCII:
+        ids = tokenizer.encode(line)
+        assert 1 not in ids and 0 not in ids and tokenizer.decode(ids) == line
+    assert tokenizer.encode("QQQ")[0] == 1 or unit_type in ("bpe", "unigram")  # unseen -> <unk>
+    if unit_type == "word":
+        assert tokenizer.encode("HELLO MARS") == [tokenizer.units["HELLO"], 1]
