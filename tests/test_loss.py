@@ -239,3 +239,15 @@ def test_reuse_logits_for_grad_refuses_silent_corruption_of_other_users():
     loss = transducer_loss(joined, targets, T_b, U_b, reuse_logits_for_grad=True)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         (loss + other).backward()
+
+
+def test_pack_joiner_input_matches_padded_cells_and_gradients():
+    from rnnt.loss import pack_joiner_input
+
+    g = torch.Generator().manual_seed(43)
+    enc = torch.randn(3, 6, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    pred = torch.randn(3, 4, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    T_b, U_b = torch.tensor([6, 2, 4]), torch.tensor([3, 0, 2])
+    packed = pack_joiner_input(enc, pred, T_b, U_b)
+    torch.testing.assert_close(packed, pack(enc[:, :, None] + pred[:, None], T_b, U_b))
+    assert torch.autograd.gradcheck(lambda e, p: pack_joiner_input(e, p, T_b, U_b), (enc, pred))

@@ -14,8 +14,10 @@ import subprocess
 import tarfile
 from dataclasses import dataclass
 
-import numpy as np
 import soundfile
+
+from rnnt.data.audio import AudioError, load_audio
+from rnnt.data.resample import resample
 
 AUDIO_EXTENSIONS = {"wav", "flac", "ogg", "opus", "mp3", "sph"}
 FORMATS = ("keep", "wav", "flac")
@@ -56,34 +58,26 @@ def audio_member(item: ShardItem, options: AudioOptions) -> tuple[bytes, str, fl
     """(audio bytes, extension, duration in seconds) for one utterance."""
     data, path = read_source(item.source)
     extension = os.path.splitext(path)[1][1:].lower() if path else ""
-    copy = (options.audio_format == "keep" and path and extension in AUDIO_EXTENSIONS
-            and options.sample_rate is None and item.start is None)
-    try:
-        info = soundfile.info(path if path else io.BytesIO(data))
+    if (options.audio_format == "keep" and path and extension in AUDIO_EXTENSIONS
+            and options.sample_rate is None and item.start is None):
+        try:
+            info = soundfile.info(path)
+        except (RuntimeError, soundfile.LibsndfileError) as error:
+            raise BadAudio(f"unreadable audio: {error}") from None
         if info.frames <= 0:
             raise BadAudio("no audio samples")
-        if copy:
-            with open(path, "rb") as f:
-                return f.read(), extension, info.frames / info.samplerate
-        start = round((item.start or 0.0) * info.samplerate)
-        stop = None if item.end is None or item.end < 0 else round(item.end * info.samplerate)
-        samples, rate = soundfile.read(path if path else io.BytesIO(data), start=start, stop=stop, dtype="float32",
-                                       always_2d=True)
-    except (RuntimeError, soundfile.LibsndfileError) as error:
+        with open(path, "rb") as f:
+            return f.read(), extension, info.frames / info.samplerate
+    try:
+        waveform, rate = load_audio(data if data is not None else path, item.start, item.end)
+    except AudioError as error:
         raise BadAudio(f"unreadable audio: {error}") from None
-    if samples.shape[0] == 0:
-        raise BadAudio("empty segment")
     if options.sample_rate is not None and options.sample_rate != rate:
-        import torch
-
-        from rnnt.data.resample import resample
-
-        samples = resample(torch.from_numpy(np.ascontiguousarray(samples.T)), rate, options.sample_rate).T.numpy()
-        rate = options.sample_rate
+        waveform, rate = resample(waveform, rate, options.sample_rate), options.sample_rate
     out_format = "wav" if options.audio_format == "keep" else options.audio_format
     buffer = io.BytesIO()
-    soundfile.write(buffer, np.clip(samples, -1.0, 1.0), rate, format=out_format.upper(), subtype="PCM_16")
-    return buffer.getvalue(), out_format, samples.shape[0] / rate
+    soundfile.write(buffer, waveform.clamp(-1.0, 1.0).T.numpy(), rate, format=out_format.upper(), subtype="PCM_16")
+    return buffer.getvalue(), out_format, waveform.shape[1] / rate
 
 
 def _add(tar: tarfile.TarFile, name: str, payload: bytes) -> None:

@@ -1,0 +1,142 @@
+"""Log-mel filterbank features in plain torch, for whole utterances at once (every frame in one FFT).
+
+Presets:
+  kaldi:  Kaldi's compute-fbank numerics: 25 ms window every 10 ms, frames inside the signal only
+          (snip-edges), DC removed per frame, pre-emphasis 0.97, Povey window, FFT of the next power of
+          two, power spectrum, HTK-style mel bins from 20 Hz to Nyquist, natural log; samples scaled to
+          the 16-bit range as Kaldi reads them. No dither unless asked.
+  mlperf: the MLPerf RNN-T reference: pre-emphasis 0.97, dither 1e-5 in training, 20 ms Hann window every
+          10 ms, 512-point centred STFT, power spectrum, Slaney mel bins 0 Hz to Nyquist, log(x + 2^-24),
+          then each bin normalised to zero mean and unit variance over the utterance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+
+
+@dataclass(frozen=True)
+class FbankPreset:
+    frame_ms: float
+    shift_ms: float
+    n_fft: int | None  # None: the next power of two of the frame
+    window: str  # povey or hann
+    mel_scale: str  # htk or slaney
+    low_hz: float
+    snip_edges: bool  # frames inside the signal only (Kaldi) or centred with reflection (STFT)
+    remove_dc: bool
+    int16_scale: bool
+    log_floor: str  # 'max-eps' (Kaldi) or 'add-2^-24' (MLPerf)
+    normalize_per_utterance: bool
+    dither: float  # default dither in training
+
+
+PRESETS = {
+    "kaldi": FbankPreset(25.0, 10.0, None, "povey", "htk", 20.0, True, True, True, "max-eps", False, 0.0),
+    "mlperf": FbankPreset(20.0, 10.0, 512, "hann", "slaney", 0.0, False, False, False, "add-2^-24", True, 1e-5),
+}
+
+
+def _htk_mel(hz):
+    return 1127.0 * torch.log1p(hz / 700.0)
+
+
+def _slaney_mel(hz):
+    """Linear below 1 kHz (3 mel per 200 Hz), logarithmic above (27 steps per factor 6.4)."""
+    linear = hz * 3.0 / 200.0
+    return torch.where(hz >= 1000.0, 15.0 + torch.log(hz.clamp_min(1e-10) / 1000.0) * 27.0 / math.log(6.4), linear)
+
+
+def _slaney_hz(mel):
+    return torch.where(mel >= 15.0, 1000.0 * torch.exp((mel - 15.0) * math.log(6.4) / 27.0), mel * 200.0 / 3.0)
+
+
+@lru_cache(maxsize=16)
+def mel_matrix(sample_rate: int, n_fft: int, n_mels: int, low_hz: float, scale: str) -> torch.Tensor:
+    """(n_fft // 2 + 1, n_mels) triangular filters over the power-spectrum bins."""
+    high_hz = sample_rate / 2.0
+    bin_hz = torch.arange(n_fft // 2 + 1, dtype=torch.float64) * sample_rate / n_fft
+    if scale == "htk":
+        # Kaldi: triangles evenly spaced in mel, weights linear in mel; the Nyquist bin is left out.
+        lo, hi = _htk_mel(torch.tensor(low_hz, dtype=torch.float64)), _htk_mel(torch.tensor(high_hz, dtype=torch.float64))
+        edges = lo + (hi - lo) * torch.arange(n_mels + 2, dtype=torch.float64) / (n_mels + 1)
+        mel = _htk_mel(bin_hz)[:, None]
+        left, centre, right = edges[:-2], edges[1:-1], edges[2:]
+        up, down = (mel - left) / (centre - left), (right - mel) / (right - centre)
+        weights = torch.where((mel > left) & (mel < right), torch.minimum(up, down), 0.0)
+        weights[-1] = 0.0
+        return weights
+    # Slaney: triangles evenly spaced in Slaney mel, weights linear in Hz, each of unit area.
+    lo, hi = _slaney_mel(torch.tensor(low_hz, dtype=torch.float64)), _slaney_mel(torch.tensor(high_hz, dtype=torch.float64))
+    edges_hz = _slaney_hz(torch.linspace(float(lo), float(hi), n_mels + 2, dtype=torch.float64))
+    hz = bin_hz[:, None]
+    left, centre, right = edges_hz[:-2], edges_hz[1:-1], edges_hz[2:]
+    up, down = (hz - left) / (centre - left), (right - hz) / (right - centre)
+    return torch.clamp(torch.minimum(up, down), min=0.0) * (2.0 / (right - left))
+
+
+@lru_cache(maxsize=16)
+def _window(kind: str, length: int) -> torch.Tensor:
+    n = torch.arange(length, dtype=torch.float64)
+    hann = 0.5 - 0.5 * torch.cos(2 * math.pi * n / (length - 1))
+    return hann ** 0.85 if kind == "povey" else hann
+
+
+def _frames(x: torch.Tensor, frame: int, shift: int, snip_edges: bool, n_fft: int) -> torch.Tensor:
+    """(num_frames, frame) views of the signal."""
+    if not snip_edges:  # centred frames, as torch.stft(center=True) with reflection
+        pad = n_fft // 2
+        x = torch.nn.functional.pad(x[None, None], (pad, pad), mode="reflect")[0, 0]
+        frames = x.unfold(0, n_fft, shift)
+        offset = (n_fft - frame) // 2  # the window sits in the middle of the FFT frame
+        return frames[:, offset:offset + frame]
+    if x.shape[0] < frame:
+        return x.new_zeros((0, frame))
+    return x.unfold(0, frame, shift)
+
+
+def fbank(waveform: torch.Tensor, sample_rate: int, preset: str = "kaldi", num_mel_bins: int = 80,
+          dither: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+    """(frames, num_mel_bins) log-mel features of a mono waveform (samples,) in [-1, 1].
+
+    dither: amplitude of Gaussian noise added first (None: the preset's training default is NOT
+    applied; pass it explicitly in training); 0 for evaluation.
+    """
+    if preset not in PRESETS:
+        raise ValueError(f"unknown fbank preset '{preset}'; choose from {sorted(PRESETS)}")
+    if waveform.dim() != 1:
+        raise ValueError(f"fbank expects a mono waveform (samples,), got shape {tuple(waveform.shape)}")
+    p = PRESETS[preset]
+    x = waveform if waveform.dtype == torch.float64 else waveform.float()
+    if p.int16_scale:
+        x = x * 32768.0
+    if dither:
+        x = x + dither * torch.randn(x.shape, generator=generator, device=x.device)
+    frame = round(sample_rate * p.frame_ms / 1000)
+    shift = round(sample_rate * p.shift_ms / 1000)
+    n_fft = p.n_fft or 1 << (frame - 1).bit_length()
+    if not p.snip_edges:  # MLPerf pre-emphasises the whole signal before framing
+        x = torch.cat([x[:1], x[1:] - 0.97 * x[:-1]])
+    frames = _frames(x, frame, shift, p.snip_edges, n_fft)
+    if frames.shape[0] == 0:  # shorter than one frame
+        return x.new_zeros((0, num_mel_bins))
+    if p.snip_edges:
+        if p.remove_dc:
+            frames = frames - frames.mean(dim=1, keepdim=True)
+        # Kaldi pre-emphasises inside each frame, the first sample against itself.
+        frames = torch.cat([frames[:, :1] * (1 - 0.97), frames[:, 1:] - 0.97 * frames[:, :-1]], dim=1)
+    frames = frames * _window(p.window, frame).to(frames)
+    spectrum = torch.fft.rfft(frames, n=n_fft)
+    power = spectrum.real.square() + spectrum.imag.square()
+    mel = power @ mel_matrix(sample_rate, n_fft, num_mel_bins, p.low_hz, p.mel_scale).to(power)
+    if p.log_floor == "max-eps":
+        feats = mel.clamp_min(torch.finfo(torch.float32).eps).log()  # Kaldi's floor is FLT_EPSILON
+    else:
+        feats = (mel + 2.0 ** -24).log()
+    if p.normalize_per_utterance and feats.shape[0] > 1:
+        feats = (feats - feats.mean(dim=0)) / (feats.std(dim=0) + 1e-5)
+    return feats

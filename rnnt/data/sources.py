@@ -1,0 +1,100 @@
+"""The first stages of the pipeline: data lists -> utterance records with undecoded audio.
+
+Raw lists hold one JSON object a line ({"key", "wav", "txt"}, optional "start"/"end" in seconds);
+shard lists hold one tar path or http(s) URL a line. Both yield dicts:
+  {"key", "txt", "audio": bytes or a file path, "start"?, "end"?, "source": where it came from}
+Shards are read as streams (URLs without temporary files), members grouped by key in order.
+A broken shard is logged with its name and skipped from the point of damage; the rest goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tarfile
+import urllib.request
+from typing import Iterable, Iterator
+
+log = logging.getLogger(__name__)
+AUDIO_EXTENSIONS = {"wav", "flac", "ogg", "opus", "mp3", "sph"}
+
+
+def read_list(path: str) -> list[str]:
+    """The non-empty lines of a data list."""
+    with open(path, encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip()]
+
+
+def list_kind(lines: list[str]) -> str:
+    """'raw' for JSON-lines lists, 'shard' for lists of tar paths or URLs."""
+    return "raw" if lines and lines[0].startswith("{") else "shard"
+
+
+def raw_records(lines: Iterable[str], list_name: str = "raw list") -> Iterator[dict]:
+    for number, line in enumerate(lines, 1):
+        try:
+            entry = json.loads(line)
+            record = {"key": entry["key"], "txt": entry["txt"], "audio": entry["wav"], "source": entry["wav"]}
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            log.warning("%s:%d: skipped, not a {key, wav, txt} object: %s", list_name, number, error)
+            continue
+        for field in ("start", "end"):
+            if field in entry:
+                record[field] = float(entry[field])
+        yield record
+
+
+def open_shard(url: str):
+    if url.startswith(("http://", "https://")):
+        return urllib.request.urlopen(url, timeout=60)
+    return open(url, "rb")
+
+
+def shard_records(urls: Iterable[str]) -> Iterator[dict]:
+    """Utterances of each shard: consecutive members <key>.txt and <key>.<audio extension>."""
+    for url in urls:
+        try:
+            stream = open_shard(url)
+        except OSError as error:
+            log.warning("shard %s: cannot open (%s); skipped", url, error)
+            continue
+        record: dict = {}
+        try:
+            with stream, tarfile.open(fileobj=stream, mode="r|*") as tar:
+                for member in tar:
+                    if not member.isfile():
+                        continue
+                    key, _, extension = member.name.rpartition(".")
+                    if record and record["key"] != key:
+                        yield from _complete(record, url)
+                        record = {}
+                    record.setdefault("key", key)
+                    payload = tar.extractfile(member).read()
+                    if extension == "txt":
+                        record["txt"] = payload.decode("utf-8").strip()
+                    elif extension in AUDIO_EXTENSIONS:
+                        record["audio"] = payload
+                    record["source"] = f"{url}:{member.name}"
+        except (tarfile.TarError, OSError, EOFError, UnicodeDecodeError) as error:
+            log.warning("shard %s: damaged after %s (%s); the rest of this shard is skipped",
+                        url, record.get("key", "its start"), error)
+            record = {}
+        yield from _complete(record, url)
+
+
+def _complete(record: dict, url: str) -> Iterator[dict]:
+    if not record:
+        return
+    if "txt" in record and "audio" in record:
+        yield record
+    else:
+        log.warning("shard %s: utterance %s has no %s; skipped", url, record["key"],
+                    "audio" if "txt" in record else "transcript")
+
+
+def records(list_path: str) -> Iterator[dict]:
+    """All utterance records of a raw or shard list, in list order."""
+    lines = read_list(list_path)
+    if list_kind(lines) == "raw":
+        return raw_records(lines, list_path)
+    return shard_records(lines)

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Global CMVN statistics of fbank features over a data list (raw or shards).
+
+Writes <out> as a Kaldi stats matrix (2 x (D+1): feature sums and the frame count, then sums of
+squares; kaldiio binary, readable by Kaldi's apply-cmvn) and <out>.json with the same numbers
+({"mean_stat", "var_stat", "frame_num"}, as WeNet's global_cmvn) plus the mean and stddev.
+"""
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+from rnnt.data.audio import AudioError, load_audio, to_mono  # noqa: E402
+from rnnt.data.features import PRESETS, fbank  # noqa: E402
+from rnnt.data.resample import resample  # noqa: E402
+from rnnt.data.sources import records  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="example: steps/compute_cmvn_stats.py data/train/data.list data/train/global_cmvn")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="kaldi", help="fbank preset (default kaldi)")
+    parser.add_argument("--num-mel-bins", type=int, default=80)
+    parser.add_argument("--sample-rate", type=int, default=16000, help="resample to this rate first (default 16000)")
+    parser.add_argument("--max-utts", type=int, default=0, help="use at most this many utterances (0: all)")
+    parser.add_argument("data_list")
+    parser.add_argument("out", help="output path of the Kaldi matrix; <out>.json is written beside it")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="compute_cmvn_stats.py: %(message)s")
+    import kaldiio
+
+    sums = torch.zeros(args.num_mel_bins, dtype=torch.float64)
+    squares = torch.zeros(args.num_mel_bins, dtype=torch.float64)
+    frames = used = skipped = 0
+    for record in tqdm(records(args.data_list), desc="cmvn", unit="utt", file=sys.stderr):
+        try:
+            waveform, rate = load_audio(record["audio"], record.get("start"), record.get("end"))
+        except AudioError as error:
+            print(f"compute_cmvn_stats.py: skipped {record['key']} ({record['source']}): {error}", file=sys.stderr)
+            skipped += 1
+            continue
+        feats = fbank(resample(to_mono(waveform), rate, args.sample_rate), args.sample_rate, args.preset,
+                      args.num_mel_bins, dither=0.0).double()
+        sums += feats.sum(0)
+        squares += feats.square().sum(0)
+        frames += feats.shape[0]
+        used += 1
+        if used == args.max_utts:
+            break
+    if frames == 0:
+        print(f"compute_cmvn_stats.py: {args.data_list}: no usable audio", file=sys.stderr)
+        return 1
+    stats = np.zeros((2, args.num_mel_bins + 1))
+    stats[0, :-1], stats[0, -1], stats[1, :-1] = sums.numpy(), frames, squares.numpy()
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    kaldiio.save_mat(args.out, stats)
+    mean = sums / frames
+    std = (squares / frames - mean.square()).clamp_min(1e-20).sqrt()
+    with open(args.out + ".json", "w") as f:
+        json.dump({"mean_stat": sums.tolist(), "var_stat": squares.tolist(), "frame_num": frames,
+                   "mean": mean.tolist(), "std": std.tolist(), "preset": args.preset,
+                   "sample_rate": args.sample_rate}, f)
+    print(f"compute_cmvn_stats.py: {args.out}: {used} utterances, {frames} frames, {args.num_mel_bins} bins; "
+          f"skipped {skipped}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

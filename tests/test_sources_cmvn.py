@@ -1,0 +1,78 @@
+"""Data-list sources (raw and shard, damaged shards) and global CMVN statistics."""
+
+import json
+import logging
+import sys
+import tarfile
+
+import kaldiio
+import numpy as np
+import torch
+
+from conftest import ROOT, run_tool
+from rnnt.data.audio import load_audio, to_mono
+from rnnt.data.features import fbank
+from rnnt.data.sources import records
+
+
+def shards_of(test_data, tmp_path, per_shard="3"):
+    out = run_tool(sys.executable, ROOT / "local" / "librispeech" / "data_prep.py",
+                   test_data / "librispeech_samples" / "LibriSpeech" / "test-clean", tmp_path / "ls")
+    assert out.returncode == 0, out.stderr
+    out = run_tool(sys.executable, ROOT / "steps" / "make_shards.py", "--utts-per-shard", per_shard, tmp_path / "ls",
+                   tmp_path / "shards", tmp_path / "shard.list")
+    assert out.returncode == 0, out.stderr
+    out = run_tool(sys.executable, ROOT / "steps" / "make_raw_list.py", tmp_path / "ls", tmp_path / "raw.list")
+    assert out.returncode == 0, out.stderr
+    return tmp_path / "shard.list", tmp_path / "raw.list"
+
+
+def test_raw_and_shard_lists_give_the_same_utterances(test_data, tmp_path):
+    shard_list, raw_list = shards_of(test_data, tmp_path)
+    from_shards = {r["key"]: r for r in records(str(shard_list))}
+    from_raw = {r["key"]: r for r in records(str(raw_list))}
+    assert sorted(from_shards) == sorted(from_raw) and len(from_raw) == 5
+    for key, record in from_raw.items():
+        assert from_shards[key]["txt"] == record["txt"]
+        a, rate_a = load_audio(from_shards[key]["audio"])
+        b, rate_b = load_audio(record["audio"])
+        assert rate_a == rate_b == 16000 and torch.equal(a, b)
+
+
+def test_truncated_shard_and_bad_member_are_skipped_with_a_warning(test_data, tmp_path, caplog):
+    shard_list, _ = shards_of(test_data, tmp_path)
+    first, second = shard_list.read_text().split()
+    data = open(first, "rb").read()
+    open(first, "wb").write(data[: len(data) // 2])  # truncated mid-member
+    with tarfile.open(second) as tar:
+        members = [(m, tar.extractfile(m).read()) for m in tar.getmembers()]
+    with tarfile.open(second, "w") as tar:
+        for member, payload in members:
+            if member.name.endswith(".flac") and member.name.startswith("1995"):
+                payload = b"not audio at all" * 10
+                member.size = len(payload)
+            tar.addfile(member, __import__("io").BytesIO(payload))
+    with caplog.at_level(logging.WARNING):
+        got = list(records(str(shard_list)))
+    assert any("damaged after" in r.message and first in r.message for r in caplog.records)
+    keys = [r["key"] for r in got]
+    assert "1089-134691-0001" in keys and "1995-1837-0001" in keys  # the second shard is whole
+    assert len(keys) < 5  # the damaged part of the first is gone
+    bad = next(r for r in got if r["key"] == "1995-1837-0001")
+    with __import__("pytest").raises(Exception, match="not|Format|recogni"):
+        load_audio(bad["audio"])
+
+
+def test_compute_cmvn_stats_kaldi_matrix_and_json(test_data, tmp_path):
+    shard_list, raw_list = shards_of(test_data, tmp_path)
+    out = run_tool(sys.executable, ROOT / "steps" / "compute_cmvn_stats.py", shard_list, tmp_path / "cmvn")
+    assert out.returncode == 0, out.stderr
+    stats = kaldiio.load_mat(str(tmp_path / "cmvn"))
+    feats = torch.cat([fbank(to_mono(load_audio(r["audio"])[0]), 16000) for r in records(str(raw_list))]).double()
+    assert stats.shape == (2, 81) and stats[0, -1] == feats.shape[0] and stats[1, -1] == 0
+    np.testing.assert_allclose(stats[0, :-1], feats.sum(0).numpy(), rtol=1e-9)
+    np.testing.assert_allclose(stats[1, :-1], feats.square().sum(0).numpy(), rtol=1e-9)
+    summary = json.loads((tmp_path / "cmvn.json").read_text())
+    assert summary["frame_num"] == feats.shape[0]
+    np.testing.assert_allclose(summary["mean"], feats.mean(0).numpy(), rtol=1e-9)
+    np.testing.assert_allclose(summary["std"], feats.std(0, unbiased=False).numpy(), rtol=1e-6)
