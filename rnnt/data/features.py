@@ -140,3 +140,13 @@ def fbank(waveform: torch.Tensor, sample_rate: int, preset: str = "kaldi", num_m
     if p.normalize_per_utterance and feats.shape[0] > 1:
         feats = (feats - feats.mean(dim=0)) / (feats.std(dim=0) + 1e-5)
     return feats
+
+
+def num_frames(num_samples: int, sample_rate: int, preset: str = "kaldi") -> int:
+    """How many frames fbank gives for num_samples, without computing them."""
+    p = PRESETS[preset]
+    frame = round(sample_rate * p.frame_ms / 1000)
+    shift = round(sample_rate * p.shift_ms / 1000)
+    if not p.snip_edges:
+        return 1 + num_samples // shift
+    return 0 if num_samples < frame else 1 + (num_samples - frame) // shift

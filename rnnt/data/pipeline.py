@@ -1,0 +1,78 @@
+"""The data pipeline from a list to padded batches, as one readable chain of generator stages.
+
+  source (raw list or shards; this rank's and worker's part; order shuffled per epoch)
+  -> decode -> mono -> resample -> speed perturb -> tokenise -> filter
+  -> shuffle buffer -> sort buffer -> batch (static or dynamic)          [or MLPerf buckets, raw lists]
+  -> skip batches already trained on (resume)
+  -> fbank -> CMVN -> SpecAugment -> frame stacking -> pad
+
+Features come after batching: the batches depend only on lengths, so resuming at batch k skips the
+feature work of batches 0..k-1, and the output is identical to an uninterrupted epoch.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Iterator
+
+from rnnt.data import batching, stages
+from rnnt.data.bucketing import bucket_batches
+from rnnt.data.config import DataConfig
+from rnnt.data.sources import list_kind, raw_records, read_list, shard_records
+from rnnt.data.splitting import part
+
+log = logging.getLogger(__name__)
+
+
+class Pipeline:
+    def __init__(self, list_path: str, config: DataConfig, tokenizer, train: bool):
+        self.list_path, self.config, self.tokenizer, self.train = list_path, config, tokenizer, train
+        self.units = read_list(list_path)
+        if not self.units:
+            raise ValueError(f"{list_path}: the data list is empty")
+        self.kind = list_kind(self.units)
+        if config.buckets and self.kind != "raw":
+            raise ValueError(f"{list_path}: bucketing needs a raw list (durations per utterance); this is a shard list")
+        self.cmvn = stages.load_cmvn(config.features.cmvn)
+        self.dropped: dict[str, int] = {}
+
+    def _records(self, units: list[str], epoch: int) -> Iterator[dict]:
+        c = self.config
+        records = raw_records(units, self.list_path) if self.kind == "raw" else shard_records(units)
+        records = stages.decode(records)
+        records = stages.resample_to(records, c.sample_rate)
+        if self.train:
+            records = stages.speed_perturb(records, c.speed_perturb, c.seed, epoch)
+        records = stages.tokenize(records, self.tokenizer)
+        return stages.filter_utterances(records, c, self.dropped)
+
+    def _batches(self, epoch: int, rank: int, world_size: int, worker: int, num_workers: int) -> Iterator[list[dict]]:
+        c = self.config
+        if c.buckets:
+            for lines in bucket_batches(self.units, c.buckets, c.batch.batch_size, c.seed, epoch, rank, world_size,
+                                        worker, num_workers):
+                batch = list(self._records(lines, epoch))
+                if batch:
+                    yield batch
+            return
+        units = part(self.units, c.seed, epoch, rank, world_size, worker, num_workers, shuffle=self.train)
+        records = self._records(units, epoch)
+        if self.train:
+            rng = random.Random(f"shuffle:{c.seed}:{epoch}:{rank}:{worker}")
+            records = batching.shuffle_buffer(records, c.shuffle_buffer, rng)
+        records = batching.sort_buffer(records, c.sort_buffer)
+        if c.batch.type == "static":
+            yield from batching.static_batches(records, c.batch.batch_size)
+        else:
+            yield from batching.dynamic_batches(records, c.batch.max_frames, c.batch.max_batch_size)
+
+    def batches(self, epoch: int = 0, rank: int = 0, world_size: int = 1, worker: int = 0, num_workers: int = 1,
+                skip: int = 0) -> Iterator[dict]:
+        """Padded batches of one (rank, worker) in one epoch, after skipping the first `skip` of them."""
+        c = self.config
+        for index, batch in enumerate(self._batches(epoch, rank, world_size, worker, num_workers)):
+            if index < skip:
+                continue
+            feats = [stages.features_of(r, c, self.cmvn, self.train, c.seed, epoch) for r in batch]
+            yield batching.pad_batch([r["key"] for r in batch], feats, [r["tokens"] for r in batch])

@@ -1,0 +1,47 @@
+"""SpecAugment (Park et al. 2019): frequency masks and time masks, optionally adaptive to the length.
+
+Adaptive time masks (Park et al. 2020): the number of masks and their maximum width grow with the
+utterance's length T: count = min(max_time_masks, round(time_mask_ratio * T)), width <= time_width * T.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class SpecAugmentConfig:
+    freq_masks: int = 2
+    freq_width: int = 27  # maximum width in mel bins
+    time_masks: int = 2  # fixed count (when not adaptive)
+    time_width: float = 40  # maximum width: frames, or a share of T when adaptive
+    adaptive: bool = False
+    time_mask_ratio: float = 0.04  # adaptive count per frame
+    max_time_masks: int = 20
+    value: float = 0.0
+
+
+def spec_augment(feats: torch.Tensor, config: SpecAugmentConfig, generator: torch.Generator) -> torch.Tensor:
+    """Masks a (frames, bins) tensor (a masked copy); randomness comes from generator only."""
+    out = feats.clone()
+    frames, bins = out.shape
+
+    def randint(high: int) -> int:
+        return int(torch.randint(0, max(high, 0) + 1, (1,), generator=generator))
+
+    for _ in range(config.freq_masks):
+        width = randint(min(config.freq_width, bins))
+        start = randint(bins - width)
+        out[:, start:start + width] = config.value
+    if config.adaptive:
+        count = min(config.max_time_masks, round(config.time_mask_ratio * frames))
+        max_width = int(config.time_width * frames)
+    else:
+        count, max_width = config.time_masks, int(config.time_width)
+    for _ in range(count):
+        width = randint(min(max_width, frames))
+        start = randint(frames - width)
+        out[start:start + width, :] = config.value
+    return out

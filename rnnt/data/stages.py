@@ -1,0 +1,111 @@
+"""Per-utterance stages of the pipeline, each a generator over record dicts.
+
+Before batching (cheap, lengths only): decode -> mono -> resample -> speed perturb -> tokenise -> filter.
+After batching (per kept batch): features -> CMVN -> SpecAugment -> frame stacking.
+Randomness comes from a generator seeded by (seed, epoch, key), so an utterance is augmented the same
+way whichever rank or worker reads it, and a resumed epoch repeats the interrupted one exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import zlib
+from typing import Iterable, Iterator
+
+import torch
+
+from rnnt.data.audio import AudioError, load_audio, to_mono
+from rnnt.data.config import DataConfig
+from rnnt.data.features import fbank, num_frames
+from rnnt.data.resample import resample
+from rnnt.data.specaugment import spec_augment
+from rnnt.data.stacking import stack_frames, stacked_length
+
+log = logging.getLogger(__name__)
+
+
+def utterance_generator(seed: int, epoch: int, key: str) -> torch.Generator:
+    return torch.Generator().manual_seed(zlib.crc32(f"{seed}:{epoch}:{key}".encode()))
+
+
+def decode(records: Iterable[dict]) -> Iterator[dict]:
+    """Adds 'waveform' (mono, samples) and 'sample_rate'; an undecodable utterance is logged and skipped."""
+    for record in records:
+        try:
+            waveform, rate = load_audio(record["audio"], record.get("start"), record.get("end"))
+        except (AudioError, OSError) as error:
+            log.warning("skipped %s from %s: cannot decode audio (%s)", record["key"], record["source"], error)
+            continue
+        yield {**record, "audio": None, "waveform": to_mono(waveform), "sample_rate": rate}
+
+
+def resample_to(records: Iterable[dict], rate: int) -> Iterator[dict]:
+    for record in records:
+        if record["sample_rate"] != rate:
+            record = {**record, "waveform": resample(record["waveform"], record["sample_rate"], rate), "sample_rate": rate}
+        yield record
+
+
+def speed_perturb(records: Iterable[dict], factors: tuple[float, ...], seed: int, epoch: int) -> Iterator[dict]:
+    """Kaldi-style speed perturbation: played faster by factor f, tempo and pitch both change.
+
+    The waveform is resampled from rate * f to rate and kept at rate: f = 1.1 makes it 1/1.1 as long.
+    """
+    for record in records:
+        if factors:
+            g = utterance_generator(seed, epoch, record["key"])
+            factor = factors[int(torch.randint(0, len(factors), (1,), generator=g))]
+            if factor != 1.0:
+                rate = record["sample_rate"]
+                record = {**record, "waveform": resample(record["waveform"], round(rate * factor), rate),
+                          "speed": factor}
+        yield record
+
+
+def tokenize(records: Iterable[dict], tokenizer) -> Iterator[dict]:
+    for record in records:
+        yield {**record, "tokens": tokenizer.encode(record["txt"])}
+
+
+def filter_utterances(records: Iterable[dict], config: DataConfig, counts: dict | None = None) -> Iterator[dict]:
+    """Drops utterances outside the duration, token and token-per-frame limits; counts why in counts."""
+    limits = config.filter
+    for record in records:
+        duration = record["waveform"].shape[0] / record["sample_rate"]
+        input_frames = num_frames(record["waveform"].shape[0], record["sample_rate"], config.features.preset)
+        frames = stacked_length(input_frames, config.subsample)
+        n_tokens = len(record["tokens"])
+        reason = None
+        if not limits.min_duration <= duration <= limits.max_duration:
+            reason = "duration"
+        elif n_tokens > limits.max_tokens:
+            reason = "too many tokens"
+        elif frames == 0 or n_tokens > limits.max_tokens_per_frame * frames:
+            reason = "too many tokens per frame"
+        if reason:
+            if counts is not None:
+                counts[reason] = counts.get(reason, 0) + 1
+            continue
+        yield {**record, "input_frames": input_frames, "num_frames": frames}
+
+
+def load_cmvn(path: str | None) -> tuple[torch.Tensor, torch.Tensor] | None:
+    if not path:
+        return None
+    with open(path) as f:
+        stats = json.load(f)
+    return torch.tensor(stats["mean"], dtype=torch.float32), torch.tensor(stats["std"], dtype=torch.float32)
+
+
+def features_of(record: dict, config: DataConfig, cmvn, train: bool, seed: int, epoch: int) -> torch.Tensor:
+    """fbank -> CMVN -> SpecAugment (training) -> stacking, for one utterance: (frames, stack * bins)."""
+    g = utterance_generator(seed + 1, epoch, record["key"])
+    f = config.features
+    feats = fbank(record["waveform"], record["sample_rate"], f.preset, f.num_mel_bins,
+                  dither=f.dither if train else 0.0, generator=g)
+    if cmvn is not None:
+        feats = (feats - cmvn[0]) / cmvn[1]
+    if train and config.spec_augment is not None:
+        feats = spec_augment(feats, config.spec_augment, g)
+    return stack_frames(feats, config.stack, config.subsample)
