@@ -26,8 +26,12 @@ class PipelineDataset(IterableDataset):
         worker, num_workers = (info.id, info.num_workers) if info else (0, 1)
         if info is not None:
             torch.set_num_threads(1)  # workers share the cores with training
-        skip = batches_before(self.start_batch, worker, num_workers)
-        return self.pipeline.batches(self.epoch, self.rank, self.world_size, worker, num_workers, skip)
+        # The DataLoader takes batches from workers 0, 1, ... in turn, also after a resume. For the
+        # resumed epoch to continue the interrupted order, worker 0 plays the part of the worker whose
+        # batch comes next, and so on round the ring.
+        role = (worker + self.start_batch) % num_workers
+        skip = batches_before(self.start_batch, role, num_workers)
+        return self.pipeline.batches(self.epoch, self.rank, self.world_size, role, num_workers, skip)
 
 
 def make_loader(pipeline: Pipeline, rank: int = 0, world_size: int = 1) -> DataLoader:

@@ -37,5 +37,6 @@ def part(units: list[str], seed: int, epoch: int, rank: int = 0, world_size: int
 
 
 def batches_before(global_batch: int, worker: int, num_workers: int) -> int:
-    """How many of the first global_batch batches worker w produced (the DataLoader takes workers in turn)."""
+    """How many of the first global_batch batches worker w produced (the DataLoader takes workers in turn;
+    exact while every worker still has batches, that is up to the last few batches of an epoch)."""
     return max(0, (global_batch - worker + num_workers - 1) // num_workers)

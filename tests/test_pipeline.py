@@ -1,0 +1,239 @@
+"""rnnt.data: every stage alone, then the whole chain over shards made from real speech."""
+
+import io
+import json
+import logging
+import random
+import sys
+import tarfile
+
+import pytest
+import torch
+
+from conftest import ROOT, run_tool
+from rnnt.data import batching, stages
+from rnnt.data.bucketing import bucket_batches
+from rnnt.data.config import data_config
+from rnnt.data.loader import make_loader
+from rnnt.data.pipeline import Pipeline
+from rnnt.data.resample import resample
+from rnnt.data.sources import records
+from rnnt.data.specaugment import SpecAugmentConfig, spec_augment
+from rnnt.data.splitting import part
+from rnnt.data.stacking import stack_frames
+from rnnt.data.tokenizer import Tokenizer
+
+
+@pytest.fixture(scope="module")
+def fsdd(tmp_path_factory, test_data):
+    """FSDD train split as 9 shards of 300, a raw list of the test split, and char units."""
+    root = tmp_path_factory.mktemp("fsdd")
+    steps = [
+        (ROOT / "local" / "fsdd" / "data_prep.py", test_data / "fsdd" / "recordings", root / "data"),
+        (ROOT / "steps" / "make_shards.py", "--utts-per-shard", "300", root / "data" / "train", root / "shards",
+         root / "train.list"),
+        (ROOT / "steps" / "make_raw_list.py", root / "data" / "test", root / "test.list"),
+        (ROOT / "steps" / "build_units.py", "--unit-type", "char", root / "data" / "train", root / "lang"),
+    ]
+    for step in steps:
+        out = run_tool(sys.executable, *step)
+        assert out.returncode == 0, out.stderr
+    return root
+
+
+TRAIN = {"sample_rate": 8000, "speed_perturb": [0.9, 1.0, 1.1], "stack": 3, "subsample": 3,
+         "features": {"preset": "mlperf", "num_mel_bins": 64, "dither": 1e-5},
+         "spec_augment": {"freq_masks": 2, "freq_width": 10, "adaptive": True, "time_width": 0.05},
+         "shuffle_buffer": 300, "sort_buffer": 1000, "batch": {"type": "dynamic", "max_frames": 4000}}
+
+
+def pipeline(fsdd, train=True, list_name="train.list", **overrides):
+    return Pipeline(str(fsdd / list_name), data_config({**TRAIN, **overrides}), Tokenizer(str(fsdd / "lang")), train)
+
+
+def keys_of(batches):
+    return [k for b in batches for k in b["keys"]]
+
+
+# --- stages alone -----------------------------------------------------------------------------------
+
+def test_decode_skips_bad_audio_with_a_warning(fsdd, caplog):
+    good = next(records(str(fsdd / "test.list")))
+    bad = {"key": "bad-1", "txt": "ONE", "audio": b"garbage" * 20, "source": "test:bad"}
+    with caplog.at_level(logging.WARNING):
+        out = list(stages.decode([bad, good]))
+    assert [r["key"] for r in out] == [good["key"]]
+    assert "skipped bad-1 from test:bad" in caplog.text
+    assert out[0]["waveform"].dim() == 1 and out[0]["sample_rate"] == 8000
+
+
+def test_speed_perturb_changes_length_by_the_factor_and_is_seeded(fsdd):
+    record = next(stages.decode(records(str(fsdd / "test.list"))))
+    n = record["waveform"].shape[0]
+    lengths = {}
+    for key in (f"k{i}" for i in range(30)):
+        out = next(stages.speed_perturb([{**record, "key": key}], (0.9, 1.0, 1.1), seed=1, epoch=0))
+        lengths[round(n / out["waveform"].shape[0], 2)] = out.get("speed", 1.0)
+    assert set(lengths) == {0.9, 1.0, 1.1} and all(abs(k - v) < 0.01 for k, v in lengths.items())
+    again = next(stages.speed_perturb([{**record, "key": "k3"}], (0.9, 1.0, 1.1), seed=1, epoch=0))
+    first = next(stages.speed_perturb([{**record, "key": "k3"}], (0.9, 1.0, 1.1), seed=1, epoch=0))
+    assert torch.equal(again["waveform"], first["waveform"])
+
+
+def test_tokenize_and_filter_count_reasons(fsdd):
+    tokenizer = Tokenizer(str(fsdd / "lang"))
+    config = data_config({**TRAIN, "filter": {"min_duration": 0.3, "max_duration": 0.8, "max_tokens_per_frame": 0.4}})
+    recs = list(stages.tokenize(stages.decode(records(str(fsdd / "test.list"))), tokenizer))
+    assert recs[0]["tokens"] == tokenizer.encode(recs[0]["txt"]) and 1 not in recs[0]["tokens"]
+    counts = {}
+    kept = list(stages.filter_utterances(recs, config, counts))
+    durations = [r["waveform"].shape[0] / 8000 for r in kept]
+    assert kept and all(0.3 <= d <= 0.8 for d in durations)
+    assert all(len(r["tokens"]) <= 0.4 * r["num_frames"] for r in kept)
+    assert counts["duration"] > 0 and sum(counts.values()) + len(kept) == len(recs)
+
+
+def test_shuffle_buffer_is_a_seeded_permutation():
+    items = [{"i": i} for i in range(100)]
+    a = [r["i"] for r in batching.shuffle_buffer(items, 10, random.Random(1))]
+    b = [r["i"] for r in batching.shuffle_buffer(items, 10, random.Random(1))]
+    assert a == b and sorted(a) == list(range(100)) and a != list(range(100))
+
+
+def test_sort_buffer_alternates_direction():
+    items = [{"num_frames": n} for n in [5, 1, 4, 2, 9, 7, 8, 6, 3]]
+    out = [r["num_frames"] for r in batching.sort_buffer(items, 4)]
+    assert out == [1, 2, 4, 5, 9, 8, 7, 6, 3]
+
+
+def test_batchers_respect_their_limits():
+    items = [{"input_frames": n} for n in [10, 20, 30, 40, 50, 60]]
+    assert [len(b) for b in batching.static_batches(items, 4)] == [4, 2]
+    dynamic = list(batching.dynamic_batches(items, max_frames=100, max_batch_size=3))
+    assert all(max(r["input_frames"] for r in b) * len(b) <= 100 or len(b) == 1 for b in dynamic)
+    assert [len(b) for b in dynamic] == [3, 2, 1]
+
+
+def test_pad_batch():
+    batch = batching.pad_batch(["a", "b"], [torch.ones(3, 2), torch.ones(5, 2)], [[4, 5], [6]])
+    assert batch["feats"].shape == (2, 5, 2) and batch["feats"][0, 3:].abs().sum() == 0
+    assert batch["feat_lens"].tolist() == [3, 5] and batch["token_lens"].tolist() == [2, 1]
+    assert batch["tokens"].tolist() == [[4, 5], [6, 0]]
+
+
+def test_spec_augment_masks_are_seeded_and_adaptive():
+    feats = torch.randn(200, 80) + 10
+    config = SpecAugmentConfig(freq_masks=2, freq_width=10, adaptive=True, time_mask_ratio=0.04, time_width=0.05)
+    a = spec_augment(feats, config, torch.Generator().manual_seed(3))
+    b = spec_augment(feats, config, torch.Generator().manual_seed(3))
+    assert torch.equal(a, b)
+    masked_bins = (a == 0).all(dim=0).sum()
+    masked_frames = (a == 0).all(dim=1).sum()
+    assert 0 < masked_bins <= 20
+    assert 0 < masked_frames <= 8 * 10  # round(0.04 * 200) = 8 masks of at most 0.05 * 200 = 10 frames
+    short = spec_augment(torch.randn(20, 80) + 10, config, torch.Generator().manual_seed(3))
+    assert (short == 0).all(dim=1).sum() <= 1  # round(0.04 * 20) = 1 mask of at most 1 frame
+
+
+def test_stack_frames():
+    feats = torch.arange(7 * 2, dtype=torch.float32).reshape(7, 2)
+    out = stack_frames(feats, 3, 3)
+    assert out.shape == (3, 6)
+    assert out[1].tolist() == [6, 7, 8, 9, 10, 11] and out[2].tolist() == [12, 13, 0, 0, 0, 0]
+
+
+def test_resample_matches_an_analytic_tone():
+    t = torch.arange(16000, dtype=torch.float64) / 16000
+    tone = torch.sin(2 * torch.pi * 440 * t)
+    out = resample(tone, 16000, 8000)
+    expected = torch.sin(2 * torch.pi * 440 * torch.arange(8000, dtype=torch.float64) / 8000)
+    assert out.shape == (8000,) and (out[100:-100] - expected[100:-100]).abs().max() < 1e-3
+
+
+def test_split_is_disjoint_and_covers_every_epoch():
+    units = [f"shard{i}" for i in range(23)]
+    for epoch in range(3):
+        parts = [part(units, 7, epoch, r, 2, w, 2) for r in range(2) for w in range(2)]
+        flat = [u for p in parts for u in p]
+        assert sorted(flat) == sorted(units) and len(set(flat)) == len(flat)
+    assert part(units, 7, 0, 0, 2, 0, 2) != part(units, 7, 1, 0, 2, 0, 2)
+
+
+def test_bucketing_keeps_buckets_apart_and_ranks_equal(fsdd):
+    lines = (fsdd / "test.list").read_text().splitlines()
+    duration = {json.loads(l)["key"]: json.loads(l)["duration"] for l in lines}
+    ranks = [bucket_batches(lines, 4, 16, seed=0, epoch=0, rank=r, world_size=3) for r in range(3)]
+    assert len({len(r) for r in ranks}) == 1
+    bucket_edges = sorted(duration.values())[75::75]
+    for batch in ranks[0]:
+        ds = [duration[json.loads(l)["key"]] for l in batch]
+        assert sum(min(ds) < e <= max(ds) for e in bucket_edges) <= 1 or min(ds) == max(ds)
+
+
+# --- the whole chain --------------------------------------------------------------------------------
+
+def test_whole_chain_over_shards(fsdd):
+    p = pipeline(fsdd)
+    batches = list(p.batches(epoch=0))
+    keys = keys_of(batches)
+    assert sorted(keys) == sorted(set(keys)) and len(keys) == 2700
+    b = batches[0]
+    assert b["feats"].dim() == 3 and b["feats"].shape[2] == 3 * 64
+    assert (b["feat_lens"] <= b["feats"].shape[1]).all() and b["tokens"].shape[0] == len(b["keys"])
+    frames = sum(int(x["feat_lens"].sum()) for x in batches)
+    padded = sum(x["feats"].shape[0] * x["feats"].shape[1] for x in batches)
+    assert 1 - frames / padded < 0.10  # sort buffer of about ten batches
+
+
+def test_two_ranks_two_workers_disjoint_and_complete(fsdd):
+    p = pipeline(fsdd, num_workers=2, speed_perturb=[], spec_augment=None)
+    per_rank = []
+    for rank in range(2):
+        loader = make_loader(p, rank=rank, world_size=2)
+        loader.dataset.set_epoch(1)
+        per_rank.append(keys_of(loader))
+    assert not set(per_rank[0]) & set(per_rank[1])
+    assert sorted(per_rank[0] + per_rank[1]) == sorted(keys_of(pipeline(fsdd, train=False).batches()))
+
+
+def test_deterministic_per_epoch_and_resumes_exactly(fsdd):
+    p = pipeline(fsdd, num_workers=2)
+    loader = make_loader(p)
+    loader.dataset.set_epoch(2)
+    full = list(loader)
+    loader.dataset.set_epoch(2)
+    assert [b["keys"] for b in loader] == [b["keys"] for b in full]
+    loader.dataset.set_epoch(2, start_batch=5)
+    resumed = list(loader)
+    assert len(resumed) == len(full) - 5
+    for a, b in zip(resumed, full[5:]):
+        assert a["keys"] == b["keys"] and torch.equal(a["feats"], b["feats"])  # augmentation included
+    loader.dataset.set_epoch(3)
+    assert [b["keys"] for b in loader] != [b["keys"] for b in full]
+
+
+def test_raw_list_with_buckets(fsdd):
+    p = pipeline(fsdd, list_name="test.list", buckets=3, batch={"type": "static", "batch_size": 20})
+    batches = list(p.batches())
+    assert len(keys_of(batches)) == 300 and max(len(b["keys"]) for b in batches) == 20
+
+
+def test_damaged_shards_skip_only_the_damage(fsdd, tmp_path, caplog):
+    shards = (fsdd / "train.list").read_text().split()[:3]
+    truncated, corrupted = tmp_path / "truncated.tar", tmp_path / "corrupted.tar"
+    data = open(shards[0], "rb").read()
+    truncated.write_bytes(data[: len(data) // 2])
+    with tarfile.open(shards[1]) as src, tarfile.open(corrupted, "w") as dst:
+        for i, member in enumerate(src.getmembers()):
+            payload = src.extractfile(member).read()
+            if i == 1:  # the first utterance's audio
+                payload = b"\x00garbage" * 50
+                member.size = len(payload)
+            dst.addfile(member, io.BytesIO(payload))
+    (tmp_path / "list").write_text(f"{truncated}\n{corrupted}\n{shards[2]}\n")
+    p = Pipeline(str(tmp_path / "list"), data_config({**TRAIN, "shuffle_buffer": 0}), Tokenizer(str(fsdd / "lang")),
+                 train=False)
+    with caplog.at_level(logging.WARNING):
+        keys = keys_of(p.batches())
+    assert "damaged after" in caplog.text and "cannot decode audio" in caplog.text
+    assert 300 + 299 < len(keys) < 900 and len(keys) == len(set(keys))
