@@ -80,10 +80,40 @@ def mel_matrix(sample_rate: int, n_fft: int, n_mels: int, low_hz: float, scale: 
 
 
 @lru_cache(maxsize=16)
-def _window(kind: str, length: int) -> torch.Tensor:
+def _window(kind: str, length: int, dtype: torch.dtype, scale: float = 1.0) -> torch.Tensor:
     n = torch.arange(length, dtype=torch.float64)
     hann = 0.5 - 0.5 * torch.cos(2 * math.pi * n / (length - 1))
-    return hann ** 0.85 if kind == "povey" else hann
+    return ((hann ** 0.85 if kind == "povey" else hann) * scale).to(dtype)
+
+
+@lru_cache(maxsize=16)
+def _mel(sample_rate: int, n_fft: int, n_mels: int, low_hz: float, scale: str, dtype: torch.dtype) -> torch.Tensor:
+    """mel_matrix with every row repeated: rows 2k and 2k+1 weight the real and imaginary squares of bin k."""
+    return mel_matrix(sample_rate, n_fft, n_mels, low_hz, scale).repeat_interleave(2, dim=0).to(dtype)
+
+
+def _kaldi_frames(x: torch.Tensor, frame: int, shift: int, window: torch.Tensor, remove_dc: bool,
+                  n_fft: int) -> torch.Tensor:
+    """Kaldi's per-frame DC removal, pre-emphasis (first sample against itself) and window, in a few
+    whole-tensor operations: for a frame f with mean m, preemph(f - m) equals the signal's
+    pre-emphasis over the frame minus 0.03 m, except the first sample, which is 0.03 (f[0] - m).
+    Returns (frames, n_fft): the windowed frames followed by the FFT's zero padding."""
+    if x.shape[0] < frame:
+        return x.new_zeros((0, n_fft))
+    count = 1 + (x.shape[0] - frame) // shift
+    emphasised = torch.empty_like(x)  # [0] stays unset: column 0 of every frame is written below
+    torch.sub(x[1:], x[:-1], alpha=0.97, out=emphasised[1:])
+    padded = x.new_empty((count, n_fft))
+    padded[:, frame:] = 0.0
+    out = torch.mul(emphasised.unfold(0, frame, shift)[:count], window, out=padded[:, :frame])
+    raw = x.unfold(0, frame, shift)[:count]
+    first = raw[:, 0]
+    if remove_dc:
+        mean = raw.mean(dim=1)
+        out.addr_(mean, window, alpha=-(1 - 0.97))
+        first = first - mean
+    out[:, 0] = (1 - 0.97) * first * window[0]
+    return padded
 
 
 def _frames(x: torch.Tensor, frame: int, shift: int, snip_edges: bool, n_fft: int) -> torch.Tensor:
@@ -112,31 +142,30 @@ def fbank(waveform: torch.Tensor, sample_rate: int, preset: str = "kaldi", num_m
         raise ValueError(f"fbank expects a mono waveform (samples,), got shape {tuple(waveform.shape)}")
     p = PRESETS[preset]
     x = waveform if waveform.dtype == torch.float64 else waveform.float()
-    if p.int16_scale:
-        x = x * 32768.0
+    # Kaldi works on 16-bit sample values; every step before the power spectrum is linear, so the
+    # scale rides on the window instead of costing a pass over the signal. Dither is in those units.
+    scale = 32768.0 if p.int16_scale else 1.0
     if dither:
-        x = x + dither * torch.randn(x.shape, generator=generator, device=x.device)
+        x = x + (dither / scale) * torch.randn(x.shape, generator=generator, device=x.device)
     frame = round(sample_rate * p.frame_ms / 1000)
     shift = round(sample_rate * p.shift_ms / 1000)
     n_fft = p.n_fft or 1 << (frame - 1).bit_length()
     if not p.snip_edges:  # MLPerf pre-emphasises the whole signal before framing
         x = torch.cat([x[:1], x[1:] - 0.97 * x[:-1]])
-    frames = _frames(x, frame, shift, p.snip_edges, n_fft)
+    if p.snip_edges:
+        frames = _kaldi_frames(x, frame, shift, _window(p.window, frame, x.dtype, scale), p.remove_dc, n_fft)
+    else:
+        frames = _frames(x, frame, shift, p.snip_edges, n_fft) * _window(p.window, frame, x.dtype, scale)
     if frames.shape[0] == 0:  # shorter than one frame
         return x.new_zeros((0, num_mel_bins))
-    if p.snip_edges:
-        if p.remove_dc:
-            frames = frames - frames.mean(dim=1, keepdim=True)
-        # Kaldi pre-emphasises inside each frame, the first sample against itself.
-        frames = torch.cat([frames[:, :1] * (1 - 0.97), frames[:, 1:] - 0.97 * frames[:, :-1]], dim=1)
-    frames = frames * _window(p.window, frame).to(frames)
-    spectrum = torch.fft.rfft(frames, n=n_fft)
-    power = spectrum.real.square() + spectrum.imag.square()
-    mel = power @ mel_matrix(sample_rate, n_fft, num_mel_bins, p.low_hz, p.mel_scale).to(power)
+    # |X|^2 = re^2 + im^2: the squared (re, im) pairs, side by side, meet a mel matrix with each row
+    # twice, so the sum over the pair happens inside the matmul.
+    squares = torch.view_as_real(torch.fft.rfft(frames, n=n_fft)).square_().reshape(frames.shape[0], -1)
+    mel = squares @ _mel(sample_rate, n_fft, num_mel_bins, p.low_hz, p.mel_scale, squares.dtype)
     if p.log_floor == "max-eps":
-        feats = mel.clamp_min(torch.finfo(torch.float32).eps).log()  # Kaldi's floor is FLT_EPSILON
+        feats = mel.clamp_min_(torch.finfo(torch.float32).eps).log_()  # Kaldi's floor is FLT_EPSILON
     else:
-        feats = (mel + 2.0 ** -24).log()
+        feats = mel.add_(2.0 ** -24).log_()
     if p.normalize_per_utterance and feats.shape[0] > 1:
         feats = (feats - feats.mean(dim=0)) / (feats.std(dim=0) + 1e-5)
     return feats
