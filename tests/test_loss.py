@@ -204,9 +204,11 @@ def torchaudio_rnnt_loss():
 @pytest.mark.skipif(torchaudio_rnnt_loss() is None, reason="torchaudio not importable")
 def test_matches_torchaudio():
     logits, targets, T_b, U_b = random_batch(4, 10, 5, 20, seed=29, dtype=torch.float32)
-    ours = transducer_loss(logits, targets, T_b, U_b, reduction="none")
-    theirs = torchaudio_rnnt_loss()(logits, targets.int(), T_b.int(), U_b.int(), blank=0, reduction="none")
+    a, b = logits.clone().requires_grad_(True), logits.clone().requires_grad_(True)
+    ours = transducer_loss(a, targets, T_b, U_b, reduction="none")
+    theirs = torchaudio_rnnt_loss()(b, targets.int(), T_b.int(), U_b.int(), blank=0, reduction="none")
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grads(ours.sum(), a), grads(theirs.sum(), b), rtol=1e-4, atol=1e-5)
 
 
 def test_gradient_has_no_subnormal_values():

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from conftest import ROOT, run_tool
+from http_server import server  # noqa: F401 (fixture)
 from rnnt.data import batching, stages
 from rnnt.data.bucketing import bucket_batches
 from rnnt.data.config import data_config
@@ -237,3 +238,15 @@ def test_damaged_shards_skip_only_the_damage(fsdd, tmp_path, caplog):
         keys = keys_of(p.batches())
     assert "damaged after" in caplog.text and "cannot decode audio" in caplog.text
     assert 300 + 299 < len(keys) < 900 and len(keys) == len(set(keys))
+
+
+def test_shards_stream_from_http_urls(fsdd, tmp_path, server):
+    shards = (fsdd / "train.list").read_text().split()[:2]
+    for i, shard in enumerate(shards):
+        server.files[f"/shard{i}.tar"] = open(shard, "rb").read()
+    (tmp_path / "url.list").write_text("".join(f"{server.url}/shard{i}.tar\n" for i in range(2)))
+    (tmp_path / "local.list").write_text("".join(f"{s}\n" for s in shards))
+    over_http = [(r["key"], r["txt"], r["audio"]) for r in records(str(tmp_path / "url.list"))]
+    local = [(r["key"], r["txt"], r["audio"]) for r in records(str(tmp_path / "local.list"))]
+    assert over_http == local and len(local) == 600
+    assert [path for path, _ in server.requests] == ["/shard0.tar", "/shard1.tar"]
