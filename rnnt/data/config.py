@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
+from rnnt.config import from_dict
+from rnnt.data.features import PRESETS
 from rnnt.data.specaugment import SpecAugmentConfig
 
 
@@ -51,30 +52,11 @@ class DataConfig:
     seed: int = 0
 
 
-def _build(cls, values: dict, where: str):
-    if values is None:
-        return None
-    if not isinstance(values, dict):
-        raise ValueError(f"{where}: expected a mapping, got {values!r}")
-    known = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - set(known))
-    if unknown:
-        raise ValueError(f"{where}: unknown keys {unknown}; known keys are {sorted(known)}")
-    nested = {"filter": FilterConfig, "features": FeatureConfig, "batch": BatchConfig, "spec_augment": SpecAugmentConfig}
-    kwargs = {}
-    for key, value in values.items():
-        if key in nested and cls is DataConfig:
-            kwargs[key] = _build(nested[key], value, f"{where}.{key}")
-        elif key == "speed_perturb":
-            kwargs[key] = tuple(float(v) for v in value or ())
-        else:
-            kwargs[key] = value
-    return cls(**kwargs)
-
-
 def data_config(values: dict | None) -> DataConfig:
     """DataConfig from the `data` mapping of a YAML config (None: all defaults)."""
-    config = _build(DataConfig, values or {}, "data")
+    config = from_dict(DataConfig, values or {}, "data")
     if config.batch.type not in ("static", "dynamic"):
         raise ValueError(f"data.batch.type must be static or dynamic, got '{config.batch.type}'")
+    if config.features.preset not in PRESETS:
+        raise ValueError(f"data.features.preset must be one of {sorted(PRESETS)}, got '{config.features.preset}'")
     return config

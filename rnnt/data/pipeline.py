@@ -75,4 +75,5 @@ class Pipeline:
             if index < skip:
                 continue
             feats = [stages.features_of(r, c, self.cmvn, self.train, c.seed, epoch) for r in batch]
-            yield batching.pad_batch([r["key"] for r in batch], feats, [r["tokens"] for r in batch])
+            yield batching.pad_batch([r["key"] for r in batch], feats, [r["tokens"] for r in batch],
+                                     [r["txt"] for r in batch])

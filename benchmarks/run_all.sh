@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs every benchmark in turn and writes their tables to benchmarks/RESULTS.md (and stdout).
+# Run it on an otherwise idle machine: timings are whole-process and the machine's two cores are shared.
+set -euo pipefail
+case "${1:-}" in -h|--help) echo "Usage: benchmarks/run_all.sh   (builds benchmarks/venv-torchaudio first if missing)"; exit 0 ;; esac
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+. ./path.sh
+benchmarks/make_torchaudio_venv.sh
+out=benchmarks/RESULTS.md
+{
+  echo "# Benchmark results"
+  echo
+  echo "Machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GB; $(date -u +%Y-%m-%d)."
+  for bench in loss shards pipeline; do
+    echo
+    echo "## $bench"
+    echo
+    python "benchmarks/$bench.py"
+  done
+} | tee "$out"
+echo "run_all.sh: wrote $out"

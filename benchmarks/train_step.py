@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Training-step benchmark on CPU, float32, synthetic batches of realistic shape.
+
+For each configuration: audio seconds trained per wall second; the share of a step spent in the
+encoder (forward + backward), the joint network + loss (forward + backward, encoder output given) and
+the optimiser step, each timed alone; model FLOP/s (LSTM and joiner matmuls, backward counted as twice
+the forward) over the machine's float32 matmul FLOP/s measured in the same run. Prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+
+from rnnt.model.encoder import EncoderConfig  # noqa: E402
+from rnnt.model.joiner import JoinerConfig  # noqa: E402
+from rnnt.model.predictor import PredictorConfig  # noqa: E402
+from rnnt.model.transducer import LossConfig, ModelConfig, Transducer  # noqa: E402
+
+# (model, batch, seconds per utterance, tokens per utterance, vocabulary)
+CONFIGS = {
+    "tiny": (ModelConfig(EncoderConfig(input_dim=240, hidden=128, pre_layers=1, post_layers=1, stack_time=2),
+                         PredictorConfig(embed_dim=64, hidden=64, layers=1), JoinerConfig(hidden=128)), 8, 4.0, 12, 128),
+    "small": (ModelConfig(EncoderConfig(input_dim=240, hidden=320, pre_layers=2, post_layers=2, stack_time=2),
+                          PredictorConfig(embed_dim=256, hidden=256, layers=1), JoinerConfig(hidden=320)), 8, 8.0, 30, 256),
+}
+
+
+def median_time(fn, runs: int) -> float:
+    fn()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def machine_flops() -> float:
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    return 2 * 1024 ** 3 / median_time(lambda: a @ b, 20)
+
+
+def model_flops(config: ModelConfig, B: int, T: int, U: int, V: int) -> float:
+    """Forward + backward (3x forward) multiply-adds x 2 of the LSTMs, projections and joiner."""
+    e, p, j = config.encoder, config.predictor, config.joiner
+    def lstm(layers, inp, hid, steps):
+        return sum(8 * hid * ((inp if i == 0 else hid) + hid) for i in range(layers)) * steps
+    T2 = -(-T // e.stack_time)
+    enc = lstm(e.pre_layers, e.input_dim, e.hidden, T) + lstm(e.post_layers, e.hidden * e.stack_time, e.hidden, T2)
+    pred = lstm(p.layers, p.embed_dim, p.hidden, U + 1)
+    joint = 2 * T2 * (U + 1) * j.hidden * V + 2 * T2 * e.hidden * j.hidden + 2 * (U + 1) * p.hidden * j.hidden
+    return 3 * B * (enc + pred + joint)
+
+
+def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: int, runs: int, flops: float) -> str:
+    torch.manual_seed(0)
+    T = int(seconds * 100 / 3)  # stacked 30 ms frames
+    model = Transducer(config, V)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    feats = torch.randn(B, T, config.encoder.input_dim)
+    feat_lens = torch.full((B,), T)
+    tokens = torch.randint(1, V, (B, U))
+    token_lens = torch.full((B,), U)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        model(feats, feat_lens, tokens, token_lens)["loss"].backward()
+        optimizer.step()
+
+    def encoder_only():
+        enc, _ = model.encode(feats, feat_lens)
+        enc.backward(torch.ones_like(enc))
+
+    enc_out = model.encode(feats, feat_lens)[0].detach().requires_grad_(True)
+    enc_lens = torch.full((B,), enc_out.shape[1])
+
+    def joint_and_loss():
+        from rnnt.loss import transducer_loss
+
+        pred = model.predictor(tokens)
+        logits = model.joiner(model.joiner.enc_proj(enc_out)[:, :, None], model.joiner.pred_proj(pred)[:, None])
+        transducer_loss(logits, tokens, enc_lens, token_lens, reuse_logits_for_grad=True).backward()
+
+    full = median_time(step, runs)
+    parts = {"encoder": median_time(encoder_only, runs), "joint+loss": median_time(joint_and_loss, runs),
+             "optimizer": median_time(optimizer.step, runs)}
+    total = sum(parts.values())
+    share = " / ".join(f"{100 * v / total:.0f}%" for v in parts.values())
+    utilisation = model_flops(config, B, T, U, V) / full / flops
+    return (f"| {name} | {B} x {seconds:.0f} s, U={U}, V={V} | {full:.3f} | {B * seconds / full:.1f} | {share} | "
+            f"{100 * utilisation:.0f}% |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    flops = machine_flops()
+    print(f"CPU float32, torch {torch.__version__}, {torch.get_num_threads()} threads; matmul peak measured here: "
+          f"{flops / 1e9:.0f} GFLOP/s. Full loss (joiner logits built, gradient written over them).\n")
+    print("| config | batch | step (s) | audio s / s | encoder / joint+loss / optimizer | model FLOP/s vs matmul |")
+    print("|---|---|---|---|---|---|")
+    for name, (config, B, seconds, U, V) in CONFIGS.items():
+        print(measure(name, config, B, seconds, U, V, args.runs, flops), flush=True)
+    small, B, seconds, U, V = CONFIGS["small"]
+    for factor in (2, 8):
+        config = dataclasses.replace(small, encoder=dataclasses.replace(small.encoder, stack_time=factor))
+        print(measure(f"small, StackTime {factor}", config, B, seconds, U, V, args.runs, flops), flush=True)
+    pruned = dataclasses.replace(small, loss=LossConfig(type="pruned"))
+    print(measure("small, pruned loss (step)", pruned, B, seconds, U, V, args.runs, flops), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

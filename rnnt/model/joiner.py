@@ -1,0 +1,31 @@
+"""The joint network: projections of encoder and predictor outputs, added, activated, output layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class JoinerConfig:
+    hidden: int = 512
+    activation: str = "relu"  # relu or tanh
+
+
+class Joiner(torch.nn.Module):
+    def __init__(self, config: JoinerConfig, encoder_dim: int, predictor_dim: int, vocab_size: int):
+        super().__init__()
+        if config.activation not in ("relu", "tanh"):
+            raise ValueError(f"joiner.activation must be relu or tanh, got '{config.activation}'")
+        self.activation = config.activation
+        self.enc_proj = torch.nn.Linear(encoder_dim, config.hidden)
+        self.pred_proj = torch.nn.Linear(predictor_dim, config.hidden)
+        self.output = torch.nn.Linear(config.hidden, vocab_size)
+
+    def activate(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) if self.activation == "relu" else torch.tanh(x)
+
+    def forward(self, enc_proj: torch.Tensor, pred_proj: torch.Tensor) -> torch.Tensor:
+        """Logits from already projected inputs that broadcast against each other (..., hidden)."""
+        return self.output(self.activate(enc_proj + pred_proj))

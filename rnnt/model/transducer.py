@@ -1,0 +1,104 @@
+"""The RNN-T model: encoder, prediction network and joint network, trained with one of three losses.
+
+  full:   the joiner's logits (B, T, U+1, V) are built and transducer_loss runs on them (the gradient
+          is written over the logits, which nothing else reads);
+  fused:  fused_joiner_loss, the logits never exist as a whole;
+  pruned: simple_loss on additive am/lm projections picks a band of s_range symbols per frame; the
+          joiner runs only inside it: loss = simple_scale * simple + pruned.
+An optional CTC head on the encoder adds ctc_weight * CTC loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from rnnt.loss import fused_joiner_loss, prune, prune_ranges, pruned_loss, simple_loss, transducer_loss
+from rnnt.model.encoder import Encoder, EncoderConfig
+from rnnt.model.joiner import Joiner, JoinerConfig
+from rnnt.model.predictor import Predictor, PredictorConfig
+
+LOSSES = ("full", "fused", "pruned")
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    type: str = "full"
+    one_sym_per_frame: bool = False
+    s_range: int = 5
+    simple_scale: float = 0.5
+    ctc_weight: float = 0.0
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    predictor: PredictorConfig = field(default_factory=PredictorConfig)
+    joiner: JoinerConfig = field(default_factory=JoinerConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    mlperf_init: bool = False
+
+
+def mlperf_init_(module: torch.nn.Module) -> None:
+    """MLPerf's LSTM initialisation: default init, then weights and biases halved, forget-gate biases 0."""
+    for lstm in (m for m in module.modules() if isinstance(m, torch.nn.LSTM)):
+        for name, param in lstm.named_parameters():
+            with torch.no_grad():
+                param.mul_(0.5)
+                if name.startswith("bias"):
+                    hidden = param.shape[0] // 4
+                    param[hidden:2 * hidden] = 0.0  # gates are ordered input, forget, cell, output
+
+
+class Transducer(torch.nn.Module):
+    def __init__(self, config: ModelConfig, vocab_size: int, blank: int = 0):
+        super().__init__()
+        if config.loss.type not in LOSSES:
+            raise ValueError(f"loss.type must be one of {LOSSES}, got '{config.loss.type}'")
+        self.config, self.vocab_size, self.blank = config, vocab_size, blank
+        self.encoder = Encoder(config.encoder)
+        self.predictor = Predictor(config.predictor, vocab_size, blank)
+        self.joiner = Joiner(config.joiner, self.encoder.output_dim, self.predictor.output_dim, vocab_size)
+        if config.loss.type == "pruned":
+            self.simple_am = torch.nn.Linear(self.encoder.output_dim, vocab_size)
+            self.simple_lm = torch.nn.Linear(self.predictor.output_dim, vocab_size)
+        self.ctc = torch.nn.Linear(self.encoder.output_dim, vocab_size) if config.loss.ctc_weight > 0 else None
+        if config.mlperf_init:
+            mlperf_init_(self)
+
+    def encode(self, feats: torch.Tensor, feat_lens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.encoder(feats, feat_lens)
+
+    def forward(self, feats, feat_lens, tokens, token_lens) -> dict[str, torch.Tensor]:
+        """Mean loss over the batch, and its parts, in float32."""
+        c = self.config.loss
+        enc, enc_lens = self.encode(feats, feat_lens)
+        pred = self.predictor(tokens)
+        enc_proj, pred_proj = self.joiner.enc_proj(enc), self.joiner.pred_proj(pred)
+        options = dict(blank=self.blank, one_sym_per_frame=c.one_sym_per_frame)
+        parts = {}
+        if c.type == "full":
+            logits = self.joiner(enc_proj[:, :, None], pred_proj[:, None])
+            parts["transducer"] = transducer_loss(logits, tokens, enc_lens, token_lens, reuse_logits_for_grad=True,
+                                                  **options)
+        elif c.type == "fused":
+            parts["transducer"] = fused_joiner_loss(enc_proj, pred_proj, self.joiner.output.weight,
+                                                    self.joiner.output.bias, tokens, enc_lens, token_lens,
+                                                    activation=self.joiner.activation, **options)
+        else:
+            simple, (gamma_blank, gamma_label) = simple_loss(self.simple_am(enc), self.simple_lm(pred), tokens,
+                                                             enc_lens, token_lens, return_posteriors=True, **options)
+            ranges = prune_ranges(gamma_blank, gamma_label, enc_lens, token_lens, c.s_range)
+            enc_pruned, pred_pruned = prune(enc_proj, pred_proj, ranges)
+            logits = self.joiner(enc_pruned, pred_pruned)
+            parts["simple"] = simple.float()
+            parts["transducer"] = pruned_loss(logits, tokens, ranges, enc_lens, token_lens, **options)
+        loss = parts["transducer"].float() + (c.simple_scale * parts["simple"] if "simple" in parts else 0.0)
+        if self.ctc is not None:
+            log_probs = torch.log_softmax(self.ctc(enc).float(), dim=-1).transpose(0, 1)
+            parts["ctc"] = torch.nn.functional.ctc_loss(log_probs, tokens, enc_lens, token_lens, blank=self.blank,
+                                                        reduction="sum", zero_infinity=True) / tokens.shape[0]
+            loss = loss + c.ctc_weight * parts["ctc"]
+        parts["loss"] = loss
+        return parts

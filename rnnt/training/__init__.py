@@ -1,0 +1,1 @@
+"""Training: optimiser, schedules, EMA, checkpoints, distributed helpers and the loop."""

@@ -1,0 +1,93 @@
+"""An experiment's full configuration (model, data, train, paths), read from YAML and saved resolved."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import yaml
+
+from rnnt.config import from_dict, to_dict
+from rnnt.data.config import DataConfig, data_config
+from rnnt.model.transducer import ModelConfig
+from rnnt.training.lamb import Lamb
+from rnnt.training.schedules import ScheduleConfig, lr_multiplier
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    type: str = "adamw"  # adam, adamw or lamb
+    lr: float = 1e-3
+    betas: tuple[float, ...] = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = 10
+    max_steps: int = 0  # stop after this many optimiser steps (0: no limit)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    grad_clip: float = 5.0
+    accum_steps: int = 1
+    precision: str = "fp32"  # fp32, bf16 or fp16 (autocast; the loss is computed in float32)
+    ema_decay: float = 0.0  # 0: no EMA
+    checkpoint_every: int = 0  # optimiser steps between step-N.pt checkpoints (0: only at epoch ends)
+    keep_checkpoints: int = 3
+    log_every: int = 10
+    max_bad_steps: int = 10  # non-finite losses in a row before training stops
+    valid_wer: bool = True
+    seed: int = 0
+    device: str = "auto"  # auto, cpu or cuda
+
+
+@dataclass(frozen=True)
+class Paths:
+    train_list: str = ""
+    valid_list: str = ""
+    lang_dir: str = ""
+
+
+@dataclass(frozen=True)
+class Experiment:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    paths: Paths = field(default_factory=Paths)
+
+
+def load_experiment(path: str, **paths: str) -> Experiment:
+    """The YAML at path; non-empty keyword paths (train_list, valid_list, lang_dir) override its paths."""
+    with open(path, encoding="utf-8") as f:
+        values = yaml.safe_load(f) or {}
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: expected a mapping of model, data, train, paths")
+    values.setdefault("paths", {})
+    values["paths"] = {**(values["paths"] or {}), **{k: v for k, v in paths.items() if v}}
+    unknown = set(values) - {"model", "data", "train", "paths"}
+    if unknown:
+        raise ValueError(f"{path}: unknown sections {sorted(unknown)}; expected model, data, train, paths")
+    experiment = Experiment(
+        model=from_dict(ModelConfig, values.get("model"), "model"),
+        data=data_config(values.get("data")),
+        train=from_dict(TrainConfig, values.get("train"), "train"),
+        paths=from_dict(Paths, values["paths"], "paths"),
+    )
+    if experiment.train.precision not in ("fp32", "bf16", "fp16"):
+        raise ValueError(f"train.precision must be fp32, bf16 or fp16, got '{experiment.train.precision}'")
+    return experiment
+
+
+def save_experiment(experiment: Experiment, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        yaml.safe_dump(to_dict(experiment), f, sort_keys=False)
+
+
+def build_optimizer(config: TrainConfig, params) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    o = config.optimizer
+    kinds = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "lamb": Lamb}
+    if o.type not in kinds:
+        raise ValueError(f"train.optimizer.type must be one of {sorted(kinds)}, got '{o.type}'")
+    optimizer = kinds[o.type](params, lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_multiplier(config.schedule, o.lr))

@@ -1,0 +1,271 @@
+"""The training loop: one process, or one per device under torchrun (DDP).
+
+Every optimiser step may end in a checkpoint that holds everything needed to continue exactly:
+model, EMA, optimiser, scheduler, scaler, the data position (epoch, batches consumed) and every
+rank's RNG state. A resumed run therefore produces the same parameters as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import sys
+import time
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from rnnt.data.loader import make_loader
+from rnnt.data.pipeline import Pipeline
+from rnnt.data.tokenizer import Tokenizer
+from rnnt.model.transducer import Transducer
+from rnnt.training import checkpoint
+from rnnt.training.distributed import World, all_gather_objects, all_have_batches, cleanup, setup
+from rnnt.training.ema import EMA
+from rnnt.training.experiment import Experiment, build_optimizer, save_experiment
+from rnnt.training.validation import validate
+
+log = logging.getLogger("rnnt.train")
+
+
+class StopTraining(RuntimeError):
+    pass
+
+
+def setup_logging(exp_dir: str, world: World) -> None:
+    handlers = [logging.StreamHandler(sys.stderr)]
+    if world.main:
+        handlers.append(logging.FileHandler(os.path.join(exp_dir, "train.log")))
+    logging.basicConfig(level=logging.INFO if world.main else logging.WARNING, handlers=handlers, force=True,
+                        format=f"%(asctime)s [rank {world.rank}] %(message)s")
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    return isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error)
+
+
+class Trainer:
+    def __init__(self, experiment: Experiment, exp_dir: str, log_keys: bool = False):
+        self.x, self.exp_dir = experiment, exp_dir
+        self.world = setup(experiment.train.device)
+        os.makedirs(exp_dir, exist_ok=True)
+        setup_logging(exp_dir, self.world)
+        torch.manual_seed(experiment.train.seed)
+        self.tokenizer = Tokenizer(experiment.paths.lang_dir)
+        self.model = Transducer(experiment.model, self.tokenizer.vocab_size).to(self.world.device)
+        self.ddp = DistributedDataParallel(self.model) if self.world.distributed else self.model
+        t = experiment.train
+        self.optimizer, self.scheduler = build_optimizer(t, self.model.parameters())
+        self.scaler = torch.amp.GradScaler(enabled=t.precision == "fp16" and self.world.device.type == "cuda")
+        self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(t.precision)
+        self.ema = EMA(self.model, t.ema_decay) if t.ema_decay > 0 else None
+        self.train_pipeline = Pipeline(experiment.paths.train_list, experiment.data, self.tokenizer, train=True)
+        self.loader = make_loader(self.train_pipeline, self.world.rank, self.world.size)
+        self.valid_pipeline = (Pipeline(experiment.paths.valid_list, experiment.data, self.tokenizer, train=False)
+                               if experiment.paths.valid_list else None)
+        self.epoch = self.batch = self.step = 0
+        self.bad_in_row = 0
+        self.skipped = {"non-finite loss": 0, "out of memory": 0}
+        self.stop_requested = False
+        self.keys_file = open(os.path.join(exp_dir, f"keys-rank{self.world.rank}.txt"), "a") if log_keys else None
+        self.writer = None
+        if self.world.main:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(os.path.join(exp_dir, "tensorboard"))
+            save_experiment(experiment, os.path.join(exp_dir, "config.yaml"))
+        parameters = sum(p.numel() for p in self.model.parameters())
+        log.info("model: %.2f M parameters, vocabulary %d, loss %s; world size %d on %s", parameters / 1e6,
+                 self.tokenizer.vocab_size, experiment.model.loss.type, self.world.size, self.world.device)
+
+    # --- checkpoints ------------------------------------------------------------------------------------
+    def state(self) -> dict:
+        return {
+            "model": self.model.state_dict(),
+            "ema": self.ema.state_dict() if self.ema else None,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "rng": all_gather_objects(self.world, checkpoint.rng_state()),
+            "meta": {"step": self.step, "epoch": self.epoch, "batch": self.batch, "bad_in_row": self.bad_in_row,
+                     **{f"skipped {k}": v for k, v in self.skipped.items()}},
+        }
+
+    def save(self, name: str) -> None:
+        state = self.state()  # every rank takes part: the RNG states are gathered
+        if self.world.main:
+            checkpoint.save(os.path.join(self.exp_dir, name), state)
+            checkpoint.prune_step_checkpoints(self.exp_dir, self.x.train.keep_checkpoints)
+            log.info("saved %s (epoch %d, batch %d, step %d)", name, self.epoch, self.batch, self.step)
+
+    def resume(self) -> bool:
+        path = checkpoint.latest(self.exp_dir)
+        if path is None:
+            return False
+        state = checkpoint.load(path)
+        self.model.load_state_dict(state["model"])
+        if self.ema and state["ema"] is not None:
+            self.ema.load_state_dict(state["ema"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        meta = state["meta"]
+        self.step, self.epoch, self.batch, self.bad_in_row = meta["step"], meta["epoch"], meta["batch"], meta["bad_in_row"]
+        self.skipped = {k: meta.get(f"skipped {k}", 0) for k in self.skipped}
+        rng = state["rng"]
+        checkpoint.set_rng_state(rng[self.world.rank] if self.world.rank < len(rng) else rng[0])
+        log.info("resumed from %s: epoch %d, batch %d, step %d", path, self.epoch, self.batch, self.step)
+        return True
+
+    # --- one step -------------------------------------------------------------------------------------
+    def forward_backward(self, batch: dict, last_micro_batch: bool) -> float | None:
+        """Loss of one batch with its gradient accumulated; None (nothing accumulated) if it was skipped."""
+        device = self.world.device
+        feats, feat_lens = batch["feats"].to(device), batch["feat_lens"].to(device)
+        tokens, token_lens = batch["tokens"].to(device), batch["token_lens"].to(device)
+        sync = last_micro_batch or not self.world.distributed
+        context = self.ddp.no_sync() if not sync else torch.enable_grad()
+        try:
+            with context, torch.autocast(device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
+                loss = self.ddp(feats, feat_lens, tokens, token_lens)["loss"].float()
+            ok = torch.isfinite(loss)
+        except RuntimeError as error:
+            if not is_out_of_memory(error):
+                raise
+            log.warning("out of memory on a batch of feats %s, tokens %s: skipped", tuple(feats.shape), tuple(tokens.shape))
+            self.skipped["out of memory"] += 1
+            loss, ok = None, torch.tensor(False)
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        if not all_have_batches(self.world, bool(ok)):  # every rank skips together
+            if loss is not None:
+                self.skipped["non-finite loss"] += 1
+                log.warning("non-finite loss (%s) on %s: batch skipped", float(loss) if loss is not None else "-",
+                            batch["keys"][:3])
+            self.bad_in_row += 1
+            if self.bad_in_row >= self.x.train.max_bad_steps:
+                raise StopTraining(f"{self.bad_in_row} batches in a row had a non-finite loss or ran out of memory; "
+                                   "lower the learning rate, check the data, or raise train.max_bad_steps")
+            return None
+        self.bad_in_row = 0
+        self.scaler.scale(loss / self.x.train.accum_steps).backward()
+        return float(loss)
+
+    def optimizer_step(self) -> float:
+        self.scaler.unscale_(self.optimizer)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.x.train.grad_clip)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.ema:
+            self.ema.update(self.model)
+        self.step += 1
+        return float(grad_norm)
+
+    # --- the loop -------------------------------------------------------------------------------------
+    def run(self, resume: bool) -> int:
+        t = self.x.train
+        if resume:
+            self.resume()
+        previous = signal.signal(signal.SIGTERM, self.request_stop)
+        try:
+            while self.epoch < t.epochs and not self.finished():
+                self.train_epoch()
+                if self.stop_requested or self.finished() and self.batch:
+                    break
+                self.end_epoch()
+            if self.stop_requested or self.batch:  # stopped inside an epoch: keep the exact position
+                self.save(f"step-{self.step}.pt")
+            if self.stop_requested:
+                log.info("stopped on SIGTERM at step %d; rerun with --resume to continue", self.step)
+            log.info("training done: %d steps, %d epochs; skipped %s", self.step, self.epoch,
+                     ", ".join(f"{n} {why}" for why, n in self.skipped.items()))
+            self.check_ranks_in_sync()
+            return 0
+        except StopTraining as error:
+            log.error("%s", error)
+            return 1
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            if self.writer:
+                self.writer.close()
+            cleanup(self.world)
+
+    def request_stop(self, signum, frame) -> None:
+        self.stop_requested = True
+
+    def finished(self) -> bool:
+        return bool(self.x.train.max_steps) and self.step >= self.x.train.max_steps
+
+    def train_epoch(self) -> None:
+        t = self.x.train
+        self.loader.dataset.set_epoch(self.epoch, self.batch)
+        batches = iter(self.loader)
+        bar = tqdm(desc=f"epoch {self.epoch}", unit="batch", initial=self.batch, disable=not self.world.main,
+                   file=sys.stderr, dynamic_ncols=True)
+        started, losses = time.time(), []
+        while True:
+            batch = next(batches, None)
+            if not all_have_batches(self.world, batch is not None):
+                break
+            if self.keys_file:
+                self.keys_file.write("".join(f"{self.epoch} {k}\n" for k in batch["keys"]))
+                self.keys_file.flush()
+            loss = self.forward_backward(batch, last_micro_batch=(self.batch + 1) % t.accum_steps == 0)
+            self.batch += 1
+            bar.update(1)
+            if loss is not None:
+                losses.append(loss)
+            if self.batch % t.accum_steps:
+                continue
+            grad_norm = self.optimizer_step()
+            if self.writer and self.step % t.log_every == 0 and losses:
+                lr = self.scheduler.get_last_lr()[0]
+                self.writer.add_scalar("train/loss", sum(losses) / len(losses), self.step)
+                self.writer.add_scalar("train/lr", lr, self.step)
+                self.writer.add_scalar("train/grad_norm", grad_norm, self.step)
+                bar.set_postfix(loss=f"{sum(losses) / len(losses):.3f}", lr=f"{lr:.2e}")
+                log.info("epoch %d step %d: loss %.4f lr %.3e grad-norm %.2f (%.1f s)", self.epoch, self.step,
+                         sum(losses) / len(losses), lr, grad_norm, time.time() - started)
+                losses = []
+            if t.checkpoint_every and self.step % t.checkpoint_every == 0:
+                self.save(f"step-{self.step}.pt")
+            if self.stop_requested or self.finished():
+                bar.close()
+                return
+        bar.close()
+        self.batch = 0
+        self.epoch += 1
+
+    def end_epoch(self) -> None:
+        self.save(f"epoch-{self.epoch}.pt")
+        if self.valid_pipeline is None or not self.world.main:
+            return
+        model = self.model
+        if self.ema:
+            with self.ema.applied(model):
+                result = validate(model, self.valid_pipeline.batches(), self.tokenizer, self.world.device,
+                                  self.x.train.valid_wer)
+        else:
+            result = validate(model, self.valid_pipeline.batches(), self.tokenizer, self.world.device,
+                              self.x.train.valid_wer)
+        for name, value in result.items():
+            if name != "utterances":
+                self.writer.add_scalar(f"valid/{name}", value, self.step)
+        log.info("epoch %d validation%s: loss %.4f%s over %d utterances", self.epoch, " (EMA)" if self.ema else "",
+                 result["loss"], f", WER {result['wer']:.2f}%" if "wer" in result else "", result["utterances"])
+
+    def check_ranks_in_sync(self) -> None:
+        """Under DDP every rank must end with the same parameters; checked, not assumed."""
+        if not self.world.distributed:
+            return
+        digest = float(sum(p.detach().double().sum() for p in self.model.parameters()))
+        digests = all_gather_objects(self.world, digest)
+        if any(not math.isclose(d, digests[0], rel_tol=0, abs_tol=0) for d in digests):
+            log.error("ranks ended with different parameters: %s", digests)
+        else:
+            log.info("all %d ranks hold identical parameters (checksum %.10g)", self.world.size, digests[0])

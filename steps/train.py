@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Train an RNN-T model from a conf/*.yaml into an experiment dir.
+
+One process by default; under torchrun, one process per device with DDP (gloo on CPU, nccl on GPU):
+  torchrun --nproc_per_node=4 steps/train.py --config conf/small.yaml ...
+  torchrun --nnodes=2 --node_rank=$NODE --master_addr=$HEAD --master_port=29500 --nproc_per_node=8 steps/train.py ...
+The resolved configuration is saved as <exp-dir>/config.yaml; --resume continues from the newest
+checkpoint exactly where it stopped. SIGTERM saves a checkpoint and exits cleanly.
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
+from rnnt.training.experiment import load_experiment  # noqa: E402
+from rnnt.training.trainer import Trainer  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help="YAML with model, data and train sections")
+    parser.add_argument("--train-list", default="", help="data list to train on (overrides paths.train_list)")
+    parser.add_argument("--valid-list", default="", help="data list to validate on (overrides paths.valid_list)")
+    parser.add_argument("--lang-dir", default="", help="units dir from steps/build_units.py (overrides paths.lang_dir)")
+    parser.add_argument("--exp-dir", required=True)
+    parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --exp-dir")
+    parser.add_argument("--log-keys", action="store_true", help="write the utterance keys each rank trains on")
+    args = parser.parse_args()
+    try:
+        experiment = load_experiment(args.config, train_list=args.train_list, valid_list=args.valid_list,
+                                     lang_dir=args.lang_dir)
+    except (OSError, ValueError) as error:
+        print(f"train.py: {error}", file=sys.stderr)
+        return 1
+    for name in ("train_list", "lang_dir"):
+        if not getattr(experiment.paths, name):
+            print(f"train.py: no {name}: give --{name.replace('_', '-')} or paths.{name}", file=sys.stderr)
+            return 1
+    return Trainer(experiment, args.exp_dir, args.log_keys).run(args.resume)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

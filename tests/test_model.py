@@ -1,0 +1,124 @@
+"""rnnt.model: StackTime, encoder, prediction network, joiner, the transducer and its losses."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from rnnt.model.encoder import Encoder, EncoderConfig
+from rnnt.model.joiner import JoinerConfig
+from rnnt.model.predictor import Predictor, PredictorConfig
+from rnnt.model.stack_time import StackTime
+from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
+
+TINY = ModelConfig(
+    encoder=EncoderConfig(input_dim=12, hidden=16, pre_layers=1, post_layers=1, stack_time=2, dropout=0.0),
+    predictor=PredictorConfig(embed_dim=8, hidden=8, layers=1, dropout=0.0),
+    joiner=JoinerConfig(hidden=16, activation="tanh"),
+)
+
+
+def batch(seed=0, B=3, T=21, U=4, V=7):
+    g = torch.Generator().manual_seed(seed)
+    feats = torch.randn(B, T, 12, generator=g)
+    feat_lens = torch.tensor([T, T - 5, 9])[:B]
+    tokens = torch.randint(1, V, (B, U), generator=g)
+    token_lens = torch.tensor([U, 2, 0])[:B]
+    return feats, feat_lens, tokens, token_lens
+
+
+def test_stack_time_shapes_lengths_and_content():
+    x = torch.arange(2 * 7 * 3, dtype=torch.float32).reshape(2, 7, 3)
+    out, lengths = StackTime(3)(x, torch.tensor([7, 4]))
+    assert out.shape == (2, 3, 9) and lengths.tolist() == [3, 2]
+    assert torch.equal(out[0, 1], x[0, 3:6].reshape(-1))
+    assert torch.equal(out[0, 2], torch.cat([x[0, 6], torch.zeros(6)]))
+    with pytest.raises(ValueError):
+        StackTime(0)
+
+
+@pytest.mark.parametrize("norm", ["none", "layer"])
+def test_encoder_shapes_and_padding_independence(norm):
+    torch.manual_seed(0)
+    encoder = Encoder(dataclasses.replace(TINY.encoder, norm=norm, input_batch_norm=True, stack_time=3)).eval()
+    feats, feat_lens, _, _ = batch()
+    out, lengths = encoder(feats, feat_lens)
+    assert out.shape == (3, 7, 16) and lengths.tolist() == [7, 6, 3]
+    # An utterance's output does not depend on the padding beside it.
+    alone, _ = encoder(feats[2:, :9], feat_lens[2:])
+    torch.testing.assert_close(alone[0], out[2, :3], atol=1e-5, rtol=1e-5)
+
+
+def test_input_batch_norm_uses_real_frames_only():
+    encoder = Encoder(dataclasses.replace(TINY.encoder, input_batch_norm=True)).train()
+    feats, feat_lens, _, _ = batch()
+    padded = feats.clone()
+    for b, n in enumerate(feat_lens.tolist()):
+        padded[b, n:] = 1000.0  # garbage in the padding must not move the statistics
+    encoder(padded, feat_lens)
+    valid = torch.cat([feats[b, :n] for b, n in enumerate(feat_lens.tolist())])
+    torch.testing.assert_close(encoder.input_norm.running_mean, 0.1 * valid.mean(0), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "stateless"])
+def test_predictor_step_matches_forward(kind):
+    torch.manual_seed(1)
+    predictor = Predictor(dataclasses.replace(TINY.predictor, kind=kind, context=3), vocab_size=7).eval()
+    tokens = torch.tensor([[3, 1, 5, 2], [4, 4, 6, 1]])
+    full = predictor(tokens)
+    assert full.shape == (2, 5, predictor.output_dim)
+    state = predictor.initial_state(2, torch.device("cpu"))
+    out, state = predictor.step(torch.zeros(2, dtype=torch.long), state)
+    steps = [out]
+    for u in range(4):
+        out, state = predictor.step(tokens[:, u], state)
+        steps.append(out)
+    torch.testing.assert_close(torch.stack(steps, dim=1), full, atol=1e-6, rtol=1e-5)
+
+
+def test_mlperf_init_halves_lstm_weights_and_zeroes_forget_bias():
+    torch.manual_seed(2)
+    plain = Transducer(TINY, vocab_size=7)
+    torch.manual_seed(2)
+    mlperf = Transducer(dataclasses.replace(TINY, mlperf_init=True), vocab_size=7)
+    lstm_a, lstm_b = plain.encoder.pre.lstms[0], mlperf.encoder.pre.lstms[0]
+    torch.testing.assert_close(lstm_b.weight_ih_l0, lstm_a.weight_ih_l0 * 0.5)
+    h = lstm_b.hidden_size
+    assert lstm_b.bias_ih_l0[h:2 * h].abs().sum() == 0 and lstm_b.bias_hh_l0[h:2 * h].abs().sum() == 0
+    torch.testing.assert_close(lstm_b.bias_ih_l0[:h], lstm_a.bias_ih_l0[:h] * 0.5)
+    torch.testing.assert_close(mlperf.joiner.output.weight, plain.joiner.output.weight)
+
+
+def test_full_fused_and_wide_pruned_losses_agree():
+    torch.manual_seed(3)
+    losses, grads = {}, {}
+    for kind in ("full", "fused", "pruned"):
+        torch.manual_seed(3)
+        config = dataclasses.replace(TINY, loss=LossConfig(type=kind, s_range=5, simple_scale=0.0))
+        model = Transducer(config, vocab_size=7).double()
+        feats, feat_lens, tokens, token_lens = batch()
+        out = model(feats.double(), feat_lens, tokens, token_lens)
+        out["transducer"].backward()
+        losses[kind] = out["transducer"].detach()
+        grads[kind] = model.joiner.output.weight.grad.clone()
+    torch.testing.assert_close(losses["fused"], losses["full"])
+    torch.testing.assert_close(losses["pruned"], losses["full"])  # s_range 5 >= U + 1
+    torch.testing.assert_close(grads["fused"], grads["full"])
+    torch.testing.assert_close(grads["pruned"], grads["full"])
+
+
+def test_ctc_head_adds_its_weighted_loss():
+    torch.manual_seed(4)
+    model = Transducer(dataclasses.replace(TINY, loss=LossConfig(ctc_weight=0.3)), vocab_size=7)
+    out = model(*batch())
+    torch.testing.assert_close(out["loss"], out["transducer"] + 0.3 * out["ctc"])
+    assert out["ctc"] > 0
+
+
+def test_bad_model_settings():
+    with pytest.raises(ValueError, match="loss.type"):
+        Transducer(dataclasses.replace(TINY, loss=LossConfig(type="ctc")), vocab_size=7)
+    with pytest.raises(ValueError, match="encoder.norm"):
+        Encoder(dataclasses.replace(TINY.encoder, norm="batch"))
+    with pytest.raises(ValueError, match="predictor.kind"):
+        Predictor(dataclasses.replace(TINY.predictor, kind="gru"), vocab_size=7)
