@@ -122,3 +122,16 @@ def test_bad_model_settings():
         Encoder(dataclasses.replace(TINY.encoder, norm="batch"))
     with pytest.raises(ValueError, match="predictor.kind"):
         Predictor(dataclasses.replace(TINY.predictor, kind="gru"), vocab_size=7)
+
+
+@pytest.mark.parametrize("config", sorted(str(p.relative_to(p.parents[3])) for p in
+                                          __import__("pathlib").Path(__file__).parents[1].glob("egs/*/conf/*.yaml")))
+def test_every_recipe_config_loads_and_builds(config):
+    from conftest import ROOT
+    from rnnt.training.experiment import load_experiment
+
+    experiment = load_experiment(str(ROOT / config))
+    model = Transducer(experiment.model, vocab_size=1024 if "mlperf" in config else 100)
+    assert sum(p.numel() for p in model.parameters()) > 0
+    if "mlperf" in config:
+        assert 48e6 < sum(p.numel() for p in model.parameters()) < 50e6  # the reference's ~49 M
