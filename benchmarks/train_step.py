@@ -3,7 +3,7 @@
 
 For each configuration: audio seconds trained per wall second; the share of a step spent in the
 encoder (forward + backward), the joint network + loss (forward + backward, encoder output given) and
-the optimiser step, each timed alone; model FLOP/s (LSTM and joiner matmuls, backward counted as twice
+the optimiser step, each timed alone (the joint part runs the configured loss on a given encoder output); model FLOP/s (LSTM and joiner matmuls, backward counted as twice
 the forward) over the machine's float32 matmul FLOP/s measured in the same run. Prints a markdown table.
 """
 
@@ -21,17 +21,21 @@ sys.path.insert(0, ROOT)
 
 import torch  # noqa: E402
 
-from rnnt.model.encoder import EncoderConfig  # noqa: E402
-from rnnt.model.joiner import JoinerConfig  # noqa: E402
-from rnnt.model.predictor import PredictorConfig  # noqa: E402
-from rnnt.model.transducer import LossConfig, ModelConfig, Transducer  # noqa: E402
+from rnnt.model.transducer import ModelConfig, Transducer  # noqa: E402
+from rnnt.training.experiment import load_experiment  # noqa: E402
 
-# (model, batch, seconds per utterance, tokens per utterance, vocabulary)
+def recipe_model(name: str, **loss) -> ModelConfig:
+    """The model of egs/librispeech/conf/<name>.yaml, with its loss settings overridden."""
+    model = load_experiment(os.path.join(ROOT, "egs", "librispeech", "conf", f"{name}.yaml")).model
+    return dataclasses.replace(model, loss=dataclasses.replace(model.loss, **loss))
+
+
+# name -> (model, batch, seconds per utterance, tokens per utterance, vocabulary): LibriSpeech-like
+# utterances of 12 s with 40 BPE-500 tokens.
 CONFIGS = {
-    "tiny": (ModelConfig(EncoderConfig(input_dim=240, hidden=128, pre_layers=1, post_layers=1, stack_time=2),
-                         PredictorConfig(embed_dim=64, hidden=64, layers=1), JoinerConfig(hidden=128)), 8, 4.0, 12, 128),
-    "small": (ModelConfig(EncoderConfig(input_dim=240, hidden=320, pre_layers=2, post_layers=2, stack_time=2),
-                          PredictorConfig(embed_dim=256, hidden=256, layers=1), JoinerConfig(hidden=320)), 8, 8.0, 30, 256),
+    "tiny (full loss)": (recipe_model("tiny", type="full"), 8, 12.0, 40, 500),
+    "small (full loss)": (recipe_model("small", type="full"), 8, 12.0, 40, 500),
+    "small (pruned loss)": (recipe_model("small", type="pruned"), 8, 12.0, 40, 500),
 }
 
 
@@ -53,18 +57,23 @@ def machine_flops() -> float:
 def model_flops(config: ModelConfig, B: int, T: int, U: int, V: int) -> float:
     """Forward + backward (3x forward) multiply-adds x 2 of the LSTMs, projections and joiner."""
     e, p, j = config.encoder, config.predictor, config.joiner
+
     def lstm(layers, inp, hid, steps):
         return sum(8 * hid * ((inp if i == 0 else hid) + hid) for i in range(layers)) * steps
+
     T2 = -(-T // e.stack_time)
     enc = lstm(e.pre_layers, e.input_dim, e.hidden, T) + lstm(e.post_layers, e.hidden * e.stack_time, e.hidden, T2)
-    pred = lstm(p.layers, p.embed_dim, p.hidden, U + 1)
-    joint = 2 * T2 * (U + 1) * j.hidden * V + 2 * T2 * e.hidden * j.hidden + 2 * (U + 1) * p.hidden * j.hidden
+    pred = lstm(p.layers, p.embed_dim, p.hidden, U + 1) if p.kind == "lstm" else 0
+    cells = T2 * (U + 1) if config.loss.type != "pruned" else T2 * config.loss.s_range
+    joint = 2 * cells * j.hidden * V + 2 * T2 * e.hidden * j.hidden + 2 * (U + 1) * p.hidden * j.hidden
     return 3 * B * (enc + pred + joint)
 
 
 def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: int, runs: int, flops: float) -> str:
     torch.manual_seed(0)
     T = int(seconds * 100 / 3)  # stacked 30 ms frames
+    if config.loss.type == "fused":
+        config = dataclasses.replace(config, loss=dataclasses.replace(config.loss, type="full"))
     model = Transducer(config, V)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     feats = torch.randn(B, T, config.encoder.input_dim)
@@ -85,11 +94,7 @@ def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: i
     enc_lens = torch.full((B,), enc_out.shape[1])
 
     def joint_and_loss():
-        from rnnt.loss import transducer_loss
-
-        pred = model.predictor(tokens)
-        logits = model.joiner(model.joiner.enc_proj(enc_out)[:, :, None], model.joiner.pred_proj(pred)[:, None])
-        transducer_loss(logits, tokens, enc_lens, token_lens, reuse_logits_for_grad=True).backward()
+        model.loss(enc_out, enc_lens, tokens, token_lens)["loss"].backward()
 
     full = median_time(step, runs)
     parts = {"encoder": median_time(encoder_only, runs), "joint+loss": median_time(joint_and_loss, runs),
@@ -112,12 +117,10 @@ def main() -> int:
     print("|---|---|---|---|---|---|")
     for name, (config, B, seconds, U, V) in CONFIGS.items():
         print(measure(name, config, B, seconds, U, V, args.runs, flops), flush=True)
-    small, B, seconds, U, V = CONFIGS["small"]
+    small, B, seconds, U, V = CONFIGS["small (full loss)"]
     for factor in (2, 8):
         config = dataclasses.replace(small, encoder=dataclasses.replace(small.encoder, stack_time=factor))
-        print(measure(f"small, StackTime {factor}", config, B, seconds, U, V, args.runs, flops), flush=True)
-    pruned = dataclasses.replace(small, loss=LossConfig(type="pruned"))
-    print(measure("small, pruned loss (step)", pruned, B, seconds, U, V, args.runs, flops), flush=True)
+        print(measure(f"small (full loss), StackTime {factor}", config, B, seconds, U, V, args.runs, flops), flush=True)
     return 0
 
 

@@ -1,10 +1,20 @@
-"""Word error counting with jiwer's alignment; an empty reference counts every hypothesis word as an insertion."""
+"""Word error rates in Kaldi's format, with jiwer's alignment.
+
+The report: the line `%WER 4.52 [ 2376 / 52576, 276 ins, 190 del, 1910 sub ]` (with ` [PARTIAL]` when
+hypotheses are missing; those utterances count as all deletions), `%SER`, then per utterance the ref,
+hyp, op (C S D I) and #csid lines of Kaldi's wer_per_utt_details, then substitutions, deletions,
+insertions and per-word statistics, most frequent first. An empty reference makes every hypothesis
+word an insertion.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 import jiwer
+
+GAP = "***"
 
 
 @dataclass
@@ -29,19 +39,112 @@ class ErrorCounts:
         self.reference_words += other.reference_words
 
 
+def align(reference: list[str], hypothesis: list[str]) -> list[tuple[str, str, str]]:
+    """(ref word or ***, hyp word or ***, op in C S D I) along jiwer's minimum-edit alignment."""
+    if not reference:
+        return [(GAP, h, "I") for h in hypothesis]
+    if not hypothesis:
+        return [(r, GAP, "D") for r in reference]
+    pairs = []
+    for chunk in jiwer.process_words(" ".join(reference), " ".join(hypothesis)).alignments[0]:
+        ref = reference[chunk.ref_start_idx:chunk.ref_end_idx]
+        hyp = hypothesis[chunk.hyp_start_idx:chunk.hyp_end_idx]
+        if chunk.type == "equal":
+            pairs += [(r, h, "C") for r, h in zip(ref, hyp)]
+        elif chunk.type == "substitute":
+            pairs += [(r, h, "S") for r, h in zip(ref, hyp)]
+        elif chunk.type == "delete":
+            pairs += [(r, GAP, "D") for r in ref]
+        else:
+            pairs += [(GAP, h, "I") for h in hyp]
+    return pairs
+
+
 def count_errors(reference: str, hypothesis: str) -> ErrorCounts:
-    ref, hyp = reference.split(), hypothesis.split()
-    if not ref:
-        return ErrorCounts(insertions=len(hyp))
-    if not hyp:
-        return ErrorCounts(deletions=len(ref), reference_words=len(ref))
-    out = jiwer.process_words(" ".join(ref), " ".join(hyp))
-    return ErrorCounts(out.substitutions, out.deletions, out.insertions, len(ref))
+    ops = Counter(op for _, _, op in align(reference.split(), hypothesis.split()))
+    return ErrorCounts(ops["S"], ops["D"], ops["I"], len(reference.split()))
 
 
 def corpus_errors(pairs) -> ErrorCounts:
-    """Sum over (reference, hypothesis) pairs."""
     total = ErrorCounts()
     for reference, hypothesis in pairs:
         total.add(count_errors(reference, hypothesis))
     return total
+
+
+@dataclass
+class Report:
+    counts: ErrorCounts = field(default_factory=ErrorCounts)
+    sentences: int = 0
+    sentence_errors: int = 0
+    missing: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    substitutions: Counter = field(default_factory=Counter)
+    deletions: Counter = field(default_factory=Counter)
+    insertions: Counter = field(default_factory=Counter)
+    word_errors: Counter = field(default_factory=Counter)
+    word_correct: Counter = field(default_factory=Counter)
+    in_ref: Counter = field(default_factory=Counter)
+    in_hyp: Counter = field(default_factory=Counter)
+
+    @property
+    def wer_line(self) -> str:
+        c = self.counts
+        partial = " [PARTIAL]" if self.missing else ""
+        return (f"%WER {c.wer:.2f} [ {c.errors} / {c.reference_words}, {c.insertions} ins, {c.deletions} del, "
+                f"{c.substitutions} sub ]{partial}")
+
+    @property
+    def ser_line(self) -> str:
+        return f"%SER {100.0 * self.sentence_errors / max(self.sentences, 1):.2f} [ {self.sentence_errors} / {self.sentences} ]"
+
+    def text(self) -> str:
+        out = [self.wer_line, self.ser_line]
+        if self.missing:
+            out.append(f"Scored {self.sentences} sentences, {len(self.missing)} without a hypothesis (counted as empty).")
+        out += ["", "PER-UTTERANCE DETAILS:"] + self.lines
+        out += ["", "SUBSTITUTIONS: count ref -> hyp"] + [f"{n}   {r} -> {h}" for (r, h), n in self.substitutions.most_common()]
+        out += ["", "DELETIONS: count ref"] + [f"{n}   {w}" for w, n in self.deletions.most_common()]
+        out += ["", "INSERTIONS: count hyp"] + [f"{n}   {w}" for w, n in self.insertions.most_common()]
+        out += ["", "PER-WORD STATS: word  corr  errors  count-in-ref  count-in-hyp"]
+        words = sorted(set(self.in_ref) | set(self.in_hyp), key=lambda w: (-self.word_errors[w], w))
+        out += [f"{w}   {self.word_correct[w]} {self.word_errors[w]} {self.in_ref[w]} {self.in_hyp[w]}" for w in words]
+        return "\n".join(out) + "\n"
+
+
+def score(references: dict[str, str], hypotheses: dict[str, str]) -> Report:
+    """A report over every reference utterance; a missing hypothesis is scored as empty."""
+    report = Report()
+    for utt in sorted(references):
+        ref = references[utt].split()
+        if utt not in hypotheses:
+            report.missing.append(utt)
+        hyp = hypotheses.get(utt, "").split()
+        pairs = align(ref, hyp)
+        ops = Counter(op for _, _, op in pairs)
+        report.counts.add(ErrorCounts(ops["S"], ops["D"], ops["I"], len(ref)))
+        report.sentences += 1
+        report.sentence_errors += int(ops["S"] + ops["D"] + ops["I"] > 0)
+        width = [max(len(r), len(h), 1) for r, h, _ in pairs]
+        report.lines += [line.rstrip() for line in (
+            f"{utt} ref  " + " ".join(r.ljust(n) for (r, _, _), n in zip(pairs, width)),
+            f"{utt} hyp  " + " ".join(h.ljust(n) for (_, h, _), n in zip(pairs, width)),
+            f"{utt} op   " + " ".join(o.ljust(n) for (_, _, o), n in zip(pairs, width)),
+            f"{utt} #csid {ops['C']} {ops['S']} {ops['D']} {ops['I']}",
+        )]
+        report.in_ref.update(ref)
+        report.in_hyp.update(hyp)
+        for r, h, op in pairs:
+            if op == "C":
+                report.word_correct[r] += 1
+            elif op == "S":
+                report.substitutions[r, h] += 1
+                report.word_errors[r] += 1
+                report.word_errors[h] += 1
+            elif op == "D":
+                report.deletions[r] += 1
+                report.word_errors[r] += 1
+            else:
+                report.insertions[h] += 1
+                report.word_errors[h] += 1
+    return report

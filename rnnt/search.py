@@ -1,8 +1,13 @@
-"""Decoding a transducer: greedy search (batched)."""
+"""Decoding a transducer: greedy search (batched), beam search (Graves 2012, per utterance) and
+modified beam search (one symbol per frame, batched over utterances).
+
+Every result carries the tokens, the encoder frame of each token and the log-probability score.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import torch
 
@@ -12,6 +17,8 @@ class Hypothesis:
     tokens: list[int]
     frames: list[int]  # the encoder frame at which each token was emitted
     score: float = 0.0
+    state: object = field(default=None, repr=False, compare=False)  # prediction-network state after tokens
+    pred_proj: torch.Tensor | None = field(default=None, repr=False, compare=False)
 
 
 @torch.no_grad()
@@ -43,3 +50,125 @@ def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, max_symbols_
             state = predictor.merge_state(new_state, state, emit)
             pred_proj = torch.where(emit[:, None], joiner.pred_proj(new_out), pred_proj)
     return hyps
+
+
+def _log_add(a: float, b: float) -> float:
+    if a == -math.inf:
+        return b
+    if b == -math.inf:
+        return a
+    return max(a, b) + math.log1p(math.exp(-abs(a - b)))
+
+
+@torch.no_grad()
+def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4, max_symbols_per_frame: int = 3) -> list[Hypothesis]:
+    """Graves (2012) beam search over one utterance's encoder output enc (T, D); the n-best, best first.
+
+    Within a frame, the best unfinished hypothesis is expanded until `beam` hypotheses that end the
+    frame with a blank score better than every unfinished one; hypotheses with the same labels are
+    merged by adding their probabilities.
+    """
+    joiner, predictor, blank = model.joiner, model.predictor, model.blank
+    device = enc.device
+    enc_proj = joiner.enc_proj(enc[:enc_len])
+
+    def extend(hyp: Hypothesis, token: int) -> Hypothesis:
+        out, state = predictor.step(torch.tensor([token], device=device), hyp.state)
+        return Hypothesis(hyp.tokens + [token], hyp.frames, hyp.score, state, joiner.pred_proj(out))
+
+    start = Hypothesis([], [], 0.0, predictor.initial_state(1, device))
+    start = extend(start, blank)
+    start.tokens = []
+    finished = [start]
+    for t in range(enc_len):
+        active, finished = finished, []
+        expansions = 0
+        while active and expansions < beam * (max_symbols_per_frame + 1):
+            best = max(active, key=lambda h: h.score)
+            active.remove(best)
+            expansions += 1
+            log_probs = torch.log_softmax(joiner(enc_proj[t:t + 1], best.pred_proj).float(), dim=-1)[0]
+            ended = Hypothesis(best.tokens, best.frames, best.score + float(log_probs[blank]), best.state, best.pred_proj)
+            same = next((h for h in finished if h.tokens == ended.tokens), None)
+            if same is None:
+                finished.append(ended)
+            else:
+                same.score = _log_add(same.score, ended.score)
+            if len(best.tokens) - sum(1 for f in best.frames if f < t) < max_symbols_per_frame:
+                values, tokens = log_probs.topk(min(beam + 1, log_probs.shape[0]))
+                for value, token in zip(values.tolist(), tokens.tolist()):
+                    if token != blank:
+                        new = extend(best, token)
+                        new.frames = best.frames + [t]
+                        new.score = best.score + value
+                        active.append(new)
+            finished = sorted(finished, key=lambda h: h.score, reverse=True)[:beam]
+            if len(finished) >= beam and (not active or finished[-1].score >= max(h.score for h in active)):
+                break
+        finished = sorted(finished, key=lambda h: h.score, reverse=True)[:beam]
+    return finished
+
+
+@torch.no_grad()
+def modified_beam_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, beam: int = 4) -> list[list[Hypothesis]]:
+    """Beam search with at most one symbol per frame, all utterances' hypotheses evaluated together
+    every frame; the n-best of each utterance, best first. Equal label sequences are merged."""
+    joiner, predictor, blank = model.joiner, model.predictor, model.blank
+    B, T, _ = enc.shape
+    device = enc.device
+    enc_proj = joiner.enc_proj(enc)
+    state = predictor.initial_state(1, device)
+    out, state = predictor.step(torch.full((1,), blank, dtype=torch.long, device=device), state)
+    beams = [[Hypothesis([], [], 0.0, state, joiner.pred_proj(out))] for _ in range(B)]
+    lengths = enc_lens.tolist()
+    for t in range(T):
+        live = [b for b in range(B) if t < lengths[b]]
+        if not live:
+            break
+        hyps = [h for b in live for h in beams[b]]
+        owner = torch.tensor([b for b in live for _ in beams[b]], device=device)
+        pred_proj = torch.cat([h.pred_proj for h in hyps])
+        log_probs = torch.log_softmax(joiner(enc_proj[owner, t], pred_proj).float(), dim=-1)
+        scores = log_probs + torch.tensor([h.score for h in hyps], device=device)[:, None]
+        start = 0
+        expand: list[tuple[int, Hypothesis, int, float]] = []  # (utterance, parent, token, score)
+        for b in live:
+            n = len(beams[b])
+            values, flat = scores[start:start + n].reshape(-1).topk(min(beam, n * scores.shape[1]))
+            for value, index in zip(values.tolist(), flat.tolist()):
+                expand.append((b, hyps[start + index // scores.shape[1]], index % scores.shape[1], value))
+            start += n
+        labelled = [(i, parent, token) for i, (_, parent, token, _) in enumerate(expand) if token != blank]
+        new_outputs = {}
+        if labelled:
+            tokens = torch.tensor([token for _, _, token in labelled], device=device)
+            states = _stack_states(predictor, [parent.state for _, parent, _ in labelled])
+            out, states = predictor.step(tokens, states)
+            projected = joiner.pred_proj(out)
+            for k, (i, _, _) in enumerate(labelled):
+                new_outputs[i] = (_select_state(predictor, states, k), projected[k:k + 1])
+        for b in live:
+            beams[b] = []
+        for i, (b, parent, token, value) in enumerate(expand):
+            if token == blank:
+                hyp = Hypothesis(parent.tokens, parent.frames, value, parent.state, parent.pred_proj)
+            else:
+                state_k, proj_k = new_outputs[i]
+                hyp = Hypothesis(parent.tokens + [token], parent.frames + [t], value, state_k, proj_k)
+            same = next((h for h in beams[b] if h.tokens == hyp.tokens), None)
+            if same is None:
+                beams[b].append(hyp)
+            else:
+                same.score = _log_add(same.score, hyp.score)
+    return [sorted(hs, key=lambda h: h.score, reverse=True) for hs in beams]
+
+
+def _stack_states(predictor, states: list):
+    if predictor.config.kind == "lstm":
+        return torch.cat([s[0] for s in states], dim=1), torch.cat([s[1] for s in states], dim=1)
+    return torch.cat(states, dim=0)
+
+
+def _select_state(predictor, states, k: int):
+    return predictor.select_state(states, torch.tensor([k], device=states[0].device if isinstance(states, tuple)
+                                                      else states.device))

@@ -72,8 +72,12 @@ class Transducer(torch.nn.Module):
 
     def forward(self, feats, feat_lens, tokens, token_lens) -> dict[str, torch.Tensor]:
         """Mean loss over the batch, and its parts, in float32."""
-        c = self.config.loss
         enc, enc_lens = self.encode(feats, feat_lens)
+        return self.loss(enc, enc_lens, tokens, token_lens)
+
+    def loss(self, enc, enc_lens, tokens, token_lens) -> dict[str, torch.Tensor]:
+        """The configured loss from the encoder output: prediction network, joint network, transducer loss."""
+        c = self.config.loss
         pred = self.predictor(tokens)
         enc_proj, pred_proj = self.joiner.enc_proj(enc), self.joiner.pred_proj(pred)
         options = dict(blank=self.blank, one_sym_per_frame=c.one_sym_per_frame)

@@ -7,6 +7,7 @@ rank's RNG state. A resumed run therefore produces the same parameters as an uni
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -70,6 +71,7 @@ class Trainer:
         self.bad_in_row = 0
         self.skipped = {"non-finite loss": 0, "out of memory": 0}
         self.stop_requested = False
+        self.valid_result: dict = {}
         self.keys_file = open(os.path.join(exp_dir, f"keys-rank{self.world.rank}.txt"), "a") if log_keys else None
         self.writer = None
         if self.world.main:
@@ -91,7 +93,7 @@ class Trainer:
             "scaler": self.scaler.state_dict(),
             "rng": all_gather_objects(self.world, checkpoint.rng_state()),
             "meta": {"step": self.step, "epoch": self.epoch, "batch": self.batch, "bad_in_row": self.bad_in_row,
-                     **{f"skipped {k}": v for k, v in self.skipped.items()}},
+                     **{f"skipped {k}": v for k, v in self.skipped.items()}, **self.valid_result},
         }
 
     def save(self, name: str) -> None:
@@ -242,22 +244,19 @@ class Trainer:
         self.epoch += 1
 
     def end_epoch(self) -> None:
-        self.save(f"epoch-{self.epoch}.pt")
-        if self.valid_pipeline is None or not self.world.main:
-            return
-        model = self.model
-        if self.ema:
-            with self.ema.applied(model):
-                result = validate(model, self.valid_pipeline.batches(), self.tokenizer, self.world.device,
+        """Validates (on the main rank, with the EMA weights if kept), then saves epoch-N.pt with the result."""
+        self.valid_result = {}
+        if self.valid_pipeline is not None and self.world.main:
+            with self.ema.applied(self.model) if self.ema else contextlib.nullcontext():
+                result = validate(self.model, self.valid_pipeline.batches(), self.tokenizer, self.world.device,
                                   self.x.train.valid_wer)
-        else:
-            result = validate(model, self.valid_pipeline.batches(), self.tokenizer, self.world.device,
-                              self.x.train.valid_wer)
-        for name, value in result.items():
-            if name != "utterances":
-                self.writer.add_scalar(f"valid/{name}", value, self.step)
-        log.info("epoch %d validation%s: loss %.4f%s over %d utterances", self.epoch, " (EMA)" if self.ema else "",
-                 result["loss"], f", WER {result['wer']:.2f}%" if "wer" in result else "", result["utterances"])
+            for name, value in result.items():
+                if name != "utterances":
+                    self.writer.add_scalar(f"valid/{name}", value, self.step)
+            log.info("epoch %d validation%s: loss %.4f%s over %d utterances", self.epoch, " (EMA)" if self.ema else "",
+                     result["loss"], f", WER {result['wer']:.2f}%" if "wer" in result else "", result["utterances"])
+            self.valid_result = {f"valid_{k}": v for k, v in result.items()}
+        self.save(f"epoch-{self.epoch}.pt")
 
     def check_ranks_in_sync(self) -> None:
         """Under DDP every rank must end with the same parameters; checked, not assumed."""

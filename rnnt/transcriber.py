@@ -1,0 +1,118 @@
+"""Using a trained model: load it from an experiment dir, decode batches, transcribe audio files.
+
+An experiment dir holds config.yaml (with the lang dir it was trained with) and checkpoints; the
+default checkpoint is the newest avg-N.pt, else the newest epoch or step checkpoint. EMA weights are
+used where the checkpoint keeps them.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass
+
+import torch
+
+from rnnt.data import stages
+from rnnt.data.audio import load_audio, to_mono
+from rnnt.data.resample import resample
+from rnnt.data.tokenizer import SPACE, Tokenizer
+from rnnt.model.transducer import Transducer
+from rnnt.search import Hypothesis, beam_search, greedy_search, modified_beam_search
+from rnnt.training import checkpoint
+from rnnt.training.experiment import Experiment, load_experiment
+
+METHODS = ("greedy", "beam", "modified_beam")
+
+
+def default_checkpoint(exp_dir: str) -> str:
+    averaged = sorted(glob.glob(os.path.join(exp_dir, "avg-*.pt")), key=os.path.getmtime)
+    path = averaged[-1] if averaged else checkpoint.latest(exp_dir)
+    if path is None:
+        raise FileNotFoundError(f"{exp_dir}: no checkpoint (avg-*.pt, epoch-*.pt or step-*.pt)")
+    return path
+
+
+def load_model(exp_dir: str, checkpoint_path: str | None = None, use_ema: bool = True,
+               device: str = "cpu") -> tuple[Experiment, Transducer, Tokenizer, str]:
+    experiment = load_experiment(os.path.join(exp_dir, "config.yaml"))
+    tokenizer = Tokenizer(experiment.paths.lang_dir)
+    model = Transducer(experiment.model, tokenizer.vocab_size)
+    path = checkpoint_path or default_checkpoint(exp_dir)
+    state = checkpoint.load(path)
+    model.load_state_dict(state["ema"] if use_ema and state.get("ema") is not None else state["model"])
+    return experiment, model.to(device).eval(), tokenizer, path
+
+
+def decode_batch(model, feats, feat_lens, method: str = "greedy", beam: int = 4,
+                 max_symbols_per_frame: int = 3) -> list[Hypothesis]:
+    """The best hypothesis for each utterance of a padded batch."""
+    if method not in METHODS:
+        raise ValueError(f"decoding method must be one of {METHODS}, got '{method}'")
+    with torch.no_grad():
+        enc, enc_lens = model.encode(feats, feat_lens)
+        if method == "greedy":
+            return greedy_search(model, enc, enc_lens, max_symbols_per_frame)
+        if method == "modified_beam":
+            return [nbest[0] for nbest in modified_beam_search(model, enc, enc_lens, beam)]
+        return [beam_search(model, enc[b], int(enc_lens[b]), beam, max_symbols_per_frame)[0]
+                for b in range(enc.shape[0])]
+
+
+def seconds_per_encoder_frame(experiment: Experiment) -> float:
+    from rnnt.data.features import PRESETS
+
+    shift = PRESETS[experiment.data.features.preset].shift_ms / 1000
+    return shift * experiment.data.subsample * experiment.model.encoder.stack_time
+
+
+def words_with_times(tokenizer: Tokenizer, hyp: Hypothesis, frame_seconds: float) -> list[dict]:
+    """Words with start and end times (seconds) from the frames at which their pieces were emitted."""
+    words: list[dict] = []
+    for token, frame in zip(hyp.tokens, hyp.frames):
+        piece = tokenizer.symbols.get(token, "<unk>")
+        starts_word = tokenizer.kind == "word" or piece.startswith(SPACE) or not words
+        text = piece.replace(SPACE, "")
+        if starts_word:
+            words.append({"word": text, "start": frame * frame_seconds, "end": (frame + 1) * frame_seconds})
+        else:
+            words[-1]["word"] += text
+            words[-1]["end"] = (frame + 1) * frame_seconds
+    if tokenizer.kind == "char":  # char pieces carry the space as a unit of its own
+        words = [w for w in words if w["word"]]
+    return [{**w, "start": round(w["start"], 3), "end": round(w["end"], 3)} for w in words]
+
+
+@dataclass
+class Transcript:
+    text: str
+    words: list[dict]
+    score: float
+
+
+class Transcriber:
+    """Audio in (any format soundfile reads, any rate, any channels), text out."""
+
+    def __init__(self, experiment: Experiment, model: Transducer, tokenizer: Tokenizer, device: str = "cpu"):
+        self.experiment, self.model, self.tokenizer, self.device = experiment, model, tokenizer, device
+        self.cmvn = stages.load_cmvn(experiment.data.features.cmvn)
+
+    @classmethod
+    def from_exp_dir(cls, exp_dir: str, checkpoint_path: str | None = None, device: str = "cpu",
+                     use_ema: bool = True) -> "Transcriber":
+        experiment, model, tokenizer, _ = load_model(exp_dir, checkpoint_path, use_ema, device)
+        return cls(experiment, model, tokenizer, device)
+
+    def features(self, audio) -> torch.Tensor:
+        waveform, rate = load_audio(audio) if not isinstance(audio, tuple) else audio
+        mono = to_mono(waveform) if waveform.dim() == 2 else waveform
+        target = self.experiment.data.sample_rate
+        record = {"key": "audio", "waveform": resample(mono, rate, target), "sample_rate": target}
+        return stages.features_of(record, self.experiment.data, self.cmvn, train=False, seed=0, epoch=0)
+
+    def transcribe(self, audio, method: str = "greedy", beam: int = 4) -> Transcript:
+        """audio: a path, bytes of a file, or (waveform (channels, samples) or (samples,), sample rate)."""
+        feats = self.features(audio).to(self.device)
+        hyp = decode_batch(self.model, feats[None], torch.tensor([feats.shape[0]], device=self.device), method, beam)[0]
+        words = words_with_times(self.tokenizer, hyp, seconds_per_encoder_frame(self.experiment))
+        return Transcript(self.tokenizer.decode(hyp.tokens), words, hyp.score)

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Average model weights over epoch checkpoints: the last N, or the N with the lowest validation loss.
+
+Where a checkpoint holds EMA weights, those are averaged (--no-ema: the raw weights). Integer buffers
+are taken from the newest checkpoint. Writes <exp-dir>/avg-<N>.pt (or --output), which decode.py reads.
+"""
+
+import argparse
+import glob
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
+import torch  # noqa: E402
+
+from rnnt.training import checkpoint  # noqa: E402
+
+
+def epoch_checkpoints(exp_dir: str) -> list[str]:
+    paths = glob.glob(os.path.join(exp_dir, "epoch-*.pt"))
+    return sorted(paths, key=lambda p: int(re.search(r"epoch-(\d+)\.pt$", p).group(1)))
+
+
+def average(paths: list[str], use_ema: bool) -> dict[str, torch.Tensor]:
+    total: dict[str, torch.Tensor] = {}
+    newest = None
+    for path in paths:
+        state = checkpoint.load(path)
+        weights = state["ema"] if use_ema and state.get("ema") is not None else state["model"]
+        newest = weights
+        for name, value in weights.items():
+            if value.dtype.is_floating_point:
+                total[name] = total.get(name, 0) + value.double()
+    return {name: (total[name] / len(paths)).to(value.dtype) if value.dtype.is_floating_point else value
+            for name, value in newest.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    how = parser.add_mutually_exclusive_group(required=True)
+    how.add_argument("--last", type=int, help="average the last N epochs")
+    how.add_argument("--best", type=int, help="average the N epochs with the lowest validation loss")
+    parser.add_argument("--no-ema", action="store_true", help="average the raw weights even where EMA weights exist")
+    parser.add_argument("--output", help="default <exp-dir>/avg-<N>.pt")
+    parser.add_argument("exp_dir")
+    args = parser.parse_args()
+    paths = epoch_checkpoints(args.exp_dir)
+    n = args.last or args.best
+    if len(paths) < n:
+        print(f"average_checkpoints.py: {args.exp_dir} has {len(paths)} epoch checkpoints, fewer than {n}", file=sys.stderr)
+        return 1
+    if args.best:
+        scored = [(checkpoint.load_meta(p).get("valid_loss"), p) for p in paths]
+        if any(loss is None for loss, _ in scored):
+            print("average_checkpoints.py: some epochs have no validation loss (train with a valid list); use --last",
+                  file=sys.stderr)
+            return 1
+        chosen = sorted(p for _, p in sorted(scored)[:n])
+    else:
+        chosen = paths[-n:]
+    output = args.output or os.path.join(args.exp_dir, f"avg-{n}.pt")
+    meta = {**checkpoint.load_meta(chosen[-1]), "averaged": [os.path.basename(p) for p in chosen]}
+    checkpoint.save(output, {"model": average(chosen, not args.no_ema), "ema": None, "meta": meta})
+    print(f"average_checkpoints.py: {output}: averaged {', '.join(os.path.basename(p) for p in chosen)}"
+          f"{' (EMA weights where kept)' if not args.no_ema else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Decode a data list with a trained experiment and score it.
+
+Writes <exp-dir>/decode-<set>-<method>/: hyp (Kaldi text), ref (Kaldi text), recogs (ref and hyp per
+utterance), errs (the %WER line and details), wer (the %WER line). Prints the real-time factor:
+decoding seconds per second of audio (with --threads, per core).
+"""
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
+import torch  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+from rnnt.data.config import BatchConfig, FilterConfig  # noqa: E402
+from rnnt.data.pipeline import Pipeline  # noqa: E402
+from rnnt.datadir.table import write_table  # noqa: E402
+from rnnt.scoring import score  # noqa: E402
+from rnnt.transcriber import METHODS, decode_batch, load_model  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="example: steps/decode.py --method modified_beam exp/tiny data/test/data.list test")
+    parser.add_argument("--method", choices=METHODS, default="greedy")
+    parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument("--max-symbols-per-frame", type=int, default=3)
+    parser.add_argument("--checkpoint", help="default: the newest avg-N.pt, else the newest checkpoint")
+    parser.add_argument("--no-ema", action="store_true", help="use raw weights even where EMA weights are kept")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("exp_dir")
+    parser.add_argument("data_list")
+    parser.add_argument("set_name", help="names the output dir decode-<set>-<method>")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        experiment, model, tokenizer, path = load_model(args.exp_dir, args.checkpoint, not args.no_ema, args.device)
+    except (OSError, ValueError, KeyError) as error:
+        print(f"decode.py: {error}", file=sys.stderr)
+        return 1
+    # The training front end without augmentation (train=False) and without filtering or reordering:
+    # every utterance of a test set is decoded.
+    data = dataclasses.replace(experiment.data, filter=FilterConfig(), shuffle_buffer=0, sort_buffer=0, buckets=0,
+                               num_workers=0, batch=BatchConfig(type="static", batch_size=args.batch_size))
+    pipeline = Pipeline(args.data_list, data, tokenizer, train=False)
+    from rnnt.data.features import PRESETS
+
+    frame_seconds = PRESETS[data.features.preset].shift_ms / 1000 * data.subsample
+    refs, hyps = {}, {}
+    audio_seconds = decode_seconds = 0.0
+    for batch in tqdm(pipeline.batches(), desc=f"decode {args.set_name}", unit="batch", file=sys.stderr):
+        start = time.perf_counter()
+        results = decode_batch(model, batch["feats"].to(args.device), batch["feat_lens"].to(args.device),
+                               args.method, args.beam, args.max_symbols_per_frame)
+        decode_seconds += time.perf_counter() - start
+        audio_seconds += float(batch["feat_lens"].sum()) * frame_seconds
+        for key, text, hyp in zip(batch["keys"], batch["texts"], results):
+            refs[key], hyps[key] = text, tokenizer.decode(hyp.tokens)
+    out = os.path.join(args.exp_dir, f"decode-{args.set_name}-{args.method}")
+    os.makedirs(out, exist_ok=True)
+    write_table(os.path.join(out, "hyp"), hyps.items())
+    write_table(os.path.join(out, "ref"), refs.items())
+    with open(os.path.join(out, "recogs"), "w", encoding="utf-8") as f:
+        for key in sorted(refs):
+            f.write(f"{key}:\tref={refs[key].split()}\n{key}:\thyp={hyps[key].split()}\n")
+    report = score(refs, hyps)
+    with open(os.path.join(out, "errs"), "w", encoding="utf-8") as f:
+        f.write(report.text())
+    with open(os.path.join(out, "wer"), "w", encoding="utf-8") as f:
+        f.write(report.wer_line + "\n")
+    threads = torch.get_num_threads()
+    rtf = decode_seconds / max(audio_seconds, 1e-9)
+    print(f"decode.py: {out}: {report.wer_line}; {len(refs)} utterances, {audio_seconds:.1f} s of audio; "
+          f"RTF {rtf:.4f} ({rtf * threads:.4f} per core, {threads} threads); checkpoint {os.path.basename(path)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Score a hypothesis Kaldi text file against a reference one: the %WER line, then details.
+
+Utterances missing from the hypotheses count as empty (all deletions) and mark the result
+[PARTIAL]; hypotheses without a reference are named and ignored. Writes the report to --errs
+(default: standard output) and prints the %WER line.
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
+from rnnt.datadir.table import read_table  # noqa: E402
+from rnnt.scoring import score  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--errs", help="write the full report here")
+    parser.add_argument("ref", help="Kaldi text file: <utt> <words...>")
+    parser.add_argument("hyp", help="Kaldi text file: <utt> <words...>")
+    args = parser.parse_args()
+    try:
+        refs = {k: line.value for k, line in read_table(args.ref).items()}
+        hyps = {k: line.value for k, line in read_table(args.hyp).items()}
+    except OSError as error:
+        print(f"score.py: {error}", file=sys.stderr)
+        return 1
+    for utt in sorted(set(hyps) - set(refs)):
+        print(f"score.py: {args.hyp}: {utt} has no reference; ignored", file=sys.stderr)
+    report = score(refs, hyps)
+    if args.errs:
+        with open(args.errs, "w", encoding="utf-8") as f:
+            f.write(report.text())
+        print(report.wer_line)
+    else:
+        sys.stdout.write(report.text())  # its first line is the %WER line
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
