@@ -33,14 +33,14 @@ def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, max_symbols_
     pred_proj = joiner.pred_proj(out)
     hyps = [Hypothesis([], []) for _ in range(B)]
     for t in range(T):
-        active = t < enc_lens.to(enc.device)
+        pending = t < enc_lens.to(enc.device)  # sequences still emitting in this frame
         for _ in range(max_symbols_per_frame):
             log_probs = torch.log_softmax(joiner(enc_proj[:, t], pred_proj).float(), dim=-1)
             score, best = log_probs.max(dim=-1)
-            emit = (best != blank) & active
-            for b in range(B):
-                if active[b]:
-                    hyps[b].score += float(score[b])
+            for b in pending.nonzero()[:, 0].tolist():
+                hyps[b].score += float(score[b])
+            emit = (best != blank) & pending
+            pending = emit  # a blank ends the frame for that sequence
             if not emit.any():
                 break
             for b in emit.nonzero()[:, 0].tolist():

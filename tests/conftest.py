@@ -57,3 +57,28 @@ def librispeech_dir(tmp_path: Path, test_data: Path) -> Path:
 def run_tool(*args: str | os.PathLike, stdin: str | None = None, check: bool = False) -> subprocess.CompletedProcess:
     """Runs one of the project's command-line tools and captures its output."""
     return subprocess.run([str(a) for a in args], input=stdin, capture_output=True, text=True, check=check, cwd=ROOT)
+
+
+@pytest.fixture(scope="session")
+def yesno(tmp_path_factory, test_data) -> Path:
+    """yesno as shards (train_yesno, test_yesno lists), a raw list of the first 5 training utterances,
+    and word units."""
+    import sys
+
+    root = tmp_path_factory.mktemp("yesno")
+    steps = [
+        (ROOT / "local" / "yesno" / "data_prep.py", test_data / "waves_yesno", root / "data"),
+        (ROOT / "steps" / "make_shards.py", "--utts-per-shard", "10", root / "data" / "train_yesno", root / "shards",
+         root / "train.list"),
+        (ROOT / "steps" / "make_shards.py", "--utts-per-shard", "10", root / "data" / "test_yesno",
+         root / "test_shards", root / "test.list"),
+        (ROOT / "steps" / "build_units.py", "--unit-type", "word", root / "data" / "train_yesno", root / "lang"),
+    ]
+    for step in steps:
+        out = run_tool(sys.executable, *step)
+        assert out.returncode == 0, out.stderr
+    out = run_tool(ROOT / "utils" / "subset_data_dir.sh", "--first", root / "data" / "train_yesno", "5", root / "five")
+    assert out.returncode == 0, out.stderr
+    out = run_tool(sys.executable, ROOT / "steps" / "make_raw_list.py", root / "five", root / "five.list")
+    assert out.returncode == 0, out.stderr
+    return root

@@ -21,19 +21,6 @@ from rnnt.training.experiment import load_experiment
 CONFIG = ROOT / "egs" / "yesno" / "conf" / "tiny.yaml"
 
 
-@pytest.fixture(scope="module")
-def yesno(tmp_path_factory, test_data):
-    root = tmp_path_factory.mktemp("yesno")
-    for step in [(ROOT / "local" / "yesno" / "data_prep.py", test_data / "waves_yesno", root / "data"),
-                 (ROOT / "steps" / "make_shards.py", "--utts-per-shard", "10", root / "data" / "train_yesno",
-                  root / "shards", root / "train.list"),
-                 (ROOT / "steps" / "build_units.py", "--unit-type", "word", root / "data" / "train_yesno",
-                  root / "lang")]:
-        out = run_tool(sys.executable, *step)
-        assert out.returncode == 0, out.stderr
-    return root
-
-
 def config_file(tmp_path: Path, **train) -> Path:
     values = yaml.safe_load(CONFIG.read_text())
     values["train"].update(train)

@@ -1,0 +1,141 @@
+"""Searches, decode.py, score.py, checkpoint averaging and transcription on a model trained here on real yesno audio."""
+
+import json
+import sys
+from pathlib import Path
+
+import jiwer
+import numpy as np
+import pytest
+import soundfile
+import torch
+import yaml
+
+from conftest import ROOT, run_tool
+from rnnt.data.resample import resample
+from rnnt.search import beam_search, greedy_search, modified_beam_search
+from rnnt.training import checkpoint
+from rnnt.transcriber import Transcriber, load_model
+
+STEPS = ROOT / "steps"
+
+
+@pytest.fixture(scope="module")
+def trained(yesno, tmp_path_factory):
+    """The yesno recipe's tiny model trained on five real utterances (200 steps, about 20 s). Its CTC head
+    matters: without it the LSTM prediction network memorises the five sequences and the last words are
+    spread over many frames, which sums to the right answer but defeats per-frame argmax decisions."""
+    root = tmp_path_factory.mktemp("trained")
+    values = yaml.safe_load((ROOT / "egs" / "yesno" / "conf" / "tiny.yaml").read_text())
+    values["data"]["batch"] = {"type": "static", "batch_size": 5}
+    values["data"]["shuffle_buffer"] = 0
+    values["train"].update(epochs=200, ema_decay=0.5, schedule={"type": "constant"}, log_every=50)
+    (root / "conf.yaml").write_text(yaml.safe_dump(values))
+    exp = root / "exp"
+    out = run_tool(sys.executable, STEPS / "train.py", "--config", root / "conf.yaml", "--train-list",
+                   yesno / "five.list", "--lang-dir", yesno / "lang", "--exp-dir", exp)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return exp
+
+
+def encoded(exp, yesno):
+    experiment, model, tokenizer, _ = load_model(str(exp))
+    from rnnt.data.pipeline import Pipeline
+
+    batch = next(Pipeline(str(yesno / "five.list"), experiment.data, tokenizer, train=False).batches())
+    with torch.no_grad():
+        enc, enc_lens = model.encode(batch["feats"], batch["feat_lens"])
+    return model, tokenizer, batch, enc, enc_lens
+
+
+def test_every_search_gives_the_right_words(trained, yesno):
+    model, tokenizer, batch, enc, enc_lens = encoded(trained, yesno)
+    greedy = [tokenizer.decode(h.tokens) for h in greedy_search(model, enc, enc_lens)]
+    beam = [tokenizer.decode(beam_search(model, enc[b], int(enc_lens[b]), beam=4)[0].tokens) for b in range(5)]
+    modified = [tokenizer.decode(n[0].tokens) for n in modified_beam_search(model, enc, enc_lens, beam=4)]
+    assert greedy == beam == modified == batch["texts"]
+
+
+def test_beam_search_never_scores_below_greedy(trained, yesno):
+    model, _, _, enc, enc_lens = encoded(trained, yesno)
+    for b, hyp in enumerate(greedy_search(model, enc, enc_lens)):
+        assert beam_search(model, enc[b], int(enc_lens[b]), beam=4)[0].score >= hyp.score - 1e-4
+
+
+def test_nbest_lists_are_sorted_with_frames_in_order(trained, yesno):
+    model, _, _, enc, enc_lens = encoded(trained, yesno)
+    for b, nbest in enumerate(modified_beam_search(model, enc, enc_lens, beam=3)):
+        assert 1 <= len(nbest) <= 3 and [h.score for h in nbest] == sorted((h.score for h in nbest), reverse=True)
+        for hyp in nbest:
+            assert len(hyp.frames) == len(hyp.tokens)
+            assert hyp.frames == sorted(hyp.frames) and len(set(hyp.frames)) == len(hyp.frames)  # one per frame
+            assert all(0 <= f < int(enc_lens[b]) for f in hyp.frames)
+    graves = beam_search(model, enc[0], int(enc_lens[0]), beam=3)
+    assert len(graves) == 3 and len({tuple(h.tokens) for h in graves}) == 3  # merged: distinct label sequences
+
+
+@pytest.mark.parametrize("method", ["greedy", "modified_beam"])
+def test_decode_writes_kaldi_outputs_and_wer_equals_jiwer(trained, yesno, method):
+    out = run_tool(sys.executable, STEPS / "decode.py", "--method", method, trained, yesno / "test.list", "test")
+    assert out.returncode == 0, out.stderr
+    assert "RTF" in out.stdout
+    d = trained / f"decode-test-{method}"
+    hyp = dict(line.split(maxsplit=1) if " " in line else (line, "") for line in (d / "hyp").read_text().splitlines())
+    ref = dict(line.split(maxsplit=1) for line in (d / "ref").read_text().splitlines())
+    assert len(ref) == 30 and set(hyp) == set(ref)
+    keys = sorted(ref)
+    expected = 100 * jiwer.wer([ref[k] for k in keys], [hyp[k] for k in keys])
+    wer_line = (d / "wer").read_text().strip()
+    assert wer_line.startswith(f"%WER {expected:.2f} [ ")
+    measures = jiwer.process_words([ref[k] for k in keys], [hyp[k] for k in keys])
+    assert wer_line == (f"%WER {expected:.2f} [ {measures.substitutions + measures.deletions + measures.insertions} / "
+                        f"{sum(len(ref[k].split()) for k in keys)}, {measures.insertions} ins, "
+                        f"{measures.deletions} del, {measures.substitutions} sub ]")
+    errs = (d / "errs").read_text()
+    assert errs.startswith(wer_line) and "SUBSTITUTIONS:" in errs and "PER-WORD STATS:" in errs
+    assert len((d / "recogs").read_text().splitlines()) == 60
+
+
+def test_score_marks_missing_hypotheses_partial(tmp_path):
+    (tmp_path / "ref").write_text("u1 YES NO\nu2 NO NO YES\nu3\n")
+    (tmp_path / "hyp").write_text("u1 YES YES\nu3 NO\n")
+    out = run_tool(sys.executable, STEPS / "score.py", "--errs", tmp_path / "errs", tmp_path / "ref", tmp_path / "hyp")
+    assert out.returncode == 0, out.stderr
+    # u1: 1 sub; u2 missing: 3 del; u3 empty reference: 1 ins. 5 errors over 5 reference words.
+    assert out.stdout.strip() == "%WER 100.00 [ 5 / 5, 1 ins, 3 del, 1 sub ] [PARTIAL]"
+    assert "u2 #csid 0 0 3 0" in (tmp_path / "errs").read_text()
+
+
+def test_averaged_checkpoint_equals_hand_computed_average(trained):
+    out = run_tool(sys.executable, STEPS / "average_checkpoints.py", "--last", "3", trained)
+    assert out.returncode == 0, out.stderr
+    averaged = checkpoint.load(str(trained / "avg-3.pt"))["model"]
+    states = [checkpoint.load(str(trained / f"epoch-{n}.pt")) for n in (198, 199, 200)]
+    for name, value in averaged.items():
+        weights = [s["ema"][name] for s in states]  # EMA weights are averaged where kept
+        if value.dtype.is_floating_point:
+            torch.testing.assert_close(value, sum(w.double() for w in weights).float() / 3, rtol=1e-6, atol=1e-7)
+        else:
+            assert torch.equal(value, weights[-1])
+
+
+def test_transcribe_any_format_rate_and_channels(trained, yesno, tmp_path):
+    wav = sorted((yesno / "five.list").read_text().splitlines())[0]
+    entry = json.loads(wav)
+    samples, rate = soundfile.read(entry["wav"], dtype="float32")
+    stereo = resample(torch.from_numpy(samples), rate, 44100).numpy()
+    stereo = np.stack([stereo, stereo * 0.9], axis=1)
+    converted = tmp_path / "stereo_44k.ogg"
+    soundfile.write(converted, stereo, 44100, format="OGG", subtype="VORBIS")
+    transcriber = Transcriber.from_exp_dir(str(trained))
+    assert transcriber.transcribe(entry["wav"]).text == entry["txt"]
+    out = run_tool(sys.executable, STEPS / "transcribe.py", "--json", "--word-times", trained, converted, entry["wav"])
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["text"] for r in rows] == [entry["txt"], entry["txt"]]
+    words = rows[1]["words"]
+    assert [w["word"] for w in words] == entry["txt"].split()
+    assert all(0 <= w["start"] < w["end"] <= len(samples) / rate + 0.1 for w in words)
+    assert [w["start"] for w in words] == sorted(w["start"] for w in words)
+    bad = run_tool(sys.executable, STEPS / "transcribe.py", trained, tmp_path / "missing.wav")
+    assert bad.returncode == 1 and "cannot read audio" in bad.stderr
