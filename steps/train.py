@@ -9,12 +9,23 @@ checkpoint exactly where it stopped. SIGTERM saves a checkpoint and exits cleanl
 """
 
 import argparse
+import dataclasses
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
 from rnnt.training.experiment import load_experiment  # noqa: E402
 from rnnt.training.trainer import Trainer  # noqa: E402
+
+
+def with_absolute_paths(experiment):
+    """Paths in the saved config must work from anywhere: decoding and transcription read only the exp dir."""
+    def absolute(path):
+        return os.path.abspath(path) if path else path
+
+    paths = dataclasses.replace(experiment.paths, **{k: absolute(v) for k, v in vars(experiment.paths).items()})
+    features = dataclasses.replace(experiment.data.features, cmvn=absolute(experiment.data.features.cmvn))
+    return dataclasses.replace(experiment, paths=paths, data=dataclasses.replace(experiment.data, features=features))
 
 
 def main() -> int:
@@ -33,6 +44,7 @@ def main() -> int:
     except (OSError, ValueError) as error:
         print(f"train.py: {error}", file=sys.stderr)
         return 1
+    experiment = with_absolute_paths(experiment)
     for name in ("train_list", "lang_dir"):
         if not getattr(experiment.paths, name):
             print(f"train.py: no {name}: give --{name.replace('_', '-')} or paths.{name}", file=sys.stderr)

@@ -64,17 +64,18 @@ def final_parameters(exp_dir: Path) -> dict:
 
 
 def test_killed_and_resumed_run_matches_an_uninterrupted_one(yesno, tmp_path):
-    conf = config_file(tmp_path, epochs=4, checkpoint_every=2, keep_checkpoints=20, log_every=1)
+    conf = config_file(tmp_path, epochs=4, checkpoint_every=2, keep_checkpoints=20, log_every=1,
+                       schedule={"type": "mlperf", "warmup_steps": 5, "hold_steps": 5, "decay_steps": 5})
     straight = tmp_path / "straight"
     out = run_tool(*train_args(yesno, straight, conf))
     assert out.returncode == 0, out.stderr
     assert (straight / "config.yaml").is_file() and (straight / "train.log").is_file()
-    assert "training done: 12 steps, 4 epochs" in (straight / "train.log").read_text()
+    assert "training done: 24 steps, 4 epochs" in (straight / "train.log").read_text()  # 30 utterances, batches of 5
 
     killed = tmp_path / "killed"
     proc = subprocess.Popen(train_args(yesno, killed, conf), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
-    while not (killed / "step-6.pt").exists() and proc.poll() is None and time.time() < deadline:
+    while not (killed / "step-10.pt").exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.02)
     assert proc.poll() is None, "training ended before it could be killed"
     proc.send_signal(signal.SIGKILL)

@@ -1,0 +1,75 @@
+"""Recipes end to end on real data: egs/yesno (asserting its WER) and every stage of egs/librispeech
+on the LibriSpeech samples with the tiny configuration."""
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_tool
+
+pytestmark = pytest.mark.slow
+
+
+def copy_recipe(name: str, dest: Path) -> Path:
+    """A copy of egs/<name> as a user makes one for a new corpus: run.sh and conf/ copied, the shared
+    path.sh, utils, steps and local/<name> linked."""
+    recipe = dest / name
+    recipe.mkdir()
+    shutil.copy(ROOT / "egs" / name / "run.sh", recipe / "run.sh")
+    shutil.copytree(ROOT / "egs" / name / "conf", recipe / "conf")
+    for link, target in (("path.sh", ROOT / "path.sh"), ("utils", ROOT / "utils"), ("steps", ROOT / "steps"),
+                         ("local", ROOT / "local" / name)):
+        os.symlink(target, recipe / link)
+    return recipe
+
+
+def run_recipe(recipe: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    return subprocess.run(["./run.sh", *args], cwd=recipe, capture_output=True, text=True, env=env)
+
+
+def wer_of(line: str) -> float:
+    return float(re.search(r"%WER ([0-9.]+) \[", line).group(1))
+
+
+def test_yesno_end_to_end(test_data, tmp_path):
+    recipe = copy_recipe("yesno", tmp_path)
+    out = run_recipe(recipe, "--corpus-dir", str(test_data / "waves_yesno"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    last = out.stdout.strip().splitlines()[-1]
+    assert last.startswith("yesno: test %WER ") and "/ 240," in last
+    assert wer_of(last) <= 20.0, last  # measured: see egs/yesno/RESULTS.md
+    # A second run finds every stage done and only prints the result again.
+    again = run_recipe(recipe, "--corpus-dir", str(test_data / "waves_yesno"))
+    assert again.returncode == 0 and again.stdout.count("done before; skipped") == 5
+    assert again.stdout.strip().splitlines()[-1] == last
+
+
+def test_librispeech_every_stage_on_the_samples(test_data, tmp_path):
+    recipe = copy_recipe("librispeech", tmp_path)
+    out = run_recipe(recipe, "--corpus-dir", str(test_data / "librispeech_samples" / "LibriSpeech"),
+                     "--train-sets", "dev-clean", "--valid-set", "test-clean", "--test-sets", "test-clean",
+                     "--config", "conf/tiny.yaml", "--exp", "exp/tiny", "--vocab-size", "40", "--ngpu", "0",
+                     "--average", "2", "--nj", "2")
+    assert out.returncode == 0, out.stderr[-3000:]
+    for data_dir in ("dev_clean", "test_clean", "train"):
+        valid = run_tool(ROOT / "utils" / "validate_data_dir.sh", "--no-feats", recipe / "data" / data_dir)
+        assert valid.returncode == 0, valid.stderr
+    assert (recipe / "data" / "dev_clean" / "spk2gender").is_file()
+    for data_dir in ("train", "test_clean"):
+        shards = (recipe / "data" / data_dir / "data.list").read_text().split()
+        assert shards and all(Path(s).is_file() for s in shards)
+    assert (recipe / "data" / "lang" / "bpe.model").is_file()
+    assert (recipe / "data" / "lang" / "units.txt").read_text().startswith("<blank> 0\n<unk> 1\n")
+    words = sum(len(line.split()) - 1 for trans in (test_data / "librispeech_samples" / "LibriSpeech" / "test-clean")
+                .glob("*/*/*.trans.txt") for line in trans.read_text().splitlines())
+    exp = recipe / "exp" / "tiny"
+    assert (exp / "config.yaml").is_file() and (exp / "epoch-2.pt").is_file() and (exp / "avg.pt").is_file()
+    for method in ("greedy", "modified_beam"):
+        wer = (exp / f"decode-test_clean-{method}" / "wer").read_text()
+        assert re.match(rf"%WER [0-9.]+ \[ \d+ / {words}, \d+ ins, \d+ del, \d+ sub \]", wer), wer
+        assert f"librispeech test-clean {method}: {wer.strip()}" in out.stdout
