@@ -5,7 +5,13 @@ from __future__ import annotations
 import torch
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+REDUCTIONS = ("mean", "sum", "none")
 INTS = (torch.int32, torch.int64)
+
+
+def check_reduction(reduction: str) -> None:
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got '{reduction}'")
 
 
 def check_lengths(targets, logit_lengths, target_lengths, batch: int | None = None) -> int:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import torch
 
-from rnnt.loss.checks import check_lengths, check_one_symbol_per_frame, check_symbols
+from rnnt.loss.checks import check_lengths, check_one_symbol_per_frame, check_reduction, check_symbols
 from rnnt.loss.lattice import lattice_posteriors
 from rnnt.loss.logits_loss import (
     CHUNK_ELEMENTS,
-    REDUCTIONS,
     accumulation_dtype,
     per_utterance_scale,
     reduce_losses,
@@ -122,8 +121,7 @@ def fused_joiner_loss(
     weight: (V, H) and bias: (V,) of the output layer. Gives the same loss and gradients as building
     the logits and calling transducer_loss, in memory independent of V beyond one chunk.
     """
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {REDUCTIONS}, got '{reduction}'")
+    check_reduction(reduction)
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got '{activation}'")
     if enc.dim() != 3 or pred.dim() != 3 or weight.dim() != 2:

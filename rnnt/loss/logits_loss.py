@@ -10,11 +10,10 @@ from __future__ import annotations
 import torch
 
 from rnnt.loss.cells import CellMap, packed_cells, padded_cells
-from rnnt.loss.checks import check_logits
+from rnnt.loss.checks import check_logits, check_reduction
 from rnnt.loss.lattice import lattice_posteriors
 
 CHUNK_ELEMENTS = 1 << 20  # logits elements handled at once in float32 temporaries (4 MB)
-REDUCTIONS = ("mean", "sum", "none")
 
 
 def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -146,8 +145,7 @@ def transducer_loss(
         logits-sized buffer; the logits must not be read after backward (autograd users of the same
         tensor raise an in-place modification error rather than compute wrong gradients).
     """
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {REDUCTIONS}, got '{reduction}'")
+    check_reduction(reduction)
     blank = check_logits(logits, targets, logit_lengths, target_lengths, blank, one_sym_per_frame)
     if logits.dim() == 4:
         cells = padded_cells(logits.shape, targets, logit_lengths, target_lengths, blank)
@@ -164,8 +162,7 @@ class TransducerLoss(torch.nn.Module):
     def __init__(self, blank: int = 0, reduction: str = "mean", from_log_softmax: bool = False,
                  one_sym_per_frame: bool = False, clamp: float | None = None, reuse_logits_for_grad: bool = False):
         super().__init__()
-        if reduction not in REDUCTIONS:
-            raise ValueError(f"reduction must be one of {REDUCTIONS}, got '{reduction}'")
+        check_reduction(reduction)
         self.blank, self.reduction, self.clamp = blank, reduction, clamp
         self.from_log_softmax, self.one_sym_per_frame = from_log_softmax, one_sym_per_frame
         self.reuse_logits_for_grad = reuse_logits_for_grad

@@ -15,9 +15,9 @@ from __future__ import annotations
 import torch
 
 from rnnt.loss.cells import pruned_cells
-from rnnt.loss.checks import FLOATS, check_lengths, check_one_symbol_per_frame, check_symbols
+from rnnt.loss.checks import FLOATS, check_lengths, check_one_symbol_per_frame, check_reduction, check_symbols
 from rnnt.loss.lattice import LatticeLoss, lattice_posteriors
-from rnnt.loss.logits_loss import REDUCTIONS, TransducerLossFunction, reduce_losses
+from rnnt.loss.logits_loss import TransducerLossFunction, reduce_losses
 
 
 def simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank):
@@ -59,8 +59,7 @@ def simple_loss(
     am: (B, T, V) from the encoder; lm: (B, U+1, V) from the prediction network.
     With return_posteriors, also returns (gamma_blank, gamma_label), each (B, T, U+1), for prune_ranges.
     """
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {REDUCTIONS}, got '{reduction}'")
+    check_reduction(reduction)
     if am.dtype not in FLOATS or lm.dtype not in FLOATS or am.dim() != 3 or lm.dim() != 3 \
             or am.shape[2] != lm.shape[2] or am.shape[0] != lm.shape[0]:
         raise ValueError(f"expected float am (B, T, V) and lm (B, U+1, V); got {tuple(am.shape)} {am.dtype}, "
@@ -142,8 +141,7 @@ def pruned_loss(
 
     Equals transducer_loss on the full logits when the band covers every symbol position (S >= U+1).
     """
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {REDUCTIONS}, got '{reduction}'")
+    check_reduction(reduction)
     if logits.dtype not in FLOATS or logits.dim() != 4 or ranges.shape != logits.shape[:3]:
         raise ValueError(f"expected float logits (B, T, S, V) and ranges (B, T, S); got {tuple(logits.shape)} "
                          f"{logits.dtype} and {tuple(ranges.shape)}")

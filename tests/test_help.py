@@ -1,0 +1,28 @@
+"""Every command-line tool of steps/, local/ and benchmarks/ answers --help with a usage and exits 0."""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_tool
+
+TOOLS = sorted(str(p.relative_to(ROOT)) for folder in ("steps", "local", "benchmarks", "tools")
+               for p in (ROOT / folder).rglob("*") if p.is_file() and os.access(p, os.X_OK)
+               and p.suffix in (".py", ".sh") and not any(part.startswith("venv") for part in p.parts))
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_tool_help(tool):
+    path = ROOT / tool
+    command = [sys.executable, path] if path.suffix == ".py" else [path]
+    out = run_tool(*command, "--help")
+    assert out.returncode == 0, out.stderr
+    assert "usage" in out.stdout.lower(), out.stdout[:300]
+
+
+def test_recipes_help():
+    for recipe in ("yesno", "fsdd", "librispeech"):
+        out = run_tool("bash", "-c", f"cd {ROOT}/egs/{recipe} && ./run.sh --help")
+        assert out.returncode == 0 and "Usage: ./run.sh" in out.stdout, (recipe, out.stderr)
