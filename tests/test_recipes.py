@@ -42,7 +42,7 @@ def test_yesno_end_to_end(test_data, tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     last = out.stdout.strip().splitlines()[-1]
     assert last.startswith("yesno: test %WER ") and "/ 240," in last
-    assert wer_of(last) <= 20.0, last  # measured: see egs/yesno/RESULTS.md
+    assert wer_of(last) <= 12.0, last  # 7.92 measured here (egs/yesno/RESULTS.md); margin for other CPUs
     # A second run finds every stage done and only prints the result again.
     again = run_recipe(recipe, "--corpus-dir", str(test_data / "waves_yesno"))
     assert again.returncode == 0 and again.stdout.count("done before; skipped") == 5

@@ -2,8 +2,8 @@
 # Kaldi's yesno, for transducers: 60 recordings of one man saying eight yes/no words each.
 # Download, data dirs (Kaldi's split: first 30 sorted files train, last 30 test), shards, word
 # units, a tiny model trained on CPU, decoding of the test set, the %WER line.
-# Every training file starts with "no": the model trains on the recordings plus cuts that start at
-# each later word (local/word_segments.py), or it learns to say "no" first without listening.
+# Every training file starts with "no": the model trains on the recordings plus cuts of
+# every span of words (local/word_segments.py), or it learns to say "no" first without listening.
 set -euo pipefail
 
 stage=0
@@ -35,7 +35,7 @@ fi
 
 if stage_wanted 2 shards; then
   for set in train_yesno_segments test_yesno; do
-    steps/make_shards.py --utts-per-shard 50 data/$set data/$set/shards data/$set/data.list
+    steps/make_shards.py --utts-per-shard 100 data/$set data/$set/shards data/$set/data.list
   done
   stage_done 2 shards
 fi

@@ -3,8 +3,8 @@
 
 Each file name spells its transcript (1 = YES, 0 = NO), e.g. 0_1_1_0_0_1_1_0.wav. As in Kaldi's
 recipe the files are sorted, the first 30 train and the last 30 test. One speaker, 'yesno'.
-With --word-segments, also writes train_yesno_segments: the training recordings whole plus cuts that
-start at each later word (found by energy; a recording whose eight words are not found is used whole).
+With --word-segments, also writes train_yesno_segments: the training recordings whole plus cuts of
+every span of words (found by energy; a recording whose eight words are not found is used whole).
 """
 
 import argparse
@@ -15,7 +15,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 from rnnt.prep.data_dir_writer import Report, Segment, Utterance, write_data_dir, write_segmented_data_dir  # noqa: E402
-from word_segments import speech_runs, suffix_cuts  # noqa: E402
+from word_segments import span_cuts, speech_runs  # noqa: E402
 
 WORDS = {"0": "NO", "1": "YES"}
 
@@ -32,8 +32,8 @@ def write_word_segments(dest: str, utterances: list, report: Report) -> None:
         if len(runs) != len(words):
             unsegmented += 1
             continue
-        for k, start in suffix_cuts(runs, duration):
-            segments.append(Segment(f"{utt.utt_id}-from{k}", utt.utt_id, start, duration, " ".join(words[k:]),
+        for i, j, start, end in span_cuts(runs, duration):
+            segments.append(Segment(f"{utt.utt_id}-w{i}-{j}", utt.utt_id, start, end, " ".join(words[i:j + 1]),
                                     utt.speaker))
     if unsegmented:
         print(f"yesno data_prep: {unsegmented} recordings did not show eight words; used whole", file=sys.stderr)

@@ -2,7 +2,7 @@
 
 yesno's recordings are eight words with clear silence between them. A training set of whole recordings
 has a fixed first word in Kaldi's split (every training file starts with "no"), which a transducer
-learns as a prior; segments that start at later words break it.
+learns as a prior; cuts of every span of words put every word in every position.
 """
 
 from __future__ import annotations
@@ -36,7 +36,11 @@ def speech_runs(path: str, min_word: float = 0.15, min_gap: float = 0.1) -> list
     return [(a, b) for a, b in merged if b - a >= min_word]
 
 
-def suffix_cuts(runs: list[tuple[float, float]], duration: float) -> list[tuple[int, float]]:
-    """(first word index k >= 1, start time) for segments running from word k to the end: each starts
-    halfway through the silence before word k."""
-    return [(k, (runs[k - 1][1] + runs[k][0]) / 2) for k in range(1, len(runs))]
+def span_cuts(runs: list[tuple[float, float]], duration: float) -> list[tuple[int, int, float, float]]:
+    """(first word i, last word j, start, end) for every span of words but the whole recording: a cut
+    starts halfway through the silence before word i (or at 0) and ends halfway through the silence
+    after word j (or at the end)."""
+    n = len(runs)
+    starts = [0.0] + [(runs[k - 1][1] + runs[k][0]) / 2 for k in range(1, n)]
+    ends = [(runs[k][1] + runs[k + 1][0]) / 2 for k in range(n - 1)] + [duration]
+    return [(i, j, starts[i], ends[j]) for i in range(n) for j in range(i, n) if (i, j) != (0, n - 1)]
