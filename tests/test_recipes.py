@@ -53,7 +53,7 @@ def test_librispeech_every_stage_on_the_samples(test_data, tmp_path):
     recipe = copy_recipe("librispeech", tmp_path)
     out = run_recipe(recipe, "--corpus-dir", str(test_data / "librispeech_samples" / "LibriSpeech"),
                      "--train-sets", "dev-clean", "--valid-set", "test-clean", "--test-sets", "test-clean",
-                     "--config", "conf/tiny.yaml", "--exp", "exp/tiny", "--vocab-size", "40", "--ngpu", "0",
+                     "--train-config", "conf/tiny.yaml", "--exp", "exp/tiny", "--vocab-size", "40", "--ngpu", "0",
                      "--average", "2", "--nj", "2")
     assert out.returncode == 0, out.stderr[-3000:]
     for data_dir in ("dev_clean", "test_clean", "train"):

@@ -6,10 +6,10 @@ set -euo pipefail
 stage=0
 stop_stage=100
 corpus_dir=          # the dataset's recordings/ folder
-config=conf/tiny.yaml
+train_config=conf/tiny.yaml
 exp=exp/tiny
 method=greedy
-help_message="Usage: ./run.sh --corpus-dir FSDD/recordings [--stage N] [--stop-stage M] [--config FILE] [--exp DIR]
+help_message="Usage: ./run.sh --corpus-dir FSDD/recordings [--stage N] [--stop-stage M] [--train-config FILE] [--exp DIR]
 FSDD is not on OpenSLR: git clone https://github.com/Jakobovski/free-spoken-digit-dataset and pass its recordings/.
 Stages: 1 data dirs, 2 shards, 3 units, 4 train, 5 decode (prints the %WER line)."
 
@@ -41,7 +41,7 @@ if stage_wanted 3 units; then
 fi
 
 if stage_wanted 4 train; then
-  steps/train.py --config "$config" --train-list data/train/data.list --valid-list data/test/data.list \
+  steps/train.py --config "$train_config" --train-list data/train/data.list --valid-list data/test/data.list \
     --lang-dir data/lang --exp-dir "$exp" --resume
   stage_done 4 train
 fi

@@ -10,7 +10,7 @@ mirror=https://www.openslr.org/resources/12
 train_sets="train-clean-100 train-clean-360 train-other-500"
 valid_set=dev-clean
 test_sets="dev-clean dev-other test-clean test-other"
-config=conf/small.yaml
+train_config=conf/small.yaml
 exp=exp/small
 unit_type=bpe
 vocab_size=500
@@ -22,7 +22,7 @@ master_addr=localhost
 master_port=29500
 average=5            # checkpoints averaged for decoding (0: none)
 methods="greedy modified_beam"
-help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR] [--config FILE] [--exp DIR] [--ngpu N]
+help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR] [--train-config FILE] [--exp DIR] [--ngpu N]
   [--nnodes N --node-rank R --master-addr HOST --master-port PORT] [--train-sets \"...\"] [--test-sets \"...\"]
 Stages: 0 download, 1 data dirs, 2 shards, 3 units, 4 train, 5 average, 6 decode and score."
 
@@ -63,7 +63,7 @@ if stage_wanted 3 units; then
 fi
 
 if stage_wanted 4 train; then
-  train_args=(--config "$config" --train-list data/train/data.list --valid-list data/$(name $valid_set)/data.list
+  train_args=(--config "$train_config" --train-list data/train/data.list --valid-list data/$(name $valid_set)/data.list
               --lang-dir data/lang --exp-dir "$exp" --resume)
   if [ "$ngpu" -gt 1 ] || [ "$nnodes" -gt 1 ]; then
     torchrun --nnodes="$nnodes" --node_rank="$node_rank" --nproc_per_node="$ngpu" \

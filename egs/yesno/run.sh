@@ -10,10 +10,10 @@ stage=0
 stop_stage=100
 corpus_dir=          # a folder holding the 60 waves_yesno .wav files; empty: download it
 mirror=https://www.openslr.org/resources/1
-config=conf/tiny.yaml
+train_config=conf/tiny.yaml
 exp=exp/tiny
 method=modified_beam
-help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR] [--mirror URL] [--config FILE] [--exp DIR] [--method M]
+help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR] [--mirror URL] [--train-config FILE] [--exp DIR] [--method M]
 Stages: 0 download, 1 data dirs, 2 shards, 3 units, 4 train, 5 decode (prints the %WER line)."
 
 . ./path.sh
@@ -46,7 +46,7 @@ if stage_wanted 3 units; then
 fi
 
 if stage_wanted 4 train; then
-  steps/train.py --config "$config" --train-list data/train_yesno_segments/data.list --valid-list data/test_yesno/data.list \
+  steps/train.py --config "$train_config" --train-list data/train_yesno_segments/data.list --valid-list data/test_yesno/data.list \
     --lang-dir data/lang --exp-dir "$exp" --resume
   stage_done 4 train
 fi
