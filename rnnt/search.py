@@ -76,10 +76,8 @@ def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4, max_symbo
         out, state = predictor.step(torch.tensor([token], device=device), hyp.state)
         return Hypothesis(hyp.tokens + [token], hyp.frames, hyp.score, state, joiner.pred_proj(out))
 
-    start = Hypothesis([], [], 0.0, predictor.initial_state(1, device))
-    start = extend(start, blank)
-    start.tokens = []
-    finished = [start]
+    out, state = predictor.step(torch.tensor([blank], device=device), predictor.initial_state(1, device))
+    finished = [Hypothesis([], [], 0.0, state, joiner.pred_proj(out))]
     for t in range(enc_len):
         active, finished = finished, []
         expansions = 0

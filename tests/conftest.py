@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+pytest_plugins = ["http_server"]  # the `server` fixture: an HTTP server on 127.0.0.1
 
 
 

@@ -2,7 +2,6 @@
 
 import json
 import sys
-from pathlib import Path
 
 import jiwer
 import numpy as np

@@ -2,7 +2,6 @@
 
 import hashlib
 import io
-import os
 import sys
 import tarfile
 from pathlib import Path
@@ -10,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_tool
-from http_server import server  # noqa: F401 (fixture)
 from rnnt.prep.corpus_fetch import main as fetch_main
 from rnnt.prep.download import ChecksumError, download
 from rnnt.prep.extract import UnsafeArchiveError, safe_extract

@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from conftest import ROOT, run_tool
-from http_server import server  # noqa: F401 (fixture)
 from rnnt.data import batching, stages
 from rnnt.data.bucketing import bucket_batches
 from rnnt.data.config import data_config

@@ -72,7 +72,7 @@ def check_logits(logits, targets, logit_lengths, target_lengths, blank: int, one
         if tensor.device != logits.device:
             raise ValueError(f"{name} is on {tensor.device} but logits are on {logits.device}")
     if logits.dim() == 4:
-        B = check_lengths(targets, logit_lengths, target_lengths, logits.shape[0])
+        check_lengths(targets, logit_lengths, target_lengths, logits.shape[0])
         if int(logit_lengths.max()) > logits.shape[1]:
             raise ValueError(f"logit_lengths max {int(logit_lengths.max())} exceeds logits.shape[1] = {logits.shape[1]}")
         if int(target_lengths.max()) + 1 > logits.shape[2]:

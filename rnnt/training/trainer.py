@@ -177,7 +177,7 @@ class Trainer:
         try:
             while self.epoch < t.epochs and not self.finished():
                 self.train_epoch()
-                if self.stop_requested or self.finished() and self.batch:
+                if self.stop_requested or (self.finished() and self.batch):  # stopped inside an epoch
                     break
                 self.end_epoch()
             if self.stop_requested or self.batch:  # stopped inside an epoch: keep the exact position
