@@ -65,13 +65,6 @@ def count_errors(reference: str, hypothesis: str) -> ErrorCounts:
     return ErrorCounts(ops["S"], ops["D"], ops["I"], len(reference.split()))
 
 
-def corpus_errors(pairs) -> ErrorCounts:
-    total = ErrorCounts()
-    for reference, hypothesis in pairs:
-        total.add(count_errors(reference, hypothesis))
-    return total
-
-
 @dataclass
 class Report:
     counts: ErrorCounts = field(default_factory=ErrorCounts)

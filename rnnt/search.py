@@ -72,9 +72,9 @@ def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4, max_symbo
     device = enc.device
     enc_proj = joiner.enc_proj(enc[:enc_len])
 
-    def extend(hyp: Hypothesis, token: int) -> Hypothesis:
+    def extend(hyp: Hypothesis, token: int, t: int, score: float) -> Hypothesis:
         out, state = predictor.step(torch.tensor([token], device=device), hyp.state)
-        return Hypothesis(hyp.tokens + [token], hyp.frames, hyp.score, state, joiner.pred_proj(out))
+        return Hypothesis(hyp.tokens + [token], hyp.frames + [t], score, state, joiner.pred_proj(out))
 
     out, state = predictor.step(torch.tensor([blank], device=device), predictor.initial_state(1, device))
     finished = [Hypothesis([], [], 0.0, state, joiner.pred_proj(out))]
@@ -92,14 +92,10 @@ def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4, max_symbo
                 finished.append(ended)
             else:
                 same.score = _log_add(same.score, ended.score)
-            if len(best.tokens) - sum(1 for f in best.frames if f < t) < max_symbols_per_frame:
+            if best.frames.count(t) < max_symbols_per_frame:
                 values, tokens = log_probs.topk(min(beam + 1, log_probs.shape[0]))
-                for value, token in zip(values.tolist(), tokens.tolist()):
-                    if token != blank:
-                        new = extend(best, token)
-                        new.frames = best.frames + [t]
-                        new.score = best.score + value
-                        active.append(new)
+                active += [extend(best, token, t, best.score + value)
+                           for value, token in zip(values.tolist(), tokens.tolist()) if token != blank]
             finished = sorted(finished, key=lambda h: h.score, reverse=True)[:beam]
             if len(finished) >= beam and (not active or finished[-1].score >= max(h.score for h in active)):
                 break

@@ -15,6 +15,7 @@ import torch
 
 from rnnt.data import stages
 from rnnt.data.audio import load_audio, to_mono
+from rnnt.data.features import PRESETS
 from rnnt.data.resample import resample
 from rnnt.data.tokenizer import SPACE, Tokenizer
 from rnnt.model.transducer import Transducer
@@ -59,11 +60,13 @@ def decode_batch(model, feats, feat_lens, method: str = "greedy", beam: int = 4,
                 for b in range(enc.shape[0])]
 
 
-def seconds_per_encoder_frame(experiment: Experiment) -> float:
-    from rnnt.data.features import PRESETS
+def seconds_per_input_frame(experiment: Experiment) -> float:
+    """Duration of one model input frame (fbank shift x frame subsampling)."""
+    return PRESETS[experiment.data.features.preset].shift_ms / 1000 * experiment.data.subsample
 
-    shift = PRESETS[experiment.data.features.preset].shift_ms / 1000
-    return shift * experiment.data.subsample * experiment.model.encoder.stack_time
+
+def seconds_per_encoder_frame(experiment: Experiment) -> float:
+    return seconds_per_input_frame(experiment) * experiment.model.encoder.stack_time
 
 
 def words_with_times(tokenizer: Tokenizer, hyp: Hypothesis, frame_seconds: float) -> list[dict]:

@@ -20,7 +20,7 @@ from rnnt.data.config import BatchConfig, FilterConfig  # noqa: E402
 from rnnt.data.pipeline import Pipeline  # noqa: E402
 from rnnt.datadir.table import write_table  # noqa: E402
 from rnnt.scoring import score  # noqa: E402
-from rnnt.transcriber import METHODS, decode_batch, load_model  # noqa: E402
+from rnnt.transcriber import METHODS, decode_batch, load_model, seconds_per_input_frame  # noqa: E402
 
 
 def main() -> int:
@@ -50,9 +50,7 @@ def main() -> int:
     data = dataclasses.replace(experiment.data, filter=FilterConfig(), shuffle_buffer=0, sort_buffer=0, buckets=0,
                                num_workers=0, batch=BatchConfig(type="static", batch_size=args.batch_size))
     pipeline = Pipeline(args.data_list, data, tokenizer, train=False)
-    from rnnt.data.features import PRESETS
-
-    frame_seconds = PRESETS[data.features.preset].shift_ms / 1000 * data.subsample
+    frame_seconds = seconds_per_input_frame(experiment)
     refs, hyps = {}, {}
     audio_seconds = decode_seconds = 0.0
     for batch in tqdm(pipeline.batches(), desc=f"decode {args.set_name}", unit="batch", file=sys.stderr):

@@ -7,6 +7,7 @@ skips the complete shards and redoes the rest. Bad audio is skipped, named and c
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -86,9 +87,9 @@ def main() -> int:
     jobs = [(path, items[i * n:(i + 1) * n], options) for i, path in enumerate(paths) if not os.path.isfile(path)]
     written = seconds = 0.0
     skipped: list[str] = []
-    with Pool(args.nj) if args.nj > 1 else _Serial() as pool:
-        for _, (count, duration, bad) in tqdm(pool.imap_unordered(write_one, jobs), total=len(jobs),
-                                              desc="shards", unit="shard", file=sys.stderr):
+    with Pool(args.nj) if args.nj > 1 else contextlib.nullcontext() as pool:
+        results = pool.imap_unordered(write_one, jobs) if pool else map(write_one, jobs)
+        for _, (count, duration, bad) in tqdm(results, total=len(jobs), desc="shards", unit="shard", file=sys.stderr):
             written += count
             seconds += duration
             skipped.extend(bad)
@@ -102,20 +103,6 @@ def main() -> int:
     print(f"make_shards.py: {args.shard_list}: {len(paths)} shards ({reused} already complete); this run wrote "
           f"{int(written)} utterances, {seconds / 3600:.2f} h of audio; skipped {len(skipped)}")
     return 0
-
-
-class _Serial:
-    """The Pool interface, in this process (for --nj 1)."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    @staticmethod
-    def imap_unordered(function, jobs):
-        return map(function, jobs)
 
 
 if __name__ == "__main__":

@@ -116,17 +116,12 @@ def _kaldi_frames(x: torch.Tensor, frame: int, shift: int, window: torch.Tensor,
     return padded
 
 
-def _frames(x: torch.Tensor, frame: int, shift: int, snip_edges: bool, n_fft: int) -> torch.Tensor:
-    """(num_frames, frame) views of the signal."""
-    if not snip_edges:  # centred frames, as torch.stft(center=True) with reflection
-        pad = n_fft // 2
-        x = torch.nn.functional.pad(x[None, None], (pad, pad), mode="reflect")[0, 0]
-        frames = x.unfold(0, n_fft, shift)
-        offset = (n_fft - frame) // 2  # the window sits in the middle of the FFT frame
-        return frames[:, offset:offset + frame]
-    if x.shape[0] < frame:
-        return x.new_zeros((0, frame))
-    return x.unfold(0, frame, shift)
+def _centred_frames(x: torch.Tensor, frame: int, shift: int, n_fft: int) -> torch.Tensor:
+    """(1 + samples // shift, frame) views centred as torch.stft(center=True) with reflection does."""
+    pad = n_fft // 2
+    x = torch.nn.functional.pad(x[None, None], (pad, pad), mode="reflect")[0, 0]
+    offset = (n_fft - frame) // 2  # the window sits in the middle of the FFT frame
+    return x.unfold(0, n_fft, shift)[:, offset:offset + frame]
 
 
 def fbank(waveform: torch.Tensor, sample_rate: int, preset: str = "kaldi", num_mel_bins: int = 80,
@@ -155,7 +150,7 @@ def fbank(waveform: torch.Tensor, sample_rate: int, preset: str = "kaldi", num_m
     if p.snip_edges:
         frames = _kaldi_frames(x, frame, shift, _window(p.window, frame, x.dtype, scale), p.remove_dc, n_fft)
     else:
-        frames = _frames(x, frame, shift, p.snip_edges, n_fft) * _window(p.window, frame, x.dtype, scale)
+        frames = _centred_frames(x, frame, shift, n_fft) * _window(p.window, frame, x.dtype, scale)
     if frames.shape[0] == 0:  # shorter than one frame
         return x.new_zeros((0, num_mel_bins))
     # |X|^2 = re^2 + im^2: the squared (re, im) pairs, side by side, meet a mel matrix with each row

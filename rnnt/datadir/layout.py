@@ -60,6 +60,13 @@ def utterance_files(tables: Tables) -> list[str]:
     return names + ["wav.scp"] if "wav.scp" in tables and "segments" not in tables else names
 
 
+def write_spk2utt(dest: str, pairs) -> int:
+    """Writes <dest>/spk2utt from (utterance, speaker) pairs; returns the number of speakers."""
+    spk2utt = utt2spk_to_spk2utt(sorted(pairs))
+    write_table(os.path.join(dest, "spk2utt"), ((s, " ".join(us)) for s, us in spk2utt.items()))
+    return len(spk2utt)
+
+
 def write_dir(tables: Tables, keep: set[str], dest: str) -> None:
     """Writes the files restricted to the utterances in keep (and their speakers and recordings)."""
     os.makedirs(dest, exist_ok=True)
@@ -75,5 +82,4 @@ def write_dir(tables: Tables, keep: set[str], dest: str) -> None:
         else:
             wanted = recordings if recordings is not None else keep
         write_table(os.path.join(dest, name), ((k, v) for k, v in records.items() if k in wanted))
-    spk2utt = utt2spk_to_spk2utt(sorted((u, utt2spk[u]) for u in keep))
-    write_table(os.path.join(dest, "spk2utt"), ((s, " ".join(us)) for s, us in spk2utt.items()))
+    write_spk2utt(dest, ((u, utt2spk[u]) for u in keep))

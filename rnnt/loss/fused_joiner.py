@@ -34,6 +34,15 @@ def _activation_grad(hidden: torch.Tensor, grad: torch.Tensor, activation: str) 
     return grad.mul_(hidden > 0)
 
 
+def _chunk(enc, pred, weight, bias, targets, b: int, t0: int, t1: int, U_b: int, activation: str):
+    """Hidden (frames, U_b+1, H) and logits (frames, U_b+1, V) of one block, and the label index of each
+    cell's label arc (frames, U_b, 1)."""
+    hidden = _activate(enc[b, t0:t1, None, :] + pred[b, None, : U_b + 1, :], activation)
+    logits = torch.nn.functional.linear(hidden, weight, bias)
+    labels = targets[b, :U_b].long()[None, :, None].expand(t1 - t0, U_b, 1)
+    return hidden, logits, labels
+
+
 def _chunks(logit_lengths, target_lengths, width: int, chunk_elements: int):
     """(b, t0, t1, U_b) blocks of whole frames of one utterance, about chunk_elements logits each."""
     for b, (T_b, U_b) in enumerate(zip(logit_lengths.tolist(), target_lengths.tolist())):
@@ -54,12 +63,11 @@ class _FusedJoinerLoss(torch.autograd.Function):
         width = max(weight.shape)
         with torch.no_grad():
             for b, t0, t1, U_b in _chunks(logit_lengths, target_lengths, width, chunk_elements):
-                hidden = _activate(enc[b, t0:t1, None, :] + pred[b, None, : U_b + 1, :], activation)
-                logits = torch.nn.functional.linear(hidden, weight, bias).to(acc)  # (frames, U_b+1, V)
+                _, logits, labels = _chunk(enc, pred, weight, bias, targets, b, t0, t1, U_b, activation)
+                logits = logits.to(acc)
                 lse = torch.logsumexp(logits, dim=-1)
                 blank_lp[b, t0:t1, : U_b + 1] = logits[..., blank] - lse
                 if U_b > 0:
-                    labels = targets[b, :U_b].long()[None, :, None].expand(t1 - t0, U_b, 1)
                     label_lp[b, t0:t1, :U_b] = logits[:, :U_b].gather(2, labels).squeeze(2) - lse[:, :U_b]
         log_like, gamma_blank, gamma_label = lattice_posteriors(
             blank_lp, label_lp, logit_lengths, target_lengths, one_sym_per_frame
@@ -80,15 +88,13 @@ class _FusedJoinerLoss(torch.autograd.Function):
         grad_bias = torch.zeros_like(bias) if bias is not None else None
         width = max(weight.shape)
         for b, t0, t1, U_b in _chunks(logit_lengths, target_lengths, width, chunk_elements):
-            hidden = _activate(enc[b, t0:t1, None, :] + pred[b, None, : U_b + 1, :], activation)
-            logits = torch.nn.functional.linear(hidden, weight, bias)
+            hidden, logits, labels = _chunk(enc, pred, weight, bias, targets, b, t0, t1, U_b, activation)
             g_blank, g_label = gamma_blank[b, t0:t1, : U_b + 1], gamma_label[b, t0:t1, : U_b + 1]
             logits = logits.to(g_blank.dtype)
             grad = softmax_times_occupancy_(torch.empty_like(logits), logits, torch.logsumexp(logits, dim=-1),
                                             g_blank + g_label)
             grad[..., blank] -= g_blank
             if U_b > 0:
-                labels = targets[b, :U_b].long()[None, :, None].expand(t1 - t0, U_b, 1)
                 grad[:, :U_b].scatter_add_(2, labels, -g_label[:, :U_b, None])
             grad = grad.to(enc.dtype)
             flat_grad, flat_hidden = grad.reshape(-1, grad.shape[-1]), hidden.reshape(-1, hidden.shape[-1])

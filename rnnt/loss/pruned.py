@@ -107,11 +107,11 @@ def prune_ranges(
     for t in range(1, T):
         start[:, t] = torch.minimum(torch.maximum(start[:, t], start[:, t - 1]), start[:, t - 1] + s_range - 1)
     # Backward pass: the last frame's window holds U_b, and each window overlaps the next.
-    need = (target_lengths.long() + 1 - s_range).clamp_min(0)
+    need = last_start[:, 0]
     for t in range(T - 1, -1, -1):
         at_end = frames[t] == T_b[:, 0] - 1
         after_end = frames[t] >= T_b[:, 0]
-        need = torch.where(at_end, (target_lengths.long() + 1 - s_range).clamp_min(0), need)
+        need = torch.where(at_end, last_start[:, 0], need)
         start[:, t] = torch.where(after_end, start[:, t], torch.maximum(start[:, t], need))
         need = (start[:, t] - (s_range - 1)).clamp_min(0)
     return start[:, :, None] + torch.arange(s_range, device=start.device)

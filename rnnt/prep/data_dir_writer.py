@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import soundfile
 
-from rnnt.datadir.speakers import utt2spk_to_spk2utt
+from rnnt.datadir.layout import write_spk2utt
 from rnnt.datadir.table import write_table
 from rnnt.datadir.validate import validate_data_dir
 
@@ -82,15 +82,14 @@ def write_data_dir(dest: str, utterances: list[Utterance], report: Report,
     write_table(os.path.join(dest, "text"), ((u.utt_id, u.text) for u, _ in kept))
     write_table(os.path.join(dest, "utt2spk"), ((u.utt_id, u.speaker) for u, _ in kept))
     write_table(os.path.join(dest, "utt2dur"), ((u.utt_id, f"{d:.3f}") for u, d in kept))
-    spk2utt = utt2spk_to_spk2utt(sorted((u.utt_id, u.speaker) for u, _ in kept))
-    write_table(os.path.join(dest, "spk2utt"), ((s, " ".join(us)) for s, us in spk2utt.items()))
+    speakers = write_spk2utt(dest, ((u.utt_id, u.speaker) for u, _ in kept))
     if spk2gender is not None:
-        write_table(os.path.join(dest, "spk2gender"), ((s, spk2gender[s]) for s in spk2utt))
+        write_table(os.path.join(dest, "spk2gender"), ((s, spk2gender[s]) for s in sorted({u.speaker for u, _ in kept})))
     problems = validate_data_dir(dest, no_feats=True)
     if problems:
         raise ValueError(f"{dest}: the prepared dir is not valid:\n" + "\n".join(problems))
     hours = sum(d for _, d in kept) / 3600
-    print(f"{report.stage}: wrote {dest}: {len(kept)} utterances, {len(spk2utt)} speakers, {hours:.2f} h; "
+    print(f"{report.stage}: wrote {dest}: {len(kept)} utterances, {speakers} speakers, {hours:.2f} h; "
           f"{report.summary()}")
     return len(kept)
 
@@ -113,8 +112,7 @@ def write_segmented_data_dir(dest: str, recordings: dict[str, str], segments: li
     write_table(os.path.join(dest, "text"), ((s.utt_id, s.text) for s in segments))
     write_table(os.path.join(dest, "utt2spk"), ((s.utt_id, s.speaker) for s in segments))
     write_table(os.path.join(dest, "utt2dur"), ((s.utt_id, f"{s.end - s.start:.3f}") for s in segments))
-    spk2utt = utt2spk_to_spk2utt(sorted((s.utt_id, s.speaker) for s in segments))
-    write_table(os.path.join(dest, "spk2utt"), ((spk, " ".join(us)) for spk, us in spk2utt.items()))
+    write_spk2utt(dest, ((s.utt_id, s.speaker) for s in segments))
     problems = validate_data_dir(dest, no_feats=True)
     if problems:
         raise ValueError(f"{dest}: the prepared dir is not valid:\n" + "\n".join(problems))

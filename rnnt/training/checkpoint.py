@@ -34,7 +34,8 @@ def latest(exp_dir: str) -> str | None:
 
 
 def load_meta(path: str) -> dict:
-    return load(path)["meta"]
+    """The meta entry alone: the file is memory-mapped, so weights and optimiser state are not read."""
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=True)["meta"]
 
 
 def prune_step_checkpoints(exp_dir: str, keep: int) -> None:

@@ -145,8 +145,7 @@ class Trainer:
         if not all_have_batches(self.world, bool(ok)):  # every rank skips together
             if loss is not None:
                 self.skipped["non-finite loss"] += 1
-                log.warning("non-finite loss (%s) on %s: batch skipped", float(loss) if loss is not None else "-",
-                            batch["keys"][:3])
+                log.warning("non-finite loss (%s) on %s: batch skipped", float(loss), batch["keys"][:3])
             self.bad_in_row += 1
             if self.bad_in_row >= self.x.train.max_bad_steps:
                 raise StopTraining(f"{self.bad_in_row} batches in a row had a non-finite loss or ran out of memory; "

@@ -18,10 +18,10 @@ def validate(model, batches, tokenizer, device: torch.device, wer: bool = True) 
         feats, feat_lens = batch["feats"].to(device), batch["feat_lens"].to(device)
         tokens, token_lens = batch["tokens"].to(device), batch["token_lens"].to(device)
         n = len(batch["keys"])
-        total_loss += float(model(feats, feat_lens, tokens, token_lens)["loss"]) * n
+        enc, enc_lens = model.encode(feats, feat_lens)  # once, for the loss and for the search
+        total_loss += float(model.loss(enc, enc_lens, tokens, token_lens)["loss"]) * n
         utterances += n
         if wer:
-            enc, enc_lens = model.encode(feats, feat_lens)
             for hyp, text in zip(greedy_search(model, enc, enc_lens), batch["texts"]):
                 errors.add(count_errors(text, tokenizer.decode(hyp.tokens)))
     model.train(was_training)
