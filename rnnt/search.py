@@ -2,6 +2,8 @@
 modified beam search (one symbol per frame, batched over utterances).
 
 Every result carries the tokens, the encoder frame of each token and the log-probability score.
+A model trained as a modified transducer (one symbol per frame) is searched as one: a label moves
+it to the next frame, so greedy and beam search emit at most one symbol a frame unless told otherwise.
 """
 
 from __future__ import annotations
@@ -21,10 +23,27 @@ class Hypothesis:
     pred_proj: torch.Tensor | None = field(default=None, repr=False, compare=False)
 
 
+def one_symbol_per_frame(model) -> bool:
+    """Whether the model was trained as a modified transducer: its lattice never scores a blank after a
+    label in the same frame, so searching it for a second symbol there reads untrained outputs."""
+    return bool(model.config.loss.one_sym_per_frame)
+
+
+def symbols_per_frame(model, requested: int | None) -> int:
+    """The labels a search may emit in one frame: as requested, else 1 for a modified transducer and 3."""
+    if requested is not None:
+        if requested < 1:
+            raise ValueError(f"max_symbols_per_frame must be >= 1, got {requested}")
+        return requested
+    return 1 if one_symbol_per_frame(model) else 3
+
+
 @torch.no_grad()
-def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, max_symbols_per_frame: int = 3) -> list[Hypothesis]:
+def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor,
+                  max_symbols_per_frame: int | None = None) -> list[Hypothesis]:
     """The best symbol at every step, all utterances of the batch at once; at most max_symbols_per_frame
-    labels are emitted before the search moves to the next frame."""
+    labels are emitted before the search moves to the next frame (default: symbols_per_frame)."""
+    max_symbols_per_frame = symbols_per_frame(model, max_symbols_per_frame)
     joiner, predictor, blank = model.joiner, model.predictor, model.blank
     B, T, _ = enc.shape
     enc_proj = joiner.enc_proj(enc)
@@ -61,46 +80,64 @@ def _log_add(a: float, b: float) -> float:
 
 
 @torch.no_grad()
-def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4, max_symbols_per_frame: int = 3) -> list[Hypothesis]:
+def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4,
+                max_symbols_per_frame: int | None = None) -> list[Hypothesis]:
     """Graves (2012) beam search over one utterance's encoder output enc (T, D); the n-best, best first.
 
     Within a frame, the best unfinished hypothesis is expanded until `beam` hypotheses that end the
     frame with a blank score better than every unfinished one; hypotheses with the same labels are
-    merged by adding their probabilities.
+    merged by adding their probabilities. For a modified transducer a label ends the frame itself.
     """
+    max_symbols_per_frame = symbols_per_frame(model, max_symbols_per_frame)
+    label_ends_frame = one_symbol_per_frame(model)
     joiner, predictor, blank = model.joiner, model.predictor, model.blank
     device = enc.device
     enc_proj = joiner.enc_proj(enc[:enc_len])
 
     def extend(hyp: Hypothesis, token: int, t: int, score: float) -> Hypothesis:
-        out, state = predictor.step(torch.tensor([token], device=device), hyp.state)
-        return Hypothesis(hyp.tokens + [token], hyp.frames + [t], score, state, joiner.pred_proj(out))
+        """hyp + token; the prediction network steps only if the new hypothesis is expanded (ready)."""
+        return Hypothesis(hyp.tokens + [token], hyp.frames + [t], score, hyp.state, None)
+
+    def ready(hyp: Hypothesis) -> Hypothesis:
+        if hyp.pred_proj is None:  # state is still the one before the last token
+            out, hyp.state = predictor.step(torch.tensor([hyp.tokens[-1]], device=device), hyp.state)
+            hyp.pred_proj = joiner.pred_proj(out)
+        return hyp
 
     out, state = predictor.step(torch.tensor([blank], device=device), predictor.initial_state(1, device))
     finished = [Hypothesis([], [], 0.0, state, joiner.pred_proj(out))]
+
+    def finish(hyp: Hypothesis) -> None:
+        same = next((h for h in finished if h.tokens == hyp.tokens), None)
+        if same is None:
+            finished.append(hyp)
+        else:
+            same.score = _log_add(same.score, hyp.score)
+
     for t in range(enc_len):
         active, finished = finished, []
         expansions = 0
         while active and expansions < beam * (max_symbols_per_frame + 1):
             best = max(active, key=lambda h: h.score)
             active.remove(best)
+            ready(best)
             expansions += 1
             log_probs = torch.log_softmax(joiner(enc_proj[t:t + 1], best.pred_proj).float(), dim=-1)[0]
-            ended = Hypothesis(best.tokens, best.frames, best.score + float(log_probs[blank]), best.state, best.pred_proj)
-            same = next((h for h in finished if h.tokens == ended.tokens), None)
-            if same is None:
-                finished.append(ended)
-            else:
-                same.score = _log_add(same.score, ended.score)
+            finish(Hypothesis(best.tokens, best.frames, best.score + float(log_probs[blank]), best.state, best.pred_proj))
             if best.frames.count(t) < max_symbols_per_frame:
                 values, tokens = log_probs.topk(min(beam + 1, log_probs.shape[0]))
-                active += [extend(best, token, t, best.score + value)
-                           for value, token in zip(values.tolist(), tokens.tolist()) if token != blank]
+                extended = [extend(best, token, t, best.score + value)
+                            for value, token in zip(values.tolist(), tokens.tolist()) if token != blank]
+                if label_ends_frame:  # the label moved it to the next frame
+                    for hyp in extended:
+                        finish(hyp)
+                else:
+                    active += extended
             finished = sorted(finished, key=lambda h: h.score, reverse=True)[:beam]
             if len(finished) >= beam and (not active or finished[-1].score >= max(h.score for h in active)):
                 break
         finished = sorted(finished, key=lambda h: h.score, reverse=True)[:beam]
-    return finished
+    return [ready(h) for h in finished]
 
 
 @torch.no_grad()

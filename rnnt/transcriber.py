@@ -46,7 +46,7 @@ def load_model(exp_dir: str, checkpoint_path: str | None = None, use_ema: bool =
 
 
 def decode_batch(model, feats, feat_lens, method: str = "greedy", beam: int = 4,
-                 max_symbols_per_frame: int = 3) -> list[Hypothesis]:
+                 max_symbols_per_frame: int | None = None) -> list[Hypothesis]:
     """The best hypothesis for each utterance of a padded batch."""
     if method not in METHODS:
         raise ValueError(f"decoding method must be one of {METHODS}, got '{method}'")

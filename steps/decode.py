@@ -28,7 +28,8 @@ def main() -> int:
                                      epilog="example: steps/decode.py --method modified_beam exp/tiny data/test/data.list test")
     parser.add_argument("--method", choices=METHODS, default="greedy")
     parser.add_argument("--beam", type=int, default=4)
-    parser.add_argument("--max-symbols-per-frame", type=int, default=3)
+    parser.add_argument("--max-symbols-per-frame", type=int,
+                        help="greedy and beam: labels a frame (default 1 for a model trained one symbol per frame, else 3)")
     parser.add_argument("--checkpoint", help="default: the newest avg-N.pt, else the newest checkpoint")
     parser.add_argument("--no-ema", action="store_true", help="use raw weights even where EMA weights are kept")
     parser.add_argument("--batch-size", type=int, default=16)

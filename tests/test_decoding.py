@@ -12,29 +12,48 @@ import yaml
 
 from conftest import ROOT, run_tool
 from rnnt.data.resample import resample
-from rnnt.search import beam_search, greedy_search, modified_beam_search
+from rnnt.search import beam_search, greedy_search, modified_beam_search, symbols_per_frame
 from rnnt.training import checkpoint
 from rnnt.transcriber import Transcriber, load_model
 
 STEPS = ROOT / "steps"
 
 
-@pytest.fixture(scope="module")
-def trained(yesno, tmp_path_factory):
-    """The yesno recipe's tiny model trained on five real utterances (200 steps, about 20 s). Its CTC head
-    matters: without it the LSTM prediction network memorises the five sequences and the last words are
-    spread over many frames, which sums to the right answer but defeats per-frame argmax decisions."""
-    root = tmp_path_factory.mktemp("trained")
+def train_five(yesno, root, one_sym_per_frame: bool):
+    """The yesno recipe's tiny model trained on five real utterances (5 epochs of the five repeated 40
+    times: 200 steps, about 20 s). Its CTC head matters: without it the LSTM prediction network
+    memorises the five sequences and the last words are spread over many frames, which sums to the
+    right answer but defeats per-frame argmax decisions."""
     values = yaml.safe_load((ROOT / "egs" / "yesno" / "conf" / "tiny.yaml").read_text())
+    values["model"]["loss"]["one_sym_per_frame"] = one_sym_per_frame
     values["data"]["batch"] = {"type": "static", "batch_size": 5}
     values["data"]["shuffle_buffer"] = 0
-    values["train"].update(epochs=200, ema_decay=0.5, schedule={"type": "constant"}, log_every=50)
+    values["train"].update(epochs=5, ema_decay=0.5, schedule={"type": "constant"}, log_every=50)
     (root / "conf.yaml").write_text(yaml.safe_dump(values))
+    (root / "train.list").write_text((yesno / "five.list").read_text() * 40)
     exp = root / "exp"
     out = run_tool(sys.executable, STEPS / "train.py", "--config", root / "conf.yaml", "--train-list",
-                   yesno / "five.list", "--lang-dir", yesno / "lang", "--exp-dir", exp)
+                   root / "train.list", "--lang-dir", yesno / "lang", "--exp-dir", exp)
     assert out.returncode == 0, out.stderr[-2000:]
     return exp
+
+
+@pytest.fixture(scope="module")
+def trained(yesno, tmp_path_factory):
+    """As the recipe trains it: a modified transducer (one symbol per frame)."""
+    return train_five(yesno, tmp_path_factory.mktemp("trained"), one_sym_per_frame=True)
+
+
+@pytest.fixture(scope="module")
+def trained_standard(yesno, tmp_path_factory):
+    """A standard transducer: several labels a frame."""
+    return train_five(yesno, tmp_path_factory.mktemp("trained_standard"), one_sym_per_frame=False)
+
+
+@pytest.fixture(params=["trained", "trained_standard"])
+def either(request):
+    """Each search test runs on both kinds of model."""
+    return request.getfixturevalue(request.param)
 
 
 def encoded(exp, yesno):
@@ -47,22 +66,41 @@ def encoded(exp, yesno):
     return model, tokenizer, batch, enc, enc_lens
 
 
-def test_every_search_gives_the_right_words(trained, yesno):
-    model, tokenizer, batch, enc, enc_lens = encoded(trained, yesno)
+def test_every_search_gives_the_right_words(either, yesno):
+    model, tokenizer, batch, enc, enc_lens = encoded(either, yesno)
     greedy = [tokenizer.decode(h.tokens) for h in greedy_search(model, enc, enc_lens)]
     beam = [tokenizer.decode(beam_search(model, enc[b], int(enc_lens[b]), beam=4)[0].tokens) for b in range(5)]
     modified = [tokenizer.decode(n[0].tokens) for n in modified_beam_search(model, enc, enc_lens, beam=4)]
     assert greedy == beam == modified == batch["texts"]
 
 
-def test_beam_search_never_scores_below_greedy(trained, yesno):
-    model, _, _, enc, enc_lens = encoded(trained, yesno)
+def test_a_modified_transducer_is_searched_one_symbol_per_frame(either, yesno):
+    """Trained one symbol per frame, a label moves every search to the next frame: greedy and Graves's
+    beam search then emit one label a frame and score as modified beam search does. A standard
+    transducer keeps up to three labels a frame."""
+    model, _, _, enc, enc_lens = encoded(either, yesno)
+    if not model.config.loss.one_sym_per_frame:
+        assert symbols_per_frame(model, None) == 3 and symbols_per_frame(model, 5) == 5
+        return
+    modified = modified_beam_search(model, enc, enc_lens, beam=4)
+    for b, hyp in enumerate(greedy_search(model, enc, enc_lens)):
+        graves = beam_search(model, enc[b], int(enc_lens[b]), beam=4)[0]
+        for frames in (hyp.frames, graves.frames):
+            assert len(set(frames)) == len(frames)
+        assert graves.tokens == modified[b][0].tokens
+        assert graves.score == pytest.approx(modified[b][0].score, abs=1e-3)
+    with pytest.raises(ValueError, match="max_symbols_per_frame"):
+        greedy_search(model, enc, enc_lens, max_symbols_per_frame=0)
+
+
+def test_beam_search_never_scores_below_greedy(either, yesno):
+    model, _, _, enc, enc_lens = encoded(either, yesno)
     for b, hyp in enumerate(greedy_search(model, enc, enc_lens)):
         assert beam_search(model, enc[b], int(enc_lens[b]), beam=4)[0].score >= hyp.score - 1e-4
 
 
-def test_nbest_lists_are_sorted_with_frames_in_order(trained, yesno):
-    model, _, _, enc, enc_lens = encoded(trained, yesno)
+def test_nbest_lists_are_sorted_with_frames_in_order(either, yesno):
+    model, _, _, enc, enc_lens = encoded(either, yesno)
     for b, nbest in enumerate(modified_beam_search(model, enc, enc_lens, beam=3)):
         assert 1 <= len(nbest) <= 3 and [h.score for h in nbest] == sorted((h.score for h in nbest), reverse=True)
         for hyp in nbest:
@@ -109,7 +147,7 @@ def test_averaged_checkpoint_equals_hand_computed_average(trained):
     out = run_tool(sys.executable, STEPS / "average_checkpoints.py", "--last", "3", trained)
     assert out.returncode == 0, out.stderr
     averaged = checkpoint.load(str(trained / "avg-3.pt"))["model"]
-    states = [checkpoint.load(str(trained / f"epoch-{n}.pt")) for n in (198, 199, 200)]
+    states = [checkpoint.load(str(trained / f"epoch-{n}.pt")) for n in (3, 4, 5)]
     for name, value in averaged.items():
         weights = [s["ema"][name] for s in states]  # EMA weights are averaged where kept
         if value.dtype.is_floating_point:
