@@ -33,6 +33,57 @@ def test_yesno_kaldi_split_and_words(test_data, tmp_path):
     assert "wrote" in out.stdout and "30 utterances" in out.stdout and "nothing skipped" in out.stdout
 
 
+def test_yesno_synthesised_sequences_say_their_transcripts(test_data, tmp_path):
+    """Random word sequences cut from the training recordings: valid dir, any first word, long runs,
+    and audio that holds as many words as its transcript; recordings whose words cannot be found are
+    named and counted; the same seed writes the same audio."""
+    import itertools
+
+    import soundfile
+
+    sys.path.insert(0, str(ROOT / "local" / "yesno"))
+    from word_segments import speech_runs
+
+    prep = run_tool(sys.executable, ROOT / "local" / "yesno" / "data_prep.py", test_data / "waves_yesno", tmp_path)
+    assert prep.returncode == 0, prep.stderr
+    synth = ROOT / "local" / "yesno" / "synthesize.py"
+    out = run_tool(sys.executable, synth, "--num", "60", "--noise-db", "-70", "-50", tmp_path / "train_yesno",
+                   tmp_path / "synth")
+    assert out.returncode == 0, out.stderr
+    d = tmp_path / "synth"
+    assert_valid(d)
+    text = table(d / "text")
+    assert len(text) == 60 and all(utt.startswith("yesno-synth") for utt in text)
+    sequences = [t.split() for t in text.values()]
+    assert {s[0] for s in sequences} == {"YES", "NO"}  # every training recording starts with NO
+    assert max(len(list(run)) for s in sequences for _, run in itertools.groupby(s)) >= 6  # training: 5 at most
+    # Recordings whose words merge under the energy detector give only their silences; they are named
+    # and counted (4 of the 30 here).
+    assert "the words of" in out.stderr and "0_0_1_0_1_0_0_0.wav (7 found, 8 in the transcript)" in out.stderr
+    assert "4 words found by energy do not match the transcript (its silences are used)" in out.stdout
+    found = 0
+    for utt, words in zip(text, sequences):
+        audio, rate = soundfile.read(d / "wav" / f"{utt}.wav", dtype="float32")
+        assert rate == 8000 and soundfile.info(d / "wav" / f"{utt}.wav").subtype == "PCM_16"
+        found += len(speech_runs(audio, rate)) == len(words)
+    assert found >= 54, found  # the words are there, apart from a few the detector merges again
+    again = run_tool(sys.executable, synth, "--num", "60", "--noise-db", "-70", "-50", tmp_path / "train_yesno",
+                     tmp_path / "again")
+    assert again.returncode == 0 and table(tmp_path / "again" / "text") == text
+    utt = next(iter(text))
+    assert (d / "wav" / f"{utt}.wav").read_bytes() == (tmp_path / "again" / "wav" / f"{utt}.wav").read_bytes()
+
+
+def test_yesno_synthesis_needs_usable_recordings(tmp_path):
+    (tmp_path / "src").mkdir()
+    for name in ("wav.scp", "text"):
+        (tmp_path / "src" / name).write_text("")
+    out = run_tool(sys.executable, ROOT / "local" / "yesno" / "synthesize.py", tmp_path / "src", tmp_path / "dest")
+    assert out.returncode == 1 and "no recording could be cut into words" in out.stderr
+    out = run_tool(sys.executable, ROOT / "local" / "yesno" / "synthesize.py", tmp_path / "missing", tmp_path / "dest")
+    assert out.returncode == 1 and "missing/wav.scp not found" in out.stderr
+
+
 def test_fsdd_split_by_index(test_data, tmp_path):
     out = run_tool(sys.executable, ROOT / "local" / "fsdd" / "data_prep.py", test_data / "fsdd" / "recordings", tmp_path)
     assert out.returncode == 0, out.stderr

@@ -42,10 +42,12 @@ def test_yesno_end_to_end(test_data, tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     last = out.stdout.strip().splitlines()[-1]
     assert last.startswith("yesno: test %WER ") and "/ 240," in last
-    assert wer_of(last) <= 12.0, last  # 7.92 measured here (egs/yesno/RESULTS.md); margin for other CPUs
+    # 0.00 here, bitwise reproducible, and with 4 of 4 other seeds (egs/yesno/RESULTS.md); one error of
+    # 240 allowed for another CPU's arithmetic.
+    assert wer_of(last) <= 0.42, last
     # A second run finds every stage done and only prints the result again.
     again = run_recipe(recipe, "--corpus-dir", str(test_data / "waves_yesno"))
-    assert again.returncode == 0 and again.stdout.count("done before; skipped") == 5
+    assert again.returncode == 0 and again.stdout.count("done before; skipped") == 6
     assert again.stdout.strip().splitlines()[-1] == last
 
 

@@ -3,8 +3,6 @@
 
 Each file name spells its transcript (1 = YES, 0 = NO), e.g. 0_1_1_0_0_1_1_0.wav. As in Kaldi's
 recipe the files are sorted, the first 30 train and the last 30 test. One speaker, 'yesno'.
-With --word-segments, also writes train_yesno_segments: the training recordings whole plus cuts of
-every span of words (found by energy; a recording whose eight words are not found is used whole).
 """
 
 import argparse
@@ -13,31 +11,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
-sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-from rnnt.prep.data_dir_writer import Report, Segment, Utterance, write_data_dir, write_segmented_data_dir  # noqa: E402
-from word_segments import span_cuts, speech_runs  # noqa: E402
+from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dir  # noqa: E402
 
 WORDS = {"0": "NO", "1": "YES"}
-
-
-def write_word_segments(dest: str, utterances: list, report: Report) -> None:
-    import soundfile
-
-    recordings, segments, unsegmented = {}, [], 0
-    for utt in utterances:
-        recordings[utt.utt_id] = utt.audio
-        duration = soundfile.info(utt.audio).duration
-        segments.append(Segment(utt.utt_id, utt.utt_id, 0.0, duration, utt.text, utt.speaker))
-        words, runs = utt.text.split(), speech_runs(utt.audio)
-        if len(runs) != len(words):
-            unsegmented += 1
-            continue
-        for i, j, start, end in span_cuts(runs, duration):
-            segments.append(Segment(f"{utt.utt_id}-w{i}-{j}", utt.utt_id, start, end, " ".join(words[i:j + 1]),
-                                    utt.speaker))
-    if unsegmented:
-        print(f"yesno data_prep: {unsegmented} recordings did not show eight words; used whole", file=sys.stderr)
-    write_segmented_data_dir(dest, recordings, segments, report)
 
 
 def main() -> int:
@@ -45,7 +21,6 @@ def main() -> int:
     parser.add_argument("waves_dir", help="the folder of 60 .wav files (waves_yesno/)")
     parser.add_argument("data_root", help="writes <data_root>/train_yesno and <data_root>/test_yesno")
     parser.add_argument("--num-train", type=int, default=30, help="the first N sorted files train (default 30)")
-    parser.add_argument("--word-segments", action="store_true", help="also write train_yesno_segments (see above)")
     args = parser.parse_args()
     report = Report("yesno data_prep")
     utterances = []
@@ -63,9 +38,6 @@ def main() -> int:
     try:
         write_data_dir(os.path.join(args.data_root, "train_yesno"), utterances[: args.num_train], report)
         write_data_dir(os.path.join(args.data_root, "test_yesno"), utterances[args.num_train:], report)
-        if args.word_segments:
-            write_word_segments(os.path.join(args.data_root, "train_yesno_segments"), utterances[: args.num_train],
-                                report)
     except ValueError as error:
         print(f"data_prep.py: {error}", file=sys.stderr)
         return 1

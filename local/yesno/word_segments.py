@@ -1,23 +1,24 @@
-"""Finds the eight spoken words of a yesno recording by energy, to cut training segments at word boundaries.
+"""Finds the spoken words of a yesno recording by energy and splits it into silences and words.
 
-yesno's recordings are eight words with clear silence between them. A training set of whole recordings
-has a fixed first word in Kaldi's split (every training file starts with "no"), which a transducer
-learns as a prior; cuts of every span of words put every word in every position.
+yesno's recordings are eight words with clear pauses between them; a frame is speech when its
+log energy lies above halfway between the recording's quiet and loud levels.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
-import soundfile
 
 
-def speech_runs(path: str, min_word: float = 0.15, min_gap: float = 0.1) -> list[tuple[float, float]]:
+def speech_runs(samples: np.ndarray, rate: int, min_word: float = 0.15, min_gap: float = 0.1) -> list[tuple[float, float]]:
     """(start, end) seconds of the stretches louder than halfway between the quiet and loud levels."""
-    samples, rate = soundfile.read(path, dtype="float32")
     frame, shift = int(0.025 * rate), int(0.010 * rate)
     count = 1 + (len(samples) - frame) // shift
+    if count < 1:
+        return []
     frames = np.lib.stride_tricks.sliding_window_view(samples, frame)[::shift][:count]
-    energy = np.log(np.square(frames).mean(axis=1) + 1e-10)
+    energy = np.log(np.square(frames.astype(np.float64)).mean(axis=1) + 1e-10)
     quiet, loud = np.percentile(energy, 10), np.percentile(energy, 95)
     speech = np.convolve(energy > (quiet + loud) / 2, np.ones(5) / 5, mode="same") > 0.5
     runs, start = [], None
@@ -36,11 +37,29 @@ def speech_runs(path: str, min_word: float = 0.15, min_gap: float = 0.1) -> list
     return [(a, b) for a, b in merged if b - a >= min_word]
 
 
-def span_cuts(runs: list[tuple[float, float]], duration: float) -> list[tuple[int, int, float, float]]:
-    """(first word i, last word j, start, end) for every span of words but the whole recording: a cut
-    starts halfway through the silence before word i (or at 0) and ends halfway through the silence
-    after word j (or at the end)."""
-    n = len(runs)
-    starts = [0.0] + [(runs[k - 1][1] + runs[k][0]) / 2 for k in range(1, n)]
-    ends = [(runs[k][1] + runs[k + 1][0]) / 2 for k in range(n - 1)] + [duration]
-    return [(i, j, starts[i], ends[j]) for i in range(n) for j in range(i, n) if (i, j) != (0, n - 1)]
+@dataclass
+class RecordingParts:
+    """A recording cut at its word boundaries: lead + word 1 + gap 1 + ... + word N + trail."""
+
+    lead: np.ndarray
+    words: list[np.ndarray]
+    gaps: list[np.ndarray]  # N - 1 pauses between the words
+    trail: np.ndarray
+
+
+def split_recording(samples: np.ndarray, rate: int, margin: float = 0.05) -> RecordingParts:
+    """Cuts at the speech runs widened by `margin` seconds (never past the middle of a pause)."""
+    runs = speech_runs(samples, rate)
+    if not runs:
+        raise ValueError("no speech found")
+    bounds = []
+    for k, (start, end) in enumerate(runs):
+        before = (runs[k - 1][1] + start) / 2 if k > 0 else 0.0
+        after = (end + runs[k + 1][0]) / 2 if k + 1 < len(runs) else len(samples) / rate
+        bounds.append((int(max(before, start - margin) * rate), int(min(after, end + margin) * rate)))
+    return RecordingParts(
+        lead=samples[: bounds[0][0]],
+        words=[samples[a:b] for a, b in bounds],
+        gaps=[samples[bounds[k][1]:bounds[k + 1][0]] for k in range(len(bounds) - 1)],
+        trail=samples[bounds[-1][1]:],
+    )

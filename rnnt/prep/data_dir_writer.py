@@ -92,30 +92,3 @@ def write_data_dir(dest: str, utterances: list[Utterance], report: Report,
     print(f"{report.stage}: wrote {dest}: {len(kept)} utterances, {speakers} speakers, {hours:.2f} h; "
           f"{report.summary()}")
     return len(kept)
-
-
-@dataclass(frozen=True)
-class Segment:
-    utt_id: str
-    recording: str
-    start: float
-    end: float
-    text: str
-    speaker: str
-
-
-def write_segmented_data_dir(dest: str, recordings: dict[str, str], segments: list[Segment], report: Report) -> int:
-    """A data dir whose utterances are (start, end) cuts of recordings: wav.scp keyed by recording, segments."""
-    os.makedirs(dest, exist_ok=True)
-    write_table(os.path.join(dest, "wav.scp"), ((r, os.path.abspath(p)) for r, p in recordings.items()))
-    write_table(os.path.join(dest, "segments"), ((s.utt_id, f"{s.recording} {s.start:.3f} {s.end:.3f}") for s in segments))
-    write_table(os.path.join(dest, "text"), ((s.utt_id, s.text) for s in segments))
-    write_table(os.path.join(dest, "utt2spk"), ((s.utt_id, s.speaker) for s in segments))
-    write_table(os.path.join(dest, "utt2dur"), ((s.utt_id, f"{s.end - s.start:.3f}") for s in segments))
-    write_spk2utt(dest, ((s.utt_id, s.speaker) for s in segments))
-    problems = validate_data_dir(dest, no_feats=True)
-    if problems:
-        raise ValueError(f"{dest}: the prepared dir is not valid:\n" + "\n".join(problems))
-    print(f"{report.stage}: wrote {dest}: {len(segments)} segments of {len(recordings)} recordings, "
-          f"{sum(s.end - s.start for s in segments) / 3600:.2f} h; {report.summary()}")
-    return len(segments)
