@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """Transducer loss benchmark: forward + backward time and peak memory, joiner included, CPU float32.
 
-Each (shape, method) runs in a fresh process. Memory is the kernel's peak resident set size during one
-step (VmHWM after resetting it through /proc/self/clear_refs) minus the resident size after setup, so
-it counts everything the step allocates. Time is the median of --runs steps after one warm-up.
+Each (shape, method) runs in two fresh processes. The first measures memory: the kernel's peak resident
+set size during one step (VmHWM after resetting it through /proc/self/clear_refs) minus the resident
+size before it, so it counts everything the step allocates. That step follows a warm-up step, so code
+pages and thread pools loaded once per process are not counted, and glibc is told to map every block
+of 128 KB or more on its own (MALLOC_MMAP_THRESHOLD_), so memory freed by the warm-up goes back to the
+kernel and is counted again when the step takes it. The second process, with glibc's defaults (which
+keep and reuse freed blocks, as training does), times --runs steps after one warm-up: the median.
 Prints a markdown table. torchaudio runs from benchmarks/venv-torchaudio (make_torchaudio_venv.sh).
 """
 
@@ -132,30 +136,41 @@ def make_step(method, B, T, U, V):
     return step
 
 
-def worker(method: str, shape: str, runs: int) -> None:
+def worker(method: str, shape: str, runs: int, measure: str) -> None:
     step = make_step(method, *SHAPES[shape])
-    base = memory_kb("VmRSS")
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # reset the peak resident set size (VmHWM) to the current size
-    value = step()
-    peak_mb = (memory_kb("VmHWM") - base) / 1024
+    step()  # warm-up: loads code pages, starts thread pools
+    if measure == "memory":
+        base = memory_kb("VmRSS")
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset the peak resident set size (VmHWM) to the current size
+        value = step()
+        print(json.dumps({"loss": value, "peak_mb": (memory_kb("VmHWM") - base) / 1024}))
+        return
     times = []
     for _ in range(runs):
         start = time.perf_counter()
         step()
         times.append(time.perf_counter() - start)
-    print(json.dumps({"loss": value, "peak_mb": peak_mb, "median": statistics.median(times),
-                      "min": min(times), "max": max(times)}))
+    print(json.dumps({"median": statistics.median(times), "min": min(times), "max": max(times)}))
 
 
-def run_one(method, shape, runs, python) -> dict | None:
+def run_worker(method, shape, runs, python, measure) -> dict | None:
     env = {**os.environ, "PYTHONPATH": ROOT}
-    cmd = [python, os.path.abspath(__file__), "--worker", method, "--shape", shape, "--runs", str(runs)]
+    if measure == "memory":  # fixed thresholds: freed blocks of 128 KB or more go back to the kernel at once
+        env.update(MALLOC_MMAP_THRESHOLD_="131072", MALLOC_TRIM_THRESHOLD_="131072")
+    cmd = [python, os.path.abspath(__file__), "--worker", method, "--shape", shape, "--runs", str(runs),
+           "--measure", measure]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         print(f"loss.py: {method} {shape} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
         return None
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_one(method, shape, runs, python) -> dict | None:
+    memory = run_worker(method, shape, runs, python, "memory")
+    timing = run_worker(method, shape, runs, python, "time")
+    return {**memory, **timing} if memory and timing else None
 
 
 def main() -> int:
@@ -167,17 +182,18 @@ def main() -> int:
                         help="interpreter with torchaudio (default: benchmarks/venv-torchaudio)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--shape", help=argparse.SUPPRESS)
+    parser.add_argument("--measure", choices=["memory", "time"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.shape, args.runs)
+        worker(args.worker, args.shape, args.runs, args.measure)
         return 0
 
     import torch
 
     print(f"CPU float32, torch {torch.__version__}, {torch.get_num_threads()} threads, joiner tanh + "
           f"Linear({HIDDEN} -> V) inside the step; median of {args.runs} forward+backward steps; "
-          f"peak = extra resident memory during one step.\n")
-    print("| shape | method | time (s) median [min-max] | peak (MB) | time vs torchaudio | peak vs torchaudio | loss |")
+          f"peak = extra resident memory during one step after a warm-up step.\n")
+    print("| shape | method | time (s) median [min-max] | peak (MiB) | time vs torchaudio | peak vs torchaudio | loss |")
     print("|---|---|---|---|---|---|---|")
     for shape in args.shapes:
         results = {}
@@ -194,9 +210,9 @@ def main() -> int:
             if r is None:
                 continue
             vs_time = f"{r['median'] / ref['median']:.2f}x" if ref else "-"
-            vs_peak = f"{r['peak_mb'] / ref['peak_mb']:.2f}x" if ref else "-"
+            vs_peak = f"{r['peak_mb'] / ref['peak_mb']:.3f}x" if ref else "-"
             print(f"| {shape} | {METHODS[method]} | {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}] | "
-                  f"{r['peak_mb']:.0f} | {vs_time} | {vs_peak} | {r['loss']:.4f} |", flush=True)
+                  f"{r['peak_mb']:.1f} | {vs_time} | {vs_peak} | {r['loss']:.4f} |", flush=True)
     return 0
 
 

@@ -73,22 +73,26 @@ def softmax_times_occupancy_(out: torch.Tensor, logits: torch.Tensor, lse: torch
     return torch.nn.functional.threshold_(out, torch.finfo(out.dtype).tiny, 0.0)
 
 
-def logits_gradient(rows, lse, cells, blank, gamma_blank, gamma_label, from_log_softmax, clamp, in_place=False):
-    """softmax(rows) * occupancy - one-hot arc posteriors, chunk by chunk, in the dtype of rows.
+def logits_gradient(rows, lse, labels, batch, utterance_scale, blank, gamma_blank, gamma_label, from_log_softmax,
+                    clamp, in_place=False):
+    """(softmax(rows) * occupancy - one-hot arc posteriors) * utterance_scale[batch], chunk by chunk, in
+    the dtype of rows; labels and batch: each row's label-arc symbol and utterance. The posteriors are
+    scaled a chunk at a time: no scaled copy of them is made.
 
     in_place writes the gradient over rows (each chunk is read before it is overwritten).
     """
     acc = lse.dtype
     grad = rows if in_place else torch.empty_like(rows)
-    occupancy = gamma_blank + gamma_label
     for i, j in row_chunks(rows.shape[0], rows.shape[1]):
         g = grad[i:j] if grad.dtype == acc else torch.empty((j - i, rows.shape[1]), dtype=acc, device=rows.device)
+        scale = utterance_scale[batch[i:j]]
+        blank_post, label_post = gamma_blank[i:j] * scale, gamma_label[i:j] * scale
         if from_log_softmax:
             g.zero_()
         else:
-            softmax_times_occupancy_(g, rows[i:j].to(acc), lse[i:j], occupancy[i:j])
-        g[:, blank] -= gamma_blank[i:j]
-        g.scatter_add_(1, cells.label[i:j, None], -gamma_label[i:j, None])
+            softmax_times_occupancy_(g, rows[i:j].to(acc), lse[i:j], blank_post + label_post)
+        g[:, blank] -= blank_post
+        g.scatter_add_(1, labels[i:j, None].long(), -label_post[:, None])
         if clamp is not None and clamp > 0:
             g.clamp_(-clamp, clamp)
         if g.data_ptr() != grad[i:j].data_ptr():
@@ -104,18 +108,22 @@ class TransducerLossFunction(torch.autograd.Function):
         log_like, gamma_blank, gamma_label = lattice_posteriors(
             blank_lp, label_lp, logit_lengths, target_lengths, one_sym_per_frame
         )
-        ctx.save_for_backward(rows, lse, cells.from_lattice(gamma_blank), cells.from_lattice(gamma_label))
-        ctx.config = (cells, blank, reduction, from_log_softmax, clamp, reuse_logits_for_grad)
+        # Only tensors given to save_for_backward are freed once backward has used them; the rest of the
+        # cell map goes now, and what stays is narrowed to int32, before the joiner's backward (the
+        # step's peak) runs.
+        ctx.save_for_backward(rows, lse, cells.from_lattice(gamma_blank), cells.from_lattice(gamma_label),
+                              cells.batch.int(), cells.label.int())
+        ctx.config = (cells.shape[0], blank, reduction, from_log_softmax, clamp, reuse_logits_for_grad)
         losses = (-log_like).to(rows.dtype)
         return reduce_losses(losses, reduction)
 
     @staticmethod
     def backward(ctx, grad_output):
-        rows, lse, gamma_blank, gamma_label = ctx.saved_tensors
-        cells, blank, reduction, from_log_softmax, clamp, in_place = ctx.config
-        scale = per_utterance_scale(grad_output.to(lse.dtype), reduction, cells.shape[0])[cells.batch]
-        grad = logits_gradient(rows, lse, cells, blank, gamma_blank * scale, gamma_label * scale,
-                               from_log_softmax, clamp, in_place)
+        rows, lse, gamma_blank, gamma_label, batch, labels = ctx.saved_tensors
+        utterances, blank, reduction, from_log_softmax, clamp, in_place = ctx.config
+        scale = per_utterance_scale(grad_output.to(lse.dtype), reduction, utterances)
+        grad = logits_gradient(rows, lse, labels, batch, scale, blank, gamma_blank, gamma_label, from_log_softmax,
+                               clamp, in_place)
         return grad, None, None, None, None, None, None, None, None, None
 
 
