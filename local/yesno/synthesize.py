@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from functools import cached_property
 
 import numpy as np
 import soundfile
@@ -65,6 +66,11 @@ class Pieces:
         for word, clip in zip(transcript, parts.words):
             self.words.setdefault(word, []).append(clip)
 
+    @cached_property
+    def clips(self) -> list[np.ndarray]:
+        """Every word clip, whatever the word (read once all recordings are added)."""
+        return [clip for clips in self.words.values() for clip in clips]
+
     def background(self) -> np.ndarray:
         """Every silence joined into one track of unit RMS: the recordings' own background."""
         noise = np.concatenate(self.leads + self.gaps + self.trails).astype(np.float64)
@@ -95,8 +101,7 @@ def synthesise(pieces: Pieces, sequence: list[str], noise: np.ndarray, levels_db
     def fragment_length() -> int:
         return int(rng.uniform(0.02, 0.1) * pieces.rate)
 
-    all_words = [clip for clips in pieces.words.values() for clip in clips]
-    parts = [pick(all_words)[-fragment_length():]] if rng.random() < 0.5 else []
+    parts = [pick(pieces.clips)[-fragment_length():]] if rng.random() < 0.5 else []
     parts.append(pick(pieces.leads))
     for k, word in enumerate(sequence):
         if k:
@@ -104,7 +109,7 @@ def synthesise(pieces: Pieces, sequence: list[str], noise: np.ndarray, levels_db
         parts.append(pick(pieces.words[word]))
     parts.append(pick(pieces.trails))
     if rng.random() < 0.5:
-        parts.append(pick(all_words)[:fragment_length()])
+        parts.append(pick(pieces.clips)[:fragment_length()])
     audio = np.concatenate(parts).astype(np.float64)
     start = int(rng.integers(max(1, len(noise) - len(audio))))
     level_db = np.linspace(rng.uniform(*levels_db), rng.uniform(*levels_db), len(audio))
