@@ -8,6 +8,9 @@ pages and thread pools loaded once per process are not counted, and glibc is tol
 of 128 KB or more on its own (MALLOC_MMAP_THRESHOLD_), so memory freed by the warm-up goes back to the
 kernel and is counted again when the step takes it. The second process, with glibc's defaults (which
 keep and reuse freed blocks, as training does), times --runs steps after one warm-up: the median.
+The memory process also runs one step under the PyTorch profiler and replays its allocation events:
+the peak of the bytes held in tensors, exact and free of the allocator's and the kernel's rounding
+(the resident-set peak moves by about half a MiB from run to run).
 Prints a markdown table. torchaudio runs from benchmarks/venv-torchaudio (make_torchaudio_venv.sh).
 """
 
@@ -42,6 +45,22 @@ def memory_kb(field: str) -> int:
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def tensor_peak_bytes(step) -> int:
+    """The most bytes held in tensors at once during step(), beyond what was held before it, from the
+    profiler's allocation and free events in the order they happened."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
+                    key=lambda e: e.start_ns())
+    held = peak = 0
+    for event in events:
+        held += event.nbytes()
+        peak = max(peak, held)
+    return peak
 
 
 def naive_loss(logits, targets, T_b, U_b):
@@ -144,7 +163,8 @@ def worker(method: str, shape: str, runs: int, measure: str) -> None:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # reset the peak resident set size (VmHWM) to the current size
         value = step()
-        print(json.dumps({"loss": value, "peak_mb": (memory_kb("VmHWM") - base) / 1024}))
+        peak_mb = (memory_kb("VmHWM") - base) / 1024
+        print(json.dumps({"loss": value, "peak_mb": peak_mb, "tensor_peak_mb": tensor_peak_bytes(step) / 2**20}))
         return
     times = []
     for _ in range(runs):
@@ -192,9 +212,11 @@ def main() -> int:
 
     print(f"CPU float32, torch {torch.__version__}, {torch.get_num_threads()} threads, joiner tanh + "
           f"Linear({HIDDEN} -> V) inside the step; median of {args.runs} forward+backward steps; "
-          f"peak = extra resident memory during one step after a warm-up step.\n")
-    print("| shape | method | time (s) median [min-max] | peak (MiB) | time vs torchaudio | peak vs torchaudio | loss |")
-    print("|---|---|---|---|---|---|---|")
+          f"peak RSS = extra resident memory during one step after a warm-up step; tensor peak = the most "
+          f"bytes held in tensors at once during a step, from the profiler's allocation events.\n")
+    print("| shape | method | time (s) median [min-max] | peak RSS (MiB) | tensor peak (MiB) | time vs torchaudio | "
+          "RSS vs torchaudio | tensor peak vs torchaudio | loss |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for shape in args.shapes:
         results = {}
         for method in args.methods:
@@ -211,8 +233,10 @@ def main() -> int:
                 continue
             vs_time = f"{r['median'] / ref['median']:.2f}x" if ref else "-"
             vs_peak = f"{r['peak_mb'] / ref['peak_mb']:.3f}x" if ref else "-"
+            vs_tensors = f"{r['tensor_peak_mb'] / ref['tensor_peak_mb']:.3f}x" if ref else "-"
             print(f"| {shape} | {METHODS[method]} | {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}] | "
-                  f"{r['peak_mb']:.1f} | {vs_time} | {vs_peak} | {r['loss']:.4f} |", flush=True)
+                  f"{r['peak_mb']:.1f} | {r['tensor_peak_mb']:.1f} | {vs_time} | {vs_peak} | {vs_tensors} | "
+                  f"{r['loss']:.4f} |", flush=True)
     return 0
 
 

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Training-step benchmark on CPU, float32, synthetic batches of realistic shape.
 
-For each configuration: audio seconds trained per wall second; the share of a step spent in the
-encoder (forward + backward), the joint network + loss (forward + backward, encoder output given) and
-the optimiser step, each timed alone (the joint part runs the configured loss on a given encoder output); model FLOP/s (LSTM and joiner matmuls, backward counted as twice
-the forward) over the machine's float32 matmul FLOP/s measured in the same run. Prints a markdown table.
+A batch holds utterances of unequal length, as a sorted batch does (the longest 12 s, the others down
+to 10.2 s). For each configuration: audio seconds trained per wall second; the share of a step spent
+in the encoder (forward + backward), the joint network + loss (forward + backward, encoder output
+given) and the optimiser step, each timed alone; model FLOP/s (LSTM and joiner matmuls, backward
+counted as twice the forward) over the machine's float32 matmul FLOP/s measured in the same run.
+StackTime 8 against 2 also prints the most the factor can give: the LSTM layers before StackTime
+run at the input frame rate whatever the factor, and are timed alone.
+Prints markdown tables.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ CONFIGS = {
     "tiny (full loss)": (recipe_model("tiny", type="full"), 8, 12.0, 40, 500),
     "small (full loss)": (recipe_model("small", type="full"), 8, 12.0, 40, 500),
     "small (pruned loss)": (recipe_model("small", type="pruned"), 8, 12.0, 40, 500),
+    "mlperf (full loss)": (recipe_model("mlperf", type="full"), 4, 12.0, 40, 1024),
 }
 
 
@@ -50,8 +55,16 @@ def median_time(fn, runs: int) -> float:
 
 
 def machine_flops() -> float:
-    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
-    return 2 * 1024 ** 3 / median_time(lambda: a @ b, 20)
+    """The machine's float32 matmul peak: the fastest of 10 products of 2048 x 2048 matrices."""
+    n = 2048
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    times = []
+    for _ in range(10):
+        start = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - start)
+    return 2 * n ** 3 / min(times)
 
 
 def model_flops(config: ModelConfig, B: int, T: int, U: int, V: int) -> float:
@@ -69,7 +82,10 @@ def model_flops(config: ModelConfig, B: int, T: int, U: int, V: int) -> float:
     return 3 * B * (enc + pred + joint)
 
 
-def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: int, runs: int, flops: float) -> str:
+def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: int, runs: int,
+            flops: float) -> tuple[str, float, float]:
+    """The table row, the step's median time, and the time of the LSTM layers before StackTime
+    (forward + backward) in that step."""
     torch.manual_seed(0)
     T = int(seconds * 100 / 3)  # stacked 30 ms frames
     if config.loss.type == "fused":
@@ -77,9 +93,9 @@ def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: i
     model = Transducer(config, V)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     feats = torch.randn(B, T, config.encoder.input_dim)
-    feat_lens = torch.full((B,), T)
+    feat_lens = torch.linspace(T, 0.85 * T, B).long()  # a sorted batch: lengths within 15% of the longest
     tokens = torch.randint(1, V, (B, U))
-    token_lens = torch.full((B,), U)
+    token_lens = torch.linspace(U, 0.85 * U, B).long()
 
     def step():
         optimizer.zero_grad(set_to_none=True)
@@ -90,20 +106,25 @@ def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: i
         enc, _ = model.encode(feats, feat_lens)
         enc.backward(torch.ones_like(enc))
 
-    enc_out = model.encode(feats, feat_lens)[0].detach().requires_grad_(True)
-    enc_lens = torch.full((B,), enc_out.shape[1])
+    enc_out, enc_lens = model.encode(feats, feat_lens)
+    enc_out = enc_out.detach().requires_grad_(True)
 
     def joint_and_loss():
         model.loss(enc_out, enc_lens, tokens, token_lens)["loss"].backward()
+
+    def before_stack_time():
+        model.encoder.pre(feats).sum().backward()
 
     full = median_time(step, runs)
     parts = {"encoder": median_time(encoder_only, runs), "joint+loss": median_time(joint_and_loss, runs),
              "optimizer": median_time(optimizer.step, runs)}
     total = sum(parts.values())
     share = " / ".join(f"{100 * v / total:.0f}%" for v in parts.values())
-    utilisation = model_flops(config, B, T, U, V) / full / flops
-    return (f"| {name} | {B} x {seconds:.0f} s, U={U}, V={V} | {full:.3f} | {B * seconds / full:.1f} | {share} | "
-            f"{100 * utilisation:.0f}% |")
+    step_flops = model_flops(config, B, T, U, V)
+    audio = seconds * float(feat_lens.sum()) / T
+    row = (f"| {name} | {B} x {0.85 * seconds:.1f}-{seconds:.0f} s, U={U}, V={V} | {full:.3f} | {audio / full:.1f} | "
+           f"{share} | {100 * step_flops / full / flops:.0f}% |")
+    return row, full, median_time(before_stack_time, runs)
 
 
 def main() -> int:
@@ -116,11 +137,26 @@ def main() -> int:
     print("| config | batch | step (s) | audio s / s | encoder / joint+loss / optimizer | model FLOP/s vs matmul |")
     print("|---|---|---|---|---|---|")
     for name, (config, B, seconds, U, V) in CONFIGS.items():
-        print(measure(name, config, B, seconds, U, V, args.runs, flops), flush=True)
-    small, B, seconds, U, V = CONFIGS["small (full loss)"]
-    for factor in (2, 8):
-        config = dataclasses.replace(small, encoder=dataclasses.replace(small.encoder, stack_time=factor))
-        print(measure(f"small (full loss), StackTime {factor}", config, B, seconds, U, V, args.runs, flops), flush=True)
+        print(measure(name, config, B, seconds, U, V, args.runs, flops)[0], flush=True)
+    results = {}
+    for name in ("small (full loss)", "mlperf (full loss)"):
+        base, B, seconds, U, V = CONFIGS[name]
+        for factor in (2, 8):
+            config = dataclasses.replace(base, encoder=dataclasses.replace(base.encoder, stack_time=factor))
+            row, step, before = measure(f"{name}, StackTime {factor}", config, B, seconds, U, V, args.runs, flops)
+            print(row, flush=True)
+            results[name, factor] = (step, before)
+    print("\nStackTime 8 against 2. The LSTM layers before StackTime run at the input frame rate whatever the "
+          "factor; everything after it sees 4x fewer frames at factor 8, so it can at best take a quarter of its "
+          "time: the step can be at most 1 / (p + (1 - p) / 4) times faster, p the share of the factor-2 step "
+          "spent before StackTime.\n")
+    print("| config | step speed-up | p: layers before StackTime, share of the factor-2 step | "
+          "the most the factor can give |")
+    print("|---|---|---|---|")
+    for name in ("small (full loss)", "mlperf (full loss)"):
+        (t2, before), (t8, _) = results[name, 2], results[name, 8]
+        p = min(1.0, before / t2)
+        print(f"| {name} | {t2 / t8:.2f}x | {100 * p:.0f}% | {1 / (p + (1 - p) / 4):.2f}x |")
     return 0
 
 

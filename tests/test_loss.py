@@ -181,17 +181,6 @@ def test_blank_after_targets_end_is_not_an_error():
     assert torch.isfinite(loss)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA not available")
-def test_cuda_matches_cpu():
-    logits, targets, T_b, U_b = random_batch(4, 12, 6, 40, seed=23, dtype=torch.float32)
-    cpu = logits.clone().requires_grad_(True)
-    gpu = logits.cuda().requires_grad_(True)
-    loss_cpu = transducer_loss(cpu, targets, T_b, U_b, reduction="none")
-    loss_gpu = transducer_loss(gpu, targets.cuda(), T_b.cuda(), U_b.cuda(), reduction="none")
-    torch.testing.assert_close(loss_gpu.cpu(), loss_cpu)
-    torch.testing.assert_close(grads(loss_gpu.sum(), gpu).cpu(), grads(loss_cpu.sum(), cpu))
-
-
 def torchaudio_rnnt_loss():
     try:
         import torchaudio.functional

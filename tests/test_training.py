@@ -124,3 +124,15 @@ def test_torchrun_two_cpu_ranks_disjoint_data_identical_parameters(yesno, tmp_pa
     keys = [set((exp / f"keys-rank{r}.txt").read_text().splitlines()) for r in range(2)]
     assert keys[0] and keys[1] and not keys[0] & keys[1]
     assert "all 2 ranks hold identical parameters" in (exp / "train.log").read_text()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_trains_on_cuda_in_each_precision(yesno, tmp_path, precision):
+    conf = config_file(tmp_path, epochs=2, device="cuda", precision=precision)
+    out = run_tool(*train_args(yesno, tmp_path / "exp", conf))
+    assert out.returncode == 0, out.stderr
+    log = (tmp_path / "exp" / "train.log").read_text()
+    assert "training done: 12 steps, 2 epochs" in log
+    params = final_parameters(tmp_path / "exp")
+    assert all(torch.isfinite(p).all() for p in params.values() if p.is_floating_point())
