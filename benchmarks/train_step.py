@@ -149,7 +149,8 @@ def main() -> int:
     print("\nStackTime 8 against 2. The LSTM layers before StackTime run at the input frame rate whatever the "
           "factor; everything after it sees 4x fewer frames at factor 8, so it can at best take a quarter of its "
           "time: the step can be at most 1 / (p + (1 - p) / 4) times faster, p the share of the factor-2 step "
-          "spent before StackTime.\n")
+          "spent before StackTime. The bound is generous: the first layer after StackTime reads the factor's "
+          "stacked frames at once, so its input weights cost as much per second of audio at 8 as at 2.\n")
     print("| config | step speed-up | p: layers before StackTime, share of the factor-2 step | "
           "the most the factor can give |")
     print("|---|---|---|---|")

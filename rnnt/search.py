@@ -19,7 +19,9 @@ class Hypothesis:
     tokens: list[int]
     frames: list[int]  # the encoder frame at which each token was emitted
     score: float = 0.0
-    state: object = field(default=None, repr=False, compare=False)  # prediction-network state after tokens
+    # The prediction network's state after tokens; in beam_search, while pred_proj is None, the state
+    # before the last token (the network is stepped only when the hypothesis is expanded).
+    state: object = field(default=None, repr=False, compare=False)
     pred_proj: torch.Tensor | None = field(default=None, repr=False, compare=False)
 
 
@@ -30,7 +32,8 @@ def one_symbol_per_frame(model) -> bool:
 
 
 def symbols_per_frame(model, requested: int | None) -> int:
-    """The labels a search may emit in one frame: as requested, else 1 for a modified transducer and 3."""
+    """The labels a search may emit in one frame: as requested; by default 1 for a modified transducer,
+    else 3. Asking a modified transducer for more searches it as a standard one (a blank ends a frame)."""
     if requested is not None:
         if requested < 1:
             raise ValueError(f"max_symbols_per_frame must be >= 1, got {requested}")
@@ -86,10 +89,11 @@ def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4,
 
     Within a frame, the best unfinished hypothesis is expanded until `beam` hypotheses that end the
     frame with a blank score better than every unfinished one; hypotheses with the same labels are
-    merged by adding their probabilities. For a modified transducer a label ends the frame itself.
+    merged by adding their probabilities. For a modified transducer searched one symbol a frame (the
+    default) a label ends the frame itself, as in its training lattice.
     """
     max_symbols_per_frame = symbols_per_frame(model, max_symbols_per_frame)
-    label_ends_frame = one_symbol_per_frame(model)
+    label_ends_frame = one_symbol_per_frame(model) and max_symbols_per_frame == 1
     joiner, predictor, blank = model.joiner, model.predictor, model.blank
     device = enc.device
     enc_proj = joiner.enc_proj(enc[:enc_len])

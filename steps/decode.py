@@ -29,7 +29,8 @@ def main() -> int:
     parser.add_argument("--method", choices=METHODS, default="greedy")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--max-symbols-per-frame", type=int,
-                        help="greedy and beam: labels a frame (default 1 for a model trained one symbol per frame, else 3)")
+                        help="greedy and beam: labels a frame (default 1 for a model trained one symbol per frame, "
+                             "else 3; more than 1 searches such a model as a standard transducer)")
     parser.add_argument("--checkpoint", help="default: the newest avg-N.pt, else the newest checkpoint")
     parser.add_argument("--no-ema", action="store_true", help="use raw weights even where EMA weights are kept")
     parser.add_argument("--batch-size", type=int, default=16)
@@ -39,6 +40,8 @@ def main() -> int:
     parser.add_argument("data_list")
     parser.add_argument("set_name", help="names the output dir decode-<set>-<method>")
     args = parser.parse_args()
+    if args.beam < 1 or args.batch_size < 1 or (args.max_symbols_per_frame is not None and args.max_symbols_per_frame < 1):
+        parser.error("--beam, --batch-size and --max-symbols-per-frame must be at least 1")
     if args.threads:
         torch.set_num_threads(args.threads)
     try:

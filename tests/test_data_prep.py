@@ -7,6 +7,7 @@ from pathlib import Path
 from conftest import ROOT, run_tool
 
 VALIDATE = ROOT / "utils" / "validate_data_dir.sh"
+DIGITS = ["ZERO", "ONE", "TWO", "THREE", "FOUR", "FIVE", "SIX", "SEVEN", "EIGHT", "NINE"]
 
 
 def table(path: Path) -> dict[str, str]:
@@ -129,3 +130,53 @@ def test_librispeech_bad_items_are_named_counted_and_skipped(test_data, tmp_path
 def test_missing_corpus_dir_is_a_clear_error(tmp_path):
     out = run_tool(sys.executable, ROOT / "local" / "librispeech" / "data_prep.py", tmp_path / "nope", tmp_path / "d")
     assert out.returncode == 1 and "nope: no such directory" in out.stderr
+
+
+def test_fsdd_digit_strings_join_one_speakers_recordings(test_data, tmp_path):
+    """Strings of 2-7 digits from the test split: a valid dir; each string's audio holds its digits'
+    recordings in order, all of its speaker, with pauses between them; a transcript that is not one
+    word is named, counted and skipped; the same seed writes the same strings."""
+    import numpy as np
+    import soundfile
+
+    prep = run_tool(sys.executable, ROOT / "local" / "fsdd" / "data_prep.py", test_data / "fsdd" / "recordings", tmp_path)
+    assert prep.returncode == 0, prep.stderr
+    source = tmp_path / "test"
+    text = (source / "text").read_text().replace("jackson-0-00 ZERO", "jackson-0-00 ZERO ONE")
+    (source / "text").write_text(text)
+    strings = ROOT / "local" / "fsdd" / "digit_strings.py"
+    out = run_tool(sys.executable, strings, "--num", "12", source, tmp_path / "strings")
+    assert out.returncode == 0, out.stderr
+    line = text.splitlines().index("jackson-0-00 ZERO ONE") + 1
+    assert f"{source}/text:{line}: not one word" in out.stderr and "1 not one word with a speaker" in out.stdout
+    d = tmp_path / "strings"
+    assert_valid(d)
+    transcripts, speakers = table(d / "text"), table(d / "utt2spk")
+    assert len(transcripts) == 12 and len(set(speakers.values())) >= 4
+    recordings = {utt: soundfile.read(source_path, dtype="float32")[0]
+                  for utt, source_path in table(source / "wav.scp").items()}
+    for utt, words in transcripts.items():
+        words = words.split()
+        assert 2 <= len(words) <= 7 and set(words) <= set(DIGITS)
+        audio, rate = soundfile.read(d / "wav" / f"{utt}.wav", dtype="float32")
+        assert rate == 8000
+        # Find each digit's source recording in the audio, in order: the earliest place after the last
+        # digit where a recording of this speaker saying that digit matches (to 16-bit rounding and the
+        # added noise).
+        windows = np.lib.stride_tricks.sliding_window_view(audio, 32)
+        position = 0
+        for word in words:
+            matches = []  # (start, end) of each candidate recording's first match
+            for u, r in recordings.items():
+                speaker, digit, _ = u.split("-")
+                if speaker != speakers[utt] or DIGITS[int(digit)] != word:
+                    continue
+                starts = np.flatnonzero(np.abs(windows[position:] - r[:32]).max(axis=1) < 0.01) + position
+                matches += [(int(t), int(t) + len(r)) for t in starts
+                            if t + len(r) <= len(audio) and np.abs(audio[t:t + len(r)] - r).max() < 0.01][:1]
+            assert matches, (utt, word)
+            position = min(matches)[1] + int(0.05 * rate)  # at least 50 ms before the next digit
+    again = run_tool(sys.executable, strings, "--num", "12", source, tmp_path / "again")
+    assert again.returncode == 0 and table(tmp_path / "again" / "text") == transcripts
+    missing = run_tool(sys.executable, strings, tmp_path / "missing", tmp_path / "dest")
+    assert missing.returncode == 1 and "missing/wav.scp not found" in missing.stderr

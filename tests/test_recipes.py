@@ -49,6 +49,11 @@ def test_yesno_end_to_end(test_data, tmp_path):
     again = run_recipe(recipe, "--corpus-dir", str(test_data / "waves_yesno"))
     assert again.returncode == 0 and again.stdout.count("done before; skipped") == 6
     assert again.stdout.strip().splitlines()[-1] == last
+    # Another decoding method is a new stage 6 of the same model: only it runs.
+    greedy = run_recipe(recipe, "--corpus-dir", str(test_data / "waves_yesno"), "--method", "greedy")
+    assert greedy.returncode == 0 and greedy.stdout.count("done before; skipped") == 5, greedy.stderr[-3000:]
+    assert (recipe / "exp" / "tiny" / "decode-test_yesno-greedy" / "wer").is_file()
+    assert greedy.stdout.strip().splitlines()[-1].startswith("yesno: test %WER ")
 
 
 def test_librispeech_every_stage_on_the_samples(test_data, tmp_path):

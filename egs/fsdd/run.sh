@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Free Spoken Digit Dataset: 6 speakers x 10 digits x 50 recordings, 8 kHz. The yesno recipe copied
 # to a new corpus: only local/fsdd/data_prep.py and conf/ differ. Test split: recordings 0-4.
+# With --strings N the model also learns connected digits: N strings of 2-7 digits made from the
+# training recordings (local/digit_strings.py) join the training set, and N/5 made from the test
+# recordings are a second test set.
 set -euo pipefail
 
 stage=0
@@ -9,12 +12,22 @@ corpus_dir=          # the dataset's recordings/ folder
 train_config=conf/tiny.yaml
 exp=exp/tiny
 method=greedy
+strings=0            # digit strings to train on (0: single digits only); N/5 more are tested
 help_message="Usage: ./run.sh --corpus-dir FSDD/recordings [--stage N] [--stop-stage M] [--train-config FILE] [--exp DIR]
+  [--strings N] [--method greedy|beam|modified_beam]
 FSDD is not on OpenSLR: git clone https://github.com/Jakobovski/free-spoken-digit-dataset and pass its recordings/.
-Stages: 1 data dirs, 2 shards, 3 units, 4 train, 5 decode (prints the %WER line)."
+Stages: 1 data dirs, 2 shards, 3 units, 4 train, 5 decode (prints the %WER lines).
+Connected digits: ./run.sh --corpus-dir DIR --strings 1000 --train-config conf/strings.yaml --exp exp/strings"
 
 . ./path.sh
 . utils/parse_options.sh
+test_sets=test
+train_set=train
+if [ "$strings" -gt 0 ]; then
+  test_sets="test test_strings"
+  train_set=train_with_strings
+  stage_marks=exp/.stages-strings  # the single-digit run's stages stay done
+fi
 . utils/stages.sh
 
 if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
@@ -25,30 +38,41 @@ fi
 
 if stage_wanted 1 data; then
   local/data_prep.py "$corpus_dir" data
+  if [ "$strings" -gt 0 ]; then
+    local/digit_strings.py --num "$strings" --seed 1 data/train data/train_strings
+    local/digit_strings.py --num $((strings / 5)) --seed 2 data/test data/test_strings
+    utils/combine_data.sh data/$train_set data/train data/train_strings
+  fi
   stage_done 1 data
 fi
 
 if stage_wanted 2 shards; then
-  for set in train test; do
+  for set in $train_set $test_sets; do
     steps/make_shards.py --nj 2 --utts-per-shard 300 data/$set data/$set/shards data/$set/data.list
   done
   stage_done 2 shards
 fi
 
 if stage_wanted 3 units; then
-  steps/build_units.py --unit-type word data/train data/lang
+  steps/build_units.py --unit-type word data/$train_set data/lang
   stage_done 3 units
 fi
 
-if stage_wanted 4 train; then
-  steps/train.py --config "$train_config" --train-list data/train/data.list --valid-list data/test/data.list \
+if stage_wanted 4 train "$exp"; then
+  steps/train.py --config "$train_config" --train-list data/$train_set/data.list --valid-list data/test/data.list \
     --lang-dir data/lang --exp-dir "$exp" --resume
-  stage_done 4 train
+  stage_done 4 train "$exp"
 fi
 
-if stage_wanted 5 decode; then
-  steps/decode.py --method "$method" "$exp" data/test/data.list test
-  stage_done 5 decode
+if stage_wanted 5 "decode-$method" "$exp"; then
+  for set in $test_sets; do
+    steps/decode.py --method "$method" "$exp" data/$set/data.list $set
+  done
+  stage_done 5 "decode-$method" "$exp"
 fi
 
-echo "fsdd: test $(cat "$exp/decode-test-$method/wer")"
+for set in $test_sets; do
+  if [ -f "$exp/decode-$set-$method/wer" ]; then
+    echo "fsdd: $set $(cat "$exp/decode-$set-$method/wer")"
+  fi
+done

@@ -62,7 +62,7 @@ if stage_wanted 3 units; then
   stage_done 3 units
 fi
 
-if stage_wanted 4 train; then
+if stage_wanted 4 train "$exp"; then
   train_args=(--config "$train_config" --train-list data/train/data.list --valid-list data/$(name $valid_set)/data.list
               --lang-dir data/lang --exp-dir "$exp" --resume)
   if [ "$ngpu" -gt 1 ] || [ "$nnodes" -gt 1 ]; then
@@ -71,30 +71,30 @@ if stage_wanted 4 train; then
   else
     steps/train.py "${train_args[@]}"
   fi
-  stage_done 4 train
+  stage_done 4 train "$exp"
 fi
 
 checkpoint_args=()
 if [ "$average" -gt 0 ]; then
-  if stage_wanted 5 average; then
+  if stage_wanted 5 average "$exp"; then
     epochs=$(ls "$exp"/epoch-*.pt 2>/dev/null | wc -l)
     n=$(( epochs < average ? epochs : average ))
     steps/average_checkpoints.py --last "$n" --output "$exp/avg.pt" "$exp"
-    stage_done 5 average
+    stage_done 5 average "$exp"
   fi
   checkpoint_args=(--checkpoint "$exp/avg.pt")
 fi
 
 device=cpu
 [ "$ngpu" -gt 0 ] && python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' && device=cuda
-if stage_wanted 6 decode; then
+if stage_wanted 6 "decode-${methods// /-}" "$exp"; then
   for method in $methods; do
     for set in $test_sets; do
       steps/decode.py --method "$method" --device "$device" "${checkpoint_args[@]}" "$exp" \
         data/$(name $set)/data.list $(name $set)
     done
   done
-  stage_done 6 decode
+  stage_done 6 "decode-${methods// /-}" "$exp"
 fi
 
 for method in $methods; do

@@ -51,20 +51,23 @@ if stage_wanted 3 units; then
   stage_done 3 units
 fi
 
-if stage_wanted 4 train; then
+if stage_wanted 4 train "$exp"; then
   steps/train.py --config "$train_config" --train-list data/train_yesno_aug/data.list --valid-list data/test_yesno/data.list \
     --lang-dir data/lang --exp-dir "$exp" --resume
-  stage_done 4 train
+  stage_done 4 train "$exp"
 fi
 
-if stage_wanted 5 average; then
+if stage_wanted 5 average "$exp"; then
   steps/average_checkpoints.py --last "$average" --output "$exp/avg.pt" "$exp"
-  stage_done 5 average
+  stage_done 5 average "$exp"
 fi
 
-if stage_wanted 6 decode; then
+if stage_wanted 6 "decode-$method" "$exp"; then
   steps/decode.py --method "$method" --checkpoint "$exp/avg.pt" "$exp" data/test_yesno/data.list test_yesno
-  stage_done 6 decode
+  stage_done 6 "decode-$method" "$exp"
 fi
 
-echo "yesno: test $(cat "$exp/decode-test_yesno-$method/wer")"
+wer_file=$exp/decode-test_yesno-$method/wer
+if [ -f "$wer_file" ]; then
+  echo "yesno: test $(cat "$wer_file")"
+fi

@@ -65,7 +65,8 @@ class Encoder(torch.nn.Module):
         return self.config.hidden
 
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """feats (B, T, input_dim) -> (B, T', hidden), with T' = ceil(T / stack_time)."""
+        """feats (B, T, input_dim) -> (B, T', hidden), with T' = ceil(T / stack_time); output frames past
+        a sequence's new length are not zeroed (every consumer masks by length)."""
         valid = torch.arange(feats.shape[1], device=feats.device)[None, :] < lengths.to(feats.device)[:, None]
         if self.input_norm is not None:  # statistics of the real frames only, not of the padding
             normed = torch.zeros_like(feats)

@@ -60,6 +60,7 @@ class Trainer:
         self.ddp = DistributedDataParallel(self.model) if self.world.distributed else self.model
         t = experiment.train
         self.optimizer, self.scheduler = build_optimizer(t, self.model.parameters())
+        # Loss scaling for float16 only: bfloat16 has float32's exponent range, its gradients do not underflow.
         self.scaler = torch.amp.GradScaler(enabled=t.precision == "fp16" and self.world.device.type == "cuda")
         self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(t.precision)
         self.ema = EMA(self.model, t.ema_decay) if t.ema_decay > 0 else None
@@ -145,7 +146,7 @@ class Trainer:
         if not all_have_batches(self.world, bool(ok)):  # every rank skips together
             if loss is not None:
                 self.skipped["non-finite loss"] += 1
-                log.warning("non-finite loss (%s) on %s: batch skipped", float(loss), batch["keys"][:3])
+                log.warning("non-finite loss (%s) on %s: batch skipped", float(loss.detach()), batch["keys"][:3])
             self.bad_in_row += 1
             if self.bad_in_row >= self.x.train.max_bad_steps:
                 raise StopTraining(f"{self.bad_in_row} batches in a row had a non-finite loss or ran out of memory; "
@@ -153,7 +154,7 @@ class Trainer:
             return None
         self.bad_in_row = 0
         self.scaler.scale(loss / self.x.train.accum_steps).backward()
-        return float(loss)
+        return float(loss.detach())
 
     def optimizer_step(self) -> float:
         self.scaler.unscale_(self.optimizer)

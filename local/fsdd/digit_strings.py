@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Connected digits from the Free Spoken Digit Dataset: strings of 2-7 digits made of one speaker's recordings.
+
+Each new recording joins --min-digits to --max-digits random recordings of one speaker of the source
+data dir (so strings made from the test split hold only test recordings), with pauses of 50-300 ms
+between the digits and up to 200 ms of silence at either end; silences carry faint noise (about
+-60 dBFS) so no frame is digital zero. The transcript is the digits' words in order.
+
+Writes DEST/wav/*.wav and the Kaldi data dir DEST (wav.scp, text, utt2spk, spk2utt, utt2dur).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+import soundfile
+from tqdm import tqdm
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
+from rnnt.datadir.table import read_table  # noqa: E402
+from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dir  # noqa: E402
+
+NOISE_LEVEL = 1e-3
+
+
+def read_recordings(source: str, report: Report) -> tuple[dict[str, list[tuple[np.ndarray, str]]], int]:
+    """speaker -> [(samples, word)] of the source data dir's one-word utterances, and their sample rate."""
+    wav, text, speakers = (read_table(os.path.join(source, name)) for name in ("wav.scp", "text", "utt2spk"))
+    by_speaker: dict[str, list[tuple[np.ndarray, str]]] = {}
+    rate = 0
+    for utt, line in tqdm(sorted(wav.items()), desc="digit_strings: reading", unit="utt", leave=False):
+        path = line.value
+        words = text[utt].value.split() if utt in text else []
+        if len(words) != 1 or utt not in speakers:
+            where = text[utt].where if utt in text else f"{source}/text (no line for {utt})"
+            report.skip("not one word with a speaker", where)
+            continue
+        try:
+            samples, utt_rate = soundfile.read(path, dtype="float32", always_2d=True)
+        except (OSError, RuntimeError) as error:
+            report.skip(f"unreadable audio ({error})", path)
+            continue
+        if rate and utt_rate != rate:
+            report.skip(f"sample rate not {rate} Hz like the others", f"{path} ({utt_rate} Hz)")
+            continue
+        rate = utt_rate
+        by_speaker.setdefault(speakers[utt].value, []).append((samples[:, 0], words[0]))
+    return by_speaker, rate
+
+
+def make_string(rng: np.random.Generator, recordings: list[tuple[np.ndarray, str]], digits: int,
+                rate: int) -> tuple[np.ndarray, list[str]]:
+    """digits random recordings joined by random pauses, with random silence at the ends."""
+    picks = [recordings[i] for i in rng.integers(0, len(recordings), digits)]
+
+    def silence(low: float, high: float) -> np.ndarray:
+        return np.zeros(int(rng.uniform(low, high) * rate), dtype=np.float32)
+
+    pieces = [silence(0.0, 0.2)]
+    for i, (samples, _) in enumerate(picks):
+        pieces += [samples] if i == 0 else [silence(0.05, 0.3), samples]
+    pieces.append(silence(0.0, 0.2))
+    audio = np.concatenate(pieces)
+    audio += rng.normal(0.0, NOISE_LEVEL, audio.shape).astype(np.float32)
+    peak = float(np.abs(audio).max())
+    if peak > 1.0:
+        audio /= peak
+    return audio, [word for _, word in picks]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("source", help="a prepared FSDD data dir (one digit an utterance)")
+    parser.add_argument("dest", help="the new data dir; its audio goes to DEST/wav")
+    parser.add_argument("--num", type=int, default=1000, help="strings to make (default 1000)")
+    parser.add_argument("--min-digits", type=int, default=2)
+    parser.add_argument("--max-digits", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if args.num < 1 or not 1 <= args.min_digits <= args.max_digits:
+        parser.error("need --num >= 1 and 1 <= --min-digits <= --max-digits")
+    for name in ("wav.scp", "text", "utt2spk"):
+        if not os.path.isfile(os.path.join(args.source, name)):
+            print(f"digit_strings.py: {os.path.join(args.source, name)} not found; run local/data_prep.py first",
+                  file=sys.stderr)
+            return 1
+    report = Report("digit_strings")
+    by_speaker, rate = read_recordings(args.source, report)
+    if not by_speaker:
+        print(f"digit_strings.py: no usable one-digit recordings in {args.source}; {report.summary()}", file=sys.stderr)
+        return 1
+    rng = np.random.default_rng(args.seed)
+    speakers = sorted(by_speaker)
+    wav_dir = os.path.join(args.dest, "wav")
+    os.makedirs(wav_dir, exist_ok=True)
+    utterances = []
+    for i in tqdm(range(args.num), desc="digit_strings: writing", unit="utt"):
+        speaker = speakers[int(rng.integers(0, len(speakers)))]
+        digits = int(rng.integers(args.min_digits, args.max_digits + 1))
+        audio, words = make_string(rng, by_speaker[speaker], digits, rate)
+        utt = f"{speaker}-strings-{i:05d}"
+        path = os.path.join(wav_dir, f"{utt}.wav")
+        soundfile.write(path, audio, rate, subtype="PCM_16")
+        utterances.append(Utterance(utt, speaker, path, " ".join(words)))
+    try:
+        write_data_dir(args.dest, utterances, report)
+    except ValueError as error:
+        print(f"digit_strings.py: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
