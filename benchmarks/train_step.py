@@ -6,9 +6,9 @@ to 10.2 s). For each configuration: audio seconds trained per wall second; the s
 in the encoder (forward + backward), the joint network + loss (forward + backward, encoder output
 given) and the optimiser step, each timed alone; model FLOP/s (LSTM and joiner matmuls, backward
 counted as twice the forward) over the machine's float32 matmul FLOP/s measured in the same run.
-StackTime 8 against 2 also prints where the step's time goes at each factor and the most the factor
-can give: the LSTM layers before StackTime run at the input frame rate whatever the factor, and the
-first layer after it reads the stacked frames; both are timed alone.
+StackTime 8 against 2 also prints where the step's time goes at each factor (the LSTM layers before
+StackTime and the first layer after it, which reads the stacked frames, timed alone) and the speed-up
+the factor would give if the rest of the step took a quarter of its time, or none.
 Prints markdown tables.
 """
 
@@ -84,9 +84,9 @@ def model_flops(config: ModelConfig, B: int, T: int, U: int, V: int) -> float:
 
 
 def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: int, runs: int,
-            flops: float) -> tuple[str, float, float, float]:
-    """The table row, the step's median time, and the times (forward + backward) of the LSTM layers
-    before StackTime and of the first LSTM layer after it in that step."""
+            flops: float, stack_time_parts: bool = False) -> tuple[str, float, dict[str, float]]:
+    """The table row, the step's median time, and its parts' times (forward + backward; with
+    stack_time_parts also the LSTM layers before StackTime and the first LSTM layer after it)."""
     torch.manual_seed(0)
     T = int(seconds * 100 / 3)  # stacked 30 ms frames
     if config.loss.type == "fused":
@@ -117,7 +117,8 @@ def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: i
         model.encoder.pre(feats).sum().backward()
 
     encoder = model.encoder
-    stacked = torch.randn(B, enc_out.shape[1], encoder.post.lstms[0].input_size)
+    # requires grad: in the step this layer's input gradient flows back to the layers before StackTime
+    stacked = torch.randn(B, enc_out.shape[1], encoder.post.lstms[0].input_size, requires_grad=True)
 
     def first_after_stack_time():
         encoder.post.norms[0](encoder.post.lstms[0](stacked)[0]).sum().backward()
@@ -131,7 +132,10 @@ def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: i
     audio = seconds * float(feat_lens.sum()) / T
     row = (f"| {name} | {B} x {0.85 * seconds:.1f}-{seconds:.0f} s, U={U}, V={V} | {full:.3f} | {audio / full:.1f} | "
            f"{share} | {100 * step_flops / full / flops:.0f}% |")
-    return row, full, median_time(before_stack_time, runs), median_time(first_after_stack_time, runs)
+    if stack_time_parts:
+        parts["before StackTime"] = median_time(before_stack_time, runs)
+        parts["first after"] = median_time(first_after_stack_time, runs)
+    return row, full, parts
 
 
 def main() -> int:
@@ -150,24 +154,31 @@ def main() -> int:
         base, B, seconds, U, V = CONFIGS[name]
         for factor in (2, 8):
             config = dataclasses.replace(base, encoder=dataclasses.replace(base.encoder, stack_time=factor))
-            row, *times = measure(f"{name}, StackTime {factor}", config, B, seconds, U, V, args.runs, flops)
+            row, step, parts = measure(f"{name}, StackTime {factor}", config, B, seconds, U, V, args.runs, flops,
+                                       stack_time_parts=True)
             print(row, flush=True)
-            results[name, factor] = times
+            results[name, factor] = (step, parts)
     print("\nStackTime 8 against 2: where a step's time goes (each part timed alone, forward + backward). The "
           "LSTM layers before StackTime run at the input frame rate whatever the factor: the same work at 2 and "
           "8, timed at both, the faster kept. The first layer after it sees 4x fewer frames at factor 8, but "
-          "each is 4x wider: its input weights (4 hidden x factor hidden) cost as much per second of audio, and "
-          "grow 4x. Only the rest of the step can shrink 4x: the most the factor can give is "
-          "step(2) / (before + first after(8) + rest(2) / 4).\n")
-    print("| config | step, factor 2 -> 8 (s) | before StackTime | first layer after, 2 -> 8 | rest of the step, 2 -> 8 | "
-          "speed-up | the most the factor can give |")
-    print("|---|---|---|---|---|---|---|")
+          "each is 4x wider: its input weights (4 hidden x factor hidden) grow 4x, and their products with the "
+          "frames and with the gradients cost as much per second of audio at any factor. The optimiser step "
+          "grows with those weights. The rest (the other layers after StackTime, the predictor, joint + loss) "
+          "sees 4x fewer frames; \"with the rest / 4\" is the speed-up if it took exactly a quarter of its time: "
+          "step(2) / (before + first after(8) + optimiser(8) + rest(2) / 4), an estimate, not a bound. Even with "
+          "the rest free, the factor could give no more than step(2) / (before + first after(8) + optimiser(8)).\n")
+    print("| config | step, factor 2 -> 8 (s) | before StackTime | first layer after, 2 -> 8 | optimiser, 2 -> 8 | "
+          "rest, 2 -> 8 | speed-up | with the rest / 4 | with the rest free |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name in ("small (full loss)", "mlperf (full loss)"):
-        (t2, before2, first2), (t8, before8, first8) = results[name, 2], results[name, 8]
-        before = min(before2, before8)
-        rest2, rest8 = max(0.0, t2 - before - first2), max(0.0, t8 - before - first8)
+        (t2, parts2), (t8, parts8) = results[name, 2], results[name, 8]
+        before = min(parts2["before StackTime"], parts8["before StackTime"])
+        first2, first8 = parts2["first after"], parts8["first after"]
+        opt2, opt8 = parts2["optimizer"], parts8["optimizer"]
+        rest2, rest8 = (max(0.0, t - before - first - opt) for t, first, opt in ((t2, first2, opt2), (t8, first8, opt8)))
         print(f"| {name} | {t2:.2f} -> {t8:.2f} | {before:.2f} | {first2:.2f} -> {first8:.2f} | "
-              f"{rest2:.2f} -> {rest8:.2f} | {t2 / t8:.2f}x | {t2 / (before + first8 + rest2 / 4):.2f}x |")
+              f"{opt2:.2f} -> {opt8:.2f} | {rest2:.2f} -> {rest8:.2f} | {t2 / t8:.2f}x | "
+              f"{t2 / (before + first8 + opt8 + rest2 / 4):.2f}x | {t2 / (before + first8 + opt8):.2f}x |")
     return 0
 
 

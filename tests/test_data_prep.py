@@ -134,8 +134,9 @@ def test_missing_corpus_dir_is_a_clear_error(tmp_path):
 
 def test_fsdd_digit_strings_join_one_speakers_recordings(test_data, tmp_path):
     """Strings of 2-7 digits from the test split: a valid dir; each string's audio holds its digits'
-    recordings in order, all of its speaker, with pauses between them; a transcript that is not one
-    word is named, counted and skipped; the same seed writes the same strings."""
+    recordings in order, all of its speaker, with pauses of 50-300 ms and at most 200 ms at either end;
+    a transcript that is not one word and audio at another rate are named, counted and skipped; the same
+    seed writes the same strings."""
     import numpy as np
     import soundfile
 
@@ -144,39 +145,57 @@ def test_fsdd_digit_strings_join_one_speakers_recordings(test_data, tmp_path):
     source = tmp_path / "test"
     text = (source / "text").read_text().replace("jackson-0-00 ZERO", "jackson-0-00 ZERO ONE")
     (source / "text").write_text(text)
+    wav_scp = (source / "wav.scp").read_text().splitlines()
+    resampled = tmp_path / "16k.wav"  # george-0-00 at 16 kHz
+    index = next(i for i, line in enumerate(wav_scp) if line.startswith("george-0-00 "))
+    soundfile.write(resampled, np.zeros(16000, dtype=np.float32), 16000)
+    wav_scp[index] = f"george-0-00 {resampled}"
+    (source / "wav.scp").write_text("\n".join(wav_scp) + "\n")
     strings = ROOT / "local" / "fsdd" / "digit_strings.py"
     out = run_tool(sys.executable, strings, "--num", "12", source, tmp_path / "strings")
     assert out.returncode == 0, out.stderr
     line = text.splitlines().index("jackson-0-00 ZERO ONE") + 1
-    assert f"{source}/text:{line}: not one word" in out.stderr and "1 not one word with a speaker" in out.stdout
+    assert f"{source}/text:{line}: not one word" in out.stderr
+    assert f"{source}/wav.scp:{index + 1} (16000 Hz" in out.stderr
+    assert "1 not mono audio at 8000 Hz" in out.stdout and "1 not one word" in out.stdout
     d = tmp_path / "strings"
     assert_valid(d)
     transcripts, speakers = table(d / "text"), table(d / "utt2spk")
-    assert len(transcripts) == 12 and len(set(speakers.values())) >= 4
+    assert len(transcripts) == 12 and len(set(speakers.values())) >= 3
     recordings = {utt: soundfile.read(source_path, dtype="float32")[0]
-                  for utt, source_path in table(source / "wav.scp").items()}
+                  for utt, source_path in table(source / "wav.scp").items() if utt != "george-0-00"}
+    rate = 8000
     for utt, words in transcripts.items():
         words = words.split()
+        assert utt.startswith(f"{speakers[utt]}-strings-")
         assert 2 <= len(words) <= 7 and set(words) <= set(DIGITS)
-        audio, rate = soundfile.read(d / "wav" / f"{utt}.wav", dtype="float32")
-        assert rate == 8000
+        audio, file_rate = soundfile.read(d / "wav" / f"{utt}.wav", dtype="float32")
+        assert file_rate == rate
         # Find each digit's source recording in the audio, in order: the earliest place after the last
         # digit where a recording of this speaker saying that digit matches (to 16-bit rounding and the
-        # added noise).
+        # added noise). The gap before it is the leading silence or a pause.
         windows = np.lib.stride_tricks.sliding_window_view(audio, 32)
-        position = 0
-        for word in words:
+        position = end = 0
+        for n, word in enumerate(words):
             matches = []  # (start, end) of each candidate recording's first match
             for u, r in recordings.items():
                 speaker, digit, _ = u.split("-")
                 if speaker != speakers[utt] or DIGITS[int(digit)] != word:
                     continue
                 starts = np.flatnonzero(np.abs(windows[position:] - r[:32]).max(axis=1) < 0.01) + position
-                matches += [(int(t), int(t) + len(r)) for t in starts
-                            if t + len(r) <= len(audio) and np.abs(audio[t:t + len(r)] - r).max() < 0.01][:1]
+                match = next((int(t) for t in starts
+                              if t + len(r) <= len(audio) and np.abs(audio[t:t + len(r)] - r).max() < 0.01), None)
+                if match is not None:
+                    matches.append((match, match + len(r)))
             assert matches, (utt, word)
-            position = min(matches)[1] + int(0.05 * rate)  # at least 50 ms before the next digit
-    again = run_tool(sys.executable, strings, "--num", "12", source, tmp_path / "again")
-    assert again.returncode == 0 and table(tmp_path / "again" / "text") == transcripts
+            silence = (min(matches)[0] - end) / rate  # since the last digit, or the start
+            assert silence <= 0.2 if n == 0 else 0.05 <= silence <= 0.3, (utt, n, silence)
+            end = min(matches)[1]
+            position = end + int(0.05 * rate)
+        assert (len(audio) - end) / rate <= 0.2, utt
+    again = run_tool(sys.executable, strings, "--num", "12", source, tmp_path / "again" / "strings")
+    assert again.returncode == 0 and table(tmp_path / "again" / "strings" / "text") == transcripts
+    for utt in transcripts:
+        assert (d / "wav" / f"{utt}.wav").read_bytes() == (tmp_path / "again" / "strings" / "wav" / f"{utt}.wav").read_bytes()
     missing = run_tool(sys.executable, strings, tmp_path / "missing", tmp_path / "dest")
     assert missing.returncode == 1 and "missing/wav.scp not found" in missing.stderr

@@ -1,5 +1,5 @@
-"""Recipes end to end on real data: egs/yesno (asserting its WER) and every stage of egs/librispeech
-on the LibriSpeech samples with the tiny configuration."""
+"""Recipes end to end on real data: egs/yesno (asserting its WER), every stage of egs/librispeech
+on the LibriSpeech samples with the tiny configuration, and the data stages of egs/fsdd --strings."""
 
 import os
 import re
@@ -80,3 +80,25 @@ def test_librispeech_every_stage_on_the_samples(test_data, tmp_path):
         wer = (exp / f"decode-test_clean-{method}" / "wer").read_text()
         assert re.match(rf"%WER [0-9.]+ \[ \d+ / {words}, \d+ ins, \d+ del, \d+ sub \]", wer), wer
         assert f"librispeech test-clean {method}: {wer.strip()}" in out.stdout
+
+
+def test_fsdd_strings_data_stages(test_data, tmp_path):
+    """fsdd --strings N: its data, shards and units stages beside the single-digit ones, at least one
+    test string for a small N, the result lines saying what is not decoded yet, and a clear error for
+    an N that is not a number."""
+    recipe = copy_recipe("fsdd", tmp_path)
+    corpus = str(test_data / "fsdd" / "recordings")
+    bad = run_recipe(recipe, "--corpus-dir", corpus, "--strings", "many")
+    assert bad.returncode == 1 and "--strings must be a number" in bad.stderr
+    out = run_recipe(recipe, "--corpus-dir", corpus, "--strings", "3", "--stop-stage", "3")
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = recipe / "data"
+    assert len((data / "train_with_strings" / "text").read_text().splitlines()) == 2700 + 3
+    assert len((data / "test_strings" / "text").read_text().splitlines()) == 1
+    for name in ("train_with_strings", "test", "test_strings"):
+        assert (data / name / "data.list").is_file()
+    assert sorted(p.name for p in (recipe / "exp" / ".stages-strings3").iterdir()) == \
+        ["1.data.done", "2.shards.done", "3.units.done"]
+    assert out.stdout.strip().splitlines()[-2:] == [
+        "fsdd: test not decoded yet (exp/strings3/decode-test-greedy/wer missing)",
+        "fsdd: test_strings not decoded yet (exp/strings3/decode-test_strings-greedy/wer missing)"]

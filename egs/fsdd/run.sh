@@ -1,33 +1,41 @@
 #!/usr/bin/env bash
 # Free Spoken Digit Dataset: 6 speakers x 10 digits x 50 recordings, 8 kHz. The yesno recipe copied
-# to a new corpus: only local/fsdd/data_prep.py and conf/ differ. Test split: recordings 0-4.
+# to a new corpus: its own local/fsdd/data_prep.py and conf/. Test split: recordings 0-4.
 # With --strings N the model also learns connected digits: N strings of 2-7 digits made from the
-# training recordings (local/digit_strings.py) join the training set, and N/5 made from the test
-# recordings are a second test set.
+# training recordings (local/digit_strings.py) join the training set, and N/5 (at least 1) made from
+# the test recordings are a second test set; the model is then conf/strings.yaml in exp/stringsN.
 set -euo pipefail
 
 stage=0
 stop_stage=100
 corpus_dir=          # the dataset's recordings/ folder
-train_config=conf/tiny.yaml
-exp=exp/tiny
+train_config=        # default conf/tiny.yaml; with --strings, conf/strings.yaml
+exp=                 # default exp/tiny; with --strings N, exp/stringsN
 method=greedy
 strings=0            # digit strings to train on (0: single digits only); N/5 more are tested
 help_message="Usage: ./run.sh --corpus-dir FSDD/recordings [--stage N] [--stop-stage M] [--train-config FILE] [--exp DIR]
   [--strings N] [--method greedy|beam|modified_beam]
 FSDD is not on OpenSLR: git clone https://github.com/Jakobovski/free-spoken-digit-dataset and pass its recordings/.
 Stages: 1 data dirs, 2 shards, 3 units, 4 train, 5 decode (prints the %WER lines).
-Connected digits: ./run.sh --corpus-dir DIR --strings 1000 --train-config conf/strings.yaml --exp exp/strings"
+Connected digits: ./run.sh --corpus-dir DIR --strings 1000 (a modified transducer, conf/strings.yaml, in exp/strings1000)"
 
 . ./path.sh
 . utils/parse_options.sh
+if ! [[ $strings =~ ^[0-9]+$ ]]; then
+  echo "run.sh: --strings must be a number of strings (0: none), got '$strings'" >&2
+  exit 1
+fi
 test_sets=test
 train_set=train
 if [ "$strings" -gt 0 ]; then
   test_sets="test test_strings"
   train_set=train_with_strings
-  stage_marks=exp/.stages-strings  # the single-digit run's stages stay done
+  train_config=${train_config:-conf/strings.yaml}
+  exp=${exp:-exp/strings$strings}
+  stage_marks=exp/.stages-strings$strings  # data of another N, or of single digits, is made again
 fi
+train_config=${train_config:-conf/tiny.yaml}
+exp=${exp:-exp/tiny}
 . utils/stages.sh
 
 if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
@@ -40,7 +48,7 @@ if stage_wanted 1 data; then
   local/data_prep.py "$corpus_dir" data
   if [ "$strings" -gt 0 ]; then
     local/digit_strings.py --num "$strings" --seed 1 data/train data/train_strings
-    local/digit_strings.py --num $((strings / 5)) --seed 2 data/test data/test_strings
+    local/digit_strings.py --num $(( strings >= 5 ? strings / 5 : 1 )) --seed 2 data/test data/test_strings
     utils/combine_data.sh data/$train_set data/train data/train_strings
   fi
   stage_done 1 data
@@ -64,15 +72,18 @@ if stage_wanted 4 train "$exp"; then
   stage_done 4 train "$exp"
 fi
 
-if stage_wanted 5 "decode-$method" "$exp"; then
-  for set in $test_sets; do
+for set in $test_sets; do
+  if stage_wanted 5 "decode-$set-$method" "$exp"; then
     steps/decode.py --method "$method" "$exp" data/$set/data.list $set
-  done
-  stage_done 5 "decode-$method" "$exp"
-fi
+    stage_done 5 "decode-$set-$method" "$exp"
+  fi
+done
 
 for set in $test_sets; do
-  if [ -f "$exp/decode-$set-$method/wer" ]; then
-    echo "fsdd: $set $(cat "$exp/decode-$set-$method/wer")"
+  wer_file=$exp/decode-$set-$method/wer
+  if [ -f "$wer_file" ]; then
+    echo "fsdd: $set $(cat "$wer_file")"
+  else
+    echo "fsdd: $set not decoded yet ($wer_file missing)"
   fi
 done

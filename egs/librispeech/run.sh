@@ -87,18 +87,23 @@ fi
 
 device=cpu
 [ "$ngpu" -gt 0 ] && python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' && device=cuda
-if stage_wanted 6 "decode-${methods// /-}" "$exp"; then
-  for method in $methods; do
-    for set in $test_sets; do
+for method in $methods; do
+  for set in $test_sets; do
+    if stage_wanted 6 "decode-$(name $set)-$method" "$exp"; then
       steps/decode.py --method "$method" --device "$device" "${checkpoint_args[@]}" "$exp" \
         data/$(name $set)/data.list $(name $set)
-    done
+      stage_done 6 "decode-$(name $set)-$method" "$exp"
+    fi
   done
-  stage_done 6 "decode-${methods// /-}" "$exp"
-fi
+done
 
 for method in $methods; do
   for set in $test_sets; do
-    echo "librispeech $set $method: $(cat "$exp/decode-$(name $set)-$method/wer")"
+    wer_file=$exp/decode-$(name $set)-$method/wer
+    if [ -f "$wer_file" ]; then
+      echo "librispeech $set $method: $(cat "$wer_file")"
+    else
+      echo "librispeech $set $method: not decoded yet ($wer_file missing)"
+    fi
   done
 done

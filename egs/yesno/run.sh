@@ -70,4 +70,6 @@ fi
 wer_file=$exp/decode-test_yesno-$method/wer
 if [ -f "$wer_file" ]; then
   echo "yesno: test $(cat "$wer_file")"
+else
+  echo "yesno: test not decoded yet ($wer_file missing)"
 fi

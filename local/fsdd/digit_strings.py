@@ -3,10 +3,13 @@
 
 Each new recording joins --min-digits to --max-digits random recordings of one speaker of the source
 data dir (so strings made from the test split hold only test recordings), with pauses of 50-300 ms
-between the digits and up to 200 ms of silence at either end; silences carry faint noise (about
--60 dBFS) so no frame is digital zero. The transcript is the digits' words in order.
+between the digits and up to 200 ms of silence at either end; faint noise (about -60 dBFS) over the
+whole string keeps the silences from being digital zero. The transcript is the digits' words in order.
 
-Writes DEST/wav/*.wav and the Kaldi data dir DEST (wav.scp, text, utt2spk, spk2utt, utt2dur).
+Writes DEST/wav/*.wav and the Kaldi data dir DEST (wav.scp, text, utt2spk, spk2utt, utt2dur); the
+utterance ids are <speaker>-<DEST's name>-<n>, so strings of two data dirs never share an id. Source
+utterances that are not one word, lack a speaker, are commands, or whose audio is unreadable, empty,
+not mono or not at --sample-rate are named (file:line), counted and skipped.
 """
 
 from __future__ import annotations
@@ -26,29 +29,33 @@ from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dir  # noqa:
 NOISE_LEVEL = 1e-3
 
 
-def read_recordings(source: str, report: Report) -> tuple[dict[str, list[tuple[np.ndarray, str]]], int]:
-    """speaker -> [(samples, word)] of the source data dir's one-word utterances, and their sample rate."""
+def read_recordings(source: str, rate: int, report: Report) -> dict[str, list[tuple[np.ndarray, str]]]:
+    """speaker -> [(samples, word)] of the source data dir's one-word utterances."""
     wav, text, speakers = (read_table(os.path.join(source, name)) for name in ("wav.scp", "text", "utt2spk"))
     by_speaker: dict[str, list[tuple[np.ndarray, str]]] = {}
-    rate = 0
     for utt, line in tqdm(sorted(wav.items()), desc="digit_strings: reading", unit="utt", leave=False):
-        path = line.value
         words = text[utt].value.split() if utt in text else []
-        if len(words) != 1 or utt not in speakers:
-            where = text[utt].where if utt in text else f"{source}/text (no line for {utt})"
-            report.skip("not one word with a speaker", where)
+        if len(words) != 1:
+            where = text[utt].where if utt in text else f"{line.where} (no transcript for {utt})"
+            report.skip("not one word", where)
+            continue
+        if utt not in speakers:
+            report.skip("no speaker", f"{line.where} (no utt2spk line for {utt})")
+            continue
+        if line.value.endswith("|"):
+            report.skip("a command, not a file", line.where)
             continue
         try:
-            samples, utt_rate = soundfile.read(path, dtype="float32", always_2d=True)
+            samples, utt_rate = soundfile.read(line.value, dtype="float32", always_2d=True)
         except (OSError, RuntimeError) as error:
-            report.skip(f"unreadable audio ({error})", path)
+            report.skip(f"unreadable audio ({error})", line.where)
             continue
-        if rate and utt_rate != rate:
-            report.skip(f"sample rate not {rate} Hz like the others", f"{path} ({utt_rate} Hz)")
+        if utt_rate != rate or samples.shape[1] != 1 or not len(samples):
+            report.skip(f"not mono audio at {rate} Hz", f"{line.where} ({utt_rate} Hz, {samples.shape[1]} channels, "
+                                                         f"{len(samples)} samples)")
             continue
-        rate = utt_rate
         by_speaker.setdefault(speakers[utt].value, []).append((samples[:, 0], words[0]))
-    return by_speaker, rate
+    return by_speaker
 
 
 def make_string(rng: np.random.Generator, recordings: list[tuple[np.ndarray, str]], digits: int,
@@ -78,32 +85,34 @@ def main() -> int:
     parser.add_argument("--num", type=int, default=1000, help="strings to make (default 1000)")
     parser.add_argument("--min-digits", type=int, default=2)
     parser.add_argument("--max-digits", type=int, default=7)
+    parser.add_argument("--sample-rate", type=int, default=8000, help="of the source audio (default 8000, FSDD's)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    if args.num < 1 or not 1 <= args.min_digits <= args.max_digits:
-        parser.error("need --num >= 1 and 1 <= --min-digits <= --max-digits")
+    if args.num < 1 or not 1 <= args.min_digits <= args.max_digits or args.sample_rate < 1:
+        parser.error("need --num >= 1, 1 <= --min-digits <= --max-digits and --sample-rate >= 1")
     for name in ("wav.scp", "text", "utt2spk"):
         if not os.path.isfile(os.path.join(args.source, name)):
             print(f"digit_strings.py: {os.path.join(args.source, name)} not found; run local/data_prep.py first",
                   file=sys.stderr)
             return 1
     report = Report("digit_strings")
-    by_speaker, rate = read_recordings(args.source, report)
+    by_speaker = read_recordings(args.source, args.sample_rate, report)
     if not by_speaker:
         print(f"digit_strings.py: no usable one-digit recordings in {args.source}; {report.summary()}", file=sys.stderr)
         return 1
     rng = np.random.default_rng(args.seed)
     speakers = sorted(by_speaker)
+    name = os.path.basename(os.path.normpath(args.dest))
     wav_dir = os.path.join(args.dest, "wav")
     os.makedirs(wav_dir, exist_ok=True)
     utterances = []
     for i in tqdm(range(args.num), desc="digit_strings: writing", unit="utt"):
         speaker = speakers[int(rng.integers(0, len(speakers)))]
         digits = int(rng.integers(args.min_digits, args.max_digits + 1))
-        audio, words = make_string(rng, by_speaker[speaker], digits, rate)
-        utt = f"{speaker}-strings-{i:05d}"
+        audio, words = make_string(rng, by_speaker[speaker], digits, args.sample_rate)
+        utt = f"{speaker}-{name}-{i:05d}"
         path = os.path.join(wav_dir, f"{utt}.wav")
-        soundfile.write(path, audio, rate, subtype="PCM_16")
+        soundfile.write(path, audio, args.sample_rate, subtype="PCM_16")
         utterances.append(Utterance(utt, speaker, path, " ".join(words)))
     try:
         write_data_dir(args.dest, utterances, report)
