@@ -58,10 +58,10 @@ def test_yesno_end_to_end(test_data, tmp_path):
 
 def test_librispeech_every_stage_on_the_samples(test_data, tmp_path):
     recipe = copy_recipe("librispeech", tmp_path)
-    out = run_recipe(recipe, "--corpus-dir", str(test_data / "librispeech_samples" / "LibriSpeech"),
-                     "--train-sets", "dev-clean", "--valid-set", "test-clean", "--test-sets", "test-clean",
-                     "--train-config", "conf/tiny.yaml", "--exp", "exp/tiny", "--vocab-size", "40", "--ngpu", "0",
-                     "--average", "2", "--nj", "2")
+    args = ("--corpus-dir", str(test_data / "librispeech_samples" / "LibriSpeech"), "--train-sets", "dev-clean",
+            "--valid-set", "test-clean", "--test-sets", "test-clean", "--train-config", "conf/tiny.yaml",
+            "--exp", "exp/tiny", "--vocab-size", "40", "--ngpu", "0", "--nj", "2")
+    out = run_recipe(recipe, *args, "--average", "2")
     assert out.returncode == 0, out.stderr[-3000:]
     for data_dir in ("dev_clean", "test_clean", "train"):
         valid = run_tool(ROOT / "utils" / "validate_data_dir.sh", "--no-feats", recipe / "data" / data_dir)
@@ -75,11 +75,17 @@ def test_librispeech_every_stage_on_the_samples(test_data, tmp_path):
     words = sum(len(line.split()) - 1 for trans in (test_data / "librispeech_samples" / "LibriSpeech" / "test-clean")
                 .glob("*/*/*.trans.txt") for line in trans.read_text().splitlines())
     exp = recipe / "exp" / "tiny"
-    assert (exp / "config.yaml").is_file() and (exp / "epoch-2.pt").is_file() and (exp / "avg.pt").is_file()
+    assert (exp / "config.yaml").is_file() and (exp / "epoch-2.pt").is_file() and (exp / "avg-2.pt").is_file()
     for method in ("greedy", "modified_beam"):
         wer = (exp / f"decode-test_clean-{method}" / "wer").read_text()
         assert re.match(rf"%WER [0-9.]+ \[ \d+ / {words}, \d+ ins, \d+ del, \d+ sub \]", wer), wer
         assert f"librispeech test-clean {method}: {wer.strip()}" in out.stdout
+    # Without averaging the last epoch is decoded: new decode stages, the rest done before.
+    last = run_recipe(recipe, *args, "--average", "0")
+    assert last.returncode == 0, last.stderr[-3000:]
+    assert "stage 6 (decode-test_clean-greedy-epoch-2)\n" in last.stdout
+    assert "checkpoint epoch-2.pt" in last.stdout + last.stderr
+    assert last.stdout.count("done before; skipped") == 4  # data, shards, units, train
 
 
 def test_fsdd_strings_data_stages(test_data, tmp_path):

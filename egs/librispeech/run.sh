@@ -74,25 +74,31 @@ if stage_wanted 4 train "$exp"; then
   stage_done 4 train "$exp"
 fi
 
-checkpoint_args=()
+# The model decoded: the average of the last --average epochs (fewer if fewer were trained), or the
+# last epoch; model_tag names it in the decode stages' markers.
+epochs=$( (ls -v "$exp"/epoch-*.pt 2>/dev/null || true) | wc -l)
+last_epoch=$( (ls -v "$exp"/epoch-*.pt 2>/dev/null || true) | tail -n 1)
+checkpoint_args=(--checkpoint "$last_epoch")
+model_tag=$(basename "$last_epoch" .pt)
 if [ "$average" -gt 0 ]; then
-  if stage_wanted 5 average "$exp"; then
-    epochs=$(ls "$exp"/epoch-*.pt 2>/dev/null | wc -l)
-    n=$(( epochs < average ? epochs : average ))
-    steps/average_checkpoints.py --last "$n" --output "$exp/avg.pt" "$exp"
-    stage_done 5 average "$exp"
+  n=$(( epochs < average ? epochs : average ))
+  if stage_wanted 5 "average-$n" "$exp"; then
+    [ "$n" -gt 0 ] || { echo "run.sh: no epoch checkpoints in $exp to average; train first (stage 4)" >&2; exit 1; }
+    steps/average_checkpoints.py --last "$n" "$exp"  # writes $exp/avg-$n.pt
+    stage_done 5 "average-$n" "$exp"
   fi
-  checkpoint_args=(--checkpoint "$exp/avg.pt")
+  checkpoint_args=(--checkpoint "$exp/avg-$n.pt")
+  model_tag=avg$n
 fi
 
 device=cpu
 [ "$ngpu" -gt 0 ] && python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' && device=cuda
 for method in $methods; do
   for set in $test_sets; do
-    if stage_wanted 6 "decode-$(name $set)-$method" "$exp"; then
+    if stage_wanted 6 "decode-$(name $set)-$method-$model_tag" "$exp"; then
       steps/decode.py --method "$method" --device "$device" "${checkpoint_args[@]}" "$exp" \
         data/$(name $set)/data.list $(name $set)
-      stage_done 6 "decode-$(name $set)-$method" "$exp"
+      stage_done 6 "decode-$(name $set)-$method-$model_tag" "$exp"
     fi
   done
 done

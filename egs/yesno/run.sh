@@ -57,14 +57,14 @@ if stage_wanted 4 train "$exp"; then
   stage_done 4 train "$exp"
 fi
 
-if stage_wanted 5 average "$exp"; then
-  steps/average_checkpoints.py --last "$average" --output "$exp/avg.pt" "$exp"
-  stage_done 5 average "$exp"
+if stage_wanted 5 "average-$average" "$exp"; then
+  steps/average_checkpoints.py --last "$average" "$exp"  # writes $exp/avg-$average.pt
+  stage_done 5 "average-$average" "$exp"
 fi
 
-if stage_wanted 6 "decode-$method" "$exp"; then
-  steps/decode.py --method "$method" --checkpoint "$exp/avg.pt" "$exp" data/test_yesno/data.list test_yesno
-  stage_done 6 "decode-$method" "$exp"
+if stage_wanted 6 "decode-$method-avg$average" "$exp"; then
+  steps/decode.py --method "$method" --checkpoint "$exp/avg-$average.pt" "$exp" data/test_yesno/data.list test_yesno
+  stage_done 6 "decode-$method-avg$average" "$exp"
 fi
 
 wer_file=$exp/decode-test_yesno-$method/wer
