@@ -76,11 +76,16 @@ def model_flops(config: ModelConfig, B: int, T: int, U: int, V: int) -> float:
         return sum(8 * hid * ((inp if i == 0 else hid) + hid) for i in range(layers)) * steps
 
     T2 = -(-T // e.stack_time)
-    enc = lstm(e.pre_layers, e.input_dim, e.hidden, T) + lstm(e.post_layers, e.hidden * e.stack_time, e.hidden, T2)
+    post_input = (e.hidden if e.pre_layers else e.input_dim) * e.stack_time
+    enc = lstm(e.pre_layers, e.input_dim, e.hidden, T) + lstm(e.post_layers, post_input, e.hidden, T2)
     pred = lstm(p.layers, p.embed_dim, p.hidden, U + 1) if p.kind == "lstm" else 0
-    cells = T2 * (U + 1) if config.loss.type != "pruned" else T2 * config.loss.s_range
-    joint = 2 * cells * j.hidden * V + 2 * T2 * e.hidden * j.hidden + 2 * (U + 1) * p.hidden * j.hidden
-    return 3 * B * (enc + pred + joint)
+    pred_out = p.hidden if p.kind == "lstm" else p.embed_dim
+    pruned = config.loss.type == "pruned"
+    cells = T2 * config.loss.s_range if pruned else T2 * (U + 1)
+    joint = 2 * cells * j.hidden * V + 2 * T2 * e.hidden * j.hidden + 2 * (U + 1) * pred_out * j.hidden
+    simple = 2 * (T2 * e.hidden + (U + 1) * pred_out) * V if pruned else 0  # the additive am / lm projections
+    ctc = 2 * T2 * e.hidden * V if config.loss.ctc_weight > 0 else 0
+    return 3 * B * (enc + pred + joint + simple + ctc)
 
 
 def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: int, runs: int,

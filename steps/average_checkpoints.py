@@ -36,11 +36,17 @@ def average(paths: list[str], use_ema: bool) -> dict[str, torch.Tensor]:
             for name, value in newest.items()}
 
 
+def positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a count of at least 1, got '{value}'")
+    return int(value)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     how = parser.add_mutually_exclusive_group(required=True)
-    how.add_argument("--last", type=int, help="average the last N epochs")
-    how.add_argument("--best", type=int, help="average the N epochs with the lowest validation loss")
+    how.add_argument("--last", type=positive, help="average the last N epochs")
+    how.add_argument("--best", type=positive, help="average the N epochs with the lowest validation loss")
     parser.add_argument("--no-ema", action="store_true", help="average the raw weights even where EMA weights exist")
     parser.add_argument("--output", help="default <exp-dir>/avg-<N>.pt")
     parser.add_argument("exp_dir")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Decode a data list with a trained experiment and score it.
 
-Writes <exp-dir>/decode-<set>-<method>/: hyp (Kaldi text), ref (Kaldi text), recogs (ref and hyp per
+Writes <exp-dir>/decode-<set>-<method>[-<tag>]/: hyp (Kaldi text), ref (Kaldi text), recogs (ref and hyp per
 utterance), errs (the %WER line and details), wer (the %WER line). Prints the real-time factor:
 decoding seconds per second of audio (with --threads, per core).
 """
@@ -35,10 +35,12 @@ def main() -> int:
     parser.add_argument("--no-ema", action="store_true", help="use raw weights even where EMA weights are kept")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    parser.add_argument("--tag", default="", help="appended to the output dir's name: which model was decoded "
+                        "(recipes: avg<N>-epoch-<K> or epoch-<K>), so decodes of other models do not overwrite it")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("exp_dir")
     parser.add_argument("data_list")
-    parser.add_argument("set_name", help="names the output dir decode-<set>-<method>")
+    parser.add_argument("set_name", help="names the output dir decode-<set>-<method>[-<tag>]")
     args = parser.parse_args()
     if args.beam < 1 or args.batch_size < 1 or (args.max_symbols_per_frame is not None and args.max_symbols_per_frame < 1):
         parser.error("--beam, --batch-size and --max-symbols-per-frame must be at least 1")
@@ -65,7 +67,7 @@ def main() -> int:
         audio_seconds += float(batch["feat_lens"].sum()) * frame_seconds
         for key, text, hyp in zip(batch["keys"], batch["texts"], results):
             refs[key], hyps[key] = text, tokenizer.decode(hyp.tokens)
-    out = os.path.join(args.exp_dir, f"decode-{args.set_name}-{args.method}")
+    out = os.path.join(args.exp_dir, f"decode-{args.set_name}-{args.method}{f'-{args.tag}' if args.tag else ''}")
     os.makedirs(out, exist_ok=True)
     write_table(os.path.join(out, "hyp"), hyps.items())
     write_table(os.path.join(out, "ref"), refs.items())

@@ -5,7 +5,9 @@ One process by default; under torchrun, one process per device with DDP (gloo on
   torchrun --nproc_per_node=4 steps/train.py --config conf/small.yaml ...
   torchrun --nnodes=2 --node_rank=$NODE --master_addr=$HEAD --master_port=29500 --nproc_per_node=8 steps/train.py ...
 The resolved configuration is saved as <exp-dir>/config.yaml; --resume continues from the newest
-checkpoint exactly where it stopped. SIGTERM saves a checkpoint and exits cleanly.
+checkpoint exactly where it stopped. SIGTERM (to any rank) saves a checkpoint at the next optimiser
+step and exits with status 143, so that a recipe does not take the run for finished.
+Exit status: 0 training complete, 1 error, 143 stopped by SIGTERM.
 """
 
 import argparse
@@ -35,7 +37,10 @@ def main() -> int:
     parser.add_argument("--valid-list", default="", help="data list to validate on (overrides paths.valid_list)")
     parser.add_argument("--lang-dir", default="", help="units dir from steps/build_units.py (overrides paths.lang_dir)")
     parser.add_argument("--exp-dir", required=True)
-    parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --exp-dir")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="",
+                        help="where to train (overrides train.device; auto: CUDA when present)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the newest checkpoint in --exp-dir (without it, a dir with checkpoints is refused)")
     parser.add_argument("--log-keys", action="store_true", help="write the utterance keys each rank trains on")
     args = parser.parse_args()
     try:
@@ -45,6 +50,8 @@ def main() -> int:
         print(f"train.py: {error}", file=sys.stderr)
         return 1
     experiment = with_absolute_paths(experiment)
+    if args.device:
+        experiment = dataclasses.replace(experiment, train=dataclasses.replace(experiment.train, device=args.device))
     for name in ("train_list", "lang_dir"):
         if not getattr(experiment.paths, name):
             print(f"train.py: no {name}: give --{name.replace('_', '-')} or paths.{name}", file=sys.stderr)

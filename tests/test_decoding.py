@@ -154,6 +154,8 @@ def test_averaged_checkpoint_equals_hand_computed_average(trained):
             torch.testing.assert_close(value, sum(w.double() for w in weights).float() / 3, rtol=1e-6, atol=1e-7)
         else:
             assert torch.equal(value, weights[-1])
+    out = run_tool(sys.executable, STEPS / "average_checkpoints.py", "--last", "0", trained)
+    assert out.returncode == 2 and "at least 1" in out.stderr
 
 
 def test_transcribe_any_format_rate_and_channels(trained, yesno, tmp_path):

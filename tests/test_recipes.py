@@ -52,7 +52,7 @@ def test_yesno_end_to_end(test_data, tmp_path):
     # Another decoding method is a new stage 6 of the same model: only it runs.
     greedy = run_recipe(recipe, "--corpus-dir", str(test_data / "waves_yesno"), "--method", "greedy")
     assert greedy.returncode == 0 and greedy.stdout.count("done before; skipped") == 5, greedy.stderr[-3000:]
-    assert (recipe / "exp" / "tiny" / "decode-test_yesno-greedy" / "wer").is_file()
+    assert (recipe / "exp" / "tiny" / "decode-test_yesno-greedy-avg3-epoch-10" / "wer").is_file()
     assert greedy.stdout.strip().splitlines()[-1].startswith("yesno: test %WER ")
 
 
@@ -70,22 +70,33 @@ def test_librispeech_every_stage_on_the_samples(test_data, tmp_path):
     for data_dir in ("train", "test_clean"):
         shards = (recipe / "data" / data_dir / "data.list").read_text().split()
         assert shards and all(Path(s).is_file() for s in shards)
-    assert (recipe / "data" / "lang" / "bpe.model").is_file()
-    assert (recipe / "data" / "lang" / "units.txt").read_text().startswith("<blank> 0\n<unk> 1\n")
+    assert (recipe / "data" / "lang_bpe40" / "bpe.model").is_file()
+    assert (recipe / "data" / "lang_bpe40" / "units.txt").read_text().startswith("<blank> 0\n<unk> 1\n")
     words = sum(len(line.split()) - 1 for trans in (test_data / "librispeech_samples" / "LibriSpeech" / "test-clean")
                 .glob("*/*/*.trans.txt") for line in trans.read_text().splitlines())
     exp = recipe / "exp" / "tiny"
     assert (exp / "config.yaml").is_file() and (exp / "epoch-2.pt").is_file() and (exp / "avg-2.pt").is_file()
+    assert (exp / "lang" / "bpe.model").read_bytes() == (recipe / "data" / "lang_bpe40" / "bpe.model").read_bytes()
     for method in ("greedy", "modified_beam"):
-        wer = (exp / f"decode-test_clean-{method}" / "wer").read_text()
+        wer = (exp / f"decode-test_clean-{method}-avg2-epoch-2" / "wer").read_text()
         assert re.match(rf"%WER [0-9.]+ \[ \d+ / {words}, \d+ ins, \d+ del, \d+ sub \]", wer), wer
-        assert f"librispeech test-clean {method}: {wer.strip()}" in out.stdout
-    # Without averaging the last epoch is decoded: new decode stages, the rest done before.
+        assert f"librispeech test-clean {method} (avg2-epoch-2): {wer.strip()}" in out.stdout
+    averaged = (exp / "decode-test_clean-greedy-avg2-epoch-2" / "wer").read_text()
+    # Without averaging the last epoch is decoded: new decode stages beside the average's, the rest done before.
     last = run_recipe(recipe, *args, "--average", "0")
     assert last.returncode == 0, last.stderr[-3000:]
     assert "stage 6 (decode-test_clean-greedy-epoch-2)\n" in last.stdout
     assert "checkpoint epoch-2.pt" in last.stdout + last.stderr
-    assert last.stdout.count("done before; skipped") == 4  # data, shards, units, train
+    # data (dev-clean, test-clean, train of dev-clean), shards (train, test_clean), units, train
+    assert last.stdout.count("done before; skipped") == 7, last.stdout
+    assert (exp / "decode-test_clean-greedy-epoch-2" / "wer").is_file()
+    assert (exp / "decode-test_clean-greedy-avg2-epoch-2" / "wer").read_text() == averaged
+    # Other units: a new lang dir and a new experiment trained with them; the first keeps its own.
+    units = run_recipe(recipe, *args, "--vocab-size", "30", "--exp", "exp/tiny30", "--stop-stage", "4")
+    assert units.returncode == 0, units.stderr[-3000:]
+    assert "stage 3 (units-bpe30-dev-clean)" in units.stdout
+    assert len((recipe / "exp" / "tiny30" / "lang" / "units.txt").read_text().splitlines()) == 30
+    assert len((exp / "lang" / "units.txt").read_text().splitlines()) == 40
 
 
 def test_fsdd_strings_data_stages(test_data, tmp_path):
@@ -99,12 +110,17 @@ def test_fsdd_strings_data_stages(test_data, tmp_path):
     out = run_recipe(recipe, "--corpus-dir", corpus, "--strings", "3", "--stop-stage", "3")
     assert out.returncode == 0, out.stderr[-3000:]
     data = recipe / "data"
-    assert len((data / "train_with_strings" / "text").read_text().splitlines()) == 2700 + 3
-    assert len((data / "test_strings" / "text").read_text().splitlines()) == 1
-    for name in ("train_with_strings", "test", "test_strings"):
+    assert len((data / "train_with_strings3" / "text").read_text().splitlines()) == 2700 + 3
+    assert len((data / "test_strings3" / "text").read_text().splitlines()) == 1
+    for name in ("train_with_strings3", "test", "test_strings3"):
         assert (data / name / "data.list").is_file()
     assert sorted(p.name for p in (recipe / "exp" / ".stages-strings3").iterdir()) == \
         ["1.data.done", "2.shards.done", "3.units.done"]
     assert out.stdout.strip().splitlines()[-2:] == [
-        "fsdd: test not decoded yet (exp/strings3/decode-test-greedy/wer missing)",
-        "fsdd: test_strings not decoded yet (exp/strings3/decode-test_strings-greedy/wer missing)"]
+        "fsdd: test not decoded yet (no model in exp/strings3)",
+        "fsdd: test_strings3 not decoded yet (no model in exp/strings3)"]
+    # another N has data of its own: nothing of N=3 is overwritten or refused
+    more = run_recipe(recipe, "--corpus-dir", corpus, "--strings", "7", "--stop-stage", "2")
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert len((data / "train_with_strings7" / "text").read_text().splitlines()) == 2700 + 7
+    assert len((data / "train_with_strings3" / "text").read_text().splitlines()) == 2700 + 3

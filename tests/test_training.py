@@ -1,6 +1,7 @@
 """Training on real yesno audio: overfitting, exact resume after SIGKILL, torchrun with two CPU ranks."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,10 +22,11 @@ from rnnt.training.experiment import load_experiment
 CONFIG = ROOT / "egs" / "yesno" / "conf" / "tiny.yaml"
 
 
-def config_file(tmp_path: Path, **train) -> Path:
+def config_file(tmp_path: Path, batch_size: int = 5, dropout: float = 0.0, **train) -> Path:
     """The yesno recipe's config with batches of 5 (6 steps an epoch on its 30 training utterances)."""
     values = yaml.safe_load(CONFIG.read_text())
-    values["data"]["batch"] = {"type": "static", "batch_size": 5}
+    values["data"]["batch"] = {"type": "static", "batch_size": batch_size}
+    values["model"]["encoder"]["dropout"] = values["model"]["predictor"]["dropout"] = dropout
     values["train"].update(train)
     path = tmp_path / "conf.yaml"
     path.write_text(yaml.safe_dump(values))
@@ -66,18 +68,40 @@ def final_parameters(exp_dir: Path) -> dict:
 
 
 def test_killed_and_resumed_run_matches_an_uninterrupted_one(yesno, tmp_path):
-    conf = config_file(tmp_path, epochs=4, checkpoint_every=2, keep_checkpoints=20, log_every=1,
-                       schedule={"type": "mlperf", "warmup_steps": 5, "hold_steps": 5, "decay_steps": 5})
+    """With everything that draws random numbers or carries state across steps: dropout, EMA, gradient
+    accumulation whose last group in an epoch is short (8 batches of 4: groups of 3, 3, 2), a schedule."""
+    conf = config_file(tmp_path, batch_size=4, dropout=0.2, epochs=4, accum_steps=3, ema_decay=0.9,
+                       checkpoint_every=2, keep_checkpoints=20, log_every=1,
+                       schedule={"type": "mlperf", "warmup_steps": 2, "hold_steps": 2, "decay_steps": 2})
     straight = tmp_path / "straight"
     out = run_tool(*train_args(yesno, straight, conf))
     assert out.returncode == 0, out.stderr
     assert (straight / "config.yaml").is_file() and (straight / "train.log").is_file()
-    assert "training done: 24 steps, 4 epochs" in (straight / "train.log").read_text()  # 30 utterances, batches of 5
+    assert "training done: 12 steps, 4 epochs" in (straight / "train.log").read_text()  # 3 steps an epoch
 
-    killed = tmp_path / "killed"
+    again = run_tool(*train_args(yesno, straight, conf))  # a fresh run must not mix with the old one's checkpoints
+    assert again.returncode == 1 and "already holds checkpoints" in again.stderr and "--resume" in again.stderr
+    # the experiment keeps its units; resuming it with other units is refused
+    assert load_experiment(str(straight / "config.yaml")).paths.lang_dir == str(straight / "lang")
+    other_lang = tmp_path / "other_lang"
+    shutil.copytree(yesno / "lang", other_lang)
+    with open(other_lang / "units.txt", "a") as f:
+        f.write("MAYBE 4\n")
+    args = train_args(yesno, straight, conf)
+    args[args.index("--lang-dir") + 1] = str(other_lang)
+    other = run_tool(*args, "--resume")
+    assert other.returncode == 1 and "differ from" in other.stderr and "units.txt" in other.stderr, other.stderr
+
+    from_epoch = tmp_path / "from_epoch"  # resumed where an epoch ended, after its short group's step
+    from_epoch.mkdir()
+    shutil.copy(straight / "epoch-2.pt", from_epoch)
+    out = run_tool(*train_args(yesno, from_epoch, conf), "--resume")
+    assert out.returncode == 0, out.stderr
+
+    killed = tmp_path / "killed"  # killed inside epoch 3: resumed from step-8.pt (batch 6 of 8)
     proc = subprocess.Popen(train_args(yesno, killed, conf), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
-    while not (killed / "step-10.pt").exists() and proc.poll() is None and time.time() < deadline:
+    while not (killed / "step-8.pt").exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.02)
     assert proc.poll() is None, "training ended before it could be killed"
     proc.send_signal(signal.SIGKILL)
@@ -86,10 +110,14 @@ def test_killed_and_resumed_run_matches_an_uninterrupted_one(yesno, tmp_path):
     out = run_tool(*train_args(yesno, killed, conf), "--resume")
     assert out.returncode == 0, out.stderr
     assert "resumed from" in (killed / "train.log").read_text()
-    a, b = final_parameters(straight), final_parameters(killed)
-    assert a.keys() == b.keys()
-    for name in a:
-        assert torch.equal(a[name], b[name]), name
+    a = checkpoint.load(checkpoint.latest(str(straight)))
+    for resumed in from_epoch, killed:
+        b = checkpoint.load(checkpoint.latest(str(resumed)))
+        for part in "model", "ema":
+            assert a[part].keys() == b[part].keys()
+            for name in a[part]:
+                assert torch.equal(a[part][name], b[part][name]), (resumed.name, part, name)
+    assert not torch.equal(a["model"]["joiner.output.weight"], a["ema"]["joiner.output.weight"])
 
 
 def test_sigterm_saves_and_exits_cleanly(yesno, tmp_path):
@@ -100,7 +128,7 @@ def test_sigterm_saves_and_exits_cleanly(yesno, tmp_path):
     while not (exp / "epoch-2.pt").exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.02)
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 0
+    assert proc.wait(timeout=60) == 143  # not 0: a recipe must not mark the stage done
     assert "stopped on SIGTERM" in (exp / "train.log").read_text()
     meta = checkpoint.load_meta(checkpoint.latest(str(exp)))
     assert meta["step"] >= 6
@@ -115,7 +143,9 @@ def test_non_finite_losses_stop_training_with_a_clear_message(yesno, tmp_path):
 
 @pytest.mark.slow
 def test_torchrun_two_cpu_ranks_disjoint_data_identical_parameters(yesno, tmp_path):
-    conf = config_file(tmp_path, epochs=2)
+    """The ranks read 2 and 1 of the 3 shards of 10: an epoch ends after 5 batches of 2, accumulated in
+    threes: a group that DDP all-reduces, then a short one whose gradient the trainer averages itself."""
+    conf = config_file(tmp_path, batch_size=2, epochs=2, accum_steps=3)
     exp = tmp_path / "ddp"
     args = train_args(yesno, exp, conf)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"] + args[1:] + ["--log-keys"]
@@ -123,7 +153,8 @@ def test_torchrun_two_cpu_ranks_disjoint_data_identical_parameters(yesno, tmp_pa
     assert out.returncode == 0, out.stderr[-3000:]
     keys = [set((exp / f"keys-rank{r}.txt").read_text().splitlines()) for r in range(2)]
     assert keys[0] and keys[1] and not keys[0] & keys[1]
-    assert "all 2 ranks hold identical parameters" in (exp / "train.log").read_text()
+    log = (exp / "train.log").read_text()
+    assert "all 2 ranks hold identical parameters" in log and "training done: 4 steps, 2 epochs" in log
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

@@ -2,8 +2,9 @@
 # Free Spoken Digit Dataset: 6 speakers x 10 digits x 50 recordings, 8 kHz. The yesno recipe copied
 # to a new corpus: its own local/fsdd/data_prep.py and conf/. Test split: recordings 0-4.
 # With --strings N the model also learns connected digits: N strings of 2-7 digits made from the
-# training recordings (local/digit_strings.py) join the training set, and N/5 (at least 1) made from
-# the test recordings are a second test set; the model is then conf/strings.yaml in exp/stringsN.
+# training recordings (local/digit_strings.py) join the training set (data/train_with_stringsN), and
+# N/5 (at least 1) made from the test recordings are a second test set (data/test_stringsN); the model
+# is then conf/strings.yaml in exp/stringsN.
 set -euo pipefail
 
 stage=0
@@ -12,11 +13,12 @@ corpus_dir=          # the dataset's recordings/ folder
 train_config=        # default conf/tiny.yaml; with --strings, conf/strings.yaml
 exp=                 # default exp/tiny; with --strings N, exp/stringsN
 method=greedy
+average=0            # the last N epochs averaged for decoding (0: the last epoch alone)
 strings=0            # digit strings to train on (0: single digits only); N/5 more are tested
 help_message="Usage: ./run.sh --corpus-dir FSDD/recordings [--stage N] [--stop-stage M] [--train-config FILE] [--exp DIR]
-  [--strings N] [--method greedy|beam|modified_beam]
+  [--strings N] [--average N] [--method greedy|beam|modified_beam]
 FSDD is not on OpenSLR: git clone https://github.com/Jakobovski/free-spoken-digit-dataset and pass its recordings/.
-Stages: 1 data dirs, 2 shards, 3 units, 4 train, 5 decode (prints the %WER lines).
+Stages: 1 data dirs, 2 shards, 3 units, 4 train, 5 average (with --average N), 6 decode (prints the %WER lines).
 Connected digits: ./run.sh --corpus-dir DIR --strings 1000 (a modified transducer, conf/strings.yaml, in exp/strings1000)"
 
 . ./path.sh
@@ -28,15 +30,16 @@ fi
 test_sets=test
 train_set=train
 if [ "$strings" -gt 0 ]; then
-  test_sets="test test_strings"
-  train_set=train_with_strings
+  test_sets="test test_strings$strings"
+  train_set=train_with_strings$strings
   train_config=${train_config:-conf/strings.yaml}
   exp=${exp:-exp/strings$strings}
-  stage_marks=exp/.stages-strings$strings  # data of another N, or of single digits, is made again
+  stage_marks=exp/.stages-strings$strings  # the data stages of each N, beside those of single digits
 fi
 train_config=${train_config:-conf/tiny.yaml}
 exp=${exp:-exp/tiny}
 . utils/stages.sh
+. utils/model_to_decode.sh
 
 if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
   echo "run.sh: --corpus-dir must name FSDD's recordings/ folder (got '$corpus_dir')" >&2
@@ -47,9 +50,9 @@ fi
 if stage_wanted 1 data; then
   local/data_prep.py "$corpus_dir" data
   if [ "$strings" -gt 0 ]; then
-    local/digit_strings.py --num "$strings" --seed 1 data/train data/train_strings
-    local/digit_strings.py --num $(( strings >= 5 ? strings / 5 : 1 )) --seed 2 data/test data/test_strings
-    utils/combine_data.sh data/$train_set data/train data/train_strings
+    local/digit_strings.py --num "$strings" --seed 1 data/train data/train_strings$strings
+    local/digit_strings.py --num $(( strings >= 5 ? strings / 5 : 1 )) --seed 2 data/test data/test_strings$strings
+    utils/combine_data.sh data/$train_set data/train data/train_strings$strings
   fi
   stage_done 1 data
 fi
@@ -72,18 +75,20 @@ if stage_wanted 4 train "$exp"; then
   stage_done 4 train "$exp"
 fi
 
+model_to_decode 5 "$exp" "$average"  # stage 5: sets $checkpoint and $model_tag
+
 for set in $test_sets; do
-  if stage_wanted 5 "decode-$set-$method" "$exp"; then
-    steps/decode.py --method "$method" "$exp" data/$set/data.list $set
-    stage_done 5 "decode-$set-$method" "$exp"
+  if stage_wanted 6 "decode-$set-$method-$model_tag" "$exp"; then
+    steps/decode.py --method "$method" --checkpoint "$checkpoint" --tag "$model_tag" "$exp" data/$set/data.list $set
+    stage_done 6 "decode-$set-$method-$model_tag" "$exp"
   fi
 done
 
 for set in $test_sets; do
-  wer_file=$exp/decode-$set-$method/wer
-  if [ -f "$wer_file" ]; then
+  wer_file=$exp/decode-$set-$method-$model_tag/wer
+  if [ -n "$model_tag" ] && [ -f "$wer_file" ]; then
     echo "fsdd: $set $(cat "$wer_file")"
   else
-    echo "fsdd: $set not decoded yet ($wer_file missing)"
+    echo "fsdd: $set not decoded yet (${model_tag:+$wer_file missing}${model_tag:-no model in $exp})"
   fi
 done

@@ -14,7 +14,7 @@ mirror=https://www.openslr.org/resources/1
 train_config=conf/tiny.yaml
 exp=exp/tiny
 num_synth=600        # synthesised training recordings
-average=3            # the last N epochs averaged for decoding
+average=3            # the last N epochs averaged for decoding (0: the last epoch alone)
 method=modified_beam
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR] [--mirror URL] [--train-config FILE] [--exp DIR]
   [--num-synth N] [--average N] [--method greedy|beam|modified_beam]
@@ -23,6 +23,7 @@ Stages: 0 download, 1 data dirs, 2 shards, 3 units, 4 train, 5 average, 6 decode
 . ./path.sh
 . utils/parse_options.sh
 . utils/stages.sh
+. utils/model_to_decode.sh
 
 if [ -z "$corpus_dir" ]; then
   corpus_dir=downloads/waves_yesno
@@ -57,19 +58,16 @@ if stage_wanted 4 train "$exp"; then
   stage_done 4 train "$exp"
 fi
 
-if stage_wanted 5 "average-$average" "$exp"; then
-  steps/average_checkpoints.py --last "$average" "$exp"  # writes $exp/avg-$average.pt
-  stage_done 5 "average-$average" "$exp"
+model_to_decode 5 "$exp" "$average"  # stage 5: sets $checkpoint and $model_tag
+
+if stage_wanted 6 "decode-$method-$model_tag" "$exp"; then
+  steps/decode.py --method "$method" --checkpoint "$checkpoint" --tag "$model_tag" "$exp" data/test_yesno/data.list test_yesno
+  stage_done 6 "decode-$method-$model_tag" "$exp"
 fi
 
-if stage_wanted 6 "decode-$method-avg$average" "$exp"; then
-  steps/decode.py --method "$method" --checkpoint "$exp/avg-$average.pt" "$exp" data/test_yesno/data.list test_yesno
-  stage_done 6 "decode-$method-avg$average" "$exp"
-fi
-
-wer_file=$exp/decode-test_yesno-$method/wer
-if [ -f "$wer_file" ]; then
+wer_file=$exp/decode-test_yesno-$method-$model_tag/wer
+if [ -n "$model_tag" ] && [ -f "$wer_file" ]; then
   echo "yesno: test $(cat "$wer_file")"
 else
-  echo "yesno: test not decoded yet ($wer_file missing)"
+  echo "yesno: test not decoded yet (${model_tag:+$wer_file missing}${model_tag:-no model in $exp})"
 fi

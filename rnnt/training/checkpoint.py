@@ -11,9 +11,18 @@ import torch
 
 
 def save(path: str, state: dict) -> None:
+    """Written to path.tmp, flushed to disk, then renamed: a crash leaves the old file or the new one, whole."""
     tmp = f"{path}.tmp"
-    torch.save(state, tmp)
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
+    directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(directory)  # the rename itself
+    finally:
+        os.close(directory)
 
 
 def load(path: str) -> dict:

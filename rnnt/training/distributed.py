@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 from dataclasses import dataclass
 
@@ -34,17 +35,32 @@ def setup(device: str) -> World:
         torch.cuda.set_device(local_rank)
     target = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
     if size > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if use_cuda else "gloo")
+        # Validation runs on rank 0 while the other ranks wait in the next collective: allow it hours,
+        # not the backends' default minutes.
+        dist.init_process_group("nccl" if use_cuda else "gloo", timeout=datetime.timedelta(hours=3))
     return World(rank, size, local_rank, target)
 
 
-def all_have_batches(world: World, has_batch: bool) -> bool:
-    """True while every rank still has a batch: the join rule that ends an epoch for all ranks at once."""
+def every_rank(world: World, *flags: bool) -> tuple[bool, ...]:
+    """Each flag ANDed over all ranks, in one all-reduce: how the ranks take decisions together (an
+    epoch ends when any rank runs out of batches, a batch is skipped when any rank cannot use it, all
+    stop when any got SIGTERM), so that their collectives never fall out of step."""
     if not world.distributed:
-        return has_batch
-    flag = torch.tensor([1 if has_batch else 0], device=world.device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
-    return bool(flag.item())
+        return tuple(flags)
+    values = torch.tensor([int(f) for f in flags], device=world.device)
+    dist.all_reduce(values, op=dist.ReduceOp.MIN)
+    return tuple(bool(v) for v in values.tolist())
+
+
+def scale_gradients(parameters, scale: float, world: World | None = None) -> None:
+    """Gradients times scale; with a world, first averaged over its ranks (DDP's own reduction, for
+    micro-batches that all ran under no_sync)."""
+    size = world.size if world is not None and world.distributed else 1
+    for p in parameters:
+        if p.grad is not None:
+            if size > 1:
+                dist.all_reduce(p.grad)
+            p.grad.mul_(scale / size)
 
 
 def all_gather_objects(world: World, value):

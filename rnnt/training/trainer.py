@@ -8,9 +8,12 @@ rank's RNG state. A resumed run therefore produces the same parameters as an uni
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import filecmp
 import logging
 import math
 import os
+import shutil
 import signal
 import sys
 import time
@@ -24,12 +27,14 @@ from rnnt.data.pipeline import Pipeline
 from rnnt.data.tokenizer import Tokenizer
 from rnnt.model.transducer import Transducer
 from rnnt.training import checkpoint
-from rnnt.training.distributed import World, all_gather_objects, all_have_batches, cleanup, setup
+from rnnt.training.distributed import World, all_gather_objects, cleanup, every_rank, scale_gradients, setup
 from rnnt.training.ema import EMA
 from rnnt.training.experiment import Experiment, build_optimizer, save_experiment
 from rnnt.training.validation import validate
 
 log = logging.getLogger("rnnt.train")
+
+STOPPED_BY_SIGNAL = 128 + signal.SIGTERM  # the exit status of a run stopped early: the shell's for SIGTERM
 
 
 class StopTraining(RuntimeError):
@@ -69,9 +74,12 @@ class Trainer:
         self.valid_pipeline = (Pipeline(experiment.paths.valid_list, experiment.data, self.tokenizer, train=False)
                                if experiment.paths.valid_list else None)
         self.epoch = self.batch = self.step = 0
-        self.bad_in_row = 0
-        self.skipped = {"non-finite loss": 0, "out of memory": 0}
-        self.stop_requested = False
+        self.bad_in_row = 0  # batches skipped since the last optimiser step
+        self.kept = 0  # micro-batches in the current accumulation group whose gradient was kept
+        self.synced = False  # under DDP: the group's gradient was all-reduced (its last backward ran in sync)
+        self.skipped = {"non-finite loss": 0, "non-finite gradient": 0, "out of memory": 0}
+        self.signal_received = False  # this rank got SIGTERM
+        self.stopping = False  # some rank got SIGTERM: all stop at the next optimiser step
         self.valid_result: dict = {}
         self.keys_file = open(os.path.join(exp_dir, f"keys-rank{self.world.rank}.txt"), "a") if log_keys else None
         self.writer = None
@@ -79,10 +87,28 @@ class Trainer:
             from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(os.path.join(exp_dir, "tensorboard"))
-            save_experiment(experiment, os.path.join(exp_dir, "config.yaml"))
         parameters = sum(p.numel() for p in self.model.parameters())
         log.info("model: %.2f M parameters, vocabulary %d, loss %s; world size %d on %s", parameters / 1e6,
                  self.tokenizer.vocab_size, experiment.model.loss.type, self.world.size, self.world.device)
+
+    def adopt_units(self) -> None:
+        """Copies the lang dir into <exp-dir>/lang and saves config.yaml pointing there: the experiment
+        keeps the units it was trained with when data/lang is rebuilt. A resumed run must use the same."""
+        source, kept = self.x.paths.lang_dir, os.path.join(os.path.abspath(self.exp_dir), "lang")
+        if os.path.abspath(source) != kept and os.path.isdir(kept):
+            names = sorted(os.listdir(source))
+            _, mismatch, errors = filecmp.cmpfiles(source, kept, names, shallow=False)
+            if mismatch or errors or names != sorted(os.listdir(kept)):
+                raise StopTraining(f"{self.exp_dir} was trained with the units in {kept}, which differ from "
+                                   f"{source} ({', '.join(mismatch + errors) or 'other files'}); "
+                                   "use those units or a new --exp-dir")
+        if self.world.distributed:
+            torch.distributed.barrier()  # every rank has compared before the main one copies
+        if self.world.main:
+            if os.path.abspath(source) != kept:
+                shutil.copytree(source, kept, dirs_exist_ok=True)
+            experiment = dataclasses.replace(self.x, paths=dataclasses.replace(self.x.paths, lang_dir=kept))
+            save_experiment(experiment, os.path.join(self.exp_dir, "config.yaml"))
 
     # --- checkpoints ------------------------------------------------------------------------------------
     def state(self) -> dict:
@@ -112,6 +138,8 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         if self.ema and state["ema"] is not None:
             self.ema.load_state_dict(state["ema"])
+        elif self.ema:  # EMA switched on for the resumed run: it starts from the resumed weights
+            self.ema = EMA(self.model, self.x.train.ema_decay)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
@@ -124,41 +152,82 @@ class Trainer:
         return True
 
     # --- one step -------------------------------------------------------------------------------------
-    def forward_backward(self, batch: dict, last_micro_batch: bool) -> float | None:
+    def forward_backward(self, batch: dict, sync: bool) -> float | None:
         """Loss of one batch with its gradient accumulated; None (nothing accumulated) if it was skipped."""
         device = self.world.device
-        feats, feat_lens = batch["feats"].to(device), batch["feat_lens"].to(device)
-        tokens, token_lens = batch["tokens"].to(device), batch["token_lens"].to(device)
-        sync = last_micro_batch or not self.world.distributed
-        context = self.ddp.no_sync() if not sync else torch.enable_grad()
+        loss, out_of_memory = None, False
         try:
-            with context, torch.autocast(device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
+            feats, feat_lens = batch["feats"].to(device), batch["feat_lens"].to(device)
+            tokens, token_lens = batch["tokens"].to(device), batch["token_lens"].to(device)
+            # DDP decides in the forward pass whether the backward pass all-reduces the gradients.
+            with self.ddp.no_sync() if not sync else contextlib.nullcontext(), \
+                    torch.autocast(device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
                 loss = self.ddp(feats, feat_lens, tokens, token_lens)["loss"].float()
-            ok = torch.isfinite(loss)
         except RuntimeError as error:
             if not is_out_of_memory(error):
                 raise
-            log.warning("out of memory on a batch of feats %s, tokens %s: skipped", tuple(feats.shape), tuple(tokens.shape))
-            self.skipped["out of memory"] += 1
-            loss, ok = None, torch.tensor(False)
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-        if not all_have_batches(self.world, bool(ok)):  # every rank skips together
-            if loss is not None:
+            out_of_memory = True
+        if out_of_memory:  # outside the handler: the traceback no longer holds the activations
+            self.free_memory(batch)
+        ok = loss is not None and bool(torch.isfinite(loss))
+        if not every_rank(self.world, ok)[0]:  # every rank skips together
+            if loss is not None and not ok:
                 self.skipped["non-finite loss"] += 1
                 log.warning("non-finite loss (%s) on %s: batch skipped", float(loss.detach()), batch["keys"][:3])
-            self.bad_in_row += 1
-            if self.bad_in_row >= self.x.train.max_bad_steps:
-                raise StopTraining(f"{self.bad_in_row} batches in a row had a non-finite loss or ran out of memory; "
-                                   "lower the learning rate, check the data, or raise train.max_bad_steps")
+            elif ok:
+                log.warning("batch skipped with the other ranks: one of them could not use its batch")
+            self.count_bad_batch()
             return None
-        self.bad_in_row = 0
-        self.scaler.scale(loss / self.x.train.accum_steps).backward()
+        try:
+            self.scaler.scale(loss / self.x.train.accum_steps).backward()
+        except RuntimeError as error:
+            if not is_out_of_memory(error) or self.world.distributed:
+                raise  # under DDP the other ranks already wait in this backward's all-reduce
+            out_of_memory = True
+        if out_of_memory:  # the group's gradient is incomplete: dropped with it
+            del loss
+            self.optimizer.zero_grad(set_to_none=True)
+            self.kept, self.synced = 0, False
+            self.free_memory(batch)
+            self.count_bad_batch()
+            return None
+        self.kept += 1
+        self.synced = self.synced or sync
         return float(loss.detach())
 
-    def optimizer_step(self) -> float:
+    def free_memory(self, batch: dict) -> None:
+        self.skipped["out of memory"] += 1
+        log.warning("out of memory on a batch of feats %s, tokens %s: skipped", tuple(batch["feats"].shape),
+                    tuple(batch["tokens"].shape))
+        if self.world.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    def count_bad_batch(self) -> None:
+        self.bad_in_row += 1
+        if self.bad_in_row >= self.x.train.max_bad_steps:
+            raise StopTraining(f"{self.bad_in_row} batches in a row had a non-finite loss or gradient or ran out "
+                               "of memory; lower the learning rate, check the data, or raise train.max_bad_steps")
+
+    def optimizer_step(self) -> float | None:
+        """Updates the weights with the gradient of the group's kept micro-batches, averaged over them (and
+        over the ranks where DDP did not: a short last group of an epoch, or one whose last batch was
+        skipped, ran all its backward passes under no_sync). Returns the gradient norm; None when no step
+        was taken (nothing kept, or a non-finite gradient)."""
+        kept, synced, self.kept, self.synced = self.kept, self.synced, 0, False
+        if kept == 0:
+            self.optimizer.zero_grad(set_to_none=True)
+            return None
+        scale, unsynced = self.x.train.accum_steps / kept, self.world.distributed and not synced
+        if unsynced or scale != 1:
+            scale_gradients(self.model.parameters(), scale, self.world if unsynced else None)
         self.scaler.unscale_(self.optimizer)
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.x.train.grad_clip)
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.x.train.grad_clip))
+        if not math.isfinite(grad_norm) and not self.scaler.is_enabled():  # the scaler skips such steps itself
+            self.optimizer.zero_grad(set_to_none=True)
+            self.skipped["non-finite gradient"] += 1
+            log.warning("non-finite gradient norm at step %d: update skipped", self.step)
+            self.count_bad_batch()
+            return None
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.scheduler.step()
@@ -166,27 +235,34 @@ class Trainer:
         if self.ema:
             self.ema.update(self.model)
         self.step += 1
-        return float(grad_norm)
+        self.bad_in_row = 0
+        return grad_norm
 
     # --- the loop -------------------------------------------------------------------------------------
     def run(self, resume: bool) -> int:
+        """0 when training is complete; STOPPED_BY_SIGNAL after SIGTERM (a checkpoint holds the position); 1 on failure."""
         t = self.x.train
-        if resume:
-            self.resume()
         previous = signal.signal(signal.SIGTERM, self.request_stop)
         try:
+            if not resume and checkpoint.latest(self.exp_dir):
+                raise StopTraining(f"{self.exp_dir} already holds checkpoints (newest {checkpoint.latest(self.exp_dir)}); "
+                                   "pass --resume to continue that run, or give a new --exp-dir")
+            self.adopt_units()
+            if resume:
+                self.resume()
             while self.epoch < t.epochs and not self.finished():
-                self.train_epoch()
-                if self.stop_requested or (self.finished() and self.batch):  # stopped inside an epoch
+                if not self.train_epoch():
                     break
                 self.end_epoch()
-            if self.stop_requested or self.batch:  # stopped inside an epoch: keep the exact position
+            if self.batch:  # stopped inside an epoch: keep the exact position
                 self.save(f"step-{self.step}.pt")
-            if self.stop_requested:
-                log.info("stopped on SIGTERM at step %d; rerun with --resume to continue", self.step)
-            log.info("training done: %d steps, %d epochs; skipped %s", self.step, self.epoch,
-                     ", ".join(f"{n} {why}" for why, n in self.skipped.items()))
             self.check_ranks_in_sync()
+            summary = f"{self.step} steps, {self.epoch} epochs; skipped " + ", ".join(
+                f"{n} {why}" for why, n in self.skipped.items())
+            if self.epoch < t.epochs and not self.finished():
+                log.info("stopped on SIGTERM at step %d (%s); rerun with --resume to continue", self.step, summary)
+                return STOPPED_BY_SIGNAL
+            log.info("training done: %s", summary)
             return 0
         except StopTraining as error:
             log.error("%s", error)
@@ -198,12 +274,14 @@ class Trainer:
             cleanup(self.world)
 
     def request_stop(self, signum, frame) -> None:
-        self.stop_requested = True
+        self.signal_received = True
 
     def finished(self) -> bool:
         return bool(self.x.train.max_steps) and self.step >= self.x.train.max_steps
 
-    def train_epoch(self) -> None:
+    def train_epoch(self) -> bool:
+        """Trains from the current position to the end of the epoch; False if it stopped inside it, at an
+        optimiser step (SIGTERM, or train.max_steps reached)."""
         t = self.x.train
         self.loader.dataset.set_epoch(self.epoch, self.batch)
         batches = iter(self.loader)
@@ -212,12 +290,17 @@ class Trainer:
         started, losses = time.time(), []
         while True:
             batch = next(batches, None)
-            if not all_have_batches(self.world, batch is not None):
+            every_rank_has_a_batch, no_rank_stops = every_rank(self.world, batch is not None, not self.signal_received)
+            self.stopping = self.stopping or not no_rank_stops
+            if not every_rank_has_a_batch:
                 break
+            if self.batch % t.accum_steps == 0 and (self.stopping or self.finished()):
+                bar.close()
+                return False
             if self.keys_file:
                 self.keys_file.write("".join(f"{self.epoch} {k}\n" for k in batch["keys"]))
                 self.keys_file.flush()
-            loss = self.forward_backward(batch, last_micro_batch=(self.batch + 1) % t.accum_steps == 0)
+            loss = self.forward_backward(batch, sync=(self.batch + 1) % t.accum_steps == 0 or not self.world.distributed)
             self.batch += 1
             bar.update(1)
             if loss is not None:
@@ -225,6 +308,8 @@ class Trainer:
             if self.batch % t.accum_steps:
                 continue
             grad_norm = self.optimizer_step()
+            if grad_norm is None:
+                continue
             if self.writer and self.step % t.log_every == 0 and losses:
                 lr = self.scheduler.get_last_lr()[0]
                 self.writer.add_scalar("train/loss", sum(losses) / len(losses), self.step)
@@ -236,12 +321,12 @@ class Trainer:
                 losses = []
             if t.checkpoint_every and self.step % t.checkpoint_every == 0:
                 self.save(f"step-{self.step}.pt")
-            if self.stop_requested or self.finished():
-                bar.close()
-                return
         bar.close()
+        if self.batch % t.accum_steps:  # the epoch's last group is short: its gradient is not carried over
+            self.optimizer_step()
         self.batch = 0
         self.epoch += 1
+        return True
 
     def end_epoch(self) -> None:
         """Validates (on the main rank, with the EMA weights if kept), then saves epoch-N.pt with the result."""

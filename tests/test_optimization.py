@@ -1,0 +1,117 @@
+"""The optimiser side of training: LAMB, the learning-rate schedules, the EMA, and the trainer's rules
+for steps that must not happen (nothing kept in a group, a non-finite gradient)."""
+
+import math
+
+import pytest
+import torch
+
+from conftest import ROOT
+from rnnt.training.ema import EMA
+from rnnt.training.lamb import Lamb
+from rnnt.training.experiment import load_experiment
+from rnnt.training.schedules import ScheduleConfig, lr_multiplier
+from rnnt.training.trainer import Trainer
+
+
+def test_lamb_step_is_the_adam_direction_scaled_by_the_trust_ratio():
+    g = torch.Generator().manual_seed(3)
+    w0, grad = torch.randn(7, 5, generator=g), torch.randn(7, 5, generator=g)
+    w = torch.nn.Parameter(w0.clone())
+    lr, wd, eps, (b1, b2) = 0.01, 0.1, 1e-6, (0.9, 0.999)
+    optimizer = Lamb([w], lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd)
+    m = v = torch.zeros_like(w0)
+    expected = w0.clone()
+    for step in (1, 2):
+        w.grad = grad * step
+        optimizer.step()
+        m = b1 * m + (1 - b1) * grad * step
+        v = b2 * v + (1 - b2) * (grad * step) ** 2
+        update = (m / (1 - b1 ** step)) / ((v / (1 - b2 ** step)).sqrt() + eps) + wd * expected
+        expected = expected - lr * expected.norm() / update.norm() * update
+        torch.testing.assert_close(w.detach(), expected)
+    # the trust ratio makes the step's size lr * ||w||, whatever the gradient's scale
+    before = w.detach().clone()
+    w.grad = grad * 1e6
+    optimizer.step()
+    assert math.isclose(float((w.detach() - before).norm()), lr * float(before.norm()), rel_tol=1e-5)
+
+
+def test_lamb_leaves_zero_weights_to_move_by_the_plain_update():
+    w = torch.nn.Parameter(torch.zeros(4))
+    optimizer = Lamb([w], lr=0.1)
+    w.grad = torch.tensor([1.0, -2.0, 0.5, 0.0])
+    optimizer.step()
+    torch.testing.assert_close(w.detach(), -0.1 * torch.tensor([1.0, -1.0, 1.0, 0.0]), atol=1e-5, rtol=0)
+
+
+def test_mlperf_schedule_warms_up_holds_then_halves_every_decay_steps():
+    f = lr_multiplier(ScheduleConfig("mlperf", warmup_steps=4, hold_steps=3, decay_steps=10, decay_rate=0.5,
+                                     min_lr=1e-4), base_lr=1e-2)
+    # LambdaLR passes 0 for the first update: it is step 1
+    assert [f(s) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert [f(s) for s in range(4, 7)] == [1.0, 1.0, 1.0]
+    assert math.isclose(f(6 + 10), 0.5) and math.isclose(f(6 + 20), 0.25)
+    assert f(10**6) == pytest.approx(1e-4 / 1e-2)  # never below min_lr
+
+
+def test_noam_schedule_peaks_at_the_base_rate_at_the_end_of_warmup():
+    f = lr_multiplier(ScheduleConfig("noam", warmup_steps=100), base_lr=1.0)
+    values = [f(s) for s in range(1000)]
+    assert max(values) == pytest.approx(1.0) and values.index(max(values)) == 99
+    assert f(399) == pytest.approx(0.5)  # step 400: (100 / 400) ** 0.5
+    assert f(9) == pytest.approx(0.1)  # linear in the warmup
+
+
+def test_unknown_schedule_is_refused():
+    with pytest.raises(ValueError, match="train.schedule.type"):
+        lr_multiplier(ScheduleConfig("cosine"), 1.0)
+
+
+def test_ema_is_the_exponential_average_and_applied_only_inside_its_context():
+    model = torch.nn.Linear(3, 2)
+    ema = EMA(model, decay=0.9)
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        model.weight.add_(1.0)
+    ema.update(model)
+    torch.testing.assert_close(ema.state_dict()["weight"], start["weight"] + 0.1)
+    trained = model.weight.detach().clone()
+    with ema.applied(model):
+        torch.testing.assert_close(model.weight.detach(), start["weight"] + 0.1)
+    torch.testing.assert_close(model.weight.detach(), trained)
+
+
+@pytest.fixture
+def trainer(yesno, tmp_path):
+    """The yesno recipe's trainer, built in this process."""
+    experiment = load_experiment(str(ROOT / "egs" / "yesno" / "conf" / "tiny.yaml"),
+                                 train_list=str(yesno / "train.list"), lang_dir=str(yesno / "lang"))
+    return Trainer(experiment, str(tmp_path / "exp"))
+
+
+def test_a_group_with_every_batch_skipped_takes_no_step_even_with_loss_scaling(trainer):
+    """With float16 loss scaling, stepping on a group that kept nothing made GradScaler raise."""
+    trainer.scaler = torch.amp.GradScaler("cpu", enabled=True)
+    weights = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    for p in trainer.model.parameters():
+        p.grad = torch.ones_like(p)  # left over from a skipped batch's partial backward
+    assert trainer.optimizer_step() is None
+    assert trainer.step == 0 and trainer.scheduler.last_epoch == 0
+    assert all(p.grad is None for p in trainer.model.parameters())
+    assert all(torch.equal(v, weights[k]) for k, v in trainer.model.state_dict().items())
+
+
+def test_a_non_finite_gradient_is_not_applied(trainer):
+    weights = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    for p in trainer.model.parameters():
+        p.grad = torch.full_like(p, float("nan"))
+    trainer.kept = 1
+    assert trainer.optimizer_step() is None
+    assert trainer.step == 0 and trainer.skipped["non-finite gradient"] == 1
+    assert all(torch.equal(v, weights[k]) for k, v in trainer.model.state_dict().items())
+    for p in trainer.model.parameters():
+        p.grad = torch.ones_like(p)
+    trainer.kept = 1
+    assert trainer.optimizer_step() is not None
+    assert trainer.step == 1 and trainer.bad_in_row == 0
