@@ -29,6 +29,11 @@ model_to_decode() {
       steps/average_checkpoints.py --last "$n" "$exp"  # writes $exp/avg-$n.pt
       stage_done "$from_stage" "average-$n-$newest" "$exp"
     fi
+    if [ ! -f "$(stage_mark "$from_stage" "average-$n-$newest" "$exp")" ] && [ "$stop_stage" -gt "$from_stage" ]; then
+      echo "model_to_decode: $exp/avg-$n.pt is not the average of the last $n epochs up to $newest yet:" \
+        "run stage $from_stage first" >&2
+      return 1
+    fi
     checkpoint=$exp/avg-$n.pt
     model_tag=avg$n-$newest
   fi

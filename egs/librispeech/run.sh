@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # LibriSpeech: download -> data dirs for every subset -> shards -> BPE units -> train (one process,
 # or torchrun over GPUs and nodes) -> average checkpoints -> decode dev/test clean/other -> scores.
-# Markers name what a stage was run for (subsets, units, the model decoded): another --train-sets,
-# --vocab-size or --average reruns exactly the stages it changes.
+# The training data is named after its subsets (data/train_clean_100+clean_360+other_500) and keeps
+# its units (lang_bpe500/ in it); markers name what a stage was run for, so another --train-sets,
+# --vocab-size or --average runs exactly the stages it changes.
 set -euo pipefail
 
 stage=0
@@ -29,7 +30,8 @@ help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/Lib
   [--train-config FILE] [--exp DIR] [--ngpu N] [--nnodes N --node-rank R --master-addr HOST --master-port PORT]
   [--average N] [--methods \"greedy modified_beam beam\"]
 Stages: 0 download, 1 data dirs, 2 shards, 3 units, 4 train, 5 average, 6 decode and score.
-Several nodes: data/, downloads/ and --exp must be on storage every node sees."
+Several nodes: data/, downloads/ and --exp must be on storage every node sees; nodes other than 0 run
+stage 4 alone (start them once node 0 has reached it)."
 
 . ./path.sh
 . utils/parse_options.sh
@@ -38,8 +40,15 @@ Several nodes: data/, downloads/ and --exp must be on storage every node sees."
 
 name() { echo "${1//-/_}"; }  # dev-clean -> dev_clean
 all_sets=$(echo $train_sets $valid_set $test_sets | tr ' ' '\n' | sort -u | tr '\n' ' ')
-train_tag=$(echo $train_sets | tr ' ' '\n' | sort -u | paste -sd+)  # what data/train is made of
-lang=data/lang_$unit_type$vocab_size
+if [ "$(echo $train_sets | wc -w)" -eq 1 ]; then
+  train=$(name $train_sets)  # the subset's own data dir
+else
+  train=train_$(echo $train_sets | tr ' ' '\n' | sort -u | sed 's/^train-//' | tr '-' '_' | paste -sd+)
+fi
+lang=data/$train/lang_$unit_type$vocab_size
+if [ "$node_rank" -gt 0 ]; then  # node 0 prepares the data and decodes
+  stage=4 stop_stage=4
+fi
 
 if [ -z "$corpus_dir" ]; then
   corpus_dir=downloads/LibriSpeech
@@ -59,30 +68,27 @@ done
 for set in "${todo[@]}"; do printf '%s\n' "$corpus_dir/$set" "data/$(name "$set")"; done |
   xargs -r -d '\n' -n 2 -P "$nj" local/data_prep.py
 for set in "${todo[@]}"; do stage_done 1 "data-$set"; done
-if stage_wanted 1 "train-$train_tag"; then
-  rm -rf data/train  # made of other subsets before, with their shards
-  utils/combine_data.sh data/train $(for set in $train_sets; do echo data/$(name $set); done)
-  utils/validate_data_dir.sh --no-feats data/train
-  stage_done 1 "train-$train_tag"
+if [ "$(echo $train_sets | wc -w)" -gt 1 ] && stage_wanted 1 "data-$train"; then
+  utils/combine_data.sh data/$train $(for set in $train_sets; do echo data/$(name $set); done)
+  utils/validate_data_dir.sh --no-feats data/$train
+  stage_done 1 "data-$train"
 fi
 
-for set in train $(for s in $valid_set $test_sets; do name $s; done | sort -u); do
-  mark=shards-$set
-  [ "$set" = train ] && mark=shards-train-$train_tag
-  if stage_wanted 2 "$mark"; then
+for set in $(for s in $train $valid_set $test_sets; do name $s; done | sort -u); do
+  if stage_wanted 2 "shards-$set"; then
     steps/make_shards.py --nj "$nj" --utts-per-shard 1000 data/$set data/$set/shards data/$set/data.list
-    stage_done 2 "$mark"
+    stage_done 2 "shards-$set"
   fi
 done
 
-# An experiment keeps a copy of its units (<exp>/lang): rebuilding these never breaks a trained model.
-if stage_wanted 3 "units-$unit_type$vocab_size-$train_tag"; then
-  steps/build_units.py --unit-type "$unit_type" --vocab-size "$vocab_size" data/train "$lang"
-  stage_done 3 "units-$unit_type$vocab_size-$train_tag"
+# An experiment keeps a copy of its units (<exp>/lang), and a resumed one refuses others.
+if stage_wanted 3 "units-$train-$unit_type$vocab_size"; then
+  steps/build_units.py --unit-type "$unit_type" --vocab-size "$vocab_size" data/$train "$lang"
+  stage_done 3 "units-$train-$unit_type$vocab_size"
 fi
 
 if stage_wanted 4 train "$exp"; then
-  train_args=(--config "$train_config" --train-list data/train/data.list --valid-list data/$(name $valid_set)/data.list
+  train_args=(--config "$train_config" --train-list data/$train/data.list --valid-list data/$(name $valid_set)/data.list
               --lang-dir "$lang" --exp-dir "$exp" --resume)
   [ "$ngpu" -eq 0 ] && train_args+=(--device cpu)
   if [ "$ngpu" -gt 1 ] || [ "$nnodes" -gt 1 ]; then

@@ -96,12 +96,11 @@ class Trainer:
         keeps the units it was trained with when data/lang is rebuilt. A resumed run must use the same."""
         source, kept = self.x.paths.lang_dir, os.path.join(os.path.abspath(self.exp_dir), "lang")
         if os.path.abspath(source) != kept and os.path.isdir(kept):
-            names = sorted(os.listdir(source))
-            _, mismatch, errors = filecmp.cmpfiles(source, kept, names, shallow=False)
-            if mismatch or errors or names != sorted(os.listdir(kept)):
+            # the inventory, not the sentencepiece model's bytes (they hold the path it was trained from)
+            _, mismatch, errors = filecmp.cmpfiles(source, kept, ["units.txt", "units.json"], shallow=False)
+            if mismatch or errors:
                 raise StopTraining(f"{self.exp_dir} was trained with the units in {kept}, which differ from "
-                                   f"{source} ({', '.join(mismatch + errors) or 'other files'}); "
-                                   "use those units or a new --exp-dir")
+                                   f"{source} ({', '.join(mismatch + errors)}); use those units or a new --exp-dir")
         if self.world.distributed:
             torch.distributed.barrier()  # every rank has compared before the main one copies
         if self.world.main:
@@ -165,6 +164,10 @@ class Trainer:
                 loss = self.ddp(feats, feat_lens, tokens, token_lens)["loss"].float()
         except RuntimeError as error:
             if not is_out_of_memory(error):
+                raise
+            if self.world.distributed:  # DDP's collectives inside the forward pass are out of step already
+                log.error("out of memory on a batch of feats %s, tokens %s: under DDP the ranks cannot skip it "
+                          "together; lower the batch size", tuple(batch["feats"].shape), tuple(batch["tokens"].shape))
                 raise
             out_of_memory = True
         if out_of_memory:  # outside the handler: the traceback no longer holds the activations
