@@ -115,3 +115,31 @@ def test_a_non_finite_gradient_is_not_applied(trainer):
     trainer.kept = 1
     assert trainer.optimizer_step() is not None
     assert trainer.step == 1 and trainer.bad_in_row == 0
+
+
+def test_an_out_of_memory_batch_is_skipped_and_only_a_broken_gradient_dropped(trainer, monkeypatch):
+    batch = next(iter(trainer.loader))
+    assert trainer.forward_backward(batch, sync=True) is not None and trainer.kept == 1
+    model = trainer.ddp
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(trainer, "ddp", out_of_memory)  # in the forward pass: the kept gradient stays
+    assert trainer.forward_backward(batch, sync=True) is None
+    assert trainer.kept == 1 and trainer.skipped["out of memory"] == 1 and trainer.bad_in_row == 1
+    assert all(p.grad is not None for p in trainer.model.parameters() if p.requires_grad)
+
+    class FailingBackward:
+        def __init__(self, loss):
+            self.loss = loss
+
+        def backward(self):
+            self.loss.backward()  # part of the gradient is written, then memory runs out
+            out_of_memory()
+
+    monkeypatch.setattr(trainer, "ddp", model)
+    monkeypatch.setattr(trainer.scaler, "scale", FailingBackward)  # in the backward pass: the group is dropped
+    assert trainer.forward_backward(batch, sync=True) is None
+    assert trainer.kept == 0 and trainer.skipped["out of memory"] == 2 and trainer.bad_in_row == 2
+    assert all(p.grad is None for p in trainer.model.parameters())

@@ -39,7 +39,7 @@ fi
 train_config=${train_config:-conf/tiny.yaml}
 exp=${exp:-exp/tiny}
 . utils/stages.sh
-. utils/model_to_decode.sh
+. utils/decoding.sh
 
 if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
   echo "run.sh: --corpus-dir must name FSDD's recordings/ folder (got '$corpus_dir')" >&2
@@ -78,17 +78,8 @@ fi
 model_to_decode 5 "$exp" "$average"  # stage 5: sets $checkpoint and $model_tag
 
 for set in $test_sets; do
-  if stage_wanted 6 "decode-$set-$method-$model_tag" "$exp"; then
-    steps/decode.py --method "$method" --checkpoint "$checkpoint" --tag "$model_tag" "$exp" data/$set/data.list $set
-    stage_done 6 "decode-$set-$method-$model_tag" "$exp"
-  fi
+  decode_stage 6 "$exp" "$set" "$method"
 done
-
 for set in $test_sets; do
-  wer_file=$exp/decode-$set-$method-$model_tag/wer
-  if [ -n "$model_tag" ] && [ -f "$wer_file" ]; then
-    echo "fsdd: $set $(cat "$wer_file")"
-  else
-    echo "fsdd: $set not decoded yet (${model_tag:+$wer_file missing}${model_tag:-no model in $exp})"
-  fi
+  decode_result "fsdd: $set" "$exp" "$set" "$method"
 done

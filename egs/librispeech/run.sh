@@ -36,13 +36,15 @@ stage 4 alone (start them once node 0 has reached it)."
 . ./path.sh
 . utils/parse_options.sh
 . utils/stages.sh
-. utils/model_to_decode.sh
+. utils/decoding.sh
 
 name() { echo "${1//-/_}"; }  # dev-clean -> dev_clean
 all_sets=$(echo $train_sets $valid_set $test_sets | tr ' ' '\n' | sort -u | tr '\n' ' ')
+combined=false
 if [ "$(echo $train_sets | wc -w)" -eq 1 ]; then
   train=$(name $train_sets)  # the subset's own data dir
 else
+  combined=true
   train=train_$(echo $train_sets | tr ' ' '\n' | sort -u | sed 's/^train-//' | tr '-' '_' | paste -sd+)
 fi
 lang=data/$train/lang_$unit_type$vocab_size
@@ -68,7 +70,7 @@ done
 for set in "${todo[@]}"; do printf '%s\n' "$corpus_dir/$set" "data/$(name "$set")"; done |
   xargs -r -d '\n' -n 2 -P "$nj" local/data_prep.py
 for set in "${todo[@]}"; do stage_done 1 "data-$set"; done
-if [ "$(echo $train_sets | wc -w)" -gt 1 ] && stage_wanted 1 "data-$train"; then
+if $combined && stage_wanted 1 "data-$train"; then
   utils/combine_data.sh data/$train $(for set in $train_sets; do echo data/$(name $set); done)
   utils/validate_data_dir.sh --no-feats data/$train
   stage_done 1 "data-$train"
@@ -110,21 +112,11 @@ device=cpu
 [ "$ngpu" -gt 0 ] && python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' && device=cuda
 for method in $methods; do
   for set in $test_sets; do
-    if stage_wanted 6 "decode-$(name $set)-$method-$model_tag" "$exp"; then
-      steps/decode.py --method "$method" --device "$device" --checkpoint "$checkpoint" --tag "$model_tag" "$exp" \
-        data/$(name $set)/data.list $(name $set)
-      stage_done 6 "decode-$(name $set)-$method-$model_tag" "$exp"
-    fi
+    decode_stage 6 "$exp" "$(name $set)" "$method" --device "$device"
   done
 done
-
 for method in $methods; do
   for set in $test_sets; do
-    wer_file=$exp/decode-$(name $set)-$method-$model_tag/wer
-    if [ -n "$model_tag" ] && [ -f "$wer_file" ]; then
-      echo "librispeech $set $method ($model_tag): $(cat "$wer_file")"
-    else
-      echo "librispeech $set $method: not decoded yet (${model_tag:+$wer_file missing}${model_tag:-no model in $exp})"
-    fi
+    decode_result "librispeech $set $method${model_tag:+ ($model_tag)}:" "$exp" "$(name $set)" "$method"
   done
 done

@@ -23,7 +23,7 @@ Stages: 0 download, 1 data dirs, 2 shards, 3 units, 4 train, 5 average, 6 decode
 . ./path.sh
 . utils/parse_options.sh
 . utils/stages.sh
-. utils/model_to_decode.sh
+. utils/decoding.sh
 
 if [ -z "$corpus_dir" ]; then
   corpus_dir=downloads/waves_yesno
@@ -60,14 +60,5 @@ fi
 
 model_to_decode 5 "$exp" "$average"  # stage 5: sets $checkpoint and $model_tag
 
-if stage_wanted 6 "decode-$method-$model_tag" "$exp"; then
-  steps/decode.py --method "$method" --checkpoint "$checkpoint" --tag "$model_tag" "$exp" data/test_yesno/data.list test_yesno
-  stage_done 6 "decode-$method-$model_tag" "$exp"
-fi
-
-wer_file=$exp/decode-test_yesno-$method-$model_tag/wer
-if [ -n "$model_tag" ] && [ -f "$wer_file" ]; then
-  echo "yesno: test $(cat "$wer_file")"
-else
-  echo "yesno: test not decoded yet (${model_tag:+$wer_file missing}${model_tag:-no model in $exp})"
-fi
+decode_stage 6 "$exp" test_yesno "$method"
+decode_result "yesno: test" "$exp" test_yesno "$method"

@@ -95,7 +95,8 @@ class Trainer:
         """Copies the lang dir into <exp-dir>/lang and saves config.yaml pointing there: the experiment
         keeps the units it was trained with when data/lang is rebuilt. A resumed run must use the same."""
         source, kept = self.x.paths.lang_dir, os.path.join(os.path.abspath(self.exp_dir), "lang")
-        if os.path.abspath(source) != kept and os.path.isdir(kept):
+        copy = os.path.abspath(source) != kept
+        if copy and os.path.isdir(kept):
             # the inventory, not the sentencepiece model's bytes (they hold the path it was trained from)
             _, mismatch, errors = filecmp.cmpfiles(source, kept, ["units.txt", "units.json"], shallow=False)
             if mismatch or errors:
@@ -104,7 +105,7 @@ class Trainer:
         if self.world.distributed:
             torch.distributed.barrier()  # every rank has compared before the main one copies
         if self.world.main:
-            if os.path.abspath(source) != kept:
+            if copy:
                 shutil.copytree(source, kept, dirs_exist_ok=True)
             experiment = dataclasses.replace(self.x, paths=dataclasses.replace(self.x.paths, lang_dir=kept))
             save_experiment(experiment, os.path.join(self.exp_dir, "config.yaml"))
@@ -154,7 +155,7 @@ class Trainer:
     def forward_backward(self, batch: dict, sync: bool) -> float | None:
         """Loss of one batch with its gradient accumulated; None (nothing accumulated) if it was skipped."""
         device = self.world.device
-        loss, out_of_memory = None, False
+        loss, usable, out_of_memory = None, False, False
         try:
             feats, feat_lens = batch["feats"].to(device), batch["feat_lens"].to(device)
             tokens, token_lens = batch["tokens"].to(device), batch["token_lens"].to(device)
@@ -162,48 +163,37 @@ class Trainer:
             with self.ddp.no_sync() if not sync else contextlib.nullcontext(), \
                     torch.autocast(device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
                 loss = self.ddp(feats, feat_lens, tokens, token_lens)["loss"].float()
+            usable = every_rank(self.world, bool(torch.isfinite(loss)))[0]  # every rank skips together
+            if usable:
+                self.scaler.scale(loss / self.x.train.accum_steps).backward()
         except RuntimeError as error:
             if not is_out_of_memory(error):
                 raise
-            if self.world.distributed:  # DDP's collectives inside the forward pass are out of step already
-                log.error("out of memory on a batch of feats %s, tokens %s: under DDP the ranks cannot skip it "
-                          "together; lower the batch size", tuple(batch["feats"].shape), tuple(batch["tokens"].shape))
+            log.warning("out of memory on a batch of feats %s, tokens %s", tuple(batch["feats"].shape),
+                        tuple(batch["tokens"].shape))
+            if self.world.distributed:  # DDP's collectives are out of step already: no skipping together
                 raise
             out_of_memory = True
         if out_of_memory:  # outside the handler: the traceback no longer holds the activations
-            self.free_memory(batch)
-        ok = loss is not None and bool(torch.isfinite(loss))
-        if not every_rank(self.world, ok)[0]:  # every rank skips together
-            if loss is not None and not ok:
+            self.skipped["out of memory"] += 1
+            if loss is not None:  # in the backward pass: the group's gradient is incomplete, dropped with it
+                loss = None
+                self.optimizer.zero_grad(set_to_none=True)
+                self.kept, self.synced = 0, False
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        elif not usable:
+            if torch.isfinite(loss):
+                log.warning("batch skipped with the other ranks: one of them could not use its batch")
+            else:
                 self.skipped["non-finite loss"] += 1
                 log.warning("non-finite loss (%s) on %s: batch skipped", float(loss.detach()), batch["keys"][:3])
-            elif ok:
-                log.warning("batch skipped with the other ranks: one of them could not use its batch")
-            self.count_bad_batch()
-            return None
-        try:
-            self.scaler.scale(loss / self.x.train.accum_steps).backward()
-        except RuntimeError as error:
-            if not is_out_of_memory(error) or self.world.distributed:
-                raise  # under DDP the other ranks already wait in this backward's all-reduce
-            out_of_memory = True
-        if out_of_memory:  # the group's gradient is incomplete: dropped with it
-            del loss
-            self.optimizer.zero_grad(set_to_none=True)
-            self.kept, self.synced = 0, False
-            self.free_memory(batch)
-            self.count_bad_batch()
-            return None
-        self.kept += 1
-        self.synced = self.synced or sync
-        return float(loss.detach())
-
-    def free_memory(self, batch: dict) -> None:
-        self.skipped["out of memory"] += 1
-        log.warning("out of memory on a batch of feats %s, tokens %s: skipped", tuple(batch["feats"].shape),
-                    tuple(batch["tokens"].shape))
-        if self.world.device.type == "cuda":
-            torch.cuda.empty_cache()
+        else:
+            self.kept += 1
+            self.synced = self.synced or sync
+            return float(loss.detach())
+        self.count_bad_batch()
+        return None
 
     def count_bad_batch(self) -> None:
         self.bad_in_row += 1
@@ -247,8 +237,9 @@ class Trainer:
         t = self.x.train
         previous = signal.signal(signal.SIGTERM, self.request_stop)
         try:
-            if not resume and checkpoint.latest(self.exp_dir):
-                raise StopTraining(f"{self.exp_dir} already holds checkpoints (newest {checkpoint.latest(self.exp_dir)}); "
+            existing = None if resume else checkpoint.latest(self.exp_dir)
+            if existing:
+                raise StopTraining(f"{self.exp_dir} already holds checkpoints (newest {existing}); "
                                    "pass --resume to continue that run, or give a new --exp-dir")
             self.adopt_units()
             if resume:

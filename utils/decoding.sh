@@ -1,0 +1,63 @@
+# The decoding end of a recipe, sourced by run.sh after utils/stages.sh:
+#   model_to_decode STAGE EXP AVERAGE          sets $checkpoint and $model_tag; stage STAGE averages
+#   decode_stage STAGE EXP SET METHOD [OPTIONS] decodes data/SET/data.list (OPTIONS go to decode.py)
+#   decode_result LABEL EXP SET METHOD          prints "LABEL <%WER line>", or why there is none
+# model_to_decode: with AVERAGE > 0, stage STAGE averages the last AVERAGE epoch checkpoints of EXP
+# (fewer if fewer were trained) into EXP/avg-N.pt, and model_tag is avgN-epoch-K (K: the newest epoch
+# averaged); with 0, the newest epoch, model_tag epoch-K. The tag names the average and decode stages'
+# markers and the decode dirs: after more training or with another --average, the new model is
+# averaged and decoded again, beside the old results. With no epoch checkpoints yet, model_tag is
+# empty; that is an error only if a stage from STAGE on is wanted.
+# shellcheck shell=bash
+
+model_to_decode() {
+  local from_stage=$1 exp=$2 average=$3 epochs newest n
+  checkpoint= model_tag=
+  epochs=$( (ls "$exp"/epoch-*.pt 2>/dev/null || true) | wc -l)
+  if [ "$epochs" -eq 0 ]; then
+    if [ "$stop_stage" -ge "$from_stage" ]; then
+      echo "model_to_decode: no epoch checkpoints in $exp: train first" >&2
+      return 1
+    fi
+    return 0
+  fi
+  newest=$(basename "$(ls -v "$exp"/epoch-*.pt | tail -n 1)" .pt)
+  checkpoint=$exp/$newest.pt
+  model_tag=$newest
+  if [ "$average" -gt 0 ]; then
+    n=$(( epochs < average ? epochs : average ))
+    if stage_wanted "$from_stage" "average-$n-$newest" "$exp"; then
+      steps/average_checkpoints.py --last "$n" "$exp"  # writes $exp/avg-$n.pt
+      stage_done "$from_stage" "average-$n-$newest" "$exp"
+    fi
+    if [ ! -f "$(stage_mark "$from_stage" "average-$n-$newest" "$exp")" ] && [ "$stop_stage" -gt "$from_stage" ]; then
+      echo "model_to_decode: $exp/avg-$n.pt is not the average of the last $n epochs up to $newest yet:" \
+        "run stage $from_stage first" >&2
+      return 1
+    fi
+    checkpoint=$exp/avg-$n.pt
+    model_tag=avg$n-$newest
+  fi
+}
+
+decode_stage() {
+  local stage_n=$1 exp=$2 set=$3 method=$4
+  shift 4
+  if stage_wanted "$stage_n" "decode-$set-$method-$model_tag" "$exp"; then
+    steps/decode.py --method "$method" --checkpoint "$checkpoint" --tag "$model_tag" "$@" "$exp" \
+      "data/$set/data.list" "$set"
+    stage_done "$stage_n" "decode-$set-$method-$model_tag" "$exp"
+  fi
+}
+
+decode_result() {
+  local label=$1 exp=$2 set=$3 method=$4
+  local wer_file=$exp/decode-$set-$method-$model_tag/wer
+  if [ -z "$model_tag" ]; then
+    echo "$label not decoded yet (no model in $exp)"
+  elif [ -f "$wer_file" ]; then
+    echo "$label $(cat "$wer_file")"
+  else
+    echo "$label not decoded yet ($wer_file missing)"
+  fi
+}
