@@ -15,14 +15,13 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
-import torch  # noqa: E402
+import torch
 
-from rnnt.model.transducer import Transducer  # noqa: E402
-from rnnt.search import greedy_search  # noqa: E402
-from rnnt.training.experiment import load_experiment  # noqa: E402
-from rnnt.transcriber import decode_batch  # noqa: E402
+from rnnt.model.transducer import Transducer
+from rnnt.search import greedy_search
+from rnnt.training.experiment import load_experiment
+from rnnt.transcriber import decode_batch
 
 TOKENS_PER_UTTERANCE = 40
 

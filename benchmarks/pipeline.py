@@ -22,7 +22,6 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 
 def run(*args: str) -> None:
@@ -32,7 +31,7 @@ def run(*args: str) -> None:
 def prepare(data: str, work: str) -> dict[str, tuple[str, str, int, int]]:
     """name -> (shard list, lang dir, sample rate, max frames per batch)."""
     fsdd = os.path.join(work, "fsdd")
-    run(os.path.join(ROOT, "local", "fsdd", "data_prep.py"), os.path.join(data, "fsdd", "recordings"), fsdd)
+    run(os.path.join(ROOT, "egs", "fsdd", "local", "data_prep.py"), os.path.join(data, "fsdd", "recordings"), fsdd)
     run(os.path.join(ROOT, "steps", "make_shards.py"), "--utts-per-shard", "300", os.path.join(fsdd, "train"),
         os.path.join(fsdd, "shards"), os.path.join(fsdd, "train.list"))
     run(os.path.join(ROOT, "steps", "build_units.py"), "--unit-type", "char", os.path.join(fsdd, "train"),
@@ -41,7 +40,7 @@ def prepare(data: str, work: str) -> dict[str, tuple[str, str, int, int]]:
     os.makedirs(ls)
     dirs = []
     for subset in ("dev-clean", "test-clean"):
-        run(os.path.join(ROOT, "local", "librispeech", "data_prep.py"),
+        run(os.path.join(ROOT, "egs", "librispeech", "local", "data_prep.py"),
             os.path.join(data, "librispeech_samples", "LibriSpeech", subset), os.path.join(ls, subset))
         dirs.append(os.path.join(ls, subset))
     subprocess.run([os.path.join(ROOT, "utils", "combine_data.sh"), os.path.join(ls, "all"), *dirs], check=True,

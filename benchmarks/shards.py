@@ -24,7 +24,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def build_corpus(name: str, data: str, work: str, copies: int) -> tuple[str, float, int]:
     """A Kaldi data dir for the corpus; returns (dir, audio seconds, audio bytes)."""
-    sys.path.insert(0, ROOT)
     from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dir
 
     utterances = []

@@ -22,12 +22,11 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
-import torch  # noqa: E402
+import torch
 
-from rnnt.model.transducer import ModelConfig, Transducer  # noqa: E402
-from rnnt.training.experiment import load_experiment  # noqa: E402
+from rnnt.model.transducer import ModelConfig, Transducer
+from rnnt.training.experiment import load_experiment
 
 def recipe_model(name: str, **loss) -> ModelConfig:
     """The model of egs/librispeech/conf/<name>.yaml, with its loss settings overridden."""

@@ -94,7 +94,8 @@ class Report:
     def text(self) -> str:
         out = [self.wer_line, self.ser_line]
         if self.missing:
-            out.append(f"Scored {self.sentences} sentences, {len(self.missing)} without a hypothesis (counted as empty).")
+            out.append(f"Scored {self.sentences} sentences, decoded {self.sentences - len(self.missing)} of them; "
+                       f"{len(self.missing)} without a hypothesis (counted as empty): {' '.join(self.missing)}")
         out += ["", "PER-UTTERANCE DETAILS:"] + self.lines
         out += ["", "SUBSTITUTIONS: count ref -> hyp"] + [f"{n}   {r} -> {h}" for (r, h), n in self.substitutions.most_common()]
         out += ["", "DELETIONS: count ref"] + [f"{n}   {w}" for w, n in self.deletions.most_common()]

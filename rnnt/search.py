@@ -1,16 +1,21 @@
 """Decoding a transducer: greedy search (batched), beam search (Graves 2012, per utterance) and
 modified beam search (one symbol per frame, batched over utterances).
 
-Every result carries the tokens, the encoder frame of each token and the log-probability score.
-A model trained as a modified transducer (one symbol per frame) is searched as one: a label moves
-it to the next frame, so greedy and beam search emit at most one symbol a frame unless told otherwise.
+Every result carries the tokens, the encoder frame of each token and the log-probability score of
+the alignments the search found for those tokens (a single one for greedy search, several merged for
+the beam searches), all in one lattice:
+  - a standard transducer emits up to max_symbols_per_frame labels in a frame, and a blank ends the
+    frame; a search that reaches the cap ends the frame with that blank and counts its probability;
+  - a modified transducer (trained one symbol per frame) searched one symbol a frame: a label moves to
+    the next frame itself, as in its training lattice. Asked for more, it is searched as a standard one.
+So the score of any hypothesis is at most log P(tokens) summed over every alignment in that lattice.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 
@@ -23,6 +28,26 @@ class Hypothesis:
     # before the last token (the network is stepped only when the hypothesis is expanded).
     state: object = field(default=None, repr=False, compare=False)
     pred_proj: torch.Tensor | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def key(self) -> tuple[int, ...]:
+        return tuple(self.tokens)
+
+
+class HypothesisMap(dict):
+    """Hypotheses keyed by their token sequence: adding one whose tokens are there already adds its
+    probability to theirs (the two are different alignments of the same labels)."""
+
+    def add(self, hyp: Hypothesis, key=None) -> None:
+        key = hyp.key if key is None else key
+        same = self.get(key)
+        if same is None:
+            self[key] = hyp
+        else:
+            same.score = float(np.logaddexp(same.score, hyp.score))
+
+    def best(self, n: int) -> list[Hypothesis]:
+        return sorted(self.values(), key=lambda h: h.score, reverse=True)[:n]
 
 
 def one_symbol_per_frame(model) -> bool:
@@ -41,12 +66,22 @@ def symbols_per_frame(model, requested: int | None) -> int:
     return 1 if one_symbol_per_frame(model) else 3
 
 
+def label_ends_frame(model, max_symbols_per_frame: int) -> bool:
+    """A modified transducer searched one symbol a frame: a label moves to the next frame, no blank."""
+    return one_symbol_per_frame(model) and max_symbols_per_frame == 1
+
+
+def _log_probs(joiner, enc_proj: torch.Tensor, pred_proj: torch.Tensor) -> torch.Tensor:
+    return torch.log_softmax(joiner(enc_proj, pred_proj).float(), dim=-1)
+
+
 @torch.no_grad()
 def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor,
                   max_symbols_per_frame: int | None = None) -> list[Hypothesis]:
     """The best symbol at every step, all utterances of the batch at once; at most max_symbols_per_frame
     labels are emitted before the search moves to the next frame (default: symbols_per_frame)."""
     max_symbols_per_frame = symbols_per_frame(model, max_symbols_per_frame)
+    charge_blank_at_cap = not label_ends_frame(model, max_symbols_per_frame)
     joiner, predictor, blank = model.joiner, model.predictor, model.blank
     B, T, _ = enc.shape
     enc_proj = joiner.enc_proj(enc)
@@ -54,11 +89,11 @@ def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor,
     out, state = predictor.step(torch.full((B,), blank, dtype=torch.long, device=enc.device), state)
     pred_proj = joiner.pred_proj(out)
     hyps = [Hypothesis([], []) for _ in range(B)]
+    lengths = enc_lens.to(enc.device)
     for t in range(T):
-        pending = t < enc_lens.to(enc.device)  # sequences still emitting in this frame
+        pending = t < lengths  # sequences still emitting in this frame
         for _ in range(max_symbols_per_frame):
-            log_probs = torch.log_softmax(joiner(enc_proj[:, t], pred_proj).float(), dim=-1)
-            score, best = log_probs.max(dim=-1)
+            score, best = _log_probs(joiner, enc_proj[:, t], pred_proj).max(dim=-1)
             for b in pending.nonzero()[:, 0].tolist():
                 hyps[b].score += float(score[b])
             emit = (best != blank) & pending
@@ -71,15 +106,11 @@ def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor,
             new_out, new_state = predictor.step(torch.where(emit, best, torch.full_like(best, blank)), state)
             state = predictor.merge_state(new_state, state, emit)
             pred_proj = torch.where(emit[:, None], joiner.pred_proj(new_out), pred_proj)
+        if charge_blank_at_cap and pending.any():  # the cap ends these frames with a blank
+            blank_scores = _log_probs(joiner, enc_proj[:, t], pred_proj)[:, blank]
+            for b in pending.nonzero()[:, 0].tolist():
+                hyps[b].score += float(blank_scores[b])
     return hyps
-
-
-def _log_add(a: float, b: float) -> float:
-    if a == -math.inf:
-        return b
-    if b == -math.inf:
-        return a
-    return max(a, b) + math.log1p(math.exp(-abs(a - b)))
 
 
 @torch.no_grad()
@@ -88,19 +119,15 @@ def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4,
     """Graves (2012) beam search over one utterance's encoder output enc (T, D); the n-best, best first.
 
     Within a frame, the best unfinished hypothesis is expanded until `beam` hypotheses that end the
-    frame with a blank score better than every unfinished one; hypotheses with the same labels are
-    merged by adding their probabilities. For a modified transducer searched one symbol a frame (the
-    default) a label ends the frame itself, as in its training lattice.
+    frame score better than every unfinished one. Hypotheses with the same labels are merged by adding
+    their probabilities: finished ones by their labels, unfinished ones by their labels and the number
+    of them emitted in this frame (so that the cap on symbols per frame holds for every alignment).
     """
     max_symbols_per_frame = symbols_per_frame(model, max_symbols_per_frame)
-    label_ends_frame = one_symbol_per_frame(model) and max_symbols_per_frame == 1
+    labels_end_frames = label_ends_frame(model, max_symbols_per_frame)
     joiner, predictor, blank = model.joiner, model.predictor, model.blank
     device = enc.device
     enc_proj = joiner.enc_proj(enc[:enc_len])
-
-    def extend(hyp: Hypothesis, token: int, t: int, score: float) -> Hypothesis:
-        """hyp + token; the prediction network steps only if the new hypothesis is expanded (ready)."""
-        return Hypothesis(hyp.tokens + [token], hyp.frames + [t], score, hyp.state, None)
 
     def ready(hyp: Hypothesis) -> Hypothesis:
         if hyp.pred_proj is None:  # state is still the one before the last token
@@ -109,39 +136,33 @@ def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4,
         return hyp
 
     out, state = predictor.step(torch.tensor([blank], device=device), predictor.initial_state(1, device))
-    finished = [Hypothesis([], [], 0.0, state, joiner.pred_proj(out))]
-
-    def finish(hyp: Hypothesis) -> None:
-        same = next((h for h in finished if h.tokens == hyp.tokens), None)
-        if same is None:
-            finished.append(hyp)
-        else:
-            same.score = _log_add(same.score, hyp.score)
-
+    finished = HypothesisMap({(): Hypothesis([], [], 0.0, state, joiner.pred_proj(out))})
     for t in range(enc_len):
-        active, finished = finished, []
+        active = HypothesisMap(((h.key, 0), h) for h in finished.values())  # (labels, emitted in frame t)
+        finished = HypothesisMap()
         expansions = 0
         while active and expansions < beam * (max_symbols_per_frame + 1):
-            best = max(active, key=lambda h: h.score)
-            active.remove(best)
+            (_, emitted), best = max(active.items(), key=lambda item: item[1].score)
+            del active[best.key, emitted]
             ready(best)
             expansions += 1
-            log_probs = torch.log_softmax(joiner(enc_proj[t:t + 1], best.pred_proj).float(), dim=-1)[0]
-            finish(Hypothesis(best.tokens, best.frames, best.score + float(log_probs[blank]), best.state, best.pred_proj))
-            if best.frames.count(t) < max_symbols_per_frame:
+            log_probs = _log_probs(joiner, enc_proj[t:t + 1], best.pred_proj)[0]
+            finished.add(Hypothesis(best.tokens, best.frames, best.score + float(log_probs[blank]), best.state,
+                                    best.pred_proj))
+            if emitted < max_symbols_per_frame:
                 values, tokens = log_probs.topk(min(beam + 1, log_probs.shape[0]))
-                extended = [extend(best, token, t, best.score + value)
-                            for value, token in zip(values.tolist(), tokens.tolist()) if token != blank]
-                if label_ends_frame:  # the label moved it to the next frame
-                    for hyp in extended:
-                        finish(hyp)
-                else:
-                    active += extended
-            finished = sorted(finished, key=lambda h: h.score, reverse=True)[:beam]
-            if len(finished) >= beam and (not active or finished[-1].score >= max(h.score for h in active)):
+                for value, token in zip(values.tolist(), tokens.tolist()):
+                    if token != blank:  # the prediction network steps when this one is expanded
+                        extended = Hypothesis(best.tokens + [token], best.frames + [t], best.score + value, best.state)
+                        if labels_end_frames:
+                            finished.add(extended)
+                        else:
+                            active.add(extended, (extended.key, emitted + 1))
+            finished = HypothesisMap((h.key, h) for h in finished.best(beam))
+            if len(finished) >= beam and (not active or min(h.score for h in finished.values())
+                                          >= max(h.score for h in active.values())):
                 break
-        finished = sorted(finished, key=lambda h: h.score, reverse=True)[:beam]
-    return [ready(h) for h in finished]
+    return [ready(h) for h in finished.best(beam)]
 
 
 @torch.no_grad()
@@ -152,8 +173,8 @@ def modified_beam_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, beam:
     B, T, _ = enc.shape
     device = enc.device
     enc_proj = joiner.enc_proj(enc)
-    state = predictor.initial_state(1, device)
-    out, state = predictor.step(torch.full((1,), blank, dtype=torch.long, device=device), state)
+    out, state = predictor.step(torch.full((1,), blank, dtype=torch.long, device=device),
+                                predictor.initial_state(1, device))
     beams = [[Hypothesis([], [], 0.0, state, joiner.pred_proj(out))] for _ in range(B)]
     lengths = enc_lens.tolist()
     for t in range(T):
@@ -162,48 +183,31 @@ def modified_beam_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, beam:
             break
         hyps = [h for b in live for h in beams[b]]
         owner = torch.tensor([b for b in live for _ in beams[b]], device=device)
-        pred_proj = torch.cat([h.pred_proj for h in hyps])
-        log_probs = torch.log_softmax(joiner(enc_proj[owner, t], pred_proj).float(), dim=-1)
+        log_probs = _log_probs(joiner, enc_proj[owner, t], torch.cat([h.pred_proj for h in hyps]))
         scores = log_probs + torch.tensor([h.score for h in hyps], device=device)[:, None]
+        vocab = scores.shape[1]
         start = 0
         expand: list[tuple[int, Hypothesis, int, float]] = []  # (utterance, parent, token, score)
         for b in live:
             n = len(beams[b])
-            values, flat = scores[start:start + n].reshape(-1).topk(min(beam, n * scores.shape[1]))
-            for value, index in zip(values.tolist(), flat.tolist()):
-                expand.append((b, hyps[start + index // scores.shape[1]], index % scores.shape[1], value))
+            values, flat = scores[start:start + n].reshape(-1).topk(min(beam, n * vocab))
+            expand += [(b, hyps[start + index // vocab], index % vocab, value)
+                       for value, index in zip(values.tolist(), flat.tolist())]
             start += n
-        labelled = [(i, parent, token) for i, (_, parent, token, _) in enumerate(expand) if token != blank]
-        new_outputs = {}
+        labelled = [i for i, (_, _, token, _) in enumerate(expand) if token != blank]
+        stepped = {}
         if labelled:
-            tokens = torch.tensor([token for _, _, token in labelled], device=device)
-            states = _stack_states(predictor, [parent.state for _, parent, _ in labelled])
-            out, states = predictor.step(tokens, states)
+            tokens = torch.tensor([expand[i][2] for i in labelled], device=device)
+            out, states = predictor.step(tokens, predictor.stack_states([expand[i][1].state for i in labelled]))
             projected = joiner.pred_proj(out)
-            for k, (i, _, _) in enumerate(labelled):
-                new_outputs[i] = (_select_state(predictor, states, k), projected[k:k + 1])
-        for b in live:
-            beams[b] = []
+            for k, i in enumerate(labelled):
+                stepped[i] = (predictor.select_state(states, torch.tensor([k], device=device)), projected[k:k + 1])
+        merged = {b: HypothesisMap() for b in live}
         for i, (b, parent, token, value) in enumerate(expand):
             if token == blank:
-                hyp = Hypothesis(parent.tokens, parent.frames, value, parent.state, parent.pred_proj)
+                merged[b].add(Hypothesis(parent.tokens, parent.frames, value, parent.state, parent.pred_proj))
             else:
-                state_k, proj_k = new_outputs[i]
-                hyp = Hypothesis(parent.tokens + [token], parent.frames + [t], value, state_k, proj_k)
-            same = next((h for h in beams[b] if h.tokens == hyp.tokens), None)
-            if same is None:
-                beams[b].append(hyp)
-            else:
-                same.score = _log_add(same.score, hyp.score)
+                merged[b].add(Hypothesis(parent.tokens + [token], parent.frames + [t], value, *stepped[i]))
+        for b in live:
+            beams[b] = list(merged[b].values())
     return [sorted(hs, key=lambda h: h.score, reverse=True) for hs in beams]
-
-
-def _stack_states(predictor, states: list):
-    if predictor.config.kind == "lstm":
-        return torch.cat([s[0] for s in states], dim=1), torch.cat([s[1] for s in states], dim=1)
-    return torch.cat(states, dim=0)
-
-
-def _select_state(predictor, states, k: int):
-    return predictor.select_state(states, torch.tensor([k], device=states[0].device if isinstance(states, tuple)
-                                                      else states.device))

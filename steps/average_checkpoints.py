@@ -11,10 +11,9 @@ import os
 import re
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
-import torch  # noqa: E402
+import torch
 
-from rnnt.training import checkpoint  # noqa: E402
+from rnnt.training import checkpoint
 
 
 def epoch_checkpoints(exp_dir: str) -> list[str]:

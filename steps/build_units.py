@@ -11,9 +11,8 @@ import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
-from rnnt.data.tokenizer import BLANK, SPACE, UNK, Tokenizer  # noqa: E402
-from rnnt.datadir.table import read_table  # noqa: E402
+from rnnt.data.tokenizer import BLANK, SPACE, UNK, Tokenizer
+from rnnt.datadir.table import read_table
 
 
 def train_sentencepiece(lines: list[str], lang: str, kind: str, vocab_size: int, coverage: float) -> list[str]:

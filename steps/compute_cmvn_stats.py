@@ -12,15 +12,14 @@ import logging
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+import numpy as np
+import torch
+from tqdm import tqdm
 
-from rnnt.data.audio import AudioError, load_audio, to_mono  # noqa: E402
-from rnnt.data.features import PRESETS, fbank  # noqa: E402
-from rnnt.data.resample import resample  # noqa: E402
-from rnnt.data.sources import records  # noqa: E402
+from rnnt.data.audio import AudioError, load_audio, to_mono
+from rnnt.data.features import PRESETS, fbank
+from rnnt.data.resample import resample
+from rnnt.data.sources import records
 
 
 def main() -> int:

@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
 """Decode a data list with a trained experiment and score it.
 
+Every utterance of the references is scored: those of --text, by default the Kaldi `text` of the data
+dir the list is in (data/test/text for data/test/data.list), else the transcripts the list itself
+holds. An utterance that could not be decoded (unreadable audio, shorter than a frame) counts as all
+deletions, is named, and the WER line is marked [PARTIAL] ("decoded N of M").
+
 Writes <exp-dir>/decode-<set>-<method>[-<tag>]/: hyp (Kaldi text), ref (Kaldi text), recogs (ref and hyp per
 utterance), errs (the %WER line and details), wer (the %WER line). Prints the real-time factor:
 decoding seconds per second of audio (with --threads, per core).
@@ -12,15 +17,23 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
-import torch  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+import torch
+from tqdm import tqdm
 
-from rnnt.data.config import BatchConfig, FilterConfig  # noqa: E402
-from rnnt.data.pipeline import Pipeline  # noqa: E402
-from rnnt.datadir.table import write_table  # noqa: E402
-from rnnt.scoring import score  # noqa: E402
-from rnnt.transcriber import METHODS, decode_batch, load_model, seconds_per_input_frame  # noqa: E402
+from rnnt.data.config import BatchConfig, FilterConfig
+from rnnt.data.pipeline import Pipeline
+from rnnt.data.sources import records
+from rnnt.datadir.table import read_table, write_table
+from rnnt.scoring import score
+from rnnt.transcriber import METHODS, decode_batch, load_model, seconds_per_input_frame
+
+
+def reference_texts(data_list: str, text: str | None) -> tuple[dict[str, str], str]:
+    """utt -> reference transcript, and where they came from."""
+    text = text or os.path.join(os.path.dirname(os.path.abspath(data_list)), "text")
+    if os.path.isfile(text):
+        return {key: line.value for key, line in read_table(text).items()}, text
+    return {record["key"]: record["txt"] for record in records(data_list)}, data_list
 
 
 def main() -> int:
@@ -38,6 +51,8 @@ def main() -> int:
     parser.add_argument("--tag", default="", help="appended to the output dir's name: which model was decoded "
                         "(recipes: avg<N>-epoch-<K> or epoch-<K>), so decodes of other models do not overwrite it")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--text", help="the reference Kaldi text (default: <the list's dir>/text if there, else the "
+                        "transcripts in the list)")
     parser.add_argument("exp_dir")
     parser.add_argument("data_list")
     parser.add_argument("set_name", help="names the output dir decode-<set>-<method>[-<tag>]")
@@ -55,9 +70,14 @@ def main() -> int:
     # every utterance of a test set is decoded.
     data = dataclasses.replace(experiment.data, filter=FilterConfig(), shuffle_buffer=0, sort_buffer=0, buckets=0,
                                num_workers=0, batch=BatchConfig(type="static", batch_size=args.batch_size))
+    try:
+        refs, refs_from = reference_texts(args.data_list, args.text)
+    except (OSError, ValueError) as error:
+        print(f"decode.py: {error}", file=sys.stderr)
+        return 1
     pipeline = Pipeline(args.data_list, data, tokenizer, train=False)
     frame_seconds = seconds_per_input_frame(experiment)
-    refs, hyps = {}, {}
+    hyps = {}
     audio_seconds = decode_seconds = 0.0
     for batch in tqdm(pipeline.batches(), desc=f"decode {args.set_name}", unit="batch", file=sys.stderr):
         start = time.perf_counter()
@@ -65,15 +85,22 @@ def main() -> int:
                                args.method, args.beam, args.max_symbols_per_frame)
         decode_seconds += time.perf_counter() - start
         audio_seconds += float(batch["feat_lens"].sum()) * frame_seconds
-        for key, text, hyp in zip(batch["keys"], batch["texts"], results):
-            refs[key], hyps[key] = text, tokenizer.decode(hyp.tokens)
+        for key, hyp in zip(batch["keys"], results):
+            hyps[key] = tokenizer.decode(hyp.tokens)
     out = os.path.join(args.exp_dir, f"decode-{args.set_name}-{args.method}{f'-{args.tag}' if args.tag else ''}")
     os.makedirs(out, exist_ok=True)
+    for key in sorted(set(hyps) - set(refs)):
+        print(f"decode.py: {key} has no reference in {refs_from}; not scored", file=sys.stderr)
+    hyps = {key: hyp for key, hyp in hyps.items() if key in refs}
+    for key in sorted(set(refs) - set(hyps)):
+        print(f"decode.py: {key} of {refs_from} was not decoded (audio unreadable, see above, or shorter than "
+              "a frame); scored as deleted words",
+              file=sys.stderr)
     write_table(os.path.join(out, "hyp"), hyps.items())
     write_table(os.path.join(out, "ref"), refs.items())
     with open(os.path.join(out, "recogs"), "w", encoding="utf-8") as f:
         for key in sorted(refs):
-            f.write(f"{key}:\tref={refs[key].split()}\n{key}:\thyp={hyps[key].split()}\n")
+            f.write(f"{key}:\tref={refs[key].split()}\n{key}:\thyp={hyps.get(key, '').split()}\n")
     report = score(refs, hyps)
     with open(os.path.join(out, "errs"), "w", encoding="utf-8") as f:
         f.write(report.text())
@@ -81,7 +108,8 @@ def main() -> int:
         f.write(report.wer_line + "\n")
     threads = torch.get_num_threads()
     rtf = decode_seconds / max(audio_seconds, 1e-9)
-    print(f"decode.py: {out}: {report.wer_line}; {len(refs)} utterances, {audio_seconds:.1f} s of audio; "
+    print(f"decode.py: {out}: {report.wer_line}; decoded {len(hyps)} of {len(refs)} utterances, "
+          f"{audio_seconds:.1f} s of audio; "
           f"RTF {rtf:.4f} ({rtf * threads:.4f} per core, {threads} threads); checkpoint {os.path.basename(path)}")
     return 0
 

@@ -11,8 +11,7 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
-from rnnt.datadir.table import read_table  # noqa: E402
+from rnnt.datadir.table import read_table
 
 
 def main() -> int:

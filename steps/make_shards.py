@@ -13,11 +13,10 @@ import os
 import sys
 from multiprocessing import Pool
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
-from tqdm import tqdm  # noqa: E402
+from tqdm import tqdm
 
-from rnnt.datadir.table import read_table  # noqa: E402
-from rnnt.prep.shard_writer import FORMATS, AudioOptions, ShardItem, write_shard  # noqa: E402
+from rnnt.datadir.table import read_table
+from rnnt.prep.shard_writer import FORMATS, AudioOptions, ShardItem, write_shard
 
 STATE = ".make_shards.json"  # the settings and utterances the shards were planned from
 

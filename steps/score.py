@@ -7,12 +7,10 @@ Utterances missing from the hypotheses count as empty (all deletions) and mark t
 """
 
 import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
-from rnnt.datadir.table import read_table  # noqa: E402
-from rnnt.scoring import score  # noqa: E402
+from rnnt.datadir.table import read_table
+from rnnt.scoring import score
 
 
 def main() -> int:

@@ -17,9 +17,10 @@ import dataclasses
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
-from rnnt.training.experiment import load_experiment  # noqa: E402
-from rnnt.training.trainer import Trainer  # noqa: E402
+import torch
+
+from rnnt.training.experiment import load_experiment
+from rnnt.training.trainer import Trainer
 
 
 def with_absolute_paths(experiment):
@@ -54,6 +55,12 @@ def main() -> int:
     experiment = with_absolute_paths(experiment)
     if args.device:
         experiment = dataclasses.replace(experiment, train=dataclasses.replace(experiment.train, device=args.device))
+    device = experiment.train.device
+    on_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    if experiment.train.precision == "fp16" and not on_cuda:
+        print(f"train.py: {args.config}: train.precision fp16 needs a CUDA device (the CPU's LSTM kernels have no "
+              "float16); on the CPU use precision: bf16", file=sys.stderr)
+        return 1
     for name in ("train_list", "lang_dir"):
         if not getattr(experiment.paths, name):
             print(f"train.py: no {name}: give --{name.replace('_', '-')} or paths.{name}", file=sys.stderr)

@@ -7,12 +7,10 @@ Prints '<file> <text>' a line, or with --json one JSON object a line ({"file", "
 
 import argparse
 import json
-import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
-from rnnt.data.audio import AudioError  # noqa: E402
-from rnnt.transcriber import METHODS, Transcriber  # noqa: E402
+from rnnt.data.audio import AudioError
+from rnnt.transcriber import METHODS, Transcriber
 
 
 def main() -> int:

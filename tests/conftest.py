@@ -68,7 +68,7 @@ def yesno(tmp_path_factory, test_data) -> Path:
 
     root = tmp_path_factory.mktemp("yesno")
     steps = [
-        (ROOT / "local" / "yesno" / "data_prep.py", test_data / "waves_yesno", root / "data"),
+        (ROOT / "egs" / "yesno" / "local" / "data_prep.py", test_data / "waves_yesno", root / "data"),
         (ROOT / "steps" / "make_shards.py", "--utts-per-shard", "10", root / "data" / "train_yesno", root / "shards",
          root / "train.list"),
         (ROOT / "steps" / "make_shards.py", "--utts-per-shard", "10", root / "data" / "test_yesno",

@@ -140,3 +140,20 @@ def test_combine_leaves_out_files_not_in_every_source(librispeech_dir, tmp_path)
 def test_every_tool_has_help(tool):
     out = run_tool(UTILS / tool, "--help")
     assert out.returncode == 0 and "usage" in out.stdout.lower(), out.stderr
+
+
+def test_combine_keeps_segments_when_only_some_sources_have_them(librispeech_dir, tmp_path):
+    """As Kaldi: a source without segments contributes one whole-recording segment per utterance."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    run_tool(UTILS / "subset_data_dir.sh", "--first", librispeech_dir, "3", first, check=True)
+    run_tool(UTILS / "subset_data_dir.sh", "--last", librispeech_dir, "5", second, check=True)
+    durations = dict(line.split() for line in (first / "utt2dur").read_text().splitlines())
+    (first / "segments").write_text("".join(f"{u} {u} 0.50 {float(d) - 0.5:.2f}\n" for u, d in sorted(durations.items())))
+    out = run_tool(UTILS / "combine_data.sh", tmp_path / "c", first, second)
+    assert out.returncode == 0, out.stderr
+    segments = dict(line.split(maxsplit=1) for line in (tmp_path / "c" / "segments").read_text().splitlines())
+    assert len(segments) == 8
+    for utt in (line.split()[0] for line in (second / "utt2spk").read_text().splitlines()):
+        assert segments[utt] == f"{utt} 0 -1"
+    assert segments[sorted(durations)[0]].split()[:2] == [sorted(durations)[0], "0.50"]
+    assert_valid(tmp_path / "c")

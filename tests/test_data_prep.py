@@ -20,7 +20,7 @@ def assert_valid(d: Path) -> None:
 
 
 def test_yesno_kaldi_split_and_words(test_data, tmp_path):
-    out = run_tool(sys.executable, ROOT / "local" / "yesno" / "data_prep.py", test_data / "waves_yesno", tmp_path)
+    out = run_tool(sys.executable, ROOT / "egs" / "yesno" / "local" / "data_prep.py", test_data / "waves_yesno", tmp_path)
     assert out.returncode == 0, out.stderr
     waves = sorted(p.stem for p in (test_data / "waves_yesno").glob("*.wav"))
     train, test = table(tmp_path / "train_yesno" / "text"), table(tmp_path / "test_yesno" / "text")
@@ -42,12 +42,12 @@ def test_yesno_synthesised_sequences_say_their_transcripts(test_data, tmp_path):
 
     import soundfile
 
-    sys.path.insert(0, str(ROOT / "local" / "yesno"))
+    sys.path.insert(0, str(ROOT / "egs" / "yesno" / "local"))
     from word_segments import speech_runs
 
-    prep = run_tool(sys.executable, ROOT / "local" / "yesno" / "data_prep.py", test_data / "waves_yesno", tmp_path)
+    prep = run_tool(sys.executable, ROOT / "egs" / "yesno" / "local" / "data_prep.py", test_data / "waves_yesno", tmp_path)
     assert prep.returncode == 0, prep.stderr
-    synth = ROOT / "local" / "yesno" / "synthesize.py"
+    synth = ROOT / "egs" / "yesno" / "local" / "synthesize.py"
     out = run_tool(sys.executable, synth, "--num", "60", "--noise-db", "-70", "-50", tmp_path / "train_yesno",
                    tmp_path / "synth")
     assert out.returncode == 0, out.stderr
@@ -79,14 +79,14 @@ def test_yesno_synthesis_needs_usable_recordings(tmp_path):
     (tmp_path / "src").mkdir()
     for name in ("wav.scp", "text"):
         (tmp_path / "src" / name).write_text("")
-    out = run_tool(sys.executable, ROOT / "local" / "yesno" / "synthesize.py", tmp_path / "src", tmp_path / "dest")
+    out = run_tool(sys.executable, ROOT / "egs" / "yesno" / "local" / "synthesize.py", tmp_path / "src", tmp_path / "dest")
     assert out.returncode == 1 and "no recording could be cut into words" in out.stderr
-    out = run_tool(sys.executable, ROOT / "local" / "yesno" / "synthesize.py", tmp_path / "missing", tmp_path / "dest")
+    out = run_tool(sys.executable, ROOT / "egs" / "yesno" / "local" / "synthesize.py", tmp_path / "missing", tmp_path / "dest")
     assert out.returncode == 1 and "missing/wav.scp not found" in out.stderr
 
 
 def test_fsdd_split_by_index(test_data, tmp_path):
-    out = run_tool(sys.executable, ROOT / "local" / "fsdd" / "data_prep.py", test_data / "fsdd" / "recordings", tmp_path)
+    out = run_tool(sys.executable, ROOT / "egs" / "fsdd" / "local" / "data_prep.py", test_data / "fsdd" / "recordings", tmp_path)
     assert out.returncode == 0, out.stderr
     test, train = table(tmp_path / "test" / "text"), table(tmp_path / "train" / "text")
     assert len(test) == 300 and len(train) == 2700
@@ -99,7 +99,7 @@ def test_fsdd_split_by_index(test_data, tmp_path):
 
 def test_librispeech_speakers_are_reader_chapter_with_gender(test_data, tmp_path):
     subset = test_data / "librispeech_samples" / "LibriSpeech" / "test-clean"
-    out = run_tool(sys.executable, ROOT / "local" / "librispeech" / "data_prep.py", subset, tmp_path / "test_clean")
+    out = run_tool(sys.executable, ROOT / "egs" / "librispeech" / "local" / "data_prep.py", subset, tmp_path / "test_clean")
     assert out.returncode == 0, out.stderr
     d = tmp_path / "test_clean"
     assert_valid(d)
@@ -117,7 +117,7 @@ def test_librispeech_bad_items_are_named_counted_and_skipped(test_data, tmp_path
         f.write("2412-153948-0099 A LINE WITHOUT AUDIO\n")
     shutil.copy(chapter / "2412-153948-0000.flac", chapter / "2412-153948-0050.flac")  # audio, no transcript
     (chapter / "2412-153948-0001.flac").write_bytes(b"")  # unreadable audio
-    out = run_tool(sys.executable, ROOT / "local" / "librispeech" / "data_prep.py", corpus / "dev-clean", tmp_path / "d")
+    out = run_tool(sys.executable, ROOT / "egs" / "librispeech" / "local" / "data_prep.py", corpus / "dev-clean", tmp_path / "d")
     assert out.returncode == 0, out.stderr
     assert "2412-153948.trans.txt:3 (2412-153948-0099): transcript without audio" in out.stderr
     assert "2412-153948-0050.flac: audio without transcript" in out.stderr
@@ -128,7 +128,7 @@ def test_librispeech_bad_items_are_named_counted_and_skipped(test_data, tmp_path
 
 
 def test_missing_corpus_dir_is_a_clear_error(tmp_path):
-    out = run_tool(sys.executable, ROOT / "local" / "librispeech" / "data_prep.py", tmp_path / "nope", tmp_path / "d")
+    out = run_tool(sys.executable, ROOT / "egs" / "librispeech" / "local" / "data_prep.py", tmp_path / "nope", tmp_path / "d")
     assert out.returncode == 1 and "nope: no such directory" in out.stderr
 
 
@@ -140,7 +140,7 @@ def test_fsdd_digit_strings_join_one_speakers_recordings(test_data, tmp_path):
     import numpy as np
     import soundfile
 
-    prep = run_tool(sys.executable, ROOT / "local" / "fsdd" / "data_prep.py", test_data / "fsdd" / "recordings", tmp_path)
+    prep = run_tool(sys.executable, ROOT / "egs" / "fsdd" / "local" / "data_prep.py", test_data / "fsdd" / "recordings", tmp_path)
     assert prep.returncode == 0, prep.stderr
     source = tmp_path / "test"
     text = (source / "text").read_text().replace("jackson-0-00 ZERO", "jackson-0-00 ZERO ONE")
@@ -151,7 +151,7 @@ def test_fsdd_digit_strings_join_one_speakers_recordings(test_data, tmp_path):
     soundfile.write(resampled, np.zeros(16000, dtype=np.float32), 16000)
     wav_scp[index] = f"george-0-00 {resampled}"
     (source / "wav.scp").write_text("\n".join(wav_scp) + "\n")
-    strings = ROOT / "local" / "fsdd" / "digit_strings.py"
+    strings = ROOT / "egs" / "fsdd" / "local" / "digit_strings.py"
     out = run_tool(sys.executable, strings, "--num", "12", source, tmp_path / "strings")
     assert out.returncode == 0, out.stderr
     line = text.splitlines().index("jackson-0-00 ZERO ONE") + 1

@@ -12,7 +12,8 @@ import yaml
 
 from conftest import ROOT, run_tool
 from rnnt.data.resample import resample
-from rnnt.search import beam_search, greedy_search, modified_beam_search, symbols_per_frame
+from rnnt.search import beam_search, greedy_search, label_ends_frame, modified_beam_search, symbols_per_frame
+from search_reference import alignment_log_prob, sequence_log_prob
 from rnnt.training import checkpoint
 from rnnt.transcriber import Transcriber, load_model
 
@@ -66,49 +67,36 @@ def encoded(exp, yesno):
     return model, tokenizer, batch, enc, enc_lens
 
 
-def test_every_search_gives_the_right_words(either, yesno):
-    model, tokenizer, batch, enc, enc_lens = encoded(either, yesno)
+def test_the_trained_model_is_decoded_right_by_every_search(trained, yesno):
+    """The recipe's kind of model (a modified transducer) has learned its five utterances: every search
+    finds their words."""
+    model, tokenizer, batch, enc, enc_lens = encoded(trained, yesno)
     greedy = [tokenizer.decode(h.tokens) for h in greedy_search(model, enc, enc_lens)]
     beam = [tokenizer.decode(beam_search(model, enc[b], int(enc_lens[b]), beam=4)[0].tokens) for b in range(5)]
     modified = [tokenizer.decode(n[0].tokens) for n in modified_beam_search(model, enc, enc_lens, beam=4)]
     assert greedy == beam == modified == batch["texts"]
 
 
-def test_a_modified_transducer_is_searched_one_symbol_per_frame(either, yesno):
-    """Trained one symbol per frame, a label moves every search to the next frame: greedy and Graves's
-    beam search then emit one label a frame and score as modified beam search does. A standard
-    transducer keeps up to three labels a frame."""
+def test_every_search_scores_what_its_labels_allow(either, yesno):
+    """On a trained model, whatever it learned: greedy's score is its alignment's probability, and no
+    search claims more probability for its labels than all their alignments have. A modified transducer
+    is searched one label a frame."""
     model, _, _, enc, enc_lens = encoded(either, yesno)
-    if not model.config.loss.one_sym_per_frame:
-        assert symbols_per_frame(model, None) == 3 and symbols_per_frame(model, 5) == 5
-        return
+    cap = symbols_per_frame(model, None)
+    ends = label_ends_frame(model, cap)
+    assert cap == (1 if model.config.loss.one_sym_per_frame else 3)
     modified = modified_beam_search(model, enc, enc_lens, beam=4)
     for b, hyp in enumerate(greedy_search(model, enc, enc_lens)):
-        graves = beam_search(model, enc[b], int(enc_lens[b]), beam=4)[0]
-        for frames in (hyp.frames, graves.frames):
-            assert len(set(frames)) == len(frames)
-        assert graves.tokens == modified[b][0].tokens
-        assert graves.score == pytest.approx(modified[b][0].score, abs=1e-3)
-    with pytest.raises(ValueError, match="max_symbols_per_frame"):
-        greedy_search(model, enc, enc_lens, max_symbols_per_frame=0)
-
-
-def test_beam_search_never_scores_below_greedy(either, yesno):
-    model, _, _, enc, enc_lens = encoded(either, yesno)
-    for b, hyp in enumerate(greedy_search(model, enc, enc_lens)):
-        assert beam_search(model, enc[b], int(enc_lens[b]), beam=4)[0].score >= hyp.score - 1e-4
-
-
-def test_nbest_lists_are_sorted_with_frames_in_order(either, yesno):
-    model, _, _, enc, enc_lens = encoded(either, yesno)
-    for b, nbest in enumerate(modified_beam_search(model, enc, enc_lens, beam=3)):
-        assert 1 <= len(nbest) <= 3 and [h.score for h in nbest] == sorted((h.score for h in nbest), reverse=True)
-        for hyp in nbest:
-            assert len(hyp.frames) == len(hyp.tokens)
-            assert hyp.frames == sorted(hyp.frames) and len(set(hyp.frames)) == len(hyp.frames)  # one per frame
-            assert all(0 <= f < int(enc_lens[b]) for f in hyp.frames)
-    graves = beam_search(model, enc[0], int(enc_lens[0]), beam=3)
-    assert len(graves) == 3 and len({tuple(h.tokens) for h in graves}) == 3  # merged: distinct label sequences
+        length = int(enc_lens[b])
+        assert hyp.score == pytest.approx(alignment_log_prob(model, enc[b, :length], hyp.tokens, hyp.frames, cap,
+                                                             ends), abs=1e-3)
+        found = beam_search(model, enc[b], length, beam=4)
+        if ends:
+            found += modified[b]
+        for other in found:
+            assert other.score <= sequence_log_prob(model, enc[b, :length], other.tokens, cap, ends) + 1e-3
+            if ends:
+                assert len(set(other.frames)) == len(other.frames)
 
 
 @pytest.mark.parametrize("method", ["greedy", "modified_beam"])
@@ -178,3 +166,26 @@ def test_transcribe_any_format_rate_and_channels(trained, yesno, tmp_path):
     assert [w["start"] for w in words] == sorted(w["start"] for w in words)
     bad = run_tool(sys.executable, STEPS / "transcribe.py", trained, tmp_path / "missing.wav")
     assert bad.returncode == 1 and "cannot read audio" in bad.stderr
+
+
+def test_decode_scores_every_reference_even_undecodable_ones(trained, yesno, tmp_path):
+    """A test utterance whose audio cannot be read, and one shorter than a frame, stay in the WER's
+    denominator as deleted words and are named; the line says [PARTIAL]."""
+    entries = [json.loads(line) for line in (yesno / "five.list").read_text().splitlines()]
+    (tmp_path / "broken.wav").write_bytes(b"RIFF\x00\x00\x00\x00WAVEfmt garbage")
+    soundfile.write(tmp_path / "short.wav", np.zeros(40, dtype=np.float32), 8000)
+    entries[1]["wav"], entries[3]["wav"] = str(tmp_path / "broken.wav"), str(tmp_path / "short.wav")
+    data = tmp_path / "test"
+    data.mkdir()
+    (data / "data.list").write_text("".join(json.dumps(e) + "\n" for e in entries))
+    (data / "text").write_text("".join(f"{e['key']} {e['txt']}\n" for e in sorted(entries, key=lambda e: e["key"])))
+    out = run_tool(sys.executable, STEPS / "decode.py", trained, data / "data.list", "broken")
+    assert out.returncode == 0, out.stderr
+    words = sum(len(e["txt"].split()) for e in entries)
+    wer_line = (trained / "decode-broken-greedy" / "wer").read_text().strip()
+    assert f" / {words}, " in wer_line and wer_line.endswith("[PARTIAL]")
+    assert "decoded 3 of 5 utterances" in out.stdout
+    for lost in (entries[1]["key"], entries[3]["key"]):
+        assert f"{lost} of {data / 'text'} was not decoded" in out.stderr
+    lost = " ".join(sorted((entries[1]["key"], entries[3]["key"])))
+    assert f"(counted as empty): {lost}" in (trained / "decode-broken-greedy" / "errs").read_text()

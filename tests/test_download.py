@@ -63,12 +63,26 @@ def test_fetch_download_extract_and_skip_on_rerun(server, test_data, tmp_path):
     assert len(server.requests) == n  # extracted part skipped
 
 
+def test_an_extraction_killed_midway_is_done_again(server, test_data, tmp_path):
+    """A folder with some of the files but no marker is not 'present': the part is extracted again."""
+    body = yesno_archive(test_data)
+    server.files["/waves_yesno.tar.gz"] = body
+    parts = {"waves_yesno": ("waves_yesno.tar.gz", hashlib.md5(body).hexdigest(), "waves_yesno")}
+    dest = tmp_path / "corpus"
+    (dest / "waves_yesno").mkdir(parents=True)
+    first = sorted((test_data / "waves_yesno").glob("*.wav"))[0]
+    (dest / "waves_yesno" / first.name).write_bytes(first.read_bytes()[:100])  # killed after a part of one file
+    assert fetch_main("test", parts, server.url, [str(dest), "--quiet"]) == 0
+    assert len(list((dest / "waves_yesno").iterdir())) == 5
+    assert (dest / "waves_yesno" / first.name).read_bytes() == first.read_bytes()
+
+
 def test_archives_dir_is_accepted_and_verified(test_data, tmp_path):
     archives = tmp_path / "archives"
     archives.mkdir()
     (archives / "waves_yesno.tar.gz").write_bytes(yesno_archive(test_data))
     # The real yesno script with its published checksum: our small archive must be refused.
-    out = run_tool(sys.executable, ROOT / "local" / "yesno" / "download.py", tmp_path / "c", "--archives-dir", archives)
+    out = run_tool(sys.executable, ROOT / "egs" / "yesno" / "local" / "download.py", tmp_path / "c", "--archives-dir", archives)
     assert out.returncode == 1
     assert "checksum mismatch: expected c3f49e0cca421f96b75b41640749167b52118f232498667ca7a5f9416aef8e73" in out.stderr
     assert not (tmp_path / "c" / "waves_yesno").exists()
@@ -84,13 +98,35 @@ def unsafe_archive(path: Path, kind: str) -> None:
             member.type, member.linkname = tarfile.SYMTYPE, "../../outside"
             tar.addfile(member)
             return
+        if kind in ("through-link", "replace-dir", "link-through-link"):
+            tar.addfile(dir_member("corpus/sub"))
+            link = tarfile.TarInfo("corpus/sub" if kind == "replace-dir" else "corpus/l")
+            link.type, link.linkname = tarfile.SYMTYPE, "good.txt" if kind == "replace-dir" else "sub"
+            tar.addfile(link)
+            if kind == "through-link":  # written through the link: wherever it points then
+                member = tarfile.TarInfo("corpus/l/x")
+                member.size = 4
+                tar.addfile(member, io.BytesIO(b"evil"))
+            elif kind == "link-through-link":
+                chained = tarfile.TarInfo("corpus/m")
+                chained.type, chained.linkname = tarfile.SYMTYPE, "l/y"
+                tar.addfile(chained)
+            return
         member = tarfile.TarInfo({"dotdot": "corpus/../../x", "absolute": "/tmp/rnnt-absolute-x"}[kind])
         member.size = 4
         tar.addfile(member, io.BytesIO(b"evil"))
 
 
+def dir_member(name: str) -> tarfile.TarInfo:
+    member = tarfile.TarInfo(name)
+    member.type, member.mode = tarfile.DIRTYPE, 0o755
+    return member
+
+
 @pytest.mark.parametrize("kind,message", [("dotdot", "climbs out with '..'"), ("absolute", "absolute path"),
-                                          ("symlink", "points outside")])
+                                          ("symlink", "points outside"), ("through-link", "passes through the link"),
+                                          ("replace-dir", "would replace"),
+                                          ("link-through-link", "passes through the link")])
 def test_unsafe_archives_are_refused_and_leave_nothing(tmp_path, kind, message):
     archive = tmp_path / f"{kind}.tar"
     unsafe_archive(archive, kind)
@@ -99,4 +135,14 @@ def test_unsafe_archives_are_refused_and_leave_nothing(tmp_path, kind, message):
         safe_extract(str(archive), str(dest))
     assert not (tmp_path / "x").exists() and not Path("/tmp/rnnt-absolute-x").exists()
     assert not (dest / "corpus" / "good.txt").exists()  # what was written before the refusal is removed
+    assert not (dest / "corpus" / "l").is_symlink() and not (dest / "corpus" / "sub").exists()
     assert not any(p.name.endswith(".extracted") for p in dest.iterdir())
+
+
+def test_an_unreachable_server_names_the_ways_out(tmp_path):
+    """Port 1 on the loopback: the connection is refused at once, as with no network."""
+    out = run_tool(sys.executable, ROOT / "egs" / "yesno" / "local" / "download.py", tmp_path / "c",
+                   "--mirror", "http://127.0.0.1:1/resources/1", "--quiet")
+    assert out.returncode == 1
+    assert "cannot download waves_yesno.tar.gz from http://127.0.0.1:1/resources/1" in out.stderr
+    assert "--corpus-dir" in out.stderr and "--archives-dir" in out.stderr and "--mirror" in out.stderr

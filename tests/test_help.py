@@ -1,4 +1,4 @@
-"""Every command-line tool of steps/, local/ and benchmarks/ answers --help with a usage and exits 0."""
+"""Every command-line tool of steps/, egs/*/local/, benchmarks/ and tools/ answers --help with a usage and exits 0."""
 
 import os
 import sys
@@ -7,8 +7,8 @@ import pytest
 
 from conftest import ROOT, run_tool
 
-TOOLS = sorted(str(p.relative_to(ROOT)) for folder in ("steps", "local", "benchmarks", "tools")
-               for p in (ROOT / folder).rglob("*") if p.is_file() and os.access(p, os.X_OK)
+TOOLS = sorted(str(p.relative_to(ROOT)) for folder in ("steps", "egs/*/local", "benchmarks", "tools")
+               for p in ROOT.glob(f"{folder}/**/*") if p.is_file() and os.access(p, os.X_OK)
                and p.suffix in (".py", ".sh") and not any(part.startswith("venv") for part in p.parts))
 
 

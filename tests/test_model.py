@@ -7,7 +7,7 @@ import torch
 
 from rnnt.model.encoder import Encoder, EncoderConfig
 from rnnt.model.joiner import JoinerConfig
-from rnnt.model.predictor import Predictor, PredictorConfig
+from rnnt.model.predictor import PredictorConfig, build_predictor
 from rnnt.model.stack_time import StackTime
 from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
 
@@ -65,7 +65,7 @@ def test_input_batch_norm_uses_real_frames_only():
 @pytest.mark.parametrize("kind", ["lstm", "stateless"])
 def test_predictor_step_matches_forward(kind):
     torch.manual_seed(1)
-    predictor = Predictor(dataclasses.replace(TINY.predictor, kind=kind, context=3), vocab_size=7).eval()
+    predictor = build_predictor(dataclasses.replace(TINY.predictor, kind=kind, context=3), vocab_size=7).eval()
     tokens = torch.tensor([[3, 1, 5, 2], [4, 4, 6, 1]])
     full = predictor(tokens)
     assert full.shape == (2, 5, predictor.output_dim)
@@ -123,7 +123,7 @@ def test_bad_model_settings():
     with pytest.raises(ValueError, match="encoder.norm"):
         Encoder(dataclasses.replace(TINY.encoder, norm="batch"))
     with pytest.raises(ValueError, match="predictor.kind"):
-        Predictor(dataclasses.replace(TINY.predictor, kind="gru"), vocab_size=7)
+        build_predictor(dataclasses.replace(TINY.predictor, kind="gru"), vocab_size=7)
 
 
 @pytest.mark.parametrize("config", sorted(str(p.relative_to(p.parents[3])) for p in

@@ -29,7 +29,7 @@ def fsdd(tmp_path_factory, test_data):
     """FSDD train split as 9 shards of 300, a raw list of the test split, and char units."""
     root = tmp_path_factory.mktemp("fsdd")
     steps = [
-        (ROOT / "local" / "fsdd" / "data_prep.py", test_data / "fsdd" / "recordings", root / "data"),
+        (ROOT / "egs" / "fsdd" / "local" / "data_prep.py", test_data / "fsdd" / "recordings", root / "data"),
         (ROOT / "steps" / "make_shards.py", "--utts-per-shard", "300", root / "data" / "train", root / "shards",
          root / "train.list"),
         (ROOT / "steps" / "make_raw_list.py", root / "data" / "test", root / "test.list"),

@@ -15,14 +15,14 @@ pytestmark = pytest.mark.slow
 
 
 def copy_recipe(name: str, dest: Path) -> Path:
-    """A copy of egs/<name> as a user makes one for a new corpus: run.sh and conf/ copied, the shared
-    path.sh, utils, steps and local/<name> linked."""
+    """A copy of egs/<name> as a user makes one for a new corpus: run.sh, conf/ and local/ copied, the
+    shared path.sh, utils and steps linked."""
     recipe = dest / name
     recipe.mkdir()
     shutil.copy(ROOT / "egs" / name / "run.sh", recipe / "run.sh")
-    shutil.copytree(ROOT / "egs" / name / "conf", recipe / "conf")
-    for link, target in (("path.sh", ROOT / "path.sh"), ("utils", ROOT / "utils"), ("steps", ROOT / "steps"),
-                         ("local", ROOT / "local" / name)):
+    for folder in ("conf", "local"):
+        shutil.copytree(ROOT / "egs" / name / folder, recipe / folder)
+    for link, target in (("path.sh", ROOT / "path.sh"), ("utils", ROOT / "utils"), ("steps", ROOT / "steps")):
         os.symlink(target, recipe / link)
     return recipe
 

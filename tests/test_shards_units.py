@@ -21,11 +21,11 @@ STEPS = ROOT / "steps"
 
 def prep(corpus: str, test_data: Path, tmp_path: Path) -> Path:
     if corpus == "librispeech":
-        out = run_tool(sys.executable, ROOT / "local" / "librispeech" / "data_prep.py",
+        out = run_tool(sys.executable, ROOT / "egs" / "librispeech" / "local" / "data_prep.py",
                        test_data / "librispeech_samples" / "LibriSpeech" / "test-clean", tmp_path / "ls")
         assert out.returncode == 0, out.stderr
         return tmp_path / "ls"
-    out = run_tool(sys.executable, ROOT / "local" / "fsdd" / "data_prep.py", test_data / "fsdd" / "recordings", tmp_path)
+    out = run_tool(sys.executable, ROOT / "egs" / "fsdd" / "local" / "data_prep.py", test_data / "fsdd" / "recordings", tmp_path)
     assert out.returncode == 0, out.stderr
     return tmp_path / "train"
 
@@ -159,7 +159,6 @@ def test_units_round_trip_including_non_ascii(tmp_path, unit_type):
     units = (tmp_path / "lang" / "units.txt").read_text().splitlines()
     assert units[:2] == ["<blank> 0", "<unk> 1"]
     assert [int(line.split()[1]) for line in units] == list(range(len(units)))
-    sys.path.insert(0, str(ROOT))
     from rnnt.data.tokenizer import Tokenizer
 
     tokenizer = Tokenizer(str(tmp_path / "lang"))

@@ -16,7 +16,7 @@ from rnnt.data.sources import records
 
 
 def shards_of(test_data, tmp_path, per_shard="3"):
-    out = run_tool(sys.executable, ROOT / "local" / "librispeech" / "data_prep.py",
+    out = run_tool(sys.executable, ROOT / "egs" / "librispeech" / "local" / "data_prep.py",
                    test_data / "librispeech_samples" / "LibriSpeech" / "test-clean", tmp_path / "ls")
     assert out.returncode == 0, out.stderr
     out = run_tool(sys.executable, ROOT / "steps" / "make_shards.py", "--utts-per-shard", per_shard, tmp_path / "ls",

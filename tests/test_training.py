@@ -141,6 +141,14 @@ def test_non_finite_losses_stop_training_with_a_clear_message(yesno, tmp_path):
     assert "batches in a row had a non-finite loss" in out.stderr
 
 
+def test_fp16_on_the_cpu_is_refused_with_the_way_out(yesno, tmp_path):
+    conf = config_file(tmp_path, epochs=1, precision="fp16")
+    out = run_tool(*train_args(yesno, tmp_path / "exp", conf), "--device", "cpu")
+    assert out.returncode == 1
+    assert "fp16 needs a CUDA device" in out.stderr and "use precision: bf16" in out.stderr
+    assert not (tmp_path / "exp" / "epoch-1.pt").exists()
+
+
 @pytest.mark.slow
 def test_torchrun_two_cpu_ranks_disjoint_data_identical_parameters(yesno, tmp_path):
     """The ranks read 2 and 1 of the 3 shards of 10: an epoch ends after 5 batches of 2, accumulated in

@@ -47,10 +47,19 @@ if ! "$interpreter" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) el
   exit 1
 fi
 
+# Scripts anywhere in the project import the rnnt package from this checkout: the venv's site-packages
+# names it in a .pth file (the one way a script finds the package; no sys.path edits in scripts).
+link_project() {
+  local site
+  site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$root" > "$site/rnnt-recipes.pth"
+}
+
 # The stamp records the requirements the venv was built from; equal stamp -> nothing to do.
 stamp="$venv/.rnnt-requirements.sha256"
 want=$(cat "$requirements" "$constraints" | sha256sum | cut -d' ' -f1)
 if ! $force && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$venv/bin/python" -c 'import torch' 2>/dev/null; then
+  link_project
   echo "tools/install.sh: $venv is up to date"
   exit 0
 fi
@@ -59,6 +68,7 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "tools/install.sh: creating $venv"
   "$python" -m venv "$venv"
 fi
+link_project
 
 pip_args=(--disable-pip-version-check)
 # The CPU torch wheel lies on this machine's disk; point pip at it if the environment does not.

@@ -1,5 +1,9 @@
 """Combines several Kaldi data dirs into one; a key found in two of them is an error.
 
+As Kaldi's script of that name: when some sources have `segments` and others do not, each utterance of
+the others becomes a segment covering its whole recording (`<utt> <utt> 0 -1`, -1 meaning the end), so
+the combined dir keeps every segment. Other files missing from a source are left out.
+
 Run as `utils/combine_data.sh <dest> <src1> <src2> ...`.
 """
 
@@ -15,6 +19,10 @@ from rnnt.datadir.layout import FIELDS, PER_RECORDING, PER_SPEAKER, Tables, load
 def combine(sources: list[str]) -> Tables:
     """Merges the sources' files; only files present in every source are kept."""
     loaded = [load_dir(src) for src in sources]
+    if any("segments" in tables for tables in loaded):
+        for tables in loaded:
+            if "segments" not in tables:  # one recording per utterance, keyed by the utterance
+                tables["segments"] = {utt: f"{utt} 0 -1" for utt in tables["utt2spk"]}
     shared = set.intersection(*(set(tables) for tables in loaded))
     common = [name for name in FIELDS if name in shared]  # utt2spk first: its duplicates are named first
     merged: Tables = {name: {} for name in common}

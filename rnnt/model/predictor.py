@@ -1,10 +1,12 @@
 """The prediction network: the label history -> a vector per position u = 0..U.
 
-Position u sees the blank (the start symbol) followed by the first u labels. Two kinds:
+Position u sees the blank (the start symbol) followed by the first u labels. One class per kind, each
+with the same interface (forward for training; initial_state, step, select/merge/stack states for
+the searches):
   lstm:      embedding -> LSTM layers (the MLPerf prediction network);
   stateless: embedding -> a causal depthwise convolution over the last `context` labels -> ReLU
              (no recurrent state: decoding needs only the last labels).
-step() advances one label at a time for decoding.
+A new kind is a subclass registered in KINDS.
 """
 
 from __future__ import annotations
@@ -25,60 +27,122 @@ class PredictorConfig:
 
 
 class Predictor(torch.nn.Module):
+    """What every kind shares: the embedding of labels, the start symbol, dropout."""
+
+    history = 1  # start symbols put before the labels in forward()
+
     def __init__(self, config: PredictorConfig, vocab_size: int, blank: int = 0):
         super().__init__()
-        if config.kind not in ("lstm", "stateless"):
-            raise ValueError(f"predictor.kind must be lstm or stateless, got '{config.kind}'")
         self.config, self.blank = config, blank
         self.embedding = torch.nn.Embedding(vocab_size, config.embed_dim)
         self.dropout = torch.nn.Dropout(config.dropout)
-        if config.kind == "lstm":
-            self.lstm = torch.nn.LSTM(config.embed_dim, config.hidden, config.layers, batch_first=True,
-                                      dropout=config.dropout if config.layers > 1 else 0.0)
-        else:
-            self.conv = torch.nn.Conv1d(config.embed_dim, config.embed_dim, config.context,
-                                        groups=config.embed_dim, bias=False)
 
     @property
     def output_dim(self) -> int:
-        return self.config.hidden if self.config.kind == "lstm" else self.config.embed_dim
+        raise NotImplementedError
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens (B, U) -> (B, U+1, output_dim); position 0 sees only the start symbol."""
-        # The history before the first label is the start symbol (blank), as in step().
-        history = 1 if self.config.kind == "lstm" else self.config.context
-        start = torch.full((tokens.shape[0], history), self.blank, dtype=tokens.dtype, device=tokens.device)
-        x = self.dropout(self.embedding(torch.cat([start, tokens], dim=1)))
-        if self.config.kind == "lstm":
-            out, _ = self.lstm(x)
-            return self.dropout(out)
-        return torch.relu(self.conv(x.transpose(1, 2))).transpose(1, 2)
+        """tokens (B, U) -> (B, U+1, output_dim); position 0 sees only the start symbol (blank), as in step()."""
+        start = torch.full((tokens.shape[0], self.history), self.blank, dtype=tokens.dtype, device=tokens.device)
+        return self.run(self.dropout(self.embedding(torch.cat([start, tokens], dim=1))))
+
+    def run(self, embedded: torch.Tensor) -> torch.Tensor:
+        """(B, history + U, embed_dim) -> (B, U+1, output_dim)."""
+        raise NotImplementedError
 
     def initial_state(self, batch: int, device: torch.device):
-        """The state before any label: LSTM (h, c), or the last context labels (all the start symbol)."""
-        if self.config.kind == "lstm":
-            zeros = torch.zeros(self.config.layers, batch, self.config.hidden, device=device)
-            return zeros, zeros.clone()
-        return torch.full((batch, self.config.context), self.blank, dtype=torch.long, device=device)
+        raise NotImplementedError
 
     def step(self, tokens: torch.Tensor, state) -> tuple[torch.Tensor, object]:
         """One label per sequence: tokens (B,) and the state -> (B, output_dim) output and the new state."""
-        if self.config.kind == "lstm":
-            out, state = self.lstm(self.embedding(tokens)[:, None, :], state)
-            return out[:, 0], state
+        raise NotImplementedError
+
+    def select_state(self, state, index: torch.Tensor):
+        """The states of the sequences at `index` (for beam search)."""
+        raise NotImplementedError
+
+    def merge_state(self, new, old, take_new: torch.Tensor):
+        """Per sequence, the new state where take_new (B,) is true, else the old one."""
+        raise NotImplementedError
+
+    def stack_states(self, states: list):
+        """One batched state from the states of single sequences."""
+        raise NotImplementedError
+
+
+class LSTMPredictor(Predictor):
+    """State: (h, c), each (layers, B, hidden)."""
+
+    def __init__(self, config: PredictorConfig, vocab_size: int, blank: int = 0):
+        super().__init__(config, vocab_size, blank)
+        self.lstm = torch.nn.LSTM(config.embed_dim, config.hidden, config.layers, batch_first=True,
+                                  dropout=config.dropout if config.layers > 1 else 0.0)
+
+    @property
+    def output_dim(self) -> int:
+        return self.config.hidden
+
+    def run(self, embedded: torch.Tensor) -> torch.Tensor:
+        out, _ = self.lstm(embedded)
+        return self.dropout(out)
+
+    def initial_state(self, batch: int, device: torch.device):
+        zeros = torch.zeros(self.config.layers, batch, self.config.hidden, device=device)
+        return zeros, zeros.clone()
+
+    def step(self, tokens: torch.Tensor, state) -> tuple[torch.Tensor, object]:
+        out, state = self.lstm(self.embedding(tokens)[:, None, :], state)
+        return out[:, 0], state
+
+    def select_state(self, state, index: torch.Tensor):
+        return state[0][:, index], state[1][:, index]
+
+    def merge_state(self, new, old, take_new: torch.Tensor):
+        mask = take_new[None, :, None]
+        return torch.where(mask, new[0], old[0]), torch.where(mask, new[1], old[1])
+
+    def stack_states(self, states: list):
+        return torch.cat([s[0] for s in states], dim=1), torch.cat([s[1] for s in states], dim=1)
+
+
+class StatelessPredictor(Predictor):
+    """State: the last `context` labels, (B, context)."""
+
+    def __init__(self, config: PredictorConfig, vocab_size: int, blank: int = 0):
+        super().__init__(config, vocab_size, blank)
+        self.history = config.context
+        self.conv = torch.nn.Conv1d(config.embed_dim, config.embed_dim, config.context, groups=config.embed_dim,
+                                    bias=False)
+
+    @property
+    def output_dim(self) -> int:
+        return self.config.embed_dim
+
+    def run(self, embedded: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.conv(embedded.transpose(1, 2))).transpose(1, 2)
+
+    def initial_state(self, batch: int, device: torch.device):
+        return torch.full((batch, self.config.context), self.blank, dtype=torch.long, device=device)
+
+    def step(self, tokens: torch.Tensor, state) -> tuple[torch.Tensor, object]:
         history = torch.cat([state[:, 1:], tokens[:, None]], dim=1)
         x = self.embedding(history).transpose(1, 2)  # (B, E, context)
         return torch.relu(self.conv(x))[:, :, 0], history
 
     def select_state(self, state, index: torch.Tensor):
-        """The states of the sequences at `index` (for beam search)."""
-        if self.config.kind == "lstm":
-            return state[0][:, index], state[1][:, index]
         return state[index]
 
     def merge_state(self, new, old, take_new: torch.Tensor):
-        """Per sequence, the new state where take_new (B,) is true, else the old one."""
-        if self.config.kind == "lstm":
-            mask = take_new[None, :, None]
-            return torch.where(mask, new[0], old[0]), torch.where(mask, new[1], old[1])
         return torch.where(take_new[:, None], new, old)
+
+    def stack_states(self, states: list):
+        return torch.cat(states, dim=0)
+
+
+KINDS = {"lstm": LSTMPredictor, "stateless": StatelessPredictor}
+
+
+def build_predictor(config: PredictorConfig, vocab_size: int, blank: int = 0) -> Predictor:
+    if config.kind not in KINDS:
+        raise ValueError(f"predictor.kind must be one of {sorted(KINDS)}, got '{config.kind}'")
+    return KINDS[config.kind](config, vocab_size, blank)

@@ -17,7 +17,7 @@ import torch
 from rnnt.loss import fused_joiner_loss, prune, prune_ranges, pruned_loss, simple_loss, transducer_loss
 from rnnt.model.encoder import Encoder, EncoderConfig
 from rnnt.model.joiner import Joiner, JoinerConfig
-from rnnt.model.predictor import Predictor, PredictorConfig
+from rnnt.model.predictor import PredictorConfig, build_predictor
 
 LOSSES = ("full", "fused", "pruned")
 
@@ -58,7 +58,7 @@ class Transducer(torch.nn.Module):
             raise ValueError(f"loss.type must be one of {LOSSES}, got '{config.loss.type}'")
         self.config, self.vocab_size, self.blank = config, vocab_size, blank
         self.encoder = Encoder(config.encoder)
-        self.predictor = Predictor(config.predictor, vocab_size, blank)
+        self.predictor = build_predictor(config.predictor, vocab_size, blank)
         self.joiner = Joiner(config.joiner, self.encoder.output_dim, self.predictor.output_dim, vocab_size)
         if config.loss.type == "pruned":
             self.simple_am = torch.nn.Linear(self.encoder.output_dim, vocab_size)

@@ -1,5 +1,6 @@
 """Fetch and extract a corpus's archives: from a mirror URL, or from a directory of archives already
-downloaded; a part whose extraction finished (or an already extracted corpus) is skipped."""
+downloaded; a part whose extraction finished (its marker says so) is skipped. A folder that a killed
+extraction left without its marker is extracted again: a non-empty folder proves nothing."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ import sys
 import urllib.error
 
 from rnnt.prep.download import ChecksumError, download, verify
-from rnnt.prep.extract import UnsafeArchiveError, safe_extract
+from rnnt.prep.extract import UnsafeArchiveError, marker_path, safe_extract
 
 
 def fetch_part(archive: str, checksum: str, mirror: str, dest: str, archives_dir: str | None,
                extracted_path: str, quiet: bool = False) -> str:
-    """Makes dest/<extracted_path> exist; returns what was done ('present', 'extracted', 'downloaded+extracted')."""
-    if os.path.isdir(os.path.join(dest, extracted_path)) and os.listdir(os.path.join(dest, extracted_path)):
+    """Makes dest/<extracted_path> complete; returns what was done ('present', 'extracted', 'downloaded+extracted')."""
+    if os.path.exists(marker_path(archive, dest)) and os.path.isdir(os.path.join(dest, extracted_path)):
         return "present"
     local = os.path.join(archives_dir, archive) if archives_dir else None
     if local and os.path.isfile(local):
@@ -45,7 +46,12 @@ def main(description: str, parts: dict[str, tuple[str, str, str]], default_mirro
         archive, checksum, extracted = parts[name]
         try:
             status = fetch_part(archive, checksum, args.mirror, args.dest, args.archives_dir, extracted, args.quiet)
-        except (ChecksumError, UnsafeArchiveError, ConnectionError, urllib.error.URLError, OSError) as error:
+        except (ConnectionError, urllib.error.URLError, TimeoutError) as error:
+            print(f"download.py: {name}: cannot download {archive} from {args.mirror} ({error}). Without access to "
+                  "it: give the recipe --corpus-dir with the corpus already extracted, this tool --archives-dir "
+                  "with the archive downloaded elsewhere, or --mirror with another server", file=sys.stderr)
+            return 1
+        except (ChecksumError, UnsafeArchiveError, OSError) as error:
             print(f"download.py: {name}: {error}", file=sys.stderr)
             return 1
         done.append(f"{name} {status}")

@@ -63,6 +63,19 @@ def audio_duration(path: str) -> float | None:
     return info.frames / info.samplerate if info.frames > 0 and info.samplerate > 0 else None
 
 
+def write_data_dirs(dirs: dict[str, list[Utterance]], report: Report,
+                    spk2gender: dict[str, str] | None = None) -> int:
+    """Every data-prep tool's ending: writes each dest dir from its utterances; the tool's exit status,
+    0, or 1 with the problem printed under the tool's name."""
+    try:
+        for dest, utterances in dirs.items():
+            write_data_dir(dest, utterances, report, spk2gender)
+    except ValueError as error:
+        print(f"{os.path.basename(sys.argv[0])}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def write_data_dir(dest: str, utterances: list[Utterance], report: Report,
                    spk2gender: dict[str, str] | None = None) -> int:
     """Writes the dir and validates it; returns the number of utterances written."""

@@ -1,8 +1,10 @@
 """Safe extraction of tar archives: nothing may land outside the target directory.
 
 Refused: absolute member names, names with a '..' component, links whose target resolves outside
-the target directory, and device or fifo members. Extraction is marked complete by a marker file,
-so a finished archive is skipped when the stage is rerun.
+the target directory, any member whose path, or link whose target, passes through a link already
+there (so that no later member can redirect an earlier, checked one), a link that would replace
+something already extracted, and device or fifo members. Extraction is complete only when its marker
+file says so: a folder left by a killed extraction is extracted again.
 """
 
 from __future__ import annotations
@@ -20,6 +22,18 @@ def _inside(root: str, path: str) -> bool:
     return os.path.commonpath([root, os.path.realpath(path)]) == root
 
 
+def _link_on_the_way(dest: str, relative: str) -> str | None:
+    """The first existing link among dest/<each prefix of relative>, the whole path included."""
+    path = dest
+    for part in relative.replace("\\", "/").split("/"):
+        if part in ("", "."):
+            continue
+        path = os.path.join(path, part)
+        if os.path.islink(path):
+            return path
+    return None
+
+
 def check_member(member: tarfile.TarInfo, dest: str, archive: str) -> None:
     name = member.name
     if os.path.isabs(name) or name.startswith(("/", "\\")):
@@ -29,11 +43,22 @@ def check_member(member: tarfile.TarInfo, dest: str, archive: str) -> None:
     target = os.path.join(dest, name)
     if not _inside(dest, target):
         raise UnsafeArchiveError(f"{archive}: member '{name}' would land outside {dest}; refusing to extract")
+    link = _link_on_the_way(dest, name)
+    if link is not None:
+        raise UnsafeArchiveError(f"{archive}: member '{name}' passes through the link {link} extracted before; "
+                                 "refusing to extract")
     if member.issym() or member.islnk():
         base = os.path.dirname(target) if member.issym() else dest
-        link_target = os.path.join(base, member.linkname)
+        link_target = os.path.normpath(os.path.join(base, member.linkname))
         if os.path.isabs(member.linkname) or not _inside(dest, link_target):
             raise UnsafeArchiveError(f"{archive}: link '{name}' -> '{member.linkname}' points outside {dest}; "
+                                     "refusing to extract")
+        through = _link_on_the_way(dest, os.path.join(os.path.relpath(base, dest), member.linkname))
+        if through is not None:
+            raise UnsafeArchiveError(f"{archive}: link '{name}' -> '{member.linkname}' passes through the link "
+                                     f"{through}; refusing to extract")
+        if os.path.lexists(target):
+            raise UnsafeArchiveError(f"{archive}: link '{name}' would replace {target}, extracted before; "
                                      "refusing to extract")
     elif not (member.isfile() or member.isdir()):
         raise UnsafeArchiveError(f"{archive}: member '{name}' is a device or fifo; refusing to extract")

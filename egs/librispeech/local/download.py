@@ -7,8 +7,7 @@ Partial downloads resume; archives are verified against the published MD5 sums b
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
-from rnnt.prep.corpus_fetch import main  # noqa: E402
+from rnnt.prep.corpus_fetch import main
 
 MIRROR = "https://www.openslr.org/resources/12"
 # Published in the corpus's md5sum.txt.

@@ -5,11 +5,9 @@ The archive is verified against its published SHA-256 before use. --archives-dir
 that already holds waves_yesno.tar.gz.
 """
 
-import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
-from rnnt.prep.corpus_fetch import main  # noqa: E402
+from rnnt.prep.corpus_fetch import main
 
 MIRROR = "https://www.openslr.org/resources/1"
 SHA256 = "c3f49e0cca421f96b75b41640749167b52118f232498667ca7a5f9416aef8e73"

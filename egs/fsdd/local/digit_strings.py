@@ -22,9 +22,8 @@ import numpy as np
 import soundfile
 from tqdm import tqdm
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
-from rnnt.datadir.table import read_table  # noqa: E402
-from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dir  # noqa: E402
+from rnnt.datadir.table import read_table
+from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dirs
 
 NOISE_LEVEL = 1e-3
 
@@ -114,12 +113,7 @@ def main() -> int:
         path = os.path.join(wav_dir, f"{utt}.wav")
         soundfile.write(path, audio, args.sample_rate, subtype="PCM_16")
         utterances.append(Utterance(utt, speaker, path, " ".join(words)))
-    try:
-        write_data_dir(args.dest, utterances, report)
-    except ValueError as error:
-        print(f"digit_strings.py: {error}", file=sys.stderr)
-        return 1
-    return 0
+    return write_data_dirs({args.dest: utterances}, report)
 
 
 if __name__ == "__main__":

@@ -25,11 +25,9 @@ import numpy as np
 import soundfile
 from tqdm import tqdm
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
-sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-from rnnt.datadir.table import read_table  # noqa: E402
-from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dir  # noqa: E402
-from word_segments import split_recording  # noqa: E402
+from rnnt.datadir.table import read_table
+from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dirs
+from word_segments import split_recording
 
 SPEAKER = "yesno"
 
@@ -160,12 +158,7 @@ def main() -> int:
         path = os.path.join(args.dest, "wav", f"{utt}.wav")
         soundfile.write(path, samples, pieces.rate, subtype="PCM_16")
         utterances.append(Utterance(utt, SPEAKER, path, " ".join(sequence)))
-    try:
-        write_data_dir(args.dest, utterances, report)
-    except ValueError as error:
-        print(f"synthesize.py: {error}", file=sys.stderr)
-        return 1
-    return 0
+    return write_data_dirs({args.dest: utterances}, report)
 
 
 if __name__ == "__main__":

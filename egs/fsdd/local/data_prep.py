@@ -10,8 +10,7 @@ import glob
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
-from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dir  # noqa: E402
+from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dirs
 
 DIGITS = ["ZERO", "ONE", "TWO", "THREE", "FOUR", "FIVE", "SIX", "SEVEN", "EIGHT", "NINE"]
 
@@ -32,13 +31,7 @@ def main() -> int:
         digit, speaker, index = parts
         split = "test" if int(index) <= args.test_max_index else "train"
         splits[split].append(Utterance(f"{speaker}-{digit}-{int(index):02d}", speaker, path, DIGITS[int(digit)]))
-    try:
-        for split, utterances in splits.items():
-            write_data_dir(os.path.join(args.data_root, split), utterances, report)
-    except ValueError as error:
-        print(f"data_prep.py: {error}", file=sys.stderr)
-        return 1
-    return 0
+    return write_data_dirs({os.path.join(args.data_root, split): utts for split, utts in splits.items()}, report)
 
 
 if __name__ == "__main__":

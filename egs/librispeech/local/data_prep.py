@@ -11,8 +11,7 @@ import glob
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
-from rnnt.prep.data_dir_writer import Report, Utterance, pair_audio_with_text, write_data_dir  # noqa: E402
+from rnnt.prep.data_dir_writer import Report, Utterance, pair_audio_with_text, write_data_dirs
 
 
 def read_speaker_genders(path: str) -> dict[str, str]:
@@ -62,12 +61,7 @@ def main() -> int:
         if None in spk2gender.values():
             print("data_prep.py: some readers are not in SPEAKERS.TXT; spk2gender not written", file=sys.stderr)
             spk2gender = None
-    try:
-        write_data_dir(args.data_dir, utterances, report, spk2gender)
-    except ValueError as error:
-        print(f"data_prep.py: {error}", file=sys.stderr)
-        return 1
-    return 0
+    return write_data_dirs({args.data_dir: utterances}, report, spk2gender)
 
 
 if __name__ == "__main__":

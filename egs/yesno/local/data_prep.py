@@ -10,8 +10,7 @@ import glob
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
-from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dir  # noqa: E402
+from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dirs
 
 WORDS = {"0": "NO", "1": "YES"}
 
@@ -35,13 +34,8 @@ def main() -> int:
         print(f"data_prep.py: {args.waves_dir}: found {len(utterances)} usable .wav files, need more than "
               f"{args.num_train}", file=sys.stderr)
         return 1
-    try:
-        write_data_dir(os.path.join(args.data_root, "train_yesno"), utterances[: args.num_train], report)
-        write_data_dir(os.path.join(args.data_root, "test_yesno"), utterances[args.num_train:], report)
-    except ValueError as error:
-        print(f"data_prep.py: {error}", file=sys.stderr)
-        return 1
-    return 0
+    return write_data_dirs({os.path.join(args.data_root, "train_yesno"): utterances[: args.num_train],
+                            os.path.join(args.data_root, "test_yesno"): utterances[args.num_train:]}, report)
 
 
 if __name__ == "__main__":

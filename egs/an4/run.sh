@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# CMU AN4 ("census"): 948 training and 130 test utterances of spelled words, digits and commands by
+# 84 speakers, 16 kHz. Download (or --corpus-dir) -> data dirs train, dev (8 whole training speakers)
+# and test -> shards -> BPE units -> an LSTM transducer trained on the CPU -> average -> decode dev and
+# test with greedy and modified beam search. Hyper-parameters are chosen on dev, never on test.
+set -euo pipefail
+
+stage=0
+stop_stage=100
+corpus_dir=          # the an4/ folder (etc/ and wav/, any audio extension); empty: download into downloads/
+mirror=http://www.speech.cs.cmu.edu/databases/an4
+train_config=conf/transducer.yaml
+exp=exp/transducer
+vocab_size=64
+dev_speakers=8
+nj=2
+average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
+methods="greedy modified_beam"
+test_sets="dev test"
+help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/an4] [--mirror URL]
+  [--train-config FILE] [--exp DIR] [--vocab-size N] [--dev-speakers N] [--nj N] [--average N]
+  [--methods \"greedy modified_beam beam\"] [--test-sets \"dev test\"]
+Stages: 0 download, 1 data dirs, 2 shards, 3 BPE units, 4 train, 5 average, 6 decode and score.
+Example: ./run.sh --corpus-dir ../../../shared/data/an4"
+
+. ./path.sh
+. utils/parse_options.sh
+. utils/stages.sh
+. utils/decoding.sh
+
+lang=data/lang_bpe$vocab_size
+
+if [ -z "$corpus_dir" ]; then
+  corpus_dir=downloads/an4
+  if stage_wanted 0 download; then
+    local/download.py --mirror "$mirror" downloads
+    stage_done 0 download
+  fi
+fi
+
+if stage_wanted 1 "data-dev$dev_speakers"; then
+  local/data_prep.py --dev-speakers "$dev_speakers" "$corpus_dir" data
+  stage_done 1 "data-dev$dev_speakers"
+fi
+
+if stage_wanted 2 "shards-dev$dev_speakers"; then
+  for set in train dev test; do
+    steps/make_shards.py --nj "$nj" --utts-per-shard 200 data/$set data/$set/shards data/$set/data.list
+  done
+  stage_done 2 "shards-dev$dev_speakers"
+fi
+
+if stage_wanted 3 "units-bpe$vocab_size-dev$dev_speakers"; then
+  steps/build_units.py --unit-type bpe --vocab-size "$vocab_size" data/train "$lang"
+  stage_done 3 "units-bpe$vocab_size-dev$dev_speakers"
+fi
+
+if stage_wanted 4 train "$exp"; then
+  steps/train.py --config "$train_config" --train-list data/train/data.list --valid-list data/dev/data.list \
+    --lang-dir "$lang" --exp-dir "$exp" --resume
+  stage_done 4 train "$exp"
+fi
+
+model_to_decode 5 "$exp" "$average"  # stage 5: sets $checkpoint and $model_tag
+
+for method in $methods; do
+  for set in $test_sets; do
+    decode_stage 6 "$exp" "$set" "$method"
+  done
+done
+for method in $methods; do
+  for set in $test_sets; do
+    decode_result "an4 $set $method${model_tag:+ ($model_tag)}:" "$exp" "$set" "$method"
+  done
+done

@@ -1,0 +1,113 @@
+"""The searches against exhaustive enumeration, on random small models of both predictor kinds, several
+seeds, standard and modified transducers: what must hold for any model, trained or not."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from rnnt.model.encoder import EncoderConfig
+from rnnt.model.joiner import JoinerConfig
+from rnnt.model.predictor import PredictorConfig
+from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
+from rnnt.search import beam_search, greedy_search, label_ends_frame, modified_beam_search, symbols_per_frame
+from search_reference import alignment_log_prob, best_sequence, sequence_log_prob
+
+EXACT = 2000  # a beam wider than every hypothesis there is: the beam searches become exhaustive
+
+
+def random_model(seed: int, kind: str, one_sym_per_frame: bool, vocab_size: int = 3) -> Transducer:
+    torch.manual_seed(seed)
+    config = ModelConfig(encoder=EncoderConfig(input_dim=4, hidden=6, pre_layers=1, post_layers=0, stack_time=1),
+                         predictor=PredictorConfig(kind=kind, embed_dim=6, hidden=6, layers=1, dropout=0.0),
+                         joiner=JoinerConfig(hidden=8, activation="tanh"),
+                         loss=LossConfig(one_sym_per_frame=one_sym_per_frame))
+    model = Transducer(config, vocab_size).eval()
+    with torch.no_grad():  # peaky distributions, so that the searches' choices matter
+        model.joiner.output.weight.mul_(4.0)
+    return model
+
+
+def encoder_output(seed: int, model: Transducer, frames: int, batch: int = 1) -> torch.Tensor:
+    return torch.randn(batch, frames, model.encoder.output_dim, generator=torch.Generator().manual_seed(seed)) * 2
+
+
+CASES = [(seed, kind, one_sym) for seed in range(3) for kind in ("lstm", "stateless") for one_sym in (False, True)]
+
+
+@pytest.mark.parametrize("seed,kind,one_sym", CASES)
+def test_exhaustive_beam_searches_find_the_most_probable_labels(seed, kind, one_sym):
+    model = random_model(seed, kind, one_sym)
+    frames = 3 if not one_sym else 5
+    enc = encoder_output(seed, model, frames)[0]
+    cap = symbols_per_frame(model, 2 if not one_sym else None)
+    ends = label_ends_frame(model, cap)
+    tokens, score = best_sequence(model, enc, cap, ends)
+    graves = beam_search(model, enc, frames, beam=EXACT, max_symbols_per_frame=cap)
+    assert graves[0].tokens == tokens and graves[0].score == pytest.approx(score, abs=1e-4)
+    for hyp in graves[:20]:  # every hypothesis carries the probability of all its alignments
+        assert hyp.score == pytest.approx(sequence_log_prob(model, enc, hyp.tokens, cap, ends), abs=1e-4)
+    if one_sym:  # the modified search walks the same lattice
+        modified = modified_beam_search(model, enc[None], torch.tensor([frames]), beam=EXACT)[0]
+        assert modified[0].tokens == tokens and modified[0].score == pytest.approx(score, abs=1e-4)
+
+
+@pytest.mark.parametrize("seed,kind,one_sym", CASES)
+def test_greedy_scores_its_own_alignment_and_never_beats_the_best(seed, kind, one_sym):
+    model = random_model(seed, kind, one_sym)
+    enc = encoder_output(seed, model, 3)[0]
+    for cap in (1, 2):
+        ends = label_ends_frame(model, cap)
+        hyp = greedy_search(model, enc[None], torch.tensor([3]), max_symbols_per_frame=cap)[0]
+        assert hyp.score == pytest.approx(alignment_log_prob(model, enc, hyp.tokens, hyp.frames, cap, ends), abs=1e-4)
+        assert hyp.score <= best_sequence(model, enc, cap, ends)[1] + 1e-4
+
+
+@pytest.mark.parametrize("seed,kind,one_sym", CASES)
+def test_narrow_beams_never_claim_more_probability_than_their_labels_have(seed, kind, one_sym):
+    model = random_model(seed, kind, one_sym)
+    frames = 6
+    enc = encoder_output(seed, model, frames)[0]
+    cap = symbols_per_frame(model, None)
+    ends = label_ends_frame(model, cap)
+    nbests = [beam_search(model, enc, frames, beam=3)]
+    if one_sym:
+        nbests.append(modified_beam_search(model, enc[None], torch.tensor([frames]), beam=3)[0])
+    for nbest in nbests:
+        assert len({tuple(h.tokens) for h in nbest}) == len(nbest)  # merged: distinct label sequences
+        assert [h.score for h in nbest] == sorted((h.score for h in nbest), reverse=True)
+        for hyp in nbest:
+            assert hyp.frames == sorted(hyp.frames) and all(0 <= f < frames for f in hyp.frames)
+            assert hyp.score <= sequence_log_prob(model, enc, hyp.tokens, cap, ends) + 1e-4
+
+
+@pytest.mark.parametrize("kind", ["lstm", "stateless"])
+def test_batched_searches_equal_one_utterance_at_a_time(kind):
+    model = random_model(7, kind, one_sym_per_frame=False, vocab_size=5)
+    enc = encoder_output(7, model, 9, batch=3)
+    lens = torch.tensor([9, 4, 7])
+    greedy = greedy_search(model, enc, lens)
+    modified = modified_beam_search(model, enc, lens, beam=3)
+    for b in range(3):
+        alone = greedy_search(model, enc[b:b + 1, :lens[b]], lens[b:b + 1])[0]
+        assert (greedy[b].tokens, greedy[b].frames) == (alone.tokens, alone.frames)
+        assert greedy[b].score == pytest.approx(alone.score, abs=1e-5)
+        alone_nbest = modified_beam_search(model, enc[b:b + 1, :lens[b]], lens[b:b + 1], beam=3)[0]
+        assert [h.tokens for h in modified[b]] == [h.tokens for h in alone_nbest]
+        assert [h.score for h in modified[b]] == pytest.approx([h.score for h in alone_nbest], abs=1e-5)
+
+
+def test_a_cap_reached_ends_the_frame_with_a_blank():
+    """A standard transducer that wants many labels in a frame: greedy stops at the cap and counts the
+    blank that ends the frame, so its score is that of a path of the lattice."""
+    model = random_model(0, "lstm", one_sym_per_frame=False)
+    with torch.no_grad():
+        model.joiner.output.bias.copy_(torch.tensor([-6.0, 6.0, 0.0]))  # label 1 almost always
+    enc = encoder_output(0, model, 2)[0] * 0
+    hyp = greedy_search(model, enc[None], torch.tensor([2]), max_symbols_per_frame=2)[0]
+    assert hyp.tokens == [1, 1, 1, 1] and hyp.frames == [0, 0, 1, 1]
+    assert hyp.score == pytest.approx(alignment_log_prob(model, enc, hyp.tokens, hyp.frames, 2, False), abs=1e-5)
+    assert hyp.score < -10  # two improbable blanks
+    with pytest.raises(ValueError, match="max_symbols_per_frame"):
+        greedy_search(model, enc[None], torch.tensor([2]), max_symbols_per_frame=0)
+    assert dataclasses.is_dataclass(hyp)
