@@ -19,11 +19,12 @@ from rnnt.data.features import PRESETS
 from rnnt.data.resample import resample
 from rnnt.data.tokenizer import SPACE, Tokenizer
 from rnnt.model.transducer import Transducer
+from rnnt.ctc_search import ctc_greedy_search, ctc_prefix_beam_search
 from rnnt.search import Hypothesis, beam_search, greedy_search, modified_beam_search
 from rnnt.training import checkpoint
 from rnnt.training.experiment import Experiment, load_experiment
 
-METHODS = ("greedy", "beam", "modified_beam")
+METHODS = ("greedy", "beam", "modified_beam", "ctc_greedy", "ctc_prefix_beam")  # ctc_*: the model's CTC head
 
 
 def default_checkpoint(exp_dir: str) -> str:
@@ -45,17 +46,31 @@ def load_model(exp_dir: str, checkpoint_path: str | None = None, use_ema: bool =
     return experiment, model.to(device).eval(), tokenizer, path
 
 
+def check_method(model, method: str) -> None:
+    """A decoding method the model can run, or ValueError saying why not."""
+    if method not in METHODS:
+        raise ValueError(f"decoding method must be one of {METHODS}, got '{method}'")
+    if method.startswith("ctc") and model.ctc is None:
+        raise ValueError(f"--method {method} needs a CTC head; this model has none (train with loss.ctc_weight > 0)")
+    if not method.startswith("ctc") and not model.is_transducer:
+        raise ValueError(f"--method {method} searches a transducer; this is a CTC model: use ctc_greedy or "
+                         "ctc_prefix_beam")
+
+
 def decode_batch(model, feats, feat_lens, method: str = "greedy", beam: int = 4,
                  max_symbols_per_frame: int | None = None) -> list[Hypothesis]:
     """The best hypothesis for each utterance of a padded batch."""
-    if method not in METHODS:
-        raise ValueError(f"decoding method must be one of {METHODS}, got '{method}'")
+    check_method(model, method)
     with torch.no_grad():
         enc, enc_lens = model.encode(feats, feat_lens)
         if method == "greedy":
             return greedy_search(model, enc, enc_lens, max_symbols_per_frame)
         if method == "modified_beam":
             return [nbest[0] for nbest in modified_beam_search(model, enc, enc_lens, beam)]
+        if method == "ctc_greedy":
+            return ctc_greedy_search(model, enc, enc_lens)
+        if method == "ctc_prefix_beam":
+            return [ctc_prefix_beam_search(model, enc[b], int(enc_lens[b]), beam)[0] for b in range(enc.shape[0])]
         return [beam_search(model, enc[b], int(enc_lens[b]), beam, max_symbols_per_frame)[0]
                 for b in range(enc.shape[0])]
 

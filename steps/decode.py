@@ -25,7 +25,7 @@ from rnnt.data.pipeline import Pipeline
 from rnnt.data.sources import records
 from rnnt.datadir.table import read_table, write_table
 from rnnt.scoring import score
-from rnnt.transcriber import METHODS, decode_batch, load_model, seconds_per_input_frame
+from rnnt.transcriber import METHODS, check_method, decode_batch, load_model, seconds_per_input_frame
 
 
 def reference_texts(data_list: str, text: str | None) -> tuple[dict[str, str], str]:
@@ -63,6 +63,7 @@ def main() -> int:
         torch.set_num_threads(args.threads)
     try:
         experiment, model, tokenizer, path = load_model(args.exp_dir, args.checkpoint, not args.no_ema, args.device)
+        check_method(model, args.method)
     except (OSError, ValueError, KeyError) as error:
         print(f"decode.py: {error}", file=sys.stderr)
         return 1

@@ -10,7 +10,7 @@ import json
 import sys
 
 from rnnt.data.audio import AudioError
-from rnnt.transcriber import METHODS, Transcriber
+from rnnt.transcriber import METHODS, check_method, Transcriber
 
 
 def main() -> int:
@@ -27,6 +27,7 @@ def main() -> int:
     args = parser.parse_args()
     try:
         transcriber = Transcriber.from_exp_dir(args.exp_dir, args.checkpoint, args.device)
+        check_method(transcriber.model, args.method)
     except (OSError, ValueError, KeyError) as error:
         print(f"transcribe.py: {error}", file=sys.stderr)
         return 1

@@ -199,3 +199,48 @@ def test_fsdd_digit_strings_join_one_speakers_recordings(test_data, tmp_path):
         assert (d / "wav" / f"{utt}.wav").read_bytes() == (tmp_path / "again" / "strings" / "wav" / f"{utt}.wav").read_bytes()
     missing = run_tool(sys.executable, strings, tmp_path / "missing", tmp_path / "dest")
     assert missing.returncode == 1 and "missing/wav.scp not found" in missing.stderr
+
+
+def test_an4_prep_reads_the_corpus_lists_and_names_what_it_skips(test_data, tmp_path):
+    """Our FLAC copy in the corpus's own layout; one file id without audio and one malformed transcript
+    line are named by file and line and skipped, nothing else is lost."""
+    corpus = tmp_path / "an4"
+    shutil.copytree(test_data / "an4" / "etc", corpus / "etc")
+    (corpus / "wav").symlink_to(test_data / "an4" / "wav")
+    with open(corpus / "etc" / "an4_train.fileids", "a") as f:
+        f.write("an4_clstk/fash/an999-fash-b\n")
+    with open(corpus / "etc" / "an4_train.transcription", "a") as f:
+        f.write("<s> HELLO </s> (an999-fash-b)\nthis line has no id\n")
+    out = run_tool(sys.executable, ROOT / "egs" / "an4" / "local" / "data_prep.py", corpus, tmp_path / "data")
+    assert out.returncode == 0, out.stderr
+    assert f"{corpus / 'etc' / 'an4_train.fileids'}:949 (wav/an4_clstk/fash/an999-fash-b.*): audio not found" in out.stderr
+    assert f"{corpus / 'etc' / 'an4_train.transcription'}:950: malformed transcript line" in out.stderr
+    counts = {name: len((tmp_path / "data" / name / "text").read_text().splitlines()) for name in ("train", "dev", "test")}
+    assert counts == {"train": 849, "dev": 99, "test": 130}
+    text = dict(line.split(maxsplit=1) for line in (tmp_path / "data" / "test" / "text").read_text().splitlines())
+    assert text["fcaw-an406-b"] == "RUBOUT G M E F THREE NINE"  # the test file's lines have no <s> </s>
+    train_text = (tmp_path / "data" / "train" / "text").read_text()
+    assert "<s>" not in train_text and "</s>" not in train_text and "(" not in train_text
+
+
+def test_speechocean762_prep_holds_out_whole_speakers_and_names_missing_audio(test_data, tmp_path):
+    source = test_data / "speechocean762"
+    corpus = tmp_path / "so"
+    (corpus / "train").mkdir(parents=True)
+    for name in ("text", "utt2spk", "spk2gender"):
+        shutil.copy(source / "train" / name, corpus / "train" / name)
+    lines = (source / "train" / "wav.scp").read_text().splitlines()
+    missing = lines[5].split()[0]
+    lines[5] = f"{missing}\tWAVE/NOWHERE/{missing}.opus"
+    (corpus / "train" / "wav.scp").write_text("".join(line + "\n" for line in lines))
+    (corpus / "WAVE").symlink_to(source / "WAVE")
+    out = run_tool(sys.executable, ROOT / "egs" / "speechocean762" / "local" / "data_prep.py", corpus, tmp_path / "data")
+    assert out.returncode == 0, out.stderr
+    assert f"{corpus / 'train' / 'wav.scp'}:6 ({corpus / 'WAVE' / 'NOWHERE' / missing}.opus): audio file not found" in out.stderr
+    assert "no test/ half" in out.stderr
+    speakers = {}
+    for name in ("train", "dev"):
+        speakers[name] = {line.split()[0] for line in (tmp_path / "data" / name / "spk2utt").read_text().splitlines()}
+    assert len(speakers["dev"]) == 10 and not speakers["dev"] & speakers["train"]
+    total = sum(len((tmp_path / "data" / n / "text").read_text().splitlines()) for n in ("train", "dev"))
+    assert total == 2499 and not (tmp_path / "data" / "test").exists()

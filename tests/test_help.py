@@ -22,6 +22,6 @@ def test_tool_help(tool):
 
 
 def test_recipes_help():
-    for recipe in ("yesno", "fsdd", "librispeech"):
+    for recipe in ("yesno", "fsdd", "librispeech", "an4", "speechocean762"):
         out = run_tool("bash", "-c", f"cd {ROOT}/egs/{recipe} && ./run.sh --help")
         assert out.returncode == 0 and "Usage: ./run.sh" in out.stdout, (recipe, out.stderr)

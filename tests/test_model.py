@@ -37,18 +37,36 @@ def test_stack_time_shapes_lengths_and_content():
         StackTime(0)
 
 
-@pytest.mark.parametrize("norm", ["none", "layer"])
-def test_encoder_shapes_and_padding_independence(norm):
+@pytest.mark.parametrize("norm,bidirectional", [("none", False), ("layer", False), ("layer", True)])
+def test_encoder_shapes_and_padding_independence(norm, bidirectional):
     torch.manual_seed(0)
-    encoder = Encoder(dataclasses.replace(TINY.encoder, norm=norm, input_batch_norm=True, stack_time=3)).eval()
+    encoder = Encoder(dataclasses.replace(TINY.encoder, norm=norm, input_batch_norm=True, stack_time=3,
+                                          bidirectional=bidirectional)).eval()
     feats, feat_lens, _, _ = batch()
     out, lengths = encoder(feats, feat_lens)
-    assert out.shape == (3, 7, 16) and lengths.tolist() == [7, 6, 3]
+    assert out.shape == (3, 7, 32 if bidirectional else 16) and lengths.tolist() == [7, 6, 3]
+    assert encoder.output_dim == out.shape[-1]
     # An utterance's output does not depend on the padding beside it (lengths 21, 16 and 9: StackTime 3
     # joins the last real frames of the first two with padding).
     for b, (n, m) in enumerate(zip(feat_lens.tolist(), lengths.tolist())):
         alone, _ = encoder(feats[b:b + 1, :n], feat_lens[b:b + 1])
         torch.testing.assert_close(alone[0], out[b, :m], atol=1e-5, rtol=1e-5)
+
+
+def test_bidirectional_layer_reads_each_sequence_backwards_over_its_length():
+    """The backward direction at frame t has read frames t..length-1 of its own sequence: equal to an
+    LSTM over the flipped sequence alone, whatever padding sits beside it."""
+    from rnnt.model.encoder import BidirectionalLSTM
+
+    torch.manual_seed(0)
+    lstm = BidirectionalLSTM(4, 5).eval()
+    x, lengths = torch.randn(2, 6, 4), torch.tensor([6, 3])
+    x[1, 3:] = 100.0  # padding that must not leak in
+    out = lstm(x, lengths)
+    for b, n in enumerate(lengths.tolist()):
+        ahead, _ = lstm.forwards(x[b:b + 1, :n])
+        behind, _ = lstm.backwards(x[b:b + 1, :n].flip(1))
+        torch.testing.assert_close(out[b, :n], torch.cat([ahead[0], behind[0].flip(0)], dim=-1))
 
 
 def test_input_batch_norm_uses_real_frames_only():
@@ -119,7 +137,7 @@ def test_ctc_head_adds_its_weighted_loss():
 
 def test_bad_model_settings():
     with pytest.raises(ValueError, match="loss.type"):
-        Transducer(dataclasses.replace(TINY, loss=LossConfig(type="ctc")), vocab_size=7)
+        Transducer(dataclasses.replace(TINY, loss=LossConfig(type="attention")), vocab_size=7)
     with pytest.raises(ValueError, match="encoder.norm"):
         Encoder(dataclasses.replace(TINY.encoder, norm="batch"))
     with pytest.raises(ValueError, match="predictor.kind"):

@@ -1,5 +1,6 @@
 """rnnt.data: every stage alone, then the whole chain over shards made from real speech."""
 
+import dataclasses
 import io
 import json
 import logging
@@ -14,7 +15,7 @@ from conftest import ROOT, run_tool
 from rnnt.data import batching, stages
 from rnnt.data.bucketing import bucket_batches
 from rnnt.data.config import data_config
-from rnnt.data.loader import make_loader
+from rnnt.data.loader import LoaderPosition, make_loader
 from rnnt.data.pipeline import Pipeline
 from rnnt.data.resample import resample
 from rnnt.data.sources import records
@@ -127,12 +128,16 @@ def test_spec_augment_masks_are_seeded_and_adaptive():
     a = spec_augment(feats, config, torch.Generator().manual_seed(3))
     b = spec_augment(feats, config, torch.Generator().manual_seed(3))
     assert torch.equal(a, b)
-    masked_bins = (a == 0).all(dim=0).sum()
-    masked_frames = (a == 0).all(dim=1).sum()
+    mean = float(feats.mean())  # unnormalised features are masked with their mean, not with 0
+    masked_bins = (a == mean).all(dim=0).sum()
+    masked_frames = (a == mean).all(dim=1).sum()
     assert 0 < masked_bins <= 20
     assert 0 < masked_frames <= 8 * 10  # round(0.04 * 200) = 8 masks of at most 0.05 * 200 = 10 frames
-    short = spec_augment(torch.randn(20, 80) + 10, config, torch.Generator().manual_seed(3))
-    assert (short == 0).all(dim=1).sum() <= 1  # round(0.04 * 20) = 1 mask of at most 1 frame
+    assert (a[a != feats] == mean).all()
+    short = torch.randn(20, 80) + 10
+    assert (spec_augment(short, config, torch.Generator().manual_seed(3)) == float(short.mean())).all(dim=1).sum() <= 1
+    zero = dataclasses.replace(config, value=0.0)  # an explicit value is used as given
+    assert torch.equal(spec_augment(feats, zero, torch.Generator().manual_seed(3)) == 0, a == mean)
 
 
 def test_stack_frames():
@@ -197,19 +202,27 @@ def test_two_ranks_two_workers_disjoint_and_complete(fsdd):
 
 
 def test_deterministic_per_epoch_and_resumes_exactly(fsdd):
+    """Two workers with unequal parts (5 and 4 shards): resumed at any batch, also after one worker has
+    run out and the DataLoader takes every batch from the other, the epoch goes on exactly."""
     p = pipeline(fsdd, num_workers=2)
     loader = make_loader(p)
     loader.dataset.set_epoch(2)
     full = list(loader)
     loader.dataset.set_epoch(2)
     assert [b["keys"] for b in loader] == [b["keys"] for b in full]
-    loader.dataset.set_epoch(2, start_batch=5)
-    resumed = list(loader)
-    assert len(resumed) == len(full) - 5
-    for a, b in zip(resumed, full[5:]):
-        assert a["keys"] == b["keys"] and torch.equal(a["feats"], b["feats"])  # augmentation included
-    loader.dataset.set_epoch(3)
-    assert [b["keys"] for b in loader] != [b["keys"] for b in full]
+    roles = [b["role"] for b in full]
+    one_left = next(i for i in range(1, len(roles)) if roles[i] == roles[i - 1])  # the other ran out
+    assert roles[:4] == [0, 1, 0, 1] and one_left < len(full) - 1
+    for start in (1, 5, one_left - 1, one_left, one_left + 1, len(full) - 1):
+        position = LoaderPosition(2)
+        for batch in full[:start]:
+            position.delivered(batch["role"])
+        position = LoaderPosition.from_state(position.state_dict())  # as a checkpoint carries it
+        loader.dataset.set_epoch(2, position)
+        resumed = list(loader)
+        assert [b["keys"] for b in resumed] == [b["keys"] for b in full[start:]], start
+        for a, b in zip(resumed, full[start:]):
+            assert torch.equal(a["feats"], b["feats"])  # augmentation included
 
 
 def test_raw_list_with_buckets(fsdd):

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import ROOT, run_tool
 
@@ -138,3 +139,73 @@ def test_fsdd_strings_data_stages(test_data, tmp_path):
     assert more.returncode == 0, more.stderr[-3000:]
     assert len((data / "train_with_strings7" / "text").read_text().splitlines()) == 2700 + 7
     assert len((data / "train_with_strings3" / "text").read_text().splitlines()) == 2700 + 3
+
+
+def words_in(text_file: Path) -> int:
+    return sum(len(line.split()) - 1 for line in text_file.read_text().splitlines())
+
+
+def test_an4_end_to_end_short_schedule(test_data, tmp_path):
+    """egs/an4 from the corpus to the %WER lines with conf/ci.yaml (the recipe's model, unidirectional,
+    12 epochs, 3.5 minutes): every test utterance scored, and a WER that a model ignoring the audio
+    (the transcripts' prior: over 100%) cannot reach."""
+    recipe = copy_recipe("an4", tmp_path)
+    out = run_recipe(recipe, "--corpus-dir", str(test_data / "an4"), "--train-config", "conf/ci.yaml",
+                     "--exp", "exp/ci", "--average", "3")
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = recipe / "data"
+    for name, count in (("train", 849), ("dev", 99), ("test", 130)):
+        assert len((data / name / "text").read_text().splitlines()) == count
+        assert run_tool(ROOT / "utils" / "validate_data_dir.sh", "--no-feats", data / name).returncode == 0
+    assert (recipe / "exp" / "ci" / "training.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "plot_training.py: wrote exp/ci/training.png; ci: best dev WER" in out.stdout
+    dev_speakers = {line.split()[0] for line in (data / "dev" / "spk2utt").read_text().splitlines()}
+    train_speakers = {line.split()[0] for line in (data / "train" / "spk2utt").read_text().splitlines()}
+    assert len(dev_speakers) == 8 and not dev_speakers & train_speakers
+    results = {line.split(" (")[0]: line for line in out.stdout.splitlines() if line.startswith("an4 ")}
+    for set_name in ("dev", "test"):
+        for method in ("greedy", "modified_beam"):
+            line = results[f"an4 {set_name} {method}"]
+            assert f"/ {words_in(data / set_name / 'text')}," in line, line
+            assert wer_of(line) <= 60.0, line  # measured here: dev 40.4, test 36.1 (greedy)
+
+
+def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
+    """egs/speechocean762 on 6 speakers of the real corpus (4 utterances each) with a tiny model: the
+    corpus's own tables read, whole speakers held out as dev, and a test/ half put beside train/
+    decoded with no other change."""
+    source = test_data / "speechocean762"
+    corpus = tmp_path / "corpus"
+    by_speaker: dict[str, list[str]] = {}
+    for line in (source / "train" / "utt2spk").read_text().splitlines():
+        utt, speaker = line.split()
+        by_speaker.setdefault(speaker, []).append(utt)
+    speakers = sorted(by_speaker)[:6]
+    tables = {name: dict(line.split(maxsplit=1) for line in (source / "train" / name).read_text().splitlines())
+              for name in ("text", "wav.scp", "utt2spk", "spk2gender")}
+    for half, chosen in (("train", speakers[:5]), ("test", speakers[5:])):
+        (corpus / half).mkdir(parents=True)
+        utts = sorted(u for s in chosen for u in by_speaker[s][:4])
+        for name in ("text", "utt2spk"):
+            (corpus / half / name).write_text("".join(f"{u}\t{tables[name][u]}\n" for u in utts))
+        (corpus / half / "wav.scp").write_text("".join(f"{u}\t{source / tables['wav.scp'][u].strip()}\n" for u in utts))
+        (corpus / half / "spk2gender").write_text("".join(f"{s}\t{tables['spk2gender'][s]}\n" for s in chosen))
+    conf = yaml.safe_load((ROOT / "egs" / "speechocean762" / "conf" / "transducer.yaml").read_text())
+    conf["model"]["encoder"].update(hidden=32, pre_layers=1, post_layers=1)
+    conf["model"]["predictor"].update(embed_dim=16, hidden=32)
+    conf["model"]["joiner"]["hidden"] = 32
+    conf["train"].update(epochs=2, log_every=1)
+    recipe = copy_recipe("speechocean762", tmp_path)
+    (recipe / "conf" / "tiny.yaml").write_text(yaml.safe_dump(conf))
+    out = run_recipe(recipe, "--corpus-dir", str(corpus), "--train-config", "conf/tiny.yaml", "--exp", "exp/tiny",
+                     "--dev-speakers", "2", "--vocab-size", "40", "--average", "2")
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = recipe / "data"
+    assert len((data / "train" / "text").read_text().splitlines()) == 12
+    assert len((data / "dev" / "spk2utt").read_text().splitlines()) == 2
+    assert len((data / "test" / "text").read_text().splitlines()) == 4
+    for set_name in ("dev", "test"):
+        for method in ("greedy", "modified_beam"):
+            wer = (recipe / "exp" / "tiny" / f"decode-{set_name}-{method}-avg2-epoch-2" / "wer").read_text()
+            assert f"/ {words_in(data / set_name / 'text')}," in wer
+            assert f"speechocean762 {set_name} {method} (avg2-epoch-2): {wer.strip()}" in out.stdout

@@ -26,7 +26,7 @@ model_to_decode() {
   model_tag=$newest
   if [ "$average" -gt 0 ]; then
     n=$(( epochs < average ? epochs : average ))
-    if stage_wanted "$from_stage" "average-$n-$newest" "$exp"; then
+    if stage_wanted "$from_stage" "average-$n-$newest" "$exp" -- $(ls -v "$exp"/epoch-*.pt | tail -n "$n"); then
       steps/average_checkpoints.py --last "$n" "$exp"  # writes $exp/avg-$n.pt
       stage_done "$from_stage" "average-$n-$newest" "$exp"
     fi
@@ -43,7 +43,8 @@ model_to_decode() {
 decode_stage() {
   local stage_n=$1 exp=$2 set=$3 method=$4
   shift 4
-  if stage_wanted "$stage_n" "decode-$set-$method-$model_tag" "$exp"; then
+  if stage_wanted "$stage_n" "decode-$set-$method-$model_tag" "$exp" -- "$checkpoint" "data/$set/data.list" \
+      "data/$set/text" "$@"; then
     steps/decode.py --method "$method" --checkpoint "$checkpoint" --tag "$model_tag" "$@" "$exp" \
       "data/$set/data.list" "$set"
     stage_done "$stage_n" "decode-$set-$method-$model_tag" "$exp"

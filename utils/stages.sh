@@ -1,32 +1,62 @@
 # Stage control for recipes, sourced by run.sh after parse_options.sh (needs $stage, $stop_stage):
-#   if stage_wanted 3 units; then ...; stage_done 3 units; fi
-#   if stage_wanted 4 train "$exp"; then ...; stage_done 4 train "$exp"; fi
-# A finished stage leaves <marks>/<N>.<name>.done and is skipped when the recipe runs again; an
-# interrupted stage left no marker and runs again (every step is safe to rerun or resumes). Marks
-# live in $stage_marks (default exp/.stages), or in DIR/.stages for a stage given a DIR: stages that
-# make a model's outputs pass its --exp dir, so a new --exp trains and decodes again.
+#   if stage_wanted 3 units -- data/train/text "$vocab_size"; then ...; stage_done 3 units; fi
+#   if stage_wanted 4 train "$exp" -- "$train_config" data/train/data.list; then ...; stage_done 4 train "$exp"; fi
+# A finished stage leaves <marks>/<N>.<name>.done holding a fingerprint of its inputs (the words after
+# --: options as they are; files by their content; folders by the names, sizes and times of the files
+# in them; files over 64 MB by size and time). Run again, a stage is skipped when its marker's fingerprint is that of its inputs now, and
+# runs again when they changed; since a stage's inputs are the outputs of the stages before it, the
+# stages after a changed one run again too. An explicit --stage N (N > 0) runs stages N and on again
+# whatever their markers say, as in Kaldi; the default --stage 0 skips finished work. An interrupted
+# stage left no marker and runs again (every step is safe to rerun or resumes). Marks live in
+# $stage_marks (default exp/.stages), or in DIR/.stages for a stage given a DIR: stages that make a
+# model's outputs pass its --exp dir, so a new --exp trains and decodes again.
 # shellcheck shell=bash
 stage_marks=${stage_marks:-exp/.stages}
 
 stage_mark() {  # stage_mark N NAME [DIR]: the marker file of a finished stage
-  if [ -n "${3:-}" ]; then echo "$3/.stages/$1.$2.done"; else echo "$stage_marks/$1.$2.done"; fi
+  if [ -n "${3:-}" ] && [ "$3" != "--" ]; then echo "$3/.stages/$1.$2.done"; else echo "$stage_marks/$1.$2.done"; fi
 }
 
-stage_wanted() {  # stage_wanted N NAME [DIR]
-  local n=$1 name=$2 mark
-  mark=$(stage_mark "$@")
+stage_fingerprint() {  # stage_fingerprint INPUT...: one line that changes when any input does
+  local input
+  for input in "$@"; do
+    if [ -f "$input" ] && [ "$(stat -c %s "$input")" -gt 67108864 ]; then  # a big checkpoint: size and time
+      printf '%s file %s\n' "$input" "$(stat -c '%s %Y' "$input")"
+    elif [ -f "$input" ]; then
+      printf '%s file %s\n' "$input" "$(sha256sum < "$input" | cut -d' ' -f1)"
+    elif [ -d "$input" ]; then
+      printf '%s dir %s\n' "$input" "$(find "$input" -type f ! -path '*/.stages/*' -printf '%P %s %T@\n' | LC_ALL=C sort |
+        sha256sum | cut -d' ' -f1)"
+    else
+      printf '%s\n' "$input"
+    fi
+  done | sha256sum | cut -d' ' -f1
+}
+
+stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT...]
+  local n=$1 name=$2 mark dir= fingerprint
+  shift 2
+  if [ $# -gt 0 ] && [ "$1" != "--" ]; then dir=$1; shift; fi
+  [ "${1:-}" = "--" ] && shift
+  mark=$(stage_mark "$n" "$name" "$dir")
   [ "$n" -ge "$stage" ] && [ "$n" -le "$stop_stage" ] || return 1
-  if [ -f "$mark" ]; then
-    echo "$(date +%T) stage $n ($name): done before; skipped (delete $mark to redo)"
-    return 1
+  fingerprint=$(stage_fingerprint "$@")
+  if [ -f "$mark" ] && [ "$stage" -eq 0 ]; then
+    if [ "$(cat "$mark")" = "$fingerprint" ]; then
+      echo "$(date +%T) stage $n ($name): done before; skipped (delete $mark to redo)"
+      return 1
+    fi
+    echo "$(date +%T) stage $n ($name): its inputs changed since it was done; running it again"
+  else
+    echo "$(date +%T) stage $n ($name)"
   fi
-  echo "$(date +%T) stage $n ($name)"
-  return 0
+  mkdir -p "$(dirname "$mark")"
+  rm -f "$mark"
+  echo "$fingerprint" > "$mark.pending"  # the inputs as they were when the stage started
 }
 
 stage_done() {  # stage_done N NAME [DIR]
   local mark
   mark=$(stage_mark "$@")
-  mkdir -p "$(dirname "$mark")"
-  touch "$mark"
+  mv "$mark.pending" "$mark"
 }

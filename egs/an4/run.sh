@@ -15,11 +15,11 @@ vocab_size=64
 dev_speakers=8
 nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
-methods="greedy modified_beam"
+methods="greedy modified_beam ctc_prefix_beam"  # ctc_*: the CTC head (conf/deepspeech.yaml: --methods "ctc_greedy ctc_prefix_beam")
 test_sets="dev test"
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/an4] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--vocab-size N] [--dev-speakers N] [--nj N] [--average N]
-  [--methods \"greedy modified_beam beam\"] [--test-sets \"dev test\"]
+  [--methods \"greedy modified_beam beam ctc_greedy ctc_prefix_beam\"] [--test-sets \"dev test\"]
 Stages: 0 download, 1 data dirs, 2 shards, 3 BPE units, 4 train, 5 average, 6 decode and score.
 Example: ./run.sh --corpus-dir ../../../shared/data/an4"
 
@@ -38,26 +38,27 @@ if [ -z "$corpus_dir" ]; then
   fi
 fi
 
-if stage_wanted 1 "data-dev$dev_speakers"; then
+if stage_wanted 1 "data-dev$dev_speakers" -- "$corpus_dir" "$dev_speakers"; then
   local/data_prep.py --dev-speakers "$dev_speakers" "$corpus_dir" data
   stage_done 1 "data-dev$dev_speakers"
 fi
 
-if stage_wanted 2 "shards-dev$dev_speakers"; then
+if stage_wanted 2 "shards-dev$dev_speakers" -- $(for set in train dev test; do echo data/$set/wav.scp data/$set/text; done); then
   for set in train dev test; do
     steps/make_shards.py --nj "$nj" --utts-per-shard 200 data/$set data/$set/shards data/$set/data.list
   done
   stage_done 2 "shards-dev$dev_speakers"
 fi
 
-if stage_wanted 3 "units-bpe$vocab_size-dev$dev_speakers"; then
+if stage_wanted 3 "units-bpe$vocab_size-dev$dev_speakers" -- data/train/text "$vocab_size"; then
   steps/build_units.py --unit-type bpe --vocab-size "$vocab_size" data/train "$lang"
   stage_done 3 "units-bpe$vocab_size-dev$dev_speakers"
 fi
 
-if stage_wanted 4 train "$exp"; then
+if stage_wanted 4 train "$exp" -- "$train_config" data/train/shards data/dev/shards "$lang/units.txt"; then
   steps/train.py --config "$train_config" --train-list data/train/data.list --valid-list data/dev/data.list \
     --lang-dir "$lang" --exp-dir "$exp" --resume
+  steps/plot_training.py --title "$(basename "$PWD") $(basename "$exp")" "$exp/training.png" "$exp"
   stage_done 4 train "$exp"
 fi
 

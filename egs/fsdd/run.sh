@@ -47,7 +47,7 @@ if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
   exit 1
 fi
 
-if stage_wanted 1 data; then
+if stage_wanted 1 data -- "$corpus_dir" "$strings"; then
   local/data_prep.py "$corpus_dir" data
   if [ "$strings" -gt 0 ]; then
     local/digit_strings.py --num "$strings" --seed 1 data/train data/train_strings$strings
@@ -57,19 +57,19 @@ if stage_wanted 1 data; then
   stage_done 1 data
 fi
 
-if stage_wanted 2 shards; then
+if stage_wanted 2 shards -- $(for set in $train_set $test_sets; do echo data/$set/wav.scp data/$set/text; done); then
   for set in $train_set $test_sets; do
     steps/make_shards.py --nj 2 --utts-per-shard 300 data/$set data/$set/shards data/$set/data.list
   done
   stage_done 2 shards
 fi
 
-if stage_wanted 3 units; then
+if stage_wanted 3 units -- data/$train_set/text; then
   steps/build_units.py --unit-type word data/$train_set data/lang
   stage_done 3 units
 fi
 
-if stage_wanted 4 train "$exp"; then
+if stage_wanted 4 train "$exp" -- "$train_config" data/$train_set/shards data/test/shards data/lang/units.txt; then
   steps/train.py --config "$train_config" --train-list data/$train_set/data.list --valid-list data/test/data.list \
     --lang-dir data/lang --exp-dir "$exp" --resume
   stage_done 4 train "$exp"

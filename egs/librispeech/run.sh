@@ -64,32 +64,32 @@ fi
 
 todo=()
 for set in $all_sets; do
-  if stage_wanted 1 "data-$set"; then todo+=("$set"); fi
+  if stage_wanted 1 "data-$set" -- "$corpus_dir/$set"; then todo+=("$set"); fi
 done
 # up to --nj subsets at a time; xargs fails if any of them does
 for set in "${todo[@]}"; do printf '%s\n' "$corpus_dir/$set" "data/$(name "$set")"; done |
   xargs -r -d '\n' -n 2 -P "$nj" local/data_prep.py
 for set in "${todo[@]}"; do stage_done 1 "data-$set"; done
-if $combined && stage_wanted 1 "data-$train"; then
+if $combined && stage_wanted 1 "data-$train" -- $(for set in $train_sets; do echo data/$(name $set)/text; done); then
   utils/combine_data.sh data/$train $(for set in $train_sets; do echo data/$(name $set); done)
   utils/validate_data_dir.sh --no-feats data/$train
   stage_done 1 "data-$train"
 fi
 
 for set in $(for s in $train $valid_set $test_sets; do name $s; done | sort -u); do
-  if stage_wanted 2 "shards-$set"; then
+  if stage_wanted 2 "shards-$set" -- data/$set/wav.scp data/$set/text; then
     steps/make_shards.py --nj "$nj" --utts-per-shard 1000 data/$set data/$set/shards data/$set/data.list
     stage_done 2 "shards-$set"
   fi
 done
 
 # An experiment keeps a copy of its units (<exp>/lang), and a resumed one refuses others.
-if stage_wanted 3 "units-$train-$unit_type$vocab_size"; then
+if stage_wanted 3 "units-$train-$unit_type$vocab_size" -- data/$train/text; then
   steps/build_units.py --unit-type "$unit_type" --vocab-size "$vocab_size" data/$train "$lang"
   stage_done 3 "units-$train-$unit_type$vocab_size"
 fi
 
-if stage_wanted 4 train "$exp"; then
+if stage_wanted 4 train "$exp" -- "$train_config" data/$train/shards data/$(name $valid_set)/shards "$lang/units.txt"; then
   train_args=(--config "$train_config" --train-list data/$train/data.list --valid-list data/$(name $valid_set)/data.list
               --lang-dir "$lang" --exp-dir "$exp" --resume)
   [ "$ngpu" -eq 0 ] && train_args+=(--device cpu)

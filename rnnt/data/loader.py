@@ -6,32 +6,69 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from rnnt.data.pipeline import Pipeline
-from rnnt.data.splitting import batches_before
+
+
+class LoaderPosition:
+    """Where an epoch of the DataLoader stands, exactly, with any number of workers.
+
+    Each worker plays a role: it reads part `role` of the rank's data. The DataLoader takes a batch
+    from its workers in turn, and once one has no more it goes on round the others. Told the role of
+    every batch it delivered, this records how many each role gave, which roles are exhausted (the
+    DataLoader passed over them) and which role is due next: all a resumed epoch needs to continue in
+    the same order (plan()).
+    """
+
+    def __init__(self, num_workers: int):
+        self.counts = [0] * max(num_workers, 1)
+        self.cycle = list(range(max(num_workers, 1)))  # roles still giving batches, in the order asked
+        self.next = 0  # index in cycle of the role due next
+
+    def delivered(self, role: int) -> None:
+        while self.cycle[self.next] != role:  # the roles passed over had no batch left
+            del self.cycle[self.next]
+            self.next %= len(self.cycle)
+        self.counts[role] += 1
+        self.next = (self.next + 1) % len(self.cycle)
+
+    def plan(self) -> list[tuple[int, int]]:
+        """(role, batches to skip) for workers 0, 1, ...: worker 0 plays the role due next."""
+        roles = self.cycle[self.next:] + self.cycle[:self.next]
+        return [(role, self.counts[role]) for role in roles]
+
+    def state_dict(self) -> dict:
+        return {"counts": list(self.counts), "cycle": list(self.cycle), "next": self.next}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "LoaderPosition":
+        position = cls(len(state["counts"]))
+        position.counts, position.cycle, position.next = list(state["counts"]), list(state["cycle"]), state["next"]
+        return position
 
 
 class PipelineDataset(IterableDataset):
-    """Yields the padded batches of one rank; each DataLoader worker reads its own part of the list."""
+    """Yields the padded batches of one rank, each marked with the worker role that made it ("role");
+    each DataLoader worker reads its own part of the list."""
 
     def __init__(self, pipeline: Pipeline, rank: int = 0, world_size: int = 1):
         super().__init__()
         self.pipeline, self.rank, self.world_size = pipeline, rank, world_size
-        self.epoch, self.start_batch = 0, 0
+        self.epoch, self.position = 0, None
 
-    def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
-        """The next iteration yields `epoch` from its batch `start_batch` on (0: from the start)."""
-        self.epoch, self.start_batch = epoch, start_batch
+    def set_epoch(self, epoch: int, position: LoaderPosition | None = None) -> None:
+        """The next iteration yields `epoch`, from its start or from where `position` says it was."""
+        self.epoch, self.position = epoch, position
 
     def __iter__(self):
         info = get_worker_info()
         worker, num_workers = (info.id, info.num_workers) if info else (0, 1)
         if info is not None:
             torch.set_num_threads(1)  # workers share the cores with training
-        # The DataLoader takes batches from workers 0, 1, ... in turn, also after a resume. For the
-        # resumed epoch to continue the interrupted order, worker 0 plays the part of the worker whose
-        # batch comes next, and so on round the ring.
-        role = (worker + self.start_batch) % num_workers
-        skip = batches_before(self.start_batch, role, num_workers)
-        return self.pipeline.batches(self.epoch, self.rank, self.world_size, role, num_workers, skip)
+        plan = self.position.plan() if self.position else [(w, 0) for w in range(num_workers)]
+        if worker >= len(plan):  # more workers than roles still giving batches
+            return iter(())
+        role, skip = plan[worker]
+        return ({**batch, "role": role} for batch in
+                self.pipeline.batches(self.epoch, self.rank, self.world_size, role, num_workers, skip))
 
 
 def make_loader(pipeline: Pipeline, rank: int = 0, world_size: int = 1) -> DataLoader:

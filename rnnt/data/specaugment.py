@@ -20,12 +20,18 @@ class SpecAugmentConfig:
     adaptive: bool = False
     time_mask_ratio: float = 0.04  # adaptive count per frame
     max_time_masks: int = 20
-    value: float = 0.0
+    value: float | None = None  # what masked cells become; None: the utterance's mean
 
 
 def spec_augment(feats: torch.Tensor, config: SpecAugmentConfig, generator: torch.Generator) -> torch.Tensor:
-    """Masks a (frames, bins) tensor (a masked copy); randomness comes from generator only."""
+    """Masks a (frames, bins) tensor (a masked copy); randomness comes from generator only.
+
+    Masked cells take config.value, by default the utterance's mean: 0 is the mean only of normalised
+    features, and raw log-mel energies (around 5 to 15) masked with 0 get bands far outside anything
+    the model sees otherwise, which skews the input normalisation and stalls training.
+    """
     out = feats.clone()
+    value = float(feats.mean()) if config.value is None else config.value
     frames, bins = out.shape
 
     def randint(high: int) -> int:
@@ -34,7 +40,7 @@ def spec_augment(feats: torch.Tensor, config: SpecAugmentConfig, generator: torc
     for _ in range(config.freq_masks):
         width = randint(min(config.freq_width, bins))
         start = randint(bins - width)
-        out[:, start:start + width] = config.value
+        out[:, start:start + width] = value
     if config.adaptive:
         count = min(config.max_time_masks, round(config.time_mask_ratio * frames))
         max_width = int(config.time_width * frames)
@@ -43,5 +49,5 @@ def spec_augment(feats: torch.Tensor, config: SpecAugmentConfig, generator: torc
     for _ in range(count):
         width = randint(min(max_width, frames))
         start = randint(frames - width)
-        out[start:start + width, :] = config.value
+        out[start:start + width, :] = value
     return out

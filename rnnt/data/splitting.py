@@ -34,9 +34,3 @@ def part(units: list[str], seed: int, epoch: int, rank: int = 0, world_size: int
         log.warning("rank %d worker %d gets no data: %d units for %d ranks x %d workers", rank, worker,
                     len(units), world_size, num_workers)
     return mine
-
-
-def batches_before(global_batch: int, worker: int, num_workers: int) -> int:
-    """How many of the first global_batch batches worker w produced (the DataLoader takes workers in turn;
-    exact while every worker still has batches, that is up to the last few batches of an epoch)."""
-    return max(0, (global_batch - worker + num_workers - 1) // num_workers)

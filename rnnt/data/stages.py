@@ -30,12 +30,18 @@ def utterance_generator(seed: int, epoch: int, key: str) -> torch.Generator:
 
 
 def decode(records: Iterable[dict]) -> Iterator[dict]:
-    """Adds 'waveform' (mono, samples) and 'sample_rate'; an undecodable utterance is logged and skipped."""
+    """Adds 'waveform' (mono, samples) and 'sample_rate'; an undecodable utterance, or one with samples
+    that are not finite (a float file with NaN would make a NaN loss and cost its whole batch), is
+    logged by name and source and skipped."""
     for record in records:
         try:
             waveform, rate = load_audio(record["audio"], record.get("start"), record.get("end"))
         except (AudioError, OSError) as error:
             log.warning("skipped %s from %s: cannot decode audio (%s)", record["key"], record["source"], error)
+            continue
+        if not bool(torch.isfinite(waveform).all()):
+            log.warning("skipped %s from %s: its audio has samples that are not finite (NaN or inf)", record["key"],
+                        record["source"])
             continue
         yield {**record, "audio": None, "waveform": to_mono(waveform), "sample_rate": rate}
 

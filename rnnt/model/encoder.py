@@ -1,7 +1,10 @@
-"""The encoder: [BatchNorm] -> LSTM x N -> StackTime -> LSTM x M -> output, as the MLPerf RNN-T encoder.
+"""The encoder: [BatchNorm] -> [conv front end] -> LSTM x N -> StackTime -> LSTM x M -> output, as the
+MLPerf RNN-T encoder (no conv front end) or DeepSpeech 2 (a strided 2-D conv front end, bidirectional).
 
 With norm="layer" every LSTM layer's output is layer-normalised (the LSTM cells themselves stay the
-fused library kernels); dropout applies between layers.
+fused library kernels); dropout applies between layers. With bidirectional, each layer also reads
+every sequence backwards (an offline model: it cannot stream), and its output is both directions side
+by side.
 
 The LSTMs run over the padded batch as it is: a unidirectional LSTM's output at a frame t < length
 never depends on the padding after it, so packing would change nothing that is used, and on CPU a
@@ -14,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from rnnt.model.conv_frontend import Conv2dSubsampling
 from rnnt.model.stack_time import StackTime
 
 
@@ -27,23 +31,55 @@ class EncoderConfig:
     input_batch_norm: bool = False
     norm: str = "none"  # none or layer
     dropout: float = 0.1
+    bidirectional: bool = False
+    conv_channels: int = 0  # > 0: a 2-D conv front end (rnnt.model.conv_frontend) with these channels
+    conv_layers: int = 2
+
+
+def reverse_within_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Each sequence of x (B, T, D) in reverse order over its own length; padding stays at the end."""
+    t = torch.arange(x.shape[1], device=x.device)[None, :]
+    lengths = lengths.to(x.device)[:, None]
+    index = torch.where(t < lengths, lengths - 1 - t, t)
+    return x.gather(1, index[..., None].expand_as(x))
+
+
+class BidirectionalLSTM(torch.nn.Module):
+    """One LSTM forwards and one over each sequence reversed within its length, so that padding never
+    reaches a real frame and both run the fused kernel on the padded batch."""
+
+    def __init__(self, input_dim: int, hidden: int):
+        super().__init__()
+        self.forwards = torch.nn.LSTM(input_dim, hidden, batch_first=True)
+        self.backwards = torch.nn.LSTM(input_dim, hidden, batch_first=True)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        ahead, _ = self.forwards(x)
+        behind, _ = self.backwards(reverse_within_lengths(x, lengths))
+        return torch.cat([ahead, reverse_within_lengths(behind, lengths)], dim=-1)
 
 
 class LSTMStack(torch.nn.Module):
-    """Single-layer LSTMs in a row, each optionally followed by LayerNorm, with dropout between."""
+    """Single-layer LSTMs in a row (bidirectional or not), each optionally followed by LayerNorm, with
+    dropout between."""
 
-    def __init__(self, input_dim: int, hidden: int, layers: int, norm: str, dropout: float):
+    def __init__(self, input_dim: int, hidden: int, layers: int, norm: str, dropout: float,
+                 bidirectional: bool = False):
         super().__init__()
+        self.bidirectional = bidirectional
+        width = 2 * hidden if bidirectional else hidden
+        self.output_dim = width
         self.lstms = torch.nn.ModuleList(
-            torch.nn.LSTM(input_dim if i == 0 else hidden, hidden, batch_first=True) for i in range(layers))
+            BidirectionalLSTM(input_dim if i == 0 else width, hidden) if bidirectional
+            else torch.nn.LSTM(input_dim if i == 0 else width, hidden, batch_first=True) for i in range(layers))
         self.norms = torch.nn.ModuleList(
-            torch.nn.LayerNorm(hidden) if norm == "layer" else torch.nn.Identity() for _ in range(layers))
+            torch.nn.LayerNorm(width) if norm == "layer" else torch.nn.Identity() for _ in range(layers))
         self.dropout = torch.nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x (B, T, input_dim) padded -> (B, T, hidden); frames past a sequence's length are garbage."""
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """x (B, T, input_dim) padded -> (B, T, output_dim); frames past a sequence's length are garbage."""
         for lstm, norm in zip(self.lstms, self.norms):
-            x, _ = lstm(x)
+            x = lstm(x, lengths) if self.bidirectional else lstm(x)[0]
             x = self.dropout(norm(x))
         return x
 
@@ -55,23 +91,33 @@ class Encoder(torch.nn.Module):
             raise ValueError(f"encoder.norm must be none or layer, got '{config.norm}'")
         self.config = config
         self.input_norm = torch.nn.BatchNorm1d(config.input_dim) if config.input_batch_norm else None
-        self.pre = LSTMStack(config.input_dim, config.hidden, config.pre_layers, config.norm, config.dropout)
-        self.stack = StackTime(config.stack_time)
-        post_input = config.hidden * config.stack_time if config.pre_layers else config.input_dim * config.stack_time
-        self.post = LSTMStack(post_input, config.hidden, config.post_layers, config.norm, config.dropout)
+        c = config
+        self.frontend = Conv2dSubsampling(c.input_dim, c.conv_channels, c.conv_layers) if c.conv_channels else None
+        lstm_input = self.frontend.output_dim if self.frontend else c.input_dim
+        self.pre = LSTMStack(lstm_input, c.hidden, c.pre_layers, c.norm, c.dropout, c.bidirectional)
+        self.stack = StackTime(c.stack_time)
+        post_input = (self.pre.output_dim if c.pre_layers else lstm_input) * c.stack_time
+        self.post = LSTMStack(post_input, c.hidden, c.post_layers, c.norm, c.dropout, c.bidirectional)
 
     @property
     def output_dim(self) -> int:
-        return self.config.hidden
+        if self.config.post_layers:
+            return self.post.output_dim
+        if self.config.pre_layers:
+            return self.pre.output_dim * self.config.stack_time
+        return (self.frontend.output_dim if self.frontend else self.config.input_dim) * self.config.stack_time
 
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """feats (B, T, input_dim) -> (B, T', hidden), with T' = ceil(T / stack_time); output frames past
+        """feats (B, T, input_dim) -> (B, T', output_dim), with T' = ceil(T / stack_time); output frames past
         a sequence's new length are not zeroed (every consumer masks by length)."""
         valid = torch.arange(feats.shape[1], device=feats.device)[None, :] < lengths.to(feats.device)[:, None]
         if self.input_norm is not None:  # statistics of the real frames only, not of the padding
             normed = torch.zeros_like(feats)
             normed[valid] = self.input_norm(feats[valid])
             feats = normed
+        if self.frontend is not None:  # padding is zero here, as when a sequence is alone
+            feats, lengths = self.frontend(feats.masked_fill(~valid[..., None], 0.0), lengths.to(feats.device))
+            valid = torch.arange(feats.shape[1], device=feats.device)[None, :] < lengths[:, None]
         # StackTime joins a sequence's last frames with the ones after its length: zeros, as when alone.
-        x, lengths = self.stack(self.pre(feats).masked_fill(~valid[..., None], 0.0), lengths)
-        return self.post(x), lengths
+        x, stacked_lengths = self.stack(self.pre(feats, lengths).masked_fill(~valid[..., None], 0.0), lengths)
+        return self.post(x, stacked_lengths), stacked_lengths

@@ -6,6 +6,7 @@
   pruned: simple_loss on additive am/lm projections picks a band of s_range symbols per frame; the
           joiner runs only inside it: loss = simple_scale * simple + pruned.
 An optional CTC head on the encoder adds ctc_weight * CTC loss.
+  ctc:    the CTC head alone (DeepSpeech): no prediction or joint network; decoded with the CTC searches.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from rnnt.model.encoder import Encoder, EncoderConfig
 from rnnt.model.joiner import Joiner, JoinerConfig
 from rnnt.model.predictor import PredictorConfig, build_predictor
 
-LOSSES = ("full", "fused", "pruned")
+LOSSES = ("full", "fused", "pruned", "ctc")
 
 
 @dataclass(frozen=True)
@@ -58,12 +59,15 @@ class Transducer(torch.nn.Module):
             raise ValueError(f"loss.type must be one of {LOSSES}, got '{config.loss.type}'")
         self.config, self.vocab_size, self.blank = config, vocab_size, blank
         self.encoder = Encoder(config.encoder)
-        self.predictor = build_predictor(config.predictor, vocab_size, blank)
-        self.joiner = Joiner(config.joiner, self.encoder.output_dim, self.predictor.output_dim, vocab_size)
+        self.predictor = self.joiner = None
+        if config.loss.type != "ctc":
+            self.predictor = build_predictor(config.predictor, vocab_size, blank)
+            self.joiner = Joiner(config.joiner, self.encoder.output_dim, self.predictor.output_dim, vocab_size)
         if config.loss.type == "pruned":
             self.simple_am = torch.nn.Linear(self.encoder.output_dim, vocab_size)
             self.simple_lm = torch.nn.Linear(self.predictor.output_dim, vocab_size)
-        self.ctc = torch.nn.Linear(self.encoder.output_dim, vocab_size) if config.loss.ctc_weight > 0 else None
+        with_ctc = config.loss.ctc_weight > 0 or config.loss.type == "ctc"
+        self.ctc = torch.nn.Linear(self.encoder.output_dim, vocab_size) if with_ctc else None
         if config.mlperf_init:
             mlperf_init_(self)
 
@@ -75,9 +79,23 @@ class Transducer(torch.nn.Module):
         enc, enc_lens = self.encode(feats, feat_lens)
         return self.loss(enc, enc_lens, tokens, token_lens)
 
+    @property
+    def is_transducer(self) -> bool:
+        return self.joiner is not None
+
+    def ctc_loss(self, enc, enc_lens, tokens, token_lens) -> torch.Tensor:
+        """CTC over the CTC head, summed over the batch and divided by its size (as the transducer loss)."""
+        log_probs = torch.log_softmax(self.ctc(enc).float(), dim=-1).transpose(0, 1)
+        return torch.nn.functional.ctc_loss(log_probs, tokens, enc_lens, token_lens, blank=self.blank,
+                                            reduction="sum", zero_infinity=True) / tokens.shape[0]
+
     def loss(self, enc, enc_lens, tokens, token_lens) -> dict[str, torch.Tensor]:
-        """The configured loss from the encoder output: prediction network, joint network, transducer loss."""
+        """The configured loss from the encoder output: prediction network, joint network, transducer loss
+        (and the weighted CTC loss); or the CTC loss alone."""
         c = self.config.loss
+        if not self.is_transducer:
+            ctc = self.ctc_loss(enc, enc_lens, tokens, token_lens)
+            return {"ctc": ctc, "loss": ctc}
         pred = self.predictor(tokens)
         enc_proj, pred_proj = self.joiner.enc_proj(enc), self.joiner.pred_proj(pred)
         options = dict(blank=self.blank, one_sym_per_frame=c.one_sym_per_frame)
@@ -100,9 +118,7 @@ class Transducer(torch.nn.Module):
             parts["transducer"] = pruned_loss(logits, tokens, ranges, enc_lens, token_lens, **options)
         loss = parts["transducer"].float() + (c.simple_scale * parts["simple"] if "simple" in parts else 0.0)
         if self.ctc is not None:
-            log_probs = torch.log_softmax(self.ctc(enc).float(), dim=-1).transpose(0, 1)
-            parts["ctc"] = torch.nn.functional.ctc_loss(log_probs, tokens, enc_lens, token_lens, blank=self.blank,
-                                                        reduction="sum", zero_infinity=True) / tokens.shape[0]
+            parts["ctc"] = self.ctc_loss(enc, enc_lens, tokens, token_lens)
             loss = loss + c.ctc_weight * parts["ctc"]
         parts["loss"] = loss
         return parts

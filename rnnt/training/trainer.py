@@ -22,7 +22,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from rnnt.data.loader import make_loader
+from rnnt.data.loader import LoaderPosition, make_loader
 from rnnt.data.pipeline import Pipeline
 from rnnt.data.tokenizer import Tokenizer
 from rnnt.model.transducer import Transducer
@@ -74,6 +74,7 @@ class Trainer:
         self.valid_pipeline = (Pipeline(experiment.paths.valid_list, experiment.data, self.tokenizer, train=False)
                                if experiment.paths.valid_list else None)
         self.epoch = self.batch = self.step = 0
+        self.position = LoaderPosition(experiment.data.num_workers)  # which worker gave how many batches
         self.bad_in_row = 0  # batches skipped since the last optimiser step
         self.kept = 0  # micro-batches in the current accumulation group whose gradient was kept
         self.synced = False  # under DDP: the group's gradient was all-reduced (its last backward ran in sync)
@@ -120,6 +121,7 @@ class Trainer:
             "scaler": self.scaler.state_dict(),
             "rng": all_gather_objects(self.world, checkpoint.rng_state()),
             "meta": {"step": self.step, "epoch": self.epoch, "batch": self.batch, "bad_in_row": self.bad_in_row,
+                     "loader_position": self.position.state_dict(),
                      **{f"skipped {k}": v for k, v in self.skipped.items()}, **self.valid_result},
         }
 
@@ -145,6 +147,11 @@ class Trainer:
         self.scaler.load_state_dict(state["scaler"])
         meta = state["meta"]
         self.step, self.epoch, self.batch, self.bad_in_row = meta["step"], meta["epoch"], meta["batch"], meta["bad_in_row"]
+        if self.batch and len(meta.get("loader_position", {}).get("counts", ())) != max(self.x.data.num_workers, 1):
+            raise StopTraining(f"{path} stopped inside epoch {self.epoch} with another data.num_workers (or before "
+                               "positions were recorded); resume with the same num_workers, or from an epoch checkpoint")
+        if self.batch:
+            self.position = LoaderPosition.from_state(meta["loader_position"])
         self.skipped = {k: meta.get(f"skipped {k}", 0) for k in self.skipped}
         rng = state["rng"]
         checkpoint.set_rng_state(rng[self.world.rank] if self.world.rank < len(rng) else rng[0])
@@ -277,7 +284,9 @@ class Trainer:
         """Trains from the current position to the end of the epoch; False if it stopped inside it, at an
         optimiser step (SIGTERM, or train.max_steps reached)."""
         t = self.x.train
-        self.loader.dataset.set_epoch(self.epoch, self.batch)
+        if self.batch == 0:
+            self.position = LoaderPosition(self.x.data.num_workers)
+        self.loader.dataset.set_epoch(self.epoch, self.position if self.batch else None)
         batches = iter(self.loader)
         bar = tqdm(desc=f"epoch {self.epoch}", unit="batch", initial=self.batch, disable=not self.world.main,
                    file=sys.stderr, dynamic_ncols=True)
@@ -295,6 +304,7 @@ class Trainer:
                 self.keys_file.write("".join(f"{self.epoch} {k}\n" for k in batch["keys"]))
                 self.keys_file.flush()
             loss = self.forward_backward(batch, sync=(self.batch + 1) % t.accum_steps == 0 or not self.world.distributed)
+            self.position.delivered(batch["role"])
             self.batch += 1
             bar.update(1)
             if loss is not None:

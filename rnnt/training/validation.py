@@ -1,10 +1,11 @@
-"""Validation: mean loss and greedy-search WER over a data list."""
+"""Validation: mean loss and greedy-search WER over a data list (CTC greedy search for a CTC model)."""
 
 from __future__ import annotations
 
 import torch
 
 from rnnt.scoring import ErrorCounts, count_errors
+from rnnt.ctc_search import ctc_greedy_search
 from rnnt.search import greedy_search
 
 
@@ -22,7 +23,8 @@ def validate(model, batches, tokenizer, device: torch.device, wer: bool = True) 
         total_loss += float(model.loss(enc, enc_lens, tokens, token_lens)["loss"]) * n
         utterances += n
         if wer:
-            for hyp, text in zip(greedy_search(model, enc, enc_lens), batch["texts"]):
+            search = greedy_search if model.is_transducer else ctc_greedy_search
+            for hyp, text in zip(search(model, enc, enc_lens), batch["texts"]):
                 errors.add(count_errors(text, tokenizer.decode(hyp.tokens)))
     model.train(was_training)
     result = {"loss": total_loss / max(utterances, 1), "utterances": utterances}

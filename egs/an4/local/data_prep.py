@@ -17,6 +17,7 @@ import re
 import sys
 
 from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dirs
+from rnnt.prep.dev_speakers import pick_dev_speakers
 
 TRANSCRIPT = re.compile(r"^(?:<s>\s+)?(?P<words>.*?)(?:\s+</s>)?\s*\((?P<id>[^()\s]+)\)\s*$")
 
@@ -78,16 +79,6 @@ def split_utterances(corpus: str, part: str, report: Report) -> list[Utterance]:
     return utterances
 
 
-def pick_dev_speakers(speakers: list[str], count: int) -> set[str]:
-    """count speakers spread evenly over the sorted women (f...) and men (m...), half each."""
-    picked = set()
-    groups = [sorted(s for s in speakers if s.startswith("f")), sorted(s for s in speakers if not s.startswith("f"))]
-    for i, group in enumerate(groups):
-        n = min(len(group), count // 2 + (count % 2 if i == 0 else 0))
-        picked |= {group[(k * len(group)) // n] for k in range(n)} if n else set()
-    return picked
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="example: local/data_prep.py downloads/an4 data")
@@ -100,7 +91,8 @@ def main() -> int:
         return 1
     report = Report("an4 data_prep")
     train = split_utterances(args.corpus_dir, "train", report)
-    dev_speakers = pick_dev_speakers(sorted({u.speaker for u in train}), args.dev_speakers)
+    speakers = sorted({u.speaker for u in train})  # AN4 speaker ids begin with their sex: f... or m...
+    dev_speakers = pick_dev_speakers(speakers, {s for s in speakers if s.startswith("f")}, args.dev_speakers)
     sets = {"train": [u for u in train if u.speaker not in dev_speakers],
             "dev": [u for u in train if u.speaker in dev_speakers],
             "test": split_utterances(args.corpus_dir, "test", report)}

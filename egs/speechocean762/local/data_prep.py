@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Prepare speechocean762 as Kaldi data dirs train, dev and (when the corpus has it) test.
+
+Reads the corpus's own Kaldi-format halves, <corpus>/train/ and <corpus>/test/ (text, wav.scp with
+paths relative to the corpus, utt2spk, spk2gender; tab- or space-separated). dev is a set of whole
+training speakers (half women, half men; 10 by default), so no speaker is in
+two sets; the test half, when present, is prepared as it is and never looked at otherwise.
+Utterance ids become <speaker>-<utterance> (Kaldi sorts by speaker). Transcripts are normalised as
+scoring sees them: upper case, single spaces. Missing or unreadable audio is named and skipped.
+"""
+
+import argparse
+import os
+import sys
+
+from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dirs
+from rnnt.prep.dev_speakers import pick_dev_speakers
+
+
+def read_kaldi_table(path: str, report: Report) -> dict[str, tuple[str, str]]:
+    """key -> (value, 'file:line')."""
+    table = {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            fields = line.rstrip("\n").replace("\t", " ").split(maxsplit=1)
+            if not fields:
+                continue
+            if len(fields) != 2:
+                report.skip("line without a value", f"{path}:{number}")
+                continue
+            table[fields[0]] = (fields[1].strip(), f"{path}:{number}")
+    return table
+
+
+def half_utterances(corpus: str, half: str, report: Report) -> tuple[list[Utterance], dict[str, str]]:
+    """The utterances of <corpus>/<half>/, and speaker -> gender."""
+    folder = os.path.join(corpus, half)
+    text = read_kaldi_table(os.path.join(folder, "text"), report)
+    wav = read_kaldi_table(os.path.join(folder, "wav.scp"), report)
+    utt2spk = read_kaldi_table(os.path.join(folder, "utt2spk"), report)
+    genders = {}
+    if os.path.isfile(os.path.join(folder, "spk2gender")):
+        genders = {s: g for s, (g, _) in read_kaldi_table(os.path.join(folder, "spk2gender"), report).items()}
+    utterances = []
+    for utt in sorted(text):
+        words, where = text[utt]
+        if utt not in wav:
+            report.skip("no audio in wav.scp", f"{where} ({utt})")
+            continue
+        if utt not in utt2spk:
+            report.skip("no speaker in utt2spk", f"{where} ({utt})")
+            continue
+        path = wav[utt][0]
+        path = path if os.path.isabs(path) else os.path.join(corpus, path)
+        if not os.path.isfile(path):
+            report.skip("audio file not found", f"{wav[utt][1]} ({path})")
+            continue
+        speaker = utt2spk[utt][0]
+        utterances.append(Utterance(f"{speaker}-{utt}", speaker, path, " ".join(words.upper().split())))
+    for utt in sorted(set(wav) - set(text)):
+        report.skip("audio without a transcript", wav[utt][1])
+    return utterances, genders
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="example: local/data_prep.py downloads/speechocean762 data")
+    parser.add_argument("corpus_dir", help="the speechocean762/ folder (holds train/, WAVE/ and maybe test/)")
+    parser.add_argument("data_root", help="writes <data_root>/train, <data_root>/dev and <data_root>/test")
+    parser.add_argument("--dev-speakers", type=int, default=10, help="training speakers held out as dev (default 10)")
+    args = parser.parse_args()
+    if not os.path.isfile(os.path.join(args.corpus_dir, "train", "text")):
+        print(f"data_prep.py: {args.corpus_dir}: no train/text; give the speechocean762/ folder", file=sys.stderr)
+        return 1
+    report = Report("speechocean762 data_prep")
+    train, genders = half_utterances(args.corpus_dir, "train", report)
+    women = {s for s, g in genders.items() if g == "f"}
+    dev_speakers = pick_dev_speakers(sorted({u.speaker for u in train}), women, args.dev_speakers)
+    sets = {"train": [u for u in train if u.speaker not in dev_speakers],
+            "dev": [u for u in train if u.speaker in dev_speakers]}
+    if os.path.isfile(os.path.join(args.corpus_dir, "test", "text")):
+        sets["test"] = half_utterances(args.corpus_dir, "test", report)[0]
+    else:
+        print(f"data_prep.py: {args.corpus_dir} has no test/ half; train and dev only", file=sys.stderr)
+    return write_data_dirs({os.path.join(args.data_root, name): utts for name, utts in sets.items()}, report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# speechocean762: 5000 read English sentences by 250 non-native speakers (Mandarin L1, half of them
+# children), 16 kHz. Download (OpenSLR 101) or --corpus-dir -> data dirs train, dev (10 whole
+# training speakers) and test (the corpus's test/ half, when it has one) -> shards -> BPE units ->
+# an LSTM transducer on the LibriSpeech front end (MLPerf fbank, speed perturbation, adaptive
+# SpecAugment, stacking), sized for a CPU -> average -> decode dev and test -> scores.
+# Hyper-parameters are chosen on dev; test is decoded, never tuned on.
+set -euo pipefail
+
+stage=0
+stop_stage=100
+corpus_dir=          # the speechocean762/ folder (train/, WAVE/, and test/ if present); empty: download
+mirror=https://www.openslr.org/resources/101
+train_config=conf/transducer.yaml
+exp=exp/transducer
+vocab_size=256
+dev_speakers=10
+nj=2
+average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
+methods="greedy modified_beam"
+help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/speechocean762] [--mirror URL]
+  [--train-config FILE] [--exp DIR] [--vocab-size N] [--dev-speakers N] [--nj N] [--average N]
+  [--methods \"greedy modified_beam beam\"]
+Stages: 0 download, 1 data dirs, 2 shards, 3 BPE units, 4 train, 5 average, 6 decode and score
+(dev, and test when the corpus has its test/ half).
+Example: ./run.sh --corpus-dir ../../../shared/data/speechocean762"
+
+. ./path.sh
+. utils/parse_options.sh
+. utils/stages.sh
+. utils/decoding.sh
+
+lang=data/lang_bpe$vocab_size
+
+if [ -z "$corpus_dir" ]; then
+  corpus_dir=downloads/speechocean762
+  if stage_wanted 0 download; then
+    local/download.py --mirror "$mirror" downloads
+    stage_done 0 download
+  fi
+fi
+
+if stage_wanted 1 "data-dev$dev_speakers" -- "$corpus_dir" "$dev_speakers"; then
+  local/data_prep.py --dev-speakers "$dev_speakers" "$corpus_dir" data
+  stage_done 1 "data-dev$dev_speakers"
+fi
+sets="train dev"
+[ -f data/test/text ] && sets="$sets test"
+
+if stage_wanted 2 "shards-dev$dev_speakers" -- $(for set in $sets; do echo data/$set/wav.scp data/$set/text; done); then
+  for set in $sets; do
+    steps/make_shards.py --nj "$nj" --utts-per-shard 500 data/$set data/$set/shards data/$set/data.list
+  done
+  stage_done 2 "shards-dev$dev_speakers"
+fi
+
+if stage_wanted 3 "units-bpe$vocab_size-dev$dev_speakers" -- data/train/text "$vocab_size"; then
+  steps/build_units.py --unit-type bpe --vocab-size "$vocab_size" data/train "$lang"
+  stage_done 3 "units-bpe$vocab_size-dev$dev_speakers"
+fi
+
+if stage_wanted 4 train "$exp" -- "$train_config" data/train/shards data/dev/shards "$lang/units.txt"; then
+  steps/train.py --config "$train_config" --train-list data/train/data.list --valid-list data/dev/data.list \
+    --lang-dir "$lang" --exp-dir "$exp" --resume
+  steps/plot_training.py --title "$(basename "$PWD") $(basename "$exp")" "$exp/training.png" "$exp"
+  stage_done 4 train "$exp"
+fi
+
+model_to_decode 5 "$exp" "$average"  # stage 5: sets $checkpoint and $model_tag
+
+test_sets=${sets#train }
+for method in $methods; do
+  for set in $test_sets; do
+    decode_stage 6 "$exp" "$set" "$method"
+  done
+done
+for method in $methods; do
+  for set in $test_sets; do
+    decode_result "speechocean762 $set $method${model_tag:+ ($model_tag)}:" "$exp" "$set" "$method"
+  done
+done

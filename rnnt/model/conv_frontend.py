@@ -1,0 +1,36 @@
+"""A 2-D convolutional front end that strides in time (DeepSpeech 2): the features as an image
+(time x frequency), `layers` 3x3 convolutions with ReLU, each with stride 2 in time and frequency,
+then the channels of every frame flattened. T frames become about T / 2^layers."""
+
+from __future__ import annotations
+
+import torch
+
+
+class Conv2dSubsampling(torch.nn.Module):
+    def __init__(self, input_dim: int, channels: int, layers: int = 2):
+        super().__init__()
+        if layers < 1:
+            raise ValueError(f"encoder.conv_layers must be >= 1 with a conv front end, got {layers}")
+        self.layers = layers
+        self.convs = torch.nn.ModuleList(
+            torch.nn.Conv2d(1 if i == 0 else channels, channels, kernel_size=3, stride=2) for i in range(layers))
+        freq = input_dim
+        for _ in range(layers):
+            freq = (freq - 3) // 2 + 1
+        if freq < 1:
+            raise ValueError(f"encoder.input_dim {input_dim} is too narrow for {layers} strided convolutions")
+        self.output_dim = channels * freq
+
+    @staticmethod
+    def out_length(lengths: torch.Tensor) -> torch.Tensor:
+        return torch.div(lengths - 3, 2, rounding_mode="floor") + 1
+
+    def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """feats (B, T, input_dim) -> (B, T', output_dim) and lengths T'; frames past T' are garbage."""
+        x = feats[:, None]  # (B, 1, T, F)
+        for conv in self.convs:
+            x = torch.relu(conv(x))
+            lengths = self.out_length(lengths)
+        B, C, T, F = x.shape
+        return x.permute(0, 2, 1, 3).reshape(B, T, C * F), lengths.clamp_min(0)

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Plot training loss and dev WER against wall-clock training time, from experiments' train.log.
+
+One line per experiment dir, so that models are compared by time to accuracy. Time counts only while
+training ran: a gap of more than --max-gap minutes between log lines (a stopped and resumed run) is
+left out. Writes a PNG.
+"""
+
+import argparse
+import os
+import re
+import sys
+from datetime import datetime
+
+STAMP = r"^(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \[rank 0\] "
+TRAIN = re.compile(STAMP + r"epoch \d+ step (?P<step>\d+): loss (?P<loss>[0-9.eE+-]+|nan|inf)")
+VALID = re.compile(STAMP + r"epoch (?P<epoch>\d+) validation[^:]*: loss (?P<loss>[0-9.eE+-]+|nan|inf)"
+                   r"(?:, WER (?P<wer>[0-9.]+)%)?")
+
+
+def read_log(path: str, max_gap_seconds: float) -> tuple[list[tuple[float, float]], list[tuple[float, float, float | None]]]:
+    """(minutes, training loss) points and (minutes, dev loss, dev WER or None) points."""
+    train, valid = [], []
+    elapsed, last = 0.0, None
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            match = TRAIN.match(line) or VALID.match(line)
+            if match is None:
+                continue
+            now = datetime.strptime(match["time"], "%Y-%m-%d %H:%M:%S,%f")
+            if last is not None and 0 <= (now - last).total_seconds() <= max_gap_seconds:
+                elapsed += (now - last).total_seconds()
+            last = now
+            if "step" in match.groupdict():
+                train.append((elapsed / 60, float(match["loss"])))
+            else:
+                valid.append((elapsed / 60, float(match["loss"]), float(match["wer"]) if match["wer"] else None))
+    return train, valid
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="example: steps/plot_training.py exp/training.png exp/transducer exp/deepspeech")
+    parser.add_argument("output", help="the PNG to write")
+    parser.add_argument("exp_dirs", nargs="+", help="experiment dirs holding train.log")
+    parser.add_argument("--labels", help="comma-separated names for the experiments (default: their dir names)")
+    parser.add_argument("--max-gap", type=float, default=10.0, help="minutes between log lines counted as a pause")
+    parser.add_argument("--title", default="")
+    args = parser.parse_args()
+    labels = args.labels.split(",") if args.labels else [os.path.basename(os.path.normpath(d)) for d in args.exp_dirs]
+    if len(labels) != len(args.exp_dirs):
+        parser.error(f"--labels names {len(labels)} experiments, {len(args.exp_dirs)} given")
+    runs = []
+    for exp_dir, label in zip(args.exp_dirs, labels):
+        log = os.path.join(exp_dir, "train.log")
+        if not os.path.isfile(log):
+            print(f"plot_training.py: {log}: not found", file=sys.stderr)
+            return 1
+        train, valid = read_log(log, args.max_gap * 60)
+        if not train and not valid:
+            print(f"plot_training.py: {log}: no training or validation lines", file=sys.stderr)
+            return 1
+        runs.append((label, train, valid))
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (loss_axes, wer_axes) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    for label, train, valid in runs:
+        if train:
+            loss_axes.plot(*zip(*train), label=f"{label} (training)", alpha=0.6)
+        if valid:
+            line = loss_axes.plot([v[0] for v in valid], [v[1] for v in valid], "o-", markersize=3,
+                                  label=f"{label} (dev)")[0]
+            scored = [(m, w) for m, _, w in valid if w is not None]
+            if scored:
+                wer_axes.plot(*zip(*scored), "o-", markersize=3, color=line.get_color(), label=label)
+    loss_axes.set_ylabel("loss per utterance")
+    loss_axes.set_yscale("log")
+    loss_axes.legend(fontsize=8)
+    loss_axes.grid(alpha=0.3)
+    wer_axes.set_ylabel("dev WER (%)")
+    wer_axes.set_xlabel("training time (minutes)")
+    wer_axes.set_ylim(0, min(100, max((w for _, _, v in runs for *_, w in v if w is not None), default=100) * 1.05))
+    wer_axes.legend(fontsize=8)
+    wer_axes.grid(alpha=0.3)
+    if args.title:
+        figure.suptitle(args.title)
+    figure.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    figure.savefig(args.output, dpi=100)
+    best = ", ".join(f"{label}: best dev WER {min(w for *_, w in v if w is not None):.2f}%"
+                     for label, _, v in runs if any(w is not None for *_, w in v))
+    print(f"plot_training.py: wrote {args.output}; {best or 'no dev WER in the logs'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""CTC decoding of the model's CTC head against exhaustive enumeration on random small models."""
+
+import pytest
+import torch
+
+from rnnt.ctc_search import ctc_greedy_search, ctc_prefix_beam_search
+from rnnt.model.encoder import EncoderConfig
+from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
+from search_reference import all_sequences
+
+
+def ctc_model(seed: int, vocab_size: int = 3) -> Transducer:
+    torch.manual_seed(seed)
+    config = ModelConfig(encoder=EncoderConfig(input_dim=4, hidden=6, pre_layers=1, post_layers=0, stack_time=1),
+                         loss=LossConfig(ctc_weight=0.5))
+    model = Transducer(config, vocab_size).eval()
+    with torch.no_grad():
+        model.ctc.weight.mul_(4.0)  # peaky, as trained CTC heads are
+    return model
+
+
+def sequence_log_prob(model, enc: torch.Tensor, tokens: list[int]) -> float:
+    """log P(tokens) over every CTC path, by torch's own CTC loss."""
+    with torch.no_grad():
+        log_probs = torch.log_softmax(model.ctc(enc).double(), dim=-1)[:, None]
+    target = torch.tensor([tokens or [0]], dtype=torch.long)
+    return -float(torch.nn.functional.ctc_loss(log_probs, target, torch.tensor([enc.shape[0]]),
+                                               torch.tensor([len(tokens)]), reduction="sum"))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_prefix_beam_search_finds_the_most_probable_labels(seed):
+    model = ctc_model(seed)
+    enc = torch.randn(5, model.encoder.output_dim, generator=torch.Generator().manual_seed(seed)) * 2
+    with torch.no_grad():
+        scored = [(sequence_log_prob(model, enc, s), s) for s in all_sequences([1, 2], 5)]
+    best_score, best = max(scored, key=lambda pair: pair[0])
+    nbest = ctc_prefix_beam_search(model, enc, 5, beam=200)
+    assert nbest[0].tokens == best and nbest[0].score == pytest.approx(best_score, abs=1e-4)
+    for hyp in nbest[:10]:
+        assert hyp.score == pytest.approx(sequence_log_prob(model, enc, hyp.tokens), abs=1e-4)
+        assert len(hyp.frames) == len(hyp.tokens) and hyp.frames == sorted(hyp.frames)
+    narrow = ctc_prefix_beam_search(model, enc, 5, beam=2)
+    assert all(h.score <= sequence_log_prob(model, enc, h.tokens) + 1e-4 for h in narrow)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_greedy_collapses_the_best_path(seed):
+    model = ctc_model(seed, vocab_size=4)
+    enc = torch.randn(2, 7, model.encoder.output_dim, generator=torch.Generator().manual_seed(seed)) * 2
+    lens = torch.tensor([7, 5])
+    with torch.no_grad():
+        log_probs = torch.log_softmax(model.ctc(enc), dim=-1)
+    for b, hyp in enumerate(ctc_greedy_search(model, enc, lens)):
+        path = log_probs[b, :lens[b]].argmax(-1).tolist()
+        collapsed = [s for t, s in enumerate(path) if s != 0 and (t == 0 or s != path[t - 1])]
+        assert hyp.tokens == collapsed and [path[f] for f in hyp.frames] == collapsed
+        assert hyp.score == pytest.approx(float(log_probs[b, :lens[b]].max(-1).values.sum()), abs=1e-5)
+
+
+def test_a_model_without_a_ctc_head_is_refused_by_name():
+    from rnnt.transcriber import check_method
+
+    model = Transducer(ModelConfig(encoder=EncoderConfig(input_dim=4, hidden=6, pre_layers=1, post_layers=0)), 3)
+    with pytest.raises(ValueError, match="needs a CTC head"):
+        check_method(model, "ctc_greedy")
+    with pytest.raises(ValueError, match="has no CTC head"):
+        ctc_greedy_search(model, torch.zeros(1, 2, 6), torch.tensor([2]))

@@ -1,0 +1,50 @@
+"""utils/stages.sh: markers that record their inputs, as the recipes use them."""
+
+import subprocess
+
+from conftest import ROOT
+
+SCRIPT = """set -euo pipefail
+stage=${1:-0}; stop_stage=100
+. "$ROOT/utils/stages.sh"
+if stage_wanted 1 prepare -- input.txt "$OPTION"; then
+  cp input.txt prepared.txt; echo ran 1 >> ran.log
+  [ -n "${FAIL:-}" ] && exit 3
+  stage_done 1 prepare
+fi
+if stage_wanted 2 use exp -- prepared.txt; then
+  echo ran 2 >> ran.log; stage_done 2 use exp
+fi
+"""
+
+
+def run(tmp_path, *args, **env):
+    result = subprocess.run(["bash", "-c", SCRIPT, "stages", *args], cwd=tmp_path, capture_output=True, text=True,
+                            env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin", "OPTION": "a", **env})
+    ran = (tmp_path / "ran.log").read_text().split("\n") if (tmp_path / "ran.log").exists() else []
+    (tmp_path / "ran.log").unlink(missing_ok=True)
+    return result, [line for line in ran if line]
+
+
+def test_a_stage_reruns_when_its_inputs_change_and_so_do_the_stages_after_it(tmp_path):
+    (tmp_path / "input.txt").write_text("one\n")
+    assert run(tmp_path)[1] == ["ran 1", "ran 2"]
+    out, ran = run(tmp_path)  # nothing changed: both skipped
+    assert ran == [] and out.stdout.count("done before; skipped") == 2
+    (tmp_path / "input.txt").write_text("two\n")  # new content: stage 1, then stage 2 whose input it rewrote
+    out, ran = run(tmp_path)
+    assert ran == ["ran 1", "ran 2"] and "its inputs changed since it was done; running it again" in out.stdout
+    out, ran = run(tmp_path, OPTION="b")  # another option value is another input
+    assert ran == ["ran 1"]  # prepared.txt came out the same: stage 2's inputs did not change
+    assert (tmp_path / "exp" / ".stages" / "2.use.done").is_file()
+
+
+def test_an_explicit_stage_reruns_from_there_and_an_interrupted_stage_reruns(tmp_path):
+    (tmp_path / "input.txt").write_text("one\n")
+    run(tmp_path)
+    assert run(tmp_path, "2")[1] == ["ran 2"]  # --stage 2, as in Kaldi: stage 2 and on run again
+    (tmp_path / "input.txt").write_text("two\n")
+    out, ran = run(tmp_path, FAIL="1")  # killed inside stage 1: no marker, stage 2 never reached
+    assert out.returncode == 3 and ran == ["ran 1"]
+    assert not (tmp_path / "exp" / ".stages" / "1.prepare.done").exists()
+    assert run(tmp_path)[1] == ["ran 1", "ran 2"]
