@@ -50,10 +50,15 @@ def test_wrong_checksum_is_a_clear_error_and_the_file_is_not_kept(server, test_d
     assert not dest.exists() and not Path(str(dest) + ".part").exists()
 
 
-def test_fetch_download_extract_and_skip_on_rerun(server, test_data, tmp_path):
+def serve_yesno(server, test_data) -> dict:
+    """A small yesno archive on the test server; the parts argument of fetch_main for it."""
     body = yesno_archive(test_data)
     server.files["/waves_yesno.tar.gz"] = body
-    parts = {"waves_yesno": ("waves_yesno.tar.gz", hashlib.md5(body).hexdigest(), "waves_yesno")}
+    return {"waves_yesno": ("waves_yesno.tar.gz", hashlib.md5(body).hexdigest(), "waves_yesno")}
+
+
+def test_fetch_download_extract_and_skip_on_rerun(server, test_data, tmp_path):
+    parts = serve_yesno(server, test_data)
     dest = tmp_path / "corpus"
     assert fetch_main("test", parts, server.url, [str(dest), "--quiet"]) == 0
     names = sorted(p.name for p in (dest / "waves_yesno").iterdir())
@@ -65,9 +70,7 @@ def test_fetch_download_extract_and_skip_on_rerun(server, test_data, tmp_path):
 
 def test_an_extraction_killed_midway_is_done_again(server, test_data, tmp_path):
     """A folder with some of the files but no marker is not 'present': the part is extracted again."""
-    body = yesno_archive(test_data)
-    server.files["/waves_yesno.tar.gz"] = body
-    parts = {"waves_yesno": ("waves_yesno.tar.gz", hashlib.md5(body).hexdigest(), "waves_yesno")}
+    parts = serve_yesno(server, test_data)
     dest = tmp_path / "corpus"
     (dest / "waves_yesno").mkdir(parents=True)
     first = sorted((test_data / "waves_yesno").glob("*.wav"))[0]
