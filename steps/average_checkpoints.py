@@ -6,19 +6,12 @@ are taken from the newest checkpoint. Writes <exp-dir>/avg-<N>.pt (or --output),
 """
 
 import argparse
-import glob
 import os
-import re
 import sys
 
 import torch
 
 from rnnt.training import checkpoint
-
-
-def epoch_checkpoints(exp_dir: str) -> list[str]:
-    paths = glob.glob(os.path.join(exp_dir, "epoch-*.pt"))
-    return sorted(paths, key=lambda p: int(re.search(r"epoch-(\d+)\.pt$", p).group(1)))
 
 
 def average(paths: list[str], use_ema: bool) -> dict[str, torch.Tensor]:
@@ -50,7 +43,7 @@ def main() -> int:
     parser.add_argument("--output", help="default <exp-dir>/avg-<N>.pt")
     parser.add_argument("exp_dir")
     args = parser.parse_args()
-    paths = epoch_checkpoints(args.exp_dir)
+    paths = checkpoint.numbered(args.exp_dir, "epoch")
     n = args.last or args.best
     if len(paths) < n:
         print(f"average_checkpoints.py: {args.exp_dir} has {len(paths)} epoch checkpoints, fewer than {n}", file=sys.stderr)
@@ -64,7 +57,7 @@ def main() -> int:
         chosen = sorted(p for _, p in sorted(scored)[:n])
     else:
         chosen = paths[-n:]
-    output = args.output or os.path.join(args.exp_dir, f"avg-{n}.pt")
+    output = args.output or os.path.join(args.exp_dir, checkpoint.name("average", n))
     meta = {**checkpoint.load_meta(chosen[-1]), "averaged": [os.path.basename(p) for p in chosen]}
     checkpoint.save(output, {"model": average(chosen, not args.no_ema), "ema": None, "meta": meta})
     print(f"average_checkpoints.py: {output}: averaged {', '.join(os.path.basename(p) for p in chosen)}"

@@ -96,17 +96,42 @@ def test_predictor_step_matches_forward(kind):
     torch.testing.assert_close(torch.stack(steps, dim=1), full, atol=1e-6, rtol=1e-5)
 
 
-def test_mlperf_init_halves_lstm_weights_and_zeroes_forget_bias():
+def test_mlperf_init_follows_the_reference_code():
+    """The reference's rules (mlcommons/training rnn_speech_recognition common/rnn.py, weights_init_scale
+    0.5 from its train.py) applied by hand to the same default init: forget bias_ih 1.0 then halved,
+    forget bias_hh times 0.0, everything else of every LSTM halved; nothing else changed."""
     torch.manual_seed(2)
     plain = Transducer(TINY, vocab_size=7)
     torch.manual_seed(2)
     mlperf = Transducer(dataclasses.replace(TINY, mlperf_init=True), vocab_size=7)
-    lstm_a, lstm_b = plain.encoder.pre.lstms[0], mlperf.encoder.pre.lstms[0]
-    torch.testing.assert_close(lstm_b.weight_ih_l0, lstm_a.weight_ih_l0 * 0.5)
-    h = lstm_b.hidden_size
-    assert lstm_b.bias_ih_l0[h:2 * h].abs().sum() == 0 and lstm_b.bias_hh_l0[h:2 * h].abs().sum() == 0
-    torch.testing.assert_close(lstm_b.bias_ih_l0[:h], lstm_a.bias_ih_l0[:h] * 0.5)
+    mlperf_params = dict(mlperf.named_parameters())
+    lstms = 0
+    for module_name, module in plain.named_modules():
+        if not isinstance(module, torch.nn.LSTM):
+            continue
+        for name, param in module.named_parameters():
+            want = param.detach().clone()
+            h = want.shape[0] // 4
+            if name.startswith("bias_ih"):
+                want[h:2 * h] = 1.0
+            elif name.startswith("bias_hh"):
+                want[h:2 * h] *= 0.0
+            torch.testing.assert_close(mlperf_params[f"{module_name}.{name}"], want * 0.5)
+            lstms += 1
+    assert lstms == 4 * (TINY.encoder.pre_layers + TINY.encoder.post_layers + TINY.predictor.layers)
     torch.testing.assert_close(mlperf.joiner.output.weight, plain.joiner.output.weight)
+    torch.testing.assert_close(mlperf.predictor.embedding.weight, plain.predictor.embedding.weight)
+
+
+def test_joiner_dropout_in_training_only_and_refused_with_the_fused_loss():
+    config = dataclasses.replace(TINY, joiner=dataclasses.replace(TINY.joiner, dropout=0.5))
+    model = Transducer(config, vocab_size=7)
+    enc, pred = torch.randn(3, 1, 1, TINY.joiner.hidden), torch.randn(3, 1, 1, TINY.joiner.hidden)
+    assert not torch.equal(model.joiner(enc, pred), model.joiner(enc, pred))
+    model.eval()
+    assert torch.equal(model.joiner(enc, pred), model.joiner(enc, pred))
+    with pytest.raises(ValueError, match="fused loss"):
+        Transducer(dataclasses.replace(config, loss=LossConfig(type="fused")), vocab_size=7)
 
 
 def test_full_fused_and_wide_pruned_losses_agree():

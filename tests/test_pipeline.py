@@ -164,6 +164,25 @@ def test_split_is_disjoint_and_covers_every_epoch():
     assert part(units, 7, 0, 0, 2, 0, 2) != part(units, 7, 1, 0, 2, 0, 2)
 
 
+def test_leftover_shards_are_shared_utterance_by_utterance():
+    """29 shards of 1000 utterances on 8 ranks of 2 workers: each rank gets 3 whole shards and an eighth
+    of the other 5, 3625 utterances; every utterance goes to exactly one (rank, worker) every epoch. Split
+    by whole shards, 5 ranks would get 4000 and 3 ranks 3000 (17% of an epoch unused by the old join)."""
+    units = [f"shard{i}" for i in range(29)]
+    for epoch in range(2):
+        taken, per_rank = [], []
+        for rank in range(8):
+            count = 0
+            for worker in range(2):
+                for share in part(units, 7, epoch, rank, 8, worker, 2, share_leftovers=True):
+                    mine = [(share.url, i) for i in range(1000) if i % share.every == share.offset]
+                    taken += mine
+                    count += len(mine)
+            per_rank.append(count)
+        assert per_rank == [3625] * 8
+        assert sorted(taken) == sorted((u, i) for u in units for i in range(1000))
+
+
 def test_bucketing_keeps_buckets_apart_and_ranks_equal(fsdd):
     lines = (fsdd / "test.list").read_text().splitlines()
     duration = {json.loads(l)["key"]: json.loads(l)["duration"] for l in lines}
@@ -190,15 +209,19 @@ def test_whole_chain_over_shards(fsdd):
     assert 1 - frames / padded < 0.10  # sort buffer of about ten batches
 
 
-def test_two_ranks_two_workers_disjoint_and_complete(fsdd):
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_ranks_and_workers_disjoint_complete_and_even(fsdd, world_size):
+    """The real shards (9 of 300) on 2 or 4 ranks of 2 workers: a shard left over is shared, so every
+    rank reads as many utterances, and together they read each once."""
     p = pipeline(fsdd, num_workers=2, speed_perturb=[], spec_augment=None)
     per_rank = []
-    for rank in range(2):
-        loader = make_loader(p, rank=rank, world_size=2)
+    for rank in range(world_size):
+        loader = make_loader(p, rank=rank, world_size=world_size)
         loader.dataset.set_epoch(1)
         per_rank.append(keys_of(loader))
-    assert not set(per_rank[0]) & set(per_rank[1])
-    assert sorted(per_rank[0] + per_rank[1]) == sorted(keys_of(pipeline(fsdd, train=False).batches()))
+    every = keys_of(pipeline(fsdd, train=False).batches())
+    assert sorted(k for keys in per_rank for k in keys) == sorted(every)
+    assert {len(keys) for keys in per_rank} == {len(every) // world_size}
 
 
 def test_deterministic_per_epoch_and_resumes_exactly(fsdd):

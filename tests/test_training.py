@@ -1,10 +1,11 @@
-"""Training on real yesno audio: overfitting, exact resume after SIGKILL, torchrun with two CPU ranks."""
+"""Training on real yesno audio: overfitting, exact resume after SIGKILL, torchrun with three CPU ranks."""
 
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -177,19 +178,30 @@ def test_fp16_on_the_cpu_is_refused_with_the_way_out(yesno, tmp_path):
 
 
 @pytest.mark.slow
-def test_torchrun_two_cpu_ranks_disjoint_data_identical_parameters(yesno, tmp_path):
-    """The ranks read 2 and 1 of the 3 shards of 10: an epoch ends after 5 batches of 2, accumulated in
-    threes: a group that DDP all-reduces, then a short one whose gradient the trainer averages itself."""
+def test_torchrun_three_cpu_ranks_uneven_shards_use_every_utterance_once(yesno, tmp_path):
+    """30 utterances in shards of 7, 7, 7, 7 and 2 on 3 ranks: each takes a whole shard and a third of the
+    other two, batches of 2 accumulated in threes (groups that DDP all-reduces, and a short last one the
+    trainer averages itself). Every epoch trains on every utterance exactly once; the ranks that run out
+    first wait with weight-0 batches; all ranks end with the same parameters, and nothing hangs."""
+    shards = tmp_path / "shards"
+    out = run_tool(sys.executable, ROOT / "steps" / "make_shards.py", "--utts-per-shard", "7",
+                   yesno / "data" / "train_yesno", shards, tmp_path / "train.list")
+    assert out.returncode == 0, out.stderr
+    sizes = sorted(len(tarfile.open(p).getnames()) // 2 for p in (tmp_path / "train.list").read_text().split())
+    assert sizes == [2, 7, 7, 7, 7]
     conf = config_file(tmp_path, batch_size=2, epochs=2, accum_steps=3)
     exp = tmp_path / "ddp"
-    args = train_args(yesno, exp, conf)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"] + args[1:] + ["--log-keys"]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    args = [a if a != str(yesno / "train.list") else str(tmp_path / "train.list") for a in train_args(yesno, exp, conf)]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=3"] + args[1:] + ["--log-keys"]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                         timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    keys = [set((exp / f"keys-rank{r}.txt").read_text().splitlines()) for r in range(2)]
-    assert keys[0] and keys[1] and not keys[0] & keys[1]
+    every = sorted(line.split(maxsplit=1)[0] for line in (yesno / "data" / "train_yesno" / "text").read_text().splitlines())
+    seen = [line.split() for r in range(3) for line in (exp / f"keys-rank{r}.txt").read_text().splitlines()]
+    for epoch in (0, 1):
+        assert sorted(key for e, key in seen if e == str(epoch)) == every
     log = (exp / "train.log").read_text()
-    assert "all 2 ranks hold identical parameters" in log and "training done: 4 steps, 2 epochs" in log
+    assert "all 3 ranks hold identical parameters" in log and "2 epochs" in log
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

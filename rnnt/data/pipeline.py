@@ -56,7 +56,8 @@ class Pipeline:
                 if batch:
                     yield batch
             return
-        units = part(self.units, c.seed, epoch, rank, world_size, worker, num_workers, shuffle=self.train)
+        units = part(self.units, c.seed, epoch, rank, world_size, worker, num_workers, shuffle=self.train,
+                     share_leftovers=self.kind == "shard")
         records = self._records(units, epoch)
         if self.train:
             rng = random.Random(f"shuffle:{c.seed}:{epoch}:{rank}:{worker}")

@@ -13,6 +13,7 @@ import json
 import logging
 import tarfile
 import urllib.request
+from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 log = logging.getLogger(__name__)
@@ -50,36 +51,53 @@ def open_shard(url: str):
     return open(url, "rb")
 
 
-def shard_records(urls: Iterable[str]) -> Iterator[dict]:
-    """Utterances of each shard: consecutive members <key>.txt and <key>.<audio extension>."""
-    for url in urls:
-        try:
-            stream = open_shard(url)
-        except OSError as error:
-            log.warning("shard %s: cannot open (%s); skipped", url, error)
-            continue
-        record: dict = {}
-        try:
-            with stream, tarfile.open(fileobj=stream, mode="r|*") as tar:
-                for member in tar:
-                    if not member.isfile():
-                        continue
-                    key, _, extension = member.name.rpartition(".")
-                    if record and record["key"] != key:
-                        yield from _complete(record, url)
-                        record = {}
-                    record.setdefault("key", key)
-                    payload = tar.extractfile(member).read()
-                    if extension == "txt":
-                        record["txt"] = payload.decode("utf-8").strip()
-                    elif extension in AUDIO_EXTENSIONS:
-                        record["audio"] = payload
-                    record["source"] = f"{url}:{member.name}"
-        except (tarfile.TarError, OSError, EOFError, UnicodeDecodeError) as error:
-            log.warning("shard %s: damaged after %s (%s); the rest of this shard is skipped",
-                        url, record.get("key", "its start"), error)
-            record = {}
-        yield from _complete(record, url)
+@dataclass(frozen=True)
+class ShardShare:
+    """Every `every`-th utterance of a shard from the `offset`-th: how the ranks share a shard left over
+    when the shards do not divide among them (rnnt.data.splitting). every=1: the whole shard."""
+    url: str
+    every: int = 1
+    offset: int = 0
+
+
+def shard_records(units: Iterable[str | ShardShare]) -> Iterator[dict]:
+    """Utterances of each shard (or of its share): consecutive members <key>.txt and <key>.<audio
+    extension>. Utterances are counted in the shard's order, complete ones only, as on every rank."""
+    for unit in units:
+        share = unit if isinstance(unit, ShardShare) else ShardShare(unit)
+        for index, record in enumerate(_shard_utterances(share.url)):
+            if index % share.every == share.offset:
+                yield record
+
+
+def _shard_utterances(url: str) -> Iterator[dict]:
+    try:
+        stream = open_shard(url)
+    except OSError as error:
+        log.warning("shard %s: cannot open (%s); skipped", url, error)
+        return
+    record: dict = {}
+    try:
+        with stream, tarfile.open(fileobj=stream, mode="r|*") as tar:
+            for member in tar:
+                if not member.isfile():
+                    continue
+                key, _, extension = member.name.rpartition(".")
+                if record and record["key"] != key:
+                    yield from _complete(record, url)
+                    record = {}
+                record.setdefault("key", key)
+                payload = tar.extractfile(member).read()
+                if extension == "txt":
+                    record["txt"] = payload.decode("utf-8").strip()
+                elif extension in AUDIO_EXTENSIONS:
+                    record["audio"] = payload
+                record["source"] = f"{url}:{member.name}"
+    except (tarfile.TarError, OSError, EOFError, UnicodeDecodeError) as error:
+        log.warning("shard %s: damaged after %s (%s); the rest of this shard is skipped",
+                    url, record.get("key", "its start"), error)
+        record = {}
+    yield from _complete(record, url)
 
 
 def _complete(record: dict, url: str) -> Iterator[dict]:

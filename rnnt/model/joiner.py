@@ -11,6 +11,7 @@ import torch
 class JoinerConfig:
     hidden: int = 512
     activation: str = "relu"  # relu or tanh
+    dropout: float = 0.0  # between the activation and the output layer (the MLPerf reference: 0.3)
 
 
 class Joiner(torch.nn.Module):
@@ -19,6 +20,7 @@ class Joiner(torch.nn.Module):
         if config.activation not in ("relu", "tanh"):
             raise ValueError(f"joiner.activation must be relu or tanh, got '{config.activation}'")
         self.activation = config.activation
+        self.dropout = torch.nn.Dropout(config.dropout)
         self.enc_proj = torch.nn.Linear(encoder_dim, config.hidden)
         self.pred_proj = torch.nn.Linear(predictor_dim, config.hidden)
         self.output = torch.nn.Linear(config.hidden, vocab_size)
@@ -28,4 +30,4 @@ class Joiner(torch.nn.Module):
 
     def forward(self, enc_proj: torch.Tensor, pred_proj: torch.Tensor) -> torch.Tensor:
         """Logits from already projected inputs that broadcast against each other (..., hidden)."""
-        return self.output(self.activate(enc_proj + pred_proj))
+        return self.output(self.dropout(self.activate(enc_proj + pred_proj)))

@@ -41,15 +41,22 @@ class ModelConfig:
     mlperf_init: bool = False
 
 
-def mlperf_init_(module: torch.nn.Module) -> None:
-    """MLPerf's LSTM initialisation: default init, then weights and biases halved, forget-gate biases 0."""
+def mlperf_init_(module: torch.nn.Module, forget_gate_bias: float = 1.0, hidden_hidden_bias_scale: float = 0.0,
+                 weights_init_scale: float = 0.5) -> None:
+    """The MLPerf reference code's LSTM initialisation (common/rnn.py, with its train.py's default
+    weights_init_scale 0.5): PyTorch's default init; then in every LSTM the forget gate's bias_ih set to
+    forget_gate_bias and its bias_hh scaled by hidden_hidden_bias_scale; then all the LSTM's weights and
+    biases scaled by weights_init_scale. So the forget gate starts with a bias of 0.5 (its README says 1)."""
     for lstm in (m for m in module.modules() if isinstance(m, torch.nn.LSTM)):
-        for name, param in lstm.named_parameters():
-            with torch.no_grad():
-                param.mul_(0.5)
-                if name.startswith("bias"):
-                    hidden = param.shape[0] // 4
-                    param[hidden:2 * hidden] = 0.0  # gates are ordered input, forget, cell, output
+        with torch.no_grad():
+            for name, param in lstm.named_parameters():
+                hidden = param.shape[0] // 4  # gates are ordered input, forget, cell, output
+                if name.startswith("bias_ih"):
+                    param[hidden:2 * hidden] = forget_gate_bias
+                elif name.startswith("bias_hh"):
+                    param[hidden:2 * hidden] *= hidden_hidden_bias_scale
+            for param in lstm.parameters():
+                param.mul_(weights_init_scale)
 
 
 class Transducer(torch.nn.Module):
@@ -57,6 +64,9 @@ class Transducer(torch.nn.Module):
         super().__init__()
         if config.loss.type not in LOSSES:
             raise ValueError(f"loss.type must be one of {LOSSES}, got '{config.loss.type}'")
+        if config.loss.type == "fused" and config.joiner.dropout:
+            raise ValueError("joiner.dropout needs the joiner's activations, which the fused loss never keeps: "
+                             "use loss.type full or pruned, or joiner.dropout 0")
         self.config, self.vocab_size, self.blank = config, vocab_size, blank
         self.encoder = Encoder(config.encoder)
         self.predictor = self.joiner = None

@@ -43,8 +43,8 @@ def setup(device: str) -> World:
 
 def every_rank(world: World, *flags: bool) -> tuple[bool, ...]:
     """Each flag ANDed over all ranks, in one all-reduce: how the ranks take decisions together (an
-    epoch ends when any rank runs out of batches, a batch is skipped when any rank cannot use it, all
-    stop when any got SIGTERM), so that their collectives never fall out of step."""
+    epoch ends when every rank has run out of batches, a batch is skipped when any rank cannot use it,
+    all stop when any got SIGTERM), so that their collectives never fall out of step."""
     if not world.distributed:
         return tuple(flags)
     values = torch.tensor([int(f) for f in flags], device=world.device)

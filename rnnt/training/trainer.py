@@ -159,8 +159,9 @@ class Trainer:
         return True
 
     # --- one step -------------------------------------------------------------------------------------
-    def forward_backward(self, batch: dict, sync: bool) -> float | None:
-        """Loss of one batch with its gradient accumulated; None (nothing accumulated) if it was skipped."""
+    def forward_backward(self, batch: dict, sync: bool, weight: float = 1.0) -> float | None:
+        """Loss of one batch with its gradient (times weight: 0 for a rank waiting for the others at an
+        epoch's end) accumulated; None (nothing accumulated) if it was skipped."""
         device = self.world.device
         loss, usable, out_of_memory = None, False, False
         try:
@@ -172,7 +173,7 @@ class Trainer:
                 loss = self.ddp(feats, feat_lens, tokens, token_lens)["loss"].float()
             usable = every_rank(self.world, bool(torch.isfinite(loss)))[0]  # every rank skips together
             if usable:
-                self.scaler.scale(loss / self.x.train.accum_steps).backward()
+                self.scaler.scale(loss * (weight / self.x.train.accum_steps)).backward()
         except RuntimeError as error:
             if not is_out_of_memory(error):
                 raise
@@ -256,7 +257,7 @@ class Trainer:
                     break
                 self.end_epoch()
             if self.batch:  # stopped inside an epoch: keep the exact position
-                self.save(f"step-{self.step}.pt")
+                self.save(checkpoint.name("step", self.step))
             self.check_ranks_in_sync()
             summary = f"{self.step} steps, {self.epoch} epochs; skipped " + ", ".join(
                 f"{n} {why}" for why, n in self.skipped.items())
@@ -290,24 +291,33 @@ class Trainer:
         batches = iter(self.loader)
         bar = tqdm(desc=f"epoch {self.epoch}", unit="batch", initial=self.batch, disable=not self.world.main,
                    file=sys.stderr, dynamic_ncols=True)
-        started, losses = time.time(), []
+        started, losses, last, padding = time.time(), [], None, 0
         while True:
             batch = next(batches, None)
-            every_rank_has_a_batch, no_rank_stops = every_rank(self.world, batch is not None, not self.signal_received)
+            # The epoch goes on while any rank has a batch; one that has run out repeats its last batch
+            # with weight 0 (if a rank has none to repeat, all stop, as none can wait for it).
+            every_rank_is_out, every_rank_can_go_on, no_rank_stops = every_rank(
+                self.world, batch is None, batch is not None or last is not None, not self.signal_received)
             self.stopping = self.stopping or not no_rank_stops
-            if not every_rank_has_a_batch:
+            if every_rank_is_out or not every_rank_can_go_on:
                 break
             if self.batch % t.accum_steps == 0 and (self.stopping or self.finished()):
                 bar.close()
                 return False
-            if self.keys_file:
+            weight = 1.0 if batch is not None else 0.0
+            if batch is None:
+                batch, padding = last, padding + 1
+            elif self.keys_file:
                 self.keys_file.write("".join(f"{self.epoch} {k}\n" for k in batch["keys"]))
                 self.keys_file.flush()
-            loss = self.forward_backward(batch, sync=(self.batch + 1) % t.accum_steps == 0 or not self.world.distributed)
-            self.position.delivered(batch["role"])
+            loss = self.forward_backward(batch, sync=(self.batch + 1) % t.accum_steps == 0 or not self.world.distributed,
+                                         weight=weight)
+            if weight:
+                self.position.delivered(batch["role"])
+                last = batch
             self.batch += 1
             bar.update(1)
-            if loss is not None:
+            if loss is not None and weight:
                 losses.append(loss)
             if self.batch % t.accum_steps:
                 continue
@@ -324,8 +334,11 @@ class Trainer:
                          sum(losses) / len(losses), lr, grad_norm, time.time() - started)
                 losses = []
             if t.checkpoint_every and self.step % t.checkpoint_every == 0:
-                self.save(f"step-{self.step}.pt")
+                self.save(checkpoint.name("step", self.step))
         bar.close()
+        if padding:
+            log.info("rank %d: %d batches of weight 0 while other ranks finished epoch %d", self.world.rank, padding,
+                     self.epoch)
         if self.batch % t.accum_steps:  # the epoch's last group is short: its gradient is not carried over
             self.optimizer_step()
         self.batch = 0
@@ -345,7 +358,7 @@ class Trainer:
             log.info("epoch %d validation%s: loss %.4f%s over %d utterances", self.epoch, " (EMA)" if self.ema else "",
                      result["loss"], f", WER {result['wer']:.2f}%" if "wer" in result else "", result["utterances"])
             self.valid_result = {f"valid_{k}": v for k, v in result.items()}
-        self.save(f"epoch-{self.epoch}.pt")
+        self.save(checkpoint.name("epoch", self.epoch))
 
     def check_ranks_in_sync(self) -> None:
         """Under DDP every rank must end with the same parameters; checked, not assumed."""
