@@ -19,5 +19,11 @@ out=benchmarks/RESULTS.md
     echo
     python "benchmarks/$bench.py"
   done
+  if [ -f egs/an4/exp/deploy/config.yaml ]; then  # needs egs/an4's deployable model (README "Deploy")
+    echo
+    echo "## deploy (egs/an4 exp/deploy, test set, in sherpa-onnx)"
+    echo
+    python benchmarks/deploy.py egs/an4/exp/deploy egs/an4/data/test/data.list
+  fi
 } | tee "$out"
 echo "run_all.sh: wrote $out"

@@ -76,19 +76,34 @@ def _log_probs(joiner, enc_proj: torch.Tensor, pred_proj: torch.Tensor) -> torch
 
 
 @torch.no_grad()
-def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor,
-                  max_symbols_per_frame: int | None = None) -> list[Hypothesis]:
+def start_hypotheses(model, batch: int, device: torch.device | str = "cpu") -> list[Hypothesis]:
+    """Empty hypotheses, each with the prediction network's state and projected output after the start
+    symbol: what greedy_search starts from, or resumes a stream from."""
+    state = model.predictor.initial_state(batch, device)
+    out, state = model.predictor.step(torch.full((batch,), model.blank, dtype=torch.long, device=device), state)
+    pred_proj = model.joiner.pred_proj(out)
+    return [Hypothesis([], [], state=model.predictor.select_state(state, torch.tensor([b], device=device)),
+                       pred_proj=pred_proj[b:b + 1]) for b in range(batch)]
+
+
+@torch.no_grad()
+def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, max_symbols_per_frame: int | None = None,
+                  resume: list[Hypothesis] | None = None, frame_offset: int = 0) -> list[Hypothesis]:
     """The best symbol at every step, all utterances of the batch at once; at most max_symbols_per_frame
-    labels are emitted before the search moves to the next frame (default: symbols_per_frame)."""
+    labels are emitted before the search moves to the next frame (default: symbols_per_frame).
+
+    resume: the hypotheses the previous frames of these sequences left (a stream decoded chunk by chunk,
+    frame_offset frames so far); they go on as if the frames had come at once. Every returned hypothesis
+    keeps its prediction network state, so it can be resumed in turn."""
     max_symbols_per_frame = symbols_per_frame(model, max_symbols_per_frame)
     charge_blank_at_cap = not label_ends_frame(model, max_symbols_per_frame)
     joiner, predictor, blank = model.joiner, model.predictor, model.blank
     B, T, _ = enc.shape
     enc_proj = joiner.enc_proj(enc)
-    state = predictor.initial_state(B, enc.device)
-    out, state = predictor.step(torch.full((B,), blank, dtype=torch.long, device=enc.device), state)
-    pred_proj = joiner.pred_proj(out)
-    hyps = [Hypothesis([], []) for _ in range(B)]
+    start = resume or start_hypotheses(model, B, enc.device)
+    hyps = [Hypothesis(list(h.tokens), list(h.frames), h.score) for h in start]
+    state = predictor.stack_states([h.state for h in start])
+    pred_proj = torch.cat([h.pred_proj for h in start])
     lengths = enc_lens.to(enc.device)
     for t in range(T):
         pending = t < lengths  # sequences still emitting in this frame
@@ -102,7 +117,7 @@ def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor,
                 break
             for b in emit.nonzero()[:, 0].tolist():
                 hyps[b].tokens.append(int(best[b]))
-                hyps[b].frames.append(t)
+                hyps[b].frames.append(frame_offset + t)
             new_out, new_state = predictor.step(torch.where(emit, best, torch.full_like(best, blank)), state)
             state = predictor.merge_state(new_state, state, emit)
             pred_proj = torch.where(emit[:, None], joiner.pred_proj(new_out), pred_proj)
@@ -110,6 +125,9 @@ def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor,
             blank_scores = _log_probs(joiner, enc_proj[:, t], pred_proj)[:, blank]
             for b in pending.nonzero()[:, 0].tolist():
                 hyps[b].score += float(blank_scores[b])
+    for b, hyp in enumerate(hyps):
+        hyp.state = predictor.select_state(state, torch.tensor([b], device=enc.device))
+        hyp.pred_proj = pred_proj[b:b + 1]
     return hyps
 
 

@@ -7,7 +7,6 @@ used where the checkpoint keeps them.
 
 from __future__ import annotations
 
-import glob
 import os
 from dataclasses import dataclass
 
@@ -27,20 +26,12 @@ from rnnt.training.experiment import Experiment, load_experiment
 METHODS = ("greedy", "beam", "modified_beam", "ctc_greedy", "ctc_prefix_beam")  # ctc_*: the model's CTC head
 
 
-def default_checkpoint(exp_dir: str) -> str:
-    averaged = sorted(glob.glob(os.path.join(exp_dir, "avg-*.pt")), key=os.path.getmtime)
-    path = averaged[-1] if averaged else checkpoint.latest(exp_dir)
-    if path is None:
-        raise FileNotFoundError(f"{exp_dir}: no checkpoint (avg-*.pt, epoch-*.pt or step-*.pt)")
-    return path
-
-
 def load_model(exp_dir: str, checkpoint_path: str | None = None, use_ema: bool = True,
                device: str = "cpu") -> tuple[Experiment, Transducer, Tokenizer, str]:
     experiment = load_experiment(os.path.join(exp_dir, "config.yaml"))
     tokenizer = Tokenizer(experiment.paths.lang_dir)
     model = Transducer(experiment.model, tokenizer.vocab_size)
-    path = checkpoint_path or default_checkpoint(exp_dir)
+    path = checkpoint_path or checkpoint.for_decoding(exp_dir)
     state = checkpoint.load(path)
     model.load_state_dict(state["ema"] if use_ema and state.get("ema") is not None else state["model"])
     return experiment, model.to(device).eval(), tokenizer, path
@@ -60,19 +51,25 @@ def check_method(model, method: str) -> None:
 def decode_batch(model, feats, feat_lens, method: str = "greedy", beam: int = 4,
                  max_symbols_per_frame: int | None = None) -> list[Hypothesis]:
     """The best hypothesis for each utterance of a padded batch."""
+    return [nbest[0] for nbest in decode_batch_nbest(model, feats, feat_lens, method, beam, max_symbols_per_frame)]
+
+
+def decode_batch_nbest(model, feats, feat_lens, method: str = "greedy", beam: int = 4,
+                       max_symbols_per_frame: int | None = None) -> list[list[Hypothesis]]:
+    """For each utterance of a padded batch, its best hypotheses, best first: up to `beam` for the beam
+    searches, one for the greedy ones."""
     check_method(model, method)
     with torch.no_grad():
         enc, enc_lens = model.encode(feats, feat_lens)
         if method == "greedy":
-            return greedy_search(model, enc, enc_lens, max_symbols_per_frame)
+            return [[hyp] for hyp in greedy_search(model, enc, enc_lens, max_symbols_per_frame)]
         if method == "modified_beam":
-            return [nbest[0] for nbest in modified_beam_search(model, enc, enc_lens, beam)]
+            return modified_beam_search(model, enc, enc_lens, beam)
         if method == "ctc_greedy":
-            return ctc_greedy_search(model, enc, enc_lens)
+            return [[hyp] for hyp in ctc_greedy_search(model, enc, enc_lens)]
         if method == "ctc_prefix_beam":
-            return [ctc_prefix_beam_search(model, enc[b], int(enc_lens[b]), beam)[0] for b in range(enc.shape[0])]
-        return [beam_search(model, enc[b], int(enc_lens[b]), beam, max_symbols_per_frame)[0]
-                for b in range(enc.shape[0])]
+            return [ctc_prefix_beam_search(model, enc[b], int(enc_lens[b]), beam) for b in range(enc.shape[0])]
+        return [beam_search(model, enc[b], int(enc_lens[b]), beam, max_symbols_per_frame) for b in range(enc.shape[0])]
 
 
 def seconds_per_input_frame(experiment: Experiment) -> float:
@@ -106,6 +103,14 @@ class Transcript:
     text: str
     words: list[dict]
     score: float
+    nbest: list[dict] | None = None  # transcribe(nbest=True): every hypothesis the search kept, best first
+
+
+def nbest_entries(tokenizer: Tokenizer, hyps: list[Hypothesis], frame_seconds: float) -> list[dict]:
+    """Hypotheses as JSON-ready rows: text, log-probability score, and each unit with its time (seconds)."""
+    return [{"text": tokenizer.decode(h.tokens), "score": round(h.score, 4),
+             "tokens": [{"unit": tokenizer.symbols.get(t, "<unk>"), "id": t, "time": round(f * frame_seconds, 3)}
+                        for t, f in zip(h.tokens, h.frames)]} for h in hyps]
 
 
 class Transcriber:
@@ -128,9 +133,20 @@ class Transcriber:
         record = {"key": "audio", "waveform": resample(mono, rate, target), "sample_rate": target}
         return stages.features_of(record, self.experiment.data, self.cmvn, train=False, seed=0, epoch=0)
 
-    def transcribe(self, audio, method: str = "greedy", beam: int = 4) -> Transcript:
+    def transcribe(self, audio, method: str = "greedy", beam: int = 4, nbest: bool = False) -> Transcript:
         """audio: a path, bytes of a file, or (waveform (channels, samples) or (samples,), sample rate)."""
         feats = self.features(audio).to(self.device)
-        hyp = decode_batch(self.model, feats[None], torch.tensor([feats.shape[0]], device=self.device), method, beam)[0]
-        words = words_with_times(self.tokenizer, hyp, seconds_per_encoder_frame(self.experiment))
-        return Transcript(self.tokenizer.decode(hyp.tokens), words, hyp.score)
+        hyps = decode_batch_nbest(self.model, feats[None], torch.tensor([feats.shape[0]], device=self.device),
+                                  method, beam)[0]
+        best = hyps[0]
+        listed = nbest_entries(self.tokenizer, hyps, seconds_per_encoder_frame(self.experiment)) if nbest else None
+        return Transcript(self.tokenizer.decode(best.tokens), self.words(best), best.score, listed)
+
+    def words(self, hyp: Hypothesis) -> list[dict]:
+        return words_with_times(self.tokenizer, hyp, seconds_per_encoder_frame(self.experiment))
+
+    def stream(self):
+        """A rnnt.streaming.Stream: feed it audio chunks at the model's sample rate, read partial results."""
+        from rnnt.streaming import Stream
+
+        return Stream(self)

@@ -6,13 +6,15 @@ dir the list is in (data/test/text for data/test/data.list), else the transcript
 holds. An utterance that could not be decoded (unreadable audio, shorter than a frame) counts as all
 deletions, is named, and the WER line is marked [PARTIAL] ("decoded N of M").
 
-Writes <exp-dir>/decode-<set>-<method>[-<tag>]/: hyp (Kaldi text), ref (Kaldi text), recogs (ref and hyp per
-utterance), errs (the %WER line and details), wer (the %WER line). Prints the real-time factor:
-decoding seconds per second of audio (with --threads, per core).
+Writes <exp-dir>/decode-<set>-<method>[-<tag>]/ (rnnt.decode_results): hyp, ref, recogs, errs, wer, and
+with --nbest nbest.json, a JSON object a line: {"key", "hyps": [{"text", "score", "tokens": [{"unit",
+"id", "time"}]}]}, best first.
+Prints the real-time factor: decoding seconds per second of audio (with --threads, per core).
 """
 
 import argparse
 import dataclasses
+import json
 import os
 import sys
 import time
@@ -22,18 +24,9 @@ from tqdm import tqdm
 
 from rnnt.data.config import BatchConfig, FilterConfig
 from rnnt.data.pipeline import Pipeline
-from rnnt.data.sources import records
-from rnnt.datadir.table import read_table, write_table
-from rnnt.scoring import score
-from rnnt.transcriber import METHODS, check_method, decode_batch, load_model, seconds_per_input_frame
-
-
-def reference_texts(data_list: str, text: str | None) -> tuple[dict[str, str], str]:
-    """utt -> reference transcript, and where they came from."""
-    text = text or os.path.join(os.path.dirname(os.path.abspath(data_list)), "text")
-    if os.path.isfile(text):
-        return {key: line.value for key, line in read_table(text).items()}, text
-    return {record["key"]: record["txt"] for record in records(data_list)}, data_list
+from rnnt.decode_results import reference_texts, write_results
+from rnnt.transcriber import (METHODS, check_method, decode_batch_nbest, load_model, nbest_entries,
+                              seconds_per_encoder_frame, seconds_per_input_frame)
 
 
 def main() -> int:
@@ -51,6 +44,9 @@ def main() -> int:
     parser.add_argument("--tag", default="", help="appended to the output dir's name: which model was decoded "
                         "(recipes: avg<N>-epoch-<K> or epoch-<K>), so decodes of other models do not overwrite it")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--nbest", action="store_true",
+                        help="also write nbest.json: per utterance every hypothesis the search kept (up to --beam), "
+                             "with scores and unit times")
     parser.add_argument("--text", help="the reference Kaldi text (default: <the list's dir>/text if there, else the "
                         "transcripts in the list)")
     parser.add_argument("exp_dir")
@@ -77,39 +73,27 @@ def main() -> int:
         print(f"decode.py: {error}", file=sys.stderr)
         return 1
     pipeline = Pipeline(args.data_list, data, tokenizer, train=False)
-    frame_seconds = seconds_per_input_frame(experiment)
-    hyps = {}
+    frame_seconds, encoder_frame_seconds = seconds_per_input_frame(experiment), seconds_per_encoder_frame(experiment)
+    hyps, nbest = {}, []
     audio_seconds = decode_seconds = 0.0
     for batch in tqdm(pipeline.batches(), desc=f"decode {args.set_name}", unit="batch", file=sys.stderr):
         start = time.perf_counter()
-        results = decode_batch(model, batch["feats"].to(args.device), batch["feat_lens"].to(args.device),
-                               args.method, args.beam, args.max_symbols_per_frame)
+        results = decode_batch_nbest(model, batch["feats"].to(args.device), batch["feat_lens"].to(args.device),
+                                     args.method, args.beam, args.max_symbols_per_frame)
         decode_seconds += time.perf_counter() - start
         audio_seconds += float(batch["feat_lens"].sum()) * frame_seconds
-        for key, hyp in zip(batch["keys"], results):
-            hyps[key] = tokenizer.decode(hyp.tokens)
+        for key, hyp_list in zip(batch["keys"], results):
+            hyps[key] = tokenizer.decode(hyp_list[0].tokens)
+            if args.nbest:
+                nbest.append({"key": key, "hyps": nbest_entries(tokenizer, hyp_list, encoder_frame_seconds)})
     out = os.path.join(args.exp_dir, f"decode-{args.set_name}-{args.method}{f'-{args.tag}' if args.tag else ''}")
-    os.makedirs(out, exist_ok=True)
-    for key in sorted(set(hyps) - set(refs)):
-        print(f"decode.py: {key} has no reference in {refs_from}; not scored", file=sys.stderr)
-    hyps = {key: hyp for key, hyp in hyps.items() if key in refs}
-    for key in sorted(set(refs) - set(hyps)):
-        print(f"decode.py: {key} of {refs_from} was not decoded (audio unreadable, see above, or shorter than "
-              "a frame); scored as deleted words",
-              file=sys.stderr)
-    write_table(os.path.join(out, "hyp"), hyps.items())
-    write_table(os.path.join(out, "ref"), refs.items())
-    with open(os.path.join(out, "recogs"), "w", encoding="utf-8") as f:
-        for key in sorted(refs):
-            f.write(f"{key}:\tref={refs[key].split()}\n{key}:\thyp={hyps.get(key, '').split()}\n")
-    report = score(refs, hyps)
-    with open(os.path.join(out, "errs"), "w", encoding="utf-8") as f:
-        f.write(report.text())
-    with open(os.path.join(out, "wer"), "w", encoding="utf-8") as f:
-        f.write(report.wer_line + "\n")
+    report = write_results(out, refs, hyps, refs_from, "decode.py")
+    if args.nbest:
+        with open(os.path.join(out, "nbest.json"), "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in sorted(nbest, key=lambda r: r["key"]))
     threads = torch.get_num_threads()
     rtf = decode_seconds / max(audio_seconds, 1e-9)
-    print(f"decode.py: {out}: {report.wer_line}; decoded {len(hyps)} of {len(refs)} utterances, "
+    print(f"decode.py: {out}: {report.wer_line}; decoded {len(set(hyps) & set(refs))} of {len(refs)} utterances, "
           f"{audio_seconds:.1f} s of audio; "
           f"RTF {rtf:.4f} ({rtf * threads:.4f} per core, {threads} threads); checkpoint {os.path.basename(path)}")
     return 0

@@ -1,15 +1,32 @@
 #!/usr/bin/env python3
 """Transcribe audio files (wav, flac, ogg, ...; any sample rate; stereo is averaged) with a trained experiment.
 
-Prints '<file> <text>' a line, or with --json one JSON object a line ({"file", "text", "words"?});
---word-times adds each word's start and end in seconds.
+Prints '<file> <text>' a line, or with --json one JSON object a line ({"file", "text", "words"?,
+"nbest"?}); --word-times adds each word's start and end in seconds, --nbest every hypothesis the search
+kept ({"text", "score", "tokens": [{"unit", "id", "time"}]}, best first).
+
+--stream decodes as the audio arrives (greedy search, a unidirectional model) in memory that does not
+grow with the audio: the file is read and fed in chunks of --chunk-seconds (one at the model's sample
+rate block by block, so an hour-long recording is fine; word times count from its start), or '-' reads raw 16-bit little-endian mono PCM at the model's sample rate from
+stdin as it comes (a microphone: arecord -f S16_LE -r 16000 -c 1 | steps/transcribe.py --stream exp -).
+Each time the text changes a line '<file> [partial <seconds>s] <text>' is printed ({"final": false,
+"seconds"} with --json), then the final line as without --stream.
+
+--segment-seconds S decodes a long recording with any model (a bidirectional one too) in segments of
+at most S seconds cut at its quietest moments, reading the file block by block; word times count from
+the file's start.
 """
 
 import argparse
 import json
 import sys
 
-from rnnt.data.audio import AudioError
+import numpy as np
+import torch
+
+from rnnt.data.audio import AudioError, load_audio, to_mono
+from rnnt.data.resample import resample
+from rnnt.segmenting import file_blocks, transcribe_in_segments
 from rnnt.transcriber import METHODS, check_method, Transcriber
 
 
@@ -22,34 +39,94 @@ def main() -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", action="store_true", help="one JSON object a line")
     parser.add_argument("--word-times", action="store_true", help="add word start and end times")
+    parser.add_argument("--nbest", action="store_true", help="--json: add \"nbest\", every hypothesis the search "
+                        "kept (up to --beam) with its score and unit times")
+    parser.add_argument("--stream", action="store_true", help="decode chunk by chunk, printing partial results")
+    parser.add_argument("--chunk-seconds", type=float, default=0.1, help="--stream: audio per chunk (default 0.1)")
+    parser.add_argument("--segment-seconds", type=float, default=0,
+                        help="decode long recordings in segments of at most this long, cut at the quietest "
+                             "moments (any model; memory bounded by the segment); 0: the whole file at once")
     parser.add_argument("exp_dir")
     parser.add_argument("audio", nargs="+")
     args = parser.parse_args()
+    if args.stream and args.method != "greedy":
+        parser.error("--stream decodes with greedy search; leave --method out")
+    if args.nbest and (args.stream or args.segment_seconds or not args.json):
+        parser.error("--nbest needs --json, and a search that keeps several hypotheses (not --stream or "
+                     "--segment-seconds)")
     try:
         transcriber = Transcriber.from_exp_dir(args.exp_dir, args.checkpoint, args.device)
         check_method(transcriber.model, args.method)
+        if args.stream:
+            transcriber.stream()  # refused here, before any audio, if the model cannot stream
     except (OSError, ValueError, KeyError) as error:
         print(f"transcribe.py: {error}", file=sys.stderr)
         return 1
     failed = 0
     for path in args.audio:
         try:
-            result = transcriber.transcribe(path, args.method, args.beam)
+            if args.stream:
+                result = stream(transcriber, path, args)
+            elif args.segment_seconds > 0:
+                result = transcribe_in_segments(transcriber, path, args.segment_seconds, args.method, args.beam)
+            else:
+                result = transcriber.transcribe(path, args.method, args.beam, args.nbest)
         except (AudioError, OSError) as error:
             print(f"transcribe.py: {path}: cannot read audio ({error})", file=sys.stderr)
             failed += 1
             continue
-        if args.json:
-            row = {"file": path, "text": result.text}
-            if args.word_times:
-                row["words"] = result.words
-            print(json.dumps(row, ensure_ascii=False))
-        elif args.word_times:
-            words = " ".join(f"{w['word']}[{w['start']:.2f}-{w['end']:.2f}]" for w in result.words)
-            print(f"{path} {words}")
-        else:
-            print(f"{path} {result.text}")
+        print_result(path, result, args)
     return 1 if failed == len(args.audio) else 0
+
+
+def chunks(path: str, rate: int, seconds: float):
+    """Mono float chunks at the model's rate: a file (resampled) cut up, or raw PCM read from stdin."""
+    size = max(1, round(rate * seconds))
+    if path == "-":
+        odd = b""  # a sample split between two reads
+        while data := sys.stdin.buffer.read(2 * size):
+            data, odd = odd + data, b""
+            if len(data) % 2:
+                data, odd = data[:-1], data[-1:]
+            yield torch.from_numpy(np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768)
+        return
+    blocks, file_rate = file_blocks(path, seconds)
+    if file_rate == rate:  # read a block at a time: an hour-long file never sits in memory whole
+        yield from blocks
+        return
+    waveform, file_rate = load_audio(path)  # another rate: resampled as a whole
+    yield from resample(to_mono(waveform), file_rate, rate).split(size)
+
+
+def stream(transcriber, path: str, args):
+    stream = transcriber.stream()
+    shown, seconds = "", 0.0
+    for chunk in chunks(path, stream.sample_rate, args.chunk_seconds):
+        seconds += chunk.shape[0] / stream.sample_rate
+        partial = stream.accept(chunk)
+        if partial.text != shown:
+            shown = partial.text
+            if args.json:
+                print(json.dumps({"file": path, "text": shown, "final": False, "seconds": round(seconds, 3)},
+                                 ensure_ascii=False), flush=True)
+            else:
+                print(f"{path} [partial {seconds:.2f}s] {shown}", flush=True)
+    return stream.finish()
+
+
+def print_result(path: str, result, args) -> None:
+    if args.json:
+        row = {"file": path, "text": result.text}
+        if args.word_times:
+            row["words"] = result.words
+        if args.nbest:
+            row["nbest"] = result.nbest
+        print(json.dumps(row, ensure_ascii=False))
+    elif args.word_times:
+        words = " ".join(f"{w['word']}[{w['start']:.2f}-{w['end']:.2f}]" for w in result.words)
+        print(f"{path} {words}")
+    else:
+        print(f"{path} {result.text}")
 
 
 if __name__ == "__main__":

@@ -7,20 +7,26 @@ import pytest
 import soundfile
 import torch
 
-from rnnt.data.features import fbank, mel_matrix
+from rnnt.data.features import fbank, mel_matrix, num_frames
+from rnnt.data.streaming_fbank import StreamingFbank
 
 
-def knf_fbank(samples: np.ndarray, rate: int, bins: int) -> np.ndarray:
+def knf_fbank(samples: np.ndarray, rate: int, bins: int, sherpa_onnx: bool = False) -> np.ndarray:
+    """kaldi-native-fbank as Kaldi's compute-fbank runs it, or as sherpa-onnx does (its
+    FeatureExtractorConfig: no snip-edges, high-freq -400, samples in [-1, 1])."""
     import kaldi_native_fbank as knf
 
     opts = knf.FbankOptions()
     opts.frame_opts.dither = 0
     opts.frame_opts.samp_freq = rate
     opts.mel_opts.num_bins = bins
+    if sherpa_onnx:
+        opts.frame_opts.snip_edges = False
+        opts.mel_opts.high_freq = -400
     extractor = knf.OnlineFbank(opts)
-    extractor.accept_waveform(rate, (samples * 32768).tolist())  # Kaldi reads 16-bit sample values
+    extractor.accept_waveform(rate, (samples if sherpa_onnx else samples * 32768).tolist())
     extractor.input_finished()
-    return np.stack([extractor.get_frame(i) for i in range(extractor.num_frames_ready)])
+    return np.array([extractor.get_frame(i) for i in range(extractor.num_frames_ready)]).reshape(-1, bins)
 
 
 def real_audio(test_data):
@@ -29,15 +35,16 @@ def real_audio(test_data):
     return flacs + wavs
 
 
-def test_kaldi_preset_matches_kaldi_native_fbank(test_data):
+@pytest.mark.parametrize("preset", ["kaldi", "sherpa_onnx"])
+def test_kaldi_presets_match_kaldi_native_fbank(test_data, preset):
     """Cells agree within 1e-3 except a few low-energy bins, where float32 rounding in the oracle itself
     reaches 2e-3 (our float64 path differs from it by as much as our float32 path does)."""
     total = over = 0
     for path in real_audio(test_data):
         samples, rate = soundfile.read(path, dtype="float32")
         bins = 80 if rate == 16000 else 40
-        ours = fbank(torch.from_numpy(samples), rate, "kaldi", bins).numpy()
-        ref = knf_fbank(samples, rate, bins)
+        ours = fbank(torch.from_numpy(samples), rate, preset, bins).numpy()
+        ref = knf_fbank(samples, rate, bins, sherpa_onnx=preset == "sherpa_onnx")
         assert ours.shape == ref.shape, path
         diff = np.abs(ours - ref)
         assert diff.max() < 3e-3, path
@@ -51,6 +58,16 @@ def test_kaldi_frame_count_snips_edges():
     x = torch.randn(16000) * 0.1
     assert fbank(x, 16000).shape == (1 + (16000 - 400) // 160, 80)
     assert fbank(x[:399], 16000).shape == (0, 80)
+
+
+@pytest.mark.parametrize("samples", [0, 1, 79, 80, 250, 399, 16001])
+def test_sherpa_onnx_frames_mirror_short_signals_as_kaldi(samples):
+    """Without snip-edges even a signal shorter than a window has frames, its samples mirrored again
+    and again; num_frames agrees."""
+    x = (torch.randn(samples) * 0.1).numpy()
+    ours = fbank(torch.from_numpy(x), 16000, "sherpa_onnx").numpy()
+    assert ours.shape[0] == num_frames(samples, 16000, "sherpa_onnx") == (samples + 80) // 160
+    np.testing.assert_allclose(ours, knf_fbank(x, 16000, 80, sherpa_onnx=True), atol=3e-3)
 
 
 def test_mlperf_preset(test_data):
@@ -82,3 +99,29 @@ def test_bad_arguments():
         fbank(torch.zeros(16000), 16000, "htk")
     with pytest.raises(ValueError, match="mono waveform"):
         fbank(torch.zeros(2, 16000), 16000)
+
+
+@pytest.mark.parametrize("preset", ["kaldi", "sherpa_onnx"])
+def test_streaming_fbank_equals_fbank_of_the_whole_signal(test_data, preset):
+    """Pieces of random sizes (and signals shorter than a frame) give the frames of the whole signal,
+    keeping no more than about a frame of samples."""
+    samples, rate = soundfile.read(real_audio(test_data)[0], dtype="float32")
+    signal = torch.from_numpy(samples)
+    generator = torch.Generator().manual_seed(0)
+    for length in (len(signal), 10, 150, 399, 5000):
+        stream, pieces, start, kept = StreamingFbank(preset, rate), [], 0, 0
+        while start < length:
+            size = int(torch.randint(1, 700, (1,), generator=generator))
+            pieces.append(stream.accept(signal[start:min(start + size, length)]))
+            start += size
+            kept = max(kept, stream.buffer.shape[0])
+        pieces.append(stream.finish())
+        want = fbank(signal[:length], rate, preset)
+        assert torch.allclose(torch.cat(pieces), want, atol=1e-4), length
+        if length > 5000:
+            assert kept < 2 * 400 + 700
+
+
+def test_streaming_fbank_refuses_whole_utterance_presets():
+    with pytest.raises(ValueError, match="mlperf cannot stream"):
+        StreamingFbank("mlperf", 16000)

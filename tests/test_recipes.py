@@ -146,12 +146,13 @@ def words_in(text_file: Path) -> int:
 
 
 def test_an4_end_to_end_short_schedule(test_data, tmp_path):
-    """egs/an4 from the corpus to the %WER lines with conf/ci.yaml (the recipe's model, unidirectional,
-    12 epochs, 3.5 minutes): every test utterance scored, and a WER that a model ignoring the audio
-    (the transcripts' prior: over 100%) cannot reach."""
+    """egs/an4 from the corpus to the %WER lines with conf/ci.yaml (conf/deploy.yaml made fast, 12 epochs,
+    a few minutes): every test utterance scored, a WER that a model ignoring the audio (the transcripts'
+    prior: over 100%) cannot reach, and the model exported and run in sherpa-onnx, offline and streaming,
+    with our greedy search's WER and transcripts."""
     recipe = copy_recipe("an4", tmp_path)
     out = run_recipe(recipe, "--corpus-dir", str(test_data / "an4"), "--train-config", "conf/ci.yaml",
-                     "--exp", "exp/ci", "--average", "3")
+                     "--exp", "exp/ci", "--average", "3", "--deploy", "offline streaming")
     assert out.returncode == 0, out.stderr[-3000:]
     data = recipe / "data"
     for name, count in (("train", 849), ("dev", 99), ("test", 130)):
@@ -168,6 +169,18 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
             line = results[f"an4 {set_name} {method}"]
             assert f"/ {words_in(data / set_name / 'text')}," in line, line
             assert wer_of(line) <= 60.0, line  # measured here: dev 40.4, test 36.1 (greedy)
+        greedy = wer_of(results[f"an4 {set_name} greedy"])
+        # the same model in sherpa-onnx; streaming, fed 0.1 s chunks, it ends with silence instead of the
+        # zeros that pad a last partial stacked frame offline: a few last words may differ
+        for kind, bound in (("offline", 0.1), ("streaming", 1.0)):
+            line = results[f"an4 {set_name} sherpa_onnx_{kind}"]
+            assert f"/ {words_in(data / set_name / 'text')}," in line, line
+            assert abs(wer_of(line) - greedy) <= bound, line
+        utterances = len((data / set_name / "text").read_text().splitlines())
+        summary = next(x for x in out.stdout.splitlines()
+                       if x.startswith("decode_sherpa_onnx.py:") and f"decode-{set_name}-sherpa_onnx_offline" in x)
+        identical = int(re.search(r"; (\d+) of (\d+) transcripts identical", summary).group(1))
+        assert identical >= 0.99 * utterances, summary
 
 
 def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
@@ -209,3 +222,19 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
             wer = (recipe / "exp" / "tiny" / f"decode-{set_name}-{method}-avg2-epoch-2" / "wer").read_text()
             assert f"/ {words_in(data / set_name / 'text')}," in wer
             assert f"speechocean762 {set_name} {method} (avg2-epoch-2): {wer.strip()}" in out.stdout
+    # conf/deploy.yaml, as tiny, beside it: exported offline and streaming, and decoded in sherpa-onnx
+    deploy = yaml.safe_load((recipe / "conf" / "deploy.yaml").read_text())
+    deploy["model"]["encoder"].update(hidden=32, pre_layers=1, post_layers=1)
+    deploy["model"]["predictor"]["embed_dim"] = 16
+    deploy["model"]["joiner"]["hidden"] = 32
+    deploy["train"].update(epochs=2, log_every=1)
+    (recipe / "conf" / "deploy_tiny.yaml").write_text(yaml.safe_dump(deploy))
+    out = run_recipe(recipe, "--corpus-dir", str(corpus), "--train-config", "conf/deploy_tiny.yaml", "--exp",
+                     "exp/deploy", "--dev-speakers", "2", "--vocab-size", "40", "--average", "2", "--methods", "greedy",
+                     "--deploy", "offline streaming")
+    assert out.returncode == 0, out.stderr[-3000:]
+    for kind in ("offline", "streaming"):
+        assert (recipe / "exp" / "deploy" / f"onnx-{kind}-avg2-epoch-2" / "sherpa-onnx.json").is_file()
+        for set_name in ("dev", "test"):
+            line = next(x for x in out.stdout.splitlines() if x.startswith(f"speechocean762 {set_name} sherpa_onnx_{kind} "))
+            assert f"/ {words_in(data / set_name / 'text')}," in line, line

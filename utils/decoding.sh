@@ -2,6 +2,12 @@
 #   model_to_decode STAGE EXP AVERAGE          sets $checkpoint and $model_tag; stage STAGE averages
 #   decode_stage STAGE EXP SET METHOD [OPTIONS] decodes data/SET/data.list (OPTIONS go to decode.py)
 #   decode_result LABEL EXP SET METHOD          prints "LABEL <%WER line>", or why there is none
+#   export_stage STAGE EXP KIND                 exports the model for sherpa-onnx (KIND offline or streaming)
+#                                               to EXP/onnx-KIND-<model_tag>
+#   sherpa_onnx_decode_stage STAGE EXP SET KIND decodes data/SET/data.list with that export in sherpa-onnx
+#                                               (method sherpa_onnx_KIND for decode_result), counting the
+#                                               transcripts identical to our greedy search's where decoded
+#   deploy_stages STAGE EXP "KINDS" "SETS"      both for each kind: exports at STAGE, decodes at STAGE + 1
 # model_to_decode: with AVERAGE > 0, stage STAGE averages the last AVERAGE epoch checkpoints of EXP
 # (fewer if fewer were trained) into EXP/avg-N.pt, and model_tag is avgN-epoch-K (K: the newest epoch
 # averaged); with 0, the newest epoch, model_tag epoch-K. The tag names the average and decode stages'
@@ -61,4 +67,39 @@ decode_result() {
   else
     echo "$label not decoded yet ($wer_file missing)"
   fi
+}
+
+export_stage() {
+  local stage_n=$1 exp=$2 kind=$3 option=
+  case $kind in
+    offline) ;;
+    streaming) option=--streaming ;;
+    *) echo "export_stage: unknown export kind '$kind' (offline or streaming)" >&2; return 1 ;;
+  esac
+  if stage_wanted "$stage_n" "export-$kind-$model_tag" "$exp" -- "$checkpoint"; then
+    steps/export_onnx.py $option --checkpoint "$checkpoint" "$exp" "$exp/onnx-$kind-$model_tag"
+    stage_done "$stage_n" "export-$kind-$model_tag" "$exp"
+  fi
+}
+
+sherpa_onnx_decode_stage() {
+  local stage_n=$1 exp=$2 set=$3 kind=$4 compare=()
+  local onnx=$exp/onnx-$kind-$model_tag ours=$exp/decode-$set-greedy-$model_tag
+  [ -f "$ours/hyp" ] && compare=(--compare "$ours")
+  if stage_wanted "$stage_n" "decode-$set-sherpa_onnx_$kind-$model_tag" "$exp" -- "$onnx" "data/$set/data.list" \
+      "data/$set/text"; then
+    steps/decode_sherpa_onnx.py "${compare[@]}" "$onnx" "data/$set/data.list" \
+      "$exp/decode-$set-sherpa_onnx_$kind-$model_tag"
+    stage_done "$stage_n" "decode-$set-sherpa_onnx_$kind-$model_tag" "$exp"
+  fi
+}
+
+deploy_stages() {
+  local stage_n=$1 exp=$2 kinds=$3 sets=$4 kind set
+  for kind in $kinds; do
+    export_stage "$stage_n" "$exp" "$kind"
+    for set in $sets; do
+      sherpa_onnx_decode_stage $((stage_n + 1)) "$exp" "$set" "$kind"
+    done
+  done
 }

@@ -17,11 +17,16 @@ nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
 methods="greedy modified_beam ctc_prefix_beam"  # ctc_*: the CTC head (conf/deepspeech.yaml: --methods "ctc_greedy ctc_prefix_beam")
 test_sets="dev test"
+deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/an4] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--vocab-size N] [--dev-speakers N] [--nj N] [--average N]
   [--methods \"greedy modified_beam beam ctc_greedy ctc_prefix_beam\"] [--test-sets \"dev test\"]
-Stages: 0 download, 1 data dirs, 2 shards, 3 BPE units, 4 train, 5 average, 6 decode and score.
-Example: ./run.sh --corpus-dir ../../../shared/data/an4"
+  [--deploy \"offline streaming\"]
+Stages: 0 download, 1 data dirs, 2 shards, 3 BPE units, 4 train, 5 average, 6 decode and score,
+7 export to ONNX (--deploy), 8 decode and score the export in sherpa-onnx.
+Examples: ./run.sh --corpus-dir ../../../shared/data/an4
+  ./run.sh --corpus-dir ../../../shared/data/an4 --train-config conf/deploy.yaml --exp exp/deploy \\
+    --methods greedy --deploy \"offline streaming\""
 
 . ./path.sh
 . utils/parse_options.sh
@@ -69,7 +74,8 @@ for method in $methods; do
     decode_stage 6 "$exp" "$set" "$method"
   done
 done
-for method in $methods; do
+deploy_stages 7 "$exp" "$deploy" "$test_sets"  # with --deploy: export (7), decode in sherpa-onnx (8)
+for method in $methods $(for kind in $deploy; do echo "sherpa_onnx_$kind"; done); do
   for set in $test_sets; do
     decode_result "an4 $set $method${model_tag:+ ($model_tag)}:" "$exp" "$set" "$method"
   done

@@ -18,12 +18,16 @@ dev_speakers=10
 nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
 methods="greedy modified_beam"
+deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/speechocean762] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--vocab-size N] [--dev-speakers N] [--nj N] [--average N]
-  [--methods \"greedy modified_beam beam\"]
+  [--methods \"greedy modified_beam beam\"] [--deploy \"offline streaming\"]
 Stages: 0 download, 1 data dirs, 2 shards, 3 BPE units, 4 train, 5 average, 6 decode and score
-(dev, and test when the corpus has its test/ half).
-Example: ./run.sh --corpus-dir ../../../shared/data/speechocean762"
+(dev, and test when the corpus has its test/ half), 7 export to ONNX (--deploy), 8 decode and score the
+export in sherpa-onnx.
+Examples: ./run.sh --corpus-dir ../../../shared/data/speechocean762
+  ./run.sh --corpus-dir ../../../shared/data/speechocean762 --train-config conf/deploy.yaml --exp exp/deploy \\
+    --methods greedy --deploy \"offline streaming\""
 
 . ./path.sh
 . utils/parse_options.sh
@@ -74,7 +78,8 @@ for method in $methods; do
     decode_stage 6 "$exp" "$set" "$method"
   done
 done
-for method in $methods; do
+deploy_stages 7 "$exp" "$deploy" "$test_sets"  # with --deploy: export (7), decode in sherpa-onnx (8)
+for method in $methods $(for kind in $deploy; do echo "sherpa_onnx_$kind"; done); do
   for set in $test_sets; do
     decode_result "speechocean762 $set $method${model_tag:+ ($model_tag)}:" "$exp" "$set" "$method"
   done

@@ -5,6 +5,10 @@ Presets:
           (snip-edges), DC removed per frame, pre-emphasis 0.97, Povey window, FFT of the next power of
           two, power spectrum, HTK-style mel bins from 20 Hz to Nyquist, natural log; samples scaled to
           the 16-bit range as Kaldi reads them. No dither unless asked.
+  sherpa_onnx: what sherpa-onnx computes before its models (kaldi-native-fbank with sherpa-onnx's
+          settings): Kaldi's numerics on samples in [-1, 1], frames centred on every 10 ms with the
+          signal mirrored at its edges (no snip-edges: frames = (samples + 80) // 160 at 16 kHz), mel
+          bins from 20 Hz to 400 Hz below Nyquist. A model trained on it runs in sherpa-onnx as it is.
   mlperf: the MLPerf RNN-T reference: pre-emphasis 0.97, dither 1e-5 in training, 20 ms Hann window every
           10 ms, 512-point centred STFT, power spectrum, Slaney mel bins 0 Hz to Nyquist, log(x + 2^-24),
           then each bin normalised to zero mean and unit variance over the utterance.
@@ -27,7 +31,9 @@ class FbankPreset:
     window: str  # povey or hann
     mel_scale: str  # htk or slaney
     low_hz: float
-    snip_edges: bool  # frames inside the signal only (Kaldi) or centred with reflection (STFT)
+    high_hz: float  # <= 0: that far below Nyquist (Kaldi's high-freq)
+    framing: str  # snip: frames inside the signal (Kaldi); mirrored: centred, edges mirrored (Kaldi
+    # without snip-edges); stft: centred, edges reflected (torch.stft(center=True))
     remove_dc: bool
     int16_scale: bool
     log_floor: str  # 'max-eps' (Kaldi) or 'add-2^-24' (MLPerf)
@@ -36,8 +42,11 @@ class FbankPreset:
 
 
 PRESETS = {
-    "kaldi": FbankPreset(25.0, 10.0, None, "povey", "htk", 20.0, True, True, True, "max-eps", False, 0.0),
-    "mlperf": FbankPreset(20.0, 10.0, 512, "hann", "slaney", 0.0, False, False, False, "add-2^-24", True, 1e-5),
+    "kaldi": FbankPreset(25.0, 10.0, None, "povey", "htk", 20.0, 0.0, "snip", True, True, "max-eps", False, 0.0),
+    "sherpa_onnx": FbankPreset(25.0, 10.0, None, "povey", "htk", 20.0, -400.0, "mirrored", True, False, "max-eps",
+                               False, 0.0),
+    "mlperf": FbankPreset(20.0, 10.0, 512, "hann", "slaney", 0.0, 0.0, "stft", False, False, "add-2^-24", True,
+                          1e-5),
 }
 
 
@@ -56,9 +65,11 @@ def _slaney_hz(mel):
 
 
 @lru_cache(maxsize=16)
-def mel_matrix(sample_rate: int, n_fft: int, n_mels: int, low_hz: float, scale: str) -> torch.Tensor:
-    """(n_fft // 2 + 1, n_mels) triangular filters over the power-spectrum bins."""
-    high_hz = sample_rate / 2.0
+def mel_matrix(sample_rate: int, n_fft: int, n_mels: int, low_hz: float, scale: str,
+               high_hz: float = 0.0) -> torch.Tensor:
+    """(n_fft // 2 + 1, n_mels) triangular filters over the power-spectrum bins, from low_hz to high_hz
+    (<= 0: that far below Nyquist)."""
+    high_hz = high_hz if high_hz > 0 else sample_rate / 2.0 + high_hz
     bin_hz = torch.arange(n_fft // 2 + 1, dtype=torch.float64) * sample_rate / n_fft
     if scale == "htk":
         # Kaldi: triangles evenly spaced in mel, weights linear in mel; the Nyquist bin is left out.
@@ -87,9 +98,28 @@ def _window(kind: str, length: int, dtype: torch.dtype, scale: float = 1.0) -> t
 
 
 @lru_cache(maxsize=16)
-def _mel(sample_rate: int, n_fft: int, n_mels: int, low_hz: float, scale: str, dtype: torch.dtype) -> torch.Tensor:
+def _mel(sample_rate: int, n_fft: int, n_mels: int, low_hz: float, scale: str, high_hz: float,
+         dtype: torch.dtype) -> torch.Tensor:
     """mel_matrix with every row repeated: rows 2k and 2k+1 weight the real and imaginary squares of bin k."""
-    return mel_matrix(sample_rate, n_fft, n_mels, low_hz, scale).repeat_interleave(2, dim=0).to(dtype)
+    return mel_matrix(sample_rate, n_fft, n_mels, low_hz, scale, high_hz).repeat_interleave(2, dim=0).to(dtype)
+
+
+def _mirrored(x: torch.Tensor, frame: int, shift: int) -> torch.Tensor:
+    """The signal as Kaldi frames it without snip-edges: frame i centred on i * shift + shift // 2, the
+    signal mirrored at both edges (x[-1] = x[0], x[n] = x[n-1]), (samples + shift // 2) // shift frames.
+    Returns the samples those frames span, so that snip-edges framing of it gives exactly those frames."""
+    count = (x.shape[0] + shift // 2) // shift
+    if count == 0:
+        return x[:0]
+    start = shift // 2 - frame // 2
+    return x[mirror_index(torch.arange(start, start + (count - 1) * shift + frame, device=x.device), x.shape[0])]
+
+
+def mirror_index(index: torch.Tensor, samples: int) -> torch.Tensor:
+    """Positions before and after a signal of `samples` samples mapped into it as Kaldi mirrors them
+    (-1 -> 0, samples -> samples - 1, and so on back and forth)."""
+    index = index % (2 * samples)
+    return torch.where(index < samples, index, 2 * samples - 1 - index)
 
 
 def _kaldi_frames(x: torch.Tensor, frame: int, shift: int, window: torch.Tensor, remove_dc: bool,
@@ -124,18 +154,18 @@ def _centred_frames(x: torch.Tensor, frame: int, shift: int, n_fft: int) -> torc
     return x.unfold(0, n_fft, shift)[:, offset:offset + frame]
 
 
-def fbank(waveform: torch.Tensor, sample_rate: int, preset: str = "kaldi", num_mel_bins: int = 80,
+def fbank(waveform: torch.Tensor, sample_rate: int, preset: str | FbankPreset = "kaldi", num_mel_bins: int = 80,
           dither: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
     """(frames, num_mel_bins) log-mel features of a mono waveform (samples,) in [-1, 1].
 
     dither: amplitude of Gaussian noise added first (None: the preset's training default is NOT
     applied; pass it explicitly in training); 0 for evaluation.
     """
-    if preset not in PRESETS:
+    if not isinstance(preset, FbankPreset) and preset not in PRESETS:
         raise ValueError(f"unknown fbank preset '{preset}'; choose from {sorted(PRESETS)}")
     if waveform.dim() != 1:
         raise ValueError(f"fbank expects a mono waveform (samples,), got shape {tuple(waveform.shape)}")
-    p = PRESETS[preset]
+    p = preset if isinstance(preset, FbankPreset) else PRESETS[preset]
     x = waveform if waveform.dtype == torch.float64 else waveform.float()
     # Kaldi works on 16-bit sample values; every step before the power spectrum is linear, so the
     # scale rides on the window instead of costing a pass over the signal. Dither is in those units.
@@ -145,18 +175,19 @@ def fbank(waveform: torch.Tensor, sample_rate: int, preset: str = "kaldi", num_m
     frame = round(sample_rate * p.frame_ms / 1000)
     shift = round(sample_rate * p.shift_ms / 1000)
     n_fft = p.n_fft or 1 << (frame - 1).bit_length()
-    if not p.snip_edges:  # MLPerf pre-emphasises the whole signal before framing
+    if p.framing == "stft":  # MLPerf pre-emphasises the whole signal before framing
         x = torch.cat([x[:1], x[1:] - 0.97 * x[:-1]])
-    if p.snip_edges:
-        frames = _kaldi_frames(x, frame, shift, _window(p.window, frame, x.dtype, scale), p.remove_dc, n_fft)
-    else:
         frames = _centred_frames(x, frame, shift, n_fft) * _window(p.window, frame, x.dtype, scale)
+    else:
+        if p.framing == "mirrored":
+            x = _mirrored(x, frame, shift)
+        frames = _kaldi_frames(x, frame, shift, _window(p.window, frame, x.dtype, scale), p.remove_dc, n_fft)
     if frames.shape[0] == 0:  # shorter than one frame
         return x.new_zeros((0, num_mel_bins))
     # |X|^2 = re^2 + im^2: the squared (re, im) pairs, side by side, meet a mel matrix with each row
     # twice, so the sum over the pair happens inside the matmul.
     squares = torch.view_as_real(torch.fft.rfft(frames, n=n_fft)).square_().reshape(frames.shape[0], -1)
-    mel = squares @ _mel(sample_rate, n_fft, num_mel_bins, p.low_hz, p.mel_scale, squares.dtype)
+    mel = squares @ _mel(sample_rate, n_fft, num_mel_bins, p.low_hz, p.mel_scale, p.high_hz, squares.dtype)
     if p.log_floor == "max-eps":
         feats = mel.clamp_min_(torch.finfo(torch.float32).eps).log_()  # Kaldi's floor is FLT_EPSILON
     else:
@@ -171,6 +202,8 @@ def num_frames(num_samples: int, sample_rate: int, preset: str = "kaldi") -> int
     p = PRESETS[preset]
     frame = round(sample_rate * p.frame_ms / 1000)
     shift = round(sample_rate * p.shift_ms / 1000)
-    if not p.snip_edges:
+    if p.framing == "stft":
         return 1 + num_samples // shift
+    if p.framing == "mirrored":
+        return (num_samples + shift // 2) // shift
     return 0 if num_samples < frame else 1 + (num_samples - frame) // shift

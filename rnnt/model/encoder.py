@@ -83,6 +83,17 @@ class LSTMStack(torch.nn.Module):
             x = self.dropout(norm(x))
         return x
 
+    def stream(self, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor):
+        """The next frames x (B, T, input_dim) of unpadded sequences, from the states (h, c) the previous
+        frames left, each (layers, B, hidden) -> (B, T, output_dim) and the new (h, c)."""
+        new_h, new_c = [], []
+        for i, (lstm, norm) in enumerate(zip(self.lstms, self.norms)):
+            x, (h_i, c_i) = lstm(x, (h[i:i + 1], c[i:i + 1]))
+            x = self.dropout(norm(x))
+            new_h.append(h_i)
+            new_c.append(c_i)
+        return x, torch.cat(new_h), torch.cat(new_c)
+
 
 class Encoder(torch.nn.Module):
     def __init__(self, config: EncoderConfig):
@@ -107,17 +118,49 @@ class Encoder(torch.nn.Module):
             return self.pre.output_dim * self.config.stack_time
         return (self.frontend.output_dim if self.frontend else self.config.input_dim) * self.config.stack_time
 
+    @property
+    def can_stream(self) -> bool:
+        return not self.config.bidirectional and self.frontend is None
+
+    @property
+    def layers(self) -> int:
+        return self.config.pre_layers + self.config.post_layers
+
+    def normalise_input(self, feats: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+        """The input batch norm; in training its statistics are those of the valid frames only."""
+        if self.input_norm is None:
+            return feats
+        if self.training and valid is not None:
+            normed = torch.zeros_like(feats)
+            normed[valid] = self.input_norm(feats[valid])
+            return normed
+        return self.input_norm(feats.transpose(1, 2)).transpose(1, 2)  # frame by frame: padding is harmless
+
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """feats (B, T, input_dim) -> (B, T', output_dim), with T' = ceil(T / stack_time); output frames past
         a sequence's new length are not zeroed (every consumer masks by length)."""
         valid = torch.arange(feats.shape[1], device=feats.device)[None, :] < lengths.to(feats.device)[:, None]
-        if self.input_norm is not None:  # statistics of the real frames only, not of the padding
-            normed = torch.zeros_like(feats)
-            normed[valid] = self.input_norm(feats[valid])
-            feats = normed
+        feats = self.normalise_input(feats, valid)
         if self.frontend is not None:  # padding is zero here, as when a sequence is alone
             feats, lengths = self.frontend(feats.masked_fill(~valid[..., None], 0.0), lengths.to(feats.device))
             valid = torch.arange(feats.shape[1], device=feats.device)[None, :] < lengths[:, None]
         # StackTime joins a sequence's last frames with the ones after its length: zeros, as when alone.
         x, stacked_lengths = self.stack(self.pre(feats, lengths).masked_fill(~valid[..., None], 0.0), lengths)
         return self.post(x, stacked_lengths), stacked_lengths
+
+    def initial_state(self, batch: int, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+        """The streaming state before any audio: (h, c), each (pre_layers + post_layers, batch, hidden)."""
+        zeros = torch.zeros(self.layers, batch, self.config.hidden, device=device)
+        return zeros, zeros.clone()
+
+    def stream(self, feats: torch.Tensor, h: torch.Tensor, c: torch.Tensor):
+        """The next input frames of unpadded sequences (B, T, input_dim) and the state the frames before
+        left -> (B, ceil(T / stack_time), output_dim) and the new state. Chunks whose lengths are multiples
+        of stack_time, then any last one, give what forward() gives for the whole sequence."""
+        if not self.can_stream:
+            raise ValueError("a bidirectional encoder or one with a convolutional front end cannot stream")
+        pre = self.config.pre_layers
+        x, h_pre, c_pre = self.pre.stream(self.normalise_input(feats), h[:pre], c[:pre])
+        x, _ = self.stack(x, torch.zeros(1, dtype=torch.long))  # lengths: all frames are real here
+        x, h_post, c_post = self.post.stream(x, h[pre:], c[pre:])
+        return x, torch.cat([h_pre, h_post]), torch.cat([c_pre, c_post])

@@ -126,8 +126,12 @@ class StatelessPredictor(Predictor):
 
     def step(self, tokens: torch.Tensor, state) -> tuple[torch.Tensor, object]:
         history = torch.cat([state[:, 1:], tokens[:, None]], dim=1)
+        return self.from_history(history), history
+
+    def from_history(self, history: torch.Tensor) -> torch.Tensor:
+        """The output after the last `context` labels (B, context), oldest first -> (B, output_dim)."""
         x = self.embedding(history).transpose(1, 2)  # (B, E, context)
-        return torch.relu(self.conv(x))[:, :, 0], history
+        return torch.relu(self.conv(x))[:, :, 0]
 
     def select_state(self, state, index: torch.Tensor):
         return state[index]

@@ -21,8 +21,10 @@ class StackTime(torch.nn.Module):
         if self.factor == 1:
             return x, lengths
         B, T, D = x.shape
-        out_T = -(-T // self.factor)
-        x = torch.nn.functional.pad(x, (0, 0, 0, out_T * self.factor - T))
+        out_T = (T + self.factor - 1) // self.factor
+        # zeros of a fixed size, then a slice: no padding amount computed from T, so a traced (ONNX)
+        # graph stays right for every length
+        x = torch.cat([x, x.new_zeros(B, self.factor - 1, D)], dim=1)[:, :out_T * self.factor]
         return x.reshape(B, out_T, self.factor * D), torch.div(lengths + self.factor - 1, self.factor,
                                                                rounding_mode="floor")
 

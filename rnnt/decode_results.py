@@ -1,0 +1,48 @@
+"""What a decoding run leaves in its decode dir, scored against every reference (steps/decode.py with
+our searches, steps/decode_sherpa_onnx.py with an exported model): hyp and ref (Kaldi text), recogs (ref
+and hyp per utterance), errs (the %WER line and details), wer (the %WER line).
+
+Every utterance of the references is scored: one that was not decoded counts as all deletions and is
+named, and the WER line is marked [PARTIAL] ("decoded N of M").
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from rnnt.data.sources import records
+from rnnt.datadir.table import read_table, write_table
+from rnnt.scoring import score
+
+
+def reference_texts(data_list: str, text: str | None) -> tuple[dict[str, str], str]:
+    """utt -> reference transcript (those of `text`, by default the Kaldi text beside the list, else the
+    transcripts in the list), and where they came from."""
+    text = text or os.path.join(os.path.dirname(os.path.abspath(data_list)), "text")
+    if os.path.isfile(text):
+        return {key: line.value for key, line in read_table(text).items()}, text
+    return {record["key"]: record["txt"] for record in records(data_list)}, data_list
+
+
+def write_results(out: str, refs: dict[str, str], hyps: dict[str, str], refs_from: str, tool: str):
+    """Writes the decode dir out; returns the score report. Utterances decoded without a reference and
+    references not decoded are named on stderr."""
+    os.makedirs(out, exist_ok=True)
+    for key in sorted(set(hyps) - set(refs)):
+        print(f"{tool}: {key} has no reference in {refs_from}; not scored", file=sys.stderr)
+    hyps = {key: hyp for key, hyp in hyps.items() if key in refs}
+    for key in sorted(set(refs) - set(hyps)):
+        print(f"{tool}: {key} of {refs_from} was not decoded (audio unreadable, see above, or shorter than "
+              "a frame); scored as deleted words", file=sys.stderr)
+    write_table(os.path.join(out, "hyp"), hyps.items())
+    write_table(os.path.join(out, "ref"), refs.items())
+    with open(os.path.join(out, "recogs"), "w", encoding="utf-8") as f:
+        for key in sorted(refs):
+            f.write(f"{key}:\tref={refs[key].split()}\n{key}:\thyp={hyps.get(key, '').split()}\n")
+    report = score(refs, hyps)
+    with open(os.path.join(out, "errs"), "w", encoding="utf-8") as f:
+        f.write(report.text())
+    with open(os.path.join(out, "wer"), "w", encoding="utf-8") as f:
+        f.write(report.wer_line + "\n")
+    return report

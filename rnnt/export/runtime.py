@@ -1,0 +1,43 @@
+"""Running an export of steps/export_onnx.py in sherpa-onnx: the recognizer its sherpa-onnx.json
+describes, and one utterance through it as an application would feed it."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+
+def load_recognizer(onnx_dir: str, threads: int):
+    """The recognizer sherpa-onnx.json describes, its paths made absolute; and whether it streams."""
+    import sherpa_onnx
+
+    with open(os.path.join(onnx_dir, "sherpa-onnx.json"), encoding="utf-8") as f:
+        args = json.load(f)
+    for key in ("encoder", "decoder", "joiner", "tokens"):
+        args[key] = os.path.join(onnx_dir, args[key])
+    streaming = args.get("model_type") == "lstm"
+    kind = sherpa_onnx.OnlineRecognizer if streaming else sherpa_onnx.OfflineRecognizer
+    return kind.from_transducer(**args, num_threads=threads), streaming, args["sample_rate"]
+
+
+def recognise(recognizer, streaming: bool, samples: np.ndarray, rate: int, chunk: float, tail: float) -> str:
+    """The text of one utterance (float samples at the model's rate). Streaming, it is fed `chunk` seconds
+    at a time and then `tail` seconds of silence: sherpa-onnx encodes a chunk only once frames after it
+    have come, so without the tail the last words would never be decoded."""
+    stream = recognizer.create_stream()
+    if not streaming:
+        stream.accept_waveform(rate, samples)
+        recognizer.decode_stream(stream)
+        return stream.result.text
+    size = max(1, round(chunk * rate))
+    padded = np.concatenate([samples, np.zeros(round(tail * rate), dtype=np.float32)])
+    for start in range(0, len(padded), size):
+        stream.accept_waveform(rate, padded[start:start + size])
+        while recognizer.is_ready(stream):
+            recognizer.decode_stream(stream)
+    stream.input_finished()
+    while recognizer.is_ready(stream):
+        recognizer.decode_stream(stream)
+    return recognizer.get_result(stream)

@@ -1,0 +1,197 @@
+"""A trained transducer as the files sherpa-onnx loads: encoder.onnx, decoder.onnx, joiner.onnx,
+tokens.txt, and sherpa-onnx.json, the keyword arguments of sherpa_onnx.OfflineRecognizer.from_transducer
+(streaming: OnlineRecognizer.from_transducer) with paths relative to the output dir.
+
+What sherpa-onnx runs, and so what a model must be to be exported (anything else is refused, never
+silently changed):
+  - its own fbank: the `sherpa_onnx` feature preset (rnnt.data.features);
+  - a stateless prediction network over the last `context_size` labels, blank id 0;
+  - greedy search with at most one symbol per frame (a modified transducer decodes the same with ours);
+  - streaming: its LSTM transducer type, h and c of (layers, N, hidden), chunks of T fbank frames: a
+    unidirectional encoder without a convolutional front end, and stacking without overlap.
+The graphs are checked against the PyTorch model in onnxruntime on inputs of other lengths than the
+ones traced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from rnnt.data import stages
+from rnnt.data.tokenizer import BLANK, SPACE, UNK
+from rnnt.export.graphs import Decoder, Joiner, OfflineEncoder, StreamingEncoder
+from rnnt.model.feature_frontend import FeatureFrontEnd
+from rnnt.transcriber import load_model
+
+OPSET = 17
+AUTHOR = "rnnt-recipes"
+
+
+class NotExportable(ValueError):
+    """The model cannot be represented in what sherpa-onnx runs; the message says what and why."""
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    streaming: bool = False
+    chunk_frames: int = 0  # streaming: fbank frames per encoder call (0: the smallest whole chunk)
+    int8: bool = False
+
+
+def refusals(experiment, model, options: ExportOptions) -> list[str]:
+    """Why the model cannot be exported as asked; empty when it can."""
+    data, why = experiment.data, []
+    if not model.is_transducer:
+        why.append("a CTC model (loss.type: ctc) has no prediction and joint network for sherpa-onnx's transducer")
+    elif model.config.predictor.kind != "stateless":
+        why.append(f"predictor.kind is {model.config.predictor.kind}: sherpa-onnx runs a stateless prediction "
+                   "network over the last context_size labels; train with predictor: {kind: stateless}")
+    if data.features.preset != "sherpa_onnx":
+        why.append(f"data.features.preset is {data.features.preset}: sherpa-onnx computes its own fbank, which the "
+                   "sherpa_onnx preset reproduces; train with features: {preset: sherpa_onnx}")
+    if options.streaming:
+        if not model.encoder.can_stream:
+            why.append("a bidirectional encoder or a convolutional front end cannot stream; export it offline")
+        if data.stack != data.subsample:
+            why.append(f"data.stack {data.stack} != data.subsample {data.subsample}: overlapping stacked frames "
+                       "would need a cache across chunks")
+        unit = stacking_unit(experiment)
+        if options.chunk_frames % unit:
+            why.append(f"--chunk-frames {options.chunk_frames} is not a multiple of {unit} (stacking x StackTime)")
+    return why
+
+
+def tokens_txt(tokenizer) -> list[str]:
+    """sherpa-onnx's tokens.txt: '<symbol> <id>'; a word-level unit gets the word-start mark, so that
+    sherpa-onnx, which joins pieces and turns the mark into a space, writes the words apart."""
+    lines = []
+    for symbol, index in sorted(tokenizer.units.items(), key=lambda item: item[1]):
+        word = tokenizer.kind == "word" and symbol not in (BLANK, UNK)
+        lines.append(f"{SPACE + symbol if word else symbol} {index}")
+    return lines
+
+
+def _export(module, args: tuple, path: str, inputs: list[str], outputs: list[str], dynamic: dict,
+            metadata: dict) -> None:
+    import onnx
+
+    module.eval()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's notes on LSTM batch sizes and tracing
+        torch.onnx.export(module, args, path, input_names=inputs, output_names=outputs, dynamic_axes=dynamic,
+                          opset_version=OPSET, dynamo=False)
+    graph = onnx.load(path)
+    for key, value in {"model_author": AUTHOR, **metadata}.items():
+        graph.metadata_props.add(key=key, value=str(value))
+    onnx.save(graph, path)
+
+
+def _verify(module, path: str, cases: list[dict[str, torch.Tensor]], tolerance: float = 1e-4) -> float:
+    """The largest difference between onnxruntime's outputs and the module's over these inputs (shapes
+    and values both: a size baked into the graph when it was traced shows as a difference)."""
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    worst = 0.0
+    for inputs in cases:
+        got = session.run(None, {name: value.numpy() for name, value in inputs.items()})
+        with torch.no_grad():
+            want = module(*inputs.values())
+        for g, w in zip(got, want if isinstance(want, tuple) else (want,)):
+            if g.shape != tuple(w.shape):
+                raise RuntimeError(f"{path}: onnxruntime gives shape {g.shape}, PyTorch {tuple(w.shape)}")
+            worst = max(worst, float(np.abs(g - w.numpy()).max()))
+    if worst > tolerance:
+        raise RuntimeError(f"{path}: onnxruntime differs from PyTorch by {worst:.2e} (> {tolerance})")
+    return worst
+
+
+def _quantize(path: str) -> str:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    out = path[:-len(".onnx")] + ".int8.onnx"
+    quantize_dynamic(path, out, weight_type=QuantType.QInt8)
+    return out
+
+
+def stacking_unit(experiment) -> int:
+    """fbank frames per encoder frame: a streaming chunk is a whole number of them."""
+    return experiment.data.subsample * experiment.model.encoder.stack_time
+
+
+def _export_encoder(model, frontend, options: ExportOptions, path: str, unit: int, metadata: dict) -> float:
+    bins = metadata["feature_dim"]
+    if options.streaming:
+        encoder = StreamingEncoder(model, frontend).eval()
+        layers, hidden = model.encoder.layers, model.config.encoder.hidden
+        _export(encoder, (torch.randn(1, options.chunk_frames, bins), *model.encoder.initial_state(1)), path,
+                ["x", "h", "c"], ["encoder_out", "next_h", "next_c"],
+                {"x": {0: "N"}, "h": {1: "N"}, "c": {1: "N"}, "encoder_out": {0: "N"}, "next_h": {1: "N"},
+                 "next_c": {1: "N"}},
+                {**metadata, "model_type": "lstm", "num_encoder_layers": layers, "T": options.chunk_frames,
+                 "decode_chunk_len": options.chunk_frames, "rnn_hidden_size": hidden, "d_model": hidden})
+        return _verify(encoder, path, [{"x": torch.randn(3, options.chunk_frames, bins),
+                                        "h": torch.randn(layers, 3, hidden), "c": torch.randn(layers, 3, hidden)}])
+    encoder = OfflineEncoder(model, frontend).eval()
+    _export(encoder, (torch.randn(1, 100, bins), torch.tensor([100])), path, ["x", "x_lens"],
+            ["encoder_out", "encoder_out_lens"],
+            {"x": {0: "N", 1: "T"}, "x_lens": {0: "N"}, "encoder_out": {0: "N", 1: "T_out"},
+             "encoder_out_lens": {0: "N"}}, metadata)
+    # lengths with every remainder of stacking and StackTime, none of them the traced one
+    return _verify(encoder, path, [{"x": torch.randn(2, 101 + k, bins), "x_lens": torch.tensor([101 + k, 61 + k])}
+                                   for k in range(unit)])
+
+
+def _export_decoder_and_joiner(model, paths: dict, metadata: dict) -> dict:
+    context, joiner_dim = metadata["context_size"], metadata["joiner_dim"]
+    decoder, joiner = Decoder(model).eval(), Joiner(model).eval()
+    _export(decoder, (torch.zeros(1, context, dtype=torch.long),), paths["decoder"], ["y"], ["decoder_out"],
+            {"y": {0: "N"}, "decoder_out": {0: "N"}}, metadata)
+    _export(joiner, (torch.randn(1, joiner_dim), torch.randn(1, joiner_dim)), paths["joiner"],
+            ["encoder_out", "decoder_out"], ["logit"],
+            {"encoder_out": {0: "N"}, "decoder_out": {0: "N"}, "logit": {0: "N"}}, metadata)
+    return {"decoder": _verify(decoder, paths["decoder"],
+                               [{"y": torch.randint(-1, metadata["vocab_size"], (5, context))}]),
+            "joiner": _verify(joiner, paths["joiner"], [{"encoder_out": torch.randn(4, joiner_dim),
+                                                         "decoder_out": torch.randn(4, joiner_dim)}])}
+
+
+def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
+           options: ExportOptions = ExportOptions()) -> dict:
+    """Writes the model to out_dir. Returns the from_transducer arguments written to sherpa-onnx.json
+    ("args"), the largest difference from PyTorch per graph ("checked"), the checkpoint and the options."""
+    experiment, model, tokenizer, checkpoint = load_model(exp_dir, checkpoint)
+    data, unit = experiment.data, stacking_unit(experiment)
+    if options.streaming and not options.chunk_frames:  # the smallest whole chunk of at least 16 frames
+        options = ExportOptions(True, unit * -(-16 // unit), options.int8)
+    why = refusals(experiment, model, options)
+    if why:
+        raise NotExportable(f"{exp_dir}: cannot export for sherpa-onnx:\n  " + "\n  ".join(why))
+    os.makedirs(out_dir, exist_ok=True)
+    metadata = {"vocab_size": tokenizer.vocab_size, "context_size": model.config.predictor.context,
+                "joiner_dim": model.joiner.output.in_features, "sample_rate": data.sample_rate,
+                "feature_dim": data.features.num_mel_bins, "checkpoint": os.path.basename(checkpoint)}
+    frontend = FeatureFrontEnd(data.stack, data.subsample, stages.load_cmvn(data.features.cmvn))
+    paths = {name: os.path.join(out_dir, f"{name}.onnx") for name in ("encoder", "decoder", "joiner")}
+    torch.manual_seed(0)  # the random inputs of the checks
+    checked = {"encoder": _export_encoder(model, frontend, options, paths["encoder"], unit, metadata),
+               **_export_decoder_and_joiner(model, paths, metadata)}
+    with open(os.path.join(out_dir, "tokens.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(tokens_txt(tokenizer)) + "\n")
+    if options.int8:
+        paths = {name: _quantize(path) for name, path in paths.items()}
+    args = {**{name: os.path.basename(path) for name, path in paths.items()}, "tokens": "tokens.txt",
+            "sample_rate": data.sample_rate, "feature_dim": data.features.num_mel_bins, "dither": 0.0,
+            "decoding_method": "greedy_search"}
+    if options.streaming:
+        args.update(model_type="lstm", low_freq=20.0, high_freq=-400.0, normalize_samples=True, snip_edges=False)
+    with open(os.path.join(out_dir, "sherpa-onnx.json"), "w", encoding="utf-8") as f:
+        json.dump(args, f, indent=2)
+        f.write("\n")
+    return {"args": args, "checked": checked, "checkpoint": checkpoint, "options": options}

@@ -1,0 +1,67 @@
+"""Long recordings in pieces: cut at the quietest moments into segments of at most a given length, each
+decoded alone, so that memory is bounded by the segment and time grows linearly with the recording.
+For any model (a bidirectional one cannot stream); a unidirectional one can also stream
+(rnnt.streaming).
+
+The audio is read block by block and only the samples of the segment being formed are kept. A segment
+ends at the quietest 100 ms (mean square) in the last third of its allowed length, so that cuts fall
+between words wherever the speaker pauses.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+import numpy as np
+import soundfile
+import torch
+
+from rnnt.data.audio import AudioError, to_mono
+
+
+def quietest_cut(samples: torch.Tensor, rate: int, earliest: int) -> int:
+    """The sample at the middle of the quietest 100 ms window starting at or after `earliest`."""
+    window = max(1, rate // 10)
+    tail = samples[earliest:]
+    if tail.shape[0] <= window:
+        return samples.shape[0]
+    energy = tail.square().unfold(0, window, max(1, window // 4)).mean(dim=1)
+    return earliest + int(energy.argmin()) * max(1, window // 4) + window // 2
+
+
+def segments(blocks: Iterable[torch.Tensor], rate: int, max_seconds: float) -> Iterator[tuple[float, torch.Tensor]]:
+    """(start in seconds, mono samples) of each segment, from blocks of mono samples."""
+    longest = max(1, round(max_seconds * rate))
+    pending, start = torch.zeros(0), 0
+    for block in blocks:
+        pending = torch.cat([pending, block])
+        while pending.shape[0] > longest:
+            cut = quietest_cut(pending[:longest], rate, longest * 2 // 3)
+            yield start / rate, pending[:cut]
+            pending, start = pending[cut:], start + cut
+    if pending.shape[0]:
+        yield start / rate, pending
+
+
+def file_blocks(path: str, seconds: float = 1.0) -> tuple[Iterator[torch.Tensor], int]:
+    """Mono blocks of a file as read (not all in memory at once), and its sample rate."""
+    try:
+        rate = soundfile.info(path).samplerate
+    except (RuntimeError, soundfile.LibsndfileError) as error:
+        raise AudioError(str(error)) from None
+    blocks = soundfile.blocks(path, blocksize=max(1, round(seconds * rate)), dtype="float32", always_2d=True)
+    return (to_mono(torch.from_numpy(np.ascontiguousarray(b.T))) for b in blocks), rate
+
+
+def transcribe_in_segments(transcriber, path: str, max_seconds: float, method: str = "greedy", beam: int = 4):
+    """The Transcript of a whole file decoded segment by segment; word times count from its start."""
+    from rnnt.transcriber import Transcript
+
+    blocks, rate = file_blocks(path)
+    texts, words, score = [], [], 0.0
+    for start, samples in segments(blocks, rate, max_seconds):
+        result = transcriber.transcribe((samples, rate), method, beam)
+        texts.append(result.text)
+        words += [{**w, "start": round(w["start"] + start, 3), "end": round(w["end"] + start, 3)} for w in result.words]
+        score += result.score
+    return Transcript(" ".join(t for t in texts if t), words, score)

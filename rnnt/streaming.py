@@ -1,0 +1,98 @@
+"""Recognition while the audio arrives: audio chunks in, partial results out, the final result equal to
+offline greedy search over the whole audio.
+
+Each chunk goes through fbank (rnnt.data.streaming_fbank), CMVN and frame stacking as far as whole
+stacked frames allow; the encoder runs on every whole group of stack_time of them, carrying its LSTM
+states; greedy search goes on from where the last chunk left it. finish() runs what is left, padded
+with zeros as the offline front end pads a sequence's end. Memory stays bounded however long the audio.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from rnnt.data.stacking import stack_frames
+from rnnt.data.streaming_fbank import StreamingFbank
+from rnnt.search import greedy_search, start_hypotheses
+
+
+@dataclass
+class Partial:
+    text: str
+    words: list[dict]
+    final: bool
+
+
+def stream_refusal(transcriber) -> str | None:
+    """Why this model cannot stream, or None."""
+    data, model = transcriber.experiment.data, transcriber.model
+    if not model.is_transducer:
+        return "streaming decodes a transducer with greedy search; this is a CTC model"
+    if not model.encoder.can_stream:
+        return "a bidirectional encoder or one with a convolutional front end sees the whole utterance: it cannot stream"
+    if data.stack != data.subsample:
+        return f"data.stack {data.stack} != data.subsample {data.subsample}: overlapping stacked frames cannot stream"
+    return None
+
+
+class Stream:
+    def __init__(self, transcriber):
+        why = stream_refusal(transcriber)
+        if why:
+            raise ValueError(why)
+        self.transcriber = transcriber
+        data, model = transcriber.experiment.data, transcriber.model
+        self.fbank = StreamingFbank(data.features.preset, data.sample_rate, data.features.num_mel_bins)
+        self.unit = data.subsample * model.config.encoder.stack_time  # fbank frames per encoder frame
+        self.pending = torch.zeros(0, data.features.num_mel_bins)  # fbank frames not yet encoded
+        self.state = model.encoder.initial_state(1, transcriber.device)
+        self.hypothesis = start_hypotheses(model, 1, transcriber.device)[0]
+        self.encoder_frames = 0
+        self.finished = False
+
+    @property
+    def sample_rate(self) -> int:
+        return self.transcriber.experiment.data.sample_rate
+
+    def accept(self, samples: torch.Tensor) -> Partial:
+        """Mono samples in [-1, 1] at the model's sample rate -> the result so far."""
+        if self.finished:
+            raise RuntimeError("the stream is finished")
+        self._add(self.fbank.accept(samples))
+        whole = self.pending.shape[0] // self.unit * self.unit
+        if whole:
+            self._encode(self.pending[:whole])
+            self.pending = self.pending[whole:]
+        return self.result(final=False)
+
+    def finish(self) -> Partial:
+        """The end of the audio: the last frames decoded -> the final result."""
+        if not self.finished:
+            self._add(self.fbank.finish())
+            if self.pending.shape[0]:
+                self._encode(self.pending)
+            self.finished = True
+        return self.result(final=True)
+
+    def result(self, final: bool) -> Partial:
+        t = self.transcriber
+        return Partial(t.tokenizer.decode(self.hypothesis.tokens), t.words(self.hypothesis), final)
+
+    def _add(self, feats: torch.Tensor) -> None:
+        cmvn = self.transcriber.cmvn
+        if cmvn is not None:
+            feats = (feats - cmvn[0]) / cmvn[1]
+        self.pending = torch.cat([self.pending, feats])
+
+    @torch.no_grad()
+    def _encode(self, feats: torch.Tensor) -> None:
+        data, model = self.transcriber.experiment.data, self.transcriber.model
+        stacked = stack_frames(feats, data.stack, data.subsample).to(self.transcriber.device)
+        enc, h, c = model.encoder.stream(stacked[None], *self.state)
+        self.state = (h, c)
+        lengths = torch.tensor([enc.shape[1]], device=enc.device)
+        self.hypothesis = greedy_search(model, enc, lengths, resume=[self.hypothesis],
+                                        frame_offset=self.encoder_frames)[0]
+        self.encoder_frames += enc.shape[1]

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Decode a data list with a model exported by steps/export_onnx.py, in sherpa-onnx itself, and score it.
+
+ONNX_DIR's sherpa-onnx.json says which recognizer: offline, or streaming (model_type lstm), where the
+audio is fed in chunks of --chunk-seconds as it would arrive, followed by --tail-seconds of silence
+(sherpa-onnx encodes a chunk only once the frames after it have come). Audio is read and resampled as
+our pipeline does it, so both decoders get the same samples.
+
+Writes OUT_DIR/ as steps/decode.py writes a decode dir (hyp, ref, recogs, errs, wer) and prints the
+%WER line and the real-time factor per core. --compare DECODE_DIR (a decode.py dir of the same set)
+adds how many transcripts are identical to its hyp.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+from tqdm import tqdm
+
+from rnnt.data import stages
+from rnnt.data.sources import records
+from rnnt.datadir.table import read_table
+from rnnt.decode_results import reference_texts, write_results
+from rnnt.export.runtime import load_recognizer, recognise
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="example: steps/decode_sherpa_onnx.py --compare exp/deploy/decode-test-greedy "
+                                            "exp/deploy/onnx data/test/data.list exp/deploy/decode-test-sherpa-onnx")
+    parser.add_argument("--threads", type=int, default=1, help="onnxruntime threads (default 1)")
+    parser.add_argument("--chunk-seconds", type=float, default=0.1, help="streaming: audio per chunk (default 0.1)")
+    parser.add_argument("--tail-seconds", type=float, default=0.5, help="streaming: silence after the audio (default 0.5)")
+    parser.add_argument("--text", help="the reference Kaldi text (default: <the list's dir>/text if there, else the "
+                        "transcripts in the list)")
+    parser.add_argument("--compare", help="a steps/decode.py dir of the same set: count identical transcripts")
+    parser.add_argument("onnx_dir")
+    parser.add_argument("data_list")
+    parser.add_argument("out_dir")
+    args = parser.parse_args()
+    try:
+        recognizer, streaming, rate = load_recognizer(args.onnx_dir, args.threads)
+        refs, refs_from = reference_texts(args.data_list, args.text)
+    except (OSError, ValueError, KeyError, RuntimeError) as error:
+        print(f"decode_sherpa_onnx.py: {error}", file=sys.stderr)
+        return 1
+    hyps, audio_seconds, decode_seconds = {}, 0.0, 0.0
+    utterances = stages.resample_to(stages.decode(records(args.data_list)), rate)
+    for record in tqdm(utterances, desc="sherpa-onnx", unit="utt", file=sys.stderr):
+        samples = record["waveform"].numpy()
+        start = time.perf_counter()
+        text = recognise(recognizer, streaming, samples, rate, args.chunk_seconds, args.tail_seconds)
+        decode_seconds += time.perf_counter() - start
+        audio_seconds += len(samples) / rate
+        hyps[record["key"]] = " ".join(text.split())
+    report = write_results(args.out_dir, refs, hyps, refs_from, "decode_sherpa_onnx.py")
+    rtf = decode_seconds / max(audio_seconds, 1e-9)
+    summary = (f"decode_sherpa_onnx.py: {args.out_dir}: {report.wer_line}; {'streaming' if streaming else 'offline'}, "
+               f"{audio_seconds:.1f} s of audio, RTF {rtf * args.threads:.4f} per core ({args.threads} thread{'s' * (args.threads > 1)})")
+    if args.compare:
+        theirs = {key: line.value for key, line in read_table(os.path.join(args.compare, "hyp")).items()}
+        same = sum(" ".join(theirs.get(key, "").split()) == hyp for key, hyp in hyps.items())
+        summary += f"; {same} of {len(hyps)} transcripts identical to {args.compare}"
+    print(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

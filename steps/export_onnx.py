@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Export a trained transducer to ONNX for sherpa-onnx: OUTDIR/encoder.onnx, decoder.onnx, joiner.onnx,
+tokens.txt and sherpa-onnx.json, the keyword arguments of sherpa_onnx.OfflineRecognizer.from_transducer
+(--streaming: OnlineRecognizer.from_transducer) with paths relative to OUTDIR:
+
+  cd OUTDIR && python3 -c 'import json, sherpa_onnx; r = sherpa_onnx.OfflineRecognizer.from_transducer(**json.load(open("sherpa-onnx.json")))'
+
+The front end beyond sherpa-onnx's own fbank (global CMVN, frame stacking) is inside encoder.onnx, and
+each graph is checked against the PyTorch model in onnxruntime. A model sherpa-onnx cannot run as it
+is (another fbank preset, an LSTM prediction network, a bidirectional encoder streamed) is refused
+with the reason; nothing is silently changed.
+"""
+
+import argparse
+import os
+import sys
+
+from rnnt.export.sherpa_onnx import ExportOptions, NotExportable, export
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="example: steps/export_onnx.py --streaming exp/deploy exp/deploy/onnx-streaming")
+    parser.add_argument("--checkpoint", help="default: the newest avg-N.pt, else the newest checkpoint")
+    parser.add_argument("--streaming", action="store_true", help="a streaming encoder (sherpa-onnx's lstm type)")
+    parser.add_argument("--chunk-frames", type=int, default=0,
+                        help="streaming: fbank frames per encoder call, a multiple of stacking x StackTime "
+                             "(default: the smallest such multiple of at least 16)")
+    parser.add_argument("--int8", action="store_true",
+                        help="also write *.int8.onnx (onnxruntime dynamic quantisation) and point sherpa-onnx.json at them")
+    parser.add_argument("exp_dir")
+    parser.add_argument("out_dir")
+    args = parser.parse_args()
+    try:
+        result = export(args.exp_dir, args.out_dir, args.checkpoint,
+                        ExportOptions(args.streaming, args.chunk_frames, args.int8))
+    except (NotExportable, OSError, ValueError, KeyError) as error:
+        print(f"export_onnx.py: {error}", file=sys.stderr)
+        return 1
+    worst = max(result["checked"].values())
+    sizes = sum(os.path.getsize(os.path.join(args.out_dir, result["args"][k])) for k in ("encoder", "decoder", "joiner"))
+    kind = f"streaming, chunks of {result['options'].chunk_frames} frames" if args.streaming else "offline"
+    print(f"export_onnx.py: {os.path.basename(result['checkpoint'])} -> {args.out_dir} ({kind}"
+          f"{', int8' if args.int8 else ''}, {sizes / 1e6:.1f} MB); onnxruntime matches PyTorch within {worst:.1e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,300 @@
+"""Deployment: ONNX export run in the real sherpa-onnx on real AN4 audio, streaming in Python, and long
+recordings (streamed, or in segments).
+
+The models are untrained (seeded): their outputs are arbitrary but fixed, so any difference between
+sherpa-onnx and our greedy search, or between a stream and the whole utterance, shows in the tokens.
+A trained model is exported and decoded in sherpa-onnx end to end by tests/test_recipes.py (AN4).
+"""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+import sherpa_onnx
+import soundfile
+import torch
+import yaml
+
+from conftest import ROOT, run_tool
+from rnnt.data.features import fbank
+from rnnt.data.stacking import stack_frames
+from rnnt.data.tokenizer import Tokenizer
+from rnnt.model.transducer import Transducer
+from rnnt.search import greedy_search
+from rnnt.segmenting import segments
+from rnnt.training import checkpoint
+from rnnt.training.experiment import load_experiment, save_experiment
+from rnnt.transcriber import Transcriber
+
+STEPS = ROOT / "steps"
+
+
+@pytest.fixture(scope="module")
+def an4_test(test_data, tmp_path_factory):
+    """The first 12 AN4 test utterances (path, transcript), and BPE and word lang dirs built from all
+    130 test transcripts."""
+    etc = test_data / "an4" / "etc"
+    texts = [line.rsplit(" (", 1)[0].strip() for line in (etc / "an4_test.transcription").read_text().splitlines()]
+    ids = (etc / "an4_test.fileids").read_text().split()
+    root = tmp_path_factory.mktemp("an4_units")
+    (root / "data").mkdir()
+    (root / "data" / "text").write_text("".join(f"u{i:03d} {t}\n" for i, t in enumerate(texts)))
+    langs = {}
+    for kind, size in (("bpe", "40"), ("word", "0")):
+        langs[kind] = root / f"lang_{kind}"
+        out = run_tool(sys.executable, STEPS / "build_units.py", "--unit-type", kind, "--vocab-size", size,
+                       root / "data", langs[kind])
+        assert out.returncode == 0, out.stderr
+    audio = [(str(test_data / "an4" / "wav" / f"{i}.flac"), t) for i, t in zip(ids[:12], texts[:12])]
+    return audio, langs
+
+
+def make_experiment(path, lang, encoder=None, predictor=None, features="sherpa_onnx", loss=None):
+    """An experiment dir holding an untrained (seeded) model; its input batch norm is given statistics
+    near those of log-mel energies, so that the LSTMs see inputs of a realistic scale. Its <unk> never
+    wins: sherpa-onnx's greedy search takes a winning <unk> for no symbol, ours emits it (a trained
+    model does not: no training transcript has it)."""
+    path.mkdir(parents=True)
+    values = {"model": {"encoder": {"input_dim": 240, "hidden": 64, "pre_layers": 1, "post_layers": 1, "stack_time": 2,
+                                    "input_batch_norm": True, "norm": "layer", **(encoder or {})},
+                        "predictor": {"kind": "stateless", "embed_dim": 32, "context": 2, **(predictor or {})},
+                        "joiner": {"hidden": 48, "activation": "tanh"},
+                        "loss": {"type": "full", "one_sym_per_frame": True, **(loss or {})}},
+              "data": {"features": {"preset": features, "num_mel_bins": 80}, "stack": 3, "subsample": 3},
+              "paths": {"lang_dir": str(lang)}}
+    (path / "input.yaml").write_text(yaml.safe_dump(values))
+    experiment = load_experiment(str(path / "input.yaml"))
+    save_experiment(experiment, str(path / "config.yaml"))
+    torch.manual_seed(3)
+    model = Transducer(experiment.model, Tokenizer(str(lang)).vocab_size)
+    if model.encoder.input_norm is not None:
+        model.encoder.input_norm.running_mean.uniform_(-8.0, 0.0)
+        model.encoder.input_norm.running_var.uniform_(4.0, 9.0)
+    if model.joiner is not None:
+        with torch.no_grad():
+            model.joiner.output.bias[1] = -100.0
+    checkpoint.save(str(path / "epoch-1.pt"), {"model": model.state_dict(), "meta": {"step": 1, "epoch": 1}})
+    return path
+
+
+def export(exp, out, *options):
+    result = run_tool(sys.executable, STEPS / "export_onnx.py", *options, exp, out)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "onnxruntime matches PyTorch within" in result.stdout
+    return result
+
+
+def recognizer(onnx_dir, monkeypatch):
+    """sherpa-onnx's recognizer from sherpa-onnx.json exactly as written (paths relative to the dir)."""
+    args = json.loads((onnx_dir / "sherpa-onnx.json").read_text())
+    monkeypatch.chdir(onnx_dir)
+    kind = sherpa_onnx.OnlineRecognizer if args.get("model_type") == "lstm" else sherpa_onnx.OfflineRecognizer
+    return kind.from_transducer(**args)
+
+
+def token_ids(onnx_dir, pieces: list[str]) -> list[int]:
+    """sherpa-onnx's result tokens (pieces, the word-start mark shown as a space) as unit ids."""
+    ids = {}
+    for line in (onnx_dir / "tokens.txt").read_text(encoding="utf-8").splitlines():
+        symbol, index = line.split()
+        ids[symbol.replace("\u2581", " ")] = int(index)
+    return [ids[piece] for piece in pieces]
+
+
+def our_greedy(transcriber, feats: torch.Tensor) -> list[int]:
+    data = transcriber.experiment.data
+    stacked = stack_frames(feats, data.stack, data.subsample)
+    with torch.no_grad():
+        enc, lengths = transcriber.model.encode(stacked[None], torch.tensor([stacked.shape[0]]))
+    return greedy_search(transcriber.model, enc, lengths)[0].tokens
+
+
+@pytest.mark.parametrize("units,bidirectional", [("bpe", False), ("word", False), ("bpe", True)])
+def test_offline_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, tmp_path, monkeypatch, units,
+                                                                      bidirectional):
+    audio, langs = an4_test
+    exp = make_experiment(tmp_path / "exp", langs[units], encoder={"bidirectional": bidirectional})
+    export(exp, tmp_path / "onnx")
+    decoder_meta = {p.key: p.value for p in onnx.load(str(tmp_path / "onnx" / "decoder.onnx")).metadata_props}
+    assert decoder_meta["context_size"] == "2" and decoder_meta["vocab_size"] == str(Tokenizer(str(langs[units])).vocab_size)
+    transcriber = Transcriber.from_exp_dir(str(exp))
+    offline = recognizer(tmp_path / "onnx", monkeypatch)
+    for path, _ in audio:
+        samples, rate = soundfile.read(path, dtype="float32")
+        stream = offline.create_stream()
+        stream.accept_waveform(rate, samples)
+        offline.decode_stream(stream)
+        ours = transcriber.transcribe((torch.from_numpy(samples), rate))
+        assert token_ids(tmp_path / "onnx", stream.result.tokens) == our_greedy(
+            transcriber, fbank(torch.from_numpy(samples), rate, "sherpa_onnx")), path
+        assert " ".join(stream.result.text.split()) == ours.text, path
+
+
+def test_streaming_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, tmp_path, monkeypatch):
+    """sherpa-onnx fed 0.1 s chunks encodes a chunk of T frames once more frames than that are there: its
+    tokens are our greedy search's over the frames it encoded, exactly."""
+    audio, langs = an4_test
+    exp = make_experiment(tmp_path / "exp", langs["bpe"])
+    export(exp, tmp_path / "onnx", "--streaming", "--chunk-frames", "12")
+    meta = {p.key: p.value for p in onnx.load(str(tmp_path / "onnx" / "encoder.onnx")).metadata_props}
+    assert (meta["model_type"], meta["T"], meta["decode_chunk_len"], meta["num_encoder_layers"]) == ("lstm", "12", "12", "2")
+    transcriber = Transcriber.from_exp_dir(str(exp))
+    online = recognizer(tmp_path / "onnx", monkeypatch)
+    for path, _ in audio:
+        samples, rate = soundfile.read(path, dtype="float32")
+        samples = np.concatenate([samples, np.zeros(rate // 2, dtype=np.float32)])
+        stream = online.create_stream()
+        for start in range(0, len(samples), rate // 10):
+            stream.accept_waveform(rate, samples[start:start + rate // 10])
+            while online.is_ready(stream):
+                online.decode_stream(stream)
+        stream.input_finished()
+        while online.is_ready(stream):
+            online.decode_stream(stream)
+        feats = fbank(torch.from_numpy(samples), rate, "sherpa_onnx")
+        encoded = (feats.shape[0] - 1) // 12 * 12
+        assert token_ids(tmp_path / "onnx", online.get_result_all(stream).tokens) == our_greedy(
+            transcriber, feats[:encoded]), path
+
+
+def test_int8_export_runs_in_sherpa_onnx(an4_test, tmp_path, monkeypatch):
+    audio, langs = an4_test
+    exp = make_experiment(tmp_path / "exp", langs["bpe"], encoder={"hidden": 128})
+    export(exp, tmp_path / "onnx", "--int8")
+    args = json.loads((tmp_path / "onnx" / "sherpa-onnx.json").read_text())
+    assert [args[k] for k in ("encoder", "decoder", "joiner")] == ["encoder.int8.onnx", "decoder.int8.onnx",
+                                                                    "joiner.int8.onnx"]
+    assert (tmp_path / "onnx" / "encoder.int8.onnx").stat().st_size < (tmp_path / "onnx" / "encoder.onnx").stat().st_size / 3
+    offline = recognizer(tmp_path / "onnx", monkeypatch)
+    samples, rate = soundfile.read(audio[0][0], dtype="float32")
+    stream = offline.create_stream()
+    stream.accept_waveform(rate, samples)
+    offline.decode_stream(stream)
+    assert stream.result.tokens  # an untrained model emits at every frame: the quantised graphs ran
+
+
+@pytest.mark.parametrize("change,options,reason", [
+    ({"predictor": {"kind": "lstm", "hidden": 32, "layers": 1}}, [], "predictor.kind is lstm"),
+    ({"features": "kaldi"}, [], "data.features.preset is kaldi"),
+    ({"loss": {"type": "ctc", "one_sym_per_frame": False}}, [], "a CTC model"),
+    ({"encoder": {"bidirectional": True}}, ["--streaming"], "cannot stream"),
+    ({}, ["--streaming", "--chunk-frames", "10"], "not a multiple of 6"),
+])
+def test_export_refuses_what_sherpa_onnx_cannot_run(an4_test, tmp_path, change, options, reason):
+    _, langs = an4_test
+    exp = make_experiment(tmp_path / "exp", langs["bpe"], **change)
+    out = run_tool(sys.executable, STEPS / "export_onnx.py", *options, exp, tmp_path / "onnx")
+    assert out.returncode == 1 and reason in out.stderr, out.stderr
+    assert not (tmp_path / "onnx").exists()
+
+
+def test_stream_gives_the_offline_result_chunk_by_chunk(an4_test, tmp_path):
+    """Transcriber.stream() fed chunks of random sizes: partial results only grow, and the final text
+    and word times are those of transcribe() on the whole file."""
+    audio, langs = an4_test
+    exp = make_experiment(tmp_path / "exp", langs["bpe"], features="kaldi")
+    transcriber = Transcriber.from_exp_dir(str(exp))
+    generator = torch.Generator().manual_seed(0)
+    for path, _ in audio[:6]:
+        samples, rate = soundfile.read(path, dtype="float32")
+        samples = torch.from_numpy(samples)
+        stream, start, tokens = transcriber.stream(), 0, []
+        while start < len(samples):
+            size = int(torch.randint(50, 4000, (1,), generator=generator))
+            stream.accept(samples[start:start + size])
+            start += size
+            assert stream.hypothesis.tokens[:len(tokens)] == tokens
+            tokens = list(stream.hypothesis.tokens)
+        final, offline = stream.finish(), transcriber.transcribe((samples, rate))
+        assert final.final and (final.text, final.words) == (offline.text, offline.words), path
+
+
+def test_a_long_recording_streams_in_bounded_memory(an4_test, tmp_path):
+    """Two minutes of speech (AN4 utterances end to end) fed 0.1 s at a time: what the stream keeps stays
+    under a chunk's worth, and the result, word times counted from the start, is the offline one."""
+    audio, langs = an4_test
+    exp = make_experiment(tmp_path / "exp", langs["bpe"])
+    transcriber = Transcriber.from_exp_dir(str(exp))
+    pieces = [torch.from_numpy(soundfile.read(path, dtype="float32")[0]) for path, _ in audio]
+    long = torch.cat(pieces * 4)
+    assert len(long) > 120 * 16000
+    stream, kept = transcriber.stream(), 0
+    for chunk in long.split(1600):
+        stream.accept(chunk)
+        kept = max(kept, stream.fbank.buffer.shape[0] + 160 * stream.pending.shape[0])
+    final = stream.finish()
+    assert kept < 2 * 1600
+    assert final.words[-1]["end"] > 110 and (final.text, final.words) == (lambda t: (t.text, t.words))(
+        transcriber.transcribe((long, 16000)))
+
+
+def test_transcribe_streams_raw_pcm_from_stdin(an4_test, tmp_path):
+    audio, langs = an4_test
+    exp = make_experiment(tmp_path / "exp", langs["bpe"])
+    path = audio[1][0]
+    whole = run_tool(sys.executable, STEPS / "transcribe.py", exp, path)
+    samples, _ = soundfile.read(path, dtype="int16")
+    piped = subprocess.run([sys.executable, str(STEPS / "transcribe.py"), "--stream", "--chunk-seconds", "0.05",
+                            str(exp), "-"], input=samples.tobytes(), capture_output=True, cwd=ROOT)
+    piped.stdout, piped.stderr = piped.stdout.decode(), piped.stderr.decode()
+    assert whole.returncode == 0 and piped.returncode == 0, piped.stderr
+    lines = piped.stdout.splitlines()
+    assert lines[-1] == "- " + whole.stdout.split(" ", 1)[1].rstrip("\n")
+    assert any("[partial " in line for line in lines[:-1])
+    refused = run_tool(sys.executable, STEPS / "transcribe.py", "--stream",
+                       make_experiment(tmp_path / "bi", langs["bpe"], encoder={"bidirectional": True}), path)
+    assert refused.returncode == 1 and "cannot stream" in refused.stderr
+
+
+def test_decode_sherpa_onnx_scores_a_list_as_decode_py(an4_test, tmp_path):
+    """steps/decode_sherpa_onnx.py on a raw list: every utterance scored against the list's transcripts,
+    and all of its transcripts identical to steps/decode.py's greedy ones."""
+    audio, langs = an4_test
+    exp = make_experiment(tmp_path / "exp", langs["bpe"])
+    export(exp, tmp_path / "onnx")
+    data_list = tmp_path / "test.list"
+    data_list.write_text("".join(json.dumps({"key": f"utt{i}", "wav": p, "txt": t}) + "\n"
+                                 for i, (p, t) in enumerate(audio)))
+    ours = run_tool(sys.executable, STEPS / "decode.py", exp, data_list, "test")
+    assert ours.returncode == 0, ours.stderr[-2000:]
+    out = run_tool(sys.executable, STEPS / "decode_sherpa_onnx.py", "--compare", exp / "decode-test-greedy",
+                   tmp_path / "onnx", data_list, tmp_path / "sherpa")
+    assert out.returncode == 0, out.stderr[-2000:]
+    words = sum(len(t.split()) for _, t in audio)
+    assert f"/ {words}," in out.stdout and f"{len(audio)} of {len(audio)} transcripts identical" in out.stdout
+    assert (tmp_path / "sherpa" / "wer").read_text() == (exp / "decode-test-greedy" / "wer").read_text()
+
+
+def test_segments_cut_in_pauses_and_cover_the_recording():
+    """Speech-like bursts of 1.7 s with pauses of 0.3 s, segments of at most 6 s (cut in their last 2 s,
+    which always hold a pause): every cut is in a pause and the segments put together are the recording."""
+    generator = torch.Generator().manual_seed(0)
+    burst, pause = 27200, 4800
+    signal = torch.cat([torch.cat([torch.randn(burst, generator=generator) * 0.3, torch.zeros(pause)])
+                        for _ in range(10)])
+    blocks = signal.split(16000)
+    pieces = list(segments(blocks, 16000, 6.0))
+    assert torch.equal(torch.cat([p for _, p in pieces]), signal)
+    assert all(p.shape[0] <= 96000 for _, p in pieces) and len(pieces) >= 4
+    for start, piece in pieces[1:]:
+        at = round(start * 16000)
+        assert at % (burst + pause) >= burst, at  # inside a pause
+
+
+def test_transcribe_segments_a_long_recording_for_any_model(an4_test, tmp_path):
+    """A bidirectional model (it cannot stream) on 70 s of speech in segments of at most 20 s: word
+    times count from the file's start, in order, within the recording."""
+    audio, langs = an4_test
+    exp = make_experiment(tmp_path / "exp", langs["bpe"], encoder={"bidirectional": True})
+    pieces = [soundfile.read(path, dtype="float32")[0] for path, _ in audio] * 2
+    long = np.concatenate(pieces)
+    soundfile.write(tmp_path / "long.flac", long, 16000)
+    out = run_tool(sys.executable, STEPS / "transcribe.py", "--json", "--word-times", "--segment-seconds", "20", exp,
+                   tmp_path / "long.flac")
+    assert out.returncode == 0, out.stderr[-2000:]
+    words = json.loads(out.stdout)["words"]
+    starts = [w["start"] for w in words]
+    assert starts == sorted(starts) and words[-1]["end"] <= len(long) / 16000 + 0.1 and starts[-1] > 50
