@@ -16,6 +16,7 @@ ones traced.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import warnings
 from dataclasses import dataclass
@@ -116,7 +117,13 @@ def _quantize(path: str) -> str:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     out = path[:-len(".onnx")] + ".int8.onnx"
-    quantize_dynamic(path, out, weight_type=QuantType.QInt8)
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # quantize_dynamic's advice to pre-process the graph is for conv nets
+    try:
+        quantize_dynamic(path, out, weight_type=QuantType.QInt8)
+    finally:
+        root.setLevel(level)
     return out
 
 
