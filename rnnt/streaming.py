@@ -25,23 +25,25 @@ class Partial:
     final: bool
 
 
-def stream_refusal(transcriber) -> str | None:
-    """Why this model cannot stream, or None."""
-    data, model = transcriber.experiment.data, transcriber.model
-    if not model.is_transducer:
-        return "streaming decodes a transducer with greedy search; this is a CTC model"
+def stream_refusals(experiment, model) -> list[str]:
+    """Why this encoder and front end cannot run chunk by chunk (here or exported); empty when they can."""
+    data, why = experiment.data, []
     if not model.encoder.can_stream:
-        return "a bidirectional encoder or one with a convolutional front end sees the whole utterance: it cannot stream"
+        why.append("a bidirectional encoder or one with a convolutional front end sees the whole utterance: it "
+                   "cannot stream")
     if data.stack != data.subsample:
-        return f"data.stack {data.stack} != data.subsample {data.subsample}: overlapping stacked frames cannot stream"
-    return None
+        why.append(f"data.stack {data.stack} != data.subsample {data.subsample}: overlapping stacked frames cannot "
+                   "stream")
+    return why
 
 
 class Stream:
     def __init__(self, transcriber):
-        why = stream_refusal(transcriber)
+        why = stream_refusals(transcriber.experiment, transcriber.model)
+        if not transcriber.model.is_transducer:
+            why.insert(0, "streaming decodes a transducer with greedy search; this is a CTC model")
         if why:
-            raise ValueError(why)
+            raise ValueError("; ".join(why))
         self.transcriber = transcriber
         data, model = transcriber.experiment.data, transcriber.model
         self.fbank = StreamingFbank(data.features.preset, data.sample_rate, data.features.num_mel_bins)

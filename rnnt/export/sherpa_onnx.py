@@ -28,6 +28,7 @@ from rnnt.data import stages
 from rnnt.data.tokenizer import BLANK, SPACE, UNK
 from rnnt.export.graphs import Decoder, Joiner, OfflineEncoder, StreamingEncoder
 from rnnt.model.feature_frontend import FeatureFrontEnd
+from rnnt.streaming import stream_refusals
 from rnnt.transcriber import load_model
 
 OPSET = 17
@@ -57,11 +58,7 @@ def refusals(experiment, model, options: ExportOptions) -> list[str]:
         why.append(f"data.features.preset is {data.features.preset}: sherpa-onnx computes its own fbank, which the "
                    "sherpa_onnx preset reproduces; train with features: {preset: sherpa_onnx}")
     if options.streaming:
-        if not model.encoder.can_stream:
-            why.append("a bidirectional encoder or a convolutional front end cannot stream; export it offline")
-        if data.stack != data.subsample:
-            why.append(f"data.stack {data.stack} != data.subsample {data.subsample}: overlapping stacked frames "
-                       "would need a cache across chunks")
+        why += stream_refusals(experiment, model)
         unit = stacking_unit(experiment)
         if options.chunk_frames % unit:
             why.append(f"--chunk-frames {options.chunk_frames} is not a multiple of {unit} (stacking x StackTime)")
