@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import gc
 import os
 from dataclasses import dataclass
 
@@ -71,6 +72,14 @@ def all_gather_objects(world: World, value):
     return out
 
 
-def cleanup(world: World) -> None:
+def cleanup(world: World, together: bool) -> None:
+    """Leaves the process group while the interpreter is fully alive (a gloo group left to interpreter
+    exit can abort the process from its worker threads). together: every rank is leaving at this point
+    (a normal end), so first a barrier, that no rank shuts its connections while another still talks to
+    it; not after an error on one rank, where the others are inside some other collective. Drop every
+    DDP wrapper before calling it: DDP holds the group too."""
     if world.distributed and dist.is_initialized():
+        gc.collect()
+        if together:
+            dist.barrier()
         dist.destroy_process_group()

@@ -244,6 +244,7 @@ class Trainer:
         """0 when training is complete; STOPPED_BY_SIGNAL after SIGTERM (a checkpoint holds the position); 1 on failure."""
         t = self.x.train
         previous = signal.signal(signal.SIGTERM, self.request_stop)
+        ended_together = False
         try:
             existing = None if resume else checkpoint.latest(self.exp_dir)
             if existing:
@@ -259,6 +260,7 @@ class Trainer:
             if self.batch:  # stopped inside an epoch: keep the exact position
                 self.save(checkpoint.name("step", self.step))
             self.check_ranks_in_sync()
+            ended_together = True
             summary = f"{self.step} steps, {self.epoch} epochs; skipped " + ", ".join(
                 f"{n} {why}" for why, n in self.skipped.items())
             if self.epoch < t.epochs and not self.finished():
@@ -273,7 +275,8 @@ class Trainer:
             signal.signal(signal.SIGTERM, previous)
             if self.writer:
                 self.writer.close()
-            cleanup(self.world)
+            self.ddp = self.model  # DDP's reducer holds the process group
+            cleanup(self.world, together=ended_together)
 
     def request_stop(self, signum, frame) -> None:
         self.signal_received = True
