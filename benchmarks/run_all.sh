@@ -2,7 +2,14 @@
 # Runs every benchmark in turn and writes their tables to benchmarks/RESULTS.md (and stdout).
 # Run it on an otherwise idle machine: timings are whole-process and the machine's two cores are shared.
 set -euo pipefail
-case "${1:-}" in -h|--help) echo "Usage: benchmarks/run_all.sh   (builds benchmarks/venv-torchaudio first if missing)"; exit 0 ;; esac
+time_to_accuracy=false
+case "${1:-}" in
+  -h|--help) echo "Usage: benchmarks/run_all.sh [--time-to-accuracy]   (builds benchmarks/venv-torchaudio first if missing;"
+             echo "  --time-to-accuracy adds the AN4 trainings of benchmarks/time_to_accuracy.py, about 40 minutes)"; exit 0 ;;
+  --time-to-accuracy) time_to_accuracy=true ;;
+  "") ;;
+  *) echo "run_all.sh: unknown option '$1' (see --help)" >&2; exit 1 ;;
+esac
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 . ./path.sh
@@ -24,6 +31,13 @@ out=benchmarks/RESULTS.md
     echo "## deploy (egs/an4 exp/deploy, test set, in sherpa-onnx)"
     echo
     python benchmarks/deploy.py egs/an4/exp/deploy egs/an4/data/test/data.list
+  fi
+  if $time_to_accuracy; then
+    echo
+    echo "## time_to_accuracy (egs/an4)"
+    echo
+    tuned=egs/an4/exp/tune/best.yaml
+    python benchmarks/time_to_accuracy.py $([ -f $tuned ] && echo --tuned $tuned)
   fi
 } | tee "$out"
 echo "run_all.sh: wrote $out"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Training-step benchmark on CPU, float32, synthetic batches of realistic shape.
+"""Training-step benchmark on CPU, float32 and bfloat16 autocast, synthetic batches of realistic shape.
 
 A batch holds utterances of unequal length, as a sorted batch does (the longest 12 s, the others down
 to 10.2 s). For each configuration: audio seconds trained per wall second; the share of a step spent
@@ -9,6 +9,8 @@ counted as twice the forward) over the machine's float32 matmul FLOP/s measured 
 StackTime 8 against 2 also prints where the step's time goes at each factor (the LSTM layers before
 StackTime and the first layer after it, which reads the stacked frames, timed alone) and the speed-up
 the factor would give if the rest of the step took a quarter of its time, or none.
+Each configuration runs in float32 and under bfloat16 autocast (as train.precision: bf16 does); the
+bf16 rows give their speed-up over float32 and the matmul peak they are compared with is bfloat16's.
 Prints markdown tables.
 """
 
@@ -23,6 +25,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+import rnnt  # noqa: F401  (first: keeps oneDNN off an AMX unit the machine cannot run)
 import torch
 
 from rnnt.model.transducer import ModelConfig, Transducer
@@ -38,6 +41,7 @@ def recipe_model(name: str, **loss) -> ModelConfig:
 # utterances of 12 s with 40 BPE-500 tokens.
 CONFIGS = {
     "tiny (full loss)": (recipe_model("tiny", type="full"), 8, 12.0, 40, 500),
+    "tiny (fused loss)": (recipe_model("tiny", type="fused"), 8, 12.0, 40, 500),
     "small (full loss)": (recipe_model("small", type="full"), 8, 12.0, 40, 500),
     "small (pruned loss)": (recipe_model("small", type="pruned"), 8, 12.0, 40, 500),
     "mlperf (full loss)": (recipe_model("mlperf", type="full"), 4, 12.0, 40, 1024),
@@ -54,10 +58,10 @@ def median_time(fn, runs: int) -> float:
     return statistics.median(times)
 
 
-def machine_flops() -> float:
-    """The machine's float32 matmul peak: the fastest of 10 products of 2048 x 2048 matrices."""
+def machine_flops(dtype: torch.dtype = torch.float32) -> float:
+    """The machine's matmul peak in dtype: the fastest of 10 products of 2048 x 2048 matrices."""
     n = 2048
-    a, b = torch.randn(n, n), torch.randn(n, n)
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
     a @ b
     times = []
     for _ in range(10):
@@ -88,13 +92,15 @@ def model_flops(config: ModelConfig, B: int, T: int, U: int, V: int) -> float:
 
 
 def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: int, runs: int,
-            flops: float, stack_time_parts: bool = False) -> tuple[str, float, dict[str, float]]:
+            flops: float, stack_time_parts: bool = False, bf16: bool = False,
+            fp32_step: float = 0.0) -> tuple[str, float, dict[str, float]]:
     """The table row, the step's median time, and its parts' times (forward + backward; with
-    stack_time_parts also the LSTM layers before StackTime and the first LSTM layer after it)."""
+    stack_time_parts also the LSTM layers before StackTime and the first LSTM layer after it); with
+    bf16 everything but the optimiser runs under bfloat16 autocast, and fp32_step (the same step in
+    float32) gives the speed-up column."""
     torch.manual_seed(0)
     T = int(seconds * 100 / 3)  # stacked 30 ms frames
-    if config.loss.type == "fused":
-        config = dataclasses.replace(config, loss=dataclasses.replace(config.loss, type="full"))
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
     model = Transducer(config, V)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     feats = torch.randn(B, T, config.encoder.input_dim)
@@ -104,21 +110,27 @@ def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: i
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        model(feats, feat_lens, tokens, token_lens)["loss"].backward()
+        with autocast:
+            loss = model(feats, feat_lens, tokens, token_lens)["loss"].float()
+        loss.backward()
         optimizer.step()
 
     def encoder_only():
-        enc, _ = model.encode(feats, feat_lens)
+        with autocast:
+            enc, _ = model.encode(feats, feat_lens)
         enc.backward(torch.ones_like(enc))
 
-    enc_out, enc_lens = model.encode(feats, feat_lens)
+    with autocast:
+        enc_out, enc_lens = model.encode(feats, feat_lens)
     enc_out = enc_out.detach().requires_grad_(True)
 
     def joint_and_loss():
-        model.loss(enc_out, enc_lens, tokens, token_lens)["loss"].backward()
+        with autocast:
+            loss = model.loss(enc_out, enc_lens, tokens, token_lens)["loss"].float()
+        loss.backward()
 
     def before_stack_time():
-        model.encoder.pre(feats).sum().backward()
+        model.encoder.pre(feats, feat_lens).sum().backward()
 
     encoder = model.encoder
     # requires grad: in the step this layer's input gradient flows back to the layers before StackTime
@@ -134,8 +146,9 @@ def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: i
     share = " / ".join(f"{100 * v / total:.0f}%" for v in parts.values())
     step_flops = model_flops(config, B, T, U, V)
     audio = seconds * float(feat_lens.sum()) / T
-    row = (f"| {name} | {B} x {0.85 * seconds:.1f}-{seconds:.0f} s, U={U}, V={V} | {full:.3f} | {audio / full:.1f} | "
-           f"{share} | {100 * step_flops / full / flops:.0f}% |")
+    speed_up = f"{fp32_step / full:.2f}x" if fp32_step else ""
+    row = (f"| {name} | {'bf16' if bf16 else 'fp32'} | {B} x {0.85 * seconds:.1f}-{seconds:.0f} s, U={U}, V={V} | "
+           f"{full:.3f} | {speed_up} | {audio / full:.1f} | {share} | {100 * step_flops / full / flops:.0f}% |")
     if stack_time_parts:
         parts["before StackTime"] = median_time(before_stack_time, runs)
         parts["first after"] = median_time(first_after_stack_time, runs)
@@ -146,13 +159,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    flops = machine_flops()
-    print(f"CPU float32, torch {torch.__version__}, {torch.get_num_threads()} threads; matmul peak measured here: "
-          f"{flops / 1e9:.0f} GFLOP/s. Full loss (joiner logits built, gradient written over them).\n")
-    print("| config | batch | step (s) | audio s / s | encoder / joint+loss / optimizer | model FLOP/s vs matmul |")
-    print("|---|---|---|---|---|---|")
+    flops, bf16_flops = machine_flops(), machine_flops(torch.bfloat16)
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "oneDNN's choice")
+    print(f"CPU, torch {torch.__version__}, {torch.get_num_threads()} threads, ONEDNN_MAX_CPU_ISA {isa}; matmul peak "
+          f"measured here: float32 {flops / 1e9:.0f} GFLOP/s, bfloat16 {bf16_flops / 1e9:.0f} GFLOP/s. Full loss: "
+          "joiner logits built, gradient written over them.\n")
+    print("| config | precision | batch | step (s) | bf16 speed-up | audio s / s | encoder / joint+loss / optimizer | "
+          "model FLOP/s vs matmul |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, (config, B, seconds, U, V) in CONFIGS.items():
-        print(measure(name, config, B, seconds, U, V, args.runs, flops)[0], flush=True)
+        row, fp32_step, _ = measure(name, config, B, seconds, U, V, args.runs, flops)
+        print(row, flush=True)
+        print(measure(name, config, B, seconds, U, V, args.runs, bf16_flops, bf16=True, fp32_step=fp32_step)[0],
+              flush=True)
     results = {}
     for name in ("small (full loss)", "mlperf (full loss)"):
         base, B, seconds, U, V = CONFIGS[name]

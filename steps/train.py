@@ -14,23 +14,12 @@ Exit status: 0 training complete, 1 error, 143 stopped by SIGTERM.
 
 import argparse
 import dataclasses
-import os
 import sys
 
 import torch
 
-from rnnt.training.experiment import load_experiment
+from rnnt.training.experiment import load_experiment, with_absolute_paths
 from rnnt.training.trainer import Trainer
-
-
-def with_absolute_paths(experiment):
-    """Paths in the saved config must work from anywhere: decoding and transcription read only the exp dir."""
-    def absolute(path):
-        return os.path.abspath(path) if path else path
-
-    paths = dataclasses.replace(experiment.paths, **{k: absolute(v) for k, v in vars(experiment.paths).items()})
-    features = dataclasses.replace(experiment.data.features, cmvn=absolute(experiment.data.features.cmvn))
-    return dataclasses.replace(experiment, paths=paths, data=dataclasses.replace(experiment.data, features=features))
 
 
 def main() -> int:

@@ -25,3 +25,5 @@ def test_recipes_help():
     for recipe in ("yesno", "fsdd", "librispeech", "an4", "speechocean762"):
         out = run_tool("bash", "-c", f"cd {ROOT}/egs/{recipe} && ./run.sh --help")
         assert out.returncode == 0 and "Usage: ./run.sh" in out.stdout, (recipe, out.stderr)
+    out = run_tool("bash", "-c", f"cd {ROOT}/egs/an4 && ./tune.sh --help")
+    assert out.returncode == 0 and "Usage: ./tune.sh" in out.stdout, out.stderr

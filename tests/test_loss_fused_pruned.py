@@ -57,6 +57,23 @@ def test_fused_float32_matches_reference():
     torch.testing.assert_close(fused.double(), ref, rtol=1e-5, atol=1e-4)
 
 
+def test_fused_under_bf16_autocast_matches_the_bf16_products():
+    """Under autocast (a bfloat16 encoder output, float32 predictor and weights) the products run in
+    bfloat16 and each gradient comes back in its input's dtype, as the unfused path's do."""
+    enc, pred, weight, bias, targets, T_b, U_b = joiner_inputs(2, 12, 5, 16, 40, seed=4, dtype=torch.float32)
+    enc_bf16 = enc.detach().bfloat16().requires_grad_(True)
+    params = (enc_bf16, pred, weight, bias)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fused = fused_joiner_loss(*params, targets, T_b, U_b, reduction="sum")
+    grads = torch.autograd.grad(fused, params)
+    assert [g.dtype for g in grads] == [torch.bfloat16, torch.float32, torch.float32, torch.float32]
+    rounded = [p.detach().bfloat16().double().requires_grad_(True) for p in params]
+    exact = transducer_loss(joiner_logits(*rounded), targets, T_b, U_b, reduction="sum")
+    torch.testing.assert_close(fused.double(), exact, rtol=2e-2, atol=0)
+    for got, want in zip(grads, torch.autograd.grad(exact, rounded)):
+        assert torch.nn.functional.cosine_similarity(got.double().flatten(), want.flatten(), dim=0) > 0.99
+
+
 def test_fused_errors():
     enc, pred, weight, bias, targets, T_b, U_b = joiner_inputs(2, 3, 2, 4, 5, seed=4)
     with pytest.raises(ValueError, match="activation must be one of"):

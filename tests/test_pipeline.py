@@ -183,15 +183,29 @@ def test_leftover_shards_are_shared_utterance_by_utterance():
         assert sorted(taken) == sorted((u, i) for u in units for i in range(1000))
 
 
-def test_bucketing_keeps_buckets_apart_and_ranks_equal(fsdd):
+def test_bucketing_gives_every_rank_a_slice_of_one_global_batch_per_step(fsdd):
+    """300 real utterances, 4 buckets of 75, 3 ranks of batches of 16: 6 global batches of 48 (12
+    utterances dropped); in each step the ranks take disjoint slices of one global batch, which holds
+    consecutive utterances of the duration order (at most two neighbouring buckets); the same order on
+    every rank, a new one each epoch; workers split their rank's batches."""
     lines = (fsdd / "test.list").read_text().splitlines()
     duration = {json.loads(l)["key"]: json.loads(l)["duration"] for l in lines}
+    key = lambda line: json.loads(line)["key"]  # noqa: E731
     ranks = [bucket_batches(lines, 4, 16, seed=0, epoch=0, rank=r, world_size=3) for r in range(3)]
-    assert len({len(r) for r in ranks}) == 1
-    bucket_edges = sorted(duration.values())[75::75]
-    for batch in ranks[0]:
-        ds = [duration[json.loads(l)["key"]] for l in batch]
-        assert sum(min(ds) < e <= max(ds) for e in bucket_edges) <= 1 or min(ds) == max(ds)
+    assert [len(r) for r in ranks] == [6, 6, 6] and {len(b) for r in ranks for b in r} == {16}
+    used = [key(line) for r in ranks for b in r for line in b]
+    assert len(used) == len(set(used)) == 288
+    by_rank_order = sorted(duration, key=lambda k: duration[k])
+    bucket_of = {k: i // 75 for i, k in enumerate(by_rank_order)}
+    for step in zip(*ranks):
+        keys = [key(line) for batch in step for line in batch]
+        assert len({bucket_of[k] for k in keys}) <= 2
+        assert max(bucket_of[k] for k in keys) - min(bucket_of[k] for k in keys) <= 1
+    assert bucket_batches(lines, 4, 16, seed=0, epoch=0, rank=1, world_size=3) == ranks[1]
+    assert bucket_batches(lines, 4, 16, seed=0, epoch=1, rank=1, world_size=3) != ranks[1]
+    workers = [bucket_batches(lines, 4, 16, seed=0, epoch=0, rank=2, world_size=3, worker=w, num_workers=2)
+               for w in range(2)]
+    assert workers[0] == ranks[2][0::2] and workers[1] == ranks[2][1::2]
 
 
 # --- the whole chain --------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ corpus_dir=          # the speechocean762/ folder (train/, WAVE/, and test/ if p
 mirror=https://www.openslr.org/resources/101
 train_config=conf/transducer.yaml
 exp=exp/transducer
+unit_type=bpe        # bpe (of --vocab-size units) or char
 vocab_size=256
 dev_speakers=10
 nj=2
@@ -20,9 +21,9 @@ average=5            # the last N epoch checkpoints averaged for decoding (0: th
 methods="greedy modified_beam"
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/speechocean762] [--mirror URL]
-  [--train-config FILE] [--exp DIR] [--vocab-size N] [--dev-speakers N] [--nj N] [--average N]
-  [--methods \"greedy modified_beam beam\"] [--deploy \"offline streaming\"]
-Stages: 0 download, 1 data dirs, 2 shards, 3 BPE units, 4 train, 5 average, 6 decode and score
+  [--train-config FILE] [--exp DIR] [--unit-type bpe|char] [--vocab-size N] [--dev-speakers N] [--nj N]
+  [--average N] [--methods \"greedy modified_beam beam ctc_greedy ctc_prefix_beam\"] [--deploy \"offline streaming\"]
+Stages: 0 download, 1 data dirs, 2 shards, 3 units (BPE or characters), 4 train, 5 average, 6 decode and score
 (dev, and test when the corpus has its test/ half), 7 export to ONNX (--deploy), 8 decode and score the
 export in sherpa-onnx.
 Examples: ./run.sh --corpus-dir ../../../shared/data/speechocean762
@@ -34,7 +35,11 @@ Examples: ./run.sh --corpus-dir ../../../shared/data/speechocean762
 . utils/stages.sh
 . utils/decoding.sh
 
-lang=data/lang_bpe$vocab_size
+case $unit_type in
+  bpe) lang=data/lang_bpe$vocab_size ;;
+  char) lang=data/lang_char ;;
+  *) echo "run.sh: --unit-type must be bpe or char, got '$unit_type'" >&2; exit 1 ;;
+esac
 
 if [ -z "$corpus_dir" ]; then
   corpus_dir=downloads/speechocean762
@@ -58,9 +63,10 @@ if stage_wanted 2 "shards-dev$dev_speakers" -- $(for set in $sets; do echo data/
   stage_done 2 "shards-dev$dev_speakers"
 fi
 
-if stage_wanted 3 "units-bpe$vocab_size-dev$dev_speakers" -- data/train/text "$vocab_size"; then
-  steps/build_units.py --unit-type bpe --vocab-size "$vocab_size" data/train "$lang"
-  stage_done 3 "units-bpe$vocab_size-dev$dev_speakers"
+units=${lang#data/lang_}  # bpe256, char
+if stage_wanted 3 "units-$units-dev$dev_speakers" -- data/train/text "$vocab_size"; then
+  steps/build_units.py --unit-type "$unit_type" --vocab-size "$vocab_size" data/train "$lang"
+  stage_done 3 "units-$units-dev$dev_speakers"
 fi
 
 if stage_wanted 4 train "$exp" -- "$train_config" data/train/shards data/dev/shards "$lang/units.txt"; then

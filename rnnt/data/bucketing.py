@@ -1,9 +1,12 @@
-"""Duration bucketing for raw lists, as the MLPerf RNN-T reference does it.
+"""Duration bucketing with global batches for raw lists, as the MLPerf RNN-T reference samples.
 
-All utterances are sorted by duration and cut into `buckets` groups of equal size; each epoch every
-bucket is shuffled and cut into batches (a batch never mixes buckets), then the batches are shuffled.
-Rank r takes batches r, r + world, ... (the tail that would leave ranks unequal is dropped), and worker
-w of a rank every num_workers-th of those. Needs the "duration" of each entry (steps/make_raw_list.py).
+Each epoch: the utterances sorted by duration are cut into `buckets` groups of (nearly) equal size,
+the larger ones first; each group is shuffled and the groups are put back one after the other; the
+tail that does not fill a whole global batch (batch_size x world_size utterances) is dropped; the rest
+is cut into global batches, which are shuffled. In a step every rank takes its own slice of the same
+global batch, so the ranks train on utterances of similar length and wait little for each other; the
+worker w of a rank takes every num_workers-th of the rank's batches. Every rank computes the same
+order from (seed, epoch). Needs the "duration" of each entry (steps/make_raw_list.py).
 """
 
 from __future__ import annotations
@@ -12,23 +15,40 @@ import json
 import random
 
 
-def bucket_batches(lines: list[str], buckets: int, batch_size: int, seed: int, epoch: int, rank: int = 0,
-                   world_size: int = 1, worker: int = 0, num_workers: int = 1) -> list[list[str]]:
-    entries = []
+def durations(lines: list[str]) -> list[float]:
+    found = []
     for number, line in enumerate(lines, 1):
         duration = json.loads(line).get("duration")
         if duration is None:
             raise ValueError(f"raw list line {number} has no 'duration'; make the list with steps/make_raw_list.py "
                              "from a data dir with utt2dur, or turn bucketing off")
-        entries.append((float(duration), line))
-    entries.sort(key=lambda e: e[0])
+        found.append(float(duration))
+    return found
+
+
+def global_batches(lines: list[str], buckets: int, global_size: int, seed: int, epoch: int) -> list[list[str]]:
+    """The epoch's global batches of global_size lines each, in the order they are trained."""
+    lengths = durations(lines)
+    order = sorted(range(len(lines)), key=lambda i: lengths[i])
     rng = random.Random(f"buckets:{seed}:{epoch}")
-    size = -(-len(entries) // buckets)
-    batches = []
-    for start in range(0, len(entries), size):
-        bucket = [line for _, line in entries[start:start + size]]
-        rng.shuffle(bucket)
-        batches += [bucket[i:i + batch_size] for i in range(0, len(bucket), batch_size)]
+    small, larger = divmod(len(order), buckets)
+    shuffled, start = [], 0
+    for bucket in range(buckets):
+        size = small + (bucket < larger)
+        members = order[start:start + size]
+        rng.shuffle(members)
+        shuffled += members
+        start += size
+    whole = len(shuffled) // global_size * global_size
+    batches = [[lines[i] for i in shuffled[s:s + global_size]] for s in range(0, whole, global_size)]
     rng.shuffle(batches)
-    usable = len(batches) // world_size * world_size
-    return batches[:usable][rank::world_size][worker::num_workers]
+    return batches
+
+
+def bucket_batches(lines: list[str], buckets: int, batch_size: int, seed: int, epoch: int, rank: int = 0,
+                   world_size: int = 1, worker: int = 0, num_workers: int = 1) -> list[list[str]]:
+    """The batches of one rank's worker in one epoch: its slice of every global batch, every
+    num_workers-th of them."""
+    steps = global_batches(lines, buckets, batch_size * world_size, seed, epoch)
+    mine = [batch[rank * batch_size:(rank + 1) * batch_size] for batch in steps]
+    return mine[worker::num_workers]

@@ -143,5 +143,12 @@ def fused_joiner_loss(
     if one_sym_per_frame:
         check_one_symbol_per_frame(logit_lengths, target_lengths)
     blank = check_symbols(targets, target_lengths, blank, weight.shape[0])
-    return _FusedJoinerLoss.apply(enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank,
-                                  activation, reduction, one_sym_per_frame, chunk_elements)
+    # One dtype for the products: autocast's where it is on (its backward runs outside autocast, so the
+    # inputs are cast here, and the casts' own backward returns each gradient in its input's dtype).
+    device = enc.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else enc.dtype
+    enc, pred, weight = enc.to(dtype), pred.to(dtype), weight.to(dtype)
+    bias = bias.to(dtype) if bias is not None else None
+    with torch.autocast(device, enabled=False):
+        return _FusedJoinerLoss.apply(enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank,
+                                      activation, reduction, one_sym_per_frame, chunk_elements)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from dataclasses import dataclass, field
 
 import torch
@@ -77,6 +79,16 @@ def load_experiment(path: str, **paths: str) -> Experiment:
     if experiment.train.precision not in ("fp32", "bf16", "fp16"):
         raise ValueError(f"train.precision must be fp32, bf16 or fp16, got '{experiment.train.precision}'")
     return experiment
+
+
+def with_absolute_paths(experiment: Experiment) -> Experiment:
+    """Paths in the saved config must work from anywhere: decoding and transcription read only the exp dir."""
+    def absolute(path):
+        return os.path.abspath(path) if path else path
+
+    paths = dataclasses.replace(experiment.paths, **{k: absolute(v) for k, v in vars(experiment.paths).items()})
+    features = dataclasses.replace(experiment.data.features, cmvn=absolute(experiment.data.features.cmvn))
+    return dataclasses.replace(experiment, paths=paths, data=dataclasses.replace(experiment.data, features=features))
 
 
 def save_experiment(experiment: Experiment, path: str) -> None:

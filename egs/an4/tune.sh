@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Hyper-parameter search on AN4 with Optuna (steps/tune.py), after run.sh's data stages (0-3):
+# every trial trains conf/ci.yaml with values from conf/tune.yaml on data/train, for at most the
+# search's minutes_per_trial, scored by its best dev WER. Killed, it resumes from exp/tune/study.db
+# when run again. Then train the winner in full:
+#   ./run.sh --stage 4 --train-config exp/tune/best.yaml --exp exp/tuned
+set -euo pipefail
+
+config=conf/ci.yaml
+search=conf/tune.yaml
+exp=exp/tune
+vocab_size=64
+trials=0             # 0: the search's own count
+storage=             # a database URL shared by workers on several machines; empty: sqlite in $exp
+help_message="Usage: ./tune.sh [--config FILE] [--search FILE] [--exp DIR] [--vocab-size N] [--trials N] [--storage URL]
+Needs data/{train,dev}/data.list and data/lang_bpe\$vocab_size (./run.sh --stop-stage 3).
+Writes \$exp/best.yaml, \$exp/trials.png, \$exp/trials.tsv; the log is \$exp/tune.log."
+
+. ./path.sh
+. utils/parse_options.sh
+
+lang=data/lang_bpe$vocab_size
+for needed in data/train/data.list data/dev/data.list "$lang/units.txt"; do
+  [ -e "$needed" ] || { echo "tune.sh: $needed is missing: run ./run.sh --stop-stage 3 first" >&2; exit 1; }
+done
+mkdir -p "$exp"
+steps/tune.py --config "$config" --search "$search" --train-list data/train/data.list \
+  --valid-list data/dev/data.list --lang-dir "$lang" --exp-dir "$exp" --trials "$trials" \
+  ${storage:+--storage "$storage"} 2>&1 | tee -a "$exp/tune.log"

@@ -1,0 +1,1 @@
+"""Hyper-parameter search over the real trainer with Optuna (steps/tune.py)."""

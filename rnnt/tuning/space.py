@@ -1,0 +1,113 @@
+"""A hyper-parameter search: its YAML (what to search, and how), checked before any trial runs.
+
+    trials: 20                     # trials that end complete or pruned (failed ones are not counted)
+    minutes_per_trial: 5           # the training-time limit of each trial (0: none)
+    pruner: {type: median, startup_trials: 2, warmup_epochs: 1}   # or {type: none}; no pruning before
+                                   # epoch warmup_epochs, nor while fewer trials than startup_trials ended
+    sampler: {type: tpe, seed: 0}                                   # tpe or random
+    space:                          # dotted keys of the experiment config
+      train.optimizer.lr: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}
+      train.schedule.warmup_steps: {type: int, low: 0, high: 400, step: 50}
+      model.joiner.activation: {type: categorical, choices: [tanh, relu]}
+
+A trial's config is the base experiment config with its sampled values put in at those keys.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import yaml
+
+KINDS = {"float": ("low", "high"), "int": ("low", "high"), "categorical": ("choices",)}
+OPTIONAL = {"float": ("log", "step"), "int": ("log", "step"), "categorical": ()}
+PRUNERS = ("median", "none")
+SAMPLERS = ("tpe", "random")
+
+
+@dataclass(frozen=True)
+class Search:
+    space: dict[str, dict]
+    trials: int = 20
+    minutes_per_trial: float = 0.0
+    pruner: dict = field(default_factory=lambda: {"type": "median", "startup_trials": 2, "warmup_epochs": 1})
+    sampler: dict = field(default_factory=lambda: {"type": "tpe", "seed": 0})
+
+
+def has_key(config: dict, dotted: str) -> bool:
+    node = config
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def with_values(config: dict, values: dict) -> dict:
+    """A copy of config with each dotted key set to its value."""
+    out = copy.deepcopy(config)
+    for dotted, value in values.items():
+        *parents, last = dotted.split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return out
+
+
+def check_parameter(path: str, key: str, spec) -> None:
+    where = f"{path}: space.{key}"
+    if not isinstance(spec, dict) or spec.get("type") not in KINDS:
+        raise ValueError(f"{where}: give a mapping with type one of {', '.join(KINDS)}")
+    kind = spec["type"]
+    missing = [name for name in KINDS[kind] if name not in spec]
+    unknown = sorted(set(spec) - {"type", *KINDS[kind], *OPTIONAL[kind]})
+    if missing or unknown:
+        raise ValueError(f"{where}: {kind} needs {', '.join(KINDS[kind])}"
+                         + (f"; unknown {', '.join(unknown)}" if unknown else ""))
+    if kind == "categorical" and not (isinstance(spec["choices"], list) and spec["choices"]):
+        raise ValueError(f"{where}: choices must be a non-empty list")
+    if kind != "categorical" and not spec["low"] < spec["high"]:
+        raise ValueError(f"{where}: low ({spec['low']}) must be below high ({spec['high']})")
+
+
+def load_search(path: str, base_config: dict) -> Search:
+    """The search in the YAML file at path; every key of its space must exist in base_config (the
+    resolved experiment config), so that a typo fails before the first trial, not in it."""
+    with open(path) as f:
+        values = yaml.safe_load(f) or {}
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: expected a mapping with a space section")
+    unknown = sorted(set(values) - {"space", "trials", "minutes_per_trial", "pruner", "sampler"})
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {', '.join(unknown)}")
+    space = values.get("space")
+    if not isinstance(space, dict) or not space:
+        raise ValueError(f"{path}: space must map config keys (like train.optimizer.lr) to ranges")
+    for key, spec in space.items():
+        if not has_key(base_config, key):
+            raise ValueError(f"{path}: space.{key} is not a key of the experiment config")
+        check_parameter(path, key, spec)
+    search = Search(**values)
+    if search.pruner.get("type") not in PRUNERS:
+        raise ValueError(f"{path}: pruner.type must be one of {', '.join(PRUNERS)}")
+    if search.sampler.get("type") not in SAMPLERS:
+        raise ValueError(f"{path}: sampler.type must be one of {', '.join(SAMPLERS)}")
+    if search.trials < 1:
+        raise ValueError(f"{path}: trials must be at least 1")
+    return search
+
+
+def suggest(trial, space: dict[str, dict]) -> dict:
+    """The values an optuna trial draws for each key of the space."""
+    values = {}
+    for key, spec in space.items():
+        options = {k: v for k, v in spec.items() if k in OPTIONAL[spec["type"]]}
+        if spec["type"] == "float":
+            values[key] = trial.suggest_float(key, float(spec["low"]), float(spec["high"]), **options)
+        elif spec["type"] == "int":
+            values[key] = trial.suggest_int(key, int(spec["low"]), int(spec["high"]), **options)
+        else:
+            values[key] = trial.suggest_categorical(key, spec["choices"])
+    return values

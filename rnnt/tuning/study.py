@@ -1,0 +1,105 @@
+"""The Optuna study of a search: opened from its database with heartbeats, run until enough trials
+have ended, and its results written (best config, a table and a plot)."""
+
+from __future__ import annotations
+
+import os
+
+import yaml
+
+from rnnt.tuning.plot import plot_study
+from rnnt.tuning.space import Search, with_values
+
+RETRIES = 2  # a trial whose worker died runs again with its values at most this often
+
+
+def open_study(storage_url: str, name: str, search: Search, heartbeat: float):
+    """The study in the database at storage_url (created on first use); its trials beat every
+    `heartbeat` seconds, and one silent for two beats is failed and queued again with its values."""
+    import warnings
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # heartbeats, and retrying the trials of a dead worker, are still marked experimental
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    engine = {"connect_args": {"timeout": 60}} if storage_url.startswith("sqlite") else {}
+    storage = optuna.storages.RDBStorage(
+        storage_url, engine_kwargs=engine, heartbeat_interval=max(1, round(heartbeat)),
+        grace_period=max(2, round(2 * heartbeat)),
+        heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=RETRIES))
+    if search.sampler["type"] == "tpe":
+        sampler = optuna.samplers.TPESampler(seed=search.sampler.get("seed"))
+    else:
+        sampler = optuna.samplers.RandomSampler(seed=search.sampler.get("seed"))
+    if search.pruner["type"] == "median":
+        pruner = optuna.pruners.MedianPruner(n_startup_trials=search.pruner.get("startup_trials", 2),
+                                             n_warmup_steps=search.pruner.get("warmup_epochs", 1))
+    else:
+        pruner = optuna.pruners.NopPruner()
+    return optuna.create_study(storage=storage, study_name=name, direction="minimize", sampler=sampler,
+                               pruner=pruner, load_if_exists=True)
+
+
+def count(study, *states) -> int:
+    return sum(t.state in states for t in study.get_trials(deepcopy=False))
+
+
+def completed(study) -> int:
+    from optuna.trial import TrialState
+
+    return count(study, TrialState.COMPLETE)
+
+
+def optimize_until(study, objective, trials: int, catch: tuple) -> None:
+    """Runs trials until `trials` of them, over all workers and earlier runs, have ended complete or
+    pruned. Failed ones are not counted (a worker killed mid-trial leaves one, which is run again),
+    but more failures than trials stop the search: something is wrong with every trial."""
+    from optuna.trial import TrialState
+
+    def ended(study_) -> int:
+        return count(study_, TrialState.COMPLETE, TrialState.PRUNED)
+
+    def stop_when_done(study_, _trial) -> None:
+        if ended(study_) >= trials or count(study_, TrialState.FAIL) > trials:
+            study_.stop()
+
+    if ended(study) < trials:
+        study.optimize(objective, catch=catch, callbacks=[stop_when_done])
+
+
+def summary(study, trials: int) -> str:
+    from optuna.trial import TrialState
+
+    counts = {state.name.lower(): count(study, state) for state in (TrialState.COMPLETE, TrialState.PRUNED,
+                                                                    TrialState.FAIL)}
+    line = f"tune: {counts['complete'] + counts['pruned']} of {trials} trials ended (" + ", ".join(
+        f"{n} {state}" for state, n in counts.items()) + ")"
+    if not counts["complete"]:
+        return line + "; no trial completed"
+    best = study.best_trial
+    values = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.params.items())
+    return (f"{line}; best: trial {best.number}, dev WER {best.value:.2f}% at epoch {best.user_attrs.get('best_epoch')} "
+            f"after {best.user_attrs.get('minutes_to_best', 0):.1f} min, with {values}")
+
+
+def write_results(study, user_config: dict, exp_dir: str) -> None:
+    """<exp-dir>/trials.tsv (one row per trial), trials.png and, when a trial completed, best.yaml: the
+    user's config with the best trial's values."""
+    from optuna.trial import TrialState
+
+    trials = study.get_trials(deepcopy=False)
+    keys = sorted({k for t in trials for k in t.params})
+    with open(os.path.join(exp_dir, "trials.tsv"), "w") as f:
+        f.write("\t".join(["trial", "state", "dev_wer", "best_epoch", "minutes_to_best", *keys]) + "\n")
+        for t in trials:
+            f.write("\t".join(str(v) for v in [t.number, t.state.name, "" if t.value is None else f"{t.value:.2f}",
+                                                t.user_attrs.get("best_epoch", ""),
+                                                f"{t.user_attrs['minutes_to_best']:.2f}" if "minutes_to_best" in t.user_attrs
+                                                else "", *(t.params.get(k, "") for k in keys)]) + "\n")
+    if any(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials):
+        plot_study(study, os.path.join(exp_dir, "trials.png"))
+    if any(t.state == TrialState.COMPLETE for t in trials):
+        with open(os.path.join(exp_dir, "best.yaml"), "w") as f:
+            f.write(f"# steps/tune.py: trial {study.best_trial.number}, dev WER {study.best_value:.2f}%\n")
+            yaml.safe_dump(with_values(user_config, study.best_trial.params), f, sort_keys=False)

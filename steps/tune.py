@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Hyper-parameter search with Optuna: each trial trains the real trainer on a recipe's data.
+
+The search (which config keys, over which ranges, how many trials, each trial's training-time limit,
+pruner, sampler) is a YAML file; see rnnt/tuning/space.py for its form. The objective is the lowest
+dev WER a trial reaches within its time limit (train.valid_wer on a --valid-list). A trial whose
+per-epoch dev WER is worse than the median of earlier trials at the same epoch is pruned.
+
+The study lives in a database: by default sqlite:///<exp-dir>/study.db, so that a killed search
+resumes where it was (run the same command again) and finishes the number of trials asked for;
+any database URL (--storage postgresql://...) lets workers on several machines share one study.
+Trials send a heartbeat: a trial whose worker died is failed after two missed beats and run again
+with its values. Each trial trains in <exp-dir>/trial-NNN. At the end: <exp-dir>/best.yaml (the
+--config with the best trial's values), <exp-dir>/trials.png and <exp-dir>/trials.tsv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import yaml
+
+from rnnt.config import to_dict
+from rnnt.tuning.space import load_search, suggest, with_values
+from rnnt.tuning.study import completed, open_study, optimize_until, summary, write_results
+from rnnt.tuning.trial_run import run_trial
+from rnnt.training.experiment import load_experiment, with_absolute_paths
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class TrialFailed(Exception):
+    """A trial's training failed: the trial is marked failed, the search goes on."""
+
+
+def make_objective(base: dict, search, args):
+    import optuna
+
+    def objective(trial: optuna.Trial) -> float:
+        values = suggest(trial, search.space)
+        trial_dir = os.path.join(args.exp_dir, f"trial-{trial.number:03d}")
+        os.makedirs(trial_dir, exist_ok=True)
+        config = os.path.join(trial_dir, "trial.yaml")
+        with open(config, "w") as f:
+            yaml.safe_dump(with_values(base, values), f, sort_keys=False)
+        command = [sys.executable, os.path.join(ROOT, "steps", "train.py"), "--config", config, "--exp-dir", trial_dir]
+        if args.device:
+            command += ["--device", args.device]
+        print(f"trial {trial.number}: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                                   for k, v in values.items()), flush=True)
+
+        def report(epoch: int, wer: float) -> bool:
+            trial.report(wer, epoch)
+            print(f"  trial {trial.number} epoch {epoch}: dev WER {wer:.2f}%", flush=True)
+            return trial.should_prune()
+
+        run = run_trial(command, trial_dir, search.minutes_per_trial, report, os.path.join(trial_dir, "output.log"))
+        trial.set_user_attr("epoch_minutes", [minutes for _, _, minutes in run.epochs])
+        trial.set_user_attr("stopped_by", run.stopped_by)
+        if run.returncode != 0 and not (run.stopped_by and run.returncode == 143):
+            raise TrialFailed(f"trial {trial.number}: training failed (exit {run.returncode}); see "
+                              f"{trial_dir}/output.log")
+        if run.stopped_by == "asked":
+            print(f"  trial {trial.number} pruned at epoch {run.epochs[-1][0]}", flush=True)
+            raise optuna.TrialPruned()
+        if run.best is None:
+            raise TrialFailed(f"trial {trial.number}: no epoch ended within {search.minutes_per_trial} minutes")
+        epoch, wer, minutes = run.best
+        trial.set_user_attr("best_epoch", epoch)
+        trial.set_user_attr("minutes_to_best", minutes)
+        print(f"  trial {trial.number}: dev WER {wer:.2f}% (epoch {epoch}, {minutes:.1f} min)"
+              + (" [time limit]" if run.stopped_by else ""), flush=True)
+        return wer
+
+    return objective
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="example: steps/tune.py --config conf/ci.yaml --search conf/tune.yaml "
+                                            "--train-list data/train/data.list --valid-list data/dev/data.list "
+                                            "--lang-dir data/lang_bpe64 --exp-dir exp/tune")
+    parser.add_argument("--config", required=True, help="the experiment YAML the trials start from")
+    parser.add_argument("--search", required=True, help="the search YAML (space, trials, minutes_per_trial, ...)")
+    parser.add_argument("--exp-dir", required=True, help="where the trials train, and the default database")
+    parser.add_argument("--train-list", default="", help="overrides paths.train_list")
+    parser.add_argument("--valid-list", default="", help="overrides paths.valid_list (needed: the objective)")
+    parser.add_argument("--lang-dir", default="", help="overrides paths.lang_dir")
+    parser.add_argument("--storage", default="", help="database URL (default: sqlite:///<exp-dir>/study.db)")
+    parser.add_argument("--study-name", default="tune")
+    parser.add_argument("--trials", type=int, default=0, help="overrides the search's trials")
+    parser.add_argument("--heartbeat", type=float, default=60.0,
+                        help="seconds between a running trial's heartbeats; two missed fail it")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="", help="passed to steps/train.py")
+    args = parser.parse_args()
+    args.exp_dir = os.path.abspath(args.exp_dir)
+    try:
+        experiment = with_absolute_paths(load_experiment(args.config, train_list=args.train_list,
+                                                         valid_list=args.valid_list, lang_dir=args.lang_dir))
+        if not experiment.paths.valid_list or not experiment.train.valid_wer:
+            raise ValueError(f"{args.config}: tuning needs a dev set: give --valid-list and keep train.valid_wer true")
+        base = to_dict(experiment)
+        search = load_search(args.search, base)
+    except (OSError, ValueError) as error:
+        print(f"tune.py: {error}", file=sys.stderr)
+        return 1
+    trials = args.trials or search.trials
+    os.makedirs(args.exp_dir, exist_ok=True)
+    storage = args.storage or f"sqlite:///{os.path.join(args.exp_dir, 'study.db')}"
+    study = open_study(storage, args.study_name, search, args.heartbeat)
+    optimize_until(study, make_objective(base, search, args), trials, catch=(TrialFailed,))
+    with open(args.config) as f:
+        user_config = yaml.safe_load(f) or {}
+    write_results(study, user_config, args.exp_dir)
+    print(summary(study, trials), flush=True)
+    return 0 if completed(study) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

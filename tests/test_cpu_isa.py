@@ -1,0 +1,44 @@
+"""bfloat16 on CPUs whose AMX is advertised but unusable (this project's Xeon machines): `import rnnt`
+keeps oneDNN off it, so that bf16 training runs instead of dying with SIGILL."""
+
+import os
+import subprocess
+import sys
+
+from rnnt.cpu_isa import VARIABLE, cpu_facts
+
+BF16_STEP = """
+import rnnt, torch
+lstm, linear = torch.nn.LSTM(64, 64, batch_first=True), torch.nn.Linear(64, 32)
+x = torch.randn(4, 50, 64)
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    y = linear(lstm(x)[0])
+assert y.dtype == torch.bfloat16
+y.float().sum().backward()
+print(float(lstm.weight_ih_l0.grad.abs().sum()) > 0)
+"""
+
+
+def python(code: str, **env: str) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if k != VARIABLE}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**environment, **env}, timeout=300)
+
+
+def test_a_bf16_training_step_runs_after_import_rnnt(tmp_path):
+    out = python(BF16_STEP, XDG_CACHE_HOME=str(tmp_path))
+    assert out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}"
+    assert out.stdout.strip() == "True"
+    _, flags = cpu_facts()
+    cached = list((tmp_path / "rnnt").glob("amx-usable-*")) if (tmp_path / "rnnt").exists() else []
+    if "amx_tile" in flags and "avx512_bf16" in flags:  # probed once, the answer kept
+        assert len(cached) == 1 and cached[0].read_text().strip() in ("yes", "no")
+    else:
+        assert not cached
+
+
+def test_a_users_own_isa_choice_is_left_alone(tmp_path):
+    out = python(f"import os, rnnt; print(os.environ['{VARIABLE}'])", XDG_CACHE_HOME=str(tmp_path),
+                 **{VARIABLE: "AVX2"})
+    assert out.returncode == 0 and out.stdout.strip() == "AVX2"
+    assert not (tmp_path / "rnnt").exists()
