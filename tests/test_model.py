@@ -169,8 +169,28 @@ def test_bad_model_settings():
         build_predictor(dataclasses.replace(TINY.predictor, kind="gru"), vocab_size=7)
 
 
-@pytest.mark.parametrize("config", sorted(str(p.relative_to(p.parents[3])) for p in
-                                          __import__("pathlib").Path(__file__).parents[1].glob("egs/*/conf/*.yaml")))
+def recipe_yamls(searches: bool) -> list[str]:
+    """egs/*/conf/*.yaml: the experiment configs, or the hyper-parameter searches (a `space` section)."""
+    import pathlib
+
+    import yaml
+
+    root = pathlib.Path(__file__).parents[1]
+    return sorted(str(p.relative_to(root)) for p in root.glob("egs/*/conf/*.yaml")
+                  if ("space" in (yaml.safe_load(p.read_text()) or {})) == searches)
+
+
+@pytest.mark.parametrize("search", recipe_yamls(searches=True))
+def test_every_recipe_search_loads(search):
+    from conftest import ROOT
+    from rnnt.config import to_dict
+    from rnnt.training.experiment import Experiment
+    from rnnt.tuning.space import load_search
+
+    assert load_search(str(ROOT / search), to_dict(Experiment())).space
+
+
+@pytest.mark.parametrize("config", recipe_yamls(searches=False))
 def test_every_recipe_config_loads_and_builds(config):
     from conftest import ROOT
     from rnnt.training.experiment import load_experiment
