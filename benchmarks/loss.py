@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Transducer loss benchmark: forward + backward time and peak memory, joiner included, CPU float32.
+"""Transducer loss benchmark: forward + backward time and peak memory, joiner included, float32 on the CPU
+or a CUDA device (--device cuda).
 
 Each (shape, method) runs in two fresh processes. The first measures memory: the kernel's peak resident
 set size during one step (VmHWM after resetting it through /proc/self/clear_refs) minus the resident
@@ -11,7 +12,11 @@ keep and reuse freed blocks, as training does), times --runs steps after one war
 The memory process also runs one step under the PyTorch profiler and replays its allocation events:
 the peak of the bytes held in tensors, exact and free of the allocator's and the kernel's rounding
 (the resident-set peak moves by about half a MiB from run to run).
-Prints a markdown table. torchaudio runs from benchmarks/venv-torchaudio (make_torchaudio_venv.sh).
+On a CUDA device the step is timed between synchronisations, and memory is the allocator's: the peak of
+the bytes held in tensors (max_memory_allocated) and of the memory reserved from the device, each beyond
+what was held before the step.
+Prints a markdown table. On the CPU torchaudio runs from benchmarks/venv-torchaudio
+(make_torchaudio_venv.sh); with --device cuda from this interpreter (a CUDA torchaudio beside its torch).
 """
 
 from __future__ import annotations
@@ -72,13 +77,13 @@ def naive_loss(logits, targets, T_b, U_b):
     blank = log_probs[..., 0]
     labels = torch.nn.functional.pad(targets, (0, 1))[:, None, :, None].expand(B, T, U1, 1)
     label = log_probs.gather(3, labels).squeeze(3)
-    neg_inf = torch.tensor(float("-inf"))
+    neg_inf = torch.tensor(float("-inf"), device=logits.device)
     alpha = [[None] * U1 for _ in range(T)]
     for n in range(T + U1 - 1):  # anti-diagonals; every cell a separate autograd node
         for u in range(max(0, n - T + 1), min(n, U1 - 1) + 1):
             t = n - u
             if t == 0 and u == 0:
-                alpha[t][u] = torch.zeros(B)
+                alpha[t][u] = torch.zeros(B, device=logits.device)
                 continue
             from_blank = alpha[t - 1][u] + blank[:, t - 1, u] if t > 0 else neg_inf.expand(B)
             from_label = alpha[t][u - 1] + label[:, t, u - 1] if u > 0 else neg_inf.expand(B)
@@ -87,16 +92,16 @@ def naive_loss(logits, targets, T_b, U_b):
     return -final.mean()
 
 
-def make_step(method, B, T, U, V):
+def make_step(method, B, T, U, V, device="cpu"):
     import torch
 
     torch.manual_seed(0)
-    enc = torch.randn(B, T, HIDDEN, requires_grad=True)
-    pred = torch.randn(B, U + 1, HIDDEN, requires_grad=True)
-    joiner = torch.nn.Linear(HIDDEN, V)
-    targets = torch.randint(1, V, (B, U))
-    T_b = torch.full((B,), T)
-    U_b = torch.full((B,), U)
+    enc = torch.randn(B, T, HIDDEN, device=device, requires_grad=True)
+    pred = torch.randn(B, U + 1, HIDDEN, device=device, requires_grad=True)
+    joiner = torch.nn.Linear(HIDDEN, V).to(device)
+    targets = torch.randint(1, V, (B, U), device=device)
+    T_b = torch.full((B,), T, device=device)
+    U_b = torch.full((B,), U, device=device)
 
     def logits_padded():
         return joiner(torch.tanh(enc[:, :, None] + pred[:, None]))
@@ -133,7 +138,7 @@ def make_step(method, B, T, U, V):
     elif method == "pruned":
         from rnnt.loss import prune, prune_ranges, pruned_loss, simple_loss
 
-        am_proj, lm_proj = torch.nn.Linear(HIDDEN, V), torch.nn.Linear(HIDDEN, V)
+        am_proj, lm_proj = torch.nn.Linear(HIDDEN, V).to(device), torch.nn.Linear(HIDDEN, V).to(device)
 
         def loss():
             simple, (gamma_blank, gamma_label) = simple_loss(am_proj(enc), lm_proj(pred), targets, T_b, U_b,
@@ -150,14 +155,30 @@ def make_step(method, B, T, U, V):
         joiner.zero_grad(set_to_none=True)
         value = loss()
         value.backward()
-        return float(value)
+        return float(value)  # waits for the device: the backward pass ran before it on the same stream
 
     return step
 
 
-def worker(method: str, shape: str, runs: int, measure: str) -> None:
-    step = make_step(method, *SHAPES[shape])
-    step()  # warm-up: loads code pages, starts thread pools
+def cuda_memory(step) -> dict:
+    """The step's peak bytes in tensors and reserved from the device, beyond those held before it (MiB)."""
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()  # the warm-up's cached blocks go back, so the step's reservations count again
+    held, reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
+    torch.cuda.reset_peak_memory_stats()
+    value = step()
+    return {"loss": value, "peak_mb": (torch.cuda.max_memory_reserved() - reserved) / 2**20,
+            "tensor_peak_mb": (torch.cuda.max_memory_allocated() - held) / 2**20}
+
+
+def worker(method: str, shape: str, runs: int, measure: str, device: str) -> None:
+    step = make_step(method, *SHAPES[shape], device=device)
+    step()  # warm-up: loads code pages, starts thread pools (on a GPU: loads kernels, creates handles)
+    if measure == "memory" and device != "cpu":
+        print(json.dumps(cuda_memory(step)))
+        return
     if measure == "memory":
         base = memory_kb("VmRSS")
         with open("/proc/self/clear_refs", "w") as f:
@@ -174,12 +195,12 @@ def worker(method: str, shape: str, runs: int, measure: str) -> None:
     print(json.dumps({"median": statistics.median(times), "min": min(times), "max": max(times)}))
 
 
-def run_worker(method, shape, runs, python, measure) -> dict | None:
+def run_worker(method, shape, runs, python, measure, device) -> dict | None:
     env = {**os.environ, "PYTHONPATH": ROOT}
     if measure == "memory":  # fixed thresholds: freed blocks of 128 KB or more go back to the kernel at once
         env.update(MALLOC_MMAP_THRESHOLD_="131072", MALLOC_TRIM_THRESHOLD_="131072")
     cmd = [python, os.path.abspath(__file__), "--worker", method, "--shape", shape, "--runs", str(runs),
-           "--measure", measure]
+           "--measure", measure, "--device", device]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         print(f"loss.py: {method} {shape} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
@@ -187,9 +208,9 @@ def run_worker(method, shape, runs, python, measure) -> dict | None:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run_one(method, shape, runs, python) -> dict | None:
-    memory = run_worker(method, shape, runs, python, "memory")
-    timing = run_worker(method, shape, runs, python, "time")
+def run_one(method, shape, runs, python, device) -> dict | None:
+    memory = run_worker(method, shape, runs, python, "memory", device)
+    timing = run_worker(method, shape, runs, python, "time", device)
     return {**memory, **timing} if memory and timing else None
 
 
@@ -199,41 +220,50 @@ def main() -> int:
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--runs", type=int, default=5, help="timed steps per configuration (default 5)")
     parser.add_argument("--torchaudio-python", default=os.path.join(ROOT, "benchmarks", "venv-torchaudio", "bin", "python"),
-                        help="interpreter with torchaudio (default: benchmarks/venv-torchaudio)")
+                        help="interpreter with torchaudio on the CPU (default: benchmarks/venv-torchaudio)")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or a CUDA device such as cuda or cuda:1")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--shape", help=argparse.SUPPRESS)
     parser.add_argument("--measure", choices=["memory", "time"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.shape, args.runs, args.measure)
+        worker(args.worker, args.shape, args.runs, args.measure, args.device)
         return 0
 
     import torch
 
-    print(f"CPU float32, torch {torch.__version__}, {torch.get_num_threads()} threads, joiner tanh + "
-          f"Linear({HIDDEN} -> V) inside the step; median of {args.runs} forward+backward steps; "
-          f"peak RSS = extra resident memory during one step after a warm-up step; tensor peak = the most "
-          f"bytes held in tensors at once during a step, from the profiler's allocation events.\n")
-    print("| shape | method | time (s) median [min-max] | peak RSS (MiB) | tensor peak (MiB) | time vs torchaudio | "
-          "RSS vs torchaudio | tensor peak vs torchaudio | loss |")
+    on_cpu = args.device == "cpu"
+    if on_cpu:
+        print(f"CPU float32, torch {torch.__version__}, {torch.get_num_threads()} threads, joiner tanh + "
+              f"Linear({HIDDEN} -> V) inside the step; median of {args.runs} forward+backward steps; "
+              f"peak RSS = extra resident memory during one step after a warm-up step; tensor peak = the most "
+              f"bytes held in tensors at once during a step, from the profiler's allocation events.\n")
+    else:
+        print(f"{torch.cuda.get_device_name(args.device)} float32 (TF32 off), torch {torch.__version__}, joiner "
+              f"tanh + Linear({HIDDEN} -> V) inside the step; median of {args.runs} forward+backward steps after a "
+              f"warm-up step; reserved = extra device memory the caching allocator took during one step; tensor "
+              f"peak = the most bytes held in tensors at once during it (max_memory_allocated).\n")
+    memory_name = "peak RSS" if on_cpu else "reserved"
+    print(f"| shape | method | time (s) median [min-max] | {memory_name} (MiB) | tensor peak (MiB) | time vs torchaudio | "
+          f"{memory_name} vs torchaudio | tensor peak vs torchaudio | loss |")
     print("|---|---|---|---|---|---|---|---|---|")
     for shape in args.shapes:
         results = {}
         for method in args.methods:
-            if method == "torchaudio" and not os.path.exists(args.torchaudio_python):
+            if method == "torchaudio" and on_cpu and not os.path.exists(args.torchaudio_python):
                 print(f"loss.py: no {args.torchaudio_python}; run benchmarks/make_torchaudio_venv.sh", file=sys.stderr)
                 continue
             if method == "naive" and shape != "B8-T200-U50-V500":
                 continue  # tens of thousands of autograd nodes per step: minutes at the large shape
-            python = args.torchaudio_python if method == "torchaudio" else sys.executable
-            results[method] = run_one(method, shape, args.runs, python)
+            python = args.torchaudio_python if method == "torchaudio" and on_cpu else sys.executable
+            results[method] = run_one(method, shape, args.runs, python, args.device)
         ref = results.get("torchaudio")
         for method, r in results.items():
             if r is None:
                 continue
             vs_time = f"{r['median'] / ref['median']:.2f}x" if ref else "-"
-            vs_peak = f"{r['peak_mb'] / ref['peak_mb']:.3f}x" if ref else "-"
-            vs_tensors = f"{r['tensor_peak_mb'] / ref['tensor_peak_mb']:.3f}x" if ref else "-"
+            vs_peak = f"{r['peak_mb'] / ref['peak_mb']:.3f}x" if ref and ref['peak_mb'] else "-"
+            vs_tensors = f"{r['tensor_peak_mb'] / ref['tensor_peak_mb']:.3f}x" if ref and ref['tensor_peak_mb'] else "-"
             print(f"| {shape} | {METHODS[method]} | {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}] | "
                   f"{r['peak_mb']:.1f} | {r['tensor_peak_mb']:.1f} | {vs_time} | {vs_peak} | {vs_tensors} | "
                   f"{r['loss']:.4f} |", flush=True)

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Training-step benchmark on CPU, float32 and bfloat16 autocast, synthetic batches of realistic shape.
+"""Training-step benchmark on the CPU or a CUDA device (--device cuda), float32 and bfloat16 autocast,
+synthetic batches of realistic shape.
 
 A batch holds utterances of unequal length, as a sorted batch does (the longest 12 s, the others down
 to 10.2 s). For each configuration: audio seconds trained per wall second; the share of a step spent
@@ -11,6 +12,8 @@ StackTime and the first layer after it, which reads the stacked frames, timed al
 the factor would give if the rest of the step took a quarter of its time, or none.
 Each configuration runs in float32 and under bfloat16 autocast (as train.precision: bf16 does); the
 bf16 rows give their speed-up over float32 and the matmul peak they are compared with is bfloat16's.
+On a CUDA device every timed call ends with a synchronisation, and the matmul peaks are measured there
+(float32 with TF32 off, as PyTorch's default for matmuls; the cuDNN LSTMs follow torch's cuDNN defaults).
 Prints markdown tables.
 """
 
@@ -48,25 +51,39 @@ CONFIGS = {
 }
 
 
+DEVICE = torch.device("cpu")  # set by --device
+
+
+def synchronize() -> None:
+    """Waits for the device's queued work (nothing to wait for on the CPU)."""
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize(DEVICE)
+
+
 def median_time(fn, runs: int) -> float:
     fn()
+    synchronize()
     times = []
     for _ in range(runs):
         start = time.perf_counter()
         fn()
+        synchronize()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
 
 def machine_flops(dtype: torch.dtype = torch.float32) -> float:
-    """The machine's matmul peak in dtype: the fastest of 10 products of 2048 x 2048 matrices."""
-    n = 2048
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    """The device's matmul peak in dtype: the fastest of 10 products of n x n matrices (2048 on the CPU,
+    8192 on a GPU)."""
+    n = 2048 if DEVICE.type == "cpu" else 8192
+    a, b = torch.randn(n, n, dtype=dtype, device=DEVICE), torch.randn(n, n, dtype=dtype, device=DEVICE)
     a @ b
+    synchronize()
     times = []
     for _ in range(10):
         start = time.perf_counter()
         a @ b
+        synchronize()
         times.append(time.perf_counter() - start)
     return 2 * n ** 3 / min(times)
 
@@ -100,13 +117,13 @@ def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: i
     float32) gives the speed-up column."""
     torch.manual_seed(0)
     T = int(seconds * 100 / 3)  # stacked 30 ms frames
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
-    model = Transducer(config, V)
+    autocast = torch.autocast(DEVICE.type, dtype=torch.bfloat16, enabled=bf16)
+    model = Transducer(config, V).to(DEVICE)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    feats = torch.randn(B, T, config.encoder.input_dim)
-    feat_lens = torch.linspace(T, 0.85 * T, B).long()  # a sorted batch: lengths within 15% of the longest
-    tokens = torch.randint(1, V, (B, U))
-    token_lens = torch.linspace(U, 0.85 * U, B).long()
+    feats = torch.randn(B, T, config.encoder.input_dim, device=DEVICE)
+    feat_lens = torch.linspace(T, 0.85 * T, B).long().to(DEVICE)  # a sorted batch: lengths within 15% of the longest
+    tokens = torch.randint(1, V, (B, U), device=DEVICE)
+    token_lens = torch.linspace(U, 0.85 * U, B).long().to(DEVICE)
 
     def step():
         optimizer.zero_grad(set_to_none=True)
@@ -134,7 +151,7 @@ def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: i
 
     encoder = model.encoder
     # requires grad: in the step this layer's input gradient flows back to the layers before StackTime
-    stacked = torch.randn(B, enc_out.shape[1], encoder.post.lstms[0].input_size, requires_grad=True)
+    stacked = torch.randn(B, enc_out.shape[1], encoder.post.lstms[0].input_size, device=DEVICE, requires_grad=True)
 
     def first_after_stack_time():
         encoder.post.norms[0](encoder.post.lstms[0](stacked)[0]).sum().backward()
@@ -158,23 +175,33 @@ def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: i
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--device", default="cpu", help="cpu (default) or a CUDA device such as cuda")
+    parser.add_argument("--batch-scale", type=int, default=1,
+                        help="multiplies every configuration's batch (a GPU needs more than a CPU to be busy)")
     args = parser.parse_args()
+    global DEVICE
+    DEVICE = torch.device(args.device)
     flops, bf16_flops = machine_flops(), machine_flops(torch.bfloat16)
-    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "oneDNN's choice")
-    print(f"CPU, torch {torch.__version__}, {torch.get_num_threads()} threads, ONEDNN_MAX_CPU_ISA {isa}; matmul peak "
-          f"measured here: float32 {flops / 1e9:.0f} GFLOP/s, bfloat16 {bf16_flops / 1e9:.0f} GFLOP/s. Full loss: "
-          "joiner logits built, gradient written over them.\n")
+    if DEVICE.type == "cpu":
+        isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "oneDNN's choice")
+        where = f"CPU, torch {torch.__version__}, {torch.get_num_threads()} threads, ONEDNN_MAX_CPU_ISA {isa}"
+    else:
+        where = f"{torch.cuda.get_device_name(DEVICE)}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}"
+    print(f"{where}; matmul peak measured here: float32 {flops / 1e9:.0f} GFLOP/s, bfloat16 {bf16_flops / 1e9:.0f} "
+          "GFLOP/s. Full loss: joiner logits built, gradient written over them.\n")
     print("| config | precision | batch | step (s) | bf16 speed-up | audio s / s | encoder / joint+loss / optimizer | "
           "model FLOP/s vs matmul |")
     print("|---|---|---|---|---|---|---|---|")
-    for name, (config, B, seconds, U, V) in CONFIGS.items():
+    configs = {name: (config, B * args.batch_scale, seconds, U, V)
+               for name, (config, B, seconds, U, V) in CONFIGS.items()}
+    for name, (config, B, seconds, U, V) in configs.items():
         row, fp32_step, _ = measure(name, config, B, seconds, U, V, args.runs, flops)
         print(row, flush=True)
         print(measure(name, config, B, seconds, U, V, args.runs, bf16_flops, bf16=True, fp32_step=fp32_step)[0],
               flush=True)
     results = {}
     for name in ("small (full loss)", "mlperf (full loss)"):
-        base, B, seconds, U, V = CONFIGS[name]
+        base, B, seconds, U, V = configs[name]
         for factor in (2, 8):
             config = dataclasses.replace(base, encoder=dataclasses.replace(base.encoder, stack_time=factor))
             row, step, parts = measure(f"{name}, StackTime {factor}", config, B, seconds, U, V, args.runs, flops,
