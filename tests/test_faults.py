@@ -1,6 +1,6 @@
 """Faults injected into real data and runs: each is named by file, nothing good is lost, and a rerun
-completes. (SIGKILL during a checkpoint write: tests/test_training.py kills a run mid-epoch and
-resumes it to the same parameters; during extraction: tests/test_download.py.)"""
+completes. (SIGKILL mid-epoch: tests/test_training.py resumes a killed run to the same parameters; during
+extraction: tests/test_download.py.)"""
 
 import io
 import logging
@@ -117,3 +117,56 @@ def test_bad_members_mid_epoch_are_named_and_the_rest_is_kept(test_data, tmp_pat
 def shard_keys_of(shard):
     with tarfile.open(shard) as tar:
         return list(dict.fromkeys(m.name.rpartition(".")[0] for m in tar))
+
+
+# The real trainer, with torch.save cut short: half of epoch-2.pt's bytes reach the disk, then SIGKILL.
+KILLED_WHILE_SAVING = """
+import os, runpy, signal, sys
+import torch
+real_save = torch.save
+
+def save_half_then_die(obj, f, *args, **kwargs):
+    real_save(obj, f, *args, **kwargs)
+    if getattr(f, "name", "").endswith("epoch-2.pt.tmp"):
+        f.flush()
+        os.ftruncate(f.fileno(), f.tell() // 2)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+torch.save = save_half_then_die
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_killed_while_writing_a_checkpoint_then_resumed_equals_an_uninterrupted_run(yesno, tmp_path):
+    import torch
+    import yaml
+
+    from rnnt.training import checkpoint
+
+    values = yaml.safe_load((ROOT / "egs" / "yesno" / "conf" / "tiny.yaml").read_text())
+    values["train"]["epochs"] = 3
+    values["data"]["batch"] = {"type": "static", "batch_size": 10}
+    conf = tmp_path / "conf.yaml"
+    conf.write_text(yaml.safe_dump(values))
+
+    def train(exp, *extra, prefix=()):
+        return [*prefix, str(STEPS / "train.py"), "--config", str(conf), "--train-list", str(yesno / "train.list"),
+                "--lang-dir", str(yesno / "lang"), "--exp-dir", str(exp), *extra]
+
+    killed = tmp_path / "killed"
+    out = subprocess.run(train(killed, prefix=(sys.executable, "-c", KILLED_WHILE_SAVING)), capture_output=True,
+                         text=True, cwd=ROOT, timeout=600)
+    assert out.returncode == -signal.SIGKILL, out.stderr[-2000:]
+    partial = killed / "epoch-2.pt.tmp"
+    assert partial.exists() and not (killed / "epoch-2.pt").exists()  # the cut file never took the name
+    assert checkpoint.latest(str(killed)) == str(killed / "epoch-1.pt")
+    out = run_tool(*train(killed, "--resume", prefix=(sys.executable,)))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "resumed from" in (killed / "train.log").read_text() and (killed / "epoch-3.pt").exists()
+
+    straight = tmp_path / "straight"
+    out = run_tool(*train(straight, prefix=(sys.executable,)))
+    assert out.returncode == 0, out.stderr[-2000:]
+    a, b = (checkpoint.load(str(exp / "epoch-3.pt"))["model"] for exp in (straight, killed))
+    assert a.keys() == b.keys() and all(torch.equal(a[name], b[name]) for name in a)
