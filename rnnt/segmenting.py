@@ -53,7 +53,8 @@ def file_blocks(path: str, seconds: float = 1.0) -> tuple[Iterator[torch.Tensor]
     return (to_mono(torch.from_numpy(np.ascontiguousarray(b.T))) for b in blocks), rate
 
 
-def transcribe_in_segments(transcriber, path: str, max_seconds: float, method: str = "greedy", beam: int = 4):
+def transcribe_in_segments(transcriber, path: str, max_seconds: float, method: str = "greedy",
+                           beam: int | None = None):
     """The Transcript of a whole file decoded segment by segment; word times count from its start."""
     from rnnt.transcriber import Transcript
 

@@ -7,23 +7,28 @@ used where the checkpoint keeps them.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 
 import torch
 
 from rnnt.data import stages
+from rnnt.data.config import BatchConfig, FilterConfig
+from rnnt.data.pipeline import Pipeline
 from rnnt.data.audio import load_audio, to_mono
 from rnnt.data.features import PRESETS
 from rnnt.data.resample import resample
 from rnnt.data.tokenizer import SPACE, Tokenizer
 from rnnt.model.transducer import Transducer
 from rnnt.ctc_search import ctc_greedy_search, ctc_prefix_beam_search
+from rnnt.lm.fusion import ShallowFusion, read_fusion_config
 from rnnt.search import Hypothesis, beam_search, greedy_search, modified_beam_search
 from rnnt.training import checkpoint
 from rnnt.training.experiment import Experiment, load_experiment
 
-METHODS = ("greedy", "beam", "modified_beam", "ctc_greedy", "ctc_prefix_beam")  # ctc_*: the model's CTC head
+# ctc_*: the model's CTC head; ctc_prefix_beam_lm: prefix beam search with an n-gram LM (shallow fusion, rnnt.lm)
+METHODS = ("greedy", "beam", "modified_beam", "ctc_greedy", "ctc_prefix_beam", "ctc_prefix_beam_lm")
 
 
 def load_model(exp_dir: str, checkpoint_path: str | None = None, use_ema: bool = True,
@@ -35,6 +40,14 @@ def load_model(exp_dir: str, checkpoint_path: str | None = None, use_ema: bool =
     state = checkpoint.load(path)
     model.load_state_dict(state["ema"] if use_ema and state.get("ema") is not None else state["model"])
     return experiment, model.to(device).eval(), tokenizer, path
+
+
+def decoding_pipeline(experiment: Experiment, tokenizer: Tokenizer, data_list: str, batch_size: int) -> Pipeline:
+    """The training front end without augmentation (train=False) and without filtering or reordering:
+    every utterance of a test set is decoded."""
+    data = dataclasses.replace(experiment.data, filter=FilterConfig(), shuffle_buffer=0, sort_buffer=0, buckets=0,
+                               num_workers=0, batch=BatchConfig(type="static", batch_size=batch_size))
+    return Pipeline(data_list, data, tokenizer, train=False)
 
 
 def check_method(model, method: str) -> None:
@@ -49,16 +62,20 @@ def check_method(model, method: str) -> None:
 
 
 def decode_batch(model, feats, feat_lens, method: str = "greedy", beam: int = 4,
-                 max_symbols_per_frame: int | None = None) -> list[Hypothesis]:
+                 max_symbols_per_frame: int | None = None, fusion: ShallowFusion | None = None) -> list[Hypothesis]:
     """The best hypothesis for each utterance of a padded batch."""
-    return [nbest[0] for nbest in decode_batch_nbest(model, feats, feat_lens, method, beam, max_symbols_per_frame)]
+    return [nbest[0] for nbest in decode_batch_nbest(model, feats, feat_lens, method, beam, max_symbols_per_frame,
+                                                     fusion)]
 
 
 def decode_batch_nbest(model, feats, feat_lens, method: str = "greedy", beam: int = 4,
-                       max_symbols_per_frame: int | None = None) -> list[list[Hypothesis]]:
+                       max_symbols_per_frame: int | None = None,
+                       fusion: ShallowFusion | None = None) -> list[list[Hypothesis]]:
     """For each utterance of a padded batch, its best hypotheses, best first: up to `beam` for the beam
-    searches, one for the greedy ones."""
+    searches, one for the greedy ones. ctc_prefix_beam_lm searches with `fusion` (an n-gram LM)."""
     check_method(model, method)
+    if method == "ctc_prefix_beam_lm" and fusion is None:
+        raise ValueError("ctc_prefix_beam_lm needs an LM: an lm/fusion.yaml (steps/tune_lm_fusion.py writes one)")
     with torch.no_grad():
         enc, enc_lens = model.encode(feats, feat_lens)
         if method == "greedy":
@@ -67,8 +84,9 @@ def decode_batch_nbest(model, feats, feat_lens, method: str = "greedy", beam: in
             return modified_beam_search(model, enc, enc_lens, beam)
         if method == "ctc_greedy":
             return [[hyp] for hyp in ctc_greedy_search(model, enc, enc_lens)]
-        if method == "ctc_prefix_beam":
-            return [ctc_prefix_beam_search(model, enc[b], int(enc_lens[b]), beam) for b in range(enc.shape[0])]
+        if method in ("ctc_prefix_beam", "ctc_prefix_beam_lm"):
+            with_lm = fusion if method == "ctc_prefix_beam_lm" else None
+            return [ctc_prefix_beam_search(model, enc[b], int(enc_lens[b]), beam, with_lm) for b in range(enc.shape[0])]
         return [beam_search(model, enc[b], int(enc_lens[b]), beam, max_symbols_per_frame) for b in range(enc.shape[0])]
 
 
@@ -116,15 +134,20 @@ def nbest_entries(tokenizer: Tokenizer, hyps: list[Hypothesis], frame_seconds: f
 class Transcriber:
     """Audio in (any format soundfile reads, any rate, any channels), text out."""
 
-    def __init__(self, experiment: Experiment, model: Transducer, tokenizer: Tokenizer, device: str = "cpu"):
+    def __init__(self, experiment: Experiment, model: Transducer, tokenizer: Tokenizer, device: str = "cpu",
+                 fusion: ShallowFusion | None = None, fusion_beam: int = 4):
         self.experiment, self.model, self.tokenizer, self.device = experiment, model, tokenizer, device
+        self.fusion, self.fusion_beam = fusion, fusion_beam  # the LM of ctc_prefix_beam_lm, and its tuned beam
         self.cmvn = stages.load_cmvn(experiment.data.features.cmvn)
 
     @classmethod
     def from_exp_dir(cls, exp_dir: str, checkpoint_path: str | None = None, device: str = "cpu",
                      use_ema: bool = True) -> "Transcriber":
+        """The experiment's model; with <exp_dir>/lm/fusion.yaml (steps/tune_lm_fusion.py) also its LM."""
         experiment, model, tokenizer, _ = load_model(exp_dir, checkpoint_path, use_ema, device)
-        return cls(experiment, model, tokenizer, device)
+        fusion_path = os.path.join(exp_dir, "lm", "fusion.yaml")
+        fusion, beam = read_fusion_config(fusion_path, tokenizer.symbols) if os.path.exists(fusion_path) else (None, 4)
+        return cls(experiment, model, tokenizer, device, fusion, beam)
 
     def features(self, audio) -> torch.Tensor:
         waveform, rate = load_audio(audio) if not isinstance(audio, tuple) else audio
@@ -133,11 +156,13 @@ class Transcriber:
         record = {"key": "audio", "waveform": resample(mono, rate, target), "sample_rate": target}
         return stages.features_of(record, self.experiment.data, self.cmvn, train=False, seed=0, epoch=0)
 
-    def transcribe(self, audio, method: str = "greedy", beam: int = 4, nbest: bool = False) -> Transcript:
-        """audio: a path, bytes of a file, or (waveform (channels, samples) or (samples,), sample rate)."""
+    def transcribe(self, audio, method: str = "greedy", beam: int | None = None, nbest: bool = False) -> Transcript:
+        """audio: a path, bytes of a file, or (waveform (channels, samples) or (samples,), sample rate).
+        beam: default 4; for ctc_prefix_beam_lm the beam its LM weights were chosen with."""
         feats = self.features(audio).to(self.device)
+        beam = beam or (self.fusion_beam if method == "ctc_prefix_beam_lm" else 4)
         hyps = decode_batch_nbest(self.model, feats[None], torch.tensor([feats.shape[0]], device=self.device),
-                                  method, beam)[0]
+                                  method, beam, fusion=self.fusion)[0]
         best = hyps[0]
         listed = nbest_entries(self.tokenizer, hyps, seconds_per_encoder_frame(self.experiment)) if nbest else None
         return Transcript(self.tokenizer.decode(best.tokens), self.words(best), best.score, listed)

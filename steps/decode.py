@@ -13,7 +13,6 @@ Prints the real-time factor: decoding seconds per second of audio (with --thread
 """
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -22,18 +21,17 @@ import time
 import torch
 from tqdm import tqdm
 
-from rnnt.data.config import BatchConfig, FilterConfig
-from rnnt.data.pipeline import Pipeline
 from rnnt.decode_results import reference_texts, write_results
-from rnnt.transcriber import (METHODS, check_method, decode_batch_nbest, load_model, nbest_entries,
+from rnnt.lm.fusion import read_fusion_config
+from rnnt.transcriber import (METHODS, check_method, decode_batch_nbest, decoding_pipeline, load_model, nbest_entries,
                               seconds_per_encoder_frame, seconds_per_input_frame)
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="example: steps/decode.py --method modified_beam exp/tiny data/test/data.list test")
     parser.add_argument("--method", choices=METHODS, default="greedy")
-    parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument("--beam", type=int, help="default 4; ctc_prefix_beam_lm: the beam its LM weights were chosen with")
     parser.add_argument("--max-symbols-per-frame", type=int,
                         help="greedy and beam: labels a frame (default 1 for a model trained one symbol per frame, "
                              "else 3; more than 1 searches such a model as a standard transducer)")
@@ -47,39 +45,47 @@ def main() -> int:
     parser.add_argument("--nbest", action="store_true",
                         help="also write nbest.json: per utterance every hypothesis the search kept (up to --beam), "
                              "with scores and unit times")
+    parser.add_argument("--lm-fusion", help="ctc_prefix_beam_lm: the LM and its weights (default: <exp-dir>/lm/fusion.yaml, "
+                        "written by steps/tune_lm_fusion.py)")
     parser.add_argument("--text", help="the reference Kaldi text (default: <the list's dir>/text if there, else the "
                         "transcripts in the list)")
     parser.add_argument("exp_dir")
     parser.add_argument("data_list")
     parser.add_argument("set_name", help="names the output dir decode-<set>-<method>[-<tag>]")
     args = parser.parse_args()
-    if args.beam < 1 or args.batch_size < 1 or (args.max_symbols_per_frame is not None and args.max_symbols_per_frame < 1):
+    if any(value is not None and value < 1 for value in (args.beam, args.batch_size, args.max_symbols_per_frame)):
         parser.error("--beam, --batch-size and --max-symbols-per-frame must be at least 1")
+    return args
+
+
+def main() -> int:
+    args = parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
         experiment, model, tokenizer, path = load_model(args.exp_dir, args.checkpoint, not args.no_ema, args.device)
         check_method(model, args.method)
+        fusion, beam = None, args.beam or 4
+        if args.method == "ctc_prefix_beam_lm":
+            fusion, tuned_beam = read_fusion_config(args.lm_fusion or os.path.join(args.exp_dir, "lm", "fusion.yaml"),
+                                                    tokenizer.symbols)
+            beam = args.beam or tuned_beam
     except (OSError, ValueError, KeyError) as error:
         print(f"decode.py: {error}", file=sys.stderr)
         return 1
-    # The training front end without augmentation (train=False) and without filtering or reordering:
-    # every utterance of a test set is decoded.
-    data = dataclasses.replace(experiment.data, filter=FilterConfig(), shuffle_buffer=0, sort_buffer=0, buckets=0,
-                               num_workers=0, batch=BatchConfig(type="static", batch_size=args.batch_size))
     try:
         refs, refs_from = reference_texts(args.data_list, args.text)
     except (OSError, ValueError) as error:
         print(f"decode.py: {error}", file=sys.stderr)
         return 1
-    pipeline = Pipeline(args.data_list, data, tokenizer, train=False)
+    pipeline = decoding_pipeline(experiment, tokenizer, args.data_list, args.batch_size)
     frame_seconds, encoder_frame_seconds = seconds_per_input_frame(experiment), seconds_per_encoder_frame(experiment)
     hyps, nbest = {}, []
     audio_seconds = decode_seconds = 0.0
     for batch in tqdm(pipeline.batches(), desc=f"decode {args.set_name}", unit="batch", file=sys.stderr):
         start = time.perf_counter()
         results = decode_batch_nbest(model, batch["feats"].to(args.device), batch["feat_lens"].to(args.device),
-                                     args.method, args.beam, args.max_symbols_per_frame)
+                                     args.method, beam, args.max_symbols_per_frame, fusion)
         decode_seconds += time.perf_counter() - start
         audio_seconds += float(batch["feat_lens"].sum()) * frame_seconds
         for key, hyp_list in zip(batch["keys"], results):

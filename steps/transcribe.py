@@ -34,7 +34,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="example: steps/transcribe.py --json --word-times exp/tiny a.flac b.wav")
     parser.add_argument("--method", choices=METHODS, default="greedy")
-    parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument("--beam", type=int, help="default 4; ctc_prefix_beam_lm: the beam its LM weights were chosen with")
     parser.add_argument("--checkpoint", help="default: the newest avg-N.pt, else the newest checkpoint")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", action="store_true", help="one JSON object a line")
@@ -57,6 +57,8 @@ def main() -> int:
     try:
         transcriber = Transcriber.from_exp_dir(args.exp_dir, args.checkpoint, args.device)
         check_method(transcriber.model, args.method)
+        if args.method == "ctc_prefix_beam_lm" and transcriber.fusion is None:
+            raise ValueError(f"ctc_prefix_beam_lm needs {args.exp_dir}/lm/fusion.yaml (steps/tune_lm_fusion.py)")
         if args.stream:
             transcriber.stream()  # refused here, before any audio, if the model cannot stream
     except (OSError, ValueError, KeyError) as error:

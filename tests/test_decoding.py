@@ -214,3 +214,40 @@ def test_decode_scores_every_reference_even_undecodable_ones(trained, yesno, tmp
         assert f"{lost} of {data / 'text'} was not decoded" in out.stderr
     lost = " ".join(sorted((entries[1]["key"], entries[3]["key"])))
     assert f"(counted as empty): {lost}" in (trained / "decode-broken-greedy" / "errs").read_text()
+
+
+def test_an_lm_built_from_training_text_is_tuned_on_dev_and_used_by_decode(trained, yesno, tmp_path):
+    arpa = tmp_path / "lm.arpa"
+    out = run_tool(sys.executable, STEPS / "build_ngram_lm.py", "--order", "3", yesno / "data" / "train_yesno",
+                   yesno / "lang", arpa)
+    assert out.returncode == 0, out.stderr
+    assert "3-gram over" in out.stdout and "30 transcripts" in out.stdout
+    out = run_tool(sys.executable, STEPS / "tune_lm_fusion.py", "--arpa", arpa, "--weights", "0,0.5",
+                   "--bonuses", "0,1", trained, yesno / "test.list")
+    assert out.returncode == 0, out.stderr
+    tuned = yaml.safe_load((trained / "lm" / "fusion.yaml").read_text())
+    assert (tuned["weight"], tuned["length_bonus"]) in [(0, 0), (0, 1), (0.5, 0), (0.5, 1)]
+    rows = (trained / "lm" / "tuning.tsv").read_text().splitlines()
+    assert len(rows) == 1 + 1 + 4  # header, without the LM, the grid
+    wers = {tuple(r.split("\t")[:2]): float(r.split("\t")[2]) for r in rows[1:]}
+    assert wers[("0.0", "0.0")] == wers[("none", "none")]  # weight 0, bonus 0 is the plain search
+    best = min(wers[k] for k in wers if k != ("none", "none"))
+    assert tuned["beam"] == 8
+    out = run_tool(sys.executable, STEPS / "decode.py", "--method", "ctc_prefix_beam_lm", trained, yesno / "test.list",
+                   "test")  # at the beam the weights were chosen with
+    assert out.returncode == 0, out.stderr
+    assert (trained / "decode-test-ctc_prefix_beam_lm" / "wer").read_text().startswith(f"%WER {best:.2f} [")
+    out = run_tool(sys.executable, STEPS / "decode.py", "--method", "ctc_prefix_beam_lm", trained, yesno / "five.list",
+                   "five")
+    assert out.returncode == 0, out.stderr
+    hyps = dict(line.split(maxsplit=1) if " " in line else (line, "") for line in
+                (trained / "decode-five-ctc_prefix_beam_lm" / "hyp").read_text().splitlines())
+    entry = json.loads((yesno / "five.list").read_text().splitlines()[0])
+    one = run_tool(sys.executable, STEPS / "transcribe.py", "--json", "--method", "ctc_prefix_beam_lm", trained,
+                   entry["wav"])  # the transcriber finds the experiment's LM
+    assert one.returncode == 0, one.stderr
+    assert json.loads(one.stdout)["text"] == hyps[entry["key"]]
+    (trained / "lm" / "fusion.yaml").unlink()
+    out = run_tool(sys.executable, STEPS / "decode.py", "--method", "ctc_prefix_beam_lm", trained,
+                   yesno / "test.list", "test")
+    assert out.returncode == 1 and "fusion.yaml" in out.stderr

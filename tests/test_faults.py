@@ -1,6 +1,5 @@
 """Faults injected into real data and runs: each is named by file, nothing good is lost, and a rerun
-completes. (SIGKILL mid-epoch: tests/test_training.py resumes a killed run to the same parameters; during
-extraction: tests/test_download.py.)"""
+completes. (SIGKILL mid-epoch: tests/test_training.py resumes a killed run to the same parameters.)"""
 
 import io
 import logging
@@ -170,3 +169,46 @@ def test_killed_while_writing_a_checkpoint_then_resumed_equals_an_uninterrupted_
     assert out.returncode == 0, out.stderr[-2000:]
     a, b = (checkpoint.load(str(exp / "epoch-3.pt"))["model"] for exp in (straight, killed))
     assert a.keys() == b.keys() and all(torch.equal(a[name], b[name]) for name in a)
+
+
+# safe_extract in a child whose fourth member is cut halfway, then SIGKILL.
+KILLED_WHILE_EXTRACTING = """
+import os, signal, sys, tarfile
+from rnnt.prep.extract import safe_extract
+real_extract = tarfile.TarFile.extract
+done = []
+
+def extract_then_die(self, member, path="", **kwargs):
+    if len(done) == 3 and member.isfile():
+        data = self.extractfile(member).read()
+        with open(os.path.join(path, member.name), "wb") as f:
+            f.write(data[:len(data) // 2])
+        os.kill(os.getpid(), signal.SIGKILL)
+    done.append(member.name)
+    return real_extract(self, member, path, **kwargs)
+
+tarfile.TarFile.extract = extract_then_die
+safe_extract(sys.argv[1], sys.argv[2])
+"""
+
+
+def test_killed_while_extracting_then_rerun_extracts_every_member_whole(test_data, tmp_path):
+    from rnnt.prep.extract import marker_path, safe_extract
+
+    wavs = sorted((test_data / "waves_yesno").glob("*.wav"))[:8]
+    archive = tmp_path / "waves_yesno.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for wav in wavs:
+            tar.add(wav, arcname=f"waves_yesno/{wav.name}")
+    dest = tmp_path / "corpus"
+    out = subprocess.run([sys.executable, "-c", KILLED_WHILE_EXTRACTING, str(archive), str(dest)], capture_output=True,
+                         text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == -signal.SIGKILL, out.stderr[-2000:]
+    left = sorted((dest / "waves_yesno").iterdir())
+    assert [p.read_bytes() for p in left[:3]] == [w.read_bytes() for w in wavs[:3]]
+    assert len(left) == 4 and left[3].stat().st_size == wavs[3].stat().st_size // 2  # the fourth cut halfway
+    assert not (dest / f".{archive.name}.extracted").exists()
+    assert safe_extract(str(archive), str(dest)) == "extracted"  # no marker: done again, whole
+    assert [p.read_bytes() for p in sorted((dest / "waves_yesno").iterdir())] == [w.read_bytes() for w in wavs]
+    assert open(marker_path(str(archive), str(dest))).read() == "8 members\n"
+    assert safe_extract(str(archive), str(dest)) == "present"

@@ -46,6 +46,14 @@ def test_yesno_end_to_end(test_data, tmp_path):
     # 0.00 here, bitwise reproducible, and with 4 of 4 other seeds (egs/yesno/RESULTS.md); one error of
     # 240 allowed for another CPU's arithmetic.
     assert wer_of(last) <= 0.42, last
+    # Each stage wrote its log, each command line before its output, as Kaldi's steps do.
+    data_log = (recipe / "exp" / "log" / "1.data.log").read_text().splitlines()
+    assert data_log[0].startswith("# local/data_prep.py ") and data_log[-1].endswith("with status 0")
+    assert sum(line.startswith("# utils/combine_data.sh ") for line in data_log) == 1
+    train_log = (recipe / "exp" / "tiny" / "log" / "4.train.log").read_text()
+    assert train_log.startswith("# steps/train.py --config conf/tiny.yaml ") and "training done" in train_log
+    decode_log = (recipe / "exp" / "tiny" / "log" / "6.decode-test_yesno-modified_beam-avg3-epoch-10.log").read_text()
+    assert decode_log.startswith("# steps/decode.py --method modified_beam ") and last.split(": ", 1)[1] in decode_log
     # A second run finds every stage done and only prints the result again.
     again = run_recipe(recipe, "--corpus-dir", str(test_data / "waves_yesno"))
     assert again.returncode == 0 and again.stdout.count("done before; skipped") == 6
@@ -152,7 +160,8 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     with our greedy search's WER and transcripts."""
     recipe = copy_recipe("an4", tmp_path)
     out = run_recipe(recipe, "--corpus-dir", str(test_data / "an4"), "--train-config", "conf/ci.yaml",
-                     "--exp", "exp/ci", "--average", "3", "--deploy", "offline streaming")
+                     "--exp", "exp/ci", "--average", "3", "--deploy", "offline streaming",
+                     "--methods", "greedy modified_beam ctc_prefix_beam_lm")
     assert out.returncode == 0, out.stderr[-3000:]
     data = recipe / "data"
     for name, count in (("train", 849), ("dev", 99), ("test", 130)):
@@ -169,6 +178,8 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
             line = results[f"an4 {set_name} {method}"]
             assert f"/ {words_in(data / set_name / 'text')}," in line, line
             assert wer_of(line) <= 60.0, line  # measured here: dev 40.4, test 36.1 (greedy)
+        line = results[f"an4 {set_name} ctc_prefix_beam_lm"]  # the CTC head with a 5-gram LM weighted on dev
+        assert f"/ {words_in(data / set_name / 'text')}," in line and wer_of(line) <= 60.0, line
         greedy = wer_of(results[f"an4 {set_name} greedy"])
         # the same model in sherpa-onnx; streaming, fed 0.1 s chunks, it ends with silence instead of the
         # zeros that pad a last partial stacked frame offline: a few last words may differ
@@ -181,6 +192,10 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
                        if x.startswith("decode_sherpa_onnx.py:") and f"decode-{set_name}-sherpa_onnx_offline" in x)
         identical = int(re.search(r"; (\d+) of (\d+) transcripts identical", summary).group(1))
         assert identical >= 0.99 * utterances, summary
+    fusion = yaml.safe_load((recipe / "exp" / "ci" / "lm" / "fusion.yaml").read_text())
+    assert fusion["arpa"] == "lm_5gram.arpa" and (recipe / "data" / "lang_bpe64" / "lm_5gram.arpa").is_file()
+    tuning_log = (recipe / "exp" / "ci" / "log" / "6.lm-fusion-5gram-avg3-epoch-12.log").read_text()
+    assert tuning_log.startswith("# steps/tune_lm_fusion.py --arpa data/lang_bpe64/lm_5gram.arpa ")
 
 
 def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):

@@ -48,3 +48,35 @@ def test_an_explicit_stage_reruns_from_there_and_an_interrupted_stage_reruns(tmp
     assert out.returncode == 3 and ran == ["ran 1"]
     assert not (tmp_path / "exp" / ".stages" / "1.prepare.done").exists()
     assert run(tmp_path)[1] == ["ran 1", "ran 2"]
+
+
+def test_a_stage_logs_each_command_line_output_and_status_and_a_rerun_starts_its_log_anew(tmp_path):
+    script = """set -euo pipefail
+stage=0; stop_stage=100
+. "$ROOT/utils/stages.sh"
+if stage_wanted 3 count exp -- "$N"; then
+  log=$(stage_log 3 count exp)
+  logged "$log" seq "$N"
+  logged "$log" bash -c 'echo to stderr >&2; exit "$1"' fail "$STATUS"
+  stage_done 3 count exp
+fi
+echo after
+"""
+
+    def run_script(n, status):
+        return subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                              env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin", "N": n, "STATUS": status})
+
+    log = tmp_path / "exp" / "log" / "3.count.log"
+    out = run_script("3", "0")
+    assert out.returncode == 0 and out.stdout.endswith("1\n2\n3\nto stderr\nafter\n")
+    lines = log.read_text().splitlines()
+    assert lines[0] == "# seq 3" and lines[2:5] == ["1", "2", "3"] and lines[5].endswith("with status 0")
+    assert lines[6].startswith("# bash -c echo") and lines[6].endswith(" fail 0")  # quoted as bash reads it
+    assert lines[8] == "to stderr" and lines[9].endswith("with status 0")
+    out = run_script("2", "4")  # another input: the stage runs again, its log starts anew; the failure stops it
+    assert out.returncode == 4 and "after" not in out.stdout
+    assert "bash failed with status 4; its log: exp/log/3.count.log" in out.stderr
+    lines = log.read_text().splitlines()
+    assert lines[0] == "# seq 2" and lines[-1].endswith("with status 4") and len(lines) == 9
+    assert not (tmp_path / "exp" / ".stages" / "3.count.done").exists()

@@ -1,6 +1,10 @@
 # The decoding end of a recipe, sourced by run.sh after utils/stages.sh:
 #   model_to_decode STAGE EXP AVERAGE          sets $checkpoint and $model_tag; stage STAGE averages
-#   decode_stage STAGE EXP SET METHOD [OPTIONS] decodes data/SET/data.list (OPTIONS go to decode.py)
+#   decode_stage STAGE EXP SET METHOD [OPTIONS] decodes data/SET/data.list (OPTIONS go to decode.py); method
+#                                               ctc_prefix_beam_lm reads EXP/lm/fusion.yaml
+#   lm_fusion_stage STAGE EXP LANG ORDER DEV    an n-gram LM over LANG's units from data/train/text
+#                                               (LANG/lm_<ORDER>gram.arpa), its weight and length bonus chosen
+#                                               on data/DEV for the model decoded (EXP/lm/fusion.yaml)
 #   decode_result LABEL EXP SET METHOD          prints "LABEL <%WER line>", or why there is none
 #   export_stage STAGE EXP KIND                 exports the model for sherpa-onnx (KIND offline or streaming)
 #                                               to EXP/onnx-KIND-<model_tag>
@@ -33,7 +37,7 @@ model_to_decode() {
   if [ "$average" -gt 0 ]; then
     n=$(( epochs < average ? epochs : average ))
     if stage_wanted "$from_stage" "average-$n-$newest" "$exp" -- $(ls -v "$exp"/epoch-*.pt | tail -n "$n"); then
-      steps/average_checkpoints.py --last "$n" "$exp"  # writes $exp/avg-$n.pt
+      logged "$(stage_log "$from_stage" "average-$n-$newest" "$exp")" steps/average_checkpoints.py --last "$n" "$exp"
       stage_done "$from_stage" "average-$n-$newest" "$exp"
     fi
     if [ ! -f "$(stage_mark "$from_stage" "average-$n-$newest" "$exp")" ] && [ "$stop_stage" -gt "$from_stage" ]; then
@@ -49,11 +53,30 @@ model_to_decode() {
 decode_stage() {
   local stage_n=$1 exp=$2 set=$3 method=$4
   shift 4
+  if [ "$method" = ctc_prefix_beam_lm ]; then
+    set -- --lm-fusion "$exp/lm/fusion.yaml" "$@"  # a file among the inputs: a new LM or new weights decode again
+  fi
   if stage_wanted "$stage_n" "decode-$set-$method-$model_tag" "$exp" -- "$checkpoint" "data/$set/data.list" \
       "data/$set/text" "$@"; then
-    steps/decode.py --method "$method" --checkpoint "$checkpoint" --tag "$model_tag" "$@" "$exp" \
-      "data/$set/data.list" "$set"
+    logged "$(stage_log "$stage_n" "decode-$set-$method-$model_tag" "$exp")" steps/decode.py --method "$method" \
+      --checkpoint "$checkpoint" --tag "$model_tag" "$@" "$exp" "data/$set/data.list" "$set"
     stage_done "$stage_n" "decode-$set-$method-$model_tag" "$exp"
+  fi
+}
+
+lm_fusion_stage() {
+  local stage_n=$1 exp=$2 lang=$3 order=$4 dev=$5
+  local arpa=$lang/lm_${order}gram.arpa
+  if stage_wanted "$stage_n" "lm-${order}gram" "$lang" -- data/train/text "$lang/units.txt" "$order"; then
+    logged "$(stage_log "$stage_n" "lm-${order}gram" "$lang")" steps/build_ngram_lm.py --order "$order" data/train \
+      "$lang" "$arpa"
+    stage_done "$stage_n" "lm-${order}gram" "$lang"
+  fi
+  if stage_wanted "$stage_n" "lm-fusion-${order}gram-$model_tag" "$exp" -- "$checkpoint" "$arpa" \
+      "data/$dev/data.list" "data/$dev/text"; then
+    logged "$(stage_log "$stage_n" "lm-fusion-${order}gram-$model_tag" "$exp")" steps/tune_lm_fusion.py \
+      --arpa "$arpa" --checkpoint "$checkpoint" "$exp" "data/$dev/data.list"
+    stage_done "$stage_n" "lm-fusion-${order}gram-$model_tag" "$exp"
   fi
 }
 
@@ -77,7 +100,8 @@ export_stage() {
     *) echo "export_stage: unknown export kind '$kind' (offline or streaming)" >&2; return 1 ;;
   esac
   if stage_wanted "$stage_n" "export-$kind-$model_tag" "$exp" -- "$checkpoint"; then
-    steps/export_onnx.py $option --checkpoint "$checkpoint" "$exp" "$exp/onnx-$kind-$model_tag"
+    logged "$(stage_log "$stage_n" "export-$kind-$model_tag" "$exp")" steps/export_onnx.py $option \
+      --checkpoint "$checkpoint" "$exp" "$exp/onnx-$kind-$model_tag"
     stage_done "$stage_n" "export-$kind-$model_tag" "$exp"
   fi
 }
@@ -88,8 +112,8 @@ sherpa_onnx_decode_stage() {
   [ -f "$ours/hyp" ] && compare=(--compare "$ours")
   if stage_wanted "$stage_n" "decode-$set-sherpa_onnx_$kind-$model_tag" "$exp" -- "$onnx" "data/$set/data.list" \
       "data/$set/text"; then
-    steps/decode_sherpa_onnx.py "${compare[@]}" "$onnx" "data/$set/data.list" \
-      "$exp/decode-$set-sherpa_onnx_$kind-$model_tag"
+    logged "$(stage_log "$stage_n" "decode-$set-sherpa_onnx_$kind-$model_tag" "$exp")" steps/decode_sherpa_onnx.py \
+      "${compare[@]}" "$onnx" "data/$set/data.list" "$exp/decode-$set-sherpa_onnx_$kind-$model_tag"
     stage_done "$stage_n" "decode-$set-sherpa_onnx_$kind-$model_tag" "$exp"
   fi
 }

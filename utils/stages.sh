@@ -10,11 +10,31 @@
 # stage left no marker and runs again (every step is safe to rerun or resumes). Marks live in
 # $stage_marks (default exp/.stages), or in DIR/.stages for a stage given a DIR: stages that make a
 # model's outputs pass its --exp dir, so a new --exp trains and decodes again.
+# Each stage's commands run through `logged "$log" COMMAND...` with log=$(stage_log N NAME [DIR]): their output
+# goes to the terminal and to <DIR or exp>/log/<N>.<NAME>.log, which starts anew when the stage starts and
+# holds each command line before its output and its exit status after it, as Kaldi's steps write logs.
 # shellcheck shell=bash
 stage_marks=${stage_marks:-exp/.stages}
 
 stage_mark() {  # stage_mark N NAME [DIR]: the marker file of a finished stage
   if [ -n "${3:-}" ] && [ "$3" != "--" ]; then echo "$3/.stages/$1.$2.done"; else echo "$stage_marks/$1.$2.done"; fi
+}
+
+stage_log() {  # stage_log N NAME [DIR]: the log file of a stage
+  if [ -n "${3:-}" ] && [ "$3" != "--" ]; then echo "$3/log/$1.$2.log"; else echo "$(dirname "$stage_marks")/log/$1.$2.log"; fi
+}
+
+logged() {  # logged LOG COMMAND [ARG...]: runs COMMAND, its output to the terminal and appended to LOG
+  local log=$1 status=0
+  shift
+  mkdir -p "$(dirname "$log")"
+  { printf '#'; printf ' %q' "$@"; printf '\n# started %s\n' "$(date '+%F %T')"; } >> "$log"
+  { PYTHONUNBUFFERED=1 "$@" 2>&1 | tee -a "$log"; status=${PIPESTATUS[0]}; } || true  # with or without set -e
+  printf '# ended %s with status %d\n' "$(date '+%F %T')" "$status" >> "$log"
+  if [ "$status" -ne 0 ]; then
+    echo "$1 failed with status $status; its log: $log" >&2
+  fi
+  return "$status"
 }
 
 stage_fingerprint() {  # stage_fingerprint INPUT...: one line that changes when any input does
@@ -51,7 +71,7 @@ stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT...]
     echo "$(date +%T) stage $n ($name)"
   fi
   mkdir -p "$(dirname "$mark")"
-  rm -f "$mark"
+  rm -f "$mark" "$(stage_log "$n" "$name" "$dir")"  # a stage run starts its log anew
   echo "$fingerprint" > "$mark.pending"  # the inputs as they were when the stage started
 }
 

@@ -1,28 +1,31 @@
 #!/usr/bin/env bash
 # CMU AN4 ("census"): 948 training and 130 test utterances of spelled words, digits and commands by
 # 84 speakers, 16 kHz. Download (or --corpus-dir) -> data dirs train, dev (8 whole training speakers)
-# and test -> shards -> BPE units -> an LSTM transducer trained on the CPU -> average -> decode dev and
-# test with greedy and modified beam search. Hyper-parameters are chosen on dev, never on test.
+# and test -> shards -> BPE units -> DeepSpeech 2 (or an LSTM transducer: --train-config) trained on the
+# CPU -> average -> an n-gram LM from the training text, weighted on dev -> decode dev and test.
+# Hyper-parameters are chosen on dev, never on test.
 set -euo pipefail
 
 stage=0
 stop_stage=100
 corpus_dir=          # the an4/ folder (etc/ and wav/, any audio extension); empty: download into downloads/
 mirror=http://www.speech.cs.cmu.edu/databases/an4
-train_config=conf/transducer_modified.yaml  # the better on dev; conf/transducer.yaml: a standard transducer
-exp=exp/transducer_modified
+train_config=conf/deepspeech.yaml  # the best on dev (RESULTS.md); conf/transducer_modified.yaml: a transducer
+exp=exp/deepspeech
 vocab_size=64
 dev_speakers=8
 nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
-methods="greedy modified_beam ctc_prefix_beam"  # ctc_*: the CTC head (conf/deepspeech.yaml: --methods "ctc_greedy ctc_prefix_beam")
+methods="ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm"  # transducers: "greedy modified_beam" (ctc_*: their CTC head)
+lm_order=5           # ctc_prefix_beam_lm: the n-gram LM's order over the units (built from data/train, weighted on dev)
 test_sets="dev test"
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/an4] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--vocab-size N] [--dev-speakers N] [--nj N] [--average N]
-  [--methods \"greedy modified_beam beam ctc_greedy ctc_prefix_beam\"] [--test-sets \"dev test\"]
-  [--deploy \"offline streaming\"]
-Stages: 0 download, 1 data dirs, 2 shards, 3 BPE units, 4 train, 5 average, 6 decode and score,
+  [--methods \"greedy modified_beam beam ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"] [--lm-order N]
+  [--test-sets \"dev test\"] [--deploy \"offline streaming\"]
+Stages: 0 download, 1 data dirs, 2 shards, 3 BPE units, 4 train, 5 average, 6 decode and score (for
+ctc_prefix_beam_lm first an n-gram LM from data/train's text, its weight and length bonus chosen on dev),
 7 export to ONNX (--deploy), 8 decode and score the export in sherpa-onnx.
 Examples: ./run.sh --corpus-dir ../../../shared/data/an4
   ./run.sh --corpus-dir ../../../shared/data/an4 --train-config conf/deploy.yaml --exp exp/deploy \\
@@ -38,36 +41,42 @@ lang=data/lang_bpe$vocab_size
 if [ -z "$corpus_dir" ]; then
   corpus_dir=downloads/an4
   if stage_wanted 0 download; then
-    local/download.py --mirror "$mirror" downloads
+    log=$(stage_log 0 download)
+    logged "$log" local/download.py --mirror "$mirror" downloads
     stage_done 0 download
   fi
 fi
 
 if stage_wanted 1 "data-dev$dev_speakers" -- "$corpus_dir" "$dev_speakers"; then
-  local/data_prep.py --dev-speakers "$dev_speakers" "$corpus_dir" data
+  log=$(stage_log 1 "data-dev$dev_speakers")
+  logged "$log" local/data_prep.py --dev-speakers "$dev_speakers" "$corpus_dir" data
   stage_done 1 "data-dev$dev_speakers"
 fi
 
 if stage_wanted 2 "shards-dev$dev_speakers" -- $(for set in train dev test; do echo data/$set/wav.scp data/$set/text; done); then
+  log=$(stage_log 2 "shards-dev$dev_speakers")
   for set in train dev test; do
-    steps/make_shards.py --nj "$nj" --utts-per-shard 200 data/$set data/$set/shards data/$set/data.list
+    logged "$log" steps/make_shards.py --nj "$nj" --utts-per-shard 200 data/$set data/$set/shards data/$set/data.list
   done
   stage_done 2 "shards-dev$dev_speakers"
 fi
 
 if stage_wanted 3 "units-bpe$vocab_size-dev$dev_speakers" -- data/train/text "$vocab_size"; then
-  steps/build_units.py --unit-type bpe --vocab-size "$vocab_size" data/train "$lang"
+  log=$(stage_log 3 "units-bpe$vocab_size-dev$dev_speakers")
+  logged "$log" steps/build_units.py --unit-type bpe --vocab-size "$vocab_size" data/train "$lang"
   stage_done 3 "units-bpe$vocab_size-dev$dev_speakers"
 fi
 
 if stage_wanted 4 train "$exp" -- "$train_config" data/train/shards data/dev/shards "$lang/units.txt"; then
-  steps/train.py --config "$train_config" --train-list data/train/data.list --valid-list data/dev/data.list \
+  log=$(stage_log 4 train "$exp")
+  logged "$log" steps/train.py --config "$train_config" --train-list data/train/data.list --valid-list data/dev/data.list \
     --lang-dir "$lang" --exp-dir "$exp" --resume
-  steps/plot_training.py --title "$(basename "$PWD") $(basename "$exp")" "$exp/training.png" "$exp"
+  logged "$log" steps/plot_training.py --title "$(basename "$PWD") $(basename "$exp")" "$exp/training.png" "$exp"
   stage_done 4 train "$exp"
 fi
 
 model_to_decode 5 "$exp" "$average"  # stage 5: sets $checkpoint and $model_tag
+case " $methods " in *" ctc_prefix_beam_lm "*) lm_fusion_stage 6 "$exp" "$lang" "$lm_order" dev ;; esac
 
 for method in $methods; do
   for set in $test_sets; do

@@ -48,29 +48,33 @@ if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
 fi
 
 if stage_wanted 1 data -- "$corpus_dir" "$strings"; then
-  local/data_prep.py "$corpus_dir" data
+  log=$(stage_log 1 data)
+  logged "$log" local/data_prep.py "$corpus_dir" data
   if [ "$strings" -gt 0 ]; then
-    local/digit_strings.py --num "$strings" --seed 1 data/train data/train_strings$strings
-    local/digit_strings.py --num $(( strings >= 5 ? strings / 5 : 1 )) --seed 2 data/test data/test_strings$strings
-    utils/combine_data.sh data/$train_set data/train data/train_strings$strings
+    logged "$log" local/digit_strings.py --num "$strings" --seed 1 data/train data/train_strings$strings
+    logged "$log" local/digit_strings.py --num $(( strings >= 5 ? strings / 5 : 1 )) --seed 2 data/test data/test_strings$strings
+    logged "$log" utils/combine_data.sh data/$train_set data/train data/train_strings$strings
   fi
   stage_done 1 data
 fi
 
 if stage_wanted 2 shards -- $(for set in $train_set $test_sets; do echo data/$set/wav.scp data/$set/text; done); then
+  log=$(stage_log 2 shards)
   for set in $train_set $test_sets; do
-    steps/make_shards.py --nj 2 --utts-per-shard 300 data/$set data/$set/shards data/$set/data.list
+    logged "$log" steps/make_shards.py --nj 2 --utts-per-shard 300 data/$set data/$set/shards data/$set/data.list
   done
   stage_done 2 shards
 fi
 
 if stage_wanted 3 units -- data/$train_set/text; then
-  steps/build_units.py --unit-type word data/$train_set data/lang
+  log=$(stage_log 3 units)
+  logged "$log" steps/build_units.py --unit-type word data/$train_set data/lang
   stage_done 3 units
 fi
 
 if stage_wanted 4 train "$exp" -- "$train_config" data/$train_set/shards data/test/shards data/lang/units.txt; then
-  steps/train.py --config "$train_config" --train-list data/$train_set/data.list --valid-list data/test/data.list \
+  log=$(stage_log 4 train "$exp")
+  logged "$log" steps/train.py --config "$train_config" --train-list data/$train_set/data.list --valid-list data/test/data.list \
     --lang-dir data/lang --exp-dir "$exp" --resume
   stage_done 4 train "$exp"
 fi

@@ -56,7 +56,8 @@ if [ -z "$corpus_dir" ]; then
   corpus_dir=downloads/LibriSpeech
   for set in $all_sets; do
     if stage_wanted 0 "download-$set"; then
-      local/download.py --mirror "$mirror" downloads "$set"
+      log=$(stage_log 0 "download-$set")
+      logged "$log" local/download.py --mirror "$mirror" downloads "$set"
       stage_done 0 "download-$set"
     fi
   done
@@ -66,38 +67,42 @@ todo=()
 for set in $all_sets; do
   if stage_wanted 1 "data-$set" -- "$corpus_dir/$set"; then todo+=("$set"); fi
 done
-# up to --nj subsets at a time; xargs fails if any of them does
-for set in "${todo[@]}"; do printf '%s\n' "$corpus_dir/$set" "data/$(name "$set")"; done |
-  xargs -r -d '\n' -n 2 -P "$nj" local/data_prep.py
+# up to --nj subsets at a time, each with its stage log; xargs fails if any of them does
+for set in "${todo[@]}"; do printf '%s\n' "$(stage_log 1 "data-$set")" "$corpus_dir/$set" "data/$(name "$set")"; done |
+  xargs -r -d '\n' -n 3 -P "$nj" bash -c '. utils/stages.sh && logged "$0" local/data_prep.py "$1" "$2"'
 for set in "${todo[@]}"; do stage_done 1 "data-$set"; done
 if $combined && stage_wanted 1 "data-$train" -- $(for set in $train_sets; do echo data/$(name $set)/text; done); then
-  utils/combine_data.sh data/$train $(for set in $train_sets; do echo data/$(name $set); done)
-  utils/validate_data_dir.sh --no-feats data/$train
+  log=$(stage_log 1 "data-$train")
+  logged "$log" utils/combine_data.sh data/$train $(for set in $train_sets; do echo data/$(name $set); done)
+  logged "$log" utils/validate_data_dir.sh --no-feats data/$train
   stage_done 1 "data-$train"
 fi
 
 for set in $(for s in $train $valid_set $test_sets; do name $s; done | sort -u); do
   if stage_wanted 2 "shards-$set" -- data/$set/wav.scp data/$set/text; then
-    steps/make_shards.py --nj "$nj" --utts-per-shard 1000 data/$set data/$set/shards data/$set/data.list
+    log=$(stage_log 2 "shards-$set")
+    logged "$log" steps/make_shards.py --nj "$nj" --utts-per-shard 1000 data/$set data/$set/shards data/$set/data.list
     stage_done 2 "shards-$set"
   fi
 done
 
 # An experiment keeps a copy of its units (<exp>/lang), and a resumed one refuses others.
 if stage_wanted 3 "units-$train-$unit_type$vocab_size" -- data/$train/text; then
-  steps/build_units.py --unit-type "$unit_type" --vocab-size "$vocab_size" data/$train "$lang"
+  log=$(stage_log 3 "units-$train-$unit_type$vocab_size")
+  logged "$log" steps/build_units.py --unit-type "$unit_type" --vocab-size "$vocab_size" data/$train "$lang"
   stage_done 3 "units-$train-$unit_type$vocab_size"
 fi
 
 if stage_wanted 4 train "$exp" -- "$train_config" data/$train/shards data/$(name $valid_set)/shards "$lang/units.txt"; then
+  log=$(stage_log 4 train "$exp")
   train_args=(--config "$train_config" --train-list data/$train/data.list --valid-list data/$(name $valid_set)/data.list
               --lang-dir "$lang" --exp-dir "$exp" --resume)
   [ "$ngpu" -eq 0 ] && train_args+=(--device cpu)
   if [ "$ngpu" -gt 1 ] || [ "$nnodes" -gt 1 ]; then
-    torchrun --nnodes="$nnodes" --node_rank="$node_rank" --nproc_per_node="$(( ngpu > 0 ? ngpu : 1 ))" \
+    logged "$log" torchrun --nnodes="$nnodes" --node_rank="$node_rank" --nproc_per_node="$(( ngpu > 0 ? ngpu : 1 ))" \
       --master_addr="$master_addr" --master_port="$master_port" steps/train.py "${train_args[@]}"
   else
-    steps/train.py "${train_args[@]}"
+    logged "$log" steps/train.py "${train_args[@]}"
   fi
   stage_done 4 train "$exp"
 fi

@@ -19,12 +19,15 @@ dev_speakers=10
 nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
 methods="greedy modified_beam"
+lm_order=6           # ctc_prefix_beam_lm: the n-gram LM's order over the units (built from data/train, weighted on dev)
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/speechocean762] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--unit-type bpe|char] [--vocab-size N] [--dev-speakers N] [--nj N]
-  [--average N] [--methods \"greedy modified_beam beam ctc_greedy ctc_prefix_beam\"] [--deploy \"offline streaming\"]
+  [--average N] [--methods \"greedy modified_beam beam ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
+  [--lm-order N] [--deploy \"offline streaming\"]
 Stages: 0 download, 1 data dirs, 2 shards, 3 units (BPE or characters), 4 train, 5 average, 6 decode and score
-(dev, and test when the corpus has its test/ half), 7 export to ONNX (--deploy), 8 decode and score the
+(dev, and test when the corpus has its test/ half; for ctc_prefix_beam_lm first an n-gram LM from
+data/train's text, its weight and length bonus chosen on dev), 7 export to ONNX (--deploy), 8 decode and score the
 export in sherpa-onnx.
 Examples: ./run.sh --corpus-dir ../../../shared/data/speechocean762
   ./run.sh --corpus-dir ../../../shared/data/speechocean762 --train-config conf/deploy.yaml --exp exp/deploy \\
@@ -44,39 +47,45 @@ esac
 if [ -z "$corpus_dir" ]; then
   corpus_dir=downloads/speechocean762
   if stage_wanted 0 download; then
-    local/download.py --mirror "$mirror" downloads
+    log=$(stage_log 0 download)
+    logged "$log" local/download.py --mirror "$mirror" downloads
     stage_done 0 download
   fi
 fi
 
 if stage_wanted 1 "data-dev$dev_speakers" -- "$corpus_dir" "$dev_speakers"; then
-  local/data_prep.py --dev-speakers "$dev_speakers" "$corpus_dir" data
+  log=$(stage_log 1 "data-dev$dev_speakers")
+  logged "$log" local/data_prep.py --dev-speakers "$dev_speakers" "$corpus_dir" data
   stage_done 1 "data-dev$dev_speakers"
 fi
 sets="train dev"
 [ -f data/test/text ] && sets="$sets test"
 
 if stage_wanted 2 "shards-dev$dev_speakers" -- $(for set in $sets; do echo data/$set/wav.scp data/$set/text; done); then
+  log=$(stage_log 2 "shards-dev$dev_speakers")
   for set in $sets; do
-    steps/make_shards.py --nj "$nj" --utts-per-shard 500 data/$set data/$set/shards data/$set/data.list
+    logged "$log" steps/make_shards.py --nj "$nj" --utts-per-shard 500 data/$set data/$set/shards data/$set/data.list
   done
   stage_done 2 "shards-dev$dev_speakers"
 fi
 
 units=${lang#data/lang_}  # bpe256, char
 if stage_wanted 3 "units-$units-dev$dev_speakers" -- data/train/text "$vocab_size"; then
-  steps/build_units.py --unit-type "$unit_type" --vocab-size "$vocab_size" data/train "$lang"
+  log=$(stage_log 3 "units-$units-dev$dev_speakers")
+  logged "$log" steps/build_units.py --unit-type "$unit_type" --vocab-size "$vocab_size" data/train "$lang"
   stage_done 3 "units-$units-dev$dev_speakers"
 fi
 
 if stage_wanted 4 train "$exp" -- "$train_config" data/train/shards data/dev/shards "$lang/units.txt"; then
-  steps/train.py --config "$train_config" --train-list data/train/data.list --valid-list data/dev/data.list \
+  log=$(stage_log 4 train "$exp")
+  logged "$log" steps/train.py --config "$train_config" --train-list data/train/data.list --valid-list data/dev/data.list \
     --lang-dir "$lang" --exp-dir "$exp" --resume
-  steps/plot_training.py --title "$(basename "$PWD") $(basename "$exp")" "$exp/training.png" "$exp"
+  logged "$log" steps/plot_training.py --title "$(basename "$PWD") $(basename "$exp")" "$exp/training.png" "$exp"
   stage_done 4 train "$exp"
 fi
 
 model_to_decode 5 "$exp" "$average"  # stage 5: sets $checkpoint and $model_tag
+case " $methods " in *" ctc_prefix_beam_lm "*) lm_fusion_stage 6 "$exp" "$lang" "$lm_order" dev ;; esac
 
 test_sets=${sets#train }
 for method in $methods; do

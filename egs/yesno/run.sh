@@ -28,34 +28,39 @@ Stages: 0 download, 1 data dirs, 2 shards, 3 units, 4 train, 5 average, 6 decode
 if [ -z "$corpus_dir" ]; then
   corpus_dir=downloads/waves_yesno
   if stage_wanted 0 download; then
-    local/download.py --mirror "$mirror" downloads
+    log=$(stage_log 0 download)
+    logged "$log" local/download.py --mirror "$mirror" downloads
     stage_done 0 download
   fi
 fi
 
 if stage_wanted 1 data -- "$corpus_dir" "$num_synth"; then
-  local/data_prep.py "$corpus_dir" data
-  local/synthesize.py --num "$num_synth" data/train_yesno data/train_yesno_synth
-  utils/combine_data.sh data/train_yesno_aug data/train_yesno data/train_yesno_synth
+  log=$(stage_log 1 data)
+  logged "$log" local/data_prep.py "$corpus_dir" data
+  logged "$log" local/synthesize.py --num "$num_synth" data/train_yesno data/train_yesno_synth
+  logged "$log" utils/combine_data.sh data/train_yesno_aug data/train_yesno data/train_yesno_synth
   stage_done 1 data
 fi
 
 if stage_wanted 2 shards -- data/train_yesno_aug/wav.scp data/train_yesno_aug/text data/test_yesno/wav.scp \
     data/test_yesno/text; then
+  log=$(stage_log 2 shards)
   for set in train_yesno_aug test_yesno; do
-    steps/make_shards.py --utts-per-shard 200 data/$set data/$set/shards data/$set/data.list
+    logged "$log" steps/make_shards.py --utts-per-shard 200 data/$set data/$set/shards data/$set/data.list
   done
   stage_done 2 shards
 fi
 
 if stage_wanted 3 units -- data/train_yesno/text; then
-  steps/build_units.py --unit-type word data/train_yesno data/lang
+  log=$(stage_log 3 units)
+  logged "$log" steps/build_units.py --unit-type word data/train_yesno data/lang
   stage_done 3 units
 fi
 
 if stage_wanted 4 train "$exp" -- "$train_config" data/train_yesno_aug/shards data/test_yesno/shards \
     data/lang/units.txt; then
-  steps/train.py --config "$train_config" --train-list data/train_yesno_aug/data.list --valid-list data/test_yesno/data.list \
+  log=$(stage_log 4 train "$exp")
+  logged "$log" steps/train.py --config "$train_config" --train-list data/train_yesno_aug/data.list --valid-list data/test_yesno/data.list \
     --lang-dir data/lang --exp-dir "$exp" --resume
   stage_done 4 train "$exp"
 fi

@@ -55,7 +55,7 @@ def is_out_of_memory(error: BaseException) -> bool:
 
 class Trainer:
     def __init__(self, experiment: Experiment, exp_dir: str, log_keys: bool = False):
-        self.x, self.exp_dir = experiment, exp_dir
+        self.experiment, self.exp_dir = experiment, exp_dir
         self.world = setup(experiment.train.device)
         os.makedirs(exp_dir, exist_ok=True)
         setup_logging(exp_dir, self.world)
@@ -63,12 +63,12 @@ class Trainer:
         self.tokenizer = Tokenizer(experiment.paths.lang_dir)
         self.model = Transducer(experiment.model, self.tokenizer.vocab_size).to(self.world.device)
         self.ddp = DistributedDataParallel(self.model) if self.world.distributed else self.model
-        t = experiment.train
-        self.optimizer, self.scheduler = build_optimizer(t, self.model.parameters())
+        train_config = experiment.train
+        self.optimizer, self.scheduler = build_optimizer(train_config, self.model.parameters())
         # Loss scaling for float16 only: bfloat16 has float32's exponent range, its gradients do not underflow.
-        self.scaler = torch.amp.GradScaler(enabled=t.precision == "fp16" and self.world.device.type == "cuda")
-        self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(t.precision)
-        self.ema = EMA(self.model, t.ema_decay) if t.ema_decay > 0 else None
+        self.scaler = torch.amp.GradScaler(enabled=train_config.precision == "fp16" and self.world.device.type == "cuda")
+        self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(train_config.precision)
+        self.ema = EMA(self.model, train_config.ema_decay) if train_config.ema_decay > 0 else None
         self.train_pipeline = Pipeline(experiment.paths.train_list, experiment.data, self.tokenizer, train=True)
         self.loader = make_loader(self.train_pipeline, self.world.rank, self.world.size)
         self.valid_pipeline = (Pipeline(experiment.paths.valid_list, experiment.data, self.tokenizer, train=False)
@@ -95,7 +95,7 @@ class Trainer:
     def adopt_units(self) -> None:
         """Copies the lang dir into <exp-dir>/lang and saves config.yaml pointing there: the experiment
         keeps the units it was trained with when data/lang is rebuilt. A resumed run must use the same."""
-        source, kept = self.x.paths.lang_dir, os.path.join(os.path.abspath(self.exp_dir), "lang")
+        source, kept = self.experiment.paths.lang_dir, os.path.join(os.path.abspath(self.exp_dir), "lang")
         copy = os.path.abspath(source) != kept
         if copy and os.path.isdir(kept):
             # the inventory, not the sentencepiece model's bytes (they hold the path it was trained from)
@@ -108,7 +108,8 @@ class Trainer:
         if self.world.main:
             if copy:
                 shutil.copytree(source, kept, dirs_exist_ok=True)
-            experiment = dataclasses.replace(self.x, paths=dataclasses.replace(self.x.paths, lang_dir=kept))
+            paths = dataclasses.replace(self.experiment.paths, lang_dir=kept)
+            experiment = dataclasses.replace(self.experiment, paths=paths)
             save_experiment(experiment, os.path.join(self.exp_dir, "config.yaml"))
 
     # --- checkpoints ------------------------------------------------------------------------------------
@@ -129,7 +130,7 @@ class Trainer:
         state = self.state()  # every rank takes part: the RNG states are gathered
         if self.world.main:
             checkpoint.save(os.path.join(self.exp_dir, name), state)
-            checkpoint.prune_step_checkpoints(self.exp_dir, self.x.train.keep_checkpoints)
+            checkpoint.prune_step_checkpoints(self.exp_dir, self.experiment.train.keep_checkpoints)
             log.info("saved %s (epoch %d, batch %d, step %d)", name, self.epoch, self.batch, self.step)
 
     def resume(self) -> bool:
@@ -141,13 +142,14 @@ class Trainer:
         if self.ema and state["ema"] is not None:
             self.ema.load_state_dict(state["ema"])
         elif self.ema:  # EMA switched on for the resumed run: it starts from the resumed weights
-            self.ema = EMA(self.model, self.x.train.ema_decay)
+            self.ema = EMA(self.model, self.experiment.train.ema_decay)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
         meta = state["meta"]
         self.step, self.epoch, self.batch, self.bad_in_row = meta["step"], meta["epoch"], meta["batch"], meta["bad_in_row"]
-        if self.batch and len(meta.get("loader_position", {}).get("counts", ())) != max(self.x.data.num_workers, 1):
+        workers = max(self.experiment.data.num_workers, 1)
+        if self.batch and len(meta.get("loader_position", {}).get("counts", ())) != workers:
             raise StopTraining(f"{path} stopped inside epoch {self.epoch} with another data.num_workers (or before "
                                "positions were recorded); resume with the same num_workers, or from an epoch checkpoint")
         if self.batch:
@@ -173,7 +175,7 @@ class Trainer:
                 loss = self.ddp(feats, feat_lens, tokens, token_lens)["loss"].float()
             usable = every_rank(self.world, bool(torch.isfinite(loss)))[0]  # every rank skips together
             if usable:
-                self.scaler.scale(loss * (weight / self.x.train.accum_steps)).backward()
+                self.scaler.scale(loss * (weight / self.experiment.train.accum_steps)).backward()
         except RuntimeError as error:
             if not is_out_of_memory(error):
                 raise
@@ -205,7 +207,7 @@ class Trainer:
 
     def count_bad_batch(self) -> None:
         self.bad_in_row += 1
-        if self.bad_in_row >= self.x.train.max_bad_steps:
+        if self.bad_in_row >= self.experiment.train.max_bad_steps:
             raise StopTraining(f"{self.bad_in_row} batches in a row had a non-finite loss or gradient or ran out "
                                "of memory; lower the learning rate, check the data, or raise train.max_bad_steps")
 
@@ -218,11 +220,11 @@ class Trainer:
         if kept == 0:
             self.optimizer.zero_grad(set_to_none=True)
             return None
-        scale, unsynced = self.x.train.accum_steps / kept, self.world.distributed and not synced
+        scale, unsynced = self.experiment.train.accum_steps / kept, self.world.distributed and not synced
         if unsynced or scale != 1:
             scale_gradients(self.model.parameters(), scale, self.world if unsynced else None)
         self.scaler.unscale_(self.optimizer)
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.x.train.grad_clip))
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.experiment.train.grad_clip))
         if not math.isfinite(grad_norm) and not self.scaler.is_enabled():  # the scaler skips such steps itself
             self.optimizer.zero_grad(set_to_none=True)
             self.skipped["non-finite gradient"] += 1
@@ -242,7 +244,7 @@ class Trainer:
     # --- the loop -------------------------------------------------------------------------------------
     def run(self, resume: bool) -> int:
         """0 when training is complete; STOPPED_BY_SIGNAL after SIGTERM (a checkpoint holds the position); 1 on failure."""
-        t = self.x.train
+        train_config = self.experiment.train
         previous = signal.signal(signal.SIGTERM, self.request_stop)
         ended_together = False
         try:
@@ -253,7 +255,7 @@ class Trainer:
             self.adopt_units()
             if resume:
                 self.resume()
-            while self.epoch < t.epochs and not self.finished():
+            while self.epoch < train_config.epochs and not self.finished():
                 if not self.train_epoch():
                     break
                 self.end_epoch()
@@ -263,7 +265,7 @@ class Trainer:
             ended_together = True
             summary = f"{self.step} steps, {self.epoch} epochs; skipped " + ", ".join(
                 f"{n} {why}" for why, n in self.skipped.items())
-            if self.epoch < t.epochs and not self.finished():
+            if self.epoch < train_config.epochs and not self.finished():
                 log.info("stopped on SIGTERM at step %d (%s); rerun with --resume to continue", self.step, summary)
                 return STOPPED_BY_SIGNAL
             log.info("training done: %s", summary)
@@ -282,14 +284,14 @@ class Trainer:
         self.signal_received = True
 
     def finished(self) -> bool:
-        return bool(self.x.train.max_steps) and self.step >= self.x.train.max_steps
+        return bool(self.experiment.train.max_steps) and self.step >= self.experiment.train.max_steps
 
     def train_epoch(self) -> bool:
         """Trains from the current position to the end of the epoch; False if it stopped inside it, at an
         optimiser step (SIGTERM, or train.max_steps reached)."""
-        t = self.x.train
+        train_config = self.experiment.train
         if self.batch == 0:
-            self.position = LoaderPosition(self.x.data.num_workers)
+            self.position = LoaderPosition(self.experiment.data.num_workers)
         self.loader.dataset.set_epoch(self.epoch, self.position if self.batch else None)
         batches = iter(self.loader)
         bar = tqdm(desc=f"epoch {self.epoch}", unit="batch", initial=self.batch, disable=not self.world.main,
@@ -304,7 +306,7 @@ class Trainer:
             self.stopping = self.stopping or not no_rank_stops
             if every_rank_is_out or not every_rank_can_go_on:
                 break
-            if self.batch % t.accum_steps == 0 and (self.stopping or self.finished()):
+            if self.batch % train_config.accum_steps == 0 and (self.stopping or self.finished()):
                 bar.close()
                 return False
             weight = 1.0 if batch is not None else 0.0
@@ -313,7 +315,8 @@ class Trainer:
             elif self.keys_file:
                 self.keys_file.write("".join(f"{self.epoch} {k}\n" for k in batch["keys"]))
                 self.keys_file.flush()
-            loss = self.forward_backward(batch, sync=(self.batch + 1) % t.accum_steps == 0 or not self.world.distributed,
+            group_ends = (self.batch + 1) % train_config.accum_steps == 0
+            loss = self.forward_backward(batch, sync=group_ends or not self.world.distributed,
                                          weight=weight)
             if weight:
                 self.position.delivered(batch["role"])
@@ -322,12 +325,12 @@ class Trainer:
             bar.update(1)
             if loss is not None and weight:
                 losses.append(loss)
-            if self.batch % t.accum_steps:
+            if self.batch % train_config.accum_steps:
                 continue
             grad_norm = self.optimizer_step()
             if grad_norm is None:
                 continue
-            if self.writer and self.step % t.log_every == 0 and losses:
+            if self.writer and self.step % train_config.log_every == 0 and losses:
                 lr = self.scheduler.get_last_lr()[0]
                 self.writer.add_scalar("train/loss", sum(losses) / len(losses), self.step)
                 self.writer.add_scalar("train/lr", lr, self.step)
@@ -336,13 +339,13 @@ class Trainer:
                 log.info("epoch %d step %d: loss %.4f lr %.3e grad-norm %.2f (%.1f s)", self.epoch, self.step,
                          sum(losses) / len(losses), lr, grad_norm, time.time() - started)
                 losses = []
-            if t.checkpoint_every and self.step % t.checkpoint_every == 0:
+            if train_config.checkpoint_every and self.step % train_config.checkpoint_every == 0:
                 self.save(checkpoint.name("step", self.step))
         bar.close()
         if padding:
             log.info("rank %d: %d batches of weight 0 while other ranks finished epoch %d", self.world.rank, padding,
                      self.epoch)
-        if self.batch % t.accum_steps:  # the epoch's last group is short: its gradient is not carried over
+        if self.batch % train_config.accum_steps:  # the epoch's last group is short: its gradient is not carried over
             self.optimizer_step()
         self.batch = 0
         self.epoch += 1
@@ -354,7 +357,7 @@ class Trainer:
         if self.valid_pipeline is not None and self.world.main:
             with self.ema.applied(self.model) if self.ema else contextlib.nullcontext():
                 result = validate(self.model, self.valid_pipeline.batches(), self.tokenizer, self.world.device,
-                                  self.x.train.valid_wer)
+                                  self.experiment.train.valid_wer)
             for name, value in result.items():
                 if name != "utterances":
                     self.writer.add_scalar(f"valid/{name}", value, self.step)

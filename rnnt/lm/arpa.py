@@ -1,0 +1,74 @@
+"""ARPA back-off language model files (the format of SRILM and KenLM): writing and reading.
+
+    \\data\\
+    ngram 1=<count>
+    ...
+    \\1-grams:
+    <log10 p>\\t<w>\\t<log10 backoff>
+    ...
+    \\end\\
+
+The backoff column is left out where it is 0 and at the highest order.
+"""
+
+from __future__ import annotations
+
+import re
+
+Ngram = tuple[str, ...]
+
+
+def write_arpa(model: dict[Ngram, tuple[float, float]], path: str) -> None:
+    order = max(len(ngram) for ngram in model)
+    by_order = [sorted(ngram for ngram in model if len(ngram) == k) for k in range(1, order + 1)]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n\\data\\\n")
+        f.writelines(f"ngram {k}={len(grams)}\n" for k, grams in enumerate(by_order, 1))
+        for k, grams in enumerate(by_order, 1):
+            f.write(f"\n\\{k}-grams:\n")
+            for ngram in grams:
+                log_prob, backoff = model[ngram]
+                tail = f"\t{backoff:.6f}" if k < order and backoff != 0.0 else ""
+                f.write(f"{log_prob:.6f}\t{' '.join(ngram)}{tail}\n")
+        f.write("\n\\end\\\n")
+
+
+def read_arpa(path: str) -> dict[Ngram, tuple[float, float]]:
+    """{ngram: (log10 probability, log10 backoff)}; a malformed line is an error naming file and line."""
+    model: dict[Ngram, tuple[float, float]] = {}
+    declared: dict[int, int] = {}
+    section = None  # None before \data\, 0 in it, k in the k-grams
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            if line == "\\data\\":
+                section = 0
+            elif line == "\\end\\":
+                break
+            elif (match := re.fullmatch(r"\\(\d+)-grams:", line)):
+                section = int(match.group(1))
+            elif section == 0 and (match := re.fullmatch(r"ngram (\d+)\s*=\s*(\d+)", line)):
+                declared[int(match.group(1))] = int(match.group(2))
+            elif section:
+                fields = line.split()
+                if len(fields) not in (section + 1, section + 2):
+                    raise ValueError(f"{path}:{number}: expected '<log10 p> <{section} words> [<backoff>]', "
+                                     f"got '{line}'")
+                try:
+                    values = float(fields[0]), float(fields[section + 1]) if len(fields) == section + 2 else 0.0
+                except ValueError:
+                    raise ValueError(f"{path}:{number}: not a number in '{line}'") from None
+                model[tuple(fields[1:section + 1])] = values
+            elif section is None:
+                continue  # text before \data\ is a comment
+            else:
+                raise ValueError(f"{path}:{number}: unexpected line '{line}'")
+    if not declared:
+        raise ValueError(f"{path}: no \\data\\ section: not an ARPA file")
+    for k, count in declared.items():
+        found = sum(1 for ngram in model if len(ngram) == k)
+        if found != count:
+            raise ValueError(f"{path}: \\data\\ declares {count} {k}-grams, the file holds {found}")
+    return model

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Estimate an n-gram language model over a model's units from a data dir's transcripts (interpolated
+Kneser-Ney) and write it as an ARPA file, for CTC prefix beam search with shallow fusion
+(steps/decode.py --method ctc_prefix_beam_lm). The LM's words are the unit symbols of LANG_DIR/units.txt,
+so character and BPE units get an LM over characters or pieces; every unit has a unigram.
+"""
+
+import argparse
+import os
+import sys
+
+from rnnt.data.tokenizer import BLANK, Tokenizer
+from rnnt.datadir.table import read_table
+from rnnt.lm.arpa import write_arpa
+from rnnt.lm.kneser_ney import estimate
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="example: steps/build_ngram_lm.py --order 6 data/train data/lang_char "
+                                            "data/lang_char/lm_6gram.arpa")
+    parser.add_argument("--order", type=int, default=4, help="the longest n-gram (default 4)")
+    parser.add_argument("data_dir", help="a Kaldi data dir: its text is the training text (train only, never test)")
+    parser.add_argument("lang_dir", help="units.txt and units.json of the model the LM is for")
+    parser.add_argument("arpa", help="the ARPA file to write")
+    args = parser.parse_args()
+    if args.order < 1:
+        parser.error("--order must be at least 1")
+    text_path = os.path.join(args.data_dir, "text")
+    try:
+        tokenizer = Tokenizer(args.lang_dir)
+        transcripts = read_table(text_path)
+    except (OSError, ValueError) as error:
+        print(f"build_ngram_lm.py: {error}", file=sys.stderr)
+        return 1
+    sentences = [tokenizer.pieces(line.value) for _, line in sorted(transcripts.items())]
+    vocabulary = [symbol for symbol in tokenizer.units if symbol != BLANK]
+    model = estimate(sentences, args.order, vocabulary)
+    os.makedirs(os.path.dirname(os.path.abspath(args.arpa)), exist_ok=True)
+    write_arpa(model, args.arpa)
+    counts = [sum(1 for ngram in model if len(ngram) == k) for k in range(1, args.order + 1)]
+    print(f"build_ngram_lm.py: {args.arpa}: {args.order}-gram over {len(vocabulary)} units from "
+          f"{len(sentences)} transcripts of {text_path} ({sum(map(len, sentences))} units); "
+          f"n-grams per order: {' '.join(map(str, counts))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

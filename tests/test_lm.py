@@ -1,0 +1,85 @@
+"""n-gram LMs (rnnt.lm): Kneser-Ney estimates against hand-computed values and as distributions on real
+transcripts, ARPA files written and read back, and prefix beam search with shallow fusion against
+exhaustive enumeration."""
+
+import math
+
+import pytest
+import torch
+
+from rnnt.ctc_search import ctc_prefix_beam_search
+from rnnt.lm.arpa import read_arpa, write_arpa
+from rnnt.lm.fusion import NgramScorer, ShallowFusion
+from rnnt.lm.kneser_ney import EOS, estimate
+from search_reference import all_sequences
+from test_ctc_search import ctc_model, sequence_log_prob
+
+
+def scorer(model, units):
+    return NgramScorer(model, dict(enumerate(["<blank>", *units])), "test")
+
+
+def test_a_bigram_model_has_the_hand_computed_kneser_ney_probabilities():
+    # "A B", "A C": bigram discount 4 / (4 + 2 * 1) = 2/3 (the four bigrams seen once, <s> A twice);
+    # unigram continuation counts A 1, B 1, C 1, </s> 2, discount 3 / (3 + 2) = 0.6, so
+    # p(B) = (1 - 0.6) / 5 + 0.6 * 4 / 5 / 4 = 0.2, p(</s>) = 1.4 / 5 + 0.12 = 0.4;
+    # p(B | A) = (1 - 2/3) / 2 + (2/3 * 2 / 2) * 0.2 = 0.3, p(A | A) = 2/3 * 0.2, p(A | <s>) = (2 - 2/3) / 2 + 1/3 * 0.2
+    lm = scorer(estimate([["A", "B"], ["A", "C"]], 2, ["A", "B", "C"]), ["A", "B", "C"])
+    expected = {((), "B"): 0.2, ((), EOS): 0.4, (("A",), "B"): 0.3, (("A",), "C"): 0.3, (("A",), "A"): 2 / 15,
+                (("A",), EOS): 2 / 3 * 0.4, (("<s>",), "A"): 2 / 3 + 1 / 15, (("<s>",), "B"): 1 / 15}
+    for (history, word), p in expected.items():
+        assert 10 ** lm.log10_prob(history, word) == pytest.approx(p, rel=1e-9), (history, word)
+
+
+def test_on_real_transcripts_every_history_gets_a_distribution_and_the_arpa_file_keeps_it(test_data, tmp_path):
+    sentences = [line.split("\t", 1)[1].split() for line in
+                 (test_data / "speechocean762" / "train" / "text").read_text().splitlines()[:400]]
+    letters = [list("\u2581".join(words)) for words in sentences]  # characters, as char units are
+    vocabulary = sorted({c for s in letters for c in s} | {"<unk>", "Q", "Z"})
+    model = estimate(letters, 4, vocabulary)
+    write_arpa(model, str(tmp_path / "lm.arpa"))
+    reread = read_arpa(str(tmp_path / "lm.arpa"))
+    assert reread.keys() == model.keys()
+    assert all(abs(reread[k][0] - model[k][0]) < 1e-5 and abs(reread[k][1] - model[k][1]) < 1e-5 for k in model)
+    lm = scorer(reread, vocabulary)
+    words = vocabulary + [EOS]
+    histories = [(), ("<s>",), ("T", "H"), ("<s>", "T", "H"), ("\u2581", "Q", "Z"), ("Z", "Z", "Z")]
+    for history in histories:
+        assert sum(10 ** lm.log10_prob(history, w) for w in words) == pytest.approx(1.0, abs=1e-4), history
+    # seen contexts predict what followed them
+    assert lm.log10_prob(("T", "H"), "E") > lm.log10_prob(("T", "H"), "Q")
+
+
+def test_a_bad_arpa_file_is_named_with_its_line(tmp_path):
+    path = tmp_path / "bad.arpa"
+    path.write_text("\\data\\\nngram 1=2\n\n\\1-grams:\n-1.0\ta\n-x\tb\n\\end\\\n")
+    with pytest.raises(ValueError, match=rf"{path}:6: not a number"):
+        read_arpa(str(path))
+    path.write_text("\\data\\\nngram 1=3\n\n\\1-grams:\n-1.0\ta\n-1.0\tb\n\\end\\\n")
+    with pytest.raises(ValueError, match="declares 3 1-grams, the file holds 2"):
+        read_arpa(str(path))
+    with pytest.raises(ValueError, match="no unigram for 1 of the model's units \\(c\\) and no <unk>"):
+        scorer(estimate([["a", "b"]], 2, ["a", "b"]), ["a", "b", "c"])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_prefix_beam_search_with_an_lm_finds_the_best_fused_score(seed):
+    model = ctc_model(seed)
+    enc = torch.randn(5, model.encoder.output_dim, generator=torch.Generator().manual_seed(seed)) * 2
+    lm = scorer(estimate([["a", "b", "b"], ["b", "a"], ["a", "a", "b", "b"]], 3, ["a", "b"]), ["a", "b"])
+    fusion = ShallowFusion(lm, weight=0.8, length_bonus=0.4)
+
+    def fused(tokens):
+        words = ["<blank>", "a", "b"]
+        history, lm_score = ("<s>",), 0.0
+        for w in [words[t] for t in tokens] + [EOS]:
+            lm_score += math.log(10 ** lm.log10_prob(history, w))
+            history = (history + (w,))[-2:]
+        return sequence_log_prob(model, enc, tokens) + 0.8 * lm_score + 0.4 * len(tokens)
+
+    with torch.no_grad():
+        best = max(all_sequences([1, 2], 5), key=fused)
+    nbest = ctc_prefix_beam_search(model, enc, 5, beam=200, fusion=fusion)
+    assert nbest[0].tokens == best and nbest[0].score == pytest.approx(fused(best), abs=1e-4)
+    assert all(h.score == pytest.approx(fused(h.tokens), abs=1e-4) for h in nbest[:10])
+    assert [h.score for h in nbest] == sorted((h.score for h in nbest), reverse=True)
