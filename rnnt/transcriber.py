@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import torch
 
 from rnnt.data import stages
-from rnnt.data.config import BatchConfig, FilterConfig
-from rnnt.data.pipeline import Pipeline
 from rnnt.data.audio import load_audio, to_mono
+from rnnt.data.config import BatchConfig, FilterConfig
 from rnnt.data.features import PRESETS
+from rnnt.data.pipeline import Pipeline
 from rnnt.data.resample import resample
 from rnnt.data.tokenizer import SPACE, Tokenizer
 from rnnt.model.transducer import Transducer

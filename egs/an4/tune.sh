@@ -3,7 +3,7 @@
 # every trial trains conf/ci.yaml with values from conf/tune.yaml on data/train, for at most the
 # search's minutes_per_trial, scored by its best dev WER. Killed, it resumes from exp/tune/study.db
 # when run again. Then train the winner in full:
-#   ./run.sh --stage 4 --train-config exp/tune/best.yaml --exp exp/tuned
+#   ./run.sh --stage 4 --train-config exp/tune/best.yaml --exp exp/tuned --methods "greedy modified_beam"
 set -euo pipefail
 
 config=conf/ci.yaml
