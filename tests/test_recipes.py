@@ -225,8 +225,9 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     conf["train"].update(epochs=2, log_every=1)
     recipe = copy_recipe("speechocean762", tmp_path)
     (recipe / "conf" / "tiny.yaml").write_text(yaml.safe_dump(conf))
-    out = run_recipe(recipe, "--corpus-dir", str(corpus), "--train-config", "conf/tiny.yaml", "--exp", "exp/tiny",
-                     "--dev-speakers", "2", "--vocab-size", "40", "--average", "2")
+    args = ("--corpus-dir", str(corpus), "--train-config", "conf/tiny.yaml", "--exp", "exp/tiny", "--dev-speakers", "2",
+            "--vocab-size", "40", "--average", "2")
+    out = run_recipe(recipe, *args)
     assert out.returncode == 0, out.stderr[-3000:]
     data = recipe / "data"
     assert len((data / "train" / "text").read_text().splitlines()) == 12
@@ -237,6 +238,15 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
             wer = (recipe / "exp" / "tiny" / f"decode-{set_name}-{method}-avg2-epoch-2" / "wer").read_text()
             assert f"/ {words_in(data / set_name / 'text')}," in wer
             assert f"speechocean762 {set_name} {method} (avg2-epoch-2): {wer.strip()}" in out.stdout
+    again = run_recipe(recipe, *args)  # nothing changed: data, shards, units, training, average, 4 decodes skipped
+    assert again.returncode == 0 and again.stdout.count("done before; skipped") == 9, again.stdout[-3000:]
+    conf["train"]["epochs"] = 3  # a changed config: training goes on, and the new model is averaged and decoded
+    (recipe / "conf" / "tiny.yaml").write_text(yaml.safe_dump(conf))
+    more = run_recipe(recipe, *args)
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert "stage 4 (train): its inputs changed since it was done; running it again" in more.stdout
+    assert more.stdout.count("done before; skipped") == 3  # data, shards, units
+    assert (recipe / "exp" / "tiny" / "decode-test-modified_beam-avg2-epoch-3" / "wer").is_file()
     # conf/deploy.yaml, as tiny, beside it: exported offline and streaming, and decoded in sherpa-onnx
     deploy = yaml.safe_load((recipe / "conf" / "deploy.yaml").read_text())
     deploy["model"]["encoder"].update(hidden=32, pre_layers=1, post_layers=1)
