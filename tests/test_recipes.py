@@ -159,10 +159,14 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     prior: over 100%) cannot reach, and the model exported and run in sherpa-onnx, offline and streaming,
     with our greedy search's WER and transcripts."""
     recipe = copy_recipe("an4", tmp_path)
-    out = run_recipe(recipe, "--corpus-dir", str(test_data / "an4"), "--train-config", "conf/ci.yaml",
-                     "--exp", "exp/ci", "--average", "3", "--deploy", "offline streaming",
-                     "--methods", "greedy modified_beam ctc_prefix_beam_lm")
+    args = ("--corpus-dir", str(test_data / "an4"), "--train-config", "conf/ci.yaml", "--exp", "exp/ci",
+            "--average", "3", "--deploy", "offline streaming", "--methods", "greedy modified_beam ctc_prefix_beam_lm")
+    out = run_recipe(recipe, *args)
     assert out.returncode == 0, out.stderr[-3000:]
+    again = run_recipe(recipe, *args)  # nothing changed: every stage is skipped, the results printed again
+    stage_lines = [line for line in again.stdout.splitlines() if re.search(r" stage \d+ \(", line)]
+    assert again.returncode == 0 and len(stage_lines) == 19, again.stdout[-3000:]  # 5 + LM 2 + 6 decodes + deploy 6
+    assert all("done before; skipped" in line for line in stage_lines), again.stdout[-3000:]
     data = recipe / "data"
     for name, count in (("train", 849), ("dev", 99), ("test", 130)):
         assert len((data / name / "text").read_text().splitlines()) == count
