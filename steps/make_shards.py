@@ -44,6 +44,25 @@ def write_one(job):
     return path, write_shard(path, items, options)
 
 
+def same_plan_or_new(shard_dir: str, plan: dict) -> bool:
+    """Records the plan in shard_dir; False if it holds shards written to another plan (their reuse would mix them)."""
+    os.makedirs(shard_dir, exist_ok=True)
+    state_path = os.path.join(shard_dir, STATE)
+    if os.path.isfile(state_path):
+        with open(state_path) as f:
+            if json.load(f) != plan:
+                return False
+    with open(state_path, "w") as f:
+        json.dump(plan, f)
+    return True
+
+
+def write_list(path: str, shards: list[str]) -> None:
+    with open(f"{path}.tmp", "w") as f:
+        f.writelines(f"{shard}\n" for shard in shards)
+    os.replace(f"{path}.tmp", path)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="example: steps/make_shards.py --nj 4 data/train data/train/shards "
@@ -67,19 +86,12 @@ def main() -> int:
         print(f"make_shards.py: {args.data_dir}: no utterance has both audio and text", file=sys.stderr)
         return 1
     options = AudioOptions(args.audio_format, args.resample)
-    os.makedirs(args.shard_dir, exist_ok=True)
     plan = {"utts_per_shard": args.utts_per_shard, "audio_format": args.audio_format, "resample": args.resample,
             "keys": [item.key for item in items]}
-    state_path = os.path.join(args.shard_dir, STATE)
-    if os.path.isfile(state_path):
-        with open(state_path) as f:
-            if json.load(f) != plan:
-                print(f"make_shards.py: {args.shard_dir} holds shards of other settings or utterances; "
-                      "remove it or choose another dir", file=sys.stderr)
-                return 1
-    with open(state_path, "w") as f:
-        json.dump(plan, f)
-
+    if not same_plan_or_new(args.shard_dir, plan):
+        print(f"make_shards.py: {args.shard_dir} holds shards of other settings or utterances; "
+              "remove it or choose another dir", file=sys.stderr)
+        return 1
     n = args.utts_per_shard
     paths = [os.path.abspath(os.path.join(args.shard_dir, f"{args.prefix}_{i:06d}.tar"))
              for i in range((len(items) + n - 1) // n)]
@@ -94,10 +106,7 @@ def main() -> int:
             skipped.extend(bad)
     for reason in skipped:
         print(f"make_shards.py: skipped {reason}", file=sys.stderr)
-    tmp = f"{args.shard_list}.tmp"
-    with open(tmp, "w") as f:
-        f.writelines(f"{path}\n" for path in paths)
-    os.replace(tmp, args.shard_list)
+    write_list(args.shard_list, paths)
     reused = len(paths) - len(jobs)
     print(f"make_shards.py: {args.shard_list}: {len(paths)} shards ({reused} already complete); this run wrote "
           f"{int(written)} utterances, {seconds / 3600:.2f} h of audio; skipped {len(skipped)}")

@@ -38,30 +38,8 @@ def read_log(path: str, max_gap_seconds: float) -> tuple[list[tuple[float, float
     return train, valid
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="example: steps/plot_training.py exp/training.png exp/transducer exp/deepspeech")
-    parser.add_argument("output", help="the PNG to write")
-    parser.add_argument("exp_dirs", nargs="+", help="experiment dirs holding train.log")
-    parser.add_argument("--labels", help="comma-separated names for the experiments (default: their dir names)")
-    parser.add_argument("--max-gap", type=float, default=10.0, help="minutes between log lines counted as a pause")
-    parser.add_argument("--title", default="")
-    args = parser.parse_args()
-    labels = args.labels.split(",") if args.labels else [os.path.basename(os.path.normpath(d)) for d in args.exp_dirs]
-    if len(labels) != len(args.exp_dirs):
-        parser.error(f"--labels names {len(labels)} experiments, {len(args.exp_dirs)} given")
-    runs = []
-    for exp_dir, label in zip(args.exp_dirs, labels):
-        log = os.path.join(exp_dir, "train.log")
-        if not os.path.isfile(log):
-            print(f"plot_training.py: {log}: not found", file=sys.stderr)
-            return 1
-        train, valid = read_log(log, args.max_gap * 60)
-        if not train and not valid:
-            print(f"plot_training.py: {log}: no training or validation lines", file=sys.stderr)
-            return 1
-        runs.append((label, train, valid))
-
+def plot(runs: list[tuple[str, list, list]], output: str, title: str) -> None:
+    """Training loss and dev loss above, dev WER below, against training time in minutes; written to output."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -86,11 +64,38 @@ def main() -> int:
     wer_axes.set_ylim(0, min(100, max((w for _, _, v in runs for *_, w in v if w is not None), default=100) * 1.05))
     wer_axes.legend(fontsize=8)
     wer_axes.grid(alpha=0.3)
-    if args.title:
-        figure.suptitle(args.title)
+    if title:
+        figure.suptitle(title)
     figure.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    figure.savefig(args.output, dpi=100)
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    figure.savefig(output, dpi=100)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="example: steps/plot_training.py exp/training.png exp/transducer exp/deepspeech")
+    parser.add_argument("output", help="the PNG to write")
+    parser.add_argument("exp_dirs", nargs="+", help="experiment dirs holding train.log")
+    parser.add_argument("--labels", help="comma-separated names for the experiments (default: their dir names)")
+    parser.add_argument("--max-gap", type=float, default=10.0, help="minutes between log lines counted as a pause")
+    parser.add_argument("--title", default="")
+    args = parser.parse_args()
+    labels = args.labels.split(",") if args.labels else [os.path.basename(os.path.normpath(d)) for d in args.exp_dirs]
+    if len(labels) != len(args.exp_dirs):
+        parser.error(f"--labels names {len(labels)} experiments, {len(args.exp_dirs)} given")
+    runs = []
+    for exp_dir, label in zip(args.exp_dirs, labels):
+        log = os.path.join(exp_dir, "train.log")
+        if not os.path.isfile(log):
+            print(f"plot_training.py: {log}: not found", file=sys.stderr)
+            return 1
+        train, valid = read_log(log, args.max_gap * 60)
+        if not train and not valid:
+            print(f"plot_training.py: {log}: no training or validation lines", file=sys.stderr)
+            return 1
+        runs.append((label, train, valid))
+
+    plot(runs, args.output, args.title)
     best = ", ".join(f"{label}: best dev WER {min(w for *_, w in v if w is not None):.2f}%"
                      for label, _, v in runs if any(w is not None for *_, w in v))
     print(f"plot_training.py: wrote {args.output}; {best or 'no dev WER in the logs'}")

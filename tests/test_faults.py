@@ -1,5 +1,5 @@
 """Faults injected into real data and runs: each is named by file, nothing good is lost, and a rerun
-completes. (SIGKILL mid-epoch: tests/test_training.py resumes a killed run to the same parameters.)"""
+completes. (SIGKILL mid-epoch: tests/rnnt/training/test_training.py resumes a killed run to the same parameters.)"""
 
 import io
 import logging

@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
 # Copy part of a data dir: first/last/random/spread N, or a key list (see --help).
 set -euo pipefail
-root=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)
-PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" exec python3 -c "import sys; from rnnt.datadir.subset import main as m; sys.argv[0] = 'subset_data_dir.sh'; sys.exit(m(sys.argv[1:]))" "$@"
+exec python3 -c "import sys; from rnnt.datadir.subset import main as m; sys.argv[0] = 'subset_data_dir.sh'; sys.exit(m(sys.argv[1:]))" "$@"

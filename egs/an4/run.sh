@@ -75,17 +75,18 @@ if stage_wanted 4 train "$exp" -- "$train_config" data/train/shards data/dev/sha
   stage_done 4 train "$exp"
 fi
 
-model_to_decode 5 "$exp" "$average"  # stage 5: sets $checkpoint and $model_tag
-case " $methods " in *" ctc_prefix_beam_lm "*) lm_fusion_stage 6 "$exp" "$lang" "$lm_order" dev ;; esac
+average_stage 5 "$exp" "$average"
+model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
+case " $methods " in *" ctc_prefix_beam_lm "*) lm_fusion_stage 6 "$exp" "$model_tag" "$lang" "$lm_order" dev ;; esac
 
 for method in $methods; do
   for set in $test_sets; do
-    decode_stage 6 "$exp" "$set" "$method"
+    decode_stage 6 "$exp" "$model_tag" "$set" "$method"
   done
 done
-deploy_stages 7 "$exp" "$deploy" "$test_sets"  # with --deploy: export (7), decode in sherpa-onnx (8)
+deploy_stages 7 "$exp" "$model_tag" "$deploy" "$test_sets"  # with --deploy: export (7), decode in sherpa-onnx (8)
 for method in $methods $(for kind in $deploy; do echo "sherpa_onnx_$kind"; done); do
   for set in $test_sets; do
-    decode_result "an4 $set $method${model_tag:+ ($model_tag)}:" "$exp" "$set" "$method"
+    decode_result "an4 $set $method${model_tag:+ ($model_tag)}:" "$exp" "$model_tag" "$set" "$method"
   done
 done

@@ -79,11 +79,12 @@ if stage_wanted 4 train "$exp" -- "$train_config" data/$train_set/shards data/te
   stage_done 4 train "$exp"
 fi
 
-model_to_decode 5 "$exp" "$average"  # stage 5: sets $checkpoint and $model_tag
+average_stage 5 "$exp" "$average"
+model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
 
 for set in $test_sets; do
-  decode_stage 6 "$exp" "$set" "$method"
+  decode_stage 6 "$exp" "$model_tag" "$set" "$method"
 done
 for set in $test_sets; do
-  decode_result "fsdd: $set" "$exp" "$set" "$method"
+  decode_result "fsdd: $set" "$exp" "$model_tag" "$set" "$method"
 done

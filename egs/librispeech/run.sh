@@ -111,17 +111,18 @@ if [ "$node_rank" -gt 0 ]; then
   exit 0
 fi
 
-model_to_decode 5 "$exp" "$average"  # stage 5: sets $checkpoint and $model_tag
+average_stage 5 "$exp" "$average"
+model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
 
 device=cpu
 [ "$ngpu" -gt 0 ] && python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' && device=cuda
 for method in $methods; do
   for set in $test_sets; do
-    decode_stage 6 "$exp" "$(name $set)" "$method" --device "$device"
+    decode_stage 6 "$exp" "$model_tag" "$(name $set)" "$method" --device "$device"
   done
 done
 for method in $methods; do
   for set in $test_sets; do
-    decode_result "librispeech $set $method${model_tag:+ ($model_tag)}:" "$exp" "$(name $set)" "$method"
+    decode_result "librispeech $set $method${model_tag:+ ($model_tag)}:" "$exp" "$model_tag" "$(name $set)" "$method"
   done
 done

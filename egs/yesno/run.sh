@@ -65,7 +65,8 @@ if stage_wanted 4 train "$exp" -- "$train_config" data/train_yesno_aug/shards da
   stage_done 4 train "$exp"
 fi
 
-model_to_decode 5 "$exp" "$average"  # stage 5: sets $checkpoint and $model_tag
+average_stage 5 "$exp" "$average"
+model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
 
-decode_stage 6 "$exp" test_yesno "$method"
-decode_result "yesno: test" "$exp" test_yesno "$method"
+decode_stage 6 "$exp" "$model_tag" test_yesno "$method"
+decode_result "yesno: test" "$exp" "$model_tag" test_yesno "$method"

@@ -222,12 +222,16 @@ def validate_data_dir(data_dir: str, no_feats: bool = False, no_text: bool = Fal
             check_values(table, problems)
 
     if os.path.isfile(path("spk2gender")):
-        genders = check_table(path("spk2gender"), problems, 2, 2)
-        check_same_keys(spk2utt, "spk2utt", genders, path("spk2gender"), problems, "speaker")
-        for line in genders.values():
-            if line.fields[1] not in ("m", "f"):
-                problems.add(line.where, f"gender '{line.fields[1]}' is not m or f", "use m or f", "gender")
+        check_genders(path("spk2gender"), spk2utt, problems)
     return problems.summary()
+
+
+def check_genders(spk2gender: str, spk2utt: dict, problems: Problems) -> None:
+    genders = check_table(spk2gender, problems, 2, 2)
+    check_same_keys(spk2utt, "spk2utt", genders, spk2gender, problems, "speaker")
+    for line in genders.values():
+        if line.fields[1] not in ("m", "f"):
+            problems.add(line.where, f"gender '{line.fields[1]}' is not m or f", "use m or f", "gender")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,6 +7,7 @@ writes wav.scp, text, utt2spk, spk2utt, utt2dur (and spk2gender), then validates
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections import Counter
@@ -17,6 +18,17 @@ import soundfile
 from rnnt.datadir.layout import write_spk2utt
 from rnnt.datadir.table import write_table
 from rnnt.datadir.validate import validate_data_dir
+
+
+def data_prep_parser(doc: str, corpus: tuple[str, str], output: tuple[str, str],
+                     example: str | None = None) -> argparse.ArgumentParser:
+    """The command line every recipe's local/data_prep.py starts from: the corpus's folder, then where the
+    data dirs go, each a (name, help) pair; the recipe adds its own options."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=f"example: {example}" if example else None)
+    for name, help_text in (corpus, output):
+        parser.add_argument(name, help=help_text)
+    return parser
 
 
 @dataclass(frozen=True)

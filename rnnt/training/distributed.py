@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import datetime
 import gc
+import logging
+import math
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -53,6 +56,28 @@ def every_rank(world: World, *flags: bool) -> tuple[bool, ...]:
     return tuple(bool(v) for v in values.tolist())
 
 
+def batches_of_every_rank(world: World, batches: Iterable[dict], stop_requested: Callable[[], bool]):
+    """(batch, weight, stop) until every rank has run out of batches: an epoch goes on while any rank has
+    one, and a rank that has run out repeats its last batch with weight 0 (if a rank has none to repeat,
+    all end, as none can wait for it). stop: some rank's stop_requested() was true."""
+    batches, last, padding = iter(batches), None, 0
+    while True:
+        batch = next(batches, None)
+        every_rank_is_out, every_rank_can_go_on, no_rank_stops = every_rank(
+            world, batch is None, batch is not None or last is not None, not stop_requested())
+        if every_rank_is_out or not every_rank_can_go_on:
+            break
+        if batch is None:
+            padding += 1
+            yield last, 0.0, not no_rank_stops
+        else:
+            last = batch
+            yield batch, 1.0, not no_rank_stops
+    if padding:
+        logging.getLogger("rnnt.train").info("rank %d: %d batches of weight 0 while other ranks finished the epoch",
+                                             world.rank, padding)
+
+
 def scale_gradients(parameters, scale: float, world: World | None = None) -> None:
     """Gradients times scale; with a world, first averaged over its ranks (DDP's own reduction, for
     micro-batches that all ran under no_sync)."""
@@ -83,3 +108,16 @@ def cleanup(world: World, together: bool) -> None:
         if together:
             dist.barrier()
         dist.destroy_process_group()
+
+
+def check_parameters_agree(world: World, parameters) -> None:
+    """Under DDP every rank must end with the same parameters; checked, not assumed."""
+    if not world.distributed:
+        return
+    digest = float(sum(p.detach().double().sum() for p in parameters))
+    digests = all_gather_objects(world, digest)
+    if any(not math.isclose(d, digests[0], rel_tol=0, abs_tol=0) for d in digests):
+        logging.getLogger("rnnt.train").error("ranks ended with different parameters: %s", digests)
+    else:
+        logging.getLogger("rnnt.train").info("all %d ranks hold identical parameters (checksum %.10g)",
+                                             world.size, digests[0])

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import filecmp
 import os
+import shutil
 from dataclasses import dataclass, field
 
 import torch
@@ -12,6 +14,8 @@ import yaml
 from rnnt.config import from_dict, to_dict
 from rnnt.data.config import DataConfig, data_config
 from rnnt.model.transducer import ModelConfig
+from rnnt.training.accumulation import StopTraining
+from rnnt.training.distributed import World
 from rnnt.training.lamb import Lamb
 from rnnt.training.schedules import ScheduleConfig, lr_multiplier
 
@@ -97,9 +101,30 @@ def save_experiment(experiment: Experiment, path: str) -> None:
 
 
 def build_optimizer(config: TrainConfig, params) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    o = config.optimizer
+    settings = config.optimizer
     kinds = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "lamb": Lamb}
-    if o.type not in kinds:
-        raise ValueError(f"train.optimizer.type must be one of {sorted(kinds)}, got '{o.type}'")
-    optimizer = kinds[o.type](params, lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay)
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_multiplier(config.schedule, o.lr))
+    if settings.type not in kinds:
+        raise ValueError(f"train.optimizer.type must be one of {sorted(kinds)}, got '{settings.type}'")
+    optimizer = kinds[settings.type](params, lr=settings.lr, betas=tuple(settings.betas), eps=settings.eps,
+                                     weight_decay=settings.weight_decay)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_multiplier(config.schedule, settings.lr))
+
+
+def adopt_lang_dir(experiment: Experiment, exp_dir: str, world: World) -> None:
+    """Copies the lang dir into <exp-dir>/lang and saves config.yaml pointing there: the experiment
+    keeps the units it was trained with when data/lang is rebuilt. A resumed run must use the same."""
+    source, kept = experiment.paths.lang_dir, os.path.join(os.path.abspath(exp_dir), "lang")
+    copy = os.path.abspath(source) != kept
+    if copy and os.path.isdir(kept):
+        # the inventory, not the sentencepiece model's bytes (they hold the path it was trained from)
+        _, mismatch, errors = filecmp.cmpfiles(source, kept, ["units.txt", "units.json"], shallow=False)
+        if mismatch or errors:
+            raise StopTraining(f"{exp_dir} was trained with the units in {kept}, which differ from "
+                               f"{source} ({', '.join(mismatch + errors)}); use those units or a new --exp-dir")
+    if world.distributed:
+        torch.distributed.barrier()  # every rank has compared before the main one copies
+    if world.main:
+        if copy:
+            shutil.copytree(source, kept, dirs_exist_ok=True)
+        paths = dataclasses.replace(experiment.paths, lang_dir=kept)
+        save_experiment(dataclasses.replace(experiment, paths=paths), os.path.join(exp_dir, "config.yaml"))

@@ -8,49 +8,30 @@ rank's RNG state. A resumed run therefore produces the same parameters as an uni
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import filecmp
 import logging
 import math
 import os
-import shutil
 import signal
-import sys
-import time
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
-from tqdm import tqdm
 
 from rnnt.data.loader import LoaderPosition, make_loader
 from rnnt.data.pipeline import Pipeline
 from rnnt.data.tokenizer import Tokenizer
 from rnnt.model.transducer import Transducer
 from rnnt.training import checkpoint
-from rnnt.training.distributed import World, all_gather_objects, cleanup, every_rank, scale_gradients, setup
+from rnnt.training.accumulation import BadBatches, GradientGroup, StopTraining, is_out_of_memory
+from rnnt.training.distributed import (all_gather_objects, batches_of_every_rank, check_parameters_agree, cleanup,
+                                       every_rank, scale_gradients, setup)
 from rnnt.training.ema import EMA
-from rnnt.training.experiment import Experiment, build_optimizer, save_experiment
+from rnnt.training.experiment import Experiment, adopt_lang_dir, build_optimizer
+from rnnt.training.progress import Progress, setup_logging
 from rnnt.training.validation import validate
 
 log = logging.getLogger("rnnt.train")
 
 STOPPED_BY_SIGNAL = 128 + signal.SIGTERM  # the exit status of a run stopped early: the shell's for SIGTERM
-
-
-class StopTraining(RuntimeError):
-    pass
-
-
-def setup_logging(exp_dir: str, world: World) -> None:
-    handlers = [logging.StreamHandler(sys.stderr)]
-    if world.main:
-        handlers.append(logging.FileHandler(os.path.join(exp_dir, "train.log")))
-    logging.basicConfig(level=logging.INFO if world.main else logging.WARNING, handlers=handlers, force=True,
-                        format=f"%(asctime)s [rank {world.rank}] %(message)s")
-
-
-def is_out_of_memory(error: BaseException) -> bool:
-    return isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error)
 
 
 class Trainer:
@@ -75,42 +56,16 @@ class Trainer:
                                if experiment.paths.valid_list else None)
         self.epoch = self.batch = self.step = 0
         self.position = LoaderPosition(experiment.data.num_workers)  # which worker gave how many batches
-        self.bad_in_row = 0  # batches skipped since the last optimiser step
-        self.kept = 0  # micro-batches in the current accumulation group whose gradient was kept
-        self.synced = False  # under DDP: the group's gradient was all-reduced (its last backward ran in sync)
-        self.skipped = {"non-finite loss": 0, "non-finite gradient": 0, "out of memory": 0}
+        self.group = GradientGroup()
+        self.bad_batches = BadBatches(train_config.max_bad_steps)
         self.signal_received = False  # this rank got SIGTERM
         self.stopping = False  # some rank got SIGTERM: all stop at the next optimiser step
         self.valid_result: dict = {}
         self.keys_file = open(os.path.join(exp_dir, f"keys-rank{self.world.rank}.txt"), "a") if log_keys else None
-        self.writer = None
-        if self.world.main:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.writer = SummaryWriter(os.path.join(exp_dir, "tensorboard"))
+        self.progress = Progress(exp_dir, self.world, train_config.log_every)
         parameters = sum(p.numel() for p in self.model.parameters())
         log.info("model: %.2f M parameters, vocabulary %d, loss %s; world size %d on %s", parameters / 1e6,
                  self.tokenizer.vocab_size, experiment.model.loss.type, self.world.size, self.world.device)
-
-    def adopt_units(self) -> None:
-        """Copies the lang dir into <exp-dir>/lang and saves config.yaml pointing there: the experiment
-        keeps the units it was trained with when data/lang is rebuilt. A resumed run must use the same."""
-        source, kept = self.experiment.paths.lang_dir, os.path.join(os.path.abspath(self.exp_dir), "lang")
-        copy = os.path.abspath(source) != kept
-        if copy and os.path.isdir(kept):
-            # the inventory, not the sentencepiece model's bytes (they hold the path it was trained from)
-            _, mismatch, errors = filecmp.cmpfiles(source, kept, ["units.txt", "units.json"], shallow=False)
-            if mismatch or errors:
-                raise StopTraining(f"{self.exp_dir} was trained with the units in {kept}, which differ from "
-                                   f"{source} ({', '.join(mismatch + errors)}); use those units or a new --exp-dir")
-        if self.world.distributed:
-            torch.distributed.barrier()  # every rank has compared before the main one copies
-        if self.world.main:
-            if copy:
-                shutil.copytree(source, kept, dirs_exist_ok=True)
-            paths = dataclasses.replace(self.experiment.paths, lang_dir=kept)
-            experiment = dataclasses.replace(self.experiment, paths=paths)
-            save_experiment(experiment, os.path.join(self.exp_dir, "config.yaml"))
 
     # --- checkpoints ------------------------------------------------------------------------------------
     def state(self) -> dict:
@@ -121,9 +76,8 @@ class Trainer:
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict(),
             "rng": all_gather_objects(self.world, checkpoint.rng_state()),
-            "meta": {"step": self.step, "epoch": self.epoch, "batch": self.batch, "bad_in_row": self.bad_in_row,
-                     "loader_position": self.position.state_dict(),
-                     **{f"skipped {k}": v for k, v in self.skipped.items()}, **self.valid_result},
+            "meta": {"step": self.step, "epoch": self.epoch, "batch": self.batch,
+                     "loader_position": self.position.state_dict(), **self.bad_batches.meta(), **self.valid_result},
         }
 
     def save(self, name: str) -> None:
@@ -147,14 +101,14 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
         meta = state["meta"]
-        self.step, self.epoch, self.batch, self.bad_in_row = meta["step"], meta["epoch"], meta["batch"], meta["bad_in_row"]
+        self.step, self.epoch, self.batch = meta["step"], meta["epoch"], meta["batch"]
+        self.bad_batches.load_meta(meta)
         workers = max(self.experiment.data.num_workers, 1)
         if self.batch and len(meta.get("loader_position", {}).get("counts", ())) != workers:
             raise StopTraining(f"{path} stopped inside epoch {self.epoch} with another data.num_workers (or before "
                                "positions were recorded); resume with the same num_workers, or from an epoch checkpoint")
         if self.batch:
             self.position = LoaderPosition.from_state(meta["loader_position"])
-        self.skipped = {k: meta.get(f"skipped {k}", 0) for k in self.skipped}
         rng = state["rng"]
         checkpoint.set_rng_state(rng[self.world.rank] if self.world.rank < len(rng) else rng[0])
         log.info("resumed from %s: epoch %d, batch %d, step %d", path, self.epoch, self.batch, self.step)
@@ -163,18 +117,13 @@ class Trainer:
     # --- one step -------------------------------------------------------------------------------------
     def forward_backward(self, batch: dict, sync: bool, weight: float = 1.0) -> float | None:
         """Loss of one batch with its gradient (times weight: 0 for a rank waiting for the others at an
-        epoch's end) accumulated; None (nothing accumulated) if it was skipped."""
-        device = self.world.device
-        loss, usable, out_of_memory = None, False, False
+        epoch's end) added to the group; None (nothing added) if it was skipped."""
+        in_backward = out_of_memory = False
         try:
-            feats, feat_lens = batch["feats"].to(device), batch["feat_lens"].to(device)
-            tokens, token_lens = batch["tokens"].to(device), batch["token_lens"].to(device)
-            # DDP decides in the forward pass whether the backward pass all-reduces the gradients.
-            with self.ddp.no_sync() if not sync else contextlib.nullcontext(), \
-                    torch.autocast(device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
-                loss = self.ddp(feats, feat_lens, tokens, token_lens)["loss"].float()
+            loss = self.batch_loss(batch, sync)
             usable = every_rank(self.world, bool(torch.isfinite(loss)))[0]  # every rank skips together
             if usable:
+                in_backward = True
                 self.scaler.scale(loss * (weight / self.experiment.train.accum_steps)).backward()
         except RuntimeError as error:
             if not is_out_of_memory(error):
@@ -185,51 +134,57 @@ class Trainer:
                 raise
             out_of_memory = True
         if out_of_memory:  # outside the handler: the traceback no longer holds the activations
-            self.skipped["out of memory"] += 1
-            if loss is not None:  # in the backward pass: the group's gradient is incomplete, dropped with it
-                loss = None
-                self.optimizer.zero_grad(set_to_none=True)
-                self.kept, self.synced = 0, False
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
+            self.recover_from_out_of_memory(in_backward)
         elif not usable:
-            if torch.isfinite(loss):
-                log.warning("batch skipped with the other ranks: one of them could not use its batch")
-            else:
-                self.skipped["non-finite loss"] += 1
-                log.warning("non-finite loss (%s) on %s: batch skipped", float(loss.detach()), batch["keys"][:3])
+            self.skip_unusable(loss, batch["keys"])
         else:
-            self.kept += 1
-            self.synced = self.synced or sync
+            self.group.add(synced=sync)
             return float(loss.detach())
-        self.count_bad_batch()
         return None
 
-    def count_bad_batch(self) -> None:
-        self.bad_in_row += 1
-        if self.bad_in_row >= self.experiment.train.max_bad_steps:
-            raise StopTraining(f"{self.bad_in_row} batches in a row had a non-finite loss or gradient or ran out "
-                               "of memory; lower the learning rate, check the data, or raise train.max_bad_steps")
+    def batch_loss(self, batch: dict, sync: bool) -> torch.Tensor:
+        device = self.world.device
+        feats, feat_lens = batch["feats"].to(device), batch["feat_lens"].to(device)
+        tokens, token_lens = batch["tokens"].to(device), batch["token_lens"].to(device)
+        # DDP decides in the forward pass whether the backward pass all-reduces the gradients.
+        with self.ddp.no_sync() if not sync else contextlib.nullcontext(), \
+                torch.autocast(device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
+            return self.ddp(feats, feat_lens, tokens, token_lens)["loss"].float()
+
+    def recover_from_out_of_memory(self, in_backward: bool) -> None:
+        if in_backward:  # part of the batch's gradient is in .grad: the group's sum is broken, dropped with it
+            self.optimizer.zero_grad(set_to_none=True)
+            self.group.drop()
+        if self.world.device.type == "cuda":
+            torch.cuda.empty_cache()
+        self.bad_batches.skip("out of memory")
+
+    def skip_unusable(self, loss: torch.Tensor, keys: list[str]) -> None:
+        if torch.isfinite(loss):
+            log.warning("batch skipped with the other ranks: one of them could not use its batch")
+            self.bad_batches.skip(None)
+        else:
+            log.warning("non-finite loss (%s) on %s: batch skipped", float(loss.detach()), keys[:3])
+            self.bad_batches.skip("non-finite loss")
 
     def optimizer_step(self) -> float | None:
         """Updates the weights with the gradient of the group's kept micro-batches, averaged over them (and
         over the ranks where DDP did not: a short last group of an epoch, or one whose last batch was
         skipped, ran all its backward passes under no_sync). Returns the gradient norm; None when no step
         was taken (nothing kept, or a non-finite gradient)."""
-        kept, synced, self.kept, self.synced = self.kept, self.synced, 0, False
-        if kept == 0:
+        group = self.group.take()
+        if group.kept == 0:
             self.optimizer.zero_grad(set_to_none=True)
             return None
-        scale, unsynced = self.experiment.train.accum_steps / kept, self.world.distributed and not synced
+        scale, unsynced = self.experiment.train.accum_steps / group.kept, self.world.distributed and not group.synced
         if unsynced or scale != 1:
             scale_gradients(self.model.parameters(), scale, self.world if unsynced else None)
         self.scaler.unscale_(self.optimizer)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.experiment.train.grad_clip))
         if not math.isfinite(grad_norm) and not self.scaler.is_enabled():  # the scaler skips such steps itself
             self.optimizer.zero_grad(set_to_none=True)
-            self.skipped["non-finite gradient"] += 1
             log.warning("non-finite gradient norm at step %d: update skipped", self.step)
-            self.count_bad_batch()
+            self.bad_batches.skip("non-finite gradient")
             return None
         self.scaler.step(self.optimizer)
         self.scaler.update()
@@ -238,13 +193,12 @@ class Trainer:
         if self.ema:
             self.ema.update(self.model)
         self.step += 1
-        self.bad_in_row = 0
+        self.bad_batches.step_taken()
         return grad_norm
 
     # --- the loop -------------------------------------------------------------------------------------
     def run(self, resume: bool) -> int:
         """0 when training is complete; STOPPED_BY_SIGNAL after SIGTERM (a checkpoint holds the position); 1 on failure."""
-        train_config = self.experiment.train
         previous = signal.signal(signal.SIGTERM, self.request_stop)
         ended_together = False
         try:
@@ -252,20 +206,19 @@ class Trainer:
             if existing:
                 raise StopTraining(f"{self.exp_dir} already holds checkpoints (newest {existing}); "
                                    "pass --resume to continue that run, or give a new --exp-dir")
-            self.adopt_units()
+            adopt_lang_dir(self.experiment, self.exp_dir, self.world)
             if resume:
                 self.resume()
-            while self.epoch < train_config.epochs and not self.finished():
+            while not self.complete():
                 if not self.train_epoch():
                     break
                 self.end_epoch()
             if self.batch:  # stopped inside an epoch: keep the exact position
                 self.save(checkpoint.name("step", self.step))
-            self.check_ranks_in_sync()
+            check_parameters_agree(self.world, self.model.parameters())
             ended_together = True
-            summary = f"{self.step} steps, {self.epoch} epochs; skipped " + ", ".join(
-                f"{n} {why}" for why, n in self.skipped.items())
-            if self.epoch < train_config.epochs and not self.finished():
+            summary = f"{self.step} steps, {self.epoch} epochs; {self.bad_batches.summary()}"
+            if not self.complete():
                 log.info("stopped on SIGTERM at step %d (%s); rerun with --resume to continue", self.step, summary)
                 return STOPPED_BY_SIGNAL
             log.info("training done: %s", summary)
@@ -275,8 +228,7 @@ class Trainer:
             return 1
         finally:
             signal.signal(signal.SIGTERM, previous)
-            if self.writer:
-                self.writer.close()
+            self.progress.close()
             self.ddp = self.model  # DDP's reducer holds the process group
             cleanup(self.world, together=ended_together)
 
@@ -286,70 +238,54 @@ class Trainer:
     def finished(self) -> bool:
         return bool(self.experiment.train.max_steps) and self.step >= self.experiment.train.max_steps
 
+    def complete(self) -> bool:
+        return self.epoch >= self.experiment.train.epochs or self.finished()
+
     def train_epoch(self) -> bool:
         """Trains from the current position to the end of the epoch; False if it stopped inside it, at an
         optimiser step (SIGTERM, or train.max_steps reached)."""
-        train_config = self.experiment.train
+        accum_steps = self.experiment.train.accum_steps
         if self.batch == 0:
             self.position = LoaderPosition(self.experiment.data.num_workers)
         self.loader.dataset.set_epoch(self.epoch, self.position if self.batch else None)
-        batches = iter(self.loader)
-        bar = tqdm(desc=f"epoch {self.epoch}", unit="batch", initial=self.batch, disable=not self.world.main,
-                   file=sys.stderr, dynamic_ncols=True)
-        started, losses, last, padding = time.time(), [], None, 0
-        while True:
-            batch = next(batches, None)
-            # The epoch goes on while any rank has a batch; one that has run out repeats its last batch
-            # with weight 0 (if a rank has none to repeat, all stop, as none can wait for it).
-            every_rank_is_out, every_rank_can_go_on, no_rank_stops = every_rank(
-                self.world, batch is None, batch is not None or last is not None, not self.signal_received)
-            self.stopping = self.stopping or not no_rank_stops
-            if every_rank_is_out or not every_rank_can_go_on:
-                break
-            if self.batch % train_config.accum_steps == 0 and (self.stopping or self.finished()):
-                bar.close()
+        self.progress.start_epoch(self.epoch, self.batch)
+        for batch, weight, some_rank_stops in batches_of_every_rank(self.world, self.loader,
+                                                                    lambda: self.signal_received):
+            self.stopping = self.stopping or some_rank_stops
+            if self.batch % accum_steps == 0 and (self.stopping or self.finished()):
+                self.progress.end_epoch()
                 return False
-            weight = 1.0 if batch is not None else 0.0
-            if batch is None:
-                batch, padding = last, padding + 1
-            elif self.keys_file:
-                self.keys_file.write("".join(f"{self.epoch} {k}\n" for k in batch["keys"]))
-                self.keys_file.flush()
-            group_ends = (self.batch + 1) % train_config.accum_steps == 0
-            loss = self.forward_backward(batch, sync=group_ends or not self.world.distributed,
-                                         weight=weight)
-            if weight:
-                self.position.delivered(batch["role"])
-                last = batch
-            self.batch += 1
-            bar.update(1)
-            if loss is not None and weight:
-                losses.append(loss)
-            if self.batch % train_config.accum_steps:
-                continue
-            grad_norm = self.optimizer_step()
-            if grad_norm is None:
-                continue
-            if self.writer and self.step % train_config.log_every == 0 and losses:
-                lr = self.scheduler.get_last_lr()[0]
-                self.writer.add_scalar("train/loss", sum(losses) / len(losses), self.step)
-                self.writer.add_scalar("train/lr", lr, self.step)
-                self.writer.add_scalar("train/grad_norm", grad_norm, self.step)
-                bar.set_postfix(loss=f"{sum(losses) / len(losses):.3f}", lr=f"{lr:.2e}")
-                log.info("epoch %d step %d: loss %.4f lr %.3e grad-norm %.2f (%.1f s)", self.epoch, self.step,
-                         sum(losses) / len(losses), lr, grad_norm, time.time() - started)
-                losses = []
-            if train_config.checkpoint_every and self.step % train_config.checkpoint_every == 0:
-                self.save(checkpoint.name("step", self.step))
-        bar.close()
-        if padding:
-            log.info("rank %d: %d batches of weight 0 while other ranks finished epoch %d", self.world.rank, padding,
-                     self.epoch)
-        if self.batch % train_config.accum_steps:  # the epoch's last group is short: its gradient is not carried over
+            loss = self.train_batch(batch, weight)
+            self.progress.batch_done(loss if weight else None)
+            if self.batch % accum_steps == 0:
+                self.end_group()
+        self.progress.end_epoch()
+        if self.batch % accum_steps:  # the epoch's last group is short: its gradient is not carried over
             self.optimizer_step()
         self.batch = 0
         self.epoch += 1
         return True
+
+    def train_batch(self, batch: dict, weight: float) -> float | None:
+        if weight and self.keys_file:
+            self.keys_file.write("".join(f"{self.epoch} {k}\n" for k in batch["keys"]))
+            self.keys_file.flush()
+        group_ends = (self.batch + 1) % self.experiment.train.accum_steps == 0
+        loss = self.forward_backward(batch, sync=group_ends or not self.world.distributed, weight=weight)
+        if weight:
+            self.position.delivered(batch["role"])
+        self.batch += 1
+        return loss
+
+    def end_group(self) -> None:
+        """The optimiser step at the end of an accumulation group; then the report and the step checkpoint when due."""
+        grad_norm = self.optimizer_step()
+        if grad_norm is None:
+            return
+        self.progress.step_done(self.epoch, self.step, self.scheduler.get_last_lr()[0], grad_norm)
+        checkpoint_every = self.experiment.train.checkpoint_every
+        if checkpoint_every and self.step % checkpoint_every == 0:
+            self.save(checkpoint.name("step", self.step))
 
     def end_epoch(self) -> None:
         """Validates (on the main rank, with the EMA weights if kept), then saves epoch-N.pt with the result."""
@@ -358,21 +294,6 @@ class Trainer:
             with self.ema.applied(self.model) if self.ema else contextlib.nullcontext():
                 result = validate(self.model, self.valid_pipeline.batches(), self.tokenizer, self.world.device,
                                   self.experiment.train.valid_wer)
-            for name, value in result.items():
-                if name != "utterances":
-                    self.writer.add_scalar(f"valid/{name}", value, self.step)
-            log.info("epoch %d validation%s: loss %.4f%s over %d utterances", self.epoch, " (EMA)" if self.ema else "",
-                     result["loss"], f", WER {result['wer']:.2f}%" if "wer" in result else "", result["utterances"])
+            self.progress.validated(self.epoch, self.step, result, ema=self.ema is not None)
             self.valid_result = {f"valid_{k}": v for k, v in result.items()}
         self.save(checkpoint.name("epoch", self.epoch))
-
-    def check_ranks_in_sync(self) -> None:
-        """Under DDP every rank must end with the same parameters; checked, not assumed."""
-        if not self.world.distributed:
-            return
-        digest = float(sum(p.detach().double().sum() for p in self.model.parameters()))
-        digests = all_gather_objects(self.world, digest)
-        if any(not math.isclose(d, digests[0], rel_tol=0, abs_tol=0) for d in digests):
-            log.error("ranks ended with different parameters: %s", digests)
-        else:
-            log.info("all %d ranks hold identical parameters (checksum %.10g)", self.world.size, digests[0])

@@ -10,13 +10,12 @@ speaker>, e.g. fash-an251-b. Transcripts are normalised as scoring sees them: up
 spaces. Transcripts without audio and unreadable audio are named by file and line and skipped.
 """
 
-import argparse
 import glob
 import os
 import re
 import sys
 
-from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dirs
+from rnnt.prep.data_dir_writer import Report, Utterance, data_prep_parser, write_data_dirs
 from rnnt.prep.dev_speakers import pick_dev_speakers
 
 TRANSCRIPT = re.compile(r"^(?:<s>\s+)?(?P<words>.*?)(?:\s+</s>)?\s*\((?P<id>[^()\s]+)\)\s*$")
@@ -80,10 +79,9 @@ def split_utterances(corpus: str, part: str, report: Report) -> list[Utterance]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="example: local/data_prep.py downloads/an4 data")
-    parser.add_argument("corpus_dir", help="the an4/ folder (holds etc/ and wav/)")
-    parser.add_argument("data_root", help="writes <data_root>/train, <data_root>/dev and <data_root>/test")
+    parser = data_prep_parser(__doc__, ("corpus_dir", "the an4/ folder (holds etc/ and wav/)"),
+                              ("data_root", "writes <data_root>/train, <data_root>/dev and <data_root>/test"),
+                              example="local/data_prep.py downloads/an4 data")
     parser.add_argument("--dev-speakers", type=int, default=8, help="training speakers held out as dev (default 8)")
     args = parser.parse_args()
     if not os.path.isdir(os.path.join(args.corpus_dir, "etc")):

@@ -5,20 +5,18 @@ Files are {digit}_{speaker}_{index}.wav; the transcript is the digit's word (ZER
 split: recordings with index 0-4 test, the rest train. Utterance ids are <speaker>-<digit>-<index>.
 """
 
-import argparse
 import glob
 import os
 import sys
 
-from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dirs
+from rnnt.prep.data_dir_writer import Report, Utterance, data_prep_parser, write_data_dirs
 
 DIGITS = ["ZERO", "ONE", "TWO", "THREE", "FOUR", "FIVE", "SIX", "SEVEN", "EIGHT", "NINE"]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("recordings_dir", help="the fsdd recordings/ folder")
-    parser.add_argument("data_root", help="writes <data_root>/train and <data_root>/test")
+    parser = data_prep_parser(__doc__, ("recordings_dir", "the fsdd recordings/ folder"),
+                              ("data_root", "writes <data_root>/train and <data_root>/test"))
     parser.add_argument("--test-max-index", type=int, default=4, help="indices 0..N are the test split (default 4)")
     args = parser.parse_args()
     report = Report("fsdd data_prep")

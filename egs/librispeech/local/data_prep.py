@@ -6,12 +6,11 @@ SPEAKERS.TXT. Transcripts without audio, audio without transcripts and unreadabl
 counted and skipped.
 """
 
-import argparse
 import glob
 import os
 import sys
 
-from rnnt.prep.data_dir_writer import Report, Utterance, pair_audio_with_text, write_data_dirs
+from rnnt.prep.data_dir_writer import Report, Utterance, data_prep_parser, pair_audio_with_text, write_data_dirs
 
 
 def read_speaker_genders(path: str) -> dict[str, str]:
@@ -30,10 +29,10 @@ def read_speaker_genders(path: str) -> dict[str, str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="example: local/data_prep.py corpus/LibriSpeech/dev-clean data/dev_clean")
-    parser.add_argument("subset_dir", help="e.g. .../LibriSpeech/dev-clean (holds <reader>/<chapter>/ folders)")
-    parser.add_argument("data_dir", help="the Kaldi data dir to write")
+    parser = data_prep_parser(
+        __doc__, ("subset_dir", "e.g. .../LibriSpeech/dev-clean (holds <reader>/<chapter>/ folders)"),
+        ("data_dir", "the Kaldi data dir to write"),
+        example="local/data_prep.py corpus/LibriSpeech/dev-clean data/dev_clean")
     args = parser.parse_args()
     if not os.path.isdir(args.subset_dir):
         print(f"data_prep.py: {args.subset_dir}: no such directory", file=sys.stderr)

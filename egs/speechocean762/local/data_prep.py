@@ -9,11 +9,10 @@ Utterance ids become <speaker>-<utterance> (Kaldi sorts by speaker). Transcripts
 scoring sees them: upper case, single spaces. Missing or unreadable audio is named and skipped.
 """
 
-import argparse
 import os
 import sys
 
-from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dirs
+from rnnt.prep.data_dir_writer import Report, Utterance, data_prep_parser, write_data_dirs
 from rnnt.prep.dev_speakers import pick_dev_speakers
 
 
@@ -63,10 +62,10 @@ def half_utterances(corpus: str, half: str, report: Report) -> tuple[list[Uttera
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="example: local/data_prep.py downloads/speechocean762 data")
-    parser.add_argument("corpus_dir", help="the speechocean762/ folder (holds train/, WAVE/ and maybe test/)")
-    parser.add_argument("data_root", help="writes <data_root>/train, <data_root>/dev and <data_root>/test")
+    parser = data_prep_parser(
+        __doc__, ("corpus_dir", "the speechocean762/ folder (holds train/, WAVE/ and maybe test/)"),
+        ("data_root", "writes <data_root>/train, <data_root>/dev and <data_root>/test"),
+        example="local/data_prep.py downloads/speechocean762 data")
     parser.add_argument("--dev-speakers", type=int, default=10, help="training speakers held out as dev (default 10)")
     args = parser.parse_args()
     if not os.path.isfile(os.path.join(args.corpus_dir, "train", "text")):

@@ -5,20 +5,18 @@ Each file name spells its transcript (1 = YES, 0 = NO), e.g. 0_1_1_0_0_1_1_0.wav
 recipe the files are sorted, the first 30 train and the last 30 test. One speaker, 'yesno'.
 """
 
-import argparse
 import glob
 import os
 import sys
 
-from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dirs
+from rnnt.prep.data_dir_writer import Report, Utterance, data_prep_parser, write_data_dirs
 
 WORDS = {"0": "NO", "1": "YES"}
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("waves_dir", help="the folder of 60 .wav files (waves_yesno/)")
-    parser.add_argument("data_root", help="writes <data_root>/train_yesno and <data_root>/test_yesno")
+    parser = data_prep_parser(__doc__, ("waves_dir", "the folder of 60 .wav files (waves_yesno/)"),
+                              ("data_root", "writes <data_root>/train_yesno and <data_root>/test_yesno"))
     parser.add_argument("--num-train", type=int, default=30, help="the first N sorted files train (default 30)")
     args = parser.parse_args()
     report = Report("yesno data_prep")

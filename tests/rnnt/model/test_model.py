@@ -171,12 +171,11 @@ def test_bad_model_settings():
 
 def recipe_yamls(searches: bool) -> list[str]:
     """egs/*/conf/*.yaml: the experiment configs, or the hyper-parameter searches (a `space` section)."""
-    import pathlib
-
     import yaml
 
-    root = pathlib.Path(__file__).parents[1]
-    return sorted(str(p.relative_to(root)) for p in root.glob("egs/*/conf/*.yaml")
+    from conftest import ROOT
+
+    return sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("egs/*/conf/*.yaml")
                   if ("space" in (yaml.safe_load(p.read_text()) or {})) == searches)
 
 

@@ -7,12 +7,12 @@ import math
 import pytest
 import torch
 
+from ctc_reference import ctc_model, sequence_log_prob
 from rnnt.ctc_search import ctc_prefix_beam_search
 from rnnt.lm.arpa import read_arpa, write_arpa
 from rnnt.lm.fusion import NgramScorer, ShallowFusion
 from rnnt.lm.kneser_ney import EOS, estimate
 from search_reference import all_sequences
-from test_ctc_search import ctc_model, sequence_log_prob
 
 
 def scorer(model, units):

@@ -106,20 +106,20 @@ def test_a_non_finite_gradient_is_not_applied(trainer):
     weights = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     for p in trainer.model.parameters():
         p.grad = torch.full_like(p, float("nan"))
-    trainer.kept = 1
+    trainer.group.kept = 1
     assert trainer.optimizer_step() is None
-    assert trainer.step == 0 and trainer.skipped["non-finite gradient"] == 1
+    assert trainer.step == 0 and trainer.bad_batches.counts["non-finite gradient"] == 1
     assert all(torch.equal(v, weights[k]) for k, v in trainer.model.state_dict().items())
     for p in trainer.model.parameters():
         p.grad = torch.ones_like(p)
-    trainer.kept = 1
+    trainer.group.kept = 1
     assert trainer.optimizer_step() is not None
-    assert trainer.step == 1 and trainer.bad_in_row == 0
+    assert trainer.step == 1 and trainer.bad_batches.in_row == 0
 
 
 def test_an_out_of_memory_batch_is_skipped_and_only_a_broken_gradient_dropped(trainer, monkeypatch):
     batch = next(iter(trainer.loader))
-    assert trainer.forward_backward(batch, sync=True) is not None and trainer.kept == 1
+    assert trainer.forward_backward(batch, sync=True) is not None and trainer.group.kept == 1
     model = trainer.ddp
 
     def out_of_memory(*args, **kwargs):
@@ -127,7 +127,8 @@ def test_an_out_of_memory_batch_is_skipped_and_only_a_broken_gradient_dropped(tr
 
     monkeypatch.setattr(trainer, "ddp", out_of_memory)  # in the forward pass: the kept gradient stays
     assert trainer.forward_backward(batch, sync=True) is None
-    assert trainer.kept == 1 and trainer.skipped["out of memory"] == 1 and trainer.bad_in_row == 1
+    assert trainer.group.kept == 1
+    assert trainer.bad_batches.counts["out of memory"] == 1 and trainer.bad_batches.in_row == 1
     assert all(p.grad is not None for p in trainer.model.parameters() if p.requires_grad)
 
     class FailingBackward:
@@ -141,5 +142,6 @@ def test_an_out_of_memory_batch_is_skipped_and_only_a_broken_gradient_dropped(tr
     monkeypatch.setattr(trainer, "ddp", model)
     monkeypatch.setattr(trainer.scaler, "scale", FailingBackward)  # in the backward pass: the group is dropped
     assert trainer.forward_backward(batch, sync=True) is None
-    assert trainer.kept == 0 and trainer.skipped["out of memory"] == 2 and trainer.bad_in_row == 2
+    assert trainer.group.kept == 0
+    assert trainer.bad_batches.counts["out of memory"] == 2 and trainer.bad_batches.in_row == 2
     assert all(p.grad is None for p in trainer.model.parameters())

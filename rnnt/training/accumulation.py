@@ -1,0 +1,73 @@
+"""What the trainer carries between optimiser steps: the gradient group being accumulated, and the
+batches it had to skip (a non-finite loss or gradient, or out of memory)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+class StopTraining(RuntimeError):
+    """Training cannot go on; the message says why and what to do."""
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    return isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error)
+
+
+@dataclass
+class GradientGroup:
+    """The micro-batches whose gradients are in the parameters' .grad since the last optimiser step."""
+
+    kept: int = 0  # micro-batches whose gradient was kept
+    synced: bool = False  # under DDP: one of them ran its backward pass in sync, so the sum was all-reduced
+
+    def add(self, synced: bool) -> None:
+        self.kept += 1
+        self.synced = self.synced or synced
+
+    def take(self) -> GradientGroup:
+        """This group, for the optimiser step; a new one starts empty."""
+        taken = GradientGroup(self.kept, self.synced)
+        self.drop()
+        return taken
+
+    def drop(self) -> None:
+        """Forgets the group (its gradient was zeroed: a backward pass broke off in the middle)."""
+        self.kept, self.synced = 0, False
+
+
+REASONS = ("non-finite loss", "non-finite gradient", "out of memory")
+
+
+@dataclass
+class BadBatches:
+    """Skipped batches: counted per reason for the checkpoints, and in a row since the last optimiser
+    step, which stops training at `limit`: a model that diverged does not skip its way to the end."""
+
+    limit: int
+    in_row: int = 0
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
+
+    def skip(self, reason: str | None) -> None:
+        """One batch skipped; reason None for a batch skipped because another rank could not use its own."""
+        if reason is not None:
+            self.counts[reason] += 1
+        self.in_row += 1
+        if self.in_row >= self.limit:
+            raise StopTraining(f"{self.in_row} batches in a row had a non-finite loss or gradient or ran out of "
+                               "memory; lower the learning rate, check the data, or raise train.max_bad_steps")
+
+    def step_taken(self) -> None:
+        self.in_row = 0
+
+    def meta(self) -> dict:
+        return {"bad_in_row": self.in_row, **{f"skipped {reason}": n for reason, n in self.counts.items()}}
+
+    def load_meta(self, meta: dict) -> None:
+        self.in_row = meta["bad_in_row"]
+        self.counts = {reason: meta.get(f"skipped {reason}", 0) for reason in REASONS}
+
+    def summary(self) -> str:
+        return "skipped " + ", ".join(f"{n} {reason}" for reason, n in self.counts.items())
