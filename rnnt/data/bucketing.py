@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import random
 
+from rnnt.data.splitting import Reader
+
 
 def durations(lines: list[str]) -> list[float]:
     found = []
@@ -45,10 +47,10 @@ def global_batches(lines: list[str], buckets: int, global_size: int, seed: int, 
     return batches
 
 
-def bucket_batches(lines: list[str], buckets: int, batch_size: int, seed: int, epoch: int, rank: int = 0,
-                   world_size: int = 1, worker: int = 0, num_workers: int = 1) -> list[list[str]]:
-    """The batches of one rank's worker in one epoch: its slice of every global batch, every
+def bucket_batches(lines: list[str], buckets: int, batch_size: int, seed: int, epoch: int,
+                   reader: Reader = Reader()) -> list[list[str]]:
+    """The batches of one reader in one epoch: its rank's slice of every global batch, every
     num_workers-th of them."""
-    steps = global_batches(lines, buckets, batch_size * world_size, seed, epoch)
-    mine = [batch[rank * batch_size:(rank + 1) * batch_size] for batch in steps]
-    return mine[worker::num_workers]
+    steps = global_batches(lines, buckets, batch_size * reader.world_size, seed, epoch)
+    mine = [batch[reader.rank * batch_size:(reader.rank + 1) * batch_size] for batch in steps]
+    return mine[reader.worker::reader.num_workers]

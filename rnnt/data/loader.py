@@ -6,6 +6,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from rnnt.data.pipeline import Pipeline
+from rnnt.data.splitting import Reader
 
 
 class LoaderPosition:
@@ -68,7 +69,7 @@ class PipelineDataset(IterableDataset):
             return iter(())
         role, skip = plan[worker]
         return ({**batch, "role": role} for batch in
-                self.pipeline.batches(self.epoch, self.rank, self.world_size, role, num_workers, skip))
+                self.pipeline.batches(self.epoch, Reader(self.rank, self.world_size, role, num_workers), skip))
 
 
 def make_loader(pipeline: Pipeline, rank: int = 0, world_size: int = 1) -> DataLoader:

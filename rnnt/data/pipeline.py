@@ -20,7 +20,7 @@ from rnnt.data import batching, stages
 from rnnt.data.bucketing import bucket_batches
 from rnnt.data.config import DataConfig
 from rnnt.data.sources import list_kind, raw_records, read_list, shard_records
-from rnnt.data.splitting import part
+from rnnt.data.splitting import Reader, part
 
 log = logging.getLogger(__name__)
 
@@ -28,18 +28,18 @@ log = logging.getLogger(__name__)
 class Pipeline:
     def __init__(self, list_path: str, config: DataConfig, tokenizer, train: bool):
         self.list_path, self.config, self.tokenizer, self.train = list_path, config, tokenizer, train
-        self.units = read_list(list_path)
-        if not self.units:
+        self.entries = read_list(list_path)
+        if not self.entries:
             raise ValueError(f"{list_path}: the data list is empty")
-        self.kind = list_kind(self.units)
+        self.kind = list_kind(self.entries)
         if config.buckets and self.kind != "raw":
             raise ValueError(f"{list_path}: bucketing needs a raw list (durations per utterance); this is a shard list")
         self.cmvn = stages.load_cmvn(config.features.cmvn)
         self.dropped: dict[str, int] = {}
 
-    def _records(self, units: list[str], epoch: int) -> Iterator[dict]:
+    def _records(self, entries: list[str], epoch: int) -> Iterator[dict]:
         c = self.config
-        records = raw_records(units, self.list_path) if self.kind == "raw" else shard_records(units)
+        records = raw_records(entries, self.list_path) if self.kind == "raw" else shard_records(entries)
         records = stages.decode(records)
         records = stages.resample_to(records, c.sample_rate)
         if self.train:
@@ -47,20 +47,18 @@ class Pipeline:
         records = stages.tokenize(records, self.tokenizer)
         return stages.filter_utterances(records, c, self.dropped)
 
-    def _batches(self, epoch: int, rank: int, world_size: int, worker: int, num_workers: int) -> Iterator[list[dict]]:
+    def _batches(self, epoch: int, reader: Reader) -> Iterator[list[dict]]:
         c = self.config
         if c.buckets:
-            for lines in bucket_batches(self.units, c.buckets, c.batch.batch_size, c.seed, epoch, rank, world_size,
-                                        worker, num_workers):
+            for lines in bucket_batches(self.entries, c.buckets, c.batch.batch_size, c.seed, epoch, reader):
                 batch = list(self._records(lines, epoch))
                 if batch:
                     yield batch
             return
-        units = part(self.units, c.seed, epoch, rank, world_size, worker, num_workers, shuffle=self.train,
-                     share_leftovers=self.kind == "shard")
-        records = self._records(units, epoch)
+        entries = part(self.entries, c.seed, epoch, reader, shuffle=self.train, share_leftovers=self.kind == "shard")
+        records = self._records(entries, epoch)
         if self.train:
-            rng = random.Random(f"shuffle:{c.seed}:{epoch}:{rank}:{worker}")
+            rng = random.Random(f"shuffle:{c.seed}:{epoch}:{reader.rank}:{reader.worker}")
             records = batching.shuffle_buffer(records, c.shuffle_buffer, rng)
         records = batching.sort_buffer(records, c.sort_buffer)
         if c.batch.type == "static":
@@ -68,11 +66,10 @@ class Pipeline:
         else:
             yield from batching.dynamic_batches(records, c.batch.max_frames, c.batch.max_batch_size)
 
-    def batches(self, epoch: int = 0, rank: int = 0, world_size: int = 1, worker: int = 0, num_workers: int = 1,
-                skip: int = 0) -> Iterator[dict]:
-        """Padded batches of one (rank, worker) in one epoch, after skipping the first `skip` of them."""
+    def batches(self, epoch: int = 0, reader: Reader = Reader(), skip: int = 0) -> Iterator[dict]:
+        """Padded batches of one reader in one epoch, after skipping the first `skip` of them."""
         c = self.config
-        for index, batch in enumerate(self._batches(epoch, rank, world_size, worker, num_workers)):
+        for index, batch in enumerate(self._batches(epoch, reader)):
             if index < skip:
                 continue
             feats = [stages.features_of(r, c, self.cmvn, self.train, c.seed, epoch) for r in batch]

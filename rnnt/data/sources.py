@@ -60,11 +60,11 @@ class ShardShare:
     offset: int = 0
 
 
-def shard_records(units: Iterable[str | ShardShare]) -> Iterator[dict]:
+def shard_records(entries: Iterable[str | ShardShare]) -> Iterator[dict]:
     """Utterances of each shard (or of its share): consecutive members <key>.txt and <key>.<audio
     extension>. Utterances are counted in the shard's order, complete ones only, as on every rank."""
-    for unit in units:
-        share = unit if isinstance(unit, ShardShare) else ShardShare(unit)
+    for entry in entries:
+        share = entry if isinstance(entry, ShardShare) else ShardShare(entry)
         for index, record in enumerate(_shard_utterances(share.url)):
             if index % share.every == share.offset:
                 yield record

@@ -20,7 +20,7 @@ from rnnt.data.pipeline import Pipeline
 from rnnt.data.resample import resample
 from rnnt.data.sources import records
 from rnnt.data.specaugment import SpecAugmentConfig, spec_augment
-from rnnt.data.splitting import part
+from rnnt.data.splitting import Reader, part
 from rnnt.data.stacking import stack_frames
 from rnnt.data.tokenizer import Tokenizer
 
@@ -158,10 +158,10 @@ def test_resample_matches_an_analytic_tone():
 def test_split_is_disjoint_and_covers_every_epoch():
     units = [f"shard{i}" for i in range(23)]
     for epoch in range(3):
-        parts = [part(units, 7, epoch, r, 2, w, 2) for r in range(2) for w in range(2)]
+        parts = [part(units, 7, epoch, Reader(r, 2, w, 2)) for r in range(2) for w in range(2)]
         flat = [u for p in parts for u in p]
         assert sorted(flat) == sorted(units) and len(set(flat)) == len(flat)
-    assert part(units, 7, 0, 0, 2, 0, 2) != part(units, 7, 1, 0, 2, 0, 2)
+    assert part(units, 7, 0, Reader(0, 2, 0, 2)) != part(units, 7, 1, Reader(0, 2, 0, 2))
 
 
 def test_leftover_shards_are_shared_utterance_by_utterance():
@@ -174,7 +174,7 @@ def test_leftover_shards_are_shared_utterance_by_utterance():
         for rank in range(8):
             count = 0
             for worker in range(2):
-                for share in part(units, 7, epoch, rank, 8, worker, 2, share_leftovers=True):
+                for share in part(units, 7, epoch, Reader(rank, 8, worker, 2), share_leftovers=True):
                     mine = [(share.url, i) for i in range(1000) if i % share.every == share.offset]
                     taken += mine
                     count += len(mine)
@@ -191,7 +191,7 @@ def test_bucketing_gives_every_rank_a_slice_of_one_global_batch_per_step(fsdd):
     lines = (fsdd / "test.list").read_text().splitlines()
     duration = {json.loads(l)["key"]: json.loads(l)["duration"] for l in lines}
     key = lambda line: json.loads(line)["key"]  # noqa: E731
-    ranks = [bucket_batches(lines, 4, 16, seed=0, epoch=0, rank=r, world_size=3) for r in range(3)]
+    ranks = [bucket_batches(lines, 4, 16, seed=0, epoch=0, reader=Reader(r, 3)) for r in range(3)]
     assert [len(r) for r in ranks] == [6, 6, 6] and {len(b) for r in ranks for b in r} == {16}
     used = [key(line) for r in ranks for b in r for line in b]
     assert len(used) == len(set(used)) == 288
@@ -201,10 +201,9 @@ def test_bucketing_gives_every_rank_a_slice_of_one_global_batch_per_step(fsdd):
         keys = [key(line) for batch in step for line in batch]
         assert len({bucket_of[k] for k in keys}) <= 2
         assert max(bucket_of[k] for k in keys) - min(bucket_of[k] for k in keys) <= 1
-    assert bucket_batches(lines, 4, 16, seed=0, epoch=0, rank=1, world_size=3) == ranks[1]
-    assert bucket_batches(lines, 4, 16, seed=0, epoch=1, rank=1, world_size=3) != ranks[1]
-    workers = [bucket_batches(lines, 4, 16, seed=0, epoch=0, rank=2, world_size=3, worker=w, num_workers=2)
-               for w in range(2)]
+    assert bucket_batches(lines, 4, 16, seed=0, epoch=0, reader=Reader(1, 3)) == ranks[1]
+    assert bucket_batches(lines, 4, 16, seed=0, epoch=1, reader=Reader(1, 3)) != ranks[1]
+    workers = [bucket_batches(lines, 4, 16, seed=0, epoch=0, reader=Reader(2, 3, w, 2)) for w in range(2)]
     assert workers[0] == ranks[2][0::2] and workers[1] == ranks[2][1::2]
 
 
