@@ -50,7 +50,9 @@ def first_partial(recognizer, samples: np.ndarray, rate: int, chunk: float) -> f
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--chunk", type=float, default=0.1, help="streaming: seconds of audio per chunk")
+    parser.add_argument("--chunk", type=float, default=0.1, help="streaming: seconds of audio fed at a time")
+    parser.add_argument("--chunk-frames", type=int, default=0,
+                        help="streaming: fbank frames per encoder call in the export (default: export_onnx.py's)")
     parser.add_argument("exp_dir")
     parser.add_argument("data_list")
     args = parser.parse_args()
@@ -61,9 +63,9 @@ def main() -> int:
     print("|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for name, options in (("offline float32", ExportOptions()), ("offline int8", ExportOptions(int8=True)),
-                              ("streaming float32", ExportOptions(streaming=True))):
+                              ("streaming float32", ExportOptions(streaming=True, chunk_frames=args.chunk_frames))):
             out = os.path.join(tmp, name.replace(" ", "-"))
-            export(args.exp_dir, out, options=options)
+            chunk_frames = export(args.exp_dir, out, options=options)["options"].chunk_frames
             recognizer, streaming, rate = load_recognizer(out, 1)
             if utterances is None:
                 utterances = [(r["key"], r["waveform"].numpy()) for r in
@@ -82,7 +84,8 @@ def main() -> int:
                         latencies.append(fed - speech_start(samples, rate))
                 lat = np.array(latencies)
                 latency = (f"{np.median(lat):.2f} s / {np.percentile(lat, 90):.2f} s / "
-                           f"{100 * np.mean(lat <= 0.3):.0f}% ({len(lat)} utterances; chunks of {args.chunk} s)")
+                           f"{100 * np.mean(lat <= 0.3):.0f}% ({len(lat)} utterances; fed {args.chunk} s at a time, "
+                           f"{chunk_frames} frames an encoder call)")
             print(f"| {name} | {score(refs, hyps).wer_line} | {seconds / audio:.4f} | {latency} |")
     return 0
 

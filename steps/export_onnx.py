@@ -25,7 +25,7 @@ def main() -> int:
     parser.add_argument("--streaming", action="store_true", help="a streaming encoder (sherpa-onnx's lstm type)")
     parser.add_argument("--chunk-frames", type=int, default=0,
                         help="streaming: fbank frames per encoder call, a multiple of stacking x StackTime "
-                             "(default: the smallest such multiple of at least 16)")
+                             "(default: the smallest such multiple of at least 6, 60 ms)")
     parser.add_argument("--int8", action="store_true",
                         help="also write *.int8.onnx (onnxruntime dynamic quantisation) and point sherpa-onnx.json at them")
     parser.add_argument("exp_dir")

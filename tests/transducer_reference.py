@@ -1,6 +1,7 @@
 """A slow, obviously correct transducer loss: plain Python loops over every lattice cell, float64.
 
-Gradients come from autograd through these loops. Used only as the oracle in tests.
+Gradients come from autograd through these loops. Used only as the oracle in tests; with random
+joiner inputs and the joiner's logits built whole, the way the fused and pruned losses must agree with.
 """
 
 import math
@@ -41,3 +42,22 @@ def reference_loss(logits, targets, logit_lengths, target_lengths, blank=0, one_
                     alpha[t, u] = total
         losses.append(-alpha[T, U] if (T, U) in alpha else torch.tensor(math.inf, dtype=torch.float64))
     return torch.stack(losses)
+
+
+def joiner_inputs(B, T, U, H, V, seed, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    enc = torch.randn(B, T, H, generator=g, dtype=dtype).requires_grad_(True)
+    pred = torch.randn(B, U + 1, H, generator=g, dtype=dtype).requires_grad_(True)
+    weight = (torch.randn(V, H, generator=g, dtype=dtype) / H**0.5).requires_grad_(True)
+    bias = torch.randn(V, generator=g, dtype=dtype).requires_grad_(True)
+    T_b = torch.randint(1, T + 1, (B,), generator=g)
+    U_b = torch.randint(0, U + 1, (B,), generator=g)
+    T_b[0], U_b[0] = T, U
+    targets = torch.randint(1, V, (B, U), generator=g)
+    return enc, pred, weight, bias, targets, T_b, U_b
+
+
+def joiner_logits(enc, pred, weight, bias, activation="tanh"):
+    hidden = enc[:, :, None] + pred[:, None]
+    hidden = torch.tanh(hidden) if activation == "tanh" else torch.relu(hidden)
+    return torch.nn.functional.linear(hidden, weight, bias)

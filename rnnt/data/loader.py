@@ -74,10 +74,11 @@ class PipelineDataset(IterableDataset):
 
 def make_loader(pipeline: Pipeline, rank: int = 0, world_size: int = 1) -> DataLoader:
     """DataLoader with the pipeline's num_workers, prefetch_factor and pin_memory; batches are already formed."""
-    c = pipeline.config
-    extra = {"prefetch_factor": c.prefetch_factor} if c.num_workers > 0 else {}
+    config = pipeline.config
+    extra = {"prefetch_factor": config.prefetch_factor} if config.num_workers > 0 else {}
     # Every iterator draws a worker base seed from its generator; from the global RNG that draw would
     # shift dropout after a resume. The pipeline seeds its own randomness per utterance, so this
     # generator's seed does not matter.
-    return DataLoader(PipelineDataset(pipeline, rank, world_size), batch_size=None, num_workers=c.num_workers,
-                      pin_memory=c.pin_memory, generator=torch.Generator(), **extra)
+    return DataLoader(PipelineDataset(pipeline, rank, world_size), batch_size=None,
+                      num_workers=config.num_workers, pin_memory=config.pin_memory, generator=torch.Generator(),
+                      **extra)

@@ -38,40 +38,42 @@ class Pipeline:
         self.dropped: dict[str, int] = {}
 
     def _records(self, entries: list[str], epoch: int) -> Iterator[dict]:
-        c = self.config
+        config = self.config
         records = raw_records(entries, self.list_path) if self.kind == "raw" else shard_records(entries)
         records = stages.decode(records)
-        records = stages.resample_to(records, c.sample_rate)
+        records = stages.resample_to(records, config.sample_rate)
         if self.train:
-            records = stages.speed_perturb(records, c.speed_perturb, c.seed, epoch)
+            records = stages.speed_perturb(records, config.speed_perturb, config.seed, epoch)
         records = stages.tokenize(records, self.tokenizer)
-        return stages.filter_utterances(records, c, self.dropped)
+        return stages.filter_utterances(records, config, self.dropped)
 
     def _batches(self, epoch: int, reader: Reader) -> Iterator[list[dict]]:
-        c = self.config
-        if c.buckets:
-            for lines in bucket_batches(self.entries, c.buckets, c.batch.batch_size, c.seed, epoch, reader):
+        config = self.config
+        if config.buckets:
+            for lines in bucket_batches(self.entries, config.buckets, config.batch.batch_size, config.seed, epoch,
+                                        reader):
                 batch = list(self._records(lines, epoch))
                 if batch:
                     yield batch
             return
-        entries = part(self.entries, c.seed, epoch, reader, shuffle=self.train, share_leftovers=self.kind == "shard")
+        entries = part(self.entries, config.seed, epoch, reader, shuffle=self.train,
+                       share_leftovers=self.kind == "shard")
         records = self._records(entries, epoch)
         if self.train:
-            rng = random.Random(f"shuffle:{c.seed}:{epoch}:{reader.rank}:{reader.worker}")
-            records = batching.shuffle_buffer(records, c.shuffle_buffer, rng)
-        records = batching.sort_buffer(records, c.sort_buffer)
-        if c.batch.type == "static":
-            yield from batching.static_batches(records, c.batch.batch_size)
+            rng = random.Random(f"shuffle:{config.seed}:{epoch}:{reader.rank}:{reader.worker}")
+            records = batching.shuffle_buffer(records, config.shuffle_buffer, rng)
+        records = batching.sort_buffer(records, config.sort_buffer)
+        if config.batch.type == "static":
+            yield from batching.static_batches(records, config.batch.batch_size)
         else:
-            yield from batching.dynamic_batches(records, c.batch.max_frames, c.batch.max_batch_size)
+            yield from batching.dynamic_batches(records, config.batch.max_frames, config.batch.max_batch_size)
 
     def batches(self, epoch: int = 0, reader: Reader = Reader(), skip: int = 0) -> Iterator[dict]:
         """Padded batches of one reader in one epoch, after skipping the first `skip` of them."""
-        c = self.config
+        config = self.config
         for index, batch in enumerate(self._batches(epoch, reader)):
             if index < skip:
                 continue
-            feats = [stages.features_of(r, c, self.cmvn, self.train, c.seed, epoch) for r in batch]
+            feats = [stages.features_of(r, config, self.cmvn, self.train, config.seed, epoch) for r in batch]
             yield batching.pad_batch([r["key"] for r in batch], feats, [r["tokens"] for r in batch],
                                      [r["txt"] for r in batch])

@@ -106,12 +106,12 @@ def load_cmvn(path: str | None) -> tuple[torch.Tensor, torch.Tensor] | None:
 
 def features_of(record: dict, config: DataConfig, cmvn, train: bool, seed: int, epoch: int) -> torch.Tensor:
     """fbank -> CMVN -> SpecAugment (training) -> stacking, for one utterance: (frames, stack * bins)."""
-    g = utterance_generator(seed + 1, epoch, record["key"])
-    f = config.features
-    feats = fbank(record["waveform"], record["sample_rate"], f.preset, f.num_mel_bins,
-                  dither=f.dither if train else 0.0, generator=g)
+    generator = utterance_generator(seed + 1, epoch, record["key"])
+    features = config.features
+    feats = fbank(record["waveform"], record["sample_rate"], features.preset, features.num_mel_bins,
+                  dither=features.dither if train else 0.0, generator=generator)
     if cmvn is not None:
         feats = (feats - cmvn[0]) / cmvn[1]
     if train and config.spec_augment is not None:
-        feats = spec_augment(feats, config.spec_augment, g)
+        feats = spec_augment(feats, config.spec_augment, generator)
     return stack_frames(feats, config.stack, config.subsample)

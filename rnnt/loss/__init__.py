@@ -4,6 +4,7 @@
   logits, gradient formed directly (no log-softmax tensor kept); modified one-symbol-per-frame variant.
 - fused_joiner_loss: the joiner's output layer and the loss in one function, logits never materialised.
 - simple_loss, prune_ranges, prune, pruned_loss: pruned training on a band of s_range symbols per frame.
+The exact losses take fastemit_lambda: FastEmit's weighting of the label arcs in the gradient.
 """
 
 from rnnt.loss.fused_joiner import fused_joiner_loss

@@ -15,6 +15,7 @@ from rnnt.loss.lattice import lattice_posteriors
 from rnnt.loss.logits_loss import (
     CHUNK_ELEMENTS,
     accumulation_dtype,
+    fastemit_weighted,
     per_utterance_scale,
     reduce_losses,
     softmax_times_occupancy_,
@@ -54,7 +55,7 @@ def _chunks(logit_lengths, target_lengths, width: int, chunk_elements: int):
 class _FusedJoinerLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank, activation,
-                reduction, one_sym_per_frame, chunk_elements):
+                reduction, one_sym_per_frame, chunk_elements, fastemit_lambda):
         B, T, _ = enc.shape
         U1 = pred.shape[1]
         acc = accumulation_dtype(enc.dtype)
@@ -72,6 +73,7 @@ class _FusedJoinerLoss(torch.autograd.Function):
         log_like, gamma_blank, gamma_label = lattice_posteriors(
             blank_lp, label_lp, logit_lengths, target_lengths, one_sym_per_frame
         )
+        gamma_label = fastemit_weighted(gamma_label, fastemit_lambda)
         ctx.save_for_backward(enc, pred, weight, bias, targets, logit_lengths, target_lengths, gamma_blank, gamma_label)
         ctx.config = (blank, activation, reduction, chunk_elements)
         return reduce_losses((-log_like).to(enc.dtype), reduction)
@@ -104,7 +106,7 @@ class _FusedJoinerLoss(torch.autograd.Function):
             grad_pre = _activation_grad(hidden, grad @ weight, activation)
             grad_enc[b, t0:t1] += grad_pre.sum(1)
             grad_pred[b, : U_b + 1] += grad_pre.sum(0)
-        return grad_enc, grad_pred, grad_weight, grad_bias, None, None, None, None, None, None, None, None
+        return grad_enc, grad_pred, grad_weight, grad_bias, None, None, None, None, None, None, None, None, None
 
 
 def fused_joiner_loss(
@@ -120,12 +122,14 @@ def fused_joiner_loss(
     reduction: str = "mean",
     one_sym_per_frame: bool = False,
     chunk_elements: int = CHUNK_ELEMENTS,
+    fastemit_lambda: float = 0.0,
 ) -> torch.Tensor:
     """Transducer loss of the joiner logits W @ act(enc[:, :, None] + pred[:, None]) + bias, never materialised.
 
     enc: (B, T, H) projected encoder output; pred: (B, U+1, H) projected prediction-network output;
     weight: (V, H) and bias: (V,) of the output layer. Gives the same loss and gradients as building
-    the logits and calling transducer_loss, in memory independent of V beyond one chunk.
+    the logits and calling transducer_loss, in memory independent of V beyond one chunk (fastemit_lambda
+    as there).
     """
     check_reduction(reduction)
     if activation not in ACTIVATIONS:
@@ -151,4 +155,4 @@ def fused_joiner_loss(
     bias = bias.to(dtype) if bias is not None else None
     with torch.autocast(device, enabled=False):
         return _FusedJoinerLoss.apply(enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank,
-                                      activation, reduction, one_sym_per_frame, chunk_elements)
+                                      activation, reduction, one_sym_per_frame, chunk_elements, fastemit_lambda)

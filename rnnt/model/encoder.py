@@ -102,13 +102,15 @@ class Encoder(torch.nn.Module):
             raise ValueError(f"encoder.norm must be none or layer, got '{config.norm}'")
         self.config = config
         self.input_norm = torch.nn.BatchNorm1d(config.input_dim) if config.input_batch_norm else None
-        c = config
-        self.frontend = Conv2dSubsampling(c.input_dim, c.conv_channels, c.conv_layers) if c.conv_channels else None
-        lstm_input = self.frontend.output_dim if self.frontend else c.input_dim
-        self.pre = LSTMStack(lstm_input, c.hidden, c.pre_layers, c.norm, c.dropout, c.bidirectional)
-        self.stack = StackTime(c.stack_time)
-        post_input = (self.pre.output_dim if c.pre_layers else lstm_input) * c.stack_time
-        self.post = LSTMStack(post_input, c.hidden, c.post_layers, c.norm, c.dropout, c.bidirectional)
+        self.frontend = (Conv2dSubsampling(config.input_dim, config.conv_channels, config.conv_layers)
+                         if config.conv_channels else None)
+        lstm_input = self.frontend.output_dim if self.frontend else config.input_dim
+        self.pre = LSTMStack(lstm_input, config.hidden, config.pre_layers, config.norm, config.dropout,
+                             config.bidirectional)
+        self.stack = StackTime(config.stack_time)
+        post_input = (self.pre.output_dim if config.pre_layers else lstm_input) * config.stack_time
+        self.post = LSTMStack(post_input, config.hidden, config.post_layers, config.norm, config.dropout,
+                              config.bidirectional)
 
     @property
     def output_dim(self) -> int:

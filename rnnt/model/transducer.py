@@ -30,6 +30,7 @@ class LossConfig:
     s_range: int = 5
     simple_scale: float = 0.5
     ctc_weight: float = 0.0
+    fastemit_lambda: float = 0.0  # FastEmit: label arcs weigh 1 + lambda in the gradient (earlier emissions)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,8 @@ class Transducer(torch.nn.Module):
         super().__init__()
         if config.loss.type not in LOSSES:
             raise ValueError(f"loss.type must be one of {LOSSES}, got '{config.loss.type}'")
+        if config.loss.fastemit_lambda < 0:
+            raise ValueError(f"loss.fastemit_lambda must be >= 0, got {config.loss.fastemit_lambda}")
         if config.loss.type == "fused" and config.joiner.dropout:
             raise ValueError("joiner.dropout needs the joiner's activations, which the fused loss never keeps: "
                              "use loss.type full or pruned, or joiner.dropout 0")
@@ -102,33 +105,34 @@ class Transducer(torch.nn.Module):
     def loss(self, enc, enc_lens, tokens, token_lens) -> dict[str, torch.Tensor]:
         """The configured loss from the encoder output: prediction network, joint network, transducer loss
         (and the weighted CTC loss); or the CTC loss alone."""
-        c = self.config.loss
+        loss_config = self.config.loss
         if not self.is_transducer:
             ctc = self.ctc_loss(enc, enc_lens, tokens, token_lens)
             return {"ctc": ctc, "loss": ctc}
         pred = self.predictor(tokens)
         enc_proj, pred_proj = self.joiner.enc_proj(enc), self.joiner.pred_proj(pred)
-        options = dict(blank=self.blank, one_sym_per_frame=c.one_sym_per_frame)
+        options = dict(blank=self.blank, one_sym_per_frame=loss_config.one_sym_per_frame)
+        exact = dict(options, fastemit_lambda=loss_config.fastemit_lambda)  # the simple loss of pruning has none
         parts = {}
-        if c.type == "full":
+        if loss_config.type == "full":
             logits = self.joiner(enc_proj[:, :, None], pred_proj[:, None])
             parts["transducer"] = transducer_loss(logits, tokens, enc_lens, token_lens, reuse_logits_for_grad=True,
-                                                  **options)
-        elif c.type == "fused":
+                                                  **exact)
+        elif loss_config.type == "fused":
             parts["transducer"] = fused_joiner_loss(enc_proj, pred_proj, self.joiner.output.weight,
                                                     self.joiner.output.bias, tokens, enc_lens, token_lens,
-                                                    activation=self.joiner.activation, **options)
+                                                    activation=self.joiner.activation, **exact)
         else:
             simple, (gamma_blank, gamma_label) = simple_loss(self.simple_am(enc), self.simple_lm(pred), tokens,
                                                              enc_lens, token_lens, return_posteriors=True, **options)
-            ranges = prune_ranges(gamma_blank, gamma_label, enc_lens, token_lens, c.s_range)
+            ranges = prune_ranges(gamma_blank, gamma_label, enc_lens, token_lens, loss_config.s_range)
             enc_pruned, pred_pruned = prune(enc_proj, pred_proj, ranges)
             logits = self.joiner(enc_pruned, pred_pruned)
             parts["simple"] = simple.float()
-            parts["transducer"] = pruned_loss(logits, tokens, ranges, enc_lens, token_lens, **options)
-        loss = parts["transducer"].float() + (c.simple_scale * parts["simple"] if "simple" in parts else 0.0)
+            parts["transducer"] = pruned_loss(logits, tokens, ranges, enc_lens, token_lens, **exact)
+        loss = parts["transducer"].float() + (loss_config.simple_scale * parts["simple"] if "simple" in parts else 0.0)
         if self.ctc is not None:
             parts["ctc"] = self.ctc_loss(enc, enc_lens, tokens, token_lens)
-            loss = loss + c.ctc_weight * parts["ctc"]
+            loss = loss + loss_config.ctc_weight * parts["ctc"]
         parts["loss"] = loss
         return parts

@@ -9,7 +9,6 @@ and the child is tied to this process: if the tuner is killed, its training dies
 from __future__ import annotations
 
 import ctypes
-import os
 import signal
 import subprocess
 import time

@@ -4,26 +4,7 @@ import pytest
 import torch
 
 from rnnt.loss import fused_joiner_loss, prune, prune_ranges, pruned_loss, simple_loss, transducer_loss
-from transducer_reference import reference_loss
-
-
-def joiner_inputs(B, T, U, H, V, seed, dtype=torch.float64):
-    g = torch.Generator().manual_seed(seed)
-    enc = torch.randn(B, T, H, generator=g, dtype=dtype).requires_grad_(True)
-    pred = torch.randn(B, U + 1, H, generator=g, dtype=dtype).requires_grad_(True)
-    weight = (torch.randn(V, H, generator=g, dtype=dtype) / H**0.5).requires_grad_(True)
-    bias = torch.randn(V, generator=g, dtype=dtype).requires_grad_(True)
-    T_b = torch.randint(1, T + 1, (B,), generator=g)
-    U_b = torch.randint(0, U + 1, (B,), generator=g)
-    T_b[0], U_b[0] = T, U
-    targets = torch.randint(1, V, (B, U), generator=g)
-    return enc, pred, weight, bias, targets, T_b, U_b
-
-
-def joiner_logits(enc, pred, weight, bias, activation="tanh"):
-    hidden = enc[:, :, None] + pred[:, None]
-    hidden = torch.tanh(hidden) if activation == "tanh" else torch.relu(hidden)
-    return torch.nn.functional.linear(hidden, weight, bias)
+from transducer_reference import joiner_inputs, joiner_logits, reference_loss
 
 
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
