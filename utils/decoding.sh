@@ -1,6 +1,6 @@
 # Decoding stages for recipes, sourced by run.sh after utils/stages.sh. The model decoded is named by its
-# tag (avg5-epoch-40: the last 5 epochs averaged, up to epoch 40; epoch-40: that epoch alone), which every
-# function below takes and none sets:
+# tag (avg5-epoch-40: the last 5 epochs averaged, up to epoch 40; epoch-40: that epoch alone; the names
+# come from rnnt.training.checkpoint_names), which every function below takes and none sets:
 #   average_stage STAGE EXP AVERAGE             stage STAGE: EXP/avg-N.pt, the last AVERAGE epochs averaged
 #   model_tag=$(model_tag_of EXP AVERAGE)       prints the tag of the model that averaging makes
 #   checkpoint_of EXP TAG                       prints the tag's checkpoint file (EXP/avg-5.pt, EXP/epoch-40.pt)
@@ -26,19 +26,15 @@
 # shellcheck shell=bash
 
 model_tag_of() {
-  local exp=$1 average=$2 epochs newest
-  epochs=$( (ls "$exp"/epoch-*.pt 2>/dev/null || true) | wc -l)
-  [ "$epochs" -gt 0 ] || return 0
-  newest=$(basename "$(ls -v "$exp"/epoch-*.pt | tail -n 1)" .pt)
-  if [ "$average" -eq 0 ]; then
-    echo "$newest"
-  else
-    echo "avg$(( epochs < average ? epochs : average ))-$newest"
-  fi
+  python3 -m rnnt.training.checkpoint_names tag "$1" "$2"
+}
+
+checkpoint_of() {
+  [ -z "$2" ] || python3 -m rnnt.training.checkpoint_names path "$1" "$2"  # '': no model yet (average_stage said so)
 }
 
 average_stage() {
-  local from_stage=$1 exp=$2 average=$3 tag n newest name
+  local from_stage=$1 exp=$2 average=$3 tag averaged n newest name
   tag=$(model_tag_of "$exp" "$average")
   if [ -z "$tag" ]; then
     if [ "$stop_stage" -ge "$from_stage" ]; then
@@ -47,28 +43,21 @@ average_stage() {
     fi
     return 0
   fi
-  case $tag in avg*) ;; *) return 0 ;; esac  # --average 0: the newest epoch alone, nothing to average
-  n=${tag%%-*} newest=${tag#avg*-}
-  n=${n#avg} name=average-${tag#avg}
-  if stage_wanted "$from_stage" "$name" "$exp" -- $(ls -v "$exp"/epoch-*.pt | tail -n "$n"); then
+  averaged=$(python3 -m rnnt.training.checkpoint_names averaged "$exp" "$tag")
+  [ -n "$averaged" ] || return 0  # --average 0: the newest epoch alone, nothing to average
+  n=$(wc -l <<< "$averaged")
+  newest=$(basename "$(tail -n 1 <<< "$averaged")" .pt)
+  name=average-$n-$newest
+  # shellcheck disable=SC2086  # one epoch file a word
+  if stage_wanted "$from_stage" "$name" "$exp" -- $averaged; then
     logged "$(stage_log "$from_stage" "$name" "$exp")" steps/average_checkpoints.py --last "$n" "$exp"
     stage_done "$from_stage" "$name" "$exp"
   fi
   if [ ! -f "$(stage_mark "$from_stage" "$name" "$exp")" ] && [ "$stop_stage" -gt "$from_stage" ]; then
-    echo "average_stage: $exp/avg-$n.pt is not the average of the last $n epochs up to $newest yet:" \
+    echo "average_stage: $(checkpoint_of "$exp" "$tag") is not the average of the last $n epochs up to $newest yet:" \
       "run stage $from_stage first" >&2
     return 1
   fi
-}
-
-checkpoint_of() {
-  local exp=$1 tag=$2
-  case $tag in
-    '') ;;  # no model yet: no stage that needs one is wanted (average_stage said so)
-    avg*-epoch-*) local n=${tag%%-epoch-*}; echo "$exp/avg-${n#avg}.pt" ;;
-    epoch-*) echo "$exp/$tag.pt" ;;
-    *) echo "checkpoint_of: '$tag' is not a model tag (avgN-epoch-K or epoch-K)" >&2; return 1 ;;
-  esac
 }
 
 decode_stage() {

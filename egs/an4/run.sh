@@ -79,6 +79,8 @@ average_stage 5 "$exp" "$average"
 model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
 case " $methods " in *" ctc_prefix_beam_lm "*) lm_fusion_stage 6 "$exp" "$model_tag" "$lang" "$lm_order" dev ;; esac
 
+# stage 6 runs, per method and set: steps/decode.py --method METHOD --checkpoint "$(checkpoint_of "$exp" "$model_tag")" \
+#   --tag "$model_tag" "$exp" data/SET/data.list SET   (into $exp/decode-SET-METHOD-$model_tag; utils/decoding.sh)
 for method in $methods; do
   for set in $test_sets; do
     decode_stage 6 "$exp" "$model_tag" "$set" "$method"

@@ -68,5 +68,7 @@ fi
 average_stage 5 "$exp" "$average"
 model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
 
+# stage 6 runs, per method and set: steps/decode.py --method METHOD --checkpoint "$(checkpoint_of "$exp" "$model_tag")" \
+#   --tag "$model_tag" "$exp" data/SET/data.list SET   (into $exp/decode-SET-METHOD-$model_tag; utils/decoding.sh)
 decode_stage 6 "$exp" "$model_tag" test_yesno "$method"
 decode_result "yesno: test" "$exp" "$model_tag" test_yesno "$method"

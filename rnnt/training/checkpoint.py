@@ -1,18 +1,19 @@
 """Checkpoints: written atomically (temporary file + rename), found by step, loaded with weights_only.
 
-Their names are known here alone: epoch-N.pt (the end of epoch N), step-N.pt (every save_every steps,
-the newest few kept) and avg-N.pt (steps/average_checkpoints.py: N epochs averaged), which decoding
-prefers. utils/decoding.sh follows the same names.
+Their names (epoch-N.pt, step-N.pt, avg-N.pt) and the model tags come from rnnt.training.checkpoint_names.
 """
 
 from __future__ import annotations
 
-import glob
 import os
 import random
-import re
 
 import torch
+
+from rnnt.training.checkpoint_names import KINDS, name, numbered
+
+__all__ = ["for_decoding", "latest", "load", "load_meta", "name", "numbered", "prune_step_checkpoints",
+           "rng_state", "save", "set_rng_state"]
 
 
 def save(path: str, state: dict) -> None:
@@ -32,22 +33,6 @@ def save(path: str, state: dict) -> None:
 
 def load(path: str) -> dict:
     return torch.load(path, map_location="cpu", weights_only=True)
-
-
-KINDS = {"epoch": "epoch-{}.pt", "step": "step-{}.pt", "average": "avg-{}.pt"}
-
-
-def name(kind: str, number: int) -> str:
-    """The file name of a checkpoint: name("epoch", 3) == "epoch-3.pt"."""
-    return KINDS[kind].format(number)
-
-
-def numbered(exp_dir: str, kind: str) -> list[str]:
-    """The checkpoints of one kind in exp_dir, in the order of their numbers."""
-    pattern = re.compile(re.escape(KINDS[kind]).replace(r"\{\}", r"(\d+)") + "$")
-    found = [(int(m.group(1)), path) for path in glob.glob(os.path.join(exp_dir, KINDS[kind].format("*")))
-             if (m := pattern.search(os.path.basename(path)))]
-    return [path for _, path in sorted(found)]
 
 
 def for_decoding(exp_dir: str) -> str:

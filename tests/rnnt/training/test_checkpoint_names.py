@@ -1,0 +1,48 @@
+"""Model tags and checkpoint names, from Python and from the command line utils/decoding.sh uses."""
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from rnnt.training.checkpoint_names import averaged_epochs, checkpoint_path, model_tag, numbered, parse_tag
+
+
+@pytest.fixture
+def exp(tmp_path):
+    for epoch in (1, 2, 3, 9, 10, 11):  # numbers sort as numbers: epoch-10 after epoch-9
+        (tmp_path / f"epoch-{epoch}.pt").write_bytes(b"")
+    (tmp_path / "epoch-x.pt").write_bytes(b"")  # not a checkpoint name
+    return tmp_path
+
+
+def test_tags_name_the_newest_epoch_and_how_many_are_averaged(exp, tmp_path_factory):
+    assert [p.rsplit("/", 1)[1] for p in numbered(str(exp), "epoch")] == [
+        "epoch-1.pt", "epoch-2.pt", "epoch-3.pt", "epoch-9.pt", "epoch-10.pt", "epoch-11.pt"]
+    assert model_tag(str(exp), 5) == "avg5-epoch-11"
+    assert model_tag(str(exp), 20) == "avg6-epoch-11"  # fewer epochs than asked: all of them
+    assert model_tag(str(exp), 0) == "epoch-11"
+    assert model_tag(str(tmp_path_factory.mktemp("empty")), 5) == ""
+    assert checkpoint_path(str(exp), "avg5-epoch-11") == f"{exp}/avg-5.pt"
+    assert checkpoint_path(str(exp), "epoch-9") == f"{exp}/epoch-9.pt"
+    assert [p.rsplit("/", 1)[1] for p in averaged_epochs(str(exp), "avg3-epoch-10")] == [
+        "epoch-3.pt", "epoch-9.pt", "epoch-10.pt"]
+    assert averaged_epochs(str(exp), "epoch-10") == []
+    assert parse_tag("avg12-epoch-300") == (12, 300)
+    for bad in ("avg5", "epoch-", "avg-5-epoch-3", "epoch-3.pt"):
+        with pytest.raises(ValueError, match="not a model tag"):
+            parse_tag(bad)
+
+
+def test_the_command_line_gives_the_same_answers(exp):
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "rnnt.training.checkpoint_names", *args], capture_output=True,
+                              text=True, cwd=ROOT)
+
+    assert run("tag", str(exp), "5").stdout == "avg5-epoch-11\n"
+    assert run("path", str(exp), "avg5-epoch-11").stdout == f"{exp}/avg-5.pt\n"
+    assert run("averaged", str(exp), "avg2-epoch-11").stdout.split() == [f"{exp}/epoch-10.pt", f"{exp}/epoch-11.pt"]
+    bad = run("path", str(exp), "latest")
+    assert bad.returncode == 1 and "'latest' is not a model tag" in bad.stderr
+    assert run("--help").returncode == 0 and run("tag").returncode == 2
