@@ -15,7 +15,6 @@ if [ -z "${VIRTUAL_ENV:-}" ] || [ "$VIRTUAL_ENV" != "$RNNT_ROOT/tools/venv" ]; t
   fi
 fi
 
-export PYTHONPATH="$RNNT_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 export PATH="$RNNT_ROOT/utils:$RNNT_ROOT/steps:$PATH"
 export LC_ALL=C
 export PYTHONUNBUFFERED=1

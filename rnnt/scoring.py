@@ -82,10 +82,10 @@ class Report:
 
     @property
     def wer_line(self) -> str:
-        c = self.counts
+        counts = self.counts
         partial = " [PARTIAL]" if self.missing else ""
-        return (f"%WER {c.wer:.2f} [ {c.errors} / {c.reference_words}, {c.insertions} ins, {c.deletions} del, "
-                f"{c.substitutions} sub ]{partial}")
+        return (f"%WER {counts.wer:.2f} [ {counts.errors} / {counts.reference_words}, {counts.insertions} ins, "
+                f"{counts.deletions} del, {counts.substitutions} sub ]{partial}")
 
     @property
     def ser_line(self) -> str:

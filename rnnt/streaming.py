@@ -79,8 +79,8 @@ class Stream:
         return self.result(final=True)
 
     def result(self, final: bool) -> Partial:
-        t = self.transcriber
-        return Partial(t.tokenizer.decode(self.hypothesis.tokens), t.words(self.hypothesis), final)
+        transcriber = self.transcriber
+        return Partial(transcriber.tokenizer.decode(self.hypothesis.tokens), transcriber.words(self.hypothesis), final)
 
     def _add(self, feats: torch.Tensor) -> None:
         cmvn = self.transcriber.cmvn

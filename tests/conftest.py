@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# The tools under test run as a user runs them after path.sh: this environment's python first on PATH (it
+# finds the rnnt package through the .pth file tools/install.sh writes; no script edits sys.path).
+os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 pytest_plugins = ["http_server"]  # the `server` fixture: an HTTP server on 127.0.0.1
 
 

@@ -1,7 +1,7 @@
 """A slow, obviously correct transducer loss: plain Python loops over every lattice cell, float64.
 
-Gradients come from autograd through these loops. Used only as the oracle in tests; with random
-joiner inputs and the joiner's logits built whole, the way the fused and pruned losses must agree with.
+Gradients come from autograd through these loops. Used only as the oracle in tests; also random joiner
+inputs, and the joiner's logits built whole, which the fused and pruned losses are compared against.
 """
 
 import math

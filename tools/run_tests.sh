@@ -8,9 +8,6 @@ case "${1:-}" in
 esac
 "$root/tools/install.sh"
 python="${VIRTUAL_ENV:-$root/tools/venv}/bin/python"
-# The tools under test run as a user runs them after path.sh: the environment's python first on PATH
-# (it finds the rnnt package through the .pth file install.sh writes; no script edits sys.path).
-export PATH="$(dirname "$python"):$PATH"
 cd "$root"
 export RNNT_TEST_DATA="${RNNT_TEST_DATA:-$root/../shared/data}"
 exec "$python" -m pytest "$@"

@@ -35,7 +35,7 @@ checkpoint_of() {
 
 average_stage() {
   local from_stage=$1 exp=$2 average=$3 tag averaged n newest name
-  tag=$(model_tag_of "$exp" "$average")
+  tag=$(model_tag_of "$exp" "$average") || return
   if [ -z "$tag" ]; then
     if [ "$stop_stage" -ge "$from_stage" ]; then
       echo "average_stage: no epoch checkpoints in $exp: train first" >&2
@@ -43,7 +43,7 @@ average_stage() {
     fi
     return 0
   fi
-  averaged=$(python3 -m rnnt.training.checkpoint_names averaged "$exp" "$tag")
+  averaged=$(python3 -m rnnt.training.checkpoint_names averaged "$exp" "$tag") || return
   [ -n "$averaged" ] || return 0  # --average 0: the newest epoch alone, nothing to average
   n=$(wc -l <<< "$averaged")
   newest=$(basename "$(tail -n 1 <<< "$averaged")" .pt)

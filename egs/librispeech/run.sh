@@ -117,7 +117,8 @@ model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epo
 device=cpu
 [ "$ngpu" -gt 0 ] && python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' && device=cuda
 # stage 6 runs, per method and set: steps/decode.py --method METHOD --checkpoint "$(checkpoint_of "$exp" "$model_tag")" \
-#   --tag "$model_tag" "$exp" data/SET/data.list SET   (into $exp/decode-SET-METHOD-$model_tag; utils/decoding.sh)
+#   --tag "$model_tag" [OPTIONS] "$exp" data/SET/data.list SET   (into $exp/decode-SET-METHOD-$model_tag; OPTIONS:
+#   --lm-fusion $exp/lm/fusion.yaml for ctc_prefix_beam_lm, and what decode_stage is given; utils/decoding.sh)
 for method in $methods; do
   for set in $test_sets; do
     decode_stage 6 "$exp" "$model_tag" "$(name $set)" "$method" --device "$device"

@@ -90,7 +90,8 @@ case " $methods " in *" ctc_prefix_beam_lm "*) lm_fusion_stage 6 "$exp" "$model_
 
 test_sets=${sets#train }
 # stage 6 runs, per method and set: steps/decode.py --method METHOD --checkpoint "$(checkpoint_of "$exp" "$model_tag")" \
-#   --tag "$model_tag" "$exp" data/SET/data.list SET   (into $exp/decode-SET-METHOD-$model_tag; utils/decoding.sh)
+#   --tag "$model_tag" [OPTIONS] "$exp" data/SET/data.list SET   (into $exp/decode-SET-METHOD-$model_tag; OPTIONS:
+#   --lm-fusion $exp/lm/fusion.yaml for ctc_prefix_beam_lm, and what decode_stage is given; utils/decoding.sh)
 for method in $methods; do
   for set in $test_sets; do
     decode_stage 6 "$exp" "$model_tag" "$set" "$method"

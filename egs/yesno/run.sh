@@ -69,6 +69,7 @@ average_stage 5 "$exp" "$average"
 model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
 
 # stage 6 runs, per method and set: steps/decode.py --method METHOD --checkpoint "$(checkpoint_of "$exp" "$model_tag")" \
-#   --tag "$model_tag" "$exp" data/SET/data.list SET   (into $exp/decode-SET-METHOD-$model_tag; utils/decoding.sh)
+#   --tag "$model_tag" [OPTIONS] "$exp" data/SET/data.list SET   (into $exp/decode-SET-METHOD-$model_tag; OPTIONS:
+#   --lm-fusion $exp/lm/fusion.yaml for ctc_prefix_beam_lm, and what decode_stage is given; utils/decoding.sh)
 decode_stage 6 "$exp" "$model_tag" test_yesno "$method"
 decode_result "yesno: test" "$exp" "$model_tag" test_yesno "$method"

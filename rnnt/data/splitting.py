@@ -10,10 +10,10 @@ the ranks' utterance counts differ by at most one a leftover shard (plus what sh
 lengths differ by), not by whole shards: 29 shards on 8 ranks give each 3 whole ones and an eighth
 of 5, where rank-by-shard would leave 5 ranks with a fourth shard and the others idle.
 
-Ranks can still end up with different numbers of batches. The trainer joins them (rnnt.training.
-trainer): the epoch goes on while any rank has a batch; a rank that has run out repeats its last batch
-with weight 0, so every utterance of the epoch is trained on and no rank waits on a collective that
-the others never enter.
+Ranks can still end up with different numbers of batches. The trainer joins them
+(rnnt.training.distributed.batches_of_every_rank): the epoch goes on while any rank has a batch; a rank
+that has run out repeats its last batch with weight 0, so every utterance of the epoch is trained on and
+no rank waits on a collective that the others never enter.
 """
 
 from __future__ import annotations

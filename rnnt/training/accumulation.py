@@ -7,9 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-
-class StopTraining(RuntimeError):
-    """Training cannot go on; the message says why and what to do."""
+from rnnt.training.stop import StopTraining
 
 
 def is_out_of_memory(error: BaseException) -> bool:

@@ -19,7 +19,7 @@ import re
 import sys
 
 KINDS = {"epoch": "epoch-{}.pt", "step": "step-{}.pt", "average": "avg-{}.pt"}
-TAG = re.compile(r"(?:avg(\d+)-)?epoch-(\d+)$")
+TAG = re.compile(r"(?:avg([1-9]\d*)-)?epoch-(\d+)$")
 
 
 def name(kind: str, number: int) -> str:

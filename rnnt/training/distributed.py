@@ -1,4 +1,6 @@
-"""torch.distributed for torchrun: rank and world from the environment, gloo on CPU, nccl on GPU."""
+"""torch.distributed for torchrun: rank and world from the environment, gloo on CPU, nccl on GPU; the
+decisions ranks take together (every_rank), the epoch's end they reach together (batches_of_every_rank),
+and the check that they end with the same parameters."""
 
 from __future__ import annotations
 
@@ -59,7 +61,9 @@ def every_rank(world: World, *flags: bool) -> tuple[bool, ...]:
 def batches_of_every_rank(world: World, batches: Iterable[dict], stop_requested: Callable[[], bool]):
     """(batch, weight, stop) until every rank has run out of batches: an epoch goes on while any rank has
     one, and a rank that has run out repeats its last batch with weight 0 (if a rank has none to repeat,
-    all end, as none can wait for it). stop: some rank's stop_requested() was true."""
+    all end, as none can wait for it). stop: some rank's stop_requested() was true. The all-reduce that
+    ends the epoch carries the stop flags too, and they are not yielded: a rank's request stays set, so
+    the next epoch's first all-reduce reports it again (after this epoch is validated and saved)."""
     batches, last, padding = iter(batches), None, 0
     while True:
         batch = next(batches, None)

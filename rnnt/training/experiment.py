@@ -14,7 +14,7 @@ import yaml
 from rnnt.config import from_dict, to_dict
 from rnnt.data.config import DataConfig, data_config
 from rnnt.model.transducer import ModelConfig
-from rnnt.training.accumulation import StopTraining
+from rnnt.training.stop import StopTraining
 from rnnt.training.distributed import World
 from rnnt.training.lamb import Lamb
 from rnnt.training.schedules import ScheduleConfig, lr_multiplier

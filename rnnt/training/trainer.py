@@ -21,12 +21,13 @@ from rnnt.data.pipeline import Pipeline
 from rnnt.data.tokenizer import Tokenizer
 from rnnt.model.transducer import Transducer
 from rnnt.training import checkpoint
-from rnnt.training.accumulation import BadBatches, GradientGroup, StopTraining, is_out_of_memory
+from rnnt.training.accumulation import BadBatches, GradientGroup, is_out_of_memory
 from rnnt.training.distributed import (all_gather_objects, batches_of_every_rank, check_parameters_agree, cleanup,
                                        every_rank, scale_gradients, setup)
 from rnnt.training.ema import EMA
 from rnnt.training.experiment import Experiment, adopt_lang_dir, build_optimizer
 from rnnt.training.progress import Progress, setup_logging
+from rnnt.training.stop import StopTraining
 from rnnt.training.validation import validate
 
 log = logging.getLogger("rnnt.train")
@@ -118,7 +119,7 @@ class Trainer:
     def forward_backward(self, batch: dict, sync: bool, weight: float = 1.0) -> float | None:
         """Loss of one batch with its gradient (times weight: 0 for a rank waiting for the others at an
         epoch's end) added to the group; None (nothing added) if it was skipped."""
-        in_backward = out_of_memory = False
+        loss, in_backward, out_of_memory = None, False, False
         try:
             loss = self.batch_loss(batch, sync)
             usable = every_rank(self.world, bool(torch.isfinite(loss)))[0]  # every rank skips together
@@ -132,8 +133,8 @@ class Trainer:
                         tuple(batch["tokens"].shape))
             if self.world.distributed:  # DDP's collectives are out of step already: no skipping together
                 raise
-            out_of_memory = True
-        if out_of_memory:  # outside the handler: the traceback no longer holds the activations
+            out_of_memory, loss = True, None
+        if out_of_memory:  # outside the handler, the loss dropped: nothing holds the activations any more
             self.recover_from_out_of_memory(in_backward)
         elif not usable:
             self.skip_unusable(loss, batch["keys"])
@@ -235,11 +236,11 @@ class Trainer:
     def request_stop(self, signum, frame) -> None:
         self.signal_received = True
 
-    def finished(self) -> bool:
+    def max_steps_reached(self) -> bool:
         return bool(self.experiment.train.max_steps) and self.step >= self.experiment.train.max_steps
 
     def complete(self) -> bool:
-        return self.epoch >= self.experiment.train.epochs or self.finished()
+        return self.epoch >= self.experiment.train.epochs or self.max_steps_reached()
 
     def train_epoch(self) -> bool:
         """Trains from the current position to the end of the epoch; False if it stopped inside it, at an
@@ -252,7 +253,7 @@ class Trainer:
         for batch, weight, some_rank_stops in batches_of_every_rank(self.world, self.loader,
                                                                     lambda: self.signal_received):
             self.stopping = self.stopping or some_rank_stops
-            if self.batch % accum_steps == 0 and (self.stopping or self.finished()):
+            if self.batch % accum_steps == 0 and (self.stopping or self.max_steps_reached()):
                 self.progress.end_epoch()
                 return False
             loss = self.train_batch(batch, weight)

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from conftest import ROOT, run_tool
-from test_training import config_file, train_args
+from yesno_training import config_file, train_args
 
 
 @pytest.mark.slow

@@ -19,19 +19,7 @@ from rnnt.data.pipeline import Pipeline
 from rnnt.data.tokenizer import Tokenizer
 from rnnt.training import checkpoint
 from rnnt.training.experiment import load_experiment
-
-CONFIG = ROOT / "egs" / "yesno" / "conf" / "tiny.yaml"
-
-
-def config_file(tmp_path: Path, batch_size: int = 5, dropout: float = 0.0, **train) -> Path:
-    """The yesno recipe's config with batches of 5 (6 steps an epoch on its 30 training utterances)."""
-    values = yaml.safe_load(CONFIG.read_text())
-    values["data"]["batch"] = {"type": "static", "batch_size": batch_size}
-    values["model"]["encoder"]["dropout"] = values["model"]["predictor"]["dropout"] = dropout
-    values["train"].update(train)
-    path = tmp_path / "conf.yaml"
-    path.write_text(yaml.safe_dump(values))
-    return path
+from yesno_training import CONFIG, config_file, train_args
 
 
 def test_overfits_a_handful_of_real_utterances(yesno):
@@ -57,11 +45,6 @@ def test_overfits_a_handful_of_real_utterances(yesno):
         if losses[-1] < 0.03:
             break
     assert losses[0] > 10 and losses[-1] < 0.03, losses[::10]
-
-
-def train_args(yesno, exp_dir, conf):
-    return [sys.executable, str(ROOT / "steps" / "train.py"), "--config", str(conf), "--train-list",
-            str(yesno / "train.list"), "--lang-dir", str(yesno / "lang"), "--exp-dir", str(exp_dir)]
 
 
 def final_parameters(exp_dir: Path) -> dict:
