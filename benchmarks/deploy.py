@@ -24,7 +24,7 @@ from rnnt.data import stages
 from rnnt.data.features import fbank
 from rnnt.data.sources import records
 from rnnt.decode_results import reference_texts
-from rnnt.export.runtime import load_recognizer, recognise
+from rnnt.export.runtime import load_recognizer, recognise, tail_seconds
 from rnnt.export.sherpa_onnx import ExportOptions, export
 from rnnt.scoring import score
 
@@ -73,7 +73,8 @@ def main() -> int:
             hyps, seconds, latencies = {}, 0.0, []
             start = time.perf_counter()
             for key, samples in utterances:
-                hyps[key] = " ".join(recognise(recognizer, streaming, samples, rate, args.chunk, 0.5).split())
+                text = recognise(recognizer, streaming, samples, rate, args.chunk, tail_seconds(out, streaming))
+                hyps[key] = " ".join(text.split())
             seconds = time.perf_counter() - start
             audio = sum(len(s) for _, s in utterances) / rate
             latency = "-"

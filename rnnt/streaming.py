@@ -3,8 +3,9 @@ offline greedy search over the whole audio.
 
 Each chunk goes through fbank (rnnt.data.streaming_fbank), CMVN and frame stacking as far as whole
 stacked frames allow; the encoder runs on every whole group of stack_time of them, carrying its LSTM
-states; greedy search goes on from where the last chunk left it. finish() runs what is left, padded
-with zeros as the offline front end pads a sequence's end. Memory stays bounded however long the audio.
+states; greedy search goes on from where the last chunk left it. finish() feeds data.tail_silence of
+silence, as offline decoding appends it, then runs what is left, padded with zeros as the offline front
+end pads a sequence's end. Memory stays bounded however long the audio.
 """
 
 from __future__ import annotations
@@ -72,6 +73,9 @@ class Stream:
     def finish(self) -> Partial:
         """The end of the audio: the last frames decoded -> the final result."""
         if not self.finished:
+            data = self.transcriber.experiment.data
+            if data.tail_silence > 0:  # as offline decoding appends it
+                self.accept(torch.zeros(round(data.tail_silence * data.sample_rate)))
             self._add(self.fbank.finish())
             if self.pending.shape[0]:
                 self._encode(self.pending)

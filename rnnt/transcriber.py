@@ -154,6 +154,7 @@ class Transcriber:
         mono = to_mono(waveform) if waveform.dim() == 2 else waveform
         target = self.experiment.data.sample_rate
         record = {"key": "audio", "waveform": resample(mono, rate, target), "sample_rate": target}
+        record = next(stages.append_silence([record], self.experiment.data.tail_silence))
         return stages.features_of(record, self.experiment.data, self.cmvn, train=False, seed=0, epoch=0)
 
     def transcribe(self, audio, method: str = "greedy", beam: int | None = None, nbest: bool = False) -> Transcript:

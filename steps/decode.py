@@ -87,7 +87,8 @@ def main() -> int:
         results = decode_batch_nbest(model, batch["feats"].to(args.device), batch["feat_lens"].to(args.device),
                                      args.method, beam, args.max_symbols_per_frame, fusion)
         decode_seconds += time.perf_counter() - start
-        audio_seconds += float(batch["feat_lens"].sum()) * frame_seconds
+        tail = len(batch["keys"]) * experiment.data.tail_silence  # appended by decoding: not recorded audio
+        audio_seconds += float(batch["feat_lens"].sum()) * frame_seconds - tail
         for key, hyp_list in zip(batch["keys"], results):
             hyps[key] = tokenizer.decode(hyp_list[0].tokens)
             if args.nbest:

@@ -2,8 +2,9 @@
 """Decode a data list with a model exported by steps/export_onnx.py, in sherpa-onnx itself, and score it.
 
 ONNX_DIR's sherpa-onnx.json says which recognizer: offline, or streaming (model_type lstm), where the
-audio is fed in chunks of --chunk-seconds as it would arrive, followed by --tail-seconds of silence
-(sherpa-onnx encodes a chunk only once the frames after it have come). Audio is read and resampled as
+audio is fed in chunks of --chunk-seconds as it would arrive. Each utterance is followed by the silence
+its decoding.json asks for (the model's data.tail_silence, which our own decoding appends too), and a
+stream by at least 0.5 s (sherpa-onnx encodes a chunk only once the frames after it have come). Audio is read and resampled as
 our pipeline does it, so both decoders get the same samples.
 
 Writes OUT_DIR/ as steps/decode.py writes a decode dir (hyp, ref, recogs, errs, wer) and prints the
@@ -22,7 +23,7 @@ from rnnt.data import stages
 from rnnt.data.sources import records
 from rnnt.datadir.table import read_table
 from rnnt.decode_results import reference_texts, write_results
-from rnnt.export.runtime import load_recognizer, recognise
+from rnnt.export.runtime import load_recognizer, recognise, tail_seconds
 
 
 def main() -> int:
@@ -31,7 +32,8 @@ def main() -> int:
                                             "exp/deploy/onnx data/test/data.list exp/deploy/decode-test-sherpa-onnx")
     parser.add_argument("--threads", type=int, default=1, help="onnxruntime threads (default 1)")
     parser.add_argument("--chunk-seconds", type=float, default=0.1, help="streaming: audio per chunk (default 0.1)")
-    parser.add_argument("--tail-seconds", type=float, default=0.5, help="streaming: silence after the audio (default 0.5)")
+    parser.add_argument("--tail-seconds", type=float,
+                        help="silence after the audio (default: the export's decoding.json, at least 0.5 streaming)")
     parser.add_argument("--text", help="the reference Kaldi text (default: <the list's dir>/text if there, else the "
                         "transcripts in the list)")
     parser.add_argument("--compare", help="a steps/decode.py dir of the same set: count identical transcripts")
@@ -41,6 +43,7 @@ def main() -> int:
     args = parser.parse_args()
     try:
         recognizer, streaming, rate = load_recognizer(args.onnx_dir, args.threads)
+        tail = args.tail_seconds if args.tail_seconds is not None else tail_seconds(args.onnx_dir, streaming)
         refs, refs_from = reference_texts(args.data_list, args.text)
     except (OSError, ValueError, KeyError, RuntimeError) as error:
         print(f"decode_sherpa_onnx.py: {error}", file=sys.stderr)
@@ -50,7 +53,7 @@ def main() -> int:
     for record in tqdm(utterances, desc="sherpa-onnx", unit="utt", file=sys.stderr):
         samples = record["waveform"].numpy()
         start = time.perf_counter()
-        text = recognise(recognizer, streaming, samples, rate, args.chunk_seconds, args.tail_seconds)
+        text = recognise(recognizer, streaming, samples, rate, args.chunk_seconds, tail)
         decode_seconds += time.perf_counter() - start
         audio_seconds += len(samples) / rate
         hyps[record["key"]] = " ".join(text.split())

@@ -50,6 +50,10 @@ class DataConfig:
     prefetch_factor: int = 2
     pin_memory: bool = False
     seed: int = 0
+    # Seconds of silence after each utterance when decoding (validation, decode, transcription, the end of a
+    # stream; never in training): a unidirectional encoder emits a word's last unit only once frames after
+    # it have come, which a stream gets anyway (sherpa-onnx is fed silence to flush its last chunk).
+    tail_silence: float = 0.0
 
 
 def data_config(values: dict | None) -> DataConfig:

@@ -44,6 +44,8 @@ class Pipeline:
         records = stages.resample_to(records, config.sample_rate)
         if self.train:
             records = stages.speed_perturb(records, config.speed_perturb, config.seed, epoch)
+        else:
+            records = stages.append_silence(records, config.tail_silence)
         records = stages.tokenize(records, self.tokenizer)
         return stages.filter_utterances(records, config, self.dropped)
 

@@ -53,6 +53,16 @@ def resample_to(records: Iterable[dict], rate: int) -> Iterator[dict]:
         yield record
 
 
+def append_silence(records: Iterable[dict], seconds: float) -> Iterator[dict]:
+    """Each waveform followed by `seconds` of zeros (data.tail_silence)."""
+    for record in records:
+        if seconds > 0:
+            waveform = record["waveform"]
+            zeros = waveform.new_zeros(round(seconds * record["sample_rate"]))
+            record = {**record, "waveform": torch.cat([waveform, zeros])}
+        yield record
+
+
 def speed_perturb(records: Iterable[dict], factors: tuple[float, ...], seed: int, epoch: int) -> Iterator[dict]:
     """Kaldi-style speed perturbation: played faster by factor f, tempo and pitch both change.
 

@@ -8,6 +8,10 @@ import os
 
 import numpy as np
 
+DECODING_JSON = "decoding.json"  # written by rnnt.export.sherpa_onnx beside sherpa-onnx.json
+STREAMING_TAIL = 0.5  # the least silence a stream is fed after the audio: sherpa-onnx encodes a chunk
+#                      only once frames after it have come, so without it the last words are never decoded
+
 
 def load_recognizer(onnx_dir: str, threads: int):
     """The recognizer sherpa-onnx.json describes, its paths made absolute; and whether it streams."""
@@ -22,17 +26,27 @@ def load_recognizer(onnx_dir: str, threads: int):
     return kind.from_transducer(**args, num_threads=threads), streaming, args["sample_rate"]
 
 
+def tail_seconds(onnx_dir: str, streaming: bool) -> float:
+    """The silence to feed after each utterance: the model's data.tail_silence (decoding.json, which
+    older exports lack: none), at least STREAMING_TAIL for a stream."""
+    path = os.path.join(onnx_dir, DECODING_JSON)
+    tail = 0.0
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            tail = float(json.load(f)["tail_silence"])
+    return max(tail, STREAMING_TAIL) if streaming else tail
+
+
 def recognise(recognizer, streaming: bool, samples: np.ndarray, rate: int, chunk: float, tail: float) -> str:
-    """The text of one utterance (float samples at the model's rate). Streaming, it is fed `chunk` seconds
-    at a time and then `tail` seconds of silence: sherpa-onnx encodes a chunk only once frames after it
-    have come, so without the tail the last words would never be decoded."""
+    """The text of one utterance (float samples at the model's rate), followed by `tail` seconds of
+    silence (tail_seconds()). Streaming, it is fed `chunk` seconds at a time."""
     stream = recognizer.create_stream()
+    padded = np.concatenate([samples, np.zeros(round(tail * rate), dtype=np.float32)])
     if not streaming:
-        stream.accept_waveform(rate, samples)
+        stream.accept_waveform(rate, padded)
         recognizer.decode_stream(stream)
         return stream.result.text
     size = max(1, round(chunk * rate))
-    padded = np.concatenate([samples, np.zeros(round(tail * rate), dtype=np.float32)])
     for start in range(0, len(padded), size):
         stream.accept_waveform(rate, padded[start:start + size])
         while recognizer.is_ready(stream):

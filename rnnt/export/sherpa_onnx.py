@@ -1,6 +1,8 @@
 """A trained transducer as the files sherpa-onnx loads: encoder.onnx, decoder.onnx, joiner.onnx,
 tokens.txt, and sherpa-onnx.json, the keyword arguments of sherpa_onnx.OfflineRecognizer.from_transducer
-(streaming: OnlineRecognizer.from_transducer) with paths relative to the output dir.
+(streaming: OnlineRecognizer.from_transducer) with paths relative to the output dir; and decoding.json,
+what an application feeds besides the audio: {"tail_silence": seconds of silence after each utterance},
+the model's data.tail_silence, which our own decoding appends too.
 
 What sherpa-onnx runs, and so what a model must be to be exported (anything else is refused, never
 silently changed):
@@ -27,6 +29,7 @@ import torch
 from rnnt.data import stages
 from rnnt.data.tokenizer import BLANK, SPACE, UNK
 from rnnt.export.graphs import Decoder, Joiner, OfflineEncoder, StreamingEncoder
+from rnnt.export.runtime import DECODING_JSON
 from rnnt.model.feature_frontend import FeatureFrontEnd
 from rnnt.streaming import stream_refusals
 from rnnt.transcriber import load_model
@@ -204,5 +207,8 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
         args.update(model_type="lstm", low_freq=20.0, high_freq=-400.0, normalize_samples=True, snip_edges=False)
     with open(os.path.join(out_dir, "sherpa-onnx.json"), "w", encoding="utf-8") as f:
         json.dump(args, f, indent=2)
+        f.write("\n")
+    with open(os.path.join(out_dir, DECODING_JSON), "w", encoding="utf-8") as f:  # what the application adds
+        json.dump({"tail_silence": data.tail_silence}, f)
         f.write("\n")
     return {"args": args, "checked": checked, "checkpoint": checkpoint, "options": options}

@@ -222,6 +222,20 @@ def test_whole_chain_over_shards(fsdd):
     assert 1 - frames / padded < 0.10  # sort buffer of about ten batches
 
 
+def test_tail_silence_follows_each_utterance_when_decoding_and_never_in_training(fsdd):
+    """0.5 s at 8 kHz is 50 more 10 ms frames, 16 or 17 more stacked by 3 (mlperf's fbank pads nothing);
+    with speed perturbation and SpecAugment off, training batches are the same with and without it."""
+    def lengths(train, tail):
+        p = pipeline(fsdd, train=train, list_name="test.list", speed_perturb=[], spec_augment=None,
+                     shuffle_buffer=0, sort_buffer=0, tail_silence=tail)
+        return {k: int(n) for b in p.batches() for k, n in zip(b["keys"], b["feat_lens"])}
+
+    plain, tailed = lengths(False, 0.0), lengths(False, 0.5)
+    assert plain.keys() == tailed.keys() and len(plain) == 300
+    assert {tailed[k] - plain[k] for k in plain} <= {16, 17} and any(tailed[k] != plain[k] for k in plain)
+    assert lengths(True, 0.5) == lengths(True, 0.0)
+
+
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_ranks_and_workers_disjoint_complete_and_even(fsdd, world_size):
     """The real shards (9 of 300) on 2 or 4 ranks of 2 workers: a shard left over is shared, so every

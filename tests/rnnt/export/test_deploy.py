@@ -52,7 +52,7 @@ def an4_test(test_data, tmp_path_factory):
     return audio, langs
 
 
-def make_experiment(path, lang, encoder=None, predictor=None, features="sherpa_onnx", loss=None):
+def make_experiment(path, lang, encoder=None, predictor=None, features="sherpa_onnx", loss=None, tail_silence=0.0):
     """An experiment dir holding an untrained (seeded) model; its input batch norm is given statistics
     near those of log-mel energies, so that the LSTMs see inputs of a realistic scale. Its <unk> never
     wins: sherpa-onnx's greedy search takes a winning <unk> for no symbol, ours emits it (a trained
@@ -63,7 +63,8 @@ def make_experiment(path, lang, encoder=None, predictor=None, features="sherpa_o
                         "predictor": {"kind": "stateless", "embed_dim": 32, "context": 2, **(predictor or {})},
                         "joiner": {"hidden": 48, "activation": "tanh"},
                         "loss": {"type": "full", "one_sym_per_frame": True, **(loss or {})}},
-              "data": {"features": {"preset": features, "num_mel_bins": 80}, "stack": 3, "subsample": 3},
+              "data": {"features": {"preset": features, "num_mel_bins": 80}, "stack": 3, "subsample": 3,
+                       "tail_silence": tail_silence},
               "paths": {"lang_dir": str(lang)}}
     (path / "input.yaml").write_text(yaml.safe_dump(values))
     experiment = load_experiment(str(path / "input.yaml"))
@@ -160,6 +161,26 @@ def test_streaming_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, 
             transcriber, feats[:encoded]), path
 
 
+def test_the_tail_silence_goes_with_the_export(an4_test, tmp_path, monkeypatch):
+    """data.tail_silence: our decoding appends it, the export writes it to decoding.json, and the runner
+    feeds it to sherpa-onnx, so both decode the same samples and agree; the tail changes transcripts."""
+    from rnnt.export.runtime import recognise, tail_seconds
+
+    audio, langs = an4_test
+    exp = make_experiment(tmp_path / "exp", langs["bpe"], tail_silence=0.3)
+    export(exp, tmp_path / "onnx")
+    assert json.loads((tmp_path / "onnx" / "decoding.json").read_text()) == {"tail_silence": 0.3}
+    assert (tail_seconds(str(tmp_path / "onnx"), False), tail_seconds(str(tmp_path / "onnx"), True)) == (0.3, 0.5)
+    transcriber = Transcriber.from_exp_dir(str(exp))
+    offline, changed = recognizer(tmp_path / "onnx", monkeypatch), 0
+    for path, _ in audio:
+        samples, rate = soundfile.read(path, dtype="float32")
+        ours = transcriber.transcribe((torch.from_numpy(samples), rate)).text
+        assert " ".join(recognise(offline, False, samples, rate, 0.1, 0.3).split()) == ours, path
+        changed += " ".join(recognise(offline, False, samples, rate, 0.1, 0.0).split()) != ours
+    assert changed > 0
+
+
 def test_int8_export_runs_in_sherpa_onnx(an4_test, tmp_path, monkeypatch):
     audio, langs = an4_test
     exp = make_experiment(tmp_path / "exp", langs["bpe"], encoder={"hidden": 128})
@@ -191,11 +212,12 @@ def test_export_refuses_what_sherpa_onnx_cannot_run(an4_test, tmp_path, change, 
     assert not (tmp_path / "onnx").exists()
 
 
-def test_stream_gives_the_offline_result_chunk_by_chunk(an4_test, tmp_path):
+@pytest.mark.parametrize("tail_silence", [0.0, 0.3])
+def test_stream_gives_the_offline_result_chunk_by_chunk(an4_test, tmp_path, tail_silence):
     """Transcriber.stream() fed chunks of random sizes: partial results only grow, and the final text
-    and word times are those of transcribe() on the whole file."""
+    and word times are those of transcribe() on the whole file (both followed by data.tail_silence)."""
     audio, langs = an4_test
-    exp = make_experiment(tmp_path / "exp", langs["bpe"], features="kaldi")
+    exp = make_experiment(tmp_path / "exp", langs["bpe"], features="kaldi", tail_silence=tail_silence)
     transcriber = Transcriber.from_exp_dir(str(exp))
     generator = torch.Generator().manual_seed(0)
     for path, _ in audio[:6]:
