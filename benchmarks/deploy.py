@@ -70,10 +70,10 @@ def main() -> int:
             if utterances is None:
                 utterances = [(r["key"], r["waveform"].numpy()) for r in
                               stages.resample_to(stages.decode(records(args.data_list)), rate)]
-            hyps, seconds, latencies = {}, 0.0, []
+            hyps, seconds, latencies, tail = {}, 0.0, [], tail_seconds(out, streaming)
             start = time.perf_counter()
             for key, samples in utterances:
-                text = recognise(recognizer, streaming, samples, rate, args.chunk, tail_seconds(out, streaming))
+                text = recognise(recognizer, streaming, samples, rate, args.chunk, tail)
                 hyps[key] = " ".join(text.split())
             seconds = time.perf_counter() - start
             audio = sum(len(s) for _, s in utterances) / rate

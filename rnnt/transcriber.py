@@ -22,7 +22,7 @@ from rnnt.data.resample import resample
 from rnnt.data.tokenizer import SPACE, Tokenizer
 from rnnt.model.transducer import Transducer
 from rnnt.ctc_search import ctc_greedy_search, ctc_prefix_beam_search
-from rnnt.lm.fusion import ShallowFusion, read_fusion_config
+from rnnt.lm.fusion import ShallowFusion, fusion_config_path, read_fusion_config
 from rnnt.search import Hypothesis, beam_search, greedy_search, modified_beam_search
 from rnnt.training import checkpoint
 from rnnt.training.experiment import Experiment, load_experiment
@@ -145,7 +145,7 @@ class Transcriber:
                      use_ema: bool = True) -> "Transcriber":
         """The experiment's model; with <exp_dir>/lm/fusion.yaml (steps/tune_lm_fusion.py) also its LM."""
         experiment, model, tokenizer, _ = load_model(exp_dir, checkpoint_path, use_ema, device)
-        fusion_path = os.path.join(exp_dir, "lm", "fusion.yaml")
+        fusion_path = fusion_config_path(exp_dir)
         fusion, beam = read_fusion_config(fusion_path, tokenizer.symbols) if os.path.exists(fusion_path) else (None, 4)
         return cls(experiment, model, tokenizer, device, fusion, beam)
 

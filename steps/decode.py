@@ -22,7 +22,7 @@ import torch
 from tqdm import tqdm
 
 from rnnt.decode_results import reference_texts, write_results
-from rnnt.lm.fusion import read_fusion_config
+from rnnt.lm.fusion import fusion_config_path, read_fusion_config
 from rnnt.transcriber import (METHODS, check_method, decode_batch_nbest, decoding_pipeline, load_model, nbest_entries,
                               seconds_per_encoder_frame, seconds_per_input_frame)
 
@@ -67,7 +67,7 @@ def main() -> int:
         check_method(model, args.method)
         fusion, beam = None, args.beam or 4
         if args.method == "ctc_prefix_beam_lm":
-            fusion, tuned_beam = read_fusion_config(args.lm_fusion or os.path.join(args.exp_dir, "lm", "fusion.yaml"),
+            fusion, tuned_beam = read_fusion_config(args.lm_fusion or fusion_config_path(args.exp_dir),
                                                     tokenizer.symbols)
             beam = args.beam or tuned_beam
     except (OSError, ValueError, KeyError) as error:

@@ -26,6 +26,7 @@ import torch
 
 from rnnt.data.audio import AudioError, load_audio, to_mono
 from rnnt.data.resample import resample
+from rnnt.lm.fusion import fusion_config_path
 from rnnt.segmenting import file_blocks, transcribe_in_segments
 from rnnt.transcriber import METHODS, check_method, Transcriber
 
@@ -58,7 +59,7 @@ def main() -> int:
         transcriber = Transcriber.from_exp_dir(args.exp_dir, args.checkpoint, args.device)
         check_method(transcriber.model, args.method)
         if args.method == "ctc_prefix_beam_lm" and transcriber.fusion is None:
-            raise ValueError(f"ctc_prefix_beam_lm needs {args.exp_dir}/lm/fusion.yaml (steps/tune_lm_fusion.py)")
+            raise ValueError(f"ctc_prefix_beam_lm needs {fusion_config_path(args.exp_dir)} (steps/tune_lm_fusion.py)")
         if args.stream:
             transcriber.stream()  # refused here, before any audio, if the model cannot stream
     except (OSError, ValueError, KeyError) as error:

@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from rnnt.ctc_search import ctc_prefix_beam_search
 from rnnt.decode_results import reference_texts
-from rnnt.lm.fusion import load_fusion, write_fusion_config
+from rnnt.lm.fusion import fusion_config_path, load_fusion, write_fusion_config
 from rnnt.scoring import score
 from rnnt.transcriber import check_method, decoding_pipeline, load_model
 
@@ -68,7 +68,7 @@ def main() -> int:
         experiment, model, tokenizer, path = load_model(args.exp_dir, args.checkpoint, True, args.device)
         check_method(model, "ctc_prefix_beam_lm")
         refs, _ = reference_texts(args.dev_list, None)
-        lm_dir = os.path.join(args.exp_dir, "lm")
+        lm_dir = os.path.dirname(fusion_config_path(args.exp_dir))
         os.makedirs(lm_dir, exist_ok=True)
         arpa = os.path.join(lm_dir, os.path.basename(args.arpa))
         if os.path.abspath(args.arpa) != os.path.abspath(arpa):
@@ -94,7 +94,7 @@ def main() -> int:
     with open(os.path.join(lm_dir, "tuning.tsv"), "w", encoding="utf-8") as f:
         f.write("weight\tlength_bonus\tdev_wer\n")
         f.writelines(f"{w}\t{b}\t{report.counts.wer:.2f}\n" for w, b, report in rows)
-    config = os.path.join(lm_dir, "fusion.yaml")
+    config = fusion_config_path(args.exp_dir)
     write_fusion_config(config, arpa, weight, bonus, args.beam, f"{args.dev_list}, {os.path.basename(path)}")
     print(f"tune_lm_fusion.py: {config}: weight {weight}, length bonus {bonus}: dev {best.wer_line} "
           f"(without the LM: {rows[0][2].wer_line}); {len(grid)} pairs tried, {len(encoded)} of {len(refs)} "

@@ -71,6 +71,11 @@ def load_fusion(arpa: str, symbols: dict[int, str], weight: float, length_bonus:
     return ShallowFusion(NgramScorer(read_arpa(arpa), symbols, arpa), weight, length_bonus)
 
 
+def fusion_config_path(exp_dir: str) -> str:
+    """Where an experiment keeps its LM's fusion.yaml (steps/tune_lm_fusion.py writes it, decoding reads it)."""
+    return os.path.join(exp_dir, "lm", "fusion.yaml")
+
+
 def write_fusion_config(path: str, arpa: str, weight: float, length_bonus: float, beam: int, chosen_on: str) -> None:
     """fusion.yaml: the ARPA file (a path relative to the yaml's folder), the LM weight and length bonus, and
     the beam they were chosen with."""
