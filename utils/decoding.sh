@@ -1,12 +1,10 @@
 # Decoding stages for recipes, sourced by run.sh after utils/stages.sh. The model decoded is named by its
 # tag (avg5-epoch-40: the last 5 epochs averaged, up to epoch 40; epoch-40: that epoch alone; the names
-# come from rnnt.training.checkpoint_names), which every function below takes and none sets:
+# come from rnnt.training.checkpoint_names), which every function below takes and none sets. run.sh itself
+# decodes with steps/decode.py, into EXP/decode-SET-METHOD-TAG, which decode_result reads:
 #   average_stage STAGE EXP AVERAGE             stage STAGE: EXP/avg-N.pt, the last AVERAGE epochs averaged
 #   model_tag=$(model_tag_of EXP AVERAGE)       prints the tag of the model that averaging makes
 #   checkpoint_of EXP TAG                       prints the tag's checkpoint file (EXP/avg-5.pt, EXP/epoch-40.pt)
-#   decode_stage STAGE EXP TAG SET METHOD [OPTIONS]  steps/decode.py over data/SET/data.list into
-#                                               EXP/decode-SET-METHOD-TAG (OPTIONS go to decode.py); method
-#                                               ctc_prefix_beam_lm reads EXP/lm/fusion.yaml
 #   lm_fusion_stage STAGE EXP TAG LANG ORDER DEV  an n-gram LM over LANG's units from data/train/text
 #                                               (LANG/lm_<ORDER>gram.arpa), its weight and length bonus chosen
 #                                               on data/DEV for the model decoded (EXP/lm/fusion.yaml)
@@ -57,21 +55,6 @@ average_stage() {
     echo "average_stage: $(checkpoint_of "$exp" "$tag") is not the average of the last $n epochs up to $newest yet:" \
       "run stage $from_stage first" >&2
     return 1
-  fi
-}
-
-decode_stage() {
-  local stage_n=$1 exp=$2 tag=$3 set=$4 method=$5 checkpoint
-  shift 5
-  checkpoint=$(checkpoint_of "$exp" "$tag")
-  if [ "$method" = ctc_prefix_beam_lm ]; then
-    set -- --lm-fusion "$exp/lm/fusion.yaml" "$@"  # a file among the inputs: a new LM or new weights decode again
-  fi
-  if stage_wanted "$stage_n" "decode-$set-$method-$tag" "$exp" -- "$checkpoint" "data/$set/data.list" \
-      "data/$set/text" "$@"; then
-    logged "$(stage_log "$stage_n" "decode-$set-$method-$tag" "$exp")" steps/decode.py --method "$method" \
-      --checkpoint "$checkpoint" --tag "$tag" "$@" "$exp" "data/$set/data.list" "$set"
-    stage_done "$stage_n" "decode-$set-$method-$tag" "$exp"
   fi
 }
 

@@ -82,11 +82,14 @@ fi
 average_stage 5 "$exp" "$average"
 model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
 
-# stage 6 runs, per method and set: steps/decode.py --method METHOD --checkpoint "$(checkpoint_of "$exp" "$model_tag")" \
-#   --tag "$model_tag" [OPTIONS] "$exp" data/SET/data.list SET   (into $exp/decode-SET-METHOD-$model_tag; OPTIONS:
-#   --lm-fusion $exp/lm/fusion.yaml for ctc_prefix_beam_lm, and what decode_stage is given; utils/decoding.sh)
+# stage 6: each set decoded into $exp/decode-SET-$method-$model_tag
+checkpoint=$(checkpoint_of "$exp" "$model_tag")
 for set in $test_sets; do
-  decode_stage 6 "$exp" "$model_tag" "$set" "$method"
+  if stage_wanted 6 "decode-$set-$method-$model_tag" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text"; then
+    logged "$(stage_log 6 "decode-$set-$method-$model_tag" "$exp")" steps/decode.py --method "$method" \
+      --checkpoint "$checkpoint" --tag "$model_tag" "$exp" "data/$set/data.list" "$set"
+    stage_done 6 "decode-$set-$method-$model_tag" "$exp"
+  fi
 done
 for set in $test_sets; do
   decode_result "fsdd: $set" "$exp" "$model_tag" "$set" "$method"

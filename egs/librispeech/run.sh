@@ -116,12 +116,17 @@ model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epo
 
 device=cpu
 [ "$ngpu" -gt 0 ] && python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' && device=cuda
-# stage 6 runs, per method and set: steps/decode.py --method METHOD --checkpoint "$(checkpoint_of "$exp" "$model_tag")" \
-#   --tag "$model_tag" [OPTIONS] "$exp" data/SET/data.list SET   (into $exp/decode-SET-METHOD-$model_tag; OPTIONS:
-#   --lm-fusion $exp/lm/fusion.yaml for ctc_prefix_beam_lm, and what decode_stage is given; utils/decoding.sh)
+# stage 6: each set decoded by each method into $exp/decode-SET-METHOD-$model_tag
+checkpoint=$(checkpoint_of "$exp" "$model_tag")
 for method in $methods; do
   for set in $test_sets; do
-    decode_stage 6 "$exp" "$model_tag" "$(name $set)" "$method" --device "$device"
+    set=$(name "$set")
+    if stage_wanted 6 "decode-$set-$method-$model_tag" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text" \
+        --device "$device"; then
+      logged "$(stage_log 6 "decode-$set-$method-$model_tag" "$exp")" steps/decode.py --method "$method" \
+        --checkpoint "$checkpoint" --tag "$model_tag" --device "$device" "$exp" "data/$set/data.list" "$set"
+      stage_done 6 "decode-$set-$method-$model_tag" "$exp"
+    fi
   done
 done
 for method in $methods; do

@@ -89,12 +89,18 @@ model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epo
 case " $methods " in *" ctc_prefix_beam_lm "*) lm_fusion_stage 6 "$exp" "$model_tag" "$lang" "$lm_order" dev ;; esac
 
 test_sets=${sets#train }
-# stage 6 runs, per method and set: steps/decode.py --method METHOD --checkpoint "$(checkpoint_of "$exp" "$model_tag")" \
-#   --tag "$model_tag" [OPTIONS] "$exp" data/SET/data.list SET   (into $exp/decode-SET-METHOD-$model_tag; OPTIONS:
-#   --lm-fusion $exp/lm/fusion.yaml for ctc_prefix_beam_lm, and what decode_stage is given; utils/decoding.sh)
+# stage 6: each set decoded by each method into $exp/decode-SET-METHOD-$model_tag
+checkpoint=$(checkpoint_of "$exp" "$model_tag")
 for method in $methods; do
+  lm=()  # ctc_prefix_beam_lm: the LM and its weights from lm_fusion_stage above
+  [ "$method" != ctc_prefix_beam_lm ] || lm=(--lm-fusion "$exp/lm/fusion.yaml")
   for set in $test_sets; do
-    decode_stage 6 "$exp" "$model_tag" "$set" "$method"
+    name=decode-$set-$method-$model_tag
+    if stage_wanted 6 "$name" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text" "${lm[@]}"; then
+      logged "$(stage_log 6 "$name" "$exp")" steps/decode.py --method "$method" --checkpoint "$checkpoint" \
+        --tag "$model_tag" "${lm[@]}" "$exp" "data/$set/data.list" "$set"
+      stage_done 6 "$name" "$exp"
+    fi
   done
 done
 deploy_stages 7 "$exp" "$model_tag" "$deploy" "$test_sets"  # with --deploy: export (7), decode in sherpa-onnx (8)

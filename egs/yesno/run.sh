@@ -68,8 +68,12 @@ fi
 average_stage 5 "$exp" "$average"
 model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
 
-# stage 6 runs, per method and set: steps/decode.py --method METHOD --checkpoint "$(checkpoint_of "$exp" "$model_tag")" \
-#   --tag "$model_tag" [OPTIONS] "$exp" data/SET/data.list SET   (into $exp/decode-SET-METHOD-$model_tag; OPTIONS:
-#   --lm-fusion $exp/lm/fusion.yaml for ctc_prefix_beam_lm, and what decode_stage is given; utils/decoding.sh)
-decode_stage 6 "$exp" "$model_tag" test_yesno "$method"
+# stage 6: the test set decoded into $exp/decode-test_yesno-$method-$model_tag
+checkpoint=$(checkpoint_of "$exp" "$model_tag")
+if stage_wanted 6 "decode-test_yesno-$method-$model_tag" "$exp" -- "$checkpoint" data/test_yesno/data.list \
+    data/test_yesno/text; then
+  logged "$(stage_log 6 "decode-test_yesno-$method-$model_tag" "$exp")" steps/decode.py --method "$method" \
+    --checkpoint "$checkpoint" --tag "$model_tag" "$exp" data/test_yesno/data.list test_yesno
+  stage_done 6 "decode-test_yesno-$method-$model_tag" "$exp"
+fi
 decode_result "yesno: test" "$exp" "$model_tag" test_yesno "$method"
