@@ -9,7 +9,9 @@ model building, data loading and validation included. The rows, in turn:
   1. float32, no StackTime (stack_time 1): the baseline;
   2. + StackTime (the config's factor);
   3. + bf16 autocast;
-  4. + the hyper-parameters of a search (--tuned: steps/tune.py's best.yaml; its searched values);
+  4. + the hyper-parameters of a search (--tuned: steps/tune.py's best.yaml; its searched values),
+     best one that scores each trial's minutes to the same target: in egs/an4,
+     ./tune.sh --search conf/tune_time_to_accuracy.yaml --exp exp/tune_time_to_accuracy;
   5. + two torchrun ranks of one thread each, in place of one process with two threads.
 
 A lever is kept for the rows after it only where it shortened the time to the target (or reached it

@@ -3,8 +3,10 @@
 
 The search (which config keys, over which ranges, how many trials, each trial's training-time limit,
 pruner, sampler) is a YAML file; see rnnt/tuning/space.py for its form. The objective is the lowest
-dev WER a trial reaches within its time limit (train.valid_wer on a --valid-list). A trial whose
-per-epoch dev WER is worse than the median of earlier trials at the same epoch is pruned.
+dev WER a trial reaches within its time limit (train.valid_wer on a --valid-list), or, with a
+target_wer in the search, the training minutes to reach that WER (the seed's SDA: a WER threshold
+and a time limit). A trial whose per-epoch dev WER is worse than the median of earlier trials at the
+same epoch is pruned.
 
 The study lives in a database: by default sqlite:///<exp-dir>/study.db, so that a killed search
 resumes where it was (run the same command again) and finishes the number of trials asked for;
@@ -51,28 +53,37 @@ def make_objective(base: dict, search, args):
         print(f"trial {trial.number}: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                                                    for k, v in values.items()), flush=True)
 
+        reached = []  # with a target WER: the epoch that reached it
+
         def report(epoch: int, wer: float) -> bool:
             trial.report(wer, epoch)
             print(f"  trial {trial.number} epoch {epoch}: dev WER {wer:.2f}%", flush=True)
+            if search.target_wer is not None and wer <= search.target_wer:
+                reached.append(epoch)
+                return True
             return trial.should_prune()
 
         run = run_trial(command, trial_dir, search.minutes_per_trial, report, os.path.join(trial_dir, "output.log"))
         trial.set_user_attr("epoch_minutes", [minutes for _, _, minutes in run.epochs])
-        trial.set_user_attr("stopped_by", run.stopped_by)
+        trial.set_user_attr("stopped_by", "target reached" if reached else run.stopped_by)
         if run.returncode != 0 and not (run.stopped_by and run.returncode == 143):
             raise TrialFailed(f"trial {trial.number}: training failed (exit {run.returncode}); see "
                               f"{trial_dir}/output.log")
-        if run.stopped_by == "asked":
+        if run.stopped_by == "asked" and not reached:
             print(f"  trial {trial.number} pruned at epoch {run.epochs[-1][0]}", flush=True)
             raise optuna.TrialPruned()
         if run.best is None:
             raise TrialFailed(f"trial {trial.number}: no epoch ended within {search.minutes_per_trial} minutes")
-        epoch, wer, minutes = run.best
+        # reached: the epoch that reached the target (one more may have ended before the trainer stopped)
+        epoch, wer, minutes = next(e for e in run.epochs if e[0] == reached[0]) if reached else run.best
         trial.set_user_attr("best_epoch", epoch)
+        trial.set_user_attr("best_wer", wer)
         trial.set_user_attr("minutes_to_best", minutes)
+        score = search.score(wer, minutes if reached else None)
         print(f"  trial {trial.number}: dev WER {wer:.2f}% (epoch {epoch}, {minutes:.1f} min)"
-              + (" [time limit]" if run.stopped_by else ""), flush=True)
-        return wer
+              + (" [target reached]" if reached else " [time limit]" if run.stopped_by else "")
+              + (f"; objective {score:.2f}" if search.target_wer is not None else ""), flush=True)
+        return score
 
     return objective
 
@@ -113,7 +124,8 @@ def main() -> int:
     optimize_until(study, make_objective(base, search, args), trials, catch=(TrialFailed,))
     with open(args.config) as f:
         user_config = yaml.safe_load(f) or {}
-    write_results(study, user_config, args.exp_dir)
+    write_results(study, user_config, args.exp_dir, objective="" if search.target_wer is None else
+                  f"minutes to dev WER {search.target_wer:g}% (missed: scaled up)")
     print(summary(study, trials), flush=True)
     return 0 if completed(study) else 1
 

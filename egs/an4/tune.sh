@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Hyper-parameter search on AN4 with Optuna (steps/tune.py), after run.sh's data stages (0-3):
 # every trial trains conf/ci.yaml with values from conf/tune.yaml on data/train, for at most the
-# search's minutes_per_trial, scored by its best dev WER. Killed, it resumes from exp/tune/study.db
-# when run again. Then train the winner in full:
+# search's minutes_per_trial, scored by its best dev WER (--search conf/tune_time_to_accuracy.yaml: by
+# its minutes to a target dev WER, for benchmarks/time_to_accuracy.py). Killed, it resumes from
+# $exp/study.db when run again. Then train the winner in full:
 #   ./run.sh --stage 4 --train-config exp/tune/best.yaml --exp exp/tuned --methods "greedy modified_beam"
 set -euo pipefail
 

@@ -1,10 +1,12 @@
 """A study's trials as a PNG: each trial's dev WER per epoch against its training minutes (pruned
-trials dashed, the best one bold), and each finished trial's WER in the order run, with the best so far."""
+trials dashed, the best one bold), and each finished trial's objective (its best dev WER, or its minutes
+to a target WER) in the order run, with the best so far."""
 
 from __future__ import annotations
 
 
-def plot_study(study, path: str, title: str = "") -> None:
+def plot_study(study, path: str, title: str = "", objective: str = "") -> None:
+    """objective: what a trial's value is (empty: its best dev WER, which pruned trials are shown by too)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -29,15 +31,16 @@ def plot_study(study, path: str, title: str = "") -> None:
     done = [t for t in trials if t.state == TrialState.COMPLETE]  # a pruned trial's value is its last report
     order.scatter([t.number for t in done], [t.value for t in done], label="complete")
     pruned = [t for t in trials if t.state == TrialState.PRUNED and t.intermediate_values]
-    order.scatter([t.number for t in pruned], [min(t.intermediate_values.values()) for t in pruned], marker="x",
-                  label="pruned (best epoch)")
+    if pruned and not objective:  # their best epoch's WER, comparable with a complete trial's value
+        order.scatter([t.number for t in pruned], [min(t.intermediate_values.values()) for t in pruned], marker="x",
+                      label="pruned (best epoch)")
     running, best_so_far = float("inf"), []
     for t in done:
         running = min(running, t.value)
         best_so_far.append(running)
     order.step([t.number for t in done], best_so_far, where="post", color="black", label="best so far")
     order.set_xlabel("trial")
-    order.set_ylabel("dev WER (%)")
+    order.set_ylabel(objective or "dev WER (%)")
     order.legend()
     for axes in (curves, order):
         axes.grid(alpha=0.3)

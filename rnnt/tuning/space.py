@@ -5,12 +5,18 @@
     pruner: {type: median, startup_trials: 2, warmup_epochs: 1}   # or {type: none}; no pruning before
                                    # epoch warmup_epochs, nor while fewer trials than startup_trials ended
     sampler: {type: tpe, seed: 0}                                   # tpe or random
+    target_wer: 45                 # optional: the objective is the minutes to reach this dev WER (%)
+                                   # (as the seed's SDA), not the lowest dev WER within the time limit
     space:                          # dotted keys of the experiment config
       train.optimizer.lr: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}
       train.schedule.warmup_steps: {type: int, low: 0, high: 400, step: 50}
       model.joiner.activation: {type: categorical, choices: [tanh, relu]}
 
 A trial's config is the base experiment config with its sampled values put in at those keys.
+With target_wer a trial stops at the first epoch whose dev WER reaches the target, and scores its
+training minutes to there; one that does not reach it within minutes_per_trial (needed, then) scores
+minutes_per_trial x its best WER / the target, so that it ranks below every trial that reached the
+target, and the nearer its WER came, the higher.
 """
 
 from __future__ import annotations
@@ -33,6 +39,16 @@ class Search:
     minutes_per_trial: float = 0.0
     pruner: dict = field(default_factory=lambda: {"type": "median", "startup_trials": 2, "warmup_epochs": 1})
     sampler: dict = field(default_factory=lambda: {"type": "tpe", "seed": 0})
+    target_wer: float | None = None
+
+    def score(self, best_wer: float, minutes_to_target: float | None) -> float:
+        """A trial's objective (lower is better): its best dev WER, or with target_wer its minutes to the
+        target (minutes_to_target; None: not reached, scored as the module's doc says)."""
+        if self.target_wer is None:
+            return best_wer
+        if minutes_to_target is not None:
+            return minutes_to_target
+        return self.minutes_per_trial * best_wer / self.target_wer
 
 
 def has_key(config: dict, dotted: str) -> bool:
@@ -79,7 +95,7 @@ def load_search(path: str, base_config: dict) -> Search:
         values = yaml.safe_load(f) or {}
     if not isinstance(values, dict):
         raise ValueError(f"{path}: expected a mapping with a space section")
-    unknown = sorted(set(values) - {"space", "trials", "minutes_per_trial", "pruner", "sampler"})
+    unknown = sorted(set(values) - {"space", "trials", "minutes_per_trial", "pruner", "sampler", "target_wer"})
     if unknown:
         raise ValueError(f"{path}: unknown keys {', '.join(unknown)}")
     space = values.get("space")
@@ -96,6 +112,11 @@ def load_search(path: str, base_config: dict) -> Search:
         raise ValueError(f"{path}: sampler.type must be one of {', '.join(SAMPLERS)}")
     if search.trials < 1:
         raise ValueError(f"{path}: trials must be at least 1")
+    target = search.target_wer
+    if target is not None and not (isinstance(target, (int, float)) and 0 < target < 100
+                                   and search.minutes_per_trial > 0):
+        raise ValueError(f"{path}: target_wer must be a WER (%) above 0 and below 100, with minutes_per_trial "
+                         "above 0 (the time a trial that misses the target is scored by)")
     return search
 
 

@@ -79,27 +79,36 @@ def summary(study, trials: int) -> str:
         return line + "; no trial completed"
     best = study.best_trial
     values = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.params.items())
-    return (f"{line}; best: trial {best.number}, dev WER {best.value:.2f}% at epoch {best.user_attrs.get('best_epoch')} "
-            f"after {best.user_attrs.get('minutes_to_best', 0):.1f} min, with {values}")
+    return (f"{line}; best: trial {best.number}, dev WER {best_wer(best):.2f}% at epoch "
+            f"{best.user_attrs.get('best_epoch')} after {best.user_attrs.get('minutes_to_best', 0):.1f} min "
+            f"({best.user_attrs.get('stopped_by') or 'its epochs done'}; objective {best.value:.2f}), with {values}")
 
 
-def write_results(study, user_config: dict, exp_dir: str) -> None:
+def best_wer(trial) -> float:
+    """A finished trial's lowest dev WER (its objective value in studies from before target_wer)."""
+    return trial.user_attrs.get("best_wer", trial.value)
+
+
+def write_results(study, user_config: dict, exp_dir: str, objective: str = "") -> None:
     """<exp-dir>/trials.tsv (one row per trial), trials.png and, when a trial completed, best.yaml: the
-    user's config with the best trial's values."""
+    user's config with the best trial's values. objective: what a trial's value is, for the plot (empty:
+    its best dev WER)."""
     from optuna.trial import TrialState
 
     trials = study.get_trials(deepcopy=False)
     keys = sorted({k for t in trials for k in t.params})
     with open(os.path.join(exp_dir, "trials.tsv"), "w") as f:
-        f.write("\t".join(["trial", "state", "dev_wer", "best_epoch", "minutes_to_best", *keys]) + "\n")
+        f.write("\t".join(["trial", "state", "objective", "dev_wer", "best_epoch", "minutes_to_best", *keys]) + "\n")
         for t in trials:
             f.write("\t".join(str(v) for v in [t.number, t.state.name, "" if t.value is None else f"{t.value:.2f}",
+                                                "" if t.value is None else f"{best_wer(t):.2f}",
                                                 t.user_attrs.get("best_epoch", ""),
                                                 f"{t.user_attrs['minutes_to_best']:.2f}" if "minutes_to_best" in t.user_attrs
                                                 else "", *(t.params.get(k, "") for k in keys)]) + "\n")
     if any(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials):
-        plot_study(study, os.path.join(exp_dir, "trials.png"))
+        plot_study(study, os.path.join(exp_dir, "trials.png"), objective=objective)
     if any(t.state == TrialState.COMPLETE for t in trials):
         with open(os.path.join(exp_dir, "best.yaml"), "w") as f:
-            f.write(f"# steps/tune.py: trial {study.best_trial.number}, dev WER {study.best_value:.2f}%\n")
+            f.write(f"# steps/tune.py: trial {study.best_trial.number}, dev WER {best_wer(study.best_trial):.2f}% "
+                    f"(objective {study.best_value:.2f})\n")
             yaml.safe_dump(with_values(user_config, study.best_trial.params), f, sort_keys=False)

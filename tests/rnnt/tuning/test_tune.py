@@ -14,6 +14,7 @@ import yaml
 from conftest import ROOT, run_tool
 from rnnt.training import checkpoint
 from rnnt.training.experiment import load_experiment
+from rnnt.tuning.space import Search
 from rnnt.tuning.trial_run import run_trial
 
 CONFIG = ROOT / "egs" / "yesno" / "conf" / "tiny.yaml"
@@ -122,4 +123,51 @@ def test_a_bad_search_is_refused_before_any_trial_naming_file_and_key(yesno, tmp
     out = run_tool(*tune_args(yesno, tmp_path, {"trials": 2, "space": space}))
     assert out.returncode == 1
     assert str(tmp_path / "search.yaml") in out.stderr and message in out.stderr
+    assert not (tmp_path / "tune" / "trial-000").exists()
+
+
+@pytest.mark.slow
+def test_a_target_wer_search_scores_minutes_to_the_target_and_stops_there(yesno, tmp_path):
+    search = {"trials": 2, "minutes_per_trial": 3, "target_wer": 60, "pruner": {"type": "none"},
+              "sampler": {"type": "random", "seed": 0},
+              "space": {"train.optimizer.lr": {"type": "float", "low": 3e-3, "high": 1e-2, "log": True}}}
+    out = run_tool(*tune_args(yesno, tmp_path, search, epochs=40))
+    assert out.returncode == 0, out.stdout + out.stderr
+    exp = tmp_path / "tune"
+    header, *lines = (exp / "trials.tsv").read_text().splitlines()
+    rows = [dict(zip(header.split("\t"), line.split("\t"))) for line in lines]
+    assert len(rows) == 2 and all(r["state"] == "COMPLETE" for r in rows), rows
+    assert any(float(r["dev_wer"]) <= 60 for r in rows), rows  # yesno's tiny model reaches it in 20-30 epochs
+    for row in rows:
+        epochs = checkpoint.numbered(str(exp / f"trial-{int(row['trial']):03d}"), "epoch")
+        wers = [checkpoint.load_meta(p)["valid_wer"] for p in epochs]
+        if float(row["dev_wer"]) <= 60:  # reached: stopped at the first epoch at the target, scored its minutes
+            first = next(i for i, wer in enumerate(wers) if wer <= 60)
+            assert int(row["best_epoch"]) == first + 1 and float(row["dev_wer"]) == pytest.approx(wers[first], abs=0.01)
+            # stopped there, not after 40: epochs of a few steps (0.2 s) can end while the tuner polls (0.5 s)
+            assert len(epochs) <= first + 5 < 40
+            assert float(row["objective"]) == pytest.approx(float(row["minutes_to_best"]), abs=0.01)
+            assert float(row["objective"]) <= 3 + 0.1
+        else:  # missed: ranked below every trial that reached it
+            assert float(row["objective"]) == pytest.approx(3 * float(row["dev_wer"]) / 60, abs=0.01)
+    best = min(rows, key=lambda r: float(r["objective"]))
+    assert f"best: trial {best['trial']}," in out.stdout and "objective" in out.stdout
+
+
+def test_a_trial_that_misses_the_target_ranks_below_every_trial_that_reached_it():
+    search = Search(space={}, minutes_per_trial=4, target_wer=40)
+    reached = [search.score(wer, minutes) for wer, minutes in ((39.0, 3.9), (12.0, 0.5))]
+    missed = [search.score(wer, None) for wer in (40.5, 41.0, 90.0)]
+    assert reached == [3.9, 0.5] and max(reached) < min(missed) and missed == sorted(missed)
+    assert missed[0] == pytest.approx(4 * 40.5 / 40)
+    assert Search(space={}, minutes_per_trial=4).score(41.0, None) == 41.0  # no target: the WER itself
+
+
+def test_a_target_wer_needs_a_time_limit_and_a_wer(yesno, tmp_path):
+    space = {"train.optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-2}}
+    for search in ({"trials": 2, "target_wer": 40, "space": space},
+                   {"trials": 2, "target_wer": 140, "minutes_per_trial": 2, "space": space}):
+        out = run_tool(*tune_args(yesno, tmp_path, search))
+        assert out.returncode == 1 and str(tmp_path / "search.yaml") in out.stderr
+        assert "target_wer must be a WER (%) above 0 and below 100, with minutes_per_trial above 0" in out.stderr
     assert not (tmp_path / "tune" / "trial-000").exists()
