@@ -128,9 +128,9 @@ def _quantize(path: str) -> str:
 
 
 # The chunk an export streams by default: 6 fbank frames (60 ms), rounded up to whole encoder frames
-# (stacking x StackTime). On AN4 the first partial result comes 90 ms sooner than with 18 frames (median
-# 0.34 s after speech starts against 0.43 s, both fed 0.1 s at a time), for three times the encoder calls
-# and about 50% more time (egs/an4/RESULTS.md).
+# (stacking x StackTime). On AN4 the first partial result comes 100 ms sooner than with 18 frames (median
+# 0.31 s after speech starts against 0.41 s, both fed 0.1 s at a time), for three times the encoder calls
+# (egs/an4/RESULTS.md).
 DEFAULT_CHUNK_FRAMES = 6
 
 
