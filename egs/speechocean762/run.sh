@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
 # speechocean762: 5000 read English sentences by 250 non-native speakers (Mandarin L1, half of them
 # children), 16 kHz. Download (OpenSLR 101) or --corpus-dir -> data dirs train, dev (10 whole
-# training speakers) and test (the corpus's test/ half, when it has one) -> shards -> BPE units ->
-# an LSTM transducer on the LibriSpeech front end (MLPerf fbank, speed perturbation, adaptive
-# SpecAugment, stacking), sized for a CPU -> average -> decode dev and test -> scores.
-# Hyper-parameters are chosen on dev; test is decoded, never tuned on.
+# training speakers) and test (the corpus's test/ half, when it has one) -> shards -> character units
+# -> DeepSpeech 2 over characters (or, --train-config conf/transducer.yaml --unit-type bpe, an LSTM
+# transducer on the LibriSpeech front end: MLPerf fbank, speed perturbation, adaptive SpecAugment,
+# stacking), trained on the CPU -> average -> a character n-gram LM from the training text, weighted on
+# dev -> decode dev and test -> scores. Hyper-parameters are chosen on dev; test is decoded, never tuned on.
 set -euo pipefail
 
 stage=0
 stop_stage=100
 corpus_dir=          # the speechocean762/ folder (train/, WAVE/, and test/ if present); empty: download
 mirror=https://www.openslr.org/resources/101
-train_config=conf/transducer.yaml
-exp=exp/transducer
-unit_type=bpe        # bpe (of --vocab-size units) or char
+train_config=conf/deepspeech.yaml  # the best on dev (RESULTS.md); conf/transducer.yaml with --unit-type bpe: a transducer
+exp=exp/deepspeech_char
+unit_type=char       # char, or bpe (of --vocab-size units)
 vocab_size=256
 dev_speakers=10
 nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
-methods="greedy modified_beam"
+methods="ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm"  # transducers: "greedy modified_beam" (ctc_*: their CTC head)
 lm_order=6           # ctc_prefix_beam_lm: the n-gram LM's order over the units (built from data/train, weighted on dev)
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/speechocean762] [--mirror URL]
@@ -30,8 +31,10 @@ Stages: 0 download, 1 data dirs, 2 shards, 3 units (BPE or characters), 4 train,
 data/train's text, its weight and length bonus chosen on dev), 7 export to ONNX (--deploy), 8 decode and score the
 export in sherpa-onnx.
 Examples: ./run.sh --corpus-dir ../../../shared/data/speechocean762
-  ./run.sh --corpus-dir ../../../shared/data/speechocean762 --train-config conf/deploy.yaml --exp exp/deploy \\
-    --methods greedy --deploy \"offline streaming\""
+  ./run.sh --corpus-dir ../../../shared/data/speechocean762 --train-config conf/transducer.yaml \\
+    --unit-type bpe --exp exp/transducer --methods \"greedy modified_beam\"
+  ./run.sh --corpus-dir ../../../shared/data/speechocean762 --train-config conf/deploy.yaml --unit-type bpe \\
+    --exp exp/deploy --methods greedy --deploy \"offline streaming\""
 
 . ./path.sh
 . utils/parse_options.sh

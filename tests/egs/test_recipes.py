@@ -230,7 +230,7 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     recipe = copy_recipe("speechocean762", tmp_path)
     (recipe / "conf" / "tiny.yaml").write_text(yaml.safe_dump(conf))
     args = ("--corpus-dir", str(corpus), "--train-config", "conf/tiny.yaml", "--exp", "exp/tiny", "--dev-speakers", "2",
-            "--vocab-size", "40", "--average", "2")
+            "--unit-type", "bpe", "--vocab-size", "40", "--average", "2", "--methods", "greedy modified_beam")
     out = run_recipe(recipe, *args)
     assert out.returncode == 0, out.stderr[-3000:]
     data = recipe / "data"
@@ -259,8 +259,8 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     deploy["train"].update(epochs=2, log_every=1)
     (recipe / "conf" / "deploy_tiny.yaml").write_text(yaml.safe_dump(deploy))
     out = run_recipe(recipe, "--corpus-dir", str(corpus), "--train-config", "conf/deploy_tiny.yaml", "--exp",
-                     "exp/deploy", "--dev-speakers", "2", "--vocab-size", "40", "--average", "2", "--methods", "greedy",
-                     "--deploy", "offline streaming")
+                     "exp/deploy", "--dev-speakers", "2", "--unit-type", "bpe", "--vocab-size", "40", "--average", "2",
+                     "--methods", "greedy", "--deploy", "offline streaming")
     assert out.returncode == 0, out.stderr[-3000:]
     for kind in ("offline", "streaming"):
         assert (recipe / "exp" / "deploy" / f"onnx-{kind}-avg2-epoch-2" / "sherpa-onnx.json").is_file()
