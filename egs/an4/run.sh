@@ -5,6 +5,7 @@
 # CPU -> average -> an n-gram LM from the training text, weighted on dev -> decode dev and test.
 # Hyper-parameters are chosen on dev, never on test.
 set -euo pipefail
+{  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 
 stage=0
 stop_stage=100
@@ -99,3 +100,5 @@ for method in $methods $(for kind in $deploy; do echo "sherpa_onnx_$kind"; done)
     decode_result "an4 $set $method${model_tag:+ ($model_tag)}:" "$exp" "$model_tag" "$set" "$method"
   done
 done
+exit
+}

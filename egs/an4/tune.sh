@@ -6,6 +6,7 @@
 # $exp/study.db when run again. Then train the winner in full:
 #   ./run.sh --stage 4 --train-config exp/tune/best.yaml --exp exp/tuned --methods "greedy modified_beam"
 set -euo pipefail
+{  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 
 config=conf/ci.yaml
 search=conf/tune.yaml
@@ -28,3 +29,5 @@ mkdir -p "$exp"
 steps/tune.py --config "$config" --search "$search" --train-list data/train/data.list \
   --valid-list data/dev/data.list --lang-dir "$lang" --exp-dir "$exp" --trials "$trials" \
   ${storage:+--storage "$storage"} 2>&1 | tee -a "$exp/tune.log"
+exit
+}

@@ -6,6 +6,7 @@
 # N/5 (at least 1) made from the test recordings are a second test set (data/test_stringsN); the model
 # is then conf/strings.yaml in exp/stringsN.
 set -euo pipefail
+{  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 
 stage=0
 stop_stage=100
@@ -94,3 +95,5 @@ done
 for set in $test_sets; do
   decode_result "fsdd: $set" "$exp" "$model_tag" "$set" "$method"
 done
+exit
+}

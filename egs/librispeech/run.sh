@@ -5,6 +5,7 @@
 # its units (lang_bpe500/ in it); markers name what a stage was run for, so another --train-sets,
 # --vocab-size or --average runs exactly the stages it changes.
 set -euo pipefail
+{  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 
 stage=0
 stop_stage=100
@@ -134,3 +135,5 @@ for method in $methods; do
     decode_result "librispeech $set $method${model_tag:+ ($model_tag)}:" "$exp" "$model_tag" "$(name $set)" "$method"
   done
 done
+exit
+}

@@ -7,6 +7,7 @@
 # stacking), trained on the CPU -> average -> a character n-gram LM from the training text, weighted on
 # dev -> decode dev and test -> scores. Hyper-parameters are chosen on dev; test is decoded, never tuned on.
 set -euo pipefail
+{  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 
 stage=0
 stop_stage=100
@@ -112,3 +113,5 @@ for method in $methods $(for kind in $deploy; do echo "sherpa_onnx_$kind"; done)
     decode_result "speechocean762 $set $method${model_tag:+ ($model_tag)}:" "$exp" "$model_tag" "$set" "$method"
   done
 done
+exit
+}

@@ -6,6 +6,7 @@
 # the model also trains on 600 recordings synthesised from the training recordings' own words in
 # random order (local/synthesize.py), or it learns those accidents as rules.
 set -euo pipefail
+{  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 
 stage=0
 stop_stage=100
@@ -77,3 +78,5 @@ if stage_wanted 6 "decode-test_yesno-$method-$model_tag" "$exp" -- "$checkpoint"
   stage_done 6 "decode-test_yesno-$method-$model_tag" "$exp"
 fi
 decode_result "yesno: test" "$exp" "$model_tag" test_yesno "$method"
+exit
+}

@@ -65,6 +65,28 @@ def test_yesno_end_to_end(test_data, tmp_path):
     assert greedy.stdout.strip().splitlines()[-1].startswith("yesno: test %WER ")
 
 
+def test_a_recipe_edited_while_it_runs_goes_on_as_it_was_started(test_data, tmp_path):
+    """run.sh is read whole before it runs (its body is one brace group): a user editing it during a long
+    stage does not make bash go on from a shifted byte offset in the new file."""
+    recipe = copy_recipe("yesno", tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    run = subprocess.Popen(["./run.sh", "--corpus-dir", str(test_data / "waves_yesno"), "--stop-stage", "1"],
+                           cwd=recipe, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    for line in run.stdout:  # stage 1 has started: its data prep takes seconds
+        if "stage 1 (data)" in line:
+            break
+    script = (recipe / "run.sh").read_text()
+    # what a user does: a comment added at the top (every later byte moves), a stage's command changed
+    edited = script.replace("set -euo pipefail\n", "set -euo pipefail\n# " + "x" * 500 + "\n", 1)
+    (recipe / "run.sh").write_text(edited.replace("stage_done 1 data", "echo EDITED; stage_done 1 data"))
+    assert run.poll() is None, "run.sh ended before it was edited: the test proves nothing"
+    rest, errors = run.communicate(timeout=300)
+    assert run.returncode == 0, errors[-3000:]
+    assert "EDITED" not in rest and "syntax error" not in errors and "command not found" not in errors
+    assert (recipe / "exp" / ".stages" / "1.data.done").is_file()
+    assert len((recipe / "data" / "test_yesno" / "text").read_text().splitlines()) == 30
+
+
 def test_librispeech_every_stage_on_the_samples(test_data, tmp_path):
     recipe = copy_recipe("librispeech", tmp_path)
     args = ("--corpus-dir", str(test_data / "librispeech_samples" / "LibriSpeech"), "--train-sets", "dev-clean",
