@@ -4,7 +4,8 @@
 Rows: offline float32, offline int8 (onnxruntime dynamic quantisation), streaming float32 fed --chunk
 seconds at a time. Latency: for each utterance, the audio fed before the first partial result, minus
 where speech starts (the first of 3 frames of 10 ms in a row within 25 dB of the utterance's loudest,
-so that a click is not taken for speech); median, 90th percentile and the share within 0.3 s. Exports go to a temporary dir; RTF is per core (1 thread).
+so that a click is not taken for speech); median, 90th percentile and the share within 0.3 s. Exports
+go to a temporary dir; RTF is per core (1 thread).
 
 Needs a trained deployable experiment and a data list, e.g. after egs/an4's
 `./run.sh --train-config conf/deploy.yaml --exp exp/deploy --methods greedy --deploy "offline streaming"`:

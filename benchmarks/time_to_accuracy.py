@@ -10,7 +10,7 @@ model building, data loading and validation included. The rows, in turn:
   2. + StackTime (the config's factor);
   3. + bf16 autocast;
   4. + the hyper-parameters of a search (--tuned: steps/tune.py's best.yaml; its searched values),
-     best one that scores each trial's minutes to the same target: in egs/an4,
+     best from a search that scores each trial by its minutes to the same target: in egs/an4,
      ./tune.sh --search conf/tune_time_to_accuracy.yaml --exp exp/tune_time_to_accuracy;
   5. + two torchrun ranks of one thread each, in place of one process with two threads.
 
