@@ -42,10 +42,11 @@ def speech_start(samples: np.ndarray, rate: int, db: float = 25.0, sustained: in
     return 0.0
 
 
-def first_partial(recognizer, samples: np.ndarray, rate: int, chunk: float) -> float | None:
-    """Seconds of audio fed when the streaming result first has text."""
+def first_partial(recognizer, samples: np.ndarray, rate: int, chunk: float, tail: float) -> float | None:
+    """Seconds of audio fed when the streaming result first has text (the audio followed by `tail` seconds
+    of silence, as recognise() feeds it)."""
     stream, size = recognizer.create_stream(), round(chunk * rate)
-    padded = np.concatenate([samples, np.zeros(rate // 2, dtype=np.float32)])
+    padded = np.concatenate([samples, np.zeros(round(tail * rate), dtype=np.float32)])
     for start in range(0, len(padded), size):
         stream.accept_waveform(rate, padded[start:start + size])
         while recognizer.is_ready(stream):
@@ -87,7 +88,7 @@ def main() -> int:
             latency = "-"
             if streaming:
                 for _, samples in utterances:
-                    fed = first_partial(recognizer, samples, rate, args.chunk)
+                    fed = first_partial(recognizer, samples, rate, args.chunk, tail)
                     if fed is not None:
                         latencies.append(fed - speech_start(samples, rate))
                 lat = np.array(latencies)
