@@ -9,7 +9,6 @@ RTF per core = decoding seconds x threads / audio seconds. Prints a markdown tab
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -18,6 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import torch
 
+from rnnt.cli import tool_parser
 from rnnt.model.transducer import Transducer
 from rnnt.search import greedy_search
 from rnnt.training.experiment import load_experiment
@@ -42,7 +42,7 @@ def calibrated_model(vocab: int, feats, feat_lens):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)

@@ -12,7 +12,6 @@ Needs a trained deployable experiment and a data list, e.g. after egs/an4's
   python benchmarks/deploy.py egs/an4/exp/deploy egs/an4/data/test/data.list
 """
 
-import argparse
 import os
 import sys
 import tempfile
@@ -21,6 +20,7 @@ import time
 import numpy as np
 import torch
 
+from rnnt.cli import tool_parser
 from rnnt.data import stages
 from rnnt.data.features import fbank
 from rnnt.data.sources import records
@@ -57,7 +57,7 @@ def first_partial(recognizer, samples: np.ndarray, rate: int, chunk: float, tail
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("--chunk", type=float, default=0.1, help="streaming: seconds of audio fed at a time")
     parser.add_argument("--chunk-frames", type=int, default=0,
                         help="streaming: fbank frames per encoder call in the export (default: export_onnx.py's)")

@@ -11,7 +11,6 @@ Prints markdown tables.
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import os
@@ -20,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from rnnt.cli import tool_parser
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -146,7 +147,7 @@ def fbank_rows(data: str, torchaudio_python: str) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("--runs", type=int, default=3, help="timed epochs per pipeline row (default 3)")
     parser.add_argument("--torchaudio-python", default=os.path.join(ROOT, "benchmarks", "venv-torchaudio", "bin", "python"))
     args = parser.parse_args()

@@ -9,7 +9,6 @@ Each runs --runs times into a fresh shard dir; the table gives the median. Print
 
 from __future__ import annotations
 
-import argparse
 import glob
 import os
 import shutil
@@ -18,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from rnnt.cli import tool_parser
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -55,7 +56,7 @@ def build_corpus(name: str, data: str, work: str, copies: int) -> tuple[str, flo
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("--copies", type=int, default=2000, help="LibriSpeech utterances to build (default 2000)")
     parser.add_argument("--runs", type=int, default=3, help="runs per corpus (default 3)")
     parser.add_argument("--utts-per-shard", type=int, default=500)

@@ -21,13 +21,13 @@ Prints a markdown table; each row's experiment stays in --out.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
 
 import yaml
 
+from rnnt.cli import tool_parser
 from rnnt.tuning.space import with_values
 from rnnt.tuning.trial_run import run_trial
 
@@ -95,7 +95,7 @@ def time_to_target(config: dict, two_ranks: bool, recipe: str, out: str, target:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("--recipe", default=os.path.join(ROOT, "egs", "an4"), help="a recipe dir with data stages done")
     parser.add_argument("--config", default="conf/ci.yaml", help="the config, relative to --recipe")
     parser.add_argument("--tuned", default="", help="steps/tune.py's best.yaml for the tuned row (none: no such row)")

@@ -19,7 +19,6 @@ Prints markdown tables.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import statistics
@@ -31,6 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 import rnnt  # noqa: F401  (first: keeps oneDNN off an AMX unit the machine cannot run)
 import torch
 
+from rnnt.cli import tool_parser
 from rnnt.model.transducer import ModelConfig, Transducer
 from rnnt.training.experiment import load_experiment
 
@@ -183,7 +183,7 @@ def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: i
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--device", default="cpu", help="cpu (default) or a CUDA device such as cuda")
     parser.add_argument("--batch-scale", type=int, default=1,

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import torch
 
-from rnnt.lm.fusion import ShallowFusion
+from rnnt.lm.fusion import Fusion
 from rnnt.search import Hypothesis
 
 
@@ -44,62 +44,56 @@ def _logadd(a: float, b: float) -> float:
     return float(np.logaddexp(a, b))
 
 
-def _prefix_beam_step(beams: dict, frame: torch.Tensor, t: int, beam: int, blank: int,
-                      fusion: ShallowFusion | None) -> dict:
+def _prefix_beam_step(beams: dict, frame: torch.Tensor, t: int, beam: int, blank: int, fusion: Fusion | None) -> dict:
     """The prefixes after frame t (its log-probabilities), from those before it: the `beam` best."""
-    ninf = -math.inf
     candidates = frame.topk(min(beam + 1, frame.shape[0])).indices.tolist()
     if blank not in candidates:
         candidates.append(blank)
-    new: dict[tuple[int, ...], list] = {}
+    new: dict[tuple, list] = {}
 
-    def entry(prefix, parent, symbol=None):
-        if prefix not in new:
-            frames, lm_score, lm_state = parent[2], parent[3], parent[4]
-            if symbol is not None:
-                frames = frames + [t]
-                if fusion:
-                    added, lm_state = fusion.extend(lm_state, symbol)
-                    lm_score += added
-            new[prefix] = [ninf, ninf, frames, lm_score, lm_state]
-        return new[prefix]
+    def add(key, frames, lm_score, p_blank=-math.inf, p_label=-math.inf):
+        entry = new.get(key)
+        if entry is None:
+            new[key] = [p_blank, p_label, frames, lm_score]
+        else:
+            entry[0], entry[1] = _logadd(entry[0], p_blank), _logadd(entry[1], p_label)
 
-    for prefix, old in beams.items():
-        p_blank, p_label = old[0], old[1]
+    for (prefix, state), (p_blank, p_label, frames, lm_score) in beams.items():
         total = _logadd(p_blank, p_label)
         for symbol in candidates:
             p = float(frame[symbol])
             if symbol == blank:
-                e = entry(prefix, old)
-                e[0] = _logadd(e[0], total + p)
+                add((prefix, state), frames, lm_score, p_blank=total + p)
                 continue
-            extended = prefix + (symbol,)
             if prefix and symbol == prefix[-1]:
-                e = entry(prefix, old)  # the repeat merges into the same label
-                e[1] = _logadd(e[1], p_label + p)
-                e = entry(extended, old, symbol)  # a new label needs a blank in between
-                e[1] = _logadd(e[1], p_blank + p)
+                add((prefix, state), frames, lm_score, p_label=p_label + p)  # the repeat merges into the label
+                p_new = p_blank + p  # a new label needs a blank in between
             else:
-                e = entry(extended, old, symbol)
-                e[1] = _logadd(e[1], total + p)
+                p_new = total + p
+            for added, after in fusion.expansions(state, symbol) if fusion else [(0.0, state)]:
+                add((prefix + (symbol,), after), frames + [t], lm_score + added, p_label=p_new)
     return dict(sorted(new.items(), key=lambda item: _logadd(item[1][0], item[1][1]) + item[1][3], reverse=True)[:beam])
 
 
 @torch.no_grad()
 def ctc_prefix_beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4,
-                           fusion: ShallowFusion | None = None) -> list[Hypothesis]:
+                           fusion: Fusion | None = None) -> list[Hypothesis]:
     """The n-best label sequences of one utterance's encoder output enc (T, D), best first.
 
     Each prefix keeps two log-probabilities: of the paths so far ending in a blank and ending in its
-    last label; a repeated label extends the prefix only after a blank. With an n-gram LM (fusion),
-    prefixes are ranked by those plus the LM's weighted score of their labels, and the n-best by that
-    plus the LM's end-of-sentence score.
+    last label; a repeated label extends the prefix only after a blank. With an LM (fusion: a
+    ShallowFusion over the units, or a rnnt.lm.lexicon_search.WordLexiconFusion over words), beams are
+    keyed by prefix and LM state and ranked by those plus the LM's weighted score, and the n-best by that
+    plus the LM's end-of-sentence score; a word LM's hypotheses carry their words.
     """
     log_probs = ctc_log_probs(model, enc[:enc_len]).cpu()
-    # prefix -> [p_blank, p_label, frames, LM score, LM state]
-    beams: dict[tuple[int, ...], list] = {(): [0.0, -math.inf, [], 0.0, fusion.lm.start() if fusion else ()]}
+    # (prefix, LM state) -> [p_blank, p_label, frames, LM score]
+    beams: dict[tuple, list] = {((), fusion.start() if fusion else ()): [0.0, -math.inf, [], 0.0]}
     for t in range(enc_len):
         beams = _prefix_beam_step(beams, log_probs[t], t, beam, model.blank, fusion)
-    ended = [(list(prefix), e[2], _logadd(e[0], e[1]) + e[3] + (fusion.end(e[4]) if fusion else 0.0))
-             for prefix, e in beams.items()]
-    return [Hypothesis(tokens, frames, score) for tokens, frames, score in sorted(ended, key=lambda h: -h[2])]
+    ended = [Hypothesis(list(prefix), e[2], _logadd(e[0], e[1]) + e[3] + added, words=words)
+             for (prefix, state), e in beams.items()
+             for added, words in (fusion.finish(state) if fusion else [(0.0, None)])]
+    if not ended:  # every hypothesis ends inside a word of the lexicon
+        return [Hypothesis([], [], -math.inf, words=[])]
+    return sorted(ended, key=lambda h: -h.score)

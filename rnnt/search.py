@@ -28,6 +28,7 @@ class Hypothesis:
     # before the last token (the network is stepped only when the hypothesis is expanded).
     state: object = field(default=None, repr=False, compare=False)
     pred_proj: torch.Tensor | None = field(default=None, repr=False, compare=False)
+    words: list[str] | None = None  # a word LM's words (rnnt.lm.lexicon_search); else the tokens spell the text
 
     @property
     def key(self) -> tuple[int, ...]:

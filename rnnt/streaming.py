@@ -84,7 +84,7 @@ class Stream:
 
     def result(self, final: bool) -> Partial:
         transcriber = self.transcriber
-        return Partial(transcriber.tokenizer.decode(self.hypothesis.tokens), transcriber.words(self.hypothesis), final)
+        return Partial(transcriber.tokenizer.text(self.hypothesis), transcriber.words(self.hypothesis), final)
 
     def _add(self, feats: torch.Tensor) -> None:
         cmvn = self.transcriber.cmvn

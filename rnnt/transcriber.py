@@ -22,7 +22,7 @@ from rnnt.data.resample import resample
 from rnnt.data.tokenizer import SPACE, Tokenizer
 from rnnt.model.transducer import Transducer
 from rnnt.ctc_search import ctc_greedy_search, ctc_prefix_beam_search
-from rnnt.lm.fusion import ShallowFusion, fusion_config_path, read_fusion_config
+from rnnt.lm.fusion import Fusion, fusion_config_path, read_fusion_config
 from rnnt.search import Hypothesis, beam_search, greedy_search, modified_beam_search
 from rnnt.training import checkpoint
 from rnnt.training.experiment import Experiment, load_experiment
@@ -62,7 +62,7 @@ def check_method(model, method: str) -> None:
 
 
 def decode_batch(model, feats, feat_lens, method: str = "greedy", beam: int = 4,
-                 max_symbols_per_frame: int | None = None, fusion: ShallowFusion | None = None) -> list[Hypothesis]:
+                 max_symbols_per_frame: int | None = None, fusion: Fusion | None = None) -> list[Hypothesis]:
     """The best hypothesis for each utterance of a padded batch."""
     return [nbest[0] for nbest in decode_batch_nbest(model, feats, feat_lens, method, beam, max_symbols_per_frame,
                                                      fusion)]
@@ -70,7 +70,7 @@ def decode_batch(model, feats, feat_lens, method: str = "greedy", beam: int = 4,
 
 def decode_batch_nbest(model, feats, feat_lens, method: str = "greedy", beam: int = 4,
                        max_symbols_per_frame: int | None = None,
-                       fusion: ShallowFusion | None = None) -> list[list[Hypothesis]]:
+                       fusion: Fusion | None = None) -> list[list[Hypothesis]]:
     """For each utterance of a padded batch, its best hypotheses, best first: up to `beam` for the beam
     searches, one for the greedy ones. ctc_prefix_beam_lm searches with `fusion` (an n-gram LM)."""
     check_method(model, method)
@@ -96,24 +96,26 @@ def seconds_per_input_frame(experiment: Experiment) -> float:
 
 
 def seconds_per_encoder_frame(experiment: Experiment) -> float:
-    return seconds_per_input_frame(experiment) * experiment.model.encoder.stack_time
+    return seconds_per_input_frame(experiment) * experiment.model.encoder.time_reduction
 
 
 def words_with_times(tokenizer: Tokenizer, hyp: Hypothesis, frame_seconds: float) -> list[dict]:
-    """Words with start and end times (seconds) from the frames at which their pieces were emitted."""
-    words: list[dict] = []
+    """Words with start and end times (seconds) from the frames at which their pieces were emitted; a word
+    LM's words (hyp.words) name them where the search kept them."""
+    groups: list[list[tuple[int, int]]] = []  # each word's (token, frame)s
     for token, frame in zip(hyp.tokens, hyp.frames):
         piece = tokenizer.symbols.get(token, "<unk>")
-        starts_word = tokenizer.kind == "word" or piece.startswith(SPACE) or not words
-        text = piece.replace(SPACE, "")
-        if starts_word:
-            words.append({"word": text, "start": frame * frame_seconds, "end": (frame + 1) * frame_seconds})
+        if piece == SPACE and tokenizer.kind in ("char", "phone"):  # the word boundary as a unit of its own
+            groups.append([])
+        elif not groups or tokenizer.kind == "word" or (piece.startswith(SPACE) and tokenizer.kind != "phone"):
+            groups.append([(token, frame)])
         else:
-            words[-1]["word"] += text
-            words[-1]["end"] = (frame + 1) * frame_seconds
-    if tokenizer.kind == "char":  # char pieces carry the space as a unit of its own
-        words = [w for w in words if w["word"]]
-    return [{**w, "start": round(w["start"], 3), "end": round(w["end"], 3)} for w in words]
+            groups[-1].append((token, frame))
+    groups = [group for group in groups if group]
+    texts = hyp.words if hyp.words is not None and len(hyp.words) == len(groups) else \
+        [tokenizer.decode([token for token, _ in group]) for group in groups]
+    return [{"word": text, "start": round(group[0][1] * frame_seconds, 3),
+             "end": round((group[-1][1] + 1) * frame_seconds, 3)} for text, group in zip(texts, groups)]
 
 
 @dataclass
@@ -126,7 +128,7 @@ class Transcript:
 
 def nbest_entries(tokenizer: Tokenizer, hyps: list[Hypothesis], frame_seconds: float) -> list[dict]:
     """Hypotheses as JSON-ready rows: text, log-probability score, and each unit with its time (seconds)."""
-    return [{"text": tokenizer.decode(h.tokens), "score": round(h.score, 4),
+    return [{"text": tokenizer.text(h), "score": round(h.score, 4),
              "tokens": [{"unit": tokenizer.symbols.get(t, "<unk>"), "id": t, "time": round(f * frame_seconds, 3)}
                         for t, f in zip(h.tokens, h.frames)]} for h in hyps]
 
@@ -135,7 +137,7 @@ class Transcriber:
     """Audio in (any format soundfile reads, any rate, any channels), text out."""
 
     def __init__(self, experiment: Experiment, model: Transducer, tokenizer: Tokenizer, device: str = "cpu",
-                 fusion: ShallowFusion | None = None, fusion_beam: int = 4):
+                 fusion: Fusion | None = None, fusion_beam: int = 4):
         self.experiment, self.model, self.tokenizer, self.device = experiment, model, tokenizer, device
         self.fusion, self.fusion_beam = fusion, fusion_beam  # the LM of ctc_prefix_beam_lm, and its tuned beam
         self.cmvn = stages.load_cmvn(experiment.data.features.cmvn)
@@ -146,7 +148,7 @@ class Transcriber:
         """The experiment's model; with <exp_dir>/lm/fusion.yaml (steps/tune_lm_fusion.py) also its LM."""
         experiment, model, tokenizer, _ = load_model(exp_dir, checkpoint_path, use_ema, device)
         fusion_path = fusion_config_path(exp_dir)
-        fusion, beam = read_fusion_config(fusion_path, tokenizer.symbols) if os.path.exists(fusion_path) else (None, 4)
+        fusion, beam = read_fusion_config(fusion_path, tokenizer) if os.path.exists(fusion_path) else (None, 4)
         return cls(experiment, model, tokenizer, device, fusion, beam)
 
     def features(self, audio) -> torch.Tensor:
@@ -166,7 +168,7 @@ class Transcriber:
                                   method, beam, fusion=self.fusion)[0]
         best = hyps[0]
         listed = nbest_entries(self.tokenizer, hyps, seconds_per_encoder_frame(self.experiment)) if nbest else None
-        return Transcript(self.tokenizer.decode(best.tokens), self.words(best), best.score, listed)
+        return Transcript(self.tokenizer.text(best), self.words(best), best.score, listed)
 
     def words(self, hyp: Hypothesis) -> list[dict]:
         return words_with_times(self.tokenizer, hyp, seconds_per_encoder_frame(self.experiment))

@@ -11,6 +11,7 @@ import sys
 
 import torch
 
+from rnnt.cli import tool_parser
 from rnnt.training import checkpoint
 
 
@@ -35,7 +36,7 @@ def positive(value: str) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     how = parser.add_mutually_exclusive_group(required=True)
     how.add_argument("--last", type=positive, help="average the last N epochs")
     how.add_argument("--best", type=positive, help="average the N epochs with the lowest validation loss")

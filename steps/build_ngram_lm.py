@@ -2,24 +2,28 @@
 """Estimate an n-gram language model over a model's units from a data dir's transcripts (interpolated
 Kneser-Ney) and write it as an ARPA file, for CTC prefix beam search with shallow fusion
 (steps/decode.py --method ctc_prefix_beam_lm). The LM's words are the unit symbols of LANG_DIR/units.txt,
-so character and BPE units get an LM over characters or pieces; every unit has a unigram.
+so character and BPE units get an LM over characters or pieces; every unit has a unigram. With --over
+words, its words are the transcripts' words, searched through a lexicon of the units (character or phone
+units: rnnt.lm.lexicon_search).
 """
 
-import argparse
 import os
 import sys
 
+from rnnt.cli import tool_parser
 from rnnt.data.tokenizer import BLANK, Tokenizer
 from rnnt.datadir.table import read_table
+from rnnt.lm.fusion import OVER
 from rnnt.lm.arpa import write_arpa
 from rnnt.lm.kneser_ney import estimate
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="example: steps/build_ngram_lm.py --order 6 data/train data/lang_char "
-                                            "data/lang_char/lm_6gram.arpa")
+    parser = tool_parser(__doc__, "steps/build_ngram_lm.py --order 6 data/train data/lang_char "
+                                  "data/lang_char/lm_6gram.arpa")
     parser.add_argument("--order", type=int, default=4, help="the longest n-gram (default 4)")
+    parser.add_argument("--over", choices=OVER, default="units",
+                        help="the LM's words: the model's units (default) or the transcripts' words")
     parser.add_argument("data_dir", help="a Kaldi data dir: its text is the training text (train only, never test)")
     parser.add_argument("lang_dir", help="units.txt and units.json of the model the LM is for")
     parser.add_argument("arpa", help="the ARPA file to write")
@@ -33,14 +37,18 @@ def main() -> int:
     except (OSError, ValueError) as error:
         print(f"build_ngram_lm.py: {error}", file=sys.stderr)
         return 1
-    sentences = [tokenizer.pieces(line.value) for _, line in sorted(transcripts.items())]
-    vocabulary = [symbol for symbol in tokenizer.units if symbol != BLANK]
+    if args.over == "words":
+        sentences = [line.value.split() for _, line in sorted(transcripts.items())]
+        vocabulary = sorted({word for words in sentences for word in words})
+    else:
+        sentences = [tokenizer.pieces(line.value) for _, line in sorted(transcripts.items())]
+        vocabulary = [symbol for symbol in tokenizer.units if symbol != BLANK]
     model = estimate(sentences, args.order, vocabulary)
     os.makedirs(os.path.dirname(os.path.abspath(args.arpa)), exist_ok=True)
     write_arpa(model, args.arpa)
     counts = [sum(1 for ngram in model if len(ngram) == k) for k in range(1, args.order + 1)]
-    print(f"build_ngram_lm.py: {args.arpa}: {args.order}-gram over {len(vocabulary)} units from "
-          f"{len(sentences)} transcripts of {text_path} ({sum(map(len, sentences))} units); "
+    print(f"build_ngram_lm.py: {args.arpa}: {args.order}-gram over {len(vocabulary)} {args.over} from "
+          f"{len(sentences)} transcripts of {text_path} ({sum(map(len, sentences))} {args.over}); "
           f"n-grams per order: {' '.join(map(str, counts))}")
     return 0
 

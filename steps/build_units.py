@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """Build the output units from a data dir's text: sentencepiece BPE or unigram of a given size,
-characters, or words. Writes <lang>/units.txt (<blank> 0, <unk> 1, then the units), units.json
-(the type) and, for bpe/unigram, bpe.model. Checks that the training text round-trips.
+characters, words, or phones (the phones of <lang>/lexicon.txt, which steps/build_lexicon.py writes,
+and the word boundary). Writes <lang>/units.txt (<blank> 0, <unk> 1, then the units), units.json
+(the type) and, for bpe/unigram, bpe.model. Checks that the training text round-trips; for phones, that
+every word has a pronunciation (those without one train as <unk> and are counted).
 """
 
-import argparse
 import collections
 import json
 import os
 import sys
 import tempfile
 
+from rnnt.cli import tool_parser
+from rnnt.data.lexicon import read_lexicon
 from rnnt.data.tokenizer import BLANK, SPACE, UNK, Tokenizer
 from rnnt.datadir.table import read_table
 
@@ -33,11 +36,28 @@ def train_sentencepiece(lines: list[str], lang: str, kind: str, vocab_size: int,
     return [model.id_to_piece(i) for i in range(1, model.get_piece_size())]  # piece 0 is <unk>
 
 
+def build_inventory(args, lines: list[str]) -> tuple[list[str], dict]:
+    """The units (without <blank> and <unk>) and units.json's values, for --unit-type."""
+    config = {"type": args.unit_type}
+    if args.unit_type in ("bpe", "unigram"):
+        config["model"] = "bpe.model"
+        return train_sentencepiece(lines, args.lang_dir, args.unit_type, args.vocab_size, args.character_coverage), config
+    if args.unit_type == "phone":
+        try:
+            lexicon = read_lexicon(os.path.join(args.lang_dir, "lexicon.txt"))
+        except OSError as error:
+            raise ValueError(f"{error} (steps/build_lexicon.py writes one)") from None
+        config["lexicon"] = "lexicon.txt"
+        return sorted({phone for variants in lexicon.values() for phones in variants for phone in phones} | {SPACE}), config
+    counts = collections.Counter()
+    for line in lines:
+        counts.update(SPACE.join(line.split()) if args.unit_type == "char" else line.split())
+    return sorted(counts), config
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="example: steps/build_units.py --unit-type bpe --vocab-size 500 "
-                                            "data/train data/lang")
-    parser.add_argument("--unit-type", choices=("bpe", "unigram", "char", "word"), default="bpe")
+    parser = tool_parser(__doc__, "steps/build_units.py --unit-type bpe --vocab-size 500 data/train data/lang")
+    parser.add_argument("--unit-type", choices=("bpe", "unigram", "char", "word", "phone"), default="bpe")
     parser.add_argument("--vocab-size", type=int, default=500,
                         help="bpe/unigram: units in units.txt, <blank> and <unk> included (default 500)")
     parser.add_argument("--character-coverage", type=float, default=1.0,
@@ -47,22 +67,13 @@ def main() -> int:
     args = parser.parse_args()
     try:
         lines = [line.value for line in read_table(os.path.join(args.data_dir, "text")).values() if line.value]
-    except OSError as error:
+        if not lines:
+            raise ValueError(f"{args.data_dir}/text has no transcripts")
+        os.makedirs(args.lang_dir, exist_ok=True)
+        units, config = build_inventory(args, lines)
+    except (OSError, ValueError) as error:
         print(f"build_units.py: {error}", file=sys.stderr)
         return 1
-    if not lines:
-        print(f"build_units.py: {args.data_dir}/text has no transcripts", file=sys.stderr)
-        return 1
-    os.makedirs(args.lang_dir, exist_ok=True)
-    config = {"type": args.unit_type}
-    if args.unit_type in ("bpe", "unigram"):
-        units = train_sentencepiece(lines, args.lang_dir, args.unit_type, args.vocab_size, args.character_coverage)
-        config["model"] = "bpe.model"
-    else:
-        counts = collections.Counter()
-        for line in lines:
-            counts.update(SPACE.join(line.split()) if args.unit_type == "char" else line.split())
-        units = sorted(counts)
     with open(os.path.join(args.lang_dir, "units.txt"), "w", encoding="utf-8") as f:
         for i, unit in enumerate([BLANK, UNK] + units):
             f.write(f"{unit} {i}\n")
@@ -70,6 +81,11 @@ def main() -> int:
     with open(os.path.join(args.lang_dir, "units.json"), "w", encoding="utf-8") as f:
         json.dump(config, f, indent=1)
     tokenizer = Tokenizer(args.lang_dir)
+    if args.unit_type == "phone":  # homophones spell back as one word: count words without phones instead
+        failed = [line for line in lines if any(word not in tokenizer.lexicon for word in line.split())]
+        print(f"build_units.py: {args.lang_dir}: {len(units) + 2} phone units from {len(lines)} transcripts; "
+              f"{len(failed)} transcripts have a word without a pronunciation (<unk> in its place)")
+        return 0
     failed = [line for line in lines if tokenizer.decode(tokenizer.encode(line)) != " ".join(line.split())]
     for line in failed[:5]:
         print(f"build_units.py: does not round-trip: '{line}'", file=sys.stderr)

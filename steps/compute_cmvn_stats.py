@@ -6,7 +6,6 @@ squares; kaldiio binary, readable by Kaldi's apply-cmvn) and <out>.json with the
 ({"mean_stat", "var_stat", "frame_num"}, as WeNet's global_cmvn) plus the mean and stddev.
 """
 
-import argparse
 import json
 import logging
 import os
@@ -16,6 +15,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from rnnt.cli import tool_parser
 from rnnt.data.audio import AudioError, load_audio, to_mono
 from rnnt.data.features import PRESETS, fbank
 from rnnt.data.resample import resample
@@ -23,8 +23,7 @@ from rnnt.data.sources import records
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="example: steps/compute_cmvn_stats.py data/train/data.list data/train/global_cmvn")
+    parser = tool_parser(__doc__, "steps/compute_cmvn_stats.py data/train/data.list data/train/global_cmvn")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="kaldi", help="fbank preset (default kaldi)")
     parser.add_argument("--num-mel-bins", type=int, default=80)
     parser.add_argument("--sample-rate", type=int, default=16000, help="resample to this rate first (default 16000)")

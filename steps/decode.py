@@ -21,6 +21,7 @@ import time
 import torch
 from tqdm import tqdm
 
+from rnnt.cli import tool_parser
 from rnnt.decode_results import reference_texts, write_results
 from rnnt.lm.fusion import fusion_config_path, read_fusion_config
 from rnnt.transcriber import (METHODS, check_method, decode_batch_nbest, decoding_pipeline, load_model, nbest_entries,
@@ -28,8 +29,7 @@ from rnnt.transcriber import (METHODS, check_method, decode_batch_nbest, decodin
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="example: steps/decode.py --method modified_beam exp/tiny data/test/data.list test")
+    parser = tool_parser(__doc__, "steps/decode.py --method modified_beam exp/tiny data/test/data.list test")
     parser.add_argument("--method", choices=METHODS, default="greedy")
     parser.add_argument("--beam", type=int, help="default 4; ctc_prefix_beam_lm: the beam its LM weights were chosen with")
     parser.add_argument("--max-symbols-per-frame", type=int,
@@ -67,8 +67,7 @@ def main() -> int:
         check_method(model, args.method)
         fusion, beam = None, args.beam or 4
         if args.method == "ctc_prefix_beam_lm":
-            fusion, tuned_beam = read_fusion_config(args.lm_fusion or fusion_config_path(args.exp_dir),
-                                                    tokenizer.symbols)
+            fusion, tuned_beam = read_fusion_config(args.lm_fusion or fusion_config_path(args.exp_dir), tokenizer)
             beam = args.beam or tuned_beam
     except (OSError, ValueError, KeyError) as error:
         print(f"decode.py: {error}", file=sys.stderr)
@@ -90,7 +89,7 @@ def main() -> int:
         tail = len(batch["keys"]) * experiment.data.tail_silence  # appended by decoding: not recorded audio
         audio_seconds += float(batch["feat_lens"].sum()) * frame_seconds - tail
         for key, hyp_list in zip(batch["keys"], results):
-            hyps[key] = tokenizer.decode(hyp_list[0].tokens)
+            hyps[key] = tokenizer.text(hyp_list[0])
             if args.nbest:
                 nbest.append({"key": key, "hyps": nbest_entries(tokenizer, hyp_list, encoder_frame_seconds)})
     out = os.path.join(args.exp_dir, f"decode-{args.set_name}-{args.method}{f'-{args.tag}' if args.tag else ''}")

@@ -12,13 +12,13 @@ Writes OUT_DIR/ as steps/decode.py writes a decode dir (hyp, ref, recogs, errs, 
 adds how many transcripts are identical to its hyp.
 """
 
-import argparse
 import os
 import sys
 import time
 
 from tqdm import tqdm
 
+from rnnt.cli import tool_parser
 from rnnt.data import stages
 from rnnt.data.sources import records
 from rnnt.datadir.table import read_table
@@ -27,9 +27,8 @@ from rnnt.export.runtime import load_recognizer, recognise, tail_seconds
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="example: steps/decode_sherpa_onnx.py --compare exp/deploy/decode-test-greedy "
-                                            "exp/deploy/onnx data/test/data.list exp/deploy/decode-test-sherpa-onnx")
+    parser = tool_parser(__doc__, "steps/decode_sherpa_onnx.py --compare exp/deploy/decode-test-greedy "
+                                  "exp/deploy/onnx data/test/data.list exp/deploy/decode-test-sherpa-onnx")
     parser.add_argument("--threads", type=int, default=1, help="onnxruntime threads (default 1)")
     parser.add_argument("--chunk-seconds", type=float, default=0.1, help="streaming: audio per chunk (default 0.1)")
     parser.add_argument("--tail-seconds", type=float,

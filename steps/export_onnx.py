@@ -11,16 +11,15 @@ is (another fbank preset, an LSTM prediction network, a bidirectional encoder st
 with the reason; nothing is silently changed.
 """
 
-import argparse
 import os
 import sys
 
+from rnnt.cli import tool_parser
 from rnnt.export.sherpa_onnx import ExportOptions, NotExportable, export
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="example: steps/export_onnx.py --streaming exp/deploy exp/deploy/onnx-streaming")
+    parser = tool_parser(__doc__, "steps/export_onnx.py --streaming exp/deploy exp/deploy/onnx-streaming")
     parser.add_argument("--checkpoint", help="default: the newest avg-N.pt, else the newest checkpoint")
     parser.add_argument("--streaming", action="store_true", help="a streaming encoder (sherpa-onnx's lstm type)")
     parser.add_argument("--chunk-frames", type=int, default=0,

@@ -6,16 +6,16 @@ Entries whose audio is a piped command cannot be listed raw: they are named and 
 steps/make_shards.py for them).
 """
 
-import argparse
 import json
 import os
 import sys
 
+from rnnt.cli import tool_parser
 from rnnt.datadir.table import read_table
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("data_dir")
     parser.add_argument("data_list", help="output file, e.g. data/train/data.list")
     args = parser.parse_args()

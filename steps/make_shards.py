@@ -6,7 +6,6 @@ Shards are written in parallel (--nj), each under a temporary name renamed when 
 skips the complete shards and redoes the rest. Bad audio is skipped, named and counted.
 """
 
-import argparse
 import contextlib
 import json
 import os
@@ -15,6 +14,7 @@ from multiprocessing import Pool
 
 from tqdm import tqdm
 
+from rnnt.cli import tool_parser
 from rnnt.datadir.table import read_table
 from rnnt.prep.shard_writer import FORMATS, AudioOptions, ShardItem, write_shard
 
@@ -64,9 +64,8 @@ def write_list(path: str, shards: list[str]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="example: steps/make_shards.py --nj 4 data/train data/train/shards "
-                                            "data/train/data.list")
+    parser = tool_parser(__doc__, "steps/make_shards.py --nj 4 data/train data/train/shards "
+                                  "data/train/data.list")
     parser.add_argument("--utts-per-shard", type=int, default=1000, help="utterances per shard (default 1000)")
     parser.add_argument("--nj", type=int, default=1, help="parallel processes (default 1)")
     parser.add_argument("--audio-format", choices=FORMATS, default="keep",

@@ -6,11 +6,12 @@ training ran: a gap of more than --max-gap minutes between log lines (a stopped 
 left out. Writes a PNG.
 """
 
-import argparse
 import os
 import re
 import sys
 from datetime import datetime
+
+from rnnt.cli import tool_parser
 
 STAMP = r"^(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \[rank 0\] "
 TRAIN = re.compile(STAMP + r"epoch \d+ step (?P<step>\d+): loss (?P<loss>[0-9.eE+-]+|nan|inf)")
@@ -72,8 +73,7 @@ def plot(runs: list[tuple[str, list, list]], output: str, title: str) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="example: steps/plot_training.py exp/training.png exp/transducer exp/deepspeech")
+    parser = tool_parser(__doc__, "steps/plot_training.py exp/training.png exp/transducer exp/deepspeech")
     parser.add_argument("output", help="the PNG to write")
     parser.add_argument("exp_dirs", nargs="+", help="experiment dirs holding train.log")
     parser.add_argument("--labels", help="comma-separated names for the experiments (default: their dir names)")

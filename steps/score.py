@@ -6,15 +6,15 @@ Utterances missing from the hypotheses count as empty (all deletions) and mark t
 (default: standard output) and prints the %WER line.
 """
 
-import argparse
 import sys
 
+from rnnt.cli import tool_parser
 from rnnt.datadir.table import read_table
 from rnnt.scoring import score
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("--errs", help="write the full report here")
     parser.add_argument("ref", help="Kaldi text file: <utt> <words...>")
     parser.add_argument("hyp", help="Kaldi text file: <utt> <words...>")

@@ -12,18 +12,18 @@ in the middle of validation or of a long accumulation group may be killed before
 Exit status: 0 training complete, 1 error, 143 stopped by SIGTERM.
 """
 
-import argparse
 import dataclasses
 import sys
 
 import torch
 
+from rnnt.cli import tool_parser
 from rnnt.training.experiment import load_experiment, with_absolute_paths
 from rnnt.training.trainer import Trainer
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("--config", required=True, help="YAML with model, data and train sections")
     parser.add_argument("--train-list", default="", help="data list to train on (overrides paths.train_list)")
     parser.add_argument("--valid-list", default="", help="data list to validate on (overrides paths.valid_list)")

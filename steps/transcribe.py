@@ -17,13 +17,13 @@ at most S seconds cut at its quietest moments, reading the file block by block; 
 the file's start.
 """
 
-import argparse
 import json
 import sys
 
 import numpy as np
 import torch
 
+from rnnt.cli import tool_parser
 from rnnt.data.audio import AudioError, load_audio, to_mono
 from rnnt.data.resample import resample
 from rnnt.lm.fusion import fusion_config_path
@@ -32,8 +32,7 @@ from rnnt.transcriber import METHODS, check_method, Transcriber
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="example: steps/transcribe.py --json --word-times exp/tiny a.flac b.wav")
+    parser = tool_parser(__doc__, "steps/transcribe.py --json --word-times exp/tiny a.flac b.wav")
     parser.add_argument("--method", choices=METHODS, default="greedy")
     parser.add_argument("--beam", type=int, help="default 4; ctc_prefix_beam_lm: the beam its LM weights were chosen with")
     parser.add_argument("--checkpoint", help="default: the newest avg-N.pt, else the newest checkpoint")

@@ -18,12 +18,12 @@ with its values. Each trial trains in <exp-dir>/trial-NNN. At the end: <exp-dir>
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 import yaml
 
+from rnnt.cli import tool_parser
 from rnnt.config import to_dict
 from rnnt.tuning.space import load_search, suggest, with_values
 from rnnt.tuning.study import completed, open_study, optimize_until, summary, write_results
@@ -89,10 +89,9 @@ def make_objective(base: dict, search, args):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="example: steps/tune.py --config conf/ci.yaml --search conf/tune.yaml "
-                                            "--train-list data/train/data.list --valid-list data/dev/data.list "
-                                            "--lang-dir data/lang_bpe64 --exp-dir exp/tune")
+    parser = tool_parser(__doc__, "steps/tune.py --config conf/ci.yaml --search conf/tune.yaml "
+                                  "--train-list data/train/data.list --valid-list data/dev/data.list "
+                                  "--lang-dir data/lang_bpe64 --exp-dir exp/tune")
     parser.add_argument("--config", required=True, help="the experiment YAML the trials start from")
     parser.add_argument("--search", required=True, help="the search YAML (space, trials, minutes_per_trial, ...)")
     parser.add_argument("--exp-dir", required=True, help="where the trials train, and the default database")

@@ -15,9 +15,10 @@ import sys
 import torch
 from tqdm import tqdm
 
+from rnnt.cli import tool_parser
 from rnnt.ctc_search import ctc_prefix_beam_search
 from rnnt.decode_results import reference_texts
-from rnnt.lm.fusion import fusion_config_path, load_fusion, write_fusion_config
+from rnnt.lm.fusion import OVER, fusion_config_path, load_fusion, write_fusion_config
 from rnnt.scoring import score
 from rnnt.transcriber import check_method, decoding_pipeline, load_model
 
@@ -41,15 +42,18 @@ def encode_all(model, pipeline, device: str) -> dict[str, torch.Tensor]:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="example: steps/tune_lm_fusion.py --arpa data/lang_char/lm_6gram.arpa "
-                                            "exp/deepspeech data/dev/data.list")
+    parser = tool_parser(__doc__, "steps/tune_lm_fusion.py --arpa data/lang_char/lm_6gram.arpa "
+                                  "exp/deepspeech data/dev/data.list")
     parser.add_argument("--arpa", required=True, help="the n-gram LM over the model's units (steps/build_ngram_lm.py)")
+    parser.add_argument("--over", choices=OVER, default="units",
+                        help="the LM's words: the model's units (default), or words, searched through a lexicon "
+                             "(character or phone units)")
     parser.add_argument("--weights", type=float_list, default="0.2,0.4,0.6,0.8,1.0,1.5",
                         help="LM weights to try, comma-separated (default 0.2,0.4,0.6,0.8,1.0,1.5)")
-    parser.add_argument("--bonuses", type=float_list, default="0,0.5,1,2,3",
-                        help="length bonuses to try, comma-separated (default 0,0.5,1,2,3): added per emitted unit, "
-                             "against the LM's preference for short outputs")
+    parser.add_argument("--bonuses", type=float_list,
+                        help="length bonuses to try, comma-separated: added per emitted unit (--over units; default "
+                             "0,0.5,1,2,3) or word (--over words; default -2,-1,0,1,2), against the LM's preference "
+                             "for short outputs or, below 0, against inserted short words")
     parser.add_argument("--beam", type=int, default=8)
     parser.add_argument("--checkpoint", help="default: the newest avg-N.pt, else the newest checkpoint")
     parser.add_argument("--batch-size", type=int, default=16)
@@ -57,6 +61,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("exp_dir")
     parser.add_argument("dev_list", help="the dev set's data.list (its data dir's text holds the references)")
     args = parser.parse_args()
+    if args.bonuses is None:
+        args.bonuses = float_list("0,0.5,1,2,3" if args.over == "units" else "-2,-1,0,1,2")
     if args.beam < 1 or min(args.weights) < 0:
         parser.error("--beam must be at least 1 and the weights at least 0")
     return args
@@ -73,15 +79,15 @@ def main() -> int:
         arpa = os.path.join(lm_dir, os.path.basename(args.arpa))
         if os.path.abspath(args.arpa) != os.path.abspath(arpa):
             shutil.copyfile(args.arpa, arpa)
-        fusion = load_fusion(arpa, tokenizer.symbols, 0.0, 0.0)
+        fusion = load_fusion(arpa, tokenizer, 0.0, 0.0, args.over)
     except (OSError, ValueError, KeyError) as error:
         print(f"tune_lm_fusion.py: {error}", file=sys.stderr)
         return 1
     encoded = encode_all(model, decoding_pipeline(experiment, tokenizer, args.dev_list, args.batch_size), args.device)
 
     def dev_wer(with_lm: bool):
-        hyps = {key: tokenizer.decode(ctc_prefix_beam_search(model, enc, enc.shape[0], args.beam,
-                                                             fusion if with_lm else None)[0].tokens)
+        hyps = {key: tokenizer.text(ctc_prefix_beam_search(model, enc, enc.shape[0], args.beam,
+                                                           fusion if with_lm else None)[0])
                 for key, enc in encoded.items()}
         return score(refs, hyps)
 
@@ -95,7 +101,7 @@ def main() -> int:
         f.write("weight\tlength_bonus\tdev_wer\n")
         f.writelines(f"{w}\t{b}\t{report.counts.wer:.2f}\n" for w, b, report in rows)
     config = fusion_config_path(args.exp_dir)
-    write_fusion_config(config, arpa, weight, bonus, args.beam, f"{args.dev_list}, {os.path.basename(path)}")
+    write_fusion_config(config, arpa, args.over, weight, bonus, args.beam, f"{args.dev_list}, {os.path.basename(path)}")
     print(f"tune_lm_fusion.py: {config}: weight {weight}, length bonus {bonus}: dev {best.wer_line} "
           f"(without the LM: {rows[0][2].wer_line}); {len(grid)} pairs tried, {len(encoded)} of {len(refs)} "
           f"dev utterances decoded")

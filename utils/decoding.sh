@@ -5,9 +5,12 @@
 #   average_stage STAGE EXP AVERAGE             stage STAGE: EXP/avg-N.pt, the last AVERAGE epochs averaged
 #   model_tag=$(model_tag_of EXP AVERAGE)       prints the tag of the model that averaging makes
 #   checkpoint_of EXP TAG                       prints the tag's checkpoint file (EXP/avg-5.pt, EXP/epoch-40.pt)
-#   lm_fusion_stage STAGE EXP TAG LANG ORDER DEV  an n-gram LM over LANG's units from data/train/text
-#                                               (LANG/lm_<ORDER>gram.arpa), its weight and length bonus chosen
-#                                               on data/DEV for the model decoded (EXP/lm/fusion.yaml)
+#   lm_fusion_stage STAGE EXP TAG LANG ORDER OVER BEAM DEV  an n-gram LM over LANG's units (OVER units:
+#                                               LANG/lm_<ORDER>gram.arpa) or over words (OVER words, searched
+#                                               through a lexicon: LANG/lm_word_<ORDER>gram.arpa) from
+#                                               data/train/text, its weight and length bonus chosen on data/DEV
+#                                               for the model decoded with beam BEAM (EXP/lm/fusion.yaml: decoding
+#                                               uses that beam too)
 #   decode_result LABEL EXP TAG SET METHOD      prints "LABEL <%WER line>", or why there is none
 #   export_stage STAGE EXP TAG KIND             exports the model for sherpa-onnx (KIND offline or streaming)
 #                                               to EXP/onnx-KIND-TAG
@@ -59,19 +62,21 @@ average_stage() {
 }
 
 lm_fusion_stage() {
-  local stage_n=$1 exp=$2 tag=$3 lang=$4 order=$5 dev=$6 checkpoint
-  local arpa=$lang/lm_${order}gram.arpa
+  local stage_n=$1 exp=$2 tag=$3 lang=$4 order=$5 over=$6 beam=$7 dev=$8 checkpoint lm arpa
+  lm=${order}gram  # over units; over words: word_3gram
+  [ "$over" = units ] || lm=word_${order}gram
+  arpa=$lang/lm_$lm.arpa
   checkpoint=$(checkpoint_of "$exp" "$tag")
-  if stage_wanted "$stage_n" "lm-${order}gram" "$lang" -- data/train/text "$lang/units.txt" "$order"; then
-    logged "$(stage_log "$stage_n" "lm-${order}gram" "$lang")" steps/build_ngram_lm.py --order "$order" data/train \
-      "$lang" "$arpa"
-    stage_done "$stage_n" "lm-${order}gram" "$lang"
+  if stage_wanted "$stage_n" "lm-$lm" "$lang" -- data/train/text "$lang/units.txt" "$order"; then
+    logged "$(stage_log "$stage_n" "lm-$lm" "$lang")" steps/build_ngram_lm.py --order "$order" --over "$over" \
+      data/train "$lang" "$arpa"
+    stage_done "$stage_n" "lm-$lm" "$lang"
   fi
-  if stage_wanted "$stage_n" "lm-fusion-${order}gram-$tag" "$exp" -- "$checkpoint" "$arpa" \
-      "data/$dev/data.list" "data/$dev/text"; then
-    logged "$(stage_log "$stage_n" "lm-fusion-${order}gram-$tag" "$exp")" steps/tune_lm_fusion.py \
-      --arpa "$arpa" --checkpoint "$checkpoint" "$exp" "data/$dev/data.list"
-    stage_done "$stage_n" "lm-fusion-${order}gram-$tag" "$exp"
+  if stage_wanted "$stage_n" "lm-fusion-$lm-$tag" "$exp" -- "$checkpoint" "$arpa" "data/$dev/data.list" \
+      "data/$dev/text" "$beam"; then
+    logged "$(stage_log "$stage_n" "lm-fusion-$lm-$tag" "$exp")" steps/tune_lm_fusion.py \
+      --arpa "$arpa" --over "$over" --beam "$beam" --checkpoint "$checkpoint" "$exp" "data/$dev/data.list"
+    stage_done "$stage_n" "lm-fusion-$lm-$tag" "$exp"
   fi
 }
 

@@ -18,7 +18,9 @@ dev_speakers=8
 nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
 methods="ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm"  # transducers: "greedy modified_beam" (ctc_*: their CTC head)
-lm_order=5           # ctc_prefix_beam_lm: the n-gram LM's order over the units (built from data/train, weighted on dev)
+lm_order=5           # ctc_prefix_beam_lm: the n-gram LM's order (built from data/train, weighted on dev)
+lm_over=units        # the LM's words: the BPE units (a word LM needs character or phone units)
+lm_beam=8            # the beam of the LM's search, its weights chosen with it
 test_sets="dev test"
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/an4] [--mirror URL]
@@ -78,7 +80,7 @@ fi
 
 average_stage 5 "$exp" "$average"
 model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
-case " $methods " in *" ctc_prefix_beam_lm "*) lm_fusion_stage 6 "$exp" "$model_tag" "$lang" "$lm_order" dev ;; esac
+case " $methods " in *" ctc_prefix_beam_lm "*) lm_fusion_stage 6 "$exp" "$model_tag" "$lang" "$lm_order" "$lm_over" "$lm_beam" dev ;; esac
 
 # stage 6: each set decoded by each method into $exp/decode-SET-METHOD-$model_tag
 checkpoint=$(checkpoint_of "$exp" "$model_tag")

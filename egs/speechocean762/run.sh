@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # speechocean762: 5000 read English sentences by 250 non-native speakers (Mandarin L1, half of them
 # children), 16 kHz. Download (OpenSLR 101) or --corpus-dir -> data dirs train, dev (10 whole
-# training speakers) and test (the corpus's test/ half, when it has one) -> shards -> character units
-# -> DeepSpeech 2 over characters (or, --train-config conf/transducer.yaml --unit-type bpe, an LSTM
-# transducer on the LibriSpeech front end: MLPerf fbank, speed perturbation, adaptive SpecAugment,
-# stacking), trained on the CPU -> average -> a character n-gram LM from the training text, weighted on
-# dev -> decode dev and test -> scores. Hyper-parameters are chosen on dev; test is decoded, never tuned on.
+# training speakers) and test (the corpus's test/ half, when it has one) -> shards -> phone units and
+# their lexicon from the CMU Pronouncing Dictionary -> DeepSpeech 2 over phones (or --unit-type char:
+# over characters; or --train-config conf/transducer.yaml --unit-type bpe: an LSTM transducer on the
+# LibriSpeech front end: MLPerf fbank, speed perturbation, adaptive SpecAugment, stacking), trained on
+# the CPU -> average -> a word n-gram LM from the training text, searched through the lexicon and
+# weighted on dev -> decode dev and test -> scores. Hyper-parameters are chosen on dev; test is decoded,
+# never tuned on.
 set -euo pipefail
 {  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 
@@ -14,24 +16,28 @@ stop_stage=100
 corpus_dir=          # the speechocean762/ folder (train/, WAVE/, and test/ if present); empty: download
 mirror=https://www.openslr.org/resources/101
 train_config=conf/deepspeech.yaml  # the best on dev (RESULTS.md); conf/transducer.yaml with --unit-type bpe: a transducer
-exp=exp/deepspeech_char
-unit_type=char       # char, or bpe (of --vocab-size units)
+exp=exp/deepspeech_phone
+unit_type=phone      # phone (CMU dictionary; words from the lexicon search), char, or bpe (of --vocab-size units)
 vocab_size=256
 dev_speakers=10
 nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
 methods="ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm"  # transducers: "greedy modified_beam" (ctc_*: their CTC head)
-lm_order=6           # ctc_prefix_beam_lm: the n-gram LM's order over the units (built from data/train, weighted on dev)
+lm_order=3           # ctc_prefix_beam_lm: the n-gram LM's order (built from data/train, weighted on dev)
+lm_over=words        # the LM's words: words (through the lexicon: char or phone units), or units (char, bpe)
+lm_beam=16           # the beam of the LM's search, its weights chosen with it
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/speechocean762] [--mirror URL]
-  [--train-config FILE] [--exp DIR] [--unit-type bpe|char] [--vocab-size N] [--dev-speakers N] [--nj N]
+  [--train-config FILE] [--exp DIR] [--unit-type bpe|char|phone] [--vocab-size N] [--dev-speakers N] [--nj N]
   [--average N] [--methods \"greedy modified_beam beam ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
-  [--lm-order N] [--deploy \"offline streaming\"]
-Stages: 0 download, 1 data dirs, 2 shards, 3 units (BPE or characters), 4 train, 5 average, 6 decode and score
-(dev, and test when the corpus has its test/ half; for ctc_prefix_beam_lm first an n-gram LM from
-data/train's text, its weight and length bonus chosen on dev), 7 export to ONNX (--deploy), 8 decode and score the
+  [--lm-order N] [--lm-over words|units] [--lm-beam N] [--deploy \"offline streaming\"]
+Stages: 0 download, 1 data dirs, 2 shards, 3 units (phones and their lexicon, characters or BPE), 4 train,
+5 average, 6 decode and score (dev, and test when the corpus has its test/ half; for ctc_prefix_beam_lm first
+an n-gram LM from data/train's text, its weight and length bonus chosen on dev), 7 export to ONNX (--deploy), 8 decode and score the
 export in sherpa-onnx.
 Examples: ./run.sh --corpus-dir ../../../shared/data/speechocean762
+  ./run.sh --corpus-dir ../../../shared/data/speechocean762 --unit-type char --exp exp/deepspeech_char \
+    --lm-over units --lm-order 6 --lm-beam 8
   ./run.sh --corpus-dir ../../../shared/data/speechocean762 --train-config conf/transducer.yaml \\
     --unit-type bpe --exp exp/transducer --methods \"greedy modified_beam\"
   ./run.sh --corpus-dir ../../../shared/data/speechocean762 --train-config conf/deploy.yaml --unit-type bpe \\
@@ -44,8 +50,8 @@ Examples: ./run.sh --corpus-dir ../../../shared/data/speechocean762
 
 case $unit_type in
   bpe) lang=data/lang_bpe$vocab_size ;;
-  char) lang=data/lang_char ;;
-  *) echo "run.sh: --unit-type must be bpe or char, got '$unit_type'" >&2; exit 1 ;;
+  char|phone) lang=data/lang_$unit_type ;;
+  *) echo "run.sh: --unit-type must be bpe, char or phone, got '$unit_type'" >&2; exit 1 ;;
 esac
 
 if [ -z "$corpus_dir" ]; then
@@ -73,9 +79,10 @@ if stage_wanted 2 "shards-dev$dev_speakers" -- $(for set in $sets; do echo data/
   stage_done 2 "shards-dev$dev_speakers"
 fi
 
-units=${lang#data/lang_}  # bpe256, char
+units=${lang#data/lang_}  # bpe256, char, phone
 if stage_wanted 3 "units-$units-dev$dev_speakers" -- data/train/text "$vocab_size"; then
   log=$(stage_log 3 "units-$units-dev$dev_speakers")
+  [ "$unit_type" != phone ] || logged "$log" steps/build_lexicon.py data/train "$lang"  # CMU dictionary phones
   logged "$log" steps/build_units.py --unit-type "$unit_type" --vocab-size "$vocab_size" data/train "$lang"
   stage_done 3 "units-$units-dev$dev_speakers"
 fi
@@ -90,7 +97,7 @@ fi
 
 average_stage 5 "$exp" "$average"
 model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
-case " $methods " in *" ctc_prefix_beam_lm "*) lm_fusion_stage 6 "$exp" "$model_tag" "$lang" "$lm_order" dev ;; esac
+case " $methods " in *" ctc_prefix_beam_lm "*) lm_fusion_stage 6 "$exp" "$model_tag" "$lang" "$lm_order" "$lm_over" "$lm_beam" dev ;; esac
 
 test_sets=${sets#train }
 # stage 6: each set decoded by each method into $exp/decode-SET-METHOD-$model_tag

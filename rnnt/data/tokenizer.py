@@ -1,13 +1,17 @@
 """Text <-> unit ids for the unit inventories of steps/build_units.py.
 
 A lang dir holds units.txt ('<symbol> <id>', <blank> 0, <unk> 1) and units.json (the unit type:
-bpe or unigram with bpe.model, char, or word). Unknown symbols map to <unk>.
+bpe or unigram with bpe.model, char, word, or phone with lexicon.txt). Unknown symbols map to <unk>.
+Phone units spell each word with its first pronunciation and put SPACE between words; decoding maps
+each word's phones back to the first word of the lexicon that has them (the most frequent), else <unk>.
 """
 
 from __future__ import annotations
 
 import json
 import os
+
+from rnnt.data.lexicon import read_lexicon
 
 BLANK, UNK = "<blank>", "<unk>"
 SPACE = "\u2581"  # the word-boundary mark of char units, as sentencepiece writes it
@@ -38,6 +42,11 @@ class Tokenizer:
             import sentencepiece
 
             self.model = sentencepiece.SentencePieceProcessor(model_file=os.path.join(lang_dir, self.config["model"]))
+        self.lexicon, self.spellings = {}, {}
+        if self.kind == "phone":
+            self.lexicon = read_lexicon(os.path.join(lang_dir, self.config["lexicon"]))
+            for word, variants in reversed(self.lexicon.items()):  # the first word listed wins
+                self.spellings.update({phones: word for phones in variants})
 
     @property
     def vocab_size(self) -> int:
@@ -48,11 +57,20 @@ class Tokenizer:
             return self.model.encode(text, out_type=str)
         if self.kind == "char":
             return list(SPACE.join(text.split()))
+        if self.kind == "phone":
+            pieces = []
+            for word in text.split():
+                pieces += ([SPACE] if pieces else []) + list(self.lexicon.get(word, [(UNK,)])[0])
+            return pieces
         return text.split()
 
     def encode(self, text: str) -> list[int]:
         unk = self.units[UNK]
         return [self.units.get(piece, unk) for piece in self.pieces(text)]
+
+    def text(self, hyp) -> str:
+        """A search result's text (an rnnt.search.Hypothesis): the words a word LM chose, else its tokens decoded."""
+        return " ".join(hyp.words) if hyp.words is not None else self.decode(hyp.tokens)
 
     def decode(self, ids: list[int]) -> str:
         pieces = [self.symbols.get(i, UNK) for i in ids if i != 0]
@@ -60,4 +78,7 @@ class Tokenizer:
             return self.model.decode_pieces(pieces)
         if self.kind == "char":
             return "".join(pieces).replace(SPACE, " ").strip()
+        if self.kind == "phone":
+            words = " ".join(pieces).split(SPACE)
+            return " ".join(self.spellings.get(tuple(word.split()), UNK) for word in words if word.split())
         return " ".join(pieces)

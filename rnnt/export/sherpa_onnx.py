@@ -9,6 +9,7 @@ silently changed):
   - its own fbank: the `sherpa_onnx` feature preset (rnnt.data.features);
   - a stateless prediction network over the last `context_size` labels, blank id 0;
   - greedy search with at most one symbol per frame (a modified transducer decodes the same with ours);
+  - units that spell the text themselves (BPE, characters, words: not phones, whose words need a lexicon);
   - streaming: its LSTM transducer type, h and c of (layers, N, hidden), chunks of T fbank frames: a
     unidirectional encoder without a convolutional front end, and stacking without overlap.
 The graphs are checked against the PyTorch model in onnxruntime on inputs of other lengths than the
@@ -49,9 +50,12 @@ class ExportOptions:
     int8: bool = False
 
 
-def refusals(experiment, model, options: ExportOptions) -> list[str]:
+def refusals(experiment, model, tokenizer, options: ExportOptions) -> list[str]:
     """Why the model cannot be exported as asked; empty when it can."""
     data, why = experiment.data, []
+    if tokenizer.kind == "phone":
+        why.append("phone units: sherpa-onnx would print phones, not words (our words come from a lexicon "
+                   "search it does not have); train with bpe or char units")
     if not model.is_transducer:
         why.append("a CTC model (loss.type: ctc) has no prediction and joint network for sherpa-onnx's transducer")
     elif model.config.predictor.kind != "stateless":
@@ -184,7 +188,7 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
     data, unit = experiment.data, stacking_unit(experiment)
     if options.streaming and not options.chunk_frames:
         options = ExportOptions(True, unit * -(-DEFAULT_CHUNK_FRAMES // unit), options.int8)
-    why = refusals(experiment, model, options)
+    why = refusals(experiment, model, tokenizer, options)
     if why:
         raise NotExportable(f"{exp_dir}: cannot export for sherpa-onnx:\n  " + "\n  ".join(why))
     os.makedirs(out_dir, exist_ok=True)

@@ -1,12 +1,14 @@
 """Shallow fusion: a search adds weight * ln p_LM(unit | units before it) + length_bonus for every unit
 it emits, and weight * ln p_LM(</s> | the last units) when a hypothesis ends. The LM is an ARPA model
-whose words are the model's unit symbols (steps/build_ngram_lm.py writes one)."""
+whose words are the model's unit symbols (steps/build_ngram_lm.py writes one); an LM over words is
+searched through a lexicon instead (rnnt.lm.lexicon_search), both behind the same three calls."""
 
 from __future__ import annotations
 
 import math
 import os
 from dataclasses import dataclass
+from typing import Protocol
 
 import yaml
 
@@ -51,6 +53,18 @@ class NgramScorer:
         return (state + (word,))[1 - self.order:] if self.order > 1 else ()
 
 
+class Fusion(Protocol):
+    """What rnnt.ctc_search asks of an LM: its start state; the states a unit may lead to, each with the
+    score it adds (none: the unit is not allowed there); the score of ending in a state, with the words
+    the LM chose (None: the units spell the text)."""
+
+    def start(self) -> object: ...
+
+    def expansions(self, state, token: int) -> list[tuple[float, object]]: ...
+
+    def finish(self, state) -> list[tuple[float, list[str] | None]]: ...
+
+
 @dataclass
 class ShallowFusion:
     lm: NgramScorer
@@ -66,9 +80,31 @@ class ShallowFusion:
     def end(self, state: LMState) -> float:
         return self.weight * LN10 * self.lm.log10_prob(state, EOS)
 
+    # The Fusion interface: a unit leads to one state here (the LM's history follows from the units).
+    def start(self) -> LMState:
+        return self.lm.start()
 
-def load_fusion(arpa: str, symbols: dict[int, str], weight: float, length_bonus: float) -> ShallowFusion:
-    return ShallowFusion(NgramScorer(read_arpa(arpa), symbols, arpa), weight, length_bonus)
+    def expansions(self, state: LMState, token: int) -> list[tuple[float, LMState]]:
+        return [self.extend(state, token)]
+
+    def finish(self, state: LMState) -> list[tuple[float, None]]:
+        return [(self.end(state), None)]
+
+
+OVER = ("units", "words")  # what an LM's words are: the model's units, or words (searched through a lexicon)
+
+
+def load_fusion(arpa: str, tokenizer, weight: float, length_bonus: float, over: str = "units") -> Fusion:
+    """The fusion of an ARPA LM for a model with `tokenizer`'s units: a ShallowFusion over the units, or
+    (over="words") a rnnt.lm.lexicon_search.WordLexiconFusion."""
+    if over not in OVER:
+        raise ValueError(f"{arpa}: an LM is over one of {OVER}, not '{over}'")
+    model = read_arpa(arpa)
+    if over == "words":
+        from rnnt.lm.lexicon_search import load_word_fusion  # it builds on this module
+
+        return load_word_fusion(model, tokenizer, arpa, weight, length_bonus)
+    return ShallowFusion(NgramScorer(model, tokenizer.symbols, arpa), weight, length_bonus)
 
 
 def fusion_config_path(exp_dir: str) -> str:
@@ -76,16 +112,17 @@ def fusion_config_path(exp_dir: str) -> str:
     return os.path.join(exp_dir, "lm", "fusion.yaml")
 
 
-def write_fusion_config(path: str, arpa: str, weight: float, length_bonus: float, beam: int, chosen_on: str) -> None:
-    """fusion.yaml: the ARPA file (a path relative to the yaml's folder), the LM weight and length bonus, and
-    the beam they were chosen with."""
-    values = {"arpa": os.path.relpath(arpa, os.path.dirname(os.path.abspath(path))), "weight": weight,
+def write_fusion_config(path: str, arpa: str, over: str, weight: float, length_bonus: float, beam: int,
+                        chosen_on: str) -> None:
+    """fusion.yaml: the ARPA file (a path relative to the yaml's folder), what its words are (units or words),
+    the LM weight and length bonus, and the beam they were chosen with."""
+    values = {"arpa": os.path.relpath(arpa, os.path.dirname(os.path.abspath(path))), "over": over, "weight": weight,
               "length_bonus": length_bonus, "beam": beam, "chosen_on": chosen_on}
     with open(path, "w", encoding="utf-8") as f:
         yaml.safe_dump(values, f, sort_keys=False)
 
 
-def read_fusion_config(path: str, symbols: dict[int, str]) -> tuple[ShallowFusion, int]:
+def read_fusion_config(path: str, tokenizer) -> tuple[Fusion, int]:
     """The fusion that fusion.yaml describes, and the beam its weights were chosen with."""
     with open(path, encoding="utf-8") as f:
         values = yaml.safe_load(f) or {}
@@ -93,4 +130,6 @@ def read_fusion_config(path: str, symbols: dict[int, str]) -> tuple[ShallowFusio
     if missing:
         raise ValueError(f"{path}: missing {', '.join(sorted(missing))}")
     arpa = os.path.join(os.path.dirname(os.path.abspath(path)), values["arpa"])
-    return load_fusion(arpa, symbols, float(values["weight"]), float(values["length_bonus"])), int(values["beam"])
+    fusion = load_fusion(arpa, tokenizer, float(values["weight"]), float(values["length_bonus"]),
+                         values.get("over", "units"))
+    return fusion, int(values["beam"])

@@ -23,6 +23,9 @@ from rnnt.model.stack_time import StackTime
 
 @dataclass(frozen=True)
 class EncoderConfig:
+    """The encoder's shape: input_dim features a frame in; `pre_layers` LSTM layers of `hidden` units,
+    then StackTime by `stack_time`, then `post_layers` more (see the module's docstring)."""
+
     input_dim: int = 240
     hidden: int = 1024
     pre_layers: int = 2
@@ -34,6 +37,11 @@ class EncoderConfig:
     bidirectional: bool = False
     conv_channels: int = 0  # > 0: a 2-D conv front end (rnnt.model.conv_frontend) with these channels
     conv_layers: int = 2
+
+    @property
+    def time_reduction(self) -> int:
+        """Input frames per output frame: the conv front end's strides (2 a layer) times StackTime."""
+        return (2 ** self.conv_layers if self.conv_channels else 1) * self.stack_time
 
 
 def reverse_within_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

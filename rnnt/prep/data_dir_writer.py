@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import soundfile
 
+from rnnt.cli import tool_parser
 from rnnt.datadir.layout import write_spk2utt
 from rnnt.datadir.table import write_table
 from rnnt.datadir.validate import validate_data_dir
@@ -24,8 +25,7 @@ def data_prep_parser(doc: str, corpus: tuple[str, str], output: tuple[str, str],
                      example: str | None = None) -> argparse.ArgumentParser:
     """The command line every recipe's local/data_prep.py starts from: the corpus's folder, then where the
     data dirs go, each a (name, help) pair; the recipe adds its own options."""
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=f"example: {example}" if example else None)
+    parser = tool_parser(doc, example)
     for name, help_text in (corpus, output):
         parser.add_argument(name, help=help_text)
     return parser

@@ -57,6 +57,8 @@ class Paths:
 
 @dataclass(frozen=True)
 class Experiment:
+    """One training run's YAML, resolved: each section a config of its own."""
+
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)

@@ -25,7 +25,7 @@ def validate(model, batches, tokenizer, device: torch.device, wer: bool = True) 
         if wer:
             search = greedy_search if model.is_transducer else ctc_greedy_search
             for hyp, text in zip(search(model, enc, enc_lens), batch["texts"]):
-                errors.add(count_errors(text, tokenizer.decode(hyp.tokens)))
+                errors.add(count_errors(text, tokenizer.text(hyp)))
     model.train(was_training)
     result = {"loss": total_loss / max(utterances, 1), "utterances": utterances}
     if wer:

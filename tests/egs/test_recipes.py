@@ -224,6 +224,16 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     assert tuning_log.startswith("# steps/tune_lm_fusion.py --arpa data/lang_bpe64/lm_5gram.arpa ")
 
 
+def run_shrunk(recipe: Path, corpus: Path, config: str, shrink, exp: str, *args: str):
+    """The recipe on `corpus` (2 dev speakers) with conf/CONFIG made small by shrink(config dict)."""
+    conf = yaml.safe_load((recipe / "conf" / config).read_text())
+    shrink(conf)
+    conf["train"]["log_every"] = 1
+    (recipe / "conf" / f"tiny_{config}").write_text(yaml.safe_dump(conf))
+    return run_recipe(recipe, "--corpus-dir", str(corpus), "--train-config", f"conf/tiny_{config}", "--exp", exp,
+                      "--dev-speakers", "2", *args)
+
+
 def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     """egs/speechocean762 on 6 speakers of the real corpus (4 utterances each) with a tiny model: the
     corpus's own tables read, whole speakers held out as dev, and a test/ half put beside train/
@@ -274,18 +284,36 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     assert more.stdout.count("done before; skipped") == 3  # data, shards, units
     assert (recipe / "exp" / "tiny" / "decode-test-modified_beam-avg2-epoch-3" / "wer").is_file()
     # conf/deploy.yaml, as tiny, beside it: exported offline and streaming, and decoded in sherpa-onnx
-    deploy = yaml.safe_load((recipe / "conf" / "deploy.yaml").read_text())
-    deploy["model"]["encoder"].update(hidden=32, pre_layers=1, post_layers=1)
-    deploy["model"]["predictor"]["embed_dim"] = 16
-    deploy["model"]["joiner"]["hidden"] = 32
-    deploy["train"].update(epochs=2, log_every=1)
-    (recipe / "conf" / "deploy_tiny.yaml").write_text(yaml.safe_dump(deploy))
-    out = run_recipe(recipe, "--corpus-dir", str(corpus), "--train-config", "conf/deploy_tiny.yaml", "--exp",
-                     "exp/deploy", "--dev-speakers", "2", "--unit-type", "bpe", "--vocab-size", "40", "--average", "2",
-                     "--methods", "greedy", "--deploy", "offline streaming")
+
+    def shrink_deploy(conf):
+        conf["model"]["encoder"].update(hidden=32, pre_layers=1, post_layers=1)
+        conf["model"]["predictor"]["embed_dim"] = 16
+        conf["model"]["joiner"]["hidden"] = 32
+        conf["train"].update(epochs=2)
+
+    out = run_shrunk(recipe, corpus, "deploy.yaml", shrink_deploy, "exp/deploy", "--unit-type", "bpe", "--vocab-size",
+                     "40", "--average", "2", "--methods", "greedy", "--deploy", "offline streaming")
     assert out.returncode == 0, out.stderr[-3000:]
     for kind in ("offline", "streaming"):
         assert (recipe / "exp" / "deploy" / f"onnx-{kind}-avg2-epoch-2" / "sherpa-onnx.json").is_file()
         for set_name in ("dev", "test"):
             line = next(x for x in out.stdout.splitlines() if x.startswith(f"speechocean762 {set_name} sherpa_onnx_{kind} "))
             assert f"/ {words_in(data / set_name / 'text')}," in line, line
+    # phone units from the CMU dictionary and a word LM through the lexicon, on DeepSpeech 2 as tiny
+
+    def shrink_deepspeech(conf):
+        conf["model"]["encoder"].update(conv_channels=4, hidden=32, pre_layers=1)
+        conf["train"].update(epochs=1)
+
+    out = run_shrunk(recipe, corpus, "deepspeech.yaml", shrink_deepspeech, "exp/phone", "--unit-type", "phone",
+                     "--lm-over", "words", "--lm-order", "2", "--average", "0", "--methods", "ctc_greedy ctc_prefix_beam_lm")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lexicon = {line.split()[0] for line in (data / "lang_phone" / "lexicon.txt").read_text().splitlines()}
+    assert lexicon == set(" ".join(line.split(maxsplit=1)[1] for line in (data / "train" / "text").read_text()
+                                   .splitlines()).split()) - set((data / "lang_phone" / "oov.txt").read_text().split())
+    assert yaml.safe_load((recipe / "exp" / "phone" / "lm" / "fusion.yaml").read_text())["over"] == "words"
+    for set_name in ("dev", "test"):
+        decoded = recipe / "exp" / "phone" / f"decode-{set_name}-ctc_prefix_beam_lm-epoch-1"
+        assert f"/ {words_in(data / set_name / 'text')}," in (decoded / "wer").read_text()
+        hyp_words = {word for line in (decoded / "hyp").read_text().splitlines() for word in line.split()[1:]}
+        assert hyp_words and hyp_words <= lexicon  # the search spells only words of the lexicon

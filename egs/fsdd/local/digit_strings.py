@@ -14,7 +14,6 @@ not mono or not at --sample-rate are named (file:line), counted and skipped.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -22,6 +21,7 @@ import numpy as np
 import soundfile
 from tqdm import tqdm
 
+from rnnt.cli import tool_parser
 from rnnt.datadir.table import read_table
 from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dirs
 
@@ -78,7 +78,7 @@ def make_string(rng: np.random.Generator, recordings: list[tuple[np.ndarray, str
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("source", help="a prepared FSDD data dir (one digit an utterance)")
     parser.add_argument("dest", help="the new data dir; its audio goes to DEST/wav")
     parser.add_argument("--num", type=int, default=1000, help="strings to make (default 1000)")

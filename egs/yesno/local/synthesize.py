@@ -16,7 +16,6 @@ Writes DEST/wav/*.wav and the Kaldi data dir DEST (wav.scp, text, utt2spk, spk2u
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from functools import cached_property
@@ -25,6 +24,7 @@ import numpy as np
 import soundfile
 from tqdm import tqdm
 
+from rnnt.cli import tool_parser
 from rnnt.datadir.table import read_table
 from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dirs
 from word_segments import split_recording
@@ -116,7 +116,7 @@ def synthesise(pieces: Pieces, sequence: list[str], noise: np.ndarray, levels_db
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser(__doc__)
     parser.add_argument("src", help="a yesno data dir to draw from (wav.scp with plain paths, text)")
     parser.add_argument("dest", help="the data dir to write (its audio goes to DEST/wav/)")
     parser.add_argument("--num", type=int, default=600, help="utterances to write (default 600)")

@@ -34,8 +34,8 @@ STEPS = ROOT / "steps"
 
 @pytest.fixture(scope="module")
 def an4_test(test_data, tmp_path_factory):
-    """The first 12 AN4 test utterances (path, transcript), and BPE and word lang dirs built from all
-    130 test transcripts."""
+    """The first 12 AN4 test utterances (path, transcript), and BPE, word and phone lang dirs built from
+    all 130 test transcripts."""
     etc = test_data / "an4" / "etc"
     texts = [line.rsplit(" (", 1)[0].strip() for line in (etc / "an4_test.transcription").read_text().splitlines()]
     ids = (etc / "an4_test.fileids").read_text().split()
@@ -43,7 +43,9 @@ def an4_test(test_data, tmp_path_factory):
     (root / "data").mkdir()
     (root / "data" / "text").write_text("".join(f"u{i:03d} {t}\n" for i, t in enumerate(texts)))
     langs = {}
-    for kind, size in (("bpe", "40"), ("word", "0")):
+    langs["phone"] = root / "lang_phone"
+    assert run_tool(sys.executable, STEPS / "build_lexicon.py", root / "data", langs["phone"]).returncode == 0
+    for kind, size in (("bpe", "40"), ("word", "0"), ("phone", "0")):
         langs[kind] = root / f"lang_{kind}"
         out = run_tool(sys.executable, STEPS / "build_units.py", "--unit-type", kind, "--vocab-size", size,
                        root / "data", langs[kind])
@@ -197,16 +199,17 @@ def test_int8_export_runs_in_sherpa_onnx(an4_test, tmp_path, monkeypatch):
     assert stream.result.tokens  # an untrained model emits at every frame: the quantised graphs ran
 
 
-@pytest.mark.parametrize("change,options,reason", [
-    ({"predictor": {"kind": "lstm", "hidden": 32, "layers": 1}}, [], "predictor.kind is lstm"),
-    ({"features": "kaldi"}, [], "data.features.preset is kaldi"),
-    ({"loss": {"type": "ctc", "one_sym_per_frame": False}}, [], "a CTC model"),
-    ({"encoder": {"bidirectional": True}}, ["--streaming"], "cannot stream"),
-    ({}, ["--streaming", "--chunk-frames", "10"], "not a multiple of 6"),
+@pytest.mark.parametrize("lang,change,options,reason", [
+    ("bpe", {"predictor": {"kind": "lstm", "hidden": 32, "layers": 1}}, [], "predictor.kind is lstm"),
+    ("bpe", {"features": "kaldi"}, [], "data.features.preset is kaldi"),
+    ("bpe", {"loss": {"type": "ctc", "one_sym_per_frame": False}}, [], "a CTC model"),
+    ("bpe", {"encoder": {"bidirectional": True}}, ["--streaming"], "cannot stream"),
+    ("bpe", {}, ["--streaming", "--chunk-frames", "10"], "not a multiple of 6"),
+    ("phone", {}, [], "phone units"),
 ])
-def test_export_refuses_what_sherpa_onnx_cannot_run(an4_test, tmp_path, change, options, reason):
+def test_export_refuses_what_sherpa_onnx_cannot_run(an4_test, tmp_path, lang, change, options, reason):
     _, langs = an4_test
-    exp = make_experiment(tmp_path / "exp", langs["bpe"], **change)
+    exp = make_experiment(tmp_path / "exp", langs[lang], **change)
     out = run_tool(sys.executable, STEPS / "export_onnx.py", *options, exp, tmp_path / "onnx")
     assert out.returncode == 1 and reason in out.stderr, out.stderr
     assert not (tmp_path / "onnx").exists()

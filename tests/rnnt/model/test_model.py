@@ -199,3 +199,14 @@ def test_every_recipe_config_loads_and_builds(config):
     assert sum(p.numel() for p in model.parameters()) > 0
     if "mlperf" in config:
         assert 48e6 < sum(p.numel() for p in model.parameters()) < 50e6  # the reference's ~49 M
+
+
+@pytest.mark.parametrize("conv_channels,conv_layers,stack_time", [(0, 2, 1), (0, 2, 3), (8, 2, 1), (8, 3, 2)])
+def test_time_reduction_is_what_the_encoder_does_to_the_frame_rate(conv_channels, conv_layers, stack_time):
+    """Word times (rnnt.transcriber) put encoder frame t at input frame t * time_reduction."""
+    config = EncoderConfig(input_dim=80, hidden=16, pre_layers=1, post_layers=1, stack_time=stack_time,
+                           conv_channels=conv_channels, conv_layers=conv_layers)
+    encoder = Encoder(config).eval()
+    with torch.no_grad():
+        _, lengths = encoder(torch.randn(1, 1200, 80), torch.tensor([1200]))
+    assert abs(int(lengths[0]) * config.time_reduction - 1200) < config.time_reduction * 2

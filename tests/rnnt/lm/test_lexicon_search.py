@@ -1,0 +1,147 @@
+"""CTC prefix beam search with a word LM through a lexicon (rnnt.lm.lexicon_search): exact against
+enumeration, homophones kept apart, words only from the lexicon; phone units from the CMU dictionary
+on the real speechocean762 transcripts."""
+
+import itertools
+import math
+import sys
+import types
+
+import pytest
+import torch
+
+from conftest import ROOT, run_tool
+from ctc_reference import ctc_model, sequence_log_prob
+from rnnt.ctc_search import ctc_prefix_beam_search
+from rnnt.data.lexicon import read_lexicon
+from rnnt.data.tokenizer import SPACE, Tokenizer
+from rnnt.lm.fusion import LN10, NgramScorer, load_fusion
+from rnnt.lm.kneser_ney import EOS, estimate
+from rnnt.lm.lexicon_search import LexiconTree, WordLexiconFusion
+from rnnt.search import Hypothesis
+from rnnt.transcriber import words_with_times
+
+A, B, SEP = 1, 2, 3  # units of a 4-unit CTC model: <blank> 0, two "phones" and the word boundary
+SPELLINGS = {"AB": [(A, B)], "BA": [(B, A)], "A": [(A,)], "TO": [(B,)], "TWO": [(B,)]}  # TO and TWO sound alike
+SENTENCES = [["A", "TO", "AB"], ["TWO", "BA"], ["A", "TWO"], ["BA", "TO", "A"], ["AB"]]
+
+
+def word_fusion(weight: float, bonus: float) -> WordLexiconFusion:
+    lm = NgramScorer(estimate(SENTENCES, 3, list(SPELLINGS)), {}, "test")
+    return WordLexiconFusion(lm, LexiconTree(SPELLINGS, lambda w: lm.log10_prob((), w)), SEP, weight, bonus)
+
+
+def word_sequences(frames: int):
+    """Every word sequence whose units (with boundaries) fit in `frames` CTC frames, with its units."""
+    for n in range(4):  # the empty transcript too
+        for words in itertools.product(SPELLINGS, repeat=n):
+            units = list(itertools.chain(*[[SEP] * (i > 0) + list(SPELLINGS[w][0]) for i, w in enumerate(words)]))
+            if len(units) + sum(a == b for a, b in zip(units, units[1:])) <= frames:
+                yield list(words), units
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_search_finds_the_word_sequence_of_the_best_fused_score(seed):
+    model = ctc_model(seed, vocab_size=4)
+    enc = torch.randn(6, model.encoder.output_dim, generator=torch.Generator().manual_seed(seed)) * 2
+    fusion = word_fusion(weight=0.7, bonus=0.3)
+    lm = fusion.lm
+
+    def fused(words, units):
+        history, lm_score = ("<s>",), 0.0
+        for w in words + [EOS]:
+            lm_score += lm.log10_prob(history, w) * LN10
+            history = (history + (w,))[-2:]
+        return sequence_log_prob(model, enc, units) + 0.7 * lm_score + 0.3 * len(words)
+
+    reference = sorted(((fused(words, units), words) for words, units in word_sequences(6)), reverse=True)
+    nbest = ctc_prefix_beam_search(model, enc, 6, beam=500, fusion=fusion)
+    assert nbest[0].words == reference[0][1] and nbest[0].score == pytest.approx(reference[0][0], abs=1e-4)
+    scores = dict((tuple(words), score) for score, words in reference)
+    assert all(h.score == pytest.approx(scores[tuple(h.words)], abs=1e-4) for h in nbest[:20])
+    # homophones are separate hypotheses, each scored by its own words
+    spoken = {tuple(h.tokens) for h in nbest[:20] if "TO" in h.words or "TWO" in h.words}
+    assert any(sum(1 for h in nbest if h.tokens == list(t)) >= 2 for t in spoken)
+
+
+def test_only_words_of_the_lexicon_come_out_where_the_units_spell_another():
+    # posteriors that read B A A B, with a word boundary as likely as a blank between the A's:
+    # "BAAB" is no word, "BA AB" is two
+    logits = torch.full((5, 4), -10.0)
+    for t, units in enumerate([[B], [A], [0, SEP], [A], [B]]):
+        logits[t, units] = 0.0
+    head = types.SimpleNamespace(ctc=lambda enc: enc, blank=0)  # the encoder output is the head's output
+    without = ctc_prefix_beam_search(head, logits, 5, beam=8)[0]
+    assert without.tokens == [B, A, A, B] and without.words is None
+    best = ctc_prefix_beam_search(head, logits, 5, beam=8, fusion=word_fusion(0.1, 0.0))[0]
+    assert best.words == ["BA", "AB"] and best.tokens == [B, A, SEP, A, B]
+
+
+def test_phone_units_from_the_cmu_dictionary_on_real_transcripts(test_data, tmp_path):
+    data = tmp_path / "train"
+    data.mkdir()
+    lines = (test_data / "speechocean762" / "train" / "text").read_text().splitlines()[:300]
+    lines.append("0000ZZZZZ WE SAW A ZQXJW")  # a word no dictionary has
+    (data / "text").write_text("".join(line.replace("\t", " ") + "\n" for line in sorted(lines)))
+    lang = tmp_path / "lang_phone"
+    out = run_tool(sys.executable, ROOT / "steps" / "build_lexicon.py", data, lang)
+    assert out.returncode == 0, out.stderr
+    oov = dict(line.split() for line in (lang / "oov.txt").read_text().splitlines())
+    assert oov["ZQXJW"] == "1" and 1 < len(oov) < 10  # and a few names of the corpus (BALT, HADI)
+    assert f"{len(oov)} words ({sum(map(int, oov.values()))} of" in out.stdout
+    out = run_tool(sys.executable, ROOT / "steps" / "build_units.py", "--unit-type", "phone", data, lang)
+    assert out.returncode == 0, out.stderr
+    missing = sum(1 for line in lines if set(line.split()[1:]) & set(oov))
+    assert f"{missing} transcripts have a word without a pronunciation" in out.stdout
+    tokenizer = Tokenizer(str(lang))
+    phones = set(tokenizer.units) - {"<blank>", "<unk>", SPACE}
+    assert phones <= set("AA AE AH AO AW AY B CH D DH EH ER EY F G HH IH IY JH K L M N NG OW OY P R S SH T TH UH "
+                         "UW V W Y Z ZH".split()) and len(phones) > 30  # ARPAbet, stress removed
+    lexicon = read_lexicon(str(lang / "lexicon.txt"))
+    assert lexicon["TWO"][0] == lexicon["TO"][0] == ("T", "UW") and lexicon["THE"] == [("DH", "AH"), ("DH", "IY")]
+    assert tokenizer.pieces("WE CALL IT") == ["W", "IY", SPACE, "K", "AO", "L", SPACE, "IH", "T"]
+    assert tokenizer.decode(tokenizer.encode("I WANT TWO")) == "I WANT TO"  # TO is the more frequent
+    assert tokenizer.decode(tokenizer.encode("WE SAW A ZQXJW")) == "WE SAW A <unk>"
+    counts = {w: sum(line.split()[1:].count(w) for line in lines) for w in ("TO", "TWO")}
+    assert counts["TO"] > counts["TWO"]
+    # a word LM over these transcripts spells its words in the lexicon's phones; ZQXJW has none
+    arpa = tmp_path / "lm.arpa"
+    out = run_tool(sys.executable, ROOT / "steps" / "build_ngram_lm.py", "--over", "words", "--order", "2", data,
+                   lang, arpa)
+    assert out.returncode == 0, out.stderr
+    fusion = load_fusion(str(arpa), Tokenizer(str(lang)), 1.0, 0.0, "words")
+    spelt = {w for words in fusion.tree.words for w in words}
+    assert "ZQXJW" not in spelt and {"TO", "TWO", "WE"} <= spelt
+    assert all(math.isfinite(best) for best in fusion.tree.best)
+
+
+def test_a_lexicon_line_without_phones_is_named(tmp_path):
+    path = tmp_path / "lexicon.txt"
+    path.write_text("HELLO HH AH L OW\nWORLD\n")
+    with pytest.raises(ValueError, match=f"{path}:2: expected"):
+        read_lexicon(str(path))
+
+
+def test_a_word_lm_needs_a_word_boundary_unit(tmp_path):
+    (tmp_path / "units.txt").write_text("<blank> 0\n<unk> 1\n\u2581a 2\nb 3\n")
+    (tmp_path / "units.json").write_text('{"type": "word", "vocab_size": 4}')
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text("\\data\\\nngram 1=3\n\n\\1-grams:\n-0.5\ta\n-0.5\t</s>\n-99\t<s>\n\n\\end\\\n")
+    with pytest.raises(ValueError, match="a word LM needs character or phone units"):
+        load_fusion(str(arpa), Tokenizer(str(tmp_path)), 1.0, 0.0, "words")
+
+
+def test_word_times_name_the_words_the_word_lm_chose(tmp_path):
+    (tmp_path / "lexicon.txt").write_text("TO T UW\nTWO T UW\nGO G OW\n")
+    units = ["<blank>", "<unk>", "G", "OW", "T", "UW", SPACE]
+    (tmp_path / "units.txt").write_text("".join(f"{u} {i}\n" for i, u in enumerate(units)))
+    (tmp_path / "units.json").write_text('{"type": "phone", "lexicon": "lexicon.txt", "vocab_size": 7}')
+    tokenizer = Tokenizer(str(tmp_path))
+    tokens, frames = tokenizer.encode("TWO GO"), [3, 5, 8, 9, 12]
+    assert tokenizer.pieces("TWO GO") == ["T", "UW", SPACE, "G", "OW"]
+    spelt = Hypothesis(tokens, frames)
+    chosen = Hypothesis(tokens, frames, words=["TWO", "GO"])
+    assert tokenizer.text(spelt) == "TO GO" and tokenizer.text(chosen) == "TWO GO"
+    assert words_with_times(tokenizer, chosen, 0.04) == [{"word": "TWO", "start": 0.12, "end": 0.24},
+                                                       {"word": "GO", "start": 0.36, "end": 0.52}]
+    assert [w["word"] for w in words_with_times(tokenizer, spelt, 0.04)] == ["TO", "GO"]
