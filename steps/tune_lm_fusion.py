@@ -44,7 +44,7 @@ def encode_all(model, pipeline, device: str) -> dict[str, torch.Tensor]:
 def parse_args() -> argparse.Namespace:
     parser = tool_parser(__doc__, "steps/tune_lm_fusion.py --arpa data/lang_char/lm_6gram.arpa "
                                   "exp/deepspeech data/dev/data.list")
-    parser.add_argument("--arpa", required=True, help="the n-gram LM over the model's units (steps/build_ngram_lm.py)")
+    parser.add_argument("--arpa", required=True, help="the n-gram LM, over the model's units or over words (steps/build_ngram_lm.py)")
     parser.add_argument("--over", choices=OVER, default="units",
                         help="the LM's words: the model's units (default), or words, searched through a lexicon "
                              "(character or phone units)")
