@@ -106,7 +106,7 @@ def word_spellings(tokenizer, words) -> dict[str, list[tuple[int, ...]]]:
 
 def load_word_fusion(model: dict, tokenizer, source: str, weight: float, length_bonus: float) -> WordLexiconFusion:
     """The fusion of a word LM (an ARPA model read by rnnt.lm.arpa) for a model with `tokenizer`'s units."""
-    vocabulary = [word for (word,) in (ngram for ngram in model if len(ngram) == 1) if word not in (BOS, EOS, UNK)]
+    vocabulary = [ngram[0] for ngram in model if len(ngram) == 1 and ngram[0] not in (BOS, EOS, UNK)]
     spellings = word_spellings(tokenizer, vocabulary)
     if not spellings:
         raise ValueError(f"{source}: none of the LM's {len(vocabulary)} words can be spelt in the model's units")
