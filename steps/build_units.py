@@ -12,7 +12,7 @@ import os
 import sys
 import tempfile
 
-from rnnt.cli import tool_parser
+from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.data.lexicon import read_lexicon
 from rnnt.data.tokenizer import BLANK, SPACE, UNK, Tokenizer
 from rnnt.datadir.table import read_table
@@ -55,7 +55,7 @@ def build_inventory(args, lines: list[str]) -> tuple[list[str], dict]:
     return sorted(counts), config
 
 
-def main() -> int:
+def main() -> str:
     parser = tool_parser(__doc__, "steps/build_units.py --unit-type bpe --vocab-size 500 data/train data/lang")
     parser.add_argument("--unit-type", choices=("bpe", "unigram", "char", "word", "phone"), default="bpe")
     parser.add_argument("--vocab-size", type=int, default=500,
@@ -72,8 +72,7 @@ def main() -> int:
         os.makedirs(args.lang_dir, exist_ok=True)
         units, config = build_inventory(args, lines)
     except (OSError, ValueError) as error:
-        print(f"build_units.py: {error}", file=sys.stderr)
-        return 1
+        raise ToolError(str(error)) from error
     with open(os.path.join(args.lang_dir, "units.txt"), "w", encoding="utf-8") as f:
         for i, unit in enumerate([BLANK, UNK] + units):
             f.write(f"{unit} {i}\n")
@@ -83,16 +82,17 @@ def main() -> int:
     tokenizer = Tokenizer(args.lang_dir)
     if args.unit_type == "phone":  # homophones spell back as one word: count words without phones instead
         failed = [line for line in lines if any(word not in tokenizer.lexicon for word in line.split())]
-        print(f"build_units.py: {args.lang_dir}: {len(units) + 2} phone units from {len(lines)} transcripts; "
-              f"{len(failed)} transcripts have a word without a pronunciation (<unk> in its place)")
-        return 0
+        return (f"{args.lang_dir}: {len(units) + 2} phone units from {len(lines)} transcripts; "
+                f"{len(failed)} transcripts have a word without a pronunciation (<unk> in its place)")
     failed = [line for line in lines if tokenizer.decode(tokenizer.encode(line)) != " ".join(line.split())]
     for line in failed[:5]:
         print(f"build_units.py: does not round-trip: '{line}'", file=sys.stderr)
-    print(f"build_units.py: {args.lang_dir}: {len(units) + 2} {args.unit_type} units from {len(lines)} transcripts; "
-          f"{len(failed)} transcripts do not round-trip")
-    return 1 if failed else 0
+    summary = (f"{args.lang_dir}: {len(units) + 2} {args.unit_type} units from {len(lines)} transcripts; "
+               f"{len(failed)} transcripts do not round-trip")
+    if failed:
+        raise ToolError(summary)
+    return summary
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

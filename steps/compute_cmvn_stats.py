@@ -15,14 +15,14 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from rnnt.cli import tool_parser
+from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.data.audio import AudioError, load_audio, to_mono
 from rnnt.data.features import PRESETS, fbank
 from rnnt.data.resample import resample
 from rnnt.data.sources import records
 
 
-def main() -> int:
+def main() -> str:
     parser = tool_parser(__doc__, "steps/compute_cmvn_stats.py data/train/data.list data/train/global_cmvn")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="kaldi", help="fbank preset (default kaldi)")
     parser.add_argument("--num-mel-bins", type=int, default=80)
@@ -37,7 +37,11 @@ def main() -> int:
     sums = torch.zeros(args.num_mel_bins, dtype=torch.float64)
     squares = torch.zeros(args.num_mel_bins, dtype=torch.float64)
     frames = used = skipped = 0
-    for record in tqdm(records(args.data_list), desc="cmvn", unit="utt", file=sys.stderr):
+    try:
+        utterances = records(args.data_list)
+    except (OSError, ValueError) as error:
+        raise ToolError(str(error)) from error
+    for record in tqdm(utterances, desc="cmvn", unit="utt", file=sys.stderr):
         try:
             waveform, rate = load_audio(record["audio"], record.get("start"), record.get("end"))
         except AudioError as error:
@@ -53,8 +57,7 @@ def main() -> int:
         if used == args.max_utts:
             break
     if frames == 0:
-        print(f"compute_cmvn_stats.py: {args.data_list}: no usable audio", file=sys.stderr)
-        return 1
+        raise ToolError(f"{args.data_list}: no usable audio")
     stats = np.zeros((2, args.num_mel_bins + 1))
     stats[0, :-1], stats[0, -1], stats[1, :-1] = sums.numpy(), frames, squares.numpy()
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
@@ -65,10 +68,9 @@ def main() -> int:
         json.dump({"mean_stat": sums.tolist(), "var_stat": squares.tolist(), "frame_num": frames,
                    "mean": mean.tolist(), "std": std.tolist(), "preset": args.preset,
                    "sample_rate": args.sample_rate}, f)
-    print(f"compute_cmvn_stats.py: {args.out}: {used} utterances, {frames} frames, {args.num_mel_bins} bins; "
-          f"skipped {skipped}")
-    return 0
+    return (f"{args.out}: {used} utterances, {frames} frames, {args.num_mel_bins} bins; "
+            f"skipped {skipped}")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

@@ -21,7 +21,7 @@ import time
 import torch
 from tqdm import tqdm
 
-from rnnt.cli import tool_parser
+from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.decode_results import reference_texts, write_results
 from rnnt.lm.fusion import fusion_config_path, read_fusion_config
 from rnnt.transcriber import (METHODS, check_method, decode_batch_nbest, decoding_pipeline, load_model, nbest_entries,
@@ -58,7 +58,7 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def main() -> int:
+def main() -> str:
     args = parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -70,13 +70,11 @@ def main() -> int:
             fusion, tuned_beam = read_fusion_config(args.lm_fusion or fusion_config_path(args.exp_dir), tokenizer)
             beam = args.beam or tuned_beam
     except (OSError, ValueError, KeyError) as error:
-        print(f"decode.py: {error}", file=sys.stderr)
-        return 1
+        raise ToolError(str(error)) from error
     try:
         refs, refs_from = reference_texts(args.data_list, args.text)
     except (OSError, ValueError) as error:
-        print(f"decode.py: {error}", file=sys.stderr)
-        return 1
+        raise ToolError(str(error)) from error
     pipeline = decoding_pipeline(experiment, tokenizer, args.data_list, args.batch_size)
     frame_seconds, encoder_frame_seconds = seconds_per_input_frame(experiment), seconds_per_encoder_frame(experiment)
     hyps, nbest = {}, []
@@ -99,11 +97,10 @@ def main() -> int:
             f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in sorted(nbest, key=lambda r: r["key"]))
     threads = torch.get_num_threads()
     rtf = decode_seconds / max(audio_seconds, 1e-9)
-    print(f"decode.py: {out}: {report.wer_line}; decoded {len(set(hyps) & set(refs))} of {len(refs)} utterances, "
-          f"{audio_seconds:.1f} s of audio; "
-          f"RTF {rtf:.4f} ({rtf * threads:.4f} per core, {threads} threads); checkpoint {os.path.basename(path)}")
-    return 0
+    return (f"{out}: {report.wer_line}; decoded {len(set(hyps) & set(refs))} of {len(refs)} utterances, "
+            f"{audio_seconds:.1f} s of audio; "
+            f"RTF {rtf:.4f} ({rtf * threads:.4f} per core, {threads} threads); checkpoint {os.path.basename(path)}")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

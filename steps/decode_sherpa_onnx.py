@@ -18,7 +18,7 @@ import time
 
 from tqdm import tqdm
 
-from rnnt.cli import tool_parser
+from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.data import stages
 from rnnt.data.sources import records
 from rnnt.datadir.table import read_table
@@ -26,7 +26,7 @@ from rnnt.decode_results import reference_texts, write_results
 from rnnt.export.runtime import load_recognizer, recognise, tail_seconds
 
 
-def main() -> int:
+def main() -> str:
     parser = tool_parser(__doc__, "steps/decode_sherpa_onnx.py --compare exp/deploy/decode-test-greedy "
                                   "exp/deploy/onnx data/test/data.list exp/deploy/decode-test-sherpa-onnx")
     parser.add_argument("--threads", type=int, default=1, help="onnxruntime threads (default 1)")
@@ -45,8 +45,7 @@ def main() -> int:
         tail = args.tail_seconds if args.tail_seconds is not None else tail_seconds(args.onnx_dir, streaming)
         refs, refs_from = reference_texts(args.data_list, args.text)
     except (OSError, ValueError, KeyError, RuntimeError) as error:
-        print(f"decode_sherpa_onnx.py: {error}", file=sys.stderr)
-        return 1
+        raise ToolError(str(error)) from error
     hyps, audio_seconds, decode_seconds = {}, 0.0, 0.0
     utterances = stages.resample_to(stages.decode(records(args.data_list)), rate)
     for record in tqdm(utterances, desc="sherpa-onnx", unit="utt", file=sys.stderr):
@@ -58,15 +57,14 @@ def main() -> int:
         hyps[record["key"]] = " ".join(text.split())
     report = write_results(args.out_dir, refs, hyps, refs_from, "decode_sherpa_onnx.py")
     rtf = decode_seconds / max(audio_seconds, 1e-9)
-    summary = (f"decode_sherpa_onnx.py: {args.out_dir}: {report.wer_line}; {'streaming' if streaming else 'offline'}, "
+    summary = (f"{args.out_dir}: {report.wer_line}; {'streaming' if streaming else 'offline'}, "
                f"{audio_seconds:.1f} s of audio, RTF {rtf * args.threads:.4f} per core ({args.threads} thread{'s' * (args.threads > 1)})")
     if args.compare:
         theirs = {key: line.value for key, line in read_table(os.path.join(args.compare, "hyp")).items()}
         same = sum(" ".join(theirs.get(key, "").split()) == hyp for key, hyp in hyps.items())
         summary += f"; {same} of {len(hyps)} transcripts identical to {args.compare}"
-    print(summary)
-    return 0
+    return summary
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

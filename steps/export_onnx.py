@@ -12,13 +12,12 @@ with the reason; nothing is silently changed.
 """
 
 import os
-import sys
 
-from rnnt.cli import tool_parser
+from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.export.sherpa_onnx import ExportOptions, NotExportable, export
 
 
-def main() -> int:
+def main() -> str:
     parser = tool_parser(__doc__, "steps/export_onnx.py --streaming exp/deploy exp/deploy/onnx-streaming")
     parser.add_argument("--checkpoint", help="default: the newest avg-N.pt, else the newest checkpoint")
     parser.add_argument("--streaming", action="store_true", help="a streaming encoder (sherpa-onnx's lstm type)")
@@ -34,15 +33,13 @@ def main() -> int:
         result = export(args.exp_dir, args.out_dir, args.checkpoint,
                         ExportOptions(args.streaming, args.chunk_frames, args.int8))
     except (NotExportable, OSError, ValueError, KeyError) as error:
-        print(f"export_onnx.py: {error}", file=sys.stderr)
-        return 1
+        raise ToolError(str(error)) from error
     worst = max(result["checked"].values())
     sizes = sum(os.path.getsize(os.path.join(args.out_dir, result["args"][k])) for k in ("encoder", "decoder", "joiner"))
     kind = f"streaming, chunks of {result['options'].chunk_frames} frames" if args.streaming else "offline"
-    print(f"export_onnx.py: {os.path.basename(result['checkpoint'])} -> {args.out_dir} ({kind}"
-          f"{', int8' if args.int8 else ''}, {sizes / 1e6:.1f} MB); onnxruntime matches PyTorch within {worst:.1e}")
-    return 0
+    return (f"{os.path.basename(result['checkpoint'])} -> {args.out_dir} ({kind}"
+            f"{', int8' if args.int8 else ''}, {sizes / 1e6:.1f} MB); onnxruntime matches PyTorch within {worst:.1e}")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

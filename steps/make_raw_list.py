@@ -10,11 +10,11 @@ import json
 import os
 import sys
 
-from rnnt.cli import tool_parser
+from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.datadir.table import read_table
 
 
-def main() -> int:
+def main() -> str:
     parser = tool_parser(__doc__)
     parser.add_argument("data_dir")
     parser.add_argument("data_list", help="output file, e.g. data/train/data.list")
@@ -27,8 +27,7 @@ def main() -> int:
         segments_path = os.path.join(args.data_dir, "segments")
         segments = read_table(segments_path) if os.path.isfile(segments_path) else None
     except OSError as error:
-        print(f"make_raw_list.py: {error}", file=sys.stderr)
-        return 1
+        raise ToolError(str(error)) from error
     rows, skipped = [], 0
     for utt in sorted(text):
         if segments is not None:
@@ -52,9 +51,8 @@ def main() -> int:
         f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     os.replace(tmp, args.data_list)
     hours = sum(row.get("duration", 0.0) for row in rows) / 3600
-    print(f"make_raw_list.py: {args.data_list}: {len(rows)} utterances, {hours:.2f} h; skipped {skipped}")
-    return 0
+    return f"{args.data_list}: {len(rows)} utterances, {hours:.2f} h; skipped {skipped}"
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

@@ -14,7 +14,7 @@ from multiprocessing import Pool
 
 from tqdm import tqdm
 
-from rnnt.cli import tool_parser
+from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.datadir.table import read_table
 from rnnt.prep.shard_writer import FORMATS, AudioOptions, ShardItem, write_shard
 
@@ -63,7 +63,7 @@ def write_list(path: str, shards: list[str]) -> None:
     os.replace(f"{path}.tmp", path)
 
 
-def main() -> int:
+def main() -> str:
     parser = tool_parser(__doc__, "steps/make_shards.py --nj 4 data/train data/train/shards "
                                   "data/train/data.list")
     parser.add_argument("--utts-per-shard", type=int, default=1000, help="utterances per shard (default 1000)")
@@ -79,18 +79,15 @@ def main() -> int:
     try:
         items = read_items(args.data_dir)
     except (OSError, ValueError) as error:
-        print(f"make_shards.py: {error}", file=sys.stderr)
-        return 1
+        raise ToolError(str(error)) from error
     if not items:
-        print(f"make_shards.py: {args.data_dir}: no utterance has both audio and text", file=sys.stderr)
-        return 1
+        raise ToolError(f"{args.data_dir}: no utterance has both audio and text")
     options = AudioOptions(args.audio_format, args.resample)
     plan = {"utts_per_shard": args.utts_per_shard, "audio_format": args.audio_format, "resample": args.resample,
             "keys": [item.key for item in items]}
     if not same_plan_or_new(args.shard_dir, plan):
-        print(f"make_shards.py: {args.shard_dir} holds shards of other settings or utterances; "
-              "remove it or choose another dir", file=sys.stderr)
-        return 1
+        raise ToolError(f"{args.shard_dir} holds shards of other settings or utterances; "
+                        "remove it or choose another dir")
     n = args.utts_per_shard
     paths = [os.path.abspath(os.path.join(args.shard_dir, f"{args.prefix}_{i:06d}.tar"))
              for i in range((len(items) + n - 1) // n)]
@@ -107,10 +104,9 @@ def main() -> int:
         print(f"make_shards.py: skipped {reason}", file=sys.stderr)
     write_list(args.shard_list, paths)
     reused = len(paths) - len(jobs)
-    print(f"make_shards.py: {args.shard_list}: {len(paths)} shards ({reused} already complete); this run wrote "
-          f"{int(written)} utterances, {seconds / 3600:.2f} h of audio; skipped {len(skipped)}")
-    return 0
+    return (f"{args.shard_list}: {len(paths)} shards ({reused} already complete); this run wrote "
+            f"{int(written)} utterances, {seconds / 3600:.2f} h of audio; skipped {len(skipped)}")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

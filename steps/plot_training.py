@@ -8,10 +8,9 @@ left out. Writes a PNG.
 
 import os
 import re
-import sys
 from datetime import datetime
 
-from rnnt.cli import tool_parser
+from rnnt.cli import ToolError, run_tool, tool_parser
 
 STAMP = r"^(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \[rank 0\] "
 TRAIN = re.compile(STAMP + r"epoch \d+ step (?P<step>\d+): loss (?P<loss>[0-9.eE+-]+|nan|inf)")
@@ -72,7 +71,7 @@ def plot(runs: list[tuple[str, list, list]], output: str, title: str) -> None:
     figure.savefig(output, dpi=100)
 
 
-def main() -> int:
+def main() -> str:
     parser = tool_parser(__doc__, "steps/plot_training.py exp/training.png exp/transducer exp/deepspeech")
     parser.add_argument("output", help="the PNG to write")
     parser.add_argument("exp_dirs", nargs="+", help="experiment dirs holding train.log")
@@ -87,20 +86,17 @@ def main() -> int:
     for exp_dir, label in zip(args.exp_dirs, labels):
         log = os.path.join(exp_dir, "train.log")
         if not os.path.isfile(log):
-            print(f"plot_training.py: {log}: not found", file=sys.stderr)
-            return 1
+            raise ToolError(f"{log}: not found")
         train, valid = read_log(log, args.max_gap * 60)
         if not train and not valid:
-            print(f"plot_training.py: {log}: no training or validation lines", file=sys.stderr)
-            return 1
+            raise ToolError(f"{log}: no training or validation lines")
         runs.append((label, train, valid))
 
     plot(runs, args.output, args.title)
     best = ", ".join(f"{label}: best dev WER {min(w for *_, w in v if w is not None):.2f}%"
                      for label, _, v in runs if any(w is not None for *_, w in v))
-    print(f"plot_training.py: wrote {args.output}; {best or 'no dev WER in the logs'}")
-    return 0
+    return f"wrote {args.output}; {best or 'no dev WER in the logs'}"
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

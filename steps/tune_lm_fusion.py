@@ -15,7 +15,7 @@ import sys
 import torch
 from tqdm import tqdm
 
-from rnnt.cli import tool_parser
+from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.ctc_search import ctc_prefix_beam_search
 from rnnt.decode_results import reference_texts
 from rnnt.lm.fusion import OVER, fusion_config_path, load_fusion, write_fusion_config
@@ -68,7 +68,7 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def main() -> int:
+def main() -> str:
     args = parse_args()
     try:
         experiment, model, tokenizer, path = load_model(args.exp_dir, args.checkpoint, True, args.device)
@@ -81,8 +81,7 @@ def main() -> int:
             shutil.copyfile(args.arpa, arpa)
         fusion = load_fusion(arpa, tokenizer, 0.0, 0.0, args.over)
     except (OSError, ValueError, KeyError) as error:
-        print(f"tune_lm_fusion.py: {error}", file=sys.stderr)
-        return 1
+        raise ToolError(str(error)) from error
     encoded = encode_all(model, decoding_pipeline(experiment, tokenizer, args.dev_list, args.batch_size), args.device)
 
     def dev_wer(with_lm: bool):
@@ -102,11 +101,10 @@ def main() -> int:
         f.writelines(f"{w}\t{b}\t{report.counts.wer:.2f}\n" for w, b, report in rows)
     config = fusion_config_path(args.exp_dir)
     write_fusion_config(config, arpa, args.over, weight, bonus, args.beam, f"{args.dev_list}, {os.path.basename(path)}")
-    print(f"tune_lm_fusion.py: {config}: weight {weight}, length bonus {bonus}: dev {best.wer_line} "
-          f"(without the LM: {rows[0][2].wer_line}); {len(grid)} pairs tried, {len(encoded)} of {len(refs)} "
-          f"dev utterances decoded")
-    return 0
+    return (f"{config}: weight {weight}, length bonus {bonus}: dev {best.wer_line} "
+            f"(without the LM: {rows[0][2].wer_line}); {len(grid)} pairs tried, {len(encoded)} of {len(refs)} "
+            f"dev utterances decoded")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

@@ -13,23 +13,24 @@ corpus_dir=          # the an4/ folder (etc/ and wav/, any audio extension); emp
 mirror=http://www.speech.cs.cmu.edu/databases/an4
 train_config=conf/deepspeech.yaml  # the best on dev (RESULTS.md); conf/transducer_modified.yaml: a transducer
 exp=exp/deepspeech
+unit_type=bpe        # bpe (of --vocab-size units), char, or phone (CMU dictionary; words from the lexicon search)
 vocab_size=64
 dev_speakers=8
 nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
 methods="ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm"  # transducers: "greedy modified_beam" (ctc_*: their CTC head)
 lm_order=5           # ctc_prefix_beam_lm: the n-gram LM's order (built from data/train, weighted on dev)
-lm_over=units        # the LM's words: the BPE units (a word LM needs character or phone units)
+lm_over=units        # the LM's words: units (bpe, char), or words (through the lexicon: char or phone units)
 lm_beam=8            # the beam of the LM's search, its weights chosen with it
 test_sets="dev test"
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/an4] [--mirror URL]
-  [--train-config FILE] [--exp DIR] [--vocab-size N] [--dev-speakers N] [--nj N] [--average N]
-  [--methods \"greedy modified_beam beam ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"] [--lm-order N]
-  [--test-sets \"dev test\"] [--deploy \"offline streaming\"]
-Stages: 0 download, 1 data dirs, 2 shards, 3 BPE units, 4 train, 5 average, 6 decode and score (for
-ctc_prefix_beam_lm first an n-gram LM from data/train's text, its weight and length bonus chosen on dev),
-7 export to ONNX (--deploy), 8 decode and score the export in sherpa-onnx.
+  [--train-config FILE] [--exp DIR] [--unit-type bpe|char|phone] [--vocab-size N] [--dev-speakers N] [--nj N]
+  [--average N] [--methods \"greedy modified_beam beam ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
+  [--lm-order N] [--lm-over units|words] [--lm-beam N] [--test-sets \"dev test\"] [--deploy \"offline streaming\"]
+Stages: 0 download, 1 data dirs, 2 shards, 3 units (BPE, characters, or phones and their lexicon), 4 train,
+5 average, 6 decode and score (for ctc_prefix_beam_lm first an n-gram LM from data/train's text, its weight
+and length bonus chosen on dev), 7 export to ONNX (--deploy), 8 decode and score the export in sherpa-onnx.
 Examples: ./run.sh --corpus-dir ../../../shared/data/an4
   ./run.sh --corpus-dir ../../../shared/data/an4 --train-config conf/deploy.yaml --exp exp/deploy \\
     --methods greedy --deploy \"offline streaming\""
@@ -39,7 +40,11 @@ Examples: ./run.sh --corpus-dir ../../../shared/data/an4
 . utils/stages.sh
 . utils/decoding.sh
 
-lang=data/lang_bpe$vocab_size
+case $unit_type in
+  bpe) lang=data/lang_bpe$vocab_size ;;
+  char|phone) lang=data/lang_$unit_type ;;
+  *) echo "run.sh: --unit-type must be bpe, char or phone, got '$unit_type'" >&2; exit 1 ;;
+esac
 
 if [ -z "$corpus_dir" ]; then
   corpus_dir=downloads/an4
@@ -64,10 +69,12 @@ if stage_wanted 2 "shards-dev$dev_speakers" -- $(for set in train dev test; do e
   stage_done 2 "shards-dev$dev_speakers"
 fi
 
-if stage_wanted 3 "units-bpe$vocab_size-dev$dev_speakers" -- data/train/text "$vocab_size"; then
-  log=$(stage_log 3 "units-bpe$vocab_size-dev$dev_speakers")
-  logged "$log" steps/build_units.py --unit-type bpe --vocab-size "$vocab_size" data/train "$lang"
-  stage_done 3 "units-bpe$vocab_size-dev$dev_speakers"
+units=${lang#data/lang_}  # bpe64, char, phone
+if stage_wanted 3 "units-$units-dev$dev_speakers" -- data/train/text "$vocab_size"; then
+  log=$(stage_log 3 "units-$units-dev$dev_speakers")
+  [ "$unit_type" != phone ] || logged "$log" steps/build_lexicon.py data/train "$lang"  # CMU dictionary phones
+  logged "$log" steps/build_units.py --unit-type "$unit_type" --vocab-size "$vocab_size" data/train "$lang"
+  stage_done 3 "units-$units-dev$dev_speakers"
 fi
 
 if stage_wanted 4 train "$exp" -- "$train_config" data/train/shards data/dev/shards "$lang/units.txt"; then

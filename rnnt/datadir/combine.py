@@ -2,17 +2,17 @@
 
 As Kaldi's script of that name: when some sources have `segments` and others do not, each utterance of
 the others becomes a segment covering its whole recording (`<utt> <utt> 0 -1`, -1 meaning the end), so
-the combined dir keeps every segment. Other files missing from a source are left out.
+the combined dir keeps every segment. Other files missing from a source are left out, and named.
 
 Run as `utils/combine_data.sh <dest> <src1> <src2> ...`.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
+from rnnt.cli import tool_parser
 from rnnt.datadir.layout import FIELDS, PER_RECORDING, PER_SPEAKER, Tables, load_dir, write_dir
 
 
@@ -41,11 +41,7 @@ def combine(sources: list[str]) -> Tables:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="combine_data.sh",
-        description="Combine data dirs into <dest>. Files missing from any source are left out (and named). "
-        "Duplicate utterance keys are an error.",
-    )
+    parser = tool_parser(__doc__, "utils/combine_data.sh data/train_all data/train data/extra", prog="combine_data.sh")
     parser.add_argument("dest")
     parser.add_argument("sources", nargs="+")
     args = parser.parse_args(argv)

@@ -1,22 +1,19 @@
-"""Keeps (or, with --exclude, drops) the lines of a table whose key is in an id list.
+"""Keeps (or, with --exclude, drops) the lines of a table whose key is in an id list: the lines of
+<in.scp> whose field FIELD (default 1) is a first field of <id-list>, in the order of <in.scp>.
 
 Run as `utils/filter_scp.py [--exclude] [-f FIELD] <id-list> <in.scp>`; '-' reads standard input.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from rnnt.cli import tool_parser
 from rnnt.datadir.table import read_table
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="filter_scp.py",
-        description="Print the lines of <in.scp> whose field FIELD (default 1) is a first field of <id-list>, "
-        "in the order of <in.scp>.",
-    )
+    parser = tool_parser(__doc__, "utils/filter_scp.py data/dev/utt2spk data/train/text", prog="filter_scp.py")
     parser.add_argument("--exclude", action="store_true", help="print the lines whose key is NOT in the list")
     parser.add_argument("-f", "--field", type=int, default=1, help="1-based field of in.scp to match (default 1)")
     parser.add_argument("id_list")

@@ -1,16 +1,17 @@
-"""Repairs a Kaldi data dir: normalises lines, sorts, keeps only utterances present everywhere.
+"""Repairs a Kaldi data dir in place: strips CR and stray spaces, drops empty, malformed and duplicate
+lines, sorts every file, keeps only utterances present in every per-utterance file, rebuilds spk2utt.
 
-The originals are copied to <dir>/.backup/ first. Run as `utils/fix_data_dir.sh <data-dir>`.
+The originals are copied to <data-dir>/.backup/ first. Run as `utils/fix_data_dir.sh <data-dir>`.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
 from collections import Counter
 
+from rnnt.cli import tool_parser
 from rnnt.datadir.layout import FIELDS, load_dir, utterance_files, write_dir
 
 
@@ -41,12 +42,7 @@ def fix_data_dir(data_dir: str) -> tuple[int, int, Counter]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="fix_data_dir.sh",
-        description="Repair a Kaldi data dir in place: strip CR and stray spaces, drop empty, malformed "
-        "and duplicate lines, sort every file, keep only utterances present in every per-utterance file, "
-        "rebuild spk2utt. Originals are kept in <data-dir>/.backup/.",
-    )
+    parser = tool_parser(__doc__, "utils/fix_data_dir.sh data/train", prog="fix_data_dir.sh")
     parser.add_argument("data_dir")
     args = parser.parse_args(argv)
     try:

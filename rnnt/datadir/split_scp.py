@@ -1,13 +1,14 @@
-"""Splits a table into N contiguous parts of about equal size, optionally keeping speakers whole.
+"""Splits a table into N contiguous parts of about equal size, as many as output files are given;
+with --utt2spk, all utterances of a speaker go to the same part.
 
 Run as `utils/split_scp.py [--utt2spk FILE] <in.scp> <out1> <out2> ...`.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from rnnt.cli import tool_parser
 from rnnt.datadir.table import read_lines, read_table
 
 
@@ -34,11 +35,7 @@ def split_lines(keys: list[str], n_parts: int, groups: list[str] | None = None) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="split_scp.py",
-        description="Split <in.scp> into as many contiguous parts as output files are given. With --utt2spk, "
-        "all utterances of a speaker go to the same part.",
-    )
+    parser = tool_parser(__doc__, "utils/split_scp.py --utt2spk data/train/utt2spk data/train/wav.scp a.scp b.scp", prog="split_scp.py")
     parser.add_argument("--utt2spk", help="keep each speaker's utterances in one part")
     parser.add_argument("scp")
     parser.add_argument("outputs", nargs="+")

@@ -1,4 +1,5 @@
-"""Copies part of a Kaldi data dir: first, last, evenly spaced or random N utterances, or a key list.
+"""Copies part of a Kaldi data dir: first, last, evenly spaced (the default) or random N utterances,
+or the utterances or speakers of a list file. Every per-utterance file is filtered and spk2utt rebuilt.
 
 Run as `utils/subset_data_dir.sh [--first|--last|--random] <src> <N> <dest>` or
 `utils/subset_data_dir.sh --utt-list FILE|--spk-list FILE <src> <dest>`.
@@ -6,10 +7,10 @@ Run as `utils/subset_data_dir.sh [--first|--last|--random] <src> <N> <dest>` or
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 
+from rnnt.cli import tool_parser
 from rnnt.datadir.layout import load_dir, write_dir
 from rnnt.datadir.table import read_table
 
@@ -28,11 +29,7 @@ def choose(utts: list[str], n: int, how: str, seed: int = 0) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="subset_data_dir.sh",
-        description="Copy a subset of a data dir to a new dir: N utterances (evenly spaced by default), "
-        "or the utterances/speakers of a list file. Every per-utterance file is filtered and spk2utt rebuilt.",
-    )
+    parser = tool_parser(__doc__, "utils/subset_data_dir.sh --first data/train 100 data/train_100", prog="subset_data_dir.sh")
     how = parser.add_mutually_exclusive_group()
     how.add_argument("--first", dest="how", action="store_const", const="first", help="the first N utterances")
     how.add_argument("--last", dest="how", action="store_const", const="last", help="the last N utterances")

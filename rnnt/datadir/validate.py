@@ -1,17 +1,19 @@
-"""Checks a Kaldi data directory with the rules of Kaldi's utils/validate_data_dir.sh.
+"""Checks a Kaldi data directory with the rules of Kaldi's utils/validate_data_dir.sh: sorted unique
+keys, utt2spk/spk2utt agreement, speaker prefixes, the same utterances in every per-utterance file,
+clean text, well-formed segments and durations.
 
-Every problem names the file, the line and how to fix it. Run as
-`utils/validate_data_dir.sh [--no-feats] [--no-text] [--no-wav] <data-dir>`.
+Every problem names the file, the line and how to fix it; exit status 1 when the dir is not valid.
+Run as `utils/validate_data_dir.sh [--no-feats] [--no-text] [--no-wav] <data-dir>`.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import unicodedata
 from dataclasses import dataclass, field
 
+from rnnt.cli import tool_parser
 from rnnt.datadir.table import Line, read_lines
 from rnnt.datadir.values import VALUE_RULES, segment_problem
 
@@ -235,12 +237,7 @@ def check_genders(spk2gender: str, spk2utt: dict, problems: Problems) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="validate_data_dir.sh",
-        description="Check a Kaldi data dir: sorted unique keys, utt2spk/spk2utt agreement, speaker "
-        "prefixes, the same utterances in every per-utterance file, clean text, well-formed "
-        "segments and durations. Exit status 1 and one line per problem when it is not valid.",
-    )
+    parser = tool_parser(__doc__, "utils/validate_data_dir.sh --no-feats data/train", prog="validate_data_dir.sh")
     parser.add_argument("--no-feats", action="store_true", help="feats.scp is not required")
     parser.add_argument("--no-text", action="store_true", help="text is not required")
     parser.add_argument("--no-wav", action="store_true", help="wav.scp is not required")

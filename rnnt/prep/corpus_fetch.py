@@ -4,11 +4,11 @@ extraction left without its marker is extracted again: a non-empty folder proves
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import urllib.error
 
+from rnnt.cli import tool_parser
 from rnnt.prep.download import ChecksumError, download, verify
 from rnnt.prep.extract import UnsafeArchiveError, marker_path, safe_extract
 
@@ -31,7 +31,7 @@ def fetch_part(archive: str, checksum: str, mirror: str, dest: str, archives_dir
 
 def main(description: str, parts: dict[str, tuple[str, str, str]], default_mirror: str, argv=None) -> int:
     """The command line of local/<corpus>/download.py. parts: name -> (archive, checksum, extracted path)."""
-    parser = argparse.ArgumentParser(description=description)
+    parser = tool_parser(description)
     parser.add_argument("dest", help="directory to download and extract into")
     parser.add_argument("parts", nargs="*", default=list(parts), help=f"parts to fetch (default: all of {list(parts)})")
     parser.add_argument("--mirror", default=default_mirror, help=f"base URL of the archives (default {default_mirror})")

@@ -57,12 +57,13 @@ class Paths:
 
 @dataclass(frozen=True)
 class Experiment:
-    """One training run's YAML, resolved: each section a config of its own."""
+    """One training run's YAML, resolved by load_experiment: each section a config of its own, with the
+    defaults of its dataclass where the YAML is silent (an empty YAML is the default experiment)."""
 
-    model: ModelConfig = field(default_factory=ModelConfig)
-    data: DataConfig = field(default_factory=DataConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    paths: Paths = field(default_factory=Paths)
+    model: ModelConfig
+    data: DataConfig
+    train: TrainConfig
+    paths: Paths
 
 
 def load_experiment(path: str, **paths: str) -> Experiment:

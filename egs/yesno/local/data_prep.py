@@ -12,12 +12,12 @@ import sys
 from rnnt.prep.data_dir_writer import Report, Utterance, data_prep_parser, write_data_dirs
 
 WORDS = {"0": "NO", "1": "YES"}
+TRAIN_FILES = 30  # Kaldi's split: the first 30 sorted files train, the other 30 test
 
 
 def main() -> int:
     parser = data_prep_parser(__doc__, ("waves_dir", "the folder of 60 .wav files (waves_yesno/)"),
                               ("data_root", "writes <data_root>/train_yesno and <data_root>/test_yesno"))
-    parser.add_argument("--num-train", type=int, default=30, help="the first N sorted files train (default 30)")
     args = parser.parse_args()
     report = Report("yesno data_prep")
     utterances = []
@@ -28,12 +28,12 @@ def main() -> int:
             report.skip("file name is not a yes/no sequence", path)
             continue
         utterances.append(Utterance(f"yesno-{name}", "yesno", path, " ".join(WORDS[d] for d in digits)))
-    if len(utterances) <= args.num_train:
+    if len(utterances) <= TRAIN_FILES:
         print(f"data_prep.py: {args.waves_dir}: found {len(utterances)} usable .wav files, need more than "
-              f"{args.num_train}", file=sys.stderr)
+              f"{TRAIN_FILES}", file=sys.stderr)
         return 1
-    return write_data_dirs({os.path.join(args.data_root, "train_yesno"): utterances[: args.num_train],
-                            os.path.join(args.data_root, "test_yesno"): utterances[args.num_train:]}, report)
+    return write_data_dirs({os.path.join(args.data_root, "train_yesno"): utterances[:TRAIN_FILES],
+                            os.path.join(args.data_root, "test_yesno"): utterances[TRAIN_FILES:]}, report)
 
 
 if __name__ == "__main__":
