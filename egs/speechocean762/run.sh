@@ -47,12 +47,9 @@ Examples: ./run.sh --corpus-dir ../../../shared/data/speechocean762
 . utils/parse_options.sh
 . utils/stages.sh
 . utils/decoding.sh
+. utils/units.sh
 
-case $unit_type in
-  bpe) lang=data/lang_bpe$vocab_size ;;
-  char|phone) lang=data/lang_$unit_type ;;
-  *) echo "run.sh: --unit-type must be bpe, char or phone, got '$unit_type'" >&2; exit 1 ;;
-esac
+lang=$(lang_of "$unit_type" "$vocab_size")
 
 if [ -z "$corpus_dir" ]; then
   corpus_dir=downloads/speechocean762
@@ -79,13 +76,7 @@ if stage_wanted 2 "shards-dev$dev_speakers" -- $(for set in $sets; do echo data/
   stage_done 2 "shards-dev$dev_speakers"
 fi
 
-units=${lang#data/lang_}  # bpe256, char, phone
-if stage_wanted 3 "units-$units-dev$dev_speakers" -- data/train/text "$vocab_size"; then
-  log=$(stage_log 3 "units-$units-dev$dev_speakers")
-  [ "$unit_type" != phone ] || logged "$log" steps/build_lexicon.py data/train "$lang"  # CMU dictionary phones
-  logged "$log" steps/build_units.py --unit-type "$unit_type" --vocab-size "$vocab_size" data/train "$lang"
-  stage_done 3 "units-$units-dev$dev_speakers"
-fi
+units_stage 3 "$unit_type" "$vocab_size" "$lang" "$dev_speakers"  # phones: their lexicon first
 
 if stage_wanted 4 train "$exp" -- "$train_config" data/train/shards data/dev/shards "$lang/units.txt"; then
   log=$(stage_log 4 train "$exp")
