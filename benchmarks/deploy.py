@@ -8,7 +8,7 @@ so that a click is not taken for speech); median, 90th percentile and the share 
 go to a temporary dir; RTF is per core (1 thread).
 
 Needs a trained deployable experiment and a data list, e.g. after egs/an4's
-`./run.sh --train-config conf/deploy.yaml --exp exp/deploy --methods greedy --deploy "offline streaming"`:
+`./run.sh --unit-type bpe --train-config conf/deploy.yaml --exp exp/deploy --methods greedy --deploy "offline streaming"`:
   python benchmarks/deploy.py egs/an4/exp/deploy egs/an4/data/test/data.list
 """
 

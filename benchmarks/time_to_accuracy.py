@@ -2,7 +2,7 @@
 """Wall-clock time to a target dev WER on AN4, lever by lever, as the seed's table of speed-ups.
 
 Each row trains egs/an4's conf/ci.yaml with the real trainer (steps/train.py) on the recipe's data
-(run egs/an4/run.sh --stop-stage 3 first) until its per-epoch dev WER (greedy, what the trainer
+(run egs/an4/run.sh --unit-type bpe --stop-stage 3 first) until its per-epoch dev WER (greedy, what the trainer
 validates) reaches the target, or the row's time limit passes. Time counts from the trainer's start:
 model building, data loading and validation included. The rows, in turn:
 

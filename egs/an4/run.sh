@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # CMU AN4 ("census"): 948 training and 130 test utterances of spelled words, digits and commands by
 # 84 speakers, 16 kHz. Download (or --corpus-dir) -> data dirs train, dev (8 whole training speakers)
-# and test -> shards -> BPE units -> DeepSpeech 2 (or an LSTM transducer: --train-config) trained on the
-# CPU -> average -> an n-gram LM from the training text, weighted on dev -> decode dev and test.
+# and test -> shards -> phones from the CMU dictionary (or BPE: --unit-type bpe) -> DeepSpeech 2 (or an
+# LSTM transducer: --train-config) trained on the CPU -> average -> an n-gram LM from the training text,
+# weighted on dev -> decode dev and test.
 # Hyper-parameters are chosen on dev, never on test.
 set -euo pipefail
 {  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
@@ -12,28 +13,30 @@ stop_stage=100
 corpus_dir=          # the an4/ folder (etc/ and wav/, any audio extension); empty: download into downloads/
 mirror=http://www.speech.cs.cmu.edu/databases/an4
 train_config=conf/deepspeech.yaml  # the best on dev (RESULTS.md); conf/transducer_modified.yaml: a transducer
-exp=exp/deepspeech
-unit_type=bpe        # bpe (of --vocab-size units), char, or phone (CMU dictionary; words from the lexicon search)
+exp=exp/deepspeech_phone
+unit_type=phone      # phone (CMU dictionary; words from the lexicon search), bpe (of --vocab-size units), or char;
+                     # the transducers and --deploy need bpe (export refuses phones: sherpa-onnx would print them)
 vocab_size=64
 dev_speakers=8
 nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
 methods="ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm"  # transducers: "greedy modified_beam" (ctc_*: their CTC head)
-lm_order=5           # ctc_prefix_beam_lm: the n-gram LM's order (built from data/train, weighted on dev)
-lm_over=units        # the LM's words: units (bpe, char), or words (through the lexicon: char or phone units)
-lm_beam=8            # the beam of the LM's search, its weights chosen with it
+lm_order=            # ctc_prefix_beam_lm: the n-gram LM's order (built from data/train, weighted on dev)
+lm_over=             # the LM's words: units (bpe, char), or words (through the lexicon: char or phone units)
+lm_beam=             # the beam of the LM's search, its weights chosen with it
+                     # empty: what dev chose for the unit type, phones a word 3-gram at beam 16, else 5-gram units at 8
 test_sets="dev test"
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/an4] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--unit-type bpe|char|phone] [--vocab-size N] [--dev-speakers N] [--nj N]
   [--average N] [--methods \"greedy modified_beam beam ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
   [--lm-order N] [--lm-over units|words] [--lm-beam N] [--test-sets \"dev test\"] [--deploy \"offline streaming\"]
-Stages: 0 download, 1 data dirs, 2 shards, 3 units (BPE, characters, or phones and their lexicon), 4 train,
+Stages: 0 download, 1 data dirs, 2 shards, 3 units (phones and their lexicon, BPE or characters), 4 train,
 5 average, 6 decode and score (for ctc_prefix_beam_lm first an n-gram LM from data/train's text, its weight
 and length bonus chosen on dev), 7 export to ONNX (--deploy), 8 decode and score the export in sherpa-onnx.
 Examples: ./run.sh --corpus-dir ../../../shared/data/an4
-  ./run.sh --corpus-dir ../../../shared/data/an4 --train-config conf/deploy.yaml --exp exp/deploy \\
-    --methods greedy --deploy \"offline streaming\""
+  ./run.sh --corpus-dir ../../../shared/data/an4 --unit-type bpe --train-config conf/deploy.yaml \\
+    --exp exp/deploy --methods greedy --deploy \"offline streaming\""
 
 . ./path.sh
 . utils/parse_options.sh
@@ -42,6 +45,10 @@ Examples: ./run.sh --corpus-dir ../../../shared/data/an4
 . utils/units.sh
 
 lang=$(lang_of "$unit_type" "$vocab_size")
+case $unit_type in  # the LM search dev chose for the unit type, where not given
+  phone) : "${lm_over:=words}" "${lm_order:=3}" "${lm_beam:=16}" ;;
+  *) : "${lm_over:=units}" "${lm_order:=5}" "${lm_beam:=8}" ;;
+esac
 
 if [ -z "$corpus_dir" ]; then
   corpus_dir=downloads/an4

@@ -181,7 +181,7 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     prior: over 100%) cannot reach, and the model exported and run in sherpa-onnx, offline and streaming,
     with our greedy search's WER and transcripts."""
     recipe = copy_recipe("an4", tmp_path)
-    args = ("--corpus-dir", str(test_data / "an4"), "--train-config", "conf/ci.yaml", "--exp", "exp/ci",
+    args = ("--corpus-dir", str(test_data / "an4"), "--unit-type", "bpe", "--train-config", "conf/ci.yaml", "--exp", "exp/ci",
             "--average", "3", "--deploy", "offline streaming", "--methods", "greedy modified_beam ctc_prefix_beam_lm")
     out = run_recipe(recipe, *args)
     assert out.returncode == 0, out.stderr[-3000:]
