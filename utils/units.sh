@@ -10,6 +10,13 @@ lang_of() {  # lang_of UNIT_TYPE VOCAB_SIZE: the lang dir of those units (data/l
   esac
 }
 
+check_deployable() {  # check_deployable UNIT_TYPE DEPLOY: --deploy with phones stops run.sh now, not after training
+  if [ -n "$2" ] && [ "$1" = phone ]; then
+    echo "run.sh: --deploy needs --unit-type bpe or char: sherpa-onnx prints the units, and phones are not words" >&2
+    return 1
+  fi
+}
+
 units_stage() {  # units_stage N UNIT_TYPE VOCAB_SIZE LANG DEV_SPEAKERS
   local n=$1 unit_type=$2 vocab_size=$3 lang=$4 dev_speakers=$5 log
   local name="units-${lang#data/lang_}-dev$dev_speakers"  # units-bpe64-dev8, units-phone-dev10

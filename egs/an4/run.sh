@@ -28,7 +28,7 @@ lm_beam=             # the beam of the LM's search, its weights chosen with it
 test_sets="dev test"
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/an4] [--mirror URL]
-  [--train-config FILE] [--exp DIR] [--unit-type bpe|char|phone] [--vocab-size N] [--dev-speakers N] [--nj N]
+  [--train-config FILE] [--exp DIR] [--unit-type phone|bpe|char] [--vocab-size N] [--dev-speakers N] [--nj N]
   [--average N] [--methods \"greedy modified_beam beam ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
   [--lm-order N] [--lm-over units|words] [--lm-beam N] [--test-sets \"dev test\"] [--deploy \"offline streaming\"]
 Stages: 0 download, 1 data dirs, 2 shards, 3 units (phones and their lexicon, BPE or characters), 4 train,
@@ -49,6 +49,7 @@ case $unit_type in  # the LM search dev chose for the unit type, where not given
   phone) : "${lm_over:=words}" "${lm_order:=3}" "${lm_beam:=16}" ;;
   *) : "${lm_over:=units}" "${lm_order:=5}" "${lm_beam:=8}" ;;
 esac
+check_deployable "$unit_type" "$deploy"
 
 if [ -z "$corpus_dir" ]; then
   corpus_dir=downloads/an4

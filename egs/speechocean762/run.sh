@@ -50,6 +50,7 @@ Examples: ./run.sh --corpus-dir ../../../shared/data/speechocean762
 . utils/units.sh
 
 lang=$(lang_of "$unit_type" "$vocab_size")
+check_deployable "$unit_type" "$deploy"
 
 if [ -z "$corpus_dir" ]; then
   corpus_dir=downloads/speechocean762

@@ -224,6 +224,18 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     assert tuning_log.startswith("# steps/tune_lm_fusion.py --arpa data/lang_bpe64/lm_5gram.arpa ")
 
 
+def test_deploying_phone_units_stops_before_any_stage(test_data, tmp_path):
+    """an4 and speechocean762 default to phones, which export refuses: --deploy with them stops run.sh at
+    once with the reason, before the data stages and the training, and leaves nothing behind."""
+    for name, corpus in (("an4", "an4"), ("speechocean762", "speechocean762")):
+        recipe = copy_recipe(name, tmp_path)
+        out = run_recipe(recipe, "--corpus-dir", str(test_data / corpus), "--deploy", "offline")
+        assert out.returncode == 1, out.stdout[-2000:]
+        assert out.stderr.strip() == ("run.sh: --deploy needs --unit-type bpe or char: sherpa-onnx prints the "
+                                      "units, and phones are not words"), out.stderr
+        assert not (recipe / "data").exists() and not (recipe / "exp").exists()
+
+
 def run_shrunk(recipe: Path, corpus: Path, config: str, shrink, exp: str, *args: str):
     """The recipe on `corpus` (2 dev speakers) with conf/CONFIG made small by shrink(config dict)."""
     conf = yaml.safe_load((recipe / "conf" / config).read_text())
