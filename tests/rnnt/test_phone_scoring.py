@@ -1,0 +1,63 @@
+"""The phone error rate against the closest of the reference's pronunciations (rnnt.phone_scoring)."""
+
+import itertools
+import random
+
+from rnnt.data.lexicon import cmu_pronunciations
+from rnnt.phone_scoring import phone_error_rate, phone_errors
+
+
+def levenshtein(a: list[str], b: list[str]) -> int:
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        previous, row = row, [i]
+        for j, y in enumerate(b, 1):
+            row.append(min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (x != y)))
+    return row[-1]
+
+
+def closest_by_every_choice(words, hypothesis, lexicon):
+    """(edits, reference phones): every combination of pronunciations tried, the fewest edits, then the
+    fewest phones."""
+    choices = [lexicon[w] for w in words if w in lexicon]
+    return min((levenshtein([p for variant in combo for p in variant], hypothesis),
+                sum(len(variant) for variant in combo)) for combo in itertools.product(*choices))
+
+
+def test_the_closest_pronunciation_of_each_word_is_the_reference():
+    lexicon = cmu_pronunciations()
+    assert lexicon["READ"] == [("R", "EH", "D"), ("R", "IY", "D")]
+    # "I read books" said with the past tense's vowel: no error, whichever READ the dictionary lists first
+    said = ["AY", "R", "EH", "D", "B", "UH", "K", "S"]
+    assert phone_errors(["I", "READ", "BOOKS"], said, lexicon).errors == 0
+    said_present = ["AY", "R", "IY", "D", "B", "UH", "K", "S"]
+    assert phone_errors(["I", "READ", "BOOKS"], said_present, lexicon).errors == 0
+    # a learner's "R IH D": one substitution against either vowel
+    result = phone_errors(["I", "READ", "BOOKS"], ["AY", "R", "IH", "D", "B", "UH", "K", "S"], lexicon)
+    assert (result.errors, result.reference_phones, result.words_outside_lexicon) == (1, 8, 0)
+
+
+def test_insertions_deletions_and_words_outside_the_lexicon():
+    lexicon = {"YES": [("Y", "EH", "S")], "NO": [("N", "OW")]}
+    assert phone_errors(["YES", "NO"], ["HH", "Y", "EH", "S", "N", "OW"], lexicon).errors == 1  # a breath before
+    assert phone_errors(["YES", "NO"], ["Y", "EH", "S", "N"], lexicon).errors == 1  # the last vowel lost
+    assert phone_errors(["YES", "NO"], [], lexicon).errors == 5  # nothing decoded: every phone deleted
+    outside = phone_errors(["YES", "MAYBE", "NO"], ["Y", "EH", "S", "N", "OW"], lexicon)
+    assert (outside.errors, outside.reference_phones, outside.words_outside_lexicon) == (0, 5, 1)
+    total = phone_error_rate({"a": "YES NO", "b": "NO", "c": "YES"}, {"a": ["Y", "EH", "S", "N", "OW"], "b": ["M", "OW"]},
+                             lexicon)  # c not decoded: its 3 phones deleted
+    assert (total.errors, total.reference_phones) == (4, 10)
+    assert total.per_line == "%PER 40.00 [ 4 / 10 ], 0 reference words outside the lexicon left out"
+
+
+def test_equals_trying_every_combination_of_pronunciations():
+    generator = random.Random(7)
+    phones = ["AA", "B", "D", "EH", "IY", "K", "S", "T"]
+    for _ in range(300):
+        lexicon = {f"W{i}": [tuple(generator.choices(phones, k=generator.randint(1, 4)))
+                             for _ in range(generator.randint(1, 3))] for i in range(5)}
+        words = generator.choices([*lexicon, "OUTSIDE"], k=generator.randint(0, 4))
+        hypothesis = generator.choices(phones, k=generator.randint(0, 9))
+        result = phone_errors(words, hypothesis, lexicon)
+        assert (result.errors, result.reference_phones) == closest_by_every_choice(words, hypothesis, lexicon)
+        assert result.words_outside_lexicon == words.count("OUTSIDE")
