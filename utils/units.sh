@@ -10,6 +10,13 @@ lang_of() {  # lang_of UNIT_TYPE VOCAB_SIZE: the lang dir of those units (data/l
   esac
 }
 
+lm_search_of() {  # lm_search_of UNIT_TYPE: "OVER ORDER BEAM", the LM search dev chose for those units (RESULTS.md):
+  case $1 in       # a word 3-gram through the lexicon at beam 16 (phones, characters), a 5-gram over BPE units at 8
+    phone|char) echo "words 3 16" ;;
+    *) echo "units 5 8" ;;
+  esac
+}
+
 check_deployable() {  # check_deployable UNIT_TYPE DEPLOY: --deploy with phones stops run.sh now, not after training
   if [ -n "$2" ] && [ "$1" = phone ]; then
     echo "run.sh: --deploy needs --unit-type bpe or char: sherpa-onnx prints the units, and phones are not words" >&2

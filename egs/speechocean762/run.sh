@@ -23,9 +23,10 @@ dev_speakers=10
 nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
 methods="ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm"  # transducers: "greedy modified_beam" (ctc_*: their CTC head)
-lm_order=3           # ctc_prefix_beam_lm: the n-gram LM's order (built from data/train, weighted on dev)
-lm_over=words        # the LM's words: words (through the lexicon: char or phone units), or units (char, bpe)
-lm_beam=16           # the beam of the LM's search, its weights chosen with it
+lm_order=            # ctc_prefix_beam_lm: the n-gram LM's order (built from data/train, weighted on dev)
+lm_over=             # the LM's words: words (through the lexicon: char or phone units), or units (char, bpe)
+lm_beam=             # the beam of the LM's search, its weights chosen with it
+                     # empty: what dev chose for the unit type (utils/units.sh lm_search_of)
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/speechocean762] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--unit-type bpe|char|phone] [--vocab-size N] [--dev-speakers N] [--nj N]
@@ -50,6 +51,8 @@ Examples: ./run.sh --corpus-dir ../../../shared/data/speechocean762
 . utils/units.sh
 
 lang=$(lang_of "$unit_type" "$vocab_size")
+read -r default_over default_order default_beam <<< "$(lm_search_of "$unit_type")"  # where not given
+lm_over=${lm_over:-$default_over} lm_order=${lm_order:-$default_order} lm_beam=${lm_beam:-$default_beam}
 check_deployable "$unit_type" "$deploy"
 
 if [ -z "$corpus_dir" ]; then
