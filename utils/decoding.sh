@@ -82,11 +82,11 @@ lm_fusion_stage() {
 
 decode_result() {
   local label=$1 exp=$2 tag=$3 set=$4 method=$5
-  local wer_file=$exp/decode-$set-$method-$tag/wer
+  local wer_file=$exp/decode-$set-$method-$tag/wer per_file=$exp/decode-$set-$method-$tag/per
   if [ -z "$tag" ]; then
     echo "$label not decoded yet (no model in $exp)"
   elif [ -f "$wer_file" ]; then  # phone units: the phone error rate too
-    echo "$label $(cat "$wer_file")$([ ! -f "${wer_file%wer}per" ] || echo "; $(cat "${wer_file%wer}per")")"
+    echo "$label $(cat "$wer_file")$([ ! -f "$per_file" ] || echo "; $(cat "$per_file")")"
   else
     echo "$label not decoded yet ($wer_file missing)"
   fi

@@ -10,11 +10,13 @@ lang_of() {  # lang_of UNIT_TYPE VOCAB_SIZE: the lang dir of those units (data/l
   esac
 }
 
-lm_search_of() {  # lm_search_of UNIT_TYPE: "OVER ORDER BEAM", the LM search dev chose for those units (RESULTS.md):
-  case $1 in       # a word 3-gram through the lexicon at beam 16 (phones, characters), a 5-gram over BPE units at 8
-    phone|char) echo "words 3 16" ;;
-    *) echo "units 5 8" ;;
+default_lm_search() {  # default_lm_search UNIT_TYPE: lm_over, lm_order and lm_beam, where run.sh left them empty,
+  local over order beam  # set to the search dev chose for those units (RESULTS.md): a word 3-gram through the
+  case $1 in             # lexicon at beam 16 for phones and characters, a 5-gram over BPE units at beam 8
+    phone|char) over=words order=3 beam=16 ;;
+    *) over=units order=5 beam=8 ;;
   esac
+  lm_over=${lm_over:-$over} lm_order=${lm_order:-$order} lm_beam=${lm_beam:-$beam}
 }
 
 check_deployable() {  # check_deployable UNIT_TYPE DEPLOY: --deploy with phones stops run.sh now, not after training

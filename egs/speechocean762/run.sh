@@ -26,7 +26,7 @@ methods="ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm"  # transducers: "greedy 
 lm_order=            # ctc_prefix_beam_lm: the n-gram LM's order (built from data/train, weighted on dev)
 lm_over=             # the LM's words: words (through the lexicon: char or phone units), or units (char, bpe)
 lm_beam=             # the beam of the LM's search, its weights chosen with it
-                     # empty: what dev chose for the unit type (utils/units.sh lm_search_of)
+                     # empty: what dev chose for the unit type (utils/units.sh default_lm_search)
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/speechocean762] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--unit-type bpe|char|phone] [--vocab-size N] [--dev-speakers N] [--nj N]
@@ -51,8 +51,7 @@ Examples: ./run.sh --corpus-dir ../../../shared/data/speechocean762
 . utils/units.sh
 
 lang=$(lang_of "$unit_type" "$vocab_size")
-read -r default_over default_order default_beam <<< "$(lm_search_of "$unit_type")"  # where not given
-lm_over=${lm_over:-$default_over} lm_order=${lm_order:-$default_order} lm_beam=${lm_beam:-$default_beam}
+default_lm_search "$unit_type"  # the LM options not given
 check_deployable "$unit_type" "$deploy"
 
 if [ -z "$corpus_dir" ]; then

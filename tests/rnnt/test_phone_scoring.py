@@ -5,22 +5,14 @@ import random
 
 from rnnt.data.lexicon import cmu_pronunciations
 from rnnt.phone_scoring import phone_error_rate, phone_errors
-
-
-def levenshtein(a: list[str], b: list[str]) -> int:
-    row = list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        previous, row = row, [i]
-        for j, y in enumerate(b, 1):
-            row.append(min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (x != y)))
-    return row[-1]
+from rnnt.scoring import count_errors
 
 
 def closest_by_every_choice(words, hypothesis, lexicon):
     """(edits, reference phones): every combination of pronunciations tried, the fewest edits, then the
     fewest phones."""
     choices = [lexicon[w] for w in words if w in lexicon]
-    return min((levenshtein([p for variant in combo for p in variant], hypothesis),
+    return min((count_errors(" ".join(p for variant in combo for p in variant), " ".join(hypothesis)).errors,
                 sum(len(variant) for variant in combo)) for combo in itertools.product(*choices))
 
 
