@@ -4,7 +4,8 @@
   logits, gradient formed directly (no log-softmax tensor kept); modified one-symbol-per-frame variant.
 - fused_joiner_loss: the joiner's output layer and the loss in one function, logits never materialised.
 - simple_loss, prune_ranges, prune, pruned_loss: pruned training on a band of s_range symbols per frame.
-The exact losses take fastemit_lambda: FastEmit's weighting of the label arcs in the gradient.
+The exact losses take fastemit_lambda and delay_penalty, which move emissions earlier
+(rnnt.loss.emission_timing).
 """
 
 from rnnt.loss.fused_joiner import fused_joiner_loss

@@ -11,6 +11,7 @@ import torch
 
 from rnnt.loss.cells import CellMap, packed_cells, padded_cells
 from rnnt.loss.checks import check_logits, check_reduction
+from rnnt.loss.emission_timing import delay_penalised, fastemit_weighted
 from rnnt.loss.lattice import lattice_posteriors
 
 CHUNK_ELEMENTS = 1 << 20  # logits elements handled at once in float32 temporaries (4 MB)
@@ -103,8 +104,9 @@ def logits_gradient(rows, lse, labels, batch, utterance_scale, blank, gamma_blan
 class TransducerLossFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, rows, cells, logit_lengths, target_lengths, blank, reduction, from_log_softmax,
-                one_sym_per_frame, clamp, reuse_logits_for_grad=False, fastemit_lambda=0.0):
+                one_sym_per_frame, clamp, reuse_logits_for_grad=False, fastemit_lambda=0.0, delay_penalty=0.0):
         lse, blank_lp, label_lp = arc_log_probs(rows, cells, blank, from_log_softmax)
+        label_lp = delay_penalised(label_lp, logit_lengths, delay_penalty)
         log_like, gamma_blank, gamma_label = lattice_posteriors(
             blank_lp, label_lp, logit_lengths, target_lengths, one_sym_per_frame
         )
@@ -125,13 +127,7 @@ class TransducerLossFunction(torch.autograd.Function):
         scale = per_utterance_scale(grad_output.to(lse.dtype), reduction, utterances)
         grad = logits_gradient(rows, lse, labels, batch, scale, blank, gamma_blank, gamma_label, from_log_softmax,
                                clamp, in_place)
-        return grad, None, None, None, None, None, None, None, None, None, None
-
-
-def fastemit_weighted(gamma_label: torch.Tensor, fastemit_lambda: float) -> torch.Tensor:
-    """FastEmit (Yu et al., 2021): the label arcs' posteriors weigh 1 + lambda in the gradient, the blank
-    arcs' 1, which pushes probability towards emitting labels early; the loss value stays -log P."""
-    return gamma_label * (1.0 + fastemit_lambda) if fastemit_lambda else gamma_label
+        return grad, None, None, None, None, None, None, None, None, None, None, None
 
 
 def transducer_loss(
@@ -146,6 +142,7 @@ def transducer_loss(
     clamp: float | None = None,
     reuse_logits_for_grad: bool = False,
     fastemit_lambda: float = 0.0,
+    delay_penalty: float = 0.0,
 ) -> torch.Tensor:
     """The RNN-T loss -log P(targets | logits).
 
@@ -162,6 +159,8 @@ def transducer_loss(
         tensor raise an in-place modification error rather than compute wrong gradients).
     fastemit_lambda: FastEmit regularisation of the gradient (0: none; 0.001 to 0.01 is usual); the loss
         value is unchanged.
+    delay_penalty: labels at frame t score delay_penalty * ((T_b - 1) / 2 - t) more (0: none; k2's
+        delay_penalty); the loss is -log of the penalised sum (rnnt.loss.emission_timing).
     """
     check_reduction(reduction)
     blank = check_logits(logits, targets, logit_lengths, target_lengths, blank, one_sym_per_frame)
@@ -172,7 +171,7 @@ def transducer_loss(
     rows = logits.reshape(-1, logits.shape[-1])
     return TransducerLossFunction.apply(rows, cells, logit_lengths, target_lengths, blank, reduction,
                                         from_log_softmax, one_sym_per_frame, clamp, reuse_logits_for_grad,
-                                        fastemit_lambda)
+                                        fastemit_lambda, delay_penalty)
 
 
 class TransducerLoss(torch.nn.Module):
@@ -180,19 +179,20 @@ class TransducerLoss(torch.nn.Module):
 
     def __init__(self, blank: int = 0, reduction: str = "mean", from_log_softmax: bool = False,
                  one_sym_per_frame: bool = False, clamp: float | None = None, reuse_logits_for_grad: bool = False,
-                 fastemit_lambda: float = 0.0):
+                 fastemit_lambda: float = 0.0, delay_penalty: float = 0.0):
         super().__init__()
         check_reduction(reduction)
         self.blank, self.reduction, self.clamp = blank, reduction, clamp
         self.from_log_softmax, self.one_sym_per_frame = from_log_softmax, one_sym_per_frame
         self.reuse_logits_for_grad, self.fastemit_lambda = reuse_logits_for_grad, fastemit_lambda
+        self.delay_penalty = delay_penalty
 
     def forward(self, logits, targets, logit_lengths, target_lengths):
         return transducer_loss(logits, targets, logit_lengths, target_lengths, self.blank, self.reduction,
                                self.from_log_softmax, self.one_sym_per_frame, self.clamp, self.reuse_logits_for_grad,
-                               self.fastemit_lambda)
+                               self.fastemit_lambda, self.delay_penalty)
 
     def extra_repr(self) -> str:
         return (f"blank={self.blank}, reduction={self.reduction}, from_log_softmax={self.from_log_softmax}, "
                 f"one_sym_per_frame={self.one_sym_per_frame}, clamp={self.clamp}, "
-                f"fastemit_lambda={self.fastemit_lambda}")
+                f"fastemit_lambda={self.fastemit_lambda}, delay_penalty={self.delay_penalty}")

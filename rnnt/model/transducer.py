@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from rnnt.loss import fused_joiner_loss, prune, prune_ranges, pruned_loss, simple_loss, transducer_loss
+from rnnt.loss.emission_timing import check_emission_timing
 from rnnt.model.encoder import Encoder, EncoderConfig
 from rnnt.model.joiner import Joiner, JoinerConfig
 from rnnt.model.predictor import PredictorConfig, build_predictor
@@ -31,6 +32,7 @@ class LossConfig:
     simple_scale: float = 0.5
     ctc_weight: float = 0.0
     fastemit_lambda: float = 0.0  # FastEmit: label arcs weigh 1 + lambda in the gradient (earlier emissions)
+    delay_penalty: float = 0.0  # labels at frame t score delay_penalty * ((T - 1) / 2 - t) more (earlier emissions)
 
 
 @dataclass(frozen=True)
@@ -65,8 +67,7 @@ class Transducer(torch.nn.Module):
         super().__init__()
         if config.loss.type not in LOSSES:
             raise ValueError(f"loss.type must be one of {LOSSES}, got '{config.loss.type}'")
-        if config.loss.fastemit_lambda < 0:
-            raise ValueError(f"loss.fastemit_lambda must be >= 0, got {config.loss.fastemit_lambda}")
+        check_emission_timing(config.loss.fastemit_lambda, config.loss.delay_penalty)
         if config.loss.type == "fused" and config.joiner.dropout:
             raise ValueError("joiner.dropout needs the joiner's activations, which the fused loss never keeps: "
                              "use loss.type full or pruned, or joiner.dropout 0")
@@ -112,7 +113,8 @@ class Transducer(torch.nn.Module):
         pred = self.predictor(tokens)
         enc_proj, pred_proj = self.joiner.enc_proj(enc), self.joiner.pred_proj(pred)
         options = dict(blank=self.blank, one_sym_per_frame=loss_config.one_sym_per_frame)
-        exact = dict(options, fastemit_lambda=loss_config.fastemit_lambda)  # the simple loss of pruning has none
+        # the simple loss of pruning has neither: it only places the band
+        exact = dict(options, fastemit_lambda=loss_config.fastemit_lambda, delay_penalty=loss_config.delay_penalty)
         parts = {}
         if loss_config.type == "full":
             logits = self.joiner(enc_proj[:, :, None], pred_proj[:, None])
