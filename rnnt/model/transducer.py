@@ -97,6 +97,15 @@ class Transducer(torch.nn.Module):
     def is_transducer(self) -> bool:
         return self.joiner is not None
 
+    def unit_layers(self) -> dict[str, torch.nn.Module]:
+        """The layers with a row per unit, by name: those that output units, and the label embedding."""
+        layers = {"ctc": self.ctc, "simple_am": getattr(self, "simple_am", None),
+                  "simple_lm": getattr(self, "simple_lm", None)}
+        if self.is_transducer:
+            layers["joiner.output"] = self.joiner.output
+            layers["predictor.embedding"] = getattr(self.predictor, "embedding", None)
+        return {name: layer for name, layer in layers.items() if layer is not None}
+
     def ctc_loss(self, enc, enc_lens, tokens, token_lens) -> torch.Tensor:
         """CTC over the CTC head, summed over the batch and divided by its size (as the transducer loss)."""
         log_probs = torch.log_softmax(self.ctc(enc).float(), dim=-1).transpose(0, 1)

@@ -46,6 +46,7 @@ class TrainConfig:
     valid_wer: bool = True
     seed: int = 0
     device: str = "auto"  # auto, cpu or cuda
+    init_from: str = ""  # a checkpoint of another experiment to start from (rnnt.training.init_from)
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,9 @@ def with_absolute_paths(experiment: Experiment) -> Experiment:
 
     paths = dataclasses.replace(experiment.paths, **{k: absolute(v) for k, v in vars(experiment.paths).items()})
     features = dataclasses.replace(experiment.data.features, cmvn=absolute(experiment.data.features.cmvn))
-    return dataclasses.replace(experiment, paths=paths, data=dataclasses.replace(experiment.data, features=features))
+    train = dataclasses.replace(experiment.train, init_from=absolute(experiment.train.init_from))
+    return dataclasses.replace(experiment, paths=paths, train=train,
+                               data=dataclasses.replace(experiment.data, features=features))
 
 
 def save_experiment(experiment: Experiment, path: str) -> None:

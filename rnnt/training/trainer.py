@@ -26,6 +26,7 @@ from rnnt.training.distributed import (all_gather_objects, batches_of_every_rank
                                        every_rank, scale_gradients, setup)
 from rnnt.training.ema import EMA
 from rnnt.training.experiment import Experiment, adopt_lang_dir, build_optimizer
+from rnnt.training.init_from import initialise_from
 from rnnt.training.progress import Progress, setup_logging
 from rnnt.training.stop import StopTraining
 from rnnt.training.validation import validate
@@ -114,6 +115,15 @@ class Trainer:
         checkpoint.set_rng_state(rng[self.world.rank] if self.world.rank < len(rng) else rng[0])
         log.info("resumed from %s: epoch %d, batch %d, step %d", path, self.epoch, self.batch, self.step)
         return True
+
+    def start_from(self, path: str) -> None:
+        """A fresh run starts from another experiment's weights (every rank loads the same file)."""
+        try:
+            initialise_from(self.model, path, self.tokenizer.units)
+        except (FileNotFoundError, ValueError) as error:
+            raise StopTraining(str(error)) from error
+        if self.ema:
+            self.ema = EMA(self.model, self.experiment.train.ema_decay)
 
     # --- one step -------------------------------------------------------------------------------------
     def forward_backward(self, batch: dict, sync: bool, weight: float = 1.0) -> float | None:
@@ -208,8 +218,8 @@ class Trainer:
                 raise StopTraining(f"{self.exp_dir} already holds checkpoints (newest {existing}); "
                                    "pass --resume to continue that run, or give a new --exp-dir")
             adopt_lang_dir(self.experiment, self.exp_dir, self.world)
-            if resume:
-                self.resume()
+            if not (resume and self.resume()) and self.experiment.train.init_from:
+                self.start_from(self.experiment.train.init_from)
             while not self.complete():
                 if not self.train_epoch():
                     break

@@ -1,0 +1,85 @@
+"""train.init_from: a run starts from another experiment's weights, its units matched by name."""
+
+import shutil
+
+import pytest
+import torch
+import yaml
+from conftest import run_tool
+from yesno_training import config_file, train_args
+
+from rnnt.model.transducer import JoinerConfig, LossConfig, ModelConfig, Transducer
+from rnnt.training import checkpoint
+from rnnt.training.init_from import unit_tensor_names
+
+
+def test_a_run_starts_from_another_experiments_weights_with_units_matched_by_name(yesno, tmp_path):
+    source_exp = tmp_path / "source"
+    out = run_tool(*train_args(yesno, source_exp, config_file(tmp_path, epochs=1)))
+    assert out.returncode == 0, out.stderr
+    source = checkpoint.load(str(source_exp / "epoch-1.pt"))["model"]
+
+    # the target's units: YES and NO swapped, and one the source never had
+    lang = tmp_path / "lang"
+    shutil.copytree(yesno / "lang", lang)
+    (lang / "units.txt").write_text("<blank> 0\n<unk> 1\nYES 2\nMAYBE 3\nNO 4\n")
+    source_units = dict(line.split() for line in (source_exp / "lang" / "units.txt").read_text().splitlines())
+    assert source_units["NO"] == "2" and source_units["YES"] == "3"
+    conf = config_file(tmp_path, epochs=1, init_from=str(source_exp / "epoch-1.pt"),
+                       optimizer={"type": "adam", "lr": 0.0})  # lr 0: epoch-1.pt holds the starting weights
+    target_exp = tmp_path / "target"
+    args = train_args(yesno, target_exp, conf)
+    out = run_tool(*args[:args.index("--lang-dir") + 1], str(lang), *args[args.index("--lang-dir") + 2:])
+    assert out.returncode == 0, out.stderr
+    log = (target_exp / "train.log").read_text()
+    assert "4 of 5 units by name" in log
+    target = checkpoint.load(str(target_exp / "epoch-1.pt"))["model"]
+
+    # parameters, not the input batch norm's running statistics, which training at lr 0 still moves
+    shared = [k for k in target if k in source and target[k].shape == source[k].shape and "running" not in k
+              and "num_batches" not in k]
+    assert len(shared) > 10 and any(k.startswith("encoder.") for k in shared)
+    for name in shared:
+        torch.testing.assert_close(target[name], source[name], msg=name)
+    rows = {"<blank>": (0, 0), "<unk>": (1, 1), "YES": (2, 3), "NO": (4, 2)}
+    for layer in ("ctc.weight", "ctc.bias", "joiner.output.weight", "joiner.output.bias", "predictor.embedding.weight"):
+        assert target[layer].shape[0] == 5 and source[layer].shape[0] == 4
+        for unit, (to_row, from_row) in rows.items():
+            torch.testing.assert_close(target[layer][to_row], source[layer][from_row], msg=f"{layer} {unit}")
+        assert not any(torch.equal(target[layer][3], source[layer][row]) for row in range(4))  # MAYBE: fresh
+
+
+def test_a_resumed_run_keeps_its_own_weights(yesno, tmp_path):
+    source_exp = tmp_path / "source"
+    assert run_tool(*train_args(yesno, source_exp, config_file(tmp_path, epochs=1))).returncode == 0
+    conf = config_file(tmp_path, epochs=2, init_from=str(source_exp / "epoch-1.pt"))
+    values = yaml.safe_load(conf.read_text())
+    values["train"]["epochs"] = 1
+    first = tmp_path / "first.yaml"
+    first.write_text(yaml.safe_dump(values))
+    exp = tmp_path / "exp"
+    assert run_tool(*train_args(yesno, exp, first)).returncode == 0
+    out = run_tool(*train_args(yesno, exp, conf), "--resume")
+    assert out.returncode == 0, out.stderr
+    log = (exp / "train.log").read_text()
+    assert log.count("initialised") == 1 and "resumed from" in log  # the weights of its own epoch 1
+    assert checkpoint.load_meta(str(exp / "epoch-2.pt"))["epoch"] == 2
+
+
+def test_a_missing_checkpoint_stops_the_run_with_its_name(yesno, tmp_path):
+    conf = config_file(tmp_path, epochs=1, init_from=str(tmp_path / "nowhere" / "avg-5.pt"))
+    out = run_tool(*train_args(yesno, tmp_path / "exp", conf))
+    assert out.returncode == 1
+    assert "no checkpoint" in out.stderr and "nowhere/avg-5.pt" in out.stderr
+
+
+@pytest.mark.parametrize("loss", ["full", "pruned"])
+def test_unit_tensors_are_found_by_layer_not_by_size(loss):
+    # a joiner as wide as the vocabulary: its projections are not per unit, though sized like it
+    model = Transducer(ModelConfig(joiner=JoinerConfig(hidden=16), loss=LossConfig(type=loss, ctc_weight=0.5)), 16)
+    names = unit_tensor_names(model)
+    expected = {"ctc.weight", "ctc.bias", "joiner.output.weight", "joiner.output.bias", "predictor.embedding.weight"}
+    if loss == "pruned":
+        expected |= {"simple_am.weight", "simple_am.bias", "simple_lm.weight", "simple_lm.bias"}
+    assert names == expected
+    assert model.joiner.enc_proj.out_features == 16
