@@ -55,7 +55,7 @@ def speech_start(samples: np.ndarray, rate: int, db: float = 25.0, sustained: in
     utterance's loudest frame; it starts where that stretch of sound does: back through every frame
     `above_floor` dB over the noise floor (the 10th percentile of the frames), across gaps of at most
     `gap` frames, so that the hiss or burst of a first S, F, H or P counts. AN4's recordings often open
-    with a click or a breath (unvoiced, up to 35 dB over the floor, 20 to 200 ms long) a third of a
+    with a click or a breath (unvoiced, up to 35 dB over the floor, 20 to 300 ms long) a third of a
     second before the speaker: neither is where speech starts. With no voiced stretch, the first
     `sustained` loud frames."""
     energy = torch.logsumexp(fbank(torch.from_numpy(samples), rate, "sherpa_onnx"), dim=1).numpy() * 10 / np.log(10)
