@@ -32,13 +32,14 @@ from rnnt.scoring import score
 
 def frame_voicing(samples: np.ndarray, rate: int, window: float = 0.04, low_hz: float = 60.0,
                   high_hz: float = 400.0) -> np.ndarray:
-    """Every 10 ms, the highest normalised autocorrelation of the next `window` seconds at a lag of one
-    pitch period (low_hz to high_hz): close to 1 where the vocal folds vibrate, 0.1 to 0.4 for breath,
-    clicks and room noise."""
+    """Every 10 ms, the highest normalised autocorrelation of `window` seconds at a lag of one pitch period
+    (low_hz to high_hz): close to 1 where the vocal folds vibrate, 0.1 to 0.4 for breath, clicks and room
+    noise. Frame i is centred where the sherpa_onnx fbank's frame i is, at 10 i + 5 ms."""
     size, hop = round(window * rate), round(0.01 * rate)
-    if len(samples) < size:
+    padded = np.pad(samples.astype(np.float64), (size // 2 - hop // 2, size // 2))
+    if len(samples) < hop:
         return np.zeros(0)
-    frames = np.lib.stride_tricks.sliding_window_view(samples.astype(np.float64), size)[::hop]
+    frames = np.lib.stride_tricks.sliding_window_view(padded, size)[::hop][: len(samples) // hop]
     frames = frames - frames.mean(axis=1, keepdims=True)
     spectrum = np.fft.rfft(frames, n=2 * size, axis=1)
     correlation = np.fft.irfft(spectrum * spectrum.conj(), axis=1)[:, :size]
@@ -59,6 +60,8 @@ def speech_start(samples: np.ndarray, rate: int, db: float = 25.0, sustained: in
     second before the speaker: neither is where speech starts. With no voiced stretch, the first
     `sustained` loud frames."""
     energy = torch.logsumexp(fbank(torch.from_numpy(samples), rate, "sherpa_onnx"), dim=1).numpy() * 10 / np.log(10)
+    if not len(energy):
+        return 0.0
     voicing = frame_voicing(samples, rate)
     n = min(len(energy), len(voicing)) if len(voicing) else len(energy)
     loud = energy[:n] > energy.max() - db
@@ -139,8 +142,8 @@ def main() -> int:
                         rows.append((key, speech_start(samples, rate), *first))
                 if args.latencies:
                     with open(args.latencies, "w", encoding="utf-8") as f:
-                        f.writelines(f"{key}\t{start:.2f}\t{fed:.2f}\t{text}\n" for key, start, fed, text in rows)
-                lat = np.array([fed - start for _, start, fed, _ in rows])
+                        f.writelines(f"{key}\t{onset:.2f}\t{fed:.2f}\t{first}\n" for key, onset, fed, first in rows)
+                lat = np.array([fed - onset for _, onset, fed, _ in rows])
                 latency = (f"{np.median(lat):.2f} s / {np.percentile(lat, 90):.2f} s / "
                            f"{100 * np.mean(lat <= 0.3):.0f}% ({len(lat)} utterances; fed {args.chunk} s at a time, "
                            f"{chunk_frames} frames an encoder call)")

@@ -30,6 +30,15 @@ def read_units(path: str) -> dict[str, int]:
     return units
 
 
+def lang_unit_type(lang_dir: str) -> str:
+    """The unit type named by a lang dir's units.json ('' when it has none)."""
+    path = os.path.join(lang_dir, "units.json")
+    if not os.path.isfile(path):
+        return ""
+    with open(path, encoding="utf-8") as f:
+        return json.load(f).get("type", "")
+
+
 class Tokenizer:
     def __init__(self, lang_dir: str):
         with open(os.path.join(lang_dir, "units.json"), encoding="utf-8") as f:

@@ -6,7 +6,8 @@
   delay_penalty) adds penalty * ((T_b - 1) / 2 - t) to the log-probability of every label arc at frame t:
   labels before the utterance's middle frame gain, labels after it lose, so every alignment's score
   falls by penalty times its summed label delay (up to a constant per utterance). The loss is then
-  -log of the penalised sum over alignments, and its gradient follows from the penalised posteriors.
+  -log of the penalised sum over alignments, and its gradient follows from the penalised posteriors. So
+  is the validation loss: a run with a penalty is not comparable by loss with one without (k2's too).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def delay_penalised(label_lp: torch.Tensor, logit_lengths: torch.Tensor, delay_p
 
 
 def check_emission_timing(fastemit_lambda: float, delay_penalty: float) -> None:
+    """Both regularisers are weights of at least 0 (NaN is refused too)."""
     for name, value in (("fastemit_lambda", fastemit_lambda), ("delay_penalty", delay_penalty)):
-        if value < 0:
+        if not value >= 0:
             raise ValueError(f"loss.{name} must be >= 0, got {value}")

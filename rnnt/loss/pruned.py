@@ -16,6 +16,7 @@ import torch
 
 from rnnt.loss.cells import pruned_cells
 from rnnt.loss.checks import FLOATS, check_lengths, check_one_symbol_per_frame, check_reduction, check_symbols
+from rnnt.loss.emission_timing import delay_penalised
 from rnnt.loss.lattice import LatticeLoss, lattice_posteriors
 from rnnt.loss.logits_loss import TransducerLossFunction, reduce_losses
 
@@ -53,11 +54,14 @@ def simple_loss(
     reduction: str = "mean",
     one_sym_per_frame: bool = False,
     return_posteriors: bool = False,
+    delay_penalty: float = 0.0,
 ):
     """Transducer loss of the additive joiner am[b, t, :] + lm[b, u, :] (logits of size V each).
 
     am: (B, T, V) from the encoder; lm: (B, U+1, V) from the prediction network.
     With return_posteriors, also returns (gamma_blank, gamma_label), each (B, T, U+1), for prune_ranges.
+    delay_penalty as in transducer_loss (k2's smoothed loss takes it too), so that the band is placed
+    where the penalised alignments lie.
     """
     check_reduction(reduction)
     if am.dtype not in FLOATS or lm.dtype not in FLOATS or am.dim() != 3 or lm.dim() != 3 \
@@ -71,6 +75,7 @@ def simple_loss(
         check_one_symbol_per_frame(logit_lengths, target_lengths)
     blank = check_symbols(targets, target_lengths, blank, am.shape[2])
     blank_lp, label_lp = simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank)
+    label_lp = delay_penalised(label_lp, logit_lengths, delay_penalty)
     losses = LatticeLoss.apply(blank_lp, label_lp, logit_lengths, target_lengths, one_sym_per_frame)
     loss = reduce_losses(losses.to(am.dtype), reduction)
     if not return_posteriors:

@@ -121,9 +121,9 @@ class Transducer(torch.nn.Module):
             return {"ctc": ctc, "loss": ctc}
         pred = self.predictor(tokens)
         enc_proj, pred_proj = self.joiner.enc_proj(enc), self.joiner.pred_proj(pred)
-        options = dict(blank=self.blank, one_sym_per_frame=loss_config.one_sym_per_frame)
-        # the simple loss of pruning has neither: it only places the band
-        exact = dict(options, fastemit_lambda=loss_config.fastemit_lambda, delay_penalty=loss_config.delay_penalty)
+        options = dict(blank=self.blank, one_sym_per_frame=loss_config.one_sym_per_frame,
+                       delay_penalty=loss_config.delay_penalty)
+        exact = dict(options, fastemit_lambda=loss_config.fastemit_lambda)  # not the simple loss of pruning
         parts = {}
         if loss_config.type == "full":
             logits = self.joiner(enc_proj[:, :, None], pred_proj[:, None])

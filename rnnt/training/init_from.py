@@ -15,7 +15,7 @@ import os
 
 import torch
 
-from rnnt.data.tokenizer import read_units
+from rnnt.data.tokenizer import lang_unit_type, read_units
 from rnnt.training import checkpoint
 
 log = logging.getLogger("rnnt.train")
@@ -27,8 +27,9 @@ def unit_tensor_names(model) -> set[str]:
             for tensor, _ in layer.named_parameters(recurse=False)}
 
 
-def initialise_from(model, path: str, units: dict[str, int]) -> str:
-    """Copies what fits of the checkpoint at path into model (in place); returns a one-line summary."""
+def initialise_from(model, path: str, units: dict[str, int], unit_type: str = "") -> str:
+    """Copies what fits of the checkpoint at path into model (in place); returns a one-line summary.
+    units: this run's unit inventory; unit_type (its units.json type), to warn when the other's differs."""
     lang = os.path.join(os.path.dirname(os.path.abspath(path)), "lang", "units.txt")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"train.init_from: no checkpoint {path}")
@@ -38,9 +39,13 @@ def initialise_from(model, path: str, units: dict[str, int]) -> str:
     state = checkpoint.load(path)
     source = state["ema"] if state.get("ema") is not None else state["model"]
     source_units = read_units(lang)
+    source_type = lang_unit_type(os.path.dirname(lang))
+    if unit_type and source_type and unit_type != source_type:
+        log.warning("train.init_from: %s is over %s units, this run over %s: units are matched by name only",
+                    path, source_type, unit_type)
     shared = [(units[name], source_units[name]) for name in units if name in source_units]
-    to_rows = torch.tensor([row for row, _ in shared])
-    from_rows = torch.tensor([row for _, row in shared])
+    to_rows = torch.tensor([row for row, _ in shared], dtype=torch.long)
+    from_rows = torch.tensor([row for _, row in shared], dtype=torch.long)
     per_unit = unit_tensor_names(model)
     copied, mismatched = [], []
     with torch.no_grad():
@@ -49,7 +54,10 @@ def initialise_from(model, path: str, units: dict[str, int]) -> str:
             if value is None:
                 continue
             if name in per_unit and value.dim() >= 1 and value.shape[1:] == tensor.shape[1:]:
-                tensor[to_rows] = value[from_rows].to(tensor.dtype)
+                if len(shared) and int(from_rows.max()) >= value.shape[0]:
+                    raise ValueError(f"train.init_from: {lang} has {len(source_units)} units, but {name} of {path} "
+                                     f"has {value.shape[0]} rows")
+                tensor[to_rows.to(tensor.device)] = value[from_rows].to(tensor)  # the model may be on a GPU
                 copied.append(name)
             elif value.shape == tensor.shape:
                 tensor.copy_(value)

@@ -119,7 +119,7 @@ class Trainer:
     def start_from(self, path: str) -> None:
         """A fresh run starts from another experiment's weights (every rank loads the same file)."""
         try:
-            initialise_from(self.model, path, self.tokenizer.units)
+            initialise_from(self.model, path, self.tokenizer.units, self.tokenizer.kind)
         except (FileNotFoundError, ValueError) as error:
             raise StopTraining(str(error)) from error
         if self.ema:

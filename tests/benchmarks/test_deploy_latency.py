@@ -5,6 +5,7 @@ enough for an energy rule, unvoiced, and followed by silence."""
 
 import sys
 
+import numpy as np
 import pytest
 import soundfile as sf
 
@@ -32,7 +33,7 @@ def test_a_breath_before_the_speaker_is_not_where_speech_starts(test_data):
     assert 0.88 <= speech_start(samples, rate) <= 0.98
     assert 0.25 <= speech_start(samples, rate, voiced=0.0) <= 0.35
     voicing = frame_voicing(samples, rate)
-    assert voicing[30:40].max() < 0.5 and voicing[100:104].min() > 0.9  # the noise, then the vowel of P
+    assert voicing[30:40].max() < 0.5 and voicing[102:108].min() > 0.9  # the noise, then the vowel of P
 
 
 def test_an_unvoiced_first_sound_counts_as_speech(test_data):
@@ -49,4 +50,13 @@ def test_voicing_is_near_one_on_a_vowel_and_low_on_silence(test_data):
     voicing = frame_voicing(samples, rate)
     assert len(voicing) == pytest.approx(len(samples) / rate * 100, abs=5)
     assert voicing[5:25].max() < 0.7  # the silence after the click
-    assert voicing[41:64].min() > 0.75  # the O of NO
+    assert voicing[42:66].min() > 0.75  # the O of NO
+
+
+def test_voicing_and_energy_frames_line_up_on_a_tone_that_starts_at_half_a_second():
+    rate = 16000
+    t = np.arange(rate) / rate
+    noise = np.random.default_rng(0).normal(0, 1e-4, rate)
+    tone = np.where(t >= 0.5, 0.3 * np.sin(2 * np.pi * 150 * t), 0.0) + noise
+    assert speech_start(tone.astype(np.float32), rate) == pytest.approx(0.5, abs=0.015)
+    assert speech_start(np.zeros(0, dtype=np.float32), rate) == 0.0  # too short for a frame: no crash

@@ -120,3 +120,16 @@ def test_a_negative_regulariser_is_refused(name):
 
     with pytest.raises(ValueError, match=f"{name} must be >= 0"):
         Transducer(ModelConfig(loss=LossConfig(**{name: -0.1})), 5)
+
+
+@pytest.mark.parametrize("one_sym", [False, True])
+def test_the_simple_loss_of_pruning_takes_the_delay_penalty_too(one_sym):
+    _, targets, T_b, U_b = inputs(one_sym)
+    g = torch.Generator().manual_seed(5)
+    am = torch.randn(3, 6, 9, generator=g, dtype=torch.float64, requires_grad=True)
+    lm = torch.randn(3, 5, 9, generator=g, dtype=torch.float64, requires_grad=True)
+    want = reference(am[:, :, None] + lm[:, None], targets, T_b, U_b, one_sym, delay_penalty=PENALTY)
+    got = simple_loss(am, lm, targets, T_b, U_b, reduction="sum", one_sym_per_frame=one_sym, delay_penalty=PENALTY)
+    torch.testing.assert_close(got, want)
+    for a, b in zip(torch.autograd.grad(got, (am, lm)), torch.autograd.grad(want, (am, lm))):
+        torch.testing.assert_close(a, b)

@@ -1,5 +1,7 @@
 """train.init_from: a run starts from another experiment's weights, its units matched by name."""
 
+import json
+import logging
 import shutil
 
 import pytest
@@ -10,7 +12,7 @@ from yesno_training import config_file, train_args
 
 from rnnt.model.transducer import JoinerConfig, LossConfig, ModelConfig, Transducer
 from rnnt.training import checkpoint
-from rnnt.training.init_from import unit_tensor_names
+from rnnt.training.init_from import initialise_from, unit_tensor_names
 
 
 def test_a_run_starts_from_another_experiments_weights_with_units_matched_by_name(yesno, tmp_path):
@@ -83,3 +85,46 @@ def test_unit_tensors_are_found_by_layer_not_by_size(loss):
         expected |= {"simple_am.weight", "simple_am.bias", "simple_lm.weight", "simple_lm.bias"}
     assert names == expected
     assert model.joiner.enc_proj.out_features == 16
+
+
+def source_experiment(tmp_path, units: list[str], unit_type: str = "phone", ema: bool = False):
+    """An experiment dir holding avg-1.pt of a small CTC model over `units` (after <blank> and <unk>)."""
+    torch.manual_seed(1)
+    model = Transducer(ModelConfig(loss=LossConfig(type="ctc")), len(units) + 2)
+    weights = model.state_dict()
+    state = {"model": weights, "ema": {k: v + 1 for k, v in weights.items()} if ema else None}
+    (tmp_path / "lang").mkdir()
+    names = ["<blank>", "<unk>", *units]
+    (tmp_path / "lang" / "units.txt").write_text("".join(f"{u} {i}\n" for i, u in enumerate(names)))
+    (tmp_path / "lang" / "units.json").write_text(json.dumps({"type": unit_type}))
+    checkpoint.save(str(tmp_path / "avg-1.pt"), state)
+    return tmp_path / "avg-1.pt", state
+
+
+def test_the_ema_weights_are_taken_when_the_checkpoint_kept_them(tmp_path):
+    path, state = source_experiment(tmp_path, ["AA", "B"], ema=True)
+    torch.manual_seed(2)
+    model = Transducer(ModelConfig(loss=LossConfig(type="ctc")), 4)
+    initialise_from(model, str(path), {"<blank>": 0, "<unk>": 1, "B": 2, "AA": 3})
+    torch.testing.assert_close(model.ctc.weight[2], state["ema"]["ctc.weight"][3])
+    torch.testing.assert_close(model.ctc.weight[3], state["ema"]["ctc.weight"][2])
+    name = "encoder.pre.lstms.0.weight_ih_l0"
+    torch.testing.assert_close(model.state_dict()[name], state["ema"][name])
+
+
+def test_a_units_file_longer_than_the_checkpoint_is_refused_with_both_names(tmp_path):
+    path, _ = source_experiment(tmp_path, ["AA", "B"])
+    with open(tmp_path / "lang" / "units.txt", "a") as f:
+        f.write("CH 4\n")
+    model = Transducer(ModelConfig(loss=LossConfig(type="ctc")), 5)
+    with pytest.raises(ValueError, match=r"units.txt has 5 units, but ctc\.weight .* has 4 rows"):
+        initialise_from(model, str(path), {"<blank>": 0, "<unk>": 1, "AA": 2, "B": 3, "CH": 4})
+
+
+def test_units_of_another_type_are_matched_with_a_warning(tmp_path, caplog):
+    path, _ = source_experiment(tmp_path, ["A", "B"], unit_type="char")
+    model = Transducer(ModelConfig(loss=LossConfig(type="ctc")), 4)
+    with caplog.at_level(logging.WARNING, logger="rnnt.train"):
+        summary = initialise_from(model, str(path), {"<blank>": 0, "<unk>": 1, "A": 2, "B": 3}, "phone")
+    assert "4 of 4 units by name" in summary
+    assert "over char units, this run over phone" in caplog.text
