@@ -30,19 +30,21 @@ def read_units(path: str) -> dict[str, int]:
     return units
 
 
+def read_lang_config(lang_dir: str) -> dict:
+    """A lang dir's units.json: the unit type and what it needs (sentencepiece model, lexicon)."""
+    with open(os.path.join(lang_dir, "units.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
 def lang_unit_type(lang_dir: str) -> str:
     """The unit type named by a lang dir's units.json ('' when it has none)."""
-    path = os.path.join(lang_dir, "units.json")
-    if not os.path.isfile(path):
-        return ""
-    with open(path, encoding="utf-8") as f:
-        return json.load(f).get("type", "")
+    has_config = os.path.isfile(os.path.join(lang_dir, "units.json"))
+    return read_lang_config(lang_dir).get("type", "") if has_config else ""
 
 
 class Tokenizer:
     def __init__(self, lang_dir: str):
-        with open(os.path.join(lang_dir, "units.json"), encoding="utf-8") as f:
-            self.config = json.load(f)
+        self.config = read_lang_config(lang_dir)
         self.kind = self.config["type"]
         self.units = read_units(os.path.join(lang_dir, "units.txt"))
         self.symbols = {i: s for s, i in self.units.items()}
