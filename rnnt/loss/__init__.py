@@ -4,7 +4,7 @@
   logits, gradient formed directly (no log-softmax tensor kept); modified one-symbol-per-frame variant.
 - fused_joiner_loss: the joiner's output layer and the loss in one function, logits never materialised.
 - simple_loss, prune_ranges, prune, pruned_loss: pruned training on a band of s_range symbols per frame.
-The exact losses take fastemit_lambda and delay_penalty, which move emissions earlier
+The exact losses take fastemit_lambda, delay_penalty and self_alignment, which move emissions earlier
 (rnnt.loss.emission_timing).
 """
 

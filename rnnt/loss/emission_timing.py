@@ -8,11 +8,18 @@
   falls by penalty times its summed label delay (up to a constant per utterance). The loss is then
   -log of the penalised sum over alignments, and its gradient follows from the penalised posteriors. So
   is the validation loss: a run with a penalty is not comparable by loss with one without (k2's too).
+- Self-alignment (Kim et al., 2021, "Reducing Streaming ASR Model Delay with Self Alignment") finds the
+  model's own most likely alignment (Viterbi) and adds -self_alignment * log P of each of its labels one
+  frame earlier: it pulls the alignment the model has towards the frame before, whatever the silence
+  around the speech, where the delay penalty rewards emitting anywhere early. A label already at the
+  earliest frame it can take stays. The term is part of the loss value, validation's too.
 """
 
 from __future__ import annotations
 
 import torch
+
+from rnnt.loss.lattice import best_path_label_frames, lattice_posteriors
 
 
 def fastemit_weighted(gamma_label: torch.Tensor, fastemit_lambda: float) -> torch.Tensor:
@@ -29,8 +36,48 @@ def delay_penalised(label_lp: torch.Tensor, logit_lengths: torch.Tensor, delay_p
     return label_lp + (delay_penalty * (middle[:, None] - frames[None, :]))[:, :, None]
 
 
-def check_emission_timing(fastemit_lambda: float, delay_penalty: float) -> None:
-    """Both regularisers are weights of at least 0 (NaN is refused too)."""
-    for name, value in (("fastemit_lambda", fastemit_lambda), ("delay_penalty", delay_penalty)):
+def self_alignment(blank_lp: torch.Tensor, label_lp: torch.Tensor, logit_lengths: torch.Tensor,
+                   target_lengths: torch.Tensor, one_sym_per_frame: bool, weight: float):
+    """The self-alignment term: (arcs, loss) or (None, 0.0) at weight 0.
+
+    arcs (B, T, U+1) holds weight on the label arc one frame before each label of the best alignment and 0
+    elsewhere; loss (B,) is -sum of arcs times label_lp, and d loss / d label_lp = -arcs, so the arcs add to
+    the label posteriors where the gradient is formed. A label stays where it is when the frame before is
+    not free: frame 0, or (one symbol per frame) the frame of the label before it, which could not move;
+    and where that arc does not exist (outside a pruned band).
+    """
+    if not weight:
+        return None, 0.0
+    frames = best_path_label_frames(blank_lp, label_lp, logit_lengths, target_lengths, one_sym_per_frame)
+    position = torch.arange(frames.shape[1], device=frames.device)[None, :]
+    earliest = position if one_sym_per_frame else torch.zeros_like(position)  # the first frame label u can take
+    batch, u = (frames > earliest).nonzero(as_tuple=True)
+    arcs = torch.zeros_like(label_lp)
+    arcs[batch, frames[batch, u] - 1, u] = weight
+    arcs = arcs.where(torch.isfinite(label_lp), 0.0)
+    return arcs, -(arcs * label_lp.where(arcs > 0, 0.0)).sum((1, 2))
+
+
+def timed_lattice_loss(blank_lp: torch.Tensor, label_lp: torch.Tensor, logit_lengths: torch.Tensor,
+                       target_lengths: torch.Tensor, one_sym_per_frame: bool, fastemit_lambda: float = 0.0,
+                       delay_penalty: float = 0.0, self_alignment_weight: float = 0.0):
+    """The loss (B,) over the lattice with the three regularisers, and the blank and label arcs' weights
+    (B, T, U+1) in its gradient (d loss / d arc log-prob = -weight)."""
+    log_like, gamma_blank, gamma_label = lattice_posteriors(
+        blank_lp, delay_penalised(label_lp, logit_lengths, delay_penalty), logit_lengths, target_lengths,
+        one_sym_per_frame
+    )
+    gamma_label = fastemit_weighted(gamma_label, fastemit_lambda)
+    arcs, aligned = self_alignment(blank_lp, label_lp, logit_lengths, target_lengths, one_sym_per_frame,
+                                   self_alignment_weight)
+    if arcs is not None:
+        gamma_label = gamma_label + arcs
+    return aligned - log_like, gamma_blank, gamma_label
+
+
+def check_emission_timing(fastemit_lambda: float, delay_penalty: float, self_alignment: float = 0.0) -> None:
+    """The regularisers are weights of at least 0 (NaN is refused too)."""
+    for name, value in (("fastemit_lambda", fastemit_lambda), ("delay_penalty", delay_penalty),
+                        ("self_alignment", self_alignment)):
         if not value >= 0:
             raise ValueError(f"loss.{name} must be >= 0, got {value}")

@@ -11,8 +11,7 @@ from __future__ import annotations
 import torch
 
 from rnnt.loss.checks import check_lengths, check_one_symbol_per_frame, check_reduction, check_symbols
-from rnnt.loss.emission_timing import delay_penalised, fastemit_weighted
-from rnnt.loss.lattice import lattice_posteriors
+from rnnt.loss.emission_timing import timed_lattice_loss
 from rnnt.loss.logits_loss import (
     CHUNK_ELEMENTS,
     accumulation_dtype,
@@ -55,7 +54,7 @@ def _chunks(logit_lengths, target_lengths, width: int, chunk_elements: int):
 class _FusedJoinerLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank, activation,
-                reduction, one_sym_per_frame, chunk_elements, fastemit_lambda, delay_penalty):
+                reduction, one_sym_per_frame, chunk_elements, fastemit_lambda, delay_penalty, self_alignment_weight):
         B, T, _ = enc.shape
         U1 = pred.shape[1]
         acc = accumulation_dtype(enc.dtype)
@@ -70,14 +69,12 @@ class _FusedJoinerLoss(torch.autograd.Function):
                 blank_lp[b, t0:t1, : U_b + 1] = logits[..., blank] - lse
                 if U_b > 0:
                     label_lp[b, t0:t1, :U_b] = logits[:, :U_b].gather(2, labels).squeeze(2) - lse[:, :U_b]
-        label_lp = delay_penalised(label_lp, logit_lengths, delay_penalty)
-        log_like, gamma_blank, gamma_label = lattice_posteriors(
-            blank_lp, label_lp, logit_lengths, target_lengths, one_sym_per_frame
-        )
-        gamma_label = fastemit_weighted(gamma_label, fastemit_lambda)
+        losses, gamma_blank, gamma_label = timed_lattice_loss(blank_lp, label_lp, logit_lengths, target_lengths,
+                                                              one_sym_per_frame, fastemit_lambda, delay_penalty,
+                                                              self_alignment_weight)
         ctx.save_for_backward(enc, pred, weight, bias, targets, logit_lengths, target_lengths, gamma_blank, gamma_label)
         ctx.config = (blank, activation, reduction, chunk_elements)
-        return reduce_losses((-log_like).to(enc.dtype), reduction)
+        return reduce_losses(losses.to(enc.dtype), reduction)
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -107,7 +104,7 @@ class _FusedJoinerLoss(torch.autograd.Function):
             grad_pre = _activation_grad(hidden, grad @ weight, activation)
             grad_enc[b, t0:t1] += grad_pre.sum(1)
             grad_pred[b, : U_b + 1] += grad_pre.sum(0)
-        return grad_enc, grad_pred, grad_weight, grad_bias, None, None, None, None, None, None, None, None, None, None
+        return (grad_enc, grad_pred, grad_weight, grad_bias) + (None,) * 11
 
 
 def fused_joiner_loss(
@@ -125,13 +122,14 @@ def fused_joiner_loss(
     chunk_elements: int = CHUNK_ELEMENTS,
     fastemit_lambda: float = 0.0,
     delay_penalty: float = 0.0,
+    self_alignment: float = 0.0,
 ) -> torch.Tensor:
     """Transducer loss of the joiner logits W @ act(enc[:, :, None] + pred[:, None]) + bias, never materialised.
 
     enc: (B, T, H) projected encoder output; pred: (B, U+1, H) projected prediction-network output;
     weight: (V, H) and bias: (V,) of the output layer. Gives the same loss and gradients as building
-    the logits and calling transducer_loss, in memory independent of V beyond one chunk (fastemit_lambda
-    and delay_penalty as there).
+    the logits and calling transducer_loss, in memory independent of V beyond one chunk (fastemit_lambda,
+    delay_penalty and self_alignment as there).
     """
     check_reduction(reduction)
     if activation not in ACTIVATIONS:
@@ -158,4 +156,4 @@ def fused_joiner_loss(
     with torch.autocast(device, enabled=False):
         return _FusedJoinerLoss.apply(enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank,
                                       activation, reduction, one_sym_per_frame, chunk_elements, fastemit_lambda,
-                                      delay_penalty)
+                                      delay_penalty, self_alignment)

@@ -97,6 +97,62 @@ def _forward_backward_one_symbol(blank, label, final_t, final_u):
     return alpha, beta
 
 
+def _best_arcs_along_axis_1(blank, label):
+    """Viterbi over arcs that each advance axis 1 by one step (a frame, or an anti-diagonal): the best
+    score into each cell and whether it arrives by a label (ties go to the blank)."""
+    delta = torch.full_like(blank, NEG_INF)
+    delta[:, 0, 0] = 0.0
+    by_label_into = torch.zeros_like(blank, dtype=torch.bool)
+    for n in range(1, blank.shape[1]):
+        prev = delta[:, n - 1]
+        by_blank, by_label = prev + blank[:, n - 1], _shift_up(prev + label[:, n - 1])
+        delta[:, n] = torch.maximum(by_blank, by_label)
+        by_label_into[:, n] = by_label > by_blank
+    return delta, by_label_into
+
+
+def _best_arcs_standard(blank, label):
+    """The best path's score into each node (B, T+1, U+1) and whether it arrives by a label, along
+    anti-diagonals."""
+    T1, U1 = blank.shape[1:]
+    t_idx, on_grid = _skew_index(T1, U1, blank.device)
+    delta_s, by_label_s = _best_arcs_along_axis_1(_skew(blank, t_idx, on_grid), _skew(label, t_idx, on_grid))
+    u = torch.arange(U1, device=blank.device)[None, :]
+    t = torch.arange(T1, device=blank.device)[:, None]
+    return delta_s[:, t + u, u], by_label_s[:, t + u, u]
+
+
+def best_path_label_frames(
+    blank: torch.Tensor,
+    label: torch.Tensor,
+    logit_lengths: torch.Tensor,
+    target_lengths: torch.Tensor,
+    one_sym_per_frame: bool = False,
+) -> torch.Tensor:
+    """The frame of every label on the most likely alignment (Viterbi), (B, U) long, -1 past U_b.
+
+    blank, label as for lattice_posteriors. Ties go to the blank arc. An utterance with no complete
+    path gets -1 throughout.
+    """
+    with torch.no_grad():
+        blank_e, label_e = _extend(blank), _extend(label)
+        best_arcs = _best_arcs_along_axis_1 if one_sym_per_frame else _best_arcs_standard  # one-symbol: by frame
+        delta, by_label = best_arcs(blank_e, label_e)
+        B, _, U1 = blank.shape
+        t, u = logit_lengths.long().clone(), target_lengths.long().clone()
+        batch = torch.arange(B, device=blank.device)
+        reachable = torch.isfinite(delta[batch, t, u])
+        frames = torch.full((B, max(U1 - 1, 1)), -1, dtype=torch.long, device=blank.device)
+        for _ in range(int((t + u).max()) if B else 0):
+            label_step = by_label[batch, t, u] & (u > 0)
+            blank_step = ~label_step & (t > 0)
+            frame = t - 1 if one_sym_per_frame else t  # a label arc leaves frame t (or t - 1) for (t, u)
+            frames[batch[label_step], u[label_step] - 1] = frame[label_step]
+            u = u - label_step.long()
+            t = t - (blank_step | (label_step & one_sym_per_frame)).long()
+        return frames.masked_fill(~reachable[:, None], -1)
+
+
 def lattice_posteriors(
     blank: torch.Tensor,
     label: torch.Tensor,

@@ -11,8 +11,7 @@ import torch
 
 from rnnt.loss.cells import CellMap, packed_cells, padded_cells
 from rnnt.loss.checks import check_logits, check_reduction
-from rnnt.loss.emission_timing import delay_penalised, fastemit_weighted
-from rnnt.loss.lattice import lattice_posteriors
+from rnnt.loss.emission_timing import timed_lattice_loss
 
 CHUNK_ELEMENTS = 1 << 20  # logits elements handled at once in float32 temporaries (4 MB)
 
@@ -104,20 +103,19 @@ def logits_gradient(rows, lse, labels, batch, utterance_scale, blank, gamma_blan
 class TransducerLossFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, rows, cells, logit_lengths, target_lengths, blank, reduction, from_log_softmax,
-                one_sym_per_frame, clamp, reuse_logits_for_grad=False, fastemit_lambda=0.0, delay_penalty=0.0):
+                one_sym_per_frame, clamp, reuse_logits_for_grad=False, fastemit_lambda=0.0, delay_penalty=0.0,
+                self_alignment_weight=0.0):
         lse, blank_lp, label_lp = arc_log_probs(rows, cells, blank, from_log_softmax)
-        label_lp = delay_penalised(label_lp, logit_lengths, delay_penalty)
-        log_like, gamma_blank, gamma_label = lattice_posteriors(
-            blank_lp, label_lp, logit_lengths, target_lengths, one_sym_per_frame
-        )
-        gamma_label = fastemit_weighted(gamma_label, fastemit_lambda)
+        losses, gamma_blank, gamma_label = timed_lattice_loss(blank_lp, label_lp, logit_lengths, target_lengths,
+                                                              one_sym_per_frame, fastemit_lambda, delay_penalty,
+                                                              self_alignment_weight)
         # Only tensors given to save_for_backward are freed once backward has used them; the rest of the
         # cell map goes now, and what stays is narrowed to int32, before the joiner's backward (the
         # step's peak) runs.
         ctx.save_for_backward(rows, lse, cells.from_lattice(gamma_blank), cells.from_lattice(gamma_label),
                               cells.batch.int(), cells.label.int())
         ctx.config = (cells.shape[0], blank, reduction, from_log_softmax, clamp, reuse_logits_for_grad)
-        losses = (-log_like).to(rows.dtype)
+        losses = losses.to(rows.dtype)
         return reduce_losses(losses, reduction)
 
     @staticmethod
@@ -127,7 +125,7 @@ class TransducerLossFunction(torch.autograd.Function):
         scale = per_utterance_scale(grad_output.to(lse.dtype), reduction, utterances)
         grad = logits_gradient(rows, lse, labels, batch, scale, blank, gamma_blank, gamma_label, from_log_softmax,
                                clamp, in_place)
-        return grad, None, None, None, None, None, None, None, None, None, None, None
+        return grad, None, None, None, None, None, None, None, None, None, None, None, None
 
 
 def transducer_loss(
@@ -143,6 +141,7 @@ def transducer_loss(
     reuse_logits_for_grad: bool = False,
     fastemit_lambda: float = 0.0,
     delay_penalty: float = 0.0,
+    self_alignment: float = 0.0,
 ) -> torch.Tensor:
     """The RNN-T loss -log P(targets | logits).
 
@@ -161,6 +160,8 @@ def transducer_loss(
         value is unchanged.
     delay_penalty: labels at frame t score delay_penalty * ((T_b - 1) / 2 - t) more (0: none; k2's
         delay_penalty); the loss is -log of the penalised sum (rnnt.loss.emission_timing).
+    self_alignment: the weight of -log P of each label of the best alignment one frame earlier, added to
+        the loss (0: none; rnnt.loss.emission_timing).
     """
     check_reduction(reduction)
     blank = check_logits(logits, targets, logit_lengths, target_lengths, blank, one_sym_per_frame)
@@ -171,7 +172,7 @@ def transducer_loss(
     rows = logits.reshape(-1, logits.shape[-1])
     return TransducerLossFunction.apply(rows, cells, logit_lengths, target_lengths, blank, reduction,
                                         from_log_softmax, one_sym_per_frame, clamp, reuse_logits_for_grad,
-                                        fastemit_lambda, delay_penalty)
+                                        fastemit_lambda, delay_penalty, self_alignment)
 
 
 class TransducerLoss(torch.nn.Module):
@@ -179,20 +180,21 @@ class TransducerLoss(torch.nn.Module):
 
     def __init__(self, blank: int = 0, reduction: str = "mean", from_log_softmax: bool = False,
                  one_sym_per_frame: bool = False, clamp: float | None = None, reuse_logits_for_grad: bool = False,
-                 fastemit_lambda: float = 0.0, delay_penalty: float = 0.0):
+                 fastemit_lambda: float = 0.0, delay_penalty: float = 0.0, self_alignment: float = 0.0):
         super().__init__()
         check_reduction(reduction)
         self.blank, self.reduction, self.clamp = blank, reduction, clamp
         self.from_log_softmax, self.one_sym_per_frame = from_log_softmax, one_sym_per_frame
         self.reuse_logits_for_grad, self.fastemit_lambda = reuse_logits_for_grad, fastemit_lambda
-        self.delay_penalty = delay_penalty
+        self.delay_penalty, self.self_alignment = delay_penalty, self_alignment
 
     def forward(self, logits, targets, logit_lengths, target_lengths):
         return transducer_loss(logits, targets, logit_lengths, target_lengths, self.blank, self.reduction,
                                self.from_log_softmax, self.one_sym_per_frame, self.clamp, self.reuse_logits_for_grad,
-                               self.fastemit_lambda, self.delay_penalty)
+                               self.fastemit_lambda, self.delay_penalty, self.self_alignment)
 
     def extra_repr(self) -> str:
         return (f"blank={self.blank}, reduction={self.reduction}, from_log_softmax={self.from_log_softmax}, "
                 f"one_sym_per_frame={self.one_sym_per_frame}, clamp={self.clamp}, "
-                f"fastemit_lambda={self.fastemit_lambda}, delay_penalty={self.delay_penalty}")
+                f"fastemit_lambda={self.fastemit_lambda}, delay_penalty={self.delay_penalty}, "
+                f"self_alignment={self.self_alignment}")

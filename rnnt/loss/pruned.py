@@ -143,6 +143,7 @@ def pruned_loss(
     clamp: float | None = None,
     fastemit_lambda: float = 0.0,
     delay_penalty: float = 0.0,
+    self_alignment: float = 0.0,
 ) -> torch.Tensor:
     """The exact transducer loss over the cells of the band: logits (B, T, S, V) at positions ranges (B, T, S).
 
@@ -161,4 +162,5 @@ def pruned_loss(
     cells = pruned_cells(ranges, targets, logit_lengths, target_lengths, blank)
     rows = logits.reshape(-1, logits.shape[-1])
     return TransducerLossFunction.apply(rows, cells, logit_lengths, target_lengths, blank, reduction,
-                                        False, one_sym_per_frame, clamp, False, fastemit_lambda, delay_penalty)
+                                        False, one_sym_per_frame, clamp, False, fastemit_lambda, delay_penalty,
+                                        self_alignment)

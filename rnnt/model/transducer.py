@@ -33,6 +33,7 @@ class LossConfig:
     ctc_weight: float = 0.0
     fastemit_lambda: float = 0.0  # FastEmit: label arcs weigh 1 + lambda in the gradient (earlier emissions)
     delay_penalty: float = 0.0  # labels at frame t score delay_penalty * ((T - 1) / 2 - t) more (earlier emissions)
+    self_alignment: float = 0.0  # weight of -log P of the best alignment's labels a frame earlier (earlier emissions)
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class Transducer(torch.nn.Module):
         super().__init__()
         if config.loss.type not in LOSSES:
             raise ValueError(f"loss.type must be one of {LOSSES}, got '{config.loss.type}'")
-        check_emission_timing(config.loss.fastemit_lambda, config.loss.delay_penalty)
+        check_emission_timing(config.loss.fastemit_lambda, config.loss.delay_penalty, config.loss.self_alignment)
         if config.loss.type == "fused" and config.joiner.dropout:
             raise ValueError("joiner.dropout needs the joiner's activations, which the fused loss never keeps: "
                              "use loss.type full or pruned, or joiner.dropout 0")
@@ -123,7 +124,8 @@ class Transducer(torch.nn.Module):
         enc_proj, pred_proj = self.joiner.enc_proj(enc), self.joiner.pred_proj(pred)
         options = dict(blank=self.blank, one_sym_per_frame=loss_config.one_sym_per_frame,
                        delay_penalty=loss_config.delay_penalty)
-        exact = dict(options, fastemit_lambda=loss_config.fastemit_lambda)  # not the simple loss of pruning
+        exact = dict(options, fastemit_lambda=loss_config.fastemit_lambda,  # not the simple loss of pruning
+                     self_alignment=loss_config.self_alignment)
         parts = {}
         if loss_config.type == "full":
             logits = self.joiner(enc_proj[:, :, None], pred_proj[:, None])

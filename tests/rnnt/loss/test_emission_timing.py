@@ -1,6 +1,7 @@
-"""FastEmit and the delay penalty: every loss path (full, fused with the joiner, pruned) equals autograd
-through the float64 reference loss with the label arcs changed as each regulariser says; and the delay
-penalty moves the label posteriors to earlier frames."""
+"""FastEmit, the delay penalty and self-alignment: every loss path (full, fused with the joiner, pruned)
+equals autograd through the float64 reference loss with the label arcs changed as each regulariser says;
+the delay penalty moves the label posteriors to earlier frames, and self-alignment trains the best
+alignment's labels to earlier frames (the best alignment itself checked against every alignment tried)."""
 
 import pytest
 import torch
@@ -16,6 +17,7 @@ from rnnt.loss import (
     transducer_loss,
 )
 from rnnt.loss.emission_timing import delay_penalised
+from rnnt.loss.lattice import best_path_label_frames
 
 LAMBDA = 0.5  # far larger than training uses, so that a wrong weighting cannot hide in the tolerance
 PENALTY = 0.3
@@ -61,6 +63,15 @@ def every_loss_path(params, targets, T_b, U_b, one_sym, **timing):
     return full, fused, pruned
 
 
+def assert_every_loss_path_gives(want_loss, params, targets, T_b, U_b, one_sym, **timing):
+    """The full, fused and pruned losses equal the reference's value and gradient w.r.t. the joiner."""
+    expected = torch.autograd.grad(want_loss, params, retain_graph=True)
+    for loss in every_loss_path(params, targets, T_b, U_b, one_sym, **timing):
+        torch.testing.assert_close(loss, want_loss.detach())
+        for got, want in zip(torch.autograd.grad(loss, params), expected):
+            torch.testing.assert_close(got, want)
+
+
 def inputs(one_sym):
     enc, pred, weight, bias, targets, T_b, U_b = joiner_inputs(3, 6, 4, 5, 9, seed=11)
     if one_sym:
@@ -86,13 +97,9 @@ def test_full_fused_and_pruned_losses_weigh_label_arcs_by_one_plus_lambda(one_sy
 def test_full_fused_and_pruned_losses_add_the_delay_penalty_to_label_arcs(one_sym):
     params, targets, T_b, U_b = inputs(one_sym)
     want_loss = reference(joiner_logits(*params), targets, T_b, U_b, one_sym, delay_penalty=PENALTY)
-    expected = torch.autograd.grad(want_loss, params)
     plain = transducer_loss(joiner_logits(*params), targets, T_b, U_b, reduction="sum", one_sym_per_frame=one_sym)
     assert not torch.allclose(plain, want_loss)  # the penalty changes the value, so a missing one shows
-    for loss in every_loss_path(params, targets, T_b, U_b, one_sym, delay_penalty=PENALTY):
-        torch.testing.assert_close(loss, want_loss.detach())
-        for got, want in zip(torch.autograd.grad(loss, params), expected):
-            torch.testing.assert_close(got, want)
+    assert_every_loss_path_gives(want_loss, params, targets, T_b, U_b, one_sym, delay_penalty=PENALTY)
 
 
 @pytest.mark.parametrize("one_sym", [False, True])
@@ -114,7 +121,7 @@ def test_the_delay_penalty_moves_label_posteriors_to_earlier_frames(one_sym):
     assert (some < none - 0.1).all() and (more < some - 0.1).all(), (none, some, more)
 
 
-@pytest.mark.parametrize("name", ["fastemit_lambda", "delay_penalty"])
+@pytest.mark.parametrize("name", ["fastemit_lambda", "delay_penalty", "self_alignment"])
 def test_a_negative_regulariser_is_refused(name):
     from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
 
@@ -133,3 +140,125 @@ def test_the_simple_loss_of_pruning_takes_the_delay_penalty_too(one_sym):
     torch.testing.assert_close(got, want)
     for a, b in zip(torch.autograd.grad(got, (am, lm)), torch.autograd.grad(want, (am, lm))):
         torch.testing.assert_close(a, b)
+
+
+def brute_force_best_frames(blank_lp, label_lp, T, U, one_sym):
+    """Every alignment of one utterance scored; the label frames of the best one (None if there is none)."""
+    best = (float("-inf"), None)
+
+    def walk(t, u, score, frames):
+        nonlocal best
+        if (t, u) == (T, U):
+            if score > best[0]:
+                best = (score, frames)
+            return
+        if t < T:
+            walk(t + 1, u, score + float(blank_lp[t, u]), frames)
+            if u < U:
+                walk(t + one_sym, u + 1, score + float(label_lp[t, u]), frames + [t])
+
+    walk(0, 0, 0.0, [])
+    return best[1]
+
+
+@pytest.mark.parametrize("one_sym", [False, True])
+def test_the_best_path_is_the_most_likely_alignment_written_out(one_sym):
+    g = torch.Generator().manual_seed(7)
+    T, U = 7, 4
+    for _ in range(5):
+        blank_lp = torch.log(torch.rand(4, T, U + 1, generator=g, dtype=torch.float64))
+        label_lp = torch.log(torch.rand(4, T, U + 1, generator=g, dtype=torch.float64))
+        T_b, U_b = torch.tensor([T, 5, 3, 2]), torch.tensor([U, 2, 0, 3])  # the last: one_sym has no path
+        for b in range(4):
+            blank_lp[b, int(T_b[b]):] = float("-inf")
+            label_lp[b, int(T_b[b]):] = float("-inf")
+            label_lp[b, :, int(U_b[b]):] = float("-inf")
+        got = best_path_label_frames(blank_lp, label_lp, T_b, U_b, one_sym)
+        for b in range(4):
+            want = brute_force_best_frames(blank_lp[b], label_lp[b], int(T_b[b]), int(U_b[b]), one_sym)
+            if want is None:
+                assert (got[b] == -1).all()
+            else:
+                assert got[b].tolist() == want + [-1] * (U - len(want)), (b, got[b], want)
+
+
+def self_aligned_reference(logits, targets, logit_lengths, target_lengths, one_sym, weight):
+    """Summed reference loss plus weight * -log P of each label of the best alignment (found by trying every
+    alignment) one frame earlier, where that frame is free (after frame 0, and one symbol per frame, after
+    a label that could not move)."""
+    log_probs = torch.log_softmax(logits.double(), dim=-1)
+    extra = torch.zeros((), dtype=torch.float64)
+    for b in range(logits.shape[0]):
+        T, U = int(logit_lengths[b]), int(target_lengths[b])
+        lp = log_probs[b].detach()
+        label_lp = torch.full((T, U + 1), float("-inf"), dtype=torch.float64)
+        for u in range(U):
+            label_lp[:, u] = lp[:T, u, int(targets[b, u])]
+        frames = brute_force_best_frames(lp[:T, :, 0], label_lp, T, U, one_sym)
+        for u, frame in enumerate(frames):
+            if frame > (u if one_sym else 0):
+                extra = extra - weight * log_probs[b, frame - 1, u, int(targets[b, u])]
+    return reference_loss(log_probs, targets, logit_lengths, target_lengths, one_sym_per_frame=one_sym,
+                          from_log_softmax=True).sum() + extra
+
+
+@pytest.mark.parametrize("one_sym", [False, True])
+def test_full_fused_and_pruned_losses_add_the_self_alignment_term(one_sym):
+    params, targets, T_b, U_b = inputs(one_sym)
+    want_loss = self_aligned_reference(joiner_logits(*params), targets, T_b, U_b, one_sym, LAMBDA)
+    plain = transducer_loss(joiner_logits(*params), targets, T_b, U_b, reduction="sum", one_sym_per_frame=one_sym)
+    assert want_loss > plain + 0.5  # the term is there to be missed
+    assert_every_loss_path_gives(want_loss, params, targets, T_b, U_b, one_sym, self_alignment=LAMBDA)
+
+
+@pytest.mark.parametrize("one_sym", [False, True])
+def test_self_alignment_trains_the_labels_to_earlier_frames(one_sym):
+    """Free logits, whose labels start out likeliest late, trained on the loss alone and with self-alignment:
+    the best alignment's labels end frames earlier with it, the transcript as likely."""
+    T, U, V = 16, 4, 6
+    targets, T_b, U_b = torch.tensor([[1, 2, 3, 4]]), torch.tensor([T]), torch.tensor([U])
+    start = torch.randn(1, T, U + 1, V, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    for u in range(U):
+        start[0, 10:, u, int(targets[0, u])] += 4.0  # the labels start out likeliest late, from frame 10
+
+    def trained(weight):
+        logits = start.clone().requires_grad_(True)
+        optimiser = torch.optim.Adam([logits], lr=0.05)
+        for _ in range(150):
+            optimiser.zero_grad()
+            transducer_loss(logits, targets, T_b, U_b, one_sym_per_frame=one_sym, self_alignment=weight).backward()
+            optimiser.step()
+        log_probs = torch.log_softmax(logits.detach(), dim=-1)
+        label_lp = log_probs[:, :, :U].gather(3, targets[:, None, :, None].expand(1, T, U, 1)).squeeze(3)
+        label_lp = torch.nn.functional.pad(label_lp, (0, 1), value=float("-inf"))
+        frames = best_path_label_frames(log_probs[..., 0], label_lp, T_b, U_b, one_sym)
+        return frames.double().mean(), transducer_loss(logits.detach(), targets, T_b, U_b, one_sym_per_frame=one_sym)
+
+    (plain_frame, plain_loss), (aligned_frame, aligned_loss) = trained(0.0), trained(0.5)
+    assert plain_frame > 8 and aligned_frame < plain_frame - 4, (plain_frame, aligned_frame)
+    assert aligned_loss < 0.5 and plain_loss < 0.5, (plain_loss, aligned_loss)
+
+
+@pytest.mark.parametrize("loss_type", ["full", "fused", "pruned"])
+def test_the_model_config_reaches_every_loss(loss_type):
+    """Each regulariser set in a model's loss config changes its transducer loss's value or gradient."""
+    from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
+
+    g = torch.Generator().manual_seed(4)
+    tokens, token_lens = torch.randint(1, 7, (2, 3), generator=g), torch.tensor([3, 2])
+    enc_lens = torch.tensor([8, 6])
+
+    def loss_and_gradient(**timing):
+        torch.manual_seed(0)
+        model = Transducer(ModelConfig(loss=LossConfig(type=loss_type, one_sym_per_frame=True, **timing)), 7)
+        enc = torch.randn(2, 8, model.encoder.output_dim, generator=torch.Generator().manual_seed(1),
+                          requires_grad=True)
+        loss = model.loss(enc, enc_lens, tokens, token_lens)["transducer"]
+        return loss.detach(), torch.autograd.grad(loss, enc)[0]
+
+    plain_loss, plain_grad = loss_and_gradient()
+    for timing in ({"fastemit_lambda": 0.5}, {"delay_penalty": 0.3}, {"self_alignment": 0.5}):
+        loss, grad = loss_and_gradient(**timing)
+        assert not torch.allclose(grad, plain_grad), timing
+        if "fastemit_lambda" not in timing:
+            assert not torch.allclose(loss, plain_loss), timing
