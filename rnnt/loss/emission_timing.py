@@ -1,4 +1,4 @@
-"""Regularisers of when a transducer emits: both push label arcs earlier, for streaming latency.
+"""Regularisers of when a transducer emits: all three push label arcs earlier, for streaming latency.
 
 - FastEmit (Yu et al., 2021) weighs the label arcs' posteriors 1 + lambda in the gradient; the loss
   value stays -log P.
@@ -52,10 +52,11 @@ def self_alignment(blank_lp: torch.Tensor, label_lp: torch.Tensor, logit_lengths
     position = torch.arange(frames.shape[1], device=frames.device)[None, :]
     earliest = position if one_sym_per_frame else torch.zeros_like(position)  # the first frame label u can take
     batch, u = (frames > earliest).nonzero(as_tuple=True)
-    arcs = torch.zeros_like(label_lp)
-    arcs[batch, frames[batch, u] - 1, u] = weight
-    arcs = arcs.where(torch.isfinite(label_lp), 0.0)
-    return arcs, -(arcs * label_lp.where(arcs > 0, 0.0)).sum((1, 2))
+    moved = torch.zeros_like(label_lp, dtype=torch.bool)
+    moved[batch, frames[batch, u] - 1, u] = True
+    moved &= torch.isfinite(label_lp)
+    arcs = moved.to(label_lp.dtype) * weight
+    return arcs, -weight * label_lp.where(moved, 0.0).sum((1, 2))
 
 
 def timed_lattice_loss(blank_lp: torch.Tensor, label_lp: torch.Tensor, logit_lengths: torch.Tensor,
@@ -63,6 +64,7 @@ def timed_lattice_loss(blank_lp: torch.Tensor, label_lp: torch.Tensor, logit_len
                        delay_penalty: float = 0.0, self_alignment_weight: float = 0.0):
     """The loss (B,) over the lattice with the three regularisers, and the blank and label arcs' weights
     (B, T, U+1) in its gradient (d loss / d arc log-prob = -weight)."""
+    check_emission_timing(fastemit_lambda, delay_penalty, self_alignment_weight)
     log_like, gamma_blank, gamma_label = lattice_posteriors(
         blank_lp, delay_penalised(label_lp, logit_lengths, delay_penalty), logit_lengths, target_lengths,
         one_sym_per_frame
@@ -75,9 +77,9 @@ def timed_lattice_loss(blank_lp: torch.Tensor, label_lp: torch.Tensor, logit_len
     return aligned - log_like, gamma_blank, gamma_label
 
 
-def check_emission_timing(fastemit_lambda: float, delay_penalty: float, self_alignment: float = 0.0) -> None:
+def check_emission_timing(fastemit_lambda: float, delay_penalty: float, self_alignment_weight: float = 0.0) -> None:
     """The regularisers are weights of at least 0 (NaN is refused too)."""
     for name, value in (("fastemit_lambda", fastemit_lambda), ("delay_penalty", delay_penalty),
-                        ("self_alignment", self_alignment)):
+                        ("self_alignment", self_alignment_weight)):
         if not value >= 0:
             raise ValueError(f"loss.{name} must be >= 0, got {value}")

@@ -129,7 +129,7 @@ def best_path_label_frames(
     target_lengths: torch.Tensor,
     one_sym_per_frame: bool = False,
 ) -> torch.Tensor:
-    """The frame of every label on the most likely alignment (Viterbi), (B, U) long, -1 past U_b.
+    """The frame of every label on the most likely alignment (Viterbi), (B, max(U, 1)) long, -1 past U_b.
 
     blank, label as for lattice_posteriors. Ties go to the blank arc. An utterance with no complete
     path gets -1 throughout.
@@ -139,15 +139,17 @@ def best_path_label_frames(
         best_arcs = _best_arcs_along_axis_1 if one_sym_per_frame else _best_arcs_standard  # one-symbol: by frame
         delta, by_label = best_arcs(blank_e, label_e)
         B, _, U1 = blank.shape
-        t, u = logit_lengths.long().clone(), target_lengths.long().clone()
+        t = logit_lengths.to(device=blank.device, dtype=torch.long)
+        u = target_lengths.to(device=blank.device, dtype=torch.long)
         batch = torch.arange(B, device=blank.device)
         reachable = torch.isfinite(delta[batch, t, u])
         frames = torch.full((B, max(U1 - 1, 1)), -1, dtype=torch.long, device=blank.device)
-        for _ in range(int((t + u).max()) if B else 0):
+        for _ in range(int((t + u).max()) if B else 0):  # no boolean indexing inside: no device syncs
             label_step = by_label[batch, t, u] & (u > 0)
             blank_step = ~label_step & (t > 0)
             frame = t - 1 if one_sym_per_frame else t  # a label arc leaves frame t (or t - 1) for (t, u)
-            frames[batch[label_step], u[label_step] - 1] = frame[label_step]
+            column = (u - 1).clamp(min=0)
+            frames[batch, column] = torch.where(label_step, frame, frames[batch, column])
             u = u - label_step.long()
             t = t - (blank_step | (label_step & one_sym_per_frame)).long()
         return frames.masked_fill(~reachable[:, None], -1)

@@ -129,6 +129,16 @@ def test_a_negative_regulariser_is_refused(name):
         Transducer(ModelConfig(loss=LossConfig(**{name: -0.1})), 5)
 
 
+@pytest.mark.parametrize("name", ["fastemit_lambda", "delay_penalty", "self_alignment"])
+@pytest.mark.parametrize("value", [-0.1, float("nan")])
+def test_every_loss_path_refuses_a_negative_or_nan_regulariser(name, value):
+    params, targets, T_b, U_b = inputs(False)
+    with pytest.raises(ValueError, match=f"{name} must be >= 0"):
+        transducer_loss(joiner_logits(*params), targets, T_b, U_b, **{name: value})
+    with pytest.raises(ValueError, match=f"{name} must be >= 0"):
+        fused_joiner_loss(*params, targets, T_b, U_b, **{name: value})
+
+
 @pytest.mark.parametrize("one_sym", [False, True])
 def test_the_simple_loss_of_pruning_takes_the_delay_penalty_too(one_sym):
     _, targets, T_b, U_b = inputs(one_sym)
@@ -262,3 +272,23 @@ def test_the_model_config_reaches_every_loss(loss_type):
         assert not torch.allclose(grad, plain_grad), timing
         if "fastemit_lambda" not in timing:
             assert not torch.allclose(loss, plain_loss), timing
+
+
+@pytest.mark.parametrize("one_sym", [False, True])
+def test_the_pruned_loss_on_a_narrow_band_takes_self_alignment_inside_it(one_sym):
+    """A band of 2 symbols a frame: the best alignment and its earlier arcs are found among the band's cells,
+    and the value and the gradient agree (finite differences); the term is there to be missed."""
+    _, targets, T_b, U_b = inputs(one_sym)
+    g = torch.Generator().manual_seed(8)
+    _, (gamma_blank, gamma_label) = simple_loss(torch.randn(3, 6, 9, generator=g, dtype=torch.float64),
+                                                torch.randn(3, 5, 9, generator=g, dtype=torch.float64), targets,
+                                                T_b, U_b, return_posteriors=True, one_sym_per_frame=one_sym)
+    ranges = prune_ranges(gamma_blank, gamma_label, T_b, U_b, s_range=2)
+    logits = torch.randn(3, 6, 2, 9, generator=g, dtype=torch.float64, requires_grad=True)
+
+    def loss(x, weight=LAMBDA):
+        return pruned_loss(x, targets, ranges, T_b, U_b, reduction="sum", one_sym_per_frame=one_sym,
+                           self_alignment=weight)
+
+    assert loss(logits) > loss(logits, 0.0) + 0.5
+    assert torch.autograd.gradcheck(loss, (logits,))
