@@ -32,6 +32,13 @@ def _skew(x: torch.Tensor, t: torch.Tensor, on_grid: torch.Tensor) -> torch.Tens
     return x[:, t, u].masked_fill(~on_grid, NEG_INF)
 
 
+def _unskew(x_s: torch.Tensor, n_frames: int) -> torch.Tensor:
+    """(B, T+U1-1, U1) -> (B, T, U1): the inverse of _skew, out[:, t, u] = x_s[:, t+u, u]."""
+    u = torch.arange(x_s.shape[2], device=x_s.device)[None, :]
+    t = torch.arange(n_frames, device=x_s.device)[:, None]
+    return x_s[:, t + u, u]
+
+
 def _shift_up(x: torch.Tensor) -> torch.Tensor:
     """out[..., u] = x[..., u-1], -inf at u = 0: arriving from the node below by a label."""
     return torch.nn.functional.pad(x[..., :-1], (1, 0), value=NEG_INF)
@@ -47,59 +54,32 @@ def _extend(x: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.pad(x, (0, 0, 0, 1), value=NEG_INF)
 
 
-def _forward_backward_standard(blank, label, final_t, final_u):
-    """alpha, beta of shape (B, T+1, U+1), stepping along anti-diagonals t + u = n."""
-    B, T1, U1 = blank.shape
-    t_idx, on_grid = _skew_index(T1, U1, blank.device)
-    blank_s, label_s = _skew(blank, t_idx, on_grid), _skew(label, t_idx, on_grid)
-    n_diag = blank_s.shape[1]
-
-    alpha_s = torch.full_like(blank_s, NEG_INF)
-    alpha_s[:, 0, 0] = 0.0
-    for n in range(1, n_diag):
-        prev = alpha_s[:, n - 1]
-        alpha_s[:, n] = torch.logaddexp(prev + blank_s[:, n - 1], _shift_up(prev + label_s[:, n - 1]))
-
-    beta_s = torch.full_like(blank_s, NEG_INF)
-    final_n = final_t + final_u
-    batch = torch.arange(B, device=blank.device)
-    for n in range(n_diag - 1, -1, -1):
-        if n < n_diag - 1:
-            nxt = beta_s[:, n + 1]
-            beta_s[:, n] = torch.logaddexp(nxt + blank_s[:, n], _shift_down(nxt) + label_s[:, n])
-        ends = final_n == n
-        if ends.any():
-            beta_s[batch[ends], n, final_u[ends]] = 0.0
-
-    u = torch.arange(U1, device=blank.device)[None, :]
-    t = torch.arange(T1, device=blank.device)[:, None]
-    return alpha_s[:, t + u, u], beta_s[:, t + u, u]
-
-
-def _forward_backward_one_symbol(blank, label, final_t, final_u):
-    """alpha, beta of shape (B, T+1, U+1), stepping frame by frame (every arc advances t)."""
-    B, T1, U1 = blank.shape
+def _forward_backward_along_axis_1(blank, label, final_n, final_u):
+    """alpha, beta over a lattice whose arcs each advance axis 1 by one step (a blank keeps u, a label adds
+    one): the one-symbol lattice by frame, or the standard one skewed (_by_anti_diagonal). Utterance b
+    ends at (final_n[b], final_u[b])."""
+    B, N, _ = blank.shape
     alpha = torch.full_like(blank, NEG_INF)
     alpha[:, 0, 0] = 0.0
-    for t in range(1, T1):
-        prev = alpha[:, t - 1]
-        alpha[:, t] = torch.logaddexp(prev + blank[:, t - 1], _shift_up(prev + label[:, t - 1]))
+    for n in range(1, N):
+        prev = alpha[:, n - 1]
+        alpha[:, n] = torch.logaddexp(prev + blank[:, n - 1], _shift_up(prev + label[:, n - 1]))
 
     beta = torch.full_like(blank, NEG_INF)
     batch = torch.arange(B, device=blank.device)
-    for t in range(T1 - 1, -1, -1):
-        if t < T1 - 1:
-            nxt = beta[:, t + 1]
-            beta[:, t] = torch.logaddexp(nxt + blank[:, t], _shift_down(nxt) + label[:, t])
-        ends = final_t == t
+    for n in range(N - 1, -1, -1):
+        if n < N - 1:
+            nxt = beta[:, n + 1]
+            beta[:, n] = torch.logaddexp(nxt + blank[:, n], _shift_down(nxt) + label[:, n])
+        ends = final_n == n
         if ends.any():
-            beta[batch[ends], t, final_u[ends]] = 0.0
+            beta[batch[ends], n, final_u[ends]] = 0.0
     return alpha, beta
 
 
-def _best_arcs_along_axis_1(blank, label):
-    """Viterbi over arcs that each advance axis 1 by one step (a frame, or an anti-diagonal): the best
-    score into each cell and whether it arrives by a label (ties go to the blank)."""
+def _viterbi_along_axis_1(blank, label):
+    """The same lattice's Viterbi: the best score into each cell and whether it arrives by a label (ties
+    go to the blank)."""
     delta = torch.full_like(blank, NEG_INF)
     delta[:, 0, 0] = 0.0
     by_label_into = torch.zeros_like(blank, dtype=torch.bool)
@@ -111,15 +91,14 @@ def _best_arcs_along_axis_1(blank, label):
     return delta, by_label_into
 
 
-def _best_arcs_standard(blank, label):
-    """The best path's score into each node (B, T+1, U+1) and whether it arrives by a label, along
-    anti-diagonals."""
+def _by_anti_diagonal(run, blank, label, *args):
+    """One of the recursions above over the standard lattice: its arcs (t, u) -> (t + 1, u) and
+    (t, u) -> (t, u + 1) each advance the anti-diagonal t + u by one, so on the skewed grid they advance
+    axis 1. run's outputs come back as (B, T+1, U+1)."""
     T1, U1 = blank.shape[1:]
     t_idx, on_grid = _skew_index(T1, U1, blank.device)
-    delta_s, by_label_s = _best_arcs_along_axis_1(_skew(blank, t_idx, on_grid), _skew(label, t_idx, on_grid))
-    u = torch.arange(U1, device=blank.device)[None, :]
-    t = torch.arange(T1, device=blank.device)[:, None]
-    return delta_s[:, t + u, u], by_label_s[:, t + u, u]
+    outputs = run(_skew(blank, t_idx, on_grid), _skew(label, t_idx, on_grid), *args)
+    return tuple(_unskew(x, T1) for x in outputs)
 
 
 def best_path_label_frames(
@@ -136,8 +115,10 @@ def best_path_label_frames(
     """
     with torch.no_grad():
         blank_e, label_e = _extend(blank), _extend(label)
-        best_arcs = _best_arcs_along_axis_1 if one_sym_per_frame else _best_arcs_standard  # one-symbol: by frame
-        delta, by_label = best_arcs(blank_e, label_e)
+        if one_sym_per_frame:  # by frame
+            delta, by_label = _viterbi_along_axis_1(blank_e, label_e)
+        else:
+            delta, by_label = _by_anti_diagonal(_viterbi_along_axis_1, blank_e, label_e)
         B, _, U1 = blank.shape
         t = logit_lengths.to(device=blank.device, dtype=torch.long)
         u = target_lengths.to(device=blank.device, dtype=torch.long)
@@ -171,8 +152,11 @@ def lattice_posteriors(
     with torch.no_grad():
         blank_e, label_e = _extend(blank), _extend(label)
         final_t, final_u = logit_lengths.long(), target_lengths.long()
-        run = _forward_backward_one_symbol if one_sym_per_frame else _forward_backward_standard
-        alpha, beta = run(blank_e, label_e, final_t, final_u)
+        if one_sym_per_frame:  # by frame
+            alpha, beta = _forward_backward_along_axis_1(blank_e, label_e, final_t, final_u)
+        else:
+            alpha, beta = _by_anti_diagonal(_forward_backward_along_axis_1, blank_e, label_e,
+                                            final_t + final_u, final_u)
         log_like = beta[:, 0, 0]
         finite = torch.isfinite(log_like)
         norm = torch.where(finite, log_like, torch.zeros_like(log_like))[:, None, None]
