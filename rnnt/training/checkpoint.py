@@ -13,7 +13,7 @@ import torch
 from rnnt.training.checkpoint_names import KINDS, name, numbered
 
 __all__ = ["for_decoding", "latest", "load", "load_meta", "name", "numbered", "prune_step_checkpoints",
-           "rng_state", "save", "set_rng_state"]
+           "rng_state", "save", "set_rng_state", "slim_old_epochs"]
 
 
 def save(path: str, state: dict) -> None:
@@ -67,6 +67,17 @@ def prune_step_checkpoints(exp_dir: str, keep: int) -> None:
     steps = numbered(exp_dir, "step")
     for path in steps[:-keep] if keep > 0 else []:
         os.remove(path)
+
+
+def slim_old_epochs(exp_dir: str, keep_whole: int) -> None:
+    """All but the newest `keep_whole` epoch-N.pt files rewritten with the weights alone (model, EMA and
+    meta: what averaging and decoding read). The optimiser's state, two thirds of an Adam checkpoint, and
+    the RNG states are needed only to resume, which starts from the newest. keep_whole 0: all kept whole."""
+    epochs = numbered(exp_dir, "epoch")
+    for path in epochs[:-keep_whole] if keep_whole > 0 else []:
+        if not load_meta(path).get("slimmed"):
+            state = load(path)
+            save(path, {"model": state["model"], "ema": state.get("ema"), "meta": {**state["meta"], "slimmed": True}})
 
 
 def rng_state() -> dict:

@@ -40,7 +40,9 @@ class TrainConfig:
     precision: str = "fp32"  # fp32, bf16 or fp16 (autocast; the loss is computed in float32)
     ema_decay: float = 0.0  # 0: no EMA
     checkpoint_every: int = 0  # optimiser steps between step-N.pt checkpoints (0: only at epoch ends)
-    keep_checkpoints: int = 3
+    keep_checkpoints: int = 3  # step-N.pt files kept, the newest
+    keep_whole_epochs: int = 2  # epoch-N.pt files kept whole (to resume from), the newest; older ones keep
+    # the weights alone, for averaging and decoding (a third of an Adam checkpoint); 0: every one whole
     log_every: int = 10
     max_bad_steps: int = 10  # non-finite losses in a row before training stops
     valid_wer: bool = True

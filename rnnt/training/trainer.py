@@ -87,6 +87,7 @@ class Trainer:
         if self.world.main:
             checkpoint.save(os.path.join(self.exp_dir, name), state)
             checkpoint.prune_step_checkpoints(self.exp_dir, self.experiment.train.keep_checkpoints)
+            checkpoint.slim_old_epochs(self.exp_dir, self.experiment.train.keep_whole_epochs)
             log.info("saved %s (epoch %d, batch %d, step %d)", name, self.epoch, self.batch, self.step)
 
     def resume(self) -> bool:
@@ -94,6 +95,9 @@ class Trainer:
         if path is None:
             return False
         state = checkpoint.load(path)
+        if state["meta"].get("slimmed"):
+            raise StopTraining(f"{path} holds the weights alone (train.keep_whole_epochs slimmed it): it cannot be "
+                               "resumed from; start a new experiment from it with train.init_from")
         self.model.load_state_dict(state["model"])
         if self.ema and state["ema"] is not None:
             self.ema.load_state_dict(state["ema"])

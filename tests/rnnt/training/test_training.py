@@ -55,7 +55,7 @@ def test_killed_and_resumed_run_matches_an_uninterrupted_one(yesno, tmp_path):
     """With everything that draws random numbers or carries state across steps: dropout, EMA, gradient
     accumulation whose last group in an epoch is short (8 batches of 4: groups of 3, 3, 2), a schedule."""
     conf = config_file(tmp_path, batch_size=4, dropout=0.2, epochs=4, accum_steps=3, ema_decay=0.9,
-                       checkpoint_every=2, keep_checkpoints=20, log_every=1,
+                       checkpoint_every=2, keep_checkpoints=20, keep_whole_epochs=3, log_every=1,
                        schedule={"type": "mlperf", "warmup_steps": 2, "hold_steps": 2, "decay_steps": 2})
     straight = tmp_path / "straight"
     out = run_tool(*train_args(yesno, straight, conf))
@@ -75,6 +75,17 @@ def test_killed_and_resumed_run_matches_an_uninterrupted_one(yesno, tmp_path):
     args[args.index("--lang-dir") + 1] = str(other_lang)
     other = run_tool(*args, "--resume")
     assert other.returncode == 1 and "differ from" in other.stderr and "units.txt" in other.stderr, other.stderr
+
+    # the epochs before the newest 3 keep their weights alone, which averaging and decoding read
+    slimmed, whole = checkpoint.load(str(straight / "epoch-1.pt")), checkpoint.load(str(straight / "epoch-2.pt"))
+    assert sorted(slimmed) == ["ema", "meta", "model"] and slimmed["meta"]["slimmed"]
+    assert {"optimizer", "scheduler", "rng"} <= whole.keys() and not whole["meta"].get("slimmed")
+    assert (straight / "epoch-1.pt").stat().st_size < 0.6 * (straight / "epoch-2.pt").stat().st_size
+    from_slimmed = tmp_path / "from_slimmed"
+    from_slimmed.mkdir()
+    shutil.copy(straight / "epoch-1.pt", from_slimmed)
+    out = run_tool(*train_args(yesno, from_slimmed, conf), "--resume")
+    assert out.returncode == 1 and "epoch-1.pt holds the weights alone" in out.stderr, out.stderr[-2000:]
 
     from_epoch = tmp_path / "from_epoch"  # resumed where an epoch ended, after its short group's step
     from_epoch.mkdir()
