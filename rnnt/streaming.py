@@ -2,8 +2,9 @@
 offline greedy search over the whole audio.
 
 Each chunk goes through fbank (rnnt.data.streaming_fbank), CMVN and frame stacking as far as whole
-stacked frames allow; the encoder runs on every whole group of stack_time of them, carrying its LSTM
-states; greedy search goes on from where the last chunk left it. finish() feeds data.tail_silence of
+stacked frames allow; the encoder runs on every whole group of time_reduction of them (the conv front
+end's strides times stack_time), carrying its LSTM states and giving a conv front end the frames it
+reads again from the chunk before; greedy search goes on from where the last chunk left it. finish() feeds data.tail_silence of
 silence, as offline decoding appends it, then runs what is left, padded with zeros as the offline front
 end pads a sequence's end. Memory stays bounded however long the audio.
 """
@@ -30,12 +31,18 @@ def stream_refusals(experiment, model) -> list[str]:
     """Why this encoder and front end cannot run chunk by chunk (here or exported); empty when they can."""
     data, why = experiment.data, []
     if not model.encoder.can_stream:
-        why.append("a bidirectional encoder or one with a convolutional front end sees the whole utterance: it "
-                   "cannot stream")
+        why.append("a bidirectional encoder reads every utterance backwards too: it cannot stream")
     if data.stack != data.subsample:
         why.append(f"data.stack {data.stack} != data.subsample {data.subsample}: overlapping stacked frames cannot "
                    "stream")
     return why
+
+
+def chunk_frames(experiment, model) -> tuple[int, int]:
+    """fbank frames per encoder frame (a chunk is a whole number of them), and the fbank frames a chunk
+    reads again from the one before (the conv front end's overlap, 0 without one)."""
+    subsample = experiment.data.subsample
+    return subsample * model.config.encoder.time_reduction, subsample * model.encoder.stream_overlap
 
 
 class Stream:
@@ -48,8 +55,8 @@ class Stream:
         self.transcriber = transcriber
         data, model = transcriber.experiment.data, transcriber.model
         self.fbank = StreamingFbank(data.features.preset, data.sample_rate, data.features.num_mel_bins)
-        self.unit = data.subsample * model.config.encoder.stack_time  # fbank frames per encoder frame
-        self.pending = torch.zeros(0, data.features.num_mel_bins)  # fbank frames not yet encoded
+        self.unit, self.overlap = chunk_frames(transcriber.experiment, model)
+        self.pending = torch.zeros(0, data.features.num_mel_bins)  # fbank frames not yet encoded (or again)
         self.state = model.encoder.initial_state(1, transcriber.device)
         self.hypothesis = start_hypotheses(model, 1, transcriber.device)[0]
         self.encoder_frames = 0
@@ -64,9 +71,9 @@ class Stream:
         if self.finished:
             raise RuntimeError("the stream is finished")
         self._add(self.fbank.accept(samples))
-        whole = self.pending.shape[0] // self.unit * self.unit
+        whole = max(self.pending.shape[0] - self.overlap, 0) // self.unit * self.unit
         if whole:
-            self._encode(self.pending[:whole])
+            self._encode(self.pending[:whole + self.overlap])
             self.pending = self.pending[whole:]
         return self.result(final=False)
 
@@ -98,6 +105,8 @@ class Stream:
         stacked = stack_frames(feats, data.stack, data.subsample).to(self.transcriber.device)
         enc, h, c = model.encoder.stream(stacked[None], *self.state)
         self.state = (h, c)
+        if not enc.shape[1]:  # the end, too short for the conv front end: offline drops these frames too
+            return
         lengths = torch.tensor([enc.shape[1]], device=enc.device)
         self.hypothesis = greedy_search(model, enc, lengths, resume=[self.hypothesis],
                                         frame_offset=self.encoder_frames)[0]

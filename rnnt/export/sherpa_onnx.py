@@ -10,8 +10,9 @@ silently changed):
   - a stateless prediction network over the last `context_size` labels, blank id 0;
   - greedy search with at most one symbol per frame (a modified transducer decodes the same with ours);
   - units that spell the text themselves (BPE, characters, words: not phones, whose words need a lexicon);
-  - streaming: its LSTM transducer type, h and c of (layers, N, hidden), chunks of T fbank frames: a
-    unidirectional encoder without a convolutional front end, and stacking without overlap.
+  - streaming: its LSTM transducer type, h and c of (layers, N, hidden), chunks of T fbank frames that
+    advance by decode_chunk_len: a unidirectional encoder, and stacking without overlap. A conv front end
+    reads T - decode_chunk_len frames again in the next chunk (its overlap), as sherpa-onnx feeds them.
 The graphs are checked against the PyTorch model in onnxruntime on inputs of other lengths than the
 ones traced.
 """
@@ -32,7 +33,7 @@ from rnnt.data.tokenizer import BLANK, SPACE, UNK
 from rnnt.export.graphs import Decoder, Joiner, OfflineEncoder, StreamingEncoder
 from rnnt.export.runtime import DECODING_JSON
 from rnnt.model.feature_frontend import FeatureFrontEnd
-from rnnt.streaming import stream_refusals
+from rnnt.streaming import chunk_frames, stream_refusals
 from rnnt.transcriber import load_model
 
 OPSET = 17
@@ -66,9 +67,10 @@ def refusals(experiment, model, tokenizer, options: ExportOptions) -> list[str]:
                    "sherpa_onnx preset reproduces; train with features: {preset: sherpa_onnx}")
     if options.streaming:
         why += stream_refusals(experiment, model)
-        unit = stacking_unit(experiment)
+        unit, _ = chunk_frames(experiment, model)
         if options.chunk_frames % unit:
-            why.append(f"--chunk-frames {options.chunk_frames} is not a multiple of {unit} (stacking x StackTime)")
+            why.append(f"--chunk-frames {options.chunk_frames} is not a multiple of {unit} (stacking x the conv "
+                       "front end's strides x StackTime)")
     return why
 
 
@@ -132,29 +134,26 @@ def _quantize(path: str) -> str:
 
 
 # The chunk an export streams by default: 6 fbank frames (60 ms), rounded up to whole encoder frames
-# (stacking x StackTime). On AN4 the first partial result comes 100 ms sooner than with 18 frames (median
+# (stacking x the conv front end's strides x StackTime). On AN4 the first partial result comes 100 ms sooner than with 18 frames (median
 # 0.31 s after speech starts against 0.41 s, both fed 0.1 s at a time), for three times the encoder calls
 # (egs/an4/RESULTS.md).
 DEFAULT_CHUNK_FRAMES = 6
 
 
-def stacking_unit(experiment) -> int:
-    """fbank frames per encoder frame: a streaming chunk is a whole number of them."""
-    return experiment.data.subsample * experiment.model.encoder.stack_time
-
-
-def _export_encoder(model, frontend, options: ExportOptions, path: str, unit: int, metadata: dict) -> float:
+def _export_encoder(model, frontend, options: ExportOptions, path: str, unit: int, overlap: int,
+                    metadata: dict) -> float:
     bins = metadata["feature_dim"]
     if options.streaming:
         encoder = StreamingEncoder(model, frontend).eval()
         layers, hidden = model.encoder.layers, model.config.encoder.hidden
-        _export(encoder, (torch.randn(1, options.chunk_frames, bins), *model.encoder.initial_state(1)), path,
+        window = options.chunk_frames + overlap  # T: sherpa-onnx advances by chunk_frames
+        _export(encoder, (torch.randn(1, window, bins), *model.encoder.initial_state(1)), path,
                 ["x", "h", "c"], ["encoder_out", "next_h", "next_c"],
                 {"x": {0: "N"}, "h": {1: "N"}, "c": {1: "N"}, "encoder_out": {0: "N"}, "next_h": {1: "N"},
                  "next_c": {1: "N"}},
-                {**metadata, "model_type": "lstm", "num_encoder_layers": layers, "T": options.chunk_frames,
+                {**metadata, "model_type": "lstm", "num_encoder_layers": layers, "T": window,
                  "decode_chunk_len": options.chunk_frames, "rnn_hidden_size": hidden, "d_model": hidden})
-        return _verify(encoder, path, [{"x": torch.randn(3, options.chunk_frames, bins),
+        return _verify(encoder, path, [{"x": torch.randn(3, window, bins),
                                         "h": torch.randn(layers, 3, hidden), "c": torch.randn(layers, 3, hidden)}])
     encoder = OfflineEncoder(model, frontend).eval()
     _export(encoder, (torch.randn(1, 100, bins), torch.tensor([100])), path, ["x", "x_lens"],
@@ -185,7 +184,7 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
     """Writes the model to out_dir. Returns the from_transducer arguments written to sherpa-onnx.json
     ("args"), the largest difference from PyTorch per graph ("checked"), the checkpoint and the options."""
     experiment, model, tokenizer, checkpoint = load_model(exp_dir, checkpoint)
-    data, unit = experiment.data, stacking_unit(experiment)
+    data, (unit, overlap) = experiment.data, chunk_frames(experiment, model)
     if options.streaming and not options.chunk_frames:
         options = ExportOptions(True, unit * -(-DEFAULT_CHUNK_FRAMES // unit), options.int8)
     why = refusals(experiment, model, tokenizer, options)
@@ -198,7 +197,7 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
     frontend = FeatureFrontEnd(data.stack, data.subsample, stages.load_cmvn(data.features.cmvn))
     paths = {name: os.path.join(out_dir, f"{name}.onnx") for name in ("encoder", "decoder", "joiner")}
     torch.manual_seed(0)  # the random inputs of the checks
-    checked = {"encoder": _export_encoder(model, frontend, options, paths["encoder"], unit, metadata),
+    checked = {"encoder": _export_encoder(model, frontend, options, paths["encoder"], unit, overlap, metadata),
                **_export_decoder_and_joiner(model, paths, metadata)}
     with open(os.path.join(out_dir, "tokens.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(tokens_txt(tokenizer)) + "\n")

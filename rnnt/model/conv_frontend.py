@@ -22,6 +22,17 @@ class Conv2dSubsampling(torch.nn.Module):
             raise ValueError(f"encoder.input_dim {input_dim} is too narrow for {layers} strided convolutions")
         self.output_dim = channels * freq
 
+    @property
+    def stride(self) -> int:
+        """Input frames per output frame."""
+        return 2 ** self.layers
+
+    @property
+    def overlap(self) -> int:
+        """Input frames an output frame reads beyond its own stride: its receptive field, 2 * stride - 1
+        frames, less the stride. A stream carries this many frames from one chunk into the next."""
+        return self.stride - 1
+
     @staticmethod
     def out_length(lengths: torch.Tensor) -> torch.Tensor:
         return torch.div(lengths - 3, 2, rounding_mode="floor") + 1

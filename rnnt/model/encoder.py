@@ -130,7 +130,12 @@ class Encoder(torch.nn.Module):
 
     @property
     def can_stream(self) -> bool:
-        return not self.config.bidirectional and self.frontend is None
+        return not self.config.bidirectional
+
+    @property
+    def stream_overlap(self) -> int:
+        """Input frames of a chunk that the next chunk reads again: the conv front end's overlap, or 0."""
+        return self.frontend.overlap if self.frontend is not None else 0
 
     @property
     def layers(self) -> int:
@@ -165,12 +170,21 @@ class Encoder(torch.nn.Module):
 
     def stream(self, feats: torch.Tensor, h: torch.Tensor, c: torch.Tensor):
         """The next input frames of unpadded sequences (B, T, input_dim) and the state the frames before
-        left -> (B, ceil(T / stack_time), output_dim) and the new state. Chunks whose lengths are multiples
-        of stack_time, then any last one, give what forward() gives for the whole sequence."""
+        left -> (B, T', output_dim) and the new state. Chunks whose lengths are multiples of
+        time_reduction, then any last one, give what forward() gives for the whole sequence. With a conv
+        front end each chunk starts with the last stream_overlap frames of the one before (the first: the
+        sequence's first frames), T' counts only the frames after them, and a chunk too short for one
+        output frame gives none and leaves the state as it was."""
         if not self.can_stream:
-            raise ValueError("a bidirectional encoder or one with a convolutional front end cannot stream")
+            raise ValueError("a bidirectional encoder reads every sequence backwards too: it cannot stream")
+        feats = self.normalise_input(feats)
+        if self.frontend is not None:
+            if feats.shape[1] < self.frontend.stride + self.frontend.overlap:
+                return feats.new_zeros(feats.shape[0], 0, self.output_dim), h, c
+            lengths = torch.full((feats.shape[0],), feats.shape[1], dtype=torch.long, device=feats.device)
+            feats, _ = self.frontend(feats, lengths)
         pre = self.config.pre_layers
-        x, h_pre, c_pre = self.pre.stream(self.normalise_input(feats), h[:pre], c[:pre])
+        x, h_pre, c_pre = self.pre.stream(feats, h[:pre], c[:pre])
         x, _ = self.stack(x, torch.zeros(1, dtype=torch.long))  # lengths: all frames are real here
         x, h_post, c_post = self.post.stream(x, h[pre:], c[pre:])
         return x, torch.cat([h_pre, h_post]), torch.cat([c_pre, c_post])

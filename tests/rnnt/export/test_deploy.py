@@ -54,7 +54,8 @@ def an4_test(test_data, tmp_path_factory):
     return audio, langs
 
 
-def make_experiment(path, lang, encoder=None, predictor=None, features="sherpa_onnx", loss=None, tail_silence=0.0):
+def make_experiment(path, lang, encoder=None, predictor=None, features="sherpa_onnx", loss=None, tail_silence=0.0,
+                    stack=3):
     """An experiment dir holding an untrained (seeded) model; its input batch norm is given statistics
     near those of log-mel energies, so that the LSTMs see inputs of a realistic scale. Its <unk> never
     wins: sherpa-onnx's greedy search takes a winning <unk> for no symbol, ours emits it (a trained
@@ -65,7 +66,7 @@ def make_experiment(path, lang, encoder=None, predictor=None, features="sherpa_o
                         "predictor": {"kind": "stateless", "embed_dim": 32, "context": 2, **(predictor or {})},
                         "joiner": {"hidden": 48, "activation": "tanh"},
                         "loss": {"type": "full", "one_sym_per_frame": True, **(loss or {})}},
-              "data": {"features": {"preset": features, "num_mel_bins": 80}, "stack": 3, "subsample": 3,
+              "data": {"features": {"preset": features, "num_mel_bins": 80}, "stack": stack, "subsample": stack,
                        "tail_silence": tail_silence},
               "paths": {"lang_dir": str(lang)}}
     (path / "input.yaml").write_text(yaml.safe_dump(values))
@@ -136,14 +137,24 @@ def test_offline_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, tm
         assert " ".join(stream.result.text.split()) == ours.text, path
 
 
-def test_streaming_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, tmp_path, monkeypatch):
-    """sherpa-onnx fed 0.1 s chunks encodes a chunk of T frames once more frames than that are there: its
-    tokens are our greedy search's over the frames it encoded, exactly."""
+# A conv front end (DeepSpeech 2's, unidirectional) on unstacked fbank frames: 4 frames an encoder frame,
+# each chunk reading the 3 frames before it again.
+CONV = {"input_dim": 80, "conv_channels": 8, "conv_layers": 2, "stack_time": 1}
+
+
+@pytest.mark.parametrize("encoder,stack,window", [({}, 3, 12), (CONV, 1, 15)])
+def test_streaming_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, tmp_path, monkeypatch, encoder,
+                                                                        stack, window):
+    """sherpa-onnx fed 0.1 s chunks encodes a window of T frames once more frames than that are there,
+    then moves on by decode_chunk_len (12): its tokens are our greedy search's over the frames it
+    encoded, exactly."""
     audio, langs = an4_test
-    exp = make_experiment(tmp_path / "exp", langs["bpe"])
+    exp = make_experiment(tmp_path / "exp", langs["bpe"], encoder=encoder, stack=stack)
     export(exp, tmp_path / "onnx", "--streaming", "--chunk-frames", "12")
     meta = {p.key: p.value for p in onnx.load(str(tmp_path / "onnx" / "encoder.onnx")).metadata_props}
-    assert (meta["model_type"], meta["T"], meta["decode_chunk_len"], meta["num_encoder_layers"]) == ("lstm", "12", "12", "2")
+    assert (meta["model_type"], meta["T"], meta["decode_chunk_len"], meta["num_encoder_layers"]) == (
+        "lstm", str(window), "12", "2")
+    overlap = window - 12
     transcriber = Transcriber.from_exp_dir(str(exp))
     online = recognizer(tmp_path / "onnx", monkeypatch)
     for path, _ in audio:
@@ -158,7 +169,7 @@ def test_streaming_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, 
         while online.is_ready(stream):
             online.decode_stream(stream)
         feats = fbank(torch.from_numpy(samples), rate, "sherpa_onnx")
-        encoded = (feats.shape[0] - 1) // 12 * 12
+        encoded = (feats.shape[0] - 1 - overlap) // 12 * 12 + overlap
         assert token_ids(tmp_path / "onnx", online.get_result_all(stream).tokens) == our_greedy(
             transcriber, feats[:encoded]), path
 
@@ -215,12 +226,13 @@ def test_export_refuses_what_sherpa_onnx_cannot_run(an4_test, tmp_path, lang, ch
     assert not (tmp_path / "onnx").exists()
 
 
-@pytest.mark.parametrize("tail_silence", [0.0, 0.3])
-def test_stream_gives_the_offline_result_chunk_by_chunk(an4_test, tmp_path, tail_silence):
+@pytest.mark.parametrize("tail_silence,encoder,stack", [(0.0, {}, 3), (0.3, {}, 3), (0.3, CONV, 1)])
+def test_stream_gives_the_offline_result_chunk_by_chunk(an4_test, tmp_path, tail_silence, encoder, stack):
     """Transcriber.stream() fed chunks of random sizes: partial results only grow, and the final text
     and word times are those of transcribe() on the whole file (both followed by data.tail_silence)."""
     audio, langs = an4_test
-    exp = make_experiment(tmp_path / "exp", langs["bpe"], features="kaldi", tail_silence=tail_silence)
+    exp = make_experiment(tmp_path / "exp", langs["bpe"], encoder=encoder, features="kaldi",
+                          tail_silence=tail_silence, stack=stack)
     transcriber = Transcriber.from_exp_dir(str(exp))
     generator = torch.Generator().manual_seed(0)
     for path, _ in audio[:6]:

@@ -211,3 +211,32 @@ def test_time_reduction_is_what_the_encoder_does_to_the_frame_rate(conv_channels
     with torch.no_grad():
         _, lengths = encoder(torch.randn(1, 1200, 80), torch.tensor([1200]))
     assert abs(int(lengths[0]) * config.time_reduction - 1200) < config.time_reduction * 2
+
+
+@pytest.mark.parametrize("conv_channels,conv_layers,stack_time", [(0, 2, 2), (8, 2, 1), (8, 2, 2), (8, 3, 1)])
+def test_encoder_streamed_in_chunks_gives_the_whole_sequence_output(conv_channels, conv_layers, stack_time):
+    """Chunks of whole time_reduction groups, each starting with stream_overlap frames of the chunk
+    before, then what is left: the output of forward() over the whole sequence, frame for frame. A last
+    piece too short for the conv front end gives nothing, as the whole sequence's last frames give
+    nothing there either."""
+    torch.manual_seed(0)
+    config = EncoderConfig(input_dim=20, hidden=16, pre_layers=2, post_layers=1, stack_time=stack_time,
+                           conv_channels=conv_channels, conv_layers=conv_layers, input_batch_norm=True,
+                           norm="layer", dropout=0.0)
+    encoder = Encoder(config).eval()
+    encoder.input_norm.running_mean.uniform_(-1.0, 1.0)
+    assert encoder.stream_overlap == (2 ** conv_layers - 1 if conv_channels else 0)
+    unit, overlap = config.time_reduction, encoder.stream_overlap
+    for length in (101, 103, 96 + overlap):
+        feats = torch.randn(1, length, 20)
+        with torch.no_grad():
+            whole, lengths = encoder(feats, torch.tensor([length]))
+            state, pieces, start = encoder.initial_state(1), [], 0
+            for groups in (1, 3, 2, 5, 1, 4, 100):  # the last takes what is left
+                end = min(start + groups * unit, length - overlap) if groups < 100 else length
+                out, *state = encoder.stream(feats[:, start:end + overlap if groups < 100 else end], *state)
+                pieces.append(out)
+                start = end
+        streamed = torch.cat(pieces, dim=1)
+        assert streamed.shape[1] == int(lengths[0]), (length, streamed.shape)
+        torch.testing.assert_close(streamed, whole, atol=1e-5, rtol=1e-5)
