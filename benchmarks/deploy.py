@@ -146,7 +146,7 @@ def main() -> int:
                 lat = np.array([fed - onset for _, onset, fed, _ in rows])
                 latency = (f"{np.median(lat):.2f} s / {np.percentile(lat, 90):.2f} s / "
                            f"{100 * np.mean(lat <= 0.3):.0f}% ({len(lat)} utterances; fed {args.chunk} s at a time, "
-                           f"{chunk_frames} frames an encoder call)")
+                           f"{chunk_frames} new frames an encoder call)")
             print(f"| {name} | {score(refs, hyps).wer_line} | {seconds / audio:.4f} | {latency} |")
     return 0
 

@@ -3,10 +3,10 @@ offline greedy search over the whole audio.
 
 Each chunk goes through fbank (rnnt.data.streaming_fbank), CMVN and frame stacking as far as whole
 stacked frames allow; the encoder runs on every whole group of time_reduction of them (the conv front
-end's strides times stack_time), carrying its LSTM states and giving a conv front end the frames it
-reads again from the chunk before; greedy search goes on from where the last chunk left it. finish() feeds data.tail_silence of
-silence, as offline decoding appends it, then runs what is left, padded with zeros as the offline front
-end pads a sequence's end. Memory stays bounded however long the audio.
+end's strides times stack_time), carrying its LSTM states, a conv front end reading the frames of its
+overlap again; greedy search goes on from where the last chunk left it. finish() feeds
+data.tail_silence of silence, as offline decoding appends it, then runs what is left, padded with zeros
+as the offline front end pads a sequence's end. Memory stays bounded however long the audio.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def stream_refusals(experiment, model) -> list[str]:
     return why
 
 
-def chunk_frames(experiment, model) -> tuple[int, int]:
+def stream_unit_and_overlap(experiment, model) -> tuple[int, int]:
     """fbank frames per encoder frame (a chunk is a whole number of them), and the fbank frames a chunk
     reads again from the one before (the conv front end's overlap, 0 without one)."""
     subsample = experiment.data.subsample
@@ -55,7 +55,7 @@ class Stream:
         self.transcriber = transcriber
         data, model = transcriber.experiment.data, transcriber.model
         self.fbank = StreamingFbank(data.features.preset, data.sample_rate, data.features.num_mel_bins)
-        self.unit, self.overlap = chunk_frames(transcriber.experiment, model)
+        self.unit, self.overlap = stream_unit_and_overlap(transcriber.experiment, model)
         self.pending = torch.zeros(0, data.features.num_mel_bins)  # fbank frames not yet encoded (or again)
         self.state = model.encoder.initial_state(1, transcriber.device)
         self.hypothesis = start_hypotheses(model, 1, transcriber.device)[0]

@@ -55,7 +55,8 @@ def main() -> str:
     else:
         chosen = paths[-n:]
     output = args.output or os.path.join(args.exp_dir, checkpoint.name("average", n))
-    meta = {**checkpoint.load_meta(chosen[-1]), "averaged": [os.path.basename(p) for p in chosen]}
+    meta = {key: value for key, value in checkpoint.load_meta(chosen[-1]).items() if key != "slimmed"}
+    meta["averaged"] = [os.path.basename(p) for p in chosen]
     checkpoint.save(output, {"model": average(chosen, not args.no_ema), "ema": None, "meta": meta})
     return (f"{output}: averaged {', '.join(os.path.basename(p) for p in chosen)}"
             f"{' (EMA weights where kept)' if not args.no_ema else ''}")

@@ -11,6 +11,7 @@ import numpy as np
 DECODING_JSON = "decoding.json"  # written by rnnt.export.sherpa_onnx beside sherpa-onnx.json
 STREAMING_TAIL = 0.5  # the least silence a stream is fed after the audio: sherpa-onnx encodes a chunk
 #                      only once frames after it have come, so without it the last words are never decoded
+FRAME_SHIFT = 0.01  # sherpa-onnx's fbank, seconds
 
 
 def load_recognizer(onnx_dir: str, threads: int):
@@ -28,13 +29,17 @@ def load_recognizer(onnx_dir: str, threads: int):
 
 def tail_seconds(onnx_dir: str, streaming: bool) -> float:
     """The silence to feed after each utterance: the model's data.tail_silence (decoding.json, which
-    older exports lack: none), at least STREAMING_TAIL for a stream."""
+    older exports lack: none); for a stream at least STREAMING_TAIL and the encoder's window and a frame,
+    so that the window holding the last frame of audio is encoded."""
     path = os.path.join(onnx_dir, DECODING_JSON)
-    tail = 0.0
+    decoding = {}
     if os.path.isfile(path):
         with open(path, encoding="utf-8") as f:
-            tail = float(json.load(f)["tail_silence"])
-    return max(tail, STREAMING_TAIL) if streaming else tail
+            decoding = json.load(f)
+    tail = float(decoding.get("tail_silence", 0.0))
+    if not streaming:
+        return tail
+    return max(tail, STREAMING_TAIL, (int(decoding.get("window_frames", 0)) + 1) * FRAME_SHIFT)
 
 
 def recognise(recognizer, streaming: bool, samples: np.ndarray, rate: int, chunk: float, tail: float) -> str:

@@ -2,7 +2,8 @@
 tokens.txt, and sherpa-onnx.json, the keyword arguments of sherpa_onnx.OfflineRecognizer.from_transducer
 (streaming: OnlineRecognizer.from_transducer) with paths relative to the output dir; and decoding.json,
 what an application feeds besides the audio: {"tail_silence": seconds of silence after each utterance},
-the model's data.tail_silence, which our own decoding appends too.
+the model's data.tail_silence, which our own decoding appends too, and streaming "window_frames", the
+encoder's window T, which the silence after a stream must cover for its last frames to be encoded.
 
 What sherpa-onnx runs, and so what a model must be to be exported (anything else is refused, never
 silently changed):
@@ -33,7 +34,7 @@ from rnnt.data.tokenizer import BLANK, SPACE, UNK
 from rnnt.export.graphs import Decoder, Joiner, OfflineEncoder, StreamingEncoder
 from rnnt.export.runtime import DECODING_JSON
 from rnnt.model.feature_frontend import FeatureFrontEnd
-from rnnt.streaming import chunk_frames, stream_refusals
+from rnnt.streaming import stream_refusals, stream_unit_and_overlap
 from rnnt.transcriber import load_model
 
 OPSET = 17
@@ -67,7 +68,7 @@ def refusals(experiment, model, tokenizer, options: ExportOptions) -> list[str]:
                    "sherpa_onnx preset reproduces; train with features: {preset: sherpa_onnx}")
     if options.streaming:
         why += stream_refusals(experiment, model)
-        unit, _ = chunk_frames(experiment, model)
+        unit, _ = stream_unit_and_overlap(experiment, model)
         if options.chunk_frames % unit:
             why.append(f"--chunk-frames {options.chunk_frames} is not a multiple of {unit} (stacking x the conv "
                        "front end's strides x StackTime)")
@@ -134,9 +135,9 @@ def _quantize(path: str) -> str:
 
 
 # The chunk an export streams by default: 6 fbank frames (60 ms), rounded up to whole encoder frames
-# (stacking x the conv front end's strides x StackTime). On AN4 the first partial result comes 100 ms sooner than with 18 frames (median
-# 0.31 s after speech starts against 0.41 s, both fed 0.1 s at a time), for three times the encoder calls
-# (egs/an4/RESULTS.md).
+# (stacking x the conv front end's strides x StackTime). On AN4 the first partial result comes 100 ms
+# sooner than with 18 frames (median 0.31 s after speech starts against 0.41 s, both fed 0.1 s at a
+# time), for three times the encoder calls (egs/an4/RESULTS.md).
 DEFAULT_CHUNK_FRAMES = 6
 
 
@@ -184,7 +185,7 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
     """Writes the model to out_dir. Returns the from_transducer arguments written to sherpa-onnx.json
     ("args"), the largest difference from PyTorch per graph ("checked"), the checkpoint and the options."""
     experiment, model, tokenizer, checkpoint = load_model(exp_dir, checkpoint)
-    data, (unit, overlap) = experiment.data, chunk_frames(experiment, model)
+    data, (unit, overlap) = experiment.data, stream_unit_and_overlap(experiment, model)
     if options.streaming and not options.chunk_frames:
         options = ExportOptions(True, unit * -(-DEFAULT_CHUNK_FRAMES // unit), options.int8)
     why = refusals(experiment, model, tokenizer, options)
@@ -211,7 +212,10 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
     with open(os.path.join(out_dir, "sherpa-onnx.json"), "w", encoding="utf-8") as f:
         json.dump(args, f, indent=2)
         f.write("\n")
-    with open(os.path.join(out_dir, DECODING_JSON), "w", encoding="utf-8") as f:  # what the application adds
-        json.dump({"tail_silence": data.tail_silence}, f)
+    decoding = {"tail_silence": data.tail_silence}  # what the application adds to the audio
+    if options.streaming:  # sherpa-onnx encodes a window of T frames once a frame after it has come
+        decoding["window_frames"] = options.chunk_frames + overlap
+    with open(os.path.join(out_dir, DECODING_JSON), "w", encoding="utf-8") as f:
+        json.dump(decoding, f)
         f.write("\n")
     return {"args": args, "checked": checked, "checkpoint": checkpoint, "options": options}

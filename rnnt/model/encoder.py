@@ -152,8 +152,8 @@ class Encoder(torch.nn.Module):
         return self.input_norm(feats.transpose(1, 2)).transpose(1, 2)  # frame by frame: padding is harmless
 
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """feats (B, T, input_dim) -> (B, T', output_dim), with T' = ceil(T / stack_time); output frames past
-        a sequence's new length are not zeroed (every consumer masks by length)."""
+        """feats (B, T, input_dim) -> (B, T', output_dim), with T' about T / time_reduction; output frames
+        past a sequence's new length are not zeroed (every consumer masks by length)."""
         valid = torch.arange(feats.shape[1], device=feats.device)[None, :] < lengths.to(feats.device)[:, None]
         feats = self.normalise_input(feats, valid)
         if self.frontend is not None:  # padding is zero here, as when a sequence is alone
@@ -170,11 +170,11 @@ class Encoder(torch.nn.Module):
 
     def stream(self, feats: torch.Tensor, h: torch.Tensor, c: torch.Tensor):
         """The next input frames of unpadded sequences (B, T, input_dim) and the state the frames before
-        left -> (B, T', output_dim) and the new state. Chunks whose lengths are multiples of
-        time_reduction, then any last one, give what forward() gives for the whole sequence. With a conv
-        front end each chunk starts with the last stream_overlap frames of the one before (the first: the
-        sequence's first frames), T' counts only the frames after them, and a chunk too short for one
-        output frame gives none and leaves the state as it was."""
+        left -> (B, T', output_dim) and the new state. Chunks of whole multiples of time_reduction new
+        frames, then any last one, give what forward() gives for the whole sequence. With a conv front end
+        a chunk also holds, before its new frames, the last stream_overlap frames of the one before (the
+        first chunk starts at frame 0 and holds stream_overlap more), and a chunk too short for one output
+        frame gives none and leaves the state as it was. The encoder must be in eval mode."""
         if not self.can_stream:
             raise ValueError("a bidirectional encoder reads every sequence backwards too: it cannot stream")
         feats = self.normalise_input(feats)

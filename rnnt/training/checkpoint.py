@@ -5,12 +5,15 @@ Their names (epoch-N.pt, step-N.pt, avg-N.pt) and the model tags come from rnnt.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 
 import torch
 
 from rnnt.training.checkpoint_names import KINDS, name, numbered
+
+log = logging.getLogger(__name__)
 
 __all__ = ["for_decoding", "latest", "load", "load_meta", "name", "numbered", "prune_step_checkpoints",
            "rng_state", "save", "set_rng_state", "slim_old_epochs"]
@@ -45,14 +48,15 @@ def for_decoding(exp_dir: str) -> str:
 
 
 def latest(exp_dir: str) -> str | None:
-    """The checkpoint with the most optimiser steps among step-N.pt and epoch-N.pt."""
+    """The checkpoint with the most optimiser steps among step-N.pt and epoch-N.pt (on a tie, the later
+    epoch: an epoch of no steps leaves the one before it slimmed)."""
     best, best_step = None, -1
     for path in numbered(exp_dir, "step") + numbered(exp_dir, "epoch"):
         try:
             step = int(load_meta(path)["step"])
         except Exception:  # an unreadable file is not a checkpoint to resume from
             continue
-        if step > best_step:
+        if step >= best_step:
             best, best_step = path, step
     return best
 
@@ -71,13 +75,19 @@ def prune_step_checkpoints(exp_dir: str, keep: int) -> None:
 
 def slim_old_epochs(exp_dir: str, keep_whole: int) -> None:
     """All but the newest `keep_whole` epoch-N.pt files rewritten with the weights alone (model, EMA and
-    meta: what averaging and decoding read). The optimiser's state, two thirds of an Adam checkpoint, and
-    the RNG states are needed only to resume, which starts from the newest. keep_whole 0: all kept whole."""
+    meta: what averaging and decoding read): Adam's two moments, needed only to resume, which starts from
+    the newest, are half a checkpoint with EMA and two thirds without. keep_whole 0: all kept whole. A file
+    that cannot be read is left as it is, with a warning."""
     epochs = numbered(exp_dir, "epoch")
     for path in epochs[:-keep_whole] if keep_whole > 0 else []:
-        if not load_meta(path).get("slimmed"):
+        try:
+            if load_meta(path).get("slimmed"):
+                continue
             state = load(path)
-            save(path, {"model": state["model"], "ema": state.get("ema"), "meta": {**state["meta"], "slimmed": True}})
+        except Exception as error:  # noqa: BLE001 -- a damaged old epoch must not stop the training
+            log.warning("%s: cannot be read (%s); left as it is", path, error)
+            continue
+        save(path, {"model": state["model"], "ema": state.get("ema"), "meta": {**state["meta"], "slimmed": True}})
 
 
 def rng_state() -> dict:

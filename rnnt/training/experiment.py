@@ -42,7 +42,8 @@ class TrainConfig:
     checkpoint_every: int = 0  # optimiser steps between step-N.pt checkpoints (0: only at epoch ends)
     keep_checkpoints: int = 3  # step-N.pt files kept, the newest
     keep_whole_epochs: int = 2  # epoch-N.pt files kept whole (to resume from), the newest; older ones keep
-    # the weights alone, for averaging and decoding (a third of an Adam checkpoint); 0: every one whole
+    # the weights alone, for averaging and decoding (with Adam: half the file with EMA, a third without);
+    # 0: every one whole, to resume from any
     log_every: int = 10
     max_bad_steps: int = 10  # non-finite losses in a row before training stops
     valid_wer: bool = True

@@ -87,8 +87,9 @@ class Trainer:
         if self.world.main:
             checkpoint.save(os.path.join(self.exp_dir, name), state)
             checkpoint.prune_step_checkpoints(self.exp_dir, self.experiment.train.keep_checkpoints)
-            checkpoint.slim_old_epochs(self.exp_dir, self.experiment.train.keep_whole_epochs)
             log.info("saved %s (epoch %d, batch %d, step %d)", name, self.epoch, self.batch, self.step)
+            if name == checkpoint.name("epoch", self.epoch):  # a new epoch file: the one before may be slimmed
+                checkpoint.slim_old_epochs(self.exp_dir, self.experiment.train.keep_whole_epochs)
 
     def resume(self) -> bool:
         path = checkpoint.latest(self.exp_dir)

@@ -155,6 +155,7 @@ def test_streaming_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, 
     assert (meta["model_type"], meta["T"], meta["decode_chunk_len"], meta["num_encoder_layers"]) == (
         "lstm", str(window), "12", "2")
     overlap = window - 12
+    assert json.loads((tmp_path / "onnx" / "decoding.json").read_text())["window_frames"] == window
     transcriber = Transcriber.from_exp_dir(str(exp))
     online = recognizer(tmp_path / "onnx", monkeypatch)
     for path, _ in audio:
@@ -184,6 +185,10 @@ def test_the_tail_silence_goes_with_the_export(an4_test, tmp_path, monkeypatch):
     export(exp, tmp_path / "onnx")
     assert json.loads((tmp_path / "onnx" / "decoding.json").read_text()) == {"tail_silence": 0.3}
     assert (tail_seconds(str(tmp_path / "onnx"), False), tail_seconds(str(tmp_path / "onnx"), True)) == (0.3, 0.5)
+    (tmp_path / "wide").mkdir()  # a stream's silence covers the encoder's window of T frames, and one more
+    (tmp_path / "wide" / "decoding.json").write_text(json.dumps({"tail_silence": 0.3, "window_frames": 69}))
+    assert (tail_seconds(str(tmp_path / "wide"), False), tail_seconds(str(tmp_path / "wide"), True)) == pytest.approx(
+        (0.3, 0.7))
     transcriber = Transcriber.from_exp_dir(str(exp))
     offline, changed = recognizer(tmp_path / "onnx", monkeypatch), 0
     for path, _ in audio:
@@ -226,7 +231,8 @@ def test_export_refuses_what_sherpa_onnx_cannot_run(an4_test, tmp_path, lang, ch
     assert not (tmp_path / "onnx").exists()
 
 
-@pytest.mark.parametrize("tail_silence,encoder,stack", [(0.0, {}, 3), (0.3, {}, 3), (0.3, CONV, 1)])
+@pytest.mark.parametrize("tail_silence,encoder,stack", [(0.0, {}, 3), (0.3, {}, 3), (0.3, CONV, 1),
+                                                        (0.3, {**CONV, "input_dim": 240, "stack_time": 2}, 3)])
 def test_stream_gives_the_offline_result_chunk_by_chunk(an4_test, tmp_path, tail_silence, encoder, stack):
     """Transcriber.stream() fed chunks of random sizes: partial results only grow, and the final text
     and word times are those of transcribe() on the whole file (both followed by data.tail_silence)."""

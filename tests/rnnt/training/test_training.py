@@ -208,3 +208,21 @@ def test_trains_on_cuda_in_each_precision(yesno, tmp_path, precision):
     assert "training done: 12 steps, 2 epochs" in log
     params = final_parameters(tmp_path / "exp")
     assert all(torch.isfinite(p).all() for p in params.values() if p.is_floating_point())
+
+
+def test_slimming_leaves_a_damaged_old_epoch_as_it_is(tmp_path, caplog):
+    """An old epoch file that cannot be read is named in a warning and kept; the others are slimmed or
+    kept whole as asked, and the training that saves goes on."""
+    for n in (1, 2, 3):
+        checkpoint.save(str(tmp_path / f"epoch-{n}.pt"), {"model": {"w": torch.full((4,), float(n))}, "ema": None,
+                                                          "optimizer": {"m": torch.zeros(4)},
+                                                          "meta": {"step": n, "epoch": n}})
+    damaged = (tmp_path / "epoch-1.pt").read_bytes()[:100]
+    (tmp_path / "epoch-1.pt").write_bytes(damaged)
+    checkpoint.slim_old_epochs(str(tmp_path), 1)
+    assert "epoch-1.pt: cannot be read" in caplog.text
+    assert (tmp_path / "epoch-1.pt").read_bytes() == damaged
+    slimmed, whole = checkpoint.load(str(tmp_path / "epoch-2.pt")), checkpoint.load(str(tmp_path / "epoch-3.pt"))
+    assert "optimizer" not in slimmed and slimmed["meta"] == {"step": 2, "epoch": 2, "slimmed": True}
+    assert torch.equal(slimmed["model"]["w"], torch.full((4,), 2.0)) and "optimizer" in whole
+    assert checkpoint.latest(str(tmp_path)) == str(tmp_path / "epoch-3.pt")
