@@ -216,6 +216,7 @@ def test_decode_scores_every_reference_even_undecodable_ones(trained, yesno, tmp
     assert f"(counted as empty): {lost}" in (trained / "decode-broken-greedy" / "errs").read_text()
 
 
+@pytest.mark.slow
 def test_an_lm_built_from_training_text_is_tuned_on_dev_and_used_by_decode(trained, yesno, tmp_path):
     arpa = tmp_path / "lm.arpa"
     out = run_tool(sys.executable, STEPS / "build_ngram_lm.py", "--order", "3", yesno / "data" / "train_yesno",

@@ -142,7 +142,7 @@ def test_offline_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, tm
 CONV = {"input_dim": 80, "conv_channels": 8, "conv_layers": 2, "stack_time": 1}
 
 
-@pytest.mark.parametrize("encoder,stack,window", [({}, 3, 12), (CONV, 1, 15)])
+@pytest.mark.parametrize("encoder,stack,window", [({}, 3, 12), pytest.param(CONV, 1, 15, marks=pytest.mark.slow)])
 def test_streaming_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, tmp_path, monkeypatch, encoder,
                                                                         stack, window):
     """sherpa-onnx fed 0.1 s chunks encodes a window of T frames once more frames than that are there,
@@ -231,8 +231,9 @@ def test_export_refuses_what_sherpa_onnx_cannot_run(an4_test, tmp_path, lang, ch
     assert not (tmp_path / "onnx").exists()
 
 
-@pytest.mark.parametrize("tail_silence,encoder,stack", [(0.0, {}, 3), (0.3, {}, 3), (0.3, CONV, 1),
-                                                        (0.3, {**CONV, "input_dim": 240, "stack_time": 2}, 3)])
+@pytest.mark.parametrize("tail_silence,encoder,stack", [
+    (0.0, {}, 3), (0.3, {}, 3), pytest.param(0.3, CONV, 1, marks=pytest.mark.slow),
+    pytest.param(0.3, {**CONV, "input_dim": 240, "stack_time": 2}, 3, marks=pytest.mark.slow)])
 def test_stream_gives_the_offline_result_chunk_by_chunk(an4_test, tmp_path, tail_silence, encoder, stack):
     """Transcriber.stream() fed chunks of random sizes: partial results only grow, and the final text
     and word times are those of transcribe() on the whole file (both followed by data.tail_silence)."""

@@ -51,6 +51,7 @@ def test_a_run_starts_from_another_experiments_weights_with_units_matched_by_nam
         assert not any(torch.equal(target[layer][3], source[layer][row]) for row in range(4))  # MAYBE: fresh
 
 
+@pytest.mark.slow
 def test_a_resumed_run_keeps_its_own_weights(yesno, tmp_path):
     source_exp = tmp_path / "source"
     assert run_tool(*train_args(yesno, source_exp, config_file(tmp_path, epochs=1))).returncode == 0

@@ -106,6 +106,7 @@ def test_a_pruned_trial_stops_through_the_trainers_sigterm(yesno, tmp_path):
     assert "stopped on SIGTERM" in (tmp_path / "exp" / "train.log").read_text()
 
 
+@pytest.mark.slow
 def test_the_time_limit_stops_a_trial_and_keeps_its_epochs(yesno, tmp_path):
     run = run_trial(trainer_command(yesno, tmp_path, 1000), str(tmp_path / "exp"), 0.25, lambda e, w: False,
                     str(tmp_path / "output.log"))
