@@ -24,7 +24,7 @@ def main() -> str:
     parser.add_argument("--chunk-frames", type=int, default=0,
                         help="streaming: fbank frames an encoder call advances by, a multiple of stacking x "
                              "the conv front end's strides x StackTime (default: the smallest such multiple of "
-                             "at least 6, 60 ms); a conv front end reads its overlap again besides")
+                             "at least 4, 40 ms); a conv front end reads its overlap again besides")
     parser.add_argument("--int8", action="store_true",
                         help="also write *.int8.onnx (onnxruntime dynamic quantisation) and point sherpa-onnx.json at them")
     parser.add_argument("exp_dir")

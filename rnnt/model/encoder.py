@@ -93,7 +93,10 @@ class LSTMStack(torch.nn.Module):
 
     def stream(self, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor):
         """The next frames x (B, T, input_dim) of unpadded sequences, from the states (h, c) the previous
-        frames left, each (layers, B, hidden) -> (B, T, output_dim) and the new (h, c)."""
+        frames left, each (layers, B, hidden) -> (B, T, output_dim) and the new (h, c). With no layers x
+        and the (empty) states pass through."""
+        if not self.lstms:
+            return x, h, c
         new_h, new_c = [], []
         for i, (lstm, norm) in enumerate(zip(self.lstms, self.norms)):
             x, (h_i, c_i) = lstm(x, (h[i:i + 1], c[i:i + 1]))

@@ -213,14 +213,18 @@ def test_time_reduction_is_what_the_encoder_does_to_the_frame_rate(conv_channels
     assert abs(int(lengths[0]) * config.time_reduction - 1200) < config.time_reduction * 2
 
 
-@pytest.mark.parametrize("conv_channels,conv_layers,stack_time", [(0, 2, 2), (8, 2, 1), (8, 2, 2), (8, 3, 1)])
-def test_encoder_streamed_in_chunks_gives_the_whole_sequence_output(conv_channels, conv_layers, stack_time):
+@pytest.mark.parametrize("conv_channels,conv_layers,stack_time,pre_layers,post_layers",
+                         [(0, 2, 2, 2, 1), (8, 2, 1, 2, 1), (8, 2, 2, 2, 1), (8, 3, 1, 2, 1), (8, 2, 1, 3, 0),
+                          (0, 2, 2, 0, 2)])
+def test_encoder_streamed_in_chunks_gives_the_whole_sequence_output(conv_channels, conv_layers, stack_time,
+                                                                    pre_layers, post_layers):
     """Chunks of whole time_reduction groups, each starting with stream_overlap frames of the chunk
     before, then what is left: the output of forward() over the whole sequence, frame for frame. A last
     piece too short for the conv front end gives nothing, as the whole sequence's last frames give
-    nothing there either."""
+    nothing there either. Either LSTM stack may be empty (DeepSpeech 2's encoder has no post layers)."""
     torch.manual_seed(0)
-    config = EncoderConfig(input_dim=20, hidden=16, pre_layers=2, post_layers=1, stack_time=stack_time,
+    config = EncoderConfig(input_dim=20, hidden=16, pre_layers=pre_layers, post_layers=post_layers,
+                           stack_time=stack_time,
                            conv_channels=conv_channels, conv_layers=conv_layers, input_batch_norm=True,
                            norm="layer", dropout=0.0)
     encoder = Encoder(config).eval()
