@@ -135,11 +135,11 @@ def _quantize(path: str) -> str:
 
 
 # The chunk an export streams by default: 4 fbank frames (40 ms), rounded up to whole encoder frames
-# (stacking x the conv front end's strides x StackTime): 6 frames for the stacked front ends of
-# egs/an4/conf/deploy*.yaml, 4 for a conv front end of two layers. On AN4 (egs/an4/RESULTS.md) 6 frames
-# bring the first partial result 100 ms sooner than 18 (median 0.31 s after speech starts against 0.41 s,
-# fed 0.1 s at a time), and a conv model's 4 frames bring its 90th percentile from 0.30 s to 0.28 s against
-# 8, each for more encoder calls.
+# (stacking x the conv front end's strides x StackTime): 6 frames for stacking 3 and StackTime 2
+# (egs/an4/conf/deploy.yaml, deploy_fastemit.yaml), 4 for a conv front end of two layers (deploy_lowlatency.yaml).
+# On AN4 (egs/an4/RESULTS.md, "Streaming latency") 6 frames bring the first partial result 50 ms sooner than
+# 18 (test median 0.33 s after speech starts against 0.38 s, fed 0.1 s at a time), and a conv model's 4 frames
+# bring its dev 90th percentile from 0.30 s to 0.28 s against 8, each for more encoder calls.
 DEFAULT_CHUNK_FRAMES = 4
 
 

@@ -76,7 +76,7 @@ class LSTMStack(torch.nn.Module):
         super().__init__()
         self.bidirectional = bidirectional
         width = 2 * hidden if bidirectional else hidden
-        self.output_dim = width
+        self.output_dim = width if layers else input_dim  # no layers: the input passes through
         self.lstms = torch.nn.ModuleList(
             BidirectionalLSTM(input_dim if i == 0 else width, hidden) if bidirectional
             else torch.nn.LSTM(input_dim if i == 0 else width, hidden, batch_first=True) for i in range(layers))
@@ -119,17 +119,13 @@ class Encoder(torch.nn.Module):
         self.pre = LSTMStack(lstm_input, config.hidden, config.pre_layers, config.norm, config.dropout,
                              config.bidirectional)
         self.stack = StackTime(config.stack_time)
-        post_input = (self.pre.output_dim if config.pre_layers else lstm_input) * config.stack_time
+        post_input = self.pre.output_dim * config.stack_time
         self.post = LSTMStack(post_input, config.hidden, config.post_layers, config.norm, config.dropout,
                               config.bidirectional)
 
     @property
     def output_dim(self) -> int:
-        if self.config.post_layers:
-            return self.post.output_dim
-        if self.config.pre_layers:
-            return self.pre.output_dim * self.config.stack_time
-        return (self.frontend.output_dim if self.frontend else self.config.input_dim) * self.config.stack_time
+        return self.post.output_dim
 
     @property
     def can_stream(self) -> bool:

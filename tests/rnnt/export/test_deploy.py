@@ -138,8 +138,20 @@ def test_offline_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, tm
 
 
 # A conv front end (DeepSpeech 2's, unidirectional) on unstacked fbank frames: 4 frames an encoder frame,
-# each chunk reading the 3 frames before it again.
-CONV = {"input_dim": 80, "conv_channels": 8, "conv_layers": 2, "stack_time": 1}
+# each chunk reading the 3 frames before it again; its LSTMs all before StackTime, as in DeepSpeech 2.
+CONV = {"input_dim": 80, "conv_channels": 8, "conv_layers": 2, "stack_time": 1, "pre_layers": 2, "post_layers": 0}
+
+
+@pytest.mark.parametrize("encoder,stack,chunk,window", [({}, 3, 6, 6), (CONV, 1, 4, 7)])
+def test_streaming_export_chunk_defaults_to_whole_encoder_frames_of_at_least_40_ms(an4_test, tmp_path, encoder,
+                                                                                  stack, chunk, window):
+    """Without --chunk-frames: 6 fbank frames for stacking 3 x StackTime 2, 4 for the conv front end's
+    two strides of 2 (which reads 3 frames of the chunk before again)."""
+    _, langs = an4_test
+    exp = make_experiment(tmp_path / "exp", langs["bpe"], encoder=encoder, stack=stack)
+    export(exp, tmp_path / "onnx", "--streaming")
+    meta = {p.key: p.value for p in onnx.load(str(tmp_path / "onnx" / "encoder.onnx")).metadata_props}
+    assert (meta["decode_chunk_len"], meta["T"]) == (str(chunk), str(window))
 
 
 @pytest.mark.parametrize("encoder,stack,window", [({}, 3, 12), pytest.param(CONV, 1, 15, marks=pytest.mark.slow)])
