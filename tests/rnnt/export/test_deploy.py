@@ -211,10 +211,15 @@ def test_the_tail_silence_goes_with_the_export(an4_test, tmp_path, monkeypatch):
     assert changed > 0
 
 
-def test_int8_export_runs_in_sherpa_onnx(an4_test, tmp_path, monkeypatch):
+@pytest.mark.parametrize("encoder,stack", [({}, 3), (CONV, 1)])
+def test_int8_export_runs_in_sherpa_onnx(an4_test, tmp_path, monkeypatch, encoder, stack):
+    """The LSTMs' and matrix products' weights are int8 (a quarter of the size); a conv front end stays float."""
     audio, langs = an4_test
-    exp = make_experiment(tmp_path / "exp", langs["bpe"], encoder={"hidden": 128})
+    exp = make_experiment(tmp_path / "exp", langs["bpe"], encoder={"hidden": 128, **encoder}, stack=stack)
     export(exp, tmp_path / "onnx", "--int8")
+    ops = {node.op_type for node in onnx.load(str(tmp_path / "onnx" / "encoder.int8.onnx")).graph.node}
+    assert "DynamicQuantizeLSTM" in ops and "LSTM" not in ops and "ConvInteger" not in ops
+    assert ("Conv" in ops) == bool(encoder)
     args = json.loads((tmp_path / "onnx" / "sherpa-onnx.json").read_text())
     assert [args[k] for k in ("encoder", "decoder", "joiner")] == ["encoder.int8.onnx", "decoder.int8.onnx",
                                                                     "joiner.int8.onnx"]
