@@ -238,6 +238,7 @@ def test_int8_export_runs_in_sherpa_onnx(an4_test, tmp_path, monkeypatch, encode
     ("bpe", {"loss": {"type": "ctc", "one_sym_per_frame": False}}, [], "a CTC model"),
     ("bpe", {"encoder": {"bidirectional": True}}, ["--streaming"], "cannot stream"),
     ("bpe", {}, ["--streaming", "--chunk-frames", "10"], "not a multiple of 6"),
+    ("bpe", {"encoder": {"pre_layers": 0, "post_layers": 0}}, ["--streaming"], "the encoder has no LSTM layers"),
     ("phone", {}, [], "phone units"),
 ])
 def test_export_refuses_what_sherpa_onnx_cannot_run(an4_test, tmp_path, lang, change, options, reason):
