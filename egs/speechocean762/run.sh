@@ -41,7 +41,7 @@ Examples: ./run.sh --corpus-dir ../../../shared/data/speechocean762
     --lm-over units --lm-order 6 --lm-beam 8
   ./run.sh --corpus-dir ../../../shared/data/speechocean762 --train-config conf/transducer.yaml \\
     --unit-type bpe --exp exp/transducer --methods \"greedy modified_beam\"
-  ./run.sh --corpus-dir ../../../shared/data/speechocean762 --train-config conf/deploy.yaml --unit-type bpe \\
+  ./run.sh --corpus-dir ../../../shared/data/speechocean762 --train-config conf/deploy.yaml --unit-type char \\
     --exp exp/deploy --methods greedy --deploy \"offline streaming\""
 
 . ./path.sh

@@ -296,7 +296,7 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     assert "stage 4 (train): its inputs changed since it was done; running it again" in more.stdout
     assert more.stdout.count("done before; skipped") == 3  # data, shards, units
     assert (recipe / "exp" / "tiny" / "decode-test-modified_beam-avg2-epoch-3" / "wer").is_file()
-    # conf/deploy.yaml, as tiny, beside it: exported offline and streaming, and decoded in sherpa-onnx
+    # conf/deploy.yaml over characters (as the recipe runs it), as tiny, beside it: exported offline and streaming, and decoded in sherpa-onnx
 
     def shrink_deploy(conf):
         conf["model"]["encoder"].update(hidden=32, pre_layers=1, post_layers=1)
@@ -304,8 +304,8 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
         conf["model"]["joiner"]["hidden"] = 32
         conf["train"].update(epochs=2)
 
-    out = run_shrunk(recipe, corpus, "deploy.yaml", shrink_deploy, "exp/deploy", "--unit-type", "bpe", "--vocab-size",
-                     "40", "--average", "2", "--methods", "greedy", "--deploy", "offline streaming")
+    out = run_shrunk(recipe, corpus, "deploy.yaml", shrink_deploy, "exp/deploy", "--unit-type", "char",
+                     "--average", "2", "--methods", "greedy", "--deploy", "offline streaming")
     assert out.returncode == 0, out.stderr[-3000:]
     for kind in ("offline", "streaming"):
         assert (recipe / "exp" / "deploy" / f"onnx-{kind}-avg2-epoch-2" / "sherpa-onnx.json").is_file()
