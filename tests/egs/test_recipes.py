@@ -296,7 +296,8 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     assert "stage 4 (train): its inputs changed since it was done; running it again" in more.stdout
     assert more.stdout.count("done before; skipped") == 3  # data, shards, units
     assert (recipe / "exp" / "tiny" / "decode-test-modified_beam-avg2-epoch-3" / "wer").is_file()
-    # conf/deploy.yaml over characters (as the recipe runs it), as tiny, beside it: exported offline and streaming, and decoded in sherpa-onnx
+    # conf/deploy.yaml over characters (as the recipe runs it), as tiny, beside it: exported offline and
+    # streaming, and decoded in sherpa-onnx
 
     def shrink_deploy(conf):
         conf["model"]["encoder"].update(hidden=32, pre_layers=1, post_layers=1)
