@@ -26,9 +26,9 @@ def main() -> str:
                              "the conv front end's strides x StackTime (default: the smallest such multiple of "
                              "at least 4, 40 ms); a conv front end reads its overlap again besides")
     parser.add_argument("--int8", action="store_true",
-                        help="also write *.int8.onnx (onnxruntime dynamic quantisation of the matrix products', LSTMs' and "
-                             "embedding's weights per output channel; convolutions stay float) and point "
-                             "sherpa-onnx.json at them")
+                        help="also write *.int8.onnx (onnxruntime dynamic quantisation of the matrix products', "
+                             "LSTMs' and embedding's weights per output channel; convolutions stay float) and "
+                             "point sherpa-onnx.json at them")
     parser.add_argument("exp_dir")
     parser.add_argument("out_dir")
     args = parser.parse_args()

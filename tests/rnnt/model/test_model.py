@@ -224,9 +224,8 @@ def test_encoder_streamed_in_chunks_gives_the_whole_sequence_output(conv_channel
     nothing there either. Either LSTM stack may be empty (DeepSpeech 2's encoder has no post layers)."""
     torch.manual_seed(0)
     config = EncoderConfig(input_dim=20, hidden=16, pre_layers=pre_layers, post_layers=post_layers,
-                           stack_time=stack_time,
-                           conv_channels=conv_channels, conv_layers=conv_layers, input_batch_norm=True,
-                           norm="layer", dropout=0.0)
+                           stack_time=stack_time, conv_channels=conv_channels, conv_layers=conv_layers,
+                           input_batch_norm=True, norm="layer", dropout=0.0)
     encoder = Encoder(config).eval()
     encoder.input_norm.running_mean.uniform_(-1.0, 1.0)
     assert encoder.stream_overlap == (2 ** conv_layers - 1 if conv_channels else 0)
