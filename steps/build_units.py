@@ -3,7 +3,9 @@
 characters, words, or phones (the phones of <lang>/lexicon.txt, which steps/build_lexicon.py writes,
 and the word boundary). Writes <lang>/units.txt (<blank> 0, <unk> 1, then the units), units.json
 (the type) and, for bpe/unigram, bpe.model. Checks that the training text round-trips; for phones, that
-every word has a pronunciation (those without one train as <unk> and are counted).
+every word has a pronunciation (those without one train as <unk> and are counted). With the data dir's
+utt2dur, writes <lang>/unit_rate.json: each transcript's units a second, which training checks against
+the encoder's frame rate when the model emits one symbol per frame.
 """
 
 import collections
@@ -16,6 +18,7 @@ from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.data.lexicon import read_lexicon
 from rnnt.data.tokenizer import BLANK, SPACE, UNK, Tokenizer
 from rnnt.datadir.table import read_table
+from rnnt.training.config_checks import UNIT_RATE_FILE
 
 
 def train_sentencepiece(lines: list[str], lang: str, kind: str, vocab_size: int, coverage: float) -> list[str]:
@@ -55,6 +58,22 @@ def build_inventory(args, lines: list[str]) -> tuple[list[str], dict]:
     return sorted(counts), config
 
 
+def write_unit_rates(data_dir: str, lang_dir: str, tokenizer: Tokenizer) -> str:
+    """<lang>/unit_rate.json from the data dir's text and utt2dur; a summary ('' without utt2dur)."""
+    durations_file = os.path.join(data_dir, "utt2dur")
+    if not os.path.isfile(durations_file):
+        return ""
+    durations, texts = read_table(durations_file), read_table(os.path.join(data_dir, "text"))
+    rates = sorted(len(tokenizer.encode(texts[utt].value)) / float(line.value)
+                   for utt, line in durations.items() if utt in texts and float(line.value) > 0)
+    with open(os.path.join(lang_dir, UNIT_RATE_FILE), "w", encoding="utf-8") as f:
+        json.dump({"units_per_second": [round(rate, 3) for rate in rates]}, f)
+    if not rates:
+        return ""
+    median, p99 = rates[len(rates) // 2], rates[int(0.99 * (len(rates) - 1))]
+    return f"; units a second: median {median:.1f}, 99th percentile {p99:.1f}"
+
+
 def main() -> str:
     parser = tool_parser(__doc__, "steps/build_units.py --unit-type bpe --vocab-size 500 data/train data/lang")
     parser.add_argument("--unit-type", choices=("bpe", "unigram", "char", "word", "phone"), default="bpe")
@@ -80,15 +99,16 @@ def main() -> str:
     with open(os.path.join(args.lang_dir, "units.json"), "w", encoding="utf-8") as f:
         json.dump(config, f, indent=1)
     tokenizer = Tokenizer(args.lang_dir)
+    rates = write_unit_rates(args.data_dir, args.lang_dir, tokenizer)
     if args.unit_type == "phone":  # homophones spell back as one word: count words without phones instead
         failed = [line for line in lines if any(word not in tokenizer.lexicon for word in line.split())]
         return (f"{args.lang_dir}: {len(units) + 2} phone units from {len(lines)} transcripts; "
-                f"{len(failed)} transcripts have a word without a pronunciation (<unk> in its place)")
+                f"{len(failed)} transcripts have a word without a pronunciation (<unk> in its place){rates}")
     failed = [line for line in lines if tokenizer.decode(tokenizer.encode(line)) != " ".join(line.split())]
     for line in failed[:5]:
         print(f"build_units.py: does not round-trip: '{line}'", file=sys.stderr)
     summary = (f"{args.lang_dir}: {len(units) + 2} {args.unit_type} units from {len(lines)} transcripts; "
-               f"{len(failed)} transcripts do not round-trip")
+               f"{len(failed)} transcripts do not round-trip{rates}")
     if failed:
         raise ToolError(summary)
     return summary

@@ -5,7 +5,9 @@ One process by default; under torchrun, one process per device with DDP (gloo on
   torchrun --nproc_per_node=4 steps/train.py --config conf/small.yaml ...
   torchrun --nnodes=2 --node_rank=$NODE --master_addr=$HEAD --master_port=29500 --nproc_per_node=8 steps/train.py ...
 The resolved configuration is saved as <exp-dir>/config.yaml; --resume continues from the newest
-checkpoint exactly where it stopped. SIGTERM (to any rank) saves a checkpoint at the next optimiser
+checkpoint exactly where it stopped, unless the config differs from config.yaml in a key a resume cannot
+honour (anything but the epochs, logging, checkpoint keeping, device and loader workers): then the old
+experiment is set aside whole as <exp-dir>.N and training starts anew (rnnt.training.config_change). SIGTERM (to any rank) saves a checkpoint at the next optimiser
 step and exits with status 143, so that a recipe does not take the run for finished. torchrun passes
 a SIGTERM it gets on to every rank, but kills them 30 s later and exits with its own status: a rank
 in the middle of validation or of a long accumulation group may be killed before it saves.
@@ -18,7 +20,9 @@ import sys
 import torch
 
 from rnnt.cli import tool_parser
+from rnnt.training.config_checks import check_unit_rate
 from rnnt.training.experiment import load_experiment, with_absolute_paths
+from rnnt.training.stop import StopTraining
 from rnnt.training.trainer import Trainer
 
 
@@ -54,7 +58,15 @@ def main() -> int:
         if not getattr(experiment.paths, name):
             print(f"train.py: no {name}: give --{name.replace('_', '-')} or paths.{name}", file=sys.stderr)
             return 1
-    return Trainer(experiment, args.exp_dir, args.log_keys).run(args.resume)
+    for problem in check_unit_rate(experiment):
+        print(f"train.py: {args.config}: {problem}", file=sys.stderr)
+        return 1
+    try:
+        trainer = Trainer(experiment, args.exp_dir, args.log_keys, resume=args.resume)
+    except StopTraining as error:
+        print(f"train.py: {error}", file=sys.stderr)
+        return 1
+    return trainer.run()
 
 
 if __name__ == "__main__":

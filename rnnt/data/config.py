@@ -12,44 +12,45 @@ from rnnt.data.specaugment import SpecAugmentConfig
 @dataclass(frozen=True)
 class FilterConfig:
     min_duration: float = 0.0  # seconds, after speed perturbation
-    max_duration: float = 1e9
-    max_tokens: int = 1_000_000
-    max_tokens_per_frame: float = 1e9  # tokens / encoder frames (after stacking); 1.0 for one symbol per frame
+    max_duration: float = 1e9  # seconds, after speed perturbation
+    max_tokens: int = 1_000_000  # units of the transcript
+    max_tokens_per_frame: float = 1e9  # units / the encoder's output frames; one symbol per frame caps it at 1
 
 
 @dataclass(frozen=True)
 class FeatureConfig:
-    preset: str = "kaldi"
-    num_mel_bins: int = 80
-    dither: float = 0.0  # training only
+    preset: str = "kaldi"  # fbank numerics: kaldi, sherpa_onnx or mlperf (rnnt.data.features)
+    num_mel_bins: int = 80  # mel filterbank channels per frame
+    dither: float = 0.0  # Gaussian noise added to the samples (kaldi: in 16-bit units, else of [-1, 1]); training only
     cmvn: str | None = None  # global CMVN json from steps/compute_cmvn_stats.py
 
 
 @dataclass(frozen=True)
 class BatchConfig:
     type: str = "dynamic"  # static: batch_size utterances; dynamic: padded frames <= max_frames
-    batch_size: int = 16
+    batch_size: int = 16  # static (and data.buckets): utterances per batch of a rank
     max_frames: int = 20000  # padded input frames (before stacking) per batch
-    max_batch_size: int = 512
+    max_batch_size: int = 512  # dynamic: at most this many utterances
 
 
 @dataclass(frozen=True)
 class DataConfig:
-    sample_rate: int = 16000
+    sample_rate: int = 16000  # Hz; audio at another rate is resampled
     speed_perturb: tuple[float, ...] = ()  # e.g. (0.9, 1.0, 1.1), chosen uniformly per utterance in training
     filter: FilterConfig = field(default_factory=FilterConfig)
     features: FeatureConfig = field(default_factory=FeatureConfig)
-    spec_augment: SpecAugmentConfig | None = None  # training only
-    stack: int = 1
-    subsample: int = 1
-    shuffle_buffer: int = 0  # 0: no shuffle buffer
-    sort_buffer: int = 0  # 0: no sorting
+    spec_augment: SpecAugmentConfig | None = None  # SpecAugment masks, training only (null: none)
+    stack: int = 1  # consecutive fbank frames put side by side in one frame
+    subsample: int = 1  # frames between stacked frames (stack 3, subsample 3: MLPerf's 30 ms frames)
+    shuffle_buffer: int = 0  # training: utterances shuffled within a window of this many (0: no shuffle buffer)
+    sort_buffer: int = 0  # utterances sorted by length within windows of this many before batching (0: no sorting)
     batch: BatchConfig = field(default_factory=BatchConfig)
     buckets: int = 0  # raw lists only: MLPerf-style duration buckets (0: off)
-    num_workers: int = 0
-    prefetch_factor: int = 2
-    pin_memory: bool = False
-    seed: int = 0
+    num_workers: int = 0  # DataLoader worker processes (0: in the training process)
+    prefetch_factor: int = 2  # batches each worker prepares ahead
+    pin_memory: bool = False  # batches in page-locked memory (faster copies to a GPU)
+    seed: int = 0  # seeds the data order, speed perturbation, dither and SpecAugment (with the epoch)
+
     # Seconds of silence after each utterance when decoding (validation, decode, transcription, the end of a
     # stream; never in training): a unidirectional encoder emits a word's last unit only once frames after
     # it have come, which a stream gets anyway (sherpa-onnx is fed silence to flush its last chunk).

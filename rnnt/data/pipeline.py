@@ -13,12 +13,14 @@ feature work of batches 0..k-1, and the output is identical to an uninterrupted 
 from __future__ import annotations
 
 import logging
+import os
 import random
-from typing import Iterator
+from typing import Callable, Iterator
 
 from rnnt.data import batching, stages
 from rnnt.data.bucketing import bucket_batches
 from rnnt.data.config import DataConfig
+from rnnt.data.report import DataReport
 from rnnt.data.sources import list_kind, raw_records, read_list, shard_records
 from rnnt.data.splitting import Reader, part
 
@@ -26,8 +28,12 @@ log = logging.getLogger(__name__)
 
 
 class Pipeline:
-    def __init__(self, list_path: str, config: DataConfig, tokenizer, train: bool):
+    def __init__(self, list_path: str, config: DataConfig, tokenizer, train: bool,
+                 output_frames: Callable[[int], int] = lambda frames: frames, one_sym_per_frame: bool = False):
+        """output_frames and one_sym_per_frame come from the model (EncoderConfig.output_frames, loss): the
+        filter counts units against the encoder's real output frames (rnnt.data.stages.filter_utterances)."""
         self.list_path, self.config, self.tokenizer, self.train = list_path, config, tokenizer, train
+        self.output_frames, self.one_sym_per_frame = output_frames, one_sym_per_frame
         self.entries = read_list(list_path)
         if not self.entries:
             raise ValueError(f"{list_path}: the data list is empty")
@@ -35,32 +41,45 @@ class Pipeline:
         if config.buckets and self.kind != "raw":
             raise ValueError(f"{list_path}: bucketing needs a raw list (durations per utterance); this is a shard list")
         self.cmvn = stages.load_cmvn(config.features.cmvn)
-        self.dropped: dict[str, int] = {}
 
-    def _records(self, entries: list[str], epoch: int) -> Iterator[dict]:
+    def _records(self, entries: list[str], epoch: int, report: DataReport) -> Iterator[dict]:
         config = self.config
         records = raw_records(entries, self.list_path) if self.kind == "raw" else shard_records(entries)
-        records = stages.decode(records)
+        records = stages.decode(records, report)
         records = stages.resample_to(records, config.sample_rate)
         if self.train:
             records = stages.speed_perturb(records, config.speed_perturb, config.seed, epoch)
         else:
             records = stages.append_silence(records, config.tail_silence)
         records = stages.tokenize(records, self.tokenizer)
-        return stages.filter_utterances(records, config, self.dropped)
+        return stages.filter_utterances(records, config, report, self.output_frames, self.one_sym_per_frame)
+
+    def report(self, epoch: int, reader: Reader) -> DataReport:
+        where = os.path.basename(self.list_path) + (f", epoch {epoch}" if self.train else "")
+        if reader.world_size > 1:
+            where += f", rank {reader.rank}"
+        if reader.num_workers > 1:
+            where += f", worker {reader.worker}"
+        return DataReport(where, self.config.sample_rate)
 
     def _batches(self, epoch: int, reader: Reader) -> Iterator[list[dict]]:
+        """The batches of one pass; its report is logged when the pass ends."""
+        report = self.report(epoch, reader)
+        yield from self._batches_reported(epoch, reader, report)
+        report.log()
+
+    def _batches_reported(self, epoch: int, reader: Reader, report: DataReport) -> Iterator[list[dict]]:
         config = self.config
         if config.buckets:
             for lines in bucket_batches(self.entries, config.buckets, config.batch.batch_size, config.seed, epoch,
                                         reader):
-                batch = list(self._records(lines, epoch))
+                batch = list(self._records(lines, epoch, report))
                 if batch:
                     yield batch
             return
         entries = part(self.entries, config.seed, epoch, reader, shuffle=self.train,
                        share_leftovers=self.kind == "shard")
-        records = self._records(entries, epoch)
+        records = self._records(entries, epoch, report)
         if self.train:
             rng = random.Random(f"shuffle:{config.seed}:{epoch}:{reader.rank}:{reader.worker}")
             records = batching.shuffle_buffer(records, config.shuffle_buffer, rng)

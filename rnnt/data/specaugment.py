@@ -13,13 +13,13 @@ import torch
 
 @dataclass(frozen=True)
 class SpecAugmentConfig:
-    freq_masks: int = 2
+    freq_masks: int = 2  # frequency masks per utterance
     freq_width: int = 27  # maximum width in mel bins
     time_masks: int = 2  # fixed count (when not adaptive)
     time_width: float = 40  # maximum width: frames, or a share of T when adaptive
-    adaptive: bool = False
+    adaptive: bool = False  # time masks by length (see the module docstring)
     time_mask_ratio: float = 0.04  # adaptive count per frame
-    max_time_masks: int = 20
+    max_time_masks: int = 20  # adaptive: at most this many time masks
     value: float | None = None  # what masked cells become; None: the utterance's mean
 
 

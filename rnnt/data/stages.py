@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import logging
 import zlib
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import torch
 
 from rnnt.data.audio import AudioError, load_audio, to_mono
 from rnnt.data.config import DataConfig
 from rnnt.data.features import fbank, num_frames
+from rnnt.data.report import DataReport
 from rnnt.data.resample import resample
 from rnnt.data.specaugment import spec_augment
 from rnnt.data.stacking import stack_frames, stacked_length
@@ -29,20 +30,22 @@ def utterance_generator(seed: int, epoch: int, key: str) -> torch.Generator:
     return torch.Generator().manual_seed(zlib.crc32(f"{seed}:{epoch}:{key}".encode()))
 
 
-def decode(records: Iterable[dict]) -> Iterator[dict]:
+def decode(records: Iterable[dict], report: DataReport | None = None) -> Iterator[dict]:
     """Adds 'waveform' (mono, samples) and 'sample_rate'; an undecodable utterance, or one with samples
     that are not finite (a float file with NaN would make a NaN loss and cost its whole batch), is
-    logged by name and source and skipped."""
+    logged by name and source and skipped. The report counts the rates and channels found."""
     for record in records:
         try:
             waveform, rate = load_audio(record["audio"], record.get("start"), record.get("end"))
+            if not bool(torch.isfinite(waveform).all()):
+                raise AudioError("its audio has samples that are not finite (NaN or inf)")
         except (AudioError, OSError) as error:
             log.warning("skipped %s from %s: cannot decode audio (%s)", record["key"], record["source"], error)
+            if report is not None:
+                report.undecodable += 1
             continue
-        if not bool(torch.isfinite(waveform).all()):
-            log.warning("skipped %s from %s: its audio has samples that are not finite (NaN or inf)", record["key"],
-                        record["source"])
-            continue
+        if report is not None:
+            report.audio_read(rate, waveform.shape[0])
         yield {**record, "audio": None, "waveform": to_mono(waveform), "sample_rate": rate}
 
 
@@ -84,24 +87,35 @@ def tokenize(records: Iterable[dict], tokenizer) -> Iterator[dict]:
         yield {**record, "tokens": tokenizer.encode(record["txt"])}
 
 
-def filter_utterances(records: Iterable[dict], config: DataConfig, counts: dict | None = None) -> Iterator[dict]:
-    """Drops utterances outside the duration, token and token-per-frame limits; counts why in counts."""
+def filter_utterances(records: Iterable[dict], config: DataConfig, report: DataReport | None = None,
+                      output_frames: Callable[[int], int] = lambda frames: frames,
+                      one_sym_per_frame: bool = False) -> Iterator[dict]:
+    """Drops utterances outside the duration, token and token-per-frame limits, counting why in the report.
+    output_frames: the encoder's output frames for a number of input frames (after data.stack); with one
+    symbol per frame an utterance needs at least as many of them as it has units, whatever the filter says."""
     limits = config.filter
+    per_frame = min(limits.max_tokens_per_frame, 1.0) if one_sym_per_frame else limits.max_tokens_per_frame
     for record in records:
         duration = record["waveform"].shape[0] / record["sample_rate"]
         input_frames = num_frames(record["waveform"].shape[0], record["sample_rate"], config.features.preset)
         frames = stacked_length(input_frames, config.subsample)
+        encoder_frames = output_frames(frames)
         n_tokens = len(record["tokens"])
         reason = None
-        if not limits.min_duration <= duration <= limits.max_duration:
-            reason = "duration"
+        if duration < limits.min_duration:
+            reason = f"shorter than data.filter.min_duration {limits.min_duration:g} s"
+        elif duration > limits.max_duration:
+            reason = f"longer than data.filter.max_duration {limits.max_duration:g} s"
         elif n_tokens > limits.max_tokens:
-            reason = "too many tokens"
-        elif frames == 0 or n_tokens > limits.max_tokens_per_frame * frames:
-            reason = "too many tokens per frame"
+            reason = f"over data.filter.max_tokens {limits.max_tokens} units"
+        elif encoder_frames == 0:
+            reason = "too short for the encoder: no output frame"
+        elif n_tokens > per_frame * encoder_frames:
+            reason = ("more units than encoder frames (one symbol per frame)" if per_frame == 1.0 and one_sym_per_frame
+                      else f"over data.filter.max_tokens_per_frame {per_frame:g} units per encoder frame")
         if reason:
-            if counts is not None:
-                counts[reason] = counts.get(reason, 0) + 1
+            if report is not None:
+                report.drop(reason)
             continue
         yield {**record, "input_frames": input_frames, "num_frames": frames}
 

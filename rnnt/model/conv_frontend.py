@@ -7,6 +7,11 @@ from __future__ import annotations
 import torch
 
 
+def conv_out_length(lengths):
+    """Frames out of one 3x3 convolution striding 2 (no padding), for an int or a tensor of lengths."""
+    return (lengths - 3) // 2 + 1
+
+
 class Conv2dSubsampling(torch.nn.Module):
     def __init__(self, input_dim: int, channels: int, layers: int = 2):
         super().__init__()
@@ -17,7 +22,7 @@ class Conv2dSubsampling(torch.nn.Module):
             torch.nn.Conv2d(1 if i == 0 else channels, channels, kernel_size=3, stride=2) for i in range(layers))
         freq = input_dim
         for _ in range(layers):
-            freq = (freq - 3) // 2 + 1
+            freq = conv_out_length(freq)
         if freq < 1:
             raise ValueError(f"encoder.input_dim {input_dim} is too narrow for {layers} strided convolutions")
         self.output_dim = channels * freq
@@ -33,15 +38,11 @@ class Conv2dSubsampling(torch.nn.Module):
         frames, less the stride. A stream carries this many frames from one chunk into the next."""
         return self.stride - 1
 
-    @staticmethod
-    def out_length(lengths: torch.Tensor) -> torch.Tensor:
-        return torch.div(lengths - 3, 2, rounding_mode="floor") + 1
-
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """feats (B, T, input_dim) -> (B, T', output_dim) and lengths T'; frames past T' are garbage."""
         x = feats[:, None]  # (B, 1, T, F)
         for conv in self.convs:
             x = torch.relu(conv(x))
-            lengths = self.out_length(lengths)
+            lengths = conv_out_length(lengths)
         B, C, T, F = x.shape
         return x.permute(0, 2, 1, 3).reshape(B, T, C * F), lengths.clamp_min(0)

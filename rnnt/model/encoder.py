@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rnnt.model.conv_frontend import Conv2dSubsampling
+from rnnt.model.conv_frontend import Conv2dSubsampling, conv_out_length
 from rnnt.model.stack_time import StackTime
 
 
@@ -26,22 +26,29 @@ class EncoderConfig:
     """The encoder's shape: input_dim features a frame in; `pre_layers` LSTM layers of `hidden` units,
     then StackTime by `stack_time`, then `post_layers` more (see the module's docstring)."""
 
-    input_dim: int = 240
-    hidden: int = 1024
-    pre_layers: int = 2
-    post_layers: int = 3
-    stack_time: int = 2
-    input_batch_norm: bool = False
-    norm: str = "none"  # none or layer
-    dropout: float = 0.1
-    bidirectional: bool = False
+    input_dim: int = 80  # features per input frame: data.stack * data.features.num_mel_bins (checked on load)
+    hidden: int = 1024  # units of each LSTM layer (per direction when bidirectional)
+    pre_layers: int = 2  # LSTM layers before StackTime
+    post_layers: int = 3  # LSTM layers after StackTime
+    stack_time: int = 2  # StackTime: frames joined into one between the two stacks (1: none)
+    input_batch_norm: bool = False  # BatchNorm of the input features (training: of the valid frames)
+    norm: str = "none"  # normalisation of every LSTM layer's output: none or layer
+    dropout: float = 0.1  # after every LSTM layer
+    bidirectional: bool = False  # each layer also reads backwards: an offline model, it cannot stream
     conv_channels: int = 0  # > 0: a 2-D conv front end (rnnt.model.conv_frontend) with these channels
-    conv_layers: int = 2
+    conv_layers: int = 2  # 3x3 convolutions of stride 2 in the conv front end (with conv_channels > 0)
 
     @property
     def time_reduction(self) -> int:
         """Input frames per output frame: the conv front end's strides (2 a layer) times StackTime."""
         return (2 ** self.conv_layers if self.conv_channels else 1) * self.stack_time
+
+    def output_frames(self, input_frames: int) -> int:
+        """The encoder's output frames for an utterance of input_frames feature frames (after data.stack)."""
+        frames = input_frames
+        for _ in range(self.conv_layers if self.conv_channels else 0):
+            frames = max(conv_out_length(frames), 0)
+        return -(-frames // self.stack_time)
 
 
 def reverse_within_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -9,8 +9,8 @@ import torch
 
 @dataclass(frozen=True)
 class JoinerConfig:
-    hidden: int = 512
-    activation: str = "relu"  # relu or tanh
+    hidden: int = 512  # width the encoder and predictor outputs are projected to and added at
+    activation: str = "relu"  # of the sum of the two projections: relu or tanh
     dropout: float = 0.0  # between the activation and the output layer (the MLPerf reference: 0.3)
 
 

@@ -18,12 +18,12 @@ import torch
 
 @dataclass(frozen=True)
 class PredictorConfig:
-    kind: str = "lstm"  # lstm or stateless
-    embed_dim: int = 320
-    hidden: int = 320
-    layers: int = 2
-    context: int = 2  # stateless: labels seen
-    dropout: float = 0.1
+    kind: str = "lstm"  # the prediction network: lstm or stateless (see the module docstring)
+    embed_dim: int = 320  # label embedding width (stateless: also the output width)
+    hidden: int = 320  # lstm: units of each LSTM layer, the output width
+    layers: int = 2  # lstm: LSTM layers
+    context: int = 2  # stateless: labels seen (the convolution's width)
+    dropout: float = 0.1  # on the label embeddings (lstm: also between the layers and on the output)
 
 
 class Predictor(torch.nn.Module):

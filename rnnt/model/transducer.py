@@ -26,11 +26,11 @@ LOSSES = ("full", "fused", "pruned", "ctc")
 
 @dataclass(frozen=True)
 class LossConfig:
-    type: str = "full"
-    one_sym_per_frame: bool = False
-    s_range: int = 5
-    simple_scale: float = 0.5
-    ctc_weight: float = 0.0
+    type: str = "full"  # full, fused, pruned or ctc (see the module docstring)
+    one_sym_per_frame: bool = False  # modified transducer: a label also ends its frame (one symbol a frame)
+    s_range: int = 5  # pruned: symbol positions per frame in the band the joiner runs on (>= 2)
+    simple_scale: float = 0.5  # pruned: weight of the simple loss added to the pruned one
+    ctc_weight: float = 0.0  # > 0: a CTC head on the encoder, its loss added with this weight
     fastemit_lambda: float = 0.0  # FastEmit: label arcs weigh 1 + lambda in the gradient (earlier emissions)
     delay_penalty: float = 0.0  # labels at frame t score delay_penalty * ((T - 1) / 2 - t) more (earlier emissions)
     self_alignment: float = 0.0  # weight of -log P of the best alignment's labels a frame earlier (earlier emissions)
@@ -42,7 +42,7 @@ class ModelConfig:
     predictor: PredictorConfig = field(default_factory=PredictorConfig)
     joiner: JoinerConfig = field(default_factory=JoinerConfig)
     loss: LossConfig = field(default_factory=LossConfig)
-    mlperf_init: bool = False
+    mlperf_init: bool = False  # the MLPerf reference's LSTM initialisation (see mlperf_init_)
 
 
 def mlperf_init_(module: torch.nn.Module, forget_gate_bias: float = 1.0, hidden_hidden_bias_scale: float = 0.0,

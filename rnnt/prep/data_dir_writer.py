@@ -66,13 +66,34 @@ def pair_audio_with_text(audio: dict[str, str], text: dict[str, tuple[str, str]]
     return [(utt, audio[utt], text[utt][0]) for utt in sorted(set(audio) & set(text))]
 
 
-def audio_duration(path: str) -> float | None:
-    """Duration in seconds from the file header; None if unreadable or empty."""
+@dataclass(frozen=True)
+class AudioInfo:
+    duration: float  # seconds
+    rate: int
+    channels: int
+
+
+def audio_info(path: str) -> AudioInfo | None:
+    """Duration, rate and channels from the file header; None if unreadable or empty."""
     try:
         info = soundfile.info(path)
     except (RuntimeError, OSError, soundfile.LibsndfileError):
         return None
-    return info.frames / info.samplerate if info.frames > 0 and info.samplerate > 0 else None
+    if info.frames <= 0 or info.samplerate <= 0:
+        return None
+    return AudioInfo(info.frames / info.samplerate, info.samplerate, info.channels)
+
+
+def audio_summary(infos: list[AudioInfo]) -> str:
+    """'16000 Hz: 849; 2 channels: 3 (mixed down to mono when read)': what the pipeline will find."""
+    rates = Counter(i.rate for i in infos)
+    summary = ", ".join(f"{n} at {rate} Hz" for rate, n in sorted(rates.items()))
+    multi = sum(i.channels > 1 for i in infos)
+    if multi:
+        summary += f", {multi} with several channels (mixed down to mono when read)"
+    if len(rates) > 1 or multi:
+        summary += "; training resamples to its config's data.sample_rate on the fly, every epoch"
+    return summary
 
 
 def write_data_dirs(dirs: dict[str, list[Utterance]], report: Report,
@@ -92,28 +113,28 @@ def write_data_dir(dest: str, utterances: list[Utterance], report: Report,
                    spk2gender: dict[str, str] | None = None) -> int:
     """Writes the dir and validates it; returns the number of utterances written."""
     os.makedirs(dest, exist_ok=True)
-    kept: list[tuple[Utterance, float]] = []
+    kept: list[tuple[Utterance, AudioInfo]] = []
     for utt in utterances:
         if not utt.utt_id.startswith(utt.speaker):
             raise ValueError(f"utterance id '{utt.utt_id}' must start with its speaker id '{utt.speaker}'")
-        duration = audio_duration(utt.audio)
-        if duration is None:
+        info = audio_info(utt.audio)
+        if info is None:
             report.skip("unreadable or empty audio", f"{utt.audio} ({utt.utt_id})")
             continue
-        kept.append((utt, duration))
+        kept.append((utt, info))
     if not kept:
         raise ValueError(f"{dest}: no usable utterances ({report.summary()})")
     write_table(os.path.join(dest, "wav.scp"), ((u.utt_id, os.path.abspath(u.audio)) for u, _ in kept))
     write_table(os.path.join(dest, "text"), ((u.utt_id, u.text) for u, _ in kept))
     write_table(os.path.join(dest, "utt2spk"), ((u.utt_id, u.speaker) for u, _ in kept))
-    write_table(os.path.join(dest, "utt2dur"), ((u.utt_id, f"{d:.3f}") for u, d in kept))
+    write_table(os.path.join(dest, "utt2dur"), ((u.utt_id, f"{i.duration:.3f}") for u, i in kept))
     speakers = write_spk2utt(dest, ((u.utt_id, u.speaker) for u, _ in kept))
     if spk2gender is not None:
         write_table(os.path.join(dest, "spk2gender"), ((s, spk2gender[s]) for s in sorted({u.speaker for u, _ in kept})))
     problems = validate_data_dir(dest, no_feats=True)
     if problems:
         raise ValueError(f"{dest}: the prepared dir is not valid:\n" + "\n".join(problems))
-    hours = sum(d for _, d in kept) / 3600
+    hours = sum(i.duration for _, i in kept) / 3600
     print(f"{report.stage}: wrote {dest}: {len(kept)} utterances, {speakers} speakers, {hours:.2f} h; "
-          f"{report.summary()}")
+          f"{report.summary()}; audio: {audio_summary([i for _, i in kept])}")
     return len(kept)

@@ -14,6 +14,7 @@ import yaml
 from rnnt.config import from_dict, to_dict
 from rnnt.data.config import DataConfig, data_config
 from rnnt.model.transducer import ModelConfig
+from rnnt.training.config_checks import check_shapes
 from rnnt.training.stop import StopTraining
 from rnnt.training.distributed import World
 from rnnt.training.lamb import Lamb
@@ -22,41 +23,41 @@ from rnnt.training.schedules import ScheduleConfig, lr_multiplier
 
 @dataclass(frozen=True)
 class OptimizerConfig:
-    type: str = "adamw"  # adam, adamw or lamb
-    lr: float = 1e-3
-    betas: tuple[float, ...] = (0.9, 0.999)
-    eps: float = 1e-8
-    weight_decay: float = 0.0
+    type: str = "adamw"  # the optimiser: adam, adamw or lamb (rnnt.training.lamb)
+    lr: float = 1e-3  # base learning rate; train.schedule scales it per step
+    betas: tuple[float, ...] = (0.9, 0.999)  # Adam's decay rates of the gradient's mean and square
+    eps: float = 1e-8  # added to the denominator of Adam's update, for stability
+    weight_decay: float = 0.0  # adamw and lamb: decoupled weight decay; adam: an L2 term in the gradient
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    epochs: int = 10
+    epochs: int = 10  # passes over paths.train_list; training ends after the last
     max_steps: int = 0  # stop after this many optimiser steps (0: no limit)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
-    grad_clip: float = 5.0
-    accum_steps: int = 1
+    grad_clip: float = 5.0  # the gradient's global L2 norm is clipped to this (always applied)
+    accum_steps: int = 1  # batches whose gradients are averaged into one optimiser step
     precision: str = "fp32"  # fp32, bf16 or fp16 (autocast; the loss is computed in float32)
-    ema_decay: float = 0.0  # 0: no EMA
+    ema_decay: float = 0.0  # decay of an EMA of the weights, which validation uses and checkpoints keep (0: no EMA)
     checkpoint_every: int = 0  # optimiser steps between step-N.pt checkpoints (0: only at epoch ends)
     keep_checkpoints: int = 3  # step-N.pt files kept, the newest
     keep_whole_epochs: int = 2  # epoch-N.pt files kept whole (to resume from), the newest; older ones keep
     # the weights alone, for averaging and decoding (with Adam: half the file with EMA, a third without);
     # 0: every one whole, to resume from any
-    log_every: int = 10
+    log_every: int = 10  # optimiser steps between reports of the mean loss, rate and gradient norm
     max_bad_steps: int = 10  # non-finite losses in a row before training stops
-    valid_wer: bool = True
-    seed: int = 0
-    device: str = "auto"  # auto, cpu or cuda
+    valid_wer: bool = True  # validation also decodes greedily and reports WER (false: the loss only)
+    seed: int = 0  # torch's seed: the model's initialisation and dropout
+    device: str = "auto"  # auto (cuda where available, else cpu), cpu or cuda
     init_from: str = ""  # a checkpoint of another experiment to start from (rnnt.training.init_from)
 
 
 @dataclass(frozen=True)
 class Paths:
-    train_list: str = ""
-    valid_list: str = ""
-    lang_dir: str = ""
+    train_list: str = ""  # data list to train on (steps/make_raw_list.py or make_shards.py); --train-list
+    valid_list: str = ""  # data list validated on after every epoch ("": no validation); --valid-list
+    lang_dir: str = ""  # units dir from steps/build_units.py, copied into the exp dir; --lang-dir
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,9 @@ def load_experiment(path: str, **paths: str) -> Experiment:
     )
     if experiment.train.precision not in ("fp32", "bf16", "fp16"):
         raise ValueError(f"train.precision must be fp32, bf16 or fp16, got '{experiment.train.precision}'")
+    problems = check_shapes(experiment)
+    if problems:
+        raise ValueError(f"{path}: " + "; ".join(problems))
     return experiment
 
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class ScheduleConfig:
-    type: str = "mlperf"
-    warmup_steps: int = 0
-    hold_steps: int = 0
-    decay_steps: int = 1000
-    decay_rate: float = 0.5
-    min_lr: float = 1e-5
+    type: str = "mlperf"  # mlperf, noam or constant (see the module docstring)
+    warmup_steps: int = 0  # optimiser steps of linear warmup from 0 (noam: the step of the peak)
+    hold_steps: int = 0  # mlperf: steps at the base rate after the warmup
+    decay_steps: int = 1000  # mlperf: steps over which the rate falls by decay_rate
+    decay_rate: float = 0.5  # mlperf: factor of the rate per decay_steps
+    min_lr: float = 1e-5  # mlperf: the decayed rate never goes below this
 
 
 def lr_multiplier(config: ScheduleConfig, base_lr: float):

@@ -25,7 +25,8 @@ from rnnt.training.accumulation import BadBatches, GradientGroup, is_out_of_memo
 from rnnt.training.distributed import (all_gather_objects, batches_of_every_rank, check_parameters_agree, cleanup,
                                        every_rank, scale_gradients, setup)
 from rnnt.training.ema import EMA
-from rnnt.training.experiment import Experiment, adopt_lang_dir, build_optimizer
+from rnnt.training.config_change import start_over_if_changed
+from rnnt.training.experiment import Experiment, adopt_lang_dir, build_optimizer, load_experiment
 from rnnt.training.init_from import initialise_from
 from rnnt.training.progress import Progress, setup_logging
 from rnnt.training.stop import StopTraining
@@ -37,11 +38,16 @@ STOPPED_BY_SIGNAL = 128 + signal.SIGTERM  # the exit status of a run stopped ear
 
 
 class Trainer:
-    def __init__(self, experiment: Experiment, exp_dir: str, log_keys: bool = False):
-        self.experiment, self.exp_dir = experiment, exp_dir
+    def __init__(self, experiment: Experiment, exp_dir: str, log_keys: bool = False, resume: bool = False):
+        """resume: continue the newest checkpoint in exp_dir; an experiment made under another config is first
+        set aside (rnnt.training.config_change), before anything is written to exp_dir."""
+        self.experiment, self.exp_dir, self.resume_requested = experiment, exp_dir, resume
         self.world = setup(experiment.train.device)
+        restarted = self.start_over_if_config_changed() if resume else None
         os.makedirs(exp_dir, exist_ok=True)
         setup_logging(exp_dir, self.world)
+        if restarted:
+            log.warning("%s", restarted)
         torch.manual_seed(experiment.train.seed)
         self.tokenizer = Tokenizer(experiment.paths.lang_dir)
         self.model = Transducer(experiment.model, self.tokenizer.vocab_size).to(self.world.device)
@@ -52,9 +58,11 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(enabled=train_config.precision == "fp16" and self.world.device.type == "cuda")
         self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(train_config.precision)
         self.ema = EMA(self.model, train_config.ema_decay) if train_config.ema_decay > 0 else None
-        self.train_pipeline = Pipeline(experiment.paths.train_list, experiment.data, self.tokenizer, train=True)
+        lengths = {"output_frames": experiment.model.encoder.output_frames,
+                   "one_sym_per_frame": experiment.model.loss.one_sym_per_frame}
+        self.train_pipeline = Pipeline(experiment.paths.train_list, experiment.data, self.tokenizer, True, **lengths)
         self.loader = make_loader(self.train_pipeline, self.world.rank, self.world.size)
-        self.valid_pipeline = (Pipeline(experiment.paths.valid_list, experiment.data, self.tokenizer, train=False)
+        self.valid_pipeline = (Pipeline(experiment.paths.valid_list, experiment.data, self.tokenizer, False, **lengths)
                                if experiment.paths.valid_list else None)
         self.epoch = self.batch = self.step = 0
         self.position = LoaderPosition(experiment.data.num_workers)  # which worker gave how many batches
@@ -68,6 +76,20 @@ class Trainer:
         parameters = sum(p.numel() for p in self.model.parameters())
         log.info("model: %.2f M parameters, vocabulary %d, loss %s; world size %d on %s", parameters / 1e6,
                  self.tokenizer.vocab_size, experiment.model.loss.type, self.world.size, self.world.device)
+
+    def start_over_if_config_changed(self) -> str | None:
+        """The main rank sets aside an experiment trained under another config; every rank waits for it."""
+        message = None
+        if self.world.main:
+            try:
+                message = start_over_if_changed(self.experiment, self.exp_dir, load_experiment)
+            except ValueError as error:  # a config.yaml this version cannot read: nothing is touched
+                message = StopTraining(f"{self.exp_dir}/config.yaml: {error}; give a new --exp-dir")
+        message = all_gather_objects(self.world, message)[0]
+        if isinstance(message, StopTraining):
+            cleanup(self.world, together=True)
+            raise message
+        return message
 
     # --- checkpoints ------------------------------------------------------------------------------------
     def state(self) -> dict:
@@ -213,11 +235,12 @@ class Trainer:
         return grad_norm
 
     # --- the loop -------------------------------------------------------------------------------------
-    def run(self, resume: bool) -> int:
+    def run(self) -> int:
         """0 when training is complete; STOPPED_BY_SIGNAL after SIGTERM (a checkpoint holds the position); 1 on failure."""
         previous = signal.signal(signal.SIGTERM, self.request_stop)
         ended_together = False
         try:
+            resume = self.resume_requested
             existing = None if resume else checkpoint.latest(self.exp_dir)
             if existing:
                 raise StopTraining(f"{self.exp_dir} already holds checkpoints (newest {existing}); "

@@ -4,6 +4,9 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
+import soundfile
+
 from conftest import ROOT, run_tool
 
 VALIDATE = ROOT / "utils" / "validate_data_dir.sh"
@@ -117,8 +120,13 @@ def test_librispeech_bad_items_are_named_counted_and_skipped(test_data, tmp_path
         f.write("2412-153948-0099 A LINE WITHOUT AUDIO\n")
     shutil.copy(chapter / "2412-153948-0000.flac", chapter / "2412-153948-0050.flac")  # audio, no transcript
     (chapter / "2412-153948-0001.flac").write_bytes(b"")  # unreadable audio
+    other = next((corpus / "dev-clean").glob("1272/*/1272-141231-0002.flac"))
+    samples, _ = soundfile.read(other)  # made 22.05 kHz stereo (its samples as they are: only the header matters)
+    soundfile.write(other, np.stack([samples, samples], axis=1), 22050)
     out = run_tool(sys.executable, ROOT / "egs" / "librispeech" / "local" / "data_prep.py", corpus / "dev-clean", tmp_path / "d")
     assert out.returncode == 0, out.stderr
+    assert ("audio: 1 at 16000 Hz, 1 at 22050 Hz, 1 with several channels (mixed down to mono when read); training "
+            "resamples to its config's data.sample_rate on the fly, every epoch") in out.stdout, out.stdout
     assert "2412-153948.trans.txt:3 (2412-153948-0099): transcript without audio" in out.stderr
     assert "2412-153948-0050.flac: audio without transcript" in out.stderr
     assert "2412-153948-0001.flac (2412-153948-0001): unreadable or empty audio" in out.stderr

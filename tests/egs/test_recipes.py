@@ -340,3 +340,42 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
         assert outside == sum(w not in dictionary for w in ref_words) < len(ref_words) and phones >= len(ref_words) - outside
         wer = (recipe / "exp" / "phone" / f"decode-{set_name}-ctc_greedy-epoch-1" / "wer").read_text().strip()
         assert f"speechocean762 {set_name} ctc_greedy (epoch-1): {wer}; {per}" in out.stdout
+
+
+def test_a_config_edit_retrains_and_redecodes_keeping_the_old_experiment(test_data, tmp_path):
+    """yesno on a 2-epoch schedule: an edited learning rate trains anew (the old experiment set aside with its
+    decode results), more epochs resume and decode the new model, and every result names its own config."""
+    recipe = copy_recipe("yesno", tmp_path)
+    conf = recipe / "conf" / "tiny.yaml"
+    values = yaml.safe_load(conf.read_text())
+    values["train"]["epochs"] = 2
+    conf.write_text(yaml.safe_dump(values))
+    args = ("--corpus-dir", str(test_data / "waves_yesno"), "--num-synth", "60", "--method", "greedy")
+    first = run_recipe(recipe, *args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    exp = recipe / "exp" / "tiny"
+    decoded = exp / "decode-test_yesno-greedy-avg2-epoch-2"
+    old_hyp = (decoded / "hyp").read_text()
+
+    values["train"]["optimizer"]["lr"] = 0.001
+    conf.write_text(yaml.safe_dump(values))
+    edited = run_recipe(recipe, *args)
+    assert edited.returncode == 0, edited.stderr[-3000:]
+    assert "stage 4 (train): its inputs changed" in edited.stdout and "set aside whole as exp/tiny.1" in edited.stdout
+    assert edited.stdout.count("done before; skipped") == 3  # data, shards, units; the model's stages ran again
+    aside = recipe / "exp" / "tiny.1"
+    assert yaml.safe_load((aside / "config.yaml").read_text())["train"]["optimizer"]["lr"] == 0.005
+    assert (aside / "decode-test_yesno-greedy-avg2-epoch-2" / "hyp").read_text() == old_hyp
+    assert yaml.safe_load((exp / "config.yaml").read_text())["train"]["optimizer"]["lr"] == 0.001
+    train_log = (exp / "train.log").read_text()
+    assert "resumed from" not in train_log and "training done: " in train_log
+    assert (decoded / "hyp").stat().st_mtime > (exp / "avg-2.pt").stat().st_mtime > (exp / "epoch-2.pt").stat().st_mtime
+
+    values["train"]["epochs"] = 3
+    conf.write_text(yaml.safe_dump(values))
+    more = run_recipe(recipe, *args)
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert "set aside" not in more.stdout and "resumed from" in (exp / "train.log").read_text()
+    assert not (recipe / "exp" / "tiny.2").exists()
+    assert more.stdout.strip().splitlines()[-1].startswith("yesno: test %WER ")
+    assert (exp / "decode-test_yesno-greedy-avg3-epoch-3" / "wer").is_file()

@@ -8,6 +8,7 @@ import random
 import sys
 import tarfile
 
+import numpy as np
 import pytest
 import torch
 
@@ -17,6 +18,7 @@ from rnnt.data.bucketing import bucket_batches
 from rnnt.data.config import data_config
 from rnnt.data.loader import LoaderPosition, make_loader
 from rnnt.data.pipeline import Pipeline
+from rnnt.data.report import DataReport
 from rnnt.data.resample import resample
 from rnnt.data.sources import records
 from rnnt.data.specaugment import SpecAugmentConfig, spec_augment
@@ -86,12 +88,55 @@ def test_tokenize_and_filter_count_reasons(fsdd):
     config = data_config({**TRAIN, "filter": {"min_duration": 0.3, "max_duration": 0.8, "max_tokens_per_frame": 0.4}})
     recs = list(stages.tokenize(stages.decode(records(str(fsdd / "test.list"))), tokenizer))
     assert recs[0]["tokens"] == tokenizer.encode(recs[0]["txt"]) and 1 not in recs[0]["tokens"]
-    counts = {}
-    kept = list(stages.filter_utterances(recs, config, counts))
+    report = DataReport("test", 8000)
+    kept = list(stages.filter_utterances(recs, config, report))
     durations = [r["waveform"].shape[0] / 8000 for r in kept]
     assert kept and all(0.3 <= d <= 0.8 for d in durations)
     assert all(len(r["tokens"]) <= 0.4 * r["num_frames"] for r in kept)
-    assert counts["duration"] > 0 and sum(counts.values()) + len(kept) == len(recs)
+    assert report.dropped["longer than data.filter.max_duration 0.8 s"] > 0
+    assert sum(report.dropped.values()) + len(kept) == len(recs)
+
+
+def test_the_filter_counts_the_encoders_output_frames_and_one_symbol_per_frame(fsdd):
+    """Character units over 30 ms frames and StackTime 4 (120 ms): spelled digits ('seven': 5 units in about
+    0.4 s) do not fit one symbol per frame; the filter counts frames after the encoder, not after data.subsample."""
+    from rnnt.model.encoder import EncoderConfig
+
+    tokenizer = Tokenizer(str(fsdd / "lang"))
+    recs = list(stages.tokenize(stages.decode(records(str(fsdd / "test.list"))), tokenizer))
+    config = data_config(TRAIN)
+    encoder = EncoderConfig(input_dim=192, stack_time=4)
+    report = DataReport("test", 8000)
+    kept = list(stages.filter_utterances(recs, config, report, encoder.output_frames, one_sym_per_frame=True))
+    assert all(len(r["tokens"]) <= encoder.output_frames(r["num_frames"]) for r in kept)
+    assert 0 < len(kept) < len(recs) and report.dropped == {
+        "more units than encoder frames (one symbol per frame)": len(recs) - len(kept)}
+    assert len(list(stages.filter_utterances(recs, config, None, encoder.output_frames))) == len(recs)
+
+
+def test_a_pass_reports_rates_resampling_mixdown_and_drops(fsdd, tmp_path, caplog):
+    """A raw list of 8 kHz mono recordings and one made 22.05 kHz stereo, read at 16 kHz."""
+    import soundfile
+
+    lines = (fsdd / "test.list").read_text().splitlines()[:4]
+    first = json.loads(lines[0])
+    samples, rate = soundfile.read(first["wav"], dtype="float32")
+    stereo = tmp_path / "stereo.wav"
+    wide = resample(torch.from_numpy(samples), rate, 22050).numpy()
+    soundfile.write(stereo, np.stack([wide, wide], axis=1), 22050)
+    lines.append(json.dumps({**first, "key": "stereo", "wav": str(stereo)}))
+    lines.append(json.dumps({**first, "key": "missing", "wav": str(tmp_path / "missing.wav")}))
+    (tmp_path / "mixed.list").write_text("\n".join(lines) + "\n")
+    config = data_config({**TRAIN, "sample_rate": 16000, "filter": {"max_duration": 0.5}})
+    with caplog.at_level(logging.INFO, logger="rnnt.data"):
+        batches = list(Pipeline(str(tmp_path / "mixed.list"), config, Tokenizer(str(fsdd / "lang")), True).batches())
+    line = [r.message for r in caplog.records if r.message.startswith("data (mixed.list, epoch 0)")]
+    assert len(line) == 1, caplog.text
+    kept = sum(len(b["keys"]) for b in batches)
+    assert line[0].startswith("data (mixed.list, epoch 0): 6 utterances: 4 at 8000 Hz, 1 at 22050 Hz; 5 resampled "
+                              "to data.sample_rate 16000 Hz on the fly"), line[0]
+    assert "; 1 mixed down to mono; 1 skipped, their audio unreadable" in line[0]
+    assert f"{5 - kept} dropped by the filters ({5 - kept} longer than data.filter.max_duration 0.5 s)" in line[0]
 
 
 def test_shuffle_buffer_is_a_seeded_permutation():

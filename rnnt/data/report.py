@@ -1,0 +1,52 @@
+"""What one pass of the data pipeline did to the audio, logged as one line when the pass ends.
+
+The rates it found and resampled (on the fly, every epoch: cheaper done once in data preparation), the
+recordings mixed down to mono, the ones it could not decode, and those the length filters dropped, each
+reason with the config key that set the limit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+
+log = logging.getLogger("rnnt.data")
+
+
+@dataclass
+class DataReport:
+    name: str  # which pass: 'train.list, epoch 3, rank 0 worker 1'
+    target_rate: int
+    read: int = 0
+    rates: Counter = field(default_factory=Counter)
+    mixed_down: int = 0
+    undecodable: int = 0
+    dropped: Counter = field(default_factory=Counter)
+
+    def audio_read(self, rate: int, channels: int) -> None:
+        self.read += 1
+        self.rates[rate] += 1
+        self.mixed_down += channels > 1
+
+    def drop(self, reason: str) -> None:
+        self.dropped[reason] += 1
+
+    def line(self) -> str:
+        rates = ", ".join(f"{n} at {rate} Hz" for rate, n in sorted(self.rates.items()))
+        parts = [f"{self.read + self.undecodable} utterances: {rates or 'none decoded'}"]
+        resampled = sum(n for rate, n in self.rates.items() if rate != self.target_rate)
+        if resampled:
+            parts.append(f"{resampled} resampled to data.sample_rate {self.target_rate} Hz on the fly (every epoch; "
+                         "resampling the corpus once in data preparation saves that time)")
+        if self.mixed_down:
+            parts.append(f"{self.mixed_down} mixed down to mono")
+        if self.undecodable:
+            parts.append(f"{self.undecodable} skipped, their audio unreadable (named above)")
+        dropped = sum(self.dropped.values())
+        reasons = "; ".join(f"{n} {why}" for why, n in sorted(self.dropped.items()))
+        parts.append(f"{dropped} dropped by the filters ({reasons})" if dropped else "none dropped by the filters")
+        return f"data ({self.name}): " + "; ".join(parts)
+
+    def log(self) -> None:
+        log.info("%s", self.line())

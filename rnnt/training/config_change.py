@@ -1,0 +1,110 @@
+"""A resumed experiment whose config changed: weights are never kept under a config they were not trained with.
+
+A rerun of steps/train.py --resume compares its resolved config with the experiment's config.yaml.
+Keys a resume can honour (RESUMABLE: more epochs, logging, checkpoint keeping, the device, loader
+workers) resume. Any other difference starts the experiment over: the old one is set aside whole as
+<exp-dir>.N (its checkpoints, config.yaml, decode dirs, exports; its logs and stage markers copied),
+and training begins anew with the new config, so nothing decoded or exported afterwards mixes the two.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+
+from rnnt.config import to_dict
+from rnnt.training import checkpoint
+
+log = logging.getLogger(__name__)
+
+# What a resume can honour: how long to train, what is logged and kept, where it runs. Fewer epochs than
+# the experiment already trained is not among them (its newest checkpoints would outlast the config).
+RESUMABLE = frozenset({
+    "train.epochs", "train.max_steps", "train.log_every", "train.checkpoint_every", "train.keep_checkpoints",
+    "train.keep_whole_epochs", "train.max_bad_steps", "train.valid_wer", "train.device",
+    "data.num_workers", "data.prefetch_factor", "data.pin_memory",
+    "paths.train_list", "paths.valid_list", "paths.lang_dir",  # the units are compared by adopt_lang_dir
+})
+KEPT_IN_PLACE = ("log", ".stages")  # the running recipe stage writes its log and marker there
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    key: str
+    old: object
+    new: object
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.old!r} -> {self.new!r}"
+
+
+def flat(values: dict, prefix: str = "") -> dict:
+    """{'train.optimizer.lr': 0.001, ...} from nested mappings."""
+    out = {}
+    for key, value in values.items():
+        if isinstance(value, dict) and value:
+            out.update(flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def config_changes(old, new) -> list[Change]:
+    """The keys whose values differ between two Experiments (a section present in one only counts as its keys)."""
+    before, after = flat(to_dict(old)), flat(to_dict(new))
+    return [Change(k, before.get(k), after.get(k)) for k in sorted(before.keys() | after.keys())
+            if before.get(k) != after.get(k)]
+
+
+def changes_to_restart(old, new, trained_epochs: int) -> list[Change]:
+    """The changes a resume cannot honour; fewer epochs (or steps) than already trained among them."""
+    changes = [c for c in config_changes(old, new) if c.key not in RESUMABLE]
+    if new.train.epochs < trained_epochs:
+        changes.append(Change("train.epochs", f"{trained_epochs} trained", new.train.epochs))
+    return changes
+
+
+def aside_name(exp_dir: str) -> str:
+    """<exp-dir>.N, the first N free."""
+    base, n = os.path.normpath(exp_dir), 1
+    while os.path.exists(f"{base}.{n}"):
+        n += 1
+    return f"{base}.{n}"
+
+
+def set_aside(exp_dir: str) -> str:
+    """Moves the experiment to <exp-dir>.N and returns that name; its logs and stage markers are copied, the
+    markers of finished stages removed from exp-dir (their outputs moved with the rest) and the running
+    stage's from the copy."""
+    exp_dir = os.path.normpath(exp_dir)
+    aside = aside_name(exp_dir)
+    os.makedirs(aside)
+    for entry in sorted(os.listdir(exp_dir)):
+        path = os.path.join(exp_dir, entry)
+        if entry in KEPT_IN_PLACE:
+            shutil.copytree(path, os.path.join(aside, entry), symlinks=True)
+        else:
+            os.replace(path, os.path.join(aside, entry))
+    for marks, unfinished in (os.path.join(exp_dir, ".stages"), False), (os.path.join(aside, ".stages"), True):
+        for mark in os.listdir(marks) if os.path.isdir(marks) else ():
+            if mark.endswith(".pending") == unfinished:  # exp-dir keeps the running stage's, the old one the rest
+                os.remove(os.path.join(marks, mark))
+    return aside
+
+
+def start_over_if_changed(experiment, exp_dir: str, load_saved) -> str | None:
+    """Sets the experiment aside when its config.yaml and checkpoints were made under another config than
+    `experiment`; returns a message saying what changed and where the old one went (None: nothing done).
+    load_saved(path) reads a config.yaml (a ValueError if this version cannot)."""
+    saved, newest = os.path.join(exp_dir, "config.yaml"), checkpoint.latest(exp_dir)
+    if newest is None or not os.path.isfile(saved):
+        return None
+    old = load_saved(saved)
+    changes = changes_to_restart(old, experiment, int(checkpoint.load_meta(newest)["epoch"]))
+    if not changes:
+        return None
+    aside = set_aside(exp_dir)
+    return (f"the config differs from the one {exp_dir} was trained with ({'; '.join(map(str, changes))}): "
+            f"that experiment is set aside whole as {aside}, and training starts anew with this config")

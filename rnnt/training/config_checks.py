@@ -1,0 +1,77 @@
+"""Checks of an experiment's config that need no data: what must agree between its sections, each problem
+named by its keys with the fix, so that a mistake stops before training instead of as a traceback in it.
+
+check_shapes: the features the pipeline makes against what the encoder reads.
+check_unit_rate: with one symbol per frame, the encoder's frame rate against the units' rate in the
+training transcripts (<lang>/unit_rate.json, written by steps/build_units.py from the data dir's utt2dur).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from rnnt.data.features import PRESETS
+from rnnt.model.conv_frontend import conv_out_length
+
+UNIT_RATE_FILE = "unit_rate.json"
+MAX_SHARE_DROPPED = 0.01  # more training utterances than this too fast for one symbol per frame: refused
+
+
+def check_shapes(experiment) -> list[str]:
+    """Problems between data and model.encoder (empty: none)."""
+    data, encoder = experiment.data, experiment.model.encoder
+    problems = []
+    feature_dim = data.features.num_mel_bins * data.stack
+    if encoder.input_dim != feature_dim:
+        problems.append(
+            f"model.encoder.input_dim is {encoder.input_dim}, but a frame the pipeline makes has data.features."
+            f"num_mel_bins {data.features.num_mel_bins} x data.stack {data.stack} = {feature_dim} features: set "
+            f"model.encoder.input_dim: {feature_dim} (or change num_mel_bins or stack to match)")
+    if encoder.conv_channels:
+        width = encoder.input_dim
+        for _ in range(encoder.conv_layers):
+            width = conv_out_length(width)
+        if encoder.conv_layers < 1 or width < 1:
+            problems.append(f"model.encoder.conv_layers {encoder.conv_layers} strided convolutions need a wider "
+                            f"input than model.encoder.input_dim {encoder.input_dim} (and at least one layer)")
+    if data.subsample < 1 or data.stack < 1 or encoder.stack_time < 1:
+        problems.append("data.stack, data.subsample and model.encoder.stack_time must each be at least 1")
+    return problems
+
+
+def frame_ms(experiment) -> float:
+    """Milliseconds of audio per encoder output frame: the fbank shift times every reduction after it."""
+    data, encoder = experiment.data, experiment.model.encoder
+    return PRESETS[data.features.preset].shift_ms * data.subsample * encoder.time_reduction
+
+
+def reductions(experiment) -> str:
+    data, encoder = experiment.data, experiment.model.encoder
+    conv = f" x {2 ** encoder.conv_layers} (model.encoder.conv_layers {encoder.conv_layers})" if encoder.conv_channels else ""
+    return (f"{PRESETS[data.features.preset].shift_ms:g} ms features x data.subsample {data.subsample}{conv} "
+            f"x model.encoder.stack_time {encoder.stack_time}")
+
+
+def check_unit_rate(experiment) -> list[str]:
+    """With model.loss.one_sym_per_frame, the share of training transcripts with more units a second than
+    the encoder has frames (after the fastest speed perturbation) must be at most MAX_SHARE_DROPPED."""
+    path = os.path.join(experiment.paths.lang_dir, UNIT_RATE_FILE)
+    if not experiment.model.loss.one_sym_per_frame or not os.path.isfile(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        rates = sorted(json.load(f)["units_per_second"])
+    if not rates:
+        return []
+    speed = max(experiment.data.speed_perturb or (1.0,))
+    frames_per_second = 1000.0 / frame_ms(experiment)
+    too_fast = sum(rate * speed > frames_per_second for rate in rates)
+    if too_fast <= MAX_SHARE_DROPPED * len(rates):
+        return []
+    sped = f" at data.speed_perturb {speed:g}" if speed != 1.0 else ""
+    return [f"model.loss.one_sym_per_frame: the encoder has {frames_per_second:.1f} frames a second "
+            f"({reductions(experiment)} = {frame_ms(experiment):g} ms a frame), but {too_fast} of {len(rates)} "
+            f"training transcripts ({100 * too_fast / len(rates):.0f}%) have more units a second{sped} (median "
+            f"{rates[len(rates) // 2]:.1f}, max {rates[-1]:.1f}; {path}): they could not be trained on. Lower "
+            "data.subsample or model.encoder.stack_time, use larger units (bpe), or set "
+            "model.loss.one_sym_per_frame: false"]

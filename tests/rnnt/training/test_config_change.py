@@ -1,0 +1,115 @@
+"""A resumed experiment whose config changed starts over, the old one set aside; what a resume honours resumes."""
+
+import dataclasses
+
+import pytest
+import torch
+import yaml
+
+from conftest import run_tool
+from rnnt.data.specaugment import SpecAugmentConfig
+from rnnt.training import checkpoint
+from rnnt.training.config_change import changes_to_restart, config_changes, flat, set_aside
+from rnnt.training.experiment import load_experiment
+from yesno_training import CONFIG, config_file, train_args
+
+
+def with_train(experiment, **values):
+    return dataclasses.replace(experiment, train=dataclasses.replace(experiment.train, **values))
+
+
+def test_changes_name_the_dotted_keys_that_differ():
+    old = load_experiment(str(CONFIG))
+    new = with_train(old, optimizer=dataclasses.replace(old.train.optimizer, lr=0.002), log_every=1)
+    assert [str(c) for c in config_changes(old, new)] == ["train.log_every: 10 -> 1", "train.optimizer.lr: 0.005 -> 0.002"]
+    assert [c.key for c in changes_to_restart(old, new, trained_epochs=3)] == ["train.optimizer.lr"]
+    assert changes_to_restart(old, with_train(old, epochs=20, checkpoint_every=5), trained_epochs=10) == []
+    fewer = changes_to_restart(old, with_train(old, epochs=5), trained_epochs=10)
+    assert [str(c) for c in fewer] == ["train.epochs: '10 trained' -> 5"]
+    assert flat({"a": {"b": 1, "c": {}}, "d": [1]}) == {"a.b": 1, "a.c": {}, "d": [1]}
+
+
+def test_a_section_switched_on_counts_as_its_keys():
+    old = load_experiment(str(CONFIG))
+    new = dataclasses.replace(old, data=dataclasses.replace(old.data, spec_augment=SpecAugmentConfig(freq_masks=1)))
+    assert "data.spec_augment.freq_masks" in [c.key for c in changes_to_restart(old, new, 0)]
+
+
+def test_set_aside_moves_the_experiment_and_keeps_the_running_stage_in_place(tmp_path):
+    exp = tmp_path / "tiny"
+    (exp / "log").mkdir(parents=True)
+    (exp / ".stages").mkdir()
+    (exp / "decode-test-greedy-epoch-2").mkdir()
+    for name in ("epoch-2.pt", "config.yaml", "log/4.train.log", "log/6.decode.log", ".stages/6.decode.done",
+                 ".stages/4.train.done.pending", "decode-test-greedy-epoch-2/wer"):
+        (exp / name).write_text(name)
+    (tmp_path / "tiny.1").mkdir()  # taken: the next free number is used
+    aside = set_aside(str(exp) + "/")
+    assert aside == str(tmp_path / "tiny.2")
+    assert sorted(p.name for p in exp.iterdir()) == [".stages", "log"]
+    assert sorted(p.name for p in (exp / ".stages").iterdir()) == ["4.train.done.pending"]
+    assert (exp / "log" / "6.decode.log").is_file()  # logs are copied: the running stage appends to its own
+    old = tmp_path / "tiny.2"
+    assert (old / "epoch-2.pt").read_text() == "epoch-2.pt" and (old / "decode-test-greedy-epoch-2" / "wer").is_file()
+    assert sorted(p.name for p in (old / ".stages").iterdir()) == ["6.decode.done"]
+    assert sorted(p.name for p in (old / "log").iterdir()) == ["4.train.log", "6.decode.log"]
+
+
+def lr_of(exp_dir) -> float:
+    return yaml.safe_load((exp_dir / "config.yaml").read_text())["train"]["optimizer"]["lr"]
+
+
+@pytest.mark.slow
+def test_train_py_resumes_what_it_can_and_starts_over_otherwise(yesno, tmp_path):
+    """Through steps/train.py --resume on yesno: a learning-rate change and a layer-size change start over
+    (the weights then equal a fresh run's with the new config), more epochs resume."""
+    exp = tmp_path / "exp"
+    first = config_file(tmp_path, epochs=1)
+    assert run_tool(*train_args(yesno, exp, first), "--resume").returncode == 0
+    trained = checkpoint.load(str(exp / "epoch-1.pt"))["model"]
+
+    values = yaml.safe_load(first.read_text())
+    values["train"]["optimizer"]["lr"] = 0.002
+    lr_changed = tmp_path / "lr.yaml"
+    lr_changed.write_text(yaml.safe_dump(values))
+    out = run_tool(*train_args(yesno, exp, lr_changed), "--resume")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "train.optimizer.lr: 0.005 -> 0.002" in out.stderr and f"set aside whole as {exp}.1" in out.stderr
+    assert lr_of(exp) == 0.002 and lr_of(tmp_path / "exp.1") == 0.005
+    aside = checkpoint.load(str(tmp_path / "exp.1" / "epoch-1.pt"))["model"]
+    assert all(torch.equal(trained[k], aside[k]) for k in trained)
+    fresh = tmp_path / "fresh"
+    assert run_tool(*train_args(yesno, fresh, lr_changed)).returncode == 0
+    restarted, straight = (checkpoint.load(str(d / "epoch-1.pt"))["model"] for d in (exp, fresh))
+    assert all(torch.equal(restarted[k], straight[k]) for k in straight)
+    assert "resumed from" not in (exp / "train.log").read_text()
+
+    values["train"]["epochs"] = 2
+    more = tmp_path / "more.yaml"
+    more.write_text(yaml.safe_dump(values))
+    out = run_tool(*train_args(yesno, exp, more), "--resume")
+    assert out.returncode == 0 and "set aside" not in out.stderr, out.stderr[-2000:]
+    assert "resumed from" in (exp / "train.log").read_text() and (exp / "epoch-2.pt").is_file()
+    assert not (tmp_path / "exp.2").exists()
+
+    values["model"]["encoder"]["hidden"] = 64
+    wider = tmp_path / "wider.yaml"
+    wider.write_text(yaml.safe_dump(values))
+    out = run_tool(*train_args(yesno, exp, wider), "--resume")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "model.encoder.hidden: 128 -> 64" in out.stderr and "Traceback" not in out.stderr
+    assert (tmp_path / "exp.2" / "epoch-2.pt").is_file() and (exp / "epoch-2.pt").is_file()
+    assert yaml.safe_load((exp / "config.yaml").read_text())["model"]["encoder"]["hidden"] == 64
+
+
+def test_a_config_this_version_cannot_read_stops_before_touching_anything(yesno, tmp_path):
+    exp = tmp_path / "exp"
+    conf = config_file(tmp_path, epochs=1)
+    assert run_tool(*train_args(yesno, exp, conf)).returncode == 0
+    saved = yaml.safe_load((exp / "config.yaml").read_text())
+    saved["model"]["encoder"]["retired_key"] = 1
+    (exp / "config.yaml").write_text(yaml.safe_dump(saved))
+    before = sorted(p.name for p in exp.iterdir())
+    out = run_tool(*train_args(yesno, exp, conf), "--resume")
+    assert out.returncode == 1 and "retired_key" in out.stderr and "new --exp-dir" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and sorted(p.name for p in exp.iterdir()) == before

@@ -1,0 +1,111 @@
+"""Config mistakes refused when the config is loaded or before training, by key, with the fix and no traceback."""
+
+import json
+import shutil
+import sys
+
+import torch
+import yaml
+
+from conftest import ROOT, run_tool
+from rnnt.data.config import data_config
+from rnnt.data.pipeline import Pipeline
+from rnnt.data.tokenizer import Tokenizer
+from rnnt.model.encoder import Encoder, EncoderConfig
+from rnnt.training.config_checks import frame_ms
+from rnnt.training.experiment import load_experiment
+from yesno_training import CONFIG, train_args
+
+
+def write_config(tmp_path, edit):
+    values = yaml.safe_load(CONFIG.read_text())
+    edit(values)
+    path = tmp_path / "conf.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def load_error(path) -> str:
+    try:
+        load_experiment(str(path))
+    except ValueError as error:
+        return str(error)
+    return ""
+
+
+def test_input_dim_must_be_the_features_times_stacking(tmp_path):
+    def eighty_bins(values):
+        values["data"]["features"]["num_mel_bins"] = 80
+    error = load_error(write_config(tmp_path, eighty_bins))
+    assert error.startswith(f"{tmp_path / 'conf.yaml'}: model.encoder.input_dim is 120, but a frame the pipeline "
+                            "makes has data.features.num_mel_bins 80 x data.stack 3 = 240 features"), error
+    assert "set model.encoder.input_dim: 240" in error
+
+
+def test_a_conv_front_end_too_narrow_for_its_layers_is_refused(tmp_path):
+    def narrow(values):
+        values["data"].update(stack=1, subsample=1, features={"preset": "kaldi", "num_mel_bins": 6})
+        values["model"]["encoder"].update(input_dim=6, conv_channels=4, conv_layers=2)
+    error = load_error(write_config(tmp_path, narrow))
+    assert "model.encoder.conv_layers 2 strided convolutions need a wider input than model.encoder.input_dim 6" in error
+
+
+def test_the_recipes_configs_pass():
+    for path in sorted(ROOT.glob("egs/*/conf/*.yaml")):
+        values = yaml.safe_load(path.read_text())
+        if set(values) <= {"model", "data", "train", "paths"}:  # not a search space (tune.yaml)
+            assert load_error(path) == "", path
+
+
+def test_output_frames_equal_the_encoders_real_lengths():
+    for config in (EncoderConfig(input_dim=8, hidden=4, pre_layers=1, post_layers=1, stack_time=2),
+                   EncoderConfig(input_dim=16, hidden=4, pre_layers=1, post_layers=0, stack_time=1, conv_channels=2),
+                   EncoderConfig(input_dim=16, hidden=4, pre_layers=1, post_layers=1, stack_time=3, conv_channels=2,
+                                 conv_layers=1)):
+        encoder = Encoder(config).eval()
+        frames = [1, 2, 3, 6, 7, 8, 31, 64]  # one padded batch, as training sees them
+        _, lengths = encoder(torch.zeros(len(frames), 64, config.input_dim), torch.tensor(frames))
+        assert [config.output_frames(n) for n in frames] == lengths.tolist(), config
+
+
+def test_one_symbol_per_frame_against_the_units_rate_is_refused_before_training(yesno, tmp_path):
+    """Characters at about 15 a second over yesno's 60 ms frames (16.7 a second): refused by train.py with the
+    keys to change; the same transcripts at 10 a second pass."""
+    conf = write_config(tmp_path, lambda values: None)
+    assert frame_ms(load_experiment(str(conf))) == 60
+    lang = tmp_path / "lang"
+    shutil.copytree(yesno / "lang", lang)
+    (lang / "unit_rate.json").write_text(json.dumps({"units_per_second": [10.0] * 90 + [17.5] * 10}))
+    args = train_args(yesno, tmp_path / "exp", conf)
+    args[args.index("--lang-dir") + 1] = str(lang)
+    out = run_tool(*args)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert ("model.loss.one_sym_per_frame: the encoder has 16.7 frames a second (10 ms features x data.subsample 3 "
+            "x model.encoder.stack_time 2 = 60 ms a frame), but 10 of 100 training transcripts (10%) have more units "
+            "a second") in out.stderr, out.stderr
+    assert "Lower data.subsample or model.encoder.stack_time" in out.stderr and not (tmp_path / "exp").exists()
+
+
+def test_build_units_writes_each_transcripts_rate(yesno, tmp_path):
+    out = run_tool(sys.executable, ROOT / "steps" / "build_units.py", "--unit-type", "char",
+                   yesno / "data" / "train_yesno", tmp_path / "lang")
+    assert out.returncode == 0, out.stderr
+    rates = json.loads((tmp_path / "lang" / "unit_rate.json").read_text())["units_per_second"]
+    assert len(rates) == 30 and rates == sorted(rates)
+    durations = dict(line.split() for line in (yesno / "data" / "train_yesno" / "utt2dur").read_text().splitlines())
+    texts = dict(line.split(maxsplit=1) for line in (yesno / "data" / "train_yesno" / "text").read_text().splitlines())
+    tokenizer = Tokenizer(str(tmp_path / "lang"))
+    expected = sorted(round(len(tokenizer.encode(texts[u])) / float(d), 3) for u, d in durations.items())
+    assert rates == expected and "units a second: median" in out.stdout
+
+
+def test_the_pipeline_filter_drops_what_one_symbol_per_frame_cannot_train(yesno):
+    """yesno's tiny model with StackTime 16 (480 ms frames): 8 words in 6 s need 8 of 13 frames: all kept;
+    with StackTime 64 (1.9 s frames) none fits."""
+    experiment = load_experiment(str(CONFIG))
+    tokenizer = Tokenizer(str(yesno / "lang"))
+    data = data_config({**yaml.safe_load(CONFIG.read_text())["data"], "shuffle_buffer": 0})
+    for stack_time, expected in (16, 5), (64, 0):
+        encoder = EncoderConfig(**{**vars(experiment.model.encoder), "stack_time": stack_time})
+        pipeline = Pipeline(str(yesno / "five.list"), data, tokenizer, True, encoder.output_frames, True)
+        assert sum(len(b["keys"]) for b in pipeline.batches()) == expected
