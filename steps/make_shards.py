@@ -72,6 +72,9 @@ def main() -> str:
                         help="keep the source files' bytes (default), or re-encode as wav or flac")
     parser.add_argument("--resample", type=int, help="resample to this rate (re-encodes; wav unless --audio-format flac)")
     parser.add_argument("--prefix", default="shards", help="shard file name prefix (default 'shards')")
+    parser.add_argument("--replace", action="store_true",
+                        help="shards in shard_dir of other settings or utterances are deleted and written anew "
+                             "(default: refused); a recipe passes it, as its shards stage runs when its data changed")
     parser.add_argument("data_dir")
     parser.add_argument("shard_dir")
     parser.add_argument("shard_list", help="output list: one shard path a line (data.list)")
@@ -86,8 +89,13 @@ def main() -> str:
     plan = {"utts_per_shard": args.utts_per_shard, "audio_format": args.audio_format, "resample": args.resample,
             "keys": [item.key for item in items]}
     if not same_plan_or_new(args.shard_dir, plan):
-        raise ToolError(f"{args.shard_dir} holds shards of other settings or utterances; "
-                        "remove it or choose another dir")
+        if not args.replace:
+            raise ToolError(f"{args.shard_dir} holds shards of other settings or utterances; "
+                            "remove it, choose another dir, or pass --replace")
+        for name in os.listdir(args.shard_dir):  # what this tool wrote there: the plan, the shards, their temps
+            if name == STATE or name.endswith((".tar", ".tar.tmp")):
+                os.remove(os.path.join(args.shard_dir, name))
+        same_plan_or_new(args.shard_dir, plan)
     n = args.utts_per_shard
     paths = [os.path.abspath(os.path.join(args.shard_dir, f"{args.prefix}_{i:06d}.tar"))
              for i in range((len(items) + n - 1) // n)]

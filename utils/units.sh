@@ -26,9 +26,9 @@ check_deployable() {  # check_deployable UNIT_TYPE DEPLOY: --deploy with phones 
   fi
 }
 
-units_stage() {  # units_stage N UNIT_TYPE VOCAB_SIZE LANG DEV_SPEAKERS
+units_stage() {  # units_stage N UNIT_TYPE VOCAB_SIZE LANG DEV_SPEAKERS (empty: a recipe without that option)
   local n=$1 unit_type=$2 vocab_size=$3 lang=$4 dev_speakers=$5 log
-  local name="units-${lang#data/lang_}-dev$dev_speakers"  # units-bpe64-dev8, units-phone-dev10
+  local name="units-${lang#data/lang_}${dev_speakers:+-dev$dev_speakers}"  # units-bpe64-dev8, units-char
   if stage_wanted "$n" "$name" -- data/train/text "$vocab_size"; then
     log=$(stage_log "$n" "$name")
     [ "$unit_type" != phone ] || logged "$log" steps/build_lexicon.py data/train "$lang"

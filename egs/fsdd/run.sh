@@ -62,7 +62,7 @@ fi
 if stage_wanted 2 shards -- $(for set in $train_set $test_sets; do echo data/$set/wav.scp data/$set/text; done); then
   log=$(stage_log 2 shards)
   for set in $train_set $test_sets; do
-    logged "$log" steps/make_shards.py --nj 2 --utts-per-shard 300 data/$set data/$set/shards data/$set/data.list
+    logged "$log" steps/make_shards.py --replace --nj 2 --utts-per-shard 300 data/$set data/$set/shards data/$set/data.list
   done
   stage_done 2 shards
 fi

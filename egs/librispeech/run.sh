@@ -82,7 +82,7 @@ fi
 for set in $(for s in $train $valid_set $test_sets; do name $s; done | sort -u); do
   if stage_wanted 2 "shards-$set" -- data/$set/wav.scp data/$set/text; then
     log=$(stage_log 2 "shards-$set")
-    logged "$log" steps/make_shards.py --nj "$nj" --utts-per-shard 1000 data/$set data/$set/shards data/$set/data.list
+    logged "$log" steps/make_shards.py --replace --nj "$nj" --utts-per-shard 1000 data/$set data/$set/shards data/$set/data.list
     stage_done 2 "shards-$set"
   fi
 done

@@ -74,7 +74,7 @@ sets="train dev"
 if stage_wanted 2 "shards-dev$dev_speakers" -- $(for set in $sets; do echo data/$set/wav.scp data/$set/text; done); then
   log=$(stage_log 2 "shards-dev$dev_speakers")
   for set in $sets; do
-    logged "$log" steps/make_shards.py --nj "$nj" --utts-per-shard 500 data/$set data/$set/shards data/$set/data.list
+    logged "$log" steps/make_shards.py --replace --nj "$nj" --utts-per-shard 500 data/$set data/$set/shards data/$set/data.list
   done
   stage_done 2 "shards-dev$dev_speakers"
 fi

@@ -47,7 +47,7 @@ if stage_wanted 2 shards -- data/train_yesno_aug/wav.scp data/train_yesno_aug/te
     data/test_yesno/text; then
   log=$(stage_log 2 shards)
   for set in train_yesno_aug test_yesno; do
-    logged "$log" steps/make_shards.py --utts-per-shard 200 data/$set data/$set/shards data/$set/data.list
+    logged "$log" steps/make_shards.py --replace --utts-per-shard 200 data/$set data/$set/shards data/$set/data.list
   done
   stage_done 2 shards
 fi

@@ -1,23 +1,26 @@
-"""A resumed experiment whose config changed: weights are never kept under a config they were not trained with.
+"""A resumed experiment whose config or training data changed: weights are never kept under a config or
+data they were not trained with.
 
-A rerun of steps/train.py --resume compares its resolved config with the experiment's config.yaml.
-Keys a resume can honour (RESUMABLE: more epochs, logging, checkpoint keeping, the device, loader
-workers) resume. Any other difference starts the experiment over: the old one is set aside whole as
-<exp-dir>.N (its checkpoints, config.yaml, decode dirs, exports; its logs and stage markers copied),
-and training begins anew with the new config, so nothing decoded or exported afterwards mixes the two.
+A rerun of steps/train.py --resume compares its resolved config with the experiment's config.yaml, and
+the training data (the list and the files it names, by size and time: train_data_fingerprint) with the
+one its checkpoints were trained on. Keys a resume can honour (RESUMABLE: more epochs, logging,
+checkpoint keeping, the device, loader workers) resume. Any other difference starts the experiment
+over: the old one is set aside whole as <exp-dir>.N (its checkpoints, config.yaml, decode dirs, exports;
+its logs and stage markers copied), and training begins anew, so nothing decoded or exported afterwards
+mixes the two.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
+import hashlib
+import json
 import os
 import shutil
 
 from rnnt.config import to_dict
+from rnnt.data.sources import list_kind, read_list
 from rnnt.training import checkpoint
-
-log = logging.getLogger(__name__)
 
 # What a resume can honour: how long to train, what is logged and kept, where it runs. Fewer epochs than
 # the experiment already trained is not among them (its newest checkpoints would outlast the config).
@@ -58,11 +61,26 @@ def config_changes(old, new) -> list[Change]:
             if before.get(k) != after.get(k)]
 
 
-def changes_to_restart(old, new, trained_epochs: int) -> list[Change]:
-    """The changes a resume cannot honour; fewer epochs (or steps) than already trained among them."""
+def train_data_fingerprint(list_path: str) -> str:
+    """Changes when the training list or any file it names (shard or recording) is rewritten."""
+    digest = hashlib.sha256()
+    entries = read_list(list_path)
+    for entry in entries:
+        path = json.loads(entry).get("wav", "") if list_kind(entries) == "raw" else entry
+        stat = os.stat(path) if os.path.isfile(path) else None
+        digest.update(f"{entry}\t{stat.st_size if stat else ''}\t{stat.st_mtime_ns if stat else ''}\n".encode())
+    return digest.hexdigest()
+
+
+def changes_to_restart(old, new, meta: dict, train_data: str) -> list[Change]:
+    """The changes a resume cannot honour: config keys, fewer epochs than the newest checkpoint (meta) has
+    trained, other training data than its (train_data: train_data_fingerprint's; checkpoints from before
+    it was recorded are taken to have been trained on the same)."""
     changes = [c for c in config_changes(old, new) if c.key not in RESUMABLE]
-    if new.train.epochs < trained_epochs:
-        changes.append(Change("train.epochs", f"{trained_epochs} trained", new.train.epochs))
+    if new.train.epochs < meta["epoch"]:
+        changes.append(Change("train.epochs", f"{meta['epoch']} trained", new.train.epochs))
+    if meta.get("train_data", train_data) != train_data:
+        changes.append(Change("the training data", "as trained", f"rewritten since ({new.paths.train_list})"))
     return changes
 
 
@@ -94,17 +112,18 @@ def set_aside(exp_dir: str) -> str:
     return aside
 
 
-def start_over_if_changed(experiment, exp_dir: str, load_saved) -> str | None:
-    """Sets the experiment aside when its config.yaml and checkpoints were made under another config than
-    `experiment`; returns a message saying what changed and where the old one went (None: nothing done).
-    load_saved(path) reads a config.yaml (a ValueError if this version cannot)."""
+def start_over_if_changed(experiment, exp_dir: str, load_saved, train_data: str) -> str | None:
+    """Sets the experiment aside when its config.yaml and checkpoints were made under another config or
+    training data than `experiment`'s; returns a message saying what changed and where the old one went (None: nothing done).
+    load_saved(path) reads a config.yaml (a ValueError if this version cannot); train_data is the training
+    data's train_data_fingerprint."""
     saved, newest = os.path.join(exp_dir, "config.yaml"), checkpoint.latest(exp_dir)
     if newest is None or not os.path.isfile(saved):
         return None
     old = load_saved(saved)
-    changes = changes_to_restart(old, experiment, int(checkpoint.load_meta(newest)["epoch"]))
+    changes = changes_to_restart(old, experiment, checkpoint.load_meta(newest), train_data)
     if not changes:
         return None
     aside = set_aside(exp_dir)
-    return (f"the config differs from the one {exp_dir} was trained with ({'; '.join(map(str, changes))}): "
+    return (f"the config or data differ from those {exp_dir} was trained with ({'; '.join(map(str, changes))}): "
             f"that experiment is set aside whole as {aside}, and training starts anew with this config")

@@ -25,7 +25,7 @@ from rnnt.training.accumulation import BadBatches, GradientGroup, is_out_of_memo
 from rnnt.training.distributed import (all_gather_objects, batches_of_every_rank, check_parameters_agree, cleanup,
                                        every_rank, scale_gradients, setup)
 from rnnt.training.ema import EMA
-from rnnt.training.config_change import start_over_if_changed
+from rnnt.training.config_change import start_over_if_changed, train_data_fingerprint
 from rnnt.training.experiment import Experiment, adopt_lang_dir, build_optimizer, load_experiment
 from rnnt.training.init_from import initialise_from
 from rnnt.training.progress import Progress, setup_logging
@@ -43,6 +43,7 @@ class Trainer:
         set aside (rnnt.training.config_change), before anything is written to exp_dir."""
         self.experiment, self.exp_dir, self.resume_requested = experiment, exp_dir, resume
         self.world = setup(experiment.train.device)
+        self.train_data = train_data_fingerprint(experiment.paths.train_list)  # in every checkpoint's meta
         restarted = self.start_over_if_config_changed() if resume else None
         os.makedirs(exp_dir, exist_ok=True)
         setup_logging(exp_dir, self.world)
@@ -82,7 +83,7 @@ class Trainer:
         message = None
         if self.world.main:
             try:
-                message = start_over_if_changed(self.experiment, self.exp_dir, load_experiment)
+                message = start_over_if_changed(self.experiment, self.exp_dir, load_experiment, self.train_data)
             except ValueError as error:  # a config.yaml this version cannot read: nothing is touched
                 message = StopTraining(f"{self.exp_dir}/config.yaml: {error}; give a new --exp-dir")
         message = all_gather_objects(self.world, message)[0]
@@ -100,7 +101,7 @@ class Trainer:
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict(),
             "rng": all_gather_objects(self.world, checkpoint.rng_state()),
-            "meta": {"step": self.step, "epoch": self.epoch, "batch": self.batch,
+            "meta": {"step": self.step, "epoch": self.epoch, "batch": self.batch, "train_data": self.train_data,
                      "loader_position": self.position.state_dict(), **self.bad_batches.meta(), **self.valid_result},
         }
 

@@ -344,7 +344,8 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
 
 def test_a_config_edit_retrains_and_redecodes_keeping_the_old_experiment(test_data, tmp_path):
     """yesno on a 2-epoch schedule: an edited learning rate trains anew (the old experiment set aside with its
-    decode results), more epochs resume and decode the new model, and every result names its own config."""
+    decode results), more epochs resume and decode the new model, other training data trains anew: every
+    result names its own config and data."""
     recipe = copy_recipe("yesno", tmp_path)
     conf = recipe / "conf" / "tiny.yaml"
     values = yaml.safe_load(conf.read_text())
@@ -379,3 +380,8 @@ def test_a_config_edit_retrains_and_redecodes_keeping_the_old_experiment(test_da
     assert not (recipe / "exp" / "tiny.2").exists()
     assert more.stdout.strip().splitlines()[-1].startswith("yesno: test %WER ")
     assert (exp / "decode-test_yesno-greedy-avg3-epoch-3" / "wer").is_file()
+
+    other_data = run_recipe(recipe, *args[:2], "--num-synth", "40", *args[4:])  # the training data rewritten
+    assert other_data.returncode == 0, other_data.stderr[-3000:]
+    assert "the training data: 'as trained' -> 'rewritten since" in other_data.stdout
+    assert "set aside whole as exp/tiny.2" in other_data.stdout and "resumed from" not in (exp / "train.log").read_text()

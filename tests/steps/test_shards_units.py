@@ -112,6 +112,11 @@ def test_rerun_skips_complete_shards_and_redoes_missing_ones(test_data, tmp_path
     changed = run_tool(sys.executable, STEPS / "make_shards.py", "--utts-per-shard", "3", data, tmp_path / "sh",
                        tmp_path / "l")
     assert changed.returncode == 1 and "other settings or utterances" in changed.stderr
+    # --replace (a recipe's shards stage, run again because its data dir changed): the old shards go
+    replaced = run_tool(sys.executable, STEPS / "make_shards.py", "--replace", "--utts-per-shard", "3", data,
+                        tmp_path / "sh", tmp_path / "l")
+    assert replaced.returncode == 0 and "2 shards (0 already complete)" in replaced.stdout, replaced.stderr
+    assert sorted(p.name for p in (tmp_path / "sh").glob("*.tar*")) == ["shards_000000.tar", "shards_000001.tar"]
 
 
 def test_killed_run_never_leaves_a_truncated_shard_under_its_name(test_data, tmp_path):

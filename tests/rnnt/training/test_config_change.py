@@ -1,6 +1,8 @@
 """A resumed experiment whose config changed starts over, the old one set aside; what a resume honours resumes."""
 
 import dataclasses
+import json
+import os
 
 import pytest
 import torch
@@ -9,7 +11,8 @@ import yaml
 from conftest import run_tool
 from rnnt.data.specaugment import SpecAugmentConfig
 from rnnt.training import checkpoint
-from rnnt.training.config_change import changes_to_restart, config_changes, flat, set_aside
+from rnnt.training.config_change import (changes_to_restart, config_changes, flat, set_aside,
+                                         train_data_fingerprint)
 from rnnt.training.experiment import load_experiment
 from yesno_training import CONFIG, config_file, train_args
 
@@ -22,17 +25,21 @@ def test_changes_name_the_dotted_keys_that_differ():
     old = load_experiment(str(CONFIG))
     new = with_train(old, optimizer=dataclasses.replace(old.train.optimizer, lr=0.002), log_every=1)
     assert [str(c) for c in config_changes(old, new)] == ["train.log_every: 10 -> 1", "train.optimizer.lr: 0.005 -> 0.002"]
-    assert [c.key for c in changes_to_restart(old, new, trained_epochs=3)] == ["train.optimizer.lr"]
-    assert changes_to_restart(old, with_train(old, epochs=20, checkpoint_every=5), trained_epochs=10) == []
-    fewer = changes_to_restart(old, with_train(old, epochs=5), trained_epochs=10)
+    assert [c.key for c in changes_to_restart(old, new, {"epoch": 3}, "data")] == ["train.optimizer.lr"]
+    more = with_train(old, epochs=20, checkpoint_every=5)
+    assert changes_to_restart(old, more, {"epoch": 10, "train_data": "data"}, "data") == []
+    assert changes_to_restart(old, more, {"epoch": 10}, "data") == []  # a checkpoint from before data was recorded
+    fewer = changes_to_restart(old, with_train(old, epochs=5), {"epoch": 10}, "data")
     assert [str(c) for c in fewer] == ["train.epochs: '10 trained' -> 5"]
+    other_data = changes_to_restart(old, old, {"epoch": 3, "train_data": "data"}, "other")
+    assert [c.key for c in other_data] == ["the training data"]
     assert flat({"a": {"b": 1, "c": {}}, "d": [1]}) == {"a.b": 1, "a.c": {}, "d": [1]}
 
 
 def test_a_section_switched_on_counts_as_its_keys():
     old = load_experiment(str(CONFIG))
     new = dataclasses.replace(old, data=dataclasses.replace(old.data, spec_augment=SpecAugmentConfig(freq_masks=1)))
-    assert "data.spec_augment.freq_masks" in [c.key for c in changes_to_restart(old, new, 0)]
+    assert "data.spec_augment.freq_masks" in [c.key for c in changes_to_restart(old, new, {"epoch": 0}, "")]
 
 
 def test_set_aside_moves_the_experiment_and_keeps_the_running_stage_in_place(tmp_path):
@@ -113,3 +120,20 @@ def test_a_config_this_version_cannot_read_stops_before_touching_anything(yesno,
     out = run_tool(*train_args(yesno, exp, conf), "--resume")
     assert out.returncode == 1 and "retired_key" in out.stderr and "new --exp-dir" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr and sorted(p.name for p in exp.iterdir()) == before
+
+
+def test_the_training_data_fingerprint_follows_the_list_and_its_files(tmp_path):
+    shards = [tmp_path / f"shards_{i}.tar" for i in range(2)]
+    for shard in shards:
+        shard.write_bytes(b"x")
+    shard_list = tmp_path / "data.list"
+    shard_list.write_text("".join(f"{s}\n" for s in shards))
+    before = train_data_fingerprint(str(shard_list))
+    assert train_data_fingerprint(str(shard_list)) == before
+    os.utime(shards[1], ns=(1, 1))  # rewritten: another time
+    assert train_data_fingerprint(str(shard_list)) != before
+    raw = tmp_path / "raw.list"
+    raw.write_text(json.dumps({"key": "a", "wav": str(shards[0]), "txt": "A"}) + "\n")
+    first = train_data_fingerprint(str(raw))
+    shards[0].write_bytes(b"longer")
+    assert train_data_fingerprint(str(raw)) != first

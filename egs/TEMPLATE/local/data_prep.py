@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Prepare a folder of recordings and a transcript list as Kaldi data dirs train, dev and test.
+
+The transcript list has one line per recording: the file's path relative to the corpus folder, with or
+without its extension, then the transcript, separated by a space or tab:
+    speaker1/hello_01.wav HELLO WORLD
+    speaker1/hello_02     GOOD MORNING
+Audio: any format soundfile reads (wav, flac, ogg, mp3, ...), any sample rate, mono or stereo. Transcripts
+are upper-cased, with single spaces (edit normalise()). A line without a transcript, or naming a file that
+is not there, is reported by file and line number and skipped; so is unreadable audio; the rest is kept.
+
+dev (and test, unless --test-transcripts lists the test recordings) are held out from the list: whole
+speakers where there are enough of them, else utterances at random (seed 0; rnnt.prep.held_out).
+
+For a corpus in another layout, rewrite utterances() below; the rest is generic.
+"""
+
+import glob
+import os
+import re
+import shutil
+import sys
+
+from rnnt.prep.data_dir_writer import Report, Utterance, data_prep_parser, write_data_dirs
+from rnnt.prep.held_out import hold_out
+
+AUDIO = (".flac", ".wav", ".ogg", ".opus", ".mp3", ".sph", ".aiff", ".aif", ".au")  # preferred first
+
+
+def normalise(text: str) -> str:
+    """The transcript as it is trained on and scored."""
+    return " ".join(text.upper().split())
+
+
+def find_audio(corpus_dir: str, name: str) -> str | None:
+    """corpus_dir/name as listed, else corpus_dir/name.<an audio extension>."""
+    path = os.path.join(corpus_dir, name)
+    if os.path.isfile(path):
+        return path
+    found = [p for p in glob.glob(glob.escape(path) + ".*") if os.path.splitext(p)[1].lower() in AUDIO]
+    found.sort(key=lambda p: AUDIO.index(os.path.splitext(p)[1].lower()))
+    return found[0] if found else None
+
+
+def utterance_id(text: str) -> str:
+    """A Kaldi key: letters (of any script), digits, '_' and '-' (a shard's member is <key>.<extension>)."""
+    return re.sub(r"[^\w-]", "_", text.replace(os.sep, "-"))
+
+
+def utterances(corpus_dir: str, transcripts: str, speaker_regex: re.Pattern | None, report: Report) -> list[Utterance]:
+    """The corpus's utterances: rewrite this for a corpus in another layout.
+
+    Each Utterance is (utterance id, speaker id, audio path, transcript); the utterance id must start
+    with the speaker id. Report what you skip with report.skip(reason, where) so that it is counted.
+    """
+    found: dict[str, Utterance] = {}
+    with open(transcripts, encoding="utf-8-sig") as f:
+        for number, line in enumerate(f, 1):
+            where = f"{transcripts}:{number}"
+            fields = line.split(maxsplit=1)
+            if not fields:
+                continue
+            if len(fields) < 2 or not normalise(fields[1]):
+                report.skip("malformed line (want '<file> <transcript>')", where)
+                continue
+            name, text = fields[0], normalise(fields[1])
+            audio = find_audio(corpus_dir, name)
+            if audio is None:
+                report.skip("audio file not found", f"{where} ({os.path.join(corpus_dir, name)})")
+                continue
+            stem = os.path.splitext(os.path.relpath(audio, corpus_dir))[0]
+            speaker = utterance_id(stem)  # unknown speakers: each recording its own
+            if speaker_regex is not None:
+                match = speaker_regex.search(stem)
+                if match is None or not match.group(1):
+                    report.skip(f"no speaker in the file name (--speaker-regex '{speaker_regex.pattern}')", where)
+                    continue
+                speaker = utterance_id(match.group(1))
+            utt = utterance_id(stem)  # Kaldi's order: prefixed by its speaker, '-' between
+            utt = utt if utt == speaker or utt.startswith(speaker + "-") else f"{speaker}-{utt}"
+            if utt in found:
+                report.skip("the recording is listed again", f"{where} ({utt})")
+                continue
+            found[utt] = Utterance(utt, speaker, audio, text)
+    return [found[utt] for utt in sorted(found)]
+
+
+def share(fraction: float, total: int) -> int:
+    """How many utterances a fraction of total holds out: at least one unless the fraction is 0."""
+    return max(1, round(fraction * total)) if fraction > 0 else 0
+
+
+def main() -> int:
+    parser = data_prep_parser(__doc__, ("corpus_dir", "the folder of recordings"),
+                              ("data_root", "writes <data_root>/train, <data_root>/dev and <data_root>/test"),
+                              example="local/data_prep.py --speaker-regex '^([^/]+)/' corpus data")
+    parser.add_argument("--transcripts", help="the transcript list (default: <corpus_dir>/transcripts.txt)")
+    parser.add_argument("--test-transcripts", default="",
+                        help="a transcript list of the test recordings (default: --test-fraction held out)")
+    parser.add_argument("--speaker-regex", default="",
+                        help="its first group, searched in a file's path (relative to corpus_dir, without the "
+                             "extension), names the speaker; default: each recording its own speaker")
+    parser.add_argument("--dev-fraction", type=float, default=0.1, help="share held out as dev (default 0.1)")
+    parser.add_argument("--test-fraction", type=float, default=0.1,
+                        help="share held out as test without --test-transcripts (default 0.1; 0: no test set)")
+    parser.add_argument("--seed", type=int, default=0, help="of the held-out draws (default 0)")
+    args = parser.parse_args()
+    transcripts = args.transcripts or os.path.join(args.corpus_dir, "transcripts.txt")
+    try:
+        regex = re.compile(args.speaker_regex) if args.speaker_regex else None
+    except re.error as error:
+        print(f"data_prep.py: --speaker-regex '{args.speaker_regex}': {error}", file=sys.stderr)
+        return 1
+    if regex is not None and regex.groups < 1:
+        print(f"data_prep.py: --speaker-regex '{args.speaker_regex}' needs a group: (...)", file=sys.stderr)
+        return 1
+    if not 0 < args.dev_fraction < 0.5 or not 0 <= args.test_fraction < 0.5:
+        print("data_prep.py: --dev-fraction must be above 0 and --test-fraction at least 0, both below 0.5",
+              file=sys.stderr)
+        return 1
+    for path in (transcripts, args.test_transcripts):
+        if path and not os.path.isfile(path):
+            print(f"data_prep.py: no transcript list {path}; see --help for its format", file=sys.stderr)
+            return 1
+    report = Report("data_prep")
+    train = utterances(args.corpus_dir, transcripts, regex, report)
+    if not train:
+        print(f"data_prep.py: {transcripts}: no usable line ({report.summary()})", file=sys.stderr)
+        return 1
+    try:
+        if args.test_transcripts:
+            test = utterances(args.corpus_dir, args.test_transcripts, regex, report)
+            in_test = {u.utt_id for u in test}
+            for u in train:
+                if u.utt_id in in_test:
+                    report.skip("also in the test list", f"{transcripts} ({u.utt_id})")
+            train, how = [u for u in train if u.utt_id not in in_test], f"{len(test)} from {args.test_transcripts}"
+        else:
+            train, test, how = hold_out(train, share(args.test_fraction, len(train)), args.seed)
+        print(f"data_prep: test: {how}")
+        train, dev, how = hold_out(train, share(args.dev_fraction, len(train) + len(test)), args.seed)
+        print(f"data_prep: dev: {how}")
+    except ValueError as error:
+        print(f"data_prep.py: {error}", file=sys.stderr)
+        return 1
+    sets = {"train": train, "dev": dev, "test": test}
+    if not test:
+        del sets["test"]
+        stale = os.path.join(args.data_root, "test")
+        if os.path.isdir(stale):
+            shutil.rmtree(stale)
+            print(f"data_prep: removed {stale}: no test set this time")
+    return write_data_dirs({os.path.join(args.data_root, name): utts for name, utts in sets.items()}, report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# A recipe for a corpus of your own: a folder of recordings and a transcript list -> data dirs train, dev
+# and test (local/data_prep.py) -> shards -> character units (or BPE) -> a small transducer trained on the
+# CPU (conf/transducer.yaml) -> average -> decode and score dev and test. Made by utils/new_recipe.sh from
+# egs/TEMPLATE (README.md, "Adding a corpus"). Hyper-parameters are chosen on dev, never on test.
+set -euo pipefail
+{  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
+
+stage=0
+stop_stage=100
+corpus_dir=          # required: the folder of recordings (any format soundfile reads, any rate, mono or stereo)
+transcripts=         # the transcript list; empty: <corpus_dir>/transcripts.txt
+test_transcripts=    # a transcript list of the test recordings; empty: --test-fraction of the recordings
+speaker_regex=       # its first group, searched in a file's path (relative to corpus_dir, without its extension),
+                     # names the speaker, e.g. '^([^/]+)/' (a folder per speaker); empty: each recording its own
+dev_fraction=0.1     # share held out as dev: whole speakers if there are enough, else recordings at random
+test_fraction=0.1    # share held out as test, as dev, without --test-transcripts (0: no test set)
+train_config=conf/transducer.yaml
+exp=exp/transducer
+unit_type=char       # char (any language), or bpe (of --vocab-size units, for a bigger corpus)
+vocab_size=64
+nj=2
+average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
+methods=greedy       # greedy, beam, modified_beam: each one decodes dev and test
+help_message="Usage: ./run.sh --corpus-dir DIR [--transcripts FILE] [--test-transcripts FILE] [--speaker-regex RE]
+  [--dev-fraction F] [--test-fraction F] [--stage N] [--stop-stage M] [--train-config FILE] [--exp DIR]
+  [--unit-type char|bpe] [--vocab-size N] [--nj N] [--average N] [--methods \"greedy beam modified_beam\"]
+The transcript list (default DIR/transcripts.txt) has a line per recording: its path relative to DIR, with
+or without the extension, then the transcript, e.g. 'speaker1/rec01.wav HELLO WORLD'. Bad lines are
+reported by file and line and skipped. Audio: any format soundfile reads, any sample rate, mono or stereo.
+--speaker-regex: its first group, searched in a file's path without the extension, names the speaker (default:
+each recording its own). dev and test (--dev-fraction, --test-fraction: 0.1 each) are whole speakers when there
+are enough, else recordings at random; --test-transcripts FILE: a test set of your own.
+Stages: 1 data dirs (local/data_prep.py), 2 shards, 3 units, 4 train, 5 average, 6 decode and score dev and
+test (prints the %WER lines).
+Example: ./run.sh --corpus-dir /data/mycorpus --speaker-regex '^([^/]+)/'"
+
+. ./path.sh
+. utils/parse_options.sh
+. utils/stages.sh
+. utils/decoding.sh
+. utils/units.sh
+
+if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
+  echo "run.sh: --corpus-dir must name the folder of recordings (got '$corpus_dir')" >&2
+  printf '%s\n' "$help_message" >&2
+  exit 1
+fi
+transcripts=${transcripts:-$corpus_dir/transcripts.txt}
+lang=$(lang_of "$unit_type" "$vocab_size")
+recipe=$(basename "$PWD")  # names the result lines
+
+if stage_wanted 1 data -- local/data_prep.py "$corpus_dir" "$transcripts" "$test_transcripts" "$speaker_regex" \
+    "$dev_fraction" "$test_fraction"; then
+  logged "$(stage_log 1 data)" local/data_prep.py --transcripts "$transcripts" --test-transcripts "$test_transcripts" \
+    --speaker-regex "$speaker_regex" --dev-fraction "$dev_fraction" --test-fraction "$test_fraction" "$corpus_dir" data
+  stage_done 1 data
+fi
+sets="train dev"
+[ ! -f data/test/text ] || sets="$sets test"
+
+if stage_wanted 2 shards -- $(for set in $sets; do echo data/$set/wav.scp data/$set/text; done); then
+  log=$(stage_log 2 shards)
+  for set in $sets; do  # --replace: shards of the data before a change go; an interrupted run's are kept
+    logged "$log" steps/make_shards.py --replace --nj "$nj" --utts-per-shard 500 data/$set data/$set/shards \
+      data/$set/data.list
+  done
+  stage_done 2 shards
+fi
+
+units_stage 3 "$unit_type" "$vocab_size" "$lang" ""  # data/lang_char or data/lang_bpe<N>, from data/train/text
+
+if stage_wanted 4 train "$exp" -- "$train_config" data/train/shards data/dev/shards "$lang/units.txt"; then
+  logged "$(stage_log 4 train "$exp")" steps/train.py --config "$train_config" --train-list data/train/data.list \
+    --valid-list data/dev/data.list --lang-dir "$lang" --exp-dir "$exp" --resume
+  stage_done 4 train "$exp"
+fi
+
+average_stage 5 "$exp" "$average"
+model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-30
+
+# stage 6: each set decoded by each method into $exp/decode-SET-METHOD-$model_tag
+checkpoint=$(checkpoint_of "$exp" "$model_tag")
+for method in $methods; do
+  for set in ${sets#train }; do
+    name=decode-$set-$method-$model_tag
+    if stage_wanted 6 "$name" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text"; then
+      logged "$(stage_log 6 "$name" "$exp")" steps/decode.py --method "$method" --checkpoint "$checkpoint" \
+        --tag "$model_tag" "$exp" "data/$set/data.list" "$set"
+      stage_done 6 "$name" "$exp"
+    fi
+  done
+done
+for method in $methods; do
+  for set in ${sets#train }; do
+    decode_result "$recipe $set $method${model_tag:+ ($model_tag)}:" "$exp" "$model_tag" "$set" "$method"
+  done
+done
+exit
+}

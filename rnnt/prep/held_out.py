@@ -1,0 +1,45 @@
+"""Holding out a dev or test set from one list of utterances, for a corpus that has no split of its own:
+whole speakers where they are small enough to make up the set, else utterances drawn at random."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+from rnnt.prep.data_dir_writer import Utterance
+
+
+def hold_out(utterances: list[Utterance], size: int, seed: int = 0) -> tuple[list[Utterance], list[Utterance], str]:
+    """(kept, held out, how they were chosen) with about size utterances held out (never all). Whole
+    speakers, drawn in a seeded order, when no speaker holds more than half of size (voices new to the
+    model, as in real use); otherwise utterances drawn at random. The same input and seed give the same
+    split."""
+    if size <= 0:
+        return list(utterances), [], "none held out"
+    if size >= len(utterances):
+        raise ValueError(f"cannot hold out {size} of {len(utterances)} utterances: too few utterances")
+    rng = random.Random(seed)
+    per_speaker = Counter(u.speaker for u in utterances)
+    largest = max(per_speaker.values())
+    if largest * 2 <= size:
+        speakers = sorted(per_speaker)
+        rng.shuffle(speakers)
+        chosen: set[str] = set()
+        count = 0
+        for speaker in speakers:
+            if count >= size:
+                break
+            if count + per_speaker[speaker] >= len(utterances):
+                continue  # the rest must keep an utterance
+            chosen.add(speaker)
+            count += per_speaker[speaker]
+        held = [u for u in utterances if u.speaker in chosen]
+        how = f"utterances of {len(chosen)} whole speakers" if len(chosen) < len(held) else "utterances at random"
+    else:
+        keys = sorted(u.utt_id for u in utterances)
+        picked = set(rng.sample(keys, size))
+        held = [u for u in utterances if u.utt_id in picked]
+        how = f"utterances at random (too few speakers for whole ones: one holds {largest} of {len(utterances)})"
+    held_ids = {u.utt_id for u in held}
+    kept = [u for u in utterances if u.utt_id not in held_ids]
+    return kept, held, f"{len(held)} {how}, seed {seed}"

@@ -1,0 +1,257 @@
+"""utils/new_recipe.sh and the recipe it writes from egs/TEMPLATE: a corpus no recipe has seen, a folder of
+recordings and a transcript list, to %WER lines by following README's "Adding a corpus"; and how the
+template's local/data_prep.py reads a transcript list."""
+
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+from conftest import ROOT, run_tool
+
+from rnnt.data.resample import resample
+
+NEW_RECIPE = ROOT / "utils" / "new_recipe.sh"
+DATA_PREP = ROOT / "egs" / "TEMPLATE" / "local" / "data_prep.py"
+DIGITS = ["ZERO", "ONE", "TWO", "THREE", "FOUR", "FIVE", "SIX", "SEVEN", "EIGHT", "NINE"]
+OTHER_CORPORA = re.compile(r"yesno|fsdd|an4|librispeech|speechocean|digit", re.IGNORECASE)
+
+
+def recordings_by_speaker(test_data: Path) -> dict[str, list[tuple[Path, str]]]:
+    """Free Spoken Digit recordings (8 kHz, '<digit>_<speaker>_<n>.wav') and their words, by speaker."""
+    by_speaker: dict[str, list[tuple[Path, str]]] = {}
+    for path in sorted((test_data / "fsdd" / "recordings").glob("*.wav")):
+        digit, speaker, _ = path.stem.split("_")
+        by_speaker.setdefault(speaker, []).append((path, DIGITS[int(digit)]))
+    return by_speaker
+
+
+def make_corpus(test_data: Path, dest: Path, files: int, seed: int = 0) -> list[str]:
+    """A corpus in no recipe's layout: dest/voice_<k>/take_<n>.wav, each 1-3 digits one speaker said
+    (recordings joined with 0.15 s pauses), at 22050 Hz, every 7th stereo. Returns the transcript lines,
+    lower case, every other file named without its extension."""
+    rng = random.Random(seed)
+    by_speaker = recordings_by_speaker(test_data)
+    speakers = sorted(by_speaker)
+    pause = np.zeros(int(0.15 * 8000), dtype=np.float32)
+    lines = []
+    for n in range(files):
+        k = n % len(speakers)
+        picks = rng.sample(by_speaker[speakers[k]], rng.randint(1, 3))
+        parts = [pause]
+        for path, _ in picks:
+            parts += [soundfile.read(path, dtype="float32")[0], pause]
+        audio = resample(torch.from_numpy(np.concatenate(parts)), 8000, 22050).numpy()
+        if n % 7 == 0:
+            audio = np.stack([audio, 0.8 * audio], axis=1)
+        name = f"voice_{k}/take_{n:03d}"
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        soundfile.write(dest / f"{name}.wav", audio, 22050, subtype="PCM_16")
+        lines.append(f"{name if n % 2 else name + '.wav'} {' '.join(word for _, word in picks).lower()}")
+    return lines
+
+
+def table(path: Path) -> dict[str, str]:
+    return dict(line.split(" ", 1) for line in path.read_text().splitlines())
+
+
+def run_recipe(recipe: Path, *args: str) -> subprocess.CompletedProcess:
+    """./run.sh in the recipe as a user runs it (path.sh activates the project's environment)."""
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    return subprocess.run(["./run.sh", *args], cwd=recipe, capture_output=True, text=True, env=env, check=False)
+
+
+def test_new_recipe_writes_the_template_and_refuses_an_existing_or_bad_name(tmp_path):
+    egs = tmp_path / "egs"
+    egs.mkdir()
+    out = run_tool(NEW_RECIPE, "--egs-dir", egs, "mycorpus")
+    assert out.returncode == 0, out.stderr
+    recipe = egs / "mycorpus"
+    template = ROOT / "egs" / "TEMPLATE"
+    for name in ("run.sh", "conf/transducer.yaml", "local/data_prep.py"):
+        assert (recipe / name).read_bytes() == (template / name).read_bytes(), name
+    assert os.access(recipe / "run.sh", os.X_OK) and os.access(recipe / "local" / "data_prep.py", os.X_OK)
+    for link in ("path.sh", "utils", "steps"):
+        assert (recipe / link).is_symlink() and (recipe / link).resolve() == ROOT / link
+        assert (template / link).resolve() == ROOT / link
+    assert sorted(p.name for p in recipe.iterdir()) == ["conf", "local", "path.sh", "run.sh", "steps", "utils"]
+    # In egs/ itself the links are those the other recipes have.
+    assert os.readlink(template / "path.sh") == os.readlink(ROOT / "egs" / "yesno" / "path.sh") == "../../path.sh"
+    (recipe / "run.sh").write_text("# edited\n")
+    again = run_tool(NEW_RECIPE, "--egs-dir", egs, "mycorpus")
+    assert again.returncode == 1 and "already exists" in again.stderr
+    assert (recipe / "run.sh").read_text() == "# edited\n"
+    for bad in ("TEMPLATE", "a b", "../up", "-x", ".hidden", ""):
+        refused = run_tool(NEW_RECIPE, "--egs-dir", egs, bad)
+        assert refused.returncode == 1 and "cannot name a recipe" in refused.stderr, (bad, refused.stderr)
+    assert sorted(p.name for p in egs.iterdir()) == ["mycorpus"] and not (tmp_path / "up").exists()
+    assert run_tool(NEW_RECIPE).returncode == 1
+    usage = run_tool(NEW_RECIPE, "--help")
+    assert usage.returncode == 0 and usage.stdout.startswith("Usage: utils/new_recipe.sh")
+    assert not (ROOT / "egs" / "mycorpus").exists()
+
+
+def test_template_run_sh_says_its_options_and_needs_a_corpus(tmp_path):
+    recipe = ROOT / "egs" / "TEMPLATE"
+    usage = run_recipe(recipe, "--help")
+    assert usage.returncode == 0 and usage.stdout.startswith("Usage: ./run.sh --corpus-dir DIR"), usage.stderr
+    assert "--transcripts FILE" in usage.stdout and "--speaker-regex RE" in usage.stdout
+    assert "'speaker1/rec01.wav HELLO WORLD'" in usage.stdout  # the transcript list's format
+    assert not OTHER_CORPORA.search((recipe / "run.sh").read_text())
+    assert all(len(line) <= 120 for line in (recipe / "run.sh").read_text().splitlines())
+    missing = run_recipe(recipe)
+    assert missing.returncode == 1 and "--corpus-dir must name the folder of recordings" in missing.stderr
+    assert not (recipe / "data").exists() and not (recipe / "exp").exists()
+
+
+@pytest.fixture
+def small_corpus(tmp_path, test_data) -> Path:
+    """8 recordings by 2 speakers: a/one.wav ... b/four.flac, their transcripts in the template's format."""
+    corpus = tmp_path / "corpus"
+    by_speaker = recordings_by_speaker(test_data)
+    for speaker, folder in (("george", "a"), ("jackson", "b")):
+        (corpus / folder).mkdir(parents=True)
+        for i, (path, _) in enumerate(by_speaker[speaker][:200:50]):  # digits 0 to 3
+            audio, rate = soundfile.read(path)
+            soundfile.write(corpus / folder / f"{DIGITS[i].lower()}.{'flac' if folder == 'b' else 'wav'}", audio, rate)
+    return corpus
+
+
+def test_data_prep_keeps_good_lines_and_names_bad_ones_by_file_and_line(small_corpus, tmp_path):
+    (small_corpus / "b" / "broken.wav").write_bytes(b"not audio at all")
+    lines = ["a/zero.wav zero",          # 1: with its extension
+             "a/one   One\tmore",        # 2: without; spaces and a tab in the transcript
+             "a/two",                    # 3: no transcript
+             "",                         # 4: blank, ignored
+             "a/nine.wav nine",          # 5: no such file
+             "b/zero zero",              # 6: b/zero.flac
+             "b/one.flac one",           # 7
+             "b/broken broken",          # 8: unreadable audio
+             "a/one.wav one again",      # 9: the recording of line 2 again
+             "b/two two", "b/three three", "a/three three", "a/two.wav two"]
+    (small_corpus / "transcripts.txt").write_text("\n".join(lines) + "\n")
+    out = run_tool(sys.executable, DATA_PREP, "--dev-fraction", "0.2", "--test-fraction", "0.2",
+                   small_corpus, tmp_path / "data")
+    assert out.returncode == 0, out.stderr
+    listing = small_corpus / "transcripts.txt"
+    assert f"skipped {listing}:3: malformed line (want '<file> <transcript>')" in out.stderr
+    assert f"skipped {listing}:5 ({small_corpus}/a/nine.wav): audio file not found" in out.stderr
+    assert f"skipped {listing}:9 (a-one): the recording is listed again" in out.stderr
+    assert "b-broken): unreadable or empty audio" in out.stderr
+    assert "1 audio file not found, 1 malformed line (want '<file> <transcript>'), 1 the recording is listed again" \
+        in out.stdout
+    text, wav = {}, {}
+    for name in ("train", "dev", "test"):
+        assert run_tool(ROOT / "utils" / "validate_data_dir.sh", "--no-feats", tmp_path / "data" / name).returncode == 0
+        text |= table(tmp_path / "data" / name / "text")
+        wav |= table(tmp_path / "data" / name / "wav.scp")
+    assert sorted(text) == ["a-one", "a-three", "a-two", "a-zero", "b-one", "b-three", "b-two", "b-zero"]
+    assert text["a-one"] == "ONE MORE" and text["b-three"] == "THREE"
+    assert wav["b-zero"] == str(small_corpus / "b" / "zero.flac")
+    assert wav["a-two"] == str(small_corpus / "a" / "two.wav")
+    # 9 readable lines: a fifth each held out as test and dev (the unreadable recording is dropped after that)
+    assert "test: 2 utterances at random, seed 0" in out.stdout and "dev: 2 utterances at random" in out.stdout
+    # Each recording its own speaker when the speakers are not named.
+    assert table(tmp_path / "data" / "train" / "utt2spk") == {u: u for u in table(tmp_path / "data" / "train" / "text")}
+
+
+def test_data_prep_speakers_from_a_regex_and_whole_speakers_held_out(small_corpus, tmp_path, test_data):
+    by_speaker = recordings_by_speaker(test_data)
+    lines = []
+    for k, speaker in enumerate(sorted(by_speaker)):  # 6 speakers x 3 recordings in one folder
+        for i, (path, word) in enumerate(by_speaker[speaker][:150:50]):
+            audio, rate = soundfile.read(path)
+            soundfile.write(small_corpus / f"s{k}_take{i}.wav", audio, rate)
+            lines.append(f"s{k}_take{i} {word}")
+    lines.append("a/zero.wav zero")  # in a folder: the regex finds no speaker
+    (small_corpus / "list.txt").write_text("\n".join(lines) + "\n")
+    split = ("--speaker-regex", r"^(s\d+)_", "--dev-fraction", "0.34", "--test-fraction", "0.34")
+    out = run_tool(sys.executable, DATA_PREP, "--transcripts", small_corpus / "list.txt", *split, small_corpus,
+                   tmp_path / "data")
+    assert out.returncode == 0, out.stderr
+    assert f"{small_corpus / 'list.txt'}:19: no speaker in the file name (--speaker-regex '^(s\\d+)_')" in out.stderr
+    # a third of 18 is 6: two whole speakers of 3 each
+    assert "test: 6 utterances of 2 whole speakers" in out.stdout and "dev: 6 utterances of 2 whole speakers" \
+        in out.stdout
+    speakers = {name: set(table(tmp_path / "data" / name / "spk2utt")) for name in ("train", "dev", "test")}
+    assert len(speakers["train"]) == 2 and not speakers["train"] & (speakers["dev"] | speakers["test"])
+    assert all(u.startswith(s + "-") for u, s in table(tmp_path / "data" / "dev" / "utt2spk").items())
+    again = run_tool(sys.executable, DATA_PREP, "--transcripts", small_corpus / "list.txt", *split, small_corpus,
+                     tmp_path / "again")
+    assert again.returncode == 0, again.stderr
+    for name in ("train", "dev", "test"):  # a fixed seed: the same split every time
+        assert (tmp_path / "again" / name / "text").read_text() == (tmp_path / "data" / name / "text").read_text()
+    no_group = run_tool(sys.executable, DATA_PREP, "--speaker-regex", "^s", small_corpus, tmp_path / "x")
+    assert no_group.returncode == 1 and "needs a group" in no_group.stderr
+    absent = run_tool(sys.executable, DATA_PREP, small_corpus / "a", tmp_path / "x")
+    assert absent.returncode == 1 and "no transcript list" in absent.stderr and not (tmp_path / "x").exists()
+
+
+def test_data_prep_test_set_from_its_own_list_and_none_without(small_corpus, tmp_path):
+    (small_corpus / "train.txt").write_text("".join(f"{s}/{w} {w}\n" for s in "ab" for w in ("zero", "one", "two")))
+    (small_corpus / "test.txt").write_text("a/three three\nb/three three\na/two two\n")
+    out = run_tool(sys.executable, DATA_PREP, "--transcripts", small_corpus / "train.txt", "--test-transcripts",
+                   small_corpus / "test.txt", small_corpus, tmp_path / "data")
+    assert out.returncode == 0, out.stderr
+    assert "(a-two): also in the test list" in out.stderr
+    assert sorted(table(tmp_path / "data" / "test" / "text")) == ["a-three", "a-two", "b-three"]
+    assert len(table(tmp_path / "data" / "train" / "text")) + len(table(tmp_path / "data" / "dev" / "text")) == 5
+    none = run_tool(sys.executable, DATA_PREP, "--transcripts", small_corpus / "train.txt", "--test-fraction", "0",
+                    small_corpus, tmp_path / "data")
+    assert none.returncode == 0 and "removed" in none.stdout and not (tmp_path / "data" / "test").exists()
+
+
+@pytest.mark.slow
+def test_a_new_corpus_from_recordings_to_wer_by_the_readme(test_data, tmp_path):
+    """README's "Adding a corpus" step by step on 300 recordings of 1-3 spoken digits by 6 speakers (Free
+    Spoken Digits joined, resampled to 22050 Hz, some stereo, in folders of their own naming) with three bad
+    lines in the transcript list: the %WER lines of dev and test, the bad lines named by line, and a WER that
+    a model ignoring the audio cannot reach."""
+    corpus = tmp_path / "recordings"
+    lines = make_corpus(test_data, corpus, files=300)
+    (corpus / "voice_4" / "take_broken.wav").write_bytes(b"RIFF, but no audio")
+    lines += ["voice_1/take_999 one two", "voice_2/take_123.wav", "voice_4/take_broken four"]  # lines 301-303
+    (corpus / "transcripts.txt").write_text("\n".join(lines) + "\n")
+    egs = tmp_path / "egs"
+    egs.mkdir()
+    made = run_tool(NEW_RECIPE, "--egs-dir", egs, "mycorpus")
+    assert made.returncode == 0, made.stderr
+    recipe = egs / "mycorpus"
+    # README: a shorter schedule is an edit of conf/ (30 epochs of the default's 40)
+    config = (recipe / "conf" / "transducer.yaml").read_text()
+    (recipe / "conf" / "quick.yaml").write_text(config.replace("epochs: 40", "epochs: 30"))
+    args = ["--corpus-dir", str(corpus), "--speaker-regex", "^([^/]+)/", "--train-config", "conf/quick.yaml"]
+    out = run_recipe(recipe, *args)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    listing = corpus / "transcripts.txt"
+    assert f"skipped {listing}:301 ({corpus}/voice_1/take_999): audio file not found" in out.stdout
+    assert f"skipped {listing}:302: malformed line" in out.stdout
+    assert "voice_4/take_broken.wav (voice_4-take_broken): unreadable or empty audio" in out.stdout
+    counted = "1 audio file not found, 1 malformed line (want '<file> <transcript>'), 1 unreadable or empty audio"
+    assert counted in out.stdout and f"{listing}:302" in (recipe / "exp" / "log" / "1.data.log").read_text()
+    data = recipe / "data"
+    sizes = {name: len((data / name / "text").read_text().splitlines()) for name in ("train", "dev", "test")}
+    assert sum(sizes.values()) == 300 and 29 <= sizes["dev"] <= 30 and 29 <= sizes["test"] <= 30, sizes
+    results = {line.split(" greedy ")[0]: line for line in out.stdout.splitlines()
+               if re.match(r"mycorpus \w+ greedy", line)}
+    assert sorted(results) == ["mycorpus dev", "mycorpus test"], out.stdout[-2000:]
+    for name, line in results.items():
+        words = sum(len(t.split()) for t in table(data / name.split()[1] / "text").values())
+        assert line.startswith(f"{name} greedy (avg5-epoch-30): %WER ") and f"/ {words}," in line, line
+        # measured here: dev 18.6, test 15.1 (the whole test 80 s); a model deaf to the audio: about 100
+        assert float(re.search(r"%WER ([0-9.]+)", line).group(1)) < 40, line
+    markers = sorted(p.name for p in (recipe / "exp").rglob("*.done"))
+    assert markers == ["1.data.done", "2.shards.done", "3.units-char.done", "4.train.done",
+                       "5.average-5-epoch-30.done", "6.decode-dev-greedy-avg5-epoch-30.done",
+                       "6.decode-test-greedy-avg5-epoch-30.done"], markers
+    assert not OTHER_CORPORA.search(" ".join(markers) + " ".join(results.values()))
+    again = run_recipe(recipe, *args)
+    assert again.returncode == 0 and again.stdout.count("done before; skipped") == 7, again.stdout[-2000:]
+    assert sorted(results.values()) == sorted(x for x in again.stdout.splitlines() if x.startswith("mycorpus "))
+    assert not (ROOT / "egs" / "mycorpus").exists()

@@ -1,0 +1,37 @@
+"""rnnt.prep.held_out: dev and test sets held out of one list, whole speakers where they fit."""
+
+import pytest
+
+from rnnt.prep.data_dir_writer import Utterance
+from rnnt.prep.held_out import hold_out
+
+
+def corpus(utterances_per_speaker: list[int]) -> list[Utterance]:
+    return [Utterance(f"s{k:02d}-{i:03d}", f"s{k:02d}", f"/audio/{k}/{i}.wav", "WORDS")
+            for k, count in enumerate(utterances_per_speaker) for i in range(count)]
+
+
+def test_whole_speakers_when_each_holds_at_most_half_the_size():
+    utterances = corpus([5] * 20)
+    kept, held, how = hold_out(utterances, 10, seed=3)
+    assert len(held) == 10 and how == "10 utterances of 2 whole speakers, seed 3"
+    assert not {u.speaker for u in kept} & {u.speaker for u in held}
+    assert sorted(kept + held, key=lambda u: u.utt_id) == utterances
+    assert hold_out(utterances, 10, seed=3)[1] == held and hold_out(utterances, 10, seed=4)[1] != held
+
+
+def test_utterances_at_random_when_a_speaker_is_too_big_and_never_all():
+    kept, held, how = hold_out(corpus([40, 5, 5]), 10)
+    assert len(held) == 10 and how.startswith("10 utterances at random (too few speakers for whole ones: one holds 40")
+    kept, held, _ = hold_out(corpus([1] * 4), 3)  # each recording its own speaker
+    assert len(held) == 3 and len(kept) == 1
+    kept, held, _ = hold_out(corpus([2, 2]), 1)
+    assert len(held) == 1 and len(kept) == 3
+    assert hold_out(corpus([3]), 0) == (corpus([3]), [], "none held out")
+    with pytest.raises(ValueError, match="cannot hold out 3 of 3 utterances"):
+        hold_out(corpus([3]), 3)
+
+
+def test_whole_speakers_never_take_the_last_one():
+    kept, held, how = hold_out(corpus([2, 2, 2]), 5)  # a third speaker would leave nothing to train on
+    assert len(held) == 4 and len(kept) == 2 and how == "4 utterances of 2 whole speakers, seed 0"
