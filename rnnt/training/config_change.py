@@ -61,12 +61,21 @@ def config_changes(old, new) -> list[Change]:
             if before.get(k) != after.get(k)]
 
 
+def wav_of(line: str) -> str:
+    """The audio path of a raw list's line ('' for a line the pipeline skips as malformed)."""
+    try:
+        return str(json.loads(line).get("wav", ""))
+    except (json.JSONDecodeError, AttributeError):
+        return ""
+
+
 def train_data_fingerprint(list_path: str) -> str:
     """Changes when the training list or any file it names (shard or recording) is rewritten."""
     digest = hashlib.sha256()
     entries = read_list(list_path)
+    raw = list_kind(entries) == "raw"
     for entry in entries:
-        path = json.loads(entry).get("wav", "") if list_kind(entries) == "raw" else entry
+        path = wav_of(entry) if raw else entry
         stat = os.stat(path) if os.path.isfile(path) else None
         digest.update(f"{entry}\t{stat.st_size if stat else ''}\t{stat.st_mtime_ns if stat else ''}\n".encode())
     return digest.hexdigest()
@@ -114,8 +123,8 @@ def set_aside(exp_dir: str) -> str:
 
 def start_over_if_changed(experiment, exp_dir: str, load_saved, train_data: str) -> str | None:
     """Sets the experiment aside when its config.yaml and checkpoints were made under another config or
-    training data than `experiment`'s; returns a message saying what changed and where the old one went (None: nothing done).
-    load_saved(path) reads a config.yaml (a ValueError if this version cannot); train_data is the training
+    training data than `experiment`'s; returns a message saying what changed and where the old one went
+    (None: nothing done). load_saved(path) reads a config.yaml (a ValueError if this version cannot); train_data is the training
     data's train_data_fingerprint."""
     saved, newest = os.path.join(exp_dir, "config.yaml"), checkpoint.latest(exp_dir)
     if newest is None or not os.path.isfile(saved):
