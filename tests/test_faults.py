@@ -10,6 +10,7 @@ import tarfile
 import time
 
 import numpy as np
+import pytest
 import soundfile
 
 from conftest import ROOT, run_tool
@@ -137,6 +138,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
+@pytest.mark.slow  # 10 s; CI runs it
 def test_killed_while_writing_a_checkpoint_then_resumed_equals_an_uninterrupted_run(yesno, tmp_path):
     import torch
     import yaml

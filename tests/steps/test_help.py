@@ -22,7 +22,9 @@ def test_tool_help(tool):
 
 
 def test_recipes_help():
-    for recipe in ("yesno", "fsdd", "librispeech", "an4", "speechocean762"):
+    recipes = sorted(p.parent.name for p in ROOT.glob("egs/*/run.sh"))
+    assert {"yesno", "fsdd", "librispeech", "an4", "speechocean762", "TEMPLATE"} <= set(recipes)
+    for recipe in recipes:
         out = run_tool("bash", "-c", f"cd {ROOT}/egs/{recipe} && ./run.sh --help")
         assert out.returncode == 0 and "Usage: ./run.sh" in out.stdout, (recipe, out.stderr)
     out = run_tool("bash", "-c", f"cd {ROOT}/egs/an4 && ./tune.sh --help")

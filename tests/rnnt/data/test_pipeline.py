@@ -296,6 +296,7 @@ def test_ranks_and_workers_disjoint_complete_and_even(fsdd, world_size):
     assert {len(keys) for keys in per_rank} == {len(every) // world_size}
 
 
+@pytest.mark.slow  # 8 s; CI runs it
 def test_deterministic_per_epoch_and_resumes_exactly(fsdd):
     """Two workers with unequal parts (5 and 4 shards): resumed at any batch, also after one worker has
     run out and the DataLoader takes every batch from the other, the epoch goes on exactly."""

@@ -109,6 +109,7 @@ def test_train_py_resumes_what_it_can_and_starts_over_otherwise(yesno, tmp_path)
     assert yaml.safe_load((exp / "config.yaml").read_text())["model"]["encoder"]["hidden"] == 64
 
 
+@pytest.mark.slow
 def test_a_config_this_version_cannot_read_stops_before_touching_anything(yesno, tmp_path):
     exp = tmp_path / "exp"
     conf = config_file(tmp_path, epochs=1)

@@ -51,6 +51,7 @@ def final_parameters(exp_dir: Path) -> dict:
     return checkpoint.load(checkpoint.latest(str(exp_dir)))["model"]
 
 
+@pytest.mark.slow  # 15-25 s; CI runs it
 def test_killed_and_resumed_run_matches_an_uninterrupted_one(yesno, tmp_path):
     """With everything that draws random numbers or carries state across steps: dropout, EMA, gradient
     accumulation whose last group in an epoch is short (8 batches of 4: groups of 3, 3, 2), a schedule."""
