@@ -14,6 +14,11 @@ from dataclasses import dataclass, field
 log = logging.getLogger("rnnt.data")
 
 
+def rates_text(rates: Counter) -> str:
+    """'4 at 8000 Hz, 1 at 22050 Hz'."""
+    return ", ".join(f"{n} at {rate} Hz" for rate, n in sorted(rates.items()))
+
+
 @dataclass
 class DataReport:
     name: str  # which pass: 'train.list, epoch 3, rank 0 worker 1'
@@ -33,8 +38,7 @@ class DataReport:
         self.dropped[reason] += 1
 
     def line(self) -> str:
-        rates = ", ".join(f"{n} at {rate} Hz" for rate, n in sorted(self.rates.items()))
-        parts = [f"{self.read + self.undecodable} utterances: {rates or 'none decoded'}"]
+        parts = [f"{self.read + self.undecodable} utterances: {rates_text(self.rates) or 'none decoded'}"]
         resampled = sum(n for rate, n in self.rates.items() if rate != self.target_rate)
         if resampled:
             parts.append(f"{resampled} resampled to data.sample_rate {self.target_rate} Hz on the fly (every epoch; "

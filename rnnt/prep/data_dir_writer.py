@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import soundfile
 
 from rnnt.cli import tool_parser
+from rnnt.data.report import rates_text
 from rnnt.datadir.layout import write_spk2utt
 from rnnt.datadir.table import write_table
 from rnnt.datadir.validate import validate_data_dir
@@ -85,13 +86,13 @@ def audio_info(path: str) -> AudioInfo | None:
 
 
 def audio_summary(infos: list[AudioInfo]) -> str:
-    """'16000 Hz: 849; 2 channels: 3 (mixed down to mono when read)': what the pipeline will find."""
+    """'849 at 16000 Hz, 3 with several channels (...)': what the pipeline will find."""
     rates = Counter(i.rate for i in infos)
-    summary = ", ".join(f"{n} at {rate} Hz" for rate, n in sorted(rates.items()))
+    summary = rates_text(rates)
     multi = sum(i.channels > 1 for i in infos)
     if multi:
         summary += f", {multi} with several channels (mixed down to mono when read)"
-    if len(rates) > 1 or multi:
+    if len(rates) > 1:
         summary += "; training resamples to its config's data.sample_rate on the fly, every epoch"
     return summary
 
