@@ -1,5 +1,5 @@
-"""Splits a table into N contiguous parts of about equal size, as many as output files are given;
-with --utt2spk, all utterances of a speaker go to the same part.
+"""Splits a table into N parts of about equal size, as many as output files are given, with the parts
+Kaldi's utils/split_scp.pl makes: contiguous lines; with --utt2spk, whole speakers.
 
 Run as `utils/split_scp.py [--utt2spk FILE] <in.scp> <out1> <out2> ...`.
 """
@@ -13,25 +13,53 @@ from rnnt.datadir.table import read_lines, read_table
 
 
 def split_lines(keys: list[str], n_parts: int, groups: list[str] | None = None) -> list[list[int]]:
-    """Returns the line indices of each part; lines of one group (speaker) never straddle two parts.
+    """The line indices of each part, as Kaldi's split_scp.pl splits: without groups, contiguous parts of
+    lines // n_parts lines, the first lines % n_parts of them one longer; with groups (speakers), whole
+    speakers (balance_speakers)."""
+    if groups is not None:
+        return balance_speakers(groups, n_parts)
+    per, extra = divmod(len(keys), n_parts)
+    if per < 1:
+        raise ValueError(f"cannot split {len(keys)} lines into {n_parts} non-empty parts")
+    sizes = [per + (i < extra) for i in range(n_parts)]
+    starts = [sum(sizes[:i]) for i in range(n_parts)]
+    return [list(range(start, start + size)) for start, size in zip(starts, sizes)]
 
-    Each cut is the group boundary nearest to its share k * total / n_parts, with room left for
-    every later part to get at least one group. Groups are contiguous in a sorted Kaldi dir.
-    """
-    by_speaker = groups is not None
-    groups = groups if groups is not None else keys
-    starts = [i for i in range(len(groups)) if i == 0 or groups[i] != groups[i - 1]]
-    if len(starts) < n_parts:
-        what = "speakers" if by_speaker else "lines"
-        raise ValueError(f"cannot split {len(starts)} {what} into {n_parts} non-empty parts")
-    bounds = starts + [len(groups)]  # bounds[j]: lines before group j
-    cuts = [0]
-    for k in range(1, n_parts):
-        target = k * len(groups) / n_parts
-        lo, hi = cuts[-1] + 1, len(starts) - (n_parts - k)
-        cuts.append(min(range(lo, hi + 1), key=lambda j: abs(bounds[j] - target)))
-    cuts.append(len(starts))
-    return [list(range(bounds[a], bounds[b])) for a, b in zip(cuts, cuts[1:])]
+
+def balance_speakers(groups: list[str], n_parts: int) -> list[list[int]]:
+    """Speakers in the order they first appear, speaker j to part j * n_parts // speakers; then, until
+    nothing changes, a part's last speaker moves to the next part, or its first to the one before, when
+    that brings the two parts' line counts closer. Each speaker's lines go together, in their order."""
+    lines: dict[str, list[int]] = {}
+    for i, speaker in enumerate(groups):
+        lines.setdefault(speaker, []).append(i)
+    speakers = list(lines)
+    if len(speakers) < n_parts:
+        raise ValueError(f"cannot split {len(speakers)} speakers into {n_parts} non-empty parts")
+    parts: list[list[str]] = [[] for _ in range(n_parts)]
+    for j, speaker in enumerate(speakers):
+        parts[j * n_parts // len(speakers)].append(speaker)
+    counts = [sum(len(lines[s]) for s in part) for part in parts]
+    changed = True
+    while changed:
+        changed = False
+        for i in range(n_parts):
+            if i < n_parts - 1 and parts[i] and moving_helps(counts[i], counts[i + 1], len(lines[parts[i][-1]])):
+                move = len(lines[parts[i][-1]])
+                parts[i + 1].insert(0, parts[i].pop())
+                counts[i], counts[i + 1], changed = counts[i] - move, counts[i + 1] + move, True
+            if i > 0 and parts[i] and moving_helps(counts[i], counts[i - 1], len(lines[parts[i][0]])):
+                move = len(lines[parts[i][0]])
+                parts[i - 1].append(parts[i].pop(0))
+                counts[i], counts[i - 1], changed = counts[i] - move, counts[i - 1] + move, True
+    if not all(parts):
+        raise ValueError(f"splitting {len(speakers)} speakers into {n_parts} parts leaves one empty")
+    return [[i for speaker in part for i in lines[speaker]] for part in parts]
+
+
+def moving_helps(source: int, dest: int, count: int) -> bool:
+    """Moving count lines from a part of source lines to one of dest brings the two closer."""
+    return abs((dest + count) - (source - count)) < abs(dest - source)
 
 
 def main(argv: list[str] | None = None) -> int:

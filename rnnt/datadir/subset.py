@@ -16,7 +16,8 @@ from rnnt.datadir.table import read_table
 
 
 def choose(utts: list[str], n: int, how: str, seed: int = 0) -> list[str]:
-    """Picks n of the sorted utterances: 'first', 'last', 'random', or 'spread' (evenly spaced)."""
+    """Picks n of the sorted utterances: 'first', 'last', 'random', or 'spread' (evenly
+    spaced, the utterances Kaldi's subset_data_dir.sh N picks)."""
     if n > len(utts):
         raise ValueError(f"asked for {n} utterances but the dir has only {len(utts)}")
     if how == "first":
@@ -25,7 +26,18 @@ def choose(utts: list[str], n: int, how: str, seed: int = 0) -> list[str]:
         return utts[len(utts) - n:]
     if how == "random":
         return sorted(random.Random(seed).sample(utts, n))
-    return [utts[(i * len(utts)) // n] for i in range(n)] if n else []
+    return [utts[i] for i in spread(0, len(utts), n)]
+
+
+def spread(start: int, end: int, n: int) -> list[int]:
+    """n indices of [start, end) spread as Kaldi's subset_scp.pl picks them: the range halved (the first
+    half the smaller when odd), the first half given half of n rounded down, each half picked the same way."""
+    if n == 0:
+        return []
+    if end - start == 1:
+        return [start]
+    middle = start + (end - start) // 2
+    return spread(start, middle, n // 2) + spread(middle, end, n - n // 2)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_tool
+from rnnt.datadir.split_scp import split_lines
 
 UTILS = ROOT / "utils"
 
@@ -57,7 +58,7 @@ def test_split_scp_by_utterance_is_contiguous_and_balanced(librispeech_dir, tmp_
     run_tool(UTILS / "split_scp.py", librispeech_dir / "wav.scp", *outs, check=True)
     parts = [o.read_text() for o in outs]
     assert "".join(parts) == (librispeech_dir / "wav.scp").read_text()
-    assert sorted(len(p.splitlines()) for p in parts) == [2, 3, 3]
+    assert [len(p.splitlines()) for p in parts] == [3, 3, 2]  # Kaldi's split_scp.pl: the first parts longer
 
 
 def test_split_scp_by_speaker_keeps_speakers_whole(librispeech_dir, tmp_path):
@@ -74,6 +75,24 @@ def test_split_scp_by_speaker_keeps_speakers_whole(librispeech_dir, tmp_path):
     assert sum(len(keys(o)) for o in outs) == 8
 
 
+SPEAKER_LINES = [5, 1, 1, 1, 6, 2, 2, 3, 1]  # lines of speakers s0..s8
+
+
+@pytest.mark.parametrize("parts,speakers,sizes", [
+    # what Kaldi's egs/wsj/s5/utils/split_scp.pl writes for these 22 lines, with --utt2spk and without
+    (2, [[0, 1, 2, 3, 4], [5, 6, 7, 8]], [11, 11]),
+    (3, [[0, 1, 2], [3, 4], [5, 6, 7, 8]], [8, 7, 7]),
+    (4, [[0, 1, 2], [3, 4], [5, 6], [7, 8]], [6, 6, 5, 5]),
+    (7, [[0], [1, 2], [3], [4], [5, 6], [7], [8]], [4, 3, 3, 3, 3, 3, 3]),
+])
+def test_split_scp_gives_kaldis_parts(parts, speakers, sizes):
+    groups = [f"s{s}" for s, n in enumerate(SPEAKER_LINES) for _ in range(n)]
+    keys = [f"{g}-u{i}" for i, g in enumerate(groups)]
+    by_speaker = split_lines(keys, parts, groups)
+    assert [sorted({int(groups[i][1:]) for i in part}) for part in by_speaker] == speakers
+    assert [len(part) for part in split_lines(keys, parts)] == sizes
+
+
 def test_split_scp_refuses_more_parts_than_speakers(librispeech_dir, tmp_path):
     n_speakers = len(keys(librispeech_dir / "spk2utt"))
     outs = [tmp_path / f"p{i}" for i in range(n_speakers + 1)]
@@ -81,7 +100,7 @@ def test_split_scp_refuses_more_parts_than_speakers(librispeech_dir, tmp_path):
     assert out.returncode == 1 and f"cannot split {n_speakers} speakers" in out.stderr
 
 
-@pytest.mark.parametrize("how,expected", [("--first", [0, 1, 2]), ("--last", [5, 6, 7]), (None, [0, 2, 5])])
+@pytest.mark.parametrize("how,expected", [("--first", [0, 1, 2]), ("--last", [5, 6, 7]), (None, [3, 5, 7])])
 def test_subset_first_last_spread(librispeech_dir, tmp_path, how, expected):
     dest = tmp_path / "subset"
     run_tool(UTILS / "subset_data_dir.sh", *([how] if how else []), librispeech_dir, "3", dest, check=True)
