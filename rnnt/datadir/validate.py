@@ -3,12 +3,13 @@ keys, utt2spk/spk2utt agreement, speaker prefixes, the same utterances in every 
 clean text, well-formed segments and durations.
 
 Every problem names the file, the line and how to fix it; exit status 1 when the dir is not valid.
-Run as `utils/validate_data_dir.sh [--no-feats] [--no-text] [--no-wav] <data-dir>`.
+Run as `utils/validate_data_dir.sh [--no-feats] [--no-text] [--no-wav] [--no-spk-sort] [--non-print] <data-dir>`.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import unicodedata
 from dataclasses import dataclass, field
@@ -17,8 +18,10 @@ from rnnt.cli import tool_parser
 from rnnt.datadir.table import Line, read_lines
 from rnnt.datadir.values import VALUE_RULES, segment_problem
 
-# Words with a meaning of their own in Kaldi's lexicon and grammar FSTs; never in a transcript.
-RESERVED_WORDS = {"<s>", "</s>", "<eps>", "#0"}
+# Kaldi's validate_data_dir.sh refuses these in text as `grep -w` finds them (not inside a run of letters, digits
+# and '_'); <eps> and #1 are accepted there, as here.
+RESERVED = re.compile(r"(?<![A-Za-z0-9_])(?:<s>|</s>|#0)(?![A-Za-z0-9_])")
+TILDE_PATH = re.compile(r"^\S+\s+~")  # Kaldi refuses '~' in wav.scp: no shell expands it there
 FIX_DIR = "utils/fix_data_dir.sh {dir}"
 MAX_REPORTS_PER_RULE = 10
 
@@ -50,17 +53,26 @@ class Problems:
 
 
 def is_printable_text(text: str) -> bool:
-    """False for control and other non-printing characters (U+FFFD marks invalid UTF-8)."""
+    """False for control and other non-printing characters but TAB (U+FFFD marks invalid UTF-8)."""
     for ch in text:
-        if ch == "\ufffd" or unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn"):
+        if ch == "\ufffd" or (ch != "\t" and unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn")):
             return False
     return True
 
 
+def odd_whitespace(text: str) -> str | None:
+    """The first whitespace character other than space and TAB (Kaldi's validate_text.pl refuses them), as U+XXXX."""
+    for ch in text:
+        if ch.isspace() and ch not in " \t\r":
+            return f"U+{ord(ch):04X}"
+    return None
+
+
 def check_table(
-    path: str, problems: Problems, min_fields: int = 2, max_fields: int | None = None
+    path: str, problems: Problems, min_fields: int = 2, max_fields: int | None = None, spaces_at_ends: bool = False
 ) -> dict[str, Line]:
-    """Line-format checks shared by every table: line ends, spacing, field count, order, duplicates."""
+    """Line-format checks shared by every table: line ends, spacing (spaces_at_ends: leading and trailing
+    whitespace allowed, as Kaldi allows in text), field count, order, duplicates."""
     name = os.path.basename(path)
     fix_format = FIX_DIR.format(dir=os.path.dirname(path) or ".")
     table: dict[str, Line] = {}
@@ -73,7 +85,7 @@ def check_table(
         if not text.strip():
             problems.add(line.where, "empty line", f"delete it or run {fix_format}", f"{name} empty")
             continue
-        if text != text.strip():
+        if text != text.strip() and not spaces_at_ends:
             problems.add(
                 line.where, "leading or trailing whitespace", f"strip it or run {fix_format}", f"{name} spaces"
             )
@@ -120,20 +132,23 @@ def check_same_keys(
             problems.add(line.where, f"{what} '{key}' is not in {ref_name}", fix, f"{name} extra")
 
 
-def check_speakers(utt2spk: dict[str, Line], spk2utt: dict[str, Line], data_dir: str, problems: Problems) -> None:
-    """spk2utt is utt2spk inverted, and every speaker id is a prefix of its utterance ids."""
+def check_speakers(utt2spk: dict[str, Line], spk2utt: dict[str, Line], data_dir: str, problems: Problems,
+                   spk_sort: bool = True) -> None:
+    """spk2utt is utt2spk inverted, line for line in order (Kaldi compares spk2utt expanded with utt2spk), and
+    utt2spk is sorted by speaker too (Kaldi's `sort -k2 -C`, bytewise; skipped with spk_sort False): speaker
+    ids that prefix their utterance ids are the usual way to get both."""
     fix = f"utils/utt2spk_to_spk2utt.py {data_dir}/utt2spk > {data_dir}/spk2utt"
     expected: dict[str, set[str]] = {}
+    previous = None
     for utt, line in utt2spk.items():
         spk = line.fields[1]
         expected.setdefault(spk, set()).add(utt)
-        if not utt.startswith(spk):
-            problems.add(
-                line.where,
-                f"speaker id '{spk}' is not a prefix of utterance id '{utt}' (Kaldi sorts both by the same order)",
-                "name utterances '<speaker>-<rest>'",
-                "speaker prefix",
-            )
+        order = (" ".join(line.fields[1:]).encode(), line.text.encode())
+        if spk_sort and previous is not None and order < previous:
+            problems.add(line.where, f"utt2spk is not sorted by speaker too: '{spk}' comes before the speaker of the "
+                         "line above (Kaldi checks sort -k2 -C)", "make speaker ids prefixes of their utterance ids",
+                         "speaker order")
+        previous = order
     for spk, line in spk2utt.items():
         utts = line.fields[1:]
         if len(set(utts)) != len(utts):
@@ -144,18 +159,42 @@ def check_speakers(utt2spk: dict[str, Line], spk2utt: dict[str, Line], data_dir:
             )
     for spk in sorted(set(expected) - set(spk2utt)):
         problems.add(os.path.join(data_dir, "spk2utt"), f"speaker '{spk}' from utt2spk is missing", fix, "spk2utt missing")
+    expanded = [(u, line.fields[0]) for line in spk2utt.values() for u in line.fields[1:]]
+    in_order = [(u, line.fields[1]) for u, line in utt2spk.items()]
+    if not problems.counts.keys() & {"spk2utt mismatch", "spk2utt missing", "spk2utt repeated utt"} and expanded != in_order:
+        first = next(i for i, (a, b) in enumerate(zip(expanded, in_order)) if a != b)
+        problems.add(os.path.join(data_dir, "spk2utt"), f"spk2utt lists utterance '{expanded[first][0]}' where utt2spk "
+                     f"has '{in_order[first][0]}' (Kaldi compares them in order: the speakers' and the utterances' order "
+                     "must agree)", "make speaker ids prefixes of their utterance ids, then " + fix, "spk2utt order")
 
 
-def check_text(text: dict[str, Line], problems: Problems) -> None:
+def check_text(path: str, text: dict[str, Line], problems: Problems, non_print: bool = False) -> None:
+    """Kaldi's text rules: printable (unless non_print), no whitespace but space and TAB, a final newline,
+    no <s>, </s> or #0."""
     for line in text.values():
-        if not is_printable_text(line.text):
+        if not non_print and not is_printable_text(line.text):
             problems.add(
                 line.where, "non-printable character or invalid UTF-8", "remove it or re-encode the file as UTF-8",
                 "text printable",
             )
-        for word in line.fields[1:]:
-            if word in RESERVED_WORDS or (word.startswith("#") and word[1:].isdigit()):
-                problems.add(line.where, f"reserved symbol '{word}' in a transcript", "remove or rename it", "reserved")
+        odd = odd_whitespace(line.text)
+        if odd:
+            problems.add(line.where, f"whitespace {odd} (Kaldi allows only space and TAB)", "replace it by a space",
+                         "text whitespace")
+        for word in RESERVED.findall(line.text):
+            problems.add(line.where, f"reserved symbol '{word}' in a transcript", "remove or rename it", "reserved")
+    if not ends_with_newline(path):
+        last = max((line.number for line in text.values()), default=1)
+        problems.add(f"{path}:{last}", "the last line has no newline", f"echo >> {path}", "text newline")
+
+
+def ends_with_newline(path: str) -> bool:
+    """True for a file whose last byte is a newline, or an empty one."""
+    with open(path, "rb") as f:
+        if f.seek(0, os.SEEK_END) == 0:
+            return True
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
 
 
 def check_values(table: dict[str, Line], problems: Problems) -> None:
@@ -178,8 +217,9 @@ def check_recordings(segments: dict[str, Line], wav: dict[str, Line], problems: 
             problems.add(line.where, f"recording '{reco}' is not in wav.scp", "add it or drop the segment", "seg reco")
 
 
-def validate_data_dir(data_dir: str, no_feats: bool = False, no_text: bool = False, no_wav: bool = False) -> list[str]:
-    """Returns the problems found (empty list: the directory is valid)."""
+def validate_data_dir(data_dir: str, no_feats: bool = False, no_text: bool = False, no_wav: bool = False,
+                      no_spk_sort: bool = False, non_print: bool = False) -> list[str]:
+    """Returns the problems found (empty list: the directory is valid); the options are Kaldi's."""
     problems = Problems()
 
     def path(name: str) -> str:
@@ -198,11 +238,14 @@ def validate_data_dir(data_dir: str, no_feats: bool = False, no_text: bool = Fal
 
     utt2spk = check_table(path("utt2spk"), problems, 2, 2)
     spk2utt = check_table(path("spk2utt"), problems, 2)
-    check_speakers(utt2spk, spk2utt, data_dir, problems)
+    check_speakers(utt2spk, spk2utt, data_dir, problems, spk_sort=not no_spk_sort)
     if not utt2spk:
         problems.add(path("utt2spk"), "no utterances", "prepare the data dir again", "empty dir")
 
-    wav = check_table(path("wav.scp"), problems, 2) if os.path.isfile(path("wav.scp")) else None
+    wav = check_table(path("wav.scp"), problems, 2, spaces_at_ends=True) if os.path.isfile(path("wav.scp")) else None
+    for line in (wav or {}).values():
+        if TILDE_PATH.match(line.text):
+            problems.add(line.where, "'~' in wav.scp (no shell expands it there)", "write the path out in full", "tilde")
     if os.path.isfile(path("segments")):
         segments = check_table(path("segments"), problems, 4, 4)
         check_values(segments, problems)
@@ -213,8 +256,8 @@ def validate_data_dir(data_dir: str, no_feats: bool = False, no_text: bool = Fal
         check_same_keys(utt2spk, "utt2spk", wav, path("wav.scp"), problems, "utterance")
 
     if not no_text:
-        text = check_table(path("text"), problems, 1)
-        check_text(text, problems)
+        text = check_table(path("text"), problems, 1, spaces_at_ends=True)
+        check_text(path("text"), text, problems, non_print)
         check_same_keys(utt2spk, "utt2spk", text, path("text"), problems, "utterance")
 
     for name, max_fields in {"feats.scp": None, "utt2dur": 2, "utt2num_frames": 2}.items():
@@ -241,9 +284,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-feats", action="store_true", help="feats.scp is not required")
     parser.add_argument("--no-text", action="store_true", help="text is not required")
     parser.add_argument("--no-wav", action="store_true", help="wav.scp is not required")
+    parser.add_argument("--no-spk-sort", action="store_true",
+                        help="utt2spk need not be sorted by speaker as well as by utterance")
+    parser.add_argument("--non-print", action="store_true", help="non-printable characters in text are accepted")
     parser.add_argument("data_dir")
     args = parser.parse_args(argv)
-    found = validate_data_dir(args.data_dir, args.no_feats, args.no_text, args.no_wav)
+    found = validate_data_dir(args.data_dir, args.no_feats, args.no_text, args.no_wav, args.no_spk_sort,
+                              args.non_print)
     if found:
         for problem in found:
             print(problem, file=sys.stderr)

@@ -50,7 +50,7 @@ def break_speaker_prefix(d):
     s = lines(d / "spk2utt")
     s[0] = s[0].replace(spk, f"zz{spk}", 1)
     rewrite(d / "spk2utt", sorted(s))
-    return "utt2spk:1", "is not a prefix of utterance id"
+    return "utt2spk:2", "utt2spk is not sorted by speaker too"
 
 
 def break_missing_text(d):
@@ -67,10 +67,10 @@ def break_crlf(d):
 
 
 def break_trailing_space(d):
-    t = lines(d / "text")
+    t = lines(d / "utt2spk")
     t[3] = t[3].replace("\n", "  \n")
-    rewrite(d / "text", t)
-    return "text:4", "trailing whitespace"
+    rewrite(d / "utt2spk", t)
+    return "utt2spk:4", "trailing whitespace"
 
 
 def break_empty_line(d):
@@ -127,6 +127,64 @@ def test_broken_dir_rejected_naming_file_and_line(librispeech_dir, breaker):
     matching = [line for line in out.stderr.splitlines() if where in line and what in line]
     assert matching, f"expected a line with '{where}' and '{what}' in:\n{out.stderr}"
     assert all("fix:" in line for line in matching)
+
+
+BASE = {"utt2spk": ["s1-u1 s1", "s1-u2 s1", "s2-u1 s2", "s2-u2 s2"],
+        "text": ["s1-u1 HELLO WORLD", "s1-u2 GOOD MORNING", "s2-u1 YES", "s2-u2 NO THANKS"],
+        "wav.scp": ["s1-u1 /a/1.wav", "s1-u2 /a/2.wav", "s2-u1 /a/3.wav", "s2-u2 /a/4.wav"]}
+UNSORTED_SPEAKERS = {"utt2spk": ["a-b_y a-b", "a_x a"], "text": ["a-b_y A", "a_x B"], "wav.scp": ["a-b_y /1", "a_x /2"]}
+CONSISTENT_SPEAKERS = {"utt2spk": ["a1 x1", "a2 x1", "b1 y1", "b2 y2"], "text": ["a1 A", "a2 B", "b1 C", "b2 D"],
+                       "wav.scp": ["a1 /1", "a2 /2", "b1 /3", "b2 /4"]}
+
+
+def kaldi_case(tmp_path, files, text_line=None, raw_text=None):
+    """A dir from files (BASE by default) with text line 1 replaced by text_line or the text file by raw_text."""
+    files = {k: list(v) for k, v in files.items()}
+    if text_line is not None:
+        files["text"][0] = text_line
+    speakers: dict[str, list[str]] = {}
+    for line in files["utt2spk"]:
+        speakers.setdefault(line.split()[1], []).append(line.split()[0])
+    files["spk2utt"] = [f"{s} {' '.join(u)}" for s, u in sorted(speakers.items())]
+    d = tmp_path / "d"
+    d.mkdir()
+    for name, rows in files.items():
+        (d / name).write_bytes("".join(f"{r}\n" for r in rows).encode())
+    if raw_text is not None:
+        (d / "text").write_bytes(raw_text.encode())
+    return d
+
+
+# Verdicts of Kaldi's own egs/wsj/s5/utils/validate_data_dir.sh --no-feats (LC_ALL=C) on each case.
+KALDI_VERDICTS = [
+    ("tab after the key", BASE, "s1-u1\tHELLO WORLD", None, (), True),
+    ("trailing space in text", BASE, "s1-u1 HELLO WORLD ", None, (), True),
+    ("empty transcript then a space", BASE, "s1-u1 ", None, (), True),
+    ("<eps> as a word", BASE, "s1-u1 HELLO <eps>", None, (), True),
+    ("#1 as a word", BASE, "s1-u1 HELLO #1", None, (), True),
+    ("#0 inside a word", BASE, "s1-u1 HELLO x#0", None, (), True),
+    ("#0 after a dash", BASE, "s1-u1 HELLO a-#0", None, (), False),
+    ("</s>", BASE, "s1-u1 </s> HELLO", None, (), False),
+    ("no-break space", BASE, "s1-u1 HELLO\u00a0WORLD", None, (), False),
+    ("ideographic space", BASE, "s1-u1 HELLO\u3000WORLD", None, (), False),
+    ("no final newline", BASE, None, "s1-u1 A\ns1-u2 B\ns2-u1 C\ns2-u2 D", (), False),
+    ("a bell, --non-print", BASE, "s1-u1 HELLO\x07", None, ("--non-print",), True),
+    ("speakers sorted as their utterances, not prefixes", CONSISTENT_SPEAKERS, None, None, (), True),
+    ("speaker prefixes sorted otherwise", UNSORTED_SPEAKERS, None, None, (), False),
+    ("speaker prefixes sorted otherwise, --no-spk-sort", UNSORTED_SPEAKERS, None, None, ("--no-spk-sort",), False),
+]
+
+
+@pytest.mark.parametrize("case,files,text_line,raw_text,options,valid", KALDI_VERDICTS, ids=[c[0] for c in KALDI_VERDICTS])
+def test_verdicts_are_kaldis(tmp_path, case, files, text_line, raw_text, options, valid):
+    out = run_tool(VALIDATE, "--no-feats", *options, kaldi_case(tmp_path, files, text_line, raw_text))
+    assert (out.returncode == 0) == valid, out.stderr
+
+
+def test_tilde_in_wav_scp_is_refused_as_kaldi_does(tmp_path):
+    files = {**BASE, "wav.scp": ["s1-u1 ~/1.wav"] + BASE["wav.scp"][1:]}
+    out = run_tool(VALIDATE, "--no-feats", kaldi_case(tmp_path, files))
+    assert out.returncode == 1 and "wav.scp:1: '~' in wav.scp" in out.stderr
 
 
 BROKEN_BUT_FIXABLE = [b for b in BROKEN if b not in (break_speaker_prefix, break_non_printable, break_reserved_word)]
