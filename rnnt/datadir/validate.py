@@ -23,6 +23,10 @@ from rnnt.datadir.values import VALUE_RULES, segment_problem
 RESERVED = re.compile(r"(?<![A-Za-z0-9_])(?:<s>|</s>|#0)(?![A-Za-z0-9_])")
 TILDE_PATH = re.compile(r"^\S+\s+~")  # Kaldi refuses '~' in wav.scp: no shell expands it there
 FIX_DIR = "utils/fix_data_dir.sh {dir}"
+# Optional files Kaldi checks when present, keyed by utterance or by speaker: name -> most fields (None: any)
+UTTERANCE_FILES = {"feats.scp": None, "utt2dur": 2, "utt2num_frames": 2, "vad.scp": None, "utt2lang": None,
+                   "utt2uniq": None, "utt2warp": 2}
+SPEAKER_FILES = {"cmvn.scp": None, "spk2warp": 2}
 MAX_REPORTS_PER_RULE = 10
 
 
@@ -260,11 +264,20 @@ def validate_data_dir(data_dir: str, no_feats: bool = False, no_text: bool = Fal
         check_text(path("text"), text, problems, non_print)
         check_same_keys(utt2spk, "utt2spk", text, path("text"), problems, "utterance")
 
-    for name, max_fields in {"feats.scp": None, "utt2dur": 2, "utt2num_frames": 2}.items():
-        if os.path.isfile(path(name)):
-            table = check_table(path(name), problems, 2, max_fields)
-            check_same_keys(utt2spk, "utt2spk", table, path(name), problems, "utterance")
-            check_values(table, problems)
+    for files, reference, ref_name, what in ((UTTERANCE_FILES, utt2spk, "utt2spk", "utterance"),
+                                             (SPEAKER_FILES, spk2utt, "spk2utt", "speaker")):
+        for name, max_fields in files.items():
+            if os.path.isfile(path(name)):
+                table = check_table(path(name), problems, 2, max_fields)
+                check_same_keys(reference, ref_name, table, path(name), problems, what)
+                check_values(table, problems)
+    if os.path.isfile(path("reco2dur")):
+        table = check_table(path("reco2dur"), problems, 2, 2)
+        recordings = ({line.fields[1]: line for line in reversed(segments.values())} if os.path.isfile(path("segments"))
+                      else utt2spk)  # Kaldi: the recordings of segments, else the utterances
+        check_same_keys(recordings, "segments" if recordings is not utt2spk else "utt2spk", table, path("reco2dur"),
+                        problems, "recording")
+        check_values(table, problems)
 
     if os.path.isfile(path("spk2gender")):
         check_genders(path("spk2gender"), spk2utt, problems)

@@ -17,6 +17,13 @@ def is_positive_integer(value: str) -> bool:
     return value.isdigit() and int(value) > 0
 
 
+def is_warp_factor(value: str) -> bool:
+    try:
+        return 0.5 < float(value) < 1.5
+    except ValueError:
+        return False
+
+
 def segment_problem(start: str, end: str) -> str | None:
     """None for valid times (0 <= start < end, or end -1 meaning the end of the recording)."""
     try:
@@ -34,4 +41,6 @@ VALUE_RULES = {
     "reco2dur": (lambda f: is_positive_number(f[0]), "a positive number"),
     "utt2num_frames": (lambda f: is_positive_integer(f[0]), "a positive integer"),
     "segments": (lambda f: segment_problem(f[1], f[2]) is None, "0 <= start < end"),
+    "utt2warp": (lambda f: is_warp_factor(f[0]), "a warp factor between 0.5 and 1.5"),
+    "spk2warp": (lambda f: is_warp_factor(f[0]), "a warp factor between 0.5 and 1.5"),
 }

@@ -181,6 +181,33 @@ def test_verdicts_are_kaldis(tmp_path, case, files, text_line, raw_text, options
     assert (out.returncode == 0) == valid, out.stderr
 
 
+UTTS = ["s1-u1", "s1-u2", "s2-u1", "s2-u2"]
+SEGMENTED = {**BASE, "segments": [f"{u} rec{1 + i // 2} 0 1" for i, u in enumerate(UTTS)],
+             "wav.scp": ["rec1 /1.wav", "rec2 /2.wav"]}
+# Kaldi's verdicts on the optional files it checks against utt2spk, spk2utt or the recordings.
+EXTRA_FILES = [
+    ("utt2lang", {"utt2lang": [f"{u} en" for u in UTTS]}, True),
+    ("utt2lang without an utterance", {"utt2lang": [f"{u} en" for u in UTTS[:3]]}, False),
+    ("vad.scp with another utterance", {"vad.scp": [f"{u} v" for u in UTTS] + ["s3-u1 v"]}, False),
+    ("utt2uniq without an utterance", {"utt2uniq": [f"{u} x" for u in UTTS[1:]]}, False),
+    ("cmvn.scp", {"cmvn.scp": ["s1 c", "s2 c"]}, True),
+    ("cmvn.scp without a speaker", {"cmvn.scp": ["s1 c"]}, False),
+    ("reco2dur", {"reco2dur": [f"{u} 1.0" for u in UTTS]}, True),
+    ("reco2dur without a recording", {"reco2dur": [f"{u} 1.0" for u in UTTS[:2]]}, False),
+    ("reco2dur of zero", {"reco2dur": [f"{u} 0" for u in UTTS]}, False),
+    ("spk2warp of 2.0", {"spk2warp": ["s1 1.0", "s2 2.0"]}, False),
+    ("utt2warp", {"utt2warp": [f"{u} 1.1" for u in UTTS]}, True),
+    ("reco2dur of segments' recordings", {**SEGMENTED, "reco2dur": ["rec1 3.0", "rec2 2.0"]}, True),
+    ("reco2dur without a segments' recording", {**SEGMENTED, "reco2dur": ["rec1 3.0"]}, False),
+]
+
+
+@pytest.mark.parametrize("case,extra,valid", EXTRA_FILES, ids=[c[0] for c in EXTRA_FILES])
+def test_extra_files_get_kaldis_verdicts(tmp_path, case, extra, valid):
+    out = run_tool(VALIDATE, "--no-feats", kaldi_case(tmp_path, {**BASE, **extra}))
+    assert (out.returncode == 0) == valid, out.stderr
+
+
 def test_tilde_in_wav_scp_is_refused_as_kaldi_does(tmp_path):
     files = {**BASE, "wav.scp": ["s1-u1 ~/1.wav"] + BASE["wav.scp"][1:]}
     out = run_tool(VALIDATE, "--no-feats", kaldi_case(tmp_path, files))
