@@ -13,7 +13,7 @@ import os
 import sys
 
 from rnnt.cli import tool_parser
-from rnnt.datadir.layout import FIELDS, PER_RECORDING, PER_SPEAKER, Tables, load_dir, write_dir
+from rnnt.datadir.layout import FIELDS, FILTERED_SPEAKER, PER_RECORDING, PER_SPEAKER, Tables, load_dir, write_dir
 
 
 def combine(sources: list[str]) -> Tables:
@@ -31,7 +31,8 @@ def combine(sources: list[str]) -> Tables:
         for name in common:
             for key, value in tables[name].items():
                 if key in merged[name]:
-                    if (name in PER_SPEAKER or name in PER_RECORDING) and merged[name][key] == value:
+                    shared_entity = name in PER_SPEAKER or name in FILTERED_SPEAKER or name in PER_RECORDING
+                    if shared_entity and merged[name][key] == value:
                         continue  # the same speaker or recording shared by two dirs is fine
                     raise ValueError(f"{os.path.join(src, name)}: key '{key}' is also in "
                                      f"{os.path.join(origin[name, key], name)}; keys must be unique across dirs")

@@ -1,7 +1,11 @@
 """Repairs a Kaldi data dir in place: strips CR and stray spaces, drops empty, malformed and duplicate
-lines, sorts every file, keeps only utterances present in every per-utterance file, rebuilds spk2utt.
+lines, sorts every file, keeps only utterances present in every per-utterance file (as Kaldi's fix: utt2spk,
+text, segments, feats.scp, utt2dur, utt2num_frames, utt2lang, wav.scp without segments) whose speakers are
+in spk2gender and cmvn.scp where those exist, rebuilds spk2utt, and keeps the other files (vad.scp, utt2uniq,
+utt2warp, spk2warp, reco2dur, --utt-extra-files, --spk-extra-files) to what is kept.
 
-The originals are copied to <data-dir>/.backup/ first. Run as `utils/fix_data_dir.sh <data-dir>`.
+The originals are copied to <data-dir>/.backup/ first.
+Run as `utils/fix_data_dir.sh [--utt-extra-files "A B"] [--spk-extra-files "C"] <data-dir>`.
 """
 
 from __future__ import annotations
@@ -12,21 +16,29 @@ import sys
 from collections import Counter
 
 from rnnt.cli import tool_parser
-from rnnt.datadir.layout import FIELDS, load_dir, utterance_files, write_dir
+from rnnt.datadir.layout import FIELDS, PER_SPEAKER, load_dir, utterance_files, write_dir
+from rnnt.datadir.table import read_lines
 
 
-def fix_data_dir(data_dir: str) -> tuple[int, int, Counter]:
+def fix_data_dir(data_dir: str, utt_extra: tuple[str, ...] = (), spk_extra: tuple[str, ...] = ()
+                 ) -> tuple[int, int, Counter]:
     """Rewrites the dir in place; returns (utterances before, after, reasons for dropping)."""
     dropped: Counter = Counter()
-    tables = load_dir(data_dir, dropped)
+    tables = load_dir(data_dir, dropped, (*utt_extra, *spk_extra))
     backup = os.path.join(data_dir, ".backup")
     os.makedirs(backup, exist_ok=True)
-    for name in [*FIELDS, "spk2utt"]:
+    for name in [*FIELDS, *utt_extra, *spk_extra, "spk2utt"]:
         if os.path.isfile(os.path.join(data_dir, name)):
             shutil.copy2(os.path.join(data_dir, name), os.path.join(backup, name))
 
-    before = len(tables["utt2spk"])
-    keep = set(tables["utt2spk"])
+    before = sum(1 for line in read_lines(os.path.join(data_dir, "utt2spk")) if line.text.strip())
+    keep = set(tables["utt2spk"])  # before counts the lines load_dir dropped from utt2spk, as dropped does
+    for name in PER_SPEAKER:
+        if name in tables:
+            unlisted = {u for u in keep if tables["utt2spk"][u] not in tables[name]}
+            if unlisted:
+                dropped[f"speaker not in {name}"] += len(unlisted)
+                keep -= unlisted
     for name in utterance_files(tables):
         missing = keep - set(tables[name])
         if missing:
@@ -37,20 +49,23 @@ def fix_data_dir(data_dir: str) -> tuple[int, int, Counter]:
         if no_audio:
             dropped["recording not in wav.scp"] += len(no_audio)
             keep -= no_audio
-    write_dir(tables, keep, data_dir)
+    write_dir(tables, keep, data_dir, utt_extra, spk_extra)
     return before, len(keep), dropped
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = tool_parser(__doc__, "utils/fix_data_dir.sh data/train", prog="fix_data_dir.sh")
+    parser.add_argument("--utt-extra-files", default="", help="more files keyed by utterance, kept to those kept")
+    parser.add_argument("--spk-extra-files", default="", help="more files keyed by speaker, kept to those kept")
     parser.add_argument("data_dir")
     args = parser.parse_args(argv)
     try:
-        before, after, dropped = fix_data_dir(args.data_dir)
+        before, after, dropped = fix_data_dir(args.data_dir, tuple(args.utt_extra_files.split()),
+                                              tuple(args.spk_extra_files.split()))
     except FileNotFoundError as error:
         print(f"fix_data_dir.sh: {error}", file=sys.stderr)
         return 1
-    reasons = ", ".join(f"{n} {why}" for why, n in sorted(dropped.items())) or "nothing dropped"
+    reasons = ", ".join(f"{n} {why}" for why, n in sorted(dropped.items()) if n) or "nothing dropped"
     print(f"fix_data_dir.sh: {args.data_dir}: kept {after} of {before} utterances ({reasons}); "
           f"originals in {args.data_dir}/.backup")
     return 0

@@ -12,10 +12,12 @@ from rnnt.datadir.values import VALUE_RULES
 
 # name -> number of fields a line must have (None: at least two; text may have one).
 PER_UTTERANCE = {"utt2spk": 2, "text": None, "segments": 4, "feats.scp": None,
-                 "utt2dur": 2, "utt2num_frames": 2, "utt2lang": 2}
-PER_SPEAKER = {"spk2gender": 2}
+                 "utt2dur": 2, "utt2num_frames": 2, "utt2lang": 2}  # an utterance missing from one is dropped
+FILTERED_UTTERANCE = {"vad.scp": None, "utt2uniq": 2, "utt2warp": 2}  # kept to the utterances kept, as Kaldi's fix
+PER_SPEAKER = {"spk2gender": 2, "cmvn.scp": None}  # a speaker missing from one is dropped, as Kaldi's fix does
+FILTERED_SPEAKER = {"spk2warp": 2}
 PER_RECORDING = {"wav.scp": None, "reco2file_and_channel": 3, "reco2dur": 2}
-FIELDS = {**PER_UTTERANCE, **PER_SPEAKER, **PER_RECORDING}
+FIELDS = {**PER_UTTERANCE, **FILTERED_UTTERANCE, **PER_SPEAKER, **FILTERED_SPEAKER, **PER_RECORDING}
 
 Tables = dict[str, dict[str, str]]
 
@@ -44,14 +46,14 @@ def read_normalised(path: str, dropped: Counter) -> dict[str, str]:
     return records
 
 
-def load_dir(data_dir: str, dropped: Counter | None = None) -> Tables:
-    """Every known file of the dir (spk2utt excepted: it is derived from utt2spk)."""
+def load_dir(data_dir: str, dropped: Counter | None = None, extra: tuple[str, ...] = ()) -> Tables:
+    """Every known file of the dir and the extra ones named (spk2utt excepted: it is derived from utt2spk)."""
     path = os.path.join(data_dir, "utt2spk")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: missing; every data dir needs utt2spk")
     dropped = Counter() if dropped is None else dropped
     return {name: read_normalised(os.path.join(data_dir, name), dropped)
-            for name in FIELDS if os.path.isfile(os.path.join(data_dir, name))}
+            for name in (*FIELDS, *extra) if os.path.isfile(os.path.join(data_dir, name))}
 
 
 def utterance_files(tables: Tables) -> list[str]:
@@ -67,17 +69,19 @@ def write_spk2utt(dest: str, pairs) -> int:
     return len(spk2utt)
 
 
-def write_dir(tables: Tables, keep: set[str], dest: str) -> None:
-    """Writes the files restricted to the utterances in keep (and their speakers and recordings)."""
+def write_dir(tables: Tables, keep: set[str], dest: str, utt_extra: tuple[str, ...] = (),
+              spk_extra: tuple[str, ...] = ()) -> None:
+    """Writes the files restricted to the utterances in keep (and their speakers and recordings); utt_extra and
+    spk_extra name more files keyed by utterance and by speaker."""
     os.makedirs(dest, exist_ok=True)
     utt2spk = tables["utt2spk"]
-    by_utterance = utterance_files(tables)
+    by_utterance = {*utterance_files(tables), *FILTERED_UTTERANCE, *utt_extra}
     speakers = {utt2spk[u] for u in keep}
     recordings = {tables["segments"][u].split()[0] for u in keep} if "segments" in tables else None
     for name, records in tables.items():
         if name in by_utterance:
             wanted = keep
-        elif name in PER_SPEAKER:
+        elif name in PER_SPEAKER or name in FILTERED_SPEAKER or name in spk_extra:
             wanted = speakers
         else:
             wanted = recordings if recordings is not None else keep

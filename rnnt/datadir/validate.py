@@ -165,11 +165,13 @@ def check_speakers(utt2spk: dict[str, Line], spk2utt: dict[str, Line], data_dir:
         problems.add(os.path.join(data_dir, "spk2utt"), f"speaker '{spk}' from utt2spk is missing", fix, "spk2utt missing")
     expanded = [(u, line.fields[0]) for line in spk2utt.values() for u in line.fields[1:]]
     in_order = [(u, line.fields[1]) for u, line in utt2spk.items()]
-    if not problems.counts.keys() & {"spk2utt mismatch", "spk2utt missing", "spk2utt repeated utt"} and expanded != in_order:
+    set_problems = problems.counts.keys() & {"spk2utt mismatch", "spk2utt missing", "spk2utt repeated utt"}
+    if not set_problems and expanded != in_order:
         first = next(i for i, (a, b) in enumerate(zip(expanded, in_order)) if a != b)
-        problems.add(os.path.join(data_dir, "spk2utt"), f"spk2utt lists utterance '{expanded[first][0]}' where utt2spk "
-                     f"has '{in_order[first][0]}' (Kaldi compares them in order: the speakers' and the utterances' order "
-                     "must agree)", "make speaker ids prefixes of their utterance ids, then " + fix, "spk2utt order")
+        problems.add(os.path.join(data_dir, "spk2utt"), f"spk2utt lists utterance '{expanded[first][0]}' where "
+                     f"utt2spk has '{in_order[first][0]}' (Kaldi compares them in order: the speakers' and the "
+                     "utterances' order must agree)", "make speaker ids prefixes of their utterance ids, then " + fix,
+                     "spk2utt order")
 
 
 def check_text(path: str, text: dict[str, Line], problems: Problems, non_print: bool = False) -> None:
@@ -249,7 +251,8 @@ def validate_data_dir(data_dir: str, no_feats: bool = False, no_text: bool = Fal
     wav = check_table(path("wav.scp"), problems, 2, spaces_at_ends=True) if os.path.isfile(path("wav.scp")) else None
     for line in (wav or {}).values():
         if TILDE_PATH.match(line.text):
-            problems.add(line.where, "'~' in wav.scp (no shell expands it there)", "write the path out in full", "tilde")
+            problems.add(line.where, "'~' in wav.scp (no shell expands it there)", "write the path out in full",
+                         "tilde")
     if os.path.isfile(path("segments")):
         segments = check_table(path("segments"), problems, 4, 4)
         check_values(segments, problems)

@@ -241,3 +241,25 @@ def test_fix_reports_what_it_dropped(librispeech_dir):
     assert "kept 7 of 8 utterances (1 not in text)" in out.stdout
     assert len(lines(librispeech_dir / "wav.scp")) == 7
     assert len(lines(librispeech_dir / "utt2dur")) == 7
+
+
+def test_fix_counts_a_malformed_utt2spk_line_among_the_utterances_before(tmp_path):
+    files = {**BASE, "utt2spk": ["s1-u1 s1", "s1-u2 s1 extra", "s2-u1 s2", "s2-u2 s2"]}
+    d = kaldi_case(tmp_path, files)
+    out = run_tool(ROOT / "utils" / "fix_data_dir.sh", d)
+    assert out.returncode == 0 and "kept 3 of 4 utterances (1 malformed line in utt2spk)" in out.stdout, out.stdout
+    assert run_tool(VALIDATE, "--no-feats", d).returncode == 0
+
+
+def test_fix_keeps_kaldis_extra_files_and_the_ones_named_to_what_is_kept(tmp_path):
+    """As Kaldi's fix_data_dir.sh: a speaker missing from cmvn.scp is dropped with its utterances; vad.scp,
+    utt2uniq and the --utt-extra-files / --spk-extra-files are cut to the utterances and speakers kept."""
+    files = {**BASE, "cmvn.scp": ["s1 c"], "vad.scp": [f"{u} v" for u in UTTS] + ["s9-u1 v"],
+             "utt2uniq": [f"{u} x" for u in UTTS], "utt2foo": [f"{u} f" for u in UTTS], "spk2foo": ["s1 a", "s2 b"]}
+    d = kaldi_case(tmp_path, files)
+    out = run_tool(ROOT / "utils" / "fix_data_dir.sh", "--utt-extra-files", "utt2foo", "--spk-extra-files", "spk2foo", d)
+    assert out.returncode == 0 and "kept 2 of 4 utterances (2 speaker not in cmvn.scp)" in out.stdout, out.stdout
+    for name in ("utt2spk", "vad.scp", "utt2uniq", "utt2foo"):
+        assert [line.split()[0] for line in lines(d / name)] == ["s1-u1", "s1-u2"], name
+    assert lines(d / "spk2foo") == ["s1 a\n"] and (d / ".backup" / "utt2foo").is_file()
+    assert run_tool(VALIDATE, "--no-feats", d).returncode == 0
