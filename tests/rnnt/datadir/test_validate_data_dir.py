@@ -66,13 +66,6 @@ def break_crlf(d):
     return "wav.scp:7", "CRLF"
 
 
-def break_trailing_space(d):
-    t = lines(d / "utt2spk")
-    t[3] = t[3].replace("\n", "  \n")
-    rewrite(d / "utt2spk", t)
-    return "utt2spk:4", "trailing whitespace"
-
-
 def break_empty_line(d):
     t = lines(d / "utt2spk")
     rewrite(d / "utt2spk", t[:2] + ["\n"] + t[2:])
@@ -113,8 +106,7 @@ def break_segments(d):
     return f"segments:{len(utts)}", "bad segment times"
 
 
-BROKEN = [break_unsorted, break_duplicate, break_speaker_prefix, break_missing_text, break_crlf,
-          break_trailing_space, break_empty_line, break_spk2utt, break_non_printable, break_reserved_word,
+BROKEN = [break_unsorted, break_duplicate, break_speaker_prefix, break_missing_text, break_crlf, break_empty_line, break_spk2utt, break_non_printable, break_reserved_word,
           break_duration, break_segments]
 
 
@@ -170,6 +162,16 @@ KALDI_VERDICTS = [
     ("no final newline", BASE, None, "s1-u1 A\ns1-u2 B\ns2-u1 C\ns2-u2 D", (), False),
     ("a bell, --non-print", BASE, "s1-u1 HELLO\x07", None, ("--non-print",), True),
     ("speakers sorted as their utterances, not prefixes", CONSISTENT_SPEAKERS, None, None, (), True),
+    ("blanks at utt2dur's line ends", {**BASE, "utt2dur": [" s1-u1 1.0", "s1-u2 1.0 ", "s2-u1 1.0", "s2-u2 1.0"]},
+     None, None, (), True),
+    ("a blank after the last speaker", {**BASE, "utt2spk": ["s1-u1 s1", "s1-u2 s1", "s2-u1 s2", "s2-u2 s2 "]},
+     None, None, (), True),
+    ("a blank after a speaker the next line repeats", {**BASE, "utt2spk": ["s1-u1 s1 ", "s1-u2 s1", "s2-u1 s2",
+                                                                          "s2-u2 s2"]}, None, None, (), False),
+    ("two spaces before a speaker", {**BASE, "utt2spk": ["s1-u1 s1", "s1-u2  s1", "s2-u1 s2", "s2-u2 s2"]},
+     None, None, (), False),
+    ("a TAB before a speaker", {**BASE, "utt2spk": ["s1-u1 s1", "s1-u2 s1", "s2-u1\ts2", "s2-u2 s2"]},
+     None, None, (), False),
     ("speaker prefixes sorted otherwise", UNSORTED_SPEAKERS, None, None, (), False),
     ("speaker prefixes sorted otherwise, --no-spk-sort", UNSORTED_SPEAKERS, None, None, ("--no-spk-sort",), False),
 ]
