@@ -216,10 +216,16 @@ def check_values(table: dict[str, Line], problems: Problems) -> None:
 
 
 def check_recordings(segments: dict[str, Line], wav: dict[str, Line], problems: Problems) -> None:
+    """Kaldi's rule: the recordings of segments are those of wav.scp, no more and no fewer."""
     for line in segments.values():
         reco = line.fields[1]
         if reco not in wav:
             problems.add(line.where, f"recording '{reco}' is not in wav.scp", "add it or drop the segment", "seg reco")
+    used = {line.fields[1] for line in segments.values()}
+    for reco, line in wav.items():
+        if reco not in used:
+            problems.add(line.where, f"recording '{reco}' has no segment", "drop it from wav.scp or run "
+                         f"{FIX_DIR.format(dir=os.path.dirname(line.path) or '.')}", "wav unused")
 
 
 def validate_data_dir(data_dir: str, no_feats: bool = False, no_text: bool = False, no_wav: bool = False,
@@ -258,6 +264,10 @@ def validate_data_dir(data_dir: str, no_feats: bool = False, no_text: bool = Fal
         if wav is not None:
             check_recordings(segments, wav, problems)
         check_same_keys(utt2spk, "utt2spk", segments, path("segments"), problems, "utterance")
+        if os.path.isfile(path("reco2file_and_channel")):
+            channels = check_table(path("reco2file_and_channel"), problems, 3, 3)
+            recordings = {line.fields[1]: line for line in reversed(segments.values())}
+            check_same_keys(recordings, "segments", channels, path("reco2file_and_channel"), problems, "recording")
     elif wav is not None:
         check_same_keys(utt2spk, "utt2spk", wav, path("wav.scp"), problems, "utterance")
 

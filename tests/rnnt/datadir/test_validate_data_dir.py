@@ -201,6 +201,10 @@ EXTRA_FILES = [
     ("utt2warp", {"utt2warp": [f"{u} 1.1" for u in UTTS]}, True),
     ("reco2dur of segments' recordings", {**SEGMENTED, "reco2dur": ["rec1 3.0", "rec2 2.0"]}, True),
     ("reco2dur without a segments' recording", {**SEGMENTED, "reco2dur": ["rec1 3.0"]}, False),
+    ("a wav.scp recording without a segment", {**SEGMENTED, "wav.scp": ["rec1 /1.wav", "rec2 /2.wav", "rec3 /3.wav"]},
+     False),
+    ("reco2file_and_channel", {**SEGMENTED, "reco2file_and_channel": ["rec1 f1 A", "rec2 f2 B"]}, True),
+    ("reco2file_and_channel without a recording", {**SEGMENTED, "reco2file_and_channel": ["rec1 f1 A"]}, False),
 ]
 
 
