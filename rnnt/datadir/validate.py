@@ -215,6 +215,11 @@ def check_values(table: dict[str, Line], problems: Problems) -> None:
                          f"{name} value")
 
 
+def segment_recordings(segments: dict[str, Line]) -> dict[str, Line]:
+    """Each recording of segments with its first segment's line."""
+    return {line.fields[1]: line for line in reversed(segments.values())}
+
+
 def check_recordings(segments: dict[str, Line], wav: dict[str, Line], problems: Problems) -> None:
     """Kaldi's rule: the recordings of segments are those of wav.scp, no more and no fewer."""
     for line in segments.values():
@@ -266,8 +271,8 @@ def validate_data_dir(data_dir: str, no_feats: bool = False, no_text: bool = Fal
         check_same_keys(utt2spk, "utt2spk", segments, path("segments"), problems, "utterance")
         if os.path.isfile(path("reco2file_and_channel")):
             channels = check_table(path("reco2file_and_channel"), problems, 3, 3)
-            recordings = {line.fields[1]: line for line in reversed(segments.values())}
-            check_same_keys(recordings, "segments", channels, path("reco2file_and_channel"), problems, "recording")
+            check_same_keys(segment_recordings(segments), "segments", channels, path("reco2file_and_channel"), problems,
+                            "recording")
     elif wav is not None:
         check_same_keys(utt2spk, "utt2spk", wav, path("wav.scp"), problems, "utterance")
 
@@ -285,8 +290,7 @@ def validate_data_dir(data_dir: str, no_feats: bool = False, no_text: bool = Fal
                 check_values(table, problems)
     if os.path.isfile(path("reco2dur")):
         table = check_table(path("reco2dur"), problems, 2, 2)
-        recordings = ({line.fields[1]: line for line in reversed(segments.values())} if os.path.isfile(path("segments"))
-                      else utt2spk)  # Kaldi: the recordings of segments, else the utterances
+        recordings = segment_recordings(segments) if os.path.isfile(path("segments")) else utt2spk  # as Kaldi
         check_same_keys(recordings, "segments" if recordings is not utt2spk else "utt2spk", table, path("reco2dur"),
                         problems, "recording")
         check_values(table, problems)
