@@ -25,7 +25,9 @@ def is_warp_factor(value: str) -> bool:
 
 
 def segment_problem(start: str, end: str) -> str | None:
-    """None for valid times (0 <= start < end, or end -1 meaning the end of the recording)."""
+    """None for valid times (0 <= start < end, or end -1 meaning the end of the recording). Kaldi's validator
+    differs twice: it refuses end -1 (here combine_data writes it and the pipeline reads it to the end) and
+    accepts a negative start (a bug: no audio comes before 0)."""
     try:
         t0, t1 = float(start), float(end)
     except ValueError:
