@@ -10,7 +10,9 @@ import yaml
 
 from conftest import ROOT
 from rnnt.config_reference import COMMAND, reference_page
+from rnnt.training.config_change import flat
 from rnnt.training.experiment import Experiment, load_experiment
+from rnnt.tuning.space import with_values
 
 PAGE = ROOT / "docs" / "config.md"
 TYPES = {"int": int, "float": (int, float), "str": str, "bool": bool}
@@ -34,27 +36,6 @@ def leaf_keys(cls, prefix: str = "") -> list[str]:
         path = f"{prefix}.{name}" if prefix else name
         inner = [t for t in (hint, *typing.get_args(hint)) if dataclasses.is_dataclass(t)]
         keys += leaf_keys(inner[0], path) if inner else [path]
-    return keys
-
-
-def nested(flat: dict) -> dict:
-    """{'a.b': 1} -> {'a': {'b': 1}}."""
-    out: dict = {}
-    for key, value in flat.items():
-        *parents, last = key.split(".")
-        node = out
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = value
-    return out
-
-
-def flat_keys(values: dict, prefix: str = "") -> list[str]:
-    """The dotted keys a YAML mapping sets; a non-empty mapping is followed down, anything else is a key."""
-    keys = []
-    for name, value in values.items():
-        path = f"{prefix}.{name}" if prefix else name
-        keys += flat_keys(value, path) if isinstance(value, dict) and value else [path]
     return keys
 
 
@@ -101,8 +82,8 @@ def test_every_documented_key_and_default_is_real(tmp_path):
     optional = {k for k in rows if any(other.startswith(f"{k}.") for other in rows)}  # a key and a section
     leaves = {k: yaml.safe_load(row["default"]) for k, row in rows.items() if k not in optional}
     expected = leaves
-    every = load(tmp_path, "every", nested(expected))  # each key the page lists, set to its stated default
-    defaults = load(tmp_path, "defaults", nested({k: {} for k in optional}))  # optional ones on
+    every = load(tmp_path, "every", with_values({}, expected))  # each key the page lists, set to its stated default
+    defaults = load(tmp_path, "defaults", with_values({}, {k: {} for k in optional}))  # optional ones on
     silent = load(tmp_path, "silent", {})  # an empty YAML is the default experiment
     wrong = [f"{k}: set to {v!r}, loads as {value_at(every, k)!r}" for k, v in expected.items()
              if value_at(every, k) != v]
@@ -124,7 +105,7 @@ def test_recipe_configs_use_only_documented_keys():
     for path in configs:
         values = yaml.safe_load(path.read_text()) or {}
         # a search (steps/tune.py) names experiment keys in its space; an experiment config sets them
-        used[path] = list(values["space"]) if "space" in values else flat_keys(values)
+        used[path] = list(values["space"]) if "space" in values else list(flat(values))
     unknown = {str(p.relative_to(ROOT)): [k for k in keys if k not in rows] for p, keys in used.items()}
     assert not any(unknown.values()), {p: keys for p, keys in unknown.items() if keys}
     assert len(configs) > 10 and sum(len(keys) for keys in used.values()) > 100
