@@ -30,7 +30,9 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHAPES = {"B8-T200-U50-V500": (8, 200, 50, 500), "B4-T400-U100-V1000": (4, 400, 100, 1000)}
+SHAPES = {"B8-T200-U50-V500": (8, 200, 50, 500), "B4-T400-U100-V1000": (4, 400, 100, 1000),
+          "B30-T440-U104-V500": (30, 440, 104, 500)}  # the last: transducer-loss-benchmarking's, for a GPU
+CPU_SHAPES = ["B8-T200-U50-V500", "B4-T400-U100-V1000"]  # the third's logits alone take 2.8 GB
 HIDDEN = 512
 S_RANGE = 5
 METHODS = {
@@ -92,7 +94,7 @@ def naive_loss(logits, targets, T_b, U_b):
     return -final.mean()
 
 
-def make_step(method, B, T, U, V, device="cpu"):
+def make_step(method, B, T, U, V, device="cpu", backend="auto"):
     import torch
 
     torch.manual_seed(0)
@@ -118,23 +120,23 @@ def make_step(method, B, T, U, V, device="cpu"):
         from rnnt.loss import transducer_loss
 
         def loss():
-            return transducer_loss(logits_padded(), targets, T_b, U_b)
+            return transducer_loss(logits_padded(), targets, T_b, U_b, backend=backend)
     elif method == "padded-reuse":
         from rnnt.loss import transducer_loss
 
         def loss():
-            return transducer_loss(logits_padded(), targets, T_b, U_b, reuse_logits_for_grad=True)
+            return transducer_loss(logits_padded(), targets, T_b, U_b, reuse_logits_for_grad=True, backend=backend)
     elif method == "packed":
         from rnnt.loss import pack_joiner_input, transducer_loss
 
         def loss():
             hidden = torch.tanh(pack_joiner_input(enc, pred, T_b, U_b))
-            return transducer_loss(joiner(hidden), targets, T_b, U_b)
+            return transducer_loss(joiner(hidden), targets, T_b, U_b, backend=backend)
     elif method == "fused":
         from rnnt.loss import fused_joiner_loss
 
         def loss():
-            return fused_joiner_loss(enc, pred, joiner.weight, joiner.bias, targets, T_b, U_b)
+            return fused_joiner_loss(enc, pred, joiner.weight, joiner.bias, targets, T_b, U_b, backend=backend)
     elif method == "pruned":
         from rnnt.loss import prune, prune_ranges, pruned_loss, simple_loss
 
@@ -142,11 +144,11 @@ def make_step(method, B, T, U, V, device="cpu"):
 
         def loss():
             simple, (gamma_blank, gamma_label) = simple_loss(am_proj(enc), lm_proj(pred), targets, T_b, U_b,
-                                                             return_posteriors=True)
-            ranges = prune_ranges(gamma_blank, gamma_label, T_b, U_b, S_RANGE)
+                                                             return_posteriors=True, backend=backend)
+            ranges = prune_ranges(gamma_blank, gamma_label, T_b, U_b, S_RANGE, backend=backend)
             enc_pruned, pred_pruned = prune(enc, pred, ranges)
             logits = joiner(torch.tanh(enc_pruned + pred_pruned))
-            return 0.5 * simple + pruned_loss(logits, targets, ranges, T_b, U_b)
+            return 0.5 * simple + pruned_loss(logits, targets, ranges, T_b, U_b, backend=backend)
     else:
         raise ValueError(method)
 
@@ -173,8 +175,8 @@ def cuda_memory(step) -> dict:
             "tensor_peak_mb": (torch.cuda.max_memory_allocated() - held) / 2**20}
 
 
-def worker(method: str, shape: str, runs: int, measure: str, device: str) -> None:
-    step = make_step(method, *SHAPES[shape], device=device)
+def worker(method: str, shape: str, runs: int, measure: str, device: str, backend: str) -> None:
+    step = make_step(method, *SHAPES[shape], device=device, backend=backend)
     step()  # warm-up: loads code pages, starts thread pools (on a GPU: loads kernels, creates handles)
     if measure == "memory" and device != "cpu":
         print(json.dumps(cuda_memory(step)))
@@ -195,12 +197,12 @@ def worker(method: str, shape: str, runs: int, measure: str, device: str) -> Non
     print(json.dumps({"median": statistics.median(times), "min": min(times), "max": max(times)}))
 
 
-def run_worker(method, shape, runs, python, measure, device) -> dict | None:
+def run_worker(method, shape, runs, python, measure, device, backend) -> dict | None:
     env = {**os.environ, "PYTHONPATH": ROOT}
     if measure == "memory":  # fixed thresholds: freed blocks of 128 KB or more go back to the kernel at once
         env.update(MALLOC_MMAP_THRESHOLD_="131072", MALLOC_TRIM_THRESHOLD_="131072")
     cmd = [python, os.path.abspath(__file__), "--worker", method, "--shape", shape, "--runs", str(runs),
-           "--measure", measure, "--device", device]
+           "--measure", measure, "--device", device, "--backend", backend]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         print(f"loss.py: {method} {shape} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
@@ -208,26 +210,31 @@ def run_worker(method, shape, runs, python, measure, device) -> dict | None:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run_one(method, shape, runs, python, device) -> dict | None:
-    memory = run_worker(method, shape, runs, python, "memory", device)
-    timing = run_worker(method, shape, runs, python, "time", device)
+def run_one(method, shape, runs, python, device, backend) -> dict | None:
+    memory = run_worker(method, shape, runs, python, "memory", device, backend)
+    timing = run_worker(method, shape, runs, python, "time", device, backend)
     return {**memory, **timing} if memory and timing else None
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog="Prints a markdown table.")
-    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--shapes", nargs="+", choices=list(SHAPES),
+                        help=f"default: {' '.join(CPU_SHAPES)} on the CPU, all three on a GPU")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--runs", type=int, default=5, help="timed steps per configuration (default 5)")
     parser.add_argument("--torchaudio-python", default=os.path.join(ROOT, "benchmarks", "venv-torchaudio", "bin", "python"),
                         help="interpreter with torchaudio on the CPU (default: benchmarks/venv-torchaudio)")
     parser.add_argument("--device", default="cpu", help="cpu (default) or a CUDA device such as cuda or cuda:1")
+    parser.add_argument("--backends", nargs="+", default=["auto"], choices=["auto", "torch", "triton"],
+                        help="where our losses run their lattice passes; each method runs once per backend "
+                             "(default auto: Triton on CUDA, PyTorch on the CPU)")
+    parser.add_argument("--backend", default="auto", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--shape", help=argparse.SUPPRESS)
     parser.add_argument("--measure", choices=["memory", "time"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.shape, args.runs, args.measure, args.device)
+        worker(args.worker, args.shape, args.runs, args.measure, args.device, args.backend)
         return 0
 
     import torch
@@ -247,7 +254,7 @@ def main() -> int:
     print(f"| shape | method | time (s) median [min-max] | {memory_name} (MiB) | tensor peak (MiB) | time vs torchaudio | "
           f"{memory_name} vs torchaudio | tensor peak vs torchaudio | loss |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for shape in args.shapes:
+    for shape in args.shapes or (CPU_SHAPES if on_cpu else list(SHAPES)):
         results = {}
         for method in args.methods:
             if method == "torchaudio" and on_cpu and not os.path.exists(args.torchaudio_python):
@@ -256,15 +263,18 @@ def main() -> int:
             if method == "naive" and shape != "B8-T200-U50-V500":
                 continue  # tens of thousands of autograd nodes per step: minutes at the large shape
             python = args.torchaudio_python if method == "torchaudio" and on_cpu else sys.executable
-            results[method] = run_one(method, shape, args.runs, python, args.device)
-        ref = results.get("torchaudio")
-        for method, r in results.items():
+            ours = method not in ("torchaudio", "naive")
+            for backend in args.backends if ours else ["auto"]:
+                name = f"{METHODS[method]}, {backend} backend" if ours and args.backends != ["auto"] else METHODS[method]
+                results[name] = run_one(method, shape, args.runs, python, args.device, backend)
+        ref = results.get(METHODS["torchaudio"])
+        for name, r in results.items():
             if r is None:
                 continue
             vs_time = f"{r['median'] / ref['median']:.2f}x" if ref else "-"
             vs_peak = f"{r['peak_mb'] / ref['peak_mb']:.3f}x" if ref and ref['peak_mb'] else "-"
             vs_tensors = f"{r['tensor_peak_mb'] / ref['tensor_peak_mb']:.3f}x" if ref and ref['tensor_peak_mb'] else "-"
-            print(f"| {shape} | {METHODS[method]} | {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}] | "
+            print(f"| {shape} | {name} | {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}] | "
                   f"{r['peak_mb']:.1f} | {r['tensor_peak_mb']:.1f} | {vs_time} | {vs_peak} | {vs_tensors} | "
                   f"{r['loss']:.4f} |", flush=True)
     return 0

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from rnnt import host_reads
+
 
 @dataclass
 class Hypothesis:
@@ -102,34 +104,47 @@ def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, max_symbols_
     B, T, _ = enc.shape
     enc_proj = joiner.enc_proj(enc)
     start = resume or start_hypotheses(model, B, enc.device)
-    hyps = [Hypothesis(list(h.tokens), list(h.frames), h.score) for h in start]
     state = predictor.stack_states([h.state for h in start])
     pred_proj = torch.cat([h.pred_proj for h in start])
     lengths = enc_lens.to(enc.device)
+    scores = torch.tensor([h.score for h in start], dtype=torch.float64, device=enc.device)
+    read_freely = host_reads.free(enc.device)  # else tokens and scores stay on the device until the end
+    emissions = []  # (frame, best symbol (B,), emitted (B,)) of every symbol step
     for t in range(T):
         pending = t < lengths  # sequences still emitting in this frame
         for _ in range(max_symbols_per_frame):
             score, best = _log_probs(joiner, enc_proj[:, t], pred_proj).max(dim=-1)
-            for b in pending.nonzero()[:, 0].tolist():
-                hyps[b].score += float(score[b])
+            scores += torch.where(pending, score.double(), 0.0)
             emit = (best != blank) & pending
             pending = emit  # a blank ends the frame for that sequence
-            if not emit.any():
+            if read_freely and not emit.any():
                 break
-            for b in emit.nonzero()[:, 0].tolist():
-                hyps[b].tokens.append(int(best[b]))
-                hyps[b].frames.append(frame_offset + t)
+            emissions.append((frame_offset + t, best, emit))
             new_out, new_state = predictor.step(torch.where(emit, best, torch.full_like(best, blank)), state)
             state = predictor.merge_state(new_state, state, emit)
             pred_proj = torch.where(emit[:, None], joiner.pred_proj(new_out), pred_proj)
-        if charge_blank_at_cap and pending.any():  # the cap ends these frames with a blank
+        if charge_blank_at_cap and (not read_freely or pending.any()):  # the cap ends these frames with a blank
             blank_scores = _log_probs(joiner, enc_proj[:, t], pred_proj)[:, blank]
-            for b in pending.nonzero()[:, 0].tolist():
-                hyps[b].score += float(blank_scores[b])
+            scores += torch.where(pending, blank_scores.double(), 0.0)
+    hyps = [Hypothesis(list(h.tokens), list(h.frames), score) for h, score in zip(start, scores.tolist())]
+    _append_emissions(hyps, emissions)
     for b, hyp in enumerate(hyps):
         hyp.state = predictor.select_state(state, torch.tensor([b], device=enc.device))
         hyp.pred_proj = pred_proj[b:b + 1]
     return hyps
+
+
+def _append_emissions(hyps: list[Hypothesis], emissions: list) -> None:
+    """Adds to each hypothesis the symbols emitted for it and their frames: one read of the device."""
+    if not emissions:
+        return
+    symbols = torch.stack([best for _, best, _ in emissions], dim=1).tolist()
+    emitted = torch.stack([emit for _, _, emit in emissions], dim=1).tolist()
+    for hyp, symbols_b, emitted_b in zip(hyps, symbols, emitted):
+        for (frame, _, _), symbol, emit in zip(emissions, symbols_b, emitted_b):
+            if emit:
+                hyp.tokens.append(symbol)
+                hyp.frames.append(frame)
 
 
 @torch.no_grad()

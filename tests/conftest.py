@@ -8,8 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+# Without a GPU the Triton kernels run in Triton's interpreter, on CPU tensors: the variable must be set
+# before triton is first imported (rnnt.loss imports it only when the Triton backend is asked for).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 # The tools under test run as a user runs them after path.sh: this environment's python first on PATH (it
 # finds the rnnt package through the .pth file tools/install.sh writes; no script edits sys.path).
 os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])

@@ -21,11 +21,12 @@ class CellMap:
     shape: tuple[int, int, int]  # (B, T, U1) of the lattice
 
     def to_lattice(self, values: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
-        """Scatters per-row values into a -inf filled (B, T, U1) lattice."""
-        lattice = torch.full((self.shape[0] * self.shape[1] * self.shape[2],), float("-inf"),
-                             dtype=values.dtype, device=values.device)
-        lattice[self.cell[where]] = values[where]
-        return lattice.view(self.shape)
+        """Scatters per-row values into a -inf filled (B, T, U1) lattice (rows not where go to a spare cell
+        past its end: no boolean indexing, which would read the mask on the host)."""
+        cells = self.shape[0] * self.shape[1] * self.shape[2]
+        lattice = torch.full((cells + 1,), float("-inf"), dtype=values.dtype, device=values.device)
+        lattice[torch.where(where, self.cell, cells)] = values
+        return lattice[:cells].view(self.shape)
 
     def from_lattice(self, lattice: torch.Tensor) -> torch.Tensor:
         """Per-row values of a (B, T, U1) lattice, 0 for invalid rows."""
@@ -53,6 +54,7 @@ def padded_cells(logits_shape, targets, logit_lengths, target_lengths, blank) ->
 
 
 def packed_cells(targets, logit_lengths, target_lengths, blank) -> CellMap:
+    """The one layout whose map reads the lengths on the host (its rows' count and the lattice's shape)."""
     T_b, U1_b = logit_lengths.long(), target_lengths.long() + 1
     sizes = T_b * U1_b
     device = targets.device
@@ -64,11 +66,12 @@ def packed_cells(targets, logit_lengths, target_lengths, blank) -> CellMap:
 
 
 def pruned_cells(ranges, targets, logit_lengths, target_lengths, blank) -> CellMap:
-    """ranges: (B, T, S) the symbol position u of each pruned cell (t, s)."""
+    """ranges: (B, T, S) the symbol position u of each pruned cell (t, s). The lattice is as wide as the
+    targets' tensor (+ 1): its shape needs no length read on the host."""
     B, T, S = ranges.shape
     device = ranges.device
     b = torch.arange(B, device=device).repeat_interleave(T * S)
     t = torch.arange(T, device=device).repeat_interleave(S).repeat(B)
     u = ranges.reshape(-1).long()
-    U1 = int(target_lengths.max()) + 1
+    U1 = targets.shape[1] + 1
     return _build(b, t, u, logit_lengths, target_lengths, targets, blank, T, U1)

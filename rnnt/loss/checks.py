@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from rnnt import host_reads
+
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 REDUCTIONS = ("mean", "sum", "none")
 INTS = (torch.int32, torch.int64)
@@ -28,13 +30,35 @@ def check_lengths(targets, logit_lengths, target_lengths, batch: int | None = No
                          f"target_lengths {target_lengths.shape[0]}" + (f", logits {batch}" if batch else ""))
     if B == 0:
         raise ValueError("empty batch")
-    if int(logit_lengths.min()) < 1:
-        raise ValueError(f"logit_lengths must be >= 1, got {logit_lengths.tolist()}")
-    if int(target_lengths.min()) < 0:
-        raise ValueError(f"target_lengths must be >= 0, got {target_lengths.tolist()}")
-    if int(target_lengths.max()) > targets.shape[1]:
-        raise ValueError(f"target_lengths max {int(target_lengths.max())} exceeds targets.shape[1] = {targets.shape[1]}")
+    require(logit_lengths.min() >= 1, "logit_lengths must be >= 1",
+            lambda: f"logit_lengths must be >= 1, got {logit_lengths.tolist()}")
+    require(target_lengths.min() >= 0, "target_lengths must be >= 0",
+            lambda: f"target_lengths must be >= 0, got {target_lengths.tolist()}")
+    check_inside(target_lengths, "target_lengths", targets.shape[1], "targets.shape[1]")
     return B
+
+
+def require(condition: torch.Tensor, message: str, detailed=None) -> None:
+    """Raises ValueError where condition (a one-element tensor) is false: detailed() (or message) on the CPU.
+
+    On an accelerator the host never waits for the device to read the condition (a step keeps its launches
+    queued): the device asserts it, and the error, with message, comes at the next synchronisation.
+    """
+    if not host_reads.free(condition.device):
+        torch._assert_async(condition, message)
+    elif not bool(condition):
+        raise ValueError(detailed() if detailed else message)
+
+
+def check_inside(lengths: torch.Tensor, name: str, size: int, dim_name: str, extra: int = 0) -> None:
+    """Every length + extra fits in a tensor dimension of size (named dim_name)."""
+    if extra:
+        require(lengths.max() + extra <= size, f"{name} + {extra} exceed {dim_name} = {size}",
+                lambda: f"{name} max {int(lengths.max())} needs {dim_name} >= {int(lengths.max()) + extra}, "
+                        f"got {size}")
+    else:
+        require(lengths.max() <= size, f"{name} exceed {dim_name} = {size}",
+                lambda: f"{name} max {int(lengths.max())} exceeds {dim_name} = {size}")
 
 
 def check_symbols(targets, target_lengths, blank: int, vocab: int) -> int:
@@ -45,22 +69,26 @@ def check_symbols(targets, target_lengths, blank: int, vocab: int) -> int:
     if targets.shape[1] == 0:
         return blank
     inside = torch.arange(targets.shape[1], device=targets.device)[None, :] < target_lengths[:, None]
-    used = targets[inside]
-    if used.numel():
-        if int(used.min()) < 0 or int(used.max()) >= vocab:
-            raise ValueError(f"targets must lie in [0, {vocab}), got values from {int(used.min())} to {int(used.max())}")
-        if bool((used == blank).any()):
-            b = int(((targets == blank) & inside).any(1).nonzero()[0])
-            raise ValueError(f"the blank symbol {blank} appears inside the targets of utterance {b}")
+    outside_vocab = ((targets < 0) | (targets >= vocab)) & inside
+
+    def value_range():
+        used = targets[inside]
+        return f"targets must lie in [0, {vocab}), got values from {int(used.min())} to {int(used.max())}"
+    require(~outside_vocab.any(), f"targets must lie in [0, {vocab})", value_range)
+    blanks = ((targets == blank) & inside).any(1)
+    require(~blanks.any(), f"the blank symbol {blank} appears inside the targets",
+            lambda: f"the blank symbol {blank} appears inside the targets of utterance {int(blanks.nonzero()[0])}")
     return blank
 
 
 def check_one_symbol_per_frame(logit_lengths, target_lengths) -> None:
     too_long = target_lengths > logit_lengths
-    if bool(too_long.any()):
+
+    def first():
         b = int(too_long.nonzero()[0])
-        raise ValueError(f"one_sym_per_frame needs target_length <= logit_length; utterance {b} has "
-                         f"{int(target_lengths[b])} targets for {int(logit_lengths[b])} frames")
+        return (f"one_sym_per_frame needs target_length <= logit_length; utterance {b} has "
+                f"{int(target_lengths[b])} targets for {int(logit_lengths[b])} frames")
+    require(~too_long.any(), "one_sym_per_frame needs target_length <= logit_length", first)
 
 
 def check_logits(logits, targets, logit_lengths, target_lengths, blank: int, one_sym_per_frame: bool) -> int:
@@ -73,16 +101,13 @@ def check_logits(logits, targets, logit_lengths, target_lengths, blank: int, one
             raise ValueError(f"{name} is on {tensor.device} but logits are on {logits.device}")
     if logits.dim() == 4:
         check_lengths(targets, logit_lengths, target_lengths, logits.shape[0])
-        if int(logit_lengths.max()) > logits.shape[1]:
-            raise ValueError(f"logit_lengths max {int(logit_lengths.max())} exceeds logits.shape[1] = {logits.shape[1]}")
-        if int(target_lengths.max()) + 1 > logits.shape[2]:
-            raise ValueError(f"target_lengths max {int(target_lengths.max())} needs logits.shape[2] >= "
-                             f"{int(target_lengths.max()) + 1}, got {logits.shape[2]}")
+        check_inside(logit_lengths, "logit_lengths", logits.shape[1], "logits.shape[1]")
+        check_inside(target_lengths, "target_lengths", logits.shape[2], "logits.shape[2]", extra=1)
     elif logits.dim() == 2:
         check_lengths(targets, logit_lengths, target_lengths)
-        rows = int((logit_lengths.long() * (target_lengths.long() + 1)).sum())
-        if logits.shape[0] != rows:
-            raise ValueError(f"packed logits need sum(T_b * (U_b + 1)) = {rows} rows, got {logits.shape[0]}")
+        rows = (logit_lengths.long() * (target_lengths.long() + 1)).sum()
+        require(rows == logits.shape[0], f"packed logits need sum(T_b * (U_b + 1)) rows, got {logits.shape[0]}",
+                lambda: f"packed logits need sum(T_b * (U_b + 1)) = {int(rows)} rows, got {logits.shape[0]}")
     else:
         raise ValueError(f"logits must be padded (B, T, U+1, V) or packed (sum T_b*(U_b+1), V); "
                          f"got shape {tuple(logits.shape)}")

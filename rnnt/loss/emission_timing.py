@@ -37,7 +37,7 @@ def delay_penalised(label_lp: torch.Tensor, logit_lengths: torch.Tensor, delay_p
 
 
 def self_alignment(blank_lp: torch.Tensor, label_lp: torch.Tensor, logit_lengths: torch.Tensor,
-                   target_lengths: torch.Tensor, one_sym_per_frame: bool, weight: float):
+                   target_lengths: torch.Tensor, one_sym_per_frame: bool, weight: float, backend: str = "auto"):
     """The self-alignment term: (arcs, loss) or (None, 0.0) at weight 0.
 
     arcs (B, T, U+1) holds weight on the label arc one frame before each label of the best alignment and 0
@@ -48,30 +48,32 @@ def self_alignment(blank_lp: torch.Tensor, label_lp: torch.Tensor, logit_lengths
     """
     if not weight:
         return None, 0.0
-    frames = best_path_label_frames(blank_lp, label_lp, logit_lengths, target_lengths, one_sym_per_frame)
+    frames = best_path_label_frames(blank_lp, label_lp, logit_lengths, target_lengths, one_sym_per_frame, backend)
+    B, T, U1 = label_lp.shape
     position = torch.arange(frames.shape[1], device=frames.device)[None, :]
     earliest = position if one_sym_per_frame else torch.zeros_like(position)  # the first frame label u can take
-    batch, u = (frames > earliest).nonzero(as_tuple=True)
-    moved = torch.zeros_like(label_lp, dtype=torch.bool)
-    moved[batch, frames[batch, u] - 1, u] = True
-    moved &= torch.isfinite(label_lp)
+    # each label u is at one frame: the cell (frame - 1, u) of each, False where the label stays
+    cell = (frames - 1).clamp(min=0) * U1 + position
+    moved = torch.zeros(B, T * U1, dtype=torch.bool, device=label_lp.device)
+    moved.scatter_(1, cell, frames > earliest)
+    moved = moved.view(B, T, U1) & torch.isfinite(label_lp)
     arcs = moved.to(label_lp.dtype) * weight
     return arcs, -weight * label_lp.where(moved, 0.0).sum((1, 2))
 
 
 def timed_lattice_loss(blank_lp: torch.Tensor, label_lp: torch.Tensor, logit_lengths: torch.Tensor,
                        target_lengths: torch.Tensor, one_sym_per_frame: bool, fastemit_lambda: float = 0.0,
-                       delay_penalty: float = 0.0, self_alignment_weight: float = 0.0):
+                       delay_penalty: float = 0.0, self_alignment_weight: float = 0.0, backend: str = "auto"):
     """The loss (B,) over the lattice with the three regularisers, and the blank and label arcs' weights
-    (B, T, U+1) in its gradient (d loss / d arc log-prob = -weight)."""
+    (B, T, U+1) in its gradient (d loss / d arc log-prob = -weight); the lattice passes on backend."""
     check_emission_timing(fastemit_lambda, delay_penalty, self_alignment_weight)
     log_like, gamma_blank, gamma_label = lattice_posteriors(
         blank_lp, delay_penalised(label_lp, logit_lengths, delay_penalty), logit_lengths, target_lengths,
-        one_sym_per_frame
+        one_sym_per_frame, backend
     )
     gamma_label = fastemit_weighted(gamma_label, fastemit_lambda)
     arcs, aligned = self_alignment(blank_lp, label_lp, logit_lengths, target_lengths, one_sym_per_frame,
-                                   self_alignment_weight)
+                                   self_alignment_weight, backend)
     if arcs is not None:
         gamma_label = gamma_label + arcs
     return aligned - log_like, gamma_blank, gamma_label

@@ -7,12 +7,16 @@ holds only the final node (T_b, U_b). Node (t, u) has two arcs:
          (t, u) -> (t + 1, u + 1)                                  (one symbol per frame)
 Cells outside t < T_b, u <= U_b, and label arcs at u = U_b, must carry -inf.
 
-Everything here is (B, T, U+1)-sized: the vocabulary never appears.
+Everything here is (B, T, U+1)-sized: the vocabulary never appears. Each pass runs on the backend
+asked for (rnnt.loss.lattice_triton): batched PyTorch below, one operation batch per anti-diagonal, or
+one Triton kernel launch. Neither reads a tensor's values on the host (no device syncs).
 """
 
 from __future__ import annotations
 
 import torch
+
+from rnnt.loss import lattice_triton
 
 NEG_INF = float("-inf")
 
@@ -58,7 +62,7 @@ def _forward_backward_along_axis_1(blank, label, final_n, final_u):
     """alpha, beta over a lattice whose arcs each advance axis 1 by one step (a blank keeps u, a label adds
     one): the one-symbol lattice by frame, or the standard one skewed (_by_anti_diagonal). Utterance b
     ends at (final_n[b], final_u[b])."""
-    B, N, _ = blank.shape
+    N = blank.shape[1]
     alpha = torch.full_like(blank, NEG_INF)
     alpha[:, 0, 0] = 0.0
     for n in range(1, N):
@@ -66,14 +70,12 @@ def _forward_backward_along_axis_1(blank, label, final_n, final_u):
         alpha[:, n] = torch.logaddexp(prev + blank[:, n - 1], _shift_up(prev + label[:, n - 1]))
 
     beta = torch.full_like(blank, NEG_INF)
-    batch = torch.arange(B, device=blank.device)
+    is_final_u = torch.arange(blank.shape[2], device=blank.device)[None, :] == final_u[:, None]
     for n in range(N - 1, -1, -1):
         if n < N - 1:
             nxt = beta[:, n + 1]
             beta[:, n] = torch.logaddexp(nxt + blank[:, n], _shift_down(nxt) + label[:, n])
-        ends = final_n == n
-        if ends.any():
-            beta[batch[ends], n, final_u[ends]] = 0.0
+        beta[:, n] = beta[:, n].masked_fill(is_final_u & (final_n == n)[:, None], 0.0)
     return alpha, beta
 
 
@@ -107,6 +109,7 @@ def best_path_label_frames(
     logit_lengths: torch.Tensor,
     target_lengths: torch.Tensor,
     one_sym_per_frame: bool = False,
+    backend: str = "auto",
 ) -> torch.Tensor:
     """The frame of every label on the most likely alignment (Viterbi), (B, max(U, 1)) long, -1 past U_b.
 
@@ -114,6 +117,9 @@ def best_path_label_frames(
     path gets -1 throughout.
     """
     with torch.no_grad():
+        if lattice_triton.resolve_backend(backend, blank.device) == "triton":
+            return lattice_triton.best_path_label_frames(blank, label, logit_lengths, target_lengths,
+                                                         one_sym_per_frame)
         blank_e, label_e = _extend(blank), _extend(label)
         if one_sym_per_frame:  # by frame
             delta, by_label = _viterbi_along_axis_1(blank_e, label_e)
@@ -125,7 +131,7 @@ def best_path_label_frames(
         batch = torch.arange(B, device=blank.device)
         reachable = torch.isfinite(delta[batch, t, u])
         frames = torch.full((B, max(U1 - 1, 1)), -1, dtype=torch.long, device=blank.device)
-        for _ in range(int((t + u).max()) if B else 0):  # no boolean indexing inside: no device syncs
+        for _ in range(blank.shape[1] + U1 - 1):  # the longest path back; no host reads of t or u
             label_step = by_label[batch, t, u] & (u > 0)
             blank_step = ~label_step & (t > 0)
             frame = t - 1 if one_sym_per_frame else t  # a label arc leaves frame t (or t - 1) for (t, u)
@@ -142,14 +148,18 @@ def lattice_posteriors(
     logit_lengths: torch.Tensor,
     target_lengths: torch.Tensor,
     one_sym_per_frame: bool = False,
+    backend: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Log-likelihood of the targets and the posterior of every arc.
 
     blank, label: (B, T, U+1) arc log-probs, -inf where there is no arc.
     Returns log_like (B,), and the blank and label arc posteriors (B, T, U+1); their sum is the
     occupancy of each node. An utterance with no complete path gets log_like -inf and zero posteriors.
+    Posteriors below the smallest normal float are 0.
     """
     with torch.no_grad():
+        if lattice_triton.resolve_backend(backend, blank.device) == "triton":
+            return lattice_triton.lattice_posteriors(blank, label, logit_lengths, target_lengths, one_sym_per_frame)
         blank_e, label_e = _extend(blank), _extend(label)
         final_t, final_u = logit_lengths.long(), target_lengths.long()
         if one_sym_per_frame:  # by frame
@@ -174,13 +184,11 @@ def _flush(posteriors: torch.Tensor) -> torch.Tensor:
 
 
 class LatticeLoss(torch.autograd.Function):
-    """-log P(targets) from arc log-probs, with gradient -posterior for each arc."""
+    """-log P(targets) from arc log-probs whose posteriors are already known (lattice_posteriors), with
+    gradient -posterior for each arc."""
 
     @staticmethod
-    def forward(ctx, blank, label, logit_lengths, target_lengths, one_sym_per_frame):
-        log_like, gamma_blank, gamma_label = lattice_posteriors(
-            blank, label, logit_lengths, target_lengths, one_sym_per_frame
-        )
+    def forward(ctx, blank, label, log_like, gamma_blank, gamma_label):
         ctx.save_for_backward(gamma_blank, gamma_label)
         return -log_like
 

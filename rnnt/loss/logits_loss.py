@@ -12,15 +12,21 @@ import torch
 from rnnt.loss.cells import CellMap, packed_cells, padded_cells
 from rnnt.loss.checks import check_logits, check_reduction
 from rnnt.loss.emission_timing import timed_lattice_loss
+from rnnt.loss.lattice_triton import check_backend
 
-CHUNK_ELEMENTS = 1 << 20  # logits elements handled at once in float32 temporaries (4 MB)
+CHUNK_ELEMENTS = 1 << 20  # logits elements handled at once in float32 temporaries on the CPU (4 MB, cache-sized)
+CUDA_CHUNK_ELEMENTS = 1 << 23  # on a GPU (32 MB): fewer, larger chunks, whose kernels are not bound by launches
 
 
 def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def row_chunks(n_rows: int, vocab: int, chunk_elements: int = CHUNK_ELEMENTS):
+def chunk_elements(device: torch.device) -> int:
+    return CUDA_CHUNK_ELEMENTS if device.type == "cuda" else CHUNK_ELEMENTS
+
+
+def row_chunks(n_rows: int, vocab: int, chunk_elements: int):
     step = max(1, chunk_elements // max(vocab, 1))
     for start in range(0, n_rows, step):
         yield start, min(start + step, n_rows)
@@ -29,7 +35,7 @@ def row_chunks(n_rows: int, vocab: int, chunk_elements: int = CHUNK_ELEMENTS):
 def row_log_normaliser(rows: torch.Tensor, acc: torch.dtype) -> torch.Tensor:
     """logsumexp over the vocabulary of every row, in chunks, accumulated in acc."""
     lse = torch.empty(rows.shape[0], dtype=acc, device=rows.device)
-    for i, j in row_chunks(rows.shape[0], rows.shape[1]):
+    for i, j in row_chunks(rows.shape[0], rows.shape[1], chunk_elements(rows.device)):
         lse[i:j] = torch.logsumexp(rows[i:j].to(acc), dim=1)
     return lse
 
@@ -83,7 +89,7 @@ def logits_gradient(rows, lse, labels, batch, utterance_scale, blank, gamma_blan
     """
     acc = lse.dtype
     grad = rows if in_place else torch.empty_like(rows)
-    for i, j in row_chunks(rows.shape[0], rows.shape[1]):
+    for i, j in row_chunks(rows.shape[0], rows.shape[1], chunk_elements(rows.device)):
         g = grad[i:j] if grad.dtype == acc else torch.empty((j - i, rows.shape[1]), dtype=acc, device=rows.device)
         scale = utterance_scale[batch[i:j]]
         blank_post, label_post = gamma_blank[i:j] * scale, gamma_label[i:j] * scale
@@ -104,11 +110,11 @@ class TransducerLossFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, rows, cells, logit_lengths, target_lengths, blank, reduction, from_log_softmax,
                 one_sym_per_frame, clamp, reuse_logits_for_grad=False, fastemit_lambda=0.0, delay_penalty=0.0,
-                self_alignment_weight=0.0):
+                self_alignment_weight=0.0, backend="auto"):
         lse, blank_lp, label_lp = arc_log_probs(rows, cells, blank, from_log_softmax)
         losses, gamma_blank, gamma_label = timed_lattice_loss(blank_lp, label_lp, logit_lengths, target_lengths,
                                                               one_sym_per_frame, fastemit_lambda, delay_penalty,
-                                                              self_alignment_weight)
+                                                              self_alignment_weight, backend)
         # Only tensors given to save_for_backward are freed once backward has used them; the rest of the
         # cell map goes now, and what stays is narrowed to int32, before the joiner's backward (the
         # step's peak) runs.
@@ -125,7 +131,7 @@ class TransducerLossFunction(torch.autograd.Function):
         scale = per_utterance_scale(grad_output.to(lse.dtype), reduction, utterances)
         grad = logits_gradient(rows, lse, labels, batch, scale, blank, gamma_blank, gamma_label, from_log_softmax,
                                clamp, in_place)
-        return grad, None, None, None, None, None, None, None, None, None, None, None, None
+        return (grad,) + (None,) * 13
 
 
 def transducer_loss(
@@ -142,6 +148,7 @@ def transducer_loss(
     fastemit_lambda: float = 0.0,
     delay_penalty: float = 0.0,
     self_alignment: float = 0.0,
+    backend: str = "auto",
 ) -> torch.Tensor:
     """The RNN-T loss -log P(targets | logits).
 
@@ -162,8 +169,11 @@ def transducer_loss(
         delay_penalty); the loss is -log of the penalised sum (rnnt.loss.emission_timing).
     self_alignment: the weight of -log P of each label of the best alignment one frame earlier, added to
         the loss (0: none; rnnt.loss.emission_timing).
+    backend: where the lattice passes run: "torch", "triton", or "auto" (Triton on CUDA when installed);
+        rnnt.loss.lattice_triton.
     """
     check_reduction(reduction)
+    check_backend(backend)
     blank = check_logits(logits, targets, logit_lengths, target_lengths, blank, one_sym_per_frame)
     if logits.dim() == 4:
         cells = padded_cells(logits.shape, targets, logit_lengths, target_lengths, blank)
@@ -172,7 +182,7 @@ def transducer_loss(
     rows = logits.reshape(-1, logits.shape[-1])
     return TransducerLossFunction.apply(rows, cells, logit_lengths, target_lengths, blank, reduction,
                                         from_log_softmax, one_sym_per_frame, clamp, reuse_logits_for_grad,
-                                        fastemit_lambda, delay_penalty, self_alignment)
+                                        fastemit_lambda, delay_penalty, self_alignment, backend)
 
 
 class TransducerLoss(torch.nn.Module):
@@ -180,9 +190,12 @@ class TransducerLoss(torch.nn.Module):
 
     def __init__(self, blank: int = 0, reduction: str = "mean", from_log_softmax: bool = False,
                  one_sym_per_frame: bool = False, clamp: float | None = None, reuse_logits_for_grad: bool = False,
-                 fastemit_lambda: float = 0.0, delay_penalty: float = 0.0, self_alignment: float = 0.0):
+                 fastemit_lambda: float = 0.0, delay_penalty: float = 0.0, self_alignment: float = 0.0,
+                 backend: str = "auto"):
         super().__init__()
         check_reduction(reduction)
+        check_backend(backend)
+        self.backend = backend
         self.blank, self.reduction, self.clamp = blank, reduction, clamp
         self.from_log_softmax, self.one_sym_per_frame = from_log_softmax, one_sym_per_frame
         self.reuse_logits_for_grad, self.fastemit_lambda = reuse_logits_for_grad, fastemit_lambda
@@ -191,10 +204,10 @@ class TransducerLoss(torch.nn.Module):
     def forward(self, logits, targets, logit_lengths, target_lengths):
         return transducer_loss(logits, targets, logit_lengths, target_lengths, self.blank, self.reduction,
                                self.from_log_softmax, self.one_sym_per_frame, self.clamp, self.reuse_logits_for_grad,
-                               self.fastemit_lambda, self.delay_penalty, self.self_alignment)
+                               self.fastemit_lambda, self.delay_penalty, self.self_alignment, self.backend)
 
     def extra_repr(self) -> str:
         return (f"blank={self.blank}, reduction={self.reduction}, from_log_softmax={self.from_log_softmax}, "
                 f"one_sym_per_frame={self.one_sym_per_frame}, clamp={self.clamp}, "
                 f"fastemit_lambda={self.fastemit_lambda}, delay_penalty={self.delay_penalty}, "
-                f"self_alignment={self.self_alignment}")
+                f"self_alignment={self.self_alignment}, backend={self.backend}")

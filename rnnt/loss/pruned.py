@@ -15,9 +15,12 @@ from __future__ import annotations
 import torch
 
 from rnnt.loss.cells import pruned_cells
-from rnnt.loss.checks import FLOATS, check_lengths, check_one_symbol_per_frame, check_reduction, check_symbols
+from rnnt.loss.checks import (FLOATS, check_inside, check_lengths, check_one_symbol_per_frame, check_reduction,
+                              check_symbols)
 from rnnt.loss.emission_timing import delay_penalised
 from rnnt.loss.lattice import LatticeLoss, lattice_posteriors
+from rnnt.loss import lattice_triton
+from rnnt.loss.lattice_triton import check_backend
 from rnnt.loss.logits_loss import TransducerLossFunction, reduce_losses
 
 
@@ -55,45 +58,45 @@ def simple_loss(
     one_sym_per_frame: bool = False,
     return_posteriors: bool = False,
     delay_penalty: float = 0.0,
+    backend: str = "auto",
 ):
     """Transducer loss of the additive joiner am[b, t, :] + lm[b, u, :] (logits of size V each).
 
     am: (B, T, V) from the encoder; lm: (B, U+1, V) from the prediction network.
     With return_posteriors, also returns (gamma_blank, gamma_label), each (B, T, U+1), for prune_ranges.
     delay_penalty as in transducer_loss (k2's smoothed loss takes it too), so that the band is placed
-    where the penalised alignments lie.
+    where the penalised alignments lie. backend: where the lattice passes run (rnnt.loss.lattice_triton).
     """
     check_reduction(reduction)
+    check_backend(backend)
     if am.dtype not in FLOATS or lm.dtype not in FLOATS or am.dim() != 3 or lm.dim() != 3 \
             or am.shape[2] != lm.shape[2] or am.shape[0] != lm.shape[0]:
         raise ValueError(f"expected float am (B, T, V) and lm (B, U+1, V); got {tuple(am.shape)} {am.dtype}, "
                          f"{tuple(lm.shape)} {lm.dtype}")
     check_lengths(targets, logit_lengths, target_lengths, am.shape[0])
-    if int(logit_lengths.max()) > am.shape[1] or int(target_lengths.max()) + 1 > lm.shape[1]:
-        raise ValueError(f"lengths exceed am {tuple(am.shape)} or lm {tuple(lm.shape)}")
+    check_inside(logit_lengths, "logit_lengths", am.shape[1], "am.shape[1]")
+    check_inside(target_lengths, "target_lengths", lm.shape[1], "lm.shape[1]", extra=1)
     if one_sym_per_frame:
         check_one_symbol_per_frame(logit_lengths, target_lengths)
     blank = check_symbols(targets, target_lengths, blank, am.shape[2])
     blank_lp, label_lp = simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank)
     label_lp = delay_penalised(label_lp, logit_lengths, delay_penalty)
-    losses = LatticeLoss.apply(blank_lp, label_lp, logit_lengths, target_lengths, one_sym_per_frame)
+    posteriors = lattice_posteriors(blank_lp.detach(), label_lp.detach(), logit_lengths, target_lengths,
+                                    one_sym_per_frame, backend)
+    losses = LatticeLoss.apply(blank_lp, label_lp, *posteriors)
     loss = reduce_losses(losses.to(am.dtype), reduction)
-    if not return_posteriors:
-        return loss
-    _, gamma_blank, gamma_label = lattice_posteriors(
-        blank_lp.detach(), label_lp.detach(), logit_lengths, target_lengths, one_sym_per_frame
-    )
-    return loss, (gamma_blank, gamma_label)
+    return (loss, posteriors[1:]) if return_posteriors else loss
 
 
 def prune_ranges(
     gamma_blank: torch.Tensor, gamma_label: torch.Tensor, logit_lengths: torch.Tensor,
-    target_lengths: torch.Tensor, s_range: int,
+    target_lengths: torch.Tensor, s_range: int, backend: str = "auto",
 ) -> torch.Tensor:
     """(B, T, s_range) symbol positions per frame: the window with the most node occupancy.
 
     Windows start at 0 on the first frame, reach U_b on the last, never move back, and overlap
-    from one frame to the next, so every frame's band connects to the next by a blank.
+    from one frame to the next, so every frame's band connects to the next by a blank. backend: where the
+    frame-by-frame passes run (rnnt.loss.lattice_triton).
     """
     if s_range < 2:
         raise ValueError(f"s_range must be >= 2 (a band needs room for a label arc), got {s_range}")
@@ -103,23 +106,29 @@ def prune_ranges(
     window = torch.nn.functional.pad(occupancy.cumsum(2), (1, 0))  # window mass = c[s + width] - c[s]
     mass = window[:, :, width:] - window[:, :, :-width]  # (B, T, U1 - width + 1)
     start = mass.argmax(dim=2)
-    last_start = (target_lengths.long() + 1 - s_range).clamp_min(0)[:, None]  # windows inside [0, U_b]
-    start = torch.minimum(start, last_start)
+    last_start = (target_lengths.long() + 1 - s_range).clamp_min(0)  # windows inside [0, U_b]
+    start = torch.minimum(start, last_start[:, None]).contiguous()
+    if lattice_triton.resolve_backend(backend, start.device) == "triton":
+        start = lattice_triton.connected_band_starts(start, logit_lengths, last_start, s_range)
+    else:
+        _connect_band_starts(start, logit_lengths, last_start, s_range)
+    return start[:, :, None] + torch.arange(s_range, device=start.device)
+
+
+def _connect_band_starts(start: torch.Tensor, logit_lengths: torch.Tensor, last_start: torch.Tensor, s_range: int):
+    """In place, frame by frame: monotonic and overlapping from 0 forwards; holding U_b at the last frame
+    and overlapping the next one backwards."""
+    T = start.shape[1]
     frames = torch.arange(T, device=start.device)
-    T_b = logit_lengths.long()[:, None]
-    # Forward pass: monotonic, overlapping, starting at 0.
+    T_b = logit_lengths.long().to(start.device)
     start[:, 0] = 0
     for t in range(1, T):
         start[:, t] = torch.minimum(torch.maximum(start[:, t], start[:, t - 1]), start[:, t - 1] + s_range - 1)
-    # Backward pass: the last frame's window holds U_b, and each window overlaps the next.
-    need = last_start[:, 0]
+    need = last_start
     for t in range(T - 1, -1, -1):
-        at_end = frames[t] == T_b[:, 0] - 1
-        after_end = frames[t] >= T_b[:, 0]
-        need = torch.where(at_end, last_start[:, 0], need)
-        start[:, t] = torch.where(after_end, start[:, t], torch.maximum(start[:, t], need))
+        need = torch.where(frames[t] == T_b - 1, last_start, need)
+        start[:, t] = torch.where(frames[t] >= T_b, start[:, t], torch.maximum(start[:, t], need))
         need = (start[:, t] - (s_range - 1)).clamp_min(0)
-    return start[:, :, None] + torch.arange(s_range, device=start.device)
 
 
 def prune(enc: torch.Tensor, pred: torch.Tensor, ranges: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -144,18 +153,19 @@ def pruned_loss(
     fastemit_lambda: float = 0.0,
     delay_penalty: float = 0.0,
     self_alignment: float = 0.0,
+    backend: str = "auto",
 ) -> torch.Tensor:
     """The exact transducer loss over the cells of the band: logits (B, T, S, V) at positions ranges (B, T, S).
 
     Equals transducer_loss on the full logits when the band covers every symbol position (S >= U+1).
     """
     check_reduction(reduction)
+    check_backend(backend)
     if logits.dtype not in FLOATS or logits.dim() != 4 or ranges.shape != logits.shape[:3]:
         raise ValueError(f"expected float logits (B, T, S, V) and ranges (B, T, S); got {tuple(logits.shape)} "
                          f"{logits.dtype} and {tuple(ranges.shape)}")
     check_lengths(targets, logit_lengths, target_lengths, logits.shape[0])
-    if int(logit_lengths.max()) > logits.shape[1]:
-        raise ValueError(f"logit_lengths max {int(logit_lengths.max())} exceeds logits.shape[1] = {logits.shape[1]}")
+    check_inside(logit_lengths, "logit_lengths", logits.shape[1], "logits.shape[1]")
     if one_sym_per_frame:
         check_one_symbol_per_frame(logit_lengths, target_lengths)
     blank = check_symbols(targets, target_lengths, blank, logits.shape[-1])
@@ -163,4 +173,4 @@ def pruned_loss(
     rows = logits.reshape(-1, logits.shape[-1])
     return TransducerLossFunction.apply(rows, cells, logit_lengths, target_lengths, blank, reduction,
                                         False, one_sym_per_frame, clamp, False, fastemit_lambda, delay_penalty,
-                                        self_alignment)
+                                        self_alignment, backend)

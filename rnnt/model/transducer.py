@@ -17,6 +17,7 @@ import torch
 
 from rnnt.loss import fused_joiner_loss, prune, prune_ranges, pruned_loss, simple_loss, transducer_loss
 from rnnt.loss.emission_timing import check_emission_timing
+from rnnt.loss.lattice_triton import check_backend
 from rnnt.model.encoder import Encoder, EncoderConfig
 from rnnt.model.joiner import Joiner, JoinerConfig
 from rnnt.model.predictor import PredictorConfig, build_predictor
@@ -34,6 +35,7 @@ class LossConfig:
     fastemit_lambda: float = 0.0  # FastEmit: label arcs weigh 1 + lambda in the gradient (earlier emissions)
     delay_penalty: float = 0.0  # labels at frame t score delay_penalty * ((T - 1) / 2 - t) more (earlier emissions)
     self_alignment: float = 0.0  # weight of -log P of the best alignment's labels a frame earlier (earlier emissions)
+    backend: str = "auto"  # lattice passes: torch, triton (a kernel per pass), auto (triton on CUDA if installed)
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class Transducer(torch.nn.Module):
         if config.loss.type not in LOSSES:
             raise ValueError(f"loss.type must be one of {LOSSES}, got '{config.loss.type}'")
         check_emission_timing(config.loss.fastemit_lambda, config.loss.delay_penalty, config.loss.self_alignment)
+        check_backend(config.loss.backend)
         if config.loss.type == "fused" and config.joiner.dropout:
             raise ValueError("joiner.dropout needs the joiner's activations, which the fused loss never keeps: "
                              "use loss.type full or pruned, or joiner.dropout 0")
@@ -123,7 +126,7 @@ class Transducer(torch.nn.Module):
         pred = self.predictor(tokens)
         enc_proj, pred_proj = self.joiner.enc_proj(enc), self.joiner.pred_proj(pred)
         options = dict(blank=self.blank, one_sym_per_frame=loss_config.one_sym_per_frame,
-                       delay_penalty=loss_config.delay_penalty)
+                       delay_penalty=loss_config.delay_penalty, backend=loss_config.backend)
         exact = dict(options, fastemit_lambda=loss_config.fastemit_lambda,  # not the simple loss of pruning
                      self_alignment=loss_config.self_alignment)
         parts = {}
@@ -138,7 +141,8 @@ class Transducer(torch.nn.Module):
         else:
             simple, (gamma_blank, gamma_label) = simple_loss(self.simple_am(enc), self.simple_lm(pred), tokens,
                                                              enc_lens, token_lens, return_posteriors=True, **options)
-            ranges = prune_ranges(gamma_blank, gamma_label, enc_lens, token_lens, loss_config.s_range)
+            ranges = prune_ranges(gamma_blank, gamma_label, enc_lens, token_lens, loss_config.s_range,
+                                  backend=loss_config.backend)
             enc_pruned, pred_pruned = prune(enc_proj, pred_proj, ranges)
             logits = self.joiner(enc_pruned, pred_pruned)
             parts["simple"] = simple.float()

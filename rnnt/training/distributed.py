@@ -41,10 +41,27 @@ def setup(device: str) -> World:
         torch.cuda.set_device(local_rank)
     target = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
     if size > 1 and not dist.is_initialized():
-        # Validation runs on rank 0 while the other ranks wait in the next collective: allow it hours,
-        # not the backends' default minutes.
-        dist.init_process_group("nccl" if use_cuda else "gloo", timeout=datetime.timedelta(hours=3))
+        # At an epoch's end the ranks wait for each other: for the slowest one's part of the validation, and
+        # for rank 0 writing the checkpoint. Allow an hour, not the backends' default minutes.
+        dist.init_process_group("nccl" if use_cuda else "gloo", timeout=datetime.timedelta(hours=1))
     return World(rank, size, local_rank, target)
+
+
+def broadcast_buffers(world: World, module: torch.nn.Module) -> None:
+    """Rank 0's buffers (batch norm's running statistics) on every rank. DDP sends them at the start of each
+    forward pass, so after the last one each rank holds those its own batch left."""
+    if world.distributed:
+        for buffer in module.buffers():
+            dist.broadcast(buffer, 0)
+
+
+def sum_over_ranks(world: World, values: list[float]) -> list[float]:
+    """Each value summed over all ranks, in one all-reduce (float64: counts stay exact)."""
+    if not world.distributed:
+        return list(values)
+    total = torch.tensor(values, dtype=torch.float64, device=world.device)
+    dist.all_reduce(total)
+    return total.tolist()
 
 
 def every_rank(world: World, *flags: bool) -> tuple[bool, ...]:

@@ -19,11 +19,12 @@ from torch.nn.parallel import DistributedDataParallel
 from rnnt.data.loader import LoaderPosition, make_loader
 from rnnt.data.pipeline import Pipeline
 from rnnt.data.tokenizer import Tokenizer
+from rnnt.data.splitting import Reader
 from rnnt.model.transducer import Transducer
 from rnnt.training import checkpoint
 from rnnt.training.accumulation import BadBatches, GradientGroup, is_out_of_memory
-from rnnt.training.distributed import (all_gather_objects, batches_of_every_rank, check_parameters_agree, cleanup,
-                                       every_rank, scale_gradients, setup)
+from rnnt.training.distributed import (all_gather_objects, batches_of_every_rank, broadcast_buffers,
+                                       check_parameters_agree, cleanup, every_rank, scale_gradients, setup)
 from rnnt.training.ema import EMA
 from rnnt.training.config_change import start_over_if_changed, train_data_fingerprint
 from rnnt.training.experiment import Experiment, adopt_lang_dir, build_optimizer, load_experiment
@@ -328,12 +329,16 @@ class Trainer:
             self.save(checkpoint.name("step", self.step))
 
     def end_epoch(self) -> None:
-        """Validates (on the main rank, with the EMA weights if kept), then saves epoch-N.pt with the result."""
+        """Validates (every rank its part of the list, with the EMA weights if kept), then saves epoch-N.pt
+        with the result."""
         self.valid_result = {}
-        if self.valid_pipeline is not None and self.world.main:
+        if self.valid_pipeline is not None:
+            part = self.valid_pipeline.batches(reader=Reader(self.world.rank, self.world.size))
             with self.ema.applied(self.model) if self.ema else contextlib.nullcontext():
-                result = validate(self.model, self.valid_pipeline.batches(), self.tokenizer, self.world.device,
-                                  self.experiment.train.valid_wer)
-            self.progress.validated(self.epoch, self.step, result, ema=self.ema is not None)
+                broadcast_buffers(self.world, self.model)  # every rank validates rank 0's model, the one saved
+                result = validate(self.model, part, self.tokenizer, self.world.device, self.experiment.train.valid_wer,
+                                  self.world)
+            if self.world.main:
+                self.progress.validated(self.epoch, self.step, result, ema=self.ema is not None)
             self.valid_result = {f"valid_{k}": v for k, v in result.items()}
         self.save(checkpoint.name("epoch", self.epoch))

@@ -1,4 +1,5 @@
-"""Validation: mean loss and greedy-search WER over a data list (CTC greedy search for a CTC model)."""
+"""Validation: mean loss and greedy-search WER over a data list (CTC greedy search for a CTC model); under
+torchrun each rank decodes its part of the list and the sums are added over the ranks."""
 
 from __future__ import annotations
 
@@ -7,27 +8,32 @@ import torch
 from rnnt.scoring import ErrorCounts, count_errors
 from rnnt.ctc_search import ctc_greedy_search
 from rnnt.search import greedy_search
+from rnnt.training.distributed import World, sum_over_ranks
 
 
 @torch.no_grad()
-def validate(model, batches, tokenizer, device: torch.device, wer: bool = True) -> dict[str, float]:
+def validate(model, batches, tokenizer, device: torch.device, wer: bool = True, world: World = World()
+             ) -> dict[str, float]:
+    """batches: this rank's part of the list (all of it in a world of one); every rank calls this together."""
     was_training = model.training
     model.eval()
-    total_loss, utterances = 0.0, 0
+    total_loss, utterances = torch.zeros((), dtype=torch.float64, device=device), 0
     errors = ErrorCounts()
     for batch in batches:
         feats, feat_lens = batch["feats"].to(device), batch["feat_lens"].to(device)
         tokens, token_lens = batch["tokens"].to(device), batch["token_lens"].to(device)
         n = len(batch["keys"])
         enc, enc_lens = model.encode(feats, feat_lens)  # once, for the loss and for the search
-        total_loss += float(model.loss(enc, enc_lens, tokens, token_lens)["loss"]) * n
+        total_loss += model.loss(enc, enc_lens, tokens, token_lens)["loss"].double() * n
         utterances += n
         if wer:
             search = greedy_search if model.is_transducer else ctc_greedy_search
             for hyp, text in zip(search(model, enc, enc_lens), batch["texts"]):
                 errors.add(count_errors(text, tokenizer.text(hyp)))
     model.train(was_training)
-    result = {"loss": total_loss / max(utterances, 1), "utterances": utterances}
+    loss, utterances, *counts = sum_over_ranks(world, [float(total_loss), utterances, errors.substitutions,
+                                                       errors.deletions, errors.insertions, errors.reference_words])
+    result = {"loss": loss / max(utterances, 1), "utterances": int(utterances)}
     if wer:
-        result["wer"] = errors.wer
+        result["wer"] = ErrorCounts(*(int(c) for c in counts)).wer
     return result

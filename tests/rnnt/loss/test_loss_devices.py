@@ -21,51 +21,78 @@ def joiner_batch(seed, B=4, T=14, U=6, H=16, V=40):
     return (enc, pred, weight, bias), targets, T_b, U_b
 
 
-def padded_loss(params, targets, T_b, U_b, one_sym=False):
+def padded_loss(params, targets, T_b, U_b, backend="auto", one_sym=False, **timing):
     enc, pred, weight, bias = params
     logits = torch.nn.functional.linear(torch.tanh(enc[:, :, None] + pred[:, None]), weight, bias)
-    return transducer_loss(logits, targets, T_b, U_b, reduction="none", one_sym_per_frame=one_sym).sum()
+    return transducer_loss(logits, targets, T_b, U_b, reduction="none", one_sym_per_frame=one_sym, backend=backend,
+                           **timing).sum()
 
 
-def padded_one_symbol_loss(params, targets, T_b, U_b):
-    return padded_loss(params, targets, T_b, U_b, one_sym=True)
+def padded_one_symbol_loss(params, targets, T_b, U_b, backend="auto", **timing):
+    return padded_loss(params, targets, T_b, U_b, backend, one_sym=True, **timing)
 
 
-def packed_loss(params, targets, T_b, U_b):
+def packed_loss(params, targets, T_b, U_b, backend="auto", **timing):
     enc, pred, weight, bias = params
     rows = torch.nn.functional.linear(torch.tanh(pack_joiner_input(enc, pred, T_b, U_b)), weight, bias)
-    return transducer_loss(rows, targets, T_b, U_b, reduction="sum")
+    return transducer_loss(rows, targets, T_b, U_b, reduction="sum", backend=backend, **timing)
 
 
-def fused_loss(params, targets, T_b, U_b):
-    return fused_joiner_loss(*params, targets, T_b, U_b, reduction="sum", chunk_elements=2000)
+def fused_loss(params, targets, T_b, U_b, backend="auto", **timing):
+    return fused_joiner_loss(*params, targets, T_b, U_b, reduction="sum", chunk_elements=2000, backend=backend,
+                             **timing)
 
 
-def simple_and_pruned_loss(params, targets, T_b, U_b):
+def simple_and_pruned_loss(params, targets, T_b, U_b, backend="auto", **timing):
     enc, pred, weight, bias = params
     am, lm = torch.nn.functional.linear(enc, weight), torch.nn.functional.linear(pred, weight)
-    simple, (gb, gl) = simple_loss(am, lm, targets, T_b, U_b, reduction="sum", return_posteriors=True)
-    ranges = prune_ranges(gb, gl, T_b, U_b, s_range=3)
+    simple, (gb, gl) = simple_loss(am, lm, targets, T_b, U_b, reduction="sum", return_posteriors=True,
+                                   backend=backend)
+    ranges = prune_ranges(gb, gl, T_b, U_b, s_range=3, backend=backend)
     enc_p, pred_p = prune(enc, pred, ranges)
     logits = torch.nn.functional.linear(torch.tanh(enc_p + pred_p), weight, bias)
-    return simple + pruned_loss(logits, targets, ranges, T_b, U_b, reduction="sum")
+    return simple + pruned_loss(logits, targets, ranges, T_b, U_b, reduction="sum", backend=backend, **timing)
 
 
 LOSSES = [padded_loss, padded_one_symbol_loss, packed_loss, fused_loss, simple_and_pruned_loss]
 
 
-def loss_and_grads(loss_fn, params, targets, T_b, U_b, device):
+def loss_and_grads(loss_fn, params, targets, T_b, U_b, device, backend="auto", **timing):
     on_device = [p.to(device).requires_grad_(True) for p in params]
-    loss = loss_fn(on_device, targets.to(device), T_b.to(device), U_b.to(device))
+    loss = loss_fn(on_device, targets.to(device), T_b.to(device), U_b.to(device), backend, **timing)
     return [t.cpu() for t in (loss, *torch.autograd.grad(loss, on_device))]
 
 
 @pytest.mark.parametrize("loss_fn", LOSSES, ids=lambda f: f.__name__)
 @pytest.mark.parametrize("device", ACCELERATORS)
-def test_accelerator_matches_cpu(loss_fn, device):
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_accelerator_matches_cpu(loss_fn, device, backend):
     params, targets, T_b, U_b = joiner_batch(seed=23)
     expected = loss_and_grads(loss_fn, params, targets, T_b, U_b, "cpu")
-    got = loss_and_grads(loss_fn, params, targets, T_b, U_b, device)
+    got = loss_and_grads(loss_fn, params, targets, T_b, U_b, device, backend)
     assert torch.isfinite(expected[0])
     for a, b in zip(got, expected):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+SYNC_FREE = [padded_loss, padded_one_symbol_loss, simple_and_pruned_loss]  # packed and fused cut by lengths on the host
+
+
+@pytest.mark.parametrize("loss_fn", SYNC_FREE, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("device", ACCELERATORS)
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_a_loss_step_never_waits_for_the_device(loss_fn, device, backend):
+    """Forward and backward with lengths on the device, all regularisers on: CUDA's sync debug mode raises
+    at any host-device synchronisation (a read of a value, a boolean index, a blocking copy)."""
+    params, targets, T_b, U_b = joiner_batch(seed=23)
+    on_device = [p.to(device).requires_grad_(True) for p in params]
+    targets, T_b, U_b = targets.to(device), T_b.to(device), U_b.to(device)
+    timing = dict(fastemit_lambda=0.01, delay_penalty=0.1, self_alignment=0.2)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        loss = loss_fn(on_device, targets, T_b, U_b, backend, **timing)
+        torch.autograd.grad(loss, on_device)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.isfinite(loss).item()

@@ -177,7 +177,8 @@ def test_torchrun_three_cpu_ranks_uneven_shards_use_every_utterance_once(yesno, 
     """30 utterances in shards of 7, 7, 7, 7 and 2 on 3 ranks: each takes a whole shard and a third of the
     other two, batches of 2 accumulated in threes (groups that DDP all-reduces, and a short last one the
     trainer averages itself). Every epoch trains on every utterance exactly once; the ranks that run out
-    first wait with weight-0 batches; all ranks end with the same parameters, and nothing hangs."""
+    first wait with weight-0 batches; all ranks end with the same parameters, and nothing hangs. Each rank
+    validates its part of the test list: the epoch's result is that of the whole list in one process."""
     shards = tmp_path / "shards"
     out = run_tool(sys.executable, ROOT / "steps" / "make_shards.py", "--utts-per-shard", "7",
                    yesno / "data" / "train_yesno", shards, tmp_path / "train.list")
@@ -187,7 +188,8 @@ def test_torchrun_three_cpu_ranks_uneven_shards_use_every_utterance_once(yesno, 
     conf = config_file(tmp_path, batch_size=2, epochs=2, accum_steps=3)
     exp = tmp_path / "ddp"
     args = [a if a != str(yesno / "train.list") else str(tmp_path / "train.list") for a in train_args(yesno, exp, conf)]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=3"] + args[1:] + ["--log-keys"]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=3"] + args[1:] + \
+        ["--log-keys", "--valid-list", str(yesno / "test.list")]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
                          timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -197,6 +199,23 @@ def test_torchrun_three_cpu_ranks_uneven_shards_use_every_utterance_once(yesno, 
         assert sorted(key for e, key in seen if e == str(epoch)) == every
     log = (exp / "train.log").read_text()
     assert "all 3 ranks hold identical parameters" in log and "2 epochs" in log
+    assert_validated_as_one_process(exp, yesno / "test.list", yesno / "lang")
+
+
+def assert_validated_as_one_process(exp, valid_list, lang_dir):
+    from rnnt.model.transducer import Transducer
+    from rnnt.training.validation import validate
+
+    saved = checkpoint.load(str(exp / "epoch-2.pt"))
+    experiment = load_experiment(str(exp / "config.yaml"))
+    tokenizer = Tokenizer(str(lang_dir))
+    model = Transducer(experiment.model, tokenizer.vocab_size)
+    model.load_state_dict(saved["model"])
+    pipeline = Pipeline(str(valid_list), experiment.data, tokenizer, False, experiment.model.encoder.output_frames)
+    whole = validate(model, pipeline.batches(), tokenizer, torch.device("cpu"))
+    assert saved["meta"]["valid_utterances"] == whole["utterances"] == 30
+    assert saved["meta"]["valid_loss"] == pytest.approx(whole["loss"], rel=1e-5)
+    assert saved["meta"]["valid_wer"] == pytest.approx(whole["wer"])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

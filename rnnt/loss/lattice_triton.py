@@ -1,0 +1,114 @@
+"""Which backend runs the lattice passes, and the launches of the Triton ones (rnnt.loss.lattice_kernels).
+
+backend "torch": batched PyTorch operations, one batch per anti-diagonal (any device).
+backend "triton": one kernel launch per pass (CUDA tensors; CPU tensors under TRITON_INTERPRET=1).
+backend "auto": Triton on CUDA when the triton package is installed, PyTorch otherwise.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import cache
+
+import torch
+
+BACKENDS = ("auto", "torch", "triton")
+
+
+def triton_installed() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
+@cache
+def _kernels():
+    from rnnt.loss import lattice_kernels
+    return lattice_kernels
+
+
+def interpreting() -> bool:
+    """The kernels run in Triton's interpreter (TRITON_INTERPRET=1 was set before triton was imported)."""
+    return type(_kernels().forward_kernel).__name__ == "InterpretedFunction"
+
+
+def check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"loss backend must be one of {BACKENDS}, got '{backend}'")
+
+
+def resolve_backend(backend: str, device: torch.device) -> str:
+    """'torch' or 'triton' for lattices on device; a clear error where the Triton backend cannot run."""
+    check_backend(backend)
+    if backend == "auto":
+        return "triton" if device.type == "cuda" and triton_installed() else "torch"
+    if backend == "triton":
+        if not triton_installed():
+            raise RuntimeError("loss backend 'triton' needs the triton package (pip install triton)")
+        if device.type != "cuda" and not interpreting():
+            raise ValueError(f"loss backend 'triton' runs on CUDA tensors, got {device.type} ones; on the CPU it "
+                             "runs in Triton's interpreter, with TRITON_INTERPRET=1 set before triton is imported")
+    return backend
+
+
+def _launch_shape(U1: int) -> tuple[int, int]:
+    """Columns a program handles at once and its warps. On an H100, 128 columns on 4 warps was the fastest
+    of 1-8 warps on 128-256 columns at U = 50-104 (one lattice pass in 0.1-0.35 ms)."""
+    block = min(max(triton_next_power_of_2(U1), 128), 1024)
+    return block, 4 if block <= 256 else 8
+
+
+def triton_next_power_of_2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def _steps(T: int, U1: int, one_sym_per_frame: bool) -> int:
+    """Steps of a pass over the padded lattice: its frames, or its anti-diagonals."""
+    return T if one_sym_per_frame else T + U1 - 1
+
+
+def _lengths(logit_lengths, target_lengths, device):
+    return (logit_lengths.to(device=device, dtype=torch.int32, non_blocking=True),
+            target_lengths.to(device=device, dtype=torch.int32, non_blocking=True))
+
+
+def lattice_posteriors(blank, label, logit_lengths, target_lengths, one_sym_per_frame: bool):
+    """As rnnt.loss.lattice.lattice_posteriors, in two launches (alpha; beta with the posteriors)."""
+    kernels = _kernels()
+    blank, label = blank.contiguous(), label.contiguous()
+    B, T, U1 = blank.shape
+    frames, symbols = _lengths(logit_lengths, target_lengths, blank.device)
+    alpha, beta = torch.empty_like(blank), torch.empty_like(blank)  # only lattice nodes are written and read
+    gamma_blank, gamma_label = torch.zeros_like(blank), torch.zeros_like(blank)
+    log_like = torch.empty(B, dtype=blank.dtype, device=blank.device)
+    block, warps = _launch_shape(U1)
+    one_sym, steps = int(one_sym_per_frame), _steps(T, U1, one_sym_per_frame)
+    kernels.forward_kernel[(B,)](blank, label, alpha, log_like, frames, symbols, T, U1, steps,
+                                 ONE_SYM=one_sym, BLOCK=block, num_warps=warps)
+    kernels.backward_kernel[(B,)](blank, label, alpha, log_like, beta, gamma_blank, gamma_label, frames, symbols,
+                                  T, U1, steps, torch.finfo(blank.dtype).tiny, ONE_SYM=one_sym, BLOCK=block,
+                                  num_warps=warps)
+    return log_like, gamma_blank, gamma_label
+
+
+def best_path_label_frames(blank, label, logit_lengths, target_lengths, one_sym_per_frame: bool):
+    """As rnnt.loss.lattice.best_path_label_frames, in one launch."""
+    kernels = _kernels()
+    blank, label = blank.contiguous(), label.contiguous()
+    B, T, U1 = blank.shape
+    frames, symbols = _lengths(logit_lengths, target_lengths, blank.device)
+    delta = torch.empty_like(blank)
+    by_label = torch.empty(blank.shape, dtype=torch.int8, device=blank.device)
+    width = max(U1 - 1, 1)
+    label_frames = torch.full((B, width), -1, dtype=torch.long, device=blank.device)
+    block, warps = _launch_shape(U1)
+    kernels.viterbi_kernel[(B,)](blank, label, delta, by_label, label_frames, frames, symbols, T, U1,
+                                 _steps(T, U1, one_sym_per_frame), width,
+                                 ONE_SYM=int(one_sym_per_frame), BLOCK=block, num_warps=warps)
+    return label_frames
+
+
+def connected_band_starts(start, logit_lengths, last_start, s_range: int):
+    """As the two passes of rnnt.loss.pruned.prune_ranges over start (B, T), in one launch; in place."""
+    B, T = start.shape
+    frames = logit_lengths.to(device=start.device, dtype=torch.int32, non_blocking=True)
+    _kernels().band_kernel[(B,)](start, frames, last_start.contiguous(), T, s_range, num_warps=1)
+    return start

@@ -1,0 +1,95 @@
+"""A training step's loss and the batched greedy search never read device values on the host in their
+loops (rnnt.host_reads): on the CPU, with the host's reads counted as if the tensors were on a GPU."""
+
+import pytest
+import torch
+
+from host_read_counter import HostReads
+from rnnt import host_reads
+from rnnt.loss import prune, prune_ranges, pruned_loss, simple_loss, transducer_loss
+from rnnt.model.transducer import ModelConfig, Transducer
+from rnnt.search import greedy_search
+
+pytestmark = pytest.mark.filterwarnings("ignore:divide by zero encountered in log:RuntimeWarning")
+
+
+@pytest.fixture
+def as_on_a_gpu(monkeypatch):
+    monkeypatch.setattr(host_reads, "free", lambda device: False)
+
+
+def test_the_counter_counts_reads():
+    x = torch.tensor([1.0, -2.0, 3.0])
+    with HostReads() as counter:
+        bool(x[0] > 0), x.sum().item(), x[x > 0], x.nonzero(), x.tolist(), x * 2, x[1:]
+    assert counter.reads == ["__bool__", "item", "__getitem__", "nonzero", "tolist"]
+
+
+def joiner_batch(seed=3, B=3, T=9, U=4, H=8, V=11):
+    g = torch.Generator().manual_seed(seed)
+    enc, pred = torch.randn(B, T, H, generator=g), torch.randn(B, U + 1, H, generator=g)
+    weight = (torch.randn(V, H, generator=g) / 3).requires_grad_(True)
+    targets = torch.randint(1, V, (B, U), generator=g)
+    return enc.requires_grad_(True), pred.requires_grad_(True), weight, targets, torch.tensor([9, 6, 4]), \
+        torch.tensor([4, 0, 3])
+
+
+TRITON_ON_THE_CPU = pytest.mark.skipif(torch.cuda.is_available(), reason="Triton runs CPU tensors only in its "
+                                       "interpreter, off where CUDA is (tests/rnnt/loss/test_loss_devices.py there)")
+
+
+@pytest.mark.parametrize("backend", ["torch", pytest.param("triton", marks=TRITON_ON_THE_CPU)])
+@pytest.mark.parametrize("one_sym", [False, True])
+def test_a_loss_step_reads_nothing(as_on_a_gpu, backend, one_sym):
+    enc, pred, weight, targets, T_b, U_b = joiner_batch()
+    options = dict(one_sym_per_frame=one_sym, backend=backend)
+    timing = dict(fastemit_lambda=0.01, delay_penalty=0.1, self_alignment=0.2)
+    with HostReads() as counter:
+        logits = torch.tanh(enc[:, :, None] + pred[:, None]) @ weight.T
+        full = transducer_loss(logits, targets, T_b, U_b, reuse_logits_for_grad=True, **options, **timing)
+        simple, (gamma_blank, gamma_label) = simple_loss(enc @ weight.T, pred @ weight.T, targets, T_b, U_b,
+                                                         return_posteriors=True, delay_penalty=0.1, **options)
+        ranges = prune_ranges(gamma_blank, gamma_label, T_b, U_b, 3, backend=backend)
+        enc_pruned, pred_pruned = prune(enc, pred, ranges)
+        pruned = pruned_loss(torch.tanh(enc_pruned + pred_pruned) @ weight.T, targets, ranges, T_b, U_b,
+                             **options, **timing)
+        (full + simple + pruned).backward()
+    assert counter.reads == []
+    assert torch.isfinite(weight.grad).all() and weight.grad.abs().sum() > 0
+
+
+def test_greedy_search_reads_the_device_once_whatever_the_frames(as_on_a_gpu):
+    torch.manual_seed(0)
+    model = Transducer(ModelConfig(), 12).eval()
+    reads = {}
+    for frames in (5, 40):
+        enc = torch.randn(3, frames, model.encoder.output_dim)
+        with HostReads() as counter:
+            hyps = greedy_search(model, enc, torch.tensor([frames, frames - 2, 3]))
+        reads[frames] = len(counter.reads)
+        assert all(len(h.tokens) == len(h.frames) for h in hyps)
+    assert reads[5] == reads[40], reads
+
+
+def test_greedy_search_finds_the_same_on_either_path(monkeypatch):
+    """Reading freely (the CPU's early exits) and as on a GPU (tokens kept on the device) give one answer."""
+    torch.manual_seed(1)
+    model = Transducer(ModelConfig(), 12).eval()
+    enc, lengths = torch.randn(4, 30, model.encoder.output_dim) * 3, torch.tensor([30, 21, 9, 1])
+    free = greedy_search(model, enc, lengths, max_symbols_per_frame=3)
+    monkeypatch.setattr(host_reads, "free", lambda device: False)
+    on_device = greedy_search(model, enc, lengths, max_symbols_per_frame=3)
+    assert any(h.tokens for h in free)
+    for a, b in zip(free, on_device):
+        assert (a.tokens, a.frames) == (b.tokens, b.frames)
+        assert a.score == pytest.approx(b.score, abs=1e-9)
+
+
+def test_bad_input_is_still_refused_where_the_host_does_not_read(as_on_a_gpu):
+    """The device asserts the checks instead (on the CPU the assertion fails at once; on a GPU at the next
+    synchronisation), with the check's message."""
+    logits, targets = torch.randn(2, 3, 3, 5), torch.tensor([[1, 2], [0, 3]])
+    with pytest.raises(RuntimeError, match="the blank symbol 0 appears inside the targets"):
+        transducer_loss(logits, targets, torch.tensor([3, 3]), torch.tensor([2, 2]))
+    with pytest.raises(RuntimeError, match=r"logit_lengths exceed logits.shape\[1\] = 3"):
+        transducer_loss(logits, targets.clamp(min=1), torch.tensor([4, 3]), torch.tensor([2, 2]))
