@@ -1,5 +1,5 @@
-"""Decoding a transducer: greedy search (batched), beam search (Graves 2012, per utterance) and
-modified beam search (one symbol per frame, batched over utterances).
+"""Decoding a transducer: greedy search (batched) and beam search (Graves 2012, per utterance); modified
+beam search (one symbol per frame, batched over utterances) is rnnt.modified_beam_search.
 
 Every result carries the tokens, the encoder frame of each token and the log-probability score of
 the alignments the search found for those tokens (a single one for greedy search, several merged for
@@ -197,51 +197,3 @@ def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4,
                                           >= max(h.score for h in active.values())):
                 break
     return [ready(h) for h in finished.best(beam)]
-
-
-@torch.no_grad()
-def modified_beam_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, beam: int = 4) -> list[list[Hypothesis]]:
-    """Beam search with at most one symbol per frame, all utterances' hypotheses evaluated together
-    every frame; the n-best of each utterance, best first. Equal label sequences are merged."""
-    joiner, predictor, blank = model.joiner, model.predictor, model.blank
-    B, T, _ = enc.shape
-    device = enc.device
-    enc_proj = joiner.enc_proj(enc)
-    out, state = predictor.step(torch.full((1,), blank, dtype=torch.long, device=device),
-                                predictor.initial_state(1, device))
-    beams = [[Hypothesis([], [], 0.0, state, joiner.pred_proj(out))] for _ in range(B)]
-    lengths = enc_lens.tolist()
-    for t in range(T):
-        live = [b for b in range(B) if t < lengths[b]]
-        if not live:
-            break
-        hyps = [h for b in live for h in beams[b]]
-        owner = torch.tensor([b for b in live for _ in beams[b]], device=device)
-        log_probs = _log_probs(joiner, enc_proj[owner, t], torch.cat([h.pred_proj for h in hyps]))
-        scores = log_probs + torch.tensor([h.score for h in hyps], device=device)[:, None]
-        vocab = scores.shape[1]
-        start = 0
-        expand: list[tuple[int, Hypothesis, int, float]] = []  # (utterance, parent, token, score)
-        for b in live:
-            n = len(beams[b])
-            values, flat = scores[start:start + n].reshape(-1).topk(min(beam, n * vocab))
-            expand += [(b, hyps[start + index // vocab], index % vocab, value)
-                       for value, index in zip(values.tolist(), flat.tolist())]
-            start += n
-        labelled = [i for i, (_, _, token, _) in enumerate(expand) if token != blank]
-        stepped = {}
-        if labelled:
-            tokens = torch.tensor([expand[i][2] for i in labelled], device=device)
-            out, states = predictor.step(tokens, predictor.stack_states([expand[i][1].state for i in labelled]))
-            projected = joiner.pred_proj(out)
-            for k, i in enumerate(labelled):
-                stepped[i] = (predictor.select_state(states, torch.tensor([k], device=device)), projected[k:k + 1])
-        merged = {b: HypothesisMap() for b in live}
-        for i, (b, parent, token, value) in enumerate(expand):
-            if token == blank:
-                merged[b].add(Hypothesis(parent.tokens, parent.frames, value, parent.state, parent.pred_proj))
-            else:
-                merged[b].add(Hypothesis(parent.tokens + [token], parent.frames + [t], value, *stepped[i]))
-        for b in live:
-            beams[b] = list(merged[b].values())
-    return [sorted(hs, key=lambda h: h.score, reverse=True) for hs in beams]

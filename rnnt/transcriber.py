@@ -23,7 +23,8 @@ from rnnt.data.tokenizer import SPACE, Tokenizer
 from rnnt.model.transducer import Transducer
 from rnnt.ctc_search import ctc_greedy_search, ctc_prefix_beam_search
 from rnnt.lm.fusion import Fusion, fusion_config_path, read_fusion_config
-from rnnt.search import Hypothesis, beam_search, greedy_search, modified_beam_search
+from rnnt.modified_beam_search import modified_beam_search
+from rnnt.search import Hypothesis, beam_search, greedy_search
 from rnnt.training import checkpoint
 from rnnt.training.experiment import Experiment, load_experiment
 

@@ -12,7 +12,8 @@ import yaml
 
 from conftest import ROOT, run_tool
 from rnnt.data.resample import resample
-from rnnt.search import beam_search, greedy_search, label_ends_frame, modified_beam_search, symbols_per_frame
+from rnnt.modified_beam_search import modified_beam_search
+from rnnt.search import beam_search, greedy_search, label_ends_frame, symbols_per_frame
 from search_reference import alignment_log_prob, sequence_log_prob
 from rnnt.training import checkpoint
 from rnnt.transcriber import Transcriber, load_model

@@ -1,5 +1,5 @@
-"""A training step's loss and the batched greedy search never read device values on the host in their
-loops (rnnt.host_reads): on the CPU, with the host's reads counted as if the tensors were on a GPU."""
+"""A training step's loss and the batched greedy and modified beam searches never read device values on the
+host in their loops (rnnt.host_reads): on the CPU, with the host's reads counted as if on a GPU."""
 
 import pytest
 import torch
@@ -8,6 +8,7 @@ from host_read_counter import HostReads
 from rnnt import host_reads
 from rnnt.loss import prune, prune_ranges, pruned_loss, simple_loss, transducer_loss
 from rnnt.model.transducer import ModelConfig, Transducer
+from rnnt.modified_beam_search import modified_beam_search
 from rnnt.search import greedy_search
 
 pytestmark = pytest.mark.filterwarnings("ignore:divide by zero encountered in log:RuntimeWarning")
@@ -58,17 +59,35 @@ def test_a_loss_step_reads_nothing(as_on_a_gpu, backend, one_sym):
     assert torch.isfinite(weight.grad).all() and weight.grad.abs().sum() > 0
 
 
-def test_greedy_search_reads_the_device_once_whatever_the_frames(as_on_a_gpu):
+@pytest.mark.parametrize("search", ["greedy", "modified beam"])
+def test_a_batched_search_reads_the_device_once_whatever_the_frames(as_on_a_gpu, search):
     torch.manual_seed(0)
     model = Transducer(ModelConfig(), 12).eval()
     reads = {}
     for frames in (5, 40):
-        enc = torch.randn(3, frames, model.encoder.output_dim)
+        enc = torch.randn(3, frames, model.encoder.output_dim) * 3
+        lengths = torch.tensor([frames, frames - 2, 3])
         with HostReads() as counter:
-            hyps = greedy_search(model, enc, torch.tensor([frames, frames - 2, 3]))
+            if search == "greedy":
+                hyps = greedy_search(model, enc, lengths)
+            else:
+                hyps = [nbest[0] for nbest in modified_beam_search(model, enc, lengths, beam=3)]
         reads[frames] = len(counter.reads)
-        assert all(len(h.tokens) == len(h.frames) for h in hyps)
+        assert all(len(h.tokens) == len(h.frames) for h in hyps) and any(h.tokens for h in hyps)
     assert reads[5] == reads[40], reads
+
+
+def test_modified_beam_search_finds_the_same_on_either_path(monkeypatch):
+    """Stepping only the labelled slots (the CPU) and stepping all of them, masked (as on a GPU), agree."""
+    torch.manual_seed(2)
+    model = Transducer(ModelConfig(), 12).eval()
+    enc, lengths = torch.randn(3, 25, model.encoder.output_dim) * 3, torch.tensor([25, 17, 6])
+    free = modified_beam_search(model, enc, lengths, beam=4)
+    monkeypatch.setattr(host_reads, "free", lambda device: False)
+    on_device = modified_beam_search(model, enc, lengths, beam=4)
+    for a, b in zip(free, on_device):
+        assert [(h.tokens, h.frames) for h in a] == [(h.tokens, h.frames) for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-9)
 
 
 def test_greedy_search_finds_the_same_on_either_path(monkeypatch):
@@ -93,3 +112,30 @@ def test_bad_input_is_still_refused_where_the_host_does_not_read(as_on_a_gpu):
         transducer_loss(logits, targets, torch.tensor([3, 3]), torch.tensor([2, 2]))
     with pytest.raises(RuntimeError, match=r"logit_lengths exceed logits.shape\[1\] = 3"):
         transducer_loss(logits, targets.clamp(min=1), torch.tensor([4, 3]), torch.tensor([2, 2]))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("search", ["greedy", "modified beam"])
+def test_a_batched_search_on_cuda_synchronises_as_often_for_8_frames_as_for_64(search):
+    """CUDA's sync debug mode warns at every host-device synchronisation: as many for 64 frames as for 8."""
+    import warnings
+
+    torch.manual_seed(0)
+    model = Transducer(ModelConfig(), 12).eval().cuda()
+    syncs = {}
+    for frames in (8, 64):
+        enc = torch.randn(3, frames, model.encoder.output_dim, device="cuda") * 3
+        lengths = torch.tensor([frames, frames - 2, 3], device="cuda")
+        torch.cuda.synchronize()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                if search == "greedy":
+                    greedy_search(model, enc, lengths)
+                else:
+                    modified_beam_search(model, enc, lengths, beam=3)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        syncs[frames] = sum("synchroniz" in str(w.message) for w in caught)
+    assert syncs[8] == syncs[64], syncs

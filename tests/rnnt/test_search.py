@@ -8,7 +8,8 @@ from rnnt.model.encoder import EncoderConfig
 from rnnt.model.joiner import JoinerConfig
 from rnnt.model.predictor import PredictorConfig
 from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
-from rnnt.search import beam_search, greedy_search, label_ends_frame, modified_beam_search, symbols_per_frame
+from rnnt.modified_beam_search import modified_beam_search
+from rnnt.search import beam_search, greedy_search, label_ends_frame, symbols_per_frame
 from search_reference import alignment_log_prob, best_sequence, sequence_log_prob
 
 EXACT = 2000  # a beam wider than every hypothesis there is: the beam searches become exhaustive
