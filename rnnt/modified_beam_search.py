@@ -113,7 +113,7 @@ def _spell_out(model, scores, parents, symbols, state, pred_proj) -> list[list[H
                     frames.append(t)
                 slot = parent_frames[t][b][slot]
             row = torch.tensor([b * beam + k], device=scores.device)
-            hyps.append(Hypothesis(tokens[::-1], frames[::-1], score_rows[b][k], model.predictor.select_state(state, row),
-                                   pred_proj[b * beam + k:b * beam + k + 1]))
+            hyps.append(Hypothesis(tokens[::-1], frames[::-1], score_rows[b][k],
+                                   model.predictor.select_state(state, row), pred_proj[b * beam + k:b * beam + k + 1]))
         nbests.append(hyps)
     return nbests

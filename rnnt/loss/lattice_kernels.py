@@ -1,12 +1,12 @@
-"""Triton kernels for the lattice passes of rnnt.loss.lattice: one launch per pass, one program per
-utterance, looping over its anti-diagonals (standard lattice) or frames (one symbol per frame).
+"""Triton kernels for the lattice passes of rnnt.loss.lattice (and the pruned band's passes over frames):
+one launch per pass, one program per utterance, looping over its anti-diagonals (standard lattice) or
+frames (one symbol per frame).
 
 Each program holds one diagonal at a time: the cells of diagonal n read only diagonal n - 1 (n + 1
-going back), written to global memory before a barrier. Loops run over the padded lattice's steps
-(host integers; T + U diagonals, or T frames), cells outside the utterance masked off. Lattices are (B, T, U+1), contiguous, float32
-or float64; cells outside an utterance are never read. Imported only when the Triton backend is asked
-for (rnnt.loss.lattice_backend): `TRITON_INTERPRET=1`, set before this import, runs the kernels on
-CPU tensors.
+going back), written to global memory before a barrier. Loops run over the padded lattice's steps (host
+integers; T + U diagonals, or T frames), cells outside the utterance masked off and never read. Lattices
+are (B, T, U+1), contiguous, float32 or float64. Imported only when the Triton backend is asked for
+(rnnt.loss.lattice_triton): `TRITON_INTERPRET=1`, set before this import, runs the kernels on CPU tensors.
 """
 
 from __future__ import annotations
@@ -149,7 +149,8 @@ def viterbi_kernel(blank, label, delta, by_label_into, label_frames, frames, sym
 
 
 @triton.jit
-def _walk_back(by_label_into, label_frames, base, row, T, U, U1, steps, reachable, last_by_label, ONE_SYM: tl.constexpr):
+def _walk_back(by_label_into, label_frames, base, row, T, U, U1, steps, reachable, last_by_label,
+               ONE_SYM: tl.constexpr):
     """From the final node to (0, 0) along the best path's arcs, one arc per step."""
     # the arc into the final node: a blank from (T - 1, U), or (one symbol per frame) a label from (T - 1, U - 1)
     tl.store(label_frames + row + U - 1, T - 1, mask=reachable & last_by_label)

@@ -24,8 +24,13 @@ from rnnt.loss.lattice_triton import check_backend
 from rnnt.loss.logits_loss import TransducerLossFunction, reduce_losses
 
 
-def simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank):
-    """(B, T, U+1) blank and label log-probs of the joiner logits am[:, t] + lm[:, u], differentiable."""
+def simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank, lm_only_scale=0.0, am_only_scale=0.0):
+    """(B, T, U+1) blank and label log-probs of the joiner logits am[:, t] + lm[:, u], differentiable.
+
+    lm_only_scale, am_only_scale: k2's smoothing of the simple loss; each arc's log-prob becomes
+    (1 - lm_only_scale - am_only_scale) x its joint log-prob + lm_only_scale x the prediction network's own
+    (log_softmax(lm[u])) + am_only_scale x the encoder's own (log_softmax(am[t])).
+    """
     B, T, V = am.shape
     U1 = lm.shape[1]
     acc = torch.float64 if am.dtype == torch.float64 else torch.float32
@@ -35,16 +40,30 @@ def simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank):
     # log sum_v exp(am[t, v] + lm[u, v]) = am_max[t] + lm_max[u] + log(exp(am - am_max) @ exp(lm - lm_max)^T)
     products = torch.matmul((am - am_max).exp(), (lm - lm_max).exp().transpose(1, 2))
     norm = am_max + lm_max.transpose(1, 2) + products.clamp_min(torch.finfo(acc).tiny).log()
-    blank_lp = am[:, :, blank, None] + lm[:, None, :, blank] - norm
     labels = torch.nn.functional.pad(targets.long(), (0, max(0, U1 - targets.shape[1])), value=blank)[:, : U1]
-    label_lm = lm.gather(2, labels[:, :, None]).squeeze(2)  # (B, U1): lm[b, u, y_{u+1}]
-    label_am = am.gather(2, labels[:, None, :].expand(B, T, U1))  # (B, T, U1): am[b, t, y_{u+1}]
-    label_lp = label_am + label_lm[:, None, :] - norm
+    blank_am, label_am = _arcs_of(am, labels, blank)  # (B, T, 1), (B, T, U1)
+    blank_lm, label_lm = _arcs_of(lm, labels, blank, diagonal=True)  # (B, U1, 1), (B, U1, 1): the arcs at u
+    blank_lp = blank_am + blank_lm.transpose(1, 2) - norm
+    label_lp = label_am + label_lm.transpose(1, 2) - norm
+    if lm_only_scale or am_only_scale:
+        joint = 1.0 - lm_only_scale - am_only_scale
+        blank_lm_only, label_lm_only = _arcs_of(lm.log_softmax(2), labels, blank, diagonal=True)
+        blank_am_only, label_am_only = _arcs_of(am.log_softmax(2), labels, blank)
+        blank_lp = joint * blank_lp + lm_only_scale * blank_lm_only.transpose(1, 2) + am_only_scale * blank_am_only
+        label_lp = joint * label_lp + lm_only_scale * label_lm_only.transpose(1, 2) + am_only_scale * label_am_only
     t = torch.arange(T, device=am.device)[None, :, None]
     u = torch.arange(U1, device=am.device)[None, None, :]
     valid = (t < logit_lengths[:, None, None]) & (u <= target_lengths[:, None, None])
     has_label = valid & (u < target_lengths[:, None, None])
     return blank_lp.masked_fill(~valid, float("-inf")), label_lp.masked_fill(~has_label, float("-inf"))
+
+
+def _arcs_of(scores, labels, blank, diagonal=False):
+    """From per-frame (or per-position) scores (B, N, V): the blank's (B, N, 1), and each symbol position u's
+    next label y_{u+1}, (B, N, U1) for every n, or (diagonal) (B, U1, 1) at n = u only."""
+    if diagonal:
+        return scores[:, :, blank, None], scores.gather(2, labels[:, :, None])
+    return scores[:, :, blank, None], scores.gather(2, labels[:, None, :].expand(-1, scores.shape[1], -1))
 
 
 def simple_loss(
@@ -59,6 +78,8 @@ def simple_loss(
     return_posteriors: bool = False,
     delay_penalty: float = 0.0,
     backend: str = "auto",
+    lm_only_scale: float = 0.0,
+    am_only_scale: float = 0.0,
 ):
     """Transducer loss of the additive joiner am[b, t, :] + lm[b, u, :] (logits of size V each).
 
@@ -66,6 +87,7 @@ def simple_loss(
     With return_posteriors, also returns (gamma_blank, gamma_label), each (B, T, U+1), for prune_ranges.
     delay_penalty as in transducer_loss (k2's smoothed loss takes it too), so that the band is placed
     where the penalised alignments lie. backend: where the lattice passes run (rnnt.loss.lattice_triton).
+    lm_only_scale, am_only_scale: k2's smoothing (simple_arc_log_probs; icefall trains with 0.25 and 0).
     """
     check_reduction(reduction)
     check_backend(backend)
@@ -79,7 +101,11 @@ def simple_loss(
     if one_sym_per_frame:
         check_one_symbol_per_frame(logit_lengths, target_lengths)
     blank = check_symbols(targets, target_lengths, blank, am.shape[2])
-    blank_lp, label_lp = simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank)
+    if not (lm_only_scale >= 0 and am_only_scale >= 0 and lm_only_scale + am_only_scale <= 1):
+        raise ValueError(f"lm_only_scale and am_only_scale must be >= 0 with a sum <= 1, got {lm_only_scale} "
+                         f"and {am_only_scale}")
+    blank_lp, label_lp = simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank, lm_only_scale,
+                                              am_only_scale)
     label_lp = delay_penalised(label_lp, logit_lengths, delay_penalty)
     posteriors = lattice_posteriors(blank_lp.detach(), label_lp.detach(), logit_lengths, target_lengths,
                                     one_sym_per_frame, backend)

@@ -4,7 +4,8 @@
           is written over the logits, which nothing else reads);
   fused:  fused_joiner_loss, the logits never exist as a whole;
   pruned: simple_loss on additive am/lm projections picks a band of s_range symbols per frame; the
-          joiner runs only inside it: loss = simple_scale * simple + pruned.
+          joiner runs only inside it: loss = simple_scale * simple + pruned (after icefall's warm-up,
+          pruned_scales).
 An optional CTC head on the encoder adds ctc_weight * CTC loss.
   ctc:    the CTC head alone (DeepSpeech): no prediction or joint network; decoded with the CTC searches.
 """
@@ -30,7 +31,10 @@ class LossConfig:
     type: str = "full"  # full, fused, pruned or ctc (see the module docstring)
     one_sym_per_frame: bool = False  # modified transducer: a label also ends its frame (one symbol a frame)
     s_range: int = 5  # pruned: symbol positions per frame in the band the joiner runs on (>= 2)
-    simple_scale: float = 0.5  # pruned: weight of the simple loss added to the pruned one
+    simple_scale: float = 0.5  # pruned: weight of the simple loss added to the pruned one (after the warm-up)
+    warmup_steps: int = 0  # pruned: optimiser steps of icefall's warm-up (pruned_scales; 0: none)
+    lm_only_scale: float = 0.0  # pruned: the predictor's own log-probs' share in the simple loss (k2; icefall 0.25)
+    am_only_scale: float = 0.0  # pruned: the encoder's own log-probs' share in the simple loss (icefall 0)
     ctc_weight: float = 0.0  # > 0: a CTC head on the encoder, its loss added with this weight
     fastemit_lambda: float = 0.0  # FastEmit: label arcs weigh 1 + lambda in the gradient (earlier emissions)
     delay_penalty: float = 0.0  # labels at frame t score delay_penalty * ((T - 1) / 2 - t) more (earlier emissions)
@@ -65,6 +69,26 @@ def mlperf_init_(module: torch.nn.Module, forget_gate_bias: float = 1.0, hidden_
                 param.mul_(weights_init_scale)
 
 
+def pruned_scales(config: LossConfig, step: int | None) -> tuple[float, float]:
+    """The weights of the simple and the pruned loss at a training step: over the warm-up the simple loss's
+    falls linearly from 1 to simple_scale and the pruned loss's rises from 0.1 to 1 (icefall's schedule:
+    the band is placed by a simple loss still learning); after it, or at step None (validation), the
+    final ones."""
+    if step is None or step >= config.warmup_steps:
+        return config.simple_scale, 1.0
+    done = step / config.warmup_steps
+    return 1.0 - done * (1.0 - config.simple_scale), 0.1 + 0.9 * done
+
+
+def check_pruned(config: LossConfig) -> None:
+    if config.warmup_steps < 0:
+        raise ValueError(f"loss.warmup_steps must be >= 0, got {config.warmup_steps}")
+    lm_only, am_only = config.lm_only_scale, config.am_only_scale
+    if not (lm_only >= 0 and am_only >= 0 and lm_only + am_only <= 1):
+        raise ValueError(f"loss.lm_only_scale and loss.am_only_scale must be >= 0 with a sum <= 1, got "
+                         f"{config.lm_only_scale} and {config.am_only_scale}")
+
+
 class Transducer(torch.nn.Module):
     def __init__(self, config: ModelConfig, vocab_size: int, blank: int = 0):
         super().__init__()
@@ -72,6 +96,7 @@ class Transducer(torch.nn.Module):
             raise ValueError(f"loss.type must be one of {LOSSES}, got '{config.loss.type}'")
         check_emission_timing(config.loss.fastemit_lambda, config.loss.delay_penalty, config.loss.self_alignment)
         check_backend(config.loss.backend)
+        check_pruned(config.loss)
         if config.loss.type == "fused" and config.joiner.dropout:
             raise ValueError("joiner.dropout needs the joiner's activations, which the fused loss never keeps: "
                              "use loss.type full or pruned, or joiner.dropout 0")
@@ -92,10 +117,11 @@ class Transducer(torch.nn.Module):
     def encode(self, feats: torch.Tensor, feat_lens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.encoder(feats, feat_lens)
 
-    def forward(self, feats, feat_lens, tokens, token_lens) -> dict[str, torch.Tensor]:
-        """Mean loss over the batch, and its parts, in float32."""
+    def forward(self, feats, feat_lens, tokens, token_lens, step: int | None = None) -> dict[str, torch.Tensor]:
+        """Mean loss over the batch, and its parts, in float32; step: the training step (the pruned loss's
+        warm-up), None outside training."""
         enc, enc_lens = self.encode(feats, feat_lens)
-        return self.loss(enc, enc_lens, tokens, token_lens)
+        return self.loss(enc, enc_lens, tokens, token_lens, step)
 
     @property
     def is_transducer(self) -> bool:
@@ -116,9 +142,9 @@ class Transducer(torch.nn.Module):
         return torch.nn.functional.ctc_loss(log_probs, tokens, enc_lens, token_lens, blank=self.blank,
                                             reduction="sum", zero_infinity=True) / tokens.shape[0]
 
-    def loss(self, enc, enc_lens, tokens, token_lens) -> dict[str, torch.Tensor]:
+    def loss(self, enc, enc_lens, tokens, token_lens, step: int | None = None) -> dict[str, torch.Tensor]:
         """The configured loss from the encoder output: prediction network, joint network, transducer loss
-        (and the weighted CTC loss); or the CTC loss alone."""
+        (and the weighted CTC loss); or the CTC loss alone. step as in forward."""
         loss_config = self.config.loss
         if not self.is_transducer:
             ctc = self.ctc_loss(enc, enc_lens, tokens, token_lens)
@@ -129,27 +155,36 @@ class Transducer(torch.nn.Module):
                        delay_penalty=loss_config.delay_penalty, backend=loss_config.backend)
         exact = dict(options, fastemit_lambda=loss_config.fastemit_lambda,  # not the simple loss of pruning
                      self_alignment=loss_config.self_alignment)
-        parts = {}
         if loss_config.type == "full":
             logits = self.joiner(enc_proj[:, :, None], pred_proj[:, None])
-            parts["transducer"] = transducer_loss(logits, tokens, enc_lens, token_lens, reuse_logits_for_grad=True,
-                                                  **exact)
+            parts = {"transducer": transducer_loss(logits, tokens, enc_lens, token_lens, reuse_logits_for_grad=True,
+                                                   **exact)}
+            loss = parts["transducer"].float()
         elif loss_config.type == "fused":
-            parts["transducer"] = fused_joiner_loss(enc_proj, pred_proj, self.joiner.output.weight,
-                                                    self.joiner.output.bias, tokens, enc_lens, token_lens,
-                                                    activation=self.joiner.activation, **exact)
+            parts = {"transducer": fused_joiner_loss(enc_proj, pred_proj, self.joiner.output.weight,
+                                                     self.joiner.output.bias, tokens, enc_lens, token_lens,
+                                                     activation=self.joiner.activation, **exact)}
+            loss = parts["transducer"].float()
         else:
-            simple, (gamma_blank, gamma_label) = simple_loss(self.simple_am(enc), self.simple_lm(pred), tokens,
-                                                             enc_lens, token_lens, return_posteriors=True, **options)
-            ranges = prune_ranges(gamma_blank, gamma_label, enc_lens, token_lens, loss_config.s_range,
-                                  backend=loss_config.backend)
-            enc_pruned, pred_pruned = prune(enc_proj, pred_proj, ranges)
-            logits = self.joiner(enc_pruned, pred_pruned)
-            parts["simple"] = simple.float()
-            parts["transducer"] = pruned_loss(logits, tokens, ranges, enc_lens, token_lens, **exact)
-        loss = parts["transducer"].float() + (loss_config.simple_scale * parts["simple"] if "simple" in parts else 0.0)
+            parts = self.pruned_parts(enc, pred, enc_proj, pred_proj, enc_lens, tokens, token_lens, options, exact)
+            simple_scale, pruned_scale = pruned_scales(loss_config, step if self.training else None)
+            loss = simple_scale * parts["simple"] + pruned_scale * parts["transducer"].float()
         if self.ctc is not None:
             parts["ctc"] = self.ctc_loss(enc, enc_lens, tokens, token_lens)
             loss = loss + loss_config.ctc_weight * parts["ctc"]
         parts["loss"] = loss
         return parts
+
+    def pruned_parts(self, enc, pred, enc_proj, pred_proj, enc_lens, tokens, token_lens, options, exact):
+        """The simple loss, which places a band of s_range symbols per frame, and the exact loss inside it."""
+        loss_config = self.config.loss
+        simple, (gamma_blank, gamma_label) = simple_loss(self.simple_am(enc), self.simple_lm(pred), tokens, enc_lens,
+                                                         token_lens, return_posteriors=True,
+                                                         lm_only_scale=loss_config.lm_only_scale,
+                                                         am_only_scale=loss_config.am_only_scale, **options)
+        ranges = prune_ranges(gamma_blank, gamma_label, enc_lens, token_lens, loss_config.s_range,
+                              backend=loss_config.backend)
+        enc_pruned, pred_pruned = prune(enc_proj, pred_proj, ranges)
+        logits = self.joiner(enc_pruned, pred_pruned)
+        pruned = pruned_loss(logits, tokens, ranges, enc_lens, token_lens, **exact)
+        return {"simple": simple.float(), "transducer": pruned}

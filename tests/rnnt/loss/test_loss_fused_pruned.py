@@ -147,3 +147,50 @@ def test_pruned_errors():
         prune_ranges(torch.zeros(3, 12, 7), torch.zeros(3, 12, 7), T_b, U_b, 1)
     with pytest.raises(ValueError, match=r"expected float logits \(B, T, S, V\) and ranges \(B, T, S\)"):
         pruned_loss(torch.zeros(3, 12, 2, 10), targets, ranges, T_b, U_b)
+
+
+def test_the_smoothed_simple_loss_mixes_its_arcs_with_the_predictor_s_and_the_encoder_s_own():
+    """k2's smoothing: arcs = (1 - l - a) x joint + l x the prediction network's own log-probs + a x the
+    encoder's own; alone, each is the joint log-prob of a joiner whose other input is zero."""
+    from rnnt.loss.pruned import simple_arc_log_probs
+
+    g = torch.Generator().manual_seed(8)
+    am, lm = torch.randn(2, 5, 7, generator=g, dtype=torch.float64), torch.randn(2, 4, 7, generator=g, dtype=torch.float64)
+    targets, T_b, U_b = torch.randint(1, 7, (2, 3), generator=g), torch.tensor([5, 3]), torch.tensor([3, 2])
+
+    def arcs(am, lm, **scales):
+        return simple_arc_log_probs(am, lm, targets, T_b, U_b, 0, **scales)
+
+    joint, lm_only, am_only = arcs(am, lm), arcs(torch.zeros_like(am), lm), arcs(am, torch.zeros_like(lm))
+    torch.testing.assert_close(arcs(am, lm, lm_only_scale=1.0), lm_only)
+    torch.testing.assert_close(arcs(am, lm, am_only_scale=1.0), am_only)
+    for got, j, l, a in zip(arcs(am, lm, lm_only_scale=0.25, am_only_scale=0.1), joint, lm_only, am_only):
+        finite = torch.isfinite(j)
+        torch.testing.assert_close(got[finite], (0.65 * j + 0.25 * l + 0.1 * a)[finite])
+        assert torch.equal(torch.isfinite(got), finite)
+    with pytest.raises(ValueError, match="lm_only_scale and am_only_scale must be >= 0 with a sum <= 1"):
+        simple_loss(am, lm, targets, T_b, U_b, lm_only_scale=0.8, am_only_scale=0.3)
+
+
+def test_the_pruned_loss_warms_up_as_icefall_s():
+    """Over loss.warmup_steps the simple loss's weight falls from 1 to simple_scale and the pruned loss's rises
+    from 0.1 to 1; the model's training loss follows them, and validation (eval mode) uses the final ones."""
+    from rnnt.model.transducer import LossConfig, ModelConfig, Transducer, pruned_scales
+
+    config = LossConfig(type="pruned", simple_scale=0.5, warmup_steps=100, lm_only_scale=0.25)
+    assert pruned_scales(config, 0) == (1.0, 0.1)
+    assert pruned_scales(config, 50) == pytest.approx((0.75, 0.55))
+    assert pruned_scales(config, 100) == pruned_scales(config, None) == (0.5, 1.0)
+    assert pruned_scales(LossConfig(type="pruned"), 0) == (0.5, 1.0)
+    torch.manual_seed(0)
+    model = Transducer(ModelConfig(loss=config), 7)
+    enc = torch.randn(2, 8, model.encoder.output_dim)
+    tokens, token_lens, enc_lens = torch.randint(1, 7, (2, 3)), torch.tensor([3, 2]), torch.tensor([8, 6])
+    for step, (simple_scale, pruned_scale) in ((0, (1.0, 0.1)), (50, (0.75, 0.55)), (None, (0.5, 1.0))):
+        parts = model.loss(enc, enc_lens, tokens, token_lens, step)
+        torch.testing.assert_close(parts["loss"], simple_scale * parts["simple"] + pruned_scale * parts["transducer"])
+    model.eval()
+    parts = model.loss(enc, enc_lens, tokens, token_lens, 0)
+    torch.testing.assert_close(parts["loss"], 0.5 * parts["simple"] + parts["transducer"])
+    with pytest.raises(ValueError, match="loss.warmup_steps must be >= 0"):
+        Transducer(ModelConfig(loss=LossConfig(type="pruned", warmup_steps=-1)), 7)
