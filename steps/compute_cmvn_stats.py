@@ -9,11 +9,10 @@ squares; kaldiio binary, readable by Kaldi's apply-cmvn) and <out>.json with the
 import json
 import logging
 import os
-import sys
 
 import numpy as np
 import torch
-from tqdm import tqdm
+from rnnt.progress_bar import progress
 
 from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.data.audio import AudioError, load_audio, to_mono
@@ -41,11 +40,11 @@ def main() -> str:
         utterances = records(args.data_list)
     except (OSError, ValueError) as error:
         raise ToolError(str(error)) from error
-    for record in tqdm(utterances, desc="cmvn", unit="utt", file=sys.stderr):
+    for record in progress(utterances, desc="cmvn", unit="utt"):
         try:
             waveform, rate = load_audio(record["audio"], record.get("start"), record.get("end"))
         except AudioError as error:
-            print(f"compute_cmvn_stats.py: skipped {record['key']} ({record['source']}): {error}", file=sys.stderr)
+            print(f"compute_cmvn_stats.py: skipped {record['key']} ({record['source']}): {error}")
             skipped += 1
             continue
         feats = fbank(resample(to_mono(waveform), rate, args.sample_rate), args.sample_rate, args.preset,

@@ -17,11 +17,10 @@ Prints the real-time factor: decoding seconds per second of audio (with --thread
 import argparse
 import json
 import os
-import sys
 import time
 
 import torch
-from tqdm import tqdm
+from rnnt.progress_bar import progress
 
 from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.data.lexicon import cmu_pronunciations
@@ -101,7 +100,7 @@ def main() -> str:
     frame_seconds, encoder_frame_seconds = seconds_per_input_frame(experiment), seconds_per_encoder_frame(experiment)
     hyps, phones, nbest = {}, {}, []
     audio_seconds = decode_seconds = 0.0
-    for batch in tqdm(pipeline.batches(), desc=f"decode {args.set_name}", unit="batch", file=sys.stderr):
+    for batch in progress(pipeline.batches(), desc=f"decode {args.set_name}", unit="batch"):
         start = time.perf_counter()
         results = decode_batch_nbest(model, batch["feats"].to(args.device), batch["feat_lens"].to(args.device),
                                      args.method, beam, args.max_symbols_per_frame, fusion)

@@ -13,10 +13,9 @@ adds how many transcripts are identical to its hyp.
 """
 
 import os
-import sys
 import time
 
-from tqdm import tqdm
+from rnnt.progress_bar import progress
 
 from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.data import stages
@@ -48,7 +47,7 @@ def main() -> str:
         raise ToolError(str(error)) from error
     hyps, audio_seconds, decode_seconds = {}, 0.0, 0.0
     utterances = stages.resample_to(stages.decode(records(args.data_list)), rate)
-    for record in tqdm(utterances, desc="sherpa-onnx", unit="utt", file=sys.stderr):
+    for record in progress(utterances, desc="sherpa-onnx", unit="utt"):
         samples = record["waveform"].numpy()
         start = time.perf_counter()
         text = recognise(recognizer, streaming, samples, rate, args.chunk_seconds, tail)

@@ -9,10 +9,9 @@ skips the complete shards and redoes the rest. Bad audio is skipped, named and c
 import contextlib
 import json
 import os
-import sys
 from multiprocessing import Pool
 
-from tqdm import tqdm
+from rnnt.progress_bar import progress
 
 from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.datadir.table import read_table
@@ -104,12 +103,12 @@ def main() -> str:
     skipped: list[str] = []
     with Pool(args.nj) if args.nj > 1 else contextlib.nullcontext() as pool:
         results = pool.imap_unordered(write_one, jobs) if pool else map(write_one, jobs)
-        for _, (count, duration, bad) in tqdm(results, total=len(jobs), desc="shards", unit="shard", file=sys.stderr):
+        for _, (count, duration, bad) in progress(results, total=len(jobs), desc="shards", unit="shard"):
             written += count
             seconds += duration
             skipped.extend(bad)
     for reason in skipped:
-        print(f"make_shards.py: skipped {reason}", file=sys.stderr)
+        print(f"make_shards.py: skipped {reason}")
     write_list(args.shard_list, paths)
     reused = len(paths) - len(jobs)
     return (f"{args.shard_list}: {len(paths)} shards ({reused} already complete); this run wrote "

@@ -10,10 +10,9 @@ tuning.tsv (every pair's WER). Choose on dev, never on test.
 import argparse
 import os
 import shutil
-import sys
 
 import torch
-from tqdm import tqdm
+from rnnt.progress_bar import progress
 
 from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.ctc_search import ctc_prefix_beam_search
@@ -34,7 +33,7 @@ def encode_all(model, pipeline, device: str) -> dict[str, torch.Tensor]:
     """Each utterance's encoder output (frames, dim), on the CPU."""
     encoded = {}
     with torch.no_grad():
-        for batch in tqdm(pipeline.batches(), desc="encode", unit="batch", file=sys.stderr):
+        for batch in progress(pipeline.batches(), desc="encode", unit="batch"):
             enc, enc_lens = model.encode(batch["feats"].to(device), batch["feat_lens"].to(device))
             for key, e, n in zip(batch["keys"], enc.cpu(), enc_lens.tolist()):
                 encoded[key] = e[:n]
@@ -92,7 +91,7 @@ def main() -> str:
 
     rows = [("none", "none", dev_wer(False))]
     grid = [(w, b) for w in args.weights for b in args.bonuses]
-    for weight, bonus in tqdm(grid, desc="weights x bonuses", file=sys.stderr):
+    for weight, bonus in progress(grid, desc="weights x bonuses"):
         fusion.weight, fusion.length_bonus = weight, bonus
         rows.append((weight, bonus, dev_wer(True)))
     weight, bonus, best = min(rows[1:], key=lambda row: (row[2].counts.wer, row[0]))

@@ -25,11 +25,13 @@ stage_log() {  # stage_log N NAME [DIR]: the log file of a stage
 }
 
 logged() {  # logged LOG COMMAND [ARG...]: runs COMMAND, its output to the terminal and appended to LOG
-  local log=$1 status=0
+  local log=$1 status=0 terminal=
   shift
   mkdir -p "$(dirname "$log")"
   { printf '#'; printf ' %q' "$@"; printf '\n# started %s\n' "$(date '+%F %T')"; } >> "$log"
-  { PYTHONUNBUFFERED=1 "$@" 2>&1 | tee -a "$log"; status=${PIPESTATUS[0]}; } || true  # with or without set -e
+  # progress bars go straight to the terminal (rnnt/progress_bar.py), never into the log
+  if [ -t 2 ]; then terminal=/dev/tty; fi
+  { RNNT_TERMINAL=$terminal PYTHONUNBUFFERED=1 "$@" 2>&1 | tee -a "$log"; status=${PIPESTATUS[0]}; } || true
   printf '# ended %s with status %d\n' "$(date '+%F %T')" "$status" >> "$log"
   if [ "$status" -ne 0 ]; then
     echo "$1 failed with status $status; its log: $log" >&2

@@ -52,11 +52,11 @@ def resolve_backend(backend: str, device: torch.device) -> str:
 def _launch_shape(U1: int) -> tuple[int, int]:
     """Columns a program handles at once and its warps. On an H100, 128 columns on 4 warps was the fastest
     of 1-8 warps on 128-256 columns at U = 50-104 (one lattice pass in 0.1-0.35 ms)."""
-    block = min(max(triton_next_power_of_2(U1), 128), 1024)
+    block = min(max(next_power_of_2(U1), 128), 1024)
     return block, 4 if block <= 256 else 8
 
 
-def triton_next_power_of_2(n: int) -> int:
+def next_power_of_2(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 

@@ -11,12 +11,11 @@ import hashlib
 import http.client
 import os
 import shutil
-import sys
 import urllib.error
 import urllib.parse
 import urllib.request
 
-from tqdm import tqdm
+from rnnt.progress_bar import progress
 
 BLOCK = 1 << 20
 
@@ -65,8 +64,8 @@ def _fetch(url: str, part: str, quiet: bool, timeout: float) -> None:
         total = response.headers.get("Content-Length")
         total = int(total) + have if total is not None else None
         mode = "ab" if have else "wb"
-        with open(part, mode) as f, tqdm(total=total, initial=have, unit="B", unit_scale=True,
-                                         desc=os.path.basename(part[:-5]), disable=quiet, file=sys.stderr) as bar:
+        with open(part, mode) as f, progress(total=total, initial=have, unit="B", unit_scale=True,
+                                         desc=os.path.basename(part[:-5]), disable=quiet) as bar:
             try:
                 for block in iter(lambda: response.read(BLOCK), b""):
                     f.write(block)

@@ -1,5 +1,6 @@
-"""What training reports as it goes: the log (stderr, and train.log on the main rank), TensorBoard
-scalars, and a progress bar per epoch. Only the main rank writes TensorBoard and the bars."""
+"""What training reports as it goes: the log (stderr, and train.log on the main rank) with a line every
+log_every steps (loss, rate, time left), TensorBoard scalars, and a progress bar per epoch where a person
+watches (rnnt.progress_bar: never in a log). Only the main rank writes TensorBoard and the bars."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ import os
 import sys
 import time
 
-from tqdm import tqdm
-
+from rnnt.progress_bar import progress
 from rnnt.training.distributed import World
 
 log = logging.getLogger("rnnt.train")
@@ -24,25 +24,40 @@ def setup_logging(exp_dir: str, world: World) -> None:
 
 
 class Progress:
-    def __init__(self, exp_dir: str, world: World, log_every: int):
-        self.world, self.log_every = world, log_every
+    def __init__(self, exp_dir: str, world: World, log_every: int, epochs: int):
+        self.world, self.log_every, self.epochs = world, log_every, epochs
         self.writer = None
         if world.main:
             from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(os.path.join(exp_dir, "tensorboard"))
         self.bar, self.started, self.losses = None, 0.0, []
+        self.epoch_batches = None  # batches in the last whole epoch: how long one takes
+        self.batches = self.first_batch = 0
 
     def start_epoch(self, epoch: int, batch: int) -> None:
-        self.bar = tqdm(desc=f"epoch {epoch}", unit="batch", initial=batch, disable=not self.world.main,
-                        file=sys.stderr, dynamic_ncols=True)
+        self.bar = progress(desc=f"epoch {epoch}", unit="batch", initial=batch, disable=not self.world.main)
         self.started, self.losses = time.time(), []
+        self.epoch, self.batches, self.first_batch = epoch, batch, batch
 
     def batch_done(self, loss: float | None) -> None:
         """One batch trained; loss None for a skipped batch or one that only kept a rank waiting."""
         self.bar.update(1)
+        self.batches += 1
         if loss is not None:
             self.losses.append(loss)
+
+    def pace(self) -> str:
+        """Batches a second in this epoch, and the time left in it and in the training (from the last whole
+        epoch's batches; unknown in the first)."""
+        elapsed = time.time() - self.started
+        rate = (self.batches - self.first_batch) / max(elapsed, 1e-9)
+        text = f"{rate:.2f} batches/s, {elapsed:.0f} s into epoch {self.epoch}"
+        if self.epoch_batches and rate > 0:
+            in_epoch = max(self.epoch_batches - self.batches, 0)
+            left = (in_epoch + self.epoch_batches * max(self.epochs - self.epoch - 1, 0)) / rate
+            text += f", {in_epoch / rate:.0f} s left in it, {left / 60:.1f} min in the training"
+        return text
 
     def step_done(self, epoch: int, step: int, lr: float, grad_norm: float) -> None:
         """An optimiser step taken: every log_every steps, the mean loss of the batches since the last report."""
@@ -53,12 +68,14 @@ class Progress:
         self.writer.add_scalar("train/lr", lr, step)
         self.writer.add_scalar("train/grad_norm", grad_norm, step)
         self.bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}")
-        log.info("epoch %d step %d: loss %.4f lr %.3e grad-norm %.2f (%.1f s)", epoch, step, loss, lr, grad_norm,
-                 time.time() - self.started)
+        log.info("epoch %d step %d: loss %.4f lr %.3e grad-norm %.2f (%s)", epoch, step, loss, lr, grad_norm,
+                 self.pace())
         self.losses = []
 
     def end_epoch(self) -> None:
         self.bar.close()
+        if self.first_batch == 0 and self.batches:  # a whole epoch (not one resumed midway)
+            self.epoch_batches = self.batches
 
     def validated(self, epoch: int, step: int, result: dict, ema: bool) -> None:
         for name, value in result.items():

@@ -74,7 +74,7 @@ class Trainer:
         self.stopping = False  # some rank got SIGTERM: all stop at the next optimiser step
         self.valid_result: dict = {}
         self.keys_file = open(os.path.join(exp_dir, f"keys-rank{self.world.rank}.txt"), "a") if log_keys else None
-        self.progress = Progress(exp_dir, self.world, train_config.log_every)
+        self.progress = Progress(exp_dir, self.world, train_config.log_every, train_config.epochs)
         parameters = sum(p.numel() for p in self.model.parameters())
         log.info("model: %.2f M parameters, vocabulary %d, loss %s; world size %d on %s", parameters / 1e6,
                  self.tokenizer.vocab_size, experiment.model.loss.type, self.world.size, self.world.device)

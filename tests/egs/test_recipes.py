@@ -55,6 +55,10 @@ def test_yesno_end_to_end(test_data, tmp_path):
     assert train_log.startswith("# steps/train.py --config conf/tiny.yaml ") and "training done" in train_log
     decode_log = (recipe / "exp" / "tiny" / "log" / "6.decode-test_yesno-modified_beam-avg3-epoch-10.log").read_text()
     assert decode_log.startswith("# steps/decode.py --method modified_beam ") and last[last.index("%WER"):] in decode_log
+    # progress bars stay out of the logs (rnnt/progress_bar.py); the training log says the pace instead
+    for log in (recipe / "exp").rglob("*.log"):
+        assert "\r" not in log.read_text(), log
+    assert "batches/s" in train_log and "min in the training" in train_log
     # A second run finds every stage done and only prints the result again.
     again = run_recipe(recipe, "--corpus-dir", str(test_data / "waves_yesno"))
     assert again.returncode == 0 and again.stdout.count("done before; skipped") == 6

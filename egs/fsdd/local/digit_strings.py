@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 import soundfile
-from tqdm import tqdm
+from rnnt.progress_bar import progress
 
 from rnnt.cli import tool_parser
 from rnnt.datadir.table import read_table
@@ -32,7 +32,7 @@ def read_recordings(source: str, rate: int, report: Report) -> dict[str, list[tu
     """speaker -> [(samples, word)] of the source data dir's one-word utterances."""
     wav, text, speakers = (read_table(os.path.join(source, name)) for name in ("wav.scp", "text", "utt2spk"))
     by_speaker: dict[str, list[tuple[np.ndarray, str]]] = {}
-    for utt, line in tqdm(sorted(wav.items()), desc="digit_strings: reading", unit="utt", leave=False):
+    for utt, line in progress(sorted(wav.items()), desc="digit_strings: reading", unit="utt", leave=False):
         words = text[utt].value.split() if utt in text else []
         if len(words) != 1:
             where = text[utt].where if utt in text else f"{line.where} (no transcript for {utt})"
@@ -97,7 +97,7 @@ def main() -> int:
     report = Report("digit_strings")
     by_speaker = read_recordings(args.source, args.sample_rate, report)
     if not by_speaker:
-        print(f"digit_strings.py: no usable one-digit recordings in {args.source}; {report.summary()}", file=sys.stderr)
+        print(f"digit_strings.py: no usable one-digit recordings in {args.source}; {report.summary()}")
         return 1
     rng = np.random.default_rng(args.seed)
     speakers = sorted(by_speaker)
@@ -105,7 +105,7 @@ def main() -> int:
     wav_dir = os.path.join(args.dest, "wav")
     os.makedirs(wav_dir, exist_ok=True)
     utterances = []
-    for i in tqdm(range(args.num), desc="digit_strings: writing", unit="utt"):
+    for i in progress(range(args.num), desc="digit_strings: writing", unit="utt"):
         speaker = speakers[int(rng.integers(0, len(speakers)))]
         digits = int(rng.integers(args.min_digits, args.max_digits + 1))
         audio, words = make_string(rng, by_speaker[speaker], digits, args.sample_rate)

@@ -22,7 +22,7 @@ from functools import cached_property
 
 import numpy as np
 import soundfile
-from tqdm import tqdm
+from rnnt.progress_bar import progress
 
 from rnnt.cli import tool_parser
 from rnnt.datadir.table import read_table
@@ -133,7 +133,7 @@ def main() -> int:
     wav_scp, text = os.path.join(args.src, "wav.scp"), os.path.join(args.src, "text")
     for path in (wav_scp, text):
         if not os.path.isfile(path):
-            print(f"synthesize.py: {path} not found; run local/data_prep.py first", file=sys.stderr)
+            print(f"synthesize.py: {path} not found; run local/data_prep.py first")
             return 1
     audio, transcripts = read_table(wav_scp), read_table(text)
     pieces = Pieces()
@@ -145,13 +145,13 @@ def main() -> int:
         else:
             pieces.add(line.value, transcripts[utt].value.split(), report)
     if not pieces.gaps or not pieces.words:
-        print(f"synthesize.py: {args.src}: no recording could be cut into words ({report.summary()})", file=sys.stderr)
+        print(f"synthesize.py: {args.src}: no recording could be cut into words ({report.summary()})")
         return 1
     noise, words = pieces.background(), sorted(pieces.words)
     rng = np.random.default_rng(args.seed)
     os.makedirs(os.path.join(args.dest, "wav"), exist_ok=True)
     utterances = []
-    for n in tqdm(range(args.num), desc="synthesize", unit="utt", leave=False):
+    for n in progress(range(args.num), desc="synthesize", unit="utt", leave=False):
         sequence = word_sequence(rng, words, args.min_words, args.max_words)
         samples = synthesise(pieces, sequence, noise, args.noise_db, rng)
         utt = f"{SPEAKER}-synth{n:05d}"

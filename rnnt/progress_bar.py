@@ -1,0 +1,34 @@
+"""Progress bars that a person watches and a log never holds.
+
+A bar goes to stderr when that is a terminal. A recipe's stage runs its tool with output through `tee`
+into the stage log (utils/stages.sh, logged); there the tool's stderr is a pipe, and logged names the
+terminal it runs on in RNNT_TERMINAL: the bar goes there, beside the log, not into it. With neither (a
+job, a test, output to a file), no bar: the tool's log lines and summary line say what was done.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from tqdm import tqdm
+
+
+def bar_stream():
+    """Where bars go: stderr on a terminal, else the terminal RNNT_TERMINAL names; None for no bar."""
+    if sys.stderr.isatty():
+        return sys.stderr
+    terminal = os.environ.get("RNNT_TERMINAL")
+    if terminal:
+        try:
+            return open(terminal, "w")
+        except OSError:  # no controlling terminal after all (a detached job)
+            return None
+    return None
+
+
+def progress(iterable=None, **options) -> tqdm:
+    """tqdm(iterable, **options) drawn where bar_stream says, or disabled (options may disable it too)."""
+    asked_off = options.pop("disable", False)
+    stream = None if asked_off else bar_stream()
+    return tqdm(iterable, file=stream or sys.stderr, disable=stream is None, dynamic_ncols=True, **options)
