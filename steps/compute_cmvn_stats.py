@@ -9,6 +9,7 @@ squares; kaldiio binary, readable by Kaldi's apply-cmvn) and <out>.json with the
 import json
 import logging
 import os
+import sys
 
 import numpy as np
 import torch
@@ -44,7 +45,7 @@ def main() -> str:
         try:
             waveform, rate = load_audio(record["audio"], record.get("start"), record.get("end"))
         except AudioError as error:
-            print(f"compute_cmvn_stats.py: skipped {record['key']} ({record['source']}): {error}")
+            print(f"compute_cmvn_stats.py: skipped {record['key']} ({record['source']}): {error}", file=sys.stderr)
             skipped += 1
             continue
         feats = fbank(resample(to_mono(waveform), rate, args.sample_rate), args.sample_rate, args.preset,

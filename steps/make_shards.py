@@ -9,6 +9,7 @@ skips the complete shards and redoes the rest. Bad audio is skipped, named and c
 import contextlib
 import json
 import os
+import sys
 from multiprocessing import Pool
 
 from rnnt.progress_bar import progress
@@ -108,7 +109,7 @@ def main() -> str:
             seconds += duration
             skipped.extend(bad)
     for reason in skipped:
-        print(f"make_shards.py: skipped {reason}")
+        print(f"make_shards.py: skipped {reason}", file=sys.stderr)
     write_list(args.shard_list, paths)
     reused = len(paths) - len(jobs)
     return (f"{args.shard_list}: {len(paths)} shards ({reused} already complete); this run wrote "

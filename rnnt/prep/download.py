@@ -65,7 +65,7 @@ def _fetch(url: str, part: str, quiet: bool, timeout: float) -> None:
         total = int(total) + have if total is not None else None
         mode = "ab" if have else "wb"
         with open(part, mode) as f, progress(total=total, initial=have, unit="B", unit_scale=True,
-                                         desc=os.path.basename(part[:-5]), disable=quiet) as bar:
+                                             desc=os.path.basename(part[:-5]), disable=quiet) as bar:
             try:
                 for block in iter(lambda: response.read(BLOCK), b""):
                     f.write(block)

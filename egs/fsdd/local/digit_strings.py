@@ -97,7 +97,7 @@ def main() -> int:
     report = Report("digit_strings")
     by_speaker = read_recordings(args.source, args.sample_rate, report)
     if not by_speaker:
-        print(f"digit_strings.py: no usable one-digit recordings in {args.source}; {report.summary()}")
+        print(f"digit_strings.py: no usable one-digit recordings in {args.source}; {report.summary()}", file=sys.stderr)
         return 1
     rng = np.random.default_rng(args.seed)
     speakers = sorted(by_speaker)

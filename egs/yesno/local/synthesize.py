@@ -133,7 +133,7 @@ def main() -> int:
     wav_scp, text = os.path.join(args.src, "wav.scp"), os.path.join(args.src, "text")
     for path in (wav_scp, text):
         if not os.path.isfile(path):
-            print(f"synthesize.py: {path} not found; run local/data_prep.py first")
+            print(f"synthesize.py: {path} not found; run local/data_prep.py first", file=sys.stderr)
             return 1
     audio, transcripts = read_table(wav_scp), read_table(text)
     pieces = Pieces()
@@ -145,7 +145,7 @@ def main() -> int:
         else:
             pieces.add(line.value, transcripts[utt].value.split(), report)
     if not pieces.gaps or not pieces.words:
-        print(f"synthesize.py: {args.src}: no recording could be cut into words ({report.summary()})")
+        print(f"synthesize.py: {args.src}: no recording could be cut into words ({report.summary()})", file=sys.stderr)
         return 1
     noise, words = pieces.background(), sorted(pieces.words)
     rng = np.random.default_rng(args.seed)
