@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from rnnt import host_reads
-from rnnt.search import Hypothesis, _log_probs
+from rnnt.search import Hypothesis, joint_log_probs
 
 HASH_MODULUS = 2**31 - 1
 HASH_BASE = 1_000_003
@@ -39,7 +39,7 @@ def modified_beam_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, beam:
     carry_on = _blank_only(model.vocab_size, blank, device)  # an utterance past its last frame
     parents, symbols = [], []  # per frame, (B, beam) each: where each slot came from, and the symbol it took
     for t in range(T):
-        log_probs = _log_probs(joiner, enc_proj[:, t].repeat_interleave(beam, dim=0), pred_proj).view(B, beam, -1)
+        log_probs = joint_log_probs(joiner, enc_proj[:, t].repeat_interleave(beam, dim=0), pred_proj).view(B, beam, -1)
         log_probs = torch.where((t < lengths)[:, None, None], log_probs, carry_on)
         top, index = (scores[:, :, None] + log_probs).view(B, -1).topk(beam, dim=1)
         parent, symbol = index // model.vocab_size, index % model.vocab_size

@@ -74,7 +74,8 @@ def label_ends_frame(model, max_symbols_per_frame: int) -> bool:
     return one_symbol_per_frame(model) and max_symbols_per_frame == 1
 
 
-def _log_probs(joiner, enc_proj: torch.Tensor, pred_proj: torch.Tensor) -> torch.Tensor:
+def joint_log_probs(joiner, enc_proj: torch.Tensor, pred_proj: torch.Tensor) -> torch.Tensor:
+    """The joiner's log-probabilities over the units, in float32, for projected encoder and predictor outputs."""
     return torch.log_softmax(joiner(enc_proj, pred_proj).float(), dim=-1)
 
 
@@ -113,7 +114,7 @@ def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, max_symbols_
     for t in range(T):
         pending = t < lengths  # sequences still emitting in this frame
         for _ in range(max_symbols_per_frame):
-            score, best = _log_probs(joiner, enc_proj[:, t], pred_proj).max(dim=-1)
+            score, best = joint_log_probs(joiner, enc_proj[:, t], pred_proj).max(dim=-1)
             scores += torch.where(pending, score.double(), 0.0)
             emit = (best != blank) & pending
             pending = emit  # a blank ends the frame for that sequence
@@ -124,7 +125,7 @@ def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, max_symbols_
             state = predictor.merge_state(new_state, state, emit)
             pred_proj = torch.where(emit[:, None], joiner.pred_proj(new_out), pred_proj)
         if charge_blank_at_cap and (not read_freely or pending.any()):  # the cap ends these frames with a blank
-            blank_scores = _log_probs(joiner, enc_proj[:, t], pred_proj)[:, blank]
+            blank_scores = joint_log_probs(joiner, enc_proj[:, t], pred_proj)[:, blank]
             scores += torch.where(pending, blank_scores.double(), 0.0)
     hyps = [Hypothesis(list(h.tokens), list(h.frames), score) for h, score in zip(start, scores.tolist())]
     _append_emissions(hyps, emissions)
@@ -180,7 +181,7 @@ def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4,
             del active[best.key, emitted]
             ready(best)
             expansions += 1
-            log_probs = _log_probs(joiner, enc_proj[t:t + 1], best.pred_proj)[0]
+            log_probs = joint_log_probs(joiner, enc_proj[t:t + 1], best.pred_proj)[0]
             finished.add(Hypothesis(best.tokens, best.frames, best.score + float(log_probs[blank]), best.state,
                                     best.pred_proj))
             if emitted < max_symbols_per_frame:

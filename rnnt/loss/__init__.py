@@ -1,4 +1,5 @@
-"""Transducer losses, pure PyTorch on CPU and CUDA.
+"""Transducer losses in PyTorch on CPU and CUDA, their lattice passes in Triton kernels on CUDA
+(rnnt.loss.lattice_triton: backend "auto", "torch" or "triton").
 
 - transducer_loss / TransducerLoss: full loss on padded (B, T, U+1, V) or packed (sum T_b*(U_b+1), V)
   logits, gradient formed directly (no log-softmax tensor kept); modified one-symbol-per-frame variant.
