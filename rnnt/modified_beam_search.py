@@ -100,20 +100,27 @@ def _spell_out(model, scores, parents, symbols, state, pred_proj) -> list[list[H
     """The live slots' hypotheses, best first: labels and frames traced back through the parents."""
     B, beam = scores.shape
     score_rows = scores.tolist()
+    slots = torch.arange(B * beam, device=scores.device)  # sliced per hypothesis: no copy from the host each
     parent_frames = torch.stack(parents).tolist() if parents else []  # (T, B, beam)
     symbol_frames = torch.stack(symbols).tolist() if symbols else []
     nbests = []
     for b in range(B):
         hyps = []
         for k in sorted((k for k in range(beam) if score_rows[b][k] > float("-inf")), key=lambda k: -score_rows[b][k]):
-            tokens, frames, slot = [], [], k
-            for t in range(len(parent_frames) - 1, -1, -1):
-                if symbol_frames[t][b][slot] != model.blank:
-                    tokens.append(symbol_frames[t][b][slot])
-                    frames.append(t)
-                slot = parent_frames[t][b][slot]
-            row = torch.tensor([b * beam + k], device=scores.device)
-            hyps.append(Hypothesis(tokens[::-1], frames[::-1], score_rows[b][k],
-                                   model.predictor.select_state(state, row), pred_proj[b * beam + k:b * beam + k + 1]))
+            tokens, frames = _trace(parent_frames, symbol_frames, b, k, model.blank)
+            row = b * beam + k
+            hyps.append(Hypothesis(tokens, frames, score_rows[b][k],
+                                   model.predictor.select_state(state, slots[row:row + 1]), pred_proj[row:row + 1]))
         nbests.append(hyps)
     return nbests
+
+
+def _trace(parent_frames, symbol_frames, b: int, k: int, blank: int) -> tuple[list[int], list[int]]:
+    """The labels of utterance b's slot k and their frames, followed back from the last frame."""
+    tokens, frames = [], []
+    for t in range(len(parent_frames) - 1, -1, -1):
+        if symbol_frames[t][b][k] != blank:
+            tokens.append(symbol_frames[t][b][k])
+            frames.append(t)
+        k = parent_frames[t][b][k]
+    return tokens[::-1], frames[::-1]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import cache
 
 from tqdm import tqdm
 
@@ -19,12 +20,16 @@ def bar_stream():
     if sys.stderr.isatty():
         return sys.stderr
     terminal = os.environ.get("RNNT_TERMINAL")
-    if terminal:
-        try:
-            return open(terminal, "w")
-        except OSError:  # no controlling terminal after all (a detached job)
-            return None
-    return None
+    return _opened(terminal) if terminal else None
+
+
+@cache
+def _opened(terminal: str):
+    """The terminal opened once for all of a process's bars (tqdm leaves its file open)."""
+    try:
+        return open(terminal, "w")
+    except OSError:  # no controlling terminal after all (a detached job)
+        return None
 
 
 def progress(iterable=None, **options) -> tqdm:

@@ -129,8 +129,9 @@ def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, max_symbols_
             scores += torch.where(pending, blank_scores.double(), 0.0)
     hyps = [Hypothesis(list(h.tokens), list(h.frames), score) for h, score in zip(start, scores.tolist())]
     _append_emissions(hyps, emissions)
+    rows = torch.arange(B, device=enc.device)  # sliced per hypothesis: no copy from the host each
     for b, hyp in enumerate(hyps):
-        hyp.state = predictor.select_state(state, torch.tensor([b], device=enc.device))
+        hyp.state = predictor.select_state(state, rows[b:b + 1])
         hyp.pred_proj = pred_proj[b:b + 1]
     return hyps
 
