@@ -13,6 +13,7 @@ So the score of any hypothesis is at most log P(tokens) summed over every alignm
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,15 +32,18 @@ class Hypothesis:
     state: object = field(default=None, repr=False, compare=False)
     pred_proj: torch.Tensor | None = field(default=None, repr=False, compare=False)
     words: list[str] | None = None  # a word LM's words (rnnt.lm.lexicon_search); else the tokens spell the text
+    lm_state: object = field(default=None, repr=False, compare=False)  # an LM-fused search's rnnt.lm.fusion state
 
     @property
-    def key(self) -> tuple[int, ...]:
-        return tuple(self.tokens)
+    def key(self) -> tuple:
+        """What makes two hypotheses one: their labels and, in an LM-fused search, their LM state (a word
+        LM's homophones stay apart)."""
+        return tuple(self.tokens), self.lm_state
 
 
 class HypothesisMap(dict):
-    """Hypotheses keyed by their token sequence: adding one whose tokens are there already adds its
-    probability to theirs (the two are different alignments of the same labels)."""
+    """Hypotheses by their key: adding one whose key is there already adds its probability to theirs (the
+    two are different alignments of the same labels; with the same LM state, the LM scored them alike)."""
 
     def add(self, hyp: Hypothesis, key=None) -> None:
         key = hyp.key if key is None else key
@@ -150,14 +154,17 @@ def _append_emissions(hyps: list[Hypothesis], emissions: list) -> None:
 
 
 @torch.no_grad()
-def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4,
-                max_symbols_per_frame: int | None = None) -> list[Hypothesis]:
+def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4, max_symbols_per_frame: int | None = None,
+                fusion=None) -> list[Hypothesis]:
     """Graves (2012) beam search over one utterance's encoder output enc (T, D); the n-best, best first.
 
     Within a frame, the best unfinished hypothesis is expanded until `beam` hypotheses that end the
     frame score better than every unfinished one. Hypotheses with the same labels are merged by adding
     their probabilities: finished ones by their labels, unfinished ones by their labels and the number
     of them emitted in this frame (so that the cap on symbols per frame holds for every alignment).
+
+    fusion: an n-gram LM (rnnt.lm.fusion: over the units, or over words through a lexicon) fused into the
+    scores of every label and of each hypothesis's end; hypotheses are then kept apart by LM state too.
     """
     max_symbols_per_frame = symbols_per_frame(model, max_symbols_per_frame)
     labels_end_frames = label_ends_frame(model, max_symbols_per_frame)
@@ -166,15 +173,16 @@ def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4,
     enc_proj = joiner.enc_proj(enc[:enc_len])
 
     def ready(hyp: Hypothesis) -> Hypothesis:
-        if hyp.pred_proj is None:  # state is still the one before the last token
+        if hyp.pred_proj is None and hyp.tokens:  # state is still the one before the last token
             out, hyp.state = predictor.step(torch.tensor([hyp.tokens[-1]], device=device), hyp.state)
             hyp.pred_proj = joiner.pred_proj(out)
         return hyp
 
     out, state = predictor.step(torch.tensor([blank], device=device), predictor.initial_state(1, device))
-    finished = HypothesisMap({(): Hypothesis([], [], 0.0, state, joiner.pred_proj(out))})
+    empty = Hypothesis([], [], 0.0, state, joiner.pred_proj(out), lm_state=fusion.start() if fusion else None)
+    finished = HypothesisMap({empty.key: empty})
     for t in range(enc_len):
-        active = HypothesisMap(((h.key, 0), h) for h in finished.values())  # (labels, emitted in frame t)
+        active = HypothesisMap(((h.key, 0), h) for h in finished.values())  # (key, labels emitted in frame t)
         finished = HypothesisMap()
         expansions = 0
         while active and expansions < beam * (max_symbols_per_frame + 1):
@@ -183,19 +191,38 @@ def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4,
             ready(best)
             expansions += 1
             log_probs = joint_log_probs(joiner, enc_proj[t:t + 1], best.pred_proj)[0]
-            finished.add(Hypothesis(best.tokens, best.frames, best.score + float(log_probs[blank]), best.state,
-                                    best.pred_proj))
+            finished.add(dataclasses.replace(best, score=best.score + float(log_probs[blank])))
             if emitted < max_symbols_per_frame:
                 values, tokens = log_probs.topk(min(beam + 1, log_probs.shape[0]))
-                for value, token in zip(values.tolist(), tokens.tolist()):
-                    if token != blank:  # the prediction network steps when this one is expanded
-                        extended = Hypothesis(best.tokens + [token], best.frames + [t], best.score + value, best.state)
-                        if labels_end_frames:
-                            finished.add(extended)
-                        else:
-                            active.add(extended, (extended.key, emitted + 1))
+                for extended in _with_label(best, values.tolist(), tokens.tolist(), blank, t, fusion):
+                    if labels_end_frames:
+                        finished.add(extended)
+                    else:
+                        active.add(extended, (extended.key, emitted + 1))
             finished = HypothesisMap((h.key, h) for h in finished.best(beam))
             if len(finished) >= beam and (not active or min(h.score for h in finished.values())
                                           >= max(h.score for h in active.values())):
                 break
-    return [ready(h) for h in finished.best(beam)]
+    return [ready(h) for h in ended(finished.values(), fusion)[:beam]]
+
+
+def _with_label(hyp: Hypothesis, values: list[float], tokens: list[int], blank: int, t: int, fusion):
+    """hyp extended by each label of tokens at frame t (log-probabilities values), with the LM's score where
+    fused (a word LM may allow none, or lead to several words); the prediction network is not stepped."""
+    for value, token in zip(values, tokens):
+        if token == blank:
+            continue
+        for added, lm_state in fusion.expansions(hyp.lm_state, token) if fusion else [(0.0, None)]:
+            yield Hypothesis(hyp.tokens + [token], hyp.frames + [t], hyp.score + value + added, hyp.state,
+                             lm_state=lm_state)
+
+
+def ended(hyps, fusion) -> list[Hypothesis]:
+    """The hypotheses at the end of the utterance, best first: with an LM, each with the score of its end
+    (and a word LM's words), those that end inside a word dropped; if none is left, one empty hypothesis
+    scored -inf."""
+    if fusion is None:
+        return sorted(hyps, key=lambda h: -h.score)
+    done = [dataclasses.replace(h, score=h.score + added, words=words)
+            for h in hyps for added, words in fusion.finish(h.lm_state)]
+    return sorted(done, key=lambda h: -h.score) or [Hypothesis([], [], float("-inf"), words=[])]

@@ -21,16 +21,11 @@ from rnnt.data.pipeline import Pipeline
 from rnnt.data.resample import resample
 from rnnt.data.tokenizer import SPACE, Tokenizer
 from rnnt.model.transducer import Transducer
-from rnnt.ctc_search import ctc_greedy_search, ctc_prefix_beam_search
-from rnnt.lm.fusion import Fusion, fusion_config_path, read_fusion_config
-from rnnt.modified_beam_search import modified_beam_search
-from rnnt.search import Hypothesis, beam_search, greedy_search
+from rnnt.lm.fusion import fusion_config_path
+from rnnt.search import Hypothesis
+from rnnt.search_methods import METHODS, SearchOptions, lm_options, search
 from rnnt.training import checkpoint
 from rnnt.training.experiment import Experiment, load_experiment
-
-# ctc_*: the model's CTC head; ctc_prefix_beam_lm: prefix beam search with an n-gram LM (shallow fusion, rnnt.lm)
-METHODS = ("greedy", "beam", "modified_beam", "ctc_greedy", "ctc_prefix_beam", "ctc_prefix_beam_lm")
-
 
 def load_model(exp_dir: str, checkpoint_path: str | None = None, use_ema: bool = True,
                device: str = "cpu") -> tuple[Experiment, Transducer, Tokenizer, str]:
@@ -51,44 +46,18 @@ def decoding_pipeline(experiment: Experiment, tokenizer: Tokenizer, data_list: s
     return Pipeline(data_list, data, tokenizer, train=False)
 
 
-def check_method(model, method: str) -> None:
-    """A decoding method the model can run, or ValueError saying why not."""
-    if method not in METHODS:
-        raise ValueError(f"decoding method must be one of {METHODS}, got '{method}'")
-    if method.startswith("ctc") and model.ctc is None:
-        raise ValueError(f"--method {method} needs a CTC head; this model has none (train with loss.ctc_weight > 0)")
-    if not method.startswith("ctc") and not model.is_transducer:
-        raise ValueError(f"--method {method} searches a transducer; this is a CTC model: use ctc_greedy or "
-                         "ctc_prefix_beam")
-
-
-def decode_batch(model, feats, feat_lens, method: str = "greedy", beam: int = 4,
-                 max_symbols_per_frame: int | None = None, fusion: Fusion | None = None) -> list[Hypothesis]:
-    """The best hypothesis for each utterance of a padded batch."""
-    return [nbest[0] for nbest in decode_batch_nbest(model, feats, feat_lens, method, beam, max_symbols_per_frame,
-                                                     fusion)]
-
-
-def decode_batch_nbest(model, feats, feat_lens, method: str = "greedy", beam: int = 4,
-                       max_symbols_per_frame: int | None = None,
-                       fusion: Fusion | None = None) -> list[list[Hypothesis]]:
-    """For each utterance of a padded batch, its best hypotheses, best first: up to `beam` for the beam
-    searches, one for the greedy ones. ctc_prefix_beam_lm searches with `fusion` (an n-gram LM)."""
-    check_method(model, method)
-    if method == "ctc_prefix_beam_lm" and fusion is None:
-        raise ValueError("ctc_prefix_beam_lm needs an LM: an lm/fusion.yaml (steps/tune_lm_fusion.py writes one)")
+def decode_batch_nbest(model, feats, feat_lens, method: str = "greedy",
+                       options: SearchOptions = SearchOptions()) -> list[list[Hypothesis]]:
+    """For each utterance of a padded batch, its best hypotheses, best first (rnnt.search_methods)."""
     with torch.no_grad():
         enc, enc_lens = model.encode(feats, feat_lens)
-        if method == "greedy":
-            return [[hyp] for hyp in greedy_search(model, enc, enc_lens, max_symbols_per_frame)]
-        if method == "modified_beam":
-            return modified_beam_search(model, enc, enc_lens, beam)
-        if method == "ctc_greedy":
-            return [[hyp] for hyp in ctc_greedy_search(model, enc, enc_lens)]
-        if method in ("ctc_prefix_beam", "ctc_prefix_beam_lm"):
-            with_lm = fusion if method == "ctc_prefix_beam_lm" else None
-            return [ctc_prefix_beam_search(model, enc[b], int(enc_lens[b]), beam, with_lm) for b in range(enc.shape[0])]
-        return [beam_search(model, enc[b], int(enc_lens[b]), beam, max_symbols_per_frame) for b in range(enc.shape[0])]
+    return search(model, enc, enc_lens, method, options)
+
+
+def decode_batch(model, feats, feat_lens, method: str = "greedy",
+                 options: SearchOptions = SearchOptions()) -> list[Hypothesis]:
+    """The best hypothesis for each utterance of a padded batch."""
+    return [nbest[0] for nbest in decode_batch_nbest(model, feats, feat_lens, method, options)]
 
 
 def seconds_per_input_frame(experiment: Experiment) -> float:
@@ -138,19 +107,30 @@ class Transcriber:
     """Audio in (any format soundfile reads, any rate, any channels), text out."""
 
     def __init__(self, experiment: Experiment, model: Transducer, tokenizer: Tokenizer, device: str = "cpu",
-                 fusion: Fusion | None = None, fusion_beam: int = 4):
+                 exp_dir: str | None = None):
         self.experiment, self.model, self.tokenizer, self.device = experiment, model, tokenizer, device
-        self.fusion, self.fusion_beam = fusion, fusion_beam  # the LM of ctc_prefix_beam_lm, and its tuned beam
+        self.exp_dir = exp_dir  # where the LM-fused methods find their LMs (lm/<method>.yaml)
+        self.lm_options: dict[str, SearchOptions] = {}  # each LM-fused method's, read at its first use
         self.cmvn = stages.load_cmvn(experiment.data.features.cmvn)
 
     @classmethod
     def from_exp_dir(cls, exp_dir: str, checkpoint_path: str | None = None, device: str = "cpu",
                      use_ema: bool = True) -> "Transcriber":
-        """The experiment's model; with <exp_dir>/lm/fusion.yaml (steps/tune_lm_fusion.py) also its LM."""
+        """The experiment's model; the LM-fused methods use its lm/<method>.yaml (steps/tune_lm_fusion.py)."""
         experiment, model, tokenizer, _ = load_model(exp_dir, checkpoint_path, use_ema, device)
-        fusion_path = fusion_config_path(exp_dir)
-        fusion, beam = read_fusion_config(fusion_path, tokenizer) if os.path.exists(fusion_path) else (None, 4)
-        return cls(experiment, model, tokenizer, device, fusion, beam)
+        return cls(experiment, model, tokenizer, device, exp_dir)
+
+    def search_options(self, method: str, beam: int | None = None) -> SearchOptions:
+        """The options `method` searches with: beam (default 4); an LM-fused method's LM and, unless beam is
+        given, the beam its weights were chosen with."""
+        if method not in METHODS or not METHODS[method].lm:
+            return SearchOptions(beam or 4)
+        if method not in self.lm_options:
+            if self.exp_dir is None:
+                raise ValueError(f"{method} needs an LM: a Transcriber from an experiment dir with lm/{method}.yaml")
+            self.lm_options[method] = lm_options(method, self.tokenizer, fusion_config_path(self.exp_dir, method))
+        tuned = self.lm_options[method]
+        return tuned if beam is None else SearchOptions(beam, fusion=tuned.fusion)
 
     def features(self, audio) -> torch.Tensor:
         waveform, rate = load_audio(audio) if not isinstance(audio, tuple) else audio
@@ -162,11 +142,12 @@ class Transcriber:
 
     def transcribe(self, audio, method: str = "greedy", beam: int | None = None, nbest: bool = False) -> Transcript:
         """audio: a path, bytes of a file, or (waveform (channels, samples) or (samples,), sample rate).
-        beam: default 4; for ctc_prefix_beam_lm the beam its LM weights were chosen with."""
+        method: a name of rnnt.search_methods; beam: default 4, for an LM-fused method the beam its LM
+        weights were chosen with."""
+        options = self.search_options(method, beam)
         feats = self.features(audio).to(self.device)
-        beam = beam or (self.fusion_beam if method == "ctc_prefix_beam_lm" else 4)
         hyps = decode_batch_nbest(self.model, feats[None], torch.tensor([feats.shape[0]], device=self.device),
-                                  method, beam, fusion=self.fusion)[0]
+                                  method, options)[0]
         best = hyps[0]
         listed = nbest_entries(self.tokenizer, hyps, seconds_per_encoder_frame(self.experiment)) if nbest else None
         return Transcript(self.tokenizer.text(best), self.words(best), best.score, listed)

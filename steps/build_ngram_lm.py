@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Estimate an n-gram language model over a model's units from a data dir's transcripts (interpolated
-Kneser-Ney) and write it as an ARPA file, for CTC prefix beam search with shallow fusion
-(steps/decode.py --method ctc_prefix_beam_lm). The LM's words are the unit symbols of LANG_DIR/units.txt,
-so character and BPE units get an LM over characters or pieces; every unit has a unigram. With --over
-words, its words are the transcripts' words, searched through a lexicon of the units (character or phone
-units: rnnt.lm.lexicon_search).
+Kneser-Ney) and write it as an ARPA file, for the LM-fused searches (steps/decode.py --method
+modified_beam_lm, ctc_prefix_beam_lm, ...; a 2-gram over the units is LODR's low-order LM). The LM's
+words are the unit symbols of LANG_DIR/units.txt, so character and BPE units get an LM over characters
+or pieces; every unit has a unigram. With --over words, its words are the transcripts' words, searched
+through a lexicon of the units (character or phone units: rnnt.lm.lexicon_search).
 """
 
 import os

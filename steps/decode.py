@@ -26,11 +26,10 @@ from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.data.lexicon import cmu_pronunciations
 from rnnt.data.tokenizer import SPACE, UNK
 from rnnt.decode_results import reference_texts, write_results
-from rnnt.lm.fusion import fusion_config_path, read_fusion_config
+from rnnt.lm.fusion import fusion_config_path
 from rnnt.phone_scoring import phone_error_rate
+from rnnt.search_methods import METHODS, SearchOptions, check_method, lm_options
 from rnnt.transcriber import (
-    METHODS,
-    check_method,
     decode_batch_nbest,
     decoding_pipeline,
     load_model,
@@ -43,7 +42,8 @@ from rnnt.transcriber import (
 def parse_args() -> argparse.Namespace:
     parser = tool_parser(__doc__, "steps/decode.py --method modified_beam exp/tiny data/test/data.list test")
     parser.add_argument("--method", choices=METHODS, default="greedy")
-    parser.add_argument("--beam", type=int, help="default 4; ctc_prefix_beam_lm: the beam its LM weights were chosen with")
+    parser.add_argument("--beam", type=int, help="default 4; an LM-fused method (*_lm, *_lodr): the beam its LM "
+                        "weights were chosen with")
     parser.add_argument("--max-symbols-per-frame", type=int,
                         help="greedy and beam: labels a frame (default 1 for a model trained one symbol per frame, "
                              "else 3; more than 1 searches such a model as a standard transducer)")
@@ -57,8 +57,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--nbest", action="store_true",
                         help="also write nbest.json: per utterance every hypothesis the search kept (up to --beam), "
                              "with scores and unit times")
-    parser.add_argument("--lm-fusion", help="ctc_prefix_beam_lm: the LM and its weights (default: <exp-dir>/lm/fusion.yaml, "
-                        "written by steps/tune_lm_fusion.py)")
+    parser.add_argument("--lm-fusion", help="an LM-fused method (*_lm, *_lodr): the LM and its weights (default: "
+                        "<exp-dir>/lm/<method>.yaml, written by steps/tune_lm_fusion.py)")
     parser.add_argument("--text", help="the reference Kaldi text (default: <the list's dir>/text if there, else the "
                         "transcripts in the list)")
     parser.add_argument("exp_dir")
@@ -85,11 +85,11 @@ def main() -> str:
         torch.set_num_threads(args.threads)
     try:
         experiment, model, tokenizer, path = load_model(args.exp_dir, args.checkpoint, not args.no_ema, args.device)
-        check_method(model, args.method)
-        fusion, beam = None, args.beam or 4
-        if args.method == "ctc_prefix_beam_lm":
-            fusion, tuned_beam = read_fusion_config(args.lm_fusion or fusion_config_path(args.exp_dir), tokenizer)
-            beam = args.beam or tuned_beam
+        options = SearchOptions(args.beam or 4, args.max_symbols_per_frame)
+        if METHODS[args.method].lm:
+            options = lm_options(args.method, tokenizer, args.lm_fusion or fusion_config_path(args.exp_dir, args.method),
+                                 args.beam, args.max_symbols_per_frame)
+        check_method(model, args.method, options)
     except (OSError, ValueError, KeyError) as error:
         raise ToolError(str(error)) from error
     try:
@@ -103,7 +103,7 @@ def main() -> str:
     for batch in progress(pipeline.batches(), desc=f"decode {args.set_name}", unit="batch"):
         start = time.perf_counter()
         results = decode_batch_nbest(model, batch["feats"].to(args.device), batch["feat_lens"].to(args.device),
-                                     args.method, beam, args.max_symbols_per_frame, fusion)
+                                     args.method, options)
         decode_seconds += time.perf_counter() - start
         tail = len(batch["keys"]) * experiment.data.tail_silence  # appended by decoding: not recorded audio
         audio_seconds += float(batch["feat_lens"].sum()) * frame_seconds - tail

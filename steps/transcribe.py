@@ -26,15 +26,16 @@ import torch
 from rnnt.cli import tool_parser
 from rnnt.data.audio import AudioError, load_audio, to_mono
 from rnnt.data.resample import resample
-from rnnt.lm.fusion import fusion_config_path
+from rnnt.search_methods import METHODS, check_method
 from rnnt.segmenting import file_blocks, transcribe_in_segments
-from rnnt.transcriber import METHODS, check_method, Transcriber
+from rnnt.transcriber import Transcriber
 
 
 def main() -> int:
     parser = tool_parser(__doc__, "steps/transcribe.py --json --word-times exp/tiny a.flac b.wav")
     parser.add_argument("--method", choices=METHODS, default="greedy")
-    parser.add_argument("--beam", type=int, help="default 4; ctc_prefix_beam_lm: the beam its LM weights were chosen with")
+    parser.add_argument("--beam", type=int, help="default 4; an LM-fused method (*_lm, *_lodr): the beam its LM "
+                        "weights were chosen with")
     parser.add_argument("--checkpoint", help="default: the newest avg-N.pt, else the newest checkpoint")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", action="store_true", help="one JSON object a line")
@@ -56,9 +57,7 @@ def main() -> int:
                      "--segment-seconds)")
     try:
         transcriber = Transcriber.from_exp_dir(args.exp_dir, args.checkpoint, args.device)
-        check_method(transcriber.model, args.method)
-        if args.method == "ctc_prefix_beam_lm" and transcriber.fusion is None:
-            raise ValueError(f"ctc_prefix_beam_lm needs {fusion_config_path(args.exp_dir)} (steps/tune_lm_fusion.py)")
+        check_method(transcriber.model, args.method, transcriber.search_options(args.method, args.beam))
         if args.stream:
             transcriber.stream()  # refused here, before any audio, if the model cannot stream
     except (OSError, ValueError, KeyError) as error:

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Choose the LM weight and length bonus of CTC prefix beam search with an n-gram LM on a dev set.
+"""Choose the LM weight and length bonus (and for LODR the low-order LM's weight) of an LM-fused search
+on a dev set.
 
-Encodes the dev list once, then decodes it with every weight x bonus of the grid (and without the LM)
-and keeps the pair of the lowest dev WER (on a tie, the smaller weight). Writes, in <exp-dir>/lm/: a
-copy of the ARPA file, fusion.yaml (what steps/decode.py --method ctc_prefix_beam_lm reads) and
-tuning.tsv (every pair's WER). Choose on dev, never on test.
+Encodes the dev list once, then decodes it with --method (any *_lm or *_lodr of rnnt.search_methods)
+at every point of the grid, and without the LM, and keeps the point of the lowest dev WER (on a tie, the
+smaller weights). Writes, in <exp-dir>/lm/: a copy of the ARPA files, <method>.yaml (what steps/decode.py
+--method <method> reads) and <method>.tsv (every point's WER). Choose on dev, never on test.
 """
 
 import argparse
+import dataclasses
 import os
 import shutil
 
@@ -15,11 +17,11 @@ import torch
 from rnnt.progress_bar import progress
 
 from rnnt.cli import ToolError, run_tool, tool_parser
-from rnnt.ctc_search import ctc_prefix_beam_search
 from rnnt.decode_results import reference_texts
-from rnnt.lm.fusion import OVER, fusion_config_path, load_fusion, write_fusion_config
+from rnnt.lm.fusion import OVER, FusionConfig, LowOrderSubtraction, fusion_config_path, write_fusion_config
 from rnnt.scoring import score
-from rnnt.transcriber import check_method, decoding_pipeline, load_model
+from rnnt.search_methods import LM_METHODS, METHODS, SearchOptions, check_method, search
+from rnnt.transcriber import decoding_pipeline, load_model
 
 
 def float_list(text: str) -> list[float]:
@@ -29,20 +31,20 @@ def float_list(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got '{text}'") from None
 
 
-def encode_all(model, pipeline, device: str) -> dict[str, torch.Tensor]:
-    """Each utterance's encoder output (frames, dim), on the CPU."""
-    encoded = {}
+def encode_all(model, pipeline, device: str) -> list[tuple[list[str], torch.Tensor, torch.Tensor]]:
+    """Each batch's keys, encoder output and lengths."""
+    encoded = []
     with torch.no_grad():
         for batch in progress(pipeline.batches(), desc="encode", unit="batch"):
             enc, enc_lens = model.encode(batch["feats"].to(device), batch["feat_lens"].to(device))
-            for key, e, n in zip(batch["keys"], enc.cpu(), enc_lens.tolist()):
-                encoded[key] = e[:n]
+            encoded.append((batch["keys"], enc, enc_lens))
     return encoded
 
 
 def parse_args() -> argparse.Namespace:
-    parser = tool_parser(__doc__, "steps/tune_lm_fusion.py --arpa data/lang_char/lm_6gram.arpa "
-                                  "exp/deepspeech data/dev/data.list")
+    parser = tool_parser(__doc__, "steps/tune_lm_fusion.py --method modified_beam_lm --arpa data/lang_phone/"
+                                  "lm_word_3gram.arpa --over words exp/transducer data/dev/data.list")
+    parser.add_argument("--method", choices=LM_METHODS, default="ctc_prefix_beam_lm")
     parser.add_argument("--arpa", required=True, help="the n-gram LM, over the model's units or over words (steps/build_ngram_lm.py)")
     parser.add_argument("--over", choices=OVER, default="units",
                         help="the LM's words: the model's units (default), or words, searched through a lexicon "
@@ -53,6 +55,10 @@ def parse_args() -> argparse.Namespace:
                         help="length bonuses to try, comma-separated: added per emitted unit (--over units; default "
                              "0,0.5,1,2,3) or word (--over words; default -2,-1,0,1,2), against the LM's preference "
                              "for short outputs or, below 0, against inserted short words")
+    parser.add_argument("--lodr-arpa", help="the *_lodr methods: the low-order LM over the units (a 2-gram from the "
+                        "training text, steps/build_ngram_lm.py --order 2 --over units)")
+    parser.add_argument("--lodr-weights", type=float_list, default="0.1,0.2,0.4",
+                        help="the *_lodr methods: low-order LM weights to try (default 0.1,0.2,0.4)")
     parser.add_argument("--beam", type=int, default=8)
     parser.add_argument("--checkpoint", help="default: the newest avg-N.pt, else the newest checkpoint")
     parser.add_argument("--batch-size", type=int, default=16)
@@ -62,47 +68,69 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     if args.bonuses is None:
         args.bonuses = float_list("0,0.5,1,2,3" if args.over == "units" else "-2,-1,0,1,2")
-    if args.beam < 1 or min(args.weights) < 0:
+    if args.beam < 1 or min(args.weights) < 0 or min(args.lodr_weights) < 0:
         parser.error("--beam must be at least 1 and the weights at least 0")
+    if (METHODS[args.method].lm == "lodr") != (args.lodr_arpa is not None):
+        parser.error(f"--lodr-arpa goes with the *_lodr methods, and they need it (--method {args.method})")
     return args
+
+
+def copied(path: str, lm_dir: str) -> str:
+    """path copied into lm_dir (unless it is there): the experiment keeps the LMs its yaml names."""
+    copy = os.path.join(lm_dir, os.path.basename(path))
+    if os.path.abspath(path) != os.path.abspath(copy):
+        shutil.copyfile(path, copy)
+    return copy
 
 
 def main() -> str:
     args = parse_args()
     try:
         experiment, model, tokenizer, path = load_model(args.exp_dir, args.checkpoint, True, args.device)
-        check_method(model, "ctc_prefix_beam_lm")
+        check_method(model, args.method)
         refs, _ = reference_texts(args.dev_list, None)
-        lm_dir = os.path.dirname(fusion_config_path(args.exp_dir))
+        config_path = fusion_config_path(args.exp_dir, args.method)
+        lm_dir = os.path.dirname(config_path)
         os.makedirs(lm_dir, exist_ok=True)
-        arpa = os.path.join(lm_dir, os.path.basename(args.arpa))
-        if os.path.abspath(args.arpa) != os.path.abspath(arpa):
-            shutil.copyfile(args.arpa, arpa)
-        fusion = load_fusion(arpa, tokenizer, 0.0, 0.0, args.over)
+        base = FusionConfig(copied(args.arpa, lm_dir), args.over, 0.0, 0.0, args.beam,
+                            f"{args.dev_list}, {os.path.basename(path)}",
+                            copied(args.lodr_arpa, lm_dir) if args.lodr_arpa else None)
+        fusion = base.load(tokenizer)
     except (OSError, ValueError, KeyError) as error:
         raise ToolError(str(error)) from error
     encoded = encode_all(model, decoding_pipeline(experiment, tokenizer, args.dev_list, args.batch_size), args.device)
+    without_lm = args.method.rsplit("_", 1)[0]  # modified_beam_lodr -> modified_beam
 
-    def dev_wer(with_lm: bool):
-        hyps = {key: tokenizer.text(ctc_prefix_beam_search(model, enc, enc.shape[0], args.beam,
-                                                           fusion if with_lm else None)[0])
-                for key, enc in encoded.items()}
+    def dev_wer(method: str, options: SearchOptions):
+        hyps = {key: tokenizer.text(nbest[0]) for keys, enc, enc_lens in encoded
+                for key, nbest in zip(keys, search(model, enc, enc_lens, method, options))}
         return score(refs, hyps)
 
-    rows = [("none", "none", dev_wer(False))]
-    grid = [(w, b) for w in args.weights for b in args.bonuses]
-    for weight, bonus in progress(grid, desc="weights x bonuses"):
-        fusion.weight, fusion.length_bonus = weight, bonus
-        rows.append((weight, bonus, dev_wer(True)))
-    weight, bonus, best = min(rows[1:], key=lambda row: (row[2].counts.wer, row[0]))
-    with open(os.path.join(lm_dir, "tuning.tsv"), "w", encoding="utf-8") as f:
-        f.write("weight\tlength_bonus\tdev_wer\n")
-        f.writelines(f"{w}\t{b}\t{report.counts.wer:.2f}\n" for w, b, report in rows)
-    config = fusion_config_path(args.exp_dir)
-    write_fusion_config(config, arpa, args.over, weight, bonus, args.beam, f"{args.dev_list}, {os.path.basename(path)}")
-    return (f"{config}: weight {weight}, length bonus {bonus}: dev {best.wer_line} "
-            f"(without the LM: {rows[0][2].wer_line}); {len(grid)} pairs tried, {len(encoded)} of {len(refs)} "
-            f"dev utterances decoded")
+    rows = [(None, dev_wer(without_lm, SearchOptions(args.beam)))]
+    lodr_weights = args.lodr_weights if base.lodr_arpa else [0.0]
+    grid = [dataclasses.replace(base, weight=w, length_bonus=b, lodr_weight=lw)
+            for w in args.weights for b in args.bonuses for lw in lodr_weights]
+    for point in progress(grid, desc="LM weights", unit="point"):
+        set_weights(fusion, point)
+        rows.append((point, dev_wer(args.method, SearchOptions(args.beam, fusion=fusion))))
+    chosen, best = min(rows[1:], key=lambda row: (row[1].counts.wer, row[0].weight, row[0].lodr_weight))
+    with open(os.path.join(lm_dir, f"{args.method}.tsv"), "w", encoding="utf-8") as f:
+        f.write("weight\tlength_bonus\tlodr_weight\tdev_wer\n")
+        f.writelines(f"{p.weight}\t{p.length_bonus}\t{p.lodr_weight}\t{report.counts.wer:.2f}\n" if p else
+                     f"none\tnone\tnone\t{report.counts.wer:.2f}\n" for p, report in rows)
+    write_fusion_config(config_path, chosen)
+    lodr = f", low-order weight {chosen.lodr_weight}" if base.lodr_arpa else ""
+    return (f"{config_path}: weight {chosen.weight}, length bonus {chosen.length_bonus}{lodr}: dev {best.wer_line} "
+            f"({without_lm} without the LM: {rows[0][1].wer_line}); {len(grid)} points tried, "
+            f"{sum(len(keys) for keys, _, _ in encoded)} of {len(refs)} dev utterances decoded")
+
+
+def set_weights(fusion, point: FusionConfig) -> None:
+    """The fusion (loaded once) given the weights of a grid point."""
+    lm = fusion.lm if isinstance(fusion, LowOrderSubtraction) else fusion
+    lm.weight, lm.length_bonus = point.weight, point.length_bonus
+    if isinstance(fusion, LowOrderSubtraction):
+        fusion.low_order.weight = point.lodr_weight
 
 
 if __name__ == "__main__":

@@ -12,6 +12,29 @@ import math
 
 import torch
 
+from rnnt.model.encoder import EncoderConfig
+from rnnt.model.joiner import JoinerConfig
+from rnnt.model.predictor import PredictorConfig
+from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
+
+
+def random_model(seed: int, kind: str, one_sym_per_frame: bool, vocab_size: int = 3,
+                 ctc_weight: float = 0.0) -> Transducer:
+    """A small untrained transducer (with a CTC head where ctc_weight > 0) whose outputs are peaky."""
+    torch.manual_seed(seed)
+    config = ModelConfig(encoder=EncoderConfig(input_dim=4, hidden=6, pre_layers=1, post_layers=0, stack_time=1),
+                         predictor=PredictorConfig(kind=kind, embed_dim=6, hidden=6, layers=1, dropout=0.0),
+                         joiner=JoinerConfig(hidden=8, activation="tanh"),
+                         loss=LossConfig(one_sym_per_frame=one_sym_per_frame, ctc_weight=ctc_weight))
+    model = Transducer(config, vocab_size).eval()
+    with torch.no_grad():  # peaky distributions, so that the searches' choices matter
+        model.joiner.output.weight.mul_(4.0)
+    return model
+
+
+def encoder_output(seed: int, model: Transducer, frames: int, batch: int = 1) -> torch.Tensor:
+    return torch.randn(batch, frames, model.encoder.output_dim, generator=torch.Generator().manual_seed(seed)) * 2
+
 
 def grid(model, enc: torch.Tensor, tokens: list[int]) -> torch.Tensor:
     """log P(k | t, u) for one utterance's encoder output enc (T, D) and label sequence: (T, U+1, V)."""

@@ -5,12 +5,16 @@
 #   average_stage STAGE EXP AVERAGE             stage STAGE: EXP/avg-N.pt, the last AVERAGE epochs averaged
 #   model_tag=$(model_tag_of EXP AVERAGE)       prints the tag of the model that averaging makes
 #   checkpoint_of EXP TAG                       prints the tag's checkpoint file (EXP/avg-5.pt, EXP/epoch-40.pt)
-#   lm_fusion_stage STAGE EXP TAG LANG ORDER OVER BEAM DEV  an n-gram LM over LANG's units (OVER units:
+#   decode_stages STAGE EXP TAG LANG "METHODS" "SETS"  each set decoded by each method (rnnt.search_methods) into
+#                                               EXP/decode-SET-METHOD-TAG; an LM-fused method (*_lm, *_lodr) first
+#                                               gets its LM and weights from lm_fusion_stage, with run.sh's
+#                                               $lm_order, $lm_over and $lm_beam, weighted on data/dev
+#   lm_fusion_stage STAGE EXP TAG LANG METHOD ORDER OVER BEAM DEV  an n-gram LM over LANG's units (OVER units:
 #                                               LANG/lm_<ORDER>gram.arpa) or over words (OVER words, searched
 #                                               through a lexicon: LANG/lm_word_<ORDER>gram.arpa) from
-#                                               data/train/text, its weight and length bonus chosen on data/DEV
-#                                               for the model decoded with beam BEAM (EXP/lm/fusion.yaml: decoding
-#                                               uses that beam too)
+#                                               data/train/text (ngram_stage), its weight and length bonus (and
+#                                               for *_lodr a unit 2-gram's weight) chosen on data/DEV for METHOD
+#                                               with beam BEAM (EXP/lm/METHOD.yaml: decoding uses that beam too)
 #   decode_result LABEL EXP TAG SET METHOD      prints "LABEL <%WER line>", or why there is none
 #   export_stage STAGE EXP TAG KIND             exports the model for sherpa-onnx (KIND offline or streaming)
 #                                               to EXP/onnx-KIND-TAG
@@ -61,23 +65,59 @@ average_stage() {
   fi
 }
 
-lm_fusion_stage() {
-  local stage_n=$1 exp=$2 tag=$3 lang=$4 order=$5 over=$6 beam=$7 dev=$8 checkpoint lm arpa
-  lm=${order}gram  # over units; over words: word_3gram
-  [ "$over" = units ] || lm=word_${order}gram
-  arpa=$lang/lm_$lm.arpa
-  checkpoint=$(checkpoint_of "$exp" "$tag")
-  if stage_wanted "$stage_n" "lm-$lm" "$lang" -- data/train/text "$lang/units.txt" "$order"; then
-    logged "$(stage_log "$stage_n" "lm-$lm" "$lang")" steps/build_ngram_lm.py --order "$order" --over "$over" \
+ngram_arpa() {  # ngram_arpa LANG ORDER OVER: the LM's ARPA file, LANG/lm_5gram.arpa over units, lm_word_3gram.arpa over words
+  if [ "$3" = units ]; then echo "$1/lm_$2gram.arpa"; else echo "$1/lm_word_$2gram.arpa"; fi
+}
+
+ngram_stage() {  # ngram_stage STAGE LANG ORDER OVER: builds ngram_arpa's file from data/train's text
+  local stage_n=$1 lang=$2 order=$3 over=$4 arpa name
+  arpa=$(ngram_arpa "$lang" "$order" "$over")
+  name=$(basename "$arpa" .arpa)
+  name=${name/_/-}  # the stage marker as before: lm-5gram, lm-word_3gram
+  if stage_wanted "$stage_n" "$name" "$lang" -- data/train/text "$lang/units.txt" "$order"; then
+    logged "$(stage_log "$stage_n" "$name" "$lang")" steps/build_ngram_lm.py --order "$order" --over "$over" \
       data/train "$lang" "$arpa"
-    stage_done "$stage_n" "lm-$lm" "$lang"
+    stage_done "$stage_n" "$name" "$lang"
   fi
-  if stage_wanted "$stage_n" "lm-fusion-$lm-$tag" "$exp" -- "$checkpoint" "$arpa" "data/$dev/data.list" \
+}
+
+lm_fusion_stage() {
+  local stage_n=$1 exp=$2 tag=$3 lang=$4 method=$5 order=$6 over=$7 beam=$8 dev=$9 checkpoint arpa lodr=()
+  ngram_stage "$stage_n" "$lang" "$order" "$over"
+  arpa=$(ngram_arpa "$lang" "$order" "$over")
+  case $method in
+    *_lodr) ngram_stage "$stage_n" "$lang" 2 units
+            lodr=(--lodr-arpa "$(ngram_arpa "$lang" 2 units)") ;;
+  esac
+  checkpoint=$(checkpoint_of "$exp" "$tag")
+  local name="lm-fusion-$method-$(basename "$arpa" .arpa)-$tag"
+  if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "$arpa" "${lodr[@]}" "data/$dev/data.list" \
       "data/$dev/text" "$beam"; then
-    logged "$(stage_log "$stage_n" "lm-fusion-$lm-$tag" "$exp")" steps/tune_lm_fusion.py \
-      --arpa "$arpa" --over "$over" --beam "$beam" --checkpoint "$checkpoint" "$exp" "data/$dev/data.list"
-    stage_done "$stage_n" "lm-fusion-$lm-$tag" "$exp"
+    logged "$(stage_log "$stage_n" "$name" "$exp")" steps/tune_lm_fusion.py --method "$method" \
+      --arpa "$arpa" --over "$over" "${lodr[@]}" --beam "$beam" --checkpoint "$checkpoint" "$exp" "data/$dev/data.list"
+    stage_done "$stage_n" "$name" "$exp"
   fi
+}
+
+decode_stages() {
+  local stage_n=$1 exp=$2 tag=$3 lang=$4 methods=$5 sets=$6 checkpoint method set name lm
+  checkpoint=$(checkpoint_of "$exp" "$tag")
+  for method in $methods; do
+    lm=()
+    case $method in
+      *_lm|*_lodr)
+        lm_fusion_stage "$stage_n" "$exp" "$tag" "$lang" "$method" "$lm_order" "$lm_over" "$lm_beam" dev
+        lm=(--lm-fusion "$exp/lm/$method.yaml") ;;
+    esac
+    for set in $sets; do
+      name=decode-$set-$method-$tag
+      if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text" "${lm[@]}"; then
+        logged "$(stage_log "$stage_n" "$name" "$exp")" steps/decode.py --method "$method" --checkpoint "$checkpoint" \
+          --tag "$tag" "${lm[@]}" "$exp" "data/$set/data.list" "$set"
+        stage_done "$stage_n" "$name" "$exp"
+      fi
+    done
+  done
 }
 
 decode_result() {

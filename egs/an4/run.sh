@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # CMU AN4 ("census"): 948 training and 130 test utterances of spelled words, digits and commands by
 # 84 speakers, 16 kHz. Download (or --corpus-dir) -> data dirs train, dev (8 whole training speakers)
-# and test -> shards -> phones from the CMU dictionary (or BPE: --unit-type bpe) -> DeepSpeech 2 (or an
-# LSTM transducer: --train-config) trained on the CPU -> average -> an n-gram LM from the training text,
-# weighted on dev -> decode dev and test.
+# and test -> shards -> phones from the CMU dictionary (or BPE: --unit-type bpe) -> a transducer over
+# DeepSpeech 2's encoder, trained with the pruned loss on the CPU (or DeepSpeech 2 alone: --train-config
+# conf/deepspeech.yaml) -> average -> a word n-gram LM from the training text, weighted on dev -> decode
+# dev and test, the LM fused into modified beam search through the lexicon.
 # Hyper-parameters are chosen on dev, never on test.
 set -euo pipefail
 {  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
@@ -12,29 +13,32 @@ stage=0
 stop_stage=100
 corpus_dir=          # the an4/ folder (etc/ and wav/, any audio extension); empty: download into downloads/
 mirror=http://www.speech.cs.cmu.edu/databases/an4
-train_config=conf/deepspeech.yaml  # the best on dev (RESULTS.md); conf/transducer_modified.yaml: a transducer
-exp=exp/deepspeech_phone
+train_config=conf/transducer_conv_pruned.yaml  # the best on dev (RESULTS.md); conf/deepspeech.yaml: CTC alone
+exp=exp/transducer_phone
 unit_type=phone      # phone (CMU dictionary; words from the lexicon search), bpe (of --vocab-size units), or char;
-                     # the transducers and --deploy need bpe (export refuses phones: sherpa-onnx would print them)
+                     # --deploy needs bpe or char (export refuses phones: sherpa-onnx would print them)
 vocab_size=64
 dev_speakers=8
 nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
-methods="ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm"  # transducers: "greedy modified_beam" (ctc_*: their CTC head)
-lm_order=            # ctc_prefix_beam_lm: the n-gram LM's order (built from data/train, weighted on dev)
+methods="greedy modified_beam_lm"  # rnnt.search_methods; CTC models: "ctc_greedy ctc_prefix_beam_lm"
+lm_order=            # LM-fused methods (*_lm, *_lodr): the n-gram LM's order (built from data/train, weighted on dev)
 lm_over=             # the LM's words: units (bpe, char), or words (through the lexicon: char or phone units)
-lm_beam=             # the beam of the LM's search, its weights chosen with it
-                     # empty: what dev chose for the unit type (utils/units.sh default_lm_search)
+lm_beam=8            # the beam of the LM's search, its weights chosen with it; empty: what dev chose for the
+                     # unit type with CTC (utils/units.sh default_lm_search: 16 for phones, 8 for BPE)
 test_sets="dev test"
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/an4] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--unit-type phone|bpe|char] [--vocab-size N] [--dev-speakers N] [--nj N]
-  [--average N] [--methods \"greedy modified_beam beam ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
+  [--average N] [--methods \"greedy beam modified_beam modified_beam_lm modified_beam_lodr beam_lm beam_lodr
+  ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
   [--lm-order N] [--lm-over units|words] [--lm-beam N] [--test-sets \"dev test\"] [--deploy \"offline streaming\"]
 Stages: 0 download, 1 data dirs, 2 shards, 3 units (phones and their lexicon, BPE or characters), 4 train,
-5 average, 6 decode and score (for ctc_prefix_beam_lm first an n-gram LM from data/train's text, its weight
-and length bonus chosen on dev), 7 export to ONNX (--deploy), 8 decode and score the export in sherpa-onnx.
+5 average, 6 decode and score (an LM-fused method first gets an n-gram LM from
+data/train's text, its weights chosen on dev), 7 export to ONNX (--deploy), 8 decode and score the export in sherpa-onnx.
 Examples: ./run.sh --corpus-dir ../../../shared/data/an4
+  ./run.sh --corpus-dir ../../../shared/data/an4 --train-config conf/deepspeech.yaml --exp exp/deepspeech_phone \\
+    --methods \"ctc_greedy ctc_prefix_beam_lm\" --lm-beam 16
   ./run.sh --corpus-dir ../../../shared/data/an4 --unit-type bpe --train-config conf/deploy.yaml \\
     --exp exp/deploy --methods greedy --deploy \"offline streaming\""
 
@@ -83,22 +87,7 @@ fi
 
 average_stage 5 "$exp" "$average"
 model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
-case " $methods " in *" ctc_prefix_beam_lm "*) lm_fusion_stage 6 "$exp" "$model_tag" "$lang" "$lm_order" "$lm_over" "$lm_beam" dev ;; esac
-
-# stage 6: each set decoded by each method into $exp/decode-SET-METHOD-$model_tag
-checkpoint=$(checkpoint_of "$exp" "$model_tag")
-for method in $methods; do
-  lm=()  # ctc_prefix_beam_lm: the LM and its weights from lm_fusion_stage above
-  [ "$method" != ctc_prefix_beam_lm ] || lm=(--lm-fusion "$exp/lm/fusion.yaml")
-  for set in $test_sets; do
-    name=decode-$set-$method-$model_tag
-    if stage_wanted 6 "$name" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text" "${lm[@]}"; then
-      logged "$(stage_log 6 "$name" "$exp")" steps/decode.py --method "$method" --checkpoint "$checkpoint" \
-        --tag "$model_tag" "${lm[@]}" "$exp" "data/$set/data.list" "$set"
-      stage_done 6 "$name" "$exp"
-    fi
-  done
-done
+decode_stages 6 "$exp" "$model_tag" "$lang" "$methods" "$test_sets"  # LM-fused methods: their LM weighted on dev first
 deploy_stages 7 "$exp" "$model_tag" "$deploy" "$test_sets"  # with --deploy: export (7), decode in sherpa-onnx (8)
 for method in $methods $(for kind in $deploy; do echo "sherpa_onnx_$kind"; done); do
   for set in $test_sets; do

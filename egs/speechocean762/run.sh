@@ -23,18 +23,19 @@ dev_speakers=10
 nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
 methods="ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm"  # transducers: "greedy modified_beam" (ctc_*: their CTC head)
-lm_order=            # ctc_prefix_beam_lm: the n-gram LM's order (built from data/train, weighted on dev)
+lm_order=            # LM-fused methods (*_lm, *_lodr): the n-gram LM's order (built from data/train, weighted on dev)
 lm_over=             # the LM's words: words (through the lexicon: char or phone units), or units (char, bpe)
 lm_beam=             # the beam of the LM's search, its weights chosen with it
                      # empty: what dev chose for the unit type (utils/units.sh default_lm_search)
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/speechocean762] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--unit-type bpe|char|phone] [--vocab-size N] [--dev-speakers N] [--nj N]
-  [--average N] [--methods \"greedy modified_beam beam ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
+  [--average N] [--methods \"greedy beam modified_beam modified_beam_lm modified_beam_lodr beam_lm beam_lodr
+  ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
   [--lm-order N] [--lm-over words|units] [--lm-beam N] [--deploy \"offline streaming\"]
 Stages: 0 download, 1 data dirs, 2 shards, 3 units (phones and their lexicon, characters or BPE), 4 train,
-5 average, 6 decode and score (dev, and test when the corpus has its test/ half; for ctc_prefix_beam_lm first
-an n-gram LM from data/train's text, its weight and length bonus chosen on dev), 7 export to ONNX (--deploy), 8 decode and score the
+5 average, 6 decode and score (dev, and test when the corpus has its test/ half; an LM-fused method first
+gets an n-gram LM from data/train's text, its weights chosen on dev), 7 export to ONNX (--deploy), 8 decode and score the
 export in sherpa-onnx.
 Examples: ./run.sh --corpus-dir ../../../shared/data/speechocean762
   ./run.sh --corpus-dir ../../../shared/data/speechocean762 --unit-type char --exp exp/deepspeech_char \
@@ -91,23 +92,8 @@ fi
 
 average_stage 5 "$exp" "$average"
 model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
-case " $methods " in *" ctc_prefix_beam_lm "*) lm_fusion_stage 6 "$exp" "$model_tag" "$lang" "$lm_order" "$lm_over" "$lm_beam" dev ;; esac
-
 test_sets=${sets#train }
-# stage 6: each set decoded by each method into $exp/decode-SET-METHOD-$model_tag
-checkpoint=$(checkpoint_of "$exp" "$model_tag")
-for method in $methods; do
-  lm=()  # ctc_prefix_beam_lm: the LM and its weights from lm_fusion_stage above
-  [ "$method" != ctc_prefix_beam_lm ] || lm=(--lm-fusion "$exp/lm/fusion.yaml")
-  for set in $test_sets; do
-    name=decode-$set-$method-$model_tag
-    if stage_wanted 6 "$name" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text" "${lm[@]}"; then
-      logged "$(stage_log 6 "$name" "$exp")" steps/decode.py --method "$method" --checkpoint "$checkpoint" \
-        --tag "$model_tag" "${lm[@]}" "$exp" "data/$set/data.list" "$set"
-      stage_done 6 "$name" "$exp"
-    fi
-  done
-done
+decode_stages 6 "$exp" "$model_tag" "$lang" "$methods" "$test_sets"  # LM-fused methods: their LM weighted on dev first
 deploy_stages 7 "$exp" "$model_tag" "$deploy" "$test_sets"  # with --deploy: export (7), decode in sherpa-onnx (8)
 for method in $methods $(for kind in $deploy; do echo "sherpa_onnx_$kind"; done); do
   for set in $test_sets; do

@@ -1,10 +1,13 @@
 """Shallow fusion: a search adds weight * ln p_LM(unit | units before it) + length_bonus for every unit
 it emits, and weight * ln p_LM(</s> | the last units) when a hypothesis ends. The LM is an ARPA model
 whose words are the model's unit symbols (steps/build_ngram_lm.py writes one); an LM over words is
-searched through a lexicon instead (rnnt.lm.lexicon_search), both behind the same three calls."""
+searched through a lexicon instead (rnnt.lm.lexicon_search), both behind the same three calls (Fusion),
+as is LODR, an LM's fusion less a low-order LM over the units (LowOrderSubtraction). The CTC prefix beam
+search and the transducer searches (rnnt.search_methods: the *_lm and *_lodr methods) fuse any of them."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -54,7 +57,7 @@ class NgramScorer:
 
 
 class Fusion(Protocol):
-    """What rnnt.ctc_search asks of an LM: its start state; the states a unit may lead to, each with the
+    """What an LM-fused search asks of an LM: its start state; the states a unit may lead to, each with the
     score it adds (none: the unit is not allowed there); the score of ending in a state, with the words
     the LM chose (None: the units spell the text)."""
 
@@ -91,45 +94,102 @@ class ShallowFusion:
         return [(self.end(state), None)]
 
 
+@dataclass
+class LowOrderSubtraction:
+    """An LM's fusion less a low-order n-gram over the units (LODR, Zheng et al. 2022): the low-order LM,
+    trained on the same text as the transducer, stands in for the internal LM that the transducer's
+    prediction network learnt, so its weighted log-probability of every unit (and of the end) is
+    subtracted while the LM's is added. The state is the pair of the two LMs' states."""
+
+    lm: Fusion
+    low_order: ShallowFusion  # its weight is the weight subtracted; its length bonus 0
+
+    def start(self) -> tuple:
+        return self.lm.start(), self.low_order.start()
+
+    def expansions(self, state: tuple, token: int) -> list[tuple[float, tuple]]:
+        subtracted, low_state = self.low_order.extend(state[1], token)
+        return [(score - subtracted, (after, low_state)) for score, after in self.lm.expansions(state[0], token)]
+
+    def finish(self, state: tuple) -> list[tuple[float, list[str] | None]]:
+        subtracted = self.low_order.end(state[1])
+        return [(score - subtracted, words) for score, words in self.lm.finish(state[0])]
+
+
 OVER = ("units", "words")  # what an LM's words are: the model's units, or words (searched through a lexicon)
 
 
-def load_fusion(arpa: str, tokenizer, weight: float, length_bonus: float, over: str = "units") -> Fusion:
+def load_fusion(arpa: str, tokenizer, weight: float, length_bonus: float, over: str = "units",
+                lodr_arpa: str | None = None, lodr_weight: float = 0.0) -> Fusion:
     """The fusion of an ARPA LM for a model with `tokenizer`'s units: a ShallowFusion over the units, or
-    (over="words") a rnnt.lm.lexicon_search.WordLexiconFusion."""
+    (over="words") a rnnt.lm.lexicon_search.WordLexiconFusion; with lodr_arpa (a low-order LM over the
+    units), that less lodr_weight times it (LowOrderSubtraction)."""
     if over not in OVER:
         raise ValueError(f"{arpa}: an LM is over one of {OVER}, not '{over}'")
     model = read_arpa(arpa)
     if over == "words":
         from rnnt.lm.lexicon_search import load_word_fusion  # it builds on this module
 
-        return load_word_fusion(model, tokenizer, arpa, weight, length_bonus)
-    return ShallowFusion(NgramScorer(model, tokenizer.symbols, arpa), weight, length_bonus)
+        fusion = load_word_fusion(model, tokenizer, arpa, weight, length_bonus)
+    else:
+        fusion = ShallowFusion(NgramScorer(model, tokenizer.symbols, arpa), weight, length_bonus)
+    if lodr_arpa is None:
+        return fusion
+    return LowOrderSubtraction(fusion, ShallowFusion(NgramScorer(read_arpa(lodr_arpa), tokenizer.symbols, lodr_arpa),
+                                                     lodr_weight))
 
 
-def fusion_config_path(exp_dir: str) -> str:
-    """Where an experiment keeps its LM's fusion.yaml (steps/tune_lm_fusion.py writes it, decoding reads it)."""
-    return os.path.join(exp_dir, "lm", "fusion.yaml")
+def fusion_config_path(exp_dir: str, method: str) -> str:
+    """Where an experiment keeps the LM of a search method and its weights, <exp_dir>/lm/<method>.yaml
+    (steps/tune_lm_fusion.py writes it, decoding reads it)."""
+    return os.path.join(exp_dir, "lm", f"{method}.yaml")
 
 
-def write_fusion_config(path: str, arpa: str, over: str, weight: float, length_bonus: float, beam: int,
-                        chosen_on: str) -> None:
-    """fusion.yaml: the ARPA file (a path relative to the yaml's folder), what its words are (units or words),
-    the LM weight and length bonus, and the beam they were chosen with."""
-    values = {"arpa": os.path.relpath(arpa, os.path.dirname(os.path.abspath(path))), "over": over, "weight": weight,
-              "length_bonus": length_bonus, "beam": beam, "chosen_on": chosen_on}
+@dataclass(frozen=True)
+class FusionConfig:
+    """What an LM-fused search decodes with: the ARPA file, what its words are (units or words), the LM
+    weight and length bonus, the beam they were chosen with, where they were chosen, and for LODR the
+    low-order LM over the units and its weight."""
+
+    arpa: str
+    over: str
+    weight: float
+    length_bonus: float
+    beam: int
+    chosen_on: str = ""
+    lodr_arpa: str | None = None
+    lodr_weight: float = 0.0
+
+    def load(self, tokenizer) -> Fusion:
+        return load_fusion(self.arpa, tokenizer, self.weight, self.length_bonus, self.over, self.lodr_arpa,
+                           self.lodr_weight)
+
+
+def write_fusion_config(path: str, config: FusionConfig) -> None:
+    """The yaml of a FusionConfig; its ARPA files are named relative to the yaml's folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    values = dataclasses.asdict(config)
+    for key in ("arpa", "lodr_arpa"):
+        if values[key] is not None:
+            values[key] = os.path.relpath(values[key], folder)
+    if config.lodr_arpa is None:
+        del values["lodr_arpa"], values["lodr_weight"]
     with open(path, "w", encoding="utf-8") as f:
         yaml.safe_dump(values, f, sort_keys=False)
 
 
-def read_fusion_config(path: str, tokenizer) -> tuple[Fusion, int]:
-    """The fusion that fusion.yaml describes, and the beam its weights were chosen with."""
+def read_fusion_config(path: str) -> FusionConfig:
+    """The FusionConfig a yaml of write_fusion_config describes."""
     with open(path, encoding="utf-8") as f:
         values = yaml.safe_load(f) or {}
     missing = {"arpa", "weight", "length_bonus", "beam"} - set(values)
     if missing:
         raise ValueError(f"{path}: missing {', '.join(sorted(missing))}")
-    arpa = os.path.join(os.path.dirname(os.path.abspath(path)), values["arpa"])
-    fusion = load_fusion(arpa, tokenizer, float(values["weight"]), float(values["length_bonus"]),
-                         values.get("over", "units"))
-    return fusion, int(values["beam"])
+    unknown = set(values) - {field.name for field in dataclasses.fields(FusionConfig)}
+    if unknown:
+        raise ValueError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
+    folder = os.path.dirname(os.path.abspath(path))
+    lodr = values.get("lodr_arpa")
+    return FusionConfig(os.path.join(folder, values["arpa"]), values.get("over", "units"), float(values["weight"]),
+                        float(values["length_bonus"]), int(values["beam"]), str(values.get("chosen_on", "")),
+                        os.path.join(folder, lodr) if lodr else None, float(values.get("lodr_weight", 0.0)))

@@ -116,13 +116,15 @@ def simple_loss(
 
 def prune_ranges(
     gamma_blank: torch.Tensor, gamma_label: torch.Tensor, logit_lengths: torch.Tensor,
-    target_lengths: torch.Tensor, s_range: int, backend: str = "auto",
+    target_lengths: torch.Tensor, s_range: int, backend: str = "auto", one_sym_per_frame: bool = False,
 ) -> torch.Tensor:
     """(B, T, s_range) symbol positions per frame: the window with the most node occupancy.
 
     Windows start at 0 on the first frame, reach U_b on the last, never move back, and overlap
-    from one frame to the next, so every frame's band connects to the next by a blank. backend: where the
-    frame-by-frame passes run (rnnt.loss.lattice_triton).
+    from one frame to the next, so every frame's band connects to the next by a blank. In the one-symbol
+    lattice (one_sym_per_frame), which reaches at most u = t by frame t and must still reach U_b by T_b,
+    each window also holds a node with U_b - T_b + t <= u <= t, so that a path runs through the band.
+    backend: where the frame-by-frame passes run (rnnt.loss.lattice_triton).
     """
     if s_range < 2:
         raise ValueError(f"s_range must be >= 2 (a band needs room for a label arc), got {s_range}")
@@ -133,7 +135,12 @@ def prune_ranges(
     mass = window[:, :, width:] - window[:, :, :-width]  # (B, T, U1 - width + 1)
     start = mass.argmax(dim=2)
     last_start = (target_lengths.long() + 1 - s_range).clamp_min(0)  # windows inside [0, U_b]
-    start = torch.minimum(start, last_start[:, None]).contiguous()
+    start = torch.minimum(start, last_start[:, None])
+    if one_sym_per_frame:  # a node the lattice can be at: the lowest u <= t, the highest u >= U_b - T_b + t
+        frames = torch.arange(T, device=start.device)[None, :]
+        lowest = (target_lengths.long() - logit_lengths.long().to(start.device))[:, None] + frames - (s_range - 1)
+        start = torch.minimum(torch.maximum(start, lowest), frames)
+    start = start.contiguous()
     if lattice_triton.resolve_backend(backend, start.device) == "triton":
         start = lattice_triton.connected_band_starts(start, logit_lengths, last_start, s_range)
     else:

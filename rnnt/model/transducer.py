@@ -183,7 +183,7 @@ class Transducer(torch.nn.Module):
                                                          lm_only_scale=loss_config.lm_only_scale,
                                                          am_only_scale=loss_config.am_only_scale, **options)
         ranges = prune_ranges(gamma_blank, gamma_label, enc_lens, token_lens, loss_config.s_range,
-                              backend=loss_config.backend)
+                              backend=loss_config.backend, one_sym_per_frame=loss_config.one_sym_per_frame)
         enc_pruned, pred_pruned = prune(enc_proj, pred_proj, ranges)
         logits = self.joiner(enc_pruned, pred_pruned)
         pruned = pruned_loss(logits, tokens, ranges, enc_lens, token_lens, **exact)

@@ -223,7 +223,7 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
                            if x.startswith("decode_sherpa_onnx.py:") and f"decode-{set_name}-sherpa_onnx_{kind}" in x)
             identical = int(re.search(r"; (\d+) of (\d+) transcripts identical", summary).group(1))
             assert identical >= 0.99 * utterances, summary
-    fusion = yaml.safe_load((recipe / "exp" / "ci" / "lm" / "fusion.yaml").read_text())
+    fusion = yaml.safe_load((recipe / "exp" / "ci" / "lm" / "ctc_prefix_beam_lm.yaml").read_text())
     assert fusion["arpa"] == "lm_5gram.arpa" and (recipe / "data" / "lang_bpe64" / "lm_5gram.arpa").is_file()
     tuning_log = (recipe / "exp" / "ci" / "log" / "6.lm-fusion-5gram-avg3-epoch-12.log").read_text()
     assert tuning_log.startswith("# steps/tune_lm_fusion.py --arpa data/lang_bpe64/lm_5gram.arpa ")
@@ -329,7 +329,7 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     lexicon = {line.split()[0] for line in (data / "lang_phone" / "lexicon.txt").read_text().splitlines()}
     assert lexicon == set(" ".join(line.split(maxsplit=1)[1] for line in (data / "train" / "text").read_text()
                                    .splitlines()).split()) - set((data / "lang_phone" / "oov.txt").read_text().split())
-    assert yaml.safe_load((recipe / "exp" / "phone" / "lm" / "fusion.yaml").read_text())["over"] == "words"
+    assert yaml.safe_load((recipe / "exp" / "phone" / "lm" / "ctc_prefix_beam_lm.yaml").read_text())["over"] == "words"
     dictionary = cmu_pronunciations()
     for set_name in ("dev", "test"):
         decoded = recipe / "exp" / "phone" / f"decode-{set_name}-ctc_prefix_beam_lm-epoch-1"

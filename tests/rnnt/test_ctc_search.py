@@ -41,7 +41,7 @@ def test_greedy_collapses_the_best_path(seed):
 
 
 def test_a_model_without_a_ctc_head_is_refused_by_name():
-    from rnnt.transcriber import check_method
+    from rnnt.search_methods import check_method
 
     model = Transducer(ModelConfig(encoder=EncoderConfig(input_dim=4, hidden=6, pre_layers=1, post_layers=0)), 3)
     with pytest.raises(ValueError, match="needs a CTC head"):

@@ -227,11 +227,11 @@ def test_an_lm_built_from_training_text_is_tuned_on_dev_and_used_by_decode(train
     out = run_tool(sys.executable, STEPS / "tune_lm_fusion.py", "--arpa", arpa, "--weights", "0,0.5",
                    "--bonuses", "0,1", trained, yesno / "test.list")
     assert out.returncode == 0, out.stderr
-    tuned = yaml.safe_load((trained / "lm" / "fusion.yaml").read_text())
+    tuned = yaml.safe_load((trained / "lm" / "ctc_prefix_beam_lm.yaml").read_text())
     assert (tuned["weight"], tuned["length_bonus"]) in [(0, 0), (0, 1), (0.5, 0), (0.5, 1)]
-    rows = (trained / "lm" / "tuning.tsv").read_text().splitlines()
+    rows = (trained / "lm" / "ctc_prefix_beam_lm.tsv").read_text().splitlines()
     assert len(rows) == 1 + 1 + 4  # header, without the LM, the grid
-    wers = {tuple(r.split("\t")[:2]): float(r.split("\t")[2]) for r in rows[1:]}
+    wers = {tuple(r.split("\t")[:2]): float(r.split("\t")[3]) for r in rows[1:]}
     assert wers[("0.0", "0.0")] == wers[("none", "none")]  # weight 0, bonus 0 is the plain search
     best = min(wers[k] for k in wers if k != ("none", "none"))
     assert tuned["beam"] == 8
@@ -249,7 +249,46 @@ def test_an_lm_built_from_training_text_is_tuned_on_dev_and_used_by_decode(train
                    entry["wav"])  # the transcriber finds the experiment's LM
     assert one.returncode == 0, one.stderr
     assert json.loads(one.stdout)["text"] == hyps[entry["key"]]
-    (trained / "lm" / "fusion.yaml").unlink()
+    (trained / "lm" / "ctc_prefix_beam_lm.yaml").unlink()
     out = run_tool(sys.executable, STEPS / "decode.py", "--method", "ctc_prefix_beam_lm", trained,
                    yesno / "test.list", "test")
-    assert out.returncode == 1 and "fusion.yaml" in out.stderr
+    assert out.returncode == 1 and "ctc_prefix_beam_lm.yaml" in out.stderr
+
+
+@pytest.mark.slow
+def test_the_transducer_searches_with_an_lm_and_lodr_are_tuned_on_dev_and_decode(trained, yesno, tmp_path):
+    arpas = {}
+    for order in (3, 2):
+        arpas[order] = tmp_path / f"lm_{order}gram.arpa"
+        out = run_tool(sys.executable, STEPS / "build_ngram_lm.py", "--order", order, yesno / "data" / "train_yesno",
+                       yesno / "lang", arpas[order])
+        assert out.returncode == 0, out.stderr
+    for method, lodr in (("modified_beam_lm", []), ("beam_lodr", ["--lodr-arpa", arpas[2], "--lodr-weights", "0,0.3"])):
+        out = run_tool(sys.executable, STEPS / "tune_lm_fusion.py", "--method", method, "--arpa", arpas[3], *lodr,
+                       "--weights", "0,0.5", "--bonuses", "0,1", "--beam", "4", trained, yesno / "test.list")
+        assert out.returncode == 0, out.stderr
+        tuned = yaml.safe_load((trained / "lm" / f"{method}.yaml").read_text())
+        assert ("lodr_weight" in tuned) == bool(lodr) and tuned["beam"] == 4
+        rows = (trained / "lm" / f"{method}.tsv").read_text().splitlines()
+        assert len(rows) == 1 + 1 + 4 * (2 if lodr else 1)
+        wers = {tuple(r.split("\t")[:3]): float(r.split("\t")[3]) for r in rows[1:]}
+        best = min(wer for point, wer in wers.items() if point[0] != "none")
+        out = run_tool(sys.executable, STEPS / "decode.py", "--method", method, trained, yesno / "test.list", "test")
+        assert out.returncode == 0, out.stderr
+        assert (trained / f"decode-test-{method}" / "wer").read_text().startswith(f"%WER {best:.2f} [")
+    out = run_tool(sys.executable, STEPS / "decode.py", "--method", "modified_beam_lm", trained, yesno / "five.list",
+                   "five")
+    assert out.returncode == 0, out.stderr
+    entry = json.loads((yesno / "five.list").read_text().splitlines()[0])
+    hyp = next(line for line in (trained / "decode-five-modified_beam_lm" / "hyp").read_text().splitlines()
+               if line.split()[0] == entry["key"])
+    one = run_tool(sys.executable, STEPS / "transcribe.py", "--json", "--method", "modified_beam_lm", trained,
+                   entry["wav"])  # the transcriber finds the method's LM
+    assert one.returncode == 0, one.stderr
+    assert json.loads(one.stdout)["text"] == hyp.split(maxsplit=1)[1]
+    out = run_tool(sys.executable, STEPS / "decode.py", "--method", "modified_beam_lodr", trained,
+                   yesno / "test.list", "test")  # tuned for beam_lodr only
+    assert out.returncode == 1 and "modified_beam_lodr.yaml" in out.stderr
+    out = run_tool(sys.executable, STEPS / "decode.py", "--method", "modified_beam_lodr", "--lm-fusion",
+                   trained / "lm" / "modified_beam_lm.yaml", trained, yesno / "test.list", "test")
+    assert out.returncode == 1 and "lacks a low-order LM" in out.stderr

@@ -4,31 +4,11 @@ seeds, standard and modified transducers: what must hold for any model, trained 
 import pytest
 import torch
 
-from rnnt.model.encoder import EncoderConfig
-from rnnt.model.joiner import JoinerConfig
-from rnnt.model.predictor import PredictorConfig
-from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
 from rnnt.modified_beam_search import modified_beam_search
 from rnnt.search import beam_search, greedy_search, label_ends_frame, symbols_per_frame
-from search_reference import alignment_log_prob, best_sequence, sequence_log_prob
+from search_reference import alignment_log_prob, best_sequence, encoder_output, random_model, sequence_log_prob
 
 EXACT = 2000  # a beam wider than every hypothesis there is: the beam searches become exhaustive
-
-
-def random_model(seed: int, kind: str, one_sym_per_frame: bool, vocab_size: int = 3) -> Transducer:
-    torch.manual_seed(seed)
-    config = ModelConfig(encoder=EncoderConfig(input_dim=4, hidden=6, pre_layers=1, post_layers=0, stack_time=1),
-                         predictor=PredictorConfig(kind=kind, embed_dim=6, hidden=6, layers=1, dropout=0.0),
-                         joiner=JoinerConfig(hidden=8, activation="tanh"),
-                         loss=LossConfig(one_sym_per_frame=one_sym_per_frame))
-    model = Transducer(config, vocab_size).eval()
-    with torch.no_grad():  # peaky distributions, so that the searches' choices matter
-        model.joiner.output.weight.mul_(4.0)
-    return model
-
-
-def encoder_output(seed: int, model: Transducer, frames: int, batch: int = 1) -> torch.Tensor:
-    return torch.randn(batch, frames, model.encoder.output_dim, generator=torch.Generator().manual_seed(seed)) * 2
 
 
 CASES = [(seed, kind, one_sym) for seed in range(3) for kind in ("lstm", "stateless") for one_sym in (False, True)]

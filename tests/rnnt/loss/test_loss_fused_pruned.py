@@ -194,3 +194,29 @@ def test_the_pruned_loss_warms_up_as_icefall_s():
     torch.testing.assert_close(parts["loss"], 0.5 * parts["simple"] + parts["transducer"])
     with pytest.raises(ValueError, match="loss.warmup_steps must be >= 0"):
         Transducer(ModelConfig(loss=LossConfig(type="pruned", warmup_steps=-1)), 7)
+
+
+@pytest.mark.parametrize("s_range", [2, 3, 5])
+def test_a_one_symbol_band_always_holds_a_path_even_where_the_occupancy_leads_off_it(s_range):
+    """Occupancy that wants the last symbols from the first frame (as a simple loss at the start of training
+    may): the standard band may climb s_range - 1 symbols a frame, the one-symbol lattice only 1, so its band
+    keeps to the nodes the lattice can be at, and the loss stays finite for utterances with U_b near T_b."""
+    B, T, U, V = 4, 10, 9, 6
+    g = torch.Generator().manual_seed(s_range)
+    T_b, U_b = torch.tensor([10, 10, 7, 9]), torch.tensor([9, 10, 7, 3])
+    occupancy = torch.zeros(B, T, U + 2, dtype=torch.float64)
+    occupancy[:, :, -1] = 1.0  # all of it on the last symbols
+    for one_sym in (False, True):
+        ranges = prune_ranges(occupancy, torch.zeros_like(occupancy), T_b, U_b, s_range, one_sym_per_frame=one_sym)
+        logits = torch.randn(B, T, s_range, V, generator=g, dtype=torch.float64)
+        targets = torch.randint(1, V, (B, U + 1), generator=g)
+        loss = pruned_loss(logits, targets, ranges, T_b, U_b, reduction="none", one_sym_per_frame=True)
+        if one_sym:
+            assert torch.isfinite(loss).all()
+            frames = torch.arange(T)[None, :]
+            start = ranges[..., 0]
+            valid = frames < T_b[:, None]
+            assert ((start <= frames) | ~valid).all()
+            assert ((ranges[..., -1] >= U_b[:, None] - T_b[:, None] + frames) | ~valid).all()
+        elif s_range > 2:  # the standard band climbs too fast for the one-symbol lattice
+            assert not torch.isfinite(loss).all()

@@ -1,0 +1,73 @@
+"""Modified beam search (at most one symbol per frame) with an n-gram LM fused in (rnnt.lm.fusion: over
+the units, over words through a lexicon, with or without LODR). The networks run batched over every
+hypothesis of every utterance each frame; the LM's states live on the host, so the hypotheses do too.
+
+A frame extends each hypothesis by the blank and by each of its beam + 1 most probable labels, every
+label scored by the acoustic model and the LM; extensions with the same labels and LM state are merged
+by adding their probabilities (they are alignments of one label sequence that the LM scored alike), and
+the `beam` best of each utterance go on. A hypothesis's score is log P(its labels) over the alignments
+merged into it plus the LM's score of the labels, and at the end the LM's score of ending there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from rnnt.lm.fusion import Fusion
+from rnnt.search import Hypothesis, HypothesisMap, ended, joint_log_probs, start_hypotheses
+
+
+@torch.no_grad()
+def modified_beam_search_lm(model, enc: torch.Tensor, enc_lens: torch.Tensor, beam: int,
+                            fusion: Fusion) -> list[list[Hypothesis]]:
+    """The n-best of each utterance of enc (B, T, D), best first, with `fusion`'s scores in theirs."""
+    enc_proj = model.joiner.enc_proj(enc)
+    lengths = enc_lens.tolist()
+    beams = [[dataclasses.replace(h, lm_state=fusion.start())] for h in start_hypotheses(model, enc.shape[0], enc.device)]
+    for t in range(enc.shape[1]):
+        live = [b for b, length in enumerate(lengths) if t < length]
+        if not live:
+            break
+        hyps = [h for b in live for h in beams[b]]
+        rows = torch.tensor([b for b in live for _ in beams[b]], device=enc.device)
+        log_probs = joint_log_probs(model.joiner, enc_proj[rows, t], torch.cat([h.pred_proj for h in hyps]))
+        blanks = log_probs[:, model.blank].tolist()
+        values, tokens = (x.tolist() for x in log_probs.topk(min(beam + 1, log_probs.shape[1]), dim=1))
+        i = 0
+        for b in live:
+            extended = HypothesisMap()
+            for hyp in beams[b]:
+                extended.add(dataclasses.replace(hyp, score=hyp.score + blanks[i]))
+                for label in _labelled(hyp, values[i], tokens[i], model.blank, t, fusion):
+                    extended.add(label)
+                i += 1
+            beams[b] = extended.best(beam)
+        _step_predictor(model, [h for b in live for h in beams[b] if h.pred_proj is None], enc.device)
+    return [ended(hyps, fusion)[:beam] for hyps in beams]
+
+
+def _labelled(hyp: Hypothesis, values: list[float], tokens: list[int], blank: int, t: int, fusion: Fusion):
+    """hyp extended by each label of tokens at frame t, scored by the model (values) and the LM; a word LM
+    may allow none of a label's extensions, or several (homophones). The prediction network is stepped later."""
+    for value, token in zip(values, tokens):
+        if token != blank:
+            for added, lm_state in fusion.expansions(hyp.lm_state, token):
+                yield Hypothesis(hyp.tokens + [token], hyp.frames + [t], hyp.score + value + added, hyp.state,
+                                 lm_state=lm_state)
+
+
+def _step_predictor(model, hyps: list[Hypothesis], device: torch.device) -> None:
+    """The prediction network stepped by each hypothesis's last label, all at once; each gets its state
+    after the label and its projected output."""
+    if not hyps:
+        return
+    predictor = model.predictor
+    last = torch.tensor([h.tokens[-1] for h in hyps], device=device)
+    out, state = predictor.step(last, predictor.stack_states([h.state for h in hyps]))
+    projected = model.joiner.pred_proj(out)
+    index = torch.arange(len(hyps), device=device)
+    for k, hyp in enumerate(hyps):
+        hyp.state, hyp.pred_proj = predictor.select_state(state, index[k:k + 1]), projected[k:k + 1]
+

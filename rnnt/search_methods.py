@@ -1,0 +1,132 @@
+"""Every decoding method by name, behind one signature: search(model, enc, enc_lens, options) ->
+list[list[Hypothesis]], for each utterance of the batch its n-best, best first (one hypothesis for the
+greedy searches). decode.py, transcribe.py, the Transcriber, tune_lm_fusion.py and the recipes'
+--methods all take these names.
+
+  greedy, beam, modified_beam           the transducer (rnnt.search, rnnt.modified_beam_search)
+  beam_lm, modified_beam_lm             the same with an n-gram LM fused in (over the units, or over words
+                                        through the lexicon; rnnt.lm.fusion)
+  beam_lodr, modified_beam_lodr         the same less a low-order LM over the units (LODR)
+  ctc_greedy, ctc_prefix_beam           the model's CTC head (rnnt.ctc_search)
+  ctc_prefix_beam_lm                    prefix beam search with an n-gram LM
+The LM of an *_lm or *_lodr method and its weights are an experiment's lm/<method>.yaml, chosen on dev by
+steps/tune_lm_fusion.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from rnnt.ctc_search import ctc_greedy_search, ctc_prefix_beam_search
+from rnnt.lm.fusion import Fusion, LowOrderSubtraction, read_fusion_config
+from rnnt.modified_beam_search import modified_beam_search
+from rnnt.modified_beam_search_lm import modified_beam_search_lm
+from rnnt.search import Hypothesis, beam_search, greedy_search
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    beam: int = 4
+    max_symbols_per_frame: int | None = None  # greedy and beam search (rnnt.search.symbols_per_frame)
+    fusion: Fusion | None = None  # the LM of an *_lm or *_lodr method
+
+
+Search = Callable[[object, torch.Tensor, torch.Tensor, SearchOptions], list[list[Hypothesis]]]
+
+
+@dataclass(frozen=True)
+class Method:
+    search: Search
+    head: str  # what it searches: "transducer" or "ctc"
+    lm: str = ""  # "": no LM; "lm": an LM fused in; "lodr": an LM fused in less a low-order LM
+
+
+def _each_utterance(search) -> Search:
+    """A search of one utterance's encoder output (T, D) and length as a search of the batch."""
+    return lambda model, enc, enc_lens, options: [search(model, enc[b], int(enc_lens[b]), options)
+                                                  for b in range(enc.shape[0])]
+
+
+def _greedy(model, enc, enc_lens, options):
+    return [[hyp] for hyp in greedy_search(model, enc, enc_lens, options.max_symbols_per_frame)]
+
+
+def _beam(model, enc, enc_len, options):
+    return beam_search(model, enc, enc_len, options.beam, options.max_symbols_per_frame, options.fusion)
+
+
+def _modified_beam(model, enc, enc_lens, options):
+    if options.fusion is not None:
+        return modified_beam_search_lm(model, enc, enc_lens, options.beam, options.fusion)
+    return modified_beam_search(model, enc, enc_lens, options.beam)
+
+
+def _ctc_greedy(model, enc, enc_lens, options):
+    return [[hyp] for hyp in ctc_greedy_search(model, enc, enc_lens)]
+
+
+def _ctc_prefix_beam(model, enc, enc_len, options):
+    return ctc_prefix_beam_search(model, enc, enc_len, options.beam, options.fusion)
+
+
+METHODS: dict[str, Method] = {
+    "greedy": Method(_greedy, "transducer"),
+    "beam": Method(_each_utterance(_beam), "transducer"),
+    "beam_lm": Method(_each_utterance(_beam), "transducer", "lm"),
+    "beam_lodr": Method(_each_utterance(_beam), "transducer", "lodr"),
+    "modified_beam": Method(_modified_beam, "transducer"),
+    "modified_beam_lm": Method(_modified_beam, "transducer", "lm"),
+    "modified_beam_lodr": Method(_modified_beam, "transducer", "lodr"),
+    "ctc_greedy": Method(_ctc_greedy, "ctc"),
+    "ctc_prefix_beam": Method(_each_utterance(_ctc_prefix_beam), "ctc"),
+    "ctc_prefix_beam_lm": Method(_each_utterance(_ctc_prefix_beam), "ctc", "lm"),
+}
+LM_METHODS = tuple(name for name, method in METHODS.items() if method.lm)
+
+
+def check_method(model, name: str, options: SearchOptions | None = None) -> Method:
+    """The method of that name if the model can run it (with options' LM, where given), else ValueError
+    saying why not."""
+    method = METHODS.get(name)
+    if method is None:
+        raise ValueError(f"decoding method must be one of {tuple(METHODS)}, got '{name}'")
+    if method.head == "ctc" and model.ctc is None:
+        raise ValueError(f"--method {name} needs a CTC head; this model has none (train with loss.ctc_weight > 0)")
+    if method.head == "transducer" and not model.is_transducer:
+        raise ValueError(f"--method {name} searches a transducer; this is a CTC model: use ctc_greedy, "
+                         "ctc_prefix_beam or ctc_prefix_beam_lm")
+    if options is not None:
+        check_fusion(name, options.fusion)
+    return method
+
+
+def check_fusion(name: str, fusion: Fusion | None) -> None:
+    """An *_lm method needs an LM, an *_lodr method an LM with a low-order LM subtracted; the others none."""
+    lm = METHODS[name].lm
+    if lm and fusion is None:
+        raise ValueError(f"{name} needs an LM: an lm/{name}.yaml (steps/tune_lm_fusion.py writes one)")
+    if not lm and fusion is not None:
+        raise ValueError(f"{name} searches without an LM; its LM-fused method is {name}_lm")
+    if fusion is not None and (lm == "lodr") != isinstance(fusion, LowOrderSubtraction):
+        raise ValueError(f"{name}: its LM {'lacks' if lm == 'lodr' else 'has'} a low-order LM subtracted "
+                         f"(steps/tune_lm_fusion.py --lodr-arpa writes one for the *_lodr methods)")
+
+
+def search(model, enc: torch.Tensor, enc_lens: torch.Tensor, name: str,
+           options: SearchOptions = SearchOptions()) -> list[list[Hypothesis]]:
+    """Each utterance's n-best by the method `name`, from the encoder output enc (B, T, D)."""
+    with torch.no_grad():
+        return check_method(model, name, options).search(model, enc, enc_lens, options)
+
+
+def lm_options(name: str, tokenizer, config_path: str, beam: int | None = None,
+               max_symbols_per_frame: int | None = None) -> SearchOptions:
+    """The options of an LM-fused method from its yaml (rnnt.lm.fusion.write_fusion_config): its LM, and
+    the beam its weights were chosen with unless `beam` is given."""
+    config = read_fusion_config(config_path)
+    fusion = config.load(tokenizer)
+    check_fusion(name, fusion)
+    return SearchOptions(beam or config.beam, max_symbols_per_frame, fusion)
