@@ -122,9 +122,9 @@ def prune_ranges(
 
     Windows start at 0 on the first frame, reach U_b on the last, never move back, and overlap
     from one frame to the next, so every frame's band connects to the next by a blank. In the one-symbol
-    lattice (one_sym_per_frame), which reaches at most u = t by frame t and must still reach U_b by T_b,
-    each window also holds a node with U_b - T_b + t <= u <= t, so that a path runs through the band.
-    backend: where the frame-by-frame passes run (rnnt.loss.lattice_triton).
+    lattice (one_sym_per_frame), which climbs at most one symbol a frame, the windows climb no faster than
+    a path can follow them and early enough for it to reach U_b by T_b (_one_symbol_band_starts).
+    backend: where the frame-by-frame passes of the standard lattice run (rnnt.loss.lattice_triton).
     """
     if s_range < 2:
         raise ValueError(f"s_range must be >= 2 (a band needs room for a label arc), got {s_range}")
@@ -135,13 +135,10 @@ def prune_ranges(
     mass = window[:, :, width:] - window[:, :, :-width]  # (B, T, U1 - width + 1)
     start = mass.argmax(dim=2)
     last_start = (target_lengths.long() + 1 - s_range).clamp_min(0)  # windows inside [0, U_b]
-    start = torch.minimum(start, last_start[:, None])
-    if one_sym_per_frame:  # a node the lattice can be at: the lowest u <= t, the highest u >= U_b - T_b + t
-        frames = torch.arange(T, device=start.device)[None, :]
-        lowest = (target_lengths.long() - logit_lengths.long().to(start.device))[:, None] + frames - (s_range - 1)
-        start = torch.minimum(torch.maximum(start, lowest), frames)
-    start = start.contiguous()
-    if lattice_triton.resolve_backend(backend, start.device) == "triton":
+    start = torch.minimum(start, last_start[:, None]).contiguous()
+    if one_sym_per_frame:
+        _one_symbol_band_starts(start, logit_lengths, target_lengths, last_start, s_range)
+    elif lattice_triton.resolve_backend(backend, start.device) == "triton":
         start = lattice_triton.connected_band_starts(start, logit_lengths, last_start, s_range)
     else:
         _connect_band_starts(start, logit_lengths, last_start, s_range)
@@ -162,6 +159,24 @@ def _connect_band_starts(start: torch.Tensor, logit_lengths: torch.Tensor, last_
         need = torch.where(frames[t] == T_b - 1, last_start, need)
         start[:, t] = torch.where(frames[t] >= T_b, start[:, t], torch.maximum(start[:, t], need))
         need = (start[:, t] - (s_range - 1)).clamp_min(0)
+
+
+def _one_symbol_band_starts(start: torch.Tensor, logit_lengths: torch.Tensor, target_lengths: torch.Tensor,
+                            last_start: torch.Tensor, s_range: int) -> None:
+    """In place, for the one-symbol lattice: each window's top at least U_b - T_b + t (from below it U_b
+    cannot be reached by the end), then frame by frame from 0 the windows never move back and start at
+    most one symbol above the highest node a path can be at in the frame before, so the path that climbs
+    whenever it can runs through every window to the end."""
+    T = start.shape[1]
+    U_b = target_lengths.long().to(start.device)
+    frames = torch.arange(T, device=start.device)[None, :]
+    lowest = (U_b - logit_lengths.long().to(start.device))[:, None] + frames - (s_range - 1)
+    start.copy_(torch.maximum(start, torch.minimum(lowest, last_start[:, None])))
+    start[:, 0] = 0
+    top = torch.zeros_like(U_b)  # the highest node of the window a path can be at
+    for t in range(1, T):
+        start[:, t] = torch.minimum(torch.maximum(start[:, t], start[:, t - 1]), top + 1)
+        top = torch.minimum(torch.minimum(top + 1, start[:, t] + s_range - 1), U_b)
 
 
 def prune(enc: torch.Tensor, pred: torch.Tensor, ranges: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

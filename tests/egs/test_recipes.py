@@ -183,16 +183,17 @@ def words_in(text_file: Path) -> int:
 def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     """egs/an4 from the corpus to the %WER lines with conf/ci.yaml (conf/deploy.yaml made fast, 12 epochs,
     a few minutes): every test utterance scored, a WER that a model ignoring the audio (the transcripts'
-    prior: over 100%) cannot reach, and the model exported and run in sherpa-onnx, offline and streaming,
-    with our greedy search's WER and transcripts."""
+    prior: over 100%) cannot reach, the recipe's LM method (modified_beam_lm, a 5-gram over the BPE units
+    weighted on dev) no worse on dev than the same search without it, and the model exported and run in
+    sherpa-onnx, offline and streaming, with our greedy search's WER and transcripts."""
     recipe = copy_recipe("an4", tmp_path)
     args = ("--corpus-dir", str(test_data / "an4"), "--unit-type", "bpe", "--train-config", "conf/ci.yaml", "--exp", "exp/ci",
-            "--average", "3", "--deploy", "offline streaming", "--methods", "greedy modified_beam ctc_prefix_beam_lm")
+            "--average", "3", "--deploy", "offline streaming", "--methods", "greedy modified_beam modified_beam_lm ctc_prefix_beam_lm")
     out = run_recipe(recipe, *args)
     assert out.returncode == 0, out.stderr[-3000:]
     again = run_recipe(recipe, *args)  # nothing changed: every stage is skipped, the results printed again
     stage_lines = [line for line in again.stdout.splitlines() if re.search(r" stage \d+ \(", line)]
-    assert again.returncode == 0 and len(stage_lines) == 19, again.stdout[-3000:]  # 5 + LM 2 + 6 decodes + deploy 6
+    assert again.returncode == 0 and len(stage_lines) == 23, again.stdout[-3000:]  # 5 + LMs 2 x 2 + 8 decodes + deploy 6
     assert all("done before; skipped" in line for line in stage_lines), again.stdout[-3000:]
     data = recipe / "data"
     for name, count in (("train", 849), ("dev", 99), ("test", 130)):
@@ -209,8 +210,9 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
             line = results[f"an4 {set_name} {method}"]
             assert f"/ {words_in(data / set_name / 'text')}," in line, line
             assert wer_of(line) <= 60.0, line  # measured here: dev 40.4, test 36.1 (greedy)
-        line = results[f"an4 {set_name} ctc_prefix_beam_lm"]  # the CTC head with a 5-gram LM weighted on dev
-        assert f"/ {words_in(data / set_name / 'text')}," in line and wer_of(line) <= 60.0, line
+        for method in ("modified_beam_lm", "ctc_prefix_beam_lm"):  # with a 5-gram LM weighted on dev
+            line = results[f"an4 {set_name} {method}"]
+            assert f"/ {words_in(data / set_name / 'text')}," in line and wer_of(line) <= 60.0, line
         greedy = wer_of(results[f"an4 {set_name} greedy"])
         # the same model in sherpa-onnx, offline and streaming (fed 0.1 s chunks), each utterance followed by
         # the config's tail_silence as our decoding does: the transcripts are ours
@@ -223,10 +225,13 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
                            if x.startswith("decode_sherpa_onnx.py:") and f"decode-{set_name}-sherpa_onnx_{kind}" in x)
             identical = int(re.search(r"; (\d+) of (\d+) transcripts identical", summary).group(1))
             assert identical >= 0.99 * utterances, summary
-    fusion = yaml.safe_load((recipe / "exp" / "ci" / "lm" / "ctc_prefix_beam_lm.yaml").read_text())
-    assert fusion["arpa"] == "lm_5gram.arpa" and (recipe / "data" / "lang_bpe64" / "lm_5gram.arpa").is_file()
-    tuning_log = (recipe / "exp" / "ci" / "log" / "6.lm-fusion-5gram-avg3-epoch-12.log").read_text()
-    assert tuning_log.startswith("# steps/tune_lm_fusion.py --arpa data/lang_bpe64/lm_5gram.arpa ")
+    # the LM's weights were chosen on dev: there the search with it does no worse than without
+    assert wer_of(results["an4 dev modified_beam_lm"]) <= wer_of(results["an4 dev modified_beam"]), results
+    for method in ("modified_beam_lm", "ctc_prefix_beam_lm"):
+        fusion = yaml.safe_load((recipe / "exp" / "ci" / "lm" / f"{method}.yaml").read_text())
+        assert fusion["arpa"] == "lm_5gram.arpa" and (recipe / "data" / "lang_bpe64" / "lm_5gram.arpa").is_file()
+        tuning_log = (recipe / "exp" / "ci" / "log" / f"6.lm-fusion-{method}-lm_5gram-avg3-epoch-12.log").read_text()
+        assert tuning_log.startswith(f"# steps/tune_lm_fusion.py --method {method} --arpa data/lang_bpe64/lm_5gram.arpa ")
 
 
 def test_deploying_phone_units_stops_before_any_stage(test_data, tmp_path):
