@@ -27,6 +27,7 @@ from rnnt.search_methods import METHODS, SearchOptions, lm_options, search
 from rnnt.training import checkpoint
 from rnnt.training.experiment import Experiment, load_experiment
 
+
 def load_model(exp_dir: str, checkpoint_path: str | None = None, use_ema: bool = True,
                device: str = "cpu") -> tuple[Experiment, Transducer, Tokenizer, str]:
     experiment = load_experiment(os.path.join(exp_dir, "config.yaml"))

@@ -23,7 +23,7 @@ import sys
 
 import yaml
 
-from rnnt.cli import tool_parser
+from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.config import to_dict
 from rnnt.tuning.space import load_search, suggest, with_values
 from rnnt.tuning.study import completed, open_study, optimize_until, summary, write_results
@@ -88,7 +88,7 @@ def make_objective(base: dict, search, args):
     return objective
 
 
-def main() -> int:
+def main() -> str:
     parser = tool_parser(__doc__, "steps/tune.py --config conf/ci.yaml --search conf/tune.yaml "
                                   "--train-list data/train/data.list --valid-list data/dev/data.list "
                                   "--lang-dir data/lang_bpe64 --exp-dir exp/tune")
@@ -114,8 +114,7 @@ def main() -> int:
         base = to_dict(experiment)
         search = load_search(args.search, base)
     except (OSError, ValueError) as error:
-        print(f"tune.py: {error}", file=sys.stderr)
-        return 1
+        raise ToolError(str(error)) from error
     trials = args.trials or search.trials
     os.makedirs(args.exp_dir, exist_ok=True)
     storage = args.storage or f"sqlite:///{os.path.join(args.exp_dir, 'study.db')}"
@@ -125,9 +124,10 @@ def main() -> int:
         user_config = yaml.safe_load(f) or {}
     write_results(study, user_config, args.exp_dir, objective="" if search.target_wer is None else
                   f"minutes to dev WER {search.target_wer:g}% (missed: scaled up)")
-    print(summary(study, trials), flush=True)
-    return 0 if completed(study) else 1
+    if not completed(study):
+        raise ToolError(summary(study, trials))
+    return summary(study, trials)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

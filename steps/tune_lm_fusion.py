@@ -18,7 +18,7 @@ from rnnt.progress_bar import progress
 
 from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.decode_results import reference_texts
-from rnnt.lm.fusion import OVER, FusionConfig, LowOrderSubtraction, fusion_config_path, write_fusion_config
+from rnnt.lm.fusion import OVER, FusionConfig, fusion_config_path, write_fusion_config
 from rnnt.scoring import score
 from rnnt.search_methods import LM_METHODS, METHODS, SearchOptions, check_method, search
 from rnnt.transcriber import decoding_pipeline, load_model
@@ -111,7 +111,7 @@ def main() -> str:
     grid = [dataclasses.replace(base, weight=w, length_bonus=b, lodr_weight=lw)
             for w in args.weights for b in args.bonuses for lw in lodr_weights]
     for point in progress(grid, desc="LM weights", unit="point"):
-        set_weights(fusion, point)
+        point.weigh(fusion)
         rows.append((point, dev_wer(args.method, SearchOptions(args.beam, fusion=fusion))))
     chosen, best = min(rows[1:], key=lambda row: (row[1].counts.wer, row[0].weight, row[0].lodr_weight))
     with open(os.path.join(lm_dir, f"{args.method}.tsv"), "w", encoding="utf-8") as f:
@@ -123,14 +123,6 @@ def main() -> str:
     return (f"{config_path}: weight {chosen.weight}, length bonus {chosen.length_bonus}{lodr}: dev {best.wer_line} "
             f"({without_lm} without the LM: {rows[0][1].wer_line}); {len(grid)} points tried, "
             f"{sum(len(keys) for keys, _, _ in encoded)} of {len(refs)} dev utterances decoded")
-
-
-def set_weights(fusion, point: FusionConfig) -> None:
-    """The fusion (loaded once) given the weights of a grid point."""
-    lm = fusion.lm if isinstance(fusion, LowOrderSubtraction) else fusion
-    lm.weight, lm.length_bonus = point.weight, point.length_bonus
-    if isinstance(fusion, LowOrderSubtraction):
-        fusion.low_order.weight = point.lodr_weight
 
 
 if __name__ == "__main__":

@@ -164,6 +164,13 @@ class FusionConfig:
         return load_fusion(self.arpa, tokenizer, self.weight, self.length_bonus, self.over, self.lodr_arpa,
                            self.lodr_weight)
 
+    def weigh(self, fusion: Fusion) -> None:
+        """Gives a fusion loaded from these LMs these weights (a grid of weights tried on one loaded LM)."""
+        lm = fusion.lm if isinstance(fusion, LowOrderSubtraction) else fusion
+        lm.weight, lm.length_bonus = self.weight, self.length_bonus
+        if isinstance(fusion, LowOrderSubtraction):
+            fusion.low_order.weight = self.lodr_weight
+
 
 def write_fusion_config(path: str, config: FusionConfig) -> None:
     """The yaml of a FusionConfig; its ARPA files are named relative to the yaml's folder."""

@@ -73,7 +73,7 @@ def summary(study, trials: int) -> str:
 
     counts = {state.name.lower(): count(study, state) for state in (TrialState.COMPLETE, TrialState.PRUNED,
                                                                     TrialState.FAIL)}
-    line = f"tune: {counts['complete'] + counts['pruned']} of {trials} trials ended (" + ", ".join(
+    line = f"{counts['complete'] + counts['pruned']} of {trials} trials ended (" + ", ".join(
         f"{n} {state}" for state, n in counts.items()) + ")"
     if not counts["complete"]:
         return line + "; no trial completed"

@@ -63,7 +63,7 @@ def test_killed_search_resumes_from_its_database_and_finishes_the_trials_asked(y
     assert out.returncode == 0, out.stdout + out.stderr
     states = trial_states(exp / "study.db")
     assert [s for _, s in states].count("COMPLETE") == 3 and (1, "FAIL") in states, states
-    assert "tune: 3 of 3 trials ended (3 complete, 0 pruned, 1 fail)" in out.stdout
+    assert "tune.py: 3 of 3 trials ended (3 complete, 0 pruned, 1 fail)" in out.stdout
     best = load_experiment(str(exp / "best.yaml"))  # the user's config with the best values: a valid experiment
     rows = [line.split("\t") for line in (exp / "trials.tsv").read_text().splitlines()[1:]]
     complete = [r for r in rows if r[1] == "COMPLETE"]
