@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # CMU AN4 ("census"): 948 training and 130 test utterances of spelled words, digits and commands by
 # 84 speakers, 16 kHz. Download (or --corpus-dir) -> data dirs train, dev (8 whole training speakers)
-# and test -> shards -> phones from the CMU dictionary (or BPE: --unit-type bpe) -> a transducer over
-# DeepSpeech 2's encoder, trained with the pruned loss on the CPU (or DeepSpeech 2 alone: --train-config
-# conf/deepspeech.yaml) -> average -> a word n-gram LM from the training text, weighted on dev -> decode
-# dev and test, the LM fused into modified beam search through the lexicon.
+# and test -> shards -> phones from the CMU dictionary (or BPE: --unit-type bpe) -> DeepSpeech 2 (or a
+# transducer over its encoder: --train-config conf/transducer_conv_pruned.yaml) trained on the CPU ->
+# average -> a word n-gram LM from the training text, weighted on dev -> decode dev and test, the LM
+# searched through the lexicon.
 # Hyper-parameters are chosen on dev, never on test.
 set -euo pipefail
 {  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
@@ -13,19 +13,19 @@ stage=0
 stop_stage=100
 corpus_dir=          # the an4/ folder (etc/ and wav/, any audio extension); empty: download into downloads/
 mirror=http://www.speech.cs.cmu.edu/databases/an4
-train_config=conf/transducer_conv_pruned.yaml  # the best on dev (RESULTS.md); conf/deepspeech.yaml: CTC alone
-exp=exp/transducer_phone
+train_config=conf/deepspeech.yaml  # the best on dev (RESULTS.md); conf/transducer_conv_pruned.yaml: a transducer
+exp=exp/deepspeech_phone
 unit_type=phone      # phone (CMU dictionary; words from the lexicon search), bpe (of --vocab-size units), or char;
                      # --deploy needs bpe or char (export refuses phones: sherpa-onnx would print them)
 vocab_size=64
 dev_speakers=8
 nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
-methods="greedy modified_beam_lm"  # rnnt.search_methods; CTC models: "ctc_greedy ctc_prefix_beam_lm"
+methods="ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm"  # rnnt.search_methods; transducers: "greedy modified_beam_lm"
 lm_order=            # LM-fused methods (*_lm, *_lodr): the n-gram LM's order (built from data/train, weighted on dev)
 lm_over=             # the LM's words: units (bpe, char), or words (through the lexicon: char or phone units)
-lm_beam=8            # the beam of the LM's search, its weights chosen with it; empty: what dev chose for the
-                     # unit type with CTC (utils/units.sh default_lm_search: 16 for phones, 8 for BPE)
+lm_beam=             # the beam of the LM's search, its weights chosen with it (the transducers: 8)
+                     # empty: what dev chose for the unit type (utils/units.sh default_lm_search)
 test_sets="dev test"
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/an4] [--mirror URL]
@@ -37,8 +37,8 @@ Stages: 0 download, 1 data dirs, 2 shards, 3 units (phones and their lexicon, BP
 5 average, 6 decode and score (an LM-fused method first gets an n-gram LM from
 data/train's text, its weights chosen on dev), 7 export to ONNX (--deploy), 8 decode and score the export in sherpa-onnx.
 Examples: ./run.sh --corpus-dir ../../../shared/data/an4
-  ./run.sh --corpus-dir ../../../shared/data/an4 --train-config conf/deepspeech.yaml --exp exp/deepspeech_phone \\
-    --methods \"ctc_greedy ctc_prefix_beam_lm\" --lm-beam 16
+  ./run.sh --corpus-dir ../../../shared/data/an4 --train-config conf/transducer_conv_pruned.yaml \\
+    --exp exp/transducer_phone --methods \"greedy modified_beam_lm\" --lm-beam 8
   ./run.sh --corpus-dir ../../../shared/data/an4 --unit-type bpe --train-config conf/deploy.yaml \\
     --exp exp/deploy --methods greedy --deploy \"offline streaming\""
 
