@@ -17,6 +17,8 @@ from rnnt.model.joiner import JoinerConfig
 from rnnt.model.predictor import PredictorConfig
 from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
 
+EXACT = 2000  # a beam wider than every hypothesis there is: the beam searches become exhaustive
+
 
 def random_model(seed: int, kind: str, one_sym_per_frame: bool, vocab_size: int = 3,
                  ctc_weight: float = 0.0) -> Transducer:

@@ -6,10 +6,8 @@ import torch
 
 from rnnt.modified_beam_search import modified_beam_search
 from rnnt.search import beam_search, greedy_search, label_ends_frame, symbols_per_frame
-from search_reference import alignment_log_prob, best_sequence, encoder_output, random_model, sequence_log_prob
-
-EXACT = 2000  # a beam wider than every hypothesis there is: the beam searches become exhaustive
-
+from search_reference import (EXACT, alignment_log_prob, best_sequence, encoder_output, random_model,
+                              sequence_log_prob)
 
 CASES = [(seed, kind, one_sym) for seed in range(3) for kind in ("lstm", "stateless") for one_sym in (False, True)]
 

@@ -14,9 +14,8 @@ from rnnt.lm.lexicon_search import LexiconTree, WordLexiconFusion
 from rnnt.modified_beam_search import modified_beam_search
 from rnnt.modified_beam_search_lm import modified_beam_search_lm
 from rnnt.search import beam_search, label_ends_frame, symbols_per_frame
-from search_reference import all_sequences, encoder_output, random_model, sequence_log_prob
+from search_reference import EXACT, all_sequences, encoder_output, random_model, sequence_log_prob
 
-EXACT = 2000  # wider than every hypothesis there is: the searches become exhaustive
 UNIT_SENTENCES = [["a", "b", "b"], ["b", "a"], ["a", "a", "b", "b"]]
 
 
