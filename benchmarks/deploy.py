@@ -8,7 +8,8 @@ the speaker is not speech, the hiss of a first S is); median, 90th percentile an
 Exports go to a temporary dir; RTF is per core (1 thread).
 
 Needs a trained deployable experiment and a data list, e.g. after egs/an4's
-`./run.sh --unit-type bpe --train-config conf/deploy.yaml --exp exp/deploy --methods greedy --deploy "offline streaming"`:
+`./run.sh --unit-type bpe --train-config conf/deploy.yaml --exp exp/deploy --methods greedy \
+--deploy "offline streaming"`:
   python benchmarks/deploy.py egs/an4/exp/deploy egs/an4/data/test/data.list
 """
 

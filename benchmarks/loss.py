@@ -222,7 +222,8 @@ def main() -> int:
                         help=f"default: {' '.join(CPU_SHAPES)} on the CPU, all three on a GPU")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--runs", type=int, default=5, help="timed steps per configuration (default 5)")
-    parser.add_argument("--torchaudio-python", default=os.path.join(ROOT, "benchmarks", "venv-torchaudio", "bin", "python"),
+    parser.add_argument("--torchaudio-python",
+                        default=os.path.join(ROOT, "benchmarks", "venv-torchaudio", "bin", "python"),
                         help="interpreter with torchaudio on the CPU (default: benchmarks/venv-torchaudio)")
     parser.add_argument("--device", default="cpu", help="cpu (default) or a CUDA device such as cuda or cuda:1")
     parser.add_argument("--backends", nargs="+", default=["auto"], choices=["auto", "torch", "triton"],
@@ -251,8 +252,8 @@ def main() -> int:
               f"warm-up step; reserved = extra device memory the caching allocator took during one step; tensor "
               f"peak = the most bytes held in tensors at once during it (max_memory_allocated).\n")
     memory_name = "peak RSS" if on_cpu else "reserved"
-    print(f"| shape | method | time (s) median [min-max] | {memory_name} (MiB) | tensor peak (MiB) | time vs torchaudio | "
-          f"{memory_name} vs torchaudio | tensor peak vs torchaudio | loss |")
+    print(f"| shape | method | time (s) median [min-max] | {memory_name} (MiB) | tensor peak (MiB) | "
+          f"time vs torchaudio | {memory_name} vs torchaudio | tensor peak vs torchaudio | loss |")
     print("|---|---|---|---|---|---|---|---|---|")
     for shape in args.shapes or (CPU_SHAPES if on_cpu else list(SHAPES)):
         results = {}
@@ -265,7 +266,8 @@ def main() -> int:
             python = args.torchaudio_python if method == "torchaudio" and on_cpu else sys.executable
             ours = method not in ("torchaudio", "naive")
             for backend in args.backends if ours else ["auto"]:
-                name = f"{METHODS[method]}, {backend} backend" if ours and args.backends != ["auto"] else METHODS[method]
+                name = (f"{METHODS[method]}, {backend} backend" if ours and args.backends != ["auto"]
+                        else METHODS[method])
                 results[name] = run_one(method, shape, args.runs, python, args.device, backend)
         ref = results.get(METHODS["torchaudio"])
         for name, r in results.items():

@@ -125,7 +125,8 @@ def fbank_rows(data: str, torchaudio_python: str) -> list[str]:
     sets = {
         "LibriSpeech samples (16 kHz, 8.2 s avg)": sorted(glob.glob(os.path.join(
             data, "librispeech_samples", "LibriSpeech", "*", "*", "*", "*.flac"))),
-        "fsdd (8 kHz, 0.44 s avg), 200 files": sorted(glob.glob(os.path.join(data, "fsdd", "recordings", "*.wav")))[:200],
+        "fsdd (8 kHz, 0.44 s avg), 200 files": sorted(glob.glob(os.path.join(
+            data, "fsdd", "recordings", "*.wav")))[:200],
     }
     rows = []
     env = {**os.environ, "PYTHONPATH": ROOT}
@@ -149,11 +150,13 @@ def fbank_rows(data: str, torchaudio_python: str) -> list[str]:
 def main() -> int:
     parser = tool_parser(__doc__)
     parser.add_argument("--runs", type=int, default=3, help="timed epochs per pipeline row (default 3)")
-    parser.add_argument("--torchaudio-python", default=os.path.join(ROOT, "benchmarks", "venv-torchaudio", "bin", "python"))
+    parser.add_argument("--torchaudio-python",
+                        default=os.path.join(ROOT, "benchmarks", "venv-torchaudio", "bin", "python"))
     args = parser.parse_args()
     data = os.environ.get("RNNT_TEST_DATA", os.path.join(ROOT, "..", "shared", "data"))
     print("Pipeline, one process, one thread, shards -> padded batches (mlperf fbank, SpecAugment, stacking 3/3, "
-          "sort buffer 1000, dynamic batches of 4000 (fsdd) or 20000 (LibriSpeech) input frames); median of epochs after a warm-up.\n")
+          "sort buffer 1000, dynamic batches of 4000 (fsdd) or 20000 (LibriSpeech) input frames); median of epochs "
+          "after a warm-up.\n")
     print("| corpus | speed perturbation | utterances | time (s) | utterances/s | x real time | padding |")
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as work:

@@ -109,7 +109,8 @@ def main() -> int:
     base = with_values(config_file, {"train.epochs": args.epochs})
     print(f"AN4 dev WER target {args.target_wer:g}% (greedy, per epoch), {args.config} for up to {args.epochs} "
           f"epochs, at most {args.minutes:g} minutes a row; torch threads: 2 unless stated.\n")
-    print("| lever | minutes to target | epochs | dev WER at the stop | s / epoch | speed-up over the baseline | kept |")
+    print("| lever | minutes to target | epochs | dev WER at the stop | s / epoch | speed-up over the baseline "
+          "| kept |")
     print("|---|---|---|---|---|---|---|")
     kept, kept_time, baseline = {}, None, None  # the levers kept so far, and their time to the target
     for number, (name, values, two_ranks) in enumerate(levers(config_file, args.tuned)):

@@ -196,7 +196,8 @@ def main() -> int:
         isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "oneDNN's choice")
         where = f"CPU, torch {torch.__version__}, {torch.get_num_threads()} threads, ONEDNN_MAX_CPU_ISA {isa}"
     else:
-        where = f"{torch.cuda.get_device_name(DEVICE)}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}"
+        where = (f"{torch.cuda.get_device_name(DEVICE)}, torch {torch.__version__}, "
+                 f"cuDNN {torch.backends.cudnn.version()}")
     print(f"{where}; matmul peak measured here: float32 {flops / 1e9:.0f} GFLOP/s, bfloat16 {bf16_flops / 1e9:.0f} "
           "GFLOP/s. Full loss: joiner logits built, gradient written over them.\n")
     print("| config | precision | batch | step (s) | bf16 speed-up | audio s / s | encoder / joint+loss / optimizer | "
@@ -235,7 +236,8 @@ def main() -> int:
         before = min(parts2["before StackTime"], parts8["before StackTime"])
         first2, first8 = parts2["first after"], parts8["first after"]
         opt2, opt8 = parts2["optimizer"], parts8["optimizer"]
-        rest2, rest8 = (max(0.0, t - before - first - opt) for t, first, opt in ((t2, first2, opt2), (t8, first8, opt8)))
+        rest2, rest8 = (max(0.0, t - before - first - opt)
+                        for t, first, opt in ((t2, first2, opt2), (t8, first8, opt8)))
         print(f"| {name} | {t2:.2f} -> {t8:.2f} | {before:.2f} | {first2:.2f} -> {first8:.2f} | "
               f"{opt2:.2f} -> {opt8:.2f} | {rest2:.2f} -> {rest8:.2f} | {t2 / t8:.2f}x | "
               f"{t2 / (before + first8 + opt8 + rest2 / 4):.2f}x | {t2 / (before + first8 + opt8):.2f}x |")

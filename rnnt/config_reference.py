@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from rnnt.config import _dataclass_in
+from rnnt.config import dataclasses_in, kind_of
 from rnnt.training.experiment import Experiment
 
 COMMAND = "tools/venv/bin/python utils/config_reference.py --output docs/config.md"
@@ -65,22 +65,28 @@ def sections(cls: type = Experiment, prefix: str = "") -> list[Section]:
     keys, nested = [], []
     for f in dataclasses.fields(cls):
         path = f"{prefix}.{f.name}" if prefix else f.name
-        inner = _dataclass_in(hints[f.name])
-        if inner is None or inner is not hints[f.name]:
+        inner = dataclasses_in(hints[f.name])
+        optional = type(None) in typing.get_args(hints[f.name])
+        if not inner or optional:
             keys.append(Key(path, type_name(hints[f.name]), yaml_text(default_of(f)), meanings.get(f.name, "")))
-        if inner is not None:
-            optional = inner is not hints[f.name] and default_of(f) is None
-            nested += sections_of(inner, path, optional)
+        for member in inner:
+            nested += sections_of(member, path, optional and default_of(f) is None, tagged=len(inner) > 1)
     return ([Section(prefix, cls, class_intro(cls), tuple(keys))] if keys else []) + nested
 
 
-def sections_of(cls: type, path: str, optional: bool) -> list[Section]:
-    """The sections at path; an optional one's intro says how it is turned on."""
+def sections_of(cls: type, path: str, optional: bool, tagged: bool = False) -> list[Section]:
+    """The sections at path; an optional one's intro says how it is turned on, and a member of a tagged
+    union (rnnt.config) is titled by its kind."""
     found = sections(cls, path)
-    if optional and found and found[0].path == path:
-        note = (f"Off unless given: `{path}: null` (the default) leaves it out; a mapping, even `{{}}`, turns it "
-                "on with the defaults below.")
-        found[0] = dataclasses.replace(found[0], intro=f"{found[0].intro}\n\n{note}".strip())
+    if found and found[0].path == path:
+        notes = []
+        if tagged:
+            notes.append(f"With `{path}.kind: {kind_of(cls)}`; the keys of one kind may not be given to another.")
+        if optional:
+            notes.append(f"Off unless given: `{path}: null` (the default) leaves it out; a mapping, even `{{}}`, "
+                         "turns it on with the defaults below.")
+        title = f"{path} (kind: {kind_of(cls)})" if tagged else path
+        found[0] = dataclasses.replace(found[0], path=title, intro="\n\n".join([found[0].intro, *notes]).strip())
     return found
 
 

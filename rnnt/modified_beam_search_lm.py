@@ -25,7 +25,8 @@ def modified_beam_search_lm(model, enc: torch.Tensor, enc_lens: torch.Tensor, be
     """The n-best of each utterance of enc (B, T, D), best first, with `fusion`'s scores in theirs."""
     enc_proj = model.joiner.enc_proj(enc)
     lengths = enc_lens.tolist()
-    beams = [[dataclasses.replace(h, lm_state=fusion.start())] for h in start_hypotheses(model, enc.shape[0], enc.device)]
+    beams = [[dataclasses.replace(h, lm_state=fusion.start())]
+             for h in start_hypotheses(model, enc.shape[0], enc.device)]
     for t in range(enc.shape[1]):
         live = [b for b, length in enumerate(lengths) if t < length]
         if not live:

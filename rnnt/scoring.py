@@ -89,7 +89,8 @@ class Report:
 
     @property
     def ser_line(self) -> str:
-        return f"%SER {100.0 * self.sentence_errors / max(self.sentences, 1):.2f} [ {self.sentence_errors} / {self.sentences} ]"
+        return (f"%SER {100.0 * self.sentence_errors / max(self.sentences, 1):.2f} "
+                f"[ {self.sentence_errors} / {self.sentences} ]")
 
     def text(self) -> str:
         out = [self.wer_line, self.ser_line]
@@ -97,7 +98,8 @@ class Report:
             out.append(f"Scored {self.sentences} sentences, decoded {self.sentences - len(self.missing)} of them; "
                        f"{len(self.missing)} without a hypothesis (counted as empty): {' '.join(self.missing)}")
         out += ["", "PER-UTTERANCE DETAILS:"] + self.lines
-        out += ["", "SUBSTITUTIONS: count ref -> hyp"] + [f"{n}   {r} -> {h}" for (r, h), n in self.substitutions.most_common()]
+        out += ["", "SUBSTITUTIONS: count ref -> hyp"] + [f"{n}   {r} -> {h}"
+                                                          for (r, h), n in self.substitutions.most_common()]
         out += ["", "DELETIONS: count ref"] + [f"{n}   {w}" for w, n in self.deletions.most_common()]
         out += ["", "INSERTIONS: count hyp"] + [f"{n}   {w}" for w, n in self.insertions.most_common()]
         out += ["", "PER-WORD STATS: word  corr  errors  count-in-ref  count-in-hyp"]

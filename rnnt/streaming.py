@@ -30,8 +30,8 @@ class Partial:
 def stream_refusals(experiment, model) -> list[str]:
     """Why this encoder and front end cannot run chunk by chunk (here or exported); empty when they can."""
     data, why = experiment.data, []
-    if not model.encoder.can_stream:
-        why.append("a bidirectional encoder reads every utterance backwards too: it cannot stream")
+    if model.encoder.stream_refusal:
+        why.append(model.encoder.stream_refusal)
     if data.stack != data.subsample:
         why.append(f"data.stack {data.stack} != data.subsample {data.subsample}: overlapping stacked frames cannot "
                    "stream")

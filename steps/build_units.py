@@ -44,14 +44,16 @@ def build_inventory(args, lines: list[str]) -> tuple[list[str], dict]:
     config = {"type": args.unit_type}
     if args.unit_type in ("bpe", "unigram"):
         config["model"] = "bpe.model"
-        return train_sentencepiece(lines, args.lang_dir, args.unit_type, args.vocab_size, args.character_coverage), config
+        return train_sentencepiece(lines, args.lang_dir, args.unit_type, args.vocab_size,
+                                   args.character_coverage), config
     if args.unit_type == "phone":
         try:
             lexicon = read_lexicon(os.path.join(args.lang_dir, "lexicon.txt"))
         except OSError as error:
             raise ValueError(f"{error} (steps/build_lexicon.py writes one)") from None
         config["lexicon"] = "lexicon.txt"
-        return sorted({phone for variants in lexicon.values() for phones in variants for phone in phones} | {SPACE}), config
+        return sorted({phone for variants in lexicon.values() for phones in variants for phone in phones}
+                      | {SPACE}), config
     counts = collections.Counter()
     for line in lines:
         counts.update(SPACE.join(line.split()) if args.unit_type == "char" else line.split())

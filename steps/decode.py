@@ -87,7 +87,8 @@ def main() -> str:
         experiment, model, tokenizer, path = load_model(args.exp_dir, args.checkpoint, not args.no_ema, args.device)
         options = SearchOptions(args.beam or 4, args.max_symbols_per_frame)
         if METHODS[args.method].lm:
-            options = lm_options(args.method, tokenizer, args.lm_fusion or fusion_config_path(args.exp_dir, args.method),
+            options = lm_options(args.method, tokenizer,
+                                 args.lm_fusion or fusion_config_path(args.exp_dir, args.method),
                                  args.beam, args.max_symbols_per_frame)
         check_method(model, args.method, options)
     except (OSError, ValueError, KeyError) as error:

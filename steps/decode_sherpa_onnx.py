@@ -4,7 +4,8 @@
 ONNX_DIR's sherpa-onnx.json says which recognizer: offline, or streaming (model_type lstm), where the
 audio is fed in chunks of --chunk-seconds as it would arrive. Each utterance is followed by the silence
 its decoding.json asks for (the model's data.tail_silence, which our own decoding appends too), and a
-stream by at least 0.5 s (sherpa-onnx encodes a chunk only once the frames after it have come). Audio is read and resampled as
+stream by at least 0.5 s (sherpa-onnx encodes a chunk only once the frames after it have come). \
+Audio is read and resampled as
 our pipeline does it, so both decoders get the same samples.
 
 Writes OUT_DIR/ as steps/decode.py writes a decode dir (hyp, ref, recogs, errs, wer) and prints the
@@ -57,7 +58,8 @@ def main() -> str:
     report = write_results(args.out_dir, refs, hyps, refs_from, "decode_sherpa_onnx.py")
     rtf = decode_seconds / max(audio_seconds, 1e-9)
     summary = (f"{args.out_dir}: {report.wer_line}; {'streaming' if streaming else 'offline'}, "
-               f"{audio_seconds:.1f} s of audio, RTF {rtf * args.threads:.4f} per core ({args.threads} thread{'s' * (args.threads > 1)})")
+               f"{audio_seconds:.1f} s of audio, RTF {rtf * args.threads:.4f} per core "
+               f"({args.threads} thread{'s' * (args.threads > 1)})")
     if args.compare:
         theirs = {key: line.value for key, line in read_table(os.path.join(args.compare, "hyp")).items()}
         same = sum(" ".join(theirs.get(key, "").split()) == hyp for key, hyp in hyps.items())

@@ -3,7 +3,8 @@
 tokens.txt and sherpa-onnx.json, the keyword arguments of sherpa_onnx.OfflineRecognizer.from_transducer
 (--streaming: OnlineRecognizer.from_transducer) with paths relative to OUTDIR:
 
-  cd OUTDIR && python3 -c 'import json, sherpa_onnx; r = sherpa_onnx.OfflineRecognizer.from_transducer(**json.load(open("sherpa-onnx.json")))'
+  cd OUTDIR && python3 -c 'import json, sherpa_onnx; r = \
+sherpa_onnx.OfflineRecognizer.from_transducer(**json.load(open("sherpa-onnx.json")))'
 
 The front end beyond sherpa-onnx's own fbank (global CMVN, frame stacking) is inside encoder.onnx, and
 each graph is checked against the PyTorch model in onnxruntime. A model sherpa-onnx cannot run as it
@@ -38,7 +39,8 @@ def main() -> str:
     except (NotExportable, OSError, ValueError, KeyError) as error:
         raise ToolError(str(error)) from error
     worst = max(result["checked"].values())
-    sizes = sum(os.path.getsize(os.path.join(args.out_dir, result["args"][k])) for k in ("encoder", "decoder", "joiner"))
+    sizes = sum(os.path.getsize(os.path.join(args.out_dir, result["args"][k]))
+                for k in ("encoder", "decoder", "joiner"))
     kind = f"streaming, chunks of {result['options'].chunk_frames} frames" if args.streaming else "offline"
     return (f"{os.path.basename(result['checkpoint'])} -> {args.out_dir} ({kind}"
             f"{', int8' if args.int8 else ''}, {sizes / 1e6:.1f} MB); onnxruntime matches PyTorch within {worst:.1e}")

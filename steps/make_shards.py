@@ -70,7 +70,8 @@ def main() -> str:
     parser.add_argument("--nj", type=int, default=1, help="parallel processes (default 1)")
     parser.add_argument("--audio-format", choices=FORMATS, default="keep",
                         help="keep the source files' bytes (default), or re-encode as wav or flac")
-    parser.add_argument("--resample", type=int, help="resample to this rate (re-encodes; wav unless --audio-format flac)")
+    parser.add_argument("--resample", type=int,
+                        help="resample to this rate (re-encodes; wav unless --audio-format flac)")
     parser.add_argument("--prefix", default="shards", help="shard file name prefix (default 'shards')")
     parser.add_argument("--replace", action="store_true",
                         help="shards in shard_dir of other settings or utterances are deleted and written anew "

@@ -18,7 +18,9 @@ VALID = re.compile(STAMP + r"epoch (?P<epoch>\d+) validation[^:]*: loss (?P<loss
                    r"(?:, WER (?P<wer>[0-9.]+)%)?")
 
 
-def read_log(path: str, max_gap_seconds: float) -> tuple[list[tuple[float, float]], list[tuple[float, float, float | None]]]:
+def read_log(
+    path: str, max_gap_seconds: float
+) -> tuple[list[tuple[float, float]], list[tuple[float, float, float | None]]]:
     """(minutes, training loss) points and (minutes, dev loss, dev WER or None) points."""
     train, valid = [], []
     elapsed, last = 0.0, None

@@ -7,7 +7,8 @@ One process by default; under torchrun, one process per device with DDP (gloo on
 The resolved configuration is saved as <exp-dir>/config.yaml; --resume continues from the newest
 checkpoint exactly where it stopped, unless the config differs from config.yaml in a key a resume cannot
 honour (anything but the epochs, logging, checkpoint keeping, device and loader workers): then the old
-experiment is set aside whole as <exp-dir>.N and training starts anew (rnnt.training.config_change). SIGTERM (to any rank) saves a checkpoint at the next optimiser
+experiment is set aside whole as <exp-dir>.N and training starts anew (rnnt.training.config_change). \
+SIGTERM (to any rank) saves a checkpoint at the next optimiser
 step and exits with status 143, so that a recipe does not take the run for finished. torchrun passes
 a SIGTERM it gets on to every rank, but kills them 30 s later and exits with its own status: a rank
 in the middle of validation or of a long accumulation group may be killed before it saves.
@@ -36,7 +37,8 @@ def main() -> int:
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="",
                         help="where to train (overrides train.device; auto: CUDA when present)")
     parser.add_argument("--resume", action="store_true",
-                        help="continue from the newest checkpoint in --exp-dir (without it, a dir with checkpoints is refused)")
+                        help="continue from the newest checkpoint in --exp-dir (without it, a dir with checkpoints "
+                             "is refused)")
     parser.add_argument("--log-keys", action="store_true", help="write the utterance keys each rank trains on")
     args = parser.parse_args()
     try:

@@ -7,7 +7,8 @@ kept ({"text", "score", "tokens": [{"unit", "id", "time"}]}, best first).
 
 --stream decodes as the audio arrives (greedy search, a unidirectional model) in memory that does not
 grow with the audio: the file is read and fed in chunks of --chunk-seconds (one at the model's sample
-rate block by block, so an hour-long recording is fine; word times count from its start), or '-' reads raw 16-bit little-endian mono PCM at the model's sample rate from
+rate block by block, so an hour-long recording is fine; word times count from its start), or '-' reads \
+raw 16-bit little-endian mono PCM at the model's sample rate from
 stdin as it comes (a microphone: arecord -f S16_LE -r 16000 -c 1 | steps/transcribe.py --stream exp -).
 Each time the text changes a line '<file> [partial <seconds>s] <text>' is printed ({"final": false,
 "seconds"} with --json), then the final line as without --stream.

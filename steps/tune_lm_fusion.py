@@ -45,7 +45,8 @@ def parse_args() -> argparse.Namespace:
     parser = tool_parser(__doc__, "steps/tune_lm_fusion.py --method modified_beam_lm --arpa data/lang_phone/"
                                   "lm_word_3gram.arpa --over words exp/transducer data/dev/data.list")
     parser.add_argument("--method", choices=LM_METHODS, default="ctc_prefix_beam_lm")
-    parser.add_argument("--arpa", required=True, help="the n-gram LM, over the model's units or over words (steps/build_ngram_lm.py)")
+    parser.add_argument("--arpa", required=True,
+                        help="the n-gram LM, over the model's units or over words (steps/build_ngram_lm.py)")
     parser.add_argument("--over", choices=OVER, default="units",
                         help="the LM's words: the model's units (default), or words, searched through a lexicon "
                              "(character or phone units)")

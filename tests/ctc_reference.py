@@ -3,13 +3,13 @@ the references the CTC searches are checked against."""
 
 import torch
 
-from rnnt.model.encoder import EncoderConfig
+from rnnt.model.lstm_encoder import LSTMEncoderConfig
 from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
 
 
 def ctc_model(seed: int, vocab_size: int = 3) -> Transducer:
     torch.manual_seed(seed)
-    config = ModelConfig(encoder=EncoderConfig(input_dim=4, hidden=6, pre_layers=1, post_layers=0, stack_time=1),
+    config = ModelConfig(encoder=LSTMEncoderConfig(input_dim=4, hidden=6, pre_layers=1, post_layers=0, stack_time=1),
                          loss=LossConfig(ctc_weight=0.5))
     model = Transducer(config, vocab_size).eval()
     with torch.no_grad():

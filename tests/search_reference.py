@@ -12,8 +12,8 @@ import math
 
 import torch
 
-from rnnt.model.encoder import EncoderConfig
 from rnnt.model.joiner import JoinerConfig
+from rnnt.model.lstm_encoder import LSTMEncoderConfig
 from rnnt.model.predictor import PredictorConfig
 from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
 
@@ -24,7 +24,7 @@ def random_model(seed: int, kind: str, one_sym_per_frame: bool, vocab_size: int 
                  ctc_weight: float = 0.0) -> Transducer:
     """A small untrained transducer (with a CTC head where ctc_weight > 0) whose outputs are peaky."""
     torch.manual_seed(seed)
-    config = ModelConfig(encoder=EncoderConfig(input_dim=4, hidden=6, pre_layers=1, post_layers=0, stack_time=1),
+    config = ModelConfig(encoder=LSTMEncoderConfig(input_dim=4, hidden=6, pre_layers=1, post_layers=0, stack_time=1),
                          predictor=PredictorConfig(kind=kind, embed_dim=6, hidden=6, layers=1, dropout=0.0),
                          joiner=JoinerConfig(hidden=8, activation="tanh"),
                          loss=LossConfig(one_sym_per_frame=one_sym_per_frame, ctc_weight=ctc_weight))

@@ -69,7 +69,8 @@ def dynamic_batches(records: Iterable[dict], max_frames: int, max_batch_size: in
         yield batch
 
 
-def pad_batch(keys: list[str], feats: list[torch.Tensor], tokens: list[list[int]], texts: list[str] | None = None) -> dict:
+def pad_batch(keys: list[str], feats: list[torch.Tensor], tokens: list[list[int]],
+              texts: list[str] | None = None) -> dict:
     """{'keys', 'texts', 'feats' (B, T, D), 'feat_lens' (B,), 'tokens' (B, U) padded with 0, 'token_lens' (B,)}."""
     feat_lens = torch.tensor([f.shape[0] for f in feats], dtype=torch.long)
     token_lens = torch.tensor([len(t) for t in tokens], dtype=torch.long)
@@ -79,4 +80,5 @@ def pad_batch(keys: list[str], feats: list[torch.Tensor], tokens: list[list[int]
     token_tensor = torch.zeros((len(tokens), max(int(token_lens.max()), 1)), dtype=torch.long)
     for i, t in enumerate(tokens):
         token_tensor[i, : len(t)] = torch.tensor(t, dtype=torch.long)
-    return {"keys": keys, "texts": texts or [], "feats": padded, "feat_lens": feat_lens, "tokens": token_tensor, "token_lens": token_lens}
+    return {"keys": keys, "texts": texts or [], "feats": padded, "feat_lens": feat_lens, "tokens": token_tensor,
+            "token_lens": token_lens}

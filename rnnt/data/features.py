@@ -73,7 +73,8 @@ def mel_matrix(sample_rate: int, n_fft: int, n_mels: int, low_hz: float, scale: 
     bin_hz = torch.arange(n_fft // 2 + 1, dtype=torch.float64) * sample_rate / n_fft
     if scale == "htk":
         # Kaldi: triangles evenly spaced in mel, weights linear in mel; the Nyquist bin is left out.
-        lo, hi = _htk_mel(torch.tensor(low_hz, dtype=torch.float64)), _htk_mel(torch.tensor(high_hz, dtype=torch.float64))
+        lo, hi = (_htk_mel(torch.tensor(low_hz, dtype=torch.float64)),
+                  _htk_mel(torch.tensor(high_hz, dtype=torch.float64)))
         edges = lo + (hi - lo) * torch.arange(n_mels + 2, dtype=torch.float64) / (n_mels + 1)
         mel = _htk_mel(bin_hz)[:, None]
         left, centre, right = edges[:-2], edges[1:-1], edges[2:]
@@ -82,7 +83,8 @@ def mel_matrix(sample_rate: int, n_fft: int, n_mels: int, low_hz: float, scale: 
         weights[-1] = 0.0
         return weights
     # Slaney: triangles evenly spaced in Slaney mel, weights linear in Hz, each of unit area.
-    lo, hi = _slaney_mel(torch.tensor(low_hz, dtype=torch.float64)), _slaney_mel(torch.tensor(high_hz, dtype=torch.float64))
+    lo, hi = (_slaney_mel(torch.tensor(low_hz, dtype=torch.float64)),
+              _slaney_mel(torch.tensor(high_hz, dtype=torch.float64)))
     edges_hz = _slaney_hz(torch.linspace(float(lo), float(hi), n_mels + 2, dtype=torch.float64))
     hz = bin_hz[:, None]
     left, centre, right = edges_hz[:-2], edges_hz[1:-1], edges_hz[2:]

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 class Pipeline:
     def __init__(self, list_path: str, config: DataConfig, tokenizer, train: bool,
                  output_frames: Callable[[int], int] = lambda frames: frames, one_sym_per_frame: bool = False):
-        """output_frames and one_sym_per_frame come from the model (EncoderConfig.output_frames, loss): the
+        """output_frames and one_sym_per_frame come from the model (the encoder config's output_frames, loss): the
         filter counts units against the encoder's real output frames (rnnt.data.stages.filter_utterances)."""
         self.list_path, self.config, self.tokenizer, self.train = list_path, config, tokenizer, train
         self.output_frames, self.one_sym_per_frame = output_frames, one_sym_per_frame

@@ -52,7 +52,8 @@ def decode(records: Iterable[dict], report: DataReport | None = None) -> Iterato
 def resample_to(records: Iterable[dict], rate: int) -> Iterator[dict]:
     for record in records:
         if record["sample_rate"] != rate:
-            record = {**record, "waveform": resample(record["waveform"], record["sample_rate"], rate), "sample_rate": rate}
+            record = {**record, "waveform": resample(record["waveform"], record["sample_rate"], rate),
+                      "sample_rate": rate}
         yield record
 
 

@@ -36,7 +36,8 @@ def _convert(argv: list[str] | None, prog: str, source: str, to_spk2utt: bool) -
     from rnnt.cli import tool_parser
 
     target = "spk2utt" if to_spk2utt else "utt2spk"
-    parser = tool_parser(f"Reads {source} (file or standard input), prints {target}.", f"utils/{prog} data/train/{source}", prog)
+    parser = tool_parser(f"Reads {source} (file or standard input), prints {target}.",
+                         f"utils/{prog} data/train/{source}", prog)
     parser.add_argument(source, nargs="?", default="-", help=f"{source} file; '-' or nothing: standard input")
     path = vars(parser.parse_args(argv))[source]
     stream = sys.stdin if path == "-" else open(path, encoding="utf-8", errors="replace")

@@ -63,7 +63,8 @@ def moving_helps(source: int, dest: int, count: int) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = tool_parser(__doc__, "utils/split_scp.py --utt2spk data/train/utt2spk data/train/wav.scp a.scp b.scp", prog="split_scp.py")
+    parser = tool_parser(__doc__, "utils/split_scp.py --utt2spk data/train/utt2spk data/train/wav.scp a.scp b.scp",
+                         prog="split_scp.py")
     parser.add_argument("--utt2spk", help="keep each speaker's utterances in one part")
     parser.add_argument("scp")
     parser.add_argument("outputs", nargs="+")

@@ -41,7 +41,8 @@ def spread(start: int, end: int, n: int) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = tool_parser(__doc__, "utils/subset_data_dir.sh --first data/train 100 data/train_100", prog="subset_data_dir.sh")
+    parser = tool_parser(__doc__, "utils/subset_data_dir.sh --first data/train 100 data/train_100",
+                         prog="subset_data_dir.sh")
     how = parser.add_mutually_exclusive_group()
     how.add_argument("--first", dest="how", action="store_const", const="first", help="the first N utterances")
     how.add_argument("--last", dest="how", action="store_const", const="last", help="the last N utterances")

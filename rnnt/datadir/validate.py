@@ -98,7 +98,8 @@ def check_table(
             want = f"{min_fields}" if max_fields == min_fields else f"at least {min_fields}"
             if max_fields not in (None, min_fields):
                 want = f"{min_fields} to {max_fields}"
-            problems.add(clean.where, f"has {len(fields)} fields, expected {want}", "correct the line", f"{name} fields")
+            problems.add(clean.where, f"has {len(fields)} fields, expected {want}", "correct the line",
+                         f"{name} fields")
             continue
         key = clean.key
         if key in table:
@@ -161,7 +162,8 @@ def check_speakers(utt2spk: dict[str, Line], spk2utt: dict[str, Line], data_dir:
                 line.where, f"speaker '{spk}' does not list the same utterances as utt2spk", fix, "spk2utt mismatch"
             )
     for spk in sorted(set(expected) - set(spk2utt)):
-        problems.add(os.path.join(data_dir, "spk2utt"), f"speaker '{spk}' from utt2spk is missing", fix, "spk2utt missing")
+        problems.add(os.path.join(data_dir, "spk2utt"), f"speaker '{spk}' from utt2spk is missing", fix,
+                     "spk2utt missing")
     expanded = [(u, line.fields[0]) for line in spk2utt.values() for u in line.fields[1:]]
     in_order = [(u, line.fields[1]) for u, line in utt2spk.items()]
     set_problems = problems.counts.keys() & {"spk2utt mismatch", "spk2utt missing", "spk2utt repeated utt"}

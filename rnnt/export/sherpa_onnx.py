@@ -68,7 +68,7 @@ def refusals(experiment, model, tokenizer, options: ExportOptions) -> list[str]:
                    "sherpa_onnx preset reproduces; train with features: {preset: sherpa_onnx}")
     if options.streaming:
         why += stream_refusals(experiment, model)
-        if not model.encoder.layers:
+        if not model.encoder.stream_refusal and not model.encoder.layers:
             why.append("the encoder has no LSTM layers: sherpa-onnx streams an LSTM transducer, whose state is "
                        "the LSTMs' h and c; give it pre_layers or post_layers, or export it offline")
         unit, _ = stream_unit_and_overlap(experiment, model)

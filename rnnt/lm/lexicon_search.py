@@ -95,7 +95,8 @@ def word_spellings(tokenizer, words) -> dict[str, list[tuple[int, ...]]]:
     spellings = {}
     for word in words:
         if tokenizer.kind == "phone":
-            variants = [tuple(tokenizer.units.get(p, unk) for p in phones) for phones in tokenizer.lexicon.get(word, [])]
+            variants = [tuple(tokenizer.units.get(p, unk) for p in phones)
+                        for phones in tokenizer.lexicon.get(word, [])]
         else:
             variants = [tuple(tokenizer.encode(word))]
         variants = [units for units in variants if units and unk not in units]

@@ -12,6 +12,21 @@ def conv_out_length(lengths):
     return (lengths - 3) // 2 + 1
 
 
+def conv_output_frames(frames: int, layers: int) -> int:
+    """Frames out of `layers` convolutions for an utterance of `frames` input frames (0 when too short)."""
+    for _ in range(layers):
+        frames = max(conv_out_length(frames), 0)
+    return frames
+
+
+def conv_problems(input_dim: int, layers: int) -> list[str]:
+    """What keeps a conv front end of `layers` convolutions from reading input_dim features (empty: nothing)."""
+    if layers < 1 or conv_output_frames(input_dim, layers) < 1:
+        return [f"model.encoder.conv_layers {layers} strided convolutions need a wider input than "
+                f"model.encoder.input_dim {input_dim} (and at least one layer)"]
+    return []
+
+
 class Conv2dSubsampling(torch.nn.Module):
     def __init__(self, input_dim: int, channels: int, layers: int = 2):
         super().__init__()

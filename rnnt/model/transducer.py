@@ -19,8 +19,9 @@ import torch
 from rnnt.loss import fused_joiner_loss, prune, prune_ranges, pruned_loss, simple_loss, transducer_loss
 from rnnt.loss.emission_timing import check_emission_timing
 from rnnt.loss.lattice_triton import check_backend
-from rnnt.model.encoder import Encoder, EncoderConfig
+from rnnt.model.encoders import EncoderConfig, build_encoder
 from rnnt.model.joiner import Joiner, JoinerConfig
+from rnnt.model.lstm_encoder import LSTMEncoderConfig
 from rnnt.model.predictor import PredictorConfig, build_predictor
 
 LOSSES = ("full", "fused", "pruned", "ctc")
@@ -44,7 +45,7 @@ class LossConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    encoder: EncoderConfig = field(default_factory=LSTMEncoderConfig)  # kind lstm or conformer (rnnt.model.encoders)
     predictor: PredictorConfig = field(default_factory=PredictorConfig)
     joiner: JoinerConfig = field(default_factory=JoinerConfig)
     loss: LossConfig = field(default_factory=LossConfig)
@@ -101,7 +102,7 @@ class Transducer(torch.nn.Module):
             raise ValueError("joiner.dropout needs the joiner's activations, which the fused loss never keeps: "
                              "use loss.type full or pruned, or joiner.dropout 0")
         self.config, self.vocab_size, self.blank = config, vocab_size, blank
-        self.encoder = Encoder(config.encoder)
+        self.encoder = build_encoder(config.encoder)
         self.predictor = self.joiner = None
         if config.loss.type != "ctc":
             self.predictor = build_predictor(config.predictor, vocab_size, blank)

@@ -55,7 +55,8 @@ class Report:
         return ", ".join(f"{n} {why}" for why, n in sorted(self.skipped.items())) or "nothing skipped"
 
 
-def pair_audio_with_text(audio: dict[str, str], text: dict[str, tuple[str, str]], report: Report) -> list[tuple[str, str, str]]:
+def pair_audio_with_text(audio: dict[str, str], text: dict[str, tuple[str, str]],
+                         report: Report) -> list[tuple[str, str, str]]:
     """(utt, audio path, transcript) for keys with both; the rest are reported by name and counted.
 
     audio: utt -> path; text: utt -> (transcript, 'file:line' it came from).
@@ -131,7 +132,8 @@ def write_data_dir(dest: str, utterances: list[Utterance], report: Report,
     write_table(os.path.join(dest, "utt2dur"), ((u.utt_id, f"{i.duration:.3f}") for u, i in kept))
     speakers = write_spk2utt(dest, ((u.utt_id, u.speaker) for u, _ in kept))
     if spk2gender is not None:
-        write_table(os.path.join(dest, "spk2gender"), ((s, spk2gender[s]) for s in sorted({u.speaker for u, _ in kept})))
+        write_table(os.path.join(dest, "spk2gender"),
+                    ((s, spk2gender[s]) for s in sorted({u.speaker for u, _ in kept})))
     problems = validate_data_dir(dest, no_feats=True)
     if problems:
         raise ValueError(f"{dest}: the prepared dir is not valid:\n" + "\n".join(problems))

@@ -124,8 +124,8 @@ def set_aside(exp_dir: str) -> str:
 def start_over_if_changed(experiment, exp_dir: str, load_saved, train_data: str) -> str | None:
     """Sets the experiment aside when its config.yaml and checkpoints were made under another config or
     training data than `experiment`'s; returns a message saying what changed and where the old one went
-    (None: nothing done). load_saved(path) reads a config.yaml (a ValueError if this version cannot); train_data is the training
-    data's train_data_fingerprint."""
+    (None: nothing done). load_saved(path) reads a config.yaml (a ValueError if this version cannot); train_data is
+    the training data's train_data_fingerprint."""
     saved, newest = os.path.join(exp_dir, "config.yaml"), checkpoint.latest(exp_dir)
     if newest is None or not os.path.isfile(saved):
         return None

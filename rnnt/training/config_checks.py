@@ -12,7 +12,6 @@ import json
 import os
 
 from rnnt.data.features import PRESETS
-from rnnt.model.conv_frontend import conv_out_length
 
 UNIT_RATE_FILE = "unit_rate.json"
 MAX_SHARE_DROPPED = 0.01  # more training utterances than this too fast for one symbol per frame: refused
@@ -28,15 +27,9 @@ def check_shapes(experiment) -> list[str]:
             f"model.encoder.input_dim is {encoder.input_dim}, but a frame the pipeline makes has data.features."
             f"num_mel_bins {data.features.num_mel_bins} x data.stack {data.stack} = {feature_dim} features: set "
             f"model.encoder.input_dim: {feature_dim} (or change num_mel_bins or stack to match)")
-    if encoder.conv_channels:
-        width = encoder.input_dim
-        for _ in range(encoder.conv_layers):
-            width = conv_out_length(width)
-        if encoder.conv_layers < 1 or width < 1:
-            problems.append(f"model.encoder.conv_layers {encoder.conv_layers} strided convolutions need a wider "
-                            f"input than model.encoder.input_dim {encoder.input_dim} (and at least one layer)")
-    if data.subsample < 1 or data.stack < 1 or encoder.stack_time < 1:
-        problems.append("data.stack, data.subsample and model.encoder.stack_time must each be at least 1")
+    problems += encoder.problems()
+    if data.subsample < 1 or data.stack < 1:
+        problems.append("data.stack and data.subsample must each be at least 1")
     return problems
 
 
@@ -47,10 +40,9 @@ def frame_ms(experiment) -> float:
 
 
 def reductions(experiment) -> str:
-    data, encoder = experiment.data, experiment.model.encoder
-    conv = f" x {2 ** encoder.conv_layers} (model.encoder.conv_layers {encoder.conv_layers})" if encoder.conv_channels else ""
-    return (f"{PRESETS[data.features.preset].shift_ms:g} ms features x data.subsample {data.subsample}{conv} "
-            f"x model.encoder.stack_time {encoder.stack_time}")
+    data = experiment.data
+    return (f"{PRESETS[data.features.preset].shift_ms:g} ms features x data.subsample {data.subsample} x "
+            f"{experiment.model.encoder.time_reduction_text}")
 
 
 def check_unit_rate(experiment) -> list[str]:
@@ -73,5 +65,6 @@ def check_unit_rate(experiment) -> list[str]:
             f"({reductions(experiment)} = {frame_ms(experiment):g} ms a frame), but {too_fast} of {len(rates)} "
             f"training transcripts ({100 * too_fast / len(rates):.0f}%) have more units a second{sped} (median "
             f"{rates[len(rates) // 2]:.1f}, max {rates[-1]:.1f}; {path}): they could not be trained on. Lower "
-            "data.subsample or model.encoder.stack_time, use larger units (bpe), or set "
+            "data.subsample or the encoder's time reduction (model.encoder.stack_time or conv_layers), use larger "
+            "units (bpe), or set "
             "model.loss.one_sym_per_frame: false"]

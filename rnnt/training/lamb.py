@@ -32,7 +32,8 @@ class Lamb(torch.optim.Optimizer):
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
                 exp_avg.mul_(beta1).add_(p.grad, alpha=1 - beta1)
                 exp_avg_sq.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-                update = (exp_avg / (1 - beta1 ** step)) / ((exp_avg_sq / (1 - beta2 ** step)).sqrt_().add_(group["eps"]))
+                update = (exp_avg / (1 - beta1 ** step)) / (
+                    (exp_avg_sq / (1 - beta2 ** step)).sqrt_().add_(group["eps"]))
                 if group["weight_decay"]:
                     update.add_(p, alpha=group["weight_decay"])
                 weight_norm, update_norm = p.norm(), update.norm()

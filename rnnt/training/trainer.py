@@ -57,7 +57,8 @@ class Trainer:
         train_config = experiment.train
         self.optimizer, self.scheduler = build_optimizer(train_config, self.model.parameters())
         # Loss scaling for float16 only: bfloat16 has float32's exponent range, its gradients do not underflow.
-        self.scaler = torch.amp.GradScaler(enabled=train_config.precision == "fp16" and self.world.device.type == "cuda")
+        self.scaler = torch.amp.GradScaler(
+            enabled=train_config.precision == "fp16" and self.world.device.type == "cuda")
         self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(train_config.precision)
         self.ema = EMA(self.model, train_config.ema_decay) if train_config.ema_decay > 0 else None
         lengths = {"output_frames": experiment.model.encoder.output_frames,
@@ -137,7 +138,8 @@ class Trainer:
         workers = max(self.experiment.data.num_workers, 1)
         if self.batch and len(meta.get("loader_position", {}).get("counts", ())) != workers:
             raise StopTraining(f"{path} stopped inside epoch {self.epoch} with another data.num_workers (or before "
-                               "positions were recorded); resume with the same num_workers, or from an epoch checkpoint")
+                               "positions were recorded); resume with the same num_workers, or from an epoch "
+                               "checkpoint")
         if self.batch:
             self.position = LoaderPosition.from_state(meta["loader_position"])
         rng = state["rng"]
@@ -238,7 +240,8 @@ class Trainer:
 
     # --- the loop -------------------------------------------------------------------------------------
     def run(self) -> int:
-        """0 when training is complete; STOPPED_BY_SIGNAL after SIGTERM (a checkpoint holds the position); 1 on failure."""
+        """0 when training is complete; STOPPED_BY_SIGNAL after SIGTERM (a checkpoint holds the position);
+        1 on failure."""
         previous = signal.signal(signal.SIGTERM, self.request_stop)
         ended_together = False
         try:

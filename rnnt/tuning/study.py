@@ -103,8 +103,9 @@ def write_results(study, user_config: dict, exp_dir: str, objective: str = "") -
             f.write("\t".join(str(v) for v in [t.number, t.state.name, "" if t.value is None else f"{t.value:.2f}",
                                                 "" if t.value is None else f"{best_wer(t):.2f}",
                                                 t.user_attrs.get("best_epoch", ""),
-                                                f"{t.user_attrs['minutes_to_best']:.2f}" if "minutes_to_best" in t.user_attrs
-                                                else "", *(t.params.get(k, "") for k in keys)]) + "\n")
+                                                f"{t.user_attrs['minutes_to_best']:.2f}"
+                                                if "minutes_to_best" in t.user_attrs else "",
+                                                *(t.params.get(k, "") for k in keys)]) + "\n")
     if any(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials):
         plot_study(study, os.path.join(exp_dir, "trials.png"), objective=objective)
     if any(t.state == TrialState.COMPLETE for t in trials):

@@ -23,7 +23,8 @@ def assert_valid(d: Path) -> None:
 
 
 def test_yesno_kaldi_split_and_words(test_data, tmp_path):
-    out = run_tool(sys.executable, ROOT / "egs" / "yesno" / "local" / "data_prep.py", test_data / "waves_yesno", tmp_path)
+    out = run_tool(sys.executable, ROOT / "egs" / "yesno" / "local" / "data_prep.py",
+                   test_data / "waves_yesno", tmp_path)
     assert out.returncode == 0, out.stderr
     waves = sorted(p.stem for p in (test_data / "waves_yesno").glob("*.wav"))
     train, test = table(tmp_path / "train_yesno" / "text"), table(tmp_path / "test_yesno" / "text")
@@ -48,7 +49,8 @@ def test_yesno_synthesised_sequences_say_their_transcripts(test_data, tmp_path):
     sys.path.insert(0, str(ROOT / "egs" / "yesno" / "local"))
     from word_segments import speech_runs
 
-    prep = run_tool(sys.executable, ROOT / "egs" / "yesno" / "local" / "data_prep.py", test_data / "waves_yesno", tmp_path)
+    prep = run_tool(sys.executable, ROOT / "egs" / "yesno" / "local" / "data_prep.py",
+                    test_data / "waves_yesno", tmp_path)
     assert prep.returncode == 0, prep.stderr
     synth = ROOT / "egs" / "yesno" / "local" / "synthesize.py"
     out = run_tool(sys.executable, synth, "--num", "60", "--noise-db", "-70", "-50", tmp_path / "train_yesno",
@@ -82,14 +84,17 @@ def test_yesno_synthesis_needs_usable_recordings(tmp_path):
     (tmp_path / "src").mkdir()
     for name in ("wav.scp", "text"):
         (tmp_path / "src" / name).write_text("")
-    out = run_tool(sys.executable, ROOT / "egs" / "yesno" / "local" / "synthesize.py", tmp_path / "src", tmp_path / "dest")
+    out = run_tool(sys.executable, ROOT / "egs" / "yesno" / "local" / "synthesize.py",
+                   tmp_path / "src", tmp_path / "dest")
     assert out.returncode == 1 and "no recording could be cut into words" in out.stderr
-    out = run_tool(sys.executable, ROOT / "egs" / "yesno" / "local" / "synthesize.py", tmp_path / "missing", tmp_path / "dest")
+    out = run_tool(sys.executable, ROOT / "egs" / "yesno" / "local" / "synthesize.py",
+                   tmp_path / "missing", tmp_path / "dest")
     assert out.returncode == 1 and "missing/wav.scp not found" in out.stderr
 
 
 def test_fsdd_split_by_index(test_data, tmp_path):
-    out = run_tool(sys.executable, ROOT / "egs" / "fsdd" / "local" / "data_prep.py", test_data / "fsdd" / "recordings", tmp_path)
+    out = run_tool(sys.executable, ROOT / "egs" / "fsdd" / "local" / "data_prep.py",
+                   test_data / "fsdd" / "recordings", tmp_path)
     assert out.returncode == 0, out.stderr
     test, train = table(tmp_path / "test" / "text"), table(tmp_path / "train" / "text")
     assert len(test) == 300 and len(train) == 2700
@@ -102,7 +107,8 @@ def test_fsdd_split_by_index(test_data, tmp_path):
 
 def test_librispeech_speakers_are_reader_chapter_with_gender(test_data, tmp_path):
     subset = test_data / "librispeech_samples" / "LibriSpeech" / "test-clean"
-    out = run_tool(sys.executable, ROOT / "egs" / "librispeech" / "local" / "data_prep.py", subset, tmp_path / "test_clean")
+    out = run_tool(sys.executable, ROOT / "egs" / "librispeech" / "local" / "data_prep.py",
+                   subset, tmp_path / "test_clean")
     assert out.returncode == 0, out.stderr
     d = tmp_path / "test_clean"
     assert_valid(d)
@@ -123,7 +129,8 @@ def test_librispeech_bad_items_are_named_counted_and_skipped(test_data, tmp_path
     other = next((corpus / "dev-clean").glob("1272/*/1272-141231-0002.flac"))
     samples, _ = soundfile.read(other)  # made 22.05 kHz stereo (its samples as they are: only the header matters)
     soundfile.write(other, np.stack([samples, samples], axis=1), 22050)
-    out = run_tool(sys.executable, ROOT / "egs" / "librispeech" / "local" / "data_prep.py", corpus / "dev-clean", tmp_path / "d")
+    out = run_tool(sys.executable, ROOT / "egs" / "librispeech" / "local" / "data_prep.py",
+                   corpus / "dev-clean", tmp_path / "d")
     assert out.returncode == 0, out.stderr
     assert ("audio: 1 at 16000 Hz, 1 at 22050 Hz, 1 with several channels (mixed down to mono when read); training "
             "resamples to its config's data.sample_rate on the fly, every epoch") in out.stdout, out.stdout
@@ -136,7 +143,8 @@ def test_librispeech_bad_items_are_named_counted_and_skipped(test_data, tmp_path
 
 
 def test_missing_corpus_dir_is_a_clear_error(tmp_path):
-    out = run_tool(sys.executable, ROOT / "egs" / "librispeech" / "local" / "data_prep.py", tmp_path / "nope", tmp_path / "d")
+    out = run_tool(sys.executable, ROOT / "egs" / "librispeech" / "local" / "data_prep.py",
+                   tmp_path / "nope", tmp_path / "d")
     assert out.returncode == 1 and "nope: no such directory" in out.stderr
 
 
@@ -148,7 +156,8 @@ def test_fsdd_digit_strings_join_one_speakers_recordings(test_data, tmp_path):
     import numpy as np
     import soundfile
 
-    prep = run_tool(sys.executable, ROOT / "egs" / "fsdd" / "local" / "data_prep.py", test_data / "fsdd" / "recordings", tmp_path)
+    prep = run_tool(sys.executable, ROOT / "egs" / "fsdd" / "local" / "data_prep.py",
+                    test_data / "fsdd" / "recordings", tmp_path)
     assert prep.returncode == 0, prep.stderr
     source = tmp_path / "test"
     text = (source / "text").read_text().replace("jackson-0-00 ZERO", "jackson-0-00 ZERO ONE")
@@ -204,7 +213,8 @@ def test_fsdd_digit_strings_join_one_speakers_recordings(test_data, tmp_path):
     again = run_tool(sys.executable, strings, "--num", "12", source, tmp_path / "again" / "strings")
     assert again.returncode == 0 and table(tmp_path / "again" / "strings" / "text") == transcripts
     for utt in transcripts:
-        assert (d / "wav" / f"{utt}.wav").read_bytes() == (tmp_path / "again" / "strings" / "wav" / f"{utt}.wav").read_bytes()
+        assert ((d / "wav" / f"{utt}.wav").read_bytes()
+                == (tmp_path / "again" / "strings" / "wav" / f"{utt}.wav").read_bytes())
     missing = run_tool(sys.executable, strings, tmp_path / "missing", tmp_path / "dest")
     assert missing.returncode == 1 and "missing/wav.scp not found" in missing.stderr
 
@@ -221,9 +231,11 @@ def test_an4_prep_reads_the_corpus_lists_and_names_what_it_skips(test_data, tmp_
         f.write("<s> HELLO </s> (an999-fash-b)\nthis line has no id\n")
     out = run_tool(sys.executable, ROOT / "egs" / "an4" / "local" / "data_prep.py", corpus, tmp_path / "data")
     assert out.returncode == 0, out.stderr
-    assert f"{corpus / 'etc' / 'an4_train.fileids'}:949 (wav/an4_clstk/fash/an999-fash-b.*): audio not found" in out.stderr
+    assert (f"{corpus / 'etc' / 'an4_train.fileids'}:949 (wav/an4_clstk/fash/an999-fash-b.*): "
+            "audio not found") in out.stderr
     assert f"{corpus / 'etc' / 'an4_train.transcription'}:950: malformed transcript line" in out.stderr
-    counts = {name: len((tmp_path / "data" / name / "text").read_text().splitlines()) for name in ("train", "dev", "test")}
+    counts = {name: len((tmp_path / "data" / name / "text").read_text().splitlines())
+              for name in ("train", "dev", "test")}
     assert counts == {"train": 849, "dev": 99, "test": 130}
     text = dict(line.split(maxsplit=1) for line in (tmp_path / "data" / "test" / "text").read_text().splitlines())
     assert text["fcaw-an406-b"] == "RUBOUT G M E F THREE NINE"  # the test file's lines have no <s> </s>
@@ -242,9 +254,11 @@ def test_speechocean762_prep_holds_out_whole_speakers_and_names_missing_audio(te
     lines[5] = f"{missing}\tWAVE/NOWHERE/{missing}.opus"
     (corpus / "train" / "wav.scp").write_text("".join(line + "\n" for line in lines))
     (corpus / "WAVE").symlink_to(source / "WAVE")
-    out = run_tool(sys.executable, ROOT / "egs" / "speechocean762" / "local" / "data_prep.py", corpus, tmp_path / "data")
+    out = run_tool(sys.executable, ROOT / "egs" / "speechocean762" / "local" / "data_prep.py",
+                   corpus, tmp_path / "data")
     assert out.returncode == 0, out.stderr
-    assert f"{corpus / 'train' / 'wav.scp'}:6 ({corpus / 'WAVE' / 'NOWHERE' / missing}.opus): audio file not found" in out.stderr
+    assert (f"{corpus / 'train' / 'wav.scp'}:6 ({corpus / 'WAVE' / 'NOWHERE' / missing}.opus): "
+            "audio file not found") in out.stderr
     assert "no test/ half" in out.stderr
     speakers = {}
     for name in ("train", "dev"):

@@ -54,7 +54,8 @@ def test_yesno_end_to_end(test_data, tmp_path):
     train_log = (recipe / "exp" / "tiny" / "log" / "4.train.log").read_text()
     assert train_log.startswith("# steps/train.py --config conf/tiny.yaml ") and "training done" in train_log
     decode_log = (recipe / "exp" / "tiny" / "log" / "6.decode-test_yesno-modified_beam-avg3-epoch-10.log").read_text()
-    assert decode_log.startswith("# steps/decode.py --method modified_beam ") and last[last.index("%WER"):] in decode_log
+    assert (decode_log.startswith("# steps/decode.py --method modified_beam ")
+            and last[last.index("%WER"):] in decode_log)
     # progress bars stay out of the logs (rnnt/progress_bar.py); the training log says the pace instead
     for log in (recipe / "exp").rglob("*.log"):
         assert "\r" not in log.read_text(), log
@@ -187,13 +188,15 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     weighted on dev) within a few points on dev of the same search without it, and the model exported and run in
     sherpa-onnx, offline and streaming, with our greedy search's WER and transcripts."""
     recipe = copy_recipe("an4", tmp_path)
-    args = ("--corpus-dir", str(test_data / "an4"), "--unit-type", "bpe", "--train-config", "conf/ci.yaml", "--exp", "exp/ci",
-            "--average", "3", "--deploy", "offline streaming", "--methods", "greedy modified_beam modified_beam_lm ctc_prefix_beam_lm")
+    args = ("--corpus-dir", str(test_data / "an4"), "--unit-type", "bpe", "--train-config", "conf/ci.yaml",
+            "--exp", "exp/ci", "--average", "3", "--deploy", "offline streaming",
+            "--methods", "greedy modified_beam modified_beam_lm ctc_prefix_beam_lm")
     out = run_recipe(recipe, *args)
     assert out.returncode == 0, out.stderr[-3000:]
     again = run_recipe(recipe, *args)  # nothing changed: every stage is skipped, the results printed again
     stage_lines = [line for line in again.stdout.splitlines() if re.search(r" stage \d+ \(", line)]
-    assert again.returncode == 0 and len(stage_lines) == 23, again.stdout[-3000:]  # 5 + LMs 2 x 2 + 8 decodes + deploy 6
+    # 5 + LMs 2 x 2 + 8 decodes + deploy 6
+    assert again.returncode == 0 and len(stage_lines) == 23, again.stdout[-3000:]
     assert all("done before; skipped" in line for line in stage_lines), again.stdout[-3000:]
     data = recipe / "data"
     for name, count in (("train", 849), ("dev", 99), ("test", 130)):
@@ -232,7 +235,8 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
         fusion = yaml.safe_load((recipe / "exp" / "ci" / "lm" / f"{method}.yaml").read_text())
         assert fusion["arpa"] == "lm_5gram.arpa" and (recipe / "data" / "lang_bpe64" / "lm_5gram.arpa").is_file()
         tuning_log = (recipe / "exp" / "ci" / "log" / f"6.lm-fusion-{method}-lm_5gram-avg3-epoch-12.log").read_text()
-        assert tuning_log.startswith(f"# steps/tune_lm_fusion.py --method {method} --arpa data/lang_bpe64/lm_5gram.arpa ")
+        assert tuning_log.startswith(f"# steps/tune_lm_fusion.py --method {method} "
+                                     "--arpa data/lang_bpe64/lm_5gram.arpa ")
 
 
 def test_deploying_phone_units_stops_before_any_stage(test_data, tmp_path):
@@ -321,7 +325,8 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     for kind in ("offline", "streaming"):
         assert (recipe / "exp" / "deploy" / f"onnx-{kind}-avg2-epoch-2" / "sherpa-onnx.json").is_file()
         for set_name in ("dev", "test"):
-            line = next(x for x in out.stdout.splitlines() if x.startswith(f"speechocean762 {set_name} sherpa_onnx_{kind} "))
+            line = next(x for x in out.stdout.splitlines()
+                        if x.startswith(f"speechocean762 {set_name} sherpa_onnx_{kind} "))
             assert f"/ {words_in(data / set_name / 'text')}," in line, line
     # phone units from the CMU dictionary and a word LM through the lexicon, on DeepSpeech 2 as tiny
 
@@ -330,7 +335,8 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
         conf["train"].update(epochs=1)
 
     out = run_shrunk(recipe, corpus, "deepspeech.yaml", shrink_deepspeech, "exp/phone", "--unit-type", "phone",
-                     "--lm-over", "words", "--lm-order", "2", "--average", "0", "--methods", "ctc_greedy ctc_prefix_beam_lm")
+                     "--lm-over", "words", "--lm-order", "2", "--average", "0",
+                     "--methods", "ctc_greedy ctc_prefix_beam_lm")
     assert out.returncode == 0, out.stderr[-3000:]
     lexicon = {line.split()[0] for line in (data / "lang_phone" / "lexicon.txt").read_text().splitlines()}
     assert lexicon == set(" ".join(line.split(maxsplit=1)[1] for line in (data / "train" / "text").read_text()
@@ -347,7 +353,8 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
         _, phones, outside = map(int, re.fullmatch(
             r"%PER [0-9.]+ \[ (\d+) / (\d+) \], (\d+) reference words outside the lexicon left out", per).groups())
         ref_words = [w for line in (data / set_name / "text").read_text().splitlines() for w in line.split()[1:]]
-        assert outside == sum(w not in dictionary for w in ref_words) < len(ref_words) and phones >= len(ref_words) - outside
+        assert (outside == sum(w not in dictionary for w in ref_words) < len(ref_words)
+                and phones >= len(ref_words) - outside)
         wer = (recipe / "exp" / "phone" / f"decode-{set_name}-ctc_greedy-epoch-1" / "wer").read_text().strip()
         assert f"speechocean762 {set_name} ctc_greedy (epoch-1): {wer}; {per}" in out.stdout
 
@@ -394,4 +401,5 @@ def test_a_config_edit_retrains_and_redecodes_keeping_the_old_experiment(test_da
     other_data = run_recipe(recipe, *args[:2], "--num-synth", "40", *args[4:])  # the training data rewritten
     assert other_data.returncode == 0, other_data.stderr[-3000:]
     assert "the training data: 'as trained' -> 'rewritten since" in other_data.stdout
-    assert "set aside whole as exp/tiny.2" in other_data.stdout and "resumed from" not in (exp / "train.log").read_text()
+    assert ("set aside whole as exp/tiny.2" in other_data.stdout
+            and "resumed from" not in (exp / "train.log").read_text())

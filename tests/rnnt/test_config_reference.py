@@ -19,14 +19,27 @@ TYPES = {"int": int, "float": (int, float), "str": str, "bool": bool}
 
 
 def documented(text: str) -> dict[str, dict[str, str]]:
-    """Key -> {type, default, meaning} from the page's tables (cells as written, default without backticks)."""
-    rows = {}
+    """Key -> {type, default, meaning, kind} from the page's tables (cells as written, default without
+    backticks); kind: the member of a tagged union whose section the row is in ('' for other sections).
+    A key two kinds share is listed once per kind: `rows[(kind, key)]` for those, see by_kind."""
+    rows, kind = {}, ""
     for line in text.splitlines():
+        if line.startswith("## "):
+            tagged = re.fullmatch(r"## (\S+) \(kind: (\w+)\)", line)
+            kind = tagged.group(2) if tagged else ""
         if line.startswith("| `"):
             cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
             assert len(cells) == 4, line
-            rows[cells[0].strip("`")] = {"type": cells[1], "default": cells[2].strip("`"), "meaning": cells[3]}
+            rows[(kind, cells[0].strip("`"))] = {"type": cells[1], "default": cells[2].strip("`"), "meaning": cells[3]}
     return rows
+
+
+def by_kind(rows: dict) -> dict[str, dict[str, dict[str, str]]]:
+    """kind -> key -> row (kind '' holds the keys of the sections that are no tagged union's member)."""
+    kinds = {}
+    for (kind, key), row in rows.items():
+        kinds.setdefault(kind, {})[key] = row
+    return kinds
 
 
 def leaf_keys(cls, prefix: str = "") -> list[str]:
@@ -35,8 +48,8 @@ def leaf_keys(cls, prefix: str = "") -> list[str]:
     for name, hint in typing.get_type_hints(cls).items():
         path = f"{prefix}.{name}" if prefix else name
         inner = [t for t in (hint, *typing.get_args(hint)) if dataclasses.is_dataclass(t)]
-        keys += leaf_keys(inner[0], path) if inner else [path]
-    return keys
+        keys += [key for member in inner for key in leaf_keys(member, path)] if inner else [path]
+    return sorted(set(keys))
 
 
 def value_at(experiment, key: str):
@@ -68,7 +81,7 @@ def test_page_is_the_generators_output():
 
 
 def test_every_leaf_key_is_documented_with_a_meaning():
-    rows = documented(PAGE.read_text())
+    rows = {key: row for (_, key), row in documented(PAGE.read_text()).items()}
     keys = leaf_keys(Experiment)
     assert len(keys) > 80 and "train.keep_whole_epochs" in keys and "data.spec_augment.value" in keys
     missing = [k for k in keys if k not in rows]
@@ -78,13 +91,15 @@ def test_every_leaf_key_is_documented_with_a_meaning():
 
 
 def test_every_documented_key_and_default_is_real(tmp_path):
-    rows = documented(PAGE.read_text())
+    kinds = by_kind(documented(PAGE.read_text()))
+    silent = load(tmp_path, "silent", {})  # an empty YAML is the default experiment
+    default_kind = silent.model.encoder.kind
+    rows = {**kinds.pop(""), **kinds.pop(default_kind)}
     optional = {k for k in rows if any(other.startswith(f"{k}.") for other in rows)}  # a key and a section
     leaves = {k: yaml.safe_load(row["default"]) for k, row in rows.items() if k not in optional}
     expected = leaves
     every = load(tmp_path, "every", with_values({}, expected))  # each key the page lists, set to its stated default
     defaults = load(tmp_path, "defaults", with_values({}, {k: {} for k in optional}))  # optional ones on
-    silent = load(tmp_path, "silent", {})  # an empty YAML is the default experiment
     wrong = [f"{k}: set to {v!r}, loads as {value_at(every, k)!r}" for k, v in expected.items()
              if value_at(every, k) != v]
     wrong += [f"{k}: the page says {rows[k]['default']}, the default is {value_at(defaults, k)!r}"
@@ -93,13 +108,24 @@ def test_every_documented_key_and_default_is_real(tmp_path):
               for k in optional if value_at(silent, k) != yaml.safe_load(rows[k]["default"])]
     wrong += [f"{k}: {rows[k]['default']} is not of type {rows[k]['type']}" for k, value in leaves.items()
               if not fits(value, rows[k]["type"])]
+    for kind, kind_rows in kinds.items():  # the other kinds: every key set, against the kind alone
+        values = {k: yaml.safe_load(row["default"]) for k, row in kind_rows.items()}
+        kind_key = next(k for k in values if k.endswith(".kind"))
+        every_of_kind = load(tmp_path, kind, with_values({}, values))
+        alone = load(tmp_path, f"{kind}-alone", with_values({}, {kind_key: kind}))
+        wrong += [f"{k} ({kind}): set to {v!r}, loads as {value_at(every_of_kind, k)!r}, alone as "
+                  f"{value_at(alone, k)!r}" for k, v in values.items()
+                  if not value_at(every_of_kind, k) == value_at(alone, k) == v]
+        wrong += [f"{k} ({kind}): {kind_rows[k]['default']} is not of type {kind_rows[k]['type']}"
+                  for k, value in values.items() if not fits(value, kind_rows[k]["type"])]
     assert not wrong, wrong
     assert every == defaults
-    assert len(leaves) > 80 and optional == {"data.spec_augment"}
+    assert len(leaves) > 80 and optional == {"data.spec_augment"} and default_kind == "lstm"
+    assert set(kinds) == {"conformer"} and len(kinds["conformer"]) > 8
 
 
 def test_recipe_configs_use_only_documented_keys():
-    rows = documented(PAGE.read_text())
+    rows = {key for _, key in documented(PAGE.read_text())}
     configs = sorted((ROOT / "egs").glob("*/conf/*.yaml"))
     used = {}
     for path in configs:

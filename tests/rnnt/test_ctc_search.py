@@ -5,7 +5,7 @@ import torch
 
 from ctc_reference import ctc_model, sequence_log_prob
 from rnnt.ctc_search import ctc_greedy_search, ctc_prefix_beam_search
-from rnnt.model.encoder import EncoderConfig
+from rnnt.model.lstm_encoder import LSTMEncoderConfig
 from rnnt.model.transducer import ModelConfig, Transducer
 from search_reference import all_sequences
 
@@ -43,7 +43,7 @@ def test_greedy_collapses_the_best_path(seed):
 def test_a_model_without_a_ctc_head_is_refused_by_name():
     from rnnt.search_methods import check_method
 
-    model = Transducer(ModelConfig(encoder=EncoderConfig(input_dim=4, hidden=6, pre_layers=1, post_layers=0)), 3)
+    model = Transducer(ModelConfig(encoder=LSTMEncoderConfig(input_dim=4, hidden=6, pre_layers=1, post_layers=0)), 3)
     with pytest.raises(ValueError, match="needs a CTC head"):
         check_method(model, "ctc_greedy")
     with pytest.raises(ValueError, match="has no CTC head"):

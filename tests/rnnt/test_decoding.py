@@ -177,7 +177,8 @@ def test_nbest_lists_from_decode_and_transcribe(trained, yesno, tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     decode_dir = trained / "decode-nbest-modified_beam"
     rows = [json.loads(line) for line in (decode_dir / "nbest.json").read_text().splitlines()]
-    hyps = dict(line.split(maxsplit=1) if " " in line else (line, "") for line in (decode_dir / "hyp").read_text().splitlines())
+    hyps = dict(line.split(maxsplit=1) if " " in line else (line, "")
+                for line in (decode_dir / "hyp").read_text().splitlines())
     assert sorted(r["key"] for r in rows) == sorted(hyps)
     for row in rows:
         assert 1 <= len(row["hyps"]) <= 3 and row["hyps"][0]["text"] == hyps[row["key"]]
@@ -186,10 +187,11 @@ def test_nbest_lists_from_decode_and_transcribe(trained, yesno, tmp_path):
             assert " ".join(t["unit"] for t in hyp["tokens"]) == hyp["text"]  # word units
             assert [t["time"] for t in hyp["tokens"]] == sorted(t["time"] for t in hyp["tokens"])
     entry = json.loads((yesno / "five.list").read_text().splitlines()[0])
-    one = run_tool(sys.executable, STEPS / "transcribe.py", "--json", "--nbest", "--method", "modified_beam", "--beam", "3",
-                   trained, entry["wav"])
+    one = run_tool(sys.executable, STEPS / "transcribe.py", "--json", "--nbest", "--method", "modified_beam",
+                   "--beam", "3", trained, entry["wav"])
     row = json.loads(one.stdout)
-    assert row["nbest"][0]["text"] == row["text"] == next(r for r in rows if r["key"] == entry["key"])["hyps"][0]["text"]
+    assert (row["nbest"][0]["text"] == row["text"]
+            == next(r for r in rows if r["key"] == entry["key"])["hyps"][0]["text"])
     refused = run_tool(sys.executable, STEPS / "transcribe.py", "--nbest", trained, entry["wav"])
     assert refused.returncode == 2 and "--nbest needs --json" in refused.stderr
 

@@ -36,7 +36,8 @@ def test_insertions_deletions_and_words_outside_the_lexicon():
     assert phone_errors(["YES", "NO"], [], lexicon).errors == 5  # nothing decoded: every phone deleted
     outside = phone_errors(["YES", "MAYBE", "NO"], ["Y", "EH", "S", "N", "OW"], lexicon)
     assert (outside.errors, outside.reference_phones, outside.words_outside_lexicon) == (0, 5, 1)
-    total = phone_error_rate({"a": "YES NO", "b": "NO", "c": "YES"}, {"a": ["Y", "EH", "S", "N", "OW"], "b": ["M", "OW"]},
+    total = phone_error_rate({"a": "YES NO", "b": "NO", "c": "YES"},
+                             {"a": ["Y", "EH", "S", "N", "OW"], "b": ["M", "OW"]},
                              lexicon)  # c not decoded: its 3 phones deleted
     assert (total.errors, total.reference_phones) == (4, 10)
     assert total.per_line == "%PER 40.00 [ 4 / 10 ], 0 reference words outside the lexicon left out"

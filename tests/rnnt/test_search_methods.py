@@ -6,7 +6,7 @@ import torch
 
 from rnnt.lm.fusion import LowOrderSubtraction, NgramScorer, ShallowFusion
 from rnnt.lm.kneser_ney import estimate
-from rnnt.model.encoder import EncoderConfig
+from rnnt.model.lstm_encoder import LSTMEncoderConfig
 from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
 from rnnt.search_methods import LM_METHODS, METHODS, SearchOptions, check_method, search
 from search_reference import encoder_output, random_model
@@ -46,7 +46,7 @@ def test_every_method_gives_each_utterance_its_nbest_best_first(name):
 def test_what_a_method_needs_is_refused_by_name_when_missing():
     model = random_model(0, "stateless", one_sym_per_frame=True, vocab_size=5)  # no CTC head
     with_ctc = random_model(0, "stateless", one_sym_per_frame=True, vocab_size=5, ctc_weight=0.5)
-    ctc_only = Transducer(ModelConfig(encoder=EncoderConfig(input_dim=4, hidden=6, pre_layers=1, post_layers=0),
+    ctc_only = Transducer(ModelConfig(encoder=LSTMEncoderConfig(input_dim=4, hidden=6, pre_layers=1, post_layers=0),
                                       loss=LossConfig(type="ctc")), 5)
     with pytest.raises(ValueError, match="must be one of"):
         check_method(model, "viterbi")

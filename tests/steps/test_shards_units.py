@@ -25,7 +25,8 @@ def prep(corpus: str, test_data: Path, tmp_path: Path) -> Path:
                        test_data / "librispeech_samples" / "LibriSpeech" / "test-clean", tmp_path / "ls")
         assert out.returncode == 0, out.stderr
         return tmp_path / "ls"
-    out = run_tool(sys.executable, ROOT / "egs" / "fsdd" / "local" / "data_prep.py", test_data / "fsdd" / "recordings", tmp_path)
+    out = run_tool(sys.executable, ROOT / "egs" / "fsdd" / "local" / "data_prep.py",
+                   test_data / "fsdd" / "recordings", tmp_path)
     assert out.returncode == 0, out.stderr
     return tmp_path / "train"
 
@@ -69,7 +70,8 @@ def test_wav_conversion_resampling_and_segments(test_data, tmp_path):
     (data / "segments").write_text(f"{utt}-a {utt} 0.0 1.5\n{utt}-b {utt} 1.5 3.0\n")
     (data / "wav.scp").write_text(f"{utt} {table(data / 'wav.scp')[utt]}\n")
     (data / "text").write_text(f"{utt}-a HE HOPED\n{utt}-b THERE WOULD\n")
-    out = run_tool(sys.executable, STEPS / "make_shards.py", "--resample", "8000", data, tmp_path / "sh", tmp_path / "l")
+    out = run_tool(sys.executable, STEPS / "make_shards.py", "--resample", "8000", data,
+                   tmp_path / "sh", tmp_path / "l")
     assert out.returncode == 0, out.stderr
     members = dict(read_shard((tmp_path / "l").read_text().split()[0]))
     original, _ = soundfile.read(table(data / "wav.scp")[utt], dtype="float32")

@@ -32,7 +32,8 @@ def test_old_python_in_active_venv_is_refused_clearly(tmp_path):
 
 def test_path_sh_sets_environment(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    script = f". {ROOT}/path.sh && echo $RNNT_ROOT && echo $LC_ALL $PYTHONUNBUFFERED && command -v validate_data_dir.sh " \
+    script = f". {ROOT}/path.sh && echo $RNNT_ROOT && echo $LC_ALL $PYTHONUNBUFFERED " \
+             "&& command -v validate_data_dir.sh " \
              "&& python -c 'import rnnt, torch; print(rnnt.__file__)'"
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stderr

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 
-def speech_runs(samples: np.ndarray, rate: int, min_word: float = 0.15, min_gap: float = 0.1) -> list[tuple[float, float]]:
+def speech_runs(samples: np.ndarray, rate: int, min_word: float = 0.15,
+                min_gap: float = 0.1) -> list[tuple[float, float]]:
     """(start, end) seconds of the stretches louder than halfway between the quiet and loud levels."""
     frame, shift = int(0.025 * rate), int(0.010 * rate)
     count = 1 + (len(samples) - frame) // shift

@@ -100,12 +100,12 @@ def test_tokenize_and_filter_count_reasons(fsdd):
 def test_the_filter_counts_the_encoders_output_frames_and_one_symbol_per_frame(fsdd):
     """Character units over 30 ms frames and StackTime 4 (120 ms): spelled digits ('seven': 5 units in about
     0.4 s) do not fit one symbol per frame; the filter counts frames after the encoder, not after data.subsample."""
-    from rnnt.model.encoder import EncoderConfig
+    from rnnt.model.lstm_encoder import LSTMEncoderConfig
 
     tokenizer = Tokenizer(str(fsdd / "lang"))
     recs = list(stages.tokenize(stages.decode(records(str(fsdd / "test.list"))), tokenizer))
     config = data_config(TRAIN)
-    encoder = EncoderConfig(input_dim=192, stack_time=4)
+    encoder = LSTMEncoderConfig(input_dim=192, stack_time=4)
     report = DataReport("test", 8000)
     kept = list(stages.filter_utterances(recs, config, report, encoder.output_frames, one_sym_per_frame=True))
     assert all(len(r["tokens"]) <= encoder.output_frames(r["num_frames"]) for r in kept)

@@ -167,7 +167,8 @@ def test_combine_keeps_segments_when_only_some_sources_have_them(librispeech_dir
     run_tool(UTILS / "subset_data_dir.sh", "--first", librispeech_dir, "3", first, check=True)
     run_tool(UTILS / "subset_data_dir.sh", "--last", librispeech_dir, "5", second, check=True)
     durations = dict(line.split() for line in (first / "utt2dur").read_text().splitlines())
-    (first / "segments").write_text("".join(f"{u} {u} 0.50 {float(d) - 0.5:.2f}\n" for u, d in sorted(durations.items())))
+    (first / "segments").write_text("".join(f"{u} {u} 0.50 {float(d) - 0.5:.2f}\n"
+                                            for u, d in sorted(durations.items())))
     out = run_tool(UTILS / "combine_data.sh", tmp_path / "c", first, second)
     assert out.returncode == 0, out.stderr
     segments = dict(line.split(maxsplit=1) for line in (tmp_path / "c" / "segments").read_text().splitlines())

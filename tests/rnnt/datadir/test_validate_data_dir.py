@@ -106,8 +106,8 @@ def break_segments(d):
     return f"segments:{len(utts)}", "bad segment times"
 
 
-BROKEN = [break_unsorted, break_duplicate, break_speaker_prefix, break_missing_text, break_crlf, break_empty_line, break_spk2utt, break_non_printable, break_reserved_word,
-          break_duration, break_segments]
+BROKEN = [break_unsorted, break_duplicate, break_speaker_prefix, break_missing_text, break_crlf, break_empty_line,
+          break_spk2utt, break_non_printable, break_reserved_word, break_duration, break_segments]
 
 
 @pytest.mark.parametrize("breaker", BROKEN, ids=lambda f: f.__name__[6:])
@@ -177,7 +177,8 @@ KALDI_VERDICTS = [
 ]
 
 
-@pytest.mark.parametrize("case,files,text_line,raw_text,options,valid", KALDI_VERDICTS, ids=[c[0] for c in KALDI_VERDICTS])
+@pytest.mark.parametrize("case,files,text_line,raw_text,options,valid", KALDI_VERDICTS,
+                         ids=[c[0] for c in KALDI_VERDICTS])
 def test_verdicts_are_kaldis(tmp_path, case, files, text_line, raw_text, options, valid):
     out = run_tool(VALIDATE, "--no-feats", *options, kaldi_case(tmp_path, files, text_line, raw_text))
     assert (out.returncode == 0) == valid, out.stderr
@@ -263,7 +264,8 @@ def test_fix_keeps_kaldis_extra_files_and_the_ones_named_to_what_is_kept(tmp_pat
     files = {**BASE, "cmvn.scp": ["s1 c"], "vad.scp": [f"{u} v" for u in UTTS] + ["s9-u1 v"],
              "utt2uniq": [f"{u} x" for u in UTTS], "utt2foo": [f"{u} f" for u in UTTS], "spk2foo": ["s1 a", "s2 b"]}
     d = kaldi_case(tmp_path, files)
-    out = run_tool(ROOT / "utils" / "fix_data_dir.sh", "--utt-extra-files", "utt2foo", "--spk-extra-files", "spk2foo", d)
+    out = run_tool(ROOT / "utils" / "fix_data_dir.sh", "--utt-extra-files", "utt2foo", "--spk-extra-files", "spk2foo",
+                   d)
     assert out.returncode == 0 and "kept 2 of 4 utterances (2 speaker not in cmvn.scp)" in out.stdout, out.stdout
     for name in ("utt2spk", "vad.scp", "utt2uniq", "utt2foo"):
         assert [line.split()[0] for line in lines(d / name)] == ["s1-u1", "s1-u2"], name

@@ -61,8 +61,10 @@ def make_experiment(path, lang, encoder=None, predictor=None, features="sherpa_o
     wins: sherpa-onnx's greedy search takes a winning <unk> for no symbol, ours emits it (a trained
     model does not: no training transcript has it)."""
     path.mkdir(parents=True)
-    values = {"model": {"encoder": {"input_dim": 240, "hidden": 64, "pre_layers": 1, "post_layers": 1, "stack_time": 2,
-                                    "input_batch_norm": True, "norm": "layer", **(encoder or {})},
+    lstm = {"input_dim": 240, "hidden": 64, "pre_layers": 1, "post_layers": 1, "stack_time": 2,
+            "input_batch_norm": True, "norm": "layer"}
+    encoder = encoder if (encoder or {}).get("kind") == "conformer" else {**lstm, **(encoder or {})}
+    values = {"model": {"encoder": encoder,
                         "predictor": {"kind": "stateless", "embed_dim": 32, "context": 2, **(predictor or {})},
                         "joiner": {"hidden": 48, "activation": "tanh"},
                         "loss": {"type": "full", "one_sym_per_frame": True, **(loss or {})}},
@@ -116,14 +118,20 @@ def our_greedy(transcriber, feats: torch.Tensor) -> list[int]:
     return greedy_search(transcriber.model, enc, lengths)[0].tokens
 
 
-@pytest.mark.parametrize("units,bidirectional", [("bpe", False), ("word", False), ("bpe", True)])
-def test_offline_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, tmp_path, monkeypatch, units,
-                                                                      bidirectional):
+# A Conformer (rnnt.model.conformer) over stacked frames: offline only, as sherpa-onnx runs any encoder graph.
+CONFORMER = {"kind": "conformer", "input_dim": 240, "input_batch_norm": True, "conv_channels": 4, "dim": 32,
+             "layers": 2, "heads": 2, "kernel_size": 7}
+
+
+@pytest.mark.parametrize("units,encoder", [("bpe", {}), ("word", {}), ("bpe", {"bidirectional": True}),
+                                           ("bpe", CONFORMER)])
+def test_offline_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, tmp_path, monkeypatch, units, encoder):
     audio, langs = an4_test
-    exp = make_experiment(tmp_path / "exp", langs[units], encoder={"bidirectional": bidirectional})
+    exp = make_experiment(tmp_path / "exp", langs[units], encoder=encoder)
     export(exp, tmp_path / "onnx")
     decoder_meta = {p.key: p.value for p in onnx.load(str(tmp_path / "onnx" / "decoder.onnx")).metadata_props}
-    assert decoder_meta["context_size"] == "2" and decoder_meta["vocab_size"] == str(Tokenizer(str(langs[units])).vocab_size)
+    vocab_size = Tokenizer(str(langs[units])).vocab_size
+    assert decoder_meta["context_size"] == "2" and decoder_meta["vocab_size"] == str(vocab_size)
     transcriber = Transcriber.from_exp_dir(str(exp))
     offline = recognizer(tmp_path / "onnx", monkeypatch)
     for path, _ in audio:
@@ -223,7 +231,8 @@ def test_int8_export_runs_in_sherpa_onnx(an4_test, tmp_path, monkeypatch, encode
     args = json.loads((tmp_path / "onnx" / "sherpa-onnx.json").read_text())
     assert [args[k] for k in ("encoder", "decoder", "joiner")] == ["encoder.int8.onnx", "decoder.int8.onnx",
                                                                     "joiner.int8.onnx"]
-    assert (tmp_path / "onnx" / "encoder.int8.onnx").stat().st_size < (tmp_path / "onnx" / "encoder.onnx").stat().st_size / 3
+    sizes = {name: (tmp_path / "onnx" / name).stat().st_size for name in ("encoder.int8.onnx", "encoder.onnx")}
+    assert sizes["encoder.int8.onnx"] < sizes["encoder.onnx"] / 3
     offline = recognizer(tmp_path / "onnx", monkeypatch)
     samples, rate = soundfile.read(audio[0][0], dtype="float32")
     stream = offline.create_stream()
@@ -237,6 +246,7 @@ def test_int8_export_runs_in_sherpa_onnx(an4_test, tmp_path, monkeypatch, encode
     ("bpe", {"features": "kaldi"}, [], "data.features.preset is kaldi"),
     ("bpe", {"loss": {"type": "ctc", "one_sym_per_frame": False}}, [], "a CTC model"),
     ("bpe", {"encoder": {"bidirectional": True}}, ["--streaming"], "cannot stream"),
+    ("bpe", {"encoder": CONFORMER}, ["--streaming"], "a Conformer encoder attends to every frame"),
     ("bpe", {}, ["--streaming", "--chunk-frames", "10"], "not a multiple of 6"),
     ("bpe", {"encoder": {"pre_layers": 0, "post_layers": 0}}, ["--streaming"], "the encoder has no LSTM layers"),
     ("phone", {}, [], "phone units"),

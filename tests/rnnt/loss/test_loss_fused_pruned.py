@@ -155,7 +155,8 @@ def test_the_smoothed_simple_loss_mixes_its_arcs_with_the_predictor_s_and_the_en
     from rnnt.loss.pruned import simple_arc_log_probs
 
     g = torch.Generator().manual_seed(8)
-    am, lm = torch.randn(2, 5, 7, generator=g, dtype=torch.float64), torch.randn(2, 4, 7, generator=g, dtype=torch.float64)
+    am, lm = (torch.randn(2, 5, 7, generator=g, dtype=torch.float64),
+              torch.randn(2, 4, 7, generator=g, dtype=torch.float64))
     targets, T_b, U_b = torch.randint(1, 7, (2, 3), generator=g), torch.tensor([5, 3]), torch.tensor([3, 2])
 
     def arcs(am, lm, **scales):

@@ -5,14 +5,14 @@ import dataclasses
 import pytest
 import torch
 
-from rnnt.model.encoder import Encoder, EncoderConfig
 from rnnt.model.joiner import JoinerConfig
+from rnnt.model.lstm_encoder import LSTMEncoder, LSTMEncoderConfig
 from rnnt.model.predictor import PredictorConfig, build_predictor
 from rnnt.model.stack_time import StackTime
 from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
 
 TINY = ModelConfig(
-    encoder=EncoderConfig(input_dim=12, hidden=16, pre_layers=1, post_layers=1, stack_time=2, dropout=0.0),
+    encoder=LSTMEncoderConfig(input_dim=12, hidden=16, pre_layers=1, post_layers=1, stack_time=2, dropout=0.0),
     predictor=PredictorConfig(embed_dim=8, hidden=8, layers=1, dropout=0.0),
     joiner=JoinerConfig(hidden=16, activation="tanh"),
 )
@@ -40,8 +40,8 @@ def test_stack_time_shapes_lengths_and_content():
 @pytest.mark.parametrize("norm,bidirectional", [("none", False), ("layer", False), ("layer", True)])
 def test_encoder_shapes_and_padding_independence(norm, bidirectional):
     torch.manual_seed(0)
-    encoder = Encoder(dataclasses.replace(TINY.encoder, norm=norm, input_batch_norm=True, stack_time=3,
-                                          bidirectional=bidirectional)).eval()
+    encoder = LSTMEncoder(dataclasses.replace(TINY.encoder, norm=norm, input_batch_norm=True, stack_time=3,
+                                              bidirectional=bidirectional)).eval()
     feats, feat_lens, _, _ = batch()
     out, lengths = encoder(feats, feat_lens)
     assert out.shape == (3, 7, 32 if bidirectional else 16) and lengths.tolist() == [7, 6, 3]
@@ -56,7 +56,7 @@ def test_encoder_shapes_and_padding_independence(norm, bidirectional):
 def test_bidirectional_layer_reads_each_sequence_backwards_over_its_length():
     """The backward direction at frame t has read frames t..length-1 of its own sequence: equal to an
     LSTM over the flipped sequence alone, whatever padding sits beside it."""
-    from rnnt.model.encoder import BidirectionalLSTM
+    from rnnt.model.lstm_encoder import BidirectionalLSTM
 
     torch.manual_seed(0)
     lstm = BidirectionalLSTM(4, 5).eval()
@@ -70,7 +70,7 @@ def test_bidirectional_layer_reads_each_sequence_backwards_over_its_length():
 
 
 def test_input_batch_norm_uses_real_frames_only():
-    encoder = Encoder(dataclasses.replace(TINY.encoder, input_batch_norm=True)).train()
+    encoder = LSTMEncoder(dataclasses.replace(TINY.encoder, input_batch_norm=True)).train()
     feats, feat_lens, _, _ = batch()
     padded = feats.clone()
     for b, n in enumerate(feat_lens.tolist()):
@@ -164,7 +164,7 @@ def test_bad_model_settings():
     with pytest.raises(ValueError, match="loss.type"):
         Transducer(dataclasses.replace(TINY, loss=LossConfig(type="attention")), vocab_size=7)
     with pytest.raises(ValueError, match="encoder.norm"):
-        Encoder(dataclasses.replace(TINY.encoder, norm="batch"))
+        LSTMEncoder(dataclasses.replace(TINY.encoder, norm="batch"))
     with pytest.raises(ValueError, match="predictor.kind"):
         build_predictor(dataclasses.replace(TINY.predictor, kind="gru"), vocab_size=7)
 
@@ -205,9 +205,9 @@ def test_every_recipe_config_loads_and_builds(config):
 @pytest.mark.parametrize("conv_channels,conv_layers,stack_time", [(0, 2, 1), (0, 2, 3), (8, 2, 1), (8, 3, 2)])
 def test_time_reduction_is_what_the_encoder_does_to_the_frame_rate(conv_channels, conv_layers, stack_time):
     """Word times (rnnt.transcriber) put encoder frame t at input frame t * time_reduction."""
-    config = EncoderConfig(input_dim=80, hidden=16, pre_layers=1, post_layers=1, stack_time=stack_time,
-                           conv_channels=conv_channels, conv_layers=conv_layers)
-    encoder = Encoder(config).eval()
+    config = LSTMEncoderConfig(input_dim=80, hidden=16, pre_layers=1, post_layers=1, stack_time=stack_time,
+                              conv_channels=conv_channels, conv_layers=conv_layers)
+    encoder = LSTMEncoder(config).eval()
     with torch.no_grad():
         _, lengths = encoder(torch.randn(1, 1200, 80), torch.tensor([1200]))
     assert abs(int(lengths[0]) * config.time_reduction - 1200) < config.time_reduction * 2
@@ -223,10 +223,10 @@ def test_encoder_streamed_in_chunks_gives_the_whole_sequence_output(conv_channel
     piece too short for the conv front end gives nothing, as the whole sequence's last frames give
     nothing there either. Either LSTM stack may be empty (DeepSpeech 2's encoder has no post layers)."""
     torch.manual_seed(0)
-    config = EncoderConfig(input_dim=20, hidden=16, pre_layers=pre_layers, post_layers=post_layers,
-                           stack_time=stack_time, conv_channels=conv_channels, conv_layers=conv_layers,
-                           input_batch_norm=True, norm="layer", dropout=0.0)
-    encoder = Encoder(config).eval()
+    config = LSTMEncoderConfig(input_dim=20, hidden=16, pre_layers=pre_layers, post_layers=post_layers,
+                              stack_time=stack_time, conv_channels=conv_channels, conv_layers=conv_layers,
+                              input_batch_norm=True, norm="layer", dropout=0.0)
+    encoder = LSTMEncoder(config).eval()
     encoder.input_norm.running_mean.uniform_(-1.0, 1.0)
     assert encoder.stream_overlap == (2 ** conv_layers - 1 if conv_channels else 0)
     unit, overlap = config.time_reduction, encoder.stream_overlap

@@ -85,7 +85,8 @@ def test_archives_dir_is_accepted_and_verified(test_data, tmp_path):
     archives.mkdir()
     (archives / "waves_yesno.tar.gz").write_bytes(yesno_archive(test_data))
     # The real yesno script with its published checksum: our small archive must be refused.
-    out = run_tool(sys.executable, ROOT / "egs" / "yesno" / "local" / "download.py", tmp_path / "c", "--archives-dir", archives)
+    out = run_tool(sys.executable, ROOT / "egs" / "yesno" / "local" / "download.py", tmp_path / "c",
+                   "--archives-dir", archives)
     assert out.returncode == 1
     assert "checksum mismatch: expected c3f49e0cca421f96b75b41640749167b52118f232498667ca7a5f9416aef8e73" in out.stderr
     assert not (tmp_path / "c" / "waves_yesno").exists()

@@ -24,7 +24,8 @@ def with_train(experiment, **values):
 def test_changes_name_the_dotted_keys_that_differ():
     old = load_experiment(str(CONFIG))
     new = with_train(old, optimizer=dataclasses.replace(old.train.optimizer, lr=0.002), log_every=1)
-    assert [str(c) for c in config_changes(old, new)] == ["train.log_every: 10 -> 1", "train.optimizer.lr: 0.005 -> 0.002"]
+    assert [str(c) for c in config_changes(old, new)] == ["train.log_every: 10 -> 1",
+                                                           "train.optimizer.lr: 0.005 -> 0.002"]
     assert [c.key for c in changes_to_restart(old, new, {"epoch": 3}, "data")] == ["train.optimizer.lr"]
     more = with_train(old, epochs=20, checkpoint_every=5)
     assert changes_to_restart(old, more, {"epoch": 10, "train_data": "data"}, "data") == []

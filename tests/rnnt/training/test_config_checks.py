@@ -11,7 +11,8 @@ from conftest import ROOT, run_tool
 from rnnt.data.config import data_config
 from rnnt.data.pipeline import Pipeline
 from rnnt.data.tokenizer import Tokenizer
-from rnnt.model.encoder import Encoder, EncoderConfig
+from rnnt.model.conformer import ConformerConfig
+from rnnt.model.lstm_encoder import LSTMEncoderConfig
 from rnnt.training.config_checks import frame_ms
 from rnnt.training.experiment import load_experiment
 from yesno_training import CONFIG, train_args
@@ -58,11 +59,13 @@ def test_the_recipes_configs_pass():
 
 
 def test_output_frames_equal_the_encoders_real_lengths():
-    for config in (EncoderConfig(input_dim=8, hidden=4, pre_layers=1, post_layers=1, stack_time=2),
-                   EncoderConfig(input_dim=16, hidden=4, pre_layers=1, post_layers=0, stack_time=1, conv_channels=2),
-                   EncoderConfig(input_dim=16, hidden=4, pre_layers=1, post_layers=1, stack_time=3, conv_channels=2,
-                                 conv_layers=1)):
-        encoder = Encoder(config).eval()
+    for config in (LSTMEncoderConfig(input_dim=8, hidden=4, pre_layers=1, post_layers=1, stack_time=2),
+                   LSTMEncoderConfig(input_dim=16, hidden=4, pre_layers=1, post_layers=0, stack_time=1,
+                                     conv_channels=2),
+                   LSTMEncoderConfig(input_dim=16, hidden=4, pre_layers=1, post_layers=1, stack_time=3,
+                                     conv_channels=2, conv_layers=1),
+                   ConformerConfig(input_dim=16, conv_channels=2, dim=8, layers=1, heads=2, kernel_size=3)):
+        encoder = config.build().eval()
         frames = [1, 2, 3, 6, 7, 8, 31, 64]  # one padded batch, as training sees them
         _, lengths = encoder(torch.zeros(len(frames), 64, config.input_dim), torch.tensor(frames))
         assert [config.output_frames(n) for n in frames] == lengths.tolist(), config
@@ -83,7 +86,8 @@ def test_one_symbol_per_frame_against_the_units_rate_is_refused_before_training(
     assert ("model.loss.one_sym_per_frame: the encoder has 16.7 frames a second (10 ms features x data.subsample 3 "
             "x model.encoder.stack_time 2 = 60 ms a frame), but 10 of 100 training transcripts (10%) have more units "
             "a second") in out.stderr, out.stderr
-    assert "Lower data.subsample or model.encoder.stack_time" in out.stderr and not (tmp_path / "exp").exists()
+    assert "Lower data.subsample or the encoder's time reduction (model.encoder.stack_time" in out.stderr
+    assert not (tmp_path / "exp").exists()
 
 
 def test_build_units_writes_each_transcripts_rate(yesno, tmp_path):
@@ -106,6 +110,6 @@ def test_the_pipeline_filter_drops_what_one_symbol_per_frame_cannot_train(yesno)
     tokenizer = Tokenizer(str(yesno / "lang"))
     data = data_config({**yaml.safe_load(CONFIG.read_text())["data"], "shuffle_buffer": 0})
     for stack_time, expected in (16, 5), (64, 0):
-        encoder = EncoderConfig(**{**vars(experiment.model.encoder), "stack_time": stack_time})
+        encoder = LSTMEncoderConfig(**{**vars(experiment.model.encoder), "stack_time": stack_time})
         pipeline = Pipeline(str(yesno / "five.list"), data, tokenizer, True, encoder.output_frames, True)
         assert sum(len(b["keys"]) for b in pipeline.batches()) == expected

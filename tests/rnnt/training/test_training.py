@@ -193,7 +193,8 @@ def test_torchrun_three_cpu_ranks_uneven_shards_use_every_utterance_once(yesno, 
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
                          timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    every = sorted(line.split(maxsplit=1)[0] for line in (yesno / "data" / "train_yesno" / "text").read_text().splitlines())
+    every = sorted(line.split(maxsplit=1)[0]
+                   for line in (yesno / "data" / "train_yesno" / "text").read_text().splitlines())
     seen = [line.split() for r in range(3) for line in (exp / f"keys-rank{r}.txt").read_text().splitlines()]
     for epoch in (0, 1):
         assert sorted(key for e, key in seen if e == str(epoch)) == every

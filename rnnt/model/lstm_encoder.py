@@ -1,4 +1,4 @@
-"""The encoder: [BatchNorm] -> [conv front end] -> LSTM x N -> StackTime -> LSTM x M -> output, as the
+"""The LSTM encoder (kind lstm): [BatchNorm] -> [conv front end] -> LSTM x N -> StackTime -> LSTM x M -> output, as the
 MLPerf RNN-T encoder (no conv front end) or DeepSpeech 2 (a strided 2-D conv front end, bidirectional).
 
 With norm="layer" every LSTM layer's output is layer-normalised (the LSTM cells themselves stay the
@@ -17,15 +17,18 @@ from dataclasses import dataclass
 
 import torch
 
-from rnnt.model.conv_frontend import Conv2dSubsampling, conv_out_length
+from rnnt.model.conv_frontend import Conv2dSubsampling, conv_output_frames, conv_problems
+from rnnt.model.encoder_interface import EncoderInterface, valid_frames
+from rnnt.model.masked_batch_norm import MaskedBatchNorm
 from rnnt.model.stack_time import StackTime
 
 
 @dataclass(frozen=True)
-class EncoderConfig:
-    """The encoder's shape: input_dim features a frame in; `pre_layers` LSTM layers of `hidden` units,
-    then StackTime by `stack_time`, then `post_layers` more (see the module's docstring)."""
+class LSTMEncoderConfig:
+    """The LSTM encoder's shape: input_dim features a frame in; `pre_layers` LSTM layers of `hidden` units,
+    then StackTime by `stack_time`, then `post_layers` more (see rnnt/model/lstm_encoder.py's docstring)."""
 
+    kind: str = "lstm"  # the encoder: lstm (this section) or conformer (rnnt.model.encoders)
     input_dim: int = 80  # features per input frame: data.stack * data.features.num_mel_bins (checked on load)
     hidden: int = 1024  # units of each LSTM layer (per direction when bidirectional)
     pre_layers: int = 2  # LSTM layers before StackTime
@@ -45,10 +48,24 @@ class EncoderConfig:
 
     def output_frames(self, input_frames: int) -> int:
         """The encoder's output frames for an utterance of input_frames feature frames (after data.stack)."""
-        frames = input_frames
-        for _ in range(self.conv_layers if self.conv_channels else 0):
-            frames = max(conv_out_length(frames), 0)
-        return -(-frames // self.stack_time)
+        return -(-conv_output_frames(input_frames, self.conv_layers if self.conv_channels else 0) // self.stack_time)
+
+    @property
+    def time_reduction_text(self) -> str:
+        conv = f"{2 ** self.conv_layers} (model.encoder.conv_layers {self.conv_layers}) x "
+        conv = conv if self.conv_channels else ""
+        return f"{conv}model.encoder.stack_time {self.stack_time}"
+
+    def problems(self) -> list[str]:
+        found = conv_problems(self.input_dim, self.conv_layers) if self.conv_channels else []
+        if self.stack_time < 1:
+            found.append(f"model.encoder.stack_time must be at least 1, got {self.stack_time}")
+        if self.norm not in ("none", "layer"):
+            found.append(f"model.encoder.norm must be none or layer, got '{self.norm}'")
+        return found
+
+    def build(self) -> LSTMEncoder:
+        return LSTMEncoder(self)
 
 
 def reverse_within_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -113,13 +130,13 @@ class LSTMStack(torch.nn.Module):
         return x, torch.cat(new_h), torch.cat(new_c)
 
 
-class Encoder(torch.nn.Module):
-    def __init__(self, config: EncoderConfig):
+class LSTMEncoder(EncoderInterface):
+    def __init__(self, config: LSTMEncoderConfig):
         super().__init__()
-        if config.norm not in ("none", "layer"):
-            raise ValueError(f"encoder.norm must be none or layer, got '{config.norm}'")
+        if config.problems():
+            raise ValueError("; ".join(config.problems()))
         self.config = config
-        self.input_norm = torch.nn.BatchNorm1d(config.input_dim) if config.input_batch_norm else None
+        self.input_norm = MaskedBatchNorm(config.input_dim) if config.input_batch_norm else None
         self.frontend = (Conv2dSubsampling(config.input_dim, config.conv_channels, config.conv_layers)
                          if config.conv_channels else None)
         lstm_input = self.frontend.output_dim if self.frontend else config.input_dim
@@ -135,8 +152,9 @@ class Encoder(torch.nn.Module):
         return self.post.output_dim
 
     @property
-    def can_stream(self) -> bool:
-        return not self.config.bidirectional
+    def stream_refusal(self) -> str:
+        return "a bidirectional encoder reads every utterance backwards too: it cannot stream" \
+            if self.config.bidirectional else ""
 
     @property
     def stream_overlap(self) -> int:
@@ -147,24 +165,15 @@ class Encoder(torch.nn.Module):
     def layers(self) -> int:
         return self.config.pre_layers + self.config.post_layers
 
-    def normalise_input(self, feats: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
-        """The input batch norm; in training its statistics are those of the valid frames only."""
-        if self.input_norm is None:
-            return feats
-        if self.training and valid is not None:
-            normed = torch.zeros_like(feats)
-            normed[valid] = self.input_norm(feats[valid])
-            return normed
-        return self.input_norm(feats.transpose(1, 2)).transpose(1, 2)  # frame by frame: padding is harmless
-
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """feats (B, T, input_dim) -> (B, T', output_dim), with T' about T / time_reduction; output frames
         past a sequence's new length are not zeroed (every consumer masks by length)."""
-        valid = torch.arange(feats.shape[1], device=feats.device)[None, :] < lengths.to(feats.device)[:, None]
-        feats = self.normalise_input(feats, valid)
+        lengths = lengths.to(feats.device)
+        valid = valid_frames(lengths, feats.shape[1])
+        feats = self.input_norm(feats, valid) if self.input_norm is not None else feats
         if self.frontend is not None:  # padding is zero here, as when a sequence is alone
-            feats, lengths = self.frontend(feats.masked_fill(~valid[..., None], 0.0), lengths.to(feats.device))
-            valid = torch.arange(feats.shape[1], device=feats.device)[None, :] < lengths[:, None]
+            feats, lengths = self.frontend(feats.masked_fill(~valid[..., None], 0.0), lengths)
+            valid = valid_frames(lengths, feats.shape[1])
         # StackTime joins a sequence's last frames with the ones after its length: zeros, as when alone.
         x, stacked_lengths = self.stack(self.pre(feats, lengths).masked_fill(~valid[..., None], 0.0), lengths)
         return self.post(x, stacked_lengths), stacked_lengths
@@ -181,9 +190,9 @@ class Encoder(torch.nn.Module):
         a chunk also holds, before its new frames, the last stream_overlap frames of the one before (the
         first chunk starts at frame 0 and holds stream_overlap more), and a chunk too short for one output
         frame gives none and leaves the state as it was. The encoder must be in eval mode."""
-        if not self.can_stream:
-            raise ValueError("a bidirectional encoder reads every sequence backwards too: it cannot stream")
-        feats = self.normalise_input(feats)
+        if self.stream_refusal:
+            raise ValueError(self.stream_refusal)
+        feats = self.input_norm(feats) if self.input_norm is not None else feats
         if self.frontend is not None:
             if feats.shape[1] < self.frontend.stride + self.frontend.overlap:
                 return feats.new_zeros(feats.shape[0], 0, self.output_dim), h, c
