@@ -1,4 +1,4 @@
-"""Every decoding method by name, behind one signature: search(model, enc, enc_lens, options) ->
+"""Every decoding method by name, behind one signature: search(model, enc, enc_lens, name, options) ->
 list[list[Hypothesis]], for each utterance of the batch its n-best, best first (one hypothesis for the
 greedy searches). decode.py, transcribe.py, the Transcriber, tune_lm_fusion.py and the recipes'
 --methods all take these names.

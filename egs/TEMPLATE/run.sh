@@ -77,7 +77,7 @@ if stage_wanted 4 train "$exp" -- "$train_config" data/train/shards data/dev/sha
 fi
 
 average_stage 5 "$exp" "$average"
-model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-30
+model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
 
 # stage 6: each set decoded by each method into $exp/decode-SET-METHOD-$model_tag
 checkpoint=$(checkpoint_of "$exp" "$model_tag")
