@@ -143,7 +143,17 @@ def _comments(source: str) -> dict[int, tuple[str, bool]]:
 
 
 def field_meanings(cls: type) -> dict[str, str]:
-    """Field name -> the comment that explains it (see the module docstring), for every commented field."""
+    """Field name -> the comment that explains it (see the module docstring), for every commented field,
+    those it inherits from dataclasses it extends included."""
+    meanings = {}
+    for base in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(base) and "__dataclass_fields__" in vars(base):
+            meanings.update(own_field_meanings(base))
+    return meanings
+
+
+def own_field_meanings(cls: type) -> dict[str, str]:
+    """field_meanings of the fields cls's own source defines."""
     source = textwrap.dedent(inspect.getsource(cls))
     comments = _comments(source)
     fields = [node for node in _class_node(source).body

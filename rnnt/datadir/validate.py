@@ -11,277 +11,79 @@ from __future__ import annotations
 import os
 import re
 import sys
-import unicodedata
-from dataclasses import dataclass, field
 
 from rnnt.cli import tool_parser
-from rnnt.datadir.table import Line, read_lines
-from rnnt.datadir.values import VALUE_RULES, segment_problem
+from rnnt.datadir.table import read_lines
+from rnnt.datadir.table_rules import (Problems, check_genders, check_recordings, check_same_keys, check_speakers,
+                                      check_table, check_text, check_values, segment_recordings)
 
-# Kaldi's validate_data_dir.sh refuses these in text as `grep -w` finds them (not inside a run of letters, digits
-# and '_'); <eps> and #1 are accepted there, as here.
-RESERVED = re.compile(r"(?<![A-Za-z0-9_])(?:<s>|</s>|#0)(?![A-Za-z0-9_])")
-SECOND_FIELD_ON = re.compile(r"^\s*\S+")  # a line less this is what `sort -k2` compares (field 2's blanks first)
 TILDE_PATH = re.compile(r"^\S+\s+~")  # Kaldi refuses '~' in wav.scp: no shell expands it there
-FIX_DIR = "utils/fix_data_dir.sh {dir}"
 # Optional files Kaldi checks when present, keyed by utterance or by speaker: name -> most fields (None: any)
 UTTERANCE_FILES = {"feats.scp": None, "utt2dur": 2, "utt2num_frames": 2, "vad.scp": None, "utt2lang": None,
                    "utt2uniq": None, "utt2warp": 2}
 SPEAKER_FILES = {"cmvn.scp": None, "spk2warp": 2}
-MAX_REPORTS_PER_RULE = 10
-
-
-@dataclass
-class Problems:
-    """Collects problems; each rule reports at most MAX_REPORTS_PER_RULE lines, then a count."""
-
-    items: list[str] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
-
-    def add(self, where: str, message: str, fix: str, rule: str | None = None) -> None:
-        rule = rule or message
-        seen = self.counts.get(rule, 0)
-        self.counts[rule] = seen + 1
-        if seen < MAX_REPORTS_PER_RULE:
-            self.items.append(f"{where}: {message}; fix: {fix}")
-
-    def summary(self) -> list[str]:
-        extra = [
-            f"... and {n - MAX_REPORTS_PER_RULE} more like: {rule}"
-            for rule, n in self.counts.items()
-            if n > MAX_REPORTS_PER_RULE
-        ]
-        return self.items + extra
-
-    def __bool__(self) -> bool:
-        return bool(self.items)
-
-
-def is_printable_text(text: str) -> bool:
-    """False for control and other non-printing characters but TAB (U+FFFD marks invalid UTF-8)."""
-    for ch in text:
-        if ch == "\ufffd" or (ch != "\t" and unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn")):
-            return False
-    return True
-
-
-def odd_whitespace(text: str) -> str | None:
-    """The first whitespace character other than space and TAB (Kaldi's validate_text.pl refuses them), as U+XXXX."""
-    for ch in text:
-        if ch.isspace() and ch not in " \t\r":
-            return f"U+{ord(ch):04X}"
-    return None
-
-
-def check_table(
-    path: str, problems: Problems, min_fields: int = 2, max_fields: int | None = None
-) -> dict[str, Line]:
-    """Line-format checks shared by every table: line ends, field count, order, duplicates. Blanks at a line's
-    ends are accepted, as Kaldi's validator accepts them. Kaldi accepts CR in tables other than text too, and
-    prints 'has wrong format' for a utt2spk line of another field count or an empty line yet calls the dir
-    valid: both bugs; here they are refused."""
-    name = os.path.basename(path)
-    fix_format = FIX_DIR.format(dir=os.path.dirname(path) or ".")
-    table: dict[str, Line] = {}
-    previous: Line | None = None
-    for line in read_lines(path):
-        text = line.text
-        if text.endswith("\r"):
-            problems.add(line.where, "Windows (CRLF) line end", f"sed -i 's/\\r$//' {path}", f"{name} CRLF")
-            text = text[:-1]
-        if not text.strip():
-            problems.add(line.where, "empty line", f"delete it or run {fix_format}", f"{name} empty")
-            continue
-        clean = Line(line.path, line.number, text)
-        fields = clean.fields
-        if len(fields) < min_fields or (max_fields is not None and len(fields) > max_fields):
-            want = f"{min_fields}" if max_fields == min_fields else f"at least {min_fields}"
-            if max_fields not in (None, min_fields):
-                want = f"{min_fields} to {max_fields}"
-            problems.add(clean.where, f"has {len(fields)} fields, expected {want}", "correct the line",
-                         f"{name} fields")
-            continue
-        key = clean.key
-        if key in table:
-            problems.add(
-                clean.where,
-                f"duplicate key '{key}' (first on line {table[key].number})",
-                f"remove one of them or run {fix_format}",
-                f"{name} duplicate",
-            )
-            continue
-        if previous is not None and key < previous.key:
-            problems.add(
-                clean.where,
-                f"not sorted: '{key}' comes after '{previous.key}' (line {previous.number})",
-                f"sort it with LC_ALL=C sort -k1,1 -o {path} {path}, or run {fix_format}",
-                f"{name} sorted",
-            )
-        table[key] = clean
-        previous = clean
-    return table
-
-
-def check_same_keys(
-    reference: dict[str, Line], ref_name: str, other: dict[str, Line], other_path: str, problems: Problems, what: str
-) -> None:
-    """Every key of the reference appears in the other table and vice versa."""
-    fix = FIX_DIR.format(dir=os.path.dirname(other_path) or ".")
-    name = os.path.basename(other_path)
-    for key, line in reference.items():
-        if key not in other:
-            problems.add(line.where, f"{what} '{key}' is missing from {name}", fix, f"{name} missing")
-    for key, line in other.items():
-        if key not in reference:
-            problems.add(line.where, f"{what} '{key}' is not in {ref_name}", fix, f"{name} extra")
-
-
-def check_speakers(utt2spk: dict[str, Line], spk2utt: dict[str, Line], data_dir: str, problems: Problems,
-                   spk_sort: bool = True) -> None:
-    """spk2utt is utt2spk inverted, line for line in order (Kaldi compares spk2utt expanded with utt2spk), and
-    utt2spk is sorted by speaker too (Kaldi's `sort -k2 -C`, bytewise; skipped with spk_sort False): speaker
-    ids that prefix their utterance ids are the usual way to get both."""
-    fix = f"utils/utt2spk_to_spk2utt.py {data_dir}/utt2spk > {data_dir}/spk2utt"
-    expected: dict[str, set[str]] = {}
-    previous = None
-    for utt, line in utt2spk.items():
-        spk = line.fields[1]
-        expected.setdefault(spk, set()).add(utt)
-        order = (SECOND_FIELD_ON.sub("", line.text, count=1).encode(), line.text.encode())  # sort -k2's key
-        if spk_sort and previous is not None and order < previous:
-            problems.add(line.where, f"utt2spk is not sorted by speaker too: '{spk}' comes before the speaker of the "
-                         "line above (Kaldi checks sort -k2 -C)", "make speaker ids prefixes of their utterance ids",
-                         "speaker order")
-        previous = order
-    for spk, line in spk2utt.items():
-        utts = line.fields[1:]
-        if len(set(utts)) != len(utts):
-            problems.add(line.where, f"speaker '{spk}' lists an utterance twice", fix, "spk2utt repeated utt")
-        if set(utts) != expected.get(spk, set()):
-            problems.add(
-                line.where, f"speaker '{spk}' does not list the same utterances as utt2spk", fix, "spk2utt mismatch"
-            )
-    for spk in sorted(set(expected) - set(spk2utt)):
-        problems.add(os.path.join(data_dir, "spk2utt"), f"speaker '{spk}' from utt2spk is missing", fix,
-                     "spk2utt missing")
-    expanded = [(u, line.fields[0]) for line in spk2utt.values() for u in line.fields[1:]]
-    in_order = [(u, line.fields[1]) for u, line in utt2spk.items()]
-    set_problems = problems.counts.keys() & {"spk2utt mismatch", "spk2utt missing", "spk2utt repeated utt"}
-    if not set_problems and expanded != in_order:
-        first = next(i for i, (a, b) in enumerate(zip(expanded, in_order)) if a != b)
-        problems.add(os.path.join(data_dir, "spk2utt"), f"spk2utt lists utterance '{expanded[first][0]}' where "
-                     f"utt2spk has '{in_order[first][0]}' (Kaldi compares them in order: the speakers' and the "
-                     "utterances' order must agree)", "make speaker ids prefixes of their utterance ids, then " + fix,
-                     "spk2utt order")
-
-
-def check_text(path: str, text: dict[str, Line], problems: Problems, non_print: bool = False) -> None:
-    """Kaldi's text rules: printable (unless non_print), no whitespace but space and TAB, a final newline,
-    no <s>, </s> or #0."""
-    for line in text.values():
-        if not non_print and not is_printable_text(line.text):
-            problems.add(
-                line.where, "non-printable character or invalid UTF-8", "remove it or re-encode the file as UTF-8",
-                "text printable",
-            )
-        odd = odd_whitespace(line.text)
-        if odd:
-            problems.add(line.where, f"whitespace {odd} (Kaldi allows only space and TAB)", "replace it by a space",
-                         "text whitespace")
-        for word in RESERVED.findall(line.text):
-            problems.add(line.where, f"reserved symbol '{word}' in a transcript", "remove or rename it", "reserved")
-    if not ends_with_newline(path):
-        last = max((line.number for line in text.values()), default=1)
-        problems.add(f"{path}:{last}", "the last line has no newline", f"echo >> {path}", "text newline")
-
-
-def ends_with_newline(path: str) -> bool:
-    """True for a file whose last byte is a newline, or an empty one."""
-    with open(path, "rb") as f:
-        if f.seek(0, os.SEEK_END) == 0:
-            return True
-        f.seek(-1, os.SEEK_END)
-        return f.read(1) == b"\n"
-
-
-def check_values(table: dict[str, Line], problems: Problems) -> None:
-    """The numeric rules of rnnt.datadir.values, applied to every line of a table."""
-    for line in table.values():
-        name = os.path.basename(line.path)
-        if name == "segments":
-            problem = segment_problem(line.fields[2], line.fields[3])
-            if problem:
-                problems.add(line.where, problem, "need 0 <= start < end", "segment times")
-        elif name in VALUE_RULES and not VALUE_RULES[name][0](line.fields[1:]):
-            problems.add(line.where, f"value '{line.fields[1]}' is not {VALUE_RULES[name][1]}", "recompute the file",
-                         f"{name} value")
-
-
-def segment_recordings(segments: dict[str, Line]) -> dict[str, Line]:
-    """Each recording of segments with its first segment's line."""
-    return {line.fields[1]: line for line in reversed(segments.values())}
-
-
-def check_recordings(segments: dict[str, Line], wav: dict[str, Line], problems: Problems) -> None:
-    """Kaldi's rule: the recordings of segments are those of wav.scp, no more and no fewer."""
-    for line in segments.values():
-        reco = line.fields[1]
-        if reco not in wav:
-            problems.add(line.where, f"recording '{reco}' is not in wav.scp", "add it or drop the segment", "seg reco")
-    used = {line.fields[1] for line in segments.values()}
-    for reco, line in wav.items():
-        if reco not in used:
-            problems.add(line.where, f"recording '{reco}' has no segment", "drop it from wav.scp or run "
-                         f"{FIX_DIR.format(dir=os.path.dirname(line.path) or '.')}", "wav unused")
 
 
 def validate_data_dir(data_dir: str, no_feats: bool = False, no_text: bool = False, no_wav: bool = False,
                       no_spk_sort: bool = False, non_print: bool = False) -> list[str]:
     """Returns the problems found (empty list: the directory is valid); the options are Kaldi's."""
-    problems = Problems()
-
-    def path(name: str) -> str:
-        return os.path.join(data_dir, name)
-
     if not os.path.isdir(data_dir):
         return [f"{data_dir}: not a directory"]
-    required = ["utt2spk", "spk2utt"]
-    required += [] if no_text else ["text"]
-    required += [] if no_feats else ["feats.scp"]
-    required += [] if no_wav else ["wav.scp"]
-    missing = [name for name in required if not os.path.isfile(path(name))]
+    required = ["utt2spk", "spk2utt"] + [name for name, skipped in (("text", no_text), ("feats.scp", no_feats),
+                                                                     ("wav.scp", no_wav)) if not skipped]
+    missing = [name for name in required if not os.path.isfile(os.path.join(data_dir, name))]
     if missing:
         hints = {"feats.scp": " (pass --no-feats if features are computed on the fly)"}
-        return [f"{path(name)}: required file is missing{hints.get(name, '')}" for name in missing]
+        return [f"{os.path.join(data_dir, name)}: required file is missing{hints.get(name, '')}" for name in missing]
 
-    utt2spk = check_table(path("utt2spk"), problems, 2, 2)
-    spk2utt = check_table(path("spk2utt"), problems, 2)
+    problems = Problems()
+    utt2spk = check_table(os.path.join(data_dir, "utt2spk"), problems, 2, 2)
+    spk2utt = check_table(os.path.join(data_dir, "spk2utt"), problems, 2)
     check_speakers(utt2spk, spk2utt, data_dir, problems, spk_sort=not no_spk_sort)
     if not utt2spk:
-        problems.add(path("utt2spk"), "no utterances", "prepare the data dir again", "empty dir")
+        problems.add(os.path.join(data_dir, "utt2spk"), "no utterances", "prepare the data dir again", "empty dir")
+    segments = check_audio(data_dir, utt2spk, problems)
+    if not no_text:
+        text_path = os.path.join(data_dir, "text")
+        text = check_table(text_path, problems, 1)
+        check_text(text_path, text, problems, non_print)
+        check_same_keys(utt2spk, "utt2spk", text, text_path, problems, "utterance")
+    check_optional_tables(data_dir, utt2spk, spk2utt, segments, problems)
+    return problems.summary()
+
+
+def check_audio(data_dir: str, utt2spk: dict, problems: Problems) -> dict | None:
+    """wav.scp, segments and reco2file_and_channel, as far as they are there; returns the segments (None
+    without them)."""
+    def path(name: str) -> str:
+        return os.path.join(data_dir, name)
 
     wav = check_table(path("wav.scp"), problems, 2) if os.path.isfile(path("wav.scp")) else None
     for line in (wav or {}).values():
         if TILDE_PATH.match(line.text):
             problems.add(line.where, "'~' in wav.scp (no shell expands it there)", "write the path out in full",
                          "tilde")
-    if os.path.isfile(path("segments")):
-        segments = check_table(path("segments"), problems, 4, 4)
-        check_values(segments, problems)
+    if not os.path.isfile(path("segments")):
         if wav is not None:
-            check_recordings(segments, wav, problems)
-        check_same_keys(utt2spk, "utt2spk", segments, path("segments"), problems, "utterance")
-        if os.path.isfile(path("reco2file_and_channel")):
-            channels = check_table(path("reco2file_and_channel"), problems, 3, 3)
-            check_same_keys(segment_recordings(segments), "segments", channels, path("reco2file_and_channel"), problems,
-                            "recording")
-    elif wav is not None:
-        check_same_keys(utt2spk, "utt2spk", wav, path("wav.scp"), problems, "utterance")
+            check_same_keys(utt2spk, "utt2spk", wav, path("wav.scp"), problems, "utterance")
+        return None
+    segments = check_table(path("segments"), problems, 4, 4)
+    check_values(segments, problems)
+    if wav is not None:
+        check_recordings(segments, wav, problems)
+    check_same_keys(utt2spk, "utt2spk", segments, path("segments"), problems, "utterance")
+    if os.path.isfile(path("reco2file_and_channel")):
+        channels = check_table(path("reco2file_and_channel"), problems, 3, 3)
+        check_same_keys(segment_recordings(segments), "segments", channels, path("reco2file_and_channel"), problems,
+                        "recording")
+    return segments
 
-    if not no_text:
-        text = check_table(path("text"), problems, 1)
-        check_text(path("text"), text, problems, non_print)
-        check_same_keys(utt2spk, "utt2spk", text, path("text"), problems, "utterance")
+
+def check_optional_tables(data_dir: str, utt2spk: dict, spk2utt: dict, segments: dict | None,
+                          problems: Problems) -> None:
+    """The per-utterance and per-speaker tables Kaldi checks when present, reco2dur and spk2gender."""
+    def path(name: str) -> str:
+        return os.path.join(data_dir, name)
 
     for files, reference, ref_name, what in ((UTTERANCE_FILES, utt2spk, "utt2spk", "utterance"),
                                              (SPEAKER_FILES, spk2utt, "spk2utt", "speaker")):
@@ -292,22 +94,12 @@ def validate_data_dir(data_dir: str, no_feats: bool = False, no_text: bool = Fal
                 check_values(table, problems)
     if os.path.isfile(path("reco2dur")):
         table = check_table(path("reco2dur"), problems, 2, 2)
-        recordings = segment_recordings(segments) if os.path.isfile(path("segments")) else utt2spk  # as Kaldi
-        check_same_keys(recordings, "segments" if recordings is not utt2spk else "utt2spk", table, path("reco2dur"),
+        recordings = segment_recordings(segments) if segments is not None else utt2spk  # as Kaldi
+        check_same_keys(recordings, "segments" if segments is not None else "utt2spk", table, path("reco2dur"),
                         problems, "recording")
         check_values(table, problems)
-
     if os.path.isfile(path("spk2gender")):
         check_genders(path("spk2gender"), spk2utt, problems)
-    return problems.summary()
-
-
-def check_genders(spk2gender: str, spk2utt: dict, problems: Problems) -> None:
-    genders = check_table(spk2gender, problems, 2, 2)
-    check_same_keys(spk2utt, "spk2utt", genders, spk2gender, problems, "speaker")
-    for line in genders.values():
-        if line.fields[1] not in ("m", "f"):
-            problems.add(line.where, f"gender '{line.fields[1]}' is not m or f", "use m or f", "gender")
 
 
 def main(argv: list[str] | None = None) -> int:

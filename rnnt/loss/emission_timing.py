@@ -62,18 +62,17 @@ def self_alignment(blank_lp: torch.Tensor, label_lp: torch.Tensor, logit_lengths
 
 
 def timed_lattice_loss(blank_lp: torch.Tensor, label_lp: torch.Tensor, logit_lengths: torch.Tensor,
-                       target_lengths: torch.Tensor, one_sym_per_frame: bool, fastemit_lambda: float = 0.0,
-                       delay_penalty: float = 0.0, self_alignment_weight: float = 0.0, backend: str = "auto"):
-    """The loss (B,) over the lattice with the three regularisers, and the blank and label arcs' weights
-    (B, T, U+1) in its gradient (d loss / d arc log-prob = -weight); the lattice passes on backend."""
-    check_emission_timing(fastemit_lambda, delay_penalty, self_alignment_weight)
+                       target_lengths: torch.Tensor, options):
+    """The loss (B,) over the lattice of options (rnnt.loss.options.LatticeOptions) with its regularisers,
+    and the blank and label arcs' weights (B, T, U+1) in its gradient (d loss / d arc log-prob = -weight)."""
+    one_sym, backend = options.one_sym_per_frame, options.backend
     log_like, gamma_blank, gamma_label = lattice_posteriors(
-        blank_lp, delay_penalised(label_lp, logit_lengths, delay_penalty), logit_lengths, target_lengths,
-        one_sym_per_frame, backend
+        blank_lp, delay_penalised(label_lp, logit_lengths, options.delay_penalty), logit_lengths, target_lengths,
+        one_sym, backend
     )
-    gamma_label = fastemit_weighted(gamma_label, fastemit_lambda)
-    arcs, aligned = self_alignment(blank_lp, label_lp, logit_lengths, target_lengths, one_sym_per_frame,
-                                   self_alignment_weight, backend)
+    gamma_label = fastemit_weighted(gamma_label, options.fastemit_lambda)
+    arcs, aligned = self_alignment(blank_lp, label_lp, logit_lengths, target_lengths, one_sym,
+                                   options.self_alignment, backend)
     if arcs is not None:
         gamma_label = gamma_label + arcs
     return aligned - log_like, gamma_blank, gamma_label

@@ -12,7 +12,6 @@ import torch
 
 from rnnt.loss.checks import check_inside, check_lengths, check_one_symbol_per_frame, check_reduction, check_symbols
 from rnnt.loss.emission_timing import timed_lattice_loss
-from rnnt.loss.lattice_triton import check_backend
 from rnnt.loss.logits_loss import (
     CHUNK_ELEMENTS,
     accumulation_dtype,
@@ -20,6 +19,7 @@ from rnnt.loss.logits_loss import (
     reduce_losses,
     softmax_times_occupancy_,
 )
+from rnnt.loss.options import LatticeOptions, lattice_options
 
 ACTIVATIONS = ("tanh", "relu")
 
@@ -55,8 +55,7 @@ def _chunks(logit_lengths, target_lengths, width: int, chunk_elements: int):
 class _FusedJoinerLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank, activation,
-                reduction, one_sym_per_frame, chunk_elements, fastemit_lambda, delay_penalty, self_alignment_weight,
-                backend):
+                reduction, chunk_elements, options):
         B, T, _ = enc.shape
         U1 = pred.shape[1]
         acc = accumulation_dtype(enc.dtype)
@@ -72,8 +71,7 @@ class _FusedJoinerLoss(torch.autograd.Function):
                 if U_b > 0:
                     label_lp[b, t0:t1, :U_b] = logits[:, :U_b].gather(2, labels).squeeze(2) - lse[:, :U_b]
         losses, gamma_blank, gamma_label = timed_lattice_loss(blank_lp, label_lp, logit_lengths, target_lengths,
-                                                              one_sym_per_frame, fastemit_lambda, delay_penalty,
-                                                              self_alignment_weight, backend)
+                                                              options)
         ctx.save_for_backward(enc, pred, weight, bias, targets, logit_lengths, target_lengths, gamma_blank, gamma_label)
         ctx.config = (blank, activation, reduction, chunk_elements)
         return reduce_losses(losses.to(enc.dtype), reduction)
@@ -106,36 +104,12 @@ class _FusedJoinerLoss(torch.autograd.Function):
             grad_pre = _activation_grad(hidden, grad @ weight, activation)
             grad_enc[b, t0:t1] += grad_pre.sum(1)
             grad_pred[b, : U_b + 1] += grad_pre.sum(0)
-        return (grad_enc, grad_pred, grad_weight, grad_bias) + (None,) * 12
+        return (grad_enc, grad_pred, grad_weight, grad_bias) + (None,) * 8
 
 
-def fused_joiner_loss(
-    enc: torch.Tensor,
-    pred: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None,
-    targets: torch.Tensor,
-    logit_lengths: torch.Tensor,
-    target_lengths: torch.Tensor,
-    blank: int = 0,
-    activation: str = "tanh",
-    reduction: str = "mean",
-    one_sym_per_frame: bool = False,
-    chunk_elements: int = CHUNK_ELEMENTS,
-    fastemit_lambda: float = 0.0,
-    delay_penalty: float = 0.0,
-    self_alignment: float = 0.0,
-    backend: str = "auto",
-) -> torch.Tensor:
-    """Transducer loss of the joiner logits W @ act(enc[:, :, None] + pred[:, None]) + bias, never materialised.
-
-    enc: (B, T, H) projected encoder output; pred: (B, U+1, H) projected prediction-network output;
-    weight: (V, H) and bias: (V,) of the output layer. Gives the same loss and gradients as building
-    the logits and calling transducer_loss, in memory independent of V beyond one chunk (fastemit_lambda,
-    delay_penalty, self_alignment and backend as there). It reads the lengths on the host to cut its chunks.
-    """
-    check_reduction(reduction)
-    check_backend(backend)
+def check_fused_inputs(enc, pred, weight, targets, logit_lengths, target_lengths, blank: int, activation: str,
+                       one_sym_per_frame: bool) -> int:
+    """Refuses inputs fused_joiner_loss cannot take, naming them; returns the blank as a symbol index."""
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got '{activation}'")
     if enc.dim() != 3 or pred.dim() != 3 or weight.dim() != 2:
@@ -150,7 +124,36 @@ def fused_joiner_loss(
     check_inside(target_lengths, "target_lengths", pred.shape[1], "pred.shape[1]", extra=1)
     if one_sym_per_frame:
         check_one_symbol_per_frame(logit_lengths, target_lengths)
-    blank = check_symbols(targets, target_lengths, blank, weight.shape[0])
+    return check_symbols(targets, target_lengths, blank, weight.shape[0])
+
+
+def fused_joiner_loss(
+    enc: torch.Tensor,
+    pred: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    targets: torch.Tensor,
+    logit_lengths: torch.Tensor,
+    target_lengths: torch.Tensor,
+    blank: int = 0,
+    *,
+    activation: str = "tanh",
+    reduction: str = "mean",
+    chunk_elements: int = CHUNK_ELEMENTS,
+    options: LatticeOptions | None = None,
+    **lattice,
+) -> torch.Tensor:
+    """Transducer loss of the joiner logits W @ act(enc[:, :, None] + pred[:, None]) + bias, never materialised.
+
+    enc: (B, T, H) projected encoder output; pred: (B, U+1, H) projected prediction-network output;
+    weight: (V, H) and bias: (V,) of the output layer. Gives the same loss and gradients as building
+    the logits and calling transducer_loss, in memory independent of V beyond one chunk (options and the
+    lattice keywords as there). It reads the lengths on the host to cut its chunks.
+    """
+    check_reduction(reduction)
+    options = lattice_options(options, **lattice)
+    blank = check_fused_inputs(enc, pred, weight, targets, logit_lengths, target_lengths, blank, activation,
+                               options.one_sym_per_frame)
     # One dtype for the products: autocast's where it is on (its backward runs outside autocast, so the
     # inputs are cast here, and the casts' own backward returns each gradient in its input's dtype).
     device = enc.device.type
@@ -159,5 +162,4 @@ def fused_joiner_loss(
     bias = bias.to(dtype) if bias is not None else None
     with torch.autocast(device, enabled=False):
         return _FusedJoinerLoss.apply(enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank,
-                                      activation, reduction, one_sym_per_frame, chunk_elements, fastemit_lambda,
-                                      delay_penalty, self_alignment, backend)
+                                      activation, reduction, chunk_elements, options)

@@ -12,7 +12,7 @@ import torch
 from rnnt.loss.cells import CellMap, packed_cells, padded_cells
 from rnnt.loss.checks import check_logits, check_reduction
 from rnnt.loss.emission_timing import timed_lattice_loss
-from rnnt.loss.lattice_triton import check_backend
+from rnnt.loss.options import LatticeOptions, lattice_options
 
 CHUNK_ELEMENTS = 1 << 20  # logits elements handled at once in float32 temporaries on the CPU (4 MB, cache-sized)
 CUDA_CHUNK_ELEMENTS = 1 << 23  # on a GPU (32 MB): fewer, larger chunks, whose kernels are not bound by launches
@@ -108,13 +108,11 @@ def logits_gradient(rows, lse, labels, batch, utterance_scale, blank, gamma_blan
 
 class TransducerLossFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, rows, cells, logit_lengths, target_lengths, blank, reduction, from_log_softmax,
-                one_sym_per_frame, clamp, reuse_logits_for_grad=False, fastemit_lambda=0.0, delay_penalty=0.0,
-                self_alignment_weight=0.0, backend="auto"):
+    def forward(ctx, rows, cells, logit_lengths, target_lengths, blank, reduction, from_log_softmax, clamp,
+                reuse_logits_for_grad, options):
         lse, blank_lp, label_lp = arc_log_probs(rows, cells, blank, from_log_softmax)
         losses, gamma_blank, gamma_label = timed_lattice_loss(blank_lp, label_lp, logit_lengths, target_lengths,
-                                                              one_sym_per_frame, fastemit_lambda, delay_penalty,
-                                                              self_alignment_weight, backend)
+                                                              options)
         # Only tensors given to save_for_backward are freed once backward has used them; the rest of the
         # cell map goes now, and what stays is narrowed to int32, before the joiner's backward (the
         # step's peak) runs.
@@ -131,7 +129,7 @@ class TransducerLossFunction(torch.autograd.Function):
         scale = per_utterance_scale(grad_output.to(lse.dtype), reduction, utterances)
         grad = logits_gradient(rows, lse, labels, batch, scale, blank, gamma_blank, gamma_label, from_log_softmax,
                                clamp, in_place)
-        return (grad,) + (None,) * 13
+        return (grad,) + (None,) * 9
 
 
 def transducer_loss(
@@ -140,15 +138,13 @@ def transducer_loss(
     logit_lengths: torch.Tensor,
     target_lengths: torch.Tensor,
     blank: int = 0,
+    *,
     reduction: str = "mean",
     from_log_softmax: bool = False,
-    one_sym_per_frame: bool = False,
     clamp: float | None = None,
     reuse_logits_for_grad: bool = False,
-    fastemit_lambda: float = 0.0,
-    delay_penalty: float = 0.0,
-    self_alignment: float = 0.0,
-    backend: str = "auto",
+    options: LatticeOptions | None = None,
+    **lattice,
 ) -> torch.Tensor:
     """The RNN-T loss -log P(targets | logits).
 
@@ -158,11 +154,12 @@ def transducer_loss(
     blank: the blank symbol (negative counts from the end: -1 is the last symbol).
     reduction: "mean" over the batch, "sum", or "none" for one loss per utterance.
     from_log_softmax: logits are already log-probabilities (no normalisation inside).
-    one_sym_per_frame: the modified transducer, at most one symbol per frame (needs U_b <= T_b).
     clamp: if given, the gradient w.r.t. logits is clamped to [-clamp, clamp].
     reuse_logits_for_grad: backward writes the gradient into the logits' storage, saving one
         logits-sized buffer; the logits must not be read after backward (autograd users of the same
         tensor raise an in-place modification error rather than compute wrong gradients).
+    options, **lattice: the lattice (rnnt.loss.options.LatticeOptions, whose fields the keywords change):
+    one_sym_per_frame: the modified transducer, at most one symbol per frame (needs U_b <= T_b).
     fastemit_lambda: FastEmit regularisation of the gradient (0: none; 0.001 to 0.01 is usual); the loss
         value is unchanged.
     delay_penalty: labels at frame t score delay_penalty * ((T_b - 1) / 2 - t) more (0: none; k2's
@@ -173,41 +170,34 @@ def transducer_loss(
         rnnt.loss.lattice_triton.
     """
     check_reduction(reduction)
-    check_backend(backend)
-    blank = check_logits(logits, targets, logit_lengths, target_lengths, blank, one_sym_per_frame)
+    options = lattice_options(options, **lattice)
+    blank = check_logits(logits, targets, logit_lengths, target_lengths, blank, options.one_sym_per_frame)
     if logits.dim() == 4:
         cells = padded_cells(logits.shape, targets, logit_lengths, target_lengths, blank)
     else:
         cells = packed_cells(targets, logit_lengths, target_lengths, blank)
     rows = logits.reshape(-1, logits.shape[-1])
     return TransducerLossFunction.apply(rows, cells, logit_lengths, target_lengths, blank, reduction,
-                                        from_log_softmax, one_sym_per_frame, clamp, reuse_logits_for_grad,
-                                        fastemit_lambda, delay_penalty, self_alignment, backend)
+                                        from_log_softmax, clamp, reuse_logits_for_grad, options)
 
 
 class TransducerLoss(torch.nn.Module):
     """nn.Module wrapper of transducer_loss with the options fixed at construction."""
 
     def __init__(self, blank: int = 0, reduction: str = "mean", from_log_softmax: bool = False,
-                 one_sym_per_frame: bool = False, clamp: float | None = None, reuse_logits_for_grad: bool = False,
-                 fastemit_lambda: float = 0.0, delay_penalty: float = 0.0, self_alignment: float = 0.0,
-                 backend: str = "auto"):
+                 clamp: float | None = None, reuse_logits_for_grad: bool = False,
+                 options: LatticeOptions | None = None, **lattice):
         super().__init__()
         check_reduction(reduction)
-        check_backend(backend)
-        self.backend = backend
+        self.options = lattice_options(options, **lattice)
         self.blank, self.reduction, self.clamp = blank, reduction, clamp
-        self.from_log_softmax, self.one_sym_per_frame = from_log_softmax, one_sym_per_frame
-        self.reuse_logits_for_grad, self.fastemit_lambda = reuse_logits_for_grad, fastemit_lambda
-        self.delay_penalty, self.self_alignment = delay_penalty, self_alignment
+        self.from_log_softmax, self.reuse_logits_for_grad = from_log_softmax, reuse_logits_for_grad
 
     def forward(self, logits, targets, logit_lengths, target_lengths):
-        return transducer_loss(logits, targets, logit_lengths, target_lengths, self.blank, self.reduction,
-                               self.from_log_softmax, self.one_sym_per_frame, self.clamp, self.reuse_logits_for_grad,
-                               self.fastemit_lambda, self.delay_penalty, self.self_alignment, self.backend)
+        return transducer_loss(logits, targets, logit_lengths, target_lengths, self.blank, reduction=self.reduction,
+                               from_log_softmax=self.from_log_softmax, clamp=self.clamp,
+                               reuse_logits_for_grad=self.reuse_logits_for_grad, options=self.options)
 
     def extra_repr(self) -> str:
         return (f"blank={self.blank}, reduction={self.reduction}, from_log_softmax={self.from_log_softmax}, "
-                f"one_sym_per_frame={self.one_sym_per_frame}, clamp={self.clamp}, "
-                f"fastemit_lambda={self.fastemit_lambda}, delay_penalty={self.delay_penalty}, "
-                f"self_alignment={self.self_alignment}, backend={self.backend}")
+                f"clamp={self.clamp}, {self.options}")

@@ -20,8 +20,8 @@ from rnnt.loss.checks import (FLOATS, check_inside, check_lengths, check_one_sym
 from rnnt.loss.emission_timing import delay_penalised
 from rnnt.loss.lattice import LatticeLoss, lattice_posteriors
 from rnnt.loss import lattice_triton
-from rnnt.loss.lattice_triton import check_backend
 from rnnt.loss.logits_loss import TransducerLossFunction, reduce_losses
+from rnnt.loss.options import LatticeOptions, lattice_options
 
 
 def simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank, lm_only_scale=0.0, am_only_scale=0.0):
@@ -73,24 +73,26 @@ def simple_loss(
     logit_lengths: torch.Tensor,
     target_lengths: torch.Tensor,
     blank: int = 0,
+    *,
     reduction: str = "mean",
-    one_sym_per_frame: bool = False,
     return_posteriors: bool = False,
-    delay_penalty: float = 0.0,
-    backend: str = "auto",
     lm_only_scale: float = 0.0,
     am_only_scale: float = 0.0,
+    options: LatticeOptions | None = None,
+    **lattice,
 ):
     """Transducer loss of the additive joiner am[b, t, :] + lm[b, u, :] (logits of size V each).
 
     am: (B, T, V) from the encoder; lm: (B, U+1, V) from the prediction network.
     With return_posteriors, also returns (gamma_blank, gamma_label), each (B, T, U+1), for prune_ranges.
-    delay_penalty as in transducer_loss (k2's smoothed loss takes it too), so that the band is placed
-    where the penalised alignments lie. backend: where the lattice passes run (rnnt.loss.lattice_triton).
+    options, **lattice as in transducer_loss: the lattice, its delay_penalty (k2's smoothed loss takes it too,
+    so that the band is placed where the penalised alignments lie) and backend; FastEmit and self-alignment,
+    which shape the exact loss's gradient, are not applied here.
     lm_only_scale, am_only_scale: k2's smoothing (simple_arc_log_probs; icefall trains with 0.25 and 0).
     """
     check_reduction(reduction)
-    check_backend(backend)
+    options = lattice_options(options, **lattice)
+    one_sym_per_frame = options.one_sym_per_frame
     if am.dtype not in FLOATS or lm.dtype not in FLOATS or am.dim() != 3 or lm.dim() != 3 \
             or am.shape[2] != lm.shape[2] or am.shape[0] != lm.shape[0]:
         raise ValueError(f"expected float am (B, T, V) and lm (B, U+1, V); got {tuple(am.shape)} {am.dtype}, "
@@ -106,9 +108,9 @@ def simple_loss(
                          f"and {am_only_scale}")
     blank_lp, label_lp = simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank, lm_only_scale,
                                               am_only_scale)
-    label_lp = delay_penalised(label_lp, logit_lengths, delay_penalty)
+    label_lp = delay_penalised(label_lp, logit_lengths, options.delay_penalty)
     posteriors = lattice_posteriors(blank_lp.detach(), label_lp.detach(), logit_lengths, target_lengths,
-                                    one_sym_per_frame, backend)
+                                    one_sym_per_frame, options.backend)
     losses = LatticeLoss.apply(blank_lp, label_lp, *posteriors)
     loss = reduce_losses(losses.to(am.dtype), reduction)
     return (loss, posteriors[1:]) if return_posteriors else loss
@@ -116,7 +118,7 @@ def simple_loss(
 
 def prune_ranges(
     gamma_blank: torch.Tensor, gamma_label: torch.Tensor, logit_lengths: torch.Tensor,
-    target_lengths: torch.Tensor, s_range: int, backend: str = "auto", one_sym_per_frame: bool = False,
+    target_lengths: torch.Tensor, s_range: int, options: LatticeOptions | None = None, **lattice,
 ) -> torch.Tensor:
     """(B, T, s_range) symbol positions per frame: the window with the most node occupancy.
 
@@ -124,8 +126,10 @@ def prune_ranges(
     from one frame to the next, so every frame's band connects to the next by a blank. In the one-symbol
     lattice (one_sym_per_frame), which climbs at most one symbol a frame, the windows climb no faster than
     a path can follow them and early enough for it to reach U_b by T_b (_one_symbol_band_starts).
-    backend: where the frame-by-frame passes of the standard lattice run (rnnt.loss.lattice_triton).
+    options, **lattice: the lattice (one_sym_per_frame) and where the frame-by-frame passes of the standard
+    lattice run (backend), as in transducer_loss.
     """
+    options = lattice_options(options, **lattice)
     if s_range < 2:
         raise ValueError(f"s_range must be >= 2 (a band needs room for a label arc), got {s_range}")
     B, T, U1 = gamma_blank.shape
@@ -136,9 +140,9 @@ def prune_ranges(
     start = mass.argmax(dim=2)
     last_start = (target_lengths.long() + 1 - s_range).clamp_min(0)  # windows inside [0, U_b]
     start = torch.minimum(start, last_start[:, None]).contiguous()
-    if one_sym_per_frame:
+    if options.one_sym_per_frame:
         _one_symbol_band_starts(start, logit_lengths, target_lengths, last_start, s_range)
-    elif lattice_triton.resolve_backend(backend, start.device) == "triton":
+    elif lattice_triton.resolve_backend(options.backend, start.device) == "triton":
         start = lattice_triton.connected_band_starts(start, logit_lengths, last_start, s_range)
     else:
         _connect_band_starts(start, logit_lengths, last_start, s_range)
@@ -195,30 +199,28 @@ def pruned_loss(
     logit_lengths: torch.Tensor,
     target_lengths: torch.Tensor,
     blank: int = 0,
+    *,
     reduction: str = "mean",
-    one_sym_per_frame: bool = False,
     clamp: float | None = None,
-    fastemit_lambda: float = 0.0,
-    delay_penalty: float = 0.0,
-    self_alignment: float = 0.0,
-    backend: str = "auto",
+    options: LatticeOptions | None = None,
+    **lattice,
 ) -> torch.Tensor:
     """The exact transducer loss over the cells of the band: logits (B, T, S, V) at positions ranges (B, T, S).
 
-    Equals transducer_loss on the full logits when the band covers every symbol position (S >= U+1).
+    Equals transducer_loss on the full logits when the band covers every symbol position (S >= U+1);
+    options, **lattice as there.
     """
     check_reduction(reduction)
-    check_backend(backend)
+    options = lattice_options(options, **lattice)
     if logits.dtype not in FLOATS or logits.dim() != 4 or ranges.shape != logits.shape[:3]:
         raise ValueError(f"expected float logits (B, T, S, V) and ranges (B, T, S); got {tuple(logits.shape)} "
                          f"{logits.dtype} and {tuple(ranges.shape)}")
     check_lengths(targets, logit_lengths, target_lengths, logits.shape[0])
     check_inside(logit_lengths, "logit_lengths", logits.shape[1], "logits.shape[1]")
-    if one_sym_per_frame:
+    if options.one_sym_per_frame:
         check_one_symbol_per_frame(logit_lengths, target_lengths)
     blank = check_symbols(targets, target_lengths, blank, logits.shape[-1])
     cells = pruned_cells(ranges, targets, logit_lengths, target_lengths, blank)
     rows = logits.reshape(-1, logits.shape[-1])
-    return TransducerLossFunction.apply(rows, cells, logit_lengths, target_lengths, blank, reduction,
-                                        False, one_sym_per_frame, clamp, False, fastemit_lambda, delay_penalty,
-                                        self_alignment, backend)
+    return TransducerLossFunction.apply(rows, cells, logit_lengths, target_lengths, blank, reduction, False, clamp,
+                                        False, options)

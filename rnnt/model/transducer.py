@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from rnnt.loss import fused_joiner_loss, prune, prune_ranges, pruned_loss, simple_loss, transducer_loss
-from rnnt.loss.emission_timing import check_emission_timing
-from rnnt.loss.lattice_triton import check_backend
+from rnnt.loss.options import LatticeOptions
 from rnnt.model.encoders import EncoderConfig, build_encoder
 from rnnt.model.joiner import Joiner, JoinerConfig
 from rnnt.model.lstm_encoder import LSTMEncoderConfig
@@ -28,19 +27,17 @@ LOSSES = ("full", "fused", "pruned", "ctc")
 
 
 @dataclass(frozen=True)
-class LossConfig:
+class LossConfig(LatticeOptions):
+    """The loss: its type and the weights of its parts, and (inherited from rnnt.loss.options.LatticeOptions)
+    the lattice every exact loss takes, so that the model hands this value to the losses whole."""
+
     type: str = "full"  # full, fused, pruned or ctc (see the module docstring)
-    one_sym_per_frame: bool = False  # modified transducer: a label also ends its frame (one symbol a frame)
     s_range: int = 5  # pruned: symbol positions per frame in the band the joiner runs on (>= 2)
     simple_scale: float = 0.5  # pruned: weight of the simple loss added to the pruned one (after the warm-up)
     warmup_steps: int = 0  # pruned: optimiser steps of icefall's warm-up (pruned_scales; 0: none)
     lm_only_scale: float = 0.0  # pruned: the predictor's own log-probs' share in the simple loss (k2; icefall 0.25)
     am_only_scale: float = 0.0  # pruned: the encoder's own log-probs' share in the simple loss (icefall 0)
     ctc_weight: float = 0.0  # > 0: a CTC head on the encoder, its loss added with this weight
-    fastemit_lambda: float = 0.0  # FastEmit: label arcs weigh 1 + lambda in the gradient (earlier emissions)
-    delay_penalty: float = 0.0  # labels at frame t score delay_penalty * ((T - 1) / 2 - t) more (earlier emissions)
-    self_alignment: float = 0.0  # weight of -log P of the best alignment's labels a frame earlier (earlier emissions)
-    backend: str = "auto"  # lattice passes: torch, triton (a kernel per pass), auto (triton on CUDA if installed)
 
 
 @dataclass(frozen=True)
@@ -95,8 +92,7 @@ class Transducer(torch.nn.Module):
         super().__init__()
         if config.loss.type not in LOSSES:
             raise ValueError(f"loss.type must be one of {LOSSES}, got '{config.loss.type}'")
-        check_emission_timing(config.loss.fastemit_lambda, config.loss.delay_penalty, config.loss.self_alignment)
-        check_backend(config.loss.backend)
+        config.loss.check()
         check_pruned(config.loss)
         if config.loss.type == "fused" and config.joiner.dropout:
             raise ValueError("joiner.dropout needs the joiner's activations, which the fused loss never keeps: "
@@ -152,22 +148,19 @@ class Transducer(torch.nn.Module):
             return {"ctc": ctc, "loss": ctc}
         pred = self.predictor(tokens)
         enc_proj, pred_proj = self.joiner.enc_proj(enc), self.joiner.pred_proj(pred)
-        options = dict(blank=self.blank, one_sym_per_frame=loss_config.one_sym_per_frame,
-                       delay_penalty=loss_config.delay_penalty, backend=loss_config.backend)
-        exact = dict(options, fastemit_lambda=loss_config.fastemit_lambda,  # not the simple loss of pruning
-                     self_alignment=loss_config.self_alignment)
         if loss_config.type == "full":
             logits = self.joiner(enc_proj[:, :, None], pred_proj[:, None])
-            parts = {"transducer": transducer_loss(logits, tokens, enc_lens, token_lens, reuse_logits_for_grad=True,
-                                                   **exact)}
+            parts = {"transducer": transducer_loss(logits, tokens, enc_lens, token_lens, self.blank,
+                                                   reuse_logits_for_grad=True, options=loss_config)}
             loss = parts["transducer"].float()
         elif loss_config.type == "fused":
             parts = {"transducer": fused_joiner_loss(enc_proj, pred_proj, self.joiner.output.weight,
                                                      self.joiner.output.bias, tokens, enc_lens, token_lens,
-                                                     activation=self.joiner.activation, **exact)}
+                                                     self.blank, activation=self.joiner.activation,
+                                                     options=loss_config)}
             loss = parts["transducer"].float()
         else:
-            parts = self.pruned_parts(enc, pred, enc_proj, pred_proj, enc_lens, tokens, token_lens, options, exact)
+            parts = self.pruned_parts(enc, pred, enc_proj, pred_proj, enc_lens, tokens, token_lens)
             simple_scale, pruned_scale = pruned_scales(loss_config, step if self.training else None)
             loss = simple_scale * parts["simple"] + pruned_scale * parts["transducer"].float()
         if self.ctc is not None:
@@ -176,16 +169,15 @@ class Transducer(torch.nn.Module):
         parts["loss"] = loss
         return parts
 
-    def pruned_parts(self, enc, pred, enc_proj, pred_proj, enc_lens, tokens, token_lens, options, exact):
+    def pruned_parts(self, enc, pred, enc_proj, pred_proj, enc_lens, tokens, token_lens):
         """The simple loss, which places a band of s_range symbols per frame, and the exact loss inside it."""
         loss_config = self.config.loss
         simple, (gamma_blank, gamma_label) = simple_loss(self.simple_am(enc), self.simple_lm(pred), tokens, enc_lens,
-                                                         token_lens, return_posteriors=True,
+                                                         token_lens, self.blank, return_posteriors=True,
                                                          lm_only_scale=loss_config.lm_only_scale,
-                                                         am_only_scale=loss_config.am_only_scale, **options)
-        ranges = prune_ranges(gamma_blank, gamma_label, enc_lens, token_lens, loss_config.s_range,
-                              backend=loss_config.backend, one_sym_per_frame=loss_config.one_sym_per_frame)
+                                                         am_only_scale=loss_config.am_only_scale, options=loss_config)
+        ranges = prune_ranges(gamma_blank, gamma_label, enc_lens, token_lens, loss_config.s_range, options=loss_config)
         enc_pruned, pred_pruned = prune(enc_proj, pred_proj, ranges)
         logits = self.joiner(enc_pruned, pred_pruned)
-        pruned = pruned_loss(logits, tokens, ranges, enc_lens, token_lens, **exact)
+        pruned = pruned_loss(logits, tokens, ranges, enc_lens, token_lens, self.blank, options=loss_config)
         return {"simple": simple.float(), "transducer": pruned}

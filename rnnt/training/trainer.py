@@ -28,9 +28,9 @@ from rnnt.training.distributed import (all_gather_objects, batches_of_every_rank
 from rnnt.training.ema import EMA
 from rnnt.training.config_change import start_over_if_changed, train_data_fingerprint
 from rnnt.training.experiment import Experiment, adopt_lang_dir, build_optimizer, load_experiment
-from rnnt.training.init_from import initialise_from
 from rnnt.training.progress import Progress, setup_logging
 from rnnt.training.stop import StopTraining
+from rnnt.training.trainer_checkpoints import Checkpointing
 from rnnt.training.validation import validate
 
 log = logging.getLogger("rnnt.train")
@@ -38,7 +38,7 @@ log = logging.getLogger("rnnt.train")
 STOPPED_BY_SIGNAL = 128 + signal.SIGTERM  # the exit status of a run stopped early: the shell's for SIGTERM
 
 
-class Trainer:
+class Trainer(Checkpointing):
     def __init__(self, experiment: Experiment, exp_dir: str, log_keys: bool = False, resume: bool = False):
         """resume: continue the newest checkpoint in exp_dir; an experiment made under another config is first
         set aside (rnnt.training.config_change), before anything is written to exp_dir."""
@@ -93,68 +93,6 @@ class Trainer:
             cleanup(self.world, together=True)
             raise message
         return message
-
-    # --- checkpoints ------------------------------------------------------------------------------------
-    def state(self) -> dict:
-        return {
-            "model": self.model.state_dict(),
-            "ema": self.ema.state_dict() if self.ema else None,
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "scaler": self.scaler.state_dict(),
-            "rng": all_gather_objects(self.world, checkpoint.rng_state()),
-            "meta": {"step": self.step, "epoch": self.epoch, "batch": self.batch, "train_data": self.train_data,
-                     "loader_position": self.position.state_dict(), **self.bad_batches.meta(), **self.valid_result},
-        }
-
-    def save(self, name: str) -> None:
-        state = self.state()  # every rank takes part: the RNG states are gathered
-        if self.world.main:
-            checkpoint.save(os.path.join(self.exp_dir, name), state)
-            checkpoint.prune_step_checkpoints(self.exp_dir, self.experiment.train.keep_checkpoints)
-            log.info("saved %s (epoch %d, batch %d, step %d)", name, self.epoch, self.batch, self.step)
-            if name == checkpoint.name("epoch", self.epoch):  # a new epoch file: the one before may be slimmed
-                checkpoint.slim_old_epochs(self.exp_dir, self.experiment.train.keep_whole_epochs)
-
-    def resume(self) -> bool:
-        path = checkpoint.latest(self.exp_dir)
-        if path is None:
-            return False
-        state = checkpoint.load(path)
-        if state["meta"].get("slimmed"):
-            raise StopTraining(f"{path} holds the weights alone (train.keep_whole_epochs slimmed it): it cannot be "
-                               "resumed from; start a new experiment from it with train.init_from")
-        self.model.load_state_dict(state["model"])
-        if self.ema and state["ema"] is not None:
-            self.ema.load_state_dict(state["ema"])
-        elif self.ema:  # EMA switched on for the resumed run: it starts from the resumed weights
-            self.ema = EMA(self.model, self.experiment.train.ema_decay)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.scaler.load_state_dict(state["scaler"])
-        meta = state["meta"]
-        self.step, self.epoch, self.batch = meta["step"], meta["epoch"], meta["batch"]
-        self.bad_batches.load_meta(meta)
-        workers = max(self.experiment.data.num_workers, 1)
-        if self.batch and len(meta.get("loader_position", {}).get("counts", ())) != workers:
-            raise StopTraining(f"{path} stopped inside epoch {self.epoch} with another data.num_workers (or before "
-                               "positions were recorded); resume with the same num_workers, or from an epoch "
-                               "checkpoint")
-        if self.batch:
-            self.position = LoaderPosition.from_state(meta["loader_position"])
-        rng = state["rng"]
-        checkpoint.set_rng_state(rng[self.world.rank] if self.world.rank < len(rng) else rng[0])
-        log.info("resumed from %s: epoch %d, batch %d, step %d", path, self.epoch, self.batch, self.step)
-        return True
-
-    def start_from(self, path: str) -> None:
-        """A fresh run starts from another experiment's weights (every rank loads the same file)."""
-        try:
-            initialise_from(self.model, path, self.tokenizer.units, self.tokenizer.kind)
-        except (FileNotFoundError, ValueError) as error:
-            raise StopTraining(str(error)) from error
-        if self.ema:
-            self.ema = EMA(self.model, self.experiment.train.ema_decay)
 
     # --- one step -------------------------------------------------------------------------------------
     def forward_backward(self, batch: dict, sync: bool, weight: float = 1.0) -> float | None:

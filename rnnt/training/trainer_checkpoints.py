@@ -1,0 +1,83 @@
+"""The trainer's checkpoints: what one holds (everything an exact resume needs: model, EMA, optimiser,
+scheduler, scaler, the data position and every rank's RNG state), saving, resuming, and a fresh start
+from another experiment's weights. A part of rnnt.training.trainer.Trainer, which inherits it."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from rnnt.data.loader import LoaderPosition
+from rnnt.training import checkpoint
+from rnnt.training.distributed import all_gather_objects
+from rnnt.training.ema import EMA
+from rnnt.training.init_from import initialise_from
+from rnnt.training.stop import StopTraining
+
+log = logging.getLogger("rnnt.train")
+
+
+class Checkpointing:
+    """Methods of the Trainer; they read its model, ema, optimizer, scheduler, scaler, world, position,
+    bad_batches, step, epoch, batch, train_data and valid_result."""
+
+    def state(self) -> dict:
+        return {
+            "model": self.model.state_dict(),
+            "ema": self.ema.state_dict() if self.ema else None,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "rng": all_gather_objects(self.world, checkpoint.rng_state()),
+            "meta": {"step": self.step, "epoch": self.epoch, "batch": self.batch, "train_data": self.train_data,
+                     "loader_position": self.position.state_dict(), **self.bad_batches.meta(), **self.valid_result},
+        }
+
+    def save(self, name: str) -> None:
+        state = self.state()  # every rank takes part: the RNG states are gathered
+        if self.world.main:
+            checkpoint.save(os.path.join(self.exp_dir, name), state)
+            checkpoint.prune_step_checkpoints(self.exp_dir, self.experiment.train.keep_checkpoints)
+            log.info("saved %s (epoch %d, batch %d, step %d)", name, self.epoch, self.batch, self.step)
+            if name == checkpoint.name("epoch", self.epoch):  # a new epoch file: the one before may be slimmed
+                checkpoint.slim_old_epochs(self.exp_dir, self.experiment.train.keep_whole_epochs)
+
+    def resume(self) -> bool:
+        path = checkpoint.latest(self.exp_dir)
+        if path is None:
+            return False
+        state = checkpoint.load(path)
+        if state["meta"].get("slimmed"):
+            raise StopTraining(f"{path} holds the weights alone (train.keep_whole_epochs slimmed it): it cannot be "
+                               "resumed from; start a new experiment from it with train.init_from")
+        self.model.load_state_dict(state["model"])
+        if self.ema and state["ema"] is not None:
+            self.ema.load_state_dict(state["ema"])
+        elif self.ema:  # EMA switched on for the resumed run: it starts from the resumed weights
+            self.ema = EMA(self.model, self.experiment.train.ema_decay)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        meta = state["meta"]
+        self.step, self.epoch, self.batch = meta["step"], meta["epoch"], meta["batch"]
+        self.bad_batches.load_meta(meta)
+        workers = max(self.experiment.data.num_workers, 1)
+        if self.batch and len(meta.get("loader_position", {}).get("counts", ())) != workers:
+            raise StopTraining(f"{path} stopped inside epoch {self.epoch} with another data.num_workers (or before "
+                               "positions were recorded); resume with the same num_workers, or from an epoch "
+                               "checkpoint")
+        if self.batch:
+            self.position = LoaderPosition.from_state(meta["loader_position"])
+        rng = state["rng"]
+        checkpoint.set_rng_state(rng[self.world.rank] if self.world.rank < len(rng) else rng[0])
+        log.info("resumed from %s: epoch %d, batch %d, step %d", path, self.epoch, self.batch, self.step)
+        return True
+
+    def start_from(self, path: str) -> None:
+        """A fresh run starts from another experiment's weights (every rank loads the same file)."""
+        try:
+            initialise_from(self.model, path, self.tokenizer.units, self.tokenizer.kind)
+        except (FileNotFoundError, ValueError) as error:
+            raise StopTraining(str(error)) from error
+        if self.ema:
+            self.ema = EMA(self.model, self.experiment.train.ema_decay)
