@@ -63,6 +63,20 @@ def write_list(path: str, shards: list[str]) -> None:
     os.replace(f"{path}.tmp", path)
 
 
+def start_shard_dir(shard_dir: str, plan: dict, replace: bool) -> None:
+    """shard_dir ready for the plan: new, or holding shards of the same plan (kept, to be reused), or, with
+    replace, emptied of what this tool wrote there under another (the plan, the shards, their temps)."""
+    if same_plan_or_new(shard_dir, plan):
+        return
+    if not replace:
+        raise ToolError(f"{shard_dir} holds shards of other settings or utterances; "
+                        "remove it, choose another dir, or pass --replace")
+    for name in os.listdir(shard_dir):
+        if name == STATE or name.endswith((".tar", ".tar.tmp")):
+            os.remove(os.path.join(shard_dir, name))
+    same_plan_or_new(shard_dir, plan)
+
+
 def main() -> str:
     parser = tool_parser(__doc__, "steps/make_shards.py --nj 4 data/train data/train/shards "
                                   "data/train/data.list")
@@ -89,14 +103,7 @@ def main() -> str:
     options = AudioOptions(args.audio_format, args.resample)
     plan = {"utts_per_shard": args.utts_per_shard, "audio_format": args.audio_format, "resample": args.resample,
             "keys": [item.key for item in items]}
-    if not same_plan_or_new(args.shard_dir, plan):
-        if not args.replace:
-            raise ToolError(f"{args.shard_dir} holds shards of other settings or utterances; "
-                            "remove it, choose another dir, or pass --replace")
-        for name in os.listdir(args.shard_dir):  # what this tool wrote there: the plan, the shards, their temps
-            if name == STATE or name.endswith((".tar", ".tar.tmp")):
-                os.remove(os.path.join(args.shard_dir, name))
-        same_plan_or_new(args.shard_dir, plan)
+    start_shard_dir(args.shard_dir, plan, args.replace)
     n = args.utts_per_shard
     paths = [os.path.abspath(os.path.join(args.shard_dir, f"{args.prefix}_{i:06d}.tar"))
              for i in range((len(items) + n - 1) // n)]

@@ -13,3 +13,26 @@ def test_no_undefined_names_unused_imports_or_long_lines():
     out = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--select", "F,E501", *folders],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+MAX_FUNCTION_LINES = 50
+MAX_FILE_LINES = 300
+
+
+def test_functions_and_files_stay_small():
+    """In rnnt/ and steps/ no function is over 50 lines and no file over 300 (docstrings and comments
+    count): a longer one is a sign that it does more than one thing."""
+    import ast
+
+    too_long = []
+    for path in sorted([*(ROOT / "rnnt").rglob("*.py"), *(ROOT / "steps").glob("*.py")]):
+        source = path.read_text()
+        where = path.relative_to(ROOT)
+        if source.count("\n") > MAX_FILE_LINES:
+            too_long.append(f"{where}: {source.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    too_long.append(f"{where}:{node.lineno}: {node.name} is {lines} lines")
+    assert not too_long, too_long
