@@ -192,3 +192,25 @@ def band_kernel(start, frames, last_start, T_pad, s_range):
         value = tl.where(t >= T, value, tl.maximum(value, need))
         tl.store(row + t, value)
         need = tl.maximum(value - (s_range - 1), 0)
+
+
+@triton.jit
+def one_symbol_band_kernel(start, frames, symbols, last_start, T_pad, s_range):
+    """The pruned band's window starts (B, T) for the one-symbol lattice, in place, as
+    rnnt.loss.pruned._one_symbol_band_starts does with PyTorch: each at least U_b - T_b + t - (s_range - 1)
+    (capped at last_start[b]), the first 0, then frame by frame never below the one before and at most one
+    above the highest node a path can be at in the frame before."""
+    b = tl.program_id(0)
+    T = tl.load(frames + b)
+    U = tl.load(symbols + b)
+    last = tl.load(last_start + b)
+    row = start + b.to(tl.int64) * T_pad
+    before = tl.load(row) * 0
+    tl.store(row, before)
+    top = before  # the highest node of the window a path can be at
+    for t in range(1, T_pad):
+        lowest = tl.minimum(U - T + t - (s_range - 1), last)
+        value = tl.minimum(tl.maximum(tl.maximum(tl.load(row + t), lowest), before), top + 1)
+        tl.store(row + t, value)
+        top = tl.minimum(tl.minimum(top + 1, value + s_range - 1), U)
+        before = value

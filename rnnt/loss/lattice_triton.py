@@ -112,3 +112,13 @@ def connected_band_starts(start, logit_lengths, last_start, s_range: int):
     frames = logit_lengths.to(device=start.device, dtype=torch.int32, non_blocking=True)
     _kernels().band_kernel[(B,)](start, frames, last_start.contiguous(), T, s_range, num_warps=1)
     return start
+
+
+def one_symbol_band_starts(start, logit_lengths, target_lengths, last_start, s_range: int):
+    """As rnnt.loss.pruned._one_symbol_band_starts over start (B, T), in one launch; in place."""
+    B, T = start.shape
+    frames = logit_lengths.to(device=start.device, dtype=start.dtype, non_blocking=True)
+    symbols = target_lengths.to(device=start.device, dtype=start.dtype, non_blocking=True)
+    _kernels().one_symbol_band_kernel[(B,)](start, frames, symbols, last_start.to(start.dtype).contiguous(), T,
+                                            s_range, num_warps=1)
+    return start

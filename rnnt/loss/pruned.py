@@ -126,8 +126,8 @@ def prune_ranges(
     from one frame to the next, so every frame's band connects to the next by a blank. In the one-symbol
     lattice (one_sym_per_frame), which climbs at most one symbol a frame, the windows climb no faster than
     a path can follow them and early enough for it to reach U_b by T_b (_one_symbol_band_starts).
-    options, **lattice: the lattice (one_sym_per_frame) and where the frame-by-frame passes of the standard
-    lattice run (backend), as in transducer_loss.
+    options, **lattice: the lattice (one_sym_per_frame) and where the frame-by-frame passes run (backend), as
+    in transducer_loss.
     """
     options = lattice_options(options, **lattice)
     if s_range < 2:
@@ -140,9 +140,12 @@ def prune_ranges(
     start = mass.argmax(dim=2)
     last_start = (target_lengths.long() + 1 - s_range).clamp_min(0)  # windows inside [0, U_b]
     start = torch.minimum(start, last_start[:, None]).contiguous()
-    if options.one_sym_per_frame:
+    triton = lattice_triton.resolve_backend(options.backend, start.device) == "triton"
+    if options.one_sym_per_frame and triton:
+        start = lattice_triton.one_symbol_band_starts(start, logit_lengths, target_lengths, last_start, s_range)
+    elif options.one_sym_per_frame:
         _one_symbol_band_starts(start, logit_lengths, target_lengths, last_start, s_range)
-    elif lattice_triton.resolve_backend(options.backend, start.device) == "triton":
+    elif triton:
         start = lattice_triton.connected_band_starts(start, logit_lengths, last_start, s_range)
     else:
         _connect_band_starts(start, logit_lengths, last_start, s_range)

@@ -183,6 +183,28 @@ def test_the_model_config_backend_reaches_every_loss(loss_type, monkeypatch):
 
 
 @pytest.mark.parametrize("s_range", [2, 3, 5])
+def test_one_symbol_bands_equal_the_torch_backend(s_range):
+    """The one-symbol lattice's band (every window reachable by a path that climbs one symbol a frame at
+    most) is the same from the Triton kernel as from the PyTorch loop: for random posteriors, ragged
+    lengths, U = 0, U = T (a label every frame) and U + 1 < s_range."""
+    g = torch.Generator().manual_seed(10 + s_range)
+    T_b, U_b = torch.tensor([9, 4, 1, 7, 9, 6]), torch.tensor([6, 0, 1, 1, 9, 2])
+    gamma_blank, gamma_label = torch.rand(2, 6, 9, 10, generator=g).to(DEVICE)
+    lengths = T_b.to(DEVICE), U_b.to(DEVICE)
+    want = prune_ranges(gamma_blank, gamma_label, *lengths, s_range, backend="torch", one_sym_per_frame=True)
+    got = prune_ranges(gamma_blank, gamma_label, *lengths, s_range, backend="triton", one_sym_per_frame=True)
+    assert torch.equal(got, want)
+    plain = prune_ranges(gamma_blank, gamma_label, *lengths, s_range, backend="torch")
+    assert not torch.equal(plain, want)  # the one-symbol rule is in force here
+    for b, (T, U) in enumerate(zip(T_b.tolist(), U_b.tolist())):  # a path climbing whenever it can fits
+        starts, top = want[b, :T, 0].tolist(), 0  # top: the highest node of frame t's window a path is at
+        for t in range(1, T):
+            assert starts[t - 1] <= starts[t] <= top + 1
+            top = min(top + 1, starts[t] + s_range - 1, U)
+        assert top >= U - 1  # at the last frame the path is at U, or its label arc there ends at U
+
+
+@pytest.mark.parametrize("s_range", [2, 3, 5])
 def test_pruning_bands_equal_the_torch_backend(s_range):
     """The band's connecting passes over frames give the same windows on either backend, for posteriors
     that put the best window anywhere (random), ragged lengths, U = 0 and U + 1 < s_range."""
