@@ -45,4 +45,7 @@ def pack_joiner_input(enc: torch.Tensor, pred: torch.Tensor, logit_lengths: torc
         raise ValueError(f"expected enc (B, T, H) and pred (B, U+1, H), got {tuple(enc.shape)}, {tuple(pred.shape)}")
     if int(logit_lengths.max()) > enc.shape[1] or int(target_lengths.max()) + 1 > pred.shape[1]:
         raise ValueError("lengths exceed enc or pred")
+    if int(logit_lengths.min()) < 1 or int(target_lengths.min()) < 0:
+        raise ValueError(f"logit_lengths must be >= 1 and target_lengths >= 0, got {logit_lengths.tolist()} and "
+                         f"{target_lengths.tolist()}")
     return _PackJoinerInput.apply(enc, pred, logit_lengths, target_lengths)

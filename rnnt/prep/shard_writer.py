@@ -47,7 +47,8 @@ def read_source(source: str) -> tuple[bytes | None, str | None]:
     if source.endswith("|"):
         result = subprocess.run(source[:-1], shell=True, capture_output=True)
         if result.returncode != 0 or not result.stdout:
-            raise BadAudio(f"command '{source[:-1]}' failed: {result.stderr.decode(errors='replace').strip()[:200]}")
+            said = result.stderr.decode(errors="replace").strip()[:200]
+            raise BadAudio(f"command '{source[:-1].strip()}' failed (exit {result.returncode}): {said}")
         return result.stdout, None
     if not os.path.isfile(source):
         raise BadAudio(f"no such file {source}")

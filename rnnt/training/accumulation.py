@@ -11,7 +11,9 @@ from rnnt.training.stop import StopTraining
 
 
 def is_out_of_memory(error: BaseException) -> bool:
-    return isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error)
+    """A device's out-of-memory error, or the host's failed allocation (the CPU's: "Cannot allocate memory")."""
+    return isinstance(error, torch.OutOfMemoryError) or any(
+        words in str(error) for words in ("out of memory", "Cannot allocate memory"))
 
 
 @dataclass

@@ -1,0 +1,76 @@
+"""rnnt.cli: --help prints a tool's docstring line for line with its example after it, and run_tool ends a
+stage tool with 'tool.py: SUMMARY' and exit 0, or 'tool.py: MESSAGE' on standard error and exit 1."""
+
+import pytest
+
+from rnnt.cli import ToolError, run_tool, tool_parser
+
+DOC = """Makes shards of a data dir.
+
+  The indented lines
+      keep their own layout,
+  which argparse's default formatter would rewrap into one paragraph."""
+
+
+def test_help_prints_the_docstring_as_written_then_the_example(capsys):
+    parser = tool_parser(DOC, "steps/make_shards.py data/train shards train.list", prog="make_shards.py")
+    with pytest.raises(SystemExit) as stop:
+        parser.parse_args(["--help"])
+    assert stop.value.code == 0
+    help_text = capsys.readouterr().out
+    assert help_text.startswith("usage: make_shards.py [-h]\n\n")
+    assert DOC + "\n" in help_text  # every line and indent of the docstring, unwrapped
+    assert help_text.rstrip("\n").endswith("\n\nexample: steps/make_shards.py data/train shards train.list")
+
+
+def test_help_without_an_example_has_no_example_line(capsys):
+    with pytest.raises(SystemExit):
+        tool_parser(DOC, prog="tool.py").parse_args(["-h"])
+    help_text = capsys.readouterr().out
+    assert "example:" not in help_text
+    assert help_text.rstrip("\n").endswith("-h, --help  show this help message and exit")
+
+
+def test_prog_defaults_to_the_script_name(monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["/somewhere/steps/score.py"])
+    parser = tool_parser(DOC)
+    parser.add_argument("ref")
+    assert parser.parse_args(["data/text"]).ref == "data/text"
+    with pytest.raises(SystemExit) as stop:
+        parser.parse_args([])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.startswith("usage: score.py [-h] ref\n")
+
+
+def test_success_prints_the_summary_after_the_tool_name_and_exits_0(monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["/work/steps/make_raw_list.py", "data", "data.list"])
+    with pytest.raises(SystemExit) as stop:
+        run_tool(lambda: "data.list: 2 utterances")
+    assert stop.value.code == 0
+    out = capsys.readouterr()
+    assert (out.out, out.err) == ("make_raw_list.py: data.list: 2 utterances\n", "")
+
+
+def test_a_tool_error_is_one_line_on_stderr_and_exit_1(monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["steps/build_units.py"])
+
+    def main():
+        raise ToolError("data/train/text:3: no transcript after the key")
+
+    with pytest.raises(SystemExit) as stop:
+        run_tool(main)
+    assert stop.value.code == 1
+    out = capsys.readouterr()
+    assert (out.out, out.err) == ("", "build_units.py: data/train/text:3: no transcript after the key\n")
+
+
+def test_other_exceptions_are_not_swallowed(monkeypatch, capsys):
+    """Only ToolError is a user's mistake told in one line; a bug keeps its traceback."""
+    monkeypatch.setattr("sys.argv", ["steps/decode.py"])
+
+    def main():
+        raise KeyError("model")
+
+    with pytest.raises(KeyError, match="model"):
+        run_tool(main)
+    assert capsys.readouterr().out == ""
