@@ -10,7 +10,8 @@ greedy searches). decode.py, transcribe.py, the Transcriber, tune_lm_fusion.py a
   ctc_greedy, ctc_prefix_beam           the model's CTC head (rnnt.ctc_search)
   ctc_prefix_beam_lm                    prefix beam search with an n-gram LM
 The LM of an *_lm or *_lodr method and its weights are an experiment's lm/<method>.yaml, chosen on dev by
-steps/tune_lm_fusion.py.
+steps/tune_lm_fusion.py, with the weight of the CTC head's rescoring of a transducer's n-best
+(rnnt.ctc_rescoring) where the model has one.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Callable
 
 import torch
 
+from rnnt.ctc_rescoring import ctc_rescored
 from rnnt.ctc_search import ctc_greedy_search, ctc_prefix_beam_search
 from rnnt.lm.fusion import Fusion, LowOrderSubtraction, read_fusion_config
 from rnnt.modified_beam_search import modified_beam_search
@@ -32,6 +34,7 @@ class SearchOptions:
     beam: int = 4
     max_symbols_per_frame: int | None = None  # greedy and beam search (rnnt.search.symbols_per_frame)
     fusion: Fusion | None = None  # the LM of an *_lm or *_lodr method
+    ctc_weight: float = 0.0  # transducer searches: the CTC head's rescoring of the n-best (rnnt.ctc_rescoring)
 
 
 Search = Callable[[object, torch.Tensor, torch.Tensor, SearchOptions], list[list[Hypothesis]]]
@@ -100,6 +103,9 @@ def check_method(model, name: str, options: SearchOptions | None = None) -> Meth
                          "ctc_prefix_beam or ctc_prefix_beam_lm")
     if options is not None:
         check_fusion(name, options.fusion)
+        if options.ctc_weight and (method.head != "transducer" or model.ctc is None):
+            raise ValueError(f"--method {name}: CTC rescoring (ctc_weight {options.ctc_weight}) is of a transducer's "
+                             "n-best by the model's CTC head" + ("" if model.ctc is not None else "; it has none"))
     return method
 
 
@@ -119,14 +125,15 @@ def search(model, enc: torch.Tensor, enc_lens: torch.Tensor, name: str,
            options: SearchOptions = SearchOptions()) -> list[list[Hypothesis]]:
     """Each utterance's n-best by the method `name`, from the encoder output enc (B, T, D)."""
     with torch.no_grad():
-        return check_method(model, name, options).search(model, enc, enc_lens, options)
+        nbests = check_method(model, name, options).search(model, enc, enc_lens, options)
+    return ctc_rescored(model, enc, enc_lens, nbests, options.ctc_weight)
 
 
 def lm_options(name: str, tokenizer, config_path: str, beam: int | None = None,
                max_symbols_per_frame: int | None = None) -> SearchOptions:
-    """The options of an LM-fused method from its yaml (rnnt.lm.fusion.write_fusion_config): its LM, and
-    the beam its weights were chosen with unless `beam` is given."""
+    """The options of an LM-fused method from its yaml (rnnt.lm.fusion.write_fusion_config): its LM, the
+    CTC rescoring weight, and the beam its weights were chosen with unless `beam` is given."""
     config = read_fusion_config(config_path)
     fusion = config.load(tokenizer)
     check_fusion(name, fusion)
-    return SearchOptions(beam or config.beam, max_symbols_per_frame, fusion)
+    return SearchOptions(beam or config.beam, max_symbols_per_frame, fusion, config.ctc_weight)

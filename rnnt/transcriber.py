@@ -131,7 +131,7 @@ class Transcriber:
                 raise ValueError(f"{method} needs an LM: a Transcriber from an experiment dir with lm/{method}.yaml")
             self.lm_options[method] = lm_options(method, self.tokenizer, fusion_config_path(self.exp_dir, method))
         tuned = self.lm_options[method]
-        return tuned if beam is None else SearchOptions(beam, fusion=tuned.fusion)
+        return tuned if beam is None else dataclasses.replace(tuned, beam=beam)
 
     def features(self, audio) -> torch.Tensor:
         waveform, rate = load_audio(audio) if not isinstance(audio, tuple) else audio

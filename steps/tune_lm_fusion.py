@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Choose the LM weight and length bonus (and for LODR the low-order LM's weight) of an LM-fused search
-on a dev set.
+on a dev set, and for a transducer with a CTC head the weight of the head's rescoring of its n-best
+(rnnt.ctc_rescoring).
 
 Encodes the dev list once, then decodes it with --method (any *_lm or *_lodr of rnnt.search_methods)
 at every point of the grid, and without the LM, and keeps the point of the lowest dev WER (on a tie, the
-smaller weights). Writes, in <exp-dir>/lm/: a copy of the ARPA files, <method>.yaml (what steps/decode.py
---method <method> reads) and <method>.tsv (every point's WER). Choose on dev, never on test.
+smaller weights). The CTC weights rescore each point's n-best: they cost no search of their own. Writes,
+in <exp-dir>/lm/: a copy of the ARPA files, <method>.yaml (what steps/decode.py --method <method> reads)
+and <method>.tsv (every point's WER). Choose on dev, never on test.
 """
 
 import argparse
@@ -17,6 +19,7 @@ import torch
 from rnnt.progress_bar import progress
 
 from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.ctc_rescoring import ctc_rescored
 from rnnt.decode_results import reference_texts
 from rnnt.lm.fusion import OVER, FusionConfig, fusion_config_path, write_fusion_config
 from rnnt.scoring import score
@@ -60,6 +63,9 @@ def parse_args() -> argparse.Namespace:
                         "training text, steps/build_ngram_lm.py --order 2 --over units)")
     parser.add_argument("--lodr-weights", type=float_list, default="0.1,0.2,0.4",
                         help="the *_lodr methods: low-order LM weights to try (default 0.1,0.2,0.4)")
+    parser.add_argument("--ctc-weights", type=float_list, default="0,0.2,0.4,0.7,1.0",
+                        help="weights of the CTC head's rescoring of a transducer's n-best to try (default "
+                             "0,0.2,0.4,0.7,1.0; only 0 for a CTC search or a model without a CTC head)")
     parser.add_argument("--beam", type=int, default=8)
     parser.add_argument("--checkpoint", help="default: the newest avg-N.pt, else the newest checkpoint")
     parser.add_argument("--batch-size", type=int, default=16)
@@ -69,7 +75,7 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     if args.bonuses is None:
         args.bonuses = float_list("0,0.5,1,2,3" if args.over == "units" else "-2,-1,0,1,2")
-    if args.beam < 1 or min(args.weights) < 0 or min(args.lodr_weights) < 0:
+    if args.beam < 1 or min(args.weights + args.lodr_weights + args.ctc_weights) < 0:
         parser.error("--beam must be at least 1 and the weights at least 0")
     if (METHODS[args.method].lm == "lodr") != (args.lodr_arpa is not None):
         parser.error(f"--lodr-arpa goes with the *_lodr methods, and they need it (--method {args.method})")
@@ -102,28 +108,40 @@ def main() -> str:
     encoded = encode_all(model, decoding_pipeline(experiment, tokenizer, args.dev_list, args.batch_size), args.device)
     without_lm = args.method.rsplit("_", 1)[0]  # modified_beam_lodr -> modified_beam
 
-    def dev_wer(method: str, options: SearchOptions):
-        hyps = {key: tokenizer.text(nbest[0]) for keys, enc, enc_lens in encoded
-                for key, nbest in zip(keys, search(model, enc, enc_lens, method, options))}
-        return score(refs, hyps)
+    def dev_wers(method: str, options: SearchOptions, ctc_weights: list[float]):
+        """The dev WER of each CTC rescoring weight, from one search."""
+        found = [(keys, enc, enc_lens, search(model, enc, enc_lens, method, options))
+                 for keys, enc, enc_lens in encoded]
+        return [score(refs, {key: tokenizer.text(nbest[0]) for keys, enc, enc_lens, nbests in found
+                             for key, nbest in zip(keys, ctc_rescored(model, enc, enc_lens, nbests, weight))})
+                for weight in ctc_weights]
 
-    rows = [(None, dev_wer(without_lm, SearchOptions(args.beam)))]
+    rows = [(None, dev_wers(without_lm, SearchOptions(args.beam), [0.0])[0])]
     lodr_weights = args.lodr_weights if base.lodr_arpa else [0.0]
+    ctc_weights = args.ctc_weights if METHODS[args.method].head == "transducer" and model.ctc is not None else [0.0]
     grid = [dataclasses.replace(base, weight=w, length_bonus=b, lodr_weight=lw)
             for w in args.weights for b in args.bonuses for lw in lodr_weights]
     for point in progress(grid, desc="LM weights", unit="point"):
         point.weigh(fusion)
-        rows.append((point, dev_wer(args.method, SearchOptions(args.beam, fusion=fusion))))
-    chosen, best = min(rows[1:], key=lambda row: (row[1].counts.wer, row[0].weight, row[0].lodr_weight))
-    with open(os.path.join(lm_dir, f"{args.method}.tsv"), "w", encoding="utf-8") as f:
-        f.write("weight\tlength_bonus\tlodr_weight\tdev_wer\n")
-        f.writelines(f"{p.weight}\t{p.length_bonus}\t{p.lodr_weight}\t{report.counts.wer:.2f}\n" if p else
-                     f"none\tnone\tnone\t{report.counts.wer:.2f}\n" for p, report in rows)
+        reports = dev_wers(args.method, SearchOptions(args.beam, fusion=fusion), ctc_weights)
+        rows += [(dataclasses.replace(point, ctc_weight=cw), report) for cw, report in zip(ctc_weights, reports)]
+    chosen, best = min(rows[1:], key=lambda row: (row[1].counts.wer, row[0].weight, row[0].lodr_weight,
+                                                  row[0].ctc_weight))
+    write_grid(os.path.join(lm_dir, f"{args.method}.tsv"), rows)
     write_fusion_config(config_path, chosen)
     lodr = f", low-order weight {chosen.lodr_weight}" if base.lodr_arpa else ""
-    return (f"{config_path}: weight {chosen.weight}, length bonus {chosen.length_bonus}{lodr}: dev {best.wer_line} "
-            f"({without_lm} without the LM: {rows[0][1].wer_line}); {len(grid)} points tried, "
+    ctc = f", CTC rescoring weight {chosen.ctc_weight}" if len(ctc_weights) > 1 else ""
+    return (f"{config_path}: weight {chosen.weight}, length bonus {chosen.length_bonus}{lodr}{ctc}: dev "
+            f"{best.wer_line} ({without_lm} without the LM: {rows[0][1].wer_line}); {len(rows) - 1} points tried, "
             f"{sum(len(keys) for keys, _, _ in encoded)} of {len(refs)} dev utterances decoded")
+
+
+def write_grid(path: str, rows: list) -> None:
+    """Every point's dev WER as a table (the first row: the search without the LM)."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("weight\tlength_bonus\tlodr_weight\tctc_weight\tdev_wer\n")
+        f.writelines(f"{p.weight}\t{p.length_bonus}\t{p.lodr_weight}\t{p.ctc_weight}\t{report.counts.wer:.2f}\n"
+                     if p else f"none\tnone\tnone\tnone\t{report.counts.wer:.2f}\n" for p, report in rows)
 
 
 if __name__ == "__main__":

@@ -149,7 +149,8 @@ def fusion_config_path(exp_dir: str, method: str) -> str:
 class FusionConfig:
     """What an LM-fused search decodes with: the ARPA file, what its words are (units or words), the LM
     weight and length bonus, the beam they were chosen with, where they were chosen, and for LODR the
-    low-order LM over the units and its weight."""
+    low-order LM over the units and its weight; and the weight of the CTC head's rescoring of a transducer
+    search's n-best (rnnt.ctc_rescoring; 0: none)."""
 
     arpa: str
     over: str
@@ -159,6 +160,7 @@ class FusionConfig:
     chosen_on: str = ""
     lodr_arpa: str | None = None
     lodr_weight: float = 0.0
+    ctc_weight: float = 0.0
 
     def load(self, tokenizer) -> Fusion:
         return load_fusion(self.arpa, tokenizer, self.weight, self.length_bonus, self.over, self.lodr_arpa,
@@ -181,6 +183,8 @@ def write_fusion_config(path: str, config: FusionConfig) -> None:
             values[key] = os.path.relpath(values[key], folder)
     if config.lodr_arpa is None:
         del values["lodr_arpa"], values["lodr_weight"]
+    if not config.ctc_weight:
+        del values["ctc_weight"]
     with open(path, "w", encoding="utf-8") as f:
         yaml.safe_dump(values, f, sort_keys=False)
 
@@ -199,4 +203,5 @@ def read_fusion_config(path: str) -> FusionConfig:
     lodr = values.get("lodr_arpa")
     return FusionConfig(os.path.join(folder, values["arpa"]), values.get("over", "units"), float(values["weight"]),
                         float(values["length_bonus"]), int(values["beam"]), str(values.get("chosen_on", "")),
-                        os.path.join(folder, lodr) if lodr else None, float(values.get("lodr_weight", 0.0)))
+                        os.path.join(folder, lodr) if lodr else None, float(values.get("lodr_weight", 0.0)),
+                        float(values.get("ctc_weight", 0.0)))

@@ -231,9 +231,9 @@ def test_an_lm_built_from_training_text_is_tuned_on_dev_and_used_by_decode(train
     assert out.returncode == 0, out.stderr
     tuned = yaml.safe_load((trained / "lm" / "ctc_prefix_beam_lm.yaml").read_text())
     assert (tuned["weight"], tuned["length_bonus"]) in [(0, 0), (0, 1), (0.5, 0), (0.5, 1)]
-    rows = (trained / "lm" / "ctc_prefix_beam_lm.tsv").read_text().splitlines()
-    assert len(rows) == 1 + 1 + 4  # header, without the LM, the grid
-    wers = {tuple(r.split("\t")[:2]): float(r.split("\t")[3]) for r in rows[1:]}
+    rows = grid_rows(trained / "lm" / "ctc_prefix_beam_lm.tsv")
+    assert len(rows) == 1 + 4  # without the LM, the grid (no CTC rescoring in a CTC search)
+    wers = {(r["weight"], r["length_bonus"]): float(r["dev_wer"]) for r in rows}
     assert wers[("0.0", "0.0")] == wers[("none", "none")]  # weight 0, bonus 0 is the plain search
     best = min(wers[k] for k in wers if k != ("none", "none"))
     assert tuned["beam"] == 8
@@ -257,6 +257,12 @@ def test_an_lm_built_from_training_text_is_tuned_on_dev_and_used_by_decode(train
     assert out.returncode == 1 and "ctc_prefix_beam_lm.yaml" in out.stderr
 
 
+def grid_rows(path) -> list[dict[str, str]]:
+    """The rows of a tune_lm_fusion.py table by column name (the first: the search without the LM)."""
+    header, *lines = path.read_text().splitlines()
+    return [dict(zip(header.split("\t"), line.split("\t"))) for line in lines]
+
+
 @pytest.mark.slow
 def test_the_transducer_searches_with_an_lm_and_lodr_are_tuned_on_dev_and_decode(trained, yesno, tmp_path):
     arpas = {}
@@ -267,14 +273,17 @@ def test_the_transducer_searches_with_an_lm_and_lodr_are_tuned_on_dev_and_decode
         assert out.returncode == 0, out.stderr
     for method, lodr in (("modified_beam_lm", []), ("beam_lodr", ["--lodr-arpa", arpas[2], "--lodr-weights", "0,0.3"])):
         out = run_tool(sys.executable, STEPS / "tune_lm_fusion.py", "--method", method, "--arpa", arpas[3], *lodr,
-                       "--weights", "0,0.5", "--bonuses", "0,1", "--beam", "4", trained, yesno / "test.list")
+                       "--weights", "0,0.5", "--bonuses", "0,1", "--ctc-weights", "0,0.5", "--beam", "4", trained,
+                       yesno / "test.list")
         assert out.returncode == 0, out.stderr
         tuned = yaml.safe_load((trained / "lm" / f"{method}.yaml").read_text())
         assert ("lodr_weight" in tuned) == bool(lodr) and tuned["beam"] == 4
-        rows = (trained / "lm" / f"{method}.tsv").read_text().splitlines()
-        assert len(rows) == 1 + 1 + 4 * (2 if lodr else 1)
-        wers = {tuple(r.split("\t")[:3]): float(r.split("\t")[3]) for r in rows[1:]}
-        best = min(wer for point, wer in wers.items() if point[0] != "none")
+        rows = grid_rows(trained / "lm" / f"{method}.tsv")
+        assert len(rows) == 1 + 4 * (2 if lodr else 1) * 2  # the CTC head's rescoring weights too
+        chosen = min(rows[1:], key=lambda r: tuple(float(r[k]) for k in ("dev_wer", "weight", "lodr_weight",
+                                                                            "ctc_weight")))  # ties: smaller weights
+        best = float(chosen["dev_wer"])
+        assert (float(chosen["weight"]), float(chosen["ctc_weight"])) == (tuned["weight"], tuned.get("ctc_weight", 0))
         out = run_tool(sys.executable, STEPS / "decode.py", "--method", method, trained, yesno / "test.list", "test")
         assert out.returncode == 0, out.stderr
         assert (trained / f"decode-test-{method}" / "wer").read_text().startswith(f"%WER {best:.2f} [")

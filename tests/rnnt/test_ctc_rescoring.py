@@ -1,0 +1,82 @@
+"""rnnt.ctc_rescoring: a hypothesis's CTC log-likelihood is the sum over every frame-level path that collapses
+to its labels (enumerated here path by path), -inf where none does; rescoring adds it weighted and sorts
+each n-best again; search() applies it to a transducer's n-best through SearchOptions.ctc_weight, and the
+weight travels with an LM-fused method's yaml."""
+
+import itertools
+import math
+
+import pytest
+import torch
+from search_reference import encoder_output, random_model
+
+from rnnt.ctc_rescoring import ctc_log_likelihoods, ctc_rescored
+from rnnt.lm.fusion import FusionConfig, read_fusion_config, write_fusion_config
+from rnnt.search import Hypothesis
+from rnnt.search_methods import SearchOptions, search
+
+
+def enumerated_log_likelihood(log_probs: torch.Tensor, tokens: list[int], blank: int = 0) -> float:
+    """log of the summed probability of every path over the frames that collapses to tokens (repeats merged,
+    then blanks removed)."""
+    T, V = log_probs.shape
+    total = -math.inf
+    for path in itertools.product(range(V), repeat=T):
+        collapsed = [s for i, s in enumerate(path) if s != blank and (i == 0 or s != path[i - 1])]
+        if collapsed == tokens:
+            total = float(torch.logaddexp(torch.tensor(total), sum(log_probs[t, s] for t, s in enumerate(path))))
+    return total
+
+
+def test_ctc_log_likelihoods_are_the_sum_over_every_path():
+    model = random_model(0, "stateless", False, vocab_size=3, ctc_weight=0.5)
+    enc = encoder_output(1, model, frames=6)[0]
+    hyps = [Hypothesis(tokens, []) for tokens in ([], [1], [2, 1], [1, 1], [1, 2, 1], [1, 1, 1])]
+    got = ctc_log_likelihoods(model, enc, 5, hyps)  # the utterance's first 5 frames
+    with torch.no_grad():
+        log_probs = torch.log_softmax(model.ctc(enc[:5]).double(), dim=-1)
+    for hyp, value in zip(hyps, got.tolist()):
+        assert value == pytest.approx(enumerated_log_likelihood(log_probs, hyp.tokens), abs=1e-4), hyp.tokens
+    assert all(math.isfinite(value) for value in got.tolist())
+    # [1, 1, 1] needs a blank between repeats, 1 _ 1 _ 1: 5 frames; in 4 no path collapses to it
+    assert ctc_log_likelihoods(model, enc, 4, hyps[5:]).tolist() == [-math.inf]
+
+
+def test_rescoring_adds_the_weighted_likelihood_and_sorts_again():
+    model = random_model(2, "stateless", False, vocab_size=3, ctc_weight=0.5)
+    enc = encoder_output(3, model, frames=6, batch=2)
+    enc_lens = torch.tensor([6, 4])
+    nbests = [[Hypothesis([1, 2], [], -1.0), Hypothesis([2], [], -1.5), Hypothesis([1, 1], [], -2.0)],
+              [Hypothesis([2, 2], [], -0.5), Hypothesis([], [], -3.0)]]
+    assert ctc_rescored(model, enc, enc_lens, nbests, 0.0) is nbests
+    rescored = ctc_rescored(model, enc, enc_lens, nbests, 0.7)
+    for b, nbest in enumerate(nbests):
+        likelihoods = ctc_log_likelihoods(model, enc[b], int(enc_lens[b]), nbest).tolist()
+        want = sorted(((h.score + 0.7 * ll, h.tokens) for h, ll in zip(nbest, likelihoods)), reverse=True)
+        assert [(pytest.approx(h.score), h.tokens) for h in rescored[b]] == want
+    assert [h.score for h in nbests[0]] == [-1.0, -1.5, -2.0]  # the search's own hypotheses stay as they were
+    with pytest.raises(ValueError, match="needs a CTC head"):
+        ctc_rescored(random_model(2, "stateless", False), enc, enc_lens, nbests, 0.7)
+
+
+def test_search_rescores_a_transducers_nbest_by_the_options_weight():
+    model = random_model(4, "lstm", True, vocab_size=4, ctc_weight=0.5)
+    enc = encoder_output(5, model, frames=7, batch=3)
+    enc_lens = torch.tensor([7, 5, 3])
+    plain = search(model, enc, enc_lens, "modified_beam", SearchOptions(beam=4))
+    rescored = search(model, enc, enc_lens, "modified_beam", SearchOptions(beam=4, ctc_weight=2.0))
+    assert rescored == ctc_rescored(model, enc, enc_lens, plain, 2.0)
+    assert [[h.tokens for h in n] for n in rescored] != [[h.tokens for h in n] for n in plain]  # it reorders
+    with pytest.raises(ValueError, match="CTC rescoring"):
+        search(model, enc, enc_lens, "ctc_prefix_beam", SearchOptions(beam=4, ctc_weight=1.0))
+
+
+def test_the_weight_travels_with_the_methods_yaml(tmp_path):
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text("\\data\\\nngram 1=1\n\n\\1-grams:\n-1.0\t</s>\n\n\\end\\\n")
+    config = FusionConfig(str(arpa), "units", 0.5, 1.0, 8, "dev", ctc_weight=0.4)
+    write_fusion_config(str(tmp_path / "modified_beam_lm.yaml"), config)
+    assert read_fusion_config(str(tmp_path / "modified_beam_lm.yaml")) == config
+    write_fusion_config(str(tmp_path / "plain.yaml"), FusionConfig(str(arpa), "units", 0.5, 1.0, 8))
+    assert "ctc_weight" not in (tmp_path / "plain.yaml").read_text()  # as the yaml of an earlier version
+    assert read_fusion_config(str(tmp_path / "plain.yaml")).ctc_weight == 0.0
