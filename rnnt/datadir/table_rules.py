@@ -74,7 +74,9 @@ def check_table(
     fix_format = FIX_DIR.format(dir=os.path.dirname(path) or ".")
     table: dict[str, Line] = {}
     previous: Line | None = None
+    last = 1
     for line in read_lines(path):
+        last = line.number
         text = line.text
         if text.endswith("\r"):
             problems.add(line.where, "Windows (CRLF) line end", f"sed -i 's/\\r$//' {path}", f"{name} CRLF")
@@ -109,6 +111,8 @@ def check_table(
             )
         table[key] = clean
         previous = clean
+    if not ends_with_newline(path):  # Kaldi's check_sorted_and_uniq refuses it in every table
+        problems.add(f"{path}:{last}", "the last line has no newline", f"echo >> {path}", f"{name} newline")
     return table
 
 
@@ -165,9 +169,9 @@ def check_speakers(utt2spk: dict[str, Line], spk2utt: dict[str, Line], data_dir:
                      "spk2utt order")
 
 
-def check_text(path: str, text: dict[str, Line], problems: Problems, non_print: bool = False) -> None:
-    """Kaldi's text rules: printable (unless non_print), no whitespace but space and TAB, a final newline,
-    no <s>, </s> or #0."""
+def check_text(text: dict[str, Line], problems: Problems, non_print: bool = False) -> None:
+    """Kaldi's text rules: printable (unless non_print), no whitespace but space and TAB, no <s>, </s> or #0
+    (the final newline, as in every table: check_table)."""
     for line in text.values():
         if not non_print and not is_printable_text(line.text):
             problems.add(
@@ -180,9 +184,6 @@ def check_text(path: str, text: dict[str, Line], problems: Problems, non_print: 
                          "text whitespace")
         for word in RESERVED.findall(line.text):
             problems.add(line.where, f"reserved symbol '{word}' in a transcript", "remove or rename it", "reserved")
-    if not ends_with_newline(path):
-        last = max((line.number for line in text.values()), default=1)
-        problems.add(f"{path}:{last}", "the last line has no newline", f"echo >> {path}", "text newline")
 
 
 def ends_with_newline(path: str) -> bool:

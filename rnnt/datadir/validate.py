@@ -46,7 +46,7 @@ def validate_data_dir(data_dir: str, no_feats: bool = False, no_text: bool = Fal
     if not no_text:
         text_path = os.path.join(data_dir, "text")
         text = check_table(text_path, problems, 1)
-        check_text(text_path, text, problems, non_print)
+        check_text(text, problems, non_print)
         check_same_keys(utt2spk, "utt2spk", text, text_path, problems, "utterance")
     check_optional_tables(data_dir, utt2spk, spk2utt, segments, problems)
     return problems.summary()

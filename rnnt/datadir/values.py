@@ -14,7 +14,7 @@ def is_positive_number(value: str) -> bool:
 
 
 def is_positive_integer(value: str) -> bool:
-    return value.isdigit() and int(value) > 0
+    return value.isascii() and value.isdigit() and int(value) > 0  # "²" is a digit to isdigit, not to int
 
 
 def is_warp_factor(value: str) -> bool:

@@ -26,8 +26,9 @@ def check_lengths(targets, logit_lengths, target_lengths, batch: int | None = No
                          f"{tuple(targets.shape)}, {tuple(logit_lengths.shape)}, {tuple(target_lengths.shape)}")
     B = targets.shape[0]
     if logit_lengths.shape[0] != B or target_lengths.shape[0] != B or (batch is not None and batch != B):
+        logits = f", logits {batch}" if batch is not None else ""
         raise ValueError(f"batch sizes differ: targets {B}, logit_lengths {logit_lengths.shape[0]}, "
-                         f"target_lengths {target_lengths.shape[0]}" + (f", logits {batch}" if batch else ""))
+                         f"target_lengths {target_lengths.shape[0]}{logits}")
     if B == 0:
         raise ValueError("empty batch")
     require(logit_lengths.min() >= 1, "logit_lengths must be >= 1",
