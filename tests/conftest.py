@@ -41,6 +41,20 @@ def librispeech_utterances(test_data: Path) -> list[tuple[str, str, str]]:
     return sorted(rows)
 
 
+@pytest.fixture(scope="session")
+def short_fbanks(test_data: Path) -> list:
+    """80-bin Kaldi fbank (no dither) of the first 0.61, 0.93 and 0.37 s of three LibriSpeech samples: 59, 91
+    and 35 frames of 10 ms, a ragged batch of real speech."""
+    from rnnt.data.audio import load_audio, to_mono
+    from rnnt.data.features import fbank
+
+    out = []
+    for (_, flac, _), seconds in zip(librispeech_utterances(test_data), (0.61, 0.93, 0.37)):
+        waveform, rate = load_audio(flac, 0.0, seconds)
+        out.append(fbank(to_mono(waveform), rate, "kaldi", 80, dither=0.0))
+    return out
+
+
 @pytest.fixture
 def librispeech_dir(tmp_path: Path, test_data: Path) -> Path:
     """A Kaldi data dir (wav.scp, text, utt2spk, spk2utt, utt2dur) of the LibriSpeech samples.
