@@ -63,6 +63,13 @@ def odd_whitespace(text: str) -> str | None:
     return None
 
 
+def field_counts(min_fields: int, max_fields: int | None) -> str:
+    """The field counts a table's lines may have, in words: 2, at least 2, 2 to 4."""
+    if max_fields == min_fields:
+        return f"{min_fields}"
+    return f"at least {min_fields}" if max_fields is None else f"{min_fields} to {max_fields}"
+
+
 def check_table(
     path: str, problems: Problems, min_fields: int = 2, max_fields: int | None = None
 ) -> dict[str, Line]:
@@ -87,11 +94,8 @@ def check_table(
         clean = Line(line.path, line.number, text)
         fields = clean.fields
         if len(fields) < min_fields or (max_fields is not None and len(fields) > max_fields):
-            want = f"{min_fields}" if max_fields == min_fields else f"at least {min_fields}"
-            if max_fields not in (None, min_fields):
-                want = f"{min_fields} to {max_fields}"
-            problems.add(clean.where, f"has {len(fields)} fields, expected {want}", "correct the line",
-                         f"{name} fields")
+            problems.add(clean.where, f"has {len(fields)} fields, expected {field_counts(min_fields, max_fields)}",
+                         "correct the line", f"{name} fields")
             continue
         key = clean.key
         if key in table:
