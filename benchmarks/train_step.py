@@ -188,6 +188,9 @@ def main() -> int:
     parser.add_argument("--device", default="cpu", help="cpu (default) or a CUDA device such as cuda")
     parser.add_argument("--batch-scale", type=int, default=1,
                         help="multiplies every configuration's batch (a GPU needs more than a CPU to be busy)")
+    parser.add_argument("--configs", nargs="+", choices=list(CONFIGS), default=list(CONFIGS), metavar="NAME",
+                        help="the configurations to run (default all: " + "; ".join(CONFIGS) + "); the StackTime "
+                        "comparison runs for the small and mlperf full-loss ones among them")
     args = parser.parse_args()
     global DEVICE
     DEVICE = torch.device(args.device)
@@ -204,14 +207,17 @@ def main() -> int:
           "model FLOP/s vs matmul |")
     print("|---|---|---|---|---|---|---|---|")
     configs = {name: (config, B * args.batch_scale, seconds, U, V)
-               for name, (config, B, seconds, U, V) in CONFIGS.items()}
+               for name, (config, B, seconds, U, V) in CONFIGS.items() if name in args.configs}
     for name, (config, B, seconds, U, V) in configs.items():
         row, fp32_step, _ = measure(name, config, B, seconds, U, V, args.runs, flops)
         print(row, flush=True)
         print(measure(name, config, B, seconds, U, V, args.runs, bf16_flops, bf16=True, fp32_step=fp32_step)[0],
               flush=True)
+    stack_time_configs = [name for name in ("small (full loss)", "mlperf (full loss)") if name in configs]
+    if not stack_time_configs:
+        return 0
     results = {}
-    for name in ("small (full loss)", "mlperf (full loss)"):
+    for name in stack_time_configs:
         base, B, seconds, U, V = configs[name]
         for factor in (2, 8):
             config = dataclasses.replace(base, encoder=dataclasses.replace(base.encoder, stack_time=factor))
@@ -231,7 +237,7 @@ def main() -> int:
     print("| config | step, factor 2 -> 8 (s) | before StackTime | first layer after, 2 -> 8 | optimiser, 2 -> 8 | "
           "rest, 2 -> 8 | speed-up | with the rest / 4 | with the rest free |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for name in ("small (full loss)", "mlperf (full loss)"):
+    for name in stack_time_configs:
         (t2, parts2), (t8, parts8) = results[name, 2], results[name, 8]
         before = min(parts2["before StackTime"], parts8["before StackTime"])
         first2, first8 = parts2["first after"], parts8["first after"]

@@ -1,9 +1,11 @@
 """The joint network's output layer and the transducer loss in one autograd function.
 
-logits[b, t, u] = W @ act(enc[b, t] + pred[b, u]) + bias never exists as a whole: forward walks each
-utterance's lattice in chunks of frames, keeping per cell only the blank and label log-probs; backward
-recomputes each chunk's logits to form the gradients of enc, pred, W and bias. Memory grows with the
-lattice (B, T, U+1), not with the vocabulary, beyond one chunk. Padding cells are never computed.
+logits[b, t, u] = W @ act(enc[b, t] + pred[b, u]) + bias never exists as a whole: forward walks the
+lattice in blocks (utterances of similar lengths, cut into frames), keeping per cell only the blank and
+label log-probs and the log-normaliser; backward recomputes each block's logits to form the gradients of
+enc, pred, W and bias. Memory grows with the lattice (B, T, U+1), not with the vocabulary, beyond one
+block. A block pads its utterances to the longest, computing and masking out at most a quarter more
+cells than its utterances' own.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import torch
 from rnnt.loss.checks import check_inside, check_lengths, check_one_symbol_per_frame, check_reduction, check_symbols
 from rnnt.loss.emission_timing import timed_lattice_loss
 from rnnt.loss.logits_loss import (
-    CHUNK_ELEMENTS,
     accumulation_dtype,
+    chunk_elements_on,
     per_utterance_scale,
     reduce_losses,
     softmax_times_occupancy_,
@@ -35,21 +37,48 @@ def _activation_grad(hidden: torch.Tensor, grad: torch.Tensor, activation: str) 
     return grad.mul_(hidden > 0)
 
 
-def _chunk(enc, pred, weight, bias, targets, b: int, t0: int, t1: int, U_b: int, activation: str):
-    """Hidden (frames, U_b+1, H) and logits (frames, U_b+1, V) of one block, and the label index of each
-    cell's label arc (frames, U_b, 1)."""
-    hidden = _activate(enc[b, t0:t1, None, :] + pred[b, None, : U_b + 1, :], activation)
+MAX_PADDING = 1.25  # utterances share a block while its cells are at most this many times their own
+
+
+def _blocks(logit_lengths, target_lengths, width: int, chunk_elements: int):
+    """(b0, b1, t0, t1, U1) blocks: consecutive utterances of similar lengths, padded to the longest's
+    frames and U1 = U+1, cut into frames so that each holds about chunk_elements logits. Grouping short
+    utterances keeps the launches per step few; the padding bound keeps the wasted products few."""
+    lengths = list(zip(logit_lengths.tolist(), target_lengths.tolist()))
+    b0 = 0
+    while b0 < len(lengths):
+        b1, T, U1, cells = b0 + 1, lengths[b0][0], lengths[b0][1] + 1, lengths[b0][0] * (lengths[b0][1] + 1)
+        while b1 < len(lengths):
+            T_next, U1_next = max(T, lengths[b1][0]), max(U1, lengths[b1][1] + 1)
+            cells_next = cells + lengths[b1][0] * (lengths[b1][1] + 1)
+            padded = (b1 + 1 - b0) * T_next * U1_next
+            if padded > MAX_PADDING * cells_next or (b1 + 1 - b0) * U1_next * width > chunk_elements:
+                break
+            b1, T, U1, cells = b1 + 1, T_next, U1_next, cells_next
+        frames = max(1, chunk_elements // ((b1 - b0) * U1 * width))
+        for t0 in range(0, T, frames):
+            yield b0, b1, t0, min(t0 + frames, T), U1
+        b0 = b1
+
+
+def _block(enc, pred, weight, bias, targets, block, activation: str):
+    """Hidden (n, frames, U1, H) and logits (n, frames, U1, V) of one block, and the label index of
+    each cell's label arc (n, frames, U1-1, 1), any index inside the vocabulary where there is no arc."""
+    b0, b1, t0, t1, U1 = block
+    hidden = _activate(enc[b0:b1, t0:t1, None, :] + pred[b0:b1, None, :U1, :], activation)
     logits = torch.nn.functional.linear(hidden, weight, bias)
-    labels = targets[b, :U_b].long()[None, :, None].expand(t1 - t0, U_b, 1)
-    return hidden, logits, labels
+    labels = targets[b0:b1, None, : U1 - 1, None].long().clamp(0, weight.shape[0] - 1)
+    return hidden, logits, labels.expand(b1 - b0, t1 - t0, U1 - 1, 1)
 
 
-def _chunks(logit_lengths, target_lengths, width: int, chunk_elements: int):
-    """(b, t0, t1, U_b) blocks of whole frames of one utterance, about chunk_elements logits each."""
-    for b, (T_b, U_b) in enumerate(zip(logit_lengths.tolist(), target_lengths.tolist())):
-        frames = max(1, chunk_elements // ((U_b + 1) * width))
-        for t0 in range(0, T_b, frames):
-            yield b, t0, min(t0 + frames, T_b), U_b
+def _cell_masks(logit_lengths, target_lengths, block):
+    """Which cells of a block are the utterances' own (blank arcs) and which have a label arc."""
+    b0, b1, t0, t1, U1 = block
+    t = torch.arange(t0, t1, device=logit_lengths.device)[None, :, None]
+    u = torch.arange(U1, device=logit_lengths.device)[None, None, :]
+    U_b = target_lengths[b0:b1, None, None]
+    inside = (t < logit_lengths[b0:b1, None, None]) & (u <= U_b)
+    return inside, inside & (u < U_b)
 
 
 class _FusedJoinerLoss(torch.autograd.Function):
@@ -57,53 +86,56 @@ class _FusedJoinerLoss(torch.autograd.Function):
     def forward(ctx, enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank, activation,
                 reduction, chunk_elements, options):
         B, T, _ = enc.shape
-        U1 = pred.shape[1]
         acc = accumulation_dtype(enc.dtype)
-        blank_lp = torch.full((B, T, U1), float("-inf"), dtype=acc, device=enc.device)
+        blank_lp = torch.full((B, T, pred.shape[1]), float("-inf"), dtype=acc, device=enc.device)
         label_lp = torch.full_like(blank_lp, float("-inf"))
-        width = max(weight.shape)
+        lse_cells = torch.zeros_like(blank_lp)
+        blocks = list(_blocks(logit_lengths, target_lengths, max(weight.shape), chunk_elements))
         with torch.no_grad():
-            for b, t0, t1, U_b in _chunks(logit_lengths, target_lengths, width, chunk_elements):
-                _, logits, labels = _chunk(enc, pred, weight, bias, targets, b, t0, t1, U_b, activation)
+            for block in blocks:
+                b0, b1, t0, t1, U1 = block
+                _, logits, labels = _block(enc, pred, weight, bias, targets, block, activation)
                 logits = logits.to(acc)
                 lse = torch.logsumexp(logits, dim=-1)
-                blank_lp[b, t0:t1, : U_b + 1] = logits[..., blank] - lse
-                if U_b > 0:
-                    label_lp[b, t0:t1, :U_b] = logits[:, :U_b].gather(2, labels).squeeze(2) - lse[:, :U_b]
+                lse_cells[b0:b1, t0:t1, :U1] = lse
+                inside, has_label = _cell_masks(logit_lengths, target_lengths, block)
+                blank_lp[b0:b1, t0:t1, :U1] = (logits[..., blank] - lse).masked_fill_(~inside, float("-inf"))
+                if U1 > 1:
+                    label = logits[:, :, : U1 - 1].gather(3, labels).squeeze(3) - lse[:, :, : U1 - 1]
+                    label_lp[b0:b1, t0:t1, : U1 - 1] = label.masked_fill_(~has_label[:, :, :-1], float("-inf"))
         losses, gamma_blank, gamma_label = timed_lattice_loss(blank_lp, label_lp, logit_lengths, target_lengths,
                                                               options)
-        ctx.save_for_backward(enc, pred, weight, bias, targets, logit_lengths, target_lengths, gamma_blank, gamma_label)
-        ctx.config = (blank, activation, reduction, chunk_elements)
+        ctx.save_for_backward(enc, pred, weight, bias, targets, gamma_blank, gamma_label, lse_cells)
+        ctx.config = (blank, activation, reduction, blocks)
         return reduce_losses(losses.to(enc.dtype), reduction)
 
     @staticmethod
     def backward(ctx, grad_output):
-        enc, pred, weight, bias, targets, logit_lengths, target_lengths, gamma_blank, gamma_label = ctx.saved_tensors
-        blank, activation, reduction, chunk_elements = ctx.config
+        enc, pred, weight, bias, targets, gamma_blank, gamma_label, lse_cells = ctx.saved_tensors
+        blank, activation, reduction, blocks = ctx.config
         scale = per_utterance_scale(grad_output.to(gamma_blank.dtype), reduction, enc.shape[0])
         gamma_blank = gamma_blank * scale[:, None, None]
         gamma_label = gamma_label * scale[:, None, None]
         grad_enc, grad_pred = torch.zeros_like(enc), torch.zeros_like(pred)
         grad_weight = torch.zeros_like(weight)
         grad_bias = torch.zeros_like(bias) if bias is not None else None
-        width = max(weight.shape)
-        for b, t0, t1, U_b in _chunks(logit_lengths, target_lengths, width, chunk_elements):
-            hidden, logits, labels = _chunk(enc, pred, weight, bias, targets, b, t0, t1, U_b, activation)
-            g_blank, g_label = gamma_blank[b, t0:t1, : U_b + 1], gamma_label[b, t0:t1, : U_b + 1]
+        for block in blocks:
+            b0, b1, t0, t1, U1 = block
+            hidden, logits, labels = _block(enc, pred, weight, bias, targets, block, activation)
+            g_blank, g_label = gamma_blank[b0:b1, t0:t1, :U1], gamma_label[b0:b1, t0:t1, :U1]
             logits = logits.to(g_blank.dtype)
-            grad = softmax_times_occupancy_(torch.empty_like(logits), logits, torch.logsumexp(logits, dim=-1),
-                                            g_blank + g_label)
+            grad = softmax_times_occupancy_(logits, logits, lse_cells[b0:b1, t0:t1, :U1], g_blank + g_label)
             grad[..., blank] -= g_blank
-            if U_b > 0:
-                grad[:, :U_b].scatter_add_(2, labels, -g_label[:, :U_b, None])
+            if U1 > 1:
+                grad[:, :, : U1 - 1].scatter_add_(3, labels, -g_label[:, :, : U1 - 1, None])
             grad = grad.to(enc.dtype)
             flat_grad, flat_hidden = grad.reshape(-1, grad.shape[-1]), hidden.reshape(-1, hidden.shape[-1])
             grad_weight.addmm_(flat_grad.t(), flat_hidden)
             if grad_bias is not None:
                 grad_bias += flat_grad.sum(0)
             grad_pre = _activation_grad(hidden, grad @ weight, activation)
-            grad_enc[b, t0:t1] += grad_pre.sum(1)
-            grad_pred[b, : U_b + 1] += grad_pre.sum(0)
+            grad_enc[b0:b1, t0:t1] += grad_pre.sum(2)
+            grad_pred[b0:b1, :U1] += grad_pre.sum(1)
         return (grad_enc, grad_pred, grad_weight, grad_bias) + (None,) * 8
 
 
@@ -139,7 +171,7 @@ def fused_joiner_loss(
     *,
     activation: str = "tanh",
     reduction: str = "mean",
-    chunk_elements: int = CHUNK_ELEMENTS,
+    chunk_elements: int | None = None,
     options: LatticeOptions | None = None,
     **lattice,
 ) -> torch.Tensor:
@@ -160,6 +192,7 @@ def fused_joiner_loss(
     dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else enc.dtype
     enc, pred, weight = enc.to(dtype), pred.to(dtype), weight.to(dtype)
     bias = bias.to(dtype) if bias is not None else None
+    chunk_elements = chunk_elements or chunk_elements_on(enc.device)
     with torch.autocast(device, enabled=False):
         return _FusedJoinerLoss.apply(enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank,
                                       activation, reduction, chunk_elements, options)

@@ -22,7 +22,7 @@ def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def chunk_elements(device: torch.device) -> int:
+def chunk_elements_on(device: torch.device) -> int:
     return CUDA_CHUNK_ELEMENTS if device.type == "cuda" else CHUNK_ELEMENTS
 
 
@@ -35,7 +35,7 @@ def row_chunks(n_rows: int, vocab: int, chunk_elements: int):
 def row_log_normaliser(rows: torch.Tensor, acc: torch.dtype) -> torch.Tensor:
     """logsumexp over the vocabulary of every row, in chunks, accumulated in acc."""
     lse = torch.empty(rows.shape[0], dtype=acc, device=rows.device)
-    for i, j in row_chunks(rows.shape[0], rows.shape[1], chunk_elements(rows.device)):
+    for i, j in row_chunks(rows.shape[0], rows.shape[1], chunk_elements_on(rows.device)):
         lse[i:j] = torch.logsumexp(rows[i:j].to(acc), dim=1)
     return lse
 
@@ -89,7 +89,7 @@ def logits_gradient(rows, lse, labels, batch, utterance_scale, blank, gamma_blan
     """
     acc = lse.dtype
     grad = rows if in_place else torch.empty_like(rows)
-    for i, j in row_chunks(rows.shape[0], rows.shape[1], chunk_elements(rows.device)):
+    for i, j in row_chunks(rows.shape[0], rows.shape[1], chunk_elements_on(rows.device)):
         g = grad[i:j] if grad.dtype == acc else torch.empty((j - i, rows.shape[1]), dtype=acc, device=rows.device)
         scale = utterance_scale[batch[i:j]]
         blank_post, label_post = gamma_blank[i:j] * scale, gamma_label[i:j] * scale

@@ -143,7 +143,7 @@ def test_chunked_normaliser_covers_many_chunks(monkeypatch):
     whole = transducer_loss(logits, targets, T_b, U_b, reduction="sum")
     g_whole = grads(whole, logits)
     monkeypatch.setattr(module, "CHUNK_ELEMENTS", 30)  # 2 rows a chunk
-    assert len(list(module.row_chunks(logits[..., 0].numel(), 11, module.chunk_elements(logits.device)))) == 28
+    assert len(list(module.row_chunks(logits[..., 0].numel(), 11, module.chunk_elements_on(logits.device)))) == 28
     chunked = transducer_loss(logits, targets, T_b, U_b, reduction="sum")
     torch.testing.assert_close(chunked, whole)
     torch.testing.assert_close(grads(chunked, logits), g_whole)

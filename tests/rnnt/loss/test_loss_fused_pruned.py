@@ -24,6 +24,36 @@ def test_fused_equals_unfused(activation, one_sym, chunk):
         torch.testing.assert_close(a, b)
 
 
+def test_blocks_group_similar_utterances_and_cover_every_cell():
+    from rnnt.loss.fused_joiner import _blocks
+
+    T_b, U_b = torch.tensor([10, 9, 9, 3, 12]), torch.tensor([4, 4, 3, 1, 2])
+    blocks = list(_blocks(T_b, U_b, width=8, chunk_elements=3 * 5 * 8 * 4))
+    groups = sorted({(b0, b1) for b0, b1, *_ in blocks})
+    assert groups == [(0, 3), (3, 4), (4, 5)]  # the first three within the padding bound, then alone
+    for b, (T, U) in enumerate(zip(T_b.tolist(), U_b.tolist())):  # every frame of every utterance, once
+        frames = sorted(t for b0, b1, t0, t1, U1 in blocks if b0 <= b < b1 and U1 > U for t in range(t0, t1))
+        assert frames[:T] == list(range(T))
+    assert all((b1 - b0) * (t1 - t0) * U1 * 8 <= 3 * 5 * 8 * 4 for b0, b1, t0, t1, U1 in blocks)
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_fused_blocks_of_ragged_utterances_equal_unfused(backend):
+    """Utterances of nearly equal lengths share blocks; their padding cells (labels past the end set to
+    -1, outside the vocabulary) take no part in the loss or the gradients, with every regulariser on."""
+    enc, pred, weight, bias, targets, _, _ = joiner_inputs(4, 9, 5, 8, 11, seed=6)
+    T_b, U_b = torch.tensor([9, 8, 9, 7]), torch.tensor([5, 5, 4, 0])
+    targets = targets.masked_fill(torch.arange(5) >= U_b[:, None], -1)
+    params = (enc, pred, weight, bias)
+    options = dict(fastemit_lambda=0.01, delay_penalty=0.02, backend=backend)
+    plain = transducer_loss(joiner_logits(*params), targets.clamp(min=0), T_b, U_b, reduction="sum", **options)
+    fused = fused_joiner_loss(*params, targets, T_b, U_b, reduction="sum", chunk_elements=2 * 9 * 6 * 11,
+                              **options)
+    torch.testing.assert_close(fused, plain)
+    for a, b in zip(torch.autograd.grad(fused, params), torch.autograd.grad(plain, params)):
+        torch.testing.assert_close(a, b)
+
+
 def test_fused_gradcheck_and_no_bias():
     enc, pred, weight, _, targets, T_b, U_b = joiner_inputs(2, 3, 2, 3, 5, seed=2)
     assert torch.autograd.gradcheck(

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Fused joiner + loss by chunk size: forward + backward time of fused_joiner_loss at each --chunks size
+(logits elements evaluated at once), then the kernels of one step at the default size under the PyTorch
+profiler, sorted by device time. Float32, the joiner tanh + Linear(512 -> V), as benchmarks/loss.py.
+
+On a GPU the fused loss is bound by how many chunks it cuts (each a handful of launches) until a chunk
+fills the device; this shows where that happens and what the rest of the step's time is.
+Prints a markdown table, then the profiler's table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from loss import HIDDEN, SHAPES  # noqa: E402
+
+
+def timed_steps(step, runs: int, sync) -> list[float]:
+    step()
+    times = []
+    for _ in range(runs):
+        sync()
+        start = time.perf_counter()
+        step()
+        sync()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def fused_step(B, T, U, V, device, chunk_elements):
+    import torch
+
+    from rnnt.loss import fused_joiner_loss
+
+    torch.manual_seed(0)
+    enc = torch.randn(B, T, HIDDEN, device=device, requires_grad=True)
+    pred = torch.randn(B, U + 1, HIDDEN, device=device, requires_grad=True)
+    joiner = torch.nn.Linear(HIDDEN, V).to(device)
+    targets = torch.randint(1, V, (B, U), device=device)
+    lengths = torch.full((B,), T, device=device), torch.full((B,), U, device=device)
+
+    def step():
+        enc.grad = pred.grad = None
+        joiner.zero_grad(set_to_none=True)
+        fused_joiner_loss(enc, pred, joiner.weight, joiner.bias, targets, *lengths,
+                          chunk_elements=chunk_elements).backward()
+
+    return step
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
+    parser.add_argument("--chunks", nargs="+", type=int, default=[1 << 20, 1 << 22, 1 << 23, 1 << 24, 1 << 25],
+                        help="logits elements a chunk (default 1M 4M 8M 16M 32M)")
+    parser.add_argument("--runs", type=int, default=5, help="timed steps per size (median)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--no-profile", action="store_true", help="leave out the profiler's table")
+    args = parser.parse_args()
+    import torch
+
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
+    print("| shape | chunk (M elements) | time (s) median [min-max] |\n|---|---|---|")
+    for shape in args.shapes:
+        for chunk in args.chunks:
+            times = timed_steps(fused_step(*SHAPES[shape], args.device, chunk), args.runs, sync)
+            spread = f"{statistics.median(times):.4f} [{min(times):.4f}-{max(times):.4f}]"
+            print(f"| {shape} | {chunk / 2**20:g} | {spread} |", flush=True)
+    if not args.no_profile:
+        print(profile_table(fused_step(*SHAPES[args.shapes[-1]], args.device, None), args.device, sync))
+    return 0
+
+
+def profile_table(step, device: str, sync) -> str:
+    """The profiler's table of one step after a warm-up, by device time on a GPU."""
+    import torch
+
+    step()
+    sync()
+    on_gpu = device.startswith("cuda")
+    activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if on_gpu else [])
+    with torch.profiler.profile(activities=activities) as profile:
+        step()
+        sync()
+    return profile.key_averages().table(sort_by="cuda_time_total" if on_gpu else "cpu_time_total", row_limit=15)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
