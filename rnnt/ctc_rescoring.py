@@ -27,20 +27,28 @@ def ctc_log_likelihoods(model, enc: torch.Tensor, enc_len: int, hyps: list[Hypot
     return -nll
 
 
+def rescored(nbests: list[list[Hypothesis]], log_likelihoods: list, weight: float) -> list[list[Hypothesis]]:
+    """Each n-best with weight x its hypotheses' CTC log-likelihoods (one sequence of numbers per n-best)
+    added to their scores, best first again."""
+    rescored_nbests = []
+    for nbest, likelihoods in zip(nbests, log_likelihoods):
+        hyps = [dataclasses.replace(hyp, score=hyp.score + weight * float(ll)) for hyp, ll in zip(nbest, likelihoods)]
+        rescored_nbests.append(sorted(hyps, key=lambda hyp: hyp.score, reverse=True))
+    return rescored_nbests
+
+
+def check_ctc_head(model) -> None:
+    if model.ctc is None:
+        raise ValueError("CTC rescoring needs a CTC head; this model has none (train with loss.ctc_weight > 0)")
+
+
 def ctc_rescored(model, enc: torch.Tensor, enc_lens: torch.Tensor, nbests: list[list[Hypothesis]],
                  weight: float) -> list[list[Hypothesis]]:
     """Each utterance's n-best with weight x its CTC log-likelihood added to every score, best first again
     (unchanged at weight 0)."""
     if not weight:
         return nbests
-    if model.ctc is None:
-        raise ValueError("CTC rescoring needs a CTC head; this model has none (train with loss.ctc_weight > 0)")
-    rescored = []
-    for b, nbest in enumerate(nbests):
-        if not nbest:
-            rescored.append(nbest)
-            continue
-        gains = ctc_log_likelihoods(model, enc[b], int(enc_lens[b]), nbest) * weight
-        hyps = [dataclasses.replace(hyp, score=hyp.score + float(gain)) for hyp, gain in zip(nbest, gains)]
-        rescored.append(sorted(hyps, key=lambda hyp: hyp.score, reverse=True))
-    return rescored
+    check_ctc_head(model)
+    likelihoods = [ctc_log_likelihoods(model, enc[b], int(enc_lens[b]), nbest) if nbest else []
+                   for b, nbest in enumerate(nbests)]
+    return rescored(nbests, likelihoods, weight)

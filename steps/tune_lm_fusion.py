@@ -19,7 +19,7 @@ import torch
 from rnnt.progress_bar import progress
 
 from rnnt.cli import ToolError, run_tool, tool_parser
-from rnnt.ctc_rescoring import ctc_rescored
+from rnnt.ctc_rescoring import check_ctc_head, ctc_log_likelihoods, rescored
 from rnnt.decode_results import reference_texts
 from rnnt.lm.fusion import OVER, FusionConfig, fusion_config_path, write_fusion_config
 from rnnt.scoring import score
@@ -108,22 +108,15 @@ def main() -> str:
     encoded = encode_all(model, decoding_pipeline(experiment, tokenizer, args.dev_list, args.batch_size), args.device)
     without_lm = args.method.rsplit("_", 1)[0]  # modified_beam_lodr -> modified_beam
 
-    def dev_wers(method: str, options: SearchOptions, ctc_weights: list[float]):
-        """The dev WER of each CTC rescoring weight, from one search."""
-        found = [(keys, enc, enc_lens, search(model, enc, enc_lens, method, options))
-                 for keys, enc, enc_lens in encoded]
-        return [score(refs, {key: tokenizer.text(nbest[0]) for keys, enc, enc_lens, nbests in found
-                             for key, nbest in zip(keys, ctc_rescored(model, enc, enc_lens, nbests, weight))})
-                for weight in ctc_weights]
-
-    rows = [(None, dev_wers(without_lm, SearchOptions(args.beam), [0.0])[0])]
+    dev = DevSearches(model, tokenizer, refs, encoded)
+    rows = [(None, dev.wers(without_lm, SearchOptions(args.beam), [0.0])[0])]
     lodr_weights = args.lodr_weights if base.lodr_arpa else [0.0]
     ctc_weights = args.ctc_weights if METHODS[args.method].head == "transducer" and model.ctc is not None else [0.0]
     grid = [dataclasses.replace(base, weight=w, length_bonus=b, lodr_weight=lw)
             for w in args.weights for b in args.bonuses for lw in lodr_weights]
     for point in progress(grid, desc="LM weights", unit="point"):
         point.weigh(fusion)
-        reports = dev_wers(args.method, SearchOptions(args.beam, fusion=fusion), ctc_weights)
+        reports = dev.wers(args.method, SearchOptions(args.beam, fusion=fusion), ctc_weights)
         rows += [(dataclasses.replace(point, ctc_weight=cw), report) for cw, report in zip(ctc_weights, reports)]
     chosen, best = min(rows[1:], key=lambda row: (row[1].counts.wer, row[0].weight, row[0].lodr_weight,
                                                   row[0].ctc_weight))
@@ -134,6 +127,38 @@ def main() -> str:
     return (f"{config_path}: weight {chosen.weight}, length bonus {chosen.length_bonus}{lodr}{ctc}: dev "
             f"{best.wer_line} ({without_lm} without the LM: {rows[0][1].wer_line}); {len(rows) - 1} points tried, "
             f"{sum(len(keys) for keys, _, _ in encoded)} of {len(refs)} dev utterances decoded")
+
+
+class DevSearches:
+    """Searches of the encoded dev set, scored against refs, with the CTC log-likelihood of each hypothesis
+    computed once however many grid points find it."""
+
+    def __init__(self, model, tokenizer, refs: dict, encoded: list):
+        self.model, self.tokenizer, self.refs, self.encoded = model, tokenizer, refs, encoded
+        self.ctc_memo: dict = {}  # (utterance, labels) -> log P_CTC
+
+    def wers(self, method: str, options: SearchOptions, ctc_weights: list[float]) -> list:
+        """The dev WER report of each CTC rescoring weight, from one search."""
+        keys, nbests, likelihoods = [], [], []
+        for batch_keys, enc, enc_lens in self.encoded:
+            for b, (key, nbest) in enumerate(zip(batch_keys, search(self.model, enc, enc_lens, method, options))):
+                keys.append(key)
+                nbests.append(nbest)
+                likelihoods.append(ctc_scores(self.model, self.ctc_memo, key, enc[b], int(enc_lens[b]), nbest)
+                                   if any(ctc_weights) else [0.0] * len(nbest))
+        return [score(self.refs, {key: self.tokenizer.text(nbest[0])
+                                  for key, nbest in zip(keys, rescored(nbests, likelihoods, weight))})
+                for weight in ctc_weights]
+
+
+def ctc_scores(model, memo: dict, key: str, enc: torch.Tensor, enc_len: int, nbest: list) -> list[float]:
+    """log P_CTC of each hypothesis of one utterance's n-best, computing only those not in memo."""
+    missing = [hyp for hyp in nbest if (key, tuple(hyp.tokens)) not in memo]
+    if missing:
+        check_ctc_head(model)
+        for hyp, likelihood in zip(missing, ctc_log_likelihoods(model, enc, enc_len, missing).tolist()):
+            memo[key, tuple(hyp.tokens)] = likelihood
+    return [memo[key, tuple(hyp.tokens)] for hyp in nbest]
 
 
 def write_grid(path: str, rows: list) -> None:

@@ -83,6 +83,31 @@ def run_tool(*args: str | os.PathLike, stdin: str | None = None, check: bool = F
     return subprocess.run([str(a) for a in args], input=stdin, capture_output=True, text=True, check=check, cwd=ROOT)
 
 
+UTILS = ROOT / "utils"
+
+
+@pytest.fixture
+def speechocean_dir(tmp_path: Path, test_data: Path) -> Path:
+    """A writable copy of the real speechocean762 train dir: text, wav.scp, utt2spk, spk2utt, spk2gender, spk2age
+    (tab-separated but for utt2spk and spk2utt; 2500 utterances, 125 speakers of 20 each, sorted)."""
+    d = tmp_path / "speechocean762"
+    d.mkdir()
+    for source in (test_data / "speechocean762" / "train").iterdir():  # the copies writable, unlike the originals
+        (d / source.name).write_bytes(source.read_bytes())
+    return d
+
+
+def keys(path: Path) -> list[str]:
+    """The first field of each non-blank line of a table file, in file order."""
+    return [line.split()[0] for line in path.read_text().splitlines() if line.strip()]
+
+
+def assert_valid(d: Path) -> None:
+    """utils/validate_data_dir.sh --no-feats accepts the dir."""
+    out = run_tool(UTILS / "validate_data_dir.sh", "--no-feats", d)
+    assert out.returncode == 0, out.stderr
+
+
 @pytest.fixture(scope="session")
 def yesno(tmp_path_factory, test_data) -> Path:
     """yesno as shards (train_yesno, test_yesno lists), a raw list of the first 5 training utterances,

@@ -51,9 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as error:
         print(f"combine_data.sh: {error}", file=sys.stderr)
         return 1
-    for src in args.sources:
-        for name in sorted(set(load_dir(src)) - set(merged)):
-            print(f"combine_data.sh: {name} is not in every source; left out", file=sys.stderr)
+    present = {name for src in args.sources for name in FIELDS if os.path.isfile(os.path.join(src, name))}
+    for name in sorted(present - set(merged)):  # each named once, the sources not read again
+        print(f"combine_data.sh: {name} is not in every source; left out", file=sys.stderr)
     write_dir(merged, set(merged["utt2spk"]), args.dest)
     print(f"combine_data.sh: {len(merged['utt2spk'])} utterances from {len(args.sources)} dirs into {args.dest}")
     return 0

@@ -1,5 +1,6 @@
 """Keeps (or, with --exclude, drops) the lines of a table whose key is in an id list: the lines of
-<in.scp> whose field FIELD (default 1) is a first field of <id-list>, in the order of <in.scp>.
+<in.scp> whose field FIELD (default 1) is a first field of <id-list>, in the order of <in.scp>. A line
+without that field is named on standard error (file and line) and left out, kept or not, and counted.
 
 Run as `utils/filter_scp.py [--exclude] [-f FIELD] <id-list> <in.scp>`; '-' reads standard input.
 """
@@ -19,20 +20,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("id_list")
     parser.add_argument("scp", nargs="?", default="-")
     args = parser.parse_args(argv)
+    if args.field < 1:
+        parser.error(f"-f {args.field}: fields are numbered from 1")
     try:
         ids = set(read_table(args.id_list))
         stream = sys.stdin if args.scp == "-" else open(args.scp, encoding="utf-8", errors="replace")
     except OSError as error:
         print(f"filter_scp.py: {error}", file=sys.stderr)
         return 1
+    short = 0
     with stream:
-        for line in stream:
+        for number, line in enumerate(stream, 1):
             fields = line.split()
             if not fields:
                 continue
-            key = fields[args.field - 1] if len(fields) >= args.field else None
-            if (key in ids) != args.exclude:
+            if len(fields) < args.field:  # neither in nor out of the list: skipped, named and counted
+                print(f"filter_scp.py: {args.scp}:{number}: {len(fields)} fields, no field {args.field}; skipped",
+                      file=sys.stderr)
+                short += 1
+                continue
+            if (fields[args.field - 1] in ids) != args.exclude:
                 sys.stdout.write(line if line.endswith("\n") else line + "\n")
+    if short:
+        print(f"filter_scp.py: {short} line(s) of {args.scp} without field {args.field} skipped", file=sys.stderr)
     return 0
 
 

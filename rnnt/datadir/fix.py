@@ -22,7 +22,8 @@ from rnnt.datadir.table import read_lines
 
 def fix_data_dir(data_dir: str, utt_extra: tuple[str, ...] = (), spk_extra: tuple[str, ...] = ()
                  ) -> tuple[int, int, Counter]:
-    """Rewrites the dir in place; returns (utterances before, after, reasons for dropping)."""
+    """Rewrites the dir in place; returns (utterances before, after, reasons for dropping). When no utterance
+    would remain, raises ValueError and leaves the dir as it was (the originals copied to .backup all the same)."""
     dropped: Counter = Counter()
     tables = load_dir(data_dir, dropped, (*utt_extra, *spk_extra))
     backup = os.path.join(data_dir, ".backup")
@@ -49,6 +50,9 @@ def fix_data_dir(data_dir: str, utt_extra: tuple[str, ...] = (), spk_extra: tupl
         if no_audio:
             dropped["recording not in wav.scp"] += len(no_audio)
             keep -= no_audio
+    if not keep:  # as Kaldi's fix_data_dir.sh: refuse, rather than leave an empty dir
+        reasons = ", ".join(f"{n} {why}" for why, n in sorted(dropped.items())) or "utt2spk is empty"
+        raise ValueError(f"{data_dir}: no utterances would remain ({reasons}); nothing changed")
     write_dir(tables, keep, data_dir, utt_extra, spk_extra)
     return before, len(keep), dropped
 
@@ -62,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         before, after, dropped = fix_data_dir(args.data_dir, tuple(args.utt_extra_files.split()),
                                               tuple(args.spk_extra_files.split()))
-    except FileNotFoundError as error:
+    except (FileNotFoundError, ValueError) as error:
         print(f"fix_data_dir.sh: {error}", file=sys.stderr)
         return 1
     reasons = ", ".join(f"{n} {why}" for why, n in sorted(dropped.items()) if n) or "nothing dropped"

@@ -13,11 +13,23 @@ def utt2spk_to_spk2utt(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]
     return spk2utt
 
 
+class RepeatedUtterance(ValueError):
+    """An utterance listed twice in spk2utt; row is the index of the row that lists it again."""
+
+    def __init__(self, message: str, row: int):
+        super().__init__(message)
+        self.row = row
+
+
 def spk2utt_to_utt2spk(rows: Iterable[tuple[str, list[str]]]) -> dict[str, str]:
-    """Expands '<spk> <utt>...' rows into one speaker per utterance."""
+    """Expands '<spk> <utt>...' rows into one speaker per utterance; an utterance listed twice is a
+    RepeatedUtterance (a ValueError)."""
     utt2spk: dict[str, str] = {}
-    for spk, utts in rows:
+    for row, (spk, utts) in enumerate(rows):
         for utt in utts:
+            if utt in utt2spk:
+                raise RepeatedUtterance(f"utterance '{utt}' is listed under speaker '{utt2spk[utt]}' and again under "
+                                        f"'{spk}'", row)
             utt2spk[utt] = spk
     return utt2spk
 
@@ -40,8 +52,12 @@ def _convert(argv: list[str] | None, prog: str, source: str, to_spk2utt: bool) -
                          f"utils/{prog} data/train/{source}", prog)
     parser.add_argument(source, nargs="?", default="-", help=f"{source} file; '-' or nothing: standard input")
     path = vars(parser.parse_args(argv))[source]
-    stream = sys.stdin if path == "-" else open(path, encoding="utf-8", errors="replace")
-    rows = []
+    try:
+        stream = sys.stdin if path == "-" else open(path, encoding="utf-8", errors="replace")
+    except OSError as error:
+        print(f"{prog}: {error}", file=sys.stderr)
+        return 1
+    rows, numbers = [], []
     with stream:
         for number, line in enumerate(stream, 1):
             fields = line.split()
@@ -52,10 +68,16 @@ def _convert(argv: list[str] | None, prog: str, source: str, to_spk2utt: bool) -
                       f"got '{line.rstrip()}'", file=sys.stderr)
                 return 1
             rows.append((fields[0], fields[1]) if to_spk2utt else (fields[0], fields[1:]))
+            numbers.append(number)
     if to_spk2utt:
         for spk, utts in utt2spk_to_spk2utt(rows).items():
             print(spk, " ".join(utts))
-    else:
-        for utt, spk in spk2utt_to_utt2spk(rows).items():
-            print(utt, spk)
+        return 0
+    try:
+        utt2spk = spk2utt_to_utt2spk(rows)
+    except RepeatedUtterance as error:
+        print(f"{prog}: {path}:{numbers[error.row]}: {error}", file=sys.stderr)
+        return 1
+    for utt, spk in utt2spk.items():
+        print(utt, spk)
     return 0

@@ -69,11 +69,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("scp")
     parser.add_argument("outputs", nargs="+")
     args = parser.parse_args(argv)
-    lines = [line for line in read_lines(args.scp) if line.text.strip()]
+    try:
+        lines = [line for line in read_lines(args.scp) if line.text.strip()]
+        utt2spk = read_table(args.utt2spk) if args.utt2spk else None
+    except OSError as error:
+        print(f"split_scp.py: {error}", file=sys.stderr)
+        return 1
     keys = [line.key for line in lines]
     groups = None
-    if args.utt2spk:
-        utt2spk = read_table(args.utt2spk)
+    if utt2spk is not None:
         unknown = [line for line in lines if line.key not in utt2spk]
         if unknown:
             print(f"split_scp.py: {unknown[0].where}: utterance '{unknown[0].key}' is not in {args.utt2spk}",

@@ -18,6 +18,8 @@ from rnnt.datadir.table import read_table
 def choose(utts: list[str], n: int, how: str, seed: int = 0) -> list[str]:
     """Picks n of the sorted utterances: 'first', 'last', 'random', or 'spread' (evenly
     spaced, the utterances Kaldi's subset_data_dir.sh N picks)."""
+    if n < 0:
+        raise ValueError(f"asked for {n} utterances; the number must be 0 or more")
     if n > len(utts):
         raise ValueError(f"asked for {n} utterances but the dir has only {len(utts)}")
     if how == "first":

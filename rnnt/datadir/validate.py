@@ -64,19 +64,33 @@ def check_audio(data_dir: str, utt2spk: dict, problems: Problems) -> dict | None
             problems.add(line.where, "'~' in wav.scp (no shell expands it there)", "write the path out in full",
                          "tilde")
     if not os.path.isfile(path("segments")):
-        if wav is not None:
+        if wav is not None:  # recordings are utterances: so are reco2file_and_channel's keys
             check_same_keys(utt2spk, "utt2spk", wav, path("wav.scp"), problems, "utterance")
+            check_reco2file_and_channel(path("reco2file_and_channel"), utt2spk, "utt2spk", "utterance", problems)
         return None
     segments = check_table(path("segments"), problems, 4, 4)
     check_values(segments, problems)
     if wav is not None:
         check_recordings(segments, wav, problems)
     check_same_keys(utt2spk, "utt2spk", segments, path("segments"), problems, "utterance")
-    if os.path.isfile(path("reco2file_and_channel")):
-        channels = check_table(path("reco2file_and_channel"), problems, 3, 3)
-        check_same_keys(segment_recordings(segments), "segments", channels, path("reco2file_and_channel"), problems,
-                        "recording")
+    check_reco2file_and_channel(path("reco2file_and_channel"), segment_recordings(segments), "segments", "recording",
+                                problems)
     return segments
+
+
+def check_reco2file_and_channel(path: str, recordings: dict, source: str, what: str, problems: Problems) -> None:
+    """reco2file_and_channel where it is there: three fields, the recordings of source (the segments' or, without
+    segments, the utterances), and channel A or B, as Kaldi's validator asks (it lets 1 pass with a warning only,
+    so 1 passes here too)."""
+    if not os.path.isfile(path):
+        return
+    channels = check_table(path, problems, 3, 3)
+    check_same_keys(recordings, source, channels, path, problems, what)
+    for line in channels.values():
+        fields = line.text.split()
+        if len(fields) == 3 and fields[2] not in ("A", "B", "1"):
+            problems.add(line.where, f"channel '{fields[2]}' in reco2file_and_channel", "mark each channel A or B",
+                         "channel")
 
 
 def check_optional_tables(data_dir: str, utt2spk: dict, spk2utt: dict, segments: dict | None,

@@ -73,13 +73,20 @@ class ConformerConfig:
         return ConformerEncoder(self)
 
 
-def rotate(x: torch.Tensor) -> torch.Tensor:
+def rotation(frames: int, head_dim: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin (frames, head_dim / 2) of the angle t / 10000^(2i / head_dim) of channel pair i at frame t:
+    computed once a forward and shared by every block."""
+    half = head_dim // 2
+    frequencies = 10000.0 ** (-torch.arange(half, device=device, dtype=torch.float32) / half)
+    angles = torch.arange(frames, device=device, dtype=torch.float32)[:, None] * frequencies[None, :]
+    return angles.cos(), angles.sin()
+
+
+def rotate(x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     """Queries or keys (B, heads, T, head_dim) rotated by their positions: channel pair i of frame t
-    (channels i and i + head_dim / 2) turned by the angle t / 10000^(2i / head_dim)."""
-    T, half = x.shape[2], x.shape[3] // 2
-    frequencies = 10000.0 ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
-    angles = torch.arange(T, device=x.device, dtype=torch.float32)[:, None] * frequencies[None, :]
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    (channels i and i + head_dim / 2) turned by the angle of rotation(T, head_dim)."""
+    cos, sin = (part.to(x.dtype) for part in cos_sin)
+    half = x.shape[3] // 2
     first, second = x[..., :half], x[..., half:]
     return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
 
@@ -91,14 +98,16 @@ class SelfAttention(torch.nn.Module):
         self.qkv = torch.nn.Linear(dim, 3 * dim)
         self.out = torch.nn.Linear(dim, dim)
 
-    def forward(self, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-        """x (B, T, dim) -> (B, T, dim), each frame attending to the valid frames of its sequence."""
+    def forward(self, x: torch.Tensor, valid: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """x (B, T, dim) -> (B, T, dim), each frame attending to the valid frames of its sequence; cos_sin:
+        rotation(T, dim / heads)."""
         B, T, dim = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.heads, dim // self.heads).permute(2, 0, 3, 1, 4)
         keys = valid.clone()
         keys[:, 0] = True  # a sequence of no frames still attends somewhere (its output is padding anyway)
         attended = torch.nn.functional.scaled_dot_product_attention(
-            rotate(q), rotate(k), v, attn_mask=keys[:, None, None, :], dropout_p=self.dropout if self.training else 0.0)
+            rotate(q, cos_sin), rotate(k, cos_sin), v, attn_mask=keys[:, None, None, :],
+            dropout_p=self.dropout if self.training else 0.0)
         return self.out(attended.transpose(1, 2).reshape(B, T, dim))
 
 
@@ -136,9 +145,9 @@ class ConformerBlock(torch.nn.Module):
         self.norm = torch.nn.LayerNorm(dim)
         self.dropout = torch.nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, valid: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         x = x + 0.5 * self.ff_in(x)
-        x = x + self.dropout(self.attention(self.attention_norm(x), valid))
+        x = x + self.dropout(self.attention(self.attention_norm(x), valid, cos_sin))
         x = x + self.conv(x, valid)
         return self.norm(x + 0.5 * self.ff_out(x))
 
@@ -166,6 +175,7 @@ class ConformerEncoder(EncoderInterface):
         x, lengths = self.frontend(feats.masked_fill(~valid[..., None], 0.0), lengths)
         valid = valid_frames(lengths, x.shape[1])
         x = self.dropout(self.project(x))
+        cos_sin = rotation(x.shape[1], self.config.dim // self.config.heads, x.device)
         for block in self.blocks:
-            x = block(x, valid)
+            x = block(x, valid, cos_sin)
         return x, lengths

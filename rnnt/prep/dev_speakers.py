@@ -5,10 +5,13 @@ from __future__ import annotations
 
 def pick_dev_speakers(speakers: list[str], women: set[str], count: int) -> set[str]:
     """count speakers spread evenly over the sorted women and the sorted others, half each (the odd
-    one a woman); deterministic, so a rerun picks the same ones."""
-    picked: set[str] = set()
+    one a woman; where one group is short, the other makes up the count); deterministic, so a rerun
+    picks the same ones. All speakers when there are no more than count."""
     groups = [sorted(s for s in speakers if s in women), sorted(s for s in speakers if s not in women)]
-    for i, group in enumerate(groups):
-        n = min(len(group), count // 2 + (count % 2 if i == 0 else 0))
+    n_women = min(len(groups[0]), (count + 1) // 2)
+    n_others = min(len(groups[1]), count - n_women)
+    n_women = min(len(groups[0]), count - n_others)
+    picked: set[str] = set()
+    for group, n in zip(groups, (n_women, n_others)):
         picked |= {group[(k * len(group)) // n] for k in range(n)}
     return picked

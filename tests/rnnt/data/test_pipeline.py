@@ -4,7 +4,6 @@ import dataclasses
 import io
 import json
 import logging
-import random
 import sys
 import tarfile
 
@@ -13,7 +12,7 @@ import pytest
 import torch
 
 from conftest import ROOT, run_tool
-from rnnt.data import batching, stages
+from rnnt.data import stages
 from rnnt.data.bucketing import bucket_batches
 from rnnt.data.config import data_config
 from rnnt.data.loader import LoaderPosition, make_loader
@@ -137,34 +136,6 @@ def test_a_pass_reports_rates_resampling_mixdown_and_drops(fsdd, tmp_path, caplo
                               "to data.sample_rate 16000 Hz on the fly"), line[0]
     assert "; 1 mixed down to mono; 1 skipped, their audio unreadable" in line[0]
     assert f"{5 - kept} dropped by the filters ({5 - kept} longer than data.filter.max_duration 0.5 s)" in line[0]
-
-
-def test_shuffle_buffer_is_a_seeded_permutation():
-    items = [{"i": i} for i in range(100)]
-    a = [r["i"] for r in batching.shuffle_buffer(items, 10, random.Random(1))]
-    b = [r["i"] for r in batching.shuffle_buffer(items, 10, random.Random(1))]
-    assert a == b and sorted(a) == list(range(100)) and a != list(range(100))
-
-
-def test_sort_buffer_alternates_direction():
-    items = [{"num_frames": n} for n in [5, 1, 4, 2, 9, 7, 8, 6, 3]]
-    out = [r["num_frames"] for r in batching.sort_buffer(items, 4)]
-    assert out == [1, 2, 4, 5, 9, 8, 7, 6, 3]
-
-
-def test_batchers_respect_their_limits():
-    items = [{"input_frames": n} for n in [10, 20, 30, 40, 50, 60]]
-    assert [len(b) for b in batching.static_batches(items, 4)] == [4, 2]
-    dynamic = list(batching.dynamic_batches(items, max_frames=100, max_batch_size=3))
-    assert all(max(r["input_frames"] for r in b) * len(b) <= 100 or len(b) == 1 for b in dynamic)
-    assert [len(b) for b in dynamic] == [3, 2, 1]
-
-
-def test_pad_batch():
-    batch = batching.pad_batch(["a", "b"], [torch.ones(3, 2), torch.ones(5, 2)], [[4, 5], [6]])
-    assert batch["feats"].shape == (2, 5, 2) and batch["feats"][0, 3:].abs().sum() == 0
-    assert batch["feat_lens"].tolist() == [3, 5] and batch["token_lens"].tolist() == [2, 1]
-    assert batch["tokens"].tolist() == [[4, 5], [6, 0]]
 
 
 def test_spec_augment_masks_are_seeded_and_adaptive():

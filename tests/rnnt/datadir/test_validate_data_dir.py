@@ -206,6 +206,15 @@ EXTRA_FILES = [
      False),
     ("reco2file_and_channel", {**SEGMENTED, "reco2file_and_channel": ["rec1 f1 A", "rec2 f2 B"]}, True),
     ("reco2file_and_channel without a recording", {**SEGMENTED, "reco2file_and_channel": ["rec1 f1 A"]}, False),
+    ("reco2file_and_channel of channel 1 (a warning only)", {**SEGMENTED, "reco2file_and_channel": ["rec1 f1 1",
+                                                                                                   "rec2 f2 B"]}, True),
+    ("reco2file_and_channel of channel C", {**SEGMENTED, "reco2file_and_channel": ["rec1 f1 A", "rec2 f2 C"]}, False),
+    ("reco2file_and_channel of utterances, without segments", {"reco2file_and_channel": [f"{u} f A" for u in UTTS]},
+     True),
+    ("reco2file_and_channel without segments, short", {"reco2file_and_channel": [f"{u} f A" for u in UTTS[1:]]},
+     False),
+    ("reco2file_and_channel without segments, of channel C", {"reco2file_and_channel": [f"{u} f C" for u in UTTS]},
+     False),
 ]
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 import yaml
 
-from rnnt.model.conformer import ConformerConfig, ConformerEncoder, rotate
+from rnnt.model.conformer import ConformerConfig, ConformerEncoder, rotate, rotation
 from rnnt.model.joiner import JoinerConfig
 from rnnt.model.predictor import PredictorConfig
 from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
@@ -64,7 +64,8 @@ def test_rotated_scores_depend_on_the_distance_alone():
     def score(t, s):  # q at frame t, k at frame s
         at_t, at_s = frames.clone(), frames.clone()
         at_t[0, 0, t], at_s[0, 0, s] = q[0], k[0]
-        return float(rotate(at_t)[0, 0, t] @ rotate(at_s)[0, 0, s])
+        cos_sin = rotation(20, 8, frames.device)
+        return float(rotate(at_t, cos_sin)[0, 0, t] @ rotate(at_s, cos_sin)[0, 0, s])
 
     assert score(3, 7) == pytest.approx(score(10, 14), rel=1e-5) != pytest.approx(score(3, 8), rel=1e-3)
     assert score(0, 0) == pytest.approx(float(q[0] @ k[0]), rel=1e-5)  # frame 0 is not turned

@@ -63,3 +63,11 @@ def test_an4_training_speakers_as_the_recipe_splits_them(test_data):
         assert len(positions) == 4 and positions[0] == 0  # half each, from the group's first speaker
         steps = {b - a for a, b in zip(positions, positions[1:])}
         assert steps <= {len(group) // 4, -(-len(group) // 4)}, (group, positions)  # evenly spread
+
+
+def test_a_short_group_is_made_up_by_the_other():
+    women, men = ["fa", "fb"], [f"m{i:02d}" for i in range(20)]
+    picked = pick_dev_speakers(women + men, set(women), 8)
+    assert len(picked) == 8 and set(women) <= picked  # both women, and six men instead of four
+    assert picked - set(women) == {"m00", "m03", "m06", "m10", "m13", "m16"}  # spread over the men
+    assert len(pick_dev_speakers(men, set(), 5)) == 5  # no women at all

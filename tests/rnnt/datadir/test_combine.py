@@ -1,0 +1,138 @@
+"""rnnt.datadir.combine (utils/combine_data.sh): the real speechocean762 dir cut into pieces combines back to itself
+(its own spk2utt byte for byte); a speaker or recording in two sources is fine when its lines agree, an utterance in
+two is an error naming both files; a file not in every source is left out and named; where only some sources have
+segments the others' utterances become whole-recording segments, as Kaldi's combine_data.sh makes them."""
+
+import pytest
+
+from conftest import UTILS, assert_valid, keys, run_tool
+from rnnt.datadir.combine import combine, main
+from rnnt.datadir.layout import load_dir, write_dir
+
+
+def test_combine_data_and_duplicate_keys(librispeech_dir, tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    run_tool(UTILS / "subset_data_dir.sh", "--first", librispeech_dir, "3", first, check=True)
+    run_tool(UTILS / "subset_data_dir.sh", "--last", librispeech_dir, "5", second, check=True)
+    combined = tmp_path / "combined"
+    out = run_tool(UTILS / "combine_data.sh", combined, first, second)
+    assert out.returncode == 0, out.stderr
+    for name in ("wav.scp", "text", "utt2spk", "spk2utt", "utt2dur"):
+        assert (combined / name).read_text() == (librispeech_dir / name).read_text(), name
+    dup = run_tool(UTILS / "combine_data.sh", tmp_path / "dup", first, librispeech_dir)
+    assert dup.returncode == 1 and "also in" in dup.stderr and "utt2spk" in dup.stderr
+
+
+def test_combine_leaves_out_files_not_in_every_source(librispeech_dir, tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    run_tool(UTILS / "subset_data_dir.sh", "--first", librispeech_dir, "4", first, check=True)
+    run_tool(UTILS / "subset_data_dir.sh", "--last", librispeech_dir, "4", second, check=True)
+    (second / "utt2dur").unlink()
+    out = run_tool(UTILS / "combine_data.sh", tmp_path / "c", first, second)
+    assert out.returncode == 0 and "utt2dur is not in every source" in out.stderr
+    assert not (tmp_path / "c" / "utt2dur").exists()
+    assert_valid(tmp_path / "c")
+
+
+def test_combine_keeps_segments_when_only_some_sources_have_them(librispeech_dir, tmp_path):
+    """As Kaldi: a source without segments contributes one whole-recording segment per utterance."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    run_tool(UTILS / "subset_data_dir.sh", "--first", librispeech_dir, "3", first, check=True)
+    run_tool(UTILS / "subset_data_dir.sh", "--last", librispeech_dir, "5", second, check=True)
+    durations = dict(line.split() for line in (first / "utt2dur").read_text().splitlines())
+    (first / "segments").write_text("".join(f"{u} {u} 0.50 {float(d) - 0.5:.2f}\n"
+                                            for u, d in sorted(durations.items())))
+    out = run_tool(UTILS / "combine_data.sh", tmp_path / "c", first, second)
+    assert out.returncode == 0, out.stderr
+    segments = dict(line.split(maxsplit=1) for line in (tmp_path / "c" / "segments").read_text().splitlines())
+    assert len(segments) == 8
+    for utt in (line.split()[0] for line in (second / "utt2spk").read_text().splitlines()):
+        assert segments[utt] == f"{utt} 0 -1"
+    assert segments[sorted(durations)[0]].split()[:2] == [sorted(durations)[0], "0.50"]
+    assert_valid(tmp_path / "c")
+
+
+def pieces(src, dest, utterance_ranges) -> list[str]:
+    """Writes <dest>/0, <dest>/1, ...: the utterances [a, b) of src's sorted list for each (a, b)."""
+    tables = load_dir(str(src))
+    utts = sorted(tables["utt2spk"])
+    out = []
+    for i, (a, b) in enumerate(utterance_ranges):
+        write_dir(tables, set(utts[a:b]), str(dest / str(i)))
+        out.append(str(dest / str(i)))
+    return out
+
+
+def test_pieces_of_the_real_dir_combine_back_to_it(speechocean_dir, tmp_path):
+    # cut inside a speaker too (utterance 1010 is the 51st speaker's 11th): a speaker in two sources, its
+    # spk2gender line the same in both
+    sources = pieces(speechocean_dir, tmp_path, [(1800, 2500), (0, 1010), (1010, 1800)])
+    merged = combine(sources)
+    original = load_dir(str(speechocean_dir))
+    assert sorted(merged) == sorted(original) == ["spk2gender", "text", "utt2spk", "wav.scp"]
+    assert merged == original
+
+
+def test_tool_writes_the_combined_dir(speechocean_dir, tmp_path, capsys):
+    sources = pieces(speechocean_dir, tmp_path, [(0, 1010), (1010, 2500)])
+    dest = tmp_path / "combined"
+    assert main([str(dest), *sources]) == 0
+    out = capsys.readouterr()
+    assert out.out == f"combine_data.sh: 2500 utterances from 2 dirs into {dest}\n" and out.err == ""
+    assert (dest / "spk2utt").read_bytes() == (speechocean_dir / "spk2utt").read_bytes()
+    assert (dest / "utt2spk").read_bytes() == (speechocean_dir / "utt2spk").read_bytes()  # space-separated both
+    for name in ("text", "wav.scp", "spk2gender"):  # tab-separated originals, written with a space
+        assert (dest / name).read_text() == (speechocean_dir / name).read_text().replace("\t", " "), name
+    assert_valid(dest)
+
+
+def test_an_utterance_in_two_sources_names_both_files(speechocean_dir, tmp_path):
+    sources = pieces(speechocean_dir, tmp_path, [(0, 100), (50, 150)])
+    with pytest.raises(ValueError) as error:
+        combine(sources)
+    utt = keys(speechocean_dir / "utt2spk")[50]  # utt2spk first: the first duplicate found is named there
+    assert str(error.value) == f"{sources[1]}/utt2spk: key '{utt}' is also in {sources[0]}/utt2spk; " \
+                               "keys must be unique across dirs"
+
+
+def test_a_speaker_with_two_genders_is_an_error(speechocean_dir, tmp_path, capsys):
+    sources = pieces(speechocean_dir, tmp_path, [(0, 10), (10, 20)])  # speaker 0001 in both
+    gender = tmp_path / "1" / "spk2gender"
+    assert gender.read_text() == "0001 m\n"
+    gender.write_text("0001 f\n")
+    with pytest.raises(ValueError, match=r"/1/spk2gender: key '0001' is also in .*/0/spk2gender;"):
+        combine(sources)
+    assert main([str(tmp_path / "dest"), *sources]) == 1
+    assert "combine_data.sh: " in capsys.readouterr().err and not (tmp_path / "dest").exists()
+
+
+def test_a_file_not_in_every_source_is_left_out_and_named(speechocean_dir, tmp_path, capsys):
+    sources = pieces(speechocean_dir, tmp_path, [(0, 40), (40, 80), (80, 120)])
+    (tmp_path / "1" / "spk2gender").unlink()
+    assert "spk2gender" not in combine(sources)
+    dest = tmp_path / "dest"
+    assert main([str(dest), *sources]) == 0
+    assert capsys.readouterr().err == "combine_data.sh: spk2gender is not in every source; left out\n"  # once
+    assert sorted(p.name for p in dest.iterdir()) == ["spk2utt", "text", "utt2spk", "wav.scp"]
+    assert keys(dest / "utt2spk") == keys(speechocean_dir / "utt2spk")[:120]
+
+
+def test_segments_from_some_sources_only(speechocean_dir, tmp_path):
+    first, second = pieces(speechocean_dir, tmp_path, [(0, 3), (3, 5)])
+    utts = keys(speechocean_dir / "utt2spk")[:5]
+    # the first source's utterances cut from one long recording
+    (tmp_path / "0" / "wav.scp").write_text("long WAVE/long.opus\n")
+    (tmp_path / "0" / "segments").write_text("".join(f"{u} long {i} {i + 1}\n" for i, u in enumerate(utts[:3])))
+    merged = combine([first, second])
+    assert merged["segments"] == {utts[0]: "long 0 1", utts[1]: "long 1 2", utts[2]: "long 2 3",
+                                  utts[3]: f"{utts[3]} 0 -1", utts[4]: f"{utts[4]} 0 -1"}
+    assert list(merged["wav.scp"]) == ["long", utts[3], utts[4]]
+
+
+def test_a_source_without_utt2spk(speechocean_dir, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="empty/utt2spk: missing; every data dir needs utt2spk"):
+        combine([str(speechocean_dir), str(tmp_path / "empty")])
+    assert main([str(tmp_path / "dest"), str(speechocean_dir), str(tmp_path / "empty")]) == 1
+    assert capsys.readouterr().err == f"combine_data.sh: {tmp_path}/empty/utt2spk: missing; every data dir " \
+                                      "needs utt2spk\n"

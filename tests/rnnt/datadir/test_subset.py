@@ -1,0 +1,170 @@
+"""rnnt.datadir.subset (utils/subset_data_dir.sh): spread picks what Kaldi's subset_scp.pl picks (by hand, and its
+halving rule checked over many sizes); choose takes the first, last, evenly spread or seeded random N of the real
+speechocean762 dir and refuses a negative N or more than the dir has; the tool keeps every file to the chosen
+utterances, their speakers (--spk-list) and, with segments, their recordings, and the dir stays valid."""
+
+import pytest
+
+from conftest import UTILS, assert_valid, keys, run_tool
+from rnnt.datadir.layout import load_dir
+from rnnt.datadir.subset import choose, main, spread
+
+
+@pytest.mark.parametrize("how,expected", [("--first", [0, 1, 2]), ("--last", [5, 6, 7]), (None, [3, 5, 7])])
+def test_subset_first_last_spread(librispeech_dir, tmp_path, how, expected):
+    dest = tmp_path / "subset"
+    run_tool(UTILS / "subset_data_dir.sh", *([how] if how else []), librispeech_dir, "3", dest, check=True)
+    all_utts = keys(librispeech_dir / "utt2spk")
+    assert keys(dest / "utt2spk") == [all_utts[i] for i in expected]
+    assert keys(dest / "wav.scp") == keys(dest / "text") == keys(dest / "utt2dur") == keys(dest / "utt2spk")
+    assert_valid(dest)
+
+
+def test_subset_random_is_seeded_and_valid(librispeech_dir, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    run_tool(UTILS / "subset_data_dir.sh", "--random", "--seed", "3", librispeech_dir, "4", a, check=True)
+    run_tool(UTILS / "subset_data_dir.sh", "--random", "--seed", "3", librispeech_dir, "4", b, check=True)
+    assert (a / "utt2spk").read_text() == (b / "utt2spk").read_text()
+    assert len(keys(a / "utt2spk")) == 4
+    assert_valid(a)
+
+
+def test_subset_by_speaker_list_and_too_many(librispeech_dir, tmp_path):
+    speakers = keys(librispeech_dir / "spk2utt")[:2]
+    lst = tmp_path / "spk.list"
+    lst.write_text("\n".join(speakers) + "\n")
+    dest = tmp_path / "by_spk"
+    run_tool(UTILS / "subset_data_dir.sh", "--spk-list", lst, librispeech_dir, dest, check=True)
+    assert keys(dest / "spk2utt") == speakers
+    assert_valid(dest)
+    out = run_tool(UTILS / "subset_data_dir.sh", librispeech_dir, "9", tmp_path / "x")
+    assert out.returncode == 1 and "only 8" in out.stderr
+
+
+@pytest.mark.parametrize("end,n,expected", [
+    # worked by Kaldi's rule: halve the range (first half the smaller), the first half gets n // 2
+    (8, 3, [3, 5, 7]), (5, 2, [1, 4]), (7, 3, [2, 4, 6]), (8, 8, list(range(8))), (8, 0, []), (1, 1, [0]),
+    (10, 4, [1, 4, 6, 9]),
+])
+def test_spread_by_hand(end, n, expected):
+    assert spread(0, end, n) == expected
+
+
+def test_spread_follows_the_halving_rule_for_every_size():
+    for size in range(1, 41):
+        for n in range(size + 1):
+            picks = spread(0, size, n)
+            assert len(picks) == n and picks == sorted(set(picks)) and all(0 <= i < size for i in picks)
+            assert [i + 100 for i in picks] == spread(100, 100 + size, n)  # only the length of the range counts
+            if size > 1:
+                half = size // 2
+                assert picks == spread(0, half, n // 2) + [half + i for i in spread(0, size - half, n - n // 2)]
+
+
+@pytest.fixture
+def utts(speechocean_dir) -> list[str]:
+    return keys(speechocean_dir / "utt2spk")
+
+
+def test_choose_first_last_and_spread_of_real_utterances(utts):
+    assert choose(utts, 10, "first") == utts[:10]
+    assert choose(utts, 10, "last") == utts[-10:]
+    spread_out = choose(utts, 100, "spread")
+    assert spread_out == [utts[i] for i in spread(0, 2500, 100)]
+    assert len(spread_out) == 100 and spread_out[-1] == utts[-1]  # the last of each range, the last included
+    speakers = {u[:5] for u in spread_out}  # utterance ids start with 0 + the 4-digit speaker
+    assert len(speakers) >= 90  # spread over the dir, unlike the first 100 (5 speakers)
+    assert len({u[:5] for u in choose(utts, 100, "first")}) == 5
+    for how in ("first", "last", "random", "spread"):
+        assert choose(utts, 0, how) == []
+        assert choose(utts, 2500, how) == utts
+
+
+def test_choose_random_is_seeded_sorted_and_distinct(utts):
+    a = choose(utts, 50, "random", seed=3)
+    assert a == choose(utts, 50, "random", seed=3)
+    assert a == sorted(set(a)) and set(a) <= set(utts) and len(a) == 50
+    assert a != choose(utts, 50, "random", seed=4)
+
+
+@pytest.mark.parametrize("n,message", [
+    (2501, "asked for 2501 utterances but the dir has only 2500"),
+    (-1, "asked for -1 utterances; the number must be 0 or more"),
+])
+def test_choose_refuses_impossible_counts(utts, n, message):
+    for how in ("first", "last", "random", "spread"):
+        with pytest.raises(ValueError) as error:
+            choose(utts, n, how)
+        assert str(error.value) == message
+
+
+def test_tool_by_utterance_list_keeps_each_file_to_them(speechocean_dir, tmp_path, capsys):
+    utts = keys(speechocean_dir / "utt2spk")
+    wanted = [utts[1999], utts[5], utts[6], "no-such-utterance"]
+    (tmp_path / "list").write_text("\n".join(wanted) + "\n")
+    dest = tmp_path / "dest"
+    assert main(["--utt-list", str(tmp_path / "list"), str(speechocean_dir), str(dest)]) == 0
+    assert capsys.readouterr().out == f"subset_data_dir.sh: wrote 3 of 2500 utterances from {speechocean_dir} " \
+                                      f"to {dest}\n"
+    kept = sorted(wanted[:3])
+    source = load_dir(str(speechocean_dir))
+    result = load_dir(str(dest))
+    for name in ("utt2spk", "text", "wav.scp"):
+        assert result[name] == {u: source[name][u] for u in kept}, name
+    speakers = sorted({source["utt2spk"][u] for u in kept})
+    assert result["spk2gender"] == {s: source["spk2gender"][s] for s in speakers}
+    assert (dest / "spk2utt").read_text() == f"0001 {utts[5]} {utts[6]}\n{speakers[1]} {utts[1999]}\n"
+    assert not (dest / "spk2age").exists()  # not a file Kaldi's data dirs know
+    assert_valid(dest)
+
+
+def test_tool_by_speaker_list_keeps_whole_speakers(speechocean_dir, tmp_path):
+    speakers = keys(speechocean_dir / "spk2gender")[10:13]
+    (tmp_path / "list").write_text("".join(f"{s} ignored\n" for s in speakers))
+    dest = tmp_path / "dest"
+    assert main(["--spk-list", str(tmp_path / "list"), str(speechocean_dir), str(dest)]) == 0
+    utt2spk = (speechocean_dir / "utt2spk").read_text().splitlines(keepends=True)
+    assert (dest / "utt2spk").read_text() == "".join(line for line in utt2spk if line.split()[1] in speakers)
+    assert keys(dest / "spk2utt") == keys(dest / "spk2gender") == speakers
+    assert len(keys(dest / "text")) == 60
+
+
+def test_tool_with_segments_keeps_the_recordings_of_the_chosen_segments(librispeech_dir, tmp_path):
+    # each LibriSpeech recording cut into two segments, keyed <recording>-a and <recording>-b
+    recordings = keys(librispeech_dir / "wav.scp")
+    d = tmp_path / "segmented"
+    d.mkdir()
+    speaker = dict(line.split() for line in (librispeech_dir / "utt2spk").read_text().splitlines())
+    segs = [(f"{r}-{half}", r) for r in recordings for half in "ab"]
+    (d / "segments").write_text("".join(f"{u} {r} {'0 1.5' if u.endswith('a') else '1.5 3'}\n" for u, r in segs))
+    (d / "utt2spk").write_text("".join(f"{u} {speaker[r]}\n" for u, r in segs))
+    (d / "text").write_text("".join(f"{u} WORD\n" for u, _ in segs))
+    (d / "wav.scp").write_text((librispeech_dir / "wav.scp").read_text())
+    dest = tmp_path / "dest"
+    assert main(["--first", str(d), "3", str(dest)]) == 0
+    assert keys(dest / "segments") == [f"{recordings[0]}-a", f"{recordings[0]}-b", f"{recordings[1]}-a"]
+    assert keys(dest / "wav.scp") == recordings[:2]
+    assert_valid(dest)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["{src}", "-2", "{dest}"], "subset_data_dir.sh: asked for -2 utterances; the number must be 0 or more\n"),
+    (["{src}", "x", "{dest}"], "subset_data_dir.sh: invalid literal for int() with base 10: 'x'\n"),
+    (["--utt-list", "{tmp}/absent", "{src}", "{dest}"],
+     "subset_data_dir.sh: [Errno 2] No such file or directory: '{tmp}/absent'\n"),
+    (["{tmp}", "3", "{dest}"], "subset_data_dir.sh: {tmp}/utt2spk: missing; every data dir needs utt2spk\n"),
+])
+def test_tool_refusals_write_nothing(speechocean_dir, tmp_path, capsys, args, message):
+    names = {"src": speechocean_dir, "dest": tmp_path / "dest", "tmp": tmp_path}
+    assert main([a.format(**names) for a in args]) == 1
+    assert capsys.readouterr().err == message.format(**names)
+    assert not (tmp_path / "dest").exists()
+
+
+def test_tool_argument_counts(speechocean_dir, tmp_path):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--utt-list", str(tmp_path / "list"), str(speechocean_dir), "3", str(tmp_path / "dest")])
+    assert exit_.value.code == 2
+    with pytest.raises(SystemExit) as exit_:
+        main([str(speechocean_dir), str(tmp_path / "dest")])
+    assert exit_.value.code == 2

@@ -1,0 +1,268 @@
+"""rnnt.streaming on real LibriSpeech speech with small seeded models: what can stream and in what units,
+chunks of any size giving offline greedy search's result (tokens, frames, words), the encoder and
+prediction network states carried from chunk to chunk, CMVN applied to the streamed frames, every
+remainder of the last chunk, and the end of a stream.
+
+The models are untrained: their outputs are arbitrary but fixed, so any difference between a stream and
+the whole utterance shows in the tokens. Transcriber.stream() on AN4, long recordings and the exported
+models are tests/rnnt/export/test_deploy.py's."""
+
+import json
+
+import pytest
+import soundfile
+import torch
+import yaml
+
+from conftest import librispeech_utterances
+from rnnt.data.tokenizer import SPACE, Tokenizer
+from rnnt.model.transducer import Transducer
+from rnnt.search import greedy_search, joint_log_probs, start_hypotheses
+from rnnt.streaming import Partial, Stream, stream_refusals, stream_unit_and_overlap
+from rnnt.training.experiment import load_experiment, save_experiment
+from rnnt.transcriber import Transcriber
+
+BINS = 40
+STACKED = {"input_dim": 3 * BINS, "hidden": 32, "norm": "layer", "pre_layers": 1, "post_layers": 1,
+           "stack_time": 2, "input_batch_norm": True}
+# a conv front end (two strides of 2) on unstacked frames, re-reading 3 frames of the chunk before
+CONV = {"input_dim": BINS, "hidden": 32, "norm": "layer", "conv_channels": 4, "conv_layers": 2, "stack_time": 1,
+        "pre_layers": 2, "post_layers": 0, "input_batch_norm": True}
+STATELESS = {"kind": "stateless", "embed_dim": 16, "context": 2}
+LSTM = {"kind": "lstm", "embed_dim": 16, "hidden": 16, "layers": 1}
+# (encoder, stack, predictor, one symbol per frame): modified transducers with a stateless predictor, and a
+# standard one (up to 3 symbols a frame, a blank ends it) whose LSTM predictor's state goes from chunk to chunk
+MODELS = {"stacked": (STACKED, 3, STATELESS, True), "conv": (CONV, 1, STATELESS, True),
+          "lstm": (STACKED, 3, LSTM, False)}
+
+
+@pytest.fixture(scope="module")
+def lang(tmp_path_factory, test_data):
+    """Character units of the LibriSpeech samples' transcripts."""
+    lang = tmp_path_factory.mktemp("lang_char")
+    chars = sorted({c for _, _, text in librispeech_utterances(test_data) for c in text if c != " "})
+    (lang / "units.txt").write_text("".join(f"{s} {i}\n" for i, s in enumerate(["<blank>", "<unk>", SPACE, *chars])))
+    (lang / "units.json").write_text(json.dumps({"type": "char"}))
+    return lang
+
+
+@pytest.fixture(scope="module")
+def speech(test_data):
+    """The two shortest samples (2.1 s and 3.3 s) as float32 tensors at 16 kHz."""
+    rows = sorted(librispeech_utterances(test_data), key=lambda row: soundfile.info(row[1]).duration)[:2]
+    out = []
+    for _, flac, _ in rows:
+        samples, rate = soundfile.read(flac, dtype="float32")
+        assert rate == 16000
+        out.append(torch.from_numpy(samples))
+    return out
+
+
+def transcriber(tmp_path, lang, speech, name="stacked", tail_silence=0.0, cmvn=None, loss=None,
+                **encoder) -> Transcriber:
+    """A Transcriber of a seeded untrained model whose output follows the speech (follows_speech)."""
+    enc, stack, predictor, one_sym = MODELS[name]
+    values = {"model": {"encoder": {**enc, **encoder}, "predictor": predictor,
+                        "joiner": {"hidden": 32, "activation": "tanh"},
+                        "loss": {"type": "full", "one_sym_per_frame": one_sym, **(loss or {})}},
+              "data": {"features": {"preset": "kaldi", "num_mel_bins": BINS, "cmvn": cmvn}, "stack": stack,
+                       "subsample": stack, "tail_silence": tail_silence},
+              "paths": {"lang_dir": str(lang)}}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(values))
+    experiment = load_experiment(str(path))
+    tokenizer = Tokenizer(str(lang))
+    torch.manual_seed(3)
+    t = Transcriber(experiment, Transducer(experiment.model, tokenizer.vocab_size).eval(), tokenizer)
+    follows_speech(t, speech)
+    return t
+
+
+@torch.no_grad()
+def follows_speech(t: Transcriber, speech: list[torch.Tensor]) -> None:
+    """At their initial scale an untrained model's tokens hardly depend on the audio: one unit at every
+    frame, whatever came before. So that a frame encoded wrongly, or an LSTM state lost, shows in the
+    tokens: the input batch norm gets the speech's statistics (as training leaves it), the conv front
+    end's weights and the encoder's projection into the joint network are scaled up, and the blank is
+    made as likely as the best other unit on the median frame: tokens of many units, and blanks. <unk>
+    never wins."""
+    model = t.model
+    feats = torch.cat([t.features((s, 16000)) for s in speech])
+    if model.encoder.input_norm is not None:
+        model.encoder.input_norm.running_mean.copy_(feats.mean(0))
+        model.encoder.input_norm.running_var.copy_(feats.var(0))
+    for conv in model.encoder.frontend.convs if model.encoder.frontend is not None else ():
+        conv.weight.mul_(10.0)
+    if model.joiner is None:  # CTC
+        return
+    model.joiner.enc_proj.weight.mul_(10.0)
+    feats = t.features((speech[0], 16000))
+    enc, _ = model.encode(feats[None], torch.tensor([feats.shape[0]]))
+    start = start_hypotheses(model, 1)[0]
+    log_probs = joint_log_probs(model.joiner, model.joiner.enc_proj(enc[0]), start.pred_proj)
+    model.joiner.output.bias[0] += (log_probs[:, 2:].max(-1).values - log_probs[:, 0]).median()
+    model.joiner.output.bias[1] = -100.0
+
+
+def offline(transcriber: Transcriber, samples: torch.Tensor):
+    """Greedy search over the whole utterance (followed by data.tail_silence): the hypothesis and the
+    encoder's frames."""
+    feats = transcriber.features((samples, 16000))
+    with torch.no_grad():
+        enc, lengths = transcriber.model.encode(feats[None], torch.tensor([feats.shape[0]]))
+    return greedy_search(transcriber.model, enc, lengths)[0], int(lengths[0])
+
+
+def feed(stream: Stream, samples: torch.Tensor, sizes) -> list[Partial]:
+    partials, start = [], 0
+    for size in sizes:
+        if start >= len(samples):
+            break
+        partials.append(stream.accept(samples[start:start + size]))
+        start += size
+    if start < len(samples):
+        partials.append(stream.accept(samples[start:]))
+    return partials
+
+
+def load_experiment_with(tmp_path, transcriber, **data):
+    """The transcriber's experiment with data keys changed."""
+    save_experiment(transcriber.experiment, str(tmp_path / "changed.yaml"))
+    values = yaml.safe_load((tmp_path / "changed.yaml").read_text())
+    values["data"].update(data)
+    (tmp_path / "changed.yaml").write_text(yaml.safe_dump(values))
+    return load_experiment(str(tmp_path / "changed.yaml"))
+
+
+def test_what_can_stream_and_in_what_units(tmp_path, lang, speech):
+    stacked, conv = transcriber(tmp_path, lang, speech), transcriber(tmp_path, lang, speech, "conv")
+    assert stream_refusals(stacked.experiment, stacked.model) == []
+    assert stream_refusals(conv.experiment, conv.model) == []
+    # fbank frames per encoder frame (stacking 3 x StackTime 2; the conv front end's strides 2 x 2), and
+    # the frames a chunk reads again (the conv front end's overlap)
+    assert stream_unit_and_overlap(stacked.experiment, stacked.model) == (6, 0)
+    assert stream_unit_and_overlap(conv.experiment, conv.model) == (4, 3)
+    both = transcriber(tmp_path, lang, speech, "conv", stack_time=2, post_layers=1)
+    assert stream_unit_and_overlap(both.experiment, both.model) == (8, 3)
+
+    bidirectional = transcriber(tmp_path, lang, speech, bidirectional=True)
+    assert stream_refusals(bidirectional.experiment, bidirectional.model) == [
+        "a bidirectional encoder reads every utterance backwards too: it cannot stream"]
+    overlapping = transcriber(tmp_path, lang, speech, bidirectional=True)
+    overlapping.experiment = load_experiment_with(tmp_path, overlapping, subsample=1)
+    why = stream_refusals(overlapping.experiment, overlapping.model)
+    assert len(why) == 2 and "data.stack 3 != data.subsample 1: overlapping stacked frames cannot stream" in why
+
+
+def test_a_stream_is_refused_for_what_cannot_stream(tmp_path, lang, speech):
+    with pytest.raises(ValueError, match="^a bidirectional encoder reads every utterance backwards too"):
+        Stream(transcriber(tmp_path, lang, speech, bidirectional=True))
+    ctc = transcriber(tmp_path, lang, speech, bidirectional=True, loss={"type": "ctc", "one_sym_per_frame": False})
+    with pytest.raises(ValueError) as refused:
+        Stream(ctc)
+    assert str(refused.value) == ("streaming decodes a transducer with greedy search; this is a CTC model; "
+                                  "a bidirectional encoder reads every utterance backwards too: it cannot stream")
+
+
+@pytest.mark.parametrize("name,tail_silence", [("stacked", 0.0), ("stacked", 0.3), ("conv", 0.3), ("lstm", 0.0)])
+def test_chunks_of_any_size_give_the_whole_utterances_result(tmp_path, lang, speech, name, tail_silence):
+    """Chunks of random sizes (3 ms to 0.25 s): partial results only grow, the frames not yet encoded stay
+    under a chunk's worth, and the final tokens, their frames, the text and word times are offline greedy
+    search's over the whole utterance (both followed by data.tail_silence)."""
+    t = transcriber(tmp_path, lang, speech, name, tail_silence=tail_silence)
+    unit, overlap = stream_unit_and_overlap(t.experiment, t.model)
+    generator = torch.Generator().manual_seed(0)
+    units = set()
+    for samples in speech:
+        stream, start, tokens = Stream(t), 0, []
+        while start < len(samples):
+            size = int(torch.randint(50, 4000, (1,), generator=generator))
+            partial = stream.accept(samples[start:start + size])
+            start += size
+            assert not partial.final and stream.hypothesis.tokens[:len(tokens)] == tokens
+            assert partial.text == t.tokenizer.text(stream.hypothesis)
+            assert stream.pending.shape[0] < unit + overlap
+            tokens = list(stream.hypothesis.tokens)
+        final = stream.finish()
+        whole, frames = offline(t, samples)
+        assert final.final and len(whole.tokens) > 10
+        units.update(whole.tokens)
+        assert (stream.hypothesis.tokens, stream.hypothesis.frames) == (whole.tokens, whole.frames)
+        assert stream.hypothesis.score == pytest.approx(whole.score, rel=1e-4)
+        assert stream.encoder_frames == frames
+        transcript = t.transcribe((samples, 16000))
+        assert (final.text, final.words) == (transcript.text, transcript.words)
+    assert len(units) > 3  # the tokens follow the speech: not one unit at every frame
+
+
+@pytest.mark.parametrize("name", ["stacked", "conv", "lstm"])
+def test_the_states_go_from_chunk_to_chunk(tmp_path, lang, speech, name):
+    """Fed 25 ms at a time or all at once, a stream has encoded the same frames into the same LSTM states;
+    one that forgot its states between chunks (started each from zeros) would give another result."""
+    t = transcriber(tmp_path, lang, speech, name)
+    samples = speech[0]
+    small, whole = Stream(t), Stream(t)
+    feed(small, samples, [400] * (len(samples) // 400))
+    whole.accept(samples)
+    assert small.encoder_frames == whole.encoder_frames > 30
+    for a, b in zip(small.state, whole.state):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert (small.hypothesis.tokens, small.hypothesis.frames) == (whole.hypothesis.tokens, whole.hypothesis.frames)
+
+    forgetful = Stream(t)
+    start_state = forgetful.state
+    for start in range(0, len(samples), 1600):
+        forgetful.accept(samples[start:start + 1600])
+        forgetful.state = tuple(s.clone() for s in start_state)
+    assert forgetful.finish().text != whole.finish().text
+
+
+def test_cmvn_is_applied_to_the_streamed_frames(tmp_path, lang, speech):
+    """With data.features.cmvn, each streamed fbank frame is normalised as the offline front end does."""
+    probe = transcriber(tmp_path, lang, speech)
+    frames = torch.cat([probe.features((s, 16000)).reshape(-1, BINS) for s in speech])  # stacked rows: 3 frames
+    (tmp_path / "cmvn.json").write_text(json.dumps({"mean": frames.mean(0).tolist(),
+                                                    "std": frames.std(0).tolist()}))
+    t = transcriber(tmp_path, lang, speech, cmvn=str(tmp_path / "cmvn.json"))
+    plain = transcriber(tmp_path, lang, speech)
+    plain.model.load_state_dict(t.model.state_dict())  # the same weights, no CMVN
+    assert t.cmvn is not None and plain.cmvn is None
+    for samples in speech:
+        stream = Stream(t)
+        feed(stream, samples, [1000] * (len(samples) // 1000))
+        final = stream.finish()
+        assert final.text == t.transcribe((samples, 16000)).text
+        assert final.text != plain.transcribe((samples, 16000)).text
+
+
+@pytest.mark.parametrize("name", ["stacked", "conv"])
+def test_every_remainder_of_the_last_chunk(tmp_path, lang, speech, name):
+    """Lengths that leave 0 to 7 fbank frames after the last whole encoder frame: the stream's end is padded
+    as the offline front end pads a sequence's end (and a conv front end's too-short end dropped as
+    offline drops it)."""
+    t = transcriber(tmp_path, lang, speech, name)
+    for extra in range(8):
+        samples = speech[1][:8000 + 160 * extra + 37]
+        stream = Stream(t)
+        feed(stream, samples, [800] * 10)
+        stream.finish()
+        whole, frames = offline(t, samples)
+        assert (stream.hypothesis.tokens, stream.hypothesis.frames, stream.encoder_frames) == (
+            whole.tokens, whole.frames, frames), extra
+
+
+def test_the_end_of_a_stream(tmp_path, lang, speech):
+    t = transcriber(tmp_path, lang, speech, tail_silence=0.3)
+    empty = Stream(t)
+    assert empty.sample_rate == 16000
+    assert empty.result(final=False) == Partial("", [], False)
+    first = empty.finish()  # no speech: the tail silence alone
+    assert first.final and first == empty.finish()  # finish() again changes nothing
+    with pytest.raises(RuntimeError, match="the stream is finished"):
+        empty.accept(speech[0][:1600])
+
+    stream = Stream(t)
+    stream.accept(speech[0])
+    final = stream.finish()
+    frames = stream.encoder_frames
+    assert stream.finish() == final and stream.encoder_frames == frames  # the tail is not fed twice

@@ -1,0 +1,229 @@
+"""rnnt.training.trainer_checkpoints through a real Trainer (a small yesno model, real audio, real optimiser
+steps) in this process: what a checkpoint holds, which step files are kept and which epoch files slimmed,
+what resume() picks and restores, what it refuses, and a fresh start from another experiment's weights."""
+
+import copy
+import json
+import random
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from conftest import ROOT
+from rnnt.data.loader import LoaderPosition
+from rnnt.training import checkpoint
+from rnnt.training.experiment import load_experiment
+from rnnt.training.stop import StopTraining
+from rnnt.training.trainer import Trainer
+
+CONFIG = ROOT / "egs" / "yesno" / "conf" / "tiny.yaml"
+
+
+@pytest.fixture
+def yesno_small(tmp_path, test_data):
+    """A raw list of 4 yesno recordings (their names spell the words, 1 YES, 0 NO), each cut to its first 2 s
+    (of 6: the steps need a real loss, not a right one, and the LSTMs' time is most of this module's), and
+    word units."""
+    waves = sorted((test_data / "waves_yesno").glob("*.wav"))[:4]
+    words = {"0": "NO", "1": "YES"}
+    (tmp_path / "train.list").write_text("".join(
+        json.dumps({"key": w.stem, "wav": str(w), "txt": " ".join(words[d] for d in w.stem.split("_")),
+                    "start": 0.0, "end": 2.0}) + "\n" for w in waves))
+    lang = tmp_path / "lang"
+    lang.mkdir()
+    (lang / "units.txt").write_text("<blank> 0\n<unk> 1\nNO 2\nYES 3\n")
+    (lang / "units.json").write_text(json.dumps({"type": "word"}))
+    return tmp_path
+
+
+def make_trainer(root: Path, name: str, data=None, **train) -> Trainer:
+    """The yesno recipe's tiny config with a smaller model, batches of 2 (2 an epoch), the train keys given."""
+    values = yaml.safe_load(CONFIG.read_text())
+    values["model"]["encoder"]["hidden"] = values["model"]["joiner"]["hidden"] = 32
+    values["data"] = {**values["data"], "batch": {"type": "static", "batch_size": 2}, **(data or {})}
+    values["train"] = {**values["train"], "log_every": 1000, **train}
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(values))
+    experiment = load_experiment(str(path), train_list=str(root / "train.list"), lang_dir=str(root / "lang"))
+    return Trainer(experiment, str(root / name))
+
+
+def train_steps(trainer: Trainer, n: int) -> None:
+    """n optimiser steps of one batch each, through the trainer's own loader and step (a new epoch starts
+    with a new position, as in Trainer.train_epoch)."""
+    if trainer.batch == 0:
+        trainer.position = LoaderPosition(trainer.experiment.data.num_workers)
+    trainer.loader.dataset.set_epoch(trainer.epoch, trainer.position if trainer.batch else None)
+    for _, batch in zip(range(n), trainer.loader):
+        trainer.train_batch(batch, 1.0)
+        assert trainer.optimizer_step() is not None
+
+
+def end_epoch(trainer: Trainer) -> None:
+    trainer.batch, trainer.epoch = 0, trainer.epoch + 1
+    trainer.save(checkpoint.name("epoch", trainer.epoch))
+
+
+def names(exp: Path) -> list[str]:
+    return sorted(p.name for p in exp.glob("*.pt"))
+
+
+def equal_states(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_checkpoint_holds_everything_an_exact_resume_needs(yesno_small):
+    trainer = make_trainer(yesno_small, "exp", ema_decay=0.9)
+    train_steps(trainer, 1)
+    trainer.valid_result = {"valid_loss": 1.5, "valid_wer": 75.0}
+    trainer.save("step-1.pt")
+    state = checkpoint.load(str(yesno_small / "exp" / "step-1.pt"))
+    assert set(state) == {"model", "ema", "optimizer", "scheduler", "scaler", "rng", "meta"}
+    assert equal_states(state["model"], trainer.model.state_dict())
+    assert equal_states(state["ema"], trainer.ema.state_dict()) and not equal_states(state["ema"], state["model"])
+    assert len(state["optimizer"]["state"]) == len(list(trainer.model.parameters()))  # Adam's moments, each
+    assert state["scheduler"]["last_epoch"] == 1
+    assert len(state["rng"]) == 1 and torch.equal(state["rng"][0]["torch"], torch.get_rng_state())
+    meta = state["meta"]
+    assert (meta["step"], meta["epoch"], meta["batch"]) == (1, 0, 1)
+    assert meta["loader_position"] == {"counts": [1], "cycle": [0], "next": 0}
+    assert meta["train_data"] == trainer.train_data and meta["bad_in_row"] == 0
+    assert (meta["valid_loss"], meta["valid_wer"]) == (1.5, 75.0)
+    assert "saved step-1.pt (epoch 0, batch 1, step 1)" in (yesno_small / "exp" / "train.log").read_text()
+
+
+def test_only_the_newest_step_checkpoints_are_kept(yesno_small):
+    trainer = make_trainer(yesno_small, "exp", keep_checkpoints=2, keep_whole_epochs=0)
+    exp = yesno_small / "exp"
+    for step in range(1, 6):
+        trainer.step = step
+        trainer.save(checkpoint.name("step", step))
+        assert names(exp) == [f"step-{s}.pt" for s in range(max(1, step - 1), step + 1)]
+    trainer.step = 6
+    end_epoch(trainer)  # epoch files are not step files: none removed for it, none counted
+    trainer.step = 7
+    trainer.save("step-7.pt")
+    assert names(exp) == ["epoch-1.pt", "step-5.pt", "step-7.pt"]
+
+
+def test_epochs_before_the_newest_kept_whole_keep_their_weights_alone(yesno_small):
+    trainer = make_trainer(yesno_small, "exp", keep_whole_epochs=2, ema_decay=0.9)
+    exp = yesno_small / "exp"
+    weights = {}
+    for epoch in (1, 2, 3):
+        train_steps(trainer, 1)
+        trainer.save(checkpoint.name("step", trainer.step))  # a step file alone slims nothing
+        assert not any(checkpoint.load_meta(str(p)).get("slimmed") for p in exp.glob("epoch-*.pt"))
+        end_epoch(trainer)
+        weights[epoch] = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    first = checkpoint.load(str(exp / "epoch-1.pt"))
+    assert sorted(first) == ["ema", "meta", "model"] and first["meta"]["slimmed"] is True
+    assert equal_states(first["model"], weights[1]) and first["meta"]["step"] == 1  # what averaging reads
+    for epoch in (2, 3):
+        whole = checkpoint.load(str(exp / f"epoch-{epoch}.pt"))
+        assert {"optimizer", "scheduler", "scaler", "rng"} <= whole.keys() and "slimmed" not in whole["meta"]
+        assert equal_states(whole["model"], weights[epoch])
+
+
+def test_resume_takes_the_checkpoint_with_the_most_steps_and_restores_all_of_it(yesno_small):
+    first = make_trainer(yesno_small, "exp", keep_checkpoints=5)
+    exp = yesno_small / "exp"
+    train_steps(first, 2)
+    end_epoch(first)  # epoch-1.pt: step 2
+    train_steps(first, 1)
+    torch.rand(7), random.random()  # what dropout and the pipeline would have drawn
+    first.save("step-3.pt")  # inside epoch 2, after its first batch
+    saved = {"model": {k: v.clone() for k, v in first.model.state_dict().items()},
+             "optimizer": copy.deepcopy(first.optimizer.state_dict()), "rng": torch.get_rng_state(),
+             "python_rng": random.getstate()}
+    train_steps(first, 1)  # step 4, never saved
+    old = exp / "step-1.pt"  # an older step file written last: the steps decide, not the file's time
+    shutil.copy(exp / "step-3.pt", old)
+    state = checkpoint.load(str(old))
+    checkpoint.save(str(old), {**state, "meta": {**state["meta"], "step": 1}})
+
+    second = make_trainer(yesno_small, "exp", keep_checkpoints=5)  # a new process: its RNGs elsewhere
+    random.seed(123)
+    assert not torch.equal(torch.get_rng_state(), saved["rng"]) and random.getstate() != saved["python_rng"]
+    assert not equal_states(second.model.state_dict(), saved["model"])
+    assert second.resume() is True
+    assert (second.step, second.epoch, second.batch) == (3, 1, 1)
+    assert equal_states(second.model.state_dict(), saved["model"])
+    moments = second.optimizer.state_dict()["state"]
+    assert all(equal_states(moments[i], saved["optimizer"]["state"][i]) for i in moments) and moments
+    assert second.scheduler.last_epoch == 3
+    assert second.position.state_dict() == {"counts": [1], "cycle": [0], "next": 0}
+    assert torch.equal(torch.get_rng_state(), saved["rng"]) and random.getstate() == saved["python_rng"]
+    assert re.search(r"resumed from .*/exp/step-3\.pt: epoch 1, batch 1, step 3", (exp / "train.log").read_text())
+
+    train_steps(second, 1)  # the step the first run took from there, taken again: the same weights
+    assert equal_states(second.model.state_dict(), first.model.state_dict())
+
+
+def test_nothing_to_resume_leaves_the_fresh_start(yesno_small):
+    trainer = make_trainer(yesno_small, "exp")
+    fresh = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    (yesno_small / "exp" / "step-9.pt").write_bytes(b"not a checkpoint")  # unreadable: not one to resume
+    assert trainer.resume() is False
+    assert (trainer.step, trainer.epoch, trainer.batch) == (0, 0, 0)
+    assert equal_states(trainer.model.state_dict(), fresh)
+
+
+def test_a_slimmed_epoch_cannot_be_resumed_from(yesno_small):
+    trainer = make_trainer(yesno_small, "exp", keep_whole_epochs=1)
+    train_steps(trainer, 1)
+    end_epoch(trainer)
+    end_epoch(trainer)  # an epoch of no steps: epoch-1 slimmed, epoch-2 whole with the same step
+    assert checkpoint.latest(str(yesno_small / "exp")).endswith("epoch-2.pt")
+    (yesno_small / "exp" / "epoch-2.pt").unlink()
+    with pytest.raises(StopTraining, match=r"epoch-1\.pt holds the weights alone .* train\.init_from"):
+        make_trainer(yesno_small, "exp", keep_whole_epochs=1).resume()
+
+
+def test_inside_an_epoch_the_workers_must_be_as_many_as_when_it_stopped(yesno_small):
+    trainer = make_trainer(yesno_small, "exp")
+    train_steps(trainer, 1)
+    trainer.save("step-1.pt")  # one worker (in the training process), at batch 1
+    other = make_trainer(yesno_small, "exp", data={"num_workers": 2})
+    with pytest.raises(StopTraining, match="stopped inside epoch 0 with another data.num_workers"):
+        other.resume()
+    train_steps(trainer, 1)
+    end_epoch(trainer)  # at an epoch's end there is no position to keep: any number of workers resumes
+    other = make_trainer(yesno_small, "exp", data={"num_workers": 2})
+    assert other.resume() and (other.step, other.epoch, other.batch) == (2, 1, 0)
+    assert other.position.counts == [0, 0]  # a fresh position for the next epoch
+
+
+def test_ema_kept_is_restored_and_ema_switched_on_starts_from_the_resumed_weights(yesno_small):
+    with_ema = make_trainer(yesno_small, "ema", ema_decay=0.9)
+    train_steps(with_ema, 2)
+    with_ema.save("step-2.pt")
+    resumed = make_trainer(yesno_small, "ema", ema_decay=0.9)
+    assert resumed.resume()
+    assert equal_states(resumed.ema.state_dict(), with_ema.ema.state_dict())
+    assert not equal_states(resumed.ema.state_dict(), resumed.model.state_dict())
+
+    plain = make_trainer(yesno_small, "plain")
+    train_steps(plain, 2)
+    plain.save("step-2.pt")
+    switched_on = make_trainer(yesno_small, "plain", ema_decay=0.9)
+    assert switched_on.resume()
+    assert equal_states(switched_on.ema.state_dict(), plain.model.state_dict())
+
+
+def test_a_fresh_start_from_another_experiments_weights(yesno_small):
+    source = make_trainer(yesno_small, "source")
+    train_steps(source, 1)
+    shutil.copytree(yesno_small / "lang", yesno_small / "source" / "lang")  # as a trained experiment holds it
+    end_epoch(source)
+    target = make_trainer(yesno_small, "target", ema_decay=0.9)
+    target.start_from(str(yesno_small / "source" / "epoch-1.pt"))
+    assert equal_states(target.model.state_dict(), source.model.state_dict())
+    assert equal_states(target.ema.state_dict(), source.model.state_dict())  # the EMA starts from them
+    assert target.step == 0 and not target.optimizer.state_dict()["state"]  # nothing else is taken
+    with pytest.raises(StopTraining, match=r"train.init_from: no checkpoint .*/source/epoch-9\.pt"):
+        target.start_from(str(yesno_small / "source" / "epoch-9.pt"))

@@ -1,0 +1,213 @@
+"""rnnt.tuning.study on a real SQLite database, with an objective that stands in for a training run (it
+reports a dev WER per epoch and sets the user attributes steps/tune.py sets): the study persists and
+resumes, counts ended trials over runs, stops on too many failures, retries the trial of a dead worker
+with its values, picks the lowest objective as the best, and writes its results."""
+
+import sqlite3
+import warnings
+
+import optuna
+import pytest
+import sqlalchemy
+import yaml
+from optuna.trial import TrialState
+
+from rnnt.tuning.space import Search, suggest
+from rnnt.tuning.study import RETRIES, best_wer, completed, count, open_study, optimize_until, summary, write_results
+
+PNG = b"\x89PNG\r\n\x1a\n"
+SPACE = {"train.optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True},
+         "model.joiner.activation": {"type": "categorical", "choices": ["tanh", "relu"]}}
+USER_CONFIG = {"model": {"joiner": {"activation": "tanh", "hidden": 64}},
+               "train": {"epochs": 3, "optimizer": {"type": "adam", "lr": 0.001}}}
+
+
+@pytest.fixture(autouse=True)
+def unsynced_sqlite():
+    """SQLite without waiting for the disk at each commit (every report and attribute is one): what is
+    written still reaches the file, for every later connection to read; only a power cut could lose it."""
+    def unsynced(connection, _record):
+        if isinstance(connection, sqlite3.Connection):
+            connection.execute("PRAGMA synchronous = OFF")
+
+    sqlalchemy.event.listen(sqlalchemy.engine.Engine, "connect", unsynced)
+    yield
+    sqlalchemy.event.remove(sqlalchemy.engine.Engine, "connect", unsynced)
+
+
+def search(**changes) -> Search:
+    return Search(**{"space": SPACE, "pruner": {"type": "none"}, "sampler": {"type": "random", "seed": 0}, **changes})
+
+
+class Training:
+    """The objective: a trial's dev WER per epoch falls towards a floor set by its learning rate (lowest near
+    lr 3e-3); it reports each epoch, may be pruned, and fails (a training that crashed) where told."""
+
+    def __init__(self, fail=()):
+        self.calls, self.fail = 0, set(fail)
+
+    def __call__(self, trial) -> float:
+        call, self.calls = self.calls, self.calls + 1
+        values = suggest(trial, SPACE)
+        if call in self.fail:
+            raise RuntimeError(f"call {call}: training failed")
+        floor = 20 + 400 * abs(values["train.optimizer.lr"] - 3e-3) + (5 if values["model.joiner.activation"] ==
+                                                                          "relu" else 0)
+        wers = [floor + 40 / epoch for epoch in (1, 2, 3)]
+        for epoch, wer in enumerate(wers, 1):
+            trial.report(wer, epoch)
+            if trial.should_prune():
+                trial.set_user_attr("epoch_minutes", [0.5 * e for e in range(1, epoch + 1)])
+                raise optuna.TrialPruned()
+        trial.set_user_attr("epoch_minutes", [0.5, 1.0, 1.5])
+        trial.set_user_attr("best_epoch", 3)
+        trial.set_user_attr("best_wer", wers[-1])
+        trial.set_user_attr("minutes_to_best", 1.5)
+        return wers[-1]
+
+
+def states(study) -> list[str]:
+    return [t.state.name for t in study.get_trials(deepcopy=False)]
+
+
+def test_a_study_persists_in_its_database_and_resumes_where_it_stopped(tmp_path):
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    first = open_study(url, "lr", search(), heartbeat=1)
+    training = Training()
+    optimize_until(first, training, 2, catch=())
+    assert training.calls == 2 and completed(first) == 2
+    values = [t.params for t in first.trials]
+
+    again = open_study(url, "lr", search(), heartbeat=1)  # another process, later: the same study
+    assert [t.params for t in again.trials] == values and again.best_trial.number == first.best_trial.number
+    resumed = Training()
+    optimize_until(again, resumed, 2, catch=())  # the trials asked have all ended: nothing runs
+    assert resumed.calls == 0 and len(again.trials) == 2
+    optimize_until(again, resumed, 3, catch=())  # one more, counted over both runs
+    assert resumed.calls == 1 and states(again) == ["COMPLETE"] * 3
+    assert [t.params for t in again.trials[:2]] == values
+    assert len(open_study(url, "lr", search(), heartbeat=1).trials) == 3
+    assert open_study(url, "other", search(), heartbeat=1).trials == []  # a study is found by its name
+
+
+def test_the_sampler_and_pruner_are_the_searchs(tmp_path):
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    tpe = open_study(url, "tpe", search(sampler={"type": "tpe", "seed": 5},
+                                        pruner={"type": "median", "startup_trials": 4, "warmup_epochs": 2}), 1)
+    assert isinstance(tpe.sampler, optuna.samplers.TPESampler)
+    assert isinstance(tpe.pruner, optuna.pruners.MedianPruner)
+    assert (tpe.pruner._n_startup_trials, tpe.pruner._n_warmup_steps) == (4, 2)
+    assert tpe.direction == optuna.study.StudyDirection.MINIMIZE
+    plain = open_study(url, "random", search(), 1)
+    assert isinstance(plain.sampler, optuna.samplers.RandomSampler)
+    assert isinstance(plain.pruner, optuna.pruners.NopPruner)
+    # the seed fixes the values drawn
+    a, b = (open_study(f"sqlite:///{tmp_path / f'{n}.db'}", "s", search(), 1) for n in ("a", "b"))
+    for study in (a, b):
+        optimize_until(study, Training(), 2, catch=())
+    assert [t.params for t in a.trials] == [t.params for t in b.trials] and a.trials[0].params != a.trials[1].params
+
+
+def test_failed_trials_are_not_counted_and_too_many_stop_the_search(tmp_path):
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = open_study(url, "flaky", search(), heartbeat=1)
+    training = Training(fail={0, 2})
+    optimize_until(study, training, 2, catch=(RuntimeError,))
+    assert states(study) == ["FAIL", "COMPLETE", "FAIL", "COMPLETE"]
+    assert count(study, TrialState.COMPLETE, TrialState.PRUNED) == 2 and training.calls == 4
+
+    broken = open_study(url, "broken", search(), heartbeat=1)
+    always = Training(fail=range(100))
+    optimize_until(broken, always, 1, catch=(RuntimeError,))  # must end: more failures than trials stop it
+    assert always.calls == 2 and states(broken) == ["FAIL"] * 2
+    with pytest.raises(RuntimeError, match="training failed"):  # an error not caught ends the search
+        optimize_until(open_study(url, "uncaught", search(), heartbeat=1), Training(fail={0}), 1, catch=())
+
+
+def test_pruned_trials_count_as_ended(tmp_path):
+    pruning = search(pruner={"type": "median", "startup_trials": 1, "warmup_epochs": 0})
+    study = open_study(f"sqlite:///{tmp_path / 'study.db'}", "pruned", pruning, heartbeat=1)
+    optimize_until(study, Training(), 3, catch=())
+    assert count(study, TrialState.PRUNED) >= 1, states(study)
+    assert count(study, TrialState.COMPLETE, TrialState.PRUNED) == 3 == len(study.trials)
+
+
+def test_the_trial_of_a_dead_worker_runs_again_with_its_values(tmp_path):
+    """A trial whose heartbeat stopped more than two beats ago (its worker was killed) is failed when the
+    search is resumed, and a new trial runs with the same values."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = open_study(url, "dead", search(), heartbeat=1)
+    storage = study._storage
+    assert (storage.get_heartbeat_interval(), RETRIES) == (1, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # Optuna's note that heartbeats go with optimize()
+        dead = study.ask()
+    values = suggest(dead, SPACE)
+    storage.record_heartbeat(dead._trial_id)  # its one beat, then silence: 10 s of it, written to the database
+    with sqlite3.connect(tmp_path / "study.db") as connection:  # (SQLite's clock counts whole seconds)
+        connection.execute("UPDATE trial_heartbeats SET heartbeat = datetime('now', '-10 seconds')")
+    training = Training()
+    optimize_until(open_study(url, "dead", search(), heartbeat=1), training, 1, catch=())
+    trials = optuna.load_study(study_name="dead", storage=url).trials
+    assert [t.state.name for t in trials] == ["FAIL", "COMPLETE"]
+    assert trials[1].params == values and training.calls == 1
+    assert optuna.storages.RetryFailedTrialCallback.retried_trial_number(trials[1]) == 0
+
+
+def test_the_best_trial_is_the_lowest_objective_and_the_summary_names_it(tmp_path):
+    study = open_study(f"sqlite:///{tmp_path / 'study.db'}", "best", search(), heartbeat=1)
+    assert summary(study, 4) == "0 of 4 trials ended (0 complete, 0 pruned, 0 fail); no trial completed"
+    optimize_until(study, Training(fail={1}), 3, catch=(RuntimeError,))
+    done = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    lowest = min(done, key=lambda t: t.value)
+    assert study.best_trial.number == lowest.number and best_wer(lowest) == lowest.user_attrs["best_wer"]
+    line = summary(study, 3)
+    assert line.startswith(f"3 of 3 trials ended (3 complete, 0 pruned, 1 fail); best: trial {lowest.number}, "
+                           f"dev WER {lowest.value:.2f}% at epoch 3 after 1.5 min (its epochs done; objective "
+                           f"{lowest.value:.2f}), with train.optimizer.lr=")
+    assert line.endswith(f"model.joiner.activation={lowest.params['model.joiner.activation']}")
+    assert f"train.optimizer.lr={lowest.params['train.optimizer.lr']:.4g}" in line
+
+
+def test_best_wer_is_the_objective_of_studies_from_before_target_wer():
+    old = optuna.trial.create_trial(value=33.0)
+    new = optuna.trial.create_trial(value=2.5, user_attrs={"best_wer": 41.0})
+    assert (best_wer(old), best_wer(new)) == (33.0, 41.0)
+
+
+def test_write_results_writes_the_table_the_plot_and_the_best_config(tmp_path):
+    study = open_study(f"sqlite:///{tmp_path / 'study.db'}", "results", search(), heartbeat=1)
+    optimize_until(study, Training(fail={2}), 3, catch=(RuntimeError,))
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    write_results(study, USER_CONFIG, str(exp))
+    header, *rows = [line.split("\t") for line in (exp / "trials.tsv").read_text().splitlines()]
+    assert header == ["trial", "state", "objective", "dev_wer", "best_epoch", "minutes_to_best",
+                      "model.joiner.activation", "train.optimizer.lr"]
+    assert [(r[0], r[1]) for r in rows] == [("0", "COMPLETE"), ("1", "COMPLETE"), ("2", "FAIL"), ("3", "COMPLETE")]
+    assert rows[2][2:6] == ["", "", "", ""]  # a failed trial: its values only
+    for row, trial in zip(rows, study.trials):
+        assert row[6] == trial.params["model.joiner.activation"]
+        assert float(row[7]) == trial.params["train.optimizer.lr"]
+        if trial.state == TrialState.COMPLETE:
+            assert row[2:6] == [f"{trial.value:.2f}", f"{trial.value:.2f}", "3", "1.50"]
+    assert (exp / "trials.png").read_bytes()[:8] == PNG
+    text = (exp / "best.yaml").read_text()
+    best = study.best_trial
+    assert text.splitlines()[0] == (f"# steps/tune.py: trial {best.number}, dev WER {best.value:.2f}% "
+                                    f"(objective {best.value:.2f})")
+    assert yaml.safe_load(text) == {
+        "model": {"joiner": {"activation": best.params["model.joiner.activation"], "hidden": 64}},
+        "train": {"epochs": 3, "optimizer": {"type": "adam", "lr": best.params["train.optimizer.lr"]}}}
+    assert USER_CONFIG["train"]["optimizer"]["lr"] == 0.001  # the user's config itself is left as it was
+
+
+def test_without_a_complete_trial_there_is_no_best_config(tmp_path):
+    study = open_study(f"sqlite:///{tmp_path / 'study.db'}", "none", search(), heartbeat=1)
+    optimize_until(study, Training(fail=range(10)), 1, catch=(RuntimeError,))
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    write_results(study, USER_CONFIG, str(exp))
+    assert len((exp / "trials.tsv").read_text().splitlines()) == 1 + 2  # both failed trials listed
+    assert not (exp / "trials.png").exists() and not (exp / "best.yaml").exists()
+    assert summary(study, 1) == "0 of 1 trials ended (0 complete, 0 pruned, 2 fail); no trial completed"
