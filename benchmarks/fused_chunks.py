@@ -17,7 +17,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from loss import HIDDEN, SHAPES  # noqa: E402
+from loss import SHAPES, make_step  # noqa: E402
 
 
 def timed_steps(step, runs: int, sync) -> list[float]:
@@ -33,24 +33,8 @@ def timed_steps(step, runs: int, sync) -> list[float]:
 
 
 def fused_step(B, T, U, V, device, chunk_elements):
-    import torch
-
-    from rnnt.loss import fused_joiner_loss
-
-    torch.manual_seed(0)
-    enc = torch.randn(B, T, HIDDEN, device=device, requires_grad=True)
-    pred = torch.randn(B, U + 1, HIDDEN, device=device, requires_grad=True)
-    joiner = torch.nn.Linear(HIDDEN, V).to(device)
-    targets = torch.randint(1, V, (B, U), device=device)
-    lengths = torch.full((B,), T, device=device), torch.full((B,), U, device=device)
-
-    def step():
-        enc.grad = pred.grad = None
-        joiner.zero_grad(set_to_none=True)
-        fused_joiner_loss(enc, pred, joiner.weight, joiner.bias, targets, *lengths,
-                          chunk_elements=chunk_elements).backward()
-
-    return step
+    """loss.py's fused joiner + loss step with its blocks of chunk_elements (None: the device's default)."""
+    return make_step("fused", B, T, U, V, device=device, chunk_elements=chunk_elements)
 
 
 def main() -> int:

@@ -94,7 +94,7 @@ def naive_loss(logits, targets, T_b, U_b):
     return -final.mean()
 
 
-def make_step(method, B, T, U, V, device="cpu", backend="auto"):
+def make_step(method, B, T, U, V, device="cpu", backend="auto", chunk_elements=None):
     import torch
 
     torch.manual_seed(0)
@@ -136,7 +136,8 @@ def make_step(method, B, T, U, V, device="cpu", backend="auto"):
         from rnnt.loss import fused_joiner_loss
 
         def loss():
-            return fused_joiner_loss(enc, pred, joiner.weight, joiner.bias, targets, T_b, U_b, backend=backend)
+            return fused_joiner_loss(enc, pred, joiner.weight, joiner.bias, targets, T_b, U_b, backend=backend,
+                                     chunk_elements=chunk_elements)
     elif method == "pruned":
         from rnnt.loss import prune, prune_ranges, pruned_loss, simple_loss
 
@@ -157,7 +158,7 @@ def make_step(method, B, T, U, V, device="cpu", backend="auto"):
         joiner.zero_grad(set_to_none=True)
         value = loss()
         value.backward()
-        return float(value)  # waits for the device: the backward pass ran before it on the same stream
+        return float(value.detach())  # waits for the device: the backward pass ran before it on the same stream
 
     return step
 
