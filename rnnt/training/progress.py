@@ -15,12 +15,32 @@ from rnnt.training.distributed import World
 log = logging.getLogger("rnnt.train")
 
 
+_handlers: list[logging.Handler] = []  # what setup_logging installed last, replaced by the next call
+
+
 def setup_logging(exp_dir: str, world: World) -> None:
-    handlers = [logging.StreamHandler(sys.stderr)]
+    """The package's log ("rnnt" and below) to stderr, and to exp_dir/train.log on the main rank. Its own
+    handlers on the package's logger, not the root's: a program that embeds a Trainer (or pytest) keeps its
+    logging, and the records still reach it; a second Trainer closes the first one's train.log."""
+    close_logging()
+    package = logging.getLogger("rnnt")
+    _handlers[:] = [logging.StreamHandler(sys.stderr)]
     if world.main:
-        handlers.append(logging.FileHandler(os.path.join(exp_dir, "train.log")))
-    logging.basicConfig(level=logging.INFO if world.main else logging.WARNING, handlers=handlers, force=True,
-                        format=f"%(asctime)s [rank {world.rank}] %(message)s")
+        _handlers.append(logging.FileHandler(os.path.join(exp_dir, "train.log")))
+    formatter = logging.Formatter(f"%(asctime)s [rank {world.rank}] %(message)s")
+    for handler in _handlers:
+        handler.setFormatter(formatter)
+        package.addHandler(handler)
+    package.setLevel(logging.INFO if world.main else logging.WARNING)
+
+
+def close_logging() -> None:
+    """Takes setup_logging's handlers off the package's logger (and closes train.log)."""
+    package = logging.getLogger("rnnt")
+    for handler in _handlers:
+        package.removeHandler(handler)
+        handler.close()
+    _handlers.clear()
 
 
 class Progress:

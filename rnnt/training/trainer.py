@@ -28,7 +28,7 @@ from rnnt.training.distributed import (all_gather_objects, batches_of_every_rank
 from rnnt.training.ema import EMA
 from rnnt.training.config_change import start_over_if_changed, train_data_fingerprint
 from rnnt.training.experiment import Experiment, adopt_lang_dir, build_optimizer, load_experiment
-from rnnt.training.progress import Progress, setup_logging
+from rnnt.training.progress import Progress, close_logging, setup_logging
 from rnnt.training.stop import StopTraining
 from rnnt.training.trainer_checkpoints import Checkpointing
 from rnnt.training.validation import validate
@@ -211,6 +211,7 @@ class Trainer(Checkpointing):
         finally:
             signal.signal(signal.SIGTERM, previous)
             self.progress.close()
+            close_logging()
             self.ddp = self.model  # DDP's reducer holds the process group
             cleanup(self.world, together=ended_together)
 
