@@ -2,9 +2,11 @@
 
 As Kaldi's script of that name: when some sources have `segments` and others do not, each utterance of
 the others becomes a segment covering its whole recording (`<utt> <utt> 0 -1`, -1 meaning the end), so
-the combined dir keeps every segment. Other files missing from a source are left out, and named.
+the combined dir keeps every segment. Other files missing from a source are left out, and named. Then, as
+Kaldi's does unless `--skip-fix true`, the result is repaired by utils/fix_data_dir.sh (rnnt.datadir.fix):
+an utterance a source left out of one of its files is dropped, and counted.
 
-Run as `utils/combine_data.sh <dest> <src1> <src2> ...`.
+Run as `utils/combine_data.sh [--skip-fix true] <dest> <src1> <src2> ...`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import sys
 
 from rnnt.cli import tool_parser
+from rnnt.datadir.fix import fix_data_dir
 from rnnt.datadir.layout import FIELDS, FILTERED_SPEAKER, PER_RECORDING, PER_SPEAKER, Tables, load_dir, write_dir
 
 
@@ -43,6 +46,8 @@ def combine(sources: list[str]) -> Tables:
 
 def main(argv: list[str] | None = None) -> int:
     parser = tool_parser(__doc__, "utils/combine_data.sh data/train_all data/train data/extra", prog="combine_data.sh")
+    parser.add_argument("--skip-fix", choices=("true", "false"), default="false",
+                        help="true: leave the combined dir as combined, without utils/fix_data_dir.sh")
     parser.add_argument("dest")
     parser.add_argument("sources", nargs="+")
     args = parser.parse_args(argv)
@@ -55,7 +60,16 @@ def main(argv: list[str] | None = None) -> int:
     for name in sorted(present - set(merged)):  # each named once, the sources not read again
         print(f"combine_data.sh: {name} is not in every source; left out", file=sys.stderr)
     write_dir(merged, set(merged["utt2spk"]), args.dest)
-    print(f"combine_data.sh: {len(merged['utt2spk'])} utterances from {len(args.sources)} dirs into {args.dest}")
+    fixed = ""
+    if args.skip_fix == "false":
+        try:
+            before, after, dropped = fix_data_dir(args.dest)
+        except ValueError as error:
+            print(f"combine_data.sh: {error}", file=sys.stderr)
+            return 1
+        reasons = ", ".join(f"{n} {why}" for why, n in sorted(dropped.items()) if n)
+        fixed = f"; fix_data_dir.sh kept {after} of {before}" + (f" ({reasons})" if reasons else "")
+    print(f"combine_data.sh: {len(merged['utt2spk'])} utterances from {len(args.sources)} dirs into {args.dest}{fixed}")
     return 0
 
 

@@ -1,8 +1,9 @@
 """Repairs a Kaldi data dir in place: strips CR and stray spaces, drops empty, malformed and duplicate
-lines, sorts every file, keeps only utterances present in every per-utterance file (as Kaldi's fix: utt2spk,
-text, segments, feats.scp, utt2dur, utt2num_frames, utt2lang, wav.scp without segments) whose speakers are
-in spk2gender and cmvn.scp where those exist, rebuilds spk2utt, and keeps the other files (vad.scp, utt2uniq,
-utt2warp, spk2warp, reco2dur, --utt-extra-files, --spk-extra-files) to what is kept.
+lines, sorts every file, keeps only utterances present in every per-utterance file (utt2spk, text, segments,
+feats.scp, utt2lang, wav.scp without segments, as Kaldi's fix; and utt2dur and utt2num_frames, which Kaldi's
+only cuts to the utterances kept, so that its output fails validation when one of them lacks an utterance)
+whose speakers are in spk2gender and cmvn.scp where those exist, rebuilds spk2utt, and keeps the other files
+(vad.scp, utt2uniq, utt2warp, spk2warp, reco2dur, --utt-extra-files, --spk-extra-files) to what is kept.
 
 The originals are copied to <data-dir>/.backup/ first.
 Run as `utils/fix_data_dir.sh [--utt-extra-files "A B"] [--spk-extra-files "C"] <data-dir>`.

@@ -78,7 +78,8 @@ def test_tool_writes_the_combined_dir(speechocean_dir, tmp_path, capsys):
     dest = tmp_path / "combined"
     assert main([str(dest), *sources]) == 0
     out = capsys.readouterr()
-    assert out.out == f"combine_data.sh: 2500 utterances from 2 dirs into {dest}\n" and out.err == ""
+    assert out.out == (f"combine_data.sh: 2500 utterances from 2 dirs into {dest}; fix_data_dir.sh kept 2500 of "
+                       "2500\n") and out.err == ""
     assert (dest / "spk2utt").read_bytes() == (speechocean_dir / "spk2utt").read_bytes()
     assert (dest / "utt2spk").read_bytes() == (speechocean_dir / "utt2spk").read_bytes()  # space-separated both
     for name in ("text", "wav.scp", "spk2gender"):  # tab-separated originals, written with a space
@@ -113,7 +114,7 @@ def test_a_file_not_in_every_source_is_left_out_and_named(speechocean_dir, tmp_p
     dest = tmp_path / "dest"
     assert main([str(dest), *sources]) == 0
     assert capsys.readouterr().err == "combine_data.sh: spk2gender is not in every source; left out\n"  # once
-    assert sorted(p.name for p in dest.iterdir()) == ["spk2utt", "text", "utt2spk", "wav.scp"]
+    assert sorted(p.name for p in dest.iterdir()) == [".backup", "spk2utt", "text", "utt2spk", "wav.scp"]
     assert keys(dest / "utt2spk") == keys(speechocean_dir / "utt2spk")[:120]
 
 
@@ -136,3 +137,22 @@ def test_a_source_without_utt2spk(speechocean_dir, tmp_path, capsys):
     assert main([str(tmp_path / "dest"), str(speechocean_dir), str(tmp_path / "empty")]) == 1
     assert capsys.readouterr().err == f"combine_data.sh: {tmp_path}/empty/utt2spk: missing; every data dir " \
                                       "needs utt2spk\n"
+
+
+def test_the_combined_dir_is_fixed_unless_asked_not_to(speechocean_dir, tmp_path):
+    """As Kaldi's combine_data.sh: fix_data_dir.sh runs last, so an utterance a source's text lacks is dropped and
+    the result validates; --skip-fix true leaves the dir as combined."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    run_tool(UTILS / "subset_data_dir.sh", "--first", speechocean_dir, "4", first, check=True)
+    run_tool(UTILS / "subset_data_dir.sh", "--last", speechocean_dir, "4", second, check=True)
+    text = (second / "text").read_text().splitlines(keepends=True)
+    lost = text[1].split()[0]
+    (second / "text").write_text("".join(text[:1] + text[2:]))
+    out = run_tool(UTILS / "combine_data.sh", tmp_path / "fixed", first, second)
+    assert out.returncode == 0, out.stderr
+    assert "8 utterances from 2 dirs" in out.stdout and "fix_data_dir.sh kept 7 of 8 (1 not in text)" in out.stdout
+    assert lost not in keys(tmp_path / "fixed" / "utt2spk") and len(keys(tmp_path / "fixed" / "utt2spk")) == 7
+    assert_valid(tmp_path / "fixed")
+    raw = run_tool(UTILS / "combine_data.sh", "--skip-fix", "true", tmp_path / "raw", first, second)
+    assert raw.returncode == 0 and "fix_data_dir" not in raw.stdout
+    assert lost in keys(tmp_path / "raw" / "utt2spk") and lost not in keys(tmp_path / "raw" / "text")
