@@ -9,6 +9,8 @@ greedy searches). decode.py, transcribe.py, the Transcriber, tune_lm_fusion.py a
   beam_lodr, modified_beam_lodr         the same less a low-order LM over the units (LODR)
   ctc_greedy, ctc_prefix_beam           the model's CTC head (rnnt.ctc_search)
   ctc_prefix_beam_lm                    prefix beam search with an n-gram LM
+  pooled_beam_lm                        both: modified_beam_lm's and ctc_prefix_beam_lm's n-bests pooled and
+                                        scored by the transducer over all alignments (rnnt.pooled_search)
 The LM of an *_lm or *_lodr method and its weights are an experiment's lm/<method>.yaml, chosen on dev by
 steps/tune_lm_fusion.py, with the weight of the CTC head's rescoring of a transducer's n-best
 (rnnt.ctc_rescoring) where the model has one.
@@ -26,6 +28,7 @@ from rnnt.ctc_search import ctc_greedy_search, ctc_prefix_beam_search
 from rnnt.lm.fusion import Fusion, LowOrderSubtraction, read_fusion_config
 from rnnt.modified_beam_search import modified_beam_search
 from rnnt.modified_beam_search_lm import modified_beam_search_lm
+from rnnt.pooled_search import pooled_beam_search_lm
 from rnnt.search import Hypothesis, beam_search, greedy_search
 
 
@@ -45,6 +48,8 @@ class Method:
     search: Search
     head: str  # what it searches: "transducer" or "ctc"
     lm: str = ""  # "": no LM; "lm": an LM fused in; "lodr": an LM fused in less a low-order LM
+    without_lm: str = ""  # an LM method's search without its LM (the baseline steps/tune_lm_fusion.py reports)
+    needs_ctc: bool = False  # a transducer search that also searches the CTC head
 
 
 def _each_utterance(search) -> Search:
@@ -67,6 +72,10 @@ def _modified_beam(model, enc, enc_lens, options):
     return modified_beam_search(model, enc, enc_lens, options.beam)
 
 
+def _pooled_beam(model, enc, enc_lens, options):
+    return pooled_beam_search_lm(model, enc, enc_lens, options.beam, options.fusion)
+
+
 def _ctc_greedy(model, enc, enc_lens, options):
     return [[hyp] for hyp in ctc_greedy_search(model, enc, enc_lens)]
 
@@ -78,14 +87,15 @@ def _ctc_prefix_beam(model, enc, enc_len, options):
 METHODS: dict[str, Method] = {
     "greedy": Method(_greedy, "transducer"),
     "beam": Method(_each_utterance(_beam), "transducer"),
-    "beam_lm": Method(_each_utterance(_beam), "transducer", "lm"),
-    "beam_lodr": Method(_each_utterance(_beam), "transducer", "lodr"),
+    "beam_lm": Method(_each_utterance(_beam), "transducer", "lm", "beam"),
+    "beam_lodr": Method(_each_utterance(_beam), "transducer", "lodr", "beam"),
     "modified_beam": Method(_modified_beam, "transducer"),
-    "modified_beam_lm": Method(_modified_beam, "transducer", "lm"),
-    "modified_beam_lodr": Method(_modified_beam, "transducer", "lodr"),
+    "modified_beam_lm": Method(_modified_beam, "transducer", "lm", "modified_beam"),
+    "modified_beam_lodr": Method(_modified_beam, "transducer", "lodr", "modified_beam"),
+    "pooled_beam_lm": Method(_pooled_beam, "transducer", "lm", "modified_beam", needs_ctc=True),
     "ctc_greedy": Method(_ctc_greedy, "ctc"),
     "ctc_prefix_beam": Method(_each_utterance(_ctc_prefix_beam), "ctc"),
-    "ctc_prefix_beam_lm": Method(_each_utterance(_ctc_prefix_beam), "ctc", "lm"),
+    "ctc_prefix_beam_lm": Method(_each_utterance(_ctc_prefix_beam), "ctc", "lm", "ctc_prefix_beam"),
 }
 LM_METHODS = tuple(name for name, method in METHODS.items() if method.lm)
 
@@ -96,7 +106,7 @@ def check_method(model, name: str, options: SearchOptions | None = None) -> Meth
     method = METHODS.get(name)
     if method is None:
         raise ValueError(f"decoding method must be one of {tuple(METHODS)}, got '{name}'")
-    if method.head == "ctc" and model.ctc is None:
+    if (method.head == "ctc" or method.needs_ctc) and model.ctc is None:
         raise ValueError(f"--method {name} needs a CTC head; this model has none (train with loss.ctc_weight > 0)")
     if method.head == "transducer" and not model.is_transducer:
         raise ValueError(f"--method {name} searches a transducer; this is a CTC model: use ctc_greedy, "

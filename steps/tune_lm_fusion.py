@@ -106,7 +106,7 @@ def main() -> str:
     except (OSError, ValueError, KeyError) as error:
         raise ToolError(str(error)) from error
     encoded = encode_all(model, decoding_pipeline(experiment, tokenizer, args.dev_list, args.batch_size), args.device)
-    without_lm = args.method.rsplit("_", 1)[0]  # modified_beam_lodr -> modified_beam
+    without_lm = METHODS[args.method].without_lm
 
     dev = DevSearches(model, tokenizer, refs, encoded)
     rows = [(None, dev.wers(without_lm, SearchOptions(args.beam), [0.0])[0])]

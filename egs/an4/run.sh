@@ -30,8 +30,8 @@ test_sets="dev test"
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/an4] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--unit-type phone|bpe|char] [--vocab-size N] [--dev-speakers N] [--nj N]
-  [--average N] [--methods \"greedy beam modified_beam modified_beam_lm modified_beam_lodr beam_lm beam_lodr
-  ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
+  [--average N] [--methods \"greedy beam modified_beam modified_beam_lm modified_beam_lodr pooled_beam_lm
+  beam_lm beam_lodr ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
   [--lm-order N] [--lm-over units|words] [--lm-beam N] [--test-sets \"dev test\"] [--deploy \"offline streaming\"]
 Stages: 0 download, 1 data dirs, 2 shards, 3 units (phones and their lexicon, BPE or characters), 4 train,
 5 average, 6 decode and score (an LM-fused method first gets an n-gram LM from

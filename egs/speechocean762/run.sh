@@ -30,8 +30,8 @@ lm_beam=             # the beam of the LM's search, its weights chosen with it
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/speechocean762] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--unit-type bpe|char|phone] [--vocab-size N] [--dev-speakers N] [--nj N]
-  [--average N] [--methods \"greedy beam modified_beam modified_beam_lm modified_beam_lodr beam_lm beam_lodr
-  ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
+  [--average N] [--methods \"greedy beam modified_beam modified_beam_lm modified_beam_lodr pooled_beam_lm
+  beam_lm beam_lodr ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
   [--lm-order N] [--lm-over words|units] [--lm-beam N] [--deploy \"offline streaming\"]
 Stages: 0 download, 1 data dirs, 2 shards, 3 units (phones and their lexicon, characters or BPE), 4 train,
 5 average, 6 decode and score (dev, and test when the corpus has its test/ half; an LM-fused method first

@@ -1,0 +1,80 @@
+"""Both heads' n-bests pooled (the search method pooled_beam_lm): a transducer with a CTC head is searched
+twice with the same LM, by modified beam search (rnnt.modified_beam_search_lm) and by its CTC head's prefix
+beam search (rnnt.ctc_search), and every hypothesis either found is scored again as the transducer's
+log-probability of its labels, summed over every alignment of its lattice (by the loss, rnnt.loss), plus the
+LM's score of them. The searches miss different hypotheses: the CTC head's search follows the LM's words more
+freely, the transducer judges their sounds better; each search alone keeps only the alignments its beam
+held. The CTC head's own rescoring weight is added after, as for any transducer search (rnnt.ctc_rescoring).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+from rnnt.ctc_search import ctc_prefix_beam_search
+from rnnt.lm.fusion import Fusion
+from rnnt.loss import LatticeOptions, transducer_loss
+from rnnt.modified_beam_search_lm import modified_beam_search_lm
+from rnnt.search import Hypothesis
+
+
+@torch.no_grad()
+def transducer_log_likelihoods(model, enc: torch.Tensor, enc_len: int, hyps: list[Hypothesis]) -> list[float]:
+    """log P(labels | utterance) of each hypothesis over all alignments of the model's lattice (one symbol
+    a frame where it was trained so), from one utterance's encoder output enc (T, D); -inf where the labels
+    cannot fit in enc_len frames."""
+    one_sym = model.config.loss.one_sym_per_frame
+    fits = [i for i, hyp in enumerate(hyps) if not one_sym or len(hyp.tokens) <= enc_len]
+    out = [-math.inf] * len(hyps)
+    if not fits:
+        return out
+    lengths = torch.tensor([len(hyps[i].tokens) for i in fits], device=enc.device)
+    tokens = torch.full((len(fits), max(1, int(lengths.max()))), model.blank, dtype=torch.long, device=enc.device)
+    for row, i in enumerate(fits):
+        tokens[row, :len(hyps[i].tokens)] = torch.tensor(hyps[i].tokens, dtype=torch.long)
+    pred_proj = model.joiner.pred_proj(model.predictor(tokens))
+    enc_proj = model.joiner.enc_proj(enc[None, :enc_len]).expand(len(fits), -1, -1)
+    logits = model.joiner(enc_proj[:, :, None], pred_proj[:, None])
+    nll = transducer_loss(logits, tokens, torch.full((len(fits),), enc_len, device=enc.device), lengths,
+                          model.blank, reduction="none", options=LatticeOptions(one_sym_per_frame=one_sym))
+    for row, i in enumerate(fits):
+        out[i] = -float(nll[row])
+    return out
+
+
+def fusion_score(fusion: Fusion, hyp: Hypothesis) -> float:
+    """The score `fusion` adds along hyp's labels and at their end, ending in hyp's words where it has them
+    (of homophones' paths, the best); -inf where the LM does not allow them."""
+    states = {fusion.start(): 0.0}
+    for token in hyp.tokens:
+        after: dict = {}
+        for state, score in states.items():
+            for added, next_state in fusion.expansions(state, token):
+                after[next_state] = max(after.get(next_state, -math.inf), score + added)
+        states = after
+    return max((score + added for state, score in states.items() for added, words in fusion.finish(state)
+                if words is None or hyp.words is None or list(words) == list(hyp.words)), default=-math.inf)
+
+
+def pooled_beam_search_lm(model, enc: torch.Tensor, enc_lens: torch.Tensor, beam: int,
+                          fusion: Fusion) -> list[list[Hypothesis]]:
+    """Each utterance's pooled n-best (up to 2 x beam hypotheses), best first, each scored as log
+    P_transducer(labels) + the LM's score."""
+    transducer_nbests = modified_beam_search_lm(model, enc, enc_lens, beam, fusion)
+    nbests = []
+    for b, transducer_nbest in enumerate(transducer_nbests):
+        enc_len = int(enc_lens[b])
+        pooled = {}
+        for hyp in transducer_nbest + ctc_prefix_beam_search(model, enc[b], enc_len, beam, fusion):
+            if math.isfinite(hyp.score):
+                pooled.setdefault((tuple(hyp.tokens), tuple(hyp.words or ())), hyp)
+        hyps = list(pooled.values())
+        scores = [acoustic + fusion_score(fusion, hyp)
+                  for hyp, acoustic in zip(hyps, transducer_log_likelihoods(model, enc[b], enc_len, hyps))]
+        rescored = [dataclasses.replace(hyp, score=score, state=None, pred_proj=None, lm_state=None)
+                    for hyp, score in zip(hyps, scores)]
+        nbests.append(sorted(rescored, key=lambda h: -h.score) or [Hypothesis([], [], -math.inf, words=[])])
+    return nbests
