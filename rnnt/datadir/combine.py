@@ -15,7 +15,7 @@ import os
 import sys
 
 from rnnt.cli import tool_parser
-from rnnt.datadir.fix import fix_data_dir
+from rnnt.datadir.fix import fix_data_dir, reasons
 from rnnt.datadir.layout import FIELDS, FILTERED_SPEAKER, PER_RECORDING, PER_SPEAKER, Tables, load_dir, write_dir
 
 
@@ -67,8 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as error:
             print(f"combine_data.sh: {error}", file=sys.stderr)
             return 1
-        reasons = ", ".join(f"{n} {why}" for why, n in sorted(dropped.items()) if n)
-        fixed = f"; fix_data_dir.sh kept {after} of {before}" + (f" ({reasons})" if reasons else "")
+        why = reasons(dropped)
+        fixed = f"; fix_data_dir.sh kept {after} of {before}" + (f" ({why})" if why else "")
     print(f"combine_data.sh: {len(merged['utt2spk'])} utterances from {len(args.sources)} dirs into {args.dest}{fixed}")
     return 0
 

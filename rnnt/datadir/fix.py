@@ -52,10 +52,15 @@ def fix_data_dir(data_dir: str, utt_extra: tuple[str, ...] = (), spk_extra: tupl
             dropped["recording not in wav.scp"] += len(no_audio)
             keep -= no_audio
     if not keep:  # as Kaldi's fix_data_dir.sh: refuse, rather than leave an empty dir
-        reasons = ", ".join(f"{n} {why}" for why, n in sorted(dropped.items())) or "utt2spk is empty"
-        raise ValueError(f"{data_dir}: no utterances would remain ({reasons}); nothing changed")
+        raise ValueError(f"{data_dir}: no utterances would remain ({reasons(dropped) or 'utt2spk is empty'}); "
+                         "nothing changed")
     write_dir(tables, keep, data_dir, utt_extra, spk_extra)
     return before, len(keep), dropped
+
+
+def reasons(dropped: Counter) -> str:
+    """What fix_data_dir dropped, as '2 not in text, 1 speaker not in spk2gender' ('' for nothing)."""
+    return ", ".join(f"{n} {why}" for why, n in sorted(dropped.items()) if n)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as error:
         print(f"fix_data_dir.sh: {error}", file=sys.stderr)
         return 1
-    reasons = ", ".join(f"{n} {why}" for why, n in sorted(dropped.items()) if n) or "nothing dropped"
-    print(f"fix_data_dir.sh: {args.data_dir}: kept {after} of {before} utterances ({reasons}); "
+    why = reasons(dropped) or "nothing dropped"
+    print(f"fix_data_dir.sh: {args.data_dir}: kept {after} of {before} utterances ({why}); "
           f"originals in {args.data_dir}/.backup")
     return 0
 
