@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# One call's worth of GPU checks on a lent CUDA machine (see benchmarks/README.md): the fused joiner +
-# loss by chunk size, the loss tests on CUDA, the loss benchmark against torchaudio at the three shapes,
-# and the tiny model's training step with the full and the fused loss. Uses the machine's python3
-# (its own torch, torchaudio and Triton); writes its logs under $OUT when set, else under /tmp.
+# One call's worth of GPU checks on a lent CUDA machine (see benchmarks/README.md), most needed first, each
+# part under its own time limit: the loss tests on CUDA, the logits-row kernels against PyTorch's passes,
+# the loss benchmark against torchaudio at the three shapes, and the tiny model's training step with the
+# full and the fused loss. Uses the machine's python3 (its own torch, torchaudio and Triton); writes its
+# logs under $OUT when set, else under /tmp.
 set -euo pipefail
 case "${1:-}" in
   -h|--help) echo "Usage: benchmarks/gpu_check.sh [METHOD ...]   (loss.py methods; default: torchaudio padded fused pruned)"
@@ -15,13 +16,15 @@ mkdir -p "$out"
 export PYTHONPATH=$root PYTHONUNBUFFERED=1
 methods=("$@")
 [ ${#methods[@]} -gt 0 ] || methods=(torchaudio padded fused pruned)
+part() {  # part SECONDS LOG COMMAND...: runs COMMAND, its output to the terminal and LOG, for at most SECONDS
+  local seconds=$1 log=$2; shift 2
+  timeout "$seconds" "$@" 2>&1 | tee "$out/$log" || echo "gpu_check.sh: '$*' failed or ran out of time ($log)"
+}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 python3 -c "import torch, triton, torchaudio; print('torch', torch.__version__, 'triton', triton.__version__,
 'torchaudio', torchaudio.__version__)" | tee -a "$out/device.txt"
-python3 benchmarks/fused_chunks.py --device cuda --shapes B8-T200-U50-V500 B30-T440-U104-V500 \
-  --chunks 1048576 8388608 33554432 2>&1 | tee "$out/fused_chunks.md"
-python3 -m pytest -q -p no:cacheprovider tests/rnnt/loss/test_loss_devices.py tests/rnnt/test_host_reads.py \
-  2>&1 | tee "$out/tests.log" | tail -3 || echo "gpu_check.sh: some CUDA tests failed (tests.log)"
-python3 benchmarks/loss.py --device cuda --runs 10 --methods "${methods[@]}" 2>&1 | tee "$out/loss.md"
-python3 benchmarks/train_step.py --device cuda --batch-scale 4 --runs 3 --configs "tiny (full loss)" \
-  "tiny (fused loss)" 2>&1 | tee "$out/train_step.md"
+part 150 tests.log python3 -m pytest -q -p no:cacheprovider tests/rnnt/loss tests/rnnt/test_host_reads.py
+part 60 row_kernels.md python3 benchmarks/row_kernels.py --device cuda
+part 200 loss.md python3 benchmarks/loss.py --device cuda --runs 10 --methods "${methods[@]}"
+part 60 train_step.md python3 benchmarks/train_step.py --device cuda --batch-scale 4 --runs 5 \
+  --configs "tiny (full loss)" "tiny (fused loss)"

@@ -19,10 +19,13 @@ class CellMap:
     label: torch.Tensor  # (N,) symbol of the label arc leaving the cell (the blank where there is none)
     has_label: torch.Tensor  # (N,) the cell has a label arc (valid and u < U_b)
     shape: tuple[int, int, int]  # (B, T, U1) of the lattice
+    identity: bool = False  # the rows are the lattice's cells, in order (padded logits)
 
     def to_lattice(self, values: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
         """Scatters per-row values into a -inf filled (B, T, U1) lattice (rows not where go to a spare cell
         past its end: no boolean indexing, which would read the mask on the host)."""
+        if self.identity:
+            return values.where(where, float("-inf")).view(self.shape)
         cells = self.shape[0] * self.shape[1] * self.shape[2]
         lattice = torch.full((cells + 1,), float("-inf"), dtype=values.dtype, device=values.device)
         lattice[torch.where(where, self.cell, cells)] = values
@@ -30,10 +33,12 @@ class CellMap:
 
     def from_lattice(self, lattice: torch.Tensor) -> torch.Tensor:
         """Per-row values of a (B, T, U1) lattice, 0 for invalid rows."""
+        if self.identity:
+            return lattice.reshape(-1).where(self.valid, 0.0)
         return lattice.reshape(-1)[self.cell].where(self.valid, 0.0)
 
 
-def _build(b, t, u, logit_lengths, target_lengths, targets, blank, T, U1) -> CellMap:
+def _build(b, t, u, logit_lengths, target_lengths, targets, blank, T, U1, identity=False) -> CellMap:
     T_b, U_b = logit_lengths.long()[b], target_lengths.long()[b]
     valid = (t < T_b) & (u <= U_b) & (t >= 0) & (u >= 0)
     has_label = valid & (u < U_b)
@@ -41,7 +46,7 @@ def _build(b, t, u, logit_lengths, target_lengths, targets, blank, T, U1) -> Cel
     if targets.shape[1] > 0:
         label = torch.where(has_label, targets.long()[b, u.clamp(0, targets.shape[1] - 1)], label)
     cell = torch.where(valid, (b * T + t) * U1 + u, torch.zeros_like(u))
-    return CellMap(b, cell, valid, label, has_label, (int(logit_lengths.shape[0]), T, U1))
+    return CellMap(b, cell, valid, label, has_label, (int(logit_lengths.shape[0]), T, U1), identity)
 
 
 def padded_cells(logits_shape, targets, logit_lengths, target_lengths, blank) -> CellMap:
@@ -50,7 +55,7 @@ def padded_cells(logits_shape, targets, logit_lengths, target_lengths, blank) ->
     b = torch.arange(B, device=device).repeat_interleave(T * U1)
     t = torch.arange(T, device=device).repeat_interleave(U1).repeat(B)
     u = torch.arange(U1, device=device).repeat(B * T)
-    return _build(b, t, u, logit_lengths, target_lengths, targets, blank, T, U1)
+    return _build(b, t, u, logit_lengths, target_lengths, targets, blank, T, U1, identity=True)
 
 
 def packed_cells(targets, logit_lengths, target_lengths, blank) -> CellMap:

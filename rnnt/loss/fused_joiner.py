@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import torch
 
+from rnnt.loss import row_triton
 from rnnt.loss.checks import check_inside, check_lengths, check_one_symbol_per_frame, check_reduction, check_symbols
 from rnnt.loss.emission_timing import timed_lattice_loss
+from rnnt.loss.lattice_triton import resolve_backend
 from rnnt.loss.logits_loss import (
     accumulation_dtype,
     chunk_elements_on,
     per_utterance_scale,
     reduce_losses,
+    row_arc_log_probs,
     softmax_times_occupancy_,
 )
 from rnnt.loss.options import LatticeOptions, lattice_options
@@ -61,14 +64,11 @@ def _blocks(logit_lengths, target_lengths, width: int, chunk_elements: int):
         b0 = b1
 
 
-def _block(enc, pred, weight, bias, targets, block, activation: str):
-    """Hidden (n, frames, U1, H) and logits (n, frames, U1, V) of one block, and the label index of
-    each cell's label arc (n, frames, U1-1, 1), any index inside the vocabulary where there is no arc."""
+def _block_logits(enc, pred, weight, bias, block, activation: str):
+    """Hidden (n, frames, U1, H) and logits (n, frames, U1, V) of one block."""
     b0, b1, t0, t1, U1 = block
     hidden = _activate(enc[b0:b1, t0:t1, None, :] + pred[b0:b1, None, :U1, :], activation)
-    logits = torch.nn.functional.linear(hidden, weight, bias)
-    labels = targets[b0:b1, None, : U1 - 1, None].long().clamp(0, weight.shape[0] - 1)
-    return hidden, logits, labels.expand(b1 - b0, t1 - t0, U1 - 1, 1)
+    return hidden, torch.nn.functional.linear(hidden, weight, bias)
 
 
 def _cell_masks(logit_lengths, target_lengths, block):
@@ -81,38 +81,74 @@ def _cell_masks(logit_lengths, target_lengths, block):
     return inside, inside & (u < U_b)
 
 
+def _cell_labels(targets, blank: int, vocab: int) -> torch.Tensor:
+    """(B, U+1): the symbol of the label arc leaving column u (the blank past the targets; any in-vocabulary
+    symbol where the utterance has no such arc, which masks or zero posteriors leave unread)."""
+    ends = torch.full((targets.shape[0], 1), blank, dtype=torch.long, device=targets.device)
+    return torch.cat([targets.long().clamp(0, vocab - 1), ends], dim=1)
+
+
+def _block_rows(logits, cell_labels, block):
+    """A block's logits as rows (n * frames * U1, V) and the label symbol of each row."""
+    b0, b1, t0, t1, U1 = block
+    labels = cell_labels[b0:b1, None, :U1].expand(b1 - b0, t1 - t0, U1)
+    return logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
+
+
+def _block_arc_log_probs(logits, cell_labels, blank: int, triton: bool, block):
+    """The block's log-normalisers and blank and label arc log-probs, each (n, frames, U1)."""
+    rows, labels = _block_rows(logits, cell_labels, block)
+    lse, blank_lp, label_lp = row_arc_log_probs(rows, labels, blank, False, triton)
+    return lse.view(logits.shape[:-1]), blank_lp.view(logits.shape[:-1]), label_lp.view(logits.shape[:-1])
+
+
+def _block_logits_gradient(logits, cell_labels, lse, g_blank, g_label, blank: int, triton: bool, block):
+    """d loss / d logits of a block, written over its logits: softmax * occupancy - arc posteriors."""
+    if triton:
+        rows, labels = _block_rows(logits, cell_labels, block)
+        return row_triton.row_gradient(rows, rows, lse.reshape(-1), g_blank.reshape(-1), g_label.reshape(-1),
+                                       labels, blank, None).view(logits.shape)
+    U1 = block[4]
+    labels = cell_labels[block[0]:block[1], None, : U1 - 1, None].expand(*logits.shape[:2], U1 - 1, 1)
+    grad = logits.to(g_blank.dtype)
+    grad = softmax_times_occupancy_(grad, grad, lse, g_blank + g_label)
+    grad[..., blank] -= g_blank
+    if U1 > 1:
+        grad[:, :, : U1 - 1].scatter_add_(3, labels, -g_label[:, :, : U1 - 1, None])
+    return grad.to(logits.dtype)
+
+
 class _FusedJoinerLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank, activation,
                 reduction, chunk_elements, options):
         B, T, _ = enc.shape
         acc = accumulation_dtype(enc.dtype)
+        triton = resolve_backend(options.backend, enc.device) == "triton"
         blank_lp = torch.full((B, T, pred.shape[1]), float("-inf"), dtype=acc, device=enc.device)
         label_lp = torch.full_like(blank_lp, float("-inf"))
         lse_cells = torch.zeros_like(blank_lp)
+        cell_labels = _cell_labels(targets, blank, weight.shape[0])
         blocks = list(_blocks(logit_lengths, target_lengths, max(weight.shape), chunk_elements))
         with torch.no_grad():
             for block in blocks:
                 b0, b1, t0, t1, U1 = block
-                _, logits, labels = _block(enc, pred, weight, bias, targets, block, activation)
-                logits = logits.to(acc)
-                lse = torch.logsumexp(logits, dim=-1)
-                lse_cells[b0:b1, t0:t1, :U1] = lse
+                logits = _block_logits(enc, pred, weight, bias, block, activation)[1]
+                lse, blank_block, label_block = _block_arc_log_probs(logits, cell_labels, blank, triton, block)
                 inside, has_label = _cell_masks(logit_lengths, target_lengths, block)
-                blank_lp[b0:b1, t0:t1, :U1] = (logits[..., blank] - lse).masked_fill_(~inside, float("-inf"))
-                if U1 > 1:
-                    label = logits[:, :, : U1 - 1].gather(3, labels).squeeze(3) - lse[:, :, : U1 - 1]
-                    label_lp[b0:b1, t0:t1, : U1 - 1] = label.masked_fill_(~has_label[:, :, :-1], float("-inf"))
+                lse_cells[b0:b1, t0:t1, :U1] = lse
+                blank_lp[b0:b1, t0:t1, :U1] = blank_block.masked_fill_(~inside, float("-inf"))
+                label_lp[b0:b1, t0:t1, :U1] = label_block.masked_fill_(~has_label, float("-inf"))
         losses, gamma_blank, gamma_label = timed_lattice_loss(blank_lp, label_lp, logit_lengths, target_lengths,
                                                               options)
-        ctx.save_for_backward(enc, pred, weight, bias, targets, gamma_blank, gamma_label, lse_cells)
-        ctx.config = (blank, activation, reduction, blocks)
+        ctx.save_for_backward(enc, pred, weight, bias, cell_labels, gamma_blank, gamma_label, lse_cells)
+        ctx.config = (blank, activation, reduction, blocks, triton)
         return reduce_losses(losses.to(enc.dtype), reduction)
 
     @staticmethod
     def backward(ctx, grad_output):
-        enc, pred, weight, bias, targets, gamma_blank, gamma_label, lse_cells = ctx.saved_tensors
-        blank, activation, reduction, blocks = ctx.config
+        enc, pred, weight, bias, cell_labels, gamma_blank, gamma_label, lse_cells = ctx.saved_tensors
+        blank, activation, reduction, blocks, triton = ctx.config
         scale = per_utterance_scale(grad_output.to(gamma_blank.dtype), reduction, enc.shape[0])
         gamma_blank = gamma_blank * scale[:, None, None]
         gamma_label = gamma_label * scale[:, None, None]
@@ -121,14 +157,10 @@ class _FusedJoinerLoss(torch.autograd.Function):
         grad_bias = torch.zeros_like(bias) if bias is not None else None
         for block in blocks:
             b0, b1, t0, t1, U1 = block
-            hidden, logits, labels = _block(enc, pred, weight, bias, targets, block, activation)
-            g_blank, g_label = gamma_blank[b0:b1, t0:t1, :U1], gamma_label[b0:b1, t0:t1, :U1]
-            logits = logits.to(g_blank.dtype)
-            grad = softmax_times_occupancy_(logits, logits, lse_cells[b0:b1, t0:t1, :U1], g_blank + g_label)
-            grad[..., blank] -= g_blank
-            if U1 > 1:
-                grad[:, :, : U1 - 1].scatter_add_(3, labels, -g_label[:, :, : U1 - 1, None])
-            grad = grad.to(enc.dtype)
+            hidden, logits = _block_logits(enc, pred, weight, bias, block, activation)
+            cells = (slice(b0, b1), slice(t0, t1), slice(0, U1))
+            grad = _block_logits_gradient(logits, cell_labels, lse_cells[cells], gamma_blank[cells],
+                                          gamma_label[cells], blank, triton, block)
             flat_grad, flat_hidden = grad.reshape(-1, grad.shape[-1]), hidden.reshape(-1, hidden.shape[-1])
             grad_weight.addmm_(flat_grad.t(), flat_hidden)
             if grad_bias is not None:

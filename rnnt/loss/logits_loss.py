@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import torch
 
+from rnnt.loss import row_triton
 from rnnt.loss.cells import CellMap, packed_cells, padded_cells
 from rnnt.loss.checks import check_logits, check_reduction
 from rnnt.loss.emission_timing import timed_lattice_loss
+from rnnt.loss.lattice_triton import resolve_backend
 from rnnt.loss.options import LatticeOptions, lattice_options
 
 CHUNK_ELEMENTS = 1 << 20  # logits elements handled at once in float32 temporaries on the CPU (4 MB, cache-sized)
@@ -56,39 +58,53 @@ def per_utterance_scale(grad_output: torch.Tensor, reduction: str, batch: int) -
     return scale.expand(batch)
 
 
-def arc_log_probs(rows, cells: CellMap, blank: int, from_log_softmax: bool):
-    """Per-row normaliser and the (B, T, U1) blank and label arc log-probs."""
+def row_arc_log_probs(rows, labels, blank: int, from_log_softmax: bool, triton: bool):
+    """Per row of rows (N, V): the log-normaliser and the log-probs of the blank and of labels[r], in the
+    accumulation dtype; one Triton launch with triton, else chunked PyTorch."""
     acc = accumulation_dtype(rows.dtype)
+    if triton:
+        return row_triton.row_stats(rows, labels, blank, acc, normalise=not from_log_softmax)
     if from_log_softmax:
         lse = torch.zeros(rows.shape[0], dtype=acc, device=rows.device)
     else:
         lse = row_log_normaliser(rows, acc)
-    blank_rows = rows[:, blank].to(acc) - lse
-    label_rows = rows.gather(1, cells.label[:, None]).squeeze(1).to(acc) - lse
+    return lse, rows[:, blank].to(acc) - lse, rows.gather(1, labels[:, None]).squeeze(1).to(acc) - lse
+
+
+def arc_log_probs(rows, cells: CellMap, blank: int, from_log_softmax: bool, triton: bool = False):
+    """Per-row normaliser and the (B, T, U1) blank and label arc log-probs."""
+    lse, blank_rows, label_rows = row_arc_log_probs(rows, cells.label, blank, from_log_softmax, triton)
     return lse, cells.to_lattice(blank_rows, cells.valid), cells.to_lattice(label_rows, cells.has_label)
 
 
 def softmax_times_occupancy_(out: torch.Tensor, logits: torch.Tensor, lse: torch.Tensor, occupancy: torch.Tensor):
-    """out = exp(logits - lse) * occupancy, in place, with subnormal results flushed to zero.
+    """out = exp(logits - lse) * occupancy, in place, with results under the smallest normal float in
+    magnitude flushed to zero.
 
     Occupancies far below 1 make subnormal products; matmuls over them (the joiner's backward)
     run many times slower on x86, and values under the smallest normal float carry no information.
+    The occupancy's magnitude goes into the exponent and its sign (negative where the loss's incoming
+    gradient is) multiplies the flushed result: as many passes over out as the product alone.
     """
-    torch.sub(logits, lse[..., None], out=out)
-    out.exp_().mul_(occupancy[..., None])
-    return torch.nn.functional.threshold_(out, torch.finfo(out.dtype).tiny, 0.0)
+    torch.sub(logits, (lse - occupancy.abs().log())[..., None], out=out)
+    out.exp_()
+    torch.nn.functional.threshold_(out, torch.finfo(out.dtype).tiny, 0.0)
+    return out.mul_(occupancy.sign()[..., None])
 
 
 def logits_gradient(rows, lse, labels, batch, utterance_scale, blank, gamma_blank, gamma_label, from_log_softmax,
-                    clamp, in_place=False):
-    """(softmax(rows) * occupancy - one-hot arc posteriors) * utterance_scale[batch], chunk by chunk, in
-    the dtype of rows; labels and batch: each row's label-arc symbol and utterance. The posteriors are
-    scaled a chunk at a time: no scaled copy of them is made.
+                    clamp, in_place=False, triton=False):
+    """(softmax(rows) * occupancy - one-hot arc posteriors) * utterance_scale[batch], in the dtype of rows;
+    labels and batch: each row's label-arc symbol and utterance. PyTorch goes chunk by chunk, scaling the
+    posteriors a chunk at a time (no scaled copy of them is made); Triton in one launch.
 
     in_place writes the gradient over rows (each chunk is read before it is overwritten).
     """
     acc = lse.dtype
     grad = rows if in_place else torch.empty_like(rows)
+    if triton:
+        return row_triton.row_gradient(rows, grad, lse, gamma_blank, gamma_label, labels, blank, clamp,
+                                       softmax=not from_log_softmax, batch=batch, scale=utterance_scale)
     for i, j in row_chunks(rows.shape[0], rows.shape[1], chunk_elements_on(rows.device)):
         g = grad[i:j] if grad.dtype == acc else torch.empty((j - i, rows.shape[1]), dtype=acc, device=rows.device)
         scale = utterance_scale[batch[i:j]]
@@ -110,7 +126,8 @@ class TransducerLossFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, rows, cells, logit_lengths, target_lengths, blank, reduction, from_log_softmax, clamp,
                 reuse_logits_for_grad, options):
-        lse, blank_lp, label_lp = arc_log_probs(rows, cells, blank, from_log_softmax)
+        triton = resolve_backend(options.backend, rows.device) == "triton"
+        lse, blank_lp, label_lp = arc_log_probs(rows, cells, blank, from_log_softmax, triton)
         losses, gamma_blank, gamma_label = timed_lattice_loss(blank_lp, label_lp, logit_lengths, target_lengths,
                                                               options)
         # Only tensors given to save_for_backward are freed once backward has used them; the rest of the
@@ -118,17 +135,17 @@ class TransducerLossFunction(torch.autograd.Function):
         # step's peak) runs.
         ctx.save_for_backward(rows, lse, cells.from_lattice(gamma_blank), cells.from_lattice(gamma_label),
                               cells.batch.int(), cells.label.int())
-        ctx.config = (cells.shape[0], blank, reduction, from_log_softmax, clamp, reuse_logits_for_grad)
+        ctx.config = (cells.shape[0], blank, reduction, from_log_softmax, clamp, reuse_logits_for_grad, triton)
         losses = losses.to(rows.dtype)
         return reduce_losses(losses, reduction)
 
     @staticmethod
     def backward(ctx, grad_output):
         rows, lse, gamma_blank, gamma_label, batch, labels = ctx.saved_tensors
-        utterances, blank, reduction, from_log_softmax, clamp, in_place = ctx.config
+        utterances, blank, reduction, from_log_softmax, clamp, in_place, triton = ctx.config
         scale = per_utterance_scale(grad_output.to(lse.dtype), reduction, utterances)
         grad = logits_gradient(rows, lse, labels, batch, scale, blank, gamma_blank, gamma_label, from_log_softmax,
-                               clamp, in_place)
+                               clamp, in_place, triton)
         return (grad,) + (None,) * 9
 
 

@@ -2,6 +2,8 @@
 label arc, checked against loops over (b, t, u) on ragged lengths; the packed map is the padded map's
 valid rows; values scatter into a -inf lattice and read back without invalid rows touching any cell."""
 
+import dataclasses
+
 import torch
 
 from rnnt.loss.cells import packed_cells, padded_cells, pruned_cells
@@ -107,6 +109,18 @@ def test_to_lattice_and_back_ignore_the_invalid_rows():
     assert torch.equal(lattice.reshape(-1), torch.where(cells.valid, values, float("-inf")))
     assert lattice[0, 0, 0] == 1.0  # the invalid rows, whose cell reads 0, did not write cell 0
     assert torch.equal(cells.from_lattice(lattice), torch.where(cells.valid, values, 0.0))
+
+
+def test_the_padded_maps_shortcut_equals_the_general_scatter_and_gather():
+    targets, logit_lengths, target_lengths = ragged(8)
+    cells = padded_cells((3, 5, 5, 9), targets, logit_lengths, target_lengths, blank=0)
+    general = dataclasses.replace(cells, identity=False)
+    assert cells.identity and not packed_cells(targets, logit_lengths, target_lengths, blank=0).identity
+    values = torch.randn(len(cells.cell), dtype=torch.float64)
+    for where in (cells.valid, cells.has_label):
+        assert torch.equal(cells.to_lattice(values, where), general.to_lattice(values, where))
+    lattice = torch.randn(3, 5, 5, dtype=torch.float64)
+    assert torch.equal(cells.from_lattice(lattice), general.from_lattice(lattice))
 
 
 def test_to_lattice_with_a_narrower_mask_leaves_the_other_cells_minus_infinity():

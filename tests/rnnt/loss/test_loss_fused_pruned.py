@@ -44,7 +44,10 @@ def test_fused_blocks_of_ragged_utterances_equal_unfused(backend):
     enc, pred, weight, bias, targets, _, _ = joiner_inputs(4, 9, 5, 8, 11, seed=6)
     T_b, U_b = torch.tensor([9, 8, 9, 7]), torch.tensor([5, 5, 4, 0])
     targets = targets.masked_fill(torch.arange(5) >= U_b[:, None], -1)
-    params = (enc, pred, weight, bias)
+    # Triton takes CPU tensors in its interpreter only, which is off where a GPU is
+    device = "cuda" if backend == "triton" and torch.cuda.is_available() else "cpu"
+    params = tuple(p.detach().to(device).requires_grad_(True) for p in (enc, pred, weight, bias))
+    targets, T_b, U_b = targets.to(device), T_b.to(device), U_b.to(device)
     options = dict(fastemit_lambda=0.01, delay_penalty=0.02, backend=backend)
     plain = transducer_loss(joiner_logits(*params), targets.clamp(min=0), T_b, U_b, reduction="sum", **options)
     fused = fused_joiner_loss(*params, targets, T_b, U_b, reduction="sum", chunk_elements=2 * 9 * 6 * 11,

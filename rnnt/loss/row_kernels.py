@@ -1,0 +1,85 @@
+"""Triton kernels over the rows of a (N, V) logits matrix, one row per lattice cell: what the transducer
+loss reads of the logits (each row's log-normaliser and its blank and label logits) in one pass, and the
+gradient it writes back (softmax times the cell's occupancy, minus its two arc posteriors) in another.
+
+Each program takes ROWS rows and walks the vocabulary COLUMNS at a time, accumulating in the dtype of
+the per-row arrays (float32, or float64 for float64 logits). They replace a dozen elementwise PyTorch
+operations per chunk of rows (casts, logsumexp, gathers, exp, products, scatters, clamps), each a launch
+and a pass over the logits. Imported only when the Triton backend is asked for (rnnt.loss.row_triton).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+NEG_INF = tl.constexpr(float("-inf"))
+
+
+@triton.jit
+def _rows(n_rows, ROWS: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    return row, row < n_rows
+
+
+@triton.jit
+def row_stats_kernel(logits, stride, labels, lse, blank_lp, label_lp, n_rows, vocab, blank,
+                     NORMALISE: tl.constexpr, ROWS: tl.constexpr, COLUMNS: tl.constexpr):
+    """lse[r] = logsumexp(logits[r]) (0 without NORMALISE), blank_lp[r] = logits[r, blank] - lse[r],
+    label_lp[r] = logits[r, labels[r]] - lse[r]."""
+    row, on = _rows(n_rows, ROWS)
+    acc = lse.dtype.element_ty
+    start = logits + row * stride
+    norm = tl.zeros((ROWS,), dtype=acc)
+    if NORMALISE:
+        top = tl.full((ROWS,), float("-inf"), dtype=acc)
+        total = tl.zeros((ROWS,), dtype=acc)
+        for v0 in range(0, vocab, COLUMNS):
+            v = v0 + tl.arange(0, COLUMNS)
+            x = tl.load(start[:, None] + v[None, :], mask=on[:, None] & (v < vocab)[None, :], other=float("-inf"))
+            x = x.to(acc)
+            new_top = tl.maximum(top, tl.max(x, axis=1))
+            safe = tl.where(new_top == NEG_INF, 0.0, new_top)
+            total = total * tl.exp(top - safe) + tl.sum(tl.exp(x - safe[:, None]), axis=1)
+            top = new_top
+        norm = tl.where(top == NEG_INF, top, top + tl.log(total))
+    label = tl.load(labels + row, mask=on, other=0)
+    tl.store(lse + row, norm, mask=on)
+    tl.store(blank_lp + row, tl.load(start + blank, mask=on, other=0.0).to(acc) - norm, mask=on)
+    tl.store(label_lp + row, tl.load(start + label, mask=on, other=0.0).to(acc) - norm, mask=on)
+
+
+@triton.jit
+def row_gradient_kernel(logits, stride, grad, grad_stride, lse, post_blank, post_label, labels, batch, scale, n_rows,
+                        vocab, blank, clamp, tiny, SCALE: tl.constexpr, SOFTMAX: tl.constexpr, CLAMP: tl.constexpr,
+                        ROWS: tl.constexpr, COLUMNS: tl.constexpr):
+    """grad[r] = exp(logits[r] - lse[r]) * (post_blank[r] + post_label[r]) (products under tiny in magnitude
+    flushed to 0; left out without SOFTMAX), less post_blank[r] at blank and post_label[r] at labels[r],
+    clamped to [-clamp, clamp] with CLAMP; with SCALE the posteriors are first multiplied by scale[batch[r]]
+    (the incoming gradient of row r's utterance). grad may be logits itself: each element is read before it
+    is written, by the program that writes it."""
+    row, on = _rows(n_rows, ROWS)
+    acc = lse.dtype.element_ty
+    norm = tl.load(lse + row, mask=on, other=0.0)
+    g_blank = tl.load(post_blank + row, mask=on, other=0.0)
+    g_label = tl.load(post_label + row, mask=on, other=0.0)
+    if SCALE:
+        factor = tl.load(scale + tl.load(batch + row, mask=on, other=0), mask=on, other=0.0)
+        g_blank *= factor
+        g_label *= factor
+    occupancy = g_blank + g_label
+    label = tl.load(labels + row, mask=on, other=0)
+    start, out = logits + row * stride, grad + row * grad_stride
+    for v0 in range(0, vocab, COLUMNS):
+        v = v0 + tl.arange(0, COLUMNS)
+        inside = on[:, None] & (v < vocab)[None, :]
+        g = tl.zeros((ROWS, COLUMNS), dtype=acc)
+        if SOFTMAX:
+            x = tl.load(start[:, None] + v[None, :], mask=inside, other=float("-inf")).to(acc)
+            g = tl.exp(x - norm[:, None]) * occupancy[:, None]
+            g = tl.where(tl.abs(g) < tiny, 0.0, g)
+        g -= tl.where(v[None, :] == blank, g_blank[:, None], 0.0)
+        g -= tl.where(v[None, :] == label[:, None], g_label[:, None], 0.0)
+        if CLAMP:
+            g = tl.minimum(tl.maximum(g, -clamp), clamp)
+        tl.store(out[:, None] + v[None, :], g.to(grad.dtype.element_ty), mask=inside)
