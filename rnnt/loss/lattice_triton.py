@@ -1,4 +1,5 @@
 """Which backend runs the lattice passes, and the launches of the Triton ones (rnnt.loss.lattice_kernels).
+The same choice picks how the losses on logits read them and write their gradient (rnnt.loss.row_triton).
 
 backend "torch": batched PyTorch operations, one batch per anti-diagonal (any device).
 backend "triton": one kernel launch per pass (CUDA tensors; CPU tensors under TRITON_INTERPRET=1).

@@ -183,8 +183,8 @@ def transducer_loss(
         delay_penalty); the loss is -log of the penalised sum (rnnt.loss.emission_timing).
     self_alignment: the weight of -log P of each label of the best alignment one frame earlier, added to
         the loss (0: none; rnnt.loss.emission_timing).
-    backend: where the lattice passes run: "torch", "triton", or "auto" (Triton on CUDA when installed);
-        rnnt.loss.lattice_triton.
+    backend: where the lattice passes and the passes over the logits run: "torch", "triton", or "auto" (Triton
+        on CUDA when installed); rnnt.loss.lattice_triton.
     """
     check_reduction(reduction)
     options = lattice_options(options, **lattice)
