@@ -79,17 +79,14 @@ def arc_log_probs(rows, cells: CellMap, blank: int, from_log_softmax: bool, trit
 
 def softmax_times_occupancy_(out: torch.Tensor, logits: torch.Tensor, lse: torch.Tensor, occupancy: torch.Tensor):
     """out = exp(logits - lse) * occupancy, in place, with results under the smallest normal float in
-    magnitude flushed to zero.
+    magnitude flushed to zero (either sign: the occupancy is negative where the loss's incoming gradient is).
 
     Occupancies far below 1 make subnormal products; matmuls over them (the joiner's backward)
     run many times slower on x86, and values under the smallest normal float carry no information.
-    The occupancy's magnitude goes into the exponent and its sign (negative where the loss's incoming
-    gradient is) multiplies the flushed result: as many passes over out as the product alone.
     """
-    torch.sub(logits, (lse - occupancy.abs().log())[..., None], out=out)
-    out.exp_()
-    torch.nn.functional.threshold_(out, torch.finfo(out.dtype).tiny, 0.0)
-    return out.mul_(occupancy.sign()[..., None])
+    torch.sub(logits, lse[..., None], out=out)
+    out.exp_().mul_(occupancy[..., None])
+    return torch.hardshrink(out, torch.finfo(out.dtype).tiny, out=out)
 
 
 def logits_gradient(rows, lse, labels, batch, utterance_scale, blank, gamma_blank, gamma_label, from_log_softmax,
