@@ -104,18 +104,15 @@ def _block_arc_log_probs(logits, cell_labels, blank: int, triton: bool, block):
 
 def _block_logits_gradient(logits, cell_labels, lse, g_blank, g_label, blank: int, triton: bool, block):
     """d loss / d logits of a block, written over its logits: softmax * occupancy - arc posteriors."""
+    rows, labels = _block_rows(logits, cell_labels, block)
+    lse, g_blank, g_label = lse.reshape(-1), g_blank.reshape(-1), g_label.reshape(-1)
     if triton:
-        rows, labels = _block_rows(logits, cell_labels, block)
-        return row_triton.row_gradient(rows, rows, lse.reshape(-1), g_blank.reshape(-1), g_label.reshape(-1),
-                                       labels, blank, None).view(logits.shape)
-    U1 = block[4]
-    labels = cell_labels[block[0]:block[1], None, : U1 - 1, None].expand(*logits.shape[:2], U1 - 1, 1)
-    grad = logits.to(g_blank.dtype)
+        return row_triton.row_gradient(rows, rows, lse, g_blank, g_label, labels, blank, None).view(logits.shape)
+    grad = rows.to(g_blank.dtype)
     grad = softmax_times_occupancy_(grad, grad, lse, g_blank + g_label)
-    grad[..., blank] -= g_blank
-    if U1 > 1:
-        grad[:, :, : U1 - 1].scatter_add_(3, labels, -g_label[:, :, : U1 - 1, None])
-    return grad.to(logits.dtype)
+    grad[:, blank] -= g_blank
+    grad.scatter_add_(1, labels[:, None], -g_label[:, None])  # 0 where a cell has no label arc
+    return grad.to(logits.dtype).view(logits.shape)
 
 
 class _FusedJoinerLoss(torch.autograd.Function):
