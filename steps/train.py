@@ -34,6 +34,8 @@ def main() -> int:
     parser.add_argument("--valid-list", default="", help="data list to validate on (overrides paths.valid_list)")
     parser.add_argument("--lang-dir", default="", help="units dir from steps/build_units.py (overrides paths.lang_dir)")
     parser.add_argument("--exp-dir", required=True)
+    parser.add_argument("--init-from", default="",
+                        help="a checkpoint of another experiment to start from (overrides train.init_from)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="",
                         help="where to train (overrides train.device; auto: CUDA when present)")
     parser.add_argument("--resume", action="store_true",
@@ -47,9 +49,10 @@ def main() -> int:
     except (OSError, ValueError) as error:
         print(f"train.py: {error}", file=sys.stderr)
         return 1
+    overrides = {"device": args.device, "init_from": args.init_from}
+    experiment = dataclasses.replace(experiment, train=dataclasses.replace(
+        experiment.train, **{key: value for key, value in overrides.items() if value}))
     experiment = with_absolute_paths(experiment)
-    if args.device:
-        experiment = dataclasses.replace(experiment, train=dataclasses.replace(experiment.train, device=args.device))
     device = experiment.train.device
     on_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
     if experiment.train.precision == "fp16" and not on_cuda:

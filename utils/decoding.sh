@@ -8,7 +8,7 @@
 #   decode_stages STAGE EXP TAG LANG "METHODS" "SETS"  each set decoded by each method (rnnt.search_methods) into
 #                                               EXP/decode-SET-METHOD-TAG; an LM-fused method (*_lm, *_lodr) first
 #                                               gets its LM and weights from lm_fusion_stage, with run.sh's
-#                                               $lm_order, $lm_over and $lm_beam, weighted on data/dev
+#                                               $lm_order, $lm_over and lm_beam_of's beam, weighted on data/dev
 #   lm_fusion_stage STAGE EXP TAG LANG METHOD ORDER OVER BEAM DEV  an n-gram LM over LANG's units (OVER units:
 #                                               LANG/lm_<ORDER>gram.arpa) or over words (OVER words, searched
 #                                               through a lexicon: LANG/lm_word_<ORDER>gram.arpa) from
@@ -106,7 +106,7 @@ decode_stages() {
     lm=()
     case $method in
       *_lm|*_lodr)
-        lm_fusion_stage "$stage_n" "$exp" "$tag" "$lang" "$method" "$lm_order" "$lm_over" "$lm_beam" dev
+        lm_fusion_stage "$stage_n" "$exp" "$tag" "$lang" "$method" "$lm_order" "$lm_over" "$(lm_beam_of "$method")" dev
         lm=(--lm-fusion "$exp/lm/$method.yaml") ;;
     esac
     for set in $sets; do

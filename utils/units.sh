@@ -10,13 +10,23 @@ lang_of() {  # lang_of UNIT_TYPE VOCAB_SIZE: the lang dir of those units (data/l
   esac
 }
 
-default_lm_search() {  # default_lm_search UNIT_TYPE: lm_over, lm_order and lm_beam, where run.sh left them empty,
-  local over order beam  # set to the search dev chose for those units (RESULTS.md): a word 3-gram through the
-  case $1 in             # lexicon at beam 16 for phones and characters, a 5-gram over BPE units at beam 8
-    phone|char) over=words order=3 beam=16 ;;
-    *) over=units order=5 beam=8 ;;
+default_lm_search() {  # default_lm_search UNIT_TYPE: lm_over and lm_order, where run.sh left them empty, set
+  local over order       # to the LM dev chose for those units (RESULTS.md): a word 3-gram through the lexicon
+  case $1 in             # for phones and characters, a 5-gram over BPE units
+    phone|char) over=words order=3 ;;
+    *) over=units order=5 ;;
   esac
-  lm_over=${lm_over:-$over} lm_order=${lm_order:-$order} lm_beam=${lm_beam:-$beam}
+  lm_over=${lm_over:-$over} lm_order=${lm_order:-$order}
+}
+
+lm_beam_of() {  # lm_beam_of METHOD: run.sh's $lm_beam, or the beam dev chose for the method's LM search: 16
+  if [ -n "${lm_beam:-}" ]; then  # where a CTC prefix search goes through the lexicon (ctc_*, pooled_*: 8
+    echo "$lm_beam"               # lost 1.7 points on speechocean762), 8 for the transducers' own searches
+  elif [[ $1 == ctc_* || $1 == pooled_* ]] && [ "$lm_over" = words ]; then  # (AN4: 16 no better, 3x the time)
+    echo 16
+  else
+    echo 8
+  fi
 }
 
 check_deployable() {  # check_deployable UNIT_TYPE DEPLOY: --deploy with phones stops run.sh now, not after training

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # CMU AN4 ("census"): 948 training and 130 test utterances of spelled words, digits and commands by
 # 84 speakers, 16 kHz. Download (or --corpus-dir) -> data dirs train, dev (8 whole training speakers)
-# and test -> shards -> phones from the CMU dictionary (or BPE: --unit-type bpe) -> DeepSpeech 2 (or a
-# transducer over its encoder: --train-config conf/transducer_conv_pruned.yaml) trained on the CPU ->
-# average -> a word n-gram LM from the training text, weighted on dev -> decode dev and test, the LM
-# searched through the lexicon.
+# and test -> shards -> phones from the CMU dictionary (or BPE: --unit-type bpe) -> DeepSpeech 2 (CTC)
+# trained on the CPU and averaged -> a transducer over its encoder started from its weights, trained and
+# averaged -> a word n-gram LM from the training text, weighted on dev -> decode dev and test, the LM
+# fused into modified beam search through the lexicon.
 # Hyper-parameters are chosen on dev, never on test.
 set -euo pipefail
 {  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
@@ -13,32 +13,37 @@ stage=0
 stop_stage=100
 corpus_dir=          # the an4/ folder (etc/ and wav/, any audio extension); empty: download into downloads/
 mirror=http://www.speech.cs.cmu.edu/databases/an4
-train_config=conf/deepspeech.yaml  # the best on dev (RESULTS.md); conf/transducer_conv_pruned.yaml: a transducer
-exp=exp/deepspeech_phone
+train_config=conf/transducer_conv_pruned_from_ctc.yaml  # the best on dev (RESULTS.md)
+exp=exp/transducer_from_ctc_phone
+init_config=conf/deepspeech.yaml  # for a --train-config that starts from another model (train.init_from),
+init_exp=exp/deepspeech_phone     # stage 4 trains this one first and starts it from its average
+init_average=10
 unit_type=phone      # phone (CMU dictionary; words from the lexicon search), bpe (of --vocab-size units), or char;
                      # --deploy needs bpe or char (export refuses phones: sherpa-onnx would print them)
 vocab_size=64
 dev_speakers=8
 nj=2
 average=10           # the last N epoch checkpoints averaged for decoding (0: the last epoch alone); 10 beat 5 on dev
-methods="ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm"  # rnnt.search_methods; transducers: "greedy modified_beam_lm"
+methods="greedy modified_beam_lm"  # rnnt.search_methods; DeepSpeech 2: "ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm"
 lm_order=            # LM-fused methods (*_lm, *_lodr): the n-gram LM's order (built from data/train, weighted on dev)
 lm_over=             # the LM's words: units (bpe, char), or words (through the lexicon: char or phone units)
-lm_beam=             # the beam of the LM's search, its weights chosen with it (the transducers: 8)
-                     # empty: what dev chose for the unit type (utils/units.sh default_lm_search)
+lm_beam=             # the beam of the LM's search, its weights chosen with it; empty: what dev chose for
+                     # the method and units (utils/units.sh lm_beam_of)
 test_sets="dev test"
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/an4] [--mirror URL]
-  [--train-config FILE] [--exp DIR] [--unit-type phone|bpe|char] [--vocab-size N] [--dev-speakers N] [--nj N]
+  [--train-config FILE] [--exp DIR] [--init-config FILE] [--init-exp DIR] [--init-average N]
+  [--unit-type phone|bpe|char] [--vocab-size N] [--dev-speakers N] [--nj N]
   [--average N] [--methods \"greedy beam modified_beam modified_beam_lm modified_beam_lodr pooled_beam_lm
   beam_lm beam_lodr ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
   [--lm-order N] [--lm-over units|words] [--lm-beam N] [--test-sets \"dev test\"] [--deploy \"offline streaming\"]
-Stages: 0 download, 1 data dirs, 2 shards, 3 units (phones and their lexicon, BPE or characters), 4 train,
+Stages: 0 download, 1 data dirs, 2 shards, 3 units (phones and their lexicon, BPE or characters), 4 train
+(for a --train-config with train.init_from: --init-config's model first, averaged, then it from that),
 5 average, 6 decode and score (an LM-fused method first gets an n-gram LM from
 data/train's text, its weights chosen on dev), 7 export to ONNX (--deploy), 8 decode and score the export in sherpa-onnx.
 Examples: ./run.sh --corpus-dir ../../../shared/data/an4
-  ./run.sh --corpus-dir ../../../shared/data/an4 --train-config conf/transducer_conv_pruned.yaml \\
-    --exp exp/transducer_phone --methods \"greedy modified_beam_lm\" --lm-beam 8
+  ./run.sh --corpus-dir ../../../shared/data/an4 --train-config conf/deepspeech.yaml \\
+    --exp exp/deepspeech_phone --methods \"ctc_greedy ctc_prefix_beam_lm\"
   ./run.sh --corpus-dir ../../../shared/data/an4 --unit-type bpe --train-config conf/deploy.yaml \\
     --exp exp/deploy --methods greedy --deploy \"offline streaming\""
 
@@ -46,6 +51,7 @@ Examples: ./run.sh --corpus-dir ../../../shared/data/an4
 . utils/parse_options.sh
 . utils/stages.sh
 . utils/decoding.sh
+. utils/training.sh
 . utils/units.sh
 
 lang=$(lang_of "$unit_type" "$vocab_size")
@@ -77,13 +83,11 @@ fi
 
 units_stage 3 "$unit_type" "$vocab_size" "$lang" "$dev_speakers"  # phones: their lexicon first
 
-if stage_wanted 4 train "$exp" -- "$train_config" data/train/shards data/dev/shards "$lang/units.txt"; then
-  log=$(stage_log 4 train "$exp")
-  logged "$log" steps/train.py --config "$train_config" --train-list data/train/data.list --valid-list data/dev/data.list \
-    --lang-dir "$lang" --exp-dir "$exp" --resume
-  logged "$log" steps/plot_training.py --title "$(basename "$PWD") $(basename "$exp")" "$exp/training.png" "$exp"
-  stage_done 4 train "$exp"
+init_checkpoint=
+if [ -n "$init_config" ] && [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ] && starts_from_a_model "$train_config"; then
+  init_model_stage 4 "$init_config" "$init_exp" "$lang" "$init_average"  # sets init_checkpoint
 fi
+train_stage 4 "$train_config" "$exp" "$lang" "$init_checkpoint"
 
 average_stage 5 "$exp" "$average"
 model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40

@@ -17,6 +17,9 @@ corpus_dir=          # the speechocean762/ folder (train/, WAVE/, and test/ if p
 mirror=https://www.openslr.org/resources/101
 train_config=conf/deepspeech.yaml  # the best on dev (RESULTS.md); conf/transducer_conv_pruned.yaml: the transducer
 exp=exp/deepspeech_phone
+init_config=conf/deepspeech.yaml  # for a --train-config that starts from another model (train.init_from:
+init_exp=exp/deepspeech_phone     # conf/transducer_conv_pruned_from_ctc.yaml), stage 4 trains this one first and
+init_average=5                    # starts it from its average
 unit_type=phone      # phone (CMU dictionary; words from the lexicon search), char, or bpe (of --vocab-size units)
 vocab_size=256
 dev_speakers=10
@@ -25,20 +28,22 @@ average=5            # the last N epoch checkpoints averaged for decoding (0: th
 methods="ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm"  # transducers: "greedy modified_beam" (ctc_*: their CTC head)
 lm_order=            # LM-fused methods (*_lm, *_lodr): the n-gram LM's order (built from data/train, weighted on dev)
 lm_over=             # the LM's words: words (through the lexicon: char or phone units), or units (char, bpe)
-lm_beam=             # the beam of the LM's search, its weights chosen with it
-                     # empty: what dev chose for the unit type (utils/units.sh default_lm_search)
+lm_beam=             # the beam of the LM's search, its weights chosen with it; empty: what dev chose for
+                     # the method and units (utils/units.sh lm_beam_of)
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/speechocean762] [--mirror URL]
-  [--train-config FILE] [--exp DIR] [--unit-type bpe|char|phone] [--vocab-size N] [--dev-speakers N] [--nj N]
+  [--train-config FILE] [--exp DIR] [--init-config FILE] [--init-exp DIR] [--init-average N]
+  [--unit-type bpe|char|phone] [--vocab-size N] [--dev-speakers N] [--nj N]
   [--average N] [--methods \"greedy beam modified_beam modified_beam_lm modified_beam_lodr pooled_beam_lm
   beam_lm beam_lodr ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
   [--lm-order N] [--lm-over words|units] [--lm-beam N] [--deploy \"offline streaming\"]
-Stages: 0 download, 1 data dirs, 2 shards, 3 units (phones and their lexicon, characters or BPE), 4 train,
+Stages: 0 download, 1 data dirs, 2 shards, 3 units (phones and their lexicon, characters or BPE), 4 train
+(for a --train-config with train.init_from: --init-config's model first, averaged, then it from that),
 5 average, 6 decode and score (dev, and test when the corpus has its test/ half; an LM-fused method first
 gets an n-gram LM from data/train's text, its weights chosen on dev), 7 export to ONNX (--deploy), 8 decode and score the
 export in sherpa-onnx.
 Examples: ./run.sh --corpus-dir ../../../shared/data/speechocean762
-  ./run.sh --corpus-dir ../../../shared/data/speechocean762 --unit-type char --exp exp/deepspeech_char \
+  ./run.sh --corpus-dir ../../../shared/data/speechocean762 --unit-type char --exp exp/deepspeech_char \\
     --lm-over units --lm-order 6 --lm-beam 8
   ./run.sh --corpus-dir ../../../shared/data/speechocean762 --train-config conf/transducer.yaml \\
     --unit-type bpe --exp exp/transducer --methods \"greedy modified_beam\"
@@ -49,6 +54,7 @@ Examples: ./run.sh --corpus-dir ../../../shared/data/speechocean762
 . utils/parse_options.sh
 . utils/stages.sh
 . utils/decoding.sh
+. utils/training.sh
 . utils/units.sh
 
 lang=$(lang_of "$unit_type" "$vocab_size")
@@ -82,13 +88,11 @@ fi
 
 units_stage 3 "$unit_type" "$vocab_size" "$lang" "$dev_speakers"  # phones: their lexicon first
 
-if stage_wanted 4 train "$exp" -- "$train_config" data/train/shards data/dev/shards "$lang/units.txt"; then
-  log=$(stage_log 4 train "$exp")
-  logged "$log" steps/train.py --config "$train_config" --train-list data/train/data.list --valid-list data/dev/data.list \
-    --lang-dir "$lang" --exp-dir "$exp" --resume
-  logged "$log" steps/plot_training.py --title "$(basename "$PWD") $(basename "$exp")" "$exp/training.png" "$exp"
-  stage_done 4 train "$exp"
+init_checkpoint=
+if [ -n "$init_config" ] && [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ] && starts_from_a_model "$train_config"; then
+  init_model_stage 4 "$init_config" "$init_exp" "$lang" "$init_average"  # sets init_checkpoint
 fi
+train_stage 4 "$train_config" "$exp" "$lang" "$init_checkpoint"
 
 average_stage 5 "$exp" "$average"
 model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
