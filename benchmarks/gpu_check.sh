@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One call's worth of GPU checks on a lent CUDA machine (see benchmarks/README.md), most needed first, each
 # part under its own time limit: the loss tests on CUDA, the logits-row kernels against PyTorch's passes,
-# the loss benchmark against torchaudio at the three shapes, and the tiny model's training step with the
-# full and the fused loss. Uses the machine's python3 (its own torch, torchaudio and Triton); writes its
+# the loss benchmark against torchaudio at the three shapes, the fused loss's kernels against its blocks at
+# several launch shapes, and the tiny model's training step with the full and the fused loss. Uses the machine's python3 (its own torch, torchaudio and Triton); writes its
 # logs under $OUT when set, else under /tmp.
 set -euo pipefail
 case "${1:-}" in
@@ -26,5 +26,6 @@ python3 -c "import torch, triton, torchaudio; print('torch', torch.__version__, 
 part 150 tests.log python3 -m pytest -q -p no:cacheprovider tests/rnnt/loss tests/rnnt/test_host_reads.py
 part 60 row_kernels.md python3 benchmarks/row_kernels.py --device cuda
 part 200 loss.md python3 benchmarks/loss.py --device cuda --runs 10 --methods "${methods[@]}"
+part 90 joint_kernels.md python3 benchmarks/joint_kernels.py --device cuda
 part 60 train_step.md python3 benchmarks/train_step.py --device cuda --batch-scale 4 --runs 5 \
   --configs "tiny (full loss)" "tiny (fused loss)"

@@ -5,14 +5,15 @@ lattice in blocks (utterances of similar lengths, cut into frames), keeping per 
 label log-probs and the log-normaliser; backward recomputes each block's logits to form the gradients of
 enc, pred, W and bias. Memory grows with the lattice (B, T, U+1), not with the vocabulary, beyond one
 block. A block pads its utterances to the longest, computing and masking out at most a quarter more
-cells than its utterances' own.
+cells than its utterances' own. With the Triton backend, a joiner the kernels take (joint_triton.fits)
+holds no block at all: each pass over the lattice is one Triton kernel (rnnt.loss.joint_kernels).
 """
 
 from __future__ import annotations
 
 import torch
 
-from rnnt.loss import row_triton
+from rnnt.loss import joint_triton, row_triton
 from rnnt.loss.checks import check_inside, check_lengths, check_one_symbol_per_frame, check_reduction, check_symbols
 from rnnt.loss.emission_timing import timed_lattice_loss
 from rnnt.loss.lattice_triton import resolve_backend
@@ -115,57 +116,86 @@ def _block_logits_gradient(logits, cell_labels, lse, g_blank, g_label, blank: in
     return grad.to(logits.dtype).view(logits.shape)
 
 
+def _blocks_arc_log_probs(enc, pred, weight, bias, cell_labels, logit_lengths, target_lengths, blank: int,
+                          activation: str, blocks, triton: bool):
+    """The log-normalisers and blank and label arc log-probs of every cell (B, T, U+1), block by block."""
+    B, T, _ = enc.shape
+    blank_lp = torch.full((B, T, pred.shape[1]), float("-inf"), dtype=accumulation_dtype(enc.dtype), device=enc.device)
+    label_lp = torch.full_like(blank_lp, float("-inf"))
+    lse_cells = torch.zeros_like(blank_lp)
+    for block in blocks:
+        b0, b1, t0, t1, U1 = block
+        logits = _block_logits(enc, pred, weight, bias, block, activation)[1]
+        lse, blank_block, label_block = _block_arc_log_probs(logits, cell_labels, blank, triton, block)
+        inside, has_label = _cell_masks(logit_lengths, target_lengths, block)
+        lse_cells[b0:b1, t0:t1, :U1] = lse
+        blank_lp[b0:b1, t0:t1, :U1] = blank_block.masked_fill_(~inside, float("-inf"))
+        label_lp[b0:b1, t0:t1, :U1] = label_block.masked_fill_(~has_label, float("-inf"))
+    return lse_cells, blank_lp, label_lp
+
+
+def _blocks_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_blank, gamma_label, blank: int,
+                      activation: str, blocks, triton: bool):
+    """d loss / d enc, pred, weight and bias, block by block (the posteriors already scaled)."""
+    grad_enc, grad_pred = torch.zeros_like(enc), torch.zeros_like(pred)
+    grad_weight = torch.zeros_like(weight)
+    grad_bias = torch.zeros_like(bias) if bias is not None else None
+    for block in blocks:
+        b0, b1, t0, t1, U1 = block
+        hidden, logits = _block_logits(enc, pred, weight, bias, block, activation)
+        cells = (slice(b0, b1), slice(t0, t1), slice(0, U1))
+        grad = _block_logits_gradient(logits, cell_labels, lse_cells[cells], gamma_blank[cells],
+                                      gamma_label[cells], blank, triton, block)
+        flat_grad, flat_hidden = grad.reshape(-1, grad.shape[-1]), hidden.reshape(-1, hidden.shape[-1])
+        grad_weight.addmm_(flat_grad.t(), flat_hidden)
+        if grad_bias is not None:
+            grad_bias += flat_grad.sum(0)
+        grad_pre = _activation_grad(hidden, grad @ weight, activation)
+        grad_enc[b0:b1, t0:t1] += grad_pre.sum(2)
+        grad_pred[b0:b1, :U1] += grad_pre.sum(1)
+    return grad_enc, grad_pred, grad_weight, grad_bias
+
+
 class _FusedJoinerLoss(torch.autograd.Function):
+    """With the Triton backend and a joiner the kernels take (joint_triton.fits), whole passes over the
+    lattice in Triton (blocks None); otherwise blocks of logits."""
+
     @staticmethod
     def forward(ctx, enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank, activation,
                 reduction, chunk_elements, options):
-        B, T, _ = enc.shape
-        acc = accumulation_dtype(enc.dtype)
         triton = resolve_backend(options.backend, enc.device) == "triton"
-        blank_lp = torch.full((B, T, pred.shape[1]), float("-inf"), dtype=acc, device=enc.device)
-        label_lp = torch.full_like(blank_lp, float("-inf"))
-        lse_cells = torch.zeros_like(blank_lp)
         cell_labels = _cell_labels(targets, blank, weight.shape[0])
-        blocks = list(_blocks(logit_lengths, target_lengths, max(weight.shape), chunk_elements))
+        blocks = None
         with torch.no_grad():
-            for block in blocks:
-                b0, b1, t0, t1, U1 = block
-                logits = _block_logits(enc, pred, weight, bias, block, activation)[1]
-                lse, blank_block, label_block = _block_arc_log_probs(logits, cell_labels, blank, triton, block)
-                inside, has_label = _cell_masks(logit_lengths, target_lengths, block)
-                lse_cells[b0:b1, t0:t1, :U1] = lse
-                blank_lp[b0:b1, t0:t1, :U1] = blank_block.masked_fill_(~inside, float("-inf"))
-                label_lp[b0:b1, t0:t1, :U1] = label_block.masked_fill_(~has_label, float("-inf"))
+            if triton and joint_triton.fits(enc, weight):
+                lse_cells, blank_lp, label_lp = joint_triton.joint_stats(
+                    enc, pred, weight, bias, cell_labels, logit_lengths, target_lengths, blank, activation)
+            else:
+                blocks = list(_blocks(logit_lengths, target_lengths, max(weight.shape), chunk_elements))
+                lse_cells, blank_lp, label_lp = _blocks_arc_log_probs(
+                    enc, pred, weight, bias, cell_labels, logit_lengths, target_lengths, blank, activation, blocks,
+                    triton)
         losses, gamma_blank, gamma_label = timed_lattice_loss(blank_lp, label_lp, logit_lengths, target_lengths,
                                                               options)
-        ctx.save_for_backward(enc, pred, weight, bias, cell_labels, gamma_blank, gamma_label, lse_cells)
+        ctx.save_for_backward(enc, pred, weight, bias, cell_labels, logit_lengths, target_lengths, gamma_blank,
+                              gamma_label, lse_cells)
         ctx.config = (blank, activation, reduction, blocks, triton)
         return reduce_losses(losses.to(enc.dtype), reduction)
 
     @staticmethod
     def backward(ctx, grad_output):
-        enc, pred, weight, bias, cell_labels, gamma_blank, gamma_label, lse_cells = ctx.saved_tensors
+        enc, pred, weight, bias, cell_labels, logit_lengths, target_lengths, gamma_blank, gamma_label, lse_cells = \
+            ctx.saved_tensors
         blank, activation, reduction, blocks, triton = ctx.config
         scale = per_utterance_scale(grad_output.to(gamma_blank.dtype), reduction, enc.shape[0])
-        gamma_blank = gamma_blank * scale[:, None, None]
-        gamma_label = gamma_label * scale[:, None, None]
-        grad_enc, grad_pred = torch.zeros_like(enc), torch.zeros_like(pred)
-        grad_weight = torch.zeros_like(weight)
-        grad_bias = torch.zeros_like(bias) if bias is not None else None
-        for block in blocks:
-            b0, b1, t0, t1, U1 = block
-            hidden, logits = _block_logits(enc, pred, weight, bias, block, activation)
-            cells = (slice(b0, b1), slice(t0, t1), slice(0, U1))
-            grad = _block_logits_gradient(logits, cell_labels, lse_cells[cells], gamma_blank[cells],
-                                          gamma_label[cells], blank, triton, block)
-            flat_grad, flat_hidden = grad.reshape(-1, grad.shape[-1]), hidden.reshape(-1, hidden.shape[-1])
-            grad_weight.addmm_(flat_grad.t(), flat_hidden)
-            if grad_bias is not None:
-                grad_bias += flat_grad.sum(0)
-            grad_pre = _activation_grad(hidden, grad @ weight, activation)
-            grad_enc[b0:b1, t0:t1] += grad_pre.sum(2)
-            grad_pred[b0:b1, :U1] += grad_pre.sum(1)
-        return (grad_enc, grad_pred, grad_weight, grad_bias) + (None,) * 8
+        if blocks is None:
+            grads = joint_triton.joint_gradients(enc, pred, weight, bias, cell_labels, logit_lengths, target_lengths,
+                                                 lse_cells, gamma_blank, gamma_label, scale, blank, activation)
+        else:
+            scale = scale[:, None, None]
+            grads = _blocks_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_blank * scale,
+                                      gamma_label * scale, blank, activation, blocks, triton)
+        return grads + (None,) * 8
 
 
 def check_fused_inputs(enc, pred, weight, targets, logit_lengths, target_lengths, blank: int, activation: str,
@@ -209,7 +239,7 @@ def fused_joiner_loss(
     enc: (B, T, H) projected encoder output; pred: (B, U+1, H) projected prediction-network output;
     weight: (V, H) and bias: (V,) of the output layer. Gives the same loss and gradients as building
     the logits and calling transducer_loss, in memory independent of V beyond one chunk (options and the
-    lattice keywords as there). It reads the lengths on the host to cut its chunks.
+    lattice keywords as there). Its blocks read the lengths on the host, to cut them; its Triton kernels do not.
     """
     check_reduction(reduction)
     options = lattice_options(options, **lattice)

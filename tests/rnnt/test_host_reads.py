@@ -1,12 +1,13 @@
-"""A training step's loss and the batched greedy and modified beam searches never read device values on the
-host in their loops (rnnt.host_reads): on the CPU, with the host's reads counted as if on a GPU."""
+"""A training step's loss (full, simple, pruned; fused with the Triton backend) and the batched greedy and
+modified beam searches never read device values on the host in their loops (rnnt.host_reads): on the CPU,
+with the host's reads counted as if on a GPU."""
 
 import pytest
 import torch
 
 from host_read_counter import HostReads
 from rnnt import host_reads
-from rnnt.loss import prune, prune_ranges, pruned_loss, simple_loss, transducer_loss
+from rnnt.loss import fused_joiner_loss, prune, prune_ranges, pruned_loss, simple_loss, transducer_loss
 from rnnt.model.transducer import ModelConfig, Transducer
 from rnnt.modified_beam_search import modified_beam_search
 from rnnt.search import greedy_search
@@ -54,7 +55,10 @@ def test_a_loss_step_reads_nothing(as_on_a_gpu, backend, one_sym):
         enc_pruned, pred_pruned = prune(enc, pred, ranges)
         pruned = pruned_loss(torch.tanh(enc_pruned + pred_pruned) @ weight.T, targets, ranges, T_b, U_b,
                              **options, **timing)
-        (full + simple + pruned).backward()
+        total = full + simple + pruned
+        if backend == "triton":  # the fused loss in its kernels (PyTorch's blocks read the lengths to cut them)
+            total = total + fused_joiner_loss(enc, pred, weight, None, targets, T_b, U_b, **options, **timing)
+        total.backward()
     assert counter.reads == []
     assert torch.isfinite(weight.grad).all() and weight.grad.abs().sum() > 0
 
