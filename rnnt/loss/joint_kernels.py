@@ -7,8 +7,8 @@ by the output layer's rows (tl.dot).
   the blank and label log-probs: all the lattice recursion reads.
 - joint_hidden_grad_kernel: per cell d loss / d logits (softmax times the cell's occupancy less its two
   arc posteriors, tile by tile from the saved log-normaliser), times the output layer: d loss / d
-  activations, then through the activation, summed over the tile's labels into grad_enc and over its
-  frames into grad_pred (atomic adds: tiles share frames and labels).
+  activations, then through the activation, summed over each step's labels into grad_enc and over a
+  chunk of frames into grad_pred (atomic adds: label tiles share frames, frame chunks share labels).
 - joint_weight_grad_kernel: per vocabulary tile the sum over cells of d loss / d logits times the
   activations (grad_weight, grad_bias); each program sums a share of the tiles and adds it atomically.
 
@@ -143,16 +143,12 @@ def _cell_gradients(lse, gamma_blank, gamma_label, scale, b, cells, inside):
 
 
 @triton.jit
-def joint_hidden_grad_kernel(enc, enc_sb, enc_st, pred, pred_sb, pred_su, weight, weight_stride, bias, cell_labels,
-                             logit_lengths, target_lengths, lse, gamma_blank, gamma_label, scale, grad_enc,
-                             grad_pred, n_frames, n_positions, n_t_tiles, n_u_tiles, hidden_size, vocab, blank,
-                             tiny, HAS_BIAS: tl.constexpr, TANH: tl.constexpr, PRECISION: tl.constexpr,
-                             TILE_T: tl.constexpr, TILE_U: tl.constexpr, ROWS: tl.constexpr,
-                             HIDDEN: tl.constexpr, COLUMNS: tl.constexpr, INPUT_DTYPE_DOT: tl.constexpr):
-    """Adds the tile's d loss / d enc and d loss / d pred into grad_enc (B, T, H) and grad_pred (B, U+1, H),
-    float32 and contiguous."""
-    b, t, u, t_in, u_in, _ = _tile(tl.program_id(0), n_t_tiles, n_u_tiles, logit_lengths, target_lengths,
-                                   TILE_T, TILE_U)
+def _tile_grad_pre(enc, enc_sb, enc_st, pred, pred_sb, pred_su, weight, weight_stride, bias, cell_labels, lse,
+                   gamma_blank, gamma_label, scale, b, t, u, t_in, u_in, n_frames, n_positions, hidden_size, vocab,
+                   blank, tiny, HAS_BIAS: tl.constexpr, TANH: tl.constexpr, PRECISION: tl.constexpr,
+                   TILE_T: tl.constexpr, TILE_U: tl.constexpr, ROWS: tl.constexpr, HIDDEN: tl.constexpr,
+                   COLUMNS: tl.constexpr, INPUT_DTYPE_DOT: tl.constexpr):
+    """d loss / d (enc[b, t] + pred[b, u]) of a tile's cells, (TILE_T, TILE_U, HIDDEN) float32."""
     hidden = _hidden(enc, enc_sb, enc_st, pred, pred_sb, pred_su, b, t, u, t_in, u_in, hidden_size, ROWS, HIDDEN,
                      TANH, INPUT_DTYPE_DOT)
     label = _tile_labels(cell_labels, b, u, n_positions, t, ROWS)
@@ -170,12 +166,41 @@ def joint_hidden_grad_kernel(enc, enc_sb, enc_st, pred, pred_sb, pred_su, weight
         grad_pre = grad_hidden * (1.0 - h * h)
     else:
         grad_pre = tl.where(h > 0.0, grad_hidden, 0.0)
-    grad_pre = tl.reshape(grad_pre, (TILE_T, TILE_U, HIDDEN))
+    return tl.reshape(grad_pre, (TILE_T, TILE_U, HIDDEN))
+
+
+@triton.jit
+def joint_hidden_grad_kernel(enc, enc_sb, enc_st, pred, pred_sb, pred_su, weight, weight_stride, bias, cell_labels,
+                             logit_lengths, target_lengths, lse, gamma_blank, gamma_label, scale, grad_enc,
+                             grad_pred, n_frames, n_positions, n_u_tiles, n_chunks, chunk_frames, hidden_size, vocab,
+                             blank, tiny, HAS_BIAS: tl.constexpr, TANH: tl.constexpr, PRECISION: tl.constexpr,
+                             TILE_T: tl.constexpr, TILE_U: tl.constexpr, ROWS: tl.constexpr,
+                             HIDDEN: tl.constexpr, COLUMNS: tl.constexpr, INPUT_DTYPE_DOT: tl.constexpr):
+    """Adds d loss / d enc and d loss / d pred into grad_enc (B, T, H) and grad_pred (B, U+1, H), float32
+    and contiguous. A program takes utterance b's label tile (TILE_U positions) over a chunk of chunk_frames
+    frames, TILE_T at a time up to the utterance's last frame (padding frames are skipped): each step's
+    sum over its labels goes into grad_enc, its sum over its frames into registers, added to grad_pred once."""
+    pid = tl.program_id(0)
+    b = pid // (n_u_tiles * n_chunks)
+    u = (pid // n_chunks % n_u_tiles) * TILE_U + tl.arange(0, TILE_U)
+    n_labels = tl.load(target_lengths + b)
+    u_in = u <= n_labels
+    start = pid % n_chunks * chunk_frames
+    end = tl.minimum(start + chunk_frames, tl.load(logit_lengths + b))
     k = tl.arange(0, HIDDEN)
     k_in = k < hidden_size
-    tl.atomic_add(grad_enc + (b * n_frames + t[:, None]) * hidden_size + k[None, :], tl.sum(grad_pre, axis=1),
-                  mask=t_in[:, None] & k_in[None, :])
-    tl.atomic_add(grad_pred + (b * n_positions + u[:, None]) * hidden_size + k[None, :], tl.sum(grad_pre, axis=0),
+    grad_pred_sum = tl.zeros((TILE_U, HIDDEN), dtype=tl.float32)
+    for t0 in range(start, end, TILE_T):
+        t = t0 + tl.arange(0, TILE_T)
+        t_in = t < end
+        grad_pre = _tile_grad_pre(enc, enc_sb, enc_st, pred, pred_sb, pred_su, weight, weight_stride, bias,
+                                  cell_labels, lse, gamma_blank, gamma_label, scale, b, t, u, t_in, u_in, n_frames,
+                                  n_positions, hidden_size, vocab, blank, tiny, HAS_BIAS, TANH, PRECISION, TILE_T,
+                                  TILE_U, ROWS, HIDDEN, COLUMNS, INPUT_DTYPE_DOT)
+        tl.atomic_add(grad_enc + (b * n_frames + t[:, None]) * hidden_size + k[None, :], tl.sum(grad_pre, axis=1),
+                      mask=t_in[:, None] & k_in[None, :])
+        grad_pred_sum += tl.sum(grad_pre, axis=0)
+    tl.atomic_add(grad_pred + (b * n_positions + u[:, None]) * hidden_size + k[None, :], grad_pred_sum,
                   mask=u_in[:, None] & k_in[None, :])
 
 

@@ -17,6 +17,7 @@ TILE_ROWS = 16  # lattice cells a program takes at once (tl.dot needs at least 1
 MAX_TILE_U = 16  # of them label positions; the rest frames
 COLUMNS = 32  # vocabulary entries of one step
 WARPS = 4
+CHUNK_FRAMES = 32  # frames a program of the input gradients walks, adding to grad_pred once at the end
 STAGES = 1  # no software pipelining of the vocabulary steps: each stage holds another weight tile in shared memory
 PROGRAMS_PER_CORE = 4  # of the weight gradient: its lattice tiles are shared among this many programs per core
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -87,9 +88,10 @@ def joint_gradients(enc, pred, weight, bias, cell_labels, logit_lengths, target_
     tiny = torch.finfo(torch.float32).tiny
     grad_enc = torch.zeros(B, T, H, dtype=torch.float32, device=enc.device)
     grad_pred = torch.zeros(B, U1, H, dtype=torch.float32, device=enc.device)
-    _kernels().joint_hidden_grad_kernel[(B * n_t * n_u,)](
-        *inputs, *cells, grad_enc, grad_pred, T, U1, n_t, n_u, H, V, blank, tiny, HAS_BIAS=bias is not None,
-        **constants)
+    n_chunks = -(-T // CHUNK_FRAMES)
+    _kernels().joint_hidden_grad_kernel[(B * n_u * n_chunks,)](
+        *inputs, *cells, grad_enc, grad_pred, T, U1, n_u, n_chunks, CHUNK_FRAMES, H, V, blank, tiny,
+        HAS_BIAS=bias is not None, **constants)
     grad_weight = torch.zeros(V, H, dtype=torch.float32, device=enc.device)
     grad_bias = torch.zeros(V, dtype=torch.float32, device=enc.device)
     n_v, n_tiles = -(-V // COLUMNS), B * n_t * n_u
