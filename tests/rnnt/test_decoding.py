@@ -16,7 +16,7 @@ from rnnt.modified_beam_search import modified_beam_search
 from rnnt.search import beam_search, greedy_search, label_ends_frame, symbols_per_frame
 from search_reference import alignment_log_prob, sequence_log_prob
 from rnnt.training import checkpoint
-from rnnt.transcriber import Transcriber, load_model
+from rnnt.transcriber import Transcriber, decoding_pipeline, load_model
 
 STEPS = ROOT / "steps"
 
@@ -303,3 +303,68 @@ def test_the_transducer_searches_with_an_lm_and_lodr_are_tuned_on_dev_and_decode
     out = run_tool(sys.executable, STEPS / "decode.py", "--method", "modified_beam_lodr", "--lm-fusion",
                    trained / "lm" / "modified_beam_lm.yaml", trained, yesno / "test.list", "test")
     assert out.returncode == 1 and "lacks a low-order LM" in out.stderr
+
+
+def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, trained_standard, yesno, tmp_path):
+    """combine_nbest.py pools both models' n-bests: every transcript is one of its utterance's pooled
+    hypotheses; each model's transducer alone (the others weighted 0) picks the hypothesis of its highest
+    log-likelihood over all alignments; --tune tries the whole grid and writes the weights that a rerun with
+    --weights reproduces; a broken n-best line is named by file and line."""
+    from rnnt.pooled_search import transducer_log_likelihoods
+    from rnnt.system_combination import pool, read_nbest
+
+    arpa = tmp_path / "lm.arpa"
+    assert run_tool(sys.executable, STEPS / "build_ngram_lm.py", "--order", "2", yesno / "data" / "train_yesno",
+                    yesno / "lang", arpa).returncode == 0
+    fusion = tmp_path / "fusion.yaml"
+    fusion.write_text(yaml.safe_dump({"arpa": str(arpa), "over": "units", "weight": 0.5, "length_bonus": 0.0,
+                                      "beam": 3}))
+    systems = []
+    for exp in (trained, trained_standard):
+        out = run_tool(sys.executable, STEPS / "decode.py", "--method", "modified_beam", "--beam", "3", "--nbest",
+                       "--checkpoint", exp / "epoch-5.pt", exp, yesno / "test.list", "combine")
+        assert out.returncode == 0, out.stderr[-2000:]
+        systems += ["--system", exp, exp / "epoch-5.pt", exp / "decode-combine-modified_beam"]
+    out_dir = tmp_path / "combined"
+    out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems, "--lm-fusion", fusion, "--tune",
+                   yesno / "test.list", out_dir)
+    assert out.returncode == 0, out.stderr[-2000:]
+    names = [f"{trained} transducer", f"{trained} ctc", f"{trained_standard} transducer",
+             f"{trained_standard} ctc", "lm"]
+    chosen = yaml.safe_load((out_dir / "weights.yaml").read_text())["weights"]
+    assert list(chosen) == names and chosen[names[0]] == chosen["lm"] == 1.0
+    rows = (out_dir / "tuning.tsv").read_text().splitlines()
+    assert rows[0].split("\t") == names + ["wer"] and len(rows) == 1 + 5 ** 3
+    assert f"%WER {min(float(r.split()[-1]) for r in rows[1:]):.2f} [" in (out_dir / "wer").read_text()
+    pools = pool([read_nbest(str(exp / "decode-combine-modified_beam" / "nbest.json"))
+                  for exp in (trained, trained_standard)])
+    hyps = dict(line.split(maxsplit=1) if " " in line else (line, "")
+                for line in (out_dir / "hyp").read_text().splitlines())
+    assert hyps.keys() == pools.keys()
+    assert all(hyps[key] in {" ".join(h.words) for h in pools[key]} for key in hyps)
+    again = tmp_path / "again"
+    out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems, "--lm-fusion", fusion, "--weights",
+                   out_dir / "weights.yaml", yesno / "test.list", again)
+    assert out.returncode == 0 and (again / "hyp").read_text() == (out_dir / "hyp").read_text()
+    for exp in (trained, trained_standard):  # one model's transducer alone
+        (tmp_path / "alone.yaml").write_text(yaml.safe_dump({"weights": {n: float(n == f"{exp} transducer")
+                                                                         for n in names}}))
+        out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems, "--lm-fusion", fusion, "--weights",
+                       tmp_path / "alone.yaml", yesno / "test.list", tmp_path / "alone")
+        assert out.returncode == 0, out.stderr[-2000:]
+        experiment, model, tokenizer, _ = load_model(str(exp), str(exp / "epoch-5.pt"))
+        batch = next(decoding_pipeline(experiment, tokenizer, str(yesno / "test.list"), 8).batches())
+        with torch.no_grad():
+            enc, enc_lens = model.encode(batch["feats"], batch["feat_lens"])
+        alone = dict(line.split(maxsplit=1) if " " in line else (line, "")
+                     for line in (tmp_path / "alone" / "hyp").read_text().splitlines())
+        for b, key in enumerate(batch["keys"]):
+            likelihoods = transducer_log_likelihoods(model, enc[b], int(enc_lens[b]), pools[key])
+            best = pools[key][max(range(len(likelihoods)), key=likelihoods.__getitem__)]
+            assert alone[key] == " ".join(best.words)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "nbest.json").write_text('{"key": "a", "hyps": [{"text": "YES"}]}\n')
+    out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems[:4], "--system", trained_standard,
+                   systems[6], broken, "--lm-fusion", fusion, "--tune", yesno / "test.list", tmp_path / "no")
+    assert out.returncode == 1 and f"{broken / 'nbest.json'}:1: not a decode.py n-best line" in out.stderr

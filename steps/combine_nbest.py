@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Combine several models' decodes of one data list (system combination, rnnt.system_combination): their
+n-best lists (steps/decode.py --nbest: EXP/decode-SET-METHOD-TAG/nbest.json) pooled per utterance, every
+hypothesis scored again by each model (its transducer over all alignments, its CTC head) and an LM (an
+--lm-fusion yaml, as decode.py takes: its weight and bonus as tuned there), and the best weighted sum kept.
+
+With --tune the weights are chosen on the data list's references over a grid (the first feature and the
+LM weigh 1, every other feature each of --grid; on a tie the first point) and written to OUT/weights.yaml,
+every point's WER to OUT/tuning.tsv; with --weights FILE (a dev set's weights.yaml) they are read. Tune on
+dev, never on test. Writes OUT/ as decode.py writes a decode dir (hyp, ref, wer, errs, per for phones).
+"""
+
+import os
+
+import torch
+import yaml
+
+from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.decode_results import reference_texts, write_results
+from rnnt.lm.fusion import read_fusion_config
+from rnnt.progress_bar import progress
+from rnnt.scoring import score
+from rnnt.system_combination import LM, choose, feature_names, lm_features, model_features, pool, read_nbest, \
+    weight_grid
+from rnnt.transcriber import decoding_pipeline, load_model
+
+
+def parse_args():
+    parser = tool_parser(__doc__, "steps/combine_nbest.py --system exp/a exp/a/avg-5.pt "
+                                  "exp/a/decode-dev-pooled_beam_lm-avg5 --system exp/b exp/b/avg-5.pt "
+                                  "exp/b/decode-dev-pooled_beam_lm-avg5 --lm-fusion exp/a/lm/pooled_beam_lm.yaml "
+                                  "--tune data/dev/data.list exp/combined/decode-dev")
+    parser.add_argument("--system", nargs=3, action="append", required=True,
+                        metavar=("EXP_DIR", "CHECKPOINT", "DECODE_DIR"),
+                        help="a model and the decode dir of its n-best (decode.py --nbest); two or more")
+    parser.add_argument("--lm-fusion", required=True, help="the LM and its weights (an EXP/lm/<method>.yaml)")
+    choice = parser.add_mutually_exclusive_group(required=True)
+    choice.add_argument("--tune", action="store_true", help="choose the weights on this data list's references")
+    choice.add_argument("--weights", help="a weights.yaml that --tune wrote (on dev)")
+    parser.add_argument("--grid", default="0,0.2,0.4,0.7,1.0", help="weights --tune tries (default 0,0.2,0.4,0.7,1.0)")
+    parser.add_argument("data_list")
+    parser.add_argument("out_dir")
+    return parser.parse_args()
+
+
+def scored_pools(systems, fusion_yaml: str, data_list: str):
+    """The feature names, and per utterance its pooled hypotheses and their feature rows."""
+    models = [load_model(exp, checkpoint, True, "cpu") for exp, checkpoint, _ in systems]
+    pools = pool([read_nbest(os.path.join(decode_dir, "nbest.json")) for _, _, decode_dir in systems])
+    names, rows = [], {key: [[] for _ in hyps] for key, hyps in pools.items()}
+    for (exp, _, _), (experiment, model, tokenizer, _) in zip(systems, models):
+        names += feature_names(os.path.normpath(exp), model)
+        for batch in progress(decoding_pipeline(experiment, tokenizer, data_list, 8).batches(), desc=exp, unit="batch"):
+            with torch.no_grad():
+                enc, enc_lens = model.encode(batch["feats"], batch["feat_lens"])
+            for b, key in enumerate(batch["keys"]):
+                if key in pools:
+                    for row, features in zip(rows[key], model_features(model, enc[b], int(enc_lens[b]), pools[key])):
+                        row += features
+    fusion = read_fusion_config(fusion_yaml).load(models[0][2])
+    for key, hyps in pools.items():
+        for row, features in zip(rows[key], lm_features(fusion, hyps)):
+            row += features
+    return names + [LM], pools, rows, models[0][2]
+
+
+def transcripts(pools, rows, weights) -> dict[str, str]:
+    return {key: " ".join(choose(hyps, rows[key], weights).words) for key, hyps in pools.items()}
+
+
+def main() -> str:
+    args = parse_args()
+    exps = [os.path.normpath(exp) for exp, _, _ in args.system]
+    if len(exps) < 2 or len(set(exps)) < len(exps):
+        raise ToolError(f"give two or more --system of different experiments, got {' '.join(exps)}")
+    try:
+        refs, refs_from = reference_texts(args.data_list, None)
+        names, pools, rows, _ = scored_pools(args.system, args.lm_fusion, args.data_list)
+        if args.weights:
+            with open(args.weights, encoding="utf-8") as f:
+                chosen = yaml.safe_load(f)["weights"]
+            weights = [float(chosen[name]) for name in names]
+    except (OSError, ValueError, KeyError) as error:
+        raise ToolError(str(error)) from error
+    os.makedirs(args.out_dir, exist_ok=True)
+    if args.tune:
+        grid = [float(x) for x in args.grid.split(",")]
+        points = [(score(refs, transcripts(pools, rows, w)).counts, w) for w in weight_grid(names, grid)]
+        with open(os.path.join(args.out_dir, "tuning.tsv"), "w", encoding="utf-8") as f:
+            f.write("\t".join(names + ["wer"]) + "\n")
+            f.writelines("\t".join([f"{x:g}" for x in w] + [f"{counts.wer:.2f}"]) + "\n" for counts, w in points)
+        weights = min(points, key=lambda point: point[0].errors)[1]
+        with open(os.path.join(args.out_dir, "weights.yaml"), "w", encoding="utf-8") as f:
+            yaml.safe_dump({"weights": dict(zip(names, weights)), "chosen_on": args.data_list}, f, sort_keys=False)
+    report = write_results(args.out_dir, refs, transcripts(pools, rows, weights), refs_from, "combine_nbest.py")
+    chosen = ", ".join(f"{name} {w:g}" for name, w in zip(names, weights))
+    return f"{args.out_dir}: {report.wer_line}; weights {chosen}; {sum(map(len, pools.values()))} hypotheses pooled"
+
+
+if __name__ == "__main__":
+    run_tool(main)
