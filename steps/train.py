@@ -16,6 +16,8 @@ Exit status: 0 training complete, 1 error, 143 stopped by SIGTERM.
 """
 
 import dataclasses
+import hashlib
+import os
 import sys
 
 import torch
@@ -25,6 +27,20 @@ from rnnt.training.config_checks import check_unit_rate
 from rnnt.training.experiment import load_experiment, with_absolute_paths
 from rnnt.training.stop import StopTraining
 from rnnt.training.trainer import Trainer
+
+
+def with_init_digest(experiment):
+    """train.init_from_sha256 set to the init_from checkpoint's SHA-256 (left as it is where there is none:
+    the trainer names a missing checkpoint)."""
+    path = experiment.train.init_from
+    if not path or not os.path.isfile(path):
+        return experiment
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return dataclasses.replace(experiment, train=dataclasses.replace(experiment.train,
+                                                                     init_from_sha256=digest.hexdigest()))
 
 
 def main() -> int:
@@ -52,7 +68,7 @@ def main() -> int:
     overrides = {"device": args.device, "init_from": args.init_from}
     experiment = dataclasses.replace(experiment, train=dataclasses.replace(
         experiment.train, **{key: value for key, value in overrides.items() if value}))
-    experiment = with_absolute_paths(experiment)
+    experiment = with_init_digest(with_absolute_paths(experiment))
     device = experiment.train.device
     on_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
     if experiment.train.precision == "fp16" and not on_cuda:

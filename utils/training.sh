@@ -11,7 +11,8 @@
 #                                               train.init_from): run.sh trains its --init-config only for
 #                                               such a config, so that another one never silently starts
 #                                               from DeepSpeech 2
-# A change to INIT (the other model trained again) trains EXP again, as a change to its config does.
+# A change to INIT (the other model trained again) trains EXP again, as a change to its config does
+# (steps/train.py records INIT's SHA-256 in the config, train.init_from_sha256: a resume sees the change).
 # shellcheck shell=bash
 
 train_stage() {
@@ -29,7 +30,7 @@ train_stage() {
 
 init_model_stage() {
   local stage_n=$1 config=$2 exp=$3 lang=$4 average=$5
-  echo "$(date +%T) stage $stage_n: first $config into $exp, the model $train_config starts from"
+  echo "$(date +%T) stage $stage_n: first $config into $exp, the model --train-config starts from"
   train_stage "$stage_n" "$config" "$exp" "$lang"
   average_stage "$stage_n" "$exp" "$average"
   init_checkpoint=$(checkpoint_of "$exp" "$(model_tag_of "$exp" "$average")")

@@ -30,6 +30,8 @@ RESUMABLE = frozenset({
     "data.num_workers", "data.prefetch_factor", "data.pin_memory",
     "paths.train_list", "paths.valid_list", "paths.lang_dir",  # the units are compared by adopt_lang_dir
 })
+# Keys recorded since some experiments were saved: one saved before (no value) is taken to have had the new one.
+RECORDED_LATER = frozenset({"train.init_from_sha256"})
 KEPT_IN_PLACE = ("log", ".stages")  # the running recipe stage writes its log and marker there
 
 
@@ -84,8 +86,9 @@ def train_data_fingerprint(list_path: str) -> str:
 def changes_to_restart(old, new, meta: dict, train_data: str) -> list[Change]:
     """The changes a resume cannot honour: config keys, fewer epochs than the newest checkpoint (meta) has
     trained, other training data than its (train_data: train_data_fingerprint's; checkpoints from before
-    it was recorded are taken to have been trained on the same)."""
-    changes = [c for c in config_changes(old, new) if c.key not in RESUMABLE]
+    it was recorded are taken to have been trained on the same, as configs from before a RECORDED_LATER key)."""
+    changes = [c for c in config_changes(old, new)
+               if c.key not in RESUMABLE and not (c.key in RECORDED_LATER and not c.old)]
     if new.train.epochs < meta["epoch"]:
         changes.append(Change("train.epochs", f"{meta['epoch']} trained", new.train.epochs))
     if meta.get("train_data", train_data) != train_data:

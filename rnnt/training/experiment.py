@@ -51,6 +51,8 @@ class TrainConfig:
     seed: int = 0  # torch's seed: the model's initialisation and dropout
     device: str = "auto"  # auto (cuda where available, else cpu), cpu or cuda
     init_from: str = ""  # a checkpoint of another experiment to start from (rnnt.training.init_from)
+    init_from_sha256: str = ""  # set by steps/train.py: init_from's content, so that a new one (the other
+    # model trained again) is a changed config, which trains anew rather than resuming (config_change)
 
 
 @dataclass(frozen=True)

@@ -386,6 +386,16 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     assert re.search(rf"initialised \d+ of \d+ tensors from {re.escape(str(init))} ", out.stdout), out.stdout[-3000:]
     assert re.search(r" stage 4 \(train\): done before; skipped.*\n.* stage 4 \(train\)\n", out.stdout), out.stdout
     assert "speechocean762 dev greedy (epoch-1): %WER" in out.stdout
+    # DeepSpeech 2 trained again (its config edited): the transducer started from the old one trains anew
+    conf = yaml.safe_load((recipe / "conf" / "tiny_deepspeech.yaml").read_text())
+    conf["train"]["seed"] = 3
+    (recipe / "conf" / "tiny_deepspeech.yaml").write_text(yaml.safe_dump(conf))
+    out = run_shrunk(recipe, corpus, "transducer_conv_pruned_from_ctc.yaml", shrink_transducer, "exp/from_ctc",
+                     "--unit-type", "phone", "--init-config", "conf/tiny_deepspeech.yaml", "--init-exp", "exp/phone",
+                     "--init-average", "0", "--average", "0", "--methods", "greedy")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "train.init_from_sha256" in out.stdout and (recipe / "exp" / "from_ctc.1" / "epoch-1.pt").is_file()
+    assert (recipe / "exp" / "phone.1" / "epoch-1.pt").is_file()  # DeepSpeech 2's old run, set aside too
 
 
 def test_a_config_edit_retrains_and_redecodes_keeping_the_old_experiment(test_data, tmp_path):

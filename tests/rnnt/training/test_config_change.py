@@ -37,6 +37,15 @@ def test_changes_name_the_dotted_keys_that_differ():
     assert flat({"a": {"b": 1, "c": {}}, "d": [1]}) == {"a.b": 1, "a.c": {}, "d": [1]}
 
 
+def test_a_new_checkpoint_to_start_from_restarts_unless_the_old_config_predates_its_digest():
+    old = with_train(load_experiment(str(CONFIG)), init_from="/x/avg-5.pt", init_from_sha256="aa")
+    new = with_train(old, init_from_sha256="bb")
+    assert [str(c) for c in changes_to_restart(old, new, {"epoch": 3}, "")] == ["train.init_from_sha256: 'aa' -> 'bb'"]
+    saved_before = with_train(old, init_from_sha256="")  # config.yaml written before the key existed
+    assert changes_to_restart(saved_before, new, {"epoch": 3}, "") == []
+    assert [c.key for c in changes_to_restart(new, saved_before, {"epoch": 3}, "")] == ["train.init_from_sha256"]
+
+
 def test_a_section_switched_on_counts_as_its_keys():
     old = load_experiment(str(CONFIG))
     new = dataclasses.replace(old, data=dataclasses.replace(old.data, spec_augment=SpecAugmentConfig(freq_masks=1)))

@@ -1,5 +1,6 @@
 """train.init_from: a run starts from another experiment's weights, its units matched by name."""
 
+import hashlib
 import json
 import logging
 import shutil
@@ -67,6 +68,33 @@ def test_a_resumed_run_keeps_its_own_weights(yesno, tmp_path):
     log = (exp / "train.log").read_text()
     assert log.count("initialised") == 1 and "resumed from" in log  # the weights of its own epoch 1
     assert checkpoint.load_meta(str(exp / "epoch-2.pt"))["epoch"] == 2
+
+
+@pytest.mark.slow
+def test_a_new_checkpoint_to_start_from_trains_anew(yesno, tmp_path):
+    """The checkpoint init_from names trained again (the same path, new weights): the run that started from
+    the old one is set aside and training starts anew from the new one, not resumed; its SHA-256 is in
+    config.yaml."""
+    source_exp, source_conf = tmp_path / "source", tmp_path / "source_conf"
+    source_conf.mkdir()
+    assert run_tool(*train_args(yesno, source_exp, config_file(source_conf, epochs=1))).returncode == 0
+    init = source_exp / "epoch-1.pt"
+    conf = config_file(tmp_path, epochs=1, init_from=str(init))
+    exp = tmp_path / "exp"
+    assert run_tool(*train_args(yesno, exp, conf)).returncode == 0
+    saved = yaml.safe_load((exp / "config.yaml").read_text())["train"]
+    assert saved["init_from_sha256"] == hashlib.sha256(init.read_bytes()).hexdigest()
+    out = run_tool(*train_args(yesno, exp, conf), "--resume")  # nothing new: complete, nothing retrained
+    assert out.returncode == 0 and not (tmp_path / "exp.1").exists(), out.stderr
+    shutil.rmtree(source_exp)
+    assert run_tool(*train_args(yesno, source_exp, config_file(source_conf, epochs=1, seed=5))).returncode == 0
+    out = run_tool(*train_args(yesno, exp, conf), "--resume")
+    assert out.returncode == 0, out.stderr
+    assert "train.init_from_sha256" in out.stderr + (exp / "train.log").read_text()
+    assert (tmp_path / "exp.1" / "epoch-1.pt").is_file()  # the old run, set aside whole
+    assert "initialised" in (exp / "train.log").read_text()
+    saved = yaml.safe_load((exp / "config.yaml").read_text())["train"]
+    assert saved["init_from_sha256"] == hashlib.sha256(init.read_bytes()).hexdigest()
 
 
 def test_a_missing_checkpoint_stops_the_run_with_its_name(yesno, tmp_path):
