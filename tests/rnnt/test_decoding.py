@@ -305,6 +305,7 @@ def test_the_transducer_searches_with_an_lm_and_lodr_are_tuned_on_dev_and_decode
     assert out.returncode == 1 and "lacks a low-order LM" in out.stderr
 
 
+@pytest.mark.slow
 def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, trained_standard, yesno, tmp_path):
     """combine_nbest.py pools both models' n-bests: every transcript is one of its utterance's pooled
     hypotheses; each model's transducer alone (the others weighted 0) picks the hypothesis of its highest
