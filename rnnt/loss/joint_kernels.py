@@ -133,13 +133,18 @@ def _logits_grad(logits, v, norm, post_blank, post_label, label, inside, blank, 
 
 
 @triton.jit
-def _cell_gradients(lse, gamma_blank, gamma_label, scale, b, cells, inside):
-    """The tile's log-normalisers and its arc posteriors times the utterance's incoming gradient."""
+def _cell_gradients(cell_labels, lse, gamma_blank, gamma_label, scale, b, t, u, t_in, u_in, n_frames, n_positions,
+                    ROWS: tl.constexpr):
+    """Of the tile's cells, as rows: their label symbols, which are the utterance's, their log-normalisers
+    and their arc posteriors times the utterance's incoming gradient."""
+    label = _tile_labels(cell_labels, b, u, n_positions, t, ROWS)
+    cells = _cells(b, t, u, n_frames, n_positions, ROWS)
+    inside = _rows_of(t_in[:, None] & u_in[None, :], ROWS)
     factor = tl.load(scale + b)
     norm = tl.load(lse + cells, mask=inside, other=0.0)
     post_blank = tl.load(gamma_blank + cells, mask=inside, other=0.0) * factor
     post_label = tl.load(gamma_label + cells, mask=inside, other=0.0) * factor
-    return norm, post_blank, post_label
+    return label, inside, norm, post_blank, post_label
 
 
 @triton.jit
@@ -151,10 +156,8 @@ def _tile_grad_pre(enc, enc_sb, enc_st, pred, pred_sb, pred_su, weight, weight_s
     """d loss / d (enc[b, t] + pred[b, u]) of a tile's cells, (TILE_T, TILE_U, HIDDEN) float32."""
     hidden = _hidden(enc, enc_sb, enc_st, pred, pred_sb, pred_su, b, t, u, t_in, u_in, hidden_size, ROWS, HIDDEN,
                      TANH, INPUT_DTYPE_DOT)
-    label = _tile_labels(cell_labels, b, u, n_positions, t, ROWS)
-    cells = _cells(b, t, u, n_frames, n_positions, ROWS)
-    inside = _rows_of(t_in[:, None] & u_in[None, :], ROWS)
-    norm, post_blank, post_label = _cell_gradients(lse, gamma_blank, gamma_label, scale, b, cells, inside)
+    label, inside, norm, post_blank, post_label = _cell_gradients(
+        cell_labels, lse, gamma_blank, gamma_label, scale, b, t, u, t_in, u_in, n_frames, n_positions, ROWS)
     grad_hidden = tl.zeros((ROWS, HIDDEN), dtype=tl.float32)
     for v0 in range(0, vocab, COLUMNS):
         v = v0 + tl.arange(0, COLUMNS)
@@ -221,10 +224,8 @@ def joint_weight_grad_kernel(enc, enc_sb, enc_st, pred, pred_sb, pred_su, weight
         b, t, u, t_in, u_in, _ = _tile(tile, n_t_tiles, n_u_tiles, logit_lengths, target_lengths, TILE_T, TILE_U)
         hidden = _hidden(enc, enc_sb, enc_st, pred, pred_sb, pred_su, b, t, u, t_in, u_in, hidden_size, ROWS,
                          HIDDEN, TANH, INPUT_DTYPE_DOT)
-        label = _tile_labels(cell_labels, b, u, n_positions, t, ROWS)
-        cells = _cells(b, t, u, n_frames, n_positions, ROWS)
-        inside = _rows_of(t_in[:, None] & u_in[None, :], ROWS)
-        norm, post_blank, post_label = _cell_gradients(lse, gamma_blank, gamma_label, scale, b, cells, inside)
+        label, inside, norm, post_blank, post_label = _cell_gradients(
+            cell_labels, lse, gamma_blank, gamma_label, scale, b, t, u, t_in, u_in, n_frames, n_positions, ROWS)
         logits, _ = _logits(hidden, weight, weight_stride, bias, v, hidden_size, vocab, HAS_BIAS, HIDDEN, PRECISION)
         g = _logits_grad(logits, v, norm, post_blank, post_label, label, inside, blank, tiny)
         acc_weight += tl.dot(tl.trans(g.to(hidden.dtype)), hidden, input_precision=PRECISION)
