@@ -6,7 +6,8 @@
 #   model_tag=$(model_tag_of EXP AVERAGE)       prints the tag of the model that averaging makes
 #   checkpoint_of EXP TAG                       prints the tag's checkpoint file (EXP/avg-5.pt, EXP/epoch-40.pt)
 #   decode_stages STAGE EXP TAG LANG "METHODS" "SETS"  each set decoded by each method (rnnt.search_methods) into
-#                                               EXP/decode-SET-METHOD-TAG; an LM-fused method (*_lm, *_lodr) first
+#                                               EXP/decode-SET-METHOD-TAG, its n-best kept (nbest.json, for
+#                                               utils/combination.sh); an LM-fused method (*_lm, *_lodr) first
 #                                               gets its LM and weights from lm_fusion_stage, with run.sh's
 #                                               $lm_order, $lm_over and lm_beam_of's beam, weighted on data/dev
 #   lm_fusion_stage STAGE EXP TAG LANG METHOD ORDER OVER BEAM DEV  an n-gram LM over LANG's units (OVER units:
@@ -111,9 +112,10 @@ decode_stages() {
     esac
     for set in $sets; do
       name=decode-$set-$method-$tag
-      if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text" "${lm[@]}"; then
+      if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text" "${lm[@]}" \
+          --nbest; then
         logged "$(stage_log "$stage_n" "$name" "$exp")" steps/decode.py --method "$method" --checkpoint "$checkpoint" \
-          --tag "$tag" "${lm[@]}" "$exp" "data/$set/data.list" "$set"
+          --tag "$tag" "${lm[@]}" --nbest "$exp" "data/$set/data.list" "$set"
         stage_done "$stage_n" "$name" "$exp"
       fi
     done

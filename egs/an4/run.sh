@@ -30,6 +30,8 @@ lm_over=             # the LM's words: units (bpe, char), or words (through the 
 lm_beam=             # the beam of the LM's search, its weights chosen with it; empty: what dev chose for
                      # the method and units (utils/units.sh lm_beam_of)
 test_sets="dev test"
+combine=             # stage 9 combines systems' n-bests (utils/combination.sh): "EXP:METHOD:AVERAGE ...", or
+                     # default: this model and the one it starts from (RESULTS.md: no gain on AN4's dev); "": none
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/an4] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--init-config FILE] [--init-exp DIR] [--init-average N]
@@ -37,10 +39,12 @@ help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/an4
   [--average N] [--methods \"greedy beam modified_beam modified_beam_lm modified_beam_lodr pooled_beam_lm
   beam_lm beam_lodr ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
   [--lm-order N] [--lm-over units|words] [--lm-beam N] [--test-sets \"dev test\"] [--deploy \"offline streaming\"]
+  [--combine default|\"EXP:METHOD:AVERAGE EXP:METHOD:AVERAGE ...\"]
 Stages: 0 download, 1 data dirs, 2 shards, 3 units (phones and their lexicon, BPE or characters), 4 train
 (for a --train-config with train.init_from: --init-config's model first, averaged, then it from that),
 5 average, 6 decode and score (an LM-fused method first gets an n-gram LM from
 data/train's text, its weights chosen on dev), 7 export to ONNX (--deploy), 8 decode and score the export in sherpa-onnx.
+9 combine (--combine: each system decodes dev and test keeping its n-best; the weights chosen on dev).
 Examples: ./run.sh --corpus-dir ../../../shared/data/an4
   ./run.sh --corpus-dir ../../../shared/data/an4 --train-config conf/deepspeech.yaml \\
     --exp exp/deepspeech_phone --methods \"ctc_greedy ctc_prefix_beam_lm\"
@@ -51,6 +55,7 @@ Examples: ./run.sh --corpus-dir ../../../shared/data/an4
 . utils/parse_options.sh
 . utils/stages.sh
 . utils/decoding.sh
+. utils/combination.sh
 . utils/training.sh
 . utils/units.sh
 
@@ -93,10 +98,18 @@ average_stage 5 "$exp" "$average"
 model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
 decode_stages 6 "$exp" "$model_tag" "$lang" "$methods" "$test_sets"  # LM-fused methods: their LM weighted on dev first
 deploy_stages 7 "$exp" "$model_tag" "$deploy" "$test_sets"  # with --deploy: export (7), decode in sherpa-onnx (8)
+default_combination  # --combine default: this model and the one it starts from, if it starts from one
+[ -z "$combine" ] || combine_stages 6 9 "$combine" "$lang" "$test_sets"  # dev first: the weights chosen there
 for method in $methods $(for kind in $deploy; do echo "sherpa_onnx_$kind"; done); do
   for set in $test_sets; do
     decode_result "an4 $set $method${model_tag:+ ($model_tag)}:" "$exp" "$model_tag" "$set" "$method"
   done
 done
+if [ -n "$combine" ]; then
+  name=$(combination_name "$combine")
+  for set in $test_sets; do
+    decode_result "an4 $set combined ($name):" exp/combination "$name" "$set" combined
+  done
+fi
 exit
 }

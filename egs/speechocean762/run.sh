@@ -2,12 +2,12 @@
 # speechocean762: 5000 read English sentences by 250 non-native speakers (Mandarin L1, half of them
 # children), 16 kHz. Download (OpenSLR 101) or --corpus-dir -> data dirs train, dev (10 whole
 # training speakers) and test (the corpus's test/ half, when it has one) -> shards -> phone units and
-# their lexicon from the CMU Pronouncing Dictionary -> DeepSpeech 2 over phones (or --unit-type char:
-# over characters; or --train-config conf/transducer.yaml --unit-type bpe: an LSTM transducer on the
-# LibriSpeech front end: MLPerf fbank, speed perturbation, adaptive SpecAugment, stacking), trained on
-# the CPU -> average -> a word n-gram LM from the training text, searched through the lexicon and
-# weighted on dev -> decode dev and test -> scores. Hyper-parameters are chosen on dev; test is decoded,
-# never tuned on.
+# their lexicon from the CMU Pronouncing Dictionary -> DeepSpeech 2 over phones (CTC), then the transducer
+# started from it (or --train-config conf/deepspeech.yaml: DeepSpeech 2 alone; --unit-type char: over
+# characters; --train-config conf/transducer.yaml --unit-type bpe: an LSTM transducer on the LibriSpeech
+# front end), trained on the CPU -> average -> a word n-gram LM from the training text, searched through
+# the lexicon and weighted on dev -> decode dev and test -> the two models' n-bests combined, the weights
+# chosen on dev -> scores. Hyper-parameters are chosen on dev; test is decoded, never tuned on.
 set -euo pipefail
 {  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 
@@ -15,8 +15,8 @@ stage=0
 stop_stage=100
 corpus_dir=          # the speechocean762/ folder (train/, WAVE/, and test/ if present); empty: download
 mirror=https://www.openslr.org/resources/101
-train_config=conf/deepspeech.yaml  # the best on dev (RESULTS.md); conf/transducer_conv_pruned.yaml: the transducer
-exp=exp/deepspeech_phone
+train_config=conf/transducer_conv_pruned_from_ctc.yaml  # with DeepSpeech 2 (--init-config), combined: the best
+exp=exp/transducer_from_ctc_phone                       # on dev (RESULTS.md); conf/deepspeech.yaml: DeepSpeech 2
 init_config=conf/deepspeech.yaml  # for a --train-config that starts from another model (train.init_from:
 init_exp=exp/deepspeech_phone     # conf/transducer_conv_pruned_from_ctc.yaml), stage 4 trains this one first and
 init_average=5                    # starts it from its average
@@ -25,11 +25,13 @@ vocab_size=256
 dev_speakers=10
 nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
-methods="ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm"  # transducers: "greedy modified_beam" (ctc_*: their CTC head)
+methods="greedy pooled_beam_lm"  # DeepSpeech 2: "ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm" (rnnt.search_methods)
 lm_order=            # LM-fused methods (*_lm, *_lodr): the n-gram LM's order (built from data/train, weighted on dev)
 lm_over=             # the LM's words: words (through the lexicon: char or phone units), or units (char, bpe)
 lm_beam=             # the beam of the LM's search, its weights chosen with it; empty: what dev chose for
                      # the method and units (utils/units.sh lm_beam_of)
+combine=default      # stage 9 combines systems' n-bests (utils/combination.sh): "EXP:METHOD:AVERAGE ...", or
+                     # default: for a --train-config that starts from another model, it and that model; "": none
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/speechocean762] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--init-config FILE] [--init-exp DIR] [--init-average N]
@@ -37,14 +39,18 @@ help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/spe
   [--average N] [--methods \"greedy beam modified_beam modified_beam_lm modified_beam_lodr pooled_beam_lm
   beam_lm beam_lodr ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
   [--lm-order N] [--lm-over words|units] [--lm-beam N] [--deploy \"offline streaming\"]
+  [--combine default|\"EXP:METHOD:AVERAGE EXP:METHOD:AVERAGE ...\"]
 Stages: 0 download, 1 data dirs, 2 shards, 3 units (phones and their lexicon, characters or BPE), 4 train
 (for a --train-config with train.init_from: --init-config's model first, averaged, then it from that),
 5 average, 6 decode and score (dev, and test when the corpus has its test/ half; an LM-fused method first
 gets an n-gram LM from data/train's text, its weights chosen on dev), 7 export to ONNX (--deploy), 8 decode and score the
 export in sherpa-onnx.
+9 combine (--combine: each system decodes dev and test keeping its n-best; the weights chosen on dev).
 Examples: ./run.sh --corpus-dir ../../../shared/data/speechocean762
-  ./run.sh --corpus-dir ../../../shared/data/speechocean762 --unit-type char --exp exp/deepspeech_char \\
-    --lm-over units --lm-order 6 --lm-beam 8
+  ./run.sh --corpus-dir ../../../shared/data/speechocean762 --train-config conf/deepspeech.yaml \\
+    --exp exp/deepspeech_phone --methods \"ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"
+  ./run.sh --corpus-dir ../../../shared/data/speechocean762 --train-config conf/deepspeech.yaml --unit-type char \\
+    --exp exp/deepspeech_char --methods \"ctc_greedy ctc_prefix_beam_lm\" --lm-over units --lm-order 6 --lm-beam 8
   ./run.sh --corpus-dir ../../../shared/data/speechocean762 --train-config conf/transducer.yaml \\
     --unit-type bpe --exp exp/transducer --methods \"greedy modified_beam\"
   ./run.sh --corpus-dir ../../../shared/data/speechocean762 --train-config conf/deploy.yaml --unit-type char \\
@@ -54,6 +60,7 @@ Examples: ./run.sh --corpus-dir ../../../shared/data/speechocean762
 . utils/parse_options.sh
 . utils/stages.sh
 . utils/decoding.sh
+. utils/combination.sh
 . utils/training.sh
 . utils/units.sh
 
@@ -99,10 +106,18 @@ model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epo
 test_sets=${sets#train }
 decode_stages 6 "$exp" "$model_tag" "$lang" "$methods" "$test_sets"  # LM-fused methods: their LM weighted on dev first
 deploy_stages 7 "$exp" "$model_tag" "$deploy" "$test_sets"  # with --deploy: export (7), decode in sherpa-onnx (8)
+default_combination  # --combine default: this model and the one it starts from, if it starts from one
+[ -z "$combine" ] || combine_stages 6 9 "$combine" "$lang" "$test_sets"  # dev first: the weights chosen there
 for method in $methods $(for kind in $deploy; do echo "sherpa_onnx_$kind"; done); do
   for set in $test_sets; do
     decode_result "speechocean762 $set $method${model_tag:+ ($model_tag)}:" "$exp" "$model_tag" "$set" "$method"
   done
 done
+if [ -n "$combine" ]; then
+  name=$(combination_name "$combine")
+  for set in $test_sets; do
+    decode_result "speechocean762 $set combined ($name):" exp/combination "$name" "$set" combined
+  done
+fi
 exit
 }

@@ -187,19 +187,22 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     (conf/ci_from_ctc.yaml, conf/ci.yaml's, 8 epochs), decoded with the default's LM method (modified_beam_lm:
     a word 3-gram through the lexicon, weighted on dev). Over characters, not the default's phones, so
     that the same model is exported and run in sherpa-onnx, offline and streaming, with our greedy search's
-    WER and transcripts. Every test utterance scored; a WER that a model ignoring the audio (over 100%)
-    cannot reach; the LM's search ahead of the same search without it by a margin a broken fusion misses."""
+    WER and transcripts; the two models combined (--combine default, speechocean762's default). Every test
+    utterance scored; a WER that a model ignoring the audio (over 100%) cannot reach; the LM's search ahead
+    of the same search without it by a margin a broken fusion misses."""
     recipe = copy_recipe("an4", tmp_path)
     args = ("--corpus-dir", str(test_data / "an4"), "--unit-type", "char", "--init-config", "conf/ci_ctc.yaml",
             "--init-exp", "exp/ci_ctc", "--init-average", "3", "--train-config", "conf/ci_from_ctc.yaml",
-            "--exp", "exp/ci", "--average", "3", "--deploy", "offline streaming",
+            "--exp", "exp/ci", "--average", "3", "--deploy", "offline streaming", "--combine", "default",
             "--methods", "greedy modified_beam modified_beam_lm ctc_prefix_beam_lm")
     out = run_recipe(recipe, *args)
     assert out.returncode == 0, out.stderr[-3000:]
     again = run_recipe(recipe, *args)  # nothing changed: every stage is skipped, the results printed again
     stage_lines = [line for line in again.stdout.splitlines() if re.search(r" stage \d+ \(", line)]
     # data, shards, units, the CTC model's training and average, the transducer's + LMs 2 x 2 + 8 decodes + deploy 6
-    assert again.returncode == 0 and len(stage_lines) == 25, again.stdout[-3000:]
+    # + the combination: each system's LM, its weights and 2 decodes (the transducer's: run.sh's own, named
+    # again), dev's weights and test
+    assert again.returncode == 0 and len(stage_lines) == 35, again.stdout[-3000:]
     assert all("done before; skipped" in line for line in stage_lines), again.stdout[-3000:]
     data = recipe / "data"
     for name, count in (("train", 849), ("dev", 99), ("test", 130)):
@@ -240,6 +243,17 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     assert lm <= plain - 1.0, results
     lm, plain = (wer_of(results[f"an4 test {method}"]) for method in ("modified_beam_lm", "modified_beam"))
     assert lm <= plain, results
+    # --combine default: the transducer's modified_beam_lm n-best and the CTC model's ctc_prefix_beam_lm n-best
+    # pooled, each hypothesis scored by both models and the LM, the weights chosen on dev; against the better
+    # of the two on dev (measured: dev 21.27 against 21.11 and 35.34; test 20.18 against 20.96 and
+    # 35.45), a pooling or scoring that is broken falls behind
+    name = "ci-modified_beam_lm-avg3-epoch-8+ci_ctc-ctc_prefix_beam_lm-avg3-epoch-6"
+    for set_name in ("dev", "test"):
+        line = results[f"an4 {set_name} combined"]
+        assert line.startswith(f"an4 {set_name} combined ({name}): ") and wer_of(line) <= 40.0, line
+        assert f"/ {words_in(data / set_name / 'text')}," in line, line
+    ctc = (recipe / "exp" / "ci_ctc" / "decode-dev-ctc_prefix_beam_lm-avg3-epoch-6" / "wer").read_text()
+    assert wer_of(results["an4 dev combined"]) <= min(wer_of(ctc), wer_of(results["an4 dev modified_beam_lm"])) + 1.0
     for method, beam in (("modified_beam_lm", 8), ("ctc_prefix_beam_lm", 16)):  # the beams dev chose (lm_beam_of)
         fusion = yaml.safe_load((recipe / "exp" / "ci" / "lm" / f"{method}.yaml").read_text())
         assert (fusion["arpa"], fusion["over"], fusion["beam"]) == ("lm_word_3gram.arpa", "words", beam), fusion
@@ -386,6 +400,19 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     assert re.search(rf"initialised \d+ of \d+ tensors from {re.escape(str(init))} ", out.stdout), out.stdout[-3000:]
     assert re.search(r" stage 4 \(train\): done before; skipped.*\n.* stage 4 \(train\)\n", out.stdout), out.stdout
     assert "speechocean762 dev greedy (epoch-1): %WER" in out.stdout
+    # the default --combine: the transducer and DeepSpeech 2 it started from, their n-bests pooled, the
+    # weights chosen on dev and applied to test
+    name = "from_ctc-greedy-epoch-1+phone-ctc_prefix_beam_lm-epoch-1"
+    for set_name in ("dev", "test"):
+        wer = (recipe / "exp" / "combination" / f"decode-{set_name}-combined-{name}" / "wer").read_text().strip()
+        assert f"/ {words_in(data / set_name / 'text')}," in wer
+        assert f"speechocean762 {set_name} combined ({name}): {wer}" in out.stdout
+    log = (recipe / "exp" / "combination" / "log" / f"9.combine-test-{name}.log").read_text()
+    assert log.startswith(
+        "# steps/combine_nbest.py --system exp/from_ctc exp/from_ctc/epoch-1.pt exp/from_ctc/decode-test-greedy-epoch-1"
+        " --system exp/phone exp/phone/epoch-1.pt exp/phone/decode-test-ctc_prefix_beam_lm-epoch-1"
+        " --lm-fusion exp/phone/lm/ctc_prefix_beam_lm.yaml"
+        f" --weights exp/combination/decode-dev-combined-{name}/weights.yaml data/test/data.list "), log
     # DeepSpeech 2 trained again (its config edited): the transducer started from the old one trains anew
     conf = yaml.safe_load((recipe / "conf" / "tiny_deepspeech.yaml").read_text())
     conf["train"]["seed"] = 3
@@ -396,6 +423,7 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     assert "train.init_from_sha256" in out.stdout and (recipe / "exp" / "from_ctc.1" / "epoch-1.pt").is_file()
     assert (recipe / "exp" / "phone.1" / "epoch-1.pt").is_file()  # DeepSpeech 2's old run, set aside too
+    assert f"stage 9 (combine-test-{name}): its inputs changed since it was done; running it again" in out.stdout
 
 
 def test_a_config_edit_retrains_and_redecodes_keeping_the_old_experiment(test_data, tmp_path):

@@ -1,0 +1,81 @@
+"""utils/combination.sh: the systems a recipe's --combine default names, and the mistakes in a --combine
+list that stop run.sh with a message before anything runs."""
+
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
+
+FROM_CTC = "egs/an4/conf/transducer_conv_pruned_from_ctc.yaml"  # train.init_from: starts from DeepSpeech 2
+ALONE = "egs/an4/conf/deepspeech.yaml"
+
+
+def sourced(script: str, *args: str) -> subprocess.CompletedProcess:
+    """SCRIPT run by bash with the recipe's helpers sourced, as run.sh does after path.sh."""
+    env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")
+    helpers = ". utils/stages.sh; . utils/decoding.sh; . utils/combination.sh; . utils/training.sh; . utils/units.sh"
+    return subprocess.run(["bash", "-c", f"set -euo pipefail; stage=0 stop_stage=100; {helpers}; {script}",
+                           "combination", *args], cwd=ROOT, capture_output=True, text=True, env=env)
+
+
+def default_of(train_config: str, methods: str, combine: str = "default") -> str:
+    out = sourced('combine=$1 train_config=$2 methods=$3 exp=exp/t average=10 init_exp=exp/d init_average=5; '
+                  'default_combination; echo "[$combine]"', combine, train_config, methods)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_the_default_combines_the_model_with_the_one_it_starts_from():
+    # the model searched by its first LM-fused method, DeepSpeech 2 by its CTC prefix search with the LM
+    assert default_of(FROM_CTC, "greedy modified_beam_lm pooled_beam_lm") == \
+        "[exp/t:modified_beam_lm:10 exp/d:ctc_prefix_beam_lm:5]"
+    assert default_of(FROM_CTC, "greedy modified_beam") == "[exp/t:modified_beam:10 exp/d:ctc_prefix_beam_lm:5]"
+    assert default_of(ALONE, "ctc_prefix_beam_lm") == "[]"  # nothing it starts from: no combination
+    assert default_of(FROM_CTC, "greedy", combine="") == "[]"  # --combine "": none
+    assert default_of(FROM_CTC, "greedy", combine="exp/a:greedy:0 exp/b:beam_lm:3") == \
+        "[exp/a:greedy:0 exp/b:beam_lm:3]"  # a list given is kept
+
+
+def test_a_wrong_combination_stops_with_a_message(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "epoch-1.pt").write_bytes(b"")
+    cases = {
+        f"{tmp_path}/a:greedy:0": "needs two systems or more",
+        f"{tmp_path}/a:greedy {tmp_path}/b:beam_lm:0": f"EXP:METHOD:AVERAGE (exp/a:pooled_beam_lm:5), got "
+                                                     f"'{tmp_path}/a:greedy'",
+        f"{tmp_path}/a:greedy:0 {tmp_path}/b:beam_lm:0": f"no model of {tmp_path}/b: train and average it first",
+        f"{tmp_path}/a:greedy:x {tmp_path}/a:beam:0": "got '" + f"{tmp_path}/a:greedy:x'",
+    }
+    for systems, message in cases.items():
+        out = sourced('combine_stages 6 9 "$1" data/lang_phone "dev test"', systems)
+        assert out.returncode != 0 and message in out.stderr, (systems, out.stderr)
+    out = sourced('combine_stages 6 9 "$1" data/lang_phone "dev test"', f"{tmp_path}/a:greedy:0 {tmp_path}/a:beam:0")
+    assert out.returncode != 0 and "needs an LM-fused method (*_lm, *_lodr) among" in out.stderr, out.stderr
+    assert not (tmp_path / "a" / "log").exists()  # nothing decoded
+    out = sourced('stop_stage=5; combine_stages 6 9 "$1" data/lang_phone "dev test"',
+                  f"{tmp_path}/a:greedy:0 {tmp_path}/b:beam_lm:0")
+    assert out.returncode == 0, out.stderr  # --stop-stage before the decoding: nothing wanted, nothing checked
+
+
+def test_the_name_says_which_models_and_searches():
+    out = sourced('combination_name "$1"',
+                  "exp/transducer_from_ctc_phone:pooled_beam_lm:5 exp/deepspeech_phone:ctc_prefix_beam_lm:0")
+    # no models in the repo's exp: the tags are empty, the names and methods remain
+    assert out.returncode == 0 and out.stdout.strip() == \
+        "transducer_from_ctc_phone-pooled_beam_lm-+deepspeech_phone-ctc_prefix_beam_lm-", out.stderr
+
+
+def test_each_system_decodes_dev_first_and_every_set(tmp_path):
+    """The decodes asked of decode_stages (stubbed here: no models to run), dev first whatever the order of
+    the sets, and with dev alone (speechocean762 without its test half)."""
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "epoch-2.pt").write_bytes(b"")
+    systems = f"{tmp_path}/a:modified_beam_lm:0 {tmp_path}/b:ctc_prefix_beam_lm:0"
+    stubs = 'decode_stages() { echo "decode $2 $3 $5 [$6]"; }; stage_wanted() { return 1; }; '
+    for sets, expected in (("test dev", "[dev test]"), ("dev", "[dev ]")):
+        out = sourced(stubs + 'combine_stages 6 9 "$1" data/lang_phone "$2"', systems, sets)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines() == [f"decode {tmp_path}/a epoch-2 modified_beam_lm {expected}",
+                                           f"decode {tmp_path}/b epoch-2 ctc_prefix_beam_lm {expected}"]

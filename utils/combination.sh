@@ -1,0 +1,91 @@
+# System combination for recipes, sourced by run.sh after utils/decoding.sh (it needs run.sh's $lm_order,
+# $lm_over and lm_beam_of, as decode_stages does):
+#   default_combination                         where run.sh's $combine is "default", sets it to the two models
+#                                               of an --init-config run (a $train_config that starts from
+#                                               another model): $exp searched by its first LM-fused method of
+#                                               $methods (else its last), then the init model's CTC prefix
+#                                               search with the LM, "$exp:METHOD:$average
+#                                               $init_exp:ctc_prefix_beam_lm:$init_average"; else to none
+#   combine_stages DECODE_STAGE STAGE "SYSTEMS" LANG "SETS"  SYSTEMS, "EXP:METHOD:AVERAGE ..." (two or
+#                                               more): each model (EXP's last AVERAGE epochs averaged, trained
+#                                               before) decodes dev and SETS with METHOD at DECODE_STAGE
+#                                               (decode_stages: the n-best kept; a decode done before is
+#                                               skipped); at STAGE, steps/combine_nbest.py pools the n-bests,
+#                                               chooses the weights on dev (the LM's: the first LM-fused
+#                                               system's) and applies dev's weights to the other sets, into
+#                                               exp/combination/decode-SET-combined-NAME
+#   combination_name "SYSTEMS"                  NAME: each system's EXP's name, METHOD and model tag, joined by +
+# The combination's own stage (combine-SET-NAME in exp/combination) depends on every system's checkpoint
+# and n-best, the LM's weights and, beyond dev, dev's weights: a model trained again is combined again.
+# shellcheck shell=bash
+
+default_combination() {
+  local method chosen=
+  [ "$combine" = default ] || return 0
+  combine=
+  starts_from_a_model "$train_config" || return 0
+  for method in $methods; do
+    case $method in *_lm|*_lodr) chosen=$method; break ;; esac
+  done
+  combine="$exp:${chosen:-${methods##* }}:$average $init_exp:ctc_prefix_beam_lm:$init_average"
+}
+
+split_system() {  # split_system EXP:METHOD:AVERAGE: sets system_exp, system_method and system_average
+  IFS=: read -r system_exp system_method system_average <<< "$1"
+  if [ -z "$system_exp" ] || [ -z "$system_method" ] || ! [[ $system_average =~ ^[0-9]+$ ]]; then
+    echo "run.sh: --combine takes systems as EXP:METHOD:AVERAGE (exp/a:pooled_beam_lm:5), got '$1'" >&2
+    return 1
+  fi
+}
+
+combination_name() {
+  local system name= tag
+  for system in $1; do
+    split_system "$system" || return
+    tag=$(model_tag_of "$system_exp" "$system_average") || return
+    name+=${name:++}$(basename "$system_exp")-$system_method-$tag
+  done
+  echo "$name"
+}
+
+combine_stages() {
+  local decode_stage=$1 stage_n=$2 systems=$3 lang=$4 sets=$5 system set tag checkpoint lm= name out input
+  local args=() inputs=() weights=()
+  [ "$(wc -w <<< "$systems")" -ge 2 ] || { echo "run.sh: --combine needs two systems or more, got '$systems'" >&2; return 1; }
+  [ "$stop_stage" -ge "$decode_stage" ] || return 0
+  local others=()
+  for set in $sets; do [ "$set" = dev ] || others+=("$set"); done
+  sets="dev ${others[*]}"  # dev first: its weights are the others'
+  for system in $systems; do  # every system checked before any is decoded
+    split_system "$system" || return
+    tag=$(model_tag_of "$system_exp" "$system_average")
+    checkpoint=$(checkpoint_of "$system_exp" "$tag")
+    if [ ! -f "$checkpoint" ]; then
+      echo "run.sh: --combine: no model of $system_exp${tag:+ ($checkpoint)}: train and average it first" >&2
+      return 1
+    fi
+    case $system_method in *_lm|*_lodr) lm=${lm:-$system_exp/lm/$system_method.yaml} ;; esac
+    args+=(--system "$system_exp" "$checkpoint" "$system_exp/decode-SET-$system_method-$tag")
+    inputs+=("$checkpoint" "$system_exp/decode-SET-$system_method-$tag/nbest.json")
+  done
+  [ -n "$lm" ] || { echo "run.sh: --combine needs an LM-fused method (*_lm, *_lodr) among '$systems'" >&2; return 1; }
+  for system in $systems; do
+    split_system "$system"
+    decode_stages "$decode_stage" "$system_exp" "$(model_tag_of "$system_exp" "$system_average")" "$lang" \
+      "$system_method" "$sets"  # a decode done before (run.sh's own, at the same stage) is skipped
+  done
+  name=$(combination_name "$systems")
+  for set in $sets; do
+    out=exp/combination/decode-$set-combined-$name
+    if [ "$set" = dev ]; then weights=(--tune); else weights=(--weights "exp/combination/decode-dev-combined-$name/weights.yaml"); fi
+    if stage_wanted "$stage_n" "combine-$set-$name" exp/combination -- "${inputs[@]//decode-SET-/decode-$set-}" \
+        "$lm" "data/$set/data.list" "data/$set/text" "${weights[@]}"; then
+      for input in "${inputs[@]//decode-SET-/decode-$set-}"; do
+        [ -f "$input" ] || { echo "run.sh: --combine: $input missing: decode (stage $decode_stage) first" >&2; return 1; }
+      done
+      logged "$(stage_log "$stage_n" "combine-$set-$name" exp/combination)" steps/combine_nbest.py \
+        "${args[@]//decode-SET-/decode-$set-}" --lm-fusion "$lm" "${weights[@]}" "data/$set/data.list" "$out"
+      stage_done "$stage_n" "combine-$set-$name" exp/combination
+    fi
+  done
+}
