@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
 from rnnt.lm.fusion import Fusion
-from rnnt.search import Hypothesis
+from rnnt.search import Hypothesis, log_add
 
 
 def ctc_log_probs(model, enc: torch.Tensor) -> torch.Tensor:
@@ -40,15 +39,12 @@ def ctc_greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor) -> list[
     return hyps
 
 
-def _logadd(a: float, b: float) -> float:
-    return float(np.logaddexp(a, b))
-
-
 def _prefix_beam_step(beams: dict, frame: torch.Tensor, t: int, beam: int, blank: int, fusion: Fusion | None) -> dict:
     """The prefixes after frame t (its log-probabilities), from those before it: the `beam` best."""
     candidates = frame.topk(min(beam + 1, frame.shape[0])).indices.tolist()
     if blank not in candidates:
         candidates.append(blank)
+    candidates = list(zip(candidates, frame[candidates].tolist()))  # each symbol with its log-probability
     new: dict[tuple, list] = {}
 
     def add(key, frames, lm_score, p_blank=-math.inf, p_label=-math.inf):
@@ -56,12 +52,11 @@ def _prefix_beam_step(beams: dict, frame: torch.Tensor, t: int, beam: int, blank
         if entry is None:
             new[key] = [p_blank, p_label, frames, lm_score]
         else:
-            entry[0], entry[1] = _logadd(entry[0], p_blank), _logadd(entry[1], p_label)
+            entry[0], entry[1] = log_add(entry[0], p_blank), log_add(entry[1], p_label)
 
     for (prefix, state), (p_blank, p_label, frames, lm_score) in beams.items():
-        total = _logadd(p_blank, p_label)
-        for symbol in candidates:
-            p = float(frame[symbol])
+        total = log_add(p_blank, p_label)
+        for symbol, p in candidates:
             if symbol == blank:
                 add((prefix, state), frames, lm_score, p_blank=total + p)
                 continue
@@ -72,7 +67,7 @@ def _prefix_beam_step(beams: dict, frame: torch.Tensor, t: int, beam: int, blank
                 p_new = total + p
             for added, after in fusion.expansions(state, symbol) if fusion else [(0.0, state)]:
                 add((prefix + (symbol,), after), frames + [t], lm_score + added, p_label=p_new)
-    return dict(sorted(new.items(), key=lambda item: _logadd(item[1][0], item[1][1]) + item[1][3], reverse=True)[:beam])
+    return dict(sorted(new.items(), key=lambda item: log_add(item[1][0], item[1][1]) + item[1][3], reverse=True)[:beam])
 
 
 @torch.no_grad()
@@ -91,7 +86,7 @@ def ctc_prefix_beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4
     beams: dict[tuple, list] = {((), fusion.start() if fusion else ()): [0.0, -math.inf, [], 0.0]}
     for t in range(enc_len):
         beams = _prefix_beam_step(beams, log_probs[t], t, beam, model.blank, fusion)
-    ended = [Hypothesis(list(prefix), e[2], _logadd(e[0], e[1]) + e[3] + added, words=words)
+    ended = [Hypothesis(list(prefix), e[2], log_add(e[0], e[1]) + e[3] + added, words=words)
              for (prefix, state), e in beams.items()
              for added, words in (fusion.finish(state) if fusion else [(0.0, None)])]
     if not ended:  # every hypothesis ends inside a word of the lexicon

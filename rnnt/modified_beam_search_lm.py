@@ -12,11 +12,12 @@ merged into it plus the LM's score of the labels, and at the end the LM's score 
 from __future__ import annotations
 
 import dataclasses
+import heapq
 
 import torch
 
 from rnnt.lm.fusion import Fusion
-from rnnt.search import Hypothesis, HypothesisMap, ended, joint_log_probs, start_hypotheses
+from rnnt.search import Hypothesis, ended, joint_log_probs, log_add, start_hypotheses
 
 
 @torch.no_grad()
@@ -36,27 +37,41 @@ def modified_beam_search_lm(model, enc: torch.Tensor, enc_lens: torch.Tensor, be
         log_probs = joint_log_probs(model.joiner, enc_proj[rows, t], torch.cat([h.pred_proj for h in hyps]))
         blanks = log_probs[:, model.blank].tolist()
         values, tokens = (x.tolist() for x in log_probs.topk(min(beam + 1, log_probs.shape[1]), dim=1))
-        i = 0
+        first = 0
         for b in live:
-            extended = HypothesisMap()
-            for hyp in beams[b]:
-                extended.add(dataclasses.replace(hyp, score=hyp.score + blanks[i]))
-                for label in _labelled(hyp, values[i], tokens[i], model.blank, t, fusion):
-                    extended.add(label)
-                i += 1
-            beams[b] = extended.best(beam)
+            extended = _next_beam(beams[b], first, blanks, values, tokens, model.blank, t, fusion, beam)
+            first += len(beams[b])
+            beams[b] = extended
         _step_predictor(model, [h for b in live for h in beams[b] if h.pred_proj is None], enc.device)
     return [ended(hyps, fusion)[:beam] for hyps in beams]
 
 
-def _labelled(hyp: Hypothesis, values: list[float], tokens: list[int], blank: int, t: int, fusion: Fusion):
-    """hyp extended by each label of tokens at frame t, scored by the model (values) and the LM; a word LM
-    may allow none of a label's extensions, or several (homophones). The prediction network is stepped later."""
-    for value, token in zip(values, tokens):
-        if token != blank:
-            for added, lm_state in fusion.expansions(hyp.lm_state, token):
-                yield Hypothesis(hyp.tokens + [token], hyp.frames + [t], hyp.score + value + added, hyp.state,
-                                 lm_state=lm_state)
+def _next_beam(hyps: list[Hypothesis], first: int, blanks: list[float], values: list[list[float]],
+               tokens: list[list[int]], blank: int, t: int, fusion: Fusion, beam: int) -> list[Hypothesis]:
+    """The `beam` best extensions at frame t of one utterance's hypotheses (rows first, first + 1, ... of
+    the frame's log-probabilities): each by the blank and by each of its labels in tokens, scored by the
+    model (values) and the LM (a word LM may allow none of a label's extensions, or several: homophones).
+    Extensions are merged by key (Hypothesis.key) as HypothesisMap merges them, the first one's kept, but
+    as plain entries: only the survivors become hypotheses (the prediction network is stepped later)."""
+    merged: dict[tuple, list] = {}  # key -> [score, the hypothesis extended, its label or None, LM state]
+    for k, hyp in enumerate(hyps):
+        labels = tuple(hyp.tokens)
+        row = first + k
+        candidates = [(hyp.score + blanks[row], None, hyp.lm_state)]
+        candidates += [(hyp.score + value + added, token, lm_state)
+                       for value, token in zip(values[row], tokens[row]) if token != blank
+                       for added, lm_state in fusion.expansions(hyp.lm_state, token)]
+        for score, token, lm_state in candidates:
+            key = (labels if token is None else labels + (token,), lm_state)
+            same = merged.get(key)
+            if same is None:
+                merged[key] = [score, hyp, token, lm_state]
+            else:
+                same[0] = log_add(same[0], score)
+    best = heapq.nlargest(beam, merged.values(), key=lambda entry: entry[0])  # as sorted()[:beam]: ties in order
+    return [dataclasses.replace(hyp, score=score) if token is None
+            else Hypothesis(hyp.tokens + [token], hyp.frames + [t], score, hyp.state, lm_state=lm_state)
+            for score, hyp, token, lm_state in best]
 
 
 def _step_predictor(model, hyps: list[Hypothesis], device: torch.device) -> None:

@@ -14,9 +14,9 @@ So the score of any hypothesis is at most log P(tokens) summed over every alignm
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
 from rnnt import host_reads
@@ -41,6 +41,19 @@ class Hypothesis:
         return tuple(self.tokens), self.lm_state
 
 
+LN2 = math.log(2.0)
+
+
+def log_add(a: float, b: float) -> float:
+    """ln(e^a + e^b) of two floats, as numpy.logaddexp computes it, without a call into numpy (the
+    host-side searches merge hypotheses millions of times)."""
+    if a == b:
+        return a + LN2  # also -inf and -inf
+    if a < b:
+        a, b = b, a
+    return a + math.log1p(math.exp(b - a))
+
+
 class HypothesisMap(dict):
     """Hypotheses by their key: adding one whose key is there already adds its probability to theirs (the
     two are different alignments of the same labels; with the same LM state, the LM scored them alike)."""
@@ -51,7 +64,7 @@ class HypothesisMap(dict):
         if same is None:
             self[key] = hyp
         else:
-            same.score = float(np.logaddexp(same.score, hyp.score))
+            same.score = log_add(same.score, hyp.score)
 
     def best(self, n: int) -> list[Hypothesis]:
         return sorted(self.values(), key=lambda h: h.score, reverse=True)[:n]

@@ -1,11 +1,14 @@
 """The searches against exhaustive enumeration, on random small models of both predictor kinds, several
 seeds, standard and modified transducers: what must hold for any model, trained or not."""
 
+import math
+
+import numpy as np
 import pytest
 import torch
 
 from rnnt.modified_beam_search import modified_beam_search
-from rnnt.search import beam_search, greedy_search, label_ends_frame, symbols_per_frame
+from rnnt.search import beam_search, greedy_search, label_ends_frame, log_add, symbols_per_frame
 from search_reference import (EXACT, alignment_log_prob, best_sequence, encoder_output, random_model,
                               sequence_log_prob)
 
@@ -87,3 +90,12 @@ def test_a_cap_reached_ends_the_frame_with_a_blank():
     assert hyp.score < -10  # two improbable blanks
     with pytest.raises(ValueError, match="max_symbols_per_frame"):
         greedy_search(model, enc[None], torch.tensor([2]), max_symbols_per_frame=0)
+
+
+def test_log_add_is_numpys_logaddexp_to_the_bit():
+    """The searches merge hypotheses with rnnt.search.log_add; their n-bests stay what numpy's gave."""
+    rng = np.random.default_rng(0)
+    values = [-math.inf, 0.0, -1e-300, -745.0, -0.5, 3.0] + rng.normal(0, 30, 200).tolist()
+    for a in values:
+        for b in values[:40]:
+            assert log_add(a, b) == float(np.logaddexp(a, b)) == log_add(b, a), (a, b)
