@@ -46,6 +46,18 @@ def transducer_log_likelihoods(model, enc: torch.Tensor, enc_len: int, hyps: lis
     return out
 
 
+def remembered_log_likelihoods(model, enc: torch.Tensor, enc_len: int, hyps: list[Hypothesis], row: int,
+                               memo: dict | None) -> list[float]:
+    """transducer_log_likelihoods, computing only the hypotheses not in memo (by row and labels; None:
+    every one)."""
+    if memo is None:
+        return transducer_log_likelihoods(model, enc, enc_len, hyps)
+    missing = list({tuple(hyp.tokens): hyp for hyp in hyps if (row, tuple(hyp.tokens)) not in memo}.values())
+    for hyp, likelihood in zip(missing, transducer_log_likelihoods(model, enc, enc_len, missing) if missing else []):
+        memo[row, tuple(hyp.tokens)] = likelihood  # homophones (one labels, other words) scored once
+    return [memo[row, tuple(hyp.tokens)] for hyp in hyps]
+
+
 def fusion_score(fusion: Fusion, hyp: Hypothesis) -> float:
     """The score `fusion` adds along hyp's labels and at their end, ending in hyp's words where it has them
     (of homophones' paths, the best); -inf where the LM does not allow them."""
@@ -60,10 +72,11 @@ def fusion_score(fusion: Fusion, hyp: Hypothesis) -> float:
                 if words is None or hyp.words is None or list(words) == list(hyp.words)), default=-math.inf)
 
 
-def pooled_beam_search_lm(model, enc: torch.Tensor, enc_lens: torch.Tensor, beam: int,
-                          fusion: Fusion) -> list[list[Hypothesis]]:
+def pooled_beam_search_lm(model, enc: torch.Tensor, enc_lens: torch.Tensor, beam: int, fusion: Fusion,
+                          likelihoods: dict | None = None) -> list[list[Hypothesis]]:
     """Each utterance's pooled n-best (up to 2 x beam hypotheses), best first, each scored as log
-    P_transducer(labels) + the LM's score."""
+    P_transducer(labels) + the LM's score; likelihoods (a dict for this batch) keeps the transducer's
+    log-likelihoods for later searches of the same batch."""
     transducer_nbests = modified_beam_search_lm(model, enc, enc_lens, beam, fusion)
     nbests = []
     for b, transducer_nbest in enumerate(transducer_nbests):
@@ -74,7 +87,8 @@ def pooled_beam_search_lm(model, enc: torch.Tensor, enc_lens: torch.Tensor, beam
                 pooled.setdefault((tuple(hyp.tokens), tuple(hyp.words or ())), hyp)
         hyps = list(pooled.values())
         scores = [acoustic + fusion_score(fusion, hyp)
-                  for hyp, acoustic in zip(hyps, transducer_log_likelihoods(model, enc[b], enc_len, hyps))]
+                  for hyp, acoustic in zip(hyps, remembered_log_likelihoods(model, enc[b], enc_len, hyps, b,
+                                                                            likelihoods))]
         rescored = [dataclasses.replace(hyp, score=score, state=None, pred_proj=None, lm_state=None)
                     for hyp, score in zip(hyps, scores)]
         nbests.append(sorted(rescored, key=lambda h: -h.score) or [Hypothesis([], [], -math.inf, words=[])])

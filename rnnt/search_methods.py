@@ -18,7 +18,7 @@ steps/tune_lm_fusion.py, with the weight of the CTC head's rescoring of a transd
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -38,6 +38,9 @@ class SearchOptions:
     max_symbols_per_frame: int | None = None  # greedy and beam search (rnnt.search.symbols_per_frame)
     fusion: Fusion | None = None  # the LM of an *_lm or *_lodr method
     ctc_weight: float = 0.0  # transducer searches: the CTC head's rescoring of the n-best (rnnt.ctc_rescoring)
+    # pooled_beam_lm: each pooled hypothesis's transducer log-likelihood by (row of the batch, labels), kept
+    # across searches of one encoded batch (steps/tune_lm_fusion.py's grid: one dict a batch), else None
+    likelihoods: dict | None = field(default=None, compare=False)
 
 
 Search = Callable[[object, torch.Tensor, torch.Tensor, SearchOptions], list[list[Hypothesis]]]
@@ -73,7 +76,7 @@ def _modified_beam(model, enc, enc_lens, options):
 
 
 def _pooled_beam(model, enc, enc_lens, options):
-    return pooled_beam_search_lm(model, enc, enc_lens, options.beam, options.fusion)
+    return pooled_beam_search_lm(model, enc, enc_lens, options.beam, options.fusion, options.likelihoods)
 
 
 def _ctc_greedy(model, enc, enc_lens, options):

@@ -131,17 +131,19 @@ def main() -> str:
 
 class DevSearches:
     """Searches of the encoded dev set, scored against refs, with the CTC log-likelihood of each hypothesis
-    computed once however many grid points find it."""
+    (and pooled_beam_lm's transducer log-likelihood) computed once however many grid points find it."""
 
     def __init__(self, model, tokenizer, refs: dict, encoded: list):
         self.model, self.tokenizer, self.refs, self.encoded = model, tokenizer, refs, encoded
         self.ctc_memo: dict = {}  # (utterance, labels) -> log P_CTC
+        self.transducer_memos = [{} for _ in encoded]  # a batch's (row, labels) -> log P_transducer (pooled_beam_lm)
 
     def wers(self, method: str, options: SearchOptions, ctc_weights: list[float]) -> list:
         """The dev WER report of each CTC rescoring weight, from one search."""
         keys, nbests, likelihoods = [], [], []
-        for batch_keys, enc, enc_lens in self.encoded:
-            for b, (key, nbest) in enumerate(zip(batch_keys, search(self.model, enc, enc_lens, method, options))):
+        for (batch_keys, enc, enc_lens), memo in zip(self.encoded, self.transducer_memos):
+            nbests_of_batch = search(self.model, enc, enc_lens, method, dataclasses.replace(options, likelihoods=memo))
+            for b, (key, nbest) in enumerate(zip(batch_keys, nbests_of_batch)):
                 keys.append(key)
                 nbests.append(nbest)
                 likelihoods.append(ctc_scores(self.model, self.ctc_memo, key, enc[b], int(enc_lens[b]), nbest)

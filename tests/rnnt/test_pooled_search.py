@@ -13,6 +13,7 @@ from test_transducer_lm_search import SENTENCES, SEP, SPELLINGS, lm_log_prob, un
 from rnnt.lm.fusion import NgramScorer, ShallowFusion
 from rnnt.lm.kneser_ney import estimate
 from rnnt.lm.lexicon_search import LexiconTree, WordLexiconFusion
+from rnnt import pooled_search
 from rnnt.pooled_search import fusion_score, pooled_beam_search_lm, transducer_log_likelihoods
 from rnnt.search import Hypothesis
 from rnnt.search_methods import SearchOptions, search
@@ -81,3 +82,29 @@ def test_the_method_needs_a_ctc_head_and_rescores_with_it():
                        for w in (0.0, 1.0))
     assert rescored.keys() == plain.keys()  # the same pool, each lower by its (negative) CTC log-likelihood
     assert all(rescored[words] < plain[words] for words in plain)
+
+
+def test_log_likelihoods_kept_for_the_next_search_of_the_batch(monkeypatch):
+    """steps/tune_lm_fusion.py searches one batch at every grid point: with a dict of the batch's, the
+    transducer scores each pooled hypothesis of a row once, and every search finds what one without it finds."""
+    model = random_model(1, "stateless", True, 4, ctc_weight=0.5)
+    enc, lens = encoder_output(1, model, 6).repeat(2, 1, 1), torch.tensor([6, 4])  # two rows, two lengths
+    _, fusion = word_fusion()
+    memo: dict = {}
+    scored = []  # the hypotheses the searches with the memo sent to the transducer
+    real = pooled_search.transducer_log_likelihoods
+    for weight in (0.7, 0.7, 0.2):  # a grid point, the same again, another
+        fusion.weight = weight
+        fresh = pooled_beam_search_lm(model, enc, lens, 4, fusion)
+        monkeypatch.setattr(pooled_search, "transducer_log_likelihoods",
+                            lambda model, enc, length, hyps: scored.append(len(hyps)) or real(model, enc, length, hyps))
+        known, calls = len(memo), len(scored)
+        kept = pooled_beam_search_lm(model, enc, lens, 4, fusion, memo)
+        monkeypatch.setattr(pooled_search, "transducer_log_likelihoods", real)
+        assert [[(h.tokens, h.words) for h in nbest] for nbest in kept] == \
+            [[(h.tokens, h.words) for h in nbest] for nbest in fresh]
+        assert all(a.score == pytest.approx(b.score, abs=1e-5) for x, y in zip(kept, fresh) for a, b in zip(x, y))
+        assert sum(scored[calls:]) == len(memo) - known  # only the hypotheses not scored before
+        if weight == 0.7 and known:
+            assert len(scored) == calls  # the same point again: nothing scored
+    assert {row for row, _ in memo} == {0, 1} and len(memo) > 2
