@@ -15,6 +15,8 @@
 #                                               system's) and applies dev's weights to the other sets, into
 #                                               exp/combination/decode-SET-combined-NAME
 #   combination_name "SYSTEMS"                  NAME: each system's EXP's name, METHOD and model tag, joined by +
+#   combination_results CORPUS "SYSTEMS" "SETS"  decode_result's line for each set's combination (none if
+#                                               SYSTEMS is empty)
 # The combination's own stage (combine-SET-NAME in exp/combination) depends on every system's checkpoint
 # and n-best, the LM's weights and, beyond dev, dev's weights: a model trained again is combined again.
 # shellcheck shell=bash
@@ -87,5 +89,14 @@ combine_stages() {
         "${args[@]//decode-SET-/decode-$set-}" --lm-fusion "$lm" "${weights[@]}" "data/$set/data.list" "$out"
       stage_done "$stage_n" "combine-$set-$name" exp/combination
     fi
+  done
+}
+
+combination_results() {
+  local corpus=$1 systems=$2 sets=$3 name set
+  [ -n "$systems" ] || return 0
+  name=$(combination_name "$systems")
+  for set in $sets; do
+    decode_result "$corpus $set combined ($name):" exp/combination "$name" "$set" combined
   done
 }

@@ -105,11 +105,6 @@ for method in $methods $(for kind in $deploy; do echo "sherpa_onnx_$kind"; done)
     decode_result "an4 $set $method${model_tag:+ ($model_tag)}:" "$exp" "$model_tag" "$set" "$method"
   done
 done
-if [ -n "$combine" ]; then
-  name=$(combination_name "$combine")
-  for set in $test_sets; do
-    decode_result "an4 $set combined ($name):" exp/combination "$name" "$set" combined
-  done
-fi
+combination_results an4 "$combine" "$test_sets"
 exit
 }

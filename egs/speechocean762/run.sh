@@ -113,11 +113,6 @@ for method in $methods $(for kind in $deploy; do echo "sherpa_onnx_$kind"; done)
     decode_result "speechocean762 $set $method${model_tag:+ ($model_tag)}:" "$exp" "$model_tag" "$set" "$method"
   done
 done
-if [ -n "$combine" ]; then
-  name=$(combination_name "$combine")
-  for set in $test_sets; do
-    decode_result "speechocean762 $set combined ($name):" exp/combination "$name" "$set" combined
-  done
-fi
+combination_results speechocean762 "$combine" "$test_sets"
 exit
 }
