@@ -11,6 +11,7 @@ its beam happened to hold. The CTC head's rescoring weight is added after, as fo
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import torch
@@ -19,7 +20,7 @@ from rnnt.ctc_search import ctc_prefix_beam_search
 from rnnt.lm.fusion import Fusion
 from rnnt.loss import LatticeOptions, transducer_loss
 from rnnt.modified_beam_search_lm import modified_beam_search_lm
-from rnnt.search import Hypothesis
+from rnnt.search import Hypothesis, remembered_scores
 
 
 @torch.no_grad()
@@ -44,18 +45,6 @@ def transducer_log_likelihoods(model, enc: torch.Tensor, enc_len: int, hyps: lis
     for row, i in enumerate(fits):
         out[i] = -float(nll[row])
     return out
-
-
-def remembered_log_likelihoods(model, enc: torch.Tensor, enc_len: int, hyps: list[Hypothesis], row: int,
-                               memo: dict | None) -> list[float]:
-    """transducer_log_likelihoods, computing only the hypotheses not in memo (by row and labels; None:
-    every one)."""
-    if memo is None:
-        return transducer_log_likelihoods(model, enc, enc_len, hyps)
-    missing = list({tuple(hyp.tokens): hyp for hyp in hyps if (row, tuple(hyp.tokens)) not in memo}.values())
-    for hyp, likelihood in zip(missing, transducer_log_likelihoods(model, enc, enc_len, missing) if missing else []):
-        memo[row, tuple(hyp.tokens)] = likelihood  # homophones (one labels, other words) scored once
-    return [memo[row, tuple(hyp.tokens)] for hyp in hyps]
 
 
 def fusion_score(fusion: Fusion, hyp: Hypothesis) -> float:
@@ -86,9 +75,9 @@ def pooled_beam_search_lm(model, enc: torch.Tensor, enc_lens: torch.Tensor, beam
             if math.isfinite(hyp.score):
                 pooled.setdefault((tuple(hyp.tokens), tuple(hyp.words or ())), hyp)
         hyps = list(pooled.values())
-        scores = [acoustic + fusion_score(fusion, hyp)
-                  for hyp, acoustic in zip(hyps, remembered_log_likelihoods(model, enc[b], enc_len, hyps, b,
-                                                                            likelihoods))]
+        transducer = functools.partial(transducer_log_likelihoods, model, enc[b], enc_len)
+        acoustic = transducer(hyps) if likelihoods is None else remembered_scores(likelihoods, b, hyps, transducer)
+        scores = [score + fusion_score(fusion, hyp) for hyp, score in zip(hyps, acoustic)]
         rescored = [dataclasses.replace(hyp, score=score, state=None, pred_proj=None, lm_state=None)
                     for hyp, score in zip(hyps, scores)]
         nbests.append(sorted(rescored, key=lambda h: -h.score) or [Hypothesis([], [], -math.inf, words=[])])

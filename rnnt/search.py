@@ -54,6 +54,16 @@ def log_add(a: float, b: float) -> float:
     return a + math.log1p(math.exp(b - a))
 
 
+def remembered_scores(memo: dict, where, hyps: list[Hypothesis], compute) -> list[float]:
+    """A score of each hypothesis's labels at `where` (an utterance), computing (compute(hyps) -> floats)
+    only for labels not in memo, each once (homophones share their labels); memo keeps them by (where, labels)
+    for later searches of the same utterance."""
+    missing = list({tuple(h.tokens): h for h in hyps if (where, tuple(h.tokens)) not in memo}.values())
+    for hyp, value in zip(missing, compute(missing) if missing else []):
+        memo[where, tuple(hyp.tokens)] = value
+    return [memo[where, tuple(h.tokens)] for h in hyps]
+
+
 class HypothesisMap(dict):
     """Hypotheses by their key: adding one whose key is there already adds its probability to theirs (the
     two are different alignments of the same labels; with the same LM state, the LM scored them alike)."""

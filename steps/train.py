@@ -16,7 +16,6 @@ Exit status: 0 training complete, 1 error, 143 stopped by SIGTERM.
 """
 
 import dataclasses
-import hashlib
 import os
 import sys
 
@@ -25,6 +24,7 @@ import torch
 from rnnt.cli import tool_parser
 from rnnt.training.config_checks import check_unit_rate
 from rnnt.training.experiment import load_experiment, with_absolute_paths
+from rnnt.prep.download import hex_digest
 from rnnt.training.stop import StopTraining
 from rnnt.training.trainer import Trainer
 
@@ -35,12 +35,8 @@ def with_init_digest(experiment):
     path = experiment.train.init_from
     if not path or not os.path.isfile(path):
         return experiment
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
     return dataclasses.replace(experiment, train=dataclasses.replace(experiment.train,
-                                                                     init_from_sha256=digest.hexdigest()))
+                                                                     init_from_sha256=hex_digest(path)))
 
 
 def main() -> int:

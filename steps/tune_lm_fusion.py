@@ -23,6 +23,7 @@ from rnnt.ctc_rescoring import check_ctc_head, ctc_log_likelihoods, rescored
 from rnnt.decode_results import reference_texts
 from rnnt.lm.fusion import OVER, FusionConfig, fusion_config_path, write_fusion_config
 from rnnt.scoring import score
+from rnnt.search import remembered_scores
 from rnnt.search_methods import LM_METHODS, METHODS, SearchOptions, check_method, search
 from rnnt.transcriber import decoding_pipeline, load_model
 
@@ -155,12 +156,11 @@ class DevSearches:
 
 def ctc_scores(model, memo: dict, key: str, enc: torch.Tensor, enc_len: int, nbest: list) -> list[float]:
     """log P_CTC of each hypothesis of one utterance's n-best, computing only those not in memo."""
-    missing = [hyp for hyp in nbest if (key, tuple(hyp.tokens)) not in memo]
-    if missing:
+    def compute(missing):
         check_ctc_head(model)
-        for hyp, likelihood in zip(missing, ctc_log_likelihoods(model, enc, enc_len, missing).tolist()):
-            memo[key, tuple(hyp.tokens)] = likelihood
-    return [memo[key, tuple(hyp.tokens)] for hyp in nbest]
+        return ctc_log_likelihoods(model, enc, enc_len, missing).tolist()
+
+    return remembered_scores(memo, key, nbest, compute)
 
 
 def write_grid(path: str, rows: list) -> None:

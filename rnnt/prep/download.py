@@ -29,6 +29,11 @@ def file_digest(path: str, expected: str) -> str:
     algorithm = {32: "md5", 64: "sha256"}.get(len(expected))
     if algorithm is None:
         raise ValueError(f"checksum '{expected}' is neither MD5 (32 hex digits) nor SHA-256 (64)")
+    return hex_digest(path, algorithm)
+
+
+def hex_digest(path: str, algorithm: str = "sha256") -> str:
+    """The hex digest of path's content (hashlib's algorithm name), read a block at a time."""
     digest = hashlib.new(algorithm)
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(BLOCK), b""):
