@@ -72,7 +72,8 @@ def parse_args() -> argparse.Namespace:
 
 def write_phone_error_rate(out: str, refs: dict[str, str], phones: dict[str, list[str]], tokenizer) -> str:
     """The sounds before the spelling, what the acoustic model got right: out/per, its %PER line."""
-    lexicon = {**cmu_pronunciations(), **tokenizer.lexicon}  # words the training text lacks have phones too
+    words = {word for text in refs.values() for word in text.split()}
+    lexicon = {**cmu_pronunciations(words), **tokenizer.lexicon}  # words the training text lacks have phones too
     per_line = phone_error_rate(refs, phones, lexicon).per_line
     with open(os.path.join(out, "per"), "w", encoding="utf-8") as f:
         f.write(per_line + "\n")

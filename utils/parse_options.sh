@@ -4,7 +4,8 @@
 # Rules:
 #   --foo-bar X and --foo-bar=X set the existing variable foo_bar (an undefined one is an error);
 #   a variable whose current value is true or false only accepts true or false;
-#   --config FILE sources FILE (shell assignments) before the remaining options;
+#   --config FILE sources FILE (shell assignments) before the remaining options, so a script may not
+#   have a variable named config of its own (refused at once);
 #   --help / -h prints $help_message and exits 0;
 #   parsing stops at the first argument not starting with --, or after a bare --;
 #   positional arguments stay in "$@".
@@ -17,6 +18,11 @@ __po_fail() {
   [ -n "${help_message:-}" ] && printf '%s\n' "$help_message" >&2
   exit 1
 }
+
+if [[ "$(declare -p config 2>/dev/null)" == "declare -- "* ]]; then  # the script's own (not the environment's):
+  # it could never be set, --config sourcing a file instead
+  __po_fail "the script defines a variable 'config', but --config FILE is reserved for a file of shell assignments: rename the variable (e.g. train_config)"
+fi
 
 __po_set() {  # __po_set <option-as-typed> <value>
   local opt=$1 value=$2 var

