@@ -22,9 +22,9 @@ import sys
 import torch
 
 from rnnt.cli import tool_parser
+from rnnt.prep.download import hex_digest
 from rnnt.training.config_checks import check_unit_rate
 from rnnt.training.experiment import load_experiment, with_absolute_paths
-from rnnt.prep.download import hex_digest
 from rnnt.training.stop import StopTraining
 from rnnt.training.trainer import Trainer
 

