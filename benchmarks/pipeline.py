@@ -4,7 +4,9 @@
 Pipeline rows: utterances/s, x real time (audio seconds per wall second), padding share, with mlperf
 features + SpecAugment + frame stacking (3/3), sort buffer 1000, dynamic batches; one thread.
 Corpora from $RNNT_TEST_DATA: FSDD train (2700 utterances, 8 kHz) and the 8 LibriSpeech samples
-listed 40 times (320 utterances, 16 kHz). fbank rows: milliseconds per utterance, Kaldi numerics,
+listed 40 times (320 utterances, 16 kHz); FSDD once more with its decoded audio kept from the warm-up
+epoch on (data.cache_audio_mb; not LibriSpeech x40, whose 40 copies of each utterance would hit it in one
+epoch). fbank rows: milliseconds per utterance, Kaldi numerics,
 ours against kaldi-native-fbank and (from benchmarks/venv-torchaudio) torchaudio.compliance.kaldi.fbank.
 Prints markdown tables.
 """
@@ -29,8 +31,8 @@ def run(*args: str) -> None:
     subprocess.run([sys.executable, *args], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def prepare(data: str, work: str) -> dict[str, tuple[str, str, int, int]]:
-    """name -> (shard list, lang dir, sample rate, max frames per batch)."""
+def prepare(data: str, work: str) -> dict[str, tuple[str, str, int, int, bool]]:
+    """name -> (shard list, lang dir, sample rate, max frames per batch, whether its keys are unique)."""
     fsdd = os.path.join(work, "fsdd")
     run(os.path.join(ROOT, "egs", "fsdd", "local", "data_prep.py"), os.path.join(data, "fsdd", "recordings"), fsdd)
     run(os.path.join(ROOT, "steps", "make_shards.py"), "--utts-per-shard", "300", os.path.join(fsdd, "train"),
@@ -56,11 +58,13 @@ def prepare(data: str, work: str) -> dict[str, tuple[str, str, int, int]]:
         os.path.join(ls, "lang"))
     # Batches of about 90 digit clips and about 25 LibriSpeech utterances: the 1000-utterance sort
     # buffer spans ten or more batches, as it should for low padding.
-    return {"fsdd (8 kHz)": (os.path.join(fsdd, "train.list"), os.path.join(fsdd, "lang"), 8000, 4000),
-            "LibriSpeech x40 (16 kHz)": (os.path.join(ls, "train.list"), os.path.join(ls, "lang"), 16000, 20000)}
+    return {"fsdd (8 kHz)": (os.path.join(fsdd, "train.list"), os.path.join(fsdd, "lang"), 8000, 4000, True),
+            "LibriSpeech x40 (16 kHz)": (os.path.join(ls, "train.list"), os.path.join(ls, "lang"), 16000, 20000,
+                                         False)}
 
 
-def pipeline_row(name: str, list_path: str, lang: str, rate: int, max_frames: int, speed: bool, runs: int) -> str:
+def pipeline_row(name: str, list_path: str, lang: str, rate: int, max_frames: int, speed: bool, cache: bool,
+                 runs: int) -> str:
     import torch
 
     from rnnt.data.config import data_config
@@ -73,6 +77,7 @@ def pipeline_row(name: str, list_path: str, lang: str, rate: int, max_frames: in
         "features": {"preset": "mlperf", "num_mel_bins": 80, "dither": 1e-5},
         "spec_augment": {"freq_masks": 2, "freq_width": 27, "adaptive": True, "time_width": 0.05},
         "shuffle_buffer": 300, "sort_buffer": 1000, "batch": {"type": "dynamic", "max_frames": max_frames},
+        "cache_audio_mb": 1024 if cache else 0,
     })
     pipeline = Pipeline(list_path, config, Tokenizer(lang), train=True)
     times, utts, seconds, frames, padded = [], 0, 0.0, 0, 0
@@ -88,8 +93,8 @@ def pipeline_row(name: str, list_path: str, lang: str, rate: int, max_frames: in
         utts, frames, padded = n, f, p
     seconds = frames * 0.03  # stacked frames are 30 ms apart
     t = statistics.median(times)
-    return (f"| {name} | {'0.9/1.0/1.1' if speed else 'off'} | {utts} | {t:.2f} | {utts / t:.0f} | "
-            f"{seconds / t:.0f}x | {100 * (1 - frames / padded):.1f}% |")
+    return (f"| {name} | {'0.9/1.0/1.1' if speed else 'off'} | {'kept' if cache else 'off'} | {utts} | {t:.2f} | "
+            f"{utts / t:.0f} | {seconds / t:.0f}x | {100 * (1 - frames / padded):.1f}% |")
 
 
 FBANK_WORKER = r"""
@@ -157,12 +162,13 @@ def main() -> int:
     print("Pipeline, one process, one thread, shards -> padded batches (mlperf fbank, SpecAugment, stacking 3/3, "
           "sort buffer 1000, dynamic batches of 4000 (fsdd) or 20000 (LibriSpeech) input frames); median of epochs "
           "after a warm-up.\n")
-    print("| corpus | speed perturbation | utterances | time (s) | utterances/s | x real time | padding |")
-    print("|---|---|---|---|---|---|---|")
+    print("| corpus | speed perturbation | audio cache | utterances | time (s) | utterances/s | x real time | "
+          "padding |")
+    print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as work:
-        for name, (list_path, lang, rate, max_frames) in prepare(data, work).items():
-            for speed in (False, True):
-                print(pipeline_row(name, list_path, lang, rate, max_frames, speed, args.runs), flush=True)
+        for name, (list_path, lang, rate, max_frames, unique_keys) in prepare(data, work).items():
+            for speed, cache in ((False, False), (True, False), (True, True))[:3 if unique_keys else 2]:
+                print(pipeline_row(name, list_path, lang, rate, max_frames, speed, cache, args.runs), flush=True)
     print("\nfbank alone, Kaldi numerics, 80 bins, one thread: milliseconds per utterance (median of 5 passes), "
           "and time relative to ours.\n")
     print("| audio | implementation | ms / utterance | vs ours |")

@@ -1,7 +1,7 @@
 """The data pipeline from a list to padded batches, as one readable chain of generator stages.
 
   source (raw list or shards; this rank's and worker's part; order shuffled per epoch)
-  -> decode -> mono -> resample -> speed perturb -> tokenise -> filter
+  -> decode -> mono -> resample (kept across epochs: data.cache_audio_mb) -> speed perturb -> tokenise -> filter
   -> shuffle buffer -> sort buffer -> batch (static or dynamic)          [or MLPerf buckets, raw lists]
   -> skip batches already trained on (resume)
   -> fbank -> CMVN -> SpecAugment -> frame stacking -> pad
@@ -18,6 +18,7 @@ import random
 from typing import Callable, Iterator
 
 from rnnt.data import batching, stages
+from rnnt.data.audio_cache import AudioCache
 from rnnt.data.bucketing import bucket_batches
 from rnnt.data.config import DataConfig
 from rnnt.data.report import DataReport
@@ -41,12 +42,12 @@ class Pipeline:
         if config.buckets and self.kind != "raw":
             raise ValueError(f"{list_path}: bucketing needs a raw list (durations per utterance); this is a shard list")
         self.cmvn = stages.load_cmvn(config.features.cmvn)
+        self.audio_cache = AudioCache(config.cache_audio_mb * 2**20) if config.cache_audio_mb > 0 else None
 
     def _records(self, entries: list[str], epoch: int, report: DataReport) -> Iterator[dict]:
         config = self.config
         records = raw_records(entries, self.list_path) if self.kind == "raw" else shard_records(entries)
-        records = stages.decode(records, report)
-        records = stages.resample_to(records, config.sample_rate)
+        records = stages.audio_at_rate(records, config.sample_rate, report, self.audio_cache)
         if self.train:
             records = stages.speed_perturb(records, config.speed_perturb, config.seed, epoch)
         else:

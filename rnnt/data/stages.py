@@ -1,6 +1,7 @@
 """Per-utterance stages of the pipeline, each a generator over record dicts.
 
-Before batching (cheap, lengths only): decode -> mono -> resample -> speed perturb -> tokenise -> filter.
+Before batching (cheap, lengths only): decode -> mono -> resample (kept across epochs with an AudioCache)
+-> speed perturb -> tokenise -> filter.
 After batching (per kept batch): features -> CMVN -> SpecAugment -> frame stacking.
 Randomness comes from a generator seeded by (seed, epoch, key), so an utterance is augmented the same
 way whichever rank or worker reads it, and a resumed epoch repeats the interrupted one exactly.
@@ -16,6 +17,7 @@ from typing import Callable, Iterable, Iterator
 import torch
 
 from rnnt.data.audio import AudioError, load_audio, to_mono
+from rnnt.data.audio_cache import AudioCache
 from rnnt.data.config import DataConfig
 from rnnt.data.features import fbank, num_frames
 from rnnt.data.report import DataReport
@@ -46,7 +48,8 @@ def decode(records: Iterable[dict], report: DataReport | None = None) -> Iterato
             continue
         if report is not None:
             report.audio_read(rate, waveform.shape[0])
-        yield {**record, "audio": None, "waveform": to_mono(waveform), "sample_rate": rate}
+        yield {**record, "audio": None, "waveform": to_mono(waveform), "sample_rate": rate,
+               "channels": waveform.shape[0]}
 
 
 def resample_to(records: Iterable[dict], rate: int) -> Iterator[dict]:
@@ -55,6 +58,27 @@ def resample_to(records: Iterable[dict], rate: int) -> Iterator[dict]:
             record = {**record, "waveform": resample(record["waveform"], record["sample_rate"], rate),
                       "sample_rate": rate}
         yield record
+
+
+def audio_at_rate(records: Iterable[dict], rate: int, report: DataReport | None = None,
+                  cache: AudioCache | None = None) -> Iterator[dict]:
+    """decode -> resample_to(rate); with a cache, an utterance kept there skips both (and is counted in the
+    report as read from its file's rate and channels, as decoding it would have)."""
+    for record in records:
+        kept = cache.get(record) if cache is not None else None
+        if kept is not None:
+            waveform, file_rate, channels = kept
+            if report is not None:
+                report.audio_read(file_rate, channels)
+            yield {**record, "audio": None, "waveform": waveform, "sample_rate": rate, "channels": channels}
+            continue
+        decoded = next(decode([record], report), None)
+        if decoded is None:
+            continue
+        resampled = next(resample_to([decoded], rate))
+        if cache is not None:
+            cache.put(record, resampled["waveform"], decoded["sample_rate"], decoded["channels"])
+        yield resampled
 
 
 def append_silence(records: Iterable[dict], seconds: float) -> Iterator[dict]:

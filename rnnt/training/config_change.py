@@ -27,7 +27,7 @@ from rnnt.training import checkpoint
 RESUMABLE = frozenset({
     "train.epochs", "train.max_steps", "train.log_every", "train.checkpoint_every", "train.keep_checkpoints",
     "train.keep_whole_epochs", "train.max_bad_steps", "train.valid_wer", "train.device",
-    "data.num_workers", "data.prefetch_factor", "data.pin_memory",
+    "data.num_workers", "data.prefetch_factor", "data.pin_memory", "data.cache_audio_mb",
     "paths.train_list", "paths.valid_list", "paths.lang_dir",  # the units are compared by adopt_lang_dir
 })
 # Keys recorded since some experiments were saved: one saved before (no value) is taken to have had the new one.

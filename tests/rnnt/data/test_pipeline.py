@@ -113,8 +113,8 @@ def test_the_filter_counts_the_encoders_output_frames_and_one_symbol_per_frame(f
     assert len(list(stages.filter_utterances(recs, config, None, encoder.output_frames))) == len(recs)
 
 
-def test_a_pass_reports_rates_resampling_mixdown_and_drops(fsdd, tmp_path, caplog):
-    """A raw list of 8 kHz mono recordings and one made 22.05 kHz stereo, read at 16 kHz."""
+def mixed_list(fsdd, tmp_path):
+    """A raw list of 4 recordings at 8 kHz mono, one made 22.05 kHz stereo and one whose file is missing."""
     import soundfile
 
     lines = (fsdd / "test.list").read_text().splitlines()[:4]
@@ -126,9 +126,14 @@ def test_a_pass_reports_rates_resampling_mixdown_and_drops(fsdd, tmp_path, caplo
     lines.append(json.dumps({**first, "key": "stereo", "wav": str(stereo)}))
     lines.append(json.dumps({**first, "key": "missing", "wav": str(tmp_path / "missing.wav")}))
     (tmp_path / "mixed.list").write_text("\n".join(lines) + "\n")
+    return tmp_path / "mixed.list"
+
+
+def test_a_pass_reports_rates_resampling_mixdown_and_drops(fsdd, tmp_path, caplog):
+    """The mixed list read at 16 kHz."""
     config = data_config({**TRAIN, "sample_rate": 16000, "filter": {"max_duration": 0.5}})
     with caplog.at_level(logging.INFO, logger="rnnt.data"):
-        batches = list(Pipeline(str(tmp_path / "mixed.list"), config, Tokenizer(str(fsdd / "lang")), True).batches())
+        batches = list(Pipeline(str(mixed_list(fsdd, tmp_path)), config, Tokenizer(str(fsdd / "lang")), True).batches())
     line = [r.message for r in caplog.records if r.message.startswith("data (mixed.list, epoch 0)")]
     assert len(line) == 1, caplog.text
     kept = sum(len(b["keys"]) for b in batches)
@@ -136,6 +141,44 @@ def test_a_pass_reports_rates_resampling_mixdown_and_drops(fsdd, tmp_path, caplo
                               "to data.sample_rate 16000 Hz on the fly"), line[0]
     assert "; 1 mixed down to mono; 1 skipped, their audio unreadable" in line[0]
     assert f"{5 - kept} dropped by the filters ({5 - kept} longer than data.filter.max_duration 0.5 s)" in line[0]
+
+
+def test_cached_audio_gives_the_same_batches_and_reports_and_is_decoded_once(fsdd, tmp_path, caplog, monkeypatch):
+    """data.cache_audio_mb: epochs 0 and 1 of the mixed list with the cache equal those without it, batch for
+    batch and report for report, while the second decodes only the file that could not be read; a budget
+    smaller than the list keeps what fits and decodes the rest every epoch."""
+    path, tokenizer = str(mixed_list(fsdd, tmp_path)), Tokenizer(str(fsdd / "lang"))
+    decoded = []
+    real_load = stages.load_audio
+    monkeypatch.setattr(stages, "load_audio", lambda audio, *a: decoded.append(audio) or real_load(audio, *a))
+
+    def epochs(**overrides):
+        pipe = Pipeline(path, data_config({**TRAIN, "sample_rate": 16000, **overrides}), tokenizer, True)
+        out = []
+        for epoch in (0, 1):
+            decoded.clear()
+            caplog.clear()
+            with caplog.at_level(logging.INFO, logger="rnnt.data"):
+                batches = list(pipe.batches(epoch))
+            out.append((batches, [r.message for r in caplog.records if r.message.startswith("data (")], len(decoded)))
+        return out, pipe
+
+    plain, _ = epochs()
+    cached, pipe = epochs(cache_audio_mb=1)
+    for (batches, report, _), (cached_batches, cached_report, _) in zip(plain, cached):
+        assert report == cached_report and len(report) == 1
+        assert [b["keys"] for b in batches] == [b["keys"] for b in cached_batches]
+        assert all(torch.equal(a["feats"], b["feats"]) for a, b in zip(batches, cached_batches))
+    assert [n for _, _, n in plain] == [6, 6] and [n for _, _, n in cached] == [6, 1]
+    sizes = sorted(w.numel() * 4 for w, _, _ in pipe.audio_cache.entries.values())
+    assert len(sizes) == 5 and pipe.audio_cache.used == sum(sizes)
+    small = Pipeline(path, data_config({**TRAIN, "sample_rate": 16000, "cache_audio_mb": 1}), tokenizer, True)
+    small.audio_cache.max_bytes = sum(sizes[:2])
+    assert keys_of(small.batches(0)) == keys_of(plain[0][0]) and 0 < len(small.audio_cache.entries) < 5
+    decoded.clear()
+    assert keys_of(small.batches(1)) == keys_of(plain[1][0]) and len(decoded) == 6 - len(small.audio_cache.entries)
+    with pytest.raises(ValueError, match="data.cache_audio_mb .* needs data.num_workers 0"):
+        data_config({**TRAIN, "cache_audio_mb": 64, "num_workers": 2})
 
 
 def test_spec_augment_masks_are_seeded_and_adaptive():

@@ -1,0 +1,34 @@
+"""Decoded audio kept in memory from one epoch to the next (data.cache_audio_mb).
+
+A small corpus is read, decoded (FLAC, say) and resampled again every epoch for the same samples: about a
+tenth of an epoch of a 5 M-parameter model on two CPU cores. The cache keeps each utterance's waveform at
+the pipeline's rate after its first pass, up to a budget of bytes; utterances beyond the budget are decoded
+every time, as without it. The waveforms are those decoding gives, so training is unchanged to the bit.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class AudioCache:
+    def __init__(self, max_bytes: int):
+        self.max_bytes, self.used = max_bytes, 0
+        self.entries: dict[tuple, tuple[torch.Tensor, int, int]] = {}
+
+    @staticmethod
+    def key_of(record: dict) -> tuple:
+        """An utterance's identity: its key, and its file and segment where the list names them."""
+        audio = record.get("audio")
+        return record["key"], audio if isinstance(audio, str) else None, record.get("start"), record.get("end")
+
+    def get(self, record: dict) -> tuple[torch.Tensor, int, int] | None:
+        """(waveform at the pipeline's rate, the file's rate, its channels), or None when not kept."""
+        return self.entries.get(self.key_of(record))
+
+    def put(self, record: dict, waveform: torch.Tensor, file_rate: int, channels: int) -> None:
+        size = waveform.numel() * waveform.element_size()
+        key = self.key_of(record)
+        if key not in self.entries and self.used + size <= self.max_bytes:
+            self.entries[key] = (waveform, file_rate, channels)
+            self.used += size
