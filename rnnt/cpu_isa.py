@@ -7,10 +7,14 @@ has not chosen ONEDNN_MAX_CPU_ISA, one small bfloat16 matmul runs in a child pro
 CPU model, kernel and torch version: the answer is cached); where the child dies,
 ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 keeps oneDNN on the AVX-512 bfloat16 instructions. It must run
 before this process's first oneDNN call, which is why `import rnnt` does it.
+
+And on CPUs whose oneDNN has no bfloat16 LSTM at all, bf16 training is refused with the way out
+(bf16_refusal) instead of failing at its first batch.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
@@ -73,3 +77,33 @@ def avoid_unusable_amx() -> None:
     model, flags = cpu_facts()
     if "amx_tile" in flags and "avx512_bf16" in flags and not amx_usable(model):
         os.environ[VARIABLE] = WITHOUT_AMX
+
+
+@functools.cache
+def bf16_lstm_problem() -> str | None:
+    """Why this CPU cannot run an LSTM under bfloat16 autocast (oneDNN's first line), or None where it can.
+    oneDNN, which runs the CPU's LSTMs, builds no bfloat16 LSTM on some CPUs without AVX-512 (seen on an
+    AVX2-only AMD EPYC machine: 'could not create a primitive descriptor for the LSTM forward propagation
+    primitive'); the failure is an exception, so one tiny LSTM in this process tells."""
+    import torch
+
+    lstm = torch.nn.LSTM(8, 8, batch_first=True)
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            lstm(torch.zeros(1, 2, 8))
+    except RuntimeError as error:
+        return str(error).splitlines()[0]
+    return None
+
+
+def bf16_refusal(model, device, precision: str) -> str | None:
+    """The reason to refuse train.precision bf16 for a model with LSTMs on a CPU that cannot run them so."""
+    import torch
+
+    if precision != "bf16" or device.type != "cpu" or not any(
+            isinstance(m, torch.nn.LSTM) for m in model.modules()):
+        return None
+    problem = bf16_lstm_problem()
+    return None if problem is None else (
+        f"train.precision bf16: this CPU cannot run the model's LSTMs in bfloat16 (oneDNN: {problem}; it needs "
+        "AVX-512); use precision: fp32 here, or bf16 on a CPU with AVX-512 or a GPU")

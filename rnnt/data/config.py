@@ -49,7 +49,7 @@ class DataConfig:
     num_workers: int = 0  # DataLoader worker processes (0: in the training process)
     prefetch_factor: int = 2  # batches each worker prepares ahead
     pin_memory: bool = False  # batches in page-locked memory (faster copies to a GPU)
-    cache_audio_mb: int = 0  # decoded audio kept for later epochs, up to this many MB (0: off); needs num_workers 0
+    cache_audio_mb: int = 0  # decoded audio kept for later epochs, up to this many MB (0: off); only with num_workers 0
     seed: int = 0  # seeds the data order, speed perturbation, dither and SpecAugment (with the epoch)
 
     # Seconds of silence after each utterance when decoding (validation, decode, transcription, the end of a
@@ -65,7 +65,4 @@ def data_config(values: dict | None) -> DataConfig:
         raise ValueError(f"data.batch.type must be static or dynamic, got '{config.batch.type}'")
     if config.features.preset not in PRESETS:
         raise ValueError(f"data.features.preset must be one of {sorted(PRESETS)}, got '{config.features.preset}'")
-    if config.cache_audio_mb > 0 and config.num_workers > 0:
-        raise ValueError("data.cache_audio_mb keeps audio in the training process: it needs data.num_workers 0 (worker "
-                         f"processes start afresh every epoch), got num_workers {config.num_workers}")
     return config

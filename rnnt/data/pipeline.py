@@ -42,7 +42,9 @@ class Pipeline:
         if config.buckets and self.kind != "raw":
             raise ValueError(f"{list_path}: bucketing needs a raw list (durations per utterance); this is a shard list")
         self.cmvn = stages.load_cmvn(config.features.cmvn)
-        self.audio_cache = AudioCache(config.cache_audio_mb * 2**20) if config.cache_audio_mb > 0 else None
+        # Worker processes start afresh every epoch: there a cache would hold one epoch's audio for nothing.
+        keep = config.cache_audio_mb > 0 and config.num_workers == 0
+        self.audio_cache = AudioCache(config.cache_audio_mb * 2**20) if keep else None
 
     def _records(self, entries: list[str], epoch: int, report: DataReport) -> Iterator[dict]:
         config = self.config

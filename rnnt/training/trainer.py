@@ -16,6 +16,7 @@ import signal
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from rnnt.cpu_isa import bf16_refusal
 from rnnt.data.loader import LoaderPosition, make_loader
 from rnnt.data.pipeline import Pipeline
 from rnnt.data.tokenizer import Tokenizer
@@ -53,6 +54,8 @@ class Trainer(Checkpointing):
         torch.manual_seed(experiment.train.seed)
         self.tokenizer = Tokenizer(experiment.paths.lang_dir)
         self.model = Transducer(experiment.model, self.tokenizer.vocab_size).to(self.world.device)
+        if refusal := bf16_refusal(self.model, self.world.device, experiment.train.precision):
+            raise StopTraining(refusal)
         self.ddp = DistributedDataParallel(self.model) if self.world.distributed else self.model
         train_config = experiment.train
         self.optimizer, self.scheduler = build_optimizer(train_config, self.model.parameters())

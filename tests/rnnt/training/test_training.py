@@ -14,6 +14,7 @@ import torch
 import yaml
 
 from conftest import ROOT, run_tool
+from rnnt.cpu_isa import bf16_lstm_problem
 from rnnt.data.config import data_config
 from rnnt.data.pipeline import Pipeline
 from rnnt.data.tokenizer import Tokenizer
@@ -170,6 +171,21 @@ def test_fp16_on_the_cpu_is_refused_with_the_way_out(yesno, tmp_path):
     assert out.returncode == 1
     assert "fp16 needs a CUDA device" in out.stderr and "use precision: bf16" in out.stderr
     assert not (tmp_path / "exp" / "epoch-1.pt").exists()
+
+
+def test_bf16_on_the_cpu_trains_or_is_refused_with_the_way_out(yesno, tmp_path):
+    """A CPU whose oneDNN runs LSTMs in bfloat16 trains an epoch; one that cannot (AVX2 only) refuses before
+    training, naming oneDNN's reason and fp32, and writes no checkpoint."""
+    conf = config_file(tmp_path, epochs=1, precision="bf16")
+    out = run_tool(*train_args(yesno, tmp_path / "exp", conf), "--device", "cpu")
+    problem = bf16_lstm_problem()
+    if problem is None:
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert (tmp_path / "exp" / "epoch-1.pt").is_file()
+    else:
+        assert out.returncode == 1
+        assert f"cannot run the model's LSTMs in bfloat16 (oneDNN: {problem}" in out.stderr, out.stderr[-2000:]
+        assert "use precision: fp32" in out.stderr and not (tmp_path / "exp" / "epoch-1.pt").exists()
 
 
 @pytest.mark.slow
