@@ -235,7 +235,9 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
             summary = next(x for x in out.stdout.splitlines()
                            if x.startswith("decode_sherpa_onnx.py:") and f"decode-{set_name}-sherpa_onnx_{kind}" in x)
             identical = int(re.search(r"; (\d+) of (\d+) transcripts identical", summary).group(1))
-            assert identical >= 0.99 * utterances, summary
+            # all but one in a hundred (at least one): a near tie can fall the other way under another runtime's
+            # rounding (98 of 99 on an AVX2-only CPU); a broken export or stream differs on many
+            assert identical >= utterances - max(1, utterances // 100), summary
     # the word LM through the lexicon of spellings, weighted on dev, ahead of the same search without it
     # (measured: dev 21.11 against 24.46, test 20.96 against 22.38); a fusion that scores wrongly, or a
     # lexicon that lets other words through, falls behind
