@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # One call's worth of GPU checks on a lent CUDA machine (see benchmarks/README.md), most needed first, each
-# part under its own time limit: the loss tests on CUDA, the logits-row kernels against PyTorch's passes,
-# the loss benchmark against torchaudio at the three shapes, the fused loss's kernels against its blocks at
-# several launch shapes, and the tiny model's training step with the full and the fused loss. Uses the machine's python3 (its own torch, torchaudio and Triton); writes its
-# logs under $OUT when set, else under /tmp.
+# part under its own time limit (under 8 minutes in all): the fused loss's kernels' tests on CUDA, then the
+# other loss tests; the fused loss's kernels against its blocks at several launch shapes; the loss benchmark
+# against torchaudio at the three shapes; the tiny model's training step with the full and the fused loss.
+# benchmarks/row_kernels.py --device cuda (the logits-row kernels against PyTorch's passes) runs alone.
+# Uses the machine's python3 (its own torch, torchaudio and Triton); writes its logs under $OUT when set,
+# else under /tmp.
 set -euo pipefail
 case "${1:-}" in
   -h|--help) echo "Usage: benchmarks/gpu_check.sh [METHOD ...]   (loss.py methods; default: torchaudio padded fused pruned)"
@@ -23,9 +25,10 @@ part() {  # part SECONDS LOG COMMAND...: runs COMMAND, its output to the termina
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 python3 -c "import torch, triton, torchaudio; print('torch', torch.__version__, 'triton', triton.__version__,
 'torchaudio', torchaudio.__version__)" | tee -a "$out/device.txt"
-part 150 tests.log python3 -m pytest -q -p no:cacheprovider tests/rnnt/loss tests/rnnt/test_host_reads.py
-part 60 row_kernels.md python3 benchmarks/row_kernels.py --device cuda
-part 200 loss.md python3 benchmarks/loss.py --device cuda --runs 10 --methods "${methods[@]}"
-part 90 joint_kernels.md python3 benchmarks/joint_kernels.py --device cuda
-part 60 train_step.md python3 benchmarks/train_step.py --device cuda --batch-scale 4 --runs 5 \
+part 60 tests_joint.log python3 -m pytest -q -p no:cacheprovider tests/rnnt/loss/test_joint_triton.py
+part 100 tests.log python3 -m pytest -q -p no:cacheprovider tests/rnnt/loss tests/rnnt/test_host_reads.py \
+  --ignore tests/rnnt/loss/test_joint_triton.py
+part 90 joint_kernels.md python3 benchmarks/joint_kernels.py --device cuda --runs 5
+part 150 loss.md python3 benchmarks/loss.py --device cuda --runs 10 --methods "${methods[@]}"
+part 50 train_step.md python3 benchmarks/train_step.py --device cuda --batch-scale 4 --runs 5 \
   --configs "tiny (full loss)" "tiny (fused loss)"

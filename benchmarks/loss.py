@@ -94,7 +94,7 @@ def naive_loss(logits, targets, T_b, U_b):
     return -final.mean()
 
 
-def make_step(method, B, T, U, V, device="cpu", backend="auto", chunk_elements=None):
+def make_step(method, B, T, U, V, device="cpu", backend="auto", chunk_elements=None, kernels=False):
     import torch
 
     torch.manual_seed(0)
@@ -137,7 +137,7 @@ def make_step(method, B, T, U, V, device="cpu", backend="auto", chunk_elements=N
 
         def loss():
             return fused_joiner_loss(enc, pred, joiner.weight, joiner.bias, targets, T_b, U_b, backend=backend,
-                                     chunk_elements=chunk_elements)
+                                     chunk_elements=chunk_elements, kernels=kernels)
     elif method == "pruned":
         from rnnt.loss import prune, prune_ranges, pruned_loss, simple_loss
 

@@ -5,8 +5,10 @@ lattice in blocks (utterances of similar lengths, cut into frames), keeping per 
 label log-probs and the log-normaliser; backward recomputes each block's logits to form the gradients of
 enc, pred, W and bias. Memory grows with the lattice (B, T, U+1), not with the vocabulary, beyond one
 block. A block pads its utterances to the longest, computing and masking out at most a quarter more
-cells than its utterances' own. With the Triton backend, a joiner the kernels take (joint_triton.fits)
-holds no block at all: each pass over the lattice is one Triton kernel (rnnt.loss.joint_kernels).
+cells than its utterances' own. Asked for (kernels=True), with the Triton backend and a joiner the
+kernels take (joint_triton.fits), no block is held at all: each pass over the lattice is one Triton kernel
+(rnnt.loss.joint_kernels), in a few MiB where a block takes about 200, but 8-40x slower than the blocks on
+an H200 (benchmarks/RESULTS.md), so the blocks are the default.
 """
 
 from __future__ import annotations
@@ -157,17 +159,17 @@ def _blocks_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_bla
 
 
 class _FusedJoinerLoss(torch.autograd.Function):
-    """With the Triton backend and a joiner the kernels take (joint_triton.fits), whole passes over the
-    lattice in Triton (blocks None); otherwise blocks of logits."""
+    """Asked for the kernels, with the Triton backend and a joiner they take (joint_triton.fits), whole
+    passes over the lattice in Triton (blocks None); otherwise blocks of logits."""
 
     @staticmethod
     def forward(ctx, enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank, activation,
-                reduction, chunk_elements, options):
+                reduction, chunk_elements, kernels, options):
         triton = resolve_backend(options.backend, enc.device) == "triton"
         cell_labels = _cell_labels(targets, blank, weight.shape[0])
         blocks = None
         with torch.no_grad():
-            if triton and joint_triton.fits(enc, weight):
+            if kernels and triton and joint_triton.fits(enc, weight):
                 lse_cells, blank_lp, label_lp = joint_triton.joint_stats(
                     enc, pred, weight, bias, cell_labels, logit_lengths, target_lengths, blank, activation)
             else:
@@ -195,7 +197,7 @@ class _FusedJoinerLoss(torch.autograd.Function):
             scale = scale[:, None, None]
             grads = _blocks_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_blank * scale,
                                       gamma_label * scale, blank, activation, blocks, triton)
-        return grads + (None,) * 8
+        return grads + (None,) * 9
 
 
 def check_fused_inputs(enc, pred, weight, targets, logit_lengths, target_lengths, blank: int, activation: str,
@@ -231,6 +233,7 @@ def fused_joiner_loss(
     activation: str = "tanh",
     reduction: str = "mean",
     chunk_elements: int | None = None,
+    kernels: bool = False,
     options: LatticeOptions | None = None,
     **lattice,
 ) -> torch.Tensor:
@@ -239,7 +242,9 @@ def fused_joiner_loss(
     enc: (B, T, H) projected encoder output; pred: (B, U+1, H) projected prediction-network output;
     weight: (V, H) and bias: (V,) of the output layer. Gives the same loss and gradients as building
     the logits and calling transducer_loss, in memory independent of V beyond one chunk (options and the
-    lattice keywords as there). Its blocks read the lengths on the host, to cut them; its Triton kernels do not.
+    lattice keywords as there). Its blocks read the lengths on the host, to cut them; its Triton kernels
+    (kernels=True, where the Triton backend runs and the joiner is at most joint_triton.MAX_HIDDEN wide) do
+    not, and hold no block of logits, at several times the blocks' time.
     """
     check_reduction(reduction)
     options = lattice_options(options, **lattice)
@@ -254,4 +259,4 @@ def fused_joiner_loss(
     chunk_elements = chunk_elements or chunk_elements_on(enc.device)
     with torch.autocast(device, enabled=False):
         return _FusedJoinerLoss.apply(enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank,
-                                      activation, reduction, chunk_elements, options)
+                                      activation, reduction, chunk_elements, kernels, options)

@@ -38,6 +38,7 @@ class LossConfig(LatticeOptions):
     lm_only_scale: float = 0.0  # pruned: the predictor's own log-probs' share in the simple loss (k2; icefall 0.25)
     am_only_scale: float = 0.0  # pruned: the encoder's own log-probs' share in the simple loss (icefall 0)
     ctc_weight: float = 0.0  # > 0: a CTC head on the encoder, its loss added with this weight
+    fused_kernels: bool = False  # fused on the Triton backend: kernels that hold no logits (MiBs; several x slower)
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,7 @@ class Transducer(torch.nn.Module):
             parts = {"transducer": fused_joiner_loss(enc_proj, pred_proj, self.joiner.output.weight,
                                                      self.joiner.output.bias, tokens, enc_lens, token_lens,
                                                      self.blank, activation=self.joiner.activation,
-                                                     options=loss_config)}
+                                                     kernels=loss_config.fused_kernels, options=loss_config)}
             loss = parts["transducer"].float()
         else:
             parts = self.pruned_parts(enc, pred, enc_proj, pred_proj, enc_lens, tokens, token_lens)

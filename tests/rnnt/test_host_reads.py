@@ -57,7 +57,8 @@ def test_a_loss_step_reads_nothing(as_on_a_gpu, backend, one_sym):
                              **options, **timing)
         total = full + simple + pruned
         if backend == "triton":  # the fused loss in its kernels (PyTorch's blocks read the lengths to cut them)
-            total = total + fused_joiner_loss(enc, pred, weight, None, targets, T_b, U_b, **options, **timing)
+            total = total + fused_joiner_loss(enc, pred, weight, None, targets, T_b, U_b, kernels=True, **options,
+                                              **timing)
         total.backward()
     assert counter.reads == []
     assert torch.isfinite(weight.grad).all() and weight.grad.abs().sum() > 0

@@ -70,7 +70,7 @@ def losses_and_grads(inputs, targets, T_b, U_b, fused, dtype, **kw):
     live = [p for p in params if p is not None]
     targets, T_b, U_b = targets.to(DEVICE), T_b.to(DEVICE), U_b.to(DEVICE)
     if fused:
-        loss = fused_joiner_loss(*params, targets, T_b, U_b, reduction="none", backend="triton", **kw)
+        loss = fused_joiner_loss(*params, targets, T_b, U_b, reduction="none", backend="triton", kernels=True, **kw)
     else:
         logits = reference_logits(*params, kw.get("activation", "tanh"))
         kw.pop("activation", None)
@@ -110,17 +110,23 @@ def test_input_gradients_over_frame_chunks_of_any_length_add_up(monkeypatch):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
 
 
-def test_the_kernels_take_the_joiners_they_fit_and_blocks_take_the_rest(monkeypatch):
-    """float32 and half-precision joiners up to MAX_HIDDEN wide run the kernels; float64 and wider ones
-    the blocks of logits (still with the row kernels), giving the same loss."""
+def test_the_kernels_take_the_joiners_they_fit_when_asked_and_blocks_take_the_rest(monkeypatch):
+    """Asked for, float32 and half-precision joiners up to MAX_HIDDEN wide run the kernels; float64 and
+    wider ones the blocks of logits (still with the row kernels), giving the same loss; not asked for
+    (the default, the faster on a GPU), every joiner the blocks."""
     calls = []
     stats = joint_triton.joint_stats
     monkeypatch.setattr(joint_triton, "joint_stats", lambda *a: calls.append(a[0].dtype) or stats(*a))
     *inputs, targets = joiner(2, 4, 2, 8, 9, seed=3)
     T_b, U_b = torch.tensor([4, 3]), torch.tensor([2, 1])
+    params = [x.to(DEVICE).requires_grad_(True) for x in inputs]
+    default = fused_joiner_loss(*params, targets.to(DEVICE), T_b.to(DEVICE), U_b.to(DEVICE), reduction="none",
+                                backend="triton")
+    assert calls == []
     losses = [losses_and_grads(inputs, targets, T_b, U_b, True, dtype)[0] for dtype in (torch.float32, torch.float64)]
     assert calls == [torch.float32]
-    torch.testing.assert_close(losses[0], losses[1], rtol=1e-5, atol=1e-5)
+    for loss in (losses[0], default.detach().cpu().double()):
+        torch.testing.assert_close(loss, losses[1], rtol=1e-5, atol=1e-5)
     monkeypatch.setattr(joint_triton, "MAX_HIDDEN", 4)
     losses_and_grads(inputs, targets, T_b, U_b, True, torch.float32)
     assert calls == [torch.float32]
@@ -129,12 +135,12 @@ def test_the_kernels_take_the_joiners_they_fit_and_blocks_take_the_rest(monkeypa
 def test_fused_kernels_under_bfloat16_autocast_match_the_blocks(monkeypatch):
     *inputs, targets = joiner(2, 7, 4, 16, 40, seed=4)
     T_b, U_b = torch.tensor([7, 5]).to(DEVICE), torch.tensor([4, 2]).to(DEVICE)
-    fits, results = joint_triton.fits, []
+    results = []
     for kernels in (True, False):
-        monkeypatch.setattr(joint_triton, "fits", lambda enc, weight, kernels=kernels: kernels and fits(enc, weight))
         params = [p.to(DEVICE).requires_grad_(True) for p in inputs]
         with torch.autocast(DEVICE, dtype=torch.bfloat16):
-            loss = fused_joiner_loss(*params, targets.to(DEVICE), T_b, U_b, reduction="sum", backend="triton")
+            loss = fused_joiner_loss(*params, targets.to(DEVICE), T_b, U_b, reduction="sum", backend="triton",
+                                     kernels=kernels)
         results.append((loss.detach(), torch.autograd.grad(loss, params)))
     (got, got_grads), (want, want_grads) = results
     torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)

@@ -43,6 +43,11 @@ def fused_loss(params, targets, T_b, U_b, backend="auto", **timing):
                              **timing)
 
 
+def fused_kernels_loss(params, targets, T_b, U_b, backend="auto", **timing):
+    """The fused loss in its Triton kernels (no blocks of logits) where the backend is Triton."""
+    return fused_joiner_loss(*params, targets, T_b, U_b, reduction="sum", kernels=True, backend=backend, **timing)
+
+
 def simple_and_pruned_loss(params, targets, T_b, U_b, backend="auto", **timing):
     enc, pred, weight, bias = params
     am, lm = torch.nn.functional.linear(enc, weight), torch.nn.functional.linear(pred, weight)
@@ -54,7 +59,7 @@ def simple_and_pruned_loss(params, targets, T_b, U_b, backend="auto", **timing):
     return simple + pruned_loss(logits, targets, ranges, T_b, U_b, reduction="sum", backend=backend, **timing)
 
 
-LOSSES = [padded_loss, padded_one_symbol_loss, packed_loss, fused_loss, simple_and_pruned_loss]
+LOSSES = [padded_loss, padded_one_symbol_loss, packed_loss, fused_loss, fused_kernels_loss, simple_and_pruned_loss]
 
 
 def loss_and_grads(loss_fn, params, targets, T_b, U_b, device, backend="auto", **timing):
@@ -75,12 +80,13 @@ def test_accelerator_matches_cpu(loss_fn, device, backend):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 
 
-SYNC_FREE = [padded_loss, padded_one_symbol_loss, simple_and_pruned_loss]  # packed and fused cut by lengths on the host
+# packed and the fused loss's blocks cut by lengths on the host; the fused loss's kernels run on Triton only
+SYNC_FREE = [(loss_fn, backend) for loss_fn in (padded_loss, padded_one_symbol_loss, simple_and_pruned_loss)
+             for backend in ("torch", "triton")] + [(fused_kernels_loss, "triton")]
 
 
-@pytest.mark.parametrize("loss_fn", SYNC_FREE, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("loss_fn, backend", SYNC_FREE, ids=lambda x: getattr(x, "__name__", x))
 @pytest.mark.parametrize("device", ACCELERATORS)
-@pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_a_loss_step_never_waits_for_the_device(loss_fn, device, backend):
     """Forward and backward with lengths on the device, all regularisers on: CUDA's sync debug mode raises
     at any host-device synchronisation (a read of a value, a boolean index, a blocking copy)."""

@@ -152,6 +152,28 @@ def test_full_fused_and_wide_pruned_losses_agree():
     torch.testing.assert_close(grads["pruned"], grads["full"])
 
 
+def test_the_fused_loss_takes_its_kernels_when_the_config_asks(monkeypatch):
+    """loss: {type: fused, backend: triton, fused_kernels: true} runs the Triton kernels that hold no logits
+    (the default, the blocks), with the full loss's value and gradients."""
+    pytest.importorskip("triton")
+    from rnnt.loss import joint_triton
+
+    calls = []
+    stats = joint_triton.joint_stats
+    monkeypatch.setattr(joint_triton, "joint_stats", lambda *a: calls.append(1) or stats(*a))
+    results = {}
+    for name, loss in [("full", LossConfig()), ("blocks", LossConfig(type="fused", backend="triton")),
+                       ("kernels", LossConfig(type="fused", backend="triton", fused_kernels=True))]:
+        torch.manual_seed(3)
+        model = Transducer(dataclasses.replace(TINY, loss=loss), vocab_size=7)
+        out = model(*batch())
+        out["transducer"].backward()
+        results[name] = (out["transducer"].detach(), model.joiner.output.weight.grad)
+        assert len(calls) == (name == "kernels")
+    for name in ("blocks", "kernels"):
+        torch.testing.assert_close(results[name], results["full"], rtol=1e-5, atol=1e-5)
+
+
 def test_ctc_head_adds_its_weighted_loss():
     torch.manual_seed(4)
     model = Transducer(dataclasses.replace(TINY, loss=LossConfig(ctc_weight=0.3)), vocab_size=7)
