@@ -20,7 +20,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fused_chunks import timed_steps  # noqa: E402
 from loss import SHAPES, make_step  # noqa: E402
 
-LAUNCHES = ["16x32x4", "32x32x4", "16x64x4", "16x32x8", "32x64x8"]  # lattice cells x vocabulary columns x warps
+# lattice cells x vocabulary columns x warps x hidden units a weight-gradient program sums
+LAUNCHES = ["16x32x4x128", "16x32x4x64", "16x32x4x256", "16x32x4x512", "32x32x4x128", "16x32x8x128",
+            "64x32x4x128"]
 
 
 def tensor_peak_mb(step, device) -> float:
@@ -47,7 +49,8 @@ def print_top_kernels(step, top: int = 6) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
-    parser.add_argument("--launches", nargs="+", default=LAUNCHES, help="kernel launch shapes, CELLSxCOLUMNSxWARPS")
+    parser.add_argument("--launches", nargs="+", default=LAUNCHES,
+                        help="kernel launch shapes, CELLSxCOLUMNSxWARPS[xCHUNK]")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--precisions", nargs="+", choices=["fp32", "tf32", "bf16"], default=["fp32"],
@@ -65,9 +68,7 @@ def main() -> int:
         torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
         for path, launch in [("blocks", "")] + [("kernels", launch) for launch in args.launches]:
             if path == "kernels":
-                cells, columns, warps = map(int, launch.split("x"))
-                joint_triton.TILE_ROWS, joint_triton.COLUMNS, joint_triton.WARPS = cells, columns, warps
-                joint_triton.MAX_TILE_U = min(16, cells)
+                joint_triton.use_launch(launch)
             fused = make_step("fused", *SHAPES[shape], device=args.device, backend="triton", kernels=path == "kernels")
 
             def step(fused=fused, precision=precision):

@@ -70,18 +70,17 @@ def compile_for(kernel, dtype: str, constants: dict, capability: int):
 
 def launch_constants(hidden: int, dtype: str, launch: str | None) -> dict:
     """joint_triton's constants for a joiner this wide in this dtype (U + 1 of 64), or those of
-    CELLSxCOLUMNSxWARPS."""
+    CELLSxCOLUMNSxWARPS[xCHUNK]."""
     import torch
 
     from rnnt.loss import joint_triton
 
     if launch:
-        cells, columns, warps = map(int, launch.split("x"))
-        joint_triton.TILE_ROWS, joint_triton.COLUMNS, joint_triton.WARPS = cells, columns, warps
+        joint_triton.use_launch(launch)
     torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
     enc = torch.empty(1, 1, hidden, dtype=torch_dtype, device="meta")
     constants, _, _ = joint_triton._geometry(enc, torch.empty(1, 64, hidden, device="meta"), "tanh")
-    return {**constants, "HAS_BIAS": True}
+    return {**constants, "HAS_BIAS": True, "CHUNK": min(joint_triton.WEIGHT_GRAD_CHUNK, constants["HIDDEN"])}
 
 
 def main() -> int:
@@ -90,7 +89,8 @@ def main() -> int:
                         help="CUDA compute capabilities (80 A100, 90 H100)")
     parser.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16", "fp16"])
     parser.add_argument("--hidden", nargs="+", type=int, default=[256, 512], help="joiner widths")
-    parser.add_argument("--launches", nargs="+", default=[None], help="CELLSxCOLUMNSxWARPS (default: joint_triton's)")
+    parser.add_argument("--launches", nargs="+", default=[None],
+                        help="CELLSxCOLUMNSxWARPS[xCHUNK] (default: joint_triton's)")
     args = parser.parse_args()
     from rnnt.loss import joint_kernels
 
@@ -102,10 +102,12 @@ def main() -> int:
             for hidden in args.hidden:
                 for launch in args.launches:
                     constants = launch_constants(hidden, dtype, launch)
-                    shape = f"{constants['ROWS']}x{constants['COLUMNS']}x{constants['num_warps']}"
+                    shape = f"{constants['ROWS']}x{constants['COLUMNS']}x{constants['num_warps']}x{constants['CHUNK']}"
                     for name in KERNELS:
-                        shared, registers, spilled = compile_for(getattr(joint_kernels, name), dtype, constants,
-                                                                 capability)
+                        kernel = getattr(joint_kernels, name)
+                        taken = {k: v for k, v in constants.items()
+                                 if k in inspect.signature(kernel.fn).parameters or k.startswith("num_")}
+                        shared, registers, spilled = compile_for(kernel, dtype, taken, capability)
                         fits &= shared <= SHARED_BYTES[capability]
                         print(f"| {capability} | {dtype} | {hidden} | {shape} | {name} | {shared / 1024:.0f} | "
                               f"{registers} | {spilled} |", flush=True)

@@ -9,11 +9,13 @@ by the output layer's rows (tl.dot).
   arc posteriors, tile by tile from the saved log-normaliser), times the output layer: d loss / d
   activations, then through the activation, summed over each step's labels into grad_enc and over a
   chunk of frames into grad_pred (atomic adds: label tiles share frames, frame chunks share labels).
-- joint_weight_grad_kernel: per vocabulary tile the sum over cells of d loss / d logits times the
-  activations (grad_weight, grad_bias); each program sums a share of the tiles and adds it atomically.
+- joint_weight_grad_kernel: per vocabulary tile and chunk of hidden units the sum over cells of d loss /
+  d logits times the activations (grad_weight, grad_bias); each program sums a share of the tiles and
+  adds it atomically.
 
-Memory is the lattice's (B, T, U+1) arrays and the inputs' gradients; the logits are computed three
-times (once a pass). Imported only when the Triton backend is asked for (rnnt.loss.joint_triton).
+Memory is the lattice's (B, T, U+1) arrays and the inputs' gradients; the logits are computed once in
+each of the first two kernels and once a chunk of hidden units in the third. Imported only when the
+Triton backend is asked for (rnnt.loss.joint_triton).
 """
 
 from __future__ import annotations
@@ -42,10 +44,11 @@ def _tile(pid, n_t_tiles, n_u_tiles, logit_lengths, target_lengths, TILE_T: tl.c
 
 @triton.jit
 def _hidden(enc, enc_sb, enc_st, pred, pred_sb, pred_su, b, t, u, t_in, u_in, hidden_size,
-            ROWS: tl.constexpr, HIDDEN: tl.constexpr, TANH: tl.constexpr, INPUT_DTYPE_DOT: tl.constexpr):
-    """act(enc[b, t] + pred[b, u]) for the tile's cells, (ROWS = TILE_T * TILE_U, HIDDEN), 0 past hidden_size;
-    in the inputs' dtype with INPUT_DTYPE_DOT (half-precision products), else float32."""
-    k = tl.arange(0, HIDDEN)
+            ROWS: tl.constexpr, HIDDEN: tl.constexpr, TANH: tl.constexpr, INPUT_DTYPE_DOT: tl.constexpr, k0):
+    """act(enc[b, t] + pred[b, u]) for the tile's cells and HIDDEN activations from k0, (ROWS = TILE_T *
+    TILE_U, HIDDEN), 0 past hidden_size; in the inputs' dtype with INPUT_DTYPE_DOT (half-precision
+    products), else float32."""
+    k = k0 + tl.arange(0, HIDDEN)
     k_in = k < hidden_size
     e = tl.load(enc + b * enc_sb + t[:, None] * enc_st + k[None, :],
                 mask=t_in[:, None] & k_in[None, :], other=0.0)
@@ -99,7 +102,7 @@ def joint_stats_kernel(enc, enc_sb, enc_st, pred, pred_sb, pred_su, weight, weig
     b, t, u, t_in, u_in, n_labels = _tile(tl.program_id(0), n_t_tiles, n_u_tiles, logit_lengths, target_lengths,
                                           TILE_T, TILE_U)
     hidden = _hidden(enc, enc_sb, enc_st, pred, pred_sb, pred_su, b, t, u, t_in, u_in, hidden_size, ROWS, HIDDEN,
-                     TANH, INPUT_DTYPE_DOT)
+                     TANH, INPUT_DTYPE_DOT, 0)
     label = _tile_labels(cell_labels, b, u, n_positions, t, ROWS)
     top = tl.full((ROWS,), float("-inf"), dtype=tl.float32)
     total = tl.zeros((ROWS,), dtype=tl.float32)
@@ -155,7 +158,7 @@ def _tile_grad_pre(enc, enc_sb, enc_st, pred, pred_sb, pred_su, weight, weight_s
                    COLUMNS: tl.constexpr, INPUT_DTYPE_DOT: tl.constexpr):
     """d loss / d (enc[b, t] + pred[b, u]) of a tile's cells, (TILE_T, TILE_U, HIDDEN) float32."""
     hidden = _hidden(enc, enc_sb, enc_st, pred, pred_sb, pred_su, b, t, u, t_in, u_in, hidden_size, ROWS, HIDDEN,
-                     TANH, INPUT_DTYPE_DOT)
+                     TANH, INPUT_DTYPE_DOT, 0)
     label, inside, norm, post_blank, post_label = _cell_gradients(
         cell_labels, lse, gamma_blank, gamma_label, scale, b, t, u, t_in, u_in, n_frames, n_positions, ROWS)
     grad_hidden = tl.zeros((ROWS, HIDDEN), dtype=tl.float32)
@@ -208,30 +211,57 @@ def joint_hidden_grad_kernel(enc, enc_sb, enc_st, pred, pred_sb, pred_su, weight
 
 
 @triton.jit
+def _chunked_logits(enc, enc_sb, enc_st, pred, pred_sb, pred_su, weight, weight_stride, bias, b, t, u, t_in, u_in, v,
+                    hidden_size, vocab, HAS_BIAS: tl.constexpr, TANH: tl.constexpr, PRECISION: tl.constexpr,
+                    ROWS: tl.constexpr, COLUMNS: tl.constexpr, CHUNK: tl.constexpr, INPUT_DTYPE_DOT: tl.constexpr):
+    """The tile's logits of vocabulary entries v, (ROWS, COLUMNS) float32, -inf past the vocabulary: the
+    activations and the output layer's rows taken CHUNK hidden units at a time, so that no register holds
+    a whole row of either."""
+    logits = tl.zeros((ROWS, COLUMNS), dtype=tl.float32)
+    for k0 in range(0, hidden_size, CHUNK):
+        hidden = _hidden(enc, enc_sb, enc_st, pred, pred_sb, pred_su, b, t, u, t_in, u_in, hidden_size, ROWS, CHUNK,
+                         TANH, INPUT_DTYPE_DOT, k0)
+        k = k0 + tl.arange(0, CHUNK)
+        w = tl.load(weight + v[:, None] * weight_stride + k[None, :],
+                    mask=(v < vocab)[:, None] & (k < hidden_size)[None, :], other=0.0).to(hidden.dtype)
+        logits += tl.dot(hidden, tl.trans(w), input_precision=PRECISION)
+    if HAS_BIAS:
+        logits += tl.load(bias + v, mask=v < vocab, other=0.0).to(tl.float32)[None, :]
+    return tl.where((v < vocab)[None, :], logits, float("-inf"))
+
+
+@triton.jit
 def joint_weight_grad_kernel(enc, enc_sb, enc_st, pred, pred_sb, pred_su, weight, weight_stride, bias, cell_labels,
                              logit_lengths, target_lengths, lse, gamma_blank, gamma_label, scale, grad_weight,
                              grad_bias, n_frames, n_positions, n_t_tiles, n_u_tiles, n_tiles, hidden_size, vocab,
                              blank, tiny, HAS_BIAS: tl.constexpr, TANH: tl.constexpr, PRECISION: tl.constexpr,
                              TILE_T: tl.constexpr, TILE_U: tl.constexpr, ROWS: tl.constexpr,
-                             HIDDEN: tl.constexpr, COLUMNS: tl.constexpr, INPUT_DTYPE_DOT: tl.constexpr):
-    """Adds d loss / d weight[v] and d loss / d bias[v] of vocabulary tile program_id(0), summed over the
-    lattice tiles program_id(1), + num_programs(1), ..., into grad_weight (V, H) and grad_bias (V,), float32."""
+                             HIDDEN: tl.constexpr, COLUMNS: tl.constexpr, INPUT_DTYPE_DOT: tl.constexpr,
+                             CHUNK: tl.constexpr):
+    """Adds d loss / d weight[v, k] and d loss / d bias[v] of vocabulary tile program_id(0) and hidden chunk
+    program_id(1) (CHUNK units from program_id(1) * CHUNK), summed over the lattice tiles program_id(2),
+    + num_programs(2), ..., into grad_weight (V, H) and grad_bias (V,), float32. A program holds a
+    COLUMNS x CHUNK sum, not COLUMNS x HIDDEN; each tile's logits are taken over the whole width, once a
+    chunk."""
     v = tl.program_id(0) * COLUMNS + tl.arange(0, COLUMNS)
-    k = tl.arange(0, HIDDEN)
-    acc_weight = tl.zeros((COLUMNS, HIDDEN), dtype=tl.float32)
+    k0 = tl.program_id(1) * CHUNK
+    k = k0 + tl.arange(0, CHUNK)
+    acc_weight = tl.zeros((COLUMNS, CHUNK), dtype=tl.float32)
     acc_bias = tl.zeros((COLUMNS,), dtype=tl.float32)
-    for tile in range(tl.program_id(1), n_tiles, tl.num_programs(1)):
+    for tile in range(tl.program_id(2), n_tiles, tl.num_programs(2)):
         b, t, u, t_in, u_in, _ = _tile(tile, n_t_tiles, n_u_tiles, logit_lengths, target_lengths, TILE_T, TILE_U)
-        hidden = _hidden(enc, enc_sb, enc_st, pred, pred_sb, pred_su, b, t, u, t_in, u_in, hidden_size, ROWS,
-                         HIDDEN, TANH, INPUT_DTYPE_DOT)
         label, inside, norm, post_blank, post_label = _cell_gradients(
             cell_labels, lse, gamma_blank, gamma_label, scale, b, t, u, t_in, u_in, n_frames, n_positions, ROWS)
-        logits, _ = _logits(hidden, weight, weight_stride, bias, v, hidden_size, vocab, HAS_BIAS, HIDDEN, PRECISION)
+        logits = _chunked_logits(enc, enc_sb, enc_st, pred, pred_sb, pred_su, weight, weight_stride, bias, b, t, u,
+                                 t_in, u_in, v, hidden_size, vocab, HAS_BIAS, TANH, PRECISION, ROWS, COLUMNS, CHUNK,
+                                 INPUT_DTYPE_DOT)
         g = _logits_grad(logits, v, norm, post_blank, post_label, label, inside, blank, tiny)
+        hidden = _hidden(enc, enc_sb, enc_st, pred, pred_sb, pred_su, b, t, u, t_in, u_in, hidden_size, ROWS, CHUNK,
+                         TANH, INPUT_DTYPE_DOT, k0)
         acc_weight += tl.dot(tl.trans(g.to(hidden.dtype)), hidden, input_precision=PRECISION)
         acc_bias += tl.sum(g, axis=0)
     v_in = v < vocab
     tl.atomic_add(grad_weight + v[:, None] * hidden_size + k[None, :], acc_weight,
                   mask=v_in[:, None] & (k < hidden_size)[None, :])
     if HAS_BIAS:
-        tl.atomic_add(grad_bias + v, acc_bias, mask=v_in)
+        tl.atomic_add(grad_bias + v, acc_bias, mask=v_in & (tl.program_id(1) == 0))

@@ -18,9 +18,21 @@ MAX_TILE_U = 16  # of them label positions; the rest frames
 COLUMNS = 32  # vocabulary entries of one step
 WARPS = 4
 CHUNK_FRAMES = 32  # frames a program of the input gradients walks, adding to grad_pred once at the end
+# Hidden units a program of the weight gradient sums (COLUMNS x this in registers): holding all 512 of a wide
+# joiner spilled its sum to local memory, 95% of a bfloat16 step on an H200 (benchmarks/RESULTS.md)
+WEIGHT_GRAD_CHUNK = 128
 STAGES = 1  # no software pipelining of the vocabulary steps: each stage holds another weight tile in shared memory
 PROGRAMS_PER_CORE = 4  # of the weight gradient: its lattice tiles are shared among this many programs per core
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def use_launch(launch: str) -> None:
+    """Sets the launch constants from CELLSxCOLUMNSxWARPS[xCHUNK] (lattice cells a program takes, vocabulary
+    columns a step, warps, hidden units a weight-gradient program sums), as the benchmarks sweep them."""
+    global TILE_ROWS, MAX_TILE_U, COLUMNS, WARPS, WEIGHT_GRAD_CHUNK
+    cells, columns, warps, *chunk = map(int, launch.split("x"))
+    TILE_ROWS, MAX_TILE_U, COLUMNS, WARPS = cells, min(16, cells), columns, warps
+    WEIGHT_GRAD_CHUNK = chunk[0] if chunk else WEIGHT_GRAD_CHUNK
 
 
 @cache
@@ -94,11 +106,12 @@ def joint_gradients(enc, pred, weight, bias, cell_labels, logit_lengths, target_
         HAS_BIAS=bias is not None, **constants)
     grad_weight = torch.zeros(V, H, dtype=torch.float32, device=enc.device)
     grad_bias = torch.zeros(V, dtype=torch.float32, device=enc.device)
-    n_v, n_tiles = -(-V // COLUMNS), B * n_t * n_u
-    shares = max(1, min(n_tiles, PROGRAMS_PER_CORE * _cores(enc.device) // n_v))
-    _kernels().joint_weight_grad_kernel[(n_v, shares)](
+    chunk = min(WEIGHT_GRAD_CHUNK, constants["HIDDEN"])
+    n_v, n_h, n_tiles = -(-V // COLUMNS), -(-H // chunk), B * n_t * n_u
+    shares = max(1, min(n_tiles, PROGRAMS_PER_CORE * _cores(enc.device) // (n_v * n_h)))
+    _kernels().joint_weight_grad_kernel[(n_v, n_h, shares)](
         *inputs, *cells, grad_weight, grad_bias, T, U1, n_t, n_u, n_tiles, H, V, blank, tiny,
-        HAS_BIAS=bias is not None, **constants)
+        HAS_BIAS=bias is not None, CHUNK=chunk, **constants)
     return (grad_enc.to(enc.dtype), grad_pred.to(pred.dtype), grad_weight.to(weight.dtype),
             grad_bias.to(bias.dtype) if bias is not None else None)
 

@@ -110,6 +110,19 @@ def test_input_gradients_over_frame_chunks_of_any_length_add_up(monkeypatch):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
 
 
+def test_weight_gradient_over_hidden_chunks_adds_up(monkeypatch):
+    """Weight-gradient programs summing 16 hidden units each (three chunks of a 40-wide joiner, the last
+    one partly past it) give the gradients of one program a vocabulary tile; the bias counted once."""
+    B, T, U, H, V, T_b, U_b = CASES[2]
+    *inputs, targets = joiner(B, T, U, H, V, seed=6)
+    T_b, U_b = torch.tensor(T_b), torch.tensor(U_b)
+    want = losses_and_grads(inputs, targets, T_b, U_b, True, torch.float32)[1]
+    monkeypatch.setattr(joint_triton, "WEIGHT_GRAD_CHUNK", 16)
+    got = losses_and_grads(inputs, targets, T_b, U_b, True, torch.float32)[1]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+
+
 def test_the_kernels_take_the_joiners_they_fit_when_asked_and_blocks_take_the_rest(monkeypatch):
     """Asked for, float32 and half-precision joiners up to MAX_HIDDEN wide run the kernels; float64 and
     wider ones the blocks of logits (still with the row kernels), giving the same loss; not asked for
