@@ -28,7 +28,8 @@ python3 -c "import torch, triton, torchaudio; print('torch', torch.__version__, 
 part 60 tests_joint.log python3 -m pytest -q -p no:cacheprovider tests/rnnt/loss/test_joint_triton.py
 part 100 tests.log python3 -m pytest -q -p no:cacheprovider tests/rnnt/loss tests/rnnt/test_host_reads.py \
   --ignore tests/rnnt/loss/test_joint_triton.py
-part 90 joint_kernels.md python3 benchmarks/joint_kernels.py --device cuda --runs 5
-part 150 loss.md python3 benchmarks/loss.py --device cuda --runs 10 --methods "${methods[@]}"
+part 120 joint_kernels.md python3 benchmarks/joint_kernels.py --device cuda --runs 3 --precisions bf16 tf32 \
+  --shapes B8-T200-U50-V500 B4-T400-U100-V1000 --launches 16x32x4x128 16x32x4x64 16x32x4x256 16x32x4x512
+part 130 loss.md python3 benchmarks/loss.py --device cuda --runs 10 --methods "${methods[@]}"
 part 50 train_step.md python3 benchmarks/train_step.py --device cuda --batch-scale 4 --runs 5 \
   --configs "tiny (full loss)" "tiny (fused loss)"

@@ -7,7 +7,7 @@ enc, pred, W and bias. Memory grows with the lattice (B, T, U+1), not with the v
 block. A block pads its utterances to the longest, computing and masking out at most a quarter more
 cells than its utterances' own. Asked for (kernels=True), with the Triton backend and a joiner the
 kernels take (joint_triton.fits), no block is held at all: each pass over the lattice is one Triton kernel
-(rnnt.loss.joint_kernels), in a few MiB where a block takes about 200, but 8-40x slower than the blocks on
+(rnnt.loss.joint_kernels), in a few MiB where a block takes about 200, but 7-46x slower than the blocks on
 an H200 (benchmarks/RESULTS.md), so the blocks are the default.
 """
 
