@@ -25,7 +25,7 @@ part() {  # part SECONDS LOG COMMAND...: runs COMMAND, its output to the termina
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 python3 -c "import torch, triton, torchaudio; print('torch', torch.__version__, 'triton', triton.__version__,
 'torchaudio', torchaudio.__version__)" | tee -a "$out/device.txt"
-part 60 tests_joint.log python3 -m pytest -q -p no:cacheprovider tests/rnnt/loss/test_joint_triton.py
+part 60 tests_joint.log python3 -m pytest -q -p no:cacheprovider -m "not slow" tests/rnnt/loss/test_joint_triton.py
 part 100 tests.log python3 -m pytest -q -p no:cacheprovider tests/rnnt/loss tests/rnnt/test_host_reads.py \
   --ignore tests/rnnt/loss/test_joint_triton.py
 part 120 joint_kernels.md python3 benchmarks/joint_kernels.py --device cuda --runs 3 --precisions bf16 tf32 \
