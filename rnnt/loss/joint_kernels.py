@@ -68,9 +68,15 @@ def _logits(hidden, weight, weight_stride, bias, v, hidden_size, vocab, HAS_BIAS
     w = tl.load(weight + v[:, None] * weight_stride + k[None, :],
                 mask=(v < vocab)[:, None] & (k < hidden_size)[None, :], other=0.0).to(hidden.dtype)
     logits = tl.dot(hidden, tl.trans(w), input_precision=PRECISION)
+    return _biased_in_vocabulary(logits, bias, v, vocab, HAS_BIAS), w
+
+
+@triton.jit
+def _biased_in_vocabulary(logits, bias, v, vocab, HAS_BIAS: tl.constexpr):
+    """logits + bias[v], -inf past the vocabulary."""
     if HAS_BIAS:
         logits += tl.load(bias + v, mask=v < vocab, other=0.0).to(tl.float32)[None, :]
-    return tl.where((v < vocab)[None, :], logits, float("-inf")), w
+    return tl.where((v < vocab)[None, :], logits, float("-inf"))
 
 
 @triton.jit
@@ -225,9 +231,7 @@ def _chunked_logits(enc, enc_sb, enc_st, pred, pred_sb, pred_su, weight, weight_
         w = tl.load(weight + v[:, None] * weight_stride + k[None, :],
                     mask=(v < vocab)[:, None] & (k < hidden_size)[None, :], other=0.0).to(hidden.dtype)
         logits += tl.dot(hidden, tl.trans(w), input_precision=PRECISION)
-    if HAS_BIAS:
-        logits += tl.load(bias + v, mask=v < vocab, other=0.0).to(tl.float32)[None, :]
-    return tl.where((v < vocab)[None, :], logits, float("-inf"))
+    return _biased_in_vocabulary(logits, bias, v, vocab, HAS_BIAS)
 
 
 @triton.jit

@@ -97,27 +97,22 @@ def test_fused_loss_through_the_kernels_equals_float64_on_materialised_logits(ca
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4, msg=lambda m, name=name: f"grad {name}: {m}")
 
 
-def test_input_gradients_over_frame_chunks_of_any_length_add_up(monkeypatch):
-    """Programs walking 3 frames each (chunks not a multiple of a step's 2 frames, chunks past an utterance's
-    last frame) give the gradients of one program an utterance."""
+@pytest.mark.parametrize("constant, value, seed", [
+    # input-gradient programs walking 3 frames each: chunks not a multiple of a step's 2 frames, and chunks
+    # past an utterance's last frame
+    ("CHUNK_FRAMES", 3, 5),
+    # weight-gradient programs summing 16 hidden units each: three chunks of a 40-wide joiner, the last one
+    # partly past it, the bias counted once
+    ("WEIGHT_GRAD_CHUNK", 16, 6),
+])
+def test_gradients_over_chunks_of_any_length_add_up(monkeypatch, constant, value, seed):
+    """Programs splitting their work into chunks give the gradients of one program an utterance (frames) or
+    a vocabulary tile (hidden units)."""
     B, T, U, H, V, T_b, U_b = CASES[2]
-    *inputs, targets = joiner(B, T, U, H, V, seed=5)
+    *inputs, targets = joiner(B, T, U, H, V, seed=seed)
     T_b, U_b = torch.tensor(T_b), torch.tensor(U_b)
     want = losses_and_grads(inputs, targets, T_b, U_b, True, torch.float32)[1]
-    monkeypatch.setattr(joint_triton, "CHUNK_FRAMES", 3)
-    got = losses_and_grads(inputs, targets, T_b, U_b, True, torch.float32)[1]
-    for g, w in zip(got, want):
-        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
-
-
-def test_weight_gradient_over_hidden_chunks_adds_up(monkeypatch):
-    """Weight-gradient programs summing 16 hidden units each (three chunks of a 40-wide joiner, the last
-    one partly past it) give the gradients of one program a vocabulary tile; the bias counted once."""
-    B, T, U, H, V, T_b, U_b = CASES[2]
-    *inputs, targets = joiner(B, T, U, H, V, seed=6)
-    T_b, U_b = torch.tensor(T_b), torch.tensor(U_b)
-    want = losses_and_grads(inputs, targets, T_b, U_b, True, torch.float32)[1]
-    monkeypatch.setattr(joint_triton, "WEIGHT_GRAD_CHUNK", 16)
+    monkeypatch.setattr(joint_triton, constant, value)
     got = losses_and_grads(inputs, targets, T_b, U_b, True, torch.float32)[1]
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
