@@ -18,6 +18,11 @@ if not torch.cuda.is_available():
 # The tools under test run as a user runs them after path.sh: this environment's python first on PATH (it
 # finds the rnnt package through the .pth file tools/install.sh writes; no script edits sys.path).
 os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+# Under pytest-xdist (tools/run_tests.sh starts a worker per core) each worker and every tool it starts
+# computes in one thread: two workers' OpenMP threads spinning on the same two cores made a training 3x slower.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 pytest_plugins = ["http_server"]  # the `server` fixture: an HTTP server on 127.0.0.1
 
 

@@ -3,7 +3,7 @@ recordings (streamed, or in segments).
 
 The models are untrained (seeded): their outputs are arbitrary but fixed, so any difference between
 sherpa-onnx and our greedy search, or between a stream and the whole utterance, shows in the tokens.
-A trained model is exported and decoded in sherpa-onnx end to end by tests/egs/test_recipes.py (AN4).
+A trained model is exported and decoded in sherpa-onnx end to end by tests/egs/test_an4_recipe.py.
 """
 
 import json

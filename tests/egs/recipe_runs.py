@@ -1,0 +1,36 @@
+"""A recipe run as a user runs it, for the end-to-end recipe tests (tests/egs/test_*_recipe.py): egs/<name>
+copied as a user starts a new corpus, run.sh run in it, and its %WER lines read."""
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from conftest import ROOT
+
+
+def copy_recipe(name: str, dest: Path) -> Path:
+    """A copy of egs/<name> as a user makes one for a new corpus: run.sh, conf/ and local/ copied, the
+    shared path.sh, utils and steps linked."""
+    recipe = dest / name
+    recipe.mkdir()
+    shutil.copy(ROOT / "egs" / name / "run.sh", recipe / "run.sh")
+    for folder in ("conf", "local"):
+        shutil.copytree(ROOT / "egs" / name / folder, recipe / folder)
+    for link, target in (("path.sh", ROOT / "path.sh"), ("utils", ROOT / "utils"), ("steps", ROOT / "steps")):
+        os.symlink(target, recipe / link)
+    return recipe
+
+
+def run_recipe(recipe: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    return subprocess.run(["./run.sh", *args], cwd=recipe, capture_output=True, text=True, env=env)
+
+
+def wer_of(line: str) -> float:
+    return float(re.search(r"%WER ([0-9.]+) \[", line).group(1))
+
+
+def words_in(text_file: Path) -> int:
+    return sum(len(line.split()) - 1 for line in text_file.read_text().splitlines())
