@@ -24,6 +24,7 @@ case " $* " in
   *)
     cores=$(nproc)
     [ "$cores" -gt 8 ] && cores=8
-    [ "$cores" -gt 1 ] && parallel=(-n "$cores" --dist loadfile) ;;
+    # in collection order, where the slow tests come first (tests/conftest.py), not xdist's largest file first
+    [ "$cores" -gt 1 ] && parallel=(-n "$cores" --dist loadfile --no-loadscope-reorder) ;;
 esac
 exec "$python" -m pytest "${parallel[@]}" "$@"
