@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tool_runs import run_python_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 # Without a GPU the Triton kernels run in Triton's interpreter, on CPU tensors: the variable must be set
@@ -91,8 +92,17 @@ def librispeech_dir(tmp_path: Path, test_data: Path) -> Path:
 
 
 def run_tool(*args: str | os.PathLike, stdin: str | None = None, check: bool = False) -> subprocess.CompletedProcess:
-    """Runs one of the project's command-line tools and captures its output."""
-    return subprocess.run([str(a) for a in args], input=stdin, capture_output=True, text=True, check=check, cwd=ROOT)
+    """Runs one of the project's command-line tools from the project root and captures its output; a Python
+    tool (this interpreter and a .py file) as a fork of the tests' fork server (tests/tool_runs.py)."""
+    argv = [str(a) for a in args]
+    out = None
+    if len(argv) > 1 and argv[0] == sys.executable and argv[1].endswith(".py"):
+        out = run_python_tool(argv, stdin, ROOT)
+    if out is None:
+        out = subprocess.run(argv, input=stdin, capture_output=True, text=True, cwd=ROOT)
+    if check:
+        out.check_returncode()
+    return out
 
 
 UTILS = ROOT / "utils"

@@ -1,0 +1,48 @@
+"""The tests' fork server (tests/tool_runs.py) runs a Python tool as a fresh interpreter does: the same standard
+output, standard error and exit status for each way a tool ends, its argv, working directory, environment and
+standard input its own."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tool_runs import run_python_tool
+
+ENDINGS = {
+    "returns": "import sys\nprint('argv', sys.argv[1:], 'path0', sys.path[0])\n",
+    "raises": "print('before')\nraise ValueError('boom')\n",
+    "exits_with_a_message": "import sys\nsys.exit('a message')\n",
+    "exits_with_a_status": "import sys\nsys.stdout.write('unflushed')\nsys.exit(3)\n",
+    "killed": "import os, signal\nprint('before', flush=True)\nos.kill(os.getpid(), signal.SIGTERM)\n",
+    "reads_stdin_cwd_and_environment": "import os, sys\nprint(sys.stdin.read().upper(), os.getcwd(), "
+                                       "os.environ.get('RNNT_TOOL_RUNS_CHECK'))\n",
+    "leaves_an_atexit_function_and_a_thread": "import atexit, threading, time\natexit.register(print, 'at exit')\n"
+                                              "threading.Thread(target=lambda: (time.sleep(0.2), print('joined'))"
+                                              ").start()\n",
+}
+
+
+@pytest.mark.parametrize("ending", sorted(ENDINGS))
+def test_a_forked_tool_ends_as_a_fresh_interpreter_does(ending, tmp_path, monkeypatch):
+    tool = tmp_path / "tools" / f"{ending}.py"
+    tool.parent.mkdir()
+    tool.write_text(ENDINGS[ending])
+    argv = [sys.executable, str(tool), "an argument", "-x"]
+    monkeypatch.setenv("RNNT_TOOL_RUNS_CHECK", "set by the test")
+    monkeypatch.delenv("RNNT_TESTS_FRESH_INTERPRETERS", raising=False)
+    forked = run_python_tool(argv, "some input\n", tmp_path)
+    fresh = subprocess.run(argv, input="some input\n", capture_output=True, text=True, cwd=tmp_path)
+    assert forked is not None
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert fresh.stdout or fresh.stderr  # each ending says something: a server losing output would differ
+
+
+def test_a_tool_started_with_other_threads_settings_gets_a_fresh_interpreter(tmp_path, monkeypatch):
+    tool = tmp_path / "threads.py"
+    tool.write_text("import os\nprint(os.getpid(), os.getppid())\n")
+    first = run_python_tool([sys.executable, str(tool)], None, tmp_path)
+    assert first is not None and int(first.stdout.split()[1]) != os.getpid()  # a child of the server
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")  # read when torch, imported in the server, first computes
+    assert run_python_tool([sys.executable, str(tool)], None, tmp_path) is None
