@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 
-from rnnt.data.features import PRESETS
+from rnnt.data.fbank_presets import PRESETS
 
 UNIT_RATE_FILE = "unit_rate.json"
 MAX_SHARE_DROPPED = 0.01  # more training utterances than this too fast for one symbol per frame: refused

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     """egs/an4 from the corpus to the %WER lines as run.sh's default runs it, on a short schedule: a CTC
     model trained and averaged first (conf/ci_ctc.yaml, 6 epochs), the transducer started from its weights
-    (conf/ci_from_ctc.yaml, conf/ci.yaml's, 8 epochs), decoded with the default's LM method (modified_beam_lm:
+    (conf/ci_from_ctc.yaml, conf/ci.yaml's, 6 epochs), decoded with the default's LM method (modified_beam_lm:
     a word 3-gram through the lexicon, weighted on dev). Over characters, not the default's phones, so
     that the same model is exported and run in sherpa-onnx, offline and streaming, with our greedy search's
     WER and transcripts; the two models combined (--combine default, speechocean762's default). Every test
@@ -82,7 +82,7 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     # pooled, each hypothesis scored by both models and the LM, the weights chosen on dev; against the better
     # of the two on dev (measured: dev 21.27 against 21.11 and 35.34; test 20.18 against 20.96 and
     # 35.45), a pooling or scoring that is broken falls behind
-    name = "ci-modified_beam_lm-avg3-epoch-8+ci_ctc-ctc_prefix_beam_lm-avg3-epoch-6"
+    name = "ci-modified_beam_lm-avg3-epoch-6+ci_ctc-ctc_prefix_beam_lm-avg3-epoch-6"
     for set_name in ("dev", "test"):
         line = results[f"an4 {set_name} combined"]
         assert line.startswith(f"an4 {set_name} combined ({name}): ") and wer_of(line) <= 40.0, line
@@ -90,7 +90,7 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     better = min(wer_of(ctc["dev"]), wer_of(results["an4 dev modified_beam_lm"]))
     assert wer_of(results["an4 dev combined"]) <= better + 1.0
     # the beams dev chose (lm_beam_of)
-    for exp, method, beam, tag in (("ci", "modified_beam_lm", 8, "avg3-epoch-8"),
+    for exp, method, beam, tag in (("ci", "modified_beam_lm", 8, "avg3-epoch-6"),
                                    ("ci_ctc", "ctc_prefix_beam_lm", 16, "avg3-epoch-6")):
         fusion = yaml.safe_load((recipe / "exp" / exp / "lm" / f"{method}.yaml").read_text())
         assert (fusion["arpa"], fusion["over"], fusion["beam"]) == ("lm_word_3gram.arpa", "words", beam), fusion
