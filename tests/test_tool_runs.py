@@ -3,8 +3,10 @@ output, standard error and exit status for each way a tool ends, its argv, worki
 standard input its own."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -46,3 +48,29 @@ def test_a_tool_started_with_other_threads_settings_gets_a_fresh_interpreter(tmp
     assert first is not None and int(first.stdout.split()[1]) != os.getpid()  # a child of the server
     monkeypatch.setenv("OMP_NUM_THREADS", "7")  # read when torch, imported in the server, first computes
     assert run_python_tool([sys.executable, str(tool)], None, tmp_path) is None
+
+
+def test_a_run_cut_off_takes_its_tool_and_the_server_with_it(tmp_path):
+    """A test stopped while its tool runs (its timeout, say) leaves no tool running and no answer behind
+    for the next run to read as its own."""
+    marker = tmp_path / "still running"
+    tool = tmp_path / "slow.py"
+    tool.write_text(f"import time\ntime.sleep(1.0)\nopen({str(marker)!r}, 'w').close()\n")
+    quick = tmp_path / "quick.py"
+    quick.write_text("print('quick')\n")
+
+    def cut_off(signum, frame):
+        raise TimeoutError
+
+    previous = signal.signal(signal.SIGALRM, cut_off)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(TimeoutError):
+            run_python_tool([sys.executable, str(tool)], None, tmp_path)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    after = run_python_tool([sys.executable, str(quick)], None, tmp_path)
+    assert (after.returncode, after.stdout) == (0, "quick\n")
+    time.sleep(1.2)
+    assert not marker.exists()

@@ -7,9 +7,11 @@ off (every tool a fresh interpreter)."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import locale
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -54,13 +56,25 @@ class ForkServer:
                 streams["stdin"] = str(folder / "stdin")
                 Path(streams["stdin"]).write_text(stdin)
             request = {"argv": argv[1:], "cwd": str(cwd), "env": dict(os.environ), **streams}
-            self.process.stdin.write((json.dumps(request) + "\n").encode())
-            self.process.stdin.flush()
-            self.answer()  # started
-            returncode = self.answer()["returncode"]
+            pid = None
+            try:
+                self.process.stdin.write((json.dumps(request) + "\n").encode())
+                self.process.stdin.flush()
+                pid = self.answer()["pid"]
+                returncode = self.answer()["returncode"]
+            except BaseException:  # a test's timeout, say: the tool and the server go (the next run starts one)
+                self.abandon(pid)
+                raise
             encoding = locale.getpreferredencoding(False)
             out, err = (Path(streams[name]).read_text(encoding=encoding) for name in ("stdout", "stderr"))
         return subprocess.CompletedProcess(argv, returncode, out, err)
+
+    def abandon(self, pid: int | None) -> None:
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.process.kill()
+        self.process.wait()
 
     def close(self):
         if self.process.poll() is None:
