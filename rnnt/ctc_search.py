@@ -9,6 +9,7 @@ the log-probability of the one path (greedy) or of all paths of the labels (pref
 
 from __future__ import annotations
 
+import heapq
 import math
 
 import torch
@@ -56,6 +57,7 @@ def _prefix_beam_step(beams: dict, frame: torch.Tensor, t: int, beam: int, blank
 
     for (prefix, state), (p_blank, p_label, frames, lm_score) in beams.items():
         total = log_add(p_blank, p_label)
+        allowed = fusion.allowed(state) if fusion else None
         for symbol, p in candidates:
             if symbol == blank:
                 add((prefix, state), frames, lm_score, p_blank=total + p)
@@ -65,9 +67,12 @@ def _prefix_beam_step(beams: dict, frame: torch.Tensor, t: int, beam: int, blank
                 p_new = p_blank + p  # a new label needs a blank in between
             else:
                 p_new = total + p
+            if allowed is not None and symbol not in allowed:
+                continue
             for added, after in fusion.expansions(state, symbol) if fusion else [(0.0, state)]:
                 add((prefix + (symbol,), after), frames + [t], lm_score + added, p_label=p_new)
-    return dict(sorted(new.items(), key=lambda item: log_add(item[1][0], item[1][1]) + item[1][3], reverse=True)[:beam])
+    scored = [(log_add(p_blank, p_label) + lm_score, key) for key, (p_blank, p_label, _, lm_score) in new.items()]
+    return {key: new[key] for _, key in heapq.nlargest(beam, scored, key=lambda item: item[0])}  # ties in order
 
 
 @torch.no_grad()

@@ -57,9 +57,11 @@ def _next_beam(hyps: list[Hypothesis], first: int, blanks: list[float], values: 
     for k, hyp in enumerate(hyps):
         labels = tuple(hyp.tokens)
         row = first + k
+        allowed = fusion.allowed(hyp.lm_state)
         candidates = [(hyp.score + blanks[row], None, hyp.lm_state)]
         candidates += [(hyp.score + value + added, token, lm_state)
-                       for value, token in zip(values[row], tokens[row]) if token != blank
+                       for value, token in zip(values[row], tokens[row])
+                       if token != blank and (allowed is None or token in allowed)
                        for added, lm_state in fusion.expansions(hyp.lm_state, token)]
         for score, token, lm_state in candidates:
             key = (labels if token is None else labels + (token,), lm_state)

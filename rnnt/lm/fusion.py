@@ -1,7 +1,7 @@
 """Shallow fusion: a search adds weight * ln p_LM(unit | units before it) + length_bonus for every unit
 it emits, and weight * ln p_LM(</s> | the last units) when a hypothesis ends. The LM is an ARPA model
 whose words are the model's unit symbols (steps/build_ngram_lm.py writes one); an LM over words is
-searched through a lexicon instead (rnnt.lm.lexicon_search), both behind the same three calls (Fusion),
+searched through a lexicon instead (rnnt.lm.lexicon_search), both behind the same four calls (Fusion),
 as is LODR, an LM's fusion less a low-order LM over the units (LowOrderSubtraction). The CTC prefix beam
 search and the transducer searches (rnnt.search_methods: the *_lm and *_lodr methods) fuse any of them."""
 
@@ -57,11 +57,14 @@ class NgramScorer:
 
 
 class Fusion(Protocol):
-    """What an LM-fused search asks of an LM: its start state; the states a unit may lead to, each with the
-    score it adds (none: the unit is not allowed there); the score of ending in a state, with the words
-    the LM chose (None: the units spell the text)."""
+    """What an LM-fused search asks of an LM: its start state; the units with any expansion from a state
+    (None: every unit), which a search asks once a hypothesis instead of asking each unit; the states a
+    unit may lead to, each with the score it adds (none: the unit is not allowed there); the score of
+    ending in a state, with the words the LM chose (None: the units spell the text)."""
 
     def start(self) -> object: ...
+
+    def allowed(self, state) -> frozenset[int] | None: ...
 
     def expansions(self, state, token: int) -> list[tuple[float, object]]: ...
 
@@ -87,6 +90,9 @@ class ShallowFusion:
     def start(self) -> LMState:
         return self.lm.start()
 
+    def allowed(self, state: LMState) -> None:
+        return None
+
     def expansions(self, state: LMState, token: int) -> list[tuple[float, LMState]]:
         return [self.extend(state, token)]
 
@@ -106,6 +112,9 @@ class LowOrderSubtraction:
 
     def start(self) -> tuple:
         return self.lm.start(), self.low_order.start()
+
+    def allowed(self, state: tuple) -> frozenset[int] | None:
+        return self.lm.allowed(state[0])
 
     def expansions(self, state: tuple, token: int) -> list[tuple[float, tuple]]:
         subtracted, low_state = self.low_order.extend(state[1], token)

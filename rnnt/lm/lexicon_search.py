@@ -52,9 +52,15 @@ class WordLexiconFusion:
                  length_bonus: float = 0.0):
         self.lm, self.tree, self.space = lm, tree, space
         self.weight, self.length_bonus = weight, length_bonus
+        # at each node: the units that go on spelling a word, and the word boundary where a word ends
+        self.next_units = [frozenset(children) | ({space} if words else set())
+                           for children, words in zip(tree.children, tree.words)]
 
     def start(self) -> WordState:
         return (), 0
+
+    def allowed(self, state: WordState) -> frozenset[int]:
+        return self.next_units[state[1]]
 
     def _history(self, words: tuple[str, ...]) -> tuple[str, ...]:
         return ((BOS,) + words)[1 - self.lm.order:] if self.lm.order > 1 else ()

@@ -113,6 +113,10 @@ def test_phone_units_from_the_cmu_dictionary_on_real_transcripts(test_data, tmp_
     spelt = {w for words in fusion.tree.words for w in words}
     assert "ZQXJW" not in spelt and {"TO", "TWO", "WE"} <= spelt
     assert all(math.isfinite(best) for best in fusion.tree.best)
+    # the units a search asks about from each node: exactly those with an expansion there
+    for node in range(len(fusion.tree.children)):
+        state = (("WE",), node)
+        assert fusion.allowed(state) == {u for u in range(len(tokenizer.units)) if fusion.expansions(state, u)}
 
 
 def test_a_lexicon_line_without_phones_is_named(tmp_path):
