@@ -232,8 +232,9 @@ def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4, max_symbo
 def _with_label(hyp: Hypothesis, values: list[float], tokens: list[int], blank: int, t: int, fusion):
     """hyp extended by each label of tokens at frame t (log-probabilities values), with the LM's score where
     fused (a word LM may allow none, or lead to several words); the prediction network is not stepped."""
+    allowed = fusion.allowed(hyp.lm_state) if fusion else None
     for value, token in zip(values, tokens):
-        if token == blank:
+        if token == blank or (allowed is not None and token not in allowed):
             continue
         for added, lm_state in fusion.expansions(hyp.lm_state, token) if fusion else [(0.0, None)]:
             yield Hypothesis(hyp.tokens + [token], hyp.frames + [t], hyp.score + value + added, hyp.state,

@@ -1,8 +1,8 @@
 """The tests' runs of the project's Python tools as forks of one server per test process that has imported
 torch once (tests/tool_forkserver.py), instead of fresh interpreters that each pay 2.5-4 s to import it on
 a slow CPU. Each run is still a process of its own: its argv, working directory, environment, standard
-streams and exit status are those of `python TOOL ARGS`. RNNT_TESTS_FRESH_INTERPRETERS=1 turns the server
-off (every tool a fresh interpreter)."""
+streams and exit status are those of `python TOOL ARGS` (its standard input the text given, else /dev/null).
+RNNT_TESTS_FRESH_INTERPRETERS=1 turns the server off (every tool a fresh interpreter)."""
 
 from __future__ import annotations
 
@@ -80,6 +80,7 @@ class ForkServer:
         if self.process.poll() is None:
             self.process.stdin.close()
             self.process.wait()
+        self.log.close()
         Path(self.log.name).unlink(missing_ok=True)
 
 
