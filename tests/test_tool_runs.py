@@ -62,7 +62,8 @@ def test_a_run_cut_off_takes_its_tool_and_the_server_with_it(tmp_path):
     def cut_off(signum, frame):
         raise TimeoutError
 
-    previous = signal.signal(signal.SIGALRM, cut_off)
+    assert run_python_tool([sys.executable, str(quick)], None, tmp_path).stdout == "quick\n"  # the server is up
+    previous = signal.signal(signal.SIGALRM, cut_off)  # pytest-timeout's alarm, for these 0.3 s
     try:
         signal.setitimer(signal.ITIMER_REAL, 0.3)
         with pytest.raises(TimeoutError):
