@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One call's worth of GPU checks on a lent CUDA machine (see benchmarks/README.md), most needed first, each
 # part under its own time limit (under 8 minutes in all): the fused loss's kernels' tests on CUDA, then the
-# other loss tests; the fused loss's kernels against its blocks at several launch shapes; the loss benchmark
-# against torchaudio at the three shapes; the tiny model's training step with the full and the fused loss.
+# other loss tests; the fused loss's kernels against its blocks at several launch shapes; a loss step's
+# launches against its device's busy time; the loss benchmark against torchaudio at the three shapes; the
+# tiny model's training step with the full and the fused loss.
 # benchmarks/row_kernels.py --device cuda (the logits-row kernels against PyTorch's passes) runs alone.
 # Uses the machine's python3 (its own torch, torchaudio and Triton); writes its logs under $OUT when set,
 # else under /tmp.
@@ -28,8 +29,9 @@ python3 -c "import torch, triton, torchaudio; print('torch', torch.__version__, 
 part 60 tests_joint.log python3 -m pytest -q -p no:cacheprovider -m "not slow" tests/rnnt/loss/test_joint_triton.py
 part 100 tests.log python3 -m pytest -q -p no:cacheprovider tests/rnnt/loss tests/rnnt/test_host_reads.py \
   --ignore tests/rnnt/loss/test_joint_triton.py
-part 120 joint_kernels.md python3 benchmarks/joint_kernels.py --device cuda --runs 3 --precisions bf16 tf32 \
+part 110 joint_kernels.md python3 benchmarks/joint_kernels.py --device cuda --runs 3 --precisions bf16 tf32 \
   --shapes B8-T200-U50-V500 B4-T400-U100-V1000 --launches 16x32x4x128 16x32x4x64 16x32x4x256 16x32x4x512
-part 130 loss.md python3 benchmarks/loss.py --device cuda --runs 10 --methods "${methods[@]}"
+part 30 launches.md python3 benchmarks/launches.py --device cuda --shapes B8-T200-U50-V500
+part 120 loss.md python3 benchmarks/loss.py --device cuda --runs 10 --methods "${methods[@]}"
 part 50 train_step.md python3 benchmarks/train_step.py --device cuda --batch-scale 4 --runs 5 \
   --configs "tiny (full loss)" "tiny (fused loss)"

@@ -38,6 +38,16 @@ class CellMap:
         return lattice.reshape(-1)[self.cell].where(self.valid, 0.0)
 
 
+def lattice_masks(logit_lengths, target_lengths, T: int, U1: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Which cells of a padded (B, T, U1) lattice are its utterances' own (they have a blank arc), and which
+    of those have a label arc: each (B, T, U1)."""
+    t = torch.arange(T, device=logit_lengths.device)[None, :, None]
+    u = torch.arange(U1, device=logit_lengths.device)[None, None, :]
+    U_b = target_lengths[:, None, None]
+    inside = (t < logit_lengths[:, None, None]) & (u <= U_b)
+    return inside, inside & (u < U_b)
+
+
 def _build(b, t, u, logit_lengths, target_lengths, targets, blank, T, U1, identity=False) -> CellMap:
     T_b, U_b = logit_lengths.long()[b], target_lengths.long()[b]
     valid = (t < T_b) & (u <= U_b) & (t >= 0) & (u >= 0)

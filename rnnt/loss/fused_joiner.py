@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from rnnt.loss import joint_triton, row_triton
+from rnnt.loss.cells import lattice_masks
 from rnnt.loss.checks import check_inside, check_lengths, check_one_symbol_per_frame, check_reduction, check_symbols
 from rnnt.loss.emission_timing import timed_lattice_loss
 from rnnt.loss.lattice_triton import resolve_backend
@@ -74,16 +75,6 @@ def _block_logits(enc, pred, weight, bias, block, activation: str):
     return hidden, torch.nn.functional.linear(hidden, weight, bias)
 
 
-def _cell_masks(logit_lengths, target_lengths, block):
-    """Which cells of a block are the utterances' own (blank arcs) and which have a label arc."""
-    b0, b1, t0, t1, U1 = block
-    t = torch.arange(t0, t1, device=logit_lengths.device)[None, :, None]
-    u = torch.arange(U1, device=logit_lengths.device)[None, None, :]
-    U_b = target_lengths[b0:b1, None, None]
-    inside = (t < logit_lengths[b0:b1, None, None]) & (u <= U_b)
-    return inside, inside & (u < U_b)
-
-
 def _cell_labels(targets, blank: int, vocab: int) -> torch.Tensor:
     """(B, U+1): the symbol of the label arc leaving column u (the blank past the targets; any in-vocabulary
     symbol where the utterance has no such arc, which masks or zero posteriors leave unread)."""
@@ -120,20 +111,19 @@ def _block_logits_gradient(logits, cell_labels, lse, g_blank, g_label, blank: in
 
 def _blocks_arc_log_probs(enc, pred, weight, bias, cell_labels, logit_lengths, target_lengths, blank: int,
                           activation: str, blocks, triton: bool):
-    """The log-normalisers and blank and label arc log-probs of every cell (B, T, U+1), block by block."""
+    """The log-normalisers and blank and label arc log-probs of every cell (B, T, U+1), block by block (the
+    cells a block pads its utterances with, and those past every block, -inf after)."""
     B, T, _ = enc.shape
-    blank_lp = torch.full((B, T, pred.shape[1]), float("-inf"), dtype=accumulation_dtype(enc.dtype), device=enc.device)
-    label_lp = torch.full_like(blank_lp, float("-inf"))
-    lse_cells = torch.zeros_like(blank_lp)
+    lse_cells = torch.zeros((B, T, pred.shape[1]), dtype=accumulation_dtype(enc.dtype), device=enc.device)
+    blank_lp, label_lp = torch.empty_like(lse_cells), torch.empty_like(lse_cells)
     for block in blocks:
         b0, b1, t0, t1, U1 = block
         logits = _block_logits(enc, pred, weight, bias, block, activation)[1]
-        lse, blank_block, label_block = _block_arc_log_probs(logits, cell_labels, blank, triton, block)
-        inside, has_label = _cell_masks(logit_lengths, target_lengths, block)
-        lse_cells[b0:b1, t0:t1, :U1] = lse
-        blank_lp[b0:b1, t0:t1, :U1] = blank_block.masked_fill_(~inside, float("-inf"))
-        label_lp[b0:b1, t0:t1, :U1] = label_block.masked_fill_(~has_label, float("-inf"))
-    return lse_cells, blank_lp, label_lp
+        cells = (slice(b0, b1), slice(t0, t1), slice(0, U1))
+        lse_cells[cells], blank_lp[cells], label_lp[cells] = _block_arc_log_probs(logits, cell_labels, blank,
+                                                                                   triton, block)
+    inside, has_label = lattice_masks(logit_lengths, target_lengths, T, pred.shape[1])
+    return lse_cells, blank_lp.masked_fill_(~inside, float("-inf")), label_lp.masked_fill_(~has_label, float("-inf"))
 
 
 def _blocks_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_blank, gamma_label, blank: int,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from rnnt.loss.cells import pruned_cells
+from rnnt.loss.cells import lattice_masks, pruned_cells
 from rnnt.loss.checks import (FLOATS, check_inside, check_lengths, check_one_symbol_per_frame, check_reduction,
                               check_symbols)
 from rnnt.loss.emission_timing import delay_penalised
@@ -51,10 +51,7 @@ def simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank, 
         blank_am_only, label_am_only = _arcs_of(am.log_softmax(2), labels, blank)
         blank_lp = joint * blank_lp + lm_only_scale * blank_lm_only.transpose(1, 2) + am_only_scale * blank_am_only
         label_lp = joint * label_lp + lm_only_scale * label_lm_only.transpose(1, 2) + am_only_scale * label_am_only
-    t = torch.arange(T, device=am.device)[None, :, None]
-    u = torch.arange(U1, device=am.device)[None, None, :]
-    valid = (t < logit_lengths[:, None, None]) & (u <= target_lengths[:, None, None])
-    has_label = valid & (u < target_lengths[:, None, None])
+    valid, has_label = lattice_masks(logit_lengths, target_lengths, T, U1)
     return blank_lp.masked_fill(~valid, float("-inf")), label_lp.masked_fill(~has_label, float("-inf"))
 
 
