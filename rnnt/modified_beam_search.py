@@ -100,7 +100,7 @@ def _spell_out(model, scores, parents, symbols, state, pred_proj) -> list[list[H
     """The live slots' hypotheses, best first: labels and frames traced back through the parents."""
     B, beam = scores.shape
     score_rows = scores.tolist()
-    slots = torch.arange(B * beam, device=scores.device)  # sliced per hypothesis: no copy from the host each
+    states, projections = model.predictor.unstack_states(state), pred_proj.split(1)  # (B * beam) each
     parent_frames = torch.stack(parents).tolist() if parents else []  # (T, B, beam)
     symbol_frames = torch.stack(symbols).tolist() if symbols else []
     nbests = []
@@ -109,8 +109,7 @@ def _spell_out(model, scores, parents, symbols, state, pred_proj) -> list[list[H
         for k in sorted((k for k in range(beam) if score_rows[b][k] > float("-inf")), key=lambda k: -score_rows[b][k]):
             tokens, frames = _trace(parent_frames, symbol_frames, b, k, model.blank)
             row = b * beam + k
-            hyps.append(Hypothesis(tokens, frames, score_rows[b][k],
-                                   model.predictor.select_state(state, slots[row:row + 1]), pred_proj[row:row + 1]))
+            hyps.append(Hypothesis(tokens, frames, score_rows[b][k], states[row], projections[row]))
         nbests.append(hyps)
     return nbests
 

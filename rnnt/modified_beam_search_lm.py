@@ -71,7 +71,7 @@ def _next_beam(hyps: list[Hypothesis], first: int, blanks: list[float], values: 
             else:
                 same[0] = log_add(same[0], score)
     best = heapq.nlargest(beam, merged.values(), key=lambda entry: entry[0])  # as sorted()[:beam]: ties in order
-    return [dataclasses.replace(hyp, score=score) if token is None
+    return [hyp.with_score(score) if token is None
             else Hypothesis(hyp.tokens + [token], hyp.frames + [t], score, hyp.state, lm_state=lm_state)
             for score, hyp, token, lm_state in best]
 
@@ -84,8 +84,7 @@ def _step_predictor(model, hyps: list[Hypothesis], device: torch.device) -> None
     predictor = model.predictor
     last = torch.tensor([h.tokens[-1] for h in hyps], device=device)
     out, state = predictor.step(last, predictor.stack_states([h.state for h in hyps]))
-    projected = model.joiner.pred_proj(out)
-    index = torch.arange(len(hyps), device=device)
-    for k, hyp in enumerate(hyps):
-        hyp.state, hyp.pred_proj = predictor.select_state(state, index[k:k + 1]), projected[k:k + 1]
+    states, projections = predictor.unstack_states(state), model.joiner.pred_proj(out).split(1)
+    for hyp, hyp_state, projected in zip(hyps, states, projections):
+        hyp.state, hyp.pred_proj = hyp_state, projected
 

@@ -34,6 +34,13 @@ class Hypothesis:
     words: list[str] | None = None  # a word LM's words (rnnt.lm.lexicon_search); else the tokens spell the text
     lm_state: object = field(default=None, repr=False, compare=False)  # an LM-fused search's rnnt.lm.fusion state
 
+    def with_score(self, score: float) -> Hypothesis:
+        """A copy with another score: dataclasses.replace(self, score=score) without its per-field work (the
+        LM-fused searches make one for each survivor of every frame)."""
+        copy = object.__new__(Hypothesis)
+        copy.__dict__.update(self.__dict__, score=score)
+        return copy
+
     @property
     def key(self) -> tuple:
         """What makes two hypotheses one: their labels and, in an LM-fused search, their LM state (a word
@@ -112,9 +119,8 @@ def start_hypotheses(model, batch: int, device: torch.device | str = "cpu") -> l
     symbol: what greedy_search starts from, or resumes a stream from."""
     state = model.predictor.initial_state(batch, device)
     out, state = model.predictor.step(torch.full((batch,), model.blank, dtype=torch.long, device=device), state)
-    pred_proj = model.joiner.pred_proj(out)
-    return [Hypothesis([], [], state=model.predictor.select_state(state, torch.tensor([b], device=device)),
-                       pred_proj=pred_proj[b:b + 1]) for b in range(batch)]
+    states, projections = model.predictor.unstack_states(state), model.joiner.pred_proj(out).split(1)
+    return [Hypothesis([], [], state=s, pred_proj=p) for s, p in zip(states, projections)]
 
 
 @torch.no_grad()
@@ -156,10 +162,8 @@ def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, max_symbols_
             scores += torch.where(pending, blank_scores.double(), 0.0)
     hyps = [Hypothesis(list(h.tokens), list(h.frames), score) for h, score in zip(start, scores.tolist())]
     _append_emissions(hyps, emissions)
-    rows = torch.arange(B, device=enc.device)  # sliced per hypothesis: no copy from the host each
-    for b, hyp in enumerate(hyps):
-        hyp.state = predictor.select_state(state, rows[b:b + 1])
-        hyp.pred_proj = pred_proj[b:b + 1]
+    for hyp, hyp_state, projected in zip(hyps, predictor.unstack_states(state), pred_proj.split(1)):
+        hyp.state, hyp.pred_proj = hyp_state, projected
     return hyps
 
 
@@ -214,7 +218,7 @@ def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4, max_symbo
             ready(best)
             expansions += 1
             log_probs = joint_log_probs(joiner, enc_proj[t:t + 1], best.pred_proj)[0]
-            finished.add(dataclasses.replace(best, score=best.score + float(log_probs[blank])))
+            finished.add(best.with_score(best.score + float(log_probs[blank])))
             if emitted < max_symbols_per_frame:
                 values, tokens = log_probs.topk(min(beam + 1, log_probs.shape[0]))
                 for extended in _with_label(best, values.tolist(), tokens.tolist(), blank, t, fusion):

@@ -69,6 +69,10 @@ class Predictor(torch.nn.Module):
         """One batched state from the states of single sequences."""
         raise NotImplementedError
 
+    def unstack_states(self, state) -> list:
+        """The state of each sequence of a batched state, as select_state gives one (views, no copies)."""
+        raise NotImplementedError
+
 
 class LSTMPredictor(Predictor):
     """State: (h, c), each (layers, B, hidden)."""
@@ -103,6 +107,9 @@ class LSTMPredictor(Predictor):
 
     def stack_states(self, states: list):
         return torch.cat([s[0] for s in states], dim=1), torch.cat([s[1] for s in states], dim=1)
+
+    def unstack_states(self, state) -> list:
+        return list(zip(state[0].split(1, dim=1), state[1].split(1, dim=1)))
 
 
 class StatelessPredictor(Predictor):
@@ -141,6 +148,9 @@ class StatelessPredictor(Predictor):
 
     def stack_states(self, states: list):
         return torch.cat(states, dim=0)
+
+    def unstack_states(self, state) -> list:
+        return list(state.split(1))
 
 
 KINDS = {"lstm": LSTMPredictor, "stateless": StatelessPredictor}

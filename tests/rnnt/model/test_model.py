@@ -96,6 +96,27 @@ def test_predictor_step_matches_forward(kind):
     torch.testing.assert_close(torch.stack(steps, dim=1), full, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["lstm", "stateless"])
+def test_predictor_states_unstack_select_and_stack_alike(kind):
+    """A batched state cut into one state a sequence (the searches' hypotheses) gives what select_state gives,
+    and stacking them back gives the batch: the next step from it is the batch's own."""
+    torch.manual_seed(2)
+    predictor = build_predictor(dataclasses.replace(TINY.predictor, kind=kind, context=3), vocab_size=7).eval()
+    state = predictor.initial_state(3, torch.device("cpu"))
+    for tokens in ([1, 2, 3], [4, 0, 6], [5, 5, 2]):
+        _, state = predictor.step(torch.tensor(tokens), state)
+    flat = lambda s: torch.cat([x.flatten() for x in s]) if isinstance(s, tuple) else s.flatten()  # noqa: E731
+    singles = predictor.unstack_states(state)
+    assert len(singles) == 3
+    for b, single in enumerate(singles):
+        assert torch.equal(flat(single), flat(predictor.select_state(state, torch.tensor([b]))))
+    again = predictor.stack_states(singles[::-1])
+    assert torch.equal(flat(again), flat(predictor.select_state(state, torch.tensor([2, 1, 0]))))
+    next_tokens = torch.tensor([3, 3, 1])
+    torch.testing.assert_close(predictor.step(next_tokens, predictor.stack_states(singles))[0],
+                               predictor.step(next_tokens, state)[0], atol=0, rtol=0)
+
+
 def test_mlperf_init_follows_the_reference_code():
     """The reference's rules (mlcommons/training rnn_speech_recognition common/rnn.py, weights_init_scale
     0.5 from its train.py) applied by hand to the same default init: forget bias_ih 1.0 then halved,
