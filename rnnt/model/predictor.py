@@ -70,7 +70,8 @@ class Predictor(torch.nn.Module):
         raise NotImplementedError
 
     def unstack_states(self, state) -> list:
-        """The state of each sequence of a batched state, as select_state gives one (views, no copies)."""
+        """The state of each sequence of a batched state, as select_state gives one: views, no copies (each
+        keeps its batch's tensor alive while it lives; the searches' batches are one frame's hypotheses)."""
         raise NotImplementedError
 
 
