@@ -37,7 +37,7 @@ class Hypothesis:
     def with_score(self, score: float) -> Hypothesis:
         """A copy with another score: dataclasses.replace(self, score=score) without its per-field work (the
         LM-fused searches make one for each survivor of every frame)."""
-        copy = object.__new__(Hypothesis)
+        copy = object.__new__(type(self))
         copy.__dict__.update(self.__dict__, score=score)
         return copy
 

@@ -2,6 +2,7 @@
 for steps that must not happen (nothing kept in a group, a non-finite gradient)."""
 
 import math
+import platform
 
 import pytest
 import torch
@@ -84,10 +85,20 @@ def test_ema_is_the_exponential_average_and_applied_only_inside_its_context():
 
 @pytest.fixture
 def trainer(yesno, tmp_path):
-    """The yesno recipe's trainer, built in this process."""
+    """The yesno recipe's trainer, built in this process (which flushes subnormal floats while it lives)."""
     experiment = load_experiment(str(ROOT / "egs" / "yesno" / "conf" / "tiny.yaml"),
                                  train_list=str(yesno / "train.list"), lang_dir=str(yesno / "lang"))
-    return Trainer(experiment, str(tmp_path / "exp"))
+    yield Trainer(experiment, str(tmp_path / "exp"))
+    torch.set_flush_denormal(False)  # the later tests of this process keep them, as they expect
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="flushing subnormals is an x86 switch")
+def test_a_training_process_flushes_subnormal_floats(trainer):
+    """Subnormals (under 1.2e-38) take the CPU's slow path; a trainer's process reads and makes them as 0."""
+    subnormal = torch.tensor([1e-39, -3e-40], dtype=torch.float32)
+    assert torch.equal(subnormal * 1.0, torch.zeros(2))
+    assert float(torch.tensor([1e-20]) * 1e-20) == 0.0
+    assert float(torch.tensor([1e-19]) * 1e-19) == pytest.approx(1e-38)  # normal floats as before
 
 
 def test_a_group_with_every_batch_skipped_takes_no_step_even_with_loss_scaling(trainer):
