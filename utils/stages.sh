@@ -13,6 +13,9 @@
 # Each stage's commands run through `logged "$log" COMMAND...` with log=$(stage_log N NAME [DIR]): their output
 # goes to the terminal and to <DIR or exp>/log/<N>.<NAME>.log, which starts anew when the stage starts and
 # holds each command line before its output and its exit status after it, as Kaldi's steps write logs.
+# Stopping a recipe stops its stage: SIGTERM, SIGHUP or SIGINT (Ctrl-C) to the shell that sourced this file
+# pass SIGTERM on to the command `logged` is running (steps/train.py then saves a checkpoint at its next step),
+# wait for it, and exit 143. Without this, `kill <run.sh>` would leave the stage's command running alone.
 # shellcheck shell=bash
 stage_marks=${stage_marks:-exp/.stages}
 
@@ -25,19 +28,45 @@ stage_log() {  # stage_log N NAME [DIR]: the log file of a stage
 }
 
 logged() {  # logged LOG COMMAND [ARG...]: runs COMMAND, its output to the terminal and appended to LOG
-  local log=$1 status=0 terminal=
+  local log=$1 status=0 terminal= output
   shift
   mkdir -p "$(dirname "$log")"
   { printf '#'; printf ' %q' "$@"; printf '\n# started %s\n' "$(date '+%F %T')"; } >> "$log"
   # progress bars go straight to the terminal (rnnt/progress_bar.py), never into the log
   if [ -t 2 ]; then terminal=/dev/tty; fi
-  { RNNT_TERMINAL=$terminal PYTHONUNBUFFERED=1 "$@" 2>&1 | tee -a "$log"; status=${PIPESTATUS[0]}; } || true
+  # the command runs in the background, so that a signal to this shell reaches stop_logged at once (a
+  # shell waiting on a foreground command handles its traps after it), reading nothing (stdin /dev/null)
+  exec {output}> >(tee -a "$log")
+  logged_tee=$!
+  RNNT_TERMINAL=$terminal PYTHONUNBUFFERED=1 "$@" >&"$output" 2>&1 < /dev/null &
+  logged_command=$!
+  logged_log=$log
+  exec {output}>&-
+  wait "$logged_command" || status=$?
+  wait "$logged_tee" || true  # the output is all in the log before its last line
+  logged_command=
   printf '# ended %s with status %d\n' "$(date '+%F %T')" "$status" >> "$log"
   if [ "$status" -ne 0 ]; then
     echo "$1 failed with status $status; its log: $log" >&2
   fi
   return "$status"
 }
+
+logged_command=
+stop_logged() {  # the trap of SIGTERM, SIGHUP and SIGINT: the running command is stopped and waited for
+  local status=0
+  trap '' TERM HUP INT  # once
+  if [ -n "$logged_command" ]; then
+    echo "$(date +%T) stopped: SIGTERM passed on to the running command (pid $logged_command); waiting for it" >&2
+    kill -TERM "$logged_command" 2>/dev/null || true
+    wait "$logged_command" || status=$?
+    wait "$logged_tee" || true
+    printf '# stopped %s: the command got SIGTERM and ended with status %d\n' "$(date '+%F %T')" "$status" \
+      >> "$logged_log"
+  fi
+  exit 143
+}
+trap stop_logged TERM HUP INT
 
 stage_fingerprint() {  # stage_fingerprint INPUT...: one line that changes when any input does
   local input

@@ -1,6 +1,8 @@
 """utils/stages.sh: markers that record their inputs, as the recipes use them."""
 
+import signal
 import subprocess
+import time
 
 from conftest import ROOT
 
@@ -80,3 +82,46 @@ echo after
     lines = log.read_text().splitlines()
     assert lines[0] == "# seq 2" and lines[-1].endswith("with status 4") and len(lines) == 9
     assert not (tmp_path / "exp" / ".stages" / "3.count.done").exists()
+
+
+STOPPABLE = """import signal, sys, time
+def stop(*_):
+    print("saving at step", step, flush=True)
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stop)
+for step in range(600):
+    print("step", step, flush=True)
+    time.sleep(0.05)
+"""
+
+
+def test_stopping_a_recipe_passes_sigterm_on_to_its_running_command_and_waits_for_it(tmp_path):
+    """`kill <run.sh>` stops the stage's command too (the trainer checkpoints on SIGTERM), not only the shell."""
+    (tmp_path / "stoppable.py").write_text(STOPPABLE)
+    script = """set -euo pipefail
+stage=0; stop_stage=100
+. "$ROOT/utils/stages.sh"
+if stage_wanted 4 train exp; then
+  logged "$(stage_log 4 train exp)" python3 stoppable.py
+  stage_done 4 train exp
+fi
+echo never reached
+"""
+    recipe = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"})
+    log = tmp_path / "exp" / "log" / "4.train.log"
+    deadline = time.monotonic() + 30
+    while "step 3\n" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline and recipe.poll() is None, "the stage never started"
+        time.sleep(0.05)
+    recipe.send_signal(signal.SIGTERM)  # to the shell alone, as `kill PID` does
+    out, err = recipe.communicate(timeout=30)
+    assert recipe.returncode == 143 and "never reached" not in out
+    assert "SIGTERM passed on to the running command" in err
+    lines = log.read_text().splitlines()
+    saved = [line for line in lines if line.startswith("saving at step")]
+    assert len(saved) == 1 and lines.index(saved[0]) == len(lines) - 2  # its last words logged, then the status
+    assert lines[-1].startswith("# stopped") and lines[-1].endswith("ended with status 143")
+    assert not (tmp_path / "exp" / ".stages" / "4.train.done").exists()
+    running = subprocess.run(["pgrep", "-f", "python3 stoppable.py"], capture_output=True, text=True).stdout
+    assert running == ""  # nothing left behind
