@@ -48,6 +48,8 @@ def main() -> int:
     parser.add_argument("--exp-dir", required=True)
     parser.add_argument("--init-from", default="",
                         help="a checkpoint of another experiment to start from (overrides train.init_from)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="torch's seed: the model's initialisation and dropout (overrides train.seed)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="",
                         help="where to train (overrides train.device; auto: CUDA when present)")
     parser.add_argument("--resume", action="store_true",
@@ -61,9 +63,9 @@ def main() -> int:
     except (OSError, ValueError) as error:
         print(f"train.py: {error}", file=sys.stderr)
         return 1
-    overrides = {"device": args.device, "init_from": args.init_from}
+    overrides = {"device": args.device or None, "init_from": args.init_from or None, "seed": args.seed}
     experiment = dataclasses.replace(experiment, train=dataclasses.replace(
-        experiment.train, **{key: value for key, value in overrides.items() if value}))
+        experiment.train, **{key: value for key, value in overrides.items() if value is not None}))
     experiment = with_init_digest(with_absolute_paths(experiment))
     device = experiment.train.device
     on_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())

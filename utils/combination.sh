@@ -2,8 +2,8 @@
 # $lm_over and lm_beam_of, as decode_stages does):
 #   default_combination                         where run.sh's $combine is "default", sets it to the two models
 #                                               of an --init-config run (a $train_config that starts from
-#                                               another model): $exp searched by its first LM-fused method of
-#                                               $methods (else its last), then the init model's CTC prefix
+#                                               another model): $exp searched by leading_method of $methods
+#                                               (utils/decoding.sh), then the init model's CTC prefix
 #                                               search with the LM, "$exp:METHOD:$average
 #                                               $init_exp:ctc_prefix_beam_lm:$init_average"; else to none
 #   combine_stages DECODE_STAGE STAGE "SYSTEMS" LANG "SETS"  SYSTEMS, "EXP:METHOD:AVERAGE ..." (two or
@@ -22,14 +22,10 @@
 # shellcheck shell=bash
 
 default_combination() {
-  local method chosen=
   [ "$combine" = default ] || return 0
   combine=
   starts_from_a_model "$train_config" || return 0
-  for method in $methods; do
-    case $method in *_lm|*_lodr) chosen=$method; break ;; esac
-  done
-  combine="$exp:${chosen:-${methods##* }}:$average $init_exp:ctc_prefix_beam_lm:$init_average"
+  combine="$exp:$(leading_method "$methods"):$average $init_exp:ctc_prefix_beam_lm:$init_average"
 }
 
 split_system() {  # split_system EXP:METHOD:AVERAGE: sets system_exp, system_method and system_average
@@ -66,7 +62,7 @@ combine_stages() {
       echo "run.sh: --combine: no model of $system_exp${tag:+ ($checkpoint)}: train and average it first" >&2
       return 1
     fi
-    case $system_method in *_lm|*_lodr) lm=${lm:-$system_exp/lm/$system_method.yaml} ;; esac
+    case $system_method in *_lm|*_lodr) lm=${lm:-$system_exp/lm/$system_method-$tag.yaml} ;; esac
     args+=(--system "$system_exp" "$checkpoint" "$system_exp/decode-SET-$system_method-$tag")
     inputs+=("$checkpoint" "$system_exp/decode-SET-$system_method-$tag/nbest.json")
   done

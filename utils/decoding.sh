@@ -15,8 +15,13 @@
 #                                               through a lexicon: LANG/lm_word_<ORDER>gram.arpa) from
 #                                               data/train/text (ngram_stage), its weight and length bonus (and
 #                                               for *_lodr a unit 2-gram's weight) chosen on data/DEV for METHOD
-#                                               with beam BEAM (EXP/lm/METHOD.yaml: decoding uses that beam too)
+#                                               with beam BEAM into EXP/lm/METHOD-TAG.yaml, which the decodes
+#                                               read (with that beam too), and EXP/lm/METHOD.yaml (the newest
+#                                               tuning: what decode.py and transcribe.py read by default). Per
+#                                               model: another --average tunes its own, never the old one's
 #   decode_result LABEL EXP TAG SET METHOD      prints "LABEL <%WER line>", or why there is none
+#   leading_method "METHODS"                    prints the method that speaks for a model: the first LM-fused
+#                                               one of METHODS, else the last
 #   export_stage STAGE EXP TAG KIND             exports the model for sherpa-onnx (KIND offline or streaming)
 #                                               to EXP/onnx-KIND-TAG
 #   sherpa_onnx_decode_stage STAGE EXP TAG SET KIND  decodes data/SET/data.list with that export in sherpa-onnx
@@ -91,11 +96,13 @@ lm_fusion_stage() {
             lodr=(--lodr-arpa "$(ngram_arpa "$lang" 2 units)") ;;
   esac
   checkpoint=$(checkpoint_of "$exp" "$tag")
-  local name="lm-fusion-$method-$(basename "$arpa" .arpa)-$tag"
+  local name="lm-fusion-$method-$(basename "$arpa" .arpa)-$tag" weights="$exp/lm/$method-$tag.yaml"
+  [ -f "$weights" ] || rm -f "$(stage_mark "$stage_n" "$name" "$exp")"  # done before per-model files: again
   if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "$arpa" "${lodr[@]}" "data/$dev/data.list" \
       "data/$dev/text" "$beam"; then
     logged "$(stage_log "$stage_n" "$name" "$exp")" steps/tune_lm_fusion.py --method "$method" \
       --arpa "$arpa" --over "$over" "${lodr[@]}" --beam "$beam" --checkpoint "$checkpoint" "$exp" "data/$dev/data.list"
+    cp "$exp/lm/$method.yaml" "$weights"
     stage_done "$stage_n" "$name" "$exp"
   fi
 }
@@ -108,7 +115,7 @@ decode_stages() {
     case $method in
       *_lm|*_lodr)
         lm_fusion_stage "$stage_n" "$exp" "$tag" "$lang" "$method" "$lm_order" "$lm_over" "$(lm_beam_of "$method")" dev
-        lm=(--lm-fusion "$exp/lm/$method.yaml") ;;
+        lm=(--lm-fusion "$exp/lm/$method-$tag.yaml") ;;
     esac
     for set in $sets; do
       name=decode-$set-$method-$tag
@@ -120,6 +127,14 @@ decode_stages() {
       fi
     done
   done
+}
+
+leading_method() {
+  local method
+  for method in $1; do
+    case $method in *_lm|*_lodr) echo "$method"; return ;; esac
+  done
+  echo "${1##* }"
 }
 
 decode_result() {

@@ -25,6 +25,8 @@ vocab_size=256
 dev_speakers=10
 nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
+seeds=1              # N > 1: the model trained N times (exp with its config's seed, exp_seedK with --seed K, K < N),
+                     # the best on dev with the leading method of --methods kept (RESULTS.md: single runs spread)
 methods="greedy pooled_beam_lm"  # DeepSpeech 2: "ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm" (rnnt.search_methods)
 lm_order=            # LM-fused methods (*_lm, *_lodr): the n-gram LM's order (built from data/train, weighted on dev)
 lm_over=             # the LM's words: words (through the lexicon: char or phone units), or units (char, bpe)
@@ -36,7 +38,7 @@ deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx an
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/speechocean762] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--init-config FILE] [--init-exp DIR] [--init-average N]
   [--unit-type bpe|char|phone] [--vocab-size N] [--dev-speakers N] [--nj N]
-  [--average N] [--methods \"greedy beam modified_beam modified_beam_lm modified_beam_lodr pooled_beam_lm
+  [--average N] [--seeds N] [--methods \"greedy beam modified_beam modified_beam_lm modified_beam_lodr pooled_beam_lm
   beam_lm beam_lodr ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
   [--lm-order N] [--lm-over words|units] [--lm-beam N] [--deploy \"offline streaming\"]
   [--combine default|\"EXP:METHOD:AVERAGE EXP:METHOD:AVERAGE ...\"]
@@ -99,7 +101,8 @@ init_checkpoint=
 if [ -n "$init_config" ] && [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ] && starts_from_a_model "$train_config"; then
   init_model_stage 4 "$init_config" "$init_exp" "$lang" "$init_average"  # sets init_checkpoint
 fi
-train_stage 4 "$train_config" "$exp" "$lang" "$init_checkpoint"
+# with --seeds N > 1, N models (exp, exp_seed1, ...), each averaged and decoded on dev, and exp set to the best
+seed_stages 4 5 6 "$train_config" "$exp" "$lang" "$init_checkpoint" "$seeds" "$average" "$(leading_method "$methods")"
 
 average_stage 5 "$exp" "$average"
 model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40

@@ -148,7 +148,7 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     assert log.startswith(
         "# steps/combine_nbest.py --system exp/from_ctc exp/from_ctc/epoch-1.pt exp/from_ctc/decode-test-greedy-epoch-1"
         " --system exp/phone exp/phone/epoch-1.pt exp/phone/decode-test-ctc_prefix_beam_lm-epoch-1"
-        " --lm-fusion exp/phone/lm/ctc_prefix_beam_lm.yaml"
+        " --lm-fusion exp/phone/lm/ctc_prefix_beam_lm-epoch-1.yaml"
         f" --weights exp/combination/decode-dev-combined-{name}/weights.yaml data/test/data.list "), log
     # DeepSpeech 2 trained again (its config edited): the transducer started from the old one trains anew
     conf = yaml.safe_load((recipe / "conf" / "tiny_deepspeech.yaml").read_text())

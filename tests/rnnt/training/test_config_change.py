@@ -119,6 +119,23 @@ def test_train_py_resumes_what_it_can_and_starts_over_otherwise(yesno, tmp_path)
     assert yaml.safe_load((exp / "config.yaml").read_text())["model"]["encoder"]["hidden"] == 64
 
 
+def test_train_py_seed_overrides_the_configs_seed(yesno, tmp_path):
+    """--seed N trains what train.seed: N in the config trains, records it in config.yaml, and another seed
+    trains other weights (a recipe's --seeds trains one model a seed from one config)."""
+    trained = {}
+    for name, seed_option, config_seed in (("option", ["--seed", "3"], 0), ("config", [], 3), ("default", [], 0)):
+        directory = tmp_path / name
+        directory.mkdir()
+        conf = config_file(directory, epochs=1, seed=config_seed)
+        out = run_tool(*train_args(yesno, directory / "exp", conf), *seed_option)
+        assert out.returncode == 0, out.stderr[-2000:]
+        trained[name] = checkpoint.load(str(directory / "exp" / "epoch-1.pt"))["model"]
+        assert yaml.safe_load((directory / "exp" / "config.yaml").read_text())["train"]["seed"] == (
+            0 if name == "default" else 3)
+    assert all(torch.equal(trained["option"][k], trained["config"][k]) for k in trained["config"])
+    assert not all(torch.equal(trained["option"][k], trained["default"][k]) for k in trained["default"])
+
+
 @pytest.mark.slow
 def test_a_config_this_version_cannot_read_stops_before_touching_anything(yesno, tmp_path):
     exp = tmp_path / "exp"

@@ -1,0 +1,55 @@
+"""utils/decoding.sh: the LM's weights are tuned per model, so that decoding one model never takes another's."""
+
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
+
+TUNE = """#!/usr/bin/env bash
+# stands in for steps/tune_lm_fusion.py: the weights name the checkpoint they were tuned on
+set -euo pipefail
+while [ "$1" != --checkpoint ]; do shift; done
+mkdir -p "$3/lm"
+echo "weights of $2" > "$3/lm/modified_beam_lm.yaml"
+"""
+DECODE = """#!/usr/bin/env bash
+# stands in for steps/decode.py: writes which weights it decoded with
+set -euo pipefail
+while [ "$1" != --lm-fusion ]; do shift; done
+fusion=$2
+while [ "$1" != --nbest ]; do shift; done
+mkdir -p "$2/decode-$4-$TAG"
+cat "$fusion" > "$2/decode-$4-$TAG/used"
+echo "$TAG" >> decodes.log
+"""
+
+
+def decode(tmp_path, tag: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", ROOT=str(ROOT), TAG=tag)
+    script = ('set -euo pipefail; stage=0 stop_stage=100 lm_order=3 lm_over=words; '
+              '. "$ROOT/utils/stages.sh"; . "$ROOT/utils/decoding.sh"\n'
+              'checkpoint_of() { echo "$1/$2.pt"; }; ngram_stage() { :; }; lm_beam_of() { echo 8; }\n'
+              'decode_stages 6 exp "$TAG" data/lang modified_beam_lm dev')
+    return subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
+
+
+def test_another_average_tunes_its_own_weights_and_leaves_the_first_models_decode_as_it_was(tmp_path):
+    (tmp_path / "steps").mkdir()
+    for name, text in (("tune_lm_fusion.py", TUNE), ("decode.py", DECODE)):
+        (tmp_path / "steps" / name).write_text(text)
+        (tmp_path / "steps" / name).chmod(0o755)
+    (tmp_path / "data" / "dev").mkdir(parents=True)
+    for name in ("data.list", "text"):
+        (tmp_path / "data" / "dev" / name).write_text("a\n")
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    for tag in ("avg10", "avg15"):
+        (exp / f"{tag}.pt").write_text(tag)
+    for tag in ("avg10", "avg15", "avg10"):  # --average 10, then 15, then 10 again
+        out = decode(tmp_path, tag)
+        assert out.returncode == 0, out.stderr
+    assert (exp / "decode-dev-avg10" / "used").read_text() == "weights of exp/avg10.pt\n"
+    assert (exp / "decode-dev-avg15" / "used").read_text() == "weights of exp/avg15.pt\n"
+    assert (tmp_path / "decodes.log").read_text().split() == ["avg10", "avg15"]  # the third: done before
+    assert (exp / "lm" / "modified_beam_lm.yaml").read_text() == "weights of exp/avg15.pt\n"  # the newest tuning
