@@ -40,6 +40,7 @@ train_stage() {
 seed_stages() {
   local train_n=$1 average_n=$2 decode_n=$3 config=$4 base=$5 lang=$6 init=$7 seeds=$8 average=$9 method=${10}
   local seed candidate tag wer best= best_wer= results=()
+  [[ $seeds =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --seeds takes a number of 1 or more, got '$seeds'" >&2; return 1; }
   train_stage "$train_n" "$config" "$base" "$lang" "$init"
   [ "$seeds" -gt 1 ] || return 0
   for ((seed = 1; seed < seeds; seed++)); do

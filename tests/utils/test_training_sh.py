@@ -20,12 +20,16 @@ decode_stages() {  # the dev WER of each model, from $WERS (name=wer ...)
 """
 
 
-def chosen(tmp_path, seeds: int, wers: str, stop_stage: int = 100):
+def run_seed_stages(tmp_path, seeds, wers: str, stop_stage: int = 100) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", WERS=wers)
     helpers = ". utils/stages.sh; . utils/decoding.sh; . utils/training.sh"
     script = (f'set -euo pipefail; stage=0 stop_stage={stop_stage}; {helpers}\n{STUBS}\nexp={tmp_path}/m; '
               f'seed_stages 4 5 6 conf/t.yaml "$exp" data/lang init.pt {seeds} 2 modified_beam_lm; echo "exp=$exp"')
-    out = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, env=env)
+    return subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, env=env)
+
+
+def chosen(tmp_path, seeds: int, wers: str, stop_stage: int = 100):
+    out = run_seed_stages(tmp_path, seeds, wers, stop_stage)
     assert out.returncode == 0, out.stderr
     lines = [line.replace(str(tmp_path) + "/", "") for line in out.stdout.splitlines()]
     return lines[:-1], lines[-1].removeprefix("exp=")
@@ -60,3 +64,10 @@ def test_a_seed_without_its_dev_decode_stops_with_a_message(tmp_path):
               f"set -euo pipefail; stage=7 stop_stage=100; seed_stages 4 5 6 c.yaml {tmp_path}/m lang '' 2 0 greedy")
     out = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, env=env)
     assert out.returncode == 1 and f"{tmp_path}/m/decode-dev-greedy-epoch-3/wer missing: run stage 6" in out.stderr
+
+
+def test_a_wrong_number_of_seeds_stops_before_training(tmp_path):
+    for seeds in ("0", "two", "-1"):
+        out = run_seed_stages(tmp_path, seeds, "")
+        assert out.returncode == 1 and f"--seeds takes a number of 1 or more, got '{seeds}'" in out.stderr
+        assert "train" not in out.stdout
