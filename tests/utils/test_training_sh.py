@@ -20,12 +20,17 @@ decode_stages() {  # the dev WER of each model, from $WERS (name=wer ...)
 """
 
 
-def run_seed_stages(tmp_path, seeds, wers: str, stop_stage: int = 100) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", WERS=wers)
+def sourced(script: str, **env: str) -> subprocess.CompletedProcess:
+    """SCRIPT run by bash in the repo with the recipe helpers seed_stages needs sourced, as run.sh does."""
+    env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", **env)
     helpers = ". utils/stages.sh; . utils/decoding.sh; . utils/training.sh"
-    script = (f'set -euo pipefail; stage=0 stop_stage={stop_stage}; {helpers}\n{STUBS}\nexp={tmp_path}/m; '
-              f'seed_stages 4 5 6 conf/t.yaml "$exp" data/lang init.pt {seeds} 2 modified_beam_lm; echo "exp=$exp"')
-    return subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, env=env)
+    return subprocess.run(["bash", "-c", f"set -euo pipefail; {helpers}\n{script}"], cwd=ROOT, capture_output=True,
+                          text=True, env=env)
+
+
+def run_seed_stages(tmp_path, seeds, wers: str, stop_stage: int = 100) -> subprocess.CompletedProcess:
+    return sourced(f'stage=0 stop_stage={stop_stage}\n{STUBS}\nexp={tmp_path}/m; seed_stages 4 5 6 conf/t.yaml '
+                   f'"$exp" data/lang init.pt {seeds} 2 modified_beam_lm; echo "exp=$exp"', WERS=wers)
 
 
 def chosen(tmp_path, seeds: int, wers: str, stop_stage: int = 100):
@@ -58,11 +63,9 @@ def test_without_the_decoding_stage_nothing_is_chosen(tmp_path):
 
 
 def test_a_seed_without_its_dev_decode_stops_with_a_message(tmp_path):
-    env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")
-    script = (". utils/stages.sh; . utils/decoding.sh; . utils/training.sh\n"
-              "train_stage() { :; }; average_stage() { :; }; decode_stages() { :; }; model_tag_of() { echo epoch-3; }\n"
-              f"set -euo pipefail; stage=7 stop_stage=100; seed_stages 4 5 6 c.yaml {tmp_path}/m lang '' 2 0 greedy")
-    out = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, env=env)
+    out = sourced("train_stage() { :; }; average_stage() { :; }; decode_stages() { :; }\n"
+                  "model_tag_of() { echo epoch-3; }\n"
+                  f"stage=7 stop_stage=100; seed_stages 4 5 6 c.yaml {tmp_path}/m lang '' 2 0 greedy")
     assert out.returncode == 1 and f"{tmp_path}/m/decode-dev-greedy-epoch-3/wer missing: run stage 6" in out.stderr
 
 
