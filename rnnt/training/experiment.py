@@ -120,8 +120,13 @@ def build_optimizer(config: TrainConfig, params) -> tuple[torch.optim.Optimizer,
     kinds = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "lamb": Lamb}
     if settings.type not in kinds:
         raise ValueError(f"train.optimizer.type must be one of {sorted(kinds)}, got '{settings.type}'")
+    params = list(params)
+    # torch's fused Adam updates every tensor in one kernel: on the CPU 5x faster than its default loop
+    # (11 ms of a 135 ms AN4 step saved, docs/training.md); it takes floating tensors on the CPU or CUDA
+    fused = {"fused": True} if settings.type != "lamb" and all(
+        p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params) else {}
     optimizer = kinds[settings.type](params, lr=settings.lr, betas=tuple(settings.betas), eps=settings.eps,
-                                     weight_decay=settings.weight_decay)
+                                     weight_decay=settings.weight_decay, **fused)
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_multiplier(config.schedule, settings.lr))
 
 

@@ -10,7 +10,7 @@ import torch
 from conftest import ROOT
 from rnnt.training.ema import EMA
 from rnnt.training.lamb import Lamb
-from rnnt.training.experiment import load_experiment
+from rnnt.training.experiment import OptimizerConfig, TrainConfig, build_optimizer, load_experiment
 from rnnt.training.schedules import ScheduleConfig, lr_multiplier
 from rnnt.training.trainer import Trainer
 
@@ -44,6 +44,37 @@ def test_lamb_leaves_zero_weights_to_move_by_the_plain_update():
     w.grad = torch.tensor([1.0, -2.0, 0.5, 0.0])
     optimizer.step()
     torch.testing.assert_close(w.detach(), -0.1 * torch.tensor([1.0, -1.0, 1.0, 0.0]), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["adam", "adamw"])
+def test_adam_runs_fused_and_steps_as_torch_s_own_loop(kind):
+    """build_optimizer's Adam is torch's fused kernel (5x faster on the CPU): the same update as its loop."""
+    g = torch.Generator().manual_seed(5)
+    shapes = [(6, 4), (4,), (3, 2, 2)]
+    weights = [torch.randn(shape, generator=g) for shape in shapes]
+    grads = [[torch.randn(shape, generator=g) for shape in shapes] for _ in range(3)]
+    settings = OptimizerConfig(type=kind, lr=0.01, weight_decay=0.1)
+    fused_params = [torch.nn.Parameter(w.clone()) for w in weights]
+    optimizer, _ = build_optimizer(TrainConfig(optimizer=settings), fused_params)
+    assert optimizer.param_groups[0]["fused"] is True
+    loop_params = [torch.nn.Parameter(w.clone()) for w in weights]
+    lr = optimizer.param_groups[0]["lr"]  # the schedule's first step
+    loop = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[kind](
+        loop_params, lr=lr, weight_decay=0.1, foreach=False)
+    for step_grads in grads:
+        for params, opt in ((fused_params, optimizer), (loop_params, loop)):
+            for p, grad in zip(params, step_grads):
+                p.grad = grad.clone()
+            opt.step()
+    for fused, looped, start in zip(fused_params, loop_params, weights):
+        assert not torch.equal(fused.detach(), start)
+        torch.testing.assert_close(fused.detach(), looped.detach(), rtol=1e-6, atol=1e-7)
+
+
+def test_lamb_is_not_fused():
+    lamb = TrainConfig(optimizer=OptimizerConfig(type="lamb"))
+    optimizer, _ = build_optimizer(lamb, [torch.nn.Parameter(torch.ones(3))])
+    assert isinstance(optimizer, Lamb) and "fused" not in optimizer.param_groups[0]
 
 
 def test_mlperf_schedule_warms_up_holds_then_halves_every_decay_steps():
