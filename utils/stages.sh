@@ -16,6 +16,7 @@
 # Stopping a recipe stops its stage: SIGTERM, SIGHUP or SIGINT (Ctrl-C) to the shell that sourced this file
 # pass SIGTERM on to the command `logged` is running (steps/train.py then saves a checkpoint at its next step),
 # wait for it, and exit 143. Without this, `kill <run.sh>` would leave the stage's command running alone.
+# Stages run at once in subshells (their pids in background_stages) get the SIGTERM too, and pass it on.
 # shellcheck shell=bash
 stage_marks=${stage_marks:-exp/.stages}
 
@@ -27,13 +28,14 @@ stage_log() {  # stage_log N NAME [DIR]: the log file of a stage
   if [ -n "${3:-}" ] && [ "$3" != "--" ]; then echo "$3/log/$1.$2.log"; else echo "$(dirname "$stage_marks")/log/$1.$2.log"; fi
 }
 
+progress_bars=true  # false: logged draws no bars on the terminal (commands running at once would share its line)
 logged() {  # logged LOG COMMAND [ARG...]: runs COMMAND, its output to the terminal and appended to LOG
   local log=$1 status=0 terminal= output
   shift
   mkdir -p "$(dirname "$log")"
   { printf '#'; printf ' %q' "$@"; printf '\n# started %s\n' "$(date '+%F %T')"; } >> "$log"
   # progress bars go straight to the terminal (rnnt/progress_bar.py), never into the log
-  if [ -t 2 ]; then terminal=/dev/tty; fi
+  if [ -t 2 ] && $progress_bars; then terminal=/dev/tty; fi
   # the command runs in the background, so that a signal to this shell reaches stop_logged at once (a
   # shell waiting on a foreground command handles its traps after it), reading nothing (stdin /dev/null)
   exec {output}> >(tee -a "$log")
@@ -53,9 +55,15 @@ logged() {  # logged LOG COMMAND [ARG...]: runs COMMAND, its output to the termi
 }
 
 logged_command=
-stop_logged() {  # the trap of SIGTERM, SIGHUP and SIGINT: the running command is stopped and waited for
+background_stages=()  # subshells running stages at once (utils/training.sh train_at_once), each with this trap
+stop_logged() {  # the trap of SIGTERM, SIGHUP and SIGINT: the running commands are stopped and waited for
   local status=0
   trap '' TERM HUP INT  # once
+  if [ "${#background_stages[@]}" -gt 0 ]; then
+    echo "$(date +%T) stopped: SIGTERM passed on to the stages running at once (pids ${background_stages[*]})" >&2
+    kill -TERM "${background_stages[@]}" 2>/dev/null || true
+    wait "${background_stages[@]}" || true
+  fi
   if [ -n "$logged_command" ]; then
     echo "$(date +%T) stopped: SIGTERM passed on to the running command (pid $logged_command); waiting for it" >&2
     kill -TERM "$logged_command" 2>/dev/null || true

@@ -24,32 +24,82 @@
 # shellcheck shell=bash
 
 train_stage() {
-  local stage_n=$1 config=$2 exp=$3 lang=$4 init=${5:-} seed=${6:-} log options=()
-  [ -z "$init" ] || options=(--init-from "$init")
-  [ -z "$seed" ] || options+=(--seed "$seed")
-  if stage_wanted "$stage_n" train "$exp" -- "$config" data/train/shards data/dev/shards "$lang/units.txt" \
-      "${options[@]}"; then
-    log=$(stage_log "$stage_n" train "$exp")
-    logged "$log" steps/train.py --config "$config" --train-list data/train/data.list --valid-list data/dev/data.list \
-      --lang-dir "$lang" --exp-dir "$exp" --resume "${options[@]}"
-    logged "$log" steps/plot_training.py --title "$(basename "$PWD") $(basename "$exp")" "$exp/training.png" "$exp"
-    stage_done "$stage_n" train "$exp"
+  train_wanted "$@" || return 0
+  train_model "$@"
+}
+
+train_wanted() {  # train_wanted STAGE CONFIG EXP LANG [INIT] [SEED]: stage_wanted for train_stage's training
+  local options
+  mapfile -t options < <(train_options "${5:-}" "${6:-}")
+  stage_wanted "$1" train "$3" -- "$2" data/train/shards data/dev/shards "$4/units.txt" "${options[@]}"
+}
+
+train_options() {  # train_options [INIT] [SEED]: steps/train.py's options for them, one a line
+  [ -z "${1:-}" ] || printf '%s\n' --init-from "$1"
+  [ -z "${2:-}" ] || printf '%s\n' --seed "$2"
+}
+
+train_model() {  # train_model STAGE CONFIG EXP LANG [INIT] [SEED]: the training once train_wanted chose to run it
+  local stage_n=$1 config=$2 exp=$3 lang=$4 log options
+  mapfile -t options < <(train_options "${5:-}" "${6:-}")
+  log=$(stage_log "$stage_n" train "$exp")
+  logged "$log" steps/train.py --config "$config" --train-list data/train/data.list --valid-list data/dev/data.list \
+    --lang-dir "$lang" --exp-dir "$exp" --resume "${options[@]}"
+  logged "$log" steps/plot_training.py --title "$(basename "$PWD") $(basename "$exp")" "$exp/training.png" "$exp"
+  stage_done "$stage_n" train "$exp"
+}
+
+seed_exp() {  # seed_exp BASE K: the experiment of seed K (0: the config's own seed)
+  if [ "$2" -eq 0 ]; then echo "$1"; else echo "${1}_seed$2"; fi
+}
+
+seed_option() {  # seed_option K: train_stage's SEED for seed K (0: none, the config's)
+  if [ "$1" -gt 0 ]; then echo "$1"; fi
+}
+
+train_at_once() {  # train_at_once STAGE CONFIG BASE LANG INIT K...: seeds K's trainings, each already wanted
+  local n=$1 config=$2 base=$3 lang=$4 init=$5 seed exp threads logs=() pids=() status=0
+  shift 5
+  if [ $# -le 1 ]; then
+    [ $# -eq 0 ] || train_model "$n" "$config" "$(seed_exp "$base" "$1")" "$lang" "$init" "$(seed_option "$1")"
+    return
   fi
+  threads=$(( $(nproc) / $# ))
+  [ "$threads" -ge 1 ] || threads=1
+  for seed; do
+    exp=$(seed_exp "$base" "$seed")
+    logs+=("$(stage_log "$n" train "$exp")")
+    (
+      background_stages=() progress_bars=false
+      trap stop_logged TERM HUP INT  # SIGTERM from stop_logged reaches the training inside
+      export OMP_NUM_THREADS=$threads
+      train_model "$n" "$config" "$exp" "$lang" "$init" "$(seed_option "$seed")" > /dev/null
+    ) &
+    pids+=("$!")
+  done
+  echo "$(date +%T) stage $n: $# trainings at once, $threads thread(s) each; their output only in their logs: ${logs[*]}"
+  background_stages=("${pids[@]}")
+  for ((seed = 0; seed < ${#pids[@]}; seed++)); do
+    wait "${pids[seed]}" || status=$?
+  done
+  background_stages=()
+  echo "$(date +%T) stage $n: the $# trainings ended$([ "$status" -eq 0 ] || echo ", not all well (status $status)")"
+  return "$status"
 }
 
 seed_stages() {
   local train_n=$1 average_n=$2 decode_n=$3 config=$4 base=$5 lang=$6 init=$7 seeds=$8 average=$9 method=${10}
-  local seed candidate tag wer best= best_wer= results=()
+  local seed candidate tag wer best= best_wer= results=() wanted=()
   [[ $seeds =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --seeds takes a number of 1 or more, got '$seeds'" >&2; return 1; }
-  train_stage "$train_n" "$config" "$base" "$lang" "$init"
-  [ "$seeds" -gt 1 ] || return 0
-  for ((seed = 1; seed < seeds; seed++)); do
-    train_stage "$train_n" "$config" "${base}_seed$seed" "$lang" "$init" "$seed"
-  done
-  [ "$stop_stage" -ge "$decode_n" ] || return 0
   for ((seed = 0; seed < seeds; seed++)); do
-    candidate=$base
-    [ "$seed" -eq 0 ] || candidate=${base}_seed$seed
+    if train_wanted "$train_n" "$config" "$(seed_exp "$base" "$seed")" "$lang" "$init" "$(seed_option "$seed")"; then
+      wanted+=("$seed")
+    fi
+  done
+  train_at_once "$train_n" "$config" "$base" "$lang" "$init" "${wanted[@]}"
+  [ "$seeds" -gt 1 ] && [ "$stop_stage" -ge "$decode_n" ] || return 0
+  for ((seed = 0; seed < seeds; seed++)); do
+    candidate=$(seed_exp "$base" "$seed")
     average_stage "$average_n" "$candidate" "$average"
     tag=$(model_tag_of "$candidate" "$average")
     decode_stages "$decode_n" "$candidate" "$tag" "$lang" "$method" dev

@@ -1,13 +1,16 @@
 """utils/training.sh: a recipe's --seeds, the same model trained with several seeds and the best on dev kept."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
 
 from conftest import ROOT
 
 STUBS = """
-train_stage() { echo "train $3 seed[${6:-}] from[$5]"; }
+train_wanted() { [[ " ${TRAINED:-} " != *" $(basename "$3") "* ]]; }  # $TRAINED: the models already trained
+train_model() { echo "train $3 seed[${6:-}] from[$5] threads[${OMP_NUM_THREADS:-all}]" >> "$TRAINED_LOG"; }
 average_stage() { echo "average $2 $3"; }
 model_tag_of() { echo avg2-epoch-3; }
 decode_stages() {  # the dev WER of each model, from $WERS (name=wer ...)
@@ -28,27 +31,38 @@ def sourced(script: str, **env: str) -> subprocess.CompletedProcess:
                           text=True, env=env)
 
 
-def run_seed_stages(tmp_path, seeds, wers: str, stop_stage: int = 100) -> subprocess.CompletedProcess:
+def run_seed_stages(tmp_path, seeds, wers: str, stop_stage: int = 100, **env: str) -> subprocess.CompletedProcess:
     return sourced(f'stage=0 stop_stage={stop_stage}\n{STUBS}\nexp={tmp_path}/m; seed_stages 4 5 6 conf/t.yaml '
-                   f'"$exp" data/lang init.pt {seeds} 2 modified_beam_lm; echo "exp=$exp"', WERS=wers)
+                   f'"$exp" data/lang init.pt {seeds} 2 modified_beam_lm; echo "exp=$exp"', WERS=wers, **env)
 
 
-def chosen(tmp_path, seeds: int, wers: str, stop_stage: int = 100):
-    out = run_seed_stages(tmp_path, seeds, wers, stop_stage)
+def chosen(tmp_path, seeds: int, wers: str, stop_stage: int = 100, trained: str = ""):
+    """The steps seed_stages took (the trainings first, sorted: they may run at once) and the exp it chose."""
+    record = tmp_path / "trained.log"
+    record.unlink(missing_ok=True)
+    out = run_seed_stages(tmp_path, seeds, wers, stop_stage, TRAINED=trained, TRAINED_LOG=str(record))
     assert out.returncode == 0, out.stderr
-    lines = [line.replace(str(tmp_path) + "/", "") for line in out.stdout.splitlines()]
+    trainings = sorted(record.read_text().splitlines()) if record.exists() else []
+    lines = [line.replace(str(tmp_path) + "/", "") for line in trainings + out.stdout.splitlines()
+             if "trainings" not in line]
     return lines[:-1], lines[-1].removeprefix("exp=")
+
+
+def threads_each(seeds: int) -> str:
+    return str(max(1, (os.cpu_count() or 1) // seeds))
 
 
 def test_one_seed_trains_the_model_alone(tmp_path):
     steps, exp = chosen(tmp_path, 1, "")
-    assert steps == ["train m seed[] from[init.pt]"] and exp == "m"
+    assert steps == ["train m seed[] from[init.pt] threads[all]"] and exp == "m"
 
 
 def test_several_seeds_train_one_model_each_and_dev_chooses(tmp_path):
     steps, exp = chosen(tmp_path, 3, "m=6.70 m_seed1=5.53 m_seed2=9.05")
-    assert steps[:3] == ["train m seed[] from[init.pt]", "train m_seed1 seed[1] from[init.pt]",
-                         "train m_seed2 seed[2] from[init.pt]"]
+    threads = threads_each(3)  # the three at once, each on its share of the cores
+    assert steps[:3] == [f"train m seed[] from[init.pt] threads[{threads}]",
+                         f"train m_seed1 seed[1] from[init.pt] threads[{threads}]",
+                         f"train m_seed2 seed[2] from[init.pt] threads[{threads}]"]
     assert steps[3:9] == [line for name in ("m", "m_seed1", "m_seed2")
                           for line in (f"average {name} 2", f"decode {name} avg2-epoch-3 modified_beam_lm [dev]")]
     assert exp == "m_seed1" and "m_seed1 is the best on dev (modified_beam_lm, %WER: m 6.70 m_seed1 5.53 m_seed2 " \
@@ -59,11 +73,19 @@ def test_several_seeds_train_one_model_each_and_dev_chooses(tmp_path):
 
 def test_without_the_decoding_stage_nothing_is_chosen(tmp_path):
     steps, exp = chosen(tmp_path, 2, "m=6.70 m_seed1=5.53", stop_stage=5)
-    assert steps == ["train m seed[] from[init.pt]", "train m_seed1 seed[1] from[init.pt]"] and exp == "m"
+    threads = threads_each(2)
+    assert steps == [f"train m seed[] from[init.pt] threads[{threads}]",
+                     f"train m_seed1 seed[1] from[init.pt] threads[{threads}]"] and exp == "m"
+
+
+def test_a_seed_trained_before_is_not_trained_again_and_one_left_gets_every_core(tmp_path):
+    steps, exp = chosen(tmp_path, 2, "m=6.70 m_seed1=5.53", trained="m")
+    assert [step for step in steps if "train" in step] == ["train m_seed1 seed[1] from[init.pt] threads[all]"]
+    assert exp == "m_seed1"
 
 
 def test_a_seed_without_its_dev_decode_stops_with_a_message(tmp_path):
-    out = sourced("train_stage() { :; }; average_stage() { :; }; decode_stages() { :; }\n"
+    out = sourced("train_wanted() { false; }; average_stage() { :; }; decode_stages() { :; }\n"
                   "model_tag_of() { echo epoch-3; }\n"
                   f"stage=7 stop_stage=100; seed_stages 4 5 6 c.yaml {tmp_path}/m lang '' 2 0 greedy")
     assert out.returncode == 1 and f"{tmp_path}/m/decode-dev-greedy-epoch-3/wer missing: run stage 6" in out.stderr
@@ -74,3 +96,80 @@ def test_a_wrong_number_of_seeds_stops_before_training(tmp_path):
         out = run_seed_stages(tmp_path, seeds, "")
         assert out.returncode == 1 and f"--seeds takes a number of 1 or more, got '{seeds}'" in out.stderr
         assert "train" not in out.stdout
+
+
+FAKE_TRAIN = """#!/usr/bin/env python3
+import os, signal, sys, time
+exp = sys.argv[sys.argv.index("--exp-dir") + 1]
+seed = sys.argv[sys.argv.index("--seed") + 1] if "--seed" in sys.argv else "config"
+def stop(*_):
+    print("saving at step", step, flush=True)
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stop)
+print("threads", os.environ.get("OMP_NUM_THREADS", "all"), "started", time.time(), flush=True)
+for step in range(int(os.environ["STEPS"])):
+    print("step", step, flush=True)
+    time.sleep(0.05)
+print("ended", time.time(), flush=True)
+sys.exit(3 if seed == os.environ.get("FAILING_SEED") else 0)
+"""
+
+
+def recipe_with_fake_trainer(tmp_path, steps: int, failing_seed: str = "") -> subprocess.Popen:
+    """seed_stages with 2 seeds up to training, in a recipe dir whose steps/train.py is FAKE_TRAIN."""
+    (tmp_path / "steps").mkdir()
+    for name, text in (("train.py", FAKE_TRAIN), ("plot_training.py", "#!/bin/sh\n")):
+        (tmp_path / "steps" / name).write_text(text)
+        (tmp_path / "steps" / name).chmod(0o755)
+    script = (f". {ROOT}/utils/stages.sh; . {ROOT}/utils/decoding.sh; . {ROOT}/utils/training.sh\n"
+              "stage=0 stop_stage=4; seed_stages 4 5 6 c.yaml exp/m lang '' 2 0 greedy; echo never stopped")
+    env = dict(os.environ, STEPS=str(steps), FAILING_SEED=failing_seed)
+    return subprocess.Popen(["bash", "-c", f"set -euo pipefail; {script}"], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def training_log(tmp_path, name: str) -> list[str]:
+    path = tmp_path / "exp" / name / "log" / "4.train.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_seeds_train_at_once_each_on_its_share_of_the_cores_their_output_in_their_logs(tmp_path):
+    recipe = recipe_with_fake_trainer(tmp_path, steps=20)
+    out, err = recipe.communicate(timeout=60)
+    assert recipe.returncode == 0, err
+    spans = {}
+    for name in ("m", "m_seed1"):
+        log = training_log(tmp_path, name)
+        threads, started = log[2].split()[1], float(log[2].split()[3])
+        assert threads == threads_each(2) and "step 19" in log
+        spans[name] = started, float(next(line for line in log if line.startswith("ended")).split()[1])
+        assert (tmp_path / "exp" / name / ".stages" / "4.train.done").exists()
+    assert spans["m"][0] < spans["m_seed1"][1] and spans["m_seed1"][0] < spans["m"][1]  # at the same time
+    assert "2 trainings at once" in out and "step 3" not in out  # the terminal gets a line, the logs the rest
+
+
+def test_a_failing_seed_fails_the_stage_and_the_other_still_finishes(tmp_path):
+    recipe = recipe_with_fake_trainer(tmp_path, steps=5, failing_seed="1")
+    out, err = recipe.communicate(timeout=60)
+    assert recipe.returncode != 0 and "never stopped" not in out
+    assert "failed with status 3; its log: exp/m_seed1/log/4.train.log" in err
+    assert (tmp_path / "exp" / "m" / ".stages" / "4.train.done").exists()
+    assert not (tmp_path / "exp" / "m_seed1" / ".stages" / "4.train.done").exists()
+
+
+def test_stopping_the_recipe_stops_every_training_running_at_once(tmp_path):
+    recipe = recipe_with_fake_trainer(tmp_path, steps=600)
+    deadline = time.monotonic() + 30
+    while not all("step 3" in training_log(tmp_path, name) for name in ("m", "m_seed1")):
+        assert time.monotonic() < deadline and recipe.poll() is None, "the trainings never started"
+        time.sleep(0.05)
+    recipe.send_signal(signal.SIGTERM)  # to the shell alone, as `kill PID` does
+    out, err = recipe.communicate(timeout=30)
+    assert recipe.returncode == 143 and "never stopped" not in out
+    assert "SIGTERM passed on to the stages running at once" in err
+    for name in ("m", "m_seed1"):
+        log = training_log(tmp_path, name)
+        assert log[-2].startswith("saving at step") and log[-1].startswith("# stopped")
+    running = subprocess.run(["pgrep", "-f", f"{tmp_path}|steps/train.py --config c.yaml"], capture_output=True,
+                             text=True).stdout
+    assert running == ""  # nothing left behind
