@@ -6,9 +6,13 @@
 #                                               checkpoint of another experiment, is the start
 #                                               (--init-from: it overrides the config's train.init_from);
 #                                               SEED overrides the config's train.seed (--seed)
+#   train_wanted, train_model (the same arguments) train_stage's two halves: whether the stage runs, and
+#                                               the training itself
 #   seed_stages STAGE AVERAGE_STAGE DECODE_STAGE CONFIG EXP LANG INIT SEEDS AVERAGE METHOD
 #                                               train_stage for EXP, and with SEEDS > 1 for EXP_seedK with
-#                                               --seed K (K = 1 .. SEEDS-1) too; then each model is averaged
+#                                               --seed K (K = 1 .. SEEDS-1) too, the trainings still to run at
+#                                               once (train_at_once: each with OMP_NUM_THREADS its share of
+#                                               the cores, its output in its log alone); then each model is averaged
 #                                               (AVERAGE) and decoded on dev with METHOD (an LM-fused one
 #                                               weighted on dev first), and exp is set to the one with the
 #                                               lowest dev WER (the first on a tie): a run's chance, chosen

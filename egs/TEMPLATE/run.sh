@@ -21,24 +21,27 @@ unit_type=char       # char (any language), or bpe (of --vocab-size units, for a
 vocab_size=64
 nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
+seeds=1              # N > 1: the model trained N times at once (exp with its config's seed, exp_seedK with --seed K,
+                     # K < N), each on its share of the cores, and the best on dev with the last of --methods kept
 methods=greedy       # greedy, beam, modified_beam: each one decodes dev and test
 help_message="Usage: ./run.sh --corpus-dir DIR [--transcripts FILE] [--test-transcripts FILE] [--speaker-regex RE]
   [--dev-fraction F] [--test-fraction F] [--stage N] [--stop-stage M] [--train-config FILE] [--exp DIR]
-  [--unit-type char|bpe] [--vocab-size N] [--nj N] [--average N] [--methods \"greedy beam modified_beam\"]
+  [--unit-type char|bpe] [--vocab-size N] [--nj N] [--average N] [--seeds N] [--methods \"greedy beam modified_beam\"]
 The transcript list (default DIR/transcripts.txt) has a line per recording: its path relative to DIR, with
 or without the extension, then the transcript, e.g. 'speaker1/rec01.wav HELLO WORLD'. Bad lines are
 reported by file and line and skipped. Audio: any format soundfile reads, any sample rate, mono or stereo.
 --speaker-regex: its first group, searched in a file's path without the extension, names the speaker (default:
 each recording its own). dev and test (--dev-fraction, --test-fraction: 0.1 each) are whole speakers when there
 are enough, else recordings at random; --test-transcripts FILE: a test set of your own.
-Stages: 1 data dirs (local/data_prep.py), 2 shards, 3 units, 4 train, 5 average, 6 decode and score dev and
-test (prints the %WER lines).
+Stages: 1 data dirs (local/data_prep.py), 2 shards, 3 units, 4 train (--seeds N: N models at once, each
+averaged and decoded on dev, the best kept), 5 average, 6 decode and score dev and test (prints the %WER lines).
 Example: ./run.sh --corpus-dir /data/mycorpus --speaker-regex '^([^/]+)/'"
 
 . ./path.sh
 . utils/parse_options.sh
 . utils/stages.sh
 . utils/decoding.sh
+. utils/training.sh
 . utils/units.sh
 
 if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
@@ -70,27 +73,13 @@ fi
 
 units_stage 3 "$unit_type" "$vocab_size" "$lang" ""  # data/lang_char or data/lang_bpe<N>, from data/train/text
 
-if stage_wanted 4 train "$exp" -- "$train_config" data/train/shards data/dev/shards "$lang/units.txt"; then
-  logged "$(stage_log 4 train "$exp")" steps/train.py --config "$train_config" --train-list data/train/data.list \
-    --valid-list data/dev/data.list --lang-dir "$lang" --exp-dir "$exp" --resume
-  stage_done 4 train "$exp"
-fi
+# with --seeds N > 1, N models (exp, exp_seed1, ...) trained at once, each averaged and decoded on dev, and exp
+# set to the best
+seed_stages 4 5 6 "$train_config" "$exp" "$lang" "" "$seeds" "$average" "$(leading_method "$methods")"
 
 average_stage 5 "$exp" "$average"
 model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
-
-# stage 6: each set decoded by each method into $exp/decode-SET-METHOD-$model_tag
-checkpoint=$(checkpoint_of "$exp" "$model_tag")
-for method in $methods; do
-  for set in ${sets#train }; do
-    name=decode-$set-$method-$model_tag
-    if stage_wanted 6 "$name" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text"; then
-      logged "$(stage_log 6 "$name" "$exp")" steps/decode.py --method "$method" --checkpoint "$checkpoint" \
-        --tag "$model_tag" "$exp" "data/$set/data.list" "$set"
-      stage_done 6 "$name" "$exp"
-    fi
-  done
-done
+decode_stages 6 "$exp" "$model_tag" "$lang" "$methods" "${sets#train }"  # into $exp/decode-SET-METHOD-$model_tag
 for method in $methods; do
   for set in ${sets#train }; do
     decode_result "$recipe $set $method${model_tag:+ ($model_tag)}:" "$exp" "$model_tag" "$set" "$method"

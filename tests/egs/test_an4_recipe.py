@@ -13,9 +13,10 @@ pytestmark = pytest.mark.slow
 @pytest.mark.timeout(1800)  # one thread under tools/run_tests.sh, beside another worker: 11-15 min
 def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     """egs/an4 from the corpus to the %WER lines as run.sh's default runs it, on a short schedule: a CTC
-    model trained and averaged first (conf/ci_ctc.yaml, 6 epochs), the transducer started from its weights
-    (conf/ci_from_ctc.yaml, conf/ci.yaml's, 6 epochs), decoded with the default's LM method (modified_beam_lm:
-    a word 3-gram through the lexicon, weighted on dev). Over characters, not the default's phones, so
+    model trained and averaged first (conf/ci_ctc.yaml, 6 epochs), two seeds of the transducer started from
+    its weights (conf/ci_from_ctc.yaml, conf/ci.yaml's, 6 epochs) trained at once, each weighted with the LM
+    and decoded on dev, the better decoded with the default's LM method (modified_beam_lm: a word 3-gram
+    through the lexicon, weighted on dev). Over characters, not the default's phones, so
     that the same model is exported and run in sherpa-onnx, offline and streaming, with our greedy search's
     WER and transcripts; the two models combined (--combine default, speechocean762's default). Every test
     utterance scored; a WER that a model ignoring the audio (over 100%) cannot reach; the LM's search ahead
@@ -27,6 +28,11 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
             "--methods", "greedy modified_beam modified_beam_lm")
     out = run_recipe(recipe, *args)
     assert out.returncode == 0, out.stderr[-3000:]
+    seeds = re.search(r"of 2 seeds, exp/(ci|ci_seed1) is the best on dev \(modified_beam_lm, %WER: exp/ci ([0-9.]+) "
+                      r"exp/ci_seed1 ([0-9.]+)\)", out.stdout)
+    assert seeds, out.stdout[-3000:]
+    chosen = seeds.group(1)
+    assert chosen == ("ci_seed1" if float(seeds.group(3)) < float(seeds.group(2)) else "ci")
     again = run_recipe(recipe, *args)  # nothing changed: every stage is skipped, the results printed again
     stage_lines = [line for line in again.stdout.splitlines() if re.search(r" stage \d+ \(", line)]
     # data, shards, units, the CTC model's training and average, the transducer's + its LM and weights + 6 decodes
@@ -41,13 +47,19 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     dev_speakers = {line.split()[0] for line in (data / "dev" / "spk2utt").read_text().splitlines()}
     train_speakers = {line.split()[0] for line in (data / "train" / "spk2utt").read_text().splitlines()}
     assert len(dev_speakers) == 8 and not dev_speakers & train_speakers
-    # the transducer started from the CTC model's average: its encoder and CTC head copied
+    # both seeds started from the CTC model's average (their encoder and CTC head copied), trained at once on
+    # their share of the cores, their output in their logs alone
     init = recipe / "exp" / "ci_ctc" / "avg-3.pt"
-    assert yaml.safe_load((recipe / "exp" / "ci" / "config.yaml").read_text())["train"]["init_from"] == str(init)
-    assert re.search(rf"initialised \d+ of \d+ tensors from {re.escape(str(init))} ", out.stdout), out.stdout[-3000:]
-    for exp in ("ci_ctc", "ci"):
+    assert "2 trainings at once" in out.stdout
+    for exp, seed in (("ci", 0), ("ci_seed1", 1)):
+        config = yaml.safe_load((recipe / "exp" / exp / "config.yaml").read_text())["train"]
+        assert config["init_from"] == str(init) and config["seed"] == seed
+        log = (recipe / "exp" / exp / "log" / "4.train.log").read_text()
+        assert re.search(rf"initialised \d+ of \d+ tensors from {re.escape(str(init))} ", log), log[-3000:]
+        assert f"plot_training.py: wrote exp/{exp}/training.png; {exp}: best dev WER" in log
+        assert f"wrote exp/{exp}/training.png" not in out.stdout
+    for exp in ("ci_ctc", "ci", "ci_seed1"):
         assert (recipe / "exp" / exp / "training.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "plot_training.py: wrote exp/ci/training.png; ci: best dev WER" in out.stdout
     results = {line.split(" (")[0]: line for line in out.stdout.splitlines() if line.startswith("an4 ")}
     # the CTC model's LM search, whose n-best the combination pools
     ctc = {set_name: (recipe / "exp" / "ci_ctc" / f"decode-{set_name}-ctc_prefix_beam_lm-avg3-epoch-6" / "wer"
@@ -82,7 +94,7 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     # pooled, each hypothesis scored by both models and the LM, the weights chosen on dev; against the better
     # of the two on dev (measured: dev 21.27 against 21.11 and 35.34; test 20.18 against 20.96 and
     # 35.45), a pooling or scoring that is broken falls behind
-    name = "ci-modified_beam_lm-avg3-epoch-6+ci_ctc-ctc_prefix_beam_lm-avg3-epoch-6"
+    name = f"{chosen}-modified_beam_lm-avg3-epoch-6+ci_ctc-ctc_prefix_beam_lm-avg3-epoch-6"
     for set_name in ("dev", "test"):
         line = results[f"an4 {set_name} combined"]
         assert line.startswith(f"an4 {set_name} combined ({name}): ") and wer_of(line) <= 40.0, line
@@ -90,7 +102,7 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     better = min(wer_of(ctc["dev"]), wer_of(results["an4 dev modified_beam_lm"]))
     assert wer_of(results["an4 dev combined"]) <= better + 1.0
     # the beams dev chose (lm_beam_of)
-    for exp, method, beam, tag in (("ci", "modified_beam_lm", 8, "avg3-epoch-6"),
+    for exp, method, beam, tag in ((chosen, "modified_beam_lm", 8, "avg3-epoch-6"),
                                    ("ci_ctc", "ctc_prefix_beam_lm", 16, "avg3-epoch-6")):
         fusion = yaml.safe_load((recipe / "exp" / exp / "lm" / f"{method}.yaml").read_text())
         assert (fusion["arpa"], fusion["over"], fusion["beam"]) == ("lm_word_3gram.arpa", "words", beam), fusion
