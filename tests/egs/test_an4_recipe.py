@@ -35,10 +35,11 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     assert chosen == ("ci_seed1" if float(seeds.group(3)) < float(seeds.group(2)) else "ci")
     again = run_recipe(recipe, *args)  # nothing changed: every stage is skipped, the results printed again
     stage_lines = [line for line in again.stdout.splitlines() if re.search(r" stage \d+ \(", line)]
-    # data, shards, units, the CTC model's training and average, the transducer's + its LM and weights + 6 decodes
-    # + deploy 6 + the combination: each system's LM, its weights and 2 decodes (the transducer's: run.sh's own,
-    # named again), dev's weights and test
-    assert again.returncode == 0 and len(stage_lines) == 31, again.stdout[-3000:]
+    # data, shards, units, the CTC model's training and average, the two seeds' trainings, for each seed its average,
+    # LM, LM weights and dev decode, the chosen one's 6 decodes (its average, LM and weights named again) + deploy 6 +
+    # the combination: each system's LM, its weights and 2 decodes (the transducer's: run.sh's own, named again),
+    # dev's weights and test
+    assert again.returncode == 0 and len(stage_lines) == 40, again.stdout[-3000:]
     assert all("done before; skipped" in line for line in stage_lines), again.stdout[-3000:]
     data = recipe / "data"
     for name, count in (("train", 849), ("dev", 99), ("test", 130)):
