@@ -62,7 +62,7 @@ seed_option() {  # seed_option K: train_stage's SEED for seed K (0: none, the co
 }
 
 train_at_once() {  # train_at_once STAGE CONFIG BASE LANG INIT K...: seeds K's trainings, each already wanted
-  local n=$1 config=$2 base=$3 lang=$4 init=$5 seed exp threads logs=() pids=() status=0
+  local n=$1 config=$2 base=$3 lang=$4 init=$5 seed exp threads pid logs=() status=0
   shift 5
   if [ $# -le 1 ]; then
     [ $# -eq 0 ] || train_model "$n" "$config" "$(seed_exp "$base" "$1")" "$lang" "$init" "$(seed_option "$1")"
@@ -79,12 +79,11 @@ train_at_once() {  # train_at_once STAGE CONFIG BASE LANG INIT K...: seeds K's t
       export OMP_NUM_THREADS=$threads
       train_model "$n" "$config" "$exp" "$lang" "$init" "$(seed_option "$seed")" > /dev/null
     ) &
-    pids+=("$!")
+    background_stages+=("$!")  # stop_logged stops them
   done
   echo "$(date +%T) stage $n: $# trainings at once, $threads thread(s) each; their output only in their logs: ${logs[*]}"
-  background_stages=("${pids[@]}")
-  for ((seed = 0; seed < ${#pids[@]}; seed++)); do
-    wait "${pids[seed]}" || status=$?
+  for pid in "${background_stages[@]}"; do
+    wait "$pid" || status=$?
   done
   background_stages=()
   echo "$(date +%T) stage $n: the $# trainings ended$([ "$status" -eq 0 ] || echo ", not all well (status $status)")"

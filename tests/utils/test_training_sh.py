@@ -23,9 +23,14 @@ decode_stages() {  # the dev WER of each model, from $WERS (name=wer ...)
 """
 
 
+def untouched_environment() -> dict[str, str]:
+    """This process's environment without OMP_NUM_THREADS (the test runner sets it), which seed_stages sets itself."""
+    return {key: value for key, value in os.environ.items() if key != "OMP_NUM_THREADS"}
+
+
 def sourced(script: str, **env: str) -> subprocess.CompletedProcess:
     """SCRIPT run by bash in the repo with the recipe helpers seed_stages needs sourced, as run.sh does."""
-    env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", **env)
+    env = dict(untouched_environment(), PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", **env)
     helpers = ". utils/stages.sh; . utils/decoding.sh; . utils/training.sh"
     return subprocess.run(["bash", "-c", f"set -euo pipefail; {helpers}\n{script}"], cwd=ROOT, capture_output=True,
                           text=True, env=env)
@@ -49,7 +54,8 @@ def chosen(tmp_path, seeds: int, wers: str, stop_stage: int = 100, trained: str 
 
 
 def threads_each(seeds: int) -> str:
-    return str(max(1, (os.cpu_count() or 1) // seeds))
+    """OMP_NUM_THREADS for each of `seeds` trainings at once: the cores (as nproc counts them) shared."""
+    return str(max(1, len(os.sched_getaffinity(0)) // seeds))
 
 
 def test_one_seed_trains_the_model_alone(tmp_path):
@@ -123,7 +129,7 @@ def recipe_with_fake_trainer(tmp_path, steps: int, failing_seed: str = "") -> su
         (tmp_path / "steps" / name).chmod(0o755)
     script = (f". {ROOT}/utils/stages.sh; . {ROOT}/utils/decoding.sh; . {ROOT}/utils/training.sh\n"
               "stage=0 stop_stage=4; seed_stages 4 5 6 c.yaml exp/m lang '' 2 0 greedy; echo never stopped")
-    env = dict(os.environ, STEPS=str(steps), FAILING_SEED=failing_seed)
+    env = dict(untouched_environment(), STEPS=str(steps), FAILING_SEED=failing_seed)
     return subprocess.Popen(["bash", "-c", f"set -euo pipefail; {script}"], cwd=tmp_path, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
