@@ -25,8 +25,8 @@ vocab_size=256
 dev_speakers=10
 nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
-seeds=1              # N > 1: the model trained N times (exp with its config's seed, exp_seedK with --seed K, K < N),
-                     # the best on dev with the leading method of --methods kept (RESULTS.md: single runs spread)
+seeds=1              # N > 1: the model trained N times at once, each on its share of the cores (exp with its config's
+                     # seed, exp_seedK with --seed K, K < N), the best on dev with the leading method of --methods kept
 methods="greedy pooled_beam_lm"  # DeepSpeech 2: "ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm" (rnnt.search_methods)
 lm_order=            # LM-fused methods (*_lm, *_lodr): the n-gram LM's order (built from data/train, weighted on dev)
 lm_over=             # the LM's words: words (through the lexicon: char or phone units), or units (char, bpe)
