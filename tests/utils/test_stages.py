@@ -1,10 +1,9 @@
 """utils/stages.sh: markers that record their inputs, as the recipes use them."""
 
-import signal
 import subprocess
-import time
 
 from conftest import ROOT
+from stopping_recipes import stop_once_logged
 
 SCRIPT = """set -euo pipefail
 stage=${1:-0}; stop_stage=100
@@ -110,12 +109,7 @@ echo never reached
     recipe = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"})
     log = tmp_path / "exp" / "log" / "4.train.log"
-    deadline = time.monotonic() + 30
-    while "step 3\n" not in (log.read_text() if log.exists() else ""):
-        assert time.monotonic() < deadline and recipe.poll() is None, "the stage never started"
-        time.sleep(0.05)
-    recipe.send_signal(signal.SIGTERM)  # to the shell alone, as `kill PID` does
-    out, err = recipe.communicate(timeout=30)
+    out, err = stop_once_logged(recipe, [log], "step 3")
     assert recipe.returncode == 143 and "never reached" not in out
     assert "SIGTERM passed on to the running command" in err
     lines = log.read_text().splitlines()

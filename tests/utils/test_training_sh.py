@@ -1,12 +1,11 @@
 """utils/training.sh: a recipe's --seeds, the same model trained with several seeds and the best on dev kept."""
 
 import os
-import signal
 import subprocess
 import sys
-import time
 
 from conftest import ROOT
+from stopping_recipes import stop_once_logged
 
 STUBS = """
 train_wanted() { [[ " ${TRAINED:-} " != *" $(basename "$3") "* ]]; }  # $TRAINED: the models already trained
@@ -165,12 +164,8 @@ def test_a_failing_seed_fails_the_stage_and_the_other_still_finishes(tmp_path):
 
 def test_stopping_the_recipe_stops_every_training_running_at_once(tmp_path):
     recipe = recipe_with_fake_trainer(tmp_path, steps=600)
-    deadline = time.monotonic() + 30
-    while not all("step 3" in training_log(tmp_path, name) for name in ("m", "m_seed1")):
-        assert time.monotonic() < deadline and recipe.poll() is None, "the trainings never started"
-        time.sleep(0.05)
-    recipe.send_signal(signal.SIGTERM)  # to the shell alone, as `kill PID` does
-    out, err = recipe.communicate(timeout=30)
+    logs = [tmp_path / "exp" / name / "log" / "4.train.log" for name in ("m", "m_seed1")]
+    out, err = stop_once_logged(recipe, logs, "step 3")
     assert recipe.returncode == 143 and "never stopped" not in out
     assert "SIGTERM passed on to the stages running at once" in err
     for name in ("m", "m_seed1"):
