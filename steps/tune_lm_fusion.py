@@ -5,13 +5,16 @@ on a dev set, and for a transducer with a CTC head the weight of the head's resc
 
 Encodes the dev list once, then decodes it with --method (any *_lm or *_lodr of rnnt.search_methods)
 at every point of the grid, and without the LM, and keeps the point of the lowest dev WER (on a tie, the
-smaller weights). The CTC weights rescore each point's n-best: they cost no search of their own. Writes,
+smaller weights). The CTC weights rescore each point's n-best: they cost no search of their own. The
+points are searched by --nj processes at once (default: torch's thread count, which OMP_NUM_THREADS sets),
+each of one thread: a search is mostly Python, one core each. Writes,
 in <exp-dir>/lm/: a copy of the ARPA files, <method>.yaml (what steps/decode.py --method <method> reads)
 and <method>.tsv (every point's WER). Choose on dev, never on test.
 """
 
 import argparse
 import dataclasses
+import multiprocessing
 import os
 import shutil
 
@@ -71,11 +74,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--checkpoint", help="default: the newest avg-N.pt, else the newest checkpoint")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--nj", type=int, default=torch.get_num_threads(),
+                        help="grid points searched at once, a process of one thread each (default: torch's thread "
+                             f"count, {torch.get_num_threads()} here; 1 on a GPU)")
     parser.add_argument("exp_dir")
     parser.add_argument("dev_list", help="the dev set's data.list (its data dir's text holds the references)")
     args = parser.parse_args()
     if args.bonuses is None:
         args.bonuses = float_list("0,0.5,1,2,3" if args.over == "units" else "-2,-1,0,1,2")
+    if args.nj < 1:
+        parser.error("--nj must be at least 1")
     if args.beam < 1 or min(args.weights + args.lodr_weights + args.ctc_weights) < 0:
         parser.error("--beam must be at least 1 and the weights at least 0")
     if (METHODS[args.method].lm == "lodr") != (args.lodr_arpa is not None):
@@ -115,9 +123,8 @@ def main() -> str:
     ctc_weights = args.ctc_weights if METHODS[args.method].head == "transducer" and model.ctc is not None else [0.0]
     grid = [dataclasses.replace(base, weight=w, length_bonus=b, lodr_weight=lw)
             for w in args.weights for b in args.bonuses for lw in lodr_weights]
-    for point in progress(grid, desc="LM weights", unit="point"):
-        point.weigh(fusion)
-        reports = dev.wers(args.method, SearchOptions(args.beam, fusion=fusion), ctc_weights)
+    nj = 1 if args.device != "cpu" else args.nj
+    for point, reports in zip(grid, grid_reports(dev, args.method, args.beam, fusion, grid, ctc_weights, nj)):
         rows += [(dataclasses.replace(point, ctc_weight=cw), report) for cw, report in zip(ctc_weights, reports)]
     chosen, best = min(rows[1:], key=lambda row: (row[1].counts.wer, row[0].weight, row[0].lodr_weight,
                                                   row[0].ctc_weight))
@@ -128,6 +135,30 @@ def main() -> str:
     return (f"{config_path}: weight {chosen.weight}, length bonus {chosen.length_bonus}{lodr}{ctc}: dev "
             f"{best.wer_line} ({without_lm} without the LM: {rows[0][1].wer_line}); {len(rows) - 1} points tried, "
             f"{sum(len(keys) for keys, _, _ in encoded)} of {len(refs)} dev utterances decoded")
+
+
+_point_reports = None  # grid_reports' function for the processes it forks (a closure does not pickle)
+
+
+def _reports_of(point):
+    return _point_reports(point)
+
+
+def grid_reports(dev, method: str, beam: int, fusion, grid: list, ctc_weights: list[float], nj: int) -> list:
+    """Each grid point's reports (one a CTC weight), in the grid's order, from nj processes at once: each
+    forked with the encoded dev set, searching in one thread with memos of its own."""
+    global _point_reports
+
+    def point_reports(point):
+        point.weigh(fusion)
+        return dev.wers(method, SearchOptions(beam, fusion=fusion), ctc_weights)
+
+    bar = {"desc": "LM weights", "unit": "point", "total": len(grid)}
+    if nj <= 1 or len(grid) <= 1:
+        return [point_reports(point) for point in progress(grid, **bar)]
+    _point_reports = point_reports
+    with multiprocessing.get_context("fork").Pool(min(nj, len(grid)), torch.set_num_threads, (1,)) as pool:
+        return list(progress(pool.imap(_reports_of, grid), **bar))
 
 
 class DevSearches:

@@ -272,9 +272,9 @@ def test_the_transducer_searches_with_an_lm_and_lodr_are_tuned_on_dev_and_decode
                        yesno / "lang", arpas[order])
         assert out.returncode == 0, out.stderr
     for method, lodr in (("modified_beam_lm", []), ("beam_lodr", ["--lodr-arpa", arpas[2], "--lodr-weights", "0,0.3"])):
-        out = run_tool(sys.executable, STEPS / "tune_lm_fusion.py", "--method", method, "--arpa", arpas[3], *lodr,
-                       "--weights", "0,0.5", "--bonuses", "0,1", "--ctc-weights", "0,0.5", "--beam", "4", trained,
-                       yesno / "test.list")
+        out = run_tool(sys.executable, STEPS / "tune_lm_fusion.py", "--nj", "1", "--method", method, "--arpa",
+                       arpas[3], *lodr, "--weights", "0,0.5", "--bonuses", "0,1", "--ctc-weights", "0,0.5", "--beam",
+                       "4", trained, yesno / "test.list")
         assert out.returncode == 0, out.stderr
         tuned = yaml.safe_load((trained / "lm" / f"{method}.yaml").read_text())
         assert ("lodr_weight" in tuned) == bool(lodr) and tuned["beam"] == 4
@@ -287,6 +287,13 @@ def test_the_transducer_searches_with_an_lm_and_lodr_are_tuned_on_dev_and_decode
         out = run_tool(sys.executable, STEPS / "decode.py", "--method", method, trained, yesno / "test.list", "test")
         assert out.returncode == 0, out.stderr
         assert (trained / f"decode-test-{method}" / "wer").read_text().startswith(f"%WER {best:.2f} [")
+    serial = {name: (trained / "lm" / name).read_bytes() for name in ("beam_lodr.tsv", "beam_lodr.yaml")}
+    out = run_tool(sys.executable, STEPS / "tune_lm_fusion.py", "--nj", "3", "--method", "beam_lodr", "--arpa",
+                   arpas[3], "--lodr-arpa", arpas[2], "--lodr-weights", "0,0.3", "--weights", "0,0.5", "--bonuses",
+                   "0,1", "--ctc-weights", "0,0.5", "--beam", "4", trained, yesno / "test.list")
+    assert out.returncode == 0, out.stderr  # the grid's points searched by 3 processes at once: the same table
+    # as one process's
+    assert {name: (trained / "lm" / name).read_bytes() for name in serial} == serial
     out = run_tool(sys.executable, STEPS / "decode.py", "--method", "modified_beam_lm", trained, yesno / "five.list",
                    "five")
     assert out.returncode == 0, out.stderr
