@@ -17,7 +17,7 @@ import heapq
 import torch
 
 from rnnt.lm.fusion import Fusion
-from rnnt.search import Hypothesis, ended, joint_log_probs, log_add, start_hypotheses
+from rnnt.search import Hypothesis, ended, hand_out_states, joint_log_probs, log_add, start_hypotheses
 
 
 @torch.no_grad()
@@ -84,7 +84,5 @@ def _step_predictor(model, hyps: list[Hypothesis], device: torch.device) -> None
     predictor = model.predictor
     last = torch.tensor([h.tokens[-1] for h in hyps], device=device)
     out, state = predictor.step(last, predictor.stack_states([h.state for h in hyps]))
-    states, projections = predictor.unstack_states(state), model.joiner.pred_proj(out).split(1)
-    for hyp, hyp_state, projected in zip(hyps, states, projections):
-        hyp.state, hyp.pred_proj = hyp_state, projected
+    hand_out_states(hyps, predictor, state, model.joiner.pred_proj(out))
 

@@ -119,8 +119,15 @@ def start_hypotheses(model, batch: int, device: torch.device | str = "cpu") -> l
     symbol: what greedy_search starts from, or resumes a stream from."""
     state = model.predictor.initial_state(batch, device)
     out, state = model.predictor.step(torch.full((batch,), model.blank, dtype=torch.long, device=device), state)
-    states, projections = model.predictor.unstack_states(state), model.joiner.pred_proj(out).split(1)
-    return [Hypothesis([], [], state=s, pred_proj=p) for s, p in zip(states, projections)]
+    hyps = [Hypothesis([], []) for _ in range(batch)]
+    hand_out_states(hyps, model.predictor, state, model.joiner.pred_proj(out))
+    return hyps
+
+
+def hand_out_states(hyps: list[Hypothesis], predictor, state, pred_proj: torch.Tensor) -> None:
+    """Each hypothesis gets its row of a batch's prediction-network state and projected output (views)."""
+    for hyp, hyp_state, projected in zip(hyps, predictor.unstack_states(state), pred_proj.split(1)):
+        hyp.state, hyp.pred_proj = hyp_state, projected
 
 
 @torch.no_grad()
@@ -162,8 +169,7 @@ def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, max_symbols_
             scores += torch.where(pending, blank_scores.double(), 0.0)
     hyps = [Hypothesis(list(h.tokens), list(h.frames), score) for h, score in zip(start, scores.tolist())]
     _append_emissions(hyps, emissions)
-    for hyp, hyp_state, projected in zip(hyps, predictor.unstack_states(state), pred_proj.split(1)):
-        hyp.state, hyp.pred_proj = hyp_state, projected
+    hand_out_states(hyps, predictor, state, pred_proj)
     return hyps
 
 
