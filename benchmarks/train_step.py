@@ -32,7 +32,7 @@ import torch
 
 from rnnt.cli import tool_parser
 from rnnt.model.transducer import ModelConfig, Transducer
-from rnnt.training.experiment import load_experiment
+from rnnt.training.experiment import OptimizerConfig, TrainConfig, build_optimizer, load_experiment
 
 def recipe_model(name: str, **loss) -> ModelConfig:
     """The model of egs/librispeech/conf/<name>.yaml, with its loss settings overridden."""
@@ -129,7 +129,8 @@ def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: i
     T = int(seconds * 100 / 3)  # stacked 30 ms frames
     autocast = torch.autocast(DEVICE.type, dtype=torch.bfloat16, enabled=bf16)
     model = Transducer(config, V).to(DEVICE)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    # the optimiser as training builds it (torch's fused AdamW on the CPU and CUDA)
+    optimizer, _ = build_optimizer(TrainConfig(optimizer=OptimizerConfig("adamw", 1e-4)), model.parameters())
     feats = torch.randn(B, T, config.encoder.input_dim, device=DEVICE)
     feat_lens = torch.linspace(T, 0.85 * T, B).long().to(DEVICE)  # a sorted batch: lengths within 15% of the longest
     tokens = torch.randint(1, V, (B, U), device=DEVICE)
