@@ -62,6 +62,8 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     for exp in ("ci_ctc", "ci", "ci_seed1"):
         assert (recipe / "exp" / exp / "training.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     results = {line.split(" (")[0]: line for line in out.stdout.splitlines() if line.startswith("an4 ")}
+    for method in ("greedy", "modified_beam", "modified_beam_lm"):  # each result names the model: the chosen seed's
+        assert results[f"an4 test {method}"].startswith(f"an4 test {method} ({chosen} avg3-epoch-6): %WER "), results
     # the CTC model's LM search, whose n-best the combination pools
     ctc = {set_name: (recipe / "exp" / "ci_ctc" / f"decode-{set_name}-ctc_prefix_beam_lm-avg3-epoch-6" / "wer"
                       ).read_text() for set_name in ("dev", "test")}

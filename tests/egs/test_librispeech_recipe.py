@@ -34,7 +34,7 @@ def test_librispeech_every_stage_on_the_samples(test_data, tmp_path):
     for method in ("greedy", "modified_beam"):
         wer = (exp / f"decode-test_clean-{method}-avg2-epoch-2" / "wer").read_text()
         assert re.match(rf"%WER [0-9.]+ \[ \d+ / {words}, \d+ ins, \d+ del, \d+ sub \]", wer), wer
-        assert f"librispeech test-clean {method} (avg2-epoch-2): {wer.strip()}" in out.stdout
+        assert f"librispeech test-clean {method} (tiny avg2-epoch-2): {wer.strip()}" in out.stdout
     averaged = (exp / "decode-test_clean-greedy-avg2-epoch-2" / "wer").read_text()
     # Decoding an average that stage 5 has not made (here of 1 epoch) is refused, not done on avg-1.pt's absence
     # or on a stale one.

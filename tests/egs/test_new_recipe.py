@@ -243,7 +243,7 @@ def test_a_new_corpus_from_recordings_to_wer_by_the_readme(test_data, tmp_path):
     assert sorted(results) == ["mycorpus dev", "mycorpus test"], out.stdout[-2000:]
     for name, line in results.items():
         words = sum(len(t.split()) for t in table(data / name.split()[1] / "text").values())
-        assert line.startswith(f"{name} greedy (avg5-epoch-30): %WER ") and f"/ {words}," in line, line
+        assert line.startswith(f"{name} greedy (transducer avg5-epoch-30): %WER ") and f"/ {words}," in line, line
         # measured here: dev 18.6, test 15.1 (the whole test 80 s); a model deaf to the audio: about 100
         assert float(re.search(r"%WER ([0-9.]+)", line).group(1)) < 40, line
     markers = sorted(p.name for p in (recipe / "exp").rglob("*.done"))

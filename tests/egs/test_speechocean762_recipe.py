@@ -62,7 +62,7 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
         for method in ("greedy", "modified_beam"):
             wer = (recipe / "exp" / "tiny" / f"decode-{set_name}-{method}-avg2-epoch-2" / "wer").read_text()
             assert f"/ {words_in(data / set_name / 'text')}," in wer
-            assert f"speechocean762 {set_name} {method} (avg2-epoch-2): {wer.strip()}" in out.stdout
+            assert f"speechocean762 {set_name} {method} (tiny avg2-epoch-2): {wer.strip()}" in out.stdout
     again = run_recipe(recipe, *args)  # nothing changed: data, shards, units, training, average, 4 decodes skipped
     assert again.returncode == 0 and again.stdout.count("done before; skipped") == 9, again.stdout[-3000:]
     conf["train"]["epochs"] = 3  # a changed config: training goes on, and the new model is averaged and decoded
@@ -118,7 +118,7 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
         assert (outside == sum(w not in dictionary for w in ref_words) < len(ref_words)
                 and phones >= len(ref_words) - outside)
         wer = (recipe / "exp" / "phone" / f"decode-{set_name}-ctc_greedy-epoch-1" / "wer").read_text().strip()
-        assert f"speechocean762 {set_name} ctc_greedy (epoch-1): {wer}; {per}" in out.stdout
+        assert f"speechocean762 {set_name} ctc_greedy (phone epoch-1): {wer}; {per}" in out.stdout
     # none of those configs starts from another model: the default --init-config's was never trained; the
     # transducer started from DeepSpeech 2 (conf/transducer_conv_pruned_from_ctc.yaml, as tiny) starts from
     # the tiny DeepSpeech 2 above, named by --init-config, its training done before and skipped
@@ -136,7 +136,7 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     init = recipe / "exp" / "phone" / "epoch-1.pt"
     assert re.search(rf"initialised \d+ of \d+ tensors from {re.escape(str(init))} ", out.stdout), out.stdout[-3000:]
     assert re.search(r" stage 4 \(train\): done before; skipped.*\n.* stage 4 \(train\)\n", out.stdout), out.stdout
-    assert "speechocean762 dev greedy (epoch-1): %WER" in out.stdout
+    assert "speechocean762 dev greedy (from_ctc epoch-1): %WER" in out.stdout
     # the default --combine: the transducer and DeepSpeech 2 it started from, their n-bests pooled, the
     # weights chosen on dev and applied to test
     name = "from_ctc-greedy-epoch-1+phone-ctc_prefix_beam_lm-epoch-1"
