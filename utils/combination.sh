@@ -1,10 +1,12 @@
 # System combination for recipes, sourced by run.sh after utils/decoding.sh (it needs run.sh's $lm_order,
 # $lm_over and lm_beam_of, as decode_stages does):
-#   default_combination                         where run.sh's $combine is "default", sets it to the two models
+#   default_combination                         where run.sh's $combine is "default", sets it to the models
 #                                               of an --init-config run (a $train_config that starts from
 #                                               another model): $exp searched by leading_method of $methods
-#                                               (utils/decoding.sh), then the init model's CTC prefix
-#                                               search with the LM, "$exp:METHOD:$average
+#                                               (utils/decoding.sh), with --seeds the other seeds'
+#                                               experiments (other_seeds, utils/training.sh) searched so too,
+#                                               then the init model's CTC prefix search with the LM,
+#                                               "$exp:METHOD:$average [SEED:METHOD:$average ...]
 #                                               $init_exp:ctc_prefix_beam_lm:$init_average"; else to none
 #   combine_stages DECODE_STAGE STAGE "SYSTEMS" LANG "SETS"  SYSTEMS, "EXP:METHOD:AVERAGE ..." (two or
 #                                               more): each model (EXP's last AVERAGE epochs averaged, trained
@@ -25,7 +27,11 @@ default_combination() {
   [ "$combine" = default ] || return 0
   combine=
   starts_from_a_model "$train_config" || return 0
-  combine="$exp:$(leading_method "$methods"):$average $init_exp:ctc_prefix_beam_lm:$init_average"
+  local method seed
+  method=$(leading_method "$methods")
+  combine="$exp:$method:$average"
+  for seed in "${other_seeds[@]}"; do combine+=" $seed:$method:$average"; done
+  combine+=" $init_exp:ctc_prefix_beam_lm:$init_average"
 }
 
 split_system() {  # split_system EXP:METHOD:AVERAGE: sets system_exp, system_method and system_average

@@ -16,7 +16,8 @@
 #                                               (AVERAGE) and decoded on dev with METHOD (an LM-fused one
 #                                               weighted on dev first), and exp is set to the one with the
 #                                               lowest dev WER (the first on a tie): a run's chance, chosen
-#                                               on dev, never on test
+#                                               on dev, never on test; other_seeds, to the others
+#                                               (utils/combination.sh's default combines them too)
 #   init_model_stage STAGE CONFIG EXP LANG AVERAGE  trains and averages the model another starts from, and
 #                                               sets init_checkpoint to its averaged checkpoint
 #   starts_from_a_model CONFIG                  whether CONFIG starts from another model (sets
@@ -90,6 +91,7 @@ train_at_once() {  # train_at_once STAGE CONFIG BASE LANG INIT K...: seeds K's t
   return "$status"
 }
 
+other_seeds=()  # seed_stages: the seeds' experiments not chosen
 seed_stages() {
   local train_n=$1 average_n=$2 decode_n=$3 config=$4 base=$5 lang=$6 init=$7 seeds=$8 average=$9 method=${10}
   local seed candidate tag wer best= best_wer= results=() wanted=()
@@ -116,6 +118,11 @@ seed_stages() {
   done
   echo "$(date +%T) stage $decode_n: of $seeds seeds, $best is the best on dev ($method, %WER: ${results[*]})"
   exp=$best  # run.sh's
+  other_seeds=()
+  for ((seed = 0; seed < seeds; seed++)); do
+    candidate=$(seed_exp "$base" "$seed")
+    [ "$candidate" = "$best" ] || other_seeds+=("$candidate")
+  done
 }
 
 init_model_stage() {

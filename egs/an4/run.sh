@@ -34,7 +34,8 @@ lm_beam=             # the beam of the LM's search, its weights chosen with it; 
                      # the method and units (utils/units.sh lm_beam_of)
 test_sets="dev test"
 combine=             # stage 9 combines systems' n-bests (utils/combination.sh): "EXP:METHOD:AVERAGE ...", or
-                     # default: this model and the one it starts from (RESULTS.md: no gain on AN4's dev); "": none
+                     # default: this model (every seed) and the one it starts from (RESULTS.md: no gain on AN4's
+                     # dev, one seed); "": none
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/an4] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--init-config FILE] [--init-exp DIR] [--init-average N]
@@ -102,7 +103,7 @@ average_stage 5 "$exp" "$average"
 model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
 decode_stages 6 "$exp" "$model_tag" "$lang" "$methods" "$test_sets"  # LM-fused methods: their LM weighted on dev first
 deploy_stages 7 "$exp" "$model_tag" "$deploy" "$test_sets"  # with --deploy: export (7), decode in sherpa-onnx (8)
-default_combination  # --combine default: this model and the one it starts from, if it starts from one
+default_combination  # --combine default: this model (its seeds) and the one it starts from, if it starts from one
 [ -z "$combine" ] || combine_stages 6 9 "$combine" "$lang" "$test_sets"  # dev first: the weights chosen there
 for method in $methods $(for kind in $deploy; do echo "sherpa_onnx_$kind"; done); do
   for set in $test_sets; do

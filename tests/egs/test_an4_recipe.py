@@ -18,9 +18,9 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     and decoded on dev, the better decoded with the default's LM method (modified_beam_lm: a word 3-gram
     through the lexicon, weighted on dev). Over characters, not the default's phones, so
     that the same model is exported and run in sherpa-onnx, offline and streaming, with our greedy search's
-    WER and transcripts; the two models combined (--combine default, speechocean762's default). Every test
-    utterance scored; a WER that a model ignoring the audio (over 100%) cannot reach; the LM's search ahead
-    of the same search without it by a margin a broken fusion misses."""
+    WER and transcripts; the two seeds and the CTC model combined (--combine default, speechocean762's
+    default). Every test utterance scored; a WER that a model ignoring the audio (over 100%) cannot reach;
+    the LM's search ahead of the same search without it by a margin a broken fusion misses."""
     recipe = copy_recipe("an4", tmp_path)
     args = ("--corpus-dir", str(test_data / "an4"), "--unit-type", "char", "--init-config", "conf/ci_ctc.yaml",
             "--init-exp", "exp/ci_ctc", "--init-average", "3", "--train-config", "conf/ci_from_ctc.yaml",
@@ -37,9 +37,9 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     stage_lines = [line for line in again.stdout.splitlines() if re.search(r" stage \d+ \(", line)]
     # data, shards, units, the CTC model's training and average, the two seeds' trainings, for each seed its average,
     # LM, LM weights and dev decode, the chosen one's 6 decodes (its average, LM and weights named again) + deploy 6 +
-    # the combination: each system's LM, its weights and 2 decodes (the transducer's: run.sh's own, named again),
-    # dev's weights and test
-    assert again.returncode == 0 and len(stage_lines) == 40, again.stdout[-3000:]
+    # the combination of the chosen seed, the other seed and the CTC model: each system's LM, its weights and 2
+    # decodes (the transducers' dev decodes: the seeds' own, named again), dev's weights and test
+    assert again.returncode == 0 and len(stage_lines) == 44, again.stdout[-3000:]
     assert all("done before; skipped" in line for line in stage_lines), again.stdout[-3000:]
     data = recipe / "data"
     for name, count in (("train", 849), ("dev", 99), ("test", 130)):
@@ -93,11 +93,14 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     assert lm <= plain - 1.0, results
     lm, plain = (wer_of(results[f"an4 test {method}"]) for method in ("modified_beam_lm", "modified_beam"))
     assert lm <= plain, results
-    # --combine default: the transducer's modified_beam_lm n-best and the CTC model's ctc_prefix_beam_lm n-best
-    # pooled, each hypothesis scored by both models and the LM, the weights chosen on dev; against the better
-    # of the two on dev (measured: dev 21.27 against 21.11 and 35.34; test 20.18 against 20.96 and
-    # 35.45), a pooling or scoring that is broken falls behind
-    name = f"{chosen}-modified_beam_lm-avg3-epoch-6+ci_ctc-ctc_prefix_beam_lm-avg3-epoch-6"
+    # --combine default: the seeds' modified_beam_lm n-bests (the chosen seed's first) and the CTC model's
+    # ctc_prefix_beam_lm n-best pooled, each hypothesis scored by every model and the LM, the weights chosen on
+    # dev; against the better of the chosen seed and the CTC model on dev (measured with one seed combined: dev
+    # 21.27 against 21.11 and 35.34; test 20.18 against 20.96 and 35.45), a pooling or scoring that is broken
+    # falls behind
+    other = {"ci": "ci_seed1", "ci_seed1": "ci"}[chosen]
+    name = (f"{chosen}-modified_beam_lm-avg3-epoch-6+{other}-modified_beam_lm-avg3-epoch-6"
+            "+ci_ctc-ctc_prefix_beam_lm-avg3-epoch-6")
     for set_name in ("dev", "test"):
         line = results[f"an4 {set_name} combined"]
         assert line.startswith(f"an4 {set_name} combined ({name}): ") and wer_of(line) <= 40.0, line

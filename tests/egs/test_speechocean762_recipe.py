@@ -13,14 +13,15 @@ from rnnt.data.lexicon import cmu_pronunciations
 pytestmark = pytest.mark.slow
 
 
-def run_shrunk(recipe: Path, corpus: Path, config: str, shrink, exp: str, *args: str):
-    """The recipe on `corpus` (2 dev speakers) with conf/CONFIG made small by shrink(config dict)."""
+def run_shrunk(recipe: Path, corpus: Path, config: str, shrink, exp: str, *args: str, seeds: str | None = "1"):
+    """The recipe on `corpus` (2 dev speakers) with conf/CONFIG made small by shrink(config dict), one seed
+    trained (seeds=None: the recipe's default --seeds)."""
     conf = yaml.safe_load((recipe / "conf" / config).read_text())
     shrink(conf)
     conf["train"]["log_every"] = 1
     (recipe / "conf" / f"tiny_{config}").write_text(yaml.safe_dump(conf))
     return run_recipe(recipe, "--corpus-dir", str(corpus), "--train-config", f"conf/tiny_{config}", "--exp", exp,
-                      "--dev-speakers", "2", *args)
+                      "--dev-speakers", "2", *(("--seeds", seeds) if seeds else ()), *args)
 
 
 def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
@@ -51,7 +52,8 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     recipe = copy_recipe("speechocean762", tmp_path)
     (recipe / "conf" / "tiny.yaml").write_text(yaml.safe_dump(conf))
     args = ("--corpus-dir", str(corpus), "--train-config", "conf/tiny.yaml", "--exp", "exp/tiny", "--dev-speakers", "2",
-            "--unit-type", "bpe", "--vocab-size", "40", "--average", "2", "--methods", "greedy modified_beam")
+            "--unit-type", "bpe", "--vocab-size", "40", "--average", "2", "--methods", "greedy modified_beam",
+            "--seeds", "1")
     out = run_recipe(recipe, *args)
     assert out.returncode == 0, out.stderr[-3000:]
     data = recipe / "data"
@@ -131,22 +133,30 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     assert not (recipe / "exp" / "deepspeech_phone").exists()
     out = run_shrunk(recipe, corpus, "transducer_conv_pruned_from_ctc.yaml", shrink_transducer, "exp/from_ctc",
                      "--unit-type", "phone", "--init-config", "conf/tiny_deepspeech.yaml", "--init-exp", "exp/phone",
-                     "--init-average", "0", "--average", "0", "--methods", "greedy")
+                     "--init-average", "0", "--average", "0", "--methods", "greedy", seeds=None)
     assert out.returncode == 0, out.stderr[-3000:]
+    # the default --seeds 2: two transducers from the tiny DeepSpeech 2, trained at once, their output in their logs
     init = recipe / "exp" / "phone" / "epoch-1.pt"
-    assert re.search(rf"initialised \d+ of \d+ tensors from {re.escape(str(init))} ", out.stdout), out.stdout[-3000:]
+    assert "2 trainings at once" in out.stdout
+    for exp in ("from_ctc", "from_ctc_seed1"):
+        log = (recipe / "exp" / exp / "log" / "4.train.log").read_text()
+        assert re.search(rf"initialised \d+ of \d+ tensors from {re.escape(str(init))} ", log), log[-3000:]
     assert re.search(r" stage 4 \(train\): done before; skipped.*\n.* stage 4 \(train\)\n", out.stdout), out.stdout
-    assert "speechocean762 dev greedy (from_ctc epoch-1): %WER" in out.stdout
-    # the default --combine: the transducer and DeepSpeech 2 it started from, their n-bests pooled, the
-    # weights chosen on dev and applied to test
-    name = "from_ctc-greedy-epoch-1+phone-ctc_prefix_beam_lm-epoch-1"
+    chosen = re.search(r"of 2 seeds, exp/(\S+) is the best on dev", out.stdout).group(1)
+    other = {"from_ctc": "from_ctc_seed1", "from_ctc_seed1": "from_ctc"}[chosen]
+    assert f"speechocean762 dev greedy ({chosen} epoch-1): %WER" in out.stdout
+    # the default --combine: the chosen transducer, the other seed and DeepSpeech 2 they started from, their
+    # n-bests pooled, the weights chosen on dev and applied to test
+    name = f"{chosen}-greedy-epoch-1+{other}-greedy-epoch-1+phone-ctc_prefix_beam_lm-epoch-1"
     for set_name in ("dev", "test"):
         wer = (recipe / "exp" / "combination" / f"decode-{set_name}-combined-{name}" / "wer").read_text().strip()
         assert f"/ {words_in(data / set_name / 'text')}," in wer
         assert f"speechocean762 {set_name} combined ({name}): {wer}" in out.stdout
     log = (recipe / "exp" / "combination" / "log" / f"9.combine-test-{name}.log").read_text()
     assert log.startswith(
-        "# steps/combine_nbest.py --system exp/from_ctc exp/from_ctc/epoch-1.pt exp/from_ctc/decode-test-greedy-epoch-1"
+        f"# steps/combine_nbest.py --system exp/{chosen} exp/{chosen}/epoch-1.pt"
+        f" exp/{chosen}/decode-test-greedy-epoch-1"
+        f" --system exp/{other} exp/{other}/epoch-1.pt exp/{other}/decode-test-greedy-epoch-1"
         " --system exp/phone exp/phone/epoch-1.pt exp/phone/decode-test-ctc_prefix_beam_lm-epoch-1"
         " --lm-fusion exp/phone/lm/ctc_prefix_beam_lm-epoch-1.yaml"
         f" --weights exp/combination/decode-dev-combined-{name}/weights.yaml data/test/data.list "), log
@@ -156,8 +166,13 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     (recipe / "conf" / "tiny_deepspeech.yaml").write_text(yaml.safe_dump(conf))
     out = run_shrunk(recipe, corpus, "transducer_conv_pruned_from_ctc.yaml", shrink_transducer, "exp/from_ctc",
                      "--unit-type", "phone", "--init-config", "conf/tiny_deepspeech.yaml", "--init-exp", "exp/phone",
-                     "--init-average", "0", "--average", "0", "--methods", "greedy")
+                     "--init-average", "0", "--average", "0", "--methods", "greedy", seeds=None)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "train.init_from_sha256" in out.stdout and (recipe / "exp" / "from_ctc.1" / "epoch-1.pt").is_file()
+    for exp in ("from_ctc", "from_ctc_seed1"):  # each seed's old run set aside
+        assert "train.init_from_sha256" in (recipe / "exp" / exp / "log" / "4.train.log").read_text()
+        assert (recipe / "exp" / f"{exp}.1" / "epoch-1.pt").is_file()
     assert (recipe / "exp" / "phone.1" / "epoch-1.pt").is_file()  # DeepSpeech 2's old run, set aside too
-    assert f"stage 9 (combine-test-{name}): its inputs changed since it was done; running it again" in out.stdout
+    if re.search(rf"of 2 seeds, exp/{chosen} is the best on dev", out.stdout):
+        assert f"stage 9 (combine-test-{name}): its inputs changed since it was done; running it again" in out.stdout
+    else:  # the other seed chosen this time: a combination of another name
+        assert re.search(rf"stage 9 \(combine-test-{other}-greedy-epoch-1\+{chosen}-greedy", out.stdout), out.stdout

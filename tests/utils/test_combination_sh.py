@@ -19,9 +19,10 @@ def sourced(script: str, *args: str) -> subprocess.CompletedProcess:
                            "combination", *args], cwd=ROOT, capture_output=True, text=True, env=env)
 
 
-def default_of(train_config: str, methods: str, combine: str = "default") -> str:
+def default_of(train_config: str, methods: str, combine: str = "default", other_seeds: str = "") -> str:
     out = sourced('combine=$1 train_config=$2 methods=$3 exp=exp/t average=10 init_exp=exp/d init_average=5; '
-                  'default_combination; echo "[$combine]"', combine, train_config, methods)
+                  'read -ra other_seeds <<< "$4"; default_combination; echo "[$combine]"', combine, train_config,
+                  methods, other_seeds)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
@@ -31,6 +32,10 @@ def test_the_default_combines_the_model_with_the_one_it_starts_from():
     assert default_of(FROM_CTC, "greedy modified_beam_lm pooled_beam_lm") == \
         "[exp/t:modified_beam_lm:10 exp/d:ctc_prefix_beam_lm:5]"
     assert default_of(FROM_CTC, "greedy modified_beam") == "[exp/t:modified_beam:10 exp/d:ctc_prefix_beam_lm:5]"
+    # with --seeds, the chosen seed first, the other seeds' models after it (utils/training.sh other_seeds)
+    assert default_of(FROM_CTC, "greedy pooled_beam_lm", other_seeds="exp/t_seed1 exp/t_seed2") == \
+        "[exp/t:pooled_beam_lm:10 exp/t_seed1:pooled_beam_lm:10 exp/t_seed2:pooled_beam_lm:10 " \
+        "exp/d:ctc_prefix_beam_lm:5]"
     assert default_of(ALONE, "ctc_prefix_beam_lm") == "[]"  # nothing it starts from: no combination
     assert default_of(FROM_CTC, "greedy", combine="") == "[]"  # --combine "": none
     assert default_of(FROM_CTC, "greedy", combine="exp/a:greedy:0 exp/b:beam_lm:3") == \

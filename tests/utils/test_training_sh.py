@@ -37,7 +37,8 @@ def sourced(script: str, **env: str) -> subprocess.CompletedProcess:
 
 def run_seed_stages(tmp_path, seeds, wers: str, stop_stage: int = 100, **env: str) -> subprocess.CompletedProcess:
     return sourced(f'stage=0 stop_stage={stop_stage}\n{STUBS}\nexp={tmp_path}/m; seed_stages 4 5 6 conf/t.yaml '
-                   f'"$exp" data/lang init.pt {seeds} 2 modified_beam_lm; echo "exp=$exp"', WERS=wers, **env)
+                   f'"$exp" data/lang init.pt {seeds} 2 modified_beam_lm\n'
+                   'echo "others=${other_seeds[*]}"; echo "exp=$exp"', WERS=wers, **env)
 
 
 def chosen(tmp_path, seeds: int, wers: str, stop_stage: int = 100, trained: str = ""):
@@ -48,7 +49,7 @@ def chosen(tmp_path, seeds: int, wers: str, stop_stage: int = 100, trained: str 
     assert out.returncode == 0, out.stderr
     trainings = sorted(record.read_text().splitlines()) if record.exists() else []
     lines = [line.replace(str(tmp_path) + "/", "") for line in trainings + out.stdout.splitlines()
-             if "trainings" not in line]
+             if "trainings" not in line and not line.startswith("others=")]
     return lines[:-1], lines[-1].removeprefix("exp=")
 
 
@@ -73,6 +74,9 @@ def test_several_seeds_train_one_model_each_and_dev_chooses(tmp_path):
     assert exp == "m_seed1" and "m_seed1 is the best on dev (modified_beam_lm, %WER: m 6.70 m_seed1 5.53 m_seed2 " \
         "9.05)" in steps[9]
     assert chosen(tmp_path, 2, "m=6.37 m_seed1=6.37")[1] == "m"  # a tie: the first
+    # the seeds not chosen, for --combine default (utils/combination.sh), in their order
+    out = run_seed_stages(tmp_path, 3, "m=6.70 m_seed1=5.53 m_seed2=9.05", TRAINED="m m_seed1 m_seed2")
+    assert f"others={tmp_path}/m {tmp_path}/m_seed2\n" in out.stdout, out.stdout
     assert chosen(tmp_path, 2, "m=10.2 m_seed1=9.8")[1] == "m_seed1"  # compared as numbers, not as text
 
 
