@@ -82,7 +82,8 @@ model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epo
 decode_stages 6 "$exp" "$model_tag" "$lang" "$methods" "${sets#train }"  # into $exp/decode-SET-METHOD-$model_tag
 for method in $methods; do
   for set in ${sets#train }; do
-    decode_result "$recipe $set $method ($(basename "$exp")${model_tag:+ $model_tag}):" "$exp" "$model_tag" "$set" "$method"
+    decode_result "$recipe $set $method ($(basename "$exp")${model_tag:+ $model_tag}):" \
+      "$exp" "$model_tag" "$set" "$method"
   done
 done
 exit

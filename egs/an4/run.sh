@@ -107,7 +107,8 @@ default_combination  # --combine default: this model (its seeds) and the one it 
 [ -z "$combine" ] || combine_stages 6 9 "$combine" "$lang" "$test_sets"  # dev first: the weights chosen there
 for method in $methods $(for kind in $deploy; do echo "sherpa_onnx_$kind"; done); do
   for set in $test_sets; do
-    decode_result "an4 $set $method ($(basename "$exp")${model_tag:+ $model_tag}):" "$exp" "$model_tag" "$set" "$method"
+    decode_result "an4 $set $method ($(basename "$exp")${model_tag:+ $model_tag}):" \
+      "$exp" "$model_tag" "$set" "$method"
   done
 done
 combination_results an4 "$combine" "$test_sets"

@@ -132,7 +132,8 @@ for method in $methods; do
 done
 for method in $methods; do
   for set in $test_sets; do
-    decode_result "librispeech $set $method ($(basename "$exp")${model_tag:+ $model_tag}):" "$exp" "$model_tag" "$(name $set)" "$method"
+    decode_result "librispeech $set $method ($(basename "$exp")${model_tag:+ $model_tag}):" \
+      "$exp" "$model_tag" "$(name $set)" "$method"
   done
 done
 exit
