@@ -17,6 +17,7 @@ import torch
 
 from rnnt.ctc_rescoring import ctc_log_likelihoods
 from rnnt.pooled_search import fusion_score, transducer_log_likelihoods
+from rnnt.scoring import count_errors
 from rnnt.search import Hypothesis
 
 LM = "lm"
@@ -67,13 +68,42 @@ def lm_features(fusion, hyps: list[Hypothesis]) -> list[list[float]]:
     return [[fusion_score(fusion, hyp)] for hyp in hyps]
 
 
+def weighted_totals(features: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """(points, hypotheses): each weighting's (points, K) sum of a pool's (hypotheses, K) features, float64,
+    -inf where a feature it weighs is not finite (one of weight 0 is left out). Summed feature by feature
+    in order, so a weighting gives the same floats alone as in a grid of any size."""
+    finite = torch.isfinite(features)
+    totals = torch.zeros(weights.shape[0], features.shape[0], dtype=torch.float64)
+    for k in range(features.shape[1]):
+        totals += weights[:, k, None] * torch.where(finite[:, k], features[:, k], 0.0)
+    unusable = (weights != 0).double() @ (~finite).double().T > 0
+    return totals.masked_fill(unusable, -math.inf)
+
+
+def as_tensor(rows: list[list[float]]) -> torch.Tensor:
+    return torch.tensor(rows, dtype=torch.float64)
+
+
 def choose(hyps: list[Hypothesis], features: list[list[float]], weights: list[float]) -> Hypothesis:
-    """The hypothesis of the highest weighted sum (a feature of weight 0 left out; -inf where a weighted
-    feature is -inf); the first where none is finite."""
-    def total(row):
-        used = [(w, x) for w, x in zip(weights, row) if w]
-        return sum(w * x for w, x in used) if all(math.isfinite(x) for _, x in used) else -math.inf
-    return max(zip(hyps, features), key=lambda pair: total(pair[1]))[0]
+    """The hypothesis of the highest weighted sum (weighted_totals); the first on a tie or where none is
+    finite."""
+    return hyps[int(weighted_totals(as_tensor(features), as_tensor([weights]))[0].argmax())]
+
+
+def grid_errors(pools: dict[str, list[Hypothesis]], rows: dict[str, list[list[float]]], references: dict[str, str],
+                grid: list[list[float]]) -> list[int]:
+    """Each weighting's word errors over the references, as rnnt.scoring.score counts those of choose's
+    transcripts (a reference without a pool as an empty hypothesis), for the whole grid at once: every
+    pooled hypothesis is aligned once, and each weighting adds up the errors of the ones it picks."""
+    weights = as_tensor(grid)
+    errors = torch.zeros(len(grid), dtype=torch.long)
+    for key, reference in references.items():
+        if key not in pools:
+            errors += len(reference.split())
+            continue
+        own = torch.tensor([count_errors(reference, " ".join(hyp.words)).errors for hyp in pools[key]])
+        errors += own[weighted_totals(as_tensor(rows[key]), weights).argmax(dim=1)]
+    return errors.tolist()
 
 
 def weight_grid(names: list[str], values: list[float]):

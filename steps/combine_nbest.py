@@ -19,9 +19,8 @@ from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.decode_results import reference_texts, write_results
 from rnnt.lm.fusion import read_fusion_config
 from rnnt.progress_bar import progress
-from rnnt.scoring import score
-from rnnt.system_combination import LM, choose, feature_names, lm_features, model_features, pool, read_nbest, \
-    weight_grid
+from rnnt.system_combination import LM, choose, feature_names, grid_errors, lm_features, model_features, pool, \
+    read_nbest, weight_grid
 from rnnt.transcriber import decoding_pipeline, load_model
 
 
@@ -84,12 +83,14 @@ def main() -> str:
         raise ToolError(str(error)) from error
     os.makedirs(args.out_dir, exist_ok=True)
     if args.tune:
-        grid = [float(x) for x in args.grid.split(",")]
-        points = [(score(refs, transcripts(pools, rows, w)).counts, w) for w in weight_grid(names, grid)]
+        grid = list(weight_grid(names, [float(x) for x in args.grid.split(",")]))
+        errors = grid_errors(pools, rows, refs, grid)
+        words = max(sum(len(ref.split()) for ref in refs.values()), 1)
         with open(os.path.join(args.out_dir, "tuning.tsv"), "w", encoding="utf-8") as f:
             f.write("\t".join(names + ["wer"]) + "\n")
-            f.writelines("\t".join([f"{x:g}" for x in w] + [f"{counts.wer:.2f}"]) + "\n" for counts, w in points)
-        weights = min(points, key=lambda point: point[0].errors)[1]
+            f.writelines("\t".join([f"{x:g}" for x in w] + [f"{100.0 * e / words:.2f}"]) + "\n"
+                         for e, w in zip(errors, grid))
+        weights = grid[errors.index(min(errors))]
         with open(os.path.join(args.out_dir, "weights.yaml"), "w", encoding="utf-8") as f:
             yaml.safe_dump({"weights": dict(zip(names, weights)), "chosen_on": args.data_list}, f, sort_keys=False)
     report = write_results(args.out_dir, refs, transcripts(pools, rows, weights), refs_from, "combine_nbest.py")
