@@ -9,7 +9,8 @@
 # else under /tmp.
 set -euo pipefail
 case "${1:-}" in
-  -h|--help) echo "Usage: benchmarks/gpu_check.sh [METHOD ...]   (loss.py methods; default: torchaudio padded fused pruned)"
+  -h|--help) echo "Usage: benchmarks/gpu_check.sh [METHOD ...]"
+             echo "  (benchmarks/loss.py's methods; default: torchaudio padded fused pruned)"
              exit 0 ;;
 esac
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -4,8 +4,9 @@
 set -euo pipefail
 time_to_accuracy=false
 case "${1:-}" in
-  -h|--help) echo "Usage: benchmarks/run_all.sh [--time-to-accuracy]   (builds benchmarks/venv-torchaudio first if missing;"
-             echo "  --time-to-accuracy adds the AN4 trainings of benchmarks/time_to_accuracy.py, about 40 minutes)"; exit 0 ;;
+  -h|--help) echo "Usage: benchmarks/run_all.sh [--time-to-accuracy]"
+             echo "  (builds benchmarks/venv-torchaudio first if missing; --time-to-accuracy adds the AN4 trainings"
+             echo "  of benchmarks/time_to_accuracy.py, about 40 minutes)"; exit 0 ;;
   --time-to-accuracy) time_to_accuracy=true ;;
   "") ;;
   *) echo "run_all.sh: unknown option '$1' (see --help)" >&2; exit 1 ;;

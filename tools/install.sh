@@ -58,7 +58,8 @@ link_project() {
 # The stamp records the requirements the venv was built from; equal stamp -> nothing to do.
 stamp="$venv/.rnnt-requirements.sha256"
 want=$(cat "$requirements" "$constraints" | sha256sum | cut -d' ' -f1)
-if ! $force && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$venv/bin/python" -c 'import torch' 2>/dev/null; then
+if ! $force && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
+    "$venv/bin/python" -c 'import torch' 2>/dev/null; then
   link_project
   echo "tools/install.sh: $venv is up to date"
   exit 0

@@ -71,7 +71,8 @@ average_stage() {
   fi
 }
 
-ngram_arpa() {  # ngram_arpa LANG ORDER OVER: the LM's ARPA file, LANG/lm_5gram.arpa over units, lm_word_3gram.arpa over words
+ngram_arpa() {  # ngram_arpa LANG ORDER OVER: the LM's ARPA file, LANG/lm_5gram.arpa over units,
+               # LANG/lm_word_3gram.arpa over words
   if [ "$3" = units ]; then echo "$1/lm_$2gram.arpa"; else echo "$1/lm_word_$2gram.arpa"; fi
 }
 

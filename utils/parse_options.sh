@@ -21,7 +21,8 @@ __po_fail() {
 
 if [[ "$(declare -p config 2>/dev/null)" == "declare -- "* ]]; then  # the script's own (not the environment's):
   # it could never be set, --config sourcing a file instead
-  __po_fail "the script defines a variable 'config', but --config FILE is reserved for a file of shell assignments: rename the variable (e.g. train_config)"
+  __po_fail "the script defines a variable 'config', but --config FILE is reserved for a file of shell" \
+    "assignments: rename the variable (e.g. train_config)"
 fi
 
 __po_set() {  # __po_set <option-as-typed> <value>
@@ -49,7 +50,10 @@ while [ $__po_i -lt ${#__po_args[@]} ]; do
     --) break ;;
     --help|-h) __po_i=$((__po_i + 1)); continue ;;
     --config=*) __po_cfg=${__po_args[__po_i]#--config=}; __po_i=$((__po_i + 1)) ;;
-    --config) __po_cfg=${__po_args[__po_i + 1]:-}; [ -n "$__po_cfg" ] || __po_fail "--config needs a file"; __po_i=$((__po_i + 2)) ;;
+    --config)
+      __po_cfg=${__po_args[__po_i + 1]:-}
+      [ -n "$__po_cfg" ] || __po_fail "--config needs a file"
+      __po_i=$((__po_i + 2)) ;;
     --*=*) __po_i=$((__po_i + 1)); continue ;;
     --*) __po_i=$((__po_i + 2)); continue ;;
     *) break ;;

@@ -3,11 +3,11 @@
 #   if stage_wanted 4 train "$exp" -- "$train_config" data/train/data.list; then ...; stage_done 4 train "$exp"; fi
 # A finished stage leaves <marks>/<N>.<name>.done holding a fingerprint of its inputs (the words after
 # --: options as they are; files by their content; folders by the names, sizes and times of the files
-# in them; files over 64 MB by size and time). Run again, a stage is skipped when its marker's fingerprint is that of its inputs now, and
-# runs again when they changed; since a stage's inputs are the outputs of the stages before it, the
-# stages after a changed one run again too. An explicit --stage N (N > 0) runs stages N and on again
-# whatever their markers say, as in Kaldi; the default --stage 0 skips finished work. An interrupted
-# stage left no marker and runs again (every step is safe to rerun or resumes). Marks live in
+# in them; files over 64 MB by size and time). Run again, a stage is skipped when its marker's fingerprint
+# is that of its inputs now, and runs again when they changed; since a stage's inputs are the outputs of
+# the stages before it, the stages after a changed one run again too. An explicit --stage N (N > 0) runs
+# stages N and on again whatever their markers say, as in Kaldi; the default --stage 0 skips finished
+# work. An interrupted stage left no marker and runs again (every step is safe to rerun or resumes). Marks live in
 # $stage_marks (default exp/.stages), or in DIR/.stages for a stage given a DIR: stages that make a
 # model's outputs pass its --exp dir, so a new --exp trains and decodes again.
 # Each stage's commands run through `logged "$log" COMMAND...` with log=$(stage_log N NAME [DIR]): their output
@@ -25,7 +25,11 @@ stage_mark() {  # stage_mark N NAME [DIR]: the marker file of a finished stage
 }
 
 stage_log() {  # stage_log N NAME [DIR]: the log file of a stage
-  if [ -n "${3:-}" ] && [ "$3" != "--" ]; then echo "$3/log/$1.$2.log"; else echo "$(dirname "$stage_marks")/log/$1.$2.log"; fi
+  if [ -n "${3:-}" ] && [ "$3" != "--" ]; then
+    echo "$3/log/$1.$2.log"
+  else
+    echo "$(dirname "$stage_marks")/log/$1.$2.log"
+  fi
 }
 
 progress_bars=true  # false: logged draws no bars on the terminal (commands running at once would share its line)
@@ -84,8 +88,8 @@ stage_fingerprint() {  # stage_fingerprint INPUT...: one line that changes when 
     elif [ -f "$input" ]; then
       printf '%s file %s\n' "$input" "$(sha256sum < "$input" | cut -d' ' -f1)"
     elif [ -d "$input" ]; then
-      printf '%s dir %s\n' "$input" "$(find "$input" -type f ! -path '*/.stages/*' -printf '%P %s %T@\n' | LC_ALL=C sort |
-        sha256sum | cut -d' ' -f1)"
+      printf '%s dir %s\n' "$input" "$(find "$input" -type f ! -path '*/.stages/*' -printf '%P %s %T@\n' |
+        LC_ALL=C sort | sha256sum | cut -d' ' -f1)"
     else
       printf '%s\n' "$input"
     fi

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
 # Copy part of a data dir: first/last/random/spread N, or a key list (see --help).
 set -euo pipefail
-exec python3 -c "import sys; from rnnt.datadir.subset import main as m; sys.argv[0] = 'subset_data_dir.sh'; sys.exit(m(sys.argv[1:]))" "$@"
+exec python3 -c "import sys; from rnnt.datadir.subset import main
+sys.argv[0] = 'subset_data_dir.sh'; sys.exit(main(sys.argv[1:]))" "$@"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
 # Check a Kaldi data dir with Kaldi's rules (see --help).
 set -euo pipefail
-exec python3 -c "import sys; from rnnt.datadir.validate import main as m; sys.argv[0] = 'validate_data_dir.sh'; sys.exit(m(sys.argv[1:]))" "$@"
+exec python3 -c "import sys; from rnnt.datadir.validate import main
+sys.argv[0] = 'validate_data_dir.sh'; sys.exit(main(sys.argv[1:]))" "$@"

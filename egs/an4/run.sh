@@ -46,8 +46,8 @@ help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/an4
   [--combine default|\"EXP:METHOD:AVERAGE EXP:METHOD:AVERAGE ...\"]
 Stages: 0 download, 1 data dirs, 2 shards, 3 units (phones and their lexicon, BPE or characters), 4 train
 (for a --train-config with train.init_from: --init-config's model first, averaged, then it from that),
-5 average, 6 decode and score (an LM-fused method first gets an n-gram LM from
-data/train's text, its weights chosen on dev), 7 export to ONNX (--deploy), 8 decode and score the export in sherpa-onnx.
+5 average, 6 decode and score (an LM-fused method first gets an n-gram LM from data/train's text, its
+weights chosen on dev), 7 export to ONNX (--deploy), 8 decode and score the export in sherpa-onnx.
 9 combine (--combine: each system decodes dev and test keeping its n-best; the weights chosen on dev).
 Examples: ./run.sh --corpus-dir ../../../shared/data/an4
   ./run.sh --corpus-dir ../../../shared/data/an4 --train-config conf/deepspeech.yaml \\
@@ -82,10 +82,12 @@ if stage_wanted 1 "data-dev$dev_speakers" -- "$corpus_dir" "$dev_speakers"; then
   stage_done 1 "data-dev$dev_speakers"
 fi
 
-if stage_wanted 2 "shards-dev$dev_speakers" -- $(for set in train dev test; do echo data/$set/wav.scp data/$set/text; done); then
+if stage_wanted 2 "shards-dev$dev_speakers" -- \
+    $(for set in train dev test; do echo data/$set/wav.scp data/$set/text; done); then
   log=$(stage_log 2 "shards-dev$dev_speakers")
   for set in train dev test; do
-    logged "$log" steps/make_shards.py --replace --nj "$nj" --utts-per-shard 200 data/$set data/$set/shards data/$set/data.list
+    logged "$log" steps/make_shards.py --replace --nj "$nj" --utts-per-shard 200 \
+      data/$set data/$set/shards data/$set/data.list
   done
   stage_done 2 "shards-dev$dev_speakers"
 fi

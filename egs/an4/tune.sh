@@ -4,7 +4,8 @@
 # search's minutes_per_trial, scored by its best dev WER (--search conf/tune_time_to_accuracy.yaml: by
 # its minutes to a target dev WER, for benchmarks/time_to_accuracy.py). Killed, it resumes from
 # $exp/study.db when run again. Then train the winner in full:
-#   ./run.sh --stage 4 --unit-type bpe --train-config exp/tune/best.yaml --exp exp/tuned --methods "greedy modified_beam"
+#   ./run.sh --stage 4 --unit-type bpe --train-config exp/tune/best.yaml --exp exp/tuned \
+#     --methods "greedy modified_beam"
 set -euo pipefail
 {  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 
@@ -14,7 +15,8 @@ exp=exp/tune
 vocab_size=64
 trials=0             # 0: the search's own count
 storage=             # a database URL shared by workers on several machines; empty: sqlite in $exp
-help_message="Usage: ./tune.sh [--train-config FILE] [--search FILE] [--exp DIR] [--vocab-size N] [--trials N] [--storage URL]
+help_message="Usage: ./tune.sh [--train-config FILE] [--search FILE] [--exp DIR] [--vocab-size N] [--trials N]
+  [--storage URL]
 Needs data/{train,dev}/data.list and data/lang_bpe\$vocab_size (./run.sh --unit-type bpe --stop-stage 3).
 Writes \$exp/best.yaml, \$exp/trials.png, \$exp/trials.tsv; the log is \$exp/tune.log."
 
@@ -23,7 +25,10 @@ Writes \$exp/best.yaml, \$exp/trials.png, \$exp/trials.tsv; the log is \$exp/tun
 
 lang=data/lang_bpe$vocab_size
 for needed in data/train/data.list data/dev/data.list "$lang/units.txt"; do
-  [ -e "$needed" ] || { echo "tune.sh: $needed is missing: run ./run.sh --unit-type bpe --stop-stage 3 first" >&2; exit 1; }
+  if [ ! -e "$needed" ]; then
+    echo "tune.sh: $needed is missing: run ./run.sh --unit-type bpe --stop-stage 3 first" >&2
+    exit 1
+  fi
 done
 mkdir -p "$exp"
 steps/tune.py --config "$train_config" --search "$search" --train-list data/train/data.list \

@@ -16,11 +16,12 @@ exp=                 # default exp/tiny; with --strings N, exp/stringsN
 method=greedy
 average=0            # the last N epochs averaged for decoding (0: the last epoch alone)
 strings=0            # digit strings to train on (0: single digits only); N/5 more are tested
-help_message="Usage: ./run.sh --corpus-dir FSDD/recordings [--stage N] [--stop-stage M] [--train-config FILE] [--exp DIR]
-  [--strings N] [--average N] [--method greedy|beam|modified_beam]
+help_message="Usage: ./run.sh --corpus-dir FSDD/recordings [--stage N] [--stop-stage M] [--train-config FILE]
+  [--exp DIR] [--strings N] [--average N] [--method greedy|beam|modified_beam]
 FSDD is not on OpenSLR: git clone https://github.com/Jakobovski/free-spoken-digit-dataset and pass its recordings/.
 Stages: 1 data dirs, 2 shards, 3 units, 4 train, 5 average (with --average N), 6 decode (prints the %WER lines).
-Connected digits: ./run.sh --corpus-dir DIR --strings 1000 (a modified transducer, conf/strings.yaml, in exp/strings1000)"
+Connected digits: ./run.sh --corpus-dir DIR --strings 1000 (a modified transducer, conf/strings.yaml, in
+exp/strings1000)"
 
 . ./path.sh
 . utils/parse_options.sh
@@ -53,7 +54,8 @@ if stage_wanted 1 data -- "$corpus_dir" "$strings"; then
   logged "$log" local/data_prep.py "$corpus_dir" data
   if [ "$strings" -gt 0 ]; then
     logged "$log" local/digit_strings.py --num "$strings" --seed 1 data/train data/train_strings$strings
-    logged "$log" local/digit_strings.py --num $(( strings >= 5 ? strings / 5 : 1 )) --seed 2 data/test data/test_strings$strings
+    logged "$log" local/digit_strings.py --num $(( strings >= 5 ? strings / 5 : 1 )) --seed 2 \
+      data/test data/test_strings$strings
     logged "$log" utils/combine_data.sh data/$train_set data/train data/train_strings$strings
   fi
   stage_done 1 data
@@ -62,7 +64,8 @@ fi
 if stage_wanted 2 shards -- $(for set in $train_set $test_sets; do echo data/$set/wav.scp data/$set/text; done); then
   log=$(stage_log 2 shards)
   for set in $train_set $test_sets; do
-    logged "$log" steps/make_shards.py --replace --nj 2 --utts-per-shard 300 data/$set data/$set/shards data/$set/data.list
+    logged "$log" steps/make_shards.py --replace --nj 2 --utts-per-shard 300 \
+      data/$set data/$set/shards data/$set/data.list
   done
   stage_done 2 shards
 fi
@@ -75,7 +78,8 @@ fi
 
 if stage_wanted 4 train "$exp" -- "$train_config" data/$train_set/shards data/test/shards data/lang/units.txt; then
   log=$(stage_log 4 train "$exp")
-  logged "$log" steps/train.py --config "$train_config" --train-list data/$train_set/data.list --valid-list data/test/data.list \
+  logged "$log" steps/train.py --config "$train_config" \
+    --train-list data/$train_set/data.list --valid-list data/test/data.list \
     --lang-dir data/lang --exp-dir "$exp" --resume
   stage_done 4 train "$exp"
 fi
@@ -86,7 +90,8 @@ model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epo
 # stage 6: each set decoded into $exp/decode-SET-$method-$model_tag
 checkpoint=$(checkpoint_of "$exp" "$model_tag")
 for set in $test_sets; do
-  if stage_wanted 6 "decode-$set-$method-$model_tag" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text"; then
+  if stage_wanted 6 "decode-$set-$method-$model_tag" "$exp" -- \
+      "$checkpoint" "data/$set/data.list" "data/$set/text"; then
     logged "$(stage_log 6 "decode-$set-$method-$model_tag" "$exp")" steps/decode.py --method "$method" \
       --checkpoint "$checkpoint" --tag "$model_tag" "$exp" "data/$set/data.list" "$set"
     stage_done 6 "decode-$set-$method-$model_tag" "$exp"

@@ -82,7 +82,8 @@ fi
 for set in $(for s in $train $valid_set $test_sets; do name $s; done | sort -u); do
   if stage_wanted 2 "shards-$set" -- data/$set/wav.scp data/$set/text; then
     log=$(stage_log 2 "shards-$set")
-    logged "$log" steps/make_shards.py --replace --nj "$nj" --utts-per-shard 1000 data/$set data/$set/shards data/$set/data.list
+    logged "$log" steps/make_shards.py --replace --nj "$nj" --utts-per-shard 1000 \
+      data/$set data/$set/shards data/$set/data.list
     stage_done 2 "shards-$set"
   fi
 done
@@ -94,7 +95,8 @@ if stage_wanted 3 "units-$train-$unit_type$vocab_size" -- data/$train/text; then
   stage_done 3 "units-$train-$unit_type$vocab_size"
 fi
 
-if stage_wanted 4 train "$exp" -- "$train_config" data/$train/shards data/$(name $valid_set)/shards "$lang/units.txt"; then
+if stage_wanted 4 train "$exp" -- \
+    "$train_config" data/$train/shards data/$(name $valid_set)/shards "$lang/units.txt"; then
   log=$(stage_log 4 train "$exp")
   train_args=(--config "$train_config" --train-list data/$train/data.list --valid-list data/$(name $valid_set)/data.list
               --lang-dir "$lang" --exp-dir "$exp" --resume)

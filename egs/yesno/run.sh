@@ -17,8 +17,8 @@ exp=exp/tiny
 num_synth=600        # synthesised training recordings
 average=3            # the last N epochs averaged for decoding (0: the last epoch alone)
 method=modified_beam
-help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR] [--mirror URL] [--train-config FILE] [--exp DIR]
-  [--num-synth N] [--average N] [--method greedy|beam|modified_beam]
+help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR] [--mirror URL] [--train-config FILE]
+  [--exp DIR] [--num-synth N] [--average N] [--method greedy|beam|modified_beam]
 Stages: 0 download, 1 data dirs, 2 shards, 3 units, 4 train, 5 average, 6 decode (prints the %WER line)."
 
 . ./path.sh
@@ -61,7 +61,8 @@ fi
 if stage_wanted 4 train "$exp" -- "$train_config" data/train_yesno_aug/shards data/test_yesno/shards \
     data/lang/units.txt; then
   log=$(stage_log 4 train "$exp")
-  logged "$log" steps/train.py --config "$train_config" --train-list data/train_yesno_aug/data.list --valid-list data/test_yesno/data.list \
+  logged "$log" steps/train.py --config "$train_config" \
+    --train-list data/train_yesno_aug/data.list --valid-list data/test_yesno/data.list \
     --lang-dir data/lang --exp-dir "$exp" --resume
   stage_done 4 train "$exp"
 fi

@@ -15,6 +15,16 @@ def test_no_undefined_names_unused_imports_or_long_lines():
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
 
 
+def test_shell_lines_stay_within_the_line_length():
+    """The shell scripts (recipes, utils/, tools/, benchmarks/, CI) keep Python's 120 characters a line."""
+    scripts = [ROOT / ".ci" / "run", *ROOT.glob("*.sh"), *(ROOT / "egs").glob("*/*.sh"),
+               *[path for folder in ("utils", "tools", "benchmarks") for path in (ROOT / folder).glob("*.sh")]]
+    assert len(scripts) > 20, scripts  # run.sh of every recipe, utils/*.sh, tools/install.sh, ...
+    too_long = [f"{path.relative_to(ROOT)}:{number}: {len(line)} characters" for path in scripts
+                for number, line in enumerate(path.read_text().splitlines(), 1) if len(line) > 120]
+    assert not too_long, too_long
+
+
 MAX_FUNCTION_LINES = 50
 MAX_FILE_LINES = 300
 
