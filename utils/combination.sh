@@ -5,8 +5,10 @@
 #                                               another model): $exp searched by leading_method of $methods
 #                                               (utils/decoding.sh), with --seeds the other seeds'
 #                                               experiments (other_seeds, utils/training.sh) searched so too,
+#                                               with run.sh's --companion-config its $companion_exp so too,
 #                                               then the init model's CTC prefix search with the LM,
 #                                               "$exp:METHOD:$average [SEED:METHOD:$average ...]
+#                                               [$companion_exp:METHOD:$average]
 #                                               $init_exp:ctc_prefix_beam_lm:$init_average"; else to none
 #   combine_stages DECODE_STAGE STAGE "SYSTEMS" LANG "SETS"  SYSTEMS, "EXP:METHOD:AVERAGE ..." (two or
 #                                               more): each model (EXP's last AVERAGE epochs averaged, trained
@@ -17,8 +19,9 @@
 #                                               system's) and applies dev's weights to the other sets, into
 #                                               exp/combination/decode-SET-combined-NAME
 #   combination_name "SYSTEMS"                  NAME: each system's EXP's name, METHOD and model tag, joined by +
-#   combination_results CORPUS "SYSTEMS" "SETS"  decode_result's line for each set's combination (none if
-#                                               SYSTEMS is empty)
+#   combination_results CORPUS "SYSTEMS" "SETS"  decode_result's line for each set's systems (but run.sh's
+#                                               $exp searched by one of its $methods, whose lines run.sh
+#                                               prints) and their combination (none if SYSTEMS is empty)
 # The combination's own stage (combine-SET-NAME in exp/combination) depends on every system's checkpoint
 # and n-best, the LM's weights and, beyond dev, dev's weights: a model trained again is combined again.
 # shellcheck shell=bash
@@ -31,6 +34,7 @@ default_combination() {
   method=$(leading_method "$methods")
   combine="$exp:$method:$average"
   for seed in "${other_seeds[@]}"; do combine+=" $seed:$method:$average"; done
+  [ -z "${companion_config:-}" ] || combine+=" $companion_exp:$method:$average"
   combine+=" $init_exp:ctc_prefix_beam_lm:$init_average"
 }
 
@@ -55,7 +59,10 @@ combination_name() {
 combine_stages() {
   local decode_stage=$1 stage_n=$2 systems=$3 lang=$4 sets=$5 system set tag checkpoint lm= name out input
   local args=() inputs=() weights=()
-  [ "$(wc -w <<< "$systems")" -ge 2 ] || { echo "run.sh: --combine needs two systems or more, got '$systems'" >&2; return 1; }
+  if [ "$(wc -w <<< "$systems")" -lt 2 ]; then
+    echo "run.sh: --combine needs two systems or more, got '$systems'" >&2
+    return 1
+  fi
   [ "$stop_stage" -ge "$decode_stage" ] || return 0
   local others=()
   for set in $sets; do [ "$set" = dev ] || others+=("$set"); done
@@ -81,11 +88,15 @@ combine_stages() {
   name=$(combination_name "$systems")
   for set in $sets; do
     out=exp/combination/decode-$set-combined-$name
-    if [ "$set" = dev ]; then weights=(--tune); else weights=(--weights "exp/combination/decode-dev-combined-$name/weights.yaml"); fi
+    weights=(--weights "exp/combination/decode-dev-combined-$name/weights.yaml")
+    [ "$set" != dev ] || weights=(--tune)
     if stage_wanted "$stage_n" "combine-$set-$name" exp/combination -- "${inputs[@]//decode-SET-/decode-$set-}" \
         "$lm" "data/$set/data.list" "data/$set/text" "${weights[@]}"; then
       for input in "${inputs[@]//decode-SET-/decode-$set-}"; do
-        [ -f "$input" ] || { echo "run.sh: --combine: $input missing: decode (stage $decode_stage) first" >&2; return 1; }
+        if [ ! -f "$input" ]; then
+          echo "run.sh: --combine: $input missing: decode (stage $decode_stage) first" >&2
+          return 1
+        fi
       done
       logged "$(stage_log "$stage_n" "combine-$set-$name" exp/combination)" steps/combine_nbest.py \
         "${args[@]//decode-SET-/decode-$set-}" --lm-fusion "$lm" "${weights[@]}" "data/$set/data.list" "$out"
@@ -95,10 +106,17 @@ combine_stages() {
 }
 
 combination_results() {
-  local corpus=$1 systems=$2 sets=$3 name set
+  local corpus=$1 systems=$2 sets=$3 name set system tag
   [ -n "$systems" ] || return 0
   name=$(combination_name "$systems")
   for set in $sets; do
+    for system in $systems; do
+      split_system "$system"
+      [ "$system_exp" != "$exp" ] || [[ " $methods " != *" $system_method "* ]] || continue  # run.sh's own line
+      tag=$(model_tag_of "$system_exp" "$system_average")
+      decode_result "$corpus $set $system_method ($(basename "$system_exp") $tag):" "$system_exp" "$tag" "$set" \
+        "$system_method"
+    done
     decode_result "$corpus $set combined ($name):" exp/combination "$name" "$set" combined
   done
 }

@@ -1,25 +1,30 @@
 # Training stages for recipes with data/train and data/dev, sourced by run.sh after utils/stages.sh and
 # utils/decoding.sh:
-#   train_stage STAGE CONFIG EXP LANG [INIT] [SEED]  trains CONFIG over LANG's units on data/train, validated
-#                                               on data/dev, into EXP (steps/train.py --resume: an interrupted
+#   train_wanted STAGE CONFIG EXP LANG [INIT] [SEED]  whether a training's stage is to run (stage_wanted)
+#   train_model (the same arguments)            trains CONFIG over LANG's units on data/train, validated on
+#                                               data/dev, into EXP (steps/train.py --resume: an interrupted
 #                                               run goes on), and plots it into EXP/training.png; INIT, a
 #                                               checkpoint of another experiment, is the start
 #                                               (--init-from: it overrides the config's train.init_from);
 #                                               SEED overrides the config's train.seed (--seed)
-#   train_wanted, train_model (the same arguments) train_stage's two halves: whether the stage runs, and
-#                                               the training itself
+#   train_at_once STAGE LANG "CONFIG|EXP|INIT|SEED"...  train_model for each, those wanted, at once: each
+#                                               with OMP_NUM_THREADS its share of the cores, its output in its
+#                                               log alone
 #   seed_stages STAGE AVERAGE_STAGE DECODE_STAGE CONFIG EXP LANG INIT SEEDS AVERAGE METHOD
-#                                               train_stage for EXP, and with SEEDS > 1 for EXP_seedK with
-#                                               --seed K (K = 1 .. SEEDS-1) too, the trainings still to run at
-#                                               once (train_at_once: each with OMP_NUM_THREADS its share of
-#                                               the cores, its output in its log alone); then each model is averaged
+#                                               trains EXP, and with SEEDS > 1 EXP_seedK with --seed K
+#                                               (K = 1 .. SEEDS-1) too, those still to train at once
+#                                               (train_at_once); then each model is averaged
 #                                               (AVERAGE) and decoded on dev with METHOD (an LM-fused one
 #                                               weighted on dev first), and exp is set to the one with the
 #                                               lowest dev WER (the first on a tie): a run's chance, chosen
 #                                               on dev, never on test; other_seeds, to the others
 #                                               (utils/combination.sh's default combines them too)
-#   init_model_stage STAGE CONFIG EXP LANG AVERAGE  trains and averages the model another starts from, and
-#                                               sets init_checkpoint to its averaged checkpoint
+#   init_model_stage STAGE CONFIG EXP LANG AVERAGE [COMPANION_CONFIG COMPANION_EXP COMPANION_AVERAGE]
+#                                               trains and averages the model another starts from, and sets
+#                                               init_checkpoint to its averaged checkpoint; a companion, a
+#                                               model from nothing that --combine default adds (run.sh's
+#                                               --companion-config), is trained at once with it (each on its
+#                                               share of the cores) and averaged
 #   starts_from_a_model CONFIG                  whether CONFIG starts from another model (sets
 #                                               train.init_from): run.sh trains its --init-config only for
 #                                               such a config, so that another one never silently starts
@@ -28,12 +33,7 @@
 # (steps/train.py records INIT's SHA-256 in the config, train.init_from_sha256: a resume sees the change).
 # shellcheck shell=bash
 
-train_stage() {
-  train_wanted "$@" || return 0
-  train_model "$@"
-}
-
-train_wanted() {  # train_wanted STAGE CONFIG EXP LANG [INIT] [SEED]: stage_wanted for train_stage's training
+train_wanted() {  # train_wanted STAGE CONFIG EXP LANG [INIT] [SEED]: stage_wanted for train_model's training
   local options
   mapfile -t options < <(train_options "${5:-}" "${6:-}")
   stage_wanted "$1" train "$3" -- "$2" data/train/shards data/dev/shards "$4/units.txt" "${options[@]}"
@@ -58,31 +58,34 @@ seed_exp() {  # seed_exp BASE K: the experiment of seed K (0: the config's own s
   if [ "$2" -eq 0 ]; then echo "$1"; else echo "${1}_seed$2"; fi
 }
 
-seed_option() {  # seed_option K: train_stage's SEED for seed K (0: none, the config's)
+seed_option() {  # seed_option K: train_model's SEED for seed K (0: none, the config's)
   if [ "$1" -gt 0 ]; then echo "$1"; fi
 }
 
-train_at_once() {  # train_at_once STAGE CONFIG BASE LANG INIT K...: seeds K's trainings, each already wanted
-  local n=$1 config=$2 base=$3 lang=$4 init=$5 seed exp threads pid logs=() status=0
-  shift 5
-  if [ $# -le 1 ]; then
-    [ $# -eq 0 ] || train_model "$n" "$config" "$(seed_exp "$base" "$1")" "$lang" "$init" "$(seed_option "$1")"
+train_at_once() {
+  local n=$1 lang=$2 training config exp init seed threads pid logs=() status=0
+  shift 2
+  if [ $# -eq 0 ]; then return 0; fi
+  if [ $# -eq 1 ]; then
+    IFS='|' read -r config exp init seed <<< "$1"
+    train_model "$n" "$config" "$exp" "$lang" "$init" "$seed"
     return
   fi
   threads=$(( $(nproc) / $# ))
   [ "$threads" -ge 1 ] || threads=1
-  for seed; do
-    exp=$(seed_exp "$base" "$seed")
+  for training; do
+    IFS='|' read -r config exp init seed <<< "$training"
     logs+=("$(stage_log "$n" train "$exp")")
     (
       background_stages=() progress_bars=false
       trap stop_logged TERM HUP INT  # SIGTERM from stop_logged reaches the training inside
       export OMP_NUM_THREADS=$threads
-      train_model "$n" "$config" "$exp" "$lang" "$init" "$(seed_option "$seed")" > /dev/null
+      train_model "$n" "$config" "$exp" "$lang" "$init" "$seed" > /dev/null
     ) &
     background_stages+=("$!")  # stop_logged stops them
   done
-  echo "$(date +%T) stage $n: $# trainings at once, $threads thread(s) each; their output only in their logs: ${logs[*]}"
+  echo "$(date +%T) stage $n: $# trainings at once, $threads thread(s) each;" \
+    "their output only in their logs: ${logs[*]}"
   for pid in "${background_stages[@]}"; do
     wait "$pid" || status=$?
   done
@@ -97,11 +100,12 @@ seed_stages() {
   local seed candidate tag wer best= best_wer= results=() wanted=()
   [[ $seeds =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --seeds takes a number of 1 or more, got '$seeds'" >&2; return 1; }
   for ((seed = 0; seed < seeds; seed++)); do
-    if train_wanted "$train_n" "$config" "$(seed_exp "$base" "$seed")" "$lang" "$init" "$(seed_option "$seed")"; then
-      wanted+=("$seed")
+    candidate=$(seed_exp "$base" "$seed")
+    if train_wanted "$train_n" "$config" "$candidate" "$lang" "$init" "$(seed_option "$seed")"; then
+      wanted+=("$config|$candidate|$init|$(seed_option "$seed")")
     fi
   done
-  train_at_once "$train_n" "$config" "$base" "$lang" "$init" "${wanted[@]}"
+  train_at_once "$train_n" "$lang" "${wanted[@]}"
   [ "$seeds" -gt 1 ] && [ "$stop_stage" -ge "$decode_n" ] || return 0
   for ((seed = 0; seed < seeds; seed++)); do
     candidate=$(seed_exp "$base" "$seed")
@@ -126,9 +130,15 @@ seed_stages() {
 }
 
 init_model_stage() {
-  local stage_n=$1 config=$2 exp=$3 lang=$4 average=$5
-  echo "$(date +%T) stage $stage_n: first $config into $exp, the model --train-config starts from"
-  train_stage "$stage_n" "$config" "$exp" "$lang"
+  local stage_n=$1 config=$2 exp=$3 lang=$4 average=$5 companion_config=${6:-} companion_exp=${7:-} wanted=()
+  local companion=${companion_config:+, and at once its companion $companion_config into $companion_exp}
+  echo "$(date +%T) stage $stage_n: first $config into $exp, the model --train-config starts from$companion"
+  ! train_wanted "$stage_n" "$config" "$exp" "$lang" || wanted+=("$config|$exp||")
+  if [ -n "$companion_config" ] && train_wanted "$stage_n" "$companion_config" "$companion_exp" "$lang"; then
+    wanted+=("$companion_config|$companion_exp||")
+  fi
+  train_at_once "$stage_n" "$lang" "${wanted[@]}"
+  [ -z "$companion_config" ] || average_stage "$stage_n" "$companion_exp" "$8"
   average_stage "$stage_n" "$exp" "$average"
   init_checkpoint=$(checkpoint_of "$exp" "$(model_tag_of "$exp" "$average")")
 }

@@ -13,15 +13,15 @@ from rnnt.data.lexicon import cmu_pronunciations
 pytestmark = pytest.mark.slow
 
 
-def run_shrunk(recipe: Path, corpus: Path, config: str, shrink, exp: str, *args: str, seeds: str | None = "1"):
-    """The recipe on `corpus` (2 dev speakers) with conf/CONFIG made small by shrink(config dict), one seed
-    trained (seeds=None: the recipe's default --seeds)."""
+def run_shrunk(recipe: Path, corpus: Path, config: str, shrink, exp: str, *args: str, seeds: str = "1"):
+    """The recipe on `corpus` (2 dev speakers) with conf/CONFIG made small by shrink(config dict), trained
+    with `seeds` seeds."""
     conf = yaml.safe_load((recipe / "conf" / config).read_text())
     shrink(conf)
     conf["train"]["log_every"] = 1
     (recipe / "conf" / f"tiny_{config}").write_text(yaml.safe_dump(conf))
     return run_recipe(recipe, "--corpus-dir", str(corpus), "--train-config", f"conf/tiny_{config}", "--exp", exp,
-                      "--dev-speakers", "2", *(("--seeds", seeds) if seeds else ()), *args)
+                      "--dev-speakers", "2", "--seeds", seeds, *args)
 
 
 def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
@@ -131,13 +131,20 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
         conf["model"]["joiner"]["hidden"] = 32
 
     assert not (recipe / "exp" / "deepspeech_phone").exists()
+    companion = yaml.safe_load((recipe / "conf" / "transducer_conv_pruned.yaml").read_text())
+    shrink_transducer(companion)
+    (recipe / "conf" / "tiny_companion.yaml").write_text(yaml.safe_dump(companion))
+    from_ctc = ("--unit-type", "phone", "--init-config", "conf/tiny_deepspeech.yaml", "--init-exp", "exp/phone",
+                "--init-average", "0", "--average", "0", "--methods", "greedy",
+                "--companion-config", "conf/tiny_companion.yaml", "--companion-exp", "exp/scratch")
     out = run_shrunk(recipe, corpus, "transducer_conv_pruned_from_ctc.yaml", shrink_transducer, "exp/from_ctc",
-                     "--unit-type", "phone", "--init-config", "conf/tiny_deepspeech.yaml", "--init-exp", "exp/phone",
-                     "--init-average", "0", "--average", "0", "--methods", "greedy", seeds=None)
+                     *from_ctc, seeds="2")
     assert out.returncode == 0, out.stderr[-3000:]
-    # the default --seeds 2: two transducers from the tiny DeepSpeech 2, trained at once, their output in their logs
+    # the companion, a transducer from nothing, trained beside DeepSpeech 2 (trained before, skipped here)
+    assert "initialised" not in (recipe / "exp" / "scratch" / "log" / "4.train.log").read_text()
+    # --seeds 2: two transducers from the tiny DeepSpeech 2, trained at once, their output in their logs
     init = recipe / "exp" / "phone" / "epoch-1.pt"
-    assert "2 trainings at once" in out.stdout
+    assert out.stdout.count("2 trainings at once") == 1
     for exp in ("from_ctc", "from_ctc_seed1"):
         log = (recipe / "exp" / exp / "log" / "4.train.log").read_text()
         assert re.search(rf"initialised \d+ of \d+ tensors from {re.escape(str(init))} ", log), log[-3000:]
@@ -145,29 +152,37 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     chosen = re.search(r"of 2 seeds, exp/(\S+) is the best on dev", out.stdout).group(1)
     other = {"from_ctc": "from_ctc_seed1", "from_ctc_seed1": "from_ctc"}[chosen]
     assert f"speechocean762 dev greedy ({chosen} epoch-1): %WER" in out.stdout
-    # the default --combine: the chosen transducer, the other seed and DeepSpeech 2 they started from, their
-    # n-bests pooled, the weights chosen on dev and applied to test
-    name = f"{chosen}-greedy-epoch-1+{other}-greedy-epoch-1+phone-ctc_prefix_beam_lm-epoch-1"
+    # the default --combine: the chosen transducer, the other seed, the companion and DeepSpeech 2 the seeds
+    # started from, their n-bests pooled, the weights chosen on dev and applied to test
+    name = (f"{chosen}-greedy-epoch-1+{other}-greedy-epoch-1+scratch-greedy-epoch-1"
+            "+phone-ctc_prefix_beam_lm-epoch-1")
     for set_name in ("dev", "test"):
         wer = (recipe / "exp" / "combination" / f"decode-{set_name}-combined-{name}" / "wer").read_text().strip()
         assert f"/ {words_in(data / set_name / 'text')}," in wer
         assert f"speechocean762 {set_name} combined ({name}): {wer}" in out.stdout
+        for exp, method in ((other, "greedy"), ("scratch", "greedy"), ("phone", "ctc_prefix_beam_lm")):
+            own = (recipe / "exp" / exp / f"decode-{set_name}-{method}-epoch-1" / "wer").read_text().strip()
+            assert f"speechocean762 {set_name} {method} ({exp} epoch-1): {own}" in out.stdout
     log = (recipe / "exp" / "combination" / "log" / f"9.combine-test-{name}.log").read_text()
     assert log.startswith(
         f"# steps/combine_nbest.py --system exp/{chosen} exp/{chosen}/epoch-1.pt"
         f" exp/{chosen}/decode-test-greedy-epoch-1"
         f" --system exp/{other} exp/{other}/epoch-1.pt exp/{other}/decode-test-greedy-epoch-1"
+        " --system exp/scratch exp/scratch/epoch-1.pt exp/scratch/decode-test-greedy-epoch-1"
         " --system exp/phone exp/phone/epoch-1.pt exp/phone/decode-test-ctc_prefix_beam_lm-epoch-1"
         " --lm-fusion exp/phone/lm/ctc_prefix_beam_lm-epoch-1.yaml"
         f" --weights exp/combination/decode-dev-combined-{name}/weights.yaml data/test/data.list "), log
-    # DeepSpeech 2 trained again (its config edited): the transducer started from the old one trains anew
-    conf = yaml.safe_load((recipe / "conf" / "tiny_deepspeech.yaml").read_text())
-    conf["train"]["seed"] = 3
-    (recipe / "conf" / "tiny_deepspeech.yaml").write_text(yaml.safe_dump(conf))
+    # DeepSpeech 2 trained again (its config edited): the transducer started from the old one trains anew;
+    # the companion's config edited too: it trains at once with DeepSpeech 2
+    for config in ("tiny_deepspeech.yaml", "tiny_companion.yaml"):
+        conf = yaml.safe_load((recipe / "conf" / config).read_text())
+        conf["train"]["seed"] = 3
+        (recipe / "conf" / config).write_text(yaml.safe_dump(conf))
     out = run_shrunk(recipe, corpus, "transducer_conv_pruned_from_ctc.yaml", shrink_transducer, "exp/from_ctc",
-                     "--unit-type", "phone", "--init-config", "conf/tiny_deepspeech.yaml", "--init-exp", "exp/phone",
-                     "--init-average", "0", "--average", "0", "--methods", "greedy", seeds=None)
+                     *from_ctc, seeds="2")
     assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.count("2 trainings at once") == 2  # DeepSpeech 2 and the companion, then the two seeds
+    assert (recipe / "exp" / "scratch.1" / "epoch-1.pt").is_file()
     for exp in ("from_ctc", "from_ctc_seed1"):  # each seed's old run set aside
         assert "train.init_from_sha256" in (recipe / "exp" / exp / "log" / "4.train.log").read_text()
         assert (recipe / "exp" / f"{exp}.1" / "epoch-1.pt").is_file()

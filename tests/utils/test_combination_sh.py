@@ -19,10 +19,12 @@ def sourced(script: str, *args: str) -> subprocess.CompletedProcess:
                            "combination", *args], cwd=ROOT, capture_output=True, text=True, env=env)
 
 
-def default_of(train_config: str, methods: str, combine: str = "default", other_seeds: str = "") -> str:
+def default_of(train_config: str, methods: str, combine: str = "default", other_seeds: str = "",
+               companion: str = "") -> str:
+    """--combine default's systems; companion: run.sh's --companion-config, trained into exp/c."""
     out = sourced('combine=$1 train_config=$2 methods=$3 exp=exp/t average=10 init_exp=exp/d init_average=5; '
-                  'read -ra other_seeds <<< "$4"; default_combination; echo "[$combine]"', combine, train_config,
-                  methods, other_seeds)
+                  'companion_config=$5 companion_exp=exp/c; read -ra other_seeds <<< "$4"; default_combination; '
+                  'echo "[$combine]"', combine, train_config, methods, other_seeds, companion)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
@@ -36,7 +38,13 @@ def test_the_default_combines_the_model_with_the_one_it_starts_from():
     assert default_of(FROM_CTC, "greedy pooled_beam_lm", other_seeds="exp/t_seed1 exp/t_seed2") == \
         "[exp/t:pooled_beam_lm:10 exp/t_seed1:pooled_beam_lm:10 exp/t_seed2:pooled_beam_lm:10 " \
         "exp/d:ctc_prefix_beam_lm:5]"
+    # with --companion-config, the companion after the seeds, searched as the model is
+    assert default_of(FROM_CTC, "greedy pooled_beam_lm", other_seeds="exp/t_seed1", companion="conf/c.yaml") == \
+        "[exp/t:pooled_beam_lm:10 exp/t_seed1:pooled_beam_lm:10 exp/c:pooled_beam_lm:10 exp/d:ctc_prefix_beam_lm:5]"
+    assert default_of(FROM_CTC, "greedy", companion="conf/c.yaml") == \
+        "[exp/t:greedy:10 exp/c:greedy:10 exp/d:ctc_prefix_beam_lm:5]"
     assert default_of(ALONE, "ctc_prefix_beam_lm") == "[]"  # nothing it starts from: no combination
+    assert default_of(ALONE, "greedy", companion="conf/c.yaml") == "[]"  # nor a companion
     assert default_of(FROM_CTC, "greedy", combine="") == "[]"  # --combine "": none
     assert default_of(FROM_CTC, "greedy", combine="exp/a:greedy:0 exp/b:beam_lm:3") == \
         "[exp/a:greedy:0 exp/b:beam_lm:3]"  # a list given is kept
@@ -84,3 +92,25 @@ def test_each_system_decodes_dev_first_and_every_set(tmp_path):
         assert out.returncode == 0, out.stderr
         assert out.stdout.splitlines() == [f"decode {tmp_path}/a epoch-2 modified_beam_lm {expected}",
                                            f"decode {tmp_path}/b epoch-2 ctc_prefix_beam_lm {expected}"]
+
+
+def test_the_results_name_each_system_then_the_combination(tmp_path):
+    """combination_results: per set, each system's own line (but run.sh's $exp searched by one of its
+    --methods: run.sh prints that one), then the combination's."""
+    searches = {"a": "pooled_beam_lm", "b": "pooled_beam_lm", "d": "ctc_prefix_beam_lm"}
+    for name, method in searches.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "epoch-2.pt").write_bytes(b"")
+        for set_name in ("dev", "test"):
+            (tmp_path / name / f"decode-{set_name}-{method}-epoch-2").mkdir()
+            (tmp_path / name / f"decode-{set_name}-{method}-epoch-2" / "wer").write_text(f"%WER {name} {set_name}\n")
+    systems = " ".join(f"{tmp_path}/{name}:{method}:0" for name, method in searches.items())
+    combined = "a-pooled_beam_lm-epoch-2+b-pooled_beam_lm-epoch-2+d-ctc_prefix_beam_lm-epoch-2"
+    out = sourced('exp=$2 methods="greedy pooled_beam_lm"; combination_results corpus "$1" "dev test"', systems,
+                  f"{tmp_path}/a")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [line for set_name in ("dev", "test") for line in (
+        f"corpus {set_name} pooled_beam_lm (b epoch-2): %WER b {set_name}",
+        f"corpus {set_name} ctc_prefix_beam_lm (d epoch-2): %WER d {set_name}",
+        f"corpus {set_name} combined ({combined}): not decoded yet "
+        f"(exp/combination/decode-{set_name}-combined-{combined}/wer missing)")]

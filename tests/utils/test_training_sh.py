@@ -93,6 +93,28 @@ def test_a_seed_trained_before_is_not_trained_again_and_one_left_gets_every_core
     assert exp == "m_seed1"
 
 
+def test_the_init_model_and_its_companion_train_at_once_and_are_averaged(tmp_path):
+    """init_model_stage with a companion (run.sh's --companion-config): both trainings wanted run at once,
+    each on its share of the cores; both are averaged (each by its own count); init_checkpoint is the init
+    model's average. A companion trained before leaves the init model every core; none, the same."""
+    record = tmp_path / "trained.log"
+    script = (f"stage=0 stop_stage=100\n{STUBS}\ninit_model_stage 4 d.yaml exp/d lang 5 $COMPANION exp/c 10\n"
+              'echo "init=$init_checkpoint"')
+    for trained, companion, trainings in (
+            ("", "c.yaml", [f"train exp/c seed[] from[] threads[{threads_each(2)}]",
+                            f"train exp/d seed[] from[] threads[{threads_each(2)}]"]),
+            ("c", "c.yaml", ["train exp/d seed[] from[] threads[all]"]),
+            ("", "''", ["train exp/d seed[] from[] threads[all]"])):
+        record.unlink(missing_ok=True)
+        out = sourced(script.replace("$COMPANION", companion), TRAINED=trained, TRAINED_LOG=str(record))
+        assert out.returncode == 0, out.stderr
+        assert sorted(record.read_text().splitlines()) == trainings
+        averages = [line for line in out.stdout.splitlines() if line.startswith("average")]
+        assert averages == (["average exp/c 10"] if companion == "c.yaml" else []) + ["average exp/d 5"]
+        assert out.stdout.splitlines()[-1] == "init=exp/d/avg-2.pt"
+        assert ("its companion c.yaml into exp/c" in out.stdout) == (companion == "c.yaml")
+
+
 def test_a_seed_without_its_dev_decode_stops_with_a_message(tmp_path):
     out = sourced("train_wanted() { false; }; average_stage() { :; }; decode_stages() { :; }\n"
                   "model_tag_of() { echo epoch-3; }\n"
