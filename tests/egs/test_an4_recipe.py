@@ -61,7 +61,10 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
         assert f"wrote exp/{exp}/training.png" not in out.stdout
     for exp in ("ci_ctc", "ci", "ci_seed1"):
         assert (recipe / "exp" / exp / "training.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    results = {line.split(" (")[0]: line for line in out.stdout.splitlines() if line.startswith("an4 ")}
+    results = {}  # run.sh's own lines (the chosen seed's), before the combined systems' (combination_results)
+    for line in out.stdout.splitlines():
+        if line.startswith("an4 "):
+            results.setdefault(line.split(" (")[0], line)
     for method in ("greedy", "modified_beam", "modified_beam_lm"):  # each result names the model: the chosen seed's
         assert results[f"an4 test {method}"].startswith(f"an4 test {method} ({chosen} avg3-epoch-6): %WER "), results
     # the CTC model's LM search, whose n-best the combination pools
@@ -105,6 +108,10 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
         line = results[f"an4 {set_name} combined"]
         assert line.startswith(f"an4 {set_name} combined ({name}): ") and wer_of(line) <= 40.0, line
         assert f"/ {words_in(data / set_name / 'text')}," in line, line
+        # each other system's own line before it
+        seed_wer = (recipe / "exp" / other / f"decode-{set_name}-modified_beam_lm-avg3-epoch-6" / "wer").read_text()
+        assert f"an4 {set_name} modified_beam_lm ({other} avg3-epoch-6): {seed_wer.strip()}" in out.stdout
+        assert f"an4 {set_name} ctc_prefix_beam_lm (ci_ctc avg3-epoch-6): {ctc[set_name].strip()}" in out.stdout
     better = min(wer_of(ctc["dev"]), wer_of(results["an4 dev modified_beam_lm"]))
     assert wer_of(results["an4 dev combined"]) <= better + 1.0
     # the beams dev chose (lm_beam_of)
