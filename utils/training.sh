@@ -130,7 +130,8 @@ seed_stages() {
 }
 
 init_model_stage() {
-  local stage_n=$1 config=$2 exp=$3 lang=$4 average=$5 companion_config=${6:-} companion_exp=${7:-} wanted=()
+  local stage_n=$1 config=$2 exp=$3 lang=$4 average=$5 companion_config=${6:-} companion_exp=${7:-}
+  local companion_average=${8:-} wanted=()
   local companion=${companion_config:+, and at once its companion $companion_config into $companion_exp}
   echo "$(date +%T) stage $stage_n: first $config into $exp, the model --train-config starts from$companion"
   ! train_wanted "$stage_n" "$config" "$exp" "$lang" || wanted+=("$config|$exp||")
@@ -138,7 +139,7 @@ init_model_stage() {
     wanted+=("$companion_config|$companion_exp||")
   fi
   train_at_once "$stage_n" "$lang" "${wanted[@]}"
-  [ -z "$companion_config" ] || average_stage "$stage_n" "$companion_exp" "$8"
+  [ -z "$companion_config" ] || average_stage "$stage_n" "$companion_exp" "$companion_average"
   average_stage "$stage_n" "$exp" "$average"
   init_checkpoint=$(checkpoint_of "$exp" "$(model_tag_of "$exp" "$average")")
 }
