@@ -76,7 +76,7 @@ class Progress:
         if self.epoch_batches and rate > 0:
             in_epoch = max(self.epoch_batches - self.batches, 0)
             left = (in_epoch + self.epoch_batches * max(self.epochs - self.epoch - 1, 0)) / rate
-            text += f", {in_epoch / rate:.0f} s left in it, {left / 60:.1f} min in the training"
+            text += f", {in_epoch / rate:.0f} s left in the epoch, {left / 60:.1f} min left in the training"
         return text
 
     def step_done(self, epoch: int, step: int, lr: float, grad_norm: float) -> None:

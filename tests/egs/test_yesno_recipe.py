@@ -32,7 +32,7 @@ def test_yesno_end_to_end(test_data, tmp_path):
     # progress bars stay out of the logs (rnnt/progress_bar.py); the training log says the pace instead
     for log in (recipe / "exp").rglob("*.log"):
         assert "\r" not in log.read_text(), log
-    assert "batches/s" in train_log and "min in the training" in train_log
+    assert "batches/s" in train_log and "min left in the training" in train_log
     # A second run finds every stage done and only prints the result again.
     again = run_recipe(recipe, "--corpus-dir", str(test_data / "waves_yesno"))
     assert again.returncode == 0 and again.stdout.count("done before; skipped") == 6

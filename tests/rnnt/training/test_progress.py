@@ -59,4 +59,4 @@ def test_the_pace_counts_batches_and_the_time_left_once_an_epoch_is_known(tmp_pa
     progress.batch_done(1.5)
     assert "batches/s, 0 s into epoch 0" in progress.pace() and "left" not in progress.pace()
     progress.epoch_batches = 100
-    assert "s left in it" in progress.pace() and "min in the training" in progress.pace()
+    assert "s left in the epoch" in progress.pace() and "min left in the training" in progress.pace()
