@@ -47,17 +47,21 @@ def main() -> str:
     n = args.last or args.best
     if len(paths) < n:
         raise ToolError(f"{args.exp_dir} has {len(paths)} epoch checkpoints, fewer than {n}")
-    if args.best:
-        scored = [(checkpoint.load_meta(p).get("valid_loss"), p) for p in paths]
-        if any(loss is None for loss, _ in scored):
-            raise ToolError("some epochs have no validation loss (train with a valid list); use --last")
-        chosen = sorted(p for _, p in sorted(scored)[:n])
-    else:
-        chosen = paths[-n:]
-    output = args.output or os.path.join(args.exp_dir, checkpoint.name("average", n))
-    meta = {key: value for key, value in checkpoint.load_meta(chosen[-1]).items() if key != "slimmed"}
-    meta["averaged"] = [os.path.basename(p) for p in chosen]
-    checkpoint.save(output, {"model": average(chosen, not args.no_ema), "ema": None, "meta": meta})
+    try:
+        if args.best:
+            scored = [(checkpoint.load_meta(p).get("valid_loss"), p) for p in paths]
+            if any(loss is None for loss, _ in scored):
+                raise ToolError("some epochs have no validation loss (train with a valid list); use --last")
+            chosen = sorted(p for _, p in sorted(scored)[:n])
+        else:
+            chosen = paths[-n:]
+        output = args.output or os.path.join(args.exp_dir, checkpoint.name("average", n))
+        meta = {key: value for key, value in checkpoint.load_meta(chosen[-1]).items() if key != "slimmed"}
+        meta["averaged"] = [os.path.basename(p) for p in chosen]
+        weights = average(chosen, not args.no_ema)
+    except checkpoint.UnreadableCheckpoint as error:
+        raise ToolError(f"{error}; nothing averaged (remove the file, or retrain that epoch)") from error
+    checkpoint.save(output, {"model": weights, "ema": None, "meta": meta})
     return (f"{output}: averaged {', '.join(os.path.basename(p) for p in chosen)}"
             f"{' (EMA weights where kept)' if not args.no_ema else ''}")
 

@@ -3,7 +3,8 @@
 with "start" and "end" (seconds) for segments. WeNet reads the same format.
 
 Entries whose audio is a piped command cannot be listed raw: they are named and skipped (use
-steps/make_shards.py for them).
+steps/make_shards.py for them), as is whatever cannot be paired (audio without transcript, transcript
+without audio, a malformed segment, a repeated key).
 """
 
 import json
@@ -12,6 +13,8 @@ import sys
 
 from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.datadir.table import read_table
+from rnnt.datadir.utterances import read_utterances
+from rnnt.datadir.values import is_positive_number
 
 
 def main() -> str:
@@ -19,39 +22,35 @@ def main() -> str:
     parser.add_argument("data_dir")
     parser.add_argument("data_list", help="output file, e.g. data/train/data.list")
     args = parser.parse_args()
+    durations_path = os.path.join(args.data_dir, "utt2dur")
     try:
-        text = read_table(os.path.join(args.data_dir, "text"))
-        wav = read_table(os.path.join(args.data_dir, "wav.scp"))
-        durations = read_table(os.path.join(args.data_dir, "utt2dur")) \
-            if os.path.isfile(os.path.join(args.data_dir, "utt2dur")) else {}
-        segments_path = os.path.join(args.data_dir, "segments")
-        segments = read_table(segments_path) if os.path.isfile(segments_path) else None
+        utterances, skipped = read_utterances(args.data_dir)
+        durations = read_table(durations_path) if os.path.isfile(durations_path) else {}
     except OSError as error:
         raise ToolError(str(error)) from error
-    rows, skipped = [], 0
-    for utt in sorted(text):
-        if segments is not None:
-            if utt not in segments:
-                continue
-            _, reco, start, end = segments[utt].fields
-            entry = {"key": utt, "wav": wav[reco].value if reco in wav else None, "txt": text[utt].value,
-                     "start": float(start), "end": float(end)}
-        else:
-            entry = {"key": utt, "wav": wav[utt].value if utt in wav else None, "txt": text[utt].value}
-        if entry["wav"] is None or entry["wav"].endswith("|"):
-            why = "no wav.scp entry" if entry["wav"] is None else "a piped command cannot be a raw entry"
-            print(f"make_raw_list.py: skipped {utt}: {why}", file=sys.stderr)
-            skipped += 1
+    rows = []
+    for utterance in utterances:
+        if utterance.source.endswith("|"):
+            skipped.append(f"{utterance.where}: {utterance.key}: a piped command cannot be a raw entry")
             continue
-        if utt in durations:
-            entry["duration"] = float(durations[utt].value)
+        entry = {"key": utterance.key, "wav": utterance.source, "txt": utterance.text}
+        if utterance.start is not None:
+            entry.update(start=utterance.start, end=utterance.end)
+        duration = durations.get(utterance.key)
+        if duration is not None and is_positive_number(duration.value):
+            entry["duration"] = float(duration.value)
+        elif duration is not None:
+            print(f"make_raw_list.py: {duration.where}: {utterance.key}: duration '{duration.value}' is not a "
+                  "positive number; listed without one", file=sys.stderr)
         rows.append(entry)
+    for reason in skipped:
+        print(f"make_raw_list.py: skipped {reason}", file=sys.stderr)
     tmp = f"{args.data_list}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     os.replace(tmp, args.data_list)
     hours = sum(row.get("duration", 0.0) for row in rows) / 3600
-    return f"{args.data_list}: {len(rows)} utterances, {hours:.2f} h; skipped {skipped}"
+    return f"{args.data_list}: {len(rows)} utterances, {hours:.2f} h; skipped {len(skipped)}"
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 
 Each shard holds --utts-per-shard utterances as consecutive members <key>.txt and <key>.<ext>.
 Shards are written in parallel (--nj), each under a temporary name renamed when complete; a rerun
-skips the complete shards and redoes the rest. Bad audio is skipped, named and counted.
+skips the complete shards and redoes the rest. Bad audio, and whatever cannot be paired (audio without
+transcript, transcript without audio, a malformed segment, a repeated key), is skipped, named and counted.
 """
 
 import contextlib
@@ -15,28 +16,24 @@ from multiprocessing import Pool
 from rnnt.progress_bar import progress
 
 from rnnt.cli import ToolError, run_tool, tool_parser
-from rnnt.datadir.table import read_table
+from rnnt.datadir.utterances import read_utterances
 from rnnt.prep.shard_writer import FORMATS, AudioOptions, ShardItem, write_shard
 
 STATE = ".make_shards.json"  # the settings and utterances the shards were planned from
 
 
-def read_items(data_dir: str) -> list[ShardItem]:
-    text = read_table(os.path.join(data_dir, "text"))
-    wav = read_table(os.path.join(data_dir, "wav.scp"))
-    segments_path = os.path.join(data_dir, "segments")
+def read_items(data_dir: str) -> tuple[list[ShardItem], list[str]]:
+    """The dir's utterances to shard, and a message for each one left out (unpaired, malformed, or an id that
+    tar member names cannot carry)."""
+    utterances, skipped = read_utterances(data_dir)
     items = []
-    if os.path.isfile(segments_path):
-        for utt, line in read_table(segments_path).items():
-            _, reco, start, end = line.fields
-            if utt in text and reco in wav:
-                items.append(ShardItem(utt, text[utt].value, wav[reco].value, float(start), float(end)))
-    else:
-        items = [ShardItem(utt, text[utt].value, line.value) for utt, line in wav.items() if utt in text]
-    bad_keys = [item.key for item in items if "." in item.key or "/" in item.key]
-    if bad_keys:
-        raise ValueError(f"utterance ids must not contain '.' or '/' (tar member names split on them): {bad_keys[:3]}")
-    return items
+    for utterance in utterances:
+        if "." in utterance.key or "/" in utterance.key:
+            skipped.append(f"{utterance.where}: {utterance.key}: an id with '.' or '/' (tar member names split "
+                           "on them)")
+        else:
+            items.append(ShardItem(utterance.key, utterance.text, utterance.source, utterance.start, utterance.end))
+    return items, skipped
 
 
 def write_one(job):
@@ -95,9 +92,11 @@ def main() -> str:
     parser.add_argument("shard_list", help="output list: one shard path a line (data.list)")
     args = parser.parse_args()
     try:
-        items = read_items(args.data_dir)
-    except (OSError, ValueError) as error:
+        items, left_out = read_items(args.data_dir)
+    except OSError as error:
         raise ToolError(str(error)) from error
+    for reason in left_out:
+        print(f"make_shards.py: skipped {reason}", file=sys.stderr)
     if not items:
         raise ToolError(f"{args.data_dir}: no utterance has both audio and text")
     options = AudioOptions(args.audio_format, args.resample)
@@ -109,7 +108,7 @@ def main() -> str:
              for i in range((len(items) + n - 1) // n)]
     jobs = [(path, items[i * n:(i + 1) * n], options) for i, path in enumerate(paths) if not os.path.isfile(path)]
     written = seconds = 0.0
-    skipped: list[str] = []
+    skipped: list[str] = []  # unreadable audio
     with Pool(args.nj) if args.nj > 1 else contextlib.nullcontext() as pool:
         results = pool.imap_unordered(write_one, jobs) if pool else map(write_one, jobs)
         for _, (count, duration, bad) in progress(results, total=len(jobs), desc="shards", unit="shard"):
@@ -121,7 +120,7 @@ def main() -> str:
     write_list(args.shard_list, paths)
     reused = len(paths) - len(jobs)
     return (f"{args.shard_list}: {len(paths)} shards ({reused} already complete); this run wrote "
-            f"{int(written)} utterances, {seconds / 3600:.2f} h of audio; skipped {len(skipped)}")
+            f"{int(written)} utterances, {seconds / 3600:.2f} h of audio; skipped {len(left_out) + len(skipped)}")
 
 
 if __name__ == "__main__":

@@ -74,10 +74,13 @@ def main() -> int:
             else:
                 result = transcriber.transcribe(path, args.method, args.beam, args.nbest)
         except (AudioError, OSError) as error:
-            print(f"transcribe.py: {path}: cannot read audio ({error})", file=sys.stderr)
+            print(f"transcribe.py: {path}: cannot transcribe its audio ({error})", file=sys.stderr)
             failed += 1
             continue
         print_result(path, result, args)
+    if failed:
+        print(f"transcribe.py: {len(args.audio) - failed} of {len(args.audio)} files transcribed; {failed} could not "
+              "be (named above)", file=sys.stderr)
     return 1 if failed == len(args.audio) else 0
 
 

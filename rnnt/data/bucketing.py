@@ -19,11 +19,12 @@ from rnnt.data.splitting import Reader
 
 def durations(lines: list[str]) -> list[float]:
     found = []
-    for number, line in enumerate(lines, 1):
-        duration = json.loads(line).get("duration")
+    for line in lines:
+        entry = json.loads(line)
+        duration = entry.get("duration")
         if duration is None:
-            raise ValueError(f"raw list line {number} has no 'duration'; make the list with steps/make_raw_list.py "
-                             "from a data dir with utt2dur, or turn bucketing off")
+            raise ValueError(f"the raw list's entry {entry.get('key')} has no 'duration'; make the list with "
+                             "steps/make_raw_list.py from a data dir with utt2dur, or turn bucketing off")
         found.append(float(duration))
     return found
 

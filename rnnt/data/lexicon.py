@@ -10,20 +10,23 @@ from __future__ import annotations
 
 import re
 
-from rnnt.datadir.table import read_lines
+from rnnt.datadir.table import left_out, read_lines
 
 Pronunciation = tuple[str, ...]
 
 
-def read_lexicon(path: str) -> dict[str, list[Pronunciation]]:
-    """{word: its pronunciations in file order}; a line with no phone is an error naming file and line."""
+def read_lexicon(path: str, skipped: list[str] | None = None) -> dict[str, list[Pronunciation]]:
+    """{word: its pronunciations in file order}. A line with no phone is left out, named by file and line
+    (rnnt.datadir.table.left_out: into skipped, or on standard error); a file with none is an error."""
     lexicon: dict[str, list[Pronunciation]] = {}
     for line in read_lines(path):
         fields = line.fields
         if not fields:
             continue
         if len(fields) < 2:
-            raise ValueError(f"{line.where}: expected '<word> <phone> ...', got '{line.text.strip()}'")
+            left_out(f"{line.where}: expected '<word> <phone> ...', got '{line.text.strip()}'; left out (the "
+                     "word is <unk> unless another line gives its phones)", skipped)
+            continue
         variants = lexicon.setdefault(fields[0], [])
         if tuple(fields[1:]) not in variants:
             variants.append(tuple(fields[1:]))

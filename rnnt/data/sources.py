@@ -21,9 +21,32 @@ AUDIO_EXTENSIONS = {"wav", "flac", "ogg", "opus", "mp3", "sph"}
 
 
 def read_list(path: str) -> list[str]:
-    """The non-empty lines of a data list."""
-    with open(path, encoding="utf-8") as f:
-        return [line.strip() for line in f if line.strip()]
+    """The entries of a data list: its non-empty lines, less those a raw list cannot use (not UTF-8, not a
+    {key, wav, txt} object, a start or end that is not a number), each named by file and line and counted."""
+    numbered, bad = [], 0
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as error:
+                log.warning("%s:%d: skipped, not UTF-8 (%s)", path, number, error)
+                bad += 1
+                continue
+            if line:
+                numbered.append((number, line))
+    if list_kind([line for _, line in numbered[:1]]) == "raw":
+        kept = []
+        for number, line in numbered:
+            problem = raw_problem(line)
+            if problem:
+                log.warning("%s:%d: skipped, %s", path, number, problem)
+                bad += 1
+            else:
+                kept.append((number, line))
+        numbered = kept
+    if bad:
+        log.warning("%s: %d lines skipped (named above), %d kept", path, bad, len(numbered))
+    return [line for _, line in numbered]
 
 
 def list_kind(lines: list[str]) -> str:
@@ -31,18 +54,34 @@ def list_kind(lines: list[str]) -> str:
     return "raw" if lines and lines[0].startswith("{") else "shard"
 
 
+def raw_record(line: str) -> dict:
+    """The record of one raw-list line; ValueError, KeyError or TypeError where it is not one."""
+    entry = json.loads(line)
+    record = {"key": entry["key"], "txt": entry["txt"], "audio": entry["wav"], "source": entry["wav"]}
+    if not all(isinstance(record[field], str) for field in ("key", "txt", "audio")):
+        raise TypeError("key, wav and txt must be strings")
+    for field in ("start", "end"):
+        if field in entry:
+            record[field] = float(entry[field])
+    return record
+
+
+def raw_problem(line: str) -> str | None:
+    """Why a raw-list line cannot be used, or None."""
+    try:
+        raw_record(line)
+    except (ValueError, KeyError, TypeError) as error:
+        return f"not a {{key, wav, txt}} object with numeric start and end: {type(error).__name__} {error}"
+    return None
+
+
 def raw_records(lines: Iterable[str], list_name: str = "raw list") -> Iterator[dict]:
-    for number, line in enumerate(lines, 1):
+    """The records of raw-list lines (read_list has left out and named the bad ones; any other is skipped)."""
+    for line in lines:
         try:
-            entry = json.loads(line)
-            record = {"key": entry["key"], "txt": entry["txt"], "audio": entry["wav"], "source": entry["wav"]}
-        except (json.JSONDecodeError, KeyError, TypeError) as error:
-            log.warning("%s:%d: skipped, not a {key, wav, txt} object: %s", list_name, number, error)
-            continue
-        for field in ("start", "end"):
-            if field in entry:
-                record[field] = float(entry[field])
-        yield record
+            yield raw_record(line)
+        except (ValueError, KeyError, TypeError) as error:
+            log.warning("%s: skipped an entry: %s: %.80s", list_name, error, line)
 
 
 def open_shard(url: str):
@@ -89,11 +128,14 @@ def _shard_utterances(url: str) -> Iterator[dict]:
                 record.setdefault("key", key)
                 payload = tar.extractfile(member).read()
                 if extension == "txt":
-                    record["txt"] = payload.decode("utf-8").strip()
+                    try:
+                        record["txt"] = payload.decode("utf-8").strip()
+                    except UnicodeDecodeError:
+                        record["bad"] = "a transcript that is not UTF-8"
                 elif extension in AUDIO_EXTENSIONS:
                     record["audio"] = payload
                 record["source"] = f"{url}:{member.name}"
-    except (tarfile.TarError, OSError, EOFError, UnicodeDecodeError) as error:
+    except (tarfile.TarError, OSError, EOFError) as error:
         log.warning("shard %s: damaged after %s (%s); the rest of this shard is skipped",
                     url, record.get("key", "its start"), error)
         record = {}
@@ -103,7 +145,9 @@ def _shard_utterances(url: str) -> Iterator[dict]:
 def _complete(record: dict, url: str) -> Iterator[dict]:
     if not record:
         return
-    if "txt" in record and "audio" in record:
+    if "bad" in record:
+        log.warning("shard %s: utterance %s has %s; skipped", url, record["key"], record["bad"])
+    elif "txt" in record and "audio" in record:
         yield record
     else:
         log.warning("shard %s: utterance %s has no %s; skipped", url, record["key"],

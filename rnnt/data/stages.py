@@ -159,6 +159,9 @@ def features_of(record: dict, config: DataConfig, cmvn, train: bool, seed: int, 
     features = config.features
     feats = fbank(record["waveform"], record["sample_rate"], features.preset, features.num_mel_bins,
                   dither=features.dither if train else 0.0, generator=generator)
+    if feats.shape[0] == 0:
+        milliseconds = 1000 * record["waveform"].shape[-1] / record["sample_rate"]
+        raise AudioError(f"{milliseconds:.1f} ms of audio, shorter than one analysis window")
     if cmvn is not None:
         feats = (feats - cmvn[0]) / cmvn[1]
     if train and config.spec_augment is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -43,10 +44,12 @@ def read_lines(path: str) -> Iterator[Line]:
             yield Line(path, number, text)
 
 
-def read_table(path: str) -> dict[str, Line]:
+def read_table(path: str, skipped: list[str] | None = None) -> dict[str, Line]:
     """Reads a table leniently (blank lines skipped, CR and trailing spaces ignored, first key wins).
 
-    For strict checks use rnnt.datadir.validate; this is for tools that consume a valid dir.
+    A repeated key's later lines are left out, each named by file and line: appended to skipped where
+    given (the caller counts them), else printed on standard error. For strict checks use
+    rnnt.datadir.validate; this is for tools that consume a valid dir.
     """
     table: dict[str, Line] = {}
     for line in read_lines(path):
@@ -54,8 +57,19 @@ def read_table(path: str) -> dict[str, Line]:
         if not clean.strip():
             continue
         line = Line(line.path, line.number, clean)
-        table.setdefault(line.key, line)
+        first = table.setdefault(line.key, line)
+        if first is not line:
+            left_out(f"{line.where}: {line.key}: repeats the key of line {first.number}; left out", skipped)
     return table
+
+
+def left_out(message: str, skipped: list[str] | None) -> None:
+    """A line a reader leaves out: appended to skipped where given (the caller counts them), else printed on
+    standard error under the tool's name."""
+    if skipped is None:
+        print(f"{os.path.basename(sys.argv[0])}: {message}", file=sys.stderr)
+    else:
+        skipped.append(message)
 
 
 def write_table(path: str, records: Iterable[tuple[str, str]]) -> int:

@@ -47,12 +47,16 @@ class Problems:
         return bool(self.items)
 
 
-def is_printable_text(text: str) -> bool:
-    """False for control and other non-printing characters but TAB (U+FFFD marks invalid UTF-8)."""
+def non_printable(text: str) -> str | None:
+    """The first control or other non-printing character but TAB (U+FFFD marks invalid UTF-8), as U+XXXX."""
     for ch in text:
         if ch == "\ufffd" or (ch != "\t" and unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn")):
-            return False
-    return True
+            return f"U+{ord(ch):04X}"
+    return None
+
+
+def is_printable_text(text: str) -> bool:
+    return non_printable(text) is None
 
 
 def odd_whitespace(text: str) -> str | None:
@@ -60,6 +64,17 @@ def odd_whitespace(text: str) -> str | None:
     for ch in text:
         if ch.isspace() and ch not in " \t\r":
             return f"U+{ord(ch):04X}"
+    return None
+
+
+def transcript_problem(text: str) -> str | None:
+    """Why Kaldi's text rules (check_text's) refuse a transcript, or None."""
+    if bad := non_printable(text):
+        return f"a non-printable character {bad}" + (" (invalid UTF-8)" if bad == "U+FFFD" else "")
+    if odd := odd_whitespace(text):
+        return f"whitespace {odd} (Kaldi allows only space and TAB)"
+    if reserved := RESERVED.search(text):
+        return f"the reserved symbol '{reserved.group()}'"
     return None
 
 

@@ -38,9 +38,13 @@ def read_arpa(path: str) -> dict[Ngram, tuple[float, float]]:
     model: dict[Ngram, tuple[float, float]] = {}
     declared: dict[int, int] = {}
     section = None  # None before \data\, 0 in it, k in the k-grams
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            line = line.strip()
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{path}:{number}: not UTF-8 ({error.reason} at byte {error.start}); re-encode the "
+                                 "LM as UTF-8") from None
             if not line:
                 continue
             if line == "\\data\\":

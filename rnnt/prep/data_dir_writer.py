@@ -2,7 +2,8 @@
 
 Every corpus prep (local/<corpus>/data_prep.py) collects audio files and transcripts, pairs them
 with pair_audio_with_text, and hands the pairs to write_data_dir, which reads each audio header,
-writes wav.scp, text, utt2spk, spk2utt, utt2dur (and spk2gender), then validates the dir.
+writes wav.scp, text, utt2spk, spk2utt, utt2dur (and spk2gender), then validates the dir. An utterance
+whose transcript Kaldi's text rules refuse or whose audio cannot be read is skipped, named and counted.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from rnnt.cli import tool_parser
 from rnnt.data.report import rates_text
 from rnnt.datadir.layout import write_spk2utt
 from rnnt.datadir.table import write_table
+from rnnt.datadir.table_rules import transcript_problem
 from rnnt.datadir.validate import validate_data_dir
 
 
@@ -53,6 +55,15 @@ class Report:
 
     def summary(self) -> str:
         return ", ".join(f"{n} {why}" for why, n in sorted(self.skipped.items())) or "nothing skipped"
+
+
+def add_entry(table: dict[str, tuple[str, str]], key: str, value: str, where: str, report: Report) -> None:
+    """table[key] = (value, where), where 'file:line' it came from; a key seen before is reported by both
+    lines and left out (the first kept)."""
+    if key in table:
+        report.skip("repeated key (the first kept)", f"{where} ({key}; first on {table[key][1]})")
+    else:
+        table[key] = (value, where)
 
 
 def pair_audio_with_text(audio: dict[str, str], text: dict[str, tuple[str, str]],
@@ -119,6 +130,10 @@ def write_data_dir(dest: str, utterances: list[Utterance], report: Report,
     for utt in utterances:
         if not utt.utt_id.startswith(utt.speaker):
             raise ValueError(f"utterance id '{utt.utt_id}' must start with its speaker id '{utt.speaker}'")
+        problem = transcript_problem(utt.text)
+        if problem:
+            report.skip("transcript Kaldi's text rules refuse", f"{utt.utt_id} ({utt.audio}): {problem}")
+            continue
         info = audio_info(utt.audio)
         if info is None:
             report.skip("unreadable or empty audio", f"{utt.audio} ({utt.utt_id})")

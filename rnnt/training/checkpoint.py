@@ -15,8 +15,8 @@ from rnnt.training.checkpoint_names import KINDS, name, numbered
 
 log = logging.getLogger(__name__)
 
-__all__ = ["for_decoding", "latest", "load", "load_meta", "name", "numbered", "prune_step_checkpoints",
-           "rng_state", "save", "set_rng_state", "slim_old_epochs"]
+__all__ = ["UnreadableCheckpoint", "for_decoding", "latest", "load", "load_meta", "name", "numbered",
+           "prune_step_checkpoints", "rng_state", "save", "set_rng_state", "slim_old_epochs"]
 
 
 def save(path: str, state: dict) -> None:
@@ -34,8 +34,20 @@ def save(path: str, state: dict) -> None:
         os.close(directory)
 
 
-def load(path: str) -> dict:
-    return torch.load(path, map_location="cpu", weights_only=True)
+class UnreadableCheckpoint(ValueError):
+    """A file that torch.load cannot read as a checkpoint (truncated, damaged, or something else)."""
+
+
+def load(path: str, mmap: bool = False) -> dict:
+    """The whole checkpoint; with mmap, memory-mapped (what is not touched is not read). A missing file
+    raises FileNotFoundError, one that is not a readable checkpoint UnreadableCheckpoint naming it."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except FileNotFoundError:
+        raise
+    except Exception as error:  # torch raises RuntimeError, EOFError, UnpicklingError, ... for a bad file
+        reason = str(error).strip().splitlines()[0].split(". ")[0] if str(error).strip() else type(error).__name__
+        raise UnreadableCheckpoint(f"{path}: not a readable checkpoint ({reason})") from error
 
 
 def for_decoding(exp_dir: str) -> str:
@@ -63,7 +75,7 @@ def latest(exp_dir: str) -> str | None:
 
 def load_meta(path: str) -> dict:
     """The meta entry alone: the file is memory-mapped, so weights and optimiser state are not read."""
-    return torch.load(path, map_location="cpu", weights_only=True, mmap=True)["meta"]
+    return load(path, mmap=True)["meta"]
 
 
 def prune_step_checkpoints(exp_dir: str, keep: int) -> None:

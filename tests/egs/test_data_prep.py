@@ -123,7 +123,7 @@ def test_librispeech_bad_items_are_named_counted_and_skipped(test_data, tmp_path
     shutil.copytree(test_data / "librispeech_samples" / "LibriSpeech" / "dev-clean", corpus / "dev-clean")
     chapter = corpus / "dev-clean" / "2412" / "153948"
     with open(chapter / "2412-153948.trans.txt", "a") as f:
-        f.write("2412-153948-0099 A LINE WITHOUT AUDIO\n")
+        f.write("2412-153948-0099 A LINE WITHOUT AUDIO\n2412-153948-0000 A REPEATED ID\n")
     shutil.copy(chapter / "2412-153948-0000.flac", chapter / "2412-153948-0050.flac")  # audio, no transcript
     (chapter / "2412-153948-0001.flac").write_bytes(b"")  # unreadable audio
     other = next((corpus / "dev-clean").glob("1272/*/1272-141231-0002.flac"))
@@ -137,8 +137,11 @@ def test_librispeech_bad_items_are_named_counted_and_skipped(test_data, tmp_path
     assert "2412-153948.trans.txt:3 (2412-153948-0099): transcript without audio" in out.stderr
     assert "2412-153948-0050.flac: audio without transcript" in out.stderr
     assert "2412-153948-0001.flac (2412-153948-0001): unreadable or empty audio" in out.stderr
-    assert ("1 audio without transcript, 1 transcript without audio, 1 unreadable or empty audio" in out.stdout)
+    assert "2412-153948.trans.txt:4 (2412-153948-0000; first on " in out.stderr
+    assert ("1 audio without transcript, 1 repeated key (the first kept), 1 transcript without audio, 1 unreadable or "
+            "empty audio" in out.stdout)
     assert sorted(table(tmp_path / "d" / "text")) == ["1272-141231-0002", "2412-153948-0000"]
+    assert table(tmp_path / "d" / "text")["2412-153948-0000"] != "A REPEATED ID"
     assert_valid(tmp_path / "d")
 
 

@@ -133,8 +133,11 @@ def test_data_prep_keeps_good_lines_and_names_bad_ones_by_file_and_line(small_co
              "b/one.flac one",           # 7
              "b/broken broken",          # 8: unreadable audio
              "a/one.wav one again",      # 9: the recording of line 2 again
+             "b/two tw\udce9",             # 10: not UTF-8 (a Latin-1 byte)
+             "a/five fi\u200bve",          # 11: a zero-width space pasted in (a copy of a/zero.wav)
              "b/two two", "b/three three", "a/three three", "a/two.wav two"]
-    (small_corpus / "transcripts.txt").write_text("\n".join(lines) + "\n")
+    (small_corpus / "a" / "five.wav").write_bytes((small_corpus / "a" / "zero.wav").read_bytes())
+    (small_corpus / "transcripts.txt").write_bytes("\n".join(lines).encode("utf-8", "surrogateescape") + b"\n")
     out = run_tool(sys.executable, DATA_PREP, "--dev-fraction", "0.2", "--test-fraction", "0.2",
                    small_corpus, tmp_path / "data")
     assert out.returncode == 0, out.stderr
@@ -143,8 +146,12 @@ def test_data_prep_keeps_good_lines_and_names_bad_ones_by_file_and_line(small_co
     assert f"skipped {listing}:5 ({small_corpus}/a/nine.wav): audio file not found" in out.stderr
     assert f"skipped {listing}:9 (a-one): the recording is listed again" in out.stderr
     assert "b-broken): unreadable or empty audio" in out.stderr
-    assert "1 audio file not found, 1 malformed line (want '<file> <transcript>'), 1 the recording is listed again" \
-        in out.stdout
+    assert f"skipped {listing}:10: not UTF-8 (re-encode the file as UTF-8)" in out.stderr
+    assert (f"skipped a-five ({small_corpus}/a/five.wav): a non-printable character U+200B: transcript Kaldi's text "
+            "rules refuse") in out.stderr
+    assert ("1 audio file not found, 1 malformed line (want '<file> <transcript>'), 1 not UTF-8 (re-encode the file "
+            "as UTF-8), 1 the recording is listed again, 1 transcript Kaldi's text rules refuse, 1 unreadable or empty "
+            "audio; audio: 2 at 8000 Hz") in out.stdout
     text, wav = {}, {}
     for name in ("train", "dev", "test"):
         assert run_tool(ROOT / "utils" / "validate_data_dir.sh", "--no-feats", tmp_path / "data" / name).returncode == 0
@@ -154,7 +161,8 @@ def test_data_prep_keeps_good_lines_and_names_bad_ones_by_file_and_line(small_co
     assert text["a-one"] == "ONE MORE" and text["b-three"] == "THREE"
     assert wav["b-zero"] == str(small_corpus / "b" / "zero.flac")
     assert wav["a-two"] == str(small_corpus / "a" / "two.wav")
-    # 9 readable lines: a fifth each held out as test and dev (the unreadable recording is dropped after that)
+    # 10 readable lines: a fifth each held out as test and dev (the unreadable recording and the refused
+    # transcript are dropped after that)
     assert "test: 2 utterances at random, seed 0" in out.stdout and "dev: 2 utterances at random" in out.stdout
     # Each recording its own speaker when the speakers are not named.
     assert table(tmp_path / "data" / "train" / "utt2spk") == {u: u for u in table(tmp_path / "data" / "train" / "text")}

@@ -137,6 +137,16 @@ def test_averaged_checkpoint_equals_hand_computed_average(trained):
     assert out.returncode == 2 and "at least 1" in out.stderr
 
 
+def test_a_damaged_checkpoint_is_named_and_nothing_is_averaged(trained, tmp_path):
+    for n in (3, 4, 5):
+        (tmp_path / f"epoch-{n}.pt").write_bytes((trained / f"epoch-{n}.pt").read_bytes()[:None if n != 4 else 1000])
+    for how in ("--last", "--best"):
+        out = run_tool(sys.executable, STEPS / "average_checkpoints.py", how, "3", tmp_path)
+        assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+        assert out.stderr.startswith(f"average_checkpoints.py: {tmp_path}/epoch-4.pt: not a readable checkpoint (")
+        assert not (tmp_path / "avg-3.pt").exists()
+
+
 def test_transcribe_any_format_rate_and_channels(trained, yesno, tmp_path):
     """A stereo 44.1 kHz Ogg/Vorbis copy of a yesno file is mixed down and resampled to the features of
     the original (up to the codec's loss); transcribe() decodes as greedy search over the pipeline's
@@ -166,7 +176,14 @@ def test_transcribe_any_format_rate_and_channels(trained, yesno, tmp_path):
         assert all(0 <= w["start"] < w["end"] <= len(samples) / rate + 0.1 for w in words)
         assert [w["start"] for w in words] == sorted(w["start"] for w in words)
     bad = run_tool(sys.executable, STEPS / "transcribe.py", trained, tmp_path / "missing.wav")
-    assert bad.returncode == 1 and "cannot read audio" in bad.stderr
+    assert bad.returncode == 1 and "cannot transcribe its audio" in bad.stderr
+    short = tmp_path / "short.wav"  # 10 ms: no 25 ms analysis window fits
+    soundfile.write(short, samples[:rate // 100], rate)
+    mixed = run_tool(sys.executable, STEPS / "transcribe.py", trained, short, tmp_path / "missing.wav", entry["wav"])
+    assert mixed.returncode == 0, mixed.stderr  # the good file is transcribed after the two bad ones
+    assert mixed.stdout.split("\n")[0] == f"{entry['wav']} {rows[1]['text']}".rstrip()
+    assert f"{short}: cannot transcribe its audio (10.0 ms of audio, shorter than one analysis window)" in mixed.stderr
+    assert "transcribe.py: 1 of 3 files transcribed; 2 could not be (named above)" in mixed.stderr
 
 
 def test_nbest_lists_from_decode_and_transcribe(trained, yesno, tmp_path):

@@ -100,6 +100,39 @@ def test_bad_audio_is_skipped_named_and_counted(test_data, tmp_path):
     assert len(read_shard((tmp_path / "l").read_text().split()[0])) == 6
 
 
+@pytest.mark.parametrize("tool", ["make_shards.py", "make_raw_list.py"])
+def test_unpaired_malformed_and_repeated_entries_are_named_counted_and_the_rest_kept(test_data, tmp_path, tool):
+    """A data dir not through fix_data_dir: audio without a transcript, a transcript without audio, a
+    repeated key; with segments, a short line, bad times, an unknown recording, a transcript without a
+    segment. Each is named by file and line and counted; every good utterance is kept."""
+    data = prep("librispeech", test_data, tmp_path)
+    text, wav = table(data / "text"), table(data / "wav.scp")
+    keys = sorted(text)
+    (data / "text").write_text("".join(f"{k} {text[k]}\n" for k in keys[1:]) + f"{keys[1]} A REPEAT\n")
+    (data / "wav.scp").write_text("".join(f"{k} {wav[k]}\n" for k in keys[:4]))
+    outputs = lambda n: ([tmp_path / f"sh{n}"] if tool == "make_shards.py" else []) + [tmp_path / f"l{n}"]
+    out = run_tool(sys.executable, STEPS / tool, data, *outputs(1))
+    assert out.returncode == 0, out.stderr
+    assert f"skipped {data}/wav.scp:1: {keys[0]}: no transcript in text" in out.stderr
+    assert f"skipped {data}/text:4: {keys[4]}: no audio in wav.scp" in out.stderr
+    assert f"skipped {data}/text:5: {keys[1]}: repeats the key of line 1; left out" in out.stderr
+    assert "3 utterances" in out.stdout or "wrote 3 utterances" in out.stdout
+    assert out.stdout.rstrip().endswith("skipped 3")
+    recording = keys[1]
+    (data / "wav.scp").write_text(f"{recording} {wav[recording]}\n")
+    (data / "segments").write_text(f"a {recording} 0.0 1.5\nb {recording} 1.5\nc {recording} 2.0 1.0\n"
+                                   f"d other 0.0 1.0\ne {recording} 3.0 4.0\n")
+    (data / "text").write_text("a HE HOPED\nb THERE\nc WOULD\nd BE\nf STEW\n")
+    out = run_tool(sys.executable, STEPS / tool, data, *outputs(2))
+    assert out.returncode == 0, out.stderr
+    segments = data / "segments"
+    for reason in (f"{segments}:2: b: expected '<utterance> <recording> <start> <end>', got 3 fields",
+                   f"{segments}:3: c: bad segment times 2.0..1.0", f"{segments}:4: d: its recording other is not",
+                   f"{segments}:5: e: no transcript in text", f"{data}/text:5: f: no segment in segments"):
+        assert f"skipped {reason}" in out.stderr
+    assert out.stdout.rstrip().endswith("skipped 5") and ("1 utterances" in out.stdout)
+
+
 def test_rerun_skips_complete_shards_and_redoes_missing_ones(test_data, tmp_path):
     data = prep("librispeech", test_data, tmp_path)
     args = [sys.executable, STEPS / "make_shards.py", "--utts-per-shard", "2", data, tmp_path / "sh", tmp_path / "l"]

@@ -54,11 +54,14 @@ def utterances(corpus_dir: str, transcripts: str, speaker_regex: re.Pattern | No
     with the speaker id. Report what you skip with report.skip(reason, where) so that it is counted.
     """
     found: dict[str, Utterance] = {}
-    with open(transcripts, encoding="utf-8-sig") as f:
+    with open(transcripts, encoding="utf-8-sig", errors="replace") as f:
         for number, line in enumerate(f, 1):
             where = f"{transcripts}:{number}"
             fields = line.split(maxsplit=1)
             if not fields:
+                continue
+            if "\ufffd" in line:
+                report.skip("not UTF-8 (re-encode the file as UTF-8)", where)
                 continue
             if len(fields) < 2 or not normalise(fields[1]):
                 report.skip("malformed line (want '<file> <transcript>')", where)

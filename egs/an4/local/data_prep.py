@@ -15,7 +15,7 @@ import os
 import re
 import sys
 
-from rnnt.prep.data_dir_writer import Report, Utterance, data_prep_parser, write_data_dirs
+from rnnt.prep.data_dir_writer import Report, Utterance, add_entry, data_prep_parser, write_data_dirs
 from rnnt.prep.dev_speakers import pick_dev_speakers
 
 TRANSCRIPT = re.compile(r"^(?:<s>\s+)?(?P<words>.*?)(?:\s+</s>)?\s*\((?P<id>[^()\s]+)\)\s*$")
@@ -28,7 +28,7 @@ def normalise(words: str) -> str:
 def read_transcription(path: str, report: Report) -> dict[str, tuple[str, str]]:
     """id -> (normalised words, 'file:line')."""
     text = {}
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8", errors="replace") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -37,7 +37,7 @@ def read_transcription(path: str, report: Report) -> dict[str, tuple[str, str]]:
                 report.skip("malformed transcript line (want '<s> WORDS </s> (id)')", f"{path}:{number}")
                 continue
             words = normalise(match["words"].replace("<s>", " ").replace("</s>", " "))
-            text[match["id"]] = (words, f"{path}:{number}")
+            add_entry(text, match["id"], words, f"{path}:{number}", report)
     return text
 
 
@@ -55,7 +55,7 @@ def split_utterances(corpus: str, part: str, report: Report) -> list[Utterance]:
     text = read_transcription(os.path.join(etc, f"an4_{part}.transcription"), report)
     fileids = os.path.join(etc, f"an4_{part}.fileids")
     utterances = []
-    with open(fileids, encoding="utf-8") as f:
+    with open(fileids, encoding="utf-8", errors="replace") as f:
         for number, line in enumerate(f, 1):
             fileid = line.strip()
             if not fileid:

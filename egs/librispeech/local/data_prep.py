@@ -10,7 +10,8 @@ import glob
 import os
 import sys
 
-from rnnt.prep.data_dir_writer import Report, Utterance, data_prep_parser, pair_audio_with_text, write_data_dirs
+from rnnt.prep.data_dir_writer import (Report, Utterance, add_entry, data_prep_parser, pair_audio_with_text,
+                                       write_data_dirs)
 
 
 def read_speaker_genders(path: str) -> dict[str, str]:
@@ -18,7 +19,7 @@ def read_speaker_genders(path: str) -> dict[str, str]:
     genders = {}
     if not os.path.isfile(path):
         return genders
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             if line.startswith(";") or "|" not in line:
                 continue
@@ -42,13 +43,13 @@ def main() -> int:
              for p in glob.glob(os.path.join(args.subset_dir, "*", "*", "*.flac"))}
     text = {}
     for trans in sorted(glob.glob(os.path.join(args.subset_dir, "*", "*", "*.trans.txt"))):
-        with open(trans, encoding="utf-8") as f:
+        with open(trans, encoding="utf-8", errors="replace") as f:
             for number, line in enumerate(f, 1):
                 fields = line.split(maxsplit=1)
                 if len(fields) != 2:
                     report.skip("malformed transcript line", f"{trans}:{number}")
                     continue
-                text[fields[0]] = (fields[1].strip(), f"{trans}:{number}")
+                add_entry(text, fields[0], fields[1].strip(), f"{trans}:{number}", report)
     genders = read_speaker_genders(os.path.join(os.path.dirname(os.path.abspath(args.subset_dir)), "SPEAKERS.TXT"))
     utterances = []
     for utt, path, words in pair_audio_with_text(audio, text, report):

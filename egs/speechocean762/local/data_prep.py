@@ -12,14 +12,14 @@ scoring sees them: upper case, single spaces. Missing or unreadable audio is nam
 import os
 import sys
 
-from rnnt.prep.data_dir_writer import Report, Utterance, data_prep_parser, write_data_dirs
+from rnnt.prep.data_dir_writer import Report, Utterance, add_entry, data_prep_parser, write_data_dirs
 from rnnt.prep.dev_speakers import pick_dev_speakers
 
 
 def read_kaldi_table(path: str, report: Report) -> dict[str, tuple[str, str]]:
     """key -> (value, 'file:line')."""
     table = {}
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8", errors="replace") as f:
         for number, line in enumerate(f, 1):
             fields = line.rstrip("\n").replace("\t", " ").split(maxsplit=1)
             if not fields:
@@ -27,7 +27,7 @@ def read_kaldi_table(path: str, report: Report) -> dict[str, tuple[str, str]]:
             if len(fields) != 2:
                 report.skip("line without a value", f"{path}:{number}")
                 continue
-            table[fields[0]] = (fields[1].strip(), f"{path}:{number}")
+            add_entry(table, fields[0], fields[1].strip(), f"{path}:{number}", report)
     return table
 
 

@@ -76,3 +76,42 @@ def test_compute_cmvn_stats_kaldi_matrix_and_json(test_data, tmp_path):
     assert summary["frame_num"] == feats.shape[0]
     np.testing.assert_allclose(summary["mean"], feats.mean(0).numpy(), rtol=1e-9)
     np.testing.assert_allclose(summary["std"], feats.std(0, unbiased=False).numpy(), rtol=1e-6)
+
+
+def test_bad_raw_list_lines_are_named_by_their_line_and_the_rest_kept(test_data, tmp_path, caplog):
+    """Blank lines keep the numbering; a line not UTF-8, one without "txt", one with a start that is not
+    a number: each named by file and line and left out, the three good utterances kept."""
+    _, raw_list = shards_of(test_data, tmp_path)
+    good = raw_list.read_text().splitlines()
+    broken = json.loads(good[3])
+    lines = [good[0].encode(), b"", b"", json.dumps({"key": "a", "wav": "x"}).encode(), good[1].encode(),
+             good[2].encode().replace(b'"txt": "', b'"txt": "\xe9'), json.dumps({**broken, "start": ""}).encode(),
+             good[4].encode()]
+    raw_list.write_bytes(b"\n".join(lines) + b"\n")
+    with caplog.at_level(logging.WARNING):
+        got = [r["key"] for r in records(str(raw_list))]
+    assert got == [json.loads(good[i])["key"] for i in (0, 1, 4)]
+    warnings = "\n".join(r.getMessage() for r in caplog.records)
+    assert f"{raw_list}:4: skipped, not a {{key, wav, txt}} object with numeric start and end: KeyError" in warnings
+    assert f"{raw_list}:6: skipped, not UTF-8" in warnings
+    assert f"{raw_list}:7: skipped, not a {{key, wav, txt}} object with numeric start and end: ValueError" in warnings
+    assert f"{raw_list}: 3 lines skipped (named above), 3 kept" in warnings
+
+
+def test_a_shard_transcript_not_utf8_loses_only_its_utterance(test_data, tmp_path, caplog):
+    shard_list, _ = shards_of(test_data, tmp_path, per_shard="5")
+    shard = shard_list.read_text().split()[0]
+    with tarfile.open(shard) as tar:
+        members = [(m, tar.extractfile(m).read()) for m in tar.getmembers()]
+    bad_key = members[2][0].name.rsplit(".", 1)[0]  # the second utterance's transcript
+    with tarfile.open(shard, "w") as tar:
+        for member, payload in members:
+            if member.name == f"{bad_key}.txt":
+                payload = b"\xe9" + payload
+                member.size = len(payload)
+            tar.addfile(member, __import__("io").BytesIO(payload))
+    with caplog.at_level(logging.WARNING):
+        keys = [r["key"] for r in records(str(shard_list))]
+    assert len(keys) == 4 and bad_key not in keys
+    assert any(f"utterance {bad_key} has a transcript that is not UTF-8; skipped" in r.getMessage()
+               for r in caplog.records)

@@ -62,13 +62,18 @@ def test_read_table_on_the_first_speechocean762_transcript(speechocean):
     assert (line.value, line.number, line.where) == ("WE CALL IT BEAR", 1, f"{speechocean / 'text'}:1")
 
 
-def test_read_table_skips_blanks_drops_line_end_blanks_and_keeps_the_first_key(tmp_path):
+def test_read_table_skips_blanks_drops_line_end_blanks_and_keeps_the_first_key(tmp_path, capsys, monkeypatch):
     path = tmp_path / "utt2dur"
     path.write_bytes(b"b 2.0 \t\r\n\n   \nb 9.9\na 1.0\r\n")
-    table = read_table(str(path))
+    skipped = []
+    table = read_table(str(path), skipped)
     assert list(table) == ["b", "a"]  # file order, not sorted
     assert (table["b"].text, table["b"].number) == ("b 2.0", 1)
     assert (table["a"].text, table["a"].number) == ("a 1.0", 5)
+    assert skipped == [f"{path}:4: b: repeats the key of line 1; left out"]
+    monkeypatch.setattr("sys.argv", ["/work/steps/score.py"])
+    assert read_table(str(path)) == table  # without a list the repeat is printed under the tool's name
+    assert capsys.readouterr().err == f"score.py: {path}:4: b: repeats the key of line 1; left out\n"
 
 
 KEYS = ["s2", "s10", "B", "a", "a_x", "a-b", "a.b", "\u00e9", "z", "\u4e2d", "A1", "a0"]

@@ -119,11 +119,15 @@ def test_phone_units_from_the_cmu_dictionary_on_real_transcripts(test_data, tmp_
         assert fusion.allowed(state) == {u for u in range(len(tokenizer.units)) if fusion.expansions(state, u)}
 
 
-def test_a_lexicon_line_without_phones_is_named(tmp_path):
+def test_a_lexicon_line_without_phones_is_named_and_left_out(tmp_path):
     path = tmp_path / "lexicon.txt"
-    path.write_text("HELLO HH AH L OW\nWORLD\n")
-    with pytest.raises(ValueError, match=f"{path}:2: expected"):
-        read_lexicon(str(path))
+    path.write_text("HELLO HH AH L OW\nWORLD\nWORLD W ER L D\n")
+    skipped = []
+    assert read_lexicon(str(path), skipped) == {"HELLO": [("HH", "AH", "L", "OW")], "WORLD": [("W", "ER", "L", "D")]}
+    assert len(skipped) == 1 and skipped[0].startswith(f"{path}:2: expected '<word> <phone> ...', got 'WORLD'")
+    path.write_text("WORLD\n")
+    with pytest.raises(ValueError, match=f"{path}: no pronunciations"):
+        read_lexicon(str(path), [])
 
 
 def test_a_word_lm_needs_a_word_boundary_unit(tmp_path):

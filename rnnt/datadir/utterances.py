@@ -1,0 +1,60 @@
+"""A data dir's utterances: each transcript paired with its audio (a wav.scp entry, or a segment of one), for
+the tools that pack or list them. Whatever cannot be paired (audio without a transcript, a transcript without
+audio or segment, a malformed segment, a repeated key) is named by file and line and counted, not dropped
+in silence; the rest is kept."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from rnnt.datadir.table import Line, read_table
+from rnnt.datadir.values import segment_problem
+
+
+@dataclass(frozen=True)
+class Utterance:
+    key: str
+    text: str
+    source: str  # a wav.scp value: a path, or a command ending in '|'
+    where: str  # its transcript's file:line
+    start: float | None = None  # seconds, with segments
+    end: float | None = None
+
+
+def read_utterances(data_dir: str) -> tuple[list[Utterance], list[str]]:
+    """The dir's utterances sorted by key, and a message for each entry left out. Raises OSError without
+    text or wav.scp."""
+    skipped: list[str] = []
+    text = read_table(os.path.join(data_dir, "text"), skipped)
+    wav = read_table(os.path.join(data_dir, "wav.scp"), skipped)
+    segments_path = os.path.join(data_dir, "segments")
+    if os.path.isfile(segments_path):
+        utterances = segment_utterances(text, wav, read_table(segments_path, skipped), skipped)
+    else:
+        utterances = [Utterance(key, line.value, wav[key].value, line.where) for key, line in text.items()
+                      if key in wav]
+        skipped += [f"{line.where}: {key}: no transcript in text" for key, line in wav.items() if key not in text]
+        skipped += [f"{line.where}: {key}: no audio in wav.scp" for key, line in text.items() if key not in wav]
+    return sorted(utterances, key=lambda utterance: utterance.key), skipped
+
+
+def segment_utterances(text: dict[str, Line], wav: dict[str, Line], segments: dict[str, Line],
+                       skipped: list[str]) -> list[Utterance]:
+    utterances = []
+    for key, line in segments.items():
+        fields = line.fields
+        if len(fields) != 4:
+            skipped.append(f"{line.where}: {key}: expected '<utterance> <recording> <start> <end>', "
+                           f"got {len(fields)} fields")
+        elif problem := segment_problem(fields[2], fields[3]):
+            skipped.append(f"{line.where}: {key}: {problem}")
+        elif fields[1] not in wav:
+            skipped.append(f"{line.where}: {key}: its recording {fields[1]} is not in wav.scp")
+        elif key not in text:
+            skipped.append(f"{line.where}: {key}: no transcript in text")
+        else:
+            utterances.append(Utterance(key, text[key].value, wav[fields[1]].value, text[key].where,
+                                        float(fields[2]), float(fields[3])))
+    skipped += [f"{line.where}: {key}: no segment in segments" for key, line in text.items() if key not in segments]
+    return utterances
