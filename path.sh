@@ -4,15 +4,23 @@
 RNNT_ROOT=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
 export RNNT_ROOT
 
-if [ -z "${VIRTUAL_ENV:-}" ] || [ "$VIRTUAL_ENV" != "$RNNT_ROOT/tools/venv" ]; then
-  if [ ! -x "$RNNT_ROOT/tools/venv/bin/python" ] && [ -z "${VIRTUAL_ENV:-}" ]; then
+# An active virtual environment is used when it imports this checkout's rnnt (tools/install.sh run in it);
+# any other (another project's, another clone's) would run this recipe with the wrong code or none.
+imports_this_checkout() {
+  [ "$("$VIRTUAL_ENV/bin/python" -c 'import importlib.util as u; s = u.find_spec("rnnt")
+print(s.submodule_search_locations[0] if s else "")' 2>/dev/null)" = "$RNNT_ROOT/rnnt" ]
+}
+if [ "${VIRTUAL_ENV:-}" != "$RNNT_ROOT/tools/venv" ] && ! { [ -n "${VIRTUAL_ENV:-}" ] && imports_this_checkout; }; then
+  if [ -n "${VIRTUAL_ENV:-}" ]; then
+    echo "path.sh: the active environment $VIRTUAL_ENV does not import this checkout's rnnt;" \
+      "using $RNNT_ROOT/tools/venv" >&2
+  fi
+  if [ ! -x "$RNNT_ROOT/tools/venv/bin/python" ]; then
     echo "path.sh: no environment at $RNNT_ROOT/tools/venv yet; running tools/install.sh (about a minute)" >&2
-    "$RNNT_ROOT/tools/install.sh" >&2
+    env -u VIRTUAL_ENV "$RNNT_ROOT/tools/install.sh" >&2
   fi
-  if [ -z "${VIRTUAL_ENV:-}" ]; then
-    # shellcheck disable=SC1091
-    . "$RNNT_ROOT/tools/venv/bin/activate"
-  fi
+  # shellcheck disable=SC1091
+  . "$RNNT_ROOT/tools/venv/bin/activate"
 fi
 
 export PATH="$RNNT_ROOT/utils:$RNNT_ROOT/steps:$PATH"

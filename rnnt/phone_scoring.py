@@ -11,9 +11,11 @@ scored.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
-from rnnt.data.lexicon import Pronunciation
+from rnnt.data.lexicon import Pronunciation, cmu_pronunciations
+from rnnt.data.tokenizer import SPACE, UNK
 
 
 @dataclass
@@ -73,3 +75,19 @@ def phone_error_rate(references: dict[str, str], hypotheses: dict[str, list[str]
         total.reference_phones += errors.reference_phones
         total.words_outside_lexicon += errors.words_outside_lexicon
     return total
+
+
+def hypothesis_phones(tokenizer, tokens: list[int]) -> list[str]:
+    """A phone model's decoded labels as phones (the word boundary is not a phone)."""
+    units = (tokenizer.symbols.get(token, UNK) for token in tokens)
+    return [unit for unit in units if unit != SPACE]
+
+
+def write_phone_error_rate(out: str, refs: dict[str, str], phones: dict[str, list[str]], tokenizer) -> str:
+    """The sounds before the spelling, what the acoustic model got right: out/per, its %PER line."""
+    words = {word for text in refs.values() for word in text.split()}
+    lexicon = {**cmu_pronunciations(words), **tokenizer.lexicon}  # words the training text lacks have phones too
+    per_line = phone_error_rate(refs, phones, lexicon).per_line
+    with open(os.path.join(out, "per"), "w", encoding="utf-8") as f:
+        f.write(per_line + "\n")
+    return per_line

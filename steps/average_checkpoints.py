@@ -35,7 +35,7 @@ def positive(value: str) -> int:
 
 
 def main() -> str:
-    parser = tool_parser(__doc__)
+    parser = tool_parser(__doc__, "steps/average_checkpoints.py --last 10 exp/transducer")
     how = parser.add_mutually_exclusive_group(required=True)
     how.add_argument("--last", type=positive, help="average the last N epochs")
     how.add_argument("--best", type=positive, help="average the N epochs with the lowest validation loss")

@@ -18,6 +18,7 @@ import yaml
 from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.decode_results import reference_texts, write_results
 from rnnt.lm.fusion import read_fusion_config
+from rnnt.phone_scoring import hypothesis_phones, write_phone_error_rate
 from rnnt.progress_bar import progress
 from rnnt.system_combination import LM, choose, feature_names, grid_errors, lm_features, model_features, pool, \
     read_nbest, weight_grid
@@ -63,8 +64,8 @@ def scored_pools(systems, fusion_yaml: str, data_list: str):
     return names + [LM], pools, rows, models[0][2]
 
 
-def transcripts(pools, rows, weights) -> dict[str, str]:
-    return {key: " ".join(choose(hyps, rows[key], weights).words) for key, hyps in pools.items()}
+def chosen_hypotheses(pools, rows, weights) -> dict:
+    return {key: choose(hyps, rows[key], weights) for key, hyps in pools.items()}
 
 
 def main() -> str:
@@ -74,7 +75,7 @@ def main() -> str:
         raise ToolError(f"give two or more --system of different experiments, got {' '.join(exps)}")
     try:
         refs, refs_from = reference_texts(args.data_list, None)
-        names, pools, rows, _ = scored_pools(args.system, args.lm_fusion, args.data_list)
+        names, pools, rows, tokenizer = scored_pools(args.system, args.lm_fusion, args.data_list)
         if args.weights:
             with open(args.weights, encoding="utf-8") as f:
                 chosen = yaml.safe_load(f)["weights"]
@@ -93,9 +94,14 @@ def main() -> str:
         weights = grid[errors.index(min(errors))]
         with open(os.path.join(args.out_dir, "weights.yaml"), "w", encoding="utf-8") as f:
             yaml.safe_dump({"weights": dict(zip(names, weights)), "chosen_on": args.data_list}, f, sort_keys=False)
-    report = write_results(args.out_dir, refs, transcripts(pools, rows, weights), refs_from, "combine_nbest.py")
+    best = chosen_hypotheses(pools, rows, weights)
+    report = write_results(args.out_dir, refs, {key: " ".join(hyp.words) for key, hyp in best.items()}, refs_from,
+                           "combine_nbest.py")
+    per = "" if tokenizer.kind != "phone" else "; " + write_phone_error_rate(
+        args.out_dir, refs, {key: hypothesis_phones(tokenizer, hyp.tokens) for key, hyp in best.items()}, tokenizer)
     chosen = ", ".join(f"{name} {w:g}" for name, w in zip(names, weights))
-    return f"{args.out_dir}: {report.wer_line}; weights {chosen}; {sum(map(len, pools.values()))} hypotheses pooled"
+    return (f"{args.out_dir}: {report.wer_line}{per}; weights {chosen}; {sum(map(len, pools.values()))} hypotheses "
+            "pooled")
 
 
 if __name__ == "__main__":

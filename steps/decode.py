@@ -23,11 +23,9 @@ import torch
 from rnnt.progress_bar import progress
 
 from rnnt.cli import ToolError, run_tool, tool_parser
-from rnnt.data.lexicon import cmu_pronunciations
-from rnnt.data.tokenizer import SPACE, UNK
 from rnnt.decode_results import reference_texts, write_results
 from rnnt.lm.fusion import fusion_config_path
-from rnnt.phone_scoring import phone_error_rate
+from rnnt.phone_scoring import hypothesis_phones, write_phone_error_rate
 from rnnt.search_methods import METHODS, SearchOptions, check_method, lm_options
 from rnnt.transcriber import (
     decode_batch_nbest,
@@ -70,16 +68,6 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def write_phone_error_rate(out: str, refs: dict[str, str], phones: dict[str, list[str]], tokenizer) -> str:
-    """The sounds before the spelling, what the acoustic model got right: out/per, its %PER line."""
-    words = {word for text in refs.values() for word in text.split()}
-    lexicon = {**cmu_pronunciations(words), **tokenizer.lexicon}  # words the training text lacks have phones too
-    per_line = phone_error_rate(refs, phones, lexicon).per_line
-    with open(os.path.join(out, "per"), "w", encoding="utf-8") as f:
-        f.write(per_line + "\n")
-    return per_line
-
-
 def main() -> str:
     args = parse_args()
     if args.threads:
@@ -96,9 +84,9 @@ def main() -> str:
         raise ToolError(str(error)) from error
     try:
         refs, refs_from = reference_texts(args.data_list, args.text)
+        pipeline = decoding_pipeline(experiment, tokenizer, args.data_list, args.batch_size)
     except (OSError, ValueError) as error:
         raise ToolError(str(error)) from error
-    pipeline = decoding_pipeline(experiment, tokenizer, args.data_list, args.batch_size)
     frame_seconds, encoder_frame_seconds = seconds_per_input_frame(experiment), seconds_per_encoder_frame(experiment)
     hyps, phones, nbest = {}, {}, []
     audio_seconds = decode_seconds = 0.0
@@ -112,8 +100,7 @@ def main() -> str:
         for key, hyp_list in zip(batch["keys"], results):
             hyps[key] = tokenizer.text(hyp_list[0])
             if tokenizer.kind == "phone":
-                units = (tokenizer.symbols.get(t, UNK) for t in hyp_list[0].tokens)
-                phones[key] = [unit for unit in units if unit != SPACE]  # the word boundary is not a phone
+                phones[key] = hypothesis_phones(tokenizer, hyp_list[0].tokens)
             if args.nbest:
                 nbest.append({"key": key, "hyps": nbest_entries(tokenizer, hyp_list, encoder_frame_seconds)})
     out = os.path.join(args.exp_dir, f"decode-{args.set_name}-{args.method}{f'-{args.tag}' if args.tag else ''}")

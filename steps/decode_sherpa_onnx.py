@@ -44,10 +44,12 @@ def main() -> str:
         recognizer, streaming, rate = load_recognizer(args.onnx_dir, args.threads)
         tail = args.tail_seconds if args.tail_seconds is not None else tail_seconds(args.onnx_dir, streaming)
         refs, refs_from = reference_texts(args.data_list, args.text)
+        utterances = stages.resample_to(stages.decode(records(args.data_list)), rate)
+        if args.compare and not os.path.isfile(os.path.join(args.compare, "hyp")):
+            raise FileNotFoundError(f"{args.compare}/hyp: no such file (--compare names a decode dir)")
     except (OSError, ValueError, KeyError, RuntimeError) as error:
         raise ToolError(str(error)) from error
     hyps, audio_seconds, decode_seconds = {}, 0.0, 0.0
-    utterances = stages.resample_to(stages.decode(records(args.data_list)), rate)
     for record in progress(utterances, desc="sherpa-onnx", unit="utt"):
         samples = record["waveform"].numpy()
         start = time.perf_counter()

@@ -18,7 +18,7 @@ from rnnt.datadir.values import is_positive_number
 
 
 def main() -> str:
-    parser = tool_parser(__doc__)
+    parser = tool_parser(__doc__, "steps/make_raw_list.py data/train data/train/raw.list")
     parser.add_argument("data_dir")
     parser.add_argument("data_list", help="output file, e.g. data/train/data.list")
     args = parser.parse_args()

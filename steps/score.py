@@ -14,7 +14,7 @@ from rnnt.scoring import score
 
 
 def main() -> int:
-    parser = tool_parser(__doc__)
+    parser = tool_parser(__doc__, "steps/score.py --errs exp/decode/errs data/test/text exp/decode/hyp")
     parser.add_argument("--errs", help="write the full report here")
     parser.add_argument("ref", help="Kaldi text file: <utt> <words...>")
     parser.add_argument("hyp", help="Kaldi text file: <utt> <words...>")

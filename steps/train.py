@@ -40,7 +40,8 @@ def with_init_digest(experiment):
 
 
 def main() -> int:
-    parser = tool_parser(__doc__)
+    parser = tool_parser(__doc__, "steps/train.py --config conf/tiny.yaml --train-list data/train/data.list "
+                                  "--valid-list data/dev/data.list --lang-dir data/lang_bpe_64 --exp-dir exp/tiny")
     parser.add_argument("--config", required=True, help="YAML with model, data and train sections")
     parser.add_argument("--train-list", default="", help="data list to train on (overrides paths.train_list)")
     parser.add_argument("--valid-list", default="", help="data list to validate on (overrides paths.valid_list)")
@@ -82,7 +83,7 @@ def main() -> int:
         return 1
     try:
         trainer = Trainer(experiment, args.exp_dir, args.log_keys, resume=args.resume)
-    except StopTraining as error:
+    except (StopTraining, OSError, ValueError) as error:  # a missing or empty list, lang dir, init checkpoint, ...
         print(f"train.py: {error}", file=sys.stderr)
         return 1
     return trainer.run()

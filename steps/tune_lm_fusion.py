@@ -112,9 +112,10 @@ def main() -> str:
                             f"{args.dev_list}, {os.path.basename(path)}",
                             copied(args.lodr_arpa, lm_dir) if args.lodr_arpa else None)
         fusion = base.load(tokenizer)
+        pipeline = decoding_pipeline(experiment, tokenizer, args.dev_list, args.batch_size)
     except (OSError, ValueError, KeyError) as error:
         raise ToolError(str(error)) from error
-    encoded = encode_all(model, decoding_pipeline(experiment, tokenizer, args.dev_list, args.batch_size), args.device)
+    encoded = encode_all(model, pipeline, args.device)
     without_lm = METHODS[args.method].without_lm
 
     dev = DevSearches(model, tokenizer, refs, encoded)

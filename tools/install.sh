@@ -20,7 +20,8 @@ python=python3
 force=false
 while [ $# -gt 0 ]; do
   case "$1" in
-    --python) python="$2"; shift 2 ;;
+    --python) [ $# -ge 2 ] || { echo "tools/install.sh: --python needs an interpreter" >&2; usage >&2; exit 1; }
+              python="$2"; shift 2 ;;
     --force) force=true; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "tools/install.sh: unknown option '$1'" >&2; usage >&2; exit 1 ;;

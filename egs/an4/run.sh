@@ -51,9 +51,9 @@ weights chosen on dev), 7 export to ONNX (--deploy), 8 decode and score the expo
 9 combine (--combine: each system decodes dev and test keeping its n-best; the weights chosen on dev).
 Examples: ./run.sh --corpus-dir ../../../shared/data/an4
   ./run.sh --corpus-dir ../../../shared/data/an4 --train-config conf/deepspeech.yaml \\
-    --exp exp/deepspeech_phone --methods \"ctc_greedy ctc_prefix_beam_lm\"
+    --exp exp/deepspeech_phone --seeds 1 --methods \"ctc_greedy ctc_prefix_beam_lm\"
   ./run.sh --corpus-dir ../../../shared/data/an4 --unit-type bpe --train-config conf/deploy.yaml \\
-    --exp exp/deploy --methods greedy --deploy \"offline streaming\""
+    --exp exp/deploy --seeds 1 --methods greedy --deploy \"offline streaming\""
 
 . ./path.sh
 . utils/parse_options.sh

@@ -4,7 +4,7 @@
 # search's minutes_per_trial, scored by its best dev WER (--search conf/tune_time_to_accuracy.yaml: by
 # its minutes to a target dev WER, for benchmarks/time_to_accuracy.py). Killed, it resumes from
 # $exp/study.db when run again. Then train the winner in full:
-#   ./run.sh --stage 4 --unit-type bpe --train-config exp/tune/best.yaml --exp exp/tuned \
+#   ./run.sh --stage 4 --unit-type bpe --train-config exp/tune/best.yaml --exp exp/tuned --seeds 1 \
 #     --methods "greedy modified_beam"
 set -euo pipefail
 {  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs

@@ -157,9 +157,10 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     name = (f"{chosen}-greedy-epoch-1+{other}-greedy-epoch-1+scratch-greedy-epoch-1"
             "+phone-ctc_prefix_beam_lm-epoch-1")
     for set_name in ("dev", "test"):
-        wer = (recipe / "exp" / "combination" / f"decode-{set_name}-combined-{name}" / "wer").read_text().strip()
-        assert f"/ {words_in(data / set_name / 'text')}," in wer
-        assert f"speechocean762 {set_name} combined ({name}): {wer}" in out.stdout
+        combined = recipe / "exp" / "combination" / f"decode-{set_name}-combined-{name}"
+        wer, per = ((combined / result).read_text().strip() for result in ("wer", "per"))
+        assert f"/ {words_in(data / set_name / 'text')}," in wer and per.startswith("%PER ")
+        assert f"speechocean762 {set_name} combined ({name}): {wer}; {per}" in out.stdout
         for exp, method in ((other, "greedy"), ("scratch", "greedy"), ("phone", "ctc_prefix_beam_lm")):
             own = (recipe / "exp" / exp / f"decode-{set_name}-{method}-epoch-1" / "wer").read_text().strip()
             assert f"speechocean762 {set_name} {method} ({exp} epoch-1): {own}" in out.stdout

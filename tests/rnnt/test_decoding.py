@@ -393,3 +393,20 @@ def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, train
     out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems[:4], "--system", trained_standard,
                    systems[6], broken, "--lm-fusion", fusion, "--tune", yesno / "test.list", tmp_path / "no")
     assert out.returncode == 1 and f"{broken / 'nbest.json'}:1: not a decode.py n-best line" in out.stderr
+
+
+def test_a_missing_or_empty_data_list_is_one_line_naming_it(trained, yesno, tmp_path):
+    """decode.py with the references beside the list (so that the list is first read by the pipeline) and
+    train.py: one line naming the list, exit 1, no traceback."""
+    (tmp_path / "text").write_text("yesno-0_0_0_0_1_1_1_1 NO NO NO NO YES YES YES YES\n")
+    missing, empty = tmp_path / "missing.list", tmp_path / "empty.list"
+    empty.write_text("")
+    for data_list, named in ((missing, f"No such file or directory: '{missing}'"),
+                             (empty, f"{empty}: the data list is empty")):
+        runs = {"decode.py": [trained, data_list, "test"],
+                "train.py": ["--config", trained / "config.yaml", "--train-list", data_list, "--lang-dir",
+                             yesno / "lang", "--exp-dir", tmp_path / "exp"]}
+        for tool, args in runs.items():
+            out = run_tool(sys.executable, STEPS / tool, *args)
+            assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+            assert out.stderr.splitlines()[-1].startswith(f"{tool}: ") and named in out.stderr, out.stderr

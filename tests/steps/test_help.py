@@ -1,4 +1,5 @@
-"""Every command-line tool of steps/, egs/*/local/, benchmarks/ and tools/ answers --help with a usage and exits 0."""
+"""Every command-line tool of steps/, egs/*/local/, benchmarks/ and tools/ answers --help with a usage and exits 0;
+those of steps/ with an example too."""
 
 import json
 import os
@@ -51,6 +52,8 @@ def test_tool_help(tool, python_help):
         code, stdout = out.returncode, out.stdout
         assert code == 0, out.stderr
     assert "usage" in stdout.lower(), stdout[:300]
+    if tool.startswith("steps/"):  # steps/README.md: the docstring and an example
+        assert f"\nexample: {tool}" in stdout, stdout[-300:]
 
 
 def test_recipes_help():

@@ -42,3 +42,28 @@ def test_path_sh_sets_environment(tmp_path):
     assert locale == "C 1"
     assert tool == str(ROOT / "utils" / "validate_data_dir.sh")
     assert package == str(ROOT / "rnnt" / "__init__.py")
+
+
+def active_venv(tmp_path, name: str, python: str):
+    """A virtual environment's layout whose python runs `python` (a wrapper: its own site-packages)."""
+    fake = tmp_path / name / "bin" / "python"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(f'#!/bin/sh\nexec {python} "$@"\n')
+    fake.chmod(0o755)
+    return {**os.environ, "VIRTUAL_ENV": str(tmp_path / name)}
+
+
+def test_path_sh_uses_an_active_venv_only_if_it_imports_this_checkout(tmp_path):
+    """Another project's venv (its python without this rnnt) active: path.sh says so and uses tools/venv,
+    where it ran the recipe's tools in the wrong environment; a venv tools/install.sh set up is used."""
+    script = f". {ROOT}/path.sh && python -c 'import rnnt; print(rnnt.__file__)'"
+    other = active_venv(tmp_path, "other", "/usr/bin/python3 -I")
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=other, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(ROOT / "rnnt" / "__init__.py")
+    assert f"path.sh: the active environment {tmp_path / 'other'} does not import this checkout's rnnt; using " \
+           f"{ROOT}/tools/venv" in out.stderr
+    ours = active_venv(tmp_path, "ours", str(ROOT / "tools" / "venv" / "bin" / "python"))
+    out = subprocess.run(["bash", "-c", f". {ROOT}/path.sh && echo $VIRTUAL_ENV"], capture_output=True, text=True,
+                         env=ours, cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.strip() == str(tmp_path / "ours") and out.stderr == "", out.stderr
