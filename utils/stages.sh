@@ -24,11 +24,13 @@ stage_mark() {  # stage_mark N NAME [DIR]: the marker file of a finished stage
   if [ -n "${3:-}" ] && [ "$3" != "--" ]; then echo "$3/.stages/$1.$2.done"; else echo "$stage_marks/$1.$2.done"; fi
 }
 
-stage_log() {  # stage_log N NAME [DIR]: the log file of a stage
+stage_log() {  # stage_log N NAME [DIR]: the log file of a stage (beside exp/.stages-X's markers: exp/log-X)
   if [ -n "${3:-}" ] && [ "$3" != "--" ]; then
     echo "$3/log/$1.$2.log"
   else
-    echo "$(dirname "$stage_marks")/log/$1.$2.log"
+    local marks_name
+    marks_name=$(basename "$stage_marks")
+    echo "$(dirname "$stage_marks")/log${marks_name#.stages}/$1.$2.log"
   fi
 }
 

@@ -22,6 +22,7 @@ from rnnt.datadir.layout import write_spk2utt
 from rnnt.datadir.table import write_table
 from rnnt.datadir.table_rules import transcript_problem
 from rnnt.datadir.validate import validate_data_dir
+from rnnt.progress_bar import progress
 
 
 def data_prep_parser(doc: str, corpus: tuple[str, str], output: tuple[str, str],
@@ -127,7 +128,7 @@ def write_data_dir(dest: str, utterances: list[Utterance], report: Report,
     """Writes the dir and validates it; returns the number of utterances written."""
     os.makedirs(dest, exist_ok=True)
     kept: list[tuple[Utterance, AudioInfo]] = []
-    for utt in utterances:
+    for utt in progress(utterances, desc=f"audio headers of {dest}", unit=" files"):
         if not utt.utt_id.startswith(utt.speaker):
             raise ValueError(f"utterance id '{utt.utt_id}' must start with its speaker id '{utt.speaker}'")
         problem = transcript_problem(utt.text)

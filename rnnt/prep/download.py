@@ -35,9 +35,11 @@ def file_digest(path: str, expected: str) -> str:
 def hex_digest(path: str, algorithm: str = "sha256") -> str:
     """The hex digest of path's content (hashlib's algorithm name), read a block at a time."""
     digest = hashlib.new(algorithm)
-    with open(path, "rb") as f:
+    with open(path, "rb") as f, progress(total=os.path.getsize(path), desc=f"check {os.path.basename(path)}",
+                                         unit="B", unit_scale=True, leave=False) as bar:
         for block in iter(lambda: f.read(BLOCK), b""):
             digest.update(block)
+            bar.update(len(block))
     return digest.hexdigest()
 
 

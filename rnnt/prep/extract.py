@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import tarfile
 
+from rnnt.progress_bar import progress
+
 
 class UnsafeArchiveError(RuntimeError):
     pass
@@ -91,7 +93,7 @@ def safe_extract(archive: str, dest: str) -> str:
     written: list[str] = []
     count = 0
     with tarfile.open(archive, "r|*") as tar:
-        for member in tar:
+        for member in progress(tar, desc=f"extract {os.path.basename(archive)}", unit=" files"):
             try:
                 check_member(member, dest, archive)
             except UnsafeArchiveError:

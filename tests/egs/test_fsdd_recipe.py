@@ -9,7 +9,7 @@ pytestmark = pytest.mark.slow
 def test_fsdd_strings_data_stages(test_data, tmp_path):
     """fsdd --strings N: its data, shards and units stages beside the single-digit ones, at least one
     test string for a small N, the result lines saying what is not decoded yet, and a clear error for
-    an N that is not a number."""
+    an N that is not a number; its stage logs beside its markers, not over the single digits' logs."""
     recipe = copy_recipe("fsdd", tmp_path)
     corpus = str(test_data / "fsdd" / "recordings")
     bad = run_recipe(recipe, "--corpus-dir", corpus, "--strings", "many")
@@ -23,6 +23,8 @@ def test_fsdd_strings_data_stages(test_data, tmp_path):
         assert (data / name / "data.list").is_file()
     assert sorted(p.name for p in (recipe / "exp" / ".stages-strings3").iterdir()) == \
         ["1.data.done", "2.shards.done", "3.units.done"]
+    logs = sorted(p.name for p in (recipe / "exp" / "log-strings3").iterdir())  # the single digits' logs apart
+    assert logs == ["1.data.log", "2.shards.log", "3.units.log"] and not (recipe / "exp" / "log").exists()
     assert out.stdout.strip().splitlines()[-2:] == [
         "fsdd: test not decoded yet (no model in exp/strings3)",
         "fsdd: test_strings3 not decoded yet (no model in exp/strings3)"]
