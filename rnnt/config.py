@@ -7,11 +7,43 @@ union: each member has a `kind` field whose default names it, and the mapping's 
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
+
+import yaml
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key given twice in one mapping (safe_load keeps the last in silence:
+    a second `train:` block would drop the whole first one)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"the key '{key}' is given twice",
+                                                        key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def read_yaml(path: str):
+    """The YAML document at path (None for an empty file); a malformed one, or one that gives a key twice,
+    is a ValueError naming the file and the line and column at fault."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            return yaml.load(f, Loader=UniqueKeyLoader)
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+            problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+            raise ValueError(f"{where}: not valid YAML ({problem})") from None
 
 
 def from_dict(cls, values, where: str):
-    """An instance of dataclass cls from a mapping; nested dataclass fields from nested mappings."""
+    """An instance of dataclass cls from a mapping (None or empty: the defaults); nested dataclass fields
+    from nested mappings; every value checked against its field's type, a mistake named by its dotted key."""
     if values is None:
         return cls()
     if not isinstance(values, dict):
@@ -24,14 +56,42 @@ def from_dict(cls, values, where: str):
     kwargs = {}
     for key, value in values.items():
         kinds = dataclasses_in(hints[key])
-        if kinds and (value is None or isinstance(value, dict)):
-            kwargs[key] = None if value is None else from_dict(member_of(kinds, value, f"{where}.{key}"), value,
-                                                               f"{where}.{key}")
-        elif typing.get_origin(hints[key]) is tuple:
-            kwargs[key] = tuple(value or ())
+        if kinds:
+            optional = type(None) in typing.get_args(hints[key])
+            if value is not None and not isinstance(value, dict):
+                raise ValueError(f"{where}.{key}: expected a mapping{' or nothing' if optional else ''}, got {value!r}")
+            kwargs[key] = None if value is None and optional else \
+                from_dict(member_of(kinds, value, f"{where}.{key}"), value, f"{where}.{key}")
         else:
-            kwargs[key] = value
+            kwargs[key] = checked(value, hints[key], f"{where}.{key}")
     return cls(**kwargs)
+
+
+def checked(value, hint, where: str):
+    """value as a field of type hint takes it, or a ValueError naming where. A float field takes a number
+    YAML left as a string (YAML 1.1 reads 1e-5 as one; 1.0e-5 is a number)."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (hint,) = [arg for arg in args if arg is not type(None)]
+        args = typing.get_args(hint)
+    if typing.get_origin(hint) is tuple:
+        if value is None:
+            return ()
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"{where}: expected a list, got {value!r}")
+        return tuple(checked(item, args[0] if args else typing.Any, f"{where}[{i}]") for i, item in enumerate(value))
+    if hint is float and isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    wanted = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}.get(hint)
+    if wanted and (not isinstance(value, wanted) or (hint is not bool and isinstance(value, bool))):
+        what = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}[hint]
+        raise ValueError(f"{where}: expected {what}, got {value!r}")
+    return value
 
 
 def dataclasses_in(hint) -> list[type]:

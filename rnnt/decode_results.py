@@ -19,6 +19,8 @@ from rnnt.scoring import score
 def reference_texts(data_list: str, text: str | None) -> tuple[dict[str, str], str]:
     """utt -> reference transcript (those of `text`, by default the Kaldi text beside the list, else the
     transcripts in the list), and where they came from."""
+    if text and not os.path.isfile(text):
+        raise FileNotFoundError(f"{text}: no such file (--text names the references)")
     text = text or os.path.join(os.path.dirname(os.path.abspath(data_list)), "text")
     if os.path.isfile(text):
         return {key: line.value for key, line in read_table(text).items()}, text

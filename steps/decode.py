@@ -53,7 +53,8 @@ def parse_args() -> argparse.Namespace:
                         "(recipes: avg<N>-epoch-<K> or epoch-<K>), so decodes of other models do not overwrite it")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--nbest", action="store_true",
-                        help="also write nbest.json: per utterance every hypothesis the search kept (up to --beam), "
+                        help="also write nbest.json: per utterance every hypothesis the search kept (up to --beam; "
+                             "pooled_beam_lm up to 2 x --beam, its two searches' pooled), "
                              "with scores and unit times")
     parser.add_argument("--lm-fusion", help="an LM-fused method (*_lm, *_lodr): the LM and its weights (default: "
                         "<exp-dir>/lm/<method>.yaml, written by steps/tune_lm_fusion.py)")
@@ -65,6 +66,8 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     if any(value is not None and value < 1 for value in (args.beam, args.batch_size, args.max_symbols_per_frame)):
         parser.error("--beam, --batch-size and --max-symbols-per-frame must be at least 1")
+    if args.lm_fusion and not METHODS[args.method].lm:
+        parser.error(f"--lm-fusion goes with an LM-fused method (*_lm, *_lodr), not {args.method}")
     return args
 
 

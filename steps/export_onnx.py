@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """Export a trained transducer to ONNX for sherpa-onnx: OUTDIR/encoder.onnx, decoder.onnx, joiner.onnx,
-tokens.txt and sherpa-onnx.json, the keyword arguments of sherpa_onnx.OfflineRecognizer.from_transducer
-(--streaming: OnlineRecognizer.from_transducer) with paths relative to OUTDIR:
+tokens.txt, decoding.json (the silence to feed after each utterance, {"tail_silence"}, and streaming the
+encoder's "window_frames") and sherpa-onnx.json, the keyword arguments of
+sherpa_onnx.OfflineRecognizer.from_transducer (--streaming: OnlineRecognizer.from_transducer) with paths
+relative to OUTDIR:
 
   cd OUTDIR && python3 -c 'import json, sherpa_onnx; r = \
 sherpa_onnx.OfflineRecognizer.from_transducer(**json.load(open("sherpa-onnx.json")))'
 
 The front end beyond sherpa-onnx's own fbank (global CMVN, frame stacking) is inside encoder.onnx, and
 each graph is checked against the PyTorch model in onnxruntime. A model sherpa-onnx cannot run as it
-is (another fbank preset, an LSTM prediction network, a bidirectional encoder streamed) is refused
-with the reason; nothing is silently changed.
+is (phone units, which it would print as phones; a CTC-only model; another fbank preset; an LSTM
+prediction network; streamed: a bidirectional encoder, one without LSTM layers, or a --chunk-frames that
+is negative or not a multiple of its unit) is refused with the reason; nothing is silently changed.
 """
 
 import os

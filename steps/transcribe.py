@@ -42,7 +42,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="one JSON object a line")
     parser.add_argument("--word-times", action="store_true", help="add word start and end times")
     parser.add_argument("--nbest", action="store_true", help="--json: add \"nbest\", every hypothesis the search "
-                        "kept (up to --beam) with its score and unit times")
+                        "kept (up to --beam; pooled_beam_lm 2 x --beam) with its score and unit times")
     parser.add_argument("--stream", action="store_true", help="decode chunk by chunk, printing partial results")
     parser.add_argument("--chunk-seconds", type=float, default=0.1, help="--stream: audio per chunk (default 0.1)")
     parser.add_argument("--segment-seconds", type=float, default=0,
@@ -53,6 +53,10 @@ def main() -> int:
     args = parser.parse_args()
     if args.stream and args.method != "greedy":
         parser.error("--stream decodes with greedy search; leave --method out")
+    if args.stream and args.segment_seconds:
+        parser.error("--stream and --segment-seconds are two ways to decode a long recording: give one")
+    if args.beam is not None and args.beam < 1:
+        parser.error("--beam must be at least 1")
     if args.nbest and (args.stream or args.segment_seconds or not args.json):
         parser.error("--nbest needs --json, and a search that keeps several hypotheses (not --stream or "
                      "--segment-seconds)")

@@ -63,6 +63,9 @@ def data_config(values: dict | None) -> DataConfig:
     config = from_dict(DataConfig, values or {}, "data")
     if config.batch.type not in ("static", "dynamic"):
         raise ValueError(f"data.batch.type must be static or dynamic, got '{config.batch.type}'")
+    for key in ("batch_size", "max_frames", "max_batch_size"):
+        if getattr(config.batch, key) < 1:
+            raise ValueError(f"data.batch.{key} must be at least 1, got {getattr(config.batch, key)}")
     if config.features.preset not in PRESETS:
         raise ValueError(f"data.features.preset must be one of {sorted(PRESETS)}, got '{config.features.preset}'")
     return config

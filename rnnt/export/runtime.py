@@ -14,12 +14,27 @@ STREAMING_TAIL = 0.5  # the least silence a stream is fed after the audio: sherp
 FRAME_SHIFT = 0.01  # sherpa-onnx's fbank, seconds
 
 
+def read_json(path: str) -> dict:
+    """The JSON object in path; a file that is not one is a ValueError naming it."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            value = json.load(f)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{error.lineno}:{error.colno}: not valid JSON ({error.msg})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    return value
+
+
 def load_recognizer(onnx_dir: str, threads: int):
     """The recognizer sherpa-onnx.json describes, its paths made absolute; and whether it streams."""
     import sherpa_onnx
 
-    with open(os.path.join(onnx_dir, "sherpa-onnx.json"), encoding="utf-8") as f:
-        args = json.load(f)
+    path = os.path.join(onnx_dir, "sherpa-onnx.json")
+    args = read_json(path)
+    missing = [key for key in ("encoder", "decoder", "joiner", "tokens", "sample_rate") if key not in args]
+    if missing:
+        raise ValueError(f"{path}: no {', '.join(missing)} (write it again with steps/export_onnx.py)")
     for key in ("encoder", "decoder", "joiner", "tokens"):
         args[key] = os.path.join(onnx_dir, args[key])
     streaming = args.get("model_type") == "lstm"
@@ -34,8 +49,7 @@ def tail_seconds(onnx_dir: str, streaming: bool) -> float:
     path = os.path.join(onnx_dir, DECODING_JSON)
     decoding = {}
     if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            decoding = json.load(f)
+        decoding = read_json(path)
     tail = float(decoding.get("tail_silence", 0.0))
     if not streaming:
         return tail

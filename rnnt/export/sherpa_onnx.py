@@ -72,7 +72,9 @@ def refusals(experiment, model, tokenizer, options: ExportOptions) -> list[str]:
             why.append("the encoder has no LSTM layers: sherpa-onnx streams an LSTM transducer, whose state is "
                        "the LSTMs' h and c; give it pre_layers or post_layers, or export it offline")
         unit, _ = stream_unit_and_overlap(experiment, model)
-        if options.chunk_frames % unit:
+        if options.chunk_frames < 0:
+            why.append(f"--chunk-frames {options.chunk_frames} is negative")
+        elif options.chunk_frames % unit:
             why.append(f"--chunk-frames {options.chunk_frames} is not a multiple of {unit} (stacking x the conv "
                        "front end's strides x StackTime)")
     return why

@@ -15,6 +15,7 @@ from typing import Protocol
 
 import yaml
 
+from rnnt.config import read_yaml
 from rnnt.lm.arpa import read_arpa
 from rnnt.lm.kneser_ney import BOS, EOS
 
@@ -200,8 +201,9 @@ def write_fusion_config(path: str, config: FusionConfig) -> None:
 
 def read_fusion_config(path: str) -> FusionConfig:
     """The FusionConfig a yaml of write_fusion_config describes."""
-    with open(path, encoding="utf-8") as f:
-        values = yaml.safe_load(f) or {}
+    values = read_yaml(path) or {}
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: expected a mapping of arpa, weight, length_bonus, beam, ...")
     missing = {"arpa", "weight", "length_bonus", "beam"} - set(values)
     if missing:
         raise ValueError(f"{path}: missing {', '.join(sorted(missing))}")
@@ -210,6 +212,9 @@ def read_fusion_config(path: str) -> FusionConfig:
         raise ValueError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
     folder = os.path.dirname(os.path.abspath(path))
     lodr = values.get("lodr_arpa")
+    for key in ("weight", "length_bonus", "beam", "lodr_weight", "ctc_weight"):
+        if key in values and (isinstance(values[key], bool) or not isinstance(values[key], (int, float))):
+            raise ValueError(f"{path}: {key} must be a number, got {values[key]!r}")
     return FusionConfig(os.path.join(folder, values["arpa"]), values.get("over", "units"), float(values["weight"]),
                         float(values["length_bonus"]), int(values["beam"]), str(values.get("chosen_on", "")),
                         os.path.join(folder, lodr) if lodr else None, float(values.get("lodr_weight", 0.0)),

@@ -88,9 +88,13 @@ def changes_to_restart(old, new, meta: dict, train_data: str) -> list[Change]:
     trained, other training data than its (train_data: train_data_fingerprint's; checkpoints from before
     it was recorded are taken to have been trained on the same, as configs from before a RECORDED_LATER key)."""
     changes = [c for c in config_changes(old, new)
-               if c.key not in RESUMABLE and not (c.key in RECORDED_LATER and not c.old)]
-    if new.train.epochs < meta["epoch"]:
-        changes.append(Change("train.epochs", f"{meta['epoch']} trained", new.train.epochs))
+               if c.key not in RESUMABLE and not (c.key in RECORDED_LATER and not c.old)
+               and not (c.key == "train.init_from_sha256" and not c.new)]  # the start is gone: never read again
+    if new.train.epochs < meta["epoch"] or (new.train.epochs == meta["epoch"] and meta.get("batch", 0) > 0):
+        batches = f" and {meta['batch']} batches" if meta.get("batch") else ""
+        changes.append(Change("train.epochs", f"{meta['epoch']}{batches} trained", new.train.epochs))
+    if 0 < new.train.max_steps < meta.get("step", 0):
+        changes.append(Change("train.max_steps", f"{meta['step']} steps trained", new.train.max_steps))
     if meta.get("train_data", train_data) != train_data:
         changes.append(Change("the training data", "as trained", f"rewritten since ({new.paths.train_list})"))
     return changes

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import torch
 import yaml
 
-from rnnt.config import from_dict, to_dict
+from rnnt.config import from_dict, read_yaml, to_dict
 from rnnt.data.config import DataConfig, data_config
 from rnnt.model.transducer import ModelConfig
 from rnnt.training.config_checks import check_shapes
@@ -75,8 +75,7 @@ class Experiment:
 
 def load_experiment(path: str, **paths: str) -> Experiment:
     """The YAML at path; non-empty keyword paths (train_list, valid_list, lang_dir) override its paths."""
-    with open(path, encoding="utf-8") as f:
-        values = yaml.safe_load(f) or {}
+    values = read_yaml(path) or {}
     if not isinstance(values, dict):
         raise ValueError(f"{path}: expected a mapping of model, data, train, paths")
     values.setdefault("paths", {})
@@ -84,18 +83,31 @@ def load_experiment(path: str, **paths: str) -> Experiment:
     unknown = set(values) - {"model", "data", "train", "paths"}
     if unknown:
         raise ValueError(f"{path}: unknown sections {sorted(unknown)}; expected model, data, train, paths")
-    experiment = Experiment(
-        model=from_dict(ModelConfig, values.get("model"), "model"),
-        data=data_config(values.get("data")),
-        train=from_dict(TrainConfig, values.get("train"), "train"),
-        paths=from_dict(Paths, values["paths"], "paths"),
-    )
-    if experiment.train.precision not in ("fp32", "bf16", "fp16"):
-        raise ValueError(f"train.precision must be fp32, bf16 or fp16, got '{experiment.train.precision}'")
-    problems = check_shapes(experiment)
+    try:
+        experiment = Experiment(
+            model=from_dict(ModelConfig, values.get("model"), "model"),
+            data=data_config(values.get("data")),
+            train=from_dict(TrainConfig, values.get("train"), "train"),
+            paths=from_dict(Paths, values["paths"], "paths"),
+        )
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
+    problems = train_value_problems(experiment.train) + check_shapes(experiment)
     if problems:
         raise ValueError(f"{path}: " + "; ".join(problems))
     return experiment
+
+
+def train_value_problems(train: TrainConfig) -> list[str]:
+    """The train section's values that no run can use, each named by its key."""
+    problems = [f"train.{key} must be at least 1, got {getattr(train, key)}" for key in ("epochs", "accum_steps")
+                if getattr(train, key) < 1]
+    if train.grad_clip <= 0:
+        problems.append(f"train.grad_clip must be above 0 (it is always applied), got {train.grad_clip}")
+    choices = {"precision": ("fp32", "bf16", "fp16"), "device": ("auto", "cpu", "cuda")}
+    problems += [f"train.{key} must be one of {', '.join(allowed)}, got '{getattr(train, key)}'"
+                 for key, allowed in choices.items() if getattr(train, key) not in allowed]
+    return problems
 
 
 def with_absolute_paths(experiment: Experiment) -> Experiment:

@@ -49,19 +49,20 @@ class Trainer(Checkpointing):
         torch.set_flush_denormal(True)
         self.world = setup(experiment.train.device)
         self.train_data = train_data_fingerprint(experiment.paths.train_list)  # in every checkpoint's meta
-        restarted = self.start_over_if_config_changed() if resume else None
-        os.makedirs(exp_dir, exist_ok=True)
-        setup_logging(exp_dir, self.world)
-        if restarted:
-            log.warning("%s", restarted)
+        # the model and optimiser first: a value they refuse stops here, before an experiment is set aside
         torch.manual_seed(experiment.train.seed)
         self.tokenizer = Tokenizer(experiment.paths.lang_dir)
         self.model = Transducer(experiment.model, self.tokenizer.vocab_size).to(self.world.device)
         if refusal := bf16_refusal(self.model, self.world.device, experiment.train.precision):
             raise StopTraining(refusal)
-        self.ddp = DistributedDataParallel(self.model) if self.world.distributed else self.model
         train_config = experiment.train
         self.optimizer, self.scheduler = build_optimizer(train_config, self.model.parameters())
+        restarted = self.start_over_if_config_changed() if resume else None
+        os.makedirs(exp_dir, exist_ok=True)
+        setup_logging(exp_dir, self.world)
+        if restarted:
+            log.warning("%s", restarted)
+        self.ddp = DistributedDataParallel(self.model) if self.world.distributed else self.model
         # Loss scaling for float16 only: bfloat16 has float32's exponent range, its gradients do not underflow.
         self.scaler = torch.amp.GradScaler(
             enabled=train_config.precision == "fp16" and self.world.device.type == "cuda")

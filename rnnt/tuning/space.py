@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-import yaml
+from rnnt.config import read_yaml
 
 KINDS = {"float": ("low", "high"), "int": ("low", "high"), "categorical": ("choices",)}
 OPTIONAL = {"float": ("log", "step"), "int": ("log", "step"), "categorical": ()}
@@ -91,8 +91,7 @@ def check_parameter(path: str, key: str, spec) -> None:
 def load_search(path: str, base_config: dict) -> Search:
     """The search in the YAML file at path; every key of its space must exist in base_config (the
     resolved experiment config), so that a typo fails before the first trial, not in it."""
-    with open(path) as f:
-        values = yaml.safe_load(f) or {}
+    values = read_yaml(path) or {}
     if not isinstance(values, dict):
         raise ValueError(f"{path}: expected a mapping with a space section")
     unknown = sorted(set(values) - {"space", "trials", "minutes_per_trial", "pruner", "sampler", "target_wer"})

@@ -4,6 +4,8 @@ miss utterances, add unknown ones or are empty: hyp, ref, recogs, errs and a WER
 
 import json
 
+import pytest
+
 from conftest import librispeech_utterances
 from rnnt.decode_results import reference_texts, write_results
 from rnnt.prep.shard_writer import AudioOptions, ShardItem, write_shard
@@ -90,6 +92,8 @@ def test_a_given_text_overrides_the_one_beside_the_list(tmp_path, test_data):
     given.write_text(f"{rows[1][0]} GIVEN TEXT\n")
     refs, source = reference_texts(data_list, str(given))
     assert refs == {rows[1][0]: "GIVEN TEXT"} and source == str(given)
+    with pytest.raises(FileNotFoundError, match=f"{tmp_path}/typo: no such file \\(--text"):
+        reference_texts(data_list, str(tmp_path / "typo"))  # never the list's own transcripts in its place
 
 
 def test_without_a_text_file_the_transcripts_of_a_raw_list_are_the_references(tmp_path, test_data):

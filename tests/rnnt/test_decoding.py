@@ -211,6 +211,13 @@ def test_nbest_lists_from_decode_and_transcribe(trained, yesno, tmp_path):
             == next(r for r in rows if r["key"] == entry["key"])["hyps"][0]["text"])
     refused = run_tool(sys.executable, STEPS / "transcribe.py", "--nbest", trained, entry["wav"])
     assert refused.returncode == 2 and "--nbest needs --json" in refused.stderr
+    for tool, options, why in (
+            ("transcribe.py", ["--beam", "0", trained, entry["wav"]], "--beam must be at least 1"),
+            ("transcribe.py", ["--stream", "--segment-seconds", "30", trained, entry["wav"]], "give one"),
+            ("decode.py", ["--method", "modified_beam", "--lm-fusion", "lm.yaml", trained, yesno / "five.list", "x"],
+             "--lm-fusion goes with an LM-fused method (*_lm, *_lodr), not modified_beam")):
+        refused = run_tool(sys.executable, STEPS / tool, *options)
+        assert refused.returncode == 2 and why in refused.stderr, (tool, refused.stderr)
 
 
 def test_decode_scores_every_reference_even_undecodable_ones(trained, yesno, tmp_path):

@@ -129,6 +129,7 @@ def io_shapes(path) -> dict:
      ["the encoder has no LSTM layers: sherpa-onnx streams an LSTM transducer"]),
     ("char", {}, ExportOptions(streaming=True, chunk_frames=10),
      ["--chunk-frames 10 is not a multiple of 6 (stacking x the conv front end's strides x StackTime)"]),
+    ("char", {}, ExportOptions(streaming=True, chunk_frames=-6), ["--chunk-frames -6 is negative"]),
     ("phone", {"features": "kaldi", "predictor": {"kind": "lstm", "hidden": 16, "layers": 1}},
      ExportOptions(streaming=True, chunk_frames=9),
      ["phone units", "predictor.kind is lstm", "data.features.preset is kaldi", "--chunk-frames 9"]),
@@ -271,3 +272,17 @@ def test_int8_quantises_the_matrix_products_beside_the_float_graph(tmp_path):
     assert os.path.getsize(quantised) < os.path.getsize(path) / 3
     # close to the float module, not equal to it
     assert 1e-6 < _verify(module, quantised, [{"x": torch.randn(4, 64)}], tolerance=0.1) < 0.1
+
+
+def test_a_broken_export_dir_is_named_by_its_file(tmp_path):
+    from rnnt.export.runtime import load_recognizer, tail_seconds
+
+    (tmp_path / "sherpa-onnx.json").write_text('{"encoder":\n')
+    with pytest.raises(ValueError, match=rf"{tmp_path}/sherpa-onnx.json:2:1: not valid JSON"):
+        load_recognizer(str(tmp_path), 1)
+    (tmp_path / "sherpa-onnx.json").write_text('{"encoder": "encoder.onnx"}')
+    with pytest.raises(ValueError, match=rf"{tmp_path}/sherpa-onnx.json: no decoder, joiner, tokens, sample_rate"):
+        load_recognizer(str(tmp_path), 1)
+    (tmp_path / "decoding.json").write_text("[0.5]")
+    with pytest.raises(ValueError, match=rf"{tmp_path}/decoding.json: expected a JSON object"):
+        tail_seconds(str(tmp_path), False)

@@ -32,18 +32,26 @@ def test_changes_name_the_dotted_keys_that_differ():
     assert changes_to_restart(old, more, {"epoch": 10}, "data") == []  # a checkpoint from before data was recorded
     fewer = changes_to_restart(old, with_train(old, epochs=5), {"epoch": 10}, "data")
     assert [str(c) for c in fewer] == ["train.epochs: '10 trained' -> 5"]
+    # weights trained past the new end: into the epoch after the last, or beyond a step limit
+    into_next = changes_to_restart(old, with_train(old, epochs=1), {"epoch": 1, "batch": 37, "step": 43}, "data")
+    assert [str(c) for c in into_next] == ["train.epochs: '1 and 37 batches trained' -> 1"]
+    assert changes_to_restart(old, with_train(old, epochs=1), {"epoch": 1, "batch": 0, "step": 6}, "data") == []
+    past_limit = changes_to_restart(old, with_train(old, max_steps=100), {"epoch": 3, "step": 500}, "data")
+    assert [str(c) for c in past_limit] == ["train.max_steps: '500 steps trained' -> 100"]
+    assert changes_to_restart(old, with_train(old, max_steps=600), {"epoch": 3, "step": 500}, "data") == []
     other_data = changes_to_restart(old, old, {"epoch": 3, "train_data": "data"}, "other")
     assert [c.key for c in other_data] == ["the training data"]
     assert flat({"a": {"b": 1, "c": {}}, "d": [1]}) == {"a.b": 1, "a.c": {}, "d": [1]}
 
 
-def test_a_new_checkpoint_to_start_from_restarts_unless_the_old_config_predates_its_digest():
+def test_a_new_checkpoint_to_start_from_restarts_unless_the_old_config_predates_its_digest_or_it_is_gone():
     old = with_train(load_experiment(str(CONFIG)), init_from="/x/avg-5.pt", init_from_sha256="aa")
     new = with_train(old, init_from_sha256="bb")
     assert [str(c) for c in changes_to_restart(old, new, {"epoch": 3}, "")] == ["train.init_from_sha256: 'aa' -> 'bb'"]
     saved_before = with_train(old, init_from_sha256="")  # config.yaml written before the key existed
     assert changes_to_restart(saved_before, new, {"epoch": 3}, "") == []
-    assert [c.key for c in changes_to_restart(new, saved_before, {"epoch": 3}, "")] == ["train.init_from_sha256"]
+    gone = with_train(old, init_from_sha256="")  # the checkpoint started from deleted since: a resume never reads it
+    assert changes_to_restart(new, gone, {"epoch": 3}, "") == []
 
 
 def test_a_section_switched_on_counts_as_its_keys():
@@ -84,6 +92,13 @@ def test_train_py_resumes_what_it_can_and_starts_over_otherwise(yesno, tmp_path)
     first = config_file(tmp_path, epochs=1)
     assert run_tool(*train_args(yesno, exp, first), "--resume").returncode == 0
     trained = checkpoint.load(str(exp / "epoch-1.pt"))["model"]
+    before = sorted(p.name for p in exp.iterdir())
+    typo = yaml.safe_load(first.read_text())
+    typo["train"]["optimizer"]["type"] = "adamW"  # refused by the optimiser: before the experiment is set aside
+    (tmp_path / "typo.yaml").write_text(yaml.safe_dump(typo))
+    out = run_tool(*train_args(yesno, exp, tmp_path / "typo.yaml"), "--resume")
+    assert out.returncode == 1 and "train.optimizer.type must be one of" in out.stderr, out.stderr[-2000:]
+    assert not (tmp_path / "exp.1").exists() and sorted(p.name for p in exp.iterdir()) == before
 
     values = yaml.safe_load(first.read_text())
     values["train"]["optimizer"]["lr"] = 0.002

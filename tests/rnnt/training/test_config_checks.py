@@ -113,3 +113,36 @@ def test_the_pipeline_filter_drops_what_one_symbol_per_frame_cannot_train(yesno)
         encoder = LSTMEncoderConfig(**{**vars(experiment.model.encoder), "stack_time": stack_time})
         pipeline = Pipeline(str(yesno / "five.list"), data, tokenizer, True, encoder.output_frames, True)
         assert sum(len(b["keys"]) for b in pipeline.batches()) == expected
+
+
+def test_values_are_checked_against_their_keys_types_and_ranges_naming_the_file(tmp_path):
+    """Each mistake one message naming the file and the dotted key (or the YAML line), never a traceback or a
+    value carried into training: a wrong type, a scalar for a section, a string for a list, zero counts, an
+    unknown device, a clip of 0; a key given twice; broken YAML. A number YAML reads as a string (1e-5) is
+    the number a float key wants."""
+    cases = {
+        "train:\n  epochs: three\n": "train.epochs: expected a whole number, got 'three'",
+        "train:\n  valid_wer: 1\n": "train.valid_wer: expected true or false, got 1",
+        "model:\n  encoder: lstm\n": "model.encoder: expected a mapping, got 'lstm'",
+        "data:\n  spec_augment: true\n": "data.spec_augment: expected a mapping or nothing, got True",
+        "data:\n  speed_perturb: '0.9,1.1'\n": "data.speed_perturb: expected a list, got '0.9,1.1'",
+        "data:\n  speed_perturb: [0.9, fast]\n": "data.speed_perturb[1]: expected a number, got 'fast'",
+        "data:\n  batch: {type: static, batch_size: 0}\n": "data.batch.batch_size must be at least 1, got 0",
+        "train:\n  epochs: 0\n  accum_steps: 0\n": "train.epochs must be at least 1, got 0; train.accum_steps must",
+        "train:\n  device: gpu\n": "train.device must be one of auto, cpu, cuda, got 'gpu'",
+        "train:\n  grad_clip: 0\n": "train.grad_clip must be above 0",
+        "train:\n  epoch: 3\n": "train: unknown keys ['epoch']",
+        "train:\n  epochs: 30\ndata: {}\ntrain:\n  epochs: 5\n":
+            ":4:1: not valid YAML (the key 'train' is given twice)",
+        "train:\n  epochs: 3\n   lr: 2\n": ":3:6: not valid YAML (mapping values are not allowed here)",
+    }
+    for number, (text, message) in enumerate(cases.items()):
+        path = tmp_path / f"{number}.yaml"
+        path.write_text(text)
+        error = load_error(path)
+        assert error.startswith(str(path)) and message in error, (text, error)
+    path = tmp_path / "numbers.yaml"
+    path.write_text("model:\n  encoder:\ntrain:\n  optimizer: {lr: 2e-3}\n  schedule: {min_lr: 1e-5}\n")
+    experiment = load_experiment(str(path))
+    assert (experiment.train.optimizer.lr, experiment.train.schedule.min_lr) == (0.002, 1e-5)
+    assert experiment.model.encoder == LSTMEncoderConfig()  # a section with its keys commented out: the defaults
