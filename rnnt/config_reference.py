@@ -31,8 +31,10 @@ INTRO = f"""\
 An experiment is one YAML file (egs/*/conf/*.yaml, given to steps/train.py) with up to four sections:
 `model`, `data`, `train` and `paths`, each a mapping nested as the keys below are dotted
 (`model.encoder.hidden` is `hidden` in `encoder` in `model`). `load_experiment`
-(rnnt/training/experiment.py) refuses an unknown key or section, naming the known ones; a key left out
-takes its default, and so does a section left out. Some keys must agree with each other, so a config
+(rnnt/training/experiment.py) refuses an unknown key or section, naming the known ones, a value not of
+its key's type below (a float takes `1e-5`, which YAML alone reads as a string), a key given twice and
+broken YAML, each by the file and the dotted key or line; a key left out takes its default, and so does
+a section left out or left empty. Some keys must agree with each other, so a config
 sets them together: `model.encoder.input_dim` is `data.stack` x `data.features.num_mel_bins`. Training
 saves the resolved config, every key in it, as config.yaml in the experiment dir.
 
