@@ -59,7 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     present = {name for src in args.sources for name in FIELDS if os.path.isfile(os.path.join(src, name))}
     for name in sorted(present - set(merged)):  # each named once, the sources not read again
         print(f"combine_data.sh: {name} is not in every source; left out", file=sys.stderr)
-    write_dir(merged, set(merged["utt2spk"]), args.dest)
+    try:
+        write_dir(merged, set(merged["utt2spk"]), args.dest)
+    except (OSError, ValueError) as error:
+        print(f"combine_data.sh: {error}", file=sys.stderr)
+        return 1
     fixed = ""
     if args.skip_fix == "false":
         try:

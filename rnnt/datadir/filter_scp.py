@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from rnnt.cli import tool_parser
-from rnnt.datadir.table import read_table
+from rnnt.datadir.table import read_ids
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.field < 1:
         parser.error(f"-f {args.field}: fields are numbered from 1")
     try:
-        ids = set(read_table(args.id_list))
+        ids = read_ids(args.id_list)
         stream = sys.stdin if args.scp == "-" else open(args.scp, encoding="utf-8", errors="replace")
     except OSError as error:
         print(f"filter_scp.py: {error}", file=sys.stderr)

@@ -51,6 +51,13 @@ def fix_data_dir(data_dir: str, utt_extra: tuple[str, ...] = (), spk_extra: tupl
         if no_audio:
             dropped["recording not in wav.scp"] += len(no_audio)
             keep -= no_audio
+    if "segments" in tables and "wav.scp" not in tables:  # as Kaldi's
+        raise ValueError(f"{data_dir}/segments is there but not wav.scp: the segments cut recordings it lists; "
+                         "nothing changed")
+    speakers = [tables["utt2spk"][u] for u in sorted(keep)]
+    if speakers != sorted(speakers):  # Kaldi's fix refuses it too: no order of the lines sorts both ways
+        raise ValueError(f"{data_dir}/utt2spk: sorted by utterance, it is not sorted by speaker (make speaker ids "
+                         "prefixes of their utterance ids); nothing changed")
     if not keep:  # as Kaldi's fix_data_dir.sh: refuse, rather than leave an empty dir
         raise ValueError(f"{data_dir}: no utterances would remain ({reasons(dropped) or 'utt2spk is empty'}); "
                          "nothing changed")

@@ -74,11 +74,14 @@ def write_dir(tables: Tables, keep: set[str], dest: str, utt_extra: tuple[str, .
               spk_extra: tuple[str, ...] = ()) -> None:
     """Writes the files restricted to the utterances in keep (and their speakers and recordings); utt_extra and
     spk_extra name more files keyed by utterance and by speaker."""
+    if os.path.exists(dest) and not os.path.isdir(dest):
+        raise ValueError(f"{dest}: exists and is not a directory")
     os.makedirs(dest, exist_ok=True)
     utt2spk = tables["utt2spk"]
     by_utterance = {*utterance_files(tables), *FILTERED_UTTERANCE, *utt_extra}
     speakers = {utt2spk[u] for u in keep}
-    recordings = {tables["segments"][u].split()[0] for u in keep} if "segments" in tables else None
+    segments = tables.get("segments")
+    recordings = {segments[u].split()[0] for u in keep if u in segments} if segments is not None else None
     for name, records in tables.items():
         if name in by_utterance:
             wanted = keep

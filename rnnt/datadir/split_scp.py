@@ -89,9 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"split_scp.py: {args.scp}: {error}", file=sys.stderr)
         return 1
-    for out, indices in zip(args.outputs, parts):
-        with open(out, "w", encoding="utf-8") as f:
-            f.writelines(lines[i].text.rstrip("\r") + "\n" for i in indices)
+    try:
+        for out, indices in zip(args.outputs, parts):
+            with open(out, "w", encoding="utf-8") as f:
+                f.writelines(lines[i].text.rstrip("\r") + "\n" for i in indices)
+    except OSError as error:
+        print(f"split_scp.py: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -12,14 +12,14 @@ import sys
 
 from rnnt.cli import tool_parser
 from rnnt.datadir.layout import load_dir, write_dir
-from rnnt.datadir.table import read_table
+from rnnt.datadir.table import read_ids
 
 
 def choose(utts: list[str], n: int, how: str, seed: int = 0) -> list[str]:
     """Picks n of the sorted utterances: 'first', 'last', 'random', or 'spread' (evenly
     spaced, the utterances Kaldi's subset_data_dir.sh N picks)."""
-    if n < 0:
-        raise ValueError(f"asked for {n} utterances; the number must be 0 or more")
+    if n < 1:
+        raise ValueError(f"asked for {n} utterances; the number must be 1 or more (as Kaldi's)")
     if n > len(utts):
         raise ValueError(f"asked for {n} utterances but the dir has only {len(utts)}")
     if how == "first":
@@ -62,17 +62,21 @@ def main(argv: list[str] | None = None) -> int:
         tables = load_dir(src)
         utts = sorted(tables["utt2spk"])
         if args.utt_list:
-            wanted = set(read_table(args.utt_list))
+            wanted = read_ids(args.utt_list)
             keep = [u for u in utts if u in wanted]
         elif args.spk_list:
-            wanted = set(read_table(args.spk_list))
+            wanted = read_ids(args.spk_list)
             keep = [u for u in utts if tables["utt2spk"][u] in wanted]
         else:
             keep = choose(utts, int(args.args[1]), args.how or "spread", args.seed)
     except (FileNotFoundError, ValueError) as error:
         print(f"subset_data_dir.sh: {error}", file=sys.stderr)
         return 1
-    write_dir(tables, set(keep), dest)
+    try:
+        write_dir(tables, set(keep), dest)
+    except (OSError, ValueError) as error:
+        print(f"subset_data_dir.sh: {error}", file=sys.stderr)
+        return 1
     print(f"subset_data_dir.sh: wrote {len(keep)} of {len(utts)} utterances from {src} to {dest}")
     return 0
 

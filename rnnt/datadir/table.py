@@ -63,6 +63,12 @@ def read_table(path: str, skipped: list[str] | None = None) -> dict[str, Line]:
     return table
 
 
+def read_ids(path: str) -> set[str]:
+    """The first field of every non-blank line: an id list (filter_scp's, subset's), where an id may repeat
+    (the recordings cut from a segments file) without a word."""
+    return {line.key for line in read_lines(path) if line.key}
+
+
 def left_out(message: str, skipped: list[str] | None) -> None:
     """A line a reader leaves out: appended to skipped where given (the caller counts them), else printed on
     standard error under the tool's name."""

@@ -72,6 +72,9 @@ def check_audio(data_dir: str, utt2spk: dict, problems: Problems) -> dict | None
     check_values(segments, problems)
     if wav is not None:
         check_recordings(segments, wav, problems)
+    else:  # Kaldi refuses it even under --no-wav: the segments cut recordings nobody lists
+        problems.add(path("segments"), "segments is there but not wav.scp", "add wav.scp or remove segments",
+                     "segments without wav")
     check_same_keys(utt2spk, "utt2spk", segments, path("segments"), problems, "utterance")
     check_reco2file_and_channel(path("reco2file_and_channel"), segment_recordings(segments), "segments", "recording",
                                 problems)

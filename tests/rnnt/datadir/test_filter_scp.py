@@ -65,6 +65,14 @@ def test_matches_whole_keys_only(tmp_path, capsys):
     assert filtered(capsys, "--exclude", tmp_path / "ids", tmp_path / "scp") == "u10 b\nu1x c\nxu1 d\n"
 
 
+def test_an_id_list_may_repeat_an_id_without_a_word(tmp_path, capsys):
+    (tmp_path / "recordings").write_text("r1\nr1\nr2\n")  # cut from a segments file: a recording a segment
+    (tmp_path / "wav.scp").write_text("r1 a.wav\nr2 b.wav\nr3 c.wav\n")
+    assert main([str(tmp_path / "recordings"), str(tmp_path / "wav.scp")]) == 0
+    out = capsys.readouterr()
+    assert (out.out, out.err) == ("r1 a.wav\nr2 b.wav\n", "")
+
+
 def test_empty_inputs(tmp_path, capsys):
     (tmp_path / "empty").write_text("")
     (tmp_path / "scp").write_text("u1 a\n\nu2 b")  # a blank line dropped, a missing final newline added

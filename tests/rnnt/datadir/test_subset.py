@@ -76,7 +76,8 @@ def test_choose_first_last_and_spread_of_real_utterances(utts):
     assert len(speakers) >= 90  # spread over the dir, unlike the first 100 (5 speakers)
     assert len({u[:5] for u in choose(utts, 100, "first")}) == 5
     for how in ("first", "last", "random", "spread"):
-        assert choose(utts, 0, how) == []
+        one = choose(utts, 1, how)  # the fewest: 0 is refused, as Kaldi's subset_data_dir.sh refuses it
+        assert len(one) == 1 and (how == "random" or one == [utts[0 if how == "first" else -1]])
         assert choose(utts, 2500, how) == utts
 
 
@@ -89,7 +90,8 @@ def test_choose_random_is_seeded_sorted_and_distinct(utts):
 
 @pytest.mark.parametrize("n,message", [
     (2501, "asked for 2501 utterances but the dir has only 2500"),
-    (-1, "asked for -1 utterances; the number must be 0 or more"),
+    (-1, "asked for -1 utterances; the number must be 1 or more (as Kaldi's)"),
+    (0, "asked for 0 utterances; the number must be 1 or more (as Kaldi's)"),
 ])
 def test_choose_refuses_impossible_counts(utts, n, message):
     for how in ("first", "last", "random", "spread"):
@@ -148,7 +150,8 @@ def test_tool_with_segments_keeps_the_recordings_of_the_chosen_segments(librispe
 
 
 @pytest.mark.parametrize("args,message", [
-    (["{src}", "-2", "{dest}"], "subset_data_dir.sh: asked for -2 utterances; the number must be 0 or more\n"),
+    (["{src}", "-2", "{dest}"], "subset_data_dir.sh: asked for -2 utterances; the number must be 1 or more (as "
+                                "Kaldi's)\n"),
     (["{src}", "x", "{dest}"], "subset_data_dir.sh: invalid literal for int() with base 10: 'x'\n"),
     (["--utt-list", "{tmp}/absent", "{src}", "{dest}"],
      "subset_data_dir.sh: [Errno 2] No such file or directory: '{tmp}/absent'\n"),
@@ -168,3 +171,16 @@ def test_tool_argument_counts(speechocean_dir, tmp_path):
     with pytest.raises(SystemExit) as exit_:
         main([str(speechocean_dir), str(tmp_path / "dest")])
     assert exit_.value.code == 2
+
+
+def test_an_utterance_without_its_segment_is_left_out_and_a_file_in_the_way_is_named(librispeech_dir, tmp_path,
+                                                                                      capsys):
+    d = librispeech_dir
+    recordings = keys(d / "wav.scp")
+    (d / "segments").write_text("".join(f"{r} {r} 0 1.5\n" for r in recordings[1:]))  # the first has none
+    assert main(["--first", str(d), "3", str(tmp_path / "dest")]) == 0
+    assert keys(tmp_path / "dest" / "segments") == recordings[1:3]
+    assert keys(tmp_path / "dest" / "wav.scp") == recordings[1:3]
+    (tmp_path / "a_file").write_text("")
+    assert main(["--first", str(d), "3", str(tmp_path / "a_file")]) == 1
+    assert capsys.readouterr().err.endswith(f"subset_data_dir.sh: {tmp_path}/a_file: exists and is not a directory\n")

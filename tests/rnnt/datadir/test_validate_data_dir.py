@@ -280,3 +280,28 @@ def test_fix_keeps_kaldis_extra_files_and_the_ones_named_to_what_is_kept(tmp_pat
         assert [line.split()[0] for line in lines(d / name)] == ["s1-u1", "s1-u2"], name
     assert lines(d / "spk2foo") == ["s1 a\n"] and (d / ".backup" / "utt2foo").is_file()
     assert run_tool(VALIDATE, "--no-feats", d).returncode == 0
+
+
+def test_fix_and_validate_refuse_what_kaldis_refuse_and_change_nothing(tmp_path):
+    """Kaldi's fix_data_dir.sh exits 1 on a utt2spk that no order sorts by utterance and by speaker too, and
+    on segments without wav.scp, which its validator refuses even under --no-wav: so do ours."""
+    fix = ROOT / "utils" / "fix_data_dir.sh"
+    unsorted = kaldi_case(tmp_path, UNSORTED_SPEAKERS)
+    before = {p.name: p.read_bytes() for p in unsorted.iterdir() if p.is_file()}
+    out = run_tool(fix, unsorted)
+    assert out.returncode == 1 and "utt2spk: sorted by utterance, it is not sorted by speaker" in out.stderr
+    assert {p.name: p.read_bytes() for p in unsorted.iterdir() if p.is_file()} == before
+    segmented = tmp_path / "segmented"
+    segmented.mkdir()
+    for name, rows in {**SEGMENTED, "wav.scp": []}.items():
+        if name != "wav.scp":
+            (segmented / name).write_text("".join(f"{r}\n" for r in rows))
+    spk2utt = {}
+    for row in SEGMENTED["utt2spk"]:
+        utt, spk = row.split()
+        spk2utt.setdefault(spk, []).append(utt)
+    (segmented / "spk2utt").write_text("".join(f"{s} {' '.join(u)}\n" for s, u in spk2utt.items()))
+    out = run_tool(VALIDATE, "--no-feats", "--no-wav", segmented)
+    assert out.returncode == 1 and "segments is there but not wav.scp" in out.stderr, out.stderr
+    out = run_tool(fix, segmented)
+    assert out.returncode == 1 and "segments is there but not wav.scp" in out.stderr, out.stderr
