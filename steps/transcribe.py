@@ -32,7 +32,7 @@ from rnnt.segmenting import file_blocks, transcribe_in_segments
 from rnnt.transcriber import Transcriber
 
 
-def main() -> int:
+def parse_args():
     parser = tool_parser(__doc__, "steps/transcribe.py --json --word-times exp/tiny a.flac b.wav")
     parser.add_argument("--method", choices=METHODS, default="greedy")
     parser.add_argument("--beam", type=int, help="default 4; an LM-fused method (*_lm, *_lodr): the beam its LM "
@@ -60,6 +60,11 @@ def main() -> int:
     if args.nbest and (args.stream or args.segment_seconds or not args.json):
         parser.error("--nbest needs --json, and a search that keeps several hypotheses (not --stream or "
                      "--segment-seconds)")
+    return args
+
+
+def main() -> int:
+    args = parse_args()
     try:
         transcriber = Transcriber.from_exp_dir(args.exp_dir, args.checkpoint, args.device)
         check_method(transcriber.model, args.method, transcriber.search_options(args.method, args.beam))
