@@ -159,5 +159,5 @@ KINDS = {"lstm": LSTMPredictor, "stateless": StatelessPredictor}
 
 def build_predictor(config: PredictorConfig, vocab_size: int, blank: int = 0) -> Predictor:
     if config.kind not in KINDS:
-        raise ValueError(f"predictor.kind must be one of {sorted(KINDS)}, got '{config.kind}'")
+        raise ValueError(f"model.predictor.kind must be one of {sorted(KINDS)}, got '{config.kind}'")
     return KINDS[config.kind](config, vocab_size, blank)

@@ -92,7 +92,7 @@ class Transducer(torch.nn.Module):
     def __init__(self, config: ModelConfig, vocab_size: int, blank: int = 0):
         super().__init__()
         if config.loss.type not in LOSSES:
-            raise ValueError(f"loss.type must be one of {LOSSES}, got '{config.loss.type}'")
+            raise ValueError(f"model.loss.type must be one of {LOSSES}, got '{config.loss.type}'")
         config.loss.check()
         check_pruned(config.loss)
         if config.loss.type == "fused" and config.joiner.dropout:

@@ -54,6 +54,9 @@ def test_split_scp_refuses_more_parts_than_speakers(librispeech_dir, tmp_path):
     outs = [tmp_path / f"p{i}" for i in range(n_speakers + 1)]
     out = run_tool(UTILS / "split_scp.py", "--utt2spk", librispeech_dir / "utt2spk", librispeech_dir / "wav.scp", *outs)
     assert out.returncode == 1 and f"cannot split {n_speakers} speakers" in out.stderr
+    unwritable = run_tool(UTILS / "split_scp.py", librispeech_dir / "wav.scp", tmp_path / "a", tmp_path / "no" / "b")
+    assert unwritable.returncode == 1 and "Traceback" not in unwritable.stderr
+    assert unwritable.stderr.startswith("split_scp.py: ") and f"{tmp_path}/no/b" in unwritable.stderr
 
 
 def test_split_lines_by_hand():
