@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections import Counter
 
@@ -21,16 +22,21 @@ PER_RECORDING = {"wav.scp": None, "reco2file_and_channel": 3, "reco2dur": 2}
 FIELDS = {**PER_UTTERANCE, **FILTERED_UTTERANCE, **PER_SPEAKER, **FILTERED_SPEAKER, **PER_RECORDING}
 
 Tables = dict[str, dict[str, str]]
+KALDI_BLANKS = re.compile(r"[ \t]+")  # what separates fields in Kaldi's tables (not every Unicode space)
 
 
 def read_normalised(path: str, dropped: Counter) -> dict[str, str]:
-    """Reads '<key> <value>' records, repairing spacing and line ends, counting what it drops."""
+    """Reads '<key> <value>' records, repairing the spacing around the key and the line ends, counting what it
+    drops. Fields are split as Kaldi splits them, on spaces and TABs only; the value is kept as written
+    between its first and last character (a quoted path with two spaces in a piped command, a no-break
+    space in a name)."""
     name = os.path.basename(path)
     n_fields = FIELDS.get(name)
     min_fields = 1 if name == "text" else 2
     records: dict[str, str] = {}
     for line in read_lines(path):
-        fields = line.text.replace("\r", "").split()
+        stripped = line.text.replace("\r", "").strip(" \t")
+        fields = KALDI_BLANKS.split(stripped) if stripped else []
         if not fields:
             continue
         if len(fields) < min_fields or (n_fields is not None and len(fields) != n_fields):
@@ -43,7 +49,7 @@ def read_normalised(path: str, dropped: Counter) -> dict[str, str]:
             dropped[f"duplicate key in {name}"] += 1
             print(f"{line.where}: dropped duplicate key '{fields[0]}'", file=sys.stderr)
         else:
-            records[fields[0]] = " ".join(fields[1:])
+            records[fields[0]] = KALDI_BLANKS.split(stripped, maxsplit=1)[1] if len(fields) > 1 else ""
     return records
 
 

@@ -1,8 +1,9 @@
-"""rnnt.datadir.layout: read_normalised repairs spacing and line ends and drops, counts and names by file and
-line each malformed line, bad value and repeated key; load_dir reads the known files of the real speechocean762
-dir (and the extra ones named, never spk2utt) and refuses a dir without utt2spk; write_spk2utt rebuilds the
-corpus's own spk2utt byte for byte; write_dir keeps each file to the utterances kept, their speakers and, with
-segments, their recordings, worked by hand and on the real dir."""
+"""rnnt.datadir.layout: read_normalised repairs the spacing around the key and the line ends, keeps each value
+as written (as Kaldi's tools do: a quoted path in a piped command, a no-break space), and drops, counts and
+names by file and line each malformed line, bad value and repeated key; load_dir reads the known files of
+the real speechocean762 dir (and the extra ones named, never spk2utt) and refuses a dir without utt2spk;
+write_spk2utt rebuilds the corpus's own spk2utt byte for byte; write_dir keeps each file to the utterances
+kept, their speakers and, with segments, their recordings, worked by hand and on the real dir."""
 
 from collections import Counter
 
@@ -46,7 +47,7 @@ def test_read_normalised_keeps_a_text_line_of_a_key_alone(tmp_path):
     path = tmp_path / "text"
     path.write_text("u1\nu2 HELLO\t\tWORLD\n")
     dropped = Counter()
-    assert read_normalised(str(path), dropped) == {"u1": "", "u2": "HELLO WORLD"}
+    assert read_normalised(str(path), dropped) == {"u1": "", "u2": "HELLO\t\tWORLD"}  # the value as written
     assert not dropped
 
 
@@ -60,11 +61,25 @@ def test_read_normalised_checks_segments_fields_and_times(tmp_path, capsys):
                                                     f"{path}:3: dropped, 3 fields"]
 
 
+def test_values_are_kept_as_written_and_fields_split_on_spaces_and_tabs_only(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    command = 'sox  "/a/my  file.wav" -t wav - |'
+    (d / "wav.scp").write_text(f"s-u1 {command}\ns-u2\t/a/caf\u00e9\u00a0song.wav\n")
+    (d / "utt2spk").write_text("s-u1 s\ns-u2 s\n")
+    (d / "text").write_text("s-u1 HELLO  WORLD\ns-u2 NO\u00a0BREAK\n")
+    tables = load_dir(str(d))
+    assert tables["wav.scp"] == {"s-u1": command, "s-u2": "/a/caf\u00e9\u00a0song.wav"}
+    assert tables["text"] == {"s-u1": "HELLO  WORLD", "s-u2": "NO\u00a0BREAK"}  # one field to Kaldi
+    write_dir(tables, {"s-u1", "s-u2"}, str(tmp_path / "out"))
+    assert (tmp_path / "out" / "wav.scp").read_text() == f"s-u1 {command}\ns-u2 /a/caf\u00e9\u00a0song.wav\n"
+
+
 def test_read_normalised_of_an_unknown_file_needs_two_fields_and_no_more(tmp_path):
     path = tmp_path / "utt2foo"
     path.write_text("a x  y z\nb\n")
     dropped = Counter()
-    assert read_normalised(str(path), dropped) == {"a": "x y z"}
+    assert read_normalised(str(path), dropped) == {"a": "x  y z"}
     assert dropped == Counter({"malformed line in utt2foo": 1})
 
 
