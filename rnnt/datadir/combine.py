@@ -2,7 +2,9 @@
 
 As Kaldi's script of that name: when some sources have `segments` and others do not, each utterance of
 the others becomes a segment covering its whole recording (`<utt> <utt> 0 -1`, -1 meaning the end), so
-the combined dir keeps every segment. Other files missing from a source are left out, and named. Then, as
+the combined dir keeps every segment; and when some have `utt2uniq`, each utterance of the others is its own
+original. Other files missing from a source are left out, and named; the files of a data dir that an earlier
+run left in <dest> and this one does not write are removed. Then, as
 Kaldi's does unless `--skip-fix true`, the result is repaired by utils/fix_data_dir.sh (rnnt.datadir.fix):
 an utterance a source left out of one of its files is dropped, and counted.
 
@@ -26,6 +28,9 @@ def combine(sources: list[str]) -> Tables:
         for tables in loaded:
             if "segments" not in tables:  # one recording per utterance, keyed by the utterance
                 tables["segments"] = {utt: f"{utt} 0 -1" for utt in tables["utt2spk"]}
+    if any("utt2uniq" in tables for tables in loaded):
+        for tables in loaded:  # as Kaldi's: an utterance of a source without utt2uniq is its own original
+            tables.setdefault("utt2uniq", {utt: utt for utt in tables["utt2spk"]})
     shared = set.intersection(*(set(tables) for tables in loaded))
     common = [name for name in FIELDS if name in shared]  # utt2spk first: its duplicates are named first
     merged: Tables = {name: {} for name in common}
@@ -60,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in sorted(present - set(merged)):  # each named once, the sources not read again
         print(f"combine_data.sh: {name} is not in every source; left out", file=sys.stderr)
     try:
+        for name in [*FIELDS, "spk2utt"]:  # what an earlier run left (Kaldi's starts from an empty dest)
+            if name not in merged and os.path.isfile(os.path.join(args.dest, name)):
+                os.remove(os.path.join(args.dest, name))
         write_dir(merged, set(merged["utt2spk"]), args.dest)
     except (OSError, ValueError) as error:
         print(f"combine_data.sh: {error}", file=sys.stderr)

@@ -156,3 +156,19 @@ def test_the_combined_dir_is_fixed_unless_asked_not_to(speechocean_dir, tmp_path
     raw = run_tool(UTILS / "combine_data.sh", "--skip-fix", "true", tmp_path / "raw", first, second)
     assert raw.returncode == 0 and "fix_data_dir" not in raw.stdout
     assert lost in keys(tmp_path / "raw" / "utt2spk") and lost not in keys(tmp_path / "raw" / "text")
+
+
+def test_utt2uniq_of_some_sources_and_what_an_earlier_run_left_in_dest(speechocean_dir, tmp_path, capsys):
+    """As Kaldi's: a source without utt2uniq gives each utterance itself as its original; the dest starts
+    clean, so a feats.scp an earlier combination left there neither stays nor cuts this one to nothing."""
+    sources = pieces(speechocean_dir, tmp_path, [(0, 2), (2, 4)])
+    first = keys(speechocean_dir / "utt2spk")[:2]
+    (tmp_path / "0" / "utt2uniq").write_text("".join(f"{u} orig{i}\n" for i, u in enumerate(first)))
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "feats.scp").write_text("old-u1 /old.ark:1\n")
+    assert main([str(dest), *sources]) == 0, capsys.readouterr().err
+    rows = dict(line.split() for line in (dest / "utt2uniq").read_text().splitlines())
+    assert rows == {**{u: f"orig{i}" for i, u in enumerate(first)},
+                    **{u: u for u in keys(speechocean_dir / "utt2spk")[2:4]}}
+    assert not (dest / "feats.scp").exists() and keys(dest / "utt2spk") == keys(speechocean_dir / "utt2spk")[:4]
