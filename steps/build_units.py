@@ -67,12 +67,14 @@ def write_unit_rates(data_dir: str, lang_dir: str, tokenizer: Tokenizer) -> str:
     if not os.path.isfile(durations_file):
         return ""
     durations, texts = read_table(durations_file), read_table(os.path.join(data_dir, "text"))
-    for line in durations.values():
+    rates = []
+    for utt, line in durations.items():
         if not is_positive_number(line.value):
             print(f"build_units.py: {line.where}: duration '{line.value}' is not a positive number; left out of "
                   f"{UNIT_RATE_FILE}", file=sys.stderr)
-    rates = sorted(len(tokenizer.encode(texts[utt].value)) / float(line.value)
-                   for utt, line in durations.items() if utt in texts and is_positive_number(line.value))
+        elif utt in texts:
+            rates.append(len(tokenizer.encode(texts[utt].value)) / float(line.value))
+    rates.sort()
     with open(os.path.join(lang_dir, UNIT_RATE_FILE), "w", encoding="utf-8") as f:
         json.dump({"units_per_second": [round(rate, 3) for rate in rates]}, f)
     if not rates:

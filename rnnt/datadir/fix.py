@@ -19,6 +19,7 @@ from collections import Counter
 from rnnt.cli import tool_parser
 from rnnt.datadir.layout import FIELDS, PER_SPEAKER, load_dir, utterance_files, write_dir
 from rnnt.datadir.table import read_lines
+from rnnt.datadir.table_rules import speaker_sort_key
 
 
 def fix_data_dir(data_dir: str, utt_extra: tuple[str, ...] = (), spk_extra: tuple[str, ...] = ()
@@ -54,8 +55,8 @@ def fix_data_dir(data_dir: str, utt_extra: tuple[str, ...] = (), spk_extra: tupl
     if "segments" in tables and "wav.scp" not in tables:  # as Kaldi's
         raise ValueError(f"{data_dir}/segments is there but not wav.scp: the segments cut recordings it lists; "
                          "nothing changed")
-    speakers = [tables["utt2spk"][u] for u in sorted(keep)]
-    if speakers != sorted(speakers):  # Kaldi's fix refuses it too: no order of the lines sorts both ways
+    order = [speaker_sort_key(f"{u} {tables['utt2spk'][u]}") for u in sorted(keep)]
+    if order != sorted(order):  # Kaldi's fix refuses it too (sort -k2 | cmp): no order of the lines sorts both ways
         raise ValueError(f"{data_dir}/utt2spk: sorted by utterance, it is not sorted by speaker (make speaker ids "
                          "prefixes of their utterance ids); nothing changed")
     if not keep:  # as Kaldi's fix_data_dir.sh: refuse, rather than leave an empty dir

@@ -55,10 +55,6 @@ def non_printable(text: str) -> str | None:
     return None
 
 
-def is_printable_text(text: str) -> bool:
-    return non_printable(text) is None
-
-
 def odd_whitespace(text: str) -> str | None:
     """The first whitespace character other than space and TAB (Kaldi's validate_text.pl refuses them), as U+XXXX."""
     for ch in text:
@@ -67,15 +63,19 @@ def odd_whitespace(text: str) -> str | None:
     return None
 
 
-def transcript_problem(text: str) -> str | None:
-    """Why Kaldi's text rules (check_text's) refuse a transcript, or None."""
-    if bad := non_printable(text):
-        return f"a non-printable character {bad}" + (" (invalid UTF-8)" if bad == "U+FFFD" else "")
+def transcript_problems(text: str, non_print: bool = False) -> list[tuple[str, str, str]]:
+    """(problem, fix, rule) for each of Kaldi's text rules a transcript breaks: printable (unless non_print),
+    no whitespace but space and TAB, no <s>, </s> or #0."""
+    found = []
+    if not non_print and (bad := non_printable(text)):
+        found.append((f"non-printable character {bad}" + (" (invalid UTF-8)" if bad == "U+FFFD" else ""),
+                      "remove it or re-encode the file as UTF-8", "text printable"))
     if odd := odd_whitespace(text):
-        return f"whitespace {odd} (Kaldi allows only space and TAB)"
-    if reserved := RESERVED.search(text):
-        return f"the reserved symbol '{reserved.group()}'"
-    return None
+        found.append((f"whitespace {odd} (Kaldi allows only space and TAB)", "replace it by a space",
+                      "text whitespace"))
+    found += [(f"reserved symbol '{word}' in a transcript", "remove or rename it", "reserved")
+              for word in RESERVED.findall(text)]
+    return found
 
 
 def field_counts(min_fields: int, max_fields: int | None) -> str:
@@ -149,6 +149,11 @@ def check_same_keys(
             problems.add(line.where, f"{what} '{key}' is not in {ref_name}", fix, f"{name} extra")
 
 
+def speaker_sort_key(line: str) -> tuple[bytes, bytes]:
+    """What `sort -k2` (LC_ALL=C) orders a utt2spk line by: the line less its first field, then the line."""
+    return SECOND_FIELD_ON.sub("", line, count=1).encode(), line.encode()
+
+
 def check_speakers(utt2spk: dict[str, Line], spk2utt: dict[str, Line], data_dir: str, problems: Problems,
                    spk_sort: bool = True) -> None:
     """spk2utt is utt2spk inverted, line for line in order (Kaldi compares spk2utt expanded with utt2spk), and
@@ -160,7 +165,7 @@ def check_speakers(utt2spk: dict[str, Line], spk2utt: dict[str, Line], data_dir:
     for utt, line in utt2spk.items():
         spk = line.fields[1]
         expected.setdefault(spk, set()).add(utt)
-        order = (SECOND_FIELD_ON.sub("", line.text, count=1).encode(), line.text.encode())  # sort -k2's key
+        order = speaker_sort_key(line.text)
         if spk_sort and previous is not None and order < previous:
             problems.add(line.where, f"utt2spk is not sorted by speaker too: '{spk}' comes before the speaker of the "
                          "line above (Kaldi checks sort -k2 -C)", "make speaker ids prefixes of their utterance ids",
@@ -192,17 +197,8 @@ def check_text(text: dict[str, Line], problems: Problems, non_print: bool = Fals
     """Kaldi's text rules: printable (unless non_print), no whitespace but space and TAB, no <s>, </s> or #0
     (the final newline, as in every table: check_table)."""
     for line in text.values():
-        if not non_print and not is_printable_text(line.text):
-            problems.add(
-                line.where, "non-printable character or invalid UTF-8", "remove it or re-encode the file as UTF-8",
-                "text printable",
-            )
-        odd = odd_whitespace(line.text)
-        if odd:
-            problems.add(line.where, f"whitespace {odd} (Kaldi allows only space and TAB)", "replace it by a space",
-                         "text whitespace")
-        for word in RESERVED.findall(line.text):
-            problems.add(line.where, f"reserved symbol '{word}' in a transcript", "remove or rename it", "reserved")
+        for problem, fix, rule in transcript_problems(line.text, non_print):
+            problems.add(line.where, problem, fix, rule)
 
 
 def ends_with_newline(path: str) -> bool:

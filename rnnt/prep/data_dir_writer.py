@@ -20,7 +20,7 @@ from rnnt.cli import tool_parser
 from rnnt.data.report import rates_text
 from rnnt.datadir.layout import write_spk2utt
 from rnnt.datadir.table import write_table
-from rnnt.datadir.table_rules import transcript_problem
+from rnnt.datadir.table_rules import transcript_problems
 from rnnt.datadir.validate import validate_data_dir
 from rnnt.progress_bar import progress
 
@@ -131,9 +131,10 @@ def write_data_dir(dest: str, utterances: list[Utterance], report: Report,
     for utt in progress(utterances, desc=f"audio headers of {dest}", unit=" files"):
         if not utt.utt_id.startswith(utt.speaker):
             raise ValueError(f"utterance id '{utt.utt_id}' must start with its speaker id '{utt.speaker}'")
-        problem = transcript_problem(utt.text)
-        if problem:
-            report.skip("transcript Kaldi's text rules refuse", f"{utt.utt_id} ({utt.audio}): {problem}")
+        problems = transcript_problems(utt.text)
+        if problems:
+            report.skip("transcript Kaldi's text rules refuse",
+                        f"{utt.utt_id} ({utt.audio}): {'; '.join(problem for problem, _, _ in problems)}")
             continue
         info = audio_info(utt.audio)
         if info is None:

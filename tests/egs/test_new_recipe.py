@@ -147,7 +147,7 @@ def test_data_prep_keeps_good_lines_and_names_bad_ones_by_file_and_line(small_co
     assert f"skipped {listing}:9 (a-one): the recording is listed again" in out.stderr
     assert "b-broken): unreadable or empty audio" in out.stderr
     assert f"skipped {listing}:10: not UTF-8 (re-encode the file as UTF-8)" in out.stderr
-    assert (f"skipped a-five ({small_corpus}/a/five.wav): a non-printable character U+200B: transcript Kaldi's text "
+    assert (f"skipped a-five ({small_corpus}/a/five.wav): non-printable character U+200B: transcript Kaldi's text "
             "rules refuse") in out.stderr
     assert ("1 audio file not found, 1 malformed line (want '<file> <transcript>'), 1 not UTF-8 (re-encode the file "
             "as UTF-8), 1 the recording is listed again, 1 transcript Kaldi's text rules refuse, 1 unreadable or empty "

@@ -11,7 +11,7 @@ import pytest
 
 from rnnt.datadir.table_rules import (MAX_REPORTS_PER_RULE, Problems, check_genders, check_recordings,
                                       check_same_keys, check_speakers, check_table, check_text, check_values,
-                                      is_printable_text, odd_whitespace, segment_recordings)
+                                      non_printable, odd_whitespace, segment_recordings)
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def test_problems_keep_ten_a_rule_then_count_the_rest():
                                             ("u1 \ufffd", False), ("u1 zero\u200bwidth", False),
                                             ("u1 \ue000", False), ("u1 \u0378", False), ("u1 \x7f", False)])
 def test_printable_text(text, printable):
-    assert is_printable_text(text) is printable
+    assert (non_printable(text) is None) is printable
 
 
 @pytest.mark.parametrize("text,found", [("u1 A B\tC", None), ("u1 A\r", None), ("u1 A\u00a0B", "U+00A0"),
@@ -220,7 +220,7 @@ def test_each_text_problem_is_named_at_its_line(tmp_path):
                           .encode())
     assert found == [
         f"{path}:5: the last line has no newline; fix: echo >> {path}",  # check_table's, as in every table
-        f"{path}:1: non-printable character or invalid UTF-8; fix: remove it or re-encode the file as UTF-8",
+        f"{path}:1: non-printable character U+0007; fix: remove it or re-encode the file as UTF-8",
         f"{path}:2: whitespace U+00A0 (Kaldi allows only space and TAB); fix: replace it by a space",
         f"{path}:3: reserved symbol '<s>' in a transcript; fix: remove or rename it",
         f"{path}:3: reserved symbol '</s>' in a transcript; fix: remove or rename it",
@@ -231,7 +231,8 @@ def test_each_text_problem_is_named_at_its_line(tmp_path):
 def test_invalid_utf8_in_text_is_refused_even_with_non_print(tmp_path):
     assert text_problems(tmp_path, b"u1 A\x07\n", non_print=True) == []
     assert text_problems(tmp_path, b"u1 caf\xe9\n") == [
-        f"{tmp_path}/text:1: non-printable character or invalid UTF-8; fix: remove it or re-encode the file as UTF-8"]
+        f"{tmp_path}/text:1: non-printable character U+FFFD (invalid UTF-8); fix: remove it or re-encode the file "
+        "as UTF-8"]
 
 
 def test_an_empty_text_has_no_last_line_to_miss_a_newline(tmp_path):
