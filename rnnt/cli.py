@@ -17,6 +17,16 @@ def tool_parser(doc: str, example: str | None = None, prog: str | None = None) -
                                    epilog=f"example: {example}" if example else None)
 
 
+def glued_values(argv: list[str], options: tuple[str, ...]) -> list[str]:
+    """argv with each of these options and the word after it joined as '--name=value': a value that starts with
+    '-' (a suffix '-x', validation options '--no-wav') reads as Kaldi's parse_options.sh reads it."""
+    glued: list[str] = []
+    words = iter(argv)
+    for word in words:
+        glued.append(word if word not in options else f"{word}={next(words, '')}")
+    return glued
+
+
 class ToolError(Exception):
     """What stops a stage tool, in one line that names the file (and line) at fault: run_tool prints it."""
 

@@ -4,11 +4,13 @@ As Kaldi's script of that name: when some sources have `segments` and others do 
 the others becomes a segment covering its whole recording (`<utt> <utt> 0 -1`, -1 meaning the end), so
 the combined dir keeps every segment; and when some have `utt2uniq`, each utterance of the others is its own
 original. Other files missing from a source are left out, and named; the files of a data dir that an earlier
-run left in <dest> and this one does not write are removed. Then, as
+run left in <dest> and this one does not write are removed. `--extra-files "A B"` combines more files the same
+way (keys unique across dirs), left as they are by the repair. Where sources with feats.scp have a frame_shift,
+they must agree, and it is copied. Then, as
 Kaldi's does unless `--skip-fix true`, the result is repaired by utils/fix_data_dir.sh (rnnt.datadir.fix):
 an utterance a source left out of one of its files is dropped, and counted.
 
-Run as `utils/combine_data.sh [--skip-fix true] <dest> <src1> <src2> ...`.
+Run as `utils/combine_data.sh [--skip-fix true] [--extra-files "A B"] <dest> <src1> <src2> ...`.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ import sys
 from rnnt.cli import tool_parser
 from rnnt.datadir.fix import fix_data_dir, reasons
 from rnnt.datadir.layout import FIELDS, FILTERED_SPEAKER, PER_RECORDING, PER_SPEAKER, Tables, load_dir, write_dir
+from rnnt.datadir.table import write_table
 
 
-def combine(sources: list[str]) -> Tables:
-    """Merges the sources' files; only files present in every source are kept."""
-    loaded = [load_dir(src) for src in sources]
+def combine(sources: list[str], extra: tuple[str, ...] = ()) -> Tables:
+    """Merges the sources' files and the extra ones named; only files present in every source are kept."""
+    loaded = [load_dir(src, extra=extra) for src in sources]
     if any("segments" in tables for tables in loaded):
         for tables in loaded:
             if "segments" not in tables:  # one recording per utterance, keyed by the utterance
@@ -32,7 +35,7 @@ def combine(sources: list[str]) -> Tables:
         for tables in loaded:  # as Kaldi's: an utterance of a source without utt2uniq is its own original
             tables.setdefault("utt2uniq", {utt: utt for utt in tables["utt2spk"]})
     shared = set.intersection(*(set(tables) for tables in loaded))
-    common = [name for name in FIELDS if name in shared]  # utt2spk first: its duplicates are named first
+    common = [name for name in (*FIELDS, *extra) if name in shared]  # utt2spk first: its duplicates named first
     merged: Tables = {name: {} for name in common}
     origin: dict[tuple[str, str], str] = {}
     for src, tables in zip(sources, loaded):
@@ -40,8 +43,8 @@ def combine(sources: list[str]) -> Tables:
             for key, value in tables[name].items():
                 if key in merged[name]:
                     shared_entity = name in PER_SPEAKER or name in FILTERED_SPEAKER or name in PER_RECORDING
-                    if shared_entity and merged[name][key] == value:
-                        continue  # the same speaker or recording shared by two dirs is fine
+                    if (shared_entity or name in extra) and merged[name][key] == value:
+                        continue  # the same speaker or recording (or an extra file's line) in two dirs is fine
                     raise ValueError(f"{os.path.join(src, name)}: key '{key}' is also in "
                                      f"{os.path.join(origin[name, key], name)}; keys must be unique across dirs")
                 merged[name][key] = value
@@ -49,26 +52,63 @@ def combine(sources: list[str]) -> Tables:
     return merged
 
 
-def main(argv: list[str] | None = None) -> int:
+def frame_shift_of(sources: list[str]) -> str | None:
+    """The frame_shift of the sources that have features (feats.scp), which must be the same; None without one."""
+    found = [(src, read_text(os.path.join(src, "frame_shift"))) for src in sources
+             if os.path.isfile(os.path.join(src, "feats.scp")) and os.path.isfile(os.path.join(src, "frame_shift"))]
+    for src, shift in found[1:]:
+        if shift != found[0][1]:
+            raise ValueError(f"{src}/frame_shift differs from {found[0][0]}/frame_shift; features with different frame "
+                             "shifts cannot be combined")
+    return found[0][1] if found else None
+
+
+def read_text(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def parse_args(argv: list[str] | None):
     parser = tool_parser(__doc__, "utils/combine_data.sh data/train_all data/train data/extra", prog="combine_data.sh")
     parser.add_argument("--skip-fix", choices=("true", "false"), default="false",
                         help="true: leave the combined dir as combined, without utils/fix_data_dir.sh")
+    parser.add_argument("--extra-files", default="", help="more files to combine, by name (\"A B\")")
     parser.add_argument("dest")
     parser.add_argument("sources", nargs="+")
     args = parser.parse_args(argv)
+    args.extra = tuple(dict.fromkeys(name for name in args.extra_files.split() if name not in FIELDS))
+    return args
+
+
+def write_combined(merged: Tables, extra: tuple[str, ...], frame_shift: str | None, dest: str) -> None:
+    """Writes the combined dir, the extra files whole (their keys are no one's to filter), over what an earlier run
+    left there (Kaldi's starts from an empty dest)."""
+    for name in [*FIELDS, *extra, "spk2utt", "frame_shift", "stm"]:
+        if name not in merged and os.path.isfile(os.path.join(dest, name)):
+            os.remove(os.path.join(dest, name))
+    write_dir({name: records for name, records in merged.items() if name not in extra}, set(merged["utt2spk"]), dest)
+    for name in extra:
+        if name in merged:
+            write_table(os.path.join(dest, name), merged[name].items())
+    if frame_shift is not None:
+        with open(os.path.join(dest, "frame_shift"), "w", encoding="utf-8") as f:
+            f.write(frame_shift)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     try:
-        merged = combine(args.sources)
+        merged = combine(args.sources, args.extra)
+        frame_shift = frame_shift_of(args.sources)
     except (FileNotFoundError, ValueError) as error:
         print(f"combine_data.sh: {error}", file=sys.stderr)
         return 1
-    present = {name for src in args.sources for name in FIELDS if os.path.isfile(os.path.join(src, name))}
+    names = (*FIELDS, *args.extra)
+    present = {name for src in args.sources for name in names if os.path.isfile(os.path.join(src, name))}
     for name in sorted(present - set(merged)):  # each named once, the sources not read again
         print(f"combine_data.sh: {name} is not in every source; left out", file=sys.stderr)
     try:
-        for name in [*FIELDS, "spk2utt"]:  # what an earlier run left (Kaldi's starts from an empty dest)
-            if name not in merged and os.path.isfile(os.path.join(args.dest, name)):
-                os.remove(os.path.join(args.dest, name))
-        write_dir(merged, set(merged["utt2spk"]), args.dest)
+        write_combined(merged, args.extra, frame_shift, args.dest)
     except (OSError, ValueError) as error:
         print(f"combine_data.sh: {error}", file=sys.stderr)
         return 1

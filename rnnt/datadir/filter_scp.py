@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from rnnt.cli import tool_parser
-from rnnt.datadir.table import read_ids
+from rnnt.datadir.table import keep_bytes_on_standard_streams, open_keeping_bytes, read_ids
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"-f {args.field}: fields are numbered from 1")
     try:
         ids = read_ids(args.id_list)
-        stream = sys.stdin if args.scp == "-" else open(args.scp, encoding="utf-8", errors="replace")
+        keep_bytes_on_standard_streams()
+        stream = open_keeping_bytes(args.scp)
     except OSError as error:
         print(f"filter_scp.py: {error}", file=sys.stderr)
         return 1

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 from collections import Counter
 
 from rnnt.datadir.speakers import utt2spk_to_spk2utt
-from rnnt.datadir.table import read_lines, write_table
+from rnnt.datadir.table import KEEP_BYTES, read_lines, write_table
 from rnnt.datadir.values import VALUE_RULES
 
 # name -> number of fields a line must have (None: at least two; text may have one).
@@ -29,12 +30,12 @@ def read_normalised(path: str, dropped: Counter) -> dict[str, str]:
     """Reads '<key> <value>' records, repairing the spacing around the key and the line ends, counting what it
     drops. Fields are split as Kaldi splits them, on spaces and TABs only; the value is kept as written
     between its first and last character (a quoted path with two spaces in a piped command, a no-break
-    space in a name)."""
+    space in a name), and bytes that are not UTF-8 are kept (KEEP_BYTES), as Kaldi's tools keep them."""
     name = os.path.basename(path)
     n_fields = FIELDS.get(name)
     min_fields = 1 if name == "text" else 2
     records: dict[str, str] = {}
-    for line in read_lines(path):
+    for line in read_lines(path, KEEP_BYTES):
         stripped = line.text.replace("\r", "").strip(" \t")
         fields = KALDI_BLANKS.split(stripped) if stripped else []
         if not fields:
@@ -77,9 +78,9 @@ def write_spk2utt(dest: str, pairs) -> int:
 
 
 def write_dir(tables: Tables, keep: set[str], dest: str, utt_extra: tuple[str, ...] = (),
-              spk_extra: tuple[str, ...] = ()) -> None:
+              spk_extra: tuple[str, ...] = ()) -> set[str]:
     """Writes the files restricted to the utterances in keep (and their speakers and recordings); utt_extra and
-    spk_extra name more files keyed by utterance and by speaker."""
+    spk_extra name more files keyed by utterance and by speaker. Returns the recordings kept."""
     if os.path.exists(dest) and not os.path.isdir(dest):
         raise ValueError(f"{dest}: exists and is not a directory")
     os.makedirs(dest, exist_ok=True)
@@ -87,13 +88,27 @@ def write_dir(tables: Tables, keep: set[str], dest: str, utt_extra: tuple[str, .
     by_utterance = {*utterance_files(tables), *FILTERED_UTTERANCE, *utt_extra}
     speakers = {utt2spk[u] for u in keep}
     segments = tables.get("segments")
-    recordings = {segments[u].split()[0] for u in keep if u in segments} if segments is not None else None
+    recordings = {segments[u].split()[0] for u in keep if u in segments} if segments is not None else keep
     for name, records in tables.items():
         if name in by_utterance:
             wanted = keep
         elif name in PER_SPEAKER or name in FILTERED_SPEAKER or name in spk_extra:
             wanted = speakers
         else:
-            wanted = recordings if recordings is not None else keep
+            wanted = recordings
         write_table(os.path.join(dest, name), ((k, v) for k, v in records.items() if k in wanted))
     write_spk2utt(dest, ((u, utt2spk[u]) for u in keep))
+    return recordings
+
+
+def carry_side_files(src: str, dest: str, recordings: set[str]) -> None:
+    """As Kaldi's subset_data_dir.sh: frame_shift copied, and stm (for sclite) kept to the recordings kept, its
+    ';;' comment lines first."""
+    if os.path.isfile(os.path.join(src, "frame_shift")):
+        shutil.copyfile(os.path.join(src, "frame_shift"), os.path.join(dest, "frame_shift"))
+    if os.path.isfile(os.path.join(src, "stm")):
+        lines = [line.text for line in read_lines(os.path.join(src, "stm"), KEEP_BYTES)]
+        comments = [text for text in lines if text.startswith(";;")]
+        kept = comments + [text for text in lines if text.split(maxsplit=1)[0:1] and text.split()[0] in recordings]
+        with open(os.path.join(dest, "stm"), "w", encoding="utf-8", errors=KEEP_BYTES) as f:
+            f.writelines(text + "\n" for text in kept)

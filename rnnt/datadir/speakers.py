@@ -46,29 +46,33 @@ def _convert(argv: list[str] | None, prog: str, source: str, to_spk2utt: bool) -
     import sys
 
     from rnnt.cli import tool_parser
+    from rnnt.datadir.table import keep_bytes_on_standard_streams, open_keeping_bytes
 
     target = "spk2utt" if to_spk2utt else "utt2spk"
-    parser = tool_parser(f"Reads {source} (file or standard input), prints {target}.",
+    parser = tool_parser(f"Reads {source} (files, one after the other, or standard input), prints {target}.",
                          f"utils/{prog} data/train/{source}", prog)
-    parser.add_argument(source, nargs="?", default="-", help=f"{source} file; '-' or nothing: standard input")
-    path = vars(parser.parse_args(argv))[source]
-    try:
-        stream = sys.stdin if path == "-" else open(path, encoding="utf-8", errors="replace")
-    except OSError as error:
-        print(f"{prog}: {error}", file=sys.stderr)
-        return 1
-    rows, numbers = [], []
-    with stream:
-        for number, line in enumerate(stream, 1):
-            fields = line.split()
-            if not fields:
-                continue
-            if len(fields) < 2 or (to_spk2utt and len(fields) != 2):
-                print(f"{prog}: {path}:{number}: expected {'2 fields' if to_spk2utt else '<spk> <utt>...'}, "
-                      f"got '{line.rstrip()}'", file=sys.stderr)
-                return 1
-            rows.append((fields[0], fields[1]) if to_spk2utt else (fields[0], fields[1:]))
-            numbers.append(number)
+    parser.add_argument("files", nargs="*", default=["-"], metavar=source,
+                        help=f"{source} files, read as one (as Kaldi's reads them); '-' or nothing: standard input")
+    paths = parser.parse_args(argv).files
+    keep_bytes_on_standard_streams()
+    rows, wheres = [], []
+    for path in paths:
+        try:
+            stream = open_keeping_bytes(path)
+        except OSError as error:
+            print(f"{prog}: {error}", file=sys.stderr)
+            return 1
+        with stream:
+            for number, line in enumerate(stream, 1):
+                fields = line.split()
+                if not fields:
+                    continue
+                if len(fields) < 2 or (to_spk2utt and len(fields) != 2):
+                    print(f"{prog}: {path}:{number}: expected {'2 fields' if to_spk2utt else '<spk> <utt>...'}, "
+                          f"got '{line.rstrip()}'", file=sys.stderr)
+                    return 1
+                rows.append((fields[0], fields[1]) if to_spk2utt else (fields[0], fields[1:]))
+                wheres.append(f"{path}:{number}")
     if to_spk2utt:
         for spk, utts in utt2spk_to_spk2utt(rows).items():
             print(spk, " ".join(utts))
@@ -76,7 +80,7 @@ def _convert(argv: list[str] | None, prog: str, source: str, to_spk2utt: bool) -
     try:
         utt2spk = spk2utt_to_utt2spk(rows)
     except RepeatedUtterance as error:
-        print(f"{prog}: {path}:{numbers[error.row]}: {error}", file=sys.stderr)
+        print(f"{prog}: {wheres[error.row]}: {error}", file=sys.stderr)
         return 1
     for utt, spk in utt2spk.items():
         print(utt, spk)

@@ -1,7 +1,10 @@
 """Splits a table into N parts of about equal size, as many as output files are given, with the parts
 Kaldi's utils/split_scp.pl makes: contiguous lines; with --utt2spk, whole speakers.
 
-Run as `utils/split_scp.py [--utt2spk FILE] <in.scp> <out1> <out2> ...`.
+Run as `utils/split_scp.py [--utt2spk FILE] <in.scp> <out1> <out2> ...`, or, for one part of N, as
+`utils/split_scp.py -j N K [--one-based] [--utt2spk FILE] <in.scp> [<out>]` (K from 0, or from 1 with
+--one-based; without <out>, standard output). An output named '-' is standard output. Lines are copied byte for
+byte, as Kaldi's are.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from rnnt.cli import tool_parser
-from rnnt.datadir.table import read_lines, read_table
+from rnnt.datadir.table import KEEP_BYTES, keep_bytes_on_standard_streams, read_lines, read_table
 
 
 def split_lines(keys: list[str], n_parts: int, groups: list[str] | None = None) -> list[list[int]]:
@@ -62,16 +65,36 @@ def moving_helps(source: int, dest: int, count: int) -> bool:
     return abs((dest + count) - (source - count)) < abs(dest - source)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None):
     parser = tool_parser(__doc__, "utils/split_scp.py --utt2spk data/train/utt2spk data/train/wav.scp a.scp b.scp",
                          prog="split_scp.py")
+    parser.add_argument("-j", nargs=2, type=int, metavar=("N", "K"), help="write part K of N parts only")
+    parser.add_argument("--one-based", action="store_true", help="with -j: K counts from 1")
     parser.add_argument("--utt2spk", help="keep each speaker's utterances in one part")
     parser.add_argument("scp")
-    parser.add_argument("outputs", nargs="+")
+    parser.add_argument("outputs", nargs="*")
     args = parser.parse_args(argv)
+    if args.j is None:
+        if not args.outputs:
+            parser.error("give at least one output (or -j N K)")
+        return args, args.outputs
+    n_jobs, job = args.j[0], args.j[1] - args.one_based
+    if n_jobs < 1:
+        parser.error(f"-j {args.j[0]} {args.j[1]}: the number of parts must be 1 or more")
+    if not 0 <= job < n_jobs:
+        parser.error(f"-j {args.j[0]} {args.j[1]}{' --one-based' if args.one_based else ''}: the part must be "
+                     f"{'1' if args.one_based else '0'} to {n_jobs - 1 + args.one_based}")
+    if len(args.outputs) > 1:
+        parser.error("with -j, one output at most")
+    return args, [(args.outputs or ["-"])[0] if j == job else None for j in range(n_jobs)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, outputs = parse_args(argv)
+    keep_bytes_on_standard_streams()
     try:
-        lines = [line for line in read_lines(args.scp) if line.text.strip()]
-        utt2spk = read_table(args.utt2spk) if args.utt2spk else None
+        lines = [line for line in read_lines(args.scp, KEEP_BYTES) if line.text.strip()]
+        utt2spk = read_table(args.utt2spk, errors=KEEP_BYTES) if args.utt2spk else None
     except OSError as error:
         print(f"split_scp.py: {error}", file=sys.stderr)
         return 1
@@ -85,18 +108,27 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         groups = [utt2spk[k].value for k in keys]
     try:
-        parts = split_lines(keys, len(args.outputs), groups)
+        parts = split_lines(keys, len(outputs), groups)
     except ValueError as error:
         print(f"split_scp.py: {args.scp}: {error}", file=sys.stderr)
         return 1
     try:
-        for out, indices in zip(args.outputs, parts):
-            with open(out, "w", encoding="utf-8") as f:
-                f.writelines(lines[i].text.rstrip("\r") + "\n" for i in indices)
+        for out, indices in zip(outputs, parts):
+            if out is not None:
+                write_lines(out, (lines[i].text.rstrip("\r") for i in indices))
     except OSError as error:
         print(f"split_scp.py: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def write_lines(path: str, texts) -> None:
+    """Writes each text as a line to path ('-': standard output), bytes read under KEEP_BYTES as they were."""
+    if path == "-":
+        sys.stdout.writelines(text + "\n" for text in texts)
+        return
+    with open(path, "w", encoding="utf-8", errors=KEEP_BYTES) as f:
+        f.writelines(text + "\n" for text in texts)
 
 
 if __name__ == "__main__":

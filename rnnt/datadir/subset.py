@@ -1,8 +1,10 @@
-"""Copies part of a Kaldi data dir: first, last, evenly spaced (the default) or random N utterances,
-or the utterances or speakers of a list file. Every per-utterance file is filtered and spk2utt rebuilt.
+"""Copies part of a Kaldi data dir, as Kaldi's utils/subset_data_dir.sh: N utterances evenly spaced (the
+default), the first, last, random or shortest N, N a speaker (--per-spk, evenly spaced within each), whole
+random speakers until N utterances; or the utterances or speakers of a list file. Every per-utterance file is
+filtered, spk2utt rebuilt, stm kept to the recordings kept, frame_shift copied.
 
-Run as `utils/subset_data_dir.sh [--first|--last|--random] <src> <N> <dest>` or
-`utils/subset_data_dir.sh --utt-list FILE|--spk-list FILE <src> <dest>`.
+Run as `utils/subset_data_dir.sh [--first|--last|--random|--shortest|--per-spk|--speakers] <src> <N> <dest>`
+or `utils/subset_data_dir.sh --utt-list FILE|--spk-list FILE <src> <dest>`.
 """
 
 from __future__ import annotations
@@ -11,17 +13,27 @@ import random
 import sys
 
 from rnnt.cli import tool_parser
-from rnnt.datadir.layout import load_dir, write_dir
+from rnnt.datadir.layout import Tables, carry_side_files, load_dir, write_dir
+from rnnt.datadir.speakers import utt2spk_to_spk2utt
 from rnnt.datadir.table import read_ids
+
+HOW = {"first": "the first N utterances", "last": "the last N utterances", "random": "N random utterances",
+       "shortest": "the N shortest utterances (by utt2num_frames, else utt2dur)",
+       "per-spk": "N utterances of each speaker, evenly spaced (all of a speaker with fewer)",
+       "speakers": "random whole speakers until there are N utterances or more"}
+
+
+def check_count(n: int, total: int) -> None:
+    if n < 1:
+        raise ValueError(f"asked for {n} utterances; the number must be 1 or more (as Kaldi's)")
+    if n > total:
+        raise ValueError(f"asked for {n} utterances but the dir has only {total}")
 
 
 def choose(utts: list[str], n: int, how: str, seed: int = 0) -> list[str]:
     """Picks n of the sorted utterances: 'first', 'last', 'random', or 'spread' (evenly
     spaced, the utterances Kaldi's subset_data_dir.sh N picks)."""
-    if n < 1:
-        raise ValueError(f"asked for {n} utterances; the number must be 1 or more (as Kaldi's)")
-    if n > len(utts):
-        raise ValueError(f"asked for {n} utterances but the dir has only {len(utts)}")
+    check_count(n, len(utts))
     if how == "first":
         return utts[:n]
     if how == "last":
@@ -42,42 +54,90 @@ def spread(start: int, end: int, n: int) -> list[int]:
     return spread(start, middle, n // 2) + spread(middle, end, n - n // 2)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = tool_parser(__doc__, "utils/subset_data_dir.sh --first data/train 100 data/train_100",
+def per_speaker(spk2utt: dict[str, list[str]], n: int) -> list[str]:
+    """As Kaldi's --per-spk: of a speaker's k utterances, every skip-th from the first, skip = k // n (1 at
+    least), n at most."""
+    keep: list[str] = []
+    for utts in spk2utt.values():
+        skip = max(1, len(utts) // n)
+        keep += utts[0:n * skip:skip]
+    return keep
+
+
+def random_speakers(spk2utt: dict[str, list[str]], n: int, seed: int) -> list[str]:
+    """As Kaldi's --speakers: the speakers in a seeded random order, each taken whole while fewer than n
+    utterances are taken."""
+    speakers = sorted(spk2utt)
+    random.Random(seed).shuffle(speakers)
+    keep: list[str] = []
+    for speaker in speakers:
+        if len(keep) >= n:
+            break
+        keep += spk2utt[speaker]
+    return keep
+
+
+def shortest(tables: Tables, n: int) -> list[str]:
+    """The n shortest utterances by utt2num_frames, else utt2dur (Kaldi's uses utt2num_frames or feats.scp; dirs
+    here have no features); ties by id, as `sort -n -k2` under LC_ALL=C breaks them."""
+    name = next((name for name in ("utt2num_frames", "utt2dur") if name in tables), None)
+    if name is None:
+        raise ValueError("--shortest needs utt2num_frames or utt2dur in the source dir")
+    lengths = tables[name]
+    measured = [utt for utt in tables["utt2spk"] if utt in lengths]
+    return sorted(measured, key=lambda utt: (float(lengths[utt]), utt))[:n]
+
+
+def pick(tables: Tables, n: int, how: str, seed: int) -> list[str]:
+    """The utterances N and how choose, as Kaldi's options choose them."""
+    utts = sorted(tables["utt2spk"])
+    check_count(n, len(utts))
+    spk2utt = utt2spk_to_spk2utt((u, tables["utt2spk"][u]) for u in utts)
+    if how == "per-spk":
+        return per_speaker(spk2utt, n)
+    if how == "speakers":
+        return random_speakers(spk2utt, n, seed)
+    if how == "shortest":
+        return shortest(tables, n)
+    return choose(utts, n, how, seed)
+
+
+def parse_args(argv: list[str] | None):
+    parser = tool_parser(__doc__, "utils/subset_data_dir.sh --per-spk data/train 5 data/train_5each",
                          prog="subset_data_dir.sh")
-    how = parser.add_mutually_exclusive_group()
-    how.add_argument("--first", dest="how", action="store_const", const="first", help="the first N utterances")
-    how.add_argument("--last", dest="how", action="store_const", const="last", help="the last N utterances")
-    how.add_argument("--random", dest="how", action="store_const", const="random", help="N random utterances")
-    how.add_argument("--utt-list", help="file whose first field is the utterance ids to keep")
-    how.add_argument("--spk-list", help="file whose first field is the speaker ids to keep")
-    parser.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
+    group = parser.add_mutually_exclusive_group()
+    for how, what in HOW.items():
+        group.add_argument(f"--{how}", dest="how", action="store_const", const=how, help=what)
+    group.add_argument("--utt-list", help="file whose first field is the utterance ids to keep")
+    group.add_argument("--spk-list", help="file whose first field is the speaker ids to keep")
+    parser.add_argument("--seed", type=int, default=0, help="seed for --random and --speakers (default 0)")
     parser.add_argument("args", nargs="+", metavar="<src> [N] <dest>")
     args = parser.parse_args(argv)
-    by_list = args.utt_list or args.spk_list
-    if len(args.args) != (2 if by_list else 3):
+    if len(args.args) != (2 if args.utt_list or args.spk_list else 3):
         parser.error("expected <src> <dest> with --utt-list/--spk-list, else <src> <N> <dest>")
+    if len(args.args) == 3 and not args.args[1].lstrip("-").isdigit():
+        parser.error(f"N must be a number of utterances, not '{args.args[1]}'")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     src, dest = args.args[0], args.args[-1]
     try:
         tables = load_dir(src)
-        utts = sorted(tables["utt2spk"])
         if args.utt_list:
             wanted = read_ids(args.utt_list)
-            keep = [u for u in utts if u in wanted]
+            keep = [u for u in tables["utt2spk"] if u in wanted]
         elif args.spk_list:
             wanted = read_ids(args.spk_list)
-            keep = [u for u in utts if tables["utt2spk"][u] in wanted]
+            keep = [u for u in tables["utt2spk"] if tables["utt2spk"][u] in wanted]
         else:
-            keep = choose(utts, int(args.args[1]), args.how or "spread", args.seed)
-    except (FileNotFoundError, ValueError) as error:
-        print(f"subset_data_dir.sh: {error}", file=sys.stderr)
-        return 1
-    try:
-        write_dir(tables, set(keep), dest)
+            keep = pick(tables, int(args.args[1]), args.how or "spread", args.seed)
+        carry_side_files(src, dest, write_dir(tables, set(keep), dest))
     except (OSError, ValueError) as error:
         print(f"subset_data_dir.sh: {error}", file=sys.stderr)
         return 1
-    print(f"subset_data_dir.sh: wrote {len(keep)} of {len(utts)} utterances from {src} to {dest}")
+    print(f"subset_data_dir.sh: wrote {len(keep)} of {len(tables['utt2spk'])} utterances from {src} to {dest}")
     return 0
 
 

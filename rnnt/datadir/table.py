@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, TextIO
 
 
 @dataclass(frozen=True)
@@ -34,17 +34,37 @@ class Line:
         return self.text.split()
 
 
-def read_lines(path: str) -> Iterator[Line]:
-    """Yields every line of a UTF-8 text file, raw; undecodable bytes are kept as U+FFFD."""
+KEEP_BYTES = "surrogateescape"  # the decoding error handler under which a copied line keeps every byte
+
+
+def read_lines(path: str, errors: str = "replace") -> Iterator[Line]:
+    """Yields every line of a UTF-8 text file, raw; undecodable bytes become U+FFFD, or, with errors=KEEP_BYTES
+    (the tools that copy tables, as Kaldi's keep bytes), surrogates that write_table writes back as they were."""
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
-            text = raw.decode("utf-8", errors="replace")
+            text = raw.decode("utf-8", errors=errors)
             if text.endswith("\n"):
                 text = text[:-1]
             yield Line(path, number, text)
 
 
-def read_table(path: str, skipped: list[str] | None = None) -> dict[str, Line]:
+def keep_bytes_on_standard_streams() -> None:
+    """Standard input and output read and write UTF-8 under KEEP_BYTES: a tool that copies lines through them
+    passes bytes that are not UTF-8 (a Latin-1 file name in wav.scp) through unchanged, as Kaldi's do."""
+    for stream in (sys.stdin, sys.stdout):
+        if stream is not None and hasattr(stream, "reconfigure"):
+            stream.reconfigure(encoding="utf-8", errors=KEEP_BYTES)
+
+
+def open_keeping_bytes(path: str) -> TextIO:
+    """path opened for reading lines to copy (KEEP_BYTES); '-' is standard input."""
+    if path == "-":
+        keep_bytes_on_standard_streams()
+        return sys.stdin
+    return open(path, encoding="utf-8", errors=KEEP_BYTES)
+
+
+def read_table(path: str, skipped: list[str] | None = None, errors: str = "replace") -> dict[str, Line]:
     """Reads a table leniently (blank lines skipped, CR and trailing spaces ignored, first key wins).
 
     A repeated key's later lines are left out, each named by file and line: appended to skipped where
@@ -52,7 +72,7 @@ def read_table(path: str, skipped: list[str] | None = None) -> dict[str, Line]:
     rnnt.datadir.validate; this is for tools that consume a valid dir.
     """
     table: dict[str, Line] = {}
-    for line in read_lines(path):
+    for line in read_lines(path, errors):
         clean = line.text.rstrip("\r \t")
         if not clean.strip():
             continue
@@ -66,7 +86,7 @@ def read_table(path: str, skipped: list[str] | None = None) -> dict[str, Line]:
 def read_ids(path: str) -> set[str]:
     """The first field of every non-blank line: an id list (filter_scp's, subset's), where an id may repeat
     (the recordings cut from a segments file) without a word."""
-    return {line.key for line in read_lines(path) if line.key}
+    return {line.key for line in read_lines(path, KEEP_BYTES) if line.key}
 
 
 def left_out(message: str, skipped: list[str] | None) -> None:
@@ -79,10 +99,11 @@ def left_out(message: str, skipped: list[str] | None) -> None:
 
 
 def write_table(path: str, records: Iterable[tuple[str, str]]) -> int:
-    """Writes '<key> <value>' lines sorted by key, atomically (temporary file + rename)."""
-    rows = sorted(records, key=lambda kv: kv[0])
+    """Writes '<key> <value>' lines sorted by key, atomically (temporary file + rename); bytes read under
+    KEEP_BYTES are written back unchanged."""
+    rows = sorted(records, key=lambda kv: kv[0].encode("utf-8", KEEP_BYTES))  # byte order, as LC_ALL=C sorts
     tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+    with open(tmp, "w", encoding="utf-8", errors=KEEP_BYTES, newline="\n") as f:
         for key, value in rows:
             f.write(f"{key} {value}\n" if value != "" else f"{key}\n")
     os.replace(tmp, path)

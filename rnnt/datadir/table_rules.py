@@ -10,7 +10,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from rnnt.datadir.table import Line, read_lines
+from rnnt.datadir.table import KEEP_BYTES, Line, read_lines
 from rnnt.datadir.values import VALUE_RULES, segment_problem
 
 # Kaldi's validate_data_dir.sh refuses these in text as `grep -w` finds them (not inside a run of letters, digits
@@ -150,8 +150,9 @@ def check_same_keys(
 
 
 def speaker_sort_key(line: str) -> tuple[bytes, bytes]:
-    """What `sort -k2` (LC_ALL=C) orders a utt2spk line by: the line less its first field, then the line."""
-    return SECOND_FIELD_ON.sub("", line, count=1).encode(), line.encode()
+    """What `sort -k2` (LC_ALL=C) orders a utt2spk line by: the line less its first field, then the line (bytes
+    that are not UTF-8, read under KEEP_BYTES, in their place)."""
+    return SECOND_FIELD_ON.sub("", line, count=1).encode("utf-8", KEEP_BYTES), line.encode("utf-8", KEEP_BYTES)
 
 
 def check_speakers(utt2spk: dict[str, Line], spk2utt: dict[str, Line], data_dir: str, problems: Problems,

@@ -6,6 +6,8 @@ import math
 
 
 def is_positive_number(value: str) -> bool:
+    if "_" in value or not value.isascii():  # Python's float reads "1_000" and Arabic-Indic digits; awk does not
+        return False
     try:
         number = float(value)
     except ValueError:
@@ -13,8 +15,9 @@ def is_positive_number(value: str) -> bool:
     return math.isfinite(number) and number > 0
 
 
-def is_positive_integer(value: str) -> bool:
-    return value.isascii() and value.isdigit() and int(value) > 0  # "²" is a digit to isdigit, not to int
+def is_positive_whole_number(value: str) -> bool:
+    """A count as Kaldi's validator takes one: a positive number with nothing after the point ("200", "200.0")."""
+    return is_positive_number(value) and float(value).is_integer()
 
 
 def is_warp_factor(value: str) -> bool:
@@ -41,7 +44,7 @@ def segment_problem(start: str, end: str) -> str | None:
 VALUE_RULES = {
     "utt2dur": (lambda f: is_positive_number(f[0]), "a positive number"),
     "reco2dur": (lambda f: is_positive_number(f[0]), "a positive number"),
-    "utt2num_frames": (lambda f: is_positive_integer(f[0]), "a positive integer"),
+    "utt2num_frames": (lambda f: is_positive_whole_number(f[0]), "a positive whole number"),
     "segments": (lambda f: segment_problem(f[1], f[2]) is None, "0 <= start < end"),
     "utt2warp": (lambda f: is_warp_factor(f[0]), "a warp factor between 0.5 and 1.5"),
     "spk2warp": (lambda f: is_warp_factor(f[0]), "a warp factor between 0.5 and 1.5"),

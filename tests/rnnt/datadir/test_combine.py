@@ -1,7 +1,9 @@
 """rnnt.datadir.combine (utils/combine_data.sh): the real speechocean762 dir cut into pieces combines back to itself
 (its own spk2utt byte for byte); a speaker or recording in two sources is fine when its lines agree, an utterance in
 two is an error naming both files; a file not in every source is left out and named; where only some sources have
-segments the others' utterances become whole-recording segments, as Kaldi's combine_data.sh makes them."""
+segments the others' utterances become whole-recording segments, as Kaldi's combine_data.sh makes them;
+--extra-files are combined whole, the repair leaving them alone; frame_shift is copied where the sources with
+features agree on it, and a disagreement is refused."""
 
 import pytest
 
@@ -172,3 +174,43 @@ def test_utt2uniq_of_some_sources_and_what_an_earlier_run_left_in_dest(speechoce
     assert rows == {**{u: f"orig{i}" for i, u in enumerate(first)},
                     **{u: u for u in keys(speechocean_dir / "utt2spk")[2:4]}}
     assert not (dest / "feats.scp").exists() and keys(dest / "utt2spk") == keys(speechocean_dir / "utt2spk")[:4]
+
+
+def test_extra_files_are_combined_whole(speechocean_dir, tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    run_tool(UTILS / "subset_data_dir.sh", "--first", speechocean_dir, "30", first, check=True)
+    run_tool(UTILS / "subset_data_dir.sh", "--last", speechocean_dir, "25", second, check=True)
+    ages = dict(line.split() for line in (speechocean_dir / "spk2age").read_text().splitlines())
+    for d in (first, second):  # spk2age, a file Kaldi's dirs do not know, keyed by speaker (2 and 2 speakers)
+        (d / "spk2age").write_text("".join(f"{s} {ages[s]}\n" for s in keys(d / "spk2utt")))
+    (first / "utt2score").write_text("".join(f"{u} 7\n" for u in keys(first / "utt2spk")))
+    (second / "utt2score").write_text("".join(f"{u} 9\n" for u in keys(second / "utt2spk")))
+    dest = tmp_path / "c"
+    assert main(["--extra-files", "spk2age utt2score utt2uniq", str(dest), str(first), str(second)]) == 0
+    speakers = keys(first / "spk2utt") + keys(second / "spk2utt")
+    assert (dest / "spk2age").read_text() == "".join(f"{s} {ages[s]}\n" for s in speakers)
+    assert len(keys(dest / "utt2score")) == 55 and keys(dest / "utt2score") == keys(dest / "utt2spk")
+    assert not (dest / "utt2uniq").exists()  # as Kaldi's: named as extra, utt2uniq keeps its own rule
+    (second / "spk2age").unlink()
+    assert main(["--extra-files", "spk2age", str(dest), str(first), str(second)]) == 0
+    assert not (dest / "spk2age").exists()  # not in every source: left out, and the earlier run's copy removed
+    assert_valid(dest)
+
+
+def test_frame_shift_is_copied_where_sources_with_features_agree(librispeech_dir, tmp_path, capsys):
+    first, second = tmp_path / "first", tmp_path / "second"
+    run_tool(UTILS / "subset_data_dir.sh", "--first", librispeech_dir, "3", first, check=True)
+    run_tool(UTILS / "subset_data_dir.sh", "--last", librispeech_dir, "5", second, check=True)
+    for d, shift in ((first, "0.01\n"), (second, "0.03\n")):
+        (d / "frame_shift").write_text(shift)
+    dest = tmp_path / "c"
+    assert main([str(dest), str(first), str(second)]) == 0
+    assert not (dest / "frame_shift").exists()  # as Kaldi's: only the frame shift of features is carried
+    for d in (first, second):
+        (d / "feats.scp").write_text("".join(f"{u} feats.ark:{i}\n" for i, u in enumerate(keys(d / "utt2spk"))))
+    assert main([str(dest), str(first), str(second)]) == 1
+    assert capsys.readouterr().err == (f"combine_data.sh: {second}/frame_shift differs from {first}/frame_shift; "
+                                       "features with different frame shifts cannot be combined\n")
+    (second / "frame_shift").write_text("0.01\n")
+    assert main([str(dest), str(first), str(second)]) == 0
+    assert (dest / "frame_shift").read_text() == "0.01\n" and len(keys(dest / "feats.scp")) == 8

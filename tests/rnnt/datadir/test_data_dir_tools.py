@@ -1,6 +1,6 @@
 """Every tool of utils/ answers --help with a usage and exits 0. The data-dir tools' own tests are in the test
 module of the package module each runs: test_speakers, test_filter_scp, test_split_scp, test_subset, test_combine,
-test_fix (and test_validate_data_dir)."""
+test_fix, test_copy_dir (and test_validate_data_dir, test_bytes_kept)."""
 
 import os
 

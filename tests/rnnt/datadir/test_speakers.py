@@ -121,3 +121,19 @@ def test_tools_name_a_missing_file_without_a_traceback(tmp_path, tool):
     out = run_tool(UTILS / tool, tmp_path / "absent")
     assert out.returncode == 1 and out.stdout == ""
     assert out.stderr == f"{tool}: [Errno 2] No such file or directory: '{tmp_path / 'absent'}'\n"
+
+
+def test_tools_read_several_files_as_one_as_kaldis_read_them(speechocean_dir, tmp_path, capsys):
+    lines = (speechocean_dir / "utt2spk").read_text().splitlines(keepends=True)
+    (tmp_path / "a").write_text("".join(lines[:1000]))
+    (tmp_path / "b").write_text("".join(lines[1000:]))
+    assert main_utt2spk_to_spk2utt([str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    assert capsys.readouterr().out == (speechocean_dir / "spk2utt").read_text()
+    rows = (speechocean_dir / "spk2utt").read_text().splitlines(keepends=True)
+    (tmp_path / "c").write_text("".join(rows[:60]))
+    (tmp_path / "d").write_text("".join(rows[60:]) + rows[3])  # speaker 4's row again: named by its own file
+    assert main_spk2utt_to_utt2spk([str(tmp_path / "c"), str(tmp_path / "d")]) == 1
+    assert capsys.readouterr().err.startswith(f"spk2utt_to_utt2spk.py: {tmp_path / 'd'}:{len(rows) - 60 + 1}: ")
+    (tmp_path / "d").write_text("".join(rows[60:]))
+    assert main_spk2utt_to_utt2spk([str(tmp_path / "c"), str(tmp_path / "d")]) == 0
+    assert capsys.readouterr().out == "".join(lines)

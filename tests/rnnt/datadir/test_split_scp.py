@@ -153,3 +153,33 @@ def test_tool_names_a_missing_file(speechocean_dir, tmp_path):
         out = run_tool(UTILS / "split_scp.py", *args, tmp_path / "a")
         assert out.returncode == 1
         assert out.stderr == f"split_scp.py: [Errno 2] No such file or directory: '{tmp_path / 'absent'}'\n"
+
+
+@pytest.mark.parametrize("n_jobs", [1, 3, 7])
+def test_one_part_of_n_is_that_part_of_the_full_split(speechocean_dir, tmp_path, n_jobs):
+    """-j N K writes what the full split writes to its K-th output (checked against Kaldi's split_scp.pl -j,
+    with and without --utt2spk and --one-based), to a file or to standard output."""
+    utt2spk = speechocean_dir / "utt2spk"
+    for by_speaker in ([], ["--utt2spk", str(utt2spk)]):
+        outs = [tmp_path / f"all{i}" for i in range(n_jobs)]
+        assert main([*by_speaker, str(speechocean_dir / "text"), *map(str, outs)]) == 0
+        for job in range(n_jobs):
+            text, one = str(speechocean_dir / "text"), str(tmp_path / "one")
+            assert main(["-j", str(n_jobs), str(job), *by_speaker, text, one]) == 0
+            assert (tmp_path / "one").read_bytes() == outs[job].read_bytes()
+            out = run_tool(UTILS / "split_scp.py", "-j", n_jobs, job + 1, "--one-based", *by_speaker,
+                           speechocean_dir / "text")
+            assert out.returncode == 0 and out.stdout.encode() == outs[job].read_bytes()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-j", "3", "3"], "-j 3 3: the part must be 0 to 2"),
+    (["-j", "3", "0", "--one-based"], "-j 3 0 --one-based: the part must be 1 to 3"),
+    (["-j", "0", "0"], "-j 0 0: the number of parts must be 1 or more"),
+    (["-j", "2", "0", "IN", "a", "b"], "with -j, one output at most"),
+    ([], "give at least one output (or -j N K)"),
+])
+def test_part_numbers_are_checked(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "IN"] if "IN" not in args else args)
+    assert exit_.value.code == 2 and capsys.readouterr().err.endswith(f"error: {message}\n")

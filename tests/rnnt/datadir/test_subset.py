@@ -1,13 +1,15 @@
 """rnnt.datadir.subset (utils/subset_data_dir.sh): spread picks what Kaldi's subset_scp.pl picks (by hand, and its
 halving rule checked over many sizes); choose takes the first, last, evenly spread or seeded random N of the real
-speechocean762 dir and refuses a negative N or more than the dir has; the tool keeps every file to the chosen
-utterances, their speakers (--spk-list) and, with segments, their recordings, and the dir stays valid."""
+speechocean762 dir and refuses a negative N or more than the dir has; --per-spk, --shortest and --speakers pick
+what Kaldi's options pick (the first two checked against Kaldi's script by hand-worked lists); the tool keeps every
+file to the chosen utterances, their speakers (--spk-list) and, with segments, their recordings, keeps stm to
+those recordings and copies frame_shift, and the dir stays valid."""
 
 import pytest
 
 from conftest import UTILS, assert_valid, keys, run_tool
 from rnnt.datadir.layout import load_dir
-from rnnt.datadir.subset import choose, main, spread
+from rnnt.datadir.subset import choose, main, per_speaker, random_speakers, spread
 
 
 @pytest.mark.parametrize("how,expected", [("--first", [0, 1, 2]), ("--last", [5, 6, 7]), (None, [3, 5, 7])])
@@ -152,7 +154,10 @@ def test_tool_with_segments_keeps_the_recordings_of_the_chosen_segments(librispe
 @pytest.mark.parametrize("args,message", [
     (["{src}", "-2", "{dest}"], "subset_data_dir.sh: asked for -2 utterances; the number must be 1 or more (as "
                                 "Kaldi's)\n"),
-    (["{src}", "x", "{dest}"], "subset_data_dir.sh: invalid literal for int() with base 10: 'x'\n"),
+    (["--shortest", "{src}", "3", "{dest}"], "subset_data_dir.sh: --shortest needs utt2num_frames or utt2dur in "
+                                             "the source dir\n"),
+    (["--per-spk", "{src}", "2501", "{dest}"], "subset_data_dir.sh: asked for 2501 utterances but the dir has only "
+                                               "2500\n"),
     (["--utt-list", "{tmp}/absent", "{src}", "{dest}"],
      "subset_data_dir.sh: [Errno 2] No such file or directory: '{tmp}/absent'\n"),
     (["{tmp}", "3", "{dest}"], "subset_data_dir.sh: {tmp}/utt2spk: missing; every data dir needs utt2spk\n"),
@@ -168,9 +173,11 @@ def test_tool_argument_counts(speechocean_dir, tmp_path):
     with pytest.raises(SystemExit) as exit_:
         main(["--utt-list", str(tmp_path / "list"), str(speechocean_dir), "3", str(tmp_path / "dest")])
     assert exit_.value.code == 2
-    with pytest.raises(SystemExit) as exit_:
-        main([str(speechocean_dir), str(tmp_path / "dest")])
-    assert exit_.value.code == 2
+    for args in ([str(speechocean_dir), str(tmp_path / "dest")], [str(speechocean_dir), "x", str(tmp_path / "d")],
+                 ["--per-spk", "--speakers", str(speechocean_dir), "3", str(tmp_path / "d")]):
+        with pytest.raises(SystemExit) as exit_:
+            main(args)
+        assert exit_.value.code == 2
 
 
 def test_an_utterance_without_its_segment_is_left_out_and_a_file_in_the_way_is_named(librispeech_dir, tmp_path,
@@ -184,3 +191,71 @@ def test_an_utterance_without_its_segment_is_left_out_and_a_file_in_the_way_is_n
     (tmp_path / "a_file").write_text("")
     assert main(["--first", str(d), "3", str(tmp_path / "a_file")]) == 1
     assert capsys.readouterr().err.endswith(f"subset_data_dir.sh: {tmp_path}/a_file: exists and is not a directory\n")
+
+
+def ragged_dir(d, lengths_file: str = "utt2num_frames"):
+    """Speakers a, b and c with 5, 2 and 7 utterances; lengths 100 + (i * 37) % 11 in utt order (a-00 and c-04
+    tie at 100); an stm with a comment, and a frame_shift."""
+    d.mkdir()
+    utts = [f"{s}-{i:02d}" for s, k in (("a", 5), ("b", 2), ("c", 7)) for i in range(k)]
+    (d / "utt2spk").write_text("".join(f"{u} {u[0]}\n" for u in utts))
+    (d / "wav.scp").write_text("".join(f"{u} /audio/{u}.wav\n" for u in utts))
+    (d / "text").write_text("".join(f"{u} HELLO\n" for u in utts))
+    (d / lengths_file).write_text("".join(f"{u} {100 + i * 37 % 11}\n" for i, u in enumerate(utts)))
+    (d / "stm").write_text(";; CATEGORY \"0\" \"\" \"\"\n" + "".join(f"{u} A {u[0]} 0 1 HELLO\n" for u in utts))
+    (d / "frame_shift").write_text("0.01\n")
+    return d
+
+
+@pytest.mark.parametrize("n,expected", [
+    # Kaldi's --per-spk awk: skip = max(1, k // n), every skip-th utterance from the first, n at most
+    (1, "a-00 b-00 c-00"), (2, "a-00 a-02 b-00 b-01 c-00 c-03"), (3, "a-00 a-01 a-02 b-00 b-01 c-00 c-02 c-04"),
+    (6, "a-00 a-01 a-02 a-03 a-04 b-00 b-01 c-00 c-01 c-02 c-03 c-04 c-05"),
+])
+def test_per_speaker_picks_what_kaldis_per_spk_picks(tmp_path, n, expected):
+    src = ragged_dir(tmp_path / "src")
+    assert main(["--per-spk", str(src), str(n), str(tmp_path / "dest")]) == 0
+    assert keys(tmp_path / "dest" / "utt2spk") == expected.split()
+    stm = (tmp_path / "dest" / "stm").read_text().splitlines()
+    assert stm[0].startswith(";;") and [line.split()[0] for line in stm[1:]] == expected.split()
+    assert (tmp_path / "dest" / "frame_shift").read_text() == "0.01\n"
+    assert_valid(tmp_path / "dest")
+
+
+def test_per_speaker_spreads_each_real_speaker(speechocean_dir):
+    spk2utt = {line.split()[0]: line.split()[1:] for line in (speechocean_dir / "spk2utt").read_text().splitlines()}
+    for n, picks in ((3, [0, 6, 12]), (7, [0, 2, 4, 6, 8, 10, 12]), (20, list(range(20))), (30, list(range(20)))):
+        assert per_speaker(spk2utt, n) == [utts[i] for utts in spk2utt.values() for i in picks]
+
+
+@pytest.mark.parametrize("lengths_file", ["utt2num_frames", "utt2dur"])
+def test_shortest_sorts_by_length_then_id(tmp_path, lengths_file):
+    src = ragged_dir(tmp_path / "src", lengths_file)
+    for n, expected in ((1, "a-00"), (4, "a-00 a-03 b-01 c-04"), (6, "a-00 a-01 a-03 b-01 c-02 c-04")):
+        dest = tmp_path / f"dest{n}"
+        assert main(["--shortest", str(src), str(n), str(dest)]) == 0
+        assert keys(dest / "utt2spk") == expected.split()  # as Kaldi's --shortest gives (a-01 beats c-05 at 104)
+
+
+def test_shortest_prefers_frame_counts_and_reads_real_durations(librispeech_dir, tmp_path):
+    lines = (librispeech_dir / "utt2dur").read_text().splitlines()
+    durations = {u: float(d) for u, d in (line.split() for line in lines)}
+    assert main(["--shortest", str(librispeech_dir), "3", str(tmp_path / "dest")]) == 0
+    assert set(keys(tmp_path / "dest" / "utt2spk")) == set(sorted(durations, key=durations.get)[:3])
+    reverse = {u: 100000 - round(d * 100) for u, d in durations.items()}  # frame counts ordered the other way
+    (librispeech_dir / "utt2num_frames").write_text("".join(f"{u} {n}\n" for u, n in sorted(reverse.items())))
+    assert main(["--shortest", str(librispeech_dir), "3", str(tmp_path / "dest2")]) == 0
+    assert set(keys(tmp_path / "dest2" / "utt2spk")) == set(sorted(durations, key=durations.get)[-3:])
+
+
+def test_speakers_takes_whole_random_speakers_until_n(speechocean_dir, tmp_path):
+    spk2utt = {line.split()[0]: line.split()[1:] for line in (speechocean_dir / "spk2utt").read_text().splitlines()}
+    for n in (1, 20, 21, 55, 2500):
+        chosen = random_speakers(spk2utt, n, seed=0)
+        speakers = list(dict.fromkeys(u[1:5] for u in chosen))  # utterance ids are 0 + speaker + 4 digits
+        assert chosen == [u for s in speakers for u in spk2utt[s]]
+        assert len(chosen) == 20 * -(-n // 20)  # 20 a speaker: whole speakers until n or more
+    assert random_speakers(spk2utt, 60, seed=1) != random_speakers(spk2utt, 60, seed=0)
+    assert main(["--speakers", "--seed", "1", str(speechocean_dir), "50", str(tmp_path / "dest")]) == 0
+    assert len(keys(tmp_path / "dest" / "spk2utt")) == 3 and len(keys(tmp_path / "dest" / "text")) == 60
+    assert_valid(tmp_path / "dest")

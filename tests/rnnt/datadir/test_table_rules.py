@@ -249,7 +249,7 @@ def test_values_are_checked_by_file_name(tmp_path):
     assert problems.summary() == [
         f"{tmp_path}/segments:2: bad segment times 2..1; fix: need 0 <= start < end",
         f"{tmp_path}/utt2dur:1: value '0' is not a positive number; fix: recompute the file",
-        f"{tmp_path}/utt2num_frames:1: value '1.5' is not a positive integer; fix: recompute the file",
+        f"{tmp_path}/utt2num_frames:1: value '1.5' is not a positive whole number; fix: recompute the file",
         f"{tmp_path}/spk2warp:1: value '1.5' is not a warp factor between 0.5 and 1.5; fix: recompute the file"]
 
 

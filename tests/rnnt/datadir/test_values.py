@@ -1,11 +1,13 @@
 """rnnt.datadir.values: each value rule on its edges, as Kaldi's validate_data_dir.sh draws them where it has one
-(durations > 0, integer frame counts > 0, warp factors strictly between 0.5 and 1.5, segment end > start) and
-never letting NaN or infinity through; segment times name what is wrong; VALUE_RULES gives each file its rule
-and reads the fields after the key."""
+(durations > 0, whole frame counts > 0, "200.0" among them, warp factors strictly between 0.5 and 1.5, segment
+end > start) and never letting NaN or infinity through, nor what Python reads as a number and awk does not
+("1_000", Arabic-Indic digits); segment times name what is wrong; VALUE_RULES gives each file its rule and reads
+the fields after the key."""
 
 import pytest
 
-from rnnt.datadir.values import VALUE_RULES, is_positive_integer, is_positive_number, is_warp_factor, segment_problem
+from rnnt.datadir.values import (VALUE_RULES, is_positive_number, is_positive_whole_number, is_warp_factor,
+                                 segment_problem)
 
 
 @pytest.mark.parametrize("value", ["1", "0.01", "2.345", "1e-3", "3E2", "+4", "007.5"])
@@ -14,16 +16,17 @@ def test_positive_numbers(value):
 
 
 @pytest.mark.parametrize("value", ["0", "0.0", "-0", "-1.5", "-1e-9", "nan", "inf", "-inf", "Infinity", "", "abc",
-                                   "1.2.3", "0x10", "1,5"])
+                                   "1.2.3", "0x10", "1,5", "1_000", "\u0663"])
 def test_not_positive_numbers(value):
     assert not is_positive_number(value)
 
 
-@pytest.mark.parametrize("value,expected", [("1", True), ("250", True), ("007", True), ("0", False), ("00", False),
-                                            ("-3", False), ("3.12", False), ("", False), (" 3", False),
-                                            ("x", False), ("\u00b2", False), ("\u0663", False)])
-def test_positive_integers(value, expected):
-    assert is_positive_integer(value) is expected
+@pytest.mark.parametrize("value,expected", [("1", True), ("250", True), ("007", True), ("200.0", True), ("2e2", True),
+                                            ("0", False), ("00", False), ("0.0", False), ("-3", False),
+                                            ("3.12", False), ("", False), ("x", False), ("1_0", False),
+                                            ("\u00b2", False), ("nan", False), ("inf", False)])
+def test_positive_whole_numbers_as_kaldis_awk_reads_them(value, expected):
+    assert is_positive_whole_number(value) is expected
 
 
 @pytest.mark.parametrize("value,expected", [("1", True), ("0.51", True), ("1.49", True), ("0.5", False),
@@ -66,6 +69,6 @@ def test_each_file_gets_its_rule_on_the_fields_after_the_key(name, fields, valid
 
 def test_the_rules_cover_kaldis_numeric_files_and_say_what_is_valid():
     assert {name: what for name, (_, what) in VALUE_RULES.items()} == {
-        "utt2dur": "a positive number", "reco2dur": "a positive number", "utt2num_frames": "a positive integer",
+        "utt2dur": "a positive number", "reco2dur": "a positive number", "utt2num_frames": "a positive whole number",
         "segments": "0 <= start < end", "utt2warp": "a warp factor between 0.5 and 1.5",
         "spk2warp": "a warp factor between 0.5 and 1.5"}
