@@ -76,7 +76,8 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("dest")
     parser.add_argument("sources", nargs="+")
     args = parser.parse_args(argv)
-    args.extra = tuple(dict.fromkeys(name for name in args.extra_files.split() if name not in FIELDS))
+    known = (*FIELDS, "spk2utt")  # combined by their own rules already
+    args.extra = tuple(dict.fromkeys(name for name in args.extra_files.split() if name not in known))
     return args
 
 

@@ -60,17 +60,22 @@ def copy_data_dir(src: str, dest: str, utt: Callable[[str], str], spk: Callable[
     return len(tables["utt2spk"])
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None):
     parser = tool_parser(__doc__, "utils/copy_data_dir.sh --utt-prefix sp1.1- --spk-prefix sp1.1- data/train "
                          "data/train_sp1.1", prog="copy_data_dir.sh")
-    for side in ("utt", "spk"):
-        for end in ("prefix", "suffix"):
-            parser.add_argument(f"--{side}-{end}", default="", help=f"{end} for each {side} id (default none)")
+    renames = [(f"--{side}-{end}", f"{end} for each {what} id (default none)")
+               for side, what in (("utt", "utterance"), ("spk", "speaker")) for end in ("prefix", "suffix")]
+    for option, what in renames:
+        parser.add_argument(option, default="", help=what)
     parser.add_argument("--validate-opts", default="", help="options for validate_data_dir.sh on the copy")
     parser.add_argument("src")
     parser.add_argument("dest")
-    value_options = tuple(f"--{side}-{end}" for side in ("utt", "spk") for end in ("prefix", "suffix"))
-    args = parser.parse_args(glued_values(sys.argv[1:] if argv is None else argv, (*value_options, "--validate-opts")))
+    value_options = (*(option for option, _ in renames), "--validate-opts")
+    return parser.parse_args(glued_values(sys.argv[1:] if argv is None else argv, value_options))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     try:
         n_utts = copy_data_dir(args.src, args.dest, lambda u: f"{args.utt_prefix}{u}{args.utt_suffix}",
                                lambda s: f"{args.spk_prefix}{s}{args.spk_suffix}")

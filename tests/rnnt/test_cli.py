@@ -1,9 +1,10 @@
 """rnnt.cli: --help prints a tool's docstring line for line with its example after it, and run_tool ends a
-stage tool with 'tool.py: SUMMARY' and exit 0, or 'tool.py: MESSAGE' on standard error and exit 1."""
+stage tool with 'tool.py: SUMMARY' and exit 0, or 'tool.py: MESSAGE' on standard error and exit 1; glued_values
+lets an option take a value that starts with '-', as Kaldi's parse_options.sh does."""
 
 import pytest
 
-from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.cli import ToolError, glued_values, run_tool, tool_parser
 
 DOC = """Makes shards of a data dir.
 
@@ -74,3 +75,17 @@ def test_other_exceptions_are_not_swallowed(monkeypatch, capsys):
     with pytest.raises(KeyError, match="model"):
         run_tool(main)
     assert capsys.readouterr().out == ""
+
+
+def test_glued_values_let_a_value_start_with_a_dash():
+    argv = ["--utt-suffix", "-x", "--validate-opts", "--no-wav --no-text", "src", "--spk-prefix", "-a-", "dest"]
+    glued = glued_values(argv, ("--utt-suffix", "--spk-prefix", "--validate-opts"))
+    assert glued == ["--utt-suffix=-x", "--validate-opts=--no-wav --no-text", "src", "--spk-prefix=-a-", "dest"]
+    parser = tool_parser(DOC)
+    for option in ("--utt-suffix", "--spk-prefix", "--validate-opts"):
+        parser.add_argument(option)
+    parser.add_argument("src")
+    parser.add_argument("dest")
+    args = parser.parse_args(glued)
+    assert (args.utt_suffix, args.spk_prefix, args.validate_opts) == ("-x", "-a-", "--no-wav --no-text")
+    assert glued_values(["--utt-suffix"], ("--utt-suffix",)) == ["--utt-suffix="]  # a last option without a value
