@@ -2,7 +2,9 @@
 """Average model weights over epoch checkpoints: the last N, or the N with the lowest validation loss.
 
 Where a checkpoint holds EMA weights, those are averaged (--no-ema: the raw weights). Integer buffers
-are taken from the newest checkpoint. Writes <exp-dir>/avg-<N>.pt (or --output), which decode.py reads.
+are taken from the newest checkpoint. Writes <exp-dir>/avg-<N>.pt for --last (or --output), which decode.py
+reads as the tag avg<N>-epoch-<last epoch>; --best writes <exp-dir>/avg-best-<N>.pt, another set of epochs
+that the tag would misname (decode it with --checkpoint).
 """
 
 import argparse
@@ -40,7 +42,7 @@ def main() -> str:
     how.add_argument("--last", type=positive, help="average the last N epochs")
     how.add_argument("--best", type=positive, help="average the N epochs with the lowest validation loss")
     parser.add_argument("--no-ema", action="store_true", help="average the raw weights even where EMA weights exist")
-    parser.add_argument("--output", help="default <exp-dir>/avg-<N>.pt")
+    parser.add_argument("--output", help="default <exp-dir>/avg-<N>.pt (--best: avg-best-<N>.pt)")
     parser.add_argument("exp_dir")
     args = parser.parse_args()
     paths = checkpoint.numbered(args.exp_dir, "epoch")
@@ -55,7 +57,8 @@ def main() -> str:
             chosen = sorted(p for _, p in sorted(scored)[:n])
         else:
             chosen = paths[-n:]
-        output = args.output or os.path.join(args.exp_dir, checkpoint.name("average", n))
+        default = checkpoint.name("average", n) if args.last else f"avg-best-{n}.pt"
+        output = args.output or os.path.join(args.exp_dir, default)
         meta = {key: value for key, value in checkpoint.load_meta(chosen[-1]).items() if key != "slimmed"}
         meta["averaged"] = [os.path.basename(p) for p in chosen]
         weights = average(chosen, not args.no_ema)

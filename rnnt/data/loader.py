@@ -59,6 +59,11 @@ class PipelineDataset(IterableDataset):
         """The next iteration yields `epoch`, from its start or from where `position` says it was."""
         self.epoch, self.position = epoch, position
 
+    def spare_batch(self) -> dict | None:
+        """The first batch of this rank's epoch, read again: padding for a rank whose part ran out before a resume."""
+        batch = next(iter(self.pipeline.batches(self.epoch, Reader(self.rank, self.world_size))), None)
+        return None if batch is None else {**batch, "role": 0}
+
     def __iter__(self):
         info = get_worker_info()
         worker, num_workers = (info.id, info.num_workers) if info else (0, 1)

@@ -75,15 +75,19 @@ def every_rank(world: World, *flags: bool) -> tuple[bool, ...]:
     return tuple(bool(v) for v in values.tolist())
 
 
-def batches_of_every_rank(world: World, batches: Iterable[dict], stop_requested: Callable[[], bool]):
+def batches_of_every_rank(world: World, batches: Iterable[dict], stop_requested: Callable[[], bool],
+                          spare: Callable[[], dict | None] = lambda: None):
     """(batch, weight, stop) until every rank has run out of batches: an epoch goes on while any rank has
-    one, and a rank that has run out repeats its last batch with weight 0 (if a rank has none to repeat,
+    one, and a rank that has run out repeats its last batch with weight 0; a rank with no last batch (it
+    resumed after its part of the epoch ran out) pads with spare(), any batch of its own (if it has none,
     all end, as none can wait for it). stop: some rank's stop_requested() was true. The all-reduce that
     ends the epoch carries the stop flags too, and they are not yielded: a rank's request stays set, so
     the next epoch's first all-reduce reports it again (after this epoch is validated and saved)."""
     batches, last, padding = iter(batches), None, 0
     while True:
         batch = next(batches, None)
+        if batch is None and last is None:
+            last = spare()
         every_rank_is_out, every_rank_can_go_on, no_rank_stops = every_rank(
             world, batch is None, batch is not None or last is not None, not stop_requested())
         if every_rank_is_out or not every_rank_can_go_on:

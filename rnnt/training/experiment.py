@@ -104,6 +104,11 @@ def train_value_problems(train: TrainConfig) -> list[str]:
                 if getattr(train, key) < 1]
     if train.grad_clip <= 0:
         problems.append(f"train.grad_clip must be above 0 (it is always applied), got {train.grad_clip}")
+    schedule = train.schedule
+    if schedule.decay_steps < 1:
+        problems.append(f"train.schedule.decay_steps must be at least 1, got {schedule.decay_steps}")
+    if not 0 < schedule.decay_rate <= 1:
+        problems.append(f"train.schedule.decay_rate must be above 0 and at most 1, got {schedule.decay_rate}")
     choices = {"precision": ("fp32", "bf16", "fp16"), "device": ("auto", "cpu", "cuda")}
     problems += [f"train.{key} must be one of {', '.join(allowed)}, got '{getattr(train, key)}'"
                  for key, allowed in choices.items() if getattr(train, key) not in allowed]

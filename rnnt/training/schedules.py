@@ -1,7 +1,8 @@
 """Learning-rate schedules as multipliers of the base rate, per optimiser step.
 
   mlperf:   linear warmup over warmup_steps, hold for hold_steps, then exponential decay
-            lr = base * decay_rate ** ((step - warmup - hold) / decay_steps), never below min_lr;
+            lr = base * decay_rate ** ((step - warmup - hold) / decay_steps), never below min_lr (nor
+            raised to it: a base rate under min_lr, as in fine-tuning, stays the base);
   noam:     base * min(step ** -0.5, step * warmup ** -1.5) * warmup ** 0.5 (peak base at warmup);
   constant: base, after an optional linear warmup.
 """
@@ -17,7 +18,7 @@ class ScheduleConfig:
     warmup_steps: int = 0  # optimiser steps of linear warmup from 0 (noam: the step of the peak)
     hold_steps: int = 0  # mlperf: steps at the base rate after the warmup
     decay_steps: int = 1000  # mlperf: steps over which the rate falls by decay_rate
-    decay_rate: float = 0.5  # mlperf: factor of the rate per decay_steps
+    decay_rate: float = 0.5  # mlperf: factor of the rate per decay_steps (above 0, at most 1)
     min_lr: float = 1e-5  # mlperf: the decayed rate never goes below this
 
 
@@ -37,6 +38,6 @@ def lr_multiplier(config: ScheduleConfig, base_lr: float):
         if config.type == "constant" or step <= warmup + config.hold_steps:
             return 1.0
         decayed = config.decay_rate ** ((step - warmup - config.hold_steps) / config.decay_steps)
-        return max(decayed, config.min_lr / base_lr)
+        return max(decayed, min(1.0, config.min_lr / base_lr))
 
     return factor

@@ -75,6 +75,7 @@ class Trainer(Checkpointing):
         self.valid_pipeline = (Pipeline(experiment.paths.valid_list, experiment.data, self.tokenizer, False, **lengths)
                                if experiment.paths.valid_list else None)
         self.epoch = self.batch = self.step = 0
+        self.step_lr = 0.0  # the learning rate of the last update
         self.position = LoaderPosition(experiment.data.num_workers)  # which worker gave how many batches
         self.group = GradientGroup()
         self.bad_batches = BadBatches(train_config.max_bad_steps)
@@ -168,13 +169,17 @@ class Trainer(Checkpointing):
             scale_gradients(self.model.parameters(), scale, self.world if unsynced else None)
         self.scaler.unscale_(self.optimizer)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.experiment.train.grad_clip))
-        if not math.isfinite(grad_norm) and not self.scaler.is_enabled():  # the scaler skips such steps itself
+        if not math.isfinite(grad_norm):  # no update, and no step counted: the schedule and EMA wait
+            if self.scaler.is_enabled():  # fp16: the scaler skips the update itself and lowers its scale
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
             self.optimizer.zero_grad(set_to_none=True)
             log.warning("non-finite gradient norm at step %d: update skipped", self.step)
             self.bad_batches.skip("non-finite gradient")
             return None
         self.scaler.step(self.optimizer)
         self.scaler.update()
+        self.step_lr = self.optimizer.param_groups[0]["lr"]  # the rate of this update, reported with it
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.ema:
@@ -239,8 +244,9 @@ class Trainer(Checkpointing):
             self.position = LoaderPosition(self.experiment.data.num_workers)
         self.loader.dataset.set_epoch(self.epoch, self.position if self.batch else None)
         self.progress.start_epoch(self.epoch, self.batch)
-        for batch, weight, some_rank_stops in batches_of_every_rank(self.world, self.loader,
-                                                                    lambda: self.signal_received):
+        epoch = batches_of_every_rank(self.world, self.loader, lambda: self.signal_received,
+                                      self.loader.dataset.spare_batch)
+        for batch, weight, some_rank_stops in epoch:
             self.stopping = self.stopping or some_rank_stops
             if self.batch % accum_steps == 0 and (self.stopping or self.max_steps_reached()):
                 self.progress.end_epoch()
@@ -251,7 +257,7 @@ class Trainer(Checkpointing):
                 self.end_group()
         self.progress.end_epoch()
         if self.batch % accum_steps:  # the epoch's last group is short: its gradient is not carried over
-            self.optimizer_step()
+            self.end_group()
         self.batch = 0
         self.epoch += 1
         return True
@@ -272,7 +278,7 @@ class Trainer(Checkpointing):
         grad_norm = self.optimizer_step()
         if grad_norm is None:
             return
-        self.progress.step_done(self.epoch, self.step, self.scheduler.get_last_lr()[0], grad_norm)
+        self.progress.step_done(self.epoch, self.step, self.step_lr, grad_norm)
         checkpoint_every = self.experiment.train.checkpoint_every
         if checkpoint_every and self.step % checkpoint_every == 0:
             self.save(checkpoint.name("step", self.step))

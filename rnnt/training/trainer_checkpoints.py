@@ -30,7 +30,8 @@ class Checkpointing:
             "scaler": self.scaler.state_dict(),
             "rng": all_gather_objects(self.world, checkpoint.rng_state()),
             "meta": {"step": self.step, "epoch": self.epoch, "batch": self.batch, "train_data": self.train_data,
-                     "loader_position": self.position.state_dict(), **self.bad_batches.meta(), **self.valid_result},
+                     "loader_positions": all_gather_objects(self.world, self.position.state_dict()),
+                     **self.bad_batches.meta(), **self.valid_result},
         }
 
     def save(self, name: str) -> None:
@@ -61,17 +62,26 @@ class Checkpointing:
         meta = state["meta"]
         self.step, self.epoch, self.batch = meta["step"], meta["epoch"], meta["batch"]
         self.bad_batches.load_meta(meta)
-        workers = max(self.experiment.data.num_workers, 1)
-        if self.batch and len(meta.get("loader_position", {}).get("counts", ())) != workers:
-            raise StopTraining(f"{path} stopped inside epoch {self.epoch} with another data.num_workers (or before "
-                               "positions were recorded); resume with the same num_workers, or from an epoch "
-                               "checkpoint")
-        if self.batch:
-            self.position = LoaderPosition.from_state(meta["loader_position"])
         rng = state["rng"]
+        if self.batch:
+            self.position = self.position_inside_epoch(path, meta, len(rng))
         checkpoint.set_rng_state(rng[self.world.rank] if self.world.rank < len(rng) else rng[0])
         log.info("resumed from %s: epoch %d, batch %d, step %d", path, self.epoch, self.batch, self.step)
         return True
+
+    def position_inside_epoch(self, path: str, meta: dict, ranks: int) -> LoaderPosition:
+        """This rank's data position in a checkpoint saved inside an epoch: each rank reads its own part of the
+        data, so the part, the position in it and the RNG states hold for the same ranks and workers only."""
+        if ranks != self.world.size:
+            raise StopTraining(f"{path} stopped inside epoch {self.epoch} with {ranks} ranks, this run has "
+                               f"{self.world.size}; resume with {ranks}, or from an epoch checkpoint")
+        positions = meta.get("loader_positions") or [meta.get("loader_position", {})]  # one rank's, before
+        workers = max(self.experiment.data.num_workers, 1)
+        if len(positions) != self.world.size or len(positions[self.world.rank].get("counts", ())) != workers:
+            raise StopTraining(f"{path} stopped inside epoch {self.epoch} with another data.num_workers (or before "
+                               "every rank's position was recorded); resume with the same num_workers, or from an "
+                               "epoch checkpoint")
+        return LoaderPosition.from_state(positions[self.world.rank])
 
     def start_from(self, path: str) -> None:
         """A fresh run starts from another experiment's weights (every rank loads the same file)."""

@@ -137,6 +137,20 @@ def test_averaged_checkpoint_equals_hand_computed_average(trained):
     assert out.returncode == 2 and "at least 1" in out.stderr
 
 
+def test_the_best_epochs_are_averaged_into_their_own_file(trained, tmp_path):
+    """--best N picks the epochs of lowest validation loss and writes avg-best-N.pt: avg-N.pt is the last N
+    epochs to decoding's model tags (avgN-epoch-K), which would misname these."""
+    for n, loss in ((3, 3.0), (4, 1.0), (5, 2.0)):
+        state = checkpoint.load(str(trained / f"epoch-{n}.pt"))
+        state["meta"]["valid_loss"] = loss
+        checkpoint.save(str(tmp_path / f"epoch-{n}.pt"), state)
+    out = run_tool(sys.executable, STEPS / "average_checkpoints.py", "--best", "2", tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"average_checkpoints.py: {tmp_path}/avg-best-2.pt: averaged epoch-4.pt, epoch-5.pt")
+    assert checkpoint.load(str(tmp_path / "avg-best-2.pt"))["meta"]["averaged"] == ["epoch-4.pt", "epoch-5.pt"]
+    assert not (tmp_path / "avg-2.pt").exists() and checkpoint.numbered(str(tmp_path), "average") == []
+
+
 def test_a_damaged_checkpoint_is_named_and_nothing_is_averaged(trained, tmp_path):
     for n in (3, 4, 5):
         (tmp_path / f"epoch-{n}.pt").write_bytes((trained / f"epoch-{n}.pt").read_bytes()[:None if n != 4 else 1000])

@@ -12,6 +12,7 @@ from rnnt.training.ema import EMA
 from rnnt.training.lamb import Lamb
 from rnnt.training.experiment import OptimizerConfig, TrainConfig, build_optimizer, load_experiment
 from rnnt.training.schedules import ScheduleConfig, lr_multiplier
+from rnnt.training.stop import StopTraining
 from rnnt.training.trainer import Trainer
 
 
@@ -85,6 +86,12 @@ def test_mlperf_schedule_warms_up_holds_then_halves_every_decay_steps():
     assert [f(s) for s in range(4, 7)] == [1.0, 1.0, 1.0]
     assert math.isclose(f(6 + 10), 0.5) and math.isclose(f(6 + 20), 0.25)
     assert f(10**6) == pytest.approx(1e-4 / 1e-2)  # never below min_lr
+
+
+def test_a_base_rate_under_min_lr_is_never_raised_to_it():
+    """Fine-tuning at 5e-6 with the default min_lr of 1e-5: the decay holds the base rate, not double it."""
+    f = lr_multiplier(ScheduleConfig("mlperf", warmup_steps=2, hold_steps=2, decay_steps=2), base_lr=5e-6)
+    assert [f(s) for s in range(8)] == [0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
 
 
 def test_noam_schedule_peaks_at_the_base_rate_at_the_end_of_warmup():
@@ -187,3 +194,37 @@ def test_an_out_of_memory_batch_is_skipped_and_only_a_broken_gradient_dropped(tr
     assert trainer.group.kept == 0
     assert trainer.bad_batches.counts["out of memory"] == 2 and trainer.bad_batches.in_row == 2
     assert all(p.grad is None for p in trainer.model.parameters())
+
+
+def test_an_fp16_overflow_counts_no_step_and_lowers_the_scale(trainer):
+    """A step the loss scaler skips (a gradient that overflowed at its scale) is no step: the schedule, the EMA
+    and the step count wait, the scale falls, and it counts towards train.max_bad_steps like any non-finite
+    gradient, so a diverged float16 run stops instead of skipping to its end."""
+    trainer.scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, enabled=True)
+    trainer.scaler.scale(torch.ones(()))  # as a backward pass under the scaler would: its scale is made
+    weights = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    for number in range(1, trainer.experiment.train.max_bad_steps):
+        for p in trainer.model.parameters():
+            p.grad = torch.full_like(p, float("inf"))
+        trainer.group.kept = 1
+        assert trainer.optimizer_step() is None
+        assert (trainer.step, trainer.scheduler.last_epoch, trainer.bad_batches.in_row) == (0, 0, number)
+        assert trainer.scaler.get_scale() == 1024.0 / 2 ** number
+    assert all(torch.equal(v, weights[k]) for k, v in trainer.model.state_dict().items())
+    for p in trainer.model.parameters():
+        p.grad = torch.full_like(p, float("inf"))
+    trainer.group.kept = 1
+    with pytest.raises(StopTraining, match="batches in a row had a non-finite loss or gradient"):
+        trainer.optimizer_step()
+
+
+def test_a_step_reports_the_rate_it_was_taken_at(trainer):
+    """The rate logged with a step is the one its update used (the scheduler has moved on to the next)."""
+    rates = []
+    for _ in range(3):
+        for p in trainer.model.parameters():
+            p.grad = torch.ones_like(p)
+        trainer.group.kept = 1
+        rates.append(trainer.optimizer.param_groups[0]["lr"])
+        assert trainer.optimizer_step() is not None
+        assert trainer.step_lr == rates[-1] != trainer.optimizer.param_groups[0]["lr"]

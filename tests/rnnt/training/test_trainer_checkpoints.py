@@ -91,7 +91,7 @@ def test_a_checkpoint_holds_everything_an_exact_resume_needs(yesno_small):
     assert len(state["rng"]) == 1 and torch.equal(state["rng"][0]["torch"], torch.get_rng_state())
     meta = state["meta"]
     assert (meta["step"], meta["epoch"], meta["batch"]) == (1, 0, 1)
-    assert meta["loader_position"] == {"counts": [1], "cycle": [0], "next": 0}
+    assert meta["loader_positions"] == [{"counts": [1], "cycle": [0], "next": 0}]  # one a rank
     assert meta["train_data"] == trainer.train_data and meta["bad_in_row"] == 0
     assert (meta["valid_loss"], meta["valid_wer"]) == (1.5, 75.0)
     assert "saved step-1.pt (epoch 0, batch 1, step 1)" in (yesno_small / "exp" / "train.log").read_text()
@@ -197,6 +197,30 @@ def test_inside_an_epoch_the_workers_must_be_as_many_as_when_it_stopped(yesno_sm
     other = make_trainer(yesno_small, "exp", data={"num_workers": 2})
     assert other.resume() and (other.step, other.epoch, other.batch) == (2, 1, 0)
     assert other.position.counts == [0, 0]  # a fresh position for the next epoch
+
+
+def test_inside_an_epoch_each_rank_takes_its_own_position_and_the_ranks_must_be_as_many(yesno_small):
+    """A checkpoint holds every rank's data position (each reads its own part; torchrun's test resumes ranks from
+    theirs); a run with another number of ranks is refused inside that epoch, as their parts differ. A checkpoint
+    from before positions were kept per rank (one 'loader_position') still resumes in one process."""
+    trainer = make_trainer(yesno_small, "exp")
+    train_steps(trainer, 1)
+    trainer.save("step-1.pt")
+    path = yesno_small / "exp" / "step-1.pt"
+    state = checkpoint.load(str(path))
+    two_ranks = copy.deepcopy(state)
+    two_ranks["rng"] = state["rng"] * 2
+    other_rank = {"counts": [5], "cycle": [0], "next": 0}
+    two_ranks["meta"]["loader_positions"] = state["meta"]["loader_positions"] + [other_rank]
+    checkpoint.save(str(path), two_ranks)
+    other = make_trainer(yesno_small, "exp")
+    with pytest.raises(StopTraining, match="stopped inside epoch 0 with 2 ranks, this run has 1; resume with 2"):
+        other.resume()
+    old = copy.deepcopy(state)
+    old["meta"]["loader_position"] = old["meta"].pop("loader_positions")[0]
+    checkpoint.save(str(path), old)
+    other = make_trainer(yesno_small, "exp")
+    assert other.resume() and other.position.counts == [1] and other.batch == 1
 
 
 def test_ema_kept_is_restored_and_ema_switched_on_starts_from_the_resumed_weights(yesno_small):

@@ -1,4 +1,5 @@
-"""Training on real yesno audio: overfitting, exact resume after SIGKILL, torchrun with three CPU ranks."""
+"""Training on real yesno audio: overfitting, exact resume after SIGKILL, torchrun with three CPU ranks, and
+their exact resume."""
 
 import os
 import shutil
@@ -132,7 +133,7 @@ def test_resumed_with_two_workers_at_any_batch_matches(yesno, tmp_path):
     meta = checkpoint.load(str(straight / "step-7.pt"))["meta"]
     # 7 batches delivered, 4 by the part of 2 shards, all 3 of the other: resumed here, the worker playing
     # the exhausted part is due first and has nothing, as in the uninterrupted run
-    assert meta["batch"] == 7 and meta["loader_position"]["counts"] == [4, 3], meta
+    assert meta["batch"] == 7 and meta["loader_positions"][0]["counts"] == [4, 3], meta
     final = checkpoint.load(checkpoint.latest(str(straight)))["model"]
     for step in (6, 7):
         resumed = tmp_path / f"from_step_{step}"
@@ -217,6 +218,38 @@ def test_torchrun_three_cpu_ranks_uneven_shards_use_every_utterance_once(yesno, 
     log = (exp / "train.log").read_text()
     assert "all 3 ranks hold identical parameters" in log and "2 epochs" in log
     assert_validated_as_one_process(exp, yesno / "test.list", yesno / "lang")
+
+
+@pytest.mark.slow
+def test_torchrun_resumed_where_one_rank_ran_out_ends_as_the_uninterrupted_run(yesno, tmp_path):
+    """Shards of 7, 7, 7, 7 and 2 give the 3 ranks 7, 6 and 3 batches of 2 an epoch. The checkpoint of step 5
+    holds each rank's own position (5, 5 and 3 batches given: the third rank is out, padding with weight 0);
+    resumed from it, each rank goes on from its own, the third pads with a batch it reads again, and the run
+    ends with the uninterrupted run's weights. Before, every rank took the first rank's position: the third
+    had nothing to pad with and the epoch ended for all, two steps early."""
+    out = run_tool(sys.executable, ROOT / "steps" / "make_shards.py", "--utts-per-shard", "7",
+                   yesno / "data" / "train_yesno", tmp_path / "shards", tmp_path / "train.list")
+    assert out.returncode == 0, out.stderr
+    conf = config_file(tmp_path, batch_size=2, epochs=2, checkpoint_every=1, keep_checkpoints=40)
+
+    def torchrun(exp, *extra):
+        args = [a if a != str(yesno / "train.list") else str(tmp_path / "train.list")
+                for a in train_args(yesno, exp, conf)]
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=3"] + args[1:]
+        out = subprocess.run(cmd + list(extra), capture_output=True, text=True, cwd=ROOT, timeout=600,
+                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert out.returncode == 0, out.stderr[-3000:]
+
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    torchrun(straight)
+    meta = checkpoint.load_meta(str(straight / "step-5.pt"))
+    assert [p["counts"] for p in meta["loader_positions"]] == [[5], [5], [3]]
+    resumed.mkdir()
+    shutil.copy(straight / "step-5.pt", resumed)
+    torchrun(resumed, "--resume")
+    a, b = (checkpoint.load(checkpoint.latest(str(exp))) for exp in (straight, resumed))
+    assert a["meta"]["step"] == b["meta"]["step"] == 14
+    assert all(torch.equal(a["model"][name], b["model"][name]) for name in a["model"])
 
 
 def assert_validated_as_one_process(exp, valid_list, lang_dir):
