@@ -112,7 +112,7 @@ class Transcriber:
         self.experiment, self.model, self.tokenizer, self.device = experiment, model, tokenizer, device
         self.exp_dir = exp_dir  # where the LM-fused methods find their LMs (lm/<method>.yaml)
         self.lm_options: dict[str, SearchOptions] = {}  # each LM-fused method's, read at its first use
-        self.cmvn = stages.load_cmvn(experiment.data.features.cmvn)
+        self.cmvn = stages.load_cmvn(experiment.data)
 
     @classmethod
     def from_exp_dir(cls, exp_dir: str, checkpoint_path: str | None = None, device: str = "cpu",

@@ -68,4 +68,8 @@ def data_config(values: dict | None) -> DataConfig:
             raise ValueError(f"data.batch.{key} must be at least 1, got {getattr(config.batch, key)}")
     if config.features.preset not in PRESETS:
         raise ValueError(f"data.features.preset must be one of {sorted(PRESETS)}, got '{config.features.preset}'")
+    masks = config.spec_augment
+    if masks is not None and masks.adaptive and not 0 < masks.time_width <= 1:
+        raise ValueError(f"data.spec_augment.time_width is a share of the utterance when adaptive (0.05: 5%), got "
+                         f"{masks.time_width}: each of its masks could cover the whole utterance")
     return config

@@ -11,14 +11,21 @@ Presets:
           settings): Kaldi's numerics on samples in [-1, 1], frames centred on every 10 ms with the
           signal mirrored at its edges (no snip-edges: frames = (samples + 80) // 160 at 16 kHz), mel
           bins from 20 Hz to 400 Hz below Nyquist. A model trained on it runs in sherpa-onnx as it is.
-  mlperf: the MLPerf RNN-T reference: pre-emphasis 0.97, dither 1e-5 in training, 20 ms Hann window every
-          10 ms, 512-point centred STFT, power spectrum, Slaney mel bins 0 Hz to Nyquist, log(x + 2^-24),
-          then each bin normalised to zero mean and unit variance over the utterance.
+  mlperf: the MLPerf RNN-T reference: pre-emphasis 0.97, 20 ms Hann window every 10 ms, 512-point centred
+          STFT (the signal reflected at its edges: audio of 16 ms or less gives no frame), power spectrum,
+          Slaney mel bins 0 Hz to Nyquist, log(x + 2^-24), then each bin normalised to zero mean and unit
+          variance over the utterance. The reference also dithers by 1e-5 in training: a config's
+          data.features.dither, as egs/librispeech/conf/mlperf.yaml sets it (no preset dithers by itself).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+def fft_size(preset: "FbankPreset", frame: int) -> int:
+    """The FFT's length for frames of `frame` samples: the preset's, or the next power of two."""
+    return preset.n_fft or 1 << (frame - 1).bit_length()
 
 
 @dataclass(frozen=True)
@@ -36,13 +43,11 @@ class FbankPreset:
     int16_scale: bool
     log_floor: str  # 'max-eps' (Kaldi) or 'add-2^-24' (MLPerf)
     normalize_per_utterance: bool
-    dither: float  # default dither in training
 
 
 PRESETS = {
-    "kaldi": FbankPreset(25.0, 10.0, None, "povey", "htk", 20.0, 0.0, "snip", True, True, "max-eps", False, 0.0),
+    "kaldi": FbankPreset(25.0, 10.0, None, "povey", "htk", 20.0, 0.0, "snip", True, True, "max-eps", False),
     "sherpa_onnx": FbankPreset(25.0, 10.0, None, "povey", "htk", 20.0, -400.0, "mirrored", True, False, "max-eps",
-                               False, 0.0),
-    "mlperf": FbankPreset(20.0, 10.0, 512, "hann", "slaney", 0.0, 0.0, "stft", False, False, "add-2^-24", True,
-                          1e-5),
+                               False),
+    "mlperf": FbankPreset(20.0, 10.0, 512, "hann", "slaney", 0.0, 0.0, "stft", False, False, "add-2^-24", True),
 }

@@ -10,7 +10,7 @@ from functools import lru_cache
 
 import torch
 
-from rnnt.data.fbank_presets import PRESETS, FbankPreset
+from rnnt.data.fbank_presets import PRESETS, FbankPreset, fft_size
 
 
 def _htk_mel(hz):
@@ -123,8 +123,7 @@ def fbank(waveform: torch.Tensor, sample_rate: int, preset: str | FbankPreset = 
           dither: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
     """(frames, num_mel_bins) log-mel features of a mono waveform (samples,) in [-1, 1].
 
-    dither: amplitude of Gaussian noise added first (None: the preset's training default is NOT
-    applied; pass it explicitly in training); 0 for evaluation.
+    dither: amplitude of Gaussian noise added first (None or 0: none; no preset dithers by itself).
     """
     if not isinstance(preset, FbankPreset) and preset not in PRESETS:
         raise ValueError(f"unknown fbank preset '{preset}'; choose from {sorted(PRESETS)}")
@@ -139,7 +138,9 @@ def fbank(waveform: torch.Tensor, sample_rate: int, preset: str | FbankPreset = 
         x = x + (dither / scale) * torch.randn(x.shape, generator=generator, device=x.device)
     frame = round(sample_rate * p.frame_ms / 1000)
     shift = round(sample_rate * p.shift_ms / 1000)
-    n_fft = p.n_fft or 1 << (frame - 1).bit_length()
+    n_fft = fft_size(p, frame)
+    if p.framing == "stft" and x.shape[0] <= n_fft // 2:  # too short to reflect at its edges: no frame
+        return x.new_zeros((0, num_mel_bins))
     if p.framing == "stft":  # MLPerf pre-emphasises the whole signal before framing
         x = torch.cat([x[:1], x[1:] - 0.97 * x[:-1]])
         frames = _centred_frames(x, frame, shift, n_fft) * _window(p.window, frame, x.dtype, scale)
@@ -168,7 +169,7 @@ def num_frames(num_samples: int, sample_rate: int, preset: str = "kaldi") -> int
     frame = round(sample_rate * p.frame_ms / 1000)
     shift = round(sample_rate * p.shift_ms / 1000)
     if p.framing == "stft":
-        return 1 + num_samples // shift
+        return 0 if num_samples <= fft_size(p, frame) // 2 else 1 + num_samples // shift
     if p.framing == "mirrored":
         return (num_samples + shift // 2) // shift
     return 0 if num_samples < frame else 1 + (num_samples - frame) // shift

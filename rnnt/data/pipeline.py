@@ -39,9 +39,10 @@ class Pipeline:
         if not self.entries:
             raise ValueError(f"{list_path}: the data list is empty")
         self.kind = list_kind(self.entries)
-        if config.buckets and self.kind != "raw":
+        self.buckets = config.buckets if train else 0  # a training order: validation reads every utterance
+        if self.buckets and self.kind != "raw":
             raise ValueError(f"{list_path}: bucketing needs a raw list (durations per utterance); this is a shard list")
-        self.cmvn = stages.load_cmvn(config.features.cmvn)
+        self.cmvn = stages.load_cmvn(config)
         # Worker processes start afresh every epoch: there a cache would hold one epoch's audio for nothing.
         keep = config.cache_audio_mb > 0 and config.num_workers == 0
         self.audio_cache = AudioCache(config.cache_audio_mb * 2**20) if keep else None
@@ -73,8 +74,8 @@ class Pipeline:
 
     def _batches_reported(self, epoch: int, reader: Reader, report: DataReport) -> Iterator[list[dict]]:
         config = self.config
-        if config.buckets:
-            for lines in bucket_batches(self.entries, config.buckets, config.batch.batch_size, config.seed, epoch,
+        if self.buckets:
+            for lines in bucket_batches(self.entries, self.buckets, config.batch.batch_size, config.seed, epoch,
                                         reader):
                 batch = list(self._records(lines, epoch, report))
                 if batch:

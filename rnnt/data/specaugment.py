@@ -16,7 +16,7 @@ class SpecAugmentConfig:
     freq_masks: int = 2  # frequency masks per utterance
     freq_width: int = 27  # maximum width in mel bins
     time_masks: int = 2  # fixed count (when not adaptive)
-    time_width: float = 40  # maximum width: frames, or a share of T when adaptive
+    time_width: float = 40  # maximum width: frames, or, when adaptive, a share of T in (0, 1] (0.05: 5%)
     adaptive: bool = False  # time masks by length (see the module docstring)
     time_mask_ratio: float = 0.04  # adaptive count per frame
     max_time_masks: int = 20  # adaptive: at most this many time masks

@@ -145,12 +145,25 @@ def filter_utterances(records: Iterable[dict], config: DataConfig, report: DataR
         yield {**record, "input_frames": input_frames, "num_frames": frames}
 
 
-def load_cmvn(path: str | None) -> tuple[torch.Tensor, torch.Tensor] | None:
+def load_cmvn(config: DataConfig) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The global mean and standard deviation of data.features.cmvn (steps/compute_cmvn_stats.py's JSON), which
+    must be of these features: the same preset, sample rate and number of bins (stats of other features would
+    shift every bin silently: the kaldi preset's log-mel sits 2 ln 32768 above sherpa_onnx's)."""
+    path = config.features.cmvn
     if not path:
         return None
     with open(path) as f:
         stats = json.load(f)
-    return torch.tensor(stats["mean"], dtype=torch.float32), torch.tensor(stats["std"], dtype=torch.float32)
+    mean, std = torch.tensor(stats["mean"], dtype=torch.float32), torch.tensor(stats["std"], dtype=torch.float32)
+    wanted = {"preset": config.features.preset, "sample_rate": config.sample_rate}
+    differ = [f"{key} {stats[key]} (the config: {value})" for key, value in wanted.items()
+              if key in stats and stats[key] != value]
+    if len(mean) != config.features.num_mel_bins:
+        differ.append(f"{len(mean)} bins (the config: {config.features.num_mel_bins})")
+    if differ:
+        raise ValueError(f"{path}: CMVN stats of other features: {', '.join(differ)}; recompute them with "
+                         "steps/compute_cmvn_stats.py --preset, --sample-rate and --num-mel-bins of the config")
+    return mean, std
 
 
 def features_of(record: dict, config: DataConfig, cmvn, train: bool, seed: int, epoch: int) -> torch.Tensor:

@@ -213,7 +213,7 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
     metadata = {"vocab_size": tokenizer.vocab_size, "context_size": model.config.predictor.context,
                 "joiner_dim": model.joiner.output.in_features, "sample_rate": data.sample_rate,
                 "feature_dim": data.features.num_mel_bins, "checkpoint": os.path.basename(checkpoint)}
-    frontend = FeatureFrontEnd(data.stack, data.subsample, stages.load_cmvn(data.features.cmvn))
+    frontend = FeatureFrontEnd(data.stack, data.subsample, stages.load_cmvn(data))
     paths = {name: os.path.join(out_dir, f"{name}.onnx") for name in ("encoder", "decoder", "joiner")}
     torch.manual_seed(0)  # the random inputs of the checks
     checked = {"encoder": _export_encoder(model, frontend, options, paths["encoder"], unit, overlap, metadata),

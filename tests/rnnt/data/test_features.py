@@ -83,6 +83,15 @@ def test_mlperf_preset(test_data):
     assert not torch.equal(dithered, feats) and (dithered - feats).abs().mean() < 0.05
 
 
+@pytest.mark.parametrize("samples", [0, 1, 200, 256, 257, 320, 16001])
+def test_mlperf_frames_of_short_signals_agree_with_num_frames(samples):
+    """The STFT's reflection at the edges needs more than n_fft / 2 = 256 samples: shorter audio has no frame,
+    and num_frames says so, so the length filter drops it instead of fbank failing inside an epoch."""
+    x = torch.randn(samples) * 0.1
+    frames = 0 if samples <= 256 else 1 + samples // 160
+    assert fbank(x, 16000, "mlperf").shape == (frames, 80) and num_frames(samples, 16000, "mlperf") == frames
+
+
 def test_slaney_scale_anchor_points_and_filter_area():
     from rnnt.data.features import _slaney_hz, _slaney_mel
 

@@ -341,6 +341,19 @@ def test_raw_list_with_buckets(fsdd):
     assert len(keys_of(batches)) == 300 and max(len(b["keys"]) for b in batches) == 20
 
 
+def test_validation_reads_every_utterance_whatever_the_training_buckets(fsdd):
+    """data.buckets orders training; the validation pipeline, built from the same data section, reads the whole
+    list (bucketing leaves out the tail that fills no batch: 6 of 300 in batches of 7) and takes a shard list."""
+    assert len(keys_of(pipeline(fsdd, list_name="test.list", buckets=3, batch={"type": "static", "batch_size": 7})
+                       .batches())) == 294
+    valid = pipeline(fsdd, train=False, list_name="test.list", buckets=3, batch={"type": "static", "batch_size": 7})
+    assert sorted(keys_of(valid.batches())) == sorted(keys_of(pipeline(fsdd, train=False, list_name="test.list")
+                                                              .batches()))
+    assert len(keys_of(valid.batches())) == 300
+    shards = pipeline(fsdd, train=False, buckets=3)  # a shard list: bucketing would refuse it
+    assert len(keys_of(shards.batches())) == len(keys_of(pipeline(fsdd, train=False).batches()))
+
+
 def test_damaged_shards_skip_only_the_damage(fsdd, tmp_path, caplog):
     shards = (fsdd / "train.list").read_text().split()[:3]
     truncated, corrupted = tmp_path / "truncated.tar", tmp_path / "corrupted.tar"

@@ -1,4 +1,5 @@
-"""Data-list sources (raw and shard, damaged shards) and global CMVN statistics."""
+"""Data-list sources (raw and shard, damaged shards) and global CMVN statistics, which training takes only for
+the features they were computed on."""
 
 import json
 import logging
@@ -7,12 +8,15 @@ import tarfile
 
 import kaldiio
 import numpy as np
+import pytest
 import torch
 
 from conftest import ROOT, run_tool
 from rnnt.data.audio import load_audio, to_mono
+from rnnt.data.config import data_config
 from rnnt.data.features import fbank
 from rnnt.data.sources import records
+from rnnt.data.stages import load_cmvn
 
 
 def shards_of(test_data, tmp_path, per_shard="3"):
@@ -59,7 +63,7 @@ def test_truncated_shard_and_bad_member_are_skipped_with_a_warning(test_data, tm
     assert "1089-134691-0001" in keys and "1995-1837-0001" in keys  # the second shard is whole
     assert len(keys) < 5  # the damaged part of the first is gone
     bad = next(r for r in got if r["key"] == "1995-1837-0001")
-    with __import__("pytest").raises(Exception, match="not|Format|recogni"):
+    with pytest.raises(Exception, match="not|Format|recogni"):
         load_audio(bad["audio"])
 
 
@@ -76,6 +80,15 @@ def test_compute_cmvn_stats_kaldi_matrix_and_json(test_data, tmp_path):
     assert summary["frame_num"] == feats.shape[0]
     np.testing.assert_allclose(summary["mean"], feats.mean(0).numpy(), rtol=1e-9)
     np.testing.assert_allclose(summary["std"], feats.std(0, unbiased=False).numpy(), rtol=1e-6)
+    path = str(tmp_path / "cmvn.json")
+    mean, std = load_cmvn(data_config({"features": {"cmvn": path}}))
+    assert torch.equal(mean, torch.tensor(summary["mean"])) and torch.equal(std, torch.tensor(summary["std"]))
+    for features, rate, differ in (({"preset": "sherpa_onnx"}, 16000, "preset kaldi (the config: sherpa_onnx)"),
+                                   ({"num_mel_bins": 40}, 16000, "80 bins (the config: 40)"),
+                                   ({}, 8000, "sample_rate 16000 (the config: 8000)")):
+        with pytest.raises(ValueError) as error:  # stats of other features would shift every bin silently
+            load_cmvn(data_config({"features": {"cmvn": path, **features}, "sample_rate": rate}))
+        assert str(error.value).startswith(f"{path}: CMVN stats of other features: {differ}; recompute them")
 
 
 def test_bad_raw_list_lines_are_named_by_their_line_and_the_rest_kept(test_data, tmp_path, caplog):

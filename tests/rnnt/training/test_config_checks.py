@@ -119,7 +119,8 @@ def test_values_are_checked_against_their_keys_types_and_ranges_naming_the_file(
     """Each mistake one message naming the file and the dotted key (or the YAML line), never a traceback or a
     value carried into training: a wrong type, a scalar for a section, a string for a list, zero counts, an
     unknown device, a clip of 0, a schedule that decays over 0 steps (a division by zero at the end of the
-    warm-up) or by a rate of 0; a key given twice; broken YAML. A number YAML reads as a string (1e-5) is
+    warm-up) or by a rate of 0, adaptive SpecAugment with a width in frames (40: masks as long as the
+    utterance); a key given twice; broken YAML. A number YAML reads as a string (1e-5) is
     the number a float key wants."""
     cases = {
         "train:\n  epochs: three\n": "train.epochs: expected a whole number, got 'three'",
@@ -132,6 +133,8 @@ def test_values_are_checked_against_their_keys_types_and_ranges_naming_the_file(
         "train:\n  epochs: 0\n  accum_steps: 0\n": "train.epochs must be at least 1, got 0; train.accum_steps must",
         "train:\n  device: gpu\n": "train.device must be one of auto, cpu, cuda, got 'gpu'",
         "train:\n  grad_clip: 0\n": "train.grad_clip must be above 0",
+        "data:\n  spec_augment: {adaptive: true}\n": "data.spec_augment.time_width is a share of the utterance when "
+                                                   "adaptive (0.05: 5%), got 40",
         "train:\n  schedule: {decay_steps: 0}\n": "train.schedule.decay_steps must be at least 1, got 0",
         "train:\n  schedule: {decay_rate: 0}\n": "train.schedule.decay_rate must be above 0 and at most 1, got 0",
         "train:\n  epoch: 3\n": "train: unknown keys ['epoch']",
