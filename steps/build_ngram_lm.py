@@ -10,7 +10,7 @@ through a lexicon of the units (character or phone units: rnnt.lm.lexicon_search
 import os
 
 from rnnt.cli import ToolError, run_tool, tool_parser
-from rnnt.data.tokenizer import BLANK, Tokenizer
+from rnnt.data.tokenizer import BLANK, UNK, Tokenizer
 from rnnt.datadir.table import read_table
 from rnnt.lm.fusion import OVER
 from rnnt.lm.arpa import write_arpa
@@ -39,7 +39,8 @@ def main() -> str:
         sentences = [line.value.split() for _, line in sorted(transcripts.items())]
         vocabulary = sorted({word for words in sentences for word in words})
     else:
-        sentences = [tokenizer.pieces(line.value) for _, line in sorted(transcripts.items())]
+        sentences = [[piece if piece in tokenizer.units else UNK for piece in tokenizer.pieces(line.value)]
+                     for _, line in sorted(transcripts.items())]  # as training targets read a piece not a unit
         vocabulary = [symbol for symbol in tokenizer.units if symbol != BLANK]
     model = estimate(sentences, args.order, vocabulary)
     os.makedirs(os.path.dirname(os.path.abspath(args.arpa)), exist_ok=True)

@@ -14,6 +14,8 @@ and <method>.tsv (every point's WER). Choose on dev, never on test.
 
 import argparse
 import dataclasses
+import filecmp
+import itertools
 import multiprocessing
 import os
 import shutil
@@ -92,11 +94,19 @@ def parse_args() -> argparse.Namespace:
 
 
 def copied(path: str, lm_dir: str) -> str:
-    """path copied into lm_dir (unless it is there): the experiment keeps the LMs its yaml names."""
-    copy = os.path.join(lm_dir, os.path.basename(path))
-    if os.path.abspath(path) != os.path.abspath(copy):
-        shutil.copyfile(path, copy)
-    return copy
+    """path copied into lm_dir (unless it is there): the experiment keeps the LMs its yaml names. Another LM of
+    the same name there (tuned for another method, or from another dir) is left alone, for the yaml that names
+    it: this one takes the next free name (lm-2.arpa)."""
+    stem, ext = os.path.splitext(os.path.basename(path))
+    for number in itertools.count(1):
+        copy = os.path.join(lm_dir, f"{stem}{f'-{number}' if number > 1 else ''}{ext}")
+        if os.path.abspath(path) == os.path.abspath(copy):
+            return copy
+        if not os.path.exists(copy):
+            shutil.copyfile(path, copy)
+            return copy
+        if filecmp.cmp(path, copy, shallow=False):
+            return copy
 
 
 def main() -> str:

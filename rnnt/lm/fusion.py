@@ -19,6 +19,8 @@ from rnnt.config import read_yaml
 from rnnt.lm.arpa import read_arpa
 from rnnt.lm.kneser_ney import BOS, EOS
 
+UNK = "<unk>"  # the LM's word for what it has no unigram of
+
 LN10 = math.log(10.0)
 LMState = tuple[str, ...]  # the last (order - 1) words, <s> first at the start
 
@@ -30,9 +32,13 @@ class NgramScorer:
         self.model, self.symbols = model, symbols
         self.order = max(len(ngram) for ngram in model)
         missing = [s for i, s in sorted(symbols.items()) if i != 0 and (s,) not in model]
-        if missing and ("<unk>",) not in model:
+        units = set(symbols.values())
+        strangers = sorted(w for (w, *rest) in model if not rest and w not in units and w not in (BOS, EOS, UNK))
+        if missing and (strangers or (UNK,) not in model):  # missing units alone: text that never used them
+            what = f"words that are not units ({' '.join(strangers[:10])})" if strangers else "no <unk>"
             raise ValueError(f"{source}: the LM has no unigram for {len(missing)} of the model's units "
-                             f"({' '.join(missing[:10])}) and no <unk>: build it over these units")
+                             f"({' '.join(missing[:10])}) and {what}: it is over other units; build it over "
+                             "these (steps/build_ngram_lm.py with this model's lang dir)")
         self.unknown = set(missing)
         self.cache: dict[tuple[LMState, str], float] = {}
 
@@ -40,7 +46,7 @@ class NgramScorer:
         key = (history, word)
         if key not in self.cache:
             if word in self.unknown:
-                word = "<unk>"
+                word = UNK
             total = 0.0
             while (history + (word,)) not in self.model:
                 if not history:
@@ -54,6 +60,8 @@ class NgramScorer:
         return (BOS,) if self.order > 1 else ()
 
     def next_state(self, state: LMState, word: str) -> LMState:
+        """The history after word; a unit the LM does not know is <unk> there too, as KenLM and SRILM read it."""
+        word = UNK if word in self.unknown else word
         return (state + (word,))[1 - self.order:] if self.order > 1 else ()
 
 

@@ -19,7 +19,7 @@ class ScheduleConfig:
     hold_steps: int = 0  # mlperf: steps at the base rate after the warmup
     decay_steps: int = 1000  # mlperf: steps over which the rate falls by decay_rate
     decay_rate: float = 0.5  # mlperf: factor of the rate per decay_steps (above 0, at most 1)
-    min_lr: float = 1e-5  # mlperf: the decayed rate never goes below this
+    min_lr: float = 1e-5  # mlperf: the decayed rate never goes below this (a base rate under it stays the base)
 
 
 def lr_multiplier(config: ScheduleConfig, base_lr: float):

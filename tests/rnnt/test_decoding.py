@@ -293,6 +293,16 @@ def test_an_lm_built_from_training_text_is_tuned_on_dev_and_used_by_decode(train
     out = run_tool(sys.executable, STEPS / "decode.py", "--method", "ctc_prefix_beam_lm", trained,
                    yesno / "test.list", "test")
     assert out.returncode == 1 and "ctc_prefix_beam_lm.yaml" in out.stderr
+    # another LM of the same file name, tuned later, is kept beside the first, which other yaml files name
+    other = tmp_path / "other" / "lm.arpa"
+    assert run_tool(sys.executable, STEPS / "build_ngram_lm.py", "--order", "2", yesno / "data" / "train_yesno",
+                    yesno / "lang", other).returncode == 0
+    out = run_tool(sys.executable, STEPS / "tune_lm_fusion.py", "--arpa", other, "--weights", "0.5", "--bonuses", "0",
+                   trained, yesno / "test.list")
+    assert out.returncode == 0, out.stderr
+    assert (trained / "lm" / "lm.arpa").read_bytes() == arpa.read_bytes() != other.read_bytes()
+    assert (trained / "lm" / "lm-2.arpa").read_bytes() == other.read_bytes()
+    assert yaml.safe_load((trained / "lm" / "ctc_prefix_beam_lm.yaml").read_text())["arpa"] == "lm-2.arpa"
 
 
 def grid_rows(path) -> list[dict[str, str]]:

@@ -153,3 +153,19 @@ def test_word_times_name_the_words_the_word_lm_chose(tmp_path):
     assert words_with_times(tokenizer, chosen, 0.04) == [{"word": "TWO", "start": 0.12, "end": 0.24},
                                                        {"word": "GO", "start": 0.36, "end": 0.52}]
     assert [w["word"] for w in words_with_times(tokenizer, spelt, 0.04)] == ["TO", "GO"]
+
+
+def test_lower_case_transcripts_find_their_pronunciations(tmp_path):
+    """The CMU dictionary is upper case; text in lower case is looked up so and kept as written, which the
+    tokenizer then finds. Text with no dictionary word at all is an error, not an empty lexicon."""
+    data, lang = tmp_path / "train", tmp_path / "lang"
+    data.mkdir()
+    (data / "text").write_text("u1 the cat\nu2 a Dog\n")
+    out = run_tool(sys.executable, ROOT / "steps" / "build_lexicon.py", data, lang)
+    assert out.returncode == 0, out.stderr
+    lexicon = read_lexicon(str(lang / "lexicon.txt"))
+    assert lexicon["cat"] == [("K", "AE", "T")] and lexicon["Dog"][0] == ("D", "AO", "G") and set(lexicon) == {
+        "the", "cat", "a", "Dog"}
+    (data / "text").write_text("u1 zqxjw qqq\n")
+    out = run_tool(sys.executable, ROOT / "steps" / "build_lexicon.py", data, lang)
+    assert out.returncode == 1 and "none of the 2 words of" in out.stderr and "is it English?" in out.stderr

@@ -3,10 +3,12 @@ transcripts, ARPA files written and read back, and prefix beam search with shall
 exhaustive enumeration."""
 
 import math
+import sys
 
 import pytest
 import torch
 
+from conftest import ROOT, run_tool
 from ctc_reference import ctc_model, sequence_log_prob
 from rnnt.ctc_search import ctc_prefix_beam_search
 from rnnt.lm.arpa import read_arpa, write_arpa
@@ -65,6 +67,25 @@ def test_a_bad_arpa_file_is_named_with_its_line(tmp_path):
         scorer(estimate([["a", "b"]], 2, ["a", "b"]), ["a", "b", "c"])
 
 
+def test_an_lm_over_other_units_is_refused_and_units_it_never_saw_are_unk_in_its_histories():
+    """An LM with <unk> over characters given a model over word pieces: the pieces it lacks are not scored as
+    <unk> in silence (its words that are no unit give it away). An LM over these units whose text never used
+    one of them reads that unit as <unk>, as the predicted word and, as KenLM and SRILM read it, in the history."""
+    chars = estimate([list("the cat"), list("a cab")], 3, sorted(set("the cat a cab")) + ["<unk>"])
+    with pytest.raises(ValueError, match=r"no unigram for 2 of the model's units \(▁THE ▁CAT\) and words that are "
+                                         r"not units \(  a b c e h t\): it is over other units"):
+        scorer(chars, ["<unk>", "\u2581THE", "\u2581CAT"])
+    model = {("<s>",): (-99.0, -0.5), ("a",): (-1.0, -0.3), ("b",): (-1.0, -0.3), ("<unk>",): (-1.5, -0.2),
+             ("</s>",): (-1.0, 0.0), ("<unk>", "a"): (-0.05, 0.0), ("a", "b"): (-0.1, 0.0)}
+    lm = scorer(model, ["<unk>", "a", "b", "q"])  # q: a unit the LM text never had
+    assert lm.unknown == {"q"}
+    fusion = ShallowFusion(lm, weight=1.0)
+    _, after_q = fusion.extend(lm.start(), 4)
+    assert after_q == ("<unk>",)
+    assert lm.log10_prob(after_q, "a") == -0.05  # the ARPA's own <unk> a, not a backoff to p(a)
+    assert lm.log10_prob(after_q, "b") == pytest.approx(-0.2 - 1.0)  # <unk>'s backoff, then p(b)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_prefix_beam_search_with_an_lm_finds_the_best_fused_score(seed):
     model = ctc_model(seed)
@@ -86,3 +107,22 @@ def test_prefix_beam_search_with_an_lm_finds_the_best_fused_score(seed):
     assert nbest[0].tokens == best and nbest[0].score == pytest.approx(fused(best), abs=1e-4)
     assert all(h.score == pytest.approx(fused(h.tokens), abs=1e-4) for h in nbest[:10])
     assert [h.score for h in nbest] == sorted((h.score for h in nbest), reverse=True)
+
+
+def test_an_lm_built_over_units_reads_what_is_not_a_unit_as_unk(tmp_path):
+    """Training targets turn a piece the units lack into <unk>; so does the LM's text, which had kept the raw
+    symbol (n-grams the model can never emit, and none for the <unk> it does)."""
+    for name, text in (("train", "u1 THE CAT\nu2 A CAT\n"), ("lm_text", "u1 THE CAF\u00c9\nu2 A CAF\u00c9\n")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "text").write_text(text)
+    (tmp_path / "train" / "utt2dur").write_text("u1 1.0\nu2 1.0\n")
+    steps = ROOT / "steps"
+    out = run_tool(sys.executable, steps / "build_units.py", "--unit-type", "char", tmp_path / "train",
+                   tmp_path / "lang")
+    assert out.returncode == 0, out.stderr
+    out = run_tool(sys.executable, steps / "build_ngram_lm.py", "--order", "2", tmp_path / "lm_text", tmp_path / "lang",
+                   tmp_path / "lm.arpa")
+    assert out.returncode == 0, out.stderr
+    model = read_arpa(str(tmp_path / "lm.arpa"))
+    assert not any("\u00c9" in word for ngram in model for word in ngram)
+    assert ("A", "<unk>") in model and ("<unk>", "<unk>") in model and ("<unk>", "</s>") in model  # C A F É
