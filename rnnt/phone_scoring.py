@@ -86,7 +86,8 @@ def hypothesis_phones(tokenizer, tokens: list[int]) -> list[str]:
 def write_phone_error_rate(out: str, refs: dict[str, str], phones: dict[str, list[str]], tokenizer) -> str:
     """The sounds before the spelling, what the acoustic model got right: out/per, its %PER line."""
     words = {word for text in refs.values() for word in text.split()}
-    lexicon = {**cmu_pronunciations(words), **tokenizer.lexicon}  # words the training text lacks have phones too
+    cmu = cmu_pronunciations(words)  # words the training text lacks have phones too; its words are upper case
+    lexicon = {**{word: cmu[word.upper()] for word in words if word.upper() in cmu}, **tokenizer.lexicon}
     per_line = phone_error_rate(refs, phones, lexicon).per_line
     with open(os.path.join(out, "per"), "w", encoding="utf-8") as f:
         f.write(per_line + "\n")

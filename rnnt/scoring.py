@@ -1,10 +1,11 @@
-"""Word error rates in Kaldi's format, with jiwer's alignment.
+"""Word error rates in Kaldi's format, counted and aligned as Kaldi does (rnnt.edit_distance).
 
-The report: the line `%WER 4.52 [ 2376 / 52576, 276 ins, 190 del, 1910 sub ]` (with ` [PARTIAL]` when
-hypotheses are missing; those utterances count as all deletions), `%SER`, then per utterance the ref,
-hyp, op (C S D I) and #csid lines of Kaldi's wer_per_utt_details, then substitutions, deletions,
-insertions and per-word statistics, most frequent first. An empty reference makes every hypothesis
-word an insertion.
+The report: the line `%WER 4.52 [ 2376 / 52576, 276 ins, 190 del, 1910 sub ]` of compute-wer (with
+` [PARTIAL]` when hypotheses are missing; those utterances count as all deletions), `%SER`, then per
+utterance the ref, hyp, op (C S D I) and #csid lines of Kaldi's wer_per_utt_details along align-text's
+alignment, then substitutions, deletions, insertions and per-word statistics, most frequent first. As in
+Kaldi, the WER line and the details have the same totals and may split them otherwise where several
+minimum edit scripts exist. An empty reference makes every hypothesis word an insertion.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-import jiwer
+from rnnt.edit_distance import alignment, error_counts
 
 GAP = "***"
 
@@ -40,29 +41,15 @@ class ErrorCounts:
 
 
 def align(reference: list[str], hypothesis: list[str]) -> list[tuple[str, str, str]]:
-    """(ref word or ***, hyp word or ***, op in C S D I) along jiwer's minimum-edit alignment."""
-    if not reference:
-        return [(GAP, h, "I") for h in hypothesis]
-    if not hypothesis:
-        return [(r, GAP, "D") for r in reference]
-    pairs = []
-    for chunk in jiwer.process_words(" ".join(reference), " ".join(hypothesis)).alignments[0]:
-        ref = reference[chunk.ref_start_idx:chunk.ref_end_idx]
-        hyp = hypothesis[chunk.hyp_start_idx:chunk.hyp_end_idx]
-        if chunk.type == "equal":
-            pairs += [(r, h, "C") for r, h in zip(ref, hyp)]
-        elif chunk.type == "substitute":
-            pairs += [(r, h, "S") for r, h in zip(ref, hyp)]
-        elif chunk.type == "delete":
-            pairs += [(r, GAP, "D") for r in ref]
-        else:
-            pairs += [(GAP, h, "I") for h in hyp]
-    return pairs
+    """(ref word or ***, hyp word or ***, op in C S D I) along align-text's alignment."""
+    return [(r or GAP, h or GAP, "I" if r is None else "D" if h is None else "C" if r == h else "S")
+            for r, h in alignment(reference, hypothesis)]
 
 
 def count_errors(reference: str, hypothesis: str) -> ErrorCounts:
-    ops = Counter(op for _, _, op in align(reference.split(), hypothesis.split()))
-    return ErrorCounts(ops["S"], ops["D"], ops["I"], len(reference.split()))
+    """The errors compute-wer counts."""
+    insertions, deletions, substitutions = error_counts(reference.split(), hypothesis.split())
+    return ErrorCounts(substitutions, deletions, insertions, len(reference.split()))
 
 
 @dataclass
@@ -118,9 +105,10 @@ def score(references: dict[str, str], hypotheses: dict[str, str]) -> Report:
         hyp = hypotheses.get(utt, "").split()
         pairs = align(ref, hyp)
         ops = Counter(op for _, _, op in pairs)
-        report.counts.add(ErrorCounts(ops["S"], ops["D"], ops["I"], len(ref)))
+        counts = count_errors(references[utt], hypotheses.get(utt, ""))
+        report.counts.add(counts)
         report.sentences += 1
-        report.sentence_errors += int(ops["S"] + ops["D"] + ops["I"] > 0)
+        report.sentence_errors += int(counts.errors > 0)
         width = [max(len(r), len(h), 1) for r, h, _ in pairs]
         report.lines += [line.rstrip() for line in (
             f"{utt} ref  " + " ".join(r.ljust(n) for (r, _, _), n in zip(pairs, width)),

@@ -9,6 +9,10 @@ the beam searches), all in one lattice:
   - a modified transducer (trained one symbol per frame) searched one symbol a frame: a label moves to
     the next frame itself, as in its training lattice. Asked for more, it is searched as a standard one.
 So the score of any hypothesis is at most log P(tokens) summed over every alignment in that lattice.
+Modified beam search (rnnt.modified_beam_search) on a standard transducer is the exception: it moves a
+label to the next frame as icefall's does, without the blank that ends the frame in that model's lattice,
+so its scores there are above the lattice's (its ranking is what decoding uses; greedy and beam search
+score the lattice).
 """
 
 from __future__ import annotations
@@ -191,10 +195,10 @@ def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4, max_symbo
                 fusion=None) -> list[Hypothesis]:
     """Graves (2012) beam search over one utterance's encoder output enc (T, D); the n-best, best first.
 
-    Within a frame, the best unfinished hypothesis is expanded until `beam` hypotheses that end the
-    frame score better than every unfinished one. Hypotheses with the same labels are merged by adding
-    their probabilities: finished ones by their labels, unfinished ones by their labels and the number
-    of them emitted in this frame (so that the cap on symbols per frame holds for every alignment).
+    Within a frame, the best unfinished hypothesis is expanded until `beam` hypotheses that end the frame
+    score better than every unfinished one, or after beam * (cap + 1) expansions (a bound on the work, which
+    may leave a better one unexpanded). Equal labels merge, adding their probabilities: finished hypotheses
+    by labels, unfinished ones by labels and labels emitted in this frame (the cap holds for each alignment).
 
     fusion: an n-gram LM (rnnt.lm.fusion: over the units, or over words through a lexicon) fused into the
     scores of every label and of each hypothesis's end; hypotheses are then kept apart by LM state too.

@@ -10,7 +10,9 @@ every point's WER to OUT/tuning.tsv; with --weights FILE (a dev set's weights.ya
 dev, never on test. Writes OUT/ as decode.py writes a decode dir (hyp, ref, wer, errs, per for phones).
 """
 
+import math
 import os
+import sys
 
 import torch
 import yaml
@@ -49,14 +51,25 @@ def scored_pools(systems, fusion_yaml: str, data_list: str):
     pools = pool([read_nbest(os.path.join(decode_dir, "nbest.json")) for _, _, decode_dir in systems])
     names, rows = [], {key: [[] for _ in hyps] for key, hyps in pools.items()}
     for (exp, _, _), (experiment, model, tokenizer, _) in zip(systems, models):
-        names += feature_names(os.path.normpath(exp), model)
+        own = feature_names(os.path.normpath(exp), model)
+        names += own
+        scored = set()
         for batch in progress(decoding_pipeline(experiment, tokenizer, data_list, 8).batches(), desc=exp, unit="batch"):
             with torch.no_grad():
                 enc, enc_lens = model.encode(batch["feats"], batch["feat_lens"])
             for b, key in enumerate(batch["keys"]):
-                if key in pools:
+                if key in pools and key not in scored:
+                    scored.add(key)
                     for row, features in zip(rows[key], model_features(model, enc[b], int(enc_lens[b]), pools[key])):
                         row += features
+        unscored = sorted(set(pools) - scored)
+        for key in unscored:  # not in the list, or its audio unreadable by this system: no weighting uses it
+            for row in rows[key]:
+                row += [-math.inf] * len(own)
+        if unscored:
+            print(f"combine_nbest.py: {exp} scored no hypothesis of {len(unscored)} pooled utterances (not in "
+                  f"{data_list}, or its audio unreadable): their {', '.join(own)} are -inf: "
+                  f"{' '.join(unscored[:5])}", file=sys.stderr)
     fusion = read_fusion_config(fusion_yaml).load(models[0][2])
     for key, hyps in pools.items():
         for row, features in zip(rows[key], lm_features(fusion, hyps)):

@@ -12,6 +12,7 @@ import yaml
 
 from conftest import ROOT, run_tool
 from rnnt.data.resample import resample
+from rnnt.edit_distance import error_counts
 from rnnt.modified_beam_search import modified_beam_search
 from rnnt.search import beam_search, greedy_search, label_ends_frame, symbols_per_frame
 from search_reference import alignment_log_prob, sequence_log_prob
@@ -104,9 +105,10 @@ def test_decode_writes_kaldi_outputs_and_wer_equals_jiwer(trained, yesno, method
     wer_line = (d / "wer").read_text().strip()
     assert wer_line.startswith(f"%WER {expected:.2f} [ ")
     measures = jiwer.process_words([ref[k] for k in keys], [hyp[k] for k in keys])
-    assert wer_line == (f"%WER {expected:.2f} [ {measures.substitutions + measures.deletions + measures.insertions} / "
-                        f"{sum(len(ref[k].split()) for k in keys)}, {measures.insertions} ins, "
-                        f"{measures.deletions} del, {measures.substitutions} sub ]")
+    errors = measures.substitutions + measures.deletions + measures.insertions  # the total is any minimum's
+    ins, dels, sub = (sum(split) for split in zip(*(error_counts(ref[k].split(), hyp[k].split()) for k in keys)))
+    assert wer_line == (f"%WER {expected:.2f} [ {errors} / {sum(len(ref[k].split()) for k in keys)}, {ins} ins, "
+                        f"{dels} del, {sub} sub ]")  # split as compute-wer splits it
     errs = (d / "errs").read_text()
     assert errs.startswith(wer_line) and "SUBSTITUTIONS:" in errs and "PER-WORD STATS:" in errs
     assert len((d / "recogs").read_text().splitlines()) == 60
@@ -365,7 +367,8 @@ def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, train
     """combine_nbest.py pools both models' n-bests: every transcript is one of its utterance's pooled
     hypotheses; each model's transducer alone (the others weighted 0) picks the hypothesis of its highest
     log-likelihood over all alignments; --tune tries the whole grid and writes the weights that a rerun with
-    --weights reproduces; a broken n-best line is named by file and line."""
+    --weights reproduces; utterances a system's list lacks are named, not a crash; a broken n-best line is
+    named by file and line."""
     from rnnt.pooled_search import transducer_log_likelihoods
     from rnnt.system_combination import pool, read_nbest
 
@@ -402,6 +405,10 @@ def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, train
     out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems, "--lm-fusion", fusion, "--weights",
                    out_dir / "weights.yaml", yesno / "test.list", again)
     assert out.returncode == 0 and (again / "hyp").read_text() == (out_dir / "hyp").read_text()
+    out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems, "--lm-fusion", fusion, "--weights",
+                   out_dir / "weights.yaml", yesno / "five.list", tmp_path / "other_list")  # none of the pooled keys
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"combine_nbest.py: {trained} scored no hypothesis of 30 pooled utterances (not in" in out.stderr
     for exp in (trained, trained_standard):  # one model's transducer alone
         (tmp_path / "alone.yaml").write_text(yaml.safe_dump({"weights": {n: float(n == f"{exp} transducer")
                                                                          for n in names}}))

@@ -4,7 +4,7 @@ import itertools
 import random
 
 from rnnt.data.lexicon import cmu_pronunciations
-from rnnt.phone_scoring import phone_error_rate, phone_errors
+from rnnt.phone_scoring import phone_error_rate, phone_errors, write_phone_error_rate
 from rnnt.scoring import count_errors
 
 
@@ -71,3 +71,14 @@ def test_equals_trying_every_combination_of_pronunciations():
         result = phone_errors(words, hypothesis, lexicon)
         assert (result.errors, result.reference_phones) == closest_by_every_choice(words, hypothesis, lexicon)
         assert result.words_outside_lexicon == words.count("OUTSIDE")
+
+
+def test_a_lower_case_reference_finds_its_words_in_the_dictionary(tmp_path):
+    """The CMU dictionary is upper case; references as written in lower case get its pronunciations too."""
+    class NoLexicon:
+        lexicon: dict = {}
+
+    hyp = {"u": ["HH", "AH", "L", "OW", "W", "ER", "L", "D"]}
+    for text in ("hello world", "HELLO WORLD", "Hello World"):
+        line = write_phone_error_rate(str(tmp_path), {"u": text}, hyp, NoLexicon())
+        assert line == "%PER 0.00 [ 0 / 8 ], 0 reference words outside the lexicon left out", text

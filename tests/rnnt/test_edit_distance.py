@@ -1,0 +1,50 @@
+"""rnnt.edit_distance counts and aligns as Kaldi's compute-wer and align-text do: a hand-worked case where the two
+split the same two errors differently (compute-wer 1 insertion and 1 deletion, align-text 2 substitutions), and
+on random word strings a minimum edit script every time (jiwer's distance) that spells both strings."""
+
+import random
+
+import jiwer
+import pytest
+
+from rnnt.edit_distance import alignment, error_counts
+from rnnt.scoring import score
+
+
+def test_kaldis_two_tie_breaks_by_hand():
+    # compute-wer along the hypothesis: b against c: substitution (1) beats insertion and deletion (2); a against
+    # c, then a against b: substitution ties insertion, and an insertion wins the tie
+    assert error_counts(["c", "b"], ["b", "a"]) == (1, 1, 0)
+    # align-text traced back from the end: match or substitution first on ties
+    assert alignment(["c", "b"], ["b", "a"]) == [("c", "b"), ("b", "a")]
+    report = score({"u": "c b"}, {"u": "b a"})
+    assert report.wer_line == "%WER 100.00 [ 2 / 2, 1 ins, 1 del, 0 sub ]"
+    assert "u #csid 0 2 0 0" in report.lines  # as Kaldi's wer_per_utt_details shows the same utterance
+
+
+@pytest.mark.parametrize("reference,hypothesis,counts,pairs", [
+    ("", "a b", (2, 0, 0), [(None, "a"), (None, "b")]),
+    ("a b", "", (0, 2, 0), [("a", None), ("b", None)]),
+    ("a b c", "a c", (0, 1, 0), [("a", "a"), ("b", None), ("c", "c")]),
+    ("a c", "a b c", (1, 0, 0), [("a", "a"), (None, "b"), ("c", "c")]),
+    ("a", "b a", (1, 0, 0), [(None, "b"), ("a", "a")]),
+])
+def test_plain_cases(reference, hypothesis, counts, pairs):
+    assert error_counts(reference.split(), hypothesis.split()) == counts
+    assert alignment(reference.split(), hypothesis.split()) == pairs
+
+
+def test_random_strings_get_a_minimum_edit_script_that_spells_both():
+    rng = random.Random(0)
+    for _ in range(2000):
+        ref = [rng.choice("abcd") for _ in range(rng.randint(0, 8))]
+        hyp = [rng.choice("abcd") for _ in range(rng.randint(0, 8))]
+        if ref and hyp:  # jiwer takes non-empty strings only
+            words = jiwer.process_words(" ".join(ref), " ".join(hyp))
+            minimum = words.substitutions + words.deletions + words.insertions
+        else:
+            minimum = len(ref) + len(hyp)
+        assert sum(error_counts(ref, hyp)) == minimum, (ref, hyp)
+        pairs = alignment(ref, hyp)
+        assert [r for r, _ in pairs if r is not None] == ref and [h for _, h in pairs if h is not None] == hyp
+        assert sum(r != h for r, h in pairs) == minimum, (ref, hyp)
