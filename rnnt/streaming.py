@@ -11,7 +11,8 @@ as the offline front end pads a sequence's end. Memory stays bounded however lon
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from typing import Callable
 
 import torch
 
@@ -20,11 +21,23 @@ from rnnt.data.streaming_fbank import StreamingFbank
 from rnnt.search import greedy_search, start_hypotheses
 
 
-@dataclass
 class Partial:
-    text: str
-    words: list[dict]
-    final: bool
+    """The result so far: its text, whether it is the last, and its words with their times, made when first
+    read (each chunk's result is O(transcript): a partial's text alone keeps an hour of audio cheap)."""
+
+    def __init__(self, text: str, words: list[dict] | Callable[[], list[dict]], final: bool):
+        self.text, self.final, self._words = text, final, words
+
+    @functools.cached_property
+    def words(self) -> list[dict]:
+        return self._words() if callable(self._words) else self._words
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Partial) and (self.text, self.words, self.final) == (other.text, other.words,
+                                                                                      other.final)
+
+    def __repr__(self) -> str:
+        return f"Partial(text={self.text!r}, final={self.final})"
 
 
 def stream_refusals(experiment, model) -> list[str]:
@@ -61,6 +74,8 @@ class Stream:
         self.hypothesis = start_hypotheses(model, 1, transcriber.device)[0]
         self.encoder_frames = 0
         self.finished = False
+        self.text_of = (-1, "")  # (units, the text of the hypothesis when it had them)
+        self.samples, self.finishing = 0, False  # the audio's samples fed, and whether finish() feeds silence now
 
     @property
     def sample_rate(self) -> int:
@@ -70,6 +85,7 @@ class Stream:
         """Mono samples in [-1, 1] at the model's sample rate -> the result so far."""
         if self.finished:
             raise RuntimeError("the stream is finished")
+        self.samples += samples.shape[-1] if not self.finishing else 0
         self._add(self.fbank.accept(samples))
         whole = max(self.pending.shape[0] - self.overlap, 0) // self.unit * self.unit
         if whole:
@@ -82,6 +98,7 @@ class Stream:
         if not self.finished:
             data = self.transcriber.experiment.data
             if data.tail_silence > 0:  # as offline decoding appends it
+                self.finishing = True
                 self.accept(torch.zeros(round(data.tail_silence * data.sample_rate)))
             self._add(self.fbank.finish())
             if self.pending.shape[0]:
@@ -90,8 +107,12 @@ class Stream:
         return self.result(final=True)
 
     def result(self, final: bool) -> Partial:
-        transcriber = self.transcriber
-        return Partial(transcriber.tokenizer.text(self.hypothesis), transcriber.words(self.hypothesis), final)
+        count = len(self.hypothesis.tokens)
+        if self.text_of[0] != count:  # decoded again only when a unit was added
+            self.text_of = (count, self.transcriber.tokenizer.text(self.hypothesis))
+        hypothesis = self.hypothesis  # as it is now: a resumed greedy search returns new ones, this one stays
+        duration = self.samples / self.sample_rate  # the audio's, not the silence finish() appends
+        return Partial(self.text_of[1], lambda: self.transcriber.words(hypothesis, duration), final)
 
     def _add(self, feats: torch.Tensor) -> None:
         cmvn = self.transcriber.cmvn

@@ -70,9 +70,11 @@ def seconds_per_encoder_frame(experiment: Experiment) -> float:
     return seconds_per_input_frame(experiment) * experiment.model.encoder.time_reduction
 
 
-def words_with_times(tokenizer: Tokenizer, hyp: Hypothesis, frame_seconds: float) -> list[dict]:
-    """Words with start and end times (seconds) from the frames at which their pieces were emitted; a word
-    LM's words (hyp.words) name them where the search kept them."""
+def words_with_times(tokenizer: Tokenizer, hyp: Hypothesis, frame_seconds: float,
+                     duration: float = float("inf")) -> list[dict]:
+    """Words with start and end times (seconds) from the frames at which their pieces were emitted, never past
+    the audio's duration (a unidirectional model emits a word's end inside the silence appended after it); a
+    word LM's words (hyp.words) name them where the search kept them."""
     groups: list[list[tuple[int, int]]] = []  # each word's (token, frame)s
     for token, frame in zip(hyp.tokens, hyp.frames):
         piece = tokenizer.symbols.get(token, "<unk>")
@@ -85,8 +87,8 @@ def words_with_times(tokenizer: Tokenizer, hyp: Hypothesis, frame_seconds: float
     groups = [group for group in groups if group]
     texts = hyp.words if hyp.words is not None and len(hyp.words) == len(groups) else \
         [tokenizer.decode([token for token, _ in group]) for group in groups]
-    return [{"word": text, "start": round(group[0][1] * frame_seconds, 3),
-             "end": round((group[-1][1] + 1) * frame_seconds, 3)} for text, group in zip(texts, groups)]
+    return [{"word": text, "start": round(min(group[0][1] * frame_seconds, duration), 3),
+             "end": round(min((group[-1][1] + 1) * frame_seconds, duration), 3)} for text, group in zip(texts, groups)]
 
 
 @dataclass
@@ -133,12 +135,21 @@ class Transcriber:
         tuned = self.lm_options[method]
         return tuned if beam is None else dataclasses.replace(tuned, beam=beam)
 
-    def features(self, audio) -> torch.Tensor:
+    def waveform(self, audio) -> torch.Tensor:
+        """Mono samples in [-1, 1] at the model's rate; integer samples (16-bit PCM) are scaled to that range."""
         waveform, rate = load_audio(audio) if not isinstance(audio, tuple) else audio
+        if not waveform.is_floating_point():
+            waveform = waveform.float() / -torch.iinfo(waveform.dtype).min
         mono = to_mono(waveform) if waveform.dim() == 2 else waveform
-        target = self.experiment.data.sample_rate
-        record = {"key": "audio", "waveform": resample(mono, rate, target), "sample_rate": target}
-        record = next(stages.append_silence([record], self.experiment.data.tail_silence))
+        return resample(mono, rate, self.experiment.data.sample_rate)
+
+    def features(self, audio) -> torch.Tensor:
+        return self.features_of(self.waveform(audio))
+
+    def features_of(self, waveform: torch.Tensor) -> torch.Tensor:
+        rate = self.experiment.data.sample_rate
+        record = next(stages.append_silence([{"key": "audio", "waveform": waveform, "sample_rate": rate}],
+                                            self.experiment.data.tail_silence))
         return stages.features_of(record, self.experiment.data, self.cmvn, train=False, seed=0, epoch=0)
 
     def transcribe(self, audio, method: str = "greedy", beam: int | None = None, nbest: bool = False) -> Transcript:
@@ -146,15 +157,17 @@ class Transcriber:
         method: a name of rnnt.search_methods; beam: default 4, for an LM-fused method the beam its LM
         weights were chosen with."""
         options = self.search_options(method, beam)
-        feats = self.features(audio).to(self.device)
+        waveform = self.waveform(audio)
+        feats = self.features_of(waveform).to(self.device)
         hyps = decode_batch_nbest(self.model, feats[None], torch.tensor([feats.shape[0]], device=self.device),
                                   method, options)[0]
         best = hyps[0]
         listed = nbest_entries(self.tokenizer, hyps, seconds_per_encoder_frame(self.experiment)) if nbest else None
-        return Transcript(self.tokenizer.text(best), self.words(best), best.score, listed)
+        duration = waveform.shape[-1] / self.experiment.data.sample_rate
+        return Transcript(self.tokenizer.text(best), self.words(best, duration), best.score, listed)
 
-    def words(self, hyp: Hypothesis) -> list[dict]:
-        return words_with_times(self.tokenizer, hyp, seconds_per_encoder_frame(self.experiment))
+    def words(self, hyp: Hypothesis, duration: float = float("inf")) -> list[dict]:
+        return words_with_times(self.tokenizer, hyp, seconds_per_encoder_frame(self.experiment), duration)
 
     def stream(self):
         """A rnnt.streaming.Stream: feed it audio chunks at the model's sample rate, read partial results."""

@@ -60,9 +60,14 @@ def refusals(experiment, model, tokenizer, options: ExportOptions) -> list[str]:
                    "search it does not have); train with bpe or char units")
     if not model.is_transducer:
         why.append("a CTC model (loss.type: ctc) has no prediction and joint network for sherpa-onnx's transducer")
-    elif model.config.predictor.kind != "stateless":
-        why.append(f"predictor.kind is {model.config.predictor.kind}: sherpa-onnx runs a stateless prediction "
-                   "network over the last context_size labels; train with predictor: {kind: stateless}")
+    else:
+        if model.config.predictor.kind != "stateless":
+            why.append(f"predictor.kind is {model.config.predictor.kind}: sherpa-onnx runs a stateless prediction "
+                       "network over the last context_size labels; train with predictor: {kind: stateless}")
+        if not model.config.loss.one_sym_per_frame:
+            why.append("loss.one_sym_per_frame is false: sherpa-onnx's search emits at most one symbol a frame, so "
+                       "it would decode this standard transducer otherwise than it was trained and than our searches "
+                       "do; train with loss: {one_sym_per_frame: true}")
     if data.features.preset != "sherpa_onnx":
         why.append(f"data.features.preset is {data.features.preset}: sherpa-onnx computes its own fbank, which the "
                    "sherpa_onnx preset reproduces; train with features: {preset: sherpa_onnx}")

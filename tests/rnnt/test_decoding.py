@@ -163,6 +163,25 @@ def test_a_damaged_checkpoint_is_named_and_nothing_is_averaged(trained, tmp_path
         assert not (tmp_path / "avg-3.pt").exists()
 
 
+def test_integer_samples_are_scaled_and_word_times_end_with_the_audio(trained, yesno):
+    """16-bit PCM given as integers transcribes as the same samples in [-1, 1]; a word's times never pass the
+    audio's end (the silence decoding appends is not audio: a word's last unit emitted in it ends there)."""
+    from rnnt.search import Hypothesis
+    from rnnt.transcriber import words_with_times
+
+    transcriber = Transcriber.from_exp_dir(str(trained))
+    entry = json.loads(sorted((yesno / "five.list").read_text().splitlines())[0])
+    samples, rate = soundfile.read(entry["wav"], dtype="int16")
+    as_ints = transcriber.transcribe((torch.from_numpy(samples), rate))
+    as_floats = transcriber.transcribe((torch.from_numpy(samples).float() / 32768, rate))
+    assert (as_ints.text, as_ints.words) == (as_floats.text, as_floats.words) and as_ints.text
+    assert max(w["end"] for w in as_ints.words) <= len(samples) / rate
+    tokenizer = transcriber.tokenizer
+    yes, no = tokenizer.units["YES"], tokenizer.units["NO"]
+    words = words_with_times(tokenizer, Hypothesis([yes, no], [10, 99], 0.0), 0.03, duration=2.5)
+    assert words == [{"word": "YES", "start": 0.3, "end": 0.33}, {"word": "NO", "start": 2.5, "end": 2.5}]
+
+
 def test_transcribe_any_format_rate_and_channels(trained, yesno, tmp_path):
     """A stereo 44.1 kHz Ogg/Vorbis copy of a yesno file is mixed down and resampled to the features of
     the original (up to the codec's loss); transcribe() decodes as greedy search over the pipeline's

@@ -7,6 +7,7 @@ The models are untrained: their outputs are arbitrary but fixed, so any differen
 the whole utterance shows in the tokens. Transcriber.stream() on AN4, long recordings and the exported
 models are tests/rnnt/export/test_deploy.py's."""
 
+import copy
 import json
 
 import pytest
@@ -174,7 +175,7 @@ def test_chunks_of_any_size_give_the_whole_utterances_result(tmp_path, lang, spe
     generator = torch.Generator().manual_seed(0)
     units = set()
     for samples in speech:
-        stream, start, tokens = Stream(t), 0, []
+        stream, start, tokens, partials = Stream(t), 0, [], []
         while start < len(samples):
             size = int(torch.randint(50, 4000, (1,), generator=generator))
             partial = stream.accept(samples[start:start + size])
@@ -183,7 +184,10 @@ def test_chunks_of_any_size_give_the_whole_utterances_result(tmp_path, lang, spe
             assert partial.text == t.tokenizer.text(stream.hypothesis)
             assert stream.pending.shape[0] < unit + overlap
             tokens = list(stream.hypothesis.tokens)
+            partials.append((partial, copy.deepcopy(stream.hypothesis)))
         final = stream.finish()
+        for partial, then in partials:  # words made when read, late: those of the hypothesis of their time
+            assert partial.words == t.words(then)
         whole, frames = offline(t, samples)
         assert final.final and len(whole.tokens) > 10
         units.update(whole.tokens)

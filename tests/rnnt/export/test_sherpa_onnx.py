@@ -117,6 +117,8 @@ def io_shapes(path) -> dict:
      ["a CTC model (loss.type: ctc) has no prediction and joint network"]),
     ("char", {"predictor": {"kind": "lstm", "hidden": 16, "layers": 1}}, ExportOptions(),
      ["predictor.kind is lstm: sherpa-onnx runs a stateless prediction network"]),
+    ("char", {"loss": {"one_sym_per_frame": False}}, ExportOptions(),  # sherpa-onnx would decode it otherwise
+     ["loss.one_sym_per_frame is false: sherpa-onnx's search emits at most one symbol a frame"]),
     ("char", {"features": "kaldi"}, ExportOptions(), ["data.features.preset is kaldi: sherpa-onnx computes its own"]),
     ("char", {"encoder": {"bidirectional": True}}, ExportOptions(streaming=True, chunk_frames=6),
      ["a bidirectional encoder reads every utterance backwards too: it cannot stream"]),
