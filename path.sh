@@ -15,8 +15,11 @@ if [ "${VIRTUAL_ENV:-}" != "$RNNT_ROOT/tools/venv" ] && ! { [ -n "${VIRTUAL_ENV:
     echo "path.sh: the active environment $VIRTUAL_ENV does not import this checkout's rnnt;" \
       "using $RNNT_ROOT/tools/venv" >&2
   fi
-  if [ ! -x "$RNNT_ROOT/tools/venv/bin/python" ]; then
-    echo "path.sh: no environment at $RNNT_ROOT/tools/venv yet; running tools/install.sh (about a minute)" >&2
+  # none yet, one an interrupted install left (no stamp), or one older than the requirements (a git pull)
+  stamp="$RNNT_ROOT/tools/venv/.rnnt-requirements.sha256"
+  if [ ! -x "$RNNT_ROOT/tools/venv/bin/python" ] || [ ! -f "$stamp" ] ||
+      [ "$RNNT_ROOT/tools/requirements.txt" -nt "$stamp" ] || [ "$RNNT_ROOT/tools/constraints.txt" -nt "$stamp" ]; then
+    echo "path.sh: $RNNT_ROOT/tools/venv is missing or not up to date; running tools/install.sh (about a minute)" >&2
     env -u VIRTUAL_ENV "$RNNT_ROOT/tools/install.sh" >&2
   fi
   # shellcheck disable=SC1091

@@ -18,6 +18,8 @@ with its values. Each trial trains in <exp-dir>/trial-NNN. At the end: <exp-dir>
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import sys
 
@@ -88,6 +90,18 @@ def make_objective(base: dict, search, args):
     return objective
 
 
+def check_same_search(study, base: dict, search, where: str) -> None:
+    """A study holds the trials of one config and search: resumed with others, its trials (and best config)
+    would mix two searches; refused. The number of trials may change."""
+    asked = {key: value for key, value in vars(search).items() if key != "trials"}
+    key = hashlib.sha256(json.dumps({"config": base, "search": asked}, sort_keys=True, default=str).encode())
+    fingerprint = key.hexdigest()
+    if study.user_attrs.get("inputs", fingerprint) != fingerprint:
+        raise ToolError(f"{where} holds the trials of another config or search; give another --exp-dir or "
+                        "--study-name (or the same config and search to resume it)")
+    study.set_user_attr("inputs", fingerprint)
+
+
 def main() -> str:
     parser = tool_parser(__doc__, "steps/tune.py --config conf/ci.yaml --search conf/tune.yaml "
                                   "--train-list data/train/data.list --valid-list data/dev/data.list "
@@ -119,6 +133,7 @@ def main() -> str:
     os.makedirs(args.exp_dir, exist_ok=True)
     storage = args.storage or f"sqlite:///{os.path.join(args.exp_dir, 'study.db')}"
     study = open_study(storage, args.study_name, search, args.heartbeat)
+    check_same_search(study, base, search, f"{storage} (study {args.study_name})")
     optimize_until(study, make_objective(base, search, args), trials, catch=(TrialFailed,))
     with open(args.config) as f:
         user_config = yaml.safe_load(f) or {}

@@ -62,6 +62,7 @@ want=$(cat "$requirements" "$constraints" | sha256sum | cut -d' ' -f1)
 if ! $force && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
     "$venv/bin/python" -c 'import torch' 2>/dev/null; then
   link_project
+  touch "$stamp"  # newer than the requirements again (path.sh compares their times)
   echo "tools/install.sh: $venv is up to date"
   exit 0
 fi
@@ -69,6 +70,13 @@ fi
 if [ ! -x "$venv/bin/python" ]; then
   echo "tools/install.sh: creating $venv"
   "$python" -m venv "$venv"
+elif ! "$venv/bin/python" -m pip --version > /dev/null 2>&1; then  # `python -m venv` without python3-venv
+  if [ "$venv" != "$root/tools/venv" ]; then
+    echo "tools/install.sh: $venv has no pip; install it there (python -m ensurepip) or deactivate it" >&2
+    exit 1
+  fi
+  echo "tools/install.sh: $venv has no pip (an earlier venv failed half way): creating it again"
+  "$python" -m venv --clear "$venv"
 fi
 link_project
 

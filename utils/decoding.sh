@@ -62,7 +62,7 @@ average_stage() {
   # shellcheck disable=SC2086  # one epoch file a word
   if stage_wanted "$from_stage" "$name" "$exp" -- $averaged; then
     logged "$(stage_log "$from_stage" "$name" "$exp")" steps/average_checkpoints.py --last "$n" "$exp"
-    stage_done "$from_stage" "$name" "$exp"
+    stage_done "$from_stage" "$name" "$exp" -- "$(checkpoint_of "$exp" "$tag")"
   fi
   if [ ! -f "$(stage_mark "$from_stage" "$name" "$exp")" ] && [ "$stop_stage" -gt "$from_stage" ]; then
     echo "average_stage: $(checkpoint_of "$exp" "$tag") is not the average of the last $n epochs up to $newest yet:" \
@@ -84,7 +84,7 @@ ngram_stage() {  # ngram_stage STAGE LANG ORDER OVER: builds ngram_arpa's file f
   if stage_wanted "$stage_n" "$name" "$lang" -- data/train/text "$lang/units.txt" "$order"; then
     logged "$(stage_log "$stage_n" "$name" "$lang")" steps/build_ngram_lm.py --order "$order" --over "$over" \
       data/train "$lang" "$arpa"
-    stage_done "$stage_n" "$name" "$lang"
+    stage_done "$stage_n" "$name" "$lang" -- "$arpa"
   fi
 }
 
@@ -104,7 +104,7 @@ lm_fusion_stage() {
     logged "$(stage_log "$stage_n" "$name" "$exp")" steps/tune_lm_fusion.py --method "$method" \
       --arpa "$arpa" --over "$over" "${lodr[@]}" --beam "$beam" --checkpoint "$checkpoint" "$exp" "data/$dev/data.list"
     cp "$exp/lm/$method.yaml" "$weights"
-    stage_done "$stage_n" "$name" "$exp"
+    stage_done "$stage_n" "$name" "$exp" -- "$weights"
   fi
 }
 
@@ -124,7 +124,7 @@ decode_stages() {
           --nbest; then
         logged "$(stage_log "$stage_n" "$name" "$exp")" steps/decode.py --method "$method" --checkpoint "$checkpoint" \
           --tag "$tag" "${lm[@]}" --nbest "$exp" "data/$set/data.list" "$set"
-        stage_done "$stage_n" "$name" "$exp"
+        stage_done "$stage_n" "$name" "$exp" -- "$exp/decode-$set-$method-$tag/wer"
       fi
     done
   done

@@ -4,7 +4,8 @@
 # A finished stage leaves <marks>/<N>.<name>.done holding a fingerprint of its inputs (the words after
 # --: options as they are; files by their content; folders by the names, sizes and times of the files
 # in them; files over 64 MB by size and time). Run again, a stage is skipped when its marker's fingerprint
-# is that of its inputs now, and runs again when they changed; since a stage's inputs are the outputs of
+# is that of its inputs now and the outputs its stage_done names are all there, and runs again when they
+# changed or one is gone; since a stage's inputs are the outputs of
 # the stages before it, the stages after a changed one run again too. An explicit --stage N (N > 0) runs
 # stages N and on again whatever their markers say, as in Kaldi; the default --stage 0 skips finished
 # work. An interrupted stage left no marker and runs again (every step is safe to rerun or resumes). Marks live in
@@ -19,6 +20,18 @@
 # Stages run at once in subshells (their pids in background_stages) get the SIGTERM too, and pass it on.
 # shellcheck shell=bash
 stage_marks=${stage_marks:-exp/.stages}
+declare -A done_this_run=()  # the markers stage_done wrote in this run
+
+check_run_arguments() {  # check_run_arguments "$@": run.sh after parse_options.sh: no word left over, whole stages
+  if [ $# -gt 0 ]; then  # parse_options.sh stops at the first word that is not an option: the rest would be lost
+    echo "$(basename "$0"): unexpected argument '$1': options are --name value (quote a list: --methods \"a b\")" >&2
+    exit 1
+  fi
+  local name
+  for name in stage stop_stage; do
+    [[ ${!name} =~ ^[0-9]+$ ]] || { echo "$(basename "$0"): --${name//_/-} ${!name}: not a stage number" >&2; exit 1; }
+  done
+}
 
 stage_mark() {  # stage_mark N NAME [DIR]: the marker file of a finished stage
   if [ -n "${3:-}" ] && [ "$3" != "--" ]; then echo "$3/.stages/$1.$2.done"; else echo "$stage_marks/$1.$2.done"; fi
@@ -44,7 +57,7 @@ logged() {  # logged LOG COMMAND [ARG...]: runs COMMAND, its output to the termi
   if [ -t 2 ] && $progress_bars; then terminal=/dev/tty; fi
   # the command runs in the background, so that a signal to this shell reaches stop_logged at once (a
   # shell waiting on a foreground command handles its traps after it), reading nothing (stdin /dev/null)
-  exec {output}> >(tee -a "$log")
+  exec {output}> >(trap '' INT TERM HUP; exec tee -a "$log")  # Ctrl-C stops the command, not its log
   logged_tee=$!
   RNNT_TERMINAL=$terminal PYTHONUNBUFFERED=1 "$@" >&"$output" 2>&1 < /dev/null &
   logged_command=$!
@@ -98,20 +111,33 @@ stage_fingerprint() {  # stage_fingerprint INPUT...: one line that changes when 
   done | sha256sum | cut -d' ' -f1
 }
 
+outputs_missing() {  # outputs_missing MARK: the outputs a marker lists (stage_done's) that are gone, one a line
+  local line
+  tail -n +2 "$1" | while IFS= read -r line; do
+    [ -e "${line#output }" ] || printf '%s\n' "${line#output }"
+  done
+}
+
 stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT...]
-  local n=$1 name=$2 mark dir= fingerprint
+  local n=$1 name=$2 mark dir= fingerprint missing
   shift 2
   if [ $# -gt 0 ] && [ "$1" != "--" ]; then dir=$1; shift; fi
   [ "${1:-}" = "--" ] && shift
   mark=$(stage_mark "$n" "$name" "$dir")
   [ "$n" -ge "$stage" ] && [ "$n" -le "$stop_stage" ] || return 1
   fingerprint=$(stage_fingerprint "$@")
-  if [ -f "$mark" ] && [ "$stage" -eq 0 ]; then
-    if [ "$(cat "$mark")" = "$fingerprint" ]; then
+  # an explicit --stage N runs its stages again, but once: one done earlier in this run with these inputs is done
+  if [ -f "$mark" ] && { [ "$stage" -eq 0 ] || [ -n "${done_this_run[$mark]:-}" ]; }; then
+    missing=$(outputs_missing "$mark")
+    if [ "$(head -n 1 "$mark")" = "$fingerprint" ] && [ -z "$missing" ]; then
       echo "$(date +%T) stage $n ($name): done before; skipped (delete $mark to redo)"
       return 1
     fi
-    echo "$(date +%T) stage $n ($name): its inputs changed since it was done; running it again"
+    if [ -n "$missing" ]; then
+      echo "$(date +%T) stage $n ($name): its output $(head -n 1 <<< "$missing") is gone; running it again"
+    else
+      echo "$(date +%T) stage $n ($name): its inputs changed since it was done; running it again"
+    fi
   else
     echo "$(date +%T) stage $n ($name)"
   fi
@@ -120,8 +146,15 @@ stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT...]
   echo "$fingerprint" > "$mark.pending"  # the inputs as they were when the stage started
 }
 
-stage_done() {  # stage_done N NAME [DIR]
-  local mark
-  mark=$(stage_mark "$@")
+stage_done() {  # stage_done N NAME [DIR] [-- OUTPUT...]: the outputs, whose loss runs the stage again
+  local mark output
+  if [ $# -gt 2 ] && [ "$3" != "--" ]; then mark=$(stage_mark "$1" "$2" "$3"); shift 3; else
+    mark=$(stage_mark "$1" "$2"); shift 2; fi
+  [ "${1:-}" = "--" ] && shift
+  for output in "$@"; do
+    [ -e "$output" ] || { echo "stage_done: $output, an output of $mark, was not made" >&2; return 1; }
+    printf 'output %s\n' "$output" >> "$mark.pending"
+  done
   mv "$mark.pending" "$mark"
+  done_this_run[$mark]=1
 }

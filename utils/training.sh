@@ -106,10 +106,13 @@ seed_stages() {
     fi
   done
   train_at_once "$train_n" "$lang" "${wanted[@]}"
-  [ "$seeds" -gt 1 ] && [ "$stop_stage" -ge "$decode_n" ] || return 0
+  [ "$seeds" -gt 1 ] && [ "$stop_stage" -ge "$average_n" ] || return 0
+  for ((seed = 0; seed < seeds; seed++)); do  # every seed averaged where its stage runs: a later --stage finds it
+    average_stage "$average_n" "$(seed_exp "$base" "$seed")" "$average"
+  done
+  [ "$stop_stage" -ge "$decode_n" ] || return 0
   for ((seed = 0; seed < seeds; seed++)); do
     candidate=$(seed_exp "$base" "$seed")
-    average_stage "$average_n" "$candidate" "$average"
     tag=$(model_tag_of "$candidate" "$average")
     decode_stages "$decode_n" "$candidate" "$tag" "$lang" "$method" dev
     wer=$candidate/decode-dev-$method-$tag/wer

@@ -43,6 +43,6 @@ units_stage() {  # units_stage N UNIT_TYPE VOCAB_SIZE LANG DEV_SPEAKERS (empty: 
     log=$(stage_log "$n" "$name")
     [ "$unit_type" != phone ] || logged "$log" steps/build_lexicon.py data/train "$lang"
     logged "$log" steps/build_units.py --unit-type "$unit_type" --vocab-size "$vocab_size" data/train "$lang"
-    stage_done "$n" "$name"
+    stage_done "$n" "$name" -- "$lang/units.txt"
   fi
 }

@@ -40,6 +40,7 @@ Example: ./run.sh --corpus-dir /data/mycorpus --speaker-regex '^([^/]+)/'"
 . ./path.sh
 . utils/parse_options.sh
 . utils/stages.sh
+check_run_arguments "$@"
 . utils/decoding.sh
 . utils/training.sh
 . utils/units.sh
@@ -57,18 +58,20 @@ if stage_wanted 1 data -- local/data_prep.py "$corpus_dir" "$transcripts" "$test
     "$dev_fraction" "$test_fraction"; then
   logged "$(stage_log 1 data)" local/data_prep.py --transcripts "$transcripts" --test-transcripts "$test_transcripts" \
     --speaker-regex "$speaker_regex" --dev-fraction "$dev_fraction" --test-fraction "$test_fraction" "$corpus_dir" data
-  stage_done 1 data
+  stage_done 1 data -- data/train/text data/dev/text
 fi
 sets="train dev"
 [ ! -f data/test/text ] || sets="$sets test"
 
-if stage_wanted 2 shards -- $(for set in $sets; do echo data/$set/wav.scp data/$set/text; done); then
+# stage 1's marker among the inputs: audio replaced in the corpus (wav.scp and text the same) is sharded again
+if stage_wanted 2 shards -- "$(stage_mark 1 data)" $(for set in $sets; do echo data/$set/wav.scp data/$set/text; done)
+then
   log=$(stage_log 2 shards)
   for set in $sets; do  # --replace: shards of the data before a change go; an interrupted run's are kept
     logged "$log" steps/make_shards.py --replace --nj "$nj" --utts-per-shard 500 data/$set data/$set/shards \
       data/$set/data.list
   done
-  stage_done 2 shards
+  stage_done 2 shards -- $(for set in $sets; do echo data/$set/data.list; done)
 fi
 
 units_stage 3 "$unit_type" "$vocab_size" "$lang" ""  # data/lang_char or data/lang_bpe<N>, from data/train/text

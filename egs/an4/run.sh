@@ -58,6 +58,7 @@ Examples: ./run.sh --corpus-dir ../../../shared/data/an4
 . ./path.sh
 . utils/parse_options.sh
 . utils/stages.sh
+check_run_arguments "$@"
 . utils/decoding.sh
 . utils/combination.sh
 . utils/training.sh
@@ -76,20 +77,21 @@ if [ -z "$corpus_dir" ]; then
   fi
 fi
 
-if stage_wanted 1 "data-dev$dev_speakers" -- "$corpus_dir" "$dev_speakers"; then
-  log=$(stage_log 1 "data-dev$dev_speakers")
+if stage_wanted 1 data -- "$corpus_dir" "$dev_speakers"; then  # data/ holds one split: another N redoes it
+  log=$(stage_log 1 data)
   logged "$log" local/data_prep.py --dev-speakers "$dev_speakers" "$corpus_dir" data
-  stage_done 1 "data-dev$dev_speakers"
+  stage_done 1 data -- data/train/text data/dev/text data/test/text
 fi
 
-if stage_wanted 2 "shards-dev$dev_speakers" -- \
+# stage 1's marker among the inputs: audio replaced in the corpus (wav.scp and text the same) is sharded again
+if stage_wanted 2 shards -- "$(stage_mark 1 data)" \
     $(for set in train dev test; do echo data/$set/wav.scp data/$set/text; done); then
-  log=$(stage_log 2 "shards-dev$dev_speakers")
+  log=$(stage_log 2 shards)
   for set in train dev test; do
     logged "$log" steps/make_shards.py --replace --nj "$nj" --utts-per-shard 200 \
       data/$set data/$set/shards data/$set/data.list
   done
-  stage_done 2 "shards-dev$dev_speakers"
+  stage_done 2 shards -- data/train/data.list data/dev/data.list data/test/data.list
 fi
 
 units_stage 3 "$unit_type" "$vocab_size" "$lang" "$dev_speakers"  # phones: their lexicon first

@@ -41,6 +41,7 @@ fi
 train_config=${train_config:-conf/tiny.yaml}
 exp=${exp:-exp/tiny}
 . utils/stages.sh
+check_run_arguments "$@"
 . utils/decoding.sh
 
 if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
@@ -58,16 +59,17 @@ if stage_wanted 1 data -- "$corpus_dir" "$strings"; then
       data/test data/test_strings$strings
     logged "$log" utils/combine_data.sh data/$train_set data/train data/train_strings$strings
   fi
-  stage_done 1 data
+  stage_done 1 data -- data/$train_set/text $(for set in $test_sets; do echo data/$set/text; done)
 fi
 
-if stage_wanted 2 shards -- $(for set in $train_set $test_sets; do echo data/$set/wav.scp data/$set/text; done); then
+if stage_wanted 2 shards -- "$(stage_mark 1 data)" \
+    $(for set in $train_set $test_sets; do echo data/$set/wav.scp data/$set/text; done); then
   log=$(stage_log 2 shards)
   for set in $train_set $test_sets; do
     logged "$log" steps/make_shards.py --replace --nj 2 --utts-per-shard 300 \
       data/$set data/$set/shards data/$set/data.list
   done
-  stage_done 2 shards
+  stage_done 2 shards -- $(for set in $train_set $test_sets; do echo data/$set/data.list; done)
 fi
 
 if stage_wanted 3 units -- data/$train_set/text; then
@@ -94,7 +96,7 @@ for set in $test_sets; do
       "$checkpoint" "data/$set/data.list" "data/$set/text"; then
     logged "$(stage_log 6 "decode-$set-$method-$model_tag" "$exp")" steps/decode.py --method "$method" \
       --checkpoint "$checkpoint" --tag "$model_tag" "$exp" "data/$set/data.list" "$set"
-    stage_done 6 "decode-$set-$method-$model_tag" "$exp"
+    stage_done 6 "decode-$set-$method-$model_tag" "$exp" -- "$exp/decode-$set-$method-$model_tag/wer"
   fi
 done
 for set in $test_sets; do

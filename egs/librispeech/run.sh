@@ -37,6 +37,7 @@ stage 4 alone (start them once node 0 has reached it)."
 . ./path.sh
 . utils/parse_options.sh
 . utils/stages.sh
+check_run_arguments "$@"
 . utils/decoding.sh
 
 name() { echo "${1//-/_}"; }  # dev-clean -> dev_clean
@@ -71,20 +72,20 @@ done
 # up to --nj subsets at a time, each with its stage log; xargs fails if any of them does
 for set in "${todo[@]}"; do printf '%s\n' "$(stage_log 1 "data-$set")" "$corpus_dir/$set" "data/$(name "$set")"; done |
   xargs -r -d '\n' -n 3 -P "$nj" bash -c '. utils/stages.sh && logged "$0" local/data_prep.py "$1" "$2"'
-for set in "${todo[@]}"; do stage_done 1 "data-$set"; done
+for set in "${todo[@]}"; do stage_done 1 "data-$set" -- "data/$(name "$set")/text"; done
 if $combined && stage_wanted 1 "data-$train" -- $(for set in $train_sets; do echo data/$(name $set)/text; done); then
   log=$(stage_log 1 "data-$train")
   logged "$log" utils/combine_data.sh data/$train $(for set in $train_sets; do echo data/$(name $set); done)
   logged "$log" utils/validate_data_dir.sh --no-feats data/$train
-  stage_done 1 "data-$train"
+  stage_done 1 "data-$train" -- data/$train/text
 fi
 
 for set in $(for s in $train $valid_set $test_sets; do name $s; done | sort -u); do
-  if stage_wanted 2 "shards-$set" -- data/$set/wav.scp data/$set/text; then
+  if stage_wanted 2 "shards-$set" -- data/$set/wav.scp data/$set/text data/$set/utt2dur; then  # utt2dur: new audio
     log=$(stage_log 2 "shards-$set")
     logged "$log" steps/make_shards.py --replace --nj "$nj" --utts-per-shard 1000 \
       data/$set data/$set/shards data/$set/data.list
-    stage_done 2 "shards-$set"
+    stage_done 2 "shards-$set" -- data/$set/data.list
   fi
 done
 
@@ -92,12 +93,14 @@ done
 if stage_wanted 3 "units-$train-$unit_type$vocab_size" -- data/$train/text; then
   log=$(stage_log 3 "units-$train-$unit_type$vocab_size")
   logged "$log" steps/build_units.py --unit-type "$unit_type" --vocab-size "$vocab_size" data/$train "$lang"
-  stage_done 3 "units-$train-$unit_type$vocab_size"
+  stage_done 3 "units-$train-$unit_type$vocab_size" -- "$lang/units.txt"
 fi
 
-if stage_wanted 4 train "$exp" -- \
+train_stage=train  # each node its own marker and log in the shared $exp: node 1's train-node1
+[ "$node_rank" -eq 0 ] || train_stage=train-node$node_rank
+if stage_wanted 4 "$train_stage" "$exp" -- \
     "$train_config" data/$train/shards data/$(name $valid_set)/shards "$lang/units.txt"; then
-  log=$(stage_log 4 train "$exp")
+  log=$(stage_log 4 "$train_stage" "$exp")
   train_args=(--config "$train_config" --train-list data/$train/data.list --valid-list data/$(name $valid_set)/data.list
               --lang-dir "$lang" --exp-dir "$exp" --resume)
   [ "$ngpu" -eq 0 ] && train_args+=(--device cpu)
@@ -107,7 +110,7 @@ if stage_wanted 4 train "$exp" -- \
   else
     logged "$log" steps/train.py "${train_args[@]}"
   fi
-  stage_done 4 train "$exp"
+  stage_done 4 "$train_stage" "$exp"
 fi
 if [ "$node_rank" -gt 0 ]; then
   echo "run.sh: node $node_rank has done its part of training; node 0 averages and decodes"
@@ -128,7 +131,7 @@ for method in $methods; do
         --device "$device"; then
       logged "$(stage_log 6 "decode-$set-$method-$model_tag" "$exp")" steps/decode.py --method "$method" \
         --checkpoint "$checkpoint" --tag "$model_tag" --device "$device" "$exp" "data/$set/data.list" "$set"
-      stage_done 6 "decode-$set-$method-$model_tag" "$exp"
+      stage_done 6 "decode-$set-$method-$model_tag" "$exp" -- "$exp/decode-$set-$method-$model_tag/wer"
     fi
   done
 done

@@ -69,6 +69,7 @@ Examples: ./run.sh --corpus-dir ../../../shared/data/speechocean762
 . ./path.sh
 . utils/parse_options.sh
 . utils/stages.sh
+check_run_arguments "$@"
 . utils/decoding.sh
 . utils/combination.sh
 . utils/training.sh
@@ -87,21 +88,23 @@ if [ -z "$corpus_dir" ]; then
   fi
 fi
 
-if stage_wanted 1 "data-dev$dev_speakers" -- "$corpus_dir" "$dev_speakers"; then
-  log=$(stage_log 1 "data-dev$dev_speakers")
+if stage_wanted 1 data -- "$corpus_dir" "$dev_speakers"; then  # data/ holds one split: another N redoes it
+  log=$(stage_log 1 data)
   logged "$log" local/data_prep.py --dev-speakers "$dev_speakers" "$corpus_dir" data
-  stage_done 1 "data-dev$dev_speakers"
+  stage_done 1 data -- data/train/text data/dev/text
 fi
 sets="train dev"
 [ -f data/test/text ] && sets="$sets test"
 
-if stage_wanted 2 "shards-dev$dev_speakers" -- $(for set in $sets; do echo data/$set/wav.scp data/$set/text; done); then
-  log=$(stage_log 2 "shards-dev$dev_speakers")
+# stage 1's marker among the inputs: audio replaced in the corpus (wav.scp and text the same) is sharded again
+if stage_wanted 2 shards -- "$(stage_mark 1 data)" $(for set in $sets; do echo data/$set/wav.scp data/$set/text; done)
+then
+  log=$(stage_log 2 shards)
   for set in $sets; do
     logged "$log" steps/make_shards.py --replace --nj "$nj" --utts-per-shard 500 \
       data/$set data/$set/shards data/$set/data.list
   done
-  stage_done 2 "shards-dev$dev_speakers"
+  stage_done 2 shards -- $(for set in $sets; do echo data/$set/data.list; done)
 fi
 
 units_stage 3 "$unit_type" "$vocab_size" "$lang" "$dev_speakers"  # phones: their lexicon first

@@ -24,6 +24,7 @@ Stages: 0 download, 1 data dirs, 2 shards, 3 units, 4 train, 5 average, 6 decode
 . ./path.sh
 . utils/parse_options.sh
 . utils/stages.sh
+check_run_arguments "$@"
 . utils/decoding.sh
 
 if [ -z "$corpus_dir" ]; then
@@ -40,22 +41,22 @@ if stage_wanted 1 data -- "$corpus_dir" "$num_synth"; then
   logged "$log" local/data_prep.py "$corpus_dir" data
   logged "$log" local/synthesize.py --num "$num_synth" data/train_yesno data/train_yesno_synth
   logged "$log" utils/combine_data.sh data/train_yesno_aug data/train_yesno data/train_yesno_synth
-  stage_done 1 data
+  stage_done 1 data -- data/train_yesno_aug/text data/test_yesno/text
 fi
 
-if stage_wanted 2 shards -- data/train_yesno_aug/wav.scp data/train_yesno_aug/text data/test_yesno/wav.scp \
-    data/test_yesno/text; then
+if stage_wanted 2 shards -- "$(stage_mark 1 data)" data/train_yesno_aug/wav.scp data/train_yesno_aug/text \
+    data/test_yesno/wav.scp data/test_yesno/text; then
   log=$(stage_log 2 shards)
   for set in train_yesno_aug test_yesno; do
     logged "$log" steps/make_shards.py --replace --utts-per-shard 200 data/$set data/$set/shards data/$set/data.list
   done
-  stage_done 2 shards
+  stage_done 2 shards -- data/train_yesno_aug/data.list data/test_yesno/data.list
 fi
 
 if stage_wanted 3 units -- data/train_yesno/text; then
   log=$(stage_log 3 units)
   logged "$log" steps/build_units.py --unit-type word data/train_yesno data/lang
-  stage_done 3 units
+  stage_done 3 units -- data/lang/units.txt
 fi
 
 if stage_wanted 4 train "$exp" -- "$train_config" data/train_yesno_aug/shards data/test_yesno/shards \
@@ -76,7 +77,7 @@ if stage_wanted 6 "decode-test_yesno-$method-$model_tag" "$exp" -- "$checkpoint"
     data/test_yesno/text; then
   logged "$(stage_log 6 "decode-test_yesno-$method-$model_tag" "$exp")" steps/decode.py --method "$method" \
     --checkpoint "$checkpoint" --tag "$model_tag" "$exp" data/test_yesno/data.list test_yesno
-  stage_done 6 "decode-test_yesno-$method-$model_tag" "$exp"
+  stage_done 6 "decode-test_yesno-$method-$model_tag" "$exp" -- "$exp/decode-test_yesno-$method-$model_tag/wer"
 fi
 decode_result "yesno: test" "$exp" "$model_tag" test_yesno "$method"
 exit

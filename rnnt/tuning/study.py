@@ -15,7 +15,9 @@ RETRIES = 2  # a trial whose worker died runs again with its values at most this
 
 def open_study(storage_url: str, name: str, search: Search, heartbeat: float):
     """The study in the database at storage_url (created on first use); its trials beat every
-    `heartbeat` seconds, and one silent for two beats is failed and queued again with its values."""
+    `heartbeat` seconds, and one silent for two beats is failed and queued again with its values. A study
+    opened again (resumed, or by another worker) seeds its sampler past the trials made, whose values it
+    would otherwise draw again."""
     import warnings
 
     import optuna
@@ -28,17 +30,28 @@ def open_study(storage_url: str, name: str, search: Search, heartbeat: float):
         storage_url, engine_kwargs=engine, heartbeat_interval=max(1, round(heartbeat)),
         grace_period=max(2, round(2 * heartbeat)),
         heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=RETRIES))
-    if search.sampler["type"] == "tpe":
-        sampler = optuna.samplers.TPESampler(seed=search.sampler.get("seed"))
-    else:
-        sampler = optuna.samplers.RandomSampler(seed=search.sampler.get("seed"))
     if search.pruner["type"] == "median":
         pruner = optuna.pruners.MedianPruner(n_startup_trials=search.pruner.get("startup_trials", 2),
                                              n_warmup_steps=search.pruner.get("warmup_epochs", 1))
     else:
         pruner = optuna.pruners.NopPruner()
-    return optuna.create_study(storage=storage, study_name=name, direction="minimize", sampler=sampler,
-                               pruner=pruner, load_if_exists=True)
+    study = optuna.create_study(storage=storage, study_name=name, direction="minimize", sampler=sampler(search),
+                                pruner=pruner, load_if_exists=True)
+    seed = search.sampler.get("seed")
+    if seed is not None and study.trials:  # resumed: draws that go on from the trials made, not repeat them
+        running = count(study, optuna.trial.TrialState.RUNNING)  # another worker at work: draws of its own
+        study.sampler = sampler(search, seed + len(study.trials) + (os.getpid() << 16 if running else 0))
+    return study
+
+
+def sampler(search: Search, seed: int | None = None):
+    """The search's sampler, seeded with its seed or the one given."""
+    import optuna
+
+    seed = search.sampler.get("seed") if seed is None else seed
+    if search.sampler["type"] == "tpe":
+        return optuna.samplers.TPESampler(seed=seed)
+    return optuna.samplers.RandomSampler(seed=seed)
 
 
 def count(study, *states) -> int:

@@ -200,6 +200,30 @@ def test_data_prep_speakers_from_a_regex_and_whole_speakers_held_out(small_corpu
     assert absent.returncode == 1 and "no transcript list" in absent.stderr and not (tmp_path / "x").exists()
 
 
+def test_data_prep_speakers_named_alike_and_paths_with_spaces(tmp_path, test_data):
+    """Speaker folders john and john-smith: utterances sorted are sorted by speaker too (Kaldi's rule, which a
+    '-' inside a speaker id breaks: john-smith-a before john-z); a path with spaces is listed with a tab."""
+    corpus = tmp_path / "corpus"
+    by_speaker = recordings_by_speaker(test_data)
+    lines = []
+    for folder, speaker in (("john", "george"), ("john-smith", "jackson"), ("Alice Smith", "lucas")):
+        (corpus / folder).mkdir(parents=True)
+        for i, (path, word) in enumerate(by_speaker[speaker][:150:50]):
+            name = f"{folder}/{'z' if folder == 'john' else 'a'} take {i}.wav"
+            audio, rate = soundfile.read(path)
+            soundfile.write(corpus / name, audio, rate)
+            lines.append(f"{name}\t{word}")
+    (corpus / "list.txt").write_text("\n".join(lines) + "\n")
+    out = run_tool(sys.executable, DATA_PREP, "--transcripts", corpus / "list.txt", "--speaker-regex", "^([^/]+)/",
+                   "--dev-fraction", "0.34", "--test-fraction", "0", corpus, tmp_path / "data")
+    assert out.returncode == 0, out.stderr
+    speakers = {s for name in ("train", "dev") for s in table(tmp_path / "data" / name / "spk2utt")}
+    assert speakers == {"john", "john_smith", "Alice_Smith"}
+    assert sum(len(table(tmp_path / "data" / name / "text")) for name in ("train", "dev")) == 9
+    for name in ("train", "dev"):
+        assert run_tool(ROOT / "utils" / "validate_data_dir.sh", "--no-feats", tmp_path / "data" / name).returncode == 0
+
+
 def test_data_prep_test_set_from_its_own_list_and_none_without(small_corpus, tmp_path):
     (small_corpus / "train.txt").write_text("".join(f"{s}/{w} {w}\n" for s in "ab" for w in ("zero", "one", "two")))
     (small_corpus / "test.txt").write_text("a/three three\nb/three three\na/two two\n")

@@ -16,11 +16,13 @@ echo "weights of $2" > "$3/lm/modified_beam_lm.yaml"
 DECODE = """#!/usr/bin/env bash
 # stands in for steps/decode.py: writes which weights it decoded with
 set -euo pipefail
+method=$2
 while [ "$1" != --lm-fusion ]; do shift; done
 fusion=$2
 while [ "$1" != --nbest ]; do shift; done
-mkdir -p "$2/decode-$4-$TAG"
+mkdir -p "$2/decode-$4-$TAG" "$2/decode-$4-$method-$TAG"
 cat "$fusion" > "$2/decode-$4-$TAG/used"
+echo "%WER 0.00 [ 0 / 1, 0 ins, 0 del, 0 sub ]" > "$2/decode-$4-$method-$TAG/wer"
 echo "$TAG" >> decodes.log
 """
 

@@ -1,4 +1,4 @@
-"""utils/stages.sh: markers that record their inputs, as the recipes use them."""
+"""utils/stages.sh: markers that record their inputs and outputs, as the recipes use them."""
 
 import subprocess
 
@@ -11,7 +11,7 @@ stage=${1:-0}; stop_stage=100
 if stage_wanted 1 prepare -- input.txt "$OPTION"; then
   cp input.txt prepared.txt; echo ran 1 >> ran.log
   [ -n "${FAIL:-}" ] && exit 3
-  stage_done 1 prepare
+  stage_done 1 prepare -- prepared.txt
 fi
 if stage_wanted 2 use exp -- prepared.txt; then
   echo ran 2 >> ran.log; stage_done 2 use exp
@@ -38,6 +38,16 @@ def test_a_stage_reruns_when_its_inputs_change_and_so_do_the_stages_after_it(tmp
     out, ran = run(tmp_path, OPTION="b")  # another option value is another input
     assert ran == ["ran 1"]  # prepared.txt came out the same: stage 2's inputs did not change
     assert (tmp_path / "exp" / ".stages" / "2.use.done").is_file()
+
+
+def test_a_stage_whose_output_is_gone_runs_again(tmp_path):
+    (tmp_path / "input.txt").write_text("one\n")
+    run(tmp_path)
+    (tmp_path / "prepared.txt").unlink()  # the inputs as they were, the output deleted
+    out, ran = run(tmp_path)
+    assert ran == ["ran 1"] and "stage 1 (prepare): its output prepared.txt is gone; running it again" in out.stdout
+    assert (tmp_path / "exp" / ".stages" / "1.prepare.done").read_text().splitlines()[1:] == ["output prepared.txt"]
+    assert run(tmp_path)[1] == []
 
 
 def test_an_explicit_stage_reruns_from_there_and_an_interrupted_stage_reruns(tmp_path):
@@ -119,3 +129,36 @@ echo never reached
     assert not (tmp_path / "exp" / ".stages" / "4.train.done").exists()
     running = subprocess.run(["pgrep", "-f", "python3 stoppable.py"], capture_output=True, text=True).stdout
     assert running == ""  # nothing left behind
+
+
+def test_a_word_left_over_or_a_stage_not_a_number_is_refused(tmp_path):
+    """parse_options.sh stops at the first word that is not an option: an unquoted list (--methods greedy beam)
+    would have dropped the rest silently; --stage abc skipped every stage and ended 0."""
+    script = 'stage=$1; stop_stage=100; shift; . "$ROOT/utils/stages.sh"; check_run_arguments "$@"; echo fine'
+    def run_with(*args):
+        return subprocess.run(["bash", "-c", script, "run.sh", *args], capture_output=True, text=True,
+                              env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
+    assert run_with("2").stdout == "fine\n"
+    out = run_with("2", "beam", "--stop-stage", "1")
+    assert out.returncode == 1 and "run.sh: unexpected argument 'beam': options are --name value" in out.stderr
+    out = run_with("abc")
+    assert out.returncode == 1 and out.stderr == "run.sh: --stage abc: not a stage number\n"
+
+
+def test_an_explicit_stage_runs_a_stage_once_in_a_run(tmp_path):
+    """--stage N runs its stages again whatever their markers say, but a stage asked for twice in one run (a seed's
+    dev decode, asked again for the seed chosen) runs once, its inputs the same."""
+    script = """set -euo pipefail
+stage=1; stop_stage=100
+. "$ROOT/utils/stages.sh"
+for _ in 1 2; do
+  if stage_wanted 1 prepare -- input.txt; then echo ran >> ran.log; cp input.txt out.txt; stage_done 1 prepare; fi
+done
+"""
+    (tmp_path / "input.txt").write_text("one\n")
+    for _ in range(2):  # each run: once
+        out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                             env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"})
+        assert out.returncode == 0, out.stderr
+        assert (tmp_path / "ran.log").read_text() == "ran\n" and "done before; skipped" in out.stdout
+        (tmp_path / "ran.log").unlink()

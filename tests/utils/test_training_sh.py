@@ -69,8 +69,8 @@ def test_several_seeds_train_one_model_each_and_dev_chooses(tmp_path):
     assert steps[:3] == [f"train m seed[] from[init.pt] threads[{threads}]",
                          f"train m_seed1 seed[1] from[init.pt] threads[{threads}]",
                          f"train m_seed2 seed[2] from[init.pt] threads[{threads}]"]
-    assert steps[3:9] == [line for name in ("m", "m_seed1", "m_seed2")
-                          for line in (f"average {name} 2", f"decode {name} avg2-epoch-3 modified_beam_lm [dev]")]
+    assert steps[3:9] == [f"average {name} 2" for name in ("m", "m_seed1", "m_seed2")] + [
+        f"decode {name} avg2-epoch-3 modified_beam_lm [dev]" for name in ("m", "m_seed1", "m_seed2")]
     assert exp == "m_seed1" and "m_seed1 is the best on dev (modified_beam_lm, %WER: m 6.70 m_seed1 5.53 m_seed2 " \
         "9.05)" in steps[9]
     assert chosen(tmp_path, 2, "m=6.37 m_seed1=6.37")[1] == "m"  # a tie: the first
@@ -80,11 +80,15 @@ def test_several_seeds_train_one_model_each_and_dev_chooses(tmp_path):
     assert chosen(tmp_path, 2, "m=10.2 m_seed1=9.8")[1] == "m_seed1"  # compared as numbers, not as text
 
 
-def test_without_the_decoding_stage_nothing_is_chosen(tmp_path):
+def test_without_the_decoding_stage_nothing_is_chosen_and_every_seed_is_averaged(tmp_path):
+    """--stop-stage 5 averages every seed, not only the base model: a later --stage 6 finds them all."""
     steps, exp = chosen(tmp_path, 2, "m=6.70 m_seed1=5.53", stop_stage=5)
     threads = threads_each(2)
     assert steps == [f"train m seed[] from[init.pt] threads[{threads}]",
-                     f"train m_seed1 seed[1] from[init.pt] threads[{threads}]"] and exp == "m"
+                     f"train m_seed1 seed[1] from[init.pt] threads[{threads}]",
+                     "average m 2", "average m_seed1 2"] and exp == "m"
+    steps, exp = chosen(tmp_path, 2, "m=6.70 m_seed1=5.53", stop_stage=4)
+    assert len(steps) == 2 and exp == "m"
 
 
 def test_a_seed_trained_before_is_not_trained_again_and_one_left_gets_every_core(tmp_path):

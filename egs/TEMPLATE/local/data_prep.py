@@ -2,7 +2,8 @@
 """Prepare a folder of recordings and a transcript list as Kaldi data dirs train, dev and test.
 
 The transcript list has one line per recording: the file's path relative to the corpus folder, with or
-without its extension, then the transcript, separated by a space or tab:
+without its extension, then the transcript, separated by a space or tab (a tab where the path has spaces:
+where the first word names no file, the line is split at its first tab):
     speaker1/hello_01.wav HELLO WORLD
     speaker1/hello_02     GOOD MORNING
 Audio: any format soundfile reads (wav, flac, ogg, mp3, ...), any sample rate, mono or stereo. Transcripts
@@ -68,6 +69,11 @@ def utterances(corpus_dir: str, transcripts: str, speaker_regex: re.Pattern | No
                 continue
             name, text = fields[0], normalise(fields[1])
             audio = find_audio(corpus_dir, name)
+            if audio is None and "\t" in line:  # a path with spaces, a tab after it
+                path_name, rest = (field.strip() for field in line.split("\t", 1))
+                path_audio = find_audio(corpus_dir, path_name) if normalise(rest) else None
+                if path_audio is not None:
+                    name, audio, text = path_name, path_audio, normalise(rest)
             if audio is None:
                 report.skip("audio file not found", f"{where} ({os.path.join(corpus_dir, name)})")
                 continue
@@ -78,7 +84,9 @@ def utterances(corpus_dir: str, transcripts: str, speaker_regex: re.Pattern | No
                 if match is None or not match.group(1):
                     report.skip(f"no speaker in the file name (--speaker-regex '{speaker_regex.pattern}')", where)
                     continue
-                speaker = utterance_id(match.group(1))
+                # '-' only between speaker and the rest: it sorts before every character a speaker id keeps, so
+                # utterances sorted are sorted by speaker too (john-z before john_smith-a), as Kaldi requires
+                speaker = utterance_id(match.group(1)).replace("-", "_")
             utt = utterance_id(stem)  # Kaldi's order: prefixed by its speaker, '-' between
             utt = utt if utt == speaker or utt.startswith(speaker + "-") else f"{speaker}-{utt}"
             if utt in found:

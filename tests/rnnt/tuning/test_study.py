@@ -86,6 +86,10 @@ def test_a_study_persists_in_its_database_and_resumes_where_it_stopped(tmp_path)
     optimize_until(again, resumed, 3, catch=())  # one more, counted over both runs
     assert resumed.calls == 1 and states(again) == ["COMPLETE"] * 3
     assert [t.params for t in again.trials[:2]] == values
+    assert again.trials[2].params not in values  # a resumed seed draws on, not the first run's values again
+    fresh = open_study(f"sqlite:///{tmp_path / 'fresh.db'}", "lr", search(), heartbeat=1)
+    optimize_until(fresh, Training(), 3, catch=())
+    assert [t.params for t in fresh.trials[:2]] == values  # a new study draws what the first run drew
     assert len(open_study(url, "lr", search(), heartbeat=1).trials) == 3
     assert open_study(url, "other", search(), heartbeat=1).trials == []  # a study is found by its name
 

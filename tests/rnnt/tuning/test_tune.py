@@ -79,6 +79,11 @@ def test_killed_search_resumes_from_its_database_and_finishes_the_trials_asked(y
     assert rerun, "the killed trial was not run again"
     out = run_tool(*args)  # asked again: nothing left to do
     assert out.returncode == 0 and len(trial_states(exp / "study.db")) == len(states)
+    out = run_tool(*tune_args(yesno, tmp_path, {**search, "trials": 4}))  # more trials of the same search: resumed
+    assert out.returncode == 0 and "4 of 4 trials ended" in out.stdout, out.stderr[-2000:]
+    out = run_tool(*tune_args(yesno, tmp_path, {**search, "sampler": {"type": "random", "seed": 2}}))
+    assert out.returncode == 1 and "holds the trials of another config or search" in out.stderr
+    assert len(trial_states(exp / "study.db")) == len(states) + 1  # nothing mixed in
 
 
 def trainer_command(yesno, tmp_path, epochs: int) -> list[str]:
