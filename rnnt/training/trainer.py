@@ -170,8 +170,7 @@ class Trainer(Checkpointing):
         self.scaler.unscale_(self.optimizer)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.experiment.train.grad_clip))
         if not math.isfinite(grad_norm):  # no update, and no step counted: the schedule and EMA wait
-            if self.scaler.is_enabled():  # fp16: the scaler skips the update itself and lowers its scale
-                self.scaler.step(self.optimizer)
+            if self.scaler.is_enabled():  # fp16: the scale is lowered (unscale_ recorded the overflow)
                 self.scaler.update()
             self.optimizer.zero_grad(set_to_none=True)
             log.warning("non-finite gradient norm at step %d: update skipped", self.step)
