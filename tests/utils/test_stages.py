@@ -1,6 +1,9 @@
 """utils/stages.sh: markers that record their inputs and outputs, as the recipes use them."""
 
+import os
+import signal
 import subprocess
+import time
 
 from conftest import ROOT
 from stopping_recipes import stop_once_logged
@@ -129,6 +132,29 @@ echo never reached
     assert not (tmp_path / "exp" / ".stages" / "4.train.done").exists()
     running = subprocess.run(["pgrep", "-f", "python3 stoppable.py"], capture_output=True, text=True).stdout
     assert running == ""  # nothing left behind
+
+
+def test_ctrl_c_stops_the_command_and_its_last_words_reach_the_log(tmp_path):
+    """Ctrl-C signals the terminal's whole process group: the tee writing the stage's log must outlive it, or
+    what the command prints while it stops (the trainer's last checkpoint) is lost, and its print fails."""
+    (tmp_path / "stoppable.py").write_text(STOPPABLE)
+    script = """set -euo pipefail
+stage=0; stop_stage=100
+. "$ROOT/utils/stages.sh"
+logged "$(stage_log 4 train exp)" python3 stoppable.py
+"""
+    recipe = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"}, start_new_session=True)
+    log = tmp_path / "exp" / "log" / "4.train.log"
+    deadline = time.monotonic() + 30
+    while not (log.exists() and "step 3" in log.read_text().splitlines()):
+        assert time.monotonic() < deadline and recipe.poll() is None
+        time.sleep(0.05)
+    os.killpg(recipe.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the shell, the command and the tee
+    recipe.communicate(timeout=30)
+    lines = log.read_text().splitlines()
+    assert recipe.returncode == 143 and any(line.startswith("saving at step") for line in lines), lines[-4:]
+    assert lines[-1].startswith("# stopped")
 
 
 def test_a_word_left_over_or_a_stage_not_a_number_is_refused(tmp_path):
