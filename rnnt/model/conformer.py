@@ -60,7 +60,9 @@ class ConformerConfig:
 
     def problems(self) -> list[str]:
         found = conv_problems(self.input_dim, self.conv_layers)
-        if self.dim % self.heads or (self.dim // self.heads) % 2:
+        if self.heads < 1:
+            found.append(f"model.encoder.heads must be at least 1, got {self.heads}")
+        elif self.dim % self.heads or (self.dim // self.heads) % 2:
             found.append(f"model.encoder.dim {self.dim} must be a multiple of 2 x model.encoder.heads {self.heads}: "
                          "each head's queries and keys are rotated in pairs of channels")
         if self.kernel_size < 1 or self.kernel_size % 2 == 0:

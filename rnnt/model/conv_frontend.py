@@ -54,7 +54,12 @@ class Conv2dSubsampling(torch.nn.Module):
         return self.stride - 1
 
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """feats (B, T, input_dim) -> (B, T', output_dim) and lengths T'; frames past T' are garbage."""
+        """feats (B, T, input_dim) -> (B, T', output_dim) and lengths T'; frames past T' are garbage. A batch
+        shorter than one output frame's receptive field is padded to it: its lengths say 0 frames, as the same
+        utterances say in a batch with a longer one (the convolutions would refuse so few frames)."""
+        short = self.stride + self.overlap - feats.shape[1]
+        if short > 0:
+            feats = torch.nn.functional.pad(feats, (0, 0, 0, short))
         x = feats[:, None]  # (B, 1, T, F)
         for conv in self.convs:
             x = torch.relu(conv(x))

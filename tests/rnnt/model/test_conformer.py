@@ -74,6 +74,7 @@ def test_rotated_scores_depend_on_the_distance_alone():
 def test_bad_settings_are_named():
     assert "model.encoder.dim 18 must be a multiple of 2 x model.encoder.heads 2" in \
         ConformerConfig(dim=18, heads=2).problems()[0]
+    assert ConformerConfig(heads=0).problems() == ["model.encoder.heads must be at least 1, got 0"]
     assert "kernel_size must be odd" in ConformerConfig(kernel_size=4).problems()[0]
     with pytest.raises(ValueError, match="conv_layers 3 strided convolutions need a wider input"):
         ConformerEncoder(ConformerConfig(input_dim=6, conv_layers=3))

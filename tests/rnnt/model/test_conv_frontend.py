@@ -108,6 +108,12 @@ def test_an_utterance_too_short_for_the_layers_gets_length_zero(fbanks):
     feats = fbanks[0][None, :20].repeat(4, 1, 1)
     _, lengths = frontend(feats, torch.tensor([20, 6, 2, 0]))
     assert lengths.tolist() == [4, 0, 0, 0]  # 20 -> 9 -> 4; 6 -> 2 -> 0; 2 -> 0; 0 -> (-1, clamped)
+    for layers, frames in ((2, 6), (2, 1), (3, 14)):  # alone, under the receptive field (7, 15): as in the batch
+        frontend = Conv2dSubsampling(80, 2, layers)
+        out, lengths = frontend(fbanks[0][None, :frames], torch.tensor([frames]))
+        assert lengths.tolist() == [0] and out.shape[0] == 1 and out.shape[2] == frontend.output_dim
+    out, lengths = Conv2dSubsampling(80, 2, 2)(fbanks[0][None, :7], torch.tensor([7]))
+    assert lengths.tolist() == [1] and out.shape[1] == 1  # the receptive field itself: one frame, no padding
 
 
 @pytest.mark.parametrize("layers", [1, 2, 3])

@@ -117,3 +117,18 @@ def test_evaluation_is_batchnorm1d_the_running_affine_map_with_or_without_a_mask
     for b, f in enumerate(fbanks):  # each utterance alone is normalised alike
         torch.testing.assert_close(norm(f[None])[0], out[b, :len(f)], rtol=1e-6, atol=1e-5)
     assert all(torch.equal(v, state[k]) for k, v in norm.state_dict().items())  # evaluation updates nothing
+
+
+def test_a_single_valid_frame_in_training_is_normalised_by_the_running_statistics():
+    """One frame has no variance (BatchNorm refuses it in training): a batch of one short utterance is normalised
+    as in evaluation, its running statistics left as they were."""
+    norm = MaskedBatchNorm(3)
+    norm.running_mean.copy_(torch.tensor([1.0, 2.0, 3.0]))
+    norm.running_var.copy_(torch.tensor([4.0, 1.0, 0.25]))
+    norm.train()
+    x = torch.tensor([[[3.0, 2.0, 3.5], [9.0, 9.0, 9.0]]])
+    out = norm(x, torch.tensor([[True, False]]))
+    torch.testing.assert_close(out[0, 0], torch.tensor([1.0, 0.0, 1.0]), rtol=1e-4, atol=1e-4)
+    assert out[0, 1].abs().sum() == 0 and norm.running_mean.tolist() == [1.0, 2.0, 3.0]
+    alone = norm(x[:, :1])  # no mask, one frame
+    torch.testing.assert_close(alone, out[:, :1])
