@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Write the raw-mode data list of a Kaldi data dir: one JSON object a line, {"key", "wav", "txt"},
-with "start" and "end" (seconds) for segments. WeNet reads the same format.
+with "start" and "end" (seconds) for segments (no "end" for one that runs to its recording's end, as
+combine_data.sh writes -1). WeNet reads the same format.
 
 Entries whose audio is a piped command cannot be listed raw: they are named and skipped (use
 steps/make_shards.py for them), as is whatever cannot be paired (audio without transcript, transcript
@@ -34,8 +35,8 @@ def main() -> str:
             skipped.append(f"{utterance.where}: {utterance.key}: a piped command cannot be a raw entry")
             continue
         entry = {"key": utterance.key, "wav": utterance.source, "txt": utterance.text}
-        if utterance.start is not None:
-            entry.update(start=utterance.start, end=utterance.end)
+        if utterance.start is not None:  # a segment; one to the end of its recording (end -1) has no end
+            entry.update(start=utterance.start, **({"end": utterance.end} if utterance.end >= 0 else {}))
         duration = durations.get(utterance.key)
         if duration is not None and is_positive_number(duration.value):
             entry["duration"] = float(duration.value)

@@ -8,6 +8,7 @@ transcript, transcript without audio, a malformed segment, a repeated key), is s
 """
 
 import contextlib
+import hashlib
 import json
 import os
 import sys
@@ -74,6 +75,17 @@ def start_shard_dir(shard_dir: str, plan: dict, replace: bool) -> None:
     same_plan_or_new(shard_dir, plan)
 
 
+def items_digest(items) -> str:
+    """What the shards hold besides their keys: each utterance's text, audio source (a file's size and time too)
+    and segment times. Shards of the same keys with another transcript or audio are not reused."""
+    digest = hashlib.sha256()
+    for item in items:
+        stat = os.stat(item.source) if not item.source.endswith("|") and os.path.isfile(item.source) else None
+        digest.update(json.dumps([item.key, item.text, item.source, item.start, item.end,
+                                  stat and (stat.st_size, stat.st_mtime_ns)]).encode())
+    return digest.hexdigest()
+
+
 def main() -> str:
     parser = tool_parser(__doc__, "steps/make_shards.py --nj 4 data/train data/train/shards "
                                   "data/train/data.list")
@@ -101,7 +113,7 @@ def main() -> str:
         raise ToolError(f"{args.data_dir}: no utterance has both audio and text")
     options = AudioOptions(args.audio_format, args.resample)
     plan = {"utts_per_shard": args.utts_per_shard, "audio_format": args.audio_format, "resample": args.resample,
-            "keys": [item.key for item in items]}
+            "keys": [item.key for item in items], "items": items_digest(items)}
     start_shard_dir(args.shard_dir, plan, args.replace)
     n = args.utts_per_shard
     paths = [os.path.abspath(os.path.join(args.shard_dir, f"{args.prefix}_{i:06d}.tar"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tarfile
 import urllib.error
 
 from rnnt.cli import tool_parser
@@ -16,8 +17,11 @@ from rnnt.prep.extract import UnsafeArchiveError, marker_path, safe_extract
 def fetch_part(archive: str, checksum: str, mirror: str, dest: str, archives_dir: str | None,
                extracted_path: str, quiet: bool = False) -> str:
     """Makes dest/<extracted_path> complete; returns what was done ('present', 'extracted', 'downloaded+extracted')."""
-    if os.path.exists(marker_path(archive, dest)) and os.path.isdir(os.path.join(dest, extracted_path)):
+    marker = marker_path(archive, dest)
+    if os.path.exists(marker) and os.path.isdir(os.path.join(dest, extracted_path)):
         return "present"
+    if os.path.exists(marker):  # the folder it marked is gone (deleted): extracted again
+        os.remove(marker)
     local = os.path.join(archives_dir, archive) if archives_dir else None
     if local and os.path.isfile(local):
         verify(local, checksum)
@@ -25,7 +29,13 @@ def fetch_part(archive: str, checksum: str, mirror: str, dest: str, archives_dir
     else:
         path = os.path.join(dest, "downloads", archive)
         status = download(f"{mirror.rstrip('/')}/{archive}", path, checksum, quiet)
-    safe_extract(path, dest)
+    try:
+        safe_extract(path, dest)
+    except (tarfile.TarError, EOFError) as error:  # no checksum caught it: a cut download, an error page
+        if path != local:  # ours: the next run downloads it again
+            os.remove(path)
+        raise ChecksumError(f"{path}: not a readable archive ({error})"
+                            f"{'; deleted, to be downloaded again' if path != local else ''}") from error
     return "extracted" if status == "present" else f"{status}+extracted"
 
 

@@ -9,6 +9,7 @@ file says so: a folder left by a killed extraction is extracted again.
 
 from __future__ import annotations
 
+import gzip
 import os
 import tarfile
 
@@ -92,7 +93,11 @@ def safe_extract(archive: str, dest: str) -> str:
     trusted = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
     written: list[str] = []
     count = 0
-    with tarfile.open(archive, "r|*") as tar:
+    with open(archive, "rb") as raw:
+        gzipped = raw.read(2) == b"\x1f\x8b"
+    # tarfile's own gzip stream never checks the CRC and length at the end; gzip's does, once read to the end
+    stream = gzip.open(archive) if gzipped else open(archive, "rb")
+    with stream, tarfile.open(fileobj=stream, mode="r|" if gzipped else "r|*") as tar:
         for member in progress(tar, desc=f"extract {os.path.basename(archive)}", unit=" files"):
             try:
                 check_member(member, dest, archive)
@@ -105,6 +110,12 @@ def safe_extract(archive: str, dest: str) -> str:
             if not existed:
                 written.append(target)
             count += 1
+        try:
+            while stream.read(1 << 20):  # to the end: a damaged or cut archive fails its CRC check here
+                pass
+        except (OSError, EOFError) as error:  # gzip.BadGzipFile is an OSError
+            _remove_written(written)
+            raise tarfile.ReadError(f"{archive}: damaged ({error}); delete it and download it again") from error
     with open(marker, "w") as f:
         f.write(f"{count} members\n")
     return "extracted"

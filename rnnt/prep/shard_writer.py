@@ -19,7 +19,8 @@ import soundfile
 from rnnt.data.audio import AudioError, load_audio
 from rnnt.data.resample import resample
 
-AUDIO_EXTENSIONS = {"wav", "flac", "ogg", "opus", "mp3", "sph"}
+AUDIO_EXTENSIONS = {"wav", "flac", "ogg", "opus", "mp3"}  # copied as they are: WeNet's reader reads these (not
+# SPHERE: AN4's .sph files are written as wav)
 FORMATS = ("keep", "wav", "flac")
 
 

@@ -152,6 +152,15 @@ def test_rerun_skips_complete_shards_and_redoes_missing_ones(test_data, tmp_path
                         tmp_path / "sh", tmp_path / "l")
     assert replaced.returncode == 0 and "2 shards (0 already complete)" in replaced.stdout, replaced.stderr
     assert sorted(p.name for p in (tmp_path / "sh").glob("*.tar*")) == ["shards_000000.tar", "shards_000001.tar"]
+    # the same keys with another transcript (a new normalise()): written again, not reused
+    text = (data / "text").read_text().splitlines()
+    key = text[0].split()[0]
+    (data / "text").write_text("\n".join([f"{key} CHANGED TEXT", *text[1:]]) + "\n")
+    again = run_tool(sys.executable, STEPS / "make_shards.py", "--replace", "--utts-per-shard", "3", data,
+                     tmp_path / "sh", tmp_path / "l")
+    assert again.returncode == 0 and "2 shards (0 already complete)" in again.stdout, again.stdout
+    with tarfile.open(tmp_path / "sh" / "shards_000000.tar") as shard:
+        assert shard.extractfile(f"{key}.txt").read().decode() == "CHANGED TEXT"
 
 
 def test_killed_run_never_leaves_a_truncated_shard_under_its_name(test_data, tmp_path):
@@ -182,6 +191,12 @@ def test_raw_list(test_data, tmp_path):
     assert [r["key"] for r in rows] == sorted(table(data / "text"))
     assert rows[0]["txt"] == table(data / "text")[rows[0]["key"]] and Path(rows[0]["wav"]).is_file()
     assert abs(rows[0]["duration"] - 10.435) < 1e-3
+    keys = sorted(table(data / "text"))  # segments: one with times, one to its recording's end (end -1)
+    (data / "segments").write_text(f"{keys[0]} {keys[0]} 0.5 2.25\n{keys[1]} {keys[1]} 1.0 -1\n")
+    out = run_tool(sys.executable, STEPS / "make_raw_list.py", data, tmp_path / "segments.list")
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in (tmp_path / "segments.list").read_text().splitlines()]
+    assert (rows[0]["start"], rows[0]["end"]) == (0.5, 2.25) and rows[1]["start"] == 1.0 and "end" not in rows[1]
 
 
 NON_ASCII = ["ÉCOLE NAÏVE CAFÉ", "ÜBER GRÖSSE STRASSE", "中文 语音 识别", "NIÑO AÑO ESPAÑA", "HELLO WORLD"]
@@ -208,3 +223,19 @@ def test_units_round_trip_including_non_ascii(tmp_path, unit_type):
     assert tokenizer.encode("QQQ")[0] == 1 or unit_type in ("bpe", "unigram")  # unseen -> <unk>
     if unit_type == "word":
         assert tokenizer.encode("HELLO MARS") == [tokenizer.units["HELLO"], 1]
+
+
+def test_sphere_audio_is_written_as_wav_for_wenets_reader(test_data, tmp_path):
+    """Kept as it is, a SPHERE file (AN4's CMU archive) would be a .sph member, which WeNet's reader does not
+    take for audio; it is written as wav, the same samples."""
+    from rnnt.prep.shard_writer import AudioOptions, ShardItem, audio_member
+
+    wav = sorted((test_data / "waves_yesno").glob("*.wav"))[0]
+    samples, rate = soundfile.read(wav, dtype="int16")
+    sph = tmp_path / "a.sph"
+    soundfile.write(sph, samples, rate, format="NIST", subtype="PCM_16")
+    data, extension, seconds = audio_member(ShardItem("a", "YES", str(sph)), AudioOptions())
+    assert extension == "wav" and data[:4] == b"RIFF" and seconds == pytest.approx(len(samples) / rate)
+    assert (soundfile.read(io.BytesIO(data), dtype="int16")[0] == samples).all()
+    data, extension, _ = audio_member(ShardItem("b", "YES", str(wav)), AudioOptions())
+    assert extension == "wav" and data == wav.read_bytes()  # wav, flac, ... are kept byte for byte

@@ -2,6 +2,7 @@
 
 import hashlib
 import io
+import shutil
 import sys
 import tarfile
 from pathlib import Path
@@ -78,6 +79,36 @@ def test_an_extraction_killed_midway_is_done_again(server, test_data, tmp_path):
     assert fetch_main("test", parts, server.url, [str(dest), "--quiet"]) == 0
     assert len(list((dest / "waves_yesno").iterdir())) == 5
     assert (dest / "waves_yesno" / first.name).read_bytes() == first.read_bytes()
+
+
+def test_a_deleted_corpus_folder_is_extracted_again(server, test_data, tmp_path):
+    """The marker of an extraction whose folder was deleted since does not make the part 'present'."""
+    parts = serve_yesno(server, test_data)
+    dest = tmp_path / "corpus"
+    assert fetch_main("test", parts, server.url, [str(dest), "--quiet"]) == 0
+    shutil.rmtree(dest / "waves_yesno")
+    assert fetch_main("test", parts, server.url, [str(dest), "--quiet"]) == 0
+    assert len(list((dest / "waves_yesno").iterdir())) == 5
+
+
+@pytest.mark.parametrize("damage", ["crc", "cut", "html"])
+def test_a_damaged_archive_without_a_checksum_is_refused_deleted_and_fetched_again(server, test_data, tmp_path,
+                                                                                    capsys, damage):
+    """AN4 and speechocean762 publish no checksum: gzip's own CRC and length (at the archive's end, which
+    tarfile's stream never checks) catch a damaged file, a cut one, or an error page; the download is
+    deleted, so that the next run fetches it again, and nothing is marked extracted."""
+    body = yesno_archive(test_data)
+    bad = {"crc": body[:-8] + bytes([body[-8] ^ 1]) + body[-7:], "cut": body[:-5],
+           "html": b"<html>503 Service Unavailable</html>"}[damage]
+    server.files["/waves_yesno.tar.gz"] = bad
+    parts = {"waves_yesno": ("waves_yesno.tar.gz", None, "waves_yesno")}
+    dest = tmp_path / "corpus"
+    assert fetch_main("test", parts, server.url, [str(dest), "--quiet"]) == 1
+    assert "not a readable archive" in capsys.readouterr().err
+    assert not (dest / "downloads" / "waves_yesno.tar.gz").exists() and not list(dest.glob(".*.extracted"))
+    server.files["/waves_yesno.tar.gz"] = body  # the server fixed: the next run works
+    assert fetch_main("test", parts, server.url, [str(dest), "--quiet"]) == 0
+    assert len(list((dest / "waves_yesno").iterdir())) == 5
 
 
 def test_archives_dir_is_accepted_and_verified(test_data, tmp_path):
