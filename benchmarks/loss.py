@@ -243,6 +243,11 @@ def main() -> int:
 
     on_cpu = args.device == "cpu"
     if on_cpu:
+        peer = subprocess.run([args.torchaudio_python, "-c", "import torch, torchaudio; print(torch.__version__, "
+                               "torchaudio.__version__)"], capture_output=True, text=True).stdout.split() \
+            if os.path.exists(args.torchaudio_python) else []
+        if len(peer) == 2:  # its rows run in its own venv, joiner and all: another torch
+            print(f"torchaudio's rows: torchaudio {peer[1]} on torch {peer[0]} (benchmarks/venv-torchaudio).")
         print(f"CPU float32, torch {torch.__version__}, {torch.get_num_threads()} threads, joiner tanh + "
               f"Linear({HIDDEN} -> V) inside the step; median of {args.runs} forward+backward steps; "
               f"peak RSS = extra resident memory during one step after a warm-up step; tensor peak = the most "

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every benchmark in turn and writes their tables to benchmarks/RESULTS.md (and stdout).
+# Runs the CPU benchmarks in turn and writes their tables to benchmarks/RESULTS.generated.md (and stdout):
+# RESULTS.md is kept by hand (the GPU runs, DDP scaling, notes), its tables copied from such a file.
 # Run it on an otherwise idle machine: timings are whole-process and the machine's two cores are shared.
 set -euo pipefail
 time_to_accuracy=false
@@ -16,7 +17,7 @@ cd "$root"
 . ./path.sh
 # torchaudio is the loss benchmark's peer; offline (about 7 GB from PyPI) that row is left out
 benchmarks/make_torchaudio_venv.sh || echo "run_all.sh: no torchaudio venv; the loss table goes without it" >&2
-out=benchmarks/RESULTS.md
+out=benchmarks/RESULTS.generated.md
 {
   echo "# Benchmark results"
   echo
@@ -27,7 +28,7 @@ out=benchmarks/RESULTS.md
     echo
     python "benchmarks/$bench.py"
   done
-  if [ -f egs/an4/exp/deploy/config.yaml ]; then  # needs egs/an4's deployable model (README "Deploy")
+  if [ -f egs/an4/exp/deploy/config.yaml ]; then  # needs egs/an4's deployable model (docs/deploy.md)
     echo
     echo "## deploy (egs/an4 exp/deploy, test set, in sherpa-onnx)"
     echo
@@ -37,7 +38,7 @@ out=benchmarks/RESULTS.md
     echo
     echo "## time_to_accuracy (egs/an4)"
     echo
-    tuned=egs/an4/exp/tune/best.yaml
+    tuned=egs/an4/exp/tune_time_to_accuracy/best.yaml  # the search for minutes to a WER (docs/training.md)
     python benchmarks/time_to_accuracy.py $([ -f $tuned ] && echo --tuned $tuned)
   fi
 } | tee "$out"

@@ -69,7 +69,7 @@ if stage_wanted 4 train "$exp" -- "$train_config" data/train_yesno_aug/shards da
 fi
 
 average_stage 5 "$exp" "$average"
-model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
+model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg3-epoch-10
 
 # stage 6: the test set decoded into $exp/decode-test_yesno-$method-$model_tag
 checkpoint=$(checkpoint_of "$exp" "$model_tag")
