@@ -13,6 +13,7 @@ feature work of batches 0..k-1, and the output is identical to an uninterrupted 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
 from typing import Callable, Iterator
@@ -30,11 +31,13 @@ log = logging.getLogger(__name__)
 
 class Pipeline:
     def __init__(self, list_path: str, config: DataConfig, tokenizer, train: bool,
-                 output_frames: Callable[[int], int] = lambda frames: frames, one_sym_per_frame: bool = False):
-        """output_frames and one_sym_per_frame come from the model (the encoder config's output_frames, loss): the
-        filter counts units against the encoder's real output frames (rnnt.data.stages.filter_utterances)."""
+                 output_frames: Callable[[int], int] = lambda frames: frames,
+                 units_per_frame: tuple[float, str] = (math.inf, "")):
+        """output_frames and units_per_frame come from the model (the encoder config's output_frames, the loss's
+        units_per_frame()): the filter counts units against the encoder's real output frames and what the
+        loss's lattice can carry (rnnt.data.stages.filter_utterances)."""
         self.list_path, self.config, self.tokenizer, self.train = list_path, config, tokenizer, train
-        self.output_frames, self.one_sym_per_frame = output_frames, one_sym_per_frame
+        self.output_frames, self.units_per_frame = output_frames, units_per_frame
         self.entries = read_list(list_path)
         if not self.entries:
             raise ValueError(f"{list_path}: the data list is empty")
@@ -56,7 +59,7 @@ class Pipeline:
         else:
             records = stages.append_silence(records, config.tail_silence)
         records = stages.tokenize(records, self.tokenizer)
-        return stages.filter_utterances(records, config, report, self.output_frames, self.one_sym_per_frame)
+        return stages.filter_utterances(records, config, report, self.output_frames, self.units_per_frame)
 
     def report(self, epoch: int, reader: Reader) -> DataReport:
         where = os.path.basename(self.list_path) + (f", epoch {epoch}" if self.train else "")

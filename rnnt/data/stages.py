@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import zlib
 from typing import Callable, Iterable, Iterator
 
@@ -114,12 +115,14 @@ def tokenize(records: Iterable[dict], tokenizer) -> Iterator[dict]:
 
 def filter_utterances(records: Iterable[dict], config: DataConfig, report: DataReport | None = None,
                       output_frames: Callable[[int], int] = lambda frames: frames,
-                      one_sym_per_frame: bool = False) -> Iterator[dict]:
+                      units_per_frame: tuple[float, str] = (math.inf, "")) -> Iterator[dict]:
     """Drops utterances outside the duration, token and token-per-frame limits, counting why in the report.
-    output_frames: the encoder's output frames for a number of input frames (after data.stack); with one
-    symbol per frame an utterance needs at least as many of them as it has units, whatever the filter says."""
+    output_frames: the encoder's output frames for a number of input frames (after data.stack);
+    units_per_frame: (the most units an encoder frame carries in the loss's lattice, why: one symbol per frame,
+    the pruned loss's band), a cap whatever the filter says (rnnt.model.transducer.LossConfig.units_per_frame)."""
     limits = config.filter
-    per_frame = min(limits.max_tokens_per_frame, 1.0) if one_sym_per_frame else limits.max_tokens_per_frame
+    lattice_cap, why = units_per_frame
+    per_frame = min(limits.max_tokens_per_frame, lattice_cap)
     for record in records:
         duration = record["waveform"].shape[0] / record["sample_rate"]
         input_frames = num_frames(record["waveform"].shape[0], record["sample_rate"], config.features.preset)
@@ -136,7 +139,7 @@ def filter_utterances(records: Iterable[dict], config: DataConfig, report: DataR
         elif encoder_frames == 0:
             reason = "too short for the encoder: no output frame"
         elif n_tokens > per_frame * encoder_frames:
-            reason = ("more units than encoder frames (one symbol per frame)" if per_frame == 1.0 and one_sym_per_frame
+            reason = (f"over {per_frame:g} units per encoder frame ({why})" if per_frame == lattice_cap < math.inf
                       else f"over data.filter.max_tokens_per_frame {per_frame:g} units per encoder frame")
         if reason:
             if report is not None:

@@ -172,7 +172,7 @@ class _FusedJoinerLoss(torch.autograd.Function):
         ctx.save_for_backward(enc, pred, weight, bias, cell_labels, logit_lengths, target_lengths, gamma_blank,
                               gamma_label, lse_cells)
         ctx.config = (blank, activation, reduction, blocks, triton)
-        return reduce_losses(losses.to(enc.dtype), reduction)
+        return reduce_losses(losses, reduction).to(enc.dtype)  # reduced in float32, rounded once
 
     @staticmethod
     def backward(ctx, grad_output):

@@ -105,15 +105,17 @@ def logits_gradient(rows, lse, labels, batch, utterance_scale, blank, gamma_blan
     for i, j in row_chunks(rows.shape[0], rows.shape[1], chunk_elements_on(rows.device)):
         g = grad[i:j] if grad.dtype == acc else torch.empty((j - i, rows.shape[1]), dtype=acc, device=rows.device)
         scale = utterance_scale[batch[i:j]]
-        blank_post, label_post = gamma_blank[i:j] * scale, gamma_label[i:j] * scale
+        clamped = clamp is not None and clamp > 0  # an utterance's own gradient is clamped, then scaled
+        blank_post, label_post = (gamma_blank[i:j], gamma_label[i:j]) if clamped else \
+            (gamma_blank[i:j] * scale, gamma_label[i:j] * scale)
         if from_log_softmax:
             g.zero_()
         else:
             softmax_times_occupancy_(g, rows[i:j].to(acc), lse[i:j], blank_post + label_post)
         g[:, blank] -= blank_post
         g.scatter_add_(1, labels[i:j, None].long(), -label_post[:, None])
-        if clamp is not None and clamp > 0:
-            g.clamp_(-clamp, clamp)
+        if clamped:
+            g.clamp_(-clamp, clamp).mul_(scale[:, None])
         if g.data_ptr() != grad[i:j].data_ptr():
             grad[i:j] = g
     return grad
@@ -133,8 +135,7 @@ class TransducerLossFunction(torch.autograd.Function):
         ctx.save_for_backward(rows, lse, cells.from_lattice(gamma_blank), cells.from_lattice(gamma_label),
                               cells.batch.int(), cells.label.int())
         ctx.config = (cells.shape[0], blank, reduction, from_log_softmax, clamp, reuse_logits_for_grad, triton)
-        losses = losses.to(rows.dtype)
-        return reduce_losses(losses, reduction)
+        return reduce_losses(losses, reduction).to(rows.dtype)  # reduced in float32, rounded once
 
     @staticmethod
     def backward(ctx, grad_output):

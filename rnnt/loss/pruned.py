@@ -27,9 +27,10 @@ from rnnt.loss.options import LatticeOptions, lattice_options
 def simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank, lm_only_scale=0.0, am_only_scale=0.0):
     """(B, T, U+1) blank and label log-probs of the joiner logits am[:, t] + lm[:, u], differentiable.
 
-    lm_only_scale, am_only_scale: k2's smoothing of the simple loss; each arc's log-prob becomes
+    lm_only_scale, am_only_scale: smoothing of the simple loss; each arc's log-prob becomes
     (1 - lm_only_scale - am_only_scale) x its joint log-prob + lm_only_scale x the prediction network's own
-    (log_softmax(lm[u])) + am_only_scale x the encoder's own (log_softmax(am[t])).
+    (log_softmax(lm[u]), as k2's) + am_only_scale x the encoder's own (log_softmax(am[t]); k2's normalises
+    am[t] plus the log of the prediction network's mean distribution instead; icefall trains with 0).
     """
     B, T, V = am.shape
     U1 = lm.shape[1]
@@ -109,7 +110,7 @@ def simple_loss(
     posteriors = lattice_posteriors(blank_lp.detach(), label_lp.detach(), logit_lengths, target_lengths,
                                     one_sym_per_frame, options.backend)
     losses = LatticeLoss.apply(blank_lp, label_lp, *posteriors)
-    loss = reduce_losses(losses.to(am.dtype), reduction)
+    loss = reduce_losses(losses, reduction).to(am.dtype)  # reduced in float32, rounded once
     return (loss, posteriors[1:]) if return_posteriors else loss
 
 
@@ -120,7 +121,9 @@ def prune_ranges(
     """(B, T, s_range) symbol positions per frame: the window with the most node occupancy.
 
     Windows start at 0 on the first frame, reach U_b on the last, never move back, and overlap
-    from one frame to the next, so every frame's band connects to the next by a blank. In the one-symbol
+    from one frame to the next, so every frame's band connects to the next by a blank; in the standard
+    lattice that needs U_b <= (s_range - 1) x T_b (an utterance with more units has no path in any band:
+    an infinite loss; the data filter drops it, rnnt.model.transducer.LossConfig.units_per_frame). In the one-symbol
     lattice (one_sym_per_frame), which climbs at most one symbol a frame, the windows climb no faster than
     a path can follow them and early enough for it to reach U_b by T_b (_one_symbol_band_starts).
     options, **lattice: the lattice (one_sym_per_frame) and where the frame-by-frame passes run (backend), as

@@ -55,9 +55,10 @@ def row_gradient_kernel(logits, stride, grad, grad_stride, lse, post_blank, post
                         ROWS: tl.constexpr, COLUMNS: tl.constexpr):
     """grad[r] = exp(logits[r] - lse[r]) * (post_blank[r] + post_label[r]) (products under tiny in magnitude
     flushed to 0; left out without SOFTMAX), less post_blank[r] at blank and post_label[r] at labels[r],
-    clamped to [-clamp, clamp] with CLAMP; with SCALE the posteriors are first multiplied by scale[batch[r]]
-    (the incoming gradient of row r's utterance). grad may be logits itself: each element is read before it
-    is written, by the program that writes it."""
+    clamped to [-clamp, clamp] with CLAMP; with SCALE times scale[batch[r]] (the incoming gradient of row r's
+    utterance): the posteriors first, or, with CLAMP, the clamped gradient (an utterance's own is clamped,
+    as warp-transducer and torchaudio clamp it, whatever the reduction or a loss scale). grad may be logits
+    itself: each element is read before it is written, by the program that writes it."""
     row, on = _rows(n_rows, ROWS)
     acc = lse.dtype.element_ty
     norm = tl.load(lse + row, mask=on, other=0.0)
@@ -65,8 +66,9 @@ def row_gradient_kernel(logits, stride, grad, grad_stride, lse, post_blank, post
     g_label = tl.load(post_label + row, mask=on, other=0.0)
     if SCALE:
         factor = tl.load(scale + tl.load(batch + row, mask=on, other=0), mask=on, other=0.0)
-        g_blank *= factor
-        g_label *= factor
+        if not CLAMP:
+            g_blank *= factor
+            g_label *= factor
     occupancy = g_blank + g_label
     label = tl.load(labels + row, mask=on, other=0)
     start, out = logits + row * stride, grad + row * grad_stride
@@ -82,4 +84,6 @@ def row_gradient_kernel(logits, stride, grad, grad_stride, lse, post_blank, post
         g -= tl.where(v[None, :] == label[:, None], g_label[:, None], 0.0)
         if CLAMP:
             g = tl.minimum(tl.maximum(g, -clamp), clamp)
+            if SCALE:
+                g = g * factor[:, None]
         tl.store(out[:, None] + v[None, :], g.to(grad.dtype.element_ty), mask=inside)

@@ -12,6 +12,7 @@ An optional CTC head on the encoder adds ctc_weight * CTC loss.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -39,6 +40,17 @@ class LossConfig(LatticeOptions):
     am_only_scale: float = 0.0  # pruned: the encoder's own log-probs' share in the simple loss (icefall 0)
     ctc_weight: float = 0.0  # > 0: a CTC head on the encoder, its loss added with this weight
     fused_kernels: bool = False  # fused on the Triton backend: kernels that hold no logits (MiBs; several x slower)
+
+    def units_per_frame(self) -> tuple[float, str]:
+        """The most units an encoder frame can carry in the training lattice, and why: an utterance with more has
+        no path there (an infinite loss, its batch skipped), so the data filter drops it."""
+        if self.type == "ctc":
+            return math.inf, ""
+        if self.one_sym_per_frame:
+            return 1.0, "one symbol per frame"
+        if self.type == "pruned":
+            return float(self.s_range - 1), f"the pruned loss's band of s_range {self.s_range}"
+        return math.inf, ""
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ class Trainer(Checkpointing):
         self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(train_config.precision)
         self.ema = EMA(self.model, train_config.ema_decay) if train_config.ema_decay > 0 else None
         lengths = {"output_frames": experiment.model.encoder.output_frames,
-                   "one_sym_per_frame": experiment.model.loss.one_sym_per_frame}
+                   "units_per_frame": experiment.model.loss.units_per_frame()}
         self.train_pipeline = Pipeline(experiment.paths.train_list, experiment.data, self.tokenizer, True, **lengths)
         self.loader = make_loader(self.train_pipeline, self.world.rank, self.world.size)
         self.valid_pipeline = (Pipeline(experiment.paths.valid_list, experiment.data, self.tokenizer, False, **lengths)

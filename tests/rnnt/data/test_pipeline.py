@@ -4,6 +4,7 @@ import dataclasses
 import io
 import json
 import logging
+import math
 import sys
 import tarfile
 
@@ -98,19 +99,30 @@ def test_tokenize_and_filter_count_reasons(fsdd):
 
 def test_the_filter_counts_the_encoders_output_frames_and_one_symbol_per_frame(fsdd):
     """Character units over 30 ms frames and StackTime 4 (120 ms): spelled digits ('seven': 5 units in about
-    0.4 s) do not fit one symbol per frame; the filter counts frames after the encoder, not after data.subsample."""
+    0.4 s) do not fit one symbol per frame, nor the pruned loss's band of 2; the filter counts frames after the
+    encoder, not after data.subsample."""
     from rnnt.model.lstm_encoder import LSTMEncoderConfig
+    from rnnt.model.transducer import LossConfig
 
     tokenizer = Tokenizer(str(fsdd / "lang"))
     recs = list(stages.tokenize(stages.decode(records(str(fsdd / "test.list"))), tokenizer))
     config = data_config(TRAIN)
     encoder = LSTMEncoderConfig(input_dim=192, stack_time=4)
     report = DataReport("test", 8000)
-    kept = list(stages.filter_utterances(recs, config, report, encoder.output_frames, one_sym_per_frame=True))
+    one_symbol = LossConfig(one_sym_per_frame=True).units_per_frame()
+    kept = list(stages.filter_utterances(recs, config, report, encoder.output_frames, one_symbol))
     assert all(len(r["tokens"]) <= encoder.output_frames(r["num_frames"]) for r in kept)
     assert 0 < len(kept) < len(recs) and report.dropped == {
-        "more units than encoder frames (one symbol per frame)": len(recs) - len(kept)}
+        "over 1 units per encoder frame (one symbol per frame)": len(recs) - len(kept)}
     assert len(list(stages.filter_utterances(recs, config, None, encoder.output_frames))) == len(recs)
+    # the pruned loss's band of s_range 2 holds one unit a frame in the standard lattice too: more has no path
+    report = DataReport("test", 8000)
+    band = LossConfig(type="pruned", s_range=2).units_per_frame()
+    assert band == (1.0, "the pruned loss's band of s_range 2")
+    assert len(list(stages.filter_utterances(recs, config, report, encoder.output_frames, band))) == len(kept)
+    assert report.dropped == {"over 1 units per encoder frame (the pruned loss's band of s_range 2)": len(recs) -
+                              len(kept)}
+    assert LossConfig(type="pruned").units_per_frame()[0] == 4 and LossConfig().units_per_frame()[0] == math.inf
 
 
 def mixed_list(fsdd, tmp_path):

@@ -116,6 +116,23 @@ def test_clamp_bounds_the_gradient():
     torch.testing.assert_close(clamped, free.clamp(-0.1, 0.1))
 
 
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_clamp_bounds_each_utterances_own_gradient_whatever_the_reduction_or_scale(backend):
+    """As warp-transducer and torchaudio clamp: an utterance's own gradient, then the reduction's 1/B and the
+    incoming gradient (a loss scale) multiply it. Before, the scaled gradient was clamped: under a loss scale of
+    1024, a bound of 0.1 bound nothing."""
+    logits, targets, T_b, U_b = random_batch(4, 6, 4, 5, seed=9, dtype=torch.float32)
+    logits.requires_grad_(True)
+    free = grads(transducer_loss(logits, targets, T_b, U_b, reduction="sum", backend=backend), logits)
+    own = free.clamp(-0.1, 0.1)
+    mean = grads(transducer_loss(logits, targets, T_b, U_b, clamp=0.1, backend=backend), logits)
+    torch.testing.assert_close(mean, own / 4)
+    scaled = grads(1024 * transducer_loss(logits, targets, T_b, U_b, reduction="sum", clamp=0.1, backend=backend),
+                   logits)
+    torch.testing.assert_close(scaled, own * 1024)
+
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_low_precision_inputs_accumulate_in_float32(dtype):
     logits, targets, T_b, U_b = random_batch(3, 20, 8, 50, seed=13, dtype=torch.float32)

@@ -111,7 +111,8 @@ def test_the_pipeline_filter_drops_what_one_symbol_per_frame_cannot_train(yesno)
     data = data_config({**yaml.safe_load(CONFIG.read_text())["data"], "shuffle_buffer": 0})
     for stack_time, expected in (16, 5), (64, 0):
         encoder = LSTMEncoderConfig(**{**vars(experiment.model.encoder), "stack_time": stack_time})
-        pipeline = Pipeline(str(yesno / "five.list"), data, tokenizer, True, encoder.output_frames, True)
+        pipeline = Pipeline(str(yesno / "five.list"), data, tokenizer, True, encoder.output_frames,
+                            (1.0, "one symbol per frame"))
         assert sum(len(b["keys"]) for b in pipeline.batches()) == expected
 
 
