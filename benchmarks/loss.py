@@ -139,7 +139,9 @@ def make_step(method, B, T, U, V, device="cpu", backend="auto", chunk_elements=N
             return fused_joiner_loss(enc, pred, joiner.weight, joiner.bias, targets, T_b, U_b, backend=backend,
                                      chunk_elements=chunk_elements, kernels=kernels)
     elif method == "pruned":
-        from rnnt.loss import prune, prune_ranges, pruned_loss, simple_loss
+        from rnnt.loss import prune, prune_ranges, simple_loss
+        from rnnt.loss.options import LatticeOptions
+        from rnnt.loss.pruned import banded_loss
 
         am_proj, lm_proj = torch.nn.Linear(HIDDEN, V).to(device), torch.nn.Linear(HIDDEN, V).to(device)
 
@@ -149,7 +151,9 @@ def make_step(method, B, T, U, V, device="cpu", backend="auto", chunk_elements=N
             ranges = prune_ranges(gamma_blank, gamma_label, T_b, U_b, S_RANGE, backend=backend)
             enc_pruned, pred_pruned = prune(enc, pred, ranges)
             logits = joiner(torch.tanh(enc_pruned + pred_pruned))
-            return 0.5 * simple + pruned_loss(logits, targets, ranges, T_b, U_b, backend=backend)
+            # as the model does: simple_loss checked targets and lengths, the band's loss does not again
+            return 0.5 * simple + banded_loss(logits, targets, ranges, T_b, U_b, 0,
+                                              options=LatticeOptions(backend=backend))
     else:
         raise ValueError(method)
 

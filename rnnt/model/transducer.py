@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rnnt.loss import fused_joiner_loss, prune, prune_ranges, pruned_loss, simple_loss, transducer_loss
+from rnnt.loss import fused_joiner_loss, prune, prune_ranges, simple_loss, transducer_loss
+from rnnt.loss.pruned import banded_loss
 from rnnt.loss.options import LatticeOptions
 from rnnt.model.encoders import EncoderConfig, build_encoder
 from rnnt.model.joiner import Joiner, JoinerConfig
@@ -192,5 +193,6 @@ class Transducer(torch.nn.Module):
         ranges = prune_ranges(gamma_blank, gamma_label, enc_lens, token_lens, loss_config.s_range, options=loss_config)
         enc_pruned, pred_pruned = prune(enc_proj, pred_proj, ranges)
         logits = self.joiner(enc_pruned, pred_pruned)
-        pruned = pruned_loss(logits, tokens, ranges, enc_lens, token_lens, self.blank, options=loss_config)
+        # simple_loss checked tokens and lengths: the band's loss does not check them again
+        pruned = banded_loss(logits, tokens, ranges, enc_lens, token_lens, self.blank, options=loss_config)
         return {"simple": simple.float(), "transducer": pruned}

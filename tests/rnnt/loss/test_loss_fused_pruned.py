@@ -167,6 +167,28 @@ def test_narrow_band_sums_fewer_paths():
     assert (pruned >= full - 1e-9).all() and (pruned > full + 1e-6).any()
 
 
+def test_the_banded_loss_is_the_pruned_loss_without_its_second_checks():
+    """The model calls banded_loss after simple_loss checked the same targets and lengths: the same value and
+    gradient as pruned_loss, without the device checks (a target outside the vocabulary is not caught there)."""
+    from rnnt.loss.options import LatticeOptions
+    from rnnt.loss.pruned import banded_loss
+
+    ranges, targets, T_b, U_b = ranges_for(8, s_range=2)
+    enc, pred, weight, bias, _, _, _ = joiner_inputs(3, 12, 6, 5, 10, seed=8)
+    enc_p, pred_p = prune(enc, pred, ranges)
+    logits = torch.nn.functional.linear(torch.tanh(enc_p + pred_p), weight, bias)
+    checked = pruned_loss(logits, targets, ranges, T_b, U_b, reduction="sum")
+    banded = banded_loss(logits, targets, ranges, T_b, U_b, 0, reduction="sum", options=LatticeOptions())
+    checked.backward(retain_graph=True)
+    checked_grads = [enc.grad.clone(), pred.grad.clone()]
+    enc.grad = pred.grad = None
+    torch.testing.assert_close(banded, checked)
+    for a, b in zip(torch.autograd.grad(banded, (enc, pred)), checked_grads):
+        torch.testing.assert_close(a, b)
+    with pytest.raises(ValueError, match=r"expected float logits \(B, T, S, V\)"):  # its shapes are still checked
+        banded_loss(logits[..., :1, :], targets, ranges, T_b, U_b, 0, options=LatticeOptions())
+
+
 def test_pruned_gradcheck():
     ranges, targets, T_b, U_b = ranges_for(9, B=2, T=5, U=3, V=4, s_range=2)
     logits = torch.randn(2, 5, 2, 4, dtype=torch.float64, requires_grad=True)
