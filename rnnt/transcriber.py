@@ -86,9 +86,10 @@ def words_with_times(tokenizer: Tokenizer, hyp: Hypothesis, frame_seconds: float
             groups[-1].append((token, frame))
     groups = [group for group in groups if group]
     texts = hyp.words if hyp.words is not None and len(hyp.words) == len(groups) else \
-        [tokenizer.decode([token for token, _ in group]) for group in groups]
+        [tokenizer.decode([token for token, _ in group]).strip() for group in groups]
     return [{"word": text, "start": round(min(group[0][1] * frame_seconds, duration), 3),
-             "end": round(min((group[-1][1] + 1) * frame_seconds, duration), 3)} for text, group in zip(texts, groups)]
+             "end": round(min((group[-1][1] + 1) * frame_seconds, duration), 3)}
+            for text, group in zip(texts, groups) if text]  # a lone word-start piece spells no word
 
 
 @dataclass

@@ -223,6 +223,34 @@ def test_units_round_trip_including_non_ascii(tmp_path, unit_type):
     assert tokenizer.encode("QQQ")[0] == 1 or unit_type in ("bpe", "unigram")  # unseen -> <unk>
     if unit_type == "word":
         assert tokenizer.encode("HELLO MARS") == [tokenizer.units["HELLO"], 1]
+    if unit_type == "bpe" and "\u2581" in tokenizer.units:  # a lone word-start piece spells no word of its own
+        from rnnt.search import Hypothesis
+        from rnnt.transcriber import words_with_times
+
+        ids = [tokenizer.units["\u2581"], *tokenizer.encode("HELLO WORLD")]
+        words = words_with_times(tokenizer, Hypothesis(ids, list(range(len(ids))), 0.0), 0.04)
+        assert [w["word"] for w in words] == ["HELLO", "WORLD"]
+
+
+@pytest.mark.parametrize("unit_type", ["bpe", "word", "char"])
+def test_rare_characters_and_a_literal_unk_train_as_unk_not_a_failure(tmp_path, unit_type):
+    """--character-coverage under 1 leaves rare characters out of BPE units, and Kaldi-style text may hold a
+    literal <unk>: their transcripts train with id 1 there, counted; before, they failed the round-trip check
+    (after writing units.txt), and a word <unk> became a second unit beside id 1."""
+    data = tmp_path / "data"
+    data.mkdir()
+    common = [f"u{i:04d} {NON_ASCII[i % 5]}" for i in range(300)]
+    rare = [f"r{i:04d} HELLO {chr(0x4E00 + 500 + i)}" for i in range(6)]  # six characters seen once each
+    (data / "text").write_text("\n".join([*common, *rare, "z0000 HELLO <unk> WORLD"]) + "\n")
+    coverage = ["--character-coverage", "0.995"] if unit_type == "bpe" else []
+    out = run_tool(sys.executable, STEPS / "build_units.py", "--unit-type", unit_type, "--vocab-size", "60",
+                   *coverage, data, tmp_path / "lang")
+    assert out.returncode == 0, out.stderr
+    units = (tmp_path / "lang" / "units.txt").read_text().splitlines()
+    assert [line.split()[0] for line in units].count("<unk>") == 1
+    have_unk = int(out.stdout.split(" have <unk>")[0].rsplit(" ", 1)[1])
+    # char units spell '<unk>' with the characters <, u, n, k, >: nothing unknown there
+    assert "0 transcripts do not round-trip" in out.stdout and have_unk >= {"bpe": 7, "word": 1, "char": 0}[unit_type]
 
 
 def test_sphere_audio_is_written_as_wav_for_wenets_reader(test_data, tmp_path):

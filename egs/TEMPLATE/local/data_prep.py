@@ -7,8 +7,9 @@ where the first word names no file, the line is split at its first tab):
     speaker1/hello_01.wav HELLO WORLD
     speaker1/hello_02     GOOD MORNING
 Audio: any format soundfile reads (wav, flac, ogg, mp3, ...), any sample rate, mono or stereo. Transcripts
-are upper-cased, with single spaces (edit normalise()). A line without a transcript, or naming a file that
-is not there, is reported by file and line number and skipped; so is unreadable audio; the rest is kept.
+are NFKC-normalised, upper-cased, with single spaces (edit normalise()). A line without a transcript, or
+naming a file that is not there, is reported by file and line number and skipped; so is unreadable audio;
+the rest is kept.
 
 dev (and test, unless --test-transcripts lists the test recordings) are held out from the list: whole
 speakers where there are enough of them, else utterances at random (seed 0; rnnt.prep.held_out).
@@ -21,6 +22,7 @@ import os
 import re
 import shutil
 import sys
+import unicodedata
 
 from rnnt.prep.data_dir_writer import Report, Utterance, data_prep_parser, write_data_dirs
 from rnnt.prep.held_out import hold_out
@@ -29,8 +31,9 @@ AUDIO = (".flac", ".wav", ".ogg", ".opus", ".mp3", ".sph", ".aiff", ".aif", ".au
 
 
 def normalise(text: str) -> str:
-    """The transcript as it is trained on and scored."""
-    return " ".join(text.upper().split())
+    """The transcript as it is trained on and scored: NFKC (as sentencepiece's BPE units read and write text: an
+    accent typed as its own code point, CAFE + U+0301, is the one letter of CAFÉ), upper case, single spaces."""
+    return " ".join(unicodedata.normalize("NFKC", text).upper().split())
 
 
 def find_audio(corpus_dir: str, name: str) -> str | None:
