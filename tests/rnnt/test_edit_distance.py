@@ -48,3 +48,8 @@ def test_random_strings_get_a_minimum_edit_script_that_spells_both():
         pairs = alignment(ref, hyp)
         assert [r for r, _ in pairs if r is not None] == ref and [h for _, h in pairs if h is not None] == hyp
         assert sum(r != h for r, h in pairs) == minimum, (ref, hyp)
+
+
+def test_a_sentence_with_one_error_is_a_sentence_error():
+    report = score({"a": "yes no", "b": "no no"}, {"a": "yes yes", "b": "no no"})
+    assert report.ser_line == "%SER 50.00 [ 1 / 2 ]" and report.wer_line == "%WER 25.00 [ 1 / 4, 0 ins, 0 del, 1 sub ]"

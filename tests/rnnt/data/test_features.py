@@ -78,6 +78,16 @@ def test_mlperf_preset(test_data):
     assert feats.shape == (1 + len(samples) // 160, 80)  # centred frames
     torch.testing.assert_close(feats.mean(0), torch.zeros(80), atol=1e-4, rtol=0)
     torch.testing.assert_close(feats.std(0), torch.ones(80), atol=1e-3, rtol=0)
+    # the numerics, before the per-utterance normalisation hides them, from torch.stft as MLPerf's reference
+    # computes them: pre-emphasis 0.97, a 320-sample symmetric Hann window centred in 512-point frames every 160
+    # samples (the signal reflected at its edges), the power spectrum, Slaney mel bins, log(x + 2^-24)
+    emphasised = torch.cat([x[:1], x[1:] - 0.97 * x[:-1]]).double()
+    spectrum = torch.stft(emphasised, 512, 160, 320, torch.hann_window(320, periodic=False, dtype=torch.float64),
+                          center=True, pad_mode="reflect", return_complex=True).abs().square().T
+    logmel = (spectrum @ mel_matrix(16000, 512, 80, 0.0, "slaney").double() + 2.0 ** -24).log()
+    want = (logmel - logmel.mean(0)) / (logmel.std(0) + 1e-5)
+    assert want.shape == feats.shape
+    torch.testing.assert_close(feats.double(), want, atol=2e-3, rtol=0)
     g = torch.Generator().manual_seed(0)
     dithered = fbank(x, rate, "mlperf", dither=1e-5, generator=g)
     assert not torch.equal(dithered, feats) and (dithered - feats).abs().mean() < 0.05

@@ -193,6 +193,27 @@ def test_cached_audio_gives_the_same_batches_and_reports_and_is_decoded_once(fsd
     assert workers.audio_cache is None  # worker processes start afresh every epoch
 
 
+def test_adaptive_time_masks_grow_with_the_length():
+    """Adaptive masks: round(time_mask_ratio x T) of them (at most max_time_masks), each up to time_width x T
+    frames: over 400 seeds, 1000 frames at ratio 0.001 mask one run of at most 50 frames, and 50 is reached;
+    at 0.004, four masks cover more than 50 frames and at most 200; capped at 2 masks, at most 100; 500 frames
+    at 0.004 mask 2 runs of at most 25."""
+    def masked_frames(frames, seed, **changes):
+        config = SpecAugmentConfig(freq_masks=0, adaptive=True, time_width=0.05, value=1.0,
+                                   **{"time_mask_ratio": 0.001, "max_time_masks": 20, **changes})
+        rows = spec_augment(torch.zeros(frames, 4), config, torch.Generator().manual_seed(seed))[:, 0] == 1.0
+        runs = torch.diff(torch.cat([torch.tensor([0]), rows.int(), torch.tensor([0])])).tolist()
+        return int(rows.sum()), runs.count(1)
+
+    one = [masked_frames(1000, seed) for seed in range(400)]
+    assert max(n for n, _ in one) == 50 and max(r for _, r in one) == 1
+    four = [masked_frames(1000, seed, time_mask_ratio=0.004)[0] for seed in range(400)]
+    assert 50 < max(four) <= 200
+    capped = [masked_frames(1000, seed, time_mask_ratio=0.004, max_time_masks=2)[0] for seed in range(400)]
+    assert 50 < max(capped) <= 100
+    assert max(masked_frames(500, seed, time_mask_ratio=0.004)[0] for seed in range(400)) <= 50
+
+
 def test_spec_augment_masks_are_seeded_and_adaptive():
     feats = torch.randn(200, 80) + 10
     config = SpecAugmentConfig(freq_masks=2, freq_width=10, adaptive=True, time_mask_ratio=0.04, time_width=0.05)
@@ -224,6 +245,9 @@ def test_resample_matches_an_analytic_tone():
     out = resample(tone, 16000, 8000)
     expected = torch.sin(2 * torch.pi * 440 * torch.arange(8000, dtype=torch.float64) / 8000)
     assert out.shape == (8000,) and (out[100:-100] - expected[100:-100]).abs().max() < 1e-3
+    # a 6 kHz tone has no place under the 4 kHz Nyquist of 8 kHz audio: filtered out, not folded to 2 kHz
+    above = resample(torch.sin(2 * torch.pi * 6000 * t), 16000, 8000)
+    assert above[100:-100].square().mean().sqrt() < 0.01 * (0.5 ** 0.5)  # 40 dB under the tone's RMS
 
 
 def test_split_is_disjoint_and_covers_every_epoch():

@@ -33,6 +33,18 @@ def test_a_bigram_model_has_the_hand_computed_kneser_ney_probabilities():
         assert 10 ** lm.log10_prob(history, word) == pytest.approx(p, rel=1e-9), (history, word)
 
 
+def test_the_discounts_come_from_the_counts_of_counts():
+    """A B, A B, A C, B C: bigram counts n1 = 3 (A C, <s> B, B C), n2 = 3 (A B, B </s>, C </s>), so
+    D2 = 3 / (3 + 2 x 3) = 1/3; continuation counts A 1, B 2, C 2, </s> 2 (7 in all): D1 = 1 / (1 + 2 x 3) = 1/7.
+    p(B) = (2 - 1/7) / 7 + 1/7 x 4/7 x 1/4 = 2/7, p(A) = 1/7; p(B | A) = (2 - 1/3) / 3 + (1/3 x 2/3) x 2/7 = 13/21,
+    p(C | A) = 2/7, p(A | A) = 2/63, p(</s> | A) = 4/63 (the first case's n2 = 1 hid a wrong formula)."""
+    lm = scorer(estimate([["A", "B"], ["A", "B"], ["A", "C"], ["B", "C"]], 2, ["A", "B", "C"]), ["A", "B", "C"])
+    expected = {((), "B"): 2 / 7, ((), "A"): 1 / 7, ((), EOS): 2 / 7, (("A",), "B"): 13 / 21, (("A",), "C"): 2 / 7,
+                (("A",), "A"): 2 / 63, (("A",), EOS): 4 / 63}
+    for (history, word), p in expected.items():
+        assert 10 ** lm.log10_prob(history, word) == pytest.approx(p, rel=1e-9), (history, word)
+
+
 def test_on_real_transcripts_every_history_gets_a_distribution_and_the_arpa_file_keeps_it(test_data, tmp_path):
     sentences = [line.split("\t", 1)[1].split() for line in
                  (test_data / "speechocean762" / "train" / "text").read_text().splitlines()[:400]]

@@ -20,6 +20,14 @@ def test_whole_speakers_when_each_holds_at_most_half_the_size():
     assert hold_out(utterances, 10, seed=3)[1] == held and hold_out(utterances, 10, seed=4)[1] != held
 
 
+def test_half_the_size_is_the_boundary():
+    """Speakers of 5 utterances each: at size 10 a speaker holds half of it (whole speakers); at size 9, more
+    than half (utterances at random)."""
+    assert "whole speakers" in hold_out(corpus([5] * 6), 10)[2]
+    assert hold_out(corpus([7] * 6), 10)[2].startswith("10 utterances at random (too few speakers for whole ones")
+    assert hold_out(corpus([5] * 6), 9)[2].startswith("9 utterances at random")
+
+
 def test_utterances_at_random_when_a_speaker_is_too_big_and_never_all():
     kept, held, how = hold_out(corpus([40, 5, 5]), 10)
     assert len(held) == 10 and how.startswith("10 utterances at random (too few speakers for whole ones: one holds 40")
