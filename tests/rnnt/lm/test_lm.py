@@ -138,3 +138,31 @@ def test_an_lm_built_over_units_reads_what_is_not_a_unit_as_unk(tmp_path):
     model = read_arpa(str(tmp_path / "lm.arpa"))
     assert not any("\u00c9" in word for ngram in model for word in ngram)
     assert ("A", "<unk>") in model and ("<unk>", "<unk>") in model and ("<unk>", "</s>") in model  # C A F É
+
+
+def test_a_narrow_beam_ranks_its_prefixes_with_the_lm(monkeypatch):
+    """Beam 1, two frames: the acoustics prefer a (0.55) to b (0.45) in the first, the LM b by far. The beam keeps
+    the prefix of the best fused score, b; ranked without the LM it would keep a, which the exhaustive tests (beams
+    too wide to prune anything) never see."""
+    import rnnt.ctc_search
+
+    class PrefersB:  # a Fusion: b costs nothing, a costs 10 nats
+        def start(self):
+            return ()
+
+        def allowed(self, state):
+            return None
+
+        def expansions(self, state, token):
+            return [(0.0 if token == 2 else -10.0, state + (token,))]
+
+        def finish(self, state):
+            return [(0.0, None)]
+
+    frames = torch.tensor([[-5.0, math.log(0.55), math.log(0.45)], [-0.01, -5.0, -5.0]])
+    monkeypatch.setattr(rnnt.ctc_search, "ctc_log_probs", lambda model, enc: frames)
+    model = type("Model", (), {"blank": 0})()
+    best = ctc_prefix_beam_search(model, torch.zeros(2, 1), 2, beam=1, fusion=PrefersB())[0]
+    assert best.tokens == [2] and best.score == pytest.approx(math.log(0.45) - 0.01)
+    plain = ctc_prefix_beam_search(model, torch.zeros(2, 1), 2, beam=1)[0]
+    assert plain.tokens == [1]  # without the LM, the acoustics' choice
