@@ -9,7 +9,7 @@ import sys
 from collections import Counter
 
 from rnnt.datadir.speakers import utt2spk_to_spk2utt
-from rnnt.datadir.table import KEEP_BYTES, read_lines, write_table
+from rnnt.datadir.table import KEEP_BYTES, read_lines, write_lines, write_table
 from rnnt.datadir.values import VALUE_RULES
 
 # name -> number of fields a line must have (None: at least two; text may have one).
@@ -110,5 +110,4 @@ def carry_side_files(src: str, dest: str, recordings: set[str]) -> None:
         lines = [line.text for line in read_lines(os.path.join(src, "stm"), KEEP_BYTES)]
         comments = [text for text in lines if text.startswith(";;")]
         kept = comments + [text for text in lines if text.split(maxsplit=1)[0:1] and text.split()[0] in recordings]
-        with open(os.path.join(dest, "stm"), "w", encoding="utf-8", errors=KEEP_BYTES) as f:
-            f.writelines(text + "\n" for text in kept)
+        write_lines(os.path.join(dest, "stm"), kept)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from rnnt.cli import tool_parser
-from rnnt.datadir.table import KEEP_BYTES, keep_bytes_on_standard_streams, read_lines, read_table
+from rnnt.datadir.table import KEEP_BYTES, keep_bytes_on_standard_streams, read_lines, read_table, write_lines
 
 
 def split_lines(keys: list[str], n_parts: int, groups: list[str] | None = None) -> list[list[int]]:
@@ -120,15 +120,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"split_scp.py: {error}", file=sys.stderr)
         return 1
     return 0
-
-
-def write_lines(path: str, texts) -> None:
-    """Writes each text as a line to path ('-': standard output), bytes read under KEEP_BYTES as they were."""
-    if path == "-":
-        sys.stdout.writelines(text + "\n" for text in texts)
-        return
-    with open(path, "w", encoding="utf-8", errors=KEEP_BYTES) as f:
-        f.writelines(text + "\n" for text in texts)
 
 
 if __name__ == "__main__":

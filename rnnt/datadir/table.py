@@ -64,6 +64,15 @@ def open_keeping_bytes(path: str) -> TextIO:
     return open(path, encoding="utf-8", errors=KEEP_BYTES)
 
 
+def write_lines(path: str, texts) -> None:
+    """Writes each text as a line to path ('-': standard output), bytes read under KEEP_BYTES as they were."""
+    if path == "-":
+        sys.stdout.writelines(text + "\n" for text in texts)
+        return
+    with open(path, "w", encoding="utf-8", errors=KEEP_BYTES) as f:
+        f.writelines(text + "\n" for text in texts)
+
+
 def read_table(path: str, skipped: list[str] | None = None, errors: str = "replace") -> dict[str, Line]:
     """Reads a table leniently (blank lines skipped, CR and trailing spaces ignored, first key wins).
 
