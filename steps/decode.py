@@ -6,23 +6,26 @@ dir the list is in (data/test/text for data/test/data.list), else the transcript
 holds. An utterance that could not be decoded (unreadable audio, shorter than a frame) counts as all
 deletions, is named, and the WER line is marked [PARTIAL] ("decoded N of M").
 
-Writes <exp-dir>/decode-<set>-<method>[-<tag>]/ (rnnt.decode_results): hyp, ref, recogs, errs, wer, and
-with --nbest nbest.json, a JSON object a line: {"key", "hyps": [{"text", "score", "tokens": [{"unit",
-"id", "time"}]}]}, best first. A model over phones also gets per: its phone error rate against the reference
-words' pronunciations in its lexicon and the CMU Pronouncing Dictionary (rnnt.phone_scoring): the sounds
-it got right, before any spelling or LM.
+Writes <exp-dir>/decode-<set>-<method>[-<tag>]/ (rnnt.decode_results): hyp, ref, recogs, errs, wer, ctm
+(the best hypothesis's words with their times, as Kaldi's steps/get_ctm.sh writes them: rnnt.ctm; in the
+recordings' times where the list's data dir has segments), and with --nbest nbest.json, a JSON object a
+line: {"key", "hyps": [{"text", "score", "tokens": [{"unit", "id", "time"}]}]}, best first. A model over
+phones also gets per: its phone error rate against the reference words' pronunciations in its lexicon and
+the CMU Pronouncing Dictionary (rnnt.phone_scoring): the sounds it got right, before any spelling or LM.
 Prints the real-time factor: decoding seconds per second of audio (with --threads, per core).
 """
 
 import argparse
 import json
 import os
+import sys
 import time
 
 import torch
 from rnnt.progress_bar import progress
 
 from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.ctm import write_ctm
 from rnnt.decode_results import reference_texts, write_results
 from rnnt.lm.fusion import fusion_config_path
 from rnnt.phone_scoring import hypothesis_phones, write_phone_error_rate
@@ -34,6 +37,7 @@ from rnnt.transcriber import (
     nbest_entries,
     seconds_per_encoder_frame,
     seconds_per_input_frame,
+    words_with_times,
 )
 
 
@@ -91,7 +95,7 @@ def main() -> str:
     except (OSError, ValueError) as error:
         raise ToolError(str(error)) from error
     frame_seconds, encoder_frame_seconds = seconds_per_input_frame(experiment), seconds_per_encoder_frame(experiment)
-    hyps, phones, nbest = {}, {}, []
+    hyps, words, phones, nbest = {}, {}, {}, []
     audio_seconds = decode_seconds = 0.0
     for batch in progress(pipeline.batches(), desc=f"decode {args.set_name}", unit="batch"):
         start = time.perf_counter()
@@ -100,14 +104,23 @@ def main() -> str:
         decode_seconds += time.perf_counter() - start
         tail = len(batch["keys"]) * experiment.data.tail_silence  # appended by decoding: not recorded audio
         audio_seconds += float(batch["feat_lens"].sum()) * frame_seconds - tail
-        for key, hyp_list in zip(batch["keys"], results):
+        for key, hyp_list, frames in zip(batch["keys"], results, batch["feat_lens"].tolist()):
             hyps[key] = tokenizer.text(hyp_list[0])
+            duration = frames * frame_seconds - experiment.data.tail_silence
+            words[key] = words_with_times(tokenizer, hyp_list[0], encoder_frame_seconds, duration)
             if tokenizer.kind == "phone":
                 phones[key] = hypothesis_phones(tokenizer, hyp_list[0].tokens)
             if args.nbest:
                 nbest.append({"key": key, "hyps": nbest_entries(tokenizer, hyp_list, encoder_frame_seconds)})
     out = os.path.join(args.exp_dir, f"decode-{args.set_name}-{args.method}{f'-{args.tag}' if args.tag else ''}")
     report = write_results(out, refs, hyps, refs_from, "decode.py")
+    data_dir = os.path.dirname(os.path.abspath(args.data_list))
+    try:
+        unplaced = write_ctm(os.path.join(out, "ctm"), words, data_dir)
+    except (OSError, ValueError) as error:
+        raise ToolError(f"ctm: {error}") from error
+    for key in unplaced:
+        print(f"decode.py: {key} is not in {data_dir}/segments; its words are left out of the ctm", file=sys.stderr)
     per = f"; {write_phone_error_rate(out, refs, phones, tokenizer)}" if tokenizer.kind == "phone" else ""
     if args.nbest:
         with open(os.path.join(out, "nbest.json"), "w", encoding="utf-8") as f:

@@ -114,6 +114,40 @@ def test_decode_writes_kaldi_outputs_and_wer_equals_jiwer(trained, yesno, method
     assert len((d / "recogs").read_text().splitlines()) == 60
 
 
+def test_decode_times_words_in_the_recordings_where_the_data_dir_has_segments(trained, yesno, tmp_path):
+    """Five recordings cut at 1.5 s by segments: the ctm names each recording's file and channel
+    (reco2file_and_channel) and counts from its start: the words and times of a dir whose recordings are
+    those cuts, 1.5 s later."""
+    cut, segmented = tmp_path / "cut", tmp_path / "segmented"
+    cut.mkdir(), segmented.mkdir()
+    tables = {"cut": {"wav.scp": [], "text": [], "utt2spk": []},
+              "segmented": {"wav.scp": [], "text": [], "utt2spk": [], "segments": [], "reco2file_and_channel": []}}
+    texts = dict(line.split(maxsplit=1) for line in (yesno / "five" / "text").read_text().splitlines())
+    for line in (yesno / "five" / "wav.scp").read_text().splitlines():
+        utt, path = line.split()
+        samples, rate = soundfile.read(path, dtype="int16")
+        soundfile.write(cut / f"{utt}.wav", samples[int(1.5 * rate):], rate)
+        for name, wav in (("cut", cut / f"{utt}.wav"), ("segmented", path)):
+            tables[name]["text"].append(f"{utt}-cut {texts[utt]}")
+            tables[name]["utt2spk"].append(f"{utt}-cut global")
+        tables["cut"]["wav.scp"].append(f"{utt}-cut {cut / f'{utt}.wav'}")
+        tables["segmented"]["wav.scp"].append(f"{utt} {path}")
+        tables["segmented"]["segments"].append(f"{utt}-cut {utt} 1.50 {len(samples) / rate:.3f}")
+        tables["segmented"]["reco2file_and_channel"].append(f"{utt} {utt}.wav A")
+    ctms = {}
+    for name, files in tables.items():
+        for file, lines in files.items():
+            (tmp_path / name / file).write_text("".join(f"{line}\n" for line in sorted(lines)))
+        out = run_tool(sys.executable, STEPS / "make_raw_list.py", tmp_path / name, tmp_path / name / "data.list")
+        assert out.returncode == 0, out.stderr
+        out = run_tool(sys.executable, STEPS / "decode.py", trained, tmp_path / name / "data.list", name)
+        assert out.returncode == 0, out.stderr
+        ctms[name] = [line.split() for line in (trained / f"decode-{name}-greedy" / "ctm").read_text().splitlines()]
+    assert len(ctms["cut"]) >= 10
+    assert ctms["segmented"] == [[f"{utt.removesuffix('-cut')}.wav", "A", f"{float(start) + 1.5:.2f}", duration, word]
+                                 for utt, _, start, duration, word in ctms["cut"]]
+
+
 def test_score_marks_missing_hypotheses_partial(tmp_path):
     (tmp_path / "ref").write_text("u1 YES NO\nu2 NO NO YES\nu3\n")
     (tmp_path / "hyp").write_text("u1 YES YES\nu3 NO\n")

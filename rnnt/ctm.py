@@ -1,0 +1,66 @@
+"""Word times as a NIST CTM file, as Kaldi's steps/get_ctm.sh writes one: '<file> <channel> <start> <duration>
+<word>' a line, seconds with two decimals, sorted by file, channel and start (sclite and asclite read it).
+
+Without segments, an utterance is its own file on channel 1, times from its start (Kaldi's nbest-to-ctm).
+Where the data dir has segments, times count from the start of the recording the utterance was cut from, and the
+file and channel are those reco2file_and_channel gives the recording (as Kaldi's utils/ctm/convert_ctm.pl),
+or, without that file, the recording's id and channel 1.
+"""
+
+from __future__ import annotations
+
+import os
+
+from rnnt.datadir.table import read_table, write_lines
+
+
+def recording_offsets(data_dir: str) -> dict[str, tuple[str, str, float]] | None:
+    """utt -> (file, channel, start of the utterance in it) from data_dir's segments and reco2file_and_channel;
+    None without segments."""
+    segments = os.path.join(data_dir, "segments")
+    if not os.path.isfile(segments):
+        return None
+    channels = {}
+    reco2file = os.path.join(data_dir, "reco2file_and_channel")
+    if os.path.isfile(reco2file):
+        for recording, line in read_table(reco2file).items():
+            if len(line.fields) != 3:
+                raise ValueError(f"{line.where}: expected '<recording> <file> <channel>', got '{line.text}'")
+            channels[recording] = (line.fields[1], line.fields[2])
+    offsets = {}
+    for utt, line in read_table(segments).items():
+        if len(line.fields) != 4:
+            raise ValueError(f"{line.where}: expected '<utt> <recording> <start> <end>', got '{line.text}'")
+        try:
+            start = float(line.fields[2])
+        except ValueError:
+            raise ValueError(f"{line.where}: the start time '{line.fields[2]}' is not a number") from None
+        file, channel = channels.get(line.fields[1], (line.fields[1], "1"))
+        offsets[utt] = (file, channel, start)
+    return offsets
+
+
+def ctm_rows(words: dict[str, list[dict]], offsets: dict[str, tuple[str, str, float]] | None,
+             unplaced: list[str]) -> list[str]:
+    """The CTM lines of each utterance's words ({"word", "start", "end"}, seconds from the utterance's start),
+    sorted. An utterance the segments do not name is left out (its times belong to no recording) and appended
+    to unplaced."""
+    rows = []
+    for utt, utterance_words in words.items():
+        if offsets is not None and utt not in offsets:
+            unplaced.append(utt)
+            continue
+        file, channel, offset = offsets[utt] if offsets is not None else (utt, "1", 0.0)
+        for word in utterance_words:
+            start = round(offset + word["start"], 2)
+            rows.append((file, channel, start, round(word["end"] - word["start"], 2), word["word"]))
+    rows.sort(key=lambda row: (row[0], row[1], row[2]))
+    return [f"{file} {channel} {start:.2f} {duration:.2f} {word}" for file, channel, start, duration, word in rows]
+
+
+def write_ctm(path: str, words: dict[str, list[dict]], data_dir: str) -> list[str]:
+    """Writes words' CTM (recording times where data_dir has segments); returns the utterances left out, those
+    the segments do not name."""
+    unplaced: list[str] = []
+    write_lines(path, ctm_rows(words, recording_offsets(data_dir), unplaced))
+    return unplaced
