@@ -2,8 +2,9 @@
 # LibriSpeech: download -> data dirs for every subset -> shards -> BPE units -> train (one process,
 # or torchrun over GPUs and nodes) -> average checkpoints -> decode dev/test clean/other -> scores.
 # The training data is named after its subsets (data/train_clean_100+clean_360+other_500) and keeps
-# its units (lang_bpe500/ in it); markers name what a stage was run for, so another --train-sets,
-# --vocab-size or --average runs exactly the stages it changes.
+# its units (lang_bpe500/ in it); markers name what a stage was run for, so another --average or
+# --methods runs exactly the stages it changes. Another --train-sets, --unit-type or --vocab-size makes
+# other units: give it its own --exp (training refuses to go on with an experiment's other units).
 set -euo pipefail
 {  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 

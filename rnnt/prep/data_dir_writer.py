@@ -54,8 +54,10 @@ class Report:
         self.skipped[reason] += 1
         print(f"{self.stage}: skipped {detail}: {reason}", file=sys.stderr)
 
-    def summary(self) -> str:
-        return ", ".join(f"{n} {why}" for why, n in sorted(self.skipped.items())) or "nothing skipped"
+    def summary(self, since: Counter | None = None) -> str:
+        """What was skipped (since the counts `since` were taken, where given)."""
+        counts = self.skipped - since if since is not None else self.skipped
+        return ", ".join(f"{n} {why}" for why, n in sorted(counts.items())) or "nothing skipped"
 
 
 def add_entry(table: dict[str, tuple[str, str]], key: str, value: str, where: str, report: Report) -> None:
@@ -113,19 +115,25 @@ def audio_summary(infos: list[AudioInfo]) -> str:
 def write_data_dirs(dirs: dict[str, list[Utterance]], report: Report,
                     spk2gender: dict[str, str] | None = None) -> int:
     """Every data-prep tool's ending: writes each dest dir from its utterances; the tool's exit status,
-    0, or 1 with the problem printed under the tool's name."""
+    0, or 1 with the problem printed under the tool's name. Several dirs: each line names what was skipped
+    writing it, and a last line everything skipped (before the split too)."""
+    several = len(dirs) > 1
     try:
-        for dest, utterances in dirs.items():
-            write_data_dir(dest, utterances, report, spk2gender)
+        written = sum(write_data_dir(dest, utterances, report, spk2gender, Counter(report.skipped) if several else None)
+                      for dest, utterances in dirs.items())
     except ValueError as error:
         print(f"{os.path.basename(sys.argv[0])}: {error}", file=sys.stderr)
         return 1
+    if several:
+        print(f"{report.stage}: wrote {written} utterances in {len(dirs)} data dirs; "
+              f"skipped in all: {report.summary()}")
     return 0
 
 
 def write_data_dir(dest: str, utterances: list[Utterance], report: Report,
-                   spk2gender: dict[str, str] | None = None) -> int:
-    """Writes the dir and validates it; returns the number of utterances written."""
+                   spk2gender: dict[str, str] | None = None, since: Counter | None = None) -> int:
+    """Writes the dir and validates it; returns the number of utterances written. Its line names what the report
+    skipped (since the counts `since`, where given: one of several dirs names its own)."""
     os.makedirs(dest, exist_ok=True)
     kept: list[tuple[Utterance, AudioInfo]] = []
     for utt in progress(utterances, desc=f"audio headers of {dest}", unit=" files"):
@@ -142,7 +150,7 @@ def write_data_dir(dest: str, utterances: list[Utterance], report: Report,
             continue
         kept.append((utt, info))
     if not kept:
-        raise ValueError(f"{dest}: no usable utterances ({report.summary()})")
+        raise ValueError(f"{dest}: no usable utterances ({report.summary(since)})")
     write_table(os.path.join(dest, "wav.scp"), ((u.utt_id, os.path.abspath(u.audio)) for u, _ in kept))
     write_table(os.path.join(dest, "text"), ((u.utt_id, u.text) for u, _ in kept))
     write_table(os.path.join(dest, "utt2spk"), ((u.utt_id, u.speaker) for u, _ in kept))
@@ -156,5 +164,5 @@ def write_data_dir(dest: str, utterances: list[Utterance], report: Report,
         raise ValueError(f"{dest}: the prepared dir is not valid:\n" + "\n".join(problems))
     hours = sum(i.duration for _, i in kept) / 3600
     print(f"{report.stage}: wrote {dest}: {len(kept)} utterances, {speakers} speakers, {hours:.2f} h; "
-          f"{report.summary()}; audio: {audio_summary([i for _, i in kept])}")
+          f"{report.summary(since)}; audio: {audio_summary([i for _, i in kept])}")
     return len(kept)

@@ -157,7 +157,8 @@ def adopt_lang_dir(experiment: Experiment, exp_dir: str, world: World) -> None:
         _, mismatch, errors = filecmp.cmpfiles(source, kept, ["units.txt", "units.json"], shallow=False)
         if mismatch or errors:
             raise StopTraining(f"{exp_dir} was trained with the units in {kept}, which differ from "
-                               f"{source} ({', '.join(mismatch + errors)}); use those units or a new --exp-dir")
+                               f"{source} ({', '.join(mismatch + errors)}); use those units or another experiment dir "
+                               "(steps/train.py --exp-dir; the recipes' --exp)")
     if world.distributed:
         torch.distributed.barrier()  # every rank has compared before the main one copies
     if world.main:

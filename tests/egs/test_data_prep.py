@@ -240,6 +240,11 @@ def test_an4_prep_reads_the_corpus_lists_and_names_what_it_skips(test_data, tmp_
     counts = {name: len((tmp_path / "data" / name / "text").read_text().splitlines())
               for name in ("train", "dev", "test")}
     assert counts == {"train": 849, "dev": 99, "test": 130}
+    lines = {line.split()[3].rstrip(":").rsplit("/", 1)[-1]: line for line in out.stdout.splitlines()
+             if " wrote " in line and "/" in line}  # a dir's line names what writing it skipped, the last all
+    assert [lines[name].split("; ")[1] for name in ("train", "dev", "test")] == ["nothing skipped"] * 3, out.stdout
+    assert out.stdout.splitlines()[-1].startswith("an4 data_prep: wrote 1078 utterances in 3 data dirs; skipped in "
+                                                  "all: 1 audio not found, 1 malformed transcript line"), out.stdout
     text = dict(line.split(maxsplit=1) for line in (tmp_path / "data" / "test" / "text").read_text().splitlines())
     assert text["fcaw-an406-b"] == "RUBOUT G M E F THREE NINE"  # the test file's lines have no <s> </s>
     train_text = (tmp_path / "data" / "train" / "text").read_text()
