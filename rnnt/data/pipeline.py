@@ -20,7 +20,7 @@ from typing import Callable, Iterator
 
 from rnnt.data import batching, stages
 from rnnt.data.audio_cache import AudioCache
-from rnnt.data.bucketing import bucket_batches
+from rnnt.data.bucketing import bucket_batches, with_durations
 from rnnt.data.config import DataConfig
 from rnnt.data.report import DataReport
 from rnnt.data.sources import list_kind, raw_records, read_list, shard_records
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 class Pipeline:
     def __init__(self, list_path: str, config: DataConfig, tokenizer, train: bool,
                  output_frames: Callable[[int], int] = lambda frames: frames,
-                 units_per_frame: tuple[float, str] = (math.inf, "")):
+                 units_per_frame: tuple[float, str, bool] = (math.inf, "", False)):
         """output_frames and units_per_frame come from the model (the encoder config's output_frames, the loss's
         units_per_frame()): the filter counts units against the encoder's real output frames and what the
         loss's lattice can carry (rnnt.data.stages.filter_utterances)."""
@@ -45,6 +45,8 @@ class Pipeline:
         self.buckets = config.buckets if train else 0  # a training order: validation reads every utterance
         if self.buckets and self.kind != "raw":
             raise ValueError(f"{list_path}: bucketing needs a raw list (durations per utterance); this is a shard list")
+        if self.buckets:
+            self.entries = with_durations(self.entries, list_path)
         self.cmvn = stages.load_cmvn(config)
         # Worker processes start afresh every epoch: there a cache would hold one epoch's audio for nothing.
         keep = config.cache_audio_mb > 0 and config.num_workers == 0

@@ -34,14 +34,12 @@ def utterance_generator(seed: int, epoch: int, key: str) -> torch.Generator:
 
 
 def decode(records: Iterable[dict], report: DataReport | None = None) -> Iterator[dict]:
-    """Adds 'waveform' (mono, samples) and 'sample_rate'; an undecodable utterance, or one with samples
-    that are not finite (a float file with NaN would make a NaN loss and cost its whole batch), is
-    logged by name and source and skipped. The report counts the rates and channels found."""
+    """Adds 'waveform' (mono, samples) and 'sample_rate'; an undecodable utterance (load_audio: samples that
+    are not finite too, which would cost a whole batch a NaN loss) is logged by name and source and skipped.
+    The report counts the rates and channels found."""
     for record in records:
         try:
             waveform, rate = load_audio(record["audio"], record.get("start"), record.get("end"))
-            if not bool(torch.isfinite(waveform).all()):
-                raise AudioError("its audio has samples that are not finite (NaN or inf)")
         except (AudioError, OSError) as error:
             log.warning("skipped %s from %s: cannot decode audio (%s)", record["key"], record["source"], error)
             if report is not None:
@@ -115,20 +113,23 @@ def tokenize(records: Iterable[dict], tokenizer) -> Iterator[dict]:
 
 def filter_utterances(records: Iterable[dict], config: DataConfig, report: DataReport | None = None,
                       output_frames: Callable[[int], int] = lambda frames: frames,
-                      units_per_frame: tuple[float, str] = (math.inf, "")) -> Iterator[dict]:
+                      units_per_frame: tuple[float, str, bool] = (math.inf, "", False)) -> Iterator[dict]:
     """Drops utterances outside the duration, token and token-per-frame limits, counting why in the report.
     output_frames: the encoder's output frames for a number of input frames (after data.stack);
     units_per_frame: (the most units an encoder frame carries in the loss's lattice, why: one symbol per frame,
-    the pruned loss's band), a cap whatever the filter says (rnnt.model.transducer.LossConfig.units_per_frame)."""
+    the pruned loss's band, CTC; whether a repeated unit takes a frame more, as in CTC), a cap whatever the
+    filter says (rnnt.model.transducer.LossConfig.units_per_frame)."""
     limits = config.filter
-    lattice_cap, why = units_per_frame
-    per_frame = min(limits.max_tokens_per_frame, lattice_cap)
+    lattice_cap, why, repeats_take_a_frame = units_per_frame
     for record in records:
         duration = record["waveform"].shape[0] / record["sample_rate"]
         input_frames = num_frames(record["waveform"].shape[0], record["sample_rate"], config.features.preset)
         frames = stacked_length(input_frames, config.subsample)
         encoder_frames = output_frames(frames)
         n_tokens = len(record["tokens"])
+        tokens = record["tokens"]
+        lattice_units = n_tokens + (sum(a == b for a, b in zip(tokens, tokens[1:])) if repeats_take_a_frame else 0)
+        over_lattice = lattice_units > lattice_cap * encoder_frames
         reason = None
         if duration < limits.min_duration:
             reason = f"shorter than data.filter.min_duration {limits.min_duration:g} s"
@@ -138,9 +139,11 @@ def filter_utterances(records: Iterable[dict], config: DataConfig, report: DataR
             reason = f"over data.filter.max_tokens {limits.max_tokens} units"
         elif encoder_frames == 0:
             reason = "too short for the encoder: no output frame"
-        elif n_tokens > per_frame * encoder_frames:
-            reason = (f"over {per_frame:g} units per encoder frame ({why})" if per_frame == lattice_cap < math.inf
-                      else f"over data.filter.max_tokens_per_frame {per_frame:g} units per encoder frame")
+        elif over_lattice and (lattice_cap <= limits.max_tokens_per_frame or n_tokens <= limits.max_tokens_per_frame
+                               * encoder_frames):
+            reason = f"over {lattice_cap:g} units per encoder frame ({why})"
+        elif n_tokens > limits.max_tokens_per_frame * encoder_frames:
+            reason = f"over data.filter.max_tokens_per_frame {limits.max_tokens_per_frame:g} units per encoder frame"
         if reason:
             if report is not None:
                 report.drop(reason)
@@ -158,6 +161,9 @@ def load_cmvn(config: DataConfig) -> tuple[torch.Tensor, torch.Tensor] | None:
     with open(path) as f:
         stats = json.load(f)
     mean, std = torch.tensor(stats["mean"], dtype=torch.float32), torch.tensor(stats["std"], dtype=torch.float32)
+    if not bool(torch.isfinite(mean).all() and torch.isfinite(std).all() and (std > 0).all()):
+        raise ValueError(f"{path}: CMVN stats with a mean or deviation that is not finite, or a deviation of 0; "
+                         "recompute them with steps/compute_cmvn_stats.py")
     wanted = {"preset": config.features.preset, "sample_rate": config.sample_rate}
     differ = [f"{key} {stats[key]} (the config: {value})" for key, value in wanted.items()
               if key in stats and stats[key] != value]

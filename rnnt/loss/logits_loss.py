@@ -79,13 +79,15 @@ def arc_log_probs(rows, cells: CellMap, blank: int, from_log_softmax: bool, trit
 
 def softmax_times_occupancy_(out: torch.Tensor, logits: torch.Tensor, lse: torch.Tensor, occupancy: torch.Tensor):
     """out = exp(logits - lse) * occupancy, in place, with results under the smallest normal float in
-    magnitude flushed to zero (either sign: the occupancy is negative where the loss's incoming gradient is).
+    magnitude flushed to zero (either sign: the occupancy is negative where the loss's incoming gradient is),
+    and 0 wherever the occupancy is 0 (rows of padding too, whatever -inf or NaN they hold).
 
     Occupancies far below 1 make subnormal products; matmuls over them (the joiner's backward)
     run many times slower on x86, and values under the smallest normal float carry no information.
     """
     torch.sub(logits, lse[..., None], out=out)
     out.exp_().mul_(occupancy[..., None])
+    out.masked_fill_((occupancy == 0)[..., None], 0.0)
     return torch.hardshrink(out, torch.finfo(out.dtype).tiny, out=out)
 
 
@@ -135,7 +137,7 @@ class TransducerLossFunction(torch.autograd.Function):
         ctx.save_for_backward(rows, lse, cells.from_lattice(gamma_blank), cells.from_lattice(gamma_label),
                               cells.batch.int(), cells.label.int())
         ctx.config = (cells.shape[0], blank, reduction, from_log_softmax, clamp, reuse_logits_for_grad, triton)
-        return reduce_losses(losses, reduction).to(rows.dtype)  # reduced in float32, rounded once
+        return reduce_losses(losses, reduction)  # float32 (float64 inputs: 64): no float16 overflow
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -164,7 +166,7 @@ def transducer_loss(
     """The RNN-T loss -log P(targets | logits).
 
     logits: padded (B, T, U+1, V) or packed (sum_b T_b * (U_b+1), V), rows in (b, t, u) order;
-        float16/bfloat16 are accepted and accumulated in float32.
+        float16/bfloat16 are accepted, accumulated and returned in float32 (as PyTorch's losses under autocast).
     targets: (B, U) int; logit_lengths, target_lengths: (B,) int.
     blank: the blank symbol (negative counts from the end: -1 is the last symbol).
     reduction: "mean" over the batch, "sum", or "none" for one loss per utterance.

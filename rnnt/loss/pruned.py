@@ -31,6 +31,8 @@ def simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank, 
     (1 - lm_only_scale - am_only_scale) x its joint log-prob + lm_only_scale x the prediction network's own
     (log_softmax(lm[u]), as k2's) + am_only_scale x the encoder's own (log_softmax(am[t]); k2's normalises
     am[t] plus the log of the prediction network's mean distribution instead; icefall trains with 0).
+    The normaliser is k2's one matmul: where the two heads' best symbols differ by more than about 87 nats
+    (708 in float64) it underflows, too large and without gradient there (docs/loss.md).
     """
     B, T, V = am.shape
     U1 = lm.shape[1]
@@ -110,7 +112,7 @@ def simple_loss(
     posteriors = lattice_posteriors(blank_lp.detach(), label_lp.detach(), logit_lengths, target_lengths,
                                     one_sym_per_frame, options.backend)
     losses = LatticeLoss.apply(blank_lp, label_lp, *posteriors)
-    loss = reduce_losses(losses, reduction).to(am.dtype)  # reduced in float32, rounded once
+    loss = reduce_losses(losses, reduction)  # float32 (float64 inputs: 64): no float16 overflow
     return (loss, posteriors[1:]) if return_posteriors else loss
 
 

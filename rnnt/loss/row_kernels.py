@@ -79,7 +79,7 @@ def row_gradient_kernel(logits, stride, grad, grad_stride, lse, post_blank, post
         if SOFTMAX:
             x = tl.load(start[:, None] + v[None, :], mask=inside, other=float("-inf")).to(acc)
             g = tl.exp(x - norm[:, None]) * occupancy[:, None]
-            g = tl.where(tl.abs(g) < tiny, 0.0, g)
+            g = tl.where((tl.abs(g) < tiny) | (occupancy[:, None] == 0), 0.0, g)  # padding: 0, whatever it holds
         g -= tl.where(v[None, :] == blank, g_blank[:, None], 0.0)
         g -= tl.where(v[None, :] == label[:, None], g_label[:, None], 0.0)
         if CLAMP:

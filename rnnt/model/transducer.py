@@ -42,16 +42,18 @@ class LossConfig(LatticeOptions):
     ctc_weight: float = 0.0  # > 0: a CTC head on the encoder, its loss added with this weight
     fused_kernels: bool = False  # fused on the Triton backend: kernels that hold no logits (MiBs; several x slower)
 
-    def units_per_frame(self) -> tuple[float, str]:
-        """The most units an encoder frame can carry in the training lattice, and why: an utterance with more has
-        no path there (an infinite loss, its batch skipped), so the data filter drops it."""
+    def units_per_frame(self) -> tuple[float, str, bool]:
+        """The most units an encoder frame can carry in the training lattice, why, and whether a repeated unit
+        takes a frame more (CTC's blank between them): an utterance with more has no path there (an infinite
+        loss: its batch skipped, or for CTC zeroed), so the data filter drops it. A transducer's CTC head
+        (ctc_weight) leaves it to the transducer: its CTC term is 0 where CTC has no path."""
         if self.type == "ctc":
-            return math.inf, ""
+            return 1.0, "CTC: a frame a unit and one between repeated units", True
         if self.one_sym_per_frame:
-            return 1.0, "one symbol per frame"
+            return 1.0, "one symbol per frame", False
         if self.type == "pruned":
-            return float(self.s_range - 1), f"the pruned loss's band of s_range {self.s_range}"
-        return math.inf, ""
+            return float(self.s_range - 1), f"the pruned loss's band of s_range {self.s_range}", False
+        return math.inf, "", False
 
 
 @dataclass(frozen=True)

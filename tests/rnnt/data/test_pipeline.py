@@ -9,6 +9,7 @@ import sys
 import tarfile
 
 import numpy as np
+import soundfile
 import pytest
 import torch
 
@@ -70,6 +71,31 @@ def test_decode_skips_bad_audio_with_a_warning(fsdd, caplog):
     assert out[0]["waveform"].dim() == 1 and out[0]["sample_rate"] == 8000
 
 
+def test_segments_follow_kaldis_extract_segments_and_non_finite_samples_are_refused(fsdd, tmp_path):
+    """A segment ending less than 0.5 s past its recording is cut at its end; one starting past it or ending
+    further is refused (Kaldi's extract-segments, whose max_overshoot is 0.5 s); a float file with a NaN sample
+    is refused wherever it is read (it would make NaN features, CMVN sums and losses)."""
+    from rnnt.data.audio import AudioError, load_audio
+
+    path = json.loads((fsdd / "test.list").read_text().splitlines()[0])["wav"]
+    whole, rate = load_audio(path)
+    duration = whole.shape[1] / rate
+    cut, _ = load_audio(path, 0.1, duration + 0.4)
+    assert torch.equal(cut, whole[:, round(0.1 * rate):])
+    for start, end, message in ((0.1, duration + 0.6, "more than 0.5 s past the recording's"),
+                                (duration + 0.01, duration + 0.3, "outside the recording's"),
+                                (-1.0, 0.5, "outside the recording's")):
+        with pytest.raises(AudioError, match=message):
+            load_audio(path, start, end)
+    samples = whole[0].numpy().copy()
+    samples[100] = np.nan
+    soundfile.write(tmp_path / "nan.wav", samples, rate, subtype="FLOAT")
+    with pytest.raises(AudioError, match="not all finite"):
+        load_audio(str(tmp_path / "nan.wav"))
+    record = {"key": "nan", "txt": "ONE", "audio": str(tmp_path / "nan.wav"), "source": "test:nan"}
+    assert list(stages.decode([record])) == []
+
+
 def test_speed_perturb_changes_length_by_the_factor_and_is_seeded(fsdd):
     record = next(stages.decode(records(str(fsdd / "test.list"))))
     n = record["waveform"].shape[0]
@@ -118,11 +144,20 @@ def test_the_filter_counts_the_encoders_output_frames_and_one_symbol_per_frame(f
     # the pruned loss's band of s_range 2 holds one unit a frame in the standard lattice too: more has no path
     report = DataReport("test", 8000)
     band = LossConfig(type="pruned", s_range=2).units_per_frame()
-    assert band == (1.0, "the pruned loss's band of s_range 2")
+    assert band == (1.0, "the pruned loss's band of s_range 2", False)
     assert len(list(stages.filter_utterances(recs, config, report, encoder.output_frames, band))) == len(kept)
     assert report.dropped == {"over 1 units per encoder frame (the pruned loss's band of s_range 2)": len(recs) -
                               len(kept)}
     assert LossConfig(type="pruned").units_per_frame()[0] == 4 and LossConfig().units_per_frame()[0] == math.inf
+    # CTC: a frame a unit and a blank between repeated units ('three' needs 6 frames, 'seven' 5)
+    report = DataReport("test", 8000)
+    ctc = LossConfig(type="ctc").units_per_frame()
+    kept_ctc = list(stages.filter_utterances(recs, config, report, encoder.output_frames, ctc))
+    needed = lambda t: len(t) + sum(a == b for a, b in zip(t, t[1:]))  # noqa: E731
+    assert [r["key"] for r in kept_ctc] == [r["key"] for r in kept if needed(r["tokens"]) <= encoder.output_frames(
+        r["num_frames"])]
+    why = "over 1 units per encoder frame (CTC: a frame a unit and one between repeated units)"
+    assert 0 < len(kept_ctc) < len(kept) and report.dropped == {why: len(recs) - len(kept_ctc)}
 
 
 def mixed_list(fsdd, tmp_path):
@@ -371,10 +406,18 @@ def test_deterministic_per_epoch_and_resumes_exactly(fsdd):
             assert torch.equal(a["feats"], b["feats"])  # augmentation included
 
 
-def test_raw_list_with_buckets(fsdd):
+def test_raw_list_with_buckets(fsdd, tmp_path, caplog):
     p = pipeline(fsdd, list_name="test.list", buckets=3, batch={"type": "static", "batch_size": 20})
     batches = list(p.batches())
     assert len(keys_of(batches)) == 300 and max(len(b["keys"]) for b in batches) == 20
+    lines = (fsdd / "test.list").read_text().splitlines()  # an entry without a duration: left out, by name
+    missing = json.loads(lines[7])
+    (tmp_path / "test.list").write_text("\n".join(lines[:7] + [json.dumps({k: v for k, v in missing.items()
+                                                                            if k != "duration"})] + lines[8:]))
+    with caplog.at_level(logging.WARNING):
+        p = Pipeline(str(tmp_path / "test.list"), p.config, p.tokenizer, True)
+    assert f"test.list: {missing['key']}: no positive 'duration' to bucket it by; left out" in caplog.text
+    assert len(keys_of(p.batches())) == 280 and missing["key"] not in keys_of(p.batches())
 
 
 def test_validation_reads_every_utterance_whatever_the_training_buckets(fsdd):
