@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from rnnt.data import stages
-from rnnt.data.audio import load_audio, to_mono
+from rnnt.data.audio import check_finite, load_audio, to_mono
 from rnnt.data.config import BatchConfig, FilterConfig
 from rnnt.data.features import PRESETS
 from rnnt.data.pipeline import Pipeline
@@ -138,7 +138,7 @@ class Transcriber:
 
     def waveform(self, audio) -> torch.Tensor:
         """Mono samples in [-1, 1] at the model's rate; integer samples (16-bit PCM) are scaled to that range."""
-        waveform, rate = load_audio(audio) if not isinstance(audio, tuple) else audio
+        waveform, rate = load_audio(audio) if not isinstance(audio, tuple) else (check_finite(audio[0]), audio[1])
         if not waveform.is_floating_point():
             waveform = waveform.float() / -torch.iinfo(waveform.dtype).min
         mono = to_mono(waveform) if waveform.dim() == 2 else waveform

@@ -13,24 +13,51 @@ class AudioError(RuntimeError):
     pass
 
 
+MAX_OVERSHOOT = 0.5  # seconds a segment may end past its recording, cut there (Kaldi's extract-segments)
+
+
+def segment_samples(info, start: float | None, end: float | None) -> tuple[int, int | None]:
+    """The first and end sample of a segment [start, end) seconds (end None or negative: the recording's end)
+    in a recording of info.frames samples, under Kaldi's extract-segments rules: a segment that starts past
+    the recording, or ends more than MAX_OVERSHOOT after it, is refused; one ending less past it is cut."""
+    rate, duration = info.samplerate, info.frames / info.samplerate
+    first = round((start or 0.0) * rate)
+    if first < 0 or first >= info.frames:
+        raise AudioError(f"the segment starts at {start} s, outside the recording's {duration:.3f} s")
+    if end is None or end < 0:
+        return first, None
+    if end > duration + MAX_OVERSHOOT:
+        raise AudioError(f"the segment ends at {end} s, more than {MAX_OVERSHOOT} s past the recording's "
+                         f"{duration:.3f} s")
+    return first, min(round(end * rate), info.frames)
+
+
+def check_finite(waveform: torch.Tensor) -> torch.Tensor:
+    """The waveform, refused where a sample is NaN or infinite (a float file's: it would make every feature,
+    CMVN sum and loss it enters NaN)."""
+    if waveform.is_floating_point() and not bool(torch.isfinite(waveform).all()):
+        raise AudioError("its samples are not all finite (NaN or inf)")
+    return waveform
+
+
 def load_audio(audio, start: float | None = None, end: float | None = None) -> tuple[torch.Tensor, int]:
-    """(waveform (channels, samples) float32 in [-1, 1], sample rate) of bytes or a file path."""
+    """(waveform (channels, samples) float32 in [-1, 1], sample rate) of bytes or a file path, or of the
+    segment [start, end) seconds of it (segment_samples)."""
     source = io.BytesIO(audio) if isinstance(audio, (bytes, bytearray)) else audio
     try:
         if start is None and (end is None or end < 0):
             samples, rate = soundfile.read(source, dtype="float32", always_2d=True)
         else:
-            rate = soundfile.info(source).samplerate
+            info = soundfile.info(source)
             if isinstance(source, io.BytesIO):
                 source.seek(0)
-            stop = None if end is None or end < 0 else round(end * rate)
-            samples, rate = soundfile.read(source, start=round((start or 0.0) * rate), stop=stop, dtype="float32",
-                                           always_2d=True)
+            first, stop = segment_samples(info, start, end)
+            samples, rate = soundfile.read(source, start=first, stop=stop, dtype="float32", always_2d=True)
     except (RuntimeError, soundfile.LibsndfileError) as error:
         raise AudioError(str(error)) from None
     if samples.shape[0] == 0:
         raise AudioError("no samples")
-    return torch.from_numpy(np.ascontiguousarray(samples.T)), rate
+    return check_finite(torch.from_numpy(np.ascontiguousarray(samples.T))), rate
 
 
 def to_mono(waveform: torch.Tensor) -> torch.Tensor:

@@ -12,9 +12,30 @@ order from (seed, epoch). Needs the "duration" of each entry (steps/make_raw_lis
 from __future__ import annotations
 
 import json
+import logging
 import random
 
 from rnnt.data.splitting import Reader
+
+log = logging.getLogger(__name__)
+
+
+def with_durations(lines: list[str], list_path: str) -> list[str]:
+    """The lines of a raw list that hold a positive "duration", which bucketing orders by; every other is
+    logged by key and left out (steps/make_raw_list.py lists an utterance without one where utt2dur lacks it)."""
+    kept = []
+    for number, line in enumerate(lines, 1):
+        entry = json.loads(line)
+        duration = entry.get("duration")
+        if isinstance(duration, (int, float)) and not isinstance(duration, bool) and duration > 0:
+            kept.append(line)
+        else:
+            log.warning("%s: %s: no positive 'duration' to bucket it by; left out of training (bucketing needs "
+                        "utt2dur in the data dir steps/make_raw_list.py read)", list_path, entry.get("key", number))
+    if not kept:
+        raise ValueError(f"{list_path}: no entry has a 'duration': make the list with steps/make_raw_list.py from a "
+                         "data dir with utt2dur, or turn bucketing off (data.buckets: 0)")
+    return kept
 
 
 def durations(lines: list[str]) -> list[float]:

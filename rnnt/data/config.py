@@ -66,6 +66,14 @@ def data_config(values: dict | None) -> DataConfig:
     for key in ("batch_size", "max_frames", "max_batch_size"):
         if getattr(config.batch, key) < 1:
             raise ValueError(f"data.batch.{key} must be at least 1, got {getattr(config.batch, key)}")
+    for key, value in (("sample_rate", config.sample_rate), ("features.num_mel_bins", config.features.num_mel_bins)):
+        if value < 1:
+            raise ValueError(f"data.{key} must be at least 1, got {value}")
+    if any(factor <= 0 for factor in config.speed_perturb):
+        raise ValueError(f"data.speed_perturb factors must be positive, got {list(config.speed_perturb)}")
+    for key in ("shuffle_buffer", "sort_buffer", "buckets", "num_workers", "cache_audio_mb", "tail_silence"):
+        if getattr(config, key) < 0:
+            raise ValueError(f"data.{key} must not be negative, got {getattr(config, key)}")
     if config.features.preset not in PRESETS:
         raise ValueError(f"data.features.preset must be one of {sorted(PRESETS)}, got '{config.features.preset}'")
     masks = config.spec_augment

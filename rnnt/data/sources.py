@@ -27,7 +27,7 @@ def read_list(path: str) -> list[str]:
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
             try:
-                line = raw.decode("utf-8").strip()
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()  # an editor's BOM, dropped
             except UnicodeDecodeError as error:
                 log.warning("%s:%d: skipped, not UTF-8 (%s)", path, number, error)
                 bad += 1

@@ -20,6 +20,7 @@ class Utterance:
     where: str  # its transcript's file:line
     start: float | None = None  # seconds, with segments
     end: float | None = None
+    audio_where: str = ""  # its wav.scp entry's file:line
 
 
 def read_utterances(data_dir: str) -> tuple[list[Utterance], list[str]]:
@@ -32,8 +33,8 @@ def read_utterances(data_dir: str) -> tuple[list[Utterance], list[str]]:
     if os.path.isfile(segments_path):
         utterances = segment_utterances(text, wav, read_table(segments_path, skipped), skipped)
     else:
-        utterances = [Utterance(key, line.value, wav[key].value, line.where) for key, line in text.items()
-                      if key in wav]
+        utterances = [Utterance(key, line.value, wav[key].value, line.where, audio_where=wav[key].where)
+                      for key, line in text.items() if key in wav]
         skipped += [f"{line.where}: {key}: no transcript in text" for key, line in wav.items() if key not in text]
         skipped += [f"{line.where}: {key}: no audio in wav.scp" for key, line in text.items() if key not in wav]
     return sorted(utterances, key=lambda utterance: utterance.key), skipped
@@ -55,6 +56,6 @@ def segment_utterances(text: dict[str, Line], wav: dict[str, Line], segments: di
             skipped.append(f"{line.where}: {key}: no transcript in text")
         else:
             utterances.append(Utterance(key, text[key].value, wav[fields[1]].value, text[key].where,
-                                        float(fields[2]), float(fields[3])))
+                                        float(fields[2]), float(fields[3]), wav[fields[1]].where))
     skipped += [f"{line.where}: {key}: no segment in segments" for key, line in text.items() if key not in segments]
     return utterances

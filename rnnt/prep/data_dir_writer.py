@@ -136,9 +136,14 @@ def write_data_dir(dest: str, utterances: list[Utterance], report: Report,
     skipped (since the counts `since`, where given: one of several dirs names its own)."""
     os.makedirs(dest, exist_ok=True)
     kept: list[tuple[Utterance, AudioInfo]] = []
+    first_of: dict[str, Utterance] = {}
     for utt in progress(utterances, desc=f"audio headers of {dest}", unit=" files"):
         if not utt.utt_id.startswith(utt.speaker):
             raise ValueError(f"utterance id '{utt.utt_id}' must start with its speaker id '{utt.speaker}'")
+        first = first_of.setdefault(utt.utt_id, utt)
+        if first is not utt:  # a corpus list naming a file twice: one utterance, not an invalid dir
+            report.skip("repeated utterance id (the first kept)", f"{utt.utt_id} ({utt.audio}; first {first.audio})")
+            continue
         problems = transcript_problems(utt.text)
         if problems:
             report.skip("transcript Kaldi's text rules refuse",

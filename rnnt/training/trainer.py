@@ -1,8 +1,7 @@
 """The training loop: one process, or one per device under torchrun (DDP).
 
-Every optimiser step may end in a checkpoint that holds everything needed to continue exactly:
-model, EMA, optimiser, scheduler, scaler, the data position (epoch, batches consumed) and every
-rank's RNG state. A resumed run therefore produces the same parameters as an uninterrupted one.
+Every optimiser step may end in a checkpoint of the model, EMA, optimiser, scheduler, scaler, data position
+(epoch, batches consumed) and every rank's RNG state: a resumed run ends as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -243,6 +242,7 @@ class Trainer(Checkpointing):
             self.position = LoaderPosition(self.experiment.data.num_workers)
         self.loader.dataset.set_epoch(self.epoch, self.position if self.batch else None)
         self.progress.start_epoch(self.epoch, self.batch)
+        starts = self.batch == 0
         epoch = batches_of_every_rank(self.world, self.loader, lambda: self.signal_received,
                                       self.loader.dataset.spare_batch)
         for batch, weight, some_rank_stops in epoch:
@@ -255,6 +255,8 @@ class Trainer(Checkpointing):
             if self.batch % accum_steps == 0:
                 self.end_group()
         self.progress.end_epoch()
+        if starts and self.batch == 0:  # every rank's part empty: the data report above names what was left out
+            raise StopTraining(f"epoch {self.epoch + 1}: no usable utterance in {self.experiment.paths.train_list}")
         if self.batch % accum_steps:  # the epoch's last group is short: its gradient is not carried over
             self.end_group()
         self.batch = 0

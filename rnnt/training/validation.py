@@ -9,6 +9,7 @@ from rnnt.scoring import ErrorCounts, count_errors
 from rnnt.ctc_search import ctc_greedy_search
 from rnnt.search import greedy_search
 from rnnt.training.distributed import World, sum_over_ranks
+from rnnt.training.stop import StopTraining
 
 
 @torch.no_grad()
@@ -33,7 +34,10 @@ def validate(model, batches, tokenizer, device: torch.device, wer: bool = True, 
     model.train(was_training)
     loss, utterances, *counts = sum_over_ranks(world, [float(total_loss), utterances, errors.substitutions,
                                                        errors.deletions, errors.insertions, errors.reference_words])
-    result = {"loss": loss / max(utterances, 1), "utterances": int(utterances)}
+    if not utterances:
+        raise StopTraining("validation: no usable utterance in the validation list (the data report above names "
+                           "what was left out)")
+    result = {"loss": loss / utterances, "utterances": int(utterances)}
     if wer:
         result["wer"] = ErrorCounts(*(int(c) for c in counts)).wer
     return result

@@ -229,7 +229,7 @@ def test_an4_prep_reads_the_corpus_lists_and_names_what_it_skips(test_data, tmp_
     shutil.copytree(test_data / "an4" / "etc", corpus / "etc")
     (corpus / "wav").symlink_to(test_data / "an4" / "wav")
     with open(corpus / "etc" / "an4_train.fileids", "a") as f:
-        f.write("an4_clstk/fash/an999-fash-b\n")
+        f.write("an4_clstk/fash/an999-fash-b\nan4_clstk/fash/an251-fash-b\n")  # no audio; a file listed again
     with open(corpus / "etc" / "an4_train.transcription", "a") as f:
         f.write("<s> HELLO </s> (an999-fash-b)\nthis line has no id\n")
     out = run_tool(sys.executable, ROOT / "egs" / "an4" / "local" / "data_prep.py", corpus, tmp_path / "data")
@@ -237,14 +237,17 @@ def test_an4_prep_reads_the_corpus_lists_and_names_what_it_skips(test_data, tmp_
     assert (f"{corpus / 'etc' / 'an4_train.fileids'}:949 (wav/an4_clstk/fash/an999-fash-b.*): "
             "audio not found") in out.stderr
     assert f"{corpus / 'etc' / 'an4_train.transcription'}:950: malformed transcript line" in out.stderr
+    assert "skipped fash-an251-b (" in out.stderr and ": repeated utterance id (the first kept)" in out.stderr
     counts = {name: len((tmp_path / "data" / name / "text").read_text().splitlines())
               for name in ("train", "dev", "test")}
     assert counts == {"train": 849, "dev": 99, "test": 130}
     lines = {line.split()[3].rstrip(":").rsplit("/", 1)[-1]: line for line in out.stdout.splitlines()
              if " wrote " in line and "/" in line}  # a dir's line names what writing it skipped, the last all
-    assert [lines[name].split("; ")[1] for name in ("train", "dev", "test")] == ["nothing skipped"] * 3, out.stdout
+    assert [lines[name].split("; ")[1] for name in ("train", "test")] == ["nothing skipped"] * 2, out.stdout
+    assert lines["dev"].split("; ")[1] == "1 repeated utterance id (the first kept)", out.stdout  # fash: dev
     assert out.stdout.splitlines()[-1].startswith("an4 data_prep: wrote 1078 utterances in 3 data dirs; skipped in "
-                                                  "all: 1 audio not found, 1 malformed transcript line"), out.stdout
+                                                  "all: 1 audio not found, 1 malformed transcript line (want '<s> "
+                                                  "WORDS </s> (id)'), 1 repeated utterance id (the first kept)")
     text = dict(line.split(maxsplit=1) for line in (tmp_path / "data" / "test" / "text").read_text().splitlines())
     assert text["fcaw-an406-b"] == "RUBOUT G M E F THREE NINE"  # the test file's lines have no <s> </s>
     train_text = (tmp_path / "data" / "train" / "text").read_text()

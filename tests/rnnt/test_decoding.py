@@ -248,11 +248,15 @@ def test_transcribe_any_format_rate_and_channels(trained, yesno, tmp_path):
     assert bad.returncode == 1 and "cannot transcribe its audio" in bad.stderr
     short = tmp_path / "short.wav"  # 10 ms: no 25 ms analysis window fits
     soundfile.write(short, samples[:rate // 100], rate)
-    mixed = run_tool(sys.executable, STEPS / "transcribe.py", trained, short, tmp_path / "missing.wav", entry["wav"])
-    assert mixed.returncode == 0, mixed.stderr  # the good file is transcribed after the two bad ones
+    nan = tmp_path / "nan.wav"  # a float file with a NaN sample: an empty transcript before, NaN all through
+    soundfile.write(nan, np.where(np.arange(len(samples)) == 500, np.nan, samples), rate, subtype="FLOAT")
+    mixed = run_tool(sys.executable, STEPS / "transcribe.py", trained, short, tmp_path / "missing.wav", nan,
+                     entry["wav"])
+    assert mixed.returncode == 0, mixed.stderr  # the good file is transcribed after the three bad ones
     assert mixed.stdout.split("\n")[0] == f"{entry['wav']} {rows[1]['text']}".rstrip()
     assert f"{short}: cannot transcribe its audio (10.0 ms of audio, shorter than one analysis window)" in mixed.stderr
-    assert "transcribe.py: 1 of 3 files transcribed; 2 could not be (named above)" in mixed.stderr
+    assert f"{nan}: cannot transcribe its audio (its samples are not all finite (NaN or inf))" in mixed.stderr
+    assert "transcribe.py: 1 of 4 files transcribed; 3 could not be (named above)" in mixed.stderr
 
 
 def test_nbest_lists_from_decode_and_transcribe(trained, yesno, tmp_path):

@@ -197,6 +197,19 @@ def test_raw_list(test_data, tmp_path):
     assert out.returncode == 0, out.stderr
     rows = [json.loads(line) for line in (tmp_path / "segments.list").read_text().splitlines()]
     assert (rows[0]["start"], rows[0]["end"]) == (0.5, 2.25) and rows[1]["start"] == 1.0 and "end" not in rows[1]
+    durations = (data / "utt2dur").read_text().splitlines()  # one duration that is no number, one missing
+    (data / "utt2dur").write_text("\n".join([f"{keys[0]} 0"] + durations[2:]) + "\n")
+    (data / "segments").unlink()
+    out = run_tool(sys.executable, STEPS / "make_raw_list.py", data, tmp_path / "durations.list")
+    assert out.returncode == 0 and out.stdout.endswith("skipped 0; 2 listed without a duration (named above)\n")
+    assert f"{keys[0]}: {data / 'utt2dur'}:1: duration '0' is not a positive number; listed without" in out.stderr
+    assert f"{keys[1]}: not in {data / 'utt2dur'}; listed without a duration" in out.stderr
+    rows = [json.loads(line) for line in (tmp_path / "durations.list").read_text().splitlines()]
+    assert [("duration" in row) for row in rows] == [False, False, True, True, True]
+    wav = (data / "wav.scp").read_text().splitlines()  # a piped entry: named by its wav.scp line
+    (data / "wav.scp").write_text("\n".join(wav[:4] + [f"{keys[4]} sox {wav[4].split()[1]} -t wav - |"]) + "\n")
+    out = run_tool(sys.executable, STEPS / "make_raw_list.py", data, tmp_path / "piped.list")
+    assert f"skipped {data / 'wav.scp'}:5: {keys[4]}: a piped command cannot be a raw entry" in out.stderr, out.stderr
 
 
 NON_ASCII = ["ÉCOLE NAÏVE CAFÉ", "ÜBER GRÖSSE STRASSE", "中文 语音 识别", "NIÑO AÑO ESPAÑA", "HELLO WORLD"]

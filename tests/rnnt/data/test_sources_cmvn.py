@@ -9,6 +9,7 @@ import tarfile
 import kaldiio
 import numpy as np
 import pytest
+import soundfile
 import torch
 
 from conftest import ROOT, run_tool
@@ -81,6 +82,18 @@ def test_compute_cmvn_stats_kaldi_matrix_and_json(test_data, tmp_path):
     np.testing.assert_allclose(summary["mean"], feats.mean(0).numpy(), rtol=1e-9)
     np.testing.assert_allclose(summary["std"], feats.std(0, unbiased=False).numpy(), rtol=1e-6)
     path = str(tmp_path / "cmvn.json")
+    with_nan = json.loads(raw_list.read_text().splitlines()[0])  # a float copy of an utterance with a NaN sample
+    samples, rate = soundfile.read(with_nan["wav"], dtype="float32")
+    samples[50] = np.nan
+    soundfile.write(tmp_path / "nan.wav", samples, rate, subtype="FLOAT")
+    (tmp_path / "nan.list").write_text(raw_list.read_text() + json.dumps({**with_nan, "key": "nan", "wav": str(
+        tmp_path / "nan.wav")}) + "\n")
+    out = run_tool(sys.executable, ROOT / "steps" / "compute_cmvn_stats.py", tmp_path / "nan.list", tmp_path / "nan")
+    assert out.returncode == 0 and "skipped nan (" in out.stderr and "not all finite" in out.stderr, out.stderr
+    assert json.loads((tmp_path / "nan.json").read_text())["mean"] == summary["mean"]  # the rest, as without it
+    (tmp_path / "nan.json").write_text(json.dumps({**summary, "mean": [float("nan")] + summary["mean"][1:]}))
+    with pytest.raises(ValueError, match="CMVN stats with a mean or deviation that is not finite"):
+        load_cmvn(data_config({"features": {"cmvn": str(tmp_path / "nan.json")}}))
     mean, std = load_cmvn(data_config({"features": {"cmvn": path}}))
     assert torch.equal(mean, torch.tensor(summary["mean"])) and torch.equal(std, torch.tensor(summary["std"]))
     for features, rate, differ in (({"preset": "sherpa_onnx"}, 16000, "preset kaldi (the config: sherpa_onnx)"),
@@ -109,6 +122,8 @@ def test_bad_raw_list_lines_are_named_by_their_line_and_the_rest_kept(test_data,
     assert f"{raw_list}:6: skipped, not UTF-8" in warnings
     assert f"{raw_list}:7: skipped, not a {{key, wav, txt}} object with numeric start and end: ValueError" in warnings
     assert f"{raw_list}: 3 lines skipped (named above), 3 kept" in warnings
+    raw_list.write_bytes(b"\xef\xbb\xbf" + b"\n".join(line.encode() for line in good) + b"\n")  # an editor's BOM
+    assert [r["key"] for r in records(str(raw_list))] == [json.loads(line)["key"] for line in good]
 
 
 def test_a_shard_transcript_not_utf8_loses_only_its_utterance(test_data, tmp_path, caplog):

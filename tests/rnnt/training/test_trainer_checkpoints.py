@@ -252,3 +252,21 @@ def test_a_fresh_start_from_another_experiments_weights(yesno_small):
     assert target.step == 0 and not target.optimizer.state_dict()["state"]  # nothing else is taken
     with pytest.raises(StopTraining, match=r"train.init_from: no checkpoint .*/source/epoch-9\.pt"):
         target.start_from(str(yesno_small / "source" / "epoch-9.pt"))
+
+
+def test_an_epoch_or_a_validation_with_no_usable_utterance_stops_training(yesno_small):
+    """A training list of unreadable audio (paths of another folder) stops training with a message instead of
+    running no step and saving checkpoints; a validation list of it, instead of a WER of 0% over 0."""
+    from rnnt.data.pipeline import Pipeline
+    from rnnt.training.validation import validate
+
+    root = yesno_small / "unreadable"
+    shutil.copytree(yesno_small / "lang", root / "lang")
+    (root / "train.list").write_text(re.sub(r'"wav": "[^"]*/', '"wav": "elsewhere/',
+                                            (yesno_small / "train.list").read_text()))
+    trainer = make_trainer(root, "exp", epochs=1)
+    with pytest.raises(StopTraining, match=f"^epoch 1: no usable utterance in {root / 'train.list'}$"):
+        trainer.train_epoch()
+    nothing = Pipeline(str(root / "train.list"), trainer.experiment.data, trainer.tokenizer, False).batches()
+    with pytest.raises(StopTraining, match="^validation: no usable utterance in the validation list"):
+        validate(trainer.model, nothing, trainer.tokenizer, torch.device("cpu"))
