@@ -112,7 +112,7 @@ def test_the_pipeline_filter_drops_what_one_symbol_per_frame_cannot_train(yesno)
     for stack_time, expected in (16, 5), (64, 0):
         encoder = LSTMEncoderConfig(**{**vars(experiment.model.encoder), "stack_time": stack_time})
         pipeline = Pipeline(str(yesno / "five.list"), data, tokenizer, True, encoder.output_frames,
-                            (1.0, "one symbol per frame"))
+                            (1.0, "one symbol per frame", False))
         assert sum(len(b["keys"]) for b in pipeline.batches()) == expected
 
 
