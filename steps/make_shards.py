@@ -43,15 +43,23 @@ def write_one(job):
 
 
 def same_plan_or_new(shard_dir: str, plan: dict) -> bool:
-    """Records the plan in shard_dir; False if it holds shards written to another plan (their reuse would mix them)."""
+    """Records the plan in shard_dir (written aside and renamed: a run stopped there leaves the old record or
+    none); False if it holds shards written to another plan, or to one its record no longer says (their reuse
+    would mix them)."""
     os.makedirs(shard_dir, exist_ok=True)
     state_path = os.path.join(shard_dir, STATE)
     if os.path.isfile(state_path):
-        with open(state_path) as f:
-            if json.load(f) != plan:
-                return False
-    with open(state_path, "w") as f:
-        json.dump(plan, f)
+        try:
+            with open(state_path) as f:
+                return json.load(f) == plan
+        except (OSError, ValueError):  # unreadable: written by another version, or damaged
+            return False
+    try:
+        with open(f"{state_path}.tmp", "w") as f:
+            json.dump(plan, f)
+        os.replace(f"{state_path}.tmp", state_path)
+    except OSError as error:
+        raise ToolError(f"{state_path}: cannot record the plan: {error}") from error
     return True
 
 
@@ -70,7 +78,7 @@ def start_shard_dir(shard_dir: str, plan: dict, replace: bool) -> None:
         raise ToolError(f"{shard_dir} holds shards of other settings or utterances; "
                         "remove it, choose another dir, or pass --replace")
     for name in os.listdir(shard_dir):
-        if name == STATE or name.endswith((".tar", ".tar.tmp")):
+        if name in (STATE, f"{STATE}.tmp") or name.endswith((".tar", ".tar.tmp")):
             os.remove(os.path.join(shard_dir, name))
     same_plan_or_new(shard_dir, plan)
 

@@ -4,7 +4,7 @@ Refused: absolute member names, names with a '..' component, links whose target 
 the target directory, any member whose path, or link whose target, passes through a link already
 there (so that no later member can redirect an earlier, checked one), a link that would replace
 something already extracted, and device or fifo members. Extraction is complete only when its marker
-file says so: a folder left by a killed extraction is extracted again.
+file says so: a folder left by a killed extraction is extracted again (the links it made taken for its own).
 """
 
 from __future__ import annotations
@@ -67,6 +67,21 @@ def check_member(member: tarfile.TarInfo, dest: str, archive: str) -> None:
         raise UnsafeArchiveError(f"{archive}: member '{name}' is a device or fifo; refusing to extract")
 
 
+def remove_own_leftover(member: tarfile.TarInfo, dest: str) -> None:
+    """Removes the link an extraction of this archive stopped before its marker left at member's path: a symbolic
+    link to member's own target, or a hard link to the file member names (the checks would take it for a link
+    of someone else's and refuse the archive for good). Anything else there is left for the checks."""
+    target = os.path.join(dest, member.name)
+    if member.issym():
+        ours = os.path.islink(target) and os.readlink(target) == member.linkname
+    else:
+        source = os.path.join(dest, member.linkname)
+        ours = (not os.path.islink(target) and os.path.isfile(target) and os.path.isfile(source)
+                and os.path.samefile(target, source))
+    if ours and _link_on_the_way(dest, os.path.dirname(member.name)) is None:
+        os.remove(target)
+
+
 def marker_path(archive: str, dest: str) -> str:
     return os.path.join(dest, f".{os.path.basename(archive)}.extracted")
 
@@ -100,6 +115,8 @@ def safe_extract(archive: str, dest: str) -> str:
     with stream, tarfile.open(fileobj=stream, mode="r|" if gzipped else "r|*") as tar:
         for member in progress(tar, desc=f"extract {os.path.basename(archive)}", unit=" files"):
             try:
+                if member.issym() or member.islnk():
+                    remove_own_leftover(member, dest)
                 check_member(member, dest, archive)
             except UnsafeArchiveError:
                 _remove_written(written)

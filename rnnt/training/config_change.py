@@ -115,7 +115,8 @@ def set_aside(exp_dir: str) -> str:
     exp_dir = os.path.normpath(exp_dir)
     aside = aside_name(exp_dir)
     os.makedirs(aside)
-    for entry in sorted(os.listdir(exp_dir)):
+    # config.yaml last: stopped half way, the checkpoints left beside it are set aside again on the next run
+    for entry in sorted(os.listdir(exp_dir), key=lambda name: (name == "config.yaml", name)):
         path = os.path.join(exp_dir, entry)
         if entry in KEPT_IN_PLACE:
             shutil.copytree(path, os.path.join(aside, entry), symlinks=True)
@@ -134,8 +135,11 @@ def start_over_if_changed(experiment, exp_dir: str, load_saved, train_data: str)
     (None: nothing done). load_saved(path) reads a config.yaml (a ValueError if this version cannot); train_data is
     the training data's train_data_fingerprint."""
     saved, newest = os.path.join(exp_dir, "config.yaml"), checkpoint.latest(exp_dir)
-    if newest is None or not os.path.isfile(saved):
+    if newest is None:
         return None
+    if not os.path.isfile(saved):  # training writes it before any checkpoint: a setting aside was stopped
+        return (f"{exp_dir} holds checkpoints without the config.yaml they were trained with: they are set aside "
+                f"as {set_aside(exp_dir)}, and training starts anew with this config")
     old = load_saved(saved)
     changes = changes_to_restart(old, experiment, checkpoint.load_meta(newest), train_data)
     if not changes:

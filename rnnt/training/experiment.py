@@ -14,6 +14,7 @@ import yaml
 from rnnt.config import from_dict, read_yaml, to_dict
 from rnnt.data.config import DataConfig, data_config
 from rnnt.model.transducer import ModelConfig
+from rnnt.training import checkpoint
 from rnnt.training.config_checks import check_shapes
 from rnnt.training.stop import StopTraining
 from rnnt.training.distributed import World
@@ -149,10 +150,12 @@ def build_optimizer(config: TrainConfig, params) -> tuple[torch.optim.Optimizer,
 
 def adopt_lang_dir(experiment: Experiment, exp_dir: str, world: World) -> None:
     """Copies the lang dir into <exp-dir>/lang and saves config.yaml pointing there: the experiment
-    keeps the units it was trained with when data/lang is rebuilt. A resumed run must use the same."""
+    keeps the units it was trained with when data/lang is rebuilt. A resumed run must use the same. The copy
+    is made beside and renamed into place: a run stopped in it leaves no part of one to compare with."""
     source, kept = experiment.paths.lang_dir, os.path.join(os.path.abspath(exp_dir), "lang")
     copy = os.path.abspath(source) != kept
-    if copy and os.path.isdir(kept):
+    trained = checkpoint.latest(exp_dir) is not None
+    if copy and trained and os.path.isdir(kept):
         # the inventory, not the sentencepiece model's bytes (they hold the path it was trained from)
         _, mismatch, errors = filecmp.cmpfiles(source, kept, ["units.txt", "units.json"], shallow=False)
         if mismatch or errors:
@@ -162,7 +165,10 @@ def adopt_lang_dir(experiment: Experiment, exp_dir: str, world: World) -> None:
     if world.distributed:
         torch.distributed.barrier()  # every rank has compared before the main one copies
     if world.main:
-        if copy:
-            shutil.copytree(source, kept, dirs_exist_ok=True)
+        if copy and not (trained and os.path.isdir(kept)):  # units no checkpoint was trained with: replaced
+            shutil.rmtree(f"{kept}.tmp", ignore_errors=True)
+            shutil.copytree(source, f"{kept}.tmp")
+            shutil.rmtree(kept, ignore_errors=True)
+            os.replace(f"{kept}.tmp", kept)
         paths = dataclasses.replace(experiment.paths, lang_dir=kept)
         save_experiment(dataclasses.replace(experiment, paths=paths), os.path.join(exp_dir, "config.yaml"))

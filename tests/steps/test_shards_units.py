@@ -161,6 +161,15 @@ def test_rerun_skips_complete_shards_and_redoes_missing_ones(test_data, tmp_path
     assert again.returncode == 0 and "2 shards (0 already complete)" in again.stdout, again.stdout
     with tarfile.open(tmp_path / "sh" / "shards_000000.tar") as shard:
         assert shard.extractfile(f"{key}.txt").read().decode() == "CHANGED TEXT"
+    state = tmp_path / "sh" / ".make_shards.json"  # its record cut short (a full disk): another plan, not a traceback
+    state.write_text(state.read_text()[:50])
+    args = [sys.executable, STEPS / "make_shards.py", "--utts-per-shard", "3", data, tmp_path / "sh", tmp_path / "l"]
+    refused = run_tool(*args)
+    assert refused.returncode == 1 and "holds shards of other settings or utterances" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    again = run_tool(*args[:2], "--replace", *args[2:])
+    assert again.returncode == 0 and "2 shards (0 already complete)" in again.stdout, again.stderr
+    assert json.loads(state.read_text())["utts_per_shard"] == 3 and not Path(f"{state}.tmp").exists()
 
 
 def test_killed_run_never_leaves_a_truncated_shard_under_its_name(test_data, tmp_path):

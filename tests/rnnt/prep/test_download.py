@@ -181,3 +181,29 @@ def test_an_unreachable_server_names_the_ways_out(tmp_path):
     assert out.returncode == 1
     assert "cannot download waves_yesno.tar.gz from http://127.0.0.1:1/resources/1" in out.stderr
     assert "--corpus-dir" in out.stderr and "--archives-dir" in out.stderr and "--mirror" in out.stderr
+
+
+def test_links_an_extraction_stopped_before_its_marker_made_are_taken_for_its_own(tmp_path):
+    """An archive with a symbolic and a hard link, extracted by a run killed before its marker: the rerun
+    extracts it again (it refused the whole archive before, the links being 'extracted before'); a link of
+    another target in their place is still refused."""
+    archive = tmp_path / "links.tar"
+    with tarfile.open(archive, "w") as tar:
+        for name, data in (("corpus/a.txt", b"a"), ("corpus/b.txt", b"b")):
+            member = tarfile.TarInfo(name)
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+        for name, kind in (("corpus/latest.txt", tarfile.SYMTYPE), ("corpus/copy.txt", tarfile.LNKTYPE)):
+            link = tarfile.TarInfo(name)
+            link.type, link.linkname = kind, "a.txt" if kind == tarfile.SYMTYPE else "corpus/a.txt"
+            tar.addfile(link)
+    dest = tmp_path / "out"
+    assert safe_extract(str(archive), str(dest)) == "extracted"
+    next(dest.glob(".*.extracted")).unlink()  # as a run killed after the last member leaves it
+    assert safe_extract(str(archive), str(dest)) == "extracted"
+    assert (dest / "corpus" / "latest.txt").read_text() == "a" and (dest / "corpus" / "copy.txt").read_text() == "a"
+    next(dest.glob(".*.extracted")).unlink()
+    (dest / "corpus" / "latest.txt").unlink()
+    (dest / "corpus" / "latest.txt").symlink_to("b.txt")  # not this archive's link
+    with pytest.raises(UnsafeArchiveError, match="passes through the link"):
+        safe_extract(str(archive), str(dest))

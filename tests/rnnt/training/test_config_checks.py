@@ -4,6 +4,7 @@ import json
 import shutil
 import sys
 
+import pytest
 import torch
 import yaml
 
@@ -156,3 +157,31 @@ def test_values_are_checked_against_their_keys_types_and_ranges_naming_the_file(
     experiment = load_experiment(str(path))
     assert (experiment.train.optimizer.lr, experiment.train.schedule.min_lr) == (0.002, 1e-5)
     assert experiment.model.encoder == LSTMEncoderConfig()  # a section with its keys commented out: the defaults
+
+
+def test_the_units_are_compared_only_with_those_a_checkpoint_was_trained_with(tmp_path):
+    """A run stopped while copying the lang dir left part of exp/lang: with no checkpoint nothing was trained
+    with it, so the next run copies the units again (it refused them as different before); once a checkpoint
+    exists, other units are refused, naming the recipes' option."""
+    from rnnt.training import checkpoint
+    from rnnt.training.distributed import World
+    from rnnt.training.experiment import adopt_lang_dir
+    from rnnt.training.stop import StopTraining
+
+    lang, exp = tmp_path / "lang", tmp_path / "exp"
+    lang.mkdir()
+    (lang / "units.txt").write_text("<blank> 0\n<unk> 1\nNO 2\nYES 3\n")
+    (lang / "units.json").write_text(json.dumps({"type": "word"}))
+    (exp / "lang").mkdir(parents=True)
+    (exp / "lang" / "units.txt").write_text("<blank> 0\n")  # the part a stopped copy wrote
+    experiment = load_experiment(str(CONFIG), lang_dir=str(lang))
+    adopt_lang_dir(experiment, str(exp), World())
+    assert sorted(p.name for p in (exp / "lang").iterdir()) == ["units.json", "units.txt"]
+    assert (exp / "lang" / "units.txt").read_text() == (lang / "units.txt").read_text()
+    assert yaml.safe_load((exp / "config.yaml").read_text())["paths"]["lang_dir"] == str(exp / "lang")
+    torch.save({"meta": {"step": 3}}, exp / "step-3.pt")
+    assert checkpoint.latest(str(exp)) == str(exp / "step-3.pt")
+    (lang / "units.txt").write_text("<blank> 0\n<unk> 1\nYES 2\nNO 3\n")
+    with pytest.raises(StopTraining, match=r"which differ from .* \(units.txt\); use those units or another "
+                                           r"experiment dir \(steps/train.py --exp-dir; the recipes' --exp\)"):
+        adopt_lang_dir(experiment, str(exp), World())
