@@ -22,11 +22,15 @@ from rnnt.search import greedy_search, start_hypotheses
 
 
 class Partial:
-    """The result so far: its text, whether it is the last, and its words with their times, made when first
-    read (each chunk's result is O(transcript): a partial's text alone keeps an hour of audio cheap)."""
+    """The result so far: its text, whether it is the last, and its words with their times; text and words are
+    made when first read (each is O(transcript): a chunk's result costs nothing until read)."""
 
-    def __init__(self, text: str, words: list[dict] | Callable[[], list[dict]], final: bool):
-        self.text, self.final, self._words = text, final, words
+    def __init__(self, text: str | Callable[[], str], words: list[dict] | Callable[[], list[dict]], final: bool):
+        self.final, self._text, self._words = final, text, words
+
+    @functools.cached_property
+    def text(self) -> str:
+        return self._text() if callable(self._text) else self._text
 
     @functools.cached_property
     def words(self) -> list[dict]:
@@ -74,7 +78,6 @@ class Stream:
         self.hypothesis = start_hypotheses(model, 1, transcriber.device)[0]
         self.encoder_frames = 0
         self.finished = False
-        self.text_of = (-1, "")  # (units, the text of the hypothesis when it had them)
         self.samples, self.finishing = 0, False  # the audio's samples fed, and whether finish() feeds silence now
 
     @property
@@ -107,12 +110,10 @@ class Stream:
         return self.result(final=True)
 
     def result(self, final: bool) -> Partial:
-        count = len(self.hypothesis.tokens)
-        if self.text_of[0] != count:  # decoded again only when a unit was added
-            self.text_of = (count, self.transcriber.tokenizer.text(self.hypothesis))
         hypothesis = self.hypothesis  # as it is now: a resumed greedy search returns new ones, this one stays
         duration = self.samples / self.sample_rate  # the audio's, not the silence finish() appends
-        return Partial(self.text_of[1], lambda: self.transcriber.words(hypothesis, duration), final)
+        return Partial(lambda: self.transcriber.tokenizer.text(hypothesis),
+                       lambda: self.transcriber.words(hypothesis, duration), final)
 
     def _add(self, feats: torch.Tensor) -> None:
         cmvn = self.transcriber.cmvn
@@ -132,3 +133,35 @@ class Stream:
         self.hypothesis = greedy_search(model, enc, lengths, resume=[self.hypothesis],
                                         frame_offset=self.encoder_frames)[0]
         self.encoder_frames += enc.shape[1]
+
+
+class StreamLines:
+    """A stream's transcript cut into lines at its pauses, as a live caption shows it: the current line grows
+    with each unit, and ends once endpoint_seconds of audio have brought no unit (sherpa-onnx's trailing
+    silence rule); the next starts empty. A line's text is decoded from its own units alone, so that each
+    chunk costs the same an hour in as at the start (the whole transcript's text is O(transcript))."""
+
+    def __init__(self, stream: Stream, endpoint_seconds: float, frame_seconds: float):
+        self.stream, self.endpoint_seconds, self.frame_seconds = stream, endpoint_seconds, frame_seconds
+        self.first = 0  # the current line's first unit
+        self.text_of = (0, "")  # (units, the current line's text when it had them)
+
+    def current(self) -> str:
+        """The current line's text."""
+        tokens = self.stream.hypothesis.tokens
+        if self.text_of[0] != len(tokens):
+            self.text_of = (len(tokens), self.stream.transcriber.tokenizer.decode(tokens[self.first:]).strip())
+        return self.text_of[1]
+
+    def ended(self) -> tuple[str, float, float] | None:
+        """The current line's (text, start, end seconds of its units) if a pause has ended it (then the next
+        line starts), else None."""
+        hypothesis = self.stream.hypothesis
+        if not self.endpoint_seconds or len(hypothesis.tokens) == self.first:
+            return None
+        last = hypothesis.frames[-1] + 1
+        if (self.stream.encoder_frames - last) * self.frame_seconds < self.endpoint_seconds or not self.current():
+            return None
+        line = (self.current(), hypothesis.frames[self.first] * self.frame_seconds, last * self.frame_seconds)
+        self.first, self.text_of = len(hypothesis.tokens), (len(hypothesis.tokens), "")
+        return line

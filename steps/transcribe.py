@@ -10,8 +10,10 @@ grow with the audio: the file is read and fed in chunks of --chunk-seconds (one 
 rate block by block, so an hour-long recording is fine; word times count from its start), or '-' reads \
 raw 16-bit little-endian mono PCM at the model's sample rate from
 stdin as it comes (a microphone: arecord -f S16_LE -r 16000 -c 1 | steps/transcribe.py --stream exp -).
-Each time the text changes a line '<file> [partial <seconds>s] <text>' is printed ({"final": false,
-"seconds"} with --json), then the final line as without --stream.
+The transcript is shown as a live caption shows it, in lines a pause of --endpoint-seconds ends: each time
+the current line's text changes, '<file> [partial <seconds>s] <text of the line>' is printed ({"final": false,
+"seconds"} with --json), and when a pause ends it, '<file> [line <start>-<end>s] <its text>' ({"final": false,
+"line": true, "start", "end"}); then the final line, the whole transcript, as without --stream.
 
 --segment-seconds S decodes a long recording with any model (a bidirectional one too) in segments of
 at most S seconds cut at its quietest moments, reading the file block by block; word times count from
@@ -29,7 +31,8 @@ from rnnt.data.audio import AudioError, load_audio, to_mono
 from rnnt.data.resample import resample
 from rnnt.search_methods import METHODS, check_method
 from rnnt.segmenting import file_blocks, transcribe_in_segments
-from rnnt.transcriber import Transcriber
+from rnnt.streaming import StreamLines
+from rnnt.transcriber import Transcriber, seconds_per_encoder_frame
 
 
 def parse_args():
@@ -45,6 +48,9 @@ def parse_args():
                         "kept (up to --beam; pooled_beam_lm 2 x --beam) with its score and unit times")
     parser.add_argument("--stream", action="store_true", help="decode chunk by chunk, printing partial results")
     parser.add_argument("--chunk-seconds", type=float, default=0.1, help="--stream: audio per chunk (default 0.1)")
+    parser.add_argument("--endpoint-seconds", type=float, default=1.2,
+                        help="--stream: a pause this long without a unit ends the line shown (default 1.2; 0: one "
+                             "line for the whole audio)")
     parser.add_argument("--segment-seconds", type=float, default=0,
                         help="decode long recordings in segments of at most this long, cut at the quietest "
                              "moments (any model; memory bounded by the segment); 0: the whole file at once")
@@ -55,6 +61,8 @@ def parse_args():
         parser.error("--stream decodes with greedy search; leave --method out")
     if args.stream and args.segment_seconds:
         parser.error("--stream and --segment-seconds are two ways to decode a long recording: give one")
+    if args.endpoint_seconds < 0:
+        parser.error("--endpoint-seconds must not be negative")
     if args.beam is not None and args.beam < 1:
         parser.error("--beam must be at least 1")
     if args.nbest and (args.stream or args.segment_seconds or not args.json):
@@ -113,19 +121,27 @@ def chunks(path: str, rate: int, seconds: float):
 
 
 def stream(transcriber, path: str, args):
+    """Prints the current line each time it changes, and each line a pause ends; returns the final result."""
     stream = transcriber.stream()
+    lines = StreamLines(stream, args.endpoint_seconds, seconds_per_encoder_frame(transcriber.experiment))
     shown, seconds = "", 0.0
     for chunk in chunks(path, stream.sample_rate, args.chunk_seconds):
         seconds += chunk.shape[0] / stream.sample_rate
-        partial = stream.accept(chunk)
-        if partial.text != shown:
-            shown = partial.text
-            if args.json:
-                print(json.dumps({"file": path, "text": shown, "final": False, "seconds": round(seconds, 3)},
-                                 ensure_ascii=False), flush=True)
-            else:
-                print(f"{path} [partial {seconds:.2f}s] {shown}", flush=True)
+        stream.accept(chunk)
+        if lines.current() != shown:
+            shown = lines.current()
+            show(path, {"text": shown, "final": False, "seconds": round(seconds, 3)},
+                 f"[partial {seconds:.2f}s] {shown}", args.json)
+        if ended := lines.ended():
+            text, start, end = ended
+            show(path, {"text": text, "final": False, "line": True, "start": round(start, 3), "end": round(end, 3)},
+                 f"[line {start:.2f}-{end:.2f}s] {text}", args.json)
+            shown = ""
     return stream.finish()
+
+
+def show(path: str, row: dict, line: str, as_json: bool) -> None:
+    print(json.dumps({"file": path, **row}, ensure_ascii=False) if as_json else f"{path} {line}", flush=True)
 
 
 def print_result(path: str, result, args) -> None:

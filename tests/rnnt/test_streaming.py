@@ -270,3 +270,30 @@ def test_the_end_of_a_stream(tmp_path, lang, speech):
     final = stream.finish()
     frames = stream.encoder_frames
     assert stream.finish() == final and stream.encoder_frames == frames  # the tail is not fed twice
+
+
+def test_stream_lines_end_at_pauses_and_decode_only_their_own_units(lang):
+    """The units 'HI THERE' then, after a pause of 1.6 s, 'YES': the first line ends once 1.2 s pass without a
+    unit (not before), timed by its units; the second holds only its own units; with 0, no line ends."""
+    from types import SimpleNamespace
+
+    from rnnt.search import Hypothesis
+    from rnnt.streaming import StreamLines
+
+    tokenizer = Tokenizer(str(lang))
+    units = [tokenizer.units[c] for c in "HI"] + [tokenizer.units[SPACE]] + [tokenizer.units[c] for c in "THERE"]
+    stream = SimpleNamespace(transcriber=SimpleNamespace(tokenizer=tokenizer), encoder_frames=0,
+                             hypothesis=Hypothesis([], [], 0.0))
+    lines, never = StreamLines(stream, 1.2, 0.04), StreamLines(stream, 0.0, 0.04)
+    seen = []
+    for frame in range(140):  # a unit at frames 0-7, then 'YES' at frames 48-50, then silence
+        stream.encoder_frames = frame + 1
+        if frame < 8 or 48 <= frame < 51:
+            token = units[frame] if frame < 8 else tokenizer.units["YES"[frame - 48]]
+            stream.hypothesis = Hypothesis(stream.hypothesis.tokens + [token], stream.hypothesis.frames + [frame], 0.0)
+        seen.append((frame, lines.current(), lines.ended()))
+        assert never.ended() is None
+    ends = [(frame, ended) for frame, _, ended in seen if ended]
+    assert ends == [(37, ("HI THERE", 0.0, 0.32)), (80, ("YES", 1.92, 2.04))]  # 30 frames of 40 ms after the last
+    assert [text for frame, text, _ in seen if frame in (7, 40, 50)] == ["HI THERE", "", "YES"]
+    assert never.current() == "HI THEREYES"  # one line, decoded whole
