@@ -17,7 +17,7 @@ speakers where there are enough of them, else utterances at random (seed 0; rnnt
 For a corpus in another layout, rewrite utterances() below; the rest is generic.
 """
 
-import glob
+import functools
 import os
 import re
 import shutil
@@ -36,14 +36,29 @@ def normalise(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).upper().split())
 
 
+@functools.lru_cache(maxsize=64)
+def audio_files(folder: str) -> dict[str, str]:
+    """A folder's audio files by name without extension (the preferred extension where several share one), read
+    once: a list that names a million files without their extensions reads each folder once, not per file."""
+    files: dict[str, str] = {}
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            stem, extension = os.path.splitext(entry.name)
+            if extension.lower() in AUDIO and entry.is_file():
+                kept = files.get(stem)
+                if kept is None or AUDIO.index(extension.lower()) < AUDIO.index(os.path.splitext(kept)[1].lower()):
+                    files[stem] = entry.name
+    return files
+
+
 def find_audio(corpus_dir: str, name: str) -> str | None:
     """corpus_dir/name as listed, else corpus_dir/name.<an audio extension>."""
     path = os.path.join(corpus_dir, name)
     if os.path.isfile(path):
         return path
-    found = [p for p in glob.glob(glob.escape(path) + ".*") if os.path.splitext(p)[1].lower() in AUDIO]
-    found.sort(key=lambda p: AUDIO.index(os.path.splitext(p)[1].lower()))
-    return found[0] if found else None
+    folder = os.path.dirname(path)
+    found = audio_files(folder).get(os.path.basename(path)) if os.path.isdir(folder) else None
+    return os.path.join(folder, found) if found else None
 
 
 def utterance_id(text: str) -> str:
