@@ -34,25 +34,34 @@ def error_counts(reference: list[str], hypothesis: list[str]) -> tuple[int, int,
     return previous[-1][1], previous[-1][2], previous[-1][3]
 
 
+DIAGONAL, UP, LEFT = 0, 1, 2  # a match or substitution, a deletion, an insertion
+
+
 def alignment(reference: list[str], hypothesis: list[str]) -> list[tuple[str | None, str | None]]:
     """(reference word or None, hypothesis word or None) pairs as align-text aligns them: the edit-distance
-    table traced back from the end, a match or substitution preferred on ties, then a deletion."""
+    table traced back from the end, a match or substitution preferred on ties, then a deletion. The table
+    keeps a byte a cell, the step the trace takes from it (a two-hour reference against its hypothesis: some
+    GB as Python integers), and two rows of costs."""
     rows, cols = len(reference), len(hypothesis)
-    table = [list(range(cols + 1))]
+    steps = bytearray(LEFT for _ in range(cols + 1)) * (rows + 1)  # row 0 goes left; column 0 goes up
+    previous = list(range(cols + 1))
     for m in range(1, rows + 1):
-        row = [m]
+        current = [m]
+        steps[m * (cols + 1)] = UP
         for n in range(1, cols + 1):
-            row.append(min(table[m - 1][n - 1] + (reference[m - 1] != hypothesis[n - 1]), table[m - 1][n] + 1,
-                           row[n - 1] + 1))
-        table.append(row)
+            diagonal = previous[n - 1] + (reference[m - 1] != hypothesis[n - 1])
+            up, left = previous[n] + 1, current[n - 1] + 1
+            current.append(min(diagonal, up, left))
+            steps[m * (cols + 1) + n] = DIAGONAL if diagonal <= min(up, left) else UP if up <= left else LEFT
+        previous = current
     pairs: list[tuple[str | None, str | None]] = []
     m, n = rows, cols
     while m or n:
-        if m and n and table[m - 1][n - 1] + (reference[m - 1] != hypothesis[n - 1]) <= min(table[m - 1][n],
-                                                                                            table[m][n - 1]) + 1:
+        step = steps[m * (cols + 1) + n]
+        if step == DIAGONAL:
             m, n = m - 1, n - 1
             pairs.append((reference[m], hypothesis[n]))
-        elif m and (not n or table[m - 1][n] <= table[m][n - 1]):
+        elif step == UP:
             m -= 1
             pairs.append((reference[m], None))
         else:
