@@ -74,7 +74,25 @@ logged() {  # logged LOG COMMAND [ARG...]: runs COMMAND, its output to the termi
 }
 
 logged_command=
-background_stages=()  # subshells running stages at once (utils/training.sh train_at_once), each with this trap
+background_stages=()  # subshells running commands at once (at_once), each with this trap
+at_once() {  # at_once COMMAND [ARG...]: COMMAND (a function too) in a subshell in the background, with this trap:
+  # stop_logged passes SIGTERM on to it; each_ended waits for those started so far
+  (
+    background_stages=() progress_bars=false  # commands at once would share the terminal's line
+    trap stop_logged TERM HUP INT
+    "$@"
+  ) &
+  background_stages+=("$!")
+}
+ended_well=()  # each_ended: true or false for each command at_once started, in their order
+each_ended() {  # each_ended: waits for the commands at_once started; ended_well says how each ended
+  local pid
+  ended_well=()
+  for pid in "${background_stages[@]}"; do
+    if wait "$pid"; then ended_well+=(true); else ended_well+=(false); fi
+  done
+  background_stages=()
+}
 stop_logged() {  # the trap of SIGTERM, SIGHUP and SIGINT: the running commands are stopped and waited for
   local status=0
   trap '' TERM HUP INT  # once

@@ -76,22 +76,20 @@ train_at_once() {
   for training; do
     IFS='|' read -r config exp init seed <<< "$training"
     logs+=("$(stage_log "$n" train "$exp")")
-    (
-      background_stages=() progress_bars=false
-      trap stop_logged TERM HUP INT  # SIGTERM from stop_logged reaches the training inside
-      export OMP_NUM_THREADS=$threads
-      train_model "$n" "$config" "$exp" "$lang" "$init" "$seed" > /dev/null
-    ) &
-    background_stages+=("$!")  # stop_logged stops them
+    at_once train_quietly "$threads" "$n" "$config" "$exp" "$lang" "$init" "$seed"  # stop_logged stops them
   done
   echo "$(date +%T) stage $n: $# trainings at once, $threads thread(s) each;" \
     "their output only in their logs: ${logs[*]}"
-  for pid in "${background_stages[@]}"; do
-    wait "$pid" || status=$?
-  done
-  background_stages=()
-  echo "$(date +%T) stage $n: the $# trainings ended$([ "$status" -eq 0 ] || echo ", not all well (status $status)")"
+  each_ended
+  [[ " ${ended_well[*]} " != *" false "* ]] || status=1
+  echo "$(date +%T) stage $n: the $# trainings ended$([ "$status" -eq 0 ] || echo ", not all well")"
   return "$status"
+}
+
+train_quietly() {  # train_quietly THREADS STAGE CONFIG EXP LANG INIT SEED: train_model on THREADS, output in its log
+  export OMP_NUM_THREADS=$1
+  shift
+  train_model "$@" > /dev/null
 }
 
 other_seeds=()  # seed_stages: the seeds' experiments not chosen

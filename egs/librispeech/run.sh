@@ -70,10 +70,24 @@ todo=()
 for set in $all_sets; do
   if stage_wanted 1 "data-$set" -- "$corpus_dir/$set"; then todo+=("$set"); fi
 done
-# up to --nj subsets at a time, each with its stage log; xargs fails if any of them does
-for set in "${todo[@]}"; do printf '%s\n' "$(stage_log 1 "data-$set")" "$corpus_dir/$set" "data/$(name "$set")"; done |
-  xargs -r -d '\n' -n 3 -P "$nj" bash -c '. utils/stages.sh && logged "$0" local/data_prep.py "$1" "$2"'
-for set in "${todo[@]}"; do stage_done 1 "data-$set" -- "data/$(name "$set")/text"; done
+# up to --nj subsets at a time, each with its stage log, each marked done once its prep ended well; in the
+# background (at_once), so that kill <run.sh> stops them at once
+failed=()
+for ((first = 0; first < ${#todo[@]}; first += nj)); do
+  group=("${todo[@]:first:nj}")
+  for set in "${group[@]}"; do
+    at_once logged "$(stage_log 1 "data-$set")" local/data_prep.py "$corpus_dir/$set" "data/$(name "$set")"
+  done
+  each_ended
+  for i in "${!group[@]}"; do
+    if ${ended_well[i]}; then stage_done 1 "data-${group[i]}" -- "data/$(name "${group[i]}")/text"
+    else failed+=("${group[i]}"); fi
+  done
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "stage 1: the data prep of ${failed[*]} failed (their logs say why)" >&2
+  exit 1
+fi
 if $combined && stage_wanted 1 "data-$train" -- $(for set in $train_sets; do echo data/$(name $set)/text; done); then
   log=$(stage_log 1 "data-$train")
   logged "$log" utils/combine_data.sh data/$train $(for set in $train_sets; do echo data/$(name $set); done)
