@@ -36,7 +36,7 @@ def check_finite(waveform: torch.Tensor) -> torch.Tensor:
     """The waveform, refused where a sample is NaN or infinite (a float file's: it would make every feature,
     CMVN sum and loss it enters NaN)."""
     if waveform.is_floating_point() and not bool(torch.isfinite(waveform).all()):
-        raise AudioError("its samples are not all finite (NaN or inf)")
+        raise AudioError("some of its samples are not finite (NaN or inf)")
     return waveform
 
 
