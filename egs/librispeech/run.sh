@@ -2,9 +2,9 @@
 # LibriSpeech: download -> data dirs for every subset -> shards -> BPE units -> train (one process,
 # or torchrun over GPUs and nodes) -> average checkpoints -> decode dev/test clean/other -> scores.
 # The training data is named after its subsets (data/train_clean_100+clean_360+other_500) and keeps
-# its units (lang_bpe500/ in it); markers name what a stage was run for, so another --average or
-# --methods runs exactly the stages it changes. Another --train-sets, --unit-type or --vocab-size makes
-# other units: give it its own --exp (training refuses to go on with an experiment's other units).
+# its units (lang_bpe500/ in it); markers name what a stage was run for, so another --train-sets,
+# --vocab-size or --average runs exactly the stages it changes (training on other data or units sets the old
+# experiment aside as <exp>.N and starts anew; give it its own --exp to keep both current).
 set -euo pipefail
 {  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 
@@ -72,9 +72,9 @@ for set in $all_sets; do
 done
 # up to --nj subsets at a time, each with its stage log, each marked done once its prep ended well; in the
 # background (at_once), so that kill <run.sh> stops them at once
-failed=()
-for ((first = 0; first < ${#todo[@]}; first += nj)); do
-  group=("${todo[@]:first:nj}")
+failed=() at_a_time=$(( nj > 0 ? nj : ${#todo[@]} + 1 ))  # --nj 0: all at once, as xargs -P 0
+for ((first = 0; first < ${#todo[@]}; first += at_a_time)); do
+  group=("${todo[@]:first:at_a_time}")
   for set in "${group[@]}"; do
     at_once logged "$(stage_log 1 "data-$set")" local/data_prep.py "$corpus_dir/$set" "data/$(name "$set")"
   done

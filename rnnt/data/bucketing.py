@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 
 from rnnt.data.splitting import Reader
@@ -26,15 +27,18 @@ def with_durations(lines: list[str], list_path: str) -> list[str]:
     kept = []
     for number, line in enumerate(lines, 1):
         entry = json.loads(line)
-        duration = entry.get("duration")
-        if isinstance(duration, (int, float)) and not isinstance(duration, bool) and duration > 0:
+        try:
+            duration = float(entry.get("duration"))  # a number, or a string of one
+        except (TypeError, ValueError):
+            duration = math.nan
+        if math.isfinite(duration) and duration > 0:
             kept.append(line)
         else:
             log.warning("%s: %s: no positive 'duration' to bucket it by; left out of training (bucketing needs "
                         "utt2dur in the data dir steps/make_raw_list.py read)", list_path, entry.get("key", number))
     if not kept:
-        raise ValueError(f"{list_path}: no entry has a 'duration': make the list with steps/make_raw_list.py from a "
-                         "data dir with utt2dur, or turn bucketing off (data.buckets: 0)")
+        raise ValueError(f"{list_path}: no entry has a positive 'duration': make the list with steps/make_raw_list.py "
+                         "from a data dir with utt2dur, or turn bucketing off (data.buckets: 0)")
     return kept
 
 

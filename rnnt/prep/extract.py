@@ -37,15 +37,20 @@ def _link_on_the_way(dest: str, relative: str) -> str | None:
     return None
 
 
-def check_member(member: tarfile.TarInfo, dest: str, archive: str) -> None:
+def check_name(member: tarfile.TarInfo, dest: str, archive: str) -> None:
+    """Refuses a member whose name is absolute, climbs out with '..' or lands outside dest."""
     name = member.name
     if os.path.isabs(name) or name.startswith(("/", "\\")):
         raise UnsafeArchiveError(f"{archive}: member '{name}' has an absolute path; refusing to extract")
     if ".." in name.replace("\\", "/").split("/"):
         raise UnsafeArchiveError(f"{archive}: member '{name}' climbs out with '..'; refusing to extract")
-    target = os.path.join(dest, name)
-    if not _inside(dest, target):
+    if not _inside(dest, os.path.join(dest, name)):
         raise UnsafeArchiveError(f"{archive}: member '{name}' would land outside {dest}; refusing to extract")
+
+
+def check_member(member: tarfile.TarInfo, dest: str, archive: str) -> None:
+    check_name(member, dest, archive)
+    name, target = member.name, os.path.join(dest, member.name)
     link = _link_on_the_way(dest, name)
     if link is not None:
         raise UnsafeArchiveError(f"{archive}: member '{name}' passes through the link {link} extracted before; "
@@ -68,15 +73,16 @@ def check_member(member: tarfile.TarInfo, dest: str, archive: str) -> None:
 
 
 def remove_own_leftover(member: tarfile.TarInfo, dest: str) -> None:
-    """Removes the link an extraction of this archive stopped before its marker left at member's path: a symbolic
-    link to member's own target, or a hard link to the file member names (the checks would take it for a link
-    of someone else's and refuse the archive for good). Anything else there is left for the checks."""
-    target = os.path.join(dest, member.name)
+    """For a member check_name passed: removes the link an extraction of this archive stopped before its marker
+    left at member's path, a symbolic link to member's own target or a hard link to the other file member names
+    (the checks would take it for someone else's and refuse the archive for good). Anything else is left."""
+    target = os.path.join(dest, member.name)  # inside dest: check_name has passed
     if member.issym():
         ours = os.path.islink(target) and os.readlink(target) == member.linkname
     else:
-        source = os.path.join(dest, member.linkname)
-        ours = (not os.path.islink(target) and os.path.isfile(target) and os.path.isfile(source)
+        source = os.path.normpath(os.path.join(dest, member.linkname))
+        ours = (source != os.path.normpath(target) and _inside(dest, source) and not os.path.islink(target)
+                and not os.path.islink(source) and os.path.isfile(target) and os.path.isfile(source)
                 and os.path.samefile(target, source))
     if ours and _link_on_the_way(dest, os.path.dirname(member.name)) is None:
         os.remove(target)
@@ -116,6 +122,7 @@ def safe_extract(archive: str, dest: str) -> str:
         for member in progress(tar, desc=f"extract {os.path.basename(archive)}", unit=" files"):
             try:
                 if member.issym() or member.islnk():
+                    check_name(member, dest, archive)  # before anything is removed
                     remove_own_leftover(member, dest)
                 check_member(member, dest, archive)
             except UnsafeArchiveError:

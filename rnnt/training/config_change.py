@@ -1,18 +1,19 @@
-"""A resumed experiment whose config or training data changed: weights are never kept under a config or
-data they were not trained with.
+"""A resumed experiment whose config, training data or units changed: weights are never kept under a config,
+data or units they were not trained with.
 
-A rerun of steps/train.py --resume compares its resolved config with the experiment's config.yaml, and
-the training data (the list and the files it names, by size and time: train_data_fingerprint) with the
-one its checkpoints were trained on. Keys a resume can honour (RESUMABLE: more epochs, logging,
-checkpoint keeping, the device, loader workers) resume. Any other difference starts the experiment
-over: the old one is set aside whole as <exp-dir>.N (its checkpoints, config.yaml, decode dirs, exports;
-its logs and stage markers copied), and training begins anew, so nothing decoded or exported afterwards
-mixes the two.
+A rerun of steps/train.py --resume compares its resolved config with the experiment's config.yaml, the
+training data (the list and the files it names, by size and time: train_data_fingerprint) with the one its
+checkpoints were trained on, and the units with those it kept (<exp-dir>/lang). Keys a resume can honour
+(RESUMABLE: more epochs, logging, checkpoint keeping, the device, loader workers) resume. Any other
+difference starts the experiment over: the old one is set aside whole as <exp-dir>.N (its checkpoints,
+config.yaml, decode dirs, exports; its logs and stage markers copied), and training begins anew, so nothing
+decoded or exported afterwards mixes the two.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import filecmp
 import hashlib
 import json
 import os
@@ -28,8 +29,9 @@ RESUMABLE = frozenset({
     "train.epochs", "train.max_steps", "train.log_every", "train.checkpoint_every", "train.keep_checkpoints",
     "train.keep_whole_epochs", "train.max_bad_steps", "train.valid_wer", "train.device",
     "data.num_workers", "data.prefetch_factor", "data.pin_memory", "data.cache_audio_mb",
-    "paths.train_list", "paths.valid_list", "paths.lang_dir",  # the units are compared by adopt_lang_dir
+    "paths.train_list", "paths.valid_list", "paths.lang_dir",  # the units themselves: units_differ
 })
+UNIT_FILES = ["units.txt", "units.json"]  # the inventory (a sentencepiece model's bytes hold the path it was made at)
 # Keys recorded since some experiments were saved: one saved before (no value) is taken to have had the new one.
 RECORDED_LATER = frozenset({"train.init_from_sha256"})
 KEPT_IN_PLACE = ("log", ".stages")  # the running recipe stage writes its log and marker there
@@ -100,6 +102,12 @@ def changes_to_restart(old, new, meta: dict, train_data: str) -> list[Change]:
     return changes
 
 
+def units_differ(lang_dir: str, kept: str) -> list[str]:
+    """The unit files of lang_dir that differ from those of an experiment's kept lang dir (or are missing)."""
+    _, mismatch, errors = filecmp.cmpfiles(lang_dir, kept, UNIT_FILES, shallow=False)
+    return mismatch + errors
+
+
 def aside_name(exp_dir: str) -> str:
     """<exp-dir>.N, the first N free."""
     base, n = os.path.normpath(exp_dir), 1
@@ -135,13 +143,13 @@ def start_over_if_changed(experiment, exp_dir: str, load_saved, train_data: str)
     (None: nothing done). load_saved(path) reads a config.yaml (a ValueError if this version cannot); train_data is
     the training data's train_data_fingerprint."""
     saved, newest = os.path.join(exp_dir, "config.yaml"), checkpoint.latest(exp_dir)
-    if newest is None:
+    if newest is None or not os.path.isfile(saved):  # checkpoints copied in to resume from: no config to compare
         return None
-    if not os.path.isfile(saved):  # training writes it before any checkpoint: a setting aside was stopped
-        return (f"{exp_dir} holds checkpoints without the config.yaml they were trained with: they are set aside "
-                f"as {set_aside(exp_dir)}, and training starts anew with this config")
     old = load_saved(saved)
     changes = changes_to_restart(old, experiment, checkpoint.load_meta(newest), train_data)
+    kept, lang_dir = os.path.join(os.path.abspath(exp_dir), "lang"), experiment.paths.lang_dir
+    if os.path.isdir(kept) and os.path.abspath(lang_dir) != kept and (differ := units_differ(lang_dir, kept)):
+        changes.append(Change("the units", f"as trained ({kept})", f"other {', '.join(differ)} ({lang_dir})"))
     if not changes:
         return None
     aside = set_aside(exp_dir)

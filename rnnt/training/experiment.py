@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import filecmp
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from rnnt.config import from_dict, read_yaml, to_dict
 from rnnt.data.config import DataConfig, data_config
 from rnnt.model.transducer import ModelConfig
 from rnnt.training import checkpoint
+from rnnt.training.config_change import units_differ
 from rnnt.training.config_checks import check_shapes
 from rnnt.training.stop import StopTraining
 from rnnt.training.distributed import World
@@ -155,13 +155,10 @@ def adopt_lang_dir(experiment: Experiment, exp_dir: str, world: World) -> None:
     source, kept = experiment.paths.lang_dir, os.path.join(os.path.abspath(exp_dir), "lang")
     copy = os.path.abspath(source) != kept
     trained = checkpoint.latest(exp_dir) is not None
-    if copy and trained and os.path.isdir(kept):
-        # the inventory, not the sentencepiece model's bytes (they hold the path it was trained from)
-        _, mismatch, errors = filecmp.cmpfiles(source, kept, ["units.txt", "units.json"], shallow=False)
-        if mismatch or errors:
-            raise StopTraining(f"{exp_dir} was trained with the units in {kept}, which differ from "
-                               f"{source} ({', '.join(mismatch + errors)}); use those units or another experiment dir "
-                               "(steps/train.py --exp-dir; the recipes' --exp)")
+    if copy and trained and os.path.isdir(kept) and (differ := units_differ(source, kept)):
+        raise StopTraining(f"{exp_dir} was trained with the units in {kept}, which differ from {source} "
+                           f"({', '.join(differ)}); use those units, --resume (it starts the experiment over, the "
+                           "old one set aside), or another experiment dir")
     if world.distributed:
         torch.distributed.barrier()  # every rank has compared before the main one copies
     if world.main:

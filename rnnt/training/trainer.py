@@ -63,8 +63,7 @@ class Trainer(Checkpointing):
             log.warning("%s", restarted)
         self.ddp = DistributedDataParallel(self.model) if self.world.distributed else self.model
         # Loss scaling for float16 only: bfloat16 has float32's exponent range, its gradients do not underflow.
-        self.scaler = torch.amp.GradScaler(
-            enabled=train_config.precision == "fp16" and self.world.device.type == "cuda")
+        self.scaler = torch.amp.GradScaler(enabled=train_config.precision == "fp16" and self.world.device.type != "cpu")
         self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(train_config.precision)
         self.ema = EMA(self.model, train_config.ema_decay) if train_config.ema_decay > 0 else None
         lengths = {"output_frames": experiment.model.encoder.output_frames,
@@ -255,8 +254,9 @@ class Trainer(Checkpointing):
             if self.batch % accum_steps == 0:
                 self.end_group()
         self.progress.end_epoch()
-        if starts and self.batch == 0:  # every rank's part empty: the data report above names what was left out
-            raise StopTraining(f"epoch {self.epoch + 1}: no usable utterance in {self.experiment.paths.train_list}")
+        if starts and self.batch == 0:  # a rank's part empty (all with one process): the data report names why
+            raise StopTraining(f"epoch {self.epoch + 1}: no usable utterance in {self.experiment.paths.train_list}"
+                               + (f" for one of {self.world.size} ranks" if self.world.distributed else ""))
         if self.batch % accum_steps:  # the epoch's last group is short: its gradient is not carried over
             self.end_group()
         self.batch = 0

@@ -297,3 +297,16 @@ def test_stream_lines_end_at_pauses_and_decode_only_their_own_units(lang):
     assert ends == [(37, ("HI THERE", 0.0, 0.32)), (80, ("YES", 1.92, 2.04))]  # 30 frames of 40 ms after the last
     assert [text for frame, text, _ in seen if frame in (7, 40, 50)] == ["HI THERE", "", "YES"]
     assert never.current() == "HI THEREYES"  # one line, decoded whole
+
+
+def test_a_chunk_with_samples_that_are_not_finite_is_refused(tmp_path, lang, speech):
+    """A NaN in a chunk (a float file's) is refused by name: fed on, it made every later frame NaN and the final
+    transcript empty."""
+    from rnnt.data.audio import AudioError
+
+    stream = Stream(transcriber(tmp_path, lang, speech))
+    stream.accept(speech[0][:1600])
+    chunk = speech[0][1600:3200].clone()
+    chunk[10] = float("nan")
+    with pytest.raises(AudioError, match="samples are not finite"):
+        stream.accept(chunk)

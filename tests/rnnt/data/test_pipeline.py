@@ -418,6 +418,11 @@ def test_raw_list_with_buckets(fsdd, tmp_path, caplog):
         p = Pipeline(str(tmp_path / "test.list"), p.config, p.tokenizer, True)
     assert f"test.list: {missing['key']}: no positive 'duration' to bucket it by; left out" in caplog.text
     assert len(keys_of(p.batches())) == 280 and missing["key"] not in keys_of(p.batches())
+    (tmp_path / "strings.list").write_text("".join(json.dumps({**json.loads(line), "duration": str(json.loads(
+        line)["duration"])}) + "\n" for line in lines))  # a duration written as a string of a number: read
+    strings = Pipeline(str(tmp_path / "strings.list"), p.config, p.tokenizer, True)
+    assert keys_of(strings.batches()) == keys_of(pipeline(fsdd, list_name="test.list", buckets=3,
+                                                          batch={"type": "static", "batch_size": 20}).batches())
 
 
 def test_validation_reads_every_utterance_whatever_the_training_buckets(fsdd):

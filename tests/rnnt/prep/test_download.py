@@ -207,3 +207,22 @@ def test_links_an_extraction_stopped_before_its_marker_made_are_taken_for_its_ow
     (dest / "corpus" / "latest.txt").symlink_to("b.txt")  # not this archive's link
     with pytest.raises(UnsafeArchiveError, match="passes through the link"):
         safe_extract(str(archive), str(dest))
+
+
+@pytest.mark.parametrize("name", ["absolute", "../victim.txt", "corpus/self.txt"])
+def test_a_link_member_never_removes_a_file_it_names_before_its_name_is_checked(tmp_path, name):
+    """A hard link to itself, named absolutely, with '..' or inside: refused or left alone, and the file it names
+    is never removed (taking it for an earlier run's link removed it before the name checks ran)."""
+    dest = tmp_path / "out"
+    (dest / "corpus").mkdir(parents=True)
+    victim = tmp_path / "victim.txt" if name != "corpus/self.txt" else dest / "corpus" / "self.txt"
+    victim.write_text("precious")
+    name = str(victim) if name == "absolute" else name
+    archive = tmp_path / "evil.tar"
+    with tarfile.open(archive, "w") as tar:
+        link = tarfile.TarInfo(name)
+        link.type, link.linkname = tarfile.LNKTYPE, name
+        tar.addfile(link)
+    with pytest.raises(UnsafeArchiveError):
+        safe_extract(str(archive), str(dest))
+    assert victim.read_text() == "precious"

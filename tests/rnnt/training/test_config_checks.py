@@ -162,9 +162,11 @@ def test_values_are_checked_against_their_keys_types_and_ranges_naming_the_file(
 def test_the_units_are_compared_only_with_those_a_checkpoint_was_trained_with(tmp_path):
     """A run stopped while copying the lang dir left part of exp/lang: with no checkpoint nothing was trained
     with it, so the next run copies the units again (it refused them as different before); once a checkpoint
-    exists, other units are refused, naming the recipes' option."""
+    exists, other units are refused, and with --resume the experiment is set aside and starts anew, as under
+    another config (the recipes: another --vocab-size reruns just the stages it changes)."""
     from rnnt.training import checkpoint
     from rnnt.training.distributed import World
+    from rnnt.training.config_change import start_over_if_changed
     from rnnt.training.experiment import adopt_lang_dir
     from rnnt.training.stop import StopTraining
 
@@ -179,9 +181,14 @@ def test_the_units_are_compared_only_with_those_a_checkpoint_was_trained_with(tm
     assert sorted(p.name for p in (exp / "lang").iterdir()) == ["units.json", "units.txt"]
     assert (exp / "lang" / "units.txt").read_text() == (lang / "units.txt").read_text()
     assert yaml.safe_load((exp / "config.yaml").read_text())["paths"]["lang_dir"] == str(exp / "lang")
-    torch.save({"meta": {"step": 3}}, exp / "step-3.pt")
+    torch.save({"meta": {"step": 3, "epoch": 0, "batch": 3}}, exp / "step-3.pt")
     assert checkpoint.latest(str(exp)) == str(exp / "step-3.pt")
     (lang / "units.txt").write_text("<blank> 0\n<unk> 1\nYES 2\nNO 3\n")
-    with pytest.raises(StopTraining, match=r"which differ from .* \(units.txt\); use those units or another "
-                                           r"experiment dir \(steps/train.py --exp-dir; the recipes' --exp\)"):
+    with pytest.raises(StopTraining, match=r"which differ from .* \(units.txt\); use those units, --resume \(it "
+                                           r"starts the experiment over, the old one set aside\), or another"):
         adopt_lang_dir(experiment, str(exp), World())
+    # --resume: start_over_if_changed sets it aside before adopt_lang_dir compares
+    message = start_over_if_changed(experiment, str(exp), load_experiment, "")
+    assert message.startswith(f"the config or data differ from those {exp} was trained with (the units: 'as trained "
+                              f"({exp / 'lang'})' -> 'other units.txt ({lang})')")
+    assert (tmp_path / "exp.1" / "step-3.pt").is_file() and not (exp / "lang").exists()

@@ -68,16 +68,19 @@ def test_killed_and_resumed_run_matches_an_uninterrupted_one(yesno, tmp_path):
 
     again = run_tool(*train_args(yesno, straight, conf))  # a fresh run must not mix with the old one's checkpoints
     assert again.returncode == 1 and "already holds checkpoints" in again.stderr and "--resume" in again.stderr
-    # the experiment keeps its units; resuming it with other units is refused
+    # the experiment keeps its units; resumed with other units, a copy of it is set aside and starts anew
     assert load_experiment(str(straight / "config.yaml")).paths.lang_dir == str(straight / "lang")
-    other_lang = tmp_path / "other_lang"
+    other_lang, copied = tmp_path / "other_lang", tmp_path / "copied"
     shutil.copytree(yesno / "lang", other_lang)
     with open(other_lang / "units.txt", "a") as f:
         f.write("MAYBE 4\n")
-    args = train_args(yesno, straight, conf)
+    shutil.copytree(straight, copied)
+    args = train_args(yesno, copied, conf)
     args[args.index("--lang-dir") + 1] = str(other_lang)
     other = run_tool(*args, "--resume")
-    assert other.returncode == 1 and "differ from" in other.stderr and "units.txt" in other.stderr, other.stderr
+    assert other.returncode == 0 and f"(the units: 'as trained ({copied / 'lang'})' -> 'other units.txt" in other.stderr
+    assert (tmp_path / "copied.1" / "epoch-3.pt").is_file() and (copied / "lang" / "units.txt").read_text() == (
+        other_lang / "units.txt").read_text()
 
     # the epochs before the newest 3 keep their weights alone, which averaging and decoding read
     slimmed, whole = checkpoint.load(str(straight / "epoch-1.pt")), checkpoint.load(str(straight / "epoch-2.pt"))
