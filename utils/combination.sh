@@ -100,7 +100,7 @@ combine_stages() {
       done
       logged "$(stage_log "$stage_n" "combine-$set-$name" exp/combination)" steps/combine_nbest.py \
         "${args[@]//decode-SET-/decode-$set-}" --lm-fusion "$lm" "${weights[@]}" "data/$set/data.list" "$out"
-      stage_done "$stage_n" "combine-$set-$name" exp/combination
+      stage_done "$stage_n" "combine-$set-$name" exp/combination -- "$out/wer"
     fi
   done
 }

@@ -40,6 +40,12 @@ model_tag_of() {
   python3 -m rnnt.training.checkpoint_names tag "$1" "$2"
 }
 
+trained_outputs() {  # trained_outputs EXP: what a train stage leaves, for its stage_done: config.yaml and the
+  # newest epoch checkpoint (deleted, the stage runs again and resumes, or retrains)
+  echo "$1/config.yaml"
+  checkpoint_of "$1" "$(model_tag_of "$1" 0)"
+}
+
 checkpoint_of() {
   [ -z "$2" ] || python3 -m rnnt.training.checkpoint_names path "$1" "$2"  # '': no model yet (average_stage said so)
 }
@@ -161,7 +167,7 @@ export_stage() {
   if stage_wanted "$stage_n" "export-$kind-$tag" "$exp" -- "$checkpoint"; then
     logged "$(stage_log "$stage_n" "export-$kind-$tag" "$exp")" steps/export_onnx.py $option \
       --checkpoint "$checkpoint" "$exp" "$exp/onnx-$kind-$tag"
-    stage_done "$stage_n" "export-$kind-$tag" "$exp"
+    stage_done "$stage_n" "export-$kind-$tag" "$exp" -- "$exp/onnx-$kind-$tag"
   fi
 }
 
@@ -173,7 +179,7 @@ sherpa_onnx_decode_stage() {
       "data/$set/text"; then
     logged "$(stage_log "$stage_n" "decode-$set-sherpa_onnx_$kind-$tag" "$exp")" steps/decode_sherpa_onnx.py \
       "${compare[@]}" "$onnx" "data/$set/data.list" "$exp/decode-$set-sherpa_onnx_$kind-$tag"
-    stage_done "$stage_n" "decode-$set-sherpa_onnx_$kind-$tag" "$exp"
+    stage_done "$stage_n" "decode-$set-sherpa_onnx_$kind-$tag" "$exp" -- "$exp/decode-$set-sherpa_onnx_$kind-$tag/wer"
   fi
 }
 

@@ -2,11 +2,12 @@
 #   if stage_wanted 3 units -- data/train/text "$vocab_size"; then ...; stage_done 3 units; fi
 #   if stage_wanted 4 train "$exp" -- "$train_config" data/train/data.list; then ...; stage_done 4 train "$exp"; fi
 # A finished stage leaves <marks>/<N>.<name>.done holding a fingerprint of its inputs (the words after
-# --: options as they are; files by their content; folders by the names, sizes and times of the files
-# in them; files over 64 MB by size and time). Run again, a stage is skipped when its marker's fingerprint
-# is that of its inputs now and the outputs its stage_done names are all there, and runs again when they
-# changed or one is gone; since a stage's inputs are the outputs of
-# the stages before it, the stages after a changed one run again too. An explicit --stage N (N > 0) runs
+# --: options as they are; files by their content, a data list (*.list) with the sizes and times of the
+# shards or recordings it names (rnnt.data.list_fingerprint); folders by the names, sizes and times of the
+# files in them, links followed; files over 64 MB by size and time). Run again, a stage is skipped when its
+# marker's fingerprint is that of its inputs now and the outputs its stage_done names are all there (a data
+# list with the files it names), and runs again when they changed or one is gone; since a stage's inputs are
+# the outputs of the stages before it, the stages after a changed one run again too. An explicit --stage N (N > 0) runs
 # stages N and on again whatever their markers say, as in Kaldi; the default --stage 0 skips finished
 # work. An interrupted stage left no marker and runs again (every step is safe to rerun or resumes). Marks live in
 # $stage_marks (default exp/.stages), or in DIR/.stages for a stage given a DIR: stages that make a
@@ -118,21 +119,34 @@ stage_fingerprint() {  # stage_fingerprint INPUT...: one line that changes when 
   for input in "$@"; do
     if [ -f "$input" ] && [ "$(stat -c %s "$input")" -gt 67108864 ]; then  # a big checkpoint: size and time
       printf '%s file %s\n' "$input" "$(stat -c '%s %Y' "$input")"
+    elif [ -f "$input" ] && [[ "$input" == *.list ]]; then  # a data list: with the shards or audio it names
+      printf '%s list %s\n' "$input" "$(python3 -m rnnt.data.list_fingerprint "$input")"
     elif [ -f "$input" ]; then
       printf '%s file %s\n' "$input" "$(sha256sum < "$input" | cut -d' ' -f1)"
     elif [ -d "$input" ]; then
-      printf '%s dir %s\n' "$input" "$(find "$input" -type f ! -path '*/.stages/*' -printf '%P %s %T@\n' |
-        LC_ALL=C sort | sha256sum | cut -d' ' -f1)"
+      printf '%s dir %s\n' "$input" "$(find -L "$input" -type f ! -path '*/.stages/*' -printf '%P %s %T@\n' \
+        2> /dev/null | LC_ALL=C sort | sha256sum | cut -d' ' -f1)"
     else
       printf '%s\n' "$input"
     fi
   done | sha256sum | cut -d' ' -f1
 }
 
-outputs_missing() {  # outputs_missing MARK: the outputs a marker lists (stage_done's) that are gone, one a line
-  local line
-  tail -n +2 "$1" | while IFS= read -r line; do
-    [ -e "${line#output }" ] || printf '%s\n' "${line#output }"
+output_digest() {  # output_digest FILE: a small file's SHA-256 (under 1 MB: a yaml, units.txt, a wer), else nothing
+  if [ -f "$1" ] && [ "$(stat -c %s "$1")" -lt 1048576 ]; then sha256sum < "$1" | cut -d' ' -f1; fi
+}
+
+outputs_missing() {  # outputs_missing MARK: the outputs a marker lists (stage_done's) that are gone or, for a small
+  # file, changed since (another run of a stage sharing it wrote it: other LM weights, other units), one a line; a
+  # data list is gone with a file it names (a deleted shard)
+  local line output digest
+  tail -n +2 "$1" | while IFS=$'\t' read -r line digest; do
+    output=${line#output }
+    if [ ! -e "$output" ] || { [ -n "$digest" ] && [ "$(output_digest "$output")" != "$digest" ]; }; then
+      printf '%s\n' "$output"
+    elif [[ "$output" == *.list ]]; then
+      python3 -m rnnt.data.list_fingerprint --missing "$output"
+    fi
   done
 }
 
@@ -152,7 +166,7 @@ stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT...]
       return 1
     fi
     if [ -n "$missing" ]; then
-      echo "$(date +%T) stage $n ($name): its output $(head -n 1 <<< "$missing") is gone; running it again"
+      echo "$(date +%T) stage $n ($name): its output $(head -n 1 <<< "$missing") is gone or changed; running it again"
     else
       echo "$(date +%T) stage $n ($name): its inputs changed since it was done; running it again"
     fi
@@ -171,7 +185,7 @@ stage_done() {  # stage_done N NAME [DIR] [-- OUTPUT...]: the outputs, whose los
   [ "${1:-}" = "--" ] && shift
   for output in "$@"; do
     [ -e "$output" ] || { echo "stage_done: $output, an output of $mark, was not made" >&2; return 1; }
-    printf 'output %s\n' "$output" >> "$mark.pending"
+    printf 'output %s\t%s\n' "$output" "$(output_digest "$output")" >> "$mark.pending"
   done
   mv "$mark.pending" "$mark"
   done_this_run[$mark]=1

@@ -36,9 +36,11 @@ check_deployable() {  # check_deployable UNIT_TYPE DEPLOY: --deploy with phones 
   fi
 }
 
-units_stage() {  # units_stage N UNIT_TYPE VOCAB_SIZE LANG DEV_SPEAKERS (empty: a recipe without that option)
-  local n=$1 unit_type=$2 vocab_size=$3 lang=$4 dev_speakers=$5 log
-  local name="units-${lang#data/lang_}${dev_speakers:+-dev$dev_speakers}"  # units-bpe64-dev8, units-char
+units_stage() {  # units_stage N UNIT_TYPE VOCAB_SIZE LANG
+  local n=$1 unit_type=$2 vocab_size=$3 lang=$4 log
+  # one marker a lang dir (units-bpe64): data/lang_X holds one split's units at a time, and data/train/text changes
+  # with the split (a marker a split found the other split's units there when it came back)
+  local name="units-${lang#data/lang_}"
   if stage_wanted "$n" "$name" -- data/train/text "$vocab_size"; then
     log=$(stage_log "$n" "$name")
     [ "$unit_type" != phone ] || logged "$log" steps/build_lexicon.py data/train "$lang"

@@ -74,7 +74,7 @@ then
   stage_done 2 shards -- $(for set in $sets; do echo data/$set/data.list; done)
 fi
 
-units_stage 3 "$unit_type" "$vocab_size" "$lang" ""  # data/lang_char or data/lang_bpe<N>, from data/train/text
+units_stage 3 "$unit_type" "$vocab_size" "$lang"  # data/lang_char or data/lang_bpe<N>, from data/train/text
 
 # with --seeds N > 1, N models (exp, exp_seed1, ...) trained at once, each averaged and decoded on dev, and exp
 # set to the best

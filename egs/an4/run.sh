@@ -94,7 +94,7 @@ if stage_wanted 2 shards -- "$(stage_mark 1 data)" \
   stage_done 2 shards -- data/train/data.list data/dev/data.list data/test/data.list
 fi
 
-units_stage 3 "$unit_type" "$vocab_size" "$lang" "$dev_speakers"  # phones: their lexicon first
+units_stage 3 "$unit_type" "$vocab_size" "$lang"  # phones: their lexicon first
 
 init_checkpoint=
 if [ -n "$init_config" ] && [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ] && starts_from_a_model "$train_config"; then

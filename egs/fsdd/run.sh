@@ -75,7 +75,7 @@ fi
 if stage_wanted 3 units -- data/$train_set/text; then
   log=$(stage_log 3 units)
   logged "$log" steps/build_units.py --unit-type word data/$train_set data/lang
-  stage_done 3 units
+  stage_done 3 units -- data/lang/units.txt
 fi
 
 if stage_wanted 4 train "$exp" -- "$train_config" data/$train_set/shards data/test/shards data/lang/units.txt; then
@@ -83,7 +83,7 @@ if stage_wanted 4 train "$exp" -- "$train_config" data/$train_set/shards data/te
   logged "$log" steps/train.py --config "$train_config" \
     --train-list data/$train_set/data.list --valid-list data/test/data.list \
     --lang-dir data/lang --exp-dir "$exp" --resume
-  stage_done 4 train "$exp"
+  stage_done 4 train "$exp" -- $(trained_outputs "$exp")
 fi
 
 average_stage 5 "$exp" "$average"

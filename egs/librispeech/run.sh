@@ -95,8 +95,17 @@ if $combined && stage_wanted 1 "data-$train" -- $(for set in $train_sets; do ech
   stage_done 1 "data-$train" -- data/$train/text
 fi
 
+data_marks() {  # data_marks DIR: the stage-1 markers of data/DIR's audio (each subset's, for the combined set)
+  local subset
+  if $combined && [ "$1" = "$train" ]; then
+    for subset in $train_sets; do stage_mark 1 "data-$subset"; done
+  else
+    stage_mark 1 "data-${1//_/-}"
+  fi
+}
 for set in $(for s in $train $valid_set $test_sets; do name $s; done | sort -u); do
-  if stage_wanted 2 "shards-$set" -- data/$set/wav.scp data/$set/text data/$set/utt2dur; then  # utt2dur: new audio
+  # the markers: a recording rewritten as another of the same length changes no file of the data dir
+  if stage_wanted 2 "shards-$set" -- $(data_marks "$set") data/$set/wav.scp data/$set/text data/$set/utt2dur; then
     log=$(stage_log 2 "shards-$set")
     logged "$log" steps/make_shards.py --replace --nj "$nj" --utts-per-shard 1000 \
       data/$set data/$set/shards data/$set/data.list
@@ -125,7 +134,7 @@ if stage_wanted 4 "$train_stage" "$exp" -- \
   else
     logged "$log" steps/train.py "${train_args[@]}"
   fi
-  stage_done 4 "$train_stage" "$exp"
+  stage_done 4 "$train_stage" "$exp" -- $(trained_outputs "$exp")
 fi
 if [ "$node_rank" -gt 0 ]; then
   echo "run.sh: node $node_rank has done its part of training; node 0 averages and decodes"

@@ -107,7 +107,7 @@ then
   stage_done 2 shards -- $(for set in $sets; do echo data/$set/data.list; done)
 fi
 
-units_stage 3 "$unit_type" "$vocab_size" "$lang" "$dev_speakers"  # phones: their lexicon first
+units_stage 3 "$unit_type" "$vocab_size" "$lang"  # phones: their lexicon first
 
 init_checkpoint=
 if [ -n "$init_config" ] && [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ] && starts_from_a_model "$train_config"; then

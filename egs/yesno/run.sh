@@ -65,7 +65,7 @@ if stage_wanted 4 train "$exp" -- "$train_config" data/train_yesno_aug/shards da
   logged "$log" steps/train.py --config "$train_config" \
     --train-list data/train_yesno_aug/data.list --valid-list data/test_yesno/data.list \
     --lang-dir data/lang --exp-dir "$exp" --resume
-  stage_done 4 train "$exp"
+  stage_done 4 train "$exp" -- $(trained_outputs "$exp")
 fi
 
 average_stage 5 "$exp" "$average"

@@ -2,7 +2,7 @@
 data or units they were not trained with.
 
 A rerun of steps/train.py --resume compares its resolved config with the experiment's config.yaml, the
-training data (the list and the files it names, by size and time: train_data_fingerprint) with the one its
+training data (the list and the files it names, by size and time: list_fingerprint) with the one its
 checkpoints were trained on, and the units with those it kept (<exp-dir>/lang). Keys a resume can honour
 (RESUMABLE: more epochs, logging, checkpoint keeping, the device, loader workers) resume. Any other
 difference starts the experiment over: the old one is set aside whole as <exp-dir>.N (its checkpoints,
@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import filecmp
-import hashlib
-import json
 import os
 import shutil
 
 from rnnt.config import to_dict
-from rnnt.data.sources import list_kind, read_list
+from rnnt.data.list_fingerprint import list_fingerprint, missing_files
 from rnnt.training import checkpoint
+from rnnt.training.stop import StopTraining
 
 # What a resume can honour: how long to train, what is logged and kept, where it runs. Fewer epochs than
 # the experiment already trained is not among them (its newest checkpoints would outlast the config).
@@ -30,7 +29,9 @@ RESUMABLE = frozenset({
     "train.keep_whole_epochs", "train.max_bad_steps", "train.valid_wer", "train.device",
     "data.num_workers", "data.prefetch_factor", "data.pin_memory", "data.cache_audio_mb",
     "paths.train_list", "paths.valid_list", "paths.lang_dir",  # the units themselves: units_differ
+    "data.features.cmvn",  # the statistics themselves: compared with the experiment's copy (CMVN_NAME)
 })
+CMVN_NAME = "global_cmvn.json"  # the experiment's copy of data.features.cmvn
 UNIT_FILES = ["units.txt", "units.json"]  # the inventory (a sentencepiece model's bytes hold the path it was made at)
 # Keys recorded since some experiments were saved: one saved before (no value) is taken to have had the new one.
 RECORDED_LATER = frozenset({"train.init_from_sha256"})
@@ -65,29 +66,9 @@ def config_changes(old, new) -> list[Change]:
             if before.get(k) != after.get(k)]
 
 
-def wav_of(line: str) -> str:
-    """The audio path of a raw list's line ('' for a line the pipeline skips as malformed)."""
-    try:
-        return str(json.loads(line).get("wav", ""))
-    except (json.JSONDecodeError, AttributeError):
-        return ""
-
-
-def train_data_fingerprint(list_path: str) -> str:
-    """Changes when the training list or any file it names (shard or recording) is rewritten."""
-    digest = hashlib.sha256()
-    entries = read_list(list_path)
-    raw = list_kind(entries) == "raw"
-    for entry in entries:
-        path = wav_of(entry) if raw else entry
-        stat = os.stat(path) if os.path.isfile(path) else None
-        digest.update(f"{entry}\t{stat.st_size if stat else ''}\t{stat.st_mtime_ns if stat else ''}\n".encode())
-    return digest.hexdigest()
-
-
 def changes_to_restart(old, new, meta: dict, train_data: str) -> list[Change]:
     """The changes a resume cannot honour: config keys, fewer epochs than the newest checkpoint (meta) has
-    trained, other training data than its (train_data: train_data_fingerprint's; checkpoints from before
+    trained, other training data than its (train_data: training_data_of's; checkpoints from before
     it was recorded are taken to have been trained on the same, as configs from before a RECORDED_LATER key)."""
     changes = [c for c in config_changes(old, new)
                if c.key not in RESUMABLE and not (c.key in RECORDED_LATER and not c.old)
@@ -100,6 +81,15 @@ def changes_to_restart(old, new, meta: dict, train_data: str) -> list[Change]:
     if meta.get("train_data", train_data) != train_data:
         changes.append(Change("the training data", "as trained", f"rewritten since ({new.paths.train_list})"))
     return changes
+
+
+def training_data_of(list_path: str) -> str:
+    """The training list's list_fingerprint, which every checkpoint records; a list that names files that are
+    gone (a deleted shard) is refused before anything is set aside: trained on, it would start over on a part."""
+    if os.path.isfile(list_path) and (missing := missing_files(list_path)):
+        raise StopTraining(f"{list_path} names {len(missing)} file(s) that are gone ({missing[0]}"
+                           f"{', ...' if len(missing) > 1 else ''}): make the list again (a recipe's shards stage)")
+    return list_fingerprint(list_path)
 
 
 def units_differ(lang_dir: str, kept: str) -> list[str]:
@@ -141,7 +131,7 @@ def start_over_if_changed(experiment, exp_dir: str, load_saved, train_data: str)
     """Sets the experiment aside when its config.yaml and checkpoints were made under another config or
     training data than `experiment`'s; returns a message saying what changed and where the old one went
     (None: nothing done). load_saved(path) reads a config.yaml (a ValueError if this version cannot); train_data is
-    the training data's train_data_fingerprint."""
+    the training data's training_data_of."""
     saved, newest = os.path.join(exp_dir, "config.yaml"), checkpoint.latest(exp_dir)
     if newest is None or not os.path.isfile(saved):  # checkpoints copied in to resume from: no config to compare
         return None
@@ -150,6 +140,9 @@ def start_over_if_changed(experiment, exp_dir: str, load_saved, train_data: str)
     kept, lang_dir = os.path.join(os.path.abspath(exp_dir), "lang"), experiment.paths.lang_dir
     if os.path.isdir(kept) and os.path.abspath(lang_dir) != kept and (differ := units_differ(lang_dir, kept)):
         changes.append(Change("the units", f"as trained ({kept})", f"other {', '.join(differ)} ({lang_dir})"))
+    kept, cmvn = os.path.join(os.path.abspath(exp_dir), CMVN_NAME), experiment.data.features.cmvn
+    if os.path.isfile(kept) and (not cmvn or (os.path.abspath(cmvn) != kept and not filecmp.cmp(cmvn, kept, False))):
+        changes.append(Change("the CMVN statistics", f"as trained ({kept})", cmvn or "none"))
     if not changes:
         return None
     aside = set_aside(exp_dir)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import filecmp
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from rnnt.config import from_dict, read_yaml, to_dict
 from rnnt.data.config import DataConfig, data_config
 from rnnt.model.transducer import ModelConfig
 from rnnt.training import checkpoint
-from rnnt.training.config_change import units_differ
+from rnnt.training.config_change import CMVN_NAME, units_differ
 from rnnt.training.config_checks import check_shapes
 from rnnt.training.stop import StopTraining
 from rnnt.training.distributed import World
@@ -148,24 +149,38 @@ def build_optimizer(config: TrainConfig, params) -> tuple[torch.optim.Optimizer,
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_multiplier(config.schedule, settings.lr))
 
 
-def adopt_lang_dir(experiment: Experiment, exp_dir: str, world: World) -> None:
-    """Copies the lang dir into <exp-dir>/lang and saves config.yaml pointing there: the experiment
-    keeps the units it was trained with when data/lang is rebuilt. A resumed run must use the same. The copy
-    is made beside and renamed into place: a run stopped in it leaves no part of one to compare with."""
-    source, kept = experiment.paths.lang_dir, os.path.join(os.path.abspath(exp_dir), "lang")
-    copy = os.path.abspath(source) != kept
+def adopt_inputs(experiment: Experiment, exp_dir: str, world: World) -> None:
+    """Copies the lang dir into <exp-dir>/lang and the CMVN statistics (data.features.cmvn) into
+    <exp-dir>/global_cmvn.json, and saves config.yaml naming them: the experiment keeps the units and statistics it
+    was trained with when data/ is rebuilt, and decodes with them. A resumed run must use the same (with --resume,
+    rnnt.training.config_change sets an experiment of others aside first). Each copy is made beside and renamed
+    into place: a run stopped in it leaves no part of one to compare with."""
+    exp_dir = os.path.abspath(exp_dir)
+    lang, kept_lang = experiment.paths.lang_dir, os.path.join(exp_dir, "lang")
+    cmvn, kept_cmvn = experiment.data.features.cmvn, os.path.join(exp_dir, CMVN_NAME)
     trained = checkpoint.latest(exp_dir) is not None
-    if copy and trained and os.path.isdir(kept) and (differ := units_differ(source, kept)):
-        raise StopTraining(f"{exp_dir} was trained with the units in {kept}, which differ from {source} "
-                           f"({', '.join(differ)}); use those units, --resume (it starts the experiment over, the "
-                           "old one set aside), or another experiment dir")
+    copy_lang = os.path.abspath(lang) != kept_lang and not (trained and os.path.isdir(kept_lang))
+    copy_cmvn = bool(cmvn) and os.path.abspath(cmvn) != kept_cmvn and not (trained and os.path.isfile(kept_cmvn))
+    differ = ([os.path.join(lang, name) for name in units_differ(lang, kept_lang)]
+              if os.path.abspath(lang) != kept_lang and not copy_lang else [])
+    if cmvn and os.path.abspath(cmvn) != kept_cmvn and not copy_cmvn and not filecmp.cmp(cmvn, kept_cmvn, False):
+        differ.append(cmvn)
+    if differ:
+        raise StopTraining(f"{exp_dir} was trained with other units or CMVN statistics: {', '.join(differ)} differ "
+                           "from its copies; use those, --resume (it starts the experiment over, the old one set "
+                           "aside), or another experiment dir")
     if world.distributed:
         torch.distributed.barrier()  # every rank has compared before the main one copies
     if world.main:
-        if copy and not (trained and os.path.isdir(kept)):  # units no checkpoint was trained with: replaced
-            shutil.rmtree(f"{kept}.tmp", ignore_errors=True)
-            shutil.copytree(source, f"{kept}.tmp")
-            shutil.rmtree(kept, ignore_errors=True)
-            os.replace(f"{kept}.tmp", kept)
-        paths = dataclasses.replace(experiment.paths, lang_dir=kept)
-        save_experiment(dataclasses.replace(experiment, paths=paths), os.path.join(exp_dir, "config.yaml"))
+        if copy_lang:  # units no checkpoint was trained with: replaced
+            shutil.rmtree(f"{kept_lang}.tmp", ignore_errors=True)
+            shutil.copytree(lang, f"{kept_lang}.tmp")
+            shutil.rmtree(kept_lang, ignore_errors=True)
+            os.replace(f"{kept_lang}.tmp", kept_lang)
+        if copy_cmvn:
+            shutil.copyfile(cmvn, f"{kept_cmvn}.tmp")
+            os.replace(f"{kept_cmvn}.tmp", kept_cmvn)
+        features = dataclasses.replace(experiment.data.features, cmvn=kept_cmvn if cmvn else None)
+        saved = dataclasses.replace(experiment, paths=dataclasses.replace(experiment.paths, lang_dir=kept_lang),
+                                    data=dataclasses.replace(experiment.data, features=features))
+        save_experiment(saved, os.path.join(exp_dir, "config.yaml"))

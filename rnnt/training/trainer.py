@@ -26,8 +26,8 @@ from rnnt.training.accumulation import BadBatches, GradientGroup, is_out_of_memo
 from rnnt.training.distributed import (all_gather_objects, batches_of_every_rank, broadcast_buffers,
                                        check_parameters_agree, cleanup, every_rank, scale_gradients, setup)
 from rnnt.training.ema import EMA
-from rnnt.training.config_change import start_over_if_changed, train_data_fingerprint
-from rnnt.training.experiment import Experiment, adopt_lang_dir, build_optimizer, load_experiment
+from rnnt.training.config_change import start_over_if_changed, training_data_of
+from rnnt.training.experiment import Experiment, adopt_inputs, build_optimizer, load_experiment
 from rnnt.training.progress import Progress, close_logging, setup_logging
 from rnnt.training.stop import StopTraining
 from rnnt.training.trainer_checkpoints import Checkpointing
@@ -47,7 +47,7 @@ class Trainer(Checkpointing):
         # makes many at first (DeepSpeech 2 on AN4: its first steps several times slower). Read and made as 0.
         torch.set_flush_denormal(True)
         self.world = setup(experiment.train.device)
-        self.train_data = train_data_fingerprint(experiment.paths.train_list)  # in every checkpoint's meta
+        self.train_data = training_data_of(experiment.paths.train_list)  # in every checkpoint's meta
         # the model and optimiser first: a value they refuse stops here, before an experiment is set aside
         torch.manual_seed(experiment.train.seed)
         self.tokenizer = Tokenizer(experiment.paths.lang_dir)
@@ -197,7 +197,7 @@ class Trainer(Checkpointing):
             if existing:
                 raise StopTraining(f"{self.exp_dir} already holds checkpoints (newest {existing}); "
                                    "pass --resume to continue that run, or give a new --exp-dir")
-            adopt_lang_dir(self.experiment, self.exp_dir, self.world)
+            adopt_inputs(self.experiment, self.exp_dir, self.world)
             if not (resume and self.resume()) and self.experiment.train.init_from:
                 self.start_from(self.experiment.train.init_from)
             while not self.complete():

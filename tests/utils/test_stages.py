@@ -1,5 +1,6 @@
 """utils/stages.sh: markers that record their inputs and outputs, as the recipes use them."""
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -48,9 +49,48 @@ def test_a_stage_whose_output_is_gone_runs_again(tmp_path):
     run(tmp_path)
     (tmp_path / "prepared.txt").unlink()  # the inputs as they were, the output deleted
     out, ran = run(tmp_path)
-    assert ran == ["ran 1"] and "stage 1 (prepare): its output prepared.txt is gone; running it again" in out.stdout
-    assert (tmp_path / "exp" / ".stages" / "1.prepare.done").read_text().splitlines()[1:] == ["output prepared.txt"]
+    assert ran == ["ran 1"] and "stage 1 (prepare): its output prepared.txt is gone or changed; running" in out.stdout
+    digest = hashlib.sha256(b"one\n").hexdigest()
+    assert (tmp_path / "exp" / ".stages" / "1.prepare.done").read_text().splitlines()[1:] == [
+        f"output prepared.txt\t{digest}"]
     assert run(tmp_path)[1] == []
+    (tmp_path / "prepared.txt").write_text("another run's\n")  # rewritten by something else (another LM's weights)
+    out, ran = run(tmp_path)
+    assert ran == ["ran 1"] and "its output prepared.txt is gone or changed" in out.stdout
+
+
+DATA_LIST_SCRIPT = """set -euo pipefail
+stage=0; stop_stage=100
+. "$ROOT/utils/stages.sh"
+if stage_wanted 1 shards -- input.txt; then
+  echo ran 1 >> ran.log; stage_done 1 shards -- data.list
+fi
+if stage_wanted 2 decode -- data.list; then
+  echo ran 2 >> ran.log; stage_done 2 decode
+fi
+"""
+
+
+def test_a_data_list_is_an_input_with_its_shards_and_an_output_with_them(tmp_path):
+    """A shard rewritten under the same name (the list's lines the same) reruns the stage reading the list; a
+    shard deleted reruns the stage that wrote the list."""
+    env = {"ROOT": str(ROOT), "PATH": f"{ROOT / 'tools' / 'venv' / 'bin'}:/usr/bin:/bin"}
+    (tmp_path / "input.txt").write_text("one\n")
+    (tmp_path / "a.tar").write_bytes(b"a" * 10)
+    (tmp_path / "data.list").write_text(f"{tmp_path / 'a.tar'}\n")
+
+    def ran():
+        subprocess.run(["bash", "-c", DATA_LIST_SCRIPT], cwd=tmp_path, env=env, check=True, capture_output=True)
+        lines = (tmp_path / "ran.log").read_text().split() if (tmp_path / "ran.log").exists() else []
+        (tmp_path / "ran.log").unlink(missing_ok=True)
+        return lines
+
+    assert ran() == ["ran", "1", "ran", "2"] and ran() == []
+    (tmp_path / "a.tar").write_bytes(b"b" * 11)  # new audio in the shard
+    assert ran() == ["ran", "2"]
+    (tmp_path / "a.tar").unlink()
+    (tmp_path / "data.list").touch()
+    assert ran()[:2] == ["ran", "1"]
 
 
 def test_an_explicit_stage_reruns_from_there_and_an_interrupted_stage_reruns(tmp_path):

@@ -142,6 +142,8 @@ def stop(*_):
     sys.exit(143)
 signal.signal(signal.SIGTERM, stop)
 print("threads", os.environ.get("OMP_NUM_THREADS", "all"), "started", time.time(), flush=True)
+os.makedirs(exp, exist_ok=True)
+open(os.path.join(exp, "config.yaml"), "w").close()  # as steps/train.py writes it first: an output of the stage
 for step in range(int(os.environ["STEPS"])):
     print("step", step, flush=True)
     time.sleep(0.05)

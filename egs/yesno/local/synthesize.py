@@ -16,6 +16,7 @@ Writes DEST/wav/*.wav and the Kaldi data dir DEST (wav.scp, text, utt2spk, spk2u
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from functools import cached_property
@@ -115,6 +116,20 @@ def synthesise(pieces: Pieces, sequence: list[str], noise: np.ndarray, levels_db
     return np.clip(audio, -1.0, 1.0)
 
 
+def write_unless_same(path: str, samples: np.ndarray, rate: int) -> None:
+    """Writes the wav, unless the file holds those bytes already: a rerun (the same seed, the same recordings)
+    leaves it untouched, its time too, so the shards made from it are reused and nothing trains again."""
+    buffer = io.BytesIO()
+    soundfile.write(buffer, samples, rate, subtype="PCM_16", format="WAV")
+    data = buffer.getvalue()
+    if os.path.isfile(path) and os.path.getsize(path) == len(data):
+        with open(path, "rb") as f:
+            if f.read() == data:
+                return
+    with open(path, "wb") as f:
+        f.write(data)
+
+
 def main() -> int:
     parser = tool_parser(__doc__)
     parser.add_argument("src", help="a yesno data dir to draw from (wav.scp with plain paths, text)")
@@ -156,7 +171,7 @@ def main() -> int:
         samples = synthesise(pieces, sequence, noise, args.noise_db, rng)
         utt = f"{SPEAKER}-synth{n:05d}"
         path = os.path.join(args.dest, "wav", f"{utt}.wav")
-        soundfile.write(path, samples, pieces.rate, subtype="PCM_16")
+        write_unless_same(path, samples, pieces.rate)
         utterances.append(Utterance(utt, SPEAKER, path, " ".join(sequence)))
     return write_data_dirs({args.dest: utterances}, report)
 

@@ -11,8 +11,8 @@ import yaml
 from conftest import run_tool
 from rnnt.data.specaugment import SpecAugmentConfig
 from rnnt.training import checkpoint
-from rnnt.training.config_change import (changes_to_restart, config_changes, flat, set_aside,
-                                         train_data_fingerprint)
+from rnnt.data.list_fingerprint import list_fingerprint
+from rnnt.training.config_change import changes_to_restart, config_changes, flat, set_aside
 from rnnt.training.experiment import load_experiment
 from yesno_training import CONFIG, config_file, train_args
 
@@ -193,12 +193,12 @@ def test_the_training_data_fingerprint_follows_the_list_and_its_files(tmp_path):
         shard.write_bytes(b"x")
     shard_list = tmp_path / "data.list"
     shard_list.write_text("".join(f"{s}\n" for s in shards))
-    before = train_data_fingerprint(str(shard_list))
-    assert train_data_fingerprint(str(shard_list)) == before
+    before = list_fingerprint(str(shard_list))
+    assert list_fingerprint(str(shard_list)) == before
     os.utime(shards[1], ns=(1, 1))  # rewritten: another time
-    assert train_data_fingerprint(str(shard_list)) != before
+    assert list_fingerprint(str(shard_list)) != before
     raw = tmp_path / "raw.list"
     raw.write_text(json.dumps({"key": "a", "wav": str(shards[0]), "txt": "A"}) + "\n")
-    first = train_data_fingerprint(str(raw))
+    first = list_fingerprint(str(raw))
     shards[0].write_bytes(b"longer")
-    assert train_data_fingerprint(str(raw)) != first
+    assert list_fingerprint(str(raw)) != first

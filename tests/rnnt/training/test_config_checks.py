@@ -167,7 +167,7 @@ def test_the_units_are_compared_only_with_those_a_checkpoint_was_trained_with(tm
     from rnnt.training import checkpoint
     from rnnt.training.distributed import World
     from rnnt.training.config_change import start_over_if_changed
-    from rnnt.training.experiment import adopt_lang_dir
+    from rnnt.training.experiment import adopt_inputs
     from rnnt.training.stop import StopTraining
 
     lang, exp = tmp_path / "lang", tmp_path / "exp"
@@ -177,18 +177,53 @@ def test_the_units_are_compared_only_with_those_a_checkpoint_was_trained_with(tm
     (exp / "lang").mkdir(parents=True)
     (exp / "lang" / "units.txt").write_text("<blank> 0\n")  # the part a stopped copy wrote
     experiment = load_experiment(str(CONFIG), lang_dir=str(lang))
-    adopt_lang_dir(experiment, str(exp), World())
+    adopt_inputs(experiment, str(exp), World())
     assert sorted(p.name for p in (exp / "lang").iterdir()) == ["units.json", "units.txt"]
     assert (exp / "lang" / "units.txt").read_text() == (lang / "units.txt").read_text()
     assert yaml.safe_load((exp / "config.yaml").read_text())["paths"]["lang_dir"] == str(exp / "lang")
     torch.save({"meta": {"step": 3, "epoch": 0, "batch": 3}}, exp / "step-3.pt")
     assert checkpoint.latest(str(exp)) == str(exp / "step-3.pt")
     (lang / "units.txt").write_text("<blank> 0\n<unk> 1\nYES 2\nNO 3\n")
-    with pytest.raises(StopTraining, match=r"which differ from .* \(units.txt\); use those units, --resume \(it "
-                                           r"starts the experiment over, the old one set aside\), or another"):
-        adopt_lang_dir(experiment, str(exp), World())
-    # --resume: start_over_if_changed sets it aside before adopt_lang_dir compares
+    with pytest.raises(StopTraining, match=f"{exp} was trained with other units or CMVN statistics: {lang}/units.txt "
+                                           r"differ from its copies; use those, --resume \(it starts the experiment "
+                                           r"over, the old one set aside\), or another"):
+        adopt_inputs(experiment, str(exp), World())
+    # --resume: start_over_if_changed sets it aside before adopt_inputs compares
     message = start_over_if_changed(experiment, str(exp), load_experiment, "")
     assert message.startswith(f"the config or data differ from those {exp} was trained with (the units: 'as trained "
                               f"({exp / 'lang'})' -> 'other units.txt ({lang})')")
     assert (tmp_path / "exp.1" / "step-3.pt").is_file() and not (exp / "lang").exists()
+
+
+def test_the_cmvn_statistics_are_kept_in_the_experiment_and_compared_as_the_units(tmp_path):
+    """data.features.cmvn is copied into <exp>/global_cmvn.json, which config.yaml names (a recomputed file in
+    data/ changed a trained model's inputs in silence, in training resumed and in every later decode); once a
+    checkpoint exists, other statistics are refused, and --resume sets the experiment aside."""
+    import dataclasses
+
+    from rnnt.training import checkpoint
+    from rnnt.training.config_change import start_over_if_changed
+    from rnnt.training.distributed import World
+    from rnnt.training.experiment import adopt_inputs
+    from rnnt.training.stop import StopTraining
+
+    lang, exp, cmvn = tmp_path / "lang", tmp_path / "exp", tmp_path / "global_cmvn.json"
+    lang.mkdir()
+    (lang / "units.txt").write_text("<blank> 0\n<unk> 1\nNO 2\nYES 3\n")
+    (lang / "units.json").write_text(json.dumps({"type": "word"}))
+    cmvn.write_text(json.dumps({"mean": [0.0] * 80, "std": [1.0] * 80}))
+    experiment = load_experiment(str(CONFIG), lang_dir=str(lang))
+    features = dataclasses.replace(experiment.data.features, cmvn=str(cmvn))
+    experiment = dataclasses.replace(experiment, data=dataclasses.replace(experiment.data, features=features))
+    adopt_inputs(experiment, str(exp), World())
+    saved = load_experiment(str(exp / "config.yaml"))
+    assert saved.data.features.cmvn == str(exp / "global_cmvn.json")
+    assert (exp / "global_cmvn.json").read_text() == cmvn.read_text()
+    torch.save({"meta": {"step": 3, "epoch": 0, "batch": 3}}, exp / "step-3.pt")
+    assert checkpoint.latest(str(exp)) and start_over_if_changed(experiment, str(exp), load_experiment, "") is None
+    cmvn.write_text(json.dumps({"mean": [1.0] * 80, "std": [2.0] * 80}))  # recomputed
+    with pytest.raises(StopTraining, match=f"CMVN statistics: {cmvn} differ from its copies"):
+        adopt_inputs(experiment, str(exp), World())
+    message = start_over_if_changed(experiment, str(exp), load_experiment, "")
+    assert f"(the CMVN statistics: 'as trained ({exp / 'global_cmvn.json'})' -> '{cmvn}')" in message
+    assert (tmp_path / "exp.1" / "global_cmvn.json").is_file()

@@ -255,18 +255,26 @@ def test_a_fresh_start_from_another_experiments_weights(yesno_small):
 
 
 def test_an_epoch_or_a_validation_with_no_usable_utterance_stops_training(yesno_small):
-    """A training list of unreadable audio (paths of another folder) stops training with a message instead of
-    running no step and saving checkpoints; a validation list of it, instead of a WER of 0% over 0."""
+    """A training list of unreadable audio stops training with a message instead of running no step and saving
+    checkpoints; a validation list of it, instead of a WER of 0% over 0. (A list naming files that are gone is
+    refused before: rnnt.training.config_change.training_data_of.)"""
     from rnnt.data.pipeline import Pipeline
     from rnnt.training.validation import validate
 
     root = yesno_small / "unreadable"
     shutil.copytree(yesno_small / "lang", root / "lang")
-    (root / "train.list").write_text(re.sub(r'"wav": "[^"]*/', '"wav": "elsewhere/',
+    (root / "elsewhere").mkdir()
+    for wav in re.findall(r'"wav": "[^"]*/([^"/]*)"', (yesno_small / "train.list").read_text()):
+        (root / "elsewhere" / wav).write_bytes(b"not audio")
+    (root / "train.list").write_text(re.sub(r'"wav": "[^"]*/', f'"wav": "{root}/elsewhere/',
                                             (yesno_small / "train.list").read_text()))
     trainer = make_trainer(root, "exp", epochs=1)
     with pytest.raises(StopTraining, match=f"^epoch 1: no usable utterance in {root / 'train.list'}$"):
         trainer.train_epoch()
+    (root / "elsewhere" / wav).unlink()
+    with pytest.raises(StopTraining, match=f"^{root / 'train.list'} names 1 file\\(s\\) that are gone \\({root}/"
+                                           f"elsewhere/{wav}\\): make the list again"):
+        make_trainer(root, "exp2", epochs=1)
     nothing = Pipeline(str(root / "train.list"), trainer.experiment.data, trainer.tokenizer, False).batches()
     with pytest.raises(StopTraining, match="^validation: no usable utterance in the validation list"):
         validate(trainer.model, nothing, trainer.tokenizer, torch.device("cpu"))

@@ -1,0 +1,61 @@
+"""What a data list reads, as one value: the list and every file it names (a shard, or a raw list's recording),
+by size and modification time. A rewritten shard or recording changes it though the list's own lines do not:
+training compares it to resume (rnnt.training.config_change), and the recipes' stage markers take it for a
+data list among a stage's inputs (utils/stages.sh), so a decode sees a test set's new audio.
+
+    python3 -m rnnt.data.list_fingerprint LIST            prints the fingerprint
+    python3 -m rnnt.data.list_fingerprint --missing LIST  prints the files the list names that are gone
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+
+from rnnt.data.sources import list_kind, read_list
+
+
+def wav_of(line: str) -> str:
+    """The audio path of a raw list's line ('' for a line the pipeline skips as malformed)."""
+    try:
+        return str(json.loads(line).get("wav", ""))
+    except (json.JSONDecodeError, AttributeError):
+        return ""
+
+
+def named_files(list_path: str) -> list[str]:
+    """The files a data list names: its shards, or its recordings (URLs are not files: left out)."""
+    entries = read_list(list_path)
+    paths = [wav_of(entry) for entry in entries] if list_kind(entries) == "raw" else entries
+    return [path for path in paths if path and "://" not in path]
+
+
+def list_fingerprint(list_path: str) -> str:
+    """Changes when the list or any file it names is rewritten, removed or added."""
+    digest = hashlib.sha256()
+    for entry in read_list(list_path):
+        path = wav_of(entry) if entry.startswith("{") else entry
+        stat = os.stat(path) if os.path.isfile(path) else None
+        digest.update(f"{entry}\t{stat.st_size if stat else ''}\t{stat.st_mtime_ns if stat else ''}\n".encode())
+    return digest.hexdigest()
+
+
+def missing_files(list_path: str) -> list[str]:
+    return [path for path in named_files(list_path) if not os.path.isfile(path)]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "--missing":
+        print("".join(f"{path}\n" for path in missing_files(argv[1])), end="")
+        return 0
+    if len(argv) == 1 and not argv[0].startswith("-"):
+        print(list_fingerprint(argv[0]))
+        return 0
+    print(__doc__.split("\n\n")[1], file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
