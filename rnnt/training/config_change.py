@@ -140,9 +140,11 @@ def start_over_if_changed(experiment, exp_dir: str, load_saved, train_data: str)
     kept, lang_dir = os.path.join(os.path.abspath(exp_dir), "lang"), experiment.paths.lang_dir
     if os.path.isdir(kept) and os.path.abspath(lang_dir) != kept and (differ := units_differ(lang_dir, kept)):
         changes.append(Change("the units", f"as trained ({kept})", f"other {', '.join(differ)} ({lang_dir})"))
-    kept, cmvn = os.path.join(os.path.abspath(exp_dir), CMVN_NAME), experiment.data.features.cmvn
-    if os.path.isfile(kept) and (not cmvn or (os.path.abspath(cmvn) != kept and not filecmp.cmp(cmvn, kept, False))):
-        changes.append(Change("the CMVN statistics", f"as trained ({kept})", cmvn or "none"))
+    # the statistics trained with: the experiment's copy (CMVN_NAME), or in one saved before copies, the file
+    trained_with, cmvn = old.data.features.cmvn, experiment.data.features.cmvn
+    if bool(trained_with) != bool(cmvn) or (cmvn and os.path.isfile(trained_with)
+                                            and not filecmp.cmp(cmvn, trained_with, False)):
+        changes.append(Change("the CMVN statistics", f"as trained ({trained_with or 'none'})", cmvn or "none"))
     if not changes:
         return None
     aside = set_aside(exp_dir)

@@ -227,3 +227,9 @@ def test_the_cmvn_statistics_are_kept_in_the_experiment_and_compared_as_the_unit
     message = start_over_if_changed(experiment, str(exp), load_experiment, "")
     assert f"(the CMVN statistics: 'as trained ({exp / 'global_cmvn.json'})' -> '{cmvn}')" in message
     assert (tmp_path / "exp.1" / "global_cmvn.json").is_file()
+    without = dataclasses.replace(experiment, data=dataclasses.replace(  # trained without statistics, resumed with
+        experiment.data, features=dataclasses.replace(features, cmvn=None)))
+    adopt_inputs(without, str(exp), World())
+    torch.save({"meta": {"step": 3, "epoch": 0, "batch": 3}}, exp / "step-3.pt")
+    message = start_over_if_changed(experiment, str(exp), load_experiment, "")
+    assert f"(the CMVN statistics: 'as trained (none)' -> '{cmvn}')" in message
