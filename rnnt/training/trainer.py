@@ -192,13 +192,11 @@ class Trainer(Checkpointing):
         previous = signal.signal(signal.SIGTERM, self.request_stop)
         ended_together = False
         try:
-            resume = self.resume_requested
-            existing = None if resume else checkpoint.latest(self.exp_dir)
-            if existing:
+            if not self.resume_requested and (existing := checkpoint.latest(self.exp_dir)):
                 raise StopTraining(f"{self.exp_dir} already holds checkpoints (newest {existing}); "
                                    "pass --resume to continue that run, or give a new --exp-dir")
             adopt_inputs(self.experiment, self.exp_dir, self.world)
-            if not (resume and self.resume()) and self.experiment.train.init_from:
+            if not (self.resume_requested and self.resume()) and self.experiment.train.init_from:
                 self.start_from(self.experiment.train.init_from)
             while not self.complete():
                 if not self.train_epoch():
@@ -268,7 +266,9 @@ class Trainer(Checkpointing):
             self.keys_file.write("".join(f"{self.epoch} {k}\n" for k in batch["keys"]))
             self.keys_file.flush()
         group_ends = (self.batch + 1) % self.experiment.train.accum_steps == 0
+        self.model.train(weight > 0)  # weight 0 (a rank waiting at an epoch's end): batch norm's statistics stay
         loss = self.forward_backward(batch, sync=group_ends or not self.world.distributed, weight=weight)
+        self.model.train()
         if weight:
             self.position.delivered(batch["role"])
         self.batch += 1

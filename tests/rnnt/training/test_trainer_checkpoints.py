@@ -278,3 +278,19 @@ def test_an_epoch_or_a_validation_with_no_usable_utterance_stops_training(yesno_
     nothing = Pipeline(str(root / "train.list"), trainer.experiment.data, trainer.tokenizer, False).batches()
     with pytest.raises(StopTraining, match="^validation: no usable utterance in the validation list"):
         validate(trainer.model, nothing, trainer.tokenizer, torch.device("cpu"))
+
+
+def test_a_batch_of_weight_0_moves_no_batch_norm_statistics(yesno_small):
+    """A rank that has run out repeats a batch with weight 0 while the others finish the epoch: its gradient
+    is 0, and its input batch norm's running statistics stay as they were (rank 0's are every rank's and
+    saved); a batch of weight 1 moves them."""
+    trainer = make_trainer(yesno_small, "exp")
+    trainer.position = LoaderPosition(trainer.experiment.data.num_workers)
+    trainer.loader.dataset.set_epoch(0, None)
+    batch = next(iter(trainer.loader))
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items() if "running" in k}
+    assert before
+    trainer.train_batch(batch, 0.0)
+    assert all(torch.equal(trainer.model.state_dict()[k], v) for k, v in before.items()) and trainer.model.training
+    trainer.train_batch(batch, 1.0)
+    assert not all(torch.equal(trainer.model.state_dict()[k], v) for k, v in before.items())
