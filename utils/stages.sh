@@ -114,22 +114,37 @@ stop_logged() {  # the trap of SIGTERM, SIGHUP and SIGINT: the running commands 
 }
 trap stop_logged TERM HUP INT
 
-stage_fingerprint() {  # stage_fingerprint INPUT...: one line that changes when any input does
-  local input
+fingerprint_line() {  # fingerprint_line INPUT [legacy]: what stage_fingerprint hashes of one input; with legacy, as
+  # the markers written before data lists and links counted (read once, so that an update reruns nothing done)
+  local input=$1 legacy=${2:-} list follow=-L
+  [ -z "$legacy" ] || follow=-P
+  if [ -f "$input" ] && [[ "$input" == *.list ]] && [ -z "$legacy" ]; then  # a data list, with what it names
+    list=$(python3 -m rnnt.data.list_fingerprint "$input") || {
+      echo "stages.sh: cannot fingerprint the data list $input (python3 -m rnnt.data.list_fingerprint failed:" \
+        "is the project's environment active? run.sh sources path.sh)" >&2
+      return 1
+    }
+    printf '%s list %s\n' "$input" "$list"
+  elif [ -f "$input" ] && [ "$(stat -c %s "$input")" -gt 67108864 ]; then  # a big checkpoint: size and time
+    printf '%s file %s\n' "$input" "$(stat -c '%s %Y' "$input")"
+  elif [ -f "$input" ]; then
+    printf '%s file %s\n' "$input" "$(sha256sum < "$input" | cut -d' ' -f1)"
+  elif [ -d "$input" ]; then
+    printf '%s dir %s\n' "$input" "$(find "$follow" "$input" -type f ! -path '*/.stages/*' -printf '%P %s %T@\n' \
+      2> /dev/null | LC_ALL=C sort | sha256sum | cut -d' ' -f1)"
+  else
+    printf '%s\n' "$input"
+  fi
+}
+
+stage_fingerprint() {  # stage_fingerprint [--legacy] INPUT...: one line that changes when any input does
+  local input line lines= legacy=
+  if [ "${1:-}" = --legacy ]; then legacy=legacy; shift; fi
   for input in "$@"; do
-    if [ -f "$input" ] && [ "$(stat -c %s "$input")" -gt 67108864 ]; then  # a big checkpoint: size and time
-      printf '%s file %s\n' "$input" "$(stat -c '%s %Y' "$input")"
-    elif [ -f "$input" ] && [[ "$input" == *.list ]]; then  # a data list: with the shards or audio it names
-      printf '%s list %s\n' "$input" "$(python3 -m rnnt.data.list_fingerprint "$input")"
-    elif [ -f "$input" ]; then
-      printf '%s file %s\n' "$input" "$(sha256sum < "$input" | cut -d' ' -f1)"
-    elif [ -d "$input" ]; then
-      printf '%s dir %s\n' "$input" "$(find -L "$input" -type f ! -path '*/.stages/*' -printf '%P %s %T@\n' \
-        2> /dev/null | LC_ALL=C sort | sha256sum | cut -d' ' -f1)"
-    else
-      printf '%s\n' "$input"
-    fi
-  done | sha256sum | cut -d' ' -f1
+    line=$(fingerprint_line "$input" "$legacy") || return 1
+    lines+=$line$'\n'
+  done
+  printf '%s' "$lines" | sha256sum | cut -d' ' -f1
 }
 
 output_digest() {  # output_digest FILE: a small file's SHA-256 (under 1 MB: a yaml, units.txt, a wer), else nothing
@@ -145,7 +160,10 @@ outputs_missing() {  # outputs_missing MARK: the outputs a marker lists (stage_d
     if [ ! -e "$output" ] || { [ -n "$digest" ] && [ "$(output_digest "$output")" != "$digest" ]; }; then
       printf '%s\n' "$output"
     elif [[ "$output" == *.list ]]; then
-      python3 -m rnnt.data.list_fingerprint --missing "$output"
+      python3 -m rnnt.data.list_fingerprint --missing "$output" || {
+        echo "stages.sh: cannot read the data list $output (is the project's environment active?)" >&2
+        return 1
+      }
     fi
   done
 }
@@ -157,10 +175,14 @@ stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT...]
   [ "${1:-}" = "--" ] && shift
   mark=$(stage_mark "$n" "$name" "$dir")
   [ "$n" -ge "$stage" ] && [ "$n" -le "$stop_stage" ] || return 1
-  fingerprint=$(stage_fingerprint "$@")
+  fingerprint=$(stage_fingerprint "$@") || exit 1  # in an if, a return would only skip the stage
   # an explicit --stage N runs its stages again, but once: one done earlier in this run with these inputs is done
   if [ -f "$mark" ] && { [ "$stage" -eq 0 ] || [ -n "${done_this_run[$mark]:-}" ]; }; then
-    missing=$(outputs_missing "$mark")
+    missing=$(outputs_missing "$mark") || exit 1
+    if [ "$(head -n 1 "$mark")" != "$fingerprint" ] &&
+        [ "$(head -n 1 "$mark")" = "$(stage_fingerprint --legacy "$@")" ]; then
+      sed -i "1s/.*/$fingerprint/" "$mark"  # a marker of before data lists and links counted: these inputs
+    fi
     if [ "$(head -n 1 "$mark")" = "$fingerprint" ] && [ -z "$missing" ]; then
       echo "$(date +%T) stage $n ($name): done before; skipped (delete $mark to redo)"
       return 1

@@ -109,7 +109,7 @@ def aside_name(exp_dir: str) -> str:
 def set_aside(exp_dir: str) -> str:
     """Moves the experiment to <exp-dir>.N and returns that name; its logs and stage markers are copied, the
     markers of finished stages removed from exp-dir (their outputs moved with the rest) and the running
-    stage's from the copy."""
+    stage's from the copy. Its config.yaml then names its own lang dir and CMVN statistics in <exp-dir>.N."""
     exp_dir = os.path.normpath(exp_dir)
     aside = aside_name(exp_dir)
     os.makedirs(aside)
@@ -120,6 +120,12 @@ def set_aside(exp_dir: str) -> str:
             shutil.copytree(path, os.path.join(aside, entry), symlinks=True)
         else:
             os.replace(path, os.path.join(aside, entry))
+    moved_config = os.path.join(aside, "config.yaml")
+    if os.path.isfile(moved_config):  # its lang dir and CMVN copy moved with it: config.yaml names them there
+        with open(moved_config, encoding="utf-8") as f:
+            text = f.read()
+        with open(moved_config, "w", encoding="utf-8") as f:
+            f.write(text.replace(os.path.abspath(exp_dir) + os.sep, os.path.abspath(aside) + os.sep))
     for marks, unfinished in (os.path.join(exp_dir, ".stages"), False), (os.path.join(aside, ".stages"), True):
         for mark in os.listdir(marks) if os.path.isdir(marks) else ():
             if mark.endswith(".pending") == unfinished:  # exp-dir keeps the running stage's, the old one the rest

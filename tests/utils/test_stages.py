@@ -228,3 +228,31 @@ done
         assert out.returncode == 0, out.stderr
         assert (tmp_path / "ran.log").read_text() == "ran\n" and "done before; skipped" in out.stdout
         (tmp_path / "ran.log").unlink()
+
+
+def test_a_marker_written_before_data_lists_counted_their_shards_is_taken_once_and_rewritten(tmp_path):
+    """A marker of the fingerprint before (a data list by its own bytes): the stage is done, not run again
+    after an update, and its marker holds the new fingerprint from then on; where python3 cannot read a list
+    the recipe stops, naming it (a stage would otherwise be skipped or run on an empty fingerprint)."""
+    env = {"ROOT": str(ROOT), "PATH": f"{ROOT / 'tools' / 'venv' / 'bin'}:/usr/bin:/bin"}
+    (tmp_path / "a.tar").write_bytes(b"a")
+    (tmp_path / "data.list").write_text(f"{tmp_path / 'a.tar'}\n")
+    (tmp_path / "input.txt").write_text("one\n")
+    old_lines = "".join(f"{name} file {hashlib.sha256((tmp_path / name).read_bytes()).hexdigest()}\n"
+                        for name in ("input.txt", "data.list"))
+    marks = tmp_path / "exp" / ".stages"
+    marks.mkdir(parents=True)
+    (marks / "2.decode.done").write_text(hashlib.sha256(old_lines.encode()).hexdigest() + "\n")
+    script = """set -euo pipefail; stage=0 stop_stage=100; . "$ROOT/utils/stages.sh"
+if stage_wanted 2 decode -- input.txt data.list; then echo ran; stage_done 2 decode; fi"""
+    first = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert first.returncode == 0 and "done before; skipped" in first.stdout and "ran" not in first.stdout
+    assert (marks / "2.decode.done").read_text().split("\n")[0] != hashlib.sha256(old_lines.encode()).hexdigest()
+    again = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert "done before; skipped" in again.stdout
+    (tmp_path / "a.tar").write_bytes(b"b" * 3)  # new audio: the new fingerprint sees it, the old could not
+    assert "ran" in subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                                   text=True).stdout
+    no_rnnt = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                             env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin", "PYTHONPATH": "/nonexistent"})
+    assert no_rnnt.returncode == 1 and "cannot fingerprint the data list data.list" in no_rnnt.stderr

@@ -65,9 +65,10 @@ def test_set_aside_moves_the_experiment_and_keeps_the_running_stage_in_place(tmp
     (exp / "log").mkdir(parents=True)
     (exp / ".stages").mkdir()
     (exp / "decode-test-greedy-epoch-2").mkdir()
-    for name in ("epoch-2.pt", "config.yaml", "log/4.train.log", "log/6.decode.log", ".stages/6.decode.done",
+    for name in ("epoch-2.pt", "log/4.train.log", "log/6.decode.log", ".stages/6.decode.done",
                  ".stages/4.train.done.pending", "decode-test-greedy-epoch-2/wer"):
         (exp / name).write_text(name)
+    (exp / "config.yaml").write_text(f"paths:\n  lang_dir: {exp}/lang\n  train_list: {tmp_path}/tiny.list\n")
     (tmp_path / "tiny.1").mkdir()  # taken: the next free number is used
     aside = set_aside(str(exp) + "/")
     assert aside == str(tmp_path / "tiny.2")
@@ -78,6 +79,8 @@ def test_set_aside_moves_the_experiment_and_keeps_the_running_stage_in_place(tmp
     assert (old / "epoch-2.pt").read_text() == "epoch-2.pt" and (old / "decode-test-greedy-epoch-2" / "wer").is_file()
     assert sorted(p.name for p in (old / ".stages").iterdir()) == ["6.decode.done"]
     assert sorted(p.name for p in (old / "log").iterdir()) == ["4.train.log", "6.decode.log"]
+    # its own units (and CMVN copy) there: decoding the old experiment never reads the new one's
+    assert (old / "config.yaml").read_text() == f"paths:\n  lang_dir: {old}/lang\n  train_list: {tmp_path}/tiny.list\n"
 
 
 def test_a_setting_aside_stopped_half_way_leaves_config_yaml_with_the_checkpoints_not_moved(tmp_path, monkeypatch):
