@@ -19,7 +19,9 @@
 #                                               read (with that beam too), and EXP/lm/METHOD.yaml (the newest
 #                                               tuning: what decode.py and transcribe.py read by default). Per
 #                                               model: another --average tunes its own, never the old one's
-#   decode_result LABEL EXP TAG SET METHOD      prints "LABEL <%WER line>", or why there is none
+#   decode_result LABEL EXP TAG SET METHOD      prints "LABEL <%WER line>", or why there is none; and where this
+#                                               run left out a stage whose inputs changed (out_of_date), that
+#                                               the result is not one of them
 #   leading_method "METHODS"                    prints the method that speaks for a model: the first LM-fused
 #                                               one of METHODS, else the last
 #   export_stage STAGE EXP TAG KIND             exports the model for sherpa-onnx (KIND offline or streaming)
@@ -151,6 +153,9 @@ decode_result() {
     echo "$label not decoded yet (no model in $exp)"
   elif [ -f "$wer_file" ]; then  # phone units: the phone error rate too
     echo "$label $(cat "$wer_file")$([ ! -f "$per_file" ] || echo "; $(cat "$per_file")")"
+    if [ -n "${out_of_date[*]:-}" ]; then  # a run that left out a stage whose inputs changed: not a result of them
+      echo "  (from before your changes: ${out_of_date[*]}, left out by --stage/--stop-stage, has other inputs now)"
+    fi
   else
     echo "$label not decoded yet ($wer_file missing)"
   fi

@@ -22,6 +22,7 @@
 # shellcheck shell=bash
 stage_marks=${stage_marks:-exp/.stages}
 declare -A done_this_run=()  # the markers stage_done wrote in this run
+out_of_date=()  # stages --stage/--stop-stage left out whose inputs changed since they ran (decode_result says so)
 
 check_run_arguments() {  # check_run_arguments "$@": run.sh after parse_options.sh: no word left over, whole stages
   if [ $# -gt 0 ]; then  # parse_options.sh stops at the first word that is not an option: the rest would be lost
@@ -174,7 +175,13 @@ stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT...]
   if [ $# -gt 0 ] && [ "$1" != "--" ]; then dir=$1; shift; fi
   [ "${1:-}" = "--" ] && shift
   mark=$(stage_mark "$n" "$name" "$dir")
-  [ "$n" -ge "$stage" ] && [ "$n" -le "$stop_stage" ] || return 1
+  if [ "$n" -lt "$stage" ] || [ "$n" -gt "$stop_stage" ]; then  # not run: out of date if its inputs changed
+    if [ -f "$mark" ] && [ "$(head -n 1 "$mark")" != "$(stage_fingerprint "$@" 2> /dev/null)" ] &&
+        [ "$(head -n 1 "$mark")" != "$(stage_fingerprint --legacy "$@")" ]; then
+      out_of_date+=("stage $n ($name)")
+    fi
+    return 1
+  fi
   fingerprint=$(stage_fingerprint "$@") || exit 1  # in an if, a return would only skip the stage
   # an explicit --stage N runs its stages again, but once: one done earlier in this run with these inputs is done
   if [ -f "$mark" ] && { [ "$stage" -eq 0 ] || [ -n "${done_this_run[$mark]:-}" ]; }; then

@@ -256,3 +256,22 @@ if stage_wanted 2 decode -- input.txt data.list; then echo ran; stage_done 2 dec
     no_rnnt = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True,
                              env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin", "PYTHONPATH": "/nonexistent"})
     assert no_rnnt.returncode == 1 and "cannot fingerprint the data list data.list" in no_rnnt.stderr
+
+
+def test_a_result_printed_by_a_run_that_left_out_a_changed_stage_says_so(tmp_path):
+    """--stop-stage below training after a config edit: the old model's WER is printed with a note that the
+    training left out has other inputs now (it was printed as if current)."""
+    script = """set -euo pipefail; stage=0; stop_stage=${1:-100}; . "$ROOT/utils/stages.sh"; . "$ROOT/utils/decoding.sh"
+if stage_wanted 4 train exp -- conf.yaml; then stage_done 4 train exp; fi
+mkdir -p exp/decode-test-greedy-epoch-1
+echo "%WER 5.00 [ 1 / 20, 0 ins, 0 del, 1 sub ]" > exp/decode-test-greedy-epoch-1/wer
+decode_result "corpus: test" exp epoch-1 test greedy"""
+    env = {"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"}
+    (tmp_path / "conf.yaml").write_text("lr: 0.003\n")
+    run = lambda *args: subprocess.run(["bash", "-c", script, "x", *args], cwd=tmp_path, env=env,  # noqa: E731
+                                       capture_output=True, text=True, check=True).stdout
+    assert run().splitlines()[-1] == "corpus: test %WER 5.00 [ 1 / 20, 0 ins, 0 del, 1 sub ]"
+    (tmp_path / "conf.yaml").write_text("lr: 0.002\n")
+    assert run("3").splitlines()[-2:] == ["corpus: test %WER 5.00 [ 1 / 20, 0 ins, 0 del, 1 sub ]", (
+        "  (from before your changes: stage 4 (train), left out by --stage/--stop-stage, has other inputs now)")]
+    assert "from before your changes" not in run()  # run: the training's inputs are its marker's again
