@@ -80,14 +80,14 @@ def arc_log_probs(rows, cells: CellMap, blank: int, from_log_softmax: bool, trit
 def softmax_times_occupancy_(out: torch.Tensor, logits: torch.Tensor, lse: torch.Tensor, occupancy: torch.Tensor):
     """out = exp(logits - lse) * occupancy, in place, with results under the smallest normal float in
     magnitude flushed to zero (either sign: the occupancy is negative where the loss's incoming gradient is),
-    and 0 wherever the occupancy is 0 (rows of padding too, whatever -inf or NaN they hold).
+    and 0 in a row of occupancy 0 whatever finite or -inf logits it holds (padding: its normaliser is taken
+    as +inf: a pass over the rows' normalisers, not one more over the logits).
 
     Occupancies far below 1 make subnormal products; matmuls over them (the joiner's backward)
     run many times slower on x86, and values under the smallest normal float carry no information.
     """
-    torch.sub(logits, lse[..., None], out=out)
+    torch.sub(logits, lse.masked_fill(occupancy == 0, float("inf"))[..., None], out=out)
     out.exp_().mul_(occupancy[..., None])
-    out.masked_fill_((occupancy == 0)[..., None], 0.0)
     return torch.hardshrink(out, torch.finfo(out.dtype).tiny, out=out)
 
 
