@@ -49,7 +49,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-symbols-per-frame", type=int,
                         help="greedy and beam: labels a frame (default 1 for a model trained one symbol per frame, "
                              "else 3; more than 1 searches such a model as a standard transducer)")
-    parser.add_argument("--checkpoint", help="default: the newest avg-N.pt, else the newest checkpoint")
+    parser.add_argument("--checkpoint", help="default: the newest avg-N.pt (unless training went past "
+                        "it), else the newest checkpoint")
     parser.add_argument("--no-ema", action="store_true", help="use raw weights even where EMA weights are kept")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")

@@ -23,7 +23,8 @@ from rnnt.export.sherpa_onnx import ExportOptions, NotExportable, export
 
 def main() -> str:
     parser = tool_parser(__doc__, "steps/export_onnx.py --streaming exp/deploy exp/deploy/onnx-streaming")
-    parser.add_argument("--checkpoint", help="default: the newest avg-N.pt, else the newest checkpoint")
+    parser.add_argument("--checkpoint", help="default: the newest avg-N.pt (unless training went past "
+                        "it), else the newest checkpoint")
     parser.add_argument("--streaming", action="store_true", help="a streaming encoder (sherpa-onnx's lstm type)")
     parser.add_argument("--chunk-frames", type=int, default=0,
                         help="streaming: fbank frames an encoder call advances by, a multiple of stacking x "
@@ -46,7 +47,9 @@ def main() -> str:
                 for k in ("encoder", "decoder", "joiner"))
     kind = f"streaming, chunks of {result['options'].chunk_frames} frames" if args.streaming else "offline"
     return (f"{os.path.basename(result['checkpoint'])} -> {args.out_dir} ({kind}"
-            f"{', int8' if args.int8 else ''}, {sizes / 1e6:.1f} MB); onnxruntime matches PyTorch within {worst:.1e}")
+            f"{', int8' if args.int8 else ''}, {sizes / 1e6:.1f} MB); onnxruntime matches PyTorch within {worst:.1e}"
+            + (" in the float graphs (the int8 ones quantise them: decode a dev set with steps/decode_sherpa_onnx.py "
+               "--compare to see what that costs)" if args.int8 else ""))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 
 Prints '<file> <text>' a line, or with --json one JSON object a line ({"file", "text", "words"?,
 "nbest"?}); --word-times adds each word's start and end in seconds, --nbest every hypothesis the search
-kept ({"text", "score", "tokens": [{"unit", "id", "time"}]}, best first).
+kept ({"text", "score", "tokens": [{"unit", "id", "time"}]}, best first). A file that cannot be transcribed
+is named and the others are still transcribed; the exit status is then 1.
 
 --stream decodes as the audio arrives (greedy search, a unidirectional model) in memory that does not
 grow with the audio: the file is read and fed in chunks of --chunk-seconds (one at the model's sample
@@ -21,6 +22,7 @@ the file's start.
 """
 
 import json
+import os
 import sys
 
 import numpy as np
@@ -40,7 +42,8 @@ def parse_args():
     parser.add_argument("--method", choices=METHODS, default="greedy")
     parser.add_argument("--beam", type=int, help="default 4; an LM-fused method (*_lm, *_lodr): the beam its LM "
                         "weights were chosen with")
-    parser.add_argument("--checkpoint", help="default: the newest avg-N.pt, else the newest checkpoint")
+    parser.add_argument("--checkpoint", help="default: the newest avg-N.pt (unless training went past "
+                        "it), else the newest checkpoint")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", action="store_true", help="one JSON object a line")
     parser.add_argument("--word-times", action="store_true", help="add word start and end times")
@@ -91,6 +94,7 @@ def main() -> int:
             else:
                 result = transcriber.transcribe(path, args.method, args.beam, args.nbest)
         except (AudioError, OSError) as error:
+            error = "no such file" if path != "-" and not os.path.exists(path) else error
             print(f"transcribe.py: {path}: cannot transcribe its audio ({error})", file=sys.stderr)
             failed += 1
             continue
@@ -98,7 +102,7 @@ def main() -> int:
     if failed:
         print(f"transcribe.py: {len(args.audio) - failed} of {len(args.audio)} files transcribed; {failed} could not "
               "be (named above)", file=sys.stderr)
-    return 1 if failed == len(args.audio) else 0
+    return 1 if failed else 0
 
 
 def chunks(path: str, rate: int, seconds: float):

@@ -73,7 +73,8 @@ def parse_args() -> argparse.Namespace:
                         help="weights of the CTC head's rescoring of a transducer's n-best to try (default "
                              "0,0.2,0.4,0.7,1.0; only 0 for a CTC search or a model without a CTC head)")
     parser.add_argument("--beam", type=int, default=8)
-    parser.add_argument("--checkpoint", help="default: the newest avg-N.pt, else the newest checkpoint")
+    parser.add_argument("--checkpoint", help="default: the newest avg-N.pt (unless training went past "
+                        "it), else the newest checkpoint")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--nj", type=int, default=torch.get_num_threads(),

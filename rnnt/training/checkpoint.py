@@ -51,9 +51,14 @@ def load(path: str, mmap: bool = False) -> dict:
 
 
 def for_decoding(exp_dir: str) -> str:
-    """What decoding uses by default: the newest avg-N.pt, else the checkpoint with the most steps."""
+    """What decoding uses by default: the newest avg-N.pt, else the checkpoint with the most steps; and that
+    checkpoint where it trained past the epochs the average holds (more epochs decoded with --average 0
+    left an average of older ones that transcription and export would have taken)."""
     averaged = sorted(numbered(exp_dir, "average"), key=os.path.getmtime)
-    path = averaged[-1] if averaged else latest(exp_dir)
+    newest = latest(exp_dir)
+    path = averaged[-1] if averaged else newest
+    if averaged and newest is not None and load_meta(newest)["step"] > load_meta(path).get("step", 0):
+        path = newest
     if path is None:
         raise FileNotFoundError(f"{exp_dir}: no checkpoint ({', '.join(k.format('*') for k in KINDS.values())})")
     return path

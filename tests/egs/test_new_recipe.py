@@ -122,6 +122,25 @@ def small_corpus(tmp_path, test_data) -> Path:
     return corpus
 
 
+def test_extra_columns_and_two_recordings_of_one_id_are_named_not_merged(small_corpus, tmp_path):
+    """A list with more tab-separated columns is refused by line (the columns were words of the transcript);
+    a/one.wav and a-one.wav both make the id a-one: the second is named with the first, not 'listed again'."""
+    import shutil
+
+    shutil.copy(small_corpus / "a" / "one.wav", small_corpus / "a-one.wav")
+    (small_corpus / "transcripts.txt").write_text("a/one.wav\tone\na/two.wav\ttwo\talice\t1.50\na-one.wav\tone\n"
+                                                  "b/three\tthree\n")
+    out = run_tool(sys.executable, DATA_PREP, "--dev-fraction", "0.2", "--test-fraction", "0", small_corpus,
+                   tmp_path / "data")
+    assert out.returncode == 0, out.stderr
+    listing = small_corpus / "transcripts.txt"
+    assert f"skipped {listing}:2: more than two tab-separated fields" in out.stderr
+    assert (f"skipped {listing}:3 (a-one): another recording makes the same utterance id as "
+            f"{small_corpus / 'a' / 'one.wav'}: rename one") in out.stderr
+    texts = {**table(tmp_path / "data" / "train" / "text"), **table(tmp_path / "data" / "dev" / "text")}
+    assert texts == {"a-one": "ONE", "b-three": "THREE"}
+
+
 def test_data_prep_keeps_good_lines_and_names_bad_ones_by_file_and_line(small_corpus, tmp_path):
     (small_corpus / "b" / "broken.wav").write_bytes(b"not audio at all")
     lines = ["a/zero.wav zero",          # 1: with its extension

@@ -252,7 +252,8 @@ def test_transcribe_any_format_rate_and_channels(trained, yesno, tmp_path):
     soundfile.write(nan, np.where(np.arange(len(samples)) == 500, np.nan, samples), rate, subtype="FLOAT")
     mixed = run_tool(sys.executable, STEPS / "transcribe.py", trained, short, tmp_path / "missing.wav", nan,
                      entry["wav"])
-    assert mixed.returncode == 0, mixed.stderr  # the good file is transcribed after the three bad ones
+    assert mixed.returncode == 1, mixed.stderr  # the good file is transcribed after the three bad ones, and
+    assert f"{tmp_path / 'missing.wav'}: cannot transcribe its audio (no such file)" in mixed.stderr  # 1 says not all
     assert mixed.stdout.split("\n")[0] == f"{entry['wav']} {rows[1]['text']}".rstrip()
     assert f"{short}: cannot transcribe its audio (10.0 ms of audio, shorter than one analysis window)" in mixed.stderr
     assert f"{nan}: cannot transcribe its audio (some of its samples are not finite (NaN or inf))" in mixed.stderr

@@ -17,6 +17,7 @@ speakers where there are enough of them, else utterances at random (seed 0; rnnt
 For a corpus in another layout, rewrite utterances() below; the rest is generic.
 """
 
+import dataclasses
 import functools
 import os
 import re
@@ -85,6 +86,9 @@ def utterances(corpus_dir: str, transcripts: str, speaker_regex: re.Pattern | No
             if len(fields) < 2 or not normalise(fields[1]):
                 report.skip("malformed line (want '<file> <transcript>')", where)
                 continue
+            if line.strip().count("\t") > 1:  # a table of more columns: they would be words of the transcript
+                report.skip("more than two tab-separated fields (want '<file>\t<transcript>')", where)
+                continue
             name, text = fields[0], normalise(fields[1])
             audio = find_audio(corpus_dir, name)
             if audio is None and "\t" in line:  # a path with spaces, a tab after it
@@ -108,7 +112,9 @@ def utterances(corpus_dir: str, transcripts: str, speaker_regex: re.Pattern | No
             utt = utterance_id(stem)  # Kaldi's order: prefixed by its speaker, '-' between
             utt = utt if utt == speaker or utt.startswith(speaker + "-") else f"{speaker}-{utt}"
             if utt in found:
-                report.skip("the recording is listed again", f"{where} ({utt})")
+                again = os.path.samefile(found[utt].audio, audio)
+                report.skip("the recording is listed again" if again else "another recording makes the same "
+                            f"utterance id as {found[utt].audio}: rename one", f"{where} ({utt})")
                 continue
             found[utt] = Utterance(utt, speaker, audio, text)
     return [found[utt] for utt in sorted(found)]
@@ -154,7 +160,8 @@ def main() -> int:
     report = Report("data_prep")
     train = utterances(args.corpus_dir, transcripts, regex, report)
     if not train:
-        print(f"data_prep.py: {transcripts}: no usable line ({report.summary()})", file=sys.stderr)
+        print(f"data_prep.py: {transcripts}: no usable line ({report.summary()}); a line is '<file> <transcript>', "
+              "split at its first space or tab (not CSV)", file=sys.stderr)
         return 1
     try:
         if args.test_transcripts:
@@ -172,7 +179,8 @@ def main() -> int:
     except ValueError as error:
         print(f"data_prep.py: {error}", file=sys.stderr)
         return 1
-    sets = {"train": train, "dev": dev, "test": test}
+    sets = {name: [dataclasses.replace(u, text=normalise(u.text)) for u in utts]  # a rewritten utterances() too
+            for name, utts in {"train": train, "dev": dev, "test": test}.items()}
     if not test:
         del sets["test"]
         stale = os.path.join(args.data_root, "test")

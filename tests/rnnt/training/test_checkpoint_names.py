@@ -46,3 +46,19 @@ def test_the_command_line_gives_the_same_answers(exp):
     bad = run("path", str(exp), "latest")
     assert bad.returncode == 1 and "'latest' is not a model tag" in bad.stderr
     assert run("--help").returncode == 0 and run("tag").returncode == 2
+
+
+def test_decoding_takes_the_average_unless_training_went_past_it(tmp_path):
+    """avg-5.pt of epochs up to 25, then 2 more epochs decoded with --average 0: transcription and export by
+    default take epoch-27.pt (they took the stale average), and a fresh average of the newest again."""
+    import torch
+
+    from rnnt.training import checkpoint
+
+    for name, step in (("epoch-25.pt", 250), ("avg-5.pt", 250)):
+        torch.save({"meta": {"step": step, "epoch": 25}}, tmp_path / name)
+    assert checkpoint.for_decoding(str(tmp_path)) == str(tmp_path / "avg-5.pt")
+    torch.save({"meta": {"step": 270, "epoch": 27}}, tmp_path / "epoch-27.pt")
+    assert checkpoint.for_decoding(str(tmp_path)) == str(tmp_path / "epoch-27.pt")
+    torch.save({"meta": {"step": 270, "epoch": 27}}, tmp_path / "avg-3.pt")
+    assert checkpoint.for_decoding(str(tmp_path)) == str(tmp_path / "avg-3.pt")
