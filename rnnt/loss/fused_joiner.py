@@ -23,6 +23,7 @@ from rnnt.loss.lattice_triton import resolve_backend
 from rnnt.loss.logits_loss import (
     accumulation_dtype,
     chunk_elements_on,
+    finite_normalisers,
     per_utterance_scale,
     reduce_losses,
     row_arc_log_probs,
@@ -103,7 +104,7 @@ def _block_logits_gradient(logits, cell_labels, lse, g_blank, g_label, blank: in
     if triton:
         return row_triton.row_gradient(rows, rows, lse, g_blank, g_label, labels, blank, None).view(logits.shape)
     grad = rows.to(g_blank.dtype)
-    grad = softmax_times_occupancy_(grad, grad, lse, g_blank + g_label)
+    grad = softmax_times_occupancy_(grad, grad, finite_normalisers(lse), g_blank + g_label)
     grad[:, blank] -= g_blank
     grad.scatter_add_(1, labels[:, None], -g_label[:, None])  # 0 where a cell has no label arc
     return grad.to(logits.dtype).view(logits.shape)
