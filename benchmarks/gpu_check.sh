@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # One call's worth of GPU checks on a lent CUDA machine (see benchmarks/README.md), most needed first, each
-# part under its own time limit (under 8 minutes in all): the fused loss's kernels' tests on CUDA, then the
-# other loss tests; the fused loss's kernels against its blocks at several launch shapes; a loss step's
-# launches against its device's busy time; the loss benchmark against torchaudio at the three shapes; the
-# tiny model's training step with the full and the fused loss.
-# benchmarks/row_kernels.py --device cuda (the logits-row kernels against PyTorch's passes) runs alone.
+# part under its own time limit (under 9 minutes in all): the fused loss's kernels' tests on CUDA, then the
+# other loss tests; a loss step's launches against its device's busy time; the loss benchmark against
+# torchaudio at the three shapes; the tiny model's training step with the full and the fused loss.
+# benchmarks/row_kernels.py and joint_kernels.py --device cuda (the Triton kernels at several launch shapes)
+# run alone.
 # Uses the machine's python3 (its own torch, torchaudio and Triton); writes its logs under $OUT when set,
 # else under /tmp.
 set -euo pipefail
@@ -28,11 +28,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 python3 -c "import torch, triton, torchaudio; print('torch', torch.__version__, 'triton', triton.__version__,
 'torchaudio', torchaudio.__version__)" | tee -a "$out/device.txt"
 part 60 tests_joint.log python3 -m pytest -q -p no:cacheprovider -m "not slow" tests/rnnt/loss/test_joint_triton.py
-part 100 tests.log python3 -m pytest -q -p no:cacheprovider tests/rnnt/loss tests/rnnt/test_host_reads.py \
+part 150 tests.log python3 -m pytest -q -p no:cacheprovider tests/rnnt/loss tests/rnnt/test_host_reads.py \
   --ignore tests/rnnt/loss/test_joint_triton.py
-part 110 joint_kernels.md python3 benchmarks/joint_kernels.py --device cuda --runs 3 --precisions bf16 tf32 \
-  --shapes B8-T200-U50-V500 B4-T400-U100-V1000 --launches 16x32x4x128 16x32x4x64 16x32x4x256 16x32x4x512
-part 30 launches.md python3 benchmarks/launches.py --device cuda --shapes B8-T200-U50-V500
-part 120 loss.md python3 benchmarks/loss.py --device cuda --runs 10 --methods "${methods[@]}"
-part 50 train_step.md python3 benchmarks/train_step.py --device cuda --batch-scale 4 --runs 5 \
+part 45 launches.md python3 benchmarks/launches.py --device cuda --shapes B8-T200-U50-V500 B4-T400-U100-V1000
+part 220 loss.md python3 benchmarks/loss.py --device cuda --runs 10 --methods "${methods[@]}"
+part 60 train_step.md python3 benchmarks/train_step.py --device cuda --batch-scale 4 --runs 5 \
   --configs "tiny (full loss)" "tiny (fused loss)"

@@ -29,13 +29,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes  # noqa: E402
 
 from loss import SHAPES, make_step  # noqa: E402
 from rnnt import host_reads  # noqa: E402
 from rnnt.loss.logits_loss import CUDA_CHUNK_ELEMENTS  # noqa: E402
 
 METHODS = ["padded", "fused", "pruned"]  # and torchaudio's, for reference, on a GPU
+# Triton kernels run in the interpreter even here: the cell map's indices feed PyTorch's indexing, which checks
+# them on the CPU (the checks are cheap and keep the step's inputs honest)
+RUN_ON_CPU = {"cell_map_kernel", "check_kernel"}
 
 
 class Operators(TorchDispatchMode):
@@ -54,7 +57,8 @@ class Operators(TorchDispatchMode):
 
 
 class TritonLaunches:
-    """Counts the Triton launches made under it; in Triton's interpreter (the CPU) without running them."""
+    """Counts the Triton launches made under it; in Triton's interpreter (the CPU) without running them, but
+    for RUN_ON_CPU's."""
 
     def __init__(self):
         from triton.runtime import interpreter, jit
@@ -69,7 +73,11 @@ class TritonLaunches:
 
         def launch(kernel, *args, **kwargs):
             self.launches += 1
-            return None if ON_CPU else original(kernel, *args, **kwargs)
+            if not ON_CPU:
+                return original(kernel, *args, **kwargs)
+            if getattr(kernel.fn, "__name__", "") in RUN_ON_CPU:
+                with _disable_current_modes():  # the interpreter's own tensor work is no launch of the step's
+                    original(kernel, *args, **kwargs)
 
         setattr(self.owner, self.name, launch)
         return self

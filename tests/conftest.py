@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -25,6 +26,20 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
 pytest_plugins = ["http_server"]  # the `server` fixture: an HTTP server on 127.0.0.1
+
+
+@pytest.fixture
+def device_asserts(monkeypatch):
+    """The errors a check on the device raises here: torch._assert_async's RuntimeError, and, where Triton runs
+    in its interpreter, its kernels' tl.device_assert (the interpreter compiles without debug, which drops them;
+    on a GPU rnnt.loss.check_kernel is built with it), raised as Triton's InterpreterError."""
+    try:
+        from triton.runtime import errors, interpreter
+    except ImportError:
+        return (RuntimeError,)
+    builder = interpreter.interpreter_builder
+    monkeypatch.setattr(builder, "options", dataclasses.replace(builder.options, debug=True))
+    return (RuntimeError, errors.InterpreterError)
 
 
 def pytest_collection_modifyitems(items):

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
+from rnnt.loss.lattice_triton import bookkeeping_in_triton
+
 
 @dataclass
 class CellMap:
@@ -59,9 +61,28 @@ def _build(b, t, u, logit_lengths, target_lengths, targets, blank, T, U1, identi
     return CellMap(b, cell, valid, label, has_label, (int(logit_lengths.shape[0]), T, U1), identity)
 
 
+def _built_in_triton(positions, targets, logit_lengths, target_lengths, blank, T: int, S: int, U1: int) -> CellMap:
+    """As _build, in one launch (rnnt.loss.cells_kernel): rows (b, t, s), S a frame, at the lattice's symbol
+    positions s (positions None: padded logits) or at positions (B, T, S)."""
+    from rnnt.loss.cells_kernel import cell_map_kernel
+
+    B, device = int(logit_lengths.shape[0]), targets.device
+    n = B * T * S
+    batch, cell, label = (torch.empty(n, dtype=torch.long, device=device) for _ in range(3))
+    valid, has_label = torch.empty(n, dtype=torch.bool, device=device), torch.empty(n, dtype=torch.bool, device=device)
+    block = 1024
+    cell_map_kernel[(max(1, -(-n // block)),)](
+        positions if positions is not None else cell, targets, *(targets.stride() if targets.shape[1] else (0, 0)),
+        targets.shape[1], logit_lengths.to(device, non_blocking=True), target_lengths.to(device, non_blocking=True),
+        batch, cell, valid, label, has_label, n, T, S, U1, blank, PRUNED=positions is not None, BLOCK=block)
+    return CellMap(batch, cell, valid, label, has_label, (B, T, U1), positions is None)
+
+
 def padded_cells(logits_shape, targets, logit_lengths, target_lengths, blank) -> CellMap:
     B, T, U1, _ = logits_shape
     device = targets.device
+    if bookkeeping_in_triton(device):
+        return _built_in_triton(None, targets, logit_lengths, target_lengths, blank, T, U1, U1)
     b = torch.arange(B, device=device).repeat_interleave(T * U1)
     t = torch.arange(T, device=device).repeat_interleave(U1).repeat(B)
     u = torch.arange(U1, device=device).repeat(B * T)
@@ -85,8 +106,10 @@ def pruned_cells(ranges, targets, logit_lengths, target_lengths, blank) -> CellM
     targets' tensor (+ 1): its shape needs no length read on the host."""
     B, T, S = ranges.shape
     device = ranges.device
+    U1 = targets.shape[1] + 1
+    if bookkeeping_in_triton(device):
+        return _built_in_triton(ranges.contiguous(), targets, logit_lengths, target_lengths, blank, T, S, U1)
     b = torch.arange(B, device=device).repeat_interleave(T * S)
     t = torch.arange(T, device=device).repeat_interleave(S).repeat(B)
     u = ranges.reshape(-1).long()
-    U1 = targets.shape[1] + 1
     return _build(b, t, u, logit_lengths, target_lengths, targets, blank, T, U1)

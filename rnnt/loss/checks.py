@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from rnnt import host_reads
+from rnnt.loss.lattice_triton import bookkeeping_in_triton
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 REDUCTIONS = ("mean", "sum", "none")
@@ -31,12 +32,50 @@ def check_lengths(targets, logit_lengths, target_lengths, batch: int | None = No
                          f"target_lengths {target_lengths.shape[0]}{logits}")
     if B == 0:
         raise ValueError("empty batch")
+    return B
+
+
+def check_values(targets, logit_lengths, target_lengths, vocab: int, blank: int, frames: tuple[int, str] | None,
+                 positions: tuple[int, str] | None = None, one_sym_per_frame: bool = False) -> int:
+    """Checks the values of targets and lengths (check_lengths took their dtypes and shapes): logit_lengths >= 1
+    and at most frames, target_lengths in [0, targets.shape[1]] and, + 1, at most positions (frames and
+    positions: (size, name of the dimension), or None), at most the logit_lengths with one_sym_per_frame, and
+    the targets inside their lengths in the vocabulary and not the blank. Returns the blank normalised
+    (normalise_blank). Off the CPU, in one launch where Triton runs (rnnt.loss.check_kernel), else through
+    require."""
+    blank = normalise_blank(blank, vocab)
+    if bookkeeping_in_triton(targets.device):
+        _launch_check_kernel(targets, logit_lengths, target_lengths, vocab, blank, frames, positions,
+                             one_sym_per_frame)
+        return blank
     require(logit_lengths.min() >= 1, "logit_lengths must be >= 1",
             lambda: f"logit_lengths must be >= 1, got {logit_lengths.tolist()}")
     require(target_lengths.min() >= 0, "target_lengths must be >= 0",
             lambda: f"target_lengths must be >= 0, got {target_lengths.tolist()}")
     check_inside(target_lengths, "target_lengths", targets.shape[1], "targets.shape[1]")
-    return B
+    if frames is not None:
+        check_inside(logit_lengths, "logit_lengths", *frames)
+    if positions is not None:
+        check_inside(target_lengths, "target_lengths", *positions, extra=1)
+    if one_sym_per_frame:
+        check_one_symbol_per_frame(logit_lengths, target_lengths)
+    return check_symbols(targets, target_lengths, blank, vocab)
+
+
+def _launch_check_kernel(targets, logit_lengths, target_lengths, vocab: int, blank: int, frames, positions,
+                         one_sym_per_frame: bool) -> None:
+    from rnnt.loss.check_kernel import check_kernel
+
+    (frames_size, frames_name), (positions_size, positions_name) = frames or (0, ""), positions or (0, "")
+    width, device = targets.shape[1], targets.device
+    check_kernel[(targets.shape[0],)](
+        targets, *(targets.stride() if width else (0, 0)), logit_lengths.to(device, non_blocking=True),
+        target_lengths.to(device, non_blocking=True), width, frames_size,
+        positions_size, vocab, blank, CHECK_FRAMES=frames is not None, CHECK_POSITIONS=positions is not None,
+        ONE_SYM=one_sym_per_frame, BLOCK=64, FRAMES_MESSAGE=f"logit_lengths exceed {frames_name}",
+        POSITIONS_MESSAGE=f"target_lengths + 1 exceed {positions_name}",
+        VOCAB_MESSAGE=f"targets must lie in [0, {vocab})",
+        BLANK_MESSAGE=f"the blank symbol {blank} appears inside the targets", num_warps=1)
 
 
 def require(condition: torch.Tensor, message: str, detailed=None) -> None:
@@ -62,11 +101,16 @@ def check_inside(lengths: torch.Tensor, name: str, size: int, dim_name: str, ext
                 lambda: f"{name} max {int(lengths.max())} exceeds {dim_name} = {size}")
 
 
-def check_symbols(targets, target_lengths, blank: int, vocab: int) -> int:
-    """Normalises a negative blank (-1: the last symbol) and checks the targets; returns blank."""
+def normalise_blank(blank: int, vocab: int) -> int:
+    """A negative blank counts from the end (-1: the last symbol)."""
     if not -vocab <= blank < vocab:
         raise ValueError(f"blank {blank} is out of range for a vocabulary of {vocab}")
-    blank = blank % vocab
+    return blank % vocab
+
+
+def check_symbols(targets, target_lengths, blank: int, vocab: int) -> int:
+    """Normalises the blank (normalise_blank) and checks the targets; returns blank."""
+    blank = normalise_blank(blank, vocab)
     if targets.shape[1] == 0:
         return blank
     inside = torch.arange(targets.shape[1], device=targets.device)[None, :] < target_lengths[:, None]
@@ -102,16 +146,15 @@ def check_logits(logits, targets, logit_lengths, target_lengths, blank: int, one
             raise ValueError(f"{name} is on {tensor.device} but logits are on {logits.device}")
     if logits.dim() == 4:
         check_lengths(targets, logit_lengths, target_lengths, logits.shape[0])
-        check_inside(logit_lengths, "logit_lengths", logits.shape[1], "logits.shape[1]")
-        check_inside(target_lengths, "target_lengths", logits.shape[2], "logits.shape[2]", extra=1)
-    elif logits.dim() == 2:
-        check_lengths(targets, logit_lengths, target_lengths)
-        rows = (logit_lengths.long() * (target_lengths.long() + 1)).sum()
-        require(rows == logits.shape[0], f"packed logits need sum(T_b * (U_b + 1)) rows, got {logits.shape[0]}",
-                lambda: f"packed logits need sum(T_b * (U_b + 1)) = {int(rows)} rows, got {logits.shape[0]}")
-    else:
+        return check_values(targets, logit_lengths, target_lengths, logits.shape[-1], blank,
+                            (logits.shape[1], "logits.shape[1]"), (logits.shape[2], "logits.shape[2]"),
+                            one_sym_per_frame)
+    if logits.dim() != 2:
         raise ValueError(f"logits must be padded (B, T, U+1, V) or packed (sum T_b*(U_b+1), V); "
                          f"got shape {tuple(logits.shape)}")
-    if one_sym_per_frame:
-        check_one_symbol_per_frame(logit_lengths, target_lengths)
-    return check_symbols(targets, target_lengths, blank, logits.shape[-1])
+    check_lengths(targets, logit_lengths, target_lengths)
+    rows = (logit_lengths.long() * (target_lengths.long() + 1)).sum()
+    require(rows == logits.shape[0], f"packed logits need sum(T_b * (U_b + 1)) rows, got {logits.shape[0]}",
+            lambda: f"packed logits need sum(T_b * (U_b + 1)) = {int(rows)} rows, got {logits.shape[0]}")
+    return check_values(targets, logit_lengths, target_lengths, logits.shape[-1], blank, None, None,
+                        one_sym_per_frame)

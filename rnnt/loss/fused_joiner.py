@@ -17,7 +17,7 @@ import torch
 
 from rnnt.loss import joint_triton, row_triton
 from rnnt.loss.cells import lattice_masks
-from rnnt.loss.checks import check_inside, check_lengths, check_one_symbol_per_frame, check_reduction, check_symbols
+from rnnt.loss.checks import check_lengths, check_reduction, check_values
 from rnnt.loss.emission_timing import timed_lattice_loss
 from rnnt.loss.lattice_triton import resolve_backend
 from rnnt.loss.logits_loss import (
@@ -39,10 +39,10 @@ def _activate(pre: torch.Tensor, activation: str) -> torch.Tensor:
 
 
 def _activation_grad(hidden: torch.Tensor, grad: torch.Tensor, activation: str) -> torch.Tensor:
-    """d loss / d pre-activation, from the activation's output."""
+    """d loss / d pre-activation, from the activation's output, written over grad (one operator)."""
     if activation == "tanh":
-        return grad.mul_(1 - hidden * hidden)
-    return grad.mul_(hidden > 0)
+        return torch.ops.aten.tanh_backward.grad_input(grad, hidden, grad_input=grad)
+    return torch.ops.aten.threshold_backward.grad_input(grad, hidden, 0, grad_input=grad)
 
 
 MAX_PADDING = 1.25  # utterances share a block while its cells are at most this many times their own
@@ -90,19 +90,28 @@ def _block_rows(logits, cell_labels, block):
     return logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
 
 
-def _block_arc_log_probs(logits, cell_labels, blank: int, triton: bool, block):
-    """The block's log-normalisers and blank and label arc log-probs, each (n, frames, U1)."""
+def _block_arc_log_probs(logits, cell_labels, blank: int, triton: bool, block, out):
+    """Writes the block's log-normalisers and blank and label arc log-probs into out, its cells of the three
+    (B, T, U+1) arrays: with Triton in place (one launch), else through a copy."""
+    b0, b1, t0, t1, U1 = block
+    if triton:
+        row_triton.row_stats(logits.view(-1, logits.shape[-1]), cell_labels[b0:b1, :U1], blank, out[0].dtype,
+                             out=out)
+        return
     rows, labels = _block_rows(logits, cell_labels, block)
-    lse, blank_lp, label_lp = row_arc_log_probs(rows, labels, blank, False, triton)
-    return lse.view(logits.shape[:-1]), blank_lp.view(logits.shape[:-1]), label_lp.view(logits.shape[:-1])
+    for cells, values in zip(out, row_arc_log_probs(rows, labels, blank, False, False)):
+        cells.copy_(values.view(cells.shape))
 
 
 def _block_logits_gradient(logits, cell_labels, lse, g_blank, g_label, blank: int, triton: bool, block):
     """d loss / d logits of a block, written over its logits: softmax * occupancy - arc posteriors."""
+    b0, b1, t0, t1, U1 = block
+    if triton:
+        rows = logits.view(-1, logits.shape[-1])
+        return row_triton.row_gradient(rows, rows, lse, g_blank, g_label, cell_labels[b0:b1, :U1], blank,
+                                       None).view(logits.shape)
     rows, labels = _block_rows(logits, cell_labels, block)
     lse, g_blank, g_label = lse.reshape(-1), g_blank.reshape(-1), g_label.reshape(-1)
-    if triton:
-        return row_triton.row_gradient(rows, rows, lse, g_blank, g_label, labels, blank, None).view(logits.shape)
     grad = rows.to(g_blank.dtype)
     grad = softmax_times_occupancy_(grad, grad, finite_normalisers(lse), g_blank + g_label)
     grad[:, blank] -= g_blank
@@ -121,8 +130,8 @@ def _blocks_arc_log_probs(enc, pred, weight, bias, cell_labels, logit_lengths, t
         b0, b1, t0, t1, U1 = block
         logits = _block_logits(enc, pred, weight, bias, block, activation)[1]
         cells = (slice(b0, b1), slice(t0, t1), slice(0, U1))
-        lse_cells[cells], blank_lp[cells], label_lp[cells] = _block_arc_log_probs(logits, cell_labels, blank,
-                                                                                   triton, block)
+        _block_arc_log_probs(logits, cell_labels, blank, triton, block,
+                             (lse_cells[cells], blank_lp[cells], label_lp[cells]))
     inside, has_label = lattice_masks(logit_lengths, target_lengths, T, pred.shape[1])
     return lse_cells, blank_lp.masked_fill_(~inside, float("-inf")), label_lp.masked_fill_(~has_label, float("-inf"))
 
@@ -144,8 +153,8 @@ def _blocks_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_bla
         if grad_bias is not None:
             grad_bias += flat_grad.sum(0)
         grad_pre = _activation_grad(hidden, grad @ weight, activation)
-        grad_enc[b0:b1, t0:t1] += grad_pre.sum(2)
-        grad_pred[b0:b1, :U1] += grad_pre.sum(1)
+        torch.sum(grad_pre, 2, out=grad_enc[b0:b1, t0:t1])  # the blocks share no frame of an utterance
+        grad_pred[b0:b1, :U1].add_(grad_pre.sum(1))
     return grad_enc, grad_pred, grad_weight, grad_bias
 
 
@@ -204,11 +213,8 @@ def check_fused_inputs(enc, pred, weight, targets, logit_lengths, target_lengths
     check_lengths(targets, logit_lengths, target_lengths, enc.shape[0])
     if pred.shape[0] != enc.shape[0]:
         raise ValueError(f"batch sizes differ: enc {tuple(enc.shape)}, pred {tuple(pred.shape)}")
-    check_inside(logit_lengths, "logit_lengths", enc.shape[1], "enc.shape[1]")
-    check_inside(target_lengths, "target_lengths", pred.shape[1], "pred.shape[1]", extra=1)
-    if one_sym_per_frame:
-        check_one_symbol_per_frame(logit_lengths, target_lengths)
-    return check_symbols(targets, target_lengths, blank, weight.shape[0])
+    return check_values(targets, logit_lengths, target_lengths, weight.shape[0], blank, (enc.shape[1], "enc.shape[1]"),
+                        (pred.shape[1], "pred.shape[1]"), one_sym_per_frame)
 
 
 def fused_joiner_loss(

@@ -19,8 +19,9 @@ COLUMNS = 32  # vocabulary entries of one step
 WARPS = 4
 CHUNK_FRAMES = 32  # frames a program of the input gradients walks, adding to grad_pred once at the end
 # Hidden units a program of the weight gradient sums (COLUMNS x this in registers): holding all 512 of a wide
-# joiner spilled its sum to local memory, 95% of a bfloat16 step on an H200 (benchmarks/RESULTS.md)
-WEIGHT_GRAD_CHUNK = 128
+# joiner spilled its sum to local memory, 95% of a bfloat16 step on an H200; of 64, 128 and 256, 256 was the
+# fastest there under bfloat16 and TF32 at both of joint_kernels.py's shapes (benchmarks/RESULTS.md)
+WEIGHT_GRAD_CHUNK = 256
 STAGES = 1  # no software pipelining of the vocabulary steps: each stage holds another weight tile in shared memory
 PROGRAMS_PER_CORE = 4  # of the weight gradient: its lattice tiles are shared among this many programs per core
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)

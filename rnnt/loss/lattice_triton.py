@@ -13,6 +13,8 @@ from functools import cache
 
 import torch
 
+from rnnt import host_reads
+
 BACKENDS = ("auto", "torch", "triton")
 
 
@@ -29,6 +31,15 @@ def _kernels():
 def interpreting() -> bool:
     """The kernels run in Triton's interpreter (TRITON_INTERPRET=1 was set before triton was imported)."""
     return type(_kernels().forward_kernel).__name__ == "InterpretedFunction"
+
+
+def bookkeeping_in_triton(device: torch.device) -> bool:
+    """Whether a loss's checks and cell maps take one Triton launch each instead of dozens of small PyTorch ones
+    (whichever backend runs its passes): where the host does not read the device for free and Triton runs, on
+    CUDA or on CPU tensors in its interpreter (as the tests and benchmarks/launches.py take the GPU's path)."""
+    if host_reads.free(device) or not triton_installed():
+        return False
+    return device.type == "cuda" or (device.type == "cpu" and interpreting())
 
 
 def check_backend(backend: str) -> None:

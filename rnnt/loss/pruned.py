@@ -15,8 +15,7 @@ from __future__ import annotations
 import torch
 
 from rnnt.loss.cells import lattice_masks, pruned_cells
-from rnnt.loss.checks import (FLOATS, check_inside, check_lengths, check_one_symbol_per_frame, check_reduction,
-                              check_symbols)
+from rnnt.loss.checks import FLOATS, check_lengths, check_reduction, check_values
 from rnnt.loss.emission_timing import delay_penalised
 from rnnt.loss.lattice import LatticeLoss, lattice_posteriors
 from rnnt.loss import lattice_triton
@@ -98,11 +97,8 @@ def simple_loss(
         raise ValueError(f"expected float am (B, T, V) and lm (B, U+1, V); got {tuple(am.shape)} {am.dtype}, "
                          f"{tuple(lm.shape)} {lm.dtype}")
     check_lengths(targets, logit_lengths, target_lengths, am.shape[0])
-    check_inside(logit_lengths, "logit_lengths", am.shape[1], "am.shape[1]")
-    check_inside(target_lengths, "target_lengths", lm.shape[1], "lm.shape[1]", extra=1)
-    if one_sym_per_frame:
-        check_one_symbol_per_frame(logit_lengths, target_lengths)
-    blank = check_symbols(targets, target_lengths, blank, am.shape[2])
+    blank = check_values(targets, logit_lengths, target_lengths, am.shape[2], blank, (am.shape[1], "am.shape[1]"),
+                         (lm.shape[1], "lm.shape[1]"), one_sym_per_frame)
     if not (lm_only_scale >= 0 and am_only_scale >= 0 and lm_only_scale + am_only_scale <= 1):
         raise ValueError(f"lm_only_scale and am_only_scale must be >= 0 with a sum <= 1, got {lm_only_scale} "
                          f"and {am_only_scale}")
@@ -218,10 +214,8 @@ def pruned_loss(
     options = lattice_options(options, **lattice)
     check_banded_shapes(logits, ranges)
     check_lengths(targets, logit_lengths, target_lengths, logits.shape[0])
-    check_inside(logit_lengths, "logit_lengths", logits.shape[1], "logits.shape[1]")
-    if options.one_sym_per_frame:
-        check_one_symbol_per_frame(logit_lengths, target_lengths)
-    blank = check_symbols(targets, target_lengths, blank, logits.shape[-1])
+    blank = check_values(targets, logit_lengths, target_lengths, logits.shape[-1], blank,
+                         (logits.shape[1], "logits.shape[1]"), None, options.one_sym_per_frame)
     return banded_loss(logits, targets, ranges, logit_lengths, target_lengths, blank, reduction=reduction,
                        clamp=clamp, options=options)
 

@@ -23,11 +23,22 @@ def _rows(n_rows, ROWS: tl.constexpr):
 
 
 @triton.jit
-def row_stats_kernel(logits, stride, labels, lse, blank_lp, label_lp, n_rows, vocab, blank,
-                     NORMALISE: tl.constexpr, ROWS: tl.constexpr, COLUMNS: tl.constexpr):
+def _cell_and_label(row, frames, columns, cell_sn, cell_sf, label_sn):
+    """Where row r's per-cell values and its label lie: rows are cells (n, f, u) of a block of frames x columns,
+    the per-cell arrays (n, frames, columns) and the labels (n, columns), each contiguous along u. One
+    column of a block per row (frames 1, columns the rows' count, strides 0): both at r."""
+    u = row % columns
+    nf = row // columns
+    return (nf // frames) * cell_sn + (nf % frames) * cell_sf + u, (nf // frames) * label_sn + u
+
+
+@triton.jit
+def row_stats_kernel(logits, stride, labels, lse, blank_lp, label_lp, n_rows, vocab, blank, frames, columns,
+                     cell_sn, cell_sf, label_sn, NORMALISE: tl.constexpr, ROWS: tl.constexpr, COLUMNS: tl.constexpr):
     """lse[r] = logsumexp(logits[r]) (0 without NORMALISE), blank_lp[r] = logits[r, blank] - lse[r],
-    label_lp[r] = logits[r, labels[r]] - lse[r]."""
+    label_lp[r] = logits[r, labels[r]] - lse[r], at the places _cell_and_label gives."""
     row, on = _rows(n_rows, ROWS)
+    cell, at_label = _cell_and_label(row, frames, columns, cell_sn, cell_sf, label_sn)
     acc = lse.dtype.element_ty
     start = logits + row * stride
     norm = tl.zeros((ROWS,), dtype=acc)
@@ -43,16 +54,16 @@ def row_stats_kernel(logits, stride, labels, lse, blank_lp, label_lp, n_rows, vo
             total = total * tl.exp(top - safe) + tl.sum(tl.exp(x - safe[:, None]), axis=1)
             top = new_top
         norm = tl.where(top == NEG_INF, top, top + tl.log(total))
-    label = tl.load(labels + row, mask=on, other=0)
-    tl.store(lse + row, norm, mask=on)
-    tl.store(blank_lp + row, tl.load(start + blank, mask=on, other=0.0).to(acc) - norm, mask=on)
-    tl.store(label_lp + row, tl.load(start + label, mask=on, other=0.0).to(acc) - norm, mask=on)
+    label = tl.load(labels + at_label, mask=on, other=0)
+    tl.store(lse + cell, norm, mask=on)
+    tl.store(blank_lp + cell, tl.load(start + blank, mask=on, other=0.0).to(acc) - norm, mask=on)
+    tl.store(label_lp + cell, tl.load(start + label, mask=on, other=0.0).to(acc) - norm, mask=on)
 
 
 @triton.jit
 def row_gradient_kernel(logits, stride, grad, grad_stride, lse, post_blank, post_label, labels, batch, scale, n_rows,
-                        vocab, blank, clamp, tiny, SCALE: tl.constexpr, SOFTMAX: tl.constexpr, CLAMP: tl.constexpr,
-                        ROWS: tl.constexpr, COLUMNS: tl.constexpr):
+                        vocab, blank, clamp, tiny, frames, columns, cell_sn, cell_sf, label_sn, SCALE: tl.constexpr,
+                        SOFTMAX: tl.constexpr, CLAMP: tl.constexpr, ROWS: tl.constexpr, COLUMNS: tl.constexpr):
     """grad[r] = exp(logits[r] - lse[r]) * (post_blank[r] + post_label[r]) (products under tiny in magnitude
     flushed to 0; left out without SOFTMAX), less post_blank[r] at blank and post_label[r] at labels[r],
     clamped to [-clamp, clamp] with CLAMP; with SCALE times scale[batch[r]] (the incoming gradient of row r's
@@ -60,17 +71,18 @@ def row_gradient_kernel(logits, stride, grad, grad_stride, lse, post_blank, post
     as warp-transducer and torchaudio clamp it, whatever the reduction or a loss scale). grad may be logits
     itself: each element is read before it is written, by the program that writes it."""
     row, on = _rows(n_rows, ROWS)
+    cell, at_label = _cell_and_label(row, frames, columns, cell_sn, cell_sf, label_sn)
     acc = lse.dtype.element_ty
-    norm = tl.load(lse + row, mask=on, other=0.0)
-    g_blank = tl.load(post_blank + row, mask=on, other=0.0)
-    g_label = tl.load(post_label + row, mask=on, other=0.0)
+    norm = tl.load(lse + cell, mask=on, other=0.0)
+    g_blank = tl.load(post_blank + cell, mask=on, other=0.0)
+    g_label = tl.load(post_label + cell, mask=on, other=0.0)
     if SCALE:
         factor = tl.load(scale + tl.load(batch + row, mask=on, other=0), mask=on, other=0.0)
         if not CLAMP:
             g_blank *= factor
             g_label *= factor
     occupancy = g_blank + g_label
-    label = tl.load(labels + row, mask=on, other=0)
+    label = tl.load(labels + at_label, mask=on, other=0)
     start, out = logits + row * stride, grad + row * grad_stride
     for v0 in range(0, vocab, COLUMNS):
         v = v0 + tl.arange(0, COLUMNS)

@@ -31,17 +31,30 @@ def _row_major(rows: torch.Tensor) -> torch.Tensor:
     return rows if rows.stride(1) == 1 else rows.contiguous()
 
 
-def row_stats(rows: torch.Tensor, labels: torch.Tensor, blank: int, acc: torch.dtype, normalise: bool = True):
+def _cells(n_rows: int, cell: torch.Tensor, labels: torch.Tensor) -> tuple[int, ...]:
+    """The kernels' block geometry (row_kernels._cell_and_label): per-row arrays (N,), or a block's cells,
+    per-cell arrays (n, frames, U1) strided along n and frames and labels (n, U1) strided along n."""
+    if cell.dim() == 1:
+        return 1, max(n_rows, 1), 0, 0, 0
+    assert cell.dim() == 3 and cell.stride(2) == 1 and labels.dim() == 2 and labels.stride(1) == 1, \
+        "a block's cells: (n, frames, U1) arrays and (n, U1) labels, contiguous along U1"
+    return cell.shape[1], cell.shape[2], cell.stride(0), cell.stride(1), labels.stride(0)
+
+
+def row_stats(rows: torch.Tensor, labels: torch.Tensor, blank: int, acc: torch.dtype, normalise: bool = True,
+              out: tuple[torch.Tensor, ...] | None = None):
     """Per row of rows (N, V): the log-normaliser (0 without normalise), and the blank's and labels[r]'s
-    log-probs, in acc."""
+    log-probs, in acc. With out, written there: three arrays (n, frames, U1) of the same strides, one cell a
+    row (rows in (n, frame, u) order; labels (n, U1), one a column); else new (N,) ones."""
     rows = _row_major(rows)
     n, vocab = rows.shape
-    lse, blank_lp, label_lp = (torch.empty(n, dtype=acc, device=rows.device) for _ in range(3))
+    if out is None:
+        out, labels = tuple(torch.empty(n, dtype=acc, device=rows.device) for _ in range(3)), labels.contiguous()
     grid, block_rows, columns = _launch_shape(n, vocab)
-    _kernels().row_stats_kernel[grid](rows, rows.stride(0), labels.contiguous(), lse, blank_lp, label_lp, n, vocab,
-                                      blank, NORMALISE=normalise, ROWS=block_rows, COLUMNS=columns,
-                                      num_warps=WARPS)
-    return lse, blank_lp, label_lp
+    _kernels().row_stats_kernel[grid](rows, rows.stride(0), labels, *out, n, vocab, blank,
+                                      *_cells(n, out[0], labels), NORMALISE=normalise, ROWS=block_rows,
+                                      COLUMNS=columns, num_warps=WARPS)
+    return out
 
 
 def row_gradient(rows: torch.Tensor, grad: torch.Tensor, lse: torch.Tensor, post_blank: torch.Tensor,
@@ -50,16 +63,21 @@ def row_gradient(rows: torch.Tensor, grad: torch.Tensor, lse: torch.Tensor, post
                  scale: torch.Tensor | None = None) -> torch.Tensor:
     """Writes d loss / d rows into grad (N, V; rows itself is allowed): softmax(rows) * (post_blank +
     post_label) less the arc posteriors at blank and labels, clamped to [-clamp, clamp] if clamp; returns grad.
-    With batch (N,) and scale (B,), the posteriors of row r are multiplied by scale[batch[r]] first."""
+    With batch (N,) and scale (B,), the posteriors of row r are multiplied by scale[batch[r]] first.
+    lse and the posteriors may be a block's cells and labels their labels, as row_stats's out."""
     rows = _row_major(rows)
     n, vocab = rows.shape
     assert grad.shape == rows.shape and grad.stride(1) == 1, "grad: a row-major (N, V) tensor"
     grid, block_rows, columns = _launch_shape(n, vocab)
     clamped, scaled = clamp is not None and clamp > 0, scale is not None
     batch, scale = (batch.contiguous(), scale.contiguous()) if scaled else (labels, lse)  # unread unless scaled
-    _kernels().row_gradient_kernel[grid](rows, rows.stride(0), grad, grad.stride(0), lse.contiguous(),
-                                         post_blank.contiguous(), post_label.contiguous(), labels.contiguous(),
-                                         batch, scale, n, vocab, blank, float(clamp) if clamped else 0.0,
-                                         torch.finfo(lse.dtype).tiny, SCALE=scaled, SOFTMAX=softmax,
+    per_row = lse.dim() == 1
+    lse, post_blank, post_label, labels = (x.contiguous() if per_row else x
+                                           for x in (lse, post_blank, post_label, labels))
+    assert per_row or post_blank.stride() == post_label.stride() == lse.stride(), "the cells' arrays share strides"
+    _kernels().row_gradient_kernel[grid](rows, rows.stride(0), grad, grad.stride(0), lse, post_blank, post_label,
+                                         labels, batch, scale, n, vocab, blank, float(clamp) if clamped else 0.0,
+                                         torch.finfo(lse.dtype).tiny, *_cells(n, lse, labels), SCALE=scaled,
+                                         SOFTMAX=softmax,
                                          CLAMP=clamped, ROWS=block_rows, COLUMNS=columns, num_warps=WARPS)
     return grad

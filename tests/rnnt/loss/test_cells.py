@@ -4,6 +4,7 @@ valid rows; values scatter into a -inf lattice and read back without invalid row
 
 import dataclasses
 
+import pytest
 import torch
 
 from rnnt.loss.cells import packed_cells, padded_cells, pruned_cells
@@ -135,3 +136,30 @@ def test_to_lattice_with_a_narrower_mask_leaves_the_other_cells_minus_infinity()
     assert torch.equal(lattice.reshape(-1), expected)
     # every valid row reads its cell: the value where it had a label arc, -inf where it had none
     assert torch.equal(cells.from_lattice(lattice), torch.where(cells.has_label, values, float("-inf")))
+
+
+def test_the_gpus_cell_maps_in_one_triton_launch_equal_pytorchs(monkeypatch):
+    """Where the host does not read for free (a GPU; here Triton's interpreter), padded and pruned maps come
+    from rnnt.loss.cells_kernel: the same rows, dtypes and lattice, for strided and empty targets and a band
+    reaching past the utterances and the lattice (-1 and U + 1)."""
+    from rnnt import host_reads
+    from rnnt.loss import lattice_triton
+
+    if torch.cuda.is_available() or not lattice_triton.triton_installed():
+        pytest.skip("Triton takes CPU tensors in its interpreter only, off where CUDA is")
+    targets, T_b, U_b = ragged(seed=4)
+    g = torch.Generator().manual_seed(5)
+    band = torch.randint(-1, targets.shape[1] + 2, (3, 5, 3), generator=g)
+    maps = [lambda: padded_cells((3, 5, 5, 9), targets, T_b, U_b, 0),
+            lambda: padded_cells((3, 5, 3, 9), targets[:, ::2], T_b, U_b.clamp(max=2), 8),
+            lambda: padded_cells((3, 5, 1, 9), targets[:, :0], T_b, U_b * 0, 0),
+            lambda: pruned_cells(band, targets, T_b, U_b, 0)]
+    for build in maps:
+        monkeypatch.setattr(host_reads, "free", lambda device: True)
+        expected = build()
+        monkeypatch.setattr(host_reads, "free", lambda device: False)
+        assert lattice_triton.bookkeeping_in_triton(torch.device("cpu"))
+        got = build()
+        for field in dataclasses.fields(expected):
+            a, b = getattr(expected, field.name), getattr(got, field.name)
+            assert (torch.equal(a, b) and a.dtype == b.dtype) if torch.is_tensor(a) else a == b, field.name

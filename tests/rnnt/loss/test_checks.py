@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from rnnt import host_reads
+from rnnt.loss import checks
 from rnnt.loss.checks import (check_inside, check_lengths, check_logits, check_one_symbol_per_frame, check_reduction,
-                              check_symbols, require)
+                              check_symbols, check_values, require)
 
 TARGETS = torch.tensor([[1, 2, 3], [4, 1, 0]])
 
@@ -62,12 +63,14 @@ def test_an_empty_batch_is_refused():
 
 
 def test_bad_lengths_are_listed():
-    refused(ValueError, "logit_lengths must be >= 1, got [3, 0]", check_lengths, TARGETS, torch.tensor([3, 0]),
-            torch.tensor([2, 2]))
-    refused(ValueError, "target_lengths must be >= 0, got [2, -1]", check_lengths, TARGETS, torch.tensor([3, 3]),
-            torch.tensor([2, -1]))
-    refused(ValueError, "target_lengths max 4 exceeds targets.shape[1] = 3", check_lengths, TARGETS,
-            torch.tensor([3, 3]), torch.tensor([4, 2]))
+    refused(ValueError, "logit_lengths must be >= 1, got [3, 0]", check_values, TARGETS, torch.tensor([3, 0]),
+            torch.tensor([2, 2]), 5, 0, None)
+    refused(ValueError, "target_lengths must be >= 0, got [2, -1]", check_values, TARGETS, torch.tensor([3, 3]),
+            torch.tensor([2, -1]), 5, 0, None)
+    refused(ValueError, "target_lengths max 4 exceeds targets.shape[1] = 3", check_values, TARGETS,
+            torch.tensor([3, 3]), torch.tensor([4, 2]), 5, 0, None)
+    refused(ValueError, "logit_lengths max 4 exceeds logits.shape[1] = 3", check_values, TARGETS,
+            torch.tensor([3, 4]), torch.tensor([2, 2]), 5, 0, (3, "logits.shape[1]"))
 
 
 def test_a_length_may_fill_its_dimension_but_not_overrun_it():
@@ -89,15 +92,67 @@ def test_off_the_cpu_a_check_hands_its_condition_to_the_device(monkeypatch):
     """The host neither reads the condition nor builds the detailed message (both would wait for the device)."""
     asserted = []
     monkeypatch.setattr(host_reads, "free", lambda device: False)
+    monkeypatch.setattr(checks, "bookkeeping_in_triton", lambda device: False)  # a device Triton does not run on
     monkeypatch.setattr(torch, "_assert_async", lambda condition, message: asserted.append((condition, message)))
     condition = torch.tensor(False)
     require(condition, "logit_lengths must be >= 1", lambda: pytest.fail("read the device"))
     assert asserted == [(condition, "logit_lengths must be >= 1")]
     asserted.clear()
-    check_lengths(TARGETS, torch.tensor([3, 0]), torch.tensor([2, 9]))  # nothing raised on the host
+    check_values(TARGETS, torch.tensor([3, 0]), torch.tensor([2, 9]), 5, 0, None)  # nothing raised on the host
     assert [message for _, message in asserted] == ["logit_lengths must be >= 1", "target_lengths must be >= 0",
-                                                    "target_lengths exceed targets.shape[1] = 3"]
-    assert [bool(condition) for condition, _ in asserted] == [False, True, False]
+                                                    "target_lengths exceed targets.shape[1] = 3",
+                                                    "targets must lie in [0, 5)",
+                                                    "the blank symbol 0 appears inside the targets"]
+    assert [bool(condition) for condition, _ in asserted] == [False, True, False, True, False]
+
+
+@pytest.fixture
+def kernel_asserts(monkeypatch, device_asserts):
+    """The GPU's path on the CPU: the check kernel in Triton's interpreter, its asserts on (conftest.py)."""
+    pytest.importorskip("triton")
+    if torch.cuda.is_available():
+        pytest.skip("Triton runs CPU tensors in its interpreter only, off where CUDA is")
+    monkeypatch.setattr(host_reads, "free", lambda device: False)
+    assert checks.bookkeeping_in_triton(torch.device("cpu")), "tests run Triton in its interpreter (conftest.py)"
+    monkeypatch.setattr(torch, "_assert_async", lambda *args: pytest.fail("a PyTorch check: not one launch"))
+
+
+BAD_VALUES = [  # (targets, logit_lengths, target_lengths, one_sym_per_frame), the kernel's message
+    ((TARGETS, [3, 0], [2, 2], False), "logit_lengths must be >= 1"),
+    ((TARGETS, [3, 3], [2, -1], False), "target_lengths must be >= 0"),
+    ((TARGETS, [3, 3], [4, 2], False), "target_lengths exceed targets.shape[1]"),
+    ((TARGETS, [5, 3], [2, 2], False), "logit_lengths exceed logits.shape[1]"),
+    ((torch.tensor([[1, 2, 3, 4]] * 2), [3, 3], [4, 2], False), "target_lengths + 1 exceed logits.shape[2]"),
+    ((TARGETS, [3, 1], [2, 2], True), "one_sym_per_frame needs target_length <= logit_length"),
+    ((torch.tensor([[1, 2, 5], [4, 1, 1]]), [3, 3], [3, 2], False), "targets must lie in [0, 5)"),
+    ((torch.tensor([[1, 2, 3], [4, -1, 1]]), [3, 3], [3, 2], False), "targets must lie in [0, 5)"),
+    ((TARGETS, [3, 3], [2, 3], False), "the blank symbol 0 appears inside the targets"),
+]
+
+
+@pytest.mark.parametrize("values,message", BAD_VALUES)
+def test_off_the_cpu_one_kernel_checks_every_value_with_its_own_message(kernel_asserts, monkeypatch, values,
+                                                                        message):
+    from triton.runtime.errors import InterpreterError
+
+    targets, logit_lengths, target_lengths, one_sym = values
+    args = (targets, torch.tensor(logit_lengths), torch.tensor(target_lengths), 5, 0, (4, "logits.shape[1]"),
+            (4, "logits.shape[2]"), one_sym)
+    with pytest.raises(InterpreterError, match=re.escape(f"AssertionError('{message}')")):
+        check_values(*args)
+    monkeypatch.setattr(host_reads, "free", lambda device: True)
+    with pytest.raises(ValueError):  # where the host reads for free, the same values are refused in PyTorch
+        check_values(*args)
+
+
+def test_the_kernel_passes_the_limits_and_reads_nothing_past_the_lengths(kernel_asserts):
+    targets = torch.tensor([[1, 2, 3, 4], [4, 99, 0, -7], [1, 1, 1, 1]], dtype=torch.int32)  # past: bad, unread
+    lengths = dict(logit_lengths=torch.tensor([4, 1, 4], dtype=torch.int32), target_lengths=torch.tensor([4, 1, 3]))
+    assert check_values(targets, *lengths.values(), 5, -5, (4, "logits.shape[1]"), (5, "logits.shape[2]"),
+                        True) == 0
+    assert check_values(targets[:, :0], torch.tensor([1, 1, 1]), torch.tensor([0, 0, 0]), 5, -1, None) == 4
+    strided = torch.tensor([[1, 0, 3, 0], [4, 0, 0, 0], [0, 0, 0, 0]])[:, ::2]  # read past a blank each step
+    assert check_values(strided, torch.tensor([1, 1, 1]), torch.tensor([2, 1, 0]), 5, 0, None) == 0
 
 
 def test_off_the_cpu_the_device_raises_the_short_message(monkeypatch):

@@ -17,6 +17,12 @@ def random_batch(B, T, U, V, seed, dtype=torch.float64, min_T=1, min_U=0):
     return logits, targets, T_b, U_b
 
 
+def on_the_backends_device(backend, *tensors):
+    """Triton takes CPU tensors in its interpreter only, which is off where CUDA is: there its tensors go to CUDA."""
+    device = "cuda" if backend == "triton" and torch.cuda.is_available() else "cpu"
+    return tuple(tensor.to(device) for tensor in tensors)
+
+
 def pack(logits, T_b, U_b):
     return torch.cat([logits[b, : T_b[b], : U_b[b] + 1].reshape(-1, logits.shape[-1]) for b in range(len(T_b))])
 
@@ -121,7 +127,7 @@ def test_clamp_bounds_each_utterances_own_gradient_whatever_the_reduction_or_sca
     """As warp-transducer and torchaudio clamp: an utterance's own gradient, then the reduction's 1/B and the
     incoming gradient (a loss scale) multiply it. Before, the scaled gradient was clamped: under a loss scale of
     1024, a bound of 0.1 bound nothing."""
-    logits, targets, T_b, U_b = random_batch(4, 6, 4, 5, seed=9, dtype=torch.float32)
+    logits, targets, T_b, U_b = on_the_backends_device(backend, *random_batch(4, 6, 4, 5, seed=9, dtype=torch.float32))
     logits.requires_grad_(True)
     free = grads(transducer_loss(logits, targets, T_b, U_b, reduction="sum", backend=backend), logits)
     own = free.clamp(-0.1, 0.1)
@@ -138,8 +144,9 @@ def test_padding_of_minus_infinity_or_nan_gets_a_zero_gradient(backend):
     """Logits padded with -inf (a masked joiner), and on the Triton backend NaN too: the losses and the gradient
     inside each utterance are those of finite padding, and the padding's gradient is 0 (it was NaN: exp(-inf -
     -inf) x an occupancy of 0)."""
-    logits, targets, T_b, U_b = random_batch(3, 9, 5, 12, seed=21, dtype=torch.float32)
-    inside = torch.zeros(logits.shape[:3], dtype=torch.bool)
+    logits, targets, T_b, U_b = on_the_backends_device(backend, *random_batch(3, 9, 5, 12, seed=21,
+                                                                              dtype=torch.float32))
+    inside = torch.zeros(logits.shape[:3], dtype=torch.bool, device=logits.device)
     for b in range(3):
         inside[b, : T_b[b], : U_b[b] + 1] = True
     finite = logits.clone().requires_grad_(True)

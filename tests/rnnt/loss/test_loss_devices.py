@@ -102,3 +102,30 @@ def test_a_loss_step_never_waits_for_the_device(loss_fn, device, backend):
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert torch.isfinite(loss).item()
+
+
+BAD_ON_CUDA = """
+import sys, torch
+from rnnt.loss import transducer_loss
+logits = torch.randn(2, 3, 3, 5, device="cuda")
+targets = torch.tensor([[1, 2], [0, 3]], device="cuda")  # the blank 0 inside the second utterance's targets
+lengths = torch.tensor([3, 3], device="cuda"), torch.tensor([2, 2], device="cuda")
+try:
+    transducer_loss(logits, targets, *lengths).item()
+except RuntimeError as error:
+    print("refused:", error)
+    sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("device", ACCELERATORS)
+def test_bad_targets_stop_a_cuda_step_with_the_check_kernels_message(device):
+    """rnnt.loss.check_kernel's asserts are compiled in on a GPU (Triton drops them without debug): the step
+    fails at its synchronisation, and the device prints the check's message. In a process of its own, since a
+    device-side assert leaves CUDA unusable in the process that raised it."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", BAD_ON_CUDA], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert "the blank symbol 0 appears inside the targets" in run.stdout + run.stderr

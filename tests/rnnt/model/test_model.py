@@ -184,11 +184,12 @@ def test_the_fused_loss_takes_its_kernels_when_the_config_asks(monkeypatch):
     stats = joint_triton.joint_stats
     monkeypatch.setattr(joint_triton, "joint_stats", lambda *a: calls.append(1) or stats(*a))
     results = {}
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # Triton runs CPU tensors in its interpreter only
     for name, loss in [("full", LossConfig()), ("blocks", LossConfig(type="fused", backend="triton")),
                        ("kernels", LossConfig(type="fused", backend="triton", fused_kernels=True))]:
         torch.manual_seed(3)
-        model = Transducer(dataclasses.replace(TINY, loss=loss), vocab_size=7)
-        out = model(*batch())
+        model = Transducer(dataclasses.replace(TINY, loss=loss), vocab_size=7).to(device)
+        out = model(*(x.to(device) for x in batch()))
         out["transducer"].backward()
         results[name] = (out["transducer"].detach(), model.joiner.output.weight.grad)
         assert len(calls) == (name == "kernels")
