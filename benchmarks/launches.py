@@ -36,9 +36,10 @@ from rnnt import host_reads  # noqa: E402
 from rnnt.loss.logits_loss import CUDA_CHUNK_ELEMENTS  # noqa: E402
 
 METHODS = ["padded", "fused", "pruned"]  # and torchaudio's, for reference, on a GPU
-# Triton kernels run in the interpreter even here: the cell map's indices feed PyTorch's indexing, which checks
-# them on the CPU (the checks are cheap and keep the step's inputs honest)
-RUN_ON_CPU = {"cell_map_kernel", "check_kernel"}
+# Triton kernels run in the interpreter even here: the cell map's indices, the simple loss's labels and the
+# band's windows feed PyTorch's indexing, which checks them on the CPU (the checks are cheap and keep the
+# step's inputs honest)
+RUN_ON_CPU = {"cell_map_kernel", "check_kernel", "arcs_kernel", "window_kernel"}
 
 
 class Operators(TorchDispatchMode):

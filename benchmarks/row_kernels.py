@@ -39,6 +39,7 @@ def passes(B, T, U, V, device):
     """The two passes of each backend on one shape's rows: {backend: (stats call, gradient call)}."""
     import torch
 
+    from rnnt.loss import row_triton
     from rnnt.loss.logits_loss import logits_gradient, row_arc_log_probs
 
     g = torch.Generator(device=device).manual_seed(0)
@@ -51,7 +52,9 @@ def passes(B, T, U, V, device):
     lse = rows.logsumexp(1)
 
     def pair(triton):
-        return (lambda: row_arc_log_probs(rows, labels, 0, False, triton),
+        stats = (lambda: row_triton.row_stats(rows, labels, 0, torch.float32)) if triton else \
+            (lambda: row_arc_log_probs(rows, labels, 0, False))
+        return (stats,
                 lambda: logits_gradient(rows, lse, labels, batch, scale, 0, post[0], post[1], False, None,
                                         in_place=True, triton=triton))
     return {"torch": pair(False), "triton": pair(True)}, rows.numel() * rows.element_size()

@@ -68,8 +68,8 @@ def _built_in_triton(positions, targets, logit_lengths, target_lengths, blank, T
 
     B, device = int(logit_lengths.shape[0]), targets.device
     n = B * T * S
-    batch, cell, label = (torch.empty(n, dtype=torch.long, device=device) for _ in range(3))
-    valid, has_label = torch.empty(n, dtype=torch.bool, device=device), torch.empty(n, dtype=torch.bool, device=device)
+    batch, cell, label = torch.empty(3, n, dtype=torch.long, device=device)  # two allocations, not five
+    valid, has_label = torch.empty(2, n, dtype=torch.bool, device=device)
     block = 1024
     cell_map_kernel[(max(1, -(-n // block)),)](
         positions if positions is not None else cell, targets, *(targets.stride() if targets.shape[1] else (0, 0)),

@@ -99,7 +99,7 @@ def _block_arc_log_probs(logits, cell_labels, blank: int, triton: bool, block, o
                              out=out)
         return
     rows, labels = _block_rows(logits, cell_labels, block)
-    for cells, values in zip(out, row_arc_log_probs(rows, labels, blank, False, False)):
+    for cells, values in zip(out, row_arc_log_probs(rows, labels, blank, False)):
         cells.copy_(values.view(cells.shape))
 
 

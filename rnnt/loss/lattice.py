@@ -195,5 +195,5 @@ class LatticeLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_loss):
         gamma_blank, gamma_label = ctx.saved_tensors
-        scale = grad_loss[:, None, None]
-        return -gamma_blank * scale, -gamma_label * scale, None, None, None
+        scale = -grad_loss[:, None, None]
+        return gamma_blank * scale, gamma_label * scale, None, None, None

@@ -168,6 +168,28 @@ def _walk_back(by_label_into, label_frames, base, row, T, U, U1, steps, reachabl
 
 
 @triton.jit
+def window_kernel(gamma_blank, gamma_label, target_lengths, start, last_start, T_pad, U1, windows, width, s_range,
+                  BLOCK: tl.constexpr):
+    """A program per frame (b, t): the start of the window of width symbol positions holding the most
+    occupancy (gamma_blank + gamma_label; the first of equals, its sum taken position by position as
+    rnnt.loss.pruned.prune_ranges takes it), at most last_start[b] = max(U_b + 1 - s_range, 0), which the
+    utterance's frame 0 writes."""
+    row = tl.program_id(0).to(tl.int64)
+    b = row // T_pad
+    s = tl.arange(0, BLOCK)
+    on = s < windows
+    mass = tl.zeros((BLOCK,), dtype=gamma_blank.dtype.element_ty)
+    for k in range(0, width):
+        at = row * U1 + s + k
+        mass += tl.load(gamma_blank + at, mask=on, other=0.0) + tl.load(gamma_label + at, mask=on, other=0.0)
+    best = tl.argmax(tl.where(on, mass, float("-inf")), 0)
+    last = tl.maximum(tl.load(target_lengths + b).to(tl.int64) + 1 - s_range, 0)
+    tl.store(start + row, tl.minimum(best, last))
+    if row % T_pad == 0:
+        tl.store(last_start + b, last)
+
+
+@triton.jit
 def band_kernel(start, frames, last_start, T_pad, s_range):
     """The pruned band's window starts (B, T) made connected in place, as rnnt.loss.pruned.prune_ranges
     does with PyTorch: forwards, each start within [the one before, the one before + s_range - 1], the

@@ -78,8 +78,9 @@ def _steps(T: int, U1: int, one_sym_per_frame: bool) -> int:
 
 
 def _lengths(logit_lengths, target_lengths, device):
-    return (logit_lengths.to(device=device, dtype=torch.int32, non_blocking=True),
-            target_lengths.to(device=device, dtype=torch.int32, non_blocking=True))
+    """The lengths on the lattice's device, of any integer dtype (the kernels read them as int32): no copy
+    where they are there already."""
+    return logit_lengths.to(device, non_blocking=True), target_lengths.to(device, non_blocking=True)
 
 
 def lattice_posteriors(blank, label, logit_lengths, target_lengths, one_sym_per_frame: bool):
@@ -88,9 +89,10 @@ def lattice_posteriors(blank, label, logit_lengths, target_lengths, one_sym_per_
     blank, label = blank.contiguous(), label.contiguous()
     B, T, U1 = blank.shape
     frames, symbols = _lengths(logit_lengths, target_lengths, blank.device)
-    alpha, beta = torch.empty_like(blank), torch.empty_like(blank)  # only lattice nodes are written and read
-    gamma_blank, gamma_label = torch.zeros_like(blank), torch.zeros_like(blank)
-    log_like = torch.empty(B, dtype=blank.dtype, device=blank.device)
+    alpha, beta = torch.empty((2, *blank.shape), dtype=blank.dtype, device=blank.device)  # only nodes are read
+    cells = B * T * U1  # the posteriors (0 but at nodes) and log_like in one allocation
+    gammas, log_like = torch.zeros(2 * cells + B, dtype=blank.dtype, device=blank.device).split([2 * cells, B])
+    gamma_blank, gamma_label = gammas.view(2, B, T, U1)
     block, warps = _launch_shape(U1)
     one_sym, steps = int(one_sym_per_frame), _steps(T, U1, one_sym_per_frame)
     kernels.forward_kernel[(B,)](blank, label, alpha, log_like, frames, symbols, T, U1, steps,
@@ -118,10 +120,22 @@ def best_path_label_frames(blank, label, logit_lengths, target_lengths, one_sym_
     return label_frames
 
 
+def window_starts(gamma_blank, gamma_label, target_lengths, s_range: int):
+    """As rnnt.loss.pruned.window_starts, in one launch: (B, T) starts and (B,) last starts."""
+    B, T, U1 = gamma_blank.shape
+    width = min(s_range, U1)
+    start, last_start = torch.empty(B * T + B, dtype=torch.long, device=gamma_blank.device).split([B * T, B])
+    _kernels().window_kernel[(B * T,)](gamma_blank.contiguous(), gamma_label.contiguous(),
+                                       target_lengths.to(gamma_blank.device, non_blocking=True), start, last_start,
+                                       T, U1, U1 - width + 1, width, s_range,
+                                       BLOCK=next_power_of_2(U1 - width + 1), num_warps=4)
+    return start.view(B, T), last_start
+
+
 def connected_band_starts(start, logit_lengths, last_start, s_range: int):
     """As the two passes of rnnt.loss.pruned.prune_ranges over start (B, T), in one launch; in place."""
     B, T = start.shape
-    frames = logit_lengths.to(device=start.device, dtype=torch.int32, non_blocking=True)
+    frames = logit_lengths.to(start.device, non_blocking=True)
     _kernels().band_kernel[(B,)](start, frames, last_start.contiguous(), T, s_range, num_warps=1)
     return start
 

@@ -58,12 +58,10 @@ def per_utterance_scale(grad_output: torch.Tensor, reduction: str, batch: int) -
     return scale.expand(batch)
 
 
-def row_arc_log_probs(rows, labels, blank: int, from_log_softmax: bool, triton: bool):
+def row_arc_log_probs(rows, labels, blank: int, from_log_softmax: bool):
     """Per row of rows (N, V): the log-normaliser and the log-probs of the blank and of labels[r], in the
-    accumulation dtype; one Triton launch with triton, else chunked PyTorch."""
+    accumulation dtype, in chunks (rnnt.loss.row_triton.row_stats is Triton's)."""
     acc = accumulation_dtype(rows.dtype)
-    if triton:
-        return row_triton.row_stats(rows, labels, blank, acc, normalise=not from_log_softmax)
     if from_log_softmax:
         lse = torch.zeros(rows.shape[0], dtype=acc, device=rows.device)
     else:
@@ -72,8 +70,12 @@ def row_arc_log_probs(rows, labels, blank: int, from_log_softmax: bool, triton: 
 
 
 def arc_log_probs(rows, cells: CellMap, blank: int, from_log_softmax: bool, triton: bool = False):
-    """Per-row normaliser and the (B, T, U1) blank and label arc log-probs."""
-    lse, blank_rows, label_rows = row_arc_log_probs(rows, cells.label, blank, from_log_softmax, triton)
+    """Per-row normaliser and the (B, T, U1) blank and label arc log-probs; Triton writes the arcs straight
+    into the lattice."""
+    if triton:
+        return row_triton.row_stats(rows, cells.label, blank, accumulation_dtype(rows.dtype),
+                                    normalise=not from_log_softmax, into=cells)
+    lse, blank_rows, label_rows = row_arc_log_probs(rows, cells.label, blank, from_log_softmax)
     return lse, cells.to_lattice(blank_rows, cells.valid), cells.to_lattice(label_rows, cells.has_label)
 
 
@@ -97,18 +99,20 @@ def finite_normalisers(lse: torch.Tensor) -> torch.Tensor:
 
 
 def logits_gradient(rows, lse, labels, batch, utterance_scale, blank, gamma_blank, gamma_label, from_log_softmax,
-                    clamp, in_place=False, triton=False):
+                    clamp, in_place=False, triton=False, at_cells=None):
     """(softmax(rows) * occupancy - one-hot arc posteriors) * utterance_scale[batch], in the dtype of rows;
     labels and batch: each row's label-arc symbol and utterance. PyTorch goes chunk by chunk, scaling the
     posteriors a chunk at a time (no scaled copy of them is made); Triton in one launch.
 
-    in_place writes the gradient over rows (each chunk is read before it is overwritten).
+    in_place writes the gradient over rows (each chunk is read before it is overwritten). at_cells (Triton's
+    only): the posteriors are lattices, read at a cell map's (cell, valid) (row_triton.row_gradient).
     """
     acc = lse.dtype
     grad = rows if in_place else torch.empty_like(rows)
     if triton:
         return row_triton.row_gradient(rows, grad, lse, gamma_blank, gamma_label, labels, blank, clamp,
-                                       softmax=not from_log_softmax, batch=batch, scale=utterance_scale)
+                                       softmax=not from_log_softmax, batch=batch, scale=utterance_scale,
+                                       at_cells=at_cells)
     lse = finite_normalisers(lse)
     for i, j in row_chunks(rows.shape[0], rows.shape[1], chunk_elements_on(rows.device)):
         g = grad[i:j] if grad.dtype == acc else torch.empty((j - i, rows.shape[1]), dtype=acc, device=rows.device)
@@ -138,20 +142,22 @@ class TransducerLossFunction(torch.autograd.Function):
         losses, gamma_blank, gamma_label = timed_lattice_loss(blank_lp, label_lp, logit_lengths, target_lengths,
                                                               options)
         # Only tensors given to save_for_backward are freed once backward has used them; the rest of the
-        # cell map goes now, and what stays is narrowed to int32, before the joiner's backward (the
-        # step's peak) runs.
-        ctx.save_for_backward(rows, lse, cells.from_lattice(gamma_blank), cells.from_lattice(gamma_label),
-                              cells.batch.int(), cells.label.int())
+        # cell map goes now, before the joiner's backward (the step's peak) runs (what stays, two int64s a
+        # row, is 1/V of the logits: narrowing it to int32 took two launches a step). Triton reads the
+        # posteriors in the lattice through the map, PyTorch a per-row copy.
+        posteriors = (gamma_blank, gamma_label, cells.cell, cells.valid) if triton else \
+            (cells.from_lattice(gamma_blank), cells.from_lattice(gamma_label))
+        ctx.save_for_backward(rows, lse, cells.batch, cells.label, *posteriors)
         ctx.config = (cells.shape[0], blank, reduction, from_log_softmax, clamp, reuse_logits_for_grad, triton)
         return reduce_losses(losses, reduction)  # float32 (float64 inputs: 64): no float16 overflow
 
     @staticmethod
     def backward(ctx, grad_output):
-        rows, lse, gamma_blank, gamma_label, batch, labels = ctx.saved_tensors
+        rows, lse, batch, labels, gamma_blank, gamma_label, *at_cells = ctx.saved_tensors
         utterances, blank, reduction, from_log_softmax, clamp, in_place, triton = ctx.config
         scale = per_utterance_scale(grad_output.to(lse.dtype), reduction, utterances)
         grad = logits_gradient(rows, lse, labels, batch, scale, blank, gamma_blank, gamma_label, from_log_softmax,
-                               clamp, in_place, triton)
+                               clamp, in_place, triton, at_cells or None)
         return (grad,) + (None,) * 9
 
 

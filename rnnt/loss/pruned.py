@@ -14,17 +14,19 @@ from __future__ import annotations
 
 import torch
 
-from rnnt.loss.cells import lattice_masks, pruned_cells
+from rnnt.loss.cells import pruned_cells
 from rnnt.loss.checks import FLOATS, check_lengths, check_reduction, check_values
 from rnnt.loss.emission_timing import delay_penalised
 from rnnt.loss.lattice import LatticeLoss, lattice_posteriors
 from rnnt.loss import lattice_triton
 from rnnt.loss.logits_loss import TransducerLossFunction, reduce_losses
 from rnnt.loss.options import LatticeOptions, lattice_options
+from rnnt.loss.simple_arcs import Scales, SimpleArcs
 
 
 def simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank, lm_only_scale=0.0, am_only_scale=0.0):
-    """(B, T, U+1) blank and label log-probs of the joiner logits am[:, t] + lm[:, u], differentiable.
+    """(B, T, U+1) blank and label log-probs of the joiner logits am[:, t] + lm[:, u], differentiable
+    (rnnt.loss.simple_arcs), -inf outside each utterance's lattice.
 
     lm_only_scale, am_only_scale: smoothing of the simple loss; each arc's log-prob becomes
     (1 - lm_only_scale - am_only_scale) x its joint log-prob + lm_only_scale x the prediction network's own
@@ -33,36 +35,8 @@ def simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank, 
     The normaliser is k2's one matmul: where the two heads' best symbols differ by more than about 87 nats
     (708 in float64) it underflows, too large and without gradient there (docs/loss.md).
     """
-    B, T, V = am.shape
-    U1 = lm.shape[1]
-    acc = torch.float64 if am.dtype == torch.float64 else torch.float32
-    am, lm = am.to(acc), lm.to(acc)
-    am_max = am.max(dim=2, keepdim=True).values.detach()
-    lm_max = lm.max(dim=2, keepdim=True).values.detach()
-    # log sum_v exp(am[t, v] + lm[u, v]) = am_max[t] + lm_max[u] + log(exp(am - am_max) @ exp(lm - lm_max)^T)
-    products = torch.matmul((am - am_max).exp(), (lm - lm_max).exp().transpose(1, 2))
-    norm = am_max + lm_max.transpose(1, 2) + products.clamp_min(torch.finfo(acc).tiny).log()
-    labels = torch.nn.functional.pad(targets.long(), (0, max(0, U1 - targets.shape[1])), value=blank)[:, : U1]
-    blank_am, label_am = _arcs_of(am, labels, blank)  # (B, T, 1), (B, T, U1)
-    blank_lm, label_lm = _arcs_of(lm, labels, blank, diagonal=True)  # (B, U1, 1), (B, U1, 1): the arcs at u
-    blank_lp = blank_am + blank_lm.transpose(1, 2) - norm
-    label_lp = label_am + label_lm.transpose(1, 2) - norm
-    if lm_only_scale or am_only_scale:
-        joint = 1.0 - lm_only_scale - am_only_scale
-        blank_lm_only, label_lm_only = _arcs_of(lm.log_softmax(2), labels, blank, diagonal=True)
-        blank_am_only, label_am_only = _arcs_of(am.log_softmax(2), labels, blank)
-        blank_lp = joint * blank_lp + lm_only_scale * blank_lm_only.transpose(1, 2) + am_only_scale * blank_am_only
-        label_lp = joint * label_lp + lm_only_scale * label_lm_only.transpose(1, 2) + am_only_scale * label_am_only
-    valid, has_label = lattice_masks(logit_lengths, target_lengths, T, U1)
-    return blank_lp.masked_fill(~valid, float("-inf")), label_lp.masked_fill(~has_label, float("-inf"))
-
-
-def _arcs_of(scores, labels, blank, diagonal=False):
-    """From per-frame (or per-position) scores (B, N, V): the blank's (B, N, 1), and each symbol position u's
-    next label y_{u+1}, (B, N, U1) for every n, or (diagonal) (B, U1, 1) at n = u only."""
-    if diagonal:
-        return scores[:, :, blank, None], scores.gather(2, labels[:, :, None])
-    return scores[:, :, blank, None], scores.gather(2, labels[:, None, :].expand(-1, scores.shape[1], -1))
+    return SimpleArcs.apply(am, lm, targets, logit_lengths, target_lengths, blank,
+                            Scales(lm_only_scale, am_only_scale))
 
 
 def simple_loss(
@@ -130,15 +104,12 @@ def prune_ranges(
     options = lattice_options(options, **lattice)
     if s_range < 2:
         raise ValueError(f"s_range must be >= 2 (a band needs room for a label arc), got {s_range}")
-    B, T, U1 = gamma_blank.shape
-    occupancy = (gamma_blank + gamma_label).detach()
-    width = min(s_range, U1)
-    window = torch.nn.functional.pad(occupancy.cumsum(2), (1, 0))  # window mass = c[s + width] - c[s]
-    mass = window[:, :, width:] - window[:, :, :-width]  # (B, T, U1 - width + 1)
-    start = mass.argmax(dim=2)
-    last_start = (target_lengths.long() + 1 - s_range).clamp_min(0)  # windows inside [0, U_b]
-    start = torch.minimum(start, last_start[:, None]).contiguous()
-    triton = lattice_triton.resolve_backend(options.backend, start.device) == "triton"
+    triton = lattice_triton.resolve_backend(options.backend, gamma_blank.device) == "triton"
+    gamma_blank, gamma_label = gamma_blank.detach(), gamma_label.detach()
+    if triton:
+        start, last_start = lattice_triton.window_starts(gamma_blank, gamma_label, target_lengths, s_range)
+    else:
+        start, last_start = window_starts(gamma_blank, gamma_label, target_lengths, s_range)
     if options.one_sym_per_frame and triton:
         start = lattice_triton.one_symbol_band_starts(start, logit_lengths, target_lengths, last_start, s_range)
     elif options.one_sym_per_frame:
@@ -148,6 +119,21 @@ def prune_ranges(
     else:
         _connect_band_starts(start, logit_lengths, last_start, s_range)
     return start[:, :, None] + torch.arange(s_range, device=start.device)
+
+
+def window_starts(gamma_blank, gamma_label, target_lengths, s_range: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per frame (B, T), the start of the window of s_range symbol positions (all of them if fewer) holding the
+    most node occupancy, the first of equals; at most each utterance's last start (B,), max(U_b + 1 -
+    s_range, 0), so that a window lies inside [0, U_b]. Each window's sum is taken position by position, in the
+    order the Triton kernel takes it (the same floats, the same argmax)."""
+    occupancy = gamma_blank + gamma_label
+    width = min(s_range, occupancy.shape[2])
+    windows = occupancy.shape[2] - width + 1
+    mass = occupancy[:, :, :windows]
+    for k in range(1, width):
+        mass = mass + occupancy[:, :, k:k + windows]
+    last_start = (target_lengths.long() + 1 - s_range).clamp_min(0)
+    return torch.minimum(mass.argmax(dim=2), last_start[:, None]), last_start
 
 
 def _connect_band_starts(start: torch.Tensor, logit_lengths: torch.Tensor, last_start: torch.Tensor, s_range: int):

@@ -33,12 +33,26 @@ def _cell_and_label(row, frames, columns, cell_sn, cell_sf, label_sn):
 
 
 @triton.jit
+def _lattice_cell(row, on, lattice_cell, valid, has_label):
+    """Row r's cell of the (B, T, U+1) lattices (a pruned or packed cell map's), and whether its blank and its
+    label arc lie inside its utterance's lattice."""
+    inside = on & (tl.load(valid + row, mask=on, other=0) != 0)
+    labelled = on & (tl.load(has_label + row, mask=on, other=0) != 0)
+    return tl.load(lattice_cell + row, mask=inside, other=0), inside, labelled
+
+
+@triton.jit
 def row_stats_kernel(logits, stride, labels, lse, blank_lp, label_lp, n_rows, vocab, blank, frames, columns,
-                     cell_sn, cell_sf, label_sn, NORMALISE: tl.constexpr, ROWS: tl.constexpr, COLUMNS: tl.constexpr):
+                     cell_sn, cell_sf, label_sn, lattice_cell, valid, has_label, NORMALISE: tl.constexpr,
+                     INDEXED: tl.constexpr, ROWS: tl.constexpr, COLUMNS: tl.constexpr):
     """lse[r] = logsumexp(logits[r]) (0 without NORMALISE), blank_lp[r] = logits[r, blank] - lse[r],
-    label_lp[r] = logits[r, labels[r]] - lse[r], at the places _cell_and_label gives."""
+    label_lp[r] = logits[r, labels[r]] - lse[r], at the places _cell_and_label gives; INDEXED, the arcs at
+    lattice_cell[r] of (B, T, U+1) lattices instead, where valid[r] and has_label[r] (_lattice_cell)."""
     row, on = _rows(n_rows, ROWS)
     cell, at_label = _cell_and_label(row, frames, columns, cell_sn, cell_sf, label_sn)
+    arc, on_blank, on_label = cell, on, on
+    if INDEXED:
+        arc, on_blank, on_label = _lattice_cell(row, on, lattice_cell, valid, has_label)
     acc = lse.dtype.element_ty
     start = logits + row * stride
     norm = tl.zeros((ROWS,), dtype=acc)
@@ -56,26 +70,31 @@ def row_stats_kernel(logits, stride, labels, lse, blank_lp, label_lp, n_rows, vo
         norm = tl.where(top == NEG_INF, top, top + tl.log(total))
     label = tl.load(labels + at_label, mask=on, other=0)
     tl.store(lse + cell, norm, mask=on)
-    tl.store(blank_lp + cell, tl.load(start + blank, mask=on, other=0.0).to(acc) - norm, mask=on)
-    tl.store(label_lp + cell, tl.load(start + label, mask=on, other=0.0).to(acc) - norm, mask=on)
+    tl.store(blank_lp + arc, tl.load(start + blank, mask=on, other=0.0).to(acc) - norm, mask=on_blank)
+    tl.store(label_lp + arc, tl.load(start + label, mask=on, other=0.0).to(acc) - norm, mask=on_label)
 
 
 @triton.jit
 def row_gradient_kernel(logits, stride, grad, grad_stride, lse, post_blank, post_label, labels, batch, scale, n_rows,
-                        vocab, blank, clamp, tiny, frames, columns, cell_sn, cell_sf, label_sn, SCALE: tl.constexpr,
-                        SOFTMAX: tl.constexpr, CLAMP: tl.constexpr, ROWS: tl.constexpr, COLUMNS: tl.constexpr):
+                        vocab, blank, clamp, tiny, frames, columns, cell_sn, cell_sf, label_sn, lattice_cell, valid,
+                        SCALE: tl.constexpr, SOFTMAX: tl.constexpr, CLAMP: tl.constexpr, INDEXED: tl.constexpr,
+                        ROWS: tl.constexpr, COLUMNS: tl.constexpr):
     """grad[r] = exp(logits[r] - lse[r]) * (post_blank[r] + post_label[r]) (products under tiny in magnitude
     flushed to 0; left out without SOFTMAX), less post_blank[r] at blank and post_label[r] at labels[r],
     clamped to [-clamp, clamp] with CLAMP; with SCALE times scale[batch[r]] (the incoming gradient of row r's
     utterance): the posteriors first, or, with CLAMP, the clamped gradient (an utterance's own is clamped,
     as warp-transducer and torchaudio clamp it, whatever the reduction or a loss scale). grad may be logits
-    itself: each element is read before it is written, by the program that writes it."""
+    itself: each element is read before it is written, by the program that writes it. INDEXED, the posteriors
+    are read at lattice_cell[r] of (B, T, U+1) lattices, 0 where not valid[r], as row_stats_kernel's arcs."""
     row, on = _rows(n_rows, ROWS)
     cell, at_label = _cell_and_label(row, frames, columns, cell_sn, cell_sf, label_sn)
     acc = lse.dtype.element_ty
     norm = tl.load(lse + cell, mask=on, other=0.0)
-    g_blank = tl.load(post_blank + cell, mask=on, other=0.0)
-    g_label = tl.load(post_label + cell, mask=on, other=0.0)
+    posterior, on_posterior = cell, on
+    if INDEXED:
+        posterior, on_posterior, _ = _lattice_cell(row, on, lattice_cell, valid, valid)
+    g_blank = tl.load(post_blank + posterior, mask=on_posterior, other=0.0)
+    g_label = tl.load(post_label + posterior, mask=on_posterior, other=0.0)
     if SCALE:
         factor = tl.load(scale + tl.load(batch + row, mask=on, other=0), mask=on, other=0.0)
         if not CLAMP:

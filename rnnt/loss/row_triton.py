@@ -3,10 +3,12 @@ logits when their backend resolves to "triton" (rnnt.loss.lattice_triton.resolve
 
 from __future__ import annotations
 
+import math
 from functools import cache
 
 import torch
 
+from rnnt.loss.cells import CellMap
 from rnnt.loss.lattice_triton import next_power_of_2
 
 MAX_COLUMNS = 1024  # vocabulary entries a program holds at once; wider vocabularies take several steps
@@ -42,29 +44,45 @@ def _cells(n_rows: int, cell: torch.Tensor, labels: torch.Tensor) -> tuple[int, 
 
 
 def row_stats(rows: torch.Tensor, labels: torch.Tensor, blank: int, acc: torch.dtype, normalise: bool = True,
-              out: tuple[torch.Tensor, ...] | None = None):
+              out: tuple[torch.Tensor, ...] | None = None, into: CellMap | None = None):
     """Per row of rows (N, V): the log-normaliser (0 without normalise), and the blank's and labels[r]'s
     log-probs, in acc. With out, written there: three arrays (n, frames, U1) of the same strides, one cell a
-    row (rows in (n, frame, u) order; labels (n, U1), one a column); else new (N,) ones."""
+    row (rows in (n, frame, u) order; labels (n, U1), one a column). Else new (N,) arrays; with into, a cell
+    map of the rows, the arcs in new -inf filled (B, T, U+1) lattices instead, at the rows' cells (none from
+    rows outside the lattice)."""
     rows = _row_major(rows)
     n, vocab = rows.shape
     if out is None:
-        out, labels = tuple(torch.empty(n, dtype=acc, device=rows.device) for _ in range(3)), labels.contiguous()
+        labels, shape = labels.contiguous(), (into.shape if into is not None else (n,))
+        size = n + 2 * math.prod(shape)  # one allocation for the three
+        buffer = torch.full((size,), float("-inf"), dtype=acc, device=rows.device) if into is not None else \
+            torch.empty(size, dtype=acc, device=rows.device)
+        lse, arcs = buffer.split([n, size - n])
+        out = (lse, *arcs.view(2, *shape))
     grid, block_rows, columns = _launch_shape(n, vocab)
     _kernels().row_stats_kernel[grid](rows, rows.stride(0), labels, *out, n, vocab, blank,
-                                      *_cells(n, out[0], labels), NORMALISE=normalise, ROWS=block_rows,
-                                      COLUMNS=columns, num_warps=WARPS)
+                                      *_cells(n, out[0], labels), *_indexed(into, labels), NORMALISE=normalise,
+                                      INDEXED=into is not None, ROWS=block_rows, COLUMNS=columns, num_warps=WARPS)
     return out
+
+
+def _indexed(into: CellMap | None, unread: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """A cell map's rows' cells, and which are inside the lattice and which have a label arc."""
+    if into is None:
+        return unread, unread, unread
+    return into.cell, into.valid, into.has_label
 
 
 def row_gradient(rows: torch.Tensor, grad: torch.Tensor, lse: torch.Tensor, post_blank: torch.Tensor,
                  post_label: torch.Tensor, labels: torch.Tensor, blank: int, clamp: float | None,
                  softmax: bool = True, batch: torch.Tensor | None = None,
-                 scale: torch.Tensor | None = None) -> torch.Tensor:
+                 scale: torch.Tensor | None = None,
+                 at_cells: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """Writes d loss / d rows into grad (N, V; rows itself is allowed): softmax(rows) * (post_blank +
     post_label) less the arc posteriors at blank and labels, clamped to [-clamp, clamp] if clamp; returns grad.
     With batch (N,) and scale (B,), the posteriors of row r are multiplied by scale[batch[r]] first.
-    lse and the posteriors may be a block's cells and labels their labels, as row_stats's out."""
+    lse and the posteriors may be a block's cells and labels their labels, as row_stats's out; with at_cells, a
+    cell map's (cell, valid), the posteriors are (B, T, U+1) lattices read at cell[r] (0 where not valid[r])."""
     rows = _row_major(rows)
     n, vocab = rows.shape
     assert grad.shape == rows.shape and grad.stride(1) == 1, "grad: a row-major (N, V) tensor"
@@ -77,7 +95,8 @@ def row_gradient(rows: torch.Tensor, grad: torch.Tensor, lse: torch.Tensor, post
     assert per_row or post_blank.stride() == post_label.stride() == lse.stride(), "the cells' arrays share strides"
     _kernels().row_gradient_kernel[grid](rows, rows.stride(0), grad, grad.stride(0), lse, post_blank, post_label,
                                          labels, batch, scale, n, vocab, blank, float(clamp) if clamped else 0.0,
-                                         torch.finfo(lse.dtype).tiny, *_cells(n, lse, labels), SCALE=scaled,
-                                         SOFTMAX=softmax,
-                                         CLAMP=clamped, ROWS=block_rows, COLUMNS=columns, num_warps=WARPS)
+                                         torch.finfo(lse.dtype).tiny, *_cells(n, lse, labels),
+                                         *(at_cells or (labels, labels)), SCALE=scaled, SOFTMAX=softmax,
+                                         CLAMP=clamped, INDEXED=at_cells is not None, ROWS=block_rows,
+                                         COLUMNS=columns, num_warps=WARPS)
     return grad

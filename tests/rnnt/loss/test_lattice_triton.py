@@ -5,8 +5,8 @@ loss with the emission regularisers on either backend. Without a GPU, in Triton'
 import pytest
 import torch
 
-from rnnt.loss import fused_joiner_loss, lattice_triton, prune, prune_ranges, pruned_loss, simple_loss, \
-    transducer_loss
+from rnnt.loss import fused_joiner_loss, lattice_triton, pack_joiner_input, prune, prune_ranges, pruned_loss, \
+    simple_loss, transducer_loss
 from rnnt.loss.lattice import best_path_label_frames, lattice_posteriors
 
 pytest.importorskip("triton")
@@ -91,7 +91,7 @@ def test_viterbi_frames_equal_the_torch_backend(one_sym, ties):
 
 
 def every_loss(backend, one_sym, dtype=torch.float64):
-    """Full (padded and packed-free), fused, simple and pruned losses of one joiner, with all three emission
+    """Full (padded and packed), fused, simple and pruned losses of one joiner, with all three emission
     regularisers on; their values and the gradients w.r.t. every input."""
     g = torch.Generator().manual_seed(11)
     B, T, U, H, V = 3, 7, 4, 6, 9
@@ -104,7 +104,9 @@ def every_loss(backend, one_sym, dtype=torch.float64):
     options = dict(reduction="sum", one_sym_per_frame=one_sym, backend=backend)
     timing = dict(fastemit_lambda=0.01, delay_penalty=0.1, self_alignment=0.2)
     logits = torch.nn.functional.linear(torch.tanh(enc[:, :, None] + pred[:, None]), weight, bias)
+    packed = torch.nn.functional.linear(torch.tanh(pack_joiner_input(enc, pred, T_b, U_b)), weight, bias)
     losses = [transducer_loss(logits, targets, T_b, U_b, **options, **timing),
+              transducer_loss(packed, targets, T_b, U_b, **options, **timing),
               fused_joiner_loss(*params, targets, T_b, U_b, **options, **timing)]
     simple, (gamma_blank, gamma_label) = simple_loss(enc @ weight.T, pred @ weight.T, targets, T_b, U_b,
                                                      return_posteriors=True, delay_penalty=0.1, **options)
