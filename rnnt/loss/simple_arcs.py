@@ -41,6 +41,21 @@ def _exp_rows(x: torch.Tensor, smooth: bool):
     return x_max, e, (e.sum(2) if smooth else None)
 
 
+def _exp_rows_in_triton(am, lm, acc: torch.dtype, smooth: bool):
+    """As _exp_rows of am and lm, in acc, in one allocation and a launch each."""
+    from rnnt.loss.simple_arcs_kernel import exp_rows_kernel, exp_rows_shape
+
+    (B, T, V), U1 = am.shape, lm.shape[1]
+    sizes = [B * T * V, B * U1 * V, B * T, B * U1, B * T, B * U1]
+    ea, el, a_max, l_max, a_sum, l_sum = torch.empty(sum(sizes), dtype=acc, device=am.device).split(sizes)
+    rows, columns = exp_rows_shape(V)
+    for x, e, top, total in ((am, ea, a_max, a_sum), (lm, el, l_max, l_sum)):
+        n = x.shape[0] * x.shape[1]
+        exp_rows_kernel[(-(-n // rows),)](x, n, V, e, top, total, ROWS=rows, COLUMNS=columns, num_warps=4)
+    return ((a_max.view(B, T, 1), ea.view(B, T, V), a_sum.view(B, T) if smooth else None),
+            (l_max.view(B, U1, 1), el.view(B, U1, V), l_sum.view(B, U1) if smooth else None))
+
+
 class SimpleArcs(torch.autograd.Function):
     """(blank_lp, label_lp), each (B, T, U+1), -inf outside each utterance's lattice (and, for labels, on its
     last row)."""
@@ -48,14 +63,17 @@ class SimpleArcs(torch.autograd.Function):
     @staticmethod
     def forward(ctx, am, lm, targets, logit_lengths, target_lengths, blank: int, scales: Scales):
         acc = torch.float64 if am.dtype == torch.float64 else torch.float32
-        a, l = am.to(acc), lm.to(acc)
         smooth = bool(scales.lm_only or scales.am_only)
-        a_max, ea, a_sum = _exp_rows(a, smooth)
-        l_max, el, l_sum = _exp_rows(l, smooth)
+        in_triton = bookkeeping_in_triton(am.device)
+        if in_triton:  # its kernels read am and lm as they are
+            a, l = am.contiguous(), lm.contiguous()
+            (a_max, ea, a_sum), (l_max, el, l_sum) = _exp_rows_in_triton(a, l, acc, smooth)
+        else:
+            a, l = am.to(acc), lm.to(acc)
+            (a_max, ea, a_sum), (l_max, el, l_sum) = _exp_rows(a, smooth), _exp_rows(l, smooth)
         products = torch.bmm(ea, el.transpose(1, 2))  # (B, T, U1)
         logit_lengths = logit_lengths.to(am.device, non_blocking=True)
         target_lengths = target_lengths.to(am.device, non_blocking=True)
-        in_triton = bookkeeping_in_triton(am.device)
         arcs_of = _arcs_in_triton if in_triton else _arcs_in_torch
         blank_lp, label_lp, labels, masks = arcs_of(a, l, a_max, l_max, a_sum, l_sum, products, targets,
                                                     logit_lengths, target_lengths, blank, scales)
@@ -97,18 +115,19 @@ def _arcs_in_torch(a, l, a_max, l_max, a_sum, l_sum, products, targets, logit_le
 
 def _arcs_in_triton(a, l, a_max, l_max, a_sum, l_sum, products, targets, logit_lengths, target_lengths, blank,
                     scales: Scales):
-    """As _arcs_in_torch, in one launch; the backward's kernel rebuilds the masks from the lengths."""
+    """As _arcs_in_torch, in one launch, from am and lm as they are (a, l); the backward's kernel rebuilds the
+    masks from the lengths."""
     from rnnt.loss.simple_arcs_kernel import arcs_kernel, launch_shape
 
     B, T, U1 = products.shape
-    blank_lp, label_lp = torch.empty((2, B, T, U1), dtype=a.dtype, device=a.device)
+    blank_lp, label_lp = torch.empty((2, B, T, U1), dtype=products.dtype, device=a.device)
     labels = torch.empty(B, U1, dtype=torch.long, device=a.device)
     smooth = a_sum is not None
     block, warps = launch_shape(U1)
     arcs_kernel[(B * T,)](
-        a.contiguous(), l.contiguous(), a_max, l_max, a_sum if smooth else a_max, l_sum if smooth else l_max,
+        a, l, a_max, l_max, a_sum if smooth else a_max, l_sum if smooth else l_max,
         products, targets, *(targets.stride() if targets.shape[1] else (0, 0)), logit_lengths, target_lengths,
-        blank_lp, label_lp, labels, T, U1, a.shape[2], blank, torch.finfo(a.dtype).tiny, scales.joint,
+        blank_lp, label_lp, labels, T, U1, a.shape[2], blank, torch.finfo(products.dtype).tiny, scales.joint,
         scales.lm_only, scales.am_only, SMOOTH=smooth, BLOCK=block, num_warps=warps)
     return blank_lp, label_lp, labels, ()
 

@@ -19,6 +19,38 @@ def launch_shape(U1: int) -> tuple[int, int]:
     return block, 4 if block <= 256 else 8
 
 
+def exp_rows_shape(vocab: int) -> tuple[int, int]:
+    """Rows a program of exp_rows_kernel takes and the vocabulary columns it walks at a time."""
+    columns = min(next_power_of_2(vocab), 1024)
+    return max(1, 4096 // columns), columns
+
+
+@triton.jit
+def exp_rows_kernel(x, n_rows, vocab, e, row_max, row_sum, ROWS: tl.constexpr, COLUMNS: tl.constexpr):
+    """Per row of x (n_rows, vocab), contiguous: its max, e = exp(x - max) and e's sum, in e's dtype (the
+    normaliser's parts, one pass to find the max and one to write e)."""
+    row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    on = row < n_rows
+    acc = e.dtype.element_ty
+    top = tl.full((ROWS,), float("-inf"), dtype=acc)
+    for v0 in range(0, vocab, COLUMNS):
+        v = v0 + tl.arange(0, COLUMNS)
+        inside = on[:, None] & (v < vocab)[None, :]
+        values = tl.load(x + row[:, None] * vocab + v[None, :], mask=inside, other=float("-inf")).to(acc)
+        top = tl.maximum(top, tl.max(values, axis=1))
+    top = tl.where(on, top, 0.0)  # rows past the end: -inf - -inf would be NaN (masked, but computed)
+    total = tl.zeros((ROWS,), dtype=acc)
+    for v0 in range(0, vocab, COLUMNS):
+        v = v0 + tl.arange(0, COLUMNS)
+        inside = on[:, None] & (v < vocab)[None, :]
+        values = tl.load(x + row[:, None] * vocab + v[None, :], mask=inside, other=float("-inf")).to(acc)
+        exp = tl.where(inside, tl.exp(values - top[:, None]), 0.0)
+        tl.store(e + row[:, None] * vocab + v[None, :], exp, mask=inside)
+        total += tl.sum(exp, axis=1)
+    tl.store(row_max + row, top, mask=on)
+    tl.store(row_sum + row, total, mask=on)
+
+
 @triton.jit
 def _cells(b, t, U1, logit_lengths, target_lengths, BLOCK: tl.constexpr):
     """Frame t of utterance b: its cells u, which lie in the lattice, and which of those have a label arc."""
@@ -46,10 +78,11 @@ def arcs_kernel(a, l, a_max, l_max, a_sum, l_sum, products, targets, stride_b, s
     a_row_max = tl.load(a_max + row)
     l_row_max = tl.load(l_max + position, mask=valid, other=0.0)
     norm = a_row_max + l_row_max + tl.log(tl.maximum(tl.load(products + row * U1 + u, mask=valid, other=1.0), tiny))
-    a_blank = tl.load(a + row * V + blank)
-    a_label = tl.load(a + row * V + y, mask=valid, other=0.0)
-    l_blank = tl.load(l + position * V + blank, mask=valid, other=0.0)
-    l_label = tl.load(l + position * V + y, mask=valid, other=0.0)
+    acc = blank_lp.dtype.element_ty  # am and lm may be narrower
+    a_blank = tl.load(a + row * V + blank).to(acc)
+    a_label = tl.load(a + row * V + y, mask=valid, other=0.0).to(acc)
+    l_blank = tl.load(l + position * V + blank, mask=valid, other=0.0).to(acc)
+    l_label = tl.load(l + position * V + y, mask=valid, other=0.0).to(acc)
     blank_arc = a_blank + l_blank - norm
     label_arc = a_label + l_label - norm
     if SMOOTH:

@@ -10,6 +10,7 @@ from rnnt import host_reads
 from rnnt.loss import lattice_triton
 from rnnt.loss.simple_arcs import Scales, SimpleArcs
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # Triton's interpreter takes CPU tensors where no GPU is
 SCALES = [Scales(), Scales(lm_only=0.25), Scales(lm_only=0.25, am_only=0.1), Scales(am_only=0.3),
           Scales(lm_only=1.0)]
 
@@ -23,7 +24,7 @@ def by_definition(am, lm, labels, T_b, U_b, blank, scales: Scales):
     mixed = scales.joint * joint + scales.lm_only * lm_own + scales.am_only * am_own
     blank_lp = mixed[..., blank]
     label_lp = mixed.gather(3, labels[:, None, :, None].expand(B, T, U1, 1))[..., 0]
-    t, u = torch.arange(T)[None, :, None], torch.arange(U1)[None, None, :]
+    t, u = torch.arange(T, device=am.device)[None, :, None], torch.arange(U1, device=am.device)[None, None, :]
     valid = (t < T_b[:, None, None]) & (u <= U_b[:, None, None])
     has_label = valid & (u < U_b[:, None, None])
     return blank_lp.masked_fill(~valid, float("-inf")), label_lp.masked_fill(~has_label, float("-inf"))
@@ -31,31 +32,31 @@ def by_definition(am, lm, labels, T_b, U_b, blank, scales: Scales):
 
 def ragged(seed, dtype=torch.float64, B=3, T=7, U=5, V=11, blank=0):
     g = torch.Generator().manual_seed(seed)
-    am = (3 * torch.randn(B, T, V, generator=g, dtype=torch.float64)).to(dtype).requires_grad_(True)
-    lm = (3 * torch.randn(B, U + 1, V, generator=g, dtype=torch.float64)).to(dtype).requires_grad_(True)
+    am = (3 * torch.randn(B, T, V, generator=g, dtype=torch.float64)).to(DEVICE, dtype).requires_grad_(True)
+    lm = (3 * torch.randn(B, U + 1, V, generator=g, dtype=torch.float64)).to(DEVICE, dtype).requires_grad_(True)
     symbols = [s for s in range(V) if s != blank]
     targets = torch.tensor(symbols)[torch.randint(0, V - 1, (B, U), generator=g)]
     T_b, U_b = torch.tensor([T, 3, 5][:B]), torch.tensor([U, 0, 2][:B])
     for b in range(B):
         targets[b, U_b[b]:] = -7  # padding that is not a symbol: never read
     labels = torch.where(torch.arange(U + 1) < U_b[:, None], torch.nn.functional.pad(targets, (0, 1)), blank)
-    return am, lm, targets, labels, T_b, U_b
+    return am, lm, *(x.to(DEVICE) for x in (targets, labels, T_b, U_b))
 
 
 def upstream(blank_lp, label_lp, seed):
     """Random gradients for the arcs (NaN outside the lattice: the arcs there are constants, it must not
     reach the inputs)."""
     g = torch.Generator().manual_seed(seed)
-    grads = [torch.randn(x.shape, generator=g, dtype=torch.float64).to(x.dtype) for x in (blank_lp, label_lp)]
+    grads = [torch.randn(x.shape, generator=g, dtype=torch.float64).to(x.device, x.dtype) for x in (blank_lp, label_lp)]
     return [grad.where(torch.isfinite(x), float("nan")) for grad, x in zip(grads, (blank_lp, label_lp))]
 
 
 @pytest.fixture(params=["torch", "triton"])
 def per_cell_work(request, monkeypatch):
-    """Where the per-cell work runs: PyTorch (the CPU's), or Triton kernels, in the interpreter here, as where
-    the host does not read the device for free."""
+    """Where the per-cell work runs: PyTorch (the CPU's), or Triton kernels, as where the host does not read
+    the device for free (a GPU; without one, Triton's interpreter on CPU tensors)."""
     monkeypatch.setattr(host_reads, "free", lambda device: request.param == "torch")
-    assert lattice_triton.bookkeeping_in_triton(torch.device("cpu")) == (request.param == "triton")
+    assert lattice_triton.bookkeeping_in_triton(torch.device(DEVICE)) == (request.param == "triton")
     return request.param
 
 
@@ -106,10 +107,11 @@ def test_low_precision_inputs_are_summed_in_float32(per_cell_work, dtype):
         torch.testing.assert_close(x, y.to(dtype), **tolerance)
 
 
-def test_the_triton_kernels_equal_pytorch_on_a_long_target_and_frames_past_a_program(monkeypatch):
-    """U + 1 = 130 positions (a 256-wide block on 8 warps) and T = 37 frames (three programs' chunks, the
-    last one part full): arcs and gradients equal PyTorch's."""
-    am, lm, targets, _, T_b, U_b = ragged(6, dtype=torch.float32, B=2, T=37, U=129, V=50)
+@pytest.mark.parametrize("vocab", [50, 1100])
+def test_the_triton_kernels_equal_pytorch_on_a_long_target_and_frames_past_a_program(monkeypatch, vocab):
+    """U + 1 = 130 positions (a 256-wide block on 8 warps), T = 37 frames (three programs' chunks, the last
+    one part full) and a vocabulary of one or two column steps: arcs and gradients equal PyTorch's."""
+    am, lm, targets, _, T_b, U_b = ragged(6, dtype=torch.float32, B=2, T=37, U=129, V=vocab)
     results = []
     for free in (True, False):
         monkeypatch.setattr(host_reads, "free", lambda device: free)
