@@ -130,8 +130,7 @@ def main() -> int:
             hyps, seconds, tail = {}, 0.0, tail_seconds(out, streaming)
             start = time.perf_counter()
             for key, samples in utterances:
-                text = recognise(recognizer, streaming, samples, rate, args.chunk, tail)
-                hyps[key] = " ".join(text.split())
+                hyps[key] = " ".join(recognise(recognizer, streaming, samples, rate, args.chunk, tail).text.split())
             seconds = time.perf_counter() - start
             audio = sum(len(s) for _, s in utterances) / rate
             latency = "-"

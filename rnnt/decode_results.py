@@ -1,6 +1,7 @@
 """What a decoding run leaves in its decode dir, scored against every reference (steps/decode.py with
 our searches, steps/decode_sherpa_onnx.py with an exported model): hyp and ref (Kaldi text), recogs (ref
-and hyp per utterance), errs (the %WER line and details), wer (the %WER line).
+and hyp per utterance), errs (the %WER line and details), wer (the %WER line); and the words' times, ctm
+(rnnt.ctm), and decode.py's nbest.json.
 
 Every utterance of the references is scored: one that was not decoded counts as all deletions and is
 named, and the WER line is marked [PARTIAL] ("decoded N of M").
@@ -8,9 +9,11 @@ named, and the WER line is marked [PARTIAL] ("decoded N of M").
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
+from rnnt.ctm import write_ctm
 from rnnt.data.sources import records
 from rnnt.datadir.table import read_table, write_table
 from rnnt.scoring import score
@@ -48,3 +51,15 @@ def write_results(out: str, refs: dict[str, str], hyps: dict[str, str], refs_fro
     with open(os.path.join(out, "wer"), "w", encoding="utf-8") as f:
         f.write(report.wer_line + "\n")
     return report
+
+
+def write_word_outputs(out: str, words: dict[str, list[dict]], nbest: list[dict] | None, data_dir: str,
+                       tool: str) -> None:
+    """The decode dir's ctm (in data_dir's recordings' times where it has segments; ValueError for a
+    malformed segments file) and nbest.json (given). Utterances the segments do not name are named on
+    stderr."""
+    for key in write_ctm(os.path.join(out, "ctm"), words, data_dir):
+        print(f"{tool}: {key} is not in {data_dir}/segments; its words are left out of the ctm", file=sys.stderr)
+    if nbest is not None:
+        with open(os.path.join(out, "nbest.json"), "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in sorted(nbest, key=lambda r: r["key"]))

@@ -16,17 +16,14 @@ Prints the real-time factor: decoding seconds per second of audio (with --thread
 """
 
 import argparse
-import json
 import os
-import sys
 import time
 
 import torch
 from rnnt.progress_bar import progress
 
 from rnnt.cli import ToolError, run_tool, tool_parser
-from rnnt.ctm import write_ctm
-from rnnt.decode_results import reference_texts, write_results
+from rnnt.decode_results import reference_texts, write_results, write_word_outputs
 from rnnt.lm.fusion import fusion_config_path
 from rnnt.phone_scoring import hypothesis_phones, write_phone_error_rate
 from rnnt.search_methods import METHODS, SearchOptions, check_method, lm_options
@@ -76,19 +73,6 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def write_word_outputs(out: str, words: dict[str, list[dict]], nbest: list[dict] | None, data_dir: str) -> None:
-    """The decode dir's ctm (in data_dir's recordings' times where it has segments) and nbest.json (given)."""
-    try:
-        unplaced = write_ctm(os.path.join(out, "ctm"), words, data_dir)
-    except (OSError, ValueError) as error:
-        raise ToolError(f"ctm: {error}") from error
-    for key in unplaced:
-        print(f"decode.py: {key} is not in {data_dir}/segments; its words are left out of the ctm", file=sys.stderr)
-    if nbest is not None:
-        with open(os.path.join(out, "nbest.json"), "w", encoding="utf-8") as f:
-            f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in sorted(nbest, key=lambda r: r["key"]))
-
-
 def main() -> str:
     args = parse_args()
     if args.threads:
@@ -128,7 +112,11 @@ def main() -> str:
                 nbest.append({"key": key, "hyps": nbest_entries(tokenizer, hyp_list, encoder_frame_seconds)})
     out = os.path.join(args.exp_dir, f"decode-{args.set_name}-{args.method}{f'-{args.tag}' if args.tag else ''}")
     report = write_results(out, refs, hyps, refs_from, "decode.py")
-    write_word_outputs(out, words, nbest if args.nbest else None, os.path.dirname(os.path.abspath(args.data_list)))
+    try:
+        write_word_outputs(out, words, nbest if args.nbest else None,
+                           os.path.dirname(os.path.abspath(args.data_list)), "decode.py")
+    except (OSError, ValueError) as error:
+        raise ToolError(f"ctm: {error}") from error
     per = f"; {write_phone_error_rate(out, refs, phones, tokenizer)}" if tokenizer.kind == "phone" else ""
     threads = torch.get_num_threads()
     rtf = decode_seconds / max(audio_seconds, 1e-9)

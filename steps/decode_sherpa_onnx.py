@@ -8,12 +8,14 @@ stream by at least 0.5 s (sherpa-onnx encodes a chunk only once the frames after
 Audio is read and resampled as
 our pipeline does it, so both decoders get the same samples.
 
-Writes OUT_DIR/ as steps/decode.py writes a decode dir (hyp, ref, recogs, errs, wer) and prints the
-%WER line and the real-time factor per core. --compare DECODE_DIR (a decode.py dir of the same set)
-adds how many transcripts are identical to its hyp.
+Writes OUT_DIR/ as steps/decode.py writes a decode dir (hyp, ref, recogs, errs, wer, and ctm: each word's
+times from sherpa-onnx's token times, which take every encoder frame for 40 ms, put in the export's own
+frames of decoding.json) and prints the %WER line and the real-time factor per core. --compare DECODE_DIR
+(a decode.py dir of the same set) adds how many transcripts are identical to its hyp.
 """
 
 import os
+import sys
 import time
 
 from rnnt.progress_bar import progress
@@ -22,8 +24,8 @@ from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.data import stages
 from rnnt.data.sources import records
 from rnnt.datadir.table import read_table
-from rnnt.decode_results import reference_texts, write_results
-from rnnt.export.runtime import load_recognizer, recognise, tail_seconds
+from rnnt.decode_results import reference_texts, write_results, write_word_outputs
+from rnnt.export.runtime import encoder_frame_seconds, load_recognizer, recognise, tail_seconds, words_with_times
 
 
 def main() -> str:
@@ -43,21 +45,33 @@ def main() -> str:
     try:
         recognizer, streaming, rate = load_recognizer(args.onnx_dir, args.threads)
         tail = args.tail_seconds if args.tail_seconds is not None else tail_seconds(args.onnx_dir, streaming)
+        frame_seconds = encoder_frame_seconds(args.onnx_dir)
         refs, refs_from = reference_texts(args.data_list, args.text)
         utterances = stages.resample_to(stages.decode(records(args.data_list)), rate)
         if args.compare and not os.path.isfile(os.path.join(args.compare, "hyp")):
             raise FileNotFoundError(f"{args.compare}/hyp: no such file (--compare names a decode dir)")
     except (OSError, ValueError, KeyError, RuntimeError) as error:
         raise ToolError(str(error)) from error
-    hyps, audio_seconds, decode_seconds = {}, 0.0, 0.0
+    hyps, words, audio_seconds, decode_seconds = {}, {}, 0.0, 0.0
     for record in progress(utterances, desc="sherpa-onnx", unit="utt"):
         samples = record["waveform"].numpy()
         start = time.perf_counter()
-        text = recognise(recognizer, streaming, samples, rate, args.chunk_seconds, tail)
+        result = recognise(recognizer, streaming, samples, rate, args.chunk_seconds, tail)
         decode_seconds += time.perf_counter() - start
         audio_seconds += len(samples) / rate
-        hyps[record["key"]] = " ".join(text.split())
+        hyps[record["key"]] = " ".join(result.text.split())
+        if frame_seconds is not None:
+            words[record["key"]] = words_with_times(result, frame_seconds, len(samples) / rate)
     report = write_results(args.out_dir, refs, hyps, refs_from, "decode_sherpa_onnx.py")
+    if frame_seconds is None:
+        print(f"decode_sherpa_onnx.py: {args.onnx_dir}/decoding.json gives no encoder_frame_seconds (an export "
+              "older than it): no ctm (export again to have one)", file=sys.stderr)
+    else:
+        try:
+            write_word_outputs(args.out_dir, words, None, os.path.dirname(os.path.abspath(args.data_list)),
+                               "decode_sherpa_onnx.py")
+        except (OSError, ValueError) as error:
+            raise ToolError(f"ctm: {error}") from error
     rtf = decode_seconds / max(audio_seconds, 1e-9)
     summary = (f"{args.out_dir}: {report.wer_line}; {'streaming' if streaming else 'offline'}, "
                f"{audio_seconds:.1f} s of audio, RTF {rtf * args.threads:.4f} per core "

@@ -1,10 +1,12 @@
 """Running an export of steps/export_onnx.py in sherpa-onnx: the recognizer its sherpa-onnx.json
-describes, and one utterance through it as an application would feed it."""
+describes, one utterance through it as an application would feed it, and the words of its result with
+their times."""
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -12,6 +14,17 @@ DECODING_JSON = "decoding.json"  # written by rnnt.export.sherpa_onnx beside she
 STREAMING_TAIL = 0.5  # the least silence a stream is fed after the audio: sherpa-onnx encodes a chunk
 #                      only once frames after it have come, so without it the last words are never decoded
 FRAME_SHIFT = 0.01  # sherpa-onnx's fbank, seconds
+# sherpa-onnx's transducer recognizers time a token as its encoder frame x 10 ms x 4, whatever the model's
+# subsampling (a constant in their C++): an export's encoder frame is its own (decoding.json)
+SHERPA_ONNX_FRAME_SECONDS = FRAME_SHIFT * 4
+
+
+@dataclass
+class Recognised:
+    """sherpa-onnx's result: its text, tokens (the word-start mark shown as a space) and their times."""
+    text: str
+    tokens: list[str]
+    timestamps: list[float]
 
 
 def read_json(path: str) -> dict:
@@ -56,21 +69,52 @@ def tail_seconds(onnx_dir: str, streaming: bool) -> float:
     return max(tail, STREAMING_TAIL, (int(decoding.get("window_frames", 0)) + 1) * FRAME_SHIFT)
 
 
-def recognise(recognizer, streaming: bool, samples: np.ndarray, rate: int, chunk: float, tail: float) -> str:
-    """The text of one utterance (float samples at the model's rate), followed by `tail` seconds of
+def recognise(recognizer, streaming: bool, samples: np.ndarray, rate: int, chunk: float,
+              tail: float) -> Recognised:
+    """The result for one utterance (float samples at the model's rate), followed by `tail` seconds of
     silence (tail_seconds()). Streaming, it is fed `chunk` seconds at a time."""
     stream = recognizer.create_stream()
     padded = np.concatenate([samples, np.zeros(round(tail * rate), dtype=np.float32)])
     if not streaming:
         stream.accept_waveform(rate, padded)
         recognizer.decode_stream(stream)
-        return stream.result.text
-    size = max(1, round(chunk * rate))
-    for start in range(0, len(padded), size):
-        stream.accept_waveform(rate, padded[start:start + size])
+        result = stream.result
+    else:
+        size = max(1, round(chunk * rate))
+        for start in range(0, len(padded), size):
+            stream.accept_waveform(rate, padded[start:start + size])
+            while recognizer.is_ready(stream):
+                recognizer.decode_stream(stream)
+        stream.input_finished()
         while recognizer.is_ready(stream):
             recognizer.decode_stream(stream)
-    stream.input_finished()
-    while recognizer.is_ready(stream):
-        recognizer.decode_stream(stream)
-    return recognizer.get_result(stream)
+        result = recognizer.get_result_all(stream)
+    return Recognised(result.text, list(result.tokens), list(result.timestamps))
+
+
+def encoder_frame_seconds(onnx_dir: str) -> float | None:
+    """The audio an encoder frame of the export covers (decoding.json; None in an export older than it)."""
+    path = os.path.join(onnx_dir, DECODING_JSON)
+    value = read_json(path).get("encoder_frame_seconds") if os.path.isfile(path) else None
+    return float(value) if value is not None else None
+
+
+def token_seconds(timestamps: list[float], frame_seconds: float) -> list[float]:
+    """Token start times in seconds from sherpa-onnx's, which take an encoder frame for 40 ms."""
+    return [round(stamp / SHERPA_ONNX_FRAME_SECONDS) * frame_seconds for stamp in timestamps]
+
+
+def words_with_times(result: Recognised, frame_seconds: float, duration: float) -> list[dict]:
+    """The result's words ({"word", "start", "end"}, seconds) as rnnt.transcriber.words_with_times gives ours:
+    a word from its first unit's frame to the end of its last's, never past the audio's duration. A token
+    that begins with a space begins a word; a space alone (a character model's word boundary) only ends one."""
+    groups: list[list[tuple[str, float]]] = []
+    for token, start in zip(result.tokens, token_seconds(result.timestamps, frame_seconds)):
+        if not token.strip():
+            groups.append([])
+        elif not groups or token[0].isspace():
+            groups.append([(token, start)])
+        else:
+            groups[-1].append((token, start))
+    return [{"word": "".join(token for token, _ in group).strip(), "start": round(min(group[0][1], duration), 3),
+             "end": round(min(group[-1][1] + frame_seconds, duration), 3)} for group in groups if group]

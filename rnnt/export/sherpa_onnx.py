@@ -2,8 +2,10 @@
 tokens.txt, and sherpa-onnx.json, the keyword arguments of sherpa_onnx.OfflineRecognizer.from_transducer
 (streaming: OnlineRecognizer.from_transducer) with paths relative to the output dir; and decoding.json,
 what an application feeds besides the audio: {"tail_silence": seconds of silence after each utterance},
-the model's data.tail_silence, which our own decoding appends too, and streaming "window_frames", the
-encoder's window T, which the silence after a stream must cover for its last frames to be encoded.
+the model's data.tail_silence, which our own decoding appends too, "encoder_frame_seconds", the audio an
+encoder frame covers (sherpa-onnx times tokens as if it were 40 ms: rnnt.export.runtime.token_seconds), and
+streaming "window_frames", the encoder's window T, which the silence after a stream must cover for its last
+frames to be encoded.
 
 What sherpa-onnx runs, and so what a model must be to be exported (anything else is refused, never
 silently changed):
@@ -35,7 +37,7 @@ from rnnt.export.graphs import Decoder, Joiner, OfflineEncoder, StreamingEncoder
 from rnnt.export.runtime import DECODING_JSON
 from rnnt.model.feature_frontend import FeatureFrontEnd
 from rnnt.streaming import stream_refusals, stream_unit_and_overlap
-from rnnt.transcriber import load_model
+from rnnt.transcriber import load_model, seconds_per_encoder_frame
 
 OPSET = 17
 AUTHOR = "rnnt-recipes"
@@ -235,7 +237,8 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
     with open(os.path.join(out_dir, "sherpa-onnx.json"), "w", encoding="utf-8") as f:
         json.dump(args, f, indent=2)
         f.write("\n")
-    decoding = {"tail_silence": data.tail_silence}  # what the application adds to the audio
+    # what the application adds to the audio, and what its token times are in (runtime.token_seconds)
+    decoding = {"tail_silence": data.tail_silence, "encoder_frame_seconds": seconds_per_encoder_frame(experiment)}
     if options.streaming:  # sherpa-onnx encodes a window of T frames once a frame after it has come
         decoding["window_frames"] = options.chunk_frames + overlap
     with open(os.path.join(out_dir, DECODING_JSON), "w", encoding="utf-8") as f:

@@ -11,6 +11,11 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.timeout(1800)  # one thread under tools/run_tests.sh, beside another worker: 11-15 min
+def words_and_starts(ctm) -> list[tuple[str, str, str]]:
+    """(file, start, word) of each line of a ctm."""
+    return [(fields[0], fields[2], fields[4]) for fields in map(str.split, ctm.read_text().splitlines())]
+
+
 def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     """egs/an4 from the corpus to the %WER lines as run.sh's default runs it, on a short schedule: a CTC
     model trained and averaged first (conf/ci_ctc.yaml, 6 epochs), two seeds of the transducer started from
@@ -89,6 +94,13 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
             # all but one in a hundred (at least one): a near tie can fall the other way under another runtime's
             # rounding (98 of 99 on an AVX2-only CPU); a broken export or stream differs on many
             assert identical >= utterances - max(1, utterances // 100), summary
+            # its ctm: a line a word, each word starting where decode.py's greedy ctm has it (sherpa-onnx's
+            # token times rescaled to the encoder's frames; streaming too)
+            decode_dir = recipe / summary.split(": ")[1]
+            theirs, ours = (words_and_starts(path / "ctm") for path in
+                            (decode_dir, decode_dir.parent / decode_dir.name.replace(f"sherpa_onnx_{kind}", "greedy")))
+            assert len(theirs) == sum(len(x.split()) - 1 for x in (decode_dir / "hyp").read_text().splitlines())
+            assert len(set(theirs) & set(ours)) >= 0.98 * len(ours), (len(set(theirs) & set(ours)), len(ours))
     # the word LM through the lexicon of spellings, weighted on dev, ahead of the same search without it
     # (measured: dev 21.11 against 24.46, test 20.96 against 22.38); a fusion that scores wrongly, or a
     # lexicon that lets other words through, falls behind

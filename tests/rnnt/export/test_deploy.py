@@ -203,7 +203,8 @@ def test_the_tail_silence_goes_with_the_export(an4_test, tmp_path, monkeypatch):
     audio, langs = an4_test
     exp = make_experiment(tmp_path / "exp", langs["bpe"], tail_silence=0.3)
     export(exp, tmp_path / "onnx")
-    assert json.loads((tmp_path / "onnx" / "decoding.json").read_text()) == {"tail_silence": 0.3}
+    decoding = json.loads((tmp_path / "onnx" / "decoding.json").read_text())
+    assert decoding == {"tail_silence": 0.3, "encoder_frame_seconds": pytest.approx(0.06)}  # 10 ms x 3 x 2
     assert (tail_seconds(str(tmp_path / "onnx"), False), tail_seconds(str(tmp_path / "onnx"), True)) == (0.3, 0.5)
     (tmp_path / "wide").mkdir()  # a stream's silence covers the encoder's window of T frames, and one more
     (tmp_path / "wide" / "decoding.json").write_text(json.dumps({"tail_silence": 0.3, "window_frames": 69}))
@@ -214,8 +215,8 @@ def test_the_tail_silence_goes_with_the_export(an4_test, tmp_path, monkeypatch):
     for path, _ in audio:
         samples, rate = soundfile.read(path, dtype="float32")
         ours = transcriber.transcribe((torch.from_numpy(samples), rate)).text
-        assert " ".join(recognise(offline, False, samples, rate, 0.1, 0.3).split()) == ours, path
-        changed += " ".join(recognise(offline, False, samples, rate, 0.1, 0.0).split()) != ours
+        assert " ".join(recognise(offline, False, samples, rate, 0.1, 0.3).text.split()) == ours, path
+        changed += " ".join(recognise(offline, False, samples, rate, 0.1, 0.0).text.split()) != ours
     assert changed > 0
 
 
@@ -338,6 +339,14 @@ def test_decode_sherpa_onnx_scores_a_list_as_decode_py(an4_test, tmp_path):
     words = sum(len(t.split()) for _, t in audio)
     assert f"/ {words}," in out.stdout and f"{len(audio)} of {len(audio)} transcripts identical" in out.stdout
     assert (tmp_path / "sherpa" / "wer").read_text() == (exp / "decode-test-greedy" / "wer").read_text()
+    # and the words' times: sherpa-onnx's token times, taking this encoder's 60 ms frames for 40 ms, rescaled
+    theirs, ours = ((path / "ctm").read_text().splitlines()
+                    for path in (tmp_path / "sherpa", exp / "decode-test-greedy"))
+    hyp_words = sum(len(line.split()) - 1 for line in (tmp_path / "sherpa" / "hyp").read_text().splitlines())
+    assert len(theirs) == len(ours) == hyp_words > len(audio)
+    for mine, yours in zip(theirs, ours):  # a word ending with the audio ends where each decoder's audio ends:
+        mine, yours = mine.split(), yours.split()  # decode.py's counts whole stacked frames, up to 20 ms more
+        assert mine[:3] + mine[4:] == yours[:3] + yours[4:] and 0 <= float(yours[3]) - float(mine[3]) <= 0.021
 
 
 def test_segments_cut_in_pauses_and_cover_the_recording():

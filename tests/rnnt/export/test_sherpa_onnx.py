@@ -164,7 +164,8 @@ def test_an_offline_export_is_what_sherpa_onnx_loads(tmp_path, langs, test_data,
     assert args == result["args"] == {"encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx",
                                       "tokens": "tokens.txt", "sample_rate": 16000, "feature_dim": 80,
                                       "dither": 0.0, "decoding_method": "greedy_search"}
-    assert json.loads((out / "decoding.json").read_text()) == {"tail_silence": 0.2}
+    assert json.loads((out / "decoding.json").read_text()) == {"tail_silence": 0.2,
+                                                               "encoder_frame_seconds": pytest.approx(0.06)}
     assert result["checkpoint"] == str(exp / "epoch-2.pt") and result["options"] == ExportOptions()
     assert set(result["checked"]) == {"encoder", "decoder", "joiner"}
     assert all(0 <= worst <= 1e-4 for worst in result["checked"].values())
@@ -212,7 +213,8 @@ def test_a_streaming_export_is_an_lstm_transducer_of_whole_chunks(tmp_path, lang
                     "tokens": "tokens.txt", "sample_rate": 16000, "feature_dim": 80, "dither": 0.0,
                     "decoding_method": "greedy_search", "model_type": "lstm", "low_freq": 20.0, "high_freq": -400.0,
                     "normalize_samples": True, "snip_edges": False}
-    assert json.loads((out / "decoding.json").read_text()) == {"tail_silence": 0.0, "window_frames": 6}
+    assert json.loads((out / "decoding.json").read_text()) == {"tail_silence": 0.0, "window_frames": 6,
+                                                               "encoder_frame_seconds": pytest.approx(0.06)}
     meta = metadata(out / "encoder.onnx")
     assert {k: meta[k] for k in ("model_type", "T", "decode_chunk_len", "num_encoder_layers", "rnn_hidden_size",
                                  "d_model", "checkpoint")} == {
@@ -288,3 +290,23 @@ def test_a_broken_export_dir_is_named_by_its_file(tmp_path):
     (tmp_path / "decoding.json").write_text("[0.5]")
     with pytest.raises(ValueError, match=rf"{tmp_path}/decoding.json: expected a JSON object"):
         tail_seconds(str(tmp_path), False)
+
+
+def test_sherpa_onnx_token_times_become_words_in_the_exports_own_frames():
+    """sherpa-onnx times a token as its encoder frame x 40 ms; an export whose frames are 60 ms gets its words
+    from frame index x 60 ms, a word ending a frame after its last unit and never after the audio: BPE pieces
+    (a leading space starts a word), characters (a space alone only ends one) and words."""
+    from rnnt.export.runtime import Recognised, words_with_times
+
+    def stamps(frames):
+        return [f * 0.04 * (1 + 1e-7) for f in frames]  # float32 times, as sherpa-onnx gives them
+
+    bpe = Recognised(" HELLO THERE", [" HE", "LLO", " THE", "RE"], stamps([2, 3, 10, 12]))
+    assert words_with_times(bpe, 0.06, 5.0) == [{"word": "HELLO", "start": 0.12, "end": 0.24},
+                                                 {"word": "THERE", "start": 0.6, "end": 0.78}]
+    chars = Recognised("AB C", ["A", "B", " ", "C"], stamps([1, 2, 3, 40]))
+    assert words_with_times(chars, 0.06, 2.41) == [{"word": "AB", "start": 0.06, "end": 0.18},
+                                                   {"word": "C", "start": 2.4, "end": 2.41}]
+    words = Recognised(" YES NO", [" YES", " NO"], stamps([5, 9]))
+    assert [w["word"] for w in words_with_times(words, 0.03, 1.0)] == ["YES", "NO"]
+    assert words_with_times(Recognised("", [], []), 0.06, 1.0) == []
