@@ -33,10 +33,13 @@ def simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank, 
     (log_softmax(lm[u]), as k2's) + am_only_scale x the encoder's own (log_softmax(am[t]); k2's normalises
     am[t] plus the log of the prediction network's mean distribution instead; icefall trains with 0).
     The normaliser is k2's one matmul: where the two heads' best symbols differ by more than about 87 nats
-    (708 in float64) it underflows, too large and without gradient there (docs/loss.md).
+    (708 in float64) it underflows, too large and without gradient there (docs/loss.md). Under autocast too,
+    its matmul and arcs are float32 (float64 for float64 inputs): bfloat16 products would put errors of 0.4%
+    in every normaliser, and Triton's kernels would write bfloat16 arcs.
     """
-    return SimpleArcs.apply(am, lm, targets, logit_lengths, target_lengths, blank,
-                            Scales(lm_only_scale, am_only_scale))
+    with torch.autocast(am.device.type, enabled=False):
+        return SimpleArcs.apply(am, lm, targets, logit_lengths, target_lengths, blank,
+                                Scales(lm_only_scale, am_only_scale))
 
 
 def simple_loss(

@@ -60,17 +60,11 @@ def row_stats(rows: torch.Tensor, labels: torch.Tensor, blank: int, acc: torch.d
         lse, arcs = buffer.split([n, size - n])
         out = (lse, *arcs.view(2, *shape))
     grid, block_rows, columns = _launch_shape(n, vocab)
+    indexed = (into.cell, into.valid, into.has_label) if into is not None else (labels,) * 3  # unread without
     _kernels().row_stats_kernel[grid](rows, rows.stride(0), labels, *out, n, vocab, blank,
-                                      *_cells(n, out[0], labels), *_indexed(into, labels), NORMALISE=normalise,
+                                      *_cells(n, out[0], labels), *indexed, NORMALISE=normalise,
                                       INDEXED=into is not None, ROWS=block_rows, COLUMNS=columns, num_warps=WARPS)
     return out
-
-
-def _indexed(into: CellMap | None, unread: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """A cell map's rows' cells, and which are inside the lattice and which have a label arc."""
-    if into is None:
-        return unread, unread, unread
-    return into.cell, into.valid, into.has_label
 
 
 def row_gradient(rows: torch.Tensor, grad: torch.Tensor, lse: torch.Tensor, post_blank: torch.Tensor,
@@ -96,7 +90,7 @@ def row_gradient(rows: torch.Tensor, grad: torch.Tensor, lse: torch.Tensor, post
     _kernels().row_gradient_kernel[grid](rows, rows.stride(0), grad, grad.stride(0), lse, post_blank, post_label,
                                          labels, batch, scale, n, vocab, blank, float(clamp) if clamped else 0.0,
                                          torch.finfo(lse.dtype).tiny, *_cells(n, lse, labels),
-                                         *(at_cells or (labels, labels)), SCALE=scaled, SOFTMAX=softmax,
+                                         *(at_cells or (labels,) * 2), SCALE=scaled, SOFTMAX=softmax,
                                          CLAMP=clamped, INDEXED=at_cells is not None, ROWS=block_rows,
                                          COLUMNS=columns, num_warps=WARPS)
     return grad

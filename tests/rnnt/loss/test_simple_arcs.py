@@ -120,3 +120,17 @@ def test_the_triton_kernels_equal_pytorch_on_a_long_target_and_frames_past_a_pro
         results.append((*arcs, *torch.autograd.grad(arcs, (am, lm), grads)))
     for x, y in zip(*results):
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5)
+
+
+def test_under_autocast_the_matmul_and_the_arcs_stay_float32(per_cell_work):
+    """A training step under bfloat16 autocast hands the simple loss bfloat16 heads: its normaliser's matmul
+    and its arcs are float32 all the same, equal to those of the same inputs without autocast."""
+    from rnnt.loss.pruned import simple_arc_log_probs
+
+    am, lm, targets, _, T_b, U_b = ragged(8, dtype=torch.bfloat16, T=20, U=9, V=40)
+    plain = simple_arc_log_probs(am, lm, targets, T_b, U_b, 0, 0.25)
+    with torch.autocast(DEVICE, dtype=torch.bfloat16):
+        mixed = simple_arc_log_probs(am, lm, targets, T_b, U_b, 0, 0.25)
+    for x, y in zip(mixed, plain):
+        assert x.dtype == torch.float32
+        torch.testing.assert_close(x, y, rtol=0, atol=0)
