@@ -28,6 +28,23 @@ from rnnt.decode_results import reference_texts, write_results, write_word_outpu
 from rnnt.export.runtime import encoder_frame_seconds, load_recognizer, recognise, tail_seconds, words_with_times
 
 
+def decode_all(recognizer, streaming: bool, utterances, rate: int, chunk: float, tail: float,
+               frame_seconds: float | None):
+    """Each utterance's transcript and (given frame_seconds) its words with their times; the seconds of audio
+    and the seconds sherpa-onnx took."""
+    hyps, words, audio_seconds, decode_seconds = {}, {}, 0.0, 0.0
+    for record in progress(utterances, desc="sherpa-onnx", unit="utt"):
+        samples = record["waveform"].numpy()
+        start = time.perf_counter()
+        result = recognise(recognizer, streaming, samples, rate, chunk, tail)
+        decode_seconds += time.perf_counter() - start
+        audio_seconds += len(samples) / rate
+        hyps[record["key"]] = " ".join(result.text.split())
+        if frame_seconds is not None:
+            words[record["key"]] = words_with_times(result, frame_seconds, len(samples) / rate)
+    return hyps, words, audio_seconds, decode_seconds
+
+
 def main() -> str:
     parser = tool_parser(__doc__, "steps/decode_sherpa_onnx.py --compare exp/deploy/decode-test-greedy "
                                   "exp/deploy/onnx data/test/data.list exp/deploy/decode-test-sherpa-onnx")
@@ -52,16 +69,8 @@ def main() -> str:
             raise FileNotFoundError(f"{args.compare}/hyp: no such file (--compare names a decode dir)")
     except (OSError, ValueError, KeyError, RuntimeError) as error:
         raise ToolError(str(error)) from error
-    hyps, words, audio_seconds, decode_seconds = {}, {}, 0.0, 0.0
-    for record in progress(utterances, desc="sherpa-onnx", unit="utt"):
-        samples = record["waveform"].numpy()
-        start = time.perf_counter()
-        result = recognise(recognizer, streaming, samples, rate, args.chunk_seconds, tail)
-        decode_seconds += time.perf_counter() - start
-        audio_seconds += len(samples) / rate
-        hyps[record["key"]] = " ".join(result.text.split())
-        if frame_seconds is not None:
-            words[record["key"]] = words_with_times(result, frame_seconds, len(samples) / rate)
+    hyps, words, audio_seconds, decode_seconds = decode_all(recognizer, streaming, utterances, rate,
+                                                            args.chunk_seconds, tail, frame_seconds)
     report = write_results(args.out_dir, refs, hyps, refs_from, "decode_sherpa_onnx.py")
     if frame_seconds is None:
         print(f"decode_sherpa_onnx.py: {args.onnx_dir}/decoding.json gives no encoder_frame_seconds (an export "

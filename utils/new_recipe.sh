@@ -5,9 +5,9 @@ set -euo pipefail
 
 egs_dir=   # where the recipe goes; empty: the project's egs/
 help_message="Usage: utils/new_recipe.sh [--egs-dir DIR] NAME
-Writes egs/NAME/ (or DIR/NAME/): run.sh, conf/transducer.yaml and local/data_prep.py copied from egs/TEMPLATE,
-and links to the shared path.sh, utils and steps. NAME: letters, digits, '_' and '-', starting with a letter
-or digit; an existing recipe is never overwritten. Then:
+Writes egs/NAME/ (or DIR/NAME/): run.sh, conf/ (transducer.yaml, deploy.yaml) and local/data_prep.py copied
+from egs/TEMPLATE, and links to the shared path.sh, utils and steps. NAME: letters, digits, '_' and '-',
+starting with a letter or digit; an existing recipe is never overwritten. Then:
   cd egs/NAME && ./run.sh --corpus-dir /path/to/recordings   # transcripts.txt inside it; see ./run.sh --help"
 
 root=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)

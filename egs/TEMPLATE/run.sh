@@ -24,9 +24,12 @@ average=5            # the last N epoch checkpoints averaged for decoding (0: th
 seeds=1              # N > 1: the model trained N times at once (exp with its config's seed, exp_seedK with --seed K,
                      # K < N), each on its share of the cores, and the best on dev with the last of --methods kept
 methods=greedy       # greedy, beam, modified_beam: each one decodes dev and test
+deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode dev and test in it (a
+                     # --train-config it runs: conf/deploy.yaml)
 help_message="Usage: ./run.sh --corpus-dir DIR [--transcripts FILE] [--test-transcripts FILE] [--speaker-regex RE]
   [--dev-fraction F] [--test-fraction F] [--stage N] [--stop-stage M] [--train-config FILE] [--exp DIR]
   [--unit-type char|bpe] [--vocab-size N] [--nj N] [--average N] [--seeds N] [--methods \"greedy beam modified_beam\"]
+  [--deploy \"offline streaming\"]
 The transcript list (default DIR/transcripts.txt) has a line per recording: its path relative to DIR, with
 or without the extension, then the transcript, e.g. 'speaker1/rec01.wav HELLO WORLD'. Bad lines are
 reported by file and line and skipped. Audio: any format soundfile reads, any sample rate, mono or stereo.
@@ -34,8 +37,11 @@ reported by file and line and skipped. Audio: any format soundfile reads, any sa
 each recording its own). dev and test (--dev-fraction, --test-fraction: 0.1 each) are whole speakers when there
 are enough, else recordings at random; --test-transcripts FILE: a test set of your own.
 Stages: 1 data dirs (local/data_prep.py), 2 shards, 3 units, 4 train (--seeds N: N models at once, each
-averaged and decoded on dev, the best kept), 5 average, 6 decode and score dev and test (prints the %WER lines).
-Example: ./run.sh --corpus-dir /data/mycorpus --speaker-regex '^([^/]+)/'"
+averaged and decoded on dev, the best kept), 5 average, 6 decode and score dev and test (prints the %WER lines),
+7 export to ONNX (--deploy), 8 decode and score dev and test in sherpa-onnx (--deploy; conf/deploy.yaml is a
+model it runs as it is).
+Example: ./run.sh --corpus-dir /data/mycorpus --speaker-regex '^([^/]+)/'
+  ./run.sh --corpus-dir /data/mycorpus --train-config conf/deploy.yaml --exp exp/deploy --deploy offline"
 
 . ./path.sh
 . utils/parse_options.sh
@@ -52,6 +58,7 @@ if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
 fi
 transcripts=${transcripts:-$corpus_dir/transcripts.txt}
 lang=$(lang_of "$unit_type" "$vocab_size")
+check_deployable "$unit_type" "$deploy"
 recipe=$(basename "$PWD")  # names the result lines
 
 if stage_wanted 1 data -- local/data_prep.py "$corpus_dir" "$transcripts" "$test_transcripts" "$speaker_regex" \
@@ -83,7 +90,8 @@ seed_stages 4 5 6 "$train_config" "$exp" "$lang" "" "$seeds" "$average" "$(leadi
 average_stage 5 "$exp" "$average"
 model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
 decode_stages 6 "$exp" "$model_tag" "$lang" "$methods" "${sets#train }"  # into $exp/decode-SET-METHOD-$model_tag
-for method in $methods; do
+deploy_stages 7 "$exp" "$model_tag" "$deploy" "${sets#train }"  # with --deploy: export (7), decode in sherpa-onnx (8)
+for method in $methods $(for kind in $deploy; do echo "sherpa_onnx_$kind"; done); do
   for set in ${sets#train }; do
     decode_result "$recipe $set $method ($(basename "$exp")${model_tag:+ $model_tag}):" \
       "$exp" "$model_tag" "$set" "$method"

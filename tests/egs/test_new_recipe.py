@@ -57,6 +57,10 @@ def make_corpus(test_data: Path, dest: Path, files: int, seed: int = 0) -> list[
     return lines
 
 
+def wer_of(line: str) -> float:
+    return float(re.search(r"%WER ([0-9.]+)", line).group(1))
+
+
 def table(path: Path) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in path.read_text().splitlines())
 
@@ -296,7 +300,7 @@ def test_a_new_corpus_from_recordings_to_wer_by_the_readme(test_data, tmp_path):
         words = sum(len(t.split()) for t in table(data / name.split()[1] / "text").values())
         assert line.startswith(f"{name} greedy (transducer avg5-epoch-30): %WER ") and f"/ {words}," in line, line
         # measured here: dev 18.6, test 15.1 (the whole test 80 s); a model deaf to the audio: about 100
-        assert float(re.search(r"%WER ([0-9.]+)", line).group(1)) < 40, line
+        assert wer_of(line) < 40, line
     markers = sorted(p.name for p in (recipe / "exp").rglob("*.done"))
     assert markers == ["1.data.done", "2.shards.done", "3.units-char.done", "4.train.done",
                        "5.average-5-epoch-30.done", "6.decode-dev-greedy-avg5-epoch-30.done",
@@ -305,4 +309,18 @@ def test_a_new_corpus_from_recordings_to_wer_by_the_readme(test_data, tmp_path):
     again = run_recipe(recipe, *args)
     assert again.returncode == 0 and again.stdout.count("done before; skipped") == 7, again.stdout[-2000:]
     assert sorted(results.values()) == sorted(x for x in again.stdout.splitlines() if x.startswith("mycorpus "))
+    # README step 5: the recipe's conf/deploy.yaml (on the same schedule) exported and run in sherpa-onnx,
+    # offline and streaming, from the same data and units; its WERs those of our greedy search
+    deploy = (recipe / "conf" / "deploy.yaml").read_text().replace("epochs: 40", "epochs: 30")
+    (recipe / "conf" / "quick_deploy.yaml").write_text(deploy)
+    out = run_recipe(recipe, *args[:-1], "conf/quick_deploy.yaml", "--exp", "exp/deploy", "--deploy",
+                     "offline streaming")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert out.stdout.count("done before; skipped") == 3, out.stdout[-2000:]  # data, shards, units
+    for name in ("dev", "test"):
+        greedy, *sherpa = (next(x for x in out.stdout.splitlines() if x.startswith(f"mycorpus {name} {method} "))
+                           for method in ("greedy", "sherpa_onnx_offline", "sherpa_onnx_streaming"))
+        assert "(deploy avg5-epoch-30): %WER" in greedy and wer_of(greedy) < 40, greedy  # measured: 17.0, 22.6
+        assert all(abs(wer_of(line) - wer_of(greedy)) <= 0.1 for line in sherpa), sherpa
+    assert (recipe / "exp" / "deploy" / "onnx-streaming-avg5-epoch-30" / "encoder.onnx").is_file()
     assert not (ROOT / "egs" / "mycorpus").exists()
