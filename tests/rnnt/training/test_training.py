@@ -1,6 +1,7 @@
 """Training on real yesno audio: overfitting, exact resume after SIGKILL, torchrun with three CPU ranks, and
 their exact resume."""
 
+import io
 import os
 import shutil
 import signal
@@ -253,6 +254,37 @@ def test_torchrun_resumed_where_one_rank_ran_out_ends_as_the_uninterrupted_run(y
     a, b = (checkpoint.load(checkpoint.latest(str(exp))) for exp in (straight, resumed))
     assert a["meta"]["step"] == b["meta"]["step"] == 14
     assert all(torch.equal(a["model"][name], b["model"][name]) for name in a["model"])
+
+
+def test_torchrun_a_rank_with_no_usable_utterance_stops_every_rank_with_the_reason(yesno, tmp_path):
+    """Two ranks, two shards: the training utterances, and a shard of six whose audio no decoder reads. The
+    rank given the second has no batch; every rank stops in seconds with the one message (no hang at an
+    all-reduce the other never reaches) and the data report names each unreadable file; no checkpoint."""
+    out = run_tool(sys.executable, ROOT / "steps" / "make_shards.py", "--utts-per-shard", "30",
+                   yesno / "data" / "train_yesno", tmp_path / "shards", tmp_path / "good.list")
+    assert out.returncode == 0, out.stderr
+    bad = tmp_path / "unreadable.tar"
+    with tarfile.open(bad, "w") as tar:
+        for i in range(6):
+            for name, data in ((f"bad{i}.txt", b"YES NO"), (f"bad{i}.wav", b"RIFF, but no audio")):
+                member = tarfile.TarInfo(name)
+                member.size = len(data)
+                tar.addfile(member, io.BytesIO(data))
+    train_list = tmp_path / "train.list"
+    train_list.write_text((tmp_path / "good.list").read_text() + f"{bad}\n")
+    exp = tmp_path / "ddp"
+    args = [a if a != str(yesno / "train.list") else str(train_list)
+            for a in train_args(yesno, exp, config_file(tmp_path, batch_size=2, epochs=1))]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"] + args[1:]
+    start = time.monotonic()
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                         timeout=300)
+    assert out.returncode != 0 and time.monotonic() - start < 120
+    for rank in (0, 1):
+        assert f"[rank {rank}] epoch 1: no usable utterance in {train_list} for one of 2 ranks" in out.stderr, \
+            out.stderr[-3000:]
+    assert all(f"skipped bad{i} from {bad}:bad{i}.wav: cannot decode audio" in out.stderr for i in range(6))
+    assert not list(exp.glob("*.pt"))
 
 
 def assert_validated_as_one_process(exp, valid_list, lang_dir):
