@@ -44,20 +44,34 @@ class Utterance:
 
 
 class Report:
-    """Counts what was skipped and why, and prints each skipped item by name."""
+    """Counts what was skipped and why, and names each skipped item: on standard error, or, with a listing
+    file, the first `shown` of each reason there and every one in the file (a corpus with thousands of bad
+    lines would bury the rest of the stage's output)."""
 
-    def __init__(self, stage: str):
-        self.stage = stage
+    def __init__(self, stage: str, listing: str | None = None, shown: int = 20):
+        self.stage, self.listing, self.shown = stage, listing, shown
         self.skipped: Counter = Counter()
+        if listing is not None and os.path.exists(listing):
+            os.remove(listing)  # a run's own skips only
 
     def skip(self, reason: str, detail: str) -> None:
         self.skipped[reason] += 1
-        print(f"{self.stage}: skipped {detail}: {reason}", file=sys.stderr)
+        line = f"{self.stage}: skipped {detail}: {reason}"
+        if self.listing is None or self.skipped[reason] <= self.shown:
+            print(line, file=sys.stderr)
+        elif self.skipped[reason] == self.shown + 1:
+            print(f"{self.stage}: more skipped as '{reason}': named in {self.listing} only", file=sys.stderr)
+        if self.listing is not None:
+            os.makedirs(os.path.dirname(os.path.abspath(self.listing)), exist_ok=True)
+            with open(self.listing, "a", encoding="utf-8") as f:
+                f.write(line + "\n")
 
     def summary(self, since: Counter | None = None) -> str:
         """What was skipped (since the counts `since` were taken, where given)."""
         counts = self.skipped - since if since is not None else self.skipped
-        return ", ".join(f"{n} {why}" for why, n in sorted(counts.items())) or "nothing skipped"
+        text = ", ".join(f"{n} {why}" for why, n in sorted(counts.items())) or "nothing skipped"
+        hidden = self.listing is not None and any(n > self.shown for n in self.skipped.values())
+        return text + (f" (each named in {self.listing})" if hidden and counts else "")
 
 
 def add_entry(table: dict[str, tuple[str, str]], key: str, value: str, where: str, report: Report) -> None:

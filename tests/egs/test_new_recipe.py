@@ -192,6 +192,25 @@ def test_data_prep_keeps_good_lines_and_names_bad_ones_by_file_and_line(small_co
     assert table(tmp_path / "data" / "train" / "utt2spk") == {u: u for u in table(tmp_path / "data" / "train" / "text")}
 
 
+def test_thousands_of_bad_lines_show_twenty_of_each_kind_and_all_go_to_a_file(small_corpus, tmp_path):
+    """A list of 8 good lines and 25 naming files that are not there: the terminal shows the first 20 of those
+    and says where the rest are; data/local/skipped.txt names all 25 by line; the summary counts 25."""
+    good = [f"{folder}/{digit.lower()} {digit}" for folder in "ab" for digit in DIGITS[:4]]
+    (small_corpus / "transcripts.txt").write_text("\n".join(good + [f"a/gone{i} GONE" for i in range(25)]) + "\n")
+    out = run_tool(sys.executable, DATA_PREP, "--dev-fraction", "0.2", "--test-fraction", "0", small_corpus,
+                   tmp_path / "data")
+    assert out.returncode == 0, out.stderr
+    listing = tmp_path / "data" / "local" / "skipped.txt"
+    named = [line for line in out.stderr.splitlines() if line.endswith(": audio file not found")]
+    assert len(named) == 20 and f"more skipped as 'audio file not found': named in {listing} only" in out.stderr
+    kept = listing.read_text().splitlines()
+    assert len(kept) == 25 and kept[-1].startswith(f"data_prep: skipped {small_corpus / 'transcripts.txt'}:33 (")
+    assert out.stdout.splitlines()[-1].endswith(f"skipped in all: 25 audio file not found (each named in {listing})")
+    again = run_tool(sys.executable, DATA_PREP, "--dev-fraction", "0.2", "--test-fraction", "0", small_corpus,
+                     tmp_path / "data")
+    assert again.returncode == 0 and len(listing.read_text().splitlines()) == 25  # this run's, not appended
+
+
 def test_data_prep_speakers_from_a_regex_and_whole_speakers_held_out(small_corpus, tmp_path, test_data):
     by_speaker = recordings_by_speaker(test_data)
     lines = []

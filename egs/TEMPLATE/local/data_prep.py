@@ -9,7 +9,8 @@ where the first word names no file, the line is split at its first tab):
 Audio: any format soundfile reads (wav, flac, ogg, mp3, ...), any sample rate, mono or stereo. Transcripts
 are NFKC-normalised, upper-cased, with single spaces (edit normalise()). A line without a transcript, or
 naming a file that is not there, is reported by file and line number and skipped; so is unreadable audio;
-the rest is kept.
+the rest is kept. Every skipped line is named in <data>/local/skipped.txt, the first 20 of each kind on the
+terminal too.
 
 dev (and test, unless --test-transcripts lists the test recordings) are held out from the list: whole
 speakers where there are enough of them, else utterances at random (seed 0; rnnt.prep.held_out).
@@ -157,7 +158,7 @@ def main() -> int:
         if path and not os.path.isfile(path):
             print(f"data_prep.py: no transcript list {path}; see --help for its format", file=sys.stderr)
             return 1
-    report = Report("data_prep")
+    report = Report("data_prep", listing=os.path.join(args.data_root, "local", "skipped.txt"))
     train = utterances(args.corpus_dir, transcripts, regex, report)
     if not train:
         print(f"data_prep.py: {transcripts}: no usable line ({report.summary()}); a line is '<file> <transcript>', "
