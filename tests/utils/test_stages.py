@@ -183,8 +183,12 @@ stage=0; stop_stage=100
 . "$ROOT/utils/stages.sh"
 logged "$(stage_log 4 train exp)" python3 stoppable.py
 """
+    # SIGINT as a terminal's shell leaves it to a command it runs: where the tests themselves were started in the
+    # background of a shell without job control (nohup ... &), SIGINT comes ignored, and a shell cannot trap a
+    # signal ignored on entry
     recipe = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"}, start_new_session=True)
+                              text=True, env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"}, start_new_session=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     log = tmp_path / "exp" / "log" / "4.train.log"
     deadline = time.monotonic() + 30
     while not (log.exists() and "step 3" in log.read_text().splitlines()):
