@@ -7,8 +7,8 @@ enc, pred, W and bias. Memory grows with the lattice (B, T, U+1), not with the v
 block. A block pads its utterances to the longest, computing and masking out at most a quarter more
 cells than its utterances' own. Asked for (kernels=True), with the Triton backend and a joiner the
 kernels take (joint_triton.fits), no block is held at all: each pass over the lattice is one Triton kernel
-(rnnt.loss.joint_kernels), in a few MiB where a block takes about 200, but 7-46x slower than the blocks on
-an H200 (benchmarks/RESULTS.md), so the blocks are the default.
+(rnnt.loss.joint_kernels), in a few MiB where a block of 8M logits takes about 60, but 1.8-8x slower than
+the blocks on an H200 (benchmarks/RESULTS.md), so the blocks are the default.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ from rnnt.loss.options import LatticeOptions, lattice_options
 ACTIVATIONS = ("tanh", "relu")
 
 
-def _activate(pre: torch.Tensor, activation: str) -> torch.Tensor:
-    return torch.tanh(pre) if activation == "tanh" else torch.relu(pre)
+def _activate_(pre: torch.Tensor, activation: str) -> torch.Tensor:
+    """The activation written over pre (a block's own sums: no second block-sized buffer)."""
+    return pre.tanh_() if activation == "tanh" else pre.relu_()
 
 
 def _activation_grad(hidden: torch.Tensor, grad: torch.Tensor, activation: str) -> torch.Tensor:
@@ -69,10 +70,15 @@ def _blocks(logit_lengths, target_lengths, width: int, chunk_elements: int):
         b0 = b1
 
 
+def _block_hidden(enc, pred, block, activation: str):
+    """The activations (n, frames, U1, H) of one block."""
+    b0, b1, t0, t1, U1 = block
+    return _activate_(enc[b0:b1, t0:t1, None, :] + pred[b0:b1, None, :U1, :], activation)
+
+
 def _block_logits(enc, pred, weight, bias, block, activation: str):
     """Hidden (n, frames, U1, H) and logits (n, frames, U1, V) of one block."""
-    b0, b1, t0, t1, U1 = block
-    hidden = _activate(enc[b0:b1, t0:t1, None, :] + pred[b0:b1, None, :U1, :], activation)
+    hidden = _block_hidden(enc, pred, block, activation)
     return hidden, torch.nn.functional.linear(hidden, weight, bias)
 
 
@@ -126,12 +132,11 @@ def _blocks_arc_log_probs(enc, pred, weight, bias, cell_labels, logit_lengths, t
     B, T, _ = enc.shape
     lse_cells = torch.zeros((B, T, pred.shape[1]), dtype=accumulation_dtype(enc.dtype), device=enc.device)
     blank_lp, label_lp = torch.empty_like(lse_cells), torch.empty_like(lse_cells)
-    for block in blocks:
+    for block in blocks:  # the block's logits go with the call: the next block's are made without them
         b0, b1, t0, t1, U1 = block
-        logits = _block_logits(enc, pred, weight, bias, block, activation)[1]
         cells = (slice(b0, b1), slice(t0, t1), slice(0, U1))
-        _block_arc_log_probs(logits, cell_labels, blank, triton, block,
-                             (lse_cells[cells], blank_lp[cells], label_lp[cells]))
+        _block_arc_log_probs(_block_logits(enc, pred, weight, bias, block, activation)[1], cell_labels, blank,
+                             triton, block, (lse_cells[cells], blank_lp[cells], label_lp[cells]))
     inside, has_label = lattice_masks(logit_lengths, target_lengths, T, pred.shape[1])
     return lse_cells, blank_lp.masked_fill_(~inside, float("-inf")), label_lp.masked_fill_(~has_label, float("-inf"))
 
@@ -142,20 +147,33 @@ def _blocks_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_bla
     grad_enc, grad_pred = torch.zeros_like(enc), torch.zeros_like(pred)
     grad_weight = torch.zeros_like(weight)
     grad_bias = torch.zeros_like(bias) if bias is not None else None
-    for block in blocks:
-        b0, b1, t0, t1, U1 = block
-        hidden, logits = _block_logits(enc, pred, weight, bias, block, activation)
-        cells = (slice(b0, b1), slice(t0, t1), slice(0, U1))
-        grad = _block_logits_gradient(logits, cell_labels, lse_cells[cells], gamma_blank[cells],
-                                      gamma_label[cells], blank, triton, block)
-        flat_grad, flat_hidden = grad.reshape(-1, grad.shape[-1]), hidden.reshape(-1, hidden.shape[-1])
-        grad_weight.addmm_(flat_grad.t(), flat_hidden)
-        if grad_bias is not None:
-            grad_bias += flat_grad.sum(0)
-        grad_pre = _activation_grad(hidden, grad @ weight, activation)
-        torch.sum(grad_pre, 2, out=grad_enc[b0:b1, t0:t1])  # the blocks share no frame of an utterance
-        grad_pred[b0:b1, :U1].add_(grad_pre.sum(1))
+    for block in blocks:  # a block's tensors go when its call returns, before the next block's are made
+        _add_block_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_blank, gamma_label, blank,
+                             activation, block, triton, (grad_enc, grad_pred, grad_weight, grad_bias))
     return grad_enc, grad_pred, grad_weight, grad_bias
+
+
+def _add_block_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_blank, gamma_label, blank: int,
+                         activation: str, block, triton: bool, grads):
+    """Adds one block's share of d loss / d enc, pred, weight and bias to grads. The activations are made
+    again for their own gradient, after the logits' is spent: the block holds its logits (or their gradient)
+    and one array of activations or of their gradient at a time, never two (a third less memory at V = H)."""
+    grad_enc, grad_pred, grad_weight, grad_bias = grads
+    b0, b1, t0, t1, U1 = block
+    hidden, logits = _block_logits(enc, pred, weight, bias, block, activation)
+    cells = (slice(b0, b1), slice(t0, t1), slice(0, U1))
+    grad = _block_logits_gradient(logits, cell_labels, lse_cells[cells], gamma_blank[cells], gamma_label[cells],
+                                  blank, triton, block)
+    del logits
+    grad_weight.addmm_(grad.reshape(-1, grad.shape[-1]).t(), hidden.reshape(-1, hidden.shape[-1]))
+    if grad_bias is not None:
+        grad_bias += grad.reshape(-1, grad.shape[-1]).sum(0)
+    del hidden
+    grad_hidden = grad @ weight
+    del grad
+    grad_pre = _activation_grad(_block_hidden(enc, pred, block, activation), grad_hidden, activation)
+    torch.sum(grad_pre, 2, out=grad_enc[b0:b1, t0:t1])  # the blocks share no frame of an utterance
+    grad_pred[b0:b1, :U1].add_(grad_pre.sum(1))
 
 
 class _FusedJoinerLoss(torch.autograd.Function):
