@@ -17,6 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # before triton is first imported (rnnt.loss imports it only when the Triton backend is asked for).
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+# where a test's tensors for the Triton backend go: CUDA where there is a GPU (the interpreter is off there),
+# else the CPU
+TRITON_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 # The tools under test run as a user runs them after path.sh: this environment's python first on PATH (it
 # finds the rnnt package through the .pth file tools/install.sh writes; no script edits sys.path).
 os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])

@@ -11,14 +11,13 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, TRITON_DEVICE as DEVICE
 
 from rnnt.loss import fused_joiner_loss, joint_triton, transducer_loss
 from rnnt.loss.fused_joiner import _cell_labels
 
 pytest.importorskip("triton")
 pytestmark = pytest.mark.filterwarnings("ignore:divide by zero encountered in log:RuntimeWarning")
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 # (B, T, U, H, V, logit lengths, target lengths): U + 1 > 16 takes two label tiles; V 70 three column steps
 CASES = [
     (1, 1, 0, 8, 5, [1], [0]),

@@ -8,11 +8,11 @@ import torch
 from rnnt.loss import fused_joiner_loss, lattice_triton, pack_joiner_input, prune, prune_ranges, pruned_loss, \
     simple_loss, transducer_loss
 from rnnt.loss.lattice import best_path_label_frames, lattice_posteriors
+from conftest import TRITON_DEVICE as DEVICE
 
 pytest.importorskip("triton")
 # log(0) of two unreachable arcs is -inf on purpose; the interpreter's numpy says so
 pytestmark = pytest.mark.filterwarnings("ignore:divide by zero encountered in log:RuntimeWarning")
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def arc_lattice(T_b, U_b, seed, dtype=torch.float64, T=None, U=None, ties=False):

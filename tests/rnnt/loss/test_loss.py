@@ -5,6 +5,7 @@ import torch
 
 from rnnt.loss import TransducerLoss, transducer_loss
 from transducer_reference import reference_loss
+from conftest import TRITON_DEVICE
 
 
 def random_batch(B, T, U, V, seed, dtype=torch.float64, min_T=1, min_U=0):
@@ -19,8 +20,7 @@ def random_batch(B, T, U, V, seed, dtype=torch.float64, min_T=1, min_U=0):
 
 def on_the_backends_device(backend, *tensors):
     """Triton takes CPU tensors in its interpreter only, which is off where CUDA is: there its tensors go to CUDA."""
-    device = "cuda" if backend == "triton" and torch.cuda.is_available() else "cpu"
-    return tuple(tensor.to(device) for tensor in tensors)
+    return tuple(tensor.to(TRITON_DEVICE if backend == "triton" else "cpu") for tensor in tensors)
 
 
 def pack(logits, T_b, U_b):

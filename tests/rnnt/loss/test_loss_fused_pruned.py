@@ -5,6 +5,7 @@ import torch
 
 from rnnt.loss import fused_joiner_loss, prune, prune_ranges, pruned_loss, simple_loss, transducer_loss
 from transducer_reference import joiner_inputs, joiner_logits, reference_loss
+from conftest import TRITON_DEVICE
 
 
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
@@ -44,8 +45,7 @@ def test_fused_blocks_of_ragged_utterances_equal_unfused(backend):
     enc, pred, weight, bias, targets, _, _ = joiner_inputs(4, 9, 5, 8, 11, seed=6)
     T_b, U_b = torch.tensor([9, 8, 9, 7]), torch.tensor([5, 5, 4, 0])
     targets = targets.masked_fill(torch.arange(5) >= U_b[:, None], -1)
-    # Triton takes CPU tensors in its interpreter only, which is off where a GPU is
-    device = "cuda" if backend == "triton" and torch.cuda.is_available() else "cpu"
+    device = TRITON_DEVICE if backend == "triton" else "cpu"
     params = tuple(p.detach().to(device).requires_grad_(True) for p in (enc, pred, weight, bias))
     targets, T_b, U_b = targets.to(device), T_b.to(device), U_b.to(device)
     options = dict(fastemit_lambda=0.01, delay_penalty=0.02, backend=backend)

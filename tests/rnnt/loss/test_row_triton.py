@@ -9,11 +9,11 @@ import torch
 
 from rnnt.loss import fused_joiner_loss, pruned_loss, row_triton, transducer_loss
 from rnnt.loss.logits_loss import logits_gradient
+from conftest import TRITON_DEVICE as DEVICE
 
 pytest.importorskip("triton")
 # log(0) of a zero occupancy is -inf on purpose; the interpreter's numpy says so
 pytestmark = pytest.mark.filterwarnings("ignore:divide by zero encountered in log:RuntimeWarning")
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 SHAPES = [(1, 1), (7, 5), (300, 9), (37, 1500)]  # (rows, vocabulary); 1500 takes two column steps
 
 

@@ -9,8 +9,8 @@ import torch
 from rnnt import host_reads
 from rnnt.loss import lattice_triton
 from rnnt.loss.simple_arcs import Scales, SimpleArcs
+from conftest import TRITON_DEVICE as DEVICE
 
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # Triton's interpreter takes CPU tensors where no GPU is
 SCALES = [Scales(), Scales(lm_only=0.25), Scales(lm_only=0.25, am_only=0.1), Scales(am_only=0.3),
           Scales(lm_only=1.0)]
 

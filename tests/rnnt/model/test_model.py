@@ -10,6 +10,7 @@ from rnnt.model.lstm_encoder import LSTMEncoder, LSTMEncoderConfig
 from rnnt.model.predictor import PredictorConfig, build_predictor
 from rnnt.model.stack_time import StackTime
 from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
+from conftest import TRITON_DEVICE
 
 TINY = ModelConfig(
     encoder=LSTMEncoderConfig(input_dim=12, hidden=16, pre_layers=1, post_layers=1, stack_time=2, dropout=0.0),
@@ -184,7 +185,7 @@ def test_the_fused_loss_takes_its_kernels_when_the_config_asks(monkeypatch):
     stats = joint_triton.joint_stats
     monkeypatch.setattr(joint_triton, "joint_stats", lambda *a: calls.append(1) or stats(*a))
     results = {}
-    device = "cuda" if torch.cuda.is_available() else "cpu"  # Triton runs CPU tensors in its interpreter only
+    device = TRITON_DEVICE
     for name, loss in [("full", LossConfig()), ("blocks", LossConfig(type="fused", backend="triton")),
                        ("kernels", LossConfig(type="fused", backend="triton", fused_kernels=True))]:
         torch.manual_seed(3)
