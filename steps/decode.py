@@ -33,7 +33,6 @@ from rnnt.transcriber import (
     load_model,
     nbest_entries,
     seconds_per_encoder_frame,
-    seconds_per_input_frame,
     words_with_times,
 )
 
@@ -92,7 +91,7 @@ def main() -> str:
         pipeline = decoding_pipeline(experiment, tokenizer, args.data_list, args.batch_size)
     except (OSError, ValueError) as error:
         raise ToolError(str(error)) from error
-    frame_seconds, encoder_frame_seconds = seconds_per_input_frame(experiment), seconds_per_encoder_frame(experiment)
+    encoder_frame_seconds = seconds_per_encoder_frame(experiment)
     hyps, words, phones, nbest = {}, {}, {}, []
     audio_seconds = decode_seconds = 0.0
     for batch in progress(pipeline.batches(), desc=f"decode {args.set_name}", unit="batch"):
@@ -100,11 +99,10 @@ def main() -> str:
         results = decode_batch_nbest(model, batch["feats"].to(args.device), batch["feat_lens"].to(args.device),
                                      args.method, options)
         decode_seconds += time.perf_counter() - start
-        tail = len(batch["keys"]) * experiment.data.tail_silence  # appended by decoding: not recorded audio
-        audio_seconds += float(batch["feat_lens"].sum()) * frame_seconds - tail
-        for key, hyp_list, frames in zip(batch["keys"], results, batch["feat_lens"].tolist()):
+        for key, hyp_list, seconds in zip(batch["keys"], results, batch["seconds"]):
             hyps[key] = tokenizer.text(hyp_list[0])
-            duration = frames * frame_seconds - experiment.data.tail_silence
+            duration = seconds - experiment.data.tail_silence  # the silence decoding appends is not the recording's
+            audio_seconds += duration
             words[key] = words_with_times(tokenizer, hyp_list[0], encoder_frame_seconds, duration)
             if tokenizer.kind == "phone":
                 phones[key] = hypothesis_phones(tokenizer, hyp_list[0].tokens)

@@ -106,4 +106,5 @@ class Pipeline:
                 continue
             feats = [stages.features_of(r, config, self.cmvn, self.train, config.seed, epoch) for r in batch]
             yield batching.pad_batch([r["key"] for r in batch], feats, [r["tokens"] for r in batch],
-                                     [r["txt"] for r in batch])
+                                     [r["txt"] for r in batch],
+                                     [r["waveform"].shape[-1] / r["sample_rate"] for r in batch])
