@@ -13,10 +13,10 @@ class LoaderPosition:
     """Where an epoch of the DataLoader stands, exactly, with any number of workers.
 
     Each worker plays a role: it reads part `role` of the rank's data. The DataLoader takes a batch
-    from its workers in turn, and once one has no more it goes on round the others. Told the role of
-    every batch it delivered, this records how many each role gave, which roles are exhausted (the
-    DataLoader passed over them) and which role is due next: all a resumed epoch needs to continue in
-    the same order (plan()).
+    from its workers in turn, and once one has no more it goes on round the others. Told the role and
+    position (Pipeline.batches) of every batch it delivered, this records where each role stands, which
+    roles are exhausted (the DataLoader passed over them) and which role is due next: all a resumed epoch
+    needs to continue in the same order (plan()).
     """
 
     def __init__(self, num_workers: int):
@@ -24,15 +24,15 @@ class LoaderPosition:
         self.cycle = list(range(max(num_workers, 1)))  # roles still giving batches, in the order asked
         self.next = 0  # index in cycle of the role due next
 
-    def delivered(self, role: int) -> None:
+    def delivered(self, role: int, position: int) -> None:
         while self.cycle[self.next] != role:  # the roles passed over had no batch left
             del self.cycle[self.next]
             self.next %= len(self.cycle)
-        self.counts[role] += 1
+        self.counts[role] = position
         self.next = (self.next + 1) % len(self.cycle)
 
     def plan(self) -> list[tuple[int, int]]:
-        """(role, batches to skip) for workers 0, 1, ...: worker 0 plays the role due next."""
+        """(role, position to go on from) for workers 0, 1, ...: worker 0 plays the role due next."""
         roles = self.cycle[self.next:] + self.cycle[:self.next]
         return [(role, self.counts[role]) for role in roles]
 

@@ -7,7 +7,10 @@
   -> fbank -> CMVN -> SpecAugment -> frame stacking -> pad
 
 Features come after batching: the batches depend only on lengths, so resuming at batch k skips the
-feature work of batches 0..k-1, and the output is identical to an uninterrupted epoch.
+feature work of batches 0..k-1, and the output is identical to an uninterrupted epoch. Bucketed batches are
+cut from the list's durations before any audio is read, so there a resume reads none of the batches before.
+Each batch carries its position: the batches planned up to it, one that came out empty included (a bucket
+batch whose every utterance was dropped), which is what a resume skips.
 """
 
 from __future__ import annotations
@@ -71,21 +74,27 @@ class Pipeline:
             where += f", worker {reader.worker}"
         return DataReport(where, self.config.sample_rate)
 
-    def _batches(self, epoch: int, reader: Reader) -> Iterator[list[dict]]:
-        """The batches of one pass; its report is logged when the pass ends."""
+    def _batches(self, epoch: int, reader: Reader, skip: int) -> Iterator[tuple[int, list[dict]]]:
+        """(position, batch) of one pass, past position `skip`; its report is logged when the pass ends."""
         report = self.report(epoch, reader)
-        yield from self._batches_reported(epoch, reader, report)
+        if self.buckets:
+            yield from self._bucket_batches(epoch, reader, report, skip)
+        else:
+            yield from ((position, batch) for position, batch in enumerate(self._batches_reported(
+                epoch, reader, report), 1) if position > skip)
         report.log()
+
+    def _bucket_batches(self, epoch: int, reader: Reader, report: DataReport, skip: int):
+        """The bucketed batches past position `skip`, whose utterances are never read."""
+        planned = bucket_batches(self.entries, self.buckets, self.config.batch.batch_size, self.config.seed, epoch,
+                                 reader)
+        for position, lines in enumerate(planned[skip:], skip + 1):
+            batch = list(self._records(lines, epoch, report))
+            if batch:
+                yield position, batch
 
     def _batches_reported(self, epoch: int, reader: Reader, report: DataReport) -> Iterator[list[dict]]:
         config = self.config
-        if self.buckets:
-            for lines in bucket_batches(self.entries, self.buckets, config.batch.batch_size, config.seed, epoch,
-                                        reader):
-                batch = list(self._records(lines, epoch, report))
-                if batch:
-                    yield batch
-            return
         entries = part(self.entries, config.seed, epoch, reader, shuffle=self.train,
                        share_leftovers=self.kind == "shard")
         records = self._records(entries, epoch, report)
@@ -99,12 +108,11 @@ class Pipeline:
             yield from batching.dynamic_batches(records, config.batch.max_frames, config.batch.max_batch_size)
 
     def batches(self, epoch: int = 0, reader: Reader = Reader(), skip: int = 0) -> Iterator[dict]:
-        """Padded batches of one reader in one epoch, after skipping the first `skip` of them."""
+        """Padded batches of one reader in one epoch, each with its "position", from position `skip` on."""
         config = self.config
-        for index, batch in enumerate(self._batches(epoch, reader)):
-            if index < skip:
-                continue
+        for position, batch in self._batches(epoch, reader, skip):
             feats = [stages.features_of(r, config, self.cmvn, self.train, config.seed, epoch) for r in batch]
-            yield batching.pad_batch([r["key"] for r in batch], feats, [r["tokens"] for r in batch],
-                                     [r["txt"] for r in batch],
-                                     [r["waveform"].shape[-1] / r["sample_rate"] for r in batch])
+            yield {**batching.pad_batch([r["key"] for r in batch], feats, [r["tokens"] for r in batch],
+                                        [r["txt"] for r in batch],
+                                        [r["waveform"].shape[-1] / r["sample_rate"] for r in batch]),
+                   "position": position}

@@ -270,7 +270,7 @@ class Trainer(Checkpointing):
         loss = self.forward_backward(batch, sync=group_ends or not self.world.distributed, weight=weight)
         self.model.train()
         if weight:
-            self.position.delivered(batch["role"])
+            self.position.delivered(batch["role"], batch["position"])
         self.batch += 1
         return loss
 

@@ -15,6 +15,7 @@ import torch
 
 from conftest import ROOT, run_tool
 from rnnt.data import stages
+from rnnt.data.audio import load_audio
 from rnnt.data.bucketing import bucket_batches
 from rnnt.data.config import data_config
 from rnnt.data.loader import LoaderPosition, make_loader
@@ -412,7 +413,7 @@ def test_deterministic_per_epoch_and_resumes_exactly(fsdd):
     for start in (1, 5, one_left - 1, one_left, one_left + 1, len(full) - 1):
         position = LoaderPosition(2)
         for batch in full[:start]:
-            position.delivered(batch["role"])
+            position.delivered(batch["role"], batch["position"])
         position = LoaderPosition.from_state(position.state_dict())  # as a checkpoint carries it
         loader.dataset.set_epoch(2, position)
         resumed = list(loader)
@@ -438,6 +439,37 @@ def test_raw_list_with_buckets(fsdd, tmp_path, caplog):
     strings = Pipeline(str(tmp_path / "strings.list"), p.config, p.tokenizer, True)
     assert keys_of(strings.batches()) == keys_of(pipeline(fsdd, list_name="test.list", buckets=3,
                                                           batch={"type": "static", "batch_size": 20}).batches())
+
+
+def test_a_bucketed_resume_goes_on_exactly_and_reads_no_audio_of_the_batches_before(fsdd, tmp_path, monkeypatch):
+    """15 bucketed batches of 20, the third all unreadable audio (dropped, so 14 come out): resumed through the
+    loader's position after any batch, also the one before the empty one, the epoch goes on exactly, and the
+    only audio read is the batches' still to come."""
+    config = {"buckets": 3, "batch": {"type": "static", "batch_size": 20}}
+    lines = (fsdd / "test.list").read_text().splitlines()
+    planned = bucket_batches(lines, 3, 20, 0, 1)
+    empty = set(planned[2])
+    (tmp_path / "test.list").write_text("".join(json.dumps({**json.loads(line), "wav": str(tmp_path / "gone.wav")})
+                                                + "\n" if line in empty else line + "\n" for line in lines))
+    p = Pipeline(str(tmp_path / "test.list"), data_config({**TRAIN, **config}), Tokenizer(str(fsdd / "lang")), True)
+    loader = make_loader(p)
+    loader.dataset.set_epoch(1)
+    full = list(loader)
+    assert [b["position"] for b in full] == [1, 2] + list(range(4, 16)) and len(keys_of(full)) == 280
+    wav_of = {json.loads(line)["key"]: json.loads(line)["wav"] for line in lines}
+    read = []
+    monkeypatch.setattr(stages, "load_audio", lambda path, *span: read.append(path) or load_audio(path, *span))
+    for start in (1, 2, 3, 9):
+        position = LoaderPosition(1)
+        for batch in full[:start]:
+            position.delivered(batch["role"], batch["position"])
+        read.clear()
+        loader.dataset.set_epoch(1, LoaderPosition.from_state(position.state_dict()))
+        resumed = list(loader)
+        assert [b["keys"] for b in resumed] == [b["keys"] for b in full[start:]], start
+        assert all(torch.equal(a["feats"], b["feats"]) for a, b in zip(resumed, full[start:]))
+        gone = [str(tmp_path / "gone.wav")] * 20 if start <= 2 else []  # the empty batch: position 3
+        assert sorted(read) == sorted([wav_of[k] for k in keys_of(full[start:])] + gone), start
 
 
 def test_validation_reads_every_utterance_whatever_the_training_buckets(fsdd):
