@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Fused joiner + loss by chunk size: forward + backward time of fused_joiner_loss at each --chunks size
-(logits elements evaluated at once), then the kernels of one step at the default size under the PyTorch
-profiler, sorted by device time. Float32, the joiner tanh + Linear(512 -> V), as benchmarks/loss.py.
+"""Fused joiner + loss by chunk size: forward + backward time and tensor peak of fused_joiner_loss at each
+--chunks size (logits elements evaluated at once), then the kernels of one step at the default size under
+the PyTorch profiler, sorted by device time. Float32, the joiner tanh + Linear(512 -> V), as
+benchmarks/loss.py; its tensor peak as loss.py's (on a GPU the allocator's, on the CPU the profiler's).
 
 On a GPU the fused loss is bound by how many chunks it cuts (each a handful of launches) until a chunk
 fills the device; this shows where that happens and what the rest of the step's time is.
@@ -17,7 +18,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from loss import SHAPES, make_step  # noqa: E402
+from loss import SHAPES, cuda_memory, make_step, tensor_peak_bytes  # noqa: E402
 
 
 def timed_steps(step, runs: int, sync) -> list[float]:
@@ -49,12 +50,15 @@ def main() -> int:
     import torch
 
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
-    print("| shape | chunk (M elements) | time (s) median [min-max] |\n|---|---|---|")
+    print("| shape | chunk (M elements) | time (s) median [min-max] | tensor peak (MiB) |\n|---|---|---|---|")
     for shape in args.shapes:
         for chunk in args.chunks:
-            times = timed_steps(fused_step(*SHAPES[shape], args.device, chunk), args.runs, sync)
+            step = fused_step(*SHAPES[shape], args.device, chunk)
+            times = timed_steps(step, args.runs, sync)
             spread = f"{statistics.median(times):.4f} [{min(times):.4f}-{max(times):.4f}]"
-            print(f"| {shape} | {chunk / 2**20:g} | {spread} |", flush=True)
+            peak = cuda_memory(step)["tensor_peak_mb"] if args.device.startswith("cuda") else \
+                tensor_peak_bytes(step) / 2**20
+            print(f"| {shape} | {chunk / 2**20:g} | {spread} | {peak:.1f} |", flush=True)
     if not args.no_profile:
         print(profile_table(fused_step(*SHAPES[args.shapes[-1]], args.device, None), args.device, sync))
     return 0

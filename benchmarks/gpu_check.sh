@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One call's worth of GPU checks on a lent CUDA machine (see benchmarks/README.md), most needed first, each
-# part under its own time limit (under 9 minutes in all): the fused loss's kernels' tests on CUDA, then the
+# part under its own time limit (under 10 minutes in all): the fused loss's kernels' tests on CUDA, then the
 # other loss tests; a loss step's launches against its device's busy time; the loss benchmark against
-# torchaudio at the three shapes; the tiny model's training step with the full and the fused loss.
+# torchaudio at the three shapes; the tiny model's training step with the full and the fused loss; the fused
+# loss's time and tensor peak at B8 by block size (the 5% memory goal against the 1.3x time goal).
 # benchmarks/row_kernels.py and joint_kernels.py --device cuda (the Triton kernels at several launch shapes)
 # run alone.
 # Uses the machine's python3 (its own torch, torchaudio and Triton); writes its logs under $OUT when set,
@@ -34,3 +35,5 @@ part 45 launches.md python3 benchmarks/launches.py --device cuda --shapes B8-T20
 part 220 loss.md python3 benchmarks/loss.py --device cuda --runs 10 --methods "${methods[@]}"
 part 60 train_step.md python3 benchmarks/train_step.py --device cuda --batch-scale 4 --runs 5 \
   --configs "tiny (full loss)" "tiny (fused loss)"
+part 45 fused_chunks.md python3 benchmarks/fused_chunks.py --device cuda --shapes B8-T200-U50-V500 --runs 10 \
+  --chunks 2097152 3145728 4194304 8388608 --no-profile
