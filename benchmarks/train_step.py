@@ -135,11 +135,12 @@ def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: i
     feat_lens = torch.linspace(T, 0.85 * T, B).long().to(DEVICE)  # a sorted batch: lengths within 15% of the longest
     tokens = torch.randint(1, V, (B, U), device=DEVICE)
     token_lens = torch.linspace(U, 0.85 * U, B).long().to(DEVICE)
+    host_lengths = (feat_lens.tolist(), token_lens.tolist())  # as training has them from the batch
 
     def step():
         optimizer.zero_grad(set_to_none=True)
         with autocast:
-            loss = model(feats, feat_lens, tokens, token_lens)["loss"].float()
+            loss = model(feats, feat_lens, tokens, token_lens, host_lengths=host_lengths)["loss"].float()
         loss.backward()
         optimizer.step()
 

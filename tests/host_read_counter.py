@@ -1,7 +1,8 @@
 """Counts the host's reads of tensor values, the operations that synchronise host and device on a GPU
 (a Python bool, int or float of a tensor, .item(), .tolist(), .nonzero(), a boolean index, ...), so that
-a CPU test can check a code path that must not stall a GPU. Reads made inside Triton's interpreter (it
-runs kernels on the host) are not counted."""
+a CPU test can check a code path that must not stall a GPU; so is PyTorch's CTC loss given its lengths as
+tensors, which it copies to the host (lists it takes as they are). Reads made inside Triton's interpreter
+(it runs kernels on the host) are not counted."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ class HostReads(TorchFunctionMode):
         name = getattr(func, "__name__", str(func))
         counted = name in READS or (name in ("__getitem__", "__setitem__") and _boolean_index(args)) \
             or (name == "repeat_interleave" and "output_size" not in (kwargs or {}) and len(args) > 1
-                and isinstance(args[1], torch.Tensor))
+                and isinstance(args[1], torch.Tensor)) \
+            or (name == "ctc_loss" and any(isinstance(a, torch.Tensor) for a in args[2:4]))
         if counted and not _in_triton():
             self.reads.append(name)
         return func(*args, **(kwargs or {}))

@@ -49,11 +49,11 @@ def _activation_grad(hidden: torch.Tensor, grad: torch.Tensor, activation: str) 
 MAX_PADDING = 1.25  # utterances share a block while its cells are at most this many times their own
 
 
-def _blocks(logit_lengths, target_lengths, width: int, chunk_elements: int):
+def _blocks(logit_lengths: list[int], target_lengths: list[int], width: int, chunk_elements: int):
     """(b0, b1, t0, t1, U1) blocks: consecutive utterances of similar lengths, padded to the longest's
     frames and U1 = U+1, cut into frames so that each holds about chunk_elements logits. Grouping short
     utterances keeps the launches per step few; the padding bound keeps the wasted products few."""
-    lengths = list(zip(logit_lengths.tolist(), target_lengths.tolist()))
+    lengths = list(zip(logit_lengths, target_lengths))
     b0 = 0
     while b0 < len(lengths):
         b1, T, U1, cells = b0 + 1, lengths[b0][0], lengths[b0][1] + 1, lengths[b0][0] * (lengths[b0][1] + 1)
@@ -182,7 +182,7 @@ class _FusedJoinerLoss(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank, activation,
-                reduction, chunk_elements, kernels, options):
+                reduction, chunk_elements, kernels, options, host_lengths):
         triton = resolve_backend(options.backend, enc.device) == "triton"
         cell_labels = _cell_labels(targets, blank, weight.shape[0])
         blocks = None
@@ -191,7 +191,8 @@ class _FusedJoinerLoss(torch.autograd.Function):
                 lse_cells, blank_lp, label_lp = joint_triton.joint_stats(
                     enc, pred, weight, bias, cell_labels, logit_lengths, target_lengths, blank, activation)
             else:
-                blocks = list(_blocks(logit_lengths, target_lengths, max(weight.shape), chunk_elements))
+                on_host = host_lengths or (logit_lengths.tolist(), target_lengths.tolist())
+                blocks = list(_blocks(*on_host, max(weight.shape), chunk_elements))
                 lse_cells, blank_lp, label_lp = _blocks_arc_log_probs(
                     enc, pred, weight, bias, cell_labels, logit_lengths, target_lengths, blank, activation, blocks,
                     triton)
@@ -215,7 +216,7 @@ class _FusedJoinerLoss(torch.autograd.Function):
             scale = scale[:, None, None]
             grads = _blocks_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_blank * scale,
                                       gamma_label * scale, blank, activation, blocks, triton)
-        return grads + (None,) * 9
+        return grads + (None,) * 10
 
 
 def check_fused_inputs(enc, pred, weight, targets, logit_lengths, target_lengths, blank: int, activation: str,
@@ -250,6 +251,7 @@ def fused_joiner_loss(
     chunk_elements: int | None = None,
     kernels: bool = False,
     options: LatticeOptions | None = None,
+    host_lengths: tuple[list[int], list[int]] | None = None,
     **lattice,
 ) -> torch.Tensor:
     """Transducer loss of the joiner logits W @ act(enc[:, :, None] + pred[:, None]) + bias, never materialised.
@@ -257,9 +259,11 @@ def fused_joiner_loss(
     enc: (B, T, H) projected encoder output; pred: (B, U+1, H) projected prediction-network output;
     weight: (V, H) and bias: (V,) of the output layer. Gives the same loss and gradients as building
     the logits and calling transducer_loss, in memory independent of V beyond one chunk (options and the
-    lattice keywords as there). Its blocks read the lengths on the host, to cut them; its Triton kernels
-    (kernels=True, where the Triton backend runs and the joiner is at most joint_triton.MAX_HIDDEN wide) do
-    not, and hold no block of logits, at several times the blocks' time.
+    lattice keywords as there). Its blocks are cut by the lengths: host_lengths, the two as lists the host
+    holds (a training step's batch has them before it goes to the device), or else read from the device
+    (on a GPU a synchronisation). Its Triton kernels (kernels=True, where the Triton backend runs and the
+    joiner is at most joint_triton.MAX_HIDDEN wide) need neither, and hold no block of logits, at several
+    times the blocks' time.
     """
     check_reduction(reduction)
     options = lattice_options(options, **lattice)
@@ -274,4 +278,4 @@ def fused_joiner_loss(
     chunk_elements = chunk_elements or chunk_elements_on(enc.device)
     with torch.autocast(device, enabled=False):
         return _FusedJoinerLoss.apply(enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank,
-                                      activation, reduction, chunk_elements, kernels, options)
+                                      activation, reduction, chunk_elements, kernels, options, host_lengths)

@@ -130,11 +130,15 @@ class Transducer(torch.nn.Module):
     def encode(self, feats: torch.Tensor, feat_lens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.encoder(feats, feat_lens)
 
-    def forward(self, feats, feat_lens, tokens, token_lens, step: int | None = None) -> dict[str, torch.Tensor]:
+    def forward(self, feats, feat_lens, tokens, token_lens, step: int | None = None,
+                host_lengths: tuple[list[int], list[int]] | None = None) -> dict[str, torch.Tensor]:
         """Mean loss over the batch, and its parts, in float32; step: the training step (the pruned loss's
-        warm-up), None outside training."""
+        warm-up), None outside training; host_lengths: feat_lens and token_lens as lists the host holds, which
+        spare the losses that need lengths on the host (CTC's, the fused loss's blocks) reading the device's."""
         enc, enc_lens = self.encode(feats, feat_lens)
-        return self.loss(enc, enc_lens, tokens, token_lens, step)
+        if host_lengths is not None:
+            host_lengths = ([self.config.encoder.output_frames(n) for n in host_lengths[0]], host_lengths[1])
+        return self.loss(enc, enc_lens, tokens, token_lens, step, host_lengths)
 
     @property
     def is_transducer(self) -> bool:
@@ -149,18 +153,23 @@ class Transducer(torch.nn.Module):
             layers["predictor.embedding"] = getattr(self.predictor, "embedding", None)
         return {name: layer for name, layer in layers.items() if layer is not None}
 
-    def ctc_loss(self, enc, enc_lens, tokens, token_lens) -> torch.Tensor:
-        """CTC over the CTC head, summed over the batch and divided by its size (as the transducer loss)."""
+    def ctc_loss(self, enc, enc_lens, tokens, token_lens, host_lengths=None) -> torch.Tensor:
+        """CTC over the CTC head, summed over the batch and divided by its size (as the transducer loss).
+        PyTorch's takes its lengths on the host: host_lengths (enc_lens, token_lens as lists) where given,
+        else it reads the tensors (on a GPU a synchronisation)."""
         log_probs = torch.log_softmax(self.ctc(enc).float(), dim=-1).transpose(0, 1)
+        enc_lens, token_lens = host_lengths or (enc_lens, token_lens)
         return torch.nn.functional.ctc_loss(log_probs, tokens, enc_lens, token_lens, blank=self.blank,
                                             reduction="sum", zero_infinity=True) / tokens.shape[0]
 
-    def loss(self, enc, enc_lens, tokens, token_lens, step: int | None = None) -> dict[str, torch.Tensor]:
+    def loss(self, enc, enc_lens, tokens, token_lens, step: int | None = None,
+             host_lengths: tuple[list[int], list[int]] | None = None) -> dict[str, torch.Tensor]:
         """The configured loss from the encoder output: prediction network, joint network, transducer loss
-        (and the weighted CTC loss); or the CTC loss alone. step as in forward."""
+        (and the weighted CTC loss); or the CTC loss alone. step as in forward; host_lengths: enc_lens and
+        token_lens as lists the host holds."""
         loss_config = self.config.loss
         if not self.is_transducer:
-            ctc = self.ctc_loss(enc, enc_lens, tokens, token_lens)
+            ctc = self.ctc_loss(enc, enc_lens, tokens, token_lens, host_lengths)
             return {"ctc": ctc, "loss": ctc}
         pred = self.predictor(tokens)
         enc_proj, pred_proj = self.joiner.enc_proj(enc), self.joiner.pred_proj(pred)
@@ -173,14 +182,15 @@ class Transducer(torch.nn.Module):
             parts = {"transducer": fused_joiner_loss(enc_proj, pred_proj, self.joiner.output.weight,
                                                      self.joiner.output.bias, tokens, enc_lens, token_lens,
                                                      self.blank, activation=self.joiner.activation,
-                                                     kernels=loss_config.fused_kernels, options=loss_config)}
+                                                     kernels=loss_config.fused_kernels, options=loss_config,
+                                                     host_lengths=host_lengths)}
             loss = parts["transducer"].float()
         else:
             parts = self.pruned_parts(enc, pred, enc_proj, pred_proj, enc_lens, tokens, token_lens)
             simple_scale, pruned_scale = pruned_scales(loss_config, step if self.training else None)
             loss = simple_scale * parts["simple"] + pruned_scale * parts["transducer"].float()
         if self.ctc is not None:
-            parts["ctc"] = self.ctc_loss(enc, enc_lens, tokens, token_lens)
+            parts["ctc"] = self.ctc_loss(enc, enc_lens, tokens, token_lens, host_lengths)
             loss = loss + loss_config.ctc_weight * parts["ctc"]
         parts["loss"] = loss
         return parts

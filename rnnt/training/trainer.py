@@ -135,7 +135,8 @@ class Trainer(Checkpointing):
         # DDP decides in the forward pass whether the backward pass all-reduces the gradients.
         with self.ddp.no_sync() if not sync else contextlib.nullcontext(), \
                 torch.autocast(device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
-            return self.ddp(feats, feat_lens, tokens, token_lens, step=self.step)["loss"].float()
+            return self.ddp(feats, feat_lens, tokens, token_lens, step=self.step,
+                            host_lengths=(batch["feat_lens"].tolist(), batch["token_lens"].tolist()))["loss"].float()
 
     def recover_from_out_of_memory(self, in_backward: bool) -> None:
         if in_backward:  # part of the batch's gradient is in .grad: the group's sum is broken, dropped with it

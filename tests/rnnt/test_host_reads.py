@@ -8,7 +8,7 @@ import torch
 from host_read_counter import HostReads
 from rnnt import host_reads
 from rnnt.loss import fused_joiner_loss, prune, prune_ranges, pruned_loss, simple_loss, transducer_loss
-from rnnt.model.transducer import ModelConfig, Transducer
+from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
 from rnnt.modified_beam_search import modified_beam_search
 from rnnt.search import greedy_search
 
@@ -22,9 +22,12 @@ def as_on_a_gpu(monkeypatch):
 
 def test_the_counter_counts_reads():
     x = torch.tensor([1.0, -2.0, 3.0])
+    log_probs, targets = torch.randn(6, 2, 4).log_softmax(-1), torch.tensor([[1, 2], [3, 0]])
     with HostReads() as counter:
         bool(x[0] > 0), x.sum().item(), x[x > 0], x.nonzero(), x.tolist(), x * 2, x[1:]
-    assert counter.reads == ["__bool__", "item", "__getitem__", "nonzero", "tolist"]
+        torch.nn.functional.ctc_loss(log_probs, targets, torch.tensor([6, 5]), torch.tensor([2, 1]))
+        torch.nn.functional.ctc_loss(log_probs, targets, [6, 5], [2, 1])
+    assert counter.reads == ["__bool__", "item", "__getitem__", "nonzero", "tolist", "ctc_loss"]
 
 
 def joiner_batch(seed=3, B=3, T=9, U=4, H=8, V=11):
@@ -62,6 +65,26 @@ def test_a_loss_step_reads_nothing(as_on_a_gpu, backend, one_sym):
         total.backward()
     assert counter.reads == []
     assert torch.isfinite(weight.grad).all() and weight.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("loss", ["full", "fused", "pruned"])
+def test_a_models_step_with_a_ctc_head_reads_nothing_given_the_host_lengths(as_on_a_gpu, loss):
+    """The model's loss (the transducer's and its CTC head's, weighted) and its backward: the CTC loss and the
+    fused loss's blocks take the lengths the host holds (a batch's before it goes to the device) and read
+    none on the device; without them each reads the device's."""
+    torch.manual_seed(0)
+    config = ModelConfig(loss=LossConfig(type=loss, ctc_weight=0.5, backend="torch"))
+    model = Transducer(config, 12).eval()  # no dropout: the two calls compute one loss
+    feats, feat_lens = torch.randn(3, 40, config.encoder.input_dim), torch.tensor([40, 31, 17])
+    tokens, token_lens = torch.randint(1, 12, (3, 5)), torch.tensor([5, 2, 3])
+    with HostReads() as counter:
+        parts = model(feats, feat_lens, tokens, token_lens, step=0, host_lengths=([40, 31, 17], [5, 2, 3]))
+        parts["loss"].backward()
+    assert counter.reads == [] and parts["ctc"] > 0 and parts["transducer"] > 0
+    with HostReads() as counter:
+        again = model(feats, feat_lens, tokens, token_lens, step=0)
+    assert counter.reads == (["tolist", "tolist"] if loss == "fused" else []) + ["ctc_loss"]
+    assert float(again["loss"].detach()) == pytest.approx(float(parts["loss"].detach()), rel=1e-6)
 
 
 @pytest.mark.parametrize("search", ["greedy", "modified beam"])
@@ -117,6 +140,28 @@ def test_bad_input_is_still_refused_where_the_host_does_not_read(as_on_a_gpu, de
         transducer_loss(logits, targets, torch.tensor([3, 3]), torch.tensor([2, 2]))
     with pytest.raises(device_asserts, match=r"logit_lengths exceed logits.shape\[1\]"):
         transducer_loss(logits, targets.clamp(min=1), torch.tensor([4, 3]), torch.tensor([2, 2]))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("loss", ["full", "fused", "pruned"])
+def test_a_models_step_on_cuda_given_the_host_lengths_never_synchronises(loss):
+    """The same step on a GPU, under CUDA's sync debug mode set to fail at any synchronisation: the encoder,
+    the transducer loss (Triton's lattice passes, auto), the CTC head's, and the backward."""
+    torch.manual_seed(0)
+    config = ModelConfig(loss=LossConfig(type=loss, ctc_weight=0.5))
+    model = Transducer(config, 12).cuda()
+    feats = torch.randn(3, 40, config.encoder.input_dim, device="cuda")
+    feat_lens, tokens = torch.tensor([40, 31, 17], device="cuda"), torch.randint(1, 12, (3, 5), device="cuda")
+    token_lens = torch.tensor([5, 2, 3], device="cuda")
+    model(feats, feat_lens, tokens, token_lens, step=0, host_lengths=([40, 31, 17], [5, 2, 3]))  # builds kernels
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        parts = model(feats, feat_lens, tokens, token_lens, step=0, host_lengths=([40, 31, 17], [5, 2, 3]))
+        parts["loss"].backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.isfinite(parts["loss"]) and parts["ctc"] > 0
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

@@ -29,7 +29,7 @@ def test_blocks_group_similar_utterances_and_cover_every_cell():
     from rnnt.loss.fused_joiner import _blocks
 
     T_b, U_b = torch.tensor([10, 9, 9, 3, 12]), torch.tensor([4, 4, 3, 1, 2])
-    blocks = list(_blocks(T_b, U_b, width=8, chunk_elements=3 * 5 * 8 * 4))
+    blocks = list(_blocks(T_b.tolist(), U_b.tolist(), width=8, chunk_elements=3 * 5 * 8 * 4))
     groups = sorted({(b0, b1) for b0, b1, *_ in blocks})
     assert groups == [(0, 3), (3, 4), (4, 5)]  # the first three within the padding bound, then alone
     for b, (T, U) in enumerate(zip(T_b.tolist(), U_b.tolist())):  # every frame of every utterance, once
