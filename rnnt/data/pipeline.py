@@ -84,7 +84,8 @@ class Pipeline:
                 epoch, reader, report), 1) if position > skip)
         report.log()
 
-    def _bucket_batches(self, epoch: int, reader: Reader, report: DataReport, skip: int):
+    def _bucket_batches(self, epoch: int, reader: Reader, report: DataReport,
+                        skip: int) -> Iterator[tuple[int, list[dict]]]:
         """The bucketed batches past position `skip`, whose utterances are never read."""
         planned = bucket_batches(self.entries, self.buckets, self.config.batch.batch_size, self.config.seed, epoch,
                                  reader)

@@ -130,12 +130,11 @@ class Trainer(Checkpointing):
 
     def batch_loss(self, batch: dict, sync: bool) -> torch.Tensor:
         device = self.world.device
-        feats, feat_lens = batch["feats"].to(device), batch["feat_lens"].to(device)
-        tokens, token_lens = batch["tokens"].to(device), batch["token_lens"].to(device)
+        inputs = [batch[name].to(device) for name in ("feats", "feat_lens", "tokens", "token_lens")]
         # DDP decides in the forward pass whether the backward pass all-reduces the gradients.
         with self.ddp.no_sync() if not sync else contextlib.nullcontext(), \
                 torch.autocast(device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
-            return self.ddp(feats, feat_lens, tokens, token_lens, step=self.step,
+            return self.ddp(*inputs, step=self.step,  # the lengths as the host has them spare reading the device's
                             host_lengths=(batch["feat_lens"].tolist(), batch["token_lens"].tolist()))["loss"].float()
 
     def recover_from_out_of_memory(self, in_backward: bool) -> None:

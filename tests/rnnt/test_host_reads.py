@@ -87,6 +87,19 @@ def test_a_models_step_with_a_ctc_head_reads_nothing_given_the_host_lengths(as_o
     assert float(again["loss"].detach()) == pytest.approx(float(parts["loss"].detach()), rel=1e-6)
 
 
+def test_host_lengths_that_disagree_with_the_encoders_are_refused_where_reading_is_free():
+    """On the CPU the model checks the lengths it is given against those its encoder computes (StackTime 2
+    here: 40, 31, 17 input frames are 20, 16, 9 output frames)."""
+    model = Transducer(ModelConfig(loss=LossConfig(ctc_weight=0.5)), 12)
+    feats, feat_lens = torch.randn(3, 40, model.config.encoder.input_dim), torch.tensor([40, 31, 17])
+    tokens, token_lens = torch.randint(1, 12, (3, 5)), torch.tensor([5, 2, 3])
+    model(feats, feat_lens, tokens, token_lens, host_lengths=([40, 31, 17], [5, 2, 3]))
+    for wrong in (([40, 31, 15], [5, 2, 3]), ([40, 31, 17], [5, 3, 3])):
+        with pytest.raises(ValueError, match=r"host_lengths give .* where the encoder and the batch give "
+                                             r"\[20, 16, 9\] and \[5, 2, 3\]"):
+            model(feats, feat_lens, tokens, token_lens, host_lengths=wrong)
+
+
 @pytest.mark.parametrize("search", ["greedy", "modified beam"])
 def test_a_batched_search_reads_the_device_once_whatever_the_frames(as_on_a_gpu, search):
     torch.manual_seed(0)
