@@ -57,7 +57,7 @@ class Pipeline:
 
     def _records(self, entries: list[str], epoch: int, report: DataReport) -> Iterator[dict]:
         config = self.config
-        records = raw_records(entries, self.list_path) if self.kind == "raw" else shard_records(entries)
+        records = raw_records(entries, self.list_path) if self.kind == "raw" else shard_records(entries, report)
         records = stages.audio_at_rate(records, config.sample_rate, report, self.audio_cache)
         if self.train:
             records = stages.speed_perturb(records, config.speed_perturb, config.seed, epoch)
@@ -67,7 +67,7 @@ class Pipeline:
         return stages.filter_utterances(records, config, report, self.output_frames, self.units_per_frame)
 
     def report(self, epoch: int, reader: Reader) -> DataReport:
-        where = os.path.basename(self.list_path) + (f", epoch {epoch}" if self.train else "")
+        where = os.path.basename(self.list_path) + (f", epoch {epoch + 1}" if self.train else "")  # as logs name it
         if reader.world_size > 1:
             where += f", rank {reader.rank}"
         if reader.num_workers > 1:

@@ -28,6 +28,7 @@ class DataReport:
     mixed_down: int = 0
     undecodable: int = 0
     dropped: Counter = field(default_factory=Counter)
+    shard_skips: Counter = field(default_factory=Counter)  # what reading the shards skipped, by why
 
     def audio_read(self, rate: int, channels: int) -> None:
         self.read += 1
@@ -36,6 +37,9 @@ class DataReport:
 
     def drop(self, reason: str) -> None:
         self.dropped[reason] += 1
+
+    def shard_skipped(self, what: str) -> None:
+        self.shard_skips[what] += 1
 
     def line(self) -> str:
         parts = [f"{self.read + self.undecodable} utterances: {rates_text(self.rates) or 'none decoded'}"]
@@ -47,6 +51,9 @@ class DataReport:
             parts.append(f"{self.mixed_down} mixed down to mono")
         if self.undecodable:
             parts.append(f"{self.undecodable} skipped, their audio unreadable (named above)")
+        if self.shard_skips:
+            parts.append("skipped reading the shards (named above): " + ", ".join(
+                f"{n} {what}" for what, n in sorted(self.shard_skips.items())))
         dropped = sum(self.dropped.values())
         reasons = "; ".join(f"{n} {why}" for why, n in sorted(self.dropped.items()))
         parts.append(f"{dropped} dropped by the filters ({reasons})" if dropped else "none dropped by the filters")

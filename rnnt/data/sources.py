@@ -4,17 +4,22 @@ Raw lists hold one JSON object a line ({"key", "wav", "txt"}, optional "start"/"
 shard lists hold one tar path or http(s) URL a line. Both yield dicts:
   {"key", "txt", "audio": bytes or a file path, "start"?, "end"?, "source": where it came from}
 Shards are read as streams (URLs without temporary files), members grouped by key in order.
-A broken shard is logged with its name and skipped from the point of damage; the rest goes on.
+A broken shard is logged with its name and skipped from the point of damage, also where the damage is a
+header (which Python's tarfile takes for the archive's end); the rest goes on, each skip counted in the pass's
+DataReport where one is given.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import tarfile
 import urllib.request
 from dataclasses import dataclass
 from typing import Iterable, Iterator
+
+from rnnt.data.report import DataReport
 
 log = logging.getLogger(__name__)
 AUDIO_EXTENSIONS = {"wav", "flac", "ogg", "opus", "mp3", "sph"}
@@ -63,6 +68,11 @@ def raw_record(line: str) -> dict:
     for field in ("start", "end"):
         if field in entry:
             record[field] = float(entry[field])
+            if not math.isfinite(record[field]):
+                raise ValueError(f"{field} {entry[field]} is not a finite number of seconds")
+    start, end = record.get("start", 0.0), record.get("end", -1.0)
+    if start < 0 or 0 <= end <= start:  # a negative end: to the recording's end, as Kaldi's segments' -1
+        raise ValueError(f"the segment [{start}, {end}) s is empty or starts before the recording")
     return record
 
 
@@ -71,7 +81,7 @@ def raw_problem(line: str) -> str | None:
     try:
         raw_record(line)
     except (ValueError, KeyError, TypeError) as error:
-        return f"not a {{key, wav, txt}} object with numeric start and end: {type(error).__name__} {error}"
+        return f"not a {{key, wav, txt}} object with a valid start and end: {type(error).__name__} {error}"
     return None
 
 
@@ -99,21 +109,30 @@ class ShardShare:
     offset: int = 0
 
 
-def shard_records(entries: Iterable[str | ShardShare]) -> Iterator[dict]:
+def shard_records(entries: Iterable[str | ShardShare], report: DataReport | None = None) -> Iterator[dict]:
     """Utterances of each shard (or of its share): consecutive members <key>.txt and <key>.<audio
     extension>. Utterances are counted in the shard's order, complete ones only, as on every rank."""
     for entry in entries:
         share = entry if isinstance(entry, ShardShare) else ShardShare(entry)
-        for index, record in enumerate(_shard_utterances(share.url)):
+        for index, record in enumerate(_shard_utterances(share.url, report or DataReport("", 0))):
             if index % share.every == share.offset:
                 yield record
 
 
-def _shard_utterances(url: str) -> Iterator[dict]:
+def _ended_cleanly(tar: tarfile.TarFile) -> bool:
+    """Whether a streamed archive whose members ran out ended with its end-of-archive blocks: zeros follow.
+    Python's tarfile ends its members quietly at a header it cannot read (a cut inside or before one, a
+    damaged one), which leaves nothing after it or the members' data."""
+    rest = tar.fileobj.read(tarfile.RECORDSIZE)
+    return bool(rest) and not rest.strip(b"\0")
+
+
+def _shard_utterances(url: str, report: DataReport) -> Iterator[dict]:
     try:
         stream = open_shard(url)
     except OSError as error:
         log.warning("shard %s: cannot open (%s); skipped", url, error)
+        report.shard_skipped("shards unreadable")
         return
     record: dict = {}
     try:
@@ -123,7 +142,7 @@ def _shard_utterances(url: str) -> Iterator[dict]:
                     continue
                 key, _, extension = member.name.rpartition(".")
                 if record and record["key"] != key:
-                    yield from _complete(record, url)
+                    yield from _complete(record, url, report)
                     record = {}
                 record.setdefault("key", key)
                 payload = tar.extractfile(member).read()
@@ -135,23 +154,29 @@ def _shard_utterances(url: str) -> Iterator[dict]:
                 elif extension in AUDIO_EXTENSIONS:
                     record["audio"] = payload
                 record["source"] = f"{url}:{member.name}"
+            if not _ended_cleanly(tar):  # the members read are whole: the last utterance is kept
+                _damaged(url, record, "a header that cannot be read, or none where the archive goes on", report)
     except (tarfile.TarError, OSError, EOFError) as error:
-        log.warning("shard %s: damaged after %s (%s); the rest of this shard is skipped",
-                    url, record.get("key", "its start"), error)
-        record = {}
-    yield from _complete(record, url)
+        _damaged(url, record, error, report)
+        record = {}  # its members may be cut short
+    yield from _complete(record, url, report)
 
 
-def _complete(record: dict, url: str) -> Iterator[dict]:
+def _damaged(url: str, record: dict, why, report: DataReport) -> None:
+    log.warning("shard %s: damaged after %s (%s); the rest of this shard is skipped", url,
+                record.get("key", "its start"), why)
+    report.shard_skipped("shards damaged (their rest)")
+
+
+def _complete(record: dict, url: str, report: DataReport) -> Iterator[dict]:
     if not record:
         return
-    if "bad" in record:
-        log.warning("shard %s: utterance %s has %s; skipped", url, record["key"], record["bad"])
-    elif "txt" in record and "audio" in record:
+    if "txt" in record and "audio" in record and "bad" not in record:
         yield record
-    else:
-        log.warning("shard %s: utterance %s has no %s; skipped", url, record["key"],
-                    "audio" if "txt" in record else "transcript")
+        return
+    problem = record.get("bad") or f"no {'audio' if 'txt' in record else 'transcript'}"
+    log.warning("shard %s: utterance %s has %s; skipped", url, record["key"], problem)
+    report.shard_skipped(f"utterances with {problem}")
 
 
 def records(list_path: str) -> Iterator[dict]:

@@ -182,10 +182,10 @@ def test_a_pass_reports_rates_resampling_mixdown_and_drops(fsdd, tmp_path, caplo
     config = data_config({**TRAIN, "sample_rate": 16000, "filter": {"max_duration": 0.5}})
     with caplog.at_level(logging.INFO, logger="rnnt.data"):
         batches = list(Pipeline(str(mixed_list(fsdd, tmp_path)), config, Tokenizer(str(fsdd / "lang")), True).batches())
-    line = [r.message for r in caplog.records if r.message.startswith("data (mixed.list, epoch 0)")]
+    line = [r.message for r in caplog.records if r.message.startswith("data (mixed.list, epoch 1)")]
     assert len(line) == 1, caplog.text
     kept = sum(len(b["keys"]) for b in batches)
-    assert line[0].startswith("data (mixed.list, epoch 0): 6 utterances: 4 at 8000 Hz, 1 at 22050 Hz; 5 resampled "
+    assert line[0].startswith("data (mixed.list, epoch 1): 6 utterances: 4 at 8000 Hz, 1 at 22050 Hz; 5 resampled "
                               "to data.sample_rate 16000 Hz on the fly"), line[0]
     assert "; 1 mixed down to mono; 1 skipped, their audio unreadable" in line[0]
     assert f"{5 - kept} dropped by the filters ({5 - kept} longer than data.filter.max_duration 0.5 s)" in line[0]

@@ -16,7 +16,8 @@ from conftest import ROOT, run_tool
 from rnnt.data.audio import load_audio, to_mono
 from rnnt.data.config import data_config
 from rnnt.data.features import fbank
-from rnnt.data.sources import records
+from rnnt.data.report import DataReport
+from rnnt.data.sources import records, shard_records
 from rnnt.data.stages import load_cmvn
 
 
@@ -118,12 +119,59 @@ def test_bad_raw_list_lines_are_named_by_their_line_and_the_rest_kept(test_data,
         got = [r["key"] for r in records(str(raw_list))]
     assert got == [json.loads(good[i])["key"] for i in (0, 1, 4)]
     warnings = "\n".join(r.getMessage() for r in caplog.records)
-    assert f"{raw_list}:4: skipped, not a {{key, wav, txt}} object with numeric start and end: KeyError" in warnings
+    assert f"{raw_list}:4: skipped, not a {{key, wav, txt}} object with a valid start and end: KeyError" in warnings
     assert f"{raw_list}:6: skipped, not UTF-8" in warnings
-    assert f"{raw_list}:7: skipped, not a {{key, wav, txt}} object with numeric start and end: ValueError" in warnings
+    assert f"{raw_list}:7: skipped, not a {{key, wav, txt}} object with a valid start and end: ValueError" in warnings
     assert f"{raw_list}: 3 lines skipped (named above), 3 kept" in warnings
     raw_list.write_bytes(b"\xef\xbb\xbf" + b"\n".join(line.encode() for line in good) + b"\n")  # an editor's BOM
     assert [r["key"] for r in records(str(raw_list))] == [json.loads(line)["key"] for line in good]
+
+
+def test_raw_list_segments_that_no_recording_has_are_named_and_left_out(test_data, tmp_path, caplog):
+    """A start or end of NaN or Infinity (JSON's bare literals, which json reads), a negative start, an end
+    at or before the start: each named by line and left out (decoding failed on them, or took a NaN for a
+    sample count and stopped the epoch); an end of -1 (to the recording's end, as Kaldi's) is kept."""
+    _, raw_list = shards_of(test_data, tmp_path)
+    good = [json.loads(line) for line in raw_list.read_text().splitlines()]
+    segments = ['"start": NaN, "end": 1.0', '"start": 0.5, "end": Infinity', '"start": -0.5, "end": 1.0',
+                '"start": 1.0, "end": 1.0', '"start": 0.5, "end": -1']
+    raw_list.write_text("".join(json.dumps(entry)[:-1] + f", {segment}}}\n" for entry, segment in zip(good, segments)))
+    with caplog.at_level(logging.WARNING):
+        got = list(records(str(raw_list)))
+    assert [(r["key"], r["start"], r["end"]) for r in got] == [(good[4]["key"], 0.5, -1.0)]
+    warnings = "\n".join(r.getMessage() for r in caplog.records)
+    for line, why in enumerate(("start nan is not a finite number", "end inf is not a finite number",
+                                "the segment [-0.5, 1.0) s is empty or starts before the recording",
+                                "the segment [1.0, 1.0) s is empty"), 1):
+        assert f"{raw_list}:{line}: skipped, not a {{key, wav, txt}} object with a valid start and end: " in warnings
+        assert why in warnings, why
+    assert load_audio(got[0]["audio"], got[0]["start"], got[0]["end"])[0].shape[1] > 0
+
+
+def test_a_shard_cut_or_damaged_at_a_header_is_named_and_counted(test_data, tmp_path, caplog):
+    """Python's tarfile ends a streamed archive quietly at a header it cannot read: cut at one, inside one, or
+    one damaged. Each is named as damage after the last whole utterance, which is kept, and counted in the
+    pass's report; a whole shard is not."""
+    shard_list, _ = shards_of(test_data, tmp_path, per_shard="5")
+    shard = shard_list.read_text().split()[0]
+    data = open(shard, "rb").read()
+    with tarfile.open(shard) as tar:
+        third = tar.getmembers()[4].offset  # the header of the third utterance's first member
+        keys = [m.name.rsplit(".", 1)[0] for m in tar.getmembers()][::2]
+    flipped = bytearray(data)
+    flipped[third + 1] ^= 0xFF  # its name, and so its checksum, wrong
+    for damage in (data[:third], data[:third + 300], bytes(flipped), data):
+        open(shard, "wb").write(damage)
+        report = DataReport("shard.list", 16000)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            got = [r["key"] for r in shard_records([shard], report)]
+        if damage is data:
+            assert got == keys and not report.shard_skips and not caplog.records
+            continue
+        assert got == keys[:2] and report.shard_skips == {"shards damaged (their rest)": 1}
+        assert f"shard {shard}: damaged after {keys[1]} (a header that cannot be read" in caplog.text
+        assert "skipped reading the shards (named above): 1 shards damaged (their rest)" in report.line()
 
 
 def test_a_shard_transcript_not_utf8_loses_only_its_utterance(test_data, tmp_path, caplog):
