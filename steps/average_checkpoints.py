@@ -54,7 +54,8 @@ def main() -> str:
             scored = [(checkpoint.load_meta(p).get("valid_loss"), p) for p in paths]
             if any(loss is None for loss, _ in scored):
                 raise ToolError("some epochs have no validation loss (train with a valid list); use --last")
-            chosen = sorted(p for _, p in sorted(scored)[:n])
+            best = {p for _, p in sorted(scored, key=lambda scored_path: scored_path[0])[:n]}
+            chosen = [p for p in paths if p in best]  # in epoch order, the newest last (not as text: 10 after 9)
         else:
             chosen = paths[-n:]
         default = checkpoint.name("average", n) if args.last else f"avg-best-{n}.pt"

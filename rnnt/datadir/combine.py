@@ -20,7 +20,8 @@ import sys
 
 from rnnt.cli import tool_parser
 from rnnt.datadir.fix import fix_data_dir, reasons
-from rnnt.datadir.layout import FIELDS, FILTERED_SPEAKER, PER_RECORDING, PER_SPEAKER, Tables, load_dir, write_dir
+from rnnt.datadir.layout import (FIELDS, FILTERED_SPEAKER, PER_RECORDING, PER_SPEAKER, Tables, load_dir,
+                                 refuse_writing_over_a_source, write_dir)
 from rnnt.datadir.table import write_table
 
 
@@ -99,6 +100,7 @@ def write_combined(merged: Tables, extra: tuple[str, ...], frame_shift: str | No
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
+        refuse_writing_over_a_source(args.sources, args.dest, "the combined dir")
         merged = combine(args.sources, args.extra)
         frame_shift = frame_shift_of(args.sources)
     except (FileNotFoundError, ValueError) as error:

@@ -18,7 +18,8 @@ from typing import Callable
 
 from rnnt.cli import glued_values, tool_parser
 from rnnt.datadir import validate
-from rnnt.datadir.layout import FIELDS, FILTERED_SPEAKER, PER_RECORDING, PER_SPEAKER, Tables, load_dir, write_dir
+from rnnt.datadir.layout import (FIELDS, FILTERED_SPEAKER, PER_RECORDING, PER_SPEAKER, Tables, load_dir,
+                                 refuse_writing_over_a_source, write_dir)
 
 SIDE_FILES = ("frame_shift", "stm", "glm", "ctm")  # copied as they are, as Kaldi's copies them
 
@@ -42,8 +43,7 @@ def renamed(tables: Tables, utt: Callable[[str], str], spk: Callable[[str], str]
 
 def copy_data_dir(src: str, dest: str, utt: Callable[[str], str], spk: Callable[[str], str]) -> int:
     """Writes the renamed copy; returns its number of utterances."""
-    if os.path.isdir(dest) and os.path.samefile(src, dest):
-        raise ValueError(f"{dest}: the copy must go to another dir than its source")
+    refuse_writing_over_a_source([src], dest, "the copy")
     tables = renamed(load_dir(src), utt, spk)
     if os.path.exists(dest) and not os.path.isdir(dest):
         raise ValueError(f"{dest}: exists and is not a directory")

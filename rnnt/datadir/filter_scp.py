@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.field < 1:
         parser.error(f"-f {args.field}: fields are numbered from 1")
+    if args.id_list == "-" == args.scp:
+        parser.error("the id list and in.scp cannot both be standard input ('-')")
     try:
         ids = read_ids(args.id_list)
         keep_bytes_on_standard_streams()

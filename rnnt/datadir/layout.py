@@ -77,6 +77,13 @@ def write_spk2utt(dest: str, pairs) -> int:
     return len(spk2utt)
 
 
+def refuse_writing_over_a_source(sources: list[str], dest: str, what: str) -> None:
+    """ValueError where dest is one of the dirs read (writing it would lose what they hold before it is read)."""
+    for src in sources:
+        if os.path.isdir(dest) and os.path.isdir(src) and os.path.samefile(src, dest):
+            raise ValueError(f"{dest}: {what} must go to another dir than its source {src}")
+
+
 def write_dir(tables: Tables, keep: set[str], dest: str, utt_extra: tuple[str, ...] = (),
               spk_extra: tuple[str, ...] = ()) -> set[str]:
     """Writes the files restricted to the utterances in keep (and their speakers and recordings); utt_extra and

@@ -13,7 +13,7 @@ import random
 import sys
 
 from rnnt.cli import tool_parser
-from rnnt.datadir.layout import Tables, carry_side_files, load_dir, write_dir
+from rnnt.datadir.layout import Tables, carry_side_files, load_dir, refuse_writing_over_a_source, write_dir
 from rnnt.datadir.speakers import utt2spk_to_spk2utt
 from rnnt.datadir.table import read_ids
 
@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     src, dest = args.args[0], args.args[-1]
     try:
+        refuse_writing_over_a_source([src], dest, "the subset")
         tables = load_dir(src)
         if args.utt_list:
             wanted = read_ids(args.utt_list)

@@ -94,7 +94,10 @@ def read_table(path: str, skipped: list[str] | None = None, errors: str = "repla
 
 def read_ids(path: str) -> set[str]:
     """The first field of every non-blank line: an id list (filter_scp's, subset's), where an id may repeat
-    (the recordings cut from a segments file) without a word."""
+    (the recordings cut from a segments file) without a word; '-' reads standard input, as Kaldi's
+    `awk ... | utils/filter_scp.pl - <table>`."""
+    if path == "-":
+        return {Line(path, 0, text).key for text in open_keeping_bytes(path)} - {""}
     return {line.key for line in read_lines(path, KEEP_BYTES) if line.key}
 
 

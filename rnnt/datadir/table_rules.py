@@ -48,9 +48,12 @@ class Problems:
 
 
 def non_printable(text: str) -> str | None:
-    """The first control or other non-printing character but TAB (U+FFFD marks invalid UTF-8), as U+XXXX."""
+    """The first character Kaldi's validate_data_dir.sh counts non-printable (grep '[^[:print:][:space:]]' under
+    C.UTF-8): a control character but TAB, a surrogate or an unassigned code point (U+FFFD marks invalid UTF-8),
+    as U+XXXX. Format characters (Cf: the zero-width joiners of Persian and Indic text, the direction marks of
+    Hebrew and Arabic) and private-use ones are printable there, so here."""
     for ch in text:
-        if ch == "\ufffd" or (ch != "\t" and unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn")):
+        if ch == "\ufffd" or (ch != "\t" and unicodedata.category(ch) in ("Cc", "Cs", "Cn")):
             return f"U+{ord(ch):04X}"
     return None
 

@@ -157,7 +157,7 @@ def test_data_prep_keeps_good_lines_and_names_bad_ones_by_file_and_line(small_co
              "b/broken broken",          # 8: unreadable audio
              "a/one.wav one again",      # 9: the recording of line 2 again
              "b/two tw\udce9",             # 10: not UTF-8 (a Latin-1 byte)
-             "a/five fi\u200bve",          # 11: a zero-width space pasted in (a copy of a/zero.wav)
+             "a/five fi\x08ve",            # 11: a backspace pasted in (a copy of a/zero.wav)
              "b/two two", "b/three three", "a/three three", "a/two.wav two"]
     (small_corpus / "a" / "five.wav").write_bytes((small_corpus / "a" / "zero.wav").read_bytes())
     (small_corpus / "transcripts.txt").write_bytes("\n".join(lines).encode("utf-8", "surrogateescape") + b"\n")
@@ -170,7 +170,7 @@ def test_data_prep_keeps_good_lines_and_names_bad_ones_by_file_and_line(small_co
     assert f"skipped {listing}:9 (a-one): the recording is listed again" in out.stderr
     assert "b-broken): unreadable or empty audio" in out.stderr
     assert f"skipped {listing}:10: not UTF-8 (re-encode the file as UTF-8)" in out.stderr
-    assert (f"skipped a-five ({small_corpus}/a/five.wav): non-printable character U+200B: transcript Kaldi's text "
+    assert (f"skipped a-five ({small_corpus}/a/five.wav): non-printable character U+0008: transcript Kaldi's text "
             "rules refuse") in out.stderr
     assert out.stdout.splitlines()[-1] == (  # each dir's line names what writing it skipped; the last, all
         "data_prep: wrote 8 utterances in 3 data dirs; skipped in all: 1 audio file not found, 1 malformed line (want "

@@ -175,15 +175,17 @@ def test_averaged_checkpoint_equals_hand_computed_average(trained):
 
 def test_the_best_epochs_are_averaged_into_their_own_file(trained, tmp_path):
     """--best N picks the epochs of lowest validation loss and writes avg-best-N.pt: avg-N.pt is the last N
-    epochs to decoding's model tags (avgN-epoch-K), which would misname these."""
-    for n, loss in ((3, 3.0), (4, 1.0), (5, 2.0)):
-        state = checkpoint.load(str(trained / f"epoch-{n}.pt"))
-        state["meta"]["valid_loss"] = loss
+    epochs to decoding's model tags (avgN-epoch-K), which would misname these. The epochs go in their order,
+    10 after 4 (not as text), the newest's meta carried."""
+    for n, source, loss in ((3, 3, 3.0), (4, 4, 1.0), (5, 5, 2.0), (10, 5, 1.5)):
+        state = checkpoint.load(str(trained / f"epoch-{source}.pt"))
+        state["meta"].update(valid_loss=loss, epoch=n)
         checkpoint.save(str(tmp_path / f"epoch-{n}.pt"), state)
     out = run_tool(sys.executable, STEPS / "average_checkpoints.py", "--best", "2", tmp_path)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith(f"average_checkpoints.py: {tmp_path}/avg-best-2.pt: averaged epoch-4.pt, epoch-5.pt")
-    assert checkpoint.load(str(tmp_path / "avg-best-2.pt"))["meta"]["averaged"] == ["epoch-4.pt", "epoch-5.pt"]
+    assert out.stdout.startswith(f"average_checkpoints.py: {tmp_path}/avg-best-2.pt: averaged epoch-4.pt, epoch-10.pt")
+    meta = checkpoint.load(str(tmp_path / "avg-best-2.pt"))["meta"]
+    assert meta["averaged"] == ["epoch-4.pt", "epoch-10.pt"] and meta["epoch"] == 10
     assert not (tmp_path / "avg-2.pt").exists() and checkpoint.numbered(str(tmp_path), "average") == []
 
 

@@ -64,6 +64,22 @@ def test_flac_shards_round_trip_in_wenet_layout(test_data, tmp_path):
     assert seen == sorted(text)
 
 
+def test_speed_perturbed_ids_with_dots_are_sharded_and_read_back(test_data, tmp_path):
+    """utils/copy_data_dir.sh --utt-prefix sp1.1- (Kaldi's speed-perturbed ids): every utterance sharded under its
+    id, dots kept, and read back by the pipeline's shard reader (it splits a member's name at its last dot)."""
+    from rnnt.data.sources import records
+
+    data = prep("librispeech", test_data, tmp_path)
+    out = run_tool(ROOT / "utils" / "copy_data_dir.sh", "--utt-prefix", "sp1.1-", "--spk-prefix", "sp1.1-", data,
+                   tmp_path / "sp")
+    assert out.returncode == 0, out.stderr
+    out = run_tool(sys.executable, STEPS / "make_shards.py", tmp_path / "sp", tmp_path / "shards",
+                   tmp_path / "data.list")
+    assert out.returncode == 0 and "skipped" not in out.stderr, out.stderr
+    got = {r["key"]: r["txt"] for r in records(str(tmp_path / "data.list"))}
+    assert got == {f"sp1.1-{key}": text for key, text in table(data / "text").items()} and len(got) == 5
+
+
 def test_wav_conversion_resampling_and_segments(test_data, tmp_path):
     data = prep("librispeech", test_data, tmp_path)
     utt = "1089-134686-0000"

@@ -23,6 +23,12 @@ def test_combine_data_and_duplicate_keys(librispeech_dir, tmp_path):
         assert (combined / name).read_text() == (librispeech_dir / name).read_text(), name
     dup = run_tool(UTILS / "combine_data.sh", tmp_path / "dup", first, librispeech_dir)
     assert dup.returncode == 1 and "also in" in dup.stderr and "utt2spk" in dup.stderr
+    before = {name: (first / name).read_text() for name in ("utt2spk", "utt2dur")}
+    into_a_source = run_tool(UTILS / "combine_data.sh", first, first, second)  # would lose what first held
+    assert into_a_source.returncode == 1, into_a_source.stderr
+    assert f"combine_data.sh: {first}: the combined dir must go to another dir than its source {first}" in \
+        into_a_source.stderr
+    assert {name: (first / name).read_text() for name in before} == before
 
 
 def test_combine_leaves_out_files_not_in_every_source(librispeech_dir, tmp_path):

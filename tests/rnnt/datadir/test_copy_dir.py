@@ -82,7 +82,8 @@ def test_real_dir_copies_valid_and_stale_files_are_set_aside(speechocean_dir, tm
 def test_refusals(tmp_path, capsys):
     src = small_dir(tmp_path / "src", segmented=False)
     assert main([str(src), str(src)]) == 1
-    assert capsys.readouterr().err == f"copy_data_dir.sh: {src}: the copy must go to another dir than its source\n"
+    assert capsys.readouterr().err == \
+        f"copy_data_dir.sh: {src}: the copy must go to another dir than its source {src}\n"
     assert main([str(tmp_path), str(tmp_path / "d")]) == 1
     assert capsys.readouterr().err == f"copy_data_dir.sh: {tmp_path}/utt2spk: missing; every data dir needs utt2spk\n"
     (tmp_path / "file").write_text("")

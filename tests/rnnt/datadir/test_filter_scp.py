@@ -89,6 +89,17 @@ def test_reads_standard_input(speechocean_dir, capsys, monkeypatch):
     assert filtered(capsys, "--exclude", speechocean_dir / "spk2utt") == wav  # no table: standard input
 
 
+def test_the_id_list_from_standard_input_as_kaldis_recipes_pipe_it(speechocean_dir, tmp_path):
+    """`awk '{print $1}' <ids> | utils/filter_scp.py - <table>`, as Kaldi's recipes run filter_scp.pl; both
+    from standard input refused."""
+    chosen = keys(speechocean_dir / "spk2utt")[3:5]
+    out = run_tool(UTILS / "filter_scp.py", "-", speechocean_dir / "spk2utt", stdin="".join(f"{s} x\n" for s in chosen))
+    assert out.returncode == 0, out.stderr
+    assert keys_of(out.stdout) == chosen
+    both = run_tool(UTILS / "filter_scp.py", "-", stdin="a\n")
+    assert both.returncode == 2 and "the id list and in.scp cannot both be standard input" in both.stderr
+
+
 def test_a_line_without_the_field_is_named_by_file_and_line_and_skipped(tmp_path, capsys):
     (tmp_path / "ids").write_text("a\n")
     (tmp_path / "utt2spk").write_text("u1 a\nu2 b\n\nu3\nu4 a\n")

@@ -161,6 +161,8 @@ def test_tool_with_segments_keeps_the_recordings_of_the_chosen_segments(librispe
     (["--utt-list", "{tmp}/absent", "{src}", "{dest}"],
      "subset_data_dir.sh: [Errno 2] No such file or directory: '{tmp}/absent'\n"),
     (["{tmp}", "3", "{dest}"], "subset_data_dir.sh: {tmp}/utt2spk: missing; every data dir needs utt2spk\n"),
+    (["--first", "{src}", "3", "{src}/"], "subset_data_dir.sh: {src}/: the subset must go to another dir than its "
+                                          "source {src}\n"),  # which it would have cut to 3 utterances
 ])
 def test_tool_refusals_write_nothing(speechocean_dir, tmp_path, capsys, args, message):
     names = {"src": speechocean_dir, "dest": tmp_path / "dest", "tmp": tmp_path}

@@ -44,8 +44,10 @@ def test_problems_keep_ten_a_rule_then_count_the_rest():
 
 @pytest.mark.parametrize("text,printable", [("u1 HELLO WORLD", True), ("u1\tA\tB", True), ("u1 caf\u00e9 \u4e2d", True),
                                             ("u1 A\u00a0B", True), ("u1 A\x07", False), ("u1 A\rB", False),
-                                            ("u1 \ufffd", False), ("u1 zero\u200bwidth", False),
-                                            ("u1 \ue000", False), ("u1 \u0378", False), ("u1 \x7f", False)])
+                                            ("u1 \ufffd", False), ("u1 zero\u200bwidth", True),
+                                            ("u1 \u0645\u06cc\u200c\u0631\u0648\u0645", True), ("u1 \u200eA", True),
+                                            ("u1 \ue000", True), ("u1 \u0378", False), ("u1 \x7f", False),
+                                            ("u1 A\x85B", False), ("u1 \ufffe", False)])
 def test_printable_text(text, printable):
     assert (non_printable(text) is None) is printable
 
