@@ -102,8 +102,12 @@ def load_experiment(path: str, **paths: str) -> Experiment:
 
 def train_value_problems(train: TrainConfig) -> list[str]:
     """The train section's values that no run can use, each named by its key."""
-    problems = [f"train.{key} must be at least 1, got {getattr(train, key)}" for key in ("epochs", "accum_steps")
-                if getattr(train, key) < 1]
+    problems = [f"train.{key} must be at least 1, got {getattr(train, key)}"
+                for key in ("epochs", "accum_steps", "log_every") if getattr(train, key) < 1]
+    problems += [f"train.{key} must be 0 (none) or more, got {getattr(train, key)}"
+                 for key in ("max_steps", "checkpoint_every", "keep_whole_epochs") if getattr(train, key) < 0]
+    if not 0 <= train.ema_decay < 1:
+        problems.append(f"train.ema_decay must be at least 0 (no EMA) and below 1, got {train.ema_decay}")
     if train.grad_clip <= 0:
         problems.append(f"train.grad_clip must be above 0 (it is always applied), got {train.grad_clip}")
     schedule = train.schedule

@@ -56,7 +56,7 @@ class Progress:
         self.batches = self.first_batch = 0
 
     def start_epoch(self, epoch: int, batch: int) -> None:
-        self.bar = progress(desc=f"epoch {epoch}", unit="batch", initial=batch, disable=not self.world.main)
+        self.bar = progress(desc=f"epoch {epoch + 1}", unit="batch", initial=batch, disable=not self.world.main)
         self.started, self.losses = time.time(), []
         self.epoch, self.batches, self.first_batch = epoch, batch, batch
 
@@ -72,7 +72,7 @@ class Progress:
         epoch's batches; unknown in the first)."""
         elapsed = time.time() - self.started
         rate = (self.batches - self.first_batch) / max(elapsed, 1e-9)
-        text = f"{rate:.2f} batches/s, {elapsed:.0f} s into epoch {self.epoch}"
+        text = f"{rate:.2f} batches/s, {elapsed:.0f} s into epoch {self.epoch + 1}"
         if self.epoch_batches and rate > 0:
             in_epoch = max(self.epoch_batches - self.batches, 0)
             left = (in_epoch + self.epoch_batches * max(self.epochs - self.epoch - 1, 0)) / rate
@@ -80,7 +80,8 @@ class Progress:
         return text
 
     def step_done(self, epoch: int, step: int, lr: float, grad_norm: float) -> None:
-        """An optimiser step taken: every log_every steps, the mean loss of the batches since the last report."""
+        """An optimiser step taken: every log_every steps, the mean loss of the batches since the last report.
+        Epochs are counted from 0 here and named from 1 in the log, as epoch-N.pt and the validation lines."""
         if not self.writer or step % self.log_every or not self.losses:
             return
         loss = sum(self.losses) / len(self.losses)
@@ -88,7 +89,7 @@ class Progress:
         self.writer.add_scalar("train/lr", lr, step)
         self.writer.add_scalar("train/grad_norm", grad_norm, step)
         self.bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}")
-        log.info("epoch %d step %d: loss %.4f lr %.3e grad-norm %.2f (%s)", epoch, step, loss, lr, grad_norm,
+        log.info("epoch %d step %d: loss %.4f lr %.3e grad-norm %.2f (%s)", epoch + 1, step, loss, lr, grad_norm,
                  self.pace())
         self.losses = []
 

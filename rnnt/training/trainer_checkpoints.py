@@ -39,7 +39,7 @@ class Checkpointing:
         if self.world.main:
             checkpoint.save(os.path.join(self.exp_dir, name), state)
             checkpoint.prune_step_checkpoints(self.exp_dir, self.experiment.train.keep_checkpoints)
-            log.info("saved %s (epoch %d, batch %d, step %d)", name, self.epoch, self.batch, self.step)
+            log.info("saved %s (after %d epochs and %d batches, step %d)", name, self.epoch, self.batch, self.step)
             if name == checkpoint.name("epoch", self.epoch):  # a new epoch file: the one before may be slimmed
                 checkpoint.slim_old_epochs(self.exp_dir, self.experiment.train.keep_whole_epochs)
 
@@ -66,19 +66,19 @@ class Checkpointing:
         if self.batch:
             self.position = self.position_inside_epoch(path, meta, len(rng))
         checkpoint.set_rng_state(rng[self.world.rank] if self.world.rank < len(rng) else rng[0])
-        log.info("resumed from %s: epoch %d, batch %d, step %d", path, self.epoch, self.batch, self.step)
+        log.info("resumed from %s: after %d epochs and %d batches, step %d", path, self.epoch, self.batch, self.step)
         return True
 
     def position_inside_epoch(self, path: str, meta: dict, ranks: int) -> LoaderPosition:
         """This rank's data position in a checkpoint saved inside an epoch: each rank reads its own part of the
         data, so the part, the position in it and the RNG states hold for the same ranks and workers only."""
         if ranks != self.world.size:
-            raise StopTraining(f"{path} stopped inside epoch {self.epoch} with {ranks} ranks, this run has "
+            raise StopTraining(f"{path} stopped inside epoch {self.epoch + 1} with {ranks} ranks, this run has "
                                f"{self.world.size}; resume with {ranks}, or from an epoch checkpoint")
         positions = meta.get("loader_positions") or [meta.get("loader_position", {})]  # one rank's, before
         workers = max(self.experiment.data.num_workers, 1)
         if len(positions) != self.world.size or len(positions[self.world.rank].get("counts", ())) != workers:
-            raise StopTraining(f"{path} stopped inside epoch {self.epoch} with another data.num_workers (or before "
+            raise StopTraining(f"{path} stopped inside epoch {self.epoch + 1} with another data.num_workers (or before "
                                "every rank's position was recorded); resume with the same num_workers, or from an "
                                "epoch checkpoint")
         return LoaderPosition.from_state(positions[self.world.rank])

@@ -37,7 +37,7 @@ def test_training_log_lines_give_the_rate_and_the_time_left(monkeypatch, tmp_pat
     for _ in range(4):
         progress.batch_done(1.0)
     pace = progress.pace()  # 4 batches in 2 s: 2 batches/s; 6 left in this epoch, 10 in the next
-    assert pace == "2.00 batches/s, 2 s into epoch 1, 3 s left in the epoch, 0.1 min left in the training"
+    assert pace == "2.00 batches/s, 2 s into epoch 2, 3 s left in the epoch, 0.1 min left in the training"
     progress.end_epoch()
 
 

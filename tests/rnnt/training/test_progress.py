@@ -57,6 +57,6 @@ def test_the_pace_counts_batches_and_the_time_left_once_an_epoch_is_known(tmp_pa
     progress = Progress(str(tmp_path), World(rank=1, size=2), log_every=10, epochs=3)  # rank 1: no TensorBoard
     progress.start_epoch(0, 0)
     progress.batch_done(1.5)
-    assert "batches/s, 0 s into epoch 0" in progress.pace() and "left" not in progress.pace()
+    assert "batches/s, 0 s into epoch 1" in progress.pace() and "left" not in progress.pace()
     progress.epoch_batches = 100
     assert "s left in the epoch" in progress.pace() and "min left in the training" in progress.pace()

@@ -94,7 +94,7 @@ def test_a_checkpoint_holds_everything_an_exact_resume_needs(yesno_small):
     assert meta["loader_positions"] == [{"counts": [1], "cycle": [0], "next": 0}]  # one a rank
     assert meta["train_data"] == trainer.train_data and meta["bad_in_row"] == 0
     assert (meta["valid_loss"], meta["valid_wer"]) == (1.5, 75.0)
-    assert "saved step-1.pt (epoch 0, batch 1, step 1)" in (yesno_small / "exp" / "train.log").read_text()
+    assert "saved step-1.pt (after 0 epochs and 1 batches, step 1)" in (yesno_small / "exp" / "train.log").read_text()
 
 
 def test_only_the_newest_step_checkpoints_are_kept(yesno_small):
@@ -159,7 +159,8 @@ def test_resume_takes_the_checkpoint_with_the_most_steps_and_restores_all_of_it(
     assert second.scheduler.last_epoch == 3
     assert second.position.state_dict() == {"counts": [1], "cycle": [0], "next": 0}
     assert torch.equal(torch.get_rng_state(), saved["rng"]) and random.getstate() == saved["python_rng"]
-    assert re.search(r"resumed from .*/exp/step-3\.pt: epoch 1, batch 1, step 3", (exp / "train.log").read_text())
+    assert re.search(r"resumed from .*/exp/step-3\.pt: after 1 epochs and 1 batches, step 3",
+                     (exp / "train.log").read_text())
 
     train_steps(second, 1)  # the step the first run took from there, taken again: the same weights
     assert equal_states(second.model.state_dict(), first.model.state_dict())
@@ -190,7 +191,7 @@ def test_inside_an_epoch_the_workers_must_be_as_many_as_when_it_stopped(yesno_sm
     train_steps(trainer, 1)
     trainer.save("step-1.pt")  # one worker (in the training process), at batch 1
     other = make_trainer(yesno_small, "exp", data={"num_workers": 2})
-    with pytest.raises(StopTraining, match="stopped inside epoch 0 with another data.num_workers"):
+    with pytest.raises(StopTraining, match="stopped inside epoch 1 with another data.num_workers"):
         other.resume()
     train_steps(trainer, 1)
     end_epoch(trainer)  # at an epoch's end there is no position to keep: any number of workers resumes
@@ -214,7 +215,7 @@ def test_inside_an_epoch_each_rank_takes_its_own_position_and_the_ranks_must_be_
     two_ranks["meta"]["loader_positions"] = state["meta"]["loader_positions"] + [other_rank]
     checkpoint.save(str(path), two_ranks)
     other = make_trainer(yesno_small, "exp")
-    with pytest.raises(StopTraining, match="stopped inside epoch 0 with 2 ranks, this run has 1; resume with 2"):
+    with pytest.raises(StopTraining, match="stopped inside epoch 1 with 2 ranks, this run has 1; resume with 2"):
         other.resume()
     old = copy.deepcopy(state)
     old["meta"]["loader_position"] = old["meta"].pop("loader_positions")[0]
