@@ -7,6 +7,7 @@ than either; the weight is chosen on dev with the LM's (steps/tune_lm_fusion.py)
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 
@@ -15,7 +16,9 @@ from rnnt.search import Hypothesis
 
 def ctc_log_likelihoods(model, enc: torch.Tensor, enc_len: int, hyps: list[Hypothesis]) -> torch.Tensor:
     """(n,) log P_CTC of each hypothesis's labels given one utterance's encoder output enc (T, D); -inf where
-    the labels cannot be aligned with enc_len frames."""
+    the labels cannot be aligned with enc_len frames (with none, every label sequence but the empty one)."""
+    if enc_len == 0:
+        return torch.tensor([0.0 if not hyp.tokens else -math.inf for hyp in hyps])
     with torch.no_grad():
         log_probs = torch.log_softmax(model.ctc(enc[:enc_len]).float(), dim=-1)
     n = len(hyps)

@@ -31,6 +31,8 @@ def transducer_log_likelihoods(model, enc: torch.Tensor, enc_len: int, hyps: lis
     one_sym = model.config.loss.one_sym_per_frame
     fits = [i for i, hyp in enumerate(hyps) if not one_sym or len(hyp.tokens) <= enc_len]
     out = [-math.inf] * len(hyps)
+    if enc_len == 0:  # no frame, no lattice: only nothing is said
+        return [0.0 if not hyp.tokens else -math.inf for hyp in hyps]
     if not fits:
         return out
     lengths = torch.tensor([len(hyps[i].tokens) for i in fits], device=enc.device)

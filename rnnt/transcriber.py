@@ -8,6 +8,7 @@ used where the checkpoint keeps them.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass
 
@@ -40,11 +41,12 @@ def load_model(exp_dir: str, checkpoint_path: str | None = None, use_ema: bool =
 
 
 def decoding_pipeline(experiment: Experiment, tokenizer: Tokenizer, data_list: str, batch_size: int) -> Pipeline:
-    """The training front end without augmentation (train=False) and without filtering or reordering:
-    every utterance of a test set is decoded."""
+    """The training front end without augmentation (train=False), filtering or reordering: every utterance of a
+    test set is decoded, but one too short to give the encoder a frame (named in the data report; scored as
+    all deletions)."""
     data = dataclasses.replace(experiment.data, filter=FilterConfig(), shuffle_buffer=0, sort_buffer=0, buckets=0,
                                num_workers=0, batch=BatchConfig(type="static", batch_size=batch_size))
-    return Pipeline(data_list, data, tokenizer, train=False)
+    return Pipeline(data_list, data, tokenizer, train=False, output_frames=experiment.model.encoder.output_frames)
 
 
 def decode_batch_nbest(model, feats, feat_lens, method: str = "greedy",
@@ -101,8 +103,10 @@ class Transcript:
 
 
 def nbest_entries(tokenizer: Tokenizer, hyps: list[Hypothesis], frame_seconds: float) -> list[dict]:
-    """Hypotheses as JSON-ready rows: text, log-probability score, and each unit with its time (seconds)."""
-    return [{"text": tokenizer.text(h), "score": round(h.score, 4),
+    """Hypotheses as JSON-ready rows: text, log-probability score (null where it is -inf: a word LM's search
+    with every hypothesis inside a word, labels the CTC head cannot align; JSON has no infinity), and each
+    unit with its time (seconds)."""
+    return [{"text": tokenizer.text(h), "score": round(h.score, 4) if math.isfinite(h.score) else None,
              "tokens": [{"unit": tokenizer.symbols.get(t, "<unk>"), "id": t, "time": round(f * frame_seconds, 3)}
                         for t, f in zip(h.tokens, h.frames)]} for h in hyps]
 

@@ -35,6 +35,8 @@ def main() -> str:
         transcripts = read_table(text_path)
     except (OSError, ValueError) as error:
         raise ToolError(str(error)) from error
+    if not transcripts:
+        raise ToolError(f"{text_path}: no transcript to train the LM on")
     if args.over == "words":
         sentences = [line.value.split() for _, line in sorted(transcripts.items())]
         vocabulary = sorted({word for words in sentences for word in words})

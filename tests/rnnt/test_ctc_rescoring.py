@@ -42,6 +42,21 @@ def test_ctc_log_likelihoods_are_the_sum_over_every_path():
     assert ctc_log_likelihoods(model, enc, 4, hyps[5:]).tolist() == [-math.inf]
 
 
+def test_an_utterance_without_a_frame_is_rescored_not_refused():
+    """No encoder frame (a clip shorter than the encoder's stride): only the empty labels, likelihood 1; the
+    search's n-best with a CTC weight and the pooled search take it (torch's ctc_loss refused it, stopping the
+    decode of the whole set)."""
+    model = random_model(4, "lstm", True, vocab_size=4, ctc_weight=0.5)
+    enc = encoder_output(5, model, frames=7, batch=2)
+    hyps = [Hypothesis([], []), Hypothesis([1], [])]
+    assert ctc_log_likelihoods(model, enc[1], 0, hyps).tolist() == [0.0, -math.inf]
+    from rnnt.pooled_search import transducer_log_likelihoods
+    assert transducer_log_likelihoods(model, enc[1], 0, hyps) == [0.0, -math.inf]
+    enc_lens = torch.tensor([7, 0])
+    rescored = search(model, enc, enc_lens, "modified_beam", SearchOptions(beam=4, ctc_weight=2.0))
+    assert rescored[1][0].tokens == [] and rescored[0][0].tokens
+
+
 def test_rescoring_adds_the_weighted_likelihood_and_sorts_again():
     model = random_model(2, "stateless", False, vocab_size=3, ctc_weight=0.5)
     enc = encoder_output(3, model, frames=6, batch=2)

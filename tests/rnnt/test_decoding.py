@@ -296,6 +296,18 @@ def test_nbest_lists_from_decode_and_transcribe(trained, yesno, tmp_path):
         assert refused.returncode == 2 and why in refused.stderr, (tool, refused.stderr)
 
 
+def test_an_nbest_row_of_an_impossible_hypothesis_is_valid_json(trained):
+    """A score of -inf (no hypothesis left whole, or labels the CTC head cannot align) is null in nbest.json and
+    transcribe --json --nbest: JSON has no infinity, and strict readers (jq) refused the line."""
+    from rnnt.search import Hypothesis
+    from rnnt.transcriber import nbest_entries
+
+    _, _, tokenizer, _ = load_model(str(trained))
+    rows = nbest_entries(tokenizer, [Hypothesis([1], [0], -1.23456), Hypothesis([], [], float("-inf"))], 0.04)
+    assert [row["score"] for row in rows] == [-1.2346, None]
+    assert json.loads(json.dumps(rows, allow_nan=False)) == rows
+
+
 def test_decode_scores_every_reference_even_undecodable_ones(trained, yesno, tmp_path):
     """A test utterance whose audio cannot be read, and one shorter than a frame, stay in the WER's
     denominator as deleted words and are named; the line says [PARTIAL]."""
@@ -317,6 +329,26 @@ def test_decode_scores_every_reference_even_undecodable_ones(trained, yesno, tmp
         assert f"{lost} of {data / 'text'} was not decoded" in out.stderr
     lost = " ".join(sorted((entries[1]["key"], entries[3]["key"])))
     assert f"(counted as empty): {lost}" in (trained / "decode-broken-greedy" / "errs").read_text()
+
+
+def test_the_decoding_pipeline_leaves_out_a_clip_that_gives_the_encoder_no_frame(trained, yesno, tmp_path, caplog):
+    """With a conv front end (two 3x3 convolutions of stride 2) a clip of a few stacked frames gives the encoder
+    none: the decoding pipeline names it in its report and leaves it out (scored as deleted words), where the
+    CTC rescoring and the pooled search refused it and stopped the whole decode."""
+    import dataclasses
+    import logging
+
+    experiment, _, tokenizer, _ = load_model(str(trained))
+    encoder = dataclasses.replace(experiment.model.encoder, conv_channels=4, conv_layers=2)
+    experiment = dataclasses.replace(experiment, model=dataclasses.replace(experiment.model, encoder=encoder))
+    entries = [json.loads(line) for line in (yesno / "five.list").read_text().splitlines()][:2]
+    soundfile.write(tmp_path / "short.wav", np.zeros(800, dtype=np.float32), 8000)  # 0.1 s: 9 fbank frames
+    entries[1]["wav"] = str(tmp_path / "short.wav")
+    (tmp_path / "two.list").write_text("".join(json.dumps(e) + "\n" for e in entries))
+    with caplog.at_level(logging.INFO):
+        keys = [k for b in decoding_pipeline(experiment, tokenizer, str(tmp_path / "two.list"), 2).batches()
+                for k in b["keys"]]
+    assert keys == [entries[0]["key"]] and "1 too short for the encoder: no output frame" in caplog.text
 
 
 @pytest.mark.slow

@@ -53,3 +53,13 @@ def test_random_strings_get_a_minimum_edit_script_that_spells_both():
 def test_a_sentence_with_one_error_is_a_sentence_error():
     report = score({"a": "yes no", "b": "no no"}, {"a": "yes yes", "b": "no no"})
     assert report.ser_line == "%SER 50.00 [ 1 / 2 ]" and report.wer_line == "%WER 25.00 [ 1 / 4, 0 ins, 0 del, 1 sub ]"
+
+
+def test_percentages_round_as_kaldis_float32():
+    """compute-wer keeps the percentage in a float32 before printing two decimals: 1462 errors in 1491 words
+    print 98.06 there, where the double gives 98.05; one sentence in 3, 33.33."""
+    refs = {f"u{i:03d}": "w w w" for i in range(497)}  # 1491 words
+    hyps = {**refs, **{f"u{i:03d}": "x x x" for i in range(487)}, "u487": "x w w"}  # 487 x 3 + 1 errors
+    assert f"{100 * 1462 / 1491:.2f}" == "98.05"
+    assert score(refs, hyps).wer_line == "%WER 98.06 [ 1462 / 1491, 0 ins, 0 del, 1462 sub ]"
+    assert score({"a": "x", "b": "y", "c": "z"}, {"a": "x", "b": "y", "c": "q"}).ser_line == "%SER 33.33 [ 1 / 3 ]"

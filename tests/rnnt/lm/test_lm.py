@@ -138,6 +138,10 @@ def test_an_lm_built_over_units_reads_what_is_not_a_unit_as_unk(tmp_path):
     model = read_arpa(str(tmp_path / "lm.arpa"))
     assert not any("\u00c9" in word for ngram in model for word in ngram)
     assert ("A", "<unk>") in model and ("<unk>", "<unk>") in model and ("<unk>", "</s>") in model  # C A F É
+    (tmp_path / "lm_text" / "text").write_text("")  # no transcript: one line naming it (a division by zero before)
+    out = run_tool(sys.executable, steps / "build_ngram_lm.py", tmp_path / "lm_text", tmp_path / "lang", tmp_path / "x")
+    assert out.returncode == 1 and out.stderr == f"build_ngram_lm.py: {tmp_path}/lm_text/text: no transcript to " \
+        "train the LM on\n"
 
 
 def test_a_narrow_beam_ranks_its_prefixes_with_the_lm(monkeypatch):
