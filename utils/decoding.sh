@@ -48,12 +48,19 @@ trained_outputs() {  # trained_outputs EXP: what a train stage leaves, for its s
   checkpoint_of "$1" "$(model_tag_of "$1" 0)"
 }
 
+trained_done() {  # trained_done N NAME EXP: stage_done of a train stage, with what it leaves (trained_outputs) as
+  # its outputs, one word each whatever spaces EXP's path holds
+  local outputs
+  mapfile -t outputs < <(trained_outputs "$3")
+  stage_done "$1" "$2" "$3" -- "${outputs[@]}"
+}
+
 checkpoint_of() {
   [ -z "$2" ] || python3 -m rnnt.training.checkpoint_names path "$1" "$2"  # '': no model yet (average_stage said so)
 }
 
 average_stage() {
-  local from_stage=$1 exp=$2 average=$3 tag averaged n newest name
+  local from_stage=$1 exp=$2 average=$3 tag averaged n newest name epochs
   tag=$(model_tag_of "$exp" "$average") || return
   if [ -z "$tag" ]; then
     if [ "$stop_stage" -ge "$from_stage" ]; then
@@ -67,8 +74,8 @@ average_stage() {
   n=$(wc -l <<< "$averaged")
   newest=$(basename "$(tail -n 1 <<< "$averaged")" .pt)
   name=average-$n-$newest
-  # shellcheck disable=SC2086  # one epoch file a word
-  if stage_wanted "$from_stage" "$name" "$exp" -- $averaged; then
+  mapfile -t epochs <<< "$averaged"  # one epoch file a word, whatever spaces its path holds
+  if stage_wanted "$from_stage" "$name" "$exp" -- "${epochs[@]}"; then
     logged "$(stage_log "$from_stage" "$name" "$exp")" steps/average_checkpoints.py --last "$n" "$exp"
     stage_done "$from_stage" "$name" "$exp" -- "$(checkpoint_of "$exp" "$tag")"
   fi

@@ -51,7 +51,7 @@ train_model() {  # train_model STAGE CONFIG EXP LANG [INIT] [SEED]: the training
   logged "$log" steps/train.py --config "$config" --train-list data/train/data.list --valid-list data/dev/data.list \
     --lang-dir "$lang" --exp-dir "$exp" --resume "${options[@]}"
   logged "$log" steps/plot_training.py --title "$(basename "$PWD") $(basename "$exp")" "$exp/training.png" "$exp"
-  stage_done "$stage_n" train "$exp" -- $(trained_outputs "$exp")
+  trained_done "$stage_n" train "$exp"
 }
 
 seed_exp() {  # seed_exp BASE K: the experiment of seed K (0: the config's own seed)

@@ -83,7 +83,7 @@ if stage_wanted 4 train "$exp" -- "$train_config" data/$train_set/shards data/te
   logged "$log" steps/train.py --config "$train_config" \
     --train-list data/$train_set/data.list --valid-list data/test/data.list \
     --lang-dir data/lang --exp-dir "$exp" --resume
-  stage_done 4 train "$exp" -- $(trained_outputs "$exp")
+  trained_done 4 train "$exp"
 fi
 
 average_stage 5 "$exp" "$average"

@@ -61,7 +61,7 @@ if [ -z "$corpus_dir" ]; then
     if stage_wanted 0 "download-$set"; then
       log=$(stage_log 0 "download-$set")
       logged "$log" local/download.py --mirror "$mirror" downloads "$set"
-      stage_done 0 "download-$set"
+      stage_done 0 "download-$set" -- "$corpus_dir/$set"  # deleted since: downloaded again
     fi
   done
 fi
@@ -134,7 +134,7 @@ if stage_wanted 4 "$train_stage" "$exp" -- \
   else
     logged "$log" steps/train.py "${train_args[@]}"
   fi
-  stage_done 4 "$train_stage" "$exp" -- $(trained_outputs "$exp")
+  trained_done 4 "$train_stage" "$exp"
 fi
 if [ "$node_rank" -gt 0 ]; then
   echo "run.sh: node $node_rank has done its part of training; node 0 averages and decodes"

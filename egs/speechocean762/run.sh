@@ -84,7 +84,7 @@ if [ -z "$corpus_dir" ]; then
   if stage_wanted 0 download; then
     log=$(stage_log 0 download)
     logged "$log" local/download.py --mirror "$mirror" downloads
-    stage_done 0 download
+    stage_done 0 download -- "$corpus_dir"  # a corpus deleted since is downloaded again
   fi
 fi
 

@@ -32,7 +32,7 @@ if [ -z "$corpus_dir" ]; then
   if stage_wanted 0 download; then
     log=$(stage_log 0 download)
     logged "$log" local/download.py --mirror "$mirror" downloads
-    stage_done 0 download
+    stage_done 0 download -- "$corpus_dir"  # a corpus deleted since is downloaded again
   fi
 fi
 
@@ -65,7 +65,7 @@ if stage_wanted 4 train "$exp" -- "$train_config" data/train_yesno_aug/shards da
   logged "$log" steps/train.py --config "$train_config" \
     --train-list data/train_yesno_aug/data.list --valid-list data/test_yesno/data.list \
     --lang-dir data/lang --exp-dir "$exp" --resume
-  stage_done 4 train "$exp" -- $(trained_outputs "$exp")
+  trained_done 4 train "$exp"
 fi
 
 average_stage 5 "$exp" "$average"

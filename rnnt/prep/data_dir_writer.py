@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -124,6 +125,14 @@ def audio_summary(infos: list[AudioInfo]) -> str:
     if len(rates) > 1:
         summary += "; training resamples to its config's data.sample_rate on the fly, every epoch"
     return summary
+
+
+def remove_stale_set(data_dir: str, why: str) -> None:
+    """Removes a data dir an earlier run wrote and this one does not (a corpus copy without its test half):
+    the recipe's later stages would take it for this run's."""
+    if os.path.isdir(data_dir):
+        shutil.rmtree(data_dir)
+        print(f"data_prep: removed {data_dir}: {why}")
 
 
 def write_data_dirs(dirs: dict[str, list[Utterance]], report: Report,

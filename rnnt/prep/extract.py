@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import os
 import tarfile
+import zlib
 
 from rnnt.progress_bar import progress
 
@@ -100,6 +101,30 @@ def _remove_written(written: list[str]) -> None:
             os.rmdir(path)
 
 
+# What reading a damaged or cut archive raises (gzip's CRC or length check, a stream that ends early, a
+# corrupt deflate block, a tar header that cannot be read); an error writing the files is none of these.
+DAMAGED = (gzip.BadGzipFile, EOFError, zlib.error, tarfile.ReadError)
+
+
+def _extract_members(tar: tarfile.TarFile, archive: str, dest: str, written: list[str]) -> int:
+    """Checks and writes each member in turn, adding the paths it creates to written; returns their number."""
+    # Our checks replace tarfile's own filters, which only newer Pythons have.
+    trusted = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
+    count = 0
+    for member in progress(tar, desc=f"extract {os.path.basename(archive)}", unit=" files"):
+        if member.issym() or member.islnk():
+            check_name(member, dest, archive)  # before anything is removed
+            remove_own_leftover(member, dest)
+        check_member(member, dest, archive)
+        target = os.path.join(dest, member.name)
+        existed = os.path.lexists(target)
+        tar.extract(member, dest, set_attrs=member.isfile() or member.isdir(), **trusted)
+        if not existed:
+            written.append(target)
+        count += 1
+    return count
+
+
 def safe_extract(archive: str, dest: str) -> str:
     """Extracts archive into dest unless already done; returns 'present' or 'extracted'.
 
@@ -110,36 +135,22 @@ def safe_extract(archive: str, dest: str) -> str:
     if os.path.exists(marker):
         return "present"
     os.makedirs(dest, exist_ok=True)
-    # Our checks above replace tarfile's own filters, which only newer Pythons have.
-    trusted = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
     written: list[str] = []
-    count = 0
     with open(archive, "rb") as raw:
         gzipped = raw.read(2) == b"\x1f\x8b"
     # tarfile's own gzip stream never checks the CRC and length at the end; gzip's does, once read to the end
     stream = gzip.open(archive) if gzipped else open(archive, "rb")
-    with stream, tarfile.open(fileobj=stream, mode="r|" if gzipped else "r|*") as tar:
-        for member in progress(tar, desc=f"extract {os.path.basename(archive)}", unit=" files"):
-            try:
-                if member.issym() or member.islnk():
-                    check_name(member, dest, archive)  # before anything is removed
-                    remove_own_leftover(member, dest)
-                check_member(member, dest, archive)
-            except UnsafeArchiveError:
-                _remove_written(written)
-                raise
-            target = os.path.join(dest, member.name)
-            existed = os.path.lexists(target)
-            tar.extract(member, dest, set_attrs=member.isfile() or member.isdir(), **trusted)
-            if not existed:
-                written.append(target)
-            count += 1
-        try:
+    try:
+        with stream, tarfile.open(fileobj=stream, mode="r|" if gzipped else "r|*") as tar:
+            count = _extract_members(tar, archive, dest, written)
             while stream.read(1 << 20):  # to the end: a damaged or cut archive fails its CRC check here
                 pass
-        except (OSError, EOFError) as error:  # gzip.BadGzipFile is an OSError
-            _remove_written(written)
-            raise tarfile.ReadError(f"{archive}: damaged ({error}); delete it and download it again") from error
+    except DAMAGED as error:  # wherever the reading meets it: tarfile reads ahead, so often inside the members
+        _remove_written(written)
+        raise tarfile.ReadError(f"{archive}: damaged ({error}); delete it and download it again") from error
+    except UnsafeArchiveError:
+        _remove_written(written)
+        raise
     with open(marker, "w") as f:
         f.write(f"{count} members\n")
     return "extracted"

@@ -265,9 +265,12 @@ def test_speechocean762_prep_holds_out_whole_speakers_and_names_missing_audio(te
     lines[5] = f"{missing}\tWAVE/NOWHERE/{missing}.opus"
     (corpus / "train" / "wav.scp").write_text("".join(line + "\n" for line in lines))
     (corpus / "WAVE").symlink_to(source / "WAVE")
+    (tmp_path / "data" / "test").mkdir(parents=True)  # left by a run on a copy with the test half
+    (tmp_path / "data" / "test" / "text").write_text("other 1\n")
     out = run_tool(sys.executable, ROOT / "egs" / "speechocean762" / "local" / "data_prep.py",
                    corpus, tmp_path / "data")
     assert out.returncode == 0, out.stderr
+    assert f"data_prep: removed {tmp_path / 'data' / 'test'}: {corpus} has no test half" in out.stdout
     assert (f"{corpus / 'train' / 'wav.scp'}:6 ({corpus / 'WAVE' / 'NOWHERE' / missing}.opus): "
             "audio file not found") in out.stderr
     assert "no test/ half" in out.stderr

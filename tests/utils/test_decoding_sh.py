@@ -55,3 +55,23 @@ def test_another_average_tunes_its_own_weights_and_leaves_the_first_models_decod
     assert (exp / "decode-dev-avg15" / "used").read_text() == "weights of exp/avg15.pt\n"
     assert (tmp_path / "decodes.log").read_text().split() == ["avg10", "avg15"]  # the third: done before
     assert (exp / "lm" / "modified_beam_lm.yaml").read_text() == "weights of exp/avg15.pt\n"  # the newest tuning
+
+
+def test_a_train_stage_in_an_exp_dir_whose_path_has_spaces_is_marked_done(tmp_path):
+    """The train stage's outputs (config.yaml, the newest epoch) each one word, whatever spaces the exp dir's
+    path holds (they split into words, 'exp/my, an output ..., was not made', and no rerun got past it)."""
+    exp = tmp_path / "exp" / "my model"
+    exp.mkdir(parents=True)
+    for name in ("config.yaml", "epoch-3.pt"):
+        (exp / name).write_text("x")
+    env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", ROOT=str(ROOT))
+    script = ('set -euo pipefail; stage=0 stop_stage=100; . "$ROOT/utils/stages.sh"; . "$ROOT/utils/decoding.sh"\n'
+              'model_tag_of() { echo epoch-3; }; checkpoint_of() { echo "$1/$2.pt"; }\n'
+              'exp="exp/my model"; stage_wanted 4 train "$exp" && trained_done 4 train "$exp"\n'
+              'if stage_wanted 4 train "$exp"; then echo wanted; else echo done; fi\n'
+              'rm "$exp/epoch-3.pt"; if stage_wanted 4 train "$exp"; then echo wanted; else echo done; fi')
+    out = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    answers = [line for line in out.stdout.splitlines() if line in ("done", "wanted")]
+    assert answers == ["done", "wanted"], out.stdout  # and a checkpoint gone since runs the stage again
+    assert "its output exp/my model/epoch-3.pt is gone or changed" in out.stdout

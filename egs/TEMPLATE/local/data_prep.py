@@ -22,11 +22,10 @@ import dataclasses
 import functools
 import os
 import re
-import shutil
 import sys
 import unicodedata
 
-from rnnt.prep.data_dir_writer import Report, Utterance, data_prep_parser, write_data_dirs
+from rnnt.prep.data_dir_writer import Report, Utterance, data_prep_parser, remove_stale_set, write_data_dirs
 from rnnt.prep.held_out import hold_out
 
 AUDIO = (".flac", ".wav", ".ogg", ".opus", ".mp3", ".sph", ".aiff", ".aif", ".au")  # preferred first
@@ -184,10 +183,7 @@ def main() -> int:
             for name, utts in {"train": train, "dev": dev, "test": test}.items()}
     if not test:
         del sets["test"]
-        stale = os.path.join(args.data_root, "test")
-        if os.path.isdir(stale):
-            shutil.rmtree(stale)
-            print(f"data_prep: removed {stale}: no test set this time")
+        remove_stale_set(os.path.join(args.data_root, "test"), "no test set this time")
     return write_data_dirs({os.path.join(args.data_root, name): utts for name, utts in sets.items()}, report)
 
 

@@ -12,7 +12,8 @@ scoring sees them: upper case, single spaces. Missing or unreadable audio is nam
 import os
 import sys
 
-from rnnt.prep.data_dir_writer import Report, Utterance, add_entry, data_prep_parser, write_data_dirs
+from rnnt.prep.data_dir_writer import (Report, Utterance, add_entry, data_prep_parser, remove_stale_set,
+                                       write_data_dirs)
 from rnnt.prep.dev_speakers import pick_dev_speakers
 
 
@@ -81,6 +82,7 @@ def main() -> int:
         sets["test"] = half_utterances(args.corpus_dir, "test", report)[0]
     else:
         print(f"data_prep.py: {args.corpus_dir} has no test/ half; train and dev only", file=sys.stderr)
+        remove_stale_set(os.path.join(args.data_root, "test"), f"{args.corpus_dir} has no test half")
     return write_data_dirs({os.path.join(args.data_root, name): utts for name, utts in sets.items()}, report)
 
 

@@ -91,15 +91,17 @@ def test_a_deleted_corpus_folder_is_extracted_again(server, test_data, tmp_path)
     assert len(list((dest / "waves_yesno").iterdir())) == 5
 
 
-@pytest.mark.parametrize("damage", ["crc", "cut", "html"])
+@pytest.mark.parametrize("damage", ["crc", "cut", "html", "inside"])
 def test_a_damaged_archive_without_a_checksum_is_refused_deleted_and_fetched_again(server, test_data, tmp_path,
                                                                                     capsys, damage):
     """AN4 and speechocean762 publish no checksum: gzip's own CRC and length (at the archive's end, which
     tarfile's stream never checks) catch a damaged file, a cut one, or an error page; the download is
-    deleted, so that the next run fetches it again, and nothing is marked extracted."""
+    deleted, so that the next run fetches it again, and nothing is marked extracted. A byte damaged in the
+    compressed data ("inside") fails while tarfile reads the members (it reads ahead): the same."""
     body = yesno_archive(test_data)
     bad = {"crc": body[:-8] + bytes([body[-8] ^ 1]) + body[-7:], "cut": body[:-5],
-           "html": b"<html>503 Service Unavailable</html>"}[damage]
+           "html": b"<html>503 Service Unavailable</html>",
+           "inside": body[:-16] + bytes([body[-16] ^ 0xFF]) + body[-15:]}[damage]
     server.files["/waves_yesno.tar.gz"] = bad
     parts = {"waves_yesno": ("waves_yesno.tar.gz", None, "waves_yesno")}
     dest = tmp_path / "corpus"
