@@ -141,10 +141,15 @@ class Transcriber:
         return tuned if beam is None else dataclasses.replace(tuned, beam=beam)
 
     def waveform(self, audio) -> torch.Tensor:
-        """Mono samples in [-1, 1] at the model's rate; integer samples (16-bit PCM) are scaled to that range."""
-        waveform, rate = load_audio(audio) if not isinstance(audio, tuple) else (check_finite(audio[0]), audio[1])
+        """Mono float32 samples in [-1, 1] at the model's rate; integer samples (16-bit PCM) are scaled to that
+        range; a tuple's samples may be a numpy array and float64 (soundfile's and numpy's default)."""
+        if isinstance(audio, tuple):
+            waveform, rate = check_finite(torch.as_tensor(audio[0])), audio[1]
+        else:
+            waveform, rate = load_audio(audio)
         if not waveform.is_floating_point():
             waveform = waveform.float() / -torch.iinfo(waveform.dtype).min
+        waveform = waveform.float()
         mono = to_mono(waveform) if waveform.dim() == 2 else waveform
         return resample(mono, rate, self.experiment.data.sample_rate)
 

@@ -211,6 +211,8 @@ def test_integer_samples_are_scaled_and_word_times_end_with_the_audio(trained, y
     as_ints = transcriber.transcribe((torch.from_numpy(samples), rate))
     as_floats = transcriber.transcribe((torch.from_numpy(samples).float() / 32768, rate))
     assert (as_ints.text, as_ints.words) == (as_floats.text, as_floats.words) and as_ints.text
+    as_float64 = transcriber.transcribe(soundfile.read(entry["wav"]))  # numpy float64, soundfile's default
+    assert (as_float64.text, as_float64.words) == (as_floats.text, as_floats.words)
     assert max(w["end"] for w in as_ints.words) <= len(samples) / rate
     tokenizer = transcriber.tokenizer
     yes, no = tokenizer.units["YES"], tokenizer.units["NO"]
