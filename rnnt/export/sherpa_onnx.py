@@ -186,9 +186,10 @@ def _export_encoder(model, frontend, options: ExportOptions, path: str, unit: in
             ["encoder_out", "encoder_out_lens"],
             {"x": {0: "N", 1: "T"}, "x_lens": {0: "N"}, "encoder_out": {0: "N", 1: "T_out"},
              "encoder_out_lens": {0: "N"}}, metadata)
-    # lengths with every remainder of stacking and StackTime, none of them the traced one
-    return _verify(encoder, path, [{"x": torch.randn(2, 101 + k, bins), "x_lens": torch.tensor([101 + k, 61 + k])}
-                                   for k in range(unit)])
+    # lengths with every remainder of stacking and StackTime, none of them the traced one, and a clip too short
+    # for a conv front end's first output frame
+    cases = [{"x": torch.randn(2, 101 + k, bins), "x_lens": torch.tensor([101 + k, 61 + k])} for k in range(unit)]
+    return _verify(encoder, path, cases + [{"x": torch.randn(2, 3, bins), "x_lens": torch.tensor([3, 1])}])
 
 
 def _export_decoder_and_joiner(model, paths: dict, metadata: dict) -> dict:
