@@ -24,7 +24,9 @@
 #                                               init_checkpoint to its averaged checkpoint; a companion, a
 #                                               model from nothing that --combine default adds (run.sh's
 #                                               --companion-config), is trained at once with it (each on its
-#                                               share of the cores) and averaged
+#                                               share of the cores) and averaged; with STAGE out of this
+#                                               run's range, only init_checkpoint (the model trained before),
+#                                               so that the train stage's inputs read as they were
 #   starts_from_a_model CONFIG                  whether CONFIG starts from another model (sets
 #                                               train.init_from): run.sh trains its --init-config only for
 #                                               such a config, so that another one never silently starts
@@ -133,6 +135,10 @@ seed_stages() {
 init_model_stage() {
   local stage_n=$1 config=$2 exp=$3 lang=$4 average=$5 companion_config=${6:-} companion_exp=${7:-}
   local companion_average=${8:-} wanted=()
+  if [ "$stage" -gt "$stage_n" ] || [ "$stop_stage" -lt "$stage_n" ]; then  # --stage 5: decode what exists
+    init_checkpoint=$(checkpoint_of "$exp" "$(model_tag_of "$exp" "$average")")
+    return
+  fi
   local companion=${companion_config:+, and at once its companion $companion_config into $companion_exp}
   echo "$(date +%T) stage $stage_n: first $config into $exp, the model --train-config starts from$companion"
   ! train_wanted "$stage_n" "$config" "$exp" "$lang" || wanted+=("$config|$exp||")

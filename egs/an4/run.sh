@@ -97,7 +97,7 @@ fi
 units_stage 3 "$unit_type" "$vocab_size" "$lang"  # phones: their lexicon first
 
 init_checkpoint=
-if [ -n "$init_config" ] && [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ] && starts_from_a_model "$train_config"; then
+if [ -n "$init_config" ] && starts_from_a_model "$train_config"; then
   init_model_stage 4 "$init_config" "$init_exp" "$lang" "$init_average"  # sets init_checkpoint
 fi
 # with --seeds N > 1, N models (exp, exp_seed1, ...), each averaged and decoded on dev, and exp set to the best

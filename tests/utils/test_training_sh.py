@@ -119,6 +119,19 @@ def test_the_init_model_and_its_companion_train_at_once_and_are_averaged(tmp_pat
         assert ("its companion c.yaml into exp/c" in out.stdout) == (companion == "c.yaml")
 
 
+def test_out_of_the_runs_stages_the_init_model_is_only_named(tmp_path):
+    """--stage 5 or --stop-stage 3: nothing trained or averaged, but init_checkpoint names the model trained
+    before, so that the transducer's train stage reads its inputs as its run did (without it, every such run
+    called the trained model out of date: 'stage 4 (train) has other inputs now')."""
+    record = tmp_path / "trained.log"
+    for stages in ("stage=5 stop_stage=100", "stage=0 stop_stage=3"):
+        out = sourced(f"{stages}\n{STUBS}\ninit_model_stage 4 d.yaml exp/d lang 5 c.yaml exp/c 10\n"
+                      'echo "init=$init_checkpoint"', TRAINED="", TRAINED_LOG=str(record))
+        assert out.returncode == 0, out.stderr
+        assert not record.exists() and "average" not in out.stdout and "first d.yaml" not in out.stdout
+        assert out.stdout.splitlines()[-1] == "init=exp/d/avg-2.pt"
+
+
 def test_a_seed_without_its_dev_decode_stops_with_a_message(tmp_path):
     out = sourced("train_wanted() { false; }; average_stage() { :; }; decode_stages() { :; }\n"
                   "model_tag_of() { echo epoch-3; }\n"
