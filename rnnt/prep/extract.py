@@ -122,6 +122,10 @@ def _extract_members(tar: tarfile.TarFile, archive: str, dest: str, written: lis
         if not existed:
             written.append(target)
         count += 1
+    for path in written:  # a link made later can send an earlier one outside (a -> b/../x, then b -> .)
+        if os.path.islink(path) and not _inside(dest, path):
+            raise UnsafeArchiveError(f"{archive}: link {path} -> '{os.readlink(path)}' resolves outside {dest} "
+                                     "through links extracted after it; refusing to extract")
     return count
 
 

@@ -135,6 +135,12 @@ def unsafe_archive(path: Path, kind: str) -> None:
             member.type, member.linkname = tarfile.SYMTYPE, "../../outside"
             tar.addfile(member)
             return
+        if kind == "link-turned-out":  # inside when made; the link after it makes b/.. the parent of dest
+            for name, target in (("corpus/a", "b/../../x"), ("corpus/b", ".")):
+                member = tarfile.TarInfo(name)
+                member.type, member.linkname = tarfile.SYMTYPE, target
+                tar.addfile(member)
+            return
         if kind in ("through-link", "replace-dir", "link-through-link"):
             tar.addfile(dir_member("corpus/sub"))
             link = tarfile.TarInfo("corpus/sub" if kind == "replace-dir" else "corpus/l")
@@ -163,7 +169,8 @@ def dir_member(name: str) -> tarfile.TarInfo:
 @pytest.mark.parametrize("kind,message", [("dotdot", "climbs out with '..'"), ("absolute", "absolute path"),
                                           ("symlink", "points outside"), ("through-link", "passes through the link"),
                                           ("replace-dir", "would replace"),
-                                          ("link-through-link", "passes through the link")])
+                                          ("link-through-link", "passes through the link"),
+                                          ("link-turned-out", "resolves outside .* through links extracted after")])
 def test_unsafe_archives_are_refused_and_leave_nothing(tmp_path, kind, message):
     archive = tmp_path / f"{kind}.tar"
     unsafe_archive(archive, kind)
@@ -173,6 +180,7 @@ def test_unsafe_archives_are_refused_and_leave_nothing(tmp_path, kind, message):
     assert not (tmp_path / "x").exists() and not Path("/tmp/rnnt-absolute-x").exists()
     assert not (dest / "corpus" / "good.txt").exists()  # what was written before the refusal is removed
     assert not (dest / "corpus" / "l").is_symlink() and not (dest / "corpus" / "sub").exists()
+    assert not (dest / "corpus" / "a").is_symlink() and not (dest / "corpus" / "b").is_symlink()
     assert not any(p.name.endswith(".extracted") for p in dest.iterdir())
 
 
