@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import sys
 
 import yaml
@@ -29,10 +30,16 @@ from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.config import to_dict
 from rnnt.tuning.space import load_search, suggest, with_values
 from rnnt.tuning.study import completed, open_study, optimize_until, summary, write_results
+from rnnt.training import checkpoint
 from rnnt.tuning.trial_run import run_trial
 from rnnt.training.experiment import load_experiment, with_absolute_paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# a trainer stopped by SIGTERM: 143 from its own handler; killed by it, once training ended and the default
+# handler is back (the trial asked to stop as its last epoch ended)
+STOPPED_BY_SIGTERM = (128 + signal.SIGTERM, -signal.SIGTERM)
 
 
 class TrialFailed(Exception):
@@ -45,6 +52,9 @@ def make_objective(base: dict, search, args):
     def objective(trial: optuna.Trial) -> float:
         values = suggest(trial, search.space)
         trial_dir = os.path.join(args.exp_dir, f"trial-{trial.number:03d}")
+        if checkpoint.numbered(trial_dir, "epoch"):  # another study's (--storage or --study-name shared the exp dir)
+            raise TrialFailed(f"trial {trial.number}: {trial_dir} holds another study's checkpoints; give this "
+                              "study an --exp-dir of its own")
         os.makedirs(trial_dir, exist_ok=True)
         config = os.path.join(trial_dir, "trial.yaml")
         with open(config, "w") as f:
@@ -68,7 +78,7 @@ def make_objective(base: dict, search, args):
         run = run_trial(command, trial_dir, search.minutes_per_trial, report, os.path.join(trial_dir, "output.log"))
         trial.set_user_attr("epoch_minutes", [minutes for _, _, minutes in run.epochs])
         trial.set_user_attr("stopped_by", "target reached" if reached else run.stopped_by)
-        if run.returncode != 0 and not (run.stopped_by and run.returncode == 143):
+        if run.returncode != 0 and not (run.stopped_by and run.returncode in STOPPED_BY_SIGTERM):
             raise TrialFailed(f"trial {trial.number}: training failed (exit {run.returncode}); see "
                               f"{trial_dir}/output.log")
         if run.stopped_by == "asked" and not reached:
@@ -97,8 +107,8 @@ def check_same_search(study, base: dict, search, where: str) -> None:
     key = hashlib.sha256(json.dumps({"config": base, "search": asked}, sort_keys=True, default=str).encode())
     fingerprint = key.hexdigest()
     if study.user_attrs.get("inputs", fingerprint) != fingerprint:
-        raise ToolError(f"{where} holds the trials of another config or search; give another --exp-dir or "
-                        "--study-name (or the same config and search to resume it)")
+        raise ToolError(f"{where} holds the trials of another config or search; give another --exp-dir (its trial "
+                        "dirs are the exp dir's), or the same config and search to resume it")
     study.set_user_attr("inputs", fingerprint)
 
 

@@ -90,6 +90,17 @@ def require(condition: torch.Tensor, message: str, detailed=None) -> None:
         raise ValueError(detailed() if detailed else message)
 
 
+def check_host_lengths(host_lengths, logit_lengths: torch.Tensor, target_lengths: torch.Tensor) -> None:
+    """host_lengths, the two lengths as lists the host holds (what a caller passes to spare reading the device),
+    against the tensors where reading them is free (the CPU): lists that disagree would leave cells of the
+    lattice uncomputed, or reach past it. Elsewhere the caller vouches for them, as reading is what they spare."""
+    if host_lengths is None or not host_reads.free(logit_lengths.device):
+        return
+    given, want = tuple(list(lengths) for lengths in host_lengths), (logit_lengths.tolist(), target_lengths.tolist())
+    if given != want:
+        raise ValueError(f"host_lengths give {given[0]} and {given[1]} where the lengths are {want[0]} and {want[1]}")
+
+
 def check_inside(lengths: torch.Tensor, name: str, size: int, dim_name: str, extra: int = 0) -> None:
     """Every length + extra fits in a tensor dimension of size (named dim_name)."""
     if extra:

@@ -17,7 +17,7 @@ import torch
 
 from rnnt.loss import joint_triton, row_triton
 from rnnt.loss.cells import lattice_masks
-from rnnt.loss.checks import check_lengths, check_reduction, check_values
+from rnnt.loss.checks import check_host_lengths, check_lengths, check_reduction, check_values
 from rnnt.loss.emission_timing import timed_lattice_loss
 from rnnt.loss.lattice_triton import resolve_backend
 from rnnt.loss.logits_loss import (
@@ -269,6 +269,7 @@ def fused_joiner_loss(
     options = lattice_options(options, **lattice)
     blank = check_fused_inputs(enc, pred, weight, targets, logit_lengths, target_lengths, blank, activation,
                                options.one_sym_per_frame)
+    check_host_lengths(host_lengths, logit_lengths, target_lengths)
     # One dtype for the products: autocast's where it is on (its backward runs outside autocast, so the
     # inputs are cast here, and the casts' own backward returns each gradient in its input's dtype).
     device = enc.device.type

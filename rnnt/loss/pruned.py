@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from rnnt import host_reads
 from rnnt.loss.cells import pruned_cells
 from rnnt.loss.checks import FLOATS, check_lengths, check_reduction, check_values
 from rnnt.loss.emission_timing import delay_penalised
@@ -210,9 +211,16 @@ def pruned_loss(
 
 
 def check_banded_shapes(logits: torch.Tensor, ranges: torch.Tensor) -> None:
-    if logits.dtype not in FLOATS or logits.dim() != 4 or ranges.shape != logits.shape[:3]:
-        raise ValueError(f"expected float logits (B, T, S, V) and ranges (B, T, S); got {tuple(logits.shape)} "
-                         f"{logits.dtype} and {tuple(ranges.shape)}")
+    """Float logits (B, T, S, V) and integer ranges (B, T, S); where reading is free (the CPU) each frame's
+    positions distinct, increasing and from 0 (prune_ranges' are; a hand-made band that repeats one gave a
+    gradient the loss did not have)."""
+    if logits.dtype not in FLOATS or logits.dim() != 4 or ranges.shape != logits.shape[:3] \
+            or ranges.dtype.is_floating_point or ranges.dtype == torch.bool:
+        raise ValueError(f"expected float logits (B, T, S, V) and integer ranges (B, T, S); got {tuple(logits.shape)} "
+                         f"{logits.dtype} and {tuple(ranges.shape)} {ranges.dtype}")
+    if host_reads.free(ranges.device) and ranges.numel() and not (
+            bool((ranges >= 0).all()) and bool((ranges.diff(dim=2) > 0).all())):
+        raise ValueError("ranges: each frame's positions must be distinct and increasing, from 0")
 
 
 def banded_loss(logits, targets, ranges, logit_lengths, target_lengths, blank: int, *, reduction: str = "mean",

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rnnt import host_reads
 from rnnt.loss import fused_joiner_loss, prune, prune_ranges, simple_loss, transducer_loss
+from rnnt.loss.checks import check_host_lengths
 from rnnt.loss.pruned import banded_loss
 from rnnt.loss.options import LatticeOptions
 from rnnt.model.encoders import EncoderConfig, build_encoder
@@ -139,9 +139,7 @@ class Transducer(torch.nn.Module):
         enc, enc_lens = self.encode(feats, feat_lens)
         if host_lengths is not None:
             host_lengths = ([self.config.encoder.output_frames(n) for n in host_lengths[0]], host_lengths[1])
-            if host_reads.free(enc.device) and host_lengths != (enc_lens.tolist(), token_lens.tolist()):
-                raise ValueError(f"host_lengths give {host_lengths} where the encoder and the batch give "
-                                 f"{enc_lens.tolist()} and {token_lens.tolist()}")  # checked where reads are free
+            check_host_lengths(host_lengths, enc_lens, token_lens)  # on the CPU: the encoder's formula proved
         return self.loss(enc, enc_lens, tokens, token_lens, step, host_lengths)
 
     @property

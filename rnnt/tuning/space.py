@@ -30,6 +30,9 @@ KINDS = {"float": ("low", "high"), "int": ("low", "high"), "categorical": ("choi
 OPTIONAL = {"float": ("log", "step"), "int": ("log", "step"), "categorical": ()}
 PRUNERS = ("median", "none")
 SAMPLERS = ("tpe", "random")
+# each section's keys but type, with the whole numbers they take (rnnt.tuning.study reads them): a misspelt one
+# was ignored for its default (pruning from epoch 1 for warmup_epoch: 5, an unseeded search for sead: 7)
+SECTION_KEYS = {"pruner": ("startup_trials", "warmup_epochs"), "sampler": ("seed",)}
 
 
 @dataclass(frozen=True)
@@ -105,10 +108,16 @@ def load_search(path: str, base_config: dict) -> Search:
             raise ValueError(f"{path}: space.{key} is not a key of the experiment config")
         check_parameter(path, key, spec)
     search = Search(**values)
-    if search.pruner.get("type") not in PRUNERS:
-        raise ValueError(f"{path}: pruner.type must be one of {', '.join(PRUNERS)}")
-    if search.sampler.get("type") not in SAMPLERS:
-        raise ValueError(f"{path}: sampler.type must be one of {', '.join(SAMPLERS)}")
+    for section, allowed in (("pruner", PRUNERS), ("sampler", SAMPLERS)):
+        settings = getattr(search, section)
+        if not isinstance(settings, dict) or settings.get("type") not in allowed:
+            raise ValueError(f"{path}: {section}.type must be one of {', '.join(allowed)}")
+        for key, value in settings.items():
+            if key != "type" and key not in SECTION_KEYS[section]:
+                raise ValueError(f"{path}: {section}.{key} is not a setting of the {section} (its keys: type, "
+                                 f"{', '.join(SECTION_KEYS[section])})")
+            if key != "type" and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise ValueError(f"{path}: {section}.{key} must be a whole number, 0 or more, got {value!r}")
     if search.trials < 1:
         raise ValueError(f"{path}: trials must be at least 1")
     target = search.target_wer

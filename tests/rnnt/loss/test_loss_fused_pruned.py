@@ -200,8 +200,16 @@ def test_pruned_errors():
     ranges, targets, T_b, U_b = ranges_for(10, s_range=3)
     with pytest.raises(ValueError, match="s_range must be >= 2"):
         prune_ranges(torch.zeros(3, 12, 7), torch.zeros(3, 12, 7), T_b, U_b, 1)
-    with pytest.raises(ValueError, match=r"expected float logits \(B, T, S, V\) and ranges \(B, T, S\)"):
+    with pytest.raises(ValueError, match=r"expected float logits \(B, T, S, V\) and integer ranges \(B, T, S\)"):
         pruned_loss(torch.zeros(3, 12, 2, 10), targets, ranges, T_b, U_b)
+    logits = torch.zeros(*ranges.shape, 10)
+    with pytest.raises(ValueError, match="integer ranges"):  # truncated before
+        pruned_loss(logits, targets, ranges.double(), T_b, U_b)
+    repeated = ranges.clone()
+    repeated[0, 0, 2] = repeated[0, 0, 1]  # a hand-made band: the loss read one row, the gradient gave both
+    for bad in (repeated, ranges - 1):
+        with pytest.raises(ValueError, match="each frame's positions must be distinct and increasing, from 0"):
+            pruned_loss(logits, targets, bad, T_b, U_b)
 
 
 def test_the_smoothed_simple_loss_mixes_its_arcs_with_the_predictor_s_and_the_encoder_s_own():

@@ -133,6 +133,33 @@ def test_a_bad_search_is_refused_before_any_trial_naming_file_and_key(yesno, tmp
     assert not (tmp_path / "tune" / "trial-000").exists()
 
 
+@pytest.mark.parametrize("section, message", [
+    ({"pruner": {"type": "median", "warmup_epoch": 5}}, "pruner.warmup_epoch is not a setting of the pruner (its "
+                                                        "keys: type, startup_trials, warmup_epochs)"),
+    ({"sampler": {"type": "tpe", "sead": 7}}, "sampler.sead is not a setting of the sampler"),
+    ({"sampler": {"type": "tpe", "seed": "seven"}}, "sampler.seed must be a whole number, 0 or more, got 'seven'"),
+])
+def test_a_misspelt_pruner_or_sampler_setting_is_refused(yesno, tmp_path, section, message):
+    """They were read with a default where misspelt: pruning from the first epoch, an unseeded search."""
+    space = {"train.optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-2}}
+    out = run_tool(*tune_args(yesno, tmp_path, {"trials": 2, "space": space, **section}))
+    assert out.returncode == 1 and message in out.stderr, out.stderr
+    assert not (tmp_path / "tune" / "trial-000").exists()
+
+
+def test_a_trial_dir_holding_another_studys_checkpoints_is_not_read_into_this_one(yesno, tmp_path):
+    """Another study in the same exp dir (a shared --storage, another --study-name) numbers its trials from 0 too:
+    its trial-000's dev WERs were reported into this study's trial 0. The trial fails naming why and trains
+    nothing there; the next trial (trial-001) takes its place."""
+    (tmp_path / "tune" / "trial-000").mkdir(parents=True)
+    (tmp_path / "tune" / "trial-000" / "epoch-1.pt").write_text("another study's")
+    space = {"train.optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-2}}
+    out = run_tool(*tune_args(yesno, tmp_path, {"trials": 1, "space": space}, epochs=1), "--study-name", "other")
+    assert f"trial 0: {tmp_path / 'tune' / 'trial-000'} holds another study's checkpoints" in out.stdout + out.stderr
+    assert not (tmp_path / "tune" / "trial-000" / "trial.yaml").exists() and out.returncode == 0, out.stderr
+    assert (tmp_path / "tune" / "trial-001" / "epoch-1.pt").exists()
+
+
 @pytest.mark.slow
 def test_a_target_wer_search_scores_minutes_to_the_target_and_stops_there(yesno, tmp_path):
     search = {"trials": 2, "minutes_per_trial": 3, "target_wer": 60, "pruner": {"type": "none"},
