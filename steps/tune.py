@@ -46,19 +46,26 @@ class TrialFailed(Exception):
     """A trial's training failed: the trial is marked failed, the search goes on."""
 
 
+def trial_config(exp_dir: str, number: int, config: dict) -> tuple[str, str]:
+    """(trial dir, its trial.yaml) of trial `number`, the yaml written; TrialFailed where the dir holds another
+    study's checkpoints (a shared --storage or --study-name: trials are numbered per study)."""
+    trial_dir = os.path.join(exp_dir, f"trial-{number:03d}")
+    if checkpoint.numbered(trial_dir, "epoch"):
+        raise TrialFailed(f"trial {number}: {trial_dir} holds another study's checkpoints; give this study an "
+                          "--exp-dir of its own")
+    os.makedirs(trial_dir, exist_ok=True)
+    path = os.path.join(trial_dir, "trial.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(config, f, sort_keys=False)
+    return trial_dir, path
+
+
 def make_objective(base: dict, search, args):
     import optuna
 
     def objective(trial: optuna.Trial) -> float:
         values = suggest(trial, search.space)
-        trial_dir = os.path.join(args.exp_dir, f"trial-{trial.number:03d}")
-        if checkpoint.numbered(trial_dir, "epoch"):  # another study's (--storage or --study-name shared the exp dir)
-            raise TrialFailed(f"trial {trial.number}: {trial_dir} holds another study's checkpoints; give this "
-                              "study an --exp-dir of its own")
-        os.makedirs(trial_dir, exist_ok=True)
-        config = os.path.join(trial_dir, "trial.yaml")
-        with open(config, "w") as f:
-            yaml.safe_dump(with_values(base, values), f, sort_keys=False)
+        trial_dir, config = trial_config(args.exp_dir, trial.number, with_values(base, values))
         command = [sys.executable, os.path.join(ROOT, "steps", "train.py"), "--config", config, "--exp-dir", trial_dir]
         if args.device:
             command += ["--device", args.device]
