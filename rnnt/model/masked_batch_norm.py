@@ -2,7 +2,10 @@
 those of the valid frames only, so that how much padding a batch holds changes nothing; in evaluation
 every frame is normalised by the running statistics, a per-channel affine map that padding cannot reach.
 A training batch of a single valid frame, which has no variance, is normalised as in evaluation, the
-running statistics left as they were."""
+running statistics left as they were.
+
+The valid frames' statistics are masked sums, not those of the frames picked out by the mask: picking them
+reads their number on the host, which on a GPU stalls every training step at every layer normalised."""
 
 from __future__ import annotations
 
@@ -14,13 +17,37 @@ class MaskedBatchNorm(torch.nn.BatchNorm1d):
         """x (B, T, D), valid (B, T) bool (None: every frame) -> (B, T, D); padded frames come out 0 in
         training and are garbage in evaluation."""
         if self.training and valid is not None:
-            frames = x[valid]
-            normed = torch.zeros_like(x)
-            normed[valid] = super().forward(frames) if frames.shape[0] > 1 else self.by_running_statistics(frames)
-            return normed
+            return self.normalise_valid_frames(x, valid)
         if self.training and x.shape[0] * x.shape[1] < 2:
             return self.by_running_statistics(x.reshape(-1, x.shape[-1])).reshape(x.shape)
         return super().forward(x.transpose(1, 2)).transpose(1, 2)
+
+    def normalise_valid_frames(self, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """Training: x by its valid frames' mean and (biased) variance, in float32; the running statistics move
+        towards them (the unbiased variance), by the momentum, when there are two frames or more."""
+        mask = valid.unsqueeze(-1)
+        frames = torch.where(mask, x.float(), 0.0)  # padding of any value (NaN too) neither counts nor gets gradient
+        count = valid.sum()
+        n = count.clamp(min=1).float()
+        mean = frames.sum(1).sum(0) / n  # over time first: the sums are those of the valid frames, whatever padding
+        variance = torch.where(mask, frames - mean, 0.0).square().sum(1).sum(0) / n
+        enough = count > 1
+        mean, variance = torch.where(enough, mean, self.running_mean), torch.where(enough, variance, self.running_var)
+        normed = (frames - mean) * torch.rsqrt(variance + self.eps)
+        if self.affine:
+            normed = normed * self.weight + self.bias
+        self.update_running_statistics(mean.detach(), variance.detach(), n, enough)
+        return torch.where(mask, normed, 0.0).to(x.dtype)
+
+    @torch.no_grad()
+    def update_running_statistics(self, mean: torch.Tensor, variance: torch.Tensor, n: torch.Tensor,
+                                  enough: torch.Tensor) -> None:
+        """As BatchNorm1d updates them (momentum None: the cumulative average), where `enough` holds."""
+        self.num_batches_tracked.add_(enough.long())
+        momentum = self.momentum if self.momentum is not None else 1.0 / self.num_batches_tracked.clamp(min=1)
+        weight = enough.float() * momentum
+        self.running_mean.mul_(1 - weight).add_(weight * mean)
+        self.running_var.mul_(1 - weight).add_(weight * variance * n / (n - 1).clamp(min=1))
 
     def by_running_statistics(self, frames: torch.Tensor) -> torch.Tensor:
         """(N, D) frames normalised as in evaluation."""

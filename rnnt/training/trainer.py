@@ -107,7 +107,8 @@ class Trainer(Checkpointing):
         loss, in_backward, out_of_memory = None, False, False
         try:
             loss = self.batch_loss(batch, sync)
-            usable = every_rank(self.world, bool(torch.isfinite(loss)))[0]  # every rank skips together
+            value = float(loss.detach())  # the step's one read of the device before its gradient norm's
+            usable = every_rank(self.world, math.isfinite(value))[0]  # every rank skips together
             if usable:
                 in_backward = True
                 self.scaler.scale(loss * (weight / self.experiment.train.accum_steps)).backward()
@@ -122,11 +123,10 @@ class Trainer(Checkpointing):
         if out_of_memory:  # outside the handler, the loss dropped: nothing holds the activations any more
             self.recover_from_out_of_memory(in_backward)
         elif not usable:
-            self.skip_unusable(loss, batch["keys"])
+            self.skip_unusable(value, batch["keys"])
         else:
             self.group.add(synced=sync)
-            return float(loss.detach())
-        return None
+        return None if out_of_memory or not usable else value
 
     def batch_loss(self, batch: dict, sync: bool) -> torch.Tensor:
         device = self.world.device
@@ -145,12 +145,12 @@ class Trainer(Checkpointing):
             torch.cuda.empty_cache()
         self.bad_batches.skip("out of memory")
 
-    def skip_unusable(self, loss: torch.Tensor, keys: list[str]) -> None:
-        if torch.isfinite(loss):
+    def skip_unusable(self, loss: float, keys: list[str]) -> None:
+        if math.isfinite(loss):
             log.warning("batch skipped with the other ranks: one of them could not use its batch")
             self.bad_batches.skip(None)
         else:
-            log.warning("non-finite loss (%s) on %s: batch skipped", float(loss.detach()), keys[:3])
+            log.warning("non-finite loss (%s) on %s: batch skipped", loss, keys[:3])
             self.bad_batches.skip("non-finite loss")
 
     def optimizer_step(self) -> float | None:

@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from conftest import ROOT
+from host_read_counter import HostReads
+from rnnt import host_reads
 from rnnt.training.ema import EMA
 from rnnt.training.lamb import Lamb
 from rnnt.training.experiment import OptimizerConfig, TrainConfig, build_optimizer, load_experiment
@@ -228,3 +230,16 @@ def test_a_step_reports_the_rate_it_was_taken_at(trainer):
         rates.append(trainer.optimizer.param_groups[0]["lr"])
         assert trainer.optimizer_step() is not None
         assert trainer.step_lr == rates[-1] != trainer.optimizer.param_groups[0]["lr"]
+
+
+def test_a_training_step_reads_the_device_twice(trainer, monkeypatch):
+    """On a GPU each read of a device value stalls the host: a step reads its loss once (to skip a non-finite
+    one before its backward pass) and its gradient norm once; it read the loss twice before, and the input's
+    batch norm the number of valid frames. The lengths it reads are the batch's before it goes to the device."""
+    monkeypatch.setattr(host_reads, "free", lambda device: False)
+    batch = next(iter(trainer.loader))
+    with HostReads() as counter:
+        loss = trainer.forward_backward(batch, sync=True)
+        grad_norm = trainer.optimizer_step()
+    assert counter.reads == ["tolist", "tolist", "__float__", "__float__"]
+    assert math.isfinite(loss) and loss > 0 and grad_norm > 0 and trainer.step == 1
