@@ -5,8 +5,10 @@ with the host's reads counted as if on a GPU."""
 import pytest
 import torch
 
+from conftest import ROOT
 from host_read_counter import HostReads
 from rnnt import host_reads
+from rnnt.config import from_dict, read_yaml
 from rnnt.loss import fused_joiner_loss, prune, prune_ranges, pruned_loss, simple_loss, transducer_loss
 from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
 from rnnt.modified_beam_search import modified_beam_search
@@ -213,3 +215,19 @@ def test_a_batched_search_on_cuda_synchronises_as_often_for_8_frames_as_for_64(s
                 torch.cuda.set_sync_debug_mode("default")
         syncs[frames] = sum("synchroniz" in str(w.message) for w in caught)
     assert syncs[8] == syncs[64], syncs
+
+
+@pytest.mark.parametrize("recipe_config", ["egs/an4/conf/transducer_conformer.yaml",
+                                           "egs/speechocean762/conf/transducer.yaml", "egs/an4/conf/deploy.yaml"])
+def test_a_recipe_models_training_step_reads_nothing(as_on_a_gpu, recipe_config):
+    """Each encoder kind as a recipe trains it (the conformer's batch norms, the LSTMs' input norm and time
+    stacking, the conv front end), in training mode, from the loss to the gradient."""
+    config = from_dict(ModelConfig, read_yaml(str(ROOT / recipe_config))["model"], "model")
+    torch.manual_seed(0)
+    model = Transducer(config, 30).train()
+    feats, feat_lens = torch.randn(3, 120, config.encoder.input_dim), torch.tensor([120, 91, 60])
+    tokens, token_lens = torch.randint(1, 30, (3, 5)), torch.tensor([5, 2, 3])
+    with HostReads() as counter:
+        parts = model(feats, feat_lens, tokens, token_lens, step=10**4, host_lengths=([120, 91, 60], [5, 2, 3]))
+        parts["loss"].backward()
+    assert counter.reads == [] and torch.isfinite(parts["loss"])
