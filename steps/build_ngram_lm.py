@@ -14,7 +14,7 @@ from rnnt.data.tokenizer import BLANK, UNK, Tokenizer
 from rnnt.datadir.table import read_table
 from rnnt.lm.fusion import OVER
 from rnnt.lm.arpa import write_arpa
-from rnnt.lm.kneser_ney import estimate
+from rnnt.lm.kneser_ney import BOS, EOS, estimate
 
 
 def main() -> str:
@@ -37,8 +37,11 @@ def main() -> str:
         raise ToolError(str(error)) from error
     if not transcripts:
         raise ToolError(f"{text_path}: no transcript to train the LM on")
+    markers = 0
     if args.over == "words":
         sentences = [line.value.split() for _, line in sorted(transcripts.items())]
+        markers = sum(word in (BOS, EOS) for words in sentences for word in words)
+        sentences = [[word for word in words if word not in (BOS, EOS)] for words in sentences]  # the LM adds its own
         vocabulary = sorted({word for words in sentences for word in words})
     else:
         sentences = [[piece if piece in tokenizer.units else UNK for piece in tokenizer.pieces(line.value)]
@@ -50,7 +53,8 @@ def main() -> str:
     counts = [sum(1 for ngram in model if len(ngram) == k) for k in range(1, args.order + 1)]
     return (f"{args.arpa}: {args.order}-gram over {len(vocabulary)} {args.over} from "
             f"{len(sentences)} transcripts of {text_path} ({sum(map(len, sentences))} {args.over}); "
-            f"n-grams per order: {' '.join(map(str, counts))}")
+            f"n-grams per order: {' '.join(map(str, counts))}"
+            + (f"; {markers} sentence markers ({BOS}, {EOS}) in the text left out" if markers else ""))
 
 
 if __name__ == "__main__":

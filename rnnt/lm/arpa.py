@@ -13,6 +13,7 @@ The backoff column is left out where it is 0 and at the highest order.
 
 from __future__ import annotations
 
+import math
 import re
 
 Ngram = tuple[str, ...]
@@ -41,7 +42,7 @@ def read_arpa(path: str) -> dict[Ngram, tuple[float, float]]:
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
             try:
-                line = raw.decode("utf-8").strip()
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()  # a byte-order mark is no text
             except UnicodeDecodeError as error:
                 raise ValueError(f"{path}:{number}: not UTF-8 ({error.reason} at byte {error.start}); re-encode the "
                                  "LM as UTF-8") from None
@@ -56,15 +57,10 @@ def read_arpa(path: str) -> dict[Ngram, tuple[float, float]]:
             elif section == 0 and (match := re.fullmatch(r"ngram (\d+)\s*=\s*(\d+)", line)):
                 declared[int(match.group(1))] = int(match.group(2))
             elif section:
-                fields = line.split()
-                if len(fields) not in (section + 1, section + 2):
-                    raise ValueError(f"{path}:{number}: expected '<log10 p> <{section} words> [<backoff>]', "
-                                     f"got '{line}'")
-                try:
-                    values = float(fields[0]), float(fields[section + 1]) if len(fields) == section + 2 else 0.0
-                except ValueError:
-                    raise ValueError(f"{path}:{number}: not a number in '{line}'") from None
-                model[tuple(fields[1:section + 1])] = values
+                ngram, values = ngram_line(line, section, f"{path}:{number}")
+                if ngram in model:
+                    raise ValueError(f"{path}:{number}: the {section}-gram '{' '.join(ngram)}' again")
+                model[ngram] = values
             elif section is None:
                 continue  # text before \data\ is a comment
             else:
@@ -76,3 +72,18 @@ def read_arpa(path: str) -> dict[Ngram, tuple[float, float]]:
         if found != count:
             raise ValueError(f"{path}: \\data\\ declares {count} {k}-grams, the file holds {found}")
     return model
+
+
+def ngram_line(line: str, order: int, where: str) -> tuple[Ngram, tuple[float, float]]:
+    """(ngram, (log10 p, log10 backoff)) of a line of the order's section; a probability above 1 or a value that
+    is not a number is an error naming where (-inf, a probability of 0, is one)."""
+    fields = line.split()
+    if len(fields) not in (order + 1, order + 2):
+        raise ValueError(f"{where}: expected '<log10 p> <{order} words> [<backoff>]', got '{line}'")
+    try:
+        log_prob, backoff = float(fields[0]), float(fields[order + 1]) if len(fields) == order + 2 else 0.0
+    except ValueError:
+        raise ValueError(f"{where}: not a number in '{line}'") from None
+    if math.isnan(log_prob) or log_prob > 0 or not math.isfinite(backoff):
+        raise ValueError(f"{where}: a log10 probability is at most 0 and a backoff finite, in '{line}'")
+    return tuple(fields[1:order + 1]), (log_prob, backoff)

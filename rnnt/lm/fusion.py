@@ -29,9 +29,14 @@ class NgramScorer:
     """Natural-log probabilities of unit ids from an ARPA model over unit symbols, backing off as ARPA does."""
 
     def __init__(self, model: dict[tuple[str, ...], tuple[float, float]], symbols: dict[int, str], source: str):
-        self.model, self.symbols = model, symbols
+        if (EOS,) not in model:
+            raise ValueError(f"{source}: the LM has no unigram for {EOS}, the end of a sentence, which every "
+                             "hypothesis is scored with: not an LM over sentences")
+        # A closed-vocabulary LM (SRILM's without -unk) scores the model's <unk> unit as ARPA scores the impossible.
+        self.model = model if (UNK,) in model else {**model, (UNK,): (-99.0, 0.0)}
+        self.symbols = symbols
         self.order = max(len(ngram) for ngram in model)
-        missing = [s for i, s in sorted(symbols.items()) if i != 0 and (s,) not in model]
+        missing = [s for i, s in sorted(symbols.items()) if i != 0 and (s,) not in self.model]
         units = set(symbols.values())
         strangers = sorted(w for (w, *rest) in model if not rest and w not in units and w not in (BOS, EOS, UNK))
         if missing and (strangers or (UNK,) not in model):  # missing units alone: text that never used them

@@ -58,6 +58,9 @@ def estimate(sentences: Iterable[list[str]], order: int, vocabulary: Iterable[st
     every word of `vocabulary` (seen or not), </s> and <s> (probability 0, written as -99)."""
     if order < 1:
         raise ValueError(f"order must be at least 1, got {order}")
+    sentences = list(sentences)
+    if any(word in (BOS, EOS) for words in sentences for word in words):
+        raise ValueError(f"a sentence holds {BOS} or {EOS}: the estimate adds them to each sentence itself")
     adjusted = kneser_ney_counts(count_ngrams(sentences, order))
     words = sorted((set(vocabulary) | {w for (w,) in adjusted[0]} | {EOS}) - {BOS})
     probs: dict[Ngram, float] = {}

@@ -15,6 +15,7 @@ from ctc_reference import ctc_model, sequence_log_prob
 from rnnt.ctc_search import ctc_prefix_beam_search
 from rnnt.data.lexicon import read_lexicon
 from rnnt.data.tokenizer import SPACE, Tokenizer
+from rnnt.lm.arpa import write_arpa
 from rnnt.lm.fusion import LN10, NgramScorer, load_fusion
 from rnnt.lm.kneser_ney import EOS, estimate
 from rnnt.lm.lexicon_search import LexiconTree, WordLexiconFusion
@@ -169,3 +170,18 @@ def test_lower_case_transcripts_find_their_pronunciations(tmp_path):
     (data / "text").write_text("u1 zqxjw qqq\n")
     out = run_tool(sys.executable, ROOT / "steps" / "build_lexicon.py", data, lang)
     assert out.returncode == 1 and "none of the 2 words of" in out.stderr and "is it English?" in out.stderr
+
+
+def test_an_lm_over_the_units_given_as_a_word_lm_is_refused(tmp_path):
+    """Read as words, a character LM's letters and word boundary spelt every real word as impossible: the
+    WER came out as garbage, with no error."""
+    (tmp_path / "units.txt").write_text("".join(f"{u} {i}\n" for i, u in enumerate(
+        ["<blank>", "<unk>", SPACE, "A", "C", "T"])))
+    (tmp_path / "units.json").write_text('{"type": "char", "vocab_size": 6}')
+    tokenizer = Tokenizer(str(tmp_path))
+    units_lm = estimate([tokenizer.pieces("CAT A CAT")], 2, [SPACE, "A", "C", "T", "<unk>"])
+    write_arpa(units_lm, str(tmp_path / "units.arpa"))
+    with pytest.raises(ValueError, match="4 of the LM's 4 words are the model's units: it is an LM over the units"):
+        load_fusion(str(tmp_path / "units.arpa"), tokenizer, 1.0, 0.0, "words")
+    write_arpa(estimate([["CAT", "A", "CAT"], ["A", "TACT"]], 2, ["CAT", "A", "TACT"]), str(tmp_path / "words.arpa"))
+    assert load_fusion(str(tmp_path / "words.arpa"), tokenizer, 1.0, 0.0, "words").tree is not None

@@ -170,3 +170,50 @@ def test_a_narrow_beam_ranks_its_prefixes_with_the_lm(monkeypatch):
     assert best.tokens == [2] and best.score == pytest.approx(math.log(0.45) - 0.01)
     plain = ctc_prefix_beam_search(model, torch.zeros(2, 1), 2, beam=1)[0]
     assert plain.tokens == [1]  # without the LM, the acoustics' choice
+
+
+def test_arpa_values_out_of_range_duplicates_and_a_byte_order_mark(tmp_path):
+    """A NaN or a probability above 1 would poison every hypothesis's score; a repeated n-gram overwrote the
+    first; a UTF-8 file that opens with a byte-order mark read as no ARPA file."""
+    path = tmp_path / "lm.arpa"
+    head = "\\data\\\nngram 1=2\n\n\\1-grams:\n"
+    for line in ("nan\tb", "0.5\tb", "-1.0\tb\tinf"):
+        path.write_text(f"{head}-1.0\ta\n{line}\n\\end\\\n")
+        with pytest.raises(ValueError, match=rf"{path}:6: a log10 probability is at most 0 and a backoff finite"):
+            read_arpa(str(path))
+    path.write_text(f"{head}-1.0\ta\n-0.5\ta\n\\end\\\n")
+    with pytest.raises(ValueError, match=rf"{path}:6: the 1-gram 'a' again"):
+        read_arpa(str(path))
+    path.write_bytes(f"\ufeff{head}-1.0\ta\n-inf\tb\t0.3\n\\end\\\n".encode())
+    assert read_arpa(str(path)) == {("a",): (-1.0, 0.0), ("b",): (-math.inf, 0.3)}
+
+
+def test_an_lm_without_an_end_of_sentence_is_refused_and_one_without_unk_scores_it_as_impossible():
+    """Every ended hypothesis is scored with </s>: an LM without it failed with KeyError in the middle of a
+    decode. A closed-vocabulary LM (SRILM's ngram-count without -unk) was refused as over other units."""
+    model = {("<s>",): (-99.0, -0.3), ("a",): (-0.5, 0.0), ("b",): (-0.6, 0.0)}
+    with pytest.raises(ValueError, match="test: the LM has no unigram for </s>"):
+        scorer(model, ["<unk>", "a", "b"])
+    lm = scorer({**model, ("</s>",): (-0.4, 0.0)}, ["<unk>", "a", "b"])
+    assert lm.log10_prob(("<s>",), "<unk>") == -99.0 - 0.3 and lm.log10_prob(("a",), "b") == -0.6
+    with pytest.raises(ValueError, match=r"no unigram for 1 of the model's units \(c\) and no <unk>"):
+        scorer({**model, ("</s>",): (-0.4, 0.0)}, ["<unk>", "a", "b", "c"])
+
+
+def test_sentence_markers_in_the_text_are_left_out_of_a_word_lm(tmp_path):
+    """Text prepared with <s> and </s> around each sentence crashed the estimate (KeyError) at order 2 and up."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "text").write_text("u1 <s> THE CAT </s>\nu2 THE DOG\n")
+    (tmp_path / "lang").mkdir()
+    (tmp_path / "lang" / "units.txt").write_text("<blank> 0\n<unk> 1\n\u2581 2\nT 3\n")
+    (tmp_path / "lang" / "units.json").write_text('{"type": "char", "vocab_size": 4}')
+    out = run_tool(ROOT / "steps" / "build_ngram_lm.py", "--order", "3", "--over", "words", data, tmp_path / "lang",
+                   tmp_path / "lm.arpa")
+    assert out.returncode == 0, out.stderr
+    assert "2 sentence markers (<s>, </s>) in the text left out" in out.stdout + out.stderr
+    model = read_arpa(str(tmp_path / "lm.arpa"))
+    assert ("<s>", "THE", "CAT") in model and ("CAT", "</s>") in model
+    assert sorted(w for (w, *rest) in model if not rest) == ["</s>", "<s>", "CAT", "DOG", "THE"]
+    with pytest.raises(ValueError, match="a sentence holds <s> or </s>"):
+        estimate([["<s>", "A"]], 2, ["A"])
