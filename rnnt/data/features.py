@@ -10,7 +10,7 @@ from functools import lru_cache
 
 import torch
 
-from rnnt.data.fbank_presets import PRESETS, FbankPreset, fft_size
+from rnnt.data.fbank_presets import PRESETS, FbankPreset, fft_size, frame_samples
 
 
 def _htk_mel(hz):
@@ -25,6 +25,19 @@ def _slaney_mel(hz):
 
 def _slaney_hz(mel):
     return torch.where(mel >= 15.0, 1000.0 * torch.exp((mel - 15.0) * math.log(6.4) / 27.0), mel * 200.0 / 3.0)
+
+
+def check_mel_bins(preset: str, sample_rate: int, num_mel_bins: int) -> None:
+    """Refuses mel bins so many that one covers no FFT bin (a channel that is always the log floor), as Kaldi
+    does: from 127 at 16 kHz (kaldi), 96 at 8 kHz."""
+    p = PRESETS[preset]
+    n_fft = fft_size(p, frame_samples(p, sample_rate)[0])
+    weights = mel_matrix(sample_rate, n_fft, num_mel_bins, p.low_hz, p.mel_scale, p.high_hz)
+    empty = (weights.sum(0) == 0).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(f"data.features.num_mel_bins {num_mel_bins} is too many for the {preset} preset at "
+                         f"{sample_rate} Hz ({n_fft}-point FFT): mel bin {empty[0]} covers no FFT bin, a channel "
+                         "with no information (Kaldi refuses it too); use fewer")
 
 
 @lru_cache(maxsize=16)
@@ -136,8 +149,7 @@ def fbank(waveform: torch.Tensor, sample_rate: int, preset: str | FbankPreset = 
     scale = 32768.0 if p.int16_scale else 1.0
     if dither:
         x = x + (dither / scale) * torch.randn(x.shape, generator=generator, device=x.device)
-    frame = round(sample_rate * p.frame_ms / 1000)
-    shift = round(sample_rate * p.shift_ms / 1000)
+    frame, shift = frame_samples(p, sample_rate)
     n_fft = fft_size(p, frame)
     if p.framing == "stft" and x.shape[0] <= n_fft // 2:  # too short to reflect at its edges: no frame
         return x.new_zeros((0, num_mel_bins))
@@ -166,8 +178,7 @@ def fbank(waveform: torch.Tensor, sample_rate: int, preset: str | FbankPreset = 
 def num_frames(num_samples: int, sample_rate: int, preset: str = "kaldi") -> int:
     """How many frames fbank gives for num_samples, without computing them."""
     p = PRESETS[preset]
-    frame = round(sample_rate * p.frame_ms / 1000)
-    shift = round(sample_rate * p.shift_ms / 1000)
+    frame, shift = frame_samples(p, sample_rate)
     if p.framing == "stft":
         return 0 if num_samples <= fft_size(p, frame) // 2 else 1 + num_samples // shift
     if p.framing == "mirrored":

@@ -25,6 +25,7 @@ from rnnt.data import batching, stages
 from rnnt.data.audio_cache import AudioCache
 from rnnt.data.bucketing import bucket_batches, with_durations
 from rnnt.data.config import DataConfig
+from rnnt.data.features import check_mel_bins
 from rnnt.data.report import DataReport
 from rnnt.data.sources import list_kind, raw_records, read_list, shard_records
 from rnnt.data.splitting import Reader, part
@@ -50,6 +51,7 @@ class Pipeline:
             raise ValueError(f"{list_path}: bucketing needs a raw list (durations per utterance); this is a shard list")
         if self.buckets:
             self.entries = with_durations(self.entries, list_path)
+        check_mel_bins(config.features.preset, config.sample_rate, config.features.num_mel_bins)
         self.cmvn = stages.load_cmvn(config)
         # Worker processes start afresh every epoch: there a cache would hold one epoch's audio for nothing.
         keep = config.cache_audio_mb > 0 and config.num_workers == 0

@@ -13,7 +13,7 @@ import dataclasses
 
 import torch
 
-from rnnt.data.features import PRESETS, fbank, mirror_index, num_frames
+from rnnt.data.features import PRESETS, fbank, frame_samples, mirror_index, num_frames
 
 
 class StreamingFbank:
@@ -24,8 +24,7 @@ class StreamingFbank:
                              "(centred STFT frames or per-utterance normalisation); use kaldi or sherpa_onnx")
         self.preset, self.rate, self.bins = preset, sample_rate, num_mel_bins
         self.snip = dataclasses.replace(p, framing="snip")  # applied to exactly the samples of the frames asked
-        self.frame = round(sample_rate * p.frame_ms / 1000)
-        self.shift = round(sample_rate * p.shift_ms / 1000)
+        self.frame, self.shift = frame_samples(p, sample_rate)
         self.first = 0 if p.framing == "snip" else self.shift // 2 - self.frame // 2  # where frame 0 starts
         self.buffer = torch.zeros(0)
         self.offset = 0  # the position in the signal of buffer[0]

@@ -200,7 +200,7 @@ def test_a_damaged_checkpoint_is_named_and_nothing_is_averaged(trained, tmp_path
 
 
 def test_integer_samples_are_scaled_and_word_times_end_with_the_audio(trained, yesno):
-    """16-bit PCM given as integers transcribes as the same samples in [-1, 1]; a word's times never pass the
+    """16-bit PCM given as integers transcribes as the same samples in [-1, 1], 8-bit too; a word's times never pass the
     audio's end (the silence decoding appends is not audio: a word's last unit emitted in it ends there)."""
     from rnnt.search import Hypothesis
     from rnnt.transcriber import words_with_times
@@ -213,6 +213,9 @@ def test_integer_samples_are_scaled_and_word_times_end_with_the_audio(trained, y
     assert (as_ints.text, as_ints.words) == (as_floats.text, as_floats.words) and as_ints.text
     as_float64 = transcriber.transcribe(soundfile.read(entry["wav"]))  # numpy float64, soundfile's default
     assert (as_float64.text, as_float64.words) == (as_floats.text, as_floats.words)
+    eight_bit = (samples.astype("int32") // 256 + 128).astype("uint8")  # WAV's 8-bit PCM: unsigned around 128
+    torch.testing.assert_close(transcriber.waveform((eight_bit, rate)), transcriber.waveform((samples, rate)),
+                               atol=1 / 128, rtol=0)  # it came out as inf
     assert max(w["end"] for w in as_ints.words) <= len(samples) / rate
     tokenizer = transcriber.tokenizer
     yes, no = tokenizer.units["YES"], tokenizer.units["NO"]

@@ -7,7 +7,8 @@ import pytest
 import soundfile
 import torch
 
-from rnnt.data.features import fbank, mel_matrix, num_frames
+from rnnt.data.features import check_mel_bins, fbank, mel_matrix, num_frames
+from rnnt.data.resample import resample
 from rnnt.data.streaming_fbank import StreamingFbank
 
 
@@ -144,3 +145,25 @@ def test_streaming_fbank_equals_fbank_of_the_whole_signal(test_data, preset):
 def test_streaming_fbank_refuses_whole_utterance_presets():
     with pytest.raises(ValueError, match="mlperf cannot stream"):
         StreamingFbank("mlperf", 16000)
+
+
+@pytest.mark.parametrize("preset", ["kaldi", "sherpa_onnx"])
+def test_an_odd_rate_frames_as_kaldi_truncating_its_window(test_data, preset):
+    """At 11025 Hz a 25 ms window is 275.6 samples: Kaldi takes 275 (it took 276, 0.06 off in the log)."""
+    samples, rate = soundfile.read(real_audio(test_data)[0], dtype="float32", frames=16000)
+    odd = resample(torch.from_numpy(samples), rate, 11025)
+    ours = fbank(odd, 11025, preset, 40).numpy()
+    ref = knf_fbank(odd.numpy(), 11025, 40, sherpa_onnx=preset == "sherpa_onnx")
+    assert ours.shape == ref.shape == (num_frames(len(odd), 11025, preset), 40)
+    assert np.abs(ours - ref).max() < 3e-3
+
+
+def test_mel_bins_that_cover_no_fft_bin_are_refused(test_data):
+    """From 127 bins at 16 kHz (Kaldi refuses them too) a channel held only the log floor."""
+    check_mel_bins("kaldi", 16000, 126)
+    for preset, rate, bins in (("kaldi", 16000, 127), ("sherpa_onnx", 16000, 125), ("kaldi", 8000, 96)):
+        with pytest.raises(ValueError, match=f"num_mel_bins {bins} is too many for the {preset} preset at {rate} Hz"):
+            check_mel_bins(preset, rate, bins)
+    samples, rate = soundfile.read(real_audio(test_data)[0], dtype="float32")
+    channels = fbank(torch.from_numpy(samples), rate, "kaldi", 128).std(0)  # speech: what such a channel holds
+    assert channels[3] == 0 and channels[torch.arange(128) != 3].min() > 0.1
