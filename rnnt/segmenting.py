@@ -44,13 +44,23 @@ def segments(blocks: Iterable[torch.Tensor], rate: int, max_seconds: float) -> I
 
 
 def file_blocks(path: str, seconds: float = 1.0) -> tuple[Iterator[torch.Tensor], int]:
-    """Mono blocks of a file as read (not all in memory at once), and its sample rate."""
+    """Mono blocks of a file as read (not all in memory at once), and its sample rate; a file of no samples,
+    or one that cannot be decoded on the way (cut short, say), is an AudioError as load_audio's."""
     try:
-        rate = soundfile.info(path).samplerate
+        info = soundfile.info(path)
     except (RuntimeError, soundfile.LibsndfileError) as error:
         raise AudioError(str(error)) from None
-    blocks = soundfile.blocks(path, blocksize=max(1, round(seconds * rate)), dtype="float32", always_2d=True)
-    return (to_mono(torch.from_numpy(np.ascontiguousarray(b.T))) for b in blocks), rate
+    if info.frames == 0:
+        raise AudioError("no samples")
+    return _decoded_blocks(path, max(1, round(seconds * info.samplerate))), info.samplerate
+
+
+def _decoded_blocks(path: str, size: int) -> Iterator[torch.Tensor]:
+    try:
+        for block in soundfile.blocks(path, blocksize=size, dtype="float32", always_2d=True):
+            yield to_mono(torch.from_numpy(np.ascontiguousarray(block.T)))
+    except (RuntimeError, soundfile.LibsndfileError) as error:
+        raise AudioError(str(error)) from None
 
 
 def transcribe_in_segments(transcriber, path: str, max_seconds: float, method: str = "greedy",

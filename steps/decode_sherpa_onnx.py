@@ -25,11 +25,12 @@ from rnnt.data import stages
 from rnnt.data.sources import records
 from rnnt.datadir.table import read_table
 from rnnt.decode_results import reference_texts, write_results, write_word_outputs
-from rnnt.export.runtime import encoder_frame_seconds, load_recognizer, recognise, tail_seconds, words_with_times
+from rnnt.export.runtime import (encoder_frame_seconds, load_recognizer, recognise, tail_seconds,
+                                 word_boundary_is_a_unit, words_with_times)
 
 
 def decode_all(recognizer, streaming: bool, utterances, rate: int, chunk: float, tail: float,
-               frame_seconds: float | None):
+               frame_seconds: float | None, boundary_is_a_unit: bool):
     """Each utterance's transcript and (given frame_seconds) its words with their times; the seconds of audio
     and the seconds sherpa-onnx took."""
     hyps, words, audio_seconds, decode_seconds = {}, {}, 0.0, 0.0
@@ -41,7 +42,7 @@ def decode_all(recognizer, streaming: bool, utterances, rate: int, chunk: float,
         audio_seconds += len(samples) / rate
         hyps[record["key"]] = " ".join(result.text.split())
         if frame_seconds is not None:
-            words[record["key"]] = words_with_times(result, frame_seconds, len(samples) / rate)
+            words[record["key"]] = words_with_times(result, frame_seconds, len(samples) / rate, boundary_is_a_unit)
     return hyps, words, audio_seconds, decode_seconds
 
 
@@ -69,8 +70,8 @@ def main() -> str:
             raise FileNotFoundError(f"{args.compare}/hyp: no such file (--compare names a decode dir)")
     except (OSError, ValueError, KeyError, RuntimeError) as error:
         raise ToolError(str(error)) from error
-    hyps, words, audio_seconds, decode_seconds = decode_all(recognizer, streaming, utterances, rate,
-                                                            args.chunk_seconds, tail, frame_seconds)
+    hyps, words, audio_seconds, decode_seconds = decode_all(recognizer, streaming, utterances, rate, args.chunk_seconds,
+                                                            tail, frame_seconds, word_boundary_is_a_unit(args.onnx_dir))
     report = write_results(args.out_dir, refs, hyps, refs_from, "decode_sherpa_onnx.py")
     if frame_seconds is None:
         print(f"decode_sherpa_onnx.py: {args.onnx_dir}/decoding.json gives no encoder_frame_seconds (an export "

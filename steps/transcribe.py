@@ -141,6 +141,8 @@ def stream(transcriber, path: str, args):
             show(path, {"text": text, "final": False, "line": True, "start": round(start, 3), "end": round(end, 3)},
                  f"[line {start:.2f}-{end:.2f}s] {text}", args.json)
             shown = ""
+    if seconds == 0:  # as a file of no samples is refused without --stream
+        raise AudioError("no samples")
     return stream.finish()
 
 

@@ -21,7 +21,8 @@ SHERPA_ONNX_FRAME_SECONDS = FRAME_SHIFT * 4
 
 @dataclass
 class Recognised:
-    """sherpa-onnx's result: its text, tokens (the word-start mark shown as a space) and their times."""
+    """sherpa-onnx's result: its tokens (the word-start mark shown as a space) joined, its tokens and their times.
+    (sherpa-onnx's own text also takes out the space before a word that begins with an apostrophe.)"""
     text: str
     tokens: list[str]
     timestamps: list[float]
@@ -59,10 +60,7 @@ def tail_seconds(onnx_dir: str, streaming: bool) -> float:
     """The silence to feed after each utterance: the model's data.tail_silence (decoding.json, which
     older exports lack: none); for a stream at least STREAMING_TAIL and the encoder's window and a frame,
     so that the window holding the last frame of audio is encoded."""
-    path = os.path.join(onnx_dir, DECODING_JSON)
-    decoding = {}
-    if os.path.isfile(path):
-        decoding = read_json(path)
+    decoding = decoding_settings(onnx_dir)
     tail = float(decoding.get("tail_silence", 0.0))
     if not streaming:
         return tail
@@ -89,14 +87,25 @@ def recognise(recognizer, streaming: bool, samples: np.ndarray, rate: int, chunk
         while recognizer.is_ready(stream):
             recognizer.decode_stream(stream)
         result = recognizer.get_result_all(stream)
-    return Recognised(result.text, list(result.tokens), list(result.timestamps))
+    return Recognised(" ".join("".join(result.tokens).split()), list(result.tokens), list(result.timestamps))
+
+
+def decoding_settings(onnx_dir: str) -> dict:
+    """The export's decoding.json ({} in an export older than it)."""
+    path = os.path.join(onnx_dir, DECODING_JSON)
+    return read_json(path) if os.path.isfile(path) else {}
 
 
 def encoder_frame_seconds(onnx_dir: str) -> float | None:
-    """The audio an encoder frame of the export covers (decoding.json; None in an export older than it)."""
-    path = os.path.join(onnx_dir, DECODING_JSON)
-    value = read_json(path).get("encoder_frame_seconds") if os.path.isfile(path) else None
+    """The audio an encoder frame of the export covers (None in an export older than decoding.json's)."""
+    value = decoding_settings(onnx_dir).get("encoder_frame_seconds")
     return float(value) if value is not None else None
+
+
+def word_boundary_is_a_unit(onnx_dir: str) -> bool:
+    """Whether the export's units hold the word boundary as a unit of its own, which only ends a word (character
+    and phone units), or as the start of a piece (BPE: a piece that is the mark alone begins a word)."""
+    return decoding_settings(onnx_dir).get("unit_type", "char") in ("char", "phone")
 
 
 def token_seconds(timestamps: list[float], frame_seconds: float) -> list[float]:
@@ -104,17 +113,20 @@ def token_seconds(timestamps: list[float], frame_seconds: float) -> list[float]:
     return [round(stamp / SHERPA_ONNX_FRAME_SECONDS) * frame_seconds for stamp in timestamps]
 
 
-def words_with_times(result: Recognised, frame_seconds: float, duration: float) -> list[dict]:
+def words_with_times(result: Recognised, frame_seconds: float, duration: float,
+                     boundary_is_a_unit: bool = True) -> list[dict]:
     """The result's words ({"word", "start", "end"}, seconds) as rnnt.transcriber.words_with_times gives ours:
     a word from its first unit's frame to the end of its last's, never past the audio's duration. A token
-    that begins with a space begins a word; a space alone (a character model's word boundary) only ends one."""
+    that begins with a space begins a word; a space alone only ends one where the boundary is a unit of its
+    own (word_boundary_is_a_unit), and begins it elsewhere."""
     groups: list[list[tuple[str, float]]] = []
     for token, start in zip(result.tokens, token_seconds(result.timestamps, frame_seconds)):
-        if not token.strip():
+        if not token.strip() and boundary_is_a_unit:
             groups.append([])
         elif not groups or token[0].isspace():
             groups.append([(token, start)])
         else:
             groups[-1].append((token, start))
-    return [{"word": "".join(token for token, _ in group).strip(), "start": round(min(group[0][1], duration), 3),
-             "end": round(min(group[-1][1] + frame_seconds, duration), 3)} for group in groups if group]
+    words = [("".join(token for token, _ in group).strip(), group) for group in groups]
+    return [{"word": word, "start": round(min(group[0][1], duration), 3),
+             "end": round(min(group[-1][1] + frame_seconds, duration), 3)} for word, group in words if word]

@@ -239,7 +239,8 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
         json.dump(args, f, indent=2)
         f.write("\n")
     # what the application adds to the audio, and what its token times are in (runtime.token_seconds)
-    decoding = {"tail_silence": data.tail_silence, "encoder_frame_seconds": seconds_per_encoder_frame(experiment)}
+    decoding = {"tail_silence": data.tail_silence, "encoder_frame_seconds": seconds_per_encoder_frame(experiment),
+                "unit_type": tokenizer.kind}
     if options.streaming:  # sherpa-onnx encodes a window of T frames once a frame after it has come
         decoding["window_frames"] = options.chunk_frames + overlap
     with open(os.path.join(out_dir, DECODING_JSON), "w", encoding="utf-8") as f:

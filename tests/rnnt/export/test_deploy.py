@@ -204,7 +204,8 @@ def test_the_tail_silence_goes_with_the_export(an4_test, tmp_path, monkeypatch):
     exp = make_experiment(tmp_path / "exp", langs["bpe"], tail_silence=0.3)
     export(exp, tmp_path / "onnx")
     decoding = json.loads((tmp_path / "onnx" / "decoding.json").read_text())
-    assert decoding == {"tail_silence": 0.3, "encoder_frame_seconds": pytest.approx(0.06)}  # 10 ms x 3 x 2
+    assert decoding == {"tail_silence": 0.3, "encoder_frame_seconds": pytest.approx(0.06),  # 10 ms x 3 x 2
+                        "unit_type": "bpe"}
     assert (tail_seconds(str(tmp_path / "onnx"), False), tail_seconds(str(tmp_path / "onnx"), True)) == (0.3, 0.5)
     (tmp_path / "wide").mkdir()  # a stream's silence covers the encoder's window of T frames, and one more
     (tmp_path / "wide" / "decoding.json").write_text(json.dumps({"tail_silence": 0.3, "window_frames": 69}))
@@ -320,6 +321,16 @@ def test_transcribe_streams_raw_pcm_from_stdin(an4_test, tmp_path):
     refused = run_tool(sys.executable, STEPS / "transcribe.py", "--stream",
                        make_experiment(tmp_path / "bi", langs["bpe"], encoder={"bidirectional": True}), path)
     assert refused.returncode == 1 and "cannot stream" in refused.stderr
+    # a file cut short crashed the tool, the files after it lost; an empty one streamed a transcript
+    cut, empty = tmp_path / "cut.flac", tmp_path / "empty.wav"
+    soundfile.write(cut, samples, 16000)
+    cut.write_bytes(cut.read_bytes()[:5000])
+    soundfile.write(empty, samples[:0], 16000)
+    for options in (["--stream"], ["--segment-seconds", "1"]):
+        out = run_tool(sys.executable, STEPS / "transcribe.py", *options, exp, cut, empty, path)
+        assert out.returncode == 1 and out.stdout.splitlines()[-1].startswith(f"{path} "), out.stderr
+        assert f"{cut}: cannot transcribe its audio (" in out.stderr and "1 of 3 files transcribed" in out.stderr
+        assert f"{empty}: cannot transcribe its audio (no samples)" in out.stderr
 
 
 def test_decode_sherpa_onnx_scores_a_list_as_decode_py(an4_test, tmp_path):

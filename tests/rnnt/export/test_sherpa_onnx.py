@@ -8,6 +8,7 @@ tests/rnnt/export/test_deploy.py's."""
 import json
 import os
 
+import numpy as np
 import onnx
 import pytest
 import sherpa_onnx
@@ -164,7 +165,7 @@ def test_an_offline_export_is_what_sherpa_onnx_loads(tmp_path, langs, test_data,
     assert args == result["args"] == {"encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx",
                                       "tokens": "tokens.txt", "sample_rate": 16000, "feature_dim": 80,
                                       "dither": 0.0, "decoding_method": "greedy_search"}
-    assert json.loads((out / "decoding.json").read_text()) == {"tail_silence": 0.2,
+    assert json.loads((out / "decoding.json").read_text()) == {"tail_silence": 0.2, "unit_type": "char",
                                                                "encoder_frame_seconds": pytest.approx(0.06)}
     assert result["checkpoint"] == str(exp / "epoch-2.pt") and result["options"] == ExportOptions()
     assert set(result["checked"]) == {"encoder", "decoder", "joiner"}
@@ -214,7 +215,8 @@ def test_a_streaming_export_is_an_lstm_transducer_of_whole_chunks(tmp_path, lang
                     "decoding_method": "greedy_search", "model_type": "lstm", "low_freq": 20.0, "high_freq": -400.0,
                     "normalize_samples": True, "snip_edges": False}
     assert json.loads((out / "decoding.json").read_text()) == {"tail_silence": 0.0, "window_frames": 6,
-                                                               "encoder_frame_seconds": pytest.approx(0.06)}
+                                                               "encoder_frame_seconds": pytest.approx(0.06),
+                                                               "unit_type": "word"}
     meta = metadata(out / "encoder.onnx")
     assert {k: meta[k] for k in ("model_type", "T", "decode_chunk_len", "num_encoder_layers", "rnn_hidden_size",
                                  "d_model", "checkpoint")} == {
@@ -310,3 +312,23 @@ def test_sherpa_onnx_token_times_become_words_in_the_exports_own_frames():
     words = Recognised(" YES NO", [" YES", " NO"], stamps([5, 9]))
     assert [w["word"] for w in words_with_times(words, 0.03, 1.0)] == ["YES", "NO"]
     assert words_with_times(Recognised("", [], []), 0.06, 1.0) == []
+    # BPE spells a word whose first letter has no piece of its own with the mark alone: the word starts there,
+    # as ours does (it started at the letter, a frame or more late); a mark alone at the end spells nothing
+    lone = Recognised("HE RE", [" HE", " ", "R", "E", " "], stamps([2, 10, 14, 15, 20]))
+    assert words_with_times(lone, 0.06, 5.0, boundary_is_a_unit=False) == [
+        {"word": "HE", "start": 0.12, "end": 0.18}, {"word": "RE", "start": 0.6, "end": 0.96}]
+
+
+def test_the_runners_text_is_its_tokens_joined():
+    """sherpa-onnx's own text takes out the space before a word that begins with an apostrophe ("IS 'D" came out
+    "IS'D"): the WER and the count of transcripts identical to ours counted a difference in the tokens' spelling
+    where the tokens were the same."""
+    from types import SimpleNamespace
+
+    from rnnt.export.runtime import recognise
+
+    result = SimpleNamespace(text="IS'D", tokens=["I", "S", " ", "'", "D"], timestamps=[0.0, 0.04, 0.08, 0.12, 0.16])
+    stream = SimpleNamespace(accept_waveform=lambda rate, samples: None, result=result)
+    recognizer = SimpleNamespace(create_stream=lambda: stream, decode_stream=lambda s: None)
+    recognised = recognise(recognizer, False, np.zeros(1600, dtype=np.float32), 16000, 0.1, 0.0)
+    assert recognised.text == "IS 'D" and recognised.tokens == result.tokens
