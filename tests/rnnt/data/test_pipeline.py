@@ -15,9 +15,10 @@ import torch
 
 from conftest import ROOT, run_tool
 from rnnt.data import stages
-from rnnt.data.audio import load_audio
+from rnnt.data.audio import load_audio, to_mono
 from rnnt.data.bucketing import bucket_batches
 from rnnt.data.config import data_config
+from rnnt.data.features import fbank
 from rnnt.data.loader import LoaderPosition, make_loader
 from rnnt.data.pipeline import Pipeline
 from rnnt.data.report import DataReport
@@ -516,3 +517,55 @@ def test_shards_stream_from_http_urls(fsdd, tmp_path, server):
     local = [(r["key"], r["txt"], r["audio"]) for r in records(str(tmp_path / "local.list"))]
     assert over_http == local and len(local) == 600
     assert [path for path, _ in server.requests] == ["/shard0.tar", "/shard1.tar"]
+
+
+def test_fixed_time_masks_are_as_many_and_as_wide_as_configured():
+    """Every recipe's SpecAugment: time_masks runs of up to time_width frames, whatever the length; over 300
+    seeds both widths reach their bound and the count of masked runs never passes time_masks."""
+    config = SpecAugmentConfig(freq_masks=0, time_masks=2, time_width=10, value=1.0)
+    widths, runs = [], []
+    for seed in range(300):
+        rows = spec_augment(torch.zeros(500, 4), config, torch.Generator().manual_seed(seed))[:, 0] == 1.0
+        edges = torch.diff(torch.cat([torch.tensor([0]), rows.int(), torch.tensor([0])]))
+        starts, ends = (edges == 1).nonzero().flatten(), (edges == -1).nonzero().flatten()
+        widths += (ends - starts).tolist()
+        runs.append(len(starts))
+    assert max(widths) == 10 and max(runs) == 2 and sum(runs) > 300  # two masks (overlapping at times)
+    assert spec_augment(torch.zeros(500, 4), dataclasses.replace(config, time_masks=0),
+                        torch.Generator().manual_seed(0)).eq(0).all()
+
+
+def test_augmentation_changes_from_epoch_to_epoch_and_never_touches_decoding(fsdd):
+    """Speed perturbation, dither and SpecAugment draw from (seed, epoch, key): an epoch repeats itself, the
+    next differs; without training, the features are the undithered fbank of the audio as it is."""
+    record = next(stages.decode(records(str(fsdd / "test.list"))))
+    config = data_config({**TRAIN, "speed_perturb": []})
+    cmvn = None
+    first, again = (stages.features_of(record, config, cmvn, True, 0, epoch=0) for _ in range(2))
+    second = stages.features_of(record, config, cmvn, True, 0, epoch=1)
+    assert torch.equal(first, again) and not torch.equal(first, second)
+    factors = [next(stages.speed_perturb([record], (0.9, 1.0, 1.1), 0, epoch)).get("speed", 1.0) for epoch in range(9)]
+    assert len(set(factors)) > 1
+    decoded = stages.features_of(record, config, cmvn, False, 0, epoch=0)
+    plain = stack_frames(fbank(record["waveform"], 8000, "mlperf", 64), config.stack, config.subsample)
+    assert torch.equal(decoded, plain) and torch.equal(decoded, stages.features_of(record, config, cmvn, False, 0, 1))
+
+
+def test_the_max_tokens_filter_drops_and_counts(fsdd):
+    tokenizer = Tokenizer(str(fsdd / "lang"))
+    recs = list(stages.tokenize(stages.decode(records(str(fsdd / "test.list"))), tokenizer))
+    limit = sorted(len(r["tokens"]) for r in recs)[len(recs) // 2]
+    report = DataReport("test", 8000)
+    kept = list(stages.filter_utterances(recs, data_config({**TRAIN, "filter": {"max_tokens": limit}}), report))
+    assert kept and all(len(r["tokens"]) <= limit for r in kept)
+    assert len(kept) < len(recs)
+    assert report.dropped == {f"over data.filter.max_tokens {limit} units": len(recs) - len(kept)}
+
+
+def test_channels_are_averaged(tmp_path):
+    """Two channels unlike each other (a tone and silence, its opposite): the mono signal is their mean."""
+    tone = 0.5 * np.sin(np.arange(8000) * 2 * np.pi * 440 / 8000)
+    path = tmp_path / "stereo.wav"
+    soundfile.write(path, np.stack([tone, -0.25 * tone], axis=1), 8000, subtype="FLOAT")
+    waveform, _ = load_audio(str(path))
+    torch.testing.assert_close(to_mono(waveform), torch.from_numpy(0.375 * tone).float(), rtol=0, atol=1e-6)
