@@ -545,3 +545,13 @@ def test_a_missing_or_empty_data_list_is_one_line_naming_it(trained, yesno, tmp_
             out = run_tool(sys.executable, STEPS / tool, *args)
             assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
             assert out.stderr.splitlines()[-1].startswith(f"{tool}: ") and named in out.stderr, out.stderr
+
+
+def test_decoding_loads_the_ema_weights_where_kept(trained):
+    """Decoding, transcription and export load a checkpoint's averaged weights (the ones validated), the trained
+    ones only when asked."""
+    state = checkpoint.load(str(trained / "epoch-5.pt"))
+    assert any(not torch.equal(state["ema"][k], v) for k, v in state["model"].items())
+    for use_ema, kept in ((True, "ema"), (False, "model")):
+        model = load_model(str(trained), str(trained / "epoch-5.pt"), use_ema=use_ema)[1]
+        assert all(torch.equal(v, state[kept][k]) for k, v in model.state_dict().items())

@@ -243,3 +243,81 @@ def test_a_training_step_reads_the_device_twice(trainer, monkeypatch):
         grad_norm = trainer.optimizer_step()
     assert counter.reads == ["tolist", "tolist", "__float__", "__float__"]
     assert math.isfinite(loss) and loss > 0 and grad_norm > 0 and trainer.step == 1
+
+
+def test_the_gradient_is_clipped_to_train_grad_clip_and_its_norm_before_reported(trainer, monkeypatch):
+    clip = trainer.experiment.train.grad_clip
+    parameters = [p for p in trainer.model.parameters() if p.requires_grad]
+    for p in parameters:
+        p.grad = torch.full_like(p, 10.0)
+    norm = 10.0 * math.sqrt(sum(p.numel() for p in parameters))
+    assert norm > 10 * clip
+    stepped = []
+    original = trainer.scaler.step
+    monkeypatch.setattr(trainer.scaler, "step", lambda optimizer: (
+        stepped.append(float(torch.cat([p.grad.flatten() for p in parameters]).double().norm())), original(optimizer)))
+    trainer.group.kept = 1
+    assert trainer.optimizer_step() == pytest.approx(norm, rel=1e-5)
+    assert stepped == [pytest.approx(clip, rel=1e-4)]
+
+
+def test_validation_runs_on_the_ema_weights_and_the_ema_follows_integer_buffers(trainer, monkeypatch):
+    """The averaged weights are the ones validated (and saved as epoch-N.pt's 'ema'); integer buffers (a batch
+    norm's count) are not averaged but copied; the trained weights come back after validation."""
+    import rnnt.training.trainer as trainer_module
+
+    trainer.ema = EMA(trainer.model, 0.5)
+    batch = next(iter(trainer.loader))
+    trainer.forward_backward(batch, sync=True)
+    trainer.optimizer_step()
+    model_state = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    counts = [k for k, v in model_state.items() if not v.dtype.is_floating_point]
+    assert counts and all(torch.equal(trainer.ema.shadow[k], model_state[k]) for k in counts)
+    floats = [k for k, v in model_state.items() if v.dtype.is_floating_point and not torch.equal(
+        trainer.ema.shadow[k], v)]
+    assert floats  # the average is half way between the start and the stepped weights
+    validated = []
+    monkeypatch.setattr(trainer_module, "validate", lambda model, *args: (
+        validated.append({k: v.clone() for k, v in model.state_dict().items()}),
+        {"loss": 1.0, "utterances": 1})[1])
+    monkeypatch.setattr(trainer, "valid_pipeline", type("Valid", (), {"batches": lambda self, reader: []})())
+    monkeypatch.setattr(trainer, "save", lambda name: None)
+    trainer.end_epoch()
+    assert all(torch.equal(validated[0][k], trainer.ema.shadow[k]) for k in floats)
+    assert all(torch.equal(v, model_state[k]) for k, v in trainer.model.state_dict().items())
+
+
+def test_validation_gives_the_mean_loss_and_the_wer_of_its_greedy_transcripts(trainer):
+    """The validation WER is tune.py's objective and the target-WER stop's measure: recounted here by a plain
+    edit distance over the greedy search's words, and the loss as the per-utterance mean of the model's."""
+    from rnnt.search import greedy_search
+    from rnnt.training.validation import validate
+
+    def distance(ref: list[str], hyp: list[str]) -> int:
+        row = list(range(len(hyp) + 1))
+        for i, r in enumerate(ref, 1):
+            new = [i]
+            for j, h in enumerate(hyp, 1):
+                new.append(min(row[j] + 1, new[j - 1] + 1, row[j - 1] + (r != h)))
+            row = new
+        return row[-1]
+
+    for _, batch in zip(range(60), trainer.loader):  # a model that gets some words right: an epoch's steps
+        trainer.forward_backward(batch, sync=True)
+        trainer.optimizer_step()
+    batches = [batch for _, batch in zip(range(3), trainer.loader)]
+    result = validate(trainer.model, batches, trainer.tokenizer, torch.device("cpu"))
+    trainer.model.eval()
+    errors = words = losses = 0.0
+    utterances = 0
+    with torch.no_grad():
+        for batch in batches:
+            enc, enc_lens = trainer.model.encode(batch["feats"], batch["feat_lens"])
+            losses += float(trainer.model.loss(enc, enc_lens, batch["tokens"], batch["token_lens"])["loss"]) * len(
+                batch["keys"])
+            utterances += len(batch["keys"])
+            for hyp, text in zip(greedy_search(trainer.model, enc, enc_lens), batch["texts"]):
+                errors += distance(text.split(), trainer.tokenizer.text(hyp).split())
+                words += len(text.split())
+    assert result["utterances"] == utterances and result["loss"] == pytest.approx(losses / utterances, rel=1e-6)
+    assert 0 < errors < words and result["wer"] == pytest.approx(100 * errors / words)

@@ -137,6 +137,7 @@ def test_resume_takes_the_checkpoint_with_the_most_steps_and_restores_all_of_it(
     end_epoch(first)  # epoch-1.pt: step 2
     train_steps(first, 1)
     torch.rand(7), random.random()  # what dropout and the pipeline would have drawn
+    first.bad_batches.skip("non-finite loss")  # a batch skipped just before: train.max_bad_steps counts on
     first.save("step-3.pt")  # inside epoch 2, after its first batch
     saved = {"model": {k: v.clone() for k, v in first.model.state_dict().items()},
              "optimizer": copy.deepcopy(first.optimizer.state_dict()), "rng": torch.get_rng_state(),
@@ -157,6 +158,7 @@ def test_resume_takes_the_checkpoint_with_the_most_steps_and_restores_all_of_it(
     moments = second.optimizer.state_dict()["state"]
     assert all(equal_states(moments[i], saved["optimizer"]["state"][i]) for i in moments) and moments
     assert second.scheduler.last_epoch == 3
+    assert (second.bad_batches.in_row, second.bad_batches.counts["non-finite loss"]) == (1, 1)
     assert second.position.state_dict() == {"counts": [1], "cycle": [0], "next": 0}
     assert torch.equal(torch.get_rng_state(), saved["rng"]) and random.getstate() == saved["python_rng"]
     assert re.search(r"resumed from .*/exp/step-3\.pt: after 1 epochs and 1 batches, step 3",
