@@ -82,11 +82,13 @@ def _block_logits(enc, pred, weight, bias, block, activation: str):
     return hidden, torch.nn.functional.linear(hidden, weight, bias)
 
 
-def _cell_labels(targets, blank: int, vocab: int) -> torch.Tensor:
-    """(B, U+1): the symbol of the label arc leaving column u (the blank past the targets; any in-vocabulary
-    symbol where the utterance has no such arc, which masks or zero posteriors leave unread)."""
-    ends = torch.full((targets.shape[0], 1), blank, dtype=torch.long, device=targets.device)
-    return torch.cat([targets.long().clamp(0, vocab - 1), ends], dim=1)
+def _cell_labels(targets, blank: int, vocab: int, positions: int) -> torch.Tensor:
+    """(B, positions), the lattice's U+1 columns (pred's, which targets padded wider or narrower need not match):
+    the symbol of the label arc leaving column u (the blank past the targets; any in-vocabulary symbol where the
+    utterance has no such arc, which masks or zero posteriors leave unread)."""
+    labels = targets[:, :positions - 1].long().clamp(0, vocab - 1)
+    ends = torch.full((targets.shape[0], positions - labels.shape[1]), blank, dtype=torch.long, device=targets.device)
+    return torch.cat([labels, ends], dim=1)
 
 
 def _block_rows(logits, cell_labels, block):
@@ -184,7 +186,7 @@ class _FusedJoinerLoss(torch.autograd.Function):
     def forward(ctx, enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank, activation,
                 reduction, chunk_elements, kernels, options, host_lengths):
         triton = resolve_backend(options.backend, enc.device) == "triton"
-        cell_labels = _cell_labels(targets, blank, weight.shape[0])
+        cell_labels = _cell_labels(targets, blank, weight.shape[0], pred.shape[1])
         blocks = None
         with torch.no_grad():
             if kernels and triton and joint_triton.fits(enc, weight):
@@ -219,7 +221,7 @@ class _FusedJoinerLoss(torch.autograd.Function):
         return grads + (None,) * 10
 
 
-def check_fused_inputs(enc, pred, weight, targets, logit_lengths, target_lengths, blank: int, activation: str,
+def check_fused_inputs(enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank: int, activation: str,
                        one_sym_per_frame: bool) -> int:
     """Refuses inputs fused_joiner_loss cannot take, naming them; returns the blank as a symbol index."""
     if activation not in ACTIVATIONS:
@@ -229,6 +231,9 @@ def check_fused_inputs(enc, pred, weight, targets, logit_lengths, target_lengths
                          f"{tuple(pred.shape)}, {tuple(weight.shape)}")
     if enc.shape[2] != weight.shape[1] or pred.shape[2] != weight.shape[1]:
         raise ValueError(f"hidden sizes differ: enc {enc.shape[2]}, pred {pred.shape[2]}, weight {weight.shape[1]}")
+    if bias is not None and tuple(bias.shape) != weight.shape[:1]:
+        raise ValueError(f"expected bias (V,) = ({weight.shape[0]},) for weight {tuple(weight.shape)}, got "
+                         f"{tuple(bias.shape)}")
     check_lengths(targets, logit_lengths, target_lengths, enc.shape[0])
     if pred.shape[0] != enc.shape[0]:
         raise ValueError(f"batch sizes differ: enc {tuple(enc.shape)}, pred {tuple(pred.shape)}")
@@ -267,7 +272,7 @@ def fused_joiner_loss(
     """
     check_reduction(reduction)
     options = lattice_options(options, **lattice)
-    blank = check_fused_inputs(enc, pred, weight, targets, logit_lengths, target_lengths, blank, activation,
+    blank = check_fused_inputs(enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank, activation,
                                options.one_sym_per_frame)
     check_host_lengths(host_lengths, logit_lengths, target_lengths)
     # One dtype for the products: autocast's where it is on (its backward runs outside autocast, so the

@@ -16,7 +16,7 @@ import torch
 
 from rnnt import host_reads
 from rnnt.loss.cells import pruned_cells
-from rnnt.loss.checks import FLOATS, check_lengths, check_reduction, check_values
+from rnnt.loss.checks import FLOATS, check_inside, check_lengths, check_reduction, check_values
 from rnnt.loss.emission_timing import delay_penalised
 from rnnt.loss.lattice import LatticeLoss, lattice_posteriors
 from rnnt.loss import lattice_triton
@@ -108,6 +108,7 @@ def prune_ranges(
     options = lattice_options(options, **lattice)
     if s_range < 2:
         raise ValueError(f"s_range must be >= 2 (a band needs room for a label arc), got {s_range}")
+    check_posteriors(gamma_blank, gamma_label, logit_lengths, target_lengths)
     triton = lattice_triton.resolve_backend(options.backend, gamma_blank.device) == "triton"
     gamma_blank, gamma_label = gamma_blank.detach(), gamma_label.detach()
     if triton:
@@ -123,6 +124,20 @@ def prune_ranges(
     else:
         _connect_band_starts(start, logit_lengths, last_start, s_range)
     return start[:, :, None] + torch.arange(s_range, device=start.device)
+
+
+def check_posteriors(gamma_blank, gamma_label, logit_lengths, target_lengths) -> None:
+    """The arc posteriors of one lattice (B, T, U+1) and lengths that fit in it: longer ones gave bands of positions
+    past the lattice."""
+    if gamma_blank.dim() != 3 or gamma_blank.shape != gamma_label.shape:
+        raise ValueError(f"expected gamma_blank and gamma_label of one shape (B, T, U+1), got "
+                         f"{tuple(gamma_blank.shape)} and {tuple(gamma_label.shape)}")
+    B, T, U1 = gamma_blank.shape
+    if tuple(logit_lengths.shape) != (B,) or tuple(target_lengths.shape) != (B,):
+        raise ValueError(f"expected logit_lengths and target_lengths ({B},), got {tuple(logit_lengths.shape)} and "
+                         f"{tuple(target_lengths.shape)}")
+    check_inside(logit_lengths, "logit_lengths", T, "the posteriors' T")
+    check_inside(target_lengths, "target_lengths", U1, "the posteriors' U+1", extra=1)
 
 
 def window_starts(gamma_blank, gamma_label, target_lengths, s_range: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -6,6 +6,7 @@ kernels' steps, tanh and relu, with and without a bias, both lattices, float32 a
 Without a GPU, in Triton's interpreter."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -46,7 +47,7 @@ def test_joint_stats_are_the_cells_log_normaliser_and_arcs(case, activation):
     B, T, U, H, V, T_b, U_b = case
     enc, pred, weight, bias, targets = joiner(B, T, U, H, V, seed=1)
     T_b, U_b = torch.tensor(T_b), torch.tensor(U_b)
-    labels = _cell_labels(targets, 0, V)
+    labels = _cell_labels(targets, 0, V, U + 1)
     lse, blank_lp, label_lp = joint_triton.joint_stats(*(x.to(DEVICE) for x in (enc, pred, weight, bias, labels, T_b,
                                                                                    U_b)), 0, activation)
     logits = reference_logits(*(x.double() for x in (enc, pred, weight, bias)), activation)
@@ -171,3 +172,31 @@ def test_the_kernels_compile_for_ampere_and_hopper_within_their_shared_memory():
     for row in rows:
         limit = 163 if row[0] == "| 80" else 227
         assert int(row[5]) <= limit and int(row[6]) > 0, row
+
+
+@pytest.mark.parametrize("targets_extra, pred_extra", [(2, 0), (0, 2)])
+def test_targets_and_pred_padded_to_other_widths_give_the_same_loss(targets_extra, pred_extra):
+    """The kernels read each utterance's labels at pred's width (the lattice's U+1): targets padded wider than
+    pred, or pred wider than the targets, gave the utterances after the first another's labels (and read past
+    the table)."""
+    B, T, U, H, V, T_b, U_b = CASES[1]
+    enc, pred, weight, bias, targets = joiner(B, T, U, H, V, seed=7)
+    T_b, U_b = torch.tensor(T_b), torch.tensor(U_b)
+    want, want_grads = losses_and_grads([enc, pred, weight, bias], targets, T_b, U_b, False, torch.float64)
+    wide_targets = torch.cat([targets, torch.randint(1, V, (B, targets_extra))], dim=1)
+    wide_pred = torch.cat([pred, torch.randn(B, pred_extra, H)], dim=1)
+    got, got_grads = losses_and_grads([enc, wide_pred, weight, bias], wide_targets, T_b, U_b, True, torch.float32)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+    got_grads[1] = got_grads[1][:, :U + 1]
+    for g, w in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+
+
+def test_a_bias_of_another_shape_is_refused():
+    """The kernels read bias[v] for every symbol: a short bias was read past its end, a long or 2-D one taken."""
+    enc, pred, weight, bias, targets = joiner(2, 4, 2, 8, 9, seed=3)
+    for wrong in (bias[:5], torch.randn(12), torch.randn(9, 2)):
+        message = f"expected bias (V,) = (9,) for weight (9, 8), got {tuple(wrong.shape)}"
+        with pytest.raises(ValueError, match=re.escape(message)):
+            fused_joiner_loss(enc, pred, weight, wrong, targets, torch.tensor([4, 3]), torch.tensor([2, 1]),
+                              kernels=True, backend="triton")

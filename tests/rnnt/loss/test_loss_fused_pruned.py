@@ -294,3 +294,18 @@ def test_a_one_symbol_band_always_holds_a_path_wherever_the_occupancy_leads(s_ra
         targets = torch.randint(1, V, (B, U), generator=g)
         loss = pruned_loss(logits, targets, ranges, T_b, U_b, reduction="none", one_sym_per_frame=True)
         assert torch.isfinite(loss).all(), trial
+
+
+def test_prune_ranges_refuses_posteriors_and_lengths_that_do_not_fit():
+    """Lengths past the posteriors' lattice gave bands of positions past it, silently."""
+    from rnnt.loss import prune_ranges
+
+    gamma = torch.rand(2, 4, 4)
+    for gammas, T_b, U_b, message in (
+            ((gamma, gamma[:, :, :3]), [4, 4], [3, 2], r"of one shape \(B, T, U\+1\), got \(2, 4, 4\) and \(2, 4, 3\)"),
+            ((gamma, gamma), [4, 4], [5, 2], r"target_lengths max 5 needs the posteriors' U\+1 >= 6, got 4"),
+            ((gamma, gamma), [5, 4], [3, 2], r"logit_lengths max 5 exceeds the posteriors' T = 4"),
+            ((gamma, gamma), [4], [3], r"expected logit_lengths and target_lengths \(2,\), got \(1,\)")):
+        with pytest.raises(ValueError, match=message):
+            prune_ranges(*gammas, torch.tensor(T_b), torch.tensor(U_b), 2)
+    assert prune_ranges(gamma, gamma, torch.tensor([4, 4]), torch.tensor([3, 2]), 2).shape == (2, 4, 2)
