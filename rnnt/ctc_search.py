@@ -96,4 +96,4 @@ def ctc_prefix_beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4
              for added, words in (fusion.finish(state) if fusion else [(0.0, None)])]
     if not ended:  # every hypothesis ends inside a word of the lexicon
         return [Hypothesis([], [], -math.inf, words=[])]
-    return sorted(ended, key=lambda h: -h.score)
+    return sorted(ended, key=lambda h: -h.score)[:beam]  # a word LM ends a prefix once per homophone

@@ -10,6 +10,8 @@ minimum edit scripts exist. An empty reference makes every hypothesis word an in
 
 from __future__ import annotations
 
+import math
+import re
 import struct
 from collections import Counter
 from dataclasses import dataclass, field
@@ -17,12 +19,22 @@ from dataclasses import dataclass, field
 from rnnt.edit_distance import alignment, error_counts
 
 GAP = "***"
+KALDI_WHITESPACE = re.compile("[ \t\n\r\f\v]+")
 
 
 def kaldi_percent(count: int, total: int) -> float:
     """100 count / total as compute-wer prints it: computed in double, kept in a float32 (BaseFloat), so that
-    its two decimals are Kaldi's (1462 of 1491 words: 98.06, where the double's are 98.05)."""
-    return struct.unpack("f", struct.pack("f", 100.0 * count / max(total, 1)))[0]
+    its two decimals are Kaldi's (1462 of 1491 words: 98.06, where the double's are 98.05); of a total of 0, inf
+    (nan for 0 of 0), as its division gives."""
+    if total == 0:
+        return math.inf if count else math.nan
+    return struct.unpack("f", struct.pack("f", 100.0 * count / total))[0]
+
+
+def words(text: str) -> list[str]:
+    """A transcript's words as Kaldi's tools split them: at ASCII whitespace only (a no-break or ideographic space
+    is inside a word)."""
+    return [word for word in KALDI_WHITESPACE.split(text) if word]
 
 
 @dataclass
@@ -38,6 +50,7 @@ class ErrorCounts:
 
     @property
     def wer(self) -> float:
+        """The %WER as a number to compare (validation, tuning): of no reference words, 100 per error."""
         return 100.0 * self.errors / max(self.reference_words, 1)
 
     def add(self, other: "ErrorCounts") -> None:
@@ -55,8 +68,9 @@ def align(reference: list[str], hypothesis: list[str]) -> list[tuple[str, str, s
 
 def count_errors(reference: str, hypothesis: str) -> ErrorCounts:
     """The errors compute-wer counts."""
-    insertions, deletions, substitutions = error_counts(reference.split(), hypothesis.split())
-    return ErrorCounts(substitutions, deletions, insertions, len(reference.split()))
+    reference_words = words(reference)
+    insertions, deletions, substitutions = error_counts(reference_words, words(hypothesis))
+    return ErrorCounts(substitutions, deletions, insertions, len(reference_words))
 
 
 @dataclass
@@ -107,10 +121,10 @@ def score(references: dict[str, str], hypotheses: dict[str, str]) -> Report:
     """A report over every reference utterance; a missing hypothesis is scored as empty."""
     report = Report()
     for utt in sorted(references):
-        ref = references[utt].split()
+        ref = words(references[utt])
         if utt not in hypotheses:
             report.missing.append(utt)
-        hyp = hypotheses.get(utt, "").split()
+        hyp = words(hypotheses.get(utt, ""))
         pairs = align(ref, hyp)
         ops = Counter(op for _, _, op in pairs)
         counts = count_errors(references[utt], hypotheses.get(utt, ""))

@@ -17,7 +17,7 @@ import torch
 
 from rnnt.ctc_rescoring import ctc_log_likelihoods
 from rnnt.pooled_search import fusion_score, transducer_log_likelihoods
-from rnnt.scoring import count_errors
+from rnnt.scoring import count_errors, words
 from rnnt.search import Hypothesis
 
 LM = "lm"
@@ -99,7 +99,7 @@ def grid_errors(pools: dict[str, list[Hypothesis]], rows: dict[str, list[list[fl
     errors = torch.zeros(len(grid), dtype=torch.long)
     for key, reference in references.items():
         if key not in pools:
-            errors += len(reference.split())
+            errors += len(words(reference))
             continue
         own = torch.tensor([count_errors(reference, " ".join(hyp.words)).errors for hyp in pools[key]])
         errors += own[weighted_totals(as_tensor(rows[key]), weights).argmax(dim=1)]

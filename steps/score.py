@@ -9,7 +9,7 @@ Utterances missing from the hypotheses count as empty (all deletions) and mark t
 import sys
 
 from rnnt.cli import tool_parser
-from rnnt.datadir.table import read_table
+from rnnt.datadir.table import KEEP_BYTES, keep_bytes_on_standard_streams, read_table
 from rnnt.scoring import score
 
 
@@ -20,20 +20,22 @@ def main() -> int:
     parser.add_argument("hyp", help="Kaldi text file: <utt> <words...>")
     args = parser.parse_args()
     try:
-        refs = {k: line.value for k, line in read_table(args.ref).items()}
-        hyps = {k: line.value for k, line in read_table(args.hyp).items()}
+        # words compared as bytes, as compute-wer compares them: not UTF-8, two words are not one U+FFFD
+        refs = {k: line.value for k, line in read_table(args.ref, errors=KEEP_BYTES).items()}
+        hyps = {k: line.value for k, line in read_table(args.hyp, errors=KEEP_BYTES).items()}
+        for utt in sorted(set(hyps) - set(refs)):
+            print(f"score.py: {args.hyp}: {utt} has no reference; ignored", file=sys.stderr)
+        report = score(refs, hyps)
+        keep_bytes_on_standard_streams()
+        if args.errs:
+            with open(args.errs, "w", encoding="utf-8", errors=KEEP_BYTES) as f:
+                f.write(report.text())
+            print(report.wer_line)
+        else:
+            sys.stdout.write(report.text())  # its first line is the %WER line
     except OSError as error:
         print(f"score.py: {error}", file=sys.stderr)
         return 1
-    for utt in sorted(set(hyps) - set(refs)):
-        print(f"score.py: {args.hyp}: {utt} has no reference; ignored", file=sys.stderr)
-    report = score(refs, hyps)
-    if args.errs:
-        with open(args.errs, "w", encoding="utf-8") as f:
-            f.write(report.text())
-        print(report.wer_line)
-    else:
-        sys.stdout.write(report.text())  # its first line is the %WER line
     return 0
 
 

@@ -555,3 +555,13 @@ def test_decoding_loads_the_ema_weights_where_kept(trained):
     for use_ema, kept in ((True, "ema"), (False, "model")):
         model = load_model(str(trained), str(trained / "epoch-5.pt"), use_ema=use_ema)[1]
         assert all(torch.equal(v, state[kept][k]) for k, v in model.state_dict().items())
+
+
+def test_score_compares_words_as_bytes(tmp_path):
+    """Latin-1 words, not UTF-8: each undecodable byte became U+FFFD, so café and cafè were one word (0 errors);
+    compute-wer compares bytes, and the report keeps them."""
+    (tmp_path / "ref").write_bytes(b"u1 caf\xe9 na\xefve\n")
+    (tmp_path / "hyp").write_bytes(b"u1 caf\xe8 na\xefve\n")
+    out = run_tool(sys.executable, STEPS / "score.py", "--errs", tmp_path / "errs", tmp_path / "ref", tmp_path / "hyp")
+    assert out.returncode == 0 and out.stdout.strip() == "%WER 50.00 [ 1 / 2, 0 ins, 0 del, 1 sub ]", out.stderr
+    assert b"1   caf\xe9 -> caf\xe8\n" in (tmp_path / "errs").read_bytes()

@@ -63,3 +63,21 @@ def test_percentages_round_as_kaldis_float32():
     assert f"{100 * 1462 / 1491:.2f}" == "98.05"
     assert score(refs, hyps).wer_line == "%WER 98.06 [ 1462 / 1491, 0 ins, 0 del, 1462 sub ]"
     assert score({"a": "x", "b": "y", "c": "z"}, {"a": "x", "b": "y", "c": "q"}).ser_line == "%SER 33.33 [ 1 / 3 ]"
+
+
+def test_words_split_at_ascii_whitespace_only_and_no_reference_word_is_an_infinite_wer():
+    """compute-wer's words: a no-break or ideographic space is inside one (str.split made two of it); of no
+    reference word its %WER is inf, 0 of 0 nan (a made-up 200.00 before)."""
+    report = score({"u1": "a\u00a0b c\u3000d\te"}, {"u1": "a b c\u3000d e"})
+    assert report.wer_line.startswith("%WER 66.67 [ 2 / 3, 1 ins, 0 del, 1 sub ]")
+    assert score({"u1": ""}, {"u1": "x y"}).wer_line.startswith("%WER inf [ 2 / 0, 2 ins, 0 del, 0 sub ]")
+    assert score({"u1": ""}, {"u1": ""}).wer_line.startswith("%WER nan [ 0 / 0,")
+
+
+def test_the_per_word_statistics_by_hand():
+    """Kaldi's per-word lines: word, times correct, errors it took part in (a substitution counts for both its
+    words), count in the references, count in the hypotheses; most errors first."""
+    text = score({"u1": "a b c", "u2": "a a"}, {"u1": "a x c d", "u2": "a"}).text()
+    stats = text.split("PER-WORD STATS: word  corr  errors  count-in-ref  count-in-hyp\n")[1].splitlines()
+    assert stats == ["a   2 1 3 2", "b   0 1 1 0", "d   0 1 0 1", "x   0 1 0 1", "c   1 0 1 1"]
+    assert "SUBSTITUTIONS: count ref -> hyp\n1   b -> x\n" in text and "INSERTIONS: count hyp\n1   d\n" in text

@@ -185,3 +185,17 @@ def test_an_lm_over_the_units_given_as_a_word_lm_is_refused(tmp_path):
         load_fusion(str(tmp_path / "units.arpa"), tokenizer, 1.0, 0.0, "words")
     write_arpa(estimate([["CAT", "A", "CAT"], ["A", "TACT"]], 2, ["CAT", "A", "TACT"]), str(tmp_path / "words.arpa"))
     assert load_fusion(str(tmp_path / "words.arpa"), tokenizer, 1.0, 0.0, "words").tree is not None
+
+
+def test_a_word_lm_search_returns_at_most_beam_hypotheses():
+    """A prefix ends once per homophone (TO, TWO): beam 1 gave 2 hypotheses, and pooled_beam_lm, which pools
+    this search's n-best with the transducer's, more than 2 x beam."""
+    homophones_kept = False
+    for seed in range(4):
+        model = ctc_model(seed, vocab_size=4)
+        enc = torch.randn(4, model.encoder.output_dim, generator=torch.Generator().manual_seed(seed)) * 2
+        for beam in (1, 2, 3):
+            nbest = ctc_prefix_beam_search(model, enc, 4, beam=beam, fusion=word_fusion(weight=0.7, bonus=0.3))
+            assert len(nbest) <= beam and [h.score for h in nbest] == sorted((h.score for h in nbest), reverse=True)
+            homophones_kept |= len({tuple(h.tokens) for h in nbest}) < len(nbest)
+    assert homophones_kept  # the cap cut n-bests where homophones were apart
