@@ -42,12 +42,44 @@ def parse_args():
     parser.add_argument("--grid", default="0,0.2,0.4,0.7,1.0", help="weights --tune tries (default 0,0.2,0.4,0.7,1.0)")
     parser.add_argument("data_list")
     parser.add_argument("out_dir")
-    return parser.parse_args()
+    args = parser.parse_args()
+    try:
+        args.grid = [float(x) for x in args.grid.split(",")]
+    except ValueError:
+        parser.error(f"--grid takes numbers separated by commas, got '{args.grid}'")
+    return args
 
 
-def scored_pools(systems, fusion_yaml: str, data_list: str):
-    """The feature names, and per utterance its pooled hypotheses and their feature rows."""
+def load_systems(systems) -> list:
+    """Each system's (experiment, model, tokenizer, checkpoint); they must share their units, which every model
+    scores every pooled hypothesis in."""
     models = [load_model(exp, checkpoint, True, "cpu") for exp, checkpoint, _ in systems]
+    for (exp, _, _), (_, _, tokenizer, _) in zip(systems[1:], models[1:]):
+        if tokenizer.units != models[0][2].units:
+            raise ValueError(f"{exp}: its units are not those of {systems[0][0]} (its lang dir's units.txt): the "
+                             "systems must share their units to score each other's hypotheses")
+    return models
+
+
+def read_weights(path: str, names: list[str]) -> list[float]:
+    """The weight of each feature in names from a weights.yaml --tune wrote."""
+    with open(path, encoding="utf-8") as f:
+        values = yaml.safe_load(f)
+    weights = values.get("weights") if isinstance(values, dict) else None
+    if not isinstance(weights, dict):
+        raise ValueError(f"{path}: expected 'weights:' mapping each feature to its weight (what --tune writes)")
+    missing = [name for name in names if name not in weights]
+    if missing:
+        raise ValueError(f"{path}: no weight for {', '.join(missing)} (it weighs {', '.join(map(str, weights))}): "
+                         "tuned for other systems; give the same --system as --tune had")
+    try:
+        return [float(weights[name]) for name in names]
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}: a weight that is not a number in {weights}") from None
+
+
+def scored_pools(systems, models, fusion_yaml: str, data_list: str):
+    """The feature names, and per utterance its pooled hypotheses and their feature rows."""
     pools = pool([read_nbest(os.path.join(decode_dir, "nbest.json")) for _, _, decode_dir in systems])
     names, rows = [], {key: [[] for _ in hyps] for key, hyps in pools.items()}
     for (exp, _, _), (experiment, model, tokenizer, _) in zip(systems, models):
@@ -88,16 +120,16 @@ def main() -> str:
         raise ToolError(f"give two or more --system of different experiments, got {' '.join(exps)}")
     try:
         refs, refs_from = reference_texts(args.data_list, None)
-        names, pools, rows, tokenizer = scored_pools(args.system, args.lm_fusion, args.data_list)
-        if args.weights:
-            with open(args.weights, encoding="utf-8") as f:
-                chosen = yaml.safe_load(f)["weights"]
-            weights = [float(chosen[name]) for name in names]
+        models = load_systems(args.system)
+        if args.weights:  # before the scoring: weights of other systems would be found wanting after it
+            weights = read_weights(args.weights, [name for exp, (_, model, _, _) in zip(exps, models)
+                                                  for name in feature_names(exp, model)] + [LM])
+        names, pools, rows, tokenizer = scored_pools(args.system, models, args.lm_fusion, args.data_list)
     except (OSError, ValueError, KeyError) as error:
         raise ToolError(str(error)) from error
     os.makedirs(args.out_dir, exist_ok=True)
     if args.tune:
-        grid = list(weight_grid(names, [float(x) for x in args.grid.split(",")]))
+        grid = list(weight_grid(names, args.grid))
         errors = grid_errors(pools, rows, refs, grid)
         words = max(sum(len(ref.split()) for ref in refs.values()), 1)
         with open(os.path.join(args.out_dir, "tuning.tsv"), "w", encoding="utf-8") as f:

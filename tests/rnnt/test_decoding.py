@@ -1,6 +1,7 @@
 """Searches, decode.py, score.py, checkpoint averaging and transcription on a model trained here on real yesno audio."""
 
 import json
+import shutil
 import sys
 
 import jiwer
@@ -528,6 +529,26 @@ def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, train
     out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems[:4], "--system", trained_standard,
                    systems[6], broken, "--lm-fusion", fusion, "--tune", yesno / "test.list", tmp_path / "no")
     assert out.returncode == 1 and f"{broken / 'nbest.json'}:1: not a decode.py n-best line" in out.stderr
+    # weights of other systems, a file that holds none, a grid that is not numbers: one line each, no traceback
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump({"weights": {"exp/a transducer": 1.0, "lm": 1.0}}))
+    (tmp_path / "empty.yaml").write_text("")
+    for options, message in (
+            (["--weights", tmp_path / "other.yaml"], f"{tmp_path / 'other.yaml'}: no weight for {names[0]}, "),
+            (["--weights", tmp_path / "empty.yaml"], f"{tmp_path / 'empty.yaml'}: expected 'weights:' mapping"),
+            (["--tune", "--grid", "0,0.5x"], "--grid takes numbers separated by commas, got '0,0.5x'")):
+        out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems, "--lm-fusion", fusion, *options,
+                       yesno / "test.list", tmp_path / "refused")
+        assert out.returncode in (1, 2) and message in out.stderr and "Traceback" not in out.stderr, out.stderr
+    renamed = tmp_path / "renamed"  # a model over other units (IndexError in the scoring before)
+    shutil.copytree(trained_standard, renamed)
+    units = renamed / "lang" / "units.txt"
+    units.write_text(units.read_text().replace("YES", "JA"))
+    config = renamed / "config.yaml"
+    config.write_text(config.read_text().replace(str(trained_standard), str(renamed)))
+    out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems[:4], "--system", renamed,
+                   renamed / "epoch-5.pt", renamed / "decode-combine-modified_beam", "--lm-fusion", fusion, "--tune",
+                   yesno / "test.list", tmp_path / "refused")
+    assert out.returncode == 1 and f"{renamed}: its units are not those of {trained}" in out.stderr, out.stderr
 
 
 def test_a_missing_or_empty_data_list_is_one_line_naming_it(trained, yesno, tmp_path):
