@@ -4,18 +4,27 @@ every frame is normalised by the running statistics, a per-channel affine map th
 A training batch of a single valid frame, which has no variance, is normalised as in evaluation, the
 running statistics left as they were.
 
-The valid frames' statistics are masked sums, not those of the frames picked out by the mask: picking them
-reads their number on the host, which on a GPU stalls every training step at every layer normalised."""
+Where reading the device is not free (a GPU), the valid frames' statistics are masked sums: picking the frames
+out by the mask reads their number on the host, a stall of every training step at every layer normalised. On
+the CPU the frames are picked out, as they always were: its training runs give the results they gave (the two
+differ by float rounding, which a run's course amplifies)."""
 
 from __future__ import annotations
 
 import torch
+
+from rnnt import host_reads
 
 
 class MaskedBatchNorm(torch.nn.BatchNorm1d):
     def forward(self, x: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
         """x (B, T, D), valid (B, T) bool (None: every frame) -> (B, T, D); padded frames come out 0 in
         training and are garbage in evaluation."""
+        if self.training and valid is not None and host_reads.free(x.device):
+            frames = x[valid]
+            normed = torch.zeros_like(x)
+            normed[valid] = super().forward(frames) if frames.shape[0] > 1 else self.by_running_statistics(frames)
+            return normed
         if self.training and valid is not None:
             return self.normalise_valid_frames(x, valid)
         if self.training and x.shape[0] * x.shape[1] < 2:

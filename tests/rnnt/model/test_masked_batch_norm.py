@@ -9,12 +9,22 @@ import pytest
 import torch
 
 from host_read_counter import HostReads
+from rnnt import host_reads
 from rnnt.model.masked_batch_norm import MaskedBatchNorm
 
 
 @pytest.fixture(scope="module")
 def fbanks(short_fbanks) -> list[torch.Tensor]:
     return short_fbanks
+
+
+@pytest.fixture(params=["picked", "summed"])
+def either_path(request, monkeypatch):
+    """Training's two ways to the valid frames' statistics: picked out by the mask (the CPU's) or masked sums
+    (where reading the device is not free)."""
+    if request.param == "summed":
+        monkeypatch.setattr(host_reads, "free", lambda device: False)
+    return request.param
 
 
 def padded(fbanks, frames: int, fill: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -36,7 +46,7 @@ def affine_norm(dim: int, seed: int = 0) -> MaskedBatchNorm:
     return norm
 
 
-def test_two_valid_frames_and_a_padded_one_by_hand():
+def test_two_valid_frames_and_a_padded_one_by_hand(either_path):
     # valid: (1, 10) and (3, 20): mean (2, 15), unbiased variance (2, 50), biased (1, 25); padding (100, -100)
     x = torch.tensor([[[1.0, 10.0], [3.0, 20.0], [100.0, -100.0]]])
     valid = torch.tensor([[True, True, False]])
@@ -48,7 +58,7 @@ def test_two_valid_frames_and_a_padded_one_by_hand():
     assert int(norm.num_batches_tracked) == 1
 
 
-def test_real_fbank_statistics_are_those_of_the_valid_frames(fbanks):
+def test_real_fbank_statistics_are_those_of_the_valid_frames(either_path, fbanks):
     x, valid = padded(fbanks, 100, 1e4)
     norm = affine_norm(80).train()
     out = norm(x, valid)
@@ -63,7 +73,7 @@ def test_real_fbank_statistics_are_those_of_the_valid_frames(fbanks):
     assert torch.equal(out[~valid], torch.zeros(int((~valid).sum()), 80))
 
 
-def test_running_statistics_follow_the_momentum_over_steps(fbanks):
+def test_running_statistics_follow_the_momentum_over_steps(either_path, fbanks):
     norm = MaskedBatchNorm(80, momentum=0.3).train()
     x, valid = padded(fbanks, 95, 0.0)
     norm(x, valid)
@@ -76,7 +86,7 @@ def test_running_statistics_follow_the_momentum_over_steps(fbanks):
     assert int(norm.num_batches_tracked) == 2
 
 
-def test_the_padding_changes_nothing_and_gets_no_gradient(fbanks):
+def test_the_padding_changes_nothing_and_gets_no_gradient(either_path, fbanks):
     results = []
     for frames, fill in ((91, 0.0), (91, 1e4), (140, float("nan")), (200, -3e4)):
         x, valid = padded(fbanks, frames, fill)
@@ -122,7 +132,7 @@ def test_evaluation_is_batchnorm1d_the_running_affine_map_with_or_without_a_mask
     assert all(torch.equal(v, state[k]) for k, v in norm.state_dict().items())  # evaluation updates nothing
 
 
-def test_a_single_valid_frame_in_training_is_normalised_by_the_running_statistics():
+def test_a_single_valid_frame_in_training_is_normalised_by_the_running_statistics(either_path):
     """One frame has no variance (BatchNorm refuses it in training): a batch of one short utterance is normalised
     as in evaluation, its running statistics left as they were."""
     norm = MaskedBatchNorm(3)
@@ -137,8 +147,9 @@ def test_a_single_valid_frame_in_training_is_normalised_by_the_running_statistic
     torch.testing.assert_close(alone, out[:, :1])
 
 
-def test_training_reads_nothing_on_the_host(fbanks):
+def test_training_reads_nothing_on_the_host_where_reading_is_not_free(fbanks, monkeypatch):
     """Picking the valid frames out by the mask (x[valid]) read their number: a stall per layer on a GPU."""
+    monkeypatch.setattr(host_reads, "free", lambda device: False)
     x, valid = padded(fbanks, 91, 1e4)
     norm = MaskedBatchNorm(80, momentum=None).train()
     with HostReads() as counter:
