@@ -18,7 +18,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from loss import SHAPES, cuda_memory, make_step, tensor_peak_bytes  # noqa: E402
+from loss import SHAPES, cuda_memory, make_step, select_device, tensor_peak_bytes  # noqa: E402
 
 
 def timed_steps(step, runs: int, sync) -> list[float]:
@@ -49,6 +49,7 @@ def main() -> int:
     args = parser.parse_args()
     import torch
 
+    select_device(args.device)
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     print("| shape | chunk (M elements) | time (s) median [min-max] | tensor peak (MiB) |\n|---|---|---|---|")
     for shape in args.shapes:

@@ -18,24 +18,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fused_chunks import timed_steps  # noqa: E402
-from loss import SHAPES, make_step  # noqa: E402
+from loss import SHAPES, cuda_memory, make_step, select_device  # noqa: E402
 
 # lattice cells x vocabulary columns x warps x hidden units a weight-gradient program sums
 LAUNCHES = ["16x32x4x128", "16x32x4x64", "16x32x4x256", "16x32x4x512", "32x32x4x128", "16x32x8x128",
             "64x32x4x128"]
-
-
-def tensor_peak_mb(step, device) -> float:
-    import torch
-
-    if not device.startswith("cuda"):
-        return float("nan")
-    torch.cuda.synchronize()
-    held = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    step()
-    torch.cuda.synchronize()
-    return (torch.cuda.max_memory_allocated() - held) / 2**20
 
 
 def print_top_kernels(step, top: int = 6) -> None:
@@ -61,6 +48,7 @@ def main() -> int:
 
     from rnnt.loss import joint_triton
 
+    select_device(args.device)
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     print("| shape | precision | path | launch | ms | tensor peak (MiB) | loss |")
     print("|---|---|---|---|---|---|---|")
@@ -74,10 +62,12 @@ def main() -> int:
             def step(fused=fused, precision=precision):
                 with torch.autocast(args.device.split(":")[0], torch.bfloat16, enabled=precision == "bf16"):
                     return fused()
+            step.clear = fused.clear
 
             try:
                 ms = statistics.median(timed_steps(step, args.runs, sync)) * 1e3
-                row = f"{ms:.2f} | {tensor_peak_mb(step, args.device):.1f} | {step():.4f}"
+                peak = cuda_memory(step)["tensor_peak_mb"] if args.device.startswith("cuda") else float("nan")
+                row = f"{ms:.2f} | {peak:.1f} | {step():.4f}"
             except Exception as error:  # noqa: BLE001 - one launch's failure is a result, the others still run
                 row = f"failed: {type(error).__name__}: {(str(error).splitlines() or [''])[0][:120]} | | "
             print(f"| {shape} | {precision} | {path} | {launch} | {row} |", flush=True)

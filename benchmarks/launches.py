@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes  # noqa: E402
 
-from loss import SHAPES, make_step  # noqa: E402
+from loss import SHAPES, make_step, select_device  # noqa: E402
 from rnnt import host_reads  # noqa: E402
 from rnnt.loss.logits_loss import CUDA_CHUNK_ELEMENTS  # noqa: E402
 
@@ -127,6 +127,7 @@ def main() -> int:
         parser.error(f"--device {args.device}: a CUDA device is named cuda or cuda:N")
     if not ON_CPU and not torch.cuda.is_available():
         parser.error(f"--device {args.device}: this torch sees no CUDA device")
+    select_device(args.device)
     warnings.filterwarnings("ignore", "divide by zero", RuntimeWarning)  # the interpreter's log(0) = -inf
     methods = args.methods or METHODS + ([] if ON_CPU else ["torchaudio"])
     host_reads.free = lambda device: False  # the GPU's path: no reads on the host, whatever the device

@@ -54,11 +54,21 @@ def memory_kb(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
+def select_device(device: str) -> None:
+    """Makes cuda:N the current device, so that the memory and synchronisation calls without a device
+    (torch.cuda.max_memory_allocated(), synchronize(), ...) read it, not cuda:0."""
+    import torch
+
+    if device.startswith("cuda") and torch.device(device).index is not None:
+        torch.cuda.set_device(torch.device(device))
+
+
 def tensor_peak_bytes(step) -> int:
     """The most bytes held in tensors at once during step(), beyond what was held before it, from the
     profiler's allocation and free events in the order they happened."""
     from torch.profiler import ProfilerActivity, profile
 
+    step.clear()  # freed inside the profile, gradients made before it would count as new (unknown size) or not
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
     events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
@@ -157,13 +167,18 @@ def make_step(method, B, T, U, V, device="cpu", backend="auto", chunk_elements=N
     else:
         raise ValueError(method)
 
-    def step():
+    def clear():
         enc.grad = pred.grad = None
-        joiner.zero_grad(set_to_none=True)
+        for module in (joiner, *([am_proj, lm_proj] if method == "pruned" else [])):
+            module.zero_grad(set_to_none=True)
+
+    def step():
+        clear()
         value = loss()
         value.backward()
         return float(value.detach())  # waits for the device: the backward pass ran before it on the same stream
 
+    step.clear = clear  # the memory measures clear the last step's gradients before they start
     return step
 
 
@@ -171,6 +186,7 @@ def cuda_memory(step) -> dict:
     """The step's peak bytes in tensors and reserved from the device, beyond those held before it (MiB)."""
     import torch
 
+    step.clear()  # as tensor_peak_bytes: from no gradients held, the step's own
     torch.cuda.synchronize()
     torch.cuda.empty_cache()  # the warm-up's cached blocks go back, so the step's reservations count again
     held, reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
@@ -181,6 +197,7 @@ def cuda_memory(step) -> dict:
 
 
 def worker(method: str, shape: str, runs: int, measure: str, device: str, backend: str) -> None:
+    select_device(device)
     step = make_step(method, *SHAPES[shape], device=device, backend=backend)
     step()  # warm-up: loads code pages, starts thread pools (on a GPU: loads kernels, creates handles)
     if measure == "memory" and device != "cpu":

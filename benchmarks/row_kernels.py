@@ -16,7 +16,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fused_chunks import timed_steps  # noqa: E402
-from loss import SHAPES  # noqa: E402
+from loss import SHAPES, select_device  # noqa: E402
 
 LAUNCHES = ["4096x4", "2048x4", "8192x8", "16384x8"]  # elements a program step x warps
 
@@ -72,6 +72,7 @@ def main() -> int:
 
     from rnnt.loss import row_triton
 
+    select_device(args.device)
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     print("| shape | backend | launch | stats (ms) | stats GB/s | gradient (ms) | gradient GB/s |")
     print("|---|---|---|---|---|---|---|")

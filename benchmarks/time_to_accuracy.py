@@ -108,7 +108,8 @@ def main() -> int:
         config_file = yaml.safe_load(f)
     base = with_values(config_file, {"train.epochs": args.epochs})
     print(f"AN4 dev WER target {args.target_wer:g}% (greedy, per epoch), {args.config} for up to {args.epochs} "
-          f"epochs, at most {args.minutes:g} minutes a row; torch threads: 2 unless stated.\n")
+          f"epochs, at most {args.minutes:g} minutes a row; torch threads: the default ({os.cpu_count()} cores here) "
+          "unless stated.\n")
     print("| lever | minutes to target | epochs | dev WER at the stop | s / epoch | speed-up over the baseline "
           "| kept |")
     print("|---|---|---|---|---|---|---|")

@@ -210,11 +210,12 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|")
     configs = {name: (config, B * args.batch_scale, seconds, U, V)
                for name, (config, B, seconds, U, V) in CONFIGS.items() if name in args.configs}
+    scaled = "" if args.batch_scale == 1 else f" x {args.batch_scale}"  # "the recipe's batch" x 4 is not the recipe's
     for name, (config, B, seconds, U, V) in configs.items():
-        row, fp32_step, _ = measure(name, config, B, seconds, U, V, args.runs, flops)
+        row, fp32_step, _ = measure(name + scaled, config, B, seconds, U, V, args.runs, flops)
         print(row, flush=True)
-        print(measure(name, config, B, seconds, U, V, args.runs, bf16_flops, bf16=True, fp32_step=fp32_step)[0],
-              flush=True)
+        print(measure(name + scaled, config, B, seconds, U, V, args.runs, bf16_flops, bf16=True,
+                      fp32_step=fp32_step)[0], flush=True)
     stack_time_configs = [name for name in ("small (full loss)", "mlperf (full loss)") if name in configs]
     if not stack_time_configs:
         return 0

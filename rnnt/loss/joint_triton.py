@@ -21,7 +21,7 @@ CHUNK_FRAMES = 32  # frames a program of the input gradients walks, adding to gr
 # Hidden units a program of the weight gradient sums (COLUMNS x this in registers): holding all 512 of a wide
 # joiner spilled its sum to local memory, 95% of a bfloat16 step on an H200; of 64, 128 and 256, 256 was the
 # fastest there under bfloat16 and TF32 at both of joint_kernels.py's shapes (benchmarks/RESULTS.md)
-WEIGHT_GRAD_CHUNK = 256
+WEIGHT_GRAD_CHUNK = DEFAULT_WEIGHT_GRAD_CHUNK = 256
 STAGES = 1  # no software pipelining of the vocabulary steps: each stage holds another weight tile in shared memory
 PROGRAMS_PER_CORE = 4  # of the weight gradient: its lattice tiles are shared among this many programs per core
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -29,11 +29,12 @@ DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 def use_launch(launch: str) -> None:
     """Sets the launch constants from CELLSxCOLUMNSxWARPS[xCHUNK] (lattice cells a program takes, vocabulary
-    columns a step, warps, hidden units a weight-gradient program sums), as the benchmarks sweep them."""
+    columns a step, warps, hidden units a weight-gradient program sums; the default without), as the benchmarks
+    sweep them."""
     global TILE_ROWS, MAX_TILE_U, COLUMNS, WARPS, WEIGHT_GRAD_CHUNK
     cells, columns, warps, *chunk = map(int, launch.split("x"))
     TILE_ROWS, MAX_TILE_U, COLUMNS, WARPS = cells, min(16, cells), columns, warps
-    WEIGHT_GRAD_CHUNK = chunk[0] if chunk else WEIGHT_GRAD_CHUNK
+    WEIGHT_GRAD_CHUNK = chunk[0] if chunk else DEFAULT_WEIGHT_GRAD_CHUNK
 
 
 @cache

@@ -200,3 +200,15 @@ def test_a_bias_of_another_shape_is_refused():
         with pytest.raises(ValueError, match=re.escape(message)):
             fused_joiner_loss(enc, pred, weight, wrong, targets, torch.tensor([4, 3]), torch.tensor([2, 1]),
                               kernels=True, backend="triton")
+
+
+def test_a_launch_without_a_chunk_takes_the_default_chunk(monkeypatch):
+    """joint_kernels.py's --launches 16x32x4x512 16x32x4 timed the second with the first's chunk, labelled as
+    the default."""
+    for name in ("TILE_ROWS", "MAX_TILE_U", "COLUMNS", "WARPS", "WEIGHT_GRAD_CHUNK"):
+        monkeypatch.setattr(joint_triton, name, getattr(joint_triton, name))  # restored after the test
+    joint_triton.use_launch("16x32x4x512")
+    assert joint_triton.WEIGHT_GRAD_CHUNK == 512
+    joint_triton.use_launch("32x64x8")
+    assert (joint_triton.TILE_ROWS, joint_triton.COLUMNS, joint_triton.WARPS, joint_triton.WEIGHT_GRAD_CHUNK) == (
+        32, 64, 8, joint_triton.DEFAULT_WEIGHT_GRAD_CHUNK)
