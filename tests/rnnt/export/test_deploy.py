@@ -55,7 +55,7 @@ def an4_test(test_data, tmp_path_factory):
 
 
 def make_experiment(path, lang, encoder=None, predictor=None, features="sherpa_onnx", loss=None, tail_silence=0.0,
-                    stack=3):
+                    stack=3, cmvn=None):
     """An experiment dir holding an untrained (seeded) model; its input batch norm is given statistics
     near those of log-mel energies, so that the LSTMs see inputs of a realistic scale. Its <unk> never
     wins: sherpa-onnx's greedy search takes a winning <unk> for no symbol, ours emits it (a trained
@@ -68,7 +68,8 @@ def make_experiment(path, lang, encoder=None, predictor=None, features="sherpa_o
                         "predictor": {"kind": "stateless", "embed_dim": 32, "context": 2, **(predictor or {})},
                         "joiner": {"hidden": 48, "activation": "tanh"},
                         "loss": {"type": "full", "one_sym_per_frame": True, **(loss or {})}},
-              "data": {"features": {"preset": features, "num_mel_bins": 80}, "stack": stack, "subsample": stack,
+              "data": {"features": {"preset": features, "num_mel_bins": 80, "cmvn": cmvn}, "stack": stack,
+                       "subsample": stack,
                        "tail_silence": tail_silence},
               "paths": {"lang_dir": str(lang)}}
     (path / "input.yaml").write_text(yaml.safe_dump(values))
@@ -331,6 +332,29 @@ def test_transcribe_streams_raw_pcm_from_stdin(an4_test, tmp_path):
         assert out.returncode == 1 and out.stdout.splitlines()[-1].startswith(f"{path} "), out.stderr
         assert f"{cut}: cannot transcribe its audio (" in out.stderr and "1 of 3 files transcribed" in out.stderr
         assert f"{empty}: cannot transcribe its audio (no samples)" in out.stderr
+
+
+def test_a_model_with_cmvn_runs_in_sherpa_onnx_as_ours(an4_test, tmp_path):
+    """data.features.cmvn goes into the exported graph (sherpa-onnx computes plain fbank): the export's own check
+    compares the graph with the same front end, so only sherpa-onnx against our decoding shows it there."""
+    audio, langs = an4_test
+    stats = tmp_path / "cmvn.json"
+    stats.write_text(json.dumps({"mean": [-9.0 + 0.1 * i for i in range(80)],
+                                 "std": [1.5 + 0.05 * i for i in range(80)], "preset": "sherpa_onnx",
+                                 "sample_rate": 16000}))
+    exp = make_experiment(tmp_path / "exp", langs["bpe"], cmvn=str(stats))
+    export(exp, tmp_path / "onnx")
+    data_list = tmp_path / "test.list"
+    data_list.write_text("".join(json.dumps({"key": f"utt{i}", "wav": p, "txt": t}) + "\n"
+                                 for i, (p, t) in enumerate(audio)))
+    ours = run_tool(sys.executable, STEPS / "decode.py", exp, data_list, "test")
+    assert ours.returncode == 0, ours.stderr[-2000:]
+    out = run_tool(sys.executable, STEPS / "decode_sherpa_onnx.py", "--compare", exp / "decode-test-greedy",
+                   tmp_path / "onnx", data_list, tmp_path / "sherpa")
+    assert out.returncode == 0 and f"{len(audio)} of {len(audio)} transcripts identical" in out.stdout, out.stdout
+    plain = Transcriber.from_exp_dir(str(make_experiment(tmp_path / "plain", langs["bpe"])))  # CMVN matters here
+    assert any(plain.transcribe(path).text != Transcriber.from_exp_dir(str(exp)).transcribe(path).text
+               for path, _ in audio)
 
 
 def test_decode_sherpa_onnx_scores_a_list_as_decode_py(an4_test, tmp_path):
