@@ -10,12 +10,12 @@ from recipe_runs import copy_recipe, run_recipe, wer_of, words_in
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.timeout(1800)  # one thread under tools/run_tests.sh, beside another worker: 11-15 min
 def words_and_starts(ctm) -> list[tuple[str, str, str]]:
     """(file, start, word) of each line of a ctm."""
     return [(fields[0], fields[2], fields[4]) for fields in map(str.split, ctm.read_text().splitlines())]
 
 
+@pytest.mark.timeout(1800)  # one thread under tools/run_tests.sh, beside another worker: 11-15 min (Intel), 15-18 (AMD)
 def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     """egs/an4 from the corpus to the %WER lines as run.sh's default runs it, on a short schedule: a CTC
     model trained and averaged first (conf/ci_ctc.yaml, 6 epochs), two seeds of the transducer started from
