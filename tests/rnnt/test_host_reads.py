@@ -231,3 +231,26 @@ def test_a_recipe_models_training_step_reads_nothing(as_on_a_gpu, recipe_config)
         parts = model(feats, feat_lens, tokens, token_lens, step=10**4, host_lengths=([120, 91, 60], [5, 2, 3]))
         parts["loss"].backward()
     assert counter.reads == [] and torch.isfinite(parts["loss"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("recipe_config", ["egs/an4/conf/transducer_conformer.yaml",
+                                           "egs/speechocean762/conf/transducer.yaml", "egs/an4/conf/deploy.yaml"])
+def test_a_recipe_models_training_step_on_cuda_never_synchronises(recipe_config):
+    """Each encoder kind as a recipe trains it, on a GPU under CUDA's sync debug mode set to fail at any
+    synchronisation (the batch norms' masked sums included)."""
+    config = from_dict(ModelConfig, read_yaml(str(ROOT / recipe_config))["model"], "model")
+    torch.manual_seed(0)
+    model = Transducer(config, 30).cuda().train()
+    feats = torch.randn(3, 120, config.encoder.input_dim, device="cuda")
+    feat_lens, tokens = torch.tensor([120, 91, 60], device="cuda"), torch.randint(1, 30, (3, 5), device="cuda")
+    token_lens, host_lengths = torch.tensor([5, 2, 3], device="cuda"), ([120, 91, 60], [5, 2, 3])
+    model(feats, feat_lens, tokens, token_lens, step=10**4, host_lengths=host_lengths)["loss"].backward()  # warm-up
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        parts = model(feats, feat_lens, tokens, token_lens, step=10**4, host_lengths=host_lengths)
+        parts["loss"].backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.isfinite(parts["loss"])
