@@ -334,6 +334,19 @@ def test_transcribe_streams_raw_pcm_from_stdin(an4_test, tmp_path):
         assert f"{empty}: cannot transcribe its audio (no samples)" in out.stderr
 
 
+def decoded_by_both(exp, audio, tmp_path):
+    """exp exported to tmp_path/onnx, a raw list of audio decoded by steps/decode.py (exp/decode-test-greedy) and by
+    steps/decode_sherpa_onnx.py comparing with it (tmp_path/sherpa); the latter's run."""
+    export(exp, tmp_path / "onnx")
+    data_list = tmp_path / "test.list"
+    data_list.write_text("".join(json.dumps({"key": f"utt{i}", "wav": p, "txt": t}) + "\n"
+                                 for i, (p, t) in enumerate(audio)))
+    ours = run_tool(sys.executable, STEPS / "decode.py", exp, data_list, "test")
+    assert ours.returncode == 0, ours.stderr[-2000:]
+    return run_tool(sys.executable, STEPS / "decode_sherpa_onnx.py", "--compare", exp / "decode-test-greedy",
+                    tmp_path / "onnx", data_list, tmp_path / "sherpa")
+
+
 def test_a_model_with_cmvn_runs_in_sherpa_onnx_as_ours(an4_test, tmp_path):
     """data.features.cmvn goes into the exported graph (sherpa-onnx computes plain fbank): the export's own check
     compares the graph with the same front end, so only sherpa-onnx against our decoding shows it there."""
@@ -343,14 +356,7 @@ def test_a_model_with_cmvn_runs_in_sherpa_onnx_as_ours(an4_test, tmp_path):
                                  "std": [1.5 + 0.05 * i for i in range(80)], "preset": "sherpa_onnx",
                                  "sample_rate": 16000}))
     exp = make_experiment(tmp_path / "exp", langs["bpe"], cmvn=str(stats))
-    export(exp, tmp_path / "onnx")
-    data_list = tmp_path / "test.list"
-    data_list.write_text("".join(json.dumps({"key": f"utt{i}", "wav": p, "txt": t}) + "\n"
-                                 for i, (p, t) in enumerate(audio)))
-    ours = run_tool(sys.executable, STEPS / "decode.py", exp, data_list, "test")
-    assert ours.returncode == 0, ours.stderr[-2000:]
-    out = run_tool(sys.executable, STEPS / "decode_sherpa_onnx.py", "--compare", exp / "decode-test-greedy",
-                   tmp_path / "onnx", data_list, tmp_path / "sherpa")
+    out = decoded_by_both(exp, audio, tmp_path)
     assert out.returncode == 0 and f"{len(audio)} of {len(audio)} transcripts identical" in out.stdout, out.stdout
     plain = Transcriber.from_exp_dir(str(make_experiment(tmp_path / "plain", langs["bpe"])))  # CMVN matters here
     assert any(plain.transcribe(path).text != Transcriber.from_exp_dir(str(exp)).transcribe(path).text
@@ -362,14 +368,7 @@ def test_decode_sherpa_onnx_scores_a_list_as_decode_py(an4_test, tmp_path):
     and all of its transcripts identical to steps/decode.py's greedy ones."""
     audio, langs = an4_test
     exp = make_experiment(tmp_path / "exp", langs["bpe"])
-    export(exp, tmp_path / "onnx")
-    data_list = tmp_path / "test.list"
-    data_list.write_text("".join(json.dumps({"key": f"utt{i}", "wav": p, "txt": t}) + "\n"
-                                 for i, (p, t) in enumerate(audio)))
-    ours = run_tool(sys.executable, STEPS / "decode.py", exp, data_list, "test")
-    assert ours.returncode == 0, ours.stderr[-2000:]
-    out = run_tool(sys.executable, STEPS / "decode_sherpa_onnx.py", "--compare", exp / "decode-test-greedy",
-                   tmp_path / "onnx", data_list, tmp_path / "sherpa")
+    out = decoded_by_both(exp, audio, tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     words = sum(len(t.split()) for _, t in audio)
     assert f"/ {words}," in out.stdout and f"{len(audio)} of {len(audio)} transcripts identical" in out.stdout
