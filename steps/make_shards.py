@@ -3,7 +3,8 @@
 
 Each shard holds --utts-per-shard utterances as consecutive members <key>.txt and <key>.<ext>.
 Shards are written in parallel (--nj), each under a temporary name renamed when complete; a rerun
-skips the complete shards and redoes the rest. Bad audio, and whatever cannot be paired (audio without
+skips the complete shards and redoes the rest, and those that left an utterance out (its audio unreadable
+then: <shard>.tar.skipped lists them). Bad audio, and whatever cannot be paired (audio without
 transcript, transcript without audio, a malformed segment, a repeated key), is skipped, named and counted.
 """
 
@@ -18,7 +19,7 @@ from rnnt.progress_bar import progress
 
 from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.datadir.utterances import read_utterances
-from rnnt.prep.shard_writer import FORMATS, AudioOptions, ShardItem, write_shard
+from rnnt.prep.shard_writer import FORMATS, AudioOptions, ShardItem, skipped_path, write_shard
 
 STATE = ".make_shards.json"  # the settings and utterances the shards were planned from
 
@@ -79,7 +80,7 @@ def start_shard_dir(shard_dir: str, plan: dict, replace: bool) -> None:
         raise ToolError(f"{shard_dir} holds shards of other settings or utterances; "
                         "remove it, choose another dir, or pass --replace")
     for name in os.listdir(shard_dir):
-        if name in (STATE, f"{STATE}.tmp") or name.endswith((".tar", ".tar.tmp")):
+        if name in (STATE, f"{STATE}.tmp") or name.endswith((".tar", ".tar.tmp", ".tar.skipped")):
             os.remove(os.path.join(shard_dir, name))
     same_plan_or_new(shard_dir, plan)
 
@@ -112,6 +113,8 @@ def main() -> str:
     parser.add_argument("shard_dir")
     parser.add_argument("shard_list", help="output list: one shard path a line (data.list)")
     args = parser.parse_args()
+    if args.utts_per_shard < 1 or args.nj < 1:
+        parser.error("--utts-per-shard and --nj must be at least 1")
     try:
         items, left_out = read_items(args.data_dir)
     except OSError as error:
@@ -127,7 +130,8 @@ def main() -> str:
     n = args.utts_per_shard
     paths = [os.path.abspath(os.path.join(args.shard_dir, f"{args.prefix}_{i:06d}.tar"))
              for i in range((len(items) + n - 1) // n)]
-    jobs = [(path, items[i * n:(i + 1) * n], options) for i, path in enumerate(paths) if not os.path.isfile(path)]
+    jobs = [(path, items[i * n:(i + 1) * n], options) for i, path in enumerate(paths)
+            if not os.path.isfile(path) or os.path.exists(skipped_path(path))]
     written = seconds = 0.0
     skipped: list[str] = []  # unreadable audio
     with Pool(args.nj) if args.nj > 1 else contextlib.nullcontext() as pool:
@@ -138,8 +142,10 @@ def main() -> str:
             skipped.extend(bad)
     for reason in skipped:
         print(f"make_shards.py: skipped {reason}", file=sys.stderr)
-    write_list(args.shard_list, paths)
     reused = len(paths) - len(jobs)
+    if not written and not reused:
+        raise ToolError(f"{args.data_dir}: no utterance's audio could be read (each is named above)")
+    write_list(args.shard_list, paths)
     return (f"{args.shard_list}: {len(paths)} shards ({reused} already complete); this run wrote "
             f"{int(written)} utterances, {seconds / 3600:.2f} h of audio; skipped {len(left_out) + len(skipped)}")
 

@@ -88,8 +88,15 @@ def _add(tar: tarfile.TarFile, name: str, payload: bytes) -> None:
     tar.addfile(info, io.BytesIO(payload))
 
 
+def skipped_path(shard: str) -> str:
+    """Beside a shard that left utterances out: their reasons, a line each. A shard with one is not complete:
+    a rerun writes it again (the audio may be readable by then: a tool installed, a file restored)."""
+    return f"{shard}.skipped"
+
+
 def write_shard(path: str, items: list[ShardItem], options: AudioOptions) -> tuple[int, float, list[str]]:
-    """Writes the shard; returns (utterances written, seconds of audio, 'key: reason' of skipped ones)."""
+    """Writes the shard (and skipped_path's list where it left any out); returns (utterances written, seconds
+    of audio, 'key: reason' of skipped ones)."""
     tmp = f"{path}.tmp"
     written, seconds, skipped = 0, 0.0, []
     with tarfile.open(tmp, "w") as tar:
@@ -103,5 +110,10 @@ def write_shard(path: str, items: list[ShardItem], options: AudioOptions) -> tup
             _add(tar, f"{item.key}.{extension}", audio)
             written += 1
             seconds += duration
+    if skipped:  # before the shard has its name: a shard without the list is a complete one
+        with open(skipped_path(path), "w", encoding="utf-8", errors="surrogateescape") as f:
+            f.writelines(f"{reason}\n" for reason in skipped)
     os.replace(tmp, path)
+    if not skipped and os.path.exists(skipped_path(path)):
+        os.remove(skipped_path(path))
     return written, seconds, skipped

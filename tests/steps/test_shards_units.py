@@ -116,6 +116,43 @@ def test_bad_audio_is_skipped_named_and_counted(test_data, tmp_path):
     assert len(read_shard((tmp_path / "l").read_text().split()[0])) == 6
 
 
+def test_a_shard_that_left_audio_out_is_written_again_when_it_reads(test_data, tmp_path):
+    """A wav.scp command that fails (its tool not installed yet): the utterance is skipped and its shard
+    listed as incomplete, so the rerun after the fix writes it with the utterance; a dir whose every audio
+    fails is an error, not an empty shard list."""
+    data = prep("librispeech", test_data, tmp_path)
+    wav = table(data / "wav.scp")
+    key = sorted(wav)[1]
+    wav[key] = f"mytool {wav[key]} |"
+    (data / "wav.scp").write_text("".join(f"{k} {v}\n" for k, v in sorted(wav.items())))
+    tool_dir = tmp_path / "bin"
+    tool_dir.mkdir()
+    env = {**os.environ, "PATH": f"{tool_dir}:{os.environ['PATH']}"}
+    args = [sys.executable, STEPS / "make_shards.py", "--utts-per-shard", "2", data, tmp_path / "sh", tmp_path / "l"]
+    run = lambda: subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env, cwd=ROOT)
+    out = run()
+    assert out.returncode == 0 and f"skipped {key}: command 'mytool" in out.stderr, out.stderr
+    assert "wrote 4 utterances" in out.stdout and out.stdout.rstrip().endswith("skipped 1"), out.stdout
+    first = tmp_path / "sh" / "shards_000000.tar"
+    assert Path(f"{first}.skipped").read_text().startswith(f"{key}: command 'mytool")
+    (tool_dir / "mytool").write_text('#!/bin/sh\ncat "$1"\n')
+    (tool_dir / "mytool").chmod(0o755)
+    out = run()
+    assert out.returncode == 0 and "3 shards (2 already complete); this run wrote 2 utterances" in out.stdout
+    assert out.stdout.rstrip().endswith("skipped 0") and not Path(f"{first}.skipped").exists()
+    assert f"{key}.txt" in [name for name, _ in read_shard(str(first))]  # its audio too: wav, as a pipe gives it
+    again = run()
+    assert "3 shards (3 already complete)" in again.stdout
+    (data / "wav.scp").write_text("".join(f"{k} nosuchtool {v} |\n" for k, v in sorted(wav.items())))
+    out = run_tool(sys.executable, STEPS / "make_shards.py", data, tmp_path / "none", tmp_path / "l2")
+    assert out.returncode == 1 and "no utterance's audio could be read" in out.stderr, out.stderr
+    assert not (tmp_path / "l2").exists()
+    for bad in ("0", "-5"):
+        out = run_tool(sys.executable, STEPS / "make_shards.py", "--utts-per-shard", bad, data, tmp_path / "x",
+                       tmp_path / "l3")
+        assert out.returncode == 2 and "--utts-per-shard and --nj must be at least 1" in out.stderr
+
+
 @pytest.mark.parametrize("tool", ["make_shards.py", "make_raw_list.py"])
 def test_unpaired_malformed_and_repeated_entries_are_named_counted_and_the_rest_kept(test_data, tmp_path, tool):
     """A data dir not through fix_data_dir: audio without a transcript, a transcript without audio, a
