@@ -169,6 +169,12 @@ outputs_missing() {  # outputs_missing MARK: the outputs a marker lists (stage_d
   done
 }
 
+unit_files() {  # unit_files LANG: the files of a lang dir that define its units, one a line (a training stage's
+  # inputs): the inventory and its type, and what maps words to units where the type has one: a phone lexicon,
+  # a sentencepiece model (one the type has not is fingerprinted as its name alone, which never changes)
+  printf '%s\n' "$1/units.txt" "$1/units.json" "$1/lexicon.txt" "$1/bpe.model"
+}
+
 stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT...]
   local n=$1 name=$2 mark dir= fingerprint missing
   shift 2

@@ -36,9 +36,10 @@
 # shellcheck shell=bash
 
 train_wanted() {  # train_wanted STAGE CONFIG EXP LANG [INIT] [SEED]: stage_wanted for train_model's training
-  local options
+  local options units
   mapfile -t options < <(train_options "${5:-}" "${6:-}")
-  stage_wanted "$1" train "$3" -- "$2" data/train/shards data/dev/shards "$4/units.txt" "${options[@]}"
+  mapfile -t units < <(unit_files "$4")
+  stage_wanted "$1" train "$3" -- "$2" data/train/shards data/dev/shards "${units[@]}" "${options[@]}"
 }
 
 train_options() {  # train_options [INIT] [SEED]: steps/train.py's options for them, one a line

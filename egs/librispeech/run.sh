@@ -122,8 +122,9 @@ fi
 
 train_stage=train  # each node its own marker and log in the shared $exp: node 1's train-node1
 [ "$node_rank" -eq 0 ] || train_stage=train-node$node_rank
+mapfile -t units < <(unit_files "$lang")
 if stage_wanted 4 "$train_stage" "$exp" -- \
-    "$train_config" data/$train/shards data/$(name $valid_set)/shards "$lang/units.txt"; then
+    "$train_config" data/$train/shards data/$(name $valid_set)/shards "${units[@]}"; then
   log=$(stage_log 4 "$train_stage" "$exp")
   train_args=(--config "$train_config" --train-list data/$train/data.list --valid-list data/$(name $valid_set)/data.list
               --lang-dir "$lang" --exp-dir "$exp" --resume)

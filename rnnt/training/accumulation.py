@@ -50,10 +50,9 @@ class BadBatches:
     in_row: int = 0
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
 
-    def skip(self, reason: str | None) -> None:
-        """One batch skipped; reason None for a batch skipped because another rank could not use its own."""
-        if reason is not None:
-            self.counts[reason] += 1
+    def skip(self, reason: str) -> None:
+        """One batch skipped, for reason (a key of counts)."""
+        self.counts[reason] += 1
         self.in_row += 1
         if self.in_row >= self.limit:
             raise StopTraining(f"{self.in_row} batches in a row had a non-finite loss or gradient or ran out of "

@@ -19,6 +19,7 @@ import shutil
 
 from rnnt.config import to_dict
 from rnnt.data.list_fingerprint import list_fingerprint, missing_files
+from rnnt.data.tokenizer import read_lang_config
 from rnnt.training import checkpoint
 from rnnt.training.stop import StopTraining
 
@@ -93,9 +94,38 @@ def training_data_of(list_path: str) -> str:
 
 
 def units_differ(lang_dir: str, kept: str) -> list[str]:
-    """The unit files of lang_dir that differ from those of an experiment's kept lang dir (or are missing)."""
+    """The unit files of lang_dir that differ from those of an experiment's kept lang dir (or are missing):
+    the inventory, and what maps text to it where units.json names it: a phone lexicon (a word's phones
+    changed under the same phone set are other targets), a sentencepiece model's pieces and scores."""
     _, mismatch, errors = filecmp.cmpfiles(lang_dir, kept, UNIT_FILES, shallow=False)
-    return mismatch + errors
+    if mismatch or errors:
+        return mismatch + errors
+    config = read_lang_config(lang_dir)
+    lexicon, model = config.get("lexicon"), config.get("model")
+    if lexicon and not same_file(os.path.join(lang_dir, lexicon), os.path.join(kept, lexicon)):
+        return [lexicon]
+    if model and piece_scores(os.path.join(lang_dir, model)) != piece_scores(os.path.join(kept, model)):
+        return [model]
+    return []
+
+
+def same_file(path: str, other: str) -> bool:
+    try:
+        return filecmp.cmp(path, other, shallow=False)
+    except OSError:  # one is missing
+        return False
+
+
+def piece_scores(model_path: str) -> list[tuple[str, float]] | None:
+    """A sentencepiece model's pieces and scores, which decide how it splits text (its bytes also hold the
+    path it was trained from); None where it cannot be read."""
+    import sentencepiece
+
+    try:
+        model = sentencepiece.SentencePieceProcessor(model_file=model_path)
+    except (OSError, RuntimeError):
+        return None
+    return [(model.id_to_piece(i), model.get_score(i)) for i in range(model.get_piece_size())]
 
 
 def aside_name(exp_dir: str) -> str:

@@ -146,12 +146,12 @@ class Trainer(Checkpointing):
         self.bad_batches.skip("out of memory")
 
     def skip_unusable(self, loss: float, keys: list[str]) -> None:
+        """A batch every rank skips for a non-finite loss on one: counted on each (rank 0's are saved)."""
         if math.isfinite(loss):
-            log.warning("batch skipped with the other ranks: one of them could not use its batch")
-            self.bad_batches.skip(None)
+            log.warning("batch skipped with the other ranks: a non-finite loss on one of them")
         else:
             log.warning("non-finite loss (%s) on %s: batch skipped", loss, keys[:3])
-            self.bad_batches.skip("non-finite loss")
+        self.bad_batches.skip("non-finite loss")
 
     def optimizer_step(self) -> float | None:
         """Updates the weights with the gradient of the group's kept micro-batches, averaged over them (and

@@ -228,3 +228,22 @@ def of_this_test(pid: str, tmp_path) -> bool:
             return str(tmp_path) in os.path.realpath(f"/proc/{pid}/cwd") + f.read().decode(errors="replace")
     except OSError:  # ended since
         return False
+
+
+def test_the_training_stage_runs_again_when_its_lexicon_changed_under_the_same_phones(tmp_path):
+    """A phone lang dir's lexicon maps words to the units: changed, it trains other targets, so the training
+    stage is out of date though units.txt is the same (steps/train.py --resume then sets the experiment aside)."""
+    lang, exp = tmp_path / "lang", tmp_path / "exp"
+    lang.mkdir()
+    (lang / "units.txt").write_text("<blank> 0\n<unk> 1\ne 2\n")
+    (lang / "units.json").write_text('{"type": "phone", "lexicon": "lexicon.txt"}')
+    (lang / "lexicon.txt").write_text("NO n o\n")
+    config = tmp_path / "c.yaml"
+    config.write_text("train: {}\n")
+    script = (f"stage=0 stop_stage=100; if train_wanted 4 {config} {exp} {lang}; then stage_done 4 train {exp}; fi; "
+              f"train_wanted 4 {config} {exp} {lang} || echo skipped")
+    out = sourced(script)
+    assert out.returncode == 0 and out.stdout.rstrip().endswith("skipped"), out.stdout + out.stderr
+    (lang / "lexicon.txt").write_text("NO o n\n")
+    out = sourced(f"stage=0 stop_stage=100; train_wanted 4 {config} {exp} {lang} || echo skipped")
+    assert "stage 4 (train): its inputs changed since it was done; running it again" in out.stdout, out.stdout

@@ -198,6 +198,35 @@ def test_the_units_are_compared_only_with_those_a_checkpoint_was_trained_with(tm
     assert (tmp_path / "exp.1" / "step-3.pt").is_file() and not (exp / "lang").exists()
 
 
+def test_a_changed_lexicon_or_sentencepiece_model_are_other_units_though_the_inventory_is_the_same(tmp_path):
+    """Phones: the same phone set with a word's phones changed maps the same text to other targets; a
+    sentencepiece model trained again from the same text, elsewhere (its bytes hold the path), splits text
+    as the kept one does, and one that cannot be read differs."""
+    from rnnt.training.config_change import units_differ
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "text").write_text("".join(f"u{i:02d} {'NO YES' if i % 2 else 'YES NO NO'}\n" for i in range(20)))
+    for name, lexicon in (("lang", "NO n o\nYES y e s\n"), ("other", "NO o n\nYES s e y\n")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "lexicon.txt").write_text(lexicon)
+        out = run_tool(sys.executable, ROOT / "steps" / "build_units.py", "--unit-type", "phone", data, tmp_path / name)
+        assert out.returncode == 0, out.stderr
+    assert (tmp_path / "lang" / "units.txt").read_text() == (tmp_path / "other" / "units.txt").read_text()
+    assert units_differ(str(tmp_path / "lang"), str(tmp_path / "lang")) == []
+    assert units_differ(str(tmp_path / "other"), str(tmp_path / "lang")) == ["lexicon.txt"]
+    assert Tokenizer(str(tmp_path / "other")).encode("NO") != Tokenizer(str(tmp_path / "lang")).encode("NO")
+    for name in ("bpe", "bpe_again"):
+        out = run_tool(sys.executable, ROOT / "steps" / "build_units.py", "--unit-type", "bpe", "--vocab-size", "12",
+                       data, tmp_path / name)
+        assert out.returncode == 0, out.stderr
+    bpe, again = tmp_path / "bpe", tmp_path / "bpe_again"
+    assert (bpe / "bpe.model").read_bytes() != (again / "bpe.model").read_bytes()
+    assert units_differ(str(again), str(bpe)) == []
+    (again / "bpe.model").write_bytes(b"damaged")
+    assert units_differ(str(again), str(bpe)) == ["bpe.model"]
+
+
 def test_the_cmvn_statistics_are_kept_in_the_experiment_and_compared_as_the_units(tmp_path):
     """data.features.cmvn is copied into <exp>/global_cmvn.json, which config.yaml names (a recomputed file in
     data/ changed a trained model's inputs in silence, in training resumed and in every later decode); once a

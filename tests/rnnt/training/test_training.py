@@ -331,3 +331,36 @@ def test_slimming_leaves_a_damaged_old_epoch_as_it_is(tmp_path, caplog):
     assert "optimizer" not in slimmed and slimmed["meta"] == {"step": 2, "epoch": 2, "slimmed": True}
     assert torch.equal(slimmed["model"]["w"], torch.full((4,), 2.0)) and "optimizer" in whole
     assert checkpoint.latest(str(tmp_path)) == str(tmp_path / "epoch-3.pt")
+
+
+NAN_ONCE_ON_RANK_1 = """
+import sys
+from rnnt.training.experiment import load_experiment
+from rnnt.training.trainer import Trainer
+config, train_list, lang_dir, exp_dir = sys.argv[1:]
+trainer = Trainer(load_experiment(config, train_list=train_list, lang_dir=lang_dir), exp_dir)
+batch_loss, calls = trainer.batch_loss, [0]
+def nan_once_on_rank_1(batch, sync):
+    calls[0] += 1
+    loss = batch_loss(batch, sync)
+    return loss * float("nan") if trainer.world.rank == 1 and calls[0] == 2 else loss
+trainer.batch_loss = nan_once_on_rank_1
+trainer.run()
+"""
+
+
+def test_torchrun_a_non_finite_loss_on_one_rank_is_counted_in_the_checkpoint_and_the_summary(yesno, tmp_path):
+    """Every rank skips the batch together; rank 0, whose loss was finite, counts it too: its counts are the
+    checkpoint's and the summary's (they read 0 while the batch was skipped)."""
+    script = tmp_path / "nan_once_on_rank_1.py"
+    script.write_text(NAN_ONCE_ON_RANK_1)
+    exp = tmp_path / "ddp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
+           str(config_file(tmp_path, epochs=1)), str(yesno / "train.list"), str(yesno / "lang"), str(exp)]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "[rank 1] non-finite loss (nan) on" in out.stderr
+    assert "[rank 0] batch skipped with the other ranks: a non-finite loss on one of them" in out.stderr
+    assert checkpoint.load_meta(str(exp / "epoch-1.pt"))["skipped non-finite loss"] == 1
+    assert "skipped 1 non-finite loss, 0 non-finite gradient, 0 out of memory" in (exp / "train.log").read_text()
