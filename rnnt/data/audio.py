@@ -53,7 +53,7 @@ def load_audio(audio, start: float | None = None, end: float | None = None) -> t
                 source.seek(0)
             first, stop = segment_samples(info, start, end)
             samples, rate = soundfile.read(source, start=first, stop=stop, dtype="float32", always_2d=True)
-    except (RuntimeError, soundfile.LibsndfileError) as error:
+    except (RuntimeError, soundfile.LibsndfileError, TypeError) as error:  # TypeError: headerless (a .raw path)
         raise AudioError(str(error)) from None
     if samples.shape[0] == 0:
         raise AudioError("no samples")

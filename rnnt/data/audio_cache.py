@@ -18,9 +18,9 @@ class AudioCache:
 
     @staticmethod
     def key_of(record: dict) -> tuple:
-        """An utterance's identity: its key, and its file and segment where the list names them."""
-        audio = record.get("audio")
-        return record["key"], audio if isinstance(audio, str) else None, record.get("start"), record.get("end")
+        """An utterance's identity: its key, where its audio came from (a file, a shard's member: two lists'
+        shards can hold the same key) and its segment where the list names one."""
+        return record["key"], record.get("source"), record.get("start"), record.get("end")
 
     def get(self, record: dict) -> tuple[torch.Tensor, int, int] | None:
         """(waveform at the pipeline's rate, the file's rate, its channels), or None when not kept."""

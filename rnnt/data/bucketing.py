@@ -1,9 +1,10 @@
 """Duration bucketing with global batches for raw lists, as the MLPerf RNN-T reference samples.
 
 Each epoch: the utterances sorted by duration are cut into `buckets` groups of (nearly) equal size,
-the larger ones first; each group is shuffled and the groups are put back one after the other; the
-tail that does not fill a whole global batch (batch_size x world_size utterances) is dropped; the rest
-is cut into global batches, which are shuffled. In a step every rank takes its own slice of the same
+the larger ones first; each group is shuffled and the groups are put back one after the other; as many
+utterances as do not fill a whole global batch (batch_size x world_size) are dropped, at random places
+(the same utterances, the longest, every epoch, were they cut from the end); the rest is cut into global
+batches, which are shuffled. In a step every rank takes its own slice of the same
 global batch, so the ranks train on utterances of similar length and wait little for each other; the
 worker w of a rank takes every num_workers-th of the rank's batches. Every rank computes the same
 order from (seed, epoch). Needs the "duration" of each entry (steps/make_raw_list.py).
@@ -67,8 +68,9 @@ def global_batches(lines: list[str], buckets: int, global_size: int, seed: int, 
         rng.shuffle(members)
         shuffled += members
         start += size
-    whole = len(shuffled) // global_size * global_size
-    batches = [[lines[i] for i in shuffled[s:s + global_size]] for s in range(0, whole, global_size)]
+    dropped = set(rng.sample(range(len(shuffled)), len(shuffled) % global_size))
+    kept = [i for place, i in enumerate(shuffled) if place not in dropped]
+    batches = [[lines[i] for i in kept[s:s + global_size]] for s in range(0, len(kept), global_size)]
     rng.shuffle(batches)
     return batches
 

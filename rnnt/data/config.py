@@ -80,4 +80,7 @@ def data_config(values: dict | None) -> DataConfig:
     if masks is not None and masks.adaptive and not 0 < masks.time_width <= 1:
         raise ValueError(f"data.spec_augment.time_width is a share of the utterance when adaptive (0.05: 5%), got "
                          f"{masks.time_width}: each of its masks could cover the whole utterance")
+    if masks is not None and not masks.adaptive and masks.time_masks > 0 and 0 < masks.time_width < 1:
+        raise ValueError(f"data.spec_augment.time_width counts frames unless adaptive: true, got {masks.time_width} "
+                         "(every time mask would be 0 frames wide); set adaptive: true for a share of the utterance")
     return config

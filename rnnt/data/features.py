@@ -29,9 +29,15 @@ def _slaney_hz(mel):
 
 def check_mel_bins(preset: str, sample_rate: int, num_mel_bins: int) -> None:
     """Refuses mel bins so many that one covers no FFT bin (a channel that is always the log floor), as Kaldi
-    does: from 127 at 16 kHz (kaldi), 96 at 8 kHz."""
+    does: from 127 at 16 kHz (kaldi), 96 at 8 kHz; and a rate at which a preset's fixed FFT is shorter than
+    its window (mlperf's 512 points from 25.6 kHz on)."""
     p = PRESETS[preset]
-    n_fft = fft_size(p, frame_samples(p, sample_rate)[0])
+    frame = frame_samples(p, sample_rate)[0]
+    n_fft = fft_size(p, frame)
+    if frame > n_fft:
+        raise ValueError(f"the {preset} preset's {p.frame_ms:g} ms window is {frame} samples at {sample_rate} Hz, "
+                         f"more than its {n_fft}-point FFT: set data.sample_rate to 16000 (the audio is resampled) "
+                         "or use another preset")
     weights = mel_matrix(sample_rate, n_fft, num_mel_bins, p.low_hz, p.mel_scale, p.high_hz)
     empty = (weights.sum(0) == 0).nonzero().flatten().tolist()
     if empty:

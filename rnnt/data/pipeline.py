@@ -36,10 +36,13 @@ log = logging.getLogger(__name__)
 class Pipeline:
     def __init__(self, list_path: str, config: DataConfig, tokenizer, train: bool,
                  output_frames: Callable[[int], int] = lambda frames: frames,
-                 units_per_frame: tuple[float, str, bool] = (math.inf, "", False)):
+                 units_per_frame: tuple[float, str, bool] = (math.inf, "", False),
+                 audio_cache: AudioCache | None = None):
         """output_frames and units_per_frame come from the model (the encoder config's output_frames, the loss's
         units_per_frame()): the filter counts units against the encoder's real output frames and what the
-        loss's lattice can carry (rnnt.data.stages.filter_utterances)."""
+        loss's lattice can carry (rnnt.data.stages.filter_utterances). audio_cache: another pipeline's of the
+        same data config, which then keeps this one's audio too within its one budget (training's and
+        validation's); None: its own, as the config says."""
         self.list_path, self.config, self.tokenizer, self.train = list_path, config, tokenizer, train
         self.output_frames, self.units_per_frame = output_frames, units_per_frame
         self.entries = read_list(list_path)
@@ -55,7 +58,7 @@ class Pipeline:
         self.cmvn = stages.load_cmvn(config)
         # Worker processes start afresh every epoch: there a cache would hold one epoch's audio for nothing.
         keep = config.cache_audio_mb > 0 and config.num_workers == 0
-        self.audio_cache = AudioCache(config.cache_audio_mb * 2**20) if keep else None
+        self.audio_cache = audio_cache or (AudioCache(config.cache_audio_mb * 2**20) if keep else None)
 
     def _records(self, entries: list[str], epoch: int, report: DataReport) -> Iterator[dict]:
         config = self.config

@@ -9,6 +9,7 @@ way whichever rank or worker reads it, and a resumed epoch repeats the interrupt
 
 from __future__ import annotations
 
+import fractions
 import json
 import logging
 import math
@@ -93,15 +94,17 @@ def append_silence(records: Iterable[dict], seconds: float) -> Iterator[dict]:
 def speed_perturb(records: Iterable[dict], factors: tuple[float, ...], seed: int, epoch: int) -> Iterator[dict]:
     """Kaldi-style speed perturbation: played faster by factor f, tempo and pitch both change.
 
-    The waveform is resampled from rate * f to rate and kept at rate: f = 1.1 makes it 1/1.1 as long.
+    The waveform is resampled from rate * f to rate and kept at rate: f = 1.1 makes it 1/1.1 as long. Only
+    the ratio counts, taken as a fraction of small terms (1.1: 11/10): rate * f rounded would be nearly prime
+    to rate at some rates (11025 * 1.1: 12128 / 11025), and the resampler's kernel would take gigabytes.
     """
     for record in records:
         if factors:
             g = utterance_generator(seed, epoch, record["key"])
             factor = factors[int(torch.randint(0, len(factors), (1,), generator=g))]
             if factor != 1.0:
-                rate = record["sample_rate"]
-                record = {**record, "waveform": resample(record["waveform"], round(rate * factor), rate),
+                ratio = fractions.Fraction(factor).limit_denominator(100)
+                record = {**record, "waveform": resample(record["waveform"], ratio.numerator, ratio.denominator),
                           "speed": factor}
         yield record
 

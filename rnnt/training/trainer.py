@@ -43,8 +43,7 @@ class Trainer(Checkpointing):
         """resume: continue the newest checkpoint in exp_dir; an experiment made under another config is first
         set aside (rnnt.training.config_change), before anything is written to exp_dir."""
         self.experiment, self.exp_dir, self.resume_requested = experiment, exp_dir, resume
-        # Floats under 1.2e-38 (subnormals) take the CPU's slow path: a model trained from random weights
-        # makes many at first (DeepSpeech 2 on AN4: its first steps several times slower). Read and made as 0.
+        # Subnormal floats take the CPU's slow path; a new model makes many (DeepSpeech 2 on AN4: several times slower)
         torch.set_flush_denormal(True)
         self.world = setup(experiment.train.device)
         self.train_data = training_data_of(experiment.paths.train_list)  # in every checkpoint's meta
@@ -62,15 +61,16 @@ class Trainer(Checkpointing):
         if restarted:
             log.warning("%s", restarted)
         self.ddp = DistributedDataParallel(self.model) if self.world.distributed else self.model
-        # Loss scaling for float16 only: bfloat16 has float32's exponent range, its gradients do not underflow.
-        self.scaler = torch.amp.GradScaler(enabled=train_config.precision == "fp16" and self.world.device.type != "cpu")
+        self.scaler = torch.amp.GradScaler(  # float16 only: bfloat16 has float32's exponent range, no underflow
+            enabled=train_config.precision == "fp16" and self.world.device.type != "cpu")
         self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(train_config.precision)
         self.ema = EMA(self.model, train_config.ema_decay) if train_config.ema_decay > 0 else None
         lengths = {"output_frames": experiment.model.encoder.output_frames,
                    "units_per_frame": experiment.model.loss.units_per_frame()}
         self.train_pipeline = Pipeline(experiment.paths.train_list, experiment.data, self.tokenizer, True, **lengths)
         self.loader = make_loader(self.train_pipeline, self.world.rank, self.world.size)
-        self.valid_pipeline = (Pipeline(experiment.paths.valid_list, experiment.data, self.tokenizer, False, **lengths)
+        self.valid_pipeline = (Pipeline(experiment.paths.valid_list, experiment.data, self.tokenizer, False, **lengths,
+                                        audio_cache=self.train_pipeline.audio_cache)  # data.cache_audio_mb for both
                                if experiment.paths.valid_list else None)
         self.epoch = self.batch = self.step = 0
         self.step_lr = 0.0  # the learning rate of the last update

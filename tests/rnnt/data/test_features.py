@@ -167,3 +167,16 @@ def test_mel_bins_that_cover_no_fft_bin_are_refused(test_data):
     samples, rate = soundfile.read(real_audio(test_data)[0], dtype="float32")
     channels = fbank(torch.from_numpy(samples), rate, "kaldi", 128).std(0)  # speech: what such a channel holds
     assert channels[3] == 0 and channels[torch.arange(128) != 3].min() > 0.1
+
+
+def test_a_window_longer_than_a_presets_fixed_fft_is_refused_before_any_batch():
+    """mlperf's 20 ms window against its 512-point FFT: 512 samples at 25.6 kHz; above, every batch failed with
+    a shape error mid-epoch. The presets sizing the FFT to the window take any rate."""
+    check_mel_bins("mlperf", 25600, 64)
+    for rate in (32000, 44100):
+        with pytest.raises(ValueError, match=f"the mlperf preset's 20 ms window is {rate // 50} samples at {rate} Hz, "
+                                             "more than its 512-point FFT"):
+            check_mel_bins("mlperf", rate, 64)
+    for preset in ("kaldi", "sherpa_onnx"):
+        check_mel_bins(preset, 44100, 80)
+        assert fbank(torch.randn(44100), 44100, preset, 80).shape == (num_frames(44100, 44100, preset), 80)

@@ -16,7 +16,7 @@ import torch
 from conftest import ROOT, run_tool
 from rnnt.data import stages
 from rnnt.data.audio import load_audio, to_mono
-from rnnt.data.bucketing import bucket_batches
+from rnnt.data.bucketing import bucket_batches, global_batches
 from rnnt.data.config import data_config
 from rnnt.data.features import fbank
 from rnnt.data.loader import LoaderPosition, make_loader
@@ -63,13 +63,17 @@ def keys_of(batches):
 
 # --- stages alone -----------------------------------------------------------------------------------
 
-def test_decode_skips_bad_audio_with_a_warning(fsdd, caplog):
+def test_decode_skips_bad_audio_with_a_warning(fsdd, caplog, tmp_path):
     good = next(records(str(fsdd / "test.list")))
     bad = {"key": "bad-1", "txt": "ONE", "audio": b"garbage" * 20, "source": "test:bad"}
+    headerless = tmp_path / "a.raw"  # soundfile wants a rate for a .raw path: a TypeError, not its usual error
+    headerless.write_bytes(open(good["audio"], "rb").read())
+    raw = {"key": "raw-1", "txt": "ONE", "audio": str(headerless), "source": str(headerless)}
     with caplog.at_level(logging.WARNING):
-        out = list(stages.decode([bad, good]))
+        out = list(stages.decode([bad, raw, good]))
     assert [r["key"] for r in out] == [good["key"]]
     assert "skipped bad-1 from test:bad" in caplog.text
+    assert f"skipped raw-1 from {headerless}: cannot decode audio" in caplog.text
     assert out[0]["waveform"].dim() == 1 and out[0]["sample_rate"] == 8000
 
 
@@ -110,6 +114,20 @@ def test_speed_perturb_changes_length_by_the_factor_and_is_seeded(fsdd):
     first = next(stages.speed_perturb([{**record, "key": "k3"}], (0.9, 1.0, 1.1), seed=1, epoch=0))
     assert torch.equal(again["waveform"], first["waveform"])
 
+
+
+@pytest.mark.parametrize("rate", [8000, 11025, 22050])
+def test_speed_perturb_resamples_by_the_factor_as_a_small_fraction_at_any_rate(rate):
+    """At 8 kHz (16 kHz the same) the ratio is the one the rates gave (7200 / 8000 = 9 / 10); at 11025 Hz x 1.1
+    and 22050 x 1.05 the rounded rates are nearly prime to each other, and their kernel took 4 GB and 24 s."""
+    waveform = torch.randn(rate)
+    for factor, (up, down) in ((0.9, (9, 10)), (1.1, (11, 10)), (1.05, (21, 20)), (0.95, (19, 20))):
+        key = next(f"k{i}" for i in range(100) if next(stages.speed_perturb(
+            [{"key": f"k{i}", "waveform": waveform, "sample_rate": rate}], (factor, 1.0), 0, 0)).get("speed"))
+        out = next(stages.speed_perturb([{"key": key, "waveform": waveform, "sample_rate": rate}], (factor, 1.0), 0, 0))
+        assert torch.equal(out["waveform"], resample(waveform, up, down))
+        assert out["waveform"].shape[0] == math.ceil(rate * down / up)
+    assert torch.equal(resample(waveform, 9, 10), resample(waveform, 7200, 8000))
 
 def test_tokenize_and_filter_count_reasons(fsdd):
     tokenizer = Tokenizer(str(fsdd / "lang"))
@@ -190,6 +208,42 @@ def test_a_pass_reports_rates_resampling_mixdown_and_drops(fsdd, tmp_path, caplo
                               "to data.sample_rate 16000 Hz on the fly"), line[0]
     assert "; 1 mixed down to mono; 1 skipped, their audio unreadable" in line[0]
     assert f"{5 - kept} dropped by the filters ({5 - kept} longer than data.filter.max_duration 0.5 s)" in line[0]
+
+
+def test_one_audio_cache_for_two_pipelines_keeps_both_within_its_budget_and_tells_shards_apart(fsdd, tmp_path):
+    """Training's and validation's pipelines share data.cache_audio_mb (each had the whole budget); two
+    shards holding the same key (two corpora's lists joined) are two utterances, not one (the second was
+    trained with the first one's audio under its own transcript)."""
+    from rnnt.data.audio_cache import AudioCache
+
+    tokenizer, config = Tokenizer(str(fsdd / "lang")), data_config({**TRAIN, "cache_audio_mb": 1, "speed_perturb": []})
+    dev_alone = Pipeline(str(fsdd / "test.list"), dataclasses.replace(config, cache_audio_mb=64), tokenizer, False)
+    list(dev_alone.batches(0))
+    budget = dev_alone.audio_cache.used + 300_000  # the dev list's audio and some of the training list's
+    cache = AudioCache(budget)
+    train = Pipeline(str(fsdd / "train.list"), config, tokenizer, True, audio_cache=cache)
+    dev = Pipeline(str(fsdd / "test.list"), config, tokenizer, False, audio_cache=train.audio_cache)
+    for pipe in (dev, train):
+        list(pipe.batches(0))
+    sources = [source for _, source, _, _ in cache.entries]
+    assert sum(".tar:" not in source for source in sources) == 300 and any(".tar:" in s for s in sources)
+    assert budget - 50_000 < cache.used <= budget
+    shards = []
+    for n, line in enumerate((fsdd / "test.list").read_text().splitlines()[:2]):  # one key, two utterances
+        entry = json.loads(line)
+        shard = tmp_path / f"shard{n}.tar"
+        with tarfile.open(shard, "w") as tar:
+            for name, data in (("same-1.txt", entry["txt"].encode()), ("same-1.wav", open(entry["wav"], "rb").read())):
+                member = tarfile.TarInfo(name)
+                member.size = len(data)
+                tar.addfile(member, io.BytesIO(data))
+        shards.append(str(shard))
+    (tmp_path / "joined.list").write_text("".join(f"{s}\n" for s in shards))
+    joined = Pipeline(str(tmp_path / "joined.list"), config, tokenizer, False)
+    plain = Pipeline(str(tmp_path / "joined.list"), data_config({**TRAIN, "speed_perturb": []}), tokenizer, False)
+    cached_feats, plain_feats = ([f for b in p.batches(0) for f in b["feats"]] for p in (joined, plain))
+    assert len(cached_feats) == 2 and not torch.equal(cached_feats[0], cached_feats[1])
+    assert all(torch.equal(a, b) for a, b in zip(cached_feats, plain_feats))
 
 
 def test_cached_audio_gives_the_same_batches_and_reports_and_is_decoded_once(fsdd, tmp_path, caplog, monkeypatch):
@@ -339,6 +393,18 @@ def test_bucketing_gives_every_rank_a_slice_of_one_global_batch_per_step(fsdd):
     assert workers[0] == ranks[2][0::2] and workers[1] == ranks[2][1::2]
 
 
+
+def test_bucketing_drops_the_utterances_that_fill_no_global_batch_at_random_places():
+    """100 utterances of 1..100 s, global batches of 24: 4 dropped an epoch, from any bucket (cut from the
+    end of the duration order, they were the 4 longest every epoch, never trained on)."""
+    lines = [json.dumps({"key": f"u{i:03d}", "wav": "x.wav", "txt": "A", "duration": float(i + 1)}) for i in range(100)]
+    dropped = []
+    for epoch in range(30):
+        trained = {json.loads(line)["key"] for batch in global_batches(lines, 4, 24, 0, epoch) for line in batch}
+        assert len(trained) == 96
+        dropped += sorted({f"u{i:03d}" for i in range(100)} - trained)
+    assert len(set(dropped)) > 50 and min(dropped) < "u050"
+
 # --- the whole chain --------------------------------------------------------------------------------
 
 def test_whole_chain_over_shards(fsdd):
@@ -475,7 +541,7 @@ def test_a_bucketed_resume_goes_on_exactly_and_reads_no_audio_of_the_batches_bef
 
 def test_validation_reads_every_utterance_whatever_the_training_buckets(fsdd):
     """data.buckets orders training; the validation pipeline, built from the same data section, reads the whole
-    list (bucketing leaves out the tail that fills no batch: 6 of 300 in batches of 7) and takes a shard list."""
+    list (bucketing leaves out what fills no batch: 6 of 300 in batches of 7) and takes a shard list."""
     assert len(keys_of(pipeline(fsdd, list_name="test.list", buckets=3, batch={"type": "static", "batch_size": 7})
                        .batches())) == 294
     valid = pipeline(fsdd, train=False, list_name="test.list", buckets=3, batch={"type": "static", "batch_size": 7})

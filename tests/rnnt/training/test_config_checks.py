@@ -52,6 +52,18 @@ def test_a_conv_front_end_too_narrow_for_its_layers_is_refused(tmp_path):
     assert "model.encoder.conv_layers 2 strided convolutions need a wider input than model.encoder.input_dim 6" in error
 
 
+def test_a_share_of_the_utterance_as_a_fixed_time_mask_width_is_refused(tmp_path):
+    """time_width 0.05 counts frames without adaptive: int(0.05) = 0, every time mask 0 frames wide, in silence."""
+    def share(values):
+        values["data"]["spec_augment"] = {"freq_masks": 2, "freq_width": 10, "time_masks": 2, "time_width": 0.05}
+    error = load_error(write_config(tmp_path, share))
+    assert "data.spec_augment.time_width counts frames unless adaptive: true, got 0.05" in error, error
+
+    def adaptive(values):
+        values["data"]["spec_augment"] = {"freq_masks": 2, "freq_width": 10, "adaptive": True, "time_width": 0.05}
+    assert load_error(write_config(tmp_path, adaptive)) == ""
+
+
 def test_the_recipes_configs_pass():
     for path in sorted(ROOT.glob("egs/*/conf/*.yaml")):
         values = yaml.safe_load(path.read_text())
