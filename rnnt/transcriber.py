@@ -17,7 +17,7 @@ import torch
 from rnnt.data import stages
 from rnnt.data.audio import check_finite, load_audio, to_mono
 from rnnt.data.config import BatchConfig, FilterConfig
-from rnnt.data.features import PRESETS
+from rnnt.data.fbank_presets import PRESETS, frame_samples
 from rnnt.data.pipeline import Pipeline
 from rnnt.data.resample import resample
 from rnnt.data.tokenizer import SPACE, Tokenizer
@@ -64,8 +64,10 @@ def decode_batch(model, feats, feat_lens, method: str = "greedy",
 
 
 def seconds_per_input_frame(experiment: Experiment) -> float:
-    """Duration of one model input frame (fbank shift x frame subsampling)."""
-    return PRESETS[experiment.data.features.preset].shift_ms / 1000 * experiment.data.subsample
+    """Duration of one model input frame (fbank shift x frame subsampling): the shift in whole samples, as
+    the features take it (at 22050 Hz 220 samples, 9.977 ms: times at the nominal 10 ms ran 0.23% late)."""
+    rate = experiment.data.sample_rate
+    return frame_samples(PRESETS[experiment.data.features.preset], rate)[1] / rate * experiment.data.subsample
 
 
 def seconds_per_encoder_frame(experiment: Experiment) -> float:

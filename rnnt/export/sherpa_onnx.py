@@ -185,11 +185,15 @@ def _export_encoder(model, frontend, options: ExportOptions, path: str, unit: in
     _export(encoder, (torch.randn(1, 100, bins), torch.tensor([100])), path, ["x", "x_lens"],
             ["encoder_out", "encoder_out_lens"],
             {"x": {0: "N", 1: "T"}, "x_lens": {0: "N"}, "encoder_out": {0: "N", 1: "T_out"},
-             "encoder_out_lens": {0: "N"}}, metadata)
-    # lengths with every remainder of stacking and StackTime, none of them the traced one, and a clip too short
-    # for a conv front end's first output frame
+             "encoder_out_lens": {0: "N"}},
+            # the loader of sherpa-onnx's C++ (its offline tool, C API, mobile bindings) picks the kind of model by
+            # this value, which must name one of its offline transducers: all run one graph interface, ours
+            {**metadata, "model_type": "conformer"})
+    # lengths with every remainder of stacking and StackTime, none of them the traced one, and clips too short
+    # for a conv front end's first or second output frame (whatever the stacking: 1, 3)
     cases = [{"x": torch.randn(2, 101 + k, bins), "x_lens": torch.tensor([101 + k, 61 + k])} for k in range(unit)]
-    return _verify(encoder, path, cases + [{"x": torch.randn(2, 3, bins), "x_lens": torch.tensor([3, 1])}])
+    return _verify(encoder, path, cases + [{"x": torch.randn(2, n, bins), "x_lens": torch.tensor([n, n - 1])}
+                                           for n in (3, 6, 18)])
 
 
 def _export_decoder_and_joiner(model, paths: dict, metadata: dict) -> dict:

@@ -8,8 +8,10 @@ import torch
 
 
 def conv_out_length(lengths):
-    """Frames out of one 3x3 convolution striding 2 (no padding), for an int or a tensor of lengths."""
-    return (lengths - 3) // 2 + 1
+    """Frames out of one 3x3 convolution striding 2 (no padding), for an int or a tensor of lengths:
+    (lengths - 3) // 2 + 1, with a numerator that is never negative for a length of 1 or more (an ONNX graph's
+    integer division rounds toward zero, PyTorch's down: a length of 2 gave 1 frame there, 0 here)."""
+    return (lengths - 1) // 2
 
 
 def conv_output_frames(frames: int, layers: int) -> int:

@@ -32,3 +32,24 @@ def test_a_bad_segments_or_reco2file_and_channel_line_is_named(tmp_path):
     (tmp_path / "reco2file_and_channel").write_text("reco file\n")
     with pytest.raises(ValueError, match=f"^{tmp_path}/reco2file_and_channel:1: expected '<recording> <file>"):
         recording_offsets(str(tmp_path))
+
+
+@pytest.mark.parametrize("rate,shift", [(16000, 160), (8000, 80), (22050, 220), (11025, 110)])
+def test_a_frame_lasts_its_shift_in_whole_samples_as_the_features_take_it(rate, shift):
+    """The ctm's and transcribe.py's times: at 22050 Hz a 10 ms shift is 220 samples, 9.977 ms; at the nominal
+    10 ms every time ran 0.23% late (8 s an hour); the frames of an hour of audio end at the hour."""
+    import dataclasses
+
+    from rnnt.data.features import num_frames
+    from rnnt.training.experiment import load_experiment
+    from rnnt.transcriber import seconds_per_encoder_frame, seconds_per_input_frame
+    from conftest import ROOT
+
+    experiment = load_experiment(str(ROOT / "egs" / "an4" / "conf" / "ci.yaml"))
+    experiment = dataclasses.replace(experiment, data=dataclasses.replace(experiment.data, sample_rate=rate))
+    subsample = experiment.data.subsample
+    assert seconds_per_input_frame(experiment) == shift / rate * subsample
+    assert seconds_per_encoder_frame(experiment) == shift / rate * subsample * experiment.model.encoder.time_reduction
+    hour = 3600 * rate
+    frames = -(-num_frames(hour, rate, experiment.data.features.preset) // subsample)
+    assert abs(frames * seconds_per_input_frame(experiment) - 3600) < 0.1

@@ -7,6 +7,8 @@ tests/rnnt/export/test_deploy.py's."""
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import onnx
@@ -174,7 +176,14 @@ def test_an_offline_export_is_what_sherpa_onnx_loads(tmp_path, langs, test_data,
     for name in ("encoder", "decoder", "joiner"):
         assert metadata(out / f"{name}.onnx") == {"model_author": AUTHOR, "vocab_size": str(vocab),
                                                    "context_size": "2", "joiner_dim": "24", "sample_rate": "16000",
-                                                   "feature_dim": "80", "checkpoint": "epoch-2.pt"}
+                                                   "feature_dim": "80", "checkpoint": "epoch-2.pt",
+                                                   **({"model_type": "conformer"} if name == "encoder" else {})}
+    # loaded as sherpa-onnx's C++ tools and bindings load it, the kind of model read from the encoder (without
+    # model_type there, the process exits: in a process of its own)
+    load = ("import json, sherpa_onnx; args = json.load(open('sherpa-onnx.json')); "
+            "sherpa_onnx.OfflineRecognizer.from_transducer(**args, model_type=''); print('loaded')")
+    loaded = subprocess.run([sys.executable, "-c", load], cwd=out, capture_output=True, text=True, timeout=120)
+    assert loaded.returncode == 0 and loaded.stdout.strip() == "loaded", loaded.stderr[-2000:]
     assert io_shapes(out / "encoder.onnx") == {"x": ["N", "T", 80], "x_lens": ["N"],
                                                "encoder_out": ["N", "T_out", 24], "encoder_out_lens": ["N"]}
     assert io_shapes(out / "decoder.onnx") == {"y": ["N", 2], "decoder_out": ["N", 24]}
