@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Write the raw-mode data list of a Kaldi data dir: one JSON object a line, {"key", "wav", "txt"},
-with "start" and "end" (seconds) for segments (no "end" for one that runs to its recording's end, as
-combine_data.sh writes -1), and "duration" (seconds; data.buckets orders by it) from utt2dur, or a segment's
+with "start" and "end" (seconds) for segments (one that runs to its recording's end, end -1 as
+combine_data.sh writes it for a source without segments or utt2dur, ends at the recording's length; from 0,
+it is the whole file), and "duration" (seconds; data.buckets orders by it) from utt2dur, or a segment's
 own times. WeNet reads the same format.
 
 Entries whose audio is a piped command cannot be listed raw: they are named and skipped (use
@@ -13,10 +14,20 @@ import json
 import os
 import sys
 
+import soundfile
+
 from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.datadir.table import read_table
 from rnnt.datadir.utterances import read_utterances
 from rnnt.datadir.values import is_positive_number
+
+
+def recording_seconds(path: str) -> float | None:
+    """A recording's length from its header; None where it cannot be read."""
+    try:
+        return soundfile.info(path).duration
+    except (RuntimeError, soundfile.LibsndfileError, TypeError):
+        return None
 
 
 def main() -> str:
@@ -36,8 +47,13 @@ def main() -> str:
             skipped.append(f"{utterance.audio_where}: {utterance.key}: a piped command cannot be a raw entry")
             continue
         entry = {"key": utterance.key, "wav": utterance.source, "txt": utterance.text}
-        if utterance.start is not None:  # a segment; one to the end of its recording (end -1) has no end
-            entry.update(start=utterance.start, **({"end": utterance.end} if utterance.end >= 0 else {}))
+        if utterance.start is not None and not (utterance.start == 0 and utterance.end < 0):  # 0 -1: the whole file
+            end = utterance.end if utterance.end >= 0 else recording_seconds(utterance.source)
+            if end is None:
+                skipped.append(f"{utterance.audio_where}: {utterance.key}: its segment runs to the end of a recording "
+                               "whose length cannot be read")
+                continue
+            entry.update(start=utterance.start, end=end)  # WeNet's reader wants both
         duration = durations.get(utterance.key)
         if duration is not None and is_positive_number(duration.value):
             entry["duration"] = float(duration.value)
@@ -51,6 +67,8 @@ def main() -> str:
         rows.append(entry)
     for reason in skipped:
         print(f"make_raw_list.py: skipped {reason}", file=sys.stderr)
+    if not rows:
+        raise ToolError(f"{args.data_dir}: no utterance has both audio and text")
     tmp = f"{args.data_list}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)

@@ -1,8 +1,9 @@
 """Combines several Kaldi data dirs into one; a key found in two of them is an error.
 
 As Kaldi's script of that name: when some sources have `segments` and others do not, each utterance of
-the others becomes a segment covering its whole recording (`<utt> <utt> 0 -1`, -1 meaning the end), so
-the combined dir keeps every segment; and when some have `utt2uniq`, each utterance of the others is its own
+the others becomes a segment covering its whole recording (`<utt> <utt> 0 <its utt2dur>`, or -1, meaning the
+end, for a source without utt2dur), so the combined dir keeps every segment; and when some have `utt2uniq`,
+each utterance of the others is its own
 original. Other files missing from a source are left out, and named; the files of a data dir that an earlier
 run left in <dest> and this one does not write are removed. `--extra-files "A B"` combines more files the same
 way (keys unique across dirs), left as they are by the repair. Where sources with feats.scp have a frame_shift,
@@ -21,7 +22,7 @@ import sys
 from rnnt.cli import tool_parser
 from rnnt.datadir.fix import fix_data_dir, reasons
 from rnnt.datadir.layout import (FIELDS, FILTERED_SPEAKER, PER_RECORDING, PER_SPEAKER, Tables, load_dir,
-                                 refuse_writing_over_a_source, write_dir)
+                                 refuse_writing_over_a_source, remove_unwritten, write_dir)
 from rnnt.datadir.table import write_table
 
 
@@ -31,7 +32,8 @@ def combine(sources: list[str], extra: tuple[str, ...] = ()) -> Tables:
     if any("segments" in tables for tables in loaded):
         for tables in loaded:
             if "segments" not in tables:  # one recording per utterance, keyed by the utterance
-                tables["segments"] = {utt: f"{utt} 0 -1" for utt in tables["utt2spk"]}
+                durations = tables.get("utt2dur", {})
+                tables["segments"] = {utt: f"{utt} 0 {durations.get(utt, '-1')}" for utt in tables["utt2spk"]}
     if any("utt2uniq" in tables for tables in loaded):
         for tables in loaded:  # as Kaldi's: an utterance of a source without utt2uniq is its own original
             tables.setdefault("utt2uniq", {utt: utt for utt in tables["utt2spk"]})
@@ -85,9 +87,7 @@ def parse_args(argv: list[str] | None):
 def write_combined(merged: Tables, extra: tuple[str, ...], frame_shift: str | None, dest: str) -> None:
     """Writes the combined dir, the extra files whole (their keys are no one's to filter), over what an earlier run
     left there (Kaldi's starts from an empty dest)."""
-    for name in [*FIELDS, *extra, "spk2utt", "frame_shift", "stm"]:
-        if name not in merged and os.path.isfile(os.path.join(dest, name)):
-            os.remove(os.path.join(dest, name))
+    remove_unwritten(dest, {*merged, "spk2utt", *(["frame_shift"] if frame_shift is not None else [])}, extra)
     write_dir({name: records for name, records in merged.items() if name not in extra}, set(merged["utt2spk"]), dest)
     for name in extra:
         if name in merged:

@@ -84,6 +84,15 @@ def refuse_writing_over_a_source(sources: list[str], dest: str, what: str) -> No
             raise ValueError(f"{dest}: {what} must go to another dir than its source {src}")
 
 
+def remove_unwritten(dest: str, written, extra: tuple[str, ...] = ()) -> None:
+    """Removes the data-dir files (and the extra ones) an earlier run left in dest that this one does not write
+    (those named in written): a stale utt2dur or spk2gender would be taken for the new dir's (Kaldi's tools
+    start from an empty dest)."""
+    for name in [*FIELDS, *extra, "spk2utt", "frame_shift", "stm"]:
+        if name not in written and os.path.isfile(os.path.join(dest, name)):
+            os.remove(os.path.join(dest, name))
+
+
 def write_dir(tables: Tables, keep: set[str], dest: str, utt_extra: tuple[str, ...] = (),
               spk_extra: tuple[str, ...] = ()) -> set[str]:
     """Writes the files restricted to the utterances in keep (and their speakers and recordings); utt_extra and

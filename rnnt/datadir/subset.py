@@ -9,11 +9,13 @@ or `utils/subset_data_dir.sh --utt-list FILE|--spk-list FILE <src> <dest>`.
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 
 from rnnt.cli import tool_parser
-from rnnt.datadir.layout import Tables, carry_side_files, load_dir, refuse_writing_over_a_source, write_dir
+from rnnt.datadir.layout import (Tables, carry_side_files, load_dir, refuse_writing_over_a_source, remove_unwritten,
+                                 write_dir)
 from rnnt.datadir.speakers import utt2spk_to_spk2utt
 from rnnt.datadir.table import read_ids
 
@@ -134,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
             keep = [u for u in tables["utt2spk"] if tables["utt2spk"][u] in wanted]
         else:
             keep = pick(tables, int(args.args[1]), args.how or "spread", args.seed)
+        side_files = [name for name in ("frame_shift", "stm") if os.path.isfile(os.path.join(src, name))]
+        remove_unwritten(dest, {*tables, "spk2utt", *side_files})
         carry_side_files(src, dest, write_dir(tables, set(keep), dest))
     except (OSError, ValueError) as error:
         print(f"subset_data_dir.sh: {error}", file=sys.stderr)

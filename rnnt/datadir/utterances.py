@@ -29,6 +29,10 @@ def read_utterances(data_dir: str) -> tuple[list[Utterance], list[str]]:
     skipped: list[str] = []
     text = read_table(os.path.join(data_dir, "text"), skipped)
     wav = read_table(os.path.join(data_dir, "wav.scp"), skipped)
+    for key, line in [(key, line) for key, line in wav.items() if not line.value.strip()]:
+        skipped.append(f"{line.where}: {key}: no audio after the key")
+        del wav[key]
+        text.pop(key, None)  # the one utterance, counted once
     segments_path = os.path.join(data_dir, "segments")
     if os.path.isfile(segments_path):
         utterances = segment_utterances(text, wav, read_table(segments_path, skipped), skipped)

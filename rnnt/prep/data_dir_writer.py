@@ -19,7 +19,7 @@ import soundfile
 
 from rnnt.cli import tool_parser
 from rnnt.data.report import rates_text
-from rnnt.datadir.layout import write_spk2utt
+from rnnt.datadir.layout import remove_unwritten, write_spk2utt
 from rnnt.datadir.table import write_table
 from rnnt.datadir.table_rules import transcript_problems
 from rnnt.datadir.validate import validate_data_dir
@@ -105,12 +105,13 @@ class AudioInfo:
 
 
 def audio_info(path: str) -> AudioInfo | None:
-    """Duration, rate and channels from the file header; None if unreadable or empty."""
+    """Duration, rate and channels from the file header; None if unreadable or empty (under 0.5 ms: utt2dur's
+    0.000, which the validator refuses)."""
     try:
         info = soundfile.info(path)
     except (RuntimeError, OSError, soundfile.LibsndfileError):
         return None
-    if info.frames <= 0 or info.samplerate <= 0:
+    if info.frames <= 0 or info.samplerate <= 0 or round(info.frames / info.samplerate, 3) <= 0:
         return None
     return AudioInfo(info.frames / info.samplerate, info.samplerate, info.channels)
 
@@ -179,6 +180,8 @@ def write_data_dir(dest: str, utterances: list[Utterance], report: Report,
         kept.append((utt, info))
     if not kept:
         raise ValueError(f"{dest}: no usable utterances ({report.summary(since)})")
+    written = {"wav.scp", "text", "utt2spk", "spk2utt", "utt2dur", *(["spk2gender"] if spk2gender is not None else [])}
+    remove_unwritten(dest, written)  # an earlier run's spk2gender or segments would not fit these utterances
     write_table(os.path.join(dest, "wav.scp"), ((u.utt_id, os.path.abspath(u.audio)) for u, _ in kept))
     write_table(os.path.join(dest, "text"), ((u.utt_id, u.text) for u, _ in kept))
     write_table(os.path.join(dest, "utt2spk"), ((u.utt_id, u.speaker) for u, _ in kept))

@@ -162,15 +162,20 @@ def test_unpaired_malformed_and_repeated_entries_are_named_counted_and_the_rest_
     text, wav = table(data / "text"), table(data / "wav.scp")
     keys = sorted(text)
     (data / "text").write_text("".join(f"{k} {text[k]}\n" for k in keys[1:]) + f"{keys[1]} A REPEAT\n")
-    (data / "wav.scp").write_text("".join(f"{k} {wav[k]}\n" for k in keys[:4]))
+    (data / "wav.scp").write_text("".join(f"{k} {wav[k]}\n" for k in keys[:3]) + f"{keys[3]}\n")
     outputs = lambda n: ([tmp_path / f"sh{n}"] if tool == "make_shards.py" else []) + [tmp_path / f"l{n}"]
     out = run_tool(sys.executable, STEPS / tool, data, *outputs(1))
     assert out.returncode == 0, out.stderr
     assert f"skipped {data}/wav.scp:1: {keys[0]}: no transcript in text" in out.stderr
+    assert f"skipped {data}/wav.scp:4: {keys[3]}: no audio after the key" in out.stderr
     assert f"skipped {data}/text:4: {keys[4]}: no audio in wav.scp" in out.stderr
     assert f"skipped {data}/text:5: {keys[1]}: repeats the key of line 1; left out" in out.stderr
-    assert "3 utterances" in out.stdout or "wrote 3 utterances" in out.stdout
-    assert out.stdout.rstrip().endswith("skipped 3")
+    assert "2 utterances" in out.stdout or "wrote 2 utterances" in out.stdout
+    assert out.stdout.rstrip().endswith("skipped 4")
+    (data / "text").write_text("")  # nothing to list: an error, as no list at all
+    empty = run_tool(sys.executable, STEPS / tool, data, *outputs(0))
+    assert empty.returncode == 1 and "no utterance has both audio and text" in empty.stderr, empty.stderr
+    (data / "text").write_text("".join(f"{k} {text[k]}\n" for k in keys[1:]) + f"{keys[1]} A REPEAT\n")
     recording = keys[1]
     (data / "wav.scp").write_text(f"{recording} {wav[recording]}\n")
     (data / "segments").write_text(f"a {recording} 0.0 1.5\nb {recording} 1.5\nc {recording} 2.0 1.0\n"
@@ -253,12 +258,24 @@ def test_raw_list(test_data, tmp_path):
     assert [r["key"] for r in rows] == sorted(table(data / "text"))
     assert rows[0]["txt"] == table(data / "text")[rows[0]["key"]] and Path(rows[0]["wav"]).is_file()
     assert abs(rows[0]["duration"] - 10.435) < 1e-3
-    keys = sorted(table(data / "text"))  # segments: one with times, one to its recording's end (end -1)
-    (data / "segments").write_text(f"{keys[0]} {keys[0]} 0.5 2.25\n{keys[1]} {keys[1]} 1.0 -1\n")
+    # segments: one with times, two to their recordings' end (end -1, which combine_data.sh writes for a source
+    # without utt2dur): ending at the recording's length, or from 0 the whole file (WeNet wants no start without
+    # an end); one whose recording cannot be read is named
+    keys, text, wav = sorted(table(data / "text")), (data / "text").read_text(), table(data / "wav.scp")
+    (data / "wav.scp").write_text("".join(f"{k} {wav[k] if k != keys[3] else tmp_path / 'gone.flac'}\n"
+                                          for k in keys))
+    (data / "segments").write_text(f"{keys[0]} {keys[0]} 0.5 2.25\n{keys[1]} {keys[1]} 1.0 -1\n"
+                                   f"{keys[2]} {keys[2]} 0 -1\n{keys[3]} {keys[3]} 1.0 -1\n")
+    (data / "text").write_text("".join(f"{k} {table(data / 'text')[k]}\n" for k in keys[:4]))
     out = run_tool(sys.executable, STEPS / "make_raw_list.py", data, tmp_path / "segments.list")
     assert out.returncode == 0, out.stderr
     rows = [json.loads(line) for line in (tmp_path / "segments.list").read_text().splitlines()]
-    assert (rows[0]["start"], rows[0]["end"]) == (0.5, 2.25) and rows[1]["start"] == 1.0 and "end" not in rows[1]
+    assert (rows[0]["start"], rows[0]["end"]) == (0.5, 2.25)
+    assert (rows[1]["start"], rows[1]["end"]) == (1.0, soundfile.info(wav[keys[1]]).duration)
+    assert rows[2]["key"] == keys[2] and "start" not in rows[2] and "end" not in rows[2]
+    assert len(rows) == 3 and f"{keys[3]}: its segment runs to the end of a recording whose length" in out.stderr
+    (data / "wav.scp").write_text("".join(f"{k} {wav[k]}\n" for k in keys))  # the dir as it was
+    (data / "text").write_text(text)
     durations = (data / "utt2dur").read_text().splitlines()  # one duration that is no number, one missing
     (data / "utt2dur").write_text("\n".join([f"{keys[0]} 0"] + durations[2:]) + "\n")
     (data / "segments").unlink()

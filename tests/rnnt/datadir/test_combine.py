@@ -43,7 +43,8 @@ def test_combine_leaves_out_files_not_in_every_source(librispeech_dir, tmp_path)
 
 
 def test_combine_keeps_segments_when_only_some_sources_have_them(librispeech_dir, tmp_path):
-    """As Kaldi: a source without segments contributes one whole-recording segment per utterance."""
+    """As Kaldi: a source without segments contributes one whole-recording segment per utterance, ending at
+    its utt2dur (WeNet's reader refuses a start without an end)."""
     first, second = tmp_path / "first", tmp_path / "second"
     run_tool(UTILS / "subset_data_dir.sh", "--first", librispeech_dir, "3", first, check=True)
     run_tool(UTILS / "subset_data_dir.sh", "--last", librispeech_dir, "5", second, check=True)
@@ -54,8 +55,8 @@ def test_combine_keeps_segments_when_only_some_sources_have_them(librispeech_dir
     assert out.returncode == 0, out.stderr
     segments = dict(line.split(maxsplit=1) for line in (tmp_path / "c" / "segments").read_text().splitlines())
     assert len(segments) == 8
-    for utt in (line.split()[0] for line in (second / "utt2spk").read_text().splitlines()):
-        assert segments[utt] == f"{utt} 0 -1"
+    for utt, duration in (line.split() for line in (second / "utt2dur").read_text().splitlines()):
+        assert segments[utt] == f"{utt} 0 {duration}"
     assert segments[sorted(durations)[0]].split()[:2] == [sorted(durations)[0], "0.50"]
     assert_valid(tmp_path / "c")
 
@@ -132,7 +133,7 @@ def test_segments_from_some_sources_only(speechocean_dir, tmp_path):
     # the first source's utterances cut from one long recording
     (tmp_path / "0" / "wav.scp").write_text("long WAVE/long.opus\n")
     (tmp_path / "0" / "segments").write_text("".join(f"{u} long {i} {i + 1}\n" for i, u in enumerate(utts[:3])))
-    merged = combine([first, second])
+    merged = combine([first, second])  # a source without utt2dur: its recordings' ends are -1
     assert merged["segments"] == {utts[0]: "long 0 1", utts[1]: "long 1 2", utts[2]: "long 2 3",
                                   utts[3]: f"{utts[3]} 0 -1", utts[4]: f"{utts[4]} 0 -1"}
     assert list(merged["wav.scp"]) == ["long", utts[3], utts[4]]

@@ -22,6 +22,19 @@ def test_subset_first_last_spread(librispeech_dir, tmp_path, how, expected):
     assert_valid(dest)
 
 
+def test_a_subset_written_over_an_earlier_one_keeps_none_of_its_files(librispeech_dir, tmp_path):
+    """The second subset's source has no utt2dur: the first one's, left in dest, named utterances the new dir
+    has not (the validator refused it, fix_data_dir would have dropped the real ones)."""
+    dest, plain = tmp_path / "subset", tmp_path / "plain"
+    run_tool(UTILS / "copy_data_dir.sh", librispeech_dir, plain, check=True)
+    (plain / "utt2dur").unlink()
+    run_tool(UTILS / "subset_data_dir.sh", "--first", librispeech_dir, "2", dest, check=True)
+    assert (dest / "utt2dur").is_file()
+    run_tool(UTILS / "subset_data_dir.sh", "--last", plain, "2", dest, check=True)
+    assert not (dest / "utt2dur").exists() and keys(dest / "utt2spk") == keys(plain / "utt2spk")[-2:]
+    assert_valid(dest)
+
+
 def test_subset_random_is_seeded_and_valid(librispeech_dir, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     run_tool(UTILS / "subset_data_dir.sh", "--random", "--seed", "3", librispeech_dir, "4", a, check=True)
