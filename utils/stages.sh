@@ -59,9 +59,13 @@ logged() {  # logged LOG COMMAND [ARG...]: runs COMMAND, its output to the termi
   if [ -t 2 ] && $progress_bars; then terminal=/dev/tty; fi
   # the command runs in the background, so that a signal to this shell reaches stop_logged at once (a
   # shell waiting on a foreground command handles its traps after it), reading nothing (stdin /dev/null)
-  exec {output}> >(trap '' INT TERM HUP; exec tee -a "$log")  # Ctrl-C stops the command, not its log
+  # Ctrl-C stops the command, not its log, nor does a reader of run.sh's output gone (`| tee` stopped by the same
+  # Ctrl-C): the log is still written to the end (tee -p goes on past a closed pipe)
+  exec {output}> >(trap '' INT TERM HUP PIPE; exec tee -p -a "$log")
   logged_tee=$!
-  RNNT_TERMINAL=$terminal PYTHONUNBUFFERED=1 "$@" >&"$output" 2>&1 < /dev/null &
+  # Ctrl-C and a hangup (a closed terminal, an ssh connection lost) reach every process of the terminal: the
+  # command ignores them, this shell passes SIGTERM on (stop_logged), and training saves its position
+  (trap '' INT HUP; RNNT_TERMINAL=$terminal PYTHONUNBUFFERED=1 exec "$@") >&"$output" 2>&1 < /dev/null &
   logged_command=$!
   logged_log=$log
   exec {output}>&-
@@ -97,15 +101,19 @@ each_ended() {  # each_ended: waits for the commands at_once started; ended_well
 }
 stop_logged() {  # the trap of SIGTERM, SIGHUP and SIGINT: the running commands are stopped and waited for
   local status=0
-  trap '' TERM HUP INT  # once
+  # once; and a reader of this shell's output that is gone (`./run.sh 2>&1 | tee`, whose tee the same Ctrl-C
+  # stopped) must not end it before it has passed the signal on: the messages come after, and may fail
+  trap '' TERM HUP INT PIPE
   if [ "${#background_stages[@]}" -gt 0 ]; then
-    echo "$(date +%T) stopped: SIGTERM passed on to the stages running at once (pids ${background_stages[*]})" >&2
     kill -TERM "${background_stages[@]}" 2>/dev/null || true
+    echo "$(date +%T) stopped: SIGTERM passed on to the stages running at once (pids ${background_stages[*]})" \
+      >&2 2>/dev/null || true
     wait "${background_stages[@]}" || true
   fi
   if [ -n "$logged_command" ]; then
-    echo "$(date +%T) stopped: SIGTERM passed on to the running command (pid $logged_command); waiting for it" >&2
     kill -TERM "$logged_command" 2>/dev/null || true
+    echo "$(date +%T) stopped: SIGTERM passed on to the running command (pid $logged_command); waiting for it" \
+      >&2 2>/dev/null || true
     wait "$logged_command" || status=$?
     wait "$logged_tee" || true
     printf '# stopped %s: the command got SIGTERM and ended with status %d\n' "$(date '+%F %T')" "$status" \
@@ -181,10 +189,13 @@ stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT...]
   if [ $# -gt 0 ] && [ "$1" != "--" ]; then dir=$1; shift; fi
   [ "${1:-}" = "--" ] && shift
   mark=$(stage_mark "$n" "$name" "$dir")
-  if [ "$n" -lt "$stage" ] || [ "$n" -gt "$stop_stage" ]; then  # not run: out of date if its inputs changed
+  if [ "$n" -lt "$stage" ] || [ "$n" -gt "$stop_stage" ]; then  # not run: out of date if its inputs changed, or
+    # if it was started on changed inputs and stopped (its marker gone, the pending one left)
     if [ -f "$mark" ] && [ "$(head -n 1 "$mark")" != "$(stage_fingerprint "$@" 2> /dev/null)" ] &&
         [ "$(head -n 1 "$mark")" != "$(stage_fingerprint --legacy "$@")" ]; then
       out_of_date+=("stage $n ($name)")
+    elif [ ! -f "$mark" ] && [ -f "$mark.pending" ]; then
+      out_of_date+=("stage $n ($name), stopped before it ended")
     fi
     return 1
   fi

@@ -2,9 +2,12 @@
 
 import hashlib
 import os
+import shlex
 import signal
 import subprocess
 import time
+
+import pytest
 
 from conftest import ROOT
 from stopping_recipes import stop_once_logged
@@ -174,19 +177,25 @@ echo never reached
     assert running == ""  # nothing left behind
 
 
-def test_ctrl_c_stops_the_command_and_its_last_words_reach_the_log(tmp_path):
+@pytest.mark.parametrize("how", ["ctrl_c", "ctrl_c_through_tee", "hangup"])
+def test_ctrl_c_or_a_hangup_stops_the_command_and_its_last_words_reach_the_log(tmp_path, how):
     """Ctrl-C signals the terminal's whole process group: the tee writing the stage's log must outlive it, or
-    what the command prints while it stops (the trainer's last checkpoint) is lost, and its print fails."""
+    what the command prints while it stops (the trainer's last checkpoint) is lost, and its print fails. Run as
+    `./run.sh 2>&1 | tee`, the same Ctrl-C stops that tee: the shell, writing to it, passes SIGTERM on first
+    (it died of SIGPIPE, the training left running on its own). A hangup (the terminal closed) reaches the
+    command too: it ignores it and stops on the shell's SIGTERM (it died at once, no checkpoint)."""
     (tmp_path / "stoppable.py").write_text(STOPPABLE)
     script = """set -euo pipefail
 stage=0; stop_stage=100
 . "$ROOT/utils/stages.sh"
 logged "$(stage_log 4 train exp)" python3 stoppable.py
 """
+    command = ["bash", "-c", f"bash -c {shlex.quote(script)} 2>&1 | tee run.out" if how == "ctrl_c_through_tee"
+               else script]
     # SIGINT as a terminal's shell leaves it to a command it runs: where the tests themselves were started in the
     # background of a shell without job control (nohup ... &), SIGINT comes ignored, and a shell cannot trap a
     # signal ignored on entry
-    recipe = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    recipe = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"}, start_new_session=True,
                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     log = tmp_path / "exp" / "log" / "4.train.log"
@@ -194,11 +203,15 @@ logged "$(stage_log 4 train exp)" python3 stoppable.py
     while not (log.exists() and "step 3" in log.read_text().splitlines()):
         assert time.monotonic() < deadline and recipe.poll() is None
         time.sleep(0.05)
-    os.killpg(recipe.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the shell, the command and the tee
+    # as a terminal's Ctrl-C or hangup: the shell, the command and the tees
+    os.killpg(recipe.pid, signal.SIGHUP if how == "hangup" else signal.SIGINT)
     recipe.communicate(timeout=30)
     lines = log.read_text().splitlines()
-    assert recipe.returncode == 143 and any(line.startswith("saving at step") for line in lines), lines[-4:]
-    assert lines[-1].startswith("# stopped")
+    assert any(line.startswith("saving at step") for line in lines), lines[-4:]
+    assert lines[-1].startswith("# stopped") and lines[-1].endswith("ended with status 143"), lines[-4:]
+    assert how == "ctrl_c_through_tee" or recipe.returncode == 143
+    running = subprocess.run(["pgrep", "-f", "python3 stoppable.py"], capture_output=True, text=True).stdout
+    assert running == ""
 
 
 def test_a_word_left_over_or_a_stage_not_a_number_is_refused(tmp_path):
@@ -279,3 +292,10 @@ decode_result "corpus: test" exp epoch-1 test greedy"""
     assert run("3").splitlines()[-2:] == ["corpus: test %WER 5.00 [ 1 / 20, 0 ins, 0 del, 1 sub ]", (
         "  (from before your changes: stage 4 (train), left out by --stage/--stop-stage, has other inputs now)")]
     assert "from before your changes" not in run()  # run: the training's inputs are its marker's again
+    # edited again, and the training stopped half way (its marker gone, the pending one left): the old model's
+    # result is no more current than before
+    (tmp_path / "conf.yaml").write_text("lr: 0.001\n")
+    marks = tmp_path / "exp" / ".stages"
+    (marks / "4.train.done").rename(marks / "4.train.done.pending")
+    assert run("3").splitlines()[-1] == ("  (from before your changes: stage 4 (train), stopped before it ended, left "
+                                         "out by --stage/--stop-stage, has other inputs now)")
