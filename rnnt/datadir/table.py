@@ -57,11 +57,12 @@ def keep_bytes_on_standard_streams() -> None:
 
 
 def open_keeping_bytes(path: str) -> TextIO:
-    """path opened for reading lines to copy (KEEP_BYTES); '-' is standard input."""
+    """path opened for reading lines to copy (KEEP_BYTES), split at newlines only (a lone CR is inside its line,
+    as Kaldi's tools and standard input read it); '-' is standard input."""
     if path == "-":
         keep_bytes_on_standard_streams()
         return sys.stdin
-    return open(path, encoding="utf-8", errors=KEEP_BYTES)
+    return open(path, encoding="utf-8", errors=KEEP_BYTES, newline="\n")
 
 
 def write_lines(path: str, texts) -> None:

@@ -49,19 +49,21 @@ class Problems:
 
 def non_printable(text: str) -> str | None:
     """The first character Kaldi's validate_data_dir.sh counts non-printable (grep '[^[:print:][:space:]]' under
-    C.UTF-8): a control character but TAB, a surrogate or an unassigned code point (U+FFFD marks invalid UTF-8),
-    as U+XXXX. Format characters (Cf: the zero-width joiners of Persian and Indic text, the direction marks of
-    Hebrew and Arabic) and private-use ones are printable there, so here."""
+    C.UTF-8): a control character but those [:space:] counts (TAB, VT, FF, CR: odd_whitespace's), a surrogate
+    or an unassigned code point (U+FFFD marks invalid UTF-8), as U+XXXX. Format characters (Cf: the zero-width
+    joiners of Persian and Indic text, the direction marks of Hebrew and Arabic) and private-use ones are
+    printable there, so here."""
     for ch in text:
-        if ch == "\ufffd" or (ch != "\t" and unicodedata.category(ch) in ("Cc", "Cs", "Cn")):
+        if ch == "\ufffd" or (ch not in "\t\n\v\f\r" and unicodedata.category(ch) in ("Cc", "Cs", "Cn")):
             return f"U+{ord(ch):04X}"
     return None
 
 
 def odd_whitespace(text: str) -> str | None:
-    """The first whitespace character other than space and TAB (Kaldi's validate_text.pl refuses them), as U+XXXX."""
-    for ch in text:
-        if ch.isspace() and ch not in " \t\r":
+    """The first whitespace character other than space and TAB (Kaldi's validate_text.pl refuses them), as U+XXXX;
+    a CR ending the line is not counted (check_table names a Windows line end as such)."""
+    for ch in text.rstrip("\r"):
+        if ch.isspace() and ch not in " \t":
             return f"U+{ord(ch):04X}"
     return None
 

@@ -11,6 +11,7 @@ import hashlib
 import http.client
 import os
 import shutil
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -86,12 +87,17 @@ def _fetch(url: str, part: str, quiet: bool, timeout: float) -> None:
 def download(url: str, dest: str, checksum: str | None = None, quiet: bool = False, timeout: float = 60.0) -> str:
     """Fetches url (http, https, file:// or a local path) to dest; returns 'present' or 'downloaded'.
 
-    An existing dest is kept if its checksum matches. A wrong checksum deletes the download and raises
+    An existing dest is kept if its checksum matches, else deleted and fetched again (a file damaged since, or
+    one put there by hand: dest is the download's own). A wrong checksum deletes the download and raises
     ChecksumError, so a bad file is never used.
     """
     if os.path.exists(dest):
-        verify(dest, checksum)
-        return "present"
+        try:
+            verify(dest, checksum)
+            return "present"
+        except ChecksumError as error:
+            print(f"{dest}: {error}; deleted, fetching it again", file=sys.stderr)
+            os.remove(dest)
     os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
     part = dest + ".part"
     parsed = urllib.parse.urlparse(url)

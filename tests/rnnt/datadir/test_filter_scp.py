@@ -125,3 +125,11 @@ def test_a_missing_file_is_named(speechocean_dir, tmp_path, capsys):
         out = capsys.readouterr()
         assert out.out == "" and out.err == f"filter_scp.py: [Errno 2] No such file or directory: " \
                                             f"'{tmp_path / 'absent'}'\n"
+
+
+def test_a_lone_cr_is_inside_its_line_as_kaldi_reads_it(tmp_path, capsys):
+    """Split at a lone CR, a file's line became two, one of them an utterance its id list named (Kaldi's
+    filter_scp.pl and our own standard input keep it one line)."""
+    (tmp_path / "ids").write_text("b-1\nb-2\n")
+    (tmp_path / "scp").write_bytes(b"a-1 hello\rb-1 world\nb-2 foo\r\n")
+    assert filtered(capsys, tmp_path / "ids", tmp_path / "scp") == "b-2 foo\r\n"

@@ -43,7 +43,7 @@ def test_problems_keep_ten_a_rule_then_count_the_rest():
 
 
 @pytest.mark.parametrize("text,printable", [("u1 HELLO WORLD", True), ("u1\tA\tB", True), ("u1 caf\u00e9 \u4e2d", True),
-                                            ("u1 A\u00a0B", True), ("u1 A\x07", False), ("u1 A\rB", False),
+                                            ("u1 A\u00a0B", True), ("u1 A\x07", False), ("u1 A\rB", True),
                                             ("u1 \ufffd", False), ("u1 zero\u200bwidth", True),
                                             ("u1 \u0645\u06cc\u200c\u0631\u0648\u0645", True), ("u1 \u200eA", True),
                                             ("u1 \ue000", True), ("u1 \u0378", False), ("u1 \x7f", False),
@@ -52,7 +52,8 @@ def test_printable_text(text, printable):
     assert (non_printable(text) is None) is printable
 
 
-@pytest.mark.parametrize("text,found", [("u1 A B\tC", None), ("u1 A\r", None), ("u1 A\u00a0B", "U+00A0"),
+@pytest.mark.parametrize("text,found", [("u1 A B\tC", None), ("u1 A\r", None), ("u1 A\rB", "U+000D"),
+                                        ("u1 A\u00a0B", "U+00A0"),
                                         ("u1 A\u3000B", "U+3000"), ("u1 A\x0bB", "U+000B"), ("u1 A\x0cB", "U+000C"),
                                         ("u1 A\u2028B\u00a0", "U+2028"), ("u1 A\x85", "U+0085")])
 def test_odd_whitespace_names_the_first_one(text, found):
@@ -235,6 +236,15 @@ def test_invalid_utf8_in_text_is_refused_even_with_non_print(tmp_path):
     assert text_problems(tmp_path, b"u1 caf\xe9\n") == [
         f"{tmp_path}/text:1: non-printable character U+FFFD (invalid UTF-8); fix: remove it or re-encode the file "
         "as UTF-8"]
+
+
+def test_a_cr_inside_a_transcript_is_refused_even_with_non_print_a_crlf_end_named_once(tmp_path):
+    """Kaldi's validate_text.pl refuses a CR anywhere; with --non-print one inside a line passed here."""
+    for non_print in (True, False):  # named once
+        assert text_problems(tmp_path, b"u1 hello\r world\n", non_print=non_print) == [
+            f"{tmp_path}/text:1: whitespace U+000D (Kaldi allows only space and TAB); fix: replace it by a space"]
+    crlf = text_problems(tmp_path, b"u1 hello\r\n", non_print=True)
+    assert len(crlf) == 1 and "Windows (CRLF) line end" in crlf[0]
 
 
 def test_an_empty_text_has_no_last_line_to_miss_a_newline(tmp_path):

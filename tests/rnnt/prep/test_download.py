@@ -41,6 +41,11 @@ def test_interrupted_download_resumes_with_range(server, test_data, tmp_path):
     n = len(server.requests)
     assert download(f"{server.url}/waves_yesno.tar.gz", str(dest), sha, quiet=True) == "present"
     assert len(server.requests) == n
+    # One damaged under its final name (cut short since, or copied there by hand): fetched again, not refused
+    # on every run
+    dest.write_bytes(body[:1000])
+    assert download(f"{server.url}/waves_yesno.tar.gz", str(dest), sha, quiet=True) == "downloaded"
+    assert dest.read_bytes() == body and len(server.requests) == n + 1
 
 
 def test_wrong_checksum_is_a_clear_error_and_the_file_is_not_kept(server, test_data, tmp_path):
