@@ -5,9 +5,9 @@ combine_data.sh writes it for a source without segments or utt2dur, ends at the 
 it is the whole file), and "duration" (seconds; data.buckets orders by it) from utt2dur, or a segment's
 own times. WeNet reads the same format.
 
-Entries whose audio is a piped command cannot be listed raw: they are named and skipped (use
-steps/make_shards.py for them), as is whatever cannot be paired (audio without transcript, transcript
-without audio, a malformed segment, a repeated key).
+Entries whose audio is a piped command, or a path that is not UTF-8, cannot be listed raw: they are named
+and skipped (use steps/make_shards.py for them), as is whatever cannot be paired (audio without transcript,
+transcript without audio, a malformed segment, a repeated key).
 """
 
 import json
@@ -45,6 +45,10 @@ def main() -> str:
     for utterance in utterances:
         if utterance.source.endswith("|"):
             skipped.append(f"{utterance.audio_where}: {utterance.key}: a piped command cannot be a raw entry")
+            continue
+        if any("\udc80" <= ch <= "\udcff" for ch in utterance.source):  # bytes read under KEEP_BYTES
+            skipped.append(f"{utterance.audio_where}: {utterance.key}: its path is not UTF-8, which a list (JSON) "
+                           "cannot hold; rename the file, or use steps/make_shards.py")
             continue
         entry = {"key": utterance.key, "wav": utterance.source, "txt": utterance.text}
         if utterance.start is not None and not (utterance.start == 0 and utterance.end < 0):  # 0 -1: the whole file

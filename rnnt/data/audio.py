@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 
 import numpy as np
 import soundfile
@@ -43,7 +44,8 @@ def check_finite(waveform: torch.Tensor) -> torch.Tensor:
 def load_audio(audio, start: float | None = None, end: float | None = None) -> tuple[torch.Tensor, int]:
     """(waveform (channels, samples) float32 in [-1, 1], sample rate) of bytes or a file path, or of the
     segment [start, end) seconds of it (segment_samples)."""
-    source = io.BytesIO(audio) if isinstance(audio, (bytes, bytearray)) else audio
+    # a path as the file system's bytes (soundfile encodes a str as strict UTF-8: a Latin-1 name would fail)
+    source = io.BytesIO(audio) if isinstance(audio, (bytes, bytearray)) else os.fsencode(audio)
     try:
         if start is None and (end is None or end < 0):
             samples, rate = soundfile.read(source, dtype="float32", always_2d=True)

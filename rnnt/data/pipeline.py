@@ -58,7 +58,8 @@ class Pipeline:
         self.cmvn = stages.load_cmvn(config)
         # Worker processes start afresh every epoch: there a cache would hold one epoch's audio for nothing.
         keep = config.cache_audio_mb > 0 and config.num_workers == 0
-        self.audio_cache = audio_cache or (AudioCache(config.cache_audio_mb * 2**20) if keep else None)
+        own = AudioCache(config.cache_audio_mb * 2**20) if keep and audio_cache is None else None
+        self.audio_cache = audio_cache if audio_cache is not None else own
 
     def _records(self, entries: list[str], epoch: int, report: DataReport) -> Iterator[dict]:
         config = self.config

@@ -3,13 +3,12 @@
 As Kaldi's script of that name: when some sources have `segments` and others do not, each utterance of
 the others becomes a segment covering its whole recording (`<utt> <utt> 0 <its utt2dur>`, or -1, meaning the
 end, for a source without utt2dur), so the combined dir keeps every segment; and when some have `utt2uniq`,
-each utterance of the others is its own
-original. Other files missing from a source are left out, and named; the files of a data dir that an earlier
-run left in <dest> and this one does not write are removed. `--extra-files "A B"` combines more files the same
-way (keys unique across dirs), left as they are by the repair. Where sources with feats.scp have a frame_shift,
-they must agree, and it is copied. Then, as
-Kaldi's does unless `--skip-fix true`, the result is repaired by utils/fix_data_dir.sh (rnnt.datadir.fix):
-an utterance a source left out of one of its files is dropped, and counted.
+each utterance of the others is its own original. Other files missing from a source are left out, and named;
+the files of a data dir that an earlier run left in <dest> and this one does not write are removed.
+`--extra-files "A B"` combines more files the same way (keys unique across dirs), left as they are by the
+repair. Where sources with feats.scp have a frame_shift, they must agree, and it is copied. Then, as Kaldi's
+does unless `--skip-fix true`, the result is repaired by utils/fix_data_dir.sh (rnnt.datadir.fix): an
+utterance a source left out of one of its files is dropped, and counted.
 
 Run as `utils/combine_data.sh [--skip-fix true] [--extra-files "A B"] <dest> <src1> <src2> ...`.
 """

@@ -54,6 +54,8 @@ def non_printable(text: str) -> str | None:
     joiners of Persian and Indic text, the direction marks of Hebrew and Arabic) and private-use ones are
     printable there, so here."""
     for ch in text:
+        if "\udc80" <= ch <= "\udcff":  # a byte that is not UTF-8, read under KEEP_BYTES
+            return "U+FFFD"
         if ch == "\ufffd" or (ch not in "\t\n\v\f\r" and unicodedata.category(ch) in ("Cc", "Cs", "Cn")):
             return f"U+{ord(ch):04X}"
     return None
@@ -102,7 +104,7 @@ def check_table(
     table: dict[str, Line] = {}
     previous: Line | None = None
     last = 1
-    for line in read_lines(path):
+    for line in read_lines(path, KEEP_BYTES):  # keys that are not UTF-8 kept apart, as Kaldi's tools see them
         last = line.number
         text = line.text
         if text.endswith("\r"):
@@ -126,7 +128,7 @@ def check_table(
                 f"{name} duplicate",
             )
             continue
-        if previous is not None and key < previous.key:
+        if previous is not None and key.encode("utf-8", KEEP_BYTES) < previous.key.encode("utf-8", KEEP_BYTES):
             problems.add(
                 clean.where,
                 f"not sorted: '{key}' comes after '{previous.key}' (line {previous.number})",

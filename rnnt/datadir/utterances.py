@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from rnnt.datadir.table import Line, read_table
+from rnnt.datadir.table import KEEP_BYTES, Line, read_table
 from rnnt.datadir.values import segment_problem
 
 
@@ -28,7 +28,7 @@ def read_utterances(data_dir: str) -> tuple[list[Utterance], list[str]]:
     text or wav.scp."""
     skipped: list[str] = []
     text = read_table(os.path.join(data_dir, "text"), skipped)
-    wav = read_table(os.path.join(data_dir, "wav.scp"), skipped)
+    wav = read_table(os.path.join(data_dir, "wav.scp"), skipped, KEEP_BYTES)  # a path's bytes, as the file has them
     for key, line in [(key, line) for key, line in wav.items() if not line.value.strip()]:
         skipped.append(f"{line.where}: {key}: no audio after the key")
         del wav[key]

@@ -63,7 +63,7 @@ def audio_member(item: ShardItem, options: AudioOptions) -> tuple[bytes, str, fl
     if (options.audio_format == "keep" and path and extension in AUDIO_EXTENSIONS
             and options.sample_rate is None and item.start is None):
         try:
-            info = soundfile.info(path)
+            info = soundfile.info(os.fsencode(path))  # the name's bytes: it may not be UTF-8
         except (RuntimeError, soundfile.LibsndfileError) as error:
             raise BadAudio(f"unreadable audio: {error}") from None
         if info.frames <= 0:

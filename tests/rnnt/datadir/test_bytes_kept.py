@@ -62,3 +62,38 @@ def test_line_tools_pass_the_bytes_through(tmp_path):
     spk2utt = b"sp\xe9 u1 u2\n"
     assert run(UTILS / "spk2utt_to_utt2spk.py", stdin=spk2utt).stdout == b"u1 sp\xe9\nu2 sp\xe9\n"
     assert run(UTILS / "utt2spk_to_spk2utt.py", stdin=b"u1 sp\xe9\nu2 sp\xe9\n").stdout == spk2utt
+
+
+def test_validation_keeps_keys_apart_and_the_packers_open_the_path_as_its_bytes_name_it(test_data, tmp_path):
+    """Two keys that differ in a byte that is not UTF-8 were one key (U+FFFD) to the validator: a duplicate
+    Kaldi's does not see, and fix_data_dir could not cure. A Latin-1 file name opens for make_shards (it read
+    'no such file'); make_raw_list, whose JSON lines cannot hold it, names it instead of writing another path."""
+    import json
+    import shutil
+    import sys
+    import tarfile
+
+    d = tmp_path / "keys"
+    d.mkdir()
+    (d / "utt2spk").write_bytes(b"a\xe9-1 a\na\xff-1 a\n")
+    (d / "spk2utt").write_bytes(b"a a\xe9-1 a\xff-1\n")
+    assert run(UTILS / "validate_data_dir.sh", "--no-feats", "--no-text", "--no-wav", d).returncode == 0
+    wav = sorted((test_data / "waves_yesno").glob("*.wav"))[0]
+    audio = tmp_path / "audio"
+    audio.mkdir()
+    shutil.copyfile(wav, bytes(audio) + b"/caf\xe9.wav")
+    shutil.copyfile(wav, audio / "plain.wav")
+    d = tmp_path / "latin1"
+    d.mkdir()
+    (d / "wav.scp").write_bytes(b"u1 " + bytes(audio) + b"/caf\xe9.wav\nu2 " + bytes(audio) + b"/plain.wav\n")
+    (d / "text").write_bytes(b"u1 YES\nu2 NO\n")
+    (d / "utt2spk").write_bytes(b"u1 s1\nu2 s2\n")
+    (d / "spk2utt").write_bytes(b"s1 u1\ns2 u2\n")
+    assert run(UTILS / "validate_data_dir.sh", "--no-feats", d).returncode == 0
+    out = run(sys.executable, ROOT / "steps" / "make_shards.py", d, tmp_path / "shards", tmp_path / "shards.list")
+    assert b"skipped 0" in out.stdout, out.stderr
+    with tarfile.open((tmp_path / "shards.list").read_text().split()[0]) as shard:
+        assert shard.extractfile("u1.wav").read() == wav.read_bytes()
+    out = run(sys.executable, ROOT / "steps" / "make_raw_list.py", d, tmp_path / "raw.list")
+    assert b"u1: its path is not UTF-8" in out.stderr and out.stdout.rstrip().endswith(b"skipped 1")
+    assert [json.loads(line)["key"] for line in (tmp_path / "raw.list").read_text().splitlines()] == ["u2"]
