@@ -19,13 +19,13 @@ def words_and_starts(ctm) -> list[tuple[str, str, str]]:
 def test_an4_end_to_end_short_schedule(test_data, tmp_path):
     """egs/an4 from the corpus to the %WER lines as run.sh's default runs it, on a short schedule: a CTC
     model trained and averaged first (conf/ci_ctc.yaml, 6 epochs), two seeds of the transducer started from
-    its weights (conf/ci_from_ctc.yaml, conf/ci.yaml's, 6 epochs) trained at once, each weighted with the LM
-    and decoded on dev, the better decoded with the default's LM method (modified_beam_lm: a word 3-gram
-    through the lexicon, weighted on dev). Over characters, not the default's phones, so
-    that the same model is exported and run in sherpa-onnx, offline and streaming, with our greedy search's
-    WER and transcripts; the two seeds and the CTC model combined (--combine default, speechocean762's
-    default). Every test utterance scored; a WER that a model ignoring the audio (over 100%) cannot reach;
-    the LM's search ahead of the same search without it by a margin a broken fusion misses."""
+    its weights (conf/ci_from_ctc.yaml: conf/ci.yaml's model under the default's pruned loss, 6 epochs)
+    trained at once, each weighted with the LM and decoded on dev, the better decoded with the default's LM
+    method (modified_beam_lm: a word 3-gram through the lexicon, weighted on dev). Over characters, not the
+    default's phones, so that the same model is exported and run in sherpa-onnx, offline and streaming, with
+    our greedy search's WER and transcripts; the two seeds and the CTC model combined (--combine default,
+    speechocean762's default). Every test utterance scored; a WER that a model ignoring the audio (over 100%)
+    cannot reach; the LM's search ahead of the same search without it by a margin a broken fusion misses."""
     recipe = copy_recipe("an4", tmp_path)
     args = ("--corpus-dir", str(test_data / "an4"), "--unit-type", "char", "--init-config", "conf/ci_ctc.yaml",
             "--init-exp", "exp/ci_ctc", "--init-average", "3", "--train-config", "conf/ci_from_ctc.yaml",
@@ -79,7 +79,7 @@ def test_an4_end_to_end_short_schedule(test_data, tmp_path):
         for line in [results[f"an4 {set_name} {method}"] for method in ("greedy", "modified_beam", "modified_beam_lm")
                      ] + [ctc[set_name]]:
             assert f"/ {words_in(data / set_name / 'text')}," in line, line
-            assert wer_of(line) <= 40.0, line  # measured: 21.0-26.5 (the CTC model: 35.3-35.5)
+            assert wer_of(line) <= 40.0, line  # measured: 17.7-28.9 (the CTC model: 33.7-35.5)
         greedy = wer_of(results[f"an4 {set_name} greedy"])
         # the same model in sherpa-onnx, offline and streaming (fed 0.1 s chunks), each utterance followed by
         # the config's tail_silence as our decoding does: the transcripts are ours
