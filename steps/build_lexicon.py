@@ -5,13 +5,17 @@ pronunciation it lists), looked up in upper case and written as the text has the
 frequent first. Words the dictionary lacks are listed
 with their counts in LANG_DIR/oov.txt and left out (their transcripts train with <unk> in their place);
 add lines for them to lexicon.txt by hand to keep them. Then steps/build_units.py --unit-type phone.
+
+Training targets take each word's first pronunciation: where the dictionary's first is not the corpus's (AN4
+spells letters: its A is EY, the dictionary's first A the article's AH), --first FILE names the one to put
+first, a '<WORD> <phone> ...' line a word (a word of the text the dictionary lacks is added so).
 """
 
 import collections
 import os
 
 from rnnt.cli import ToolError, run_tool, tool_parser
-from rnnt.data.lexicon import cmu_pronunciations, write_lexicon
+from rnnt.data.lexicon import cmu_pronunciations, read_lexicon, write_lexicon
 from rnnt.datadir.table import read_table
 
 
@@ -19,6 +23,7 @@ def main() -> str:
     parser = tool_parser(__doc__, "steps/build_lexicon.py data/train data/lang_phone")
     parser.add_argument("data_dir", help="a data dir whose text holds the words (train only, never test)")
     parser.add_argument("lang_dir", help="output dir: lexicon.txt and oov.txt")
+    parser.add_argument("--first", help="a lexicon file of the pronunciations to put first for their words")
     args = parser.parse_args()
     try:
         transcripts = read_table(os.path.join(args.data_dir, "text"))
@@ -28,6 +33,13 @@ def main() -> str:
     if not counts:
         raise ToolError(f"{args.data_dir}/text has no words")
     dictionary = cmu_pronunciations()
+    if args.first:
+        try:
+            for word, (first, *_) in read_lexicon(args.first).items():
+                others = [p for p in dictionary.get(word.upper(), []) if p != first]
+                dictionary[word.upper()] = [first, *others]
+        except (OSError, ValueError) as error:
+            raise ToolError(str(error)) from error
     ranked = sorted(counts, key=lambda w: (-counts[w], w))
     # the dictionary's words are upper case; a transcript's are looked up so and kept as written
     lexicon = {word: dictionary[word.upper()] for word in ranked if word.upper() in dictionary}

@@ -36,14 +36,18 @@ check_deployable() {  # check_deployable UNIT_TYPE DEPLOY: --deploy with phones 
   fi
 }
 
+first_pronunciations=local/first_pronunciations.txt  # phones: where a recipe has it, the pronunciations its
+# words train with where the dictionary lists another first (steps/build_lexicon.py --first)
+
 units_stage() {  # units_stage N UNIT_TYPE VOCAB_SIZE LANG
-  local n=$1 unit_type=$2 vocab_size=$3 lang=$4 log
+  local n=$1 unit_type=$2 vocab_size=$3 lang=$4 log first=()
   # one marker a lang dir (units-bpe64): data/lang_X holds one split's units at a time, and data/train/text changes
   # with the split (a marker a split found the other split's units there when it came back)
   local name="units-${lang#data/lang_}"
-  if stage_wanted "$n" "$name" -- data/train/text "$vocab_size"; then
+  [ ! -f "$first_pronunciations" ] || first=(--first "$first_pronunciations")
+  if stage_wanted "$n" "$name" -- data/train/text "$vocab_size" "${first[@]}"; then
     log=$(stage_log "$n" "$name")
-    [ "$unit_type" != phone ] || logged "$log" steps/build_lexicon.py data/train "$lang"
+    [ "$unit_type" != phone ] || logged "$log" steps/build_lexicon.py "${first[@]}" data/train "$lang"
     logged "$log" steps/build_units.py --unit-type "$unit_type" --vocab-size "$vocab_size" data/train "$lang"
     stage_done "$n" "$name" -- "$lang/units.txt"
   fi

@@ -172,6 +172,32 @@ def test_lower_case_transcripts_find_their_pronunciations(tmp_path):
     assert out.returncode == 1 and "none of the 2 words of" in out.stderr and "is it English?" in out.stderr
 
 
+def test_first_pronunciations_name_the_targets_a_word_trains_with(tmp_path):
+    """AN4 spells letters: its A is EY, the dictionary's first A the article's AH, so every spelt A trained as
+    AH (the phone of EIGHT's and J's EY otherwise). --first puts the corpus's first; a word the dictionary lacks
+    is added so; the AN4 recipe's file names A EY."""
+    data, lang = tmp_path / "train", tmp_path / "lang"
+    data.mkdir()
+    (data / "text").write_text("u1 A B C\nu2 EIGHT ZQXJ\n")
+    first = tmp_path / "first.txt"
+    first.write_text("A EY\nZQXJ Z K\n")
+    out = run_tool(sys.executable, ROOT / "steps" / "build_lexicon.py", data, lang)
+    assert out.returncode == 0 and trained_phones(lang, "A") == ("AH",), out.stderr
+    out = run_tool(sys.executable, ROOT / "steps" / "build_lexicon.py", "--first", first, data, lang)
+    assert out.returncode == 0, out.stderr
+    lexicon = read_lexicon(str(lang / "lexicon.txt"))
+    assert lexicon["A"] == [("EY",), ("AH",)] and lexicon["ZQXJ"] == [("Z", "K")]
+    assert trained_phones(lang, "A") == ("EY",)
+    assert (ROOT / "egs" / "an4" / "local" / "first_pronunciations.txt").read_text() == "A EY\n"
+
+
+def trained_phones(lang, word: str) -> tuple[str, ...]:
+    """The phones `word` trains with, by the lang dir's tokenizer."""
+    run_tool(sys.executable, ROOT / "steps" / "build_units.py", "--unit-type", "phone", lang.parent / "train", lang)
+    tokenizer = Tokenizer(str(lang))
+    return tuple(tokenizer.pieces(word))
+
+
 def test_an_lm_over_the_units_given_as_a_word_lm_is_refused(tmp_path):
     """Read as words, a character LM's letters and word boundary spelt every real word as impossible: the
     WER came out as garbage, with no error."""
