@@ -231,13 +231,15 @@ def test_an4_prep_reads_the_corpus_lists_and_names_what_it_skips(test_data, tmp_
     with open(corpus / "etc" / "an4_train.fileids", "a") as f:
         f.write("an4_clstk/fash/an999-fash-b\nan4_clstk/fash/an251-fash-b\n")  # no audio; a file listed again
     with open(corpus / "etc" / "an4_train.transcription", "a") as f:
-        f.write("<s> HELLO </s> (an999-fash-b)\nthis line has no id\n")
+        f.write("<s> HELLO </s> (an999-fash-b)\nthis line has no id\n<s> HI </s> (an998-fash-b)\n")  # no file id
     out = run_tool(sys.executable, ROOT / "egs" / "an4" / "local" / "data_prep.py", corpus, tmp_path / "data")
     assert out.returncode == 0, out.stderr
     assert (f"{corpus / 'etc' / 'an4_train.fileids'}:949 (wav/an4_clstk/fash/an999-fash-b.*): "
             "audio not found") in out.stderr
     assert f"{corpus / 'etc' / 'an4_train.transcription'}:950: malformed transcript line" in out.stderr
     assert "skipped fash-an251-b (" in out.stderr and ": repeated utterance id (the first kept)" in out.stderr
+    assert (f"{corpus / 'etc' / 'an4_train.transcription'}:951 (an998-fash-b): transcript whose id the file list "
+            "lacks") in out.stderr
     counts = {name: len((tmp_path / "data" / name / "text").read_text().splitlines())
               for name in ("train", "dev", "test")}
     assert counts == {"train": 849, "dev": 99, "test": 130}

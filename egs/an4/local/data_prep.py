@@ -54,13 +54,14 @@ def split_utterances(corpus: str, part: str, report: Report) -> list[Utterance]:
     etc = os.path.join(corpus, "etc")
     text = read_transcription(os.path.join(etc, f"an4_{part}.transcription"), report)
     fileids = os.path.join(etc, f"an4_{part}.fileids")
-    utterances = []
+    utterances, listed = [], set()
     with open(fileids, encoding="utf-8", errors="replace") as f:
         for number, line in enumerate(f, 1):
             fileid = line.strip()
             if not fileid:
                 continue
             utt = os.path.basename(fileid)
+            listed.add(utt)
             speaker = os.path.basename(os.path.dirname(fileid))
             if utt not in text:
                 report.skip("no transcript for this file id", f"{fileids}:{number} ({utt})")
@@ -75,6 +76,8 @@ def split_utterances(corpus: str, part: str, report: Report) -> list[Utterance]:
                 continue
             rest = "-".join(p for p in utt.split("-") if p != speaker)
             utterances.append(Utterance(f"{speaker}-{rest}", speaker, audio, words))
+    for utt in sorted(set(text) - listed):  # the file list names the speaker: without it, no utterance
+        report.skip("transcript whose id the file list lacks", f"{text[utt][1]} ({utt})")
     return utterances
 
 
