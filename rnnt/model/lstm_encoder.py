@@ -62,6 +62,9 @@ class LSTMEncoderConfig:
             found.append(f"model.encoder.stack_time must be at least 1, got {self.stack_time}")
         if self.norm not in ("none", "layer"):
             found.append(f"model.encoder.norm must be none or layer, got '{self.norm}'")
+        if self.pre_layers < 0 or self.post_layers < 0 or self.hidden < 1:
+            found.append(f"model.encoder.pre_layers and post_layers must be at least 0 and hidden at least 1, got "
+                         f"{self.pre_layers}, {self.post_layers} and {self.hidden}")
         return found
 
     def build(self) -> LSTMEncoder:
