@@ -86,7 +86,9 @@ def time_to_target(config: dict, two_ranks: bool, recipe: str, out: str, target:
     command = TORCHRUN_TWO_RANKS + train if two_ranks else [sys.executable] + train
     env = {**os.environ, "OMP_NUM_THREADS": "1"} if two_ranks else None
     run = run_trial(command, out, minutes, lambda epoch, wer: wer <= target, os.path.join(out, "output.log"), env=env)
-    reached = next(((m, e) for e, w, m in run.epochs if w <= target), (None, None))
+    if run.failed:  # a lever that crashes is no slow one
+        raise RuntimeError(f"training failed (exit {run.returncode}); see {os.path.join(out, 'output.log')}")
+    reached = next(((m, e) for e, w, m in run.epochs if w <= target and (not minutes or m <= minutes)), (None, None))
     if not run.epochs:
         return reached[0], reached[1], None, None
     (first, _, start), (last, _, end) = run.epochs[0], run.epochs[-1]
@@ -114,11 +116,17 @@ def main() -> int:
           "| kept |")
     print("|---|---|---|---|---|---|---|")
     kept, kept_time, baseline = {}, None, None  # the levers kept so far, and their time to the target
+    failures = 0
     for number, (name, values, two_ranks) in enumerate(levers(config_file, args.tuned)):
         config = with_values(base, {**kept, **values})
         out = os.path.join(args.out, f"row{number}")
-        minutes, epochs, last_wer, per_epoch = time_to_target(config, two_ranks, args.recipe, out, args.target_wer,
-                                                          args.minutes)
+        try:
+            minutes, epochs, last_wer, per_epoch = time_to_target(config, two_ranks, args.recipe, out, args.target_wer,
+                                                              args.minutes)
+        except RuntimeError as error:
+            print(f"| {name} | failed: {error} | | | | | no |", flush=True)
+            failures += 1
+            continue
         keep = number == 0 or (minutes is not None and (kept_time is None or minutes < kept_time))
         if keep:
             kept, kept_time = {**kept, **values}, minutes
@@ -129,7 +137,7 @@ def main() -> int:
         seconds = f"{per_epoch:.1f}" if per_epoch is not None else ""
         print(f"| {name} | {reached} | {epochs or ''} | {last} | {seconds} | {speed_up} | {'yes' if keep else 'no'} |",
               flush=True)
-    return 0
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

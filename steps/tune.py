@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import sys
 
 import yaml
@@ -29,7 +28,7 @@ import yaml
 from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.config import to_dict
 from rnnt.tuning.space import load_search, suggest, with_values
-from rnnt.tuning.study import completed, open_study, optimize_until, summary, write_results
+from rnnt.tuning.study import completed, ended, open_study, optimize_until, summary, write_results
 from rnnt.training import checkpoint
 from rnnt.tuning.trial_run import run_trial
 from rnnt.training.experiment import load_experiment, with_absolute_paths
@@ -39,7 +38,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # a trainer stopped by SIGTERM: 143 from its own handler; killed by it, once training ended and the default
 # handler is back (the trial asked to stop as its last epoch ended)
-STOPPED_BY_SIGTERM = (128 + signal.SIGTERM, -signal.SIGTERM)
 
 
 class TrialFailed(Exception):
@@ -85,19 +83,19 @@ def make_objective(base: dict, search, args):
         run = run_trial(command, trial_dir, search.minutes_per_trial, report, os.path.join(trial_dir, "output.log"))
         trial.set_user_attr("epoch_minutes", [minutes for _, _, minutes in run.epochs])
         trial.set_user_attr("stopped_by", "target reached" if reached else run.stopped_by)
-        if run.returncode != 0 and not (run.stopped_by and run.returncode in STOPPED_BY_SIGTERM):
+        if run.failed:
             raise TrialFailed(f"trial {trial.number}: training failed (exit {run.returncode}); see "
                               f"{trial_dir}/output.log")
-        if run.stopped_by == "asked" and not reached:
-            print(f"  trial {trial.number} pruned at epoch {run.epochs[-1][0]}", flush=True)
-            raise optuna.TrialPruned()
         if run.best is None:
             raise TrialFailed(f"trial {trial.number}: no epoch ended within {search.minutes_per_trial} minutes")
         # reached: the epoch that reached the target (one more may have ended before the trainer stopped)
         epoch, wer, minutes = next(e for e in run.epochs if e[0] == reached[0]) if reached else run.best
-        trial.set_user_attr("best_epoch", epoch)
+        trial.set_user_attr("best_epoch", epoch)  # a pruned trial's too (trials.tsv)
         trial.set_user_attr("best_wer", wer)
         trial.set_user_attr("minutes_to_best", minutes)
+        if run.stopped_by == "asked" and not reached:
+            print(f"  trial {trial.number} pruned at epoch {run.epochs[-1][0]}", flush=True)
+            raise optuna.TrialPruned()
         score = search.score(wer, minutes if reached else None)
         print(f"  trial {trial.number}: dev WER {wer:.2f}% (epoch {epoch}, {minutes:.1f} min)"
               + (" [target reached]" if reached else " [time limit]" if run.stopped_by else "")
@@ -156,7 +154,7 @@ def main() -> str:
         user_config = yaml.safe_load(f) or {}
     write_results(study, user_config, args.exp_dir, objective="" if search.target_wer is None else
                   f"minutes to dev WER {search.target_wer:g}% (missed: scaled up)")
-    if not completed(study):
+    if not completed(study) or ended(study) < trials:  # stopped by failures: named in the trials' logs
         raise ToolError(summary(study, trials))
     return summary(study, trials)
 

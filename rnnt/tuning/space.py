@@ -51,7 +51,7 @@ class Search:
             return best_wer
         if minutes_to_target is not None:
             return minutes_to_target
-        return self.minutes_per_trial * best_wer / self.target_wer
+        return self.minutes_per_trial * max(best_wer, self.target_wer) / self.target_wer  # never below the limit
 
 
 def has_key(config: dict, dotted: str) -> bool:
@@ -70,7 +70,9 @@ def with_values(config: dict, values: dict) -> dict:
         *parents, last = dotted.split(".")
         node = out
         for part in parents:
-            node = node.setdefault(part, {})
+            if not isinstance(node.get(part), dict):  # absent, or left empty (`optimizer:`, its defaults)
+                node[part] = {}
+            node = node[part]
         node[last] = value
     return out
 
@@ -87,8 +89,28 @@ def check_parameter(path: str, key: str, spec) -> None:
                          + (f"; unknown {', '.join(unknown)}" if unknown else ""))
     if kind == "categorical" and not (isinstance(spec["choices"], list) and spec["choices"]):
         raise ValueError(f"{where}: choices must be a non-empty list")
-    if kind != "categorical" and not spec["low"] < spec["high"]:
+    if kind == "categorical":
+        return
+    try:  # a number as YAML 1.1 may read it: 1e-4 is a string there
+        low, high = float(spec["low"]), float(spec["high"])
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: low and high must be numbers, got {spec['low']!r} and {spec['high']!r}") from None
+    if not low < high:
         raise ValueError(f"{where}: low ({spec['low']}) must be below high ({spec['high']})")
+    try:  # what optuna refuses only when a trial draws (log with step, log from 0, step 0): before any trial
+        distribution(spec)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: {error}") from None
+
+
+def distribution(spec: dict):
+    """The optuna distribution of a float or int parameter's spec."""
+    from optuna.distributions import FloatDistribution, IntDistribution
+
+    options = {k: v for k, v in spec.items() if k in OPTIONAL[spec["type"]]}
+    if spec["type"] == "float":
+        return FloatDistribution(float(spec["low"]), float(spec["high"]), **options)
+    return IntDistribution(int(float(spec["low"])), int(float(spec["high"])), **options)
 
 
 def load_search(path: str, base_config: dict) -> Search:
@@ -107,6 +129,11 @@ def load_search(path: str, base_config: dict) -> Search:
         if not has_key(base_config, key):
             raise ValueError(f"{path}: space.{key} is not a key of the experiment config")
         check_parameter(path, key, spec)
+    trials, minutes = values.get("trials", 20), values.get("minutes_per_trial", 0.0)
+    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
+        raise ValueError(f"{path}: trials must be a whole number, at least 1, got {trials!r}")
+    if not isinstance(minutes, (int, float)) or isinstance(minutes, bool) or minutes < 0:
+        raise ValueError(f"{path}: minutes_per_trial must be a number of minutes, 0 or more, got {minutes!r}")
     search = Search(**values)
     for section, allowed in (("pruner", PRUNERS), ("sampler", SAMPLERS)):
         settings = getattr(search, section)
@@ -118,8 +145,6 @@ def load_search(path: str, base_config: dict) -> Search:
                                  f"{', '.join(SECTION_KEYS[section])})")
             if key != "type" and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                 raise ValueError(f"{path}: {section}.{key} must be a whole number, 0 or more, got {value!r}")
-    if search.trials < 1:
-        raise ValueError(f"{path}: trials must be at least 1")
     target = search.target_wer
     if target is not None and not (isinstance(target, (int, float)) and 0 < target < 100
                                    and search.minutes_per_trial > 0):
@@ -136,7 +161,7 @@ def suggest(trial, space: dict[str, dict]) -> dict:
         if spec["type"] == "float":
             values[key] = trial.suggest_float(key, float(spec["low"]), float(spec["high"]), **options)
         elif spec["type"] == "int":
-            values[key] = trial.suggest_int(key, int(spec["low"]), int(spec["high"]), **options)
+            values[key] = trial.suggest_int(key, int(float(spec["low"])), int(float(spec["high"])), **options)
         else:
             values[key] = trial.suggest_categorical(key, spec["choices"])
     return values

@@ -64,17 +64,24 @@ def completed(study) -> int:
     return count(study, TrialState.COMPLETE)
 
 
+def ended(study) -> int:
+    """The trials that ended complete or pruned, over all workers and runs."""
+    from optuna.trial import TrialState
+
+    return count(study, TrialState.COMPLETE, TrialState.PRUNED)
+
+
 def optimize_until(study, objective, trials: int, catch: tuple) -> None:
     """Runs trials until `trials` of them, over all workers and earlier runs, have ended complete or
     pruned. Failed ones are not counted (a worker killed mid-trial leaves one, which is run again),
-    but more failures than trials stop the search: something is wrong with every trial."""
+    but more failures in this run than trials stop it: something is wrong with every trial (the failures of
+    earlier runs, whose cause may be mended since, do not count)."""
     from optuna.trial import TrialState
 
-    def ended(study_) -> int:
-        return count(study_, TrialState.COMPLETE, TrialState.PRUNED)
+    failed_before = count(study, TrialState.FAIL)
 
     def stop_when_done(study_, _trial) -> None:
-        if ended(study_) >= trials or count(study_, TrialState.FAIL) > trials:
+        if ended(study_) >= trials or count(study_, TrialState.FAIL) - failed_before > trials:
             study_.stop()
 
     if ended(study) < trials:
@@ -102,6 +109,19 @@ def best_wer(trial) -> float:
     return trial.user_attrs.get("best_wer", trial.value)
 
 
+def trial_row(trial, keys: list[str]) -> list[str]:
+    """A trial's line of trials.tsv: its objective where it completed (a pruned trial's value is its last
+    WER, not an objective), its best dev WER, the epoch and minutes to it, its values at keys."""
+    from optuna.trial import TrialState
+
+    complete, attrs = trial.state == TrialState.COMPLETE, trial.user_attrs
+    wer = attrs["best_wer"] if "best_wer" in attrs else trial.value if complete else None
+    return [str(trial.number), trial.state.name, f"{trial.value:.2f}" if complete else "",
+            "" if wer is None else f"{wer:.2f}", str(attrs.get("best_epoch", "")),
+            f"{attrs['minutes_to_best']:.2f}" if "minutes_to_best" in attrs else "",
+            *(str(trial.params.get(k, "")) for k in keys)]
+
+
 def write_results(study, user_config: dict, exp_dir: str, objective: str = "") -> None:
     """<exp-dir>/trials.tsv (one row per trial), trials.png and, when a trial completed, best.yaml: the
     user's config with the best trial's values. objective: what a trial's value is, for the plot (empty:
@@ -112,17 +132,13 @@ def write_results(study, user_config: dict, exp_dir: str, objective: str = "") -
     keys = sorted({k for t in trials for k in t.params})
     with open(os.path.join(exp_dir, "trials.tsv"), "w") as f:
         f.write("\t".join(["trial", "state", "objective", "dev_wer", "best_epoch", "minutes_to_best", *keys]) + "\n")
-        for t in trials:
-            f.write("\t".join(str(v) for v in [t.number, t.state.name, "" if t.value is None else f"{t.value:.2f}",
-                                                "" if t.value is None else f"{best_wer(t):.2f}",
-                                                t.user_attrs.get("best_epoch", ""),
-                                                f"{t.user_attrs['minutes_to_best']:.2f}"
-                                                if "minutes_to_best" in t.user_attrs else "",
-                                                *(t.params.get(k, "") for k in keys)]) + "\n")
+        f.writelines("\t".join(trial_row(t, keys)) + "\n" for t in trials)
     if any(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials):
         plot_study(study, os.path.join(exp_dir, "trials.png"), objective=objective)
     if any(t.state == TrialState.COMPLETE for t in trials):
-        with open(os.path.join(exp_dir, "best.yaml"), "w") as f:
-            f.write(f"# steps/tune.py: trial {study.best_trial.number}, dev WER {best_wer(study.best_trial):.2f}% "
-                    f"(objective {study.best_value:.2f})\n")
-            yaml.safe_dump(with_values(user_config, study.best_trial.params), f, sort_keys=False)
+        text = (f"# steps/tune.py: trial {study.best_trial.number}, dev WER {best_wer(study.best_trial):.2f}% "
+                f"(objective {study.best_value:.2f})\n"
+                + yaml.safe_dump(with_values(user_config, study.best_trial.params), sort_keys=False))
+        with open(os.path.join(exp_dir, "best.yaml.tmp"), "w") as f:  # whole or not at all
+            f.write(text)
+        os.replace(os.path.join(exp_dir, "best.yaml.tmp"), os.path.join(exp_dir, "best.yaml"))

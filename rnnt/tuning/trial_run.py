@@ -25,11 +25,20 @@ class TrialRun:
     epochs: list[tuple[int, float, float]] = field(default_factory=list)  # (epoch, dev WER %, minutes)
     stopped_by: str = ""  # "" (ran its epochs), "time limit", or "asked" (report returned True)
     returncode: int = 0
+    minutes_limit: float = 0.0  # > 0: the time limit, past which an epoch does not count
+
+    @property
+    def failed(self) -> bool:
+        """The training ended in error: not 0, nor SIGTERM's status when this run stopped it."""
+        stopped = self.stopped_by and self.returncode in (128 + signal.SIGTERM, -signal.SIGTERM)
+        return self.returncode != 0 and not stopped
 
     @property
     def best(self) -> tuple[int, float, float] | None:
-        """The epoch with the lowest dev WER (the first of equals)."""
-        return min(self.epochs, key=lambda e: e[1]) if self.epochs else None
+        """The epoch with the lowest dev WER (the first of equals) of those ended within the time limit: the
+        trainer stopped at the limit may still end the epoch it was validating, after it."""
+        in_time = [e for e in self.epochs if not self.minutes_limit or e[2] <= self.minutes_limit]
+        return min(in_time, key=lambda e: e[1]) if in_time else None
 
 
 def die_with_parent() -> None:
@@ -57,7 +66,7 @@ def run_trial(command: list[str], exp_dir: str, minutes: float, report: Callable
     WER) is called per finished epoch and returns True to stop the training (a pruned trial, a target
     reached). minutes > 0 stops it
     after that much wall-clock time. env: the child's environment (default: this process's)."""
-    run = TrialRun()
+    run = TrialRun(minutes_limit=minutes)
     started = time.monotonic()
     with open(log_path, "w") as log:
         child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent)
@@ -67,6 +76,8 @@ def run_trial(command: list[str], exp_dir: str, minutes: float, report: Callable
                 elapsed = (time.monotonic() - started) / 60
                 for epoch, wer in new_epochs(exp_dir, len(run.epochs)):
                     run.epochs.append((epoch, wer, elapsed))
+                    if minutes > 0 and elapsed > minutes and not run.stopped_by:
+                        run.stopped_by = "time limit"  # ended after the limit: not reported, not counted
                     if not run.stopped_by and report(epoch, wer):
                         run.stopped_by = "asked"
                 if finished:

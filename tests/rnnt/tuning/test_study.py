@@ -128,6 +128,32 @@ def test_failed_trials_are_not_counted_and_too_many_stop_the_search(tmp_path):
         optimize_until(open_study(url, "uncaught", search(), heartbeat=1), Training(fail={0}), 1, catch=())
 
 
+def test_failures_of_an_earlier_run_do_not_stop_a_resumed_one(tmp_path):
+    """A first run whose every trial failed (a device that was not there, mended since): resumed, the search
+    runs the trials asked for; it stopped after one when the earlier failures counted."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    broken = Training(fail=range(100))
+    optimize_until(open_study(url, "mended", search(), heartbeat=1), broken, 2, catch=(RuntimeError,))
+    study = open_study(url, "mended", search(), heartbeat=1)
+    assert states(study) == ["FAIL"] * 3
+    optimize_until(study, Training(), 2, catch=(RuntimeError,))
+    assert states(study) == ["FAIL"] * 3 + ["COMPLETE"] * 2
+
+
+def test_a_section_left_empty_takes_the_searched_value_and_best_yaml_is_whole(tmp_path):
+    """`optimizer:` with no value (its defaults) crashed the search at its end, after every trial, leaving a
+    best.yaml of its comment alone, which loads as the default experiment."""
+    from rnnt.tuning.space import with_values
+
+    assert with_values({"train": {"optimizer": None}}, {"train.optimizer.lr": 0.002}) == {
+        "train": {"optimizer": {"lr": 0.002}}}
+    study = open_study(f"sqlite:///{tmp_path / 'study.db'}", "empty", search(), heartbeat=1)
+    optimize_until(study, Training(), 1, catch=())
+    write_results(study, {"train": {"epochs": 3, "optimizer": None}}, str(tmp_path))
+    best = yaml.safe_load((tmp_path / "best.yaml").read_text())
+    assert best["train"]["optimizer"]["lr"] == study.best_trial.params["train.optimizer.lr"]
+
+
 def test_pruned_trials_count_as_ended(tmp_path):
     pruning = search(pruner={"type": "median", "startup_trials": 1, "warmup_epochs": 0})
     study = open_study(f"sqlite:///{tmp_path / 'study.db'}", "pruned", pruning, heartbeat=1)
@@ -177,6 +203,16 @@ def test_best_wer_is_the_objective_of_studies_from_before_target_wer():
     old = optuna.trial.create_trial(value=33.0)
     new = optuna.trial.create_trial(value=2.5, user_attrs={"best_wer": 41.0})
     assert (best_wer(old), best_wer(new)) == (33.0, 41.0)
+
+
+def test_a_pruned_trials_row_has_no_objective_and_its_best_wer():
+    """Optuna gives a pruned trial its last reported WER as its value: the objective column mixed WERs with
+    the minutes of a target search, and its dev WER was the last epoch's, not its best."""
+    from rnnt.tuning.study import trial_row
+
+    pruned = optuna.trial.create_trial(state=TrialState.PRUNED, value=75.0, intermediate_values={1: 80, 2: 70, 3: 75},
+                                       user_attrs={"best_wer": 70.0, "best_epoch": 2, "minutes_to_best": 1.0})
+    assert trial_row(pruned, [])[1:] == ["PRUNED", "", "70.00", "2", "1.00"]
 
 
 def test_write_results_writes_the_table_the_plot_and_the_best_config(tmp_path):

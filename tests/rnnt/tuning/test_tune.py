@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from conftest import ROOT, run_tool
@@ -125,12 +126,34 @@ def test_the_time_limit_stops_a_trial_and_keeps_its_epochs(yesno, tmp_path):
      "space.train.optimizer.learning_rate is not a key of the experiment config"),
     ({"train.optimizer.lr": {"type": "float", "low": 1e-2, "high": 1e-4}}, "low (0.01) must be below high"),
     ({"train.optimizer.lr": {"type": "uniform", "low": 1e-4, "high": 1e-2}}, "type one of float, int, categorical"),
+    # what optuna refused only when the first trial drew, after the study had taken the search for its own
+    ({"train.optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True, "step": 0.001}},
+     "space.train.optimizer.lr: The parameter `step` is not supported when `log` is true"),
+    ({"train.schedule.warmup_steps": {"type": "int", "low": 0, "high": 400, "log": True}},
+     "space.train.schedule.warmup_steps: `low >= 1` must hold for `log=True`"),
+    ({"train.optimizer.lr": {"type": "float", "low": "abc", "high": 1e-2}}, "low and high must be numbers, got 'abc'"),
 ])
 def test_a_bad_search_is_refused_before_any_trial_naming_file_and_key(yesno, tmp_path, space, message):
     out = run_tool(*tune_args(yesno, tmp_path, {"trials": 2, "space": space}))
     assert out.returncode == 1
     assert str(tmp_path / "search.yaml") in out.stderr and message in out.stderr
     assert not (tmp_path / "tune" / "trial-000").exists()
+
+
+def test_numbers_yaml_reads_as_strings_are_numbers_and_trials_a_whole_number(yesno, tmp_path):
+    """YAML 1.1 reads 1e-4 as a string: the search named it 'not below' 1e-2, or crashed on comparing it."""
+    from rnnt.tuning.space import load_search
+
+    base = {"train": {"optimizer": {"lr": 0.001}}}
+    for values, message in (({"trials": "5"}, "trials must be a whole number, at least 1, got '5'"),
+                            ({"trials": None}, "trials must be a whole number, at least 1, got None"),
+                            ({"minutes_per_trial": "five"}, "minutes_per_trial must be a number of minutes")):
+        (tmp_path / "s.yaml").write_text(yaml.safe_dump({"space": {"train.optimizer.lr": {
+            "type": "float", "low": 1e-4, "high": 1e-2}}, **values}))
+        with pytest.raises(ValueError, match=message):
+            load_search(str(tmp_path / "s.yaml"), base)
+    (tmp_path / "s.yaml").write_text("space:\n  train.optimizer.lr: {type: float, low: 1e-4, high: 1e-2, log: true}\n")
+    assert load_search(str(tmp_path / "s.yaml"), base).space["train.optimizer.lr"]["low"] == "1e-4"
 
 
 @pytest.mark.parametrize("section, message", [
@@ -188,6 +211,39 @@ def test_a_target_wer_search_scores_minutes_to_the_target_and_stops_there(yesno,
     assert named and "objective" in out.stdout, out.stdout
     lowest = min(float(r["objective"]) for r in rows)  # trials.tsv rounds: two may tie at its precision
     assert float(next(r for r in rows if r["trial"] == named.group(1))["objective"]) == pytest.approx(lowest, abs=0.01)
+
+
+LATE_EPOCH_TRAINER = """
+import os, signal, sys, time
+staged, exp = sys.argv[1:]
+def show(epoch):  # an epoch checkpoint written (made beforehand: this stand-in starts at once, without torch)
+    os.replace(f"{staged}/epoch-{epoch}.pt", f"{exp}/epoch-{epoch}.pt")
+def stop(*_):  # as the trainer: the validation under way when SIGTERM came ends and is saved, after the limit
+    show(2)
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stop)
+show(1)
+time.sleep(60)
+"""
+
+
+def test_an_epoch_ended_after_the_time_limit_neither_reports_nor_counts(tmp_path):
+    """Stopped at its limit, the trainer ends the epoch it was validating and saves it: that epoch, after the
+    limit, was the trial's best, and with a target WER it scored below the limit, ahead of trials that reached
+    the target in time."""
+    staged, exp = tmp_path / "staged", tmp_path / "exp"
+    staged.mkdir()
+    exp.mkdir()
+    for epoch, wer in ((1, 50.0), (2, 5.0)):
+        torch.save({"meta": {"epoch": epoch, "valid_wer": wer}}, staged / f"epoch-{epoch}.pt")
+    (tmp_path / "late.py").write_text(LATE_EPOCH_TRAINER)
+    reported = []
+    run = run_trial([sys.executable, str(tmp_path / "late.py"), str(staged), str(exp)], str(exp), 1 / 60,
+                    lambda epoch, wer: reported.append(epoch) or False, str(tmp_path / "output.log"))
+    assert run.stopped_by == "time limit" and run.returncode == 143, (tmp_path / "output.log").read_text()
+    assert [epoch for epoch, _, _ in run.epochs] == [1, 2] and reported == [1]
+    assert run.best[:2] == (1, 50.0)
+    assert Search(space={}, minutes_per_trial=4, target_wer=40).score(10.0, None) == 4  # never below the limit
 
 
 def test_a_trial_that_misses_the_target_ranks_below_every_trial_that_reached_it():
