@@ -145,6 +145,27 @@ def test_extra_columns_and_two_recordings_of_one_id_are_named_not_merged(small_c
     assert texts == {"a-one": "ONE", "b-three": "THREE"}
 
 
+def test_a_path_with_spaces_before_a_tab_a_cr_inside_a_line_and_a_second_lists_bom(small_corpus, tmp_path):
+    """'a/one 2.wav<TAB>TWO' beside a/one.wav: the first word named a file, so the line went to a/one.wav with
+    '2.WAV TWO' as its words; a CR inside a line split it (its words cut, the later lines numbered one off); the
+    byte-order mark of a list appended with cat hid the next line's file."""
+    import shutil
+
+    shutil.copy(small_corpus / "a" / "two.wav", small_corpus / "a" / "one 2.wav")
+    (small_corpus / "transcripts.txt").write_bytes(
+        b"a/one 2.wav\tTWO\na/one.wav\tONE\nb/three THREE\rFOUR\n\xef\xbb\xbfb/two TWO\na/nine NINE\n")
+    out = run_tool(sys.executable, DATA_PREP, "--dev-fraction", "0.2", "--test-fraction", "0", small_corpus,
+                   tmp_path / "data")
+    assert out.returncode == 0, out.stderr
+    texts, wav = {}, {}
+    for name in ("train", "dev"):
+        texts |= table(tmp_path / "data" / name / "text")
+        wav |= table(tmp_path / "data" / name / "wav.scp")
+    assert texts == {"a-one": "ONE", "a-one_2": "TWO", "b-three": "THREE FOUR", "b-two": "TWO"}, texts
+    assert wav["a-one_2"] == str(small_corpus / "a" / "one 2.wav")
+    assert f"skipped {small_corpus / 'transcripts.txt'}:5 ({small_corpus}/a/nine): audio file not found" in out.stderr
+
+
 def test_data_prep_keeps_good_lines_and_names_bad_ones_by_file_and_line(small_corpus, tmp_path):
     (small_corpus / "b" / "broken.wav").write_bytes(b"not audio at all")
     lines = ["a/zero.wav zero",          # 1: with its extension

@@ -3,7 +3,7 @@
 
 The transcript list has one line per recording: the file's path relative to the corpus folder, with or
 without its extension, then the transcript, separated by a space or tab (a tab where the path has spaces:
-where the first word names no file, the line is split at its first tab):
+a line with a tab is split at it where the part before names a file, else at its first space):
     speaker1/hello_01.wav HELLO WORLD
     speaker1/hello_02     GOOD MORNING
 Audio: any format soundfile reads (wav, flac, ogg, mp3, ...), any sample rate, mono or stereo. Transcripts
@@ -74,28 +74,29 @@ def utterances(corpus_dir: str, transcripts: str, speaker_regex: re.Pattern | No
     with the speaker id. Report what you skip with report.skip(reason, where) so that it is counted.
     """
     found: dict[str, Utterance] = {}
-    with open(transcripts, encoding="utf-8-sig", errors="replace") as f:
+    # lines end at newlines only: a CR inside one (an editor's) is whitespace of its transcript, as Kaldi reads it
+    with open(transcripts, encoding="utf-8-sig", errors="replace", newline="\n") as f:
         for number, line in enumerate(f, 1):
             where = f"{transcripts}:{number}"
+            line = line.lstrip("\ufeff")  # the byte-order mark of a second list appended with cat
             fields = line.split(maxsplit=1)
             if not fields:
                 continue
             if "\ufffd" in line:
                 report.skip("not UTF-8 (re-encode the file as UTF-8)", where)
                 continue
-            if len(fields) < 2 or not normalise(fields[1]):
-                report.skip("malformed line (want '<file> <transcript>')", where)
-                continue
             if line.strip().count("\t") > 1:  # a table of more columns: they would be words of the transcript
                 report.skip("more than two tab-separated fields (want '<file>\t<transcript>')", where)
                 continue
+            if "\t" in line.strip():  # the path up to the tab (it may hold spaces: take 2.wav beside take.wav)
+                path_name, rest = (field.strip() for field in line.split("\t", 1))
+                if find_audio(corpus_dir, path_name) is not None:
+                    fields = [path_name, rest]
+            if len(fields) < 2 or not normalise(fields[1]):
+                report.skip("malformed line (want '<file> <transcript>')", where)
+                continue
             name, text = fields[0], normalise(fields[1])
             audio = find_audio(corpus_dir, name)
-            if audio is None and "\t" in line:  # a path with spaces, a tab after it
-                path_name, rest = (field.strip() for field in line.split("\t", 1))
-                path_audio = find_audio(corpus_dir, path_name) if normalise(rest) else None
-                if path_audio is not None:
-                    name, audio, text = path_name, path_audio, normalise(rest)
             if audio is None:
                 report.skip("audio file not found", f"{where} ({os.path.join(corpus_dir, name)})")
                 continue
