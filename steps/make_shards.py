@@ -96,6 +96,19 @@ def items_digest(items) -> str:
     return digest.hexdigest()
 
 
+def write_shards(jobs: list, nj: int) -> tuple[int, float, list[str]]:
+    """Writes the shards of jobs, nj at once: (utterances written, seconds of audio, 'key: reason' of each
+    utterance left out for unreadable audio)."""
+    written, seconds, skipped = 0, 0.0, []
+    with Pool(nj) if nj > 1 else contextlib.nullcontext() as pool:
+        results = pool.imap_unordered(write_one, jobs) if pool else map(write_one, jobs)
+        for _, (count, duration, bad) in progress(results, total=len(jobs), desc="shards", unit="shard"):
+            written += count
+            seconds += duration
+            skipped.extend(bad)
+    return written, seconds, skipped
+
+
 def main() -> str:
     parser = tool_parser(__doc__, "steps/make_shards.py --nj 4 data/train data/train/shards "
                                   "data/train/data.list")
@@ -132,14 +145,7 @@ def main() -> str:
              for i in range((len(items) + n - 1) // n)]
     jobs = [(path, items[i * n:(i + 1) * n], options) for i, path in enumerate(paths)
             if not os.path.isfile(path) or os.path.exists(skipped_path(path))]
-    written = seconds = 0.0
-    skipped: list[str] = []  # unreadable audio
-    with Pool(args.nj) if args.nj > 1 else contextlib.nullcontext() as pool:
-        results = pool.imap_unordered(write_one, jobs) if pool else map(write_one, jobs)
-        for _, (count, duration, bad) in progress(results, total=len(jobs), desc="shards", unit="shard"):
-            written += count
-            seconds += duration
-            skipped.extend(bad)
+    written, seconds, skipped = write_shards(jobs, args.nj)
     for reason in skipped:
         print(f"make_shards.py: skipped {reason}", file=sys.stderr)
     reused = len(paths) - len(jobs)
@@ -147,7 +153,7 @@ def main() -> str:
         raise ToolError(f"{args.data_dir}: no utterance's audio could be read (each is named above)")
     write_list(args.shard_list, paths)
     return (f"{args.shard_list}: {len(paths)} shards ({reused} already complete); this run wrote "
-            f"{int(written)} utterances, {seconds / 3600:.2f} h of audio; skipped {len(left_out) + len(skipped)}")
+            f"{written} utterances, {seconds / 3600:.2f} h of audio; skipped {len(left_out) + len(skipped)}")
 
 
 if __name__ == "__main__":
