@@ -14,20 +14,31 @@ import json
 import os
 import sys
 
-import soundfile
-
 from rnnt.cli import ToolError, run_tool, tool_parser
-from rnnt.datadir.table import read_table
+from rnnt.datadir.table import has_undecodable_bytes, read_table
 from rnnt.datadir.utterances import read_utterances
 from rnnt.datadir.values import is_positive_number
+from rnnt.prep.data_dir_writer import audio_info
 
 
-def recording_seconds(path: str) -> float | None:
-    """A recording's length from its header; None where it cannot be read."""
-    try:
-        return soundfile.info(path).duration
-    except (RuntimeError, soundfile.LibsndfileError, TypeError):
-        return None
+def raw_entry(utterance) -> tuple[dict, str]:
+    """The utterance's entry, with "start" and "end" for a segment (WeNet's reader wants both; 0 to -1 is the
+    whole file), or why it cannot have one."""
+    if utterance.source.endswith("|"):
+        return {}, "a piped command cannot be a raw entry"
+    if has_undecodable_bytes(utterance.source):
+        return {}, ("its path is not UTF-8, which a list (JSON) cannot hold; rename the file, or use "
+                    "steps/make_shards.py")
+    entry = {"key": utterance.key, "wav": utterance.source, "txt": utterance.text}
+    if utterance.start is None or (utterance.start == 0 and utterance.end < 0):
+        return entry, ""
+    end = utterance.end
+    if end < 0:  # to the recording's end: its length from its header
+        info = audio_info(utterance.source)
+        if info is None:
+            return {}, "its segment runs to the end of a recording whose length cannot be read"
+        end = info.duration
+    return {**entry, "start": utterance.start, "end": end}, ""
 
 
 def main() -> str:
@@ -43,21 +54,10 @@ def main() -> str:
         raise ToolError(str(error)) from error
     rows, without_duration = [], 0
     for utterance in utterances:
-        if utterance.source.endswith("|"):
-            skipped.append(f"{utterance.audio_where}: {utterance.key}: a piped command cannot be a raw entry")
+        entry, problem = raw_entry(utterance)
+        if problem:
+            skipped.append(f"{utterance.audio_where}: {utterance.key}: {problem}")
             continue
-        if any("\udc80" <= ch <= "\udcff" for ch in utterance.source):  # bytes read under KEEP_BYTES
-            skipped.append(f"{utterance.audio_where}: {utterance.key}: its path is not UTF-8, which a list (JSON) "
-                           "cannot hold; rename the file, or use steps/make_shards.py")
-            continue
-        entry = {"key": utterance.key, "wav": utterance.source, "txt": utterance.text}
-        if utterance.start is not None and not (utterance.start == 0 and utterance.end < 0):  # 0 -1: the whole file
-            end = utterance.end if utterance.end >= 0 else recording_seconds(utterance.source)
-            if end is None:
-                skipped.append(f"{utterance.audio_where}: {utterance.key}: its segment runs to the end of a recording "
-                               "whose length cannot be read")
-                continue
-            entry.update(start=utterance.start, end=end)  # WeNet's reader wants both
         duration = durations.get(utterance.key)
         if duration is not None and is_positive_number(duration.value):
             entry["duration"] = float(duration.value)

@@ -36,9 +36,6 @@ from rnnt.training.experiment import load_experiment, with_absolute_paths
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-# a trainer stopped by SIGTERM: 143 from its own handler; killed by it, once training ended and the default
-# handler is back (the trial asked to stop as its last epoch ended)
-
 
 class TrialFailed(Exception):
     """A trial's training failed: the trial is marked failed, the search goes on."""

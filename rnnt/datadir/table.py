@@ -37,6 +37,11 @@ class Line:
 KEEP_BYTES = "surrogateescape"  # the decoding error handler under which a copied line keeps every byte
 
 
+def has_undecodable_bytes(text: str) -> bool:
+    """Whether text read under KEEP_BYTES holds bytes that are not UTF-8 (each kept as U+DC80-U+DCFF)."""
+    return any("\udc80" <= ch <= "\udcff" for ch in text)
+
+
 def read_lines(path: str, errors: str = "replace") -> Iterator[Line]:
     """Yields every line of a UTF-8 text file, raw; undecodable bytes become U+FFFD, or, with errors=KEEP_BYTES
     (the tools that copy tables, as Kaldi's keep bytes), surrogates that write_table writes back as they were."""

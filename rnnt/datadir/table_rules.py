@@ -10,7 +10,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from rnnt.datadir.table import KEEP_BYTES, Line, read_lines
+from rnnt.datadir.table import KEEP_BYTES, Line, has_undecodable_bytes, read_lines
 from rnnt.datadir.values import VALUE_RULES, segment_problem
 
 # Kaldi's validate_data_dir.sh refuses these in text as `grep -w` finds them (not inside a run of letters, digits
@@ -53,9 +53,9 @@ def non_printable(text: str) -> str | None:
     or an unassigned code point (U+FFFD marks invalid UTF-8), as U+XXXX. Format characters (Cf: the zero-width
     joiners of Persian and Indic text, the direction marks of Hebrew and Arabic) and private-use ones are
     printable there, so here."""
+    if has_undecodable_bytes(text):  # read under KEEP_BYTES
+        return "U+FFFD"
     for ch in text:
-        if "\udc80" <= ch <= "\udcff":  # a byte that is not UTF-8, read under KEEP_BYTES
-            return "U+FFFD"
         if ch == "\ufffd" or (ch not in "\t\n\v\f\r" and unicodedata.category(ch) in ("Cc", "Cs", "Cn")):
             return f"U+{ord(ch):04X}"
     return None

@@ -109,7 +109,7 @@ def audio_info(path: str) -> AudioInfo | None:
     0.000, which the validator refuses)."""
     try:
         info = soundfile.info(path)
-    except (RuntimeError, OSError, soundfile.LibsndfileError):
+    except (RuntimeError, OSError, TypeError, soundfile.LibsndfileError):  # TypeError: headerless (.raw)
         return None
     if info.frames <= 0 or info.samplerate <= 0 or round(info.frames / info.samplerate, 3) <= 0:
         return None

@@ -29,16 +29,21 @@ class TrialRun:
 
     @property
     def failed(self) -> bool:
-        """The training ended in error: not 0, nor SIGTERM's status when this run stopped it."""
+        """The training ended in error: not 0, nor SIGTERM's status when this run stopped it (143 from the
+        trainer's own handler; killed by the signal, once training ended and the default handler was back)."""
         stopped = self.stopped_by and self.returncode in (128 + signal.SIGTERM, -signal.SIGTERM)
         return self.returncode != 0 and not stopped
 
     @property
+    def in_time(self) -> list[tuple[int, float, float]]:
+        """The epochs ended within the time limit: the trainer stopped at the limit may still end the epoch it
+        was validating, after it."""
+        return [e for e in self.epochs if not self.minutes_limit or e[2] <= self.minutes_limit]
+
+    @property
     def best(self) -> tuple[int, float, float] | None:
-        """The epoch with the lowest dev WER (the first of equals) of those ended within the time limit: the
-        trainer stopped at the limit may still end the epoch it was validating, after it."""
-        in_time = [e for e in self.epochs if not self.minutes_limit or e[2] <= self.minutes_limit]
-        return min(in_time, key=lambda e: e[1]) if in_time else None
+        """The epoch in time with the lowest dev WER (the first of equals)."""
+        return min(self.in_time, key=lambda e: e[1]) if self.in_time else None
 
 
 def die_with_parent() -> None:
