@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tool_runs import run_python_tool
+from tool_runs import python_on_path, run_python_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 # Without a GPU the Triton kernels run in Triton's interpreter, on CPU tensors: the variable must be set
@@ -29,6 +29,13 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
 pytest_plugins = ["http_server"]  # the `server` fixture: an HTTP server on 127.0.0.1
+
+
+@pytest.fixture(scope="session", autouse=True)
+def python_tools_forked(tmp_path_factory):
+    """Every Python tool the tests start, themselves or through a recipe or script, a fork of the tests' fork
+    server (tests/tool_runs.py), which imported torch once."""
+    python_on_path(tmp_path_factory.mktemp("python_on_path"))
 
 
 @pytest.fixture

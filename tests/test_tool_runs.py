@@ -1,6 +1,7 @@
 """The tests' fork server (tests/tool_runs.py) runs a Python tool as a fresh interpreter does: the same standard
 output, standard error and exit status for each way a tool ends, its argv, working directory, environment and
-standard input its own."""
+standard input its own; through the `python3` first on PATH, its signals and its ending with the process
+that started it too."""
 
 import os
 import signal
@@ -50,9 +51,9 @@ def test_a_tool_started_with_other_threads_settings_gets_a_fresh_interpreter(tmp
     assert run_python_tool([sys.executable, str(tool)], None, tmp_path) is None
 
 
-def test_a_run_cut_off_takes_its_tool_and_the_server_with_it(tmp_path):
-    """A test stopped while its tool runs (its timeout, say) leaves no tool running and no answer behind
-    for the next run to read as its own."""
+def test_a_run_cut_off_takes_its_tool_with_it(tmp_path):
+    """A test stopped while its tool runs (its timeout, say) leaves no tool running, and the next run is
+    served."""
     marker = tmp_path / "still running"
     tool = tmp_path / "slow.py"
     tool.write_text(f"import time\ntime.sleep(1.0)\nopen({str(marker)!r}, 'w').close()\n")
@@ -75,3 +76,58 @@ def test_a_run_cut_off_takes_its_tool_and_the_server_with_it(tmp_path):
     assert (after.returncode, after.stdout) == (0, "quick\n")
     time.sleep(1.2)
     assert not marker.exists()
+
+
+SHELL_TOOL = """import os, signal, sys, time
+print("parent", os.getppid(), "argv", sys.argv[1:], "input", sys.stdin.readline().strip(), flush=True)
+print("SIGINT ignored", signal.getsignal(signal.SIGINT) == signal.SIG_IGN, flush=True)
+if sys.argv[1:] == ["wait"]:
+    signal.signal(signal.SIGTERM, lambda *_: (print("SIGTERM", flush=True), sys.exit(7)))
+    open("started", "w").close()
+    time.sleep(60)
+sys.exit(3)
+"""
+
+
+def shell(script: str, cwd, **popen) -> subprocess.Popen:
+    return subprocess.Popen(["bash", "-c", script], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, **popen)
+
+
+def wait_for(path, process) -> None:
+    deadline = time.time() + 60
+    while not path.exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert path.exists(), process.communicate()
+
+
+def test_python3_on_path_runs_a_tool_forked_with_its_pipes_status_and_signals(tmp_path):
+    """A script's `python3 TOOL` (as a recipe's stages start them) is a fork of the server: its standard
+    streams the shell's pipes, its exit status the shell's, the SIGTERM a recipe's stop sends reaching the tool's
+    handler, and a background job's ignored SIGINT still ignored; `python3 -c`, and a tool started with other
+    thread settings, run in a fresh interpreter, a process of the shell's own."""
+    (tmp_path / "tool.py").write_text(SHELL_TOOL)
+    run = shell("echo $$; echo hello | python3 tool.py x; echo status $?; python3 -c 'import os; print(os.getppid())'"
+                "; OMP_NUM_THREADS=7 python3 tool.py < /dev/null | head -1", tmp_path)
+    out, err = run.communicate()
+    shell_pid, forked, ignored, status, c, fresh = out.splitlines()
+    assert forked.startswith("parent ") and forked.split()[1] != shell_pid, out + err  # a child of the server
+    assert forked.endswith("argv ['x'] input hello") and ignored == "SIGINT ignored False", out + err
+    assert status == "status 3" and c == shell_pid and fresh.split()[1] == shell_pid, out + err
+    run = shell("python3 tool.py wait < /dev/null & tool=$!; while [ ! -e started ]; do sleep 0.05; done; "
+                "kill -TERM $tool; wait $tool; echo status $?", tmp_path)
+    out, err = run.communicate()
+    assert out.splitlines()[1:] == ["SIGINT ignored True", "SIGTERM", "status 7"], out + err
+
+
+def test_python3_on_path_killed_takes_its_forked_tool_with_it(tmp_path):
+    (tmp_path / "tool.py").write_text(SHELL_TOOL)
+    run = shell("python3 tool.py wait < /dev/null", tmp_path, start_new_session=True)
+    wait_for(tmp_path / "started", run)
+    tool = int(run.stdout.readline().split()[1])  # the tool's parent: the server's process for the run
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and os.path.exists(f"/proc/{tool}"):
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{tool}")  # it has ended (with the tool, its child)

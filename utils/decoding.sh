@@ -10,6 +10,8 @@
 #                                               utils/combination.sh); an LM-fused method (*_lm, *_lodr) first
 #                                               gets its LM and weights from lm_fusion_stage, with run.sh's
 #                                               $lm_order, $lm_over and lm_beam_of's beam, weighted on data/dev
+#                                               among run.sh's $lm_weights and $lm_bonuses where set (else
+#                                               steps/tune_lm_fusion.py's grid)
 #   lm_fusion_stage STAGE EXP TAG LANG METHOD ORDER OVER BEAM DEV  an n-gram LM over LANG's units (OVER units:
 #                                               LANG/lm_<ORDER>gram.arpa) or over words (OVER words, searched
 #                                               through a lexicon: LANG/lm_word_<ORDER>gram.arpa) from
@@ -112,12 +114,16 @@ lm_fusion_stage() {
             lodr=(--lodr-arpa "$(ngram_arpa "$lang" 2 units)") ;;
   esac
   checkpoint=$(checkpoint_of "$exp" "$tag")
+  local grid=()  # run.sh's $lm_weights and $lm_bonuses, where set: the points dev chooses among
+  [ -z "${lm_weights:-}" ] || grid+=(--weights "$lm_weights")
+  [ -z "${lm_bonuses:-}" ] || grid+=(--bonuses "$lm_bonuses")
   local name="lm-fusion-$method-$(basename "$arpa" .arpa)-$tag" weights="$exp/lm/$method-$tag.yaml"
   [ -f "$weights" ] || rm -f "$(stage_mark "$stage_n" "$name" "$exp")"  # done before per-model files: again
   if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "$arpa" "${lodr[@]}" "data/$dev/data.list" \
-      "data/$dev/text" "$beam"; then
+      "data/$dev/text" "$beam" "${grid[@]}"; then
     logged "$(stage_log "$stage_n" "$name" "$exp")" steps/tune_lm_fusion.py --method "$method" \
-      --arpa "$arpa" --over "$over" "${lodr[@]}" --beam "$beam" --checkpoint "$checkpoint" "$exp" "data/$dev/data.list"
+      --arpa "$arpa" --over "$over" "${lodr[@]}" --beam "$beam" "${grid[@]}" --checkpoint "$checkpoint" "$exp" \
+      "data/$dev/data.list"
     cp "$exp/lm/$method.yaml" "$weights"
     stage_done "$stage_n" "$name" "$exp" -- "$weights"
   fi

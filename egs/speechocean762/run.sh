@@ -37,6 +37,8 @@ lm_order=            # LM-fused methods (*_lm, *_lodr): the n-gram LM's order (b
 lm_over=             # the LM's words: words (through the lexicon: char or phone units), or units (char, bpe)
 lm_beam=             # the beam of the LM's search, its weights chosen with it; empty: what dev chose for
                      # the method and units (utils/units.sh lm_beam_of)
+lm_weights=          # the LM weights and length bonuses dev chooses among, comma-separated; empty: those of
+lm_bonuses=          # steps/tune_lm_fusion.py (6 weights, 0.2-1.5; 5 bonuses, -2 to 2 a word or 0 to 3 a unit)
 combine=default      # stage 9 combines systems' n-bests (utils/combination.sh): "EXP:METHOD:AVERAGE ...", or
                      # default: for a --train-config that starts from another model, it (every seed), the
                      # companion and that model; "": none
@@ -48,6 +50,7 @@ help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/spe
   [--average N] [--seeds N] [--methods \"greedy beam modified_beam modified_beam_lm modified_beam_lodr pooled_beam_lm
   beam_lm beam_lodr ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
   [--lm-order N] [--lm-over words|units] [--lm-beam N] [--deploy \"offline streaming\"]
+  [--lm-weights W,W,...] [--lm-bonuses B,B,...]
   [--combine default|\"EXP:METHOD:AVERAGE EXP:METHOD:AVERAGE ...\"]
 Stages: 0 download, 1 data dirs, 2 shards, 3 units (phones and their lexicon, characters or BPE), 4 train
 (for a --train-config with train.init_from: --init-config's model first, with --companion-config's at once,

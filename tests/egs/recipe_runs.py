@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from conftest import ROOT
@@ -23,9 +24,14 @@ def copy_recipe(name: str, dest: Path) -> Path:
     return recipe
 
 
+def recipe_environment() -> dict[str, str]:
+    """The environment a user runs a recipe in with the project's environment active (as the tests' own: path.sh
+    changes nothing then, and the tests' `python3`, first on PATH, starts each Python tool; tests/tool_runs.py)."""
+    return {**os.environ, "VIRTUAL_ENV": sys.prefix}
+
+
 def run_recipe(recipe: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    return subprocess.run(["./run.sh", *args], cwd=recipe, capture_output=True, text=True, env=env)
+    return subprocess.run(["./run.sh", *args], cwd=recipe, capture_output=True, text=True, env=recipe_environment())
 
 
 def wer_of(line: str) -> float:

@@ -5,7 +5,6 @@ template's local/data_prep.py reads a transcript list."""
 import os
 import random
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 import soundfile
 import torch
 from conftest import ROOT, run_tool
+from recipe_runs import run_recipe
 
 from rnnt.data.resample import resample
 
@@ -63,12 +63,6 @@ def wer_of(line: str) -> float:
 
 def table(path: Path) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in path.read_text().splitlines())
-
-
-def run_recipe(recipe: Path, *args: str) -> subprocess.CompletedProcess:
-    """./run.sh in the recipe as a user runs it (path.sh activates the project's environment)."""
-    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    return subprocess.run(["./run.sh", *args], cwd=recipe, capture_output=True, text=True, env=env, check=False)
 
 
 def test_new_recipe_writes_the_template_and_refuses_an_existing_or_bad_name(tmp_path):

@@ -1,12 +1,11 @@
 """egs/yesno end to end on the real corpus (asserting its WER), and run.sh's behaviour around it: read whole
 before it runs, and a config edit that retrains into a new experiment."""
 
-import os
 import subprocess
 
 import pytest
 import yaml
-from recipe_runs import copy_recipe, run_recipe, wer_of
+from recipe_runs import copy_recipe, recipe_environment, run_recipe, wer_of
 
 pytestmark = pytest.mark.slow
 
@@ -48,9 +47,9 @@ def test_a_recipe_edited_while_it_runs_goes_on_as_it_was_started(test_data, tmp_
     """run.sh is read whole before it runs (its body is one brace group): a user editing it during a long
     stage does not make bash go on from a shifted byte offset in the new file."""
     recipe = copy_recipe("yesno", tmp_path)
-    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    run = subprocess.Popen(["./run.sh", "--corpus-dir", str(test_data / "waves_yesno"), "--stop-stage", "1"],
-                           cwd=recipe, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    args = ["./run.sh", "--corpus-dir", str(test_data / "waves_yesno"), "--stop-stage", "1"]
+    run = subprocess.Popen(args, cwd=recipe, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=recipe_environment())
     for line in run.stdout:  # stage 1 has started: its data prep takes seconds
         if "stage 1 (data)" in line:
             break

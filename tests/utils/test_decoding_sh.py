@@ -9,6 +9,7 @@ from conftest import ROOT
 TUNE = """#!/usr/bin/env bash
 # stands in for steps/tune_lm_fusion.py: the weights name the checkpoint they were tuned on
 set -euo pipefail
+echo "$*" >> tunes.log
 while [ "$1" != --checkpoint ]; do shift; done
 mkdir -p "$3/lm"
 echo "weights of $2" > "$3/lm/modified_beam_lm.yaml"
@@ -27,16 +28,18 @@ echo "$TAG" >> decodes.log
 """
 
 
-def decode(tmp_path, tag: str) -> subprocess.CompletedProcess:
+def decode(tmp_path, tag: str, grid: str = "") -> subprocess.CompletedProcess:
+    """decode_stages of modified_beam_lm on dev, with run.sh's variables and `grid` (lm_weights=... lm_bonuses=...)."""
     env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", ROOT=str(ROOT), TAG=tag)
-    script = ('set -euo pipefail; stage=0 stop_stage=100 lm_order=3 lm_over=words; '
+    script = (f'set -euo pipefail; stage=0 stop_stage=100 lm_order=3 lm_over=words {grid}; '
               '. "$ROOT/utils/stages.sh"; . "$ROOT/utils/decoding.sh"\n'
               'checkpoint_of() { echo "$1/$2.pt"; }; ngram_stage() { :; }; lm_beam_of() { echo 8; }\n'
               'decode_stages 6 exp "$TAG" data/lang modified_beam_lm dev')
     return subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
 
 
-def test_another_average_tunes_its_own_weights_and_leaves_the_first_models_decode_as_it_was(tmp_path):
+def stand_ins(tmp_path) -> None:
+    """The stand-ins for the tools, a dev set and an experiment with models avg10 and avg15."""
     (tmp_path / "steps").mkdir()
     for name, text in (("tune_lm_fusion.py", TUNE), ("decode.py", DECODE)):
         (tmp_path / "steps" / name).write_text(text)
@@ -48,6 +51,11 @@ def test_another_average_tunes_its_own_weights_and_leaves_the_first_models_decod
     exp.mkdir()
     for tag in ("avg10", "avg15"):
         (exp / f"{tag}.pt").write_text(tag)
+
+
+def test_another_average_tunes_its_own_weights_and_leaves_the_first_models_decode_as_it_was(tmp_path):
+    stand_ins(tmp_path)
+    exp = tmp_path / "exp"
     for tag in ("avg10", "avg15", "avg10"):  # --average 10, then 15, then 10 again
         out = decode(tmp_path, tag)
         assert out.returncode == 0, out.stderr
@@ -75,3 +83,17 @@ def test_a_train_stage_in_an_exp_dir_whose_path_has_spaces_is_marked_done(tmp_pa
     answers = [line for line in out.stdout.splitlines() if line in ("done", "wanted")]
     assert answers == ["done", "wanted"], out.stdout  # and a checkpoint gone since runs the stage again
     assert "its output exp/my model/epoch-3.pt is gone or changed" in out.stdout
+
+
+def test_run_sh_lm_weights_and_bonuses_are_the_grid_and_another_grid_tunes_again(tmp_path):
+    """run.sh's --lm-weights and --lm-bonuses reach the tuning, and another grid tunes again; none set, the tool's
+    own grid, and a model tuned before they existed is not tuned again."""
+    stand_ins(tmp_path)
+    for grid in ("", "", "lm_weights=0.2,0.4 lm_bonuses=0,1", "lm_weights=0.2,0.4 lm_bonuses=0,1",
+                 "lm_weights=0.4 lm_bonuses=0,1", ""):
+        out = decode(tmp_path, "avg10", grid)
+        assert out.returncode == 0, out.stderr
+    tunes = [line.split(" --checkpoint")[0].split("--beam 8")[1] for line in
+             (tmp_path / "tunes.log").read_text().splitlines()]
+    assert tunes == ["", " --weights 0.2,0.4 --bonuses 0,1", " --weights 0.4 --bonuses 0,1", ""], tunes
+    assert (tmp_path / "decodes.log").read_text().split() == ["avg10"]  # the stand-in's weights never change
