@@ -18,7 +18,7 @@ is negative or not a multiple of its unit) is refused with the reason; nothing i
 import os
 
 from rnnt.cli import ToolError, run_tool, tool_parser
-from rnnt.export.sherpa_onnx import ExportOptions, NotExportable, export
+from rnnt.export.sherpa_onnx import ExportOptions, NotExportable, config_refusals, export
 
 
 def main() -> str:
@@ -34,9 +34,18 @@ def main() -> str:
                         help="also write *.int8.onnx (onnxruntime dynamic quantisation of the matrix products', "
                              "LSTMs' and embedding's weights per output channel; convolutions stay float) and "
                              "point sherpa-onnx.json at them")
-    parser.add_argument("exp_dir")
-    parser.add_argument("out_dir")
+    parser.add_argument("--check-config", metavar="CONFIG",
+                        help="instead of exporting: whether a model trained from CONFIG over --unit-type units "
+                             "could be exported so (what run.sh --deploy asks before training); exit status 1 "
+                             "with the reasons if not")
+    parser.add_argument("--unit-type", choices=("bpe", "char", "phone"), help="with --check-config")
+    parser.add_argument("exp_dir", nargs="?")
+    parser.add_argument("out_dir", nargs="?")
     args = parser.parse_args()
+    if args.check_config:
+        return check_config(args)
+    if not args.out_dir or args.unit_type:
+        parser.error("give EXP_DIR and OUT_DIR (--unit-type goes with --check-config)")
     try:
         result = export(args.exp_dir, args.out_dir, args.checkpoint,
                         ExportOptions(args.streaming, args.chunk_frames, args.int8))
@@ -50,6 +59,20 @@ def main() -> str:
             f"{', int8' if args.int8 else ''}, {sizes / 1e6:.1f} MB); onnxruntime matches PyTorch within {worst:.1e}"
             + (" in the float graphs (the int8 ones quantise them: decode a dev set with steps/decode_sherpa_onnx.py "
                "--compare to see what that costs)" if args.int8 else ""))
+
+
+def check_config(args) -> str:
+    if args.exp_dir or not args.unit_type:
+        raise ToolError("--check-config takes --unit-type and no EXP_DIR or OUT_DIR")
+    kind = "streaming" if args.streaming else "offline"
+    try:
+        why = config_refusals(args.check_config, args.unit_type, ExportOptions(args.streaming, args.chunk_frames))
+    except (OSError, ValueError, KeyError) as error:
+        raise ToolError(str(error)) from error
+    if why:
+        raise ToolError(f"{args.check_config} with {args.unit_type} units: sherpa-onnx could not run its model "
+                        f"({kind}):\n  " + "\n  ".join(why))
+    return f"{args.check_config} with {args.unit_type} units: exportable for sherpa-onnx ({kind})"
 
 
 if __name__ == "__main__":

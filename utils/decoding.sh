@@ -141,8 +141,9 @@ decode_stages() {
     esac
     for set in $sets; do
       name=decode-$set-$method-$tag
+      # the LM an input too: another --lm-order or --lm-over with the decodes left out marks the results as old
       if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text" "${lm[@]}" \
-          --nbest; then
+          ${lm[0]:+"$(ngram_arpa "$lang" "$lm_order" "$lm_over")"} --nbest; then
         logged "$(stage_log "$stage_n" "$name" "$exp")" steps/decode.py --method "$method" --checkpoint "$checkpoint" \
           --tag "$tag" "${lm[@]}" --nbest "$exp" "data/$set/data.list" "$set"
         stage_done "$stage_n" "$name" "$exp" -- "$exp/decode-$set-$method-$tag/wer"

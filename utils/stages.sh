@@ -24,7 +24,8 @@ stage_marks=${stage_marks:-exp/.stages}
 declare -A done_this_run=()  # the markers stage_done wrote in this run
 out_of_date=()  # stages --stage/--stop-stage left out whose inputs changed since they ran (decode_result says so)
 
-check_run_arguments() {  # check_run_arguments "$@": run.sh after parse_options.sh: no word left over, whole stages
+check_run_arguments() {  # check_run_arguments "$@": run.sh after parse_options.sh: no word left over, whole stages,
+  # no other run in this dir
   if [ $# -gt 0 ]; then  # parse_options.sh stops at the first word that is not an option: the rest would be lost
     echo "$(basename "$0"): unexpected argument '$1': options are --name value (quote a list: --methods \"a b\")" >&2
     exit 1
@@ -33,6 +34,15 @@ check_run_arguments() {  # check_run_arguments "$@": run.sh after parse_options.
   for name in stage stop_stage; do
     [[ ${!name} =~ ^[0-9]+$ ]] || { echo "$(basename "$0"): --${name//_/-} ${!name}: not a stage number" >&2; exit 1; }
   done
+  # one run at a time in a recipe dir: two would train into one exp and write each other's markers. The lock is
+  # held by this shell and every command it starts, until the last of them ends (a training left running too).
+  exec {run_lock}<> .run.lock
+  if ! flock -n "$run_lock"; then
+    echo "$(basename "$0"): another run is under way in $(pwd) (pid $(head -n 1 .run.lock), holding .run.lock);" \
+      "wait for it, or stop it (kill it: its stage stops too)" >&2
+    exit 1
+  fi
+  echo $$ > .run.lock
 }
 
 stage_mark() {  # stage_mark N NAME [DIR]: the marker file of a finished stage

@@ -29,11 +29,21 @@ lm_beam_of() {  # lm_beam_of METHOD: run.sh's $lm_beam, or the beam dev chose fo
   fi
 }
 
-check_deployable() {  # check_deployable UNIT_TYPE DEPLOY: --deploy with phones stops run.sh now, not after training
+check_deployable() {  # check_deployable UNIT_TYPE DEPLOY CONFIG: a --deploy that sherpa-onnx could not run stops
+  # run.sh now, not after the training: phones, or a model of CONFIG it cannot run (steps/export_onnx.py --check-config)
   if [ -n "$2" ] && [ "$1" = phone ]; then
     echo "run.sh: --deploy needs --unit-type bpe or char: sherpa-onnx prints the units, and phones are not words" >&2
     return 1
   fi
+  local kind streaming
+  for kind in $2; do
+    streaming=()
+    [ "$kind" != streaming ] || streaming=(--streaming)
+    steps/export_onnx.py --check-config "$3" --unit-type "$1" "${streaming[@]}" || {
+      echo "run.sh: --deploy $kind with --train-config $3: nothing done (conf/deploy.yaml is a config it runs)" >&2
+      return 1
+    }
+  done
 }
 
 first_pronunciations=local/first_pronunciations.txt  # phones: where a recipe has it, the pronunciations its

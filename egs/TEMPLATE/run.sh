@@ -58,7 +58,7 @@ if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
 fi
 transcripts=${transcripts:-$corpus_dir/transcripts.txt}
 lang=$(lang_of "$unit_type" "$vocab_size")
-check_deployable "$unit_type" "$deploy"
+check_deployable "$unit_type" "$deploy" "$train_config"
 recipe=$(basename "$PWD")  # names the result lines
 
 if stage_wanted 1 data -- local/data_prep.py "$corpus_dir" "$transcripts" "$test_transcripts" "$speaker_regex" \

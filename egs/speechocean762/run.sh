@@ -80,7 +80,7 @@ check_run_arguments "$@"
 
 lang=$(lang_of "$unit_type" "$vocab_size")
 default_lm_search "$unit_type"  # the LM options not given
-check_deployable "$unit_type" "$deploy"
+check_deployable "$unit_type" "$deploy" "$train_config"
 
 if [ -z "$corpus_dir" ]; then
   corpus_dir=downloads/speechocean762

@@ -27,6 +27,7 @@ import logging
 import os
 import warnings
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -36,7 +37,9 @@ from rnnt.data.tokenizer import BLANK, SPACE, UNK
 from rnnt.export.graphs import Decoder, Joiner, OfflineEncoder, StreamingEncoder
 from rnnt.export.runtime import DECODING_JSON
 from rnnt.model.feature_frontend import FeatureFrontEnd
+from rnnt.model.transducer import Transducer
 from rnnt.streaming import stream_refusals, stream_unit_and_overlap
+from rnnt.training.experiment import load_experiment
 from rnnt.transcriber import load_model, seconds_per_encoder_frame
 
 OPSET = 17
@@ -85,6 +88,14 @@ def refusals(experiment, model, tokenizer, options: ExportOptions) -> list[str]:
             why.append(f"--chunk-frames {options.chunk_frames} is not a multiple of {unit} (stacking x the conv "
                        "front end's strides x StackTime)")
     return why
+
+
+def config_refusals(config_path: str, unit_type: str, options: ExportOptions) -> list[str]:
+    """Why a model trained from the config at config_path over unit_type units (bpe, char, phone) would be
+    refused, known before it is trained: refusals reads the model's config and shapes, never its weights."""
+    experiment = load_experiment(config_path)
+    model = Transducer(experiment.model, 16)  # a vocabulary of any size: nothing refused depends on it
+    return refusals(experiment, model, SimpleNamespace(kind=unit_type), options)
 
 
 def tokens_txt(tokenizer) -> list[str]:

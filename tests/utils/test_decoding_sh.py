@@ -28,13 +28,14 @@ echo "$TAG" >> decodes.log
 """
 
 
-def decode(tmp_path, tag: str, grid: str = "") -> subprocess.CompletedProcess:
-    """decode_stages of modified_beam_lm on dev, with run.sh's variables and `grid` (lm_weights=... lm_bonuses=...)."""
+def decode(tmp_path, tag: str, grid: str = "", then: str = "") -> subprocess.CompletedProcess:
+    """decode_stages of modified_beam_lm on dev, with run.sh's variables (and `grid`'s: lm_weights=..., or
+    lm_order=..., stop_stage=...), and `then` after it."""
     env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", ROOT=str(ROOT), TAG=tag)
     script = (f'set -euo pipefail; stage=0 stop_stage=100 lm_order=3 lm_over=words {grid}; '
               '. "$ROOT/utils/stages.sh"; . "$ROOT/utils/decoding.sh"\n'
               'checkpoint_of() { echo "$1/$2.pt"; }; ngram_stage() { :; }; lm_beam_of() { echo 8; }\n'
-              'decode_stages 6 exp "$TAG" data/lang modified_beam_lm dev')
+              f'decode_stages 6 exp "$TAG" data/lang modified_beam_lm dev\n{then}')
     return subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
 
 
@@ -97,3 +98,16 @@ def test_run_sh_lm_weights_and_bonuses_are_the_grid_and_another_grid_tunes_again
              (tmp_path / "tunes.log").read_text().splitlines()]
     assert tunes == ["", " --weights 0.2,0.4 --bonuses 0,1", " --weights 0.4 --bonuses 0,1", ""], tunes
     assert (tmp_path / "decodes.log").read_text().split() == ["avg10"]  # the stand-in's weights never change
+
+
+def test_another_lm_with_the_decodes_left_out_marks_the_printed_results_as_old(tmp_path):
+    """--lm-order 4 with --stop-stage 5: the 3-gram's decode is printed, but said to be from before the change."""
+    stand_ins(tmp_path)
+    result = 'decode_result "an4 dev modified_beam_lm" exp "$TAG" dev modified_beam_lm'
+    out = decode(tmp_path, "avg10", then=result)
+    assert out.returncode == 0 and "%WER 0.00" in out.stdout and "from before" not in out.stdout, out.stderr
+    out = decode(tmp_path, "avg10", "lm_order=4 stop_stage=5", then=result)
+    assert out.returncode == 0, out.stderr
+    assert "(from before your changes: stage 6 (decode-dev-modified_beam_lm-avg10)" in out.stdout, out.stdout
+    out = decode(tmp_path, "avg10", then=result)  # the 3-gram again: its results are today's
+    assert out.returncode == 0 and "from before" not in out.stdout and "skipped" in out.stdout, out.stdout

@@ -228,6 +228,32 @@ def test_a_word_left_over_or_a_stage_not_a_number_is_refused(tmp_path):
     assert out.returncode == 1 and out.stderr == "run.sh: --stage abc: not a stage number\n"
 
 
+def test_a_second_run_in_the_same_dir_is_refused_while_the_first_or_a_command_it_started_runs(tmp_path):
+    """Two run.sh in one recipe dir would train into one exp: the second stops at once, naming the first; once the
+    first and what it started have ended, a run goes ahead."""
+    script = ('stage=0; stop_stage=100; . "$ROOT/utils/stages.sh"; check_run_arguments; echo started; '
+              'sleep 30 & wait')
+    env = {"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"}
+    first = subprocess.Popen(["bash", "-c", script, "run.sh"], stdout=subprocess.PIPE, text=True, env=env,
+                             cwd=tmp_path, start_new_session=True)
+    assert first.stdout.readline() == "started\n"
+    second = subprocess.run(["bash", "-c", script, "run.sh"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert second.returncode == 1 and second.stdout == "", second.stdout
+    assert second.stderr.startswith(f"run.sh: another run is under way in {tmp_path} (pid {first.pid}, "), second.stderr
+    os.kill(first.pid, signal.SIGKILL)  # the shell killed; the sleep it started holds the lock on
+    first.wait()
+    assert subprocess.run(["bash", "-c", script, "run.sh"], capture_output=True, env=env, cwd=tmp_path).returncode == 1
+    os.killpg(first.pid, signal.SIGKILL)
+    quick = script.replace("sleep 30 & wait", "echo done")
+    deadline = time.time() + 10
+    while True:  # the sleep dies a moment after the signal
+        after = subprocess.run(["bash", "-c", quick, "run.sh"], capture_output=True, text=True, env=env, cwd=tmp_path)
+        if after.returncode == 0 or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    assert after.returncode == 0 and after.stdout == "started\ndone\n", after.stderr
+
+
 def test_an_explicit_stage_runs_a_stage_once_in_a_run(tmp_path):
     """--stage N runs its stages again whatever their markers say, but a stage asked for twice in one run (a seed's
     dev decode, asked again for the seed chosen) runs once, its inputs the same."""

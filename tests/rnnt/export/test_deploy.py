@@ -260,6 +260,26 @@ def test_export_refuses_what_sherpa_onnx_cannot_run(an4_test, tmp_path, lang, ch
     out = run_tool(sys.executable, STEPS / "export_onnx.py", *options, exp, tmp_path / "onnx")
     assert out.returncode == 1 and reason in out.stderr, out.stderr
     assert not (tmp_path / "onnx").exists()
+    # known from the config and the unit type before any training (run.sh --deploy asks so)
+    out = run_tool(sys.executable, STEPS / "export_onnx.py", "--check-config", exp / "input.yaml", "--unit-type",
+                   lang, *options)
+    assert out.returncode == 1 and reason in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("streaming", [[], ["--streaming"]])
+def test_the_recipes_deploy_configs_pass_the_check_and_their_default_configs_do_not(streaming):
+    """conf/deploy.yaml of each recipe (and the AN4 test's short schedule) is what sherpa-onnx runs; the
+    recipes' default transducers (the kaldi fbank preset; the template's LSTM prediction network) are not."""
+    for config in ("egs/an4/conf/deploy.yaml", "egs/an4/conf/ci_from_ctc.yaml", "egs/TEMPLATE/conf/deploy.yaml",
+                   "egs/speechocean762/conf/deploy.yaml"):
+        out = run_tool(sys.executable, STEPS / "export_onnx.py", "--check-config", config, "--unit-type", "char",
+                       *streaming)
+        assert out.returncode == 0 and "exportable for sherpa-onnx" in out.stdout, out.stderr
+    for config, reason in (("egs/an4/conf/transducer_conv_pruned_from_ctc_20ep.yaml", "preset is kaldi"),
+                           ("egs/TEMPLATE/conf/transducer.yaml", "predictor.kind is lstm")):
+        out = run_tool(sys.executable, STEPS / "export_onnx.py", "--check-config", config, "--unit-type", "bpe",
+                       *streaming)
+        assert out.returncode == 1 and reason in out.stderr, out.stderr
 
 
 @pytest.mark.parametrize("tail_silence,encoder,stack", [
