@@ -13,6 +13,7 @@ each graph is checked against the PyTorch model in onnxruntime. A model sherpa-o
 is (phone units, which it would print as phones; a CTC-only model; another fbank preset; an LSTM
 prediction network; streamed: a bidirectional encoder, one without LSTM layers, or a --chunk-frames that
 is negative or not a multiple of its unit) is refused with the reason; nothing is silently changed.
+--check-config CONFIG --unit-type TYPE says so of a model not yet trained (run.sh --deploy asks it first).
 """
 
 import os

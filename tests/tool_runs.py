@@ -8,10 +8,10 @@ ARGS`. RNNT_TESTS_FRESH_INTERPRETERS=1 turns the server off (every tool a fresh 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import locale
 import os
 import signal
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -69,10 +69,7 @@ class ForkServer:
             self.process.wait()
         os.environ.pop(SOCKET_VARIABLE, None)
         self.log.close()
-        with contextlib.suppress(OSError):
-            for name in os.listdir(self.folder):
-                os.unlink(os.path.join(self.folder, name))
-            os.rmdir(self.folder)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 _server: ForkServer | None = None
