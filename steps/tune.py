@@ -36,7 +36,6 @@ from rnnt.training.experiment import load_experiment, with_absolute_paths
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-
 class TrialFailed(Exception):
     """A trial's training failed: the trial is marked failed, the search goes on."""
 

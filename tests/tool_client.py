@@ -73,18 +73,18 @@ def served_argv(args: list[str]) -> list[str] | None:
 
 
 def run_forked(argv: list[str], cwd: str, env: dict, fds: list[int], ignored: list[int],
-               connection: socket.socket) -> tuple[int | None, int | None]:
-    """The tool's pid and exit status from a connected server; (None, None) when it refuses the run. The
-    connection stays open for signals (b"<number>\\n") until the status comes."""
+               connection: socket.socket) -> int | None:
+    """The tool's exit status from a connected server; None when it refuses the run. The connection stays
+    open for signals (b"<number>\\n") until the status comes."""
     send_line(connection, {"argv": argv, "cwd": cwd, "env": env, "ignored": ignored}, fds)
     lines = Lines(connection)
     started = lines.next()
     if started is None or "pid" not in started:
-        return None, None
+        return None
     ended = lines.next()
     if ended is None:
         raise RuntimeError(f"the tests' fork server ended while running {argv}")
-    return started["pid"], ended["returncode"]
+    return ended["returncode"]
 
 
 def connected() -> socket.socket | None:
@@ -117,7 +117,7 @@ def main() -> None:
         ignored = [number for number in FORWARDED if signal.getsignal(number) == signal.SIG_IGN]
         for number in set(FORWARDED) - set(ignored):
             signal.signal(number, lambda number, _: connection.sendall(b"%d\n" % number))
-        _, returncode = run_forked(argv, os.getcwd(), dict(os.environ), [0, 1, 2], ignored, connection)
+        returncode = run_forked(argv, os.getcwd(), dict(os.environ), [0, 1, 2], ignored, connection)
         if returncode is not None:
             end_as(returncode)
         for number in FORWARDED:

@@ -53,7 +53,7 @@ class ForkServer:
             streams += [os.open(folder / name, os.O_WRONLY | os.O_CREAT, 0o600) for name in ("stdout", "stderr")]
             ignored = [number for number in FORWARDED if signal.getsignal(number) == signal.SIG_IGN]
             try:  # a test cut off here (its timeout) closes the connection: the server kills the tool
-                _, returncode = run_forked(argv[1:], str(cwd), dict(os.environ), streams, ignored, connection)
+                returncode = run_forked(argv[1:], str(cwd), dict(os.environ), streams, ignored, connection)
             finally:
                 for fd in streams:
                     os.close(fd)

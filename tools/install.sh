@@ -48,11 +48,11 @@ if ! "$interpreter" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) el
   exit 1
 fi
 
-# Scripts anywhere in the project import the rnnt package from this checkout: the venv's site-packages
-# names it in a .pth file (the one way a script finds the package; no sys.path edits in scripts).
 site_packages() {
   "$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'
 }
+# Scripts anywhere in the project import the rnnt package from this checkout: the venv's site-packages
+# names it in a .pth file (the one way a script finds the package; no sys.path edits in scripts).
 link_project() {
   echo "$root" > "$(site_packages)/rnnt-recipes.pth"
 }

@@ -43,7 +43,8 @@ class TrialRun:
     @property
     def best(self) -> tuple[int, float, float] | None:
         """The epoch in time with the lowest dev WER (the first of equals)."""
-        return min(self.in_time, key=lambda e: e[1]) if self.in_time else None
+        in_time = self.in_time
+        return min(in_time, key=lambda e: e[1]) if in_time else None
 
 
 def die_with_parent() -> None:
