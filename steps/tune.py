@@ -23,15 +23,18 @@ import json
 import os
 import sys
 
+import torch
 import yaml
 
 from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.config import to_dict
-from rnnt.tuning.space import load_search, suggest, with_values
+from rnnt.data.tokenizer import Tokenizer
+from rnnt.model.transducer import Transducer
+from rnnt.tuning.space import load_search, suggest, values_at_the_ends, with_values
 from rnnt.tuning.study import completed, ended, open_study, optimize_until, summary, write_results
 from rnnt.training import checkpoint
 from rnnt.tuning.trial_run import run_trial
-from rnnt.training.experiment import load_experiment, with_absolute_paths
+from rnnt.training.experiment import experiment_from_values, load_experiment, with_absolute_paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -101,6 +104,23 @@ def make_objective(base: dict, search, args):
     return objective
 
 
+def check_trial_configs(base: dict, search, search_path: str, vocab_size: int) -> None:
+    """Each value a trial can draw at a parameter's ends, with the base config's others, gives a config and a
+    model the trainer takes (built on the meta device: no memory): a choice the model refuses (a misspelt
+    activation) or a float where the config takes a whole number failed each trial that drew it, after the
+    study had taken the search."""
+    for key, spec in search.space.items():
+        for value in values_at_the_ends(spec):
+            where = f"{search_path}: space.{key} = {value!r} gives a trial config"
+            try:
+                experiment = experiment_from_values(with_values(base, {key: value}), where)
+                with torch.device("meta"):
+                    Transducer(experiment.model, vocab_size)
+            except ValueError as error:
+                message = str(error)
+                raise ToolError(message if message.startswith(where) else f"{where}: {message}") from None
+
+
 def check_same_search(study, base: dict, search, where: str) -> None:
     """A study holds the trials of one config and search: resumed with others, its trials (and best config)
     would mix two searches; refused. The number of trials may change."""
@@ -138,8 +158,10 @@ def main() -> str:
             raise ValueError(f"{args.config}: tuning needs a dev set: give --valid-list and keep train.valid_wer true")
         base = to_dict(experiment)
         search = load_search(args.search, base)
+        vocab_size = Tokenizer(experiment.paths.lang_dir).vocab_size
     except (OSError, ValueError) as error:
         raise ToolError(str(error)) from error
+    check_trial_configs(base, search, args.search, vocab_size)
     trials = args.trials or search.trials
     os.makedirs(args.exp_dir, exist_ok=True)
     storage = args.storage or f"sqlite:///{os.path.join(args.exp_dir, 'study.db')}"

@@ -11,12 +11,15 @@ from pathlib import Path
 import pytest
 import torch
 from tool_runs import python_on_path, run_python_tool
+from triton_interpreter import patch_once_per_launch
 
 ROOT = Path(__file__).resolve().parents[1]
 # Without a GPU the Triton kernels run in Triton's interpreter, on CPU tensors: the variable must be set
 # before triton is first imported (rnnt.loss imports it only when the Triton backend is asked for).
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+if os.environ.get("TRITON_INTERPRET") == "1":
+    patch_once_per_launch()
 # where a test's tensors for the Triton backend go: CUDA where there is a GPU (the interpreter is off there),
 # else the CPU
 TRITON_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -28,6 +31,11 @@ os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.enviro
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
+# A Python tool a test starts itself (subprocess, not run_tool): the python3 first on PATH, a fork of the tests'
+# fork server (tests/tool_runs.py) when it runs; and torchrun so, its launcher and ranks forks too. A test that
+# kills its tool by SIGKILL starts sys.executable: the tool then ends at once, not once the server sees it.
+PYTHON = "python3"
+TORCHRUN = [PYTHON, "-m", "torch.distributed.run", "--standalone"]
 pytest_plugins = ["http_server"]  # the `server` fixture: an HTTP server on 127.0.0.1
 
 

@@ -51,6 +51,21 @@ def test_a_tool_started_with_other_threads_settings_gets_a_fresh_interpreter(tmp
     assert run_python_tool([sys.executable, str(tool)], None, tmp_path) is None
 
 
+def test_the_tools_a_forked_tool_starts_with_its_python_are_forked_too(tmp_path, monkeypatch):
+    """tune.py starts its trials as `sys.executable TOOL`, torchrun its ranks as `sys.executable -u TOOL`: a forked
+    tool's sys.executable is the tests' python3, so they are forks of the server too (torch imported before they
+    start), -u making their output unbuffered as it does a fresh interpreter's."""
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    child = tmp_path / "child.py"
+    child.write_text("import os, sys\nprint('torch' in sys.modules, os.environ.get('PYTHONUNBUFFERED'), "
+                     "sys.stdout.write_through)\n")
+    parent = tmp_path / "parent.py"
+    parent.write_text(f"import subprocess, sys\nfor options in ([], ['-u']):\n"
+                      f"    subprocess.run([sys.executable, *options, {str(child)!r}], check=True)\n")
+    out = run_python_tool([sys.executable, str(parent)], None, tmp_path)
+    assert out is not None and out.stdout.splitlines() == ["True None False", "True 1 True"], out.stderr
+
+
 def test_a_run_cut_off_takes_its_tool_with_it(tmp_path):
     """A test stopped while its tool runs (its timeout, say) leaves no tool running, and the next run is
     served."""

@@ -12,10 +12,15 @@ import socket
 import sys
 
 SOCKET_VARIABLE = "RNNT_TESTS_FORKSERVER"  # the server's socket: set while the tests' server runs
+# this script's `python3` (tool_runs.python_on_path): a forked tool's sys.executable, so that the tools a tool
+# starts as `sys.executable TOOL` (tune.py's trials, torchrun's ranks) are forks of the server too
+PYTHON_VARIABLE = "RNNT_TESTS_PYTHON"
 # what the interpreter or torch reads at its start: a run in another environment gets a fresh interpreter.
 # Inductor's, which torch.compile sets in the tests' process, are read when a tool imports it; PYTHONUNBUFFERED
 # (path.sh sets it) the forked tool applies itself; of the locale, the encoding it gives the standard streams.
+# torchrun's (TORCHELASTIC_*, TORCH_NCCL_*) are read as its ranks set up, not at the import.
 IMPORT_TIME = ("OMP_", "MKL_", "KMP_", "GOMP_", "CUDA", "TORCH", "PYTORCH", "PYTHON", "LD_", "TRITON")
+READ_LATER = ("TORCHINDUCTOR_", "TORCHELASTIC_", "TORCH_NCCL_")
 APPLIED_BY_THE_TOOL = ("PYTHONUNBUFFERED",)
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -30,7 +35,7 @@ def stream_encoding(env: dict) -> str:
 def import_time_environment(env: dict) -> dict:
     return {"stream encoding": stream_encoding(env), **{
         key: value for key, value in env.items() if key.startswith(IMPORT_TIME)
-        and not key.startswith("TORCHINDUCTOR_") and key not in APPLIED_BY_THE_TOOL}}
+        and not key.startswith(READ_LATER) and key not in APPLIED_BY_THE_TOOL}}
 
 
 def send_line(connection: socket.socket, message: dict, fds: list[int] = ()) -> None:
@@ -64,7 +69,10 @@ def receive_line(connection: socket.socket, with_fds: int) -> tuple[dict, list[i
 
 def served_argv(args: list[str]) -> list[str] | None:
     """The command line after `python` as the server takes it (a script and its arguments, or -m MODULE and
-    its), or None for one it does not (interpreter options, -c, a missing script)."""
+    its; after -u, as torchrun starts its ranks), or None for one it does not (other interpreter options, -c, a
+    missing script)."""
+    if args[:1] == ["-u"]:
+        args = args[1:]
     if len(args) >= 2 and args[0] == "-m":
         return args
     if args and not args[0].startswith("-") and os.path.isfile(args[0]):
@@ -117,7 +125,8 @@ def main() -> None:
         ignored = [number for number in FORWARDED if signal.getsignal(number) == signal.SIG_IGN]
         for number in set(FORWARDED) - set(ignored):
             signal.signal(number, lambda number, _: connection.sendall(b"%d\n" % number))
-        returncode = run_forked(argv, os.getcwd(), dict(os.environ), [0, 1, 2], ignored, connection)
+        env = {**os.environ, **({"PYTHONUNBUFFERED": "1"} if args[:1] == ["-u"] else {})}
+        returncode = run_forked(argv, os.getcwd(), env, [0, 1, 2], ignored, connection)
         if returncode is not None:
             end_as(returncode)
         for number in FORWARDED:

@@ -24,8 +24,9 @@ import threading
 import traceback
 
 import torch  # noqa: F401  what every tool imports first, paid here once
+import torch._dynamo  # noqa: F401  what every training imports as it builds its optimizer (torch's): 3 s more
 
-from tool_client import FORWARDED, import_time_environment, receive_line, send_line
+from tool_client import FORWARDED, PYTHON_VARIABLE, import_time_environment, receive_line, send_line
 
 SERVED_ENVIRONMENT = import_time_environment(os.environ)
 
@@ -62,6 +63,7 @@ def run_as_main(request: dict) -> int:
         default = signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL
         signal.signal(number, signal.SIG_IGN if number in request["ignored"] else default)
     standard_streams(bool(request["env"].get("PYTHONUNBUFFERED")))
+    sys.executable = request["env"].get(PYTHON_VARIABLE, sys.executable)
     argv = request["argv"]
     try:
         if argv[0] == "-m":

@@ -1,7 +1,8 @@
 """The tests' runs of the project's Python tools as forks of one server per test process that has imported
 torch once (tests/tool_forkserver.py), instead of fresh interpreters that each pay 2.5-4 s to import it on
 a slow CPU: the tests' own runs (run_python_tool) and, through the `python3` first on PATH (python_on_path),
-every Python tool that the recipes and scripts under test start. Each run is still a process of its own: its
+every Python tool that the recipes and scripts under test start, and those that a forked tool starts as
+`sys.executable TOOL` (tune.py's trials, torchrun's ranks). Each run is still a process of its own: its
 argv, working directory, environment, standard streams, signals and exit status are those of `python TOOL
 ARGS`. RNNT_TESTS_FRESH_INTERPRETERS=1 turns the server off (every tool a fresh interpreter)."""
 
@@ -17,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tool_client import FORWARDED, SOCKET_VARIABLE, connected, run_forked
+from tool_client import FORWARDED, PYTHON_VARIABLE, SOCKET_VARIABLE, connected, run_forked
 
 HERE = Path(__file__).parent
 
@@ -103,4 +104,5 @@ def python_on_path(folder: Path) -> None:
         shim.write_text(f"#!/bin/sh\nexec '{sys.executable}' -I -S '{HERE / 'tool_client.py'}' \"$@\"\n")
         shim.chmod(0o755)
     os.environ["PATH"] = os.pathsep.join([str(folder), os.environ["PATH"]])
+    os.environ[PYTHON_VARIABLE] = str(folder / "python3")
 

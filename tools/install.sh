@@ -60,8 +60,9 @@ link_project() {
 # The stamp records the requirements the venv was built from; equal stamp -> nothing to do.
 stamp="$venv/.rnnt-requirements.sha256"
 want=$(cat "$requirements" "$constraints" | sha256sum | cut -d' ' -f1)
+# (torch looked up, not imported: its import takes seconds on a slow CPU, and every test run and recipe asks)
 if ! $force && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
-    "$venv/bin/python" -c 'import torch' 2>/dev/null; then
+    "$venv/bin/python" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)'; then
   link_project
   touch "$stamp"  # newer than the requirements again (path.sh compares their times)
   echo "tools/install.sh: $venv is up to date"

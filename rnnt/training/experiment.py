@@ -82,21 +82,26 @@ def load_experiment(path: str, **paths: str) -> Experiment:
         raise ValueError(f"{path}: expected a mapping of model, data, train, paths")
     values.setdefault("paths", {})
     values["paths"] = {**(values["paths"] or {}), **{k: v for k, v in paths.items() if v}}
+    return experiment_from_values(values, path)
+
+
+def experiment_from_values(values: dict, where: str) -> Experiment:
+    """The experiment of a YAML's mapping (model, data, train, paths); a ValueError names where, then the key."""
     unknown = set(values) - {"model", "data", "train", "paths"}
     if unknown:
-        raise ValueError(f"{path}: unknown sections {sorted(unknown)}; expected model, data, train, paths")
+        raise ValueError(f"{where}: unknown sections {sorted(unknown)}; expected model, data, train, paths")
     try:
         experiment = Experiment(
             model=from_dict(ModelConfig, values.get("model"), "model"),
             data=data_config(values.get("data")),
             train=from_dict(TrainConfig, values.get("train"), "train"),
-            paths=from_dict(Paths, values["paths"], "paths"),
+            paths=from_dict(Paths, values.get("paths"), "paths"),
         )
     except ValueError as error:
-        raise ValueError(f"{path}: {error}") from None
+        raise ValueError(f"{where}: {error}") from None
     problems = train_value_problems(experiment.train) + check_shapes(experiment)
     if problems:
-        raise ValueError(f"{path}: " + "; ".join(problems))
+        raise ValueError(f"{where}: " + "; ".join(problems))
     return experiment
 
 

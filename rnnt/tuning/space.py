@@ -12,7 +12,9 @@
       train.schedule.warmup_steps: {type: int, low: 0, high: 400, step: 50}
       model.joiner.activation: {type: categorical, choices: [tanh, relu]}
 
-A trial's config is the base experiment config with its sampled values put in at those keys.
+A trial's config is the base experiment config with its sampled values put in at those keys. Before
+the first trial, steps/tune.py builds the config and model of each value at a parameter's ends
+(values_at_the_ends) with the base config's others: a value the trainer refuses stops the search there.
 With target_wer a trial stops at the first epoch whose dev WER reaches the target, and scores its
 training minutes to there; one that does not reach it within minutes_per_trial (needed, then) scores
 minutes_per_trial x its best WER / the target, so that it ranks below every trial that reached the
@@ -151,6 +153,15 @@ def load_search(path: str, base_config: dict) -> Search:
         raise ValueError(f"{path}: target_wer must be a WER (%) above 0 and below 100, with minutes_per_trial "
                          "above 0 (the time a trial that misses the target is scored by)")
     return search
+
+
+def values_at_the_ends(spec: dict) -> list:
+    """What a trial can draw at a parameter's ends, as suggest draws it: a float's low and high as floats, an
+    int's as whole numbers, or every choice."""
+    if spec["type"] == "categorical":
+        return list(spec["choices"])
+    number = float if spec["type"] == "float" else lambda value: int(float(value))
+    return [number(spec["low"]), number(spec["high"])]
 
 
 def suggest(trial, space: dict[str, dict]) -> dict:

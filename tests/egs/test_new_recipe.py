@@ -160,6 +160,25 @@ def test_a_path_with_spaces_before_a_tab_a_cr_inside_a_line_and_a_second_lists_b
     assert f"skipped {small_corpus / 'transcripts.txt'}:5 ({small_corpus}/a/nine): audio file not found" in out.stderr
 
 
+def test_recordings_named_without_their_extension_are_found_in_any_format_soundfile_reads(small_corpus, tmp_path):
+    """Apple's CAF, Sony's Wave64 and RF64 recordings listed without their extensions were 'not found': the
+    template knew nine extensions. Where a name has two, the common format is taken."""
+    for source, target in (("a/zero.wav", "a/zero.caf"), ("a/one.wav", "a/one.w64"), ("b/zero.flac", "b/zero.rf64")):
+        audio, rate = soundfile.read(small_corpus / source)
+        soundfile.write(small_corpus / target, audio, rate)
+        (small_corpus / source).unlink()
+    audio, rate = soundfile.read(small_corpus / "b" / "one.flac")
+    soundfile.write(small_corpus / "b" / "one.caf", audio, rate)  # beside b/one.flac
+    (small_corpus / "transcripts.txt").write_text("a/zero ZERO\na/one ONE\nb/zero ZERO\nb/one ONE\nb/two TWO\n")
+    out = run_tool(sys.executable, DATA_PREP, "--dev-fraction", "0.2", "--test-fraction", "0", small_corpus,
+                   tmp_path / "data")
+    assert out.returncode == 0 and "skipped" not in out.stderr, out.stderr
+    assert {**table(tmp_path / "data" / "train" / "wav.scp"), **table(tmp_path / "data" / "dev" / "wav.scp")} == {
+        "a-zero": str(small_corpus / "a" / "zero.caf"), "a-one": str(small_corpus / "a" / "one.w64"),
+        "b-zero": str(small_corpus / "b" / "zero.rf64"), "b-one": str(small_corpus / "b" / "one.flac"),
+        "b-two": str(small_corpus / "b" / "two.flac")}
+
+
 def test_data_prep_keeps_good_lines_and_names_bad_ones_by_file_and_line(small_corpus, tmp_path):
     (small_corpus / "b" / "broken.wav").write_bytes(b"not audio at all")
     lines = ["a/zero.wav zero",          # 1: with its extension

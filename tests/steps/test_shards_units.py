@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from conftest import ROOT, run_tool
+from conftest import PYTHON, ROOT, run_tool
 
 STEPS = ROOT / "steps"
 
@@ -128,7 +128,7 @@ def test_a_shard_that_left_audio_out_is_written_again_when_it_reads(test_data, t
     tool_dir = tmp_path / "bin"
     tool_dir.mkdir()
     env = {**os.environ, "PATH": f"{tool_dir}:{os.environ['PATH']}"}
-    args = [sys.executable, STEPS / "make_shards.py", "--utts-per-shard", "2", data, tmp_path / "sh", tmp_path / "l"]
+    args = [PYTHON, STEPS / "make_shards.py", "--utts-per-shard", "2", data, tmp_path / "sh", tmp_path / "l"]
     run = lambda: subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env, cwd=ROOT)
     out = run()
     assert out.returncode == 0 and f"skipped {key}: command 'mytool" in out.stderr, out.stderr

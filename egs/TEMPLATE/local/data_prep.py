@@ -28,7 +28,11 @@ import unicodedata
 from rnnt.prep.data_dir_writer import Report, Utterance, data_prep_parser, remove_stale_set, write_data_dirs
 from rnnt.prep.held_out import hold_out
 
-AUDIO = (".flac", ".wav", ".ogg", ".opus", ".mp3", ".sph", ".aiff", ".aif", ".au")  # preferred first
+# the extensions of the formats soundfile reads (its headerless raw aside), taken in this order where one name
+# has several: the common ones first
+AUDIO = (".flac", ".wav", ".ogg", ".opus", ".mp3", ".sph", ".aiff", ".aif", ".au",
+         ".caf", ".w64", ".rf64", ".oga", ".snd", ".nist", ".voc", ".htk", ".sd2", ".paf", ".pvf", ".xi", ".wve",
+         ".avr", ".sds", ".mat", ".sf", ".ircam", ".mpc", ".8svx", ".svx", ".iff")
 
 
 def normalise(text: str) -> str:

@@ -25,6 +25,8 @@ CASES = [
     (3, 9, 20, 24, 70, [9, 4, 1], [20, 3, 0]),
     (2, 13, 5, 40, 33, [13, 7], [5, 5]),
 ]
+TILED = CASES[1]  # several tiles: the costliest case in the interpreter, run with one joiner of each kind
+SMALL = (2, 8, 4, 40, 9, [8, 5], [4, 3])  # for what needs two ragged utterances and a wide joiner, not tiles
 
 
 def joiner(B, T, U, H, V, seed, bias=True):
@@ -82,7 +84,8 @@ def losses_and_grads(inputs, targets, T_b, U_b, fused, dtype, **kw):
 @pytest.mark.parametrize("case, activation, bias, one_sym", [
     (case, activation, bias, one_sym) for case in CASES
     for activation, bias, one_sym in (("tanh", True, False), ("relu", False, False), ("tanh", True, True))
-    if not one_sym or all(u <= t for t, u in zip(case[5], case[6]))  # one symbol per frame: U <= T
+    if (not one_sym or all(u <= t for t, u in zip(case[5], case[6])))  # one symbol per frame: U <= T
+    and (case is not TILED or activation == "tanh")
 ])
 def test_fused_loss_through_the_kernels_equals_float64_on_materialised_logits(case, activation, bias, one_sym):
     B, T, U, H, V, T_b, U_b = case
@@ -99,7 +102,7 @@ def test_fused_loss_through_the_kernels_equals_float64_on_materialised_logits(ca
 
 @pytest.mark.parametrize("constant, value, seed", [
     # input-gradient programs walking 3 frames each: chunks not a multiple of a step's 2 frames, and chunks
-    # past an utterance's last frame
+    # past an utterance's last frame (the second's 5 of 8)
     ("CHUNK_FRAMES", 3, 5),
     # weight-gradient programs summing 16 hidden units each: three chunks of a 40-wide joiner, the last one
     # partly past it, the bias counted once
@@ -108,7 +111,7 @@ def test_fused_loss_through_the_kernels_equals_float64_on_materialised_logits(ca
 def test_gradients_over_chunks_of_any_length_add_up(monkeypatch, constant, value, seed):
     """Programs splitting their work into chunks give the gradients of one program an utterance (frames) or
     a vocabulary tile (hidden units)."""
-    B, T, U, H, V, T_b, U_b = CASES[2]
+    B, T, U, H, V, T_b, U_b = SMALL
     *inputs, targets = joiner(B, T, U, H, V, seed=seed)
     T_b, U_b = torch.tensor(T_b), torch.tensor(U_b)
     want = losses_and_grads(inputs, targets, T_b, U_b, True, torch.float32)[1]
@@ -179,7 +182,7 @@ def test_targets_and_pred_padded_to_other_widths_give_the_same_loss(targets_extr
     """The kernels read each utterance's labels at pred's width (the lattice's U+1): targets padded wider than
     pred, or pred wider than the targets, gave the utterances after the first another's labels (and read past
     the table)."""
-    B, T, U, H, V, T_b, U_b = CASES[1]
+    B, T, U, H, V, T_b, U_b = SMALL
     enc, pred, weight, bias, targets = joiner(B, T, U, H, V, seed=7)
     T_b, U_b = torch.tensor(T_b), torch.tensor(U_b)
     want, want_grads = losses_and_grads([enc, pred, weight, bias], targets, T_b, U_b, False, torch.float64)

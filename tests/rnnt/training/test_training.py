@@ -15,7 +15,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import ROOT, run_tool
+from conftest import PYTHON, ROOT, TORCHRUN, run_tool
 from rnnt.cpu_isa import bf16_lstm_problem
 from rnnt.data.config import data_config
 from rnnt.data.pipeline import Pipeline
@@ -152,7 +152,8 @@ def test_resumed_with_two_workers_at_any_batch_matches(yesno, tmp_path):
 def test_sigterm_saves_and_exits_cleanly(yesno, tmp_path):
     conf = config_file(tmp_path, epochs=1000)
     exp = tmp_path / "exp"
-    proc = subprocess.Popen(train_args(yesno, exp, conf), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([PYTHON, *train_args(yesno, exp, conf)[1:]], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while not (exp / "epoch-2.pt").exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.02)
@@ -209,7 +210,7 @@ def test_torchrun_three_cpu_ranks_uneven_shards_use_every_utterance_once(yesno, 
     conf = config_file(tmp_path, batch_size=2, epochs=2, accum_steps=3)
     exp = tmp_path / "ddp"
     args = [a if a != str(yesno / "train.list") else str(tmp_path / "train.list") for a in train_args(yesno, exp, conf)]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=3"] + args[1:] + \
+    cmd = [*TORCHRUN, "--nproc_per_node=3"] + args[1:] + \
         ["--log-keys", "--valid-list", str(yesno / "test.list")]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
                          timeout=600)
@@ -239,7 +240,7 @@ def test_torchrun_resumed_where_one_rank_ran_out_ends_as_the_uninterrupted_run(y
     def torchrun(exp, *extra):
         args = [a if a != str(yesno / "train.list") else str(tmp_path / "train.list")
                 for a in train_args(yesno, exp, conf)]
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=3"] + args[1:]
+        cmd = [*TORCHRUN, "--nproc_per_node=3"] + args[1:]
         out = subprocess.run(cmd + list(extra), capture_output=True, text=True, cwd=ROOT, timeout=600,
                              env={**os.environ, "OMP_NUM_THREADS": "1"})
         assert out.returncode == 0, out.stderr[-3000:]
@@ -275,7 +276,7 @@ def test_torchrun_a_rank_with_no_usable_utterance_stops_every_rank_with_the_reas
     exp = tmp_path / "ddp"
     args = [a if a != str(yesno / "train.list") else str(train_list)
             for a in train_args(yesno, exp, config_file(tmp_path, batch_size=2, epochs=1))]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"] + args[1:]
+    cmd = [*TORCHRUN, "--nproc_per_node=2"] + args[1:]
     start = time.monotonic()
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
                          timeout=300)
@@ -355,7 +356,7 @@ def test_torchrun_a_non_finite_loss_on_one_rank_is_counted_in_the_checkpoint_and
     script = tmp_path / "nan_once_on_rank_1.py"
     script.write_text(NAN_ONCE_ON_RANK_1)
     exp = tmp_path / "ddp"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
+    cmd = [*TORCHRUN, "--nproc_per_node=2", str(script),
            str(config_file(tmp_path, epochs=1)), str(yesno / "train.list"), str(yesno / "lang"), str(exp)]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
                          timeout=300)

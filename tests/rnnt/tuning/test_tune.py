@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import ROOT, run_tool
+from conftest import PYTHON, ROOT, run_tool
 from rnnt.training import checkpoint
 from rnnt.training.experiment import load_experiment
 from rnnt.tuning.space import Search
@@ -88,7 +88,7 @@ def test_killed_search_resumes_from_its_database_and_finishes_the_trials_asked(y
 
 
 def trainer_command(yesno, tmp_path, epochs: int) -> list[str]:
-    return [sys.executable, str(ROOT / "steps" / "train.py"), "--config", str(yesno_config(tmp_path, epochs)),
+    return [PYTHON, str(ROOT / "steps" / "train.py"), "--config", str(yesno_config(tmp_path, epochs)),
             "--train-list", str(yesno / "train.list"), "--valid-list", str(yesno / "test.list"),
             "--lang-dir", str(yesno / "lang"), "--exp-dir", str(tmp_path / "exp")]
 
@@ -132,6 +132,13 @@ def test_the_time_limit_stops_a_trial_and_keeps_its_epochs(yesno, tmp_path):
     ({"train.schedule.warmup_steps": {"type": "int", "low": 0, "high": 400, "log": True}},
      "space.train.schedule.warmup_steps: `low >= 1` must hold for `log=True`"),
     ({"train.optimizer.lr": {"type": "float", "low": "abc", "high": 1e-2}}, "low and high must be numbers, got 'abc'"),
+    # values the trainer refuses, which failed each trial that drew them
+    ({"model.joiner.activation": {"type": "categorical", "choices": ["tanh", "relux"]}},
+     "space.model.joiner.activation = 'relux' gives a trial config: joiner.activation must be relu or tanh"),
+    ({"train.epochs": {"type": "float", "low": 1, "high": 3}},
+     "space.train.epochs = 1.0 gives a trial config: train.epochs: expected a whole number, got 1.0"),
+    ({"train.ema_decay": {"type": "float", "low": 0.5, "high": 1.0}},
+     "space.train.ema_decay = 1.0 gives a trial config: train.ema_decay must be at least 0 (no EMA) and below 1"),
 ])
 def test_a_bad_search_is_refused_before_any_trial_naming_file_and_key(yesno, tmp_path, space, message):
     out = run_tool(*tune_args(yesno, tmp_path, {"trials": 2, "space": space}))
