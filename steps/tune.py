@@ -114,11 +114,13 @@ def check_trial_configs(base: dict, search, search_path: str, vocab_size: int) -
             where = f"{search_path}: space.{key} = {value!r} gives a trial config"
             try:
                 experiment = experiment_from_values(with_values(base, {key: value}), where)
+            except ValueError as error:  # named by where
+                raise ToolError(str(error)) from None
+            try:
                 with torch.device("meta"):
                     Transducer(experiment.model, vocab_size)
             except ValueError as error:
-                message = str(error)
-                raise ToolError(message if message.startswith(where) else f"{where}: {message}") from None
+                raise ToolError(f"{where}: {error}") from None
 
 
 def check_same_search(study, base: dict, search, where: str) -> None:

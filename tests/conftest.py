@@ -32,8 +32,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
 # A Python tool a test starts itself (subprocess, not run_tool): the python3 first on PATH, a fork of the tests'
-# fork server (tests/tool_runs.py) when it runs; and torchrun so, its launcher and ranks forks too. A test that
-# kills its tool by SIGKILL starts sys.executable: the tool then ends at once, not once the server sees it.
+# fork server (tests/tool_runs.py) when it runs. TORCHRUN's launcher is one, and so its ranks (started with the
+# launcher's sys.executable). A test that kills its tool by SIGKILL starts sys.executable instead: the tool then
+# ends at once, not once the server sees its client gone.
 PYTHON = "python3"
 TORCHRUN = [PYTHON, "-m", "torch.distributed.run", "--standalone"]
 pytest_plugins = ["http_server"]  # the `server` fixture: an HTTP server on 127.0.0.1
