@@ -30,7 +30,7 @@ from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.config import to_dict
 from rnnt.data.tokenizer import Tokenizer
 from rnnt.model.transducer import Transducer
-from rnnt.tuning.space import load_search, suggest, values_at_the_ends, with_values
+from rnnt.tuning.space import load_search, suggest, values_to_check, with_values
 from rnnt.tuning.study import completed, ended, open_study, optimize_until, summary, write_results
 from rnnt.training import checkpoint
 from rnnt.tuning.trial_run import run_trial
@@ -105,22 +105,23 @@ def make_objective(base: dict, search, args):
 
 
 def check_trial_configs(base: dict, search, search_path: str, vocab_size: int) -> None:
-    """Each value a trial can draw at a parameter's ends, with the base config's others, gives a config and a
-    model the trainer takes (built on the meta device: no memory): a choice the model refuses (a misspelt
-    activation) or a float where the config takes a whole number failed each trial that drew it, after the
+    """The values a trial can draw at the parameters' ends, alone and two together (values_to_check), with the
+    base config's others, give a config and a model the trainer takes (built on the meta device: no memory): a
+    choice the model refuses (a misspelt activation), a float where the config takes a whole number, or two
+    values it refuses together (the fused loss with a joiner dropout) failed each trial that drew them, after the
     study had taken the search."""
-    for key, spec in search.space.items():
-        for value in values_at_the_ends(spec):
-            where = f"{search_path}: space.{key} = {value!r} gives a trial config"
-            try:
-                experiment = experiment_from_values(with_values(base, {key: value}), where)
-            except ValueError as error:  # named by where
-                raise ToolError(str(error)) from None
-            try:
-                with torch.device("meta"):
-                    Transducer(experiment.model, vocab_size)
-            except ValueError as error:
-                raise ToolError(f"{where}: {error}") from None
+    for values in values_to_check(search.space):
+        where = f"{search_path}: " + " with ".join(f"space.{k} = {v!r}" for k, v in values.items()) + \
+            " gives a trial config"
+        try:
+            experiment = experiment_from_values(with_values(base, values), where)
+        except ValueError as error:  # named by where
+            raise ToolError(str(error)) from None
+        try:
+            with torch.device("meta"):
+                Transducer(experiment.model, vocab_size)
+        except ValueError as error:
+            raise ToolError(f"{where}: {error}") from None
 
 
 def check_same_search(study, base: dict, search, where: str) -> None:

@@ -67,17 +67,18 @@ def receive_line(connection: socket.socket, with_fds: int) -> tuple[dict, list[i
     return lines.next(), lines.fds
 
 
-def served_argv(args: list[str]) -> list[str] | None:
+def served_argv(args: list[str]) -> tuple[list[str] | None, dict]:
     """The command line after `python` as the server takes it (a script and its arguments, or -m MODULE and
-    its; after -u, as torchrun starts its ranks), or None for one it does not (other interpreter options, -c, a
-    missing script)."""
+    its), with the environment its interpreter options stand for (-u, as torchrun starts its ranks: unbuffered
+    streams); None for one it does not take (other interpreter options, -c, a missing script)."""
+    env = {}
     if args[:1] == ["-u"]:
-        args = args[1:]
+        args, env = args[1:], {"PYTHONUNBUFFERED": "1"}
     if len(args) >= 2 and args[0] == "-m":
-        return args
+        return args, env
     if args and not args[0].startswith("-") and os.path.isfile(args[0]):
-        return args
-    return None
+        return args, env
+    return None, env
 
 
 def run_forked(argv: list[str], cwd: str, env: dict, fds: list[int], ignored: list[int],
@@ -119,14 +120,13 @@ def end_as(returncode: int) -> None:
 
 def main() -> None:
     args = sys.argv[1:]
-    argv = served_argv(args)
+    argv, options_env = served_argv(args)
     connection = connected() if argv else None
     if connection is not None:
         ignored = [number for number in FORWARDED if signal.getsignal(number) == signal.SIG_IGN]
         for number in set(FORWARDED) - set(ignored):
             signal.signal(number, lambda number, _: connection.sendall(b"%d\n" % number))
-        env = {**os.environ, **({"PYTHONUNBUFFERED": "1"} if args[:1] == ["-u"] else {})}
-        returncode = run_forked(argv, os.getcwd(), env, [0, 1, 2], ignored, connection)
+        returncode = run_forked(argv, os.getcwd(), {**os.environ, **options_env}, [0, 1, 2], ignored, connection)
         if returncode is not None:
             end_as(returncode)
         for number in FORWARDED:

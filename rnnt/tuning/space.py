@@ -13,8 +13,9 @@
       model.joiner.activation: {type: categorical, choices: [tanh, relu]}
 
 A trial's config is the base experiment config with its sampled values put in at those keys. Before
-the first trial, steps/tune.py builds the config and model of each value at a parameter's ends
-(values_at_the_ends) with the base config's others: a value the trainer refuses stops the search there.
+the first trial, steps/tune.py builds the config and model of each value at a parameter's ends, alone and with
+each value at another's (values_to_check), with the base config's others: values the trainer refuses stop the
+search there.
 With target_wer a trial stops at the first epoch whose dev WER reaches the target, and scores its
 training minutes to there; one that does not reach it within minutes_per_trial (needed, then) scores
 minutes_per_trial x its best WER / the target, so that it ranks below every trial that reached the
@@ -24,6 +25,9 @@ target, and the nearer its WER came, the higher.
 from __future__ import annotations
 
 import copy
+import itertools
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from rnnt.config import read_yaml
@@ -157,11 +161,26 @@ def load_search(path: str, base_config: dict) -> Search:
 
 def values_at_the_ends(spec: dict) -> list:
     """What a trial can draw at a parameter's ends, as suggest draws it: a float's low and high as floats, an
-    int's as whole numbers, or every choice."""
+    int's as whole numbers (high as optuna takes it: the last step at or below it), or every choice."""
     if spec["type"] == "categorical":
         return list(spec["choices"])
-    number = float if spec["type"] == "float" else lambda value: int(float(value))
-    return [number(spec["low"]), number(spec["high"])]
+    with warnings.catch_warnings():  # a high off the steps: optuna warns as the search is loaded, and as it draws
+        warnings.simplefilter("ignore")
+        drawn = distribution(spec)
+    return [drawn.low, drawn.high]
+
+
+def values_to_check(space: dict[str, dict]) -> Iterator[dict]:
+    """The values to try a trial's config with before any trial: each parameter's values at its ends alone
+    (values_at_the_ends), then those of every two parameters together (what only two values make: the fused
+    loss with a joiner dropout), the base config's for the others."""
+    ends = {key: values_at_the_ends(spec) for key, spec in space.items()}
+    for key, values in ends.items():
+        for value in values:
+            yield {key: value}
+    for first, second in itertools.combinations(ends, 2):
+        for pair in itertools.product(ends[first], ends[second]):
+            yield dict(zip((first, second), pair))
 
 
 def suggest(trial, space: dict[str, dict]) -> dict:

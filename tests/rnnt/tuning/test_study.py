@@ -12,7 +12,7 @@ import sqlalchemy
 import yaml
 from optuna.trial import TrialState
 
-from rnnt.tuning.space import Search, suggest
+from rnnt.tuning.space import Search, suggest, values_to_check
 from rnnt.tuning.study import RETRIES, best_wer, completed, count, open_study, optimize_until, summary, write_results
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -251,3 +251,16 @@ def test_without_a_complete_trial_there_is_no_best_config(tmp_path):
     assert len((exp / "trials.tsv").read_text().splitlines()) == 1 + 2  # both failed trials listed
     assert not (exp / "trials.png").exists() and not (exp / "best.yaml").exists()
     assert summary(study, 1) == "0 of 1 trials ended (0 complete, 0 pruned, 2 fail); no trial completed"
+
+
+def test_the_values_checked_before_any_trial_are_each_end_alone_then_every_two_parameters_ends_together():
+    space = {"train.schedule.warmup_steps": {"type": "int", "low": 0, "high": 110, "step": 50},  # draws 100 at most
+             "train.optimizer.lr": {"type": "float", "low": "1e-4", "high": 1e-2, "log": True},
+             "model.joiner.activation": {"type": "categorical", "choices": ["tanh", "relu"]}}
+    checked = list(values_to_check(space))
+    steps, lr, activation = space
+    assert checked[:6] == [{steps: 0}, {steps: 100}, {lr: 1e-4}, {lr: 1e-2}, {activation: "tanh"},
+                           {activation: "relu"}]
+    assert [type(values[steps]) for values in checked[:2]] == [int, int]
+    assert len(checked) == 6 + 3 * 4 and all(len(values) == 2 for values in checked[6:])
+    assert {steps: 100, activation: "relu"} in checked and {lr: 1e-4, activation: "tanh"} in checked
