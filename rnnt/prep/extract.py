@@ -106,11 +106,13 @@ def _remove_written(written: list[str]) -> None:
 DAMAGED = (gzip.BadGzipFile, EOFError, zlib.error, tarfile.ReadError)
 
 
-def _extract_members(tar: tarfile.TarFile, archive: str, dest: str, written: list[str]) -> int:
-    """Checks and writes each member in turn, adding the paths it creates to written; returns their number."""
+def _extract_members(tar: tarfile.TarFile, archive: str, dest: str,
+                     written: list[str]) -> tuple[int, list[tuple[tarfile.TarInfo, str]]]:
+    """Checks and writes each member in turn, adding the paths it creates to written; returns their number and
+    the directories (member, path), whose attributes are set once everything is in them (_set_directory_attributes)."""
     # Our checks replace tarfile's own filters, which only newer Pythons have.
     trusted = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
-    count = 0
+    count, directories = 0, []
     for member in progress(tar, desc=f"extract {os.path.basename(archive)}", unit=" files"):
         if member.issym() or member.islnk():
             check_name(member, dest, archive)  # before anything is removed
@@ -118,7 +120,9 @@ def _extract_members(tar: tarfile.TarFile, archive: str, dest: str, written: lis
         check_member(member, dest, archive)
         target = os.path.join(dest, member.name)
         existed = os.path.lexists(target)
-        tar.extract(member, dest, set_attrs=member.isfile() or member.isdir(), **trusted)
+        tar.extract(member, dest, set_attrs=member.isfile(), **trusted)
+        if member.isdir():
+            directories.append((member, target))
         if not existed:
             written.append(target)
         count += 1
@@ -126,7 +130,18 @@ def _extract_members(tar: tarfile.TarFile, archive: str, dest: str, written: lis
         if os.path.islink(path) and not _inside(dest, path):
             raise UnsafeArchiveError(f"{archive}: link {path} -> '{os.readlink(path)}' resolves outside {dest} "
                                      "through links extracted after it; refusing to extract")
-    return count
+    return count, directories
+
+
+def _set_directory_attributes(tar: tarfile.TarFile, directories: list[tuple[tarfile.TarInfo, str]]) -> None:
+    """Each directory's owner (as root), mode and times as the archive gives them, the deepest first, once
+    every member is written and the archive read to its end: a read-only directory set at its member refused
+    the files after it to anyone but root (and the removal of a refused archive's), and each file written into
+    a directory moved its time to now."""
+    for member, path in sorted(directories, key=lambda item: item[1], reverse=True):
+        tar.chown(member, path, numeric_owner=False)
+        tar.utime(member, path)
+        tar.chmod(member, path)
 
 
 def safe_extract(archive: str, dest: str) -> str:
@@ -146,9 +161,10 @@ def safe_extract(archive: str, dest: str) -> str:
     stream = gzip.open(archive) if gzipped else open(archive, "rb")
     try:
         with stream, tarfile.open(fileobj=stream, mode="r|" if gzipped else "r|*") as tar:
-            count = _extract_members(tar, archive, dest, written)
+            count, directories = _extract_members(tar, archive, dest, written)
             while stream.read(1 << 20):  # to the end: a damaged or cut archive fails its CRC check here
                 pass
+            _set_directory_attributes(tar, directories)
     except DAMAGED as error:  # wherever the reading meets it: tarfile reads ahead, so often inside the members
         _remove_written(written)
         raise tarfile.ReadError(f"{archive}: damaged ({error}); delete it and download it again") from error

@@ -2,9 +2,11 @@
 
 import hashlib
 import io
+import os
 import shutil
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -241,3 +243,47 @@ def test_a_link_member_never_removes_a_file_it_names_before_its_name_is_checked(
     with pytest.raises(UnsafeArchiveError):
         safe_extract(str(archive), str(dest))
     assert victim.read_text() == "precious"
+
+
+def test_a_read_only_directory_gets_its_files_and_then_its_mode_and_time_as_a_user_not_root(tmp_path):
+    """A directory member read-only (0555) before its files: its mode was set at its member, and a user not root
+    could write nothing into it after; and each file written into a directory moved its time to now. Extracted
+    here by user nobody (a child process under root)."""
+    with tarfile.open(tmp_path / "ro.tar", "w") as tar:
+        for name, mode in (("corpus", 0o755), ("corpus/ro", 0o555)):
+            member = dir_member(name)
+            member.mode, member.mtime = mode, 1_000_000_000
+            tar.addfile(member)
+        member = tarfile.TarInfo("corpus/ro/a.txt")
+        member.size, member.mtime = 1, 1_000_000_000
+        tar.addfile(member, io.BytesIO(b"a"))
+    shared = Path(tempfile.mkdtemp(prefix="rnnt-extract-"))  # pytest's tmp_path is root's alone
+    try:
+        shared.chmod(0o777)
+        shutil.copy(tmp_path / "ro.tar", shared / "ro.tar")
+        assert extracted_as_nobody(shared / "ro.tar", shared / "out") == "extracted"
+        ro = shared / "out" / "corpus" / "ro"
+        assert (ro / "a.txt").read_text() == "a" and (ro.stat().st_mode & 0o777) == 0o555
+        assert ro.stat().st_mtime == ro.parent.stat().st_mtime == (ro / "a.txt").stat().st_mtime == 1_000_000_000
+    finally:
+        if (shared / "out" / "corpus" / "ro").exists():
+            (shared / "out" / "corpus" / "ro").chmod(0o755)  # for a user not root to remove it
+        shutil.rmtree(shared)
+
+
+def extracted_as_nobody(archive: Path, dest: Path) -> str:
+    """safe_extract's answer in a fork of this process running as user nobody where this one is root (the
+    interpreter may sit where nobody cannot start it), else as this user."""
+    answer = archive.parent / "answer"
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if os.geteuid() == 0:
+                os.setuid(65534)
+            answer.write_text(safe_extract(str(archive), str(dest)))
+            os._exit(0)
+        except BaseException as error:
+            answer.write_text(repr(error))
+            os._exit(1)
+    assert os.waitpid(pid, 0)[1] == 0, answer.read_text()
+    return answer.read_text()
