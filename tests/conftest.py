@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from tool_runs import python_on_path, run_python_tool
-from triton_interpreter import patch_once_per_launch
+from triton_interpreter import patch_interpreter
 
 ROOT = Path(__file__).resolve().parents[1]
 # Without a GPU the Triton kernels run in Triton's interpreter, on CPU tensors: the variable must be set
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 if os.environ.get("TRITON_INTERPRET") == "1":
-    patch_once_per_launch()
+    patch_interpreter()
 # where a test's tensors for the Triton backend go: CUDA where there is a GPU (the interpreter is off there),
 # else the CPU
 TRITON_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
