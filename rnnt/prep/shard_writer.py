@@ -16,9 +16,6 @@ from dataclasses import dataclass
 
 import soundfile
 
-from rnnt.data.audio import AudioError, load_audio
-from rnnt.data.resample import resample
-
 AUDIO_EXTENSIONS = {"wav", "flac", "ogg", "opus", "mp3"}  # copied as they are: WeNet's reader reads these (not
 # SPHERE: AN4's .sph files are written as wav)
 FORMATS = ("keep", "wav", "flac")
@@ -70,6 +67,9 @@ def audio_member(item: ShardItem, options: AudioOptions) -> tuple[bytes, str, fl
             raise BadAudio("no audio samples")
         with open(path, "rb") as f:
             return f.read(), extension, info.frames / info.samplerate
+    from rnnt.data.audio import AudioError, load_audio  # torch: imported only where audio is decoded (3 s)
+    from rnnt.data.resample import resample
+
     try:
         waveform, rate = load_audio(data if data is not None else path, item.start, item.end)
     except AudioError as error:
