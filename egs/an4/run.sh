@@ -26,7 +26,7 @@ nj=2
 average=10           # the last N epoch checkpoints averaged for decoding (0: the last epoch alone); 10 beat 5 on dev
 seeds=2              # N > 1: the model trained N times at once (exp with its config's seed, exp_seedK with --seed K,
                      # K < N), the best on dev with the leading method of --methods kept (RESULTS.md: single runs
-                     # spread; the seed dev chose had test at most 3.5% in all six pairs); 1: one training
+                     # spread; the seed dev chose had test 3.10-3.88% in seven pairs); 1: one training
 methods="greedy modified_beam_lm"  # rnnt.search_methods; DeepSpeech 2: "ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm"
 lm_order=            # LM-fused methods (*_lm, *_lodr): the n-gram LM's order (built from data/train, weighted on dev)
 lm_over=             # the LM's words: units (bpe, char), or words (through the lexicon: char or phone units)
