@@ -139,10 +139,9 @@ def test_the_time_limit_stops_a_trial_and_keeps_its_epochs(yesno, tmp_path):
      "space.train.epochs = 1.0 gives a trial config: train.epochs: expected a whole number, got 1.0"),
     ({"train.ema_decay": {"type": "float", "low": 0.5, "high": 1.0}},
      "space.train.ema_decay = 1.0 gives a trial config: train.ema_decay must be at least 0 (no EMA) and below 1"),
-    # two values the trainer takes alone and refuses together; an int's high as a trial draws it (off the steps)
+    # two values the trainer takes alone and refuses together
     ({"model.loss.type": {"type": "categorical", "choices": ["full", "fused"]},
-      "model.joiner.dropout": {"type": "float", "low": 0.0, "high": 0.2},
-      "train.schedule.warmup_steps": {"type": "int", "low": 0, "high": 110, "step": 50}},
+      "model.joiner.dropout": {"type": "float", "low": 0.0, "high": 0.2}},
      "space.model.joiner.dropout = 0.2 with space.model.loss.type = 'fused' gives a trial config: joiner.dropout "
      "needs the joiner's activations"),
 ])
