@@ -78,7 +78,7 @@ def served_argv(args: list[str]) -> tuple[list[str] | None, dict]:
         return args, env
     if args and not args[0].startswith("-") and os.path.isfile(args[0]):
         return args, env
-    return None, env
+    return None, {}
 
 
 def run_forked(argv: list[str], cwd: str, env: dict, fds: list[int], ignored: list[int],

@@ -5,7 +5,7 @@ kernels run the same operations on the same values.
   again (inspect.getmembers over triton.language, its tensor class and math), although nothing changed since the
   helper's last call in the same launch: about 40% of the time of a fused joiner + loss test. Here a launch
   patches the language for a helper's module at the helper's first call, as triton does, and not again.
-- Its numpy dtype of a Triton type builds a table of the 20 types at every load, store and cast (hashing each
+- Its numpy dtype of a Triton type builds a table of its 18 scalar types at every load, store and cast (hashing each
   type by its name): about 8% of a lattice test. Here the table is built once.
 """
 
