@@ -163,8 +163,9 @@ class Transcriber:
 
     def features_of(self, waveform: torch.Tensor) -> torch.Tensor:
         rate = self.experiment.data.sample_rate
-        record = next(stages.append_silence([{"key": "audio", "waveform": waveform, "sample_rate": rate}],
-                                            self.experiment.data.tail_silence))
+        planned = stages.append_silence([{"key": "audio", "decoded": waveform, "samples": waveform.shape[-1],
+                                          "sample_rate": rate}], self.experiment.data.tail_silence)
+        record = stages.with_waveforms(list(planned))[0]
         return stages.features_of(record, self.experiment.data, self.cmvn, train=False, seed=0, epoch=0)
 
     def transcribe(self, audio, method: str = "greedy", beam: int | None = None, nbest: bool = False) -> Transcript:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 
@@ -41,25 +42,63 @@ def check_finite(waveform: torch.Tensor) -> torch.Tensor:
     return waveform
 
 
+# Formats whose header counts the samples exactly; others (Ogg, MP3: compressed streams) are decoded to know.
+EXACT_LENGTH_FORMATS = frozenset({"WAV", "WAVEX", "W64", "RF64", "FLAC", "NIST", "AIFF", "AU", "CAF"})
+UNKNOWN_LENGTH = 2**62  # libsndfile's count for a stream that does not say (a FLAC written to a pipe)
+
+
+def _source(audio):
+    # a path as the file system's bytes (soundfile encodes a str as strict UTF-8: a Latin-1 name would fail)
+    return io.BytesIO(audio) if isinstance(audio, (bytes, bytearray)) else os.fsencode(audio)
+
+
+def _opened(audio) -> soundfile.SoundFile:
+    """The audio opened (its header read), refused where the header gives no length: soundfile would ask numpy
+    for that many samples."""
+    opened = soundfile.SoundFile(_source(audio))
+    if opened.frames >= UNKNOWN_LENGTH:
+        opened.close()
+        raise AudioError(f"its {opened.format} header gives no length (written to a pipe?); encode it again to a file")
+    return opened
+
+
+def _span(info, start: float | None, end: float | None) -> tuple[int, int]:
+    """The first and end sample of [start, end) (segment_samples), the whole recording without a segment."""
+    first, stop = (0, None) if start is None and (end is None or end < 0) else segment_samples(info, start, end)
+    return first, info.frames if stop is None else stop
+
+
+@contextlib.contextmanager
+def _audio_errors():
+    try:
+        yield
+    except (RuntimeError, soundfile.LibsndfileError, TypeError) as error:  # TypeError: headerless (a .raw path)
+        raise AudioError(str(error)) from None
+
+
+def audio_length(audio, start: float | None = None, end: float | None = None) -> tuple[int, int, int] | None:
+    """(samples, sample rate, channels) that load_audio gives for the same arguments, read from the header
+    alone; None where the header cannot count them exactly (EXACT_LENGTH_FORMATS): decode to know."""
+    with _audio_errors(), _opened(audio) as opened:
+        if opened.format not in EXACT_LENGTH_FORMATS or opened.frames == 0:
+            return None
+        first, stop = _span(opened, start, end)
+    if stop <= first:
+        raise AudioError("no samples")
+    return stop - first, opened.samplerate, opened.channels
+
+
 def load_audio(audio, start: float | None = None, end: float | None = None) -> tuple[torch.Tensor, int]:
     """(waveform (channels, samples) float32 in [-1, 1], sample rate) of bytes or a file path, or of the
     segment [start, end) seconds of it (segment_samples)."""
-    # a path as the file system's bytes (soundfile encodes a str as strict UTF-8: a Latin-1 name would fail)
-    source = io.BytesIO(audio) if isinstance(audio, (bytes, bytearray)) else os.fsencode(audio)
-    try:
-        if start is None and (end is None or end < 0):
-            samples, rate = soundfile.read(source, dtype="float32", always_2d=True)
-        else:
-            info = soundfile.info(source)
-            if isinstance(source, io.BytesIO):
-                source.seek(0)
-            first, stop = segment_samples(info, start, end)
-            samples, rate = soundfile.read(source, start=first, stop=stop, dtype="float32", always_2d=True)
-    except (RuntimeError, soundfile.LibsndfileError, TypeError) as error:  # TypeError: headerless (a .raw path)
-        raise AudioError(str(error)) from None
+    with _audio_errors(), _opened(audio) as opened:
+        first, stop = _span(opened, start, end)
+        if first:
+            opened.seek(first)
+        samples = opened.read(max(stop - first, 0), dtype="float32", always_2d=True)
     if samples.shape[0] == 0:
         raise AudioError("no samples")
-    return check_finite(torch.from_numpy(np.ascontiguousarray(samples.T))), rate
+    return check_finite(torch.from_numpy(np.ascontiguousarray(samples.T))), opened.samplerate
 
 
 def to_mono(waveform: torch.Tensor) -> torch.Tensor:

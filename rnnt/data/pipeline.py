@@ -1,14 +1,14 @@
 """The data pipeline from a list to padded batches, as one readable chain of generator stages.
 
   source (raw list or shards; this rank's and worker's part; order shuffled per epoch)
-  -> decode -> mono -> resample (kept across epochs: data.cache_audio_mb) -> speed perturb -> tokenise -> filter
-  -> shuffle buffer -> sort buffer -> batch (static or dynamic)          [or MLPerf buckets, raw lists]
+  -> audio length from its header (audio kept across epochs: data.cache_audio_mb) -> speed factor drawn
+  -> tokenise -> filter -> shuffle buffer -> sort buffer -> batch (static or dynamic)   [or MLPerf buckets]
   -> skip batches already trained on (resume)
-  -> fbank -> CMVN -> SpecAugment -> frame stacking -> pad
+  -> decode -> mono -> resample -> speed perturb -> fbank -> CMVN -> SpecAugment -> frame stacking -> pad
 
-Features come after batching: the batches depend only on lengths, so resuming at batch k skips the
-feature work of batches 0..k-1, and the output is identical to an uninterrupted epoch. Bucketed batches are
-cut from the list's durations before any audio is read, so there a resume reads none of the batches before.
+Audio is decoded after batching: the batches depend only on lengths, which the headers give, so resuming at
+batch k decodes and featurises none of batches 0..k-1, and the output is identical to an uninterrupted
+epoch. Bucketed batches are cut from the list's durations before any header is read.
 Each batch carries its position: the batches planned up to it, one that came out empty included (a bucket
 batch whose every utterance was dropped), which is what a resume skips.
 """
@@ -64,7 +64,7 @@ class Pipeline:
     def _records(self, entries: list[str], epoch: int, report: DataReport) -> Iterator[dict]:
         config = self.config
         records = raw_records(entries, self.list_path) if self.kind == "raw" else shard_records(entries, report)
-        records = stages.audio_at_rate(records, config.sample_rate, report, self.audio_cache)
+        records = stages.audio_info(records, config.sample_rate, report, self.audio_cache)
         if self.train:
             records = stages.speed_perturb(records, config.speed_perturb, config.seed, epoch)
         else:
@@ -83,22 +83,22 @@ class Pipeline:
     def _batches(self, epoch: int, reader: Reader, skip: int) -> Iterator[tuple[int, list[dict]]]:
         """(position, batch) of one pass, past position `skip`; its report is logged when the pass ends."""
         report = self.report(epoch, reader)
-        if self.buckets:
-            yield from self._bucket_batches(epoch, reader, report, skip)
-        else:
-            yield from ((position, batch) for position, batch in enumerate(self._batches_reported(
-                epoch, reader, report), 1) if position > skip)
+        planned = self._bucket_batches(epoch, reader, report, skip) if self.buckets else (
+            (position, batch) for position, batch in enumerate(self._batches_reported(epoch, reader, report), 1)
+            if position > skip)
+        for position, batch in planned:
+            batch = stages.with_waveforms(batch, report, self.audio_cache)
+            if batch:
+                yield position, batch
         report.log()
 
     def _bucket_batches(self, epoch: int, reader: Reader, report: DataReport,
                         skip: int) -> Iterator[tuple[int, list[dict]]]:
-        """The bucketed batches past position `skip`, whose utterances are never read."""
+        """The bucketed batches past position `skip` (those before are never read), an empty one included."""
         planned = bucket_batches(self.entries, self.buckets, self.config.batch.batch_size, self.config.seed, epoch,
                                  reader)
         for position, lines in enumerate(planned[skip:], skip + 1):
-            batch = list(self._records(lines, epoch, report))
-            if batch:
-                yield position, batch
+            yield position, list(self._records(lines, epoch, report))
 
     def _batches_reported(self, epoch: int, reader: Reader, report: DataReport) -> Iterator[list[dict]]:
         config = self.config
@@ -121,5 +121,5 @@ class Pipeline:
             feats = [stages.features_of(r, config, self.cmvn, self.train, config.seed, epoch) for r in batch]
             yield {**batching.pad_batch([r["key"] for r in batch], feats, [r["tokens"] for r in batch],
                                         [r["txt"] for r in batch],
-                                        [r["waveform"].shape[-1] / r["sample_rate"] for r in batch]),
+                                        [r["samples"] / r["sample_rate"] for r in batch]),
                    "position": position}

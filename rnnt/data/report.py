@@ -35,6 +35,13 @@ class DataReport:
         self.rates[rate] += 1
         self.mixed_down += channels > 1
 
+    def read_in_vain(self, rate: int, channels: int) -> None:
+        """Takes back audio_read for audio whose header read but whose samples then did not decode."""
+        self.read -= 1
+        self.rates[rate] -= 1
+        self.rates += Counter()  # drops a rate counted down to 0
+        self.mixed_down -= channels > 1
+
     def drop(self, reason: str) -> None:
         self.dropped[reason] += 1
 

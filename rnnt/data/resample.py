@@ -29,8 +29,13 @@ def _kernels(orig: int, new: int, dtype: torch.dtype) -> tuple[torch.Tensor, int
     return kernels.to(dtype)[:, None, :], margin
 
 
+def resampled_length(samples: int, orig_rate: int, new_rate: int) -> int:
+    """How many samples resample gives for `samples` at orig_rate: ceil(samples * new_rate / orig_rate)."""
+    return -(-samples * new_rate // orig_rate)
+
+
 def resample(waveform: torch.Tensor, orig_rate: int, new_rate: int) -> torch.Tensor:
-    """waveform (..., samples) at orig_rate -> (..., ceil(samples * new_rate / orig_rate)) at new_rate."""
+    """waveform (..., samples) at orig_rate -> (..., resampled_length(samples, ...)) at new_rate."""
     if orig_rate <= 0 or new_rate <= 0:
         raise ValueError(f"sample rates must be positive, got {orig_rate} -> {new_rate}")
     if orig_rate == new_rate:
@@ -42,7 +47,7 @@ def resample(waveform: torch.Tensor, orig_rate: int, new_rate: int) -> torch.Ten
     shape = waveform.shape
     x = waveform.reshape(-1, 1, shape[-1]).to(kernels.dtype)
     length = shape[-1]
-    out_length = math.ceil(length * new / orig)
+    out_length = resampled_length(length, orig, new)
     frames = math.ceil(length / orig)
     x = torch.nn.functional.pad(x, (margin, margin + frames * orig - length + orig))
     y = torch.nn.functional.conv1d(x, kernels, stride=orig)[..., :frames]  # (batch, new, frames)

@@ -1,8 +1,9 @@
 """Per-utterance stages of the pipeline, each a generator over record dicts.
 
-Before batching (cheap, lengths only): decode -> mono -> resample (kept across epochs with an AudioCache)
--> speed perturb -> tokenise -> filter.
-After batching (per kept batch): features -> CMVN -> SpecAugment -> frame stacking.
+Before batching (cheap, lengths only): audio header (its length at the pipeline's rate; audio kept across
+epochs by an AudioCache as it is) -> speed perturbation drawn -> tokenise -> filter.
+After batching (per kept batch): decode -> mono -> resample -> speed perturb -> features -> CMVN ->
+SpecAugment -> frame stacking. So a resumed epoch decodes no audio of the batches it skips.
 Randomness comes from a generator seeded by (seed, epoch, key), so an utterance is augmented the same
 way whichever rank or worker reads it, and a resumed epoch repeats the interrupted one exactly.
 """
@@ -18,12 +19,12 @@ from typing import Callable, Iterable, Iterator
 
 import torch
 
-from rnnt.data.audio import AudioError, load_audio, to_mono
+from rnnt.data.audio import AudioError, audio_length, load_audio, to_mono
 from rnnt.data.audio_cache import AudioCache
 from rnnt.data.config import DataConfig
 from rnnt.data.features import fbank, num_frames
 from rnnt.data.report import DataReport
-from rnnt.data.resample import resample
+from rnnt.data.resample import resample, resampled_length
 from rnnt.data.specaugment import spec_augment
 from rnnt.data.stacking import stack_frames, stacked_length
 
@@ -34,79 +35,128 @@ def utterance_generator(seed: int, epoch: int, key: str) -> torch.Generator:
     return torch.Generator().manual_seed(zlib.crc32(f"{seed}:{epoch}:{key}".encode()))
 
 
+def _skipped(record: dict, error: Exception, report: DataReport | None) -> None:
+    log.warning("skipped %s from %s: cannot decode audio (%s)", record["key"], record["source"], error)
+    if report is not None:
+        report.undecodable += 1
+
+
 def decode(records: Iterable[dict], report: DataReport | None = None) -> Iterator[dict]:
-    """Adds 'waveform' (mono, samples) and 'sample_rate'; an undecodable utterance (load_audio: samples that
-    are not finite too, which would cost a whole batch a NaN loss) is logged by name and source and skipped.
-    The report counts the rates and channels found."""
+    """Adds 'waveform' (mono, samples), 'samples' and 'sample_rate'; an undecodable utterance (load_audio:
+    samples that are not finite too, which would cost a whole batch a NaN loss) is logged by name and source
+    and skipped. The report counts the rates and channels found."""
     for record in records:
         try:
             waveform, rate = load_audio(record["audio"], record.get("start"), record.get("end"))
         except (AudioError, OSError) as error:
-            log.warning("skipped %s from %s: cannot decode audio (%s)", record["key"], record["source"], error)
-            if report is not None:
-                report.undecodable += 1
+            _skipped(record, error, report)
             continue
         if report is not None:
             report.audio_read(rate, waveform.shape[0])
-        yield {**record, "audio": None, "waveform": to_mono(waveform), "sample_rate": rate,
-               "channels": waveform.shape[0]}
+        yield {**record, "audio": None, "waveform": to_mono(waveform), "samples": waveform.shape[1],
+               "sample_rate": rate, "channels": waveform.shape[0]}
 
 
 def resample_to(records: Iterable[dict], rate: int) -> Iterator[dict]:
     for record in records:
         if record["sample_rate"] != rate:
             record = {**record, "waveform": resample(record["waveform"], record["sample_rate"], rate),
-                      "sample_rate": rate}
+                      "samples": resampled_length(record["samples"], record["sample_rate"], rate), "sample_rate": rate}
         yield record
 
 
-def audio_at_rate(records: Iterable[dict], rate: int, report: DataReport | None = None,
-                  cache: AudioCache | None = None) -> Iterator[dict]:
-    """decode -> resample_to(rate); with a cache, an utterance kept there skips both (and is counted in the
-    report as read from its file's rate and channels, as decoding it would have)."""
+def _decoded_at_rate(record: dict, rate: int, cache: AudioCache | None) -> tuple[torch.Tensor, int, int]:
+    """(mono waveform at rate, the file's rate, its channels), put in the cache; raises AudioError, OSError."""
+    waveform, file_rate = load_audio(record["audio"], record.get("start"), record.get("end"))
+    mono = resample(to_mono(waveform), file_rate, rate)
+    if cache is not None:
+        cache.put(record, mono, file_rate, waveform.shape[0])
+    return mono, file_rate, waveform.shape[0]
+
+
+def audio_info(records: Iterable[dict], rate: int, report: DataReport | None = None,
+               cache: AudioCache | None = None) -> Iterator[dict]:
+    """Adds what batching needs of the audio, read from its header without decoding it: 'samples' (its length
+    at `rate`), 'sample_rate' (rate), 'file_rate' and 'channels'; with_waveforms decodes it once its batch is
+    kept. An utterance kept in the cache, and one whose header cannot count it (rnnt.data.audio.audio_length:
+    Ogg, MP3), comes with its 'decoded' waveform at rate. An unreadable one is logged and skipped."""
     for record in records:
-        kept = cache.get(record) if cache is not None else None
-        if kept is not None:
-            waveform, file_rate, channels = kept
-            if report is not None:
-                report.audio_read(file_rate, channels)
-            yield {**record, "audio": None, "waveform": waveform, "sample_rate": rate, "channels": channels}
+        decoded = cache.get(record) if cache is not None else None
+        try:
+            header = None if decoded else audio_length(record["audio"], record.get("start"), record.get("end"))
+            if not (decoded or header):
+                decoded = _decoded_at_rate(record, rate, cache)
+        except (AudioError, OSError) as error:
+            _skipped(record, error, report)
             continue
-        decoded = next(decode([record], report), None)
-        if decoded is None:
-            continue
-        resampled = next(resample_to([decoded], rate))
-        if cache is not None:
-            cache.put(record, resampled["waveform"], decoded["sample_rate"], decoded["channels"])
-        yield resampled
+        if decoded:
+            waveform, file_rate, channels = decoded
+            record = {**record, "audio": None, "decoded": waveform, "samples": waveform.shape[0]}
+        else:
+            samples, file_rate, channels = header
+            record = {**record, "samples": resampled_length(samples, file_rate, rate)}
+        if report is not None:
+            report.audio_read(file_rate, channels)
+        yield {**record, "sample_rate": rate, "file_rate": file_rate, "channels": channels}
 
 
 def append_silence(records: Iterable[dict], seconds: float) -> Iterator[dict]:
-    """Each waveform followed by `seconds` of zeros (data.tail_silence)."""
+    """Each waveform to be followed by `seconds` of zeros (data.tail_silence; with_waveforms appends them)."""
     for record in records:
         if seconds > 0:
-            waveform = record["waveform"]
-            zeros = waveform.new_zeros(round(seconds * record["sample_rate"]))
-            record = {**record, "waveform": torch.cat([waveform, zeros])}
+            silence = round(seconds * record["sample_rate"])
+            record = {**record, "samples": record["samples"] + silence, "silence": silence}
         yield record
+
+
+def speed_ratio(factor: float) -> tuple[int, int]:
+    """The resampling (from, to) that plays audio `factor` times as fast, as a fraction of small terms (1.1:
+    11/10): rate * f rounded would be nearly prime to rate at some rates (11025 * 1.1: 12128 / 11025), and
+    the resampler's kernel would take gigabytes."""
+    ratio = fractions.Fraction(factor).limit_denominator(100)
+    return ratio.numerator, ratio.denominator
 
 
 def speed_perturb(records: Iterable[dict], factors: tuple[float, ...], seed: int, epoch: int) -> Iterator[dict]:
     """Kaldi-style speed perturbation: played faster by factor f, tempo and pitch both change.
 
-    The waveform is resampled from rate * f to rate and kept at rate: f = 1.1 makes it 1/1.1 as long. Only
-    the ratio counts, taken as a fraction of small terms (1.1: 11/10): rate * f rounded would be nearly prime
-    to rate at some rates (11025 * 1.1: 12128 / 11025), and the resampler's kernel would take gigabytes.
+    Each utterance draws its factor here, which sets its length (f = 1.1 makes it 1/1.1 as long: resampled
+    from rate * f to rate and kept at rate); with_waveforms resamples it.
     """
     for record in records:
         if factors:
             g = utterance_generator(seed, epoch, record["key"])
             factor = factors[int(torch.randint(0, len(factors), (1,), generator=g))]
             if factor != 1.0:
-                ratio = fractions.Fraction(factor).limit_denominator(100)
-                record = {**record, "waveform": resample(record["waveform"], ratio.numerator, ratio.denominator),
+                record = {**record, "samples": resampled_length(record["samples"], *speed_ratio(factor)),
                           "speed": factor}
         yield record
+
+
+def with_waveforms(batch: list[dict], report: DataReport | None = None,
+                   cache: AudioCache | None = None) -> list[dict]:
+    """The batch's utterances with their 'waveform': decoded and resampled (or as audio_info kept it), then
+    speed-perturbed and followed by silence as planned. One that cannot be decoded now, or whose decoding
+    is not as long as its header said, is logged, counted as unreadable and left out."""
+    kept = []
+    for record in batch:
+        try:
+            waveform = record.get("decoded")
+            if waveform is None:
+                waveform = _decoded_at_rate(record, record["sample_rate"], cache)[0]
+            if "speed" in record:
+                waveform = resample(waveform, *speed_ratio(record["speed"]))
+            if record.get("silence"):
+                waveform = torch.cat([waveform, waveform.new_zeros(record["silence"])])
+            if waveform.shape[0] != record["samples"]:
+                raise AudioError(f"it decodes to {waveform.shape[0]} samples, its header gave {record['samples']}")
+        except (AudioError, OSError) as error:
+            _skipped(record, error, report)
+            if report is not None:
+                report.read_in_vain(record["file_rate"], record["channels"])
+            continue
+        kept.append({**record, "audio": None, "decoded": None, "waveform": waveform})
+    return kept
 
 
 def tokenize(records: Iterable[dict], tokenizer) -> Iterator[dict]:
@@ -125,8 +175,8 @@ def filter_utterances(records: Iterable[dict], config: DataConfig, report: DataR
     limits = config.filter
     lattice_cap, why, repeats_take_a_frame = units_per_frame
     for record in records:
-        duration = record["waveform"].shape[0] / record["sample_rate"]
-        input_frames = num_frames(record["waveform"].shape[0], record["sample_rate"], config.features.preset)
+        duration = record["samples"] / record["sample_rate"]
+        input_frames = num_frames(record["samples"], record["sample_rate"], config.features.preset)
         frames = stacked_length(input_frames, config.subsample)
         encoder_frames = output_frames(frames)
         n_tokens = len(record["tokens"])

@@ -15,7 +15,7 @@ import torch
 
 from conftest import ROOT, run_tool
 from rnnt.data import stages
-from rnnt.data.audio import load_audio, to_mono
+from rnnt.data.audio import AudioError, load_audio, to_mono
 from rnnt.data.bucketing import bucket_batches, global_batches
 from rnnt.data.config import data_config
 from rnnt.data.features import fbank
@@ -66,6 +66,17 @@ def keys_of(batches):
     return [k for b in batches for k in b["keys"]]
 
 
+def spy_on_audio(monkeypatch) -> dict[str, list]:
+    """What the pipeline opens, in order: {'header': [audio, ...] (length read from the header alone),
+    'decode': [audio, ...] (samples decoded)}."""
+    opened: dict[str, list] = {"header": [], "decode": []}
+    for kind, name in (("header", "audio_length"), ("decode", "load_audio")):
+        real = getattr(stages, name)
+        monkeypatch.setattr(stages, name, lambda audio, *span, real=real, kind=kind:
+                            opened[kind].append(audio) or real(audio, *span))
+    return opened
+
+
 # --- stages alone -----------------------------------------------------------------------------------
 
 def test_decode_skips_bad_audio_with_a_warning(fsdd, caplog, tmp_path):
@@ -82,22 +93,43 @@ def test_decode_skips_bad_audio_with_a_warning(fsdd, caplog, tmp_path):
     assert out[0]["waveform"].dim() == 1 and out[0]["sample_rate"] == 8000
 
 
+def test_a_flac_stream_that_gives_no_length_is_refused_by_name(fsdd, tmp_path, caplog):
+    """A FLAC written to a pipe leaves its total sample count 0 (unknown): libsndfile then counts 2^63 - 1
+    frames, and reading it asked numpy for that many (a ValueError that ended the pass). Now refused, named."""
+    good = next(records(str(fsdd / "test.list")))
+    buffer = io.BytesIO()
+    soundfile.write(buffer, load_audio(good["audio"])[0][0].numpy(), 8000, format="FLAC")
+    flac = bytearray(buffer.getvalue())
+    flac[8 + 13] &= 0xF0  # STREAMINFO (after "fLaC" and its block header): 36 bits of total samples from here
+    flac[8 + 14:8 + 18] = bytes(4)
+    (tmp_path / "pipe.flac").write_bytes(flac)
+    for read in (load_audio, stages.audio_length):
+        with pytest.raises(AudioError, match="its FLAC header gives no length"):
+            read(str(tmp_path / "pipe.flac"))
+    piped = {**good, "key": "piped", "audio": str(tmp_path / "pipe.flac"), "source": "pipe.flac"}
+    with caplog.at_level(logging.WARNING):
+        assert [r["key"] for r in stages.audio_info([piped, good], 8000)] == [good["key"]]
+    assert "skipped piped from pipe.flac: cannot decode audio (its FLAC header gives no length" in caplog.text
+
+
 def test_segments_follow_kaldis_extract_segments_and_non_finite_samples_are_refused(fsdd, tmp_path):
     """A segment ending less than 0.5 s past its recording is cut at its end; one starting past it or ending
     further is refused (Kaldi's extract-segments, whose max_overshoot is 0.5 s); a float file with a NaN sample
-    is refused wherever it is read (it would make NaN features, CMVN sums and losses)."""
-    from rnnt.data.audio import AudioError, load_audio
-
+    is refused wherever it is read (it would make NaN features, CMVN sums and losses). The header alone gives
+    the lengths decoding gives, and refuses the same segments."""
     path = json.loads((fsdd / "test.list").read_text().splitlines()[0])["wav"]
     whole, rate = load_audio(path)
     duration = whole.shape[1] / rate
     cut, _ = load_audio(path, 0.1, duration + 0.4)
     assert torch.equal(cut, whole[:, round(0.1 * rate):])
+    for start, end in ((None, None), (0.1, duration + 0.4), (0.2, 0.5), (0.2, -1)):
+        assert stages.audio_length(path, start, end) == (load_audio(path, start, end)[0].shape[1], rate, 1)
     for start, end, message in ((0.1, duration + 0.6, "more than 0.5 s past the recording's"),
                                 (duration + 0.01, duration + 0.3, "outside the recording's"),
                                 (-1.0, 0.5, "outside the recording's")):
-        with pytest.raises(AudioError, match=message):
-            load_audio(path, start, end)
+        for read in (load_audio, stages.audio_length):
+            with pytest.raises(AudioError, match=message):
+                read(path, start, end)
     samples = whole[0].numpy().copy()
     samples[100] = np.nan
     soundfile.write(tmp_path / "nan.wav", samples, rate, subtype="FLOAT")
@@ -105,20 +137,27 @@ def test_segments_follow_kaldis_extract_segments_and_non_finite_samples_are_refu
         load_audio(str(tmp_path / "nan.wav"))
     record = {"key": "nan", "txt": "ONE", "audio": str(tmp_path / "nan.wav"), "source": "test:nan"}
     assert list(stages.decode([record])) == []
+    assert stages.with_waveforms(list(stages.audio_info([record], rate))) == []  # its header is sound
+
+
+def perturbed(record: dict, factors: tuple[float, ...], seed: int = 0, epoch: int = 0) -> dict:
+    """The record with its waveform, speed-perturbed as the pipeline does it: the factor drawn before
+    batching, the audio resampled after."""
+    return stages.with_waveforms(list(stages.speed_perturb([record], factors, seed, epoch)))[0]
 
 
 def test_speed_perturb_changes_length_by_the_factor_and_is_seeded(fsdd):
-    record = next(stages.decode(records(str(fsdd / "test.list"))))
-    n = record["waveform"].shape[0]
+    record = next(stages.audio_info(records(str(fsdd / "test.list")), 8000))
+    n = record["samples"]
+    assert "decoded" not in record and n == stages.with_waveforms([record])[0]["waveform"].shape[0]
     lengths = {}
     for key in (f"k{i}" for i in range(30)):
-        out = next(stages.speed_perturb([{**record, "key": key}], (0.9, 1.0, 1.1), seed=1, epoch=0))
-        lengths[round(n / out["waveform"].shape[0], 2)] = out.get("speed", 1.0)
+        out = perturbed({**record, "key": key}, (0.9, 1.0, 1.1), seed=1)
+        assert out["waveform"].shape[0] == out["samples"]  # the length batching saw
+        lengths[round(n / out["samples"], 2)] = out.get("speed", 1.0)
     assert set(lengths) == {0.9, 1.0, 1.1} and all(abs(k - v) < 0.01 for k, v in lengths.items())
-    again = next(stages.speed_perturb([{**record, "key": "k3"}], (0.9, 1.0, 1.1), seed=1, epoch=0))
-    first = next(stages.speed_perturb([{**record, "key": "k3"}], (0.9, 1.0, 1.1), seed=1, epoch=0))
+    again, first = (perturbed({**record, "key": "k3"}, (0.9, 1.0, 1.1), seed=1) for _ in range(2))
     assert torch.equal(again["waveform"], first["waveform"])
-
 
 
 @pytest.mark.parametrize("rate", [8000, 11025, 22050])
@@ -127,12 +166,14 @@ def test_speed_perturb_resamples_by_the_factor_as_a_small_fraction_at_any_rate(r
     and 22050 x 1.05 the rounded rates are nearly prime to each other, and their kernel took 4 GB and 24 s."""
     waveform = torch.randn(rate)
     for factor, (up, down) in ((0.9, (9, 10)), (1.1, (11, 10)), (1.05, (21, 20)), (0.95, (19, 20))):
+        record = {"decoded": waveform, "samples": rate, "sample_rate": rate}
         key = next(f"k{i}" for i in range(100) if next(stages.speed_perturb(
-            [{"key": f"k{i}", "waveform": waveform, "sample_rate": rate}], (factor, 1.0), 0, 0)).get("speed"))
-        out = next(stages.speed_perturb([{"key": key, "waveform": waveform, "sample_rate": rate}], (factor, 1.0), 0, 0))
+            [{**record, "key": f"k{i}"}], (factor, 1.0), 0, 0)).get("speed"))
+        out = perturbed({**record, "key": key}, (factor, 1.0))
         assert torch.equal(out["waveform"], resample(waveform, up, down))
         assert out["waveform"].shape[0] == math.ceil(rate * down / up)
     assert torch.equal(resample(waveform, 9, 10), resample(waveform, 7200, 8000))
+
 
 def test_tokenize_and_filter_count_reasons(fsdd):
     tokenizer = Tokenizer(str(fsdd / "lang"))
@@ -256,19 +297,18 @@ def test_cached_audio_gives_the_same_batches_and_reports_and_is_decoded_once(fsd
     batch and report for report, while the second decodes only the file that could not be read; a budget
     smaller than the list keeps what fits and decodes the rest every epoch; DataLoader workers keep nothing."""
     path, tokenizer = str(mixed_list(fsdd, tmp_path)), Tokenizer(str(fsdd / "lang"))
-    decoded = []
-    real_load = stages.load_audio
-    monkeypatch.setattr(stages, "load_audio", lambda audio, *a: decoded.append(audio) or real_load(audio, *a))
+    opened = spy_on_audio(monkeypatch)
 
     def epochs(**overrides):
         pipe = Pipeline(path, data_config({**TRAIN, "sample_rate": 16000, **overrides}), tokenizer, True)
         out = []
         for epoch in (0, 1):
-            decoded.clear()
+            opened["header"].clear(), opened["decode"].clear()
             caplog.clear()
             with caplog.at_level(logging.INFO, logger="rnnt.data"):
                 batches = list(pipe.batches(epoch))
-            out.append((batches, [r.message for r in caplog.records if r.message.startswith("data (")], len(decoded)))
+            out.append((batches, [r.message for r in caplog.records if r.message.startswith("data (")],
+                        (len(opened["header"]), len(opened["decode"]))))
         return out, pipe
 
     plain, _ = epochs()
@@ -277,14 +317,16 @@ def test_cached_audio_gives_the_same_batches_and_reports_and_is_decoded_once(fsd
         assert report == cached_report and len(report) == 1
         assert [b["keys"] for b in batches] == [b["keys"] for b in cached_batches]
         assert all(torch.equal(a["feats"], b["feats"]) for a, b in zip(batches, cached_batches))
-    assert [n for _, _, n in plain] == [6, 6] and [n for _, _, n in cached] == [6, 1]
+    # (headers read, files decoded): the missing file fails at its header
+    assert [n for _, _, n in plain] == [(6, 5), (6, 5)] and [n for _, _, n in cached] == [(6, 5), (1, 0)]
     sizes = sorted(w.numel() * 4 for w, _, _ in pipe.audio_cache.entries.values())
     assert len(sizes) == 5 and pipe.audio_cache.used == sum(sizes)
     small = Pipeline(path, data_config({**TRAIN, "sample_rate": 16000, "cache_audio_mb": 1}), tokenizer, True)
     small.audio_cache.max_bytes = sum(sizes[:2])
     assert keys_of(small.batches(0)) == keys_of(plain[0][0]) and 0 < len(small.audio_cache.entries) < 5
-    decoded.clear()
-    assert keys_of(small.batches(1)) == keys_of(plain[1][0]) and len(decoded) == 6 - len(small.audio_cache.entries)
+    opened["decode"].clear()
+    assert keys_of(small.batches(1)) == keys_of(plain[1][0])
+    assert len(opened["decode"]) == 5 - len(small.audio_cache.entries)
     workers = Pipeline(path, data_config({**TRAIN, "cache_audio_mb": 64, "num_workers": 2}), tokenizer, True)
     assert workers.audio_cache is None  # worker processes start afresh every epoch
 
@@ -529,19 +571,56 @@ def test_a_bucketed_resume_goes_on_exactly_and_reads_no_audio_of_the_batches_bef
     full = list(loader)
     assert [b["position"] for b in full] == [1, 2] + list(range(4, 16)) and len(keys_of(full)) == 280
     wav_of = {json.loads(line)["key"]: json.loads(line)["wav"] for line in lines}
-    read = []
-    monkeypatch.setattr(stages, "load_audio", lambda path, *span: read.append(path) or load_audio(path, *span))
+    opened = spy_on_audio(monkeypatch)
     for start in (1, 2, 3, 9):
         position = LoaderPosition(1)
         for batch in full[:start]:
             position.delivered(batch["role"], batch["position"])
-        read.clear()
+        opened["header"].clear(), opened["decode"].clear()
         loader.dataset.set_epoch(1, LoaderPosition.from_state(position.state_dict()))
         resumed = list(loader)
         assert [b["keys"] for b in resumed] == [b["keys"] for b in full[start:]], start
         assert all(torch.equal(a["feats"], b["feats"]) for a, b in zip(resumed, full[start:]))
         gone = [str(tmp_path / "gone.wav")] * 20 if start <= 2 else []  # the empty batch: position 3
-        assert sorted(read) == sorted([wav_of[k] for k in keys_of(full[start:])] + gone), start
+        still_to_come = sorted(wav_of[k] for k in keys_of(full[start:]))
+        assert sorted(opened["decode"]) == still_to_come, start
+        assert sorted(opened["header"]) == sorted(still_to_come + gone), start
+
+
+def test_a_resume_decodes_no_audio_of_the_batches_before(fsdd, monkeypatch):
+    """Unbucketed (shuffled, speed-perturbed, sorted into dynamic batches): resumed after batch k, the
+    epoch goes on exactly, reading the headers of all the audio and decoding only the batches' still to
+    come; each utterance is as long as its header said, after its speed perturbation."""
+    config = {"batch": {"type": "dynamic", "max_frames": 1500, "max_batch_size": 8}, "speed_perturb": [0.9, 1.0, 1.1]}
+    p = pipeline(fsdd, list_name="test.list", **config)
+    full = list(p.batches(epoch=1))
+    wav_of = {r["key"]: r["audio"] for r in records(str(fsdd / "test.list"))}
+    assert len(full) > 5 and len(keys_of(full)) == len(wav_of)
+    seconds = {k: s for b in full for k, s in zip(b["keys"], b["seconds"])}
+    assert sum(seconds[k] * 8000 != len(load_audio(wav)[0][0]) for k, wav in wav_of.items()) > len(wav_of) / 2
+    opened = spy_on_audio(monkeypatch)
+    for start in (1, 4):
+        opened["header"].clear(), opened["decode"].clear()
+        resumed = list(p.batches(epoch=1, skip=start))
+        assert [b["keys"] for b in resumed] == [b["keys"] for b in full[start:]]
+        assert all(torch.equal(a["feats"], b["feats"]) for a, b in zip(resumed, full[start:]))
+        assert sorted(opened["decode"]) == sorted(wav_of[k] for k in keys_of(full[start:]))
+        assert sorted(opened["header"]) == sorted(wav_of.values())
+
+
+def test_audio_not_as_long_as_its_header_said_is_left_out_of_its_batch(fsdd, caplog):
+    """A header that lies (a file changed between the two reads, a broken writer) would have batched and
+    filtered the utterance by a wrong length: it is left out, named, and counted as unreadable."""
+    planned = list(stages.audio_info(records(str(fsdd / "test.list")), 8000))[:3]
+    report = DataReport("test.list", 8000)
+    for record in planned:
+        report.audio_read(record["file_rate"], record["channels"])
+    lying = {**planned[1], "samples": planned[1]["samples"] + 1}
+    with caplog.at_level(logging.WARNING):
+        kept = stages.with_waveforms([planned[0], lying, planned[2]], report)
+    assert [r["key"] for r in kept] == [planned[0]["key"], planned[2]["key"]]
+    assert f"skipped {lying['key']} from {lying['source']}: cannot decode audio (it decodes to " in caplog.text
+    assert report.line().startswith("data (test.list): 3 utterances: 2 at 8000 Hz; 1 skipped, their audio unreadable")
 
 
 def test_validation_reads_every_utterance_whatever_the_training_buckets(fsdd):
