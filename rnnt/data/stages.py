@@ -74,8 +74,8 @@ def _decoded_at_rate(record: dict, rate: int, cache: AudioCache | None) -> tuple
     return mono, file_rate, waveform.shape[0]
 
 
-def audio_info(records: Iterable[dict], rate: int, report: DataReport | None = None,
-               cache: AudioCache | None = None) -> Iterator[dict]:
+def audio_lengths(records: Iterable[dict], rate: int, report: DataReport | None = None,
+                  cache: AudioCache | None = None) -> Iterator[dict]:
     """Adds what batching needs of the audio, read from its header without decoding it: 'samples' (its length
     at `rate`), 'sample_rate' (rate), 'file_rate' and 'channels'; with_waveforms decodes it once its batch is
     kept. An utterance kept in the cache, and one whose header cannot count it (rnnt.data.audio.audio_length:
@@ -135,7 +135,7 @@ def speed_perturb(records: Iterable[dict], factors: tuple[float, ...], seed: int
 
 def with_waveforms(batch: list[dict], report: DataReport | None = None,
                    cache: AudioCache | None = None) -> list[dict]:
-    """The batch's utterances with their 'waveform': decoded and resampled (or as audio_info kept it), then
+    """The batch's utterances with their 'waveform': decoded and resampled (or as audio_lengths kept it), then
     speed-perturbed and followed by silence as planned. One that cannot be decoded now, or whose decoding
     is not as long as its header said, is logged, counted as unreadable and left out."""
     kept = []

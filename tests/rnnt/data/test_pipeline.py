@@ -108,7 +108,7 @@ def test_a_flac_stream_that_gives_no_length_is_refused_by_name(fsdd, tmp_path, c
             read(str(tmp_path / "pipe.flac"))
     piped = {**good, "key": "piped", "audio": str(tmp_path / "pipe.flac"), "source": "pipe.flac"}
     with caplog.at_level(logging.WARNING):
-        assert [r["key"] for r in stages.audio_info([piped, good], 8000)] == [good["key"]]
+        assert [r["key"] for r in stages.audio_lengths([piped, good], 8000)] == [good["key"]]
     assert "skipped piped from pipe.flac: cannot decode audio (its FLAC header gives no length" in caplog.text
 
 
@@ -137,7 +137,7 @@ def test_segments_follow_kaldis_extract_segments_and_non_finite_samples_are_refu
         load_audio(str(tmp_path / "nan.wav"))
     record = {"key": "nan", "txt": "ONE", "audio": str(tmp_path / "nan.wav"), "source": "test:nan"}
     assert list(stages.decode([record])) == []
-    assert stages.with_waveforms(list(stages.audio_info([record], rate))) == []  # its header is sound
+    assert stages.with_waveforms(list(stages.audio_lengths([record], rate))) == []  # its header is sound
 
 
 def perturbed(record: dict, factors: tuple[float, ...], seed: int = 0, epoch: int = 0) -> dict:
@@ -147,7 +147,7 @@ def perturbed(record: dict, factors: tuple[float, ...], seed: int = 0, epoch: in
 
 
 def test_speed_perturb_changes_length_by_the_factor_and_is_seeded(fsdd):
-    record = next(stages.audio_info(records(str(fsdd / "test.list")), 8000))
+    record = next(stages.audio_lengths(records(str(fsdd / "test.list")), 8000))
     n = record["samples"]
     assert "decoded" not in record and n == stages.with_waveforms([record])[0]["waveform"].shape[0]
     lengths = {}
@@ -611,7 +611,7 @@ def test_a_resume_decodes_no_audio_of_the_batches_before(fsdd, monkeypatch):
 def test_audio_not_as_long_as_its_header_said_is_left_out_of_its_batch(fsdd, caplog):
     """A header that lies (a file changed between the two reads, a broken writer) would have batched and
     filtered the utterance by a wrong length: it is left out, named, and counted as unreadable."""
-    planned = list(stages.audio_info(records(str(fsdd / "test.list")), 8000))[:3]
+    planned = list(stages.audio_lengths(records(str(fsdd / "test.list")), 8000))[:3]
     report = DataReport("test.list", 8000)
     for record in planned:
         report.audio_read(record["file_rate"], record["channels"])
