@@ -15,6 +15,7 @@ import os
 import sys
 
 from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.data.audio_header import AudioError
 from rnnt.datadir.table import has_undecodable_bytes, read_table
 from rnnt.datadir.utterances import read_utterances
 from rnnt.datadir.values import is_positive_number
@@ -34,10 +35,10 @@ def raw_entry(utterance) -> tuple[dict, str]:
         return entry, ""
     end = utterance.end
     if end < 0:  # to the recording's end: its length from its header
-        info = audio_info(utterance.source)
-        if info is None:
-            return {}, "its segment runs to the end of a recording whose length cannot be read"
-        end = info.duration
+        try:
+            end = audio_info(utterance.source).duration
+        except AudioError as error:
+            return {}, f"its segment runs to the end of a recording whose length cannot be read ({error})"
     return {**entry, "start": utterance.start, "end": end}, ""
 
 

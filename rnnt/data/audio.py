@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import io
-import os
 
 import numpy as np
 import soundfile
 import torch
 
-
-class AudioError(RuntimeError):
-    pass
-
+from rnnt.data.audio_header import EXACT_LENGTH_FORMATS, AudioError, open_audio
 
 MAX_OVERSHOOT = 0.5  # seconds a segment may end past its recording, cut there (Kaldi's extract-segments)
 
@@ -42,26 +37,6 @@ def check_finite(waveform: torch.Tensor) -> torch.Tensor:
     return waveform
 
 
-# Formats whose header counts the samples exactly; others (Ogg, MP3: compressed streams) are decoded to know.
-EXACT_LENGTH_FORMATS = frozenset({"WAV", "WAVEX", "W64", "RF64", "FLAC", "NIST", "AIFF", "AU", "CAF"})
-UNKNOWN_LENGTH = 2**62  # libsndfile's count for a stream that does not say (a FLAC written to a pipe)
-
-
-def _source(audio):
-    # a path as the file system's bytes (soundfile encodes a str as strict UTF-8: a Latin-1 name would fail)
-    return io.BytesIO(audio) if isinstance(audio, (bytes, bytearray)) else os.fsencode(audio)
-
-
-def _opened(audio) -> soundfile.SoundFile:
-    """The audio opened (its header read), refused where the header gives no length: soundfile would ask numpy
-    for that many samples."""
-    opened = soundfile.SoundFile(_source(audio))
-    if opened.frames >= UNKNOWN_LENGTH:
-        opened.close()
-        raise AudioError(f"its {opened.format} header gives no length (written to a pipe?); encode it again to a file")
-    return opened
-
-
 def _span(info, start: float | None, end: float | None) -> tuple[int, int]:
     """The first and end sample of [start, end) (segment_samples), the whole recording without a segment."""
     first, stop = (0, None) if start is None and (end is None or end < 0) else segment_samples(info, start, end)
@@ -79,7 +54,7 @@ def _audio_errors():
 def audio_length(audio, start: float | None = None, end: float | None = None) -> tuple[int, int, int] | None:
     """(samples, sample rate, channels) that load_audio gives for the same arguments, read from the header
     alone; None where the header cannot count them exactly (EXACT_LENGTH_FORMATS): decode to know."""
-    with _audio_errors(), _opened(audio) as opened:
+    with _audio_errors(), open_audio(audio) as opened:
         if opened.format not in EXACT_LENGTH_FORMATS or opened.frames == 0:
             return None
         first, stop = _span(opened, start, end)
@@ -91,7 +66,7 @@ def audio_length(audio, start: float | None = None, end: float | None = None) ->
 def load_audio(audio, start: float | None = None, end: float | None = None) -> tuple[torch.Tensor, int]:
     """(waveform (channels, samples) float32 in [-1, 1], sample rate) of bytes or a file path, or of the
     segment [start, end) seconds of it (segment_samples)."""
-    with _audio_errors(), _opened(audio) as opened:
+    with _audio_errors(), open_audio(audio) as opened:
         first, stop = _span(opened, start, end)
         if first:
             opened.seek(first)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import soundfile
 
 from rnnt.cli import tool_parser
+from rnnt.data.audio_header import AudioError, no_length
 from rnnt.data.report import rates_text
 from rnnt.datadir.layout import remove_unwritten, write_spk2utt
 from rnnt.datadir.table import write_table
@@ -104,15 +105,17 @@ class AudioInfo:
     channels: int
 
 
-def audio_info(path: str) -> AudioInfo | None:
-    """Duration, rate and channels from the file header; None if unreadable or empty (under 0.5 ms: utt2dur's
-    0.000, which the validator refuses)."""
+def audio_info(path: str) -> AudioInfo:
+    """Duration, rate and channels from the file header; AudioError saying why if unreadable or empty (under
+    0.5 ms: utt2dur's 0.000, which the validator refuses), or where the header gives no length."""
     try:
         info = soundfile.info(path)
     except (RuntimeError, OSError, TypeError, soundfile.LibsndfileError):  # TypeError: headerless (.raw)
-        return None
+        raise AudioError("unreadable or empty audio") from None
     if info.frames <= 0 or info.samplerate <= 0 or round(info.frames / info.samplerate, 3) <= 0:
-        return None
+        raise AudioError("unreadable or empty audio")
+    if why := no_length(info):
+        raise AudioError(why)
     return AudioInfo(info.frames / info.samplerate, info.samplerate, info.channels)
 
 
@@ -173,11 +176,10 @@ def write_data_dir(dest: str, utterances: list[Utterance], report: Report,
             report.skip("transcript Kaldi's text rules refuse",
                         f"{utt.utt_id} ({utt.audio}): {'; '.join(problem for problem, _, _ in problems)}")
             continue
-        info = audio_info(utt.audio)
-        if info is None:
-            report.skip("unreadable or empty audio", f"{utt.audio} ({utt.utt_id})")
-            continue
-        kept.append((utt, info))
+        try:
+            kept.append((utt, audio_info(utt.audio)))
+        except AudioError as error:
+            report.skip(str(error), f"{utt.audio} ({utt.utt_id})")
     if not kept:
         raise ValueError(f"{dest}: no usable utterances ({report.summary(since)})")
     written = {"wav.scp", "text", "utt2spk", "spk2utt", "utt2dur", *(["spk2gender"] if spk2gender is not None else [])}

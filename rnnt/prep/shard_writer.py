@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import soundfile
 
+from rnnt.data.audio_header import no_length
+
 AUDIO_EXTENSIONS = {"wav", "flac", "ogg", "opus", "mp3"}  # copied as they are: WeNet's reader reads these (not
 # SPHERE: AN4's .sph files are written as wav)
 FORMATS = ("keep", "wav", "flac")
@@ -65,6 +67,8 @@ def audio_member(item: ShardItem, options: AudioOptions) -> tuple[bytes, str, fl
             raise BadAudio(f"unreadable audio: {error}") from None
         if info.frames <= 0:
             raise BadAudio("no audio samples")
+        if why := no_length(info):
+            raise BadAudio(why)
         with open(path, "rb") as f:
             return f.read(), extension, info.frames / info.samplerate
     from rnnt.data.audio import AudioError, load_audio  # torch: imported only where audio is decoded (3 s)

@@ -3,7 +3,7 @@
 import numpy as np
 import soundfile
 
-from conftest import assert_valid, keys
+from conftest import assert_valid, keys, write_flac_of_no_length
 from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dirs
 
 
@@ -13,16 +13,20 @@ def yesno(test_data, n: int) -> list[Utterance]:
             for w in waves]
 
 
-def test_audio_too_short_for_utt2dur_is_skipped_and_counted_the_rest_written(test_data, tmp_path, capsys):
+def test_audio_too_short_for_utt2dur_or_of_no_length_is_skipped_and_counted_the_rest_written(test_data, tmp_path,
+                                                                                             capsys):
     """4 samples at 16 kHz: a header that reads, a duration utt2dur writes as 0.000, which the validator refuses:
-    the whole prep failed, the good utterances lost."""
-    short = tmp_path / "b.wav"
+    the whole prep failed, the good utterances lost. A FLAC written to a pipe: utt2dur had 1.15e15 s."""
+    short, piped = tmp_path / "b.wav", tmp_path / "c.flac"
     soundfile.write(short, np.zeros(4), 16000)
+    write_flac_of_no_length(piped, np.zeros(1600), 16000)
     dest = tmp_path / "train"
-    assert write_data_dirs({str(dest): yesno(test_data, 2) + [Utterance("b-1", "b", str(short), "YES")]},
-                           Report("prep")) == 0
+    bad = [Utterance("b-1", "b", str(short), "YES"), Utterance("c-1", "c", str(piped), "NO")]
+    assert write_data_dirs({str(dest): yesno(test_data, 2) + bad}, Report("prep")) == 0
     assert keys(dest / "utt2spk") == [u.utt_id for u in yesno(test_data, 2)]
-    assert f"{short} (b-1)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{short} (b-1): unreadable or empty audio" in err
+    assert f"{piped} (c-1): its FLAC header gives no length (written to a pipe?); encode it again to a file" in err
     assert_valid(dest)
 
 

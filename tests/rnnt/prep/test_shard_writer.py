@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from conftest import librispeech_utterances
+from conftest import librispeech_utterances, write_flac_of_no_length
 from rnnt.prep.shard_writer import AudioOptions, ShardItem, write_shard
 
 
@@ -137,6 +137,7 @@ def test_audio_under_a_name_without_an_audio_extension_is_converted_to_wav(tmp_p
 def test_unusable_sources_are_skipped_with_their_reason_and_the_rest_written(tmp_path, yesno_waves):
     (tmp_path / "notes.wav").write_text("not audio at all\n")
     soundfile.write(tmp_path / "empty.wav", np.zeros(0, dtype=np.int16), 8000, subtype="PCM_16")
+    write_flac_of_no_length(tmp_path / "piped.flac", np.zeros(800), 8000)
     good = str(yesno_waves[0])
     items = [
         ShardItem("missing", "ja", str(tmp_path / "missing.wav")),
@@ -146,11 +147,13 @@ def test_unusable_sources_are_skipped_with_their_reason_and_the_rest_written(tmp
         ShardItem("text", "ja", str(tmp_path / "notes.wav")),
         ShardItem("empty", "ja", str(tmp_path / "empty.wav")),
         ShardItem("past_the_end", "ja", good, start=1000.0, end=1001.0),
+        ShardItem("piped", "ja", str(tmp_path / "piped.flac")),
+        ShardItem("piped_cut", "ja", str(tmp_path / "piped.flac"), start=0.0, end=0.05),
     ]
     written, seconds, skipped = write_shard(str(tmp_path / "s.tar"), items, AudioOptions())
     assert written == 1 and seconds == pytest.approx(soundfile.info(good).duration)
     assert [info.name for info, _ in members(tmp_path / "s.tar")] == ["good.txt", "good.wav"]
-    assert len(skipped) == 6
+    assert len(skipped) == 8
     assert skipped[0] == f"missing: no such file {tmp_path / 'missing.wav'}"
     assert skipped[1].startswith("failing: command 'echo device busy >&2; exit 3")
     assert skipped[1].endswith(" failed (exit 3): device busy")  # with its status and what it said
@@ -158,6 +161,8 @@ def test_unusable_sources_are_skipped_with_their_reason_and_the_rest_written(tmp
     assert skipped[3].startswith("text: unreadable audio: ")
     assert skipped[4] == "empty: no audio samples"
     assert skipped[5].startswith("past_the_end: unreadable audio: ")
+    length = "its FLAC header gives no length (written to a pipe?); encode it again to a file"
+    assert skipped[6:] == [f"piped: {length}", f"piped_cut: unreadable audio: {length}"]  # copied, decoded
 
 
 def test_a_shard_with_nothing_usable_is_an_empty_tar(tmp_path):
