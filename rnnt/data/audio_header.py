@@ -25,7 +25,7 @@ def no_length(info) -> str | None:
     return None
 
 
-def audio_source(audio):
+def _source(audio):
     """What soundfile opens for bytes or a path: a path as the file system's bytes (soundfile encodes a str
     as strict UTF-8, and a Latin-1 name would fail)."""
     return io.BytesIO(audio) if isinstance(audio, (bytes, bytearray)) else os.fsencode(audio)
@@ -33,7 +33,7 @@ def audio_source(audio):
 
 def open_audio(audio) -> soundfile.SoundFile:
     """Bytes or a path opened, its header read; AudioError where the header gives no length."""
-    opened = soundfile.SoundFile(audio_source(audio))
+    opened = soundfile.SoundFile(_source(audio))
     why = no_length(opened)
     if why:
         opened.close()

@@ -93,6 +93,21 @@ def test_decode_skips_bad_audio_with_a_warning(fsdd, caplog, tmp_path):
     assert out[0]["waveform"].dim() == 1 and out[0]["sample_rate"] == 8000
 
 
+def test_audio_whose_header_cannot_count_it_is_decoded_where_it_is_read(fsdd, tmp_path, monkeypatch):
+    """Ogg Vorbis (MP3 the same): a compressed stream's header is no exact length, so the header stage decodes
+    it and batching counts what decoding gave; a WAV is only opened there."""
+    good = next(records(str(fsdd / "test.list")))
+    soundfile.write(tmp_path / "a.ogg", load_audio(good["audio"])[0][0].numpy(), 8000, format="OGG")
+    ogg = {**good, "key": "ogg", "audio": str(tmp_path / "a.ogg"), "source": "a.ogg"}
+    opened = spy_on_audio(monkeypatch)
+    planned = list(stages.audio_lengths([ogg, good], 16000))
+    assert opened == {"header": [ogg["audio"], good["audio"]], "decode": [ogg["audio"]]}
+    assert "decoded" in planned[0] and "decoded" not in planned[1]
+    assert planned[0]["samples"] == 2 * load_audio(ogg["audio"])[0].shape[1]
+    assert [r["waveform"].shape[0] for r in stages.with_waveforms(planned)] == [r["samples"] for r in planned]
+    assert opened["decode"] == [ogg["audio"], good["audio"]]
+
+
 def test_a_flac_stream_that_gives_no_length_is_refused_by_name(fsdd, tmp_path, caplog):
     """A FLAC written to a pipe (its header's sample count unknown): reading it asked numpy for 2^63 - 1
     samples, a ValueError that ended the pass. Now refused, named."""
@@ -289,7 +304,8 @@ def test_one_audio_cache_for_two_pipelines_keeps_both_within_its_budget_and_tell
 
 def test_cached_audio_gives_the_same_batches_and_reports_and_is_decoded_once(fsdd, tmp_path, caplog, monkeypatch):
     """data.cache_audio_mb: epochs 0 and 1 of the mixed list with the cache equal those without it, batch for
-    batch and report for report, while the second decodes only the file that could not be read; a budget
+    batch and report for report, while the second decodes nothing and opens only the file that could not be
+    read; a budget
     smaller than the list keeps what fits and decodes the rest every epoch; DataLoader workers keep nothing."""
     path, tokenizer = str(mixed_list(fsdd, tmp_path)), Tokenizer(str(fsdd / "lang"))
     opened = spy_on_audio(monkeypatch)
