@@ -65,7 +65,7 @@ def main() -> str:
         tail = args.tail_seconds if args.tail_seconds is not None else tail_seconds(args.onnx_dir, streaming)
         frame_seconds = encoder_frame_seconds(args.onnx_dir)
         refs, refs_from = reference_texts(args.data_list, args.text)
-        utterances = stages.resample_to(stages.decode(records(args.data_list)), rate)
+        utterances = stages.waveforms(records(args.data_list), rate)
         if args.compare and not os.path.isfile(os.path.join(args.compare, "hyp")):
             raise FileNotFoundError(f"{args.compare}/hyp: no such file (--compare names a decode dir)")
     except (OSError, ValueError, KeyError, RuntimeError) as error:

@@ -41,30 +41,6 @@ def _skipped(record: dict, error: Exception, report: DataReport | None) -> None:
         report.undecodable += 1
 
 
-def decode(records: Iterable[dict], report: DataReport | None = None) -> Iterator[dict]:
-    """Adds 'waveform' (mono, samples), 'samples' and 'sample_rate'; an undecodable utterance (load_audio:
-    samples that are not finite too, which would cost a whole batch a NaN loss) is logged by name and source
-    and skipped. The report counts the rates and channels found."""
-    for record in records:
-        try:
-            waveform, rate = load_audio(record["audio"], record.get("start"), record.get("end"))
-        except (AudioError, OSError) as error:
-            _skipped(record, error, report)
-            continue
-        if report is not None:
-            report.audio_read(rate, waveform.shape[0])
-        yield {**record, "audio": None, "waveform": to_mono(waveform), "samples": waveform.shape[1],
-               "sample_rate": rate, "channels": waveform.shape[0]}
-
-
-def resample_to(records: Iterable[dict], rate: int) -> Iterator[dict]:
-    for record in records:
-        if record["sample_rate"] != rate:
-            record = {**record, "waveform": resample(record["waveform"], record["sample_rate"], rate),
-                      "samples": resampled_length(record["samples"], record["sample_rate"], rate), "sample_rate": rate}
-        yield record
-
-
 def _decoded_at_rate(record: dict, rate: int, cache: AudioCache | None) -> tuple[torch.Tensor, int, int]:
     """(mono waveform at rate, the file's rate, its channels), put in the cache; raises AudioError, OSError."""
     waveform, file_rate = load_audio(record["audio"], record.get("start"), record.get("end"))
@@ -157,6 +133,13 @@ def with_waveforms(batch: list[dict], report: DataReport | None = None,
             continue
         kept.append({**record, "audio": None, "decoded": None, "waveform": waveform})
     return kept
+
+
+def waveforms(records: Iterable[dict], rate: int, report: DataReport | None = None) -> Iterator[dict]:
+    """Each utterance with its mono 'waveform' at `rate` (audio_lengths, then with_waveforms one at a time):
+    for a tool that decodes a whole list in order, without batches."""
+    for record in audio_lengths(records, rate, report):
+        yield from with_waveforms([record], report)
 
 
 def tokenize(records: Iterable[dict], tokenizer) -> Iterator[dict]:

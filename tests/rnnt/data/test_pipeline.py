@@ -88,7 +88,7 @@ def test_decode_skips_bad_audio_with_a_warning(fsdd, caplog, tmp_path):
     headerless.write_bytes(open(good["audio"], "rb").read())
     raw = {"key": "raw-1", "txt": "ONE", "audio": str(headerless), "source": str(headerless)}
     with caplog.at_level(logging.WARNING):
-        out = list(stages.decode([bad, raw, good]))
+        out = list(stages.waveforms([bad, raw, good], 8000))
     assert [r["key"] for r in out] == [good["key"]]
     assert "skipped bad-1 from test:bad" in caplog.text
     assert f"skipped raw-1 from {headerless}: cannot decode audio" in caplog.text
@@ -148,8 +148,7 @@ def test_segments_follow_kaldis_extract_segments_and_non_finite_samples_are_refu
     with pytest.raises(AudioError, match="samples are not finite"):
         load_audio(str(tmp_path / "nan.wav"))
     record = {"key": "nan", "txt": "ONE", "audio": str(tmp_path / "nan.wav"), "source": "test:nan"}
-    assert list(stages.decode([record])) == []
-    assert stages.with_waveforms(list(stages.audio_lengths([record], rate))) == []  # its header is sound
+    assert list(stages.waveforms([record], rate)) == []  # its header is sound: refused once decoded
 
 
 def perturbed(record: dict, factors: tuple[float, ...], seed: int = 0, epoch: int = 0) -> dict:
@@ -190,7 +189,7 @@ def test_speed_perturb_resamples_by_the_factor_as_a_small_fraction_at_any_rate(r
 def test_tokenize_and_filter_count_reasons(fsdd):
     tokenizer = Tokenizer(str(fsdd / "lang"))
     config = data_config({**TRAIN, "filter": {"min_duration": 0.3, "max_duration": 0.8, "max_tokens_per_frame": 0.4}})
-    recs = list(stages.tokenize(stages.decode(records(str(fsdd / "test.list"))), tokenizer))
+    recs = list(stages.tokenize(stages.waveforms(records(str(fsdd / "test.list")), 8000), tokenizer))
     assert recs[0]["tokens"] == tokenizer.encode(recs[0]["txt"]) and 1 not in recs[0]["tokens"]
     report = DataReport("test", 8000)
     kept = list(stages.filter_utterances(recs, config, report))
@@ -209,7 +208,7 @@ def test_the_filter_counts_the_encoders_output_frames_and_one_symbol_per_frame(f
     from rnnt.model.transducer import LossConfig
 
     tokenizer = Tokenizer(str(fsdd / "lang"))
-    recs = list(stages.tokenize(stages.decode(records(str(fsdd / "test.list"))), tokenizer))
+    recs = list(stages.tokenize(stages.audio_lengths(records(str(fsdd / "test.list")), 8000), tokenizer))
     config = data_config(TRAIN)
     encoder = LSTMEncoderConfig(input_dim=192, stack_time=4)
     report = DataReport("test", 8000)
@@ -702,7 +701,7 @@ def test_fixed_time_masks_are_as_many_and_as_wide_as_configured():
 def test_augmentation_changes_from_epoch_to_epoch_and_never_touches_decoding(fsdd):
     """Speed perturbation, dither and SpecAugment draw from (seed, epoch, key): an epoch repeats itself, the
     next differs; without training, the features are the undithered fbank of the audio as it is."""
-    record = next(stages.decode(records(str(fsdd / "test.list"))))
+    record = next(stages.waveforms(records(str(fsdd / "test.list")), 8000))
     config = data_config({**TRAIN, "speed_perturb": []})
     cmvn = None
     first, again = (stages.features_of(record, config, cmvn, True, 0, epoch=0) for _ in range(2))
@@ -717,7 +716,7 @@ def test_augmentation_changes_from_epoch_to_epoch_and_never_touches_decoding(fsd
 
 def test_the_max_tokens_filter_drops_and_counts(fsdd):
     tokenizer = Tokenizer(str(fsdd / "lang"))
-    recs = list(stages.tokenize(stages.decode(records(str(fsdd / "test.list"))), tokenizer))
+    recs = list(stages.tokenize(stages.audio_lengths(records(str(fsdd / "test.list")), 8000), tokenizer))
     limit = sorted(len(r["tokens"]) for r in recs)[len(recs) // 2]
     report = DataReport("test", 8000)
     kept = list(stages.filter_utterances(recs, data_config({**TRAIN, "filter": {"max_tokens": limit}}), report))
