@@ -22,7 +22,7 @@ out=benchmarks/RESULTS.generated.md
   echo "# Benchmark results"
   echo
   echo "Machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GB; $(date -u +%Y-%m-%d)."
-  for bench in loss shards pipeline train_step decode; do
+  for bench in loss lattice shards pipeline train_step decode; do
     echo
     echo "## $bench"
     echo

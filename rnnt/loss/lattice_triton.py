@@ -1,7 +1,8 @@
 """Which backend runs the lattice passes, and the launches of the Triton ones (rnnt.loss.lattice_kernels).
 The same choice picks how the losses on logits read them and write their gradient (rnnt.loss.row_triton).
 
-backend "torch": batched PyTorch operations, one batch per anti-diagonal (any device).
+backend "torch": batched PyTorch operations (rnnt.loss.lattice: a scan per row of the lattice, or a step per
+frame or anti-diagonal), on any device.
 backend "triton": one kernel launch per pass (CUDA tensors; CPU tensors under TRITON_INTERPRET=1).
 backend "auto": Triton on CUDA when the triton package is installed, PyTorch otherwise.
 """
