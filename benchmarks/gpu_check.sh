@@ -3,7 +3,8 @@
 # part under its own time limit (under 10 minutes in all): the fused loss's kernels' tests on CUDA, then the
 # other loss tests; a loss step's launches against its device's busy time; the loss benchmark against
 # torchaudio at the three shapes; the tiny model's training step with the full and the fused loss; the fused
-# loss's time and tensor peak at B8 by block size (the 5% memory goal against the 1.3x time goal).
+# loss's time and tensor peak at B8 by block size (the 5% memory goal against the 1.3x time goal); the lattice's
+# forward-backward alone, PyTorch's two schedules and the Triton kernels.
 # benchmarks/row_kernels.py and joint_kernels.py --device cuda (the Triton kernels at several launch shapes)
 # run alone.
 # Uses the machine's python3 (its own torch, torchaudio and Triton); writes its logs under $OUT when set,
@@ -33,7 +34,8 @@ part 150 tests.log python3 -m pytest -q -p no:cacheprovider tests/rnnt/loss test
   --ignore tests/rnnt/loss/test_joint_triton.py
 part 45 launches.md python3 benchmarks/launches.py --device cuda --shapes B8-T200-U50-V500 B4-T400-U100-V1000
 part 220 loss.md python3 benchmarks/loss.py --device cuda --runs 10 --methods "${methods[@]}"
-part 60 train_step.md python3 benchmarks/train_step.py --device cuda --batch-scale 4 --runs 5 \
+part 55 train_step.md python3 benchmarks/train_step.py --device cuda --batch-scale 4 --runs 5 \
   --configs "tiny (full loss)" "tiny (fused loss)"
 part 45 fused_chunks.md python3 benchmarks/fused_chunks.py --device cuda --shapes B8-T200-U50-V500 --runs 10 \
   --chunks 2097152 3145728 4194304 8388608 --no-profile
+part 25 lattice.md python3 benchmarks/lattice.py --device cuda --runs 5 --shapes AN4 B8-T200-U50 B30-T440-U104
