@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The lattice's forward-backward alone (rnnt.loss.lattice.lattice_posteriors: log-likelihood and arc
 posteriors from (B, T, U+1) arc log-probs), its two PyTorch schedules side by side: one scan per row of the
-lattice (U + 1 steps) and one step per anti-diagonal, or per frame in the one-symbol lattice (T + U or T
-steps); which of them the backend picks (its cost model); and on a CUDA device the Triton kernels too.
-Shapes from the recipes' batches (yesno, FSDD, AN4, speechocean762-like) to loss.py's LibriSpeech-like
-ones; utterances of ragged length, float32. Milliseconds per call, median after a warm-up. Prints a
-markdown table.
+lattice (U + 1 steps, rnnt.loss.lattice_rows) and one step per anti-diagonal, or per frame in the one-symbol
+lattice (T + U or T steps); which of them the backend picks (its cost model; these lattices all hold exactly
+by rows); and on a CUDA device the Triton kernels too. Shapes from the recipes' batches (yesno, FSDD, AN4,
+speechocean762-like) to loss.py's LibriSpeech-like ones; utterances of ragged length, float32. Milliseconds
+per call, median after a warm-up. Prints a markdown table.
 """
 
 from __future__ import annotations
@@ -55,13 +55,13 @@ def main() -> int:
     args = parser.parse_args()
     import torch
 
-    from rnnt.loss import lattice, lattice_triton
+    from rnnt.loss import lattice, lattice_rows, lattice_triton
 
     select_device(args.device)
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     triton = device.type == "cuda" and lattice_triton.triton_installed()
-    choose = lattice._by_rows_is_cheaper
+    wanted = lattice_rows.wanted
     print("| batch | B, T, U | lattice | rows (ms) | steps (ms) | rows / steps | picked |"
           + (" Triton (ms) |" if triton else ""))
     print("|---|---|---|---|---|---|---|" + ("---|" if triton else ""))
@@ -71,11 +71,11 @@ def main() -> int:
             blank, label, T_b, U_b = random_lattice(B, T, U, one_sym, device)
             times = {}
             for schedule in ("rows", "steps"):
-                lattice._by_rows_is_cheaper = lambda *shape, rows=schedule == "rows": rows
+                lattice_rows.wanted = lambda *arcs, rows=schedule == "rows": rows
                 times[schedule] = statistics.median(timed_steps(
                     lambda: lattice.lattice_posteriors(blank, label, T_b, U_b, one_sym, "torch"), args.runs, sync))
-            lattice._by_rows_is_cheaper = choose
-            picked = "rows" if choose(B, T + 1, U + 1, one_sym, device) else "steps"
+            lattice_rows.wanted = wanted
+            picked = "rows" if lattice_rows.cheaper(B, T + 1, U + 1, one_sym, device) else "steps"
             row = (f"| {name} | {B}, {T}, {U} | {'one symbol per frame' if one_sym else 'standard'} | "
                    f"{times['rows'] * 1e3:.2f} | {times['steps'] * 1e3:.2f} | {times['rows'] / times['steps']:.2f} | "
                    f"{picked} |")

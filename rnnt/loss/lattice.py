@@ -8,16 +8,17 @@ holds only the final node (T_b, U_b). Node (t, u) has two arcs:
 Cells outside t < T_b, u <= U_b, and label arcs at u = U_b, must carry -inf.
 
 Everything here is (B, T, U+1)-sized: the vocabulary never appears. Each pass runs on the backend
-asked for (rnnt.loss.lattice_triton): batched PyTorch below, one scan per row of the lattice or one operation
-batch per frame or anti-diagonal, whichever costs less (_by_rows_is_cheaper), or
-one Triton kernel launch. Neither reads a tensor's values on the host (no device syncs).
+asked for (rnnt.loss.lattice_triton): batched PyTorch below, or one Triton kernel launch. In PyTorch the
+forward-backward takes one scan per row of the lattice (rnnt.loss.lattice_rows) or one operation batch per
+frame or anti-diagonal, whichever costs less; the Viterbi takes the steps. Neither backend reads a tensor's
+values on the host off the CPU (no device syncs).
 """
 
 from __future__ import annotations
 
 import torch
 
-from rnnt.loss import lattice_triton
+from rnnt.loss import lattice_rows, lattice_triton
 
 NEG_INF = float("-inf")
 
@@ -59,74 +60,12 @@ def _extend(x: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.pad(x, (0, 0, 0, 1), value=NEG_INF)
 
 
-# A missing blank arc (-inf) counts as one of log-prob -_MISSING in a row's running sums, which so stay finite; any
-# path through one scores below -_MISSING / 2 and is taken for no path (a real path's arcs sum far above it).
-_MISSING = 1.0e7
-
-
-def _rows(x: torch.Tensor) -> torch.Tensor:
-    """(B, T, U1) -> (B, U1, T) in float64, contiguous: a row u at a time, its frames along the last axis."""
-    return x.transpose(1, 2).to(torch.float64).contiguous()
-
-
-def _blank_sums(blank_rows: torch.Tensor) -> torch.Tensor:
-    """P (B, U1, T): P[.., t] - P[.., j] is the score of the blank arcs from frame j to t along each row, an
-    exclusive cumulative sum with each missing arc as -_MISSING. Each row counts from its first blank arc,
-    and its missing arcs apart: the values a row's real paths read stay exact (a pruned band's rows start
-    with missing arcs)."""
-    def before(x):  # the exclusive cumulative sum, 0 at the row's first arc
-        sums = torch.nn.functional.pad(x.cumsum(-1)[..., :-1], (1, 0))
-        return sums - sums.gather(-1, first)
-
-    missing = torch.isneginf(blank_rows)
-    first = (~missing).to(torch.uint8).argmax(-1, keepdim=True)
-    return before(blank_rows.masked_fill(missing, 0.0)) - _MISSING * before(missing.to(blank_rows.dtype))
-
-
-def _no_path_below(scores: torch.Tensor) -> torch.Tensor:
-    return scores.masked_fill(scores < -_MISSING / 2, NEG_INF)
-
-
-def _scan_rows(sums, leaving, start, one_sym):
-    """x (B, U1, T) row after row, each along its frames: x[t] = logaddexp(x[t-1] + blank[t-1], entering[t]),
-    which is x = P + logcumsumexp(entering - P) with P the row's blank sums. A row is entered by the label
-    arcs leaving the row before it (leaving[:, u - 1], to the next frame in the one-symbol lattice) and where
-    start is true (a path's first node). One scan a row: U + 1 steps, where the anti-diagonals take T + U."""
-    x = torch.empty_like(sums)
-    entering = torch.full_like(sums[:, 0], NEG_INF)
-    for u in range(sums.shape[1]):
-        entering = entering.masked_fill(start[:, u], 0.0)
-        torch.add(sums[:, u], torch.logcumsumexp(entering - sums[:, u], -1), out=x[:, u])
-        entering = x[:, u] + leaving[:, u]
-        if one_sym:
-            entering = _shift_up(entering)
-    return _no_path_below(x)
-
-
-def _forward_backward_by_rows(blank, label, final_t, final_u, one_sym):
-    """alpha, beta (B, T, U1) in float64 by _scan_rows; beta's scan runs over the rows from the top and over
-    the frames from the end (the tensors flipped), with the blank sums negated."""
-    B, T1, U1 = blank.shape
-    label_rows, sums = _rows(label), _blank_sums(_rows(blank))
-    t, u = torch.arange(T1, device=blank.device), torch.arange(U1, device=blank.device)
-    origin = ((u[:, None] == 0) & (t == 0)).expand(B, U1, T1)
-    alpha = _scan_rows(sums, label_rows, origin, one_sym)
-    ends = (u[None, :, None] == final_u[:, None, None]) & (t == final_t[:, None, None])
-    # flipped, row k + 1 is entered from row k by the labels of row k + 1; in the one-symbol lattice those
-    # of the frame after (_scan_rows shifts a row's arrivals and its labels by one frame)
-    leaving = torch.nn.functional.pad(label_rows.flip(1, 2)[:, 1:], (0, 0, 0, 1), value=NEG_INF)
-    if one_sym:
-        leaving = _shift_down(leaving)
-    beta = _scan_rows(-sums.flip(1, 2), leaving, ends.flip(1, 2), one_sym).flip(1, 2)
-    return alpha.transpose(1, 2), beta.transpose(1, 2)
-
-
 def _forward_backward_along_axis_1(blank, label, final_n, final_u):
     """alpha, beta over a lattice whose arcs each advance axis 1 by one step (a blank keeps u, a label adds
     one): the one-symbol lattice by frame, or the standard one skewed (_by_anti_diagonal). Utterance b
     ends at (final_n[b], final_u[b]). One step of PyTorch operations per frame or anti-diagonal, each over a
     column of U + 1 nodes of every utterance: where utterances are many and long, fewer passes over memory
-    than _forward_backward_by_rows."""
+    than rnnt.loss.lattice_rows."""
     N = blank.shape[1]
     alpha = torch.full_like(blank, NEG_INF)
     alpha[:, 0, 0] = 0.0
@@ -166,18 +105,6 @@ def _by_anti_diagonal(run, blank, label, *args):
     t_idx, on_grid = _skew_index(T1, U1, blank.device)
     outputs = run(_skew(blank, t_idx, on_grid), _skew(label, t_idx, on_grid), *args)
     return tuple(_unskew(x, T1) for x in outputs)
-
-
-def _by_rows_is_cheaper(B: int, T1: int, U1: int, one_sym: bool, device: torch.device) -> bool:
-    """Whether the scans along rows (U + 1 steps over B x T nodes) take less time than the steps along frames
-    or anti-diagonals (T or T + U steps over B x (U + 1) nodes). On the CPU a step costs a fixed time and one
-    per node, a row's node 2.7 times a column's (logcumsumexp's): measured on 2 cores of an AMD EPYC (a row
-    step about 160 us + 190 ns a node, a frame or anti-diagonal step 130 us + 70 ns a node), rows win up to
-    B x T in the thousands. On a GPU the fixed cost (the launches) is all there is."""
-    if device.type != "cpu":
-        return True
-    steps = T1 if one_sym else T1 + U1 - 1
-    return U1 * (160e-6 + 190e-9 * B * T1) < steps * (130e-6 + 70e-9 * B * U1)
 
 
 def best_path_label_frames(
@@ -238,9 +165,9 @@ def lattice_posteriors(
         if lattice_triton.resolve_backend(backend, blank.device) == "triton":
             return lattice_triton.lattice_posteriors(blank, label, logit_lengths, target_lengths, one_sym_per_frame)
         blank_e, label_e = _extend(blank), _extend(label)
-        final_t, final_u = logit_lengths.to(blank.device, torch.long), target_lengths.to(blank.device, torch.long)
-        if _by_rows_is_cheaper(*blank_e.shape, one_sym_per_frame, blank.device):
-            alpha, beta = _forward_backward_by_rows(blank_e, label_e, final_t, final_u, one_sym_per_frame)
+        final_t, final_u = (x.long() for x in lattice_triton.lengths_on(logit_lengths, target_lengths, blank.device))
+        if lattice_rows.wanted(blank_e, label_e, one_sym_per_frame):
+            alpha, beta = lattice_rows.forward_backward(blank_e, label_e, final_t, final_u, one_sym_per_frame)
         elif one_sym_per_frame:  # by frame
             alpha, beta = _forward_backward_along_axis_1(blank_e, label_e, final_t, final_u)
         else:

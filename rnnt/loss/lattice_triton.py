@@ -78,9 +78,9 @@ def _steps(T: int, U1: int, one_sym_per_frame: bool) -> int:
     return T if one_sym_per_frame else T + U1 - 1
 
 
-def _lengths(logit_lengths, target_lengths, device):
+def lengths_on(logit_lengths, target_lengths, device):
     """The lengths on the lattice's device, of any integer dtype (the kernels read them as int32): no copy
-    where they are there already."""
+    where they are there already, and none that waits for the device."""
     return logit_lengths.to(device, non_blocking=True), target_lengths.to(device, non_blocking=True)
 
 
@@ -89,7 +89,7 @@ def lattice_posteriors(blank, label, logit_lengths, target_lengths, one_sym_per_
     kernels = _kernels()
     blank, label = blank.contiguous(), label.contiguous()
     B, T, U1 = blank.shape
-    frames, symbols = _lengths(logit_lengths, target_lengths, blank.device)
+    frames, symbols = lengths_on(logit_lengths, target_lengths, blank.device)
     alpha, beta = torch.empty((2, *blank.shape), dtype=blank.dtype, device=blank.device)  # only nodes are read
     cells = B * T * U1  # the posteriors (0 but at nodes) and log_like in one allocation
     gammas, log_like = torch.zeros(2 * cells + B, dtype=blank.dtype, device=blank.device).split([2 * cells, B])
@@ -109,7 +109,7 @@ def best_path_label_frames(blank, label, logit_lengths, target_lengths, one_sym_
     kernels = _kernels()
     blank, label = blank.contiguous(), label.contiguous()
     B, T, U1 = blank.shape
-    frames, symbols = _lengths(logit_lengths, target_lengths, blank.device)
+    frames, symbols = lengths_on(logit_lengths, target_lengths, blank.device)
     delta = torch.empty_like(blank)
     by_label = torch.empty(blank.shape, dtype=torch.int8, device=blank.device)
     width = max(U1 - 1, 1)

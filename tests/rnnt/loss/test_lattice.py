@@ -1,13 +1,14 @@
-"""The PyTorch passes of rnnt.loss.lattice, both schedules (scans along the rows; steps along frames or
-anti-diagonals), against a node-by-node loop: ragged batches, U = 0, T = 1, pruned bands (rows that start
-with missing blank arcs), utterances with no complete path, both lattices, float64 and float32."""
+"""The PyTorch forward-backward of rnnt.loss.lattice, both schedules (scans along the rows,
+rnnt.loss.lattice_rows; steps along frames or anti-diagonals), against a node-by-node loop: ragged batches,
+U = 0, T = 1, pruned bands (rows that start with missing blank arcs), utterances with no complete path, both
+lattices, float64, float32 and bfloat16; and which schedule runs."""
 
 import math
 
 import pytest
 import torch
 
-from rnnt.loss import lattice
+from rnnt.loss import lattice_rows
 from rnnt.loss.lattice import lattice_posteriors
 
 NEG_INF = float("-inf")
@@ -85,7 +86,7 @@ LATTICES = [  # (T_b, U_b, band)
 @pytest.mark.parametrize("one_sym", [False, True])
 @pytest.mark.parametrize("T_b, U_b, band", LATTICES)
 def test_both_schedules_equal_the_loop(T_b, U_b, band, one_sym, by_rows, monkeypatch):
-    monkeypatch.setattr(lattice, "_by_rows_is_cheaper", lambda *shape: by_rows)
+    monkeypatch.setattr(lattice_rows, "cheaper", lambda *shape: by_rows)
     blank, label = arcs(T_b, U_b, seed=len(T_b) + (band or 0), band=band)
     want = loop_posteriors(blank, label, T_b, U_b, one_sym)
     for dtype, tolerance in ((torch.float64, 1e-12), (torch.float32, 1e-5)):
@@ -106,7 +107,7 @@ def test_long_band_rows_stay_exact(one_sym, monkeypatch):
     blank, label = arcs(T_b, U_b, seed=3, band=4)
     results = {}
     for by_rows in (True, False):
-        monkeypatch.setattr(lattice, "_by_rows_is_cheaper", lambda *shape: by_rows)
+        monkeypatch.setattr(lattice_rows, "cheaper", lambda *shape: by_rows)
         results[by_rows] = lattice_posteriors(blank, label, T_b, U_b, one_sym, backend="torch")
     assert torch.isfinite(results[True][0]).all()
     for rows, steps in zip(results[True], results[False]):
@@ -115,7 +116,71 @@ def test_long_band_rows_stay_exact(one_sym, monkeypatch):
 
 def test_rows_for_few_short_utterances_and_steps_for_many_long_ones_on_the_cpu():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert lattice._by_rows_is_cheaper(10, 101, 9, False, cpu)  # yesno's batches
-    assert lattice._by_rows_is_cheaper(8, 76, 21, True, cpu)  # AN4's
-    assert not lattice._by_rows_is_cheaper(30, 441, 105, False, cpu)  # LibriSpeech's at B30
-    assert lattice._by_rows_is_cheaper(30, 441, 105, False, cuda)
+    assert lattice_rows.cheaper(10, 101, 9, False, cpu)  # yesno's batches
+    assert lattice_rows.cheaper(8, 76, 21, True, cpu)  # AN4's
+    assert not lattice_rows.cheaper(30, 441, 105, False, cpu)  # LibriSpeech's at B30
+    assert lattice_rows.cheaper(30, 441, 105, False, cuda)
+    assert not lattice_rows.cheaper(10, 101, 9, False, torch.device("mps"))  # no float64 there
+
+
+def spy_on_rows(monkeypatch) -> list:
+    runs = []
+    scan = lattice_rows.forward_backward
+    monkeypatch.setattr(lattice_rows, "forward_backward", lambda *args: runs.append(1) or scan(*args))
+    return runs
+
+
+@pytest.mark.parametrize("one_sym", [False, True])
+def test_the_losses_lattices_run_by_rows_where_that_is_cheaper(one_sym, monkeypatch):
+    runs = spy_on_rows(monkeypatch)
+    for band in (None, 3):  # a whole lattice, a pruned band's
+        blank, label = arcs(torch.tensor([12, 9]), torch.tensor([6, 5]), seed=1, band=band)
+        lattice_posteriors(blank.float(), label.float(), torch.tensor([12, 9]), torch.tensor([6, 5]), one_sym,
+                           backend="torch")
+    assert len(runs) == 2
+    T_b, U_b = torch.full((30,), 440), torch.full((30,), 104)
+    blank, label = arcs(T_b, U_b, seed=1)
+    lattice_posteriors(blank.float(), label.float(), T_b, U_b, one_sym, backend="torch")
+    assert len(runs) == 2  # the steps, cheaper there
+
+
+def unusual_lattices():
+    """Lattices the rows would not hold exactly, by name: a gap in a row's blank arcs, label arcs before a
+    row's first blank arc, paths scoring below -5e6."""
+    T_b, U_b = torch.tensor([3000]), torch.tensor([3])
+    blank, label = arcs(T_b, U_b, seed=2)
+    gap = blank.clone()
+    gap[0, 100:2900, 1] = NEG_INF
+    before = blank.clone()
+    before[0, :2500, 2] = NEG_INF
+    T_low, U_low = torch.tensor([50]), torch.tensor([2])
+    low_blank, low_label = arcs(T_low, U_low, seed=2)
+    return {"gap": (gap, label, T_b, U_b), "labels before the blanks": (before, label, T_b, U_b),
+            "below -5e6": (low_blank.clamp(max=-2e5), low_label, T_low, U_low)}
+
+
+@pytest.mark.parametrize("one_sym", [False, True])
+@pytest.mark.parametrize("name", ["gap", "labels before the blanks", "below -5e6"])
+def test_lattices_the_rows_would_round_take_the_steps_on_the_cpu(name, one_sym, monkeypatch):
+    blank, label, T_b, U_b = unusual_lattices()[name]
+    runs = spy_on_rows(monkeypatch)
+    monkeypatch.setattr(lattice_rows, "cheaper", lambda *shape: True)
+    got = lattice_posteriors(blank, label, T_b, U_b, one_sym, backend="torch")
+    assert not runs
+    want = loop_posteriors(blank, label, T_b, U_b, one_sym)
+    assert torch.isfinite(want[0]).all()
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+
+
+def test_bfloat16_arcs_come_back_in_bfloat16_near_the_loop(monkeypatch):
+    T_b, U_b = torch.tensor([9, 6]), torch.tensor([4, 2])
+    blank, label = arcs(T_b, U_b, seed=4)
+    want = loop_posteriors(blank.bfloat16().double(), label.bfloat16().double(), T_b, U_b, False)
+    for by_rows in (True, False):
+        monkeypatch.setattr(lattice_rows, "cheaper", lambda *shape: by_rows)
+        got = lattice_posteriors(blank.bfloat16(), label.bfloat16(), T_b, U_b, False, backend="torch")
+        assert all(g.dtype == torch.bfloat16 for g in got)
+        torch.testing.assert_close(got[0].double(), want[0], rtol=0.02, atol=0)
+        if by_rows:  # in float64, rounded once at the end
+            torch.testing.assert_close(got[1].double(), want[1], rtol=0, atol=0.005)
