@@ -130,8 +130,7 @@ def best_path_label_frames(
         else:
             delta, by_label = _by_anti_diagonal(_viterbi_along_axis_1, blank_e, label_e)
         B, _, U1 = blank.shape
-        t = logit_lengths.to(device=blank.device, dtype=torch.long)
-        u = target_lengths.to(device=blank.device, dtype=torch.long)
+        t, u = (x.long() for x in lattice_triton.lengths_on(logit_lengths, target_lengths, blank.device))
         batch = torch.arange(B, device=blank.device)
         reachable = torch.isfinite(delta[batch, t, u])
         frames = torch.full((B, max(U1 - 1, 1)), -1, dtype=torch.long, device=blank.device)

@@ -19,6 +19,7 @@ from rnnt.modified_beam_search import modified_beam_search
 from rnnt.search import beam_search, greedy_search, label_ends_frame, symbols_per_frame
 from search_reference import alignment_log_prob, sequence_log_prob
 from rnnt.training import checkpoint
+from rnnt.training.checkpoint_names import numbered
 from rnnt.transcriber import Transcriber, decoding_pipeline, load_model
 
 STEPS = ROOT / "steps"
@@ -58,7 +59,7 @@ def trained_standard(yesno, tmp_path_factory):
 
 def last_epoch(exp) -> Path:
     """The experiment's checkpoint of its last epoch (5 for `trained`, 2 for `trained_standard`)."""
-    return max(exp.glob("epoch-*.pt"), key=lambda path: int(path.stem.split("-")[1]))
+    return Path(numbered(str(exp), "epoch")[-1])
 
 
 @pytest.fixture(params=["trained", "trained_standard"])
