@@ -29,16 +29,22 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
 
 def read_yaml(path: str):
-    """The YAML document at path (None for an empty file); a malformed one, or one that gives a key twice,
-    is a ValueError naming the file and the line and column at fault."""
-    with open(path, encoding="utf-8") as f:
-        try:
-            return yaml.load(f, Loader=UniqueKeyLoader)
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
-            problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-            raise ValueError(f"{where}: not valid YAML ({problem})") from None
+    """The YAML document at path (None for an empty file); a malformed one, one that gives a key twice, or one
+    that is not UTF-8, is a ValueError naming the file and the line (and column) at fault."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:  # a comment saved in another encoding (cp1252's é)
+        line = raw[:error.start].count(b"\n") + 1
+        raise ValueError(f"{path}:{line}: byte 0x{raw[error.start]:02x} is not UTF-8; save the file as UTF-8") from None
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ValueError(f"{where}: not valid YAML ({problem})") from None
 
 
 def from_dict(cls, values, where: str):

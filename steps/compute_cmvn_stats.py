@@ -17,9 +17,41 @@ from rnnt.progress_bar import progress
 
 from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.data.audio import AudioError, load_audio, to_mono
+from rnnt.data.cmvn_file import mean_and_std
 from rnnt.data.features import PRESETS, fbank
 from rnnt.data.resample import resample
 from rnnt.data.sources import records
+
+
+def features(record: dict, args) -> torch.Tensor:
+    """The utterance's fbank in float64; AudioError where it has none (unreadable, or shorter than a frame)."""
+    waveform, rate = load_audio(record["audio"], record.get("start"), record.get("end"))
+    feats = fbank(resample(to_mono(waveform), rate, args.sample_rate), args.sample_rate, args.preset,
+                  args.num_mel_bins, dither=0.0).double()
+    if feats.shape[0] == 0:
+        raise AudioError("shorter than a frame")
+    return feats
+
+
+def accumulate(utterances, args) -> tuple[torch.Tensor, torch.Tensor, int, int, int]:
+    """(sums, sums of squares, frames, utterances used, skipped) over the utterances' features."""
+    sums = torch.zeros(args.num_mel_bins, dtype=torch.float64)
+    squares = torch.zeros(args.num_mel_bins, dtype=torch.float64)
+    frames = used = skipped = 0
+    for record in progress(utterances, desc="cmvn", unit="utt"):
+        try:
+            feats = features(record, args)
+        except AudioError as error:
+            print(f"compute_cmvn_stats.py: skipped {record['key']} ({record['source']}): {error}", file=sys.stderr)
+            skipped += 1
+            continue
+        sums += feats.sum(0)
+        squares += feats.square().sum(0)
+        frames += feats.shape[0]
+        used += 1
+        if used == args.max_utts:
+            break
+    return sums, squares, frames, used, skipped
 
 
 def main() -> str:
@@ -34,36 +66,18 @@ def main() -> str:
     logging.basicConfig(level=logging.WARNING, format="compute_cmvn_stats.py: %(message)s")
     import kaldiio
 
-    sums = torch.zeros(args.num_mel_bins, dtype=torch.float64)
-    squares = torch.zeros(args.num_mel_bins, dtype=torch.float64)
-    frames = used = skipped = 0
     try:
         utterances = records(args.data_list)
     except (OSError, ValueError) as error:
         raise ToolError(str(error)) from error
-    for record in progress(utterances, desc="cmvn", unit="utt"):
-        try:
-            waveform, rate = load_audio(record["audio"], record.get("start"), record.get("end"))
-        except AudioError as error:
-            print(f"compute_cmvn_stats.py: skipped {record['key']} ({record['source']}): {error}", file=sys.stderr)
-            skipped += 1
-            continue
-        feats = fbank(resample(to_mono(waveform), rate, args.sample_rate), args.sample_rate, args.preset,
-                      args.num_mel_bins, dither=0.0).double()
-        sums += feats.sum(0)
-        squares += feats.square().sum(0)
-        frames += feats.shape[0]
-        used += 1
-        if used == args.max_utts:
-            break
+    sums, squares, frames, used, skipped = accumulate(utterances, args)
     if frames == 0:
         raise ToolError(f"{args.data_list}: no usable audio")
     stats = np.zeros((2, args.num_mel_bins + 1))
     stats[0, :-1], stats[0, -1], stats[1, :-1] = sums.numpy(), frames, squares.numpy()
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     kaldiio.save_mat(args.out, stats)
-    mean = sums / frames
-    std = (squares / frames - mean.square()).clamp_min(1e-20).sqrt()
+    mean, std = mean_and_std(sums.numpy(), squares.numpy(), frames)
     with open(args.out + ".json", "w") as f:
         json.dump({"mean_stat": sums.tolist(), "var_stat": squares.tolist(), "frame_num": frames,
                    "mean": mean.tolist(), "std": std.tolist(), "preset": args.preset,

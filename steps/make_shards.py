@@ -35,7 +35,8 @@ def read_items(data_dir: str) -> tuple[list[ShardItem], list[str]]:
             skipped.append(f"{utterance.where}: {utterance.key}: an id with '/' (a tar member's name would make it "
                            "a directory)")
         else:
-            items.append(ShardItem(utterance.key, utterance.text, utterance.source, utterance.start, utterance.end))
+            items.append(ShardItem(utterance.key, utterance.text, utterance.source, utterance.start, utterance.end,
+                                   utterance.audio_where))
     return items, skipped
 
 

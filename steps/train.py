@@ -41,7 +41,7 @@ def with_init_digest(experiment):
 
 def main() -> int:
     parser = tool_parser(__doc__, "steps/train.py --config conf/tiny.yaml --train-list data/train/data.list "
-                                  "--valid-list data/dev/data.list --lang-dir data/lang_bpe_64 --exp-dir exp/tiny")
+                                  "--valid-list data/dev/data.list --lang-dir data/lang_bpe64 --exp-dir exp/tiny")
     parser.add_argument("--config", required=True, help="YAML with model, data and train sections")
     parser.add_argument("--train-list", default="", help="data list to train on (overrides paths.train_list)")
     parser.add_argument("--valid-list", default="", help="data list to validate on (overrides paths.valid_list)")

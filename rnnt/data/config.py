@@ -22,7 +22,7 @@ class FeatureConfig:
     preset: str = "kaldi"  # fbank numerics: kaldi, sherpa_onnx or mlperf (rnnt.data.features)
     num_mel_bins: int = 80  # mel filterbank channels per frame
     dither: float = 0.0  # Gaussian noise added to the samples (kaldi: in 16-bit units, else of [-1, 1]); training only
-    cmvn: str | None = None  # global CMVN json from steps/compute_cmvn_stats.py
+    cmvn: str | None = None  # global CMVN stats: compute_cmvn_stats.py's, a Kaldi matrix or WeNet's global_cmvn
 
 
 @dataclass(frozen=True)

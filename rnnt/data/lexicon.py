@@ -19,7 +19,7 @@ def read_lexicon(path: str, skipped: list[str] | None = None) -> dict[str, list[
     """{word: its pronunciations in file order}. A line with no phone is left out, named by file and line
     (rnnt.datadir.table.left_out: into skipped, or on standard error); a file with none is an error."""
     lexicon: dict[str, list[Pronunciation]] = {}
-    for line in read_lines(path):
+    for line in read_lines(path, skipped=skipped):
         fields = line.fields
         if not fields:
             continue

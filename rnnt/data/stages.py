@@ -11,7 +11,6 @@ way whichever rank or worker reads it, and a resumed epoch repeats the interrupt
 from __future__ import annotations
 
 import fractions
-import json
 import logging
 import math
 import zlib
@@ -21,6 +20,7 @@ import torch
 
 from rnnt.data.audio import AudioError, audio_length, load_audio, to_mono
 from rnnt.data.audio_cache import AudioCache
+from rnnt.data.cmvn_file import read_cmvn
 from rnnt.data.config import DataConfig
 from rnnt.data.features import fbank, num_frames
 from rnnt.data.report import DataReport
@@ -188,14 +188,14 @@ def filter_utterances(records: Iterable[dict], config: DataConfig, report: DataR
 
 
 def load_cmvn(config: DataConfig) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """The global mean and standard deviation of data.features.cmvn (steps/compute_cmvn_stats.py's JSON), which
-    must be of these features: the same preset, sample rate and number of bins (stats of other features would
-    shift every bin silently: the kaldi preset's log-mel sits 2 ln 32768 above sherpa_onnx's)."""
+    """The global mean and standard deviation of data.features.cmvn (rnnt.data.cmvn_file: our JSON, WeNet's or
+    a Kaldi stats matrix), which must be of these features: the same preset, sample rate and number of bins
+    where the file says (stats of other features would shift every bin silently: the kaldi preset's log-mel
+    sits 2 ln 32768 above sherpa_onnx's)."""
     path = config.features.cmvn
     if not path:
         return None
-    with open(path) as f:
-        stats = json.load(f)
+    stats = read_cmvn(path)
     mean, std = torch.tensor(stats["mean"], dtype=torch.float32), torch.tensor(stats["std"], dtype=torch.float32)
     if not bool(torch.isfinite(mean).all() and torch.isfinite(std).all() and (std > 0).all()):
         raise ValueError(f"{path}: CMVN stats with a mean or deviation that is not finite, or a deviation of 0; "

@@ -19,7 +19,7 @@ import os
 import sys
 
 from rnnt.cli import tool_parser
-from rnnt.datadir.fix import fix_data_dir, reasons
+from rnnt.datadir.fix import DROPPED, fix_data_dir, reasons
 from rnnt.datadir.layout import (FIELDS, FILTERED_SPEAKER, PER_RECORDING, PER_SPEAKER, Tables, load_dir,
                                  refuse_writing_over_a_source, remove_unwritten, write_dir)
 from rnnt.datadir.table import write_table
@@ -122,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"combine_data.sh: {error}", file=sys.stderr)
             return 1
         why = reasons(dropped)
-        fixed = f"; fix_data_dir.sh kept {after} of {before}" + (f" ({why})" if why else "")
+        named = os.path.join(args.dest, ".backup", DROPPED)
+        fixed = (f"; fix_data_dir.sh kept {after} of {before}" + (f" ({why})" if why else "")
+                 + (f"; the utterances dropped named in {named}" if os.path.isfile(named) else ""))
     print(f"combine_data.sh: {len(merged['utt2spk'])} utterances from {len(args.sources)} dirs into {args.dest}{fixed}")
     return 0
 

@@ -5,7 +5,8 @@ only cuts to the utterances kept, so that its output fails validation when one o
 whose speakers are in spk2gender and cmvn.scp where those exist, rebuilds spk2utt, and keeps the other files
 (vad.scp, utt2uniq, utt2warp, spk2warp, reco2dur, --utt-extra-files, --spk-extra-files) to what is kept.
 
-The originals are copied to <data-dir>/.backup/ first.
+The originals are copied to <data-dir>/.backup/ first; each utterance dropped by a cross-file check is named
+there, in dropped_utterances ('<utterance> <why>'), and the first few on standard error.
 Run as `utils/fix_data_dir.sh [--utt-extra-files "A B"] [--spk-extra-files "C"] <data-dir>`.
 """
 
@@ -18,7 +19,7 @@ from collections import Counter
 
 from rnnt.cli import tool_parser
 from rnnt.datadir.layout import FIELDS, PER_SPEAKER, load_dir, utterance_files, write_dir
-from rnnt.datadir.table import read_lines
+from rnnt.datadir.table import KEEP_BYTES, read_lines, write_table
 from rnnt.datadir.table_rules import speaker_sort_key
 
 
@@ -34,24 +35,22 @@ def fix_data_dir(data_dir: str, utt_extra: tuple[str, ...] = (), spk_extra: tupl
         if os.path.isfile(os.path.join(data_dir, name)):
             shutil.copy2(os.path.join(data_dir, name), os.path.join(backup, name))
 
-    before = sum(1 for line in read_lines(os.path.join(data_dir, "utt2spk")) if line.text.strip())
+    before = sum(1 for line in read_lines(os.path.join(data_dir, "utt2spk"), KEEP_BYTES) if line.text.strip())
     keep = set(tables["utt2spk"])  # before counts the lines load_dir dropped from utt2spk, as dropped does
+    named: list[tuple[str, str]] = []
+
+    def drop(utterances: set[str], why: str) -> None:
+        dropped[why] += len(utterances)
+        named.extend((utterance, why) for utterance in utterances)
+        keep.difference_update(utterances)
+
     for name in PER_SPEAKER:
         if name in tables:
-            unlisted = {u for u in keep if tables["utt2spk"][u] not in tables[name]}
-            if unlisted:
-                dropped[f"speaker not in {name}"] += len(unlisted)
-                keep -= unlisted
+            drop({u for u in keep if tables["utt2spk"][u] not in tables[name]}, f"speaker not in {name}")
     for name in utterance_files(tables):
-        missing = keep - set(tables[name])
-        if missing:
-            dropped[f"not in {name}"] += len(missing)
-            keep -= missing
+        drop(keep - set(tables[name]), f"not in {name}")
     if "segments" in tables and "wav.scp" in tables:
-        no_audio = {u for u in keep if tables["segments"][u].split()[0] not in tables["wav.scp"]}
-        if no_audio:
-            dropped["recording not in wav.scp"] += len(no_audio)
-            keep -= no_audio
+        drop({u for u in keep if tables["segments"][u].split()[0] not in tables["wav.scp"]}, "recording not in wav.scp")
     if "segments" in tables and "wav.scp" not in tables:  # as Kaldi's
         raise ValueError(f"{data_dir}/segments is there but not wav.scp: the segments cut recordings it lists; "
                          "nothing changed")
@@ -63,7 +62,17 @@ def fix_data_dir(data_dir: str, utt_extra: tuple[str, ...] = (), spk_extra: tupl
         raise ValueError(f"{data_dir}: no utterances would remain ({reasons(dropped) or 'utt2spk is empty'}); "
                          "nothing changed")
     write_dir(tables, keep, data_dir, utt_extra, spk_extra)
+    if named:
+        write_table(os.path.join(backup, DROPPED), named)
+    elif os.path.isfile(os.path.join(backup, DROPPED)):  # an earlier run's
+        os.remove(os.path.join(backup, DROPPED))
     return before, len(keep), dropped
+
+
+DROPPED = "dropped_utterances"  # in .backup/: '<utterance> <why>' for each one a cross-file check dropped
+
+
+SHOWN = 10  # dropped utterances named on standard error; the rest only in .backup/dropped_utterances
 
 
 def reasons(dropped: Counter) -> str:
@@ -83,6 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as error:
         print(f"fix_data_dir.sh: {error}", file=sys.stderr)
         return 1
+    named_in = os.path.join(args.data_dir, ".backup", DROPPED)
+    named = [line.text for line in read_lines(named_in, KEEP_BYTES)] if os.path.isfile(named_in) else []
+    for line in named[:SHOWN]:
+        print(f"fix_data_dir.sh: dropped {line}", file=sys.stderr)
+    if len(named) > SHOWN:
+        print(f"fix_data_dir.sh: ... and {len(named) - SHOWN} more, all in {named_in}", file=sys.stderr)
     why = reasons(dropped) or "nothing dropped"
     print(f"fix_data_dir.sh: {args.data_dir}: kept {after} of {before} utterances ({why}); "
           f"originals in {args.data_dir}/.backup")

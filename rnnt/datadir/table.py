@@ -42,12 +42,22 @@ def has_undecodable_bytes(text: str) -> bool:
     return any("\udc80" <= ch <= "\udcff" for ch in text)
 
 
-def read_lines(path: str, errors: str = "replace") -> Iterator[Line]:
-    """Yields every line of a UTF-8 text file, raw; undecodable bytes become U+FFFD, or, with errors=KEEP_BYTES
-    (the tools that copy tables, as Kaldi's keep bytes), surrogates that write_table writes back as they were."""
+NOT_UTF8 = "not UTF-8"  # read_lines's default: a line whose bytes are not UTF-8 is left out, named (left_out)
+
+
+def read_lines(path: str, errors: str = NOT_UTF8, skipped: list[str] | None = None) -> Iterator[Line]:
+    """Yields every line of a UTF-8 text file, raw. A line whose bytes are not UTF-8 is left out, named by file
+    and line (left_out: into skipped, or on standard error), where nothing would say it otherwise; with
+    errors=KEEP_BYTES (the tools that copy or check tables, as Kaldi's keep bytes) it is kept, each such byte a
+    surrogate that write_table writes back as it was."""
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
-            text = raw.decode("utf-8", errors=errors)
+            try:
+                text = raw.decode("utf-8", errors="strict" if errors == NOT_UTF8 else errors)
+            except UnicodeDecodeError as error:
+                left_out(f"{path}:{number}: byte 0x{raw[error.start]:02x} at column {error.start + 1} is not "
+                         "UTF-8; line left out", skipped)
+                continue
             if text.endswith("\n"):
                 text = text[:-1]
             yield Line(path, number, text)
@@ -79,15 +89,16 @@ def write_lines(path: str, texts) -> None:
         f.writelines(text + "\n" for text in texts)
 
 
-def read_table(path: str, skipped: list[str] | None = None, errors: str = "replace") -> dict[str, Line]:
+def read_table(path: str, skipped: list[str] | None = None, errors: str = NOT_UTF8) -> dict[str, Line]:
     """Reads a table leniently (blank lines skipped, CR and trailing spaces ignored, first key wins).
 
-    A repeated key's later lines are left out, each named by file and line: appended to skipped where
-    given (the caller counts them), else printed on standard error. For strict checks use
+    A repeated key's later lines are left out, each named by file and line, and so are lines that are not UTF-8
+    (read_lines; errors=KEEP_BYTES keeps them): appended to skipped where given (the caller counts them), else
+    printed on standard error. For strict checks use
     rnnt.datadir.validate; this is for tools that consume a valid dir.
     """
     table: dict[str, Line] = {}
-    for line in read_lines(path, errors):
+    for line in read_lines(path, errors, skipped):
         clean = line.text.rstrip("\r \t")
         if not clean.strip():
             continue

@@ -30,6 +30,7 @@ class ShardItem:
     source: str  # a wav.scp value: a path, or a command ending in '|'
     start: float | None = None  # seconds, with segments
     end: float | None = None
+    where: str = ""  # its wav.scp entry's file:line, for the message that skips it
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def write_shard(path: str, items: list[ShardItem], options: AudioOptions) -> tup
             try:
                 audio, extension, duration = audio_member(item, options)
             except BadAudio as error:
-                skipped.append(f"{item.key}: {error}")
+                skipped.append(f"{item.where}: {item.key}: {error}" if item.where else f"{item.key}: {error}")
                 continue
             _add(tar, f"{item.key}.txt", item.text.encode("utf-8"))
             _add(tar, f"{item.key}.{extension}", audio)

@@ -110,8 +110,9 @@ def test_bad_audio_is_skipped_named_and_counted(test_data, tmp_path):
     (data / "wav.scp").write_text("".join(f"{k} {v}\n" for k, v in sorted(wav.items())))
     out = run_tool(sys.executable, STEPS / "make_shards.py", data, tmp_path / "sh", tmp_path / "l")
     assert out.returncode == 0, out.stderr
-    assert "skipped 1089-134686-0001: no such file" in out.stderr
-    assert "skipped 1995-1837-0001: unreadable audio" in out.stderr
+    lines = {key: number for number, key in enumerate(sorted(wav), 1)}  # each skip names its wav.scp line
+    assert f"skipped {data}/wav.scp:{lines['1089-134686-0001']}: 1089-134686-0001: no such file" in out.stderr
+    assert f"skipped {data}/wav.scp:{lines['1995-1837-0001']}: 1995-1837-0001: unreadable audio" in out.stderr
     assert "wrote 3 utterances" in out.stdout and "skipped 2" in out.stdout
     assert len(read_shard((tmp_path / "l").read_text().split()[0])) == 6
 
@@ -131,10 +132,11 @@ def test_a_shard_that_left_audio_out_is_written_again_when_it_reads(test_data, t
     args = [PYTHON, STEPS / "make_shards.py", "--utts-per-shard", "2", data, tmp_path / "sh", tmp_path / "l"]
     run = lambda: subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env, cwd=ROOT)
     out = run()
-    assert out.returncode == 0 and f"skipped {key}: command 'mytool" in out.stderr, out.stderr
+    where = f"{data}/wav.scp:2"
+    assert out.returncode == 0 and f"skipped {where}: {key}: command 'mytool" in out.stderr, out.stderr
     assert "wrote 4 utterances" in out.stdout and out.stdout.rstrip().endswith("skipped 1"), out.stdout
     first = tmp_path / "sh" / "shards_000000.tar"
-    assert Path(f"{first}.skipped").read_text().startswith(f"{key}: command 'mytool")
+    assert Path(f"{first}.skipped").read_text().startswith(f"{where}: {key}: command 'mytool")
     (tool_dir / "mytool").write_text('#!/bin/sh\ncat "$1"\n')
     (tool_dir / "mytool").chmod(0o755)
     out = run()

@@ -105,6 +105,40 @@ def test_compute_cmvn_stats_kaldi_matrix_and_json(test_data, tmp_path):
         assert str(error.value).startswith(f"{path}: CMVN stats of other features: {differ}; recompute them")
 
 
+def test_cmvn_stats_as_kaldi_and_wenet_write_them_give_the_same_normalisation(test_data, tmp_path):
+    """data.features.cmvn may name the Kaldi matrix (compute-cmvn-stats', or compute_cmvn_stats.py's <out>: then
+    read through its <out>.json), or WeNet's global_cmvn JSON; a file of none of these forms is an error naming
+    it, not a traceback or a bare codec error."""
+    wav = sorted((test_data / "waves_yesno").glob("*.wav"))[:3]
+    feats = torch.cat([fbank(to_mono(load_audio(str(w))[0]), 8000) for w in wav]).double()
+    sums, squares, frames = feats.sum(0).numpy(), feats.square().sum(0).numpy(), feats.shape[0]
+    matrix = np.zeros((2, 81))
+    matrix[0, :-1], matrix[0, -1], matrix[1, :-1] = sums, frames, squares
+    kaldiio.save_mat(str(tmp_path / "global_cmvn.mat"), matrix)
+    rows = ("  " + " ".join(repr(float(x)) for x in row) for row in matrix)  # Kaldi's text form
+    (tmp_path / "text.mat").write_text(" [\n" + "\n".join(rows) + " ]\n")
+    wenet = {"mean_stat": sums.tolist(), "var_stat": squares.tolist(), "frame_num": frames}
+    (tmp_path / "wenet.json").write_text(json.dumps(wenet))
+    expected_mean, expected_std = feats.mean(0).float(), feats.std(0, unbiased=False).float()
+    config = lambda path: data_config({"features": {"cmvn": str(path)}, "sample_rate": 8000})
+    for name in ("global_cmvn.mat", "text.mat", "wenet.json"):
+        mean, std = load_cmvn(config(tmp_path / name))
+        torch.testing.assert_close(mean, expected_mean, rtol=1e-6, atol=1e-5)
+        torch.testing.assert_close(std, expected_std, rtol=1e-5, atol=1e-5)
+    (tmp_path / "ours").write_bytes(b"not read: the JSON beside it is")
+    (tmp_path / "ours.json").write_text(json.dumps({**wenet, "preset": "sherpa_onnx", "sample_rate": 8000}))
+    with pytest.raises(ValueError, match="preset sherpa_onnx"):  # the features it is of, checked
+        load_cmvn(config(tmp_path / "ours"))
+    bad = {"broken.json": b'{"mean_stat": [1.0,', "latin1.json": b'{"note": "caf\xe9"}', "keys.json": b'{"mean": []}',
+           "garbage": b"\x00\x01 binary junk", "empty.mat": b""}
+    for name, payload in bad.items():
+        (tmp_path / name).write_bytes(payload)
+        with pytest.raises(ValueError, match=f"^{tmp_path / name}: "):
+            load_cmvn(config(tmp_path / name))
+    with pytest.raises(ValueError, match="cannot read"):
+        load_cmvn(config(tmp_path / "missing.json"))
+
+
 def test_bad_raw_list_lines_are_named_by_their_line_and_the_rest_kept(test_data, tmp_path, caplog):
     """Blank lines keep the numbering; a line not UTF-8, one without "txt", one with a start that is not
     a number: each named by file and line and left out, the three good utterances kept."""

@@ -85,7 +85,11 @@ def test_a_broken_real_dir_is_repaired(speechocean_dir, test_data, broken, capsy
     assert (speechocean_dir / "spk2utt").read_text() == "".join(
         f"{s} {' '.join(us)}\n" for s, us in utt2spk_to_spk2utt((u, fixed["utt2spk"][u]) for u in sorted(kept)).items())
     assert keys(speechocean_dir / "spk2utt") == sorted(speakers)
-    assert snapshot(speechocean_dir / ".backup") == {n: b for n, b in inputs.items() if n != "spk2age"}
+    backup = snapshot(speechocean_dir / ".backup")
+    named = dict(line.split(" ", 1) for line in backup.pop("dropped_utterances").decode().splitlines())
+    assert backup == {n: b for n, b in inputs.items() if n != "spk2age"}
+    assert len(named) == 24 and set(named) <= set(original["utt2spk"]) - kept  # each dropped utterance named
+    assert set(named.values()) == {"not in text", "not in wav.scp", "speaker not in spk2gender"}
     assert_valid(speechocean_dir)
     utt2spk = inputs["utt2spk"].decode().splitlines()
     assert utt2spk[21] == utt2spk[10] and utt2spk[41] == "lonely"
@@ -97,9 +101,13 @@ def test_a_broken_real_dir_is_repaired(speechocean_dir, test_data, broken, capsy
 def test_the_tool_reports_the_counts(speechocean_dir, broken, capsys):
     d = speechocean_dir
     assert main([str(d)]) == 0
-    assert capsys.readouterr().out == (
+    out, err = capsys.readouterr()
+    assert out == (
         f"fix_data_dir.sh: {d}: kept 2456 of 2482 utterances (1 duplicate key in utt2spk, 1 malformed line in "
         f"utt2spk, 3 not in text, 1 not in wav.scp, 20 speaker not in spk2gender); originals in {d}/.backup\n")
+    named = err.splitlines()[2:]  # after the two malformed lines', named by file and line
+    assert len(named) == 11 and all(line.startswith("fix_data_dir.sh: dropped ") for line in named[:10])
+    assert named[10] == f"fix_data_dir.sh: ... and 14 more, all in {d}/.backup/dropped_utterances"
     assert main([str(d)]) == 0
     assert capsys.readouterr().out == \
         f"fix_data_dir.sh: {d}: kept 2456 of 2456 utterances (nothing dropped); originals in {d}/.backup\n"
@@ -168,6 +176,9 @@ def test_segments_without_a_recording_and_recordings_without_segments(librispeec
     wav = lines_of(d / "wav.scp")
     (d / "wav.scp").write_text("".join(wav[:3] + wav[4:]))  # recording 3 has segments but no audio
     assert fix_data_dir(str(d)) == (16, 12, Counter({"not in text": 2, "recording not in wav.scp": 2}))
+    assert (d / ".backup" / "dropped_utterances").read_text() == "".join(  # each one named, not only counted
+        f"{r}-{half} {why}\n" for r, why in ((recordings[3], "recording not in wav.scp"),
+                                             (recordings[6], "not in text")) for half in "ab")
     kept = [r for i, r in enumerate(recordings) if i not in (3, 6)]
     assert keys(d / "segments") == [f"{r}-{half}" for r in kept for half in "ab"]
     assert keys(d / "wav.scp") == keys(d / "reco2dur") == kept  # recording 6 left without segments

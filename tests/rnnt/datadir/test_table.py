@@ -1,5 +1,6 @@
 """rnnt.datadir.table: Line's key, value and fields worked by hand (leading blanks, TABs, no value, a kept CR);
-read_lines splits at '\\n' only, numbers from 1, keeps CR and blank lines and turns bad UTF-8 into U+FFFD;
+read_lines splits at '\\n' only, numbers from 1, keeps CR and blank lines and leaves a line of bad UTF-8 out, named
+(or keeps its bytes where asked);
 read_table reads the real speechocean762 tables as a plain TAB split does, skips blanks and keeps the first of
 a repeated key; write_table orders keys as `LC_ALL=C sort` does, writes a bare key for an empty value and
 leaves the old file whole when its records fail."""
@@ -9,7 +10,7 @@ import subprocess
 
 import pytest
 
-from rnnt.datadir.table import Line, read_lines, read_table, write_table
+from rnnt.datadir.table import KEEP_BYTES, Line, read_lines, read_table, write_table
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +38,22 @@ def test_read_lines_numbers_from_one_and_keeps_every_line_raw(tmp_path):
     path = tmp_path / "text"
     # a CRLF line, a blank line, a line with a Unicode line separator inside, bad UTF-8, no final newline
     path.write_bytes(b"a 1\r\n\nb x\xe2\x80\xa8y\nc \xff\xfe\nd last")
-    lines = list(read_lines(str(path)))
-    assert [line.number for line in lines] == [1, 2, 3, 4, 5]
-    assert [line.text for line in lines] == ["a 1\r", "", "b x\u2028y", "c \ufffd\ufffd", "d last"]
+    skipped = []
+    lines = list(read_lines(str(path), skipped=skipped))
+    assert [line.number for line in lines] == [1, 2, 3, 5]
+    assert [line.text for line in lines] == ["a 1\r", "", "b x\u2028y", "d last"]
     assert all(line.path == str(path) for line in lines)
+    assert skipped == [f"{path}:4: byte 0xff at column 3 is not UTF-8; line left out"]
+    kept = list(read_lines(str(path), KEEP_BYTES))
+    assert kept[3].text == "c \udcff\udcfe" and len(kept) == 5
+
+
+def test_a_table_leaves_out_a_line_that_is_not_utf8_and_keeps_the_rest(tmp_path, capsys):
+    """Before, each bad byte became U+FFFD in silence: a transcript's word, and a character unit, of U+FFFD."""
+    path = tmp_path / "text"
+    path.write_bytes(b"u1 HELLO\nu2 WOR\xffLD\nu3 YES\n")
+    assert list(read_table(str(path))) == ["u1", "u3"]
+    assert f"{path}:2: byte 0xff at column 7 is not UTF-8; line left out" in capsys.readouterr().err
 
 
 def test_read_lines_of_an_empty_file_is_empty(tmp_path):

@@ -167,6 +167,9 @@ def test_values_are_checked_against_their_keys_types_and_ranges_naming_the_file(
         path.write_text(text)
         error = load_error(path)
         assert error.startswith(str(path)) and message in error, (text, error)
+    path = tmp_path / "cp1252.yaml"  # a comment saved in another encoding: named by line, not a bare codec error
+    path.write_bytes(b"train:\n  epochs: 3\n  # caf\xe9\n")
+    assert load_error(path) == f"{path}:3: byte 0xe9 is not UTF-8; save the file as UTF-8"
     path = tmp_path / "numbers.yaml"
     path.write_text("model:\n  encoder:\ntrain:\n  optimizer: {lr: 2e-3}\n  schedule: {min_lr: 1e-5}\n")
     experiment = load_experiment(str(path))
