@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 
-from rnnt.datadir.table import read_table, write_lines
+from rnnt.datadir.table import left_out, read_table, write_lines
+from rnnt.datadir.values import segment_problem
 
 
 def recording_offsets(data_dir: str) -> dict[str, tuple[str, str, float]] | None:
     """utt -> (file, channel, start of the utterance in it) from data_dir's segments and reco2file_and_channel;
-    None without segments."""
+    None without segments. A malformed line of either is named by file and line on standard error and left out
+    (its utterance's words then have no place in the ctm: ctm_rows names them)."""
     segments = os.path.join(data_dir, "segments")
     if not os.path.isfile(segments):
         return None
@@ -25,18 +27,18 @@ def recording_offsets(data_dir: str) -> dict[str, tuple[str, str, float]] | None
     if os.path.isfile(reco2file):
         for recording, line in read_table(reco2file).items():
             if len(line.fields) != 3:
-                raise ValueError(f"{line.where}: expected '<recording> <file> <channel>', got '{line.text}'")
-            channels[recording] = (line.fields[1], line.fields[2])
+                left_out(f"{line.where}: expected '<recording> <file> <channel>', got '{line.text}'; left out", None)
+            else:
+                channels[recording] = (line.fields[1], line.fields[2])
     offsets = {}
     for utt, line in read_table(segments).items():
         if len(line.fields) != 4:
-            raise ValueError(f"{line.where}: expected '<utt> <recording> <start> <end>', got '{line.text}'")
-        try:
-            start = float(line.fields[2])
-        except ValueError:
-            raise ValueError(f"{line.where}: the start time '{line.fields[2]}' is not a number") from None
-        file, channel = channels.get(line.fields[1], (line.fields[1], "1"))
-        offsets[utt] = (file, channel, start)
+            left_out(f"{line.where}: expected '<utt> <recording> <start> <end>', got '{line.text}'; left out", None)
+        elif problem := segment_problem(line.fields[2], line.fields[3]):
+            left_out(f"{line.where}: {utt}: {problem}; left out", None)
+        else:
+            file, channel = channels.get(line.fields[1], (line.fields[1], "1"))
+            offsets[utt] = (file, channel, float(line.fields[2]))
     return offsets
 
 

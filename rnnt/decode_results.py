@@ -55,11 +55,11 @@ def write_results(out: str, refs: dict[str, str], hyps: dict[str, str], refs_fro
 
 def write_word_outputs(out: str, words: dict[str, list[dict]], nbest: list[dict] | None, data_dir: str,
                        tool: str) -> None:
-    """The decode dir's ctm (in data_dir's recordings' times where it has segments; ValueError for a
-    malformed segments file) and nbest.json (given). Utterances the segments do not name are named on
-    stderr."""
+    """The decode dir's ctm (in data_dir's recordings' times where it has segments) and nbest.json (given).
+    Utterances without a usable segments line are named on stderr."""
     for key in write_ctm(os.path.join(out, "ctm"), words, data_dir):
-        print(f"{tool}: {key} is not in {data_dir}/segments; its words are left out of the ctm", file=sys.stderr)
+        print(f"{tool}: {key} has no usable line in {data_dir}/segments; its words are left out of the ctm",
+              file=sys.stderr)
     if nbest is not None:
         with open(os.path.join(out, "nbest.json"), "w", encoding="utf-8") as f:
             f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in sorted(nbest, key=lambda r: r["key"]))

@@ -18,22 +18,49 @@ SPACE = "\u2581"  # the word-boundary mark of char units, as sentencepiece write
 
 
 def read_units(path: str) -> dict[str, int]:
-    units = {}
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            fields = line.split()
+    """{symbol: id} of a units.txt: ids 0 to N - 1, each once, <blank> 0 and <unk> 1. The file defines the
+    model's output layer, so any line against that is an error naming it by file and line (a gap in the ids
+    would point past the layer, a repeated symbol or id would merge two units)."""
+    units: dict[str, int] = {}
+    where: dict[int, int] = {}  # id: the line that gave it
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                fields = raw.decode("utf-8").split()
+            except UnicodeDecodeError:
+                raise ValueError(f"{path}:{number}: not UTF-8") from None
             if len(fields) != 2 or not fields[1].isdigit():
-                raise ValueError(f"{path}:{number}: expected '<symbol> <id>', got '{line.rstrip()}'")
-            units[fields[0]] = int(fields[1])
+                raise ValueError(f"{path}:{number}: expected '<symbol> <id>', got '{raw.decode('utf-8').rstrip()}'")
+            symbol, unit = fields[0], int(fields[1])
+            if symbol in units or unit in where:
+                first = where[units[symbol]] if symbol in units else where[unit]
+                raise ValueError(f"{path}:{number}: '{symbol} {unit}' repeats the "
+                                 f"{'symbol' if symbol in units else 'id'} of line {first}")
+            units[symbol], where[unit] = unit, number
     if units.get(BLANK) != 0 or units.get(UNK) != 1:
         raise ValueError(f"{path}: <blank> must be 0 and <unk> 1")
+    if gaps := sorted(set(range(len(units))) - set(where)):
+        raise ValueError(f"{path}: the ids must run from 0 to {len(units) - 1} (one a unit); {gaps[0]} is missing, "
+                         f"and {max(where)} is the largest")
     return units
+
+
+NEEDS = {"bpe": "model", "unigram": "model", "phone": "lexicon"}  # what a unit type's units.json names besides
 
 
 def read_lang_config(lang_dir: str) -> dict:
     """A lang dir's units.json: the unit type and what it needs (sentencepiece model, lexicon)."""
-    with open(os.path.join(lang_dir, "units.json"), encoding="utf-8") as f:
-        return json.load(f)
+    path = os.path.join(lang_dir, "units.json")
+    with open(path, encoding="utf-8") as f:
+        try:
+            config = json.load(f)
+        except ValueError as error:
+            raise ValueError(f"{path}: not JSON ({error})") from None
+    if not isinstance(config, dict) or "type" not in config:
+        raise ValueError(f"{path}: no unit 'type' (steps/build_units.py writes it)")
+    if config["type"] in NEEDS and NEEDS[config["type"]] not in config:
+        raise ValueError(f"{path}: units of type {config['type']} name their '{NEEDS[config['type']]}'")
+    return config
 
 
 def lang_unit_type(lang_dir: str) -> str:

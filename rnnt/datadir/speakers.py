@@ -74,6 +74,12 @@ def _convert(argv: list[str] | None, prog: str, source: str, to_spk2utt: bool) -
                 rows.append((fields[0], fields[1]) if to_spk2utt else (fields[0], fields[1:]))
                 wheres.append(f"{path}:{number}")
     if to_spk2utt:
+        first: dict[str, int] = {}
+        for row, (utt, _) in enumerate(rows):
+            if first.setdefault(utt, row) != row:  # under two speakers, or twice under one: spk2utt would list it twice
+                print(f"{prog}: {wheres[row]}: utterance '{utt}' again (first at {wheres[first[utt]]})",
+                      file=sys.stderr)
+                return 1
         for spk, utts in utt2spk_to_spk2utt(rows).items():
             print(spk, " ".join(utts))
         return 0

@@ -122,6 +122,15 @@ def parse_args(argv: list[str] | None):
     return args
 
 
+def name_the_absent(absent: set[str], listed_in: str, among: str, shown: int = 5) -> None:
+    """Ids of a list that the source does not have (a typo, another corpus's ids): named on standard error, the
+    first few, rather than a subset smaller than asked for in silence."""
+    if absent:
+        first = ", ".join(sorted(absent)[:shown]) + (", ..." if len(absent) > shown else "")
+        print(f"subset_data_dir.sh: {len(absent)} ids of {listed_in} are not among the {among}: {first}",
+              file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     src, dest = args.args[0], args.args[-1]
@@ -131,9 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.utt_list:
             wanted = read_ids(args.utt_list)
             keep = [u for u in tables["utt2spk"] if u in wanted]
+            name_the_absent(wanted - set(tables["utt2spk"]), args.utt_list, f"utterances of {src}")
         elif args.spk_list:
             wanted = read_ids(args.spk_list)
             keep = [u for u in tables["utt2spk"] if tables["utt2spk"][u] in wanted]
+            name_the_absent(wanted - set(tables["utt2spk"].values()), args.spk_list, f"speakers of {src}")
         else:
             keep = pick(tables, int(args.args[1]), args.how or "spread", args.seed)
         side_files = [name for name in ("frame_shift", "stm") if os.path.isfile(os.path.join(src, name))]

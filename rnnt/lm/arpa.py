@@ -13,8 +13,11 @@ The backoff column is left out where it is 0 and at the highest order.
 
 from __future__ import annotations
 
+import gzip
 import math
 import re
+import zlib
+from typing import Iterator
 
 Ngram = tuple[str, ...]
 
@@ -34,37 +37,49 @@ def write_arpa(model: dict[Ngram, tuple[float, float]], path: str) -> None:
         f.write("\n\\end\\\n")
 
 
+def _lines(path: str) -> Iterator[tuple[int, str]]:
+    """(number, stripped text) of each line of a plain or gzipped file (LMs ship as .arpa.gz, whatever their
+    name); a line that is not UTF-8, or a gzipped file cut short or damaged, is an error naming the file."""
+    with open(path, "rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"
+    with gzip.open(path, "rb") if gzipped else open(path, "rb") as f:
+        try:
+            for number, raw in enumerate(f, 1):
+                try:
+                    yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()  # a BOM is no text
+                except UnicodeDecodeError as error:
+                    raise ValueError(f"{path}:{number}: not UTF-8 ({error.reason} at byte {error.start}); re-encode "
+                                     "the LM as UTF-8") from None
+        except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+            raise ValueError(f"{path}: a damaged gzip file ({error})") from None
+
+
 def read_arpa(path: str) -> dict[Ngram, tuple[float, float]]:
-    """{ngram: (log10 probability, log10 backoff)}; a malformed line is an error naming file and line."""
+    """{ngram: (log10 probability, log10 backoff)}, from a plain or gzipped file; a malformed line is an error
+    naming file and line."""
     model: dict[Ngram, tuple[float, float]] = {}
     declared: dict[int, int] = {}
     section = None  # None before \data\, 0 in it, k in the k-grams
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()  # a byte-order mark is no text
-            except UnicodeDecodeError as error:
-                raise ValueError(f"{path}:{number}: not UTF-8 ({error.reason} at byte {error.start}); re-encode the "
-                                 "LM as UTF-8") from None
-            if not line:
-                continue
-            if line == "\\data\\":
-                section = 0
-            elif line == "\\end\\":
-                break
-            elif (match := re.fullmatch(r"\\(\d+)-grams:", line)):
-                section = int(match.group(1))
-            elif section == 0 and (match := re.fullmatch(r"ngram (\d+)\s*=\s*(\d+)", line)):
-                declared[int(match.group(1))] = int(match.group(2))
-            elif section:
-                ngram, values = ngram_line(line, section, f"{path}:{number}")
-                if ngram in model:
-                    raise ValueError(f"{path}:{number}: the {section}-gram '{' '.join(ngram)}' again")
-                model[ngram] = values
-            elif section is None:
-                continue  # text before \data\ is a comment
-            else:
-                raise ValueError(f"{path}:{number}: unexpected line '{line}'")
+    for number, line in _lines(path):
+        if not line:
+            continue
+        if line == "\\data\\":
+            section = 0
+        elif line == "\\end\\":
+            break
+        elif (match := re.fullmatch(r"\\(\d+)-grams:", line)):
+            section = int(match.group(1))
+        elif section == 0 and (match := re.fullmatch(r"ngram (\d+)\s*=\s*(\d+)", line)):
+            declared[int(match.group(1))] = int(match.group(2))
+        elif section:
+            ngram, values = ngram_line(line, section, f"{path}:{number}")
+            if ngram in model:
+                raise ValueError(f"{path}:{number}: the {section}-gram '{' '.join(ngram)}' again")
+            model[ngram] = values
+        elif section is None:
+            continue  # text before \data\ is a comment
+        else:
+            raise ValueError(f"{path}:{number}: unexpected line '{line}'")
     if not declared:
         raise ValueError(f"{path}: no \\data\\ section: not an ARPA file")
     for k, count in declared.items():

@@ -1,8 +1,8 @@
 """Writes a Kaldi data dir from a corpus's utterances, skipping and counting the bad ones.
 
 Every corpus prep (local/<corpus>/data_prep.py) collects audio files and transcripts, pairs them
-with pair_audio_with_text, and hands the pairs to write_data_dir, which reads each audio header,
-writes wav.scp, text, utt2spk, spk2utt, utt2dur (and spk2gender), then validates the dir. An utterance
+with pair_audio_with_text, and hands the pairs to write_data_dirs, which reads each audio header,
+then writes wav.scp, text, utt2spk, spk2utt, utt2dur (and spk2gender), then validates the dir. An utterance
 whose transcript Kaldi's text rules refuse or whose audio cannot be read is skipped, named and counted.
 """
 
@@ -141,27 +141,31 @@ def remove_stale_set(data_dir: str, why: str) -> None:
 
 def write_data_dirs(dirs: dict[str, list[Utterance]], report: Report,
                     spk2gender: dict[str, str] | None = None) -> int:
-    """Every data-prep tool's ending: writes each dest dir from its utterances; the tool's exit status,
-    0, or 1 with the problem printed under the tool's name. Several dirs: each line names what was skipped
-    writing it, and a last line everything skipped (before the split too)."""
+    """Every data-prep tool's ending: checks every dest dir's utterances (usable_utterances), then, where each
+    dir keeps one, writes them all (a dir left empty writes none: no train/ of this run beside an old dev/);
+    the tool's exit status, 0, or 1 with the problem printed under the tool's name. Several dirs: each line
+    names what was skipped checking it, and a last line everything skipped (before the split too)."""
     several = len(dirs) > 1
     try:
-        written = sum(write_data_dir(dest, utterances, report, spk2gender, Counter(report.skipped) if several else None)
-                      for dest, utterances in dirs.items())
+        checked = []
+        for dest, utterances in dirs.items():
+            since = Counter(report.skipped) if several else None
+            kept = usable_utterances(dest, utterances, report)
+            checked.append((dest, kept, report.summary(since)))
+        for dest, kept, skipped in checked:
+            write_data_dir(dest, kept, report.stage, skipped, spk2gender)
     except ValueError as error:
         print(f"{os.path.basename(sys.argv[0])}: {error}", file=sys.stderr)
         return 1
     if several:
-        print(f"{report.stage}: wrote {written} utterances in {len(dirs)} data dirs; "
-              f"skipped in all: {report.summary()}")
+        print(f"{report.stage}: wrote {sum(len(kept) for _, kept, _ in checked)} utterances in {len(dirs)} data "
+              f"dirs; skipped in all: {report.summary()}")
     return 0
 
 
-def write_data_dir(dest: str, utterances: list[Utterance], report: Report,
-                   spk2gender: dict[str, str] | None = None, since: Counter | None = None) -> int:
-    """Writes the dir and validates it; returns the number of utterances written. Its line names what the report
-    skipped (since the counts `since`, where given: one of several dirs names its own)."""
-    os.makedirs(dest, exist_ok=True)
+def usable_utterances(dest: str, utterances: list[Utterance], report: Report) -> list[tuple[Utterance, AudioInfo]]:
+    """The utterances dest can hold, each with its audio's header: a repeated id, a transcript Kaldi's text
+    rules refuse or audio that cannot be read is skipped into the report; none left is a ValueError."""
     kept: list[tuple[Utterance, AudioInfo]] = []
     first_of: dict[str, Utterance] = {}
     for utt in progress(utterances, desc=f"audio headers of {dest}", unit=" files"):
@@ -181,7 +185,14 @@ def write_data_dir(dest: str, utterances: list[Utterance], report: Report,
         except AudioError as error:
             report.skip(str(error), f"{utt.audio} ({utt.utt_id})")
     if not kept:
-        raise ValueError(f"{dest}: no usable utterances ({report.summary(since)})")
+        raise ValueError(f"{dest}: no usable utterances ({report.summary()}); no data dir written")
+    return kept
+
+
+def write_data_dir(dest: str, kept: list[tuple[Utterance, AudioInfo]], stage: str, skipped: str,
+                   spk2gender: dict[str, str] | None = None) -> None:
+    """Writes the dir of usable_utterances' and validates it; its line says what checking it skipped."""
+    os.makedirs(dest, exist_ok=True)
     written = {"wav.scp", "text", "utt2spk", "spk2utt", "utt2dur", *(["spk2gender"] if spk2gender is not None else [])}
     remove_unwritten(dest, written)  # an earlier run's spk2gender or segments would not fit these utterances
     write_table(os.path.join(dest, "wav.scp"), ((u.utt_id, os.path.abspath(u.audio)) for u, _ in kept))
@@ -196,6 +207,5 @@ def write_data_dir(dest: str, utterances: list[Utterance], report: Report,
     if problems:
         raise ValueError(f"{dest}: the prepared dir is not valid:\n" + "\n".join(problems))
     hours = sum(i.duration for _, i in kept) / 3600
-    print(f"{report.stage}: wrote {dest}: {len(kept)} utterances, {speakers} speakers, {hours:.2f} h; "
-          f"{report.summary(since)}; audio: {audio_summary([i for _, i in kept])}")
-    return len(kept)
+    print(f"{stage}: wrote {dest}: {len(kept)} utterances, {speakers} speakers, {hours:.2f} h; "
+          f"{skipped}; audio: {audio_summary([i for _, i in kept])}")

@@ -257,6 +257,10 @@ def test_an4_prep_reads_the_corpus_lists_and_names_what_it_skips(test_data, tmp_
     assert text["fcaw-an406-b"] == "RUBOUT G M E F THREE NINE"  # the test file's lines have no <s> </s>
     train_text = (tmp_path / "data" / "train" / "text").read_text()
     assert "<s>" not in train_text and "</s>" not in train_text and "(" not in train_text
+    (corpus / "etc" / "an4_test.fileids").unlink()  # a traceback before, after the training half's work
+    out = run_tool(sys.executable, ROOT / "egs" / "an4" / "local" / "data_prep.py", corpus, tmp_path / "d")
+    assert out.returncode == 1 and out.stderr == f"data_prep.py: {corpus}: no etc/an4_test.fileids; give the an4/ " \
+                                                 "folder of the corpus\n", out.stderr
 
 
 def test_speechocean762_prep_holds_out_whole_speakers_and_names_missing_audio(test_data, tmp_path):
@@ -285,3 +289,7 @@ def test_speechocean762_prep_holds_out_whole_speakers_and_names_missing_audio(te
     assert len(speakers["dev"]) == 10 and not speakers["dev"] & speakers["train"]
     total = sum(len((tmp_path / "data" / n / "text").read_text().splitlines()) for n in ("train", "dev"))
     assert total == 2499 and not (tmp_path / "data" / "test").exists()
+    (corpus / "train" / "utt2spk").unlink()  # a traceback before
+    out = run_tool(sys.executable, ROOT / "egs" / "speechocean762" / "local" / "data_prep.py", corpus, tmp_path / "d")
+    assert out.returncode == 1 and out.stderr == f"data_prep.py: {corpus}: no train/utt2spk; give the " \
+                                                 "speechocean762/ folder\n", out.stderr

@@ -24,14 +24,18 @@ def test_segments_give_recording_times_and_reco2file_and_channel_the_file_and_ch
     assert (tmp_path / "ctm").read_text() == "file A 18.00 1.00 word\nreco2 1 2.75 0.75 hi\n"
 
 
-def test_a_bad_segments_or_reco2file_and_channel_line_is_named(tmp_path):
-    (tmp_path / "segments").write_text("utt reco zero 20.0\n")
-    with pytest.raises(ValueError, match=f"^{tmp_path}/segments:1: the start time 'zero' is not a number"):
-        recording_offsets(str(tmp_path))
-    (tmp_path / "segments").write_text("utt reco 0 20.0\n")
-    (tmp_path / "reco2file_and_channel").write_text("reco file\n")
-    with pytest.raises(ValueError, match=f"^{tmp_path}/reco2file_and_channel:1: expected '<recording> <file>"):
-        recording_offsets(str(tmp_path))
+def test_a_bad_segments_or_reco2file_and_channel_line_is_named_and_only_its_utterance_left_out(tmp_path, capsys):
+    """The decode used to fail after decoding everything (no ctm, no nbest.json) on one such line."""
+    (tmp_path / "segments").write_text("bad reco zero 20.0\nshort reco 1.0\nutt reco 10.0 20.0\nutt2 reco2 1 2\n")
+    (tmp_path / "reco2file_and_channel").write_text("reco file A\nreco2 file\n")
+    assert recording_offsets(str(tmp_path)) == {"utt": ("file", "A", 10.0), "utt2": ("reco2", "1", 1.0)}
+    err = capsys.readouterr().err
+    assert f"{tmp_path}/segments:1: bad: start 'zero' or end '20.0' is not a number; left out" in err
+    assert f"{tmp_path}/segments:2: expected '<utt> <recording> <start> <end>', got 'short reco 1.0'; left out" in err
+    assert f"{tmp_path}/reco2file_and_channel:2: expected '<recording> <file> <channel>', got 'reco2 file'" in err
+    words = {key: [{"word": "hi", "start": 0.0, "end": 0.5}] for key in ("bad", "short", "utt")}
+    assert write_ctm(str(tmp_path / "ctm"), words, str(tmp_path)) == ["bad", "short"]
+    assert (tmp_path / "ctm").read_text() == "file A 10.00 0.50 hi\n"
 
 
 @pytest.mark.parametrize("rate,shift", [(16000, 160), (8000, 80), (22050, 220), (11025, 110)])

@@ -87,8 +87,10 @@ def main() -> int:
                               example="local/data_prep.py downloads/an4 data")
     parser.add_argument("--dev-speakers", type=int, default=8, help="training speakers held out as dev (default 8)")
     args = parser.parse_args()
-    if not os.path.isdir(os.path.join(args.corpus_dir, "etc")):
-        print(f"data_prep.py: {args.corpus_dir}: no etc/ folder; give the an4/ folder of the corpus", file=sys.stderr)
+    lists = [f"etc/an4_{part}.{kind}" for part in ("train", "test") for kind in ("fileids", "transcription")]
+    if missing := [name for name in lists if not os.path.isfile(os.path.join(args.corpus_dir, name))]:
+        print(f"data_prep.py: {args.corpus_dir}: no {', '.join(missing)}; give the an4/ folder of the corpus",
+              file=sys.stderr)
         return 1
     report = Report("an4 data_prep")
     train = split_utterances(args.corpus_dir, "train", report)

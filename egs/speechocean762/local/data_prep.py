@@ -62,6 +62,12 @@ def half_utterances(corpus: str, half: str, report: Report) -> tuple[list[Uttera
     return utterances, genders
 
 
+def missing_files(corpus: str, half: str) -> list[str]:
+    """The files of <corpus>/<half>/ that half_utterances reads and the half lacks."""
+    return [f"{half}/{name}" for name in ("text", "wav.scp", "utt2spk")
+            if not os.path.isfile(os.path.join(corpus, half, name))]
+
+
 def main() -> int:
     parser = data_prep_parser(
         __doc__, ("corpus_dir", "the speechocean762/ folder (holds train/, WAVE/ and maybe test/)"),
@@ -69,8 +75,9 @@ def main() -> int:
         example="local/data_prep.py downloads/speechocean762 data")
     parser.add_argument("--dev-speakers", type=int, default=10, help="training speakers held out as dev (default 10)")
     args = parser.parse_args()
-    if not os.path.isfile(os.path.join(args.corpus_dir, "train", "text")):
-        print(f"data_prep.py: {args.corpus_dir}: no train/text; give the speechocean762/ folder", file=sys.stderr)
+    if missing := missing_files(args.corpus_dir, "train"):
+        print(f"data_prep.py: {args.corpus_dir}: no {' or '.join(missing)}; give the speechocean762/ folder",
+              file=sys.stderr)
         return 1
     report = Report("speechocean762 data_prep")
     train, genders = half_utterances(args.corpus_dir, "train", report)
@@ -78,10 +85,11 @@ def main() -> int:
     dev_speakers = pick_dev_speakers(sorted({u.speaker for u in train}), women, args.dev_speakers)
     sets = {"train": [u for u in train if u.speaker not in dev_speakers],
             "dev": [u for u in train if u.speaker in dev_speakers]}
-    if os.path.isfile(os.path.join(args.corpus_dir, "test", "text")):
+    if not (missing := missing_files(args.corpus_dir, "test")):
         sets["test"] = half_utterances(args.corpus_dir, "test", report)[0]
     else:
-        print(f"data_prep.py: {args.corpus_dir} has no test/ half; train and dev only", file=sys.stderr)
+        print(f"data_prep.py: {args.corpus_dir} has no test/ half ({' or '.join(missing)} missing); train and dev "
+              "only", file=sys.stderr)
         remove_stale_set(os.path.join(args.data_root, "test"), f"{args.corpus_dir} has no test half")
     return write_data_dirs({os.path.join(args.data_root, name): utts for name, utts in sets.items()}, report)
 

@@ -141,7 +141,8 @@ def test_cmvn_stats_as_kaldi_and_wenet_write_them_give_the_same_normalisation(te
 
 def test_bad_raw_list_lines_are_named_by_their_line_and_the_rest_kept(test_data, tmp_path, caplog):
     """Blank lines keep the numbering; a line not UTF-8, one without "txt", one with a start that is not
-    a number: each named by file and line and left out, the three good utterances kept."""
+    a number: each named by file and line and left out, the three good utterances kept. So are a repeated key
+    and a first line that is no entry."""
     _, raw_list = shards_of(test_data, tmp_path)
     good = raw_list.read_text().splitlines()
     broken = json.loads(good[3])
@@ -158,6 +159,16 @@ def test_bad_raw_list_lines_are_named_by_their_line_and_the_rest_kept(test_data,
     assert f"{raw_list}:7: skipped, not a {{key, wav, txt}} object with a valid start and end: ValueError" in warnings
     assert f"{raw_list}: 3 lines skipped (named above), 3 kept" in warnings
     raw_list.write_bytes(b"\xef\xbb\xbf" + b"\n".join(line.encode() for line in good) + b"\n")  # an editor's BOM
+    assert [r["key"] for r in records(str(raw_list))] == [json.loads(line)["key"] for line in good]
+    # a first line that is no entry (a comment) made it a shard list: each entry "a shard it cannot open"
+    raw_list.write_text("# my dev set\n" + "\n".join(good) + "\n" + good[1] + "\n")
+    with caplog.at_level(logging.WARNING):
+        caplog.clear()
+        got = [r["key"] for r in records(str(raw_list))]
+    assert got == [json.loads(line)["key"] for line in good]  # the repeated key once: it trained twice
+    warnings = "\n".join(r.getMessage() for r in caplog.records)
+    assert f"{raw_list}:1: skipped, not a {{key, wav, txt}} object" in warnings
+    assert f"{raw_list}:7: skipped, the key {json.loads(good[1])['key']} again (first at line 3)" in warnings
     assert [r["key"] for r in records(str(raw_list))] == [json.loads(line)["key"] for line in good]
 
 

@@ -88,6 +88,8 @@ def test_spk2utt_tool_names_the_line_that_repeats_an_utterance(speechocean_dir, 
      "got 's2'"),  # a speaker without utterances
     (main_utt2spk_to_spk2utt, "utt2spk", "a-1 a\na-2 a extra\n", "utt2spk_to_spk2utt.py: {path}:2: expected 2 fields, "
      "got 'a-2 a extra'"),  # a third field
+    (main_utt2spk_to_spk2utt, "utt2spk", "a-1 a\na-2 a\n\na-1 b\n", "utt2spk_to_spk2utt.py: {path}:4: utterance 'a-1' "
+     "again (first at {path}:1)"),  # under two speakers: it was listed under both, in silence
 ])
 def test_tools_reject_a_bad_line_by_file_and_line_and_print_nothing(tmp_path, capsys, tool, name, content, error):
     path = tmp_path / name

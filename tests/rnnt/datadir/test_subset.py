@@ -121,8 +121,10 @@ def test_tool_by_utterance_list_keeps_each_file_to_them(speechocean_dir, tmp_pat
     (tmp_path / "list").write_text("\n".join(wanted) + "\n")
     dest = tmp_path / "dest"
     assert main(["--utt-list", str(tmp_path / "list"), str(speechocean_dir), str(dest)]) == 0
-    assert capsys.readouterr().out == f"subset_data_dir.sh: wrote 3 of 2500 utterances from {speechocean_dir} " \
-                                      f"to {dest}\n"
+    out, err = capsys.readouterr()
+    assert out == f"subset_data_dir.sh: wrote 3 of 2500 utterances from {speechocean_dir} to {dest}\n"
+    assert err == (f"subset_data_dir.sh: 1 ids of {tmp_path / 'list'} are not among the utterances of "
+                   f"{speechocean_dir}: no-such-utterance\n")  # named, not a smaller subset in silence
     kept = sorted(wanted[:3])
     source = load_dir(str(speechocean_dir))
     result = load_dir(str(dest))

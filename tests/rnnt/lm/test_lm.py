@@ -2,6 +2,7 @@
 transcripts, ARPA files written and read back, and prefix beam search with shallow fusion against
 exhaustive enumeration."""
 
+import gzip
 import math
 import sys
 
@@ -53,6 +54,12 @@ def test_on_real_transcripts_every_history_gets_a_distribution_and_the_arpa_file
     model = estimate(letters, 4, vocabulary)
     write_arpa(model, str(tmp_path / "lm.arpa"))
     reread = read_arpa(str(tmp_path / "lm.arpa"))
+    packed = gzip.compress((tmp_path / "lm.arpa").read_bytes())  # as LMs ship: .arpa.gz, read as it is
+    (tmp_path / "lm.arpa.gz").write_bytes(packed)
+    assert read_arpa(str(tmp_path / "lm.arpa.gz")) == reread
+    (tmp_path / "cut.arpa.gz").write_bytes(packed[:len(packed) // 2])
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'cut.arpa.gz'}: a damaged gzip file"):
+        read_arpa(str(tmp_path / "cut.arpa.gz"))
     assert reread.keys() == model.keys()
     assert all(abs(reread[k][0] - model[k][0]) < 1e-5 and abs(reread[k][1] - model[k][1]) < 1e-5 for k in model)
     lm = scorer(reread, vocabulary)

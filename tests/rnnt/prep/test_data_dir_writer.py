@@ -40,3 +40,16 @@ def test_a_dir_written_again_keeps_none_of_the_earlier_runs_files(test_data, tmp
     assert write_data_dirs({str(dest): again}, Report("prep")) == 0
     assert not (dest / "spk2gender").exists() and keys(dest / "spk2utt") == ["c"]
     assert_valid(dest)
+
+
+def test_a_set_left_without_usable_audio_writes_no_dir_of_the_run(test_data, tmp_path, capsys):
+    """A dev set of one recording that turns out unreadable: train/ was written, then the run failed, leaving
+    this run's train/ beside an earlier run's dev/. Every set is checked before any is written."""
+    broken = tmp_path / "broken.wav"
+    broken.write_bytes(b"not audio at all")
+    dev = [Utterance("b-1", "b", str(broken), "YES")]
+    dirs = {str(tmp_path / "train"): yesno(test_data, 3), str(tmp_path / "dev"): dev}
+    assert write_data_dirs(dirs, Report("prep")) == 1
+    assert not (tmp_path / "train").exists() and not (tmp_path / "dev").exists()
+    assert f"{tmp_path / 'dev'}: no usable utterances (1 unreadable or empty audio); no data dir written" in \
+        capsys.readouterr().err

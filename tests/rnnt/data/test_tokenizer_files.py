@@ -1,0 +1,54 @@
+"""A lang dir's units.txt and units.json define the model's output layer: a units.txt whose ids do not run
+from 0 to N - 1 once each (a gap pointed past the layer in training, a repeated symbol or id merged two units),
+or a units.json without what its unit type needs, is an error naming the file (and line), not a KeyError or an
+IndexError far from it."""
+
+import json
+
+import pytest
+
+from rnnt.data.tokenizer import Tokenizer, read_units
+
+GOOD = "<blank> 0\n<unk> 1\nYES 2\nNO 3\n"
+
+
+def test_a_good_units_file(tmp_path):
+    (tmp_path / "units.txt").write_text(GOOD)
+    (tmp_path / "units.json").write_text(json.dumps({"type": "word"}))
+    tokenizer = Tokenizer(str(tmp_path))
+    assert tokenizer.vocab_size == 4 and tokenizer.encode("YES NO MAYBE") == [2, 3, 1]
+
+
+@pytest.mark.parametrize("text,message", [
+    (GOOD + "YES 4\n", ":5: 'YES 4' repeats the symbol of line 3"),
+    (GOOD + "MAYBE 3\n", ":5: 'MAYBE 3' repeats the id of line 4"),
+    (GOOD.replace("NO 3", "NO 5"), ": the ids must run from 0 to 3 (one a unit); 3 is missing, and 5 is the largest"),
+    (GOOD + "NOT TWO FIELDS\n", ":5: expected '<symbol> <id>', got 'NOT TWO FIELDS'"),
+    (GOOD.replace("<unk> 1", "<unk> 2").replace("YES 2", "YES 1"), ": <blank> must be 0 and <unk> 1"),
+])
+def test_a_units_file_against_its_contract_names_the_line(tmp_path, text, message):
+    path = tmp_path / "units.txt"
+    path.write_text(text)
+    with pytest.raises(ValueError) as error:
+        read_units(str(path))
+    assert str(error.value) == f"{path}{message}"
+
+
+def test_a_units_file_not_utf8_names_the_line(tmp_path):
+    path = tmp_path / "units.txt"
+    path.write_bytes(GOOD.encode() + b"CAF\xc9 4\n")
+    with pytest.raises(ValueError, match=f"^{path}:5: not UTF-8$"):
+        read_units(str(path))
+
+
+@pytest.mark.parametrize("config,message", [
+    ({"type": "bpe"}, "units of type bpe name their 'model'"),
+    ({"type": "phone"}, "units of type phone name their 'lexicon'"),
+    ({"model": "bpe.model"}, "no unit 'type' (steps/build_units.py writes it)"),
+])
+def test_a_units_json_without_what_its_type_needs_names_the_file(tmp_path, config, message):
+    (tmp_path / "units.txt").write_text(GOOD)
+    (tmp_path / "units.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError) as error:
+        Tokenizer(str(tmp_path))
+    assert str(error.value) == f"{tmp_path / 'units.json'}: {message}"
