@@ -46,9 +46,12 @@ def test_make_shards_killed_midway_then_rerun_is_complete(test_data, tmp_path):
     assert proc.poll() is None, "make_shards ended before it could be killed"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert len(list(shards.glob("*.tar"))) < 27 and not data_list.exists()
+    complete = sorted(shards.glob("*.tar"))
+    assert len(complete) < 27 and not data_list.exists()
+    for shard in complete:  # never a truncated shard under its name
+        assert len(shard_keys_of(shard)) == 100
     out = run_tool(*command)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 0 and f"27 shards ({len(complete)} already complete)" in out.stdout, out.stderr
     keys = shard_keys(data_list)
     expected = [line.split()[0] for line in (train / "text").read_text().splitlines()]
     assert sorted(keys) == sorted(expected) and len(keys) == len(set(keys)) == 2700

@@ -27,8 +27,8 @@ AUDIO_EXTENSIONS = {"wav", "flac", "ogg", "opus", "mp3", "sph"}
 
 def read_list(path: str) -> list[str]:
     """The entries of a data list: its non-empty lines, less those a raw list (one with a line starting with '{')
-    cannot use (not UTF-8, not a {key, wav, txt} object, a start or end that is not a number, a key again), each
-    named by file and line and counted."""
+    cannot use (not UTF-8, not a {key, wav, txt} object, a start or end that is not a number), each named by file
+    and line and counted. A line listed again is kept: repeating a list's lines upsamples it, as in WeNet's."""
     numbered, bad = [], 0
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
@@ -41,17 +41,14 @@ def read_list(path: str) -> list[str]:
             if line:
                 numbered.append((number, line))
     if any(line.startswith("{") for _, line in numbered):  # a raw list, whatever its first line
-        kept, first = [], {}
+        kept = []
         for number, line in numbered:
             problem = raw_problem(line)
-            if problem is None and (key := json.loads(line)["key"]) in first:  # it would train twice, decode once
-                problem = f"the key {key} again (first at line {first[key]})"
             if problem:
                 log.warning("%s:%d: skipped, %s", path, number, problem)
                 bad += 1
             else:
                 kept.append((number, line))
-                first[key] = number
         numbered = kept
     if bad:
         log.warning("%s: %d lines skipped (named above), %d kept", path, bad, len(numbered))

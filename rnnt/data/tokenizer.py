@@ -56,10 +56,8 @@ def read_lang_config(lang_dir: str) -> dict:
             config = json.load(f)
         except ValueError as error:
             raise ValueError(f"{path}: not JSON ({error})") from None
-    if not isinstance(config, dict) or "type" not in config:
-        raise ValueError(f"{path}: no unit 'type' (steps/build_units.py writes it)")
-    if config["type"] in NEEDS and NEEDS[config["type"]] not in config:
-        raise ValueError(f"{path}: units of type {config['type']} name their '{NEEDS[config['type']]}'")
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: not a JSON object")
     return config
 
 
@@ -72,7 +70,12 @@ def lang_unit_type(lang_dir: str) -> str:
 class Tokenizer:
     def __init__(self, lang_dir: str):
         self.config = read_lang_config(lang_dir)
+        where = os.path.join(lang_dir, "units.json")
+        if "type" not in self.config:
+            raise ValueError(f"{where}: no unit 'type' (steps/build_units.py writes it)")
         self.kind = self.config["type"]
+        if self.kind in NEEDS and NEEDS[self.kind] not in self.config:
+            raise ValueError(f"{where}: units of type {self.kind} name their '{NEEDS[self.kind]}'")
         self.units = read_units(os.path.join(lang_dir, "units.txt"))
         self.symbols = {i: s for s, i in self.units.items()}
         self.model = None

@@ -45,8 +45,8 @@ TRITON_ON_THE_CPU = pytest.mark.skipif(torch.cuda.is_available(), reason="Triton
                                        "interpreter, off where CUDA is (tests/rnnt/loss/test_loss_devices.py there)")
 
 
-@pytest.mark.parametrize("backend", ["torch", pytest.param("triton", marks=TRITON_ON_THE_CPU)])
-@pytest.mark.parametrize("one_sym", [False, True])
+@pytest.mark.parametrize("backend", ["torch", pytest.param("triton", marks=[TRITON_ON_THE_CPU, pytest.mark.slow])])
+@pytest.mark.parametrize("one_sym", [False, True])  # the Triton path 11 s in the interpreter: in the full suite
 def test_a_loss_step_reads_nothing(as_on_a_gpu, backend, one_sym):
     enc, pred, weight, targets, T_b, U_b = joiner_batch()
     options = dict(one_sym_per_frame=one_sym, backend=backend)

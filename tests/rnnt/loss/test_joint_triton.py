@@ -82,7 +82,8 @@ def losses_and_grads(inputs, targets, T_b, U_b, fused, dtype, **kw):
 
 
 @pytest.mark.parametrize("case, activation, bias, one_sym", [
-    (case, activation, bias, one_sym) for case in CASES
+    pytest.param(case, activation, bias, one_sym, marks=[pytest.mark.slow] if case is TILED else [])  # 8 s here
+    for case in CASES
     for activation, bias, one_sym in (("tanh", True, False), ("relu", False, False), ("tanh", True, True))
     if (not one_sym or all(u <= t for t, u in zip(case[5], case[6])))  # one symbol per frame: U <= T
     and (case is not TILED or activation == "tanh")

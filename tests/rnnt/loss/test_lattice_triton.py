@@ -117,6 +117,7 @@ def every_loss(backend, one_sym, dtype=torch.float64):
     return [(loss.detach(), torch.autograd.grad(loss, params, allow_unused=True)) for loss in losses]
 
 
+@pytest.mark.slow  # 10 s in Triton's interpreter: the full suite's, not the fast one's
 @pytest.mark.parametrize("one_sym", [False, True])
 def test_every_loss_with_the_emission_regularisers_is_the_same_on_either_backend(one_sym):
     for (want, want_grads), (got, got_grads) in zip(every_loss("torch", one_sym), every_loss("triton", one_sym)):
