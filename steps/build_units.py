@@ -63,12 +63,12 @@ def build_inventory(args, lines: list[str]) -> tuple[list[str], dict]:
     return sorted(counts), config
 
 
-def write_unit_rates(data_dir: str, lang_dir: str, tokenizer: Tokenizer) -> str:
-    """<lang>/unit_rate.json from the data dir's text and utt2dur; a summary ('' without utt2dur)."""
+def write_unit_rates(data_dir: str, lang_dir: str, tokenizer: Tokenizer, texts: dict) -> str:
+    """<lang>/unit_rate.json from the data dir's text (read: texts) and utt2dur; a summary ('' without utt2dur)."""
     durations_file = os.path.join(data_dir, "utt2dur")
     if not os.path.isfile(durations_file):
         return ""
-    durations, texts = read_table(durations_file), read_table(os.path.join(data_dir, "text"))
+    durations = read_table(durations_file)
     rates = []
     for utt, line in durations.items():
         if not is_positive_number(line.value):
@@ -96,7 +96,8 @@ def main() -> str:
     parser.add_argument("lang_dir", help="output dir")
     args = parser.parse_args()
     try:
-        lines = [line.value for line in read_table(os.path.join(args.data_dir, "text")).values() if line.value]
+        texts = read_table(os.path.join(args.data_dir, "text"))
+        lines = [line.value for line in texts.values() if line.value]
         if not lines:
             raise ValueError(f"{args.data_dir}/text has no transcripts")
         os.makedirs(args.lang_dir, exist_ok=True)
@@ -110,7 +111,7 @@ def main() -> str:
     with open(os.path.join(args.lang_dir, "units.json"), "w", encoding="utf-8") as f:
         json.dump(config, f, indent=1)
     tokenizer = Tokenizer(args.lang_dir)
-    rates = write_unit_rates(args.data_dir, args.lang_dir, tokenizer)
+    rates = write_unit_rates(args.data_dir, args.lang_dir, tokenizer, texts)
     if args.unit_type == "phone":  # homophones spell back as one word: count words without phones instead
         failed = [line for line in lines if any(word not in tokenizer.lexicon for word in line.split())]
         return (f"{args.lang_dir}: {len(units) + 2} phone units from {len(lines)} transcripts; "

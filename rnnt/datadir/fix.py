@@ -22,6 +22,9 @@ from rnnt.datadir.layout import FIELDS, PER_SPEAKER, load_dir, utterance_files, 
 from rnnt.datadir.table import KEEP_BYTES, read_lines, write_table
 from rnnt.datadir.table_rules import speaker_sort_key
 
+DROPPED = "dropped_utterances"  # in .backup/: '<utterance> <why>' for each one a cross-file check dropped
+SHOWN = 10  # dropped utterances named on standard error; the rest only in .backup/dropped_utterances
+
 
 def fix_data_dir(data_dir: str, utt_extra: tuple[str, ...] = (), spk_extra: tuple[str, ...] = ()
                  ) -> tuple[int, int, Counter]:
@@ -40,6 +43,8 @@ def fix_data_dir(data_dir: str, utt_extra: tuple[str, ...] = (), spk_extra: tupl
     named: list[tuple[str, str]] = []
 
     def drop(utterances: set[str], why: str) -> None:
+        if not utterances:
+            return
         dropped[why] += len(utterances)
         named.extend((utterance, why) for utterance in utterances)
         keep.difference_update(utterances)
@@ -67,12 +72,6 @@ def fix_data_dir(data_dir: str, utt_extra: tuple[str, ...] = (), spk_extra: tupl
     elif os.path.isfile(os.path.join(backup, DROPPED)):  # an earlier run's
         os.remove(os.path.join(backup, DROPPED))
     return before, len(keep), dropped
-
-
-DROPPED = "dropped_utterances"  # in .backup/: '<utterance> <why>' for each one a cross-file check dropped
-
-
-SHOWN = 10  # dropped utterances named on standard error; the rest only in .backup/dropped_utterances
 
 
 def reasons(dropped: Counter) -> str:

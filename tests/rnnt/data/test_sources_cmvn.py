@@ -130,6 +130,7 @@ def test_cmvn_stats_as_kaldi_and_wenet_write_them_give_the_same_normalisation(te
     with pytest.raises(ValueError, match="preset sherpa_onnx"):  # the features it is of, checked
         load_cmvn(config(tmp_path / "ours"))
     bad = {"broken.json": b'{"mean_stat": [1.0,', "latin1.json": b'{"note": "caf\xe9"}', "keys.json": b'{"mean": []}',
+           "lengths.json": b'{"mean": [1.0, 2.0], "std": [1.0]}',
            "garbage": b"\x00\x01 binary junk", "empty.mat": b""}
     for name, payload in bad.items():
         (tmp_path / name).write_bytes(payload)
