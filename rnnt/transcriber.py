@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from dataclasses import dataclass
 
 import torch
@@ -22,21 +21,28 @@ from rnnt.data.pipeline import Pipeline
 from rnnt.data.resample import resample
 from rnnt.data.tokenizer import SPACE, Tokenizer
 from rnnt.model.transducer import Transducer
+from rnnt.devices import checked_device
 from rnnt.lm.fusion import fusion_config_path
 from rnnt.search import Hypothesis
 from rnnt.search_methods import METHODS, SearchOptions, lm_options, search
 from rnnt.training import checkpoint
-from rnnt.training.experiment import Experiment, load_experiment
+from rnnt.training.experiment import Experiment, load_trained
 
 
 def load_model(exp_dir: str, checkpoint_path: str | None = None, use_ema: bool = True,
                device: str = "cpu") -> tuple[Experiment, Transducer, Tokenizer, str]:
-    experiment = load_experiment(os.path.join(exp_dir, "config.yaml"))
+    checked_device(device)
+    experiment = load_trained(exp_dir)
     tokenizer = Tokenizer(experiment.paths.lang_dir)
     model = Transducer(experiment.model, tokenizer.vocab_size)
     path = checkpoint_path or checkpoint.for_decoding(exp_dir)
     state = checkpoint.load(path)
-    model.load_state_dict(state["ema"] if use_ema and state.get("ema") is not None else state["model"])
+    try:
+        model.load_state_dict(state["ema"] if use_ema and state.get("ema") is not None else state["model"])
+    except RuntimeError as error:  # another experiment's checkpoint: torch's list of every tensor that differs
+        first = [line.strip() for line in str(error).splitlines()][1:2] or [str(error)]
+        raise ValueError(f"{path}: not weights of the model {exp_dir}/config.yaml describes (with "
+                         f"{tokenizer.vocab_size} units): {first[0]} ...") from None
     return experiment, model.to(device).eval(), tokenizer, path
 
 

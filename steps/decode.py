@@ -84,12 +84,9 @@ def main() -> str:
                                  args.lm_fusion or fusion_config_path(args.exp_dir, args.method),
                                  args.beam, args.max_symbols_per_frame)
         check_method(model, args.method, options)
-    except (OSError, ValueError, KeyError) as error:
-        raise ToolError(str(error)) from error
-    try:
         refs, refs_from = reference_texts(args.data_list, args.text)
         pipeline = decoding_pipeline(experiment, tokenizer, args.data_list, args.batch_size)
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, KeyError) as error:
         raise ToolError(str(error)) from error
     encoder_frame_seconds = seconds_per_encoder_frame(experiment)
     hyps, words, phones, nbest = {}, {}, {}, []
@@ -108,12 +105,14 @@ def main() -> str:
                 phones[key] = hypothesis_phones(tokenizer, hyp_list[0].tokens)
             if args.nbest:
                 nbest.append({"key": key, "hyps": nbest_entries(tokenizer, hyp_list, encoder_frame_seconds)})
+    if not hyps:  # a %WER of 100 [PARTIAL] and exit 0 before
+        raise ToolError(f"{args.data_list}: no utterance could be decoded (the reasons are above)")
     out = os.path.join(args.exp_dir, f"decode-{args.set_name}-{args.method}{f'-{args.tag}' if args.tag else ''}")
     report = write_results(out, refs, hyps, refs_from, "decode.py")
     try:
         write_word_outputs(out, words, nbest if args.nbest else None,
                            os.path.dirname(os.path.abspath(args.data_list)), "decode.py")
-    except (OSError, ValueError) as error:
+    except OSError as error:
         raise ToolError(f"ctm: {error}") from error
     per = f"; {write_phone_error_rate(out, refs, phones, tokenizer)}" if tokenizer.kind == "phone" else ""
     threads = torch.get_num_threads()

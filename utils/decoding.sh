@@ -51,9 +51,15 @@ trained_outputs() {  # trained_outputs EXP: what a train stage leaves, for its s
 }
 
 trained_done() {  # trained_done N NAME EXP: stage_done of a train stage, with what it leaves (trained_outputs) as
-  # its outputs, one word each whatever spaces EXP's path holds
+  # its outputs, one word each whatever spaces EXP's path holds; a training that left no epoch checkpoint is no
+  # stage done (marked done, the stages after it found nothing to decode and a rerun skipped the training)
   local outputs
   mapfile -t outputs < <(trained_outputs "$3")
+  if [ ${#outputs[@]} -lt 2 ]; then
+    echo "$(basename "$0"): stage $1 ($2): the training left no epoch checkpoint in $3 (train.max_steps within" \
+      "the first epoch?); the stages after it average and decode epochs" >&2
+    return 1
+  fi
   stage_done "$1" "$2" "$3" -- "${outputs[@]}"
 }
 

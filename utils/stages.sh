@@ -34,6 +34,10 @@ check_run_arguments() {  # check_run_arguments "$@": run.sh after parse_options.
   for name in stage stop_stage; do
     [[ ${!name} =~ ^[0-9]+$ ]] || { echo "$(basename "$0"): --${name//_/-} ${!name}: not a stage number" >&2; exit 1; }
   done
+  if [ "$stop_stage" -lt "$stage" ]; then  # it ran nothing and printed the last run's result
+    echo "$(basename "$0"): --stop-stage $stop_stage is before --stage $stage: no stage to run" >&2
+    exit 1
+  fi
   # one run at a time in a recipe dir: two would train into one exp and write each other's markers. The lock is
   # held by this shell and every command it starts, until the last of them ends (a training left running too).
   exec {run_lock}<> .run.lock
@@ -148,9 +152,10 @@ fingerprint_line() {  # fingerprint_line INPUT [legacy]: what stage_fingerprint 
     printf '%s file %s\n' "$input" "$(stat -c '%s %Y' "$input")"
   elif [ -f "$input" ]; then
     printf '%s file %s\n' "$input" "$(sha256sum < "$input" | cut -d' ' -f1)"
-  elif [ -d "$input" ]; then
-    printf '%s dir %s\n' "$input" "$(find "$follow" "$input" -type f ! -path '*/.stages/*' -printf '%P %s %T@\n' \
-      2> /dev/null | LC_ALL=C sort | sha256sum | cut -d' ' -f1)"
+  elif [ -d "$input" ]; then  # by its real path: a corpus given as dir/, ./dir or by its absolute path is one
+    printf '%s dir %s\n' "$([ -n "$legacy" ] && printf '%s' "$input" || realpath -- "$input")" \
+      "$(find "$follow" "$input" -type f ! -path '*/.stages/*' -printf '%P %s %T@\n' 2> /dev/null | LC_ALL=C sort |
+        sha256sum | cut -d' ' -f1)"
   else
     printf '%s\n' "$input"
   fi

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import tarfile
 import urllib.request
 from dataclasses import dataclass
@@ -29,6 +30,9 @@ def read_list(path: str) -> list[str]:
     """The entries of a data list: its non-empty lines, less those a raw list (one with a line starting with '{')
     cannot use (not UTF-8, not a {key, wav, txt} object, a start or end that is not a number), each named by file
     and line and counted. A line listed again is kept: repeating a list's lines upsamples it, as in WeNet's."""
+    if os.path.isdir(path):
+        raise ValueError(f"{path}: a folder, not a data list (one a data dir holds: {path}/data.list, written by "
+                         "steps/make_shards.py or steps/make_raw_list.py)")
     numbered, bad = [], 0
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
@@ -50,6 +54,9 @@ def read_list(path: str) -> list[str]:
             else:
                 kept.append((number, line))
         numbered = kept
+    elif numbered and len(numbered[0][1].split()) > 1 and not os.path.exists(numbered[0][1]):
+        raise ValueError(f"{path}:{numbered[0][0]}: '<key> <value>', a Kaldi table (wav.scp, text), not a data list; "
+                         "make one of the data dir with steps/make_shards.py or steps/make_raw_list.py")
     if bad:
         log.warning("%s: %d lines skipped (named above), %d kept", path, bad, len(numbered))
     return [line for _, line in numbered]

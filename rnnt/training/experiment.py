@@ -85,6 +85,20 @@ def load_experiment(path: str, **paths: str) -> Experiment:
     return experiment_from_values(values, path)
 
 
+def load_trained(exp_dir: str) -> Experiment:
+    """A trained experiment's config.yaml with the units and CMVN statistics the dir holds (adopt_inputs' copies):
+    config.yaml names them by absolute path, so a dir moved or copied elsewhere would read those of the old
+    place (gone, or another experiment's since)."""
+    experiment = load_experiment(os.path.join(exp_dir, "config.yaml"))
+    own_lang, own_cmvn = os.path.join(exp_dir, "lang"), os.path.join(exp_dir, CMVN_NAME)
+    if os.path.isdir(own_lang):
+        experiment = dataclasses.replace(experiment, paths=dataclasses.replace(experiment.paths, lang_dir=own_lang))
+    if experiment.data.features.cmvn and os.path.isfile(own_cmvn):
+        features = dataclasses.replace(experiment.data.features, cmvn=own_cmvn)
+        experiment = dataclasses.replace(experiment, data=dataclasses.replace(experiment.data, features=features))
+    return experiment
+
+
 def experiment_from_values(values: dict, where: str) -> Experiment:
     """The experiment of a YAML's mapping (model, data, train, paths); a ValueError names where, then the key."""
     unknown = set(values) - {"model", "data", "train", "paths"}

@@ -95,3 +95,5 @@ def test_the_weight_travels_with_the_methods_yaml(tmp_path):
     write_fusion_config(str(tmp_path / "plain.yaml"), FusionConfig(str(arpa), "units", 0.5, 1.0, 8))
     assert "ctc_weight" not in (tmp_path / "plain.yaml").read_text()  # as the yaml of an earlier version
     assert read_fusion_config(str(tmp_path / "plain.yaml")).ctc_weight == 0.0
+    with pytest.raises(ValueError, match="no LM weights for this method yet: build the LM"):  # was a bare ENOENT
+        read_fusion_config(str(tmp_path / "lm" / "modified_beam_lm.yaml"))

@@ -594,3 +594,40 @@ def test_score_compares_words_as_bytes(tmp_path):
     out = run_tool(sys.executable, STEPS / "score.py", "--errs", tmp_path / "errs", tmp_path / "ref", tmp_path / "hyp")
     assert out.returncode == 0 and out.stdout.strip() == "%WER 50.00 [ 1 / 2, 0 ins, 0 del, 1 sub ]", out.stderr
     assert b"1   caf\xe9 -> caf\xe8\n" in (tmp_path / "errs").read_bytes()
+
+
+def test_an_experiment_moved_or_copied_decodes_with_the_units_it_holds(trained, tmp_path):
+    """config.yaml names the experiment's lang dir by absolute path: a moved experiment failed on the old
+    place's units.json, and a copy read the original's units, however they had changed since."""
+    first, moved = tmp_path / "first", tmp_path / "moved"
+    shutil.copytree(trained, first)
+    shutil.copytree(first, moved)
+    experiment, _, tokenizer, _ = load_model(str(first))
+    assert experiment.paths.lang_dir == str(first / "lang")
+    swapped = {2: 3, 3: 2}  # the original's words trade ids: NO and YES
+    (first / "lang" / "units.txt").write_text("".join(f"{symbol} {swapped.get(i, i)}\n"
+                                                      for symbol, i in tokenizer.units.items()))
+    assert load_model(str(first))[2].units != tokenizer.units
+    experiment, _, moved_tokenizer, _ = load_model(str(moved))
+    assert experiment.paths.lang_dir == str(moved / "lang") and moved_tokenizer.units == tokenizer.units
+    shutil.rmtree(first)
+    assert load_model(str(moved))[2].units == tokenizer.units
+
+
+def test_another_models_checkpoint_or_a_device_not_here_is_named_not_a_traceback(trained, tmp_path):
+    """A --checkpoint of another experiment raised torch's size-mismatch list; --device cuda on a machine
+    without CUDA, torch's assertion from the first tensor moved."""
+    other = tmp_path / "other"
+    shutil.copytree(trained, other)
+    config = yaml.safe_load((other / "config.yaml").read_text())
+    config["model"]["joiner"]["hidden"] = 64
+    (other / "config.yaml").write_text(yaml.safe_dump(config))
+    checkpoint_path = str(last_epoch(trained))
+    with pytest.raises(ValueError, match=f"^{checkpoint_path}: not weights of the model {other}/config.yaml describes "
+                                         r"\(with 4 units\): size mismatch for joiner"):
+        load_model(str(other), checkpoint_path)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="^--device cuda: .*; use --device cpu$"):
+            load_model(str(trained), device="cuda")
+    with pytest.raises(ValueError, match="^--device gpu: not a device"):
+        load_model(str(trained), device="gpu")

@@ -84,6 +84,11 @@ def test_a_train_stage_in_an_exp_dir_whose_path_has_spaces_is_marked_done(tmp_pa
     answers = [line for line in out.stdout.splitlines() if line in ("done", "wanted")]
     assert answers == ["done", "wanted"], out.stdout  # and a checkpoint gone since runs the stage again
     assert "its output exp/my model/epoch-3.pt is gone or changed" in out.stdout
+    script = ('set -euo pipefail; stage=0 stop_stage=100; . "$ROOT/utils/stages.sh"; . "$ROOT/utils/decoding.sh"\n'
+              'model_tag_of() { echo; }; trained_done 4 train exp/short; echo marked')  # max_steps in epoch 1
+    out = subprocess.run(["bash", "-c", script, "run.sh"], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert out.returncode == 1 and "marked" not in out.stdout, out.stdout
+    assert out.stderr.startswith("run.sh: stage 4 (train): the training left no epoch checkpoint in exp/short")
 
 
 def test_run_sh_lm_weights_and_bonuses_are_the_grid_and_another_grid_tunes_again(tmp_path):

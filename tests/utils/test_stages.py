@@ -216,7 +216,8 @@ logged "$(stage_log 4 train exp)" python3 stoppable.py
 
 def test_a_word_left_over_or_a_stage_not_a_number_is_refused(tmp_path):
     """parse_options.sh stops at the first word that is not an option: an unquoted list (--methods greedy beam)
-    would have dropped the rest silently; --stage abc skipped every stage and ended 0."""
+    would have dropped the rest silently; --stage abc skipped every stage and ended 0, as --stage after --stop-stage
+    did."""
     script = 'stage=$1; stop_stage=100; shift; . "$ROOT/utils/stages.sh"; check_run_arguments "$@"; echo fine'
     def run_with(*args):
         return subprocess.run(["bash", "-c", script, "run.sh", *args], capture_output=True, text=True,
@@ -226,6 +227,8 @@ def test_a_word_left_over_or_a_stage_not_a_number_is_refused(tmp_path):
     assert out.returncode == 1 and "run.sh: unexpected argument 'beam': options are --name value" in out.stderr
     out = run_with("abc")
     assert out.returncode == 1 and out.stderr == "run.sh: --stage abc: not a stage number\n"
+    out = run_with("101")  # after --stop-stage (100 here): nothing ran, and the last run's result was printed
+    assert out.returncode == 1 and out.stderr == "run.sh: --stop-stage 100 is before --stage 101: no stage to run\n"
 
 
 def test_a_second_run_in_the_same_dir_is_refused_while_the_first_or_a_command_it_started_runs(tmp_path):
@@ -325,3 +328,17 @@ decode_result "corpus: test" exp epoch-1 test greedy"""
     (marks / "4.train.done").rename(marks / "4.train.done.pending")
     assert run("3").splitlines()[-1] == ("  (from before your changes: stage 4 (train), stopped before it ended, left "
                                          "out by --stage/--stop-stage, has other inputs now)")
+
+
+def test_a_corpus_dir_is_one_input_however_its_path_is_spelled(test_data, tmp_path):
+    """stage 1's corpus dir given as dir/, ./dir or its absolute path: each spelling was another input, so a
+    trailing slash prepared the data again and a rerun with the other spelling called the results old."""
+    corpus = tmp_path / "corpus"
+    corpus.symlink_to(test_data / "waves_yesno")
+    script = ('. "$ROOT/utils/stages.sh"; '
+              'for d in corpus corpus/ ./corpus "$PWD/corpus"; do stage_fingerprint "$d"; done')
+    out = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                         env={"ROOT": str(ROOT), "PATH": os.environ["PATH"]})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split()
+    assert len(lines) == 4 and len(set(lines)) == 1, lines

@@ -171,6 +171,16 @@ def test_bad_raw_list_lines_are_named_by_their_line_and_the_rest_kept(test_data,
     assert f"{raw_list}:1: skipped, not a {{key, wav, txt}} object" in warnings
 
 
+def test_a_kaldi_table_or_a_data_dir_given_as_the_list_is_refused_by_name(test_data, tmp_path):
+    """wav.scp given as the list was read as a list of shards, each 'a shard it cannot open'; the data dir itself
+    failed with a bare 'Is a directory'."""
+    data = test_data / "speechocean762" / "train"
+    with pytest.raises(ValueError, match=f"^{data / 'wav.scp'}:1: '<key> <value>', a Kaldi table"):
+        list(records(str(data / "wav.scp")))
+    with pytest.raises(ValueError, match=f"^{data}: a folder, not a data list"):
+        list(records(str(data)))
+
+
 def test_raw_list_segments_that_no_recording_has_are_named_and_left_out(test_data, tmp_path, caplog):
     """A start or end of NaN or Infinity (JSON's bare literals, which json reads), a negative start, an end
     at or before the start: each named by line and left out (decoding failed on them, or took a NaN for a

@@ -177,6 +177,10 @@ def test_fp16_on_the_cpu_is_refused_with_the_way_out(yesno, tmp_path):
     assert out.returncode == 1
     assert "fp16 needs a CUDA device" in out.stderr and "use precision: bf16" in out.stderr
     assert not (tmp_path / "exp" / "epoch-1.pt").exists()
+    if not torch.cuda.is_available():  # an AttributeError from torch.cuda.set_device before
+        out = run_tool(*train_args(yesno, tmp_path / "exp", config_file(tmp_path, epochs=1)), "--device", "cuda")
+        assert out.returncode == 1 and out.stderr.startswith("train.py: train.device cuda: ") and \
+            out.stderr.endswith("; use auto or cpu\n"), out.stderr
 
 
 def test_bf16_on_the_cpu_trains_or_is_refused_with_the_way_out(yesno, tmp_path):

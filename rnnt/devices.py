@@ -1,0 +1,29 @@
+"""The device a tool is asked to compute on, checked before any work: 'cuda' on a machine (or a torch build)
+without CUDA ended in torch's own assertion or AttributeError, deep in the first tensor moved."""
+
+from __future__ import annotations
+
+import torch
+
+
+def cuda_missing() -> str:
+    """Why CUDA is not at hand here, for a message."""
+    built = torch.version.cuda
+    return (f"this torch ({torch.__version__}) has no CUDA built in" if not built
+            else f"no CUDA device is visible (torch {torch.__version__}, CUDA {built})")
+
+
+def checked_device(name: str) -> torch.device:
+    """torch.device(name) where torch can compute on it here; else a ValueError saying why."""
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"--device {name}: not a device; cpu or cuda (cuda:N for the N-th GPU)") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {name}: {cuda_missing()}; use --device cpu")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    elif device.type != "cpu":
+        raise ValueError(f"--device {name}: cpu or cuda")
+    return device
