@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def build_corpus(name: str, data: str, work: str, copies: int) -> tuple[str, float, int]:
     """A Kaldi data dir for the corpus; returns (dir, audio seconds, audio bytes)."""
-    from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dir
+    from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dirs
 
     utterances = []
     if name == "librispeech-flac":
@@ -46,7 +46,8 @@ def build_corpus(name: str, data: str, work: str, copies: int) -> tuple[str, flo
     with open(os.devnull, "w") as quiet:
         stdout, sys.stdout = sys.stdout, quiet
         try:
-            write_data_dir(data_dir, utterances, report)
+            if write_data_dirs({data_dir: utterances}, report) != 0:
+                raise SystemExit(f"shards.py: {data_dir}: the data dir could not be written")
         finally:
             sys.stdout = stdout
     with open(os.path.join(data_dir, "utt2dur")) as f:

@@ -152,10 +152,9 @@ fingerprint_line() {  # fingerprint_line INPUT [legacy]: what stage_fingerprint 
     printf '%s file %s\n' "$input" "$(stat -c '%s %Y' "$input")"
   elif [ -f "$input" ]; then
     printf '%s file %s\n' "$input" "$(sha256sum < "$input" | cut -d' ' -f1)"
-  elif [ -d "$input" ]; then  # by its real path: a corpus given as dir/, ./dir or by its absolute path is one
-    printf '%s dir %s\n' "$([ -n "$legacy" ] && printf '%s' "$input" || realpath -- "$input")" \
-      "$(find "$follow" "$input" -type f ! -path '*/.stages/*' -printf '%P %s %T@\n' 2> /dev/null | LC_ALL=C sort |
-        sha256sum | cut -d' ' -f1)"
+  elif [ -d "$input" ]; then
+    printf '%s dir %s\n' "$input" "$(find "$follow" "$input" -type f ! -path '*/.stages/*' -printf '%P %s %T@\n' \
+      2> /dev/null | LC_ALL=C sort | sha256sum | cut -d' ' -f1)"
   else
     printf '%s\n' "$input"
   fi

@@ -22,11 +22,15 @@ def mean_and_std(sums, squares, frames) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.sqrt(np.maximum(squares / frames - mean ** 2, 1e-20))
 
 
+def cmvn_source(path: str) -> str:
+    """The file read_cmvn reads for data.features.cmvn: the JSON beside a matrix compute_cmvn_stats.py wrote."""
+    return f"{path}.json" if not path.endswith(".json") and os.path.isfile(f"{path}.json") else path
+
+
 def read_cmvn(path: str) -> dict:
     """{"mean", "std"} (lists) and, where the file says, "preset" and "sample_rate". Raises ValueError naming
     the file where it holds none of the forms."""
-    if not path.endswith(".json") and os.path.isfile(f"{path}.json"):
-        path = f"{path}.json"
+    path = cmvn_source(path)
     try:
         with open(path, "rb") as f:
             head = f.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")

@@ -54,12 +54,19 @@ def read_list(path: str) -> list[str]:
             else:
                 kept.append((number, line))
         numbered = kept
-    elif numbered and len(numbered[0][1].split()) > 1 and not os.path.exists(numbered[0][1]):
+    elif numbered and looks_like_a_kaldi_table(numbered[0][1]):
         raise ValueError(f"{path}:{numbered[0][0]}: '<key> <value>', a Kaldi table (wav.scp, text), not a data list; "
                          "make one of the data dir with steps/make_shards.py or steps/make_raw_list.py")
     if bad:
         log.warning("%s: %d lines skipped (named above), %d kept", path, bad, len(numbered))
     return [line for _, line in numbered]
+
+
+def looks_like_a_kaldi_table(line: str) -> bool:
+    """Whether a data list's first line is '<key> <value>' (wav.scp's, text's) rather than a shard's path or URL,
+    which may hold a space but then has a '/' before it, or is a file."""
+    fields = line.split()
+    return len(fields) > 1 and "/" not in fields[0] and not fields[0].endswith(".tar") and not os.path.exists(line)
 
 
 def list_kind(lines: list[str]) -> str:

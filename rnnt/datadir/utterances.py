@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from rnnt.datadir.table import KEEP_BYTES, Line, read_table
+from rnnt.datadir.table import KEEP_BYTES, Line, has_undecodable_bytes, read_table
 from rnnt.datadir.values import segment_problem
 
 
@@ -27,8 +27,12 @@ def read_utterances(data_dir: str) -> tuple[list[Utterance], list[str]]:
     """The dir's utterances sorted by key, and a message for each entry left out. Raises OSError without
     text or wav.scp."""
     skipped: list[str] = []
-    text = read_table(os.path.join(data_dir, "text"), skipped)
+    text = read_table(os.path.join(data_dir, "text"), skipped, KEEP_BYTES)
     wav = read_table(os.path.join(data_dir, "wav.scp"), skipped, KEEP_BYTES)  # a path's bytes, as the file has them
+    for key, line in [(key, line) for key, line in text.items() if has_undecodable_bytes(line.text)]:
+        skipped.append(f"{line.where}: {key}: a transcript that is not UTF-8")
+        del text[key]
+        wav.pop(key, None)  # the one utterance, counted once
     for key, line in [(key, line) for key, line in wav.items() if not line.value.strip()]:
         skipped.append(f"{line.where}: {key}: no audio after the key")
         del wav[key]

@@ -150,7 +150,7 @@ def write_data_dirs(dirs: dict[str, list[Utterance]], report: Report,
         checked = []
         for dest, utterances in dirs.items():
             since = Counter(report.skipped) if several else None
-            kept = usable_utterances(dest, utterances, report)
+            kept = usable_utterances(dest, utterances, report, since)
             checked.append((dest, kept, report.summary(since)))
         for dest, kept, skipped in checked:
             write_data_dir(dest, kept, report.stage, skipped, spk2gender)
@@ -163,9 +163,11 @@ def write_data_dirs(dirs: dict[str, list[Utterance]], report: Report,
     return 0
 
 
-def usable_utterances(dest: str, utterances: list[Utterance], report: Report) -> list[tuple[Utterance, AudioInfo]]:
+def usable_utterances(dest: str, utterances: list[Utterance], report: Report,
+                      since: Counter | None = None) -> list[tuple[Utterance, AudioInfo]]:
     """The utterances dest can hold, each with its audio's header: a repeated id, a transcript Kaldi's text
-    rules refuse or audio that cannot be read is skipped into the report; none left is a ValueError."""
+    rules refuse or audio that cannot be read is skipped into the report; none left is a ValueError naming what
+    was skipped (since the counts `since`, where given: this dir's)."""
     kept: list[tuple[Utterance, AudioInfo]] = []
     first_of: dict[str, Utterance] = {}
     for utt in progress(utterances, desc=f"audio headers of {dest}", unit=" files"):
@@ -185,7 +187,7 @@ def usable_utterances(dest: str, utterances: list[Utterance], report: Report) ->
         except AudioError as error:
             report.skip(str(error), f"{utt.audio} ({utt.utt_id})")
     if not kept:
-        raise ValueError(f"{dest}: no usable utterances ({report.summary()}); no data dir written")
+        raise ValueError(f"{dest}: no usable utterances ({report.summary(since)}); no data dir written")
     return kept
 
 

@@ -12,6 +12,7 @@ import torch
 import yaml
 
 from rnnt.config import from_dict, read_yaml, to_dict
+from rnnt.data.cmvn_file import cmvn_source
 from rnnt.data.config import DataConfig, data_config
 from rnnt.model.transducer import ModelConfig
 from rnnt.training import checkpoint
@@ -181,6 +182,7 @@ def adopt_inputs(experiment: Experiment, exp_dir: str, world: World) -> None:
     exp_dir = os.path.abspath(exp_dir)
     lang, kept_lang = experiment.paths.lang_dir, os.path.join(exp_dir, "lang")
     cmvn, kept_cmvn = experiment.data.features.cmvn, os.path.join(exp_dir, CMVN_NAME)
+    cmvn = cmvn and cmvn_source(cmvn)  # the JSON beside a matrix compute_cmvn_stats.py wrote: it names the features
     trained = checkpoint.latest(exp_dir) is not None
     copy_lang = os.path.abspath(lang) != kept_lang and not (trained and os.path.isdir(kept_lang))
     copy_cmvn = bool(cmvn) and os.path.abspath(cmvn) != kept_cmvn and not (trained and os.path.isfile(kept_cmvn))

@@ -601,6 +601,9 @@ def test_an_experiment_moved_or_copied_decodes_with_the_units_it_holds(trained, 
     place's units.json, and a copy read the original's units, however they had changed since."""
     first, moved = tmp_path / "first", tmp_path / "moved"
     shutil.copytree(trained, first)
+    config = first / "config.yaml"  # as if trained in first: its config.yaml names first's lang dir
+    config.write_text(config.read_text().replace(str(trained), str(first)))
+    assert str(first / "lang") in config.read_text()
     shutil.copytree(first, moved)
     experiment, _, tokenizer, _ = load_model(str(first))
     assert experiment.paths.lang_dir == str(first / "lang")

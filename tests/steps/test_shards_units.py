@@ -153,6 +153,19 @@ def test_a_shard_that_left_audio_out_is_written_again_when_it_reads(test_data, t
         assert out.returncode == 2 and "--utts-per-shard and --nj must be at least 1" in out.stderr
 
 
+def test_a_transcript_not_utf8_is_one_utterance_skipped_named_once(test_data, tmp_path):
+    """Its text line left out, its audio then had no transcript: one utterance named and counted twice."""
+    data = prep("librispeech", test_data, tmp_path)
+    text = table(data / "text")
+    keys = sorted(text)
+    (data / "text").write_bytes(b"".join(f"{k} {text[k]}\n".encode() if k != keys[2] else
+                                         f"{k} CAF".encode() + b"\xc9\n" for k in keys))
+    out = run_tool(sys.executable, STEPS / "make_raw_list.py", data, tmp_path / "raw.list")
+    assert out.returncode == 0, out.stderr
+    assert f"{data}/text:3: {keys[2]}: a transcript that is not UTF-8" in out.stderr
+    assert out.stderr.count(keys[2]) == 1 and out.stdout.rstrip().endswith("skipped 1"), (out.stdout, out.stderr)
+
+
 @pytest.mark.parametrize("tool", ["make_shards.py", "make_raw_list.py"])
 def test_unpaired_malformed_and_repeated_entries_are_named_counted_and_the_rest_kept(test_data, tmp_path, tool):
     """A data dir not through fix_data_dir: audio without a transcript, a transcript without audio, a

@@ -329,16 +329,3 @@ decode_result "corpus: test" exp epoch-1 test greedy"""
     assert run("3").splitlines()[-1] == ("  (from before your changes: stage 4 (train), stopped before it ended, left "
                                          "out by --stage/--stop-stage, has other inputs now)")
 
-
-def test_a_corpus_dir_is_one_input_however_its_path_is_spelled(test_data, tmp_path):
-    """stage 1's corpus dir given as dir/, ./dir or its absolute path: each spelling was another input, so a
-    trailing slash prepared the data again and a rerun with the other spelling called the results old."""
-    corpus = tmp_path / "corpus"
-    corpus.symlink_to(test_data / "waves_yesno")
-    script = ('. "$ROOT/utils/stages.sh"; '
-              'for d in corpus corpus/ ./corpus "$PWD/corpus"; do stage_fingerprint "$d"; done')
-    out = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                         env={"ROOT": str(ROOT), "PATH": os.environ["PATH"]})
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.split()
-    assert len(lines) == 4 and len(set(lines)) == 1, lines
