@@ -615,6 +615,13 @@ def test_an_experiment_moved_or_copied_decodes_with_the_units_it_holds(trained, 
     assert experiment.paths.lang_dir == str(moved / "lang") and moved_tokenizer.units == tokenizer.units
     shutil.rmtree(first)
     assert load_model(str(moved))[2].units == tokenizer.units
+    from rnnt.training.experiment import load_trained  # and the CMVN statistics it holds, where it has them
+
+    config = yaml.safe_load((moved / "config.yaml").read_text())
+    config["data"].setdefault("features", {})["cmvn"] = str(first / "global_cmvn.json")
+    (moved / "config.yaml").write_text(yaml.safe_dump(config))
+    (moved / "global_cmvn.json").write_text('{"mean": [0.0], "std": [1.0]}')
+    assert load_trained(str(moved)).data.features.cmvn == str(moved / "global_cmvn.json")
 
 
 def test_another_models_checkpoint_or_a_device_not_here_is_named_not_a_traceback(trained, tmp_path):
