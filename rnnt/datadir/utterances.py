@@ -29,14 +29,8 @@ def read_utterances(data_dir: str) -> tuple[list[Utterance], list[str]]:
     skipped: list[str] = []
     text = read_table(os.path.join(data_dir, "text"), skipped, KEEP_BYTES)
     wav = read_table(os.path.join(data_dir, "wav.scp"), skipped, KEEP_BYTES)  # a path's bytes, as the file has them
-    for key, line in [(key, line) for key, line in text.items() if has_undecodable_bytes(line.text)]:
-        skipped.append(f"{line.where}: {key}: a transcript that is not UTF-8")
-        del text[key]
-        wav.pop(key, None)  # the one utterance, counted once
-    for key, line in [(key, line) for key, line in wav.items() if not line.value.strip()]:
-        skipped.append(f"{line.where}: {key}: no audio after the key")
-        del wav[key]
-        text.pop(key, None)  # the one utterance, counted once
+    _leave_out(text, wav, lambda line: has_undecodable_bytes(line.text), "a transcript that is not UTF-8", skipped)
+    _leave_out(wav, text, lambda line: not line.value.strip(), "no audio after the key", skipped)
     segments_path = os.path.join(data_dir, "segments")
     if os.path.isfile(segments_path):
         utterances = segment_utterances(text, wav, read_table(segments_path, skipped), skipped)
@@ -46,6 +40,15 @@ def read_utterances(data_dir: str) -> tuple[list[Utterance], list[str]]:
         skipped += [f"{line.where}: {key}: no transcript in text" for key, line in wav.items() if key not in text]
         skipped += [f"{line.where}: {key}: no audio in wav.scp" for key, line in text.items() if key not in wav]
     return sorted(utterances, key=lambda utterance: utterance.key), skipped
+
+
+def _leave_out(table: dict[str, Line], other: dict[str, Line], bad, why: str, skipped: list[str]) -> None:
+    """The lines of table that bad(line) holds: each named, and its utterance gone from both tables (the one
+    utterance, counted once)."""
+    for key, line in [(key, line) for key, line in table.items() if bad(line)]:
+        skipped.append(f"{line.where}: {key}: {why}")
+        del table[key]
+        other.pop(key, None)
 
 
 def segment_utterances(text: dict[str, Line], wav: dict[str, Line], segments: dict[str, Line],
