@@ -15,7 +15,7 @@ import sys
 
 from rnnt.ctm import write_ctm
 from rnnt.data.sources import records
-from rnnt.datadir.table import read_table, write_table
+from rnnt.datadir.table import KEEP_BYTES, Line, has_undecodable_bytes, read_table, write_table
 from rnnt.scoring import score
 
 
@@ -26,8 +26,18 @@ def reference_texts(data_list: str, text: str | None) -> tuple[dict[str, str], s
         raise FileNotFoundError(f"{text}: no such file (--text names the references)")
     text = text or os.path.join(os.path.dirname(os.path.abspath(data_list)), "text")
     if os.path.isfile(text):
-        return {key: line.value for key, line in read_table(text).items()}, text
+        return {key: scorable(line) for key, line in read_table(text, errors=KEEP_BYTES).items()}, text
     return {record["key"]: record["txt"] for record in records(data_list)}, data_list
+
+
+def scorable(line: Line) -> str:
+    """A reference line's transcript; bytes that are not UTF-8 each U+FFFD (named: the utterance is scored, its
+    words with them errors, where leaving it out would have scored the rest as if they were all)."""
+    if not has_undecodable_bytes(line.value):
+        return line.value
+    print(f"{line.where}: the reference of {line.key} is not UTF-8; its undecodable bytes are scored as U+FFFD",
+          file=sys.stderr)
+    return line.value.encode("utf-8", KEEP_BYTES).decode("utf-8", "replace")
 
 
 def write_results(out: str, refs: dict[str, str], hyps: dict[str, str], refs_from: str, tool: str):

@@ -46,15 +46,18 @@ model_tag_of() {
 
 trained_outputs() {  # trained_outputs EXP: what a train stage leaves, for its stage_done: config.yaml and the
   # newest epoch checkpoint (deleted, the stage runs again and resumes, or retrains)
+  local tag
+  tag=$(model_tag_of "$1" 0) || return
   echo "$1/config.yaml"
-  checkpoint_of "$1" "$(model_tag_of "$1" 0)"
+  checkpoint_of "$1" "$tag"
 }
 
 trained_done() {  # trained_done N NAME EXP: stage_done of a train stage, with what it leaves (trained_outputs) as
   # its outputs, one word each whatever spaces EXP's path holds; a training that left no epoch checkpoint is no
   # stage done (marked done, the stages after it found nothing to decode and a rerun skipped the training)
-  local outputs
-  mapfile -t outputs < <(trained_outputs "$3")
+  local listed outputs
+  listed=$(trained_outputs "$3") || return  # python3 failing (its message above) is no "left no checkpoint"
+  mapfile -t outputs <<< "$listed"
   if [ ${#outputs[@]} -lt 2 ]; then
     echo "$(basename "$0"): stage $1 ($2): the training left no epoch checkpoint in $3 (train.max_steps within" \
       "the first epoch?); the stages after it average and decode epochs" >&2

@@ -4,7 +4,8 @@
 # A finished stage leaves <marks>/<N>.<name>.done holding a fingerprint of its inputs (the words after
 # --: options as they are; files by their content, a data list (*.list) with the sizes and times of the
 # shards or recordings it names (rnnt.data.list_fingerprint); folders by the names, sizes and times of the
-# files in them, links followed; files over 64 MB by size and time). Run again, a stage is skipped when its
+# files in them, links followed; files over 64 MB by size and time; not by their paths: a corpus dir given as DIR,
+# DIR/ or a link to it is one input). Run again, a stage is skipped when its
 # marker's fingerprint is that of its inputs now and the outputs its stage_done names are all there (a data
 # list with the files it names), and runs again when they changed or one is gone; since a stage's inputs are
 # the outputs of the stages before it, the stages after a changed one run again too. An explicit --stage N (N > 0) runs
@@ -47,6 +48,18 @@ check_run_arguments() {  # check_run_arguments "$@": run.sh after parse_options.
     exit 1
   fi
   echo $$ > .run.lock
+  trap no_stage_ran_check EXIT
+}
+
+last_stage_seen=-1  # the highest stage number stage_wanted was asked about in this run
+no_stage_ran_check() {  # check_run_arguments' EXIT trap: a --stage past every stage of this run ran nothing (a
+  # typo, or a stage an option turns on): a failure, not a silent success
+  local status=$?
+  if [ "$status" -eq 0 ] && [ "$stage" -gt 0 ] && [ "$stage" -gt "$last_stage_seen" ]; then
+    echo "$(basename "$0"): --stage $stage: this run has no stage $stage or later (its last is $last_stage_seen; the" \
+      "stages, and the options that turn some on: --help); nothing ran" >&2
+    exit 1
+  fi
 }
 
 stage_mark() {  # stage_mark N NAME [DIR]: the marker file of a finished stage
@@ -137,37 +150,50 @@ stop_logged() {  # the trap of SIGTERM, SIGHUP and SIGINT: the running commands 
 }
 trap stop_logged TERM HUP INT
 
-fingerprint_line() {  # fingerprint_line INPUT [legacy]: what stage_fingerprint hashes of one input; with legacy, as
-  # the markers written before data lists and links counted (read once, so that an update reruns nothing done)
-  local input=$1 legacy=${2:-} list follow=-L
-  [ -z "$legacy" ] || follow=-P
-  if [ -f "$input" ] && [[ "$input" == *.list ]] && [ -z "$legacy" ]; then  # a data list, with what it names
+fingerprint_line() {  # fingerprint_line INPUT [FORM]: what stage_fingerprint hashes of one input: a file or folder by
+  # its content alone, however its path is spelled (a trailing slash, ./, a link: the stages after it ran again);
+  # FORM named: as markers before that held it, the path first; legacy: as those before data lists and links counted
+  local input=$1 form=${2:-} list follow=-L name=
+  [ "$form" != legacy ] || follow=-P
+  [ -z "$form" ] || name="$input "
+  if [ -f "$input" ] && [[ "$input" == *.list ]] && [ "$form" != legacy ]; then  # a data list, with what it names
     list=$(python3 -m rnnt.data.list_fingerprint "$input") || {
       echo "stages.sh: cannot fingerprint the data list $input (python3 -m rnnt.data.list_fingerprint failed:" \
         "is the project's environment active? run.sh sources path.sh)" >&2
       return 1
     }
-    printf '%s list %s\n' "$input" "$list"
+    printf '%slist %s\n' "$name" "$list"
   elif [ -f "$input" ] && [ "$(stat -c %s "$input")" -gt 67108864 ]; then  # a big checkpoint: size and time
-    printf '%s file %s\n' "$input" "$(stat -c '%s %Y' "$input")"
+    printf '%sfile %s\n' "$name" "$(stat -c '%s %Y' "$input")"
   elif [ -f "$input" ]; then
-    printf '%s file %s\n' "$input" "$(sha256sum < "$input" | cut -d' ' -f1)"
+    printf '%sfile %s\n' "$name" "$(sha256sum < "$input" | cut -d' ' -f1)"
   elif [ -d "$input" ]; then
-    printf '%s dir %s\n' "$input" "$(find "$follow" "$input" -type f ! -path '*/.stages/*' -printf '%P %s %T@\n' \
+    printf '%sdir %s\n' "$name" "$(find "$follow" "$input" -type f ! -path '*/.stages/*' -printf '%P %s %T@\n' \
       2> /dev/null | LC_ALL=C sort | sha256sum | cut -d' ' -f1)"
   else
     printf '%s\n' "$input"
   fi
 }
 
-stage_fingerprint() {  # stage_fingerprint [--legacy] INPUT...: one line that changes when any input does
-  local input line lines= legacy=
-  if [ "${1:-}" = --legacy ]; then legacy=legacy; shift; fi
+stage_fingerprint() {  # stage_fingerprint [--named|--legacy] INPUT...: one line that changes when any input does
+  local input line lines= form=
+  case ${1:-} in --named|--legacy) form=${1#--}; shift ;; esac
   for input in "$@"; do
-    line=$(fingerprint_line "$input" "$legacy") || return 1
+    line=$(fingerprint_line "$input" "$form") || return 1
     lines+=$line$'\n'
   done
   printf '%s' "$lines" | sha256sum | cut -d' ' -f1
+}
+
+earlier_form_matches() {  # earlier_form_matches MARK INPUT...: the marker holds these inputs' fingerprint as an
+  # earlier stages.sh wrote it (stage_fingerprint --named or --legacy): taken as done once, then rewritten
+  local recorded form
+  recorded=$(head -n 1 "$1")
+  shift
+  for form in named legacy; do
+    [ "$recorded" != "$(stage_fingerprint "--$form" "$@" 2> /dev/null)" ] || return 0
+  done
+  return 1
 }
 
 output_digest() {  # output_digest FILE: a small file's SHA-256 (under 1 MB: a yaml, units.txt, a wer), else nothing
@@ -203,10 +229,11 @@ stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT...]
   if [ $# -gt 0 ] && [ "$1" != "--" ]; then dir=$1; shift; fi
   [ "${1:-}" = "--" ] && shift
   mark=$(stage_mark "$n" "$name" "$dir")
+  [ "$n" -le "$last_stage_seen" ] || last_stage_seen=$n
   if [ "$n" -lt "$stage" ] || [ "$n" -gt "$stop_stage" ]; then  # not run: out of date if its inputs changed, or
     # if it was started on changed inputs and stopped (its marker gone, the pending one left)
     if [ -f "$mark" ] && [ "$(head -n 1 "$mark")" != "$(stage_fingerprint "$@" 2> /dev/null)" ] &&
-        [ "$(head -n 1 "$mark")" != "$(stage_fingerprint --legacy "$@")" ]; then
+        ! earlier_form_matches "$mark" "$@"; then
       out_of_date+=("stage $n ($name)")
     elif [ ! -f "$mark" ] && [ -f "$mark.pending" ]; then
       out_of_date+=("stage $n ($name), stopped before it ended")
@@ -217,9 +244,8 @@ stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT...]
   # an explicit --stage N runs its stages again, but once: one done earlier in this run with these inputs is done
   if [ -f "$mark" ] && { [ "$stage" -eq 0 ] || [ -n "${done_this_run[$mark]:-}" ]; }; then
     missing=$(outputs_missing "$mark") || exit 1
-    if [ "$(head -n 1 "$mark")" != "$fingerprint" ] &&
-        [ "$(head -n 1 "$mark")" = "$(stage_fingerprint --legacy "$@")" ]; then
-      sed -i "1s/.*/$fingerprint/" "$mark"  # a marker of before data lists and links counted: these inputs
+    if [ "$(head -n 1 "$mark")" != "$fingerprint" ] && earlier_form_matches "$mark" "$@"; then
+      sed -i "1s/.*/$fingerprint/" "$mark"  # a marker an earlier stages.sh wrote of these inputs
     fi
     if [ "$(head -n 1 "$mark")" = "$fingerprint" ] && [ -z "$missing" ]; then
       echo "$(date +%T) stage $n ($name): done before; skipped (delete $mark to redo)"

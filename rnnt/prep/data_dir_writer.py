@@ -21,7 +21,7 @@ from rnnt.cli import tool_parser
 from rnnt.data.audio_header import AudioError, no_length
 from rnnt.data.report import rates_text
 from rnnt.datadir.layout import remove_unwritten, write_spk2utt
-from rnnt.datadir.table import write_table
+from rnnt.datadir.table import Line, read_table, write_table
 from rnnt.datadir.table_rules import transcript_problems
 from rnnt.datadir.validate import validate_data_dir
 from rnnt.progress_bar import progress
@@ -76,13 +76,30 @@ class Report:
         return text + (f" (each named in {self.listing})" if hidden and counts else "")
 
 
+NOT_UTF8_LINE = "not UTF-8 (re-encode the file as UTF-8)"  # Report reasons of the lines a reader leaves out
+REPEATED_KEY = "repeated key (the first kept)"
+
+
 def add_entry(table: dict[str, tuple[str, str]], key: str, value: str, where: str, report: Report) -> None:
     """table[key] = (value, where), where 'file:line' it came from; a key seen before is reported by both
-    lines and left out (the first kept)."""
-    if key in table:
-        report.skip("repeated key (the first kept)", f"{where} ({key}; first on {table[key][1]})")
+    lines and left out (the first kept). A line read with errors="replace" that was not UTF-8 is left out too (its
+    transcript would hold U+FFFD for the bytes)."""
+    if "\ufffd" in key or "\ufffd" in value:
+        report.skip(NOT_UTF8_LINE, where)
+    elif key in table:
+        report.skip(REPEATED_KEY, f"{where} ({key}; first on {table[key][1]})")
     else:
         table[key] = (value, where)
+
+
+def read_counted_table(path: str, report: Report) -> dict[str, Line]:
+    """read_table of a data dir's table, each line it leaves out (not UTF-8, a repeated key) counted in report."""
+    skipped: list[str] = []
+    table = read_table(path, skipped)
+    for message in skipped:
+        reason = NOT_UTF8_LINE if "not UTF-8" in message else REPEATED_KEY
+        report.skip(reason, message.removesuffix("; line left out").removesuffix("; left out"))
+    return table
 
 
 def pair_audio_with_text(audio: dict[str, str], text: dict[str, tuple[str, str]],

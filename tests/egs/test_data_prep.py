@@ -124,6 +124,8 @@ def test_librispeech_bad_items_are_named_counted_and_skipped(test_data, tmp_path
     chapter = corpus / "dev-clean" / "2412" / "153948"
     with open(chapter / "2412-153948.trans.txt", "a") as f:
         f.write("2412-153948-0099 A LINE WITHOUT AUDIO\n2412-153948-0000 A REPEATED ID\n")
+    with open(chapter / "2412-153948.trans.txt", "ab") as f:
+        f.write("2412-153948-0098 CAF\u00c9 IN LATIN-1\n".encode("latin-1"))  # its transcript would hold U+FFFD
     shutil.copy(chapter / "2412-153948-0000.flac", chapter / "2412-153948-0050.flac")  # audio, no transcript
     (chapter / "2412-153948-0001.flac").write_bytes(b"")  # unreadable audio
     other = next((corpus / "dev-clean").glob("1272/*/1272-141231-0002.flac"))
@@ -138,8 +140,9 @@ def test_librispeech_bad_items_are_named_counted_and_skipped(test_data, tmp_path
     assert "2412-153948-0050.flac: audio without transcript" in out.stderr
     assert "2412-153948-0001.flac (2412-153948-0001): unreadable or empty audio" in out.stderr
     assert "2412-153948.trans.txt:4 (2412-153948-0000; first on " in out.stderr
-    assert ("1 audio without transcript, 1 repeated key (the first kept), 1 transcript without audio, 1 unreadable or "
-            "empty audio" in out.stdout)
+    assert "2412-153948.trans.txt:5: not UTF-8 (re-encode the file as UTF-8)" in out.stderr
+    assert ("1 audio without transcript, 1 not UTF-8 (re-encode the file as UTF-8), 1 repeated key (the first kept), 1 "
+            "transcript without audio, 1 unreadable or empty audio" in out.stdout)
     assert sorted(table(tmp_path / "d" / "text")) == ["1272-141231-0002", "2412-153948-0000"]
     assert table(tmp_path / "d" / "text")["2412-153948-0000"] != "A REPEATED ID"
     assert_valid(tmp_path / "d")
@@ -165,6 +168,9 @@ def test_fsdd_digit_strings_join_one_speakers_recordings(test_data, tmp_path):
     source = tmp_path / "test"
     text = (source / "text").read_text().replace("jackson-0-00 ZERO", "jackson-0-00 ZERO ONE")
     (source / "text").write_text(text)
+    latin1 = len(text.splitlines()) + 1
+    with open(source / "text", "ab") as f:  # counted in the summary, not only named
+        f.write("theo-0-99 Z\u00c9RO\n".encode("latin-1"))
     wav_scp = (source / "wav.scp").read_text().splitlines()
     resampled = tmp_path / "16k.wav"  # george-0-00 at 16 kHz
     index = next(i for i, line in enumerate(wav_scp) if line.startswith("george-0-00 "))
@@ -178,6 +184,8 @@ def test_fsdd_digit_strings_join_one_speakers_recordings(test_data, tmp_path):
     assert f"{source}/text:{line}: not one word" in out.stderr
     assert f"{source}/wav.scp:{index + 1} (16000 Hz" in out.stderr
     assert "1 not mono audio at 8000 Hz" in out.stdout and "1 not one word" in out.stdout
+    assert f"{source}/text:{latin1}: byte 0xc9 at column 12 is not UTF-8" in out.stderr
+    assert "1 not UTF-8 (re-encode the file as UTF-8)" in out.stdout, out.stdout
     d = tmp_path / "strings"
     assert_valid(d)
     transcripts, speakers = table(d / "text"), table(d / "utt2spk")

@@ -84,6 +84,19 @@ def test_references_come_from_the_text_beside_the_list_first(tmp_path, test_data
     assert refs == {u: t for u, _, t in rows} and source == str(tmp_path / "text")
 
 
+def test_a_reference_line_that_is_not_utf8_is_scored_and_named(tmp_path, test_data, capsys):
+    """Left out, the rest were scored as if they were all (no [PARTIAL]); its undecodable bytes are errors."""
+    rows = librispeech_utterances(test_data)[:2]
+    data_list = raw_list(tmp_path / "data.list", rows)
+    (tmp_path / "text").write_bytes(f"{rows[0][0]} {rows[0][2]}\n{rows[1][0]} CAF\u00c9 NOIR\n".encode("latin-1"))
+    refs, _ = reference_texts(data_list, None)
+    assert refs == {rows[0][0]: rows[0][2], rows[1][0]: "CAF\ufffd NOIR"}
+    assert f"{tmp_path}/text:2: the reference of {rows[1][0]} is not UTF-8" in capsys.readouterr().err
+    report = write_results(str(tmp_path / "out"), refs, {rows[0][0]: rows[0][2], rows[1][0]: "CAFE NOIR"},
+                           str(tmp_path / "text"), "decode.py")
+    assert report.counts.substitutions == 1 and report.sentences == 2
+
+
 def test_a_given_text_overrides_the_one_beside_the_list(tmp_path, test_data):
     rows = librispeech_utterances(test_data)[:2]
     data_list = raw_list(tmp_path / "data.list", rows)

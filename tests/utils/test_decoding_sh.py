@@ -89,6 +89,9 @@ def test_a_train_stage_in_an_exp_dir_whose_path_has_spaces_is_marked_done(tmp_pa
     out = subprocess.run(["bash", "-c", script, "run.sh"], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert out.returncode == 1 and "marked" not in out.stdout, out.stdout
     assert out.stderr.startswith("run.sh: stage 4 (train): the training left no epoch checkpoint in exp/short")
+    failing = script.replace("model_tag_of() { echo; }", "model_tag_of() { echo 'cannot read exp/short' >&2; false; }")
+    out = subprocess.run(["bash", "-c", failing, "run.sh"], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert out.returncode == 1 and out.stderr == "cannot read exp/short\n", out.stderr  # its own message alone
 
 
 def test_run_sh_lm_weights_and_bonuses_are_the_grid_and_another_grid_tunes_again(tmp_path):

@@ -217,18 +217,25 @@ logged "$(stage_log 4 train exp)" python3 stoppable.py
 def test_a_word_left_over_or_a_stage_not_a_number_is_refused(tmp_path):
     """parse_options.sh stops at the first word that is not an option: an unquoted list (--methods greedy beam)
     would have dropped the rest silently; --stage abc skipped every stage and ended 0, as --stage after --stop-stage
-    did."""
-    script = 'stage=$1; stop_stage=100; shift; . "$ROOT/utils/stages.sh"; check_run_arguments "$@"; echo fine'
+    did, and a --stage past every stage."""
+    script = ('stage=$1; stop_stage=100; shift; . "$ROOT/utils/stages.sh"; check_run_arguments "$@"; '
+              'for n in 0 1 2 3; do if stage_wanted $n s$n; then stage_done $n s$n; fi; done; echo fine')
     def run_with(*args):
         return subprocess.run(["bash", "-c", script, "run.sh", *args], capture_output=True, text=True,
                               env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
-    assert run_with("2").stdout == "fine\n"
+    def lines(out):  # without the times stages start at
+        return [line.split(" ", 1)[-1] for line in out.stdout.splitlines()]
+    assert lines(run_with("2")) == ["stage 2 (s2)", "stage 3 (s3)", "fine"]
     out = run_with("2", "beam", "--stop-stage", "1")
     assert out.returncode == 1 and "run.sh: unexpected argument 'beam': options are --name value" in out.stderr
     out = run_with("abc")
     assert out.returncode == 1 and out.stderr == "run.sh: --stage abc: not a stage number\n"
     out = run_with("101")  # after --stop-stage (100 here): nothing ran, and the last run's result was printed
     assert out.returncode == 1 and out.stderr == "run.sh: --stop-stage 100 is before --stage 101: no stage to run\n"
+    assert lines(run_with("3")) == ["stage 3 (s3)", "fine"]
+    out = run_with("4")  # past the last stage (a typo, or a stage an option turns on): nothing ran, not a success
+    assert out.returncode == 1 and out.stdout == "fine\n", out  # stages 0-3 not run
+    assert out.stderr.startswith("run.sh: --stage 4: this run has no stage 4 or later (its last is 3;"), out.stderr
 
 
 def test_a_second_run_in_the_same_dir_is_refused_while_the_first_or_a_command_it_started_runs(tmp_path):
@@ -329,3 +336,31 @@ decode_result "corpus: test" exp epoch-1 test greedy"""
     assert run("3").splitlines()[-1] == ("  (from before your changes: stage 4 (train), stopped before it ended, left "
                                          "out by --stage/--stop-stage, has other inputs now)")
 
+
+
+def test_an_input_spelled_another_way_is_the_same_input_and_a_marker_naming_its_path_is_taken_once(tmp_path):
+    """A corpus dir given as DIR, DIR/ or through a link, a config as conf.yaml or ./conf.yaml: one input (the data
+    stage ran again, and the shards and the training after it); a marker of before, whose fingerprint held each
+    input's path, is done once and rewritten."""
+    script = """set -euo pipefail; stage=0 stop_stage=100; . "$ROOT/utils/stages.sh"
+if stage_wanted 1 data -- "$1" "$2"; then echo ran; stage_done 1 data; fi"""
+    env = {"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"}
+    run = lambda *args: subprocess.run(["bash", "-c", script, "x", *args], cwd=tmp_path, env=env,  # noqa: E731
+                                       capture_output=True, text=True, check=True).stdout
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.wav").write_bytes(b"RIFF")
+    (tmp_path / "conf.yaml").write_text("lr: 0.003\n")
+    (tmp_path / "link").symlink_to(tmp_path / "corpus")
+    assert run("corpus", "conf.yaml").endswith("stage 1 (data)\nran\n")
+    for spelling in (("corpus/", "./conf.yaml"), (str(tmp_path / "link"), str(tmp_path / "conf.yaml"))):
+        assert "done before; skipped" in run(*spelling), spelling
+    (tmp_path / "corpus" / "b.wav").write_bytes(b"RIFF")
+    rerun = run("link/", "conf.yaml")  # new content, through any spelling
+    assert rerun.endswith("its inputs changed since it was done; running it again\nran\n")
+    mark = tmp_path / "exp" / ".stages" / "1.data.done"
+    named = subprocess.run(["bash", "-c", '. "$ROOT/utils/stages.sh"; stage_fingerprint --named corpus conf.yaml'],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    now = mark.read_text()
+    mark.write_text(named + "\n")  # as the stages.sh before this one wrote it
+    assert named != now.strip() and "done before; skipped" in run("corpus", "conf.yaml")
+    assert mark.read_text() == now

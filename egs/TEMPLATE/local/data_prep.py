@@ -25,7 +25,8 @@ import re
 import sys
 import unicodedata
 
-from rnnt.prep.data_dir_writer import Report, Utterance, data_prep_parser, remove_stale_set, write_data_dirs
+from rnnt.prep.data_dir_writer import (NOT_UTF8_LINE, Report, Utterance, data_prep_parser, remove_stale_set,
+                                       write_data_dirs)
 from rnnt.prep.held_out import hold_out
 
 # the extensions of the formats soundfile reads (its headerless raw aside), taken in this order where one name
@@ -87,7 +88,7 @@ def utterances(corpus_dir: str, transcripts: str, speaker_regex: re.Pattern | No
             if not fields:
                 continue
             if "\ufffd" in line:
-                report.skip("not UTF-8 (re-encode the file as UTF-8)", where)
+                report.skip(NOT_UTF8_LINE, where)
                 continue
             if line.strip().count("\t") > 1:  # a table of more columns: they would be words of the transcript
                 report.skip("more than two tab-separated fields (want '<file>\t<transcript>')", where)

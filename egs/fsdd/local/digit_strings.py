@@ -22,15 +22,15 @@ import soundfile
 from rnnt.progress_bar import progress
 
 from rnnt.cli import tool_parser
-from rnnt.datadir.table import read_table
-from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dirs
+from rnnt.prep.data_dir_writer import Report, Utterance, read_counted_table, write_data_dirs
 
 NOISE_LEVEL = 1e-3
 
 
 def read_recordings(source: str, rate: int, report: Report) -> dict[str, list[tuple[np.ndarray, str]]]:
     """speaker -> [(samples, word)] of the source data dir's one-word utterances."""
-    wav, text, speakers = (read_table(os.path.join(source, name)) for name in ("wav.scp", "text", "utt2spk"))
+    wav, text, speakers = (read_counted_table(os.path.join(source, name), report)
+                           for name in ("wav.scp", "text", "utt2spk"))
     by_speaker: dict[str, list[tuple[np.ndarray, str]]] = {}
     for utt, line in progress(sorted(wav.items()), desc="digit_strings: reading", unit="utt", leave=False):
         words = text[utt].value.split() if utt in text else []

@@ -26,8 +26,7 @@ import soundfile
 from rnnt.progress_bar import progress
 
 from rnnt.cli import tool_parser
-from rnnt.datadir.table import read_table
-from rnnt.prep.data_dir_writer import Report, Utterance, write_data_dirs
+from rnnt.prep.data_dir_writer import Report, Utterance, read_counted_table, write_data_dirs
 from word_segments import split_recording
 
 SPEAKER = "yesno"
@@ -150,7 +149,7 @@ def main() -> int:
         if not os.path.isfile(path):
             print(f"synthesize.py: {path} not found; run local/data_prep.py first", file=sys.stderr)
             return 1
-    audio, transcripts = read_table(wav_scp), read_table(text)
+    audio, transcripts = read_counted_table(wav_scp, report), read_counted_table(text, report)
     pieces = Pieces()
     for utt, line in audio.items():
         if utt not in transcripts:
