@@ -67,6 +67,9 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     if any(value is not None and value < 1 for value in (args.beam, args.batch_size, args.max_symbols_per_frame)):
         parser.error("--beam, --batch-size and --max-symbols-per-frame must be at least 1")
+    if "/" in args.set_name + (args.tag or ""):  # decoded, then written into a dir in another
+        parser.error(f"the set name and --tag name a dir in {args.exp_dir} (decode-<set>-<method>-<tag>): no '/' in "
+                     f"'{args.set_name}' or '{args.tag or ''}' (data/test_clean: set name test_clean)")
     if args.lm_fusion and not METHODS[args.method].lm:
         parser.error(f"--lm-fusion goes with an LM-fused method (*_lm, *_lodr), not {args.method}")
     return args

@@ -3,7 +3,9 @@
 #   . utils/parse_options.sh
 # Rules:
 #   --foo-bar X and --foo-bar=X set the existing variable foo_bar (an undefined one is an error);
-#   a variable whose current value is true or false only accepts true or false;
+#   a variable whose current value is true or false only accepts true or false, one whose value is a whole number
+#   (stage=0, average=5) only a whole number; a value that is another option of the script (--stage --stop-stage 3)
+#   is a missing value;
 #   --config FILE sources FILE (shell assignments) before the remaining options, so a script may not
 #   have a variable named config of its own (refused at once);
 #   --help / -h prints $help_message and exits 0;
@@ -34,9 +36,16 @@ __po_set() {  # __po_set <option-as-typed> <value>
   if [ -z "${!var+set}" ]; then
     __po_fail "unknown option '$opt' (no variable '$var' is defined in the script)"
   fi
-  local current=${!var}
+  local current=${!var} __po_next  # named so that no script's option is one of these locals
+  __po_next=$(printf '%s' "${value#--}" | tr '-' '_')
+  if [[ "$value" == --* ]] && [[ "$__po_next" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] && [ -n "${!__po_next+set}" ]; then
+    __po_fail "option '$opt' needs a value (the next word is the option '$value')"
+  fi
   if { [ "$current" = true ] || [ "$current" = false ]; } && [ "$value" != true ] && [ "$value" != false ]; then
     __po_fail "option '$opt' takes true or false, not '$value'"
+  fi
+  if [[ "$current" =~ ^[0-9]+$ ]] && ! [[ "$value" =~ ^[0-9]+$ ]]; then
+    __po_fail "option '$opt' takes a whole number, not '$value'"
   fi
   printf -v "$var" '%s' "$value"
 }

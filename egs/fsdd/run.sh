@@ -25,10 +25,6 @@ exp/strings1000)"
 
 . ./path.sh
 . utils/parse_options.sh
-if ! [[ $strings =~ ^[0-9]+$ ]]; then
-  echo "run.sh: --strings must be a number of strings (0: none), got '$strings'" >&2
-  exit 1
-fi
 test_sets=test
 train_set=train
 if [ "$strings" -gt 0 ]; then

@@ -157,7 +157,11 @@ class StatelessPredictor(Predictor):
 KINDS = {"lstm": LSTMPredictor, "stateless": StatelessPredictor}
 
 
-def build_predictor(config: PredictorConfig, vocab_size: int, blank: int = 0) -> Predictor:
+def check_predictor_kind(config: PredictorConfig) -> None:
     if config.kind not in KINDS:
         raise ValueError(f"model.predictor.kind must be one of {sorted(KINDS)}, got '{config.kind}'")
+
+
+def build_predictor(config: PredictorConfig, vocab_size: int, blank: int = 0) -> Predictor:
+    check_predictor_kind(config)
     return KINDS[config.kind](config, vocab_size, blank)

@@ -24,7 +24,7 @@ from rnnt.loss.options import LatticeOptions
 from rnnt.model.encoders import EncoderConfig, build_encoder
 from rnnt.model.joiner import Joiner, JoinerConfig
 from rnnt.model.lstm_encoder import LSTMEncoderConfig
-from rnnt.model.predictor import PredictorConfig, build_predictor
+from rnnt.model.predictor import PredictorConfig, build_predictor, check_predictor_kind
 
 LOSSES = ("full", "fused", "pruned", "ctc")
 
@@ -97,23 +97,30 @@ def pruned_scales(config: LossConfig, step: int | None) -> tuple[float, float]:
 
 def check_pruned(config: LossConfig) -> None:
     if config.warmup_steps < 0:
-        raise ValueError(f"loss.warmup_steps must be >= 0, got {config.warmup_steps}")
+        raise ValueError(f"model.loss.warmup_steps must be >= 0, got {config.warmup_steps}")
     lm_only, am_only = config.lm_only_scale, config.am_only_scale
     if not (lm_only >= 0 and am_only >= 0 and lm_only + am_only <= 1):
-        raise ValueError(f"loss.lm_only_scale and loss.am_only_scale must be >= 0 with a sum <= 1, got "
+        raise ValueError(f"model.loss.lm_only_scale and model.loss.am_only_scale must be >= 0 with a sum <= 1, got "
                          f"{config.lm_only_scale} and {config.am_only_scale}")
+
+
+def check_model_config(config: ModelConfig) -> None:
+    """A ValueError naming the key of a value no model can be built with: raised by a config's loading (which
+    prefixes the file), not first by the model's construction in the middle of a run."""
+    if config.loss.type not in LOSSES:
+        raise ValueError(f"model.loss.type must be one of {LOSSES}, got '{config.loss.type}'")
+    config.loss.check()
+    check_pruned(config.loss)
+    if config.loss.type == "fused" and config.joiner.dropout:
+        raise ValueError("model.joiner.dropout needs the joiner's activations, which the fused loss never keeps: "
+                         "use model.loss.type full or pruned, or model.joiner.dropout 0")
+    check_predictor_kind(config.predictor)
 
 
 class Transducer(torch.nn.Module):
     def __init__(self, config: ModelConfig, vocab_size: int, blank: int = 0):
         super().__init__()
-        if config.loss.type not in LOSSES:
-            raise ValueError(f"model.loss.type must be one of {LOSSES}, got '{config.loss.type}'")
-        config.loss.check()
-        check_pruned(config.loss)
-        if config.loss.type == "fused" and config.joiner.dropout:
-            raise ValueError("joiner.dropout needs the joiner's activations, which the fused loss never keeps: "
-                             "use loss.type full or pruned, or joiner.dropout 0")
+        check_model_config(config)
         self.config, self.vocab_size, self.blank = config, vocab_size, blank
         self.encoder = build_encoder(config.encoder)
         self.predictor = self.joiner = None

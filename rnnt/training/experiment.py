@@ -14,7 +14,7 @@ import yaml
 from rnnt.config import from_dict, read_yaml, to_dict
 from rnnt.data.cmvn_file import cmvn_source
 from rnnt.data.config import DataConfig, data_config
-from rnnt.model.transducer import ModelConfig
+from rnnt.model.transducer import ModelConfig, check_model_config
 from rnnt.training import checkpoint
 from rnnt.training.config_change import CMVN_NAME, units_differ
 from rnnt.training.config_checks import check_shapes
@@ -112,6 +112,7 @@ def experiment_from_values(values: dict, where: str) -> Experiment:
             train=from_dict(TrainConfig, values.get("train"), "train"),
             paths=from_dict(Paths, values.get("paths"), "paths"),
         )
+        check_model_config(experiment.model)
     except ValueError as error:
         raise ValueError(f"{where}: {error}") from None
     problems = train_value_problems(experiment.train) + check_shapes(experiment)

@@ -641,3 +641,10 @@ def test_another_models_checkpoint_or_a_device_not_here_is_named_not_a_traceback
             load_model(str(trained), device="cuda")
     with pytest.raises(ValueError, match="^--device gpu: not a device"):
         load_model(str(trained), device="gpu")
+
+
+def test_a_set_name_or_tag_with_a_slash_is_refused_before_decoding(trained, yesno):
+    """data/test as the set name decoded everything, then wrote decode-data/test-greedy: a dir inside another."""
+    for args in (["data/test"], ["--tag", "avg/5", "test"]):
+        out = run_tool(sys.executable, STEPS / "decode.py", *args[:-1], trained, yesno / "five.list", args[-1])
+        assert out.returncode == 2 and "no '/' in" in out.stderr, out.stderr

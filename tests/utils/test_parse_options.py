@@ -46,6 +46,22 @@ def test_boolean_takes_only_true_or_false(demo):
     assert "--use-gpu" in out.stderr and "true or false" in out.stderr
 
 
+def test_a_whole_number_takes_only_a_whole_number(demo):
+    """--average abc reached a Python tool as a traceback-like message ("invalid literal for int()")."""
+    assert "stage=12" in demo("--stage", "12").stdout
+    for value in ("abc", "", "-1", "2.5"):
+        out = demo("--stage", value)
+        assert out.returncode == 1 and f"demo.sh: option '--stage' takes a whole number, not '{value}'" in out.stderr
+
+
+def test_an_option_where_a_value_belongs_is_a_missing_value(demo):
+    """--stage --foo-bar x set stage to '--foo-bar' and left x as a stray word."""
+    out = demo("--foo-bar", "--stage", "3")
+    assert out.returncode == 1
+    assert "demo.sh: option '--foo-bar' needs a value (the next word is the option '--stage')" in out.stderr
+    assert "foo_bar=--other" in demo("--foo-bar", "--other").stdout  # not an option of the script: a value
+
+
 def test_unknown_option_is_an_error_naming_it(demo):
     out = demo("--no-such-thing", "1", "a")
     assert out.returncode != 0

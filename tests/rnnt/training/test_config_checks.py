@@ -280,3 +280,14 @@ def test_the_cmvn_statistics_are_kept_in_the_experiment_and_compared_as_the_unit
     torch.save({"meta": {"step": 3, "epoch": 0, "batch": 3}}, exp / "step-3.pt")
     message = start_over_if_changed(experiment, str(exp), load_experiment, "")
     assert f"(the CMVN statistics: 'as trained (none)' -> '{cmvn}')" in message
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("predictor", {"kind": "lsmt"}, "model.predictor.kind must be one of ['lstm', 'stateless'], got 'lsmt'"),
+    ("loss", {"type": "fulll"}, "model.loss.type must be one of ('full', 'fused', 'pruned', 'ctc'), got 'fulll'"),
+    ("loss", {"type": "pruned", "warmup_steps": -1}, "model.loss.warmup_steps must be >= 0, got -1"),
+])
+def test_a_model_no_run_can_build_is_refused_at_loading_naming_the_file(tmp_path, key, value, message):
+    """They were raised by the model's construction, without the config file's name, after the data was read."""
+    path = write_config(tmp_path, lambda values: values["model"].setdefault(key, {}).update(value))
+    assert load_error(path) == f"{path}: {message}"
