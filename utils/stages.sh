@@ -51,6 +51,20 @@ check_run_arguments() {  # check_run_arguments "$@": run.sh after parse_options.
   trap no_stage_ran_check EXIT
 }
 
+corpus_dir_of() {  # corpus_dir=$(corpus_dir_of "$corpus_dir"): --corpus-dir as given, kept in data/.corpus_dir; not
+  # given, the one given before (if it is still there): a later run (--stage 6) neither needs it again nor finds the
+  # data stage's inputs changed; empty where none was given (the recipe downloads its corpus)
+  local kept=data/.corpus_dir
+  if [ -n "$1" ]; then
+    mkdir -p data
+    printf '%s\n' "$1" > "$kept"
+    printf '%s\n' "$1"
+  elif [ -f "$kept" ] && [ -d "$(cat "$kept")" ]; then
+    echo "$(basename "$0"): --corpus-dir $(cat "$kept"), as given before (data/.corpus_dir)" >&2
+    cat "$kept"
+  fi
+}
+
 last_stage_seen=-1  # the highest stage number stage_wanted was asked about in this run
 no_stage_ran_check() {  # check_run_arguments' EXIT trap: a --stage past every stage of this run ran nothing (a
   # typo, or a stage an option turns on): a failure, not a silent success

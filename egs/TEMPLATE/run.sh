@@ -8,7 +8,8 @@ set -euo pipefail
 
 stage=0
 stop_stage=100
-corpus_dir=          # required: the folder of recordings (any format soundfile reads, any rate, mono or stereo)
+corpus_dir=          # the folder of recordings (any format soundfile reads, any rate, mono or stereo); empty: the one
+                     # given to a run before (data/.corpus_dir)
 transcripts=         # the transcript list; empty: <corpus_dir>/transcripts.txt
 test_transcripts=    # a transcript list of the test recordings; empty: --test-fraction of the recordings
 speaker_regex=       # its first group, searched in a file's path (relative to corpus_dir, without its extension),
@@ -51,6 +52,7 @@ check_run_arguments "$@"
 . utils/training.sh
 . utils/units.sh
 
+corpus_dir=$(corpus_dir_of "$corpus_dir")  # the one given before, if not given
 if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
   echo "run.sh: --corpus-dir must name the folder of recordings (got '$corpus_dir')" >&2
   printf '%s\n' "$help_message" >&2

@@ -11,7 +11,8 @@ set -euo pipefail
 
 stage=0
 stop_stage=100
-corpus_dir=          # the an4/ folder (etc/ and wav/, any audio extension); empty: download into downloads/
+corpus_dir=          # the an4/ folder (etc/ and wav/, any audio extension); empty: the one given
+                     # to a run before (data/.corpus_dir), else download into downloads/
 mirror=http://www.speech.cs.cmu.edu/databases/an4
 train_config=conf/transducer_conv_pruned_from_ctc_20ep.yaml  # the best on dev (RESULTS.md)
 exp=exp/transducer_from_ctc_20ep_phone
@@ -71,6 +72,7 @@ lang=$(lang_of "$unit_type" "$vocab_size")
 default_lm_search "$unit_type"  # the LM options not given
 check_deployable "$unit_type" "$deploy" "$train_config"
 
+corpus_dir=$(corpus_dir_of "$corpus_dir")  # the one given before, if not given
 if [ -z "$corpus_dir" ]; then
   corpus_dir=downloads/an4
   if stage_wanted 0 download; then

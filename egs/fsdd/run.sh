@@ -10,7 +10,7 @@ set -euo pipefail
 
 stage=0
 stop_stage=100
-corpus_dir=          # the dataset's recordings/ folder
+corpus_dir=          # the dataset's recordings/ folder; empty: the one given to a run before (data/.corpus_dir)
 train_config=        # default conf/tiny.yaml; with --strings, conf/strings.yaml
 exp=                 # default exp/tiny; with --strings N, exp/stringsN
 method=greedy
@@ -40,6 +40,7 @@ exp=${exp:-exp/tiny}
 check_run_arguments "$@"
 . utils/decoding.sh
 
+corpus_dir=$(corpus_dir_of "$corpus_dir")  # the one given before, if not given
 if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
   echo "run.sh: --corpus-dir must name FSDD's recordings/ folder (got '$corpus_dir')" >&2
   printf '%s\n' "$help_message" >&2

@@ -10,7 +10,8 @@ set -euo pipefail
 
 stage=0
 stop_stage=100
-corpus_dir=          # the LibriSpeech/ folder holding <subset>/<reader>/<chapter>/; empty: download into downloads/
+corpus_dir=          # the LibriSpeech/ folder holding <subset>/<reader>/<chapter>/; empty: the one
+                     # given to a run before (data/.corpus_dir), else download into downloads/
 mirror=https://www.openslr.org/resources/12
 train_sets="train-clean-100 train-clean-360 train-other-500"
 valid_set=dev-clean
@@ -55,6 +56,7 @@ if [ "$node_rank" -gt 0 ]; then  # node 0 prepares the data and decodes
   stage=4 stop_stage=4
 fi
 
+corpus_dir=$(corpus_dir_of "$corpus_dir")  # the one given before, if not given
 if [ -z "$corpus_dir" ]; then
   corpus_dir=downloads/LibriSpeech
   for set in $all_sets; do

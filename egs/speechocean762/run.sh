@@ -14,7 +14,8 @@ set -euo pipefail
 
 stage=0
 stop_stage=100
-corpus_dir=          # the speechocean762/ folder (train/, WAVE/, and test/ if present); empty: download
+corpus_dir=          # the speechocean762/ folder (train/, WAVE/, and test/ if present); empty: the
+                     # one given to a run before (data/.corpus_dir), else download
 mirror=https://www.openslr.org/resources/101
 train_config=conf/transducer_conv_pruned_from_ctc.yaml  # with DeepSpeech 2 (--init-config), combined: the best
 exp=exp/transducer_from_ctc_phone                       # on dev (RESULTS.md); conf/deepspeech.yaml: DeepSpeech 2
@@ -82,6 +83,7 @@ lang=$(lang_of "$unit_type" "$vocab_size")
 default_lm_search "$unit_type"  # the LM options not given
 check_deployable "$unit_type" "$deploy" "$train_config"
 
+corpus_dir=$(corpus_dir_of "$corpus_dir")  # the one given before, if not given
 if [ -z "$corpus_dir" ]; then
   corpus_dir=downloads/speechocean762
   if stage_wanted 0 download; then

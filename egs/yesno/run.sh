@@ -10,7 +10,8 @@ set -euo pipefail
 
 stage=0
 stop_stage=100
-corpus_dir=          # a folder holding the 60 waves_yesno .wav files; empty: download it
+corpus_dir=          # a folder holding the 60 waves_yesno .wav files; empty: the one given to a
+                     # run before (data/.corpus_dir), else download it
 mirror=https://www.openslr.org/resources/1
 train_config=conf/tiny.yaml
 exp=exp/tiny
@@ -27,6 +28,7 @@ Stages: 0 download, 1 data dirs, 2 shards, 3 units, 4 train, 5 average, 6 decode
 check_run_arguments "$@"
 . utils/decoding.sh
 
+corpus_dir=$(corpus_dir_of "$corpus_dir")  # the one given before, if not given
 if [ -z "$corpus_dir" ]; then
   corpus_dir=downloads/waves_yesno
   if stage_wanted 0 download; then

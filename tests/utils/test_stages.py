@@ -364,3 +364,22 @@ if stage_wanted 1 data -- "$1" "$2"; then echo ran; stage_done 1 data; fi"""
     mark.write_text(named + "\n")  # as the stages.sh before this one wrote it
     assert named != now.strip() and "done before; skipped" in run("corpus", "conf.yaml")
     assert mark.read_text() == now
+
+
+def test_a_corpus_dir_given_once_is_the_corpus_dir_of_the_runs_after_it(tmp_path):
+    """./run.sh --stage 6 without the --corpus-dir of the first run: the new-corpus recipe refused it, the others
+    found the data stage's inputs changed (the download's path) and said the result was from before a change."""
+    script = """set -euo pipefail; stage=0 stop_stage=100; . "$ROOT/utils/stages.sh"
+corpus_dir=$(corpus_dir_of "$1"); echo "corpus: $corpus_dir"
+if stage_wanted 1 data -- "${corpus_dir:-downloads/corpus}"; then stage_done 1 data; fi"""
+    env = {"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"}
+    run = lambda given: subprocess.run(["bash", "-c", script, "run.sh", given], cwd=tmp_path, env=env,  # noqa: E731
+                                       capture_output=True, text=True, check=True)
+    assert run("").stdout.splitlines()[0] == "corpus: "  # none given ever: the recipe downloads
+    (tmp_path / "mine").mkdir()
+    assert run(str(tmp_path / "mine")).stdout.splitlines()[0] == f"corpus: {tmp_path / 'mine'}"
+    again = run("")
+    assert again.stdout.splitlines()[0] == f"corpus: {tmp_path / 'mine'}" and "done before; skipped" in again.stdout
+    assert again.stderr == f"run.sh: --corpus-dir {tmp_path / 'mine'}, as given before (data/.corpus_dir)\n"
+    (tmp_path / "mine").rmdir()  # gone since: not given
+    assert run("").stdout.splitlines()[0] == "corpus: "
