@@ -123,8 +123,9 @@ def test_python3_on_path_runs_a_tool_forked_with_its_pipes_status_and_signals(tm
     thread settings, run in a fresh interpreter, a process of the shell's own."""
     (tmp_path / "tool.py").write_text(SHELL_TOOL)
     run = shell("echo $$; echo hello | python3 tool.py x; echo status $?; python3 -c 'import os; print(os.getppid())'"
-                "; OMP_NUM_THREADS=7 python3 tool.py < /dev/null | head -1", tmp_path)
-    out, err = run.communicate()
+                "; OMP_NUM_THREADS=7 python3 tool.py < /dev/null | head -1", tmp_path,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # pytest run as a background job
+    out, err = run.communicate()  # ignores SIGINT, and so would the shell and its tools
     shell_pid, forked, ignored, status, c, fresh = out.splitlines()
     assert forked.startswith("parent ") and forked.split()[1] != shell_pid, out + err  # a child of the server
     assert forked.endswith("argv ['x'] input hello") and ignored == "SIGINT ignored False", out + err

@@ -18,6 +18,7 @@ import os
 import shutil
 
 from rnnt.config import to_dict
+from rnnt.data.cmvn_file import cmvn_source
 from rnnt.data.list_fingerprint import list_fingerprint, missing_files
 from rnnt.data.tokenizer import read_lang_config
 from rnnt.training import checkpoint
@@ -179,7 +180,7 @@ def start_over_if_changed(experiment, exp_dir: str, load_saved, train_data: str)
     # the statistics trained with: the experiment's copy (CMVN_NAME), or in one saved before copies, the file
     trained_with, cmvn = old.data.features.cmvn, experiment.data.features.cmvn
     if bool(trained_with) != bool(cmvn) or (cmvn and os.path.isfile(trained_with)
-                                            and not filecmp.cmp(cmvn, trained_with, False)):
+                                            and not filecmp.cmp(cmvn_source(cmvn), trained_with, False)):
         changes.append(Change("the CMVN statistics", f"as trained ({trained_with or 'none'})", cmvn or "none"))
     if not changes:
         return None

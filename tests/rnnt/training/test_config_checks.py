@@ -280,6 +280,16 @@ def test_the_cmvn_statistics_are_kept_in_the_experiment_and_compared_as_the_unit
     torch.save({"meta": {"step": 3, "epoch": 0, "batch": 3}}, exp / "step-3.pt")
     message = start_over_if_changed(experiment, str(exp), load_experiment, "")
     assert f"(the CMVN statistics: 'as trained (none)' -> '{cmvn}')" in message
+    # a Kaldi matrix (compute_cmvn_stats.py's OUT, the JSON it reads beside it): the same statistics on resume
+    # (the matrix was compared with the experiment's copy of the JSON: every --resume set the experiment aside)
+    matrix = tmp_path / "global_cmvn"  # beside cmvn, global_cmvn.json
+    matrix.write_bytes(b"\0BFM " + bytes(40))
+    from_matrix = dataclasses.replace(experiment, data=dataclasses.replace(
+        experiment.data, features=dataclasses.replace(features, cmvn=str(matrix))))
+    shutil.rmtree(exp)
+    adopt_inputs(from_matrix, str(exp), World())
+    torch.save({"meta": {"step": 3, "epoch": 0, "batch": 3}}, exp / "step-3.pt")
+    assert start_over_if_changed(from_matrix, str(exp), load_experiment, "") is None
 
 
 @pytest.mark.parametrize("key, value, message", [

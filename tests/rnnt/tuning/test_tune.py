@@ -142,8 +142,8 @@ def test_the_time_limit_stops_a_trial_and_keeps_its_epochs(yesno, tmp_path):
     # two values the trainer takes alone and refuses together
     ({"model.loss.type": {"type": "categorical", "choices": ["full", "fused"]},
       "model.joiner.dropout": {"type": "float", "low": 0.0, "high": 0.2}},
-     "space.model.joiner.dropout = 0.2 with space.model.loss.type = 'fused' gives a trial config: joiner.dropout "
-     "needs the joiner's activations"),
+     "space.model.joiner.dropout = 0.2 with space.model.loss.type = 'fused' gives a trial config: model.joiner."
+     "dropout needs the joiner's activations"),
 ])
 def test_a_bad_search_is_refused_before_any_trial_naming_file_and_key(yesno, tmp_path, space, message):
     out = run_tool(*tune_args(yesno, tmp_path, {"trials": 2, "space": space}))
