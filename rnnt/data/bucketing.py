@@ -55,6 +55,15 @@ def durations(lines: list[str]) -> list[float]:
     return found
 
 
+def check_fills_a_global_batch(utterances: int, batch_size: int, world_size: int, list_path: str) -> None:
+    """A ValueError where the list holds fewer utterances than one global batch: bucketing leaves out what does not
+    fill one, here every utterance (the training then found 'no usable utterance', its data report none dropped)."""
+    if utterances < batch_size * world_size:
+        raise ValueError(f"{list_path}: {utterances} utterances with a duration fill no global batch of "
+                         f"data.batch.batch_size {batch_size} x {world_size} ranks, and bucketing trains whole ones "
+                         "only: a smaller batch_size, or data.buckets: 0")
+
+
 def global_batches(lines: list[str], buckets: int, global_size: int, seed: int, epoch: int) -> list[list[str]]:
     """The epoch's global batches of global_size lines each, in the order they are trained."""
     lengths = durations(lines)

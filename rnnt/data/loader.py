@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from rnnt.data.bucketing import check_fills_a_global_batch
 from rnnt.data.pipeline import Pipeline
 from rnnt.data.splitting import Reader
 
@@ -80,6 +81,8 @@ class PipelineDataset(IterableDataset):
 def make_loader(pipeline: Pipeline, rank: int = 0, world_size: int = 1) -> DataLoader:
     """DataLoader with the pipeline's num_workers, prefetch_factor and pin_memory; batches are already formed."""
     config = pipeline.config
+    if pipeline.buckets:
+        check_fills_a_global_batch(len(pipeline.entries), config.batch.batch_size, world_size, pipeline.list_path)
     extra = {"prefetch_factor": config.prefetch_factor} if config.num_workers > 0 else {}
     # Every iterator draws a worker base seed from its generator; from the global RNG that draw would
     # shift dropout after a resume. The pipeline seeds its own randomness per utterance, so this

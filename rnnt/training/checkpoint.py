@@ -86,7 +86,7 @@ def load_meta(path: str) -> dict:
 def prune_step_checkpoints(exp_dir: str, keep: int) -> None:
     """Keeps the newest `keep` step-N.pt files."""
     steps = numbered(exp_dir, "step")
-    for path in steps[:-keep] if keep > 0 else []:
+    for path in steps[:-keep]:
         os.remove(path)
 
 
@@ -109,13 +109,19 @@ def slim_old_epochs(exp_dir: str, keep_whole: int) -> None:
 
 def rng_state() -> dict:
     state = {"torch": torch.get_rng_state(), "python": list(random.getstate()[1])}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+    if torch.cuda.is_available():  # this rank's device's alone (each rank's state is kept): a resume on a machine
+        state["cuda"] = torch.cuda.get_rng_state()  # with fewer devices visible restores it all the same
     return state
 
 
 def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     random.setstate((3, tuple(state["python"]), None))
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    cuda = state.get("cuda")
+    if cuda is not None and torch.cuda.is_available():
+        if isinstance(cuda, (list, tuple)):  # saved before: one state per device the saving rank saw
+            device = torch.cuda.current_device()
+            if device >= len(cuda):
+                return
+            cuda = cuda[device]
+        torch.cuda.set_rng_state(cuda)

@@ -44,7 +44,7 @@ class TrainConfig:
     precision: str = "fp32"  # fp32, bf16 or fp16 (autocast; the loss is computed in float32)
     ema_decay: float = 0.0  # decay of an EMA of the weights, which validation uses and checkpoints keep (0: no EMA)
     checkpoint_every: int = 0  # optimiser steps between step-N.pt checkpoints (0: only at epoch ends)
-    keep_checkpoints: int = 3  # step-N.pt files kept, the newest
+    keep_checkpoints: int = 3  # step-N.pt files kept, the newest (at least 1: a resume starts from the newest)
     keep_whole_epochs: int = 2  # epoch-N.pt files kept whole (to resume from), the newest; older ones keep
     # the weights alone, for averaging and decoding (with Adam: half the file with EMA, a third without);
     # 0: every one whole, to resume from any
@@ -124,7 +124,7 @@ def experiment_from_values(values: dict, where: str) -> Experiment:
 def train_value_problems(train: TrainConfig) -> list[str]:
     """The train section's values that no run can use, each named by its key."""
     problems = [f"train.{key} must be at least 1, got {getattr(train, key)}"
-                for key in ("epochs", "accum_steps", "log_every") if getattr(train, key) < 1]
+                for key in ("epochs", "accum_steps", "log_every", "keep_checkpoints") if getattr(train, key) < 1]
     problems += [f"train.{key} must be 0 (none) or more, got {getattr(train, key)}"
                  for key in ("max_steps", "checkpoint_every", "keep_whole_epochs") if getattr(train, key) < 0]
     if not 0 <= train.ema_decay < 1:

@@ -31,7 +31,7 @@ from rnnt.training.experiment import Experiment, adopt_inputs, build_optimizer, 
 from rnnt.training.progress import Progress, close_logging, setup_logging
 from rnnt.training.stop import StopTraining
 from rnnt.training.trainer_checkpoints import Checkpointing
-from rnnt.training.validation import validate
+from rnnt.training.validation import validate, validation_pipeline
 
 log = logging.getLogger("rnnt.train")
 
@@ -69,9 +69,8 @@ class Trainer(Checkpointing):
                    "units_per_frame": experiment.model.loss.units_per_frame()}
         self.train_pipeline = Pipeline(experiment.paths.train_list, experiment.data, self.tokenizer, True, **lengths)
         self.loader = make_loader(self.train_pipeline, self.world.rank, self.world.size)
-        self.valid_pipeline = (Pipeline(experiment.paths.valid_list, experiment.data, self.tokenizer, False, **lengths,
-                                        audio_cache=self.train_pipeline.audio_cache)  # data.cache_audio_mb for both
-                               if experiment.paths.valid_list else None)
+        self.valid_pipeline = validation_pipeline(experiment, self.tokenizer, lengths,
+                                                  self.train_pipeline.audio_cache)  # data.cache_audio_mb for both
         self.epoch = self.batch = self.step = 0
         self.step_lr = 0.0  # the learning rate of the last update
         self.position = LoaderPosition(experiment.data.num_workers)  # which worker gave how many batches

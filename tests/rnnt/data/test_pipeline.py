@@ -464,6 +464,16 @@ def test_bucketing_drops_the_utterances_that_fill_no_global_batch_at_random_plac
         dropped += sorted({f"u{i:03d}" for i in range(100)} - trained)
     assert len(set(dropped)) > 50 and min(dropped) < "u050"
 
+
+def test_a_bucketed_list_that_fills_no_global_batch_is_refused_naming_the_sizes(fsdd):
+    """300 utterances, batches of 64 on 8 ranks: every utterance was left out, and the training stopped on 'no
+    usable utterance' while the data report said none was dropped."""
+    bucketed = pipeline(fsdd, list_name="test.list", buckets=3, batch={"type": "static", "batch_size": 64})
+    with pytest.raises(ValueError, match=r"test.list: 300 utterances with a duration fill no global batch of "
+                                         r"data.batch.batch_size 64 x 8 ranks"):
+        make_loader(bucketed, 0, 8)
+    assert len(next(iter(make_loader(bucketed, 0, 4)))["keys"]) == 64  # on 4 ranks 256 fill one: 64 a rank
+
 # --- the whole chain --------------------------------------------------------------------------------
 
 def test_whole_chain_over_shards(fsdd):

@@ -152,6 +152,7 @@ def test_values_are_checked_against_their_keys_types_and_ranges_naming_the_file(
         "train:\n  grad_clip: 0\n": "train.grad_clip must be above 0",
         "train:\n  max_steps: -1\n": "train.max_steps must be 0 (none) or more, got -1",  # it trained nothing
         "train:\n  log_every: 0\n": "train.log_every must be at least 1, got 0",  # a division by zero
+        "train:\n  keep_checkpoints: 0\n": "train.keep_checkpoints must be at least 1, got 0",  # 0 kept them all
         "train:\n  ema_decay: 1.0\n": "train.ema_decay must be at least 0 (no EMA) and below 1, got 1.0",
         "data:\n  spec_augment: {adaptive: true}\n": "data.spec_augment.time_width is a share of the utterance when "
                                                    "adaptive (0.05: 5%), got 40",

@@ -3,6 +3,7 @@ steps) in this process: what a checkpoint holds, which step files are kept and w
 what resume() picks and restores, what it refuses, and a fresh start from another experiment's weights."""
 
 import copy
+import dataclasses
 import json
 import random
 import re
@@ -281,6 +282,29 @@ def test_an_epoch_or_a_validation_with_no_usable_utterance_stops_training(yesno_
     nothing = Pipeline(str(root / "train.list"), trainer.experiment.data, trainer.tokenizer, False).batches()
     with pytest.raises(StopTraining, match="^validation: no usable utterance in the validation list"):
         validate(trainer.model, nothing, trainer.tokenizer, torch.device("cpu"))
+    # a validation list of which nothing is usable stops the run before it trains, not after the first epoch (whose
+    # end validates before it saves: the epoch was lost)
+    (root / "elsewhere" / wav).write_bytes(b"not audio")
+    experiment = load_experiment(str(root / "exp.yaml"), train_list=str(yesno_small / "train.list"),
+                                 valid_list=str(root / "train.list"), lang_dir=str(root / "lang"))
+    with pytest.raises(StopTraining, match=f"^{root / 'train.list'}: no usable utterance in the validation list"):
+        Trainer(experiment, str(root / "exp3"))
+
+
+def test_validation_reads_what_decoding_reads_whatever_data_filter_leaves_out_of_training(yesno_small):
+    """data.filter (max_duration 16.7 s in an MLPerf config) left dev's long utterances out of the validation loss
+    and WER, which the best epochs are chosen by, while decoding reads them all."""
+    from rnnt.training.validation import validation_pipeline
+
+    trainer = make_trainer(yesno_small, "exp", data={"filter": {"max_duration": 1.0}})  # yesno's are ~6 s
+    experiment = dataclasses.replace(trainer.experiment, paths=dataclasses.replace(
+        trainer.experiment.paths, valid_list=str(yesno_small / "train.list")))
+    lengths = {"output_frames": experiment.model.encoder.output_frames,
+               "units_per_frame": experiment.model.loss.units_per_frame()}
+    valid = validation_pipeline(experiment, trainer.tokenizer, lengths, None)
+    keys = [key for batch in valid.batches() for key in batch["keys"]]
+    assert len(keys) == len((yesno_small / "train.list").read_text().splitlines())
+    assert not list(trainer.train_pipeline.batches())  # training: every one longer than data.filter.max_duration
 
 
 def test_a_batch_of_weight_0_moves_no_batch_norm_statistics(yesno_small):
@@ -297,3 +321,25 @@ def test_a_batch_of_weight_0_moves_no_batch_norm_statistics(yesno_small):
     assert all(torch.equal(trainer.model.state_dict()[k], v) for k, v in before.items()) and trainer.model.training
     trainer.train_batch(batch, 1.0)
     assert not all(torch.equal(trainer.model.state_dict()[k], v) for k, v in before.items())
+
+
+def test_a_ranks_cuda_generator_is_saved_alone_and_restored_on_fewer_visible_devices(monkeypatch):
+    """Every device's state was saved and restored by index: a resume on a machine with fewer GPUs visible (8
+    saved, 4 now) raised IndexError. (Stands in for CUDA: the calls are torch.cuda's, their states tensors.)"""
+    from rnnt.training import checkpoint
+
+    devices = [torch.full((4,), float(i)) for i in range(4)]  # the generators of 4 visible devices
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda: devices[2].clone())
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state: devices.__setitem__(2, state))
+    saved = checkpoint.rng_state()
+    assert torch.equal(saved["cuda"], torch.full((4,), 2.0))
+    devices[2] = torch.zeros(4)
+    checkpoint.set_rng_state(saved)
+    assert torch.equal(devices[2], torch.full((4,), 2.0))
+    before = dict(saved, cuda=[torch.full((4,), 10.0 + i) for i in range(8)])  # as saved before: all 8 devices
+    checkpoint.set_rng_state(before)
+    assert torch.equal(devices[2], torch.full((4,), 12.0))  # the saving rank's own device's, by index
+    checkpoint.set_rng_state(dict(saved, cuda=[torch.zeros(4)]))  # its device not among them: left as it is
+    assert torch.equal(devices[2], torch.full((4,), 12.0))
