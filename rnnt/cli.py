@@ -4,6 +4,8 @@ ending for the stage tools of steps/: a summary line on success, one line naming
 from __future__ import annotations
 
 import argparse
+import logging
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -15,6 +17,33 @@ def tool_parser(doc: str, example: str | None = None, prog: str | None = None) -
     prog: the name users run, where a shell wrapper runs the module (utils/fix_data_dir.sh)."""
     return argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter,
                                    epilog=f"example: {example}" if example else None)
+
+
+def at_least(low: int | float) -> Callable[[str], int | float]:
+    """An argparse type: a whole number of at least low (an int), or a number (low a float); anything else is
+    argparse's one-line usage error naming the option, not a traceback from deep in the tool (--threads -1,
+    --tail-seconds -1)."""
+    return _bounded(low, lambda value: value >= low, f"at least {low:g}")
+
+
+def above(low: float) -> Callable[[str], float]:
+    """An argparse type: a number more than low (--chunk-seconds 0 was one-sample chunks)."""
+    return _bounded(float(low), lambda value: value > low, f"above {low:g}")
+
+
+def _bounded(low: int | float, fits: Callable[[int | float], bool], bound: str) -> Callable[[str], int | float]:
+    kind, what = (int, "a whole number") if isinstance(low, int) else (float, "a number")
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value) or not fits(value):
+            raise argparse.ArgumentTypeError(f"expected {what} {bound}, got '{text}'")
+        return value
+
+    return parse
 
 
 def glued_values(argv: list[str], options: tuple[str, ...]) -> list[str]:
@@ -29,6 +58,19 @@ def glued_values(argv: list[str], options: tuple[str, ...]) -> list[str]:
 
 class ToolError(Exception):
     """What stops a stage tool, in one line that names the file (and line) at fault: run_tool prints it."""
+
+
+def show_data_reports() -> None:
+    """The data pipeline's log lines on standard error after the tool's name: each pass's data report (INFO: what
+    it read, resampled and dropped, as a clip too short for the encoder, which the decode then names as not
+    decoded) and the audio it skipped (WARNING), which without this reached standard error bare, the report never."""
+    logger = logging.getLogger("rnnt.data")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(f"{os.path.basename(sys.argv[0])}: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
 
 
 def run_tool(main: Callable[[], str]) -> NoReturn:

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 
+from rnnt.cli import ToolError
 from rnnt.ctm import write_ctm
 from rnnt.data.sources import records
 from rnnt.datadir.table import KEEP_BYTES, Line, has_undecodable_bytes, read_table, write_table
@@ -40,10 +41,20 @@ def scorable(line: Line) -> str:
     return line.value.encode("utf-8", KEEP_BYTES).decode("utf-8", "replace")
 
 
+OPTIONAL_OUTPUTS = ("ctm", "nbest.json", "per")  # written after write_results by some runs, not by others
+
+
 def write_results(out: str, refs: dict[str, str], hyps: dict[str, str], refs_from: str, tool: str):
     """Writes the decode dir out; returns the score report. Utterances decoded without a reference and
-    references not decoded are named on stderr."""
+    references not decoded are named on stderr. Nothing decoded is a ToolError (it scored %WER 100 [PARTIAL] and
+    the stage ended well); a run's optional outputs (OPTIONAL_OUTPUTS) of a run before are removed, so that none
+    sits beside hypotheses of another model (combine_nbest.py pooled an old nbest.json)."""
+    if not hyps:
+        raise ToolError(f"no utterance of {refs_from} could be decoded (the reasons are above); {out} left as it was")
     os.makedirs(out, exist_ok=True)
+    for name in OPTIONAL_OUTPUTS:
+        if os.path.exists(os.path.join(out, name)):
+            os.remove(os.path.join(out, name))
     for key in sorted(set(hyps) - set(refs)):
         print(f"{tool}: {key} has no reference in {refs_from}; not scored", file=sys.stderr)
     hyps = {key: hyp for key, hyp in hyps.items() if key in refs}

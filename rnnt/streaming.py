@@ -16,7 +16,7 @@ from typing import Callable
 
 import torch
 
-from rnnt.data.audio import check_finite
+from rnnt.data.audio import AudioError, float_samples
 from rnnt.data.stacking import stack_frames
 from rnnt.data.streaming_fbank import StreamingFbank
 from rnnt.search import greedy_search, start_hypotheses
@@ -85,12 +85,15 @@ class Stream:
     def sample_rate(self) -> int:
         return self.transcriber.experiment.data.sample_rate
 
-    def accept(self, samples: torch.Tensor) -> Partial:
-        """Mono samples in [-1, 1] at the model's sample rate -> the result so far. Samples that are not finite
-        are refused (rnnt.data.audio.AudioError): they would make every later frame's features NaN."""
+    def accept(self, samples) -> Partial:
+        """Mono samples at the model's sample rate (a tensor or numpy array; float in [-1, 1], or integer PCM,
+        scaled as rnnt.data.audio.float_samples does) -> the result so far. Samples that are not finite are refused
+        (rnnt.data.audio.AudioError): they would make every later frame's features NaN."""
         if self.finished:
             raise RuntimeError("the stream is finished")
-        check_finite(samples)
+        samples = float_samples(samples)
+        if samples.dim() != 1:
+            raise AudioError(f"a stream takes mono samples, got shape {tuple(samples.shape)}")
         self.samples += samples.shape[-1] if not self.finishing else 0
         self._add(self.fbank.accept(samples))
         whole = max(self.pending.shape[0] - self.overlap, 0) // self.unit * self.unit

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from rnnt.data import stages
-from rnnt.data.audio import check_finite, load_audio, to_mono
+from rnnt.data.audio import float_samples, load_audio, to_mono
 from rnnt.data.config import BatchConfig, FilterConfig
 from rnnt.data.fbank_presets import PRESETS, frame_samples
 from rnnt.data.pipeline import Pipeline
@@ -149,18 +149,12 @@ class Transcriber:
         return tuned if beam is None else dataclasses.replace(tuned, beam=beam)
 
     def waveform(self, audio) -> torch.Tensor:
-        """Mono float32 samples in [-1, 1] at the model's rate; integer samples (16-bit PCM; 8-bit, unsigned
-        around 128, as WAV holds it) are scaled to that range; a tuple's samples may be a numpy array and
-        float64 (soundfile's and numpy's default)."""
+        """Mono float32 samples in [-1, 1] at the model's rate; a tuple's samples as rnnt.data.audio.float_samples
+        takes them (integers scaled, a numpy array, soundfile's (samples, channels))."""
         if isinstance(audio, tuple):
-            waveform, rate = check_finite(torch.as_tensor(audio[0])), audio[1]
+            waveform, rate = float_samples(audio[0]), audio[1]
         else:
             waveform, rate = load_audio(audio)
-        if waveform.dtype == torch.uint8:
-            waveform = (waveform.float() - 128) / 128
-        elif not waveform.is_floating_point():
-            waveform = waveform.float() / -torch.iinfo(waveform.dtype).min
-        waveform = waveform.float()
         mono = to_mono(waveform) if waveform.dim() == 2 else waveform
         return resample(mono, rate, self.experiment.data.sample_rate)
 

@@ -7,12 +7,11 @@ reads as the tag avg<N>-epoch-<last epoch>; --best writes <exp-dir>/avg-best-<N>
 that the tag would misname (decode it with --checkpoint).
 """
 
-import argparse
 import os
 
 import torch
 
-from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.training import checkpoint
 
 
@@ -30,17 +29,11 @@ def average(paths: list[str], use_ema: bool) -> dict[str, torch.Tensor]:
             for name, value in newest.items()}
 
 
-def positive(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"expected a count of at least 1, got '{value}'")
-    return int(value)
-
-
 def main() -> str:
     parser = tool_parser(__doc__, "steps/average_checkpoints.py --last 10 exp/transducer")
     how = parser.add_mutually_exclusive_group(required=True)
-    how.add_argument("--last", type=positive, help="average the last N epochs")
-    how.add_argument("--best", type=positive, help="average the N epochs with the lowest validation loss")
+    how.add_argument("--last", type=at_least(1), help="average the last N epochs")
+    how.add_argument("--best", type=at_least(1), help="average the N epochs with the lowest validation loss")
     parser.add_argument("--no-ema", action="store_true", help="average the raw weights even where EMA weights exist")
     parser.add_argument("--output", help="default <exp-dir>/avg-<N>.pt (--best: avg-best-<N>.pt)")
     parser.add_argument("exp_dir")
@@ -65,7 +58,10 @@ def main() -> str:
         weights = average(chosen, not args.no_ema)
     except checkpoint.UnreadableCheckpoint as error:
         raise ToolError(f"{error}; nothing averaged (remove the file, or retrain that epoch)") from error
-    checkpoint.save(output, {"model": weights, "ema": None, "meta": meta})
+    try:
+        checkpoint.save(output, {"model": weights, "ema": None, "meta": meta})
+    except OSError as error:  # --output in a dir that is not there, or a dir
+        raise ToolError(f"{output}: cannot write the average ({error.strerror})") from error
     return (f"{output}: averaged {', '.join(os.path.basename(p) for p in chosen)}"
             f"{' (EMA weights where kept)' if not args.no_ema else ''}")
 

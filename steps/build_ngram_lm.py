@@ -9,7 +9,7 @@ through a lexicon of the units (character or phone units: rnnt.lm.lexicon_search
 
 import os
 
-from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.data.tokenizer import BLANK, UNK, Tokenizer
 from rnnt.datadir.table import read_table
 from rnnt.lm.fusion import OVER
@@ -20,15 +20,13 @@ from rnnt.lm.kneser_ney import BOS, EOS, estimate
 def main() -> str:
     parser = tool_parser(__doc__, "steps/build_ngram_lm.py --order 6 data/train data/lang_char "
                                   "data/lang_char/lm_6gram.arpa")
-    parser.add_argument("--order", type=int, default=4, help="the longest n-gram (default 4)")
+    parser.add_argument("--order", type=at_least(1), default=4, help="the longest n-gram (default 4)")
     parser.add_argument("--over", choices=OVER, default="units",
                         help="the LM's words: the model's units (default) or the transcripts' words")
     parser.add_argument("data_dir", help="a Kaldi data dir: its text is the training text (train only, never test)")
     parser.add_argument("lang_dir", help="units.txt and units.json of the model the LM is for")
     parser.add_argument("arpa", help="the ARPA file to write")
     args = parser.parse_args()
-    if args.order < 1:
-        parser.error("--order must be at least 1")
     text_path = os.path.join(args.data_dir, "text")
     try:
         tokenizer = Tokenizer(args.lang_dir)

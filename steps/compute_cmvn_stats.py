@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from rnnt.progress_bar import progress
 
-from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.data.audio import AudioError, load_audio, to_mono
 from rnnt.data.cmvn_file import mean_and_std
 from rnnt.data.features import PRESETS, fbank
@@ -57,9 +57,10 @@ def accumulate(utterances, args) -> tuple[torch.Tensor, torch.Tensor, int, int, 
 def main() -> str:
     parser = tool_parser(__doc__, "steps/compute_cmvn_stats.py data/train/data.list data/train/global_cmvn")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="kaldi", help="fbank preset (default kaldi)")
-    parser.add_argument("--num-mel-bins", type=int, default=80)
-    parser.add_argument("--sample-rate", type=int, default=16000, help="resample to this rate first (default 16000)")
-    parser.add_argument("--max-utts", type=int, default=0, help="use at most this many utterances (0: all)")
+    parser.add_argument("--num-mel-bins", type=at_least(1), default=80)
+    parser.add_argument("--sample-rate", type=at_least(1), default=16000,
+                        help="resample to this rate first (default 16000)")
+    parser.add_argument("--max-utts", type=at_least(0), default=0, help="use at most this many utterances (0: all)")
     parser.add_argument("data_list")
     parser.add_argument("out", help="output path of the Kaldi matrix; <out>.json is written beside it")
     args = parser.parse_args()

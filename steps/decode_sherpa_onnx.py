@@ -20,7 +20,7 @@ import time
 
 from rnnt.progress_bar import progress
 
-from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.cli import ToolError, above, at_least, run_tool, tool_parser
 from rnnt.data import stages
 from rnnt.data.sources import records
 from rnnt.datadir.table import read_table
@@ -49,9 +49,9 @@ def decode_all(recognizer, streaming: bool, utterances, rate: int, chunk: float,
 def main() -> str:
     parser = tool_parser(__doc__, "steps/decode_sherpa_onnx.py --compare exp/deploy/decode-test-greedy "
                                   "exp/deploy/onnx data/test/data.list exp/deploy/decode-test-sherpa-onnx")
-    parser.add_argument("--threads", type=int, default=1, help="onnxruntime threads (default 1)")
-    parser.add_argument("--chunk-seconds", type=float, default=0.1, help="streaming: audio per chunk (default 0.1)")
-    parser.add_argument("--tail-seconds", type=float,
+    parser.add_argument("--threads", type=at_least(1), default=1, help="onnxruntime threads (default 1)")
+    parser.add_argument("--chunk-seconds", type=above(0), default=0.1, help="streaming: audio per chunk (default 0.1)")
+    parser.add_argument("--tail-seconds", type=at_least(0.0),
                         help="silence after the audio (default: the export's decoding.json, at least 0.5 streaming)")
     parser.add_argument("--text", help="the reference Kaldi text (default: <the list's dir>/text if there, else the "
                         "transcripts in the list)")

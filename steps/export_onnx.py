@@ -18,7 +18,7 @@ is negative or not a multiple of its unit) is refused with the reason; nothing i
 
 import os
 
-from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.export.sherpa_onnx import ExportOptions, NotExportable, config_refusals, export
 
 
@@ -27,7 +27,7 @@ def main() -> str:
     parser.add_argument("--checkpoint", help="default: the newest avg-N.pt (unless training went past "
                         "it), else the newest checkpoint")
     parser.add_argument("--streaming", action="store_true", help="a streaming encoder (sherpa-onnx's lstm type)")
-    parser.add_argument("--chunk-frames", type=int, default=0,
+    parser.add_argument("--chunk-frames", type=at_least(0), default=0,
                         help="streaming: fbank frames an encoder call advances by, a multiple of stacking x "
                              "the conv front end's strides x StackTime (default: the smallest such multiple of "
                              "at least 4, 40 ms); a conv front end reads its overlap again besides")

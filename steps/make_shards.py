@@ -17,7 +17,7 @@ from multiprocessing import Pool
 
 from rnnt.progress_bar import progress
 
-from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.datadir.utterances import read_utterances
 from rnnt.prep.shard_writer import FORMATS, AudioOptions, ShardItem, skipped_path, write_shard
 
@@ -113,11 +113,11 @@ def write_shards(jobs: list, nj: int) -> tuple[int, float, list[str]]:
 def main() -> str:
     parser = tool_parser(__doc__, "steps/make_shards.py --nj 4 data/train data/train/shards "
                                   "data/train/data.list")
-    parser.add_argument("--utts-per-shard", type=int, default=1000, help="utterances per shard (default 1000)")
-    parser.add_argument("--nj", type=int, default=1, help="parallel processes (default 1)")
+    parser.add_argument("--utts-per-shard", type=at_least(1), default=1000, help="utterances per shard (default 1000)")
+    parser.add_argument("--nj", type=at_least(1), default=1, help="parallel processes (default 1)")
     parser.add_argument("--audio-format", choices=FORMATS, default="keep",
                         help="keep the source files' bytes (default), or re-encode as wav or flac")
-    parser.add_argument("--resample", type=int,
+    parser.add_argument("--resample", type=at_least(1),
                         help="resample to this rate (re-encodes; wav unless --audio-format flac)")
     parser.add_argument("--prefix", default="shards", help="shard file name prefix (default 'shards')")
     parser.add_argument("--replace", action="store_true",
@@ -127,8 +127,6 @@ def main() -> str:
     parser.add_argument("shard_dir")
     parser.add_argument("shard_list", help="output list: one shard path a line (data.list)")
     args = parser.parse_args()
-    if args.utts_per_shard < 1 or args.nj < 1:
-        parser.error("--utts-per-shard and --nj must be at least 1")
     try:
         items, left_out = read_items(args.data_dir)
     except OSError as error:

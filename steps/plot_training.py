@@ -10,7 +10,7 @@ import os
 import re
 from datetime import datetime
 
-from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.cli import ToolError, above, run_tool, tool_parser
 
 STAMP = r"^(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \[rank 0\] "
 TRAIN = re.compile(STAMP + r"epoch \d+ step (?P<step>\d+): loss (?P<loss>[0-9.eE+-]+|nan|inf)")
@@ -78,7 +78,7 @@ def main() -> str:
     parser.add_argument("output", help="the PNG to write")
     parser.add_argument("exp_dirs", nargs="+", help="experiment dirs holding train.log")
     parser.add_argument("--labels", help="comma-separated names for the experiments (default: their dir names)")
-    parser.add_argument("--max-gap", type=float, default=10.0, help="minutes between log lines counted as a pause")
+    parser.add_argument("--max-gap", type=above(0), default=10.0, help="minutes between log lines counted as a pause")
     parser.add_argument("--title", default="")
     args = parser.parse_args()
     labels = args.labels.split(",") if args.labels else [os.path.basename(os.path.normpath(d)) for d in args.exp_dirs]

@@ -28,7 +28,7 @@ import sys
 import numpy as np
 import torch
 
-from rnnt.cli import tool_parser
+from rnnt.cli import above, at_least, tool_parser
 from rnnt.data.audio import AudioError, load_audio, to_mono
 from rnnt.data.resample import resample
 from rnnt.search_methods import METHODS, check_method
@@ -40,8 +40,8 @@ from rnnt.transcriber import Transcriber, seconds_per_encoder_frame
 def parse_args():
     parser = tool_parser(__doc__, "steps/transcribe.py --json --word-times exp/tiny a.flac b.wav")
     parser.add_argument("--method", choices=METHODS, default="greedy")
-    parser.add_argument("--beam", type=int, help="default 4; an LM-fused method (*_lm, *_lodr): the beam its LM "
-                        "weights were chosen with")
+    parser.add_argument("--beam", type=at_least(1),
+                        help="default 4; an LM-fused method (*_lm, *_lodr): the beam its LM weights were chosen with")
     parser.add_argument("--checkpoint", help="default: the newest avg-N.pt (unless training went past "
                         "it), else the newest checkpoint")
     parser.add_argument("--device", default="cpu")
@@ -50,11 +50,11 @@ def parse_args():
     parser.add_argument("--nbest", action="store_true", help="--json: add \"nbest\", every hypothesis the search "
                         "kept (up to --beam; pooled_beam_lm 2 x --beam) with its score and unit times")
     parser.add_argument("--stream", action="store_true", help="decode chunk by chunk, printing partial results")
-    parser.add_argument("--chunk-seconds", type=float, default=0.1, help="--stream: audio per chunk (default 0.1)")
-    parser.add_argument("--endpoint-seconds", type=float, default=1.2,
+    parser.add_argument("--chunk-seconds", type=above(0), default=0.1, help="--stream: audio per chunk (default 0.1)")
+    parser.add_argument("--endpoint-seconds", type=at_least(0.0), default=1.2,
                         help="--stream: a pause this long without a unit ends the line shown (default 1.2; 0: one "
                              "line for the whole audio)")
-    parser.add_argument("--segment-seconds", type=float, default=0,
+    parser.add_argument("--segment-seconds", type=at_least(0.0), default=0,
                         help="decode long recordings in segments of at most this long, cut at the quietest "
                              "moments (any model; memory bounded by the segment); 0: the whole file at once")
     parser.add_argument("exp_dir")
@@ -64,10 +64,6 @@ def parse_args():
         parser.error("--stream decodes with greedy search; leave --method out")
     if args.stream and args.segment_seconds:
         parser.error("--stream and --segment-seconds are two ways to decode a long recording: give one")
-    if args.endpoint_seconds < 0:
-        parser.error("--endpoint-seconds must not be negative")
-    if args.beam is not None and args.beam < 1:
-        parser.error("--beam must be at least 1")
     if args.nbest and (args.stream or args.segment_seconds or not args.json):
         parser.error("--nbest needs --json, and a search that keeps several hypotheses (not --stream or "
                      "--segment-seconds)")

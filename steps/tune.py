@@ -26,7 +26,7 @@ import sys
 import torch
 import yaml
 
-from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.cli import ToolError, above, at_least, run_tool, tool_parser
 from rnnt.config import to_dict
 from rnnt.data.tokenizer import Tokenizer
 from rnnt.model.transducer import Transducer
@@ -148,8 +148,8 @@ def main() -> str:
     parser.add_argument("--lang-dir", default="", help="overrides paths.lang_dir")
     parser.add_argument("--storage", default="", help="database URL (default: sqlite:///<exp-dir>/study.db)")
     parser.add_argument("--study-name", default="tune")
-    parser.add_argument("--trials", type=int, default=0, help="overrides the search's trials")
-    parser.add_argument("--heartbeat", type=float, default=60.0,
+    parser.add_argument("--trials", type=at_least(0), default=0, help="overrides the search's trials")
+    parser.add_argument("--heartbeat", type=above(0), default=60.0,
                         help="seconds between a running trial's heartbeats; two missed fail it")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="", help="passed to steps/train.py")
     args = parser.parse_args()

@@ -23,7 +23,7 @@ import shutil
 import torch
 from rnnt.progress_bar import progress
 
-from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.cli import ToolError, at_least, run_tool, show_data_reports, tool_parser
 from rnnt.ctc_rescoring import check_ctc_head, ctc_log_likelihoods, rescored
 from rnnt.decode_results import reference_texts
 from rnnt.lm.fusion import OVER, FusionConfig, fusion_config_path, write_fusion_config
@@ -72,12 +72,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--ctc-weights", type=float_list, default="0,0.2,0.4,0.7,1.0",
                         help="weights of the CTC head's rescoring of a transducer's n-best to try (default "
                              "0,0.2,0.4,0.7,1.0; only 0 for a CTC search or a model without a CTC head)")
-    parser.add_argument("--beam", type=int, default=8)
+    parser.add_argument("--beam", type=at_least(1), default=8)
     parser.add_argument("--checkpoint", help="default: the newest avg-N.pt (unless training went past "
                         "it), else the newest checkpoint")
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--batch-size", type=at_least(1), default=16)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--nj", type=int, default=torch.get_num_threads(),
+    parser.add_argument("--nj", type=at_least(1), default=torch.get_num_threads(),
                         help="grid points searched at once, a process of one thread each (default: torch's thread "
                              f"count, {torch.get_num_threads()} here; 1 on a GPU)")
     parser.add_argument("exp_dir")
@@ -85,10 +85,8 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     if args.bonuses is None:
         args.bonuses = float_list("0,0.5,1,2,3" if args.over == "units" else "-2,-1,0,1,2")
-    if args.nj < 1:
-        parser.error("--nj must be at least 1")
-    if args.beam < 1 or min(args.weights + args.lodr_weights + args.ctc_weights) < 0:
-        parser.error("--beam must be at least 1 and the weights at least 0")
+    if min(args.weights + args.lodr_weights + args.ctc_weights) < 0:
+        parser.error("the weights must be at least 0")
     if (METHODS[args.method].lm == "lodr") != (args.lodr_arpa is not None):
         parser.error(f"--lodr-arpa goes with the *_lodr methods, and they need it (--method {args.method})")
     return args
@@ -123,6 +121,7 @@ def main() -> str:
                             f"{args.dev_list}, {os.path.basename(path)}",
                             copied(args.lodr_arpa, lm_dir) if args.lodr_arpa else None)
         fusion = base.load(tokenizer)
+        show_data_reports()
         pipeline = decoding_pipeline(experiment, tokenizer, args.dev_list, args.batch_size)
     except (OSError, ValueError, KeyError) as error:
         raise ToolError(str(error)) from error

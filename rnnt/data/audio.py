@@ -76,6 +76,23 @@ def load_audio(audio, start: float | None = None, end: float | None = None) -> t
     return check_finite(torch.from_numpy(np.ascontiguousarray(samples.T))), opened.samplerate
 
 
+def float_samples(samples) -> torch.Tensor:
+    """Samples given in memory (a tensor or a numpy array: 1-D, (channels, samples), or soundfile's (samples,
+    channels), whose shorter side is the channels) as float32 (channels, samples) or (samples,) in [-1, 1]: integer
+    samples (16-bit PCM; 8-bit, unsigned around 128, as WAV holds them) are scaled to that range. Samples that are
+    not finite are refused (AudioError)."""
+    waveform = check_finite(torch.as_tensor(samples))
+    if waveform.dim() == 2 and waveform.shape[0] > waveform.shape[1]:
+        waveform = waveform.T
+    if waveform.dim() not in (1, 2):
+        raise AudioError(f"audio samples of shape {tuple(waveform.shape)}: want (samples,) or (channels, samples)")
+    if waveform.dtype == torch.uint8:
+        return (waveform.float() - 128) / 128
+    if not waveform.is_floating_point():
+        return waveform.float() / -torch.iinfo(waveform.dtype).min
+    return waveform.float()
+
+
 def to_mono(waveform: torch.Tensor) -> torch.Tensor:
     """(channels, samples) -> (samples,), averaging the channels."""
     return waveform.mean(dim=0) if waveform.shape[0] > 1 else waveform[0]

@@ -214,6 +214,8 @@ def write_fusion_config(path: str, config: FusionConfig) -> None:
 
 def read_fusion_config(path: str) -> FusionConfig:
     """The FusionConfig a yaml of write_fusion_config describes."""
+    if os.path.isdir(path):
+        raise ValueError(f"{path}: a directory, not an LM weights file (lm/<method>.yaml, steps/tune_lm_fusion.py's)")
     if not os.path.isfile(path):  # an LM method decoded before its LM's weights were chosen
         raise ValueError(f"{path}: no LM weights for this method yet: build the LM (steps/build_ngram_lm.py) and "
                          "choose its weights on dev (steps/tune_lm_fusion.py), as a recipe's LM stage does, or "

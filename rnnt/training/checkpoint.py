@@ -20,13 +20,19 @@ __all__ = ["UnreadableCheckpoint", "for_decoding", "latest", "load", "load_meta"
 
 
 def save(path: str, state: dict) -> None:
-    """Written to path.tmp, flushed to disk, then renamed: a crash leaves the old file or the new one, whole."""
+    """Written to path.tmp, flushed to disk, then renamed: a crash leaves the old file or the new one, whole; a
+    failure (a full disk, path a directory) leaves no path.tmp."""
     tmp = f"{path}.tmp"
-    with open(tmp, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.isfile(tmp):
+            os.remove(tmp)
+        raise
     directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
     try:
         os.fsync(directory)  # the rename itself

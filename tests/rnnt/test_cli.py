@@ -1,10 +1,15 @@
 """rnnt.cli: --help prints a tool's docstring line for line with its example after it, and run_tool ends a
 stage tool with 'tool.py: SUMMARY' and exit 0, or 'tool.py: MESSAGE' on standard error and exit 1; glued_values
-lets an option take a value that starts with '-', as Kaldi's parse_options.sh does."""
+lets an option take a value that starts with '-', as Kaldi's parse_options.sh does; at_least and above refuse a number
+out of its range as a usage error naming the option."""
+
+import subprocess
+import sys
 
 import pytest
 
-from rnnt.cli import ToolError, glued_values, run_tool, tool_parser
+from conftest import ROOT
+from rnnt.cli import ToolError, above, at_least, glued_values, run_tool, tool_parser
 
 DOC = """Makes shards of a data dir.
 
@@ -89,3 +94,36 @@ def test_glued_values_let_a_value_start_with_a_dash():
     args = parser.parse_args(glued)
     assert (args.utt_suffix, args.spk_prefix, args.validate_opts) == ("-x", "-a-", "--no-wav --no-text")
     assert glued_values(["--utt-suffix"], ("--utt-suffix",)) == ["--utt-suffix="]  # a last option without a value
+
+
+
+def test_a_number_option_out_of_its_range_is_a_usage_error_naming_it(capsys):
+    parser = tool_parser(DOC, prog="tool.py")
+    parser.add_argument("--threads", type=at_least(0), default=0)
+    parser.add_argument("--tail-seconds", type=at_least(0.0))
+    parser.add_argument("--chunk-seconds", type=above(0))
+    args = parser.parse_args(["--threads", "3", "--tail-seconds", "0", "--chunk-seconds", "0.05"])
+    assert (args.threads, args.tail_seconds, args.chunk_seconds) == (3, 0.0, 0.05)
+    assert isinstance(args.threads, int) and isinstance(args.tail_seconds, float)
+    for option, value, message in [("--threads", "-1", "expected a whole number at least 0, got '-1'"),
+                                   ("--threads", "1.5", "expected a whole number at least 0, got '1.5'"),
+                                   ("--tail-seconds", "-0.5", "expected a number at least 0, got '-0.5'"),
+                                   ("--tail-seconds", "nan", "expected a number at least 0, got 'nan'"),
+                                   ("--chunk-seconds", "0", "expected a number above 0, got '0'")]:
+        with pytest.raises(SystemExit) as stop:
+            parser.parse_args([option, value])
+        assert stop.value.code == 2
+        assert capsys.readouterr().err.endswith(f"tool.py: error: argument {option}: {message}\n")
+
+
+@pytest.mark.parametrize("tool, option, argv", [
+    ("decode.py", "--threads", ["-1", "exp", "data.list", "test"]),  # torch's RuntimeError traceback
+    ("decode_sherpa_onnx.py", "--tail-seconds", ["-1", "onnx", "data.list", "out"]),  # numpy's negative dimensions
+    ("transcribe.py", "--chunk-seconds", ["0", "--stream", "exp", "a.wav"]),  # one-sample chunks, silently
+    ("make_shards.py", "--nj", ["0", "data", "shards", "data.list"]),
+])
+def test_the_tools_refuse_a_number_out_of_range_before_they_start(tool, option, argv, tmp_path):
+    out = subprocess.run([sys.executable, str(ROOT / "steps" / tool), option, *argv], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert f"{tool}: error: argument {option}: expected " in out.stderr, out.stderr

@@ -97,3 +97,5 @@ def test_the_weight_travels_with_the_methods_yaml(tmp_path):
     assert read_fusion_config(str(tmp_path / "plain.yaml")).ctc_weight == 0.0
     with pytest.raises(ValueError, match="no LM weights for this method yet: build the LM"):  # was a bare ENOENT
         read_fusion_config(str(tmp_path / "lm" / "modified_beam_lm.yaml"))
+    with pytest.raises(ValueError, match="a directory, not an LM weights file"):  # --lm-fusion exp/lm: "not yet"
+        read_fusion_config(str(tmp_path))

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from conftest import librispeech_utterances
+from rnnt.cli import ToolError
 from rnnt.decode_results import reference_texts, write_results
 from rnnt.prep.shard_writer import AudioOptions, ShardItem, write_shard
 
@@ -48,6 +49,22 @@ def test_missing_and_unknown_hypotheses_are_named_and_the_missing_scored_as_dele
     assert len(recogs) == 6
     assert recogs[0] == f"{exact}:\tref={exact_text.split()}" and recogs[1] == f"{exact}:\thyp={exact_text.split()}"
     assert recogs[4:] == [f"{missing}:\tref={missing_text.split()}", f"{missing}:\thyp=[]"]
+
+
+def test_nothing_decoded_is_refused_and_a_run_before_leaves_no_optional_output(tmp_path, test_data):
+    """decode_sherpa_onnx.py scored %WER 100 [PARTIAL] and ended well when nothing could be decoded; decode.py without
+    --nbest left the nbest.json of a run before beside its hypotheses (which combine_nbest.py pooled)."""
+    rows = librispeech_utterances(test_data)[:2]
+    refs = {utt: text for utt, _, text in rows}
+    out = tmp_path / "decode"
+    with pytest.raises(ToolError, match=f"^no utterance of text could be decoded .*; {out} left as it was$"):
+        write_results(str(out), refs, {}, "text", "decode_sherpa_onnx.py")
+    assert not out.exists()
+    out.mkdir()
+    for name in ("nbest.json", "ctm", "per", "notes.txt"):
+        (out / name).write_text("a run before's\n")
+    write_results(str(out), refs, dict(refs), "text", "decode.py")
+    assert sorted(p.name for p in out.iterdir()) == ["errs", "hyp", "notes.txt", "recogs", "ref", "wer"]
 
 
 def test_a_complete_decoding_is_not_partial_and_says_nothing(tmp_path, test_data, capsys):

@@ -208,6 +208,16 @@ def test_a_damaged_checkpoint_is_named_and_nothing_is_averaged(trained, tmp_path
         assert not (tmp_path / "avg-3.pt").exists()
 
 
+def test_an_average_that_cannot_be_written_is_one_line_and_leaves_no_part_file(trained, tmp_path):
+    """--output in a dir that is not there, or naming a dir: a traceback, and the second left <dir>.tmp."""
+    (tmp_path / "adir").mkdir()
+    for output in (tmp_path / "nodir" / "x.pt", tmp_path / "adir"):
+        out = run_tool(sys.executable, STEPS / "average_checkpoints.py", "--last", "2", "--output", output, trained)
+        assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+        assert out.stderr.startswith(f"average_checkpoints.py: {output}: cannot write the average (")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]
+
+
 def test_integer_samples_are_scaled_and_word_times_end_with_the_audio(trained, yesno):
     """16-bit PCM given as integers transcribes as the same samples in [-1, 1], 8-bit too; a word's times never pass the
     audio's end (the silence decoding appends is not audio: a word's last unit emitted in it ends there)."""
@@ -222,6 +232,10 @@ def test_integer_samples_are_scaled_and_word_times_end_with_the_audio(trained, y
     assert (as_ints.text, as_ints.words) == (as_floats.text, as_floats.words) and as_ints.text
     as_float64 = transcriber.transcribe(soundfile.read(entry["wav"]))  # numpy float64, soundfile's default
     assert (as_float64.text, as_float64.words) == (as_floats.text, as_floats.words)
+    stereo, _ = soundfile.read(entry["wav"], always_2d=True)  # soundfile's (samples, channels): the shorter side
+    stereo = stereo.repeat(2, axis=1)  # is the channels (it was read as 2 channels of a few samples each)
+    as_stereo = transcriber.transcribe((stereo, rate))
+    assert (as_stereo.text, as_stereo.words) == (as_floats.text, as_floats.words)
     eight_bit = (samples.astype("int32") // 256 + 128).astype("uint8")  # WAV's 8-bit PCM: unsigned around 128
     torch.testing.assert_close(transcriber.waveform((eight_bit, rate)), transcriber.waveform((samples, rate)),
                                atol=1 / 128, rtol=0)  # it came out as inf
@@ -302,7 +316,7 @@ def test_nbest_lists_from_decode_and_transcribe(trained, yesno, tmp_path):
     refused = run_tool(sys.executable, STEPS / "transcribe.py", "--nbest", trained, entry["wav"])
     assert refused.returncode == 2 and "--nbest needs --json" in refused.stderr
     for tool, options, why in (
-            ("transcribe.py", ["--beam", "0", trained, entry["wav"]], "--beam must be at least 1"),
+            ("transcribe.py", ["--beam", "0", trained, entry["wav"]], "--beam: expected a whole number at least 1"),
             ("transcribe.py", ["--stream", "--segment-seconds", "30", trained, entry["wav"]], "give one"),
             ("decode.py", ["--method", "modified_beam", "--lm-fusion", "lm.yaml", trained, yesno / "five.list", "x"],
              "--lm-fusion goes with an LM-fused method (*_lm, *_lodr), not modified_beam")):
@@ -341,6 +355,10 @@ def test_decode_scores_every_reference_even_undecodable_ones(trained, yesno, tmp
     assert "decoded 3 of 5 utterances" in out.stdout
     for lost in (entries[1]["key"], entries[3]["key"]):
         assert f"{lost} of {data / 'text'} was not decoded" in out.stderr
+    # why: the skipped audio by name, the short clip in the pass's data report (it was logged at INFO, never shown)
+    assert f"decode.py: skipped {entries[1]['key']} from {tmp_path / 'broken.wav'}: cannot decode audio" in out.stderr
+    assert ("decode.py: data (data.list): 5 utterances: 4 at 8000 Hz; 1 skipped, their audio unreadable (named "
+            "above); 1 dropped by the filters (1 too short for the encoder: no output frame)") in out.stderr, out.stderr
     lost = " ".join(sorted((entries[1]["key"], entries[3]["key"])))
     assert f"(counted as empty): {lost}" in (trained / "decode-broken-greedy" / "errs").read_text()
 

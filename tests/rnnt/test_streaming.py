@@ -16,6 +16,7 @@ import torch
 import yaml
 
 from conftest import librispeech_utterances
+from rnnt.data.audio import AudioError
 from rnnt.data.tokenizer import SPACE, Tokenizer
 from rnnt.model.transducer import Transducer
 from rnnt.search import greedy_search, joint_log_probs, start_hypotheses
@@ -310,3 +311,19 @@ def test_a_chunk_with_samples_that_are_not_finite_is_refused(tmp_path, lang, spe
     chunk[10] = float("nan")
     with pytest.raises(AudioError, match="samples are not finite"):
         stream.accept(chunk)
+
+
+def test_a_stream_takes_integer_pcm_and_numpy_chunks_as_the_transcriber_does(tmp_path, lang, speech):
+    """16-bit PCM chunks (a microphone's) went in unscaled, 32768 times too loud: another transcript, no error; a
+    numpy chunk raised AttributeError. Two channels are refused, not read as one."""
+    t = transcriber(tmp_path, lang, speech)
+    pcm = (speech[0] * 32767).round().to(torch.int16)
+    as_floats, as_ints, as_numpy = Stream(t), Stream(t), Stream(t)
+    feed(as_floats, pcm.float() / 32768, [1600] * 100)
+    feed(as_ints, pcm, [1600] * 100)
+    for start in range(0, len(pcm), 1600):
+        as_numpy.accept(pcm[start:start + 1600].numpy())
+    expected = as_floats.finish()
+    assert expected.text and as_ints.finish() == expected and as_numpy.finish() == expected
+    with pytest.raises(AudioError, match=r"a stream takes mono samples, got shape \(2, 1600\)"):
+        Stream(t).accept(torch.stack([speech[0][:1600]] * 2))

@@ -15,6 +15,7 @@ import os
 import re
 import sys
 
+from rnnt.cli import at_least
 from rnnt.prep.data_dir_writer import Report, Utterance, add_entry, data_prep_parser, write_data_dirs
 from rnnt.prep.dev_speakers import pick_dev_speakers
 
@@ -85,7 +86,8 @@ def main() -> int:
     parser = data_prep_parser(__doc__, ("corpus_dir", "the an4/ folder (holds etc/ and wav/)"),
                               ("data_root", "writes <data_root>/train, <data_root>/dev and <data_root>/test"),
                               example="local/data_prep.py downloads/an4 data")
-    parser.add_argument("--dev-speakers", type=int, default=8, help="training speakers held out as dev (default 8)")
+    parser.add_argument("--dev-speakers", type=at_least(1), default=8,
+                        help="training speakers held out as dev (default 8)")
     args = parser.parse_args()
     lists = [f"etc/an4_{part}.{kind}" for part in ("train", "test") for kind in ("fileids", "transcription")]
     if missing := [name for name in lists if not os.path.isfile(os.path.join(args.corpus_dir, name))]:

@@ -12,6 +12,7 @@ scoring sees them: upper case, single spaces. Missing or unreadable audio is nam
 import os
 import sys
 
+from rnnt.cli import at_least
 from rnnt.prep.data_dir_writer import (Report, Utterance, add_entry, data_prep_parser, remove_stale_set,
                                        write_data_dirs)
 from rnnt.prep.dev_speakers import pick_dev_speakers
@@ -73,7 +74,8 @@ def main() -> int:
         __doc__, ("corpus_dir", "the speechocean762/ folder (holds train/, WAVE/ and maybe test/)"),
         ("data_root", "writes <data_root>/train, <data_root>/dev and <data_root>/test"),
         example="local/data_prep.py downloads/speechocean762 data")
-    parser.add_argument("--dev-speakers", type=int, default=10, help="training speakers held out as dev (default 10)")
+    parser.add_argument("--dev-speakers", type=at_least(1), default=10,
+                        help="training speakers held out as dev (default 10)")
     args = parser.parse_args()
     if missing := missing_files(args.corpus_dir, "train"):
         print(f"data_prep.py: {args.corpus_dir}: no {' or '.join(missing)}; give the speechocean762/ folder",
