@@ -201,11 +201,10 @@ class Trainer(Checkpointing):
                 if not self.train_epoch():
                     break
                 self.end_epoch()
-            if self.batch:  # stopped inside an epoch: keep the exact position
-                self.save(checkpoint.name("step", self.step))
+            partial = self.save_position()
             check_parameters_agree(self.world, self.model.parameters())
             ended_together = True
-            summary = f"{self.step} steps, {self.epoch} epochs; {self.bad_batches.summary()}"
+            summary = f"{self.step} steps, {self.epoch} epochs{partial}; {self.bad_batches.summary()}"
             if not self.complete():
                 log.info("stopped on SIGTERM at step %d (%s); rerun with --resume to continue", self.step, summary)
                 return STOPPED_BY_SIGNAL

@@ -34,6 +34,16 @@ class Checkpointing:
                      **self.bad_batches.meta(), **self.valid_result},
         }
 
+    def save_position(self) -> str:
+        """Saves step-N.pt where the run stopped inside an epoch (its exact position: SIGTERM, train.max_steps); the
+        words that say so in the run's summary (those batches are in no epoch checkpoint: not averaged, nor decoded
+        by a recipe)."""
+        if not self.batch:
+            return ""
+        self.save(checkpoint.name("step", self.step))
+        return (f" and {self.batch} batches of epoch {self.epoch + 1}, kept in step-{self.step}.pt alone (epoch "
+                "checkpoints, which averaging and the recipes decode, hold none of them)")
+
     def save(self, name: str) -> None:
         state = self.state()  # every rank takes part: the RNG states are gathered
         if self.world.main:

@@ -343,3 +343,13 @@ def test_a_ranks_cuda_generator_is_saved_alone_and_restored_on_fewer_visible_dev
     assert torch.equal(devices[2], torch.full((4,), 12.0))  # the saving rank's own device's, by index
     checkpoint.set_rng_state(dict(saved, cuda=[torch.zeros(4)]))  # its device not among them: left as it is
     assert torch.equal(devices[2], torch.full((4,), 12.0))
+
+
+def test_a_run_ended_by_max_steps_inside_an_epoch_says_its_last_batches_are_in_no_epoch_checkpoint(yesno_small):
+    """It said 'training done' alone: a recipe then averaged and decoded the epochs before, without those batches."""
+    trainer = make_trainer(yesno_small, "exp", max_steps=3, epochs=5)  # 2 steps an epoch
+    assert trainer.run() == 0
+    assert sorted(p.name for p in (yesno_small / "exp").glob("*.pt")) == ["epoch-1.pt", "step-3.pt"]
+    log = (yesno_small / "exp" / "train.log").read_text()
+    assert ("training done: 3 steps, 1 epochs and 1 batches of epoch 2, kept in step-3.pt alone (epoch checkpoints, "
+            "which averaging and the recipes decode, hold none of them)") in log
