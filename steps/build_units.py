@@ -88,7 +88,7 @@ def write_unit_rates(data_dir: str, lang_dir: str, tokenizer: Tokenizer, texts: 
 def main() -> str:
     parser = tool_parser(__doc__, "steps/build_units.py --unit-type bpe --vocab-size 500 data/train data/lang")
     parser.add_argument("--unit-type", choices=("bpe", "unigram", "char", "word", "phone"), default="bpe")
-    parser.add_argument("--vocab-size", type=at_least(1), default=500,
+    parser.add_argument("--vocab-size", type=at_least(0), default=500,
                         help="bpe/unigram: units in units.txt, <blank> and <unk> included (default 500)")
     parser.add_argument("--character-coverage", type=float, default=1.0,
                         help="sentencepiece character coverage (default 1.0; 0.9995 suits large alphabets)")
