@@ -15,6 +15,12 @@ from rnnt.datadir.table import left_out, read_table, write_lines
 from rnnt.datadir.values import segment_problem
 
 
+def start_within(start: float, duration: float, frame_seconds: float) -> float:
+    """A word's start, inside the audio: one emitted whole in the silence appended after it starts on its last
+    frame (a CTM line of no duration at its end before)."""
+    return start if start < duration else max(duration - frame_seconds, 0.0)
+
+
 def recording_offsets(data_dir: str) -> dict[str, tuple[str, str, float]] | None:
     """utt -> (file, channel, start of the utterance in it) from data_dir's segments and reco2file_and_channel;
     None without segments. A malformed line of either is named by file and line on standard error and left out

@@ -103,17 +103,25 @@ METHODS: dict[str, Method] = {
 LM_METHODS = tuple(name for name, method in METHODS.items() if method.lm)
 
 
+def head_problem(name: str, has_ctc: bool, is_transducer: bool) -> str | None:
+    """Why a model with these heads cannot decode with the method of that name (None: it can)."""
+    method = METHODS.get(name)
+    if method is None:
+        return f"decoding method must be one of {tuple(METHODS)}, got '{name}'"
+    if (method.head == "ctc" or method.needs_ctc) and not has_ctc:
+        return f"--method {name} needs a CTC head; this model has none (train with loss.ctc_weight > 0)"
+    if method.head == "transducer" and not is_transducer:
+        return (f"--method {name} searches a transducer; this is a CTC model: use ctc_greedy, ctc_prefix_beam or "
+                "ctc_prefix_beam_lm")
+    return None
+
+
 def check_method(model, name: str, options: SearchOptions | None = None) -> Method:
     """The method of that name if the model can run it (with options' LM, where given), else ValueError
     saying why not."""
-    method = METHODS.get(name)
-    if method is None:
-        raise ValueError(f"decoding method must be one of {tuple(METHODS)}, got '{name}'")
-    if (method.head == "ctc" or method.needs_ctc) and model.ctc is None:
-        raise ValueError(f"--method {name} needs a CTC head; this model has none (train with loss.ctc_weight > 0)")
-    if method.head == "transducer" and not model.is_transducer:
-        raise ValueError(f"--method {name} searches a transducer; this is a CTC model: use ctc_greedy, "
-                         "ctc_prefix_beam or ctc_prefix_beam_lm")
+    if problem := head_problem(name, model.ctc is not None, model.is_transducer):
+        raise ValueError(problem)
+    method = METHODS[name]
     if options is not None:
         check_fusion(name, options.fusion)
         if options.ctc_weight and (method.head != "transducer" or model.ctc is None):
@@ -150,3 +158,28 @@ def lm_options(name: str, tokenizer, config_path: str, beam: int | None = None,
     fusion = config.load(tokenizer)
     check_fusion(name, fusion)
     return SearchOptions(beam or config.beam, max_symbols_per_frame, fusion, config.ctc_weight)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python3 -m rnnt.search_methods CONFIG METHOD...: exit 1, naming each, where a model of the config could not
+    decode with a method (a misspelt name; a CTC search of a model without a CTC head): a recipe asks before it
+    trains, not at its decode stage after the training."""
+    import sys
+
+    from rnnt.training.experiment import load_experiment
+
+    config, *names = argv if argv is not None else sys.argv[1:]
+    try:
+        loss = load_experiment(config).model.loss
+    except (OSError, ValueError) as error:
+        print(f"search_methods: {error}", file=sys.stderr)
+        return 1
+    problems = [problem for name in names
+                if (problem := head_problem(name, loss.ctc_weight > 0 or loss.type == "ctc", loss.type != "ctc"))]
+    for problem in problems:
+        print(f"search_methods: {problem} (a model of {config})", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from rnnt.ctm import start_within
 from rnnt.data import stages
 from rnnt.data.audio import float_samples, load_audio, to_mono
 from rnnt.data.config import BatchConfig, FilterConfig
@@ -83,8 +84,8 @@ def seconds_per_encoder_frame(experiment: Experiment) -> float:
 def words_with_times(tokenizer: Tokenizer, hyp: Hypothesis, frame_seconds: float,
                      duration: float = float("inf")) -> list[dict]:
     """Words with start and end times (seconds) from the frames at which their pieces were emitted, never past
-    the audio's duration (a unidirectional model emits a word's end inside the silence appended after it); a
-    word LM's words (hyp.words) name them where the search kept them."""
+    the audio's duration (a unidirectional model emits a word's end inside the silence appended after it:
+    start_within); a word LM's words (hyp.words) name them where the search kept them."""
     groups: list[list[tuple[int, int]]] = []  # each word's (token, frame)s
     for token, frame in zip(hyp.tokens, hyp.frames):
         piece = tokenizer.symbols.get(token, "<unk>")
@@ -97,7 +98,7 @@ def words_with_times(tokenizer: Tokenizer, hyp: Hypothesis, frame_seconds: float
     groups = [group for group in groups if group]
     texts = hyp.words if hyp.words is not None and len(hyp.words) == len(groups) else \
         [tokenizer.decode([token for token, _ in group]).strip() for group in groups]
-    return [{"word": text, "start": round(min(group[0][1] * frame_seconds, duration), 3),
+    return [{"word": text, "start": round(start_within(group[0][1] * frame_seconds, duration, frame_seconds), 3),
              "end": round(min((group[-1][1] + 1) * frame_seconds, duration), 3)}
             for text, group in zip(texts, groups) if text]  # a lone word-start piece spells no word
 

@@ -47,8 +47,8 @@ def write_one(job):
 
 def same_plan_or_new(shard_dir: str, plan: dict) -> bool:
     """Records the plan in shard_dir (written aside and renamed: a run stopped there leaves the old record or
-    none); False if it holds shards written to another plan, or to one its record no longer says (their reuse
-    would mix them)."""
+    none); False if it holds shards written to another plan, or to one its record no longer says, or none says
+    (shards and no record: the record deleted, or shards from elsewhere): their reuse would mix them."""
     os.makedirs(shard_dir, exist_ok=True)
     state_path = os.path.join(shard_dir, STATE)
     if os.path.isfile(state_path):
@@ -57,6 +57,8 @@ def same_plan_or_new(shard_dir: str, plan: dict) -> bool:
                 return json.load(f) == plan
         except (OSError, ValueError):  # unreadable: written by another version, or damaged
             return False
+    if any(name.endswith((".tar", ".tar.tmp")) for name in os.listdir(shard_dir)):
+        return False
     try:
         with open(f"{state_path}.tmp", "w") as f:
             json.dump(plan, f)

@@ -24,6 +24,8 @@
 #   decode_result LABEL EXP TAG SET METHOD      prints "LABEL <%WER line>", or why there is none; and where this
 #                                               run left out a stage whose inputs changed (out_of_date), that
 #                                               the result is not one of them
+#   check_methods CONFIG "METHODS"              stops run.sh where a model of CONFIG cannot decode with one of
+#                                               METHODS (a misspelt name, a CTC search without a CTC head)
 #   leading_method "METHODS"                    prints the method that speaks for a model: the first LM-fused
 #                                               one of METHODS, else the last
 #   export_stage STAGE EXP TAG KIND             exports the model for sherpa-onnx (KIND offline or streaming)
@@ -159,6 +161,12 @@ decode_stages() {
       fi
     done
   done
+}
+
+check_methods() {  # check_methods CONFIG "METHODS": run.sh stops now where a model of CONFIG could not decode with one
+  # of METHODS (a misspelt name; a CTC search of a model without a CTC head), not at its decode stage after training
+  # shellcheck disable=SC2086
+  python3 -m rnnt.search_methods "$1" $2 || exit 1
 }
 
 leading_method() {

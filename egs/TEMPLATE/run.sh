@@ -24,13 +24,20 @@ nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
 seeds=1              # N > 1: the model trained N times at once (exp with its config's seed, exp_seedK with --seed K,
                      # K < N), each on its share of the cores, and the best on dev with the last of --methods kept
-methods=greedy       # greedy, beam, modified_beam: each one decodes dev and test
+methods=greedy       # rnnt.search_methods: greedy, beam, modified_beam, or LM-fused (modified_beam_lm, beam_lodr, ...):
+                     # each one decodes dev and test
+lm_order=            # LM-fused methods: the n-gram LM's order (built from data/train, weighted on dev); empty: 3
+lm_over=             # the LM's words: words (through the units: char), or units (bpe); empty: as the units
+lm_beam=             # the beam of the LM's search, its weights chosen with it; empty: utils/units.sh lm_beam_of
+lm_weights=          # the LM weights and length bonuses dev chooses among, comma-separated; empty: those of
+lm_bonuses=          # steps/tune_lm_fusion.py
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode dev and test in it (a
                      # --train-config it runs: conf/deploy.yaml)
 help_message="Usage: ./run.sh --corpus-dir DIR [--transcripts FILE] [--test-transcripts FILE] [--speaker-regex RE]
   [--dev-fraction F] [--test-fraction F] [--stage N] [--stop-stage M] [--train-config FILE] [--exp DIR]
-  [--unit-type char|bpe] [--vocab-size N] [--nj N] [--average N] [--seeds N] [--methods \"greedy beam modified_beam\"]
-  [--deploy \"offline streaming\"]
+  [--unit-type char|bpe] [--vocab-size N] [--nj N] [--average N] [--seeds N] [--methods \"greedy beam modified_beam
+  modified_beam_lm beam_lodr ...\"] [--lm-order N] [--lm-over words|units] [--lm-beam N] [--lm-weights W,...]
+  [--lm-bonuses B,...] [--deploy \"offline streaming\"]
 The transcript list (default DIR/transcripts.txt) has a line per recording: its path relative to DIR, with
 or without the extension, then the transcript, e.g. 'speaker1/rec01.wav HELLO WORLD'. Bad lines are
 reported by file and line and skipped. Audio: any format soundfile reads, any sample rate, mono or stereo.
@@ -38,7 +45,8 @@ reported by file and line and skipped. Audio: any format soundfile reads, any sa
 each recording its own). dev and test (--dev-fraction, --test-fraction: 0.1 each) are whole speakers when there
 are enough, else recordings at random; --test-transcripts FILE: a test set of your own.
 Stages: 1 data dirs (local/data_prep.py), 2 shards, 3 units, 4 train (--seeds N: N models at once, each
-averaged and decoded on dev, the best kept), 5 average, 6 decode and score dev and test (prints the %WER lines),
+averaged and decoded on dev, the best kept), 5 average, 6 decode and score dev and test (prints the %WER lines;
+an LM-fused method first gets an n-gram LM from data/train's text, its weights chosen on dev),
 7 export to ONNX (--deploy), 8 decode and score dev and test in sherpa-onnx (--deploy; conf/deploy.yaml is a
 model it runs as it is).
 Example: ./run.sh --corpus-dir /data/mycorpus --speaker-regex '^([^/]+)/'
@@ -60,6 +68,8 @@ if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
 fi
 transcripts=${transcripts:-$corpus_dir/transcripts.txt}
 lang=$(lang_of "$unit_type" "$vocab_size")
+default_lm_search "$unit_type"  # the LM options not given
+check_methods "$train_config" "$methods"
 check_deployable "$unit_type" "$deploy" "$train_config"
 recipe=$(basename "$PWD")  # names the result lines
 

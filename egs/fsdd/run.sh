@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Free Spoken Digit Dataset: 6 speakers x 10 digits x 50 recordings, 8 kHz. The yesno recipe copied
-# to a new corpus: its own local/data_prep.py and conf/. Test split: recordings 0-4.
+# to a new corpus: its own local/data_prep.py and conf/. Test split: recordings 0-4; dev (validation): 5-7.
 # With --strings N the model also learns connected digits: N strings of 2-7 digits made from the
 # training recordings (local/digit_strings.py) join the training set (data/train_with_stringsN), and
 # N/5 (at least 1) made from the test recordings are a second test set (data/test_stringsN); the model
@@ -19,16 +19,17 @@ strings=0            # digit strings to train on (0: single digits only); N/5 mo
 help_message="Usage: ./run.sh --corpus-dir FSDD/recordings [--stage N] [--stop-stage M] [--train-config FILE]
   [--exp DIR] [--strings N] [--average N] [--method greedy|beam|modified_beam]
 FSDD is not on OpenSLR: git clone https://github.com/Jakobovski/free-spoken-digit-dataset and pass its recordings/.
-Stages: 1 data dirs, 2 shards, 3 units, 4 train, 5 average (with --average N), 6 decode (prints the %WER lines).
+Stages: 1 data dirs (train, dev: recordings 5-7, test: 0-4), 2 shards, 3 units, 4 train, 5 average (with
+--average N), 6 decode dev and test (prints the %WER lines).
 Connected digits: ./run.sh --corpus-dir DIR --strings 1000 (a modified transducer, conf/strings.yaml, in
 exp/strings1000)"
 
 . ./path.sh
 . utils/parse_options.sh
-test_sets=test
+test_sets="dev test"  # decoded: dev (validated on; choices are made there) and test
 train_set=train
 if [ "$strings" -gt 0 ]; then
-  test_sets="test test_strings$strings"
+  test_sets="dev test test_strings$strings"
   train_set=train_with_strings$strings
   train_config=${train_config:-conf/strings.yaml}
   exp=${exp:-exp/strings$strings}
@@ -39,6 +40,7 @@ exp=${exp:-exp/tiny}
 . utils/stages.sh
 check_run_arguments "$@"
 . utils/decoding.sh
+check_methods "$train_config" "$method"
 
 corpus_dir=$(corpus_dir_of "$corpus_dir")  # the one given before, if not given
 if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
@@ -75,10 +77,10 @@ if stage_wanted 3 units -- data/$train_set/text; then
   stage_done 3 units -- data/lang/units.txt
 fi
 
-if stage_wanted 4 train "$exp" -- "$train_config" data/$train_set/shards data/test/shards data/lang/units.txt; then
+if stage_wanted 4 train "$exp" -- "$train_config" data/$train_set/shards data/dev/shards data/lang/units.txt; then
   log=$(stage_log 4 train "$exp")
   logged "$log" steps/train.py --config "$train_config" \
-    --train-list data/$train_set/data.list --valid-list data/test/data.list \
+    --train-list data/$train_set/data.list --valid-list data/dev/data.list \
     --lang-dir data/lang --exp-dir "$exp" --resume
   trained_done 4 train "$exp"
 fi

@@ -4,7 +4,8 @@
 # units, a tiny model trained on CPU, checkpoint averaging, decoding of the test set, the %WER line.
 # Every training recording starts with "no" and none holds a word more than five times in a row:
 # the model also trains on 600 recordings synthesised from the training recordings' own words in
-# random order (local/synthesize.py), or it learns those accidents as rules.
+# random order (local/synthesize.py), or it learns those accidents as rules. Kaldi's split has no dev set:
+# training validates on 60 more synthesised from the training recordings (another seed), never on test.
 set -euo pipefail
 {  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 
@@ -15,18 +16,20 @@ corpus_dir=          # a folder holding the 60 waves_yesno .wav files; empty: th
 mirror=https://www.openslr.org/resources/1
 train_config=conf/tiny.yaml
 exp=exp/tiny
-num_synth=600        # synthesised training recordings
+num_synth=600        # synthesised training recordings (and 60 more, of another seed, the dev set)
 average=3            # the last N epochs averaged for decoding (0: the last epoch alone)
 method=modified_beam
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR] [--mirror URL] [--train-config FILE]
   [--exp DIR] [--num-synth N] [--average N] [--method greedy|beam|modified_beam]
-Stages: 0 download, 1 data dirs, 2 shards, 3 units, 4 train, 5 average, 6 decode (prints the %WER line)."
+Stages: 0 download, 1 data dirs (train, its synthesised sequences, a synthesised dev set, test), 2 shards, 3 units,
+4 train, 5 average, 6 decode (prints the %WER line)."
 
 . ./path.sh
 . utils/parse_options.sh
 . utils/stages.sh
 check_run_arguments "$@"
 . utils/decoding.sh
+check_methods "$train_config" "$method"
 
 corpus_dir=$(corpus_dir_of "$corpus_dir")  # the one given before, if not given
 if [ -z "$corpus_dir" ]; then
@@ -43,16 +46,18 @@ if stage_wanted 1 data -- "$corpus_dir" "$num_synth"; then
   logged "$log" local/data_prep.py "$corpus_dir" data
   logged "$log" local/synthesize.py --num "$num_synth" data/train_yesno data/train_yesno_synth
   logged "$log" utils/combine_data.sh data/train_yesno_aug data/train_yesno data/train_yesno_synth
-  stage_done 1 data -- data/train_yesno_aug/text data/test_yesno/text
+  logged "$log" local/synthesize.py --num 60 --seed 1 --name dev data/train_yesno data/dev_yesno
+  stage_done 1 data -- data/train_yesno_aug/text data/dev_yesno/text data/test_yesno/text
 fi
 
-if stage_wanted 2 shards -- "$(stage_mark 1 data)" data/train_yesno_aug/wav.scp data/train_yesno_aug/text \
-    data/test_yesno/wav.scp data/test_yesno/text; then
+sets="train_yesno_aug dev_yesno test_yesno"
+if stage_wanted 2 shards -- "$(stage_mark 1 data)" $(for set in $sets; do echo data/$set/wav.scp data/$set/text; done)
+then
   log=$(stage_log 2 shards)
-  for set in train_yesno_aug test_yesno; do
+  for set in $sets; do
     logged "$log" steps/make_shards.py --replace --utts-per-shard 200 data/$set data/$set/shards data/$set/data.list
   done
-  stage_done 2 shards -- data/train_yesno_aug/data.list data/test_yesno/data.list
+  stage_done 2 shards -- $(for set in $sets; do echo data/$set/data.list; done)
 fi
 
 if stage_wanted 3 units -- data/train_yesno/text; then
@@ -61,11 +66,11 @@ if stage_wanted 3 units -- data/train_yesno/text; then
   stage_done 3 units -- data/lang/units.txt
 fi
 
-if stage_wanted 4 train "$exp" -- "$train_config" data/train_yesno_aug/shards data/test_yesno/shards \
+if stage_wanted 4 train "$exp" -- "$train_config" data/train_yesno_aug/shards data/dev_yesno/shards \
     data/lang/units.txt; then
   log=$(stage_log 4 train "$exp")
   logged "$log" steps/train.py --config "$train_config" \
-    --train-list data/train_yesno_aug/data.list --valid-list data/test_yesno/data.list \
+    --train-list data/train_yesno_aug/data.list --valid-list data/dev_yesno/data.list \
     --lang-dir data/lang --exp-dir "$exp" --resume
   trained_done 4 train "$exp"
 fi

@@ -27,7 +27,7 @@ from rnnt.data.bucketing import bucket_batches, with_durations
 from rnnt.data.config import DataConfig
 from rnnt.data.features import check_mel_bins
 from rnnt.data.report import DataReport
-from rnnt.data.sources import list_kind, raw_records, read_list, shard_records
+from rnnt.data.sources import list_kind, numbered_copies, raw_records, read_list, shard_records
 from rnnt.data.splitting import Reader, part
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,7 @@ class Pipeline:
         if not self.entries:
             raise ValueError(f"{list_path}: the data list is empty")
         self.kind = list_kind(self.entries)
+        self.entries = numbered_copies(self.entries, self.kind)
         self.buckets = config.buckets if train else 0  # a training order: validation reads every utterance
         if self.buckets and self.kind != "raw":
             raise ValueError(f"{list_path}: bucketing needs a raw list (durations per utterance); this is a shard list")

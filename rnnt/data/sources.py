@@ -17,6 +17,7 @@ import math
 import os
 import tarfile
 import urllib.request
+from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -74,10 +75,32 @@ def list_kind(lines: list[str]) -> str:
     return "raw" if lines and lines[0].startswith("{") else "shard"
 
 
+COPY_MARK = "\t#copy "  # a shard entry's suffix: its K-th repeat in the list (no path holds a tab: lines are stripped)
+
+
+def numbered_copies(entries: list[str], kind: str) -> list[str]:
+    """The entries with each line listed again marked as the K-th copy of it (K >= 1: a raw line's "copy", a shard
+    entry's COPY_MARK), which the records carry (their "copy"), so that an upsampled utterance's copies draw
+    augmentation of their own (rnnt.data.stages.augmentation_key): seeded by key alone, every copy had the same
+    speed, dither and masks in every epoch on every rank, and upsampling only scaled its gradient."""
+    seen: Counter = Counter()
+    numbered = []
+    for entry in entries:
+        copy, seen[entry] = seen[entry], seen[entry] + 1
+        if copy and kind == "raw":
+            entry = f'{entry[:-1].rstrip()}, "copy": {copy}}}'
+        elif copy:
+            entry = f"{entry}{COPY_MARK}{copy}"
+        numbered.append(entry)
+    return numbered
+
+
 def raw_record(line: str) -> dict:
     """The record of one raw-list line; ValueError, KeyError or TypeError where it is not one."""
     entry = json.loads(line)
     record = {"key": entry["key"], "txt": entry["txt"], "audio": entry["wav"], "source": entry["wav"]}
+    if "copy" in entry:  # numbered_copies'
+        record["copy"] = int(entry["copy"])
     if not all(isinstance(record[field], str) for field in ("key", "txt", "audio")):
         raise TypeError("key, wav and txt must be strings")
     for field in ("start", "end"):
@@ -129,9 +152,10 @@ def shard_records(entries: Iterable[str | ShardShare], report: DataReport | None
     extension>. Utterances are counted in the shard's order, complete ones only, as on every rank."""
     for entry in entries:
         share = entry if isinstance(entry, ShardShare) else ShardShare(entry)
-        for index, record in enumerate(_shard_utterances(share.url, report or DataReport("", 0))):
+        url, _, copy = share.url.partition(COPY_MARK)
+        for index, record in enumerate(_shard_utterances(url, report or DataReport("", 0))):
             if index % share.every == share.offset:
-                yield record
+                yield {**record, "copy": int(copy)} if copy else record
 
 
 def _ended_cleanly(tar: tarfile.TarFile) -> bool:

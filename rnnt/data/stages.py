@@ -31,7 +31,11 @@ from rnnt.data.stacking import stack_frames, stacked_length
 log = logging.getLogger(__name__)
 
 
-def utterance_generator(seed: int, epoch: int, key: str) -> torch.Generator:
+def utterance_generator(seed: int, epoch: int, record: dict) -> torch.Generator:
+    """The generator of one utterance's augmentation in one epoch: the same on every rank and worker, and another
+    for each copy of an utterance a list repeats (upsampling)."""
+    copy = record.get("copy", 0)
+    key = record["key"] if not copy else f"{record['key']}#{copy}"
     return torch.Generator().manual_seed(zlib.crc32(f"{seed}:{epoch}:{key}".encode()))
 
 
@@ -101,7 +105,7 @@ def speed_perturb(records: Iterable[dict], factors: tuple[float, ...], seed: int
     """
     for record in records:
         if factors:
-            g = utterance_generator(seed, epoch, record["key"])
+            g = utterance_generator(seed, epoch, record)
             factor = factors[int(torch.randint(0, len(factors), (1,), generator=g))]
             if factor != 1.0:
                 record = {**record, "samples": resampled_length(record["samples"], *speed_ratio(factor)),
@@ -213,7 +217,7 @@ def load_cmvn(config: DataConfig) -> tuple[torch.Tensor, torch.Tensor] | None:
 
 def features_of(record: dict, config: DataConfig, cmvn, train: bool, seed: int, epoch: int) -> torch.Tensor:
     """fbank -> CMVN -> SpecAugment (training) -> stacking, for one utterance: (frames, stack * bins)."""
-    generator = utterance_generator(seed + 1, epoch, record["key"])
+    generator = utterance_generator(seed + 1, epoch, record)
     features = config.features
     feats = fbank(record["waveform"], record["sample_rate"], features.preset, features.num_mel_bins,
                   dither=features.dither if train else 0.0, generator=generator)

@@ -93,12 +93,12 @@ def shortest(tables: Tables, n: int) -> list[str]:
 def pick(tables: Tables, n: int, how: str, seed: int) -> list[str]:
     """The utterances N and how choose, as Kaldi's options choose them."""
     utts = sorted(tables["utt2spk"])
-    check_count(n, len(utts))
     spk2utt = utt2spk_to_spk2utt((u, tables["utt2spk"][u]) for u in utts)
-    if how == "per-spk":
+    if how == "per-spk":  # N per speaker: a speaker with fewer gives all of theirs, as Kaldi's
         return per_speaker(spk2utt, n)
-    if how == "speakers":
+    if how == "speakers":  # whole speakers up to N utterances: all of them where the dir holds fewer
         return random_speakers(spk2utt, n, seed)
+    check_count(n, len(utts))
     if how == "shortest":
         return shortest(tables, n)
     return choose(utts, n, how, seed)

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rnnt.ctm import start_within
+
 DECODING_JSON = "decoding.json"  # written by rnnt.export.sherpa_onnx beside sherpa-onnx.json
 STREAMING_TAIL = 0.5  # the least silence a stream is fed after the audio: sherpa-onnx encodes a chunk
 #                      only once frames after it have come, so without it the last words are never decoded
@@ -128,5 +130,5 @@ def words_with_times(result: Recognised, frame_seconds: float, duration: float,
         else:
             groups[-1].append((token, start))
     words = [("".join(token for token, _ in group).strip(), group) for group in groups]
-    return [{"word": word, "start": round(min(group[0][1], duration), 3),
+    return [{"word": word, "start": round(start_within(group[0][1], duration, frame_seconds), 3),
              "end": round(min(group[-1][1] + frame_seconds, duration), 3)} for word, group in words if word]

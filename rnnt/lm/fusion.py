@@ -39,11 +39,12 @@ class NgramScorer:
         missing = [s for i, s in sorted(symbols.items()) if i != 0 and (s,) not in self.model]
         units = set(symbols.values())
         strangers = sorted(w for (w, *rest) in model if not rest and w not in units and w not in (BOS, EOS, UNK))
-        if missing and (strangers or (UNK,) not in model):  # missing units alone: text that never used them
-            what = f"words that are not units ({' '.join(strangers[:10])})" if strangers else "no <unk>"
+        if missing and strangers:  # missing units alone: text that never used them (scored as its <unk>, or as
+            # the impossible where a closed vocabulary has none)
             raise ValueError(f"{source}: the LM has no unigram for {len(missing)} of the model's units "
-                             f"({' '.join(missing[:10])}) and {what}: it is over other units; build it over "
-                             "these (steps/build_ngram_lm.py with this model's lang dir)")
+                             f"({' '.join(missing[:10])}) and words that are not units ({' '.join(strangers[:10])})"
+                             ": it is over other units; build it over these (steps/build_ngram_lm.py with this "
+                             "model's lang dir)")
         self.unknown = set(missing)
         self.cache: dict[tuple[LMState, str], float] = {}
 

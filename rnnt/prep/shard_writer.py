@@ -18,8 +18,9 @@ import soundfile
 
 from rnnt.data.audio_header import no_length
 
-AUDIO_EXTENSIONS = {"wav", "flac", "ogg", "opus", "mp3"}  # copied as they are: WeNet's reader reads these (not
-# SPHERE: AN4's .sph files are written as wav)
+# copied as they are where the file holds what its extension says: WeNet's reader reads these (not SPHERE: AN4's
+# .sph files, and TIMIT's SPHERE files named .WAV, are written as wav)
+KEPT_FORMATS = {"wav": ("WAV", "WAVEX"), "flac": ("FLAC",), "ogg": ("OGG",), "opus": ("OGG",), "mp3": ("MP3",)}
 FORMATS = ("keep", "wav", "flac")
 
 
@@ -60,7 +61,7 @@ def audio_member(item: ShardItem, options: AudioOptions) -> tuple[bytes, str, fl
     """(audio bytes, extension, duration in seconds) for one utterance."""
     data, path = read_source(item.source)
     extension = os.path.splitext(path)[1][1:].lower() if path else ""
-    if (options.audio_format == "keep" and path and extension in AUDIO_EXTENSIONS
+    if (options.audio_format == "keep" and path and extension in KEPT_FORMATS
             and options.sample_rate is None and item.start is None):
         try:
             info = soundfile.info(os.fsencode(path))  # the name's bytes: it may not be UTF-8
@@ -70,8 +71,9 @@ def audio_member(item: ShardItem, options: AudioOptions) -> tuple[bytes, str, fl
             raise BadAudio("no audio samples")
         if why := no_length(info):
             raise BadAudio(why)
-        with open(path, "rb") as f:
-            return f.read(), extension, info.frames / info.samplerate
+        if info.format in KEPT_FORMATS[extension]:
+            with open(path, "rb") as f:
+                return f.read(), extension, info.frames / info.samplerate
     from rnnt.data.audio import AudioError, load_audio  # torch: imported only where audio is decoded (3 s)
     from rnnt.data.resample import resample
 

@@ -96,13 +96,14 @@ def test_fsdd_split_by_index(test_data, tmp_path):
     out = run_tool(sys.executable, ROOT / "egs" / "fsdd" / "local" / "data_prep.py",
                    test_data / "fsdd" / "recordings", tmp_path)
     assert out.returncode == 0, out.stderr
-    test, train = table(tmp_path / "test" / "text"), table(tmp_path / "train" / "text")
-    assert len(test) == 300 and len(train) == 2700
+    test, dev, train = (table(tmp_path / name / "text") for name in ("test", "dev", "train"))
+    assert len(test) == 300 and len(dev) == 180 and len(train) == 2520
     assert all(int(utt.split("-")[2]) <= 4 for utt in test)
+    assert all(5 <= int(utt.split("-")[2]) <= 7 for utt in dev)  # every speaker's: dev is of training speakers
     assert test["jackson-7-03"] == "SEVEN"
-    assert len(table(tmp_path / "train" / "spk2utt")) == 6
-    assert_valid(tmp_path / "train")
-    assert_valid(tmp_path / "test")
+    assert len(table(tmp_path / "train" / "spk2utt")) == len(table(tmp_path / "dev" / "spk2utt")) == 6
+    for name in ("train", "dev", "test"):
+        assert_valid(tmp_path / name)
 
 
 def test_librispeech_speakers_are_reader_chapter_with_gender(test_data, tmp_path):

@@ -362,6 +362,18 @@ def test_a_new_corpus_from_recordings_to_wer_by_the_readme(test_data, tmp_path):
     again = run_recipe(recipe, *args)
     assert again.returncode == 0 and again.stdout.count("done before; skipped") == 7, again.stdout[-2000:]
     assert sorted(results.values()) == sorted(x for x in again.stdout.splitlines() if x.startswith("mycorpus "))
+    # an LM-fused method (the recipe had no LM options: 'lm_order: unbound variable' after the training), and no
+    # --corpus-dir: the one given before
+    lm = run_recipe(recipe, *args[2:], "--stage", "6", "--methods", "greedy modified_beam_lm", "--lm-weights",
+                    "0.2,0.4", "--lm-bonuses", "0,1")
+    assert lm.returncode == 0, lm.stdout[-3000:] + lm.stderr[-3000:]
+    assert f"run.sh: --corpus-dir {corpus}, as given before (data/.corpus_dir)" in lm.stderr
+    for name in ("dev", "test"):
+        line = next(x for x in lm.stdout.splitlines() if x.startswith(f"mycorpus {name} modified_beam_lm "))
+        assert "(transducer avg5-epoch-30): %WER" in line and wer_of(line) < 40, line
+    assert "from before your changes" not in lm.stdout
+    misspelt = run_recipe(recipe, *args, "--methods", "greedy modifed_beam")  # refused before any stage runs
+    assert misspelt.returncode == 1 and "got 'modifed_beam'" in misspelt.stderr and "stage" not in misspelt.stdout
     # README step 5: the recipe's conf/deploy.yaml (on the same schedule) exported and run in sherpa-onnx,
     # offline and streaming, from the same data and units; its WERs those of our greedy search
     deploy = (recipe / "conf" / "deploy.yaml").read_text().replace("epochs: 40", "epochs: 30")

@@ -220,7 +220,8 @@ def test_an_average_that_cannot_be_written_is_one_line_and_leaves_no_part_file(t
 
 def test_integer_samples_are_scaled_and_word_times_end_with_the_audio(trained, yesno):
     """16-bit PCM given as integers transcribes as the same samples in [-1, 1], 8-bit too; a word's times never pass the
-    audio's end (the silence decoding appends is not audio: a word's last unit emitted in it ends there)."""
+    audio's end (the silence decoding appends is not audio: a word's last unit emitted in it ends there, and a word
+    emitted in it whole takes the last frame: a CTM line of no duration before)."""
     from rnnt.search import Hypothesis
     from rnnt.transcriber import words_with_times
 
@@ -243,7 +244,7 @@ def test_integer_samples_are_scaled_and_word_times_end_with_the_audio(trained, y
     tokenizer = transcriber.tokenizer
     yes, no = tokenizer.units["YES"], tokenizer.units["NO"]
     words = words_with_times(tokenizer, Hypothesis([yes, no], [10, 99], 0.0), 0.03, duration=2.5)
-    assert words == [{"word": "YES", "start": 0.3, "end": 0.33}, {"word": "NO", "start": 2.5, "end": 2.5}]
+    assert words == [{"word": "YES", "start": 0.3, "end": 0.33}, {"word": "NO", "start": 2.47, "end": 2.5}]
 
 
 def test_transcribe_any_format_rate_and_channels(trained, yesno, tmp_path):

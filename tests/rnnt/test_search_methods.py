@@ -63,3 +63,19 @@ def test_what_a_method_needs_is_refused_by_name_when_missing():
         check_method(model, "modified_beam_lodr", SearchOptions(fusion=unit_fusion(2, 0.5)))
     with pytest.raises(ValueError, match="has a low-order LM"):
         check_method(model, "modified_beam_lm", options_for("modified_beam_lodr"))
+
+
+def test_a_recipe_asks_before_training_whether_its_model_can_decode_with_its_methods(capsys):
+    """python3 -m rnnt.search_methods CONFIG METHOD... (utils/decoding.sh check_methods): a misspelt --methods entry,
+    or a transducer search of DeepSpeech 2 (a CTC model), failed at the decode stage after the whole training."""
+    from conftest import ROOT
+    from rnnt.search_methods import main
+
+    conf = ROOT / "egs" / "an4" / "conf"
+    transducer, ctc = str(conf / "transducer_conv_pruned_from_ctc_20ep.yaml"), str(conf / "deepspeech_40ep.yaml")
+    assert main([transducer, "greedy", "modified_beam_lm"]) == 0 and main([ctc, "ctc_prefix_beam_lm"]) == 0
+    assert main([transducer, "modifed_beam"]) == 1
+    assert "got 'modifed_beam' (a model of " in capsys.readouterr().err
+    assert main([ctc, "ctc_greedy", "greedy"]) == 1
+    assert capsys.readouterr().err == ("search_methods: --method greedy searches a transducer; this is a CTC model: "
+                                       f"use ctc_greedy, ctc_prefix_beam or ctc_prefix_beam_lm (a model of {ctc})\n")

@@ -242,6 +242,15 @@ def test_rerun_skips_complete_shards_and_redoes_missing_ones(test_data, tmp_path
     again = run_tool(*args[:2], "--replace", *args[2:])
     assert again.returncode == 0 and "2 shards (0 already complete)" in again.stdout, again.stderr
     assert json.loads(state.read_text())["utts_per_shard"] == 3 and not Path(f"{state}.tmp").exists()
+    # its record deleted (or shards of an older version, which wrote none), the transcript changed since: the
+    # shards were taken as complete, holding the old text
+    state.unlink()
+    (data / "text").write_text("\n".join([f"{key} CHANGED AGAIN", *text[1:]]) + "\n")
+    assert "holds shards of other settings or utterances" in run_tool(*args).stderr
+    again = run_tool(*args[:2], "--replace", *args[2:])
+    assert again.returncode == 0 and "2 shards (0 already complete)" in again.stdout, again.stderr
+    with tarfile.open(tmp_path / "sh" / "shards_000000.tar") as shard:
+        assert shard.extractfile(f"{key}.txt").read().decode() == "CHANGED AGAIN"
 
 
 def test_raw_list(test_data, tmp_path):
@@ -341,7 +350,7 @@ def test_rare_characters_and_a_literal_unk_train_as_unk_not_a_failure(tmp_path, 
 
 def test_sphere_audio_is_written_as_wav_for_wenets_reader(test_data, tmp_path):
     """Kept as it is, a SPHERE file (AN4's CMU archive) would be a .sph member, which WeNet's reader does not
-    take for audio; it is written as wav, the same samples."""
+    take for audio; it is written as wav, the same samples, and so is one named .wav (TIMIT's)."""
     from rnnt.prep.shard_writer import AudioOptions, ShardItem, audio_member
 
     wav = sorted((test_data / "waves_yesno").glob("*.wav"))[0]
@@ -353,3 +362,8 @@ def test_sphere_audio_is_written_as_wav_for_wenets_reader(test_data, tmp_path):
     assert (soundfile.read(io.BytesIO(data), dtype="int16")[0] == samples).all()
     data, extension, _ = audio_member(ShardItem("b", "YES", str(wav)), AudioOptions())
     assert extension == "wav" and data == wav.read_bytes()  # wav, flac, ... are kept byte for byte
+    timit = tmp_path / "sa1.WAV"  # TIMIT's: SPHERE under a .WAV name (the bytes were kept: a NIST header in a .wav)
+    soundfile.write(timit, samples, rate, format="NIST", subtype="PCM_16")
+    data, extension, _ = audio_member(ShardItem("c", "YES", str(timit)), AudioOptions())
+    assert extension == "wav" and data[:4] == b"RIFF" and (soundfile.read(io.BytesIO(data), dtype="int16")[0]
+                                                           == samples).all()

@@ -140,6 +140,7 @@ def main() -> int:
                         help="background noise levels, dB RMS re full scale: an utterance's noise fades between "
                              "two levels drawn uniformly from [LOW, HIGH] (default -70 -30)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--name", default="synth", help="utterance ids are <speaker>-<name><n> (default synth)")
     args = parser.parse_args()
     if args.num < 1 or not 1 <= args.min_words <= args.max_words:
         parser.error("need --num >= 1 and 1 <= --min-words <= --max-words")
@@ -168,7 +169,7 @@ def main() -> int:
     for n in progress(range(args.num), desc="synthesize", unit="utt", leave=False):
         sequence = word_sequence(rng, words, args.min_words, args.max_words)
         samples = synthesise(pieces, sequence, noise, args.noise_db, rng)
-        utt = f"{SPEAKER}-synth{n:05d}"
+        utt = f"{SPEAKER}-{args.name}{n:05d}"
         path = os.path.join(args.dest, "wav", f"{utt}.wav")
         write_unless_same(path, samples, pieces.rate)
         utterances.append(Utterance(utt, SPEAKER, path, " ".join(sequence)))

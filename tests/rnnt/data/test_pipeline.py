@@ -32,8 +32,8 @@ from rnnt.data.tokenizer import Tokenizer
 
 @pytest.fixture(scope="module")
 def fsdd(tmp_path_factory, test_data):
-    """The first 900 utterances of FSDD's train split (two speakers) as 9 shards of 100, a raw list of the
-    test split, and char units."""
+    """The first 900 utterances of FSDD's train split (george's, jackson's, some of lucas's) as 9 shards of 100, a
+    raw list of the test split, and char units."""
     root = tmp_path_factory.mktemp("fsdd")
     steps = [
         (ROOT / "egs" / "fsdd" / "local" / "data_prep.py", test_data / "fsdd" / "recordings", root / "data"),
@@ -557,6 +557,27 @@ def test_deterministic_per_epoch_and_resumes_exactly(fsdd):
         assert [b["keys"] for b in resumed] == [b["keys"] for b in full[start:]], start
         for a, b in zip(resumed, full[start:]):
             assert torch.equal(a["feats"], b["feats"])  # augmentation included
+
+
+def test_each_copy_of_an_utterance_a_list_repeats_draws_its_own_augmentation(fsdd, tmp_path):
+    """Upsampling by listing a line again (as WeNet's): seeded by key alone, the copies had the same speed, dither
+    and SpecAugment masks in every epoch, on every rank; a shard listed again as well. A rerun of the epoch draws
+    the same again."""
+    augmented = data_config({**TRAIN, "speed_perturb": [0.9, 1.0, 1.1], "shuffle_buffer": 0,
+                             "features": {"preset": "kaldi", "num_mel_bins": 64, "dither": 1.0},
+                             "batch": {"type": "static", "batch_size": 1}})
+    for name, entry in (("raw.list", (fsdd / "test.list").read_text().splitlines()[0]),
+                        ("shards.list", (fsdd / "train.list").read_text().splitlines()[0])):
+        (tmp_path / name).write_text(f"{entry}\n{entry}\n{entry}\n")
+        p = Pipeline(str(tmp_path / name), augmented, Tokenizer(str(fsdd / "lang")), True)
+        key = next(iter(p.batches()))["keys"][0]
+
+        def copies():
+            return [b["feats"][0, :b["feat_lens"][0]] for b in p.batches() if b["keys"] == [key]]
+        first = copies()
+        assert len(first) == 3
+        assert not torch.equal(first[0], first[1]) and not torch.equal(first[1], first[2]), name
+        assert all(torch.equal(a, b) for a, b in zip(first, copies()))
 
 
 def test_raw_list_with_buckets(fsdd, tmp_path, caplog):

@@ -171,8 +171,8 @@ def test_tool_with_segments_keeps_the_recordings_of_the_chosen_segments(librispe
                                 "Kaldi's)\n"),
     (["--shortest", "{src}", "3", "{dest}"], "subset_data_dir.sh: --shortest needs utt2num_frames or utt2dur in "
                                              "the source dir\n"),
-    (["--per-spk", "{src}", "2501", "{dest}"], "subset_data_dir.sh: asked for 2501 utterances but the dir has only "
-                                               "2500\n"),
+    (["--first", "{src}", "2501", "{dest}"], "subset_data_dir.sh: asked for 2501 utterances but the dir has only "
+                                             "2500\n"),
     (["--utt-list", "{tmp}/absent", "{src}", "{dest}"],
      "subset_data_dir.sh: [Errno 2] No such file or directory: '{tmp}/absent'\n"),
     (["{tmp}", "3", "{dest}"], "subset_data_dir.sh: {tmp}/utt2spk: missing; every data dir needs utt2spk\n"),
@@ -184,6 +184,14 @@ def test_tool_refusals_write_nothing(speechocean_dir, tmp_path, capsys, args, me
     assert main([a.format(**names) for a in args]) == 1
     assert capsys.readouterr().err == message.format(**names)
     assert not (tmp_path / "dest").exists()
+
+
+@pytest.mark.parametrize("how", ["--per-spk", "--speakers"])
+def test_per_speaker_and_whole_speakers_take_all_a_dir_has_of_more_than_it_holds(speechocean_dir, tmp_path, how):
+    """As Kaldi's, which checks the count in the utterance-count modes only: --per-spk 2501 keeps every utterance of
+    each speaker (it was refused as more than the dir has)."""
+    assert main([how, str(speechocean_dir), "2501", str(tmp_path / "dest")]) == 0
+    assert (tmp_path / "dest" / "utt2spk").read_text() == (speechocean_dir / "utt2spk").read_text()
 
 
 def test_tool_argument_counts(speechocean_dir, tmp_path):
