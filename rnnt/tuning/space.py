@@ -3,8 +3,10 @@
     trials: 20                     # trials that end complete or pruned (failed ones are not counted)
     minutes_per_trial: 5           # the training-time limit of each trial (0: none)
     pruner: {type: median, startup_trials: 2, warmup_epochs: 1}   # or {type: none}; no pruning before
-                                   # epoch warmup_epochs, nor while fewer trials than startup_trials ended
-    sampler: {type: tpe, seed: 0}                                   # tpe or random
+                                   # epoch warmup_epochs, nor while fewer trials than startup_trials completed
+    sampler: {type: tpe, seed: 0, startup_trials: 10}               # tpe or random; tpe draws at random for
+                                   # its first startup_trials trials (optuna's default 10): fewer trials than
+                                   # that are a random search; each trial's draws are seeded by seed + its number
     target_wer: 45                 # optional: the objective is the minutes to reach this dev WER (%)
                                    # (as the seed's SDA), not the lowest dev WER within the time limit
     space:                          # dotted keys of the experiment config
@@ -38,7 +40,7 @@ PRUNERS = ("median", "none")
 SAMPLERS = ("tpe", "random")
 # each section's keys but type, with the whole numbers they take (rnnt.tuning.study reads them): a misspelt one
 # was ignored for its default (pruning from epoch 1 for warmup_epoch: 5, an unseeded search for sead: 7)
-SECTION_KEYS = {"pruner": ("startup_trials", "warmup_epochs"), "sampler": ("seed",)}
+SECTION_KEYS = {"pruner": ("startup_trials", "warmup_epochs"), "sampler": ("seed", "startup_trials")}
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,10 @@ def check_parameter(path: str, key: str, spec) -> None:
         raise ValueError(f"{where}: low and high must be numbers, got {spec['low']!r} and {spec['high']!r}") from None
     if not low < high:
         raise ValueError(f"{where}: low ({spec['low']}) must be below high ({spec['high']})")
+    whole = [name for name in ("low", "high", "step") if name in spec and float(spec[name]) != int(float(spec[name]))]
+    if kind == "int" and whole:  # low 1.5 drew 1, below it; low 0.5 high 0.9 always 0
+        raise ValueError(f"{where}: an int's {' and '.join(whole)} must be whole numbers, got "
+                         + ", ".join(f"{name} {spec[name]}" for name in whole))
     try:  # what optuna refuses only when a trial draws (log with step, log from 0, step 0): before any trial
         distribution(spec)
     except (TypeError, ValueError) as error:
@@ -156,6 +162,10 @@ def load_search(path: str, base_config: dict) -> Search:
                                    and search.minutes_per_trial > 0):
         raise ValueError(f"{path}: target_wer must be a WER (%) above 0 and below 100, with minutes_per_trial "
                          "above 0 (the time a trial that misses the target is scored by)")
+    if target is not None and search.pruner["type"] != "none":  # it cut the fast epochs' trials (batch 20, bf16)
+        raise ValueError(f"{path}: a target_wer search is scored in minutes, and the median pruner compares trials "
+                         "epoch by epoch, whose lengths the space changes (batch size, precision): give pruner: "
+                         "{type: none} (minutes_per_trial bounds each trial)")
     return search
 
 

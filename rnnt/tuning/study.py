@@ -35,23 +35,51 @@ def open_study(storage_url: str, name: str, search: Search, heartbeat: float):
                                              n_warmup_steps=search.pruner.get("warmup_epochs", 1))
     else:
         pruner = optuna.pruners.NopPruner()
-    study = optuna.create_study(storage=storage, study_name=name, direction="minimize", sampler=sampler(search),
-                                pruner=pruner, load_if_exists=True)
-    seed = search.sampler.get("seed")
-    if seed is not None and study.trials:  # resumed: draws that go on from the trials made, not repeat them
-        running = count(study, optuna.trial.TrialState.RUNNING)  # another worker at work: draws of its own
-        study.sampler = sampler(search, seed + len(study.trials) + (os.getpid() << 16 if running else 0))
-    return study
+    return optuna.create_study(storage=storage, study_name=name, direction="minimize", sampler=sampler(search),
+                               pruner=pruner, load_if_exists=True)
 
 
-def sampler(search: Search, seed: int | None = None):
-    """The search's sampler, seeded with its seed or the one given."""
+def sampler(search: Search):
+    """The search's sampler, each trial's draws seeded by the search's seed + the trial's number: a resumed study
+    goes on from the trials made, and workers that open it at once draw trials of their own (seeded alike, two
+    drew the same values, trial after trial); without a seed, unseeded."""
     import optuna
 
-    seed = search.sampler.get("seed") if seed is None else seed
-    if search.sampler["type"] == "tpe":
-        return optuna.samplers.TPESampler(seed=seed)
-    return optuna.samplers.RandomSampler(seed=seed)
+    seed = search.sampler.get("seed")
+
+    def make(trial_seed):
+        if search.sampler["type"] == "tpe":
+            return optuna.samplers.TPESampler(seed=trial_seed,
+                                              n_startup_trials=search.sampler.get("startup_trials", 10))
+        return optuna.samplers.RandomSampler(seed=trial_seed)
+
+    if seed is None:
+        return make(None)
+
+    class PerTrialSeed(optuna.samplers.BaseSampler):
+        def __init__(self):
+            self.inner = make(seed)
+
+        def before_trial(self, study, trial):
+            self.inner = make(seed + trial.number)
+            self.inner.before_trial(study, trial)
+
+        def infer_relative_search_space(self, study, trial):
+            return self.inner.infer_relative_search_space(study, trial)
+
+        def sample_relative(self, study, trial, search_space):
+            return self.inner.sample_relative(study, trial, search_space)
+
+        def sample_independent(self, study, trial, param_name, param_distribution):
+            return self.inner.sample_independent(study, trial, param_name, param_distribution)
+
+        def after_trial(self, study, trial, state, values):
+            self.inner.after_trial(study, trial, state, values)
+
+        def reseed_rng(self):
+            self.inner.reseed_rng()
+
+    return PerTrialSeed()
 
 
 def count(study, *states) -> int:

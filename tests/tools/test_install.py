@@ -1,6 +1,7 @@
 """tools/install.sh is idempotent, honours an active venv and refuses an old Python; path.sh sets up."""
 
 import os
+import shutil
 import subprocess
 
 from conftest import ROOT, run_tool
@@ -67,3 +68,28 @@ def test_path_sh_uses_an_active_venv_only_if_it_imports_this_checkout(tmp_path):
     out = subprocess.run(["bash", "-c", f". {ROOT}/path.sh && echo $VIRTUAL_ENV"], capture_output=True, text=True,
                          env=ours, cwd=tmp_path)
     assert out.returncode == 0 and out.stdout.strip() == str(tmp_path / "ours") and out.stderr == "", out.stderr
+
+
+def test_an_active_tools_venv_older_than_the_requirements_is_updated(tmp_path):
+    """`. ./path.sh` in a shell, then a git pull that changes tools/requirements.txt: path.sh took the active
+    tools/venv as it was (the stamp was checked only where it activated the venv itself)."""
+    root = tmp_path / "checkout"
+    (root / "tools" / "venv" / "bin").mkdir(parents=True)
+    shutil.copy(ROOT / "path.sh", root / "path.sh")
+    (root / "tools" / "install.sh").write_text("#!/bin/sh\necho install.sh ran >&2\n")
+    (root / "tools" / "install.sh").chmod(0o755)
+    python = root / "tools" / "venv" / "bin" / "python"
+    python.write_text("#!/bin/sh\nexit 0\n")
+    python.chmod(0o755)
+    stamp = root / "tools" / "venv" / ".rnnt-requirements.sha256"
+    stamp.write_text("x\n")
+    for name in ("requirements.txt", "constraints.txt"):
+        (root / "tools" / name).write_text("torch==2.13.0\n")
+        os.utime(root / "tools" / name, (1, 1))  # older than the stamp: up to date
+    env = {**os.environ, "VIRTUAL_ENV": str(root / "tools" / "venv")}
+
+    def sourced():
+        return subprocess.run(["bash", "-c", f". {root}/path.sh"], capture_output=True, text=True, env=env).stderr
+    assert "install.sh ran" not in sourced()
+    os.utime(root / "tools" / "requirements.txt")  # pulled: newer than the stamp
+    assert "is missing or not up to date; running tools/install.sh" in sourced() and "install.sh ran" in sourced()

@@ -98,18 +98,28 @@ def test_the_sampler_and_pruner_are_the_searchs(tmp_path):
     url = f"sqlite:///{tmp_path / 'study.db'}"
     tpe = open_study(url, "tpe", search(sampler={"type": "tpe", "seed": 5},
                                         pruner={"type": "median", "startup_trials": 4, "warmup_epochs": 2}), 1)
-    assert isinstance(tpe.sampler, optuna.samplers.TPESampler)
+    assert isinstance(tpe.sampler.inner, optuna.samplers.TPESampler)  # each trial's seeded 5 + its number
     assert isinstance(tpe.pruner, optuna.pruners.MedianPruner)
     assert (tpe.pruner._n_startup_trials, tpe.pruner._n_warmup_steps) == (4, 2)
     assert tpe.direction == optuna.study.StudyDirection.MINIMIZE
     plain = open_study(url, "random", search(), 1)
-    assert isinstance(plain.sampler, optuna.samplers.RandomSampler)
+    assert isinstance(plain.sampler.inner, optuna.samplers.RandomSampler)
     assert isinstance(plain.pruner, optuna.pruners.NopPruner)
     # the seed fixes the values drawn
     a, b = (open_study(f"sqlite:///{tmp_path / f'{n}.db'}", "s", search(), 1) for n in ("a", "b"))
     for study in (a, b):
         optimize_until(study, Training(), 2, catch=())
     assert [t.params for t in a.trials] == [t.params for t in b.trials] and a.trials[0].params != a.trials[1].params
+    # two workers that open a new study at once (seeded alike, they drew the same values trial after trial)
+    first, second = (open_study(f"sqlite:///{tmp_path / 'shared.db'}", "s", search(), 1) for _ in range(2))
+    for _ in range(2):
+        for study in (first, second):
+            optimize_until(study, Training(), len(study.trials) + 1, catch=())
+    drawn = [t.params["train.optimizer.lr"] for t in first.trials]
+    assert len(drawn) == 4 and len(set(drawn)) == 4, drawn
+    assert drawn[:2] == [t.params["train.optimizer.lr"] for t in a.trials]  # as one worker draws, by trial number
+    startup = open_study(url, "startup", search(sampler={"type": "tpe", "seed": 0, "startup_trials": 3}), 1)
+    assert startup.sampler.inner._n_startup_trials == 3
 
 
 def test_failed_trials_are_not_counted_and_too_many_stop_the_search(tmp_path):
