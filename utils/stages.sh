@@ -7,7 +7,8 @@
 # files in them, links followed; files over 64 MB by size and time; not by their paths: a corpus dir given as DIR,
 # DIR/ or a link to it is one input). Run again, a stage is skipped when its
 # marker's fingerprint is that of its inputs now and the outputs its stage_done names are all there (a data
-# list with the files it names), and runs again when they changed or one is gone; since a stage's inputs are
+# list with the files it names), and runs again when they changed (saying which: the marker keeps each input's
+# digest and spelling, input_lines) or one is gone; since a stage's inputs are
 # the outputs of the stages before it, the stages after a changed one run again too. An explicit --stage N (N > 0) runs
 # stages N and on again whatever their markers say, as in Kaldi; the default --stage 0 skips finished
 # work. An interrupted stage left no marker and runs again (every step is safe to rerun or resumes). Marks live in
@@ -56,8 +57,10 @@ corpus_dir_of() {  # corpus_dir=$(corpus_dir_of "$corpus_dir"): --corpus-dir as 
   # data stage's inputs changed; empty where none was given (the recipe downloads its corpus)
   local kept=data/.corpus_dir
   if [ -n "$1" ]; then
-    mkdir -p data
-    printf '%s\n' "$1" > "$kept"
+    if [ -d "$1" ]; then  # a typo is not kept over the one given before (the recipe names it)
+      mkdir -p data
+      printf '%s\n' "$1" > "$kept"
+    fi
     printf '%s\n' "$1"
   elif [ -f "$kept" ] && [ -d "$(cat "$kept")" ]; then
     echo "$(basename "$0"): --corpus-dir $(cat "$kept"), as given before (data/.corpus_dir)" >&2
@@ -219,6 +222,7 @@ outputs_missing() {  # outputs_missing MARK: the outputs a marker lists (stage_d
   # data list is gone with a file it names (a deleted shard)
   local line output digest
   tail -n +2 "$1" | while IFS=$'\t' read -r line digest; do
+    [[ $line == "output "* ]] || continue  # an input's line (input_lines)
     output=${line#output }
     if [ ! -e "$output" ] || { [ -n "$digest" ] && [ "$(output_digest "$output")" != "$digest" ]; }; then
       printf '%s\n' "$output"
@@ -229,6 +233,30 @@ outputs_missing() {  # outputs_missing MARK: the outputs a marker lists (stage_d
       }
     fi
   done
+}
+
+input_lines() {  # input_lines INPUT...: a line each, 'input <its fingerprint's digest>\t<the input as given>', kept
+  # in a marker after its fingerprint, so that a stage run again can say which input changed (changed_inputs)
+  local input
+  for input in "$@"; do
+    printf 'input %s\t%s\n' "$(fingerprint_line "$input" | sha256sum | cut -c1-16)" "${input//$'\n'/ }"
+  done
+}
+
+changed_inputs() {  # changed_inputs MARK INPUT...: ' (what changed: ...)' of the inputs whose digest differs from the
+  # marker's (an option given another value, a file's content), or nothing where the marker holds no input lines
+  local mark=$1 now i was name changed=()
+  shift
+  mapfile -t was < <(grep '^input ' "$mark" 2>/dev/null || true)
+  [ "${#was[@]}" -eq $# ] || return 0  # a marker of before input lines, or of other inputs
+  mapfile -t now < <(input_lines "$@" 2> /dev/null)
+  for i in "${!now[@]}"; do
+    [ "${now[i]%%$'\t'*}" != "${was[i]%%$'\t'*}" ] || continue
+    name=${now[i]#*$'\t'}
+    if [ -e "$name" ]; then changed+=("$name: its content"); else  # a file or folder (however spelt before)
+      changed+=("'${was[i]#*$'\t'}' now '$name'"); fi  # an option's value
+  done
+  [ "${#changed[@]}" -eq 0 ] || printf ' (what changed: %s)' "$(IFS=';'; echo "${changed[*]:0:3}" | sed 's/;/; /g')"
 }
 
 unit_files() {  # unit_files LANG: the files of a lang dir that define its units, one a line (a training stage's
@@ -248,7 +276,7 @@ stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT...]
     # if it was started on changed inputs and stopped (its marker gone, the pending one left)
     if [ -f "$mark" ] && [ "$(head -n 1 "$mark")" != "$(stage_fingerprint "$@" 2> /dev/null)" ] &&
         ! earlier_form_matches "$mark" "$@"; then
-      out_of_date+=("stage $n ($name)")
+      out_of_date+=("stage $n ($name)$(changed_inputs "$mark" "$@")")
     elif [ ! -f "$mark" ] && [ -f "$mark.pending" ]; then
       out_of_date+=("stage $n ($name), stopped before it ended")
     fi
@@ -268,14 +296,15 @@ stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT...]
     if [ -n "$missing" ]; then
       echo "$(date +%T) stage $n ($name): its output $(head -n 1 <<< "$missing") is gone or changed; running it again"
     else
-      echo "$(date +%T) stage $n ($name): its inputs changed since it was done; running it again"
+      echo "$(date +%T) stage $n ($name): its inputs changed since it was done$(changed_inputs "$mark" "$@");" \
+        "running it again"
     fi
   else
     echo "$(date +%T) stage $n ($name)"
   fi
   mkdir -p "$(dirname "$mark")"
   rm -f "$mark" "$(stage_log "$n" "$name" "$dir")"  # a stage run starts its log anew
-  echo "$fingerprint" > "$mark.pending"  # the inputs as they were when the stage started
+  { echo "$fingerprint"; input_lines "$@"; } > "$mark.pending"  # the inputs as they were when the stage started
 }
 
 stage_done() {  # stage_done N NAME [DIR] [-- OUTPUT...]: the outputs, whose loss runs the stage again

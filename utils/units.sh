@@ -17,6 +17,11 @@ default_lm_search() {  # default_lm_search UNIT_TYPE: lm_over and lm_order, wher
     *) over=units order=5 ;;
   esac
   lm_over=${lm_over:-$over} lm_order=${lm_order:-$order}
+  case $lm_over in units|words) ;; *)  # checked before the training, not at the LM stage after it
+    echo "run.sh: --lm-over takes units or words, not '$lm_over'" >&2; return 1 ;;
+  esac
+  [[ $lm_order =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --lm-order takes an n-gram order (1 or more), not '$lm_order'" >&2
+    return 1; }
 }
 
 lm_beam_of() {  # lm_beam_of METHOD: run.sh's $lm_beam, or the beam dev chose for the method's LM search: 16
@@ -37,6 +42,9 @@ check_deployable() {  # check_deployable UNIT_TYPE DEPLOY CONFIG: a --deploy tha
   fi
   local kind streaming
   for kind in $2; do
+    case $kind in offline|streaming) ;; *)  # 'offlin' passed as offline and failed at the export, after training
+      echo "run.sh: --deploy takes offline and/or streaming, not '$kind'" >&2; return 1 ;;
+    esac
     streaming=()
     [ "$kind" != streaming ] || streaming=(--streaming)
     steps/export_onnx.py --check-config "$3" --unit-type "$1" "${streaming[@]}" || {

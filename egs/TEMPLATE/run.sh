@@ -52,8 +52,10 @@ model it runs as it is).
 Example: ./run.sh --corpus-dir /data/mycorpus --speaker-regex '^([^/]+)/'
   ./run.sh --corpus-dir /data/mycorpus --train-config conf/deploy.yaml --exp exp/deploy --deploy offline"
 
+[ "$(cd "$(dirname "$0")" && pwd -P)" = "$(pwd -P)" ] || {  # its paths (conf/, local/, data/) are the recipe's
+  echo "$(basename "$0"): run it from its recipe folder: cd $(dirname "$0") && ./run.sh" >&2; exit 1; }
+. utils/parse_options.sh  # before path.sh: --help needs no environment (a fresh clone's would install it first)
 . ./path.sh
-. utils/parse_options.sh
 . utils/stages.sh
 check_run_arguments "$@"
 . utils/decoding.sh

@@ -59,8 +59,10 @@ Examples: ./run.sh --corpus-dir ../../../shared/data/an4
   ./run.sh --corpus-dir ../../../shared/data/an4 --unit-type bpe --train-config conf/deploy.yaml \\
     --exp exp/deploy --seeds 1 --methods greedy --deploy \"offline streaming\""
 
+[ "$(cd "$(dirname "$0")" && pwd -P)" = "$(pwd -P)" ] || {  # its paths (conf/, local/, data/) are the recipe's
+  echo "$(basename "$0"): run it from its recipe folder: cd $(dirname "$0") && ./run.sh" >&2; exit 1; }
+. utils/parse_options.sh  # before path.sh: --help needs no environment (a fresh clone's would install it first)
 . ./path.sh
-. utils/parse_options.sh
 . utils/stages.sh
 check_run_arguments "$@"
 . utils/decoding.sh

@@ -24,8 +24,10 @@ Stages: 1 data dirs (train, dev: recordings 5-7, test: 0-4), 2 shards, 3 units, 
 Connected digits: ./run.sh --corpus-dir DIR --strings 1000 (a modified transducer, conf/strings.yaml, in
 exp/strings1000)"
 
+[ "$(cd "$(dirname "$0")" && pwd -P)" = "$(pwd -P)" ] || {  # its paths (conf/, local/, data/) are the recipe's
+  echo "$(basename "$0"): run it from its recipe folder: cd $(dirname "$0") && ./run.sh" >&2; exit 1; }
+. utils/parse_options.sh  # before path.sh: --help needs no environment (a fresh clone's would install it first)
 . ./path.sh
-. utils/parse_options.sh
 test_sets="dev test"  # decoded: dev (validated on; choices are made there) and test
 train_set=train
 if [ "$strings" -gt 0 ]; then

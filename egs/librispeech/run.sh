@@ -36,8 +36,10 @@ Stages: 0 download, 1 data dirs, 2 shards, 3 units, 4 train, 5 average, 6 decode
 Several nodes: data/, downloads/ and --exp must be on storage every node sees; nodes other than 0 run
 stage 4 alone (start them once node 0 has reached it)."
 
+[ "$(cd "$(dirname "$0")" && pwd -P)" = "$(pwd -P)" ] || {  # its paths (conf/, local/, data/) are the recipe's
+  echo "$(basename "$0"): run it from its recipe folder: cd $(dirname "$0") && ./run.sh" >&2; exit 1; }
+. utils/parse_options.sh  # before path.sh: --help needs no environment (a fresh clone's would install it first)
 . ./path.sh
-. utils/parse_options.sh
 . utils/stages.sh
 check_run_arguments "$@"
 . utils/decoding.sh

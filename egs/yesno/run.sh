@@ -24,8 +24,10 @@ help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR] [-
 Stages: 0 download, 1 data dirs (train, its synthesised sequences, a synthesised dev set, test), 2 shards, 3 units,
 4 train, 5 average, 6 decode (prints the %WER line)."
 
+[ "$(cd "$(dirname "$0")" && pwd -P)" = "$(pwd -P)" ] || {  # its paths (conf/, local/, data/) are the recipe's
+  echo "$(basename "$0"): run it from its recipe folder: cd $(dirname "$0") && ./run.sh" >&2; exit 1; }
+. utils/parse_options.sh  # before path.sh: --help needs no environment (a fresh clone's would install it first)
 . ./path.sh
-. utils/parse_options.sh
 . utils/stages.sh
 check_run_arguments "$@"
 . utils/decoding.sh

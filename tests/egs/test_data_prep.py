@@ -106,6 +106,13 @@ def test_fsdd_split_by_index(test_data, tmp_path):
         assert_valid(tmp_path / name)
 
 
+def test_fsdd_given_the_datasets_own_folder_says_to_give_its_recordings(test_data, tmp_path):
+    out = run_tool(sys.executable, ROOT / "egs" / "fsdd" / "local" / "data_prep.py", test_data / "fsdd", tmp_path)
+    assert out.returncode == 1
+    assert out.stderr == (f"data_prep.py: no .wav files in {test_data / 'fsdd'}: give FSDD's recordings/ folder "
+                          "({digit}_{speaker}_{index}.wav)\n")
+
+
 def test_librispeech_speakers_are_reader_chapter_with_gender(test_data, tmp_path):
     subset = test_data / "librispeech_samples" / "LibriSpeech" / "test-clean"
     out = run_tool(sys.executable, ROOT / "egs" / "librispeech" / "local" / "data_prep.py",

@@ -139,6 +139,15 @@ def test_extra_columns_and_two_recordings_of_one_id_are_named_not_merged(small_c
     assert texts == {"a-one": "ONE", "b-three": "THREE"}
 
 
+def test_a_utf16_list_is_refused_with_what_to_do(small_corpus, tmp_path):
+    """Notepad's 'Unicode': line 1 was 'not UTF-8', every other line a file not found, NULs on the terminal."""
+    (small_corpus / "transcripts.txt").write_text("a/one.wav ONE\nb/two TWO\n", encoding="utf-16")
+    out = run_tool(sys.executable, DATA_PREP, small_corpus, tmp_path / "data")
+    assert out.returncode == 1
+    assert out.stderr == (f"data_prep.py: {small_corpus}/transcripts.txt is UTF-16 (Notepad's 'Unicode'): save it "
+                          "as UTF-8\n")
+
+
 def test_a_path_with_spaces_before_a_tab_a_cr_inside_a_line_and_a_second_lists_bom(small_corpus, tmp_path):
     """'a/one 2.wav<TAB>TWO' beside a/one.wav: the first word named a file, so the line went to a/one.wav with
     '2.WAV TWO' as its words; a CR inside a line split it (its words cut, the later lines numbered one off); the

@@ -71,7 +71,7 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
     (recipe / "conf" / "tiny.yaml").write_text(yaml.safe_dump(conf))
     more = run_recipe(recipe, *args)
     assert more.returncode == 0, more.stderr[-3000:]
-    assert "stage 4 (train): its inputs changed since it was done; running it again" in more.stdout
+    assert "stage 4 (train): its inputs changed since it was done (what changed: " in more.stdout
     assert more.stdout.count("done before; skipped") == 3  # data, shards, units
     assert (recipe / "exp" / "tiny" / "decode-test-modified_beam-avg2-epoch-3" / "wer").is_file()
     # conf/deploy.yaml over characters (as the recipe runs it), as tiny, beside it: exported offline and
@@ -189,6 +189,6 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
         assert (recipe / "exp" / f"{exp}.1" / "epoch-1.pt").is_file()
     assert (recipe / "exp" / "phone.1" / "epoch-1.pt").is_file()  # DeepSpeech 2's old run, set aside too
     if re.search(rf"of 2 seeds, exp/{chosen} is the best on dev", out.stdout):
-        assert f"stage 9 (combine-test-{name}): its inputs changed since it was done; running it again" in out.stdout
+        assert f"stage 9 (combine-test-{name}): its inputs changed since it was done (what changed: " in out.stdout
     else:  # the other seed chosen this time: a combination of another name
         assert re.search(rf"stage 9 \(combine-test-{other}-greedy-epoch-1\+{chosen}-greedy", out.stdout), out.stdout

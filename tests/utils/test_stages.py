@@ -41,9 +41,12 @@ def test_a_stage_reruns_when_its_inputs_change_and_so_do_the_stages_after_it(tmp
     assert ran == [] and out.stdout.count("done before; skipped") == 2
     (tmp_path / "input.txt").write_text("two\n")  # new content: stage 1, then stage 2 whose input it rewrote
     out, ran = run(tmp_path)
-    assert ran == ["ran 1", "ran 2"] and "its inputs changed since it was done; running it again" in out.stdout
+    assert ran == ["ran 1", "ran 2"]
+    assert ("stage 1 (prepare): its inputs changed since it was done (what changed: input.txt: its content); "
+            "running it again") in out.stdout  # which one, not only that one did
     out, ran = run(tmp_path, OPTION="b")  # another option value is another input
     assert ran == ["ran 1"]  # prepared.txt came out the same: stage 2's inputs did not change
+    assert "stage 1 (prepare): its inputs changed since it was done (what changed: 'a' now 'b'); run" in out.stdout
     assert (tmp_path / "exp" / ".stages" / "2.use.done").is_file()
 
 
@@ -54,8 +57,9 @@ def test_a_stage_whose_output_is_gone_runs_again(tmp_path):
     out, ran = run(tmp_path)
     assert ran == ["ran 1"] and "stage 1 (prepare): its output prepared.txt is gone or changed; running" in out.stdout
     digest = hashlib.sha256(b"one\n").hexdigest()
-    assert (tmp_path / "exp" / ".stages" / "1.prepare.done").read_text().splitlines()[1:] == [
-        f"output prepared.txt\t{digest}"]
+    marker = (tmp_path / "exp" / ".stages" / "1.prepare.done").read_text().splitlines()
+    assert [line.split("\t")[1] for line in marker[1:3]] == ["input.txt", "a"]  # each input, its digest first
+    assert marker[1].startswith("input ") and marker[3:] == [f"output prepared.txt\t{digest}"]
     assert run(tmp_path)[1] == []
     (tmp_path / "prepared.txt").write_text("another run's\n")  # rewritten by something else (another LM's weights)
     out, ran = run(tmp_path)
@@ -326,7 +330,8 @@ decode_result "corpus: test" exp epoch-1 test greedy"""
     assert run().splitlines()[-1] == "corpus: test %WER 5.00 [ 1 / 20, 0 ins, 0 del, 1 sub ]"
     (tmp_path / "conf.yaml").write_text("lr: 0.002\n")
     assert run("3").splitlines()[-2:] == ["corpus: test %WER 5.00 [ 1 / 20, 0 ins, 0 del, 1 sub ]", (
-        "  (from before your changes: stage 4 (train), left out by --stage/--stop-stage, has other inputs now)")]
+        "  (from before your changes: stage 4 (train) (what changed: conf.yaml: its content), left out by "
+        "--stage/--stop-stage, has other inputs now)")]
     assert "from before your changes" not in run()  # run: the training's inputs are its marker's again
     # edited again, and the training stopped half way (its marker gone, the pending one left): the old model's
     # result is no more current than before
@@ -356,14 +361,15 @@ if stage_wanted 1 data -- "$1" "$2"; then echo ran; stage_done 1 data; fi"""
         assert "done before; skipped" in run(*spelling), spelling
     (tmp_path / "corpus" / "b.wav").write_bytes(b"RIFF")
     rerun = run("link/", "conf.yaml")  # new content, through any spelling
-    assert rerun.endswith("its inputs changed since it was done; running it again\nran\n")
+    assert rerun.endswith("its inputs changed since it was done (what changed: link/: its content); running it "
+                          "again\nran\n")
     mark = tmp_path / "exp" / ".stages" / "1.data.done"
     named = subprocess.run(["bash", "-c", '. "$ROOT/utils/stages.sh"; stage_fingerprint --named corpus conf.yaml'],
                            cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout.strip()
     now = mark.read_text()
     mark.write_text(named + "\n")  # as the stages.sh before this one wrote it
     assert named != now.strip() and "done before; skipped" in run("corpus", "conf.yaml")
-    assert mark.read_text() == now
+    assert mark.read_text().split("\n")[0] == now.split("\n")[0]  # the fingerprint of now
 
 
 def test_a_corpus_dir_given_once_is_the_corpus_dir_of_the_runs_after_it(tmp_path):
@@ -381,5 +387,7 @@ if stage_wanted 1 data -- "${corpus_dir:-downloads/corpus}"; then stage_done 1 d
     again = run("")
     assert again.stdout.splitlines()[0] == f"corpus: {tmp_path / 'mine'}" and "done before; skipped" in again.stdout
     assert again.stderr == f"run.sh: --corpus-dir {tmp_path / 'mine'}, as given before (data/.corpus_dir)\n"
+    assert run(str(tmp_path / "typo")).stdout.splitlines()[0] == f"corpus: {tmp_path / 'typo'}"  # as given,
+    assert run("").stdout.splitlines()[0] == f"corpus: {tmp_path / 'mine'}"  # not kept over the one before
     (tmp_path / "mine").rmdir()  # gone since: not given
     assert run("").stdout.splitlines()[0] == "corpus: "

@@ -36,6 +36,22 @@ def test_options_given_are_kept():
     assert out.returncode == 0 and out.stdout.strip() == "units 6 4", out.stderr
 
 
+@pytest.mark.parametrize("options, message", [
+    ("lm_over=word lm_order=", "run.sh: --lm-over takes units or words, not 'word'"),
+    ("lm_over= lm_order=three", "run.sh: --lm-order takes an n-gram order (1 or more), not 'three'"),
+])
+def test_lm_options_are_checked_before_any_stage(options, message):
+    """They failed at the LM stage, after the training."""
+    out = sourced(f'{options} lm_beam=; default_lm_search char; echo reached')
+    assert out.returncode == 1 and out.stderr.strip() == message and "reached" not in out.stdout
+
+
+def test_a_deploy_kind_is_offline_or_streaming():
+    """'offlin' passed (anything not streaming was offline) and failed at the export stage, after the training."""
+    out = sourced("check_deployable char offlin conf/deploy.yaml; echo reached")
+    assert out.returncode == 1 and out.stderr.strip() == "run.sh: --deploy takes offline and/or streaming, not 'offlin'"
+
+
 def test_only_a_config_that_starts_from_a_model_gets_one(tmp_path):
     """run.sh trains --init-config's model only for a --train-config with train.init_from."""
     configs = {"block": "train:\n  epochs: 1\n  init_from: exp/other/avg-5.pt\n",

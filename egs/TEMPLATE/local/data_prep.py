@@ -72,6 +72,13 @@ def utterance_id(text: str) -> str:
     return re.sub(r"[^\w-]", "_", text.replace(os.sep, "-"))
 
 
+def utf16(path: str) -> bool:
+    """Whether a text file is UTF-16: its byte-order mark, or NULs among its first bytes."""
+    with open(path, "rb") as f:
+        head = f.read(512)
+    return head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\0" in head
+
+
 def utterances(corpus_dir: str, transcripts: str, speaker_regex: re.Pattern | None, report: Report) -> list[Utterance]:
     """The corpus's utterances: rewrite this for a corpus in another layout.
 
@@ -162,6 +169,9 @@ def main() -> int:
     for path in (transcripts, args.test_transcripts):
         if path and not os.path.isfile(path):
             print(f"data_prep.py: no transcript list {path}; see --help for its format", file=sys.stderr)
+            return 1
+        if path and utf16(path):  # read as UTF-8, each of its lines was a file not found, NULs on the terminal
+            print(f"data_prep.py: {path} is UTF-16 (Notepad's 'Unicode'): save it as UTF-8", file=sys.stderr)
             return 1
     report = Report("data_prep", listing=os.path.join(args.data_root, "local", "skipped.txt"))
     train = utterances(args.corpus_dir, transcripts, regex, report)

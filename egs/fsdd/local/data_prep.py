@@ -28,7 +28,12 @@ def main() -> int:
     if args.dev_max_index <= args.test_max_index:
         parser.error("--dev-max-index must be above --test-max-index")
     splits: dict[str, list[Utterance]] = {"train": [], "dev": [], "test": []}
-    for path in sorted(glob.glob(os.path.join(args.recordings_dir, "*.wav"))):
+    recordings = sorted(glob.glob(os.path.join(args.recordings_dir, "*.wav")))
+    if not recordings:  # the dataset's own folder given, not its recordings/: "no usable utterances (nothing skipped)"
+        print(f"data_prep.py: no .wav files in {args.recordings_dir}: give FSDD's recordings/ folder "
+              "({digit}_{speaker}_{index}.wav)", file=sys.stderr)
+        return 1
+    for path in recordings:
         parts = os.path.basename(path)[: -len(".wav")].split("_")
         if len(parts) != 3 or not parts[0].isdigit() or len(parts[0]) != 1 or not parts[2].isdigit():
             report.skip("file name is not {digit}_{speaker}_{index}", path)

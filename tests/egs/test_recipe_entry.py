@@ -1,0 +1,26 @@
+"""How every recipe starts: --help before its environment (a fresh clone's path.sh installs it first), and a
+run.sh started from another folder refused (its conf/, local/ and data/ are relative: from the project's root it
+wrote data/ and exp/ there and failed on conf/)."""
+
+import os
+import subprocess
+
+import pytest
+from recipe_runs import copy_recipe
+
+from conftest import ROOT
+
+RECIPES = sorted(p.name for p in (ROOT / "egs").iterdir() if (p / "run.sh").is_file())
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_help_needs_no_environment_and_another_folder_is_refused(name, tmp_path):
+    recipe = copy_recipe(name, tmp_path)
+    os.unlink(recipe / "path.sh")
+    (recipe / "path.sh").write_text("echo path.sh sourced >&2; exit 9\n")  # as an install that fails
+    out = subprocess.run(["./run.sh", "--help"], cwd=recipe, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("Usage: ") and out.stderr == "", out.stderr
+    out = subprocess.run([str(recipe / "run.sh"), "--stop-stage", "1"], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 1
+    assert out.stderr == f"run.sh: run it from its recipe folder: cd {recipe} && ./run.sh\n", out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # nothing written where it was started
