@@ -23,7 +23,8 @@ fi
 stamp="$RNNT_ROOT/tools/venv/.rnnt-requirements.sha256"
 if { $activate_own || [ "${VIRTUAL_ENV:-}" = "$RNNT_ROOT/tools/venv" ]; } &&
     { [ ! -x "$RNNT_ROOT/tools/venv/bin/python" ] || [ ! -f "$stamp" ] ||
-      [ "$RNNT_ROOT/tools/requirements.txt" -nt "$stamp" ] || [ "$RNNT_ROOT/tools/constraints.txt" -nt "$stamp" ]; }; then
+      [ "$RNNT_ROOT/tools/requirements.txt" -nt "$stamp" ] || [ "$RNNT_ROOT/tools/constraints.txt" -nt "$stamp" ]
+    }; then
   echo "path.sh: $RNNT_ROOT/tools/venv is missing or not up to date; running tools/install.sh (about a minute)" >&2
   env -u VIRTUAL_ENV "$RNNT_ROOT/tools/install.sh" >&2
 fi
