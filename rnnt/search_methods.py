@@ -171,8 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     config, *names = argv if argv is not None else sys.argv[1:]
     try:
         loss = load_experiment(config).model.loss
-    except (OSError, ValueError) as error:
-        print(f"search_methods: {error}", file=sys.stderr)
+    except (OSError, ValueError) as error:  # a --train-config misspelt: said before any stage, not at the training
+        print(f"search_methods: cannot read the config of the model to decode, {config}: {error}", file=sys.stderr)
         return 1
     problems = [problem for name in names
                 if (problem := head_problem(name, loss.ctc_weight > 0 or loss.type == "ctc", loss.type != "ctc"))]

@@ -81,7 +81,7 @@ COPY_MARK = "\t#copy "  # a shard entry's suffix: its K-th repeat in the list (n
 def numbered_copies(entries: list[str], kind: str) -> list[str]:
     """The entries with each line listed again marked as the K-th copy of it (K >= 1: a raw line's "copy", a shard
     entry's COPY_MARK), which the records carry (their "copy"), so that an upsampled utterance's copies draw
-    augmentation of their own (rnnt.data.stages.augmentation_key): seeded by key alone, every copy had the same
+    augmentation of their own (rnnt.data.stages.utterance_generator): seeded by key alone, every copy had the same
     speed, dither and masks in every epoch on every rank, and upsampling only scaled its gradient."""
     seen: Counter = Counter()
     numbered = []
