@@ -158,7 +158,7 @@ print("threads", os.environ.get("OMP_NUM_THREADS", "all"), "started", time.time(
 os.makedirs(exp, exist_ok=True)
 open(os.path.join(exp, "config.yaml"), "w").close()  # as steps/train.py writes it first: an output of the stage
 for step in range(int(os.environ["STEPS"])):
-    print("step", step, flush=True)
+    print(f"step {step}\\n", end="", flush=True)  # one write: the SIGTERM handler's line never lands inside it
     time.sleep(0.05)
 print("ended", time.time(), flush=True)
 open(os.path.join(exp, "epoch-1.pt"), "w").close()  # an epoch's checkpoint: what the stage leaves to decode
