@@ -27,6 +27,7 @@ from rnnt.lm.fusion import fusion_config_path
 from rnnt.search import Hypothesis
 from rnnt.search_methods import METHODS, SearchOptions, lm_options, search
 from rnnt.training import checkpoint
+from rnnt.training.config_change import units_digest
 from rnnt.training.experiment import Experiment, load_trained
 
 
@@ -38,6 +39,10 @@ def load_model(exp_dir: str, checkpoint_path: str | None = None, use_ema: bool =
     model = Transducer(experiment.model, tokenizer.vocab_size)
     path = checkpoint_path or checkpoint.for_decoding(exp_dir)
     state = checkpoint.load(path)
+    trained_with = (state.get("meta") or {}).get("units")  # none in a checkpoint saved before they were kept
+    if trained_with and trained_with != units_digest(experiment.paths.lang_dir):
+        raise ValueError(f"{path}: trained with other units than {experiment.paths.lang_dir}/units.txt (its ids "
+                         "would name other units: another experiment's checkpoint, or units.txt edited since)")
     try:
         model.load_state_dict(state["ema"] if use_ema and state.get("ema") is not None else state["model"])
     except RuntimeError as error:  # another experiment's checkpoint: torch's list of every tensor that differs

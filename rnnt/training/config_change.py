@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import filecmp
+import hashlib
 import os
 import shutil
 
@@ -92,6 +93,13 @@ def training_data_of(list_path: str) -> str:
         raise StopTraining(f"{list_path} names {len(missing)} file(s) that are gone ({missing[0]}"
                            f"{', ...' if len(missing) > 1 else ''}): make the list again (a recipe's shards stage)")
     return list_fingerprint(list_path)
+
+
+def units_digest(lang_dir: str) -> str:
+    """A digest of a lang dir's units.txt (the ids the model's outputs mean), kept in every checkpoint's meta: a
+    checkpoint decoded with other units of its size (another experiment's, an edited units.txt) is refused."""
+    with open(os.path.join(lang_dir, "units.txt"), "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
 
 
 def units_differ(lang_dir: str, kept: str) -> list[str]:

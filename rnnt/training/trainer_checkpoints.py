@@ -9,6 +9,7 @@ import os
 
 from rnnt.data.loader import LoaderPosition
 from rnnt.training import checkpoint
+from rnnt.training.config_change import units_digest
 from rnnt.training.distributed import all_gather_objects
 from rnnt.training.ema import EMA
 from rnnt.training.init_from import initialise_from
@@ -30,6 +31,7 @@ class Checkpointing:
             "scaler": self.scaler.state_dict(),
             "rng": all_gather_objects(self.world, checkpoint.rng_state()),
             "meta": {"step": self.step, "epoch": self.epoch, "batch": self.batch, "train_data": self.train_data,
+                     "units": units_digest(self.experiment.paths.lang_dir),
                      "loader_positions": all_gather_objects(self.world, self.position.state_dict()),
                      **self.bad_batches.meta(), **self.valid_result},
         }

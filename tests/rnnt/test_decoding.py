@@ -20,6 +20,7 @@ from rnnt.search import beam_search, greedy_search, label_ends_frame, symbols_pe
 from search_reference import alignment_log_prob, sequence_log_prob
 from rnnt.training import checkpoint
 from rnnt.training.checkpoint_names import numbered
+from rnnt.training.config_change import units_digest
 from rnnt.transcriber import Transcriber, decoding_pipeline, load_model
 
 STEPS = ROOT / "steps"
@@ -572,6 +573,10 @@ def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, train
     units.write_text(units.read_text().replace("YES", "JA"))
     config = renamed / "config.yaml"
     config.write_text(config.read_text().replace(str(trained_standard), str(renamed)))
+    weights = renamed / last_epoch(trained_standard).name  # as trained over JA (its units' digest is of those)
+    state = torch.load(weights, weights_only=True)
+    state["meta"]["units"] = units_digest(str(renamed / "lang"))
+    torch.save(state, weights)
     out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems[:4], "--system", renamed,
                    renamed / last_epoch(trained_standard).name, renamed / "decode-combine-modified_beam",
                    "--lm-fusion", fusion, "--tune", yesno / "test.list", tmp_path / "refused")
@@ -629,7 +634,8 @@ def test_an_experiment_moved_or_copied_decodes_with_the_units_it_holds(trained, 
     swapped = {2: 3, 3: 2}  # the original's words trade ids: NO and YES
     (first / "lang" / "units.txt").write_text("".join(f"{symbol} {swapped.get(i, i)}\n"
                                                       for symbol, i in tokenizer.units.items()))
-    assert load_model(str(first))[2].units != tokenizer.units
+    with pytest.raises(ValueError, match=f"trained with other units than {first / 'lang'}/units.txt"):
+        load_model(str(first))  # its checkpoint keeps a digest of the units it was trained with (it decoded as YES NO)
     experiment, _, moved_tokenizer, _ = load_model(str(moved))
     assert experiment.paths.lang_dir == str(moved / "lang") and moved_tokenizer.units == tokenizer.units
     shutil.rmtree(first)
