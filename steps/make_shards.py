@@ -2,10 +2,12 @@
 """Pack a Kaldi data dir into WeNet-compatible tar shards and write the shard list.
 
 Each shard holds --utts-per-shard utterances as consecutive members <key>.txt and <key>.<ext>.
-Shards are written in parallel (--nj), each under a temporary name renamed when complete; a rerun
-skips the complete shards and redoes the rest, and those that left an utterance out (its audio unreadable
-then: <shard>.tar.skipped lists them). Bad audio, and whatever cannot be paired (audio without
-transcript, transcript without audio, a malformed segment, a repeated key), is skipped, named and counted.
+Shards are written in parallel (--nj), each under a temporary name renamed when complete; a rerun of the
+same plan (settings and utterances, recorded in <shard_dir>/.make_shards.json) reuses the complete shards and
+redoes the rest, and those that left an utterance out (its audio unreadable then: <shard>.tar.skipped lists
+them); shards of another plan, or with no record, are refused unless --replace. Bad audio, and whatever
+cannot be paired (audio without transcript, transcript without audio, a malformed segment, a repeated key), is
+skipped, named and counted.
 """
 
 import contextlib
@@ -80,7 +82,7 @@ def start_shard_dir(shard_dir: str, plan: dict, replace: bool) -> None:
     if same_plan_or_new(shard_dir, plan):
         return
     if not replace:
-        raise ToolError(f"{shard_dir} holds shards of other settings or utterances; "
+        raise ToolError(f"{shard_dir} holds shards of other settings or utterances (or of none it records); "
                         "remove it, choose another dir, or pass --replace")
     for name in os.listdir(shard_dir):
         if name in (STATE, f"{STATE}.tmp") or name.endswith((".tar", ".tar.tmp", ".tar.skipped")):
@@ -123,7 +125,8 @@ def main() -> str:
                         help="resample to this rate (re-encodes; wav unless --audio-format flac)")
     parser.add_argument("--prefix", default="shards", help="shard file name prefix (default 'shards')")
     parser.add_argument("--replace", action="store_true",
-                        help="shards in shard_dir of other settings or utterances are deleted and written anew "
+                        help="shards in shard_dir of other settings or utterances, or with no record of theirs, are "
+                             "deleted and written anew "
                              "(default: refused); a recipe passes it, as its shards stage runs when its data changed")
     parser.add_argument("data_dir")
     parser.add_argument("shard_dir")

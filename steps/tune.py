@@ -5,8 +5,8 @@ The search (which config keys, over which ranges, how many trials, each trial's 
 pruner, sampler) is a YAML file; see rnnt/tuning/space.py for its form. The objective is the lowest
 dev WER a trial reaches within its time limit (train.valid_wer on a --valid-list), or, with a
 target_wer in the search, the training minutes to reach that WER (the seed's SDA: a WER threshold
-and a time limit). A trial whose per-epoch dev WER is worse than the median of earlier trials at the
-same epoch is pruned.
+and a time limit). With the median pruner (not in a target_wer search), a trial whose per-epoch dev WER is
+worse than the median of earlier trials at the same epoch is pruned.
 
 The study lives in a database: by default sqlite:///<exp-dir>/study.db, so that a killed search
 resumes where it was (run the same command again) and finishes the number of trials asked for;

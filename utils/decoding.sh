@@ -4,6 +4,8 @@
 # decodes with steps/decode.py, into EXP/decode-SET-METHOD-TAG, which decode_result reads:
 #   average_stage STAGE EXP AVERAGE             stage STAGE: EXP/avg-N.pt, the last AVERAGE epochs averaged
 #   model_tag=$(model_tag_of EXP AVERAGE)       prints the tag of the model that averaging makes
+#   trained_done N NAME EXP                     stage_done of a train stage, its outputs config.yaml and the
+#                                               newest epoch checkpoint (none: refused, not marked done)
 #   checkpoint_of EXP TAG                       prints the tag's checkpoint file (EXP/avg-5.pt, EXP/epoch-40.pt)
 #   decode_stages STAGE EXP TAG LANG "METHODS" "SETS"  each set decoded by each method (rnnt.search_methods) into
 #                                               EXP/decode-SET-METHOD-TAG, its n-best kept (nbest.json, for

@@ -21,6 +21,9 @@
 # pass SIGTERM on to the command `logged` is running (steps/train.py then saves a checkpoint at its next step),
 # wait for it, and exit 143. Without this, `kill <run.sh>` would leave the stage's command running alone.
 # Stages run at once in subshells (their pids in background_stages) get the SIGTERM too, and pass it on.
+# check_run_arguments "$@" (run.sh, after parse_options.sh): no word left over, whole stage numbers, --stop-stage
+# not before --stage, one run at a time in the folder (.run.lock), and at the end a --stage past every stage of the
+# run ends 1. corpus_dir=$(corpus_dir_of "$corpus_dir"): --corpus-dir kept in data/.corpus_dir for the runs after it.
 # shellcheck shell=bash
 stage_marks=${stage_marks:-exp/.stages}
 declare -A done_this_run=()  # the markers stage_done wrote in this run

@@ -23,10 +23,12 @@ vocab_size=64
 nj=2
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
 seeds=1              # N > 1: the model trained N times at once (exp with its config's seed, exp_seedK with --seed K,
-                     # K < N), each on its share of the cores, and the best on dev with the last of --methods kept
+                     # K < N), each on its share of the cores, and the best on dev kept (by the first LM-fused of
+                     # --methods, else the last)
 methods=greedy       # rnnt.search_methods: greedy, beam, modified_beam, or LM-fused (modified_beam_lm, beam_lodr, ...):
                      # each one decodes dev and test
 lm_order=            # LM-fused methods: the n-gram LM's order (built from data/train, weighted on dev); empty: 3
+                     # (char: a word LM) or 5 (bpe: a unit LM)
 lm_over=             # the LM's words: words (through the units: char), or units (bpe); empty: as the units
 lm_beam=             # the beam of the LM's search, its weights chosen with it; empty: utils/units.sh lm_beam_of
 lm_weights=          # the LM weights and length bonuses dev chooses among, comma-separated; empty: those of

@@ -5,10 +5,12 @@
     pruner: {type: median, startup_trials: 2, warmup_epochs: 1}   # or {type: none}; no pruning before
                                    # epoch warmup_epochs, nor while fewer trials than startup_trials completed
     sampler: {type: tpe, seed: 0, startup_trials: 10}               # tpe or random; tpe draws at random for
-                                   # its first startup_trials trials (optuna's default 10): fewer trials than
-                                   # that are a random search; each trial's draws are seeded by seed + its number
+                                   # its first startup_trials trials (optuna's default 10): a search of no
+                                   # more trials than that is a random search; each trial's draws are
+                                   # seeded by seed + its number
     target_wer: 45                 # optional: the objective is the minutes to reach this dev WER (%)
-                                   # (as the seed's SDA), not the lowest dev WER within the time limit
+                                   # (as the seed's SDA), not the lowest dev WER within the time limit;
+                                   # it takes pruner: {type: none} (epochs of other lengths)
     space:                          # dotted keys of the experiment config
       train.optimizer.lr: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}
       train.schedule.warmup_steps: {type: int, low: 0, high: 400, step: 50}

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Synthesise yesno training utterances: random sequences of the training recordings' own words.
+"""Synthesise yesno utterances (training's, and the dev set's with another seed): random sequences of the
+training recordings' own words.
 
 Kaldi's split trains on 30 recordings that all start with "no" and never hold a word more than five
 times in a row, while the test recordings start with "yes" and hold runs of seven and eight. A
