@@ -251,7 +251,7 @@ def fused_joiner_loss(
     target_lengths: torch.Tensor,
     blank: int = 0,
     *,
-    activation: str = "tanh",
+    activation: str = "tanh",  # rnnt.model.joiner.Joiner's default is relu: pass the joiner's own
     reduction: str = "mean",
     chunk_elements: int | None = None,
     kernels: bool = False,

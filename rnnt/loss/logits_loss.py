@@ -183,7 +183,8 @@ def transducer_loss(
     blank: the blank symbol (negative counts from the end: -1 is the last symbol).
     reduction: "mean" over the batch, "sum", or "none" for one loss per utterance.
     from_log_softmax: logits are already log-probabilities (no normalisation inside).
-    clamp: if given, the gradient w.r.t. logits is clamped to [-clamp, clamp].
+    clamp: if given, each utterance's own gradient w.r.t. its logits is clamped to [-clamp, clamp], then
+        scaled by the gradient flowing in (and 1/B for "mean"), as torchaudio's.
     reuse_logits_for_grad: backward writes the gradient into the logits' storage, saving one
         logits-sized buffer; the logits must not be read after backward (autograd users of the same
         tensor raise an in-place modification error rather than compute wrong gradients).

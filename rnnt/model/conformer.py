@@ -14,7 +14,8 @@ with dropout at the end of every residual branch. The paper's relative positions
 instead (RoFormer, Su et al. 2021), which makes every attention score depend on the distance between the
 frames alone, with no parameters. Attention never reads a padded frame, the depthwise convolution sees
 padding as zeros and BatchNorm's training statistics skip it: a sequence's output does not depend on its
-batch. Full context both ways: an offline encoder, it cannot stream.
+padding, nor in eval on the other sequences of its batch (in training BatchNorm uses the batch's statistics).
+Full context both ways: an offline encoder, it cannot stream.
 """
 
 from __future__ import annotations
