@@ -124,16 +124,37 @@ def check_trial_configs(base: dict, search, search_path: str, vocab_size: int) -
             raise ToolError(f"{where}: {error}") from None
 
 
+PATH_KEYS = (("paths", "train_list"), ("paths", "valid_list"), ("paths", "lang_dir"), ("data", "features", "cmvn"),
+             ("train", "init_from"))  # absolute in the resolved config (with_absolute_paths)
+
+
+def relative_paths(base: dict) -> dict:
+    """The config with its paths relative to the working directory: workers of one study in checkouts at other
+    places (--storage postgresql://, several machines) give one fingerprint from the same recipe folder."""
+    out = json.loads(json.dumps(base, default=str))
+    for *parents, last in PATH_KEYS:
+        node = out
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and isinstance(node.get(last), str) and os.path.isabs(node[last]):
+            node[last] = os.path.relpath(node[last])
+    return out
+
+
 def check_same_search(study, base: dict, search, where: str) -> None:
     """A study holds the trials of one config and search: resumed with others, its trials (and best config)
-    would mix two searches; refused. The number of trials may change."""
+    would mix two searches; refused. The number of trials may change. (A study fingerprinted before paths were
+    made relative, with them absolute, is taken and its fingerprint rewritten.)"""
     asked = {key: value for key, value in vars(search).items() if key != "trials"}
-    key = hashlib.sha256(json.dumps({"config": base, "search": asked}, sort_keys=True, default=str).encode())
-    fingerprint = key.hexdigest()
-    if study.user_attrs.get("inputs", fingerprint) != fingerprint:
+
+    def fingerprint(config: dict) -> str:
+        text = json.dumps({"config": config, "search": asked}, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+    now = fingerprint(relative_paths(base))
+    if study.user_attrs.get("inputs", now) not in (now, fingerprint(base)):
         raise ToolError(f"{where} holds the trials of another config or search; give another --exp-dir (its trial "
                         "dirs are the exp dir's), or the same config and search to resume it")
-    study.set_user_attr("inputs", fingerprint)
+    study.set_user_attr("inputs", now)
 
 
 def main() -> str:

@@ -283,3 +283,41 @@ def test_a_target_wer_needs_a_time_limit_a_wer_and_no_pruner(yesno, tmp_path):
                                                 "pruner": {"type": "median"}, "space": space}))
     assert out.returncode == 1 and "a target_wer search is scored in minutes, and the median pruner" in out.stderr
     assert not (tmp_path / "tune" / "trial-000").exists()
+
+
+def test_workers_in_checkouts_at_other_places_share_a_study_and_an_older_fingerprint_is_taken(tmp_path, monkeypatch):
+    """The study's fingerprint held the resolved config's absolute paths: a worker of the same recipe in a checkout
+    elsewhere (--storage postgresql://, another machine) was refused as 'another config'."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tune_tool", ROOT / "steps" / "tune.py")
+    tune = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tune)
+
+    class Study:
+        def __init__(self):
+            self.user_attrs = {}
+
+        def set_user_attr(self, key, value):
+            self.user_attrs[key] = value
+
+    search = Search(space={"train.optimizer.lr": {"type": "float", "low": 1e-3, "high": 1e-2}})
+    study = Study()
+    for checkout in ("a", "b"):  # the same recipe folder in two checkouts
+        (tmp_path / checkout / "egs" / "an4").mkdir(parents=True)
+        monkeypatch.chdir(tmp_path / checkout / "egs" / "an4")
+        base = {"paths": {"train_list": str(tmp_path / checkout / "egs" / "an4" / "data" / "train" / "data.list"),
+                          "lang_dir": str(tmp_path / checkout / "egs" / "an4" / "data" / "lang")},
+                "train": {"init_from": None}, "data": {"features": {"cmvn": None}}}
+        tune.check_same_search(study, base, search, "db")  # the second worker is not refused
+        assert tune.relative_paths(base)["paths"]["lang_dir"] == "data/lang"
+    import hashlib
+    import json
+
+    asked = {key: value for key, value in vars(search).items() if key != "trials"}
+    older = hashlib.sha256(json.dumps({"config": base, "search": asked}, sort_keys=True, default=str).encode())
+    study.user_attrs["inputs"] = older.hexdigest()  # a study fingerprinted with absolute paths: resumed, rewritten
+    tune.check_same_search(study, base, search, "db")
+    assert study.user_attrs["inputs"] != older.hexdigest()
+    with pytest.raises(Exception, match="holds the trials of another config or search"):
+        tune.check_same_search(study, {**base, "model": {"joiner": {"hidden": 9}}}, search, "db")
