@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"search_methods: cannot read the config of the model to decode, {config}: {error}", file=sys.stderr)
         return 1
     problems = [problem for name in names
-                if (problem := head_problem(name, loss.ctc_weight > 0 or loss.type == "ctc", loss.type != "ctc"))]
+                if (problem := head_problem(name, loss.has_ctc_head, loss.type != "ctc"))]
     for problem in problems:
         print(f"search_methods: {problem} (a model of {config})", file=sys.stderr)
     return 1 if problems else 0

@@ -34,7 +34,7 @@ from rnnt.tuning.space import load_search, suggest, values_to_check, with_values
 from rnnt.tuning.study import completed, ended, open_study, optimize_until, summary, write_results
 from rnnt.training import checkpoint
 from rnnt.tuning.trial_run import run_trial
-from rnnt.training.experiment import experiment_from_values, load_experiment, with_absolute_paths
+from rnnt.training.experiment import experiment_from_values, load_experiment, with_absolute_paths, with_paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -124,34 +124,19 @@ def check_trial_configs(base: dict, search, search_path: str, vocab_size: int) -
             raise ToolError(f"{where}: {error}") from None
 
 
-PATH_KEYS = (("paths", "train_list"), ("paths", "valid_list"), ("paths", "lang_dir"), ("data", "features", "cmvn"),
-             ("train", "init_from"))  # absolute in the resolved config (with_absolute_paths)
-
-
-def relative_paths(base: dict) -> dict:
-    """The config with its paths relative to the working directory: workers of one study in checkouts at other
-    places (--storage postgresql://, several machines) give one fingerprint from the same recipe folder."""
-    out = json.loads(json.dumps(base, default=str))
-    for *parents, last in PATH_KEYS:
-        node = out
-        for part in parents:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict) and isinstance(node.get(last), str) and os.path.isabs(node[last]):
-            node[last] = os.path.relpath(node[last])
-    return out
-
-
-def check_same_search(study, base: dict, search, where: str) -> None:
+def check_same_search(study, experiment, search, where: str) -> None:
     """A study holds the trials of one config and search: resumed with others, its trials (and best config)
-    would mix two searches; refused. The number of trials may change. (A study fingerprinted before paths were
-    made relative, with them absolute, is taken and its fingerprint rewritten.)"""
+    would mix two searches; refused. The number of trials may change. The config's paths count relative to the
+    working directory: workers of one study in checkouts at other places (--storage postgresql://, several
+    machines) run from the same recipe folder give one fingerprint. (A study fingerprinted before, with the
+    paths absolute, is taken and its fingerprint rewritten.)"""
     asked = {key: value for key, value in vars(search).items() if key != "trials"}
 
-    def fingerprint(config: dict) -> str:
-        text = json.dumps({"config": config, "search": asked}, sort_keys=True, default=str)
+    def fingerprint(config) -> str:
+        text = json.dumps({"config": to_dict(config), "search": asked}, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()
-    now = fingerprint(relative_paths(base))
-    if study.user_attrs.get("inputs", now) not in (now, fingerprint(base)):
+    now = fingerprint(with_paths(experiment, os.path.relpath))
+    if study.user_attrs.get("inputs", now) not in (now, fingerprint(experiment)):
         raise ToolError(f"{where} holds the trials of another config or search; give another --exp-dir (its trial "
                         "dirs are the exp dir's), or the same config and search to resume it")
     study.set_user_attr("inputs", now)
@@ -190,7 +175,7 @@ def main() -> str:
     os.makedirs(args.exp_dir, exist_ok=True)
     storage = args.storage or f"sqlite:///{os.path.join(args.exp_dir, 'study.db')}"
     study = open_study(storage, args.study_name, search, args.heartbeat)
-    check_same_search(study, base, search, f"{storage} (study {args.study_name})")
+    check_same_search(study, experiment, search, f"{storage} (study {args.study_name})")
     optimize_until(study, make_objective(base, search, args), trials, catch=(TrialFailed,))
     with open(args.config) as f:
         user_config = yaml.safe_load(f) or {}

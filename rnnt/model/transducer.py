@@ -43,6 +43,10 @@ class LossConfig(LatticeOptions):
     ctc_weight: float = 0.0  # > 0: a CTC head on the encoder, its loss added with this weight
     fused_kernels: bool = False  # fused on the Triton backend: kernels that hold no logits (MiBs; several x slower)
 
+    @property
+    def has_ctc_head(self) -> bool:
+        return self.ctc_weight > 0 or self.type == "ctc"
+
     def units_per_frame(self) -> tuple[float, str, bool]:
         """The most units an encoder frame can carry in the training lattice, why, and whether a repeated unit
         takes a frame more (CTC's blank between them): an utterance with more has no path there (an infinite
@@ -130,8 +134,7 @@ class Transducer(torch.nn.Module):
         if config.loss.type == "pruned":
             self.simple_am = torch.nn.Linear(self.encoder.output_dim, vocab_size)
             self.simple_lm = torch.nn.Linear(self.predictor.output_dim, vocab_size)
-        with_ctc = config.loss.ctc_weight > 0 or config.loss.type == "ctc"
-        self.ctc = torch.nn.Linear(self.encoder.output_dim, vocab_size) if with_ctc else None
+        self.ctc = torch.nn.Linear(self.encoder.output_dim, vocab_size) if config.loss.has_ctc_head else None
         if config.mlperf_init:
             mlperf_init_(self)
 

@@ -144,12 +144,18 @@ def train_value_problems(train: TrainConfig) -> list[str]:
 
 def with_absolute_paths(experiment: Experiment) -> Experiment:
     """Paths in the saved config must work from anywhere: decoding and transcription read only the exp dir."""
-    def absolute(path):
-        return os.path.abspath(path) if path else path
+    return with_paths(experiment, os.path.abspath)
 
-    paths = dataclasses.replace(experiment.paths, **{k: absolute(v) for k, v in vars(experiment.paths).items()})
-    features = dataclasses.replace(experiment.data.features, cmvn=absolute(experiment.data.features.cmvn))
-    train = dataclasses.replace(experiment.train, init_from=absolute(experiment.train.init_from))
+
+def with_paths(experiment: Experiment, convert) -> Experiment:
+    """The experiment with each path it names (paths.*, data.features.cmvn, train.init_from) put through
+    convert (os.path.abspath, os.path.relpath)."""
+    def converted(path):
+        return convert(path) if path else path
+
+    paths = dataclasses.replace(experiment.paths, **{k: converted(v) for k, v in vars(experiment.paths).items()})
+    features = dataclasses.replace(experiment.data.features, cmvn=converted(experiment.data.features.cmvn))
+    train = dataclasses.replace(experiment.train, init_from=converted(experiment.train.init_from))
     return dataclasses.replace(experiment, paths=paths, train=train,
                                data=dataclasses.replace(experiment.data, features=features))
 

@@ -288,7 +288,13 @@ def test_a_target_wer_needs_a_time_limit_a_wer_and_no_pruner(yesno, tmp_path):
 def test_workers_in_checkouts_at_other_places_share_a_study_and_an_older_fingerprint_is_taken(tmp_path, monkeypatch):
     """The study's fingerprint held the resolved config's absolute paths: a worker of the same recipe in a checkout
     elsewhere (--storage postgresql://, another machine) was refused as 'another config'."""
+    import dataclasses
+    import hashlib
     import importlib.util
+    import json
+
+    from rnnt.config import to_dict
+    from rnnt.training.experiment import with_absolute_paths
 
     spec = importlib.util.spec_from_file_location("tune_tool", ROOT / "steps" / "tune.py")
     tune = importlib.util.module_from_spec(spec)
@@ -306,18 +312,16 @@ def test_workers_in_checkouts_at_other_places_share_a_study_and_an_older_fingerp
     for checkout in ("a", "b"):  # the same recipe folder in two checkouts
         (tmp_path / checkout / "egs" / "an4").mkdir(parents=True)
         monkeypatch.chdir(tmp_path / checkout / "egs" / "an4")
-        base = {"paths": {"train_list": str(tmp_path / checkout / "egs" / "an4" / "data" / "train" / "data.list"),
-                          "lang_dir": str(tmp_path / checkout / "egs" / "an4" / "data" / "lang")},
-                "train": {"init_from": None}, "data": {"features": {"cmvn": None}}}
-        tune.check_same_search(study, base, search, "db")  # the second worker is not refused
-        assert tune.relative_paths(base)["paths"]["lang_dir"] == "data/lang"
-    import hashlib
-    import json
-
+        experiment = with_absolute_paths(load_experiment(str(ROOT / "egs" / "yesno" / "conf" / "tiny.yaml"),
+                                                         train_list="data/train/data.list", lang_dir="data/lang"))
+        assert experiment.paths.lang_dir == str(tmp_path / checkout / "egs" / "an4" / "data" / "lang")
+        tune.check_same_search(study, experiment, search, "db")  # the second worker is not refused
     asked = {key: value for key, value in vars(search).items() if key != "trials"}
-    older = hashlib.sha256(json.dumps({"config": base, "search": asked}, sort_keys=True, default=str).encode())
-    study.user_attrs["inputs"] = older.hexdigest()  # a study fingerprinted with absolute paths: resumed, rewritten
-    tune.check_same_search(study, base, search, "db")
-    assert study.user_attrs["inputs"] != older.hexdigest()
+    older = hashlib.sha256(json.dumps({"config": to_dict(experiment), "search": asked}, sort_keys=True,
+                                      default=str).encode()).hexdigest()
+    study.user_attrs["inputs"] = older  # a study fingerprinted with absolute paths: resumed, rewritten
+    tune.check_same_search(study, experiment, search, "db")
+    assert study.user_attrs["inputs"] != older
+    other = dataclasses.replace(experiment, train=dataclasses.replace(experiment.train, epochs=99))
     with pytest.raises(Exception, match="holds the trials of another config or search"):
-        tune.check_same_search(study, {**base, "model": {"joiner": {"hidden": 9}}}, search, "db")
+        tune.check_same_search(study, other, search, "db")
