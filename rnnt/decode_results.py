@@ -1,6 +1,7 @@
 """What a decoding run leaves in its decode dir, scored against every reference (steps/decode.py with
 our searches, steps/decode_sherpa_onnx.py with an exported model): hyp and ref (Kaldi text), recogs (ref
-and hyp per utterance), errs (the %WER line and details), wer (the %WER line); and the words' times, ctm
+and hyp per utterance), errs (the %WER line and details), wer (the %WER line), per_spk (Kaldi's per-speaker
+table, rnnt.speaker_scoring, where the references' data dir has utt2spk); and the words' times, ctm
 (rnnt.ctm), and decode.py's nbest.json.
 
 Every utterance of the references is scored: one that was not decoded counts as all deletions and is
@@ -18,6 +19,7 @@ from rnnt.ctm import write_ctm
 from rnnt.data.sources import records
 from rnnt.datadir.table import KEEP_BYTES, Line, has_undecodable_bytes, read_table, write_table
 from rnnt.scoring import score
+from rnnt.speaker_scoring import per_speaker_text
 
 
 def reference_texts(data_list: str, text: str | None) -> tuple[dict[str, str], str]:
@@ -41,7 +43,7 @@ def scorable(line: Line) -> str:
     return line.value.encode("utf-8", KEEP_BYTES).decode("utf-8", "replace")
 
 
-OPTIONAL_OUTPUTS = ("ctm", "nbest.json", "per")  # written after write_results by some runs, not by others
+OPTIONAL_OUTPUTS = ("ctm", "nbest.json", "per", "per_spk")  # written by some runs, not by others
 
 
 def write_results(out: str, refs: dict[str, str], hyps: dict[str, str], refs_from: str, tool: str):
@@ -71,6 +73,11 @@ def write_results(out: str, refs: dict[str, str], hyps: dict[str, str], refs_fro
         f.write(report.text())
     with open(os.path.join(out, "wer"), "w", encoding="utf-8") as f:
         f.write(report.wer_line + "\n")
+    utt2spk = os.path.join(os.path.dirname(refs_from), "utt2spk")
+    if os.path.basename(refs_from) == "text" and os.path.isfile(utt2spk):
+        speakers = {key: line.value for key, line in read_table(utt2spk).items()}
+        with open(os.path.join(out, "per_spk"), "w", encoding="utf-8") as f:
+            f.write(per_speaker_text(report, speakers))
     return report
 
 

@@ -1,9 +1,12 @@
 """Word error rates in Kaldi's format, counted and aligned as Kaldi does (rnnt.edit_distance).
 
 The report: the line `%WER 4.52 [ 2376 / 52576, 276 ins, 190 del, 1910 sub ]` of compute-wer (with
-` [PARTIAL]` when hypotheses are missing; those utterances count as all deletions), `%SER`, then per
-utterance the ref, hyp, op (C S D I) and #csid lines of Kaldi's wer_per_utt_details along align-text's
-alignment, then substitutions, deletions, insertions and per-word statistics, most frequent first. As in
+` [PARTIAL]` when hypotheses are missing; in mode "all", compute-wer's --mode=all, those utterances count as
+all deletions; in "present", score_kaldi.sh's, they are left out; in "strict", compute-wer's default, they are
+an error), `%SER`, compute-wer's `Scored N sentences, M not present in hyp.`, then per utterance the ref, hyp,
+op (C S D I) and #csid (corr sub ins del) lines of Kaldi's wer_per_utt_details along align-text's alignment,
+laid out as it lays them out, then substitutions, deletions, insertions and per-word statistics, most frequent
+first. As in
 Kaldi, the WER line and the details have the same totals and may split them otherwise where several
 minimum edit scripts exist. An empty reference makes every hypothesis word an insertion.
 """
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from rnnt.edit_distance import alignment, error_counts
 
 GAP = "***"
+MODES = ("all", "present", "strict")
 KALDI_WHITESPACE = re.compile("[ \t\n\r\f\v]+")
 
 
@@ -79,6 +83,7 @@ class Report:
     sentences: int = 0
     sentence_errors: int = 0
     missing: list[str] = field(default_factory=list)
+    mode: str = "all"
     lines: list[str] = field(default_factory=list)
     substitutions: Counter = field(default_factory=Counter)
     deletions: Counter = field(default_factory=Counter)
@@ -87,6 +92,7 @@ class Report:
     word_correct: Counter = field(default_factory=Counter)
     in_ref: Counter = field(default_factory=Counter)
     in_hyp: Counter = field(default_factory=Counter)
+    csid: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)  # utt -> corr, sub, ins, del
 
     @property
     def wer_line(self) -> str:
@@ -102,10 +108,10 @@ class Report:
                 f"[ {self.sentence_errors} / {self.sentences} ]")
 
     def text(self) -> str:
-        out = [self.wer_line, self.ser_line]
+        out = [self.wer_line, self.ser_line, f"Scored {self.sentences} sentences, {len(self.missing)} not present in hyp."]
         if self.missing:
-            out.append(f"Scored {self.sentences} sentences, decoded {self.sentences - len(self.missing)} of them; "
-                       f"{len(self.missing)} without a hypothesis (counted as empty): {' '.join(self.missing)}")
+            out.append(f"Without a hypothesis ({'left out' if self.mode == 'present' else 'counted as empty'}): "
+                       + " ".join(self.missing))
         out += ["", "PER-UTTERANCE DETAILS:"] + self.lines
         out += ["", "SUBSTITUTIONS: count ref -> hyp"] + [f"{n}   {r} -> {h}"
                                                           for (r, h), n in self.substitutions.most_common()]
@@ -117,13 +123,31 @@ class Report:
         return "\n".join(out) + "\n"
 
 
-def score(references: dict[str, str], hypotheses: dict[str, str]) -> Report:
-    """A report over every reference utterance; a missing hypothesis is scored as empty."""
-    report = Report()
+def centred(text: str, width: int) -> str:
+    """text in width columns as wer_per_utt_details centres it (the odd space on the left)."""
+    right = (width - len(text)) // 2
+    return " " * (width - len(text) - right) + text + " " * right
+
+
+class MissingHypotheses(ValueError):
+    """Mode "strict": a reference utterance has no hypothesis."""
+
+
+def score(references: dict[str, str], hypotheses: dict[str, str], mode: str = "all") -> Report:
+    """A report over the reference utterances; one without a hypothesis is scored as empty (mode "all"), left
+    out and named ("present") or refused with MissingHypotheses ("strict"), as compute-wer's --mode."""
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r}: one of {', '.join(MODES)}")
+    report = Report(mode=mode)
+    report.missing = sorted(set(references) - set(hypotheses))
+    if report.missing and mode == "strict":
+        raise MissingHypotheses(f"{len(report.missing)} of {len(references)} reference utterances have no "
+                                f"hypothesis (mode strict): {' '.join(report.missing[:10])}"
+                                + (" ..." if len(report.missing) > 10 else ""))
     for utt in sorted(references):
+        if mode == "present" and utt not in hypotheses:
+            continue
         ref = words(references[utt])
-        if utt not in hypotheses:
-            report.missing.append(utt)
         hyp = words(hypotheses.get(utt, ""))
         pairs = align(ref, hyp)
         ops = Counter(op for _, _, op in pairs)
@@ -132,12 +156,13 @@ def score(references: dict[str, str], hypotheses: dict[str, str]) -> Report:
         report.sentences += 1
         report.sentence_errors += int(counts.errors > 0)
         width = [max(len(r), len(h), 1) for r, h, _ in pairs]
-        report.lines += [line.rstrip() for line in (
-            f"{utt} ref  " + " ".join(r.ljust(n) for (r, _, _), n in zip(pairs, width)),
-            f"{utt} hyp  " + " ".join(h.ljust(n) for (_, h, _), n in zip(pairs, width)),
-            f"{utt} op   " + " ".join(o.ljust(n) for (_, _, o), n in zip(pairs, width)),
-            f"{utt} #csid {ops['C']} {ops['S']} {ops['D']} {ops['I']}",
-        )]
+        report.csid[utt] = ops["C"], ops["S"], ops["I"], ops["D"]
+        report.lines += [
+            f"{utt} ref  " + "  ".join(centred(r, n) for (r, _, _), n in zip(pairs, width)),
+            f"{utt} hyp  " + "  ".join(centred(h, n) for (_, h, _), n in zip(pairs, width)),
+            f"{utt} op   " + "  ".join(centred(o, n) for (_, _, o), n in zip(pairs, width)),
+            f"{utt} #csid " + " ".join(map(str, report.csid[utt])),
+        ]
         report.in_ref.update(ref)
         report.in_hyp.update(hyp)
         for r, h, op in pairs:

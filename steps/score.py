@@ -1,38 +1,54 @@
 #!/usr/bin/env python3
 """Score a hypothesis Kaldi text file against a reference one: the %WER line, then details.
 
-Utterances missing from the hypotheses count as empty (all deletions) and mark the result
-[PARTIAL]; hypotheses without a reference are named and ignored. Writes the report to --errs
-(default: standard output) and prints the %WER line.
+Utterances missing from the hypotheses mark the result [PARTIAL] and, as compute-wer's --mode, count as
+empty (all deletions; "all", the default), are left out ("present", as Kaldi's score_kaldi.sh scores) or are
+an error ("strict"); hypotheses without a reference are named and ignored. Writes the report to --errs
+(default: standard output) and prints the %WER line; with --utt2spk, Kaldi's per-speaker table to --per-spk.
 """
 
 import sys
 
 from rnnt.cli import tool_parser
 from rnnt.datadir.table import KEEP_BYTES, keep_bytes_on_standard_streams, read_table
-from rnnt.scoring import score
+from rnnt.scoring import MODES, MissingHypotheses, score
+from rnnt.speaker_scoring import per_speaker_text
 
 
 def main() -> int:
     parser = tool_parser(__doc__, "steps/score.py --errs exp/decode/errs data/test/text exp/decode/hyp")
     parser.add_argument("--errs", help="write the full report here")
+    parser.add_argument("--mode", choices=MODES, default="all",
+                        help="utterances without a hypothesis: all (scored as empty), present (left out), strict "
+                             "(an error)")
+    parser.add_argument("--utt2spk", help="the references' utt2spk: write the per-speaker table to --per-spk")
+    parser.add_argument("--per-spk", help="where the per-speaker table goes (with --utt2spk)")
     parser.add_argument("ref", help="Kaldi text file: <utt> <words...>")
     parser.add_argument("hyp", help="Kaldi text file: <utt> <words...>")
     args = parser.parse_args()
+    if bool(args.utt2spk) != bool(args.per_spk):
+        parser.error("--utt2spk and --per-spk go together")
     try:
         # words compared as bytes, as compute-wer compares them: not UTF-8, two words are not one U+FFFD
         refs = {k: line.value for k, line in read_table(args.ref, errors=KEEP_BYTES).items()}
         hyps = {k: line.value for k, line in read_table(args.hyp, errors=KEEP_BYTES).items()}
         for utt in sorted(set(hyps) - set(refs)):
             print(f"score.py: {args.hyp}: {utt} has no reference; ignored", file=sys.stderr)
-        report = score(refs, hyps)
+        report = score(refs, hyps, args.mode)
         keep_bytes_on_standard_streams()
+        if args.per_spk:
+            speakers = {key: line.value for key, line in read_table(args.utt2spk, errors=KEEP_BYTES).items()}
+            with open(args.per_spk, "w", encoding="utf-8", errors=KEEP_BYTES) as f:
+                f.write(per_speaker_text(report, speakers))
         if args.errs:
             with open(args.errs, "w", encoding="utf-8", errors=KEEP_BYTES) as f:
                 f.write(report.text())
             print(report.wer_line)
         else:
             sys.stdout.write(report.text())  # its first line is the %WER line
+    except MissingHypotheses as error:
+        print(f"score.py: {args.hyp}: {error}", file=sys.stderr)
+        return 1
     except OSError as error:
         print(f"score.py: {error}", file=sys.stderr)
         return 1

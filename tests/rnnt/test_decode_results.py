@@ -40,10 +40,10 @@ def test_missing_and_unknown_hypotheses_are_named_and_the_missing_scored_as_dele
     assert (out / "wer").read_text() == wer_line + "\n"
     assert report.wer_line == wer_line
     errs = (out / "errs").read_text().splitlines()
-    assert errs[:3] == [wer_line, "%SER 66.67 [ 2 / 3 ]",
-                        f"Scored 3 sentences, decoded 2 of them; 1 without a hypothesis (counted as empty): {missing}"]
-    assert f"{missing} #csid 0 0 {len(missing_text.split())} 0" in errs
-    assert f"{changed} #csid {len(changed_words) - 2} 1 1 0" in errs
+    assert errs[:4] == [wer_line, "%SER 66.67 [ 2 / 3 ]", "Scored 3 sentences, 1 not present in hyp.",
+                        f"Without a hypothesis (counted as empty): {missing}"]
+    assert f"{missing} #csid 0 0 0 {len(missing_text.split())}" in errs  # corr sub ins del
+    assert f"{changed} #csid {len(changed_words) - 2} 1 0 1" in errs
     assert f"1   {changed_words[0]} -> XYZZY" in errs
     recogs = (out / "recogs").read_text().splitlines()
     assert len(recogs) == 6

@@ -1,0 +1,44 @@
+"""Error rates per speaker in the layout of Kaldi's wer_per_spk_details (a decode dir's per_spk, as Kaldi's
+scoring writes wer_details/per_spk): a header, then for every speaker, in sorted order, and for all of them
+(SUM) a `raw` line of counts (sentences, words, corr, sub, ins, del, errors, sentence errors) and a `sys` line
+of the same as percentages of the words (of the sentences for S.Err); no `sys` line for a speaker without
+reference words. Built from the report's #csid counts, as Kaldi builds it from the #csid lines.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from rnnt.scoring import Report
+
+WIDTH = 10  # Kaldi's --field-width
+SPEAKER_WIDTH = 15  # Kaldi's --spk-field-width, widened to the longest speaker
+
+
+def per_speaker_text(report: Report, utt2spk: dict[str, str]) -> str:
+    """The per_spk report of the scored utterances; one that utt2spk does not name is its own speaker."""
+    totals: dict[str, list[int]] = defaultdict(lambda: [0] * 6)  # corr sub ins del sentences sentence-errors
+    for utt, (corr, sub, ins, dele) in report.csid.items():
+        row = totals[utt2spk.get(utt, utt)]
+        for i, count in enumerate((corr, sub, ins, dele, 1, int(sub + ins + dele > 0))):
+            row[i] += count
+    width = max([SPEAKER_WIDTH] + [len(speaker) for speaker in (*totals, *utt2spk.values())])
+    lines = [f"{'SPEAKER':<{width}} id  " + " ".join(f"{name:>{WIDTH}}" for name in (
+        "#SENT", "#WORD", "Corr", "Sub", "Ins", "Del", "Err", "S.Err"))]
+    for speaker in sorted(totals):
+        lines += speaker_lines(speaker, totals[speaker], width)
+    lines += speaker_lines("SUM", [sum(column) for column in zip(*totals.values())] or [0] * 6, width)
+    return "\n".join(lines) + "\n"
+
+
+def speaker_lines(speaker: str, row: list[int], width: int) -> list[str]:
+    corr, sub, ins, dele, sentences, sentence_errors = row
+    words = corr + sub + dele
+    counts = (corr, sub, ins, dele, sub + ins + dele)
+    lines = [f"{speaker:<{width}} raw " + " ".join(f"{n:{WIDTH}d}" for n in (sentences, words, *counts,
+                                                                             sentence_errors))]
+    if words:
+        percentages = [100.0 * n / words for n in counts] + [100.0 * sentence_errors / sentences]
+        lines.append(f"{speaker:<{width}} sys {sentences:{WIDTH}d} {words:{WIDTH}d} "
+                     + " ".join(f"{p:{WIDTH}.2f}" for p in percentages))
+    return lines

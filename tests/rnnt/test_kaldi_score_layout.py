@@ -1,0 +1,86 @@
+"""score.py's and a decode dir's reports in Kaldi's layouts, worked by hand from its scripts' rules: the
+per-utterance lines of wer_per_utt_details (columns centred, joined by two spaces, #csid as corr sub ins del),
+compute-wer's `Scored` line and its --mode for utterances without a hypothesis, and wer_per_spk_details'
+per-speaker table (which reads the #csid lines: their order swapped its Ins and Del columns)."""
+
+import sys
+
+from conftest import ROOT, librispeech_utterances, run_tool
+from rnnt.decode_results import write_results
+
+SCORE = ROOT / "steps" / "score.py"
+PER_SPEAKER = """\
+SPEAKER         id       #SENT      #WORD       Corr        Sub        Ins        Del        Err      S.Err
+s1              raw          2          6          3          0          2          3          5          2
+s1              sys          2          6      50.00       0.00      33.33      50.00      83.33     100.00
+s2              raw          1          1          1          0          1          0          1          1
+s2              sys          1          1     100.00       0.00     100.00       0.00     100.00     100.00
+SUM             raw          3          7          4          0          3          3          6          3
+SUM             sys          3          7      57.14       0.00      42.86      42.86      85.71     100.00
+"""
+
+
+def write_case(tmp_path):
+    (tmp_path / "ref").write_text("u1 a b c d\nu2 x y\nu3 p\n")
+    (tmp_path / "hyp").write_text("u1 a c d e f\nu3 p q\n")
+    (tmp_path / "utt2spk").write_text("u1 s1\nu2 s1\nu3 s2\n")
+
+
+def score(tmp_path, *options):
+    return run_tool(sys.executable, SCORE, *options, tmp_path / "ref", tmp_path / "hyp")
+
+
+def test_mode_all_scores_the_missing_as_deletions_in_kaldis_layout(tmp_path):
+    write_case(tmp_path)
+    out = score(tmp_path, "--utt2spk", tmp_path / "utt2spk", "--per-spk", tmp_path / "per_spk")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[:4] == ["%WER 85.71 [ 6 / 7, 3 ins, 3 del, 0 sub ] [PARTIAL]", "%SER 100.00 [ 3 / 3 ]",
+                         "Scored 3 sentences, 1 not present in hyp.", "Without a hypothesis (counted as empty): u2"]
+    assert ["u1 ref  a   b   c  d  ***  ***",
+            "u1 hyp  a  ***  c  d   e    f ",
+            "u1 op   C   D   C  C   I    I ",
+            "u1 #csid 3 0 2 1"] == lines[lines.index("u1 ref  a   b   c  d  ***  ***"):][:4]
+    assert "u2 #csid 0 0 0 2" in lines
+    assert (tmp_path / "per_spk").read_text() == PER_SPEAKER
+
+
+def test_mode_present_leaves_the_missing_out_and_strict_refuses_them(tmp_path):
+    write_case(tmp_path)
+    out = score(tmp_path, "--mode", "present")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[:4] == [
+        "%WER 80.00 [ 4 / 5, 3 ins, 1 del, 0 sub ] [PARTIAL]", "%SER 100.00 [ 2 / 2 ]",
+        "Scored 2 sentences, 1 not present in hyp.", "Without a hypothesis (left out): u2"]
+    assert "u2 #csid" not in out.stdout
+    out = score(tmp_path, "--mode", "strict")
+    assert out.returncode == 1 and out.stdout == ""
+    assert f"{tmp_path / 'hyp'}: 1 of 3 reference utterances have no hypothesis (mode strict): u2" in out.stderr
+    (tmp_path / "hyp").write_text("u1 a b c d\nu2 x y\nu3 p\n")
+    out = score(tmp_path, "--mode", "strict")
+    assert out.returncode == 0 and out.stdout.splitlines()[:3] == [
+        "%WER 0.00 [ 0 / 7, 0 ins, 0 del, 0 sub ]", "%SER 0.00 [ 0 / 3 ]", "Scored 3 sentences, 0 not present in hyp."]
+
+
+def test_per_speaker_options_go_together(tmp_path):
+    write_case(tmp_path)
+    out = score(tmp_path, "--utt2spk", tmp_path / "utt2spk")
+    assert out.returncode == 2 and "--utt2spk and --per-spk go together" in out.stderr
+
+
+def test_a_decode_dir_has_the_per_speaker_table_of_its_data_dirs_speakers(tmp_path, test_data):
+    rows = librispeech_utterances(test_data)[:3]
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "utt2spk").write_text("".join(f"{utt} {utt.split('-')[0]}\n" for utt, _, _ in rows))
+    refs = {utt: text for utt, _, text in rows}
+    hyps = {utt: text for utt, _, text in rows[:2]}
+    out = tmp_path / "decode"
+    write_results(str(out), refs, hyps, str(data / "text"), "decode.py")
+    per_spk = (out / "per_spk").read_text().splitlines()
+    words = [len(text.split()) for _, _, text in rows]
+    assert per_spk[-2].split() == ["SUM", "raw", "3", str(sum(words)), str(sum(words[:2])), "0", "0",
+                                   str(words[2]), str(words[2]), "1"]
+    (data / "utt2spk").unlink()
+    write_results(str(out), refs, hyps, str(data / "text"), "decode.py")
+    assert not (out / "per_spk").exists()  # not left from the run before
