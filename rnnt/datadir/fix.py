@@ -1,7 +1,6 @@
 """Repairs a Kaldi data dir in place: strips CR and stray spaces, drops empty, malformed and duplicate
 lines, sorts every file, keeps only utterances present in every per-utterance file (utt2spk, text, segments,
-feats.scp, utt2lang, wav.scp without segments, as Kaldi's fix; and utt2dur and utt2num_frames, which Kaldi's
-only cuts to the utterances kept, so that its output fails validation when one of them lacks an utterance)
+feats.scp, utt2lang, wav.scp without segments, utt2dur and utt2num_frames, as Kaldi's fix)
 whose speakers are in spk2gender and cmvn.scp where those exist, rebuilds spk2utt, and keeps the other files
 (vad.scp, utt2uniq, utt2warp, spk2warp, reco2dur, --utt-extra-files, --spk-extra-files) to what is kept.
 

@@ -14,8 +14,8 @@ from rnnt.datadir.values import VALUE_RULES
 
 # name -> number of fields a line must have (None: at least two; text may have one).
 PER_UTTERANCE = {"utt2spk": 2, "text": None, "segments": 4, "feats.scp": None,
-                 "utt2dur": 2, "utt2num_frames": 2, "utt2lang": 2}  # an utterance missing from one is dropped
-# (by Kaldi's fix too, but for utt2dur and utt2num_frames: rnnt.datadir.fix says why)
+                 "utt2dur": 2, "utt2num_frames": 2, "utt2lang": 2}  # an utterance missing from one is dropped,
+# as Kaldi's fix drops it
 FILTERED_UTTERANCE = {"vad.scp": None, "utt2uniq": 2, "utt2warp": 2}  # kept to the utterances kept, as Kaldi's fix
 PER_SPEAKER = {"spk2gender": 2, "cmvn.scp": None}  # a speaker missing from one is dropped, as Kaldi's fix does
 FILTERED_SPEAKER = {"spk2warp": 2}

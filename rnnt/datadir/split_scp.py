@@ -4,7 +4,8 @@ Kaldi's utils/split_scp.pl makes: contiguous lines; with --utt2spk, whole speake
 Run as `utils/split_scp.py [--utt2spk FILE] <in.scp> <out1> <out2> ...`, or, for one part of N, as
 `utils/split_scp.py -j N K [--one-based] [--utt2spk FILE] <in.scp> [<out>]` (K from 0, or from 1 with
 --one-based; without <out>, standard output). An output named '-' is standard output. Lines are copied byte for
-byte, as Kaldi's are.
+byte, as Kaldi's are, but for a CR at the end (dropped); blank lines are left out (Kaldi's copies them and counts
+them among a part's lines, so that its parts of a table with blank lines can end elsewhere).
 """
 
 from __future__ import annotations

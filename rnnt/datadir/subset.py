@@ -66,11 +66,24 @@ def per_speaker(spk2utt: dict[str, list[str]], n: int) -> list[str]:
     return keep
 
 
+def perl_rand(seed: int):
+    """The numbers perl's rand() gives after srand(seed) (its own drand48 since perl 5.20), as perl prints them."""
+    state = ((seed & 0xFFFFFFFF) << 16) + 0x330E
+    while True:
+        state = (0x5DEECE66D * state + 0xB) % (1 << 48)
+        yield "%.15g" % (state / (1 << 48))
+
+
+def kaldi_shuffle(lines: list[str], seed: int = 0) -> list[str]:
+    """The order Kaldi's utils/shuffle_list.pl --srand seed gives the lines: each a rand(), sorted as strings."""
+    draws = perl_rand(seed)
+    return [line for _, line in sorted(((next(draws), line) for line in lines), key=lambda pair: pair[0])]
+
+
 def random_speakers(spk2utt: dict[str, list[str]], n: int, seed: int) -> list[str]:
-    """As Kaldi's --speakers: the speakers in a seeded random order, each taken whole while fewer than n
-    utterances are taken."""
-    speakers = sorted(spk2utt)
-    random.Random(seed).shuffle(speakers)
+    """As Kaldi's --speakers, speaker for speaker: the speakers in the order of its shuffle_list.pl (seed 0 is
+    its own), each taken whole while fewer than n utterances are taken."""
+    speakers = kaldi_shuffle(sorted(spk2utt), seed)
     keep: list[str] = []
     for speaker in speakers:
         if len(keep) >= n:
@@ -94,11 +107,11 @@ def pick(tables: Tables, n: int, how: str, seed: int) -> list[str]:
     """The utterances N and how choose, as Kaldi's options choose them."""
     utts = sorted(tables["utt2spk"])
     spk2utt = utt2spk_to_spk2utt((u, tables["utt2spk"][u]) for u in utts)
+    check_count(n, len(utts))  # in every mode, as Kaldi's
     if how == "per-spk":  # N per speaker: a speaker with fewer gives all of theirs, as Kaldi's
         return per_speaker(spk2utt, n)
     if how == "speakers":  # whole speakers up to N utterances: all of them where the dir holds fewer
         return random_speakers(spk2utt, n, seed)
-    check_count(n, len(utts))
     if how == "shortest":
         return shortest(tables, n)
     return choose(utts, n, how, seed)

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import UTILS, assert_valid, keys, run_tool
 from rnnt.datadir.layout import load_dir
-from rnnt.datadir.subset import choose, main, per_speaker, random_speakers, spread
+from rnnt.datadir.subset import choose, kaldi_shuffle, main, per_speaker, random_speakers, spread
 
 
 @pytest.mark.parametrize("how,expected", [("--first", [0, 1, 2]), ("--last", [5, 6, 7]), (None, [3, 5, 7])])
@@ -187,11 +187,22 @@ def test_tool_refusals_write_nothing(speechocean_dir, tmp_path, capsys, args, me
 
 
 @pytest.mark.parametrize("how", ["--per-spk", "--speakers"])
-def test_per_speaker_and_whole_speakers_take_all_a_dir_has_of_more_than_it_holds(speechocean_dir, tmp_path, how):
-    """As Kaldi's, which checks the count in the utterance-count modes only: --per-spk 2501 keeps every utterance of
-    each speaker (it was refused as more than the dir has)."""
-    assert main([how, str(speechocean_dir), "2501", str(tmp_path / "dest")]) == 0
+def test_per_speaker_and_whole_speakers_refuse_more_than_the_dir_holds(speechocean_dir, tmp_path, capsys, how):
+    """As Kaldi's, which compares N with the dir's utterances before any mode (its "cannot subset to more utterances
+    than you originally had"); a speaker's share may still be more than the speaker has (--per-spk 2500)."""
+    assert main([how, str(speechocean_dir), "2501", str(tmp_path / "dest")]) == 1
+    assert capsys.readouterr().err == "subset_data_dir.sh: asked for 2501 utterances but the dir has only 2500\n"
+    assert main([how, str(speechocean_dir), "2500", str(tmp_path / "dest")]) == 0
     assert (tmp_path / "dest" / "utt2spk").read_text() == (speechocean_dir / "utt2spk").read_text()
+
+
+def test_whole_speakers_come_in_the_order_of_kaldis_shuffle_list(tmp_path):
+    """perl -e 'srand(0); print rand()' gives 0.17082803610629, 0.749901980484964, 0.0963716556235674, ...:
+    shuffle_list.pl sorts the lines by those as strings, so the third line comes first, then the first, then
+    the second (checked against Kaldi's own script on this machine)."""
+    assert kaldi_shuffle(["a", "b", "c", "d", "e"]) == ["c", "a", "e", "b", "d"]
+    spk2utt = {"s1": ["u1", "u2"], "s2": ["u3"], "s3": ["u4", "u5", "u6"]}
+    assert random_speakers(spk2utt, 4, 0) == ["u4", "u5", "u6", "u1", "u2"]  # s3 first, then s1 while 3 < 4
 
 
 def test_tool_argument_counts(speechocean_dir, tmp_path):
