@@ -4,7 +4,8 @@
 # other loss tests; a loss step's launches against its device's busy time; the loss benchmark against
 # torchaudio at the three shapes; the tiny model's training step with the full and the fused loss; the fused
 # loss's time and tensor peak at B8 by block size (the 5% memory goal against the 1.3x time goal); the lattice's
-# forward-backward alone, PyTorch's two schedules and the Triton kernels.
+# forward-backward alone, PyTorch's two schedules and the Triton kernels. The parts' limits add up to 470 s: with
+# the machine's start, under one call of 10 minutes, and the session's 15 minutes leave room for a second try.
 # benchmarks/row_kernels.py and joint_kernels.py --device cuda (the Triton kernels at several launch shapes)
 # run alone.
 # Uses the machine's python3 (its own torch, torchaudio and Triton); writes its logs under $OUT when set,
@@ -19,7 +20,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 out=${OUT:-/tmp/gpu_check}
 mkdir -p "$out"
-export PYTHONPATH=$root PYTHONUNBUFFERED=1
+export PYTHONPATH=$root${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 methods=("$@")
 [ ${#methods[@]} -gt 0 ] || methods=(torchaudio padded fused pruned)
 part() {  # part SECONDS LOG COMMAND...: runs COMMAND, its output to the terminal and LOG, for at most SECONDS
@@ -29,13 +30,13 @@ part() {  # part SECONDS LOG COMMAND...: runs COMMAND, its output to the termina
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 python3 -c "import torch, triton, torchaudio; print('torch', torch.__version__, 'triton', triton.__version__,
 'torchaudio', torchaudio.__version__)" | tee -a "$out/device.txt"
-part 60 tests_joint.log python3 -m pytest -q -p no:cacheprovider -m "not slow" tests/rnnt/loss/test_joint_triton.py
-part 150 tests.log python3 -m pytest -q -p no:cacheprovider tests/rnnt/loss tests/rnnt/test_host_reads.py \
+part 50 tests_joint.log python3 -m pytest -q -p no:cacheprovider -m "not slow" tests/rnnt/loss/test_joint_triton.py
+part 120 tests.log python3 -m pytest -q -p no:cacheprovider tests/rnnt/loss tests/rnnt/test_host_reads.py \
   --ignore tests/rnnt/loss/test_joint_triton.py
-part 45 launches.md python3 benchmarks/launches.py --device cuda --shapes B8-T200-U50-V500 B4-T400-U100-V1000
-part 220 loss.md python3 benchmarks/loss.py --device cuda --runs 10 --methods "${methods[@]}"
-part 55 train_step.md python3 benchmarks/train_step.py --device cuda --batch-scale 4 --runs 5 \
+part 40 launches.md python3 benchmarks/launches.py --device cuda --shapes B8-T200-U50-V500 B4-T400-U100-V1000
+part 160 loss.md python3 benchmarks/loss.py --device cuda --runs 10 --methods "${methods[@]}"
+part 45 train_step.md python3 benchmarks/train_step.py --device cuda --batch-scale 4 --runs 5 \
   --configs "tiny (full loss)" "tiny (fused loss)"
-part 45 fused_chunks.md python3 benchmarks/fused_chunks.py --device cuda --shapes B8-T200-U50-V500 --runs 10 \
+part 30 fused_chunks.md python3 benchmarks/fused_chunks.py --device cuda --shapes B8-T200-U50-V500 --runs 10 \
   --chunks 2097152 3145728 4194304 8388608 --no-profile
 part 25 lattice.md python3 benchmarks/lattice.py --device cuda --runs 5 --shapes AN4 B8-T200-U50 B30-T440-U104

@@ -108,7 +108,8 @@ class Report:
                 f"[ {self.sentence_errors} / {self.sentences} ]")
 
     def text(self) -> str:
-        out = [self.wer_line, self.ser_line, f"Scored {self.sentences} sentences, {len(self.missing)} not present in hyp."]
+        scored = f"Scored {self.sentences} sentences, {len(self.missing)} not present in hyp."
+        out = [self.wer_line, self.ser_line, scored]
         if self.missing:
             out.append(f"Without a hypothesis ({'left out' if self.mode == 'present' else 'counted as empty'}): "
                        + " ".join(self.missing))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rnnt.loss.lattice_triton import bookkeeping_in_triton
+from rnnt.loss.lattice_triton import bookkeeping_in_triton, lengths_on
 
 
 @dataclass
@@ -73,15 +73,15 @@ def _built_in_triton(positions, targets, logit_lengths, target_lengths, blank, T
     block = 1024
     cell_map_kernel[(max(1, -(-n // block)),)](
         positions if positions is not None else cell, targets, *(targets.stride() if targets.shape[1] else (0, 0)),
-        targets.shape[1], logit_lengths.to(device, non_blocking=True), target_lengths.to(device, non_blocking=True),
+        targets.shape[1], *lengths_on(logit_lengths, target_lengths, device),
         batch, cell, valid, label, has_label, n, T, S, U1, blank, PRUNED=positions is not None, BLOCK=block)
     return CellMap(batch, cell, valid, label, has_label, (B, T, U1), positions is None)
 
 
-def padded_cells(logits_shape, targets, logit_lengths, target_lengths, blank) -> CellMap:
+def padded_cells(logits_shape, targets, logit_lengths, target_lengths, blank, backend: str = "auto") -> CellMap:
     B, T, U1, _ = logits_shape
     device = targets.device
-    if bookkeeping_in_triton(device):
+    if bookkeeping_in_triton(device, backend):
         return _built_in_triton(None, targets, logit_lengths, target_lengths, blank, T, U1, U1)
     b = torch.arange(B, device=device).repeat_interleave(T * U1)
     t = torch.arange(T, device=device).repeat_interleave(U1).repeat(B)
@@ -101,13 +101,13 @@ def packed_cells(targets, logit_lengths, target_lengths, blank) -> CellMap:
     return _build(b, t, u, logit_lengths, target_lengths, targets, blank, int(T_b.max()), int(U1_b.max()))
 
 
-def pruned_cells(ranges, targets, logit_lengths, target_lengths, blank) -> CellMap:
+def pruned_cells(ranges, targets, logit_lengths, target_lengths, blank, backend: str = "auto") -> CellMap:
     """ranges: (B, T, S) the symbol position u of each pruned cell (t, s). The lattice is as wide as the
     targets' tensor (+ 1): its shape needs no length read on the host."""
     B, T, S = ranges.shape
     device = ranges.device
     U1 = targets.shape[1] + 1
-    if bookkeeping_in_triton(device):
+    if bookkeeping_in_triton(device, backend):
         return _built_in_triton(ranges.contiguous(), targets, logit_lengths, target_lengths, blank, T, S, U1)
     b = torch.arange(B, device=device).repeat_interleave(T * S)
     t = torch.arange(T, device=device).repeat_interleave(S).repeat(B)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from rnnt import host_reads
-from rnnt.loss.lattice_triton import bookkeeping_in_triton
+from rnnt.loss.lattice_triton import bookkeeping_in_triton, lengths_on
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 REDUCTIONS = ("mean", "sum", "none")
@@ -36,7 +36,8 @@ def check_lengths(targets, logit_lengths, target_lengths, batch: int | None = No
 
 
 def check_values(targets, logit_lengths, target_lengths, vocab: int, blank: int, frames: tuple[int, str] | None,
-                 positions: tuple[int, str] | None = None, one_sym_per_frame: bool = False) -> int:
+                 positions: tuple[int, str] | None = None, one_sym_per_frame: bool = False,
+                 backend: str = "auto") -> int:
     """Checks the values of targets and lengths (check_lengths took their dtypes and shapes): logit_lengths >= 1
     and at most frames, target_lengths in [0, targets.shape[1]] and, + 1, at most positions (frames and
     positions: (size, name of the dimension), or None), at most the logit_lengths with one_sym_per_frame, and
@@ -44,7 +45,7 @@ def check_values(targets, logit_lengths, target_lengths, vocab: int, blank: int,
     (normalise_blank). Off the CPU, in one launch where Triton runs (rnnt.loss.check_kernel), else through
     require."""
     blank = normalise_blank(blank, vocab)
-    if bookkeeping_in_triton(targets.device):
+    if bookkeeping_in_triton(targets.device, backend):
         _launch_check_kernel(targets, logit_lengths, target_lengths, vocab, blank, frames, positions,
                              one_sym_per_frame)
         return blank
@@ -69,8 +70,8 @@ def _launch_check_kernel(targets, logit_lengths, target_lengths, vocab: int, bla
     (frames_size, frames_name), (positions_size, positions_name) = frames or (0, ""), positions or (0, "")
     width, device = targets.shape[1], targets.device
     check_kernel[(targets.shape[0],)](
-        targets, *(targets.stride() if width else (0, 0)), logit_lengths.to(device, non_blocking=True),
-        target_lengths.to(device, non_blocking=True), width, frames_size,
+        targets, *(targets.stride() if width else (0, 0)), *lengths_on(logit_lengths, target_lengths, device),
+        width, frames_size,
         positions_size, vocab, blank, CHECK_FRAMES=frames is not None, CHECK_POSITIONS=positions is not None,
         ONE_SYM=one_sym_per_frame, BLOCK=64, FRAMES_MESSAGE=f"logit_lengths exceed {frames_name}",
         POSITIONS_MESSAGE=f"target_lengths + 1 exceed {positions_name}",
@@ -147,7 +148,8 @@ def check_one_symbol_per_frame(logit_lengths, target_lengths) -> None:
     require(~too_long.any(), "one_sym_per_frame needs target_length <= logit_length", first)
 
 
-def check_logits(logits, targets, logit_lengths, target_lengths, blank: int, one_sym_per_frame: bool) -> int:
+def check_logits(logits, targets, logit_lengths, target_lengths, blank: int, one_sym_per_frame: bool,
+                 backend: str = "auto") -> int:
     """Checks logits (padded 4-D or packed 2-D) against targets and lengths; returns the normalised blank."""
     if not isinstance(logits, torch.Tensor) or logits.dtype not in FLOATS:
         raise TypeError(f"logits must be a float16, bfloat16, float32 or float64 tensor, got "
@@ -159,7 +161,7 @@ def check_logits(logits, targets, logit_lengths, target_lengths, blank: int, one
         check_lengths(targets, logit_lengths, target_lengths, logits.shape[0])
         return check_values(targets, logit_lengths, target_lengths, logits.shape[-1], blank,
                             (logits.shape[1], "logits.shape[1]"), (logits.shape[2], "logits.shape[2]"),
-                            one_sym_per_frame)
+                            one_sym_per_frame, backend)
     if logits.dim() != 2:
         raise ValueError(f"logits must be padded (B, T, U+1, V) or packed (sum T_b*(U_b+1), V); "
                          f"got shape {tuple(logits.shape)}")
@@ -168,4 +170,4 @@ def check_logits(logits, targets, logit_lengths, target_lengths, blank: int, one
     require(rows == logits.shape[0], f"packed logits need sum(T_b * (U_b + 1)) rows, got {logits.shape[0]}",
             lambda: f"packed logits need sum(T_b * (U_b + 1)) = {int(rows)} rows, got {logits.shape[0]}")
     return check_values(targets, logit_lengths, target_lengths, logits.shape[-1], blank, None, None,
-                        one_sym_per_frame)
+                        one_sym_per_frame, backend)

@@ -19,7 +19,7 @@ from rnnt.loss import joint_triton, row_triton
 from rnnt.loss.cells import lattice_masks
 from rnnt.loss.checks import check_host_lengths, check_lengths, check_reduction, check_values
 from rnnt.loss.emission_timing import timed_lattice_loss
-from rnnt.loss.lattice_triton import resolve_backend
+from rnnt.loss.lattice_triton import on_inputs_device, resolve_backend
 from rnnt.loss.logits_loss import (
     accumulation_dtype,
     chunk_elements_on,
@@ -222,7 +222,7 @@ class _FusedJoinerLoss(torch.autograd.Function):
 
 
 def check_fused_inputs(enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank: int, activation: str,
-                       one_sym_per_frame: bool) -> int:
+                       one_sym_per_frame: bool, backend: str = "auto") -> int:
     """Refuses inputs fused_joiner_loss cannot take, naming them; returns the blank as a symbol index."""
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got '{activation}'")
@@ -238,9 +238,10 @@ def check_fused_inputs(enc, pred, weight, bias, targets, logit_lengths, target_l
     if pred.shape[0] != enc.shape[0]:
         raise ValueError(f"batch sizes differ: enc {tuple(enc.shape)}, pred {tuple(pred.shape)}")
     return check_values(targets, logit_lengths, target_lengths, weight.shape[0], blank, (enc.shape[1], "enc.shape[1]"),
-                        (pred.shape[1], "pred.shape[1]"), one_sym_per_frame)
+                        (pred.shape[1], "pred.shape[1]"), one_sym_per_frame, backend)
 
 
+@on_inputs_device
 def fused_joiner_loss(
     enc: torch.Tensor,
     pred: torch.Tensor,
@@ -273,7 +274,7 @@ def fused_joiner_loss(
     check_reduction(reduction)
     options = lattice_options(options, **lattice)
     blank = check_fused_inputs(enc, pred, weight, bias, targets, logit_lengths, target_lengths, blank, activation,
-                               options.one_sym_per_frame)
+                               options.one_sym_per_frame, options.backend)
     check_host_lengths(host_lengths, logit_lengths, target_lengths)
     # One dtype for the products: autocast's where it is on (its backward runs outside autocast, so the
     # inputs are cast here, and the casts' own backward returns each gradient in its input's dtype).

@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from rnnt.loss import lattice_rows, lattice_triton
+from rnnt.loss.lattice_triton import on_inputs_device
 
 NEG_INF = float("-inf")
 
@@ -107,6 +108,7 @@ def _by_anti_diagonal(run, blank, label, *args):
     return tuple(_unskew(x, T1) for x in outputs)
 
 
+@on_inputs_device
 def best_path_label_frames(
     blank: torch.Tensor,
     label: torch.Tensor,
@@ -145,6 +147,7 @@ def best_path_label_frames(
         return frames.masked_fill(~reachable[:, None], -1)
 
 
+@on_inputs_device
 def lattice_posteriors(
     blank: torch.Tensor,
     label: torch.Tensor,

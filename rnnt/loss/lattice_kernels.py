@@ -106,7 +106,7 @@ def _kept(posterior, finite, tiny):
 
 @triton.jit
 def backward_kernel(blank, label, alpha, log_like, beta, gamma_blank, gamma_label, frames, symbols, T_pad, U1, steps,
-                    tiny, ONE_SYM: tl.constexpr, BLOCK: tl.constexpr):
+                    tiny: tl.constexpr, ONE_SYM: tl.constexpr, BLOCK: tl.constexpr):
     """beta (B, T, U+1) and the posteriors of the blank and label arc of every node: exp(alpha + arc +
     beta of its end - log_like), 0 below tiny and for an utterance with no complete path."""
     b, T, U, base = _utterance(frames, symbols, T_pad, U1)

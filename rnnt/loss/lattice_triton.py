@@ -4,11 +4,17 @@ The same choice picks how the losses on logits read them and write their gradien
 backend "torch": batched PyTorch operations (rnnt.loss.lattice: a scan per row of the lattice, or a step per
 frame or anti-diagonal), on any device.
 backend "triton": one kernel launch per pass (CUDA tensors; CPU tensors under TRITON_INTERPRET=1).
-backend "auto": Triton on CUDA when the triton package is installed, PyTorch otherwise.
+backend "auto": Triton on an NVIDIA GPU of compute capability 8.0 or newer (Triton's own range) when the triton
+package is installed, PyTorch otherwise. "torch" keeps Triton out altogether, the losses' checks and cell maps
+too (bookkeeping_in_triton): the way round a GPU or toolchain where Triton does not compile.
+
+Triton launches on the current CUDA device and its stream, not the tensors': the losses' entry points run on
+their inputs' device (on_inputs_device; autograd runs a backward on its tensors' device already).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from functools import cache
 
@@ -34,13 +40,34 @@ def interpreting() -> bool:
     return type(_kernels().forward_kernel).__name__ == "InterpretedFunction"
 
 
-def bookkeeping_in_triton(device: torch.device) -> bool:
+def bookkeeping_in_triton(device: torch.device, backend: str = "auto") -> bool:
     """Whether a loss's checks and cell maps take one Triton launch each instead of dozens of small PyTorch ones
-    (whichever backend runs its passes): where the host does not read the device for free and Triton runs, on
-    CUDA or on CPU tensors in its interpreter (as the tests and benchmarks/launches.py take the GPU's path)."""
-    if host_reads.free(device) or not triton_installed():
+    (whichever of "auto" and "triton" runs its passes; never with "torch"): where the host does not read the
+    device for free and Triton runs, on a GPU "auto" would give it or on CPU tensors in its interpreter (as the
+    tests and benchmarks/launches.py take the GPU's path)."""
+    if backend == "torch" or host_reads.free(device) or not triton_installed():
         return False
-    return device.type == "cuda" or (device.type == "cpu" and interpreting())
+    return triton_runs_on(device) or (device.type == "cpu" and interpreting())
+
+
+@cache
+def triton_runs_on(device: torch.device) -> bool:
+    """An NVIDIA GPU of compute capability 8.0 or newer (Triton 3's; not ROCm's devices, on which these kernels
+    were never run)."""
+    return device.type == "cuda" and torch.version.hip is None and torch.cuda.get_device_capability(device) >= (8, 0)
+
+
+def on_inputs_device(function):
+    """function run with the current CUDA device set to that of its first tensor argument, where that is a CUDA
+    tensor: Triton launches on the current device (a loss of tensors on cuda:1 ran its kernels on cuda:0)."""
+    @functools.wraps(function)
+    def run(*args, **kwargs):
+        first = next((x for x in (*args, *kwargs.values()) if isinstance(x, torch.Tensor)), None)
+        if first is None or first.device.type != "cuda":
+            return function(*args, **kwargs)
+        with torch.cuda.device(first.device):
+            return function(*args, **kwargs)
+    return run
 
 
 def check_backend(backend: str) -> None:
@@ -52,7 +79,7 @@ def resolve_backend(backend: str, device: torch.device) -> str:
     """'torch' or 'triton' for lattices on device; a clear error where the Triton backend cannot run."""
     check_backend(backend)
     if backend == "auto":
-        return "triton" if device.type == "cuda" and triton_installed() else "torch"
+        return "triton" if device.type == "cuda" and triton_installed() and triton_runs_on(device) else "torch"
     if backend == "triton":
         if not triton_installed():
             raise RuntimeError("loss backend 'triton' needs the triton package (pip install triton)")
@@ -78,10 +105,16 @@ def _steps(T: int, U1: int, one_sym_per_frame: bool) -> int:
     return T if one_sym_per_frame else T + U1 - 1
 
 
+def on_device(x: torch.Tensor, device, dtype=None) -> torch.Tensor:
+    """x on device (in dtype) and contiguous, as the kernels read a (B,) tensor (an expanded or strided one
+    was read as another's values, or past its end): no copy where it is so already, none that waits for the
+    device."""
+    return x.to(device=device, dtype=dtype, non_blocking=True).contiguous()
+
+
 def lengths_on(logit_lengths, target_lengths, device):
-    """The lengths on the lattice's device, of any integer dtype (the kernels read them as int32): no copy
-    where they are there already, and none that waits for the device."""
-    return logit_lengths.to(device, non_blocking=True), target_lengths.to(device, non_blocking=True)
+    """The lengths on the lattice's device (on_device), of any integer dtype (the kernels read them as such)."""
+    return on_device(logit_lengths, device), on_device(target_lengths, device)
 
 
 def lattice_posteriors(blank, label, logit_lengths, target_lengths, one_sym_per_frame: bool):
@@ -99,7 +132,7 @@ def lattice_posteriors(blank, label, logit_lengths, target_lengths, one_sym_per_
     kernels.forward_kernel[(B,)](blank, label, alpha, log_like, frames, symbols, T, U1, steps,
                                  ONE_SYM=one_sym, BLOCK=block, num_warps=warps)
     kernels.backward_kernel[(B,)](blank, label, alpha, log_like, beta, gamma_blank, gamma_label, frames, symbols,
-                                  T, U1, steps, torch.finfo(blank.dtype).tiny, ONE_SYM=one_sym, BLOCK=block,
+                                  T, U1, steps, tiny=torch.finfo(blank.dtype).tiny, ONE_SYM=one_sym, BLOCK=block,
                                   num_warps=warps)
     return log_like, gamma_blank, gamma_label
 
@@ -127,7 +160,7 @@ def window_starts(gamma_blank, gamma_label, target_lengths, s_range: int):
     width = min(s_range, U1)
     start, last_start = torch.empty(B * T + B, dtype=torch.long, device=gamma_blank.device).split([B * T, B])
     _kernels().window_kernel[(B * T,)](gamma_blank.contiguous(), gamma_label.contiguous(),
-                                       target_lengths.to(gamma_blank.device, non_blocking=True), start, last_start,
+                                       on_device(target_lengths, gamma_blank.device), start, last_start,
                                        T, U1, U1 - width + 1, width, s_range,
                                        BLOCK=next_power_of_2(U1 - width + 1), num_warps=4)
     return start.view(B, T), last_start
@@ -136,7 +169,7 @@ def window_starts(gamma_blank, gamma_label, target_lengths, s_range: int):
 def connected_band_starts(start, logit_lengths, last_start, s_range: int):
     """As the two passes of rnnt.loss.pruned.prune_ranges over start (B, T), in one launch; in place."""
     B, T = start.shape
-    frames = logit_lengths.to(start.device, non_blocking=True)
+    frames = on_device(logit_lengths, start.device)
     _kernels().band_kernel[(B,)](start, frames, last_start.contiguous(), T, s_range, num_warps=1)
     return start
 
@@ -144,8 +177,8 @@ def connected_band_starts(start, logit_lengths, last_start, s_range: int):
 def one_symbol_band_starts(start, logit_lengths, target_lengths, last_start, s_range: int):
     """As rnnt.loss.pruned._one_symbol_band_starts over start (B, T), in one launch; in place."""
     B, T = start.shape
-    frames = logit_lengths.to(device=start.device, dtype=start.dtype, non_blocking=True)
-    symbols = target_lengths.to(device=start.device, dtype=start.dtype, non_blocking=True)
+    frames = on_device(logit_lengths, start.device, start.dtype)
+    symbols = on_device(target_lengths, start.device, start.dtype)
     _kernels().one_symbol_band_kernel[(B,)](start, frames, symbols, last_start.to(start.dtype).contiguous(), T,
                                             s_range, num_warps=1)
     return start

@@ -13,7 +13,7 @@ from rnnt.loss import row_triton
 from rnnt.loss.cells import CellMap, packed_cells, padded_cells
 from rnnt.loss.checks import check_logits, check_reduction
 from rnnt.loss.emission_timing import timed_lattice_loss
-from rnnt.loss.lattice_triton import resolve_backend
+from rnnt.loss.lattice_triton import on_inputs_device, resolve_backend
 from rnnt.loss.options import LatticeOptions, lattice_options
 
 CHUNK_ELEMENTS = 1 << 20  # logits elements handled at once in float32 temporaries on the CPU (4 MB, cache-sized)
@@ -110,9 +110,11 @@ def logits_gradient(rows, lse, labels, batch, utterance_scale, blank, gamma_blan
     acc = lse.dtype
     grad = rows if in_place else torch.empty_like(rows)
     if triton:
-        return row_triton.row_gradient(rows, grad, lse, gamma_blank, gamma_label, labels, blank, clamp,
-                                       softmax=not from_log_softmax, batch=batch, scale=utterance_scale,
-                                       at_cells=at_cells)
+        row_triton.row_gradient(rows, grad, lse, gamma_blank, gamma_label, labels, blank, clamp,
+                                softmax=not from_log_softmax, batch=batch, scale=utterance_scale, at_cells=at_cells)
+        if in_place:  # a kernel's write is not autograd's: another user of the logits would read the gradient
+            torch.autograd.graph.increment_version(grad)
+        return grad
     lse = finite_normalisers(lse)
     for i, j in row_chunks(rows.shape[0], rows.shape[1], chunk_elements_on(rows.device)):
         g = grad[i:j] if grad.dtype == acc else torch.empty((j - i, rows.shape[1]), dtype=acc, device=rows.device)
@@ -161,6 +163,7 @@ class TransducerLossFunction(torch.autograd.Function):
         return (grad,) + (None,) * 9
 
 
+@on_inputs_device
 def transducer_loss(
     logits: torch.Tensor,
     targets: torch.Tensor,
@@ -201,9 +204,10 @@ def transducer_loss(
     """
     check_reduction(reduction)
     options = lattice_options(options, **lattice)
-    blank = check_logits(logits, targets, logit_lengths, target_lengths, blank, options.one_sym_per_frame)
+    blank = check_logits(logits, targets, logit_lengths, target_lengths, blank, options.one_sym_per_frame,
+                         options.backend)
     if logits.dim() == 4:
-        cells = padded_cells(logits.shape, targets, logit_lengths, target_lengths, blank)
+        cells = padded_cells(logits.shape, targets, logit_lengths, target_lengths, blank, options.backend)
     else:
         cells = packed_cells(targets, logit_lengths, target_lengths, blank)
     rows = logits.reshape(-1, logits.shape[-1])

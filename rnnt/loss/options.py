@@ -20,7 +20,7 @@ class LatticeOptions:
     fastemit_lambda: float = 0.0  # FastEmit: label arcs weigh 1 + lambda in the gradient (earlier emissions)
     delay_penalty: float = 0.0  # labels at frame t score delay_penalty * ((T - 1) / 2 - t) more (earlier emissions)
     self_alignment: float = 0.0  # weight of -log P of the best alignment's labels a frame earlier (earlier emissions)
-    backend: str = "auto"  # lattice and logits passes: torch, triton (kernels), auto (triton on CUDA if installed)
+    backend: str = "auto"  # lattice and logits passes: torch, triton (kernels), auto (triton on CUDA 8.0+ if installed)
 
     def check(self) -> None:
         check_emission_timing(self.fastemit_lambda, self.delay_penalty, self.self_alignment)

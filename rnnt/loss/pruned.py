@@ -20,12 +20,14 @@ from rnnt.loss.checks import FLOATS, check_inside, check_lengths, check_reductio
 from rnnt.loss.emission_timing import delay_penalised
 from rnnt.loss.lattice import LatticeLoss, lattice_posteriors
 from rnnt.loss import lattice_triton
+from rnnt.loss.lattice_triton import on_inputs_device
 from rnnt.loss.logits_loss import TransducerLossFunction, reduce_losses
 from rnnt.loss.options import LatticeOptions, lattice_options
 from rnnt.loss.simple_arcs import Scales, SimpleArcs
 
 
-def simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank, lm_only_scale=0.0, am_only_scale=0.0):
+def simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank, lm_only_scale=0.0, am_only_scale=0.0,
+                         backend: str = "auto"):
     """(B, T, U+1) blank and label log-probs of the joiner logits am[:, t] + lm[:, u], differentiable
     (rnnt.loss.simple_arcs), -inf outside each utterance's lattice.
 
@@ -40,9 +42,10 @@ def simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank, 
     """
     with torch.autocast(am.device.type, enabled=False):
         return SimpleArcs.apply(am, lm, targets, logit_lengths, target_lengths, blank,
-                                Scales(lm_only_scale, am_only_scale))
+                                Scales(lm_only_scale, am_only_scale), backend)
 
 
+@on_inputs_device
 def simple_loss(
     am: torch.Tensor,
     lm: torch.Tensor,
@@ -76,12 +79,12 @@ def simple_loss(
                          f"{tuple(lm.shape)} {lm.dtype}")
     check_lengths(targets, logit_lengths, target_lengths, am.shape[0])
     blank = check_values(targets, logit_lengths, target_lengths, am.shape[2], blank, (am.shape[1], "am.shape[1]"),
-                         (lm.shape[1], "lm.shape[1]"), one_sym_per_frame)
+                         (lm.shape[1], "lm.shape[1]"), one_sym_per_frame, options.backend)
     if not (lm_only_scale >= 0 and am_only_scale >= 0 and lm_only_scale + am_only_scale <= 1):
         raise ValueError(f"lm_only_scale and am_only_scale must be >= 0 with a sum <= 1, got {lm_only_scale} "
                          f"and {am_only_scale}")
     blank_lp, label_lp = simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank, lm_only_scale,
-                                              am_only_scale)
+                                              am_only_scale, options.backend)
     label_lp = delay_penalised(label_lp, logit_lengths, options.delay_penalty)
     posteriors = lattice_posteriors(blank_lp.detach(), label_lp.detach(), logit_lengths, target_lengths,
                                     one_sym_per_frame, options.backend)
@@ -90,6 +93,7 @@ def simple_loss(
     return (loss, posteriors[1:]) if return_posteriors else loss
 
 
+@on_inputs_device
 def prune_ranges(
     gamma_blank: torch.Tensor, gamma_label: torch.Tensor, logit_lengths: torch.Tensor,
     target_lengths: torch.Tensor, s_range: int, options: LatticeOptions | None = None, **lattice,
@@ -198,6 +202,7 @@ def prune(enc: torch.Tensor, pred: torch.Tensor, ranges: torch.Tensor) -> tuple[
     return enc[:, :, None, :].expand(B, T, S, enc.shape[2]), pred_pruned
 
 
+@on_inputs_device
 def pruned_loss(
     logits: torch.Tensor,
     targets: torch.Tensor,
@@ -220,7 +225,7 @@ def pruned_loss(
     check_banded_shapes(logits, ranges)
     check_lengths(targets, logit_lengths, target_lengths, logits.shape[0])
     blank = check_values(targets, logit_lengths, target_lengths, logits.shape[-1], blank,
-                         (logits.shape[1], "logits.shape[1]"), None, options.one_sym_per_frame)
+                         (logits.shape[1], "logits.shape[1]"), None, options.one_sym_per_frame, options.backend)
     return banded_loss(logits, targets, ranges, logit_lengths, target_lengths, blank, reduction=reduction,
                        clamp=clamp, options=options)
 
@@ -238,6 +243,7 @@ def check_banded_shapes(logits: torch.Tensor, ranges: torch.Tensor) -> None:
         raise ValueError("ranges: each frame's positions must be distinct and increasing, from 0")
 
 
+@on_inputs_device
 def banded_loss(logits, targets, ranges, logit_lengths, target_lengths, blank: int, *, reduction: str = "mean",
                 clamp: float | None = None, options: LatticeOptions) -> torch.Tensor:
     """pruned_loss without checking targets and lengths again, for a caller whose simple_loss checked these very
@@ -245,7 +251,7 @@ def banded_loss(logits, targets, ranges, logit_lengths, target_lengths, blank: i
     them, 40 of them checks made twice). blank must be an id (0 .. V-1)."""
     check_reduction(reduction)
     check_banded_shapes(logits, ranges)
-    cells = pruned_cells(ranges, targets, logit_lengths, target_lengths, blank)
+    cells = pruned_cells(ranges, targets, logit_lengths, target_lengths, blank, options.backend)
     rows = logits.reshape(-1, logits.shape[-1])
     return TransducerLossFunction.apply(rows, cells, logit_lengths, target_lengths, blank, reduction, False, clamp,
                                         False, options)

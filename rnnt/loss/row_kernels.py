@@ -76,7 +76,8 @@ def row_stats_kernel(logits, stride, labels, lse, blank_lp, label_lp, n_rows, vo
 
 @triton.jit
 def row_gradient_kernel(logits, stride, grad, grad_stride, lse, post_blank, post_label, labels, batch, scale, n_rows,
-                        vocab, blank, clamp, tiny, frames, columns, cell_sn, cell_sf, label_sn, lattice_cell, valid,
+                        vocab, blank, clamp, tiny: tl.constexpr, frames, columns, cell_sn, cell_sf, label_sn,
+                        lattice_cell, valid,
                         SCALE: tl.constexpr, SOFTMAX: tl.constexpr, CLAMP: tl.constexpr, INDEXED: tl.constexpr,
                         ROWS: tl.constexpr, COLUMNS: tl.constexpr):
     """grad[r] = exp(logits[r] - lse[r]) * (post_blank[r] + post_label[r]) (products under tiny in magnitude

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from rnnt.loss.cells import lattice_masks
-from rnnt.loss.lattice_triton import bookkeeping_in_triton
+from rnnt.loss.lattice_triton import bookkeeping_in_triton, lengths_on
 
 
 @dataclass
@@ -61,10 +61,11 @@ class SimpleArcs(torch.autograd.Function):
     last row)."""
 
     @staticmethod
-    def forward(ctx, am, lm, targets, logit_lengths, target_lengths, blank: int, scales: Scales):
+    def forward(ctx, am, lm, targets, logit_lengths, target_lengths, blank: int, scales: Scales,
+                backend: str = "auto"):
         acc = torch.float64 if am.dtype == torch.float64 else torch.float32
         smooth = bool(scales.lm_only or scales.am_only)
-        in_triton = bookkeeping_in_triton(am.device)
+        in_triton = bookkeeping_in_triton(am.device, backend)
         if in_triton:  # its kernels read am and lm as they are
             a, l = am.contiguous(), lm.contiguous()
             (a_max, ea, a_sum), (l_max, el, l_sum) = _exp_rows_in_triton(a, l, acc, smooth)
@@ -72,8 +73,7 @@ class SimpleArcs(torch.autograd.Function):
             a, l = am.to(acc), lm.to(acc)
             (a_max, ea, a_sum), (l_max, el, l_sum) = _exp_rows(a, smooth), _exp_rows(l, smooth)
         products = torch.bmm(ea, el.transpose(1, 2))  # (B, T, U1)
-        logit_lengths = logit_lengths.to(am.device, non_blocking=True)
-        target_lengths = target_lengths.to(am.device, non_blocking=True)
+        logit_lengths, target_lengths = lengths_on(logit_lengths, target_lengths, am.device)
         arcs_of = _arcs_in_triton if in_triton else _arcs_in_torch
         blank_lp, label_lp, labels, masks = arcs_of(a, l, a_max, l_max, a_sum, l_sum, products, targets,
                                                     logit_lengths, target_lengths, blank, scales)
@@ -88,7 +88,7 @@ class SimpleArcs(torch.autograd.Function):
         weights = weights_of(grad_blank.to(products.dtype), grad_label.to(products.dtype), products, a_sum, l_sum,
                              logit_lengths, target_lengths, masks, ctx.scales)
         grad_am, grad_lm = _gradients(ea, el, labels, ctx.blank, *weights)
-        return grad_am.to(ctx.dtypes[0]), grad_lm.to(ctx.dtypes[1]), None, None, None, None, None
+        return grad_am.to(ctx.dtypes[0]), grad_lm.to(ctx.dtypes[1]), None, None, None, None, None, None
 
 
 def _arcs_in_torch(a, l, a_max, l_max, a_sum, l_sum, products, targets, logit_lengths, target_lengths, blank,
@@ -109,8 +109,9 @@ def _arcs_in_torch(a, l, a_max, l_max, a_sum, l_sum, products, targets, logit_le
         l_lse = (l_max + l_sum[:, :, None].log()).transpose(1, 2)  # (B, 1, U1)
         blank_lp = scales.joint * blank_lp + scales.lm_only * (l_blank - l_lse) + scales.am_only * (a_blank - a_lse)
         label_lp = scales.joint * label_lp + scales.lm_only * (l_label - l_lse) + scales.am_only * (a_label - a_lse)
-    minus_inf = torch.tensor(float("-inf"), dtype=a.dtype, device=a.device)
-    return blank_lp.where(valid, minus_inf), label_lp.where(has_label, minus_inf), labels, (valid, has_label)
+    # masked_fill with a number: a tensor made of -inf here was a copy from the host, waited for on a GPU
+    blank_lp, label_lp = blank_lp.masked_fill(~valid, float("-inf")), label_lp.masked_fill(~has_label, float("-inf"))
+    return blank_lp, label_lp, labels, (valid, has_label)
 
 
 def _arcs_in_triton(a, l, a_max, l_max, a_sum, l_sum, products, targets, logit_lengths, target_lengths, blank,

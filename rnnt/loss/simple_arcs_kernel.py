@@ -63,8 +63,8 @@ def _cells(b, t, U1, logit_lengths, target_lengths, BLOCK: tl.constexpr):
 
 @triton.jit
 def arcs_kernel(a, l, a_max, l_max, a_sum, l_sum, products, targets, stride_b, stride_u, logit_lengths,
-                target_lengths, blank_lp, label_lp, labels, T, U1, V, blank, tiny, joint, lm_only, am_only,
-                SMOOTH: tl.constexpr, BLOCK: tl.constexpr):
+                target_lengths, blank_lp, label_lp, labels, T, U1, V, blank, tiny: tl.constexpr, joint, lm_only,
+                am_only, SMOOTH: tl.constexpr, BLOCK: tl.constexpr):
     """A program per frame (b, t): its blank and label arcs, -inf outside the lattice; frame 0 also writes the
     utterance's labels (the blank past its targets)."""
     row = tl.program_id(0).to(tl.int64)
@@ -96,7 +96,7 @@ def arcs_kernel(a, l, a_max, l_max, a_sum, l_sum, products, targets, stride_b, s
 
 @triton.jit
 def weights_kernel(grad_blank, grad_label, products, a_sum, logit_lengths, target_lengths, weights, on_label,
-                   per_frame, per_chunk, T, U1, chunks, tiny, joint, on_am, on_lm, am_only,
+                   per_frame, per_chunk, T, U1, chunks, tiny: tl.constexpr, joint, on_am, on_lm, am_only,
                    FRAMES: tl.constexpr, BLOCK: tl.constexpr, AM_OWN: tl.constexpr):
     """A program per FRAMES frames of utterance b: per cell, the normaliser's weight -joint x G / P and the
     label arc's on_am x gradient; per frame, the blank arcs' sum x on_am and (AM_OWN) -am_only x G's sum /

@@ -92,7 +92,8 @@ def test_off_the_cpu_a_check_hands_its_condition_to_the_device(monkeypatch):
     """The host neither reads the condition nor builds the detailed message (both would wait for the device)."""
     asserted = []
     monkeypatch.setattr(host_reads, "free", lambda device: False)
-    monkeypatch.setattr(checks, "bookkeeping_in_triton", lambda device: False)  # a device Triton does not run on
+    # a device Triton does not run on
+    monkeypatch.setattr(checks, "bookkeeping_in_triton", lambda device, backend="auto": False)
     monkeypatch.setattr(torch, "_assert_async", lambda condition, message: asserted.append((condition, message)))
     condition = torch.tensor(False)
     require(condition, "logit_lengths must be >= 1", lambda: pytest.fail("read the device"))

@@ -142,10 +142,14 @@ def test_low_precision_logits_accumulate_in_float32_on_either_backend(dtype):
     torch.testing.assert_close(results[1][1], results[0][1])
 
 
-def test_auto_is_triton_on_cuda_and_torch_elsewhere():
+def test_auto_is_triton_on_a_gpu_triton_runs_on_and_torch_elsewhere(monkeypatch):
     assert lattice_triton.resolve_backend("auto", torch.device("cpu")) == "torch"
+    monkeypatch.setattr(lattice_triton, "triton_runs_on", lambda device: device.type == "cuda")
     assert lattice_triton.resolve_backend("auto", torch.device("cuda")) == "triton"
     assert lattice_triton.resolve_backend("triton", torch.device("cuda")) == "triton"
+    monkeypatch.setattr(lattice_triton, "triton_runs_on", lambda device: False)  # compute capability under 8.0
+    assert lattice_triton.resolve_backend("auto", torch.device("cuda")) == "torch"
+    assert not lattice_triton.bookkeeping_in_triton(torch.device("cuda"))
 
 
 def test_backend_errors(monkeypatch):
