@@ -16,11 +16,18 @@ from rnnt.training import checkpoint
 
 
 def average(paths: list[str], use_ema: bool) -> dict[str, torch.Tensor]:
+    """The weights' average; checkpoints of another model than the first's (other tensors, shapes or units: a
+    file copied in from another experiment) are refused, naming them."""
     total: dict[str, torch.Tensor] = {}
-    newest = None
+    newest, first = None, None
     for path in paths:
         state = checkpoint.load(path)
         weights = state["ema"] if use_ema and state.get("ema") is not None else state["model"]
+        model = ({name: tuple(value.shape) for name, value in weights.items()}, state["meta"].get("units"))
+        first = first or (path, model)
+        if model != first[1]:
+            what = "other tensors or shapes" if model[0] != first[1][0] else "other units"
+            raise ToolError(f"{path}: another model than {first[0]}'s ({what}); nothing averaged")
         newest = weights
         for name, value in weights.items():
             if value.dtype.is_floating_point:

@@ -20,12 +20,16 @@ __all__ = ["UnreadableCheckpoint", "for_decoding", "latest", "load", "load_meta"
 
 
 def save(path: str, state: dict) -> None:
-    """Written to path.tmp, flushed to disk, then renamed: a crash leaves the old file or the new one, whole; a
+    write_atomically(path, lambda f: torch.save(state, f), "wb")
+
+
+def write_atomically(path: str, write, mode: str = "w") -> None:
+    """write(f) to path.tmp, flushed to disk, then renamed: a crash leaves the old file or the new one, whole; a
     failure (a full disk, path a directory) leaves no path.tmp."""
     tmp = f"{path}.tmp"
     try:
-        with open(tmp, "wb") as f:
-            torch.save(state, f)
+        with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -46,14 +50,19 @@ class UnreadableCheckpoint(ValueError):
 
 def load(path: str, mmap: bool = False) -> dict:
     """The whole checkpoint; with mmap, memory-mapped (what is not touched is not read). A missing file
-    raises FileNotFoundError, one that is not a readable checkpoint UnreadableCheckpoint naming it."""
+    raises FileNotFoundError, one that is not a readable checkpoint of ours (a bare state_dict saved elsewhere
+    too) UnreadableCheckpoint naming it."""
     try:
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except FileNotFoundError:
         raise
     except Exception as error:  # torch raises RuntimeError, EOFError, UnpicklingError, ... for a bad file
         reason = str(error).strip().splitlines()[0].split(". ")[0] if str(error).strip() else type(error).__name__
         raise UnreadableCheckpoint(f"{path}: not a readable checkpoint ({reason})") from error
+    if not (isinstance(state, dict) and isinstance(state.get("model"), dict) and isinstance(state.get("meta"), dict)):
+        raise UnreadableCheckpoint(f"{path}: not a checkpoint of this project (a dict with 'model' and 'meta'; "
+                                   f"a bare state_dict or another tool's file is not one)")
+    return state
 
 
 def for_decoding(exp_dir: str) -> str:

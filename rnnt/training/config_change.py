@@ -180,6 +180,9 @@ def start_over_if_changed(experiment, exp_dir: str, load_saved, train_data: str)
     saved, newest = os.path.join(exp_dir, "config.yaml"), checkpoint.latest(exp_dir)
     if newest is None or not os.path.isfile(saved):  # checkpoints copied in to resume from: no config to compare
         return None
+    with open(saved, "rb") as f:
+        if not f.read().strip():  # an empty YAML is the default experiment: every setting would count as changed
+            raise ValueError("empty (its write cut short?): put back the config it was trained with to resume it")
     old = load_saved(saved)
     changes = changes_to_restart(old, experiment, checkpoint.load_meta(newest), train_data)
     kept, lang_dir = os.path.join(os.path.abspath(exp_dir), "lang"), experiment.paths.lang_dir

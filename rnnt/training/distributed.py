@@ -37,9 +37,11 @@ def setup(device: str) -> World:
     size = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    # a process may see its node's GPUs, or (CUDA_VISIBLE_DEVICES set per rank by a launcher) its own alone
+    device_index = local_rank % torch.cuda.device_count() if use_cuda else 0
     if use_cuda:
-        torch.cuda.set_device(local_rank)
-    target = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+        torch.cuda.set_device(device_index)
+    target = torch.device("cuda", device_index) if use_cuda else torch.device("cpu")
     if size > 1 and not dist.is_initialized():
         # At an epoch's end the ranks wait for each other: for the slowest one's part of the validation, and
         # for rank 0 writing the checkpoint. Allow an hour, not the backends' default minutes.
@@ -135,14 +137,20 @@ def cleanup(world: World, together: bool) -> None:
         dist.destroy_process_group()
 
 
-def check_parameters_agree(world: World, parameters) -> None:
-    """Under DDP every rank must end with the same parameters; checked, not assumed."""
+def rank_seed(seed: int, rank: int) -> int:
+    """The seed of rank's random numbers (dropout) after the model is built: rank 0's own, the others' apart."""
+    return seed + 1_000_003 * rank
+
+
+def check_parameters_agree(world: World, parameters) -> bool:
+    """Under DDP every rank must end with the same parameters; checked, not assumed (False: they differ, logged)."""
     if not world.distributed:
-        return
+        return True
     digest = float(sum(p.detach().double().sum() for p in parameters))
     digests = all_gather_objects(world, digest)
     if any(not math.isclose(d, digests[0], rel_tol=0, abs_tol=0) for d in digests):
         logging.getLogger("rnnt.train").error("ranks ended with different parameters: %s", digests)
-    else:
-        logging.getLogger("rnnt.train").info("all %d ranks hold identical parameters (checksum %.10g)",
-                                             world.size, digests[0])
+        return False
+    logging.getLogger("rnnt.train").info("all %d ranks hold identical parameters (checksum %.10g)",
+                                         world.size, digests[0])
+    return True

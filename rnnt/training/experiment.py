@@ -161,8 +161,9 @@ def with_paths(experiment: Experiment, convert) -> Experiment:
 
 
 def save_experiment(experiment: Experiment, path: str) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        yaml.safe_dump(to_dict(experiment), f, sort_keys=False)
+    """Written whole or not at all (checkpoint.write_atomically): a config.yaml cut short by a full disk or a kill
+    made the next resume take the defaults for it and set the experiment aside as trained under another config."""
+    checkpoint.write_atomically(path, lambda f: yaml.safe_dump(to_dict(experiment), f, sort_keys=False))
 
 
 def build_optimizer(config: TrainConfig, params) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:

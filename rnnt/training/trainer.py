@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import signal
 
@@ -22,15 +21,16 @@ from rnnt.data.tokenizer import Tokenizer
 from rnnt.data.splitting import Reader
 from rnnt.model.transducer import Transducer
 from rnnt.training import checkpoint
-from rnnt.training.accumulation import BadBatches, GradientGroup, is_out_of_memory
+from rnnt.training.accumulation import BadBatches, GradientGroup
 from rnnt.training.distributed import (all_gather_objects, batches_of_every_rank, broadcast_buffers,
-                                       check_parameters_agree, cleanup, every_rank, scale_gradients, setup)
+                                       check_parameters_agree, cleanup, rank_seed, setup)
 from rnnt.training.ema import EMA
 from rnnt.training.config_change import start_over_if_changed, training_data_of
 from rnnt.training.experiment import Experiment, adopt_inputs, build_optimizer, load_experiment
 from rnnt.training.progress import Progress, close_logging, setup_logging
 from rnnt.training.stop import StopTraining
 from rnnt.training.trainer_checkpoints import Checkpointing
+from rnnt.training.trainer_steps import Steps
 from rnnt.training.validation import validate, validation_pipeline
 
 log = logging.getLogger("rnnt.train")
@@ -38,7 +38,7 @@ log = logging.getLogger("rnnt.train")
 STOPPED_BY_SIGNAL = 128 + signal.SIGTERM  # the exit status of a run stopped early: the shell's for SIGTERM
 
 
-class Trainer(Checkpointing):
+class Trainer(Checkpointing, Steps):
     def __init__(self, experiment: Experiment, exp_dir: str, log_keys: bool = False, resume: bool = False):
         """resume: continue the newest checkpoint in exp_dir; an experiment made under another config is first
         set aside (rnnt.training.config_change), before anything is written to exp_dir."""
@@ -51,6 +51,8 @@ class Trainer(Checkpointing):
         torch.manual_seed(experiment.train.seed)
         self.tokenizer = Tokenizer(experiment.paths.lang_dir)
         self.model = Transducer(experiment.model, self.tokenizer.vocab_size).to(self.world.device)
+        if self.world.rank:  # the same initial weights on every rank, then each its own dropout masks
+            torch.manual_seed(rank_seed(experiment.train.seed, self.world.rank))
         if refusal := bf16_refusal(self.model, self.world.device, experiment.train.precision):
             raise StopTraining(refusal)
         train_config = experiment.train
@@ -99,91 +101,6 @@ class Trainer(Checkpointing):
             raise message
         return message
 
-    # --- one step -------------------------------------------------------------------------------------
-    def forward_backward(self, batch: dict, sync: bool, weight: float = 1.0) -> float | None:
-        """Loss of one batch with its gradient (times weight: 0 for a rank waiting for the others at an
-        epoch's end) added to the group; None (nothing added) if it was skipped."""
-        loss, in_backward, out_of_memory = None, False, False
-        try:
-            loss = self.batch_loss(batch, sync)
-            value = float(loss.detach())  # the step's one read of the device before its gradient norm's
-            usable = every_rank(self.world, math.isfinite(value))[0]  # every rank skips together
-            if usable:
-                in_backward = True
-                self.scaler.scale(loss * (weight / self.experiment.train.accum_steps)).backward()
-        except RuntimeError as error:
-            if not is_out_of_memory(error):
-                raise
-            log.warning("out of memory on a batch of feats %s, tokens %s", tuple(batch["feats"].shape),
-                        tuple(batch["tokens"].shape))
-            if self.world.distributed:  # DDP's collectives are out of step already: no skipping together
-                raise
-            out_of_memory, loss = True, None
-        if out_of_memory:  # outside the handler, the loss dropped: nothing holds the activations any more
-            self.recover_from_out_of_memory(in_backward)
-        elif not usable:
-            self.skip_unusable(value, batch["keys"])
-        else:
-            self.group.add(synced=sync)
-        return None if out_of_memory or not usable else value
-
-    def batch_loss(self, batch: dict, sync: bool) -> torch.Tensor:
-        device = self.world.device
-        inputs = [batch[name].to(device) for name in ("feats", "feat_lens", "tokens", "token_lens")]
-        # DDP decides in the forward pass whether the backward pass all-reduces the gradients.
-        with self.ddp.no_sync() if not sync else contextlib.nullcontext(), \
-                torch.autocast(device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
-            return self.ddp(*inputs, step=self.step,  # the lengths as the host has them spare reading the device's
-                            host_lengths=(batch["feat_lens"].tolist(), batch["token_lens"].tolist()))["loss"].float()
-
-    def recover_from_out_of_memory(self, in_backward: bool) -> None:
-        if in_backward:  # part of the batch's gradient is in .grad: the group's sum is broken, dropped with it
-            self.optimizer.zero_grad(set_to_none=True)
-            self.group.drop()
-        if self.world.device.type == "cuda":
-            torch.cuda.empty_cache()
-        self.bad_batches.skip("out of memory")
-
-    def skip_unusable(self, loss: float, keys: list[str]) -> None:
-        """A batch every rank skips for a non-finite loss on one: counted on each (rank 0's are saved)."""
-        if math.isfinite(loss):
-            log.warning("batch skipped with the other ranks: a non-finite loss on one of them")
-        else:
-            log.warning("non-finite loss (%s) on %s: batch skipped", loss, keys[:3])
-        self.bad_batches.skip("non-finite loss")
-
-    def optimizer_step(self) -> float | None:
-        """Updates the weights with the gradient of the group's kept micro-batches, averaged over them (and
-        over the ranks where DDP did not: a short last group of an epoch, or one whose last batch was
-        skipped, ran all its backward passes under no_sync). Returns the gradient norm; None when no step
-        was taken (nothing kept, or a non-finite gradient)."""
-        group = self.group.take()
-        if group.kept == 0:
-            self.optimizer.zero_grad(set_to_none=True)
-            return None
-        scale, unsynced = self.experiment.train.accum_steps / group.kept, self.world.distributed and not group.synced
-        if unsynced or scale != 1:
-            scale_gradients(self.model.parameters(), scale, self.world if unsynced else None)
-        self.scaler.unscale_(self.optimizer)
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.experiment.train.grad_clip))
-        if not math.isfinite(grad_norm):  # no update, and no step counted: the schedule and EMA wait
-            if self.scaler.is_enabled():  # fp16: the scale is lowered (unscale_ recorded the overflow)
-                self.scaler.update()
-            self.optimizer.zero_grad(set_to_none=True)
-            log.warning("non-finite gradient norm at step %d: update skipped", self.step)
-            self.bad_batches.skip("non-finite gradient")
-            return None
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.step_lr = self.optimizer.param_groups[0]["lr"]  # the rate of this update, reported with it
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.ema:
-            self.ema.update(self.model)
-        self.step += 1
-        self.bad_batches.step_taken()
-        return grad_norm
-
     # --- the loop -------------------------------------------------------------------------------------
     def run(self) -> int:
         """0 when training is complete; STOPPED_BY_SIGNAL after SIGTERM (a checkpoint holds the position);
@@ -202,8 +119,10 @@ class Trainer(Checkpointing):
                     break
                 self.end_epoch()
             partial = self.save_position()
-            check_parameters_agree(self.world, self.model.parameters())
+            agree = check_parameters_agree(self.world, self.model.parameters())
             ended_together = True
+            if not agree:
+                raise StopTraining("the ranks ended with different parameters (above): this training is not one model")
             summary = f"{self.step} steps, {self.epoch} epochs{partial}; {self.bad_batches.summary()}"
             if not self.complete():
                 log.info("stopped on SIGTERM at step %d (%s); rerun with --resume to continue", self.step, summary)
@@ -264,8 +183,11 @@ class Trainer(Checkpointing):
             self.keys_file.write("".join(f"{self.epoch} {k}\n" for k in batch["keys"]))
             self.keys_file.flush()
         group_ends = (self.batch + 1) % self.experiment.train.accum_steps == 0
-        self.model.train(weight > 0)  # weight 0 (a rank waiting at an epoch's end): batch norm's statistics stay
-        loss = self.forward_backward(batch, sync=group_ends or not self.world.distributed, weight=weight)
+        # weight 0 (a rank waiting at an epoch's end): in eval mode, batch norm's statistics stay; without cuDNN,
+        # whose LSTMs have no backward pass in eval mode
+        self.model.train(weight > 0)
+        with contextlib.nullcontext() if weight else torch.backends.cudnn.flags(enabled=False):
+            loss = self.forward_backward(batch, sync=group_ends or not self.world.distributed, weight=weight)
         self.model.train()
         if weight:
             self.position.delivered(batch["role"], batch["position"])

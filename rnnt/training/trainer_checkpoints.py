@@ -7,15 +7,22 @@ from __future__ import annotations
 import logging
 import os
 
+import torch
+
 from rnnt.data.loader import LoaderPosition
 from rnnt.training import checkpoint
 from rnnt.training.config_change import units_digest
-from rnnt.training.distributed import all_gather_objects
+from rnnt.training.distributed import all_gather_objects, rank_seed
 from rnnt.training.ema import EMA
 from rnnt.training.init_from import initialise_from
 from rnnt.training.stop import StopTraining
 
 log = logging.getLogger("rnnt.train")
+
+
+def saved_positions(meta: dict) -> list[dict]:
+    """Every rank's data position in a checkpoint's meta (one 'loader_position' before they were kept per rank)."""
+    return meta.get("loader_positions") or ([meta["loader_position"]] if "loader_position" in meta else [])
 
 
 class Checkpointing:
@@ -56,10 +63,17 @@ class Checkpointing:
                 checkpoint.slim_old_epochs(self.exp_dir, self.experiment.train.keep_whole_epochs)
 
     def resume(self) -> bool:
-        path = checkpoint.latest(self.exp_dir)
+        """Every rank resumes from the checkpoint rank 0 finds newest (a node with a stale view of the exp dir
+        resumed from another, and trained another model); False: none."""
+        path = all_gather_objects(self.world, checkpoint.latest(self.exp_dir))[0]
         if path is None:
             return False
-        state = checkpoint.load(path)
+        path = self.resumable(path)
+        try:
+            state = checkpoint.load(path)
+        except FileNotFoundError as error:
+            raise StopTraining(f"rank {self.world.rank} cannot read {path}, rank 0's newest checkpoint: {error}") \
+                from error
         if state["meta"].get("slimmed"):
             raise StopTraining(f"{path} holds the weights alone (train.keep_whole_epochs slimmed it): it cannot be "
                                "resumed from; start a new experiment from it with train.init_from")
@@ -76,24 +90,32 @@ class Checkpointing:
         self.bad_batches.load_meta(meta)
         rng = state["rng"]
         if self.batch:
-            self.position = self.position_inside_epoch(path, meta, len(rng))
+            self.position = LoaderPosition.from_state(saved_positions(meta)[self.world.rank])
         checkpoint.set_rng_state(rng[self.world.rank] if self.world.rank < len(rng) else rng[0])
+        if self.world.rank >= len(rng):  # a rank the run did not have: random numbers of its own
+            torch.manual_seed(rank_seed(self.experiment.train.seed, self.world.rank) + self.step)
         log.info("resumed from %s: after %d epochs and %d batches, step %d", path, self.epoch, self.batch, self.step)
         return True
 
-    def position_inside_epoch(self, path: str, meta: dict, ranks: int) -> LoaderPosition:
-        """This rank's data position in a checkpoint saved inside an epoch: each rank reads its own part of the
-        data, so the part, the position in it and the RNG states hold for the same ranks and workers only."""
-        if ranks != self.world.size:
-            raise StopTraining(f"{path} stopped inside epoch {self.epoch + 1} with {ranks} ranks, this run has "
-                               f"{self.world.size}; resume with {ranks}, or from an epoch checkpoint")
-        positions = meta.get("loader_positions") or [meta.get("loader_position", {})]  # one rank's, before
+    def resumable(self, path: str) -> str:
+        """path, or the newest epoch checkpoint where path stopped inside an epoch with other ranks or data workers:
+        each rank reads its own part of the data, so the part, the position in it and the RNG states hold for the
+        same ranks and workers only (the batches after that epoch are trained again, as the warning says)."""
+        meta = checkpoint.load_meta(path)
+        if not meta["batch"]:
+            return path
+        positions = saved_positions(meta)
         workers = max(self.experiment.data.num_workers, 1)
-        if len(positions) != self.world.size or len(positions[self.world.rank].get("counts", ())) != workers:
-            raise StopTraining(f"{path} stopped inside epoch {self.epoch + 1} with another data.num_workers (or before "
-                               "every rank's position was recorded); resume with the same num_workers, or from an "
-                               "epoch checkpoint")
-        return LoaderPosition.from_state(positions[self.world.rank])
+        if len(positions) == self.world.size and all(len(p.get("counts", ())) == workers for p in positions):
+            return path
+        epochs = checkpoint.numbered(self.exp_dir, "epoch")
+        saved = f"{len(positions)} ranks of {len(positions[0].get('counts', ()))}" if positions else "unrecorded"
+        why = (f"{path} stopped inside epoch {meta['epoch'] + 1} with {saved} data workers, this run has "
+               f"{self.world.size} of {workers}")
+        if not epochs:
+            raise StopTraining(f"{why}, and there is no epoch checkpoint; resume with those")
+        log.warning("%s: resuming from %s instead (the batches trained after it are trained again)", why, epochs[-1])
+        return epochs[-1]
 
     def start_from(self, path: str) -> None:
         """A fresh run starts from another experiment's weights (every rank loads the same file)."""

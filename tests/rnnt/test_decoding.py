@@ -209,6 +209,30 @@ def test_a_damaged_checkpoint_is_named_and_nothing_is_averaged(trained, tmp_path
         assert not (tmp_path / "avg-3.pt").exists()
 
 
+def test_another_models_or_a_bare_state_dict_among_the_epochs_is_named_and_nothing_is_averaged(trained, tmp_path,
+                                                                                               yesno):
+    """A checkpoint of another model copied in (a tensor of another shape) was a traceback of torch's; a bare
+    state_dict saved by another tool was "decode.py: 'model'"."""
+    for n in (3, 4, 5):
+        shutil.copy(trained / f"epoch-{n}.pt", tmp_path)
+    state = checkpoint.load(str(tmp_path / "epoch-4.pt"))
+    weights = state["ema"] if state.get("ema") is not None else state["model"]  # the ones averaged
+    weights[next(iter(weights))] = torch.zeros(3)
+    checkpoint.save(str(tmp_path / "epoch-4.pt"), state)
+    out = run_tool(sys.executable, STEPS / "average_checkpoints.py", "--last", "3", tmp_path)
+    assert out.returncode == 1 and out.stderr == (f"average_checkpoints.py: {tmp_path}/epoch-4.pt: another model than "
+                                                  f"{tmp_path}/epoch-3.pt's (other tensors or shapes); nothing "
+                                                  "averaged\n")
+    torch.save(checkpoint.load(str(trained / "epoch-4.pt"))["model"], tmp_path / "epoch-4.pt")
+    for tool in ("average_checkpoints.py", "decode.py"):
+        args = ["--last", "3", tmp_path] if tool == "average_checkpoints.py" else \
+            ["--checkpoint", tmp_path / "epoch-4.pt", trained, yesno / "test.list", "x"]
+        out = run_tool(sys.executable, STEPS / tool, *args)
+        assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+        assert f"{tmp_path}/epoch-4.pt: not a checkpoint of this project (a dict with 'model' and 'meta'" in out.stderr
+    assert not (tmp_path / "avg-3.pt").exists()
+
+
 def test_an_average_that_cannot_be_written_is_one_line_and_leaves_no_part_file(trained, tmp_path):
     """--output in a dir that is not there, or naming a dir: a traceback, and the second left <dir>.tmp."""
     (tmp_path / "adir").mkdir()

@@ -56,9 +56,9 @@ def test_decoding_takes_the_average_unless_training_went_past_it(tmp_path):
     from rnnt.training import checkpoint
 
     for name, step in (("epoch-25.pt", 250), ("avg-5.pt", 250)):
-        torch.save({"meta": {"step": step, "epoch": 25}}, tmp_path / name)
+        torch.save({"model": {}, "meta": {"step": step, "epoch": 25}}, tmp_path / name)
     assert checkpoint.for_decoding(str(tmp_path)) == str(tmp_path / "avg-5.pt")
-    torch.save({"meta": {"step": 270, "epoch": 27}}, tmp_path / "epoch-27.pt")
+    torch.save({"model": {}, "meta": {"step": 270, "epoch": 27}}, tmp_path / "epoch-27.pt")
     assert checkpoint.for_decoding(str(tmp_path)) == str(tmp_path / "epoch-27.pt")
-    torch.save({"meta": {"step": 270, "epoch": 27}}, tmp_path / "avg-3.pt")
+    torch.save({"model": {}, "meta": {"step": 270, "epoch": 27}}, tmp_path / "avg-3.pt")
     assert checkpoint.for_decoding(str(tmp_path)) == str(tmp_path / "avg-3.pt")

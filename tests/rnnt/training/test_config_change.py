@@ -205,3 +205,37 @@ def test_the_training_data_fingerprint_follows_the_list_and_its_files(tmp_path):
     first = list_fingerprint(str(raw))
     shards[0].write_bytes(b"longer")
     assert list_fingerprint(str(raw)) != first
+
+
+def test_an_empty_config_yaml_beside_checkpoints_is_refused_not_taken_for_the_defaults(tmp_path):
+    """An empty YAML is the default experiment: a config.yaml cut short by a full disk made a resume set the
+    experiment aside as trained under another config."""
+    from rnnt.training.config_change import start_over_if_changed
+
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    checkpoint.save(str(exp / "epoch-1.pt"), {"model": {}, "meta": {"step": 3, "epoch": 1, "batch": 0}})
+    (exp / "config.yaml").write_text("\n")
+    experiment = load_experiment(str(CONFIG))
+    with pytest.raises(ValueError, match="empty .*put back the config it was trained with"):
+        start_over_if_changed(experiment, str(exp), load_experiment, "data")
+    assert sorted(p.name for p in exp.iterdir()) == ["config.yaml", "epoch-1.pt"]  # nothing set aside
+
+
+def test_config_yaml_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    from rnnt.training.experiment import save_experiment
+
+    experiment = load_experiment(str(CONFIG))
+    path = tmp_path / "config.yaml"
+    save_experiment(experiment, str(path))
+    before = path.read_text()
+
+    def cut_short(data, stream, **kwargs):
+        stream.write("model:\n  enc")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(yaml, "safe_dump", cut_short)
+    with pytest.raises(OSError, match="No space left"):
+        save_experiment(dataclasses.replace(experiment, train=dataclasses.replace(experiment.train, epochs=99)),
+                        str(path))
+    assert path.read_text() == before and sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]

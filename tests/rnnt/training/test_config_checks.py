@@ -200,7 +200,7 @@ def test_the_units_are_compared_only_with_those_a_checkpoint_was_trained_with(tm
     assert sorted(p.name for p in (exp / "lang").iterdir()) == ["units.json", "units.txt"]
     assert (exp / "lang" / "units.txt").read_text() == (lang / "units.txt").read_text()
     assert yaml.safe_load((exp / "config.yaml").read_text())["paths"]["lang_dir"] == str(exp / "lang")
-    torch.save({"meta": {"step": 3, "epoch": 0, "batch": 3}}, exp / "step-3.pt")
+    torch.save({"model": {}, "meta": {"step": 3, "epoch": 0, "batch": 3}}, exp / "step-3.pt")
     assert checkpoint.latest(str(exp)) == str(exp / "step-3.pt")
     (lang / "units.txt").write_text("<blank> 0\n<unk> 1\nYES 2\nNO 3\n")
     with pytest.raises(StopTraining, match=f"{exp} was trained with other units or CMVN statistics: {lang}/units.txt "
@@ -267,7 +267,7 @@ def test_the_cmvn_statistics_are_kept_in_the_experiment_and_compared_as_the_unit
     saved = load_experiment(str(exp / "config.yaml"))
     assert saved.data.features.cmvn == str(exp / "global_cmvn.json")
     assert (exp / "global_cmvn.json").read_text() == cmvn.read_text()
-    torch.save({"meta": {"step": 3, "epoch": 0, "batch": 3}}, exp / "step-3.pt")
+    torch.save({"model": {}, "meta": {"step": 3, "epoch": 0, "batch": 3}}, exp / "step-3.pt")
     assert checkpoint.latest(str(exp)) and start_over_if_changed(experiment, str(exp), load_experiment, "") is None
     cmvn.write_text(json.dumps({"mean": [1.0] * 80, "std": [2.0] * 80}))  # recomputed
     with pytest.raises(StopTraining, match=f"CMVN statistics: {cmvn} differ from its copies"):
@@ -278,7 +278,7 @@ def test_the_cmvn_statistics_are_kept_in_the_experiment_and_compared_as_the_unit
     without = dataclasses.replace(experiment, data=dataclasses.replace(  # trained without statistics, resumed with
         experiment.data, features=dataclasses.replace(features, cmvn=None)))
     adopt_inputs(without, str(exp), World())
-    torch.save({"meta": {"step": 3, "epoch": 0, "batch": 3}}, exp / "step-3.pt")
+    torch.save({"model": {}, "meta": {"step": 3, "epoch": 0, "batch": 3}}, exp / "step-3.pt")
     message = start_over_if_changed(experiment, str(exp), load_experiment, "")
     assert f"(the CMVN statistics: 'as trained (none)' -> '{cmvn}')" in message
     # a Kaldi matrix (compute_cmvn_stats.py's OUT, the JSON it reads beside it): the same statistics on resume
@@ -289,7 +289,7 @@ def test_the_cmvn_statistics_are_kept_in_the_experiment_and_compared_as_the_unit
         experiment.data, features=dataclasses.replace(features, cmvn=str(matrix))))
     shutil.rmtree(exp)
     adopt_inputs(from_matrix, str(exp), World())
-    torch.save({"meta": {"step": 3, "epoch": 0, "batch": 3}}, exp / "step-3.pt")
+    torch.save({"model": {}, "meta": {"step": 3, "epoch": 0, "batch": 3}}, exp / "step-3.pt")
     assert start_over_if_changed(from_matrix, str(exp), load_experiment, "") is None
 
 

@@ -121,7 +121,7 @@ def source_experiment(tmp_path, units: list[str], unit_type: str = "phone", ema:
     torch.manual_seed(1)
     model = Transducer(ModelConfig(loss=LossConfig(type="ctc")), len(units) + 2)
     weights = model.state_dict()
-    state = {"model": weights, "ema": {k: v + 1 for k, v in weights.items()} if ema else None}
+    state = {"model": weights, "meta": {}, "ema": {k: v + 1 for k, v in weights.items()} if ema else None}
     (tmp_path / "lang").mkdir()
     names = ["<blank>", "<unk>", *units]
     (tmp_path / "lang" / "units.txt").write_text("".join(f"{u} {i}\n" for i, u in enumerate(names)))

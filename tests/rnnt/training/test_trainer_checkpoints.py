@@ -189,24 +189,34 @@ def test_a_slimmed_epoch_cannot_be_resumed_from(yesno_small):
         make_trainer(yesno_small, "exp", keep_whole_epochs=1).resume()
 
 
-def test_inside_an_epoch_the_workers_must_be_as_many_as_when_it_stopped(yesno_small):
+def test_inside_an_epoch_other_workers_resume_from_the_epoch_checkpoint_before(yesno_small, caplog):
+    """A step checkpoint's data position holds for its workers only: another number of them resumes from the newest
+    epoch checkpoint, saying so (a run restarted on other nodes after a preemption was refused until the step files
+    were deleted by hand); with none, refused."""
     trainer = make_trainer(yesno_small, "exp")
     train_steps(trainer, 1)
     trainer.save("step-1.pt")  # one worker (in the training process), at batch 1
     other = make_trainer(yesno_small, "exp", data={"num_workers": 2})
-    with pytest.raises(StopTraining, match="stopped inside epoch 1 with another data.num_workers"):
+    with pytest.raises(StopTraining, match="stopped inside epoch 1 with 1 ranks of 1 data workers, this run has 1 of "
+                                           "2, and there is no epoch checkpoint; resume with those"):
         other.resume()
     train_steps(trainer, 1)
     end_epoch(trainer)  # at an epoch's end there is no position to keep: any number of workers resumes
     other = make_trainer(yesno_small, "exp", data={"num_workers": 2})
     assert other.resume() and (other.step, other.epoch, other.batch) == (2, 1, 0)
     assert other.position.counts == [0, 0]  # a fresh position for the next epoch
+    train_steps(trainer, 1)
+    trainer.save("step-3.pt")
+    other = make_trainer(yesno_small, "exp", data={"num_workers": 2})
+    assert other.resume() and (other.step, other.epoch, other.batch) == (2, 1, 0)
+    assert "step-3.pt stopped inside epoch 2 with 1 ranks of 1 data workers, this run has 1 of 2: resuming from " \
+           f"{yesno_small / 'exp' / 'epoch-1.pt'} instead" in caplog.text
 
 
 def test_inside_an_epoch_each_rank_takes_its_own_position_and_the_ranks_must_be_as_many(yesno_small):
     """A checkpoint holds every rank's data position (each reads its own part; torchrun's test resumes ranks from
-    theirs); a run with another number of ranks is refused inside that epoch, as their parts differ. A checkpoint
-    from before positions were kept per rank (one 'loader_position') still resumes in one process."""
+    theirs); a run with another number of ranks does not take it, as their parts differ. A checkpoint from before
+    positions were kept per rank (one 'loader_position') still resumes in one process."""
     trainer = make_trainer(yesno_small, "exp")
     train_steps(trainer, 1)
     trainer.save("step-1.pt")
@@ -218,7 +228,7 @@ def test_inside_an_epoch_each_rank_takes_its_own_position_and_the_ranks_must_be_
     two_ranks["meta"]["loader_positions"] = state["meta"]["loader_positions"] + [other_rank]
     checkpoint.save(str(path), two_ranks)
     other = make_trainer(yesno_small, "exp")
-    with pytest.raises(StopTraining, match="stopped inside epoch 1 with 2 ranks, this run has 1; resume with 2"):
+    with pytest.raises(StopTraining, match="inside epoch 1 with 2 ranks of 1 data workers, this run has 1 of 1"):
         other.resume()
     old = copy.deepcopy(state)
     old["meta"]["loader_position"] = old["meta"].pop("loader_positions")[0]

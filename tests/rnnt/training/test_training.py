@@ -338,34 +338,97 @@ def test_slimming_leaves_a_damaged_old_epoch_as_it_is(tmp_path, caplog):
     assert checkpoint.latest(str(tmp_path)) == str(tmp_path / "epoch-3.pt")
 
 
-NAN_ONCE_ON_RANK_1 = """
-import sys
+FAULT_ONCE_ON_RANK_1 = """
+import sys, torch
 from rnnt.training.experiment import load_experiment
 from rnnt.training.trainer import Trainer
-config, train_list, lang_dir, exp_dir = sys.argv[1:]
+config, train_list, lang_dir, exp_dir, fault = sys.argv[1:]
 trainer = Trainer(load_experiment(config, train_list=train_list, lang_dir=lang_dir), exp_dir)
+print(f"rank {trainer.world.rank} draws {torch.rand(3).tolist()}", flush=True)  # dropout's random numbers
 batch_loss, calls = trainer.batch_loss, [0]
-def nan_once_on_rank_1(batch, sync):
+def fault_once_on_rank_1(batch, sync):
     calls[0] += 1
-    loss = batch_loss(batch, sync)
-    return loss * float("nan") if trainer.world.rank == 1 and calls[0] == 2 else loss
-trainer.batch_loss = nan_once_on_rank_1
-trainer.run()
+    loss = batch_loss(batch, sync)  # the forward pass run through, as DDP's own part of it
+    if trainer.world.rank == 1 and calls[0] == 2:
+        if fault == "oom":
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return loss * float("nan")
+    return loss
+trainer.batch_loss = fault_once_on_rank_1
+sys.exit(trainer.run())
 """
 
 
-def test_torchrun_a_non_finite_loss_on_one_rank_is_counted_in_the_checkpoint_and_the_summary(yesno, tmp_path):
-    """Every rank skips the batch together; rank 0, whose loss was finite, counts it too: its counts are the
-    checkpoint's and the summary's (they read 0 while the batch was skipped)."""
-    script = tmp_path / "nan_once_on_rank_1.py"
-    script.write_text(NAN_ONCE_ON_RANK_1)
+@pytest.mark.parametrize("fault", ["nan", "oom"])
+def test_torchrun_a_fault_on_one_rank_is_skipped_by_all_and_counted_in_the_checkpoint_and_the_summary(yesno, tmp_path,
+                                                                                                     fault):
+    """Every rank skips the batch together, a non-finite loss or one out of memory in the forward pass (under DDP
+    an out-of-memory batch stopped the run, and every resume met it again); rank 0, whose loss was finite, counts
+    it too, by its reason: its counts are the checkpoint's and the summary's. The ranks draw their own random
+    numbers (dropout's masks were the same on every rank)."""
+    script = tmp_path / "fault_once_on_rank_1.py"
+    script.write_text(FAULT_ONCE_ON_RANK_1)
     exp = tmp_path / "ddp"
     cmd = [*TORCHRUN, "--nproc_per_node=2", str(script),
-           str(config_file(tmp_path, epochs=1)), str(yesno / "train.list"), str(yesno / "lang"), str(exp)]
+           str(config_file(tmp_path, epochs=1)), str(yesno / "train.list"), str(yesno / "lang"), str(exp), fault]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
                          timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "[rank 1] non-finite loss (nan) on" in out.stderr
-    assert "[rank 0] batch skipped with the other ranks: a non-finite loss on one of them" in out.stderr
-    assert checkpoint.load_meta(str(exp / "epoch-1.pt"))["skipped non-finite loss"] == 1
-    assert "skipped 1 non-finite loss, 0 non-finite gradient, 0 out of memory" in (exp / "train.log").read_text()
+    reason = {"nan": "non-finite loss", "oom": "out of memory"}[fault]
+    if fault == "nan":
+        assert "[rank 1] non-finite loss (nan) on" in out.stderr
+        assert "[rank 0] batch skipped with the other ranks: a non-finite loss on one of them" in out.stderr
+    else:
+        assert "[rank 1] out of memory in the forward pass of a batch of feats" in out.stderr
+        assert "[rank 0] batch skipped with the other ranks: out of memory on one of them" in out.stderr
+    assert checkpoint.load_meta(str(exp / "epoch-1.pt"))[f"skipped {reason}"] == 1
+    counts = {"non-finite loss": 0, "non-finite gradient": 0, "out of memory": 0, reason: 1}
+    assert "skipped " + ", ".join(f"{n} {r}" for r, n in counts.items()) in (exp / "train.log").read_text()
+    draws = [line.split(" draws ")[1] for line in out.stdout.splitlines() if " draws " in line]
+    assert len(draws) == 2 and draws[0] != draws[1]
+
+
+STALE_OR_DIVERGED_RANK_1 = """
+import sys, torch
+from rnnt.training import checkpoint
+from rnnt.training.experiment import load_experiment
+from rnnt.training.trainer import Trainer
+config, train_list, lang_dir, exp_dir, fault = sys.argv[1:]
+trainer = Trainer(load_experiment(config, train_list=train_list, lang_dir=lang_dir), exp_dir, resume=True)
+if trainer.world.rank == 1:
+    if fault == "stale":  # a node whose view of the exp dir is stale: no checkpoint yet
+        checkpoint.latest = lambda exp_dir: None
+    else:
+        save_position = trainer.save_position
+        def diverge():
+            with torch.no_grad():
+                next(trainer.model.parameters()).add_(1.0)
+            return save_position()
+        trainer.save_position = diverge
+sys.exit(trainer.run())
+"""
+
+
+def test_torchrun_resumes_every_rank_from_rank_0s_checkpoint_and_ranks_that_differ_fail(yesno, tmp_path):
+    """A rank that sees no checkpoint (a stale network file system) resumes from rank 0's newest all the same (it
+    started from scratch and the run ended 0, its ranks holding different models); ranks ending with different
+    parameters end the run with status 1."""
+    script = tmp_path / "stale_or_diverged.py"
+    script.write_text(STALE_OR_DIVERGED_RANK_1)
+    exp = tmp_path / "ddp"
+
+    def torchrun(epochs, fault):
+        cmd = [*TORCHRUN, "--nproc_per_node=2", str(script), str(config_file(tmp_path, epochs=epochs)),
+               str(yesno / "train.list"), str(yesno / "lang"), str(exp), fault]
+        return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+    out = torchrun(1, "stale")
+    assert out.returncode == 0, out.stderr[-3000:]
+    out = torchrun(2, "stale")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"[rank 0] resumed from {exp / 'epoch-1.pt'}" in out.stderr
+    assert "all 2 ranks hold identical parameters" in out.stderr and "training done: 6 steps, 2 epochs" in out.stderr
+    out = torchrun(3, "diverged")
+    assert out.returncode != 0
+    assert "the ranks ended with different parameters (above): this training is not one model" in out.stderr

@@ -251,7 +251,7 @@ def test_an_epoch_ended_after_the_time_limit_neither_reports_nor_counts(tmp_path
     staged.mkdir()
     exp.mkdir()
     for epoch, wer in ((1, 50.0), (2, 5.0)):
-        torch.save({"meta": {"epoch": epoch, "valid_wer": wer}}, staged / f"epoch-{epoch}.pt")
+        torch.save({"model": {}, "meta": {"epoch": epoch, "valid_wer": wer}}, staged / f"epoch-{epoch}.pt")
     (tmp_path / "late.py").write_text(LATE_EPOCH_TRAINER)
     reported = []
     run = run_trial([sys.executable, str(tmp_path / "late.py"), str(staged), str(exp)], str(exp), 1 / 60,
