@@ -17,6 +17,7 @@ import soundfile
 import torch
 
 from rnnt.data.audio import AudioError, to_mono
+from rnnt.data.audio_header import header_problem
 
 
 def quietest_cut(samples: torch.Tensor, rate: int, earliest: int) -> int:
@@ -52,6 +53,8 @@ def file_blocks(path: str, seconds: float = 1.0) -> tuple[Iterator[torch.Tensor]
         raise AudioError(str(error)) from None
     if info.frames == 0:
         raise AudioError("no samples")
+    if why := header_problem(path, info):
+        raise AudioError(why)
     return _decoded_blocks(path, max(1, round(seconds * info.samplerate))), info.samplerate
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import struct
 
 import soundfile
 
@@ -25,6 +26,35 @@ def no_length(info) -> str | None:
     return None
 
 
+def cut_short(audio, info) -> str | None:
+    """Why a WAV file holds less audio than its header's data chunk says (a copy or download cut short: libsndfile
+    reads what is there in silence, and a transcript of 8 words went with 2 s of them), or None. audio: bytes or a
+    path."""
+    if info.format not in ("WAV", "WAVEX"):
+        return None
+    if isinstance(audio, (bytes, bytearray)):
+        head, total = bytes(audio[:65536]), len(audio)
+    else:
+        with open(audio, "rb") as f:
+            head, total = f.read(65536), os.fstat(f.fileno()).st_size
+    position = 12  # after RIFF <size> WAVE
+    while position + 8 <= len(head):
+        chunk, size = head[position:position + 4], struct.unpack_from("<I", head, position + 4)[0]
+        if chunk == b"data":
+            held = total - position - 8
+            if size in (0, 0xFFFFFFFF) or size <= held or held <= 0 or not info.frames:  # streamed: no size
+                return None
+            seconds = info.frames / info.samplerate
+            return f"cut short: its header gives {seconds * size / held:.2f} s of audio, the file holds {seconds:.2f} s"
+        position += 8 + size + (size & 1)
+    return None
+
+
+def header_problem(audio, info) -> str | None:
+    """Why an audio file's header cannot be trusted for its length (no_length, cut_short), or None."""
+    return no_length(info) or cut_short(audio, info)
+
+
 def _source(audio):
     """What soundfile opens for bytes or a path: a path as the file system's bytes (soundfile encodes a str
     as strict UTF-8, and a Latin-1 name would fail)."""
@@ -32,9 +62,10 @@ def _source(audio):
 
 
 def open_audio(audio) -> soundfile.SoundFile:
-    """Bytes or a path opened, its header read; AudioError where the header gives no length."""
+    """Bytes or a path opened, its header read; AudioError where the header gives no length or the file is cut
+    short (header_problem)."""
     opened = soundfile.SoundFile(_source(audio))
-    why = no_length(opened)
+    why = header_problem(audio, opened)
     if why:
         opened.close()
         raise AudioError(why)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import soundfile
 
 from rnnt.cli import tool_parser
-from rnnt.data.audio_header import AudioError, no_length
+from rnnt.data.audio_header import AudioError, header_problem
 from rnnt.data.report import rates_text
 from rnnt.datadir.layout import remove_unwritten, write_spk2utt
 from rnnt.datadir.table import Line, read_table, write_table
@@ -124,14 +124,15 @@ class AudioInfo:
 
 def audio_info(path: str) -> AudioInfo:
     """Duration, rate and channels from the file header; AudioError saying why if unreadable or empty (under
-    0.5 ms: utt2dur's 0.000, which the validator refuses), or where the header gives no length."""
+    0.5 ms: utt2dur's 0.000, which the validator refuses), or where the header gives no length or the file is cut
+    short."""
     try:
         info = soundfile.info(path)
     except (RuntimeError, OSError, TypeError, soundfile.LibsndfileError):  # TypeError: headerless (.raw)
         raise AudioError("unreadable or empty audio") from None
     if info.frames <= 0 or info.samplerate <= 0 or round(info.frames / info.samplerate, 3) <= 0:
         raise AudioError("unreadable or empty audio")
-    if why := no_length(info):
+    if why := header_problem(path, info):
         raise AudioError(why)
     return AudioInfo(info.frames / info.samplerate, info.samplerate, info.channels)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import soundfile
 
-from rnnt.data.audio_header import no_length
+from rnnt.data.audio_header import header_problem
 
 # copied as they are where the file holds what its extension says: WeNet's reader reads these (not SPHERE: AN4's
 # .sph files, and TIMIT's SPHERE files named .WAV, are written as wav)
@@ -69,7 +69,7 @@ def audio_member(item: ShardItem, options: AudioOptions) -> tuple[bytes, str, fl
             raise BadAudio(f"unreadable audio: {error}") from None
         if info.frames <= 0:
             raise BadAudio("no audio samples")
-        if why := no_length(info):
+        if why := header_problem(path, info):
             raise BadAudio(why)
         if info.format in KEPT_FORMATS[extension]:
             with open(path, "rb") as f:

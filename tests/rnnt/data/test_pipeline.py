@@ -110,6 +110,20 @@ def test_audio_whose_header_cannot_count_it_is_decoded_where_it_is_read(fsdd, tm
     assert opened["decode"] == [ogg["audio"], good["audio"]]
 
 
+def test_a_wav_cut_short_is_refused_by_name_from_a_file_and_from_a_shard(fsdd, tmp_path, caplog):
+    """libsndfile reads what a cut WAV holds in silence: its transcript went with part of its audio."""
+    good = next(records(str(fsdd / "test.list")))
+    data = open(good["audio"], "rb").read() if isinstance(good["audio"], str) else bytes(good["audio"])
+    (tmp_path / "cut.wav").write_bytes(data[:len(data) // 2])
+    for audio in (str(tmp_path / "cut.wav"), data[:len(data) // 2]):
+        with pytest.raises(AudioError, match=r"^cut short: its header gives \d+\.\d\d s of audio, the file holds"):
+            load_audio(audio)
+    cut = {**good, "key": "cut", "audio": str(tmp_path / "cut.wav"), "source": "cut.wav"}
+    with caplog.at_level(logging.WARNING):
+        assert [r["key"] for r in stages.audio_lengths([cut, good], 8000)] == [good["key"]]
+    assert "skipped cut from cut.wav: cannot decode audio (cut short: its header gives" in caplog.text
+
+
 def test_a_flac_stream_that_gives_no_length_is_refused_by_name(fsdd, tmp_path, caplog):
     """A FLAC written to a pipe (its header's sample count unknown): reading it asked numpy for 2^63 - 1
     samples, a ValueError that ended the pass. Now refused, named."""

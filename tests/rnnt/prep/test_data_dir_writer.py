@@ -16,17 +16,21 @@ def yesno(test_data, n: int) -> list[Utterance]:
 def test_audio_too_short_for_utt2dur_or_of_no_length_is_skipped_and_counted_the_rest_written(test_data, tmp_path,
                                                                                              capsys):
     """4 samples at 16 kHz: a header that reads, a duration utt2dur writes as 0.000, which the validator refuses:
-    the whole prep failed, the good utterances lost. A FLAC written to a pipe: utt2dur had 1.15e15 s."""
-    short, piped = tmp_path / "b.wav", tmp_path / "c.flac"
+    the whole prep failed, the good utterances lost. A FLAC written to a pipe: utt2dur had 1.15e15 s. A WAV cut
+    short: its first 1.87 s went with the transcript of all 6.11 s."""
+    short, piped, cut = tmp_path / "b.wav", tmp_path / "c.flac", tmp_path / "d.wav"
     soundfile.write(short, np.zeros(4), 16000)
     write_flac_of_no_length(piped, np.zeros(1600), 16000)
+    cut.write_bytes(open(yesno(test_data, 3)[2].audio, "rb").read()[:30000])  # a copy cut short: 1.87 of 6.11 s
     dest = tmp_path / "train"
-    bad = [Utterance("b-1", "b", str(short), "YES"), Utterance("c-1", "c", str(piped), "NO")]
+    bad = [Utterance("b-1", "b", str(short), "YES"), Utterance("c-1", "c", str(piped), "NO"),
+           Utterance("d-1", "d", str(cut), "YES")]
     assert write_data_dirs({str(dest): yesno(test_data, 2) + bad}, Report("prep")) == 0
     assert keys(dest / "utt2spk") == [u.utt_id for u in yesno(test_data, 2)]
     err = capsys.readouterr().err
     assert f"{short} (b-1): unreadable or empty audio" in err
     assert f"{piped} (c-1): its FLAC header gives no length (written to a pipe?); encode it again to a file" in err
+    assert f"{cut} (d-1): cut short: its header gives 6.11 s of audio, the file holds 1.87 s" in err
     assert_valid(dest)
 
 

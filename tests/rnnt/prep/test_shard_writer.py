@@ -139,6 +139,7 @@ def test_unusable_sources_are_skipped_with_their_reason_and_the_rest_written(tmp
     soundfile.write(tmp_path / "empty.wav", np.zeros(0, dtype=np.int16), 8000, subtype="PCM_16")
     write_flac_of_no_length(tmp_path / "piped.flac", np.zeros(800), 8000)
     good = str(yesno_waves[0])
+    (tmp_path / "cut.wav").write_bytes(open(good, "rb").read()[:30000])
     items = [
         ShardItem("missing", "ja", str(tmp_path / "missing.wav")),
         ShardItem("good", "ja nee", good),
@@ -149,11 +150,13 @@ def test_unusable_sources_are_skipped_with_their_reason_and_the_rest_written(tmp
         ShardItem("past_the_end", "ja", good, start=1000.0, end=1001.0),
         ShardItem("piped", "ja", str(tmp_path / "piped.flac")),
         ShardItem("piped_cut", "ja", str(tmp_path / "piped.flac"), start=0.0, end=0.05),
+        ShardItem("cut_short", "ja", str(tmp_path / "cut.wav")),
+        ShardItem("cut_short_resampled", "ja", str(tmp_path / "cut.wav"), start=0.0, end=0.5),
     ]
     written, seconds, skipped = write_shard(str(tmp_path / "s.tar"), items, AudioOptions())
     assert written == 1 and seconds == pytest.approx(soundfile.info(good).duration)
     assert [info.name for info, _ in members(tmp_path / "s.tar")] == ["good.txt", "good.wav"]
-    assert len(skipped) == 8
+    assert len(skipped) == 10
     assert skipped[0] == f"missing: no such file {tmp_path / 'missing.wav'}"
     assert skipped[1].startswith("failing: command 'echo device busy >&2; exit 3")
     assert skipped[1].endswith(" failed (exit 3): device busy")  # with its status and what it said
@@ -162,7 +165,9 @@ def test_unusable_sources_are_skipped_with_their_reason_and_the_rest_written(tmp
     assert skipped[4] == "empty: no audio samples"
     assert skipped[5].startswith("past_the_end: unreadable audio: ")
     length = "its FLAC header gives no length (written to a pipe?); encode it again to a file"
-    assert skipped[6:] == [f"piped: {length}", f"piped_cut: unreadable audio: {length}"]  # copied, decoded
+    assert skipped[6:8] == [f"piped: {length}", f"piped_cut: unreadable audio: {length}"]  # copied, decoded
+    cut = f"cut short: its header gives {soundfile.info(good).duration:.2f} s of audio, the file holds 1.87 s"
+    assert skipped[8:] == [f"cut_short: {cut}", f"cut_short_resampled: unreadable audio: {cut}"]
 
 
 def test_a_shard_with_nothing_usable_is_an_empty_tar(tmp_path):
