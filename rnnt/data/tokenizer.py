@@ -45,6 +45,7 @@ def read_units(path: str) -> dict[str, int]:
     return units
 
 
+UNIT_TYPES = ("bpe", "unigram", "char", "word", "phone")
 NEEDS = {"bpe": "model", "unigram": "model", "phone": "lexicon"}  # what a unit type's units.json names besides
 
 
@@ -67,6 +68,19 @@ def lang_unit_type(lang_dir: str) -> str:
     return read_lang_config(lang_dir).get("type", "") if has_config else ""
 
 
+def sentencepiece_model(path: str, named_by: str):
+    """A sentencepiece model loaded; a missing or damaged file is a ValueError naming it (sentencepiece's own
+    RuntimeError went up as a traceback)."""
+    import sentencepiece
+
+    if not os.path.isfile(path):
+        raise ValueError(f"{path}: no such file ({named_by} names it as the units' model)")
+    try:
+        return sentencepiece.SentencePieceProcessor(model_file=path)
+    except RuntimeError as error:
+        raise ValueError(f"{path}: not a sentencepiece model ({str(error).strip().splitlines()[0]})") from None
+
+
 class Tokenizer:
     def __init__(self, lang_dir: str):
         self.config = read_lang_config(lang_dir)
@@ -74,15 +88,15 @@ class Tokenizer:
         if "type" not in self.config:
             raise ValueError(f"{where}: no unit 'type' (steps/build_units.py writes it)")
         self.kind = self.config["type"]
+        if self.kind not in UNIT_TYPES:  # any other trained every transcript as <unk>s, its words split at spaces
+            raise ValueError(f"{where}: unit type '{self.kind}' is none of {', '.join(UNIT_TYPES)}")
         if self.kind in NEEDS and NEEDS[self.kind] not in self.config:
             raise ValueError(f"{where}: units of type {self.kind} name their '{NEEDS[self.kind]}'")
         self.units = read_units(os.path.join(lang_dir, "units.txt"))
         self.symbols = {i: s for s, i in self.units.items()}
         self.model = None
         if self.kind in ("bpe", "unigram"):
-            import sentencepiece
-
-            self.model = sentencepiece.SentencePieceProcessor(model_file=os.path.join(lang_dir, self.config["model"]))
+            self.model = sentencepiece_model(os.path.join(lang_dir, self.config["model"]), where)
         self.lexicon, self.spellings = {}, {}
         if self.kind == "phone":
             self.lexicon = read_lexicon(os.path.join(lang_dir, self.config["lexicon"]))

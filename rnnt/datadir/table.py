@@ -42,16 +42,24 @@ def has_undecodable_bytes(text: str) -> bool:
     return any("\udc80" <= ch <= "\udcff" for ch in text)
 
 
+BYTE_ORDER_MARK = b"\xef\xbb\xbf"
 NOT_UTF8 = "not UTF-8"  # read_lines's default: a line whose bytes are not UTF-8 is left out, named (left_out)
 
 
-def read_lines(path: str, errors: str = NOT_UTF8, skipped: list[str] | None = None) -> Iterator[Line]:
+def read_lines(path: str, errors: str = NOT_UTF8, skipped: list[str] | None = None,
+               name_byte_order_mark: bool = True) -> Iterator[Line]:
     """Yields every line of a UTF-8 text file, raw. A line whose bytes are not UTF-8 is left out, named by file
     and line (left_out: into skipped, or on standard error), where nothing would say it otherwise; with
     errors=KEEP_BYTES (the tools that copy or check tables, as Kaldi's keep bytes) it is kept, each such byte a
-    surrogate that write_table writes back as it was."""
+    surrogate that write_table writes back as it was. A UTF-8 byte-order mark before the first line (an editor's)
+    is removed, and named on standard error (unless the caller names it itself): it was read as part of the first
+    key, whose utterance was lost or scored against nothing."""
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
+            if number == 1 and raw.startswith(BYTE_ORDER_MARK):
+                raw = raw[len(BYTE_ORDER_MARK):]
+                if name_byte_order_mark:
+                    print(f"{path}:1: a byte-order mark (U+FEFF) before the first key; removed", file=sys.stderr)
             try:
                 text = raw.decode("utf-8", errors="strict" if errors == NOT_UTF8 else errors)
             except UnicodeDecodeError as error:

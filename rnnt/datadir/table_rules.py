@@ -10,7 +10,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from rnnt.datadir.table import KEEP_BYTES, Line, has_undecodable_bytes, read_lines
+from rnnt.datadir.table import BYTE_ORDER_MARK, KEEP_BYTES, Line, has_undecodable_bytes, read_lines
 from rnnt.datadir.values import VALUE_RULES, segment_problem
 
 # Kaldi's validate_data_dir.sh refuses these in text as `grep -w` finds them (not inside a run of letters, digits
@@ -104,7 +104,12 @@ def check_table(
     table: dict[str, Line] = {}
     previous: Line | None = None
     last = 1
-    for line in read_lines(path, KEEP_BYTES):  # keys that are not UTF-8 kept apart, as Kaldi's tools see them
+    with open(path, "rb") as f:
+        if f.read(len(BYTE_ORDER_MARK)) == BYTE_ORDER_MARK:  # the tools remove it; Kaldi's read it into the key
+            problems.add(f"{path}:1", "a byte-order mark (U+FEFF) before the first key", f"run {fix_format}",
+                         f"{name} BOM")
+    # keys that are not UTF-8 kept apart, as Kaldi's tools see them
+    for line in read_lines(path, KEEP_BYTES, name_byte_order_mark=False):
         last = line.number
         text = line.text
         if text.endswith("\r"):

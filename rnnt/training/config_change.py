@@ -21,7 +21,7 @@ import shutil
 from rnnt.config import to_dict
 from rnnt.data.cmvn_file import cmvn_source
 from rnnt.data.list_fingerprint import list_fingerprint, missing_files
-from rnnt.data.tokenizer import read_lang_config
+from rnnt.data.tokenizer import read_lang_config, read_units
 from rnnt.training import checkpoint
 from rnnt.training.stop import StopTraining
 
@@ -97,9 +97,12 @@ def training_data_of(list_path: str) -> str:
 
 def units_digest(lang_dir: str) -> str:
     """A digest of a lang dir's units.txt (the ids the model's outputs mean), kept in every checkpoint's meta: a
-    checkpoint decoded with other units of its size (another experiment's, an edited units.txt) is refused."""
-    with open(os.path.join(lang_dir, "units.txt"), "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:16]
+    checkpoint decoded with other units of its size (another experiment's, an edited units.txt) is refused. Of the
+    units as read, '<symbol> <id>' lines in id order: the bytes of the file steps/build_units.py writes, and the same
+    for a copy whose line ends or spacing an editor changed (refused as other units)."""
+    units = read_units(os.path.join(lang_dir, "units.txt"))
+    canonical = "".join(f"{symbol} {unit}\n" for symbol, unit in sorted(units.items(), key=lambda item: item[1]))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
 def units_differ(lang_dir: str, kept: str) -> list[str]:

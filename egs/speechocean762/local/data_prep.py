@@ -21,7 +21,7 @@ from rnnt.prep.dev_speakers import pick_dev_speakers
 def read_kaldi_table(path: str, report: Report) -> dict[str, tuple[str, str]]:
     """key -> (value, 'file:line')."""
     table = {}
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with open(path, encoding="utf-8-sig", errors="replace") as f:  # -sig: an editor's byte-order mark is no key
         for number, line in enumerate(f, 1):
             fields = line.rstrip("\n").replace("\t", " ").split(maxsplit=1)
             if not fields:

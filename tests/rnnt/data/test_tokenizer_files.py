@@ -45,6 +45,7 @@ def test_a_units_file_not_utf8_names_the_line(tmp_path):
     ({"type": "bpe"}, "units of type bpe name their 'model'"),
     ({"type": "phone"}, "units of type phone name their 'lexicon'"),
     ({"model": "bpe.model"}, "no unit 'type' (steps/build_units.py writes it)"),
+    ({"type": "character"}, "unit type 'character' is none of bpe, unigram, char, word, phone"),  # all <unk>s
 ])
 def test_a_units_json_without_what_its_type_needs_names_the_file(tmp_path, config, message):
     (tmp_path / "units.txt").write_text(GOOD)
@@ -52,3 +53,26 @@ def test_a_units_json_without_what_its_type_needs_names_the_file(tmp_path, confi
     with pytest.raises(ValueError) as error:
         Tokenizer(str(tmp_path))
     assert str(error.value) == f"{tmp_path / 'units.json'}: {message}"
+
+
+def test_a_missing_or_damaged_sentencepiece_model_is_named(tmp_path):
+    """sentencepiece's own RuntimeError went up as a traceback from train.py, decode.py and export."""
+    (tmp_path / "units.txt").write_text(GOOD)
+    (tmp_path / "units.json").write_text(json.dumps({"type": "bpe", "model": "bpe.model"}))
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'bpe.model'}: no such file \\({tmp_path / 'units.json'} names"):
+        Tokenizer(str(tmp_path))
+    (tmp_path / "bpe.model").write_bytes(b"not a model")
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'bpe.model'}: not a sentencepiece model \\("):
+        Tokenizer(str(tmp_path))
+
+
+def test_the_units_digest_is_of_the_units_not_of_their_line_ends(tmp_path):
+    """A units.txt whose line ends an editor made CRLF was refused as other units than the checkpoint's."""
+    from rnnt.training.config_change import units_digest
+
+    (tmp_path / "units.txt").write_text(GOOD)
+    digest = units_digest(str(tmp_path))
+    (tmp_path / "units.txt").write_bytes(GOOD.replace("\n", "\r\n").replace(" ", "\t").encode())
+    assert units_digest(str(tmp_path)) == digest
+    (tmp_path / "units.txt").write_text(GOOD.replace("YES 2\nNO 3", "NO 2\nYES 3"))
+    assert units_digest(str(tmp_path)) != digest

@@ -7,9 +7,11 @@ leaves the old file whole when its records fail."""
 
 import os
 import subprocess
+import sys
 
 import pytest
 
+from conftest import ROOT
 from rnnt.datadir.table import KEEP_BYTES, Line, read_lines, read_table, write_table
 
 
@@ -138,3 +140,16 @@ def test_write_table_of_nothing_is_an_empty_file(tmp_path):
     path = tmp_path / "segments"
     assert write_table(str(path), []) == 0
     assert path.read_bytes() == b""
+
+
+def test_a_byte_order_mark_is_removed_named_and_the_first_key_kept(tmp_path, capsys):
+    """An editor's byte-order mark was read into the first key: fix_data_dir.sh dropped that utterance as "not in
+    text", score.py scored a perfect hypothesis 50% [PARTIAL]."""
+    path = tmp_path / "text"
+    path.write_bytes(b"\xef\xbb\xbfu1 YES NO\nu2 NO\n")
+    assert {key: line.value for key, line in read_table(str(path)).items()} == {"u1": "YES NO", "u2": "NO"}
+    assert capsys.readouterr().err == f"{path}:1: a byte-order mark (U+FEFF) before the first key; removed\n"
+    (tmp_path / "hyp").write_text("u1 YES NO\nu2 NO\n")
+    out = subprocess.run([sys.executable, ROOT / "steps" / "score.py", path, tmp_path / "hyp"], capture_output=True,
+                         text=True)
+    assert out.stdout.startswith("%WER 0.00 [ 0 / 3, 0 ins, 0 del, 0 sub ]\n"), out.stdout + out.stderr

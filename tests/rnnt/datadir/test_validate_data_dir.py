@@ -106,8 +106,14 @@ def break_segments(d):
     return f"segments:{len(utts)}", "bad segment times"
 
 
+def break_byte_order_mark(d):
+    (d / "text").write_bytes(b"\xef\xbb\xbf" + (d / "text").read_bytes())
+    return "text:1", "byte-order mark"
+
+
 BROKEN = [break_unsorted, break_duplicate, break_speaker_prefix, break_missing_text, break_crlf, break_empty_line,
-          break_spk2utt, break_non_printable, break_reserved_word, break_duration, break_segments]
+          break_spk2utt, break_non_printable, break_reserved_word, break_duration, break_segments,
+          break_byte_order_mark]
 
 
 @pytest.mark.parametrize("breaker", BROKEN, ids=lambda f: f.__name__[6:])
