@@ -233,8 +233,16 @@ def read_fusion_config(path: str) -> FusionConfig:
     folder = os.path.dirname(os.path.abspath(path))
     lodr = values.get("lodr_arpa")
     for key in ("weight", "length_bonus", "beam", "lodr_weight", "ctc_weight"):
-        if key in values and (isinstance(values[key], bool) or not isinstance(values[key], (int, float))):
-            raise ValueError(f"{path}: {key} must be a number, got {values[key]!r}")
+        if key in values and (isinstance(values[key], bool) or not isinstance(values[key], (int, float))
+                              or not math.isfinite(values[key])):  # .nan decoded to %WER 1163 in silence
+            raise ValueError(f"{path}: {key} must be a finite number, got {values[key]!r}")
+    for key in ("weight", "lodr_weight", "ctc_weight"):
+        if values.get(key, 0) < 0:
+            raise ValueError(f"{path}: {key} must be 0 or more (lodr_weight is subtracted), got {values[key]!r}")
+    if values["beam"] != int(values["beam"]) or values["beam"] < 1:
+        raise ValueError(f"{path}: beam must be a whole number, 1 or more, got {values['beam']!r}")
+    if values.get("over", "units") not in OVER:
+        raise ValueError(f"{path}: over must be one of {', '.join(OVER)}, got {values['over']!r}")
     return FusionConfig(os.path.join(folder, values["arpa"]), values.get("over", "units"), float(values["weight"]),
                         float(values["length_bonus"]), int(values["beam"]), str(values.get("chosen_on", "")),
                         os.path.join(folder, lodr) if lodr else None, float(values.get("lodr_weight", 0.0)),

@@ -99,3 +99,22 @@ def test_the_weight_travels_with_the_methods_yaml(tmp_path):
         read_fusion_config(str(tmp_path / "lm" / "modified_beam_lm.yaml"))
     with pytest.raises(ValueError, match="a directory, not an LM weights file"):  # --lm-fusion exp/lm: "not yet"
         read_fusion_config(str(tmp_path))
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("weight", ".nan", "weight must be a finite number, got nan"),  # decoded to %WER 1163.75, exit 0
+    ("length_bonus", ".inf", "length_bonus must be a finite number, got inf"),
+    ("weight", "-0.5", "weight must be 0 or more"),
+    ("beam", "0", "beam must be a whole number, 1 or more, got 0"),  # an IndexError traceback
+    ("beam", "2.5", "beam must be a whole number, 1 or more, got 2.5"),  # cut to 2 in silence
+    ("over", "phones", "over must be one of units, words, got 'phones'"),
+])
+def test_a_weights_file_with_a_value_out_of_range_is_refused_by_key(tmp_path, key, value, message):
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text("\\data\\\nngram 1=1\n\n\\1-grams:\n-1.0\t</s>\n\n\\end\\\n")
+    path = tmp_path / "modified_beam_lm.yaml"
+    write_fusion_config(str(path), FusionConfig(str(arpa), "units", 0.5, 1.0, 8, "dev"))
+    lines = [line for line in path.read_text().splitlines() if not line.startswith(f"{key}:")]
+    path.write_text("\n".join(lines + [f"{key}: {value}"]) + "\n")
+    with pytest.raises(ValueError, match=f"^{path}: {message}"):
+        read_fusion_config(str(path))
