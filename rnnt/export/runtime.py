@@ -53,6 +53,8 @@ def load_recognizer(onnx_dir: str, threads: int):
         raise ValueError(f"{path}: no {', '.join(missing)} (write it again with steps/export_onnx.py)")
     for key in ("encoder", "decoder", "joiner", "tokens"):
         args[key] = os.path.join(onnx_dir, args[key])
+        if not os.path.isfile(args[key]):  # sherpa-onnx's own check is an AssertionError, or a crash later
+            raise ValueError(f"{args[key]}: no such file ({path} names it as the {key})")
     streaming = args.get("model_type") == "lstm"
     kind = sherpa_onnx.OnlineRecognizer if streaming else sherpa_onnx.OfflineRecognizer
     return kind.from_transducer(**args, num_threads=threads), streaming, args["sample_rate"]

@@ -35,7 +35,7 @@ import torch
 from rnnt.data import stages
 from rnnt.data.tokenizer import BLANK, SPACE, UNK
 from rnnt.export.graphs import Decoder, Joiner, OfflineEncoder, StreamingEncoder
-from rnnt.export.runtime import DECODING_JSON
+from rnnt.export.runtime import DECODING_JSON, SHERPA_ONNX_FRAME_SECONDS
 from rnnt.model.feature_frontend import FeatureFrontEnd
 from rnnt.model.transducer import Transducer
 from rnnt.streaming import stream_refusals, stream_unit_and_overlap
@@ -221,6 +221,17 @@ def _export_decoder_and_joiner(model, paths: dict, metadata: dict) -> dict:
                                                          "decoder_out": torch.randn(4, joiner_dim)}])}
 
 
+ENDPOINT_SILENCE = {"rule1_min_trailing_silence": 2.4, "rule2_min_trailing_silence": 1.2}  # sherpa-onnx's, s
+
+
+def endpoint_rules(encoder_frame_seconds: float) -> dict[str, float]:
+    """sherpa-onnx's endpoint rules' trailing silences for this model: it counts a trailing blank as 40 ms of
+    silence whatever the encoder's frame, so that its defaults (2.4 s, and 1.2 s after a word) mean that much
+    audio, they are scaled by 40 ms / the frame (a model of 60 ms frames waited 1.5 times as long)."""
+    scale = SHERPA_ONNX_FRAME_SECONDS / encoder_frame_seconds
+    return {rule: round(seconds * scale, 4) for rule, seconds in ENDPOINT_SILENCE.items()}
+
+
 def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
            options: ExportOptions = ExportOptions()) -> dict:
     """Writes the model to out_dir. Returns the from_transducer arguments written to sherpa-onnx.json
@@ -249,7 +260,8 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
             "sample_rate": data.sample_rate, "feature_dim": data.features.num_mel_bins, "dither": 0.0,
             "decoding_method": "greedy_search"}
     if options.streaming:
-        args.update(model_type="lstm", low_freq=20.0, high_freq=-400.0, normalize_samples=True, snip_edges=False)
+        args.update(model_type="lstm", low_freq=20.0, high_freq=-400.0, normalize_samples=True, snip_edges=False,
+                    **endpoint_rules(seconds_per_encoder_frame(experiment)))
     with open(os.path.join(out_dir, "sherpa-onnx.json"), "w", encoding="utf-8") as f:
         json.dump(args, f, indent=2)
         f.write("\n")

@@ -222,7 +222,8 @@ def test_a_streaming_export_is_an_lstm_transducer_of_whole_chunks(tmp_path, lang
     assert args == {"encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx",
                     "tokens": "tokens.txt", "sample_rate": 16000, "feature_dim": 80, "dither": 0.0,
                     "decoding_method": "greedy_search", "model_type": "lstm", "low_freq": 20.0, "high_freq": -400.0,
-                    "normalize_samples": True, "snip_edges": False}
+                    "normalize_samples": True, "snip_edges": False,
+                    "rule1_min_trailing_silence": 1.6, "rule2_min_trailing_silence": 0.8}  # 2.4 and 1.2 s of 60 ms
     assert json.loads((out / "decoding.json").read_text()) == {"tail_silence": 0.0, "window_frames": 6,
                                                                "encoder_frame_seconds": pytest.approx(0.06),
                                                                "unit_type": "word"}
@@ -244,6 +245,22 @@ def test_a_streaming_export_is_an_lstm_transducer_of_whole_chunks(tmp_path, lang
     while recognizer.is_ready(stream):
         recognizer.decode_stream(stream)
     assert isinstance(recognizer.get_result(stream), str)
+    # its endpoint rules as written: 1.2 s of audio after the last word, where sherpa-onnx counts a blank as 40 ms
+    # (at 60 ms a frame, 1.8 s). With no word at all the same rule ends it (of a model whose blank always wins):
+    # sherpa-onnx takes an utterance longer than its counted silence for one with a word, and only a model of
+    # 40 ms frames has rule 1's 2.4 s there
+    state = checkpoint.load(str(exp / "epoch-1.pt"))
+    state["model"]["joiner.output.bias"][0] = 1000.0
+    checkpoint.save(str(exp / "epoch-1.pt"), state)
+    export(str(exp), str(out), checkpoint=str(exp / "epoch-1.pt"), options=ExportOptions(streaming=True))
+    recognizer = sherpa_onnx.OnlineRecognizer.from_transducer(**args, enable_endpoint_detection=True)
+    stream, fed = recognizer.create_stream(), 0
+    while not recognizer.is_endpoint(stream) and fed < 50:
+        stream.accept_waveform(16000, torch.zeros(1600).numpy())  # 0.1 s at a time
+        fed += 1
+        while recognizer.is_ready(stream):
+            recognizer.decode_stream(stream)
+    assert recognizer.get_result(stream) == "" and 1.2 <= fed / 10 <= 1.2 + 0.1 + 0.06 * 6
 
 
 def test_a_refused_model_is_not_exported_and_nothing_is_written(tmp_path, langs):
@@ -297,6 +314,13 @@ def test_a_broken_export_dir_is_named_by_its_file(tmp_path):
         load_recognizer(str(tmp_path), 1)
     (tmp_path / "sherpa-onnx.json").write_text('{"encoder": "encoder.onnx"}')
     with pytest.raises(ValueError, match=rf"{tmp_path}/sherpa-onnx.json: no decoder, joiner, tokens, sample_rate"):
+        load_recognizer(str(tmp_path), 1)
+    (tmp_path / "sherpa-onnx.json").write_text(json.dumps({"encoder": "e.onnx", "decoder": "d.onnx", "joiner": "j.onnx",
+                                                           "tokens": "tokens.txt", "sample_rate": 16000}))
+    for name in ("e.onnx", "d.onnx", "tokens.txt"):
+        (tmp_path / name).write_text("")
+    with pytest.raises(ValueError, match=rf"^{tmp_path}/j.onnx: no such file \({tmp_path}/sherpa-onnx.json names it "
+                                         "as the joiner\)"):  # sherpa-onnx's own: an AssertionError traceback
         load_recognizer(str(tmp_path), 1)
     (tmp_path / "decoding.json").write_text("[0.5]")
     with pytest.raises(ValueError, match=rf"{tmp_path}/decoding.json: expected a JSON object"):
