@@ -9,12 +9,13 @@ is named and the others are still transcribed; the exit status is then 1.
 --stream decodes as the audio arrives (greedy search, a unidirectional model) in memory that does not
 grow with the audio: the file is read and fed in chunks of --chunk-seconds (one at the model's sample
 rate block by block, so an hour-long recording is fine; word times count from its start), or '-' reads \
-raw 16-bit little-endian mono PCM at the model's sample rate from
-stdin as it comes (a microphone: arecord -f S16_LE -r 16000 -c 1 | steps/transcribe.py --stream exp -).
+raw 16-bit little-endian mono PCM at the model's sample rate from stdin as it comes, or a WAV stream of it
+(a microphone: arecord -t raw -f S16_LE -r 16000 -c 1 | steps/transcribe.py --stream exp -); Ctrl-C ends the
+audio there, and the transcript so far is printed as the final line (exit status 130).
 The transcript is shown as a live caption shows it, in lines a pause of --endpoint-seconds ends: each time
 the current line's text changes, '<file> [partial <seconds>s] <text of the line>' is printed ({"final": false,
 "seconds"} with --json), and when a pause ends it, '<file> [line <start>-<end>s] <its text>' ({"final": false,
-"line": true, "start", "end"}); then the final line, the whole transcript, as without --stream.
+"line": true, "start", "end"}); then the final line, the whole transcript, as without --stream ({"final": true}).
 
 --segment-seconds S decodes a long recording with any model (a bidirectional one too) in segments of
 at most S seconds cut at its quietest moments, reading the file block by block; word times count from
@@ -84,7 +85,10 @@ def main() -> int:
     for path in args.audio:
         try:
             if args.stream:
-                result = stream(transcriber, path, args)
+                result, interrupted = stream(transcriber, path, args)
+                if interrupted:
+                    print_result(path, result, args)
+                    return 130  # as the shell's for SIGINT, the files after this one left
             elif args.segment_seconds > 0:
                 result = transcribe_in_segments(transcriber, path, args.segment_seconds, args.method, args.beam)
             else:
@@ -105,7 +109,7 @@ def chunks(path: str, rate: int, seconds: float):
     """Mono float chunks at the model's rate: a file (resampled) cut up, or raw PCM read from stdin."""
     size = max(1, round(rate * seconds))
     if path == "-":
-        odd = b""  # a sample split between two reads
+        odd = pcm_after_header(sys.stdin.buffer, rate)  # a sample split between two reads, first the header's rest
         while data := sys.stdin.buffer.read(2 * size):
             data, odd = odd + data, b""
             if len(data) % 2:
@@ -120,10 +124,50 @@ def chunks(path: str, rate: int, seconds: float):
     yield from resample(to_mono(waveform), file_rate, rate).split(size)
 
 
+CONTAINERS = {b"fLaC": "a FLAC", b"OggS": "an Ogg", b"ID3": "an MP3"}  # by their first bytes
+
+
+def pcm_after_header(source, rate: int) -> bytes:
+    """The first bytes of raw PCM on source, past a WAV header if it begins with one (arecord's default), which
+    must then be 16-bit mono PCM at rate; another container is an AudioError (its bytes were decoded as noise)."""
+    head = source.read(4)
+    for magic, kind in CONTAINERS.items():
+        if head.startswith(magic):
+            raise AudioError(f"standard input holds {kind} stream, not raw PCM: give the file's path instead")
+    if head != b"RIFF":
+        return head
+    source.read(8)  # the RIFF size and WAVE
+    while len(chunk := source.read(8)) == 8:
+        name, size = chunk[:4], int.from_bytes(chunk[4:], "little")
+        if name == b"data":
+            return b""
+        body = source.read(size + (size & 1))
+        if name == b"fmt ":
+            kind, channels, wav_rate = int.from_bytes(body[:2], "little"), body[2], int.from_bytes(body[4:8], "little")
+            bits = int.from_bytes(body[14:16], "little")
+            if kind not in (1, 0xFFFE) or (channels, wav_rate, bits) != (1, rate, 16):
+                raise AudioError(f"standard input is a WAV of {channels} channel(s) at {wav_rate} Hz, {bits}-bit; "
+                                 f"--stream - takes 16-bit mono PCM at the model's {rate} Hz")
+    raise AudioError("standard input: a WAV header without its data")
+
+
 def stream(transcriber, path: str, args):
-    """Prints the current line each time it changes, and each line a pause ends; returns the final result."""
+    """Prints the current line each time it changes, and each line a pause ends; returns the final result, and
+    whether Ctrl-C ended the audio early."""
     stream = transcriber.stream()
     lines = StreamLines(stream, args.endpoint_seconds, seconds_per_encoder_frame(transcriber.experiment))
+    try:
+        show_lines(path, stream, lines, args)
+        interrupted = False
+    except KeyboardInterrupt:  # the audio ends here: the transcript so far is the final line
+        interrupted = True
+    if stream.samples == 0:  # as a file of no samples is refused without --stream
+        raise AudioError("no samples")
+    return stream.finish(), interrupted
+
+
+def show_lines(path: str, stream, lines: StreamLines, args) -> None:
+    """Feeds the audio, printing the lines as they change and end."""
     shown, seconds = "", 0.0
     for chunk in chunks(path, stream.sample_rate, args.chunk_seconds):
         seconds += chunk.shape[0] / stream.sample_rate
@@ -137,9 +181,6 @@ def stream(transcriber, path: str, args):
             show(path, {"text": text, "final": False, "line": True, "start": round(start, 3), "end": round(end, 3)},
                  f"[line {start:.2f}-{end:.2f}s] {text}", args.json)
             shown = ""
-    if seconds == 0:  # as a file of no samples is refused without --stream
-        raise AudioError("no samples")
-    return stream.finish()
 
 
 def show(path: str, row: dict, line: str, as_json: bool) -> None:
@@ -148,7 +189,7 @@ def show(path: str, row: dict, line: str, as_json: bool) -> None:
 
 def print_result(path: str, result, args) -> None:
     if args.json:
-        row = {"file": path, "text": result.text}
+        row = {"file": path, "text": result.text, **({"final": True} if args.stream else {})}
         if args.word_times:
             row["words"] = result.words
         if args.nbest:

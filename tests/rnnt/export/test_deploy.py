@@ -6,9 +6,12 @@ sherpa-onnx and our greedy search, or between a stream and the whole utterance, 
 A trained model is exported and decoded in sherpa-onnx end to end by tests/egs/test_an4_recipe.py.
 """
 
+import io
 import json
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import onnx
@@ -352,6 +355,57 @@ def test_transcribe_streams_raw_pcm_from_stdin(an4_test, tmp_path):
         assert out.returncode == 1 and out.stdout.splitlines()[-1].startswith(f"{path} "), out.stderr
         assert f"{cut}: cannot transcribe its audio (" in out.stderr and "1 of 3 files transcribed" in out.stderr
         assert f"{empty}: cannot transcribe its audio (no samples)" in out.stderr
+
+
+def test_transcribe_streams_a_wav_header_on_stdin_and_refuses_another_container(an4_test, tmp_path):
+    """arecord writes WAV unless told -t raw: its 44-byte header was read as 22 loud samples; a FLAC piped in was
+    decoded as noise, exit 0. A WAV stream of the model's PCM is read past its header; another WAV or container
+    is named."""
+    audio, langs = an4_test
+    exp = make_experiment(tmp_path / "exp", langs["bpe"])
+    path = audio[1][0]
+    samples, _ = soundfile.read(path, dtype="int16")
+
+    def piped(data: bytes, *options: str):
+        out = subprocess.run([PYTHON, str(STEPS / "transcribe.py"), "--stream", *options, str(exp), "-"], input=data,
+                             capture_output=True, cwd=ROOT)
+        return out.returncode, out.stdout.decode().splitlines(), out.stderr.decode()
+
+    raw = piped(samples.tobytes())
+    rows = [json.loads(line) for line in piped(samples.tobytes(), "--json")[1]]  # the last marked final, as a
+    assert [row["final"] for row in rows] == [False] * (len(rows) - 1) + [True]  # consumer filtering on it reads
+    for name, data in (("wav", samples), ("flac", samples), ("wav8k", samples[::2])):
+        buffer = io.BytesIO()
+        rate, kind = 8000 if name == "wav8k" else 16000, "FLAC" if name == "flac" else "WAV"
+        soundfile.write(buffer, data, rate, format=kind, subtype="PCM_16")
+        code, lines, err = piped(buffer.getvalue())
+        if name == "wav":
+            assert code == 0 and lines[-1] == raw[1][-1], err
+        elif name == "flac":
+            assert code == 1 and "-: cannot transcribe its audio (standard input holds a FLAC stream, not raw" in err
+        else:
+            assert code == 1 and "standard input is a WAV of 1 channel(s) at 8000 Hz, 16-bit; --stream - takes " \
+                                 "16-bit mono PCM at the model's 16000 Hz" in err
+
+
+def test_ctrl_c_on_a_live_stream_prints_the_transcript_so_far(an4_test, tmp_path):
+    """Ctrl-C is how the arecord pipeline stops: it was a KeyboardInterrupt traceback, the final line never shown."""
+    audio, langs = an4_test
+    exp = make_experiment(tmp_path / "exp", langs["bpe"])
+    samples, _ = soundfile.read(audio[1][0], dtype="int16")
+    process = subprocess.Popen([PYTHON, str(STEPS / "transcribe.py"), "--stream", str(exp), "-"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    process.stdin.write(samples.tobytes())
+    process.stdin.flush()  # the audio in, the pipe left open: a microphone's
+    first = process.stdout.readline().decode()
+    assert first.startswith("- [partial ")
+    time.sleep(1.0)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err.decode()
+    last = out.decode().splitlines()[-1]
+    assert last.startswith("- ") and "[partial " not in last and "[line " not in last
+    assert b"Traceback" not in err
 
 
 def decoded_by_both(exp, audio, tmp_path):
