@@ -47,6 +47,8 @@ def main() -> str:
         return check_config(args)
     if not args.out_dir or args.unit_type:
         parser.error("give EXP_DIR and OUT_DIR (--unit-type goes with --check-config)")
+    if args.chunk_frames and not args.streaming:
+        parser.error("--chunk-frames sets a streaming export's chunks: add --streaming")
     try:
         result = export(args.exp_dir, args.out_dir, args.checkpoint,
                         ExportOptions(args.streaming, args.chunk_frames, args.int8))

@@ -31,6 +31,7 @@ import torch
 
 from rnnt.cli import above, at_least, tool_parser
 from rnnt.data.audio import AudioError, load_audio, to_mono
+from rnnt.data.features import fbank
 from rnnt.data.resample import resample
 from rnnt.search_methods import METHODS, check_method
 from rnnt.segmenting import file_blocks, transcribe_in_segments
@@ -163,6 +164,10 @@ def stream(transcriber, path: str, args):
         interrupted = True
     if stream.samples == 0:  # as a file of no samples is refused without --stream
         raise AudioError("no samples")
+    features, rate = transcriber.experiment.data.features, stream.sample_rate
+    if stream.samples < rate and not fbank(torch.zeros(stream.samples), rate, features.preset,
+                                           features.num_mel_bins).shape[0]:  # as refused without --stream
+        raise AudioError(f"{1000 * stream.samples / rate:.1f} ms of audio, shorter than one analysis window")
     return stream.finish(), interrupted
 
 

@@ -19,15 +19,16 @@ from rnnt.model.transducer import Transducer
 
 
 class OfflineEncoder(torch.nn.Module):
-    """The encoder's features padded with the frames a conv front end's first output frame reads less one: its
-    own padding of a batch too short for that frame is a Python branch, which the trace leaves out (onnxruntime
-    then refused a clip of a few frames). The padding adds frames past every length: the lengths keep them out."""
+    """The encoder's features padded with the frames a conv front end's first output frame reads: its own padding
+    of a batch too short for that frame is a Python branch, which the trace leaves out (onnxruntime then refused
+    a clip of a few frames, and of none: sherpa-onnx's apps crash on an exception). The padding adds frames past
+    every length: the lengths keep them out."""
 
     def __init__(self, model: Transducer, frontend: FeatureFrontEnd):
         super().__init__()
         self.frontend, self.encoder, self.enc_proj = frontend, model.encoder, model.joiner.enc_proj
         convs = [m for m in model.encoder.modules() if isinstance(m, Conv2dSubsampling)]
-        self.pad_frames = convs[0].stride + convs[0].overlap - 1 if convs else 0
+        self.pad_frames = convs[0].stride + convs[0].overlap if convs else 0
 
     def forward(self, x: torch.Tensor, x_lens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         feats, lengths = self.frontend(x, x_lens)

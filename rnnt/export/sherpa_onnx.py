@@ -123,12 +123,19 @@ def _export(module, args: tuple, path: str, inputs: list[str], outputs: list[str
     onnx.save(graph, path)
 
 
-def _verify(module, path: str, cases: list[dict[str, torch.Tensor]], tolerance: float = 1e-4) -> float:
+def _verify(module, path: str, cases: list[dict[str, torch.Tensor]], tolerance: float = 1e-4,
+            no_frame: bool = False) -> float:
     """The largest difference between onnxruntime's outputs and the module's over these inputs (shapes
-    and values both: a size baked into the graph when it was traced shows as a difference)."""
+    and values both: a size baked into the graph when it was traced shows as a difference). no_frame (an
+    offline encoder): a clip of no frame runs, to no output frame (a conv front end's graph raised there)."""
     import onnxruntime
 
     session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    if no_frame:
+        bins = cases[0]["x"].shape[2]
+        lengths = session.run(None, {"x": np.zeros((1, 0, bins), np.float32), "x_lens": np.zeros(1, np.int64)})[1]
+        if lengths.tolist() != [0]:
+            raise RuntimeError(f"{path}: a clip of no frame gives {lengths.tolist()} output frames")
     worst = 0.0
     for inputs in cases:
         got = session.run(None, {name: value.numpy() for name, value in inputs.items()})
@@ -201,10 +208,11 @@ def _export_encoder(model, frontend, options: ExportOptions, path: str, unit: in
             # this value, which must name one of its offline transducers: all run one graph interface, ours
             {**metadata, "model_type": "conformer"})
     # lengths with every remainder of stacking and StackTime, none of them the traced one, and clips too short
-    # for a conv front end's first or second output frame (whatever the stacking: 1, 3)
+    # for a conv front end's first or second output frame (whatever the stacking: 1, 3); and a clip of no frame,
+    # which PyTorch's LSTMs do not take, gives no output frame
     cases = [{"x": torch.randn(2, 101 + k, bins), "x_lens": torch.tensor([101 + k, 61 + k])} for k in range(unit)]
     return _verify(encoder, path, cases + [{"x": torch.randn(2, n, bins), "x_lens": torch.tensor([n, n - 1])}
-                                           for n in (3, 6, 18)])
+                                           for n in (1, 3, 6, 18)], no_frame=True)
 
 
 def _export_decoder_and_joiner(model, paths: dict, metadata: dict) -> dict:

@@ -127,3 +127,10 @@ def test_the_tools_refuse_a_number_out_of_range_before_they_start(tool, option, 
                          capture_output=True, text=True)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert f"{tool}: error: argument {option}: expected " in out.stderr, out.stderr
+
+
+def test_export_refuses_chunk_frames_without_streaming(tmp_path):
+    """--chunk-frames alone wrote an offline export, silently ignored."""
+    out = subprocess.run([sys.executable, str(ROOT / "steps" / "export_onnx.py"), "--chunk-frames", "6", "exp",
+                          "onnx"], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 2 and "--chunk-frames sets a streaming export's chunks: add --streaming" in out.stderr

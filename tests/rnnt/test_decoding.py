@@ -314,6 +314,9 @@ def test_transcribe_any_format_rate_and_channels(trained, yesno, tmp_path):
     assert f"{short}: cannot transcribe its audio (10.0 ms of audio, shorter than one analysis window)" in mixed.stderr
     assert f"{nan}: cannot transcribe its audio (some of its samples are not finite (NaN or inf))" in mixed.stderr
     assert "transcribe.py: 1 of 4 files transcribed; 3 could not be (named above)" in mixed.stderr
+    streamed = run_tool(sys.executable, STEPS / "transcribe.py", "--stream", trained, short)  # an empty transcript
+    assert streamed.returncode == 1 and streamed.stdout == ""  # and exit 0 before
+    assert f"{short}: cannot transcribe its audio (10.0 ms of audio, shorter than one analysis" in streamed.stderr
 
 
 def test_nbest_lists_from_decode_and_transcribe(trained, yesno, tmp_path):
