@@ -7,8 +7,8 @@ kept ({"text", "score", "tokens": [{"unit", "id", "time"}]}, best first). A file
 is named and the others are still transcribed; the exit status is then 1.
 
 --stream decodes as the audio arrives (greedy search, a unidirectional model) in memory that does not
-grow with the audio: the file is read and fed in chunks of --chunk-seconds (one at the model's sample
-rate block by block, so an hour-long recording is fine; word times count from its start), or '-' reads \
+grow with the audio: the file is read and fed in chunks of --chunk-seconds (block by block, resampled so where
+its rate is not the model's, so an hour-long recording is fine; word times count from its start), or '-' reads \
 raw 16-bit little-endian mono PCM at the model's sample rate from stdin as it comes, or a WAV stream of it
 (a microphone: arecord -t raw -f S16_LE -r 16000 -c 1 | steps/transcribe.py --stream exp -); Ctrl-C ends the
 audio there, and the transcript so far is printed as the final line (exit status 130).
@@ -30,9 +30,9 @@ import numpy as np
 import torch
 
 from rnnt.cli import above, at_least, tool_parser
-from rnnt.data.audio import AudioError, load_audio, to_mono
+from rnnt.data.audio import AudioError
 from rnnt.data.features import fbank
-from rnnt.data.resample import resample
+from rnnt.data.resample import StreamingResampler
 from rnnt.search_methods import METHODS, check_method
 from rnnt.segmenting import file_blocks, transcribe_in_segments
 from rnnt.streaming import StreamLines
@@ -117,12 +117,14 @@ def chunks(path: str, rate: int, seconds: float):
                 data, odd = data[:-1], data[-1:]
             yield torch.from_numpy(np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768)
         return
-    blocks, file_rate = file_blocks(path, seconds)
-    if file_rate == rate:  # read a block at a time: an hour-long file never sits in memory whole
+    blocks, file_rate = file_blocks(path, seconds)  # a block at a time: an hour-long file never sits in memory whole
+    if file_rate == rate:
         yield from blocks
         return
-    waveform, file_rate = load_audio(path)  # another rate: resampled as a whole
-    yield from resample(to_mono(waveform), file_rate, rate).split(size)
+    resampler = StreamingResampler(file_rate, rate)
+    for block in blocks:
+        yield resampler.accept(block)
+    yield resampler.finish()
 
 
 CONTAINERS = {b"fLaC": "a FLAC", b"OggS": "an Ogg", b"ID3": "an MP3"}  # by their first bytes

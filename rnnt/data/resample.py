@@ -53,3 +53,39 @@ def resample(waveform: torch.Tensor, orig_rate: int, new_rate: int) -> torch.Ten
     y = torch.nn.functional.conv1d(x, kernels, stride=orig)[..., :frames]  # (batch, new, frames)
     y = y.transpose(1, 2).reshape(x.shape[0], -1)[:, :out_length]
     return y.reshape(*shape[:-1], out_length)
+
+
+class StreamingResampler:
+    """resample over audio that comes in blocks (a long file read block by block), in memory of a block and the
+    filter's width: the blocks' outputs joined are the whole audio's resample (each output sample reads the same
+    input samples, through the same kernel)."""
+
+    def __init__(self, orig_rate: int, new_rate: int):
+        if orig_rate <= 0 or new_rate <= 0:
+            raise ValueError(f"sample rates must be positive, got {orig_rate} -> {new_rate}")
+        g = math.gcd(orig_rate, new_rate)
+        self.orig, self.new = orig_rate // g, new_rate // g
+        self.kernels, self.margin = _kernels(self.orig, self.new, torch.float32)
+        self.pending = torch.zeros(self.margin)  # the input not yet used up, after resample's left padding
+        self.consumed = self.emitted = 0  # input samples taken, output samples given
+
+    def accept(self, block: torch.Tensor) -> torch.Tensor:
+        """A mono block (samples,) -> the output samples it completes."""
+        self.consumed += block.shape[-1]
+        return self._convolve(torch.cat([self.pending, block.float()]))
+
+    def finish(self) -> torch.Tensor:
+        """The output samples left once the audio has ended (its right padding read)."""
+        total = resampled_length(self.consumed, self.orig, self.new)
+        tail = self._convolve(torch.cat([self.pending, torch.zeros(self.margin + 2 * self.orig)]))
+        return tail[:max(0, total - (self.emitted - tail.shape[0]))]
+
+    def _convolve(self, x: torch.Tensor) -> torch.Tensor:
+        width = 2 * self.margin + self.orig  # the input a group of `new` output samples reads
+        frames = (x.shape[0] - width) // self.orig + 1 if x.shape[0] >= width else 0
+        y = torch.nn.functional.conv1d(x[None, None, :(frames - 1) * self.orig + width], self.kernels,
+                                       stride=self.orig) if frames else torch.zeros(1, self.new, 0)
+        self.pending = x[frames * self.orig:]
+        y = y.transpose(1, 2).reshape(-1)
+        self.emitted += y.shape[0]
+        return y

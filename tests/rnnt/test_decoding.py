@@ -295,6 +295,8 @@ def test_transcribe_any_format_rate_and_channels(trained, yesno, tmp_path):
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     assert [r["file"] for r in rows] == [str(converted), entry["wav"]]
     assert rows[1]["text"] == tokenizer.decode(searched.tokens)
+    streamed = run_tool(sys.executable, STEPS / "transcribe.py", "--stream", trained, converted)  # resampled block
+    assert streamed.stdout.splitlines()[-1] == f"{converted} {rows[0]['text']}".rstrip(), streamed.stderr  # by block
     for row in rows:
         words = row["words"]
         assert [w["word"] for w in words] == row["text"].split()

@@ -22,7 +22,7 @@ from rnnt.data.features import fbank
 from rnnt.data.loader import LoaderPosition, make_loader
 from rnnt.data.pipeline import Pipeline
 from rnnt.data.report import DataReport
-from rnnt.data.resample import resample
+from rnnt.data.resample import StreamingResampler, resample
 from rnnt.data.sources import records
 from rnnt.data.specaugment import SpecAugmentConfig, spec_augment
 from rnnt.data.splitting import Reader, part
@@ -412,6 +412,24 @@ def test_resample_matches_an_analytic_tone():
     # a 6 kHz tone has no place under the 4 kHz Nyquist of 8 kHz audio: filtered out, not folded to 2 kHz
     above = resample(torch.sin(2 * torch.pi * 6000 * t), 16000, 8000)
     assert above[100:-100].square().mean().sqrt() < 0.01 * (0.5 ** 0.5)  # 40 dB under the tone's RMS
+
+
+@pytest.mark.parametrize("orig,new", [(44100, 16000), (8000, 16000), (16000, 8000), (22050, 16000)])
+def test_resampling_block_by_block_gives_the_whole_audios_resample(fsdd, orig, new):
+    """transcribe.py --stream read a file at another rate than the model's whole, and resampled it whole: 76 MB a
+    minute at 44.1 kHz. Blocks of random sizes give the samples resampling it whole gives."""
+    speech = load_audio(next(records(str(fsdd / "test.list")))["audio"])[0][0]
+    audio = resample(speech, 8000, orig)
+    generator = torch.Generator().manual_seed(orig + new)
+    resampler, parts, start = StreamingResampler(orig, new), [], 0
+    while start < audio.shape[0]:
+        size = int(torch.randint(1, 3000, (1,), generator=generator))
+        parts.append(resampler.accept(audio[start:start + size]))
+        start += size
+    joined = torch.cat(parts + [resampler.finish()])
+    whole = resample(audio, orig, new)
+    assert joined.shape == whole.shape
+    torch.testing.assert_close(joined, whole, rtol=0, atol=1e-5)
 
 
 def test_split_is_disjoint_and_covers_every_epoch():
