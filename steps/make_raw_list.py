@@ -14,6 +14,7 @@ import json
 import os
 import sys
 
+from rnnt.atomic_write import write_atomically
 from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.data.audio_header import AudioError
 from rnnt.datadir.table import has_undecodable_bytes, read_table
@@ -74,10 +75,12 @@ def main() -> str:
         print(f"make_raw_list.py: skipped {reason}", file=sys.stderr)
     if not rows:
         raise ToolError(f"{args.data_dir}: no utterance has both audio and text")
-    tmp = f"{args.data_list}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-    os.replace(tmp, args.data_list)
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(args.data_list)), exist_ok=True)
+        write_atomically(args.data_list, lambda f: f.writelines(json.dumps(row, ensure_ascii=False) + "\n"
+                                                                for row in rows))
+    except OSError as error:
+        raise ToolError(f"{args.data_list}: cannot write the list ({error.strerror or error})") from error
     hours = sum(row.get("duration", 0.0) for row in rows) / 3600
     missing = f"; {without_duration} listed without a duration (named above)" if without_duration else ""
     return f"{args.data_list}: {len(rows)} utterances, {hours:.2f} h; skipped {len(skipped)}{missing}"

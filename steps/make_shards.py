@@ -19,6 +19,7 @@ from multiprocessing import Pool
 
 from rnnt.progress_bar import progress
 
+from rnnt.atomic_write import write_atomically
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.datadir.utterances import read_utterances
 from rnnt.prep.shard_writer import FORMATS, AudioOptions, ShardItem, skipped_path, write_shard
@@ -71,9 +72,10 @@ def same_plan_or_new(shard_dir: str, plan: dict) -> bool:
 
 
 def write_list(path: str, shards: list[str]) -> None:
-    with open(f"{path}.tmp", "w") as f:
-        f.writelines(f"{shard}\n" for shard in shards)
-    os.replace(f"{path}.tmp", path)
+    try:
+        write_atomically(path, lambda f: f.writelines(f"{shard}\n" for shard in shards))
+    except OSError as error:
+        raise ToolError(f"{path}: cannot write the list ({error.strerror or error})") from error
 
 
 def start_shard_dir(shard_dir: str, plan: dict, replace: bool) -> None:
@@ -143,7 +145,12 @@ def main() -> str:
     options = AudioOptions(args.audio_format, args.resample)
     plan = {"utts_per_shard": args.utts_per_shard, "audio_format": args.audio_format, "resample": args.resample,
             "keys": [item.key for item in items], "items": items_digest(items)}
-    start_shard_dir(args.shard_dir, plan, args.replace)
+    try:  # both folders made before any packing (a list in a folder not there was a traceback after it)
+        os.makedirs(os.path.dirname(os.path.abspath(args.shard_list)), exist_ok=True)
+        start_shard_dir(args.shard_dir, plan, args.replace)
+    except OSError as error:
+        where = error.filename or args.shard_dir
+        raise ToolError(f"{where}: cannot write there ({error.strerror or error})") from error
     n = args.utts_per_shard
     paths = [os.path.abspath(os.path.join(args.shard_dir, f"{args.prefix}_{i:06d}.tar"))
              for i in range((len(items) + n - 1) // n)]

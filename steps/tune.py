@@ -174,7 +174,13 @@ def main() -> str:
     trials = args.trials or search.trials
     os.makedirs(args.exp_dir, exist_ok=True)
     storage = args.storage or f"sqlite:///{os.path.join(args.exp_dir, 'study.db')}"
-    study = open_study(storage, args.study_name, search, args.heartbeat)
+    try:
+        study = open_study(storage, args.study_name, search, args.heartbeat)
+    except Exception as error:  # sqlalchemy's: a damaged database file, a URL it cannot parse, a server not there
+        if not type(error).__module__.startswith("sqlalchemy") and not isinstance(error, ValueError):
+            raise
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ToolError(f"{storage}: cannot open the study's storage ({reason})") from error
     check_same_search(study, experiment, search, f"{storage} (study {args.study_name})")
     optimize_until(study, make_objective(base, search, args), trials, catch=(TrialFailed,))
     with open(args.config) as f:

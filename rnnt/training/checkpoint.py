@@ -11,6 +11,7 @@ import random
 
 import torch
 
+from rnnt.atomic_write import write_atomically
 from rnnt.training.checkpoint_names import KINDS, name, numbered
 
 log = logging.getLogger(__name__)
@@ -21,27 +22,6 @@ __all__ = ["UnreadableCheckpoint", "for_decoding", "latest", "load", "load_meta"
 
 def save(path: str, state: dict) -> None:
     write_atomically(path, lambda f: torch.save(state, f), "wb")
-
-
-def write_atomically(path: str, write, mode: str = "w") -> None:
-    """write(f) to path.tmp, flushed to disk, then renamed: a crash leaves the old file or the new one, whole; a
-    failure (a full disk, path a directory) leaves no path.tmp."""
-    tmp = f"{path}.tmp"
-    try:
-        with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.isfile(tmp):
-            os.remove(tmp)
-        raise
-    directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    try:
-        os.fsync(directory)  # the rename itself
-    finally:
-        os.close(directory)
 
 
 class UnreadableCheckpoint(ValueError):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import torch
 import yaml
 
+from rnnt.atomic_write import write_atomically
 from rnnt.config import from_dict, read_yaml, to_dict
 from rnnt.data.cmvn_file import cmvn_source
 from rnnt.data.config import DataConfig, data_config
@@ -161,9 +162,9 @@ def with_paths(experiment: Experiment, convert) -> Experiment:
 
 
 def save_experiment(experiment: Experiment, path: str) -> None:
-    """Written whole or not at all (checkpoint.write_atomically): a config.yaml cut short by a full disk or a kill
+    """Written whole or not at all (rnnt.atomic_write): a config.yaml cut short by a full disk or a kill
     made the next resume take the defaults for it and set the experiment aside as trained under another config."""
-    checkpoint.write_atomically(path, lambda f: yaml.safe_dump(to_dict(experiment), f, sort_keys=False))
+    write_atomically(path, lambda f: yaml.safe_dump(to_dict(experiment), f, sort_keys=False))
 
 
 def build_optimizer(config: TrainConfig, params) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:

@@ -367,3 +367,20 @@ def test_sphere_audio_is_written_as_wav_for_wenets_reader(test_data, tmp_path):
     data, extension, _ = audio_member(ShardItem("c", "YES", str(timit)), AudioOptions())
     assert extension == "wav" and data[:4] == b"RIFF" and (soundfile.read(io.BytesIO(data), dtype="int16")[0]
                                                            == samples).all()
+
+
+def test_lists_in_a_folder_not_there_yet_are_written_and_one_that_cannot_be_is_named(test_data, tmp_path):
+    """A list path in a folder not there was a FileNotFoundError traceback, after every shard was packed."""
+    data = prep("librispeech", test_data, tmp_path)
+    out = run_tool(sys.executable, STEPS / "make_raw_list.py", data, tmp_path / "new" / "raw.list")
+    assert out.returncode == 0 and (tmp_path / "new" / "raw.list").is_file(), out.stderr
+    out = run_tool(sys.executable, STEPS / "make_shards.py", data, tmp_path / "shards", tmp_path / "lists" / "d.list")
+    assert out.returncode == 0 and (tmp_path / "lists" / "d.list").is_file(), out.stderr
+    (tmp_path / "afile").write_text("")
+    for tool, args in (("make_raw_list.py", [tmp_path / "afile" / "raw.list"]),
+                       ("make_shards.py", [tmp_path / "shards2", tmp_path / "afile" / "d.list"]),
+                       ("make_shards.py", [tmp_path / "afile" / "shards", tmp_path / "d.list"])):
+        out = run_tool(sys.executable, STEPS / tool, data, *args)
+        assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+        assert f"{tool}: {tmp_path / 'afile'}" in out.stderr and "cannot write" in out.stderr
+    assert not (tmp_path / "shards2").exists() or not list((tmp_path / "shards2").glob("*.tar"))

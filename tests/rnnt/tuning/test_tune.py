@@ -325,3 +325,17 @@ def test_workers_in_checkouts_at_other_places_share_a_study_and_an_older_fingerp
     other = dataclasses.replace(experiment, train=dataclasses.replace(experiment.train, epochs=99))
     with pytest.raises(Exception, match="holds the trials of another config or search"):
         tune.check_same_search(study, other, search, "db")
+
+
+def test_a_damaged_study_database_or_a_bad_storage_url_is_named(yesno, tmp_path):
+    """sqlalchemy's DatabaseError and ArgumentError went up as tracebacks."""
+    search = {"trials": 1, "pruner": {"type": "none"}, "sampler": {"type": "random", "seed": 1},
+              "space": {"train.optimizer.lr": {"type": "float", "low": 1e-3, "high": 1e-2}}}
+    args = tune_args(yesno, tmp_path, search)
+    (tmp_path / "tune").mkdir()
+    (tmp_path / "tune" / "study.db").write_text("not a database\n")
+    out = run_tool(*args)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"tune.py: sqlite:///{tmp_path / 'tune' / 'study.db'}: cannot open the study's storage (" in out.stderr
+    out = run_tool(*args, "--storage", "notaurl")
+    assert out.returncode == 1 and "tune.py: notaurl: cannot open the study's storage (" in out.stderr, out.stderr
