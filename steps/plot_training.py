@@ -8,6 +8,7 @@ left out. Writes a PNG.
 
 import os
 import re
+import sys
 from datetime import datetime
 
 from rnnt.cli import ToolError, above, run_tool, tool_parser
@@ -21,22 +22,29 @@ VALID = re.compile(STAMP + r"epoch (?P<epoch>\d+) validation[^:]*: loss (?P<loss
 def read_log(
     path: str, max_gap_seconds: float
 ) -> tuple[list[tuple[float, float]], list[tuple[float, float, float | None]]]:
-    """(minutes, training loss) points and (minutes, dev loss, dev WER or None) points."""
+    """(minutes, training loss) points and (minutes, dev loss, dev WER or None) points; a line of either kind
+    whose date or numbers do not read (a log damaged by hand or by a full disk) is named and left out."""
     train, valid = [], []
     elapsed, last = 0.0, None
     with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
+        for number, line in enumerate(f, 1):
             match = TRAIN.match(line) or VALID.match(line)
             if match is None:
                 continue
-            now = datetime.strptime(match["time"], "%Y-%m-%d %H:%M:%S,%f")
+            try:
+                now = datetime.strptime(match["time"], "%Y-%m-%d %H:%M:%S,%f")
+                wer = match.groupdict().get("wer")
+                loss, wer = float(match["loss"]), float(wer) if wer else None
+            except ValueError as error:
+                print(f"plot_training.py: {path}:{number}: {error}; line left out", file=sys.stderr)
+                continue
             if last is not None and 0 <= (now - last).total_seconds() <= max_gap_seconds:
                 elapsed += (now - last).total_seconds()
             last = now
             if "step" in match.groupdict():
-                train.append((elapsed / 60, float(match["loss"])))
+                train.append((elapsed / 60, loss))
             else:
-                valid.append((elapsed / 60, float(match["loss"]), float(match["wer"]) if match["wer"] else None))
+                valid.append((elapsed / 60, loss, wer))
     return train, valid
 
 

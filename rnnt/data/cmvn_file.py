@@ -43,8 +43,10 @@ def read_cmvn(path: str) -> dict:
             raise ValueError(f"{path}: CMVN stats of {frames} frames; recompute them with {WRITTEN_BY}")
         mean, std = mean_and_std(stats["mean_stat"], stats["var_stat"], frames)
         stats = {**stats, "mean": mean.tolist(), "std": std.tolist()}
-    if not all(isinstance(stats[key], list) for key in ("mean", "std")) or len(stats["mean"]) != len(stats["std"]):
-        raise ValueError(f"{path}: the CMVN mean and deviation must be lists of one length (one value a bin)")
+    if not all(isinstance(stats[key], list) for key in ("mean", "std")) or len(stats["mean"]) != len(stats["std"]) \
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in stats["mean"] + stats["std"]):
+        raise ValueError(f"{path}: the CMVN mean and deviation must be lists of numbers of one length (one value a "
+                         "bin)")
     return stats
 
 

@@ -51,8 +51,16 @@ def check_unit_rate(experiment) -> list[str]:
     path = os.path.join(experiment.paths.lang_dir, UNIT_RATE_FILE)
     if not experiment.model.loss.one_sym_per_frame or not os.path.isfile(path):
         return []
-    with open(path, encoding="utf-8") as f:
-        rates = sorted(json.load(f)["units_per_second"])
+    try:
+        with open(path, encoding="utf-8") as f:
+            rates = json.load(f)["units_per_second"]
+        if not isinstance(rates, list) or not all(isinstance(r, (int, float)) and not isinstance(r, bool)
+                                                  for r in rates):
+            raise ValueError("units_per_second is not a list of numbers")
+    except (OSError, ValueError, KeyError, TypeError) as error:  # cut short, or damaged by hand
+        return [f"{path}: not the units a second of the training transcripts ({type(error).__name__}: {error}); "
+                "write it again with steps/build_units.py"]
+    rates = sorted(rates)
     if not rates:
         return []
     speed = max(experiment.data.speed_perturb or (1.0,))

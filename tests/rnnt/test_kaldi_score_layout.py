@@ -84,3 +84,13 @@ def test_a_decode_dir_has_the_per_speaker_table_of_its_data_dirs_speakers(tmp_pa
     (data / "utt2spk").unlink()
     write_results(str(out), refs, hyps, str(data / "text"), "decode.py")
     assert not (out / "per_spk").exists()  # not left from the run before
+
+
+def test_a_reference_of_no_utterance_is_refused(tmp_path):
+    """It scored %WER nan [ 0 / 0 ] with every hypothesis ignored, and ended 0 (files given the wrong way round)."""
+    write_case(tmp_path)
+    (tmp_path / "ref").write_text("")
+    out = score(tmp_path)
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr == f"score.py: {tmp_path / 'ref'}: no reference utterance (the reference first, then the " \
+                         "hypotheses)\n"

@@ -23,3 +23,19 @@ def test_plots_loss_and_dev_wer_of_a_real_run(yesno, tmp_path):
     assert len(wers) == 2 and f"a: best dev WER {min(float(w) for w in wers):.2f}%" in out.stdout
     missing = run_tool(sys.executable, ROOT / "steps" / "plot_training.py", png, tmp_path / "nothing")
     assert missing.returncode == 1 and "train.log: not found" in missing.stderr
+
+
+def test_a_log_line_that_does_not_read_is_named_and_left_out(tmp_path):
+    """`loss 1.2.3` or a date that is none was a ValueError traceback."""
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    (exp / "train.log").write_text(
+        "2026-11-30 06:00:00,000 [rank 0] epoch 1 step 10: loss 1.5, lr 0.001\n"
+        "2026-11-30 06:00:10,000 [rank 0] epoch 1 step 20: loss 1.2.3, lr 0.001\n"
+        "2026-13-30 06:00:20,000 [rank 0] epoch 1 step 30: loss 1.0, lr 0.001\n"
+        "2026-11-30 06:00:30,000 [rank 0] epoch 1 validation: loss 0.9, WER 12.50%\n")
+    png = tmp_path / "training.png"
+    out = run_tool(sys.executable, ROOT / "steps" / "plot_training.py", png, exp)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert f"plot_training.py: {exp / 'train.log'}:2: could not convert string to float" in out.stderr
+    assert f"plot_training.py: {exp / 'train.log'}:3: " in out.stderr and "best dev WER 12.50%" in out.stdout

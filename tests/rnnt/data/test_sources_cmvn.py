@@ -245,3 +245,12 @@ def test_a_shard_transcript_not_utf8_loses_only_its_utterance(test_data, tmp_pat
     assert len(keys) == 4 and bad_key not in keys
     assert any(f"utterance {bad_key} has a transcript that is not UTF-8; skipped" in r.getMessage()
                for r in caplog.records)
+
+
+@pytest.mark.parametrize("stats", [{"mean": ["0.5"] * 2, "std": [1.0] * 2}, {"mean": [0.5, True], "std": [1.0] * 2}])
+def test_cmvn_stats_that_are_not_numbers_are_named(tmp_path, stats):
+    """A string in the mean was torch's TypeError, a traceback from train.py."""
+    path = tmp_path / "cmvn.json"
+    path.write_text(json.dumps(stats))
+    with pytest.raises(ValueError, match=f"^{path}: the CMVN mean and deviation must be lists of numbers of one"):
+        load_cmvn(data_config({"features": {"cmvn": str(path), "num_mel_bins": 2}}))

@@ -101,6 +101,11 @@ def test_one_symbol_per_frame_against_the_units_rate_is_refused_before_training(
             "a second") in out.stderr, out.stderr
     assert "Lower data.subsample or the encoder's time reduction (model.encoder.stack_time" in out.stderr
     assert not (tmp_path / "exp").exists()
+    for damaged in ('{"units_per_second": [10.0, ', '{"units_per_second": ["a"]}', "[1, 2]"):  # tracebacks before
+        (lang / "unit_rate.json").write_text(damaged)
+        out = run_tool(*args)
+        assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-2000:]
+        assert f"{lang / 'unit_rate.json'}: not the units a second of the training transcripts (" in out.stderr
 
 
 def test_build_units_writes_each_transcripts_rate(yesno, tmp_path):
