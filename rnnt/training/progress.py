@@ -102,8 +102,10 @@ class Progress:
         for name, value in result.items():
             if name != "utterances":
                 self.writer.add_scalar(f"valid/{name}", value, step)
-        log.info("epoch %d validation%s: loss %.4f%s over %d utterances", epoch, " (EMA)" if ema else "",
-                 result["loss"], f", WER {result['wer']:.2f}%" if "wer" in result else "", result["utterances"])
+        left_out = result.get("skipped_out_of_memory")
+        log.info("epoch %d validation%s: loss %.4f%s over %d utterances%s", epoch, " (EMA)" if ema else "",
+                 result["loss"], f", WER {result['wer']:.2f}%" if "wer" in result else "", result["utterances"],
+                 f" ({left_out} left out: out of memory)" if left_out else "")
 
     def close(self) -> None:
         if self.writer:

@@ -4,6 +4,7 @@ torchrun each rank decodes its part of the list and the sums are added over the 
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import torch
 
@@ -12,10 +13,12 @@ from rnnt.data.pipeline import Pipeline
 from rnnt.scoring import ErrorCounts, count_errors
 from rnnt.ctc_search import ctc_greedy_search
 from rnnt.search import greedy_search
+from rnnt.training.accumulation import is_out_of_memory
 from rnnt.training.distributed import World, sum_over_ranks
 from rnnt.training.stop import StopTraining
 
 
+log = logging.getLogger("rnnt.train")
 NO_USABLE_UTTERANCE = ("no usable utterance in the validation list (the data report above names what was left "
                        "out)")
 
@@ -34,31 +37,46 @@ def validation_pipeline(experiment, tokenizer, lengths: dict, audio_cache) -> Pi
     return pipeline
 
 
+def batch_loss_and_hypotheses(model, batch: dict, device: torch.device, wer: bool):
+    """The batch's mean loss (float64) and, with wer, its greedy search's hypotheses."""
+    feats, feat_lens = batch["feats"].to(device), batch["feat_lens"].to(device)
+    tokens, token_lens = batch["tokens"].to(device), batch["token_lens"].to(device)
+    enc, enc_lens = model.encode(feats, feat_lens)  # once, for the loss and for the search
+    loss = model.loss(enc, enc_lens, tokens, token_lens)["loss"].double()
+    search = greedy_search if model.is_transducer else ctc_greedy_search
+    return loss, search(model, enc, enc_lens) if wer else []
+
+
 @torch.no_grad()
 def validate(model, batches, tokenizer, device: torch.device, wer: bool = True, world: World = World()
              ) -> dict[str, float]:
     """batches: this rank's part of the list (all of it in a world of one); every rank calls this together."""
     was_training = model.training
     model.eval()
-    total_loss, utterances = torch.zeros((), dtype=torch.float64, device=device), 0
+    total_loss, utterances, skipped = torch.zeros((), dtype=torch.float64, device=device), 0, 0
     errors = ErrorCounts()
     for batch in batches:
-        feats, feat_lens = batch["feats"].to(device), batch["feat_lens"].to(device)
-        tokens, token_lens = batch["tokens"].to(device), batch["token_lens"].to(device)
-        n = len(batch["keys"])
-        enc, enc_lens = model.encode(feats, feat_lens)  # once, for the loss and for the search
-        total_loss += model.loss(enc, enc_lens, tokens, token_lens)["loss"].double() * n
-        utterances += n
-        if wer:
-            search = greedy_search if model.is_transducer else ctc_greedy_search
-            for hyp, text in zip(search(model, enc, enc_lens), batch["texts"]):
-                errors.add(count_errors(text, tokenizer.text(hyp)))
+        try:
+            loss, hypotheses = batch_loss_and_hypotheses(model, batch, device, wer)
+        except RuntimeError as error:  # a long dev utterance (data.filter is not applied here) out of memory:
+            if not is_out_of_memory(error):  # left out, counted, rather than the epoch's end lost with the run
+                raise
+            log.warning("validation: out of memory on a batch of feats %s (%s, ...): left out",
+                        tuple(batch["feats"].shape), batch["keys"][0])
+            skipped += len(batch["keys"])
+            continue
+        total_loss += loss * len(batch["keys"])
+        utterances += len(batch["keys"])
+        for hyp, text in zip(hypotheses, batch["texts"]):
+            errors.add(count_errors(text, tokenizer.text(hyp)))
     model.train(was_training)
-    loss, utterances, *counts = sum_over_ranks(world, [float(total_loss), utterances, errors.substitutions,
-                                                       errors.deletions, errors.insertions, errors.reference_words])
+    loss, utterances, skipped, *counts = sum_over_ranks(world, [float(total_loss), utterances, skipped,
+                                                                errors.substitutions, errors.deletions,
+                                                                errors.insertions, errors.reference_words])
     if not utterances:
         raise StopTraining(f"validation: {NO_USABLE_UTTERANCE}")
-    result = {"loss": loss / utterances, "utterances": int(utterances)}
+    result = {"loss": loss / utterances, "utterances": int(utterances),
+              **({"skipped_out_of_memory": int(skipped)} if skipped else {})}
     if wer:
         result["wer"] = ErrorCounts(*(int(c) for c in counts)).wer
     return result

@@ -317,6 +317,36 @@ def test_validation_reads_what_decoding_reads_whatever_data_filter_leaves_out_of
     assert not list(trainer.train_pipeline.batches())  # training: every one longer than data.filter.max_duration
 
 
+def test_a_validation_batch_out_of_memory_is_left_out_and_counted(yesno_small, monkeypatch, caplog):
+    """Validation takes dev's longest utterances (no data.filter): one out of memory ended the run at the epoch's
+    end, before its checkpoint, and every resume met it again."""
+    from rnnt.training import validation
+
+    trainer = make_trainer(yesno_small, "exp")
+    experiment = dataclasses.replace(trainer.experiment, paths=dataclasses.replace(
+        trainer.experiment.paths, valid_list=str(yesno_small / "train.list")))
+    lengths = {"output_frames": experiment.model.encoder.output_frames,
+               "units_per_frame": experiment.model.loss.units_per_frame()}
+    batches = list(validation.validation_pipeline(experiment, trainer.tokenizer, lengths, None).batches())
+    assert len(batches) > 1
+    whole = validation.validate(trainer.model, batches, trainer.tokenizer, torch.device("cpu"))
+    real, calls = validation.batch_loss_and_hypotheses, []
+
+    def out_of_memory_once(model, batch, device, wer):
+        calls.append(batch["keys"])
+        if len(calls) == 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+        return real(model, batch, device, wer)
+
+    monkeypatch.setattr(validation, "batch_loss_and_hypotheses", out_of_memory_once)
+    result = validation.validate(trainer.model, batches, trainer.tokenizer, torch.device("cpu"))
+    assert result["skipped_out_of_memory"] == len(batches[0]["keys"])
+    assert result["utterances"] == whole["utterances"] - len(batches[0]["keys"])
+    assert "validation: out of memory on a batch of feats" in caplog.text
+    trainer.progress.validated(1, 5, result, ema=False)
+    assert f"({len(batches[0]['keys'])} left out: out of memory)" in caplog.text
+
+
 def test_a_batch_of_weight_0_moves_no_batch_norm_statistics(yesno_small):
     """A rank that has run out repeats a batch with weight 0 while the others finish the epoch: its gradient
     is 0, and its input batch norm's running statistics stay as they were (rank 0's are every rank's and
