@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import sys
 
 import torch
 
@@ -23,18 +24,28 @@ from rnnt.search import Hypothesis
 LM = "lm"
 
 
-def read_nbest(path: str) -> dict[str, list[Hypothesis]]:
-    """utterance -> its hypotheses (labels and words) from a decode.py nbest.json."""
+def read_nbest(path: str, vocab_size: int) -> dict[str, list[Hypothesis]]:
+    """utterance -> its hypotheses (labels and words) from a decode.py nbest.json, whose units are ids of a
+    vocabulary of vocab_size; a line that is not one (a unit id that is no unit, the blank, not a whole number)
+    is named and left out, and the rest kept (one ended the whole combination in a traceback)."""
     nbests = {}
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             try:
                 row = json.loads(line)
-                nbests[row["key"]] = [Hypothesis([unit["id"] for unit in hyp["tokens"]], [0] * len(hyp["tokens"]),
-                                                 0.0, words=hyp["text"].split()) for hyp in row["hyps"]]
-            except (ValueError, KeyError, TypeError) as error:
-                raise ValueError(f"{path}:{number}: not a decode.py n-best line ({error})") from error
+                hyps = [Hypothesis([unit_id(unit["id"], vocab_size) for unit in hyp["tokens"]],
+                                   [0] * len(hyp["tokens"]), 0.0, words=hyp["text"].split()) for hyp in row["hyps"]]
+                nbests[row["key"]] = hyps
+            except (ValueError, KeyError, TypeError, AttributeError) as error:
+                print(f"{path}:{number}: not a decode.py n-best line ({type(error).__name__}: {error}); left out",
+                      file=sys.stderr)
     return nbests
+
+
+def unit_id(value, vocab_size: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < vocab_size:
+        raise ValueError(f"unit id {value!r} is none of the model's units 1 to {vocab_size - 1}")
+    return value
 
 
 def pool(nbests: list[dict[str, list[Hypothesis]]]) -> dict[str, list[Hypothesis]]:

@@ -80,7 +80,8 @@ def read_weights(path: str, names: list[str]) -> list[float]:
 
 def scored_pools(systems, models, fusion_yaml: str, data_list: str):
     """The feature names, and per utterance its pooled hypotheses and their feature rows."""
-    pools = pool([read_nbest(os.path.join(decode_dir, "nbest.json")) for _, _, decode_dir in systems])
+    vocab_size = models[0][2].vocab_size  # the systems share their units (checked)
+    pools = pool([read_nbest(os.path.join(decode_dir, "nbest.json"), vocab_size) for _, _, decode_dir in systems])
     names, rows = [], {key: [[] for _ in hyps] for key, hyps in pools.items()}
     for (exp, _, _), (experiment, model, tokenizer, _) in zip(systems, models):
         own = feature_names(os.path.normpath(exp), model)

@@ -550,7 +550,7 @@ def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, train
     rows = (out_dir / "tuning.tsv").read_text().splitlines()
     assert rows[0].split("\t") == names + ["wer"] and len(rows) == 1 + 5 ** 3
     assert f"%WER {min(float(r.split()[-1]) for r in rows[1:]):.2f} [" in (out_dir / "wer").read_text()
-    pools = pool([read_nbest(str(exp / "decode-combine-modified_beam" / "nbest.json"))
+    pools = pool([read_nbest(str(exp / "decode-combine-modified_beam" / "nbest.json"), 4)
                   for exp in (trained, trained_standard)])
     hyps = dict(line.split(maxsplit=1) if " " in line else (line, "")
                 for line in (out_dir / "hyp").read_text().splitlines())
@@ -580,12 +580,19 @@ def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, train
             likelihoods = transducer_log_likelihoods(model, enc[b], int(enc_lens[b]), pools[key])
             best = pools[key][max(range(len(likelihoods)), key=likelihoods.__getitem__)]
             assert alone[key] == " ".join(best.words)
-    broken = tmp_path / "broken"
+    broken = tmp_path / "broken"  # a line that is none, one of a unit that is none: named, left out, the rest kept
     broken.mkdir()
-    (broken / "nbest.json").write_text('{"key": "a", "hyps": [{"text": "YES"}]}\n')
+    good = (trained_standard / "decode-combine-modified_beam" / "nbest.json").read_text().splitlines()
+    row = json.loads(good[0])
+    row["hyps"][0]["tokens"][0]["id"] = 99
+    (broken / "nbest.json").write_text("\n".join(['{"key": "a", "hyps": [{"text": "YES"}]}', json.dumps(row)]
+                                                 + good[1:]) + "\n")
     out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems[:4], "--system", trained_standard,
-                   systems[6], broken, "--lm-fusion", fusion, "--tune", yesno / "test.list", tmp_path / "no")
-    assert out.returncode == 1 and f"{broken / 'nbest.json'}:1: not a decode.py n-best line" in out.stderr
+                   systems[6], broken, "--lm-fusion", fusion, "--weights", out_dir / "weights.yaml",
+                   yesno / "test.list", tmp_path / "no")
+    assert out.returncode == 0 and f"{broken / 'nbest.json'}:1: not a decode.py n-best line" in out.stderr
+    assert f"{broken / 'nbest.json'}:2: not a decode.py n-best line (ValueError: unit id 99 is none of the " \
+           "model's units 1 to 3); left out" in out.stderr
     # weights of other systems, a file that holds none, a grid that is not numbers: one line each, no traceback
     (tmp_path / "other.yaml").write_text(yaml.safe_dump({"weights": {"exp/a transducer": 1.0, "lm": 1.0}}))
     (tmp_path / "empty.yaml").write_text("")
