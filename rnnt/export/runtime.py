@@ -55,9 +55,31 @@ def load_recognizer(onnx_dir: str, threads: int):
         args[key] = os.path.join(onnx_dir, args[key])
         if not os.path.isfile(args[key]):  # sherpa-onnx's own check is an AssertionError, or a crash later
             raise ValueError(f"{args[key]}: no such file ({path} names it as the {key})")
+    check_against_the_graphs(args, path)
     streaming = args.get("model_type") == "lstm"
     kind = sherpa_onnx.OnlineRecognizer if streaming else sherpa_onnx.OfflineRecognizer
     return kind.from_transducer(**args, num_threads=threads), streaming, args["sample_rate"]
+
+
+def check_against_the_graphs(args: dict, path: str) -> None:
+    """tokens.txt holds a line a unit and sherpa-onnx.json the sample rate the decoder graph was exported with (its
+    metadata, where it has them): a short tokens.txt crashed sherpa-onnx mid-decoding, another rate scored 99% in
+    silence."""
+    import onnx
+
+    try:
+        graph = onnx.load(args["decoder"])
+    except Exception as error:  # protobuf's DecodeError, onnx's own for a file cut short
+        raise ValueError(f"{args['decoder']}: not an ONNX graph ({type(error).__name__}); export it again") from None
+    metadata = {prop.key: prop.value for prop in graph.metadata_props}
+    with open(args["tokens"], encoding="utf-8") as f:
+        tokens = sum(1 for line in f if line.strip())
+    if "vocab_size" in metadata and tokens != int(metadata["vocab_size"]):
+        raise ValueError(f"{args['tokens']}: {tokens} units, but the model has {metadata['vocab_size']}; export "
+                         "it again with steps/export_onnx.py")
+    if "sample_rate" in metadata and int(args["sample_rate"]) != int(metadata["sample_rate"]):
+        raise ValueError(f"{path}: sample_rate {args['sample_rate']}, but the model was exported at "
+                         f"{metadata['sample_rate']} Hz")
 
 
 def tail_seconds(onnx_dir: str, streaming: bool) -> float:

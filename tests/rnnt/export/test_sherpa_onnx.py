@@ -327,6 +327,32 @@ def test_a_broken_export_dir_is_named_by_its_file(tmp_path):
         tail_seconds(str(tmp_path), False)
 
 
+def test_an_export_dir_whose_tokens_or_rate_are_not_its_graphs_is_refused(tmp_path, langs):
+    """A tokens.txt short of a unit crashed sherpa-onnx mid-decoding (_Map_base::at); a sample_rate edited in
+    sherpa-onnx.json decoded every utterance at the wrong rate, 99% WER in silence."""
+    from rnnt.export.runtime import load_recognizer
+
+    exp = make_experiment(tmp_path / "exp", langs["word"])
+    out = tmp_path / "onnx"
+    export(str(exp), str(out))
+    assert load_recognizer(str(out), 1)[2] == 16000
+    tokens = (out / "tokens.txt").read_text().splitlines()
+    (out / "tokens.txt").write_text("\n".join(tokens[:-1]) + "\n")
+    with pytest.raises(ValueError, match=f"^{out / 'tokens.txt'}: {len(tokens) - 1} units, but the model has "
+                                         f"{len(tokens)}; export it again"):
+        load_recognizer(str(out), 1)
+    (out / "tokens.txt").write_text("\n".join(tokens) + "\n")
+    args = json.loads((out / "sherpa-onnx.json").read_text())
+    (out / "sherpa-onnx.json").write_text(json.dumps({**args, "sample_rate": 8000}))
+    with pytest.raises(ValueError, match=f"^{out / 'sherpa-onnx.json'}: sample_rate 8000, but the model was "
+                                         "exported at 16000 Hz"):
+        load_recognizer(str(out), 1)
+    (out / "sherpa-onnx.json").write_text(json.dumps(args))
+    (out / "decoder.onnx").write_bytes((out / "decoder.onnx").read_bytes()[:100])
+    with pytest.raises(ValueError, match=f"^{out / 'decoder.onnx'}: not an ONNX graph"):
+        load_recognizer(str(out), 1)
+
+
 def test_sherpa_onnx_token_times_become_words_in_the_exports_own_frames():
     """sherpa-onnx times a token as its encoder frame x 40 ms; an export whose frames are 60 ms gets its words
     from frame index x 60 ms, a word ending a frame after its last unit and never after the audio: BPE pieces
