@@ -98,9 +98,8 @@ def main() -> str:
         results = decode_batch_nbest(model, batch["feats"].to(args.device), batch["feat_lens"].to(args.device),
                                      args.method, options)
         decode_seconds += time.perf_counter() - start
-        for key, hyp_list, seconds in zip(batch["keys"], results, batch["seconds"]):
-            hyps[key] = tokenizer.text(hyp_list[0])
-            duration = seconds - experiment.data.tail_silence  # the silence decoding appends is not the recording's
+        for key, hyp_list, duration in zip(batch["keys"], results, batch["seconds"]):  # the silence decoding
+            hyps[key] = tokenizer.text(hyp_list[0])  # appends not counted: words end inside the recording
             audio_seconds += duration
             words[key] = words_with_times(tokenizer, hyp_list[0], encoder_frame_seconds, duration)
             if tokenizer.kind == "phone":

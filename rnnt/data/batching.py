@@ -72,7 +72,8 @@ def dynamic_batches(records: Iterable[dict], max_frames: int, max_batch_size: in
 def pad_batch(keys: list[str], feats: list[torch.Tensor], tokens: list[list[int]],
               texts: list[str] | None = None, seconds: list[float] | None = None) -> dict:
     """{'keys', 'texts', 'feats' (B, T, D), 'feat_lens' (B,), 'tokens' (B, U) padded with 0, 'token_lens' (B,),
-    'seconds' (each utterance's audio as it was featurised: a list of floats, or [] where not given)}."""
+    'seconds' (each utterance's own audio, the data.tail_silence appended to it not counted: a list of floats, or
+    [] where not given)}."""
     feat_lens = torch.tensor([f.shape[0] for f in feats], dtype=torch.long)
     token_lens = torch.tensor([len(t) for t in tokens], dtype=torch.long)
     padded = feats[0].new_zeros((len(feats), int(feat_lens.max()), feats[0].shape[1]))

@@ -122,5 +122,5 @@ class Pipeline:
             feats = [stages.features_of(r, config, self.cmvn, self.train, config.seed, epoch) for r in batch]
             yield {**batching.pad_batch([r["key"] for r in batch], feats, [r["tokens"] for r in batch],
                                         [r["txt"] for r in batch],
-                                        [r["samples"] / r["sample_rate"] for r in batch]),
+                                        [(r["samples"] - r.get("silence", 0)) / r["sample_rate"] for r in batch]),
                    "position": position}
