@@ -92,6 +92,14 @@ def field_counts(min_fields: int, max_fields: int | None) -> str:
     return f"at least {min_fields}" if max_fields is None else f"{min_fields} to {max_fields}"
 
 
+def check_byte_order_mark(path: str, problems: Problems, fix_format: str) -> None:
+    """A UTF-8 byte-order mark before the first key: our tools remove it, Kaldi's read it into the key."""
+    with open(path, "rb") as f:
+        if f.read(len(BYTE_ORDER_MARK)) == BYTE_ORDER_MARK:
+            problems.add(f"{path}:1", "a byte-order mark (U+FEFF) before the first key", f"run {fix_format}",
+                         f"{os.path.basename(path)} BOM")
+
+
 def check_table(
     path: str, problems: Problems, min_fields: int = 2, max_fields: int | None = None
 ) -> dict[str, Line]:
@@ -104,10 +112,7 @@ def check_table(
     table: dict[str, Line] = {}
     previous: Line | None = None
     last = 1
-    with open(path, "rb") as f:
-        if f.read(len(BYTE_ORDER_MARK)) == BYTE_ORDER_MARK:  # the tools remove it; Kaldi's read it into the key
-            problems.add(f"{path}:1", "a byte-order mark (U+FEFF) before the first key", f"run {fix_format}",
-                         f"{name} BOM")
+    check_byte_order_mark(path, problems, fix_format)
     # keys that are not UTF-8 kept apart, as Kaldi's tools see them
     for line in read_lines(path, KEEP_BYTES, name_byte_order_mark=False):
         last = line.number
