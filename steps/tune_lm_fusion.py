@@ -19,6 +19,7 @@ import itertools
 import multiprocessing
 import os
 import shutil
+import sys
 
 import torch
 from rnnt.progress_bar import progress
@@ -141,6 +142,10 @@ def main() -> str:
                                                   row[0].ctc_weight))
     write_grid(os.path.join(lm_dir, f"{args.method}.tsv"), rows)
     write_fusion_config(config_path, chosen)
+    if rows[0][1].counts.wer < best.counts.wer:  # every weight tried is worse than none: said, not hidden
+        print(f"tune_lm_fusion.py: warning: the LM makes dev worse at every weight tried ({best.wer_line} at best, "
+              f"{rows[0][1].wer_line} without it): decode with {without_lm}, or try smaller --weights",
+              file=sys.stderr)
     lodr = f", low-order weight {chosen.lodr_weight}" if base.lodr_arpa else ""
     ctc = f", CTC rescoring weight {chosen.ctc_weight}" if len(ctc_weights) > 1 else ""
     return (f"{config_path}: weight {chosen.weight}, length bonus {chosen.length_bonus}{lodr}{ctc}: dev "

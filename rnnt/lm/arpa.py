@@ -19,6 +19,8 @@ import re
 import zlib
 from typing import Iterator
 
+from rnnt.lm.kneser_ney import BOS, EOS
+
 Ngram = tuple[str, ...]
 
 
@@ -65,19 +67,23 @@ def read_arpa(path: str) -> dict[Ngram, tuple[float, float]]:
             continue
         if line == "\\data\\":
             section = 0
+        elif section is None:
+            continue  # text before \data\ is a comment, a sample '\1-grams:' line in it too (CMU's toolkit)
         elif line == "\\end\\":
             break
         elif (match := re.fullmatch(r"\\(\d+)-grams:", line)):
             section = int(match.group(1))
+            if section not in declared:  # KenLM refuses one too: its n-grams would change the model's order
+                raise ValueError(f"{path}:{number}: a {section}-grams section that \\data\\ does not declare")
         elif section == 0 and (match := re.fullmatch(r"ngram (\d+)\s*=\s*(\d+)", line)):
             declared[int(match.group(1))] = int(match.group(2))
         elif section:
             ngram, values = ngram_line(line, section, f"{path}:{number}")
             if ngram in model:
                 raise ValueError(f"{path}:{number}: the {section}-gram '{' '.join(ngram)}' again")
+            if BOS in ngram[1:] or EOS in ngram[:-1]:
+                raise ValueError(f"{path}:{number}: {BOS} inside an n-gram or {EOS} before its end, in '{line}'")
             model[ngram] = values
-        elif section is None:
-            continue  # text before \data\ is a comment
         else:
             raise ValueError(f"{path}:{number}: unexpected line '{line}'")
     if not declared:

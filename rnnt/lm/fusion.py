@@ -23,6 +23,7 @@ UNK = "<unk>"  # the LM's word for what it has no unigram of
 
 LN10 = math.log(10.0)
 LMState = tuple[str, ...]  # the last (order - 1) words, <s> first at the start
+CACHE_ENTRIES = 500_000  # the scores an NgramScorer keeps at most (about 75 MB), then starts again
 
 
 class NgramScorer:
@@ -59,6 +60,8 @@ class NgramScorer:
                     raise KeyError(word)
                 total += self.model.get(history, (0.0, 0.0))[1]
                 history = history[1:]
+            if len(self.cache) >= CACHE_ENTRIES:  # a decode of a large set grew it without end (8 KB a character)
+                self.cache.clear()
             self.cache[key] = total + self.model[history + (word,)][0]
         return self.cache[key]
 

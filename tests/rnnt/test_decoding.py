@@ -460,6 +460,15 @@ def test_an_lm_built_from_training_text_is_tuned_on_dev_and_used_by_decode(train
     assert (trained / "lm" / "lm.arpa").read_bytes() == arpa.read_bytes() != other.read_bytes()
     assert (trained / "lm" / "lm-2.arpa").read_bytes() == other.read_bytes()
     assert yaml.safe_load((trained / "lm" / "ctc_prefix_beam_lm.yaml").read_text())["arpa"] == "lm-2.arpa"
+    # an LM that makes dev worse at every weight tried (of a text of YES alone) is said to, not written in silence
+    yes = tmp_path / "yes"
+    yes.mkdir()
+    (yes / "text").write_text("".join(f"u{i} YES YES YES YES YES YES YES YES\n" for i in range(30)))
+    assert run_tool(sys.executable, STEPS / "build_ngram_lm.py", "--order", "2", yes, yesno / "lang",
+                    yes / "lm.arpa").returncode == 0
+    out = run_tool(sys.executable, STEPS / "tune_lm_fusion.py", "--arpa", yes / "lm.arpa", "--weights", "5",
+                   "--bonuses", "0", trained, yesno / "test.list")
+    assert out.returncode == 0 and "warning: the LM makes dev worse at every weight tried" in out.stderr, out.stderr
 
 
 def grid_rows(path) -> list[dict[str, str]]:

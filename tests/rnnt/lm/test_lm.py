@@ -84,6 +84,23 @@ def test_a_bad_arpa_file_is_named_with_its_line(tmp_path):
         read_arpa(str(path))
 
 
+def test_the_comment_before_data_may_show_the_format_and_sections_not_declared_are_refused(test_data, tmp_path):
+    """CMU's toolkit writes a sample '\\1-grams:' line in the comment before \\data\\ (AN4's own an4.lm): it was
+    read as a section, and the file refused. A section \\data\\ does not declare, or </s> as a context, was
+    taken (KenLM refuses both)."""
+    model = read_arpa(str(test_data / "an4" / "etc" / "an4.lm"))
+    assert sum(len(ngram) == 1 for ngram in model) == 107 and sum(len(ngram) == 2 for ngram in model) == 1
+    path = tmp_path / "lm.arpa"
+    path.write_text("\\data\\\nngram 1=2\n\n\\1-grams:\n-1.0\t</s>\n-1.0\ta\n\n\\2-grams:\n-0.5\ta </s>\n"
+                    "\\end\\\n")
+    with pytest.raises(ValueError, match=rf"^{path}:8: a 2-grams section that .data. does not declare"):
+        read_arpa(str(path))
+    path.write_text("\\data\\\nngram 1=2\nngram 2=1\n\n\\1-grams:\n-1.0\t</s>\n-1.0\ta\n\n\\2-grams:\n"
+                    "-0.5\t</s> a\n\\end\\\n")
+    with pytest.raises(ValueError, match=rf"^{path}:10: <s> inside an n-gram or </s> before its end"):
+        read_arpa(str(path))
+
+
 def test_an_lm_over_other_units_is_refused_and_units_it_never_saw_are_unk_in_its_histories():
     """An LM with <unk> over characters given a model over word pieces: the pieces it lacks are not scored as
     <unk> in silence (its words that are no unit give it away). An LM over these units whose text never used
@@ -223,3 +240,18 @@ def test_sentence_markers_in_the_text_are_left_out_of_a_word_lm(tmp_path):
     assert sorted(w for (w, *rest) in model if not rest) == ["</s>", "<s>", "CAT", "DOG", "THE"]
     with pytest.raises(ValueError, match="a sentence holds <s> or </s>"):
         estimate([["<s>", "A"]], 2, ["A"])
+
+
+def test_the_scores_cache_stays_bounded_and_scores_the_same(monkeypatch):
+    """It grew without end over a decode (8 KB a character: gigabytes over a large test set)."""
+    from rnnt.lm import fusion
+
+    model = estimate([["a", "b", "a"], ["b", "a", "a", "b"]], 3, ["a", "b"])
+    scorer = NgramScorer(model, {1: "<unk>", 2: "a", 3: "b"}, "lm")
+    histories = [(fusion.BOS,), ("a",), ("b",), ("a", "b"), ("b", "a"), ("a", "a")]
+    want = {(h, w): scorer.log10_prob(h, w) for h in histories for w in ("a", "b", EOS)}
+    monkeypatch.setattr(fusion, "CACHE_ENTRIES", 4)
+    bounded = NgramScorer(model, {1: "<unk>", 2: "a", 3: "b"}, "lm")
+    for _ in range(3):
+        assert {key: bounded.log10_prob(*key) for key in want} == want
+        assert len(bounded.cache) <= 4
