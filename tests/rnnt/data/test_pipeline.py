@@ -414,7 +414,7 @@ def test_resample_matches_an_analytic_tone():
     assert above[100:-100].square().mean().sqrt() < 0.01 * (0.5 ** 0.5)  # 40 dB under the tone's RMS
 
 
-@pytest.mark.parametrize("orig,new", [(44100, 16000), (8000, 16000), (16000, 8000), (22050, 16000)])
+@pytest.mark.parametrize("orig,new", [(44100, 16000), (8000, 16000), (16000, 8000), (22050, 16000), (11127, 8000)])
 def test_resampling_block_by_block_gives_the_whole_audios_resample(fsdd, orig, new):
     """transcribe.py --stream read a file at another rate than the model's whole, and resampled it whole: 76 MB a
     minute at 44.1 kHz. Blocks of random sizes give the samples resampling it whole gives."""
@@ -430,6 +430,22 @@ def test_resampling_block_by_block_gives_the_whole_audios_resample(fsdd, orig, n
     whole = resample(audio, orig, new)
     assert joined.shape == whole.shape
     torch.testing.assert_close(joined, whole, rtol=0, atol=1e-5)
+
+
+def test_a_rate_of_many_phases_resamples_output_by_output_as_the_polyphase_form_would():
+    """11127 Hz (an old Mac rate) to 8000: 8000 phases of 11173 taps, 3 GB and 10 s for a second of audio, kept in a
+    cache by every loader worker. Output by output: the same samples, in the memory of a few thousand."""
+    from rnnt.data import resample as resampling
+
+    assert not resampling.polyphase(11127, 8000) and resampling.polyphase(441, 160)
+    t = torch.arange(11127, dtype=torch.float64) / 11127
+    out = resample(torch.sin(2 * torch.pi * 440 * t), 11127, 8000)
+    expected = torch.sin(2 * torch.pi * 440 * torch.arange(8000, dtype=torch.float64) / 8000)
+    assert out.shape == (8000,) and (out[100:-100] - expected[100:-100]).abs().max() < 1e-3
+    x = torch.randn(2, 3000, generator=torch.Generator().manual_seed(0))
+    polyphase = resample(x, 44100, 16000)
+    direct = resampling._direct(x, 0, 441, 160, 0, polyphase.shape[-1])
+    torch.testing.assert_close(direct, polyphase, rtol=0, atol=1e-5)
 
 
 def test_split_is_disjoint_and_covers_every_epoch():
