@@ -8,7 +8,7 @@ import numpy as np
 import soundfile
 import torch
 
-from rnnt.data.audio_header import EXACT_LENGTH_FORMATS, AudioError, open_audio
+from rnnt.data.audio_header import AudioError, counts_exactly, open_audio
 
 MAX_OVERSHOOT = 0.5  # seconds a segment may end past its recording, cut there (Kaldi's extract-segments)
 
@@ -53,9 +53,9 @@ def _audio_errors():
 
 def audio_length(audio, start: float | None = None, end: float | None = None) -> tuple[int, int, int] | None:
     """(samples, sample rate, channels) that load_audio gives for the same arguments, read from the header
-    alone; None where the header cannot count them exactly (EXACT_LENGTH_FORMATS): decode to know."""
+    alone; None where the header cannot count them exactly (counts_exactly): decode to know."""
     with _audio_errors(), open_audio(audio) as opened:
-        if opened.format not in EXACT_LENGTH_FORMATS or opened.frames == 0:
+        if not counts_exactly(opened) or opened.frames == 0:
             return None
         first, stop = _span(opened, start, end)
     if stop <= first:

@@ -14,8 +14,16 @@ class AudioError(RuntimeError):
     pass
 
 
-# Formats whose header counts the samples exactly; others (Ogg, MP3: compressed streams) are decoded to know.
+# Formats whose header counts the samples exactly; others (Ogg Vorbis, MP3: compressed streams) are decoded to
+# know. Ogg Opus's last granule position, less its pre-skip, is its exact length (libsndfile's count equalled the
+# decoded length for every speechocean762 file checked): its 2500 files sat decoded in the shuffle buffer, 300 MB.
 EXACT_LENGTH_FORMATS = frozenset({"WAV", "WAVEX", "W64", "RF64", "FLAC", "NIST", "AIFF", "AU", "CAF"})
+EXACT_LENGTH_SUBTYPES = frozenset({("OGG", "OPUS")})
+
+
+def counts_exactly(info) -> bool:
+    """Whether an opened file's header counts its samples as decoding gives them."""
+    return info.format in EXACT_LENGTH_FORMATS or (info.format, info.subtype) in EXACT_LENGTH_SUBTYPES
 UNKNOWN_LENGTH = 2**62  # libsndfile's count for a stream that does not say (a FLAC written to a pipe)
 
 

@@ -59,7 +59,7 @@ def audio_lengths(records: Iterable[dict], rate: int, report: DataReport | None 
     """Adds what batching needs of the audio, read from its header without decoding it: 'samples' (its length
     at `rate`), 'sample_rate' (rate), 'file_rate' and 'channels'; with_waveforms decodes it once its batch is
     kept. An utterance kept in the cache, and one whose header cannot count it (rnnt.data.audio.audio_length:
-    Ogg, MP3), comes with its 'decoded' waveform at rate. An unreadable one is logged and skipped."""
+    Ogg Vorbis, MP3), comes with its 'decoded' waveform at rate. An unreadable one is logged and skipped."""
     for record in records:
         decoded = cache.get(record) if cache is not None else None
         try:

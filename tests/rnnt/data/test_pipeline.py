@@ -110,6 +110,20 @@ def test_audio_whose_header_cannot_count_it_is_decoded_where_it_is_read(fsdd, tm
     assert opened["decode"] == [ogg["audio"], good["audio"]]
 
 
+def test_ogg_opus_is_counted_from_its_header_as_decoding_counts_it(test_data, monkeypatch):
+    """speechocean762's Ogg Opus files were decoded where they were read, and sat decoded in the shuffle and sort
+    buffers (300 MB); their headers count them exactly."""
+    corpus = test_data / "speechocean762"  # wav.scp's paths are relative to the corpus
+    wav_scp = dict(line.split(maxsplit=1) for line in (corpus / "train" / "wav.scp").read_text().splitlines()[:20])
+    records_ = [{"key": key, "txt": "A", "audio": str(corpus / path.strip()), "source": "wav.scp"}
+                for key, path in wav_scp.items()]
+    assert all(soundfile.info(r["audio"]).subtype == "OPUS" for r in records_)
+    opened = spy_on_audio(monkeypatch)
+    planned = list(stages.audio_lengths(records_, 16000))
+    assert opened["decode"] == [] and not any("decoded" in r for r in planned)
+    assert [r["samples"] for r in planned] == [load_audio(r["audio"])[0].shape[1] for r in records_]
+
+
 def test_a_wav_cut_short_is_refused_by_name_from_a_file_and_from_a_shard(fsdd, tmp_path, caplog):
     """libsndfile reads what a cut WAV holds in silence: its transcript went with part of its audio."""
     good = next(records(str(fsdd / "test.list")))
