@@ -60,7 +60,9 @@ def main() -> str:
     parser.add_argument("--num-mel-bins", type=at_least(1), default=80)
     parser.add_argument("--sample-rate", type=at_least(1), default=16000,
                         help="resample to this rate first (default 16000)")
-    parser.add_argument("--max-utts", type=at_least(0), default=0, help="use at most this many utterances (0: all)")
+    parser.add_argument("--max-utts", type=at_least(0), default=0,
+                        help="use the first N utterances of the list (0: all); a list in speaker order gives its first "
+                             "speakers' statistics: shuffle its lines first for a spread")
     parser.add_argument("data_list")
     parser.add_argument("out", help="output path of the Kaldi matrix; <out>.json is written beside it")
     args = parser.parse_args()
