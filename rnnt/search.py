@@ -198,7 +198,9 @@ def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4, max_symbo
     Within a frame, the best unfinished hypothesis is expanded until `beam` hypotheses that end the frame
     score better than every unfinished one, or after beam * (cap + 1) expansions (a bound on the work, which
     may leave a better one unexpanded). Equal labels merge, adding their probabilities: finished hypotheses
-    by labels, unfinished ones by labels and labels emitted in this frame (the cap holds for each alignment).
+    by labels, unfinished ones by labels and labels emitted in this frame (the cap holds for each alignment);
+    an unfinished one left when the frame ends adds its blank's probability to its labels where the beam holds
+    them (Graves's sum over a prefix's alignments, which the stopping rule would otherwise cut short).
 
     fusion: an n-gram LM (rnnt.lm.fusion: over the units, or over words through a lexicon) fused into the
     scores of every label and of each hypothesis's end; hypotheses are then kept apart by LM state too.
@@ -240,6 +242,10 @@ def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4, max_symbo
             if len(finished) >= beam and (not active or min(h.score for h in finished.values())
                                           >= max(h.score for h in active.values())):
                 break
+        for (key, _), hyp in active.items():  # alignments left unexpanded of labels the beam holds: their blank
+            if key in finished:  # ending the frame is probability of those labels (it was lost, 0.22 nats a case)
+                log_probs = joint_log_probs(joiner, enc_proj[t:t + 1], ready(hyp).pred_proj)[0]
+                finished.add(hyp.with_score(hyp.score + float(log_probs[blank])))
     return [ready(h) for h in ended(finished.values(), fusion)[:beam]]
 
 

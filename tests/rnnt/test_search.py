@@ -99,3 +99,17 @@ def test_log_add_is_numpys_logaddexp_to_the_bit():
     for a in values:
         for b in values[:40]:
             assert log_add(a, b) == float(np.logaddexp(a, b)) == log_add(b, a), (a, b)
+
+
+def test_beam_search_adds_the_blank_of_alignments_left_unexpanded_to_labels_it_holds():
+    """When the frame's stopping rule fired, alignments of labels the beam held that were not yet expanded never
+    added their blank-ended probability: [1, 1] scored -4.741 where its alignments sum to -4.523, and lost the
+    first place to [1] (-4.733). Graves sums a prefix's alignments; each hypothesis is now its exact sum here."""
+    model = random_model(6, "lstm", False, 3)
+    enc = encoder_output(1006, model, 4)[0]
+    hyps = beam_search(model, enc, 4, beam=4, max_symbols_per_frame=2)
+    assert hyps[0].tokens == [1, 1] and hyps[1].tokens == [1]
+    for hyp in hyps[:2]:
+        assert hyp.score == pytest.approx(sequence_log_prob(model, enc, hyp.tokens, 2, False), abs=1e-6)
+    for hyp in hyps:  # never more than the labels' probability
+        assert hyp.score <= sequence_log_prob(model, enc, hyp.tokens, 2, False) + 1e-6
