@@ -43,6 +43,9 @@ def load_model(exp_dir: str, checkpoint_path: str | None = None, use_ema: bool =
     if trained_with and trained_with != units_digest(experiment.paths.lang_dir):
         raise ValueError(f"{path}: trained with other units than {experiment.paths.lang_dir}/units.txt (its ids "
                          "would name other units: another experiment's checkpoint, or units.txt edited since)")
+    if not use_ema and state["meta"].get("averaged_weights") == "ema":  # it holds them as its only weights
+        raise ValueError(f"{path}: an average of EMA weights; for the raw weights' average, write one with "
+                         "steps/average_checkpoints.py --no-ema --output FILE and decode that")
     try:
         model.load_state_dict(state["ema"] if use_ema and state.get("ema") is not None else state["model"])
     except RuntimeError as error:  # another experiment's checkpoint: torch's list of every tensor that differs

@@ -15,14 +15,16 @@ from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.training import checkpoint
 
 
-def average(paths: list[str], use_ema: bool) -> dict[str, torch.Tensor]:
-    """The weights' average; checkpoints of another model than the first's (other tensors, shapes or units: a
-    file copied in from another experiment) are refused, naming them."""
+def average(paths: list[str], use_ema: bool) -> tuple[dict[str, torch.Tensor], str]:
+    """The weights' average, and which weights they are ("ema" where any checkpoint kept EMA weights and use_ema,
+    else "raw"); checkpoints of another model than the first's (other tensors, shapes or units: a file copied in
+    from another experiment) are refused, naming them."""
     total: dict[str, torch.Tensor] = {}
-    newest, first = None, None
+    newest, first, kind = None, None, "raw"
     for path in paths:
         state = checkpoint.load(path)
         weights = state["ema"] if use_ema and state.get("ema") is not None else state["model"]
+        kind = "ema" if weights is state.get("ema") else kind
         model = ({name: tuple(value.shape) for name, value in weights.items()}, state["meta"].get("units"))
         first = first or (path, model)
         if model != first[1]:
@@ -33,7 +35,7 @@ def average(paths: list[str], use_ema: bool) -> dict[str, torch.Tensor]:
             if value.dtype.is_floating_point:
                 total[name] = total.get(name, 0) + value.double()
     return {name: (total[name] / len(paths)).to(value.dtype) if value.dtype.is_floating_point else value
-            for name, value in newest.items()}
+            for name, value in newest.items()}, kind
 
 
 def main() -> str:
@@ -62,7 +64,7 @@ def main() -> str:
         output = args.output or os.path.join(args.exp_dir, default)
         meta = {key: value for key, value in checkpoint.load_meta(chosen[-1]).items() if key != "slimmed"}
         meta["averaged"] = [os.path.basename(p) for p in chosen]
-        weights = average(chosen, not args.no_ema)
+        weights, meta["averaged_weights"] = average(chosen, not args.no_ema)
     except checkpoint.UnreadableCheckpoint as error:
         raise ToolError(f"{error}; nothing averaged (remove the file, or retrain that epoch)") from error
     try:

@@ -655,6 +655,18 @@ def test_decoding_loads_the_ema_weights_where_kept(trained):
         assert all(torch.equal(v, state[kept][k]) for k, v in model.state_dict().items())
 
 
+def test_an_average_says_which_weights_it_holds_and_raw_ones_are_not_asked_of_an_ema_average(trained, tmp_path):
+    """An average of EMA weights keeps them as its only weights: decode.py --no-ema decoded them, silently."""
+    for options, name, kind in (([], "avg-ema.pt", "ema"), (["--no-ema"], "avg-raw.pt", "raw")):
+        out = run_tool(sys.executable, STEPS / "average_checkpoints.py", "--last", "2", *options, "--output",
+                       tmp_path / name, trained)
+        assert out.returncode == 0, out.stderr
+        assert checkpoint.load_meta(str(tmp_path / name))["averaged_weights"] == kind
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'avg-ema.pt'}: an average of EMA weights; for the raw"):
+        load_model(str(trained), str(tmp_path / "avg-ema.pt"), use_ema=False)
+    assert load_model(str(trained), str(tmp_path / "avg-raw.pt"), use_ema=False)[3] == str(tmp_path / "avg-raw.pt")
+
+
 def test_score_compares_words_as_bytes(tmp_path):
     """Latin-1 words, not UTF-8: each undecodable byte became U+FFFD, so café and cafè were one word (0 errors);
     compute-wer compares bytes, and the report keeps them."""
