@@ -49,13 +49,18 @@ def _prefix_beam_step(beams: dict, frame: torch.Tensor, t: int, beam: int, blank
     new: dict[tuple, list] = {}
 
     def add(key, frames, lm_score, p_blank=-math.inf, p_label=-math.inf):
+        mass = log_add(p_blank, p_label)
+        if mass == -math.inf:  # no path: a repeat with no blank before it (an impossible hypothesis, scored -inf)
+            return
         entry = new.get(key)
         if entry is None:
-            new[key] = [p_blank, p_label, frames, lm_score]
-        else:
-            entry[0], entry[1] = log_add(entry[0], p_blank), log_add(entry[1], p_label)
+            new[key] = [p_blank, p_label, frames, lm_score, mass]
+            return
+        entry[0], entry[1] = log_add(entry[0], p_blank), log_add(entry[1], p_label)
+        if mass > entry[4]:  # the frames of the likeliest way here, not of the first one added
+            entry[2], entry[4] = frames, mass
 
-    for (prefix, state), (p_blank, p_label, frames, lm_score) in beams.items():
+    for (prefix, state), (p_blank, p_label, frames, lm_score, _) in beams.items():
         total = log_add(p_blank, p_label)
         allowed = fusion.allowed(state) if fusion else None
         for symbol, p in candidates:
@@ -71,7 +76,7 @@ def _prefix_beam_step(beams: dict, frame: torch.Tensor, t: int, beam: int, blank
                 continue
             for added, after in fusion.expansions(state, symbol) if fusion else [(0.0, state)]:
                 add((prefix + (symbol,), after), frames + [t], lm_score + added, p_label=p_new)
-    scored = [(log_add(p_blank, p_label) + lm_score, key) for key, (p_blank, p_label, _, lm_score) in new.items()]
+    scored = [(log_add(p_blank, p_label) + lm_score, key) for key, (p_blank, p_label, _, lm_score, _) in new.items()]
     return {key: new[key] for _, key in heapq.nlargest(beam, scored, key=lambda item: item[0])}  # ties in order
 
 
@@ -87,8 +92,8 @@ def ctc_prefix_beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4
     plus the LM's end-of-sentence score; a word LM's hypotheses carry their words.
     """
     log_probs = ctc_log_probs(model, enc[:enc_len]).cpu()
-    # (prefix, LM state) -> [p_blank, p_label, frames, LM score]
-    beams: dict[tuple, list] = {((), fusion.start() if fusion else ()): [0.0, -math.inf, [], 0.0]}
+    # (prefix, LM state) -> [p_blank, p_label, frames, LM score, the likeliest way's probability]
+    beams: dict[tuple, list] = {((), fusion.start() if fusion else ()): [0.0, -math.inf, [], 0.0, 0.0]}
     for t in range(enc_len):
         beams = _prefix_beam_step(beams, log_probs[t], t, beam, model.blank, fusion)
     ended = [Hypothesis(list(prefix), e[2], log_add(e[0], e[1]) + e[3] + added, words=words)

@@ -48,3 +48,15 @@ def test_a_model_without_a_ctc_head_is_refused_by_name():
         check_method(model, "ctc_greedy")
     with pytest.raises(ValueError, match="has no CTC head"):
         ctc_greedy_search(model, torch.zeros(1, 2, 6), torch.tensor([2]))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_beam_wider_than_the_prefixes_returns_no_impossible_hypothesis(seed):
+    """A repeat with no blank between (1, 1 in two frames) has no path: it was kept, scored -inf, and reached
+    nbest.json as a score of null."""
+    model = ctc_model(seed, vocab_size=4)
+    enc = torch.randn(2, model.encoder.output_dim, generator=torch.Generator().manual_seed(seed)) * 2
+    nbest = ctc_prefix_beam_search(model, enc, 2, beam=40)
+    assert all(torch.isfinite(torch.tensor(h.score)) for h in nbest)
+    assert sorted(tuple(h.tokens) for h in nbest) == sorted({(), (1,), (2,), (3,)} | {(a, b) for a in (1, 2, 3)
+                                                                                       for b in (1, 2, 3) if a != b})
