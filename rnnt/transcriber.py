@@ -119,12 +119,14 @@ class Transcript:
     nbest: list[dict] | None = None  # transcribe(nbest=True): every hypothesis the search kept, best first
 
 
-def nbest_entries(tokenizer: Tokenizer, hyps: list[Hypothesis], frame_seconds: float) -> list[dict]:
+def nbest_entries(tokenizer: Tokenizer, hyps: list[Hypothesis], frame_seconds: float, duration: float) -> list[dict]:
     """Hypotheses as JSON-ready rows: text, log-probability score (null where it is -inf: a word LM's search
     with every hypothesis inside a word, labels the CTC head cannot align; JSON has no infinity), and each
-    unit with its time (seconds)."""
+    unit with its time (seconds), inside the audio of `duration` seconds as the words' times are (a unit emitted
+    in the silence appended after it, on its last frame)."""
     return [{"text": tokenizer.text(h), "score": round(h.score, 4) if math.isfinite(h.score) else None,
-             "tokens": [{"unit": tokenizer.symbols.get(t, "<unk>"), "id": t, "time": round(f * frame_seconds, 3)}
+             "tokens": [{"unit": tokenizer.symbols.get(t, "<unk>"), "id": t,
+                         "time": round(start_within(f * frame_seconds, duration, frame_seconds), 3)}
                         for t, f in zip(h.tokens, h.frames)]} for h in hyps]
 
 
@@ -187,8 +189,9 @@ class Transcriber:
         hyps = decode_batch_nbest(self.model, feats[None], torch.tensor([feats.shape[0]], device=self.device),
                                   method, options)[0]
         best = hyps[0]
-        listed = nbest_entries(self.tokenizer, hyps, seconds_per_encoder_frame(self.experiment)) if nbest else None
         duration = waveform.shape[-1] / self.experiment.data.sample_rate
+        listed = nbest_entries(self.tokenizer, hyps, seconds_per_encoder_frame(self.experiment),
+                               duration) if nbest else None
         return Transcript(self.tokenizer.text(best), self.words(best, duration), best.score, listed)
 
     def words(self, hyp: Hypothesis, duration: float = float("inf")) -> list[dict]:

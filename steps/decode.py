@@ -105,7 +105,8 @@ def main() -> str:
             if tokenizer.kind == "phone":
                 phones[key] = hypothesis_phones(tokenizer, hyp_list[0].tokens)
             if args.nbest:
-                nbest.append({"key": key, "hyps": nbest_entries(tokenizer, hyp_list, encoder_frame_seconds)})
+                entries = nbest_entries(tokenizer, hyp_list, encoder_frame_seconds, duration)
+                nbest.append({"key": key, "hyps": entries})
     out = os.path.join(args.exp_dir, f"decode-{args.set_name}-{args.method}{f'-{args.tag}' if args.tag else ''}")
     report = write_results(out, refs, hyps, refs_from, "decode.py")
     try:

@@ -362,9 +362,12 @@ def test_an_nbest_row_of_an_impossible_hypothesis_is_valid_json(trained):
     from rnnt.transcriber import nbest_entries
 
     _, _, tokenizer, _ = load_model(str(trained))
-    rows = nbest_entries(tokenizer, [Hypothesis([1], [0], -1.23456), Hypothesis([], [], float("-inf"))], 0.04)
+    rows = nbest_entries(tokenizer, [Hypothesis([1], [0], -1.23456), Hypothesis([], [], float("-inf"))], 0.04, 1.0)
     assert [row["score"] for row in rows] == [-1.2346, None]
     assert json.loads(json.dumps(rows, allow_nan=False)) == rows
+    # a unit emitted in the silence appended after the audio is timed inside it, as the words are
+    rows = nbest_entries(tokenizer, [Hypothesis([1, 2], [10, 30], -1.0)], 0.04, 1.0)
+    assert [unit["time"] for unit in rows[0]["tokens"]] == [0.4, 0.96]
 
 
 def test_decode_scores_every_reference_even_undecodable_ones(trained, yesno, tmp_path):
