@@ -198,9 +198,8 @@ def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4, max_symbo
     Within a frame, the best unfinished hypothesis is expanded until `beam` hypotheses that end the frame
     score better than every unfinished one, or after beam * (cap + 1) expansions (a bound on the work, which
     may leave a better one unexpanded). Equal labels merge, adding their probabilities: finished hypotheses
-    by labels, unfinished ones by labels and labels emitted in this frame (the cap holds for each alignment);
-    an unfinished one left when the frame ends adds its blank's probability to its labels where the beam holds
-    them (Graves's sum over a prefix's alignments, which the stopping rule would otherwise cut short).
+    by labels, unfinished ones by labels and labels emitted in this frame (the cap holds for each alignment),
+    and those left unexpanded at the frame's end into finished ones.
 
     fusion: an n-gram LM (rnnt.lm.fusion: over the units, or over words through a lexicon) fused into the
     scores of every label and of each hypothesis's end; hypotheses are then kept apart by LM state too.
@@ -217,36 +216,46 @@ def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4, max_symbo
             hyp.pred_proj = joiner.pred_proj(out)
         return hyp
 
+    def frame_log_probs(hyp: Hypothesis, t: int) -> torch.Tensor:
+        return joint_log_probs(joiner, enc_proj[t:t + 1], ready(hyp).pred_proj)[0]
+
     out, state = predictor.step(torch.tensor([blank], device=device), predictor.initial_state(1, device))
     empty = Hypothesis([], [], 0.0, state, joiner.pred_proj(out), lm_state=fusion.start() if fusion else None)
     finished = HypothesisMap({empty.key: empty})
     for t in range(enc_len):
-        active = HypothesisMap(((h.key, 0), h) for h in finished.values())  # (key, labels emitted in frame t)
-        finished = HypothesisMap()
-        expansions = 0
-        while active and expansions < beam * (max_symbols_per_frame + 1):
-            (_, emitted), best = max(active.items(), key=lambda item: item[1].score)
-            del active[best.key, emitted]
-            ready(best)
-            expansions += 1
-            log_probs = joint_log_probs(joiner, enc_proj[t:t + 1], best.pred_proj)[0]
-            finished.add(best.with_score(best.score + float(log_probs[blank])))
-            if emitted < max_symbols_per_frame:
-                values, tokens = log_probs.topk(min(beam + 1, log_probs.shape[0]))
-                for extended in _with_label(best, values.tolist(), tokens.tolist(), blank, t, fusion):
-                    if labels_end_frames:
-                        finished.add(extended)
-                    else:
-                        active.add(extended, (extended.key, emitted + 1))
-            finished = HypothesisMap((h.key, h) for h in finished.best(beam))
-            if len(finished) >= beam and (not active or min(h.score for h in finished.values())
-                                          >= max(h.score for h in active.values())):
-                break
-        for (key, _), hyp in active.items():  # alignments left unexpanded of labels the beam holds: their blank
-            if key in finished:  # ending the frame is probability of those labels (it was lost, 0.22 nats a case)
-                log_probs = joint_log_probs(joiner, enc_proj[t:t + 1], ready(hyp).pred_proj)[0]
-                finished.add(hyp.with_score(hyp.score + float(log_probs[blank])))
+        finished = _beam_frame(finished, lambda hyp: frame_log_probs(hyp, t), t, beam, max_symbols_per_frame,
+                               labels_end_frames, blank, fusion)
     return [ready(h) for h in ended(finished.values(), fusion)[:beam]]
+
+
+def _beam_frame(finished: HypothesisMap, log_probs_of, t: int, beam: int, cap: int, labels_end_frames: bool,
+                blank: int, fusion) -> HypothesisMap:
+    """The hypotheses that end frame t, from those that ended frame t - 1 (log_probs_of(hyp): the frame's output
+    distribution after hyp's labels); beam_search says how."""
+    active = HypothesisMap(((h.key, 0), h) for h in finished.values())  # (key, labels emitted in frame t)
+    finished = HypothesisMap()
+    expansions = 0
+    while active and expansions < beam * (cap + 1):
+        (_, emitted), best = max(active.items(), key=lambda item: item[1].score)
+        del active[best.key, emitted]
+        expansions += 1
+        log_probs = log_probs_of(best)
+        finished.add(best.with_score(best.score + float(log_probs[blank])))
+        if emitted < cap:
+            values, tokens = log_probs.topk(min(beam + 1, log_probs.shape[0]))
+            for extended in _with_label(best, values.tolist(), tokens.tolist(), blank, t, fusion):
+                if labels_end_frames:
+                    finished.add(extended)
+                else:
+                    active.add(extended, (extended.key, emitted + 1))
+        finished = HypothesisMap((h.key, h) for h in finished.best(beam))
+        if len(finished) >= beam and (not active or min(h.score for h in finished.values())
+                                      >= max(h.score for h in active.values())):
+            break
+    for (key, _), hyp in active.items():  # alignments left unexpanded, of labels the beam holds: their blank
+        if key in finished:  # ending the frame is probability of those labels (it was lost, 0.22 nats a case)
+            finished.add(hyp.with_score(hyp.score + float(log_probs_of(hyp)[blank])))
+    return finished
 
 
 def _with_label(hyp: Hypothesis, values: list[float], tokens: list[int], blank: int, t: int, fusion):
