@@ -115,7 +115,8 @@ def load_word_fusion(model: dict, tokenizer, source: str, weight: float, length_
     """The fusion of a word LM (an ARPA model read by rnnt.lm.arpa) for a model with `tokenizer`'s units."""
     vocabulary = [ngram[0] for ngram in model if len(ngram) == 1 and ngram[0] not in (BOS, EOS, UNK)]
     units = sum(word in tokenizer.units for word in vocabulary)
-    if SPACE in vocabulary or 2 * units > len(vocabulary):  # the word boundary a word, or words most of them units
+    # the word boundary a word, or every word a unit: a words LM may hold letters (AN4's spelt words), not only them
+    if SPACE in vocabulary or units == len(vocabulary):
         raise ValueError(f"{source}: {units} of the LM's {len(vocabulary)} words are the model's units: it is an LM "
                          "over the units; give it with --over units (steps/tune_lm_fusion.py, "
                          "steps/build_ngram_lm.py), not words")

@@ -211,6 +211,10 @@ def test_an_lm_over_the_units_given_as_a_word_lm_is_refused(tmp_path):
         load_fusion(str(tmp_path / "units.arpa"), tokenizer, 1.0, 0.0, "words")
     write_arpa(estimate([["CAT", "A", "CAT"], ["A", "TACT"]], 2, ["CAT", "A", "TACT"]), str(tmp_path / "words.arpa"))
     assert load_fusion(str(tmp_path / "words.arpa"), tokenizer, 1.0, 0.0, "words").tree is not None
+    # words most of them letters (AN4's spelt words: C A T, then ACT) are a words LM all the same
+    spelt = estimate([["C", "A", "T"], ["T", "A", "C", "T"], ["ACT"]], 2, ["A", "C", "T", "ACT"])
+    write_arpa(spelt, str(tmp_path / "spelt.arpa"))
+    assert load_fusion(str(tmp_path / "spelt.arpa"), tokenizer, 1.0, 0.0, "words").tree is not None
 
 
 def test_a_word_lm_search_returns_at_most_beam_hypotheses():
