@@ -9,6 +9,7 @@ or, without that file, the recording's id and channel 1.
 
 from __future__ import annotations
 
+import math
 import os
 
 from rnnt.datadir.table import left_out, read_table, write_lines
@@ -16,9 +17,12 @@ from rnnt.datadir.values import segment_problem
 
 
 def start_within(start: float, duration: float, frame_seconds: float) -> float:
-    """A word's start, inside the audio: one emitted whole in the silence appended after it starts on its last
-    frame (a CTM line of no duration at its end before)."""
-    return start if start < duration else max(duration - frame_seconds, 0.0)
+    """A word's start, inside the audio: one emitted whole in the silence appended after it starts on the last
+    frame that starts inside it (a CTM line of no duration at its end before; `duration - frame_seconds`, before
+    that frame's start where the frame does not divide the duration, ran times backwards)."""
+    if start < duration:
+        return start
+    return max(math.ceil(duration / frame_seconds - 1e-9) - 1, 0) * frame_seconds
 
 
 def recording_offsets(data_dir: str) -> dict[str, tuple[str, str, float]] | None:

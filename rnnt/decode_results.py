@@ -5,7 +5,7 @@ table, rnnt.speaker_scoring, where the references' data dir has utt2spk); and th
 (rnnt.ctm), and decode.py's nbest.json.
 
 Every utterance of the references is scored: one that was not decoded counts as all deletions and is
-named, and the WER line is marked [PARTIAL] ("decoded N of M").
+named, and the WER line is marked [PARTIAL] (compute-wer's "Scored N sentences, M not present in hyp.").
 """
 
 from __future__ import annotations

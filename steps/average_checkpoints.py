@@ -20,14 +20,15 @@ def average(paths: list[str], use_ema: bool) -> tuple[dict[str, torch.Tensor], s
     else "raw"); checkpoints of another model than the first's (other tensors, shapes or units: a file copied in
     from another experiment) are refused, naming them."""
     total: dict[str, torch.Tensor] = {}
-    newest, first, kind = None, None, "raw"
+    newest, first, kind = None, None, "raw"  # "ema" where any was (a run that switched EMA on midway mixes them)
     for path in paths:
         state = checkpoint.load(path)
         weights = state["ema"] if use_ema and state.get("ema") is not None else state["model"]
         kind = "ema" if weights is state.get("ema") else kind
         model = ({name: tuple(value.shape) for name, value in weights.items()}, state["meta"].get("units"))
         first = first or (path, model)
-        if model != first[1]:
+        units_differ = None not in (model[1], first[1][1]) and model[1] != first[1][1]  # none kept before 11-30
+        if model[0] != first[1][0] or units_differ:
             what = "other tensors or shapes" if model[0] != first[1][0] else "other units"
             raise ToolError(f"{path}: another model than {first[0]}'s ({what}); nothing averaged")
         newest = weights
@@ -53,9 +54,14 @@ def main() -> str:
         raise ToolError(f"{args.exp_dir} has {len(paths)} epoch checkpoints, fewer than {n}")
     try:
         if args.best:
-            scored = [(checkpoint.load_meta(p).get("valid_loss"), p) for p in paths]
-            if any(loss is None for loss, _ in scored):
+            metas = [(checkpoint.load_meta(p), p) for p in paths]
+            if any(meta.get("valid_loss") is None for meta, _ in metas):
                 raise ToolError("some epochs have no validation loss (train with a valid list); use --last")
+            # an epoch whose validation left a batch out of memory scored another, shorter dev set: not ranked
+            scored = [(meta["valid_loss"], p) for meta, p in metas if not meta.get("valid_skipped_out_of_memory")]
+            if len(scored) < n:
+                raise ToolError(f"only {len(scored)} epochs were validated on the whole dev set (the others left "
+                                "batches out of memory); use --last or a smaller N")
             best = {p for _, p in sorted(scored, key=lambda scored_path: scored_path[0])[:n]}
             chosen = [p for p in paths if p in best]  # in epoch order, the newest last (not as text: 10 after 9)
         else:

@@ -4,9 +4,11 @@
 Every utterance of the references is scored: those of --text, by default the Kaldi `text` of the data
 dir the list is in (data/test/text for data/test/data.list), else the transcripts the list itself
 holds. An utterance that could not be decoded (unreadable audio, shorter than a frame) counts as all
-deletions, is named, and the WER line is marked [PARTIAL] ("decoded N of M").
+deletions, is named, and the WER line is marked [PARTIAL] (compute-wer's "Scored N sentences, M not present
+in hyp.").
 
-Writes <exp-dir>/decode-<set>-<method>[-<tag>]/ (rnnt.decode_results): hyp, ref, recogs, errs, wer, ctm
+Writes <exp-dir>/decode-<set>-<method>[-<tag>]/ (rnnt.decode_results): hyp, ref, recogs, errs, wer, per_spk
+(per speaker, where the data dir has utt2spk), ctm
 (the best hypothesis's words with their times, as Kaldi's steps/get_ctm.sh writes them: rnnt.ctm; in the
 recordings' times where the list's data dir has segments), and with --nbest nbest.json, a JSON object a
 line: {"key", "hyps": [{"text", "score", "tokens": [{"unit", "id", "time"}]}]}, best first. A model over

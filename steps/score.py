@@ -39,6 +39,10 @@ def main() -> int:
         for utt in sorted(set(hyps) - set(refs)):
             print(f"score.py: {args.hyp}: {utt} has no reference; ignored", file=sys.stderr)
         report = score(refs, hyps, args.mode)
+        if not report.sentences:  # --mode present of hypotheses of none of the references: %WER nan, exit 0
+            print(f"score.py: {args.hyp}: a hypothesis for none of the {len(refs)} reference utterances",
+                  file=sys.stderr)
+            return 1
         keep_bytes_on_standard_streams()
         if args.per_spk:
             speakers = {key: line.value for key, line in read_table(args.utt2spk, errors=KEEP_BYTES).items()}

@@ -24,6 +24,7 @@ the file's start.
 
 import json
 import os
+import signal
 import sys
 
 import numpy as np
@@ -88,7 +89,8 @@ def main() -> int:
             if args.stream:
                 result, interrupted = stream(transcriber, path, args)
                 if interrupted:
-                    print_result(path, result, args)
+                    if result is not None:
+                        print_result(path, result, args)
                     return 130  # as the shell's for SIGINT, the files after this one left
             elif args.segment_seconds > 0:
                 result = transcribe_in_segments(transcriber, path, args.segment_seconds, args.method, args.beam)
@@ -155,28 +157,34 @@ def pcm_after_header(source, rate: int) -> bytes:
 
 
 def stream(transcriber, path: str, args):
-    """Prints the current line each time it changes, and each line a pause ends; returns the final result, and
-    whether Ctrl-C ended the audio early."""
+    """Prints the current line each time it changes, and each line a pause ends; returns the final result (None:
+    Ctrl-C before any audio), and whether Ctrl-C ended the audio early. Ctrl-C is taken between chunks (raised
+    inside one, it left the encoder a chunk ahead of the search, and the final transcript with a unit twice)."""
     stream = transcriber.stream()
     lines = StreamLines(stream, args.endpoint_seconds, seconds_per_encoder_frame(transcriber.experiment))
+    interrupted: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
     try:
-        show_lines(path, stream, lines, args)
-        interrupted = False
-    except KeyboardInterrupt:  # the audio ends here: the transcript so far is the final line
-        interrupted = True
+        show_lines(path, stream, lines, args, stop=lambda: bool(interrupted))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if interrupted and stream.samples == 0:
+        return None, True
     if stream.samples == 0:  # as a file of no samples is refused without --stream
         raise AudioError("no samples")
     features, rate = transcriber.experiment.data.features, stream.sample_rate
     if stream.samples < rate and not fbank(torch.zeros(stream.samples), rate, features.preset,
                                            features.num_mel_bins).shape[0]:  # as refused without --stream
         raise AudioError(f"{1000 * stream.samples / rate:.1f} ms of audio, shorter than one analysis window")
-    return stream.finish(), interrupted
+    return stream.finish(), bool(interrupted)
 
 
-def show_lines(path: str, stream, lines: StreamLines, args) -> None:
-    """Feeds the audio, printing the lines as they change and end."""
+def show_lines(path: str, stream, lines: StreamLines, args, stop) -> None:
+    """Feeds the audio, printing the lines as they change and end, until it ends or stop() says so."""
     shown, seconds = "", 0.0
     for chunk in chunks(path, stream.sample_rate, args.chunk_seconds):
+        if stop():
+            return
         seconds += chunk.shape[0] / stream.sample_rate
         stream.accept(chunk)
         if lines.current() != shown:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Combine data dirs into one; duplicate keys are an error (see --help).
+# Combine data dirs into one; an utterance in two, or a recording of two files, is an error (see --help).
 set -euo pipefail
 exec python3 -c "import sys; from rnnt.datadir.combine import main
 sys.argv[0] = 'combine_data.sh'; sys.exit(main(sys.argv[1:]))" "$@"

@@ -50,7 +50,8 @@ def cut_short(audio, info) -> str | None:
         chunk, size = head[position:position + 4], struct.unpack_from("<I", head, position + 4)[0]
         if chunk == b"data":
             held = total - position - 8
-            if size in (0, 0xFFFFFFFF) or size <= held or held <= 0 or not info.frames:  # streamed: no size
+            streamed = size == 0 or size >= 0x7FFF0000  # a writer to a pipe's placeholder (0, 2^31 - 1, 2^32 - 1)
+            if streamed or size <= held or held <= 0 or not info.frames:
                 return None
             seconds = info.frames / info.samplerate
             return f"cut short: its header gives {seconds * size / held:.2f} s of audio, the file holds {seconds:.2f} s"

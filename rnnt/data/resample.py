@@ -52,10 +52,10 @@ def _direct(x: torch.Tensor, start: int, orig: int, new: int, first: int, end: i
     """Outputs first .. end - 1 (batch, end - first), each from the input samples within the filter's width of it,
     where x (batch, samples) holds the input from sample `start` on (zeros elsewhere), a few thousand at a time."""
     cutoff, half_width, margin = _filter(orig, new)
-    offsets = torch.arange(-margin, margin + 2)
+    offsets = torch.arange(-margin, margin + 2, device=x.device)
     parts = []
     for chunk in range(first, end, 4096):
-        n = torch.arange(chunk, min(chunk + 4096, end), dtype=torch.float64)
+        n = torch.arange(chunk, min(chunk + 4096, end), dtype=torch.float64, device=x.device)
         position = n * orig / new
         index = torch.floor(position).long()[:, None] + offsets  # absolute input samples
         weights = _taps(index - position[:, None], cutoff, half_width).to(x.dtype)
@@ -114,8 +114,11 @@ class StreamingResampler:
         self.consumed = self.emitted = 0  # input samples taken, output samples given
 
     def accept(self, block: torch.Tensor) -> torch.Tensor:
-        """A mono block (samples,) -> the output samples it completes."""
+        """A mono block (samples,) -> the output samples it completes (the block itself at equal rates, as
+        resample gives it)."""
         self.consumed += block.shape[-1]
+        if self.orig == self.new:
+            return block
         if not self.polyphase:
             self.pending = torch.cat([self.pending, block.float()])
             ready = -(-(self.consumed - self.margin - 1) * self.new // self.orig)  # all of their input here
@@ -125,6 +128,8 @@ class StreamingResampler:
     def finish(self) -> torch.Tensor:
         """The output samples left once the audio has ended (its right padding read)."""
         total = resampled_length(self.consumed, self.orig, self.new)
+        if self.orig == self.new:
+            return torch.zeros(0)
         if not self.polyphase:
             return self._direct_until(total)
         tail = self._convolve(torch.cat([self.pending, torch.zeros(self.margin + 2 * self.orig)]))

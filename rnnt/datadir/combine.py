@@ -1,8 +1,9 @@
 """Combines several Kaldi data dirs into one; an utterance found in two of them is an error.
 
-A speaker or a recording may be in several: its lines (spk2gender, cmvn.scp, wav.scp, reco2dur, ...) are
-taken from the first source that has it, and one that differs in a later source is named (as Kaldi's, which
-keeps one; a per-speaker cmvn.scp differs between dirs of the same speakers by nature).
+A speaker or a recording may be in several with the same lines; a speaker's that differ (spk2gender, cmvn.scp)
+are taken from the first source that has it and named (as Kaldi's, which keeps one; a per-speaker cmvn.scp
+differs between dirs of the same speakers by nature), a recording's that differ (wav.scp, reco2dur) are an
+error: the same recording id for two files would give one source's segments the other's audio.
 
 As Kaldi's script of that name: when some sources have `segments` and others do not, each utterance of
 the others becomes a segment covering its whole recording (`<utt> <utt> 0 <its utt2dur>`, or -1, meaning the
@@ -51,7 +52,7 @@ def combine(sources: list[str], extra: tuple[str, ...] = ()) -> Tables:
                     shared_entity = name in PER_SPEAKER or name in FILTERED_SPEAKER or name in PER_RECORDING
                     if (shared_entity or name in extra) and merged[name][key] == value:
                         continue  # the same speaker or recording (or an extra file's line) in two dirs is fine
-                    if shared_entity:
+                    if name in PER_SPEAKER or name in FILTERED_SPEAKER:
                         print(f"combine_data.sh: {os.path.join(src, name)}: {key} differs from "
                               f"{os.path.join(origin[name, key], name)}; the first kept", file=sys.stderr)
                         continue

@@ -146,7 +146,7 @@ def check_parameters_agree(world: World, parameters) -> bool:
     """Under DDP every rank must end with the same parameters; checked, not assumed (False: they differ, logged)."""
     if not world.distributed:
         return True
-    digest = float(sum(p.detach().double().sum() for p in parameters))
+    digest = float(sum(p.detach().cpu().double().sum() for p in parameters))  # on the CPU: one order of sums
     digests = all_gather_objects(world, digest)
     if any(not math.isclose(d, digests[0], rel_tol=0, abs_tol=0) for d in digests):
         logging.getLogger("rnnt.train").error("ranks ended with different parameters: %s", digests)

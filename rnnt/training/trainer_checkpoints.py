@@ -63,12 +63,20 @@ class Checkpointing:
                 checkpoint.slim_old_epochs(self.exp_dir, self.experiment.train.keep_whole_epochs)
 
     def resume(self) -> bool:
-        """Every rank resumes from the checkpoint rank 0 finds newest (a node with a stale view of the exp dir
-        resumed from another, and trained another model); False: none."""
-        path = all_gather_objects(self.world, checkpoint.latest(self.exp_dir))[0]
+        """Every rank resumes from the checkpoint rank 0 chooses (a node with a stale view of the exp dir resumed
+        from another, and trained another model); False: none."""
+        choice = None
+        if self.world.main:
+            try:
+                newest = checkpoint.latest(self.exp_dir)
+                choice = self.resumable(newest) if newest else None
+            except StopTraining as error:
+                choice = error
+        path = all_gather_objects(self.world, choice)[0]
+        if isinstance(path, StopTraining):
+            raise path
         if path is None:
             return False
-        path = self.resumable(path)
         try:
             state = checkpoint.load(path)
         except FileNotFoundError as error:

@@ -57,3 +57,14 @@ def test_a_frame_lasts_its_shift_in_whole_samples_as_the_features_take_it(rate, 
     hour = 3600 * rate
     frames = -(-num_frames(hour, rate, experiment.data.features.preset) // subsample)
     assert abs(frames * seconds_per_input_frame(experiment) - 3600) < 0.1
+
+
+def test_a_start_past_the_audio_is_the_last_frame_that_starts_inside_it():
+    """Frames of 60 ms over 1 s of audio: frames 15 and 16 start at 0.90 and 0.96; one past the end was put at
+    1.00 - 0.06 = 0.94, before frame 16 (times running backwards)."""
+    from rnnt.ctm import start_within
+
+    starts = [start_within(frame * 0.06, 1.0, 0.06) for frame in (15, 16, 17, 18)]
+    assert [round(s, 3) for s in starts] == [0.9, 0.96, 0.96, 0.96]
+    assert start_within(0.5, 0.48, 0.04) == pytest.approx(0.44)  # a frame that divides the duration: its last
+    assert start_within(0.1, 0.01, 0.04) == 0.0

@@ -199,6 +199,19 @@ def test_the_best_epochs_are_averaged_into_their_own_file(trained, tmp_path):
     assert not (tmp_path / "avg-2.pt").exists() and checkpoint.numbered(str(tmp_path), "average") == []
 
 
+def test_best_epochs_leave_out_one_validated_on_part_of_dev(trained, tmp_path):
+    """An epoch whose validation left a batch out of memory scored a shorter dev set (its longest utterances
+    gone): its lower loss is not comparable, and it is not ranked."""
+    for n, loss, skipped in ((3, 3.0, 0), (4, 1.0, 0), (5, 0.5, 4), (6, 2.0, 0)):
+        state = checkpoint.load(str(trained / "epoch-5.pt"))
+        state["meta"].update(valid_loss=loss, epoch=n, **({"valid_skipped_out_of_memory": skipped} if skipped else {}))
+        checkpoint.save(str(tmp_path / f"epoch-{n}.pt"), state)
+    out = run_tool(sys.executable, STEPS / "average_checkpoints.py", "--best", "2", tmp_path)
+    assert out.returncode == 0 and "averaged epoch-4.pt, epoch-6.pt" in out.stdout, out.stdout + out.stderr
+    out = run_tool(sys.executable, STEPS / "average_checkpoints.py", "--best", "4", tmp_path)
+    assert out.returncode == 1 and "only 3 epochs were validated on the whole dev set" in out.stderr
+
+
 def test_a_damaged_checkpoint_is_named_and_nothing_is_averaged(trained, tmp_path):
     for n in (3, 4, 5):
         (tmp_path / f"epoch-{n}.pt").write_bytes((trained / f"epoch-{n}.pt").read_bytes()[:None if n != 4 else 1000])
@@ -269,7 +282,7 @@ def test_integer_samples_are_scaled_and_word_times_end_with_the_audio(trained, y
     tokenizer = transcriber.tokenizer
     yes, no = tokenizer.units["YES"], tokenizer.units["NO"]
     words = words_with_times(tokenizer, Hypothesis([yes, no], [10, 99], 0.0), 0.03, duration=2.5)
-    assert words == [{"word": "YES", "start": 0.3, "end": 0.33}, {"word": "NO", "start": 2.47, "end": 2.5}]
+    assert words == [{"word": "YES", "start": 0.3, "end": 0.33}, {"word": "NO", "start": 2.49, "end": 2.5}]
 
 
 def test_transcribe_any_format_rate_and_channels(trained, yesno, tmp_path):

@@ -94,3 +94,10 @@ def test_a_reference_of_no_utterance_is_refused(tmp_path):
     assert out.returncode == 1 and out.stdout == ""
     assert out.stderr == f"score.py: {tmp_path / 'ref'}: no reference utterance (the reference first, then the " \
                          "hypotheses)\n"
+
+
+def test_mode_present_with_no_hypothesis_of_any_reference_is_refused(tmp_path):
+    write_case(tmp_path)
+    (tmp_path / "hyp").write_text("x1 A\n")
+    out = score(tmp_path, "--mode", "present")
+    assert out.returncode == 1 and "a hypothesis for none of the 3 reference utterances" in out.stderr

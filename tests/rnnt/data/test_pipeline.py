@@ -132,6 +132,9 @@ def test_a_wav_cut_short_is_refused_by_name_from_a_file_and_from_a_shard(fsdd, t
     for audio in (str(tmp_path / "cut.wav"), data[:len(data) // 2]):
         with pytest.raises(AudioError, match=r"^cut short: its header gives \d+\.\d\d s of audio, the file holds"):
             load_audio(audio)
+    streamed = bytearray(data)  # a writer to a pipe's placeholder size (2^31 - 1): no length, not cut short
+    streamed[data.index(b"data") + 4:data.index(b"data") + 8] = (0x7FFFFFFF).to_bytes(4, "little")
+    assert load_audio(bytes(streamed))[0].shape == load_audio(data)[0].shape
     cut = {**good, "key": "cut", "audio": str(tmp_path / "cut.wav"), "source": "cut.wav"}
     with caplog.at_level(logging.WARNING):
         assert [r["key"] for r in stages.audio_lengths([cut, good], 8000)] == [good["key"]]
@@ -444,6 +447,8 @@ def test_resampling_block_by_block_gives_the_whole_audios_resample(fsdd, orig, n
     whole = resample(audio, orig, new)
     assert joined.shape == whole.shape
     torch.testing.assert_close(joined, whole, rtol=0, atol=1e-5)
+    same = StreamingResampler(orig, orig)  # equal rates: the audio as it is, as resample gives it
+    assert torch.equal(torch.cat([same.accept(audio[:100]), same.accept(audio[100:]), same.finish()]), audio)
 
 
 def test_a_rate_of_many_phases_resamples_output_by_output_as_the_polyphase_form_would():

@@ -225,3 +225,13 @@ def test_frame_shift_is_copied_where_sources_with_features_agree(librispeech_dir
     (second / "frame_shift").write_text("0.01\n")
     assert main([str(dest), str(first), str(second)]) == 0
     assert (dest / "frame_shift").read_text() == "0.01\n" and len(keys(dest / "feats.scp")) == 8
+
+
+def test_a_recording_id_of_two_files_is_an_error(speechocean_dir, tmp_path):
+    """Kept first, one source's segments would have been given the other source's audio."""
+    sources = pieces(speechocean_dir, tmp_path, [(0, 10), (10, 20)])
+    wav = tmp_path / "1" / "wav.scp"
+    key = wav.read_text().split()[0]
+    (tmp_path / "0" / "wav.scp").write_text((tmp_path / "0" / "wav.scp").read_text() + f"{key} /elsewhere.wav\n")
+    with pytest.raises(ValueError, match=rf"/1/wav.scp: key '{key}' is also in .*/0/wav.scp"):
+        combine(sources)

@@ -369,7 +369,7 @@ def test_sherpa_onnx_token_times_become_words_in_the_exports_own_frames():
     assert words_with_times(chars, 0.06, 2.41) == [{"word": "AB", "start": 0.06, "end": 0.18},
                                                    {"word": "C", "start": 2.4, "end": 2.41}]
     past = Recognised("AB C", ["A", "B", " ", "C"], stamps([1, 2, 3, 50]))  # C emitted whole in the tail silence
-    assert words_with_times(past, 0.06, 2.41)[1] == {"word": "C", "start": 2.35, "end": 2.41}  # was 2.41-2.41
+    assert words_with_times(past, 0.06, 2.41)[1] == {"word": "C", "start": 2.4, "end": 2.41}  # the last frame's
     words = Recognised(" YES NO", [" YES", " NO"], stamps([5, 9]))
     assert [w["word"] for w in words_with_times(words, 0.03, 1.0)] == ["YES", "NO"]
     assert words_with_times(Recognised("", [], []), 0.06, 1.0) == []

@@ -99,10 +99,37 @@ def test_backend_torch_launches_no_kernel_and_auto_does(monkeypatch):
     assert {"check_kernel", "cell_map_kernel"} <= set(launched)
 
 
-def test_every_entry_point_runs_on_its_inputs_device():
+def test_every_entry_point_runs_on_its_inputs_device(monkeypatch):
+    """Each is on_inputs_device's wrapper (its code, not any decorator's), and that wrapper enters the device of
+    the first tensor where it is a CUDA one (a stand-in tensor type here: no GPU)."""
+    from rnnt.loss.lattice_triton import on_inputs_device
+
+    wrapper_code = on_inputs_device(lambda: None).__code__
     for function in (transducer_loss, fused_joiner_loss, simple_loss, prune_ranges, pruned_loss, banded_loss,
                      lattice_posteriors, best_path_label_frames):
-        assert getattr(function, "__wrapped__", None) is not None, function.__name__
+        assert function.__code__ is wrapper_code, function.__name__
+
+    class OnCuda(torch.Tensor):
+        @property
+        def device(self):
+            return torch.device("cuda", 1)
+
+    entered = []
+
+    class Recorder:
+        def __init__(self, device):
+            entered.append(device)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(torch.cuda, "device", Recorder)
+    assert on_inputs_device(lambda x, y=None: "ran")(torch.zeros(1).as_subclass(OnCuda)) == "ran"
+    assert entered == [torch.device("cuda", 1)]
+    assert on_inputs_device(lambda x: "ran")(torch.zeros(1)) == "ran" and len(entered) == 1  # the CPU: none
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
