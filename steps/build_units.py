@@ -16,7 +16,7 @@ import tempfile
 
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.data.lexicon import read_lexicon
-from rnnt.data.tokenizer import BLANK, SPACE, UNK, Tokenizer
+from rnnt.data.tokenizer import BLANK, SPACE, UNIT_TYPES, UNK, Tokenizer
 from rnnt.datadir.table import read_table
 from rnnt.datadir.values import is_positive_number
 from rnnt.training.config_checks import UNIT_RATE_FILE
@@ -87,7 +87,7 @@ def write_unit_rates(data_dir: str, lang_dir: str, tokenizer: Tokenizer, texts: 
 
 def main() -> str:
     parser = tool_parser(__doc__, "steps/build_units.py --unit-type bpe --vocab-size 500 data/train data/lang")
-    parser.add_argument("--unit-type", choices=("bpe", "unigram", "char", "word", "phone"), default="bpe")
+    parser.add_argument("--unit-type", choices=UNIT_TYPES, default="bpe")
     parser.add_argument("--vocab-size", type=at_least(0), default=500,
                         help="bpe/unigram: units in units.txt, <blank> and <unk> included (default 500)")
     parser.add_argument("--character-coverage", type=float, default=1.0,

@@ -63,9 +63,7 @@ def same_plan_or_new(shard_dir: str, plan: dict) -> bool:
     if any(name.endswith((".tar", ".tar.tmp")) for name in os.listdir(shard_dir)):
         return False
     try:
-        with open(f"{state_path}.tmp", "w") as f:
-            json.dump(plan, f)
-        os.replace(f"{state_path}.tmp", state_path)
+        write_atomically(state_path, lambda f: json.dump(plan, f))
     except OSError as error:
         raise ToolError(f"{state_path}: cannot record the plan: {error}") from error
     return True

@@ -32,6 +32,7 @@ import torch
 
 from rnnt.cli import above, at_least, tool_parser
 from rnnt.data.audio import AudioError
+from rnnt.data.audio_header import riff_chunks
 from rnnt.data.features import fbank
 from rnnt.data.resample import StreamingResampler
 from rnnt.search_methods import METHODS, check_method
@@ -142,11 +143,9 @@ def pcm_after_header(source, rate: int) -> bytes:
     if head != b"RIFF":
         return head
     source.read(8)  # the RIFF size and WAVE
-    while len(chunk := source.read(8)) == 8:
-        name, size = chunk[:4], int.from_bytes(chunk[4:], "little")
+    for name, _, body in riff_chunks(source):
         if name == b"data":
             return b""
-        body = source.read(size + (size & 1))
         if name == b"fmt ":
             kind, channels, wav_rate = int.from_bytes(body[:2], "little"), body[2], int.from_bytes(body[4:8], "little")
             bits = int.from_bytes(body[14:16], "little")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import os
-import struct
 
 import soundfile
 
@@ -34,6 +33,17 @@ def no_length(info) -> str | None:
     return None
 
 
+def riff_chunks(stream):
+    """(name, size, body) of each chunk of a WAV (RIFF) stream read past its 12-byte header, up to its data chunk,
+    whose body is None (the stream then at its first sample); a stream that ends first ends them."""
+    while len(header := stream.read(8)) == 8:
+        name, size = header[:4], int.from_bytes(header[4:], "little")
+        if name == b"data":
+            yield name, size, None
+            return
+        yield name, size, stream.read(size + (size & 1))
+
+
 def cut_short(audio, info) -> str | None:
     """Why a WAV file holds less audio than its header's data chunk says (a copy or download cut short: libsndfile
     reads what is there in silence, and a transcript of 8 words went with 2 s of them), or None. audio: bytes or a
@@ -45,17 +55,16 @@ def cut_short(audio, info) -> str | None:
     else:
         with open(audio, "rb") as f:
             head, total = f.read(65536), os.fstat(f.fileno()).st_size
-    position = 12  # after RIFF <size> WAVE
-    while position + 8 <= len(head):
-        chunk, size = head[position:position + 4], struct.unpack_from("<I", head, position + 4)[0]
-        if chunk == b"data":
-            held = total - position - 8
+    stream = io.BytesIO(head)
+    stream.seek(12)  # after RIFF <size> WAVE
+    for name, size, _ in riff_chunks(stream):
+        if name == b"data":
+            held = total - stream.tell()
             streamed = size == 0 or size >= 0x7FFF0000  # a writer to a pipe's placeholder (0, 2^31 - 1, 2^32 - 1)
             if streamed or size <= held or held <= 0 or not info.frames:
                 return None
             seconds = info.frames / info.samplerate
             return f"cut short: its header gives {seconds * size / held:.2f} s of audio, the file holds {seconds:.2f} s"
-        position += 8 + size + (size & 1)
     return None
 
 

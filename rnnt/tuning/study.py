@@ -7,6 +7,7 @@ import os
 
 import yaml
 
+from rnnt.atomic_write import write_atomically
 from rnnt.tuning.plot import plot_study
 from rnnt.tuning.space import Search, with_values
 
@@ -167,6 +168,4 @@ def write_results(study, user_config: dict, exp_dir: str, objective: str = "") -
         text = (f"# steps/tune.py: trial {study.best_trial.number}, dev WER {best_wer(study.best_trial):.2f}% "
                 f"(objective {study.best_value:.2f})\n"
                 + yaml.safe_dump(with_values(user_config, study.best_trial.params), sort_keys=False))
-        with open(os.path.join(exp_dir, "best.yaml.tmp"), "w") as f:  # whole or not at all
-            f.write(text)
-        os.replace(os.path.join(exp_dir, "best.yaml.tmp"), os.path.join(exp_dir, "best.yaml"))
+        write_atomically(os.path.join(exp_dir, "best.yaml"), lambda f: f.write(text))
