@@ -33,6 +33,10 @@ def train_sentencepiece(lines: list[str], lang: str, kind: str, vocab_size: int,
             input=corpus, model_prefix=os.path.join(lang, "bpe"), model_type=kind, vocab_size=vocab_size - 1,
             character_coverage=coverage, unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1, hard_vocab_limit=False,
             input_sentence_size=10_000_000, shuffle_input_sentence=True, minloglevel=2,
+            # NFKC, not sentencepiece's default nmt_nfkc: that one makes word boundaries of the zero-width
+            # characters the data dir rules accept (Persian's ZWNJ, U+200E/F), so such text did not round-trip
+            normalization_rule_name="nfkc",
+            unk_surface=UNK,  # <unk> decodes as itself (the default is U+2047), as tokens.txt spells it
         )
     finally:
         os.remove(corpus)
@@ -61,6 +65,29 @@ def build_inventory(args, lines: list[str]) -> tuple[list[str], dict]:
     for special in (BLANK, UNK):  # a transcript's literal <unk> (Kaldi-style text) is the unit of id 1 already
         counts.pop(special, None)
     return sorted(counts), config
+
+
+def phone_summary(lang_dir: str, tokenizer: Tokenizer, lines: list[str], size: int) -> str:
+    """Phone units' checks: the transcripts with a word without a pronunciation (<unk> in its place), and those
+    that spell back otherwise: homophones (KNOW, NO) read back as the lexicon's first word, which a search
+    without the word LM and its lexicon cannot tell apart; the most common are printed."""
+    unknown = respelt = 0
+    homophones = collections.Counter()
+    for line in lines:
+        words = line.split()
+        if any(word not in tokenizer.lexicon for word in words):
+            unknown += 1
+            continue
+        spelt = tokenizer.decode(tokenizer.encode(line)).split()
+        pairs = [(word, back) for word, back in zip(words, spelt) if word != back]
+        respelt += bool(pairs)
+        homophones.update(pairs)
+    if homophones:
+        common = ", ".join(f"{word}->{back} {n}" for (word, back), n in homophones.most_common(8))
+        print(f"build_units.py: homophones spelt back as the lexicon's first word (only a search with the word LM "
+              f"tells them apart): {common}", file=sys.stderr)
+    return (f"{lang_dir}: {size} phone units from {len(lines)} transcripts; {unknown} transcripts have a word "
+            f"without a pronunciation (<unk> in its place), {respelt} spell back with a homophone")
 
 
 def write_unit_rates(data_dir: str, lang_dir: str, tokenizer: Tokenizer, texts: dict) -> str:
@@ -112,10 +139,8 @@ def main() -> str:
         json.dump(config, f, indent=1)
     tokenizer = Tokenizer(args.lang_dir)
     rates = write_unit_rates(args.data_dir, args.lang_dir, tokenizer, texts)
-    if args.unit_type == "phone":  # homophones spell back as one word: count words without phones instead
-        failed = [line for line in lines if any(word not in tokenizer.lexicon for word in line.split())]
-        return (f"{args.lang_dir}: {len(units) + 2} phone units from {len(lines)} transcripts; "
-                f"{len(failed)} transcripts have a word without a pronunciation (<unk> in its place){rates}")
+    if args.unit_type == "phone":
+        return phone_summary(args.lang_dir, tokenizer, lines, len(units) + 2) + rates
     encoded = [(line, tokenizer.encode(line)) for line in lines]
     # a transcript with <unk> (a rare character --character-coverage leaves out, a literal <unk>) is counted, not
     # a failure: it trains with id 1 there

@@ -15,7 +15,9 @@ Presets:
           STFT (the signal reflected at its edges: audio of 16 ms or less gives no frame), power spectrum,
           Slaney mel bins 0 Hz to Nyquist, log(x + 2^-24) (NeMo's guard; the reference adds 1e-20, which
           differs on the cells under 2^-24, 12% of LibriSpeech's: kept, as the recipes' models were trained
-          on it), then each bin normalised to zero mean and unit variance over the utterance. The reference
+          on it), then each bin normalised to zero mean and unit variance over the utterance (the reference
+          counts ceil(samples / shift) frames, one fewer than the STFT's when the shift divides the samples,
+          and leaves that last frame out of the statistics and the model: kept too, for the same reason). The reference
           also dithers by 1e-5 in training: a config's data.features.dither, as egs/librispeech/conf/mlperf.yaml
           sets it (no preset dithers by itself).
 """

@@ -120,8 +120,8 @@ class Tokenizer:
         return text.split()
 
     def encode(self, text: str) -> list[int]:
-        unk = self.units[UNK]
-        return [self.units.get(piece, unk) for piece in self.pieces(text)]
+        unk = self.units[UNK]  # text never gives <blank> (id 0): a literal one in a transcript is unknown
+        return [self.units.get(piece, unk) or unk for piece in self.pieces(text)]
 
     def text(self, hyp) -> str:
         """A search result's text (an rnnt.search.Hypothesis): the words a word LM chose, else its tokens decoded."""

@@ -201,7 +201,7 @@ def test_data_prep_keeps_good_lines_and_names_bad_ones_by_file_and_line(small_co
              "a/one.wav one again",      # 9: the recording of line 2 again
              "b/two tw\udce9",             # 10: not UTF-8 (a Latin-1 byte)
              "a/five fi\x08ve",            # 11: a backspace pasted in (a copy of a/zero.wav)
-             "b/two two", "b/three three", "a/three three", "a/two.wav two"]
+             "b/two two", "b/three three\u2019s", "a/three three", "a/two.wav two"]
     (small_corpus / "a" / "five.wav").write_bytes((small_corpus / "a" / "zero.wav").read_bytes())
     (small_corpus / "transcripts.txt").write_bytes("\n".join(lines).encode("utf-8", "surrogateescape") + b"\n")
     out = run_tool(sys.executable, DATA_PREP, "--dev-fraction", "0.2", "--test-fraction", "0.2",
@@ -225,7 +225,7 @@ def test_data_prep_keeps_good_lines_and_names_bad_ones_by_file_and_line(small_co
         text |= table(tmp_path / "data" / name / "text")
         wav |= table(tmp_path / "data" / name / "wav.scp")
     assert sorted(text) == ["a-one", "a-three", "a-two", "a-zero", "b-one", "b-three", "b-two", "b-zero"]
-    assert text["a-one"] == "ONE MOR\u00c9" and text["b-three"] == "THREE"  # NFKC: the accent joins its letter
+    assert text["a-one"] == "ONE MOR\u00c9" and text["b-three"] == "THREE'S"  # NFKC: the accent joins its letter
     assert wav["b-zero"] == str(small_corpus / "b" / "zero.flac")
     assert wav["a-two"] == str(small_corpus / "a" / "two.wav")
     # 10 readable lines: a fifth each held out as test and dev (the unreadable recording and the refused

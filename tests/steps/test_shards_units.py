@@ -348,6 +348,38 @@ def test_rare_characters_and_a_literal_unk_train_as_unk_not_a_failure(tmp_path, 
     assert "0 transcripts do not round-trip" in out.stdout and have_unk >= {"bpe": 7, "word": 1, "char": 0}[unit_type]
 
 
+@pytest.mark.parametrize("unit_type", ["bpe", "unigram"])
+def test_zero_width_characters_and_a_literal_unk_round_trip_in_sentencepiece_units(tmp_path, unit_type):
+    """Persian's zero-width non-joiner (which the data dir rules accept) is inside a word: sentencepiece's default
+    normalisation made a word boundary of it, and such a transcript failed the round-trip check. A literal <unk>
+    decoded as U+2047, where sherpa-onnx's tokens.txt prints <unk>."""
+    data = tmp_path / "data"
+    data.mkdir()
+    persian = ["\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 \u0628\u0631\u0648\u0645",
+               "\u06a9\u062a\u0627\u0628\u200c\u0647\u0627 \u0631\u0627 "
+               "\u0645\u06cc\u200c\u062e\u0648\u0627\u0646\u0645"]
+    (data / "text").write_text("".join(f"u{i:03d} {persian[i % 2]}\n" for i in range(40)) + "z HELLO <unk> WORLD\n")
+    out = run_tool(sys.executable, STEPS / "build_units.py", "--unit-type", unit_type, "--vocab-size", "30",
+                   data, tmp_path / "lang")
+    assert out.returncode == 0 and "0 transcripts do not round-trip" in out.stdout, out.stdout + out.stderr
+    from rnnt.data.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer(str(tmp_path / "lang"))
+    assert [tokenizer.decode(tokenizer.encode(line)) for line in persian] == persian
+    assert tokenizer.decode(tokenizer.encode("HELLO <unk> WORLD")) == "HELLO <unk> WORLD"
+
+
+def test_a_literal_blank_in_a_transcript_is_unknown_not_the_blank(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "text").write_text("a YES NO\nb NO <blank> YES\n")
+    run_tool(sys.executable, STEPS / "build_units.py", "--unit-type", "word", data, tmp_path / "lang", check=True)
+    from rnnt.data.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer(str(tmp_path / "lang"))
+    assert tokenizer.encode("NO <blank> YES") == [tokenizer.units["NO"], 1, tokenizer.units["YES"]]
+
+
 def test_sphere_audio_is_written_as_wav_for_wenets_reader(test_data, tmp_path):
     """Kept as it is, a SPHERE file (AN4's CMU archive) would be a .sph member, which WeNet's reader does not
     take for audio; it is written as wav, the same samples, and so is one named .wav (TIMIT's)."""

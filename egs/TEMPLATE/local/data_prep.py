@@ -36,10 +36,14 @@ AUDIO = (".flac", ".wav", ".ogg", ".opus", ".mp3", ".sph", ".aiff", ".aif", ".au
          ".avr", ".sds", ".mat", ".sf", ".ircam", ".mpc", ".8svx", ".svx", ".iff")
 
 
+APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})  # typographic, as typed: the dictionary's
+
+
 def normalise(text: str) -> str:
     """The transcript as it is trained on and scored: NFKC (as sentencepiece's BPE units read and write text: an
-    accent typed as its own code point, CAFE + U+0301, is the one letter of CAFÉ), upper case, single spaces."""
-    return " ".join(unicodedata.normalize("NFKC", text).upper().split())
+    accent typed as its own code point, CAFE + U+0301, is the one letter of CAFÉ), typographic apostrophes as
+    the typed one (DON\u2019T is the dictionary's DON'T, one word, one LM word), upper case, single spaces."""
+    return " ".join(unicodedata.normalize("NFKC", text).translate(APOSTROPHES).upper().split())
 
 
 @functools.lru_cache(maxsize=64)
