@@ -82,6 +82,8 @@ def resample(waveform: torch.Tensor, orig_rate: int, new_rate: int) -> torch.Ten
     shape, length = waveform.shape, waveform.shape[-1]
     out_length = resampled_length(length, orig, new)
     dtype = waveform.dtype if waveform.is_floating_point() else torch.float32
+    if length == 0:  # no samples (reshape(-1, 0) cannot infer the rows): none out, as the streaming resampler
+        return waveform.new_zeros((*shape[:-1], 0), dtype=dtype)
     if not polyphase(orig, new):
         x = waveform.reshape(-1, length).to(dtype)
         return _direct(x, 0, orig, new, 0, out_length).reshape(*shape[:-1], out_length)

@@ -22,20 +22,22 @@ class GradientGroup:
 
     kept: int = 0  # micro-batches whose gradient was kept
     synced: bool = False  # under DDP: one of them ran its backward pass in sync, so the sum was all-reduced
+    weight: float = 0.0  # their weights' sum: a rank waiting at an epoch's end keeps batches of weight 0
 
-    def add(self, synced: bool) -> None:
+    def add(self, synced: bool, weight: float = 1.0) -> None:
         self.kept += 1
         self.synced = self.synced or synced
+        self.weight += weight
 
     def take(self) -> GradientGroup:
         """This group, for the optimiser step; a new one starts empty."""
-        taken = GradientGroup(self.kept, self.synced)
+        taken = GradientGroup(self.kept, self.synced, self.weight)
         self.drop()
         return taken
 
     def drop(self) -> None:
         """Forgets the group (its gradient was zeroed: a backward pass broke off in the middle)."""
-        self.kept, self.synced = 0, False
+        self.kept, self.synced, self.weight = 0, False, 0.0
 
 
 REASONS = ("non-finite loss", "non-finite gradient", "out of memory")

@@ -41,7 +41,8 @@ class TrainConfig:
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     grad_clip: float = 5.0  # the gradient's global L2 norm is clipped to this (always applied)
-    accum_steps: int = 1  # batches whose gradients are averaged into one optimiser step
+    accum_steps: int = 1  # batches whose gradients are averaged into one optimiser step (each batch's mean
+    # over its utterances weighs the same, whatever its size, as WeNet's accum_grad; over DDP's ranks too)
     precision: str = "fp32"  # fp32, bf16 or fp16 (autocast; the loss is computed in float32)
     ema_decay: float = 0.0  # decay of an EMA of the weights, which validation uses and checkpoints keep (0: no EMA)
     checkpoint_every: int = 0  # optimiser steps between step-N.pt checkpoints (0: only at epoch ends)
@@ -50,7 +51,9 @@ class TrainConfig:
     # the weights alone, for averaging and decoding (with Adam: half the file with EMA, a third without);
     # 0: every one whole, to resume from any
     log_every: int = 10  # optimiser steps between reports of the mean loss, rate and gradient norm
-    max_bad_steps: int = 10  # non-finite losses in a row before training stops
+    max_bad_steps: int = 10  # skipped batches in a row before training stops: a non-finite loss or out of
+    # memory skips a batch, a non-finite gradient its group's step (counted once); float16's overflows while
+    # its loss scale is above 1 are not counted
     valid_wer: bool = True  # validation also decodes greedily and reports WER (false: the loss only)
     seed: int = 0  # torch's seed: the model's initialisation and dropout
     device: str = "auto"  # auto (cuda where available, else cpu), cpu or cuda

@@ -11,7 +11,7 @@ import math
 import torch
 
 from rnnt.training.accumulation import is_out_of_memory
-from rnnt.training.distributed import every_rank, scale_gradients
+from rnnt.training.distributed import every_rank, scale_gradients, sum_over_ranks
 from rnnt.training.stop import StopTraining
 
 log = logging.getLogger("rnnt.train")
@@ -44,7 +44,7 @@ class Steps:
         elif not usable:
             self.skip_unusable(value, batch["keys"], memory_sufficed)
         else:
-            self.group.add(synced=sync)
+            self.group.add(synced=sync, weight=weight)
         return None if out_of_memory or not usable else value
 
     def out_of_memory(self, error: RuntimeError, batch: dict, where: str) -> str:
@@ -89,23 +89,35 @@ class Steps:
         self.bad_batches.skip(reason)
 
     def optimizer_step(self) -> float | None:
-        """Updates the weights with the gradient of the group's kept micro-batches, averaged over them (and
-        over the ranks where DDP did not: a short last group of an epoch, or one whose last batch was
-        skipped, ran all its backward passes under no_sync). Returns the gradient norm; None when no step
-        was taken (nothing kept, or a non-finite gradient)."""
+        """Updates the weights with the gradient of the group's kept micro-batches on every rank, averaged
+        over them by their weights: a rank's batch of weight 0 while it waits at an epoch's end counts for
+        nothing (DDP's average over the ranks counted it as a batch, so the step's gradient was divided by the
+        world's size there). Where DDP did not all-reduce (a short last group of an epoch, or one whose last
+        batch was skipped, ran all its backward passes under no_sync), the sum over the ranks is taken here.
+        Returns the gradient norm; None when no step was taken (nothing kept, or a non-finite gradient)."""
         group = self.group.take()
-        if group.kept == 0:
+        if group.kept == 0:  # every rank skipped the same batches: this is the same on all
             self.optimizer.zero_grad(set_to_none=True)
             return None
-        scale, unsynced = self.experiment.train.accum_steps / group.kept, self.world.distributed and not group.synced
+        # each rank's gradient is its batches' weighted sum over accum_steps; DDP averaged over the world
+        weight = sum_over_ranks(self.world, [group.weight])[0] if self.world.distributed else group.weight
+        scale = self.experiment.train.accum_steps * self.world.size / weight
+        unsynced = self.world.distributed and not group.synced
         if unsynced or scale != 1:
             scale_gradients(self.model.parameters(), scale, self.world if unsynced else None)
         self.scaler.unscale_(self.optimizer)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.experiment.train.grad_clip))
         if not math.isfinite(grad_norm):  # no update, and no step counted: the schedule and EMA wait
-            if self.scaler.is_enabled():  # fp16: the scale is lowered (unscale_ recorded the overflow)
-                self.scaler.update()
             self.optimizer.zero_grad(set_to_none=True)
+            if self.scaler.is_enabled() and self.scaler.get_scale() > 1:
+                # float16's loss scale probing from 2^16 down: the first steps overflow by design (about 7 at
+                # initial gradients near 80), which train.max_bad_steps is not about
+                log.info("float16 overflow at loss scale %g, step %d: update skipped, the scale halved",
+                         self.scaler.get_scale(), self.step)
+                self.scaler.update()
+                return None
+            if self.scaler.is_enabled():  # the scale is lowered (unscale_ recorded the overflow)
+                self.scaler.update()
             log.warning("non-finite gradient norm at step %d: update skipped", self.step)
             self.bad_batches.skip("non-finite gradient")
             return None

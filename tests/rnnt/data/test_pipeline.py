@@ -449,6 +449,9 @@ def test_resampling_block_by_block_gives_the_whole_audios_resample(fsdd, orig, n
     torch.testing.assert_close(joined, whole, rtol=0, atol=1e-5)
     same = StreamingResampler(orig, orig)  # equal rates: the audio as it is, as resample gives it
     assert torch.equal(torch.cat([same.accept(audio[:100]), same.accept(audio[100:]), same.finish()]), audio)
+    # no samples: none, as the streaming resampler gives (resample raised in its reshape)
+    empty = StreamingResampler(orig, new)
+    assert resample(audio[:0], orig, new).shape == torch.cat([empty.accept(audio[:0]), empty.finish()]).shape == (0,)
 
 
 def test_a_rate_of_many_phases_resamples_output_by_output_as_the_polyphase_form_would():

@@ -261,6 +261,34 @@ def test_torchrun_resumed_where_one_rank_ran_out_ends_as_the_uninterrupted_run(y
     assert all(torch.equal(a["model"][name], b["model"][name]) for name in a["model"])
 
 
+@pytest.mark.slow
+def test_torchrun_a_rank_waiting_with_weight_0_leaves_the_step_the_mean_of_the_others_batches(yesno, tmp_path):
+    """Five utterances on 2 ranks in batches of 1: the third step has one batch, rank 1 waits with weight 0.
+    Every step's gradient is then the mean of the ranks' batches of weight 1, as one process's batches of 2
+    (the list's same shuffled order: entries 0 and 1, 2 and 3, then 4 alone). Before, the third step's
+    gradient was halved: DDP's average over the ranks counted the waiting rank's batch."""
+    def conf(name, batch_size):
+        path = config_file(tmp_path, batch_size=batch_size, epochs=1, grad_clip=1.0e6)
+        values = yaml.safe_load(path.read_text())
+        values["model"]["encoder"]["input_batch_norm"] = False  # a rank's statistics are not the batch's of 2
+        values["data"]["shuffle_buffer"] = 0
+        (tmp_path / name).write_text(yaml.safe_dump(values))
+        return tmp_path / name
+
+    def args(exp, batch_size):
+        return [a if a != str(yesno / "train.list") else str(yesno / "five.list")
+                for a in train_args(yesno, tmp_path / exp, conf(f"{exp}.yaml", batch_size))]
+
+    out = subprocess.run([*TORCHRUN, "--nproc_per_node=2"] + args("ddp", 1)[1:], capture_output=True, text=True,
+                         cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    run_tool(*args("one", 2), check=True)
+    ddp, one = (checkpoint.load(checkpoint.latest(str(tmp_path / exp))) for exp in ("ddp", "one"))
+    assert ddp["meta"]["step"] == one["meta"]["step"] == 3
+    for name, value in one["model"].items():
+        torch.testing.assert_close(ddp["model"][name], value, atol=2e-5, rtol=1e-4, msg=name)
+
+
 def test_torchrun_a_rank_with_no_usable_utterance_stops_every_rank_with_the_reason(yesno, tmp_path):
     """Two ranks, two shards: the training utterances, and a shard of six whose audio no decoder reads. The
     rank given the second has no batch; every rank stops in seconds with the one message (no hang at an
