@@ -91,12 +91,15 @@ def start_shard_dir(shard_dir: str, plan: dict, replace: bool) -> None:
 
 
 def items_digest(items) -> str:
-    """What the shards hold besides their keys: each utterance's text, audio source (a file's size and time too)
-    and segment times. Shards of the same keys with another transcript or audio are not reused."""
+    """What the shards hold besides their keys: each utterance's text, audio source and segment times; a file by
+    its name, size and time, not its folder (the same corpus moved, or copied keeping times, is the same audio:
+    its shards were written again, and a training on them set aside). Shards of the same keys with another
+    transcript or audio are not reused."""
     digest = hashlib.sha256()
     for item in items:
         stat = os.stat(item.source) if not item.source.endswith("|") and os.path.isfile(item.source) else None
-        digest.update(json.dumps([item.key, item.text, item.source, item.start, item.end,
+        source = os.path.basename(item.source) if stat else item.source  # a piped command as it is
+        digest.update(json.dumps([item.key, item.text, source, item.start, item.end,
                                   stat and (stat.st_size, stat.st_mtime_ns)]).encode())
     return digest.hexdigest()
 

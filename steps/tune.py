@@ -33,6 +33,7 @@ from rnnt.model.transducer import Transducer
 from rnnt.tuning.space import load_search, suggest, values_to_check, with_values
 from rnnt.tuning.study import completed, ended, open_study, optimize_until, summary, write_results
 from rnnt.training import checkpoint
+from rnnt.training.config_change import units_digest
 from rnnt.tuning.trial_run import run_trial
 from rnnt.training.experiment import experiment_from_values, load_experiment, with_absolute_paths, with_paths
 
@@ -124,21 +125,43 @@ def check_trial_configs(base: dict, search, search_path: str, vocab_size: int) -
             raise ToolError(f"{where}: {error}") from None
 
 
+def data_digest(experiment) -> str:
+    """The data the trials train and are scored on, by content that is the same on every machine of a study: the
+    units (units.txt, and a phone lexicon), and the transcripts of each list's data dir (the text beside it, as
+    the recipes write it; else the names of the list's entries)."""
+    digest = hashlib.sha256(units_digest(experiment.paths.lang_dir).encode())
+    lexicon = os.path.join(experiment.paths.lang_dir, "lexicon.txt")
+    named = [lexicon] if os.path.isfile(lexicon) else []
+    for list_path in filter(None, (experiment.paths.train_list, experiment.paths.valid_list)):
+        text = os.path.join(os.path.dirname(list_path), "text")
+        if os.path.isfile(text):
+            named.append(text)
+        else:
+            with open(list_path, encoding="utf-8") as f:
+                digest.update("".join(os.path.basename(line.strip()) + "\n" for line in f).encode())
+    for path in named:
+        with open(path, "rb") as f:
+            digest.update(hashlib.sha256(f.read()).digest())
+    return digest.hexdigest()
+
+
 def check_same_search(study, experiment, search, where: str) -> None:
-    """A study holds the trials of one config and search: resumed with others, its trials (and best config)
+    """A study holds the trials of one config, search and data: resumed with others, its trials (and best config)
     would mix two searches; refused. The number of trials may change. The config's paths count relative to the
     working directory: workers of one study in checkouts at other places (--storage postgresql://, several
-    machines) run from the same recipe folder give one fingerprint. (A study fingerprinted before, with the
-    paths absolute, is taken and its fingerprint rewritten.)"""
+    machines) run from the same recipe folder give one fingerprint; the data by content (data_digest). (A study
+    fingerprinted before, with the paths absolute or without the data, is taken and its fingerprint rewritten.)"""
     asked = {key: value for key, value in vars(search).items() if key != "trials"}
+    data = data_digest(experiment)
 
-    def fingerprint(config) -> str:
-        text = json.dumps({"config": to_dict(config), "search": asked}, sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()
+    def fingerprint(config, data: str | None = data) -> str:
+        inputs = {"config": to_dict(config), "search": asked} | ({"data": data} if data is not None else {})
+        return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
     now = fingerprint(with_paths(experiment, os.path.relpath))
-    if study.user_attrs.get("inputs", now) not in (now, fingerprint(experiment)):
-        raise ToolError(f"{where} holds the trials of another config or search; give another --exp-dir (its trial "
-                        "dirs are the exp dir's), or the same config and search to resume it")
+    before = (now, fingerprint(experiment, None), fingerprint(with_paths(experiment, os.path.relpath), None))
+    if study.user_attrs.get("inputs", now) not in before:
+        raise ToolError(f"{where} holds the trials of another config, search or data (units, transcripts); give "
+                        "another --exp-dir (its trial dirs are the exp dir's), or the same ones to resume it")
     study.set_user_attr("inputs", now)
 
 

@@ -107,11 +107,14 @@ ngram_arpa() {  # ngram_arpa LANG ORDER OVER: the LM's ARPA file, LANG/lm_5gram.
 }
 
 ngram_stage() {  # ngram_stage STAGE LANG ORDER OVER: builds ngram_arpa's file from data/train's text
-  local stage_n=$1 lang=$2 order=$3 over=$4 arpa name
+  local stage_n=$1 lang=$2 order=$3 over=$4 arpa name units
   arpa=$(ngram_arpa "$lang" "$order" "$over")
   name=$(basename "$arpa" .arpa)
   name=${name/_/-}  # the stage marker as before: lm-5gram, lm-word_3gram
-  if stage_wanted "$stage_n" "$name" "$lang" -- data/train/text "$lang/units.txt" "$order"; then
+  # the units' files, not units.txt alone: phones spell the text through lexicon.txt, which changes (a
+  # pronunciation put first) where the phone set does not
+  mapfile -t units < <(unit_files "$lang")
+  if stage_wanted "$stage_n" "$name" "$lang" -- data/train/text "${units[@]}" "$order"; then
     logged "$(stage_log "$stage_n" "$name" "$lang")" steps/build_ngram_lm.py --order "$order" --over "$over" \
       data/train "$lang" "$arpa"
     stage_done "$stage_n" "$name" "$lang" -- "$arpa"
@@ -132,8 +135,8 @@ lm_fusion_stage() {
   [ -z "${lm_bonuses:-}" ] || grid+=(--bonuses "$lm_bonuses")
   local name="lm-fusion-$method-$(basename "$arpa" .arpa)-$tag" weights="$exp/lm/$method-$tag.yaml"
   [ -f "$weights" ] || rm -f "$(stage_mark "$stage_n" "$name" "$exp")"  # done before per-model files: again
-  if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "$arpa" "${lodr[@]}" "data/$dev/data.list" \
-      "data/$dev/text" "$beam" "${grid[@]}"; then
+  if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "$exp/config.yaml" "$arpa" "${lodr[@]}" \
+      "data/$dev/data.list" "data/$dev/text" "$beam" "${grid[@]}"; then
     logged "$(stage_log "$stage_n" "$name" "$exp")" steps/tune_lm_fusion.py --method "$method" \
       --arpa "$arpa" --over "$over" "${lodr[@]}" --beam "$beam" "${grid[@]}" --checkpoint "$checkpoint" "$exp" \
       "data/$dev/data.list"
@@ -155,8 +158,9 @@ decode_stages() {
     for set in $sets; do
       name=decode-$set-$method-$tag
       # the LM an input too: another --lm-order or --lm-over with the decodes left out marks the results as old
-      if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text" "${lm[@]}" \
-          ${lm[0]:+"$(ngram_arpa "$lang" "$lm_order" "$lm_over")"} --nbest; then
+      # the experiment's config too: what decoding reads of it (data.tail_silence) changes without a new checkpoint
+      if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "$exp/config.yaml" "data/$set/data.list" \
+          "data/$set/text" "${lm[@]}" ${lm[0]:+"$(ngram_arpa "$lang" "$lm_order" "$lm_over")"} --nbest; then
         logged "$(stage_log "$stage_n" "$name" "$exp")" steps/decode.py --method "$method" --checkpoint "$checkpoint" \
           --tag "$tag" "${lm[@]}" --nbest "$exp" "data/$set/data.list" "$set"
         stage_done "$stage_n" "$name" "$exp" -- "$exp/decode-$set-$method-$tag/wer"
@@ -202,7 +206,7 @@ export_stage() {
     *) echo "export_stage: unknown export kind '$kind' (offline or streaming)" >&2; return 1 ;;
   esac
   checkpoint=$(checkpoint_of "$exp" "$tag")
-  if stage_wanted "$stage_n" "export-$kind-$tag" "$exp" -- "$checkpoint"; then
+  if stage_wanted "$stage_n" "export-$kind-$tag" "$exp" -- "$checkpoint" "$exp/config.yaml"; then
     logged "$(stage_log "$stage_n" "export-$kind-$tag" "$exp")" steps/export_onnx.py $option \
       --checkpoint "$checkpoint" "$exp" "$exp/onnx-$kind-$tag"
     stage_done "$stage_n" "export-$kind-$tag" "$exp" -- "$exp/onnx-$kind-$tag"

@@ -222,7 +222,7 @@ output_digest() {  # output_digest FILE: a small file's SHA-256 (under 1 MB: a y
 
 outputs_missing() {  # outputs_missing MARK: the outputs a marker lists (stage_done's) that are gone or, for a small
   # file, changed since (another run of a stage sharing it wrote it: other LM weights, other units), one a line; a
-  # data list is gone with a file it names (a deleted shard)
+  # data list is gone with a file it names (a deleted shard), or names shards not beside it (a copied recipe's)
   local line output digest
   tail -n +2 "$1" | while IFS=$'\t' read -r line digest; do
     [[ $line == "output "* ]] || continue  # an input's line (input_lines)
@@ -230,7 +230,7 @@ outputs_missing() {  # outputs_missing MARK: the outputs a marker lists (stage_d
     if [ ! -e "$output" ] || { [ -n "$digest" ] && [ "$(output_digest "$output")" != "$digest" ]; }; then
       printf '%s\n' "$output"
     elif [[ "$output" == *.list ]]; then
-      python3 -m rnnt.data.list_fingerprint --missing "$output" || {
+      python3 -m rnnt.data.list_fingerprint --stale "$output" || {
         echo "stages.sh: cannot read the data list $output (is the project's environment active?)" >&2
         return 1
       }
@@ -266,6 +266,11 @@ unit_files() {  # unit_files LANG: the files of a lang dir that define its units
   # inputs): the inventory and its type, and what maps words to units where the type has one: a phone lexicon,
   # a sentencepiece model (one the type has not is fingerprinted as its name alone, which never changes)
   printf '%s\n' "$1/units.txt" "$1/units.json" "$1/lexicon.txt" "$1/bpe.model"
+}
+
+config_files() {  # config_files CONFIG: the files a training config names, one a line (a training stage's inputs
+  # beside the config's text): train.init_from's checkpoint, data.features.cmvn's statistics
+  python3 -m rnnt.training.config_inputs "$1"
 }
 
 stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT...]

@@ -36,10 +36,11 @@
 # shellcheck shell=bash
 
 train_wanted() {  # train_wanted STAGE CONFIG EXP LANG [INIT] [SEED]: stage_wanted for train_model's training
-  local options units
+  local options units named
   mapfile -t options < <(train_options "${5:-}" "${6:-}")
   mapfile -t units < <(unit_files "$4")
-  stage_wanted "$1" train "$3" -- "$2" data/train/shards data/dev/shards "${units[@]}" "${options[@]}"
+  mapfile -t named < <(config_files "$2")
+  stage_wanted "$1" train "$3" -- "$2" data/train/shards data/dev/shards "${units[@]}" "${options[@]}" "${named[@]}"
 }
 
 train_options() {  # train_options [INIT] [SEED]: steps/train.py's options for them, one a line

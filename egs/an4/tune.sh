@@ -20,8 +20,15 @@ help_message="Usage: ./tune.sh [--train-config FILE] [--search FILE] [--exp DIR]
 Needs data/{train,dev}/data.list and data/lang_bpe\$vocab_size (./run.sh --unit-type bpe --stop-stage 3).
 Writes \$exp/best.yaml, \$exp/trials.png, \$exp/trials.tsv; the log is \$exp/tune.log."
 
+[ "$(cd "$(dirname "$0")" && pwd -P)" = "$(pwd -P)" ] || {  # its paths (conf/, data/) are the recipe's
+  echo "$(basename "$0"): run it from its recipe folder: cd $(dirname "$0") && ./tune.sh" >&2; exit 1; }
+. utils/parse_options.sh  # before path.sh: --help needs no environment (a fresh clone's would install it first)
+if [ $# -gt 0 ]; then  # parse_options.sh stops at the first word that is not an option: the rest would be lost
+  echo "tune.sh: unexpected argument '$1': options are --name value" >&2
+  exit 1
+fi
 . ./path.sh
-. utils/parse_options.sh
+. utils/stages.sh  # logged: the command line in the log, and SIGTERM, SIGHUP or Ctrl-C passed on to the search
 
 lang=data/lang_bpe$vocab_size
 for needed in data/train/data.list data/dev/data.list "$lang/units.txt"; do
@@ -30,9 +37,8 @@ for needed in data/train/data.list data/dev/data.list "$lang/units.txt"; do
     exit 1
   fi
 done
-mkdir -p "$exp"
-steps/tune.py --config "$train_config" --search "$search" --train-list data/train/data.list \
+logged "$exp/tune.log" steps/tune.py --config "$train_config" --search "$search" --train-list data/train/data.list \
   --valid-list data/dev/data.list --lang-dir "$lang" --exp-dir "$exp" --trials "$trials" \
-  ${storage:+--storage "$storage"} 2>&1 | tee -a "$exp/tune.log"
+  ${storage:+--storage "$storage"}
 exit
 }

@@ -51,7 +51,7 @@ if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
   exit 1
 fi
 
-if stage_wanted 1 data -- "$corpus_dir" "$strings"; then
+if stage_wanted 1 data -- local/data_prep.py local/digit_strings.py "$corpus_dir" "$strings"; then
   log=$(stage_log 1 data)
   logged "$log" local/data_prep.py "$corpus_dir" data
   if [ "$strings" -gt 0 ]; then
@@ -79,7 +79,8 @@ if stage_wanted 3 units -- data/$train_set/text; then
   stage_done 3 units -- data/lang/units.txt
 fi
 
-if stage_wanted 4 train "$exp" -- "$train_config" data/$train_set/shards data/dev/shards data/lang/units.txt; then
+if stage_wanted 4 train "$exp" -- "$train_config" data/$train_set/shards data/dev/shards data/lang/units.txt \
+    $(config_files "$train_config"); then
   log=$(stage_log 4 train "$exp")
   logged "$log" steps/train.py --config "$train_config" \
     --train-list data/$train_set/data.list --valid-list data/dev/data.list \
@@ -94,7 +95,7 @@ model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epo
 checkpoint=$(checkpoint_of "$exp" "$model_tag")
 for set in $test_sets; do
   if stage_wanted 6 "decode-$set-$method-$model_tag" "$exp" -- \
-      "$checkpoint" "data/$set/data.list" "data/$set/text"; then
+      "$checkpoint" "$exp/config.yaml" "data/$set/data.list" "data/$set/text"; then
     logged "$(stage_log 6 "decode-$set-$method-$model_tag" "$exp")" steps/decode.py --method "$method" \
       --checkpoint "$checkpoint" --tag "$model_tag" "$exp" "data/$set/data.list" "$set"
     stage_done 6 "decode-$set-$method-$model_tag" "$exp" -- "$exp/decode-$set-$method-$model_tag/wer"

@@ -4,7 +4,8 @@ training compares it to resume (rnnt.training.config_change), and the recipes' s
 data list among a stage's inputs (utils/stages.sh), so a decode sees a test set's new audio.
 
     python3 -m rnnt.data.list_fingerprint LIST            prints the fingerprint
-    python3 -m rnnt.data.list_fingerprint --missing LIST  prints the files the list names that are gone
+    python3 -m rnnt.data.list_fingerprint --stale LIST  prints the files the list names that are gone, and the
+                                                        shards it names outside its own folder
 """
 
 from __future__ import annotations
@@ -46,9 +47,20 @@ def missing_files(list_path: str) -> list[str]:
     return [path for path in named_files(list_path) if not os.path.isfile(path)]
 
 
+def stale_files(list_path: str) -> list[str]:
+    """The files gone, and the shards not in the list's folder: the recipes write each set's shards beside its
+    list (data/<set>/shards, data/<set>/data.list), so a list naming others' is a recipe folder's copied with
+    its data/, which would train on the first folder's shards (their paths are absolute, as WeNet's)."""
+    entries = read_list(list_path)
+    folder = os.path.join(os.path.realpath(os.path.dirname(list_path) or "."), "")
+    outside = [] if list_kind(entries) == "raw" else [
+        path for path in entries if "://" not in path and not os.path.realpath(path).startswith(folder)]
+    return missing_files(list_path) + [path for path in outside if os.path.isfile(path)]
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) == 2 and argv[0] == "--missing":
-        print("".join(f"{path}\n" for path in missing_files(argv[1])), end="")
+    if len(argv) == 2 and argv[0] == "--stale":
+        print("".join(f"{path}\n" for path in stale_files(argv[1])), end="")
         return 0
     if len(argv) == 1 and not argv[0].startswith("-"):
         print(list_fingerprint(argv[0]))

@@ -33,6 +33,7 @@ RESUMABLE = frozenset({
     "data.num_workers", "data.prefetch_factor", "data.pin_memory", "data.cache_audio_mb",
     "paths.train_list", "paths.valid_list", "paths.lang_dir",  # the units themselves: units_differ
     "data.features.cmvn",  # the statistics themselves: compared with the experiment's copy (CMVN_NAME)
+    "data.tail_silence",  # decoding's alone (the recipes' decode stages take config.yaml among their inputs)
 })
 CMVN_NAME = "global_cmvn.json"  # the experiment's copy of data.features.cmvn
 UNIT_FILES = ["units.txt", "units.json"]  # the inventory (a sentencepiece model's bytes hold the path it was made at)

@@ -65,3 +65,6 @@ def test_recipes_help():
         assert out.returncode == 0 and "Usage: ./run.sh" in out.stdout, (recipe, out.stderr)
     out = run_tool("bash", "-c", f"cd {ROOT}/egs/an4 && ./tune.sh --help")
     assert out.returncode == 0 and "Usage: ./tune.sh" in out.stdout, out.stderr
+    # a stray word: the options after it were dropped, and the search ran into exp/tune
+    out = run_tool("bash", "-c", f"cd {ROOT}/egs/an4 && ./tune.sh --trials 1 typo --exp exp/other")
+    assert (out.returncode, out.stderr) == (1, "tune.sh: unexpected argument 'typo': options are --name value\n")

@@ -3,6 +3,7 @@
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -233,6 +234,17 @@ def test_rerun_skips_complete_shards_and_redoes_missing_ones(test_data, tmp_path
     assert again.returncode == 0 and "2 shards (0 already complete)" in again.stdout, again.stdout
     with tarfile.open(tmp_path / "sh" / "shards_000000.tar") as shard:
         assert shard.extractfile(f"{key}.txt").read().decode() == "CHANGED TEXT"
+    # the same corpus at another path (moved, or copied keeping the files' times): the same audio, shards kept;
+    # they were written again, and a training on them set aside for new data
+    wav = table(data / "wav.scp")
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for utt, path in wav.items():
+        wav[utt] = shutil.copy2(path, moved / f"{utt}{Path(path).suffix}")
+    (data / "wav.scp").write_text("".join(f"{k} {v}\n" for k, v in sorted(wav.items())))
+    again = run_tool(sys.executable, STEPS / "make_shards.py", "--replace", "--utts-per-shard", "3", data,
+                     tmp_path / "sh", tmp_path / "l")
+    assert again.returncode == 0 and "2 shards (2 already complete)" in again.stdout, again.stdout
     state = tmp_path / "sh" / ".make_shards.json"  # its record cut short (a full disk): another plan, not a traceback
     state.write_text(state.read_text()[:50])
     args = [sys.executable, STEPS / "make_shards.py", "--utts-per-shard", "3", data, tmp_path / "sh", tmp_path / "l"]

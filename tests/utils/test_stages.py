@@ -3,6 +3,7 @@
 import hashlib
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -98,6 +99,17 @@ def test_a_data_list_is_an_input_with_its_shards_and_an_output_with_them(tmp_pat
     (tmp_path / "a.tar").unlink()
     (tmp_path / "data.list").touch()
     assert ran()[:2] == ["ran", "1"]
+    # a recipe folder copied with its data/: its list names the first folder's shards (absolute paths), which
+    # the copy would train on; the stage that wrote the list runs again (and writes the copy's own)
+    (tmp_path / "a.tar").write_bytes(b"a")
+    ran()
+    assert ran() == []
+    shutil.copytree(tmp_path, tmp_path.parent / f"{tmp_path.name}-copy", symlinks=True)
+    cwd = tmp_path
+    tmp_path = tmp_path.parent / f"{cwd.name}-copy"
+    assert ran()[:2] == ["ran", "1"]
+    tmp_path = cwd
+    assert ran() == []  # the first folder's list names its own shards
 
 
 def test_an_explicit_stage_reruns_from_there_and_an_interrupted_stage_reruns(tmp_path):

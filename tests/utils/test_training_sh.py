@@ -248,3 +248,27 @@ def test_the_training_stage_runs_again_when_its_lexicon_changed_under_the_same_p
     (lang / "lexicon.txt").write_text("NO o n\n")
     out = sourced(f"stage=0 stop_stage=100; train_wanted 4 {config} {exp} {lang} || echo skipped")
     assert "stage 4 (train): its inputs changed since it was done (what changed: " in out.stdout, out.stdout
+
+
+def test_the_training_stage_runs_again_when_a_file_its_config_names_changed(tmp_path):
+    """train.init_from's checkpoint trained again, or data.features.cmvn's statistics computed again: the config's
+    text is the same, so the stage was skipped and the old model decoded (steps/train.py sees both, but only when
+    the stage runs)."""
+    lang, exp = tmp_path / "lang", tmp_path / "exp"
+    lang.mkdir()
+    (lang / "units.txt").write_text("<blank> 0\n<unk> 1\ne 2\n")
+    (lang / "units.json").write_text('{"type": "char"}')
+    (tmp_path / "init.pt").write_bytes(b"first")
+    (tmp_path / "cmvn.json").write_text("{}")
+    config = tmp_path / "c.yaml"
+    config.write_text(f"train: {{init_from: {tmp_path / 'init.pt'}}}\n"
+                      f"data: {{features: {{cmvn: {tmp_path / 'cmvn.json'}}}}}\n")
+    check = f"stage=0 stop_stage=100; train_wanted 4 {config} {exp} {lang} || echo skipped"
+    out = sourced(f"stage=0 stop_stage=100; if train_wanted 4 {config} {exp} {lang}; then stage_done 4 train {exp}; "
+                  f"fi; {check}")
+    assert out.returncode == 0 and out.stdout.rstrip().endswith("skipped"), out.stdout + out.stderr
+    for named, content in (("init.pt", b"trained again"), ("cmvn.json", b'{"mean": []}')):
+        (tmp_path / named).write_bytes(content)
+        out = sourced(f"{check.replace(' || echo skipped', '')} && stage_done 4 train {exp}")
+        assert f"what changed: {tmp_path / named}: its content" in out.stdout, out.stdout + out.stderr
+        assert sourced(check).stdout.rstrip().endswith("skipped")

@@ -39,6 +39,9 @@ def test_changes_name_the_dotted_keys_that_differ():
     past_limit = changes_to_restart(old, with_train(old, max_steps=100), {"epoch": 3, "step": 500}, "data")
     assert [str(c) for c in past_limit] == ["train.max_steps: '500 steps trained' -> 100"]
     assert changes_to_restart(old, with_train(old, max_steps=600), {"epoch": 3, "step": 500}, "data") == []
+    # decoding's tail silence trains nothing: resumed (it retrained from scratch to identical weights)
+    silence = dataclasses.replace(old, data=dataclasses.replace(old.data, tail_silence=0.3))
+    assert changes_to_restart(old, silence, {"epoch": 3, "train_data": "data"}, "data") == []
     other_data = changes_to_restart(old, old, {"epoch": 3, "train_data": "data"}, "other")
     assert [c.key for c in other_data] == ["the training data"]
     assert flat({"a": {"b": 1, "c": {}}, "d": [1]}) == {"a.b": 1, "a.c": {}, "d": [1]}

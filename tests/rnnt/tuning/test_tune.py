@@ -83,7 +83,7 @@ def test_killed_search_resumes_from_its_database_and_finishes_the_trials_asked(y
     out = run_tool(*tune_args(yesno, tmp_path, {**search, "trials": 4}))  # more trials of the same search: resumed
     assert out.returncode == 0 and "4 of 4 trials ended" in out.stdout, out.stderr[-2000:]
     out = run_tool(*tune_args(yesno, tmp_path, {**search, "sampler": {"type": "random", "seed": 2}}))
-    assert out.returncode == 1 and "holds the trials of another config or search" in out.stderr
+    assert out.returncode == 1 and "holds the trials of another config, search or data" in out.stderr
     assert len(trial_states(exp / "study.db")) == len(states) + 1  # nothing mixed in
 
 
@@ -310,8 +310,13 @@ def test_workers_in_checkouts_at_other_places_share_a_study_and_an_older_fingerp
     search = Search(space={"train.optimizer.lr": {"type": "float", "low": 1e-3, "high": 1e-2}})
     study = Study()
     for checkout in ("a", "b"):  # the same recipe folder in two checkouts
-        (tmp_path / checkout / "egs" / "an4").mkdir(parents=True)
-        monkeypatch.chdir(tmp_path / checkout / "egs" / "an4")
+        recipe = tmp_path / checkout / "egs" / "an4"
+        for folder in ("lang", "train"):
+            (recipe / "data" / folder).mkdir(parents=True)
+        (recipe / "data" / "lang" / "units.txt").write_text("<blank> 0\n<unk> 1\nYES 2\nNO 3\n")
+        (recipe / "data" / "train" / "text").write_text("a YES NO\n")
+        (recipe / "data" / "train" / "data.list").write_text(f"{recipe}/data/train/shards/shards_000000.tar\n")
+        monkeypatch.chdir(recipe)
         experiment = with_absolute_paths(load_experiment(str(ROOT / "egs" / "yesno" / "conf" / "tiny.yaml"),
                                                          train_list="data/train/data.list", lang_dir="data/lang"))
         assert experiment.paths.lang_dir == str(tmp_path / checkout / "egs" / "an4" / "data" / "lang")
@@ -323,8 +328,12 @@ def test_workers_in_checkouts_at_other_places_share_a_study_and_an_older_fingerp
     tune.check_same_search(study, experiment, search, "db")
     assert study.user_attrs["inputs"] != older
     other = dataclasses.replace(experiment, train=dataclasses.replace(experiment.train, epochs=99))
-    with pytest.raises(Exception, match="holds the trials of another config or search"):
+    with pytest.raises(Exception, match="holds the trials of another config, search or data"):
         tune.check_same_search(study, other, search, "db")
+    # the data prepared again with other transcripts under the same paths: trials of two data sets, refused
+    (tmp_path / "b" / "egs" / "an4" / "data" / "train" / "text").write_text("a YES YES\n")
+    with pytest.raises(Exception, match="holds the trials of another config, search or data"):
+        tune.check_same_search(study, experiment, search, "db")
 
 
 def test_a_damaged_study_database_or_a_bad_storage_url_is_named(yesno, tmp_path):
