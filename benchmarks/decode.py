@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import torch
 
-from rnnt.cli import tool_parser
+from rnnt.cli import at_least, tool_parser
 from rnnt.model.transducer import Transducer
 from rnnt.search import greedy_search
 from rnnt.lm.fusion import NgramScorer, ShallowFusion
@@ -49,7 +49,7 @@ def calibrated_model(vocab: int, feats, feat_lens):
 
 def main() -> int:
     parser = tool_parser(__doc__)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=at_least(1), default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)
     seconds, B = 12.0, 8

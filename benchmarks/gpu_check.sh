@@ -23,9 +23,13 @@ mkdir -p "$out"
 export PYTHONPATH=$root${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 methods=("$@")
 [ ${#methods[@]} -gt 0 ] || methods=(torchaudio padded fused pruned)
+failed=()  # the logs of the parts that failed or ran out of time
 part() {  # part SECONDS LOG COMMAND...: runs COMMAND, its output to the terminal and LOG, for at most SECONDS
   local seconds=$1 log=$2; shift 2
-  timeout "$seconds" "$@" 2>&1 | tee "$out/$log" || echo "gpu_check.sh: '$*' failed or ran out of time ($log)"
+  timeout "$seconds" "$@" 2>&1 | tee "$out/$log" || {
+    echo "gpu_check.sh: '$*' failed or ran out of time ($log)"
+    failed+=("$out/$log")
+  }
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 python3 -c "import torch, triton, torchaudio; print('torch', torch.__version__, 'triton', triton.__version__,
@@ -40,3 +44,8 @@ part 45 train_step.md python3 benchmarks/train_step.py --device cuda --batch-sca
 part 30 fused_chunks.md python3 benchmarks/fused_chunks.py --device cuda --shapes B8-T200-U50-V500 --runs 10 \
   --chunks 2097152 3145728 4194304 8388608 --no-profile
 part 25 lattice.md python3 benchmarks/lattice.py --device cuda --runs 5 --shapes AN4 B8-T200-U50 B30-T440-U104
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "gpu_check.sh: ${#failed[@]} of 7 parts failed or ran out of time: ${failed[*]}" >&2
+  exit 1
+fi
+echo "gpu_check.sh: all 7 parts ended well; their logs are in $out"

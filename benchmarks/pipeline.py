@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from rnnt.cli import tool_parser
+from rnnt.cli import at_least, tool_parser
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -160,7 +160,7 @@ def fbank_rows(data: str, torchaudio_python: str) -> list[str]:
 
 def main() -> int:
     parser = tool_parser(__doc__)
-    parser.add_argument("--runs", type=int, default=3, help="timed epochs per pipeline row (default 3)")
+    parser.add_argument("--runs", type=at_least(1), default=3, help="timed epochs per pipeline row (default 3)")
     parser.add_argument("--torchaudio-python",
                         default=os.path.join(ROOT, "benchmarks", "venv-torchaudio", "bin", "python"))
     args = parser.parse_args()

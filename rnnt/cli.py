@@ -46,6 +46,22 @@ def _bounded(low: int | float, fits: Callable[[int | float], bool], bound: str) 
     return parse
 
 
+def number_list(low: float | None = None) -> Callable[[str], list[float]]:
+    """An argparse type: finite numbers separated by commas (each at least low, where given). A nan searched a
+    point whose every total was nan (combine_nbest.py's --grid: written to weights.yaml as .nan)."""
+    def parse(text: str) -> list[float]:
+        try:
+            values = [float(x) for x in text.split(",")]
+        except ValueError:
+            values = None
+        if values is None or not all(math.isfinite(v) and (low is None or v >= low) for v in values):
+            bound = f" of at least {low:g}" if low is not None else ""
+            raise argparse.ArgumentTypeError(f"expected finite numbers{bound} separated by commas, got '{text}'")
+        return values
+
+    return parse
+
+
 def glued_values(argv: list[str], options: tuple[str, ...]) -> list[str]:
     """argv with each of these options and the word after it joined as '--name=value': a value that starts with
     '-' (a suffix '-x', validation options '--no-wav') reads as Kaldi's parse_options.sh reads it."""

@@ -35,7 +35,9 @@ def rescored(nbests: list[list[Hypothesis]], log_likelihoods: list, weight: floa
     added to their scores, best first again."""
     rescored_nbests = []
     for nbest, likelihoods in zip(nbests, log_likelihoods):
-        hyps = [dataclasses.replace(hyp, score=hyp.score + weight * float(ll)) for hyp, ll in zip(nbest, likelihoods)]
+        # weight 0 adds nothing: 0 x a -inf likelihood (a hypothesis the CTC head cannot give) is nan
+        hyps = [dataclasses.replace(hyp, score=hyp.score + (weight * float(ll) if weight else 0.0))
+                for hyp, ll in zip(nbest, likelihoods)]
         rescored_nbests.append(sorted(hyps, key=lambda hyp: hyp.score, reverse=True))
     return rescored_nbests
 

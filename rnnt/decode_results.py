@@ -11,6 +11,7 @@ named, and the WER line is marked [PARTIAL] (compute-wer's "Scored N sentences, 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 
@@ -18,7 +19,7 @@ from rnnt.cli import ToolError
 from rnnt.ctm import write_ctm
 from rnnt.data.sources import records
 from rnnt.datadir.table import KEEP_BYTES, Line, has_undecodable_bytes, read_table, write_table
-from rnnt.scoring import score
+from rnnt.scoring import score, words
 from rnnt.speaker_scoring import per_speaker_text
 
 
@@ -30,7 +31,12 @@ def reference_texts(data_list: str, text: str | None) -> tuple[dict[str, str], s
     text = text or os.path.join(os.path.dirname(os.path.abspath(data_list)), "text")
     if os.path.isfile(text):
         return {key: scorable(line) for key, line in read_table(text, errors=KEEP_BYTES).items()}, text
-    return {record["key"]: record["txt"] for record in records(data_list)}, data_list
+    lines_named = logging.getLogger("rnnt.data.sources")  # by the decode's own pass over the list, once
+    was, lines_named.disabled = lines_named.disabled, True
+    try:
+        return {record["key"]: record["txt"] for record in records(data_list)}, data_list
+    finally:
+        lines_named.disabled = was
 
 
 def scorable(line: Line) -> str:
@@ -67,7 +73,7 @@ def write_results(out: str, refs: dict[str, str], hyps: dict[str, str], refs_fro
     write_table(os.path.join(out, "ref"), refs.items())
     with open(os.path.join(out, "recogs"), "w", encoding="utf-8") as f:
         for key in sorted(refs):
-            f.write(f"{key}:\tref={refs[key].split()}\n{key}:\thyp={hyps.get(key, '').split()}\n")
+            f.write(f"{key}:\tref={words(refs[key])}\n{key}:\thyp={words(hyps.get(key, ''))}\n")
     report = score(refs, hyps)
     with open(os.path.join(out, "errs"), "w", encoding="utf-8") as f:
         f.write(report.text())

@@ -13,12 +13,19 @@ def cuda_missing() -> str:
             else f"no CUDA device is visible (torch {torch.__version__}, CUDA {built})")
 
 
+def auto_device(name: str) -> str:
+    """A --device option's value with 'auto' resolved: cuda where it is at hand, else cpu (an argparse type)."""
+    return ("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else name
+
+
 def checked_device(name: str) -> torch.device:
-    """torch.device(name) where torch can compute on it here; else a ValueError saying why."""
+    """torch.device(name) where torch can compute on it here; else a ValueError saying why. 'auto': cuda where
+    it is at hand, else cpu (as steps/train.py --device takes it)."""
+    name = auto_device(name)
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise ValueError(f"--device {name}: not a device; cpu or cuda (cuda:N for the N-th GPU)") from None
+        raise ValueError(f"--device {name}: not a device; auto, cpu or cuda (cuda:N for the N-th GPU)") from None
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise ValueError(f"--device {name}: {cuda_missing()}; use --device cpu")

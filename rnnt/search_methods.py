@@ -176,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     problems = [problem for name in names
                 if (problem := head_problem(name, loss.has_ctc_head, loss.type != "ctc"))]
+    if not names:  # run.sh --methods "": it trained, then its decode stage had no method to run
+        problems.append("no decoding method given (--methods is empty)")
     for problem in problems:
         print(f"search_methods: {problem} (a model of {config})", file=sys.stderr)
     return 1 if problems else 0

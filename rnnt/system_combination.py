@@ -34,7 +34,7 @@ def read_nbest(path: str, vocab_size: int) -> dict[str, list[Hypothesis]]:
             try:
                 row = json.loads(line)
                 hyps = [Hypothesis([unit_id(unit["id"], vocab_size) for unit in hyp["tokens"]],
-                                   [0] * len(hyp["tokens"]), 0.0, words=hyp["text"].split()) for hyp in row["hyps"]]
+                                   [0] * len(hyp["tokens"]), 0.0, words=words(hyp["text"])) for hyp in row["hyps"]]
                 nbests[row["key"]] = hyps
             except (ValueError, KeyError, TypeError, AttributeError) as error:
                 print(f"{path}:{number}: not a decode.py n-best line ({type(error).__name__}: {error}); left out",

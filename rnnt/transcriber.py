@@ -22,7 +22,7 @@ from rnnt.data.pipeline import Pipeline
 from rnnt.data.resample import resample
 from rnnt.data.tokenizer import SPACE, Tokenizer
 from rnnt.model.transducer import Transducer
-from rnnt.devices import checked_device
+from rnnt.devices import auto_device, checked_device
 from rnnt.lm.fusion import fusion_config_path
 from rnnt.search import Hypothesis
 from rnnt.search_methods import METHODS, SearchOptions, lm_options, search
@@ -33,7 +33,7 @@ from rnnt.training.experiment import Experiment, load_trained
 
 def load_model(exp_dir: str, checkpoint_path: str | None = None, use_ema: bool = True,
                device: str = "cpu") -> tuple[Experiment, Transducer, Tokenizer, str]:
-    checked_device(device)
+    device = checked_device(device)
     experiment = load_trained(exp_dir)
     tokenizer = Tokenizer(experiment.paths.lang_dir)
     model = Transducer(experiment.model, tokenizer.vocab_size)
@@ -145,7 +145,7 @@ class Transcriber:
                      use_ema: bool = True) -> "Transcriber":
         """The experiment's model; the LM-fused methods use its lm/<method>.yaml (steps/tune_lm_fusion.py)."""
         experiment, model, tokenizer, _ = load_model(exp_dir, checkpoint_path, use_ema, device)
-        return cls(experiment, model, tokenizer, device, exp_dir)
+        return cls(experiment, model, tokenizer, auto_device(device), exp_dir)
 
     def search_options(self, method: str, beam: int | None = None) -> SearchOptions:
         """The options `method` searches with: beam (default 4); an LM-fused method's LM and, unless beam is

@@ -16,7 +16,7 @@ import os
 
 from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.data.lexicon import cmu_pronunciations, read_lexicon, write_lexicon
-from rnnt.datadir.table import read_table
+from rnnt.datadir.table import read_counting_left_out
 
 
 def main() -> str:
@@ -26,7 +26,7 @@ def main() -> str:
     parser.add_argument("--first", help="a lexicon file of the pronunciations to put first for their words")
     args = parser.parse_args()
     try:
-        transcripts = read_table(os.path.join(args.data_dir, "text"))
+        transcripts, left_out = read_counting_left_out(os.path.join(args.data_dir, "text"))
     except (OSError, ValueError) as error:
         raise ToolError(str(error)) from error
     counts = collections.Counter(word for line in transcripts.values() for word in line.value.split())
@@ -55,7 +55,8 @@ def main() -> str:
     missed = sum(counts[w] for w in missing)
     return (f"{args.lang_dir}/lexicon.txt: {len(lexicon)} words, "
             f"{sum(map(len, lexicon.values()))} pronunciations; {len(missing)} words ({missed} of {tokens} running "
-            f"words) not in the CMU dictionary, listed in oov.txt{': ' + ' '.join(missing[:8]) if missing else ''}")
+            f"words) not in the CMU dictionary, listed in oov.txt{': ' + ' '.join(missing[:8]) if missing else ''}"
+            f"{left_out}")
 
 
 if __name__ == "__main__":

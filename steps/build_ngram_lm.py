@@ -11,7 +11,7 @@ import os
 
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.data.tokenizer import BLANK, UNK, Tokenizer
-from rnnt.datadir.table import read_table
+from rnnt.datadir.table import read_counting_left_out
 from rnnt.lm.fusion import OVER
 from rnnt.lm.arpa import write_arpa
 from rnnt.lm.kneser_ney import BOS, EOS, estimate
@@ -30,7 +30,7 @@ def main() -> str:
     text_path = os.path.join(args.data_dir, "text")
     try:
         tokenizer = Tokenizer(args.lang_dir)
-        transcripts = read_table(text_path)
+        transcripts, left_out = read_counting_left_out(text_path)
     except (OSError, ValueError) as error:
         raise ToolError(str(error)) from error
     if not transcripts:
@@ -52,7 +52,7 @@ def main() -> str:
     return (f"{args.arpa}: {args.order}-gram over {len(vocabulary)} {args.over} from "
             f"{len(sentences)} transcripts of {text_path} ({sum(map(len, sentences))} {args.over}); "
             f"n-grams per order: {' '.join(map(str, counts))}"
-            + (f"; {markers} sentence markers ({BOS}, {EOS}) in the text left out" if markers else ""))
+            + (f"; {markers} sentence markers ({BOS}, {EOS}) in the text left out" if markers else "") + left_out)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import tempfile
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.data.lexicon import read_lexicon
 from rnnt.data.tokenizer import BLANK, SPACE, UNIT_TYPES, UNK, Tokenizer
-from rnnt.datadir.table import read_table
+from rnnt.datadir.table import read_counting_left_out, read_table
 from rnnt.datadir.values import is_positive_number
 from rnnt.training.config_checks import UNIT_RATE_FILE
 
@@ -44,13 +44,30 @@ def train_sentencepiece(lines: list[str], lang: str, kind: str, vocab_size: int,
     return [model.id_to_piece(i) for i in range(1, model.get_piece_size())]  # piece 0 is <unk>
 
 
+def check_sentencepiece_sizes(args, lines: list[str]) -> None:
+    """--character-coverage in sentencepiece's range, and a --vocab-size that holds the units every character
+    needs (with the coverage 1.0: sentencepiece's own errors named its flags and an INTERNAL check)."""
+    if not 0.98 <= args.character_coverage <= 1.0:
+        raise ValueError(f"--character-coverage {args.character_coverage}: sentencepiece takes 0.98 to 1.0")
+    characters = len(set("".join(lines)) - {" "})
+    needed = characters + 3  # <blank>, <unk> and the word-start mark besides
+    if args.character_coverage == 1.0 and args.vocab_size < needed:
+        raise ValueError(f"--vocab-size {args.vocab_size}: the text has {characters} characters, so {args.unit_type} "
+                         f"units need at least {needed} (with <blank>, <unk> and the word-start mark); raise it, or "
+                         f"lower --character-coverage to leave rare characters as <unk>")
+
+
 def build_inventory(args, lines: list[str]) -> tuple[list[str], dict]:
     """The units (without <blank> and <unk>) and units.json's values, for --unit-type."""
     config = {"type": args.unit_type}
     if args.unit_type in ("bpe", "unigram"):
         config["model"] = "bpe.model"
-        return train_sentencepiece(lines, args.lang_dir, args.unit_type, args.vocab_size,
-                                   args.character_coverage), config
+        check_sentencepiece_sizes(args, lines)
+        units = train_sentencepiece(lines, args.lang_dir, args.unit_type, args.vocab_size, args.character_coverage)
+        if len(units) + 2 < args.vocab_size:  # sentencepiece's soft limit: the text held no more pieces
+            print(f"build_units.py: --vocab-size {args.vocab_size} asked, the text gives {len(units) + 2} units "
+                  f"({args.unit_type}); units.txt holds those", file=sys.stderr)
+        return units, config
     if args.unit_type == "phone":
         try:
             lexicon = read_lexicon(os.path.join(args.lang_dir, "lexicon.txt"))
@@ -123,7 +140,7 @@ def main() -> str:
     parser.add_argument("lang_dir", help="output dir")
     args = parser.parse_args()
     try:
-        texts = read_table(os.path.join(args.data_dir, "text"))
+        texts, left_out = read_counting_left_out(os.path.join(args.data_dir, "text"))
         lines = [line.value for line in texts.values() if line.value]
         if not lines:
             raise ValueError(f"{args.data_dir}/text has no transcripts")
@@ -140,7 +157,7 @@ def main() -> str:
     tokenizer = Tokenizer(args.lang_dir)
     rates = write_unit_rates(args.data_dir, args.lang_dir, tokenizer, texts)
     if args.unit_type == "phone":
-        return phone_summary(args.lang_dir, tokenizer, lines, len(units) + 2) + rates
+        return phone_summary(args.lang_dir, tokenizer, lines, len(units) + 2) + rates + left_out
     encoded = [(line, tokenizer.encode(line)) for line in lines]
     # a transcript with <unk> (a rare character --character-coverage leaves out, a literal <unk>) is counted, not
     # a failure: it trains with id 1 there
@@ -150,7 +167,7 @@ def main() -> str:
     for line in failed[:5]:
         print(f"build_units.py: does not round-trip: '{line}'", file=sys.stderr)
     summary = (f"{args.lang_dir}: {len(units) + 2} {args.unit_type} units from {len(lines)} transcripts; "
-               f"{len(failed)} transcripts do not round-trip, {with_unk} have <unk>{rates}")
+               f"{len(failed)} transcripts do not round-trip, {with_unk} have <unk>{rates}{left_out}")
     if failed:
         raise ToolError(summary)
     return summary

@@ -17,11 +17,12 @@ import sys
 import torch
 import yaml
 
-from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.cli import ToolError, number_list, run_tool, tool_parser
 from rnnt.decode_results import reference_texts, write_results
 from rnnt.lm.fusion import read_fusion_config
 from rnnt.phone_scoring import hypothesis_phones, write_phone_error_rate
 from rnnt.progress_bar import progress
+from rnnt.scoring import words as reference_words
 from rnnt.system_combination import LM, choose, feature_names, grid_errors, lm_features, model_features, pool, \
     read_nbest, weight_grid
 from rnnt.transcriber import decoding_pipeline, load_model
@@ -39,15 +40,11 @@ def parse_args():
     choice = parser.add_mutually_exclusive_group(required=True)
     choice.add_argument("--tune", action="store_true", help="choose the weights on this data list's references")
     choice.add_argument("--weights", help="a weights.yaml that --tune wrote (on dev)")
-    parser.add_argument("--grid", default="0,0.2,0.4,0.7,1.0", help="weights --tune tries (default 0,0.2,0.4,0.7,1.0)")
+    parser.add_argument("--grid", type=number_list(0), default="0,0.2,0.4,0.7,1.0",
+                        help="weights --tune tries (default 0,0.2,0.4,0.7,1.0)")
     parser.add_argument("data_list")
     parser.add_argument("out_dir")
-    args = parser.parse_args()
-    try:
-        args.grid = [float(x) for x in args.grid.split(",")]
-    except ValueError:
-        parser.error(f"--grid takes numbers separated by commas, got '{args.grid}'")
-    return args
+    return parser.parse_args()
 
 
 def load_systems(systems) -> list:
@@ -73,9 +70,12 @@ def read_weights(path: str, names: list[str]) -> list[float]:
         raise ValueError(f"{path}: no weight for {', '.join(missing)} (it weighs {', '.join(map(str, weights))}): "
                          "tuned for other systems; give the same --system as --tune had")
     try:
-        return [float(weights[name]) for name in names]
+        values = [float(weights[name]) for name in names]
     except (TypeError, ValueError):
-        raise ValueError(f"{path}: a weight that is not a number in {weights}") from None
+        values = []
+    if len(values) != len(names) or not all(math.isfinite(v) and v >= 0 for v in values):  # .nan: every total nan
+        raise ValueError(f"{path}: a weight that is not a finite number of at least 0 in {weights}")
+    return values
 
 
 def scored_pools(systems, models, fusion_yaml: str, data_list: str):
@@ -132,7 +132,7 @@ def main() -> str:
     if args.tune:
         grid = list(weight_grid(names, args.grid))
         errors = grid_errors(pools, rows, refs, grid)
-        words = max(sum(len(ref.split()) for ref in refs.values()), 1)
+        words = max(sum(len(reference_words(ref)) for ref in refs.values()), 1)  # as the wer file counts
         with open(os.path.join(args.out_dir, "tuning.tsv"), "w", encoding="utf-8") as f:
             f.write("\t".join(names + ["wer"]) + "\n")
             f.writelines("\t".join([f"{x:g}" for x in w] + [f"{100.0 * e / words:.2f}"]) + "\n"

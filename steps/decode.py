@@ -22,6 +22,7 @@ import os
 import time
 
 import torch
+from rnnt.devices import auto_device
 from rnnt.progress_bar import progress
 
 from rnnt.cli import ToolError, at_least, run_tool, show_data_reports, tool_parser
@@ -51,7 +52,8 @@ def parse_args() -> argparse.Namespace:
                         "it), else the newest checkpoint")
     parser.add_argument("--no-ema", action="store_true", help="use raw weights even where EMA weights are kept")
     parser.add_argument("--batch-size", type=at_least(1), default=16)
-    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    parser.add_argument("--device", type=auto_device, default="cpu",
+                        help="cpu (default), cuda, cuda:N, or auto (cuda where at hand)")
     parser.add_argument("--tag", default="", help="appended to the output dir's name: which model was decoded "
                         "(recipes: avg<N>-epoch-<K> or epoch-<K>), so decodes of other models do not overwrite it")
     parser.add_argument("--threads", type=at_least(0), default=0, help="torch threads (0: torch's default)")

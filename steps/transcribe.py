@@ -35,6 +35,7 @@ from rnnt.data.audio import AudioError
 from rnnt.data.audio_header import riff_chunks
 from rnnt.data.features import fbank
 from rnnt.data.resample import StreamingResampler
+from rnnt.devices import auto_device
 from rnnt.search_methods import METHODS, check_method
 from rnnt.segmenting import file_blocks, transcribe_in_segments
 from rnnt.streaming import StreamLines
@@ -48,7 +49,7 @@ def parse_args():
                         help="default 4; an LM-fused method (*_lm, *_lodr): the beam its LM weights were chosen with")
     parser.add_argument("--checkpoint", help="default: the newest avg-N.pt (unless training went past "
                         "it), else the newest checkpoint")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", type=auto_device, default="cpu", help="cpu (default), cuda, cuda:N or auto")
     parser.add_argument("--json", action="store_true", help="one JSON object a line")
     parser.add_argument("--word-times", action="store_true", help="add word start and end times")
     parser.add_argument("--nbest", action="store_true", help="--json: add \"nbest\", every hypothesis the search "

@@ -22,9 +22,10 @@ import shutil
 import sys
 
 import torch
+from rnnt.devices import auto_device
 from rnnt.progress_bar import progress
 
-from rnnt.cli import ToolError, at_least, run_tool, show_data_reports, tool_parser
+from rnnt.cli import ToolError, at_least, number_list, run_tool, show_data_reports, tool_parser
 from rnnt.ctc_rescoring import check_ctc_head, ctc_log_likelihoods, rescored
 from rnnt.decode_results import reference_texts
 from rnnt.lm.fusion import OVER, FusionConfig, fusion_config_path, write_fusion_config
@@ -32,13 +33,6 @@ from rnnt.scoring import score
 from rnnt.search import remembered_scores
 from rnnt.search_methods import LM_METHODS, METHODS, SearchOptions, check_method, search
 from rnnt.transcriber import decoding_pipeline, load_model
-
-
-def float_list(text: str) -> list[float]:
-    try:
-        return [float(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got '{text}'") from None
 
 
 def encode_all(model, pipeline, device: str) -> list[tuple[list[str], torch.Tensor, torch.Tensor]]:
@@ -60,24 +54,24 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--over", choices=OVER, default="units",
                         help="the LM's words: the model's units (default), or words, searched through a lexicon "
                              "(character or phone units)")
-    parser.add_argument("--weights", type=float_list, default="0.2,0.4,0.6,0.8,1.0,1.5",
+    parser.add_argument("--weights", type=number_list(0), default="0.2,0.4,0.6,0.8,1.0,1.5",
                         help="LM weights to try, comma-separated (default 0.2,0.4,0.6,0.8,1.0,1.5)")
-    parser.add_argument("--bonuses", type=float_list,
+    parser.add_argument("--bonuses", type=number_list(),
                         help="length bonuses to try, comma-separated: added per emitted unit (--over units; default "
                              "0,0.5,1,2,3) or word (--over words; default -2,-1,0,1,2), against the LM's preference "
                              "for short outputs or, below 0, against inserted short words")
     parser.add_argument("--lodr-arpa", help="the *_lodr methods: the low-order LM over the units (a 2-gram from the "
                         "training text, steps/build_ngram_lm.py --order 2 --over units)")
-    parser.add_argument("--lodr-weights", type=float_list, default="0.1,0.2,0.4",
+    parser.add_argument("--lodr-weights", type=number_list(0), default="0.1,0.2,0.4",
                         help="the *_lodr methods: low-order LM weights to try (default 0.1,0.2,0.4)")
-    parser.add_argument("--ctc-weights", type=float_list, default="0,0.2,0.4,0.7,1.0",
+    parser.add_argument("--ctc-weights", type=number_list(0), default="0,0.2,0.4,0.7,1.0",
                         help="weights of the CTC head's rescoring of a transducer's n-best to try (default "
                              "0,0.2,0.4,0.7,1.0; only 0 for a CTC search or a model without a CTC head)")
     parser.add_argument("--beam", type=at_least(1), default=8)
     parser.add_argument("--checkpoint", help="default: the newest avg-N.pt (unless training went past "
                         "it), else the newest checkpoint")
     parser.add_argument("--batch-size", type=at_least(1), default=16)
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", type=auto_device, default="cpu", help="cpu (default), cuda, cuda:N or auto")
     parser.add_argument("--nj", type=at_least(1), default=torch.get_num_threads(),
                         help="grid points searched at once, a process of one thread each (default: torch's thread "
                              f"count, {torch.get_num_threads()} here; 1 on a GPU)")
@@ -85,9 +79,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("dev_list", help="the dev set's data.list (its data dir's text holds the references)")
     args = parser.parse_args()
     if args.bonuses is None:
-        args.bonuses = float_list("0,0.5,1,2,3" if args.over == "units" else "-2,-1,0,1,2")
-    if min(args.weights + args.lodr_weights + args.ctc_weights) < 0:
-        parser.error("the weights must be at least 0")
+        args.bonuses = number_list()("0,0.5,1,2,3" if args.over == "units" else "-2,-1,0,1,2")
     if (METHODS[args.method].lm == "lodr") != (args.lodr_arpa is not None):
         parser.error(f"--lodr-arpa goes with the *_lodr methods, and they need it (--method {args.method})")
     return args
@@ -147,7 +139,7 @@ def main() -> str:
               f"{rows[0][1].wer_line} without it): decode with {without_lm}, or try smaller --weights",
               file=sys.stderr)
     lodr = f", low-order weight {chosen.lodr_weight}" if base.lodr_arpa else ""
-    ctc = f", CTC rescoring weight {chosen.ctc_weight}" if len(ctc_weights) > 1 else ""
+    ctc = f", CTC rescoring weight {chosen.ctc_weight}" if chosen.ctc_weight else ""  # one given: it was hidden
     return (f"{config_path}: weight {chosen.weight}, length bonus {chosen.length_bonus}{lodr}{ctc}: dev "
             f"{best.wer_line} ({without_lm} without the LM: {rows[0][1].wer_line}); {len(rows) - 1} points tried, "
             f"{sum(len(keys) for keys, _, _ in encoded)} of {len(refs)} dev utterances decoded")

@@ -22,6 +22,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --python) [ $# -ge 2 ] || { echo "tools/install.sh: --python needs an interpreter" >&2; usage >&2; exit 1; }
               python="$2"; shift 2 ;;
+    --python=*) python=${1#--python=}; shift ;;
     --force) force=true; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "tools/install.sh: unknown option '$1'" >&2; usage >&2; exit 1 ;;

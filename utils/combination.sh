@@ -18,6 +18,10 @@
 #                                               chooses the weights on dev (the LM's: the first LM-fused
 #                                               system's) and applies dev's weights to the other sets, into
 #                                               exp/combination/decode-SET-combined-NAME
+#   check_combine "SYSTEMS"                     run.sh's --combine (not default, not empty) stops run.sh now
+#                                               where combine_stages would refuse it after the training: two
+#                                               systems or more, each EXP:METHOD:AVERAGE of a known METHOD,
+#                                               one of them fusing the LM (the combination weighs it)
 #   combination_name "SYSTEMS"                  NAME: each system's EXP's name, METHOD and model tag, joined by +
 #   combination_results CORPUS "SYSTEMS" "SETS"  decode_result's line for each set's systems (but run.sh's
 #                                               $exp searched by one of its $methods, whose lines run.sh
@@ -46,6 +50,22 @@ split_system() {  # split_system EXP:METHOD:AVERAGE: sets system_exp, system_met
   fi
 }
 
+check_combine() {
+  local system
+  { [ -n "$1" ] && [ "$1" != default ]; } || return 0
+  if [ "$(wc -w <<< "$1")" -lt 2 ]; then
+    echo "run.sh: --combine needs two systems or more, got '$1'" >&2
+    return 1
+  fi
+  for system in $1; do
+    split_system "$system" || return
+    python3 -c 'import sys; from rnnt.search_methods import METHODS; sys.exit(sys.argv[1] not in METHODS)' \
+      "$system_method" || { echo "run.sh: --combine: $system: no decoding method '$system_method'" >&2; return 1; }
+  done
+  [[ " $1 " =~ :[a-z_]+_(lm|lodr): ]] || {
+    echo "run.sh: --combine needs an LM-fused method (*_lm, *_lodr) among '$1'" >&2; return 1; }
+}
+
 combination_name() {
   local system name= tag
   for system in $1; do
@@ -59,10 +79,7 @@ combination_name() {
 combine_stages() {
   local decode_stage=$1 stage_n=$2 systems=$3 lang=$4 sets=$5 system set tag checkpoint lm= name out input
   local args=() inputs=() weights=()
-  if [ "$(wc -w <<< "$systems")" -lt 2 ]; then
-    echo "run.sh: --combine needs two systems or more, got '$systems'" >&2
-    return 1
-  fi
+  check_combine "$systems" || return
   [ "$stop_stage" -ge "$decode_stage" ] || return 0
   local others=()
   for set in $sets; do [ "$set" = dev ] || others+=("$set"); done
@@ -79,7 +96,6 @@ combine_stages() {
     args+=(--system "$system_exp" "$checkpoint" "$system_exp/decode-SET-$system_method-$tag")
     inputs+=("$checkpoint" "$system_exp/decode-SET-$system_method-$tag/nbest.json")
   done
-  [ -n "$lm" ] || { echo "run.sh: --combine needs an LM-fused method (*_lm, *_lodr) among '$systems'" >&2; return 1; }
   for system in $systems; do
     split_system "$system"
     decode_stages "$decode_stage" "$system_exp" "$(model_tag_of "$system_exp" "$system_average")" "$lang" \

@@ -175,6 +175,18 @@ check_methods() {  # check_methods CONFIG "METHODS": run.sh stops now where a mo
   python3 -m rnnt.search_methods "$1" $2 || exit 1
 }
 
+check_no_lm_methods() {  # check_no_lm_methods "METHODS": a recipe without an LM stage (yesno, fsdd) stops now where one
+  # of METHODS fuses an LM: its decode stage would find no LM weights, or an exp's stale ones from by hand
+  local method
+  for method in $1; do
+    case $method in *_lm|*_lodr)
+      echo "run.sh: --method $method fuses an n-gram LM, which this recipe does not build (an4, librispeech and" \
+        "speechocean762 do)" >&2
+      exit 1 ;;
+    esac
+  done
+}
+
 leading_method() {
   local method
   for method in $1; do

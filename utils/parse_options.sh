@@ -44,8 +44,9 @@ __po_set() {  # __po_set <option-as-typed> <value>
   if { [ "$current" = true ] || [ "$current" = false ]; } && [ "$value" != true ] && [ "$value" != false ]; then
     __po_fail "option '$opt' takes true or false, not '$value'"
   fi
-  if [[ "$current" =~ ^[0-9]+$ ]] && ! [[ "$value" =~ ^[0-9]+$ ]]; then
-    __po_fail "option '$opt' takes a whole number, not '$value'"
+  if [[ "$current" =~ ^[0-9]+$ ]]; then
+    [[ "$value" =~ ^[0-9]+$ ]] || __po_fail "option '$opt' takes a whole number, not '$value'"
+    value=$((10#$value))  # 08 as 8: bash arithmetic reads a leading 0 as octal (08 failed, 010 was 8)
   fi
   printf -v "$var" '%s' "$value"
 }
@@ -68,6 +69,10 @@ while [ $__po_i -lt ${#__po_args[@]} ]; do
     *) break ;;
   esac
   [ -f "$__po_cfg" ] || __po_fail "config file '$__po_cfg' not found"
+  case $__po_cfg in *.yaml|*.yml)  # sourced as shell, a model's YAML ran its lines as commands
+    __po_fail "--config $__po_cfg: --config takes a file of shell assignments (name=value); a model's YAML is" \
+      "--train-config" ;;
+  esac
   # shellcheck disable=SC1090
   . "$__po_cfg"
 done

@@ -39,6 +39,12 @@ check_run_arguments() {  # check_run_arguments "$@": run.sh after parse_options.
   for name in stage stop_stage; do
     [[ ${!name} =~ ^[0-9]+$ ]] || { echo "$(basename "$0"): --${name//_/-} ${!name}: not a stage number" >&2; exit 1; }
   done
+  local value
+  for name in exp init_exp companion_exp; do  # exp/t/ with --seeds 2 trained the second seed inside the first
+    value=${!name:-}                        # (exp/t/_seed1): an experiment dir without its trailing slashes
+    while [[ $value == ?*/ ]]; do value=${value%/}; done
+    [ -z "${!name+set}" ] || printf -v "$name" '%s' "$value"
+  done
   if [ "$stop_stage" -lt "$stage" ]; then  # it ran nothing and printed the last run's result
     echo "$(basename "$0"): --stop-stage $stop_stage is before --stage $stage: no stage to run" >&2
     exit 1

@@ -20,6 +20,11 @@ default_lm_search() {  # default_lm_search UNIT_TYPE: lm_over and lm_order, wher
   case $lm_over in units|words) ;; *)  # checked before the training, not at the LM stage after it
     echo "run.sh: --lm-over takes units or words, not '$lm_over'" >&2; return 1 ;;
   esac
+  if [ "$lm_over" = words ] && [ "$1" != phone ] && [ "$1" != char ]; then  # the LM search refused it after training
+    echo "run.sh: --lm-over words needs --unit-type phone or char (a word is spelt in them through the lexicon);" \
+      "over $1 units take --lm-over units" >&2
+    return 1
+  fi
   [[ $lm_order =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --lm-order takes an n-gram order (1 or more), not '$lm_order'" >&2
     return 1; }
 }

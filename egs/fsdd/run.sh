@@ -43,6 +43,7 @@ exp=${exp:-exp/tiny}
 check_run_arguments "$@"
 . utils/decoding.sh
 check_methods "$train_config" "$method"
+check_no_lm_methods "$method"
 
 corpus_dir=$(corpus_dir_of "$corpus_dir")  # the one given before, if not given
 if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then

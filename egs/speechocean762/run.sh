@@ -84,6 +84,7 @@ check_run_arguments "$@"
 lang=$(lang_of "$unit_type" "$vocab_size")
 default_lm_search "$unit_type"  # the LM options not given
 check_methods "$train_config" "$methods"
+check_combine "$combine"
 check_deployable "$unit_type" "$deploy" "$train_config"
 
 corpus_dir=$(corpus_dir_of "$corpus_dir")  # the one given before, if not given

@@ -32,6 +32,7 @@ Stages: 0 download, 1 data dirs (train, its synthesised sequences, a synthesised
 check_run_arguments "$@"
 . utils/decoding.sh
 check_methods "$train_config" "$method"
+check_no_lm_methods "$method"
 
 corpus_dir=$(corpus_dir_of "$corpus_dir")  # the one given before, if not given
 if [ -z "$corpus_dir" ]; then

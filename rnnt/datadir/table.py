@@ -117,6 +117,16 @@ def read_table(path: str, skipped: list[str] | None = None, errors: str = NOT_UT
     return table
 
 
+def read_counting_left_out(path: str) -> tuple[dict[str, Line], str]:
+    """read_table for a tool that summarises what it read: each line left out named on standard error under the
+    tool's name, and '; N lines of PATH left out (named above)' for its summary line ('' where none was)."""
+    skipped: list[str] = []
+    table = read_table(path, skipped)
+    for message in skipped:
+        left_out(message, None)
+    return table, f"; {len(skipped)} lines of {path} left out (named above)" if skipped else ""
+
+
 def read_ids(path: str) -> set[str]:
     """The first field of every non-blank line: an id list (filter_scp's, subset's), where an id may repeat
     (the recordings cut from a segments file) without a word; '-' reads standard input, as Kaldi's

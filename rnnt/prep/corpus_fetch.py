@@ -26,6 +26,8 @@ def fetch_part(archive: str, checksum: str, mirror: str, dest: str, archives_dir
     if local and os.path.isfile(local):
         verify(local, checksum)
         status, path = "present", local
+    elif local:  # given, it was silently passed over for the network (whose error then advised giving it)
+        raise FileNotFoundError(f"{local}: no such archive in --archives-dir (its name as the mirror has it)")
     else:
         path = os.path.join(dest, "downloads", archive)
         status = download(f"{mirror.rstrip('/')}/{archive}", path, checksum, quiet)

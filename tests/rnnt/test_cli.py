@@ -134,3 +134,20 @@ def test_export_refuses_chunk_frames_without_streaming(tmp_path):
     out = subprocess.run([sys.executable, str(ROOT / "steps" / "export_onnx.py"), "--chunk-frames", "6", "exp",
                           "onnx"], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 2 and "--chunk-frames sets a streaming export's chunks: add --streaming" in out.stderr
+
+
+def test_a_number_list_takes_finite_numbers_within_its_bound():
+    """combine_nbest.py --grid nan,0.2 searched a nan point (every total nan, the first hypothesis always chosen)
+    and wrote .nan weights; tune_lm_fusion.py's check that weights are at least 0 let nan through (nan < 0 is
+    false)."""
+    import argparse
+
+    from rnnt.cli import number_list
+
+    assert number_list(0)("0,0.2,1") == [0.0, 0.2, 1.0] and number_list()("-2,0,1.5") == [-2.0, 0.0, 1.5]
+    for text in ("nan,0.2", "inf", "0.2,x", "", "-0.1,0.2"):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"finite numbers of at least 0 separated by commas, got "
+                                                                f"'{text}'"):
+            number_list(0)(text)
+    with pytest.raises(argparse.ArgumentTypeError, match="expected finite numbers separated by commas"):
+        number_list()("1,-inf")

@@ -10,7 +10,7 @@ import pytest
 import torch
 from search_reference import encoder_output, random_model
 
-from rnnt.ctc_rescoring import ctc_log_likelihoods, ctc_rescored
+from rnnt.ctc_rescoring import ctc_log_likelihoods, ctc_rescored, rescored
 from rnnt.lm.fusion import FusionConfig, read_fusion_config, write_fusion_config
 from rnnt.search import Hypothesis
 from rnnt.search_methods import SearchOptions, search
@@ -118,3 +118,10 @@ def test_a_weights_file_with_a_value_out_of_range_is_refused_by_key(tmp_path, ke
     path.write_text("\n".join(lines + [f"{key}: {value}"]) + "\n")
     with pytest.raises(ValueError, match=f"^{path}: {message}"):
         read_fusion_config(str(path))
+
+
+def test_a_weight_of_0_adds_nothing_even_to_a_hypothesis_the_ctc_head_cannot_give():
+    """0 x a -inf CTC log-likelihood is nan: tune_lm_fusion.py's column without rescoring got nan scores."""
+    hyps = [Hypothesis([1, 1], [0, 1], -1.0), Hypothesis([2], [0], -2.0)]
+    assert [[h.score for h in nbest] for nbest in rescored([hyps], [[-math.inf, -3.0]], 0.0)] == [[-1.0, -2.0]]
+    assert [h.score for h in rescored([hyps], [[-math.inf, -3.0]], 0.5)[0]] == [-3.5, -math.inf]

@@ -589,6 +589,10 @@ def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, train
                    out_dir / "weights.yaml", yesno / "five.list", tmp_path / "other_list")  # none of the pooled keys
     assert out.returncode == 0, out.stderr[-2000:]
     assert f"combine_nbest.py: {trained} scored no hypothesis of 30 pooled utterances (not in" in out.stderr
+    (tmp_path / "nan.yaml").write_text(yaml.safe_dump({"weights": {n: float("nan") for n in names}}))
+    out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems, "--lm-fusion", fusion, "--weights",
+                   tmp_path / "nan.yaml", yesno / "test.list", tmp_path / "nan")  # every total nan: the first chosen
+    assert out.returncode == 1 and "a weight that is not a finite number of at least 0" in out.stderr, out.stderr
     for exp in (trained, trained_standard):  # one model's transducer alone
         (tmp_path / "alone.yaml").write_text(yaml.safe_dump({"weights": {n: float(n == f"{exp} transducer")
                                                                          for n in names}}))
@@ -624,7 +628,9 @@ def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, train
     for options, message in (
             (["--weights", tmp_path / "other.yaml"], f"{tmp_path / 'other.yaml'}: no weight for {names[0]}, "),
             (["--weights", tmp_path / "empty.yaml"], f"{tmp_path / 'empty.yaml'}: expected 'weights:' mapping"),
-            (["--tune", "--grid", "0,0.5x"], "--grid takes numbers separated by commas, got '0,0.5x'")):
+            (["--tune", "--grid", "0,0.5x"], "--grid: expected finite numbers of at least 0 separated by commas, got "
+                                              "'0,0.5x'"),
+            (["--tune", "--grid", "nan,0.2"], "--grid: expected finite numbers of at least 0")):
         out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems, "--lm-fusion", fusion, *options,
                        yesno / "test.list", tmp_path / "refused")
         assert out.returncode in (1, 2) and message in out.stderr and "Traceback" not in out.stderr, out.stderr
@@ -739,6 +745,9 @@ def test_another_models_checkpoint_or_a_device_not_here_is_named_not_a_traceback
             load_model(str(trained), device="cuda")
     with pytest.raises(ValueError, match="^--device gpu: not a device"):
         load_model(str(trained), device="gpu")
+    # auto, as steps/train.py takes it (decode.py, transcribe.py and tune_lm_fusion.py refused it)
+    assert load_model(str(trained), device="auto")[1].joiner.output.weight.device.type == (
+        "cuda" if torch.cuda.is_available() else "cpu")
 
 
 def test_a_set_name_or_tag_with_a_slash_is_refused_before_decoding(trained, yesno):
@@ -746,3 +755,12 @@ def test_a_set_name_or_tag_with_a_slash_is_refused_before_decoding(trained, yesn
     for args in (["data/test"], ["--tag", "avg/5", "test"]):
         out = run_tool(sys.executable, STEPS / "decode.py", *args[:-1], trained, yesno / "five.list", args[-1])
         assert out.returncode == 2 and "no '/' in" in out.stderr, out.stderr
+
+
+def test_a_bad_line_of_a_raw_list_without_a_text_beside_it_is_named_once(trained, yesno, tmp_path):
+    """The references read from the list named its bad lines bare, then the decode's pass named them again."""
+    raw = tmp_path / "bad.list"
+    raw.write_text((yesno / "five.list").read_text() + "not json\n")
+    out = run_tool(sys.executable, STEPS / "decode.py", "--method", "greedy", trained, raw, "bad")
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count(f"{raw}:6: skipped") == 1 and f"decode.py: {raw}:6: skipped" in out.stderr, out.stderr

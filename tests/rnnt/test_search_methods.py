@@ -79,3 +79,5 @@ def test_a_recipe_asks_before_training_whether_its_model_can_decode_with_its_met
     assert main([ctc, "ctc_greedy", "greedy"]) == 1
     assert capsys.readouterr().err == ("search_methods: --method greedy searches a transducer; this is a CTC model: "
                                        f"use ctc_greedy, ctc_prefix_beam or ctc_prefix_beam_lm (a model of {ctc})\n")
+    assert main([transducer]) == 1  # --methods "": it trained, then failed at its decode stage
+    assert "no decoding method given (--methods is empty)" in capsys.readouterr().err

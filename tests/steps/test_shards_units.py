@@ -381,6 +381,44 @@ def test_zero_width_characters_and_a_literal_unk_round_trip_in_sentencepiece_uni
     assert tokenizer.decode(tokenizer.encode("HELLO <unk> WORLD")) == "HELLO <unk> WORLD"
 
 
+def test_sentencepiece_sizes_out_of_range_are_named_by_our_options(tmp_path):
+    """--vocab-size 0 was sentencepiece's INTERNAL check, a size under the characters' its message naming its own
+    --character_coverage flag, --character-coverage 2 another INTERNAL check; --vocab-size 5000 over a small text
+    gave 46 units without a word."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "text").write_text("a HELLO WORLD\nb GOOD DAY\n")  # 10 characters: 13 units at least
+
+    def build(*options):
+        return run_tool(sys.executable, STEPS / "build_units.py", "--unit-type", "bpe", *options, data,
+                        tmp_path / "lang")
+    for size in ("0", "12"):
+        out = build("--vocab-size", size)
+        assert out.returncode == 1 and (f"--vocab-size {size}: the text has 10 characters, so bpe units need at "
+                                        "least 13") in out.stderr, out.stderr
+    out = build("--character-coverage", "2")
+    assert out.returncode == 1 and "--character-coverage 2.0: sentencepiece takes 0.98 to 1.0" in out.stderr
+    assert build("--vocab-size", "13").returncode == 0
+    out = build("--vocab-size", "5000")
+    assert out.returncode == 0 and "--vocab-size 5000 asked, the text gives 46 units (bpe)" in out.stderr
+
+
+def test_a_line_left_out_of_the_text_is_counted_in_the_summaries(tmp_path):
+    """A line that is not UTF-8 was named, but the summaries said 'from 2 transcripts' as if nothing was left out."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "text").write_bytes(b"a YES NO\nb NO\xe9 YES\nc NO NO\n")
+    out = run_tool(sys.executable, STEPS / "build_units.py", "--unit-type", "word", data, tmp_path / "lang")
+    text = data / "text"
+    assert out.returncode == 0 and f"build_units.py: {text}:2: byte 0xe9 at column 5" in out.stderr, out.stderr
+    assert out.stdout.rstrip().endswith(f"; 1 lines of {text} left out (named above)"), out.stdout
+    out = run_tool(sys.executable, STEPS / "build_ngram_lm.py", "--order", "2", data, tmp_path / "lang",
+                   tmp_path / "lm.arpa")
+    assert out.returncode == 0 and f"build_ngram_lm.py: {text}:2: byte 0xe9" in out.stderr, out.stderr
+    assert "from 2 transcripts" in out.stdout and out.stdout.rstrip().endswith(f"1 lines of {text} left out "
+                                                                              "(named above)"), out.stdout
+
+
 def test_a_literal_blank_in_a_transcript_is_unknown_not_the_blank(tmp_path):
     data = tmp_path / "data"
     data.mkdir()

@@ -66,6 +66,12 @@ def test_a_wrong_combination_stops_with_a_message(tmp_path):
     out = sourced('combine_stages 6 9 "$1" data/lang_phone "dev test"', f"{tmp_path}/a:greedy:0 {tmp_path}/a:beam:0")
     assert out.returncode != 0 and "needs an LM-fused method (*_lm, *_lodr) among" in out.stderr, out.stderr
     assert not (tmp_path / "a" / "log").exists()  # nothing decoded
+    for systems, message in {**cases, f"{tmp_path}/a:greedy:0 {tmp_path}/b:gredy_lm:0": "no decoding method 'gredy_lm'",
+                             f"{tmp_path}/a:greedy:0 {tmp_path}/a:beam:0": "needs an LM-fused method"}.items():
+        if "no model of" not in message:  # run.sh's check before any stage: before the training, not after it
+            out = sourced('check_combine "$1"', systems)
+            assert out.returncode != 0 and message in out.stderr, (systems, out.stderr)
+    assert sourced('check_combine "$1"', f"{tmp_path}/a:greedy:0 {tmp_path}/b:beam_lm:0").returncode == 0
     out = sourced('stop_stage=5; combine_stages 6 9 "$1" data/lang_phone "dev test"',
                   f"{tmp_path}/a:greedy:0 {tmp_path}/b:beam_lm:0")
     assert out.returncode == 0, out.stderr  # --stop-stage before the decoding: nothing wanted, nothing checked

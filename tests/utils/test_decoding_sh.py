@@ -119,3 +119,15 @@ def test_another_lm_with_the_decodes_left_out_marks_the_printed_results_as_old(t
     assert "(from before your changes: stage 6 (decode-dev-modified_beam_lm-avg10)" in out.stdout, out.stdout
     out = decode(tmp_path, "avg10", then=result)  # the 3-gram again: its results are today's
     assert out.returncode == 0 and "from before" not in out.stdout and "skipped" in out.stdout, out.stdout
+
+
+def test_a_recipe_without_an_lm_stage_refuses_an_lm_fused_method_before_training():
+    """yesno and fsdd build no LM: --method modified_beam_lm trained, then failed at the decode stage, or used
+    weights left in the exp by hand (tuned on test, say) without a word."""
+    for method, refused in (("greedy modified_beam", False), ("modified_beam_lm", True), ("pooled_beam_lm", True),
+                            ("modified_beam_lodr", True)):
+        out = subprocess.run(["bash", "-c", f'set -euo pipefail; . utils/decoding.sh; check_no_lm_methods "{method}"; '
+                              'echo reached'], cwd=ROOT, capture_output=True, text=True)
+        assert (out.returncode != 0) == refused and ("reached" in out.stdout) != refused, (method, out.stderr)
+        if refused:
+            assert f"--method {method} fuses an n-gram LM, which this recipe does not build" in out.stderr

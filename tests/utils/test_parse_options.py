@@ -49,6 +49,7 @@ def test_boolean_takes_only_true_or_false(demo):
 def test_a_whole_number_takes_only_a_whole_number(demo):
     """--average abc reached a Python tool as a traceback-like message ("invalid literal for int()")."""
     assert "stage=12" in demo("--stage", "12").stdout
+    assert "stage=8 " in demo("--stage", "08").stdout  # not octal: 08 failed in the recipes' arithmetic
     for value in ("abc", "", "-1", "2.5"):
         out = demo("--stage", value)
         assert out.returncode == 1 and f"demo.sh: option '--stage' takes a whole number, not '{value}'" in out.stderr
@@ -86,6 +87,10 @@ def test_config_file_sets_variables_and_command_line_wins(demo, tmp_path):
     assert out.stdout.strip() == "stage=2 use_gpu=false foo_bar=from_config n=1 args=p"
     missing = demo("--config", str(tmp_path / "nope.conf"))
     assert missing.returncode != 0 and "nope.conf" in missing.stderr
+    model = tmp_path / "tiny.yaml"  # a slip for --train-config: its lines ran as commands ("model:: not found")
+    model.write_text("model:\n  encoder: {hidden: 8}\n")
+    out = demo("--config", str(model))
+    assert out.returncode == 1 and f"--config {model}: --config takes a file of shell assignments" in out.stderr
 
 
 def test_parsing_stops_at_first_positional_or_double_dash(demo):

@@ -403,3 +403,13 @@ if stage_wanted 1 data -- "${corpus_dir:-downloads/corpus}"; then stage_done 1 d
     assert run("").stdout.splitlines()[0] == f"corpus: {tmp_path / 'mine'}"  # not kept over the one before
     (tmp_path / "mine").rmdir()  # gone since: not given
     assert run("").stdout.splitlines()[0] == "corpus: "
+
+
+def test_an_experiment_dir_given_with_a_trailing_slash_is_the_dir(tmp_path):
+    """exp/t/ with --seeds 2 trained the second seed into exp/t/_seed1, inside the first seed's experiment (set
+    aside with it when its config changed)."""
+    script = ('stage=0 stop_stage=1 exp=exp/t// init_exp=/ companion_exp=; . "$ROOT/utils/stages.sh"; '
+              'check_run_arguments; echo "[$exp] [$init_exp] [$companion_exp] [${undefined_exp-unset}]"')
+    out = subprocess.run(["bash", "-c", script, "run.sh"], capture_output=True, text=True, cwd=tmp_path,
+                         env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert out.stdout.strip() == "[exp/t] [/] [] [unset]", out.stderr

@@ -39,10 +39,12 @@ def test_options_given_are_kept():
 @pytest.mark.parametrize("options, message", [
     ("lm_over=word lm_order=", "run.sh: --lm-over takes units or words, not 'word'"),
     ("lm_over= lm_order=three", "run.sh: --lm-order takes an n-gram order (1 or more), not 'three'"),
+    ("lm_over=words lm_order= unit_type=bpe", "run.sh: --lm-over words needs --unit-type phone or char (a word is "
+     "spelt in them through the lexicon); over bpe units take --lm-over units"),
 ])
 def test_lm_options_are_checked_before_any_stage(options, message):
-    """They failed at the LM stage, after the training."""
-    out = sourced(f'{options} lm_beam=; default_lm_search char; echo reached')
+    """They failed at the LM stage (a word LM over BPE units: at the LM search), after the training."""
+    out = sourced(f'unit_type=char {options} lm_beam=; default_lm_search "$unit_type"; echo reached')
     assert out.returncode == 1 and out.stderr.strip() == message and "reached" not in out.stdout
 
 

@@ -97,7 +97,11 @@ def main() -> int:
     report = Report("an4 data_prep")
     train = split_utterances(args.corpus_dir, "train", report)
     speakers = sorted({u.speaker for u in train})  # AN4 speaker ids begin with their sex: f... or m...
-    dev_speakers = pick_dev_speakers(speakers, {s for s in speakers if s.startswith("f")}, args.dev_speakers)
+    try:
+        dev_speakers = pick_dev_speakers(speakers, {s for s in speakers if s.startswith("f")}, args.dev_speakers)
+    except ValueError as error:
+        print(f"data_prep.py: --dev-speakers {args.dev_speakers}: {error}", file=sys.stderr)
+        return 1
     sets = {"train": [u for u in train if u.speaker not in dev_speakers],
             "dev": [u for u in train if u.speaker in dev_speakers],
             "test": split_utterances(args.corpus_dir, "test", report)}

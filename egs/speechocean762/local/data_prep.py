@@ -84,7 +84,11 @@ def main() -> int:
     report = Report("speechocean762 data_prep")
     train, genders = half_utterances(args.corpus_dir, "train", report)
     women = {s for s, g in genders.items() if g == "f"}
-    dev_speakers = pick_dev_speakers(sorted({u.speaker for u in train}), women, args.dev_speakers)
+    try:
+        dev_speakers = pick_dev_speakers(sorted({u.speaker for u in train}), women, args.dev_speakers)
+    except ValueError as error:
+        print(f"data_prep.py: --dev-speakers {args.dev_speakers}: {error}", file=sys.stderr)
+        return 1
     sets = {"train": [u for u in train if u.speaker not in dev_speakers],
             "dev": [u for u in train if u.speaker in dev_speakers]}
     if not (missing := missing_files(args.corpus_dir, "test")):

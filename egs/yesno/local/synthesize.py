@@ -143,8 +143,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--name", default="synth", help="utterance ids are <speaker>-<name><n> (default synth)")
     args = parser.parse_args()
-    if args.num < 1 or not 1 <= args.min_words <= args.max_words:
-        parser.error("need --num >= 1 and 1 <= --min-words <= --max-words")
+    if args.num < 1 or not 1 <= args.min_words <= args.max_words or args.noise_db[0] > args.noise_db[1]:
+        parser.error("need --num >= 1, 1 <= --min-words <= --max-words and --noise-db LOW HIGH with LOW <= HIGH")
     report = Report("yesno synthesize")
     wav_scp, text = os.path.join(args.src, "wav.scp"), os.path.join(args.src, "text")
     for path in (wav_scp, text):

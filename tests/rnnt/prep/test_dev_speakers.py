@@ -4,6 +4,8 @@ as the AN4 recipe splits them; the same set whatever the order of the input."""
 
 import random
 
+import pytest
+
 from rnnt.prep.dev_speakers import pick_dev_speakers
 
 WOMEN = ["fa", "fb", "fc", "fd", "fe"]
@@ -32,9 +34,13 @@ def test_one_speaker_is_the_first_woman():
     assert pick_dev_speakers(MEN + WOMEN, set(WOMEN), 1) == {"fa"}
 
 
-def test_zero_picks_nobody_and_more_than_there_are_picks_everybody():
+def test_zero_picks_nobody_and_every_speaker_or_more_is_refused():
+    """Every speaker in dev left none to train on: the data prep said 'train: no usable utterances'."""
     assert pick_dev_speakers(WOMEN + MEN, set(WOMEN), 0) == set()
-    assert pick_dev_speakers(WOMEN + MEN, set(WOMEN), 40) == set(WOMEN + MEN)
+    assert len(pick_dev_speakers(WOMEN + MEN, set(WOMEN), 10)) == 10
+    for count in (11, 40):
+        with pytest.raises(ValueError, match=f"{count} dev speakers of the 11 training speakers leave none to train"):
+            pick_dev_speakers(WOMEN + MEN, set(WOMEN), count)
 
 
 def test_women_who_are_not_speakers_are_ignored():

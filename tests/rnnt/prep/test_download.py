@@ -130,6 +130,11 @@ def test_archives_dir_is_accepted_and_verified(test_data, tmp_path):
     assert out.returncode == 1
     assert "checksum mismatch: expected c3f49e0cca421f96b75b41640749167b52118f232498667ca7a5f9416aef8e73" in out.stderr
     assert not (tmp_path / "c" / "waves_yesno").exists()
+    # a dir without the archive: named, where it fell back to the network (whose error advised --archives-dir)
+    out = run_tool(sys.executable, ROOT / "egs" / "yesno" / "local" / "download.py", tmp_path / "c",
+                   "--archives-dir", tmp_path / "empty", "--mirror", "http://127.0.0.1:9/none")
+    assert out.returncode == 1 and (f"{tmp_path / 'empty' / 'waves_yesno.tar.gz'}: no such archive in --archives-dir"
+                                    in out.stderr), out.stderr
 
 
 def unsafe_archive(path: Path, kind: str) -> None:
