@@ -27,6 +27,7 @@ import torch
 from rnnt.model.conv_frontend import Conv2dSubsampling, conv_output_frames, conv_problems
 from rnnt.model.encoder_interface import EncoderInterface, valid_frames
 from rnnt.model.masked_batch_norm import MaskedBatchNorm
+from rnnt.model.value_checks import dropout_problems, size_problems
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class ConformerConfig:
             found.append(f"model.encoder.kernel_size must be odd (centred on its frame), got {self.kernel_size}")
         if self.conv_channels < 1 or self.layers < 0 or self.ff_mult < 1:
             found.append("model.encoder.conv_channels and ff_mult must be at least 1, layers at least 0")
-        return found
+        return found + size_problems("encoder", dim=self.dim) + dropout_problems("encoder", dropout=self.dropout)
 
     def build(self) -> ConformerEncoder:
         return ConformerEncoder(self)

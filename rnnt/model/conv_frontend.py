@@ -1,6 +1,8 @@
-"""A 2-D convolutional front end that strides in time (DeepSpeech 2): the features as an image
-(time x frequency), `layers` 3x3 convolutions with ReLU, each with stride 2 in time and frequency,
-then the channels of every frame flattened. T frames become about T / 2^layers."""
+"""A 2-D convolutional front end that strides in time: the features as an image (time x frequency), `layers`
+3x3 convolutions with ReLU, each with stride 2 in time and frequency and no padding, then the channels of every
+frame flattened. T frames become about T / 2^layers. It is WeNet's and ESPnet's Conv2dSubsampling (4 with two
+layers), not DeepSpeech 2's own front end (41x11 and 21x11 filters, batch norm, clipped ReLU): the recipes'
+"DeepSpeech 2" configs are DeepSpeech 2-like, this front end under its bidirectional LSTMs."""
 
 from __future__ import annotations
 

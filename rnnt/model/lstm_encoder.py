@@ -1,5 +1,5 @@
 """The LSTM encoder (kind lstm): [BatchNorm] -> [conv front end] -> LSTM x N -> StackTime -> LSTM x M -> output, as the
-MLPerf RNN-T encoder (no conv front end) or DeepSpeech 2 (a strided 2-D conv front end, bidirectional).
+MLPerf RNN-T encoder (no conv front end) or DeepSpeech 2-like (a strided 2-D conv front end, bidirectional).
 
 With norm="layer" every LSTM layer's output is layer-normalised (the LSTM cells themselves stay the
 fused library kernels); dropout applies between layers. With bidirectional, each layer also reads
@@ -20,6 +20,7 @@ import torch
 from rnnt.model.conv_frontend import Conv2dSubsampling, conv_output_frames, conv_problems
 from rnnt.model.encoder_interface import EncoderInterface, valid_frames
 from rnnt.model.masked_batch_norm import MaskedBatchNorm
+from rnnt.model.value_checks import dropout_problems
 from rnnt.model.stack_time import StackTime
 
 
@@ -65,7 +66,7 @@ class LSTMEncoderConfig:
         if self.pre_layers < 0 or self.post_layers < 0 or self.hidden < 1:
             found.append(f"model.encoder.pre_layers and post_layers must be at least 0 and hidden at least 1, got "
                          f"{self.pre_layers}, {self.post_layers} and {self.hidden}")
-        return found
+        return found + dropout_problems("encoder", dropout=self.dropout)
 
     def build(self) -> LSTMEncoder:
         return LSTMEncoder(self)

@@ -3,7 +3,8 @@
 Position u sees the blank (the start symbol) followed by the first u labels. One class per kind, each
 with the same interface (forward for training; initial_state, step, select/merge/stack states for
 the searches):
-  lstm:      embedding -> LSTM layers (the MLPerf prediction network);
+  lstm:      embedding -> LSTM layers (the MLPerf prediction network, with embed_dropout 0; its start
+             symbol is a vector of zeros, here blank's embedding);
   stateless: embedding -> a causal depthwise convolution over the last `context` labels -> ReLU
              (no recurrent state: decoding needs only the last labels).
 A new kind is a subclass registered in KINDS.
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from rnnt.model.value_checks import dropout_problems, size_problems
+
 
 @dataclass(frozen=True)
 class PredictorConfig:
@@ -24,6 +27,8 @@ class PredictorConfig:
     layers: int = 2  # lstm: LSTM layers
     context: int = 2  # stateless: labels seen (the convolution's width)
     dropout: float = 0.1  # on the label embeddings (lstm: also between the layers and on the output)
+    embed_dropout: float | None = None  # on the label embeddings, where it differs from dropout (the MLPerf
+    # reference has none there: 0)
 
 
 class Predictor(torch.nn.Module):
@@ -36,6 +41,8 @@ class Predictor(torch.nn.Module):
         self.config, self.blank = config, blank
         self.embedding = torch.nn.Embedding(vocab_size, config.embed_dim)
         self.dropout = torch.nn.Dropout(config.dropout)
+        embed_dropout = config.dropout if config.embed_dropout is None else config.embed_dropout
+        self.embed_dropout = torch.nn.Dropout(embed_dropout)
 
     @property
     def output_dim(self) -> int:
@@ -44,7 +51,7 @@ class Predictor(torch.nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens (B, U) -> (B, U+1, output_dim); position 0 sees only the start symbol (blank), as in step()."""
         start = torch.full((tokens.shape[0], self.history), self.blank, dtype=tokens.dtype, device=tokens.device)
-        return self.run(self.dropout(self.embedding(torch.cat([start, tokens], dim=1))))
+        return self.run(self.embed_dropout(self.embedding(torch.cat([start, tokens], dim=1))))
 
     def run(self, embedded: torch.Tensor) -> torch.Tensor:
         """(B, history + U, embed_dim) -> (B, U+1, output_dim)."""
@@ -160,6 +167,16 @@ KINDS = {"lstm": LSTMPredictor, "stateless": StatelessPredictor}
 def check_predictor_kind(config: PredictorConfig) -> None:
     if config.kind not in KINDS:
         raise ValueError(f"model.predictor.kind must be one of {sorted(KINDS)}, got '{config.kind}'")
+
+
+def predictor_problems(config: PredictorConfig) -> list[str]:
+    """The values no prediction network of its kind can be built with (a stateless one of context 0 built, then
+    failed in its first convolution; 0 LSTM layers in torch's constructor)."""
+    kind_sizes = {"hidden": config.hidden, "layers": config.layers} if config.kind == "lstm" else \
+        {"context": config.context}
+    sizes = {"embed_dim": config.embed_dim, **kind_sizes}
+    return size_problems("predictor", **sizes) + dropout_problems("predictor", dropout=config.dropout,
+                                                                  embed_dropout=config.embed_dropout)
 
 
 def build_predictor(config: PredictorConfig, vocab_size: int, blank: int = 0) -> Predictor:

@@ -24,7 +24,8 @@ from rnnt.loss.options import LatticeOptions
 from rnnt.model.encoders import EncoderConfig, build_encoder
 from rnnt.model.joiner import Joiner, JoinerConfig
 from rnnt.model.lstm_encoder import LSTMEncoderConfig
-from rnnt.model.predictor import PredictorConfig, build_predictor, check_predictor_kind
+from rnnt.model.predictor import PredictorConfig, build_predictor, check_predictor_kind, predictor_problems
+from rnnt.model.value_checks import dropout_problems, size_problems
 
 LOSSES = ("full", "fused", "pruned", "ctc")
 
@@ -119,6 +120,10 @@ def check_model_config(config: ModelConfig) -> None:
         raise ValueError("model.joiner.dropout needs the joiner's activations, which the fused loss never keeps: "
                          "use model.loss.type full or pruned, or model.joiner.dropout 0")
     check_predictor_kind(config.predictor)
+    problems = predictor_problems(config.predictor) + size_problems("joiner", hidden=config.joiner.hidden) + \
+        dropout_problems("joiner", dropout=config.joiner.dropout)
+    if problems:
+        raise ValueError("; ".join(problems))
 
 
 class Transducer(torch.nn.Module):

@@ -1,6 +1,7 @@
 """rnnt.model: StackTime, encoder, prediction network, joiner, the transducer and its losses."""
 
 import dataclasses
+import re
 
 import pytest
 import torch
@@ -213,6 +214,40 @@ def test_bad_model_settings():
         LSTMEncoder(dataclasses.replace(TINY.encoder, norm="batch"))
     with pytest.raises(ValueError, match="predictor.kind"):
         build_predictor(dataclasses.replace(TINY.predictor, kind="gru"), vocab_size=7)
+
+
+def test_sizes_of_nothing_and_dropouts_outside_0_to_1_are_refused_at_the_configs_loading():
+    """A stateless predictor of context 0 built, then failed in its first forward pass (oneDNN's 'could not create
+    a primitive descriptor'); a joiner of hidden 0 trained with logits that were its output bias whatever the
+    audio; a dropout of 1.5 reached torch."""
+    from rnnt.model.conformer import ConformerConfig
+    from rnnt.model.transducer import check_model_config
+
+    cases = {"model.predictor.context must be at least 1, got 0":
+             dataclasses.replace(TINY, predictor=PredictorConfig(kind="stateless", context=0)),
+             "model.predictor.layers must be at least 1, got 0":
+             dataclasses.replace(TINY, predictor=dataclasses.replace(TINY.predictor, layers=0)),
+             "model.predictor.embed_dropout is a dropout rate, from 0 up to (not including) 1, got 1.0":
+             dataclasses.replace(TINY, predictor=dataclasses.replace(TINY.predictor, embed_dropout=1.0)),
+             "model.joiner.hidden must be at least 1, got 0":
+             dataclasses.replace(TINY, joiner=dataclasses.replace(TINY.joiner, hidden=0)),
+             "model.joiner.dropout is a dropout rate, from 0 up to (not including) 1, got -0.1":
+             dataclasses.replace(TINY, joiner=dataclasses.replace(TINY.joiner, dropout=-0.1))}
+    for message, config in cases.items():
+        with pytest.raises(ValueError, match=re.escape(message)):
+            check_model_config(config)
+    check_model_config(dataclasses.replace(TINY, predictor=dataclasses.replace(TINY.predictor, embed_dropout=0.0)))
+    assert "model.encoder.dropout is a dropout rate, from 0 up to (not including) 1, got 1.5" in \
+        dataclasses.replace(TINY.encoder, dropout=1.5).problems()
+    assert "model.encoder.dim must be at least 1, got 0" in ConformerConfig(dim=0, heads=1).problems()
+
+
+def test_the_embedding_dropout_is_its_own_where_set():
+    """The MLPerf reference drops nothing of the label embeddings (mlperf.yaml: embed_dropout 0), only between
+    and after its LSTM layers."""
+    predictor = build_predictor(dataclasses.replace(TINY.predictor, dropout=0.5, embed_dropout=0.0), vocab_size=7)
+    assert predictor.embed_dropout.p == 0.0 and predictor.dropout.p == 0.5
+    assert build_predictor(dataclasses.replace(TINY.predictor, dropout=0.5), vocab_size=7).embed_dropout.p == 0.5
 
 
 def recipe_yamls(searches: bool) -> list[str]:
