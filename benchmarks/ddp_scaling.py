@@ -30,7 +30,7 @@ def worker(args) -> None:
     import torch.distributed as dist
 
     from rnnt.model.transducer import Transducer
-    from rnnt.training.experiment import load_experiment
+    from rnnt.training.experiment import OptimizerConfig, TrainConfig, build_optimizer, load_experiment
 
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -38,7 +38,7 @@ def worker(args) -> None:
     torch.manual_seed(rank)
     model_config = load_experiment(args.config).model
     model = torch.nn.parallel.DistributedDataParallel(Transducer(model_config, args.vocab))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    optimizer, _ = build_optimizer(TrainConfig(optimizer=OptimizerConfig("adamw", 1e-4)), model.parameters())
     stacked = model_config.encoder.input_dim // 80  # the data pipeline's frame stacking
     frames = int(args.seconds * 100 / stacked)
     feats = torch.randn(args.batch, frames, model_config.encoder.input_dim)

@@ -42,18 +42,24 @@ METHODS = ["padded", "fused", "pruned"]  # and torchaudio's, for reference, on a
 RUN_ON_CPU = {"cell_map_kernel", "check_kernel", "arcs_kernel", "window_kernel"}
 
 
+ALLOCATIONS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}  # memory, no kernel
+
+
 class Operators(TorchDispatchMode):
-    """Counts the operators dispatched under it: views apart from the rest."""
+    """Counts the operators dispatched under it: views and allocations apart from those that launch a kernel."""
 
     def __init__(self):
         super().__init__()
-        self.views, self.kernels = 0, collections.Counter()
+        self.views, self.allocations, self.kernels = 0, 0, collections.Counter()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = str(func.overloadpacket.__name__)
         if func.is_view:
             self.views += 1
+        elif name in ALLOCATIONS:
+            self.allocations += 1
         else:
-            self.kernels[str(func.overloadpacket.__name__)] += 1
+            self.kernels[name] += 1
         return func(*args, **(kwargs or {}))
 
 
@@ -93,8 +99,8 @@ def count(step) -> dict:
         step()
         with Operators() as operators, TritonLaunches() as launches:
             step()
-    return {"kernels": sum(operators.kernels.values()), "views": operators.views, "triton": launches.launches,
-            "most": operators.kernels.most_common(5)}
+    return {"kernels": sum(operators.kernels.values()), "views": operators.views,
+            "allocations": operators.allocations, "triton": launches.launches, "most": operators.kernels.most_common(5)}
 
 
 def device_times(step, runs: int) -> dict:
@@ -135,15 +141,15 @@ def main() -> int:
     print(f"{name}; torch {torch.__version__}; float32, joiner tanh + Linear inside the step as loss.py; the "
           f"fused loss in blocks of {CUDA_CHUNK_ELEMENTS >> 20}M logits elements (a GPU's).\n")
     timed = "" if ON_CPU else " step (ms) | device busy (ms) |"
-    print(f"| shape | method | operators launching a kernel | views | Triton launches |{timed} "
+    print(f"| shape | method | operators launching a kernel | views | allocations | Triton launches |{timed} "
           "most frequent operators |")
-    print("|---|---|---|---|---|" + ("---|---|" if timed else "") + "---|")
+    print("|---|---|---|---|---|---|" + ("---|---|" if timed else "") + "---|")
     for shape in args.shapes:
         for method in methods:
             step = make_step(method, *SHAPES[shape], device=args.device, backend="triton",
                              chunk_elements=CUDA_CHUNK_ELEMENTS)
             c = count(step)
-            row = [shape, method, c["kernels"], c["views"], c["triton"]]
+            row = [shape, method, c["kernels"], c["views"], c["allocations"], c["triton"]]
             if not ON_CPU:
                 t = device_times(step, args.runs)
                 row += [f"{t['step'] * 1e3:.2f}", f"{t['busy'] * 1e3:.2f}"]
