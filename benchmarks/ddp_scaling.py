@@ -96,6 +96,8 @@ def main() -> int:
     if args.worker:
         worker(args)
         return 0
+    from machine import machine_line  # benchmarks/, the script's folder
+    print(machine_line("cpu") + "\n")  # benchmarks/machine.py: where the table was measured
     print(f"{os.path.relpath(args.config, ROOT)}, {args.cores} cores shared by the ranks, gloo, {args.batch} x "
           f"{args.seconds:g} s utterances ({args.tokens} tokens of {args.vocab}) per rank and step; median of "
           f"{args.steps} steps after a warm-up, the slowest rank's.\n")

@@ -113,6 +113,8 @@ def main() -> int:
     parser.add_argument("exp_dir")
     parser.add_argument("data_list")
     args = parser.parse_args()
+    from machine import machine_line  # benchmarks/, the script's folder
+    print(machine_line("cpu") + "\n")  # benchmarks/machine.py: where the table was measured
     torch.set_num_threads(1)
     refs, _ = reference_texts(args.data_list, None)
     utterances = None

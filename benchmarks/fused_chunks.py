@@ -47,6 +47,8 @@ def main() -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--no-profile", action="store_true", help="leave out the profiler's table")
     args = parser.parse_args()
+    from machine import machine_line  # benchmarks/, the script's folder
+    print(machine_line(args.device) + "\n")  # benchmarks/machine.py: where the table was measured
     import torch
 
     select_device(args.device)

@@ -44,6 +44,8 @@ def main() -> int:
                         help="float32 products as IEEE or TF32, or the step under bfloat16 autocast")
     parser.add_argument("--profile", action="store_true", help="after each kernels row, its step's top GPU kernels")
     args = parser.parse_args()
+    from machine import machine_line  # benchmarks/, the script's folder
+    print(machine_line(args.device) + "\n")  # benchmarks/machine.py: where the table was measured
     import torch
 
     from rnnt.loss import joint_triton

@@ -129,6 +129,8 @@ def main() -> int:
     parser.add_argument("--device", default="cpu", help="cpu (default: counts only) or a CUDA device such as cuda")
     parser.add_argument("--runs", type=int, default=10, help="timed steps on a CUDA device (default 10)")
     args = parser.parse_args()
+    from machine import machine_line  # benchmarks/, the script's folder
+    print(machine_line(args.device) + "\n")  # benchmarks/machine.py: where the table was measured
     if ON_CPU != (args.device == "cpu"):
         parser.error(f"--device {args.device}: a CUDA device is named cuda or cuda:N")
     if not ON_CPU and not torch.cuda.is_available():

@@ -261,6 +261,8 @@ def main() -> int:
     if args.worker:
         worker(args.worker, args.shape, args.runs, args.measure, args.device, args.backend)
         return 0
+    from machine import machine_line  # benchmarks/, the script's folder
+    print(machine_line(args.device) + "\n")  # benchmarks/machine.py: where the table was measured
 
     import torch
 

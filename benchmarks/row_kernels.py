@@ -68,6 +68,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--device", default="cuda")
     args = parser.parse_args()
+    from machine import machine_line  # benchmarks/, the script's folder
+    print(machine_line(args.device) + "\n")  # benchmarks/machine.py: where the table was measured
     import torch
 
     from rnnt.loss import row_triton

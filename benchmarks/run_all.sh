@@ -21,7 +21,7 @@ out=benchmarks/RESULTS.generated.md
 {
   echo "# Benchmark results"
   echo
-  echo "Machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GB; $(date -u +%Y-%m-%d)."
+  echo "$(python benchmarks/machine.py), $(free -g | awk '/Mem:/ {print $2}') GB."  # each table says it again
   for bench in loss lattice shards pipeline train_step decode; do
     echo
     echo "## $bench"

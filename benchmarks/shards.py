@@ -62,6 +62,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="runs per corpus (default 3)")
     parser.add_argument("--utts-per-shard", type=int, default=500)
     args = parser.parse_args()
+    from machine import machine_line  # benchmarks/, the script's folder
+    print(machine_line("cpu") + "\n")  # benchmarks/machine.py: where the table was measured
     data = os.environ.get("RNNT_TEST_DATA", os.path.join(ROOT, "..", "shared", "data"))
     print(f"make_shards.py --nj 1 --utts-per-shard {args.utts_per_shard}, audio kept; median of {args.runs} runs, "
           "whole process (Python start-up included).\n")

@@ -106,6 +106,8 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=40, help="train.epochs of every row (the limit is the time)")
     parser.add_argument("--out", default="/tmp/time_to_accuracy", help="where the rows' experiments go")
     args = parser.parse_args()
+    from machine import machine_line  # benchmarks/, the script's folder
+    print(machine_line("cpu") + "\n")  # benchmarks/machine.py: where the table was measured
     with open(os.path.join(args.recipe, args.config)) as f:
         config_file = yaml.safe_load(f)
     base = with_values(config_file, {"train.epochs": args.epochs})

@@ -196,6 +196,8 @@ def main() -> int:
                         help="the configurations to run (default all: " + "; ".join(CONFIGS) + "); the StackTime "
                         "comparison runs for the small and mlperf full-loss ones among them")
     args = parser.parse_args()
+    from machine import machine_line  # benchmarks/, the script's folder
+    print(machine_line(args.device) + "\n")  # benchmarks/machine.py: where the table was measured
     global DEVICE
     DEVICE = torch.device(args.device)
     flops, bf16_flops = machine_flops(), machine_flops(torch.bfloat16)

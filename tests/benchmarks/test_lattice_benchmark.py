@@ -8,7 +8,8 @@ from conftest import run_tool
 
 def test_the_table_times_both_schedules_and_names_the_one_picked():
     out = run_tool(sys.executable, "benchmarks/lattice.py", "--runs", "1", "--shapes", "yesno", "FSDD", check=True)
-    lines = out.stdout.splitlines()
+    machine, blank, *lines = out.stdout.splitlines()
+    assert machine.startswith("Machine: ") and " torch 2." in machine and "; commit " in machine and blank == ""
     assert lines[0].startswith("| batch | B, T, U | lattice | rows (ms) | steps (ms) |")
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
     assert [(row[0], row[2], row[6]) for row in rows] == [
