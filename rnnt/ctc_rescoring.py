@@ -24,7 +24,8 @@ def ctc_log_likelihoods(model, enc: torch.Tensor, enc_len: int, hyps: list[Hypot
     n = len(hyps)
     targets = torch.tensor([token for hyp in hyps for token in hyp.tokens], dtype=torch.long)
     lengths = torch.tensor([len(hyp.tokens) for hyp in hyps], dtype=torch.long)
-    nll = torch.nn.functional.ctc_loss(log_probs[:, None].expand(-1, n, -1).cpu(), targets,
+    # to the host first, then one view per hypothesis (moved after the expansion, it was n copies)
+    nll = torch.nn.functional.ctc_loss(log_probs.cpu()[:, None].expand(-1, n, -1), targets,
                                        torch.full((n,), enc_len, dtype=torch.long), lengths, blank=model.blank,
                                        reduction="none", zero_infinity=False)
     return -nll

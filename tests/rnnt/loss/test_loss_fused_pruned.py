@@ -88,6 +88,29 @@ def test_fused_under_bf16_autocast_matches_the_bf16_products():
         assert torch.nn.functional.cosine_similarity(got.double().flatten(), want.flatten(), dim=0) > 0.99
 
 
+def test_fused_bf16_gradients_of_many_blocks_are_summed_in_float32():
+    """The weight's, bias's and predictor's gradients add up a share from every block: rounded to bfloat16 at each
+    of 900 blocks (a batch of 64 long utterances in a GPU's blocks) they were 25%, 70% and 37% off; summed in
+    float32 and rounded once, as the kernels keep them, as close as from one block."""
+    g = torch.Generator().manual_seed(0)
+    B, T, U, H, V = 2, 300, 20, 32, 64
+    inputs = [torch.randn(B, T, H, generator=g) * 0.5, torch.randn(B, U + 1, H, generator=g) * 0.5,
+              torch.randn(V, H, generator=g) * 0.3, torch.randn(V, generator=g) * 0.1]
+    targets, lengths = torch.randint(1, V, (B, U), generator=g), (torch.full((B,), T), torch.full((B,), U))
+
+    def grads(dtype, chunk):
+        xs = [x.to(dtype).requires_grad_() for x in inputs]
+        fused_joiner_loss(*xs, targets, *lengths, 0, activation="tanh", reduction="sum", chunk_elements=chunk,
+                          backend="torch").backward()
+        return [x.grad.double() for x in xs]
+
+    reference = grads(torch.float64, 1 << 30)
+    one_block, many = grads(torch.bfloat16, 1 << 30), grads(torch.bfloat16, B * (U + 1) * V)  # 300 blocks
+    for name, block, blocks, want in zip(("enc", "pred", "weight", "bias"), one_block, many, reference):
+        error = float((blocks - want).norm() / want.norm())
+        assert error < 1.5 * float((block - want).norm() / want.norm()) + 2e-3, (name, error)
+
+
 def test_fused_errors():
     enc, pred, weight, bias, targets, T_b, U_b = joiner_inputs(2, 3, 2, 4, 5, seed=4)
     with pytest.raises(ValueError, match="activation must be one of"):
