@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from rnnt.cli import above, at_least, tool_parser
-from rnnt.data.audio import AudioError
+from rnnt.data.audio import AudioError, audio_length
 from rnnt.data.audio_header import riff_chunks
 from rnnt.data.features import fbank
 from rnnt.data.resample import StreamingResampler
@@ -97,6 +97,7 @@ def main() -> int:
             elif args.segment_seconds > 0:
                 result = transcribe_in_segments(transcriber, path, args.segment_seconds, args.method, args.beam)
             else:
+                warn_if_long(path, args.method)
                 result = transcriber.transcribe(path, args.method, args.beam, args.nbest)
         except (AudioError, OSError) as error:
             error = "no such file" if path != "-" and not os.path.exists(path) else error
@@ -108,6 +109,22 @@ def main() -> int:
         print(f"transcribe.py: {len(args.audio) - failed} of {len(args.audio)} files transcribed; {failed} could not "
               "be (named above)", file=sys.stderr)
     return 1 if failed else 0
+
+
+LINEAR_METHODS = ("greedy", "modified_beam", "ctc_greedy")  # time in proportion to the frames, memory bounded
+LONG_SECONDS = 300
+
+
+def warn_if_long(path: str, method: str) -> None:
+    """A warning before a recording of more than LONG_SECONDS is decoded whole with a search whose time grows with
+    frames x labels (or whose scores take frames x labels x units of memory): an hour took tens of minutes of
+    bookkeeping alone for beam search (docs/decoding.md)."""
+    if path == "-" or method in LINEAR_METHODS:
+        return
+    length = audio_length(path)
+    if length is not None and length[0] / length[1] > LONG_SECONDS:
+        print(f"transcribe.py: {path}: {length[0] / length[1] / 60:.0f} minutes decoded whole with {method}, whose "
+              "time grows with frames x labels: give --segment-seconds 30 for a long recording", file=sys.stderr)
 
 
 def chunks(path: str, rate: int, seconds: float):

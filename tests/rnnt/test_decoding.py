@@ -764,3 +764,23 @@ def test_a_bad_line_of_a_raw_list_without_a_text_beside_it_is_named_once(trained
     out = run_tool(sys.executable, STEPS / "decode.py", "--method", "greedy", trained, raw, "bad")
     assert out.returncode == 0, out.stderr
     assert out.stderr.count(f"{raw}:6: skipped") == 1 and f"decode.py: {raw}:6: skipped" in out.stderr, out.stderr
+
+
+def test_a_long_recording_decoded_whole_with_a_search_that_grows_with_its_labels_is_warned_of(tmp_path, capsys):
+    """An hour decoded whole with beam search took tens of minutes of bookkeeping; the advice was only in the
+    docs. A search in proportion to the frames, a short file or standard input: nothing said."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("transcribe_tool", STEPS / "transcribe.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    long, short = tmp_path / "long.wav", tmp_path / "short.wav"
+    soundfile.write(long, np.zeros(8000 * 301, dtype=np.int16), 8000)
+    soundfile.write(short, np.zeros(8000 * 10, dtype=np.int16), 8000)
+    for path, method in ((long, "greedy"), (long, "modified_beam"), (short, "beam"), ("-", "beam")):
+        tool.warn_if_long(str(path), method)
+    assert capsys.readouterr().err == ""
+    tool.warn_if_long(str(long), "modified_beam_lm")
+    assert capsys.readouterr().err == (f"transcribe.py: {long}: 5 minutes decoded whole with modified_beam_lm, whose "
+                                       "time grows with frames x labels: give --segment-seconds 30 for a long "
+                                       "recording\n")
