@@ -51,9 +51,9 @@ def main() -> int:
     parser = tool_parser(__doc__)
     parser.add_argument("--runs", type=at_least(1), default=3)
     args = parser.parse_args()
+    torch.set_num_threads(1)
     from machine import machine_line  # benchmarks/, the script's folder
     print(machine_line("cpu") + "\n")  # benchmarks/machine.py: where the table was measured
-    torch.set_num_threads(1)
     seconds, B = 12.0, 8
     T = int(seconds * 100 / 3)  # stacked 30 ms frames
     feats, feat_lens = torch.randn(B, T, 240), torch.full((B,), T)

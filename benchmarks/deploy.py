@@ -113,9 +113,9 @@ def main() -> int:
     parser.add_argument("exp_dir")
     parser.add_argument("data_list")
     args = parser.parse_args()
+    torch.set_num_threads(1)
     from machine import machine_line  # benchmarks/, the script's folder
     print(machine_line("cpu") + "\n")  # benchmarks/machine.py: where the table was measured
-    torch.set_num_threads(1)
     refs, _ = reference_texts(args.data_list, None)
     utterances = None
     print("| model | WER | RTF per core | first partial after speech starts: median / p90 / within 0.3 s |")

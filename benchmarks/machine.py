@@ -37,13 +37,15 @@ def commit() -> str:
         return "no git"
 
 
-def machine_line(device: str = "cpu") -> str:
+def machine_line(device: str = "cpu", threads: int | None = None) -> str:
+    """threads: those the table's rows run with, where not this process's (workers of their own)."""
     import torch
 
     where = f"{cpu_model()}, {len(os.sched_getaffinity(0))} cores"
     if device.startswith("cuda") and torch.cuda.is_available():
         where = f"{torch.cuda.get_device_name(torch.device(device))}; host {where}"
-    return (f"Machine: {where}; torch {torch.__version__}, {torch.get_num_threads()} threads; commit {commit()}; "
+    threads = threads or torch.get_num_threads()
+    return (f"Machine: {where}; torch {torch.__version__}, {threads} threads; commit {commit()}; "
             f"{datetime.date.today().isoformat()}")
 
 

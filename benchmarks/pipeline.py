@@ -167,7 +167,7 @@ def main() -> int:
                         default=os.path.join(ROOT, "benchmarks", "venv-torchaudio", "bin", "python"))
     args = parser.parse_args()
     from machine import machine_line  # benchmarks/, the script's folder
-    print(machine_line("cpu") + "\n")  # benchmarks/machine.py: where the table was measured
+    print(machine_line("cpu", threads=1) + "\n")  # benchmarks/machine.py: where the table was measured (rows: 1)
     data = os.environ.get("RNNT_TEST_DATA", os.path.join(ROOT, "..", "shared", "data"))
     print("Pipeline, one process, one thread, shards -> padded batches (mlperf fbank, SpecAugment, stacking 3/3, "
           "sort buffer 1000, dynamic batches of 4000 (fsdd) or 20000 (LibriSpeech) input frames); median of epochs "

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import tempfile
+import unicodedata
 
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.data.lexicon import read_lexicon
@@ -49,7 +50,7 @@ def check_sentencepiece_sizes(args, lines: list[str]) -> None:
     needs (with the coverage 1.0: sentencepiece's own errors named its flags and an INTERNAL check)."""
     if not 0.98 <= args.character_coverage <= 1.0:
         raise ValueError(f"--character-coverage {args.character_coverage}: sentencepiece takes 0.98 to 1.0")
-    characters = len(set("".join(lines)) - {" "})
+    characters = len(set(unicodedata.normalize("NFKC", "".join(lines))) - {" "})  # as sentencepiece reads them
     needed = characters + 3  # <blank>, <unk> and the word-start mark besides
     if args.character_coverage == 1.0 and args.vocab_size < needed:
         raise ValueError(f"--vocab-size {args.vocab_size}: the text has {characters} characters, so {args.unit_type} "

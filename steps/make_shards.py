@@ -48,18 +48,29 @@ def write_one(job):
     return path, write_shard(path, items, options)
 
 
-def same_plan_or_new(shard_dir: str, plan: dict) -> bool:
+def same_plan_or_new(shard_dir: str, plan: dict, earlier_items: str = "") -> bool:
     """Records the plan in shard_dir (written aside and renamed: a run stopped there leaves the old record or
     none); False if it holds shards written to another plan, or to one its record no longer says, or none says
-    (shards and no record: the record deleted, or shards from elsewhere): their reuse would mix them."""
+    (shards and no record: the record deleted, or shards from elsewhere): their reuse would mix them. A record
+    of the same plan whose items' digest is earlier_items (items_digest's form before it left out the audio's
+    folders) is the same plan: rewritten in today's form, its size and times kept, so that a recipe's stages,
+    which fingerprint the folder, see no change (its shards were all written again, its training set aside)."""
     os.makedirs(shard_dir, exist_ok=True)
     state_path = os.path.join(shard_dir, STATE)
     if os.path.isfile(state_path):
         try:
             with open(state_path) as f:
-                return json.load(f) == plan
+                recorded = json.load(f)
         except (OSError, ValueError):  # unreadable: written by another version, or damaged
             return False
+        if recorded == plan:
+            return True
+        if not earlier_items or recorded != {**plan, "items": earlier_items}:
+            return False
+        times = os.stat(state_path)
+        write_atomically(state_path, lambda f: json.dump(plan, f))
+        os.utime(state_path, ns=(times.st_atime_ns, times.st_mtime_ns))
+        return True
     if any(name.endswith((".tar", ".tar.tmp")) for name in os.listdir(shard_dir)):
         return False
     try:
@@ -76,10 +87,10 @@ def write_list(path: str, shards: list[str]) -> None:
         raise ToolError(f"{path}: cannot write the list ({error.strerror or error})") from error
 
 
-def start_shard_dir(shard_dir: str, plan: dict, replace: bool) -> None:
+def start_shard_dir(shard_dir: str, plan: dict, replace: bool, earlier_items: str = "") -> None:
     """shard_dir ready for the plan: new, or holding shards of the same plan (kept, to be reused), or, with
     replace, emptied of what this tool wrote there under another (the plan, the shards, their temps)."""
-    if same_plan_or_new(shard_dir, plan):
+    if same_plan_or_new(shard_dir, plan, earlier_items):
         return
     if not replace:
         raise ToolError(f"{shard_dir} holds shards of other settings or utterances (or of none it records); "
@@ -90,15 +101,16 @@ def start_shard_dir(shard_dir: str, plan: dict, replace: bool) -> None:
     same_plan_or_new(shard_dir, plan)
 
 
-def items_digest(items) -> str:
+def items_digest(items, with_folders: bool = False) -> str:
     """What the shards hold besides their keys: each utterance's text, audio source and segment times; a file by
     its name, size and time, not its folder (the same corpus moved, or copied keeping times, is the same audio:
     its shards were written again, and a training on them set aside). Shards of the same keys with another
-    transcript or audio are not reused."""
+    transcript or audio are not reused. with_folders: the form before (the path whole), which a record of
+    then holds."""
     digest = hashlib.sha256()
     for item in items:
         stat = os.stat(item.source) if not item.source.endswith("|") and os.path.isfile(item.source) else None
-        source = os.path.basename(item.source) if stat else item.source  # a piped command as it is
+        source = os.path.basename(item.source) if stat and not with_folders else item.source  # a command as it is
         digest.update(json.dumps([item.key, item.text, source, item.start, item.end,
                                   stat and (stat.st_size, stat.st_mtime_ns)]).encode())
     return digest.hexdigest()
@@ -148,7 +160,7 @@ def main() -> str:
             "keys": [item.key for item in items], "items": items_digest(items)}
     try:  # both folders made before any packing (a list in a folder not there was a traceback after it)
         os.makedirs(os.path.dirname(os.path.abspath(args.shard_list)), exist_ok=True)
-        start_shard_dir(args.shard_dir, plan, args.replace)
+        start_shard_dir(args.shard_dir, plan, args.replace, items_digest(items, with_folders=True))
     except OSError as error:
         where = error.filename or args.shard_dir
         raise ToolError(f"{where}: cannot write there ({error.strerror or error})") from error

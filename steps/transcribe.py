@@ -111,15 +111,14 @@ def main() -> int:
     return 1 if failed else 0
 
 
-LINEAR_METHODS = ("greedy", "modified_beam", "ctc_greedy")  # time in proportion to the frames, memory bounded
 LONG_SECONDS = 300
 
 
 def warn_if_long(path: str, method: str) -> None:
     """A warning before a recording of more than LONG_SECONDS is decoded whole with a search whose time grows with
-    frames x labels (or whose scores take frames x labels x units of memory): an hour took tens of minutes of
-    bookkeeping alone for beam search (docs/decoding.md)."""
-    if path == "-" or method in LINEAR_METHODS:
+    frames x labels (and the CTC rescoring's memory): an hour took tens of minutes of bookkeeping alone for beam
+    search (docs/decoding.md)."""
+    if path == "-" or METHODS[method].linear:
         return
     length = audio_length(path)
     if length is not None and length[0] / length[1] > LONG_SECONDS:

@@ -135,7 +135,7 @@ lm_fusion_stage() {
   [ -z "${lm_bonuses:-}" ] || grid+=(--bonuses "$lm_bonuses")
   local name="lm-fusion-$method-$(basename "$arpa" .arpa)-$tag" weights="$exp/lm/$method-$tag.yaml"
   [ -f "$weights" ] || rm -f "$(stage_mark "$stage_n" "$name" "$exp")"  # done before per-model files: again
-  if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "$exp/config.yaml" "$arpa" "${lodr[@]}" \
+  if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "$(decoding_settings "$exp")" "$arpa" "${lodr[@]}" \
       "data/$dev/data.list" "data/$dev/text" "$beam" "${grid[@]}"; then
     logged "$(stage_log "$stage_n" "$name" "$exp")" steps/tune_lm_fusion.py --method "$method" \
       --arpa "$arpa" --over "$over" "${lodr[@]}" --beam "$beam" "${grid[@]}" --checkpoint "$checkpoint" "$exp" \
@@ -157,9 +157,9 @@ decode_stages() {
     esac
     for set in $sets; do
       name=decode-$set-$method-$tag
-      # the LM an input too: another --lm-order or --lm-over with the decodes left out marks the results as old
-      # the experiment's config too: what decoding reads of it (data.tail_silence) changes without a new checkpoint
-      if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "$exp/config.yaml" "data/$set/data.list" \
+      # the LM an input too (another --lm-order or --lm-over with the decodes left out marks the results as old),
+      # and what decoding reads of the experiment's config that a resumed training changes
+      if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "$(decoding_settings "$exp")" "data/$set/data.list" \
           "data/$set/text" "${lm[@]}" ${lm[0]:+"$(ngram_arpa "$lang" "$lm_order" "$lm_over")"} --nbest; then
         logged "$(stage_log "$stage_n" "$name" "$exp")" steps/decode.py --method "$method" --checkpoint "$checkpoint" \
           --tag "$tag" "${lm[@]}" --nbest "$exp" "data/$set/data.list" "$set"
@@ -167,6 +167,11 @@ decode_stages() {
       fi
     done
   done
+}
+
+decoding_settings() {  # decoding_settings EXP: what decoding reads of EXP/config.yaml that a resumed training
+  # can change without a new checkpoint (data.tail_silence), one word: a decode or export stage's input
+  python3 -m rnnt.training.config_inputs --decoding "$1"
 }
 
 check_methods() {  # check_methods CONFIG "METHODS": run.sh stops now where a model of CONFIG could not decode with one
@@ -218,7 +223,7 @@ export_stage() {
     *) echo "export_stage: unknown export kind '$kind' (offline or streaming)" >&2; return 1 ;;
   esac
   checkpoint=$(checkpoint_of "$exp" "$tag")
-  if stage_wanted "$stage_n" "export-$kind-$tag" "$exp" -- "$checkpoint" "$exp/config.yaml"; then
+  if stage_wanted "$stage_n" "export-$kind-$tag" "$exp" -- "$checkpoint" "$(decoding_settings "$exp")"; then
     logged "$(stage_log "$stage_n" "export-$kind-$tag" "$exp")" steps/export_onnx.py $option \
       --checkpoint "$checkpoint" "$exp" "$exp/onnx-$kind-$tag"
     stage_done "$stage_n" "export-$kind-$tag" "$exp" -- "$exp/onnx-$kind-$tag"

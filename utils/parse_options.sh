@@ -45,7 +45,7 @@ __po_set() {  # __po_set <option-as-typed> <value>
     __po_fail "option '$opt' takes true or false, not '$value'"
   fi
   if [[ "$current" =~ ^[0-9]+$ ]]; then
-    [[ "$value" =~ ^[0-9]+$ ]] || __po_fail "option '$opt' takes a whole number, not '$value'"
+    [[ "$value" =~ ^[0-9]{1,18}$ ]] || __po_fail "option '$opt' takes a whole number, not '$value'"  # 19: wraps
     value=$((10#$value))  # 08 as 8: bash arithmetic reads a leading 0 as octal (08 failed, 010 was 8)
   fi
   printf -v "$var" '%s' "$value"

@@ -53,12 +53,31 @@ check_run_arguments() {  # check_run_arguments "$@": run.sh after parse_options.
   # held by this shell and every command it starts, until the last of them ends (a training left running too).
   exec {run_lock}<> .run.lock
   if ! flock -n "$run_lock"; then
-    echo "$(basename "$0"): another run is under way in $(pwd) (pid $(head -n 1 .run.lock), holding .run.lock);" \
-      "wait for it, or stop it (kill it: its stage stops too)" >&2
+    local pid
+    pid=$(head -n 1 .run.lock)
+    if kill -0 "$pid" 2> /dev/null; then
+      echo "$(basename "$0"): another run is under way in $(pwd) (pid $pid, holding .run.lock);" \
+        "wait for it, or stop it (kill it: its stage stops too)" >&2
+    else  # the run was killed (kill -9) and left its running command holding the lock
+      echo "$(basename "$0"): a run in $(pwd) was killed (pid $pid is gone), and commands it started still run," \
+        "holding .run.lock: $(lock_holders); wait for them, or kill them" >&2
+    fi
     exit 1
   fi
   echo $$ > .run.lock
   trap no_stage_ran_check EXIT
+}
+
+lock_holders() {  # lock_holders: 'PID (COMMAND)' of each process holding this folder's .run.lock open
+  local fd lock holders=()
+  lock=$(readlink -f .run.lock)
+  for fd in /proc/[0-9]*/fd/*; do
+    [ "$(readlink "$fd" 2> /dev/null)" = "$lock" ] || continue
+    fd=${fd#/proc/}
+    holders+=("${fd%%/*} ($(tr '\0' ' ' < "/proc/${fd%%/*}/cmdline" 2> /dev/null | cut -c1-80))")
+  done
+  local IFS=,
+  echo "${holders[*]:-none found}"
 }
 
 corpus_dir_of() {  # corpus_dir=$(corpus_dir_of "$corpus_dir"): --corpus-dir as given, kept in data/.corpus_dir; not
@@ -222,6 +241,27 @@ earlier_form_matches() {  # earlier_form_matches MARK INPUT...: the marker holds
   return 1
 }
 
+inputs_added_since() {  # inputs_added_since MARK INPUT...: the marker records fewer inputs than given, each as it is
+  # now: a stage given more inputs by a newer recipe (its local/ scripts, the experiment's decoding settings).
+  # Taken as done once, its marker rewritten with them all (an input added and changed before it was recorded
+  # goes unseen that once): without this, an upgrade prepared the data again and set every training aside
+  local mark=$1 line now recorded
+  shift
+  mapfile -t recorded < <(grep '^input ' "$mark" 2>/dev/null || true)
+  [ "${#recorded[@]}" -gt 0 ] && [ "${#recorded[@]}" -lt $# ] || return 1
+  now=$(input_lines "$@" 2> /dev/null) || return 1
+  for line in "${recorded[@]}"; do
+    grep -qxF -- "$line" <<< "$now" || return 1
+  done
+}
+
+rewrite_marker() {  # rewrite_marker MARK FINGERPRINT INPUT...: the marker of these inputs, its outputs kept
+  local mark=$1 fingerprint=$2
+  shift 2
+  { echo "$fingerprint"; input_lines "$@"; grep '^output ' "$mark" || true; } > "$mark.rewritten"
+  mv "$mark.rewritten" "$mark"
+}
+
 output_digest() {  # output_digest FILE: a small file's SHA-256 (under 1 MB: a yaml, units.txt, a wer), else nothing
   if [ -f "$1" ] && [ "$(stat -c %s "$1")" -lt 1048576 ]; then sha256sum < "$1" | cut -d' ' -f1; fi
 }
@@ -274,9 +314,10 @@ unit_files() {  # unit_files LANG: the files of a lang dir that define its units
   printf '%s\n' "$1/units.txt" "$1/units.json" "$1/lexicon.txt" "$1/bpe.model"
 }
 
-config_files() {  # config_files CONFIG: the files a training config names, one a line (a training stage's inputs
-  # beside the config's text): train.init_from's checkpoint, data.features.cmvn's statistics
-  python3 -m rnnt.training.config_inputs "$1"
+config_files() {  # config_files CONFIG [INIT]: the files a training config names, one a line (a training stage's
+  # inputs beside the config's text): train.init_from's checkpoint (not where the recipe gives INIT, which
+  # overrides it), data.features.cmvn's statistics
+  python3 -m rnnt.training.config_inputs ${2:+--no-init-from} "$1"
 }
 
 stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT...]
@@ -289,7 +330,7 @@ stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT...]
   if [ "$n" -lt "$stage" ] || [ "$n" -gt "$stop_stage" ]; then  # not run: out of date if its inputs changed, or
     # if it was started on changed inputs and stopped (its marker gone, the pending one left)
     if [ -f "$mark" ] && [ "$(head -n 1 "$mark")" != "$(stage_fingerprint "$@" 2> /dev/null)" ] &&
-        ! earlier_form_matches "$mark" "$@"; then
+        ! earlier_form_matches "$mark" "$@" && ! inputs_added_since "$mark" "$@"; then
       out_of_date+=("stage $n ($name)$(changed_inputs "$mark" "$@")")
     elif [ ! -f "$mark" ] && [ -f "$mark.pending" ]; then
       out_of_date+=("stage $n ($name), stopped before it ended")
@@ -302,6 +343,8 @@ stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT...]
     missing=$(outputs_missing "$mark") || exit 1
     if [ "$(head -n 1 "$mark")" != "$fingerprint" ] && earlier_form_matches "$mark" "$@"; then
       sed -i "1s/.*/$fingerprint/" "$mark"  # a marker an earlier stages.sh wrote of these inputs
+    elif [ "$(head -n 1 "$mark")" != "$fingerprint" ] && inputs_added_since "$mark" "$@"; then
+      rewrite_marker "$mark" "$fingerprint" "$@"  # a marker of fewer inputs, those as they are now
     fi
     if [ "$(head -n 1 "$mark")" = "$fingerprint" ] && [ -z "$missing" ]; then
       echo "$(date +%T) stage $n ($name): done before; skipped (delete $mark to redo)"
@@ -330,6 +373,7 @@ stage_done() {  # stage_done N NAME [DIR] [-- OUTPUT...]: the outputs, whose los
     [ -e "$output" ] || { echo "stage_done: $output, an output of $mark, was not made" >&2; return 1; }
     printf 'output %s\t%s\n' "$output" "$(output_digest "$output")" >> "$mark.pending"
   done
+  sync "$mark.pending" 2> /dev/null || true  # on the disk before it says done: a power loss leaves it pending
   mv "$mark.pending" "$mark"
   done_this_run[$mark]=1
 }

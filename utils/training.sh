@@ -39,7 +39,7 @@ train_wanted() {  # train_wanted STAGE CONFIG EXP LANG [INIT] [SEED]: stage_want
   local options units named
   mapfile -t options < <(train_options "${5:-}" "${6:-}")
   mapfile -t units < <(unit_files "$4")
-  mapfile -t named < <(config_files "$2")
+  mapfile -t named < <(config_files "$2" "${5:-}")
   stage_wanted "$1" train "$3" -- "$2" data/train/shards data/dev/shards "${units[@]}" "${options[@]}" "${named[@]}"
 }
 

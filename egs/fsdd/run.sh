@@ -80,8 +80,9 @@ if stage_wanted 3 units -- data/$train_set/text; then
   stage_done 3 units -- data/lang/units.txt
 fi
 
+mapfile -t named < <(config_files "$train_config")
 if stage_wanted 4 train "$exp" -- "$train_config" data/$train_set/shards data/dev/shards data/lang/units.txt \
-    $(config_files "$train_config"); then
+    "${named[@]}"; then
   log=$(stage_log 4 train "$exp")
   logged "$log" steps/train.py --config "$train_config" \
     --train-list data/$train_set/data.list --valid-list data/dev/data.list \
@@ -96,7 +97,7 @@ model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epo
 checkpoint=$(checkpoint_of "$exp" "$model_tag")
 for set in $test_sets; do
   if stage_wanted 6 "decode-$set-$method-$model_tag" "$exp" -- \
-      "$checkpoint" "$exp/config.yaml" "data/$set/data.list" "data/$set/text"; then
+      "$checkpoint" "$(decoding_settings "$exp")" "data/$set/data.list" "data/$set/text"; then
     logged "$(stage_log 6 "decode-$set-$method-$model_tag" "$exp")" steps/decode.py --method "$method" \
       --checkpoint "$checkpoint" --tag "$model_tag" "$exp" "data/$set/data.list" "$set"
     stage_done 6 "decode-$set-$method-$model_tag" "$exp" -- "$exp/decode-$set-$method-$model_tag/wer"

@@ -131,8 +131,9 @@ fi
 train_stage=train  # each node its own marker and log in the shared $exp: node 1's train-node1
 [ "$node_rank" -eq 0 ] || train_stage=train-node$node_rank
 mapfile -t units < <(unit_files "$lang")
+mapfile -t named < <(config_files "$train_config")
 if stage_wanted 4 "$train_stage" "$exp" -- "$train_config" data/$train/shards data/$(name $valid_set)/shards \
-    "${units[@]}" $(config_files "$train_config"); then
+    "${units[@]}" "${named[@]}"; then
   log=$(stage_log 4 "$train_stage" "$exp")
   train_args=(--config "$train_config" --train-list data/$train/data.list --valid-list data/$(name $valid_set)/data.list
               --lang-dir "$lang" --exp-dir "$exp" --resume)
@@ -160,7 +161,7 @@ checkpoint=$(checkpoint_of "$exp" "$model_tag")
 for method in $methods; do
   for set in $test_sets; do
     set=$(name "$set")
-    if stage_wanted 6 "decode-$set-$method-$model_tag" "$exp" -- "$checkpoint" "$exp/config.yaml" \
+    if stage_wanted 6 "decode-$set-$method-$model_tag" "$exp" -- "$checkpoint" "$(decoding_settings "$exp")" \
         "data/$set/data.list" "data/$set/text" --device "$device"; then
       logged "$(stage_log 6 "decode-$set-$method-$model_tag" "$exp")" steps/decode.py --method "$method" \
         --checkpoint "$checkpoint" --tag "$model_tag" --device "$device" "$exp" "data/$set/data.list" "$set"

@@ -69,8 +69,9 @@ if stage_wanted 3 units -- data/train_yesno/text; then
   stage_done 3 units -- data/lang/units.txt
 fi
 
+mapfile -t named < <(config_files "$train_config")
 if stage_wanted 4 train "$exp" -- "$train_config" data/train_yesno_aug/shards data/dev_yesno/shards \
-    data/lang/units.txt $(config_files "$train_config"); then
+    data/lang/units.txt "${named[@]}"; then
   log=$(stage_log 4 train "$exp")
   logged "$log" steps/train.py --config "$train_config" \
     --train-list data/train_yesno_aug/data.list --valid-list data/dev_yesno/data.list \
@@ -83,7 +84,7 @@ model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg3-epo
 
 # stage 6: the test set decoded into $exp/decode-test_yesno-$method-$model_tag
 checkpoint=$(checkpoint_of "$exp" "$model_tag")
-if stage_wanted 6 "decode-test_yesno-$method-$model_tag" "$exp" -- "$checkpoint" "$exp/config.yaml" \
+if stage_wanted 6 "decode-test_yesno-$method-$model_tag" "$exp" -- "$checkpoint" "$(decoding_settings "$exp")" \
     data/test_yesno/data.list data/test_yesno/text; then
   logged "$(stage_log 6 "decode-test_yesno-$method-$model_tag" "$exp")" steps/decode.py --method "$method" \
     --checkpoint "$checkpoint" --tag "$model_tag" "$exp" data/test_yesno/data.list test_yesno

@@ -52,9 +52,13 @@ def stale_files(list_path: str) -> list[str]:
     list (data/<set>/shards, data/<set>/data.list), so a list naming others' is a recipe folder's copied with
     its data/, which would train on the first folder's shards (their paths are absolute, as WeNet's)."""
     entries = read_list(list_path)
-    folder = os.path.join(os.path.realpath(os.path.dirname(list_path) or "."), "")
-    outside = [] if list_kind(entries) == "raw" else [
-        path for path in entries if "://" not in path and not os.path.realpath(path).startswith(folder)]
+    folder = os.path.dirname(list_path) or "."
+
+    def inside(path: str) -> bool:  # as written or with links resolved (a shards folder linked to another disk)
+        return any(os.path.commonpath([where(path), where(folder)]) == where(folder)
+                   for where in (os.path.abspath, os.path.realpath))
+    shards = [] if list_kind(entries) == "raw" else [path for path in entries if "://" not in path]
+    outside = [path for path in shards if not inside(path)]
     return missing_files(list_path) + [path for path in outside if os.path.isfile(path)]
 
 

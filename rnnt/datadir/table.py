@@ -153,5 +153,7 @@ def write_table(path: str, records: Iterable[tuple[str, str]]) -> int:
     with open(tmp, "w", encoding="utf-8", errors=KEEP_BYTES, newline="\n") as f:
         for key, value in rows:
             f.write(f"{key} {value}\n" if value != "" else f"{key}\n")
+        f.flush()
+        os.fsync(f.fileno())  # on the disk before its name, as rnnt.atomic_write's files
     os.replace(tmp, path)
     return len(rows)

@@ -120,6 +120,8 @@ def write_shard(path: str, items: list[ShardItem], options: AudioOptions) -> tup
     if skipped:  # before the shard has its name: a shard without the list is a complete one
         with open(skipped_path(path), "w", encoding="utf-8", errors="surrogateescape") as f:
             f.writelines(f"{reason}\n" for reason in skipped)
+    with open(tmp, "rb") as f:  # on the disk before its name: after a power loss, a shard named is whole
+        os.fsync(f.fileno())
     os.replace(tmp, path)
     if not skipped and os.path.exists(skipped_path(path)):
         os.remove(skipped_path(path))

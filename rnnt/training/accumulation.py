@@ -22,7 +22,8 @@ class GradientGroup:
 
     kept: int = 0  # micro-batches whose gradient was kept
     synced: bool = False  # under DDP: one of them ran its backward pass in sync, so the sum was all-reduced
-    weight: float = 0.0  # their weights' sum: a rank waiting at an epoch's end keeps batches of weight 0
+    weight: float = 0.0  # the batches of weight 1 they stand for on every rank (a rank waiting at an epoch's
+    # end keeps batches of weight 0; the count is the same on every rank)
 
     def add(self, synced: bool, weight: float = 1.0) -> None:
         self.kept += 1

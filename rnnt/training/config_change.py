@@ -18,6 +18,7 @@ import hashlib
 import os
 import shutil
 
+from rnnt.atomic_write import write_atomically
 from rnnt.config import to_dict
 from rnnt.data.cmvn_file import cmvn_source
 from rnnt.data.list_fingerprint import list_fingerprint, missing_files
@@ -40,6 +41,7 @@ UNIT_FILES = ["units.txt", "units.json"]  # the inventory (a sentencepiece model
 # Keys recorded since some experiments were saved: one saved before (no value) is taken to have had the new one.
 RECORDED_LATER = frozenset({"train.init_from_sha256"})
 KEPT_IN_PLACE = ("log", ".stages")  # the running recipe stage writes its log and marker there
+ASIDE_JOURNAL = ".setting-aside"  # set_aside's, in the exp dir while it moves the experiment out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,31 +151,47 @@ def aside_name(exp_dir: str) -> str:
     return f"{base}.{n}"
 
 
-def set_aside(exp_dir: str) -> str:
-    """Moves the experiment to <exp-dir>.N and returns that name; its logs and stage markers are copied, the
-    markers of finished stages removed from exp-dir (their outputs moved with the rest) and the running
-    stage's from the copy. Its config.yaml then names its own lang dir and CMVN statistics in <exp-dir>.N."""
+def set_aside(exp_dir: str, aside: str | None = None) -> str:
+    """Moves the experiment to <exp-dir>.N (or `aside`) and returns that name; its logs and stage markers are
+    copied, the markers of finished stages removed from exp-dir (their outputs moved with the rest) and the
+    running stage's from the copy. Its config.yaml then names its own lang dir and CMVN statistics in
+    <exp-dir>.N. A journal in exp-dir (ASIDE_JOURNAL, naming the destination) lasts from before the first move to
+    after the last step: killed half way, the next run finishes the moves into the same dir
+    (finish_setting_aside), where it had split the experiment between two dirs neither of which decoded."""
     exp_dir = os.path.normpath(exp_dir)
-    aside = aside_name(exp_dir)
-    os.makedirs(aside)
-    # config.yaml last: stopped half way, the checkpoints left beside it are set aside again on the next run
-    for entry in sorted(os.listdir(exp_dir), key=lambda name: (name == "config.yaml", name)):
+    aside = aside or aside_name(exp_dir)
+    os.makedirs(aside, exist_ok=True)
+    journal = os.path.join(exp_dir, ASIDE_JOURNAL)
+    write_atomically(journal, lambda f: f.write(aside))
+    # config.yaml last: whatever remains beside it is still the old experiment's
+    for entry in sorted(set(os.listdir(exp_dir)) - {ASIDE_JOURNAL}, key=lambda name: (name == "config.yaml", name)):
         path = os.path.join(exp_dir, entry)
         if entry in KEPT_IN_PLACE:
-            shutil.copytree(path, os.path.join(aside, entry), symlinks=True)
+            shutil.copytree(path, os.path.join(aside, entry), symlinks=True, dirs_exist_ok=True)
         else:
             os.replace(path, os.path.join(aside, entry))
     moved_config = os.path.join(aside, "config.yaml")
     if os.path.isfile(moved_config):  # its lang dir and CMVN copy moved with it: config.yaml names them there
         with open(moved_config, encoding="utf-8") as f:
-            text = f.read()
-        with open(moved_config, "w", encoding="utf-8") as f:
-            f.write(text.replace(os.path.abspath(exp_dir) + os.sep, os.path.abspath(aside) + os.sep))
+            text = f.read().replace(os.path.abspath(exp_dir) + os.sep, os.path.abspath(aside) + os.sep)
+        write_atomically(moved_config, lambda f: f.write(text))
     for marks, unfinished in (os.path.join(exp_dir, ".stages"), False), (os.path.join(aside, ".stages"), True):
         for mark in os.listdir(marks) if os.path.isdir(marks) else ():
             if mark.endswith(".pending") == unfinished:  # exp-dir keeps the running stage's, the old one the rest
                 os.remove(os.path.join(marks, mark))
+    os.remove(journal)
     return aside
+
+
+def finish_setting_aside(exp_dir: str) -> str | None:
+    """Where a run was killed setting the experiment aside (its journal left): the moves finished into the dir the
+    journal names, and a message saying so; else None."""
+    journal = os.path.join(exp_dir, ASIDE_JOURNAL)
+    if not os.path.isfile(journal):
+        return None
+    with open(journal, encoding="utf-8") as f:
+        aside = set_aside(exp_dir, f.read().strip() or None)
+    return f"{exp_dir}: a setting aside stopped half way was finished: the old experiment is whole in {aside}"
 
 
 def start_over_if_changed(experiment, exp_dir: str, load_saved, train_data: str) -> str | None:
@@ -181,9 +199,10 @@ def start_over_if_changed(experiment, exp_dir: str, load_saved, train_data: str)
     training data than `experiment`'s; returns a message saying what changed and where the old one went
     (None: nothing done). load_saved(path) reads a config.yaml (a ValueError if this version cannot); train_data is
     the training data's training_data_of."""
+    finished = finish_setting_aside(exp_dir)
     saved, newest = os.path.join(exp_dir, "config.yaml"), checkpoint.latest(exp_dir)
     if newest is None or not os.path.isfile(saved):  # checkpoints copied in to resume from: no config to compare
-        return None
+        return finished
     with open(saved, "rb") as f:
         if not f.read().strip():  # an empty YAML is the default experiment: every setting would count as changed
             raise ValueError("empty (its write cut short?): put back the config it was trained with to resume it")

@@ -1,36 +1,51 @@
-"""The files a training config names, whose content the training depends on beyond the config's text:
-train.init_from (the checkpoint it starts from) and data.features.cmvn (the statistics it normalises by,
-with the JSON read beside a Kaldi matrix). A recipe's train stage takes them among its inputs (utils/stages.sh
-config_files), so that the model started from trained again, or statistics computed again, train it again:
-steps/train.py sees both changes, but only when the stage runs.
+"""What a recipe's stages take from a training config besides its text.
 
-    python3 -m rnnt.training.config_inputs CONFIG   prints them, one a line
+The files it names, whose content the training depends on: train.init_from (the checkpoint it starts from,
+unless the recipe passes its own: --no-init-from) and data.features.cmvn (the statistics it normalises by, with
+the JSON read beside a Kaldi matrix). A train stage takes them among its inputs (utils/stages.sh config_files),
+so that the model started from trained again, or statistics computed again, train it again: steps/train.py sees
+both changes, but only when the stage runs.
+
+What decoding reads of a trained experiment's config.yaml that a resumed training can change without a new
+checkpoint (--decoding): data.tail_silence, the one such key (rnnt.training.config_change.RESUMABLE's others are
+training's, or checked against the experiment's own copies). A decode stage takes it among its inputs
+(utils/decoding.sh decoding_settings): the whole config.yaml, rewritten at each training run, re-decoded the same
+checkpoint after an edit of train.log_every.
+
+    python3 -m rnnt.training.config_inputs [--no-init-from] CONFIG   prints the files, one a line
+    python3 -m rnnt.training.config_inputs --decoding EXP_DIR        prints 'data.tail_silence=S'
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from rnnt.data.cmvn_file import cmvn_source
 from rnnt.training.experiment import Experiment, load_experiment
 
 
-def config_inputs(experiment: Experiment) -> list[str]:
-    named = [experiment.train.init_from] if experiment.train.init_from else []
+def config_inputs(experiment: Experiment, with_init_from: bool = True) -> list[str]:
+    named = [experiment.train.init_from] if experiment.train.init_from and with_init_from else []
     cmvn = experiment.data.features.cmvn
     return named + ([cmvn] + ([cmvn_source(cmvn)] if cmvn_source(cmvn) != cmvn else []) if cmvn else [])
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or argv[0].startswith("-"):
-        print(__doc__.split("\n\n")[1], file=sys.stderr)
+    options, paths = [a for a in argv if a.startswith("-")], [a for a in argv if not a.startswith("-")]
+    if len(paths) != 1 or not set(options) <= {"--no-init-from", "--decoding"} or len(options) > 1:
+        print(__doc__.split("\n\n")[-1], file=sys.stderr)
         return 2
+    path = os.path.join(paths[0], "config.yaml") if options == ["--decoding"] else paths[0]
     try:
-        experiment = load_experiment(argv[0])
+        experiment = load_experiment(path)
     except (OSError, ValueError) as error:
-        print(f"config_inputs: {argv[0]}: {error}", file=sys.stderr)
+        print(f"config_inputs: {path}: {error}", file=sys.stderr)
         return 1
-    print("".join(f"{path}\n" for path in config_inputs(experiment)), end="")
+    if options == ["--decoding"]:
+        print(f"data.tail_silence={experiment.data.tail_silence:g}")
+    else:
+        print("".join(f"{name}\n" for name in config_inputs(experiment, options != ["--no-init-from"])), end="")
     return 0
 
 

@@ -77,29 +77,36 @@ def every_rank(world: World, *flags: bool) -> tuple[bool, ...]:
     return tuple(bool(v) for v in values.tolist())
 
 
+def ranks_with(world: World, *flags: bool) -> tuple[int, ...]:
+    """For each flag, the ranks where it is true, in one all-reduce."""
+    return tuple(round(n) for n in sum_over_ranks(world, [float(f) for f in flags]))
+
+
 def batches_of_every_rank(world: World, batches: Iterable[dict], stop_requested: Callable[[], bool],
                           spare: Callable[[], dict | None] = lambda: None):
-    """(batch, weight, stop) until every rank has run out of batches: an epoch goes on while any rank has
-    one, and a rank that has run out repeats its last batch with weight 0; a rank with no last batch (it
-    resumed after its part of the epoch ran out) pads with spare(), any batch of its own (if it has none,
-    all end, as none can wait for it). stop: some rank's stop_requested() was true. The all-reduce that
-    ends the epoch carries the stop flags too, and they are not yielded: a rank's request stays set, so
-    the next epoch's first all-reduce reports it again (after this epoch is validated and saved)."""
+    """(batch, weight, stop, ranks with a batch) until every rank has run out of batches: an epoch goes on while
+    any rank has one, and a rank that has run out repeats its last batch with weight 0; a rank with no last batch
+    (it resumed after its part of the epoch ran out) pads with spare(), any batch of its own (if it has none,
+    all end, as none can wait for it). stop: some rank's stop_requested() was true. ranks with a batch: those of
+    weight 1 this time, which the optimiser step's average counts (the same on every rank, from the all-reduce
+    that decides the rest: the step needs none of its own). The all-reduce that ends the epoch carries the stop
+    flags too, and they are not yielded: a rank's request stays set, so the next epoch's first all-reduce
+    reports it again (after this epoch is validated and saved)."""
     batches, last, padding = iter(batches), None, 0
     while True:
         batch = next(batches, None)
         if batch is None and last is None:
             last = spare()
-        every_rank_is_out, every_rank_can_go_on, no_rank_stops = every_rank(
-            world, batch is None, batch is not None or last is not None, not stop_requested())
-        if every_rank_is_out or not every_rank_can_go_on:
+        out, can_go_on, stopping = ranks_with(world, batch is None, batch is not None or last is not None,
+                                              stop_requested())
+        if out == world.size or can_go_on < world.size:
             break
         if batch is None:
             padding += 1
-            yield last, 0.0, not no_rank_stops
+            yield last, 0.0, stopping > 0, world.size - out
         else:
             last = batch
-            yield batch, 1.0, not no_rank_stops
+            yield batch, 1.0, stopping > 0, world.size - out
     if padding:
         logging.getLogger("rnnt.train").info("rank %d: %d batches of weight 0 while other ranks finished the epoch",
                                              world.rank, padding)

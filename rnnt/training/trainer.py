@@ -159,12 +159,12 @@ class Trainer(Checkpointing, Steps):
         starts = self.batch == 0
         epoch = batches_of_every_rank(self.world, self.loader, lambda: self.signal_received,
                                       self.loader.dataset.spare_batch)
-        for batch, weight, some_rank_stops in epoch:
+        for batch, weight, some_rank_stops, ranks_with_batch in epoch:
             self.stopping = self.stopping or some_rank_stops
             if self.batch % accum_steps == 0 and (self.stopping or self.max_steps_reached()):
                 self.progress.end_epoch()
                 return False
-            loss = self.train_batch(batch, weight)
+            loss = self.train_batch(batch, weight, ranks_with_batch)
             self.progress.batch_done(loss if weight else None)
             if self.batch % accum_steps == 0:
                 self.end_group()
@@ -178,7 +178,7 @@ class Trainer(Checkpointing, Steps):
         self.epoch += 1
         return True
 
-    def train_batch(self, batch: dict, weight: float) -> float | None:
+    def train_batch(self, batch: dict, weight: float, ranks_with_batch: int = 1) -> float | None:
         if weight and self.keys_file:
             self.keys_file.write("".join(f"{self.epoch} {k}\n" for k in batch["keys"]))
             self.keys_file.flush()
@@ -187,7 +187,8 @@ class Trainer(Checkpointing, Steps):
         # whose LSTMs have no backward pass in eval mode
         self.model.train(weight > 0)
         with contextlib.nullcontext() if weight else torch.backends.cudnn.flags(enabled=False):
-            loss = self.forward_backward(batch, sync=group_ends or not self.world.distributed, weight=weight)
+            loss = self.forward_backward(batch, sync=group_ends or not self.world.distributed, weight=weight,
+                                         ranks_with_batch=ranks_with_batch)
         self.model.train()
         if weight:
             self.position.delivered(batch["role"], batch["position"])

@@ -11,7 +11,7 @@ import math
 import torch
 
 from rnnt.training.accumulation import is_out_of_memory
-from rnnt.training.distributed import every_rank, scale_gradients, sum_over_ranks
+from rnnt.training.distributed import every_rank, scale_gradients
 from rnnt.training.stop import StopTraining
 
 log = logging.getLogger("rnnt.train")
@@ -21,10 +21,11 @@ class Steps:
     """Methods of the Trainer; they read its model, ddp, optimizer, scheduler, scaler, ema, world, group,
     bad_batches, step and experiment."""
 
-    def forward_backward(self, batch: dict, sync: bool, weight: float = 1.0) -> float | None:
+    def forward_backward(self, batch: dict, sync: bool, weight: float = 1.0, ranks_with_batch: int = 1) -> float | None:
         """Loss of one batch with its gradient (times weight: 0 for a rank waiting for the others at an
-        epoch's end) added to the group; None (nothing added) if it was skipped: by every rank together where
-        one had a non-finite loss or ran out of memory in the forward pass (before any collective of DDP's)."""
+        epoch's end) added to the group, which counts the ranks with a batch of weight 1 (the same on every
+        rank: batches_of_every_rank's); None (nothing added) if it was skipped: by every rank together where one
+        had a non-finite loss or ran out of memory in the forward pass (before any collective of DDP's)."""
         value, out_of_memory = math.nan, None
         try:
             loss = self.batch_loss(batch, sync)
@@ -44,7 +45,7 @@ class Steps:
         elif not usable:
             self.skip_unusable(value, batch["keys"], memory_sufficed)
         else:
-            self.group.add(synced=sync, weight=weight)
+            self.group.add(synced=sync, weight=ranks_with_batch)
         return None if out_of_memory or not usable else value
 
     def out_of_memory(self, error: RuntimeError, batch: dict, where: str) -> str:
@@ -99,9 +100,12 @@ class Steps:
         if group.kept == 0:  # every rank skipped the same batches: this is the same on all
             self.optimizer.zero_grad(set_to_none=True)
             return None
-        # each rank's gradient is its batches' weighted sum over accum_steps; DDP averaged over the world
-        weight = sum_over_ranks(self.world, [group.weight])[0] if self.world.distributed else group.weight
-        scale = self.experiment.train.accum_steps * self.world.size / weight
+        # each rank's gradient is its batches' weighted sum over accum_steps, DDP's average over the world: the
+        # group's weight is the batches of weight 1 of every rank (counted by the all-reduces that gave them)
+        if group.weight == 0:  # no rank had a batch to weigh: nothing to average (the same on every rank)
+            self.optimizer.zero_grad(set_to_none=True)
+            return None
+        scale = self.experiment.train.accum_steps * self.world.size / group.weight
         unsynced = self.world.distributed and not group.synced
         if unsynced or scale != 1:
             scale_gradients(self.model.parameters(), scale, self.world if unsynced else None)

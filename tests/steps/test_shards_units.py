@@ -245,6 +245,21 @@ def test_rerun_skips_complete_shards_and_redoes_missing_ones(test_data, tmp_path
     again = run_tool(sys.executable, STEPS / "make_shards.py", "--replace", "--utts-per-shard", "3", data,
                      tmp_path / "sh", tmp_path / "l")
     assert again.returncode == 0 and "2 shards (2 already complete)" in again.stdout, again.stdout
+    # a record written before the digest left out the folders: the same plan, rewritten with its size and times
+    # kept (a recipe's stage fingerprints the folder: an upgrade wrote every shard again and retrained)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_shards_tool", STEPS / "make_shards.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    record = tmp_path / "sh" / ".make_shards.json"
+    plan = json.loads(record.read_text())
+    record.write_text(json.dumps({**plan, "items": tool.items_digest(tool.read_items(str(data))[0], True)}))
+    os.utime(record, ns=(1, 1_000_000_000))
+    again = run_tool(sys.executable, STEPS / "make_shards.py", "--replace", "--utts-per-shard", "3", data,
+                     tmp_path / "sh", tmp_path / "l")
+    assert again.returncode == 0 and "2 shards (2 already complete)" in again.stdout, again.stdout
+    assert json.loads(record.read_text()) == plan and record.stat().st_mtime_ns == 1_000_000_000
     state = tmp_path / "sh" / ".make_shards.json"  # its record cut short (a full disk): another plan, not a traceback
     state.write_text(state.read_text()[:50])
     args = [sys.executable, STEPS / "make_shards.py", "--utts-per-shard", "3", data, tmp_path / "sh", tmp_path / "l"]

@@ -16,7 +16,7 @@ from stopping_recipes import stop_once_logged
 SCRIPT = """set -euo pipefail
 stage=${1:-0}; stop_stage=100
 . "$ROOT/utils/stages.sh"
-if stage_wanted 1 prepare -- input.txt "$OPTION"; then
+if stage_wanted 1 prepare -- input.txt "$OPTION" ${EXTRA:-}; then
   cp input.txt prepared.txt; echo ran 1 >> ran.log
   [ -n "${FAIL:-}" ] && exit 3
   stage_done 1 prepare -- prepared.txt
@@ -49,6 +49,26 @@ def test_a_stage_reruns_when_its_inputs_change_and_so_do_the_stages_after_it(tmp
     assert ran == ["ran 1"]  # prepared.txt came out the same: stage 2's inputs did not change
     assert "stage 1 (prepare): its inputs changed since it was done (what changed: 'a' now 'b'); run" in out.stdout
     assert (tmp_path / "exp" / ".stages" / "2.use.done").is_file()
+
+
+def test_an_input_a_newer_recipe_adds_to_a_stage_is_taken_as_it_is_once_then_followed(tmp_path):
+    """A stage given a new input (a recipe's data stage its local/ scripts) ran again on the first run after an
+    upgrade, and with it every stage after it: data prepared again, shards written again, training set aside.
+    A marker whose recorded inputs are all as they are now is rewritten with the new one instead."""
+    (tmp_path / "input.txt").write_text("one\n")
+    (tmp_path / "script.py").write_text("print(1)\n")
+    assert run(tmp_path)[1] == ["ran 1", "ran 2"]
+    out, ran = run(tmp_path, EXTRA="script.py")
+    assert ran == [] and out.stdout.count("done before; skipped") == 2, out.stdout + out.stderr
+    marker = (tmp_path / "exp" / ".stages" / "1.prepare.done").read_text().splitlines()
+    assert [line.split("\t")[1] for line in marker[1:4]] == ["input.txt", "a", "script.py"]
+    assert marker[4].startswith("output prepared.txt\t")
+    assert run(tmp_path, EXTRA="script.py")[1] == []
+    (tmp_path / "script.py").write_text("print(2)\n")  # now it is followed: edited, the stage runs again
+    out, ran = run(tmp_path, EXTRA="script.py")
+    assert ran == ["ran 1"] and "(what changed: script.py: its content)" in out.stdout
+    (tmp_path / "input.txt").write_text("two\n")  # a recorded input changed as well as one added: run again
+    assert run(tmp_path, EXTRA="script.py other.txt")[1] == ["ran 1", "ran 2"]
 
 
 def test_a_stage_whose_output_is_gone_runs_again(tmp_path):
@@ -110,6 +130,14 @@ def test_a_data_list_is_an_input_with_its_shards_and_an_output_with_them(tmp_pat
     assert ran()[:2] == ["ran", "1"]
     tmp_path = cwd
     assert ran() == []  # the first folder's list names its own shards
+    # its shards in a folder linked to another disk: still its own (resolved, the link's target is elsewhere)
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-disk"
+    elsewhere.mkdir()
+    (elsewhere / "a.tar").write_bytes(b"a")
+    (tmp_path / "shards").symlink_to(elsewhere)
+    (tmp_path / "data.list").write_text(f"{tmp_path / 'shards' / 'a.tar'}\n")
+    ran()
+    assert ran() == []
 
 
 def test_an_explicit_stage_reruns_from_there_and_an_interrupted_stage_reruns(tmp_path):
@@ -268,7 +296,11 @@ def test_a_second_run_in_the_same_dir_is_refused_while_the_first_or_a_command_it
     assert second.stderr.startswith(f"run.sh: another run is under way in {tmp_path} (pid {first.pid}, "), second.stderr
     os.kill(first.pid, signal.SIGKILL)  # the shell killed; the sleep it started holds the lock on
     first.wait()
-    assert subprocess.run(["bash", "-c", script, "run.sh"], capture_output=True, env=env, cwd=tmp_path).returncode == 1
+    held = subprocess.run(["bash", "-c", script, "run.sh"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    # said as it is: the run is gone (its pid named it, with 'kill it'), the command holding the lock named
+    assert held.returncode == 1 and (f"run.sh: a run in {tmp_path} was killed (pid {first.pid} is gone), and "
+                                     "commands it started still run, holding .run.lock: ") in held.stderr, held.stderr
+    assert "(sleep 30 )" in held.stderr, held.stderr
     os.killpg(first.pid, signal.SIGKILL)
     quick = script.replace("sleep 30 & wait", "echo done")
     deadline = time.time() + 10

@@ -272,3 +272,9 @@ def test_the_training_stage_runs_again_when_a_file_its_config_names_changed(tmp_
         out = sourced(f"{check.replace(' || echo skipped', '')} && stage_done 4 train {exp}")
         assert f"what changed: {tmp_path / named}: its content" in out.stdout, out.stdout + out.stderr
         assert sourced(check).stdout.rstrip().endswith("skipped")
+    # the recipe's own INIT (run.sh's --init-exp) overrides train.init_from: the config's checkpoint is not an input
+    (tmp_path / "own.pt").write_bytes(b"own")
+    with_init = check.replace(f"{lang} ||", f"{lang} {tmp_path / 'own.pt'} ||")
+    sourced(f"{with_init.replace(' || echo skipped', '')} && stage_done 4 train {exp}")
+    (tmp_path / "init.pt").write_bytes(b"trained a third time")
+    assert sourced(with_init).stdout.rstrip().endswith("skipped")

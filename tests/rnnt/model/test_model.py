@@ -245,9 +245,13 @@ def test_sizes_of_nothing_and_dropouts_outside_0_to_1_are_refused_at_the_configs
 def test_the_embedding_dropout_is_its_own_where_set():
     """The MLPerf reference drops nothing of the label embeddings (mlperf.yaml: embed_dropout 0), only between
     and after its LSTM layers."""
-    predictor = build_predictor(dataclasses.replace(TINY.predictor, dropout=0.5, embed_dropout=0.0), vocab_size=7)
-    assert predictor.embed_dropout.p == 0.0 and predictor.dropout.p == 0.5
-    assert build_predictor(dataclasses.replace(TINY.predictor, dropout=0.5), vocab_size=7).embed_dropout.p == 0.5
+    tokens = torch.tensor([[1, 2, 3, 4]])
+    for embed_dropout, dropped in ((0.0, False), (None, True)):  # a stateless predictor: its embeddings alone
+        config = PredictorConfig(kind="stateless", embed_dim=16, dropout=0.9, embed_dropout=embed_dropout)
+        predictor = build_predictor(config, vocab_size=7).train()
+        torch.manual_seed(0)
+        first = predictor(tokens)
+        assert torch.equal(first, predictor(tokens)) != dropped  # two training passes: dropped, they differ
 
 
 def recipe_yamls(searches: bool) -> list[str]:

@@ -86,26 +86,38 @@ def test_set_aside_moves_the_experiment_and_keeps_the_running_stage_in_place(tmp
     assert (old / "config.yaml").read_text() == f"paths:\n  lang_dir: {old}/lang\n  train_list: {tmp_path}/tiny.list\n"
 
 
-def test_a_setting_aside_stopped_half_way_leaves_config_yaml_with_the_checkpoints_not_moved(tmp_path, monkeypatch):
-    """config.yaml moves last: a kill between two moves leaves it beside the checkpoints not yet moved, so the next
-    run compares them with it and sets them aside too (config.yaml first left checkpoints with none to compare:
-    they were resumed under the new config)."""
-    exp = tmp_path / "exp"
-    exp.mkdir()
-    for name in ("config.yaml", "epoch-1.pt", "epoch-2.pt", "lang"):
-        (exp / name).write_text(name)
-    moved, real_replace = [], os.replace
+def test_a_setting_aside_killed_half_way_is_finished_into_the_same_dir_by_the_next_run(tmp_path, monkeypatch):
+    """Killed between two moves, the experiment was split: its first entries in exp.1, the rest (config.yaml, moved
+    last) set aside again by the next run into exp.2, neither of which decoded; killed after the checkpoints, the
+    next run trained anew beside the old logs. A journal names the destination: the next run finishes there."""
+    from rnnt.training.config_change import ASIDE_JOURNAL, finish_setting_aside
 
-    def killed_after_one(source, target):  # the kill comes after the first move
-        if moved:
+    exp = tmp_path / "exp"
+    (exp / "lang").mkdir(parents=True)
+    (exp / ".stages").mkdir()
+    for name in ("config.yaml", "epoch-1.pt", "epoch-2.pt", "train.log", ".stages/6.decode.done"):
+        (exp / name).write_text(name)
+    calls, real_replace = [], os.replace
+
+    def killed_at_the_third(source, target):  # the journal's write, epoch-1.pt, then the kill
+        calls.append(os.path.basename(source))
+        if len(calls) == 3:
             raise KeyboardInterrupt
-        moved.append(os.path.basename(source))
         real_replace(source, target)
 
-    monkeypatch.setattr(os, "replace", killed_after_one)
+    monkeypatch.setattr(os, "replace", killed_at_the_third)
     with pytest.raises(KeyboardInterrupt):
         set_aside(str(exp))
-    assert moved == ["epoch-1.pt"] and sorted(p.name for p in exp.iterdir()) == ["config.yaml", "epoch-2.pt", "lang"]
+    monkeypatch.undo()
+    aside = tmp_path / "exp.1"
+    assert (exp / ASIDE_JOURNAL).read_text() == str(aside)
+    assert sorted(p.name for p in aside.iterdir()) == [".stages", "epoch-1.pt"]
+    assert finish_setting_aside(str(exp)) == f"{exp}: a setting aside stopped half way was finished: the old " \
+                                              f"experiment is whole in {aside}"
+    assert sorted(p.name for p in exp.iterdir()) == [".stages"] and not list((exp / ".stages").iterdir())
+    assert sorted(p.name for p in aside.iterdir()) == [".stages", "config.yaml", "epoch-1.pt", "epoch-2.pt", "lang",
+                                                       "train.log"]
+    assert finish_setting_aside(str(exp)) is None and not (tmp_path / "exp.2").exists()
 
 
 def lr_of(exp_dir) -> float:
