@@ -114,7 +114,7 @@ ngram_stage() {  # ngram_stage STAGE LANG ORDER OVER: builds ngram_arpa's file f
   # the units' files, not units.txt alone: phones spell the text through lexicon.txt, which changes (a
   # pronunciation put first) where the phone set does not
   mapfile -t units < <(unit_files "$lang")
-  if stage_wanted "$stage_n" "$name" "$lang" -- data/train/text "${units[@]}" "$order"; then
+  if stage_wanted "$stage_n" "$name" "$lang" -- data/train/text "${units[0]}" "$order" ++ "${units[@]:1}"; then
     logged "$(stage_log "$stage_n" "$name" "$lang")" steps/build_ngram_lm.py --order "$order" --over "$over" \
       data/train "$lang" "$arpa"
     stage_done "$stage_n" "$name" "$lang" -- "$arpa"
@@ -135,8 +135,8 @@ lm_fusion_stage() {
   [ -z "${lm_bonuses:-}" ] || grid+=(--bonuses "$lm_bonuses")
   local name="lm-fusion-$method-$(basename "$arpa" .arpa)-$tag" weights="$exp/lm/$method-$tag.yaml"
   [ -f "$weights" ] || rm -f "$(stage_mark "$stage_n" "$name" "$exp")"  # done before per-model files: again
-  if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "$(decoding_settings "$exp")" "$arpa" "${lodr[@]}" \
-      "data/$dev/data.list" "data/$dev/text" "$beam" "${grid[@]}"; then
+  if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "$arpa" "${lodr[@]}" "data/$dev/data.list" \
+      "data/$dev/text" "$beam" "${grid[@]}" ++ "$(decoding_settings "$exp")"; then
     logged "$(stage_log "$stage_n" "$name" "$exp")" steps/tune_lm_fusion.py --method "$method" \
       --arpa "$arpa" --over "$over" "${lodr[@]}" --beam "$beam" "${grid[@]}" --checkpoint "$checkpoint" "$exp" \
       "data/$dev/data.list"
@@ -159,8 +159,8 @@ decode_stages() {
       name=decode-$set-$method-$tag
       # the LM an input too (another --lm-order or --lm-over with the decodes left out marks the results as old),
       # and what decoding reads of the experiment's config that a resumed training changes
-      if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "$(decoding_settings "$exp")" "data/$set/data.list" \
-          "data/$set/text" "${lm[@]}" ${lm[0]:+"$(ngram_arpa "$lang" "$lm_order" "$lm_over")"} --nbest; then
+      if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text" "${lm[@]}" \
+          ${lm[0]:+"$(ngram_arpa "$lang" "$lm_order" "$lm_over")"} --nbest ++ "$(decoding_settings "$exp")"; then
         logged "$(stage_log "$stage_n" "$name" "$exp")" steps/decode.py --method "$method" --checkpoint "$checkpoint" \
           --tag "$tag" "${lm[@]}" --nbest "$exp" "data/$set/data.list" "$set"
         stage_done "$stage_n" "$name" "$exp" -- "$exp/decode-$set-$method-$tag/wer"
@@ -223,7 +223,7 @@ export_stage() {
     *) echo "export_stage: unknown export kind '$kind' (offline or streaming)" >&2; return 1 ;;
   esac
   checkpoint=$(checkpoint_of "$exp" "$tag")
-  if stage_wanted "$stage_n" "export-$kind-$tag" "$exp" -- "$checkpoint" "$(decoding_settings "$exp")"; then
+  if stage_wanted "$stage_n" "export-$kind-$tag" "$exp" -- "$checkpoint" ++ "$(decoding_settings "$exp")"; then
     logged "$(stage_log "$stage_n" "export-$kind-$tag" "$exp")" steps/export_onnx.py $option \
       --checkpoint "$checkpoint" "$exp" "$exp/onnx-$kind-$tag"
     stage_done "$stage_n" "export-$kind-$tag" "$exp" -- "$exp/onnx-$kind-$tag"

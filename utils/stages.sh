@@ -241,18 +241,15 @@ earlier_form_matches() {  # earlier_form_matches MARK INPUT...: the marker holds
   return 1
 }
 
-inputs_added_since() {  # inputs_added_since MARK INPUT...: the marker records fewer inputs than given, each as it is
-  # now: a stage given more inputs by a newer recipe (its local/ scripts, the experiment's decoding settings).
-  # Taken as done once, its marker rewritten with them all (an input added and changed before it was recorded
-  # goes unseen that once): without this, an upgrade prepared the data again and set every training aside
-  local mark=$1 line now recorded
+inputs_added_since() {  # inputs_added_since MARK EARLIER...: the marker records exactly these inputs, each as it is
+  # now: a stage whose newer recipe gives it more (stage_wanted's inputs after ++: its local/ scripts, the
+  # experiment's decoding settings) is taken as done once, its marker rewritten with them all (an input added and
+  # changed before it was recorded goes unseen that once): without this, an upgrade prepared the data again and
+  # set every training aside. Only those named after ++: another option added (a grid) runs the stage again
+  local mark=$1 recorded
   shift
-  mapfile -t recorded < <(grep '^input ' "$mark" 2>/dev/null || true)
-  [ "${#recorded[@]}" -gt 0 ] && [ "${#recorded[@]}" -lt $# ] || return 1
-  now=$(input_lines "$@" 2> /dev/null) || return 1
-  for line in "${recorded[@]}"; do
-    grep -qxF -- "$line" <<< "$now" || return 1
-  done
+  recorded=$(grep '^input ' "$mark" 2> /dev/null) || return 1
+  [ "$recorded" = "$(input_lines "$@" 2> /dev/null)" ]
 }
 
 rewrite_marker() {  # rewrite_marker MARK FINGERPRINT INPUT...: the marker of these inputs, its outputs kept
@@ -320,17 +317,26 @@ config_files() {  # config_files CONFIG [INIT]: the files a training config name
   python3 -m rnnt.training.config_inputs ${2:+--no-init-from} "$1"
 }
 
-stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT...]
-  local n=$1 name=$2 mark dir= fingerprint missing
+stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT... [++ LATER_INPUT...]]
+  # LATER_INPUT: inputs a newer recipe gave the stage, absent from markers of before (inputs_added_since)
+  local n=$1 name=$2 mark dir= fingerprint missing input inputs=() earlier=() later=false
   shift 2
   if [ $# -gt 0 ] && [ "$1" != "--" ]; then dir=$1; shift; fi
   [ "${1:-}" = "--" ] && shift
+  for input in "$@"; do
+    if [ "$input" = "++" ]; then later=true; continue; fi
+    inputs+=("$input")
+    $later || earlier+=("$input")
+  done
+  set -- "${inputs[@]}"
+  $later || earlier=()  # no input added later: nothing to take in place of the stage
   mark=$(stage_mark "$n" "$name" "$dir")
   [ "$n" -le "$last_stage_seen" ] || last_stage_seen=$n
   if [ "$n" -lt "$stage" ] || [ "$n" -gt "$stop_stage" ]; then  # not run: out of date if its inputs changed, or
     # if it was started on changed inputs and stopped (its marker gone, the pending one left)
     if [ -f "$mark" ] && [ "$(head -n 1 "$mark")" != "$(stage_fingerprint "$@" 2> /dev/null)" ] &&
-        ! earlier_form_matches "$mark" "$@" && ! inputs_added_since "$mark" "$@"; then
+        ! earlier_form_matches "$mark" "$@" &&
+        ! { $later && inputs_added_since "$mark" "${earlier[@]}"; }; then
       out_of_date+=("stage $n ($name)$(changed_inputs "$mark" "$@")")
     elif [ ! -f "$mark" ] && [ -f "$mark.pending" ]; then
       out_of_date+=("stage $n ($name), stopped before it ended")
@@ -343,8 +349,8 @@ stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT...]
     missing=$(outputs_missing "$mark") || exit 1
     if [ "$(head -n 1 "$mark")" != "$fingerprint" ] && earlier_form_matches "$mark" "$@"; then
       sed -i "1s/.*/$fingerprint/" "$mark"  # a marker an earlier stages.sh wrote of these inputs
-    elif [ "$(head -n 1 "$mark")" != "$fingerprint" ] && inputs_added_since "$mark" "$@"; then
-      rewrite_marker "$mark" "$fingerprint" "$@"  # a marker of fewer inputs, those as they are now
+    elif [ "$(head -n 1 "$mark")" != "$fingerprint" ] && $later && inputs_added_since "$mark" "${earlier[@]}"; then
+      rewrite_marker "$mark" "$fingerprint" "$@"  # a marker of before its later inputs, the rest as they are now
     fi
     if [ "$(head -n 1 "$mark")" = "$fingerprint" ] && [ -z "$missing" ]; then
       echo "$(date +%T) stage $n ($name): done before; skipped (delete $mark to redo)"

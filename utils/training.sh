@@ -40,7 +40,7 @@ train_wanted() {  # train_wanted STAGE CONFIG EXP LANG [INIT] [SEED]: stage_want
   mapfile -t options < <(train_options "${5:-}" "${6:-}")
   mapfile -t units < <(unit_files "$4")
   mapfile -t named < <(config_files "$2" "${5:-}")
-  stage_wanted "$1" train "$3" -- "$2" data/train/shards data/dev/shards "${units[@]}" "${options[@]}" "${named[@]}"
+  stage_wanted "$1" train "$3" -- "$2" data/train/shards data/dev/shards "${units[@]}" "${options[@]}" ++ "${named[@]}"
 }
 
 train_options() {  # train_options [INIT] [SEED]: steps/train.py's options for them, one a line

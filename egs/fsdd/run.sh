@@ -52,7 +52,7 @@ if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
   exit 1
 fi
 
-if stage_wanted 1 data -- local/data_prep.py local/digit_strings.py "$corpus_dir" "$strings"; then
+if stage_wanted 1 data -- "$corpus_dir" "$strings" ++ local/data_prep.py local/digit_strings.py; then
   log=$(stage_log 1 data)
   logged "$log" local/data_prep.py "$corpus_dir" data
   if [ "$strings" -gt 0 ]; then
@@ -82,7 +82,7 @@ fi
 
 mapfile -t named < <(config_files "$train_config")
 if stage_wanted 4 train "$exp" -- "$train_config" data/$train_set/shards data/dev/shards data/lang/units.txt \
-    "${named[@]}"; then
+    ++ "${named[@]}"; then
   log=$(stage_log 4 train "$exp")
   logged "$log" steps/train.py --config "$train_config" \
     --train-list data/$train_set/data.list --valid-list data/dev/data.list \
@@ -97,7 +97,7 @@ model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epo
 checkpoint=$(checkpoint_of "$exp" "$model_tag")
 for set in $test_sets; do
   if stage_wanted 6 "decode-$set-$method-$model_tag" "$exp" -- \
-      "$checkpoint" "$(decoding_settings "$exp")" "data/$set/data.list" "data/$set/text"; then
+      "$checkpoint" "data/$set/data.list" "data/$set/text" ++ "$(decoding_settings "$exp")"; then
     logged "$(stage_log 6 "decode-$set-$method-$model_tag" "$exp")" steps/decode.py --method "$method" \
       --checkpoint "$checkpoint" --tag "$model_tag" "$exp" "data/$set/data.list" "$set"
     stage_done 6 "decode-$set-$method-$model_tag" "$exp" -- "$exp/decode-$set-$method-$model_tag/wer"

@@ -73,7 +73,7 @@ fi
 
 todo=()
 for set in $all_sets; do
-  if stage_wanted 1 "data-$set" -- local/data_prep.py "$corpus_dir/$set"; then todo+=("$set"); fi
+  if stage_wanted 1 "data-$set" -- "$corpus_dir/$set" ++ local/data_prep.py; then todo+=("$set"); fi
 done
 # up to --nj subsets at a time, each with its stage log, each marked done once its prep ended well; in the
 # background (at_once), so that kill <run.sh> stops them at once
@@ -94,9 +94,10 @@ if [ ${#failed[@]} -gt 0 ]; then
   exit 1
 fi
 # the subsets' files and markers (another corpus's audio at other paths under the same transcripts combines again)
-if $combined && stage_wanted 1 "data-$train" -- $(for set in $train_sets; do
-    echo data/$(name $set)/text data/$(name $set)/wav.scp data/$(name $set)/utt2spk "$(stage_mark 1 "data-$set")"
-  done); then
+if $combined && stage_wanted 1 "data-$train" -- $(for set in $train_sets; do echo data/$(name $set)/text; done) ++ \
+    $(for set in $train_sets; do
+      echo data/$(name $set)/wav.scp data/$(name $set)/utt2spk "$(stage_mark 1 "data-$set")"
+    done); then
   log=$(stage_log 1 "data-$train")
   logged "$log" utils/combine_data.sh data/$train $(for set in $train_sets; do echo data/$(name $set); done)
   logged "$log" utils/validate_data_dir.sh --no-feats data/$train
@@ -133,7 +134,7 @@ train_stage=train  # each node its own marker and log in the shared $exp: node 1
 mapfile -t units < <(unit_files "$lang")
 mapfile -t named < <(config_files "$train_config")
 if stage_wanted 4 "$train_stage" "$exp" -- "$train_config" data/$train/shards data/$(name $valid_set)/shards \
-    "${units[@]}" "${named[@]}"; then
+    "${units[@]}" ++ "${named[@]}"; then
   log=$(stage_log 4 "$train_stage" "$exp")
   train_args=(--config "$train_config" --train-list data/$train/data.list --valid-list data/$(name $valid_set)/data.list
               --lang-dir "$lang" --exp-dir "$exp" --resume)
@@ -161,8 +162,8 @@ checkpoint=$(checkpoint_of "$exp" "$model_tag")
 for method in $methods; do
   for set in $test_sets; do
     set=$(name "$set")
-    if stage_wanted 6 "decode-$set-$method-$model_tag" "$exp" -- "$checkpoint" "$(decoding_settings "$exp")" \
-        "data/$set/data.list" "data/$set/text" --device "$device"; then
+    if stage_wanted 6 "decode-$set-$method-$model_tag" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text" \
+        --device "$device" ++ "$(decoding_settings "$exp")"; then
       logged "$(stage_log 6 "decode-$set-$method-$model_tag" "$exp")" steps/decode.py --method "$method" \
         --checkpoint "$checkpoint" --tag "$model_tag" --device "$device" "$exp" "data/$set/data.list" "$set"
       stage_done 6 "decode-$set-$method-$model_tag" "$exp" -- "$exp/decode-$set-$method-$model_tag/wer"

@@ -97,7 +97,7 @@ if [ -z "$corpus_dir" ]; then
   fi
 fi
 
-if stage_wanted 1 data -- local/data_prep.py "$corpus_dir" "$dev_speakers"; then  # another N redoes data/
+if stage_wanted 1 data -- "$corpus_dir" "$dev_speakers" ++ local/data_prep.py; then  # another N redoes data/
   log=$(stage_log 1 data)
   logged "$log" local/data_prep.py --dev-speakers "$dev_speakers" "$corpus_dir" data
   stage_done 1 data -- data/train/text data/dev/text

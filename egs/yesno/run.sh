@@ -44,7 +44,7 @@ if [ -z "$corpus_dir" ]; then
   fi
 fi
 
-if stage_wanted 1 data -- local/data_prep.py local/synthesize.py "$corpus_dir" "$num_synth"; then
+if stage_wanted 1 data -- "$corpus_dir" "$num_synth" ++ local/data_prep.py local/synthesize.py; then
   log=$(stage_log 1 data)
   logged "$log" local/data_prep.py "$corpus_dir" data
   logged "$log" local/synthesize.py --num "$num_synth" data/train_yesno data/train_yesno_synth
@@ -71,7 +71,7 @@ fi
 
 mapfile -t named < <(config_files "$train_config")
 if stage_wanted 4 train "$exp" -- "$train_config" data/train_yesno_aug/shards data/dev_yesno/shards \
-    data/lang/units.txt "${named[@]}"; then
+    data/lang/units.txt ++ "${named[@]}"; then
   log=$(stage_log 4 train "$exp")
   logged "$log" steps/train.py --config "$train_config" \
     --train-list data/train_yesno_aug/data.list --valid-list data/dev_yesno/data.list \
@@ -84,8 +84,8 @@ model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg3-epo
 
 # stage 6: the test set decoded into $exp/decode-test_yesno-$method-$model_tag
 checkpoint=$(checkpoint_of "$exp" "$model_tag")
-if stage_wanted 6 "decode-test_yesno-$method-$model_tag" "$exp" -- "$checkpoint" "$(decoding_settings "$exp")" \
-    data/test_yesno/data.list data/test_yesno/text; then
+if stage_wanted 6 "decode-test_yesno-$method-$model_tag" "$exp" -- "$checkpoint" data/test_yesno/data.list \
+    data/test_yesno/text ++ "$(decoding_settings "$exp")"; then
   logged "$(stage_log 6 "decode-test_yesno-$method-$model_tag" "$exp")" steps/decode.py --method "$method" \
     --checkpoint "$checkpoint" --tag "$model_tag" "$exp" data/test_yesno/data.list test_yesno
   stage_done 6 "decode-test_yesno-$method-$model_tag" "$exp" -- "$exp/decode-test_yesno-$method-$model_tag/wer"

@@ -16,7 +16,7 @@ from stopping_recipes import stop_once_logged
 SCRIPT = """set -euo pipefail
 stage=${1:-0}; stop_stage=100
 . "$ROOT/utils/stages.sh"
-if stage_wanted 1 prepare -- input.txt "$OPTION" ${EXTRA:-}; then
+if stage_wanted 1 prepare -- input.txt "$OPTION" ${MORE:-} ${LATER:+++} ${LATER:-}; then
   cp input.txt prepared.txt; echo ran 1 >> ran.log
   [ -n "${FAIL:-}" ] && exit 3
   stage_done 1 prepare -- prepared.txt
@@ -54,21 +54,23 @@ def test_a_stage_reruns_when_its_inputs_change_and_so_do_the_stages_after_it(tmp
 def test_an_input_a_newer_recipe_adds_to_a_stage_is_taken_as_it_is_once_then_followed(tmp_path):
     """A stage given a new input (a recipe's data stage its local/ scripts) ran again on the first run after an
     upgrade, and with it every stage after it: data prepared again, shards written again, training set aside.
-    A marker whose recorded inputs are all as they are now is rewritten with the new one instead."""
+    Inputs named after ++ are those a newer recipe added: a marker recording exactly the others, as they are now,
+    is rewritten with them. Any other input added (an option: a grid of weights) runs the stage again."""
     (tmp_path / "input.txt").write_text("one\n")
     (tmp_path / "script.py").write_text("print(1)\n")
     assert run(tmp_path)[1] == ["ran 1", "ran 2"]
-    out, ran = run(tmp_path, EXTRA="script.py")
+    out, ran = run(tmp_path, LATER="script.py")
     assert ran == [] and out.stdout.count("done before; skipped") == 2, out.stdout + out.stderr
     marker = (tmp_path / "exp" / ".stages" / "1.prepare.done").read_text().splitlines()
     assert [line.split("\t")[1] for line in marker[1:4]] == ["input.txt", "a", "script.py"]
     assert marker[4].startswith("output prepared.txt\t")
-    assert run(tmp_path, EXTRA="script.py")[1] == []
+    assert run(tmp_path, LATER="script.py")[1] == []
     (tmp_path / "script.py").write_text("print(2)\n")  # now it is followed: edited, the stage runs again
-    out, ran = run(tmp_path, EXTRA="script.py")
+    out, ran = run(tmp_path, LATER="script.py")
     assert ran == ["ran 1"] and "(what changed: script.py: its content)" in out.stdout
+    assert run(tmp_path, LATER="script.py", MORE="--weights")[1] == ["ran 1"]  # not after ++: a change
     (tmp_path / "input.txt").write_text("two\n")  # a recorded input changed as well as one added: run again
-    assert run(tmp_path, EXTRA="script.py other.txt")[1] == ["ran 1", "ran 2"]
+    assert run(tmp_path, LATER="script.py other.txt", MORE="--weights")[1] == ["ran 1", "ran 2"]
 
 
 def test_a_stage_whose_output_is_gone_runs_again(tmp_path):
