@@ -48,12 +48,13 @@ def write_one(job):
     return path, write_shard(path, items, options)
 
 
-def same_plan_or_new(shard_dir: str, plan: dict, earlier_items: str = "") -> bool:
+def same_plan_or_new(shard_dir: str, plan: dict, earlier_items=lambda: "") -> bool:
     """Records the plan in shard_dir (written aside and renamed: a run stopped there leaves the old record or
     none); False if it holds shards written to another plan, or to one its record no longer says, or none says
     (shards and no record: the record deleted, or shards from elsewhere): their reuse would mix them. A record
-    of the same plan whose items' digest is earlier_items (items_digest's form before it left out the audio's
-    folders) is the same plan: rewritten in today's form, its size and times kept, so that a recipe's stages,
+    of the same plan whose items' digest is earlier_items() (items_digest's form before it left out the audio's
+    folders, computed only for a record that differs: it reads every file's size and time again) is the same
+    plan: rewritten in today's form, its size and times kept, so that a recipe's stages,
     which fingerprint the folder, see no change (its shards were all written again, its training set aside)."""
     os.makedirs(shard_dir, exist_ok=True)
     state_path = os.path.join(shard_dir, STATE)
@@ -65,7 +66,8 @@ def same_plan_or_new(shard_dir: str, plan: dict, earlier_items: str = "") -> boo
             return False
         if recorded == plan:
             return True
-        if not earlier_items or recorded != {**plan, "items": earlier_items}:
+        if not isinstance(recorded, dict) or {**recorded, "items": ""} != {**plan, "items": ""} or \
+                recorded.get("items") != earlier_items():
             return False
         times = os.stat(state_path)
         write_atomically(state_path, lambda f: json.dump(plan, f))
@@ -87,7 +89,7 @@ def write_list(path: str, shards: list[str]) -> None:
         raise ToolError(f"{path}: cannot write the list ({error.strerror or error})") from error
 
 
-def start_shard_dir(shard_dir: str, plan: dict, replace: bool, earlier_items: str = "") -> None:
+def start_shard_dir(shard_dir: str, plan: dict, replace: bool, earlier_items=lambda: "") -> None:
     """shard_dir ready for the plan: new, or holding shards of the same plan (kept, to be reused), or, with
     replace, emptied of what this tool wrote there under another (the plan, the shards, their temps)."""
     if same_plan_or_new(shard_dir, plan, earlier_items):
@@ -160,7 +162,7 @@ def main() -> str:
             "keys": [item.key for item in items], "items": items_digest(items)}
     try:  # both folders made before any packing (a list in a folder not there was a traceback after it)
         os.makedirs(os.path.dirname(os.path.abspath(args.shard_list)), exist_ok=True)
-        start_shard_dir(args.shard_dir, plan, args.replace, items_digest(items, with_folders=True))
+        start_shard_dir(args.shard_dir, plan, args.replace, lambda: items_digest(items, with_folders=True))
     except OSError as error:
         where = error.filename or args.shard_dir
         raise ToolError(f"{where}: cannot write there ({error.strerror or error})") from error

@@ -171,6 +171,7 @@ decode_stages() {
 
 decoding_settings() {  # decoding_settings EXP: what decoding reads of EXP/config.yaml that a resumed training
   # can change without a new checkpoint (data.tail_silence), one word: a decode or export stage's input
+  [ -f "$1/config.yaml" ] || return 0  # not trained yet: the stage is not run, or says so itself
   python3 -m rnnt.training.config_inputs --decoding "$1"
 }
 

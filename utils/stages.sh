@@ -9,7 +9,10 @@
 # marker's fingerprint is that of its inputs now and the outputs its stage_done names are all there (a data
 # list with the files it names), and runs again when they changed (saying which: the marker keeps each input's
 # digest and spelling, input_lines) or one is gone; since a stage's inputs are
-# the outputs of the stages before it, the stages after a changed one run again too. An explicit --stage N (N > 0) runs
+# the outputs of the stages before it, the stages after a changed one run again too. Inputs a newer recipe gives a
+# stage go after ++ (-- INPUT... ++ LATER...): a marker written before, of exactly the others as they are now, is
+# taken as done once and rewritten with them (an upgrade prepared the data again and retrained); an option
+# added goes before ++, so that its value, new, runs the stage. An explicit --stage N (N > 0) runs
 # stages N and on again whatever their markers say, as in Kaldi; the default --stage 0 skips finished
 # work. An interrupted stage left no marker and runs again (every step is safe to rerun or resumes). Marks live in
 # $stage_marks (default exp/.stages), or in DIR/.stages for a stage given a DIR: stages that make a
@@ -248,14 +251,19 @@ inputs_added_since() {  # inputs_added_since MARK EARLIER...: the marker records
   # set every training aside. Only those named after ++: another option added (a grid) runs the stage again
   local mark=$1 recorded
   shift
+  # a marker of before input lines: its fingerprint of them, in any form an earlier stages.sh wrote
+  [ "$(head -n 1 "$mark")" != "$(stage_fingerprint "$@" 2> /dev/null)" ] || return 0
+  earlier_form_matches "$mark" "$@" && return 0
   recorded=$(grep '^input ' "$mark" 2> /dev/null) || return 1
-  [ "$recorded" = "$(input_lines "$@" 2> /dev/null)" ]
+  # in any order: a marker of today's first form listed the local/ scripts first
+  [ "$(LC_ALL=C sort <<< "$recorded")" = "$(input_lines "$@" 2> /dev/null | LC_ALL=C sort)" ]
 }
 
 rewrite_marker() {  # rewrite_marker MARK FINGERPRINT INPUT...: the marker of these inputs, its outputs kept
   local mark=$1 fingerprint=$2
   shift 2
   { echo "$fingerprint"; input_lines "$@"; grep '^output ' "$mark" || true; } > "$mark.rewritten"
+  sync "$mark.rewritten" 2> /dev/null || true
   mv "$mark.rewritten" "$mark"
 }
 

@@ -22,23 +22,23 @@ class GradientGroup:
 
     kept: int = 0  # micro-batches whose gradient was kept
     synced: bool = False  # under DDP: one of them ran its backward pass in sync, so the sum was all-reduced
-    weight: float = 0.0  # the batches of weight 1 they stand for on every rank (a rank waiting at an epoch's
-    # end keeps batches of weight 0; the count is the same on every rank)
+    ranks: int = 0  # the batches of weight 1 they stand for on every rank, the same count on every rank (a rank
+    # waiting at an epoch's end keeps batches of weight 0): what the optimiser step averages over
 
-    def add(self, synced: bool, weight: float = 1.0) -> None:
+    def add(self, synced: bool, ranks: int = 1) -> None:
         self.kept += 1
         self.synced = self.synced or synced
-        self.weight += weight
+        self.ranks += ranks
 
     def take(self) -> GradientGroup:
         """This group, for the optimiser step; a new one starts empty."""
-        taken = GradientGroup(self.kept, self.synced, self.weight)
+        taken = GradientGroup(self.kept, self.synced, self.ranks)
         self.drop()
         return taken
 
     def drop(self) -> None:
         """Forgets the group (its gradient was zeroed: a backward pass broke off in the middle)."""
-        self.kept, self.synced, self.weight = 0, False, 0.0
+        self.kept, self.synced, self.ranks = 0, False, 0
 
 
 REASONS = ("non-finite loss", "non-finite gradient", "out of memory")

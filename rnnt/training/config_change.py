@@ -159,7 +159,7 @@ def set_aside(exp_dir: str, aside: str | None = None) -> str:
     after the last step: killed half way, the next run finishes the moves into the same dir
     (finish_setting_aside), where it had split the experiment between two dirs neither of which decoded."""
     exp_dir = os.path.normpath(exp_dir)
-    aside = aside or aside_name(exp_dir)
+    aside = os.path.abspath(aside or aside_name(exp_dir))  # the journal's: a rerun may start elsewhere
     os.makedirs(aside, exist_ok=True)
     journal = os.path.join(exp_dir, ASIDE_JOURNAL)
     write_atomically(journal, lambda f: f.write(aside))

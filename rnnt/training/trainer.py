@@ -25,7 +25,7 @@ from rnnt.training.accumulation import BadBatches, GradientGroup
 from rnnt.training.distributed import (all_gather_objects, batches_of_every_rank, broadcast_buffers,
                                        check_parameters_agree, cleanup, rank_seed, setup)
 from rnnt.training.ema import EMA
-from rnnt.training.config_change import start_over_if_changed, training_data_of
+from rnnt.training.config_change import finish_setting_aside, start_over_if_changed, training_data_of
 from rnnt.training.experiment import Experiment, adopt_inputs, build_optimizer, load_experiment
 from rnnt.training.progress import Progress, close_logging, setup_logging
 from rnnt.training.stop import StopTraining
@@ -57,7 +57,7 @@ class Trainer(Checkpointing, Steps):
             raise StopTraining(refusal)
         train_config = experiment.train
         self.optimizer, self.scheduler = build_optimizer(train_config, self.model.parameters())
-        restarted = self.start_over_if_config_changed() if resume else None
+        restarted = self.start_over_if_config_changed(resume)
         os.makedirs(exp_dir, exist_ok=True)
         setup_logging(exp_dir, self.world)
         if restarted:
@@ -87,12 +87,15 @@ class Trainer(Checkpointing, Steps):
         log.info("model: %.2f M parameters, vocabulary %d, loss %s; world size %d on %s", parameters / 1e6,
                  self.tokenizer.vocab_size, experiment.model.loss.type, self.world.size, self.world.device)
 
-    def start_over_if_config_changed(self) -> str | None:
-        """The main rank sets aside an experiment trained under another config; every rank waits for it."""
+    def start_over_if_config_changed(self, resume: bool) -> str | None:
+        """The main rank finishes a setting aside a killed run left half done (whether or not this run resumes:
+        one that does not would train beside the old experiment's rest), and, resuming, sets aside an experiment
+        trained under another config; every rank waits for it."""
         message = None
         if self.world.main:
             try:
-                message = start_over_if_changed(self.experiment, self.exp_dir, load_experiment, self.train_data)
+                message = start_over_if_changed(self.experiment, self.exp_dir, load_experiment, self.train_data) \
+                    if resume else finish_setting_aside(self.exp_dir)
             except ValueError as error:  # a config.yaml this version cannot read: nothing is touched
                 message = StopTraining(f"{self.exp_dir}/config.yaml: {error}; give a new --exp-dir")
         message = all_gather_objects(self.world, message)[0]

@@ -45,7 +45,7 @@ class Steps:
         elif not usable:
             self.skip_unusable(value, batch["keys"], memory_sufficed)
         else:
-            self.group.add(synced=sync, weight=ranks_with_batch)
+            self.group.add(synced=sync, ranks=ranks_with_batch)
         return None if out_of_memory or not usable else value
 
     def out_of_memory(self, error: RuntimeError, batch: dict, where: str) -> str:
@@ -101,11 +101,8 @@ class Steps:
             self.optimizer.zero_grad(set_to_none=True)
             return None
         # each rank's gradient is its batches' weighted sum over accum_steps, DDP's average over the world: the
-        # group's weight is the batches of weight 1 of every rank (counted by the all-reduces that gave them)
-        if group.weight == 0:  # no rank had a batch to weigh: nothing to average (the same on every rank)
-            self.optimizer.zero_grad(set_to_none=True)
-            return None
-        scale = self.experiment.train.accum_steps * self.world.size / group.weight
+        # group's count is of the batches of weight 1 of every rank (at least one a kept batch: some rank had one)
+        scale = self.experiment.train.accum_steps * self.world.size / group.ranks
         unsynced = self.world.distributed and not group.synced
         if unsynced or scale != 1:
             scale_gradients(self.model.parameters(), scale, self.world if unsynced else None)

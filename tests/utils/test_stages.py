@@ -69,6 +69,16 @@ def test_an_input_a_newer_recipe_adds_to_a_stage_is_taken_as_it_is_once_then_fol
     out, ran = run(tmp_path, LATER="script.py")
     assert ran == ["ran 1"] and "(what changed: script.py: its content)" in out.stdout
     assert run(tmp_path, LATER="script.py", MORE="--weights")[1] == ["ran 1"]  # not after ++: a change
+    # markers of before input lines were kept (their fingerprint alone), and of an order of the inputs since changed
+    marker_path = tmp_path / "exp" / ".stages" / "1.prepare.done"
+    for earlier in ("fingerprint alone", "inputs in another order"):
+        assert run(tmp_path, MORE="--weights")[1] == ["ran 1"]
+        lines = marker_path.read_text().splitlines()
+        inputs = [line for line in lines if line.startswith("input ")]
+        kept = [] if earlier == "fingerprint alone" else inputs[::-1]
+        marker_path.write_text("\n".join([lines[0], *kept, *lines[1 + len(inputs):]]) + "\n")
+        out, ran = run(tmp_path, LATER="script.py", MORE="--weights")
+        assert ran == [] and "stage 1 (prepare): done before" in out.stdout, (earlier, out.stdout)
     (tmp_path / "input.txt").write_text("two\n")  # a recorded input changed as well as one added: run again
     assert run(tmp_path, LATER="script.py other.txt", MORE="--weights")[1] == ["ran 1", "ran 2"]
 

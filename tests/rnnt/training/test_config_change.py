@@ -120,6 +120,24 @@ def test_a_setting_aside_killed_half_way_is_finished_into_the_same_dir_by_the_ne
     assert finish_setting_aside(str(exp)) is None and not (tmp_path / "exp.2").exists()
 
 
+def test_train_py_without_resume_finishes_a_setting_aside_a_killed_run_left(yesno, tmp_path):
+    """Only a --resume run finished it: one without trained anew beside the old experiment's rest, whose files a
+    later setting aside moved over the old experiment's own."""
+    from rnnt.training.config_change import ASIDE_JOURNAL
+
+    exp, aside = tmp_path / "exp", tmp_path / "exp.1"
+    aside.mkdir()
+    exp.mkdir()
+    (aside / "epoch-1.pt").write_text("moved before the kill")
+    (exp / "config.yaml").write_text("the old experiment's, not moved yet")
+    (exp / ASIDE_JOURNAL).write_text(str(aside))
+    out = run_tool(*train_args(yesno, exp, config_file(tmp_path, epochs=1)))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert (aside / "config.yaml").read_text() == "the old experiment's, not moved yet"
+    assert not (exp / ASIDE_JOURNAL).exists() and (exp / "epoch-1.pt").is_file()
+    assert "a setting aside stopped half way was finished" in (exp / "train.log").read_text()
+
+
 def lr_of(exp_dir) -> float:
     return yaml.safe_load((exp_dir / "config.yaml").read_text())["train"]["optimizer"]["lr"]
 
