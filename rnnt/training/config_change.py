@@ -159,10 +159,10 @@ def set_aside(exp_dir: str, aside: str | None = None) -> str:
     after the last step: killed half way, the next run finishes the moves into the same dir
     (finish_setting_aside), where it had split the experiment between two dirs neither of which decoded."""
     exp_dir = os.path.normpath(exp_dir)
-    aside = os.path.abspath(aside or aside_name(exp_dir))  # the journal's: a rerun may start elsewhere
+    aside = aside or aside_name(exp_dir)
     os.makedirs(aside, exist_ok=True)
     journal = os.path.join(exp_dir, ASIDE_JOURNAL)
-    write_atomically(journal, lambda f: f.write(aside))
+    write_atomically(journal, lambda f: f.write(os.path.abspath(aside)))  # a rerun may start in another folder
     # config.yaml last: whatever remains beside it is still the old experiment's
     for entry in sorted(set(os.listdir(exp_dir)) - {ASIDE_JOURNAL}, key=lambda name: (name == "config.yaml", name)):
         path = os.path.join(exp_dir, entry)
