@@ -234,13 +234,15 @@ def _beam_frame(finished: HypothesisMap, log_probs_of, t: int, beam: int, cap: i
     distribution after hyp's labels); beam_search says how."""
     active = HypothesisMap(((h.key, 0), h) for h in finished.values())  # (key, labels emitted in frame t)
     finished = HypothesisMap()
+    blank_of = {}  # key -> the frame's blank log-probability after its labels (they alone decide it)
     expansions = 0
     while active and expansions < beam * (cap + 1):
         (_, emitted), best = max(active.items(), key=lambda item: item[1].score)
         del active[best.key, emitted]
         expansions += 1
         log_probs = log_probs_of(best)
-        finished.add(best.with_score(best.score + float(log_probs[blank])))
+        blank_of[best.key] = float(log_probs[blank])
+        finished.add(best.with_score(best.score + blank_of[best.key]))
         if emitted < cap:
             values, tokens = log_probs.topk(min(beam + 1, log_probs.shape[0]))
             for extended in _with_label(best, values.tolist(), tokens.tolist(), blank, t, fusion):
@@ -254,7 +256,8 @@ def _beam_frame(finished: HypothesisMap, log_probs_of, t: int, beam: int, cap: i
             break
     for (key, _), hyp in active.items():  # alignments left unexpanded, of labels the beam holds: their blank
         if key in finished:  # ending the frame is probability of those labels (it was lost, 0.22 nats a case)
-            finished.add(hyp.with_score(hyp.score + float(log_probs_of(hyp)[blank])))
+            blank_log_prob = blank_of[key] if key in blank_of else float(log_probs_of(hyp)[blank])
+            finished.add(hyp.with_score(hyp.score + blank_log_prob))
     return finished
 
 

@@ -22,7 +22,7 @@ import sys
 import torch
 
 from rnnt.cli import tool_parser
-from rnnt.devices import cuda_missing
+from rnnt.devices import auto_device, cuda_missing
 from rnnt.prep.download import hex_digest
 from rnnt.training.config_checks import check_unit_rate
 from rnnt.training.experiment import load_experiment, with_absolute_paths
@@ -45,7 +45,7 @@ def device_refusal(experiment, config: str) -> str | None:
     device = experiment.train.device
     if device == "cuda" and not torch.cuda.is_available():
         return f"train.device cuda: {cuda_missing()}; use auto or cpu"
-    on_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    on_cuda = auto_device(device) == "cuda"
     if experiment.train.precision == "fp16" and not on_cuda:
         return (f"{config}: train.precision fp16 needs a CUDA device (the CPU's LSTM kernels have no float16); on "
                 "the CPU use precision: bf16")

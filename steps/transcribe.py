@@ -33,7 +33,8 @@ import torch
 from rnnt.cli import above, at_least, tool_parser
 from rnnt.data.audio import AudioError, audio_length
 from rnnt.data.audio_header import riff_chunks
-from rnnt.data.features import fbank
+from rnnt.data.features import num_frames
+from rnnt.data.stages import too_short
 from rnnt.data.resample import StreamingResampler
 from rnnt.devices import auto_device
 from rnnt.search_methods import METHODS, check_method
@@ -188,10 +189,8 @@ def stream(transcriber, path: str, args):
         return None, True
     if stream.samples == 0:  # as a file of no samples is refused without --stream
         raise AudioError("no samples")
-    features, rate = transcriber.experiment.data.features, stream.sample_rate
-    if stream.samples < rate and not fbank(torch.zeros(stream.samples), rate, features.preset,
-                                           features.num_mel_bins).shape[0]:  # as refused without --stream
-        raise AudioError(f"{1000 * stream.samples / rate:.1f} ms of audio, shorter than one analysis window")
+    if num_frames(stream.samples, stream.sample_rate, transcriber.experiment.data.features.preset) == 0:
+        raise too_short(stream.samples, stream.sample_rate)  # as refused without --stream
     return stream.finish(), bool(interrupted)
 
 

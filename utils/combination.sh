@@ -51,7 +51,7 @@ split_system() {  # split_system EXP:METHOD:AVERAGE: sets system_exp, system_met
 }
 
 check_combine() {
-  local system
+  local system methods=() unknown
   { [ -n "$1" ] && [ "$1" != default ]; } || return 0
   if [ "$(wc -w <<< "$1")" -lt 2 ]; then
     echo "run.sh: --combine needs two systems or more, got '$1'" >&2
@@ -59,9 +59,15 @@ check_combine() {
   fi
   for system in $1; do
     split_system "$system" || return
-    python3 -c 'import sys; from rnnt.search_methods import METHODS; sys.exit(sys.argv[1] not in METHODS)' \
-      "$system_method" || { echo "run.sh: --combine: $system: no decoding method '$system_method'" >&2; return 1; }
+    methods+=("$system_method")
   done
+  # one Python for all (it imports torch): the names no method has
+  unknown=$(python3 -c 'import sys; from rnnt.search_methods import METHODS
+print(" ".join(m for m in sys.argv[1:] if m not in METHODS))' "${methods[@]}") || return
+  if [ -n "$unknown" ]; then
+    echo "run.sh: --combine: no decoding method '${unknown// /, }' (rnnt.search_methods)" >&2
+    return 1
+  fi
   [[ " $1 " =~ :[a-z_]+_(lm|lodr): ]] || {
     echo "run.sh: --combine needs an LM-fused method (*_lm, *_lodr) among '$1'" >&2; return 1; }
 }

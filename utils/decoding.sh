@@ -146,8 +146,9 @@ lm_fusion_stage() {
 }
 
 decode_stages() {
-  local stage_n=$1 exp=$2 tag=$3 lang=$4 methods=$5 sets=$6 checkpoint method set name lm
+  local stage_n=$1 exp=$2 tag=$3 lang=$4 methods=$5 sets=$6 checkpoint method set name lm settings
   checkpoint=$(checkpoint_of "$exp" "$tag")
+  settings=$(decoding_settings "$exp")  # once for every method and set
   for method in $methods; do
     lm=()
     case $method in
@@ -160,7 +161,7 @@ decode_stages() {
       # the LM an input too (another --lm-order or --lm-over with the decodes left out marks the results as old),
       # and what decoding reads of the experiment's config that a resumed training changes
       if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text" "${lm[@]}" \
-          ${lm[0]:+"$(ngram_arpa "$lang" "$lm_order" "$lm_over")"} --nbest ++ "$(decoding_settings "$exp")"; then
+          ${lm[0]:+"$(ngram_arpa "$lang" "$lm_order" "$lm_over")"} --nbest ++ "$settings"; then
         logged "$(stage_log "$stage_n" "$name" "$exp")" steps/decode.py --method "$method" --checkpoint "$checkpoint" \
           --tag "$tag" "${lm[@]}" --nbest "$exp" "data/$set/data.list" "$set"
         stage_done "$stage_n" "$name" "$exp" -- "$exp/decode-$set-$method-$tag/wer"

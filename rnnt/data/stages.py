@@ -215,6 +215,11 @@ def load_cmvn(config: DataConfig) -> tuple[torch.Tensor, torch.Tensor] | None:
     return mean, std
 
 
+def too_short(samples: int, rate: int) -> AudioError:
+    """The error of audio that gives no feature frame (transcribe.py --stream asks num_frames first)."""
+    return AudioError(f"{1000 * samples / rate:.1f} ms of audio, shorter than one analysis window")
+
+
 def features_of(record: dict, config: DataConfig, cmvn, train: bool, seed: int, epoch: int) -> torch.Tensor:
     """fbank -> CMVN -> SpecAugment (training) -> stacking, for one utterance: (frames, stack * bins)."""
     generator = utterance_generator(seed + 1, epoch, record)
@@ -222,8 +227,7 @@ def features_of(record: dict, config: DataConfig, cmvn, train: bool, seed: int, 
     feats = fbank(record["waveform"], record["sample_rate"], features.preset, features.num_mel_bins,
                   dither=features.dither if train else 0.0, generator=generator)
     if feats.shape[0] == 0:
-        milliseconds = 1000 * record["waveform"].shape[-1] / record["sample_rate"]
-        raise AudioError(f"{milliseconds:.1f} ms of audio, shorter than one analysis window")
+        raise too_short(record["waveform"].shape[-1], record["sample_rate"])
     if cmvn is not None:
         feats = (feats - cmvn[0]) / cmvn[1]
     if train and config.spec_augment is not None:

@@ -37,7 +37,6 @@ RESUMABLE = frozenset({
     "data.tail_silence",  # decoding's alone (the recipes' decode stages take config.yaml among their inputs)
 })
 CMVN_NAME = "global_cmvn.json"  # the experiment's copy of data.features.cmvn
-UNIT_FILES = ["units.txt", "units.json"]  # the inventory (a sentencepiece model's bytes hold the path it was made at)
 # Keys recorded since some experiments were saved: one saved before (no value) is taken to have had the new one.
 RECORDED_LATER = frozenset({"train.init_from_sha256"})
 KEPT_IN_PLACE = ("log", ".stages")  # the running recipe stage writes its log and marker there
@@ -112,9 +111,13 @@ def units_differ(lang_dir: str, kept: str) -> list[str]:
     """The unit files of lang_dir that differ from those of an experiment's kept lang dir (or are missing):
     the inventory, and what maps text to it where units.json names it: a phone lexicon (a word's phones
     changed under the same phone set are other targets), a sentencepiece model's pieces and scores."""
-    _, mismatch, errors = filecmp.cmpfiles(lang_dir, kept, UNIT_FILES, shallow=False)
-    if mismatch or errors:
-        return mismatch + errors
+    try:  # the units as read, as a checkpoint's digest compares them (a copy with CRLF line ends is the same)
+        differ = [] if units_digest(lang_dir) == units_digest(kept) else ["units.txt"]
+    except (OSError, ValueError):
+        differ = ["units.txt"]
+    _, mismatch, errors = filecmp.cmpfiles(lang_dir, kept, ["units.json"], shallow=False)
+    if differ or mismatch or errors:
+        return differ + mismatch + errors
     config = read_lang_config(lang_dir)
     lexicon, model = config.get("lexicon"), config.get("model")
     if lexicon and not same_file(os.path.join(lang_dir, lexicon), os.path.join(kept, lexicon)):

@@ -20,48 +20,50 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from rnnt.data.cmvn_file import cmvn_source
 
-if TYPE_CHECKING:
-    from rnnt.training.experiment import Experiment
+
+def section(config: dict, name: str) -> dict:
+    value = config.get(name) or {}
+    if not isinstance(value, dict):
+        raise ValueError(f"'{name}' is not a mapping")
+    return value
 
 
-def config_inputs(experiment: Experiment, with_init_from: bool = True) -> list[str]:
-    named = [experiment.train.init_from] if experiment.train.init_from and with_init_from else []
-    cmvn = experiment.data.features.cmvn
-    return named + ([cmvn] + ([cmvn_source(cmvn)] if cmvn_source(cmvn) != cmvn else []) if cmvn else [])
+def config_inputs(config: dict, with_init_from: bool = True) -> list[str]:
+    """The files a config (its YAML, as read) names: train.init_from's, data.features.cmvn's (and its JSON)."""
+    init_from = section(config, "train").get("init_from") or ""
+    cmvn = section(section(config, "data"), "features").get("cmvn") or ""
+    named = [str(init_from)] if init_from and with_init_from else []
+    return named + ([str(cmvn)] + ([cmvn_source(cmvn)] if cmvn_source(cmvn) != cmvn else []) if cmvn else [])
+
+
+def decoding_settings(config: dict) -> str:
+    """What decoding reads of a trained experiment's config.yaml (steps/train.py writes it whole, the defaults in
+    it) that a resumed training can change."""
+    return f"data.tail_silence={float(section(config, 'data').get('tail_silence', 0.0)):g}"
 
 
 def main(argv: list[str]) -> int:
+    """Reads the YAML alone: the stages ask for every training and decode, and torch's import (load_experiment's)
+    took 1.6 s each time; the training itself checks the config (check_methods has read it before any stage)."""
+    import yaml
+
     options, paths = [a for a in argv if a.startswith("-")], [a for a in argv if not a.startswith("-")]
     if len(paths) != 1 or not set(options) <= {"--no-init-from", "--decoding"} or len(options) > 1:
         print(__doc__.split("\n\n")[-1], file=sys.stderr)
         return 2
-    if options == ["--decoding"]:
-        return print_decoding_settings(os.path.join(paths[0], "config.yaml"))
-    from rnnt.training.experiment import load_experiment  # torch: not for the decoding settings, a stage's each
-
-    try:
-        experiment = load_experiment(paths[0])
-    except (OSError, ValueError) as error:
-        print(f"config_inputs: {paths[0]}: {error}", file=sys.stderr)
-        return 1
-    print("".join(f"{name}\n" for name in config_inputs(experiment, options != ["--no-init-from"])), end="")
-    return 0
-
-
-def print_decoding_settings(path: str) -> int:
-    """The decoding settings of a trained experiment's config.yaml (steps/train.py writes it whole, the defaults
-    in it), read as YAML alone: the stages ask for every decode, and torch's import took 1.6 s each time."""
-    import yaml
-
+    path = os.path.join(paths[0], "config.yaml") if options == ["--decoding"] else paths[0]
     try:
         with open(path, encoding="utf-8") as f:
-            data = (yaml.safe_load(f) or {}).get("data") or {}
-        print(f"data.tail_silence={float(data.get('tail_silence', 0.0)):g}")
-    except (OSError, ValueError, AttributeError, TypeError, yaml.YAMLError) as error:
+            config = yaml.safe_load(f) or {}
+        if not isinstance(config, dict):
+            raise ValueError("not a mapping")
+        lines = [decoding_settings(config)] if options == ["--decoding"] else \
+            config_inputs(config, options != ["--no-init-from"])
+        print("".join(f"{line}\n" for line in lines), end="")
+    except (OSError, ValueError, TypeError, yaml.YAMLError) as error:
         print(f"config_inputs: {path}: {error}", file=sys.stderr)
         return 1
     return 0

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from rnnt.devices import auto_device
+
 
 @dataclass(frozen=True)
 class World:
@@ -36,7 +38,7 @@ def setup(device: str) -> World:
     """Joins the process group when launched by torchrun (WORLD_SIZE > 1); else a world of one."""
     size = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
-    use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    use_cuda = auto_device(device) == "cuda"
     # a process may see its node's GPUs, or (CUDA_VISIBLE_DEVICES set per rank by a launcher) its own alone
     device_index = local_rank % torch.cuda.device_count() if use_cuda else 0
     if use_cuda:
@@ -70,11 +72,7 @@ def every_rank(world: World, *flags: bool) -> tuple[bool, ...]:
     """Each flag ANDed over all ranks, in one all-reduce: how the ranks take decisions together (an
     epoch ends when every rank has run out of batches, a batch is skipped when any rank cannot use it,
     all stop when any got SIGTERM), so that their collectives never fall out of step."""
-    if not world.distributed:
-        return tuple(flags)
-    values = torch.tensor([int(f) for f in flags], device=world.device)
-    dist.all_reduce(values, op=dist.ReduceOp.MIN)
-    return tuple(bool(v) for v in values.tolist())
+    return tuple(n == world.size for n in ranks_with(world, *flags))
 
 
 def ranks_with(world: World, *flags: bool) -> tuple[int, ...]:

@@ -235,6 +235,12 @@ def test_a_changed_lexicon_or_sentencepiece_model_are_other_units_though_the_inv
         assert out.returncode == 0, out.stderr
     assert (tmp_path / "lang" / "units.txt").read_text() == (tmp_path / "other" / "units.txt").read_text()
     assert units_differ(str(tmp_path / "lang"), str(tmp_path / "lang")) == []
+    crlf = tmp_path / "crlf"  # units.txt with CRLF line ends: the same units, as the checkpoint's digest says
+    crlf.mkdir()
+    for name in ("units.json", "lexicon.txt"):
+        (crlf / name).write_bytes((tmp_path / "lang" / name).read_bytes())
+    (crlf / "units.txt").write_bytes((tmp_path / "lang" / "units.txt").read_bytes().replace(b"\n", b"\r\n"))
+    assert units_differ(str(crlf), str(tmp_path / "lang")) == []
     assert units_differ(str(tmp_path / "other"), str(tmp_path / "lang")) == ["lexicon.txt"]
     assert Tokenizer(str(tmp_path / "other")).encode("NO") != Tokenizer(str(tmp_path / "lang")).encode("NO")
     for name in ("bpe", "bpe_again"):
