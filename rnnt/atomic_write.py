@@ -7,12 +7,15 @@ from __future__ import annotations
 import os
 
 
-def write_atomically(path: str, write, mode: str = "w") -> None:
+def write_atomically(path: str, write, mode: str = "w", **open_options) -> None:
     """write(f) to path.tmp, flushed to disk, then renamed: a crash leaves the old file or the new one, whole; a
-    failure (a full disk, path a directory) leaves no path.tmp."""
+    failure (a full disk, path a directory) leaves no path.tmp. A text file is UTF-8; open_options go to open()
+    (errors, newline)."""
     tmp = f"{path}.tmp"
+    if "b" not in mode:
+        open_options.setdefault("encoding", "utf-8")
     try:
-        with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+        with open(tmp, mode, **open_options) as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())

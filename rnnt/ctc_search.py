@@ -14,6 +14,7 @@ import math
 
 import torch
 
+from rnnt.label_path import LabelPath
 from rnnt.lm.fusion import Fusion
 from rnnt.search import Hypothesis, log_add
 
@@ -48,34 +49,36 @@ def _prefix_beam_step(beams: dict, frame: torch.Tensor, t: int, beam: int, blank
     candidates = list(zip(candidates, frame[candidates].tolist()))  # each symbol with its log-probability
     new: dict[tuple, list] = {}
 
-    def add(key, frames, lm_score, p_blank=-math.inf, p_label=-math.inf):
+    def add(key, path, lm_score, p_blank=-math.inf, p_label=-math.inf):
         mass = log_add(p_blank, p_label)
         if mass == -math.inf:  # no path: a repeat with no blank before it (an impossible hypothesis, scored -inf)
             return
         entry = new.get(key)
         if entry is None:
-            new[key] = [p_blank, p_label, frames, lm_score, mass]
+            new[key] = [p_blank, p_label, path, lm_score, mass]
             return
         entry[0], entry[1] = log_add(entry[0], p_blank), log_add(entry[1], p_label)
         if mass > entry[4]:  # the frames of the likeliest way here, not of the first one added
-            entry[2], entry[4] = frames, mass
+            entry[2], entry[4] = path, mass
 
-    for (prefix, state), (p_blank, p_label, frames, lm_score, _) in beams.items():
+    for key, (p_blank, p_label, path, lm_score, _) in beams.items():
+        state = key[1]
         total = log_add(p_blank, p_label)
         allowed = fusion.allowed(state) if fusion else None
         for symbol, p in candidates:
             if symbol == blank:
-                add((prefix, state), frames, lm_score, p_blank=total + p)
+                add(key, path, lm_score, p_blank=total + p)
                 continue
-            if prefix and symbol == prefix[-1]:
-                add((prefix, state), frames, lm_score, p_label=p_label + p)  # the repeat merges into the label
+            if path.length and symbol == path.token:
+                add(key, path, lm_score, p_label=p_label + p)  # the repeat merges into the label
                 p_new = p_blank + p  # a new label needs a blank in between
             else:
                 p_new = total + p
             if allowed is not None and symbol not in allowed:
                 continue
+            longer = path.extended(symbol, t)
             for added, after in fusion.expansions(state, symbol) if fusion else [(0.0, state)]:
-                add((prefix + (symbol,), after), frames + [t], lm_score + added, p_label=p_new)
+                add((longer, after), longer, lm_score + added, p_label=p_new)
     scored = [(log_add(p_blank, p_label) + lm_score, key) for key, (p_blank, p_label, _, lm_score, _) in new.items()]
     return {key: new[key] for _, key in heapq.nlargest(beam, scored, key=lambda item: item[0])}  # ties in order
 
@@ -92,13 +95,15 @@ def ctc_prefix_beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4
     plus the LM's end-of-sentence score; a word LM's hypotheses carry their words.
     """
     log_probs = ctc_log_probs(model, enc[:enc_len]).cpu()
-    # (prefix, LM state) -> [p_blank, p_label, frames, LM score, the likeliest way's probability]
-    beams: dict[tuple, list] = {((), fusion.start() if fusion else ()): [0.0, -math.inf, [], 0.0, 0.0]}
+    # (prefix, LM state) -> [p_blank, p_label, the prefix as its likeliest way's path (rnnt.label_path: its frames),
+    # LM score, the likeliest way's probability]
+    empty = LabelPath()
+    beams: dict[tuple, list] = {(empty, fusion.start() if fusion else ()): [0.0, -math.inf, empty, 0.0, 0.0]}
     for t in range(enc_len):
         beams = _prefix_beam_step(beams, log_probs[t], t, beam, model.blank, fusion)
-    ended = [Hypothesis(list(prefix), e[2], log_add(e[0], e[1]) + e[3] + added, words=words)
-             for (prefix, state), e in beams.items()
+    ended = [(log_add(e[0], e[1]) + e[3] + added, e[2], words) for (_, state), e in beams.items()
              for added, words in (fusion.finish(state) if fusion else [(0.0, None)])]
     if not ended:  # every hypothesis ends inside a word of the lexicon
         return [Hypothesis([], [], -math.inf, words=[])]
-    return sorted(ended, key=lambda h: -h.score)[:beam]  # a word LM ends a prefix once per homophone
+    return [Hypothesis(path.tokens(), path.frames(), score, words=words)  # a word LM ends a prefix once per homophone
+            for score, path, words in sorted(ended, key=lambda end: -end[0])[:beam]]

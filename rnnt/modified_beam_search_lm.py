@@ -11,11 +11,11 @@ merged into it plus the LM's score of the labels, and at the end the LM's score 
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 
 import torch
 
+from rnnt.label_path import LabelPath, SearchHypothesis
 from rnnt.lm.fusion import Fusion
 from rnnt.search import Hypothesis, ended, hand_out_states, joint_log_probs, log_add, start_hypotheses
 
@@ -26,7 +26,7 @@ def modified_beam_search_lm(model, enc: torch.Tensor, enc_lens: torch.Tensor, be
     """The n-best of each utterance of enc (B, T, D), best first, with `fusion`'s scores in theirs."""
     enc_proj = model.joiner.enc_proj(enc)
     lengths = enc_lens.tolist()
-    beams = [[dataclasses.replace(h, lm_state=fusion.start())]
+    beams = [[SearchHypothesis(LabelPath(), 0.0, h.state, h.pred_proj, fusion.start())]
              for h in start_hypotheses(model, enc.shape[0], enc.device)]
     for t in range(enc.shape[1]):
         live = [b for b, length in enumerate(lengths) if t < length]
@@ -43,46 +43,45 @@ def modified_beam_search_lm(model, enc: torch.Tensor, enc_lens: torch.Tensor, be
             first += len(beams[b])
             beams[b] = extended
         _step_predictor(model, [h for b in live for h in beams[b] if h.pred_proj is None], enc.device)
-    return [ended(hyps, fusion)[:beam] for hyps in beams]
+    return [ended(hyps, fusion, beam) for hyps in beams]
 
 
-def _next_beam(hyps: list[Hypothesis], first: int, blanks: list[float], values: list[list[float]],
-               tokens: list[list[int]], blank: int, t: int, fusion: Fusion, beam: int) -> list[Hypothesis]:
+def _next_beam(hyps: list[SearchHypothesis], first: int, blanks: list[float], values: list[list[float]],
+               tokens: list[list[int]], blank: int, t: int, fusion: Fusion, beam: int) -> list[SearchHypothesis]:
     """The `beam` best extensions at frame t of one utterance's hypotheses (rows first, first + 1, ... of
     the frame's log-probabilities): each by the blank and by each of its labels in tokens, scored by the
     model (values) and the LM (a word LM may allow none of a label's extensions, or several: homophones).
-    Extensions are merged by key (Hypothesis.key) as HypothesisMap merges them, the first one's kept, but
-    as plain entries: only the survivors become hypotheses (the prediction network is stepped later)."""
-    merged: dict[tuple, list] = {}  # key -> [score, the hypothesis extended, its label or None, LM state]
+    Extensions are merged by key (SearchHypothesis.key) as HypothesisMap merges them, the first one's kept,
+    but as plain entries: only the survivors become hypotheses (the prediction network is stepped later)."""
+    merged: dict[tuple, list] = {}  # key -> [score, the hypothesis extended, its path or None (a blank)]
     for k, hyp in enumerate(hyps):
-        labels = tuple(hyp.tokens)
         row = first + k
         allowed = fusion.allowed(hyp.lm_state)
         candidates = [(hyp.score + blanks[row], None, hyp.lm_state)]
-        candidates += [(hyp.score + value + added, token, lm_state)
-                       for value, token in zip(values[row], tokens[row])
-                       if token != blank and (allowed is None or token in allowed)
-                       for added, lm_state in fusion.expansions(hyp.lm_state, token)]
-        for score, token, lm_state in candidates:
-            key = (labels if token is None else labels + (token,), lm_state)
+        for value, token in zip(values[row], tokens[row]):
+            if token != blank and (allowed is None or token in allowed):
+                path = hyp.path.extended(token, t)
+                candidates += [(hyp.score + value + added, path, lm_state)
+                               for added, lm_state in fusion.expansions(hyp.lm_state, token)]
+        for score, path, lm_state in candidates:
+            key = (hyp.path if path is None else path, lm_state)
             same = merged.get(key)
             if same is None:
-                merged[key] = [score, hyp, token, lm_state]
+                merged[key] = [score, hyp, path]
             else:
                 same[0] = log_add(same[0], score)
-    best = heapq.nlargest(beam, merged.values(), key=lambda entry: entry[0])  # as sorted()[:beam]: ties in order
-    return [hyp.with_score(score) if token is None
-            else Hypothesis(hyp.tokens + [token], hyp.frames + [t], score, hyp.state, lm_state=lm_state)
-            for score, hyp, token, lm_state in best]
+    best = heapq.nlargest(beam, merged.items(), key=lambda item: item[1][0])  # as sorted()[:beam]: ties in order
+    return [hyp.with_score(score) if path is None else hyp.extended(path, score, lm_state)
+            for (_, lm_state), (score, hyp, path) in best]
 
 
-def _step_predictor(model, hyps: list[Hypothesis], device: torch.device) -> None:
+def _step_predictor(model, hyps: list[SearchHypothesis], device: torch.device) -> None:
     """The prediction network stepped by each hypothesis's last label, all at once; each gets its state
     after the label and its projected output."""
     if not hyps:
         return
     predictor = model.predictor
-    last = torch.tensor([h.tokens[-1] for h in hyps], device=device)
+    last = torch.tensor([h.path.token for h in hyps], device=device)
     out, state = predictor.step(last, predictor.stack_states([h.state for h in hyps]))
     hand_out_states(hyps, predictor, state, model.joiner.pred_proj(out))
 

@@ -17,13 +17,13 @@ score the lattice).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 
 import torch
 
 from rnnt import host_reads
+from rnnt.label_path import LabelPath, SearchHypothesis
 
 
 @dataclass
@@ -37,19 +37,6 @@ class Hypothesis:
     pred_proj: torch.Tensor | None = field(default=None, repr=False, compare=False)
     words: list[str] | None = None  # a word LM's words (rnnt.lm.lexicon_search); else the tokens spell the text
     lm_state: object = field(default=None, repr=False, compare=False)  # an LM-fused search's rnnt.lm.fusion state
-
-    def with_score(self, score: float) -> Hypothesis:
-        """A copy with another score: dataclasses.replace(self, score=score) without its per-field work (the
-        LM-fused searches make one for each survivor of every frame)."""
-        copy = object.__new__(type(self))
-        copy.__dict__.update(self.__dict__, score=score)
-        return copy
-
-    @property
-    def key(self) -> tuple:
-        """What makes two hypotheses one: their labels and, in an LM-fused search, their LM state (a word
-        LM's homophones stay apart)."""
-        return tuple(self.tokens), self.lm_state
 
 
 LN2 = math.log(2.0)
@@ -76,10 +63,11 @@ def remembered_scores(memo: dict, where, hyps: list[Hypothesis], compute) -> lis
 
 
 class HypothesisMap(dict):
-    """Hypotheses by their key: adding one whose key is there already adds its probability to theirs (the
-    two are different alignments of the same labels; with the same LM state, the LM scored them alike)."""
+    """Search hypotheses (rnnt.label_path) by their key: adding one whose key is there already adds its
+    probability to theirs (the two are different alignments of the same labels; with the same LM state, the LM
+    scored them alike)."""
 
-    def add(self, hyp: Hypothesis, key=None) -> None:
+    def add(self, hyp: SearchHypothesis, key=None) -> None:
         key = hyp.key if key is None else key
         same = self.get(key)
         if same is None:
@@ -87,7 +75,7 @@ class HypothesisMap(dict):
         else:
             same.score = log_add(same.score, hyp.score)
 
-    def best(self, n: int) -> list[Hypothesis]:
+    def best(self, n: int) -> list[SearchHypothesis]:
         return sorted(self.values(), key=lambda h: h.score, reverse=True)[:n]
 
 
@@ -210,22 +198,22 @@ def beam_search(model, enc: torch.Tensor, enc_len: int, beam: int = 4, max_symbo
     device = enc.device
     enc_proj = joiner.enc_proj(enc[:enc_len])
 
-    def ready(hyp: Hypothesis) -> Hypothesis:
-        if hyp.pred_proj is None and hyp.tokens:  # state is still the one before the last token
-            out, hyp.state = predictor.step(torch.tensor([hyp.tokens[-1]], device=device), hyp.state)
+    def ready(hyp: SearchHypothesis) -> SearchHypothesis:
+        if hyp.pred_proj is None and hyp.path.length:  # state is still the one before the last label
+            out, hyp.state = predictor.step(torch.tensor([hyp.path.token], device=device), hyp.state)
             hyp.pred_proj = joiner.pred_proj(out)
         return hyp
 
-    def frame_log_probs(hyp: Hypothesis, t: int) -> torch.Tensor:
+    def frame_log_probs(hyp: SearchHypothesis, t: int) -> torch.Tensor:
         return joint_log_probs(joiner, enc_proj[t:t + 1], ready(hyp).pred_proj)[0]
 
     out, state = predictor.step(torch.tensor([blank], device=device), predictor.initial_state(1, device))
-    empty = Hypothesis([], [], 0.0, state, joiner.pred_proj(out), lm_state=fusion.start() if fusion else None)
+    empty = SearchHypothesis(LabelPath(), 0.0, state, joiner.pred_proj(out), fusion.start() if fusion else None)
     finished = HypothesisMap({empty.key: empty})
     for t in range(enc_len):
         finished = _beam_frame(finished, lambda hyp: frame_log_probs(hyp, t), t, beam, max_symbols_per_frame,
                                labels_end_frames, blank, fusion)
-    return [ready(h) for h in ended(finished.values(), fusion)[:beam]]
+    return ended(finished.values(), fusion, beam, ready)
 
 
 def _beam_frame(finished: HypothesisMap, log_probs_of, t: int, beam: int, cap: int, labels_end_frames: bool,
@@ -261,24 +249,28 @@ def _beam_frame(finished: HypothesisMap, log_probs_of, t: int, beam: int, cap: i
     return finished
 
 
-def _with_label(hyp: Hypothesis, values: list[float], tokens: list[int], blank: int, t: int, fusion):
+def _with_label(hyp: SearchHypothesis, values: list[float], tokens: list[int], blank: int, t: int, fusion):
     """hyp extended by each label of tokens at frame t (log-probabilities values), with the LM's score where
     fused (a word LM may allow none, or lead to several words); the prediction network is not stepped."""
     allowed = fusion.allowed(hyp.lm_state) if fusion else None
     for value, token in zip(values, tokens):
         if token == blank or (allowed is not None and token not in allowed):
             continue
+        path = hyp.path.extended(token, t)
         for added, lm_state in fusion.expansions(hyp.lm_state, token) if fusion else [(0.0, None)]:
-            yield Hypothesis(hyp.tokens + [token], hyp.frames + [t], hyp.score + value + added, hyp.state,
-                             lm_state=lm_state)
+            yield hyp.extended(path, hyp.score + value + added, lm_state)
 
 
-def ended(hyps, fusion) -> list[Hypothesis]:
-    """The hypotheses at the end of the utterance, best first: with an LM, each with the score of its end
-    (and a word LM's words), those that end inside a word dropped; if none is left, one empty hypothesis
-    scored -inf."""
-    if fusion is None:
-        return sorted(hyps, key=lambda h: -h.score)
-    done = [dataclasses.replace(h, score=h.score + added, words=words)
-            for h in hyps for added, words in fusion.finish(h.lm_state)]
-    return sorted(done, key=lambda h: -h.score) or [Hypothesis([], [], float("-inf"), words=[])]
+def ended(hyps, fusion, n: int, ready=lambda hyp: hyp) -> list[Hypothesis]:
+    """The n best of the search hypotheses at the end of the utterance, as hypotheses, best first (ready(hyp):
+    hyp with the prediction network's state after its labels): with an LM, each with the score of its end (and
+    a word LM's words), those that end inside a word dropped; if none is left, one empty hypothesis scored
+    -inf."""
+    ends = [(h, 0.0, None) for h in hyps] if fusion is None else \
+        [(h, added, words) for h in hyps for added, words in fusion.finish(h.lm_state)]
+    done = []
+    for hyp, added, words in sorted(ends, key=lambda end: -(end[0].score + end[1]))[:n]:
+        hyp = ready(hyp)
+        done.append(Hypothesis(hyp.path.tokens(), hyp.path.frames(), hyp.score + added, hyp.state, hyp.pred_proj,
+                               words, hyp.lm_state))
+    return done or ([] if fusion is None else [Hypothesis([], [], float("-inf"), words=[])])

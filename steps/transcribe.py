@@ -80,7 +80,8 @@ def main() -> int:
     args = parse_args()
     try:
         transcriber = Transcriber.from_exp_dir(args.exp_dir, args.checkpoint, args.device)
-        check_method(transcriber.model, args.method, transcriber.search_options(args.method, args.beam))
+        options = transcriber.search_options(args.method, args.beam)
+        check_method(transcriber.model, args.method, options)
         if args.stream:
             transcriber.stream()  # refused here, before any audio, if the model cannot stream
     except (OSError, ValueError, KeyError) as error:
@@ -98,7 +99,7 @@ def main() -> int:
             elif args.segment_seconds > 0:
                 result = transcribe_in_segments(transcriber, path, args.segment_seconds, args.method, args.beam)
             else:
-                warn_if_long(path, args.method)
+                warn_if_long(path, args.method, options.ctc_weight)
                 result = transcriber.transcribe(path, args.method, args.beam, args.nbest)
         except (AudioError, OSError) as error:
             error = "no such file" if path != "-" and not os.path.exists(path) else error
@@ -115,16 +116,19 @@ def main() -> int:
 LONG_SECONDS = 300
 
 
-def warn_if_long(path: str, method: str) -> None:
-    """A warning before a recording of more than LONG_SECONDS is decoded whole with a search whose time grows with
-    frames x labels (and the CTC rescoring's memory): an hour took tens of minutes of bookkeeping alone for beam
-    search (docs/decoding.md)."""
-    if path == "-" or METHODS[method].linear:
+def warn_if_long(path: str, method: str, ctc_weight: float) -> None:
+    """A warning before a recording of more than LONG_SECONDS is decoded whole where the time grows with frames x
+    labels: pooled_beam_lm's scoring of its hypotheses over their whole lattices, the CTC head's rescoring of the
+    n-best (and its memory; docs/decoding.md)."""
+    grows = [] if METHODS[method].linear else [method]
+    grows += ["the CTC rescoring"] if ctc_weight else []
+    if path == "-" or not grows:
         return
     length = audio_length(path)
     if length is not None and length[0] / length[1] > LONG_SECONDS:
-        print(f"transcribe.py: {path}: {length[0] / length[1] / 60:.0f} minutes decoded whole with {method}, whose "
-              "time grows with frames x labels: give --segment-seconds 30 for a long recording", file=sys.stderr)
+        print(f"transcribe.py: {path}: {length[0] / length[1] / 60:.0f} minutes decoded whole with "
+              f"{' and '.join(grows)}, whose time grows with frames x labels: give --segment-seconds 30 for a long "
+              "recording", file=sys.stderr)
 
 
 def chunks(path: str, rate: int, seconds: float):

@@ -7,6 +7,8 @@ import sys
 from dataclasses import dataclass
 from typing import Iterable, Iterator, TextIO
 
+from rnnt.atomic_write import write_atomically
+
 
 @dataclass(frozen=True)
 class Line:
@@ -149,11 +151,6 @@ def write_table(path: str, records: Iterable[tuple[str, str]]) -> int:
     """Writes '<key> <value>' lines sorted by key, atomically (temporary file + rename); bytes read under
     KEEP_BYTES are written back unchanged."""
     rows = sorted(records, key=lambda kv: kv[0].encode("utf-8", KEEP_BYTES))  # byte order, as LC_ALL=C sorts
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8", errors=KEEP_BYTES, newline="\n") as f:
-        for key, value in rows:
-            f.write(f"{key} {value}\n" if value != "" else f"{key}\n")
-        f.flush()
-        os.fsync(f.fileno())  # on the disk before its name, as rnnt.atomic_write's files
-    os.replace(tmp, path)
+    write_atomically(path, lambda f: f.writelines(f"{key} {value}\n" if value != "" else f"{key}\n"
+                                                  for key, value in rows), errors=KEEP_BYTES, newline="\n")
     return len(rows)

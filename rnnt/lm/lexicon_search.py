@@ -7,8 +7,9 @@ The units of a word are walked in a prefix tree of every word's units. Each node
 unigram log-probability of the words below it, and a hypothesis is scored with it as it enters the
 node (LM look-ahead), so that partly spelt words compete fairly with whole ones; completing a word
 swaps the look-ahead for the word's n-gram log-probability. Per word: weight * (that) + length_bonus.
-A hypothesis's state is (the words so far, its tree node); rnnt.ctc_search keys its beams by prefix
-and state.
+A hypothesis's state is (the words so far, as an rnnt.label_path.LabelPath: a word added, or the state
+hashed, costs the same after a thousand words as after one; its tree node); the searches key their beams by
+labels and state.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from __future__ import annotations
 import math
 
 from rnnt.data.tokenizer import SPACE, UNK
+from rnnt.label_path import LabelPath
 from rnnt.lm.fusion import LN10, NgramScorer
 from rnnt.lm.kneser_ney import BOS, EOS
 
-WordState = tuple[tuple[str, ...], int]  # (the words so far, the prefix-tree node of the word being spelt)
+WordState = tuple[LabelPath, int]  # (the words so far, the prefix-tree node of the word being spelt)
 
 
 class LexiconTree:
@@ -57,19 +59,22 @@ class WordLexiconFusion:
                            for children, words in zip(tree.children, tree.words)]
 
     def start(self) -> WordState:
-        return (), 0
+        return LabelPath(), 0
 
     def allowed(self, state: WordState) -> frozenset[int]:
         return self.next_units[state[1]]
 
-    def _history(self, words: tuple[str, ...]) -> tuple[str, ...]:
-        return ((BOS,) + words)[1 - self.lm.order:] if self.lm.order > 1 else ()
+    def _history(self, words: LabelPath) -> tuple[str, ...]:
+        if self.lm.order == 1:
+            return ()
+        history = words.last(self.lm.order - 1)
+        return history if len(history) == self.lm.order - 1 else (BOS,) + history
 
-    def _complete(self, words: tuple[str, ...], node: int) -> list[tuple[float, tuple[str, ...]]]:
+    def _complete(self, words: LabelPath, node: int) -> list[tuple[float, LabelPath]]:
         """Each word that ends at node: the score that completing it adds, and the words after it."""
         history = self._history(words)
         return [(self.weight * LN10 * (self.lm.log10_prob(history, word) - self.tree.best[node]) + self.length_bonus,
-                 words + (word,)) for word in self.tree.words[node]]
+                 words.extended(word)) for word in self.tree.words[node]]
 
     def expansions(self, state: WordState, token: int) -> list[tuple[float, WordState]]:
         """The states a unit can lead to from `state`, each with the score it adds; none if no word goes on so."""
@@ -88,7 +93,7 @@ class WordLexiconFusion:
         if node == 0 and words:
             return []
         endings = [(0.0, words)] if node == 0 else self._complete(words, node)
-        return [(score + self.weight * LN10 * self.lm.log10_prob(self._history(after), EOS), list(after))
+        return [(score + self.weight * LN10 * self.lm.log10_prob(self._history(after), EOS), after.tokens())
                 for score, after in endings]
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import soundfile
 
+from rnnt.atomic_write import write_atomically
 from rnnt.data.audio_header import header_problem
 
 # copied as they are where the file holds what its extension says: WeNet's reader reads these (not SPHERE: AN4's
@@ -104,25 +105,26 @@ def skipped_path(shard: str) -> str:
 def write_shard(path: str, items: list[ShardItem], options: AudioOptions) -> tuple[int, float, list[str]]:
     """Writes the shard (and skipped_path's list where it left any out); returns (utterances written, seconds
     of audio, 'key: reason' of skipped ones)."""
-    tmp = f"{path}.tmp"
     written, seconds, skipped = 0, 0.0, []
-    with tarfile.open(tmp, "w") as tar:
-        for item in items:
-            try:
-                audio, extension, duration = audio_member(item, options)
-            except BadAudio as error:
-                skipped.append(f"{item.where}: {item.key}: {error}" if item.where else f"{item.key}: {error}")
-                continue
-            _add(tar, f"{item.key}.txt", item.text.encode("utf-8"))
-            _add(tar, f"{item.key}.{extension}", audio)
-            written += 1
-            seconds += duration
-    if skipped:  # before the shard has its name: a shard without the list is a complete one
-        with open(skipped_path(path), "w", encoding="utf-8", errors="surrogateescape") as f:
-            f.writelines(f"{reason}\n" for reason in skipped)
-    with open(tmp, "rb") as f:  # on the disk before its name: after a power loss, a shard named is whole
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+
+    def write(f) -> None:
+        nonlocal written, seconds
+        with tarfile.open(fileobj=f, mode="w") as tar:
+            for item in items:
+                try:
+                    audio, extension, duration = audio_member(item, options)
+                except BadAudio as error:
+                    skipped.append(f"{item.where}: {item.key}: {error}" if item.where else f"{item.key}: {error}")
+                    continue
+                _add(tar, f"{item.key}.txt", item.text.encode("utf-8"))
+                _add(tar, f"{item.key}.{extension}", audio)
+                written += 1
+                seconds += duration
+        if skipped:  # before the shard has its name: a shard without the list is a complete one
+            with open(skipped_path(path), "w", encoding="utf-8", errors="surrogateescape") as listed:
+                listed.writelines(f"{reason}\n" for reason in skipped)
+
+    write_atomically(path, write, "wb")  # on the disk before its name: after a power loss, a shard named is whole
     if not skipped and os.path.exists(skipped_path(path)):
         os.remove(skipped_path(path))
     return written, seconds, skipped

@@ -766,9 +766,9 @@ def test_a_bad_line_of_a_raw_list_without_a_text_beside_it_is_named_once(trained
     assert out.stderr.count(f"{raw}:6: skipped") == 1 and f"decode.py: {raw}:6: skipped" in out.stderr, out.stderr
 
 
-def test_a_long_recording_decoded_whole_with_a_search_that_grows_with_its_labels_is_warned_of(tmp_path, capsys):
-    """An hour decoded whole with beam search took tens of minutes of bookkeeping; the advice was only in the
-    docs. A search in proportion to the frames, a short file or standard input: nothing said."""
+def test_a_long_recording_decoded_whole_where_the_time_grows_with_its_labels_is_warned_of(tmp_path, capsys):
+    """The scoring of whole lattices (pooled_beam_lm's, the CTC rescoring's) takes frames x labels; the advice was
+    only in the docs. The searches, in proportion to the frames, a short file or standard input: nothing said."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("transcribe_tool", STEPS / "transcribe.py")
@@ -777,10 +777,14 @@ def test_a_long_recording_decoded_whole_with_a_search_that_grows_with_its_labels
     long, short = tmp_path / "long.wav", tmp_path / "short.wav"
     soundfile.write(long, np.zeros(8000 * 301, dtype=np.int16), 8000)
     soundfile.write(short, np.zeros(8000 * 10, dtype=np.int16), 8000)
-    for path, method in ((long, "greedy"), (long, "modified_beam"), (short, "beam"), ("-", "beam")):
-        tool.warn_if_long(str(path), method)
+    for path, method, ctc_weight in ((long, "greedy", 0), (long, "beam_lm", 0), (long, "ctc_prefix_beam", 0),
+                                     (short, "pooled_beam_lm", 0.3), ("-", "pooled_beam_lm", 0)):
+        tool.warn_if_long(str(path), method, ctc_weight)
     assert capsys.readouterr().err == ""
-    tool.warn_if_long(str(long), "modified_beam_lm")
-    assert capsys.readouterr().err == (f"transcribe.py: {long}: 5 minutes decoded whole with modified_beam_lm, whose "
-                                       "time grows with frames x labels: give --segment-seconds 30 for a long "
-                                       "recording\n")
+    tool.warn_if_long(str(long), "pooled_beam_lm", 0)
+    tool.warn_if_long(str(long), "modified_beam_lm", 0.3)
+    assert capsys.readouterr().err == (
+        f"transcribe.py: {long}: 5 minutes decoded whole with pooled_beam_lm, whose time grows with frames x labels: "
+        "give --segment-seconds 30 for a long recording\n"
+        f"transcribe.py: {long}: 5 minutes decoded whole with the CTC rescoring, whose time grows with frames x "
+        "labels: give --segment-seconds 30 for a long recording\n")

@@ -120,7 +120,7 @@ def test_phone_units_from_the_cmu_dictionary_on_real_transcripts(test_data, tmp_
     assert all(math.isfinite(best) for best in fusion.tree.best)
     # the units a search asks about from each node: exactly those with an expansion there
     for node in range(len(fusion.tree.children)):
-        state = (("WE",), node)
+        state = (fusion.start()[0].extended("WE"), node)
         assert fusion.allowed(state) == {u for u in range(len(tokenizer.units)) if fusion.expansions(state, u)}
 
 
