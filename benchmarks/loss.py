@@ -15,6 +15,10 @@ the peak of the bytes held in tensors, exact and free of the allocator's and the
 On a CUDA device the step is timed between synchronisations, and memory is the allocator's: the peak of
 the bytes held in tensors (max_memory_allocated) and of the memory reserved from the device, each beyond
 what was held before the step.
+The loss alone (--loss-alone, the default on the CPU): a third process times the loss of logits made once before
+the steps and its gradient with respect to them, the joiner left out, for the methods that take logits (the
+fused and pruned losses make theirs inside; padded-reuse writes its gradient over them): on the CPU, torchaudio's
+rows run under another torch (its venv's), whose joiner may take another time than ours.
 Prints a markdown table. On the CPU torchaudio runs from benchmarks/venv-torchaudio
 (make_torchaudio_venv.sh); with --device cuda from this interpreter (a CUDA torchaudio beside its torch).
 """
@@ -104,7 +108,13 @@ def naive_loss(logits, targets, T_b, U_b):
     return -final.mean()
 
 
-def make_step(method, B, T, U, V, device="cpu", backend="auto", chunk_elements=None, kernels=False):
+SEPARABLE = ("torchaudio", "naive", "padded", "packed")  # a loss of the logits a joiner made, left as they were
+
+
+def make_step(method, B, T, U, V, device="cpu", backend="auto", chunk_elements=None, kernels=False,
+              loss_only=False):
+    """One forward + backward step of method at shape (B, T, U, V). loss_only (a SEPARABLE method): the loss of
+    logits made once, before the steps, and its gradient with respect to them: the joiner left out."""
     import torch
 
     torch.manual_seed(0)
@@ -116,8 +126,25 @@ def make_step(method, B, T, U, V, device="cpu", backend="auto", chunk_elements=N
     U_b = torch.full((B,), U, device=device)
     host_lengths = ([T] * B, [U] * B)  # as training passes them: no read of the device for its blocks
 
+    made = {}  # loss_only: the logits, made once before the steps, a leaf whose gradient each step computes
+
     def logits_padded():
+        if made:
+            return made["logits"]
         return joiner(torch.tanh(enc[:, :, None] + pred[:, None]))
+
+    def packed_logits():
+        from rnnt.loss import pack_joiner_input
+
+        if made:
+            return made["logits"]
+        return joiner(torch.tanh(pack_joiner_input(enc, pred, T_b, U_b)))
+
+    if loss_only:
+        if method not in SEPARABLE:
+            raise ValueError(f"{method}: no loss alone (its logits are made inside it, or overwritten by it)")
+        with torch.no_grad():
+            made["logits"] = (packed_logits() if method == "packed" else logits_padded()).requires_grad_()
 
     if method == "torchaudio":
         import torchaudio.functional
@@ -138,11 +165,10 @@ def make_step(method, B, T, U, V, device="cpu", backend="auto", chunk_elements=N
         def loss():
             return transducer_loss(logits_padded(), targets, T_b, U_b, reuse_logits_for_grad=True, backend=backend)
     elif method == "packed":
-        from rnnt.loss import pack_joiner_input, transducer_loss
+        from rnnt.loss import transducer_loss
 
         def loss():
-            hidden = torch.tanh(pack_joiner_input(enc, pred, T_b, U_b))
-            return transducer_loss(joiner(hidden), targets, T_b, U_b, backend=backend)
+            return transducer_loss(packed_logits(), targets, T_b, U_b, backend=backend)
     elif method == "fused":
         from rnnt.loss import fused_joiner_loss
 
@@ -170,6 +196,8 @@ def make_step(method, B, T, U, V, device="cpu", backend="auto", chunk_elements=N
 
     def clear():
         enc.grad = pred.grad = None
+        if made:
+            made["logits"].grad = None
         for module in (joiner, *([am_proj, lm_proj] if method == "pruned" else [])):
             module.zero_grad(set_to_none=True)
 
@@ -198,8 +226,9 @@ def cuda_memory(step) -> dict:
 
 
 def worker(method: str, shape: str, runs: int, measure: str, device: str, backend: str) -> None:
+    """Prints the step's memory ("memory") or times ("time"; "loss-time": the loss alone) as JSON."""
     select_device(device)
-    step = make_step(method, *SHAPES[shape], device=device, backend=backend)
+    step = make_step(method, *SHAPES[shape], device=device, backend=backend, loss_only=measure == "loss-time")
     step()  # warm-up: loads code pages, starts thread pools (on a GPU: loads kernels, creates handles)
     if measure == "memory" and device != "cpu":
         print(json.dumps(cuda_memory(step)))
@@ -234,10 +263,13 @@ def run_worker(method, shape, runs, python, measure, device, backend) -> dict | 
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run_one(method, shape, runs, python, device, backend) -> dict | None:
+def run_one(method, shape, runs, python, device, backend, loss_alone) -> dict | None:
     memory = run_worker(method, shape, runs, python, "memory", device, backend)
     timing = run_worker(method, shape, runs, python, "time", device, backend)
-    return {**memory, **timing} if memory and timing else None
+    alone = {}
+    if loss_alone and method in SEPARABLE:
+        alone = run_worker(method, shape, runs, python, "loss-time", device, backend)
+    return {**memory, **timing, "loss_median": (alone or {}).get("median")} if memory and timing else None
 
 
 def main() -> int:
@@ -253,10 +285,13 @@ def main() -> int:
     parser.add_argument("--backends", nargs="+", default=["auto"], choices=["auto", "torch", "triton"],
                         help="where our losses run their lattice passes; each method runs once per backend "
                              "(default auto: Triton on CUDA, PyTorch on the CPU)")
+    parser.add_argument("--loss-alone", action=argparse.BooleanOptionalAction,
+                        help="also time the loss of logits made before the step, without the joiner, where the "
+                             "method takes logits (default: on the CPU only: a GPU's run stays in its time limit)")
     parser.add_argument("--backend", default="auto", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--shape", help=argparse.SUPPRESS)
-    parser.add_argument("--measure", choices=["memory", "time"], help=argparse.SUPPRESS)
+    parser.add_argument("--measure", choices=["memory", "time", "loss-time"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker(args.worker, args.shape, args.runs, args.measure, args.device, args.backend)
@@ -284,8 +319,9 @@ def main() -> int:
               f"peak = the most bytes held in tensors at once during it (max_memory_allocated).\n")
     memory_name = "peak RSS" if on_cpu else "reserved"
     print(f"| shape | method | time (s) median [min-max] | {memory_name} (MiB) | tensor peak (MiB) | "
-          f"time vs torchaudio | {memory_name} vs torchaudio | tensor peak vs torchaudio | loss |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          f"time vs torchaudio | {memory_name} vs torchaudio | tensor peak vs torchaudio | loss alone (s) | "
+          "loss alone vs torchaudio | loss |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for shape in args.shapes or (CPU_SHAPES if on_cpu else list(SHAPES)):
         results = {}
         for method in args.methods:
@@ -299,7 +335,8 @@ def main() -> int:
             for backend in args.backends if ours else ["auto"]:
                 name = (f"{METHODS[method]}, {backend} backend" if ours and args.backends != ["auto"]
                         else METHODS[method])
-                results[name] = run_one(method, shape, args.runs, python, args.device, backend)
+                results[name] = run_one(method, shape, args.runs, python, args.device, backend,
+                                        on_cpu if args.loss_alone is None else args.loss_alone)
         ref = results.get(METHODS["torchaudio"])
         for name, r in results.items():
             if r is None:
@@ -307,9 +344,11 @@ def main() -> int:
             vs_time = f"{r['median'] / ref['median']:.2f}x" if ref else "-"
             vs_peak = f"{r['peak_mb'] / ref['peak_mb']:.3f}x" if ref and ref['peak_mb'] else "-"
             vs_tensors = f"{r['tensor_peak_mb'] / ref['tensor_peak_mb']:.3f}x" if ref and ref['tensor_peak_mb'] else "-"
+            alone = f"{r['loss_median']:.4g}" if r["loss_median"] else "-"
+            vs_alone = f"{r['loss_median'] / ref['loss_median']:.2f}x" if r["loss_median"] and ref else "-"
             print(f"| {shape} | {name} | {r['median']:.4g} [{r['min']:.4g}-{r['max']:.4g}] | "  # a GPU's ms too
                   f"{r['peak_mb']:.1f} | {r['tensor_peak_mb']:.1f} | {vs_time} | {vs_peak} | {vs_tensors} | "
-                  f"{r['loss']:.4f} |", flush=True)
+                  f"{alone} | {vs_alone} | {r['loss']:.4f} |", flush=True)
     return 0
 
 

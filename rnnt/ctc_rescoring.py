@@ -14,21 +14,52 @@ import torch
 from rnnt.search import Hypothesis
 
 
+HELD_ALPHAS = 2**24  # PyTorch's CTC loss keeps n x T x (2U + 1) alphas: past this many, the rolling forward
+
+
 def ctc_log_likelihoods(model, enc: torch.Tensor, enc_len: int, hyps: list[Hypothesis]) -> torch.Tensor:
     """(n,) log P_CTC of each hypothesis's labels given one utterance's encoder output enc (T, D); -inf where
-    the labels cannot be aligned with enc_len frames (with none, every label sequence but the empty one)."""
+    the labels cannot be aligned with enc_len frames (with none, every label sequence but the empty one). PyTorch's
+    CTC loss computes them where its alphas take at most HELD_ALPHAS numbers (64 MiB), ctc_forward past that (an
+    hour of audio: tens of GB)."""
     if enc_len == 0:
         return torch.tensor([0.0 if not hyp.tokens else -math.inf for hyp in hyps])
     with torch.no_grad():
-        log_probs = torch.log_softmax(model.ctc(enc[:enc_len]).float(), dim=-1)
+        log_probs = torch.log_softmax(model.ctc(enc[:enc_len]).float(), dim=-1).cpu()
     n = len(hyps)
-    targets = torch.tensor([token for hyp in hyps for token in hyp.tokens], dtype=torch.long)
     lengths = torch.tensor([len(hyp.tokens) for hyp in hyps], dtype=torch.long)
-    # to the host first, then one view per hypothesis (moved after the expansion, it was n copies)
-    nll = torch.nn.functional.ctc_loss(log_probs.cpu()[:, None].expand(-1, n, -1), targets,
+    if n * enc_len * (2 * int(lengths.max()) + 1) > HELD_ALPHAS:
+        return ctc_forward(log_probs, [hyp.tokens for hyp in hyps], model.blank)
+    targets = torch.tensor([token for hyp in hyps for token in hyp.tokens], dtype=torch.long)
+    # one view per hypothesis (expanded before the move to the host, it was n copies)
+    nll = torch.nn.functional.ctc_loss(log_probs[:, None].expand(-1, n, -1), targets,
                                        torch.full((n,), enc_len, dtype=torch.long), lengths, blank=model.blank,
                                        reduction="none", zero_infinity=False)
     return -nll
+
+
+def ctc_forward(log_probs: torch.Tensor, labels: list[list[int]], blank: int) -> torch.Tensor:
+    """(n,) log P_CTC of each label sequence given log_probs (T, V), the alphas of one frame at a time: memory in
+    proportion to n x labels, not x frames. A sequence's states are its labels with a blank before, between and
+    after them (2U + 1); a state is reached from itself, the one before it, or a label from the label two before
+    it where the two differ (the blank between them skipped)."""
+    n, longest = len(labels), max(len(tokens) for tokens in labels)
+    states = torch.full((n, 2 * longest + 1), blank, dtype=torch.long)
+    for row, tokens in enumerate(labels):
+        states[row, 1:2 * len(tokens):2] = torch.tensor(tokens, dtype=torch.long)
+    skips = torch.zeros(states.shape, dtype=torch.bool)
+    skips[:, 2:] = (states[:, 2:] != blank) & (states[:, 2:] != states[:, :-2])
+    alpha = torch.full(states.shape, -math.inf)
+    alpha[:, :2] = log_probs[0][states[:, :2]]  # the first frame: the first blank or the first label
+    before = torch.full((n, 2), -math.inf)  # no state before the first
+    for t in range(1, log_probs.shape[0]):
+        shifted = torch.cat([before, alpha], dim=1)
+        one_back, two_back = shifted[:, 1:-1], shifted[:, :-2].masked_fill(~skips, -math.inf)
+        alpha = torch.logsumexp(torch.stack([alpha, one_back, two_back]), dim=0) + log_probs[t][states]
+    ends = torch.tensor([2 * len(tokens) for tokens in labels])  # each sequence's last blank, and its last label
+    last_blank = alpha.gather(1, ends[:, None])[:, 0]
+    last_label = alpha.gather(1, (ends - 1).clamp(min=0)[:, None])[:, 0].masked_fill(ends == 0, -math.inf)
+    return torch.logaddexp(last_blank, last_label)
 
 
 def rescored(nbests: list[list[Hypothesis]], log_likelihoods: list, weight: float) -> list[list[Hypothesis]]:

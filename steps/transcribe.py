@@ -119,7 +119,7 @@ LONG_SECONDS = 300
 def warn_if_long(path: str, method: str, ctc_weight: float) -> None:
     """A warning before a recording of more than LONG_SECONDS is decoded whole where the time grows with frames x
     labels: pooled_beam_lm's scoring of its hypotheses over their whole lattices, the CTC head's rescoring of the
-    n-best (and its memory; docs/decoding.md)."""
+    n-best (docs/decoding.md)."""
     grows = [] if METHODS[method].linear else [method]
     grows += ["the CTC rescoring"] if ctc_weight else []
     if path == "-" or not grows:

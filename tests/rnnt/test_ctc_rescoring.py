@@ -10,7 +10,8 @@ import pytest
 import torch
 from search_reference import encoder_output, random_model
 
-from rnnt.ctc_rescoring import ctc_log_likelihoods, ctc_rescored, rescored
+from rnnt import ctc_rescoring
+from rnnt.ctc_rescoring import ctc_forward, ctc_log_likelihoods, ctc_rescored, rescored
 from rnnt.lm.fusion import FusionConfig, read_fusion_config, write_fusion_config
 from rnnt.search import Hypothesis
 from rnnt.search_methods import SearchOptions, search
@@ -40,6 +41,36 @@ def test_ctc_log_likelihoods_are_the_sum_over_every_path():
     assert all(math.isfinite(value) for value in got.tolist())
     # [1, 1, 1] needs a blank between repeats, 1 _ 1 _ 1: 5 frames; in 4 no path collapses to it
     assert ctc_log_likelihoods(model, enc, 4, hyps[5:]).tolist() == [-math.inf]
+
+
+def test_the_rolling_forward_is_the_sum_over_every_path_and_pytorchs_ctc_loss(monkeypatch):
+    """ctc_forward holds one frame's alphas (an hour's n-best took tens of GB in PyTorch's loss): equal to the
+    enumeration on a small case, to PyTorch's CTC loss on ragged, repeated, empty and unalignable labels, and
+    ctc_log_likelihoods takes it past HELD_ALPHAS."""
+    log_probs = torch.log_softmax(torch.randn(5, 3, generator=torch.Generator().manual_seed(0)) * 2, dim=-1)
+    small = [[], [1], [2, 1], [1, 1], [1, 2, 1], [1, 1, 1]]
+    got = ctc_forward(log_probs, small, 0).tolist()
+    assert got == pytest.approx([enumerated_log_likelihood(log_probs.double(), t) for t in small], abs=1e-5)
+    assert ctc_forward(log_probs[:4], small, 0).tolist()[5] == -math.inf  # 1 _ 1 _ 1 takes 5 frames
+    generator = torch.Generator().manual_seed(1)
+    log_probs = torch.log_softmax(torch.randn(40, 6, generator=generator) * 3, dim=-1)
+    labels = [torch.randint(1, 6, (int(n),), generator=generator).tolist() for n in torch.randint(0, 25, (12,))]
+    labels += [[3] * 20, [3] * 21, [2, 2, 4, 4, 4, 1] * 4, []]  # 20 repeats fit 40 frames, 21 do not
+    want = -torch.nn.functional.ctc_loss(log_probs[:, None].expand(-1, len(labels), -1),
+                                         torch.tensor([x for tokens in labels for x in tokens]),
+                                         torch.full((len(labels),), 40), torch.tensor([len(t) for t in labels]),
+                                         reduction="none")
+    got = ctc_forward(log_probs, labels, 0)
+    finite = torch.isfinite(want)
+    assert finite[12] and not finite[13] and finite[14] and finite[15] and finite.sum() > 10
+    assert (got[~finite] == -math.inf).all() and torch.allclose(got[finite], want[finite], rtol=1e-5, atol=1e-3)
+    model = random_model(0, "stateless", False, vocab_size=3, ctc_weight=0.5)
+    enc = encoder_output(1, model, frames=30)[0]
+    hyps = [Hypothesis(tokens, []) for tokens in ([], [1, 2, 2, 1], [2] * 9, [1, 2] * 8)]
+    assert ctc_rescoring.HELD_ALPHAS > 4 * 30 * 33
+    held = ctc_log_likelihoods(model, enc, 30, hyps)
+    monkeypatch.setattr(ctc_rescoring, "HELD_ALPHAS", 0)
+    assert torch.allclose(ctc_log_likelihoods(model, enc, 30, hyps), held, atol=1e-4)
 
 
 def test_an_utterance_without_a_frame_is_rescored_not_refused():
