@@ -27,6 +27,7 @@ from rnnt.training.distributed import (all_gather_objects, batches_of_every_rank
 from rnnt.training.ema import EMA
 from rnnt.training.config_change import finish_setting_aside, start_over_if_changed, training_data_of
 from rnnt.training.experiment import Experiment, adopt_inputs, build_optimizer, load_experiment
+from rnnt.training.keys_log import KeysLog
 from rnnt.training.progress import Progress, close_logging, setup_logging
 from rnnt.training.stop import StopTraining
 from rnnt.training.trainer_checkpoints import Checkpointing
@@ -81,7 +82,7 @@ class Trainer(Checkpointing, Steps):
         self.signal_received = False  # this rank got SIGTERM
         self.stopping = False  # some rank got SIGTERM: all stop at the next optimiser step
         self.valid_result: dict = {}
-        self.keys_file = open(os.path.join(exp_dir, f"keys-rank{self.world.rank}.txt"), "a") if log_keys else None
+        self.keys_log = KeysLog(exp_dir, self.world.rank) if log_keys else None
         self.progress = Progress(exp_dir, self.world, train_config.log_every, train_config.epochs)
         parameters = sum(p.numel() for p in self.model.parameters())
         log.info("model: %.2f M parameters, vocabulary %d, loss %s; world size %d on %s", parameters / 1e6,
@@ -115,8 +116,11 @@ class Trainer(Checkpointing, Steps):
                 raise StopTraining(f"{self.exp_dir} already holds checkpoints (newest {existing}); "
                                    "pass --resume to continue that run, or give a new --exp-dir")
             adopt_inputs(self.experiment, self.exp_dir, self.world)
-            if not (self.resume_requested and self.resume()) and self.experiment.train.init_from:
-                self.start_from(self.experiment.train.init_from)
+            if not (self.resume_requested and self.resume()):
+                if self.keys_log:  # a fresh start's keys alone
+                    self.keys_log.resume(0, 0)
+                if self.experiment.train.init_from:
+                    self.start_from(self.experiment.train.init_from)
             while not self.complete():
                 if not self.train_epoch():
                     break
@@ -138,6 +142,8 @@ class Trainer(Checkpointing, Steps):
         finally:
             signal.signal(signal.SIGTERM, previous)
             self.progress.close()
+            if self.keys_log:
+                self.keys_log.close()
             close_logging()
             self.ddp = self.model  # DDP's reducer holds the process group
             cleanup(self.world, together=ended_together)
@@ -182,9 +188,8 @@ class Trainer(Checkpointing, Steps):
         return True
 
     def train_batch(self, batch: dict, weight: float, ranks_with_batch: int = 1) -> float | None:
-        if weight and self.keys_file:
-            self.keys_file.write("".join(f"{self.epoch} {k}\n" for k in batch["keys"]))
-            self.keys_file.flush()
+        if weight and self.keys_log:
+            self.keys_log.write(self.epoch, batch["keys"])
         group_ends = (self.batch + 1) % self.experiment.train.accum_steps == 0
         # weight 0 (a rank waiting at an epoch's end): in eval mode, batch norm's statistics stay; without cuDNN,
         # whose LSTMs have no backward pass in eval mode

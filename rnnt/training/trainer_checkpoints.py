@@ -27,7 +27,7 @@ def saved_positions(meta: dict) -> list[dict]:
 
 class Checkpointing:
     """Methods of the Trainer; they read its model, ema, optimizer, scheduler, scaler, world, position,
-    bad_batches, step, epoch, batch, train_data and valid_result."""
+    bad_batches, step, epoch, batch, train_data, valid_result and keys_log."""
 
     def state(self) -> dict:
         return {
@@ -40,6 +40,7 @@ class Checkpointing:
             "meta": {"step": self.step, "epoch": self.epoch, "batch": self.batch, "train_data": self.train_data,
                      "units": units_digest(self.experiment.paths.lang_dir),
                      "loader_positions": all_gather_objects(self.world, self.position.state_dict()),
+                     "keys_logged": all_gather_objects(self.world, self.keys_log.offset() if self.keys_log else None),
                      **self.bad_batches.meta(), **self.valid_result},
         }
 
@@ -99,6 +100,9 @@ class Checkpointing:
         rng = state["rng"]
         if self.batch:
             self.position = LoaderPosition.from_state(saved_positions(meta)[self.world.rank])
+        if self.keys_log:
+            logged = meta.get("keys_logged") or []
+            self.keys_log.resume(logged[self.world.rank] if len(logged) == self.world.size else None, self.epoch)
         checkpoint.set_rng_state(rng[self.world.rank] if self.world.rank < len(rng) else rng[0])
         if self.world.rank >= len(rng):  # a rank the run did not have: random numbers of its own
             torch.manual_seed(rank_seed(self.experiment.train.seed, self.world.rank) + self.step)

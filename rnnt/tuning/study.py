@@ -41,9 +41,10 @@ def open_study(storage_url: str, name: str, search: Search, heartbeat: float):
 
 
 def sampler(search: Search):
-    """The search's sampler, each trial's draws seeded by the search's seed + the trial's number: a resumed study
-    goes on from the trials made, and workers that open it at once draw trials of their own (seeded alike, two
-    drew the same values, trial after trial); without a seed, unseeded."""
+    """The search's sampler, each trial's draws seeded by the search's seed + the trial's number in a search that
+    nobody killed (fresh_trials_before): a resumed study goes on from the trials made, as it would have gone on
+    without the kill, and workers that open it at once draw trials of their own (seeded alike, two drew the same
+    values, trial after trial); without a seed, unseeded."""
     import optuna
 
     seed = search.sampler.get("seed")
@@ -62,7 +63,7 @@ def sampler(search: Search):
             self.inner = make(seed)
 
         def before_trial(self, study, trial):
-            self.inner = make(seed + trial.number)
+            self.inner = make(seed + fresh_trials_before(study, trial.number))
             self.inner.before_trial(study, trial)
 
         def infer_relative_search_space(self, study, trial):
@@ -81,6 +82,15 @@ def sampler(search: Search):
             self.inner.reseed_rng()
 
     return PerTrialSeed()
+
+
+def fresh_trials_before(study, number: int) -> int:
+    """The trials numbered below `number` that are not a dead worker's trial run again (which takes the next
+    number): the number a trial would have had if no worker had been killed."""
+    import optuna
+
+    retried = optuna.storages.RetryFailedTrialCallback.retried_trial_number
+    return sum(t.number < number and retried(t) is None for t in study.get_trials(deepcopy=False))
 
 
 def count(study, *states) -> int:

@@ -62,7 +62,7 @@ def test_killed_and_resumed_run_matches_an_uninterrupted_one(yesno, tmp_path):
                        checkpoint_every=2, keep_checkpoints=20, keep_whole_epochs=3, log_every=1,
                        schedule={"type": "mlperf", "warmup_steps": 2, "hold_steps": 2, "decay_steps": 2})
     straight = tmp_path / "straight"
-    out = run_tool(*train_args(yesno, straight, conf))
+    out = run_tool(*train_args(yesno, straight, conf), "--log-keys")
     assert out.returncode == 0, out.stderr
     assert (straight / "config.yaml").is_file() and (straight / "train.log").is_file()
     assert "training done: 12 steps, 4 epochs" in (straight / "train.log").read_text()  # 3 steps an epoch
@@ -101,7 +101,8 @@ def test_killed_and_resumed_run_matches_an_uninterrupted_one(yesno, tmp_path):
     assert out.returncode == 0, out.stderr
 
     killed = tmp_path / "killed"  # killed inside epoch 3: resumed from step-8.pt (batch 6 of 8)
-    proc = subprocess.Popen(train_args(yesno, killed, conf), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(train_args(yesno, killed, conf) + ["--log-keys"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while not (killed / "step-8.pt").exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.02)
@@ -109,9 +110,14 @@ def test_killed_and_resumed_run_matches_an_uninterrupted_one(yesno, tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (killed / "epoch-4.pt").exists()
-    out = run_tool(*train_args(yesno, killed, conf), "--resume")
+    with open(killed / "keys-rank0.txt", "a") as f:
+        f.write("2 a_batch_the_kill_threw_away\n")  # trained after step-8.pt: trained again, listed once
+    out = run_tool(*train_args(yesno, killed, conf), "--resume", "--log-keys")
     assert out.returncode == 0, out.stderr
     assert "resumed from" in (killed / "train.log").read_text()
+    assert (killed / "keys-rank0.txt").read_text() == (straight / "keys-rank0.txt").read_text()
+    utterances = len((yesno / "data" / "train_yesno" / "text").read_text().splitlines())
+    assert len((straight / "keys-rank0.txt").read_text().splitlines()) == 4 * utterances  # each, each epoch
     a = checkpoint.load(checkpoint.latest(str(straight)))
     for resumed in from_epoch, killed:
         b = checkpoint.load(checkpoint.latest(str(resumed)))
@@ -132,7 +138,7 @@ def test_resumed_with_two_workers_at_any_batch_matches(yesno, tmp_path):
     values["data"]["num_workers"] = 2
     conf.write_text(yaml.safe_dump(values))
     straight = tmp_path / "straight"
-    out = run_tool(*train_args(yesno, straight, conf))
+    out = run_tool(*train_args(yesno, straight, conf), "--log-keys")
     assert out.returncode == 0, out.stderr[-2000:]
     meta = checkpoint.load(str(straight / "step-7.pt"))["meta"]
     # 7 batches delivered, 4 by the part of 2 shards, all 3 of the other: resumed here, the worker playing

@@ -194,6 +194,28 @@ def test_the_trial_of_a_dead_worker_runs_again_with_its_values(tmp_path):
     assert optuna.storages.RetryFailedTrialCallback.retried_trial_number(trials[1]) == 0
 
 
+def test_a_search_with_a_killed_trial_draws_what_one_nobody_killed_draws(tmp_path):
+    """The trial of a dead worker runs again under the next number; the trials after it drew with the seeds of
+    numbers one higher than in a search nobody killed, so a resumed search searched other values."""
+    whole = open_study(f"sqlite:///{tmp_path / 'whole.db'}", "s", search(), heartbeat=1)
+    optimize_until(whole, Training(), 3, catch=())
+    url = f"sqlite:///{tmp_path / 'killed.db'}"
+    killed = open_study(url, "s", search(), heartbeat=1)
+    optimize_until(killed, Training(), 1, catch=())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        dead = killed.ask()
+    suggest(dead, SPACE)
+    killed._storage.record_heartbeat(dead._trial_id)
+    with sqlite3.connect(tmp_path / "killed.db") as connection:
+        connection.execute("UPDATE trial_heartbeats SET heartbeat = datetime('now', '-10 seconds')")
+    optimize_until(open_study(url, "s", search(), heartbeat=1), Training(), 3, catch=())
+    trials = optuna.load_study(study_name="s", storage=url).trials
+    assert [t.state.name for t in trials] == ["COMPLETE", "FAIL", "COMPLETE", "COMPLETE"]
+    assert [t.params for t in trials] == [t.params for t in whole.trials[:2]] + [whole.trials[1].params,
+                                                                                 whole.trials[2].params]
+
+
 def test_the_best_trial_is_the_lowest_objective_and_the_summary_names_it(tmp_path):
     study = open_study(f"sqlite:///{tmp_path / 'study.db'}", "best", search(), heartbeat=1)
     assert summary(study, 4) == "0 of 4 trials ended (0 complete, 0 pruned, 0 fail); no trial completed"

@@ -1,0 +1,39 @@
+"""keys-rank<R>.txt (steps/train.py --log-keys): '<epoch> <key>' for each utterance a rank trained on, in the
+order it trained on them. Each checkpoint records how far every rank's file had got; a resumed run cuts its
+file back to that, so the batches a kill threw away (trained again after the resume) are not listed twice, and
+a run that starts afresh starts the file afresh."""
+
+from __future__ import annotations
+
+import os
+
+
+class KeysLog:
+    def __init__(self, exp_dir: str, rank: int):
+        self.file = open(os.path.join(exp_dir, f"keys-rank{rank}.txt"), "a+", encoding="utf-8")
+        self.file.seek(0, os.SEEK_END)
+
+    def write(self, epoch: int, keys: list[str]) -> None:
+        self.file.write("".join(f"{epoch} {key}\n" for key in keys))
+        self.file.flush()
+
+    def offset(self) -> int:
+        """How far the file has got: what a checkpoint records."""
+        return self.file.tell()
+
+    def resume(self, offset: int | None, epoch: int) -> None:
+        """Cuts the file back to offset, as a checkpoint recorded it; where it recorded none (a checkpoint of a
+        run with another number of ranks, or without --log-keys), to the lines of the epochs before `epoch` (the
+        checkpoint's, resumed at its start)."""
+        if offset is None:
+            self.file.seek(0)
+            offset = 0
+            for line in self.file:
+                if not (line.split(" ", 1)[0].isdigit() and int(line.split(" ", 1)[0]) < epoch):
+                    break
+                offset += len(line.encode("utf-8"))
+        self.file.truncate(min(offset, os.fstat(self.file.fileno()).st_size))
+        self.file.seek(0, os.SEEK_END)
+
+    def close(self) -> None:
+        self.file.close()
