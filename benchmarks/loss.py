@@ -345,7 +345,8 @@ def main() -> int:
             vs_peak = f"{r['peak_mb'] / ref['peak_mb']:.3f}x" if ref and ref['peak_mb'] else "-"
             vs_tensors = f"{r['tensor_peak_mb'] / ref['tensor_peak_mb']:.3f}x" if ref and ref['tensor_peak_mb'] else "-"
             alone = f"{r['loss_median']:.4g}" if r["loss_median"] else "-"
-            vs_alone = f"{r['loss_median'] / ref['loss_median']:.2f}x" if r["loss_median"] and ref else "-"
+            vs_alone = f"{r['loss_median'] / ref['loss_median']:.2f}x" if r["loss_median"] and ref and \
+                ref["loss_median"] else "-"
             print(f"| {shape} | {name} | {r['median']:.4g} [{r['min']:.4g}-{r['max']:.4g}] | "  # a GPU's ms too
                   f"{r['peak_mb']:.1f} | {r['tensor_peak_mb']:.1f} | {vs_time} | {vs_peak} | {vs_tensors} | "
                   f"{alone} | {vs_alone} | {r['loss']:.4f} |", flush=True)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 
 
-def write_atomically(path: str, write, mode: str = "w", **open_options) -> None:
-    """write(f) to path.tmp, flushed to disk, then renamed: a crash leaves the old file or the new one, whole; a
-    failure (a full disk, path a directory) leaves no path.tmp. A text file is UTF-8; open_options go to open()
-    (errors, newline)."""
-    tmp = f"{path}.tmp"
+def write_atomically(path: str, write, mode: str = "w", tmp: str | None = None, **open_options) -> None:
+    """write(f) to tmp (default path.tmp), flushed to disk, then renamed: a crash leaves the old file or the new
+    one, whole; a failure (a full disk, path a directory) leaves no tmp. A text file is UTF-8; open_options go to
+    open() (errors, newline)."""
+    tmp = tmp or f"{path}.tmp"
     if "b" not in mode:
         open_options.setdefault("encoding", "utf-8")
     try:

@@ -47,16 +47,17 @@ def ctc_forward(log_probs: torch.Tensor, labels: list[list[int]], blank: int) ->
     states = torch.full((n, 2 * longest + 1), blank, dtype=torch.long)
     for row, tokens in enumerate(labels):
         states[row, 1:2 * len(tokens):2] = torch.tensor(tokens, dtype=torch.long)
-    skips = torch.zeros(states.shape, dtype=torch.bool)
+    states = states.to(log_probs.device)
+    skips = torch.zeros_like(states, dtype=torch.bool)
     skips[:, 2:] = (states[:, 2:] != blank) & (states[:, 2:] != states[:, :-2])
-    alpha = torch.full(states.shape, -math.inf)
+    alpha = torch.full(states.shape, -math.inf, dtype=log_probs.dtype, device=log_probs.device)
     alpha[:, :2] = log_probs[0][states[:, :2]]  # the first frame: the first blank or the first label
-    before = torch.full((n, 2), -math.inf)  # no state before the first
+    before = torch.full((n, 2), -math.inf, dtype=log_probs.dtype, device=log_probs.device)  # none before the first
     for t in range(1, log_probs.shape[0]):
         shifted = torch.cat([before, alpha], dim=1)
         one_back, two_back = shifted[:, 1:-1], shifted[:, :-2].masked_fill(~skips, -math.inf)
         alpha = torch.logsumexp(torch.stack([alpha, one_back, two_back]), dim=0) + log_probs[t][states]
-    ends = torch.tensor([2 * len(tokens) for tokens in labels])  # each sequence's last blank, and its last label
+    ends = torch.tensor([2 * len(tokens) for tokens in labels], device=log_probs.device)  # its last blank; label
     last_blank = alpha.gather(1, ends[:, None])[:, 0]
     last_label = alpha.gather(1, (ends - 1).clamp(min=0)[:, None])[:, 0].masked_fill(ends == 0, -math.inf)
     return torch.logaddexp(last_blank, last_label)

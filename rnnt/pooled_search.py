@@ -85,7 +85,7 @@ def pooled_beam_search_lm(model, enc: torch.Tensor, enc_lens: torch.Tensor, beam
         transducer = functools.partial(transducer_log_likelihoods, model, enc[b], enc_len)
         acoustic = transducer(hyps) if likelihoods is None else remembered_scores(likelihoods, b, hyps, transducer)
         scores = [score + fusion_score(fusion, hyp) for hyp, score in zip(hyps, acoustic)]
-        rescored = [dataclasses.replace(hyp, score=score, state=None, pred_proj=None, lm_state=None)
+        rescored = [dataclasses.replace(hyp, score=score, state=None, pred_proj=None)
                     for hyp, score in zip(hyps, scores)]
         nbests.append(sorted(rescored, key=lambda h: -h.score) or [Hypothesis([], [], -math.inf, words=[])])
     return nbests

@@ -31,12 +31,11 @@ class Hypothesis:
     tokens: list[int]
     frames: list[int]  # the encoder frame at which each token was emitted
     score: float = 0.0
-    # The prediction network's state after tokens; in beam_search, while pred_proj is None, the state
-    # before the last token (the network is stepped only when the hypothesis is expanded).
+    # The prediction network's state after tokens and its projected output (greedy search resumes a stream from
+    # them); the host-side searches' hypotheses are rnnt.label_path.SearchHypothesis until they end.
     state: object = field(default=None, repr=False, compare=False)
     pred_proj: torch.Tensor | None = field(default=None, repr=False, compare=False)
     words: list[str] | None = None  # a word LM's words (rnnt.lm.lexicon_search); else the tokens spell the text
-    lm_state: object = field(default=None, repr=False, compare=False)  # an LM-fused search's rnnt.lm.fusion state
 
 
 LN2 = math.log(2.0)
@@ -272,5 +271,5 @@ def ended(hyps, fusion, n: int, ready=lambda hyp: hyp) -> list[Hypothesis]:
     for hyp, added, words in sorted(ends, key=lambda end: -(end[0].score + end[1]))[:n]:
         hyp = ready(hyp)
         done.append(Hypothesis(hyp.path.tokens(), hyp.path.frames(), hyp.score + added, hyp.state, hyp.pred_proj,
-                               words, hyp.lm_state))
+                               words))
     return done or ([] if fusion is None else [Hypothesis([], [], float("-inf"), words=[])])

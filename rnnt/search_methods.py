@@ -53,7 +53,7 @@ class Method:
     lm: str = ""  # "": no LM; "lm": an LM fused in; "lodr": an LM fused in less a low-order LM
     without_lm: str = ""  # an LM method's search without its LM (the baseline steps/tune_lm_fusion.py reports)
     needs_ctc: bool = False  # a transducer search that also searches the CTC head
-    linear: bool = True  # its time in proportion to the frames (else to frames x labels, docs/decoding.md)
+    linear: bool = False  # its time in proportion to the frames (else to frames x labels, docs/decoding.md)
 
 
 def _each_utterance(search) -> Search:
@@ -89,17 +89,17 @@ def _ctc_prefix_beam(model, enc, enc_len, options):
 
 
 METHODS: dict[str, Method] = {
-    "greedy": Method(_greedy, "transducer"),
-    "beam": Method(_each_utterance(_beam), "transducer"),
-    "beam_lm": Method(_each_utterance(_beam), "transducer", "lm", "beam"),
-    "beam_lodr": Method(_each_utterance(_beam), "transducer", "lodr", "beam"),
-    "modified_beam": Method(_modified_beam, "transducer"),
-    "modified_beam_lm": Method(_modified_beam, "transducer", "lm", "modified_beam"),
-    "modified_beam_lodr": Method(_modified_beam, "transducer", "lodr", "modified_beam"),
-    "pooled_beam_lm": Method(_pooled_beam, "transducer", "lm", "modified_beam", needs_ctc=True, linear=False),
-    "ctc_greedy": Method(_ctc_greedy, "ctc"),
-    "ctc_prefix_beam": Method(_each_utterance(_ctc_prefix_beam), "ctc"),
-    "ctc_prefix_beam_lm": Method(_each_utterance(_ctc_prefix_beam), "ctc", "lm", "ctc_prefix_beam"),
+    "greedy": Method(_greedy, "transducer", linear=True),
+    "beam": Method(_each_utterance(_beam), "transducer", linear=True),
+    "beam_lm": Method(_each_utterance(_beam), "transducer", "lm", "beam", linear=True),
+    "beam_lodr": Method(_each_utterance(_beam), "transducer", "lodr", "beam", linear=True),
+    "modified_beam": Method(_modified_beam, "transducer", linear=True),
+    "modified_beam_lm": Method(_modified_beam, "transducer", "lm", "modified_beam", linear=True),
+    "modified_beam_lodr": Method(_modified_beam, "transducer", "lodr", "modified_beam", linear=True),
+    "pooled_beam_lm": Method(_pooled_beam, "transducer", "lm", "modified_beam", needs_ctc=True),
+    "ctc_greedy": Method(_ctc_greedy, "ctc", linear=True),
+    "ctc_prefix_beam": Method(_each_utterance(_ctc_prefix_beam), "ctc", linear=True),
+    "ctc_prefix_beam_lm": Method(_each_utterance(_ctc_prefix_beam), "ctc", "lm", "ctc_prefix_beam", linear=True),
 }
 LM_METHODS = tuple(name for name, method in METHODS.items() if method.lm)
 

@@ -152,5 +152,6 @@ def write_table(path: str, records: Iterable[tuple[str, str]]) -> int:
     KEEP_BYTES are written back unchanged."""
     rows = sorted(records, key=lambda kv: kv[0].encode("utf-8", KEEP_BYTES))  # byte order, as LC_ALL=C sorts
     write_atomically(path, lambda f: f.writelines(f"{key} {value}\n" if value != "" else f"{key}\n"
-                                                  for key, value in rows), errors=KEEP_BYTES, newline="\n")
+                                                  for key, value in rows),
+                     tmp=f"{path}.tmp.{os.getpid()}", errors=KEEP_BYTES, newline="\n")  # two tools at once
     return len(rows)

@@ -5,7 +5,9 @@ a run that starts afresh starts the file afresh."""
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 
 
 class KeysLog:
@@ -21,15 +23,17 @@ class KeysLog:
         """How far the file has got: what a checkpoint records."""
         return self.file.tell()
 
-    def resume(self, offset: int | None, epoch: int) -> None:
-        """Cuts the file back to offset, as a checkpoint recorded it; where it recorded none (a checkpoint of a
-        run with another number of ranks, or without --log-keys), to the lines of the epochs before `epoch` (the
-        checkpoint's, resumed at its start)."""
+    def resume(self, offset: int | None, epoch: int, batch: int = 0) -> None:
+        """Cuts the file back to offset, as a checkpoint recorded it. Where it recorded none (a checkpoint of an
+        earlier version, of a run without --log-keys, or of another number of ranks, which is resumed where an
+        epoch ended), to the lines of the epochs before `epoch`, or, resumed at batch > 0 inside it, up to its
+        (the batches a kill threw away may then be listed twice)."""
         if offset is None:
+            last = epoch if batch else epoch - 1
             self.file.seek(0)
             offset = 0
             for line in self.file:
-                if not (line.split(" ", 1)[0].isdigit() and int(line.split(" ", 1)[0]) < epoch):
+                if not (line.split(" ", 1)[0].isdigit() and int(line.split(" ", 1)[0]) <= last):
                     break
                 offset += len(line.encode("utf-8"))
         self.file.truncate(min(offset, os.fstat(self.file.fileno()).st_size))
@@ -37,3 +41,12 @@ class KeysLog:
 
     def close(self) -> None:
         self.file.close()
+
+
+def remove_other_ranks(exp_dir: str, world_size: int) -> None:
+    """Removes the keys files of ranks this run does not have (an earlier run's, with more ranks): a fresh start
+    keeps its own alone."""
+    for path in glob.glob(os.path.join(glob.escape(exp_dir), "keys-rank*.txt")):
+        rank = re.fullmatch(r"keys-rank(\d+)\.txt", os.path.basename(path))
+        if rank and int(rank.group(1)) >= world_size:
+            os.remove(path)

@@ -27,7 +27,7 @@ from rnnt.training.distributed import (all_gather_objects, batches_of_every_rank
 from rnnt.training.ema import EMA
 from rnnt.training.config_change import finish_setting_aside, start_over_if_changed, training_data_of
 from rnnt.training.experiment import Experiment, adopt_inputs, build_optimizer, load_experiment
-from rnnt.training.keys_log import KeysLog
+from rnnt.training.keys_log import KeysLog, remove_other_ranks
 from rnnt.training.progress import Progress, close_logging, setup_logging
 from rnnt.training.stop import StopTraining
 from rnnt.training.trainer_checkpoints import Checkpointing
@@ -119,6 +119,8 @@ class Trainer(Checkpointing, Steps):
             if not (self.resume_requested and self.resume()):
                 if self.keys_log:  # a fresh start's keys alone
                     self.keys_log.resume(0, 0)
+                    if self.world.main:
+                        remove_other_ranks(self.exp_dir, self.world.size)
                 if self.experiment.train.init_from:
                     self.start_from(self.experiment.train.init_from)
             while not self.complete():

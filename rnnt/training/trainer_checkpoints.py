@@ -102,7 +102,8 @@ class Checkpointing:
             self.position = LoaderPosition.from_state(saved_positions(meta)[self.world.rank])
         if self.keys_log:
             logged = meta.get("keys_logged") or []
-            self.keys_log.resume(logged[self.world.rank] if len(logged) == self.world.size else None, self.epoch)
+            self.keys_log.resume(logged[self.world.rank] if len(logged) == self.world.size else None, self.epoch,
+                                 self.batch)
         checkpoint.set_rng_state(rng[self.world.rank] if self.world.rank < len(rng) else rng[0])
         if self.world.rank >= len(rng):  # a rank the run did not have: random numbers of its own
             torch.manual_seed(rank_seed(self.experiment.train.seed, self.world.rank) + self.step)

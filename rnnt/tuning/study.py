@@ -36,13 +36,19 @@ def open_study(storage_url: str, name: str, search: Search, heartbeat: float):
                                              n_warmup_steps=search.pruner.get("warmup_epochs", 1))
     else:
         pruner = optuna.pruners.NopPruner()
-    return optuna.create_study(storage=storage, study_name=name, direction="minimize", sampler=sampler(search),
-                               pruner=pruner, load_if_exists=True)
+    study = optuna.create_study(storage=storage, study_name=name, direction="minimize", sampler=sampler(search),
+                                pruner=pruner, load_if_exists=True)
+    if not study.trials:  # a study of an earlier version goes on as it began, its seeds the trials' numbers
+        study.set_user_attr(SEEDING, "fresh trials")
+    return study
+
+
+SEEDING = "seeding"  # a study's user attribute: how its trials are seeded (sampler's PerTrialSeed)
 
 
 def sampler(search: Search):
     """The search's sampler, each trial's draws seeded by the search's seed + the trial's number in a search that
-    nobody killed (fresh_trials_before): a resumed study goes on from the trials made, as it would have gone on
+    nobody killed (trial_seed_index): a resumed study goes on from the trials made, as it would have gone on
     without the kill, and workers that open it at once draw trials of their own (seeded alike, two drew the same
     values, trial after trial); without a seed, unseeded."""
     import optuna
@@ -63,7 +69,7 @@ def sampler(search: Search):
             self.inner = make(seed)
 
         def before_trial(self, study, trial):
-            self.inner = make(seed + fresh_trials_before(study, trial.number))
+            self.inner = make(seed + trial_seed_index(study, trial))
             self.inner.before_trial(study, trial)
 
         def infer_relative_search_space(self, study, trial):
@@ -84,12 +90,19 @@ def sampler(search: Search):
     return PerTrialSeed()
 
 
-def fresh_trials_before(study, number: int) -> int:
-    """The trials numbered below `number` that are not a dead worker's trial run again (which takes the next
-    number): the number a trial would have had if no worker had been killed."""
+def trial_seed_index(study, trial) -> int:
+    """What a trial's seed adds to the search's: the number it would have had if no worker had been killed (a
+    dead worker's trial runs again under the next number; counted so, every later trial drew with another seed
+    than in a search nobody killed): the trials before it that are not such a run again, and for one, its first
+    run's (the values it draws where its first run died before drawing them). A study of an earlier version: the
+    trial's number."""
     import optuna
 
+    if study.user_attrs.get(SEEDING) != "fresh trials":
+        return trial.number
     retried = optuna.storages.RetryFailedTrialCallback.retried_trial_number
+    first = retried(trial)
+    number = trial.number if first is None else first
     return sum(t.number < number and retried(t) is None for t in study.get_trials(deepcopy=False))
 
 

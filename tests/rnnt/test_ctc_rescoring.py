@@ -52,6 +52,10 @@ def test_the_rolling_forward_is_the_sum_over_every_path_and_pytorchs_ctc_loss(mo
     got = ctc_forward(log_probs, small, 0).tolist()
     assert got == pytest.approx([enumerated_log_likelihood(log_probs.double(), t) for t in small], abs=1e-5)
     assert ctc_forward(log_probs[:4], small, 0).tolist()[5] == -math.inf  # 1 _ 1 _ 1 takes 5 frames
+    assert ctc_forward(log_probs.double(), small, 0).dtype == ctc_forward(log_probs.double()[:1], small, 0).dtype \
+        == torch.float64
+    assert ctc_forward(log_probs[:1], [[], [2], [1, 2]], 0).tolist() == [log_probs[0, 0].item(), log_probs[0, 2].item(),
+                                                                         -math.inf]  # one frame
     generator = torch.Generator().manual_seed(1)
     log_probs = torch.log_softmax(torch.randn(40, 6, generator=generator) * 3, dim=-1)
     labels = [torch.randint(1, 6, (int(n),), generator=generator).tolist() for n in torch.randint(0, 25, (12,))]

@@ -1,7 +1,7 @@
 """rnnt.training.keys_log: a resumed run's keys file is cut back to where its checkpoint recorded it, or, with no
 record, to the epochs before the one resumed; a fresh start starts it afresh."""
 
-from rnnt.training.keys_log import KeysLog
+from rnnt.training.keys_log import KeysLog, remove_other_ranks
 
 
 def test_the_keys_of_batches_after_the_checkpoint_are_cut_and_the_run_goes_on(tmp_path):
@@ -23,9 +23,22 @@ def test_the_keys_of_batches_after_the_checkpoint_are_cut_and_the_run_goes_on(tm
     without_record.close()
     assert (tmp_path / "keys-rank1.txt").read_text() == "0 a\n0 b\n0 c2\n1 y\n"
 
+    inside = KeysLog(str(tmp_path), 1)  # no record, resumed inside epoch 1: its batches trained are kept
+    inside.write(2, ["w"])
+    inside.resume(None, 1, batch=1)
+    inside.close()
+    assert (tmp_path / "keys-rank1.txt").read_text() == "0 a\n0 b\n0 c2\n1 y\n"
+
     fresh = KeysLog(str(tmp_path), 1)
     fresh.resume(0, 0)
     fresh.write(0, ["z"])
     assert fresh.offset() == 4
     fresh.close()
     assert (tmp_path / "keys-rank1.txt").read_text() == "0 z\n"
+
+
+def test_a_fresh_start_removes_the_keys_of_ranks_it_does_not_have(tmp_path):
+    for name in ("keys-rank0.txt", "keys-rank1.txt", "keys-rank2.txt", "keys-rank10.txt", "keys-rankx.txt"):
+        (tmp_path / name).write_text("0 a\n")
+    remove_other_ranks(str(tmp_path), 2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keys-rank0.txt", "keys-rank1.txt", "keys-rankx.txt"]

@@ -12,6 +12,7 @@ import sqlalchemy
 import yaml
 from optuna.trial import TrialState
 
+from rnnt.tuning import study as study_module
 from rnnt.tuning.space import Search, suggest, values_to_check
 from rnnt.tuning.study import RETRIES, best_wer, completed, count, open_study, optimize_until, summary, write_results
 
@@ -202,18 +203,44 @@ def test_a_search_with_a_killed_trial_draws_what_one_nobody_killed_draws(tmp_pat
     url = f"sqlite:///{tmp_path / 'killed.db'}"
     killed = open_study(url, "s", search(), heartbeat=1)
     optimize_until(killed, Training(), 1, catch=())
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        dead = killed.ask()
-    suggest(dead, SPACE)
-    killed._storage.record_heartbeat(dead._trial_id)
-    with sqlite3.connect(tmp_path / "killed.db") as connection:
-        connection.execute("UPDATE trial_heartbeats SET heartbeat = datetime('now', '-10 seconds')")
+    killed_trial(killed, tmp_path / "killed.db")
     optimize_until(open_study(url, "s", search(), heartbeat=1), Training(), 3, catch=())
     trials = optuna.load_study(study_name="s", storage=url).trials
     assert [t.state.name for t in trials] == ["COMPLETE", "FAIL", "COMPLETE", "COMPLETE"]
     assert [t.params for t in trials] == [t.params for t in whole.trials[:2]] + [whole.trials[1].params,
                                                                                  whole.trials[2].params]
+
+
+def killed_trial(study, database) -> None:
+    """A trial asked, its values drawn, one heartbeat, then its worker dead (10 s of silence in the database)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # Optuna's note that heartbeats go with optimize()
+        dead = study.ask()
+    suggest(dead, SPACE)
+    study._storage.record_heartbeat(dead._trial_id)
+    with sqlite3.connect(database) as connection:  # (SQLite's clock counts whole seconds)
+        connection.execute("UPDATE trial_heartbeats SET heartbeat = datetime('now', '-10 seconds')")
+
+
+@pytest.mark.parametrize("begun_by", ["this version", "an earlier version"])
+def test_no_trial_draws_the_values_of_another_after_a_retry_whatever_version_began_the_study(tmp_path, begun_by,
+                                                                                             monkeypatch):
+    """A study begun by an earlier version seeded each trial by its number: counted the new way after a retry, a
+    new trial of it drew the values of one already run. Such a study goes on as it began."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    with monkeypatch.context() as earlier:
+        if begun_by == "an earlier version":  # its seeds the trials' numbers, and no record of it
+            earlier.setattr(study_module, "trial_seed_index", lambda study, trial: trial.number)
+            earlier.setattr(optuna.study.Study, "set_user_attr", lambda *args: None)
+        study = open_study(url, "s", search(), heartbeat=1)
+        optimize_until(study, Training(), 1, catch=())
+        killed_trial(study, tmp_path / "study.db")
+        optimize_until(open_study(url, "s", search(), heartbeat=1), Training(), 4, catch=())  # the retry, 2 more
+    optimize_until(open_study(url, "s", search(), heartbeat=1), Training(), 5, catch=())  # this version
+    trials = optuna.load_study(study_name="s", storage=url).trials
+    assert [t.state.name for t in trials] == ["COMPLETE", "FAIL"] + ["COMPLETE"] * 4
+    lrs = [t.params["train.optimizer.lr"] for t in trials]
+    assert lrs[2] == lrs[1] and len(set(lrs)) == 5, lrs  # the retry alone repeats, its killed trial's values
 
 
 def test_the_best_trial_is_the_lowest_objective_and_the_summary_names_it(tmp_path):
