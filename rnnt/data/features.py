@@ -1,4 +1,5 @@
-"""Log-mel filterbank features in plain torch, for whole utterances at once (every frame in one FFT).
+"""Log-mel filterbank features in plain torch, for whole utterances at once (every frame in one FFT), or a batch
+of them (fbanks: every frame of the batch in one).
 
 Presets (their settings): rnnt.data.fbank_presets.
 """
@@ -144,11 +145,44 @@ def fbank(waveform: torch.Tensor, sample_rate: int, preset: str | FbankPreset = 
 
     dither: amplitude of Gaussian noise added first (None or 0: none; no preset dithers by itself).
     """
+    return fbanks([waveform], sample_rate, preset, num_mel_bins, dither, [generator])[0]
+
+
+def fbanks(waveforms: list[torch.Tensor], sample_rate: int, preset: str | FbankPreset = "kaldi",
+           num_mel_bins: int = 80, dither: float | None = None,
+           generators: list[torch.Generator | None] | None = None) -> list[torch.Tensor]:
+    """fbank of each waveform (all at one rate; each dithered with its generator): framed one by one, the spectra,
+    mel bins and logs of every frame at once (a batch of short utterances spent most of its time in the fixed
+    cost of an FFT and a matmul each)."""
     if not isinstance(preset, FbankPreset) and preset not in PRESETS:
         raise ValueError(f"unknown fbank preset '{preset}'; choose from {sorted(PRESETS)}")
+    p = preset if isinstance(preset, FbankPreset) else PRESETS[preset]
+    frames = [_frames(waveform, sample_rate, p, dither, generator)
+              for waveform, generator in zip(waveforms, generators or [None] * len(waveforms))]
+    counts = [f.shape[0] for f in frames]
+    every = torch.cat(frames) if len(frames) > 1 else frames[0]
+    if every.shape[0] == 0:  # each shorter than one frame
+        return [every.new_zeros((0, num_mel_bins)) for _ in frames]
+    # |X|^2 = re^2 + im^2: the squared (re, im) pairs, side by side, meet a mel matrix with each row
+    # twice, so the sum over the pair happens inside the matmul.
+    n_fft = fft_size(p, frame_samples(p, sample_rate)[0])
+    squares = torch.view_as_real(torch.fft.rfft(every, n=n_fft)).square_().reshape(every.shape[0], -1)
+    mel = squares @ _mel(sample_rate, n_fft, num_mel_bins, p.low_hz, p.mel_scale, p.high_hz, squares.dtype)
+    if p.log_floor == "max-eps":
+        logs = mel.clamp_min_(torch.finfo(torch.float32).eps).log_()  # Kaldi's floor is FLT_EPSILON
+    else:
+        logs = mel.add_(2.0 ** -24).log_()
+    feats = list(logs.split(counts))
+    if p.normalize_per_utterance:
+        feats = [(f - f.mean(dim=0)) / (f.std(dim=0) + 1e-5) if f.shape[0] > 1 else f for f in feats]
+    return feats
+
+
+def _frames(waveform: torch.Tensor, sample_rate: int, p: FbankPreset, dither: float | None,
+            generator: torch.Generator | None) -> torch.Tensor:
+    """(frames, n_fft): a waveform's windowed frames, each followed by the FFT's zero padding."""
     if waveform.dim() != 1:
         raise ValueError(f"fbank expects a mono waveform (samples,), got shape {tuple(waveform.shape)}")
-    p = preset if isinstance(preset, FbankPreset) else PRESETS[preset]
     x = waveform if waveform.dtype == torch.float64 else waveform.float()
     # Kaldi works on 16-bit sample values; every step before the power spectrum is linear, so the
     # scale rides on the window instead of costing a pass over the signal. Dither is in those units.
@@ -158,27 +192,13 @@ def fbank(waveform: torch.Tensor, sample_rate: int, preset: str | FbankPreset = 
     frame, shift = frame_samples(p, sample_rate)
     n_fft = fft_size(p, frame)
     if p.framing == "stft" and x.shape[0] <= n_fft // 2:  # too short to reflect at its edges: no frame
-        return x.new_zeros((0, num_mel_bins))
+        return x.new_zeros((0, frame))  # as wide as its frames: the FFT pads them
     if p.framing == "stft":  # MLPerf pre-emphasises the whole signal before framing
         x = torch.cat([x[:1], x[1:] - 0.97 * x[:-1]])
-        frames = _centred_frames(x, frame, shift, n_fft) * _window(p.window, frame, x.dtype, scale)
-    else:
-        if p.framing == "mirrored":
-            x = _mirrored(x, frame, shift)
-        frames = _kaldi_frames(x, frame, shift, _window(p.window, frame, x.dtype, scale), p.remove_dc, n_fft)
-    if frames.shape[0] == 0:  # shorter than one frame
-        return x.new_zeros((0, num_mel_bins))
-    # |X|^2 = re^2 + im^2: the squared (re, im) pairs, side by side, meet a mel matrix with each row
-    # twice, so the sum over the pair happens inside the matmul.
-    squares = torch.view_as_real(torch.fft.rfft(frames, n=n_fft)).square_().reshape(frames.shape[0], -1)
-    mel = squares @ _mel(sample_rate, n_fft, num_mel_bins, p.low_hz, p.mel_scale, p.high_hz, squares.dtype)
-    if p.log_floor == "max-eps":
-        feats = mel.clamp_min_(torch.finfo(torch.float32).eps).log_()  # Kaldi's floor is FLT_EPSILON
-    else:
-        feats = mel.add_(2.0 ** -24).log_()
-    if p.normalize_per_utterance and feats.shape[0] > 1:
-        feats = (feats - feats.mean(dim=0)) / (feats.std(dim=0) + 1e-5)
-    return feats
+        return _centred_frames(x, frame, shift, n_fft) * _window(p.window, frame, x.dtype, scale)
+    if p.framing == "mirrored":
+        x = _mirrored(x, frame, shift)
+    return _kaldi_frames(x, frame, shift, _window(p.window, frame, x.dtype, scale), p.remove_dc, n_fft)
 
 
 def num_frames(num_samples: int, sample_rate: int, preset: str = "kaldi") -> int:

@@ -119,7 +119,7 @@ class Pipeline:
         """Padded batches of one reader in one epoch, each with its "position", from position `skip` on."""
         config = self.config
         for position, batch in self._batches(epoch, reader, skip):
-            feats = [stages.features_of(r, config, self.cmvn, self.train, config.seed, epoch) for r in batch]
+            feats = stages.features_of_batch(batch, config, self.cmvn, self.train, config.seed, epoch)
             yield {**batching.pad_batch([r["key"] for r in batch], feats, [r["tokens"] for r in batch],
                                         [r["txt"] for r in batch],
                                         [(r["samples"] - r.get("silence", 0)) / r["sample_rate"] for r in batch]),

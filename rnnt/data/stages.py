@@ -11,6 +11,7 @@ way whichever rank or worker reads it, and a resumed epoch repeats the interrupt
 from __future__ import annotations
 
 import fractions
+import functools
 import logging
 import math
 import zlib
@@ -22,7 +23,7 @@ from rnnt.data.audio import AudioError, audio_length, load_audio, to_mono
 from rnnt.data.audio_cache import AudioCache
 from rnnt.data.cmvn_file import read_cmvn
 from rnnt.data.config import DataConfig
-from rnnt.data.features import fbank, num_frames
+from rnnt.data.features import fbanks, num_frames
 from rnnt.data.report import DataReport
 from rnnt.data.resample import resample, resampled_length
 from rnnt.data.specaugment import spec_augment
@@ -89,6 +90,7 @@ def append_silence(records: Iterable[dict], seconds: float) -> Iterator[dict]:
         yield record
 
 
+@functools.lru_cache(maxsize=64)  # asked for every utterance of every epoch: a few factors, 7 us each
 def speed_ratio(factor: float) -> tuple[int, int]:
     """The resampling (from, to) that plays audio `factor` times as fast, as a fraction of small terms (1.1:
     11/10): rate * f rounded would be nearly prime to rate at some rates (11025 * 1.1: 12128 / 11025), and
@@ -222,14 +224,24 @@ def too_short(samples: int, rate: int) -> AudioError:
 
 def features_of(record: dict, config: DataConfig, cmvn, train: bool, seed: int, epoch: int) -> torch.Tensor:
     """fbank -> CMVN -> SpecAugment (training) -> stacking, for one utterance: (frames, stack * bins)."""
-    generator = utterance_generator(seed + 1, epoch, record)
+    return features_of_batch([record], config, cmvn, train, seed, epoch)[0]
+
+
+def features_of_batch(records: list[dict], config: DataConfig, cmvn, train: bool, seed: int,
+                      epoch: int) -> list[torch.Tensor]:
+    """features_of each utterance (of one sample rate), their fbanks computed together (rnnt.data.features.fbanks);
+    each utterance's generator dithers it, then masks it, as alone."""
+    generators = [utterance_generator(seed + 1, epoch, record) for record in records]
     features = config.features
-    feats = fbank(record["waveform"], record["sample_rate"], features.preset, features.num_mel_bins,
-                  dither=features.dither if train else 0.0, generator=generator)
-    if feats.shape[0] == 0:
-        raise too_short(record["waveform"].shape[-1], record["sample_rate"])
-    if cmvn is not None:
-        feats = (feats - cmvn[0]) / cmvn[1]
-    if train and config.spec_augment is not None:
-        feats = spec_augment(feats, config.spec_augment, generator)
-    return stack_frames(feats, config.stack, config.subsample)
+    every = fbanks([record["waveform"] for record in records], records[0]["sample_rate"], features.preset,
+                   features.num_mel_bins, dither=features.dither if train else 0.0, generators=generators)
+    done = []
+    for record, feats, generator in zip(records, every, generators):
+        if feats.shape[0] == 0:
+            raise too_short(record["waveform"].shape[-1], record["sample_rate"])
+        if cmvn is not None:
+            feats = (feats - cmvn[0]) / cmvn[1]
+        if train and config.spec_augment is not None:
+            feats = spec_augment(feats, config.spec_augment, generator)
+        done.append(stack_frames(feats, config.stack, config.subsample))
+    return done

@@ -7,7 +7,7 @@ import pytest
 import soundfile
 import torch
 
-from rnnt.data.features import check_mel_bins, fbank, mel_matrix, num_frames
+from rnnt.data.features import check_mel_bins, fbank, fbanks, mel_matrix, num_frames
 from rnnt.data.resample import resample
 from rnnt.data.streaming_fbank import StreamingFbank
 
@@ -53,6 +53,20 @@ def test_kaldi_presets_match_kaldi_native_fbank(test_data, preset):
         total += diff.size
         over += int((diff > 1e-3).sum())
     assert over / total < 1e-4
+
+
+@pytest.mark.parametrize("preset", ["kaldi", "sherpa_onnx", "mlperf"])
+def test_the_fbanks_of_a_batch_are_each_waveforms_fbank(test_data, preset):
+    """fbanks frames each waveform alone and takes the spectra of all the frames at once; one shorter than a frame
+    gives none, as alone."""
+    samples, rate = soundfile.read(real_audio(test_data)[0], dtype="float32", frames=24000)
+    waveforms = [torch.from_numpy(samples[:n]) for n in (24000, 7001, 50, 16000)]
+    together = fbanks(waveforms, rate, preset, 40)
+    for waveform, feats in zip(waveforms, together):
+        alone = fbank(waveform, rate, preset, 40)
+        assert feats.shape == alone.shape and torch.allclose(feats, alone, rtol=1e-5, atol=1e-5)
+    assert [f.shape[0] for f in together] == [num_frames(len(w), rate, preset) for w in waveforms]
+    assert [f.shape for f in fbanks(waveforms[2:3], rate, preset, 40)] == [together[2].shape]
 
 
 def test_kaldi_frame_count_snips_edges():

@@ -816,6 +816,21 @@ def test_augmentation_changes_from_epoch_to_epoch_and_never_touches_decoding(fsd
     assert torch.equal(decoded, plain) and torch.equal(decoded, stages.features_of(record, config, cmvn, False, 0, 1))
 
 
+def test_a_batchs_features_computed_together_are_each_utterances_alone(fsdd):
+    """The pipeline computes a batch's fbanks in one FFT and one matmul (features_of_batch): each utterance's
+    features, dithered and masked by its own generator, are those it has alone, to the bit."""
+    batch = [r for _, r in zip(range(6), stages.waveforms(records(str(fsdd / "test.list")), 8000))]
+    config = data_config({**TRAIN, "speed_perturb": [], "features": {"preset": "mlperf", "num_mel_bins": 64,
+                                                                      "dither": 1e-5}})
+    for train in (True, False):
+        together = stages.features_of_batch(batch, config, None, train, 0, 2)
+        alone = [stages.features_of(record, config, None, train, 0, 2) for record in batch]
+        assert len({f.shape[0] for f in alone}) > 1 and all(torch.equal(a, b) for a, b in zip(together, alone))
+    short = dict(batch[0], waveform=batch[0]["waveform"][:100])  # less than one analysis window
+    with pytest.raises(AudioError, match="12.5 ms of audio, shorter than one analysis window"):
+        stages.features_of_batch([batch[1], short], config, None, False, 0, 0)
+
+
 def test_the_max_tokens_filter_drops_and_counts(fsdd):
     tokenizer = Tokenizer(str(fsdd / "lang"))
     recs = list(stages.tokenize(stages.audio_lengths(records(str(fsdd / "test.list")), 8000), tokenizer))

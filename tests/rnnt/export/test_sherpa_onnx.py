@@ -320,7 +320,7 @@ def test_a_broken_export_dir_is_named_by_its_file(tmp_path):
     for name in ("e.onnx", "d.onnx", "tokens.txt"):
         (tmp_path / name).write_text("")
     with pytest.raises(ValueError, match=rf"^{tmp_path}/j.onnx: no such file \({tmp_path}/sherpa-onnx.json names it "
-                                         "as the joiner\)"):  # sherpa-onnx's own: an AssertionError traceback
+                                         r"as the joiner\)"):  # sherpa-onnx's own: an AssertionError traceback
         load_recognizer(str(tmp_path), 1)
     (tmp_path / "decoding.json").write_text("[0.5]")
     with pytest.raises(ValueError, match=rf"{tmp_path}/decoding.json: expected a JSON object"):
