@@ -64,7 +64,8 @@ class Pipeline:
 
     def _records(self, entries: list[str], epoch: int, report: DataReport) -> Iterator[dict]:
         config = self.config
-        records = raw_records(entries, self.list_path) if self.kind == "raw" else shard_records(entries, report)
+        records = raw_records(entries, self.list_path) if self.kind == "raw" else \
+            shard_records(entries, report, self.audio_cache)
         records = stages.audio_lengths(records, config.sample_rate, report, self.audio_cache)
         if self.train:
             records = stages.speed_perturb(records, config.speed_perturb, config.seed, epoch)

@@ -19,9 +19,12 @@ import tarfile
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from rnnt.data.report import DataReport
+
+if TYPE_CHECKING:
+    from rnnt.data.audio_cache import AudioCache
 
 log = logging.getLogger(__name__)
 AUDIO_EXTENSIONS = {"wav", "flac", "ogg", "opus", "mp3", "sph"}
@@ -147,15 +150,35 @@ class ShardShare:
     offset: int = 0
 
 
-def shard_records(entries: Iterable[str | ShardShare], report: DataReport | None = None) -> Iterator[dict]:
+def shard_records(entries: Iterable[str | ShardShare], report: DataReport | None = None,
+                  cache: AudioCache | None = None) -> Iterator[dict]:
     """Utterances of each shard (or of its share): consecutive members <key>.txt and <key>.<audio
-    extension>. Utterances are counted in the shard's order, complete ones only, as on every rank."""
+    extension>. Utterances are counted in the shard's order, complete ones only, as on every rank. With an
+    rnnt.data.audio_cache.AudioCache, a shard read whole and clean before whose every waveform it keeps is not
+    read again."""
+    report = report or DataReport("", 0)
     for entry in entries:
         share = entry if isinstance(entry, ShardShare) else ShardShare(entry)
         url, _, copy = share.url.partition(COPY_MARK)
-        for index, record in enumerate(_shard_utterances(url, report or DataReport("", 0))):
+        kept = cache.shard_utterances(url) if cache is not None else None
+        utterances = kept if kept is not None else _remembered(url, report, cache)
+        for index, record in enumerate(utterances):
             if index % share.every == share.offset:
-                yield {**record, "copy": int(copy)} if copy else record
+                if copy:
+                    record = {**record, "copy": int(copy)}
+                yield dict(record) if kept is not None and not copy else record  # the cache's own stays as it is
+
+
+def _remembered(url: str, report: DataReport, cache: AudioCache | None) -> Iterator[dict]:
+    """The shard's utterances, read; the cache, where given, remembers them (without their audio bytes) if the
+    shard was read whole and nothing of it was skipped."""
+    skips, read = sum(report.shard_skips.values()), []
+    for record in _shard_utterances(url, report):
+        if cache is not None:
+            read.append({**record, "audio": None})
+        yield record
+    if cache is not None and sum(report.shard_skips.values()) == skips:
+        cache.remember_shard(url, read)
 
 
 def _ended_cleanly(tar: tarfile.TarFile) -> bool:

@@ -5,6 +5,7 @@ import io
 import json
 import logging
 import math
+import os
 import sys
 import tarfile
 
@@ -372,6 +373,36 @@ def test_cached_audio_gives_the_same_batches_and_reports_and_is_decoded_once(fsd
     assert len(opened["decode"]) == 5 - len(small.audio_cache.entries)
     workers = Pipeline(path, data_config({**TRAIN, "cache_audio_mb": 64, "num_workers": 2}), tokenizer, True)
     assert workers.audio_cache is None  # worker processes start afresh every epoch
+
+
+def test_a_shard_whose_audio_is_all_cached_is_not_read_again_and_a_damaged_one_always_is(fsdd, tmp_path, monkeypatch,
+                                                                                         caplog):
+    """Reading shards was a tenth of fsdd's epoch with every waveform in the cache: a shard read whole and clean is
+    not opened again once the cache keeps all its audio, and the batches are those without a cache; a damaged shard
+    is read (and its damage reported) every epoch."""
+    from rnnt.data import sources
+
+    shards = sorted((fsdd / "shards").glob("*.tar"))[:3]
+    damaged = tmp_path / "damaged.tar"
+    damaged.write_bytes(shards[2].read_bytes()[:60_000])
+    data_list = tmp_path / "train.list"
+    data_list.write_text(f"{shards[0]}\n{shards[1]}\n{damaged}\n")
+    opened = []
+    real = sources.open_shard
+    monkeypatch.setattr(sources, "open_shard", lambda url: opened.append(os.path.basename(url)) or real(url))
+    tokenizer = Tokenizer(str(fsdd / "lang"))
+    cached, plain = (Pipeline(str(data_list), data_config({**TRAIN, "cache_audio_mb": mb}), tokenizer, True)
+                     for mb in (64, 0))
+    for epoch in range(3):
+        opened.clear()
+        with caplog.at_level(logging.WARNING, logger="rnnt.data"):
+            caplog.clear()
+            batches = list(cached.batches(epoch))
+        assert sum(f"shard {damaged}: damaged after" in r.message for r in caplog.records) == 1
+        assert sorted(opened) == ["damaged.tar"] + ([s.name for s in shards[:2]] if epoch == 0 else [])
+        expected = list(plain.batches(epoch))
+        assert keys_of(batches) == keys_of(expected) and len(keys_of(batches)) > 150
+        assert all(torch.equal(a["feats"], b["feats"]) for a, b in zip(batches, expected))
 
 
 def test_adaptive_time_masks_grow_with_the_length():
