@@ -128,7 +128,8 @@ def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, max_symbols_
     labels are emitted before the search moves to the next frame (default: symbols_per_frame).
 
     resume: the hypotheses the previous frames of these sequences left (a stream decoded chunk by chunk,
-    frame_offset frames so far); they go on as if the frames had come at once. Every returned hypothesis
+    frame_offset frames so far); they go on as if the frames had come at once, their token and frame lists
+    extended in place (copied, a stream's chunk cost grew with its transcript). Every returned hypothesis
     keeps its prediction network state, so it can be resumed in turn."""
     max_symbols_per_frame = symbols_per_frame(model, max_symbols_per_frame)
     charge_blank_at_cap = not label_ends_frame(model, max_symbols_per_frame)
@@ -158,7 +159,7 @@ def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, max_symbols_
         if charge_blank_at_cap and (not read_freely or pending.any()):  # the cap ends these frames with a blank
             blank_scores = joint_log_probs(joiner, enc_proj[:, t], pred_proj)[:, blank]
             scores += torch.where(pending, blank_scores.double(), 0.0)
-    hyps = [Hypothesis(list(h.tokens), list(h.frames), score) for h, score in zip(start, scores.tolist())]
+    hyps = [Hypothesis(h.tokens, h.frames, score) for h, score in zip(start, scores.tolist())]
     _append_emissions(hyps, emissions)
     hand_out_states(hyps, predictor, state, pred_proj)
     return hyps

@@ -19,7 +19,7 @@ import torch
 from rnnt.data.audio import AudioError, float_samples
 from rnnt.data.stacking import stack_frames
 from rnnt.data.streaming_fbank import StreamingFbank
-from rnnt.search import greedy_search, start_hypotheses
+from rnnt.search import Hypothesis, greedy_search, start_hypotheses
 
 
 class Partial:
@@ -116,10 +116,14 @@ class Stream:
         return self.result(final=True)
 
     def result(self, final: bool) -> Partial:
-        hypothesis = self.hypothesis  # as it is now: a resumed greedy search returns new ones, this one stays
+        hypothesis, units = self.hypothesis, len(self.hypothesis.tokens)  # as it is now: greedy search extends
         duration = self.samples / self.sample_rate  # the audio's, not the silence finish() appends
-        return Partial(lambda: self.transcriber.tokenizer.text(hypothesis),
-                       lambda: self.transcriber.words(hypothesis, duration), final)
+
+        def now() -> Hypothesis:  # its lists in place as the stream goes on
+            return Hypothesis(hypothesis.tokens[:units], hypothesis.frames[:units], hypothesis.score)
+
+        return Partial(lambda: self.transcriber.tokenizer.text(now()),
+                       lambda: self.transcriber.words(now(), duration), final)
 
     def _add(self, feats: torch.Tensor) -> None:
         cmvn = self.transcriber.cmvn

@@ -58,9 +58,9 @@ def load_model(exp_dir: str, checkpoint_path: str | None = None, use_ema: bool =
 def decoding_pipeline(experiment: Experiment, tokenizer: Tokenizer, data_list: str, batch_size: int) -> Pipeline:
     """The training front end without augmentation (train=False), filtering or reordering: every utterance of a
     test set is decoded, but one too short to give the encoder a frame (named in the data report; scored as
-    all deletions)."""
+    all deletions). Each utterance's audio is read once: no audio cache (it filled data.cache_audio_mb)."""
     data = dataclasses.replace(experiment.data, filter=FilterConfig(), shuffle_buffer=0, sort_buffer=0, buckets=0,
-                               num_workers=0, batch=BatchConfig(type="static", batch_size=batch_size))
+                               num_workers=0, batch=BatchConfig(type="static", batch_size=batch_size), cache_audio_mb=0)
     return Pipeline(data_list, data, tokenizer, train=False, output_frames=experiment.model.encoder.output_frames)
 
 

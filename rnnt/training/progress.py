@@ -64,7 +64,7 @@ class Progress:
         """One batch trained; loss None for a skipped batch or one that only kept a rank waiting."""
         self.bar.update(1)
         self.batches += 1
-        if loss is not None:
+        if loss is not None and self.writer:  # the main rank reports them (elsewhere they piled up all epoch)
             self.losses.append(loss)
 
     def pace(self) -> str:

@@ -47,3 +47,16 @@ def test_a_users_own_isa_choice_is_left_alone(tmp_path):
                  **{VARIABLE: "AVX2"})
     assert out.returncode == 0 and out.stdout.strip() == "AVX2"
     assert not (tmp_path / "rnnt").exists()
+
+
+def test_importing_rnnt_bounds_onednns_kernel_cache_unless_the_user_chose():
+    """oneDNN keeps a kernel for each input shape it has seen, up to 1024 (each padded batch length is one: +680 MB
+    over 2000 lengths of a small transducer's step); rnnt keeps 32 unless ONEDNN_PRIMITIVE_CACHE_CAPACITY is set."""
+    from conftest import ROOT
+
+    ask = "import os, rnnt; print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'])"
+    env = {k: v for k, v in os.environ.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}
+    for given, seen in ((None, "32"), ("256", "256")):
+        out = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True, cwd=ROOT,
+                             env={**env, **({"ONEDNN_PRIMITIVE_CACHE_CAPACITY": given} if given else {})})
+        assert out.stdout.strip() == seen, out.stderr

@@ -428,6 +428,9 @@ def test_the_decoding_pipeline_leaves_out_a_clip_that_gives_the_encoder_no_frame
         keys = [k for b in decoding_pipeline(experiment, tokenizer, str(tmp_path / "two.list"), 2).batches()
                 for k in b["keys"]]
     assert keys == [entries[0]["key"]] and "1 too short for the encoder: no output frame" in caplog.text
+    # each utterance is read once: no audio cache (it kept a whole dev set's waveforms, up to data.cache_audio_mb)
+    assert experiment.data.cache_audio_mb > 0
+    assert decoding_pipeline(experiment, tokenizer, str(tmp_path / "two.list"), 2).audio_cache is None
 
 
 @pytest.mark.slow

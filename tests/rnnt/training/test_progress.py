@@ -60,3 +60,19 @@ def test_the_pace_counts_batches_and_the_time_left_once_an_epoch_is_known(tmp_pa
     assert "batches/s, 0 s into epoch 1" in progress.pace() and "left" not in progress.pace()
     progress.epoch_batches = 100
     assert "s left in the epoch" in progress.pace() and "min left in the training" in progress.pace()
+
+
+def test_only_the_reporting_rank_keeps_the_losses_it_reports(tmp_path):
+    """Ranks other than the main one report nothing: they kept every batch's loss until the epoch ended."""
+    other = Progress(str(tmp_path), World(rank=1, size=2), log_every=1, epochs=1)
+    main = Progress(str(tmp_path), World(), log_every=1, epochs=1)
+    for progress in (other, main):
+        progress.start_epoch(0, 0)
+        for _ in range(5):
+            progress.batch_done(2.0)
+    assert other.losses == [] and main.losses == [2.0] * 5
+    main.step_done(0, 1, 1e-3, 1.0)
+    assert main.losses == []
+    for progress in (other, main):
+        progress.end_epoch()
+        progress.close()
