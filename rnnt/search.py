@@ -17,6 +17,8 @@ score the lattice).
 
 from __future__ import annotations
 
+import array
+import hashlib
 import math
 from dataclasses import dataclass, field
 
@@ -53,12 +55,18 @@ def log_add(a: float, b: float) -> float:
 
 def remembered_scores(memo: dict, where, hyps: list[Hypothesis], compute) -> list[float]:
     """A score of each hypothesis's labels at `where` (an utterance), computing (compute(hyps) -> floats)
-    only for labels not in memo, each once (homophones share their labels); memo keeps them by (where, labels)
-    for later searches of the same utterance."""
-    missing = list({tuple(h.tokens): h for h in hyps if (where, tuple(h.tokens)) not in memo}.values())
-    for hyp, value in zip(missing, compute(missing) if missing else []):
-        memo[where, tuple(hyp.tokens)] = value
-    return [memo[where, tuple(h.tokens)] for h in hyps]
+    only for labels not in memo, each once (homophones share their labels); memo keeps them by (where, a 128-bit
+    digest of the labels) for later searches of the same utterance (a tuple of the labels took 3 times the
+    memory: a tuning grid's memos reached gigabytes on a large dev set)."""
+    keys = [(where, labels_digest(h.tokens)) for h in hyps]
+    missing = {key: h for key, h in zip(keys, hyps) if key not in memo}
+    for key, value in zip(missing, compute(list(missing.values())) if missing else []):
+        memo[key] = value
+    return [memo[key] for key in keys]
+
+
+def labels_digest(tokens: list[int]) -> bytes:
+    return hashlib.blake2b(array.array("q", tokens).tobytes(), digest_size=16).digest()
 
 
 class HypothesisMap(dict):
