@@ -87,13 +87,19 @@ def write_results(out: str, refs: dict[str, str], hyps: dict[str, str], refs_fro
     return report
 
 
-def write_word_outputs(out: str, words: dict[str, list[dict]], nbest: list[dict] | None, data_dir: str,
+def nbest_line(key: str, entries: list[dict]) -> tuple[str, str]:
+    """An utterance's line of nbest.json, made as it is decoded (its rows kept as dicts to the end took a few times
+    the memory: 170 kB an utterance at beam 8), with its key for the order."""
+    return key, json.dumps({"key": key, "hyps": entries}, ensure_ascii=False)
+
+
+def write_word_outputs(out: str, words: dict[str, list[dict]], nbest: list[tuple[str, str]] | None, data_dir: str,
                        tool: str) -> None:
-    """The decode dir's ctm (in data_dir's recordings' times where it has segments) and nbest.json (given).
-    Utterances without a usable segments line are named on stderr."""
+    """The decode dir's ctm (in data_dir's recordings' times where it has segments) and nbest.json (given: each
+    utterance's nbest_line), sorted by key. Utterances without a usable segments line are named on stderr."""
     for key in write_ctm(os.path.join(out, "ctm"), words, data_dir):
         print(f"{tool}: {key} has no usable line in {data_dir}/segments; its words are left out of the ctm",
               file=sys.stderr)
     if nbest is not None:
         with open(os.path.join(out, "nbest.json"), "w", encoding="utf-8") as f:
-            f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in sorted(nbest, key=lambda r: r["key"]))
+            f.writelines(line + "\n" for _, line in sorted(nbest, key=lambda keyed: keyed[0]))

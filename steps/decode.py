@@ -26,7 +26,7 @@ from rnnt.devices import auto_device
 from rnnt.progress_bar import progress
 
 from rnnt.cli import ToolError, at_least, run_tool, show_data_reports, tool_parser
-from rnnt.decode_results import reference_texts, write_results, write_word_outputs
+from rnnt.decode_results import nbest_line, reference_texts, write_results, write_word_outputs
 from rnnt.lm.fusion import fusion_config_path
 from rnnt.phone_scoring import hypothesis_phones, write_phone_error_rate
 from rnnt.search_methods import METHODS, SearchOptions, check_method, lm_options
@@ -109,8 +109,7 @@ def main() -> str:
             if tokenizer.kind == "phone":
                 phones[key] = hypothesis_phones(tokenizer, hyp_list[0].tokens)
             if args.nbest:
-                entries = nbest_entries(tokenizer, hyp_list, encoder_frame_seconds, duration)
-                nbest.append({"key": key, "hyps": entries})
+                nbest.append(nbest_line(key, nbest_entries(tokenizer, hyp_list, encoder_frame_seconds, duration)))
     out = os.path.join(args.exp_dir, f"decode-{args.set_name}-{args.method}{f'-{args.tag}' if args.tag else ''}")
     report = write_results(out, refs, hyps, refs_from, "decode.py")
     try:
