@@ -137,8 +137,9 @@ def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, max_symbols_
 
     resume: the hypotheses the previous frames of these sequences left (a stream decoded chunk by chunk,
     frame_offset frames so far); they go on as if the frames had come at once, their token and frame lists
-    extended in place (copied, a stream's chunk cost grew with its transcript). Every returned hypothesis
-    keeps its prediction network state, so it can be resumed in turn."""
+    extended in place and shared with the returned hypotheses (copied, a stream's chunk cost grew with its
+    transcript): resume each once, from what the last search returned. Every returned hypothesis keeps its
+    prediction network state, so it can be resumed in turn."""
     max_symbols_per_frame = symbols_per_frame(model, max_symbols_per_frame)
     charge_blank_at_cap = not label_ends_frame(model, max_symbols_per_frame)
     joiner, predictor, blank = model.joiner, model.predictor, model.blank

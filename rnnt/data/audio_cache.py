@@ -16,6 +16,7 @@ class AudioCache:
         self.max_bytes, self.used = max_bytes, 0
         self.entries: dict[tuple, tuple[torch.Tensor, int, int]] = {}
         self.shards: dict[str, list[dict]] = {}  # a shard read whole and clean: its utterances, no audio bytes
+        self.full = False  # an utterance's waveform did not fit
 
     @staticmethod
     def key_of(record: dict) -> tuple:
@@ -33,15 +34,21 @@ class AudioCache:
         if key not in self.entries and self.used + size <= self.max_bytes:
             self.entries[key] = (waveform, file_rate, channels)
             self.used += size
+        elif key not in self.entries:
+            self.full = True
 
     def shard_utterances(self, url: str) -> list[dict] | None:
         """A shard's utterances as last read whole (their audio bytes left out), where every one's waveform is
         kept: the shard need not be opened again (reading fsdd's took a tenth of its epoch). None: read it (an
         utterance the filters always drop is never decoded, and its shard is read every epoch)."""
         utterances = self.shards.get(url)
-        if utterances is None or not all(self.key_of(u) in self.entries for u in utterances):
+        if utterances is not None and not all(self.key_of(u) in self.entries for u in utterances):
+            del self.shards[url]  # remembered again while the budget has room (and its audio may come in)
             return None
         return utterances
 
     def remember_shard(self, url: str, utterances: list[dict]) -> None:
-        self.shards[url] = utterances
+        """Remembers a shard's utterances until a waveform did not fit the budget: from then on a shard not whole
+        in the cache may never be, and its records would be kept for nothing."""
+        if not self.full:
+            self.shards[url] = utterances

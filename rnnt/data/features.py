@@ -148,21 +148,37 @@ def fbank(waveform: torch.Tensor, sample_rate: int, preset: str | FbankPreset = 
     return fbanks([waveform], sample_rate, preset, num_mel_bins, dither, [generator])[0]
 
 
+FRAMES_AT_ONCE = 4096  # fbanks' frames per FFT and matmul: 16 MB of frames and spectra at 512 points
+
+
 def fbanks(waveforms: list[torch.Tensor], sample_rate: int, preset: str | FbankPreset = "kaldi",
            num_mel_bins: int = 80, dither: float | None = None,
            generators: list[torch.Generator | None] | None = None) -> list[torch.Tensor]:
     """fbank of each waveform (all at one rate; each dithered with its generator): framed one by one, the spectra,
-    mel bins and logs of every frame at once (a batch of short utterances spent most of its time in the fixed
-    cost of an FFT and a matmul each)."""
+    mel bins and logs of the frames of several at once, up to FRAMES_AT_ONCE (a batch of short utterances spent
+    most of its time in the fixed cost of an FFT and a matmul each). Waveforms of float32 and float64 together
+    are computed in float64."""
     if not isinstance(preset, FbankPreset) and preset not in PRESETS:
         raise ValueError(f"unknown fbank preset '{preset}'; choose from {sorted(PRESETS)}")
     p = preset if isinstance(preset, FbankPreset) else PRESETS[preset]
-    frames = [_frames(waveform, sample_rate, p, dither, generator)
-              for waveform, generator in zip(waveforms, generators or [None] * len(waveforms))]
-    counts = [f.shape[0] for f in frames]
-    every = torch.cat(frames) if len(frames) > 1 else frames[0]
+    feats, group, held = [], [], 0
+    for waveform, generator in zip(waveforms, generators or [None] * len(waveforms), strict=True):
+        group.append(_frames(waveform, sample_rate, p, dither, generator))
+        held += group[-1].shape[0]
+        if held >= FRAMES_AT_ONCE:
+            feats += _log_mels(group, sample_rate, p, num_mel_bins)
+            group, held = [], 0
+    feats += _log_mels(group, sample_rate, p, num_mel_bins) if group else []
+    if p.normalize_per_utterance:
+        feats = [(f - f.mean(dim=0)) / (f.std(dim=0) + 1e-5) if f.shape[0] > 1 else f for f in feats]
+    return feats
+
+
+def _log_mels(framed: list[torch.Tensor], sample_rate: int, p: FbankPreset, num_mel_bins: int) -> list[torch.Tensor]:
+    """The log-mel features of each waveform's frames (_frames), in one FFT and one matmul."""
+    every = torch.cat(framed) if len(framed) > 1 else framed[0]
     if every.shape[0] == 0:  # each shorter than one frame
-        return [every.new_zeros((0, num_mel_bins)) for _ in frames]
+        return [every.new_zeros((0, num_mel_bins)) for _ in framed]
     # |X|^2 = re^2 + im^2: the squared (re, im) pairs, side by side, meet a mel matrix with each row
     # twice, so the sum over the pair happens inside the matmul.
     n_fft = fft_size(p, frame_samples(p, sample_rate)[0])
@@ -172,10 +188,7 @@ def fbanks(waveforms: list[torch.Tensor], sample_rate: int, preset: str | FbankP
         logs = mel.clamp_min_(torch.finfo(torch.float32).eps).log_()  # Kaldi's floor is FLT_EPSILON
     else:
         logs = mel.add_(2.0 ** -24).log_()
-    feats = list(logs.split(counts))
-    if p.normalize_per_utterance:
-        feats = [(f - f.mean(dim=0)) / (f.std(dim=0) + 1e-5) if f.shape[0] > 1 else f for f in feats]
-    return feats
+    return list(logs.split([frames.shape[0] for frames in framed]))
 
 
 def _frames(waveform: torch.Tensor, sample_rate: int, p: FbankPreset, dither: float | None,

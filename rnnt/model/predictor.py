@@ -83,13 +83,21 @@ class Predictor(torch.nn.Module):
         raise NotImplementedError
 
 
+@contextlib.contextmanager
 def one_step_lstm(device: torch.device):
     """Where an LSTM runs one step at a time: on the CPU, PyTorch's own kernel, not oneDNN's, which lays the
     weights out again at every call (a step of 8 x 320 units: 0.33 ms against 1.33; the searches step the
-    prediction network once a frame or more)."""
+    prediction network once a frame or more). oneDNN is off for the process meanwhile (torch's switch is global;
+    its flags() context also sets TF32, which warns of Intel GPUs on every exit)."""
     if device.type != "cpu":
-        return contextlib.nullcontext()
-    return torch.backends.mkldnn.flags(enabled=False, deterministic=None, allow_tf32=None, fp32_precision=None)
+        yield
+        return
+    was = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = False
+    try:
+        yield
+    finally:
+        torch.backends.mkldnn.enabled = was
 
 
 class LSTMPredictor(Predictor):

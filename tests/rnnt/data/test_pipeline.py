@@ -403,6 +403,13 @@ def test_a_shard_whose_audio_is_all_cached_is_not_read_again_and_a_damaged_one_a
         expected = list(plain.batches(epoch))
         assert keys_of(batches) == keys_of(expected) and len(keys_of(batches)) > 150
         assert all(torch.equal(a["feats"], b["feats"]) for a, b in zip(batches, expected))
+    small = Pipeline(str(data_list), data_config({**TRAIN, "cache_audio_mb": 1}), tokenizer, True)
+    small.audio_cache.max_bytes = 400_000  # about one shard's audio: a waveform does not fit
+    for epoch in range(2):
+        list(small.batches(epoch))
+    cache = small.audio_cache
+    assert cache.full and all(cache.key_of(u) in cache.entries for kept in cache.shards.values() for u in kept)
+    assert len(cache.shards) < 2  # no records kept of a shard the budget leaves out
 
 
 def test_adaptive_time_masks_grow_with_the_length():
@@ -856,7 +863,8 @@ def test_a_batchs_features_computed_together_are_each_utterances_alone(fsdd):
     for train in (True, False):
         together = stages.features_of_batch(batch, config, None, train, 0, 2)
         alone = [stages.features_of(record, config, None, train, 0, 2) for record in batch]
-        assert len({f.shape[0] for f in alone}) > 1 and all(torch.equal(a, b) for a, b in zip(together, alone))
+        assert len({f.shape[0] for f in alone}) > 1  # (to the bit on this project's CPUs; a BLAS may differ)
+        assert all(a.shape == b.shape and torch.allclose(a, b, rtol=1e-6, atol=1e-6) for a, b in zip(together, alone))
     short = dict(batch[0], waveform=batch[0]["waveform"][:100])  # less than one analysis window
     with pytest.raises(AudioError, match="12.5 ms of audio, shorter than one analysis window"):
         stages.features_of_batch([batch[1], short], config, None, False, 0, 0)
