@@ -14,16 +14,7 @@ import os
 import subprocess
 import sys
 
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
+from rnnt.cpu_isa import cpu_facts
 
 
 def commit() -> str:
@@ -41,7 +32,7 @@ def machine_line(device: str = "cpu", threads: int | None = None) -> str:
     """threads: those the table's rows run with, where not this process's (workers of their own)."""
     import torch
 
-    where = f"{cpu_model()}, {len(os.sched_getaffinity(0))} cores"
+    where = f"{cpu_facts()[0] or 'unknown CPU'}, {len(os.sched_getaffinity(0))} cores"
     if device.startswith("cuda") and torch.cuda.is_available():
         where = f"{torch.cuda.get_device_name(torch.device(device))}; host {where}"
     threads = threads or torch.get_num_threads()

@@ -22,7 +22,7 @@ from rnnt.data.pipeline import Pipeline
 from rnnt.data.resample import resample
 from rnnt.data.tokenizer import SPACE, Tokenizer
 from rnnt.model.transducer import Transducer
-from rnnt.devices import auto_device, checked_device
+from rnnt.devices import checked_device
 from rnnt.lm.fusion import fusion_config_path
 from rnnt.search import Hypothesis
 from rnnt.search_methods import METHODS, SearchOptions, lm_options, search
@@ -133,8 +133,8 @@ def nbest_entries(tokenizer: Tokenizer, hyps: list[Hypothesis], frame_seconds: f
 class Transcriber:
     """Audio in (any format soundfile reads, any rate, any channels), text out."""
 
-    def __init__(self, experiment: Experiment, model: Transducer, tokenizer: Tokenizer, device: str = "cpu",
-                 exp_dir: str | None = None):
+    def __init__(self, experiment: Experiment, model: Transducer, tokenizer: Tokenizer,
+                 device: str | torch.device = "cpu", exp_dir: str | None = None):
         self.experiment, self.model, self.tokenizer, self.device = experiment, model, tokenizer, device
         self.exp_dir = exp_dir  # where the LM-fused methods find their LMs (lm/<method>.yaml)
         self.lm_options: dict[str, SearchOptions] = {}  # each LM-fused method's, read at its first use
@@ -145,7 +145,7 @@ class Transcriber:
                      use_ema: bool = True) -> "Transcriber":
         """The experiment's model; the LM-fused methods use its lm/<method>.yaml (steps/tune_lm_fusion.py)."""
         experiment, model, tokenizer, _ = load_model(exp_dir, checkpoint_path, use_ema, device)
-        return cls(experiment, model, tokenizer, auto_device(device), exp_dir)
+        return cls(experiment, model, tokenizer, next(model.parameters()).device, exp_dir)  # 'auto' resolved there
 
     def search_options(self, method: str, beam: int | None = None) -> SearchOptions:
         """The options `method` searches with: beam (default 4); an LM-fused method's LM and, unless beam is

@@ -14,7 +14,8 @@
 #                                               $lm_order, $lm_over and lm_beam_of's beam, weighted on data/dev
 #                                               among run.sh's $lm_weights and $lm_bonuses where set (else
 #                                               steps/tune_lm_fusion.py's grid)
-#   lm_fusion_stage STAGE EXP TAG LANG METHOD ORDER OVER BEAM DEV  an n-gram LM over LANG's units (OVER units:
+#   lm_fusion_stage STAGE EXP TAG LANG METHOD ORDER OVER BEAM DEV SETTINGS  (SETTINGS: decoding_settings EXP's)
+#                                               an n-gram LM over LANG's units (OVER units:
 #                                               LANG/lm_<ORDER>gram.arpa) or over words (OVER words, searched
 #                                               through a lexicon: LANG/lm_word_<ORDER>gram.arpa) from
 #                                               data/train/text (ngram_stage), its weight and length bonus (and
@@ -122,7 +123,8 @@ ngram_stage() {  # ngram_stage STAGE LANG ORDER OVER: builds ngram_arpa's file f
 }
 
 lm_fusion_stage() {
-  local stage_n=$1 exp=$2 tag=$3 lang=$4 method=$5 order=$6 over=$7 beam=$8 dev=$9 checkpoint arpa lodr=()
+  local stage_n=$1 exp=$2 tag=$3 lang=$4 method=$5 order=$6 over=$7 beam=$8 dev=$9 settings=${10} checkpoint arpa
+  local lodr=()
   ngram_stage "$stage_n" "$lang" "$order" "$over"
   arpa=$(ngram_arpa "$lang" "$order" "$over")
   case $method in
@@ -136,7 +138,7 @@ lm_fusion_stage() {
   local name="lm-fusion-$method-$(basename "$arpa" .arpa)-$tag" weights="$exp/lm/$method-$tag.yaml"
   [ -f "$weights" ] || rm -f "$(stage_mark "$stage_n" "$name" "$exp")"  # done before per-model files: again
   if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "$arpa" "${lodr[@]}" "data/$dev/data.list" \
-      "data/$dev/text" "$beam" "${grid[@]}" ++ "$(decoding_settings "$exp")"; then
+      "data/$dev/text" "$beam" "${grid[@]}" ++ "$settings"; then
     logged "$(stage_log "$stage_n" "$name" "$exp")" steps/tune_lm_fusion.py --method "$method" \
       --arpa "$arpa" --over "$over" "${lodr[@]}" --beam "$beam" "${grid[@]}" --checkpoint "$checkpoint" "$exp" \
       "data/$dev/data.list"
@@ -153,7 +155,8 @@ decode_stages() {
     lm=()
     case $method in
       *_lm|*_lodr)
-        lm_fusion_stage "$stage_n" "$exp" "$tag" "$lang" "$method" "$lm_order" "$lm_over" "$(lm_beam_of "$method")" dev
+        lm_fusion_stage "$stage_n" "$exp" "$tag" "$lang" "$method" "$lm_order" "$lm_over" "$(lm_beam_of "$method")" \
+          dev "$settings"
         lm=(--lm-fusion "$exp/lm/$method-$tag.yaml") ;;
     esac
     for set in $sets; do

@@ -259,6 +259,15 @@ inputs_added_since() {  # inputs_added_since MARK EARLIER...: the marker records
   [ "$(LC_ALL=C sort <<< "$recorded")" = "$(input_lines "$@" 2> /dev/null | LC_ALL=C sort)" ]
 }
 
+marker_taken() {  # marker_taken MARK FINGERPRINT INPUT...: the marker holds for these inputs (FINGERPRINT: theirs
+  # now): it is theirs, or an earlier stages.sh's form of it, or a marker of before the inputs stage_wanted names
+  # after ++ (it reads stage_wanted's $later and $earlier)
+  local mark=$1 fingerprint=$2
+  shift 2
+  [ "$(head -n 1 "$mark")" = "$fingerprint" ] || earlier_form_matches "$mark" "$@" ||
+    { $later && inputs_added_since "$mark" "${earlier[@]}"; }
+}
+
 rewrite_marker() {  # rewrite_marker MARK FINGERPRINT INPUT...: the marker of these inputs, its outputs kept
   local mark=$1 fingerprint=$2
   shift 2
@@ -342,9 +351,7 @@ stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT... [++ LATER_INPUT...]]
   [ "$n" -le "$last_stage_seen" ] || last_stage_seen=$n
   if [ "$n" -lt "$stage" ] || [ "$n" -gt "$stop_stage" ]; then  # not run: out of date if its inputs changed, or
     # if it was started on changed inputs and stopped (its marker gone, the pending one left)
-    if [ -f "$mark" ] && [ "$(head -n 1 "$mark")" != "$(stage_fingerprint "$@" 2> /dev/null)" ] &&
-        ! earlier_form_matches "$mark" "$@" &&
-        ! { $later && inputs_added_since "$mark" "${earlier[@]}"; }; then
+    if [ -f "$mark" ] && ! marker_taken "$mark" "$(stage_fingerprint "$@" 2> /dev/null)" "$@"; then
       out_of_date+=("stage $n ($name)$(changed_inputs "$mark" "$@")")
     elif [ ! -f "$mark" ] && [ -f "$mark.pending" ]; then
       out_of_date+=("stage $n ($name), stopped before it ended")
@@ -355,10 +362,8 @@ stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT... [++ LATER_INPUT...]]
   # an explicit --stage N runs its stages again, but once: one done earlier in this run with these inputs is done
   if [ -f "$mark" ] && { [ "$stage" -eq 0 ] || [ -n "${done_this_run[$mark]:-}" ]; }; then
     missing=$(outputs_missing "$mark") || exit 1
-    if [ "$(head -n 1 "$mark")" != "$fingerprint" ] && earlier_form_matches "$mark" "$@"; then
-      sed -i "1s/.*/$fingerprint/" "$mark"  # a marker an earlier stages.sh wrote of these inputs
-    elif [ "$(head -n 1 "$mark")" != "$fingerprint" ] && $later && inputs_added_since "$mark" "${earlier[@]}"; then
-      rewrite_marker "$mark" "$fingerprint" "$@"  # a marker of before its later inputs, the rest as they are now
+    if [ "$(head -n 1 "$mark")" != "$fingerprint" ] && marker_taken "$mark" "$fingerprint" "$@"; then
+      rewrite_marker "$mark" "$fingerprint" "$@"  # an earlier form, or of before its later inputs: as they are now
     fi
     if [ "$(head -n 1 "$mark")" = "$fingerprint" ] && [ -z "$missing" ]; then
       echo "$(date +%T) stage $n ($name): done before; skipped (delete $mark to redo)"

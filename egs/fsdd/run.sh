@@ -95,9 +95,10 @@ model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epo
 
 # stage 6: each set decoded into $exp/decode-SET-$method-$model_tag
 checkpoint=$(checkpoint_of "$exp" "$model_tag")
+settings=$(decoding_settings "$exp")  # once for every set
 for set in $test_sets; do
   if stage_wanted 6 "decode-$set-$method-$model_tag" "$exp" -- \
-      "$checkpoint" "data/$set/data.list" "data/$set/text" ++ "$(decoding_settings "$exp")"; then
+      "$checkpoint" "data/$set/data.list" "data/$set/text" ++ "$settings"; then
     logged "$(stage_log 6 "decode-$set-$method-$model_tag" "$exp")" steps/decode.py --method "$method" \
       --checkpoint "$checkpoint" --tag "$model_tag" "$exp" "data/$set/data.list" "$set"
     stage_done 6 "decode-$set-$method-$model_tag" "$exp" -- "$exp/decode-$set-$method-$model_tag/wer"

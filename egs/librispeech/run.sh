@@ -159,11 +159,12 @@ device=cpu
 [ "$ngpu" -gt 0 ] && python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' && device=cuda
 # stage 6: each set decoded by each method into $exp/decode-SET-METHOD-$model_tag
 checkpoint=$(checkpoint_of "$exp" "$model_tag")
+settings=$(decoding_settings "$exp")  # once for every method and set
 for method in $methods; do
   for set in $test_sets; do
     set=$(name "$set")
     if stage_wanted 6 "decode-$set-$method-$model_tag" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text" \
-        --device "$device" ++ "$(decoding_settings "$exp")"; then
+        --device "$device" ++ "$settings"; then
       logged "$(stage_log 6 "decode-$set-$method-$model_tag" "$exp")" steps/decode.py --method "$method" \
         --checkpoint "$checkpoint" --tag "$model_tag" --device "$device" "$exp" "data/$set/data.list" "$set"
       stage_done 6 "decode-$set-$method-$model_tag" "$exp" -- "$exp/decode-$set-$method-$model_tag/wer"

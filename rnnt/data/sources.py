@@ -163,10 +163,8 @@ def shard_records(entries: Iterable[str | ShardShare], report: DataReport | None
         kept = cache.shard_utterances(url) if cache is not None else None
         utterances = kept if kept is not None else _remembered(url, report, cache)
         for index, record in enumerate(utterances):
-            if index % share.every == share.offset:
-                if copy:
-                    record = {**record, "copy": int(copy)}
-                yield dict(record) if kept is not None and not copy else record  # the cache's own stays as it is
+            if index % share.every == share.offset:  # (the stages after make new records: a kept one stays)
+                yield {**record, "copy": int(copy)} if copy else record
 
 
 def _remembered(url: str, report: DataReport, cache: AudioCache | None) -> Iterator[dict]:
