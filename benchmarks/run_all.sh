@@ -22,7 +22,7 @@ out=benchmarks/RESULTS.generated.md
   echo "# Benchmark results"
   echo
   echo "$(python benchmarks/machine.py), $(free -g | awk '/Mem:/ {print $2}') GB."  # each table says it again
-  for bench in loss lattice shards pipeline train_step decode search_growth; do
+  for bench in loss lattice shards pipeline train_step decode search_growth dropout; do
     echo
     echo "## $bench"
     echo

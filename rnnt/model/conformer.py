@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from rnnt.model.conv_frontend import Conv2dSubsampling, conv_output_frames, conv_problems
+from rnnt.model.dropout import Dropout
 from rnnt.model.encoder_interface import EncoderInterface, valid_frames
 from rnnt.model.masked_batch_norm import MaskedBatchNorm
 from rnnt.model.value_checks import dropout_problems, size_problems
@@ -118,7 +119,7 @@ class SelfAttention(torch.nn.Module):
 class FeedForward(torch.nn.Sequential):
     def __init__(self, dim: int, ff_mult: int, dropout: float):
         super().__init__(torch.nn.LayerNorm(dim), torch.nn.Linear(dim, ff_mult * dim), torch.nn.SiLU(),
-                         torch.nn.Dropout(dropout), torch.nn.Linear(ff_mult * dim, dim), torch.nn.Dropout(dropout))
+                         Dropout(dropout), torch.nn.Linear(ff_mult * dim, dim), Dropout(dropout))
 
 
 class ConvolutionModule(torch.nn.Module):
@@ -129,7 +130,7 @@ class ConvolutionModule(torch.nn.Module):
         self.depthwise = torch.nn.Conv1d(dim, dim, kernel_size, padding=kernel_size // 2, groups=dim)
         self.batch_norm = MaskedBatchNorm(dim)
         self.pointwise_out = torch.nn.Linear(dim, dim)
-        self.dropout = torch.nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         y = torch.nn.functional.glu(self.pointwise_in(self.norm(x)), dim=-1).masked_fill(~valid[..., None], 0.0)
@@ -147,7 +148,7 @@ class ConformerBlock(torch.nn.Module):
         self.conv = ConvolutionModule(dim, config.kernel_size, config.dropout)
         self.ff_out = FeedForward(dim, config.ff_mult, config.dropout)
         self.norm = torch.nn.LayerNorm(dim)
-        self.dropout = torch.nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, valid: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         x = x + 0.5 * self.ff_in(x)
@@ -165,7 +166,7 @@ class ConformerEncoder(EncoderInterface):
         self.input_norm = MaskedBatchNorm(config.input_dim) if config.input_batch_norm else None
         self.frontend = Conv2dSubsampling(config.input_dim, config.conv_channels, config.conv_layers)
         self.project = torch.nn.Linear(self.frontend.output_dim, config.dim)
-        self.dropout = torch.nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         self.blocks = torch.nn.ModuleList(ConformerBlock(config) for _ in range(config.layers))
 
     @property

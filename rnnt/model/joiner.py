@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from rnnt.model.dropout import Dropout
+
 
 @dataclass(frozen=True)
 class JoinerConfig:
@@ -20,7 +22,7 @@ class Joiner(torch.nn.Module):
         if config.activation not in ("relu", "tanh"):
             raise ValueError(f"joiner.activation must be relu or tanh, got '{config.activation}'")
         self.activation = config.activation
-        self.dropout = torch.nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         self.enc_proj = torch.nn.Linear(encoder_dim, config.hidden)
         self.pred_proj = torch.nn.Linear(predictor_dim, config.hidden)
         self.output = torch.nn.Linear(config.hidden, vocab_size)

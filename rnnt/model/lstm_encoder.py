@@ -18,10 +18,11 @@ from dataclasses import dataclass
 import torch
 
 from rnnt.model.conv_frontend import Conv2dSubsampling, conv_output_frames, conv_problems
+from rnnt.model.dropout import Dropout
 from rnnt.model.encoder_interface import EncoderInterface, valid_frames
 from rnnt.model.masked_batch_norm import MaskedBatchNorm
-from rnnt.model.value_checks import dropout_problems
 from rnnt.model.stack_time import StackTime
+from rnnt.model.value_checks import dropout_problems
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ class LSTMStack(torch.nn.Module):
             else torch.nn.LSTM(input_dim if i == 0 else width, hidden, batch_first=True) for i in range(layers))
         self.norms = torch.nn.ModuleList(
             torch.nn.LayerNorm(width) if norm == "layer" else torch.nn.Identity() for _ in range(layers))
-        self.dropout = torch.nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """x (B, T, input_dim) padded -> (B, T, output_dim); frames past a sequence's length are garbage."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from rnnt.model.dropout import Dropout
 from rnnt.model.value_checks import dropout_problems, size_problems
 
 
@@ -41,9 +42,9 @@ class Predictor(torch.nn.Module):
         super().__init__()
         self.config, self.blank = config, blank
         self.embedding = torch.nn.Embedding(vocab_size, config.embed_dim)
-        self.dropout = torch.nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         embed_dropout = config.dropout if config.embed_dropout is None else config.embed_dropout
-        self.embed_dropout = torch.nn.Dropout(embed_dropout)
+        self.embed_dropout = Dropout(embed_dropout)
 
     @property
     def output_dim(self) -> int:

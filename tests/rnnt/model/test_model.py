@@ -276,8 +276,9 @@ def test_every_recipe_search_loads(search, tmp_path):
 
 
 @pytest.mark.parametrize("config", recipe_yamls(searches=False))
-def test_every_recipe_config_loads_and_builds(config):
+def test_every_recipe_config_loads_and_builds_with_our_dropout(config):
     from conftest import ROOT
+    from rnnt.model.dropout import Dropout
     from rnnt.training.experiment import load_experiment
 
     experiment = load_experiment(str(ROOT / config))
@@ -285,6 +286,7 @@ def test_every_recipe_config_loads_and_builds(config):
     assert sum(p.numel() for p in model.parameters()) > 0
     if "mlperf" in config:
         assert 48e6 < sum(p.numel() for p in model.parameters()) < 50e6  # the reference's ~49 M
+    assert all(type(module) is Dropout for module in model.modules() if isinstance(module, torch.nn.Dropout))
 
 
 @pytest.mark.parametrize("conv_channels,conv_layers,stack_time", [(0, 2, 1), (0, 2, 3), (8, 2, 1), (8, 3, 2)])
