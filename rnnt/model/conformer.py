@@ -70,9 +70,9 @@ class ConformerConfig:
                          "each head's queries and keys are rotated in pairs of channels")
         if self.kernel_size < 1 or self.kernel_size % 2 == 0:
             found.append(f"model.encoder.kernel_size must be odd (centred on its frame), got {self.kernel_size}")
-        if self.conv_channels < 1 or self.layers < 0 or self.ff_mult < 1:
-            found.append("model.encoder.conv_channels and ff_mult must be at least 1, layers at least 0")
-        return found + size_problems("encoder", dim=self.dim) + dropout_problems("encoder", dropout=self.dropout)
+        sizes = size_problems("encoder", dim=self.dim, conv_channels=self.conv_channels, ff_mult=self.ff_mult)
+        layers = size_problems("encoder", minimum=0, layers=self.layers)
+        return found + sizes + layers + dropout_problems("encoder", dropout=self.dropout)
 
     def build(self) -> ConformerEncoder:
         return ConformerEncoder(self)

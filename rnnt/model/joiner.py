@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from rnnt.model.dropout import Dropout
+from rnnt.model.value_checks import dropout_problems, size_problems
 
 
 @dataclass(frozen=True)
@@ -15,12 +16,20 @@ class JoinerConfig:
     activation: str = "relu"  # of the sum of the two projections: relu or tanh
     dropout: float = 0.0  # between the activation and the output layer (the MLPerf reference: 0.3)
 
+    def problems(self) -> list[str]:
+        """The values no joiner can be built with, each a sentence naming its key (a hidden of 0 trained with
+        logits that were its output bias whatever the audio)."""
+        activation = [] if self.activation in ("relu", "tanh") else \
+            [f"model.joiner.activation must be relu or tanh, got '{self.activation}'"]
+        return activation + size_problems("joiner", hidden=self.hidden) + \
+            dropout_problems("joiner", dropout=self.dropout)
+
 
 class Joiner(torch.nn.Module):
     def __init__(self, config: JoinerConfig, encoder_dim: int, predictor_dim: int, vocab_size: int):
         super().__init__()
-        if config.activation not in ("relu", "tanh"):
-            raise ValueError(f"joiner.activation must be relu or tanh, got '{config.activation}'")
+        if problems := config.problems():
+            raise ValueError("; ".join(problems))
         self.activation = config.activation
         self.dropout = Dropout(config.dropout)
         self.enc_proj = torch.nn.Linear(encoder_dim, config.hidden)

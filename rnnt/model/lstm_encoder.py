@@ -22,7 +22,7 @@ from rnnt.model.dropout import Dropout
 from rnnt.model.encoder_interface import EncoderInterface, valid_frames
 from rnnt.model.masked_batch_norm import MaskedBatchNorm
 from rnnt.model.stack_time import StackTime
-from rnnt.model.value_checks import dropout_problems
+from rnnt.model.value_checks import dropout_problems, size_problems
 
 
 @dataclass(frozen=True)
@@ -64,10 +64,9 @@ class LSTMEncoderConfig:
             found.append(f"model.encoder.stack_time must be at least 1, got {self.stack_time}")
         if self.norm not in ("none", "layer"):
             found.append(f"model.encoder.norm must be none or layer, got '{self.norm}'")
-        if self.pre_layers < 0 or self.post_layers < 0 or self.hidden < 1:
-            found.append(f"model.encoder.pre_layers and post_layers must be at least 0 and hidden at least 1, got "
-                         f"{self.pre_layers}, {self.post_layers} and {self.hidden}")
-        return found + dropout_problems("encoder", dropout=self.dropout)
+        return found + size_problems("encoder", hidden=self.hidden) + \
+            size_problems("encoder", minimum=0, pre_layers=self.pre_layers, post_layers=self.post_layers) + \
+            dropout_problems("encoder", dropout=self.dropout)
 
     def build(self) -> LSTMEncoder:
         return LSTMEncoder(self)

@@ -32,9 +32,20 @@ class PredictorConfig:
     embed_dropout: float | None = None  # on the label embeddings, where it differs from dropout (the MLPerf
     # reference has none there: 0)
 
+    def problems(self) -> list[str]:
+        """The values no prediction network of its kind can be built with, each a sentence naming its key (a
+        stateless one of context 0 built, then failed in its first convolution; 0 LSTM layers in torch's
+        constructor)."""
+        if self.kind not in KINDS:
+            return [f"model.predictor.kind must be one of {sorted(KINDS)}, got '{self.kind}'"]
+        kind_sizes = {"hidden": self.hidden, "layers": self.layers} if self.kind == "lstm" else \
+            {"context": self.context}
+        return size_problems("predictor", embed_dim=self.embed_dim, **kind_sizes) + \
+            dropout_problems("predictor", dropout=self.dropout, embed_dropout=self.embed_dropout)
+
 
 class Predictor(torch.nn.Module):
-    """What every kind shares: the embedding of labels, the start symbol, dropout."""
+    """What every kind shares: the embedding of labels, the start symbol, dropout on the embeddings."""
 
     history = 1  # start symbols put before the labels in forward()
 
@@ -42,7 +53,6 @@ class Predictor(torch.nn.Module):
         super().__init__()
         self.config, self.blank = config, blank
         self.embedding = torch.nn.Embedding(vocab_size, config.embed_dim)
-        self.dropout = Dropout(config.dropout)
         embed_dropout = config.dropout if config.embed_dropout is None else config.embed_dropout
         self.embed_dropout = Dropout(embed_dropout)
 
@@ -108,6 +118,7 @@ class LSTMPredictor(Predictor):
         super().__init__(config, vocab_size, blank)
         self.lstm = torch.nn.LSTM(config.embed_dim, config.hidden, config.layers, batch_first=True,
                                   dropout=config.dropout if config.layers > 1 else 0.0)
+        self.dropout = Dropout(config.dropout)  # on the output
 
     @property
     def output_dim(self) -> int:
@@ -185,21 +196,7 @@ class StatelessPredictor(Predictor):
 KINDS = {"lstm": LSTMPredictor, "stateless": StatelessPredictor}
 
 
-def check_predictor_kind(config: PredictorConfig) -> None:
-    if config.kind not in KINDS:
-        raise ValueError(f"model.predictor.kind must be one of {sorted(KINDS)}, got '{config.kind}'")
-
-
-def predictor_problems(config: PredictorConfig) -> list[str]:
-    """The values no prediction network of its kind can be built with (a stateless one of context 0 built, then
-    failed in its first convolution; 0 LSTM layers in torch's constructor)."""
-    kind_sizes = {"hidden": config.hidden, "layers": config.layers} if config.kind == "lstm" else \
-        {"context": config.context}
-    sizes = {"embed_dim": config.embed_dim, **kind_sizes}
-    return size_problems("predictor", **sizes) + dropout_problems("predictor", dropout=config.dropout,
-                                                                  embed_dropout=config.embed_dropout)
-
-
 def build_predictor(config: PredictorConfig, vocab_size: int, blank: int = 0) -> Predictor:
-    check_predictor_kind(config)
+    if problems := config.problems():
+        raise ValueError("; ".join(problems))
     return KINDS[config.kind](config, vocab_size, blank)

@@ -24,8 +24,7 @@ from rnnt.loss.options import LatticeOptions
 from rnnt.model.encoders import EncoderConfig, build_encoder
 from rnnt.model.joiner import Joiner, JoinerConfig
 from rnnt.model.lstm_encoder import LSTMEncoderConfig
-from rnnt.model.predictor import PredictorConfig, build_predictor, check_predictor_kind, predictor_problems
-from rnnt.model.value_checks import dropout_problems, size_problems
+from rnnt.model.predictor import PredictorConfig, build_predictor
 
 LOSSES = ("full", "fused", "pruned", "ctc")
 
@@ -119,10 +118,7 @@ def check_model_config(config: ModelConfig) -> None:
     if config.loss.type == "fused" and config.joiner.dropout:
         raise ValueError("model.joiner.dropout needs the joiner's activations, which the fused loss never keeps: "
                          "use model.loss.type full or pruned, or model.joiner.dropout 0")
-    check_predictor_kind(config.predictor)
-    problems = predictor_problems(config.predictor) + size_problems("joiner", hidden=config.joiner.hidden) + \
-        dropout_problems("joiner", dropout=config.joiner.dropout)
-    if problems:
+    if problems := config.predictor.problems() + config.joiner.problems():
         raise ValueError("; ".join(problems))
 
 

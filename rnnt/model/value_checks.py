@@ -5,8 +5,10 @@ input, trained without a word) and a dropout rate that must lie in [0, 1)."""
 from __future__ import annotations
 
 
-def size_problems(section: str, **sizes: int) -> list[str]:
-    return [f"model.{section}.{key} must be at least 1, got {value}" for key, value in sizes.items() if value < 1]
+def size_problems(section: str, minimum: int = 1, **sizes: int) -> list[str]:
+    """Each of `sizes` under `minimum` (layer counts may be 0: a part of no layers passes its input through)."""
+    return [f"model.{section}.{key} must be at least {minimum}, got {value}"
+            for key, value in sizes.items() if value < minimum]
 
 
 def dropout_problems(section: str, **rates: float | None) -> list[str]:

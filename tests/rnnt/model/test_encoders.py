@@ -35,8 +35,8 @@ def test_the_lstm_streams_unless_bidirectional_and_problems_name_their_keys():
     assert build_encoder(lstm).stream_refusal == ""
     assert "bidirectional" in build_encoder(dataclasses.replace(lstm, bidirectional=True)).stream_refusal
     assert any("model.encoder.stack_time" in p for p in dataclasses.replace(lstm, stack_time=0).problems())
-    for bad in ({"post_layers": -2}, {"pre_layers": -1}, {"hidden": 0}):  # built, they failed at the first step
-        assert any("model.encoder.pre_layers and post_layers must be at least 0" in p
-                   for p in dataclasses.replace(lstm, **bad).problems()), bad
+    for key, value, minimum in (("post_layers", -2, 0), ("pre_layers", -1, 0), ("hidden", 0, 1)):  # built, they
+        assert f"model.encoder.{key} must be at least {minimum}, got {value}" in \
+            dataclasses.replace(lstm, **{key: value}).problems()  # failed at the first step
     with pytest.raises(ValueError, match="model.encoder.norm must be none or layer"):
         build_encoder(dataclasses.replace(lstm, norm="batch"))

@@ -306,6 +306,7 @@ def test_the_cmvn_statistics_are_kept_in_the_experiment_and_compared_as_the_unit
 
 @pytest.mark.parametrize("key, value, message", [
     ("predictor", {"kind": "lsmt"}, "model.predictor.kind must be one of ['lstm', 'stateless'], got 'lsmt'"),
+    ("joiner", {"activation": "gelu"}, "model.joiner.activation must be relu or tanh, got 'gelu'"),
     ("loss", {"type": "fulll"}, "model.loss.type must be one of ('full', 'fused', 'pruned', 'ctc'), got 'fulll'"),
     ("loss", {"type": "pruned", "warmup_steps": -1}, "model.loss.warmup_steps must be >= 0, got -1"),
 ])

@@ -138,7 +138,7 @@ def test_the_time_limit_stops_a_trial_and_keeps_its_epochs(yesno, tmp_path):
      "space.train.schedule.warmup_steps: an int's low must be whole numbers, got low 1.5"),
     # values the trainer refuses, which failed each trial that drew them
     ({"model.joiner.activation": {"type": "categorical", "choices": ["tanh", "relux"]}},
-     "space.model.joiner.activation = 'relux' gives a trial config: joiner.activation must be relu or tanh"),
+     "space.model.joiner.activation = 'relux' gives a trial config: model.joiner.activation must be relu or tanh"),
     ({"train.epochs": {"type": "float", "low": 1, "high": 3}},
      "space.train.epochs = 1.0 gives a trial config: train.epochs: expected a whole number, got 1.0"),
     ({"train.ema_decay": {"type": "float", "low": 0.5, "high": 1.0}},
