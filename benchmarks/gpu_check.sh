@@ -24,8 +24,10 @@ export PYTHONPATH=$root${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 methods=("$@")
 [ ${#methods[@]} -gt 0 ] || methods=(torchaudio padded fused pruned)
 failed=()  # the logs of the parts that failed or ran out of time
+parts=0
 part() {  # part SECONDS LOG COMMAND...: runs COMMAND, its output to the terminal and LOG, for at most SECONDS
   local seconds=$1 log=$2; shift 2
+  parts=$((parts + 1))
   timeout "$seconds" "$@" 2>&1 | tee "$out/$log" || {
     echo "gpu_check.sh: '$*' failed or ran out of time ($log)"
     failed+=("$out/$log")
@@ -54,7 +56,7 @@ part 30 fused_chunks.md python3 benchmarks/fused_chunks.py --device cuda --shape
   --chunks 2097152 3145728 4194304 8388608 --no-profile
 part 25 lattice.md python3 benchmarks/lattice.py --device cuda --runs 5 --shapes AN4 B8-T200-U50 B30-T440-U104
 if [ ${#failed[@]} -gt 0 ]; then
-  echo "gpu_check.sh: ${#failed[@]} of 7 parts failed or ran out of time: ${failed[*]}" >&2
+  echo "gpu_check.sh: ${#failed[@]} of $parts parts failed or ran out of time: ${failed[*]}" >&2
   exit 1
 fi
-echo "gpu_check.sh: all 7 parts ended well; their logs are in $out"
+echo "gpu_check.sh: all $parts parts ended well; their logs are in $out"

@@ -50,9 +50,10 @@ split_system() {  # split_system EXP:METHOD:AVERAGE: sets system_exp, system_met
   fi
 }
 
+combine_checked=  # the systems check_combine passed last (run.sh checks them at its start, the stage again)
 check_combine() {
-  local system methods=() unknown
-  { [ -n "$1" ] && [ "$1" != default ]; } || return 0
+  local system methods=() unknown method
+  { [ -n "$1" ] && [ "$1" != default ] && [ "$1" != "$combine_checked" ]; } || return 0
   if [ "$(wc -w <<< "$1")" -lt 2 ]; then
     echo "run.sh: --combine needs two systems or more, got '$1'" >&2
     return 1
@@ -68,8 +69,11 @@ print(" ".join(m for m in sys.argv[1:] if m not in METHODS))' "${methods[@]}") |
     echo "run.sh: --combine: no decoding method '${unknown// /, }' (rnnt.search_methods)" >&2
     return 1
   fi
-  [[ " $1 " =~ :[a-z_]+_(lm|lodr): ]] || {
-    echo "run.sh: --combine needs an LM-fused method (*_lm, *_lodr) among '$1'" >&2; return 1; }
+  for method in "${methods[@]}"; do
+    if fuses_lm "$method"; then combine_checked=$1; return 0; fi
+  done
+  echo "run.sh: --combine needs an LM-fused method (*_lm, *_lodr) among '$1'" >&2
+  return 1
 }
 
 combination_name() {
@@ -98,7 +102,7 @@ combine_stages() {
       echo "run.sh: --combine: no model of $system_exp${tag:+ ($checkpoint)}: train and average it first" >&2
       return 1
     fi
-    case $system_method in *_lm|*_lodr) lm=${lm:-$system_exp/lm/$system_method-$tag.yaml} ;; esac
+    if fuses_lm "$system_method"; then lm=${lm:-$system_exp/lm/$system_method-$tag.yaml}; fi
     args+=(--system "$system_exp" "$checkpoint" "$system_exp/decode-SET-$system_method-$tag")
     inputs+=("$checkpoint" "$system_exp/decode-SET-$system_method-$tag/nbest.json")
   done

@@ -147,18 +147,22 @@ lm_fusion_stage() {
   fi
 }
 
+fuses_lm() {  # fuses_lm METHOD: true where METHOD fuses an n-gram LM (rnnt.search_methods names them *_lm, *_lodr)
+  case $1 in *_lm|*_lodr) return 0 ;; esac
+  return 1
+}
+
 decode_stages() {
   local stage_n=$1 exp=$2 tag=$3 lang=$4 methods=$5 sets=$6 checkpoint method set name lm settings
   checkpoint=$(checkpoint_of "$exp" "$tag")
   settings=$(decoding_settings "$exp")  # once for every method and set
   for method in $methods; do
     lm=()
-    case $method in
-      *_lm|*_lodr)
-        lm_fusion_stage "$stage_n" "$exp" "$tag" "$lang" "$method" "$lm_order" "$lm_over" "$(lm_beam_of "$method")" \
-          dev "$settings"
-        lm=(--lm-fusion "$exp/lm/$method-$tag.yaml") ;;
-    esac
+    if fuses_lm "$method"; then
+      lm_fusion_stage "$stage_n" "$exp" "$tag" "$lang" "$method" "$lm_order" "$lm_over" "$(lm_beam_of "$method")" \
+        dev "$settings"
+      lm=(--lm-fusion "$exp/lm/$method-$tag.yaml")
+    fi
     for set in $sets; do
       name=decode-$set-$method-$tag
       # the LM an input too (another --lm-order or --lm-over with the decodes left out marks the results as old),
@@ -189,18 +193,18 @@ check_no_lm_methods() {  # check_no_lm_methods "METHODS": a recipe without an LM
   # of METHODS fuses an LM: its decode stage would find no LM weights, or an exp's stale ones from by hand
   local method
   for method in $1; do
-    case $method in *_lm|*_lodr)
+    if fuses_lm "$method"; then
       echo "run.sh: --method $method fuses an n-gram LM, which this recipe does not build (an4, librispeech and" \
         "speechocean762 do)" >&2
-      exit 1 ;;
-    esac
+      exit 1
+    fi
   done
 }
 
 leading_method() {
   local method
   for method in $1; do
-    case $method in *_lm|*_lodr) echo "$method"; return ;; esac
+    if fuses_lm "$method"; then echo "$method"; return; fi
   done
   echo "${1##* }"
 }

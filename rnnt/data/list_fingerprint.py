@@ -26,9 +26,8 @@ def wav_of(line: str) -> str:
         return ""
 
 
-def named_files(list_path: str) -> list[str]:
-    """The files a data list names: its shards, or its recordings (URLs are not files: left out)."""
-    entries = read_list(list_path)
+def named_files(entries: list[str]) -> list[str]:
+    """The files a data list's entries name: its shards, or its recordings (URLs are not files: left out)."""
     paths = [wav_of(entry) for entry in entries] if list_kind(entries) == "raw" else entries
     return [path for path in paths if path and "://" not in path]
 
@@ -43,8 +42,10 @@ def list_fingerprint(list_path: str) -> str:
     return digest.hexdigest()
 
 
-def missing_files(list_path: str) -> list[str]:
-    return [path for path in named_files(list_path) if not os.path.isfile(path)]
+def missing_files(list_path: str, entries: list[str] | None = None) -> list[str]:
+    """The files the list names that are gone (`entries`: its lines, where already read)."""
+    return [path for path in named_files(read_list(list_path) if entries is None else entries)
+            if not os.path.isfile(path)]
 
 
 def stale_files(list_path: str) -> list[str]:
@@ -57,9 +58,8 @@ def stale_files(list_path: str) -> list[str]:
     def inside(path: str) -> bool:  # as written or with links resolved (a shards folder linked to another disk)
         return any(os.path.commonpath([where(path), where(folder)]) == where(folder)
                    for where in (os.path.abspath, os.path.realpath))
-    shards = [] if list_kind(entries) == "raw" else [path for path in entries if "://" not in path]
-    outside = [path for path in shards if not inside(path)]
-    return missing_files(list_path) + [path for path in outside if os.path.isfile(path)]
+    shards = [] if list_kind(entries) == "raw" else named_files(entries)
+    return missing_files(list_path, entries) + [path for path in shards if not inside(path) and os.path.isfile(path)]
 
 
 def main(argv: list[str]) -> int:

@@ -72,6 +72,13 @@ def test_a_wrong_combination_stops_with_a_message(tmp_path):
             out = sourced('check_combine "$1"', systems)
             assert out.returncode != 0 and message in out.stderr, (systems, out.stderr)
     assert sourced('check_combine "$1"', f"{tmp_path}/a:greedy:0 {tmp_path}/b:beam_lm:0").returncode == 0
+    # run.sh's check and the stage's of the same systems: one Python (torch's import) between them, not two
+    once = 'check_combine "$1" && python3() { return 9; } && check_combine "$1" && echo checked once'
+    out = sourced(once, f"{tmp_path}/a:greedy:0 {tmp_path}/b:beam_lm:0")
+    assert out.returncode == 0 and "checked once" in out.stdout, out.stderr
+    out = sourced(once.replace('check_combine "$1" && echo', 'check_combine "$1 $1" && echo'),
+                  f"{tmp_path}/a:greedy:0 {tmp_path}/b:beam_lm:0")
+    assert out.returncode != 0 and "checked once" not in out.stdout  # other systems: checked again
     out = sourced('stop_stage=5; combine_stages 6 9 "$1" data/lang_phone "dev test"',
                   f"{tmp_path}/a:greedy:0 {tmp_path}/b:beam_lm:0")
     assert out.returncode == 0, out.stderr  # --stop-stage before the decoding: nothing wanted, nothing checked
