@@ -18,7 +18,7 @@ import torch
 
 from rnnt.ctc_search import ctc_prefix_beam_search
 from rnnt.lm.fusion import Fusion
-from rnnt.loss import LatticeOptions, fused_joiner_loss
+from rnnt.loss import LatticeOptions
 from rnnt.modified_beam_search_lm import modified_beam_search_lm
 from rnnt.search import Hypothesis, remembered_scores
 
@@ -42,13 +42,11 @@ def transducer_log_likelihoods(model, enc: torch.Tensor, enc_len: int, hyps: lis
     pred_proj = model.joiner.pred_proj(model.predictor(tokens))
     enc_proj = model.joiner.enc_proj(enc[None, :enc_len]).expand(len(fits), -1, -1)
     # the joiner fused with the loss, block by block: the whole (n, T, U + 1, V) logits of an n-best took
-    # gigabytes for one long utterance (4 GiB at 35 s, beam 4, 500 units)
-    joiner = model.joiner
+    # gigabytes for one long utterance (4 GiB at 35 s, beam 4, 500 units); the lattice alone, no training's
+    # regularisers
     host = ([enc_len] * len(fits), [len(hyps[i].tokens) for i in fits])
-    nll = fused_joiner_loss(enc_proj, pred_proj, joiner.output.weight, joiner.output.bias, tokens,
-                            torch.full((len(fits),), enc_len, device=enc.device), lengths, model.blank,
-                            activation=joiner.activation, reduction="none",
-                            options=LatticeOptions(one_sym_per_frame=one_sym), host_lengths=host)
+    nll = model.fused_loss(enc_proj, pred_proj, tokens, torch.full((len(fits),), enc_len, device=enc.device), lengths,
+                           LatticeOptions(one_sym_per_frame=one_sym), reduction="none", host_lengths=host)
     for row, i in enumerate(fits):
         out[i] = -float(nll[row])
     return out

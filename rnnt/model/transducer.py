@@ -192,11 +192,8 @@ class Transducer(torch.nn.Module):
                                                    reuse_logits_for_grad=True, options=loss_config)}
             loss = parts["transducer"].float()
         elif loss_config.type == "fused":
-            parts = {"transducer": fused_joiner_loss(enc_proj, pred_proj, self.joiner.output.weight,
-                                                     self.joiner.output.bias, tokens, enc_lens, token_lens,
-                                                     self.blank, activation=self.joiner.activation,
-                                                     kernels=loss_config.fused_kernels, options=loss_config,
-                                                     host_lengths=host_lengths)}
+            parts = {"transducer": self.fused_loss(enc_proj, pred_proj, tokens, enc_lens, token_lens, loss_config,
+                                                   kernels=loss_config.fused_kernels, host_lengths=host_lengths)}
             loss = parts["transducer"].float()
         else:
             parts = self.pruned_parts(enc, pred, enc_proj, pred_proj, enc_lens, tokens, token_lens)
@@ -207,6 +204,13 @@ class Transducer(torch.nn.Module):
             loss = loss + loss_config.ctc_weight * parts["ctc"]
         parts["loss"] = loss
         return parts
+
+    def fused_loss(self, enc_proj, pred_proj, tokens, enc_lens, token_lens, options: LatticeOptions, **kwargs):
+        """The transducer loss with this model's joiner fused into it (rnnt.loss.fused_joiner_loss: its logits
+        made block by block, never held whole), from the joiner's projections of both networks' outputs."""
+        return fused_joiner_loss(enc_proj, pred_proj, self.joiner.output.weight, self.joiner.output.bias, tokens,
+                                 enc_lens, token_lens, self.blank, activation=self.joiner.activation, options=options,
+                                 **kwargs)
 
     def pruned_parts(self, enc, pred, enc_proj, pred_proj, enc_lens, tokens, token_lens):
         """The simple loss, which places a band of s_range symbols per frame, and the exact loss inside it."""
