@@ -38,15 +38,20 @@ def torch_forward(module: torch.nn.Dropout, x: torch.Tensor) -> torch.Tensor:
 
 
 def alternating_medians(run, runs: int) -> dict[str, float]:
-    """Seconds of run(), its median over `runs` calls with each dropout, the two taking turns."""
+    """Seconds of run(), its median over `runs` calls with each dropout, the two taking turns (which goes
+    first alternating too)."""
     times = {"torch": [], "ours": []}
-    for _ in range(runs):
-        for name, forward in (("torch", torch_forward), ("ours", OURS)):
-            dropout.Dropout.forward = forward
-            start = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - start)
-    dropout.Dropout.forward = OURS
+    order = [("torch", torch_forward), ("ours", OURS)]
+    try:
+        for _ in range(runs):
+            for name, forward in order:
+                dropout.Dropout.forward = forward
+                start = time.perf_counter()
+                run()
+                times[name].append(time.perf_counter() - start)
+            order.reverse()
+    finally:
+        dropout.Dropout.forward = OURS
     return {name: statistics.median(values) for name, values in times.items()}
 
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env bash
 # Output units of a recipe, sourced by run.sh after utils/stages.sh: where they live, and the stage that
 # builds them from data/train's text (phones: their lexicon from the CMU Pronouncing Dictionary first).
 

@@ -1,6 +1,6 @@
 """Checks of a model config's values that every part shares, each problem a sentence naming its key: a size
 that must be at least 1 (0 built a layer of nothing: a joiner whose logits were its output bias whatever its
-input, trained without a word) and a dropout rate that must lie in [0, 1)."""
+input, trained without a word), or at least 0 for a count of layers, and a dropout rate that must lie in [0, 1)."""
 
 from __future__ import annotations
 

@@ -46,3 +46,19 @@ def test_functions_and_files_stay_small():
                 if lines > MAX_FUNCTION_LINES:
                     too_long.append(f"{where}:{node.lineno}: {node.name} is {lines} lines")
     assert not too_long, too_long
+
+
+def test_a_script_with_a_shebang_is_executable():
+    """A file whose first line names its interpreter runs as ./name (its usage lines say so), so it is executable,
+    as git checks it out (100755). Nine benchmarks had the line and not the mode."""
+    import os
+
+    listed = subprocess.run(["git", "ls-files"], capture_output=True, text=True, cwd=ROOT, check=True).stdout.split()
+    assert len(listed) > 100, "not a git checkout"
+    not_executable = []
+    for path in listed:
+        if (ROOT / path).is_file() and not os.access(ROOT / path, os.X_OK):
+            with open(ROOT / path, "rb") as f:
+                if f.read(2) == b"#!":
+                    not_executable.append(path)
+    assert not not_executable, not_executable
