@@ -9,7 +9,9 @@ for Speech Recognition"): [BatchNorm] -> a 2-D conv front end striding 2 per lay
     x = x + 1/2 FeedForward(x)
     x = LayerNorm(x)
 
-with dropout at the end of every residual branch. The paper's relative positions are Transformer-XL's
+with dropout at the end of every residual branch and on the attention weights (attention_dropout: on the
+CPU a step of egs/an4's Conformer takes 7% less time without the latter, as scaled_dot_product_attention then
+takes a faster path). The paper's relative positions are Transformer-XL's
 (sinusoidal position embeddings with learnt biases); here queries and keys are rotated by their positions
 instead (RoFormer, Su et al. 2021), which makes every attention score depend on the distance between the
 frames alone, with no parameters. Attention never reads a padded frame, the depthwise convolution sees
@@ -46,7 +48,8 @@ class ConformerConfig:
     heads: int = 4  # attention heads (dim must divide by heads, dim / heads by 2)
     ff_mult: int = 4  # the feed-forward modules' inner width, in multiples of dim
     kernel_size: int = 31  # frames the depthwise convolution sees (odd)
-    dropout: float = 0.1  # at the end of every residual branch, after the front end and on attention weights
+    dropout: float = 0.1  # at the end of every residual branch and after the front end
+    attention_dropout: float | None = None  # on the attention weights; None: dropout's rate (0 trains faster)
 
     @property
     def time_reduction(self) -> int:
@@ -72,7 +75,12 @@ class ConformerConfig:
             found.append(f"model.encoder.kernel_size must be odd (centred on its frame), got {self.kernel_size}")
         sizes = size_problems("encoder", dim=self.dim, conv_channels=self.conv_channels, ff_mult=self.ff_mult)
         layers = size_problems("encoder", minimum=0, layers=self.layers)
-        return found + sizes + layers + dropout_problems("encoder", dropout=self.dropout)
+        rates = dropout_problems("encoder", dropout=self.dropout, attention_dropout=self.attention_dropout)
+        return found + sizes + layers + rates
+
+    @property
+    def attention_dropout_rate(self) -> float:
+        return self.dropout if self.attention_dropout is None else self.attention_dropout
 
     def build(self) -> ConformerEncoder:
         return ConformerEncoder(self)
@@ -144,7 +152,7 @@ class ConformerBlock(torch.nn.Module):
         dim = config.dim
         self.ff_in = FeedForward(dim, config.ff_mult, config.dropout)
         self.attention_norm = torch.nn.LayerNorm(dim)
-        self.attention = SelfAttention(dim, config.heads, config.dropout)
+        self.attention = SelfAttention(dim, config.heads, config.attention_dropout_rate)
         self.conv = ConvolutionModule(dim, config.kernel_size, config.dropout)
         self.ff_out = FeedForward(dim, config.ff_mult, config.dropout)
         self.norm = torch.nn.LayerNorm(dim)

@@ -78,6 +78,27 @@ def test_bad_settings_are_named():
     assert "kernel_size must be odd" in ConformerConfig(kernel_size=4).problems()[0]
     with pytest.raises(ValueError, match="conv_layers 3 strided convolutions need a wider input"):
         ConformerEncoder(ConformerConfig(input_dim=6, conv_layers=3))
+    assert ConformerConfig(attention_dropout=1.0).problems() == [
+        "model.encoder.attention_dropout is a dropout rate, from 0 up to (not including) 1, got 1.0"]
+
+
+def test_attention_dropout_is_dropouts_rate_unless_set():
+    rates = {(dropout, attention): {block.attention.dropout for block in ConformerEncoder(dataclasses.replace(
+        SMALL, dropout=dropout, attention_dropout=attention)).blocks} for dropout in (0.0, 0.2) for attention in
+        (None, 0.0, 0.3)}
+    assert rates == {(0.0, None): {0.0}, (0.0, 0.0): {0.0}, (0.0, 0.3): {0.3},
+                     (0.2, None): {0.2}, (0.2, 0.0): {0.0}, (0.2, 0.3): {0.3}}
+
+
+@pytest.mark.parametrize("attention_dropout, random", [(None, False), (0.3, True), (0.0, False)])
+def test_attention_dropout_alone_drops_attention_weights(attention_dropout, random):
+    """With dropout 0 two training forwards of the same batch differ when attention_dropout is above 0."""
+    config = dataclasses.replace(SMALL, attention_dropout=attention_dropout)
+    torch.manual_seed(0)
+    encoder = ConformerEncoder(config).train()
+    feats, lengths = ragged()
+    first, second = (encoder(feats, lengths)[0] for _ in range(2))
+    assert (not torch.allclose(first, second)) == random
 
 
 def test_kind_picks_the_encoder_from_yaml(tmp_path):
