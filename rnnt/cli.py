@@ -89,6 +89,19 @@ def show_data_reports() -> None:
         logger.propagate = False
 
 
+def exit_with(main: Callable[[], int]) -> NoReturn:
+    """sys.exit(main()) for a tool that writes its results to standard output, where a reader that stops early
+    (| head) ends it quietly with status 141, a shell's for SIGPIPE, as Kaldi's Perl filters end, not in a
+    traceback."""
+    try:
+        status = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit would fail again
+        sys.exit(141)
+    sys.exit(status)
+
+
 def run_tool(main: Callable[[], str]) -> NoReturn:
     """Runs a stage tool's main, which returns the tool's summary line: prints 'tool.py: SUMMARY' and exits
     0; when main raises ToolError, prints 'tool.py: MESSAGE' on standard error and exits 1."""

@@ -17,7 +17,7 @@ import soundfile
 import torch
 
 from rnnt.data.audio import AudioError, to_mono
-from rnnt.data.audio_header import header_problem
+from rnnt.data.audio_header import audio_errors, open_audio
 
 
 def quietest_cut(samples: torch.Tensor, rate: int, earliest: int) -> int:
@@ -44,34 +44,30 @@ def segments(blocks: Iterable[torch.Tensor], rate: int, max_seconds: float) -> I
         yield start / rate, pending
 
 
-def file_blocks(path: str, seconds: float = 1.0) -> tuple[Iterator[torch.Tensor], int]:
-    """Mono blocks of a file as read (not all in memory at once), and its sample rate; a file of no samples,
-    or one that cannot be decoded on the way (cut short, say), is an AudioError as load_audio's."""
-    try:
-        info = soundfile.info(path)
-    except (RuntimeError, soundfile.LibsndfileError) as error:
-        raise AudioError(str(error)) from None
-    if info.frames == 0:
+def file_blocks(audio, seconds: float = 1.0) -> tuple[Iterator[torch.Tensor], int]:
+    """Mono blocks of a file (a path or bytes) as read (not all in memory at once, but for a pipe's path, which
+    open_audio reads whole), and its sample rate; a file of no samples, or one that cannot be decoded on the way
+    (cut short, say), is an AudioError as load_audio's."""
+    opened = open_audio(audio)
+    if opened.frames == 0:
+        opened.close()
         raise AudioError("no samples")
-    if why := header_problem(path, info):
-        raise AudioError(why)
-    return _decoded_blocks(path, max(1, round(seconds * info.samplerate))), info.samplerate
+    return _decoded_blocks(opened, max(1, round(seconds * opened.samplerate))), opened.samplerate
 
 
-def _decoded_blocks(path: str, size: int) -> Iterator[torch.Tensor]:
-    try:
-        for block in soundfile.blocks(path, blocksize=size, dtype="float32", always_2d=True):
+def _decoded_blocks(opened: soundfile.SoundFile, size: int) -> Iterator[torch.Tensor]:
+    with audio_errors(), opened:
+        for block in opened.blocks(blocksize=size, dtype="float32", always_2d=True):
             yield to_mono(torch.from_numpy(np.ascontiguousarray(block.T)))
-    except (RuntimeError, soundfile.LibsndfileError) as error:
-        raise AudioError(str(error)) from None
 
 
-def transcribe_in_segments(transcriber, path: str, max_seconds: float, method: str = "greedy",
+def transcribe_in_segments(transcriber, audio, max_seconds: float, method: str = "greedy",
                            beam: int | None = None):
-    """The Transcript of a whole file decoded segment by segment; word times count from its start."""
+    """The Transcript of a whole file (a path or bytes) decoded segment by segment; word times count from its
+    start."""
     from rnnt.transcriber import Transcript
 
-    blocks, rate = file_blocks(path)
+    blocks, rate = file_blocks(audio)
     texts, words, score = [], [], 0.0
     for start, samples in segments(blocks, rate, max_seconds):
         result = transcriber.transcribe((samples, rate), method, beam)

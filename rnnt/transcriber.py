@@ -147,14 +147,20 @@ class Transcriber:
         experiment, model, tokenizer, _ = load_model(exp_dir, checkpoint_path, use_ema, device)
         return cls(experiment, model, tokenizer, next(model.parameters()).device, exp_dir)  # 'auto' resolved there
 
+    def use_lm_fusion(self, method: str, path: str) -> None:
+        """The LM and weights an LM-fused method decodes with from now on: a weights file (as tune_lm_fusion.py
+        writes lm/<method>.yaml) of another LM, or of an LM for a Transcriber made without an experiment dir."""
+        self.lm_options[method] = lm_options(method, self.tokenizer, path)
+
     def search_options(self, method: str, beam: int | None = None) -> SearchOptions:
-        """The options `method` searches with: beam (default 4); an LM-fused method's LM and, unless beam is
-        given, the beam its weights were chosen with."""
+        """The options `method` searches with: beam (default 4); an LM-fused method's LM (use_lm_fusion's, else
+        the experiment's lm/<method>.yaml) and, unless beam is given, the beam its weights were chosen with."""
         if method not in METHODS or not METHODS[method].lm:
             return SearchOptions(beam or 4)
         if method not in self.lm_options:
             if self.exp_dir is None:
-                raise ValueError(f"{method} needs an LM: a Transcriber from an experiment dir with lm/{method}.yaml")
+                raise ValueError(f"{method} needs an LM: a Transcriber from an experiment dir with lm/{method}.yaml, "
+                                 "or use_lm_fusion's")
             self.lm_options[method] = lm_options(method, self.tokenizer, fusion_config_path(self.exp_dir, method))
         tuned = self.lm_options[method]
         return tuned if beam is None else dataclasses.replace(tuned, beam=beam)

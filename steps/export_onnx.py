@@ -19,6 +19,7 @@ is negative or not a multiple of its unit) is refused with the reason; nothing i
 import os
 
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
+from rnnt.data.tokenizer import UNIT_TYPES
 from rnnt.export.sherpa_onnx import ExportOptions, NotExportable, config_refusals, export
 
 
@@ -39,7 +40,7 @@ def main() -> str:
                         help="instead of exporting: whether a model trained from CONFIG over --unit-type units "
                              "could be exported so (what run.sh --deploy asks before training); exit status 1 "
                              "with the reasons if not")
-    parser.add_argument("--unit-type", choices=("bpe", "char", "phone"), help="with --check-config")
+    parser.add_argument("--unit-type", choices=UNIT_TYPES, help="with --check-config")
     parser.add_argument("exp_dir", nargs="?")
     parser.add_argument("out_dir", nargs="?")
     args = parser.parse_args()

@@ -9,7 +9,7 @@ an error ("strict"); hypotheses without a reference are named and ignored. Write
 
 import sys
 
-from rnnt.cli import tool_parser
+from rnnt.cli import exit_with, tool_parser
 from rnnt.datadir.table import KEEP_BYTES, keep_bytes_on_standard_streams, read_table
 from rnnt.scoring import MODES, MissingHypotheses, score
 from rnnt.speaker_scoring import per_speaker_text
@@ -64,4 +64,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -4,7 +4,7 @@
 Prints '<file> <text>' a line, or with --json one JSON object a line ({"file", "text", "words"?,
 "nbest"?}); --word-times adds each word's start and end in seconds, --nbest every hypothesis the search
 kept ({"text", "score", "tokens": [{"unit", "id", "time"}]}, best first). A file that cannot be transcribed
-is named and the others are still transcribed; the exit status is then 1.
+is named and the others are still transcribed; the exit status is then 1. A pipe's path (<(...)) is read whole.
 
 --stream decodes as the audio arrives (greedy search, a unidirectional model) in memory that does not
 grow with the audio: the file is read and fed in chunks of --chunk-seconds (block by block, resampled so where
@@ -30,9 +30,9 @@ import sys
 import numpy as np
 import torch
 
-from rnnt.cli import above, at_least, tool_parser
+from rnnt.cli import above, at_least, exit_with, tool_parser
 from rnnt.data.audio import AudioError, audio_length
-from rnnt.data.audio_header import riff_chunks
+from rnnt.data.audio_header import readable_once, riff_chunks
 from rnnt.data.features import num_frames
 from rnnt.data.stages import too_short
 from rnnt.data.resample import StreamingResampler
@@ -48,6 +48,8 @@ def parse_args():
     parser.add_argument("--method", choices=METHODS, default="greedy")
     parser.add_argument("--beam", type=at_least(1),
                         help="default 4; an LM-fused method (*_lm, *_lodr): the beam its LM weights were chosen with")
+    parser.add_argument("--lm-fusion", help="an LM-fused method (*_lm, *_lodr): the LM and its weights (default: "
+                        "<exp-dir>/lm/<method>.yaml, written by steps/tune_lm_fusion.py)")
     parser.add_argument("--checkpoint", help="default: the newest avg-N.pt (unless training went past "
                         "it), else the newest checkpoint")
     parser.add_argument("--device", type=auto_device, default="cpu", help="cpu (default), cuda, cuda:N or auto")
@@ -66,8 +68,12 @@ def parse_args():
     parser.add_argument("exp_dir")
     parser.add_argument("audio", nargs="+")
     args = parser.parse_args()
+    if args.lm_fusion and not METHODS[args.method].lm:
+        parser.error(f"--lm-fusion goes with an LM-fused method (*_lm, *_lodr), not {args.method}")
     if args.stream and args.method != "greedy":
         parser.error("--stream decodes with greedy search; leave --method out")
+    if "-" in args.audio and not args.stream:
+        parser.error("'-' (standard input) is read with --stream only; give a file's path otherwise")
     if args.stream and args.segment_seconds:
         parser.error("--stream and --segment-seconds are two ways to decode a long recording: give one")
     if args.nbest and (args.stream or args.segment_seconds or not args.json):
@@ -80,6 +86,8 @@ def main() -> int:
     args = parse_args()
     try:
         transcriber = Transcriber.from_exp_dir(args.exp_dir, args.checkpoint, args.device)
+        if args.lm_fusion:
+            transcriber.use_lm_fusion(args.method, args.lm_fusion)
         options = transcriber.search_options(args.method, args.beam)
         check_method(transcriber.model, args.method, options)
         if args.stream:
@@ -90,17 +98,18 @@ def main() -> int:
     failed = 0
     for path in args.audio:
         try:
+            audio = path if path == "-" else readable_once(path)  # a pipe's bytes, read once
             if args.stream:
-                result, interrupted = stream(transcriber, path, args)
+                result, interrupted = stream(transcriber, path, audio, args)
                 if interrupted:
                     if result is not None:
                         print_result(path, result, args)
                     return 130  # as the shell's for SIGINT, the files after this one left
             elif args.segment_seconds > 0:
-                result = transcribe_in_segments(transcriber, path, args.segment_seconds, args.method, args.beam)
+                result = transcribe_in_segments(transcriber, audio, args.segment_seconds, args.method, args.beam)
             else:
-                warn_if_long(path, args.method, options.ctc_weight)
-                result = transcriber.transcribe(path, args.method, args.beam, args.nbest)
+                warn_if_long(path, audio, args.method, options.ctc_weight)
+                result = transcriber.transcribe(audio, args.method, args.beam, args.nbest)
         except (AudioError, OSError) as error:
             error = "no such file" if path != "-" and not os.path.exists(path) else error
             print(f"transcribe.py: {path}: cannot transcribe its audio ({error})", file=sys.stderr)
@@ -116,25 +125,26 @@ def main() -> int:
 LONG_SECONDS = 300
 
 
-def warn_if_long(path: str, method: str, ctc_weight: float) -> None:
+def warn_if_long(path: str, audio, method: str, ctc_weight: float) -> None:
     """A warning before a recording of more than LONG_SECONDS is decoded whole where the time grows with frames x
     labels: pooled_beam_lm's scoring of its hypotheses over their whole lattices, the CTC head's rescoring of the
-    n-best (docs/decoding.md)."""
+    n-best (docs/decoding.md). audio: the path's file, or its bytes."""
     grows = [] if METHODS[method].linear else [method]
     grows += ["the CTC rescoring"] if ctc_weight else []
-    if path == "-" or not grows:
+    if not grows:
         return
-    length = audio_length(path)
+    length = audio_length(audio)
     if length is not None and length[0] / length[1] > LONG_SECONDS:
         print(f"transcribe.py: {path}: {length[0] / length[1] / 60:.0f} minutes decoded whole with "
               f"{' and '.join(grows)}, whose time grows with frames x labels: give --segment-seconds 30 for a long "
               "recording", file=sys.stderr)
 
 
-def chunks(path: str, rate: int, seconds: float):
-    """Mono float chunks at the model's rate: a file (resampled) cut up, or raw PCM read from stdin."""
+def chunks(audio, rate: int, seconds: float):
+    """Mono float chunks at the model's rate: a file (its path or bytes; resampled) cut up, or raw PCM read from
+    stdin (audio "-")."""
     size = max(1, round(rate * seconds))
-    if path == "-":
+    if audio == "-":
         odd = pcm_after_header(sys.stdin.buffer, rate)  # a sample split between two reads, first the header's rest
         while data := sys.stdin.buffer.read(2 * size):
             data, odd = odd + data, b""
@@ -142,7 +152,7 @@ def chunks(path: str, rate: int, seconds: float):
                 data, odd = data[:-1], data[-1:]
             yield torch.from_numpy(np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768)
         return
-    blocks, file_rate = file_blocks(path, seconds)  # a block at a time: an hour-long file never sits in memory whole
+    blocks, file_rate = file_blocks(audio, seconds)  # a block at a time: an hour-long file never sits in memory whole
     if file_rate == rate:
         yield from blocks
         return
@@ -162,6 +172,10 @@ def pcm_after_header(source, rate: int) -> bytes:
     for magic, kind in CONTAINERS.items():
         if head.startswith(magic):
             raise AudioError(f"standard input holds {kind} stream, not raw PCM: give the file's path instead")
+    if head[:1] == b"\xff" and len(head) > 1 and head[1] & 0xE0 == 0xE0:  # an MPEG audio frame's sync bits
+        head += source.read(40)
+        if b"Xing" in head or b"Info" in head:  # the first frame's tag, as LAME writes it (lame, ffmpeg, libsndfile)
+            raise AudioError("standard input holds an MP3 stream, not raw PCM: give the file's path instead")
     if head != b"RIFF":
         return head
     source.read(8)  # the RIFF size and WAVE
@@ -177,7 +191,7 @@ def pcm_after_header(source, rate: int) -> bytes:
     raise AudioError("standard input: a WAV header without its data")
 
 
-def stream(transcriber, path: str, args):
+def stream(transcriber, path: str, audio, args):
     """Prints the current line each time it changes, and each line a pause ends; returns the final result (None:
     Ctrl-C before any audio), and whether Ctrl-C ended the audio early. Ctrl-C is taken between chunks (raised
     inside one, it left the encoder a chunk ahead of the search, and the final transcript with a unit twice)."""
@@ -186,7 +200,7 @@ def stream(transcriber, path: str, args):
     interrupted: list[int] = []
     previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
     try:
-        show_lines(path, stream, lines, args, stop=lambda: bool(interrupted))
+        show_lines(path, audio, stream, lines, args, stop=lambda: bool(interrupted))
     finally:
         signal.signal(signal.SIGINT, previous)
     if interrupted and stream.samples == 0:
@@ -198,10 +212,11 @@ def stream(transcriber, path: str, args):
     return stream.finish(), bool(interrupted)
 
 
-def show_lines(path: str, stream, lines: StreamLines, args, stop) -> None:
-    """Feeds the audio, printing the lines as they change and end, until it ends or stop() says so."""
+def show_lines(path: str, audio, stream, lines: StreamLines, args, stop) -> None:
+    """Feeds the audio (the path's file or bytes, or "-"), printing the lines as they change and end, until it
+    ends or stop() says so."""
     shown, seconds = "", 0.0
-    for chunk in chunks(path, stream.sample_rate, args.chunk_seconds):
+    for chunk in chunks(audio, stream.sample_rate, args.chunk_seconds):
         if stop():
             return
         seconds += chunk.shape[0] / stream.sample_rate
@@ -237,4 +252,4 @@ def print_result(path: str, result, args) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

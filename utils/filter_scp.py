@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """Keep or drop table lines by a key list (see --help)."""
-import sys
-
+from rnnt.cli import exit_with
 from rnnt.datadir.filter_scp import main
 
-sys.exit(main())
+exit_with(main)

@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """spk2utt -> utt2spk (see --help)."""
-import sys
-
+from rnnt.cli import exit_with
 from rnnt.datadir.speakers import main_spk2utt_to_utt2spk as main
 
-sys.exit(main())
+exit_with(main)

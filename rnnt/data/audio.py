@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
-import soundfile
 import torch
 
-from rnnt.data.audio_header import AudioError, counts_exactly, open_audio
+from rnnt.data.audio_header import AudioError, audio_errors, counts_exactly, open_audio
 
 MAX_OVERSHOOT = 0.5  # seconds a segment may end past its recording, cut there (Kaldi's extract-segments)
 
@@ -43,18 +40,10 @@ def _span(info, start: float | None, end: float | None) -> tuple[int, int]:
     return first, info.frames if stop is None else stop
 
 
-@contextlib.contextmanager
-def _audio_errors():
-    try:
-        yield
-    except (RuntimeError, soundfile.LibsndfileError, TypeError) as error:  # TypeError: headerless (a .raw path)
-        raise AudioError(str(error)) from None
-
-
 def audio_length(audio, start: float | None = None, end: float | None = None) -> tuple[int, int, int] | None:
     """(samples, sample rate, channels) that load_audio gives for the same arguments, read from the header
     alone; None where the header cannot count them exactly (counts_exactly): decode to know."""
-    with _audio_errors(), open_audio(audio) as opened:
+    with audio_errors(), open_audio(audio) as opened:
         if not counts_exactly(opened) or opened.frames == 0:
             return None
         first, stop = _span(opened, start, end)
@@ -66,7 +55,7 @@ def audio_length(audio, start: float | None = None, end: float | None = None) ->
 def load_audio(audio, start: float | None = None, end: float | None = None) -> tuple[torch.Tensor, int]:
     """(waveform (channels, samples) float32 in [-1, 1], sample rate) of bytes or a file path, or of the
     segment [start, end) seconds of it (segment_samples)."""
-    with _audio_errors(), open_audio(audio) as opened:
+    with audio_errors(), open_audio(audio) as opened:
         first, stop = _span(opened, start, end)
         if first:
             opened.seek(first)

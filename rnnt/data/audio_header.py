@@ -3,14 +3,20 @@ import this without torch."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import stat
 
 import soundfile
 
 
 class AudioError(RuntimeError):
     pass
+
+
+class UnreadableAudio(AudioError):
+    """soundfile could not open or decode it (audio_errors)."""
 
 
 # Formats whose header counts the samples exactly; others (Ogg Vorbis, MP3: compressed streams) are decoded to
@@ -73,6 +79,68 @@ def header_problem(audio, info) -> str | None:
     return no_length(info) or cut_short(audio, info)
 
 
+def zero_size_filled_in(audio, info) -> bytes | None:
+    """A WAV whose data chunk says 0 bytes with samples after it (a writer that never came back to its header: a
+    recording killed, one written to a pipe; libsndfile counts it empty) as bytes with the size of what follows put
+    in (Kaldi's reader reads to the end where the RIFF size is 0 too, its stream mode); None for any other file, and
+    for an empty data chunk that one chunk follows exactly (a LIST of tags)."""
+    if info.format not in ("WAV", "WAVEX") or info.frames:
+        return None
+    if not isinstance(audio, (bytes, bytearray)):
+        with open(audio, "rb") as f:
+            audio = f.read()
+    stream = io.BytesIO(audio)
+    stream.seek(12)  # after RIFF <size> WAVE
+    for name, size, _ in riff_chunks(stream):
+        if name == b"data":
+            at, held = stream.tell(), len(audio) - stream.tell()
+            if size or not 0 < held < 2**32 - at or one_chunk(audio[at:]):
+                return None
+            filled = bytearray(audio)
+            filled[4:8], filled[at - 4:at] = (len(audio) - 8).to_bytes(4, "little"), held.to_bytes(4, "little")
+            return bytes(filled)
+    return None
+
+
+def one_chunk(data: bytes) -> bool:
+    """Whether data is one RIFF chunk: a name of four printable characters, then its size, which the rest fills."""
+    if len(data) < 8 or not all(32 <= byte < 127 for byte in data[:4]):
+        return False
+    return len(data) - 8 - int.from_bytes(data[4:8], "little") in (0, 1)  # (1: the pad byte after an odd size)
+
+
+def readable_once(audio):
+    """The bytes of a path that is not a regular file (a pipe, /dev/stdin, a shell's <(...): read once, where the
+    header's checks would read it again and lose its first 64 KB); bytes and a regular file's path as given. A
+    folder is an AudioError."""
+    if isinstance(audio, (bytes, bytearray)):
+        return audio
+    try:
+        mode = os.stat(audio).st_mode
+    except OSError:  # missing: opening it names that
+        return audio
+    if stat.S_ISDIR(mode):
+        raise AudioError("a folder, not an audio file: give its files (folder/*.wav)")
+    if stat.S_ISREG(mode):
+        return audio
+    with open(audio, "rb") as f:
+        return f.read()
+
+
+@contextlib.contextmanager
+def audio_errors():
+    """soundfile's errors as UnreadableAudio, with their message."""
+    try:
+        yield
+    except AudioError:
+        raise
+    except TypeError as error:  # soundfile's for a file it takes as headerless (a .raw path)
+        raise UnreadableAudio(f"{error}: a headerless file (raw PCM?): give it a header, as sox -t raw -r RATE "
+                              "-e signed -b 16 -c 1 IN.raw OUT.wav does") from None
+    except (RuntimeError, soundfile.LibsndfileError) as error:
+        raise UnreadableAudio(str(error)) from None
+
+
 def _source(audio):
     """What soundfile opens for bytes or a path: a path as the file system's bytes (soundfile encodes a str
     as strict UTF-8, and a Latin-1 name would fail)."""
@@ -80,9 +148,16 @@ def _source(audio):
 
 
 def open_audio(audio) -> soundfile.SoundFile:
-    """Bytes or a path opened, its header read; AudioError where the header gives no length or the file is cut
-    short (header_problem)."""
-    opened = soundfile.SoundFile(_source(audio))
+    """Bytes or a path opened, its header read (a pipe's path read whole first, readable_once; a WAV's data size
+    left 0 filled in, zero_size_filled_in); AudioError where the header gives no length or the file is cut short
+    (header_problem), or soundfile cannot open it (audio_errors)."""
+    audio = readable_once(audio)
+    with audio_errors():
+        opened = soundfile.SoundFile(_source(audio))
+        if (filled := zero_size_filled_in(audio, opened)) is not None:
+            opened.close()
+            audio = filled
+            opened = soundfile.SoundFile(io.BytesIO(audio))
     why = header_problem(audio, opened)
     if why:
         opened.close()

@@ -31,19 +31,27 @@ AUDIO_EXTENSIONS = {"wav", "flac", "ogg", "opus", "mp3", "sph"}
 
 
 def read_list(path: str) -> list[str]:
-    """The entries of a data list: its non-empty lines, less those a raw list (one with a line starting with '{')
-    cannot use (not UTF-8, not a {key, wav, txt} object, a start or end that is not a number), each named by file
-    and line and counted. A line listed again is kept: repeating a list's lines upsamples it, as in WeNet's."""
+    """The entries of a data list: its non-empty lines, less those not UTF-8 or with a NUL byte and those a raw
+    list (one with a line starting with '{') cannot use (not a {key, wav, txt} object, a start or end that is not a
+    number), each named by file and line and counted; a binary file (a NUL byte in its first line: an audio file
+    given for a list) is a ValueError. A line listed again is kept: repeating a list's lines upsamples it, as in
+    WeNet's."""
     if os.path.isdir(path):
         raise ValueError(f"{path}: a folder, not a data list (one a data dir holds: {path}/data.list, written by "
                          "steps/make_shards.py or steps/make_raw_list.py)")
     numbered, bad = [], 0
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
+            if b"\0" in raw and number == 1:
+                raise ValueError(f"{path}: a binary file (an audio file?), not a data list of text lines; "
+                                 "steps/transcribe.py transcribes audio files")
             try:
                 line = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()  # an editor's BOM, dropped
+                why = "holds a NUL byte (no path holds one)" if "\0" in line else None
             except UnicodeDecodeError as error:
-                log.warning("%s:%d: skipped, not UTF-8 (%s)", path, number, error)
+                why = f"not UTF-8 ({error})"
+            if why:
+                log.warning("%s:%d: skipped, %s", path, number, why)
                 bad += 1
                 continue
             if line:

@@ -91,7 +91,7 @@ def refusals(experiment, model, tokenizer, options: ExportOptions) -> list[str]:
 
 
 def config_refusals(config_path: str, unit_type: str, options: ExportOptions) -> list[str]:
-    """Why a model trained from the config at config_path over unit_type units (bpe, char, phone) would be
+    """Why a model trained from the config at config_path over unit_type units (rnnt.data.tokenizer.UNIT_TYPES) would be
     refused, known before it is trained: refusals reads the model's config and shapes, never its weights."""
     experiment = load_experiment(config_path)
     model = Transducer(experiment.model, 16)  # a vocabulary of any size: nothing refused depends on it

@@ -15,10 +15,8 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 
-import soundfile
-
 from rnnt.cli import tool_parser
-from rnnt.data.audio_header import AudioError, header_problem
+from rnnt.data.audio_header import AudioError, UnreadableAudio, open_audio
 from rnnt.data.report import rates_text
 from rnnt.datadir.layout import remove_unwritten, write_spk2utt
 from rnnt.datadir.table import Line, read_table, write_table
@@ -127,13 +125,12 @@ def audio_info(path: str) -> AudioInfo:
     0.5 ms: utt2dur's 0.000, which the validator refuses), or where the header gives no length or the file is cut
     short."""
     try:
-        info = soundfile.info(path)
-    except (RuntimeError, OSError, TypeError, soundfile.LibsndfileError):  # TypeError: headerless (.raw)
+        with open_audio(path) as info:  # (a WAV's data size left 0 counted as what follows: as the loader reads it)
+            pass
+    except (UnreadableAudio, OSError):
         raise AudioError("unreadable or empty audio") from None
     if info.frames <= 0 or info.samplerate <= 0 or round(info.frames / info.samplerate, 3) <= 0:
         raise AudioError("unreadable or empty audio")
-    if why := header_problem(path, info):
-        raise AudioError(why)
     return AudioInfo(info.frames / info.samplerate, info.samplerate, info.channels)
 
 

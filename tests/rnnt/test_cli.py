@@ -151,3 +151,14 @@ def test_a_number_list_takes_finite_numbers_within_its_bound():
             number_list(0)(text)
     with pytest.raises(argparse.ArgumentTypeError, match="expected finite numbers separated by commas"):
         number_list()("1,-inf")
+
+
+def test_a_filter_whose_reader_stops_early_ends_quietly_with_sigpipes_status(tmp_path):
+    """utils/filter_scp.py (and the other tools that print their results) | head: a BrokenPipeError traceback
+    before; now status 141, as Kaldi's Perl filters end under a shell's pipefail, and nothing on standard error."""
+    table = tmp_path / "text"
+    table.write_text("".join(f"utt{i:06d} some words\n" for i in range(200000)))
+    out = subprocess.run(["bash", "-c", f"set -o pipefail; {sys.executable} utils/filter_scp.py {table} {table} "
+                          "| head -1"], capture_output=True, text=True, cwd=ROOT,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    assert (out.returncode, out.stdout, out.stderr) == (141, "utt000000 some words\n", "")

@@ -16,7 +16,7 @@ import torch
 
 from conftest import ROOT, run_tool, write_flac_of_no_length
 from rnnt.data import stages
-from rnnt.data.audio import AudioError, load_audio, to_mono
+from rnnt.data.audio import AudioError, audio_length, load_audio, to_mono
 from rnnt.data.bucketing import bucket_batches, global_batches
 from rnnt.data.config import data_config
 from rnnt.data.features import fbank
@@ -140,6 +140,62 @@ def test_a_wav_cut_short_is_refused_by_name_from_a_file_and_from_a_shard(fsdd, t
     with caplog.at_level(logging.WARNING):
         assert [r["key"] for r in stages.audio_lengths([cut, good], 8000)] == [good["key"]]
     assert "skipped cut from cut.wav: cannot decode audio (cut short: its header gives" in caplog.text
+
+
+def test_a_wav_whose_data_size_was_left_0_is_read_to_its_end(fsdd, tmp_path, caplog):
+    """A writer that never came back to its header (a recording killed) leaves the data chunk's size 0, which
+    libsndfile counts as no samples: "no samples" where the file held 0.4 s. Read to the end (as Kaldi's reader does
+    where the RIFF size is 0 too): by the pipeline, the data-dir writer's length and a file's blocks; an empty data
+    chunk that a chunk of tags follows stays empty."""
+    from rnnt.prep.data_dir_writer import audio_info
+    from rnnt.segmenting import file_blocks
+
+    good = next(records(str(fsdd / "test.list")))
+    data = open(good["audio"], "rb").read()
+    left = bytearray(data)
+    left[data.index(b"data") + 4:data.index(b"data") + 8] = bytes(4)
+    (tmp_path / "left.wav").write_bytes(left)
+    assert soundfile.info(tmp_path / "left.wav").frames == 0
+    samples = load_audio(data)[0]
+    for audio in (bytes(left), str(tmp_path / "left.wav")):
+        assert torch.equal(load_audio(audio)[0], samples)
+        assert audio_length(audio) == (samples.shape[1], 8000, 1)
+        blocks, rate = file_blocks(audio, 0.1)
+        assert rate == 8000 and torch.equal(torch.cat(list(blocks)), samples[0])
+    assert audio_info(str(tmp_path / "left.wav")).duration == samples.shape[1] / 8000
+    left[-1000:] = b""  # a size left 0 is no length to be cut short of
+    assert load_audio(bytes(left))[0].shape[1] == samples.shape[1] - 500
+    empty = bytearray(data[:data.index(b"data") + 8]) + b"LIST" + (9).to_bytes(4, "little") + b"INFOISFT\0\0"
+    empty[data.index(b"data") + 4:data.index(b"data") + 8] = bytes(4)  # no samples, and one chunk of tags after
+    with pytest.raises(AudioError, match="^no samples$"):
+        load_audio(bytes(empty))
+
+
+def test_a_pipe_is_read_once_a_folder_and_a_headerless_file_are_named(fsdd, tmp_path):
+    """A path that is not a regular file (a shell's <(...), a named pipe) can be read once: the header's checks
+    read its first 64 KB before libsndfile did, which then decoded the rest alone, in silence."""
+    import threading
+
+    from rnnt.segmenting import file_blocks
+
+    good = next(records(str(fsdd / "test.list")))
+    samples = load_audio(good["audio"])[0].repeat(1, 20)  # 8 s: more than 64 KB
+    soundfile.write(tmp_path / "long.wav", samples[0].numpy(), 8000, subtype="PCM_16")
+    data = (tmp_path / "long.wav").read_bytes()
+    pipe = tmp_path / "pipe.wav"
+    for read in (lambda: load_audio(str(pipe))[0][0], lambda: torch.cat(list(file_blocks(str(pipe))[0]))):
+        os.mkfifo(pipe)
+        writer = threading.Thread(target=pipe.write_bytes, args=(data,))
+        writer.start()
+        assert torch.equal(read(), samples[0])
+        writer.join()
+        pipe.unlink()
+    for read in (load_audio, file_blocks):
+        with pytest.raises(AudioError, match=r"^a folder, not an audio file: give its files \(folder/\*\.wav\)"):
+            read(str(tmp_path))
+        (tmp_path / "b.raw").write_bytes(data[44:])
+        with pytest.raises(AudioError, match="a headerless file .raw PCM..: give it a header, as sox -t raw"):
+            read(str(tmp_path / "b.raw"))
 
 
 def test_a_flac_stream_that_gives_no_length_is_refused_by_name(fsdd, tmp_path, caplog):

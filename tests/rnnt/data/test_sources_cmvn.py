@@ -3,6 +3,7 @@ the features they were computed on."""
 
 import json
 import logging
+import re
 import sys
 import tarfile
 
@@ -179,6 +180,22 @@ def test_a_kaldi_table_or_a_data_dir_given_as_the_list_is_refused_by_name(test_d
         list(records(str(data / "wav.scp")))
     with pytest.raises(ValueError, match=f"^{data}: a folder, not a data list"):
         list(records(str(data)))
+
+
+def test_an_audio_file_given_as_the_list_is_refused_and_a_line_with_a_nul_byte_skipped(test_data, tmp_path, caplog):
+    """An audio file given for a list ended decode_sherpa_onnx.py and decode.py in "embedded null byte", naming
+    nothing; a NUL byte in a shard list's line did the same."""
+    shard_list, _ = shards_of(test_data, tmp_path)
+    flac = next((test_data / "librispeech_samples").rglob("*.flac"))
+    with pytest.raises(ValueError, match=re.escape(f"{flac}: a binary file (an audio file?), not a data list")):
+        list(records(str(flac)))
+    shards = shard_list.read_text().splitlines()
+    shard_list.write_text(shards[0] + "\n")
+    first = [r["key"] for r in records(str(shard_list))]
+    shard_list.write_bytes(f"{shards[0]}\n{shards[1]}\0\n".encode())
+    with caplog.at_level(logging.WARNING):
+        assert [r["key"] for r in records(str(shard_list))] == first and first
+    assert f"{shard_list}:2: skipped, holds a NUL byte (no path holds one)" in caplog.text
 
 
 def test_raw_list_segments_that_no_recording_has_are_named_and_left_out(test_data, tmp_path, caplog):

@@ -278,6 +278,9 @@ def test_the_recipes_deploy_configs_pass_the_check_and_their_default_configs_do_
         out = run_tool(sys.executable, STEPS / "export_onnx.py", "--check-config", config, "--unit-type", "char",
                        *streaming)
         assert out.returncode == 0 and "exportable for sherpa-onnx" in out.stdout, out.stderr
+    out = run_tool(sys.executable, STEPS / "export_onnx.py", "--check-config", "egs/an4/conf/deploy.yaml",
+                   "--unit-type", "word", *streaming)  # word units (fsdd's) export as sherpa-onnx tokens
+    assert out.returncode == 0 and "exportable for sherpa-onnx" in out.stdout, out.stderr
     for config, reason in (("egs/an4/conf/transducer_conv_pruned_from_ctc_20ep.yaml", "preset is kaldi"),
                            ("egs/TEMPLATE/conf/transducer.yaml", "predictor.kind is lstm")):
         out = run_tool(sys.executable, STEPS / "export_onnx.py", "--check-config", config, "--unit-type", "bpe",
