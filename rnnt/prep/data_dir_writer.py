@@ -160,21 +160,32 @@ def write_data_dirs(dirs: dict[str, list[Utterance]], report: Report,
     dir keeps one, writes them all (a dir left empty writes none: no train/ of this run beside an old dev/);
     the tool's exit status, 0, or 1 with the problem printed under the tool's name. Several dirs: each line
     names what was skipped checking it, and a last line everything skipped (before the split too)."""
-    several = len(dirs) > 1
+    checked: dict[str, tuple[list[tuple[Utterance, AudioInfo]], str]] = {}
     try:
-        checked = []
         for dest, utterances in dirs.items():
-            since = Counter(report.skipped) if several else None
+            since = Counter(report.skipped) if len(dirs) > 1 else None
             kept = usable_utterances(dest, utterances, report, since)
-            checked.append((dest, kept, report.summary(since)))
-        for dest, kept, skipped in checked:
+            checked[dest] = kept, report.summary(since)
+    except ValueError as error:
+        print(f"{os.path.basename(sys.argv[0])}: {error}", file=sys.stderr)
+        return 1
+    return write_checked_dirs(checked, report, spk2gender)
+
+
+def write_checked_dirs(checked: dict[str, tuple[list[tuple[Utterance, AudioInfo]], str]], report: Report,
+                       spk2gender: dict[str, str] | None = None) -> int:
+    """Writes dirs of utterances usable_utterances kept, each with what checking it skipped (a tool that checks
+    its whole corpus before splitting it, so that a bad file leaves a held-out set its size); exit status as
+    write_data_dirs'."""
+    try:
+        for dest, (kept, skipped) in checked.items():
             write_data_dir(dest, kept, report.stage, skipped, spk2gender)
     except ValueError as error:
         print(f"{os.path.basename(sys.argv[0])}: {error}", file=sys.stderr)
         return 1
-    if several:
-        print(f"{report.stage}: wrote {sum(len(kept) for _, kept, _ in checked)} utterances in {len(dirs)} data "
-              f"dirs; skipped in all: {report.summary()}")
+    if len(checked) > 1:
+        print(f"{report.stage}: wrote {sum(len(kept) for kept, _ in checked.values())} utterances in {len(checked)} "
+              f"data dirs; skipped in all: {report.summary()}")
     return 0
 
 

@@ -228,11 +228,28 @@ def test_data_prep_keeps_good_lines_and_names_bad_ones_by_file_and_line(small_co
     assert text["a-one"] == "ONE MOR\u00c9" and text["b-three"] == "THREE'S"  # NFKC: the accent joins its letter
     assert wav["b-zero"] == str(small_corpus / "b" / "zero.flac")
     assert wav["a-two"] == str(small_corpus / "a" / "two.wav")
-    # 10 readable lines: a fifth each held out as test and dev (the unreadable recording and the refused
-    # transcript are dropped after that)
+    # 8 usable utterances: a fifth each held out as test and dev, after the unreadable recording and the refused
+    # transcript were dropped (drawn before, a bad file left its set short, and one set of bad files alone ended
+    # the data prep: "no usable utterances")
     assert "test: 2 utterances at random, seed 0" in out.stdout and "dev: 2 utterances at random" in out.stdout
+    assert [len(table(tmp_path / "data" / name / "text")) for name in ("train", "dev", "test")] == [4, 2, 2]
     # Each recording its own speaker when the speakers are not named.
     assert table(tmp_path / "data" / "train" / "utt2spk") == {u: u for u in table(tmp_path / "data" / "train" / "text")}
+
+
+def test_the_sets_are_held_out_of_the_usable_recordings(small_corpus, tmp_path):
+    """8 recordings that read and 12 that do not: drawn before the audio was read, the test set of 4 was mostly
+    unreadable files, and a set of them alone ended the data prep ("no usable utterances"). Held out of the 8."""
+    lines = [f"{speaker}/{digit} {digit}" for speaker in "ab" for digit in ("zero", "one", "two", "three")]
+    for i in range(12):
+        (small_corpus / "a" / f"broken{i}.wav").write_bytes(b"RIFF")
+        lines.append(f"a/broken{i}.wav broken")
+    (small_corpus / "transcripts.txt").write_text("\n".join(lines) + "\n")
+    out = run_tool(sys.executable, DATA_PREP, "--dev-fraction", "0.2", "--test-fraction", "0.25", small_corpus,
+                   tmp_path / "data")
+    assert out.returncode == 0, out.stderr
+    assert [len(table(tmp_path / "data" / name / "text")) for name in ("train", "dev", "test")] == [4, 2, 2]
+    assert "skipped in all: 12 unreadable or empty audio" in out.stdout.splitlines()[-1]
 
 
 def test_thousands_of_bad_lines_show_twenty_of_each_kind_and_all_go_to_a_file(small_corpus, tmp_path):

@@ -12,8 +12,10 @@ naming a file that is not there, is reported by file and line number and skipped
 the rest is kept. Every skipped line is named in <data>/local/skipped.txt, the first 20 of each kind on the
 terminal too.
 
-dev (and test, unless --test-transcripts lists the test recordings) are held out from the list: whole
-speakers where there are enough of them, else utterances at random (seed 0; rnnt.prep.held_out).
+dev (and test, unless --test-transcripts lists the test recordings) are held out from the usable recordings of
+the list: whole speakers where there are enough of them, else utterances at random (seed 0; rnnt.prep.held_out),
+each in a place of its own in a seeded order, so that recordings added or removed later leave the other
+recordings in their sets (but for one or two at a set's edge).
 
 For a corpus in another layout, rewrite utterances() below; the rest is generic.
 """
@@ -25,8 +27,8 @@ import re
 import sys
 import unicodedata
 
-from rnnt.prep.data_dir_writer import (NOT_UTF8_LINE, Report, Utterance, data_prep_parser, remove_stale_set,
-                                       write_data_dirs)
+from rnnt.prep.data_dir_writer import (NOT_UTF8_LINE, AudioInfo, Report, Utterance, data_prep_parser,
+                                       remove_stale_set, usable_utterances, write_checked_dirs)
 from rnnt.prep.held_out import hold_out
 
 # the extensions of the formats soundfile reads (its headerless raw aside), taken in this order where one name
@@ -178,14 +180,17 @@ def main() -> int:
             print(f"data_prep.py: {path} is UTF-16 (Notepad's 'Unicode'): save it as UTF-8", file=sys.stderr)
             return 1
     report = Report("data_prep", listing=os.path.join(args.data_root, "local", "skipped.txt"))
-    train = utterances(args.corpus_dir, transcripts, regex, report)
-    if not train:
+    found = utterances(args.corpus_dir, transcripts, regex, report)
+    if not found:
         print(f"data_prep.py: {transcripts}: no usable line ({report.summary()}); a line is '<file> <transcript>', "
               "split at its first space or tab (not CSV)", file=sys.stderr)
         return 1
-    try:
+    try:  # the audio and transcripts checked before the split: a bad file leaves a held-out set its size
+        train, infos = usable(found, transcripts, report)
         if args.test_transcripts:
-            test = utterances(args.corpus_dir, args.test_transcripts, regex, report)
+            test, test_infos = usable(utterances(args.corpus_dir, args.test_transcripts, regex, report),
+                                      args.test_transcripts, report)
+            infos.update(test_infos)
             in_test = {u.utt_id for u in test}
             for u in train:
                 if u.utt_id in in_test:
@@ -199,12 +204,20 @@ def main() -> int:
     except ValueError as error:
         print(f"data_prep.py: {error}", file=sys.stderr)
         return 1
-    sets = {name: [dataclasses.replace(u, text=normalise(u.text)) for u in utts]  # a rewritten utterances() too
-            for name, utts in {"train": train, "dev": dev, "test": test}.items()}
+    sets = {"train": train, "dev": dev, "test": test}
     if not test:
         del sets["test"]
         remove_stale_set(os.path.join(args.data_root, "test"), "no test set this time")
-    return write_data_dirs({os.path.join(args.data_root, name): utts for name, utts in sets.items()}, report)
+    return write_checked_dirs({os.path.join(args.data_root, name): ([(u, infos[u.utt_id]) for u in utts],
+                                                                    "checked before the split")
+                               for name, utts in sets.items()}, report)
+
+
+def usable(found: list[Utterance], where: str, report: Report) -> tuple[list[Utterance], dict[str, AudioInfo]]:
+    """The utterances of a transcript list whose transcript (normalised) and audio a data dir can hold, and their
+    audio's headers by utterance id (rnnt.prep.data_dir_writer.usable_utterances)."""
+    kept = usable_utterances(where, [dataclasses.replace(u, text=normalise(u.text)) for u in found], report)
+    return [u for u, _ in kept], {u.utt_id: info for u, info in kept}
 
 
 if __name__ == "__main__":
