@@ -1,7 +1,8 @@
 """Using a trained model: load it from an experiment dir, decode batches, transcribe audio files.
 
 An experiment dir holds config.yaml (with the lang dir it was trained with) and checkpoints; the
-default checkpoint is the newest avg-N.pt, else the newest epoch or step checkpoint. EMA weights are
+default checkpoint is model.pt's, the model a recipe's result lines name, else the newest avg-N.pt, else the
+newest epoch or step checkpoint (rnnt.training.checkpoint.for_decoding). EMA weights are
 used where the checkpoint keeps them.
 """
 

@@ -4,7 +4,8 @@
 Where a checkpoint holds EMA weights, those are averaged (--no-ema: the raw weights). Integer buffers
 are taken from the newest checkpoint. Writes <exp-dir>/avg-<N>.pt for --last (or --output), which decode.py
 reads as the tag avg<N>-epoch-<last epoch>; --best writes <exp-dir>/avg-best-<N>.pt, another set of epochs
-that the tag would misname (decode it with --checkpoint).
+that the tag would misname (decode it with --checkpoint). An average written into the experiment dir becomes
+its model.pt (a link), the model transcription and export take by default.
 """
 
 import os
@@ -13,6 +14,7 @@ import torch
 
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.training import checkpoint
+from rnnt.training.checkpoint_names import point
 
 
 def average(paths: list[str], use_ema: bool) -> tuple[dict[str, torch.Tensor], str]:
@@ -77,8 +79,11 @@ def main() -> str:
         checkpoint.save(output, {"model": weights, "ema": None, "meta": meta})
     except OSError as error:  # --output in a dir that is not there, or a dir
         raise ToolError(f"{output}: cannot write the average ({error.strerror})") from error
+    linked = os.path.samefile(os.path.dirname(os.path.abspath(output)), args.exp_dir)
+    if linked:  # the average written last is what transcription and export take (until run.sh names another)
+        point(args.exp_dir, output)
     return (f"{output}: averaged {', '.join(os.path.basename(p) for p in chosen)}"
-            f"{' (EMA weights where kept)' if not args.no_ema else ''}")
+            f"{' (EMA weights where kept)' if not args.no_ema else ''}{'; model.pt links to it' if linked else ''}")
 
 
 if __name__ == "__main__":

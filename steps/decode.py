@@ -48,8 +48,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-symbols-per-frame", type=at_least(1),
                         help="greedy and beam: labels a frame (default 1 for a model trained one symbol per frame, "
                              "else 3; more than 1 searches such a model as a standard transducer)")
-    parser.add_argument("--checkpoint", help="default: the newest avg-N.pt (unless training went past "
-                        "it), else the newest checkpoint")
+    parser.add_argument("--checkpoint", help="default: the experiment's model.pt, the model its result lines "
+                        "name (unless training went past it), else the newest avg-N.pt or checkpoint")
     parser.add_argument("--no-ema", action="store_true", help="use raw weights even where EMA weights are kept")
     parser.add_argument("--batch-size", type=at_least(1), default=16)
     parser.add_argument("--device", type=auto_device, default="cpu",

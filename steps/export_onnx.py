@@ -25,8 +25,8 @@ from rnnt.export.sherpa_onnx import ExportOptions, NotExportable, config_refusal
 
 def main() -> str:
     parser = tool_parser(__doc__, "steps/export_onnx.py --streaming exp/deploy exp/deploy/onnx-streaming")
-    parser.add_argument("--checkpoint", help="default: the newest avg-N.pt (unless training went past "
-                        "it), else the newest checkpoint")
+    parser.add_argument("--checkpoint", help="default: the experiment's model.pt, the model its result lines "
+                        "name (unless training went past it), else the newest avg-N.pt or checkpoint")
     parser.add_argument("--streaming", action="store_true", help="a streaming encoder (sherpa-onnx's lstm type)")
     parser.add_argument("--chunk-frames", type=at_least(0), default=0,
                         help="streaming: fbank frames an encoder call advances by, a multiple of stacking x "

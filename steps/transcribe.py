@@ -50,8 +50,8 @@ def parse_args():
                         help="default 4; an LM-fused method (*_lm, *_lodr): the beam its LM weights were chosen with")
     parser.add_argument("--lm-fusion", help="an LM-fused method (*_lm, *_lodr): the LM and its weights (default: "
                         "<exp-dir>/lm/<method>.yaml, written by steps/tune_lm_fusion.py)")
-    parser.add_argument("--checkpoint", help="default: the newest avg-N.pt (unless training went past "
-                        "it), else the newest checkpoint")
+    parser.add_argument("--checkpoint", help="default: the experiment's model.pt, the model its result lines "
+                        "name (unless training went past it), else the newest avg-N.pt or checkpoint")
     parser.add_argument("--device", type=auto_device, default="cpu", help="cpu (default), cuda, cuda:N or auto")
     parser.add_argument("--json", action="store_true", help="one JSON object a line")
     parser.add_argument("--word-times", action="store_true", help="add word start and end times")

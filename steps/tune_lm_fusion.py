@@ -68,8 +68,8 @@ def parse_args() -> argparse.Namespace:
                         help="weights of the CTC head's rescoring of a transducer's n-best to try (default "
                              "0,0.2,0.4,0.7,1.0; only 0 for a CTC search or a model without a CTC head)")
     parser.add_argument("--beam", type=at_least(1), default=8)
-    parser.add_argument("--checkpoint", help="default: the newest avg-N.pt (unless training went past "
-                        "it), else the newest checkpoint")
+    parser.add_argument("--checkpoint", help="default: the experiment's model.pt, the model its result lines "
+                        "name (unless training went past it), else the newest avg-N.pt or checkpoint")
     parser.add_argument("--batch-size", type=at_least(1), default=16)
     parser.add_argument("--device", type=auto_device, default="cpu", help="cpu (default), cuda, cuda:N or auto")
     parser.add_argument("--nj", type=at_least(1), default=torch.get_num_threads(),

@@ -2,7 +2,8 @@
 # tag (avg5-epoch-40: the last 5 epochs averaged, up to epoch 40; epoch-40: that epoch alone; the names
 # come from rnnt.training.checkpoint_names), which every function below takes and none sets. run.sh itself
 # decodes with steps/decode.py, into EXP/decode-SET-METHOD-TAG, which decode_result reads:
-#   average_stage STAGE EXP AVERAGE             stage STAGE: EXP/avg-N.pt, the last AVERAGE epochs averaged
+#   average_stage STAGE EXP AVERAGE             stage STAGE: EXP/avg-N.pt, the last AVERAGE epochs averaged;
+#                                               EXP/model.pt links to the model decoded (transcription's default)
 #   model_tag=$(model_tag_of EXP AVERAGE)       prints the tag of the model that averaging makes
 #   trained_done N NAME EXP                     stage_done of a train stage, its outputs config.yaml and the
 #                                               newest epoch checkpoint (none: refused, not marked done)
@@ -86,7 +87,10 @@ average_stage() {
     return 0
   fi
   averaged=$(python3 -m rnnt.training.checkpoint_names averaged "$exp" "$tag") || return
-  [ -n "$averaged" ] || return 0  # --average 0: the newest epoch alone, nothing to average
+  if [ -z "$averaged" ]; then  # --average 0: the newest epoch alone, nothing to average
+    python3 -m rnnt.training.checkpoint_names point "$exp" "$tag"
+    return
+  fi
   n=$(wc -l <<< "$averaged")
   newest=$(basename "$(tail -n 1 <<< "$averaged")" .pt)
   name=average-$n-$newest
@@ -95,7 +99,9 @@ average_stage() {
     logged "$(stage_log "$from_stage" "$name" "$exp")" steps/average_checkpoints.py --last "$n" "$exp"
     stage_done "$from_stage" "$name" "$exp" -- "$(checkpoint_of "$exp" "$tag")"
   fi
-  if [ ! -f "$(stage_mark "$from_stage" "$name" "$exp")" ] && [ "$stop_stage" -gt "$from_stage" ]; then
+  if [ -f "$(stage_mark "$from_stage" "$name" "$exp")" ]; then  # the model the result lines name: model.pt
+    python3 -m rnnt.training.checkpoint_names point "$exp" "$tag"
+  elif [ "$stop_stage" -gt "$from_stage" ]; then
     echo "average_stage: $(checkpoint_of "$exp" "$tag") is not the average of the last $n epochs up to $newest yet:" \
       "run stage $from_stage first" >&2
     return 1

@@ -12,7 +12,7 @@ import random
 import torch
 
 from rnnt.atomic_write import write_atomically
-from rnnt.training.checkpoint_names import KINDS, name, numbered
+from rnnt.training.checkpoint_names import KINDS, MODEL_LINK, name, numbered
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +46,19 @@ def load(path: str, mmap: bool = False) -> dict:
 
 
 def for_decoding(exp_dir: str) -> str:
-    """What decoding uses by default: the newest avg-N.pt, else the checkpoint with the most steps; and that
-    checkpoint where it trained past the epochs the average holds (more epochs decoded with --average 0
-    left an average of older ones that transcription and export would have taken)."""
+    """What decoding uses by default: model.pt's checkpoint (the model the recipe's result lines name, or the
+    average written last), else the newest avg-N.pt, else the checkpoint with the most steps; and that checkpoint
+    where it trained past the one chosen (more epochs decoded with --average 0 left an average of older ones that
+    transcription and export would have taken)."""
+    linked = os.path.join(exp_dir, MODEL_LINK)
     averaged = sorted(numbered(exp_dir, "average"), key=os.path.getmtime)
     newest = latest(exp_dir)
-    path = averaged[-1] if averaged else newest
-    if averaged and newest is not None and load_meta(newest)["step"] > load_meta(path).get("step", 0):
+    if os.path.exists(linked):  # (a link whose checkpoint was removed is none)
+        path = os.path.join(exp_dir, os.readlink(linked)) if os.path.islink(linked) else linked
+    else:  # an experiment of steps/train.py alone, or from before model.pt
+        path = averaged[-1] if averaged else newest
+    if path not in (None, newest) and newest is not None and \
+            load_meta(newest)["step"] > load_meta(path).get("step", 0):
         path = newest
     if path is None:
         raise FileNotFoundError(f"{exp_dir}: no checkpoint ({', '.join(k.format('*') for k in KINDS.values())})")

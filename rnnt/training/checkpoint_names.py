@@ -9,16 +9,22 @@ functions; utils/decoding.sh asks the command line (no torch is imported):
   python3 -m rnnt.training.checkpoint_names tag EXP AVERAGE   the tag decoding uses ('' with no epochs)
   python3 -m rnnt.training.checkpoint_names path EXP TAG      the tag's checkpoint file
   python3 -m rnnt.training.checkpoint_names averaged EXP TAG  the epoch files the tag averages, one a line
+  python3 -m rnnt.training.checkpoint_names point EXP TAG     EXP/model.pt made a link to the tag's checkpoint
+
+model.pt links to the model the recipe's result lines name (or the average written last), which transcription,
+export and decoding take by default (rnnt.training.checkpoint.for_decoding).
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import re
 import sys
 
 KINDS = {"epoch": "epoch-{}.pt", "step": "step-{}.pt", "average": "avg-{}.pt"}
+MODEL_LINK = "model.pt"
 TAG = re.compile(r"(?:avg([1-9]\d*)-)?epoch-(\d+)$")
 
 
@@ -66,12 +72,23 @@ def averaged_epochs(exp_dir: str, tag: str) -> list[str]:
     return upto[-averaged:] if averaged else []
 
 
+def point(exp_dir: str, checkpoint_file: str) -> None:
+    """Makes exp_dir/model.pt a link to checkpoint_file, a file of exp_dir (relative: the experiment dir can move),
+    replacing the link before at once."""
+    link = os.path.join(exp_dir, MODEL_LINK)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(link + ".new")
+    os.symlink(os.path.basename(checkpoint_file), link + ".new")
+    os.replace(link + ".new", link)
+
+
 def main(argv: list[str]) -> int:
-    usage = "usage: python3 -m rnnt.training.checkpoint_names {tag EXP AVERAGE | path EXP TAG | averaged EXP TAG}"
+    usage = ("usage: python3 -m rnnt.training.checkpoint_names {tag EXP AVERAGE | path EXP TAG | averaged EXP TAG | "
+             "point EXP TAG}")
     if argv[:1] in (["-h"], ["--help"]):
         print(__doc__ + "\n" + usage)
         return 0
-    if len(argv) != 3 or argv[0] not in ("tag", "path", "averaged"):
+    if len(argv) != 3 or argv[0] not in ("tag", "path", "averaged", "point"):
         print(usage, file=sys.stderr)
         return 2
     command, exp_dir, value = argv
@@ -80,6 +97,8 @@ def main(argv: list[str]) -> int:
             print(model_tag(exp_dir, int(value)))
         elif command == "path":
             print(checkpoint_path(exp_dir, value))
+        elif command == "point":
+            point(exp_dir, checkpoint_path(exp_dir, value))
         else:
             print("\n".join(averaged_epochs(exp_dir, value)))
     except ValueError as error:

@@ -1,6 +1,7 @@
 """egs/yesno end to end on the real corpus (asserting its WER), and run.sh's behaviour around it: read whole
 before it runs, and a config edit that retrains into a new experiment."""
 
+import os
 import subprocess
 
 import pytest
@@ -103,6 +104,8 @@ def test_a_config_edit_retrains_and_redecodes_keeping_the_old_experiment(test_da
     assert not (recipe / "exp" / "tiny.2").exists()
     assert more.stdout.strip().splitlines()[-1].startswith("yesno: test %WER ")
     assert (exp / "decode-test_yesno-greedy-avg3-epoch-3" / "wer").is_file()
+    # model.pt names the model the result lines are of (what transcription and export take), the set-aside one's too
+    assert os.readlink(exp / "model.pt") == "avg-3.pt" and os.readlink(aside / "model.pt") == "avg-2.pt"
 
     other_data = run_recipe(recipe, *args[:2], "--num-synth", "40", *args[4:])  # the training data rewritten
     assert other_data.returncode == 0, other_data.stderr[-3000:]

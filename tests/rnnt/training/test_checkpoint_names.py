@@ -1,5 +1,6 @@
 """Model tags and checkpoint names, from Python and from the command line utils/decoding.sh uses."""
 
+import os
 import subprocess
 import sys
 
@@ -62,3 +63,28 @@ def test_decoding_takes_the_average_unless_training_went_past_it(tmp_path):
     assert checkpoint.for_decoding(str(tmp_path)) == str(tmp_path / "epoch-27.pt")
     torch.save({"model": {}, "meta": {"step": 270, "epoch": 27}}, tmp_path / "avg-3.pt")
     assert checkpoint.for_decoding(str(tmp_path)) == str(tmp_path / "avg-3.pt")
+
+
+def test_decoding_takes_model_pt_the_model_the_results_name(tmp_path):
+    """run.sh --average 1, then --average 2 with avg-2.pt current from before: its result lines named avg-2.pt,
+    transcription took avg-1.pt, the newest file. model.pt (point) names the model decoded; a link whose file was
+    removed is none; training past it is still taken."""
+    import torch
+
+    from rnnt.training import checkpoint
+
+    for name, step in (("epoch-25.pt", 250), ("avg-2.pt", 250), ("avg-1.pt", 250)):
+        torch.save({"model": {}, "meta": {"step": step, "epoch": 25}}, tmp_path / name)
+    assert checkpoint.for_decoding(str(tmp_path)) == str(tmp_path / "avg-1.pt")
+    out = subprocess.run([sys.executable, "-m", "rnnt.training.checkpoint_names", "point", str(tmp_path),
+                          "avg2-epoch-25"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert os.readlink(tmp_path / "model.pt") == "avg-2.pt"
+    assert checkpoint.for_decoding(str(tmp_path)) == str(tmp_path / "avg-2.pt")
+    moved = tmp_path.rename(tmp_path.parent / "moved")  # a relative link: the experiment dir can move
+    assert checkpoint.for_decoding(str(moved)) == str(moved / "avg-2.pt")
+    torch.save({"model": {}, "meta": {"step": 270, "epoch": 27}}, moved / "epoch-27.pt")
+    assert checkpoint.for_decoding(str(moved)) == str(moved / "epoch-27.pt")
+    (moved / "epoch-27.pt").unlink()
+    (moved / "avg-2.pt").unlink()
+    assert checkpoint.for_decoding(str(moved)) == str(moved / "avg-1.pt")
