@@ -83,6 +83,26 @@ lock_holders() {  # lock_holders: 'PID (COMMAND)' of each process holding this f
   echo "${holders[*]:-none found}"
 }
 
+corpus_place() {  # corpus_place DIR: a data stage's input (after ++) naming where the corpus is, resolved: its wav.scp
+  # files name the recordings by path, so a corpus moved prepares the data again (the same shards after it, no
+  # training: a folder input counts by content alone, and a moved corpus was 'done before' with paths that are gone)
+  printf 'corpus at %s\n' "$( (cd "$1" 2> /dev/null && pwd -P) || printf '%s' "$1")"
+}
+
+given_before() {  # value=$(given_before NAME VALUE DEFAULT_MEANING): --NAME's VALUE as given, kept in data/.NAME; not
+  # given (empty), the one given before, said so: an option of the corpus itself (its speakers' place in its paths),
+  # which a later run neither needs again nor, left out, takes for an edit of the data (a re-split, a retraining)
+  local kept=data/.$1
+  if [ -n "$2" ]; then
+    mkdir -p data
+    printf '%s\n' "$2" > "$kept"
+    printf '%s\n' "$2"
+  elif [ -f "$kept" ]; then
+    echo "$(basename "$0"): --$1 $(cat "$kept"), as given before ($kept; remove it for $3)" >&2
+    cat "$kept"
+  fi
+}
+
 corpus_dir_of() {  # corpus_dir=$(corpus_dir_of "$corpus_dir"): --corpus-dir as given, kept in data/.corpus_dir; not
   # given, the one given before (if it is still there): a later run (--stage 6) neither needs it again nor finds the
   # data stage's inputs changed; empty where none was given (the recipe downloads its corpus)

@@ -86,7 +86,8 @@ if [ -z "$corpus_dir" ]; then
   fi
 fi
 
-if stage_wanted 1 data -- "$corpus_dir" "$dev_speakers" ++ local/data_prep.py; then  # another N redoes data/
+# another --dev-speakers N redoes data/
+if stage_wanted 1 data -- "$corpus_dir" "$dev_speakers" ++ local/data_prep.py "$(corpus_place "$corpus_dir")"; then
   log=$(stage_log 1 data)
   logged "$log" local/data_prep.py --dev-speakers "$dev_speakers" "$corpus_dir" data
   stage_done 1 data -- data/train/text data/dev/text data/test/text

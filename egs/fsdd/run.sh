@@ -52,7 +52,8 @@ if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
   exit 1
 fi
 
-if stage_wanted 1 data -- "$corpus_dir" "$strings" ++ local/data_prep.py local/digit_strings.py; then
+if stage_wanted 1 data -- "$corpus_dir" "$strings" ++ local/data_prep.py local/digit_strings.py \
+    "$(corpus_place "$corpus_dir")"; then
   log=$(stage_log 1 data)
   logged "$log" local/data_prep.py "$corpus_dir" data
   if [ "$strings" -gt 0 ]; then

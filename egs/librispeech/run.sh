@@ -73,7 +73,9 @@ fi
 
 todo=()
 for set in $all_sets; do
-  if stage_wanted 1 "data-$set" -- "$corpus_dir/$set" ++ local/data_prep.py; then todo+=("$set"); fi
+  if stage_wanted 1 "data-$set" -- "$corpus_dir/$set" ++ local/data_prep.py "$(corpus_place "$corpus_dir/$set")"; then
+    todo+=("$set")
+  fi
 done
 # up to --nj subsets at a time, each with its stage log, each marked done once its prep ended well; in the
 # background (at_once), so that kill <run.sh> stops them at once

@@ -44,7 +44,8 @@ if [ -z "$corpus_dir" ]; then
   fi
 fi
 
-if stage_wanted 1 data -- "$corpus_dir" "$num_synth" ++ local/data_prep.py local/synthesize.py; then
+if stage_wanted 1 data -- "$corpus_dir" "$num_synth" ++ local/data_prep.py local/synthesize.py \
+    "$(corpus_place "$corpus_dir")"; then
   log=$(stage_log 1 data)
   logged "$log" local/data_prep.py "$corpus_dir" data
   logged "$log" local/synthesize.py --num "$num_synth" data/train_yesno data/train_yesno_synth

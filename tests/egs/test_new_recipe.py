@@ -389,11 +389,13 @@ def test_a_new_corpus_from_recordings_to_wer_by_the_readme(test_data, tmp_path):
     assert again.returncode == 0 and again.stdout.count("done before; skipped") == 7, again.stdout[-2000:]
     assert sorted(results.values()) == sorted(x for x in again.stdout.splitlines() if x.startswith("mycorpus "))
     # an LM-fused method (the recipe had no LM options: 'lm_order: unbound variable' after the training), and no
-    # --corpus-dir: the one given before
-    lm = run_recipe(recipe, *args[2:], "--stage", "6", "--methods", "greedy modified_beam_lm", "--lm-weights",
+    # --corpus-dir or --speaker-regex: those given before (without the latter, the data was re-split by recording)
+    lm = run_recipe(recipe, *args[4:], "--stage", "6", "--methods", "greedy modified_beam_lm", "--lm-weights",
                     "0.2,0.4", "--lm-bonuses", "0,1")
     assert lm.returncode == 0, lm.stdout[-3000:] + lm.stderr[-3000:]
     assert f"run.sh: --corpus-dir {corpus}, as given before (data/.corpus_dir)" in lm.stderr
+    assert ("run.sh: --speaker-regex ^([^/]+)/, as given before (data/.speaker-regex; remove it for each recording "
+            "its own speaker)") in lm.stderr
     for name in ("dev", "test"):
         line = next(x for x in lm.stdout.splitlines() if x.startswith(f"mycorpus {name} modified_beam_lm "))
         assert "(transducer avg5-epoch-30): %WER" in line and wer_of(line) < 40, line

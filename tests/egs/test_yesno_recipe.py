@@ -2,6 +2,7 @@
 before it runs, and a config edit that retrains into a new experiment."""
 
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -112,3 +113,12 @@ def test_a_config_edit_retrains_and_redecodes_keeping_the_old_experiment(test_da
     assert "the training data: 'as trained' -> 'rewritten since" in other_data.stdout
     assert ("set aside whole as exp/tiny.2" in other_data.stdout
             and "resumed from" not in (exp / "train.log").read_text())
+
+    # the corpus moved (the same recordings elsewhere): counted by content alone, its data stage was 'done before'
+    # with a wav.scp of paths that were gone; now prepared again, the same shards after it and no training
+    moved = tmp_path / "moved corpus"
+    shutil.copytree(test_data / "waves_yesno", moved)
+    again = run_recipe(recipe, "--corpus-dir", str(moved), "--num-synth", "40", *args[4:])
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "stage 1 (data): done before" not in again.stdout and "stage 4 (train): done before" in again.stdout
+    assert "set aside" not in again.stdout and f"{moved}/" in (recipe / "data" / "train_yesno" / "wav.scp").read_text()
