@@ -45,8 +45,9 @@ The transcript list (default DIR/transcripts.txt) has a line per recording: its 
 or without the extension, then the transcript, e.g. 'speaker1/rec01.wav HELLO WORLD'. Bad lines are
 reported by file and line and skipped. Audio: any format soundfile reads, any sample rate, mono or stereo.
 --speaker-regex: its first group, searched in a file's path without the extension, names the speaker (default:
-the one given before, data/.speaker-regex; else each recording its own). dev and test (--dev-fraction, --test-fraction: 0.1 each) are whole speakers when there
-are enough, else recordings at random; --test-transcripts FILE: a test set of your own.
+the one given before, data/.speaker-regex; else each recording its own). dev and test (--dev-fraction,
+--test-fraction: 0.1 each) are whole speakers when there are enough, else recordings at random; --test-transcripts
+FILE: a test set of your own.
 Stages: 1 data dirs (local/data_prep.py), 2 shards, 3 units, 4 train (--seeds N: N models at once, each
 averaged and decoded on dev, the best kept), 5 average, 6 decode and score dev and test (prints the %WER lines;
 an LM-fused method first gets an n-gram LM from data/train's text, its weights chosen on dev),
