@@ -186,3 +186,15 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def add_lm_fusion_option(parser) -> None:
+    """--lm-fusion, of the tools that decode with a method (decode.py, transcribe.py); check_lm_fusion_option after
+    parsing."""
+    parser.add_argument("--lm-fusion", help="an LM-fused method (*_lm, *_lodr): the LM and its weights (default: "
+                        "<exp-dir>/lm/<method>.yaml, written by steps/tune_lm_fusion.py)")
+
+
+def check_lm_fusion_option(parser, args) -> None:
+    if args.lm_fusion and not METHODS[args.method].lm:
+        parser.error(f"--lm-fusion goes with an LM-fused method (*_lm, *_lodr), not {args.method}")

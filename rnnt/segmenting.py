@@ -45,9 +45,9 @@ def segments(blocks: Iterable[torch.Tensor], rate: int, max_seconds: float) -> I
 
 
 def file_blocks(audio, seconds: float = 1.0) -> tuple[Iterator[torch.Tensor], int]:
-    """Mono blocks of a file (a path or bytes) as read (not all in memory at once, but for a pipe's path, which
-    open_audio reads whole), and its sample rate; a file of no samples, or one that cannot be decoded on the way
-    (cut short, say), is an AudioError as load_audio's."""
+    """Mono blocks of a file (a path or bytes) as read (not all in memory at once, but for a pipe's path and a WAV
+    whose data size was left 0, which open_audio reads whole), and its sample rate; a file of no samples, or one
+    that cannot be decoded on the way (cut short, say), is an AudioError as load_audio's."""
     opened = open_audio(audio)
     if opened.frames == 0:
         opened.close()
@@ -56,8 +56,13 @@ def file_blocks(audio, seconds: float = 1.0) -> tuple[Iterator[torch.Tensor], in
 
 
 def _decoded_blocks(opened: soundfile.SoundFile, size: int) -> Iterator[torch.Tensor]:
-    with audio_errors(), opened:
-        for block in opened.blocks(blocksize=size, dtype="float32", always_2d=True):
+    with opened:
+        blocks = opened.blocks(blocksize=size, dtype="float32", always_2d=True)
+        while True:
+            with audio_errors():  # the decoding's errors alone
+                block = next(blocks, None)
+            if block is None:
+                return
             yield to_mono(torch.from_numpy(np.ascontiguousarray(block.T)))
 
 

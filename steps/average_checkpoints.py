@@ -72,6 +72,8 @@ def main() -> str:
         output = args.output or os.path.join(args.exp_dir, default)
         meta = {key: value for key, value in checkpoint.load_meta(chosen[-1]).items() if key != "slimmed"}
         meta["averaged"] = [os.path.basename(p) for p in chosen]
+        meta["step"] = checkpoint.load_meta(paths[-1])["step"]  # trained so far (--best: past its newest epoch):
+        # decoding takes the average until more is trained (checkpoint.for_decoding)
         weights, meta["averaged_weights"] = average(chosen, not args.no_ema)
     except checkpoint.UnreadableCheckpoint as error:
         raise ToolError(f"{error}; nothing averaged (remove the file, or retrain that epoch)") from error
@@ -79,11 +81,14 @@ def main() -> str:
         checkpoint.save(output, {"model": weights, "ema": None, "meta": meta})
     except OSError as error:  # --output in a dir that is not there, or a dir
         raise ToolError(f"{output}: cannot write the average ({error.strerror})") from error
-    linked = os.path.samefile(os.path.dirname(os.path.abspath(output)), args.exp_dir)
-    if linked:  # the average written last is what transcription and export take (until run.sh names another)
-        point(args.exp_dir, output)
+    linked = ""
+    if os.path.samefile(os.path.dirname(os.path.abspath(output)), args.exp_dir):  # the average written last is what
+        try:  # transcription and export take (until run.sh names another)
+            linked = f"; {point(args.exp_dir, output) or 'model.pt links to it'}"
+        except OSError as error:
+            linked = f"; model.pt not linked to it ({error.strerror})"
     return (f"{output}: averaged {', '.join(os.path.basename(p) for p in chosen)}"
-            f"{' (EMA weights where kept)' if not args.no_ema else ''}{'; model.pt links to it' if linked else ''}")
+            f"{' (EMA weights where kept)' if not args.no_ema else ''}{linked}")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,8 @@ from rnnt.cli import ToolError, at_least, run_tool, show_data_reports, tool_pars
 from rnnt.decode_results import nbest_line, reference_texts, write_results, write_word_outputs
 from rnnt.lm.fusion import fusion_config_path
 from rnnt.phone_scoring import hypothesis_phones, write_phone_error_rate
-from rnnt.search_methods import METHODS, SearchOptions, check_method, lm_options
+from rnnt.search_methods import (METHODS, SearchOptions, add_lm_fusion_option, check_lm_fusion_option, check_method,
+                                 lm_options)
 from rnnt.transcriber import (
     decode_batch_nbest,
     decoding_pipeline,
@@ -61,8 +62,7 @@ def parse_args() -> argparse.Namespace:
                         help="also write nbest.json: per utterance every hypothesis the search kept (up to --beam; "
                              "pooled_beam_lm up to 2 x --beam, its two searches' pooled), "
                              "with scores and unit times")
-    parser.add_argument("--lm-fusion", help="an LM-fused method (*_lm, *_lodr): the LM and its weights (default: "
-                        "<exp-dir>/lm/<method>.yaml, written by steps/tune_lm_fusion.py)")
+    add_lm_fusion_option(parser)
     parser.add_argument("--text", help="the reference Kaldi text (default: <the list's dir>/text if there, else the "
                         "transcripts in the list)")
     parser.add_argument("exp_dir")
@@ -72,8 +72,7 @@ def parse_args() -> argparse.Namespace:
     if "/" in args.set_name + (args.tag or ""):  # decoded, then written into a dir in another
         parser.error(f"the set name and --tag name a dir in {args.exp_dir} (decode-<set>-<method>-<tag>): no '/' in "
                      f"'{args.set_name}' or '{args.tag or ''}' (data/test_clean: set name test_clean)")
-    if args.lm_fusion and not METHODS[args.method].lm:
-        parser.error(f"--lm-fusion goes with an LM-fused method (*_lm, *_lodr), not {args.method}")
+    check_lm_fusion_option(parser, args)
     return args
 
 

@@ -4,13 +4,15 @@
 Prints '<file> <text>' a line, or with --json one JSON object a line ({"file", "text", "words"?,
 "nbest"?}); --word-times adds each word's start and end in seconds, --nbest every hypothesis the search
 kept ({"text", "score", "tokens": [{"unit", "id", "time"}]}, best first). A file that cannot be transcribed
-is named and the others are still transcribed; the exit status is then 1. A pipe's path (<(...)) is read whole.
+is named and the others are still transcribed; the exit status is then 1. A pipe's path (<(...)) is read whole
+(with --stream, as it comes: as '-').
 
 --stream decodes as the audio arrives (greedy search, a unidirectional model) in memory that does not
 grow with the audio: the file is read and fed in chunks of --chunk-seconds (block by block, resampled so where
 its rate is not the model's, so an hour-long recording is fine; word times count from its start), or '-' reads \
 raw 16-bit little-endian mono PCM at the model's sample rate from stdin as it comes, or a WAV stream of it
-(a microphone: arecord -t raw -f S16_LE -r 16000 -c 1 | steps/transcribe.py --stream exp -); Ctrl-C ends the
+(a microphone: arecord -t raw -f S16_LE -r 16000 -c 1 | steps/transcribe.py --stream exp -; or a pipe's path,
+<(arecord ...)); Ctrl-C ends the
 audio there, and the transcript so far is printed as the final line (exit status 130).
 The transcript is shown as a live caption shows it, in lines a pause of --endpoint-seconds ends: each time
 the current line's text changes, '<file> [partial <seconds>s] <text of the line>' is printed ({"final": false,
@@ -22,9 +24,11 @@ at most S seconds cut at its quietest moments, reading the file block by block; 
 the file's start.
 """
 
+import contextlib
 import json
 import os
 import signal
+import stat
 import sys
 
 import numpy as np
@@ -37,7 +41,7 @@ from rnnt.data.features import num_frames
 from rnnt.data.stages import too_short
 from rnnt.data.resample import StreamingResampler
 from rnnt.devices import auto_device
-from rnnt.search_methods import METHODS, check_method
+from rnnt.search_methods import METHODS, add_lm_fusion_option, check_lm_fusion_option, check_method
 from rnnt.segmenting import file_blocks, transcribe_in_segments
 from rnnt.streaming import StreamLines
 from rnnt.transcriber import Transcriber, seconds_per_encoder_frame
@@ -48,8 +52,7 @@ def parse_args():
     parser.add_argument("--method", choices=METHODS, default="greedy")
     parser.add_argument("--beam", type=at_least(1),
                         help="default 4; an LM-fused method (*_lm, *_lodr): the beam its LM weights were chosen with")
-    parser.add_argument("--lm-fusion", help="an LM-fused method (*_lm, *_lodr): the LM and its weights (default: "
-                        "<exp-dir>/lm/<method>.yaml, written by steps/tune_lm_fusion.py)")
+    add_lm_fusion_option(parser)
     parser.add_argument("--checkpoint", help="default: the experiment's model.pt, the model its result lines "
                         "name (unless training went past it), else the newest avg-N.pt or checkpoint")
     parser.add_argument("--device", type=auto_device, default="cpu", help="cpu (default), cuda, cuda:N or auto")
@@ -68,8 +71,7 @@ def parse_args():
     parser.add_argument("exp_dir")
     parser.add_argument("audio", nargs="+")
     args = parser.parse_args()
-    if args.lm_fusion and not METHODS[args.method].lm:
-        parser.error(f"--lm-fusion goes with an LM-fused method (*_lm, *_lodr), not {args.method}")
+    check_lm_fusion_option(parser, args)
     if args.stream and args.method != "greedy":
         parser.error("--stream decodes with greedy search; leave --method out")
     if "-" in args.audio and not args.stream:
@@ -98,7 +100,8 @@ def main() -> int:
     failed = 0
     for path in args.audio:
         try:
-            audio = path if path == "-" else readable_once(path)  # a pipe's bytes, read once
+            # a pipe's bytes read once, but --stream reads a pipe as it comes (raw PCM or a WAV stream, as stdin)
+            audio = path if path == "-" or (args.stream and is_pipe(path)) else readable_once(path)
             if args.stream:
                 result, interrupted = stream(transcriber, path, audio, args)
                 if interrupted:
@@ -110,6 +113,8 @@ def main() -> int:
             else:
                 warn_if_long(path, audio, args.method, options.ctc_weight)
                 result = transcriber.transcribe(audio, args.method, args.beam, args.nbest)
+        except BrokenPipeError:  # the reader of --stream's lines stopped (| head): exit_with ends the tool
+            raise
         except (AudioError, OSError) as error:
             error = "no such file" if path != "-" and not os.path.exists(path) else error
             print(f"transcribe.py: {path}: cannot transcribe its audio ({error})", file=sys.stderr)
@@ -141,16 +146,12 @@ def warn_if_long(path: str, audio, method: str, ctc_weight: float) -> None:
 
 
 def chunks(audio, rate: int, seconds: float):
-    """Mono float chunks at the model's rate: a file (its path or bytes; resampled) cut up, or raw PCM read from
-    stdin (audio "-")."""
+    """Mono float chunks at the model's rate: a file (its path or bytes; resampled) cut up, or raw PCM read as it
+    comes from stdin (audio "-") or a pipe's path."""
     size = max(1, round(rate * seconds))
-    if audio == "-":
-        odd = pcm_after_header(sys.stdin.buffer, rate)  # a sample split between two reads, first the header's rest
-        while data := sys.stdin.buffer.read(2 * size):
-            data, odd = odd + data, b""
-            if len(data) % 2:
-                data, odd = data[:-1], data[-1:]
-            yield torch.from_numpy(np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768)
+    if isinstance(audio, str) and (audio == "-" or is_pipe(audio)):
+        with contextlib.nullcontext(sys.stdin.buffer) if audio == "-" else open(audio, "rb") as source:
+            yield from pcm_chunks(source, rate, size, "standard input" if audio == "-" else audio)
         return
     blocks, file_rate = file_blocks(audio, seconds)  # a block at a time: an hour-long file never sits in memory whole
     if file_rate == rate:
@@ -162,20 +163,37 @@ def chunks(audio, rate: int, seconds: float):
     yield resampler.finish()
 
 
+def is_pipe(path: str) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def pcm_chunks(source, rate: int, size: int, name: str):
+    """Chunks of size samples of the raw 16-bit PCM on source (after a WAV header, pcm_after_header), as it comes."""
+    odd = pcm_after_header(source, rate, name)  # a sample split between two reads, first the header's rest
+    while data := source.read(2 * size):
+        data, odd = odd + data, b""
+        if len(data) % 2:
+            data, odd = data[:-1], data[-1:]
+        yield torch.from_numpy(np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768)
+
+
 CONTAINERS = {b"fLaC": "a FLAC", b"OggS": "an Ogg", b"ID3": "an MP3"}  # by their first bytes
 
 
-def pcm_after_header(source, rate: int) -> bytes:
+def pcm_after_header(source, rate: int, name: str) -> bytes:
     """The first bytes of raw PCM on source, past a WAV header if it begins with one (arecord's default), which
     must then be 16-bit mono PCM at rate; another container is an AudioError (its bytes were decoded as noise)."""
     head = source.read(4)
     for magic, kind in CONTAINERS.items():
         if head.startswith(magic):
-            raise AudioError(f"standard input holds {kind} stream, not raw PCM: give the file's path instead")
+            raise AudioError(f"{name} holds {kind} stream, not raw PCM: give the file's path instead")
     if head[:1] == b"\xff" and len(head) > 1 and head[1] & 0xE0 == 0xE0:  # an MPEG audio frame's sync bits
         head += source.read(40)
         if b"Xing" in head or b"Info" in head:  # the first frame's tag, as LAME writes it (lame, ffmpeg, libsndfile)
-            raise AudioError("standard input holds an MP3 stream, not raw PCM: give the file's path instead")
+            raise AudioError(f"{name} holds an MP3 stream, not raw PCM: give the file's path instead")
     if head != b"RIFF":
         return head
     source.read(8)  # the RIFF size and WAVE
@@ -186,9 +204,9 @@ def pcm_after_header(source, rate: int) -> bytes:
             kind, channels, wav_rate = int.from_bytes(body[:2], "little"), body[2], int.from_bytes(body[4:8], "little")
             bits = int.from_bytes(body[14:16], "little")
             if kind not in (1, 0xFFFE) or (channels, wav_rate, bits) != (1, rate, 16):
-                raise AudioError(f"standard input is a WAV of {channels} channel(s) at {wav_rate} Hz, {bits}-bit; "
+                raise AudioError(f"{name} is a WAV of {channels} channel(s) at {wav_rate} Hz, {bits}-bit; "
                                  f"--stream - takes 16-bit mono PCM at the model's {rate} Hz")
-    raise AudioError("standard input: a WAV header without its data")
+    raise AudioError(f"{name}: a WAV header without its data")
 
 
 def stream(transcriber, path: str, audio, args):

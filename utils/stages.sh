@@ -86,38 +86,32 @@ lock_holders() {  # lock_holders: 'PID (COMMAND)' of each process holding this f
 corpus_place() {  # corpus_place DIR: a data stage's input (after ++) naming where the corpus is, resolved: its wav.scp
   # files name the recordings by path, so a corpus moved prepares the data again (the same shards after it, no
   # training: a folder input counts by content alone, and a moved corpus was 'done before' with paths that are gone)
-  printf 'corpus at %s\n' "$( (cd "$1" 2> /dev/null && pwd -P) || printf '%s' "$1")"
+  printf 'corpus at %s\n' "$( (CDPATH='' cd -P -- "$1" 2> /dev/null && pwd -P) || printf '%s' "$1")"
 }
 
-given_before() {  # value=$(given_before NAME VALUE DEFAULT_MEANING): --NAME's VALUE as given, kept in data/.NAME; not
-  # given (empty), the one given before, said so: an option of the corpus itself (its speakers' place in its paths),
-  # which a later run neither needs again nor, left out, takes for an edit of the data (a re-split, a retraining)
-  local kept=data/.$1
-  if [ -n "$2" ]; then
-    mkdir -p data
-    printf '%s\n' "$2" > "$kept"
-    printf '%s\n' "$2"
-  elif [ -f "$kept" ]; then
-    echo "$(basename "$0"): --$1 $(cat "$kept"), as given before ($kept; remove it for $3)" >&2
-    cat "$kept"
-  fi
-}
-
-corpus_dir_of() {  # corpus_dir=$(corpus_dir_of "$corpus_dir"): --corpus-dir as given, kept in data/.corpus_dir; not
-  # given, the one given before (if it is still there): a later run (--stage 6) neither needs it again nor finds the
-  # data stage's inputs changed; empty where none was given (the recipe downloads its corpus)
-  local kept=data/.corpus_dir
-  if [ -n "$1" ]; then
-    if [ -d "$1" ]; then  # a typo is not kept over the one given before (the recipe names it)
-      mkdir -p data
-      printf '%s\n' "$1" > "$kept"
+given_before() {  # value=$(given_before OPTION KEPT VALUE [VALID]): --OPTION's VALUE as given, kept in the file KEPT
+  # where the command VALID takes it (a typo is not kept over the one given before); not given (empty), the one
+  # given before that VALID still takes, said so: an option of the corpus itself, which a later run neither needs
+  # again nor, left out, takes for an edit of the data (another split, a retraining)
+  local option=$1 kept=$2 value=$3 valid=${4:-true}
+  if [ -n "$value" ]; then
+    if $valid "$value"; then
+      mkdir -p "$(dirname "$kept")"
+      printf '%s\n' "$value" > "$kept"
     fi
-    printf '%s\n' "$1"
-  elif [ -f "$kept" ] && [ -d "$(cat "$kept")" ]; then
-    echo "$(basename "$0"): --corpus-dir $(cat "$kept"), as given before (data/.corpus_dir)" >&2
+    printf '%s\n' "$value"
+  elif [ -f "$kept" ] && $valid "$(cat "$kept")"; then
+    echo "$(basename "$0"): --$option $(cat "$kept"), as given before ($kept)" >&2
     cat "$kept"
   fi
 }
+
+corpus_dir_of() {  # corpus_dir=$(corpus_dir_of "$corpus_dir"): --corpus-dir as given (kept where it is a folder); not
+  # given, the one given before (if it is still there); empty where none was given (the recipe downloads its corpus)
+  given_before corpus-dir data/.corpus_dir "$1" is_folder
+}
+
+is_folder() { [ -d "$1" ]; }
 
 last_stage_seen=-1  # the highest stage number stage_wanted was asked about in this run
 no_stage_ran_check() {  # check_run_arguments' EXIT trap: a --stage past every stage of this run ran nothing (a
@@ -264,19 +258,23 @@ earlier_form_matches() {  # earlier_form_matches MARK INPUT...: the marker holds
   return 1
 }
 
-inputs_added_since() {  # inputs_added_since MARK EARLIER...: the marker records exactly these inputs, each as it is
-  # now: a stage whose newer recipe gives it more (stage_wanted's inputs after ++: its local/ scripts, the
-  # experiment's decoding settings) is taken as done once, its marker rewritten with them all (an input added and
-  # changed before it was recorded goes unseen that once): without this, an upgrade prepared the data again and
-  # set every training aside. Only those named after ++: another option added (a grid) runs the stage again
-  local mark=$1 recorded
-  shift
+inputs_added_since() {  # inputs_added_since MARK N INPUT...: the marker records the first N inputs (those before ++),
+  # each as it is now, and of the rest (after ++: what a newer recipe gives the stage, its local/ scripts, the
+  # experiment's decoding settings) some or none: taken as done once, its marker rewritten with them all (an input
+  # added and changed before it was recorded goes unseen that once): without this, an upgrade prepared the data again
+  # and set every training aside. Only those named after ++: another option added (a grid) runs the stage again
+  local mark=$1 n=$2 recorded before now
+  shift 2
   # a marker of before input lines: its fingerprint of them, in any form an earlier stages.sh wrote
-  [ "$(head -n 1 "$mark")" != "$(stage_fingerprint "$@" 2> /dev/null)" ] || return 0
-  earlier_form_matches "$mark" "$@" && return 0
-  recorded=$(grep '^input ' "$mark" 2> /dev/null) || return 1
-  # in any order: a marker of today's first form listed the local/ scripts first
-  [ "$(LC_ALL=C sort <<< "$recorded")" = "$(input_lines "$@" 2> /dev/null | LC_ALL=C sort)" ]
+  [ "$(head -n 1 "$mark")" != "$(stage_fingerprint "${@:1:$n}" 2> /dev/null)" ] || return 0
+  earlier_form_matches "$mark" "${@:1:$n}" && return 0
+  recorded=$(grep '^input ' "$mark" 2> /dev/null | LC_ALL=C sort) || return 1
+  before=$(input_lines "${@:1:$n}" 2> /dev/null | LC_ALL=C sort)
+  now=$(input_lines "$@" 2> /dev/null | LC_ALL=C sort)
+  # in any order (a marker of today's first form listed the local/ scripts first): every input before ++ recorded
+  # as it is now, and nothing recorded that is not an input now
+  [ -z "$(LC_ALL=C comm -23 <(printf '%s\n' "$before") <(printf '%s\n' "$recorded"))" ] &&
+    [ -z "$(LC_ALL=C comm -23 <(printf '%s\n' "$recorded") <(printf '%s\n' "$now"))" ]
 }
 
 marker_taken() {  # marker_taken MARK FINGERPRINT INPUT...: the marker holds for these inputs (FINGERPRINT: theirs
@@ -285,7 +283,7 @@ marker_taken() {  # marker_taken MARK FINGERPRINT INPUT...: the marker holds for
   local mark=$1 fingerprint=$2
   shift 2
   [ "$(head -n 1 "$mark")" = "$fingerprint" ] || earlier_form_matches "$mark" "$@" ||
-    { $later && inputs_added_since "$mark" "${earlier[@]}"; }
+    { $later && inputs_added_since "$mark" "${#earlier[@]}" "$@"; }
 }
 
 rewrite_marker() {  # rewrite_marker MARK FINGERPRINT INPUT...: the marker of these inputs, its outputs kept

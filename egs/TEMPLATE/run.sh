@@ -14,7 +14,7 @@ transcripts=         # the transcript list; empty: <corpus_dir>/transcripts.txt
 test_transcripts=    # a transcript list of the test recordings; empty: --test-fraction of the recordings
 speaker_regex=       # its first group, searched in a file's path (relative to corpus_dir, without its extension),
                      # names the speaker, e.g. '^([^/]+)/' (a folder per speaker); empty: the one given before
-                     # (data/.speaker-regex), else each recording its own
+                     # (data/.speaker_regex), else each recording its own
 dev_fraction=0.1     # share held out as dev: whole speakers if there are enough, else recordings at random
 test_fraction=0.1    # share held out as test, as dev, without --test-transcripts (0: no test set)
 train_config=conf/transducer.yaml
@@ -45,7 +45,7 @@ The transcript list (default DIR/transcripts.txt) has a line per recording: its 
 or without the extension, then the transcript, e.g. 'speaker1/rec01.wav HELLO WORLD'. Bad lines are
 reported by file and line and skipped. Audio: any format soundfile reads, any sample rate, mono or stereo.
 --speaker-regex: its first group, searched in a file's path without the extension, names the speaker (default:
-the one given before, data/.speaker-regex; else each recording its own). dev and test (--dev-fraction,
+the one given before, data/.speaker_regex; else each recording its own). dev and test (--dev-fraction,
 --test-fraction: 0.1 each) are whole speakers when there are enough, else recordings at random; --test-transcripts
 FILE: a test set of your own.
 Stages: 1 data dirs (local/data_prep.py), 2 shards, 3 units, 4 train (--seeds N: N models at once, each
@@ -73,7 +73,8 @@ if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
   exit 1
 fi
 transcripts=${transcripts:-$corpus_dir/transcripts.txt}
-speaker_regex=$(given_before speaker-regex "$speaker_regex" "each recording its own speaker")
+has_group() { [[ $1 == *"("* ]]; }  # a --speaker-regex worth keeping: data_prep.py takes its first group
+speaker_regex=$(given_before speaker-regex data/.speaker_regex "$speaker_regex" has_group)
 lang=$(lang_of "$unit_type" "$vocab_size")
 default_lm_search "$unit_type"  # the LM options not given
 check_methods "$train_config" "$methods"

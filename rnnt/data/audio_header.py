@@ -79,27 +79,32 @@ def header_problem(audio, info) -> str | None:
     return no_length(info) or cut_short(audio, info)
 
 
-def zero_size_filled_in(audio, info) -> bytes | None:
+def zero_size_filled_in(audio: bytes) -> bytes | None:
     """A WAV whose data chunk says 0 bytes with samples after it (a writer that never came back to its header: a
     recording killed, one written to a pipe; libsndfile counts it empty) as bytes with the size of what follows put
     in (Kaldi's reader reads to the end where the RIFF size is 0 too, its stream mode); None for any other file, and
     for an empty data chunk that one chunk follows exactly (a LIST of tags)."""
-    if info.format not in ("WAV", "WAVEX") or info.frames:
+    if audio[:4] != b"RIFF" or audio[8:12] != b"WAVE":
         return None
-    if not isinstance(audio, (bytes, bytearray)):
-        with open(audio, "rb") as f:
-            audio = f.read()
     stream = io.BytesIO(audio)
     stream.seek(12)  # after RIFF <size> WAVE
     for name, size, _ in riff_chunks(stream):
         if name == b"data":
             at, held = stream.tell(), len(audio) - stream.tell()
-            if size or not 0 < held < 2**32 - at or one_chunk(audio[at:]):
+            if size or not 0 < held < 2**32 - at or one_chunk(memoryview(audio)[at:]):
                 return None
             filled = bytearray(audio)
             filled[4:8], filled[at - 4:at] = (len(audio) - 8).to_bytes(4, "little"), held.to_bytes(4, "little")
             return bytes(filled)
     return None
+
+
+def whole(audio) -> bytes:
+    """Bytes as given, or a path's file read."""
+    if isinstance(audio, (bytes, bytearray)):
+        return bytes(audio)
+    with open(audio, "rb") as f:
+        return f.read()
 
 
 def one_chunk(data: bytes) -> bool:
@@ -121,10 +126,7 @@ def readable_once(audio):
         return audio
     if stat.S_ISDIR(mode):
         raise AudioError("a folder, not an audio file: give its files (folder/*.wav)")
-    if stat.S_ISREG(mode):
-        return audio
-    with open(audio, "rb") as f:
-        return f.read()
+    return audio if stat.S_ISREG(mode) else whole(audio)
 
 
 @contextlib.contextmanager
@@ -154,7 +156,8 @@ def open_audio(audio) -> soundfile.SoundFile:
     audio = readable_once(audio)
     with audio_errors():
         opened = soundfile.SoundFile(_source(audio))
-        if (filled := zero_size_filled_in(audio, opened)) is not None:
+        if opened.format in ("WAV", "WAVEX") and not opened.frames and \
+                (filled := zero_size_filled_in(whole(audio))) is not None:
             opened.close()
             audio = filled
             opened = soundfile.SoundFile(io.BytesIO(audio))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import soundfile
 
 from rnnt.atomic_write import write_atomically
-from rnnt.data.audio_header import AudioError, UnreadableAudio, open_audio
+from rnnt.data.audio_header import AudioError, UnreadableAudio, open_audio, whole, zero_size_filled_in
 
 # copied as they are where the file holds what its extension says: WeNet's reader reads these (not SPHERE: AN4's
 # .sph files, and TIMIT's SPHERE files named .WAV, are written as wav)
@@ -65,7 +65,7 @@ def audio_member(item: ShardItem, options: AudioOptions) -> tuple[bytes, str, fl
     if (options.audio_format == "keep" and path and extension in KEPT_FORMATS
             and options.sample_rate is None and item.start is None):
         try:
-            with open_audio(path) as info:  # (a WAV's data size left 0 counted as what follows: the loader's length)
+            with open_audio(path) as info:  # (a WAV's data size left 0 counted as what follows)
                 pass
         except UnreadableAudio as error:
             raise BadAudio(f"unreadable audio: {error}") from None
@@ -74,8 +74,8 @@ def audio_member(item: ShardItem, options: AudioOptions) -> tuple[bytes, str, fl
         if info.frames <= 0:
             raise BadAudio("no audio samples")
         if info.format in KEPT_FORMATS[extension]:
-            with open(path, "rb") as f:
-                return f.read(), extension, info.frames / info.samplerate
+            kept = whole(path)  # with a WAV's data size filled in: what any reader of the shard then finds
+            return zero_size_filled_in(kept) or kept, extension, info.frames / info.samplerate
     from rnnt.data.audio import load_audio  # torch: imported only where audio is decoded (3 s)
     from rnnt.data.resample import resample
 

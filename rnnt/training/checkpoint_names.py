@@ -72,14 +72,18 @@ def averaged_epochs(exp_dir: str, tag: str) -> list[str]:
     return upto[-averaged:] if averaged else []
 
 
-def point(exp_dir: str, checkpoint_file: str) -> None:
+def point(exp_dir: str, checkpoint_file: str) -> str | None:
     """Makes exp_dir/model.pt a link to checkpoint_file, a file of exp_dir (relative: the experiment dir can move),
-    replacing the link before at once."""
+    replacing the link before at once; a model.pt that is no link (a model put there by hand) is left as it is.
+    Why it was not made, or None; an OSError where the dir cannot take it."""
     link = os.path.join(exp_dir, MODEL_LINK)
+    if os.path.lexists(link) and not os.path.islink(link):
+        return f"{link} is a file of its own, not a link: left as it is (decoding takes it by default)"
     with contextlib.suppress(FileNotFoundError):
         os.remove(link + ".new")
     os.symlink(os.path.basename(checkpoint_file), link + ".new")
     os.replace(link + ".new", link)
+    return None
 
 
 def main(argv: list[str]) -> int:
@@ -97,11 +101,11 @@ def main(argv: list[str]) -> int:
             print(model_tag(exp_dir, int(value)))
         elif command == "path":
             print(checkpoint_path(exp_dir, value))
-        elif command == "point":
-            point(exp_dir, checkpoint_path(exp_dir, value))
+        elif command == "point" and (why := point(exp_dir, checkpoint_path(exp_dir, value))):
+            print(f"checkpoint_names: {why}", file=sys.stderr)
         else:
             print("\n".join(averaged_epochs(exp_dir, value)))
-    except ValueError as error:
+    except (ValueError, OSError) as error:
         print(f"checkpoint_names: {error}", file=sys.stderr)
         return 1
     return 0

@@ -394,8 +394,7 @@ def test_a_new_corpus_from_recordings_to_wer_by_the_readme(test_data, tmp_path):
                     "0.2,0.4", "--lm-bonuses", "0,1")
     assert lm.returncode == 0, lm.stdout[-3000:] + lm.stderr[-3000:]
     assert f"run.sh: --corpus-dir {corpus}, as given before (data/.corpus_dir)" in lm.stderr
-    assert ("run.sh: --speaker-regex ^([^/]+)/, as given before (data/.speaker-regex; remove it for each recording "
-            "its own speaker)") in lm.stderr
+    assert "run.sh: --speaker-regex ^([^/]+)/, as given before (data/.speaker_regex)" in lm.stderr
     for name in ("dev", "test"):
         line = next(x for x in lm.stdout.splitlines() if x.startswith(f"mycorpus {name} modified_beam_lm "))
         assert "(transducer avg5-epoch-30): %WER" in line and wer_of(line) < 40, line

@@ -1,6 +1,7 @@
 """Searches, decode.py, score.py, checkpoint averaging and transcription on a model trained here on real yesno audio."""
 
 import json
+import re
 import shlex
 import shutil
 import sys
@@ -358,10 +359,15 @@ def test_transcribe_reads_a_pipe_once_and_names_what_it_cannot_read(trained, yes
         assert out.stdout.splitlines()[-1] == f"{wav} {text}".rstrip("\n")
     out = run_tool(*tool, trained, "-")
     assert out.returncode == 2 and "'-' (standard input) is read with --stream only" in out.stderr
+    out = run_tool("bash", "-c", f"set -o pipefail; {shlex.join(map(str, tool))} --stream {trained} {wav} {wav} "
+                   "| head -1")  # each file was 'cannot transcribe its audio ([Errno 32] Broken pipe)', and decoded
+    assert (out.returncode, len(out.stdout.splitlines()), out.stderr) == (141, 1, ""), out.stderr
     mp3 = tmp_path / "a.mp3"
     soundfile.write(mp3, soundfile.read(wav)[0], 8000, format="MP3")
     out = run_tool("bash", "-c", f"{shlex.join(map(str, tool))} --stream {trained} - < {mp3}")
     assert out.returncode == 1 and "standard input holds an MP3 stream, not raw PCM" in out.stderr, out.stderr
+    out = run_tool("bash", "-c", f"{shlex.join(map(str, tool))} --stream {trained} <(cat {mp3})")  # as it comes
+    assert out.returncode == 1 and re.search(r"/dev/fd/\d+ holds an MP3 stream, not raw PCM", out.stderr), out.stderr
 
 
 def test_nbest_lists_from_decode_and_transcribe(trained, yesno, tmp_path):

@@ -79,6 +79,16 @@ def test_an_input_a_newer_recipe_adds_to_a_stage_is_taken_as_it_is_once_then_fol
         marker_path.write_text("\n".join([lines[0], *kept, *lines[1 + len(inputs):]]) + "\n")
         out, ran = run(tmp_path, LATER="script.py", MORE="--weights")
         assert ran == [] and "stage 1 (prepare): done before" in out.stdout, (earlier, out.stdout)
+    # a second input added after ++ to a marker that records the first (a recipe's data stage given the corpus's
+    # place after its local/ scripts): taken too, not only a marker of the inputs before ++ (the data of every
+    # recipe was prepared again); one recorded and removed since, or recorded and changed, runs the stage again
+    out, ran = run(tmp_path, LATER="script.py place", MORE="--weights")
+    assert ran == [] and "stage 1 (prepare): done before" in out.stdout, out.stdout
+    assert [line.split("\t")[1] for line in marker_path.read_text().splitlines()[1:6]] == [
+        "input.txt", "a", "--weights", "script.py", "place"]
+    (tmp_path / "script.py").write_text("print(3)\n")
+    assert run(tmp_path, LATER="script.py place other", MORE="--weights")[1] == ["ran 1"]
+    assert run(tmp_path, LATER="place", MORE="--weights")[1] == ["ran 1"]
     (tmp_path / "input.txt").write_text("two\n")  # a recorded input changed as well as one added: run again
     assert run(tmp_path, LATER="script.py other.txt", MORE="--weights")[1] == ["ran 1", "ran 2"]
 

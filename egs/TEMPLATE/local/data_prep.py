@@ -197,9 +197,9 @@ def main() -> int:
                     report.skip("also in the test list", f"{transcripts} ({u.utt_id})")
             train, how = [u for u in train if u.utt_id not in in_test], f"{len(test)} from {args.test_transcripts}"
         else:
-            train, test, how = hold_out(train, share(args.test_fraction, len(train)), args.seed)
+            train, test, how = hold_out(train, share(args.test_fraction, len(train)), args.seed, "test")
         print(f"data_prep: test: {how}")
-        train, dev, how = hold_out(train, share(args.dev_fraction, len(train) + len(test)), args.seed)
+        train, dev, how = hold_out(train, share(args.dev_fraction, len(train) + len(test)), args.seed, "dev")
         print(f"data_prep: dev: {how}")
     except ValueError as error:
         print(f"data_prep.py: {error}", file=sys.stderr)

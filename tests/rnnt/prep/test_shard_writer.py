@@ -170,6 +170,18 @@ def test_unusable_sources_are_skipped_with_their_reason_and_the_rest_written(tmp
     assert skipped[8:] == [f"cut_short: {cut}", f"cut_short_resampled: unreadable audio: {cut}"]
 
 
+def test_a_wav_whose_data_size_was_left_0_is_kept_with_its_size_filled_in(tmp_path, yesno_waves):
+    """Kept as it was, its header said no samples to any reader of the shard but ours (WeNet's, libsndfile)."""
+    data = open(yesno_waves[0], "rb").read()
+    left = bytearray(data)
+    left[data.index(b"data") + 4:data.index(b"data") + 8] = bytes(4)
+    (tmp_path / "left.wav").write_bytes(left)
+    written, seconds, _ = write_shard(str(tmp_path / "s.tar"), [ShardItem("left", "ja", str(tmp_path / "left.wav"))],
+                                      AudioOptions())
+    assert written == 1 and seconds == pytest.approx(soundfile.info(yesno_waves[0]).duration)
+    assert members(tmp_path / "s.tar")[1][1] == data
+
+
 def test_a_shard_with_nothing_usable_is_an_empty_tar(tmp_path):
     written, seconds, skipped = write_shard(str(tmp_path / "s.tar"), [ShardItem("k", "ja", "/nonexistent.wav")],
                                             AudioOptions())

@@ -88,3 +88,10 @@ def test_decoding_takes_model_pt_the_model_the_results_name(tmp_path):
     (moved / "epoch-27.pt").unlink()
     (moved / "avg-2.pt").unlink()
     assert checkpoint.for_decoding(str(moved)) == str(moved / "avg-1.pt")
+    # a model.pt of one's own (no link) is taken, and never replaced by a link
+    (moved / "model.pt").unlink()
+    torch.save({"model": {}, "meta": {"step": 250, "epoch": 25}}, moved / "model.pt")
+    out = subprocess.run([sys.executable, "-m", "rnnt.training.checkpoint_names", "point", str(moved),
+                          "avg1-epoch-25"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and "model.pt is a file of its own, not a link: left as it is" in out.stderr
+    assert not (moved / "model.pt").is_symlink() and checkpoint.for_decoding(str(moved)) == str(moved / "model.pt")
