@@ -326,16 +326,19 @@ input_lines() {  # input_lines INPUT...: a line each, 'input <its fingerprint's 
 
 changed_inputs() {  # changed_inputs MARK INPUT...: ' (what changed: ...)' of the inputs whose digest differs from the
   # marker's (an option given another value, a file's content), or nothing where the marker holds no input lines
-  local mark=$1 now i was name changed=()
+  local mark=$1 now i was name before changed=()
   shift
   mapfile -t was < <(grep '^input ' "$mark" 2>/dev/null || true)
   [ "${#was[@]}" -eq $# ] || return 0  # a marker of before input lines, or of other inputs
   mapfile -t now < <(input_lines "$@" 2> /dev/null)
   for i in "${!now[@]}"; do
     [ "${now[i]%%$'\t'*}" != "${was[i]%%$'\t'*}" ] || continue
-    name=${now[i]#*$'\t'}
-    if [ -e "$name" ]; then changed+=("$name: its content"); else  # a file or folder (however spelt before)
-      changed+=("'${was[i]#*$'\t'}' now '$name'"); fi  # an option's value
+    name=${now[i]#*$'\t'} before=${was[i]#*$'\t'}
+    if [ -e "$name" ] && { [ "$before" -ef "$name" ] || [ ! -e "$before" ]; }; then  # a file or folder (however
+      changed+=("$name: its content")  # spelt before, or renamed)
+    else  # an option's value, or another file given (--train-config conf/b.yaml after conf/a.yaml)
+      changed+=("'$before' now '$name'")
+    fi
   done
   [ "${#changed[@]}" -eq 0 ] || printf ' (what changed: %s)' "$(IFS=';'; echo "${changed[*]:0:3}" | sed 's/;/; /g')"
 }

@@ -467,3 +467,21 @@ def test_an_experiment_dir_given_with_a_trailing_slash_is_the_dir(tmp_path):
     out = subprocess.run(["bash", "-c", script, "run.sh"], capture_output=True, text=True, cwd=tmp_path,
                          env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert out.stdout.strip() == "[exp/t] [/] [] [unset]", out.stderr
+
+
+def test_another_file_given_for_an_input_is_named_with_the_one_before(tmp_path):
+    """--train-config conf/b.yaml after conf/a.yaml said 'conf/b.yaml: its content', as if a.yaml had been
+    edited; an edited file, however spelt, or one renamed, still says its content."""
+    script = """set -euo pipefail; stage=0 stop_stage=100; . "$ROOT/utils/stages.sh"
+if stage_wanted 1 train -- "$1"; then stage_done 1 train; fi"""
+    run = lambda given: subprocess.run(["bash", "-c", script, "run.sh", given], cwd=tmp_path, check=True,  # noqa: E731
+                                       env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True)
+    (tmp_path / "a.yaml").write_text("lr: 1\n")
+    (tmp_path / "b.yaml").write_text("lr: 2\n")
+    run("a.yaml")
+    assert "(what changed: 'a.yaml' now 'b.yaml'); running it again" in run("b.yaml").stdout
+    (tmp_path / "b.yaml").write_text("lr: 3\n")
+    assert "(what changed: ./b.yaml: its content)" in run("./b.yaml").stdout
+    (tmp_path / "b.yaml").rename(tmp_path / "c.yaml")
+    (tmp_path / "c.yaml").write_text("lr: 4\n")
+    assert "(what changed: c.yaml: its content)" in run("c.yaml").stdout
