@@ -197,10 +197,10 @@ def pcm_after_header(source, rate: int, name: str) -> bytes:
     if head != b"RIFF":
         return head
     source.read(8)  # the RIFF size and WAVE
-    for name, _, body in riff_chunks(source):
-        if name == b"data":
+    for chunk, _, body in riff_chunks(source):
+        if chunk == b"data":
             return b""
-        if name == b"fmt ":
+        if chunk == b"fmt ":
             kind, channels, wav_rate = int.from_bytes(body[:2], "little"), body[2], int.from_bytes(body[4:8], "little")
             bits = int.from_bytes(body[14:16], "little")
             if kind not in (1, 0xFFFE) or (channels, wav_rate, bits) != (1, rate, 16):
