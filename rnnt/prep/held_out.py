@@ -22,10 +22,11 @@ def hold_out(utterances: list[Utterance], size: int, seed: int = 0,
         return list(utterances), [], "none held out"
     if size >= len(utterances):
         raise ValueError(f"cannot hold out {size} of {len(utterances)} utterances: too few utterances")
+    order = f"{seed}\0{held_as}"
     per_speaker = Counter(u.speaker for u in utterances)
     largest = max(per_speaker.values())
     if largest * 2 <= size:
-        speakers = ranked(per_speaker, f"{seed}\0{held_as}")
+        speakers = ranked(per_speaker, order)
         chosen: set[str] = set()
         count = 0
         for speaker in speakers:
@@ -38,7 +39,7 @@ def hold_out(utterances: list[Utterance], size: int, seed: int = 0,
         held = [u for u in utterances if u.speaker in chosen]
         how = f"utterances of {len(chosen)} whole speakers" if len(chosen) < len(held) else "utterances at random"
     else:
-        picked = set(ranked((u.utt_id for u in utterances), f"{seed}\0{held_as}")[:size])
+        picked = set(ranked((u.utt_id for u in utterances), order)[:size])
         held = [u for u in utterances if u.utt_id in picked]
         how = f"utterances at random (too few speakers for whole ones: one holds {largest} of {len(utterances)})"
     held_ids = {u.utt_id for u in held}

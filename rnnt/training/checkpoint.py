@@ -51,11 +51,11 @@ def for_decoding(exp_dir: str) -> str:
     where it trained past the one chosen (more epochs decoded with --average 0 left an average of older ones that
     transcription and export would have taken)."""
     linked = os.path.join(exp_dir, MODEL_LINK)
-    averaged = sorted(numbered(exp_dir, "average"), key=os.path.getmtime)
     newest = latest(exp_dir)
     if os.path.exists(linked):  # (a link whose checkpoint was removed is none)
         path = os.path.join(exp_dir, os.readlink(linked)) if os.path.islink(linked) else linked
     else:  # an experiment of steps/train.py alone, or from before model.pt
+        averaged = sorted(numbered(exp_dir, "average"), key=os.path.getmtime)
         path = averaged[-1] if averaged else newest
     if path not in (None, newest) and newest is not None and \
             load_meta(newest)["step"] > load_meta(path).get("step", 0):
