@@ -28,12 +28,12 @@ import yaml
 
 from rnnt.cli import ToolError, above, at_least, run_tool, tool_parser
 from rnnt.config import to_dict
-from rnnt.data.tokenizer import Tokenizer
+from rnnt.data.tokenizer import Tokenizer, read_lang_config
 from rnnt.model.transducer import Transducer
 from rnnt.tuning.space import load_search, suggest, values_to_check, with_values
 from rnnt.tuning.study import completed, ended, open_study, optimize_until, summary, write_results
 from rnnt.training import checkpoint
-from rnnt.training.config_change import units_digest
+from rnnt.training.config_change import piece_scores, units_digest
 from rnnt.tuning.trial_run import run_trial
 from rnnt.training.experiment import experiment_from_values, load_experiment, with_absolute_paths, with_paths
 
@@ -125,12 +125,17 @@ def check_trial_configs(base: dict, search, search_path: str, vocab_size: int) -
             raise ToolError(f"{where}: {error}") from None
 
 
-def data_digest(experiment) -> str:
+def data_digest(experiment, pieces: bool = True) -> str:
     """The data the trials train and are scored on, by content that is the same on every machine of a study: the
-    units (units.txt, and a phone lexicon), and the transcripts of each list's data dir (the text beside it, as
-    the recipes write it; else the names of the list's entries)."""
-    digest = hashlib.sha256(units_digest(experiment.paths.lang_dir).encode())
-    lexicon = os.path.join(experiment.paths.lang_dir, "lexicon.txt")
+    units (units.txt, a phone lexicon, a sentencepiece model's pieces and scores, which decide how it splits the
+    transcripts; not before 2026-12: pieces=False), and the transcripts of each list's data dir (the text beside
+    it, as the recipes write it; else the names of the list's entries)."""
+    lang_dir = experiment.paths.lang_dir
+    digest = hashlib.sha256(units_digest(lang_dir).encode())
+    model = read_lang_config(lang_dir).get("model") if os.path.isfile(os.path.join(lang_dir, "units.json")) else None
+    if pieces and model:
+        digest.update(json.dumps(piece_scores(os.path.join(lang_dir, model))).encode())
+    lexicon = os.path.join(lang_dir, "lexicon.txt")
     named = [lexicon] if os.path.isfile(lexicon) else []
     for list_path in filter(None, (experiment.paths.train_list, experiment.paths.valid_list)):
         text = os.path.join(os.path.dirname(list_path), "text")
@@ -158,7 +163,8 @@ def check_same_search(study, experiment, search, where: str) -> None:
         inputs = {"config": to_dict(config), "search": asked} | ({"data": data} if data is not None else {})
         return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
     now = fingerprint(with_paths(experiment, os.path.relpath))
-    before = (now, fingerprint(experiment, None), fingerprint(with_paths(experiment, os.path.relpath), None))
+    before = (now, fingerprint(experiment, None), fingerprint(with_paths(experiment, os.path.relpath), None),
+              fingerprint(with_paths(experiment, os.path.relpath), data_digest(experiment, pieces=False)))
     if study.user_attrs.get("inputs", now) not in before:
         raise ToolError(f"{where} holds the trials of another config, search or data (units, transcripts); give "
                         "another --exp-dir (its trial dirs are the exp dir's), or the same ones to resume it")

@@ -41,6 +41,11 @@ class Utterance:
     speaker: str
     audio: str  # path to a file soundfile can read
     text: str
+    listed_at: str = ""  # 'file:line' of the corpus list's line that gave it, where a list did
+
+    def named(self) -> str:
+        """How a skip names it: by its list line, where it has one, and its id and audio."""
+        return f"{self.listed_at} ({self.utt_id}, {self.audio})" if self.listed_at else f"{self.audio} ({self.utt_id})"
 
 
 class Report:
@@ -101,8 +106,9 @@ def read_counted_table(path: str, report: Report) -> dict[str, Line]:
 
 
 def pair_audio_with_text(audio: dict[str, str], text: dict[str, tuple[str, str]],
-                         report: Report) -> list[tuple[str, str, str]]:
-    """(utt, audio path, transcript) for keys with both; the rest are reported by name and counted.
+                         report: Report) -> list[tuple[str, str, str, str]]:
+    """(utt, audio path, transcript, 'file:line' of the transcript) for keys with both; the rest are reported by
+    name and counted.
 
     audio: utt -> path; text: utt -> (transcript, 'file:line' it came from).
     """
@@ -110,7 +116,7 @@ def pair_audio_with_text(audio: dict[str, str], text: dict[str, tuple[str, str]]
         report.skip("transcript without audio", f"{text[utt][1]} ({utt})")
     for utt in sorted(set(audio) - set(text)):
         report.skip("audio without transcript", audio[utt])
-    return [(utt, audio[utt], text[utt][0]) for utt in sorted(set(audio) & set(text))]
+    return [(utt, audio[utt], *text[utt]) for utt in sorted(set(audio) & set(text))]
 
 
 @dataclass(frozen=True)
@@ -201,17 +207,17 @@ def usable_utterances(dest: str, utterances: list[Utterance], report: Report,
             raise ValueError(f"utterance id '{utt.utt_id}' must start with its speaker id '{utt.speaker}'")
         first = first_of.setdefault(utt.utt_id, utt)
         if first is not utt:  # a corpus list naming a file twice: one utterance, not an invalid dir
-            report.skip("repeated utterance id (the first kept)", f"{utt.utt_id} ({utt.audio}; first {first.audio})")
+            report.skip("repeated utterance id (the first kept)", f"{utt.named()}; first {first.named()}")
             continue
         problems = transcript_problems(utt.text)
         if problems:
             report.skip("transcript Kaldi's text rules refuse",
-                        f"{utt.utt_id} ({utt.audio}): {'; '.join(problem for problem, _, _ in problems)}")
+                        f"{utt.named()}: {'; '.join(problem for problem, _, _ in problems)}")
             continue
         try:
             kept.append((utt, audio_info(utt.audio)))
         except AudioError as error:
-            report.skip(str(error), f"{utt.audio} ({utt.utt_id})")
+            report.skip(str(error), utt.named())
     if not kept:
         raise ValueError(f"{dest}: no usable utterances ({report.summary(since)}); no data dir written")
     return kept

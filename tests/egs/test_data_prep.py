@@ -146,7 +146,8 @@ def test_librispeech_bad_items_are_named_counted_and_skipped(test_data, tmp_path
             "resamples to its config's data.sample_rate on the fly, every epoch") in out.stdout, out.stdout
     assert "2412-153948.trans.txt:3 (2412-153948-0099): transcript without audio" in out.stderr
     assert "2412-153948-0050.flac: audio without transcript" in out.stderr
-    assert "2412-153948-0001.flac (2412-153948-0001): unreadable or empty audio" in out.stderr
+    assert (f"{chapter / '2412-153948.trans.txt'}:2 (2412-153948-0001, {chapter / '2412-153948-0001.flac'}): "
+            "unreadable or empty audio") in out.stderr  # named by the transcript's line
     assert "2412-153948.trans.txt:4 (2412-153948-0000; first on " in out.stderr
     assert "2412-153948.trans.txt:5: not UTF-8 (re-encode the file as UTF-8)" in out.stderr
     assert ("1 audio without transcript, 1 not UTF-8 (re-encode the file as UTF-8), 1 repeated key (the first kept), 1 "
@@ -256,7 +257,9 @@ def test_an4_prep_reads_the_corpus_lists_and_names_what_it_skips(test_data, tmp_
     assert (f"{corpus / 'etc' / 'an4_train.fileids'}:949 (wav/an4_clstk/fash/an999-fash-b.*): "
             "audio not found") in out.stderr
     assert f"{corpus / 'etc' / 'an4_train.transcription'}:950: malformed transcript line" in out.stderr
-    assert "skipped fash-an251-b (" in out.stderr and ": repeated utterance id (the first kept)" in out.stderr
+    fileids = corpus / "etc" / "an4_train.fileids"
+    assert (f"skipped {fileids}:950 (fash-an251-b, {corpus}/wav/an4_clstk/fash/an251-fash-b.flac); first {fileids}:"
+            in out.stderr) and ": repeated utterance id (the first kept)" in out.stderr
     assert (f"{corpus / 'etc' / 'an4_train.transcription'}:951 (an998-fash-b): transcript whose id the file list "
             "lacks") in out.stderr
     counts = {name: len((tmp_path / "data" / name / "text").read_text().splitlines())

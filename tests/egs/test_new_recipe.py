@@ -211,10 +211,10 @@ def test_data_prep_keeps_good_lines_and_names_bad_ones_by_file_and_line(small_co
     assert f"skipped {listing}:3: malformed line (want '<file> <transcript>')" in out.stderr
     assert f"skipped {listing}:5 ({small_corpus}/a/nine.wav): audio file not found" in out.stderr
     assert f"skipped {listing}:9 (a-one): the recording is listed again" in out.stderr
-    assert "b-broken): unreadable or empty audio" in out.stderr
+    assert f"skipped {listing}:8 (b-broken, {small_corpus}/b/broken.wav): unreadable or empty audio" in out.stderr
     assert f"skipped {listing}:10: not UTF-8 (re-encode the file as UTF-8)" in out.stderr
-    assert (f"skipped a-five ({small_corpus}/a/five.wav): non-printable character U+0008: transcript Kaldi's text "
-            "rules refuse") in out.stderr
+    assert (f"skipped {listing}:11 (a-five, {small_corpus}/a/five.wav): non-printable character U+0008: "
+            "transcript Kaldi's text rules refuse") in out.stderr
     assert out.stdout.splitlines()[-1] == (  # each dir's line names what writing it skipped; the last, all
         "data_prep: wrote 8 utterances in 3 data dirs; skipped in all: 1 audio file not found, 1 malformed line (want "
         "'<file> <transcript>'), 1 not UTF-8 (re-encode the file as UTF-8), 1 the recording is listed again, 1 "
@@ -366,7 +366,8 @@ def test_a_new_corpus_from_recordings_to_wer_by_the_readme(test_data, tmp_path):
     listing = corpus / "transcripts.txt"
     assert f"skipped {listing}:301 ({corpus}/voice_1/take_999): audio file not found" in out.stdout
     assert f"skipped {listing}:302: malformed line" in out.stdout
-    assert "voice_4/take_broken.wav (voice_4-take_broken): unreadable or empty audio" in out.stdout
+    assert (f"skipped {listing}:303 (voice_4-take_broken, {corpus}/voice_4/take_broken.wav): unreadable or empty "
+            "audio") in out.stdout
     counted = "1 audio file not found, 1 malformed line (want '<file> <transcript>'), 1 unreadable or empty audio"
     assert counted in out.stdout and f"{listing}:302" in (recipe / "exp" / "log" / "1.data.log").read_text()
     data = recipe / "data"

@@ -135,7 +135,7 @@ def utterances(corpus_dir: str, transcripts: str, speaker_regex: re.Pattern | No
                 report.skip("the recording is listed again" if again else "another recording makes the same "
                             f"utterance id as {found[utt].audio}: rename one", f"{where} ({utt})")
                 continue
-            found[utt] = Utterance(utt, speaker, audio, text)
+            found[utt] = Utterance(utt, speaker, audio, text, where)
     return [found[utt] for utt in sorted(found)]
 
 

@@ -76,7 +76,7 @@ def split_utterances(corpus: str, part: str, report: Report) -> list[Utterance]:
                 report.skip("empty transcript", text[utt][1])
                 continue
             rest = "-".join(p for p in utt.split("-") if p != speaker)
-            utterances.append(Utterance(f"{speaker}-{rest}", speaker, audio, words))
+            utterances.append(Utterance(f"{speaker}-{rest}", speaker, audio, words, f"{fileids}:{number}"))
     for utt in sorted(set(text) - listed):  # the file list names the speaker: without it, no utterance
         report.skip("transcript whose id the file list lacks", f"{text[utt][1]} ({utt})")
     return utterances

@@ -52,9 +52,9 @@ def main() -> int:
                 add_entry(text, fields[0], fields[1].strip(), f"{trans}:{number}", report)
     genders = read_speaker_genders(os.path.join(os.path.dirname(os.path.abspath(args.subset_dir)), "SPEAKERS.TXT"))
     utterances = []
-    for utt, path, words in pair_audio_with_text(audio, text, report):
+    for utt, path, words, where in pair_audio_with_text(audio, text, report):
         speaker = "-".join(utt.split("-")[:2])
-        utterances.append(Utterance(utt, speaker, path, words))
+        utterances.append(Utterance(utt, speaker, path, words, where))
     spk2gender = None
     if genders:
         spk2gender = {u.speaker: genders.get(u.speaker.split("-")[0]) for u in utterances}

@@ -57,7 +57,7 @@ def half_utterances(corpus: str, half: str, report: Report) -> tuple[list[Uttera
             report.skip("audio file not found", f"{wav[utt][1]} ({path})")
             continue
         speaker = utt2spk[utt][0]
-        utterances.append(Utterance(f"{speaker}-{utt}", speaker, path, " ".join(words.upper().split())))
+        utterances.append(Utterance(f"{speaker}-{utt}", speaker, path, " ".join(words.upper().split()), where))
     for utt in sorted(set(wav) - set(text)):
         report.skip("audio without a transcript", wav[utt][1])
     return utterances, genders

@@ -285,28 +285,36 @@ def test_a_target_wer_needs_a_time_limit_a_wer_and_no_pruner(yesno, tmp_path):
     assert not (tmp_path / "tune" / "trial-000").exists()
 
 
+def tune_tool():
+    """steps/tune.py as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tune_tool", ROOT / "steps" / "tune.py")
+    tune = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tune)
+    return tune
+
+
+class Study:
+    """What check_same_search uses of an Optuna study."""
+    def __init__(self):
+        self.user_attrs = {}
+
+    def set_user_attr(self, key, value):
+        self.user_attrs[key] = value
+
+
 def test_workers_in_checkouts_at_other_places_share_a_study_and_an_older_fingerprint_is_taken(tmp_path, monkeypatch):
     """The study's fingerprint held the resolved config's absolute paths: a worker of the same recipe in a checkout
     elsewhere (--storage postgresql://, another machine) was refused as 'another config'."""
     import dataclasses
     import hashlib
-    import importlib.util
     import json
 
     from rnnt.config import to_dict
     from rnnt.training.experiment import with_absolute_paths
 
-    spec = importlib.util.spec_from_file_location("tune_tool", ROOT / "steps" / "tune.py")
-    tune = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tune)
-
-    class Study:
-        def __init__(self):
-            self.user_attrs = {}
-
-        def set_user_attr(self, key, value):
-            self.user_attrs[key] = value
-
+    tune = tune_tool()
     search = Search(space={"train.optimizer.lr": {"type": "float", "low": 1e-3, "high": 1e-2}})
     study = Study()
     for checkout in ("a", "b"):  # the same recipe folder in two checkouts
@@ -334,6 +342,49 @@ def test_workers_in_checkouts_at_other_places_share_a_study_and_an_older_fingerp
     (tmp_path / "b" / "egs" / "an4" / "data" / "train" / "text").write_text("a YES YES\n")
     with pytest.raises(Exception, match="holds the trials of another config, search or data"):
         tune.check_same_search(study, experiment, search, "db")
+
+
+def test_a_sentencepiece_model_that_splits_text_otherwise_is_other_data(tmp_path):
+    """BPE units built again with the same pieces but other scores split the same transcripts into other targets:
+    the study's data changed though units.txt did not (the fingerprint held units.txt alone); a study fingerprinted
+    before the pieces counted is taken."""
+    import hashlib
+    import json
+    import os
+
+    from sentencepiece import sentencepiece_model_pb2
+
+    from rnnt.config import to_dict
+    from rnnt.training.experiment import with_paths
+
+    tune = tune_tool()
+    data = tmp_path / "data" / "train"
+    data.mkdir(parents=True)
+    (data / "text").write_text("".join(f"u{i:02d} {'NO YES' if i % 2 else 'YES NO NO'}\n" for i in range(20)))
+    (data / "data.list").write_text("shards_000000.tar\n")
+    lang = tmp_path / "lang"
+    out = run_tool(sys.executable, ROOT / "steps" / "build_units.py", "--unit-type", "bpe", "--vocab-size", "12",
+                   data, lang)
+    assert out.returncode == 0, out.stderr
+    experiment = load_experiment(str(CONFIG), train_list=str(data / "data.list"), lang_dir=str(lang))
+    search, study = Search(space={"train.optimizer.lr": {"type": "float", "low": 1e-3, "high": 1e-2}}), Study()
+    tune.check_same_search(study, experiment, search, "db")
+    first = study.user_attrs["inputs"]
+    model = sentencepiece_model_pb2.ModelProto()
+    model.ParseFromString((lang / "bpe.model").read_bytes())
+    for piece in model.pieces:
+        piece.score = -piece.score if piece.type == piece.NORMAL else piece.score
+    units = (lang / "units.txt").read_text()
+    (lang / "bpe.model").write_bytes(model.SerializeToString())
+    assert (lang / "units.txt").read_text() == units
+    with pytest.raises(Exception, match="holds the trials of another config, search or data"):
+        tune.check_same_search(study, experiment, search, "db")
+    asked = {key: value for key, value in vars(search).items() if key != "trials"}
+    older = {"config": to_dict(with_paths(experiment, os.path.relpath)), "search": asked,
+             "data": tune.data_digest(experiment, pieces=False)}  # this data, as fingerprinted before: taken
+    study.user_attrs["inputs"] = hashlib.sha256(json.dumps(older, sort_keys=True, default=str).encode()).hexdigest()
+    tune.check_same_search(study, experiment, search, "db")
+    assert study.user_attrs["inputs"] not in (first, older)
 
 
 def test_a_damaged_study_database_or_a_bad_storage_url_is_named(yesno, tmp_path):
