@@ -3,10 +3,15 @@ frame, with the beams kept on the device: scores, label-sequence hashes, the pre
 and, per frame, each slot's parent and symbol. The host reads them once, at the end, to spell out the
 hypotheses (on a GPU nothing waits for the device between frames; rnnt.host_reads).
 
-Each utterance has `beam` slots. A frame extends every slot by every symbol, keeps the best `beam`
-extensions, and merges those with the same labels (same label count and hash: a 31-bit polynomial hash of
-the sequence, collisions about one in 2^31 per pair) by adding their probabilities into the best of them;
-the others' slots go dead (score -inf). An utterance past its last frame only carries its slots on.
+Each utterance has `beam` slots. A frame extends every slot by every symbol, merges the extensions with the
+same labels, then keeps the best `beam` (as the LM-fused search, rnnt.modified_beam_search_lm, and as an
+exhaustive search sums; pruned first, copies of one label sequence took slots from others and the alignments
+they pushed out were lost). With one symbol a frame and the slots' label sequences distinct, a sequence S comes
+at most two ways: S's slot by the blank, and the slot of S less its last label by that label, found by label
+count and hash (a 31-bit polynomial hash of the sequence, collisions about one in 2^31 per pair) and the slot's
+last label. The pair's summed probability goes to the likelier of the two (whose alignment the hypothesis's
+frames follow), the other -inf. Slots without a live extension go dead (score -inf). An utterance past its last
+frame only carries its slots on.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ HASH_BASE = 1_000_003
 
 @torch.no_grad()
 def modified_beam_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, beam: int = 4) -> list[list[Hypothesis]]:
-    """The n-best of each utterance of enc (B, T, D), best first; equal label sequences are merged."""
+    """The n-best of each utterance of enc (B, T, D), best first; equal label sequences are merged before pruning."""
     joiner, predictor, blank = model.joiner, model.predictor, model.blank
     B, T, _ = enc.shape
     device, slots = enc.device, B * beam
@@ -35,17 +40,19 @@ def modified_beam_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, beam:
     scores[:, 0] = 0.0
     hashes = torch.zeros(B, beam, dtype=torch.long, device=device)
     counts = torch.zeros(B, beam, dtype=torch.long, device=device)
+    last = torch.zeros(B, beam, dtype=torch.long, device=device)  # each slot's last label (where it has one)
     lengths = enc_lens.to(device)
     carry_on = _blank_only(model.vocab_size, blank, device)  # an utterance past its last frame
     parents, symbols = [], []  # per frame, (B, beam) each: where each slot came from, and the symbol it took
     for t in range(T):
         log_probs = joint_log_probs(joiner, enc_proj[:, t].repeat_interleave(beam, dim=0), pred_proj).view(B, beam, -1)
         log_probs = torch.where((t < lengths)[:, None, None], log_probs, carry_on)
-        top, index = (scores[:, :, None] + log_probs).view(B, -1).topk(beam, dim=1)
+        extensions = _merge_equal_labels(scores[:, :, None] + log_probs, scores, hashes, counts, last, blank)
+        scores, index = extensions.view(B, -1).topk(beam, dim=1)
         parent, symbol = index // model.vocab_size, index % model.vocab_size
         labelled = symbol != blank
         hashes, counts = _extend(hashes.gather(1, parent), counts.gather(1, parent), symbol, labelled)
-        scores = _merge_equal_labels(top, hashes, counts)
+        last = torch.where(labelled, symbol, last.gather(1, parent))
         rows = (parent + torch.arange(B, device=device)[:, None] * beam).view(-1)
         state, pred_proj = _step_labelled(model, symbol.view(-1), labelled.view(-1),
                                           predictor.select_state(state, rows), pred_proj[rows])
@@ -67,16 +74,26 @@ def _extend(hashes, counts, symbol, labelled):
     return torch.where(labelled, extended, hashes), counts + labelled.long()
 
 
-def _merge_equal_labels(scores: torch.Tensor, hashes: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
-    """Slots (B, beam) sorted best first: each group with equal labels gets the log of its summed
-    probability in its first (best) slot; the rest of the group -inf."""
-    finite = torch.isfinite(scores)
-    same = (hashes[:, :, None] == hashes[:, None, :]) & (counts[:, :, None] == counts[:, None, :]) \
-        & finite[:, :, None] & finite[:, None, :]
-    first = same.int().argmax(dim=2)  # the first slot of each one's group (itself if alone)
-    summed = torch.logsumexp(scores[:, None, :].masked_fill(~same, float("-inf")), dim=2)
-    slot = torch.arange(scores.shape[1], device=scores.device)[None, :]
-    return torch.where(finite & (first == slot), summed, float("-inf"))
+def _merge_equal_labels(extensions: torch.Tensor, scores: torch.Tensor, hashes: torch.Tensor, counts: torch.Tensor,
+                        last: torch.Tensor, blank: int) -> torch.Tensor:
+    """extensions (B, beam, V): each slot's score extended by each symbol; of the two extensions with one slot's
+    labels (the slot by the blank, its prefix's slot by its last label), the likelier gets their summed
+    probability and the other -inf. In place; returned."""
+    B, beam, vocab = extensions.shape
+    alive = torch.isfinite(scores)
+    prefix = (counts[:, :, None] == counts[:, None, :] + 1) & alive[:, :, None] & alive[:, None, :] \
+        & (hashes[:, :, None] == (hashes[:, None, :] * HASH_BASE + last[:, :, None] + 1) % HASH_MODULUS)
+    has_prefix = prefix.any(dim=2)
+    flat = extensions.view(B, beam * vocab)
+    by_blank = (torch.arange(beam, device=flat.device) * vocab + blank).expand(B, beam)
+    by_label = prefix.int().argmax(dim=2) * vocab + last  # the prefix slot's extension by the last label
+    blank_score = flat.gather(1, by_blank)
+    label_score = torch.where(has_prefix, flat.gather(1, by_label), float("-inf"))
+    label_kept = has_prefix & (label_score > blank_score)
+    dropped = torch.where(has_prefix & ~label_kept, by_label, by_blank)
+    flat.scatter_(1, dropped, torch.where(has_prefix, float("-inf"), blank_score))  # (each index once: no race)
+    flat.scatter_(1, torch.where(label_kept, by_label, by_blank), torch.logaddexp(blank_score, label_score))
+    return extensions
 
 
 def _step_labelled(model, symbols, labelled, state, pred_proj):

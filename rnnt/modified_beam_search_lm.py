@@ -2,10 +2,12 @@
 the units, over words through a lexicon, with or without LODR). The networks run batched over every
 hypothesis of every utterance each frame; the LM's states live on the host, so the hypotheses do too.
 
-A frame extends each hypothesis by the blank and by each of its beam + 1 most probable labels, every
-label scored by the acoustic model and the LM; extensions with the same labels and LM state are merged
-by adding their probabilities (they are alignments of one label sequence that the LM scored alike), and
-the `beam` best of each utterance go on. A hypothesis's score is log P(its labels) over the alignments
+A frame extends each hypothesis by the blank, by each of its beam + 1 most probable labels and by the label
+that makes it another hypothesis of its beam, every label scored by the acoustic model and the LM; extensions
+with the same labels and LM state are merged by adding their probabilities (they are alignments of one label
+sequence that the LM scored alike), and the `beam` best of each utterance go on. (A label outside the beam + 1
+cannot make one of the `beam` best once the extensions are merged, but it can add its probability to one:
+without the LM the search is rnnt.modified_beam_search's.) A hypothesis's score is log P(its labels) over the alignments
 merged into it plus the LM's score of the labels, and at the end the LM's score of ending there.
 """
 
@@ -37,6 +39,7 @@ def modified_beam_search_lm(model, enc: torch.Tensor, enc_lens: torch.Tensor, be
         log_probs = joint_log_probs(model.joiner, enc_proj[rows, t], torch.cat([h.pred_proj for h in hyps]))
         blanks = log_probs[:, model.blank].tolist()
         values, tokens = (x.tolist() for x in log_probs.topk(min(beam + 1, log_probs.shape[1]), dim=1))
+        _add_labels_into_others(beams, live, log_probs, values, tokens)
         first = 0
         for b in live:
             extended = _next_beam(beams[b], first, blanks, values, tokens, model.blank, t, fusion, beam)
@@ -44,6 +47,24 @@ def modified_beam_search_lm(model, enc: torch.Tensor, enc_lens: torch.Tensor, be
             beams[b] = extended
         _step_predictor(model, [h for b in live for h in beams[b] if h.pred_proj is None], enc.device)
     return [ended(hyps, fusion, beam) for hyps in beams]
+
+
+def _add_labels_into_others(beams: list[list[SearchHypothesis]], live: list[int], log_probs: torch.Tensor,
+                            values: list[list[float]], tokens: list[list[int]]) -> None:
+    """Adds to each row's labels (tokens, and their log-probabilities in values) the label, where one is not
+    among them, that extends its hypothesis into another of its beam (whose prefix it is)."""
+    pairs, first = [], 0
+    for b in live:
+        row_of = {hyp.path: first + k for k, hyp in enumerate(beams[b])}
+        pairs += [(row_of[hyp.path.parent], hyp.path.token) for hyp in beams[b]
+                  if hyp.path.parent is not None and hyp.path.parent in row_of]
+        first += len(beams[b])
+    pairs = [(row, label) for row, label in pairs if label not in tokens[row]]
+    if pairs:
+        rows, labels = zip(*pairs)
+        for row, label, value in zip(rows, labels, log_probs[list(rows), list(labels)].tolist()):
+            tokens[row].append(label)
+            values[row].append(value)
 
 
 def _next_beam(hyps: list[SearchHypothesis], first: int, blanks: list[float], values: list[list[float]],
