@@ -19,12 +19,9 @@ import dataclasses
 import os
 import sys
 
-import torch
-
 from rnnt.cli import tool_parser
-from rnnt.devices import auto_device, cuda_missing
 from rnnt.prep.download import hex_digest
-from rnnt.training.config_checks import check_unit_rate
+from rnnt.training.config_checks import check_unit_rate, device_refusal
 from rnnt.training.experiment import load_experiment, with_absolute_paths
 from rnnt.training.stop import StopTraining
 from rnnt.training.trainer import Trainer
@@ -38,18 +35,6 @@ def with_init_digest(experiment):
         return experiment
     return dataclasses.replace(experiment, train=dataclasses.replace(experiment.train,
                                                                      init_from_sha256=hex_digest(path)))
-
-
-def device_refusal(experiment, config: str) -> str | None:
-    """Why the experiment cannot train on its device here (train.device, train.precision), or None."""
-    device = experiment.train.device
-    if device == "cuda" and not torch.cuda.is_available():
-        return f"train.device cuda: {cuda_missing()}; use auto or cpu"
-    on_cuda = auto_device(device) == "cuda"
-    if experiment.train.precision == "fp16" and not on_cuda:
-        return (f"{config}: train.precision fp16 needs a CUDA device (the CPU's LSTM kernels have no float16); on "
-                "the CPU use precision: bf16")
-    return None
 
 
 def main() -> int:
@@ -81,8 +66,8 @@ def main() -> int:
     experiment = dataclasses.replace(experiment, train=dataclasses.replace(
         experiment.train, **{key: value for key, value in overrides.items() if value is not None}))
     experiment = with_init_digest(with_absolute_paths(experiment))
-    if refusal := device_refusal(experiment, args.config):
-        print(f"train.py: {refusal}", file=sys.stderr)
+    if refusal := device_refusal(experiment):
+        print(f"train.py: {args.config}: {refusal}", file=sys.stderr)
         return 1
     for name in ("train_list", "lang_dir"):
         if not getattr(experiment.paths, name):

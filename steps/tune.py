@@ -18,6 +18,7 @@ with its values. Each trial trains in <exp-dir>/trial-NNN. At the end: <exp-dir>
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -28,12 +29,15 @@ import yaml
 
 from rnnt.cli import ToolError, above, at_least, run_tool, tool_parser
 from rnnt.config import to_dict
+from rnnt.cpu_isa import bf16_refusal
 from rnnt.data.tokenizer import Tokenizer, read_lang_config
+from rnnt.devices import auto_device
 from rnnt.model.transducer import Transducer
 from rnnt.tuning.space import load_search, suggest, values_to_check, with_values
 from rnnt.tuning.study import completed, ended, open_study, optimize_until, summary, write_results
 from rnnt.training import checkpoint
 from rnnt.training.config_change import piece_scores, units_digest
+from rnnt.training.config_checks import check_unit_rate, device_refusal
 from rnnt.tuning.trial_run import run_trial
 from rnnt.training.experiment import experiment_from_values, load_experiment, with_absolute_paths, with_paths
 
@@ -88,13 +92,12 @@ def make_objective(base: dict, search, args):
                               f"{trial_dir}/output.log")
         if run.best is None:
             raise TrialFailed(f"trial {trial.number}: no epoch ended within {search.minutes_per_trial} minutes")
-        # reached: the epoch that reached the target (one more may have ended before the trainer stopped)
-        epoch, wer, minutes = next(e for e in run.epochs if e[0] == reached[0]) if reached else run.best
+        epoch, wer, minutes = run.best  # reached: the epoch that reached the target (those before were above it)
         trial.set_user_attr("best_epoch", epoch)  # a pruned trial's too (trials.tsv)
         trial.set_user_attr("best_wer", wer)
         trial.set_user_attr("minutes_to_best", minutes)
         if run.stopped_by == "asked" and not reached:
-            print(f"  trial {trial.number} pruned at epoch {run.epochs[-1][0]}", flush=True)
+            print(f"  trial {trial.number} pruned at epoch {run.asked_at}", flush=True)
             raise optuna.TrialPruned()
         score = search.score(wer, minutes if reached else None)
         print(f"  trial {trial.number}: dev WER {wer:.2f}% (epoch {epoch}, {minutes:.1f} min)"
@@ -105,12 +108,14 @@ def make_objective(base: dict, search, args):
     return objective
 
 
-def check_trial_configs(base: dict, search, search_path: str, vocab_size: int) -> None:
+def check_trial_configs(base: dict, search, search_path: str, vocab_size: int, device: str) -> None:
     """The values a trial can draw at the parameters' ends, alone and two together (values_to_check), with the
-    base config's others, give a config and a model the trainer takes (built on the meta device: no memory): a
-    choice the model refuses (a misspelt activation), a float where the config takes a whole number, or two
-    values it refuses together (the fused loss with a joiner dropout) failed each trial that drew them, after the
-    study had taken the search."""
+    base config's others, give a config and a model the trainer takes (built on the meta device: no memory) on
+    this machine's `device` (--device, else the config's): a choice the model refuses (a misspelt activation), a
+    float where the config takes a whole number, two values it refuses together (the fused loss with a joiner
+    dropout), a precision the device cannot train in, or a frame rate too slow for the transcripts' units with
+    one symbol per frame (steps/train.py's refusals) failed each trial that drew them, after the study had taken
+    the search."""
     for values in values_to_check(search.space):
         where = f"{search_path}: " + " with ".join(f"space.{k} = {v!r}" for k, v in values.items()) + \
             " gives a trial config"
@@ -118,11 +123,17 @@ def check_trial_configs(base: dict, search, search_path: str, vocab_size: int) -
             experiment = experiment_from_values(with_values(base, values), where)
         except ValueError as error:  # named by where
             raise ToolError(str(error)) from None
+        train = dataclasses.replace(experiment.train, device=device or experiment.train.device)
+        experiment = dataclasses.replace(experiment, train=train)
         try:
             with torch.device("meta"):
-                Transducer(experiment.model, vocab_size)
+                model = Transducer(experiment.model, vocab_size)
         except ValueError as error:
             raise ToolError(f"{where}: {error}") from None
+        refusals = [device_refusal(experiment), *check_unit_rate(experiment),
+                    bf16_refusal(model, torch.device(auto_device(train.device)), train.precision)]
+        if refusal := next(filter(None, refusals), None):
+            raise ToolError(f"{where}: {refusal}")
 
 
 def data_digest(experiment, pieces: bool = True) -> str:
@@ -199,7 +210,7 @@ def main() -> str:
         vocab_size = Tokenizer(experiment.paths.lang_dir).vocab_size
     except (OSError, ValueError) as error:
         raise ToolError(str(error)) from error
-    check_trial_configs(base, search, args.search, vocab_size)
+    check_trial_configs(base, search, args.search, vocab_size, args.device)
     trials = args.trials or search.trials
     os.makedirs(args.exp_dir, exist_ok=True)
     storage = args.storage or f"sqlite:///{os.path.join(args.exp_dir, 'study.db')}"

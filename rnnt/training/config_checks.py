@@ -4,6 +4,7 @@ named by its keys with the fix, so that a mistake stops before training instead 
 check_shapes: the features the pipeline makes against what the encoder reads.
 check_unit_rate: with one symbol per frame, the encoder's frame rate against the units' rate in the
 training transcripts (<lang>/unit_rate.json, written by steps/build_units.py from the data dir's utt2dur).
+device_refusal: train.device and train.precision against this machine.
 """
 
 from __future__ import annotations
@@ -76,3 +77,19 @@ def check_unit_rate(experiment) -> list[str]:
             "data.subsample or the encoder's time reduction (model.encoder.stack_time or conv_layers), use larger "
             "units (bpe), or set "
             "model.loss.one_sym_per_frame: false"]
+
+
+def device_refusal(experiment) -> str | None:
+    """Why the experiment cannot train on its device here (train.device, train.precision), or None."""
+    import torch  # here: steps/build_units.py reads this module without torch
+
+    from rnnt.devices import auto_device, cuda_missing
+
+    device = experiment.train.device
+    if device == "cuda" and not torch.cuda.is_available():
+        return f"train.device cuda: {cuda_missing()}; use auto or cpu"
+    on_cuda = auto_device(device) == "cuda"
+    if experiment.train.precision == "fp16" and not on_cuda:
+        return ("train.precision fp16 needs a CUDA device (the CPU's LSTM kernels have no float16); on the CPU use "
+                "precision: bf16")
+    return None

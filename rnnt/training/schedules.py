@@ -2,13 +2,17 @@
 
   mlperf:   linear warmup over warmup_steps, hold for hold_steps, then exponential decay
             lr = base * decay_rate ** ((step - warmup - hold) / decay_steps), never below min_lr (nor
-            raised to it: a base rate under min_lr, as in fine-tuning, stays the base);
+            raised to it: a base rate under min_lr, as in fine-tuning, stays the base); with staircase,
+            the exponent rounded up: the rate falls by decay_rate at the first step of each decay_steps and
+            holds, as the MLPerf RNN-T reference's falls once an epoch (decay_steps its steps an epoch), the
+            first decayed epoch already at decay_rate;
   noam:     base * min(step ** -0.5, step * warmup ** -1.5) * warmup ** 0.5 (peak base at warmup);
   constant: base, after an optional linear warmup.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -20,6 +24,7 @@ class ScheduleConfig:
     decay_steps: int = 1000  # mlperf: steps over which the rate falls by decay_rate
     decay_rate: float = 0.5  # mlperf: factor of the rate per decay_steps (above 0, at most 1)
     min_lr: float = 1e-5  # mlperf: the decayed rate never goes below this (a base rate under it stays the base)
+    staircase: bool = False  # mlperf: fall once every decay_steps (at its first step), not a little every step
 
 
 def lr_multiplier(config: ScheduleConfig, base_lr: float):
@@ -37,7 +42,8 @@ def lr_multiplier(config: ScheduleConfig, base_lr: float):
             return step / warmup
         if config.type == "constant" or step <= warmup + config.hold_steps:
             return 1.0
-        decayed = config.decay_rate ** ((step - warmup - config.hold_steps) / config.decay_steps)
+        periods = (step - warmup - config.hold_steps) / config.decay_steps
+        decayed = config.decay_rate ** (math.ceil(periods) if config.staircase else periods)
         return max(decayed, min(1.0, config.min_lr / base_lr))
 
     return factor

@@ -26,6 +26,7 @@ class TrialRun:
     stopped_by: str = ""  # "" (ran its epochs), "time limit", or "asked" (report returned True)
     returncode: int = 0
     minutes_limit: float = 0.0  # > 0: the time limit, past which an epoch does not count
+    asked_at: int = 0  # the epoch whose report asked to stop (0: none); the trainer may end one more, not counted
 
     @property
     def failed(self) -> bool:
@@ -35,16 +36,17 @@ class TrialRun:
         return self.returncode != 0 and not stopped
 
     @property
-    def in_time(self) -> list[tuple[int, float, float]]:
-        """The epochs ended within the time limit: the trainer stopped at the limit may still end the epoch it
-        was validating, after it."""
-        return [e for e in self.epochs if not self.minutes_limit or e[2] <= self.minutes_limit]
+    def counted(self) -> list[tuple[int, float, float]]:
+        """The epochs ended within the time limit and not after the one whose report asked to stop: the trainer
+        stopped may still end the epoch it was validating (a pruned trial's best was one the pruner never saw)."""
+        return [e for e in self.epochs if (not self.minutes_limit or e[2] <= self.minutes_limit)
+                and (not self.asked_at or e[0] <= self.asked_at)]
 
     @property
     def best(self) -> tuple[int, float, float] | None:
-        """The epoch in time with the lowest dev WER (the first of equals)."""
-        in_time = self.in_time
-        return min(in_time, key=lambda e: e[1]) if in_time else None
+        """The counted epoch with the lowest dev WER (the first of equals)."""
+        counted = self.counted
+        return min(counted, key=lambda e: e[1]) if counted else None
 
 
 def die_with_parent() -> None:
@@ -85,7 +87,7 @@ def run_trial(command: list[str], exp_dir: str, minutes: float, report: Callable
                     if minutes > 0 and elapsed > minutes and not run.stopped_by:
                         run.stopped_by = "time limit"  # ended after the limit: not reported, not counted
                     if not run.stopped_by and report(epoch, wer):
-                        run.stopped_by = "asked"
+                        run.stopped_by, run.asked_at = "asked", epoch
                 if finished:
                     break
                 if not run.stopped_by and minutes > 0 and elapsed > minutes:

@@ -1,6 +1,7 @@
 """The optimiser side of training: LAMB, the learning-rate schedules, the EMA, and the trainer's rules
 for steps that must not happen (nothing kept in a group, a non-finite gradient)."""
 
+import dataclasses
 import math
 import platform
 
@@ -88,6 +89,18 @@ def test_mlperf_schedule_warms_up_holds_then_halves_every_decay_steps():
     assert [f(s) for s in range(4, 7)] == [1.0, 1.0, 1.0]
     assert math.isclose(f(6 + 10), 0.5) and math.isclose(f(6 + 20), 0.25)
     assert f(10**6) == pytest.approx(1e-4 / 1e-2)  # never below min_lr
+
+
+def test_the_staircase_falls_at_the_first_step_of_each_period_as_the_mlperf_reference_each_epoch():
+    """MLPerf RNN-T's lr_policy: gamma ** (epoch - warmup_epochs - hold_epochs), 1-based epochs: the rate of the
+    first decayed epoch is base * gamma, held all epoch (the continuous decay reached it only at its end)."""
+    config = ScheduleConfig("mlperf", warmup_steps=3, hold_steps=6, decay_steps=3, decay_rate=0.5, min_lr=0.1,
+                            staircase=True)
+    f = lr_multiplier(config, base_lr=1.0)
+    assert [f(s) for s in range(9, 18)] == [0.5] * 3 + [0.25] * 3 + [0.125] * 3  # steps 10-18: epochs 4-6
+    assert [f(s) for s in range(3, 9)] == [1.0] * 6 and f(30) == 0.1
+    continuous = lr_multiplier(dataclasses.replace(config, staircase=False), base_lr=1.0)
+    assert continuous(9) == pytest.approx(0.5 ** (1 / 3))
 
 
 def test_a_base_rate_under_min_lr_is_never_raised_to_it():

@@ -185,7 +185,8 @@ def test_fp16_on_the_cpu_is_refused_with_the_way_out(yesno, tmp_path):
     assert not (tmp_path / "exp" / "epoch-1.pt").exists()
     if not torch.cuda.is_available():  # an AttributeError from torch.cuda.set_device before
         out = run_tool(*train_args(yesno, tmp_path / "exp", config_file(tmp_path, epochs=1)), "--device", "cuda")
-        assert out.returncode == 1 and out.stderr.startswith("train.py: train.device cuda: ") and \
+        assert out.returncode == 1 and out.stderr.startswith("train.py: ") and ": train.device cuda: " in out.stderr \
+            and \
             out.stderr.endswith("; use auto or cpu\n"), out.stderr
 
 

@@ -109,6 +109,8 @@ def test_a_pruned_trial_stops_through_the_trainers_sigterm(yesno, tmp_path):
     written_when_asked = reported[0][2]
     # SIGTERM follows the answer at once: at most the epoch under way when it came ends, never all 50
     assert written_when_asked <= len(run.epochs) <= written_when_asked + 1 < 50
+    # the epoch the pruner saw is the trial's best: one ended after it was not reported (it was the best when lower)
+    assert run.asked_at == 1 and run.best == run.epochs[0] and [e[0] for e in run.counted] == [1]
     assert "stopped on SIGTERM" in (tmp_path / "exp" / "train.log").read_text()
 
 
@@ -153,6 +155,21 @@ def test_a_bad_search_is_refused_before_any_trial_naming_file_and_key(yesno, tmp
     out = run_tool(*tune_args(yesno, tmp_path, {"trials": 2, "space": space}))
     assert out.returncode == 1
     assert str(tmp_path / "search.yaml") in out.stderr and message in out.stderr
+    assert not (tmp_path / "tune" / "trial-000").exists()
+
+
+@pytest.mark.parametrize("space, message", [
+    ({"train.precision": {"type": "categorical", "choices": ["fp32", "fp16"]}},
+     "space.train.precision = 'fp16' gives a trial config: train.precision fp16 needs a CUDA device"),
+    ({"model.encoder.stack_time": {"type": "int", "low": 2, "high": 64}},
+     "space.model.encoder.stack_time = 64 gives a trial config: model.loss.one_sym_per_frame: the encoder has 0.5 "
+     "frames a second"),
+])
+def test_values_steps_train_refuses_on_this_device_are_refused_before_any_trial(yesno, tmp_path, space, message):
+    """train.py's own refusals (the precision on the device trials train on, the frame rate against the units a
+    second of the transcripts) failed every trial that drew them: "no trial completed" at the end."""
+    out = run_tool(*tune_args(yesno, tmp_path, {"trials": 2, "space": space}), "--device", "cpu")
+    assert out.returncode == 1 and message in out.stderr, out.stderr
     assert not (tmp_path / "tune" / "trial-000").exists()
 
 
