@@ -65,7 +65,8 @@ class LSTMEncoderConfig:
         if self.norm not in ("none", "layer"):
             found.append(f"model.encoder.norm must be none or layer, got '{self.norm}'")
         return found + size_problems("encoder", hidden=self.hidden) + \
-            size_problems("encoder", minimum=0, pre_layers=self.pre_layers, post_layers=self.post_layers) + \
+            size_problems("encoder", minimum=0, pre_layers=self.pre_layers, post_layers=self.post_layers,
+                          conv_channels=self.conv_channels) + \
             dropout_problems("encoder", dropout=self.dropout)
 
     def build(self) -> LSTMEncoder:

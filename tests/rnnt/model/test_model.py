@@ -239,6 +239,8 @@ def test_sizes_of_nothing_and_dropouts_outside_0_to_1_are_refused_at_the_configs
     check_model_config(dataclasses.replace(TINY, predictor=dataclasses.replace(TINY.predictor, embed_dropout=0.0)))
     assert "model.encoder.dropout is a dropout rate, from 0 up to (not including) 1, got 1.5" in \
         dataclasses.replace(TINY.encoder, dropout=1.5).problems()
+    assert "model.encoder.conv_channels must be at least 0, got -4" in \
+        dataclasses.replace(TINY.encoder, conv_channels=-4).problems()  # a torch RuntimeError building the model
     assert "model.encoder.dim must be at least 1, got 0" in ConformerConfig(dim=0, heads=1).problems()
     assert {"model.encoder.ff_mult must be at least 1, got 0", "model.encoder.layers must be at least 0, got -1"} <= \
         set(ConformerConfig(ff_mult=0, layers=-1).problems())
