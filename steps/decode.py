@@ -52,7 +52,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--checkpoint", help="default: the experiment's model.pt, the model its result lines "
                         "name (unless training went past it), else the newest avg-N.pt or checkpoint")
     parser.add_argument("--no-ema", action="store_true", help="use raw weights even where EMA weights are kept")
-    parser.add_argument("--batch-size", type=at_least(1), default=16)
+    parser.add_argument("--batch-size", type=at_least(1), default=16, help="utterances encoded together")
     parser.add_argument("--device", type=auto_device, default="cpu",
                         help="cpu (default), cuda, cuda:N, or auto (cuda where at hand)")
     parser.add_argument("--tag", default="", help="appended to the output dir's name: which model was decoded "

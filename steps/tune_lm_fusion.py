@@ -70,7 +70,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--beam", type=at_least(1), default=8)
     parser.add_argument("--checkpoint", help="default: the experiment's model.pt, the model its result lines "
                         "name (unless training went past it), else the newest avg-N.pt or checkpoint")
-    parser.add_argument("--batch-size", type=at_least(1), default=16)
+    parser.add_argument("--batch-size", type=at_least(1), default=16, help="utterances encoded together")
     parser.add_argument("--device", type=auto_device, default="cpu", help="cpu (default), cuda, cuda:N or auto")
     parser.add_argument("--nj", type=at_least(1), default=torch.get_num_threads(),
                         help="grid points searched at once, a process of one thread each (default: torch's thread "

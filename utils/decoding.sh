@@ -146,8 +146,8 @@ lm_fusion_stage() {
   if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "$arpa" "${lodr[@]}" "data/$dev/data.list" \
       "data/$dev/text" "$beam" "${grid[@]}" ++ "$settings"; then
     logged "$(stage_log "$stage_n" "$name" "$exp")" steps/tune_lm_fusion.py --method "$method" \
-      --arpa "$arpa" --over "$over" "${lodr[@]}" --beam "$beam" "${grid[@]}" --checkpoint "$checkpoint" "$exp" \
-      "data/$dev/data.list"
+      --arpa "$arpa" --over "$over" "${lodr[@]}" --beam "$beam" "${grid[@]}" --device auto \
+      --checkpoint "$checkpoint" "$exp" "data/$dev/data.list"
     cp "$exp/lm/$method.yaml" "$weights"
     stage_done "$stage_n" "$name" "$exp" -- "$weights"
   fi
@@ -176,7 +176,7 @@ decode_stages() {
       if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text" "${lm[@]}" \
           ${lm[0]:+"$(ngram_arpa "$lang" "$lm_order" "$lm_over")"} --nbest ++ "$settings"; then
         logged "$(stage_log "$stage_n" "$name" "$exp")" steps/decode.py --method "$method" --checkpoint "$checkpoint" \
-          --tag "$tag" "${lm[@]}" --nbest "$exp" "data/$set/data.list" "$set"
+          --tag "$tag" "${lm[@]}" --device auto --nbest "$exp" "data/$set/data.list" "$set"  # a GPU where at hand
         stage_done "$stage_n" "$name" "$exp" -- "$exp/decode-$set-$method-$tag/wer"
       fi
     done
@@ -195,13 +195,13 @@ check_methods() {  # check_methods CONFIG "METHODS": run.sh stops now where a mo
   python3 -m rnnt.search_methods "$1" $2 || exit 1
 }
 
-check_no_lm_methods() {  # check_no_lm_methods "METHODS": a recipe without an LM stage (yesno, fsdd) stops now where one
-  # of METHODS fuses an LM: its decode stage would find no LM weights, or an exp's stale ones from by hand
+check_no_lm_methods() {  # check_no_lm_methods "METHODS": a recipe without an LM stage (yesno, fsdd, librispeech) stops
+  # now where one of METHODS fuses an LM: its decode stage would find no LM weights, or an exp's stale ones from by hand
   local method
   for method in $1; do
     if fuses_lm "$method"; then
-      echo "run.sh: --method $method fuses an n-gram LM, which this recipe does not build (an4, librispeech and" \
-        "speechocean762 do)" >&2
+      echo "run.sh: --method $method fuses an n-gram LM, which this recipe does not build (an4 and speechocean762" \
+        "do, and recipes made from egs/TEMPLATE)" >&2
       exit 1
     fi
   done

@@ -44,6 +44,7 @@ stage 4 alone (start them once node 0 has reached it)."
 check_run_arguments "$@"
 . utils/decoding.sh
 check_methods "$train_config" "$methods"
+check_no_lm_methods "$methods"
 
 name() { echo "${1//-/_}"; }  # dev-clean -> dev_clean
 all_sets=$(echo $train_sets $valid_set $test_sets | tr ' ' '\n' | sort -u | tr '\n' ' ')

@@ -24,3 +24,13 @@ def test_help_needs_no_environment_and_another_folder_is_refused(name, tmp_path)
     assert out.returncode == 1
     assert out.stderr == f"run.sh: run it from its recipe folder: cd {recipe} && ./run.sh\n", out.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # nothing written where it was started
+
+
+@pytest.mark.parametrize("name, option", [("yesno", "--method"), ("fsdd", "--method"), ("librispeech", "--methods")])
+def test_a_recipe_without_an_lm_stage_refuses_an_lm_fused_method_at_its_start(name, option, tmp_path):
+    """LibriSpeech's run.sh took modified_beam_lm and failed at its decode stage, after training."""
+    recipe = copy_recipe(name, tmp_path)
+    out = subprocess.run(["./run.sh", option, "modified_beam_lm", "--stage", "99"], cwd=recipe, capture_output=True,
+                         text=True)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "run.sh: --method modified_beam_lm fuses an n-gram LM, which this recipe does not build" in out.stderr
