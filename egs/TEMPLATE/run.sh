@@ -15,6 +15,9 @@ test_transcripts=    # a transcript list of the test recordings; empty: --test-f
 speaker_regex=       # its first group, searched in a file's path (relative to corpus_dir, without its extension),
                      # names the speaker, e.g. '^([^/]+)/' (a folder per speaker); empty: the one given before
                      # (data/.speaker_regex), else each recording its own
+data_dirs=           # instead of --corpus-dir: Kaldi data dirs of your own, "TRAIN DEV [TEST]" (wav.scp, text, utt2spk;
+                     # segments, utt2dur where they have them), copied in by steps/import_data_dir.py; empty: the
+                     # ones given before (data/.data_dirs)
 dev_fraction=0.1     # share held out as dev: whole speakers if there are enough, else recordings at random
 test_fraction=0.1    # share held out as test, as dev, without --test-transcripts (0: no test set)
 train_config=conf/transducer.yaml
@@ -37,24 +40,27 @@ lm_bonuses=          # steps/tune_lm_fusion.py
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode dev and test in it (a
                      # --train-config it runs: conf/deploy.yaml)
 help_message="Usage: ./run.sh --corpus-dir DIR [--transcripts FILE] [--test-transcripts FILE] [--speaker-regex RE]
-  [--dev-fraction F] [--test-fraction F] [--stage N] [--stop-stage M] [--train-config FILE] [--exp DIR]
-  [--unit-type char|bpe] [--vocab-size N] [--nj N] [--average N] [--seeds N] [--methods \"greedy beam modified_beam
-  modified_beam_lm beam_lodr ...\"] [--lm-order N] [--lm-over words|units] [--lm-beam N] [--lm-weights W,...]
-  [--lm-bonuses B,...] [--deploy \"offline streaming\"]
+  [--dev-fraction F] [--test-fraction F] | --data-dirs \"TRAIN DEV [TEST]\"
+  [--stage N] [--stop-stage M] [--train-config FILE] [--exp DIR] [--unit-type char|bpe] [--vocab-size N] [--nj N]
+  [--average N] [--seeds N] [--methods \"greedy beam modified_beam modified_beam_lm beam_lodr ...\"] [--lm-order N]
+  [--lm-over words|units] [--lm-beam N] [--lm-weights W,...] [--lm-bonuses B,...] [--deploy \"offline streaming\"]
 The transcript list (default DIR/transcripts.txt) has a line per recording: its path relative to DIR, with
 or without the extension, then the transcript, e.g. 'speaker1/rec01.wav HELLO WORLD'. Bad lines are
 reported by file and line and skipped. Audio: any format soundfile reads, any sample rate, mono or stereo.
 --speaker-regex: its first group, searched in a file's path without the extension, names the speaker (default:
 the one given before, data/.speaker_regex; else each recording its own). dev and test (--dev-fraction,
 --test-fraction: 0.1 each) are whole speakers when there are enough, else recordings at random; --test-transcripts
-FILE: a test set of your own.
-Stages: 1 data dirs (local/data_prep.py), 2 shards, 3 units, 4 train (--seeds N: N models at once, each
-averaged and decoded on dev, the best kept), 5 average, 6 decode and score dev and test (prints the %WER lines;
-an LM-fused method first gets an n-gram LM from data/train's text, its weights chosen on dev),
+FILE: a test set of your own. --data-dirs: Kaldi data dirs you have (wav.scp of files or of commands ending in
+'|', text, utt2spk, segments), copied in as data/train, data/dev and data/test, utt2dur measured where missing.
+Stages: 1 data dirs (local/data_prep.py; steps/import_data_dir.py with --data-dirs), 2 shards, 3 units, 4 train
+(--seeds N: N models at once, each averaged and decoded on dev, the best kept), 5 average, 6 decode and score dev
+and test (prints the %WER lines; an LM-fused method first gets an n-gram LM from data/train's text, its weights
+chosen on dev),
 7 export to ONNX (--deploy), 8 decode and score dev and test in sherpa-onnx (--deploy; conf/deploy.yaml is a
 model it runs as it is).
 Example: ./run.sh --corpus-dir /data/mycorpus --speaker-regex '^([^/]+)/'
-  ./run.sh --corpus-dir /data/mycorpus --train-config conf/deploy.yaml --exp exp/deploy --deploy offline"
+  ./run.sh --corpus-dir /data/mycorpus --train-config conf/deploy.yaml --exp exp/deploy --deploy offline
+  ./run.sh --data-dirs \"/kaldi/egs/mine/s5/data/train /kaldi/egs/mine/s5/data/dev\""
 
 [ "$(cd "$(dirname "$0")" && pwd -P)" = "$(pwd -P)" ] || {  # its paths (conf/, local/, data/) are the recipe's
   echo "$(basename "$0"): run it from its recipe folder: cd $(dirname "$0") && ./run.sh" >&2; exit 1; }
@@ -66,22 +72,55 @@ check_run_arguments "$@"
 . utils/training.sh
 . utils/units.sh
 
-corpus_dir=$(corpus_dir_of "$corpus_dir")  # the one given before, if not given
-if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
-  echo "run.sh: --corpus-dir must name the folder of recordings (got '$corpus_dir')" >&2
-  printf '%s\n' "$help_message" >&2
+are_data_dirs() {  # are_data_dirs "TRAIN DEV [TEST]": two or three folders, each with wav.scp and text
+  local dir n=0
+  for dir in $1; do
+    [ -f "$dir/wav.scp" ] && [ -f "$dir/text" ] || return 1
+    n=$((n + 1))
+  done
+  [ "$n" -ge 2 ] && [ "$n" -le 3 ]
+}
+[ -z "$corpus_dir" ] || rm -f data/.data_dirs  # the data given last is the data: the other is forgotten
+[ -z "$data_dirs" ] || rm -f data/.corpus_dir
+data_dirs=$(given_before data-dirs data/.data_dirs "$data_dirs" are_data_dirs)
+if [ -n "$data_dirs" ] && ! are_data_dirs "$data_dirs"; then
+  echo "run.sh: --data-dirs must name two or three Kaldi data dirs, train dev [test], each with wav.scp and text" \
+    "(got '$data_dirs')" >&2
   exit 1
+elif [ -z "$data_dirs" ]; then
+  corpus_dir=$(corpus_dir_of "$corpus_dir")  # the one given before, if not given
+  if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
+    echo "run.sh: --corpus-dir must name the folder of recordings, or --data-dirs your Kaldi data dirs (got" \
+      "'$corpus_dir')" >&2
+    printf '%s\n' "$help_message" >&2
+    exit 1
+  fi
+  transcripts=${transcripts:-$corpus_dir/transcripts.txt}
+  has_group() { [[ $1 == *"("* ]]; }  # a --speaker-regex worth keeping: data_prep.py takes its first group
+  speaker_regex=$(given_before speaker-regex data/.speaker_regex "$speaker_regex" has_group)
 fi
-transcripts=${transcripts:-$corpus_dir/transcripts.txt}
-has_group() { [[ $1 == *"("* ]]; }  # a --speaker-regex worth keeping: data_prep.py takes its first group
-speaker_regex=$(given_before speaker-regex data/.speaker_regex "$speaker_regex" has_group)
 lang=$(lang_of "$unit_type" "$vocab_size")
 default_lm_search "$unit_type"  # the LM options not given
 check_methods "$train_config" "$methods"
 check_deployable "$unit_type" "$deploy" "$train_config"
 recipe=$(basename "$PWD")  # names the result lines
 
-if stage_wanted 1 data -- local/data_prep.py "$corpus_dir" "$transcripts" "$test_transcripts" "$speaker_regex" \
+if [ -n "$data_dirs" ]; then  # your Kaldi data dirs: their tables (the audio they name is sharded's input, stage 2)
+  read -r -a dirs <<< "$data_dirs"
+  if stage_wanted 1 data -- steps/import_data_dir.py $(for dir in "${dirs[@]}"; do
+      ls -d "$dir"/{wav.scp,text,utt2spk,segments,utt2dur,spk2gender} 2> /dev/null; done) \
+      ++ "$(for dir in "${dirs[@]}"; do corpus_place "$dir"; done)"; then
+    names=(train dev test)
+    if [ ${#dirs[@]} -eq 2 ] && [ -d data/test ]; then  # of a run before: stage 6 would decode it as this run's
+      rm -rf data/test
+      echo "run.sh: removed data/test: --data-dirs names no test dir"
+    fi
+    for i in "${!dirs[@]}"; do
+      logged "$(stage_log 1 data)" steps/import_data_dir.py --nj "$nj" "${dirs[$i]}" "data/${names[$i]}"
+    done
+    stage_done 1 data -- data/train/text data/dev/text
+  fi
+elif stage_wanted 1 data -- local/data_prep.py "$corpus_dir" "$transcripts" "$test_transcripts" "$speaker_regex" \
     "$dev_fraction" "$test_fraction" ++ "$(corpus_place "$corpus_dir")"; then
   logged "$(stage_log 1 data)" local/data_prep.py --transcripts "$transcripts" --test-transcripts "$test_transcripts" \
     --speaker-regex "$speaker_regex" --dev-fraction "$dev_fraction" --test-fraction "$test_fraction" "$corpus_dir" data

@@ -341,6 +341,63 @@ def test_data_prep_test_set_from_its_own_list_and_none_without(small_corpus, tmp
     assert none.returncode == 0 and "removed" in none.stdout and not (tmp_path / "data" / "test").exists()
 
 
+def kaldi_dirs(test_data: Path, root: Path) -> tuple[Path, Path]:
+    """Kaldi data dirs as a user's Kaldi recipe leaves them: train (10 recordings of each of 5 speakers, one
+    read through a command, one not audio; no utt2dur) and dev (a speaker's recordings cut by segments)."""
+    by_speaker = recordings_by_speaker(test_data)
+    train, dev = root / "train", root / "dev"
+    rows = [(f"{speaker}-{n:02d}", str(path), word) for speaker in ("george", "jackson", "lucas", "nicolas", "theo")
+            for n, (path, word) in enumerate(by_speaker[speaker][:10])]
+    rows[3] = (rows[3][0], f"cat {rows[3][1]} |", rows[3][2])
+    train.mkdir(parents=True)
+    (root / "broken.wav").write_bytes(b"RIFF, but not audio")
+    rows.append(("theo-99", str(root / "broken.wav"), "NINE"))
+    (train / "wav.scp").write_text("".join(f"{utt} {source}\n" for utt, source, _ in rows))
+    (train / "text").write_text("".join(f"{utt} {word}\n" for utt, _, word in rows))
+    (train / "utt2spk").write_text("".join(f"{utt} {utt.split('-')[0]}\n" for utt, _, _ in rows))
+    dev.mkdir()
+    recordings = by_speaker["yweweler"][:6]
+    (dev / "wav.scp").write_text("".join(f"yweweler-r{n} {path}\n" for n, (path, _) in enumerate(recordings)))
+    (dev / "segments").write_text("".join(f"yweweler-{n:02d} yweweler-r{n} 0.00 -1\n" for n in range(6)))
+    (dev / "text").write_text("".join(f"yweweler-{n:02d} {word}\n" for n, (_, word) in enumerate(recordings)))
+    (dev / "utt2spk").write_text("".join(f"yweweler-{n:02d} yweweler\n" for n in range(6)))
+    return train, dev
+
+
+def test_kaldi_data_dirs_of_your_own_instead_of_a_folder_of_recordings(test_data, tmp_path):
+    """--data-dirs "TRAIN DEV": stage 1 copies them in (steps/import_data_dir.py: utt2dur measured, the unreadable
+    recording named by its wav.scp line and dropped), stages 2-3 shard them and build units; the next run takes
+    the same dirs without the option, and a folder of recordings given later replaces them."""
+    train, dev = kaldi_dirs(test_data, tmp_path / "kaldi")
+    egs = tmp_path / "egs"
+    egs.mkdir()
+    assert run_tool(NEW_RECIPE, "--egs-dir", egs, "mine").returncode == 0
+    recipe = egs / "mine"
+    out = run_recipe(recipe, "--data-dirs", f"{train} {dev}", "--stop-stage", "3")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert f"left out {train}/wav.scp:51: theo-99: " in out.stdout  # (logged: the stage's output is one stream)
+    assert f"import_data_dir.py: wrote data/train from {train}: 50 of 51 utterances, 5 speakers, " in out.stdout
+    assert len(table(recipe / "data" / "train" / "utt2dur")) == 50 and not (recipe / "data" / "test").exists()
+    assert sorted(table(recipe / "data" / "dev" / "segments")) == [f"yweweler-{n:02d}" for n in range(6)]
+    for name in ("train", "dev"):
+        assert run_tool(ROOT / "utils" / "validate_data_dir.sh", "--no-feats", recipe / "data" / name).returncode == 0
+        assert len((recipe / "data" / name / "data.list").read_text().splitlines()) == 1
+    assert (recipe / "data" / "lang_char" / "units.txt").is_file()
+    again = run_recipe(recipe, "--stop-stage", "3")
+    assert again.returncode == 0, again.stderr
+    assert f"run.sh: --data-dirs {train} {dev}, as given before (data/.data_dirs)" in again.stderr
+    assert "stage 1 (data): done before; skipped" in again.stdout
+    bad = run_recipe(recipe, "--data-dirs", f"{train}", "--stop-stage", "1")
+    assert bad.returncode == 1 and "--data-dirs must name two or three Kaldi data dirs" in bad.stderr
+    corpus = tmp_path / "recordings"
+    (corpus / "transcripts.txt").parent.mkdir()
+    (corpus / "transcripts.txt").write_text("\n".join(make_corpus(test_data, corpus, files=30)) + "\n")
+    folder = run_recipe(recipe, "--corpus-dir", str(corpus), "--stop-stage", "1")
+    assert folder.returncode == 0, folder.stderr
+    assert not (recipe / "data" / ".data_dirs").exists()
+    assert "voice_0" in (recipe / "data" / "train" / "text").read_text()
+
+
 @pytest.mark.slow
 def test_a_new_corpus_from_recordings_to_wer_by_the_readme(test_data, tmp_path):
     """README's "Adding a corpus" step by step on 300 recordings of 1-3 spoken digits by 6 speakers (Free

@@ -1,0 +1,139 @@
+"""utt2dur of a data dir, as Kaldi's utils/data/get_utt2dur.sh writes it: each utterance's duration in seconds.
+
+With segments, a segment's end minus its start, read from the table alone (as Kaldi's); one ending at -1 (the
+recording's end) is measured against its recording.
+Without, each recording's own: a file's header (decoded where the header cannot count its samples), the whole
+output of a command ending in '|'. A recording that cannot be read is named by its wav.scp line and its
+utterances are left out of utt2dur (utils/fix_data_dir.sh then drops them, naming why); the rest is written.
+An existing utt2dur is kept, as Kaldi's keeps it.
+
+Run as `utils/get_utt2dur.sh [--nj N] <data-dir>`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from multiprocessing import Pool
+
+from rnnt.cli import at_least, tool_parser
+from rnnt.datadir.table import read_table, write_table
+from rnnt.datadir.values import segment_problem
+from rnnt.progress_bar import progress
+
+
+def recording_seconds(source: str) -> float:
+    """The duration of a wav.scp value (a path, or a command ending in '|'); AudioError or BadAudio saying why
+    it cannot be read."""
+    from rnnt.data.audio import audio_length, load_audio  # torch: only where audio is read
+    from rnnt.prep.shard_writer import read_source
+
+    data, path = read_source(source)
+    audio = data if data is not None else path
+    counted = audio_length(audio)
+    if counted is None:  # a header that does not count its samples (a FLAC written to a pipe): decode it
+        waveform, rate = load_audio(audio)
+        return waveform.shape[1] / rate
+    samples, rate, _ = counted
+    return samples / rate
+
+
+def _measured(item: tuple[str, str]) -> tuple[str, float | None, str]:
+    """(recording, seconds or None, why not) of a (recording, wav.scp value) pair, in a worker."""
+    from rnnt.data.audio_header import AudioError
+    from rnnt.prep.shard_writer import BadAudio
+
+    recording, source = item
+    try:
+        return recording, recording_seconds(source), ""
+    except (AudioError, BadAudio, OSError) as error:
+        return recording, None, str(error) or type(error).__name__
+
+
+def utterance_durations(data_dir: str, nj: int = 1) -> tuple[dict[str, float], list[str]]:
+    """utt -> seconds for every utterance whose duration is known, and a message for each left out."""
+    wav = read_table(os.path.join(data_dir, "wav.scp"))
+    segments_path = os.path.join(data_dir, "segments")
+    segments = read_table(segments_path) if os.path.isfile(segments_path) else None
+    spans = ({utt: line.value.split() for utt, line in segments.items()} if segments is not None
+             else {recording: [recording, "0", "-1"] for recording in wav})
+    durations, problems, to_read = {}, [], set()
+    for utt, fields in spans.items():
+        why = "not '<recording> <start> <end>'" if len(fields) != 3 else segment_problem(*fields[1:])
+        if why or fields[0] not in wav:
+            problems.append(f"{segments[utt].where}: {utt}: {why or f'recording {fields[0]} not in wav.scp'}")
+        elif segments is not None and float(fields[2]) > float(fields[1]):
+            durations[utt] = float(fields[2]) - float(fields[1])
+        else:
+            to_read.add(fields[0])
+    seconds = _read_recordings({r: wav[r].value for r in sorted(to_read)}, nj, wav, problems)
+    for utt, fields in spans.items():
+        if utt not in durations and fields[0] in seconds:
+            durations[utt] = seconds[fields[0]] - float(fields[1])
+            if durations[utt] <= 0:
+                problems.append(f"{segments[utt].where}: {utt}: starts at or past its recording's end")
+                del durations[utt]
+    return durations, problems
+
+
+def _read_recordings(sources: dict[str, str], nj: int, wav: dict, problems: list[str]) -> dict[str, float]:
+    """recording -> seconds of those that could be read; a message in problems for each other."""
+    seconds = {}
+    with Pool(nj) if nj > 1 and len(sources) > 1 else _Serial() as pool:
+        for recording, duration, why in progress(pool.imap(_measured, sources.items(), chunksize=8),
+                                                 total=len(sources), desc="durations", unit=" recordings"):
+            if duration is None:
+                problems.append(f"{wav[recording].where}: {recording}: {why}")
+            else:
+                seconds[recording] = duration
+    return seconds
+
+
+class _Serial:
+    """Pool's imap in this process."""
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        return False
+
+    @staticmethod
+    def imap(function, items, chunksize: int = 1):
+        return map(function, items)
+
+
+def write_utt2dur(data_dir: str, nj: int = 1, measured_in: str | None = None) -> tuple[int, float, list[str]]:
+    """Writes <data_dir>/utt2dur, of its utterances as measured in the dir measured_in (the one a copy was made
+    from, whose lines the messages name; default data_dir); returns (utterances written, seconds in all, a
+    message per one left out)."""
+    durations, problems = utterance_durations(measured_in or data_dir, nj)
+    if measured_in:
+        ours = read_table(os.path.join(data_dir, "utt2spk"))
+        durations = {utt: seconds for utt, seconds in durations.items() if utt in ours}
+    kept = {utt: seconds for utt, seconds in durations.items() if round(seconds, 3) > 0}
+    problems += [f"{utt}: shorter than 0.5 ms" for utt in durations if utt not in kept]
+    write_table(os.path.join(data_dir, "utt2dur"), ((utt, f"{kept[utt]:.3f}") for utt in sorted(kept)))
+    return len(kept), sum(kept.values()), problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = tool_parser(__doc__, "utils/get_utt2dur.sh --nj 4 data/train", prog="get_utt2dur.sh")
+    parser.add_argument("--nj", type=at_least(1), default=4, help="recordings read at once (default 4)")
+    parser.add_argument("data_dir")
+    args = parser.parse_args(argv)
+    if os.path.isfile(os.path.join(args.data_dir, "utt2dur")):
+        print(f"get_utt2dur.sh: {args.data_dir}/utt2dur already exists; kept")
+        return 0
+    if not os.path.isfile(os.path.join(args.data_dir, "wav.scp")):
+        print(f"get_utt2dur.sh: {args.data_dir}/wav.scp: no such file", file=sys.stderr)
+        return 1
+    written, seconds, problems = write_utt2dur(args.data_dir, args.nj)
+    for problem in problems:
+        print(f"get_utt2dur.sh: left out {problem}", file=sys.stderr)
+    print(f"get_utt2dur.sh: wrote {args.data_dir}/utt2dur: {written} utterances, {seconds / 3600:.2f} h; "
+          f"{len(problems)} left out")
+    return 0 if written else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Copy a Kaldi data dir of your own into a recipe as its stages want it.
+
+The tables are copied (utils/copy_data_dir.sh's copy: sorted, a file of an earlier copy that the source lacks
+moved to <dest>/.backup), repaired (utils/fix_data_dir.sh: an utterance missing from a table it needs is
+dropped and named in <dest>/.backup/dropped_utterances), given utt2dur where the source has none
+(utils/get_utt2dur.sh: a recording that cannot be read is named by its wav.scp line and its utterances dropped)
+and validated by Kaldi's rules. wav.scp may name files soundfile reads or commands ending in '|'; segments cut
+recordings as Kaldi's extract-segments does. Features (feats.scp) are not used: the recipes compute their own.
+Exit status 0, or 1 with the problem named: no utterance left, or a copy Kaldi's rules refuse.
+"""
+
+import os
+import sys
+
+from rnnt.cli import ToolError, at_least, run_tool, tool_parser
+from rnnt.datadir.copy_dir import copy_data_dir
+from rnnt.datadir.durations import write_utt2dur
+from rnnt.datadir.fix import fix_data_dir, reasons
+from rnnt.datadir.table import read_table
+from rnnt.datadir.validate import validate_data_dir
+
+
+def import_data_dir(src: str, dest: str, nj: int) -> str:
+    """Writes dest from src; returns the summary line's account of it."""
+    if not os.path.isfile(os.path.join(src, "wav.scp")) or not os.path.isfile(os.path.join(src, "text")):
+        raise ToolError(f"{src}: not a data dir with wav.scp and text (a Kaldi data dir of transcribed audio)")
+    copy_data_dir(src, dest, str, str)
+    before, _, dropped = fix_data_dir(dest)
+    measured = ""
+    if not os.path.isfile(os.path.join(dest, "utt2dur")):
+        written, _, problems = write_utt2dur(dest, nj, measured_in=src)
+        for problem in problems:
+            print(f"import_data_dir.py: left out {problem}", file=sys.stderr)
+        measured = f"utt2dur of {written} utterances measured, {len(problems)} left out; "
+        _, _, dropped_now = fix_data_dir(dest)
+        dropped += dropped_now
+    problems = validate_data_dir(dest, no_feats=True)
+    if problems:
+        raise ToolError(f"{dest}: the copy of {src} is not valid by Kaldi's rules:\n" + "\n".join(problems))
+    durations = read_table(os.path.join(dest, "utt2dur"))
+    hours = sum(float(line.value) for line in durations.values()) / 3600
+    speakers = len(read_table(os.path.join(dest, "spk2utt")))
+    return (f"{len(durations)} of {before} utterances, {speakers} speakers, {hours:.2f} h; {measured}"
+            f"{reasons(dropped) or 'nothing dropped'}")
+
+
+def main() -> str:
+    parser = tool_parser(__doc__, "steps/import_data_dir.py /path/to/kaldi/data/train data/train")
+    parser.add_argument("--nj", type=at_least(1), default=4, help="recordings read at once for utt2dur (default 4)")
+    parser.add_argument("src", help="the Kaldi data dir: wav.scp, text, utt2spk (segments, utt2dur, spk2gender ...)")
+    parser.add_argument("dest", help="the recipe's data dir, e.g. data/train")
+    args = parser.parse_args()
+    try:
+        account = import_data_dir(args.src, args.dest, args.nj)
+    except (OSError, ValueError) as error:
+        raise ToolError(str(error)) from None
+    return f"wrote {args.dest} from {args.src}: {account}"
+
+
+if __name__ == "__main__":
+    run_tool(main)

@@ -1,0 +1,86 @@
+"""utils/get_utt2dur.sh (Kaldi's utils/data/get_utt2dur.sh) and steps/import_data_dir.py on real LibriSpeech
+audio: durations of files, of piped commands, of Ogg Vorbis (whose header does not count its samples: decoded)
+and of segments; a recording that cannot be read named by its wav.scp line, its utterance left out and the rest
+kept."""
+
+import sys
+
+import soundfile
+
+import pytest
+
+from conftest import ROOT, UTILS, assert_valid, keys, run_tool
+
+
+def durations(path) -> dict[str, float]:
+    return {key: float(value) for key, value in (line.split() for line in path.read_text().splitlines())}
+
+
+def with_bad_entries(d, tmp_path) -> dict[str, float]:
+    """d's utt2dur removed (returned), its first recording piped through cat, its second as Ogg Vorbis, and an
+    utterance 'zz' whose recording is not audio."""
+    expected = durations(d / "utt2dur")
+    (d / "utt2dur").unlink()
+    lines = (d / "wav.scp").read_text().splitlines()
+    first, second = lines[0].split(), lines[1].split()
+    samples, rate = soundfile.read(second[1], dtype="float32")
+    soundfile.write(tmp_path / "vorbis.ogg", samples, rate, format="OGG", subtype="VORBIS")
+    lines[0] = f"{first[0]} cat {first[1]} |"
+    lines[1] = f"{second[0]} {tmp_path / 'vorbis.ogg'}"
+    (tmp_path / "noise.wav").write_bytes(b"RIFF, but not audio")
+    (d / "wav.scp").write_text("\n".join(lines + [f"zz {tmp_path / 'noise.wav'}"]) + "\n")
+    for name, value in (("text", "A WORD"), ("utt2spk", "zz")):
+        with open(d / name, "a") as f:
+            f.write(f"zz {value}\n")
+    return expected
+
+
+def test_utt2dur_of_files_pipes_and_headers_without_a_length(librispeech_dir, tmp_path):
+    expected = with_bad_entries(librispeech_dir, tmp_path)
+    out = run_tool(UTILS / "get_utt2dur.sh", "--nj", "2", librispeech_dir)
+    assert out.returncode == 0, out.stderr
+    assert durations(librispeech_dir / "utt2dur") == pytest.approx(expected, abs=0.002)  # zz left out
+    assert f"get_utt2dur.sh: left out {librispeech_dir}/wav.scp:9: zz: " in out.stderr, out.stderr
+    assert out.stdout.startswith(f"get_utt2dur.sh: wrote {librispeech_dir}/utt2dur: 8 utterances, ") and \
+        out.stdout.endswith("; 1 left out\n"), out.stdout
+    again = run_tool(UTILS / "get_utt2dur.sh", librispeech_dir)  # as Kaldi's: an existing one is kept
+    assert again.returncode == 0 and "already exists; kept" in again.stdout
+    assert durations(librispeech_dir / "utt2dur") == pytest.approx(expected, abs=0.002)
+
+
+def test_segments_take_their_times_and_an_end_of_minus_one_its_recording(librispeech_dir):
+    (librispeech_dir / "utt2dur").unlink()
+    recordings = [line.split() for line in (librispeech_dir / "wav.scp").read_text().splitlines()]
+    seconds = soundfile.info(recordings[0][1]).duration
+    rec = recordings[0][0]
+    (librispeech_dir / "wav.scp").write_text(f"{rec} {recordings[0][1]}\n")
+    speaker = "-".join(rec.split("-")[:2])
+    segments = {f"{rec}-a": "0.50 1.75", f"{rec}-b": "1.00 -1", f"{rec}-c": f"{seconds + 2:.2f} -1"}
+    (librispeech_dir / "segments").write_text("".join(f"{u} {rec} {t}\n" for u, t in segments.items()))
+    for name, value in (("text", "SOME WORDS"), ("utt2spk", speaker)):
+        (librispeech_dir / name).write_text("".join(f"{u} {value}\n" for u in segments))
+    out = run_tool(UTILS / "get_utt2dur.sh", librispeech_dir)
+    assert out.returncode == 0, out.stderr
+    assert durations(librispeech_dir / "utt2dur") == {f"{rec}-a": 1.25, f"{rec}-b": round(seconds - 1.0, 3)}
+    assert f"segments:3: {rec}-c: starts at or past its recording's end" in out.stderr
+
+
+def test_a_kaldi_dir_of_your_own_is_copied_in_repaired_measured_and_valid(librispeech_dir, tmp_path):
+    """The source untouched; the copy sorted, its unreadable utterance dropped (named by the source's wav.scp
+    line), utt2dur measured, valid by Kaldi's rules; a dir without text refused by name."""
+    expected = with_bad_entries(librispeech_dir, tmp_path)
+    lines = (librispeech_dir / "text").read_text().splitlines()
+    (librispeech_dir / "text").write_text("\n".join(reversed(lines)) + "\n")  # unsorted: Kaldi's rules refuse it
+    source = {p.name: p.read_bytes() for p in librispeech_dir.iterdir()}
+    dest = tmp_path / "data" / "train"
+    out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, dest)
+    assert out.returncode == 0, out.stderr
+    assert {p.name: p.read_bytes() for p in librispeech_dir.iterdir()} == source
+    assert_valid(dest)
+    assert durations(dest / "utt2dur") == pytest.approx(expected, abs=0.002) and keys(dest / "text") == sorted(expected)
+    assert f"left out {librispeech_dir}/wav.scp:9: zz: " in out.stderr
+    assert out.stdout == (f"import_data_dir.py: wrote {dest} from {librispeech_dir}: 8 of 9 utterances, 5 speakers, "
+                          "0.02 h; utt2dur of 8 utterances measured, 1 left out; 1 not in utt2dur\n"), out.stdout
+    (librispeech_dir / "text").unlink()
+    out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, dest)
+    assert out.returncode == 1 and "not a data dir with wav.scp and text" in out.stderr
