@@ -6,8 +6,10 @@ moved to <dest>/.backup), repaired (utils/fix_data_dir.sh: an utterance missing 
 dropped and named in <dest>/.backup/dropped_utterances), given utt2dur where the source has none
 (utils/get_utt2dur.sh: a recording that cannot be read is named by its wav.scp line and its utterances dropped)
 and validated by Kaldi's rules. wav.scp may name files soundfile reads or commands ending in '|'; segments cut
-recordings as Kaldi's extract-segments does. Features (feats.scp) are not used: the recipes compute their own.
-Exit status 0, or 1 with the problem named: no utterance left, or a copy Kaldi's rules refuse.
+recordings as Kaldi's extract-segments does. A relative path that names no file from here is taken from the
+source dir or a folder above it (a Kaldi recipe's s5 folder, a corpus's root) and written absolute. Features
+(feats.scp) are not used: the recipes compute their own. Exit status 0, or 1 with the problem named: no
+utterance left, or a copy Kaldi's rules refuse.
 """
 
 import os
@@ -17,8 +19,32 @@ from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.datadir.copy_dir import copy_data_dir
 from rnnt.datadir.durations import write_utt2dur
 from rnnt.datadir.fix import fix_data_dir, reasons
-from rnnt.datadir.table import read_table
+from rnnt.datadir.table import KEEP_BYTES, read_table, write_table
 from rnnt.datadir.validate import validate_data_dir
+
+
+def resolve_relative_paths(dest: str, src: str) -> str:
+    """Rewrites each relative file path of dest's wav.scp that names no file from here as the file it names from
+    src or a folder above it (Kaldi's paths count from the recipe folder the dir was made in, a corpus's own lists
+    from its root: speechocean762's WAVE/...); returns where they were found ('' where none was rewritten)."""
+    path = os.path.join(dest, "wav.scp")
+    wav = read_table(path, errors=KEEP_BYTES)
+    bases = [os.path.abspath(src)]
+    while os.path.dirname(bases[-1]) != bases[-1] and len(bases) < 4:
+        bases.append(os.path.dirname(bases[-1]))
+    found: dict[str, str] = {}
+    for key, line in wav.items():
+        value = line.value
+        if value.endswith("|") or os.path.isabs(value) or os.path.exists(value):
+            continue
+        base = next((b for b in bases if os.path.exists(os.path.join(b, value))), None)
+        if base is not None:
+            found[key] = base
+    if found:
+        write_table(path, ((key, os.path.join(found[key], line.value) if key in found else line.value)
+                           for key, line in wav.items()))
+    return ", ".join(f"{sum(b == base for b in found.values())} relative paths found under {base}"
+                     for base in sorted(set(found.values())))
 
 
 def import_data_dir(src: str, dest: str, nj: int) -> str:
@@ -26,13 +52,14 @@ def import_data_dir(src: str, dest: str, nj: int) -> str:
     if not os.path.isfile(os.path.join(src, "wav.scp")) or not os.path.isfile(os.path.join(src, "text")):
         raise ToolError(f"{src}: not a data dir with wav.scp and text (a Kaldi data dir of transcribed audio)")
     copy_data_dir(src, dest, str, str)
+    resolved = resolve_relative_paths(dest, src)
     before, _, dropped = fix_data_dir(dest)
-    measured = ""
+    measured = f"{resolved}; " if resolved else ""
     if not os.path.isfile(os.path.join(dest, "utt2dur")):
-        written, _, problems = write_utt2dur(dest, nj, measured_in=src)
+        written, _, problems = write_utt2dur(dest, nj)
         for problem in problems:
             print(f"import_data_dir.py: left out {problem}", file=sys.stderr)
-        measured = f"utt2dur of {written} utterances measured, {len(problems)} left out; "
+        measured += f"utt2dur of {written} utterances measured, {len(problems)} left out; "
         _, _, dropped_now = fix_data_dir(dest)
         dropped += dropped_now
     problems = validate_data_dir(dest, no_feats=True)

@@ -102,14 +102,9 @@ class _Serial:
         return map(function, items)
 
 
-def write_utt2dur(data_dir: str, nj: int = 1, measured_in: str | None = None) -> tuple[int, float, list[str]]:
-    """Writes <data_dir>/utt2dur, of its utterances as measured in the dir measured_in (the one a copy was made
-    from, whose lines the messages name; default data_dir); returns (utterances written, seconds in all, a
-    message per one left out)."""
-    durations, problems = utterance_durations(measured_in or data_dir, nj)
-    if measured_in:
-        ours = read_table(os.path.join(data_dir, "utt2spk"))
-        durations = {utt: seconds for utt, seconds in durations.items() if utt in ours}
+def write_utt2dur(data_dir: str, nj: int = 1) -> tuple[int, float, list[str]]:
+    """Writes <data_dir>/utt2dur; returns (utterances written, seconds in all, a message per one left out)."""
+    durations, problems = utterance_durations(data_dir, nj)
     kept = {utt: seconds for utt, seconds in durations.items() if round(seconds, 3) > 0}
     problems += [f"{utt}: shorter than 0.5 ms" for utt in durations if utt not in kept]
     write_table(os.path.join(data_dir, "utt2dur"), ((utt, f"{kept[utt]:.3f}") for utt in sorted(kept)))

@@ -3,6 +3,7 @@ audio: durations of files, of piped commands, of Ogg Vorbis (whose header does n
 and of segments; a recording that cannot be read named by its wav.scp line, its utterance left out and the rest
 kept."""
 
+import os
 import sys
 
 import soundfile
@@ -66,8 +67,8 @@ def test_segments_take_their_times_and_an_end_of_minus_one_its_recording(librisp
 
 
 def test_a_kaldi_dir_of_your_own_is_copied_in_repaired_measured_and_valid(librispeech_dir, tmp_path):
-    """The source untouched; the copy sorted, its unreadable utterance dropped (named by the source's wav.scp
-    line), utt2dur measured, valid by Kaldi's rules; a dir without text refused by name."""
+    """The source untouched; the copy sorted, its unreadable utterance dropped (named by the copy's wav.scp line
+    and its id), utt2dur measured, valid by Kaldi's rules; a dir without text refused by name."""
     expected = with_bad_entries(librispeech_dir, tmp_path)
     lines = (librispeech_dir / "text").read_text().splitlines()
     (librispeech_dir / "text").write_text("\n".join(reversed(lines)) + "\n")  # unsorted: Kaldi's rules refuse it
@@ -78,9 +79,34 @@ def test_a_kaldi_dir_of_your_own_is_copied_in_repaired_measured_and_valid(libris
     assert {p.name: p.read_bytes() for p in librispeech_dir.iterdir()} == source
     assert_valid(dest)
     assert durations(dest / "utt2dur") == pytest.approx(expected, abs=0.002) and keys(dest / "text") == sorted(expected)
-    assert f"left out {librispeech_dir}/wav.scp:9: zz: " in out.stderr
+    assert f"left out {dest}/wav.scp:9: zz: " in out.stderr
     assert out.stdout == (f"import_data_dir.py: wrote {dest} from {librispeech_dir}: 8 of 9 utterances, 5 speakers, "
                           "0.02 h; utt2dur of 8 utterances measured, 1 left out; 1 not in utt2dur\n"), out.stdout
     (librispeech_dir / "text").unlink()
     out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, dest)
     assert out.returncode == 1 and "not a data dir with wav.scp and text" in out.stderr
+
+
+def test_relative_paths_are_found_from_the_source_dir_or_a_folder_above_it(librispeech_dir, tmp_path):
+    """speechocean762's lists name WAVE/... from the corpus root, and a Kaldi recipe's from its s5 folder: from
+    the recipe that imports them such paths name nothing (every utterance dropped); each is taken as the file it
+    names from the source dir or up to three folders above it."""
+    corpus = tmp_path / "corpus"
+    source = corpus / "data" / "train"
+    source.parent.mkdir(parents=True)
+    librispeech_dir.rename(source)
+    (corpus / "audio").mkdir()
+    lines = []
+    for line in (source / "wav.scp").read_text().splitlines():
+        utt, path = line.split()
+        os.symlink(path, corpus / "audio" / f"{utt}.flac")
+        lines.append(f"{utt} audio/{utt}.flac")
+    (source / "wav.scp").write_text("\n".join(lines) + "\n")
+    dest = tmp_path / "recipe" / "data" / "train"
+    out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", source, dest)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.endswith(f"8 of 8 utterances, 5 speakers, 0.02 h; 8 relative paths found under {corpus}; "
+                               "nothing dropped\n"), out.stdout
+    assert all(line.split()[1] == f"{corpus}/audio/{line.split()[0]}.flac"
+               for line in (dest / "wav.scp").read_text().splitlines())
+    assert (source / "wav.scp").read_text() == "\n".join(lines) + "\n"
