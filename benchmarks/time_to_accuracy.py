@@ -88,7 +88,7 @@ def time_to_target(config: dict, two_ranks: bool, recipe: str, out: str, target:
     run = run_trial(command, out, minutes, lambda epoch, wer: wer <= target, os.path.join(out, "output.log"), env=env)
     if run.failed:  # a lever that crashes is no slow one
         raise RuntimeError(f"training failed (exit {run.returncode}); see {os.path.join(out, 'output.log')}")
-    reached = next(((m, e) for e, w, m in run.in_time if w <= target), (None, None))
+    reached = next(((m, e) for e, w, m in run.counted if w <= target), (None, None))
     if not run.epochs:
         return reached[0], reached[1], None, None
     (first, _, start), (last, _, end) = run.epochs[0], run.epochs[-1]

@@ -5,9 +5,9 @@ hypothesis of every utterance each frame; the LM's states live on the host, so t
 A frame extends each hypothesis by the blank, by each of its beam + 1 most probable labels and by the label
 that makes it another hypothesis of its beam, every label scored by the acoustic model and the LM; extensions
 with the same labels and LM state are merged by adding their probabilities (they are alignments of one label
-sequence that the LM scored alike), and the `beam` best of each utterance go on. (A label outside the beam + 1
-cannot make one of the `beam` best once the extensions are merged, but it can add its probability to one:
-without the LM the search is rnnt.modified_beam_search's.) A hypothesis's score is log P(its labels) over the alignments
+sequence that the LM scored alike), and the `beam` best of each utterance go on. (Without the LM a label outside
+the beam + 1 cannot make one of the `beam` best once the extensions are merged, but it can add its probability to
+one: the search is then rnnt.modified_beam_search's.) A hypothesis's score is log P(its labels) over the alignments
 merged into it plus the LM's score of the labels, and at the end the LM's score of ending there.
 """
 
@@ -52,14 +52,16 @@ def modified_beam_search_lm(model, enc: torch.Tensor, enc_lens: torch.Tensor, be
 def _add_labels_into_others(beams: list[list[SearchHypothesis]], live: list[int], log_probs: torch.Tensor,
                             values: list[list[float]], tokens: list[list[int]]) -> None:
     """Adds to each row's labels (tokens, and their log-probabilities in values) the label, where one is not
-    among them, that extends its hypothesis into another of its beam (whose prefix it is)."""
-    pairs, first = [], 0
+    among them, that extends its hypothesis into another of its beam (whose prefix it is; homophones of a word LM
+    share a path: each of their rows)."""
+    pairs, first = set(), 0
     for b in live:
-        row_of = {hyp.path: first + k for k, hyp in enumerate(beams[b])}
-        pairs += [(row_of[hyp.path.parent], hyp.path.token) for hyp in beams[b]
-                  if hyp.path.parent is not None and hyp.path.parent in row_of]
+        rows_of: dict[LabelPath, list[int]] = {}
+        for k, hyp in enumerate(beams[b]):
+            rows_of.setdefault(hyp.path, []).append(first + k)
+        pairs |= {(row, hyp.path.token) for hyp in beams[b] for row in rows_of.get(hyp.path.parent, ())}
         first += len(beams[b])
-    pairs = [(row, label) for row, label in pairs if label not in tokens[row]]
+    pairs = sorted((row, label) for row, label in pairs if label not in tokens[row])
     if pairs:
         rows, labels = zip(*pairs)
         for row, label, value in zip(rows, labels, log_probs[list(rows), list(labels)].tolist()):

@@ -53,15 +53,13 @@ def import_data_dir(src: str, dest: str, nj: int) -> str:
         raise ToolError(f"{src}: not a data dir with wav.scp and text (a Kaldi data dir of transcribed audio)")
     copy_data_dir(src, dest, str, str)
     resolved = resolve_relative_paths(dest, src)
-    before, _, dropped = fix_data_dir(dest)
     measured = f"{resolved}; " if resolved else ""
-    if not os.path.isfile(os.path.join(dest, "utt2dur")):
+    if not os.path.isfile(os.path.join(dest, "utt2dur")):  # before the fix, which drops what it leaves out
         written, _, problems = write_utt2dur(dest, nj)
         for problem in problems:
             print(f"import_data_dir.py: left out {problem}", file=sys.stderr)
         measured += f"utt2dur of {written} utterances measured, {len(problems)} left out; "
-        _, _, dropped_now = fix_data_dir(dest)
-        dropped += dropped_now
+    before, _, dropped = fix_data_dir(dest)
     problems = validate_data_dir(dest, no_feats=True)
     if problems:
         raise ToolError(f"{dest}: the copy of {src} is not valid by Kaldi's rules:\n" + "\n".join(problems))

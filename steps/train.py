@@ -22,7 +22,7 @@ import sys
 
 from rnnt.cli import tool_parser
 from rnnt.prep.download import hex_digest
-from rnnt.training.config_checks import check_unit_rate, device_refusal
+from rnnt.training.config_checks import training_refusals
 from rnnt.training.experiment import load_experiment, with_absolute_paths
 from rnnt.training.stop import StopTraining
 from rnnt.training.trainer import Trainer
@@ -67,14 +67,11 @@ def main() -> int:
     experiment = dataclasses.replace(experiment, train=dataclasses.replace(
         experiment.train, **{key: value for key, value in overrides.items() if value is not None}))
     experiment = with_init_digest(with_absolute_paths(experiment))
-    if refusal := device_refusal(experiment):
-        print(f"train.py: {args.config}: {refusal}", file=sys.stderr)
-        return 1
     for name in ("train_list", "lang_dir"):
         if not getattr(experiment.paths, name):
             print(f"train.py: no {name}: give --{name.replace('_', '-')} or paths.{name}", file=sys.stderr)
             return 1
-    for problem in check_unit_rate(experiment):
+    for problem in training_refusals(experiment):
         print(f"train.py: {args.config}: {problem}", file=sys.stderr)
         return 1
     try:

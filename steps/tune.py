@@ -37,7 +37,7 @@ from rnnt.tuning.space import load_search, suggest, values_to_check, with_values
 from rnnt.tuning.study import completed, ended, open_study, optimize_until, summary, write_results
 from rnnt.training import checkpoint
 from rnnt.training.config_change import piece_scores, units_digest
-from rnnt.training.config_checks import check_unit_rate, device_refusal
+from rnnt.training.config_checks import training_refusals
 from rnnt.tuning.trial_run import run_trial
 from rnnt.training.experiment import experiment_from_values, load_experiment, with_absolute_paths, with_paths
 
@@ -108,17 +108,17 @@ def make_objective(base: dict, search, args):
     return objective
 
 
-def check_trial_configs(base: dict, search, search_path: str, vocab_size: int, device: str) -> None:
+def check_trial_configs(base: dict, search, search_path: str, vocab_size: int, device: str, config: str) -> None:
     """The values a trial can draw at the parameters' ends, alone and two together (values_to_check), with the
     base config's others, give a config and a model the trainer takes (built on the meta device: no memory) on
     this machine's `device` (--device, else the config's): a choice the model refuses (a misspelt activation), a
     float where the config takes a whole number, two values it refuses together (the fused loss with a joiner
     dropout), a precision the device cannot train in, or a frame rate too slow for the transcripts' units with
     one symbol per frame (steps/train.py's refusals) failed each trial that drew them, after the study had taken
-    the search."""
-    for values in values_to_check(search.space):
+    the search. The base config is checked first: what it alone makes the trainer refuse is its."""
+    for values in ({}, *values_to_check(search.space)):
         where = f"{search_path}: " + " with ".join(f"space.{k} = {v!r}" for k, v in values.items()) + \
-            " gives a trial config"
+            " gives a trial config" if values else f"{config} (the config the trials start from)"
         try:
             experiment = experiment_from_values(with_values(base, values), where)
         except ValueError as error:  # named by where
@@ -130,7 +130,7 @@ def check_trial_configs(base: dict, search, search_path: str, vocab_size: int, d
                 model = Transducer(experiment.model, vocab_size)
         except ValueError as error:
             raise ToolError(f"{where}: {error}") from None
-        refusals = [device_refusal(experiment), *check_unit_rate(experiment),
+        refusals = [*training_refusals(experiment),
                     bf16_refusal(model, torch.device(auto_device(train.device)), train.precision)]
         if refusal := next(filter(None, refusals), None):
             raise ToolError(f"{where}: {refusal}")
@@ -210,7 +210,7 @@ def main() -> str:
         vocab_size = Tokenizer(experiment.paths.lang_dir).vocab_size
     except (OSError, ValueError) as error:
         raise ToolError(str(error)) from error
-    check_trial_configs(base, search, args.search, vocab_size, args.device)
+    check_trial_configs(base, search, args.search, vocab_size, args.device, args.config)
     trials = args.trials or search.trials
     os.makedirs(args.exp_dir, exist_ok=True)
     storage = args.storage or f"sqlite:///{os.path.join(args.exp_dir, 'study.db')}"

@@ -146,8 +146,8 @@ lm_fusion_stage() {
   if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "$arpa" "${lodr[@]}" "data/$dev/data.list" \
       "data/$dev/text" "$beam" "${grid[@]}" ++ "$settings"; then
     logged "$(stage_log "$stage_n" "$name" "$exp")" steps/tune_lm_fusion.py --method "$method" \
-      --arpa "$arpa" --over "$over" "${lodr[@]}" --beam "$beam" "${grid[@]}" --device auto \
-      --checkpoint "$checkpoint" "$exp" "data/$dev/data.list"
+      --arpa "$arpa" --over "$over" "${lodr[@]}" --beam "$beam" "${grid[@]}" --checkpoint "$checkpoint" "$exp" \
+      "data/$dev/data.list"  # on the CPU: its grid on every core (on a GPU, one point at a time)
     cp "$exp/lm/$method.yaml" "$weights"
     stage_done "$stage_n" "$name" "$exp" -- "$weights"
   fi

@@ -72,22 +72,30 @@ check_run_arguments "$@"
 . utils/training.sh
 . utils/units.sh
 
-are_data_dirs() {  # are_data_dirs "TRAIN DEV [TEST]": two or three folders, each with wav.scp and text
-  local dir n=0
-  for dir in $1; do
+are_data_dirs() {  # are_data_dirs "TRAIN DEV [TEST]": two or three folders (paths without spaces), each with wav.scp
+  # and text
+  local dir dirs
+  read -r -a dirs <<< "$1"
+  for dir in "${dirs[@]}"; do
     [ -f "$dir/wav.scp" ] && [ -f "$dir/text" ] || return 1
-    n=$((n + 1))
   done
-  [ "$n" -ge 2 ] && [ "$n" -le 3 ]
+  [ ${#dirs[@]} -ge 2 ] && [ ${#dirs[@]} -le 3 ]
 }
-[ -z "$corpus_dir" ] || rm -f data/.data_dirs  # the data given last is the data: the other is forgotten
-[ -z "$data_dirs" ] || rm -f data/.corpus_dir
-data_dirs=$(given_before data-dirs data/.data_dirs "$data_dirs" are_data_dirs)
-if [ -n "$data_dirs" ] && ! are_data_dirs "$data_dirs"; then
+if [ -n "$corpus_dir" ] && [ -n "$data_dirs" ]; then
+  echo "run.sh: give --corpus-dir (a folder of recordings) or --data-dirs (Kaldi data dirs), not both" >&2
+  exit 1
+elif [ -n "$data_dirs" ] && ! are_data_dirs "$data_dirs"; then  # (the data given before is kept)
   echo "run.sh: --data-dirs must name two or three Kaldi data dirs, train dev [test], each with wav.scp and text" \
     "(got '$data_dirs')" >&2
   exit 1
-elif [ -z "$data_dirs" ]; then
+elif [ -n "$corpus_dir" ] && ! is_folder "$corpus_dir"; then
+  echo "run.sh: --corpus-dir must name the folder of recordings (got '$corpus_dir')" >&2
+  exit 1
+fi
+[ -z "$data_dirs" ] || rm -f data/.corpus_dir  # the data given last is the data: the other is forgotten
+[ -z "$corpus_dir" ] || rm -f data/.data_dirs
+data_dirs=$(given_before data-dirs data/.data_dirs "$data_dirs" are_data_dirs)
+if [ -z "$data_dirs" ]; then
   corpus_dir=$(corpus_dir_of "$corpus_dir")  # the one given before, if not given
   if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
     echo "run.sh: --corpus-dir must name the folder of recordings, or --data-dirs your Kaldi data dirs (got" \

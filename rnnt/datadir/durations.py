@@ -57,7 +57,7 @@ def utterance_durations(data_dir: str, nj: int = 1) -> tuple[dict[str, float], l
     segments = read_table(segments_path) if os.path.isfile(segments_path) else None
     spans = ({utt: line.value.split() for utt, line in segments.items()} if segments is not None
              else {recording: [recording, "0", "-1"] for recording in wav})
-    durations, problems, to_read = {}, [], set()
+    durations, problems, waiting = {}, [], {}  # waiting: utt -> (recording, start) of those its recording decides
     for utt, fields in spans.items():
         why = "not '<recording> <start> <end>'" if len(fields) != 3 else segment_problem(*fields[1:])
         if why or fields[0] not in wav:
@@ -65,14 +65,14 @@ def utterance_durations(data_dir: str, nj: int = 1) -> tuple[dict[str, float], l
         elif segments is not None and float(fields[2]) > float(fields[1]):
             durations[utt] = float(fields[2]) - float(fields[1])
         else:
-            to_read.add(fields[0])
-    seconds = _read_recordings({r: wav[r].value for r in sorted(to_read)}, nj, wav, problems)
-    for utt, fields in spans.items():
-        if utt not in durations and fields[0] in seconds:
-            durations[utt] = seconds[fields[0]] - float(fields[1])
-            if durations[utt] <= 0:
-                problems.append(f"{segments[utt].where}: {utt}: starts at or past its recording's end")
-                del durations[utt]
+            waiting[utt] = fields[0], float(fields[1])
+    recordings = sorted({recording for recording, _ in waiting.values()})
+    seconds = _read_recordings({r: wav[r].value for r in recordings}, nj, wav, problems)
+    for utt, (recording, start) in waiting.items():
+        if recording in seconds and seconds[recording] > start:
+            durations[utt] = seconds[recording] - start
+        elif recording in seconds:
+            problems.append(f"{segments[utt].where}: {utt}: starts at or past its recording's end")
     return durations, problems
 
 
@@ -103,11 +103,13 @@ class _Serial:
 
 
 def write_utt2dur(data_dir: str, nj: int = 1) -> tuple[int, float, list[str]]:
-    """Writes <data_dir>/utt2dur; returns (utterances written, seconds in all, a message per one left out)."""
+    """Writes <data_dir>/utt2dur where it knows a duration; returns (utterances written, seconds in all, a message
+    per one left out)."""
     durations, problems = utterance_durations(data_dir, nj)
     kept = {utt: seconds for utt, seconds in durations.items() if round(seconds, 3) > 0}
     problems += [f"{utt}: shorter than 0.5 ms" for utt in durations if utt not in kept]
-    write_table(os.path.join(data_dir, "utt2dur"), ((utt, f"{kept[utt]:.3f}") for utt in sorted(kept)))
+    if kept:  # (an empty one would be kept by the next run as done)
+        write_table(os.path.join(data_dir, "utt2dur"), ((utt, f"{kept[utt]:.3f}") for utt in sorted(kept)))
     return len(kept), sum(kept.values()), problems
 
 

@@ -5,6 +5,7 @@ check_shapes: the features the pipeline makes against what the encoder reads.
 check_unit_rate: with one symbol per frame, the encoder's frame rate against the units' rate in the
 training transcripts (<lang>/unit_rate.json, written by steps/build_units.py from the data dir's utt2dur).
 device_refusal: train.device and train.precision against this machine.
+training_refusals: what steps/train.py refuses before it builds the model (the two above).
 """
 
 from __future__ import annotations
@@ -93,3 +94,10 @@ def device_refusal(experiment) -> str | None:
         return ("train.precision fp16 needs a CUDA device (the CPU's LSTM kernels have no float16); on the CPU use "
                 "precision: bf16")
     return None
+
+
+def training_refusals(experiment) -> list[str]:
+    """Why steps/train.py refuses the experiment before building its model (empty: it does not): the device and
+    precision here, the frame rate against the transcripts' units a second. (The trainer refuses bf16 LSTMs a CPU
+    cannot run once it has the model: rnnt.cpu_isa.bf16_refusal.)"""
+    return [refusal for refusal in (device_refusal(experiment), *check_unit_rate(experiment)) if refusal]

@@ -154,3 +154,25 @@ def test_with_a_weightless_lm_the_fused_modified_search_is_the_plain_one(kind):
         alone = modified_beam_search_lm(model, enc[b:b + 1, :lens[b]], lens[b:b + 1], 3, fusion)[0]
         assert [(h.tokens, h.frames) for h in fused[b]] == [(h.tokens, h.frames) for h in alone]
         assert [h.score for h in fused[b]] == pytest.approx([h.score for h in alone], abs=1e-5)
+
+
+def test_each_hypothesis_offers_once_the_label_that_makes_it_another_of_its_beam():
+    """Homophones of a word LM share a path with other LM states: each of their rows offers the label that
+    extends the path into a third hypothesis, once (twice, its probability was added twice when merged), a row
+    with the label among its best none more, and an utterance's rows only its own beam's."""
+    from rnnt.label_path import LabelPath, SearchHypothesis
+    from rnnt.modified_beam_search_lm import _add_labels_into_others
+
+    prefix = LabelPath().extended(1, 0)
+    beams = [[SearchHypothesis(prefix, -1.0, lm_state="a"), SearchHypothesis(prefix, -1.5, lm_state="b"),
+              SearchHypothesis(prefix.extended(3, 1), -2.0, lm_state="a"),
+              SearchHypothesis(prefix.extended(3, 1), -2.5, lm_state="b")],
+             [SearchHypothesis(LabelPath().extended(3, 0), -1.0)]]  # its prefix, the empty path, is in no beam
+    log_probs = torch.log_softmax(torch.arange(25.0).view(5, 5), dim=1)
+    tokens, values = [[0, 1], [0, 2], [0, 1], [0, 1], [0, 1]], [[-1.0, -2.0] for _ in range(5)]
+    _add_labels_into_others(beams, [0, 1], log_probs, values, tokens)
+    assert tokens == [[0, 1, 3], [0, 2, 3], [0, 1], [0, 1], [0, 1]]
+    assert values[0][2] == pytest.approx(log_probs[0, 3].item()) and values[1][2] == pytest.approx(log_probs[1, 3])
+    tokens = [[0, 3], [0, 2], [0, 1], [0, 1], [0, 1]]
+    _add_labels_into_others(beams, [0, 1], log_probs, [[-1.0, -2.0] for _ in range(5)], tokens)
+    assert tokens == [[0, 3], [0, 2, 3], [0, 1], [0, 1], [0, 1]]

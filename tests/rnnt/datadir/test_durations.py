@@ -56,7 +56,8 @@ def test_segments_take_their_times_and_an_end_of_minus_one_its_recording(librisp
     rec = recordings[0][0]
     (librispeech_dir / "wav.scp").write_text(f"{rec} {recordings[0][1]}\n")
     speaker = "-".join(rec.split("-")[:2])
-    segments = {f"{rec}-a": "0.50 1.75", f"{rec}-b": "1.00 -1", f"{rec}-c": f"{seconds + 2:.2f} -1"}
+    segments = {f"{rec}-a": "0.50 1.75", f"{rec}-b": "1.00 -1", f"{rec}-c": f"{seconds + 2:.2f} -1",
+                f"{rec}-d": "0.50 0.20", f"{rec}-e": "abc -1"}  # d, e: bad times, their recording read for b
     (librispeech_dir / "segments").write_text("".join(f"{u} {rec} {t}\n" for u, t in segments.items()))
     for name, value in (("text", "SOME WORDS"), ("utt2spk", speaker)):
         (librispeech_dir / name).write_text("".join(f"{u} {value}\n" for u in segments))
@@ -64,6 +65,12 @@ def test_segments_take_their_times_and_an_end_of_minus_one_its_recording(librisp
     assert out.returncode == 0, out.stderr
     assert durations(librispeech_dir / "utt2dur") == {f"{rec}-a": 1.25, f"{rec}-b": round(seconds - 1.0, 3)}
     assert f"segments:3: {rec}-c: starts at or past its recording's end" in out.stderr
+    assert f"segments:4: {rec}-d: bad segment times 0.50..0.20" in out.stderr
+    assert f"segments:5: {rec}-e: start 'abc' or end '-1' is not a number" in out.stderr
+    (librispeech_dir / "utt2dur").unlink()
+    (librispeech_dir / "segments").write_text(f"{rec}-c {rec} {seconds + 2:.2f} -1\n")
+    out = run_tool(UTILS / "get_utt2dur.sh", librispeech_dir)  # none measured: no utt2dur a rerun would keep
+    assert out.returncode == 1 and not (librispeech_dir / "utt2dur").exists()
 
 
 def test_a_kaldi_dir_of_your_own_is_copied_in_repaired_measured_and_valid(librispeech_dir, tmp_path):

@@ -173,6 +173,18 @@ def test_values_steps_train_refuses_on_this_device_are_refused_before_any_trial(
     assert not (tmp_path / "tune" / "trial-000").exists()
 
 
+def test_a_base_config_the_trainer_refuses_is_named_as_the_base_not_a_search_value(yesno, tmp_path):
+    args = tune_args(yesno, tmp_path, {"trials": 1, "space": {
+        "train.optimizer.lr": {"type": "float", "low": 1e-3, "high": 1e-2}}})
+    config = args[args.index("--config") + 1]
+    values = yaml.safe_load(config.read_text())
+    values["train"]["precision"] = "fp16"
+    config.write_text(yaml.safe_dump(values))
+    out = run_tool(*args, "--device", "cpu")
+    assert out.returncode == 1
+    assert f"{config} (the config the trials start from): train.precision fp16 needs a CUDA device" in out.stderr
+
+
 def test_numbers_yaml_reads_as_strings_are_numbers_and_trials_a_whole_number(yesno, tmp_path):
     """YAML 1.1 reads 1e-4 as a string: the search named it 'not below' 1e-2, or crashed on comparing it."""
     from rnnt.tuning.space import load_search
