@@ -33,4 +33,4 @@ def test_a_training_that_reaches_the_target_gives_its_minutes_and_epoch(yesno, t
     config["train"]["epochs"] = 2
     minutes, epoch, last_wer, per_epoch = time_to_target(config, False, str(recipe), str(tmp_path / "row"), 1000.0,
                                                          5.0)
-    assert epoch == 1 and 0 < minutes < 5 and 0 <= last_wer and per_epoch > 0
+    assert epoch == 1 and 0 < minutes < 5 and 0 <= last_wer and per_epoch >= 0  # (0: both ended within a poll)

@@ -20,6 +20,7 @@ MISSING = {
     "decode.py": (["{m}/exp", "{m}/data.list", "test"], "{m}/exp/config.yaml"),
     "decode_sherpa_onnx.py": (["{m}/onnx", "{m}/data.list", "{m}/out"], "{m}/onnx/sherpa-onnx.json"),
     "export_onnx.py": (["{m}/exp", "{m}/out"], "{m}/exp/config.yaml"),
+    "import_data_dir.py": (["{m}/kaldi", "{m}/data"], "{m}/kaldi"),
     "make_raw_list.py": (["{m}/data", "{m}/data.list"], "{m}/data/text"),
     "make_shards.py": (["{m}/data", "{m}/shards", "{m}/shards.list"], "{m}/data/text"),
     "plot_training.py": (["{m}/training.png", "{m}/exp"], "{m}/exp/train.log"),
