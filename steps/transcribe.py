@@ -5,7 +5,8 @@ Prints '<file> <text>' a line, or with --json one JSON object a line ({"file", "
 "nbest"?}); --word-times adds each word's start and end in seconds, --nbest every hypothesis the search
 kept ({"text", "score", "tokens": [{"unit", "id", "time"}]}, best first). A file that cannot be transcribed
 is named and the others are still transcribed; the exit status is then 1. A pipe's path (<(...)) is read whole
-(with --stream, as it comes: as '-').
+(with --stream, as it comes: as '-'). --scp data/x/wav.scp transcribes a Kaldi table's files and commands, each
+line printed under its key: a hyp file, as steps/score.py reads one.
 
 --stream decodes as the audio arrives (greedy search, a unidirectional model) in memory that does not
 grow with the audio: the file is read and fed in chunks of --chunk-seconds (block by block, resampled so where
@@ -39,8 +40,10 @@ from rnnt.data.audio import AudioError, audio_length
 from rnnt.data.audio_header import readable_once, riff_chunks
 from rnnt.data.features import num_frames
 from rnnt.data.stages import too_short
+from rnnt.datadir.table import read_table
 from rnnt.data.resample import StreamingResampler
 from rnnt.devices import auto_device
+from rnnt.prep.shard_writer import BadAudio, read_source
 from rnnt.search_methods import METHODS, add_lm_fusion_option, check_lm_fusion_option, check_method
 from rnnt.segmenting import file_blocks, transcribe_in_segments
 from rnnt.streaming import StreamLines
@@ -68,10 +71,16 @@ def parse_args():
     parser.add_argument("--segment-seconds", type=at_least(0.0), default=0,
                         help="decode long recordings in segments of at most this long, cut at the quietest "
                              "moments (any model; memory bounded by the segment); 0: the whole file at once")
+    parser.add_argument("--scp", help="a Kaldi wav.scp ('<key> <path>' or '<key> <command> |' a line) for the audio "
+                        "files: each transcribed under its key, as a data dir's hyp (steps/score.py)")
     parser.add_argument("exp_dir")
-    parser.add_argument("audio", nargs="+")
+    parser.add_argument("audio", nargs="*")
     args = parser.parse_args()
     check_lm_fusion_option(parser, args)
+    if bool(args.audio) == bool(args.scp):
+        parser.error("give the audio files, or --scp naming them, one of the two")
+    if args.scp and args.stream:
+        parser.error("--stream reads one stream as it comes; give --scp's files without it")
     if args.stream and args.method != "greedy":
         parser.error("--stream decodes with greedy search; leave --method out")
     if "-" in args.audio and not args.stream:
@@ -97,11 +106,17 @@ def main() -> int:
     except (OSError, ValueError, KeyError) as error:
         print(f"transcribe.py: {error}", file=sys.stderr)
         return 1
+    try:
+        inputs = scp_sources(args.scp) if args.scp else [(path, path) for path in args.audio]
+    except (OSError, ValueError) as error:
+        print(f"transcribe.py: {error}", file=sys.stderr)
+        return 1
     failed = 0
-    for path in args.audio:
+    for path, source in inputs:  # (a file's name and its path, or a wav.scp key and its value)
         try:
             # a pipe's bytes read once, but --stream reads a pipe as it comes (raw PCM or a WAV stream, as stdin)
-            audio = path if path == "-" or (args.stream and is_pipe(path)) else readable_once(path)
+            audio = source if source == "-" or (args.stream and is_pipe(source)) else readable_once(source)
+            audio = read_source(source)[0] if source.endswith("|") else audio  # a wav.scp command's output
             if args.stream:
                 result, interrupted = stream(transcriber, path, audio, args)
                 if interrupted:
@@ -115,16 +130,22 @@ def main() -> int:
                 result = transcriber.transcribe(audio, args.method, args.beam, args.nbest)
         except BrokenPipeError:  # the reader of --stream's lines stopped (| head): exit_with ends the tool
             raise
-        except (AudioError, OSError) as error:
-            error = "no such file" if path != "-" and not os.path.exists(path) else error
+        except (AudioError, BadAudio, OSError) as error:
+            error = "no such file" if not source.endswith(("-", "|")) and not os.path.exists(source) else error
             print(f"transcribe.py: {path}: cannot transcribe its audio ({error})", file=sys.stderr)
             failed += 1
             continue
         print_result(path, result, args)
     if failed:
-        print(f"transcribe.py: {len(args.audio) - failed} of {len(args.audio)} files transcribed; {failed} could not "
+        print(f"transcribe.py: {len(inputs) - failed} of {len(inputs)} files transcribed; {failed} could not "
               "be (named above)", file=sys.stderr)
     return 1 if failed else 0
+
+
+def scp_sources(scp: str) -> list[tuple[str, str]]:
+    """(key, path or command) of each line of a wav.scp, in its order (a repeated key's later lines named on
+    standard error and left out)."""
+    return [(key, line.value) for key, line in read_table(scp).items()]
 
 
 LONG_SECONDS = 300

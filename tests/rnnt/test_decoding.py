@@ -336,6 +336,26 @@ def test_transcribe_any_format_rate_and_channels(trained, yesno, tmp_path):
     assert f"{short}: cannot transcribe its audio (10.0 ms of audio, shorter than one analysis" in streamed.stderr
 
 
+def test_transcribe_a_wav_scp_gives_its_keys_transcripts_as_a_hyp_file_score_py_reads(trained, yesno, tmp_path):
+    """--scp: a Kaldi wav.scp's files and commands transcribed under their keys (one that cannot be read named,
+    the rest kept), a hyp file steps/score.py scores against the data dir's text."""
+    entries = [json.loads(line) for line in sorted((yesno / "five.list").read_text().splitlines())[:3]]
+    scp = tmp_path / "wav.scp"
+    scp.write_text(f"{entries[0]['key']} {entries[0]['wav']}\n{entries[1]['key']} cat {entries[1]['wav']} |\n"
+                   f"{entries[2]['key']} {entries[2]['wav']}\nbroken false |\n")
+    out = run_tool(sys.executable, STEPS / "transcribe.py", "--scp", scp, trained)
+    assert out.returncode == 1 and "broken: cannot transcribe its audio (command 'false' failed" in out.stderr
+    files = run_tool(sys.executable, STEPS / "transcribe.py", trained, *(e["wav"] for e in entries))
+    texts = [line.split(" ", 1)[1] if " " in line else "" for line in files.stdout.splitlines()]
+    assert out.stdout.splitlines() == [f"{e['key']} {text}".rstrip() for e, text in zip(entries, texts)]
+    (tmp_path / "hyp").write_text(out.stdout)
+    (tmp_path / "ref").write_text("".join(f"{e['key']} {e['txt']}\n" for e in entries))
+    scored = run_tool(sys.executable, STEPS / "score.py", tmp_path / "ref", tmp_path / "hyp")
+    assert scored.returncode == 0 and scored.stdout.startswith("%WER "), scored.stderr
+    both = run_tool(sys.executable, STEPS / "transcribe.py", "--scp", scp, trained, entries[0]["wav"])
+    assert both.returncode == 2 and "give the audio files, or --scp naming them, one of the two" in both.stderr
+
+
 def test_transcribe_reads_a_pipe_once_and_names_what_it_cannot_read(trained, yesno, tmp_path):
     """A shell's <(...) lost its first 64 KB to the header's checks (the transcript of the rest, exit 0); a .raw file
     ended --segment-seconds and --stream in a traceback; '-' without --stream was a file named '-', and an MP3 on
