@@ -14,6 +14,7 @@ utterance left, or a copy Kaldi's rules refuse.
 
 import os
 import sys
+from collections import Counter
 
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.datadir.copy_dir import copy_data_dir
@@ -43,8 +44,7 @@ def resolve_relative_paths(dest: str, src: str) -> str:
     if found:
         write_table(path, ((key, os.path.join(found[key], line.value) if key in found else line.value)
                            for key, line in wav.items()))
-    return ", ".join(f"{sum(b == base for b in found.values())} relative paths found under {base}"
-                     for base in sorted(set(found.values())))
+    return ", ".join(f"{n} relative paths found under {base}" for base, n in sorted(Counter(found.values()).items()))
 
 
 def import_data_dir(src: str, dest: str, nj: int) -> str:
@@ -58,6 +58,8 @@ def import_data_dir(src: str, dest: str, nj: int) -> str:
         written, _, problems = write_utt2dur(dest, nj)
         for problem in problems:
             print(f"import_data_dir.py: left out {problem}", file=sys.stderr)
+        if not written:
+            raise ToolError(f"{src}: none of its recordings could be read (named above); nothing to import")
         measured += f"utt2dur of {written} utterances measured, {len(problems)} left out; "
     before, _, dropped = fix_data_dir(dest)
     problems = validate_data_dir(dest, no_feats=True)

@@ -114,9 +114,7 @@ def main() -> int:
     failed = 0
     for path, source in inputs:  # (a file's name and its path, or a wav.scp key and its value)
         try:
-            # a pipe's bytes read once, but --stream reads a pipe as it comes (raw PCM or a WAV stream, as stdin)
-            audio = source if source == "-" or (args.stream and is_pipe(source)) else readable_once(source)
-            audio = read_source(source)[0] if source.endswith("|") else audio  # a wav.scp command's output
+            audio = audio_of(source, args)
             if args.stream:
                 result, interrupted = stream(transcriber, path, audio, args)
                 if interrupted:
@@ -146,6 +144,14 @@ def scp_sources(scp: str) -> list[tuple[str, str]]:
     """(key, path or command) of each line of a wav.scp, in its order (a repeated key's later lines named on
     standard error and left out)."""
     return [(key, line.value) for key, line in read_table(scp).items()]
+
+
+def audio_of(source: str, args):
+    """A wav.scp command's output (--scp only), '-' or a pipe's path as such with --stream (read as it comes: raw
+    PCM or a WAV stream), another pipe's bytes read once, a regular file's path."""
+    if args.scp and source.endswith("|"):
+        return read_source(source)[0]
+    return source if source == "-" or (args.stream and is_pipe(source)) else readable_once(source)
 
 
 LONG_SECONDS = 300

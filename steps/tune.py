@@ -143,11 +143,10 @@ def data_digest(experiment, pieces: bool = True) -> str:
     it, as the recipes write it; else the names of the list's entries)."""
     lang_dir = experiment.paths.lang_dir
     digest = hashlib.sha256(units_digest(lang_dir).encode())
-    model = read_lang_config(lang_dir).get("model") if os.path.isfile(os.path.join(lang_dir, "units.json")) else None
-    if pieces and model:
-        digest.update(json.dumps(piece_scores(os.path.join(lang_dir, model))).encode())
-    lexicon = os.path.join(lang_dir, "lexicon.txt")
-    named = [lexicon] if os.path.isfile(lexicon) else []
+    config = read_lang_config(lang_dir) if os.path.isfile(os.path.join(lang_dir, "units.json")) else {}
+    if pieces and config.get("model"):
+        digest.update(json.dumps(piece_scores(os.path.join(lang_dir, config["model"]))).encode())
+    named = [os.path.join(lang_dir, config["lexicon"])] if config.get("lexicon") else []  # (lexicon.txt)
     for list_path in filter(None, (experiment.paths.train_list, experiment.paths.valid_list)):
         text = os.path.join(os.path.dirname(list_path), "text")
         if os.path.isfile(text):

@@ -12,6 +12,7 @@ Run as `utils/get_utt2dur.sh [--nj N] <data-dir>`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from multiprocessing import Pool
@@ -31,7 +32,7 @@ def recording_seconds(source: str) -> float:
     data, path = read_source(source)
     audio = data if data is not None else path
     counted = audio_length(audio)
-    if counted is None:  # a header that does not count its samples (a FLAC written to a pipe): decode it
+    if counted is None:  # a header that does not count its samples exactly (Ogg Vorbis, MP3): decode it
         waveform, rate = load_audio(audio)
         return waveform.shape[1] / rate
     samples, rate, _ = counted
@@ -79,27 +80,14 @@ def utterance_durations(data_dir: str, nj: int = 1) -> tuple[dict[str, float], l
 def _read_recordings(sources: dict[str, str], nj: int, wav: dict, problems: list[str]) -> dict[str, float]:
     """recording -> seconds of those that could be read; a message in problems for each other."""
     seconds = {}
-    with Pool(nj) if nj > 1 and len(sources) > 1 else _Serial() as pool:
-        for recording, duration, why in progress(pool.imap(_measured, sources.items(), chunksize=8),
-                                                 total=len(sources), desc="durations", unit=" recordings"):
+    with Pool(nj) if nj > 1 and len(sources) > 1 else contextlib.nullcontext() as pool:
+        results = pool.imap(_measured, sources.items(), chunksize=8) if pool else map(_measured, sources.items())
+        for recording, duration, why in progress(results, total=len(sources), desc="durations", unit=" recordings"):
             if duration is None:
                 problems.append(f"{wav[recording].where}: {recording}: {why}")
             else:
                 seconds[recording] = duration
     return seconds
-
-
-class _Serial:
-    """Pool's imap in this process."""
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *_):
-        return False
-
-    @staticmethod
-    def imap(function, items, chunksize: int = 1):
-        return map(function, items)
 
 
 def write_utt2dur(data_dir: str, nj: int = 1) -> tuple[int, float, list[str]]:

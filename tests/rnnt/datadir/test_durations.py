@@ -89,6 +89,10 @@ def test_a_kaldi_dir_of_your_own_is_copied_in_repaired_measured_and_valid(libris
     assert f"left out {dest}/wav.scp:9: zz: " in out.stderr
     assert out.stdout == (f"import_data_dir.py: wrote {dest} from {librispeech_dir}: 8 of 9 utterances, 5 speakers, "
                           "0.02 h; utt2dur of 8 utterances measured, 1 left out; 1 not in utt2dur\n"), out.stdout
+    noise = tmp_path / "noise.wav"  # every recording unreadable: named, not a missing utt2dur's traceback
+    (librispeech_dir / "wav.scp").write_text("".join(f"{utt} {noise}\n" for utt in sorted(expected) + ["zz"]))
+    out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, tmp_path / "none")
+    assert out.returncode == 1 and "none of its recordings could be read (named above)" in out.stderr, out.stderr
     (librispeech_dir / "text").unlink()
     out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, dest)
     assert out.returncode == 1 and "not a data dir with wav.scp and text" in out.stderr
