@@ -9,7 +9,8 @@
 #                                               SEED overrides the config's train.seed (--seed)
 #   train_at_once STAGE LANG "CONFIG|EXP|INIT|SEED"...  train_model for each, those wanted, at once: each
 #                                               with OMP_NUM_THREADS its share of the cores, its output in its
-#                                               log alone
+#                                               log alone; one after another where each trains in several
+#                                               processes (--ngpu N > 1, --cpu-ranks N > 1)
 #   seed_stages STAGE AVERAGE_STAGE DECODE_STAGE CONFIG EXP LANG INIT SEEDS AVERAGE METHOD
 #                                               trains EXP, and with SEEDS > 1 EXP_seedK with --seed K
 #                                               (K = 1 .. SEEDS-1) too, those still to train at once
@@ -31,6 +32,15 @@
 #                                               train.init_from): run.sh trains its --init-config only for
 #                                               such a config, so that another one never silently starts
 #                                               from DeepSpeech 2
+#   check_training_processes                    at run.sh's start: --ngpu and --cpu-ranks (run.sh's ngpu,
+#                                               cpu_ranks) are whole numbers this machine can run: as many GPUs
+#                                               as --ngpu asks for, --cpu-ranks only with --ngpu 0
+#   training_command                            what runs steps/train.py, one word a line: one process on the
+#                                               config's train.device (--ngpu empty: a GPU when at hand), on
+#                                               the CPU (--ngpu 0) or a GPU (1); torchrun's DDP for several,
+#                                               one a GPU (--ngpu N) or --cpu-ranks N on the CPU, each
+#                                               process on its share of the cores; LibriSpeech's --nnodes
+#                                               too (its nnodes, node_rank, master_addr, master_port)
 # A change to INIT (the other model trained again) trains EXP again, as a change to its config does
 # (steps/train.py records INIT's SHA-256 in the config, train.init_from_sha256: a resume sees the change).
 # shellcheck shell=bash
@@ -48,11 +58,57 @@ train_options() {  # train_options [INIT] [SEED]: steps/train.py's options for t
   [ -z "${2:-}" ] || printf '%s\n' --seed "$2"
 }
 
+check_training_processes() {
+  local gpus
+  [[ ${ngpu:-} =~ ^[0-9]*$ ]] || {
+    echo "$(basename "$0"): --ngpu ${ngpu:-}: a number of GPUs (0: the CPU)" >&2; exit 1; }
+  [[ ${cpu_ranks:-1} =~ ^[1-9][0-9]*$ ]] || {
+    echo "$(basename "$0"): --cpu-ranks ${cpu_ranks:-}: a number of training processes, 1 or more" >&2; exit 1; }
+  if [ "${cpu_ranks:-1}" -gt 1 ] && [ "${ngpu:-}" != 0 ]; then
+    echo "$(basename "$0"): --cpu-ranks ${cpu_ranks} trains on the CPU: give --ngpu 0 with it" >&2; exit 1
+  fi
+  if [ "${ngpu:-0}" -gt 0 ]; then
+    gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+    if [ "$gpus" -lt "$ngpu" ]; then
+      echo "$(basename "$0"): --ngpu $ngpu: torch sees $gpus GPU(s) here (CUDA_VISIBLE_DEVICES=" \
+        "${CUDA_VISIBLE_DEVICES-unset}); --ngpu 0 trains on the CPU" >&2
+      exit 1
+    fi
+  fi
+}
+
+training_processes() {  # training_processes: steps/train.py's processes on this node
+  if [ "${ngpu:-}" = 0 ]; then echo "${cpu_ranks:-1}"; else echo "${ngpu:-1}"; fi
+}
+
+training_command() {
+  local processes threads
+  processes=$(training_processes)
+  if [ "$processes" -gt 1 ] || [ "${nnodes:-1}" -gt 1 ]; then
+    threads=$(( $(nproc) / processes ))  # torchrun would give each process one
+    printf '%s\n' env "OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( threads > 0 ? threads : 1 ))}" torchrun
+    if [ "${nnodes:-1}" -gt 1 ]; then
+      printf '%s\n' "--nnodes=$nnodes" "--node_rank=$node_rank" "--master_addr=$master_addr" \
+        "--master_port=$master_port"
+    else
+      echo --standalone  # a free port of its own: trainings of other recipes at once do not meet
+    fi
+    echo "--nproc_per_node=$processes"
+  fi
+  echo steps/train.py
+  case ${ngpu:-} in
+    "") ;;
+    0) printf '%s\n' --device cpu ;;
+    *) printf '%s\n' --device cuda ;;
+  esac
+}
+
 train_model() {  # train_model STAGE CONFIG EXP LANG [INIT] [SEED]: the training once train_wanted chose to run it
-  local stage_n=$1 config=$2 exp=$3 lang=$4 log options
+  local stage_n=$1 config=$2 exp=$3 lang=$4 log options command
   mapfile -t options < <(train_options "${5:-}" "${6:-}")
+  mapfile -t command < <(training_command)
   log=$(stage_log "$stage_n" train "$exp")
-  logged "$log" steps/train.py --config "$config" --train-list data/train/data.list --valid-list data/dev/data.list \
+  logged "$log" "${command[@]}" --config "$config" --train-list data/train/data.list --valid-list data/dev/data.list \
     --lang-dir "$lang" --exp-dir "$exp" --resume "${options[@]}"
   logged "$log" steps/plot_training.py --title "$(basename "$PWD") $(basename "$exp")" "$exp/training.png" "$exp"
   trained_done "$stage_n" train "$exp"
@@ -70,9 +126,11 @@ train_at_once() {
   local n=$1 lang=$2 training config exp init seed threads pid logs=() status=0
   shift 2
   if [ $# -eq 0 ]; then return 0; fi
-  if [ $# -eq 1 ]; then
-    IFS='|' read -r config exp init seed <<< "$1"
-    train_model "$n" "$config" "$exp" "$lang" "$init" "$seed"
+  if [ $# -eq 1 ] || [ "$(training_processes)" -gt 1 ]; then  # several processes each: one training after another
+    for training; do
+      IFS='|' read -r config exp init seed <<< "$training"
+      train_model "$n" "$config" "$exp" "$lang" "$init" "$seed"
+    done
     return
   fi
   threads=$(( $(nproc) / $# ))

@@ -25,6 +25,10 @@ exp=exp/transducer
 unit_type=char       # char (any language), or bpe (of --vocab-size units, for a bigger corpus)
 vocab_size=64
 nj=2
+ngpu=                # GPUs to train on, a process each (2 or more: torchrun's DDP); 0: the CPU; empty: one
+                     # process, on a GPU where there is one
+cpu_ranks=1          # with --ngpu 0: training processes on the CPU (2 or more: torchrun's DDP, gloo), each on
+                     # its share of the cores
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
 seeds=1              # N > 1: the model trained N times at once (exp with its config's seed, exp_seedK with --seed K,
                      # K < N), each on its share of the cores, and the best on dev kept (by the first LM-fused of
@@ -42,8 +46,9 @@ deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx an
 help_message="Usage: ./run.sh --corpus-dir DIR [--transcripts FILE] [--test-transcripts FILE] [--speaker-regex RE]
   [--dev-fraction F] [--test-fraction F] | --data-dirs \"TRAIN DEV [TEST]\"
   [--stage N] [--stop-stage M] [--train-config FILE] [--exp DIR] [--unit-type char|bpe] [--vocab-size N] [--nj N]
-  [--average N] [--seeds N] [--methods \"greedy beam modified_beam modified_beam_lm beam_lodr ...\"] [--lm-order N]
-  [--lm-over words|units] [--lm-beam N] [--lm-weights W,...] [--lm-bonuses B,...] [--deploy \"offline streaming\"]
+  [--ngpu N] [--cpu-ranks N] [--average N] [--seeds N]
+  [--methods \"greedy beam modified_beam modified_beam_lm beam_lodr ...\"] [--lm-order N] [--lm-over words|units]
+  [--lm-beam N] [--lm-weights W,...] [--lm-bonuses B,...] [--deploy \"offline streaming\"]
 The transcript list (default DIR/transcripts.txt) has a line per recording: its path relative to DIR, with
 or without the extension, then the transcript, e.g. 'speaker1/rec01.wav HELLO WORLD'. Bad lines are
 reported by file and line and skipped. Audio: any format soundfile reads, any sample rate, mono or stereo.
@@ -52,6 +57,8 @@ the one given before, data/.speaker_regex; else each recording its own). dev and
 --test-fraction: 0.1 each) are whole speakers when there are enough, else recordings at random; --test-transcripts
 FILE: a test set of your own. --data-dirs: Kaldi data dirs you have (wav.scp of files or of commands ending in
 '|', text, utt2spk, segments), copied in as data/train, data/dev and data/test, utt2dur measured where missing.
+--ngpu N: training on N GPUs, a process each (torchrun's DDP; --seeds N then trains one model after another);
+--ngpu 0 --cpu-ranks N: N processes on the CPU. A stopped training resumes on another number (from an epoch's end).
 Stages: 1 data dirs (local/data_prep.py; steps/import_data_dir.py with --data-dirs), 2 shards, 3 units, 4 train
 (--seeds N: N models at once, each averaged and decoded on dev, the best kept), 5 average, 6 decode and score dev
 and test (prints the %WER lines; an LM-fused method first gets an n-gram LM from data/train's text, its weights
@@ -60,7 +67,7 @@ chosen on dev),
 model it runs as it is).
 Example: ./run.sh --corpus-dir /data/mycorpus --speaker-regex '^([^/]+)/'
   ./run.sh --corpus-dir /data/mycorpus --train-config conf/deploy.yaml --exp exp/deploy --deploy offline
-  ./run.sh --data-dirs \"/kaldi/egs/mine/s5/data/train /kaldi/egs/mine/s5/data/dev\""
+  ./run.sh --data-dirs \"/kaldi/egs/mine/s5/data/train /kaldi/egs/mine/s5/data/dev\" --ngpu 4"
 
 [ "$(cd "$(dirname "$0")" && pwd -P)" = "$(pwd -P)" ] || {  # its paths (conf/, local/, data/) are the recipe's
   echo "$(basename "$0"): run it from its recipe folder: cd $(dirname "$0") && ./run.sh" >&2; exit 1; }
@@ -70,6 +77,7 @@ Example: ./run.sh --corpus-dir /data/mycorpus --speaker-regex '^([^/]+)/'
 check_run_arguments "$@"
 . utils/decoding.sh
 . utils/training.sh
+check_training_processes  # --ngpu, --cpu-ranks
 . utils/units.sh
 
 are_data_dirs() {  # are_data_dirs "TRAIN DEV [TEST]": two or three folders (paths without spaces), each with wav.scp

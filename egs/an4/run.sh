@@ -24,6 +24,10 @@ unit_type=phone      # phone (CMU dictionary; words from the lexicon search), bp
 vocab_size=64
 dev_speakers=8
 nj=2
+ngpu=                # GPUs to train on, a process each (2 or more: torchrun's DDP); 0: the CPU; empty: one
+                     # process, on a GPU where there is one
+cpu_ranks=1          # with --ngpu 0: training processes on the CPU (2 or more: torchrun's DDP, gloo), each on
+                     # its share of the cores
 average=10           # the last N epoch checkpoints averaged for decoding (0: the last epoch alone); 10 beat 5 on dev
 seeds=2              # N > 1: the model trained N times at once (exp with its config's seed, exp_seedK with --seed K,
                      # K < N), the best on dev with the leading method of --methods kept (RESULTS.md: single runs
@@ -42,7 +46,7 @@ combine=             # stage 9 combines systems' n-bests (utils/combination.sh):
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/an4] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--init-config FILE] [--init-exp DIR] [--init-average N]
-  [--unit-type phone|bpe|char] [--vocab-size N] [--dev-speakers N] [--nj N]
+  [--unit-type phone|bpe|char] [--vocab-size N] [--dev-speakers N] [--nj N] [--ngpu N] [--cpu-ranks N]
   [--average N] [--seeds N] [--methods \"greedy beam modified_beam modified_beam_lm modified_beam_lodr pooled_beam_lm
   beam_lm beam_lodr ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
   [--lm-order N] [--lm-over units|words] [--lm-beam N] [--test-sets \"dev test\"] [--deploy \"offline streaming\"]
@@ -68,6 +72,7 @@ check_run_arguments "$@"
 . utils/decoding.sh
 . utils/combination.sh
 . utils/training.sh
+check_training_processes  # --ngpu, --cpu-ranks
 . utils/units.sh
 
 lang=$(lang_of "$unit_type" "$vocab_size")

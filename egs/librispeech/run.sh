@@ -21,7 +21,9 @@ exp=exp/small
 unit_type=bpe
 vocab_size=500
 nj=4                 # parallel jobs: data preparation (one subset each) and shard writing
-ngpu=1               # training processes per node, one per GPU (0: one process on the CPU)
+ngpu=                # training processes per node, one per GPU (2 or more: torchrun's DDP); 0: the CPU; empty: one
+                     # process, on a GPU where there is one
+cpu_ranks=1          # with --ngpu 0: training processes on the CPU (2 or more: torchrun's DDP, gloo)
 nnodes=1             # multi-node training: run this on every node with its --node-rank; node 0 then decodes
 node_rank=0
 master_addr=localhost
@@ -30,7 +32,8 @@ average=5            # the last N epoch checkpoints averaged for decoding (0: th
 methods="greedy modified_beam"
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/LibriSpeech] [--mirror URL] [--nj N]
   [--train-sets \"...\"] [--valid-set SET] [--test-sets \"...\"] [--unit-type bpe|unigram|char] [--vocab-size N]
-  [--train-config FILE] [--exp DIR] [--ngpu N] [--nnodes N --node-rank R --master-addr HOST --master-port PORT]
+  [--train-config FILE] [--exp DIR] [--ngpu N] [--cpu-ranks N]
+  [--nnodes N --node-rank R --master-addr HOST --master-port PORT]
   [--average N] [--methods \"greedy modified_beam beam\"]
 Stages: 0 download, 1 data dirs, 2 shards, 3 units, 4 train, 5 average, 6 decode and score.
 Several nodes: data/, downloads/ and --exp must be on storage every node sees; nodes other than 0 run
@@ -43,6 +46,8 @@ stage 4 alone (start them once node 0 has reached it)."
 . utils/stages.sh
 check_run_arguments "$@"
 . utils/decoding.sh
+. utils/training.sh
+check_training_processes  # --ngpu, --cpu-ranks
 check_methods "$train_config" "$methods"
 check_no_lm_methods "$methods"
 
@@ -139,15 +144,9 @@ mapfile -t named < <(config_files "$train_config")
 if stage_wanted 4 "$train_stage" "$exp" -- "$train_config" data/$train/shards data/$(name $valid_set)/shards \
     "${units[@]}" ++ "${named[@]}"; then
   log=$(stage_log 4 "$train_stage" "$exp")
-  train_args=(--config "$train_config" --train-list data/$train/data.list --valid-list data/$(name $valid_set)/data.list
-              --lang-dir "$lang" --exp-dir "$exp" --resume)
-  [ "$ngpu" -eq 0 ] && train_args+=(--device cpu)
-  if [ "$ngpu" -gt 1 ] || [ "$nnodes" -gt 1 ]; then
-    logged "$log" torchrun --nnodes="$nnodes" --node_rank="$node_rank" --nproc_per_node="$(( ngpu > 0 ? ngpu : 1 ))" \
-      --master_addr="$master_addr" --master_port="$master_port" steps/train.py "${train_args[@]}"
-  else
-    logged "$log" steps/train.py "${train_args[@]}"
-  fi
+  mapfile -t command < <(training_command)  # torchrun for several processes or nodes (utils/training.sh)
+  logged "$log" "${command[@]}" --config "$train_config" --train-list data/$train/data.list \
+    --valid-list data/$(name $valid_set)/data.list --lang-dir "$lang" --exp-dir "$exp" --resume
   trained_done 4 "$train_stage" "$exp"
 fi
 if [ "$node_rank" -gt 0 ]; then
@@ -159,7 +158,7 @@ average_stage 5 "$exp" "$average"
 model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
 
 device=cpu
-[ "$ngpu" -gt 0 ] && python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' && device=cuda
+[ "$ngpu" = 0 ] || ! python -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' || device=cuda
 # stage 6: each set decoded by each method into $exp/decode-SET-METHOD-$model_tag
 checkpoint=$(checkpoint_of "$exp" "$model_tag")
 settings=$(decoding_settings "$exp")  # once for every method and set

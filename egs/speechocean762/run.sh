@@ -28,6 +28,10 @@ unit_type=phone      # phone (CMU dictionary; words from the lexicon search), ch
 vocab_size=256
 dev_speakers=10
 nj=2
+ngpu=                # GPUs to train on, a process each (2 or more: torchrun's DDP); 0: the CPU; empty: one
+                     # process, on a GPU where there is one
+cpu_ranks=1          # with --ngpu 0: training processes on the CPU (2 or more: torchrun's DDP, gloo), each on
+                     # its share of the cores
 average=5            # the last N epoch checkpoints averaged for decoding (0: the last epoch alone)
 seeds=1              # N > 1: the model trained N times at once, each on its share of the cores (exp with its config's
                      # seed, exp_seedK with --seed K, K < N), the best on dev with the leading method of --methods
@@ -47,7 +51,7 @@ deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx an
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/speechocean762] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--init-config FILE] [--init-exp DIR] [--init-average N]
   [--companion-config FILE] [--companion-exp DIR]
-  [--unit-type bpe|char|phone] [--vocab-size N] [--dev-speakers N] [--nj N]
+  [--unit-type bpe|char|phone] [--vocab-size N] [--dev-speakers N] [--nj N] [--ngpu N] [--cpu-ranks N]
   [--average N] [--seeds N] [--methods \"greedy beam modified_beam modified_beam_lm modified_beam_lodr pooled_beam_lm
   beam_lm beam_lodr ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
   [--lm-order N] [--lm-over words|units] [--lm-beam N] [--deploy \"offline streaming\"]
@@ -79,6 +83,7 @@ check_run_arguments "$@"
 . utils/decoding.sh
 . utils/combination.sh
 . utils/training.sh
+check_training_processes  # --ngpu, --cpu-ranks
 . utils/units.sh
 
 lang=$(lang_of "$unit_type" "$vocab_size")

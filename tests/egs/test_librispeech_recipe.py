@@ -49,9 +49,12 @@ def test_librispeech_every_stage_on_the_samples(test_data, tmp_path):
     assert last.stdout.count("done before; skipped") == 6, last.stdout
     assert (exp / "decode-test_clean-greedy-epoch-2" / "wer").is_file()
     assert (exp / "decode-test_clean-greedy-avg2-epoch-2" / "wer").read_text() == averaged
-    # Other units: a new lang dir and a new experiment trained with them; the first keeps its own.
-    units = run_recipe(recipe, *args, "--vocab-size", "30", "--exp", "exp/tiny30", "--stop-stage", "4")
+    # Other units: a new lang dir and a new experiment trained with them; the first keeps its own. Trained by two
+    # processes on the CPU (torchrun's DDP), each rank its part of the shards.
+    units = run_recipe(recipe, *args, "--vocab-size", "30", "--exp", "exp/tiny30", "--stop-stage", "4",
+                       "--cpu-ranks", "2")
     assert units.returncode == 0, units.stderr[-3000:]
+    assert "world size 2 on cpu" in (recipe / "exp" / "tiny30" / "log" / "4.train.log").read_text()
     assert "stage 3 (units-dev_clean-bpe30)" in units.stdout
     assert len((recipe / "exp" / "tiny30" / "lang" / "units.txt").read_text().splitlines()) == 30
     assert len((exp / "lang" / "units.txt").read_text().splitlines()) == 40

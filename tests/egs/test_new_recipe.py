@@ -104,6 +104,9 @@ def test_template_run_sh_says_its_options_and_needs_a_corpus(tmp_path):
     assert not OTHER_CORPORA.search((recipe / "run.sh").read_text())
     missing = run_recipe(recipe)
     assert missing.returncode == 1 and "--corpus-dir must name the folder of recordings" in missing.stderr
+    gpus = torch.cuda.device_count()
+    more = run_recipe(recipe, "--ngpu", str(gpus + 1))  # more GPUs than there are: refused before any stage
+    assert more.returncode == 1 and f"--ngpu {gpus + 1}: torch sees {gpus} GPU(s) here" in more.stderr, more.stderr
     assert not (recipe / "data").exists() and not (recipe / "exp").exists()
 
 

@@ -154,7 +154,8 @@ def stop(*_):
     print("saving at step", step, flush=True)
     sys.exit(143)
 signal.signal(signal.SIGTERM, stop)
-print("threads", os.environ.get("OMP_NUM_THREADS", "all"), "started", time.time(), flush=True)
+print("threads", os.environ.get("OMP_NUM_THREADS", "all"), "started", time.time(), "rank",
+      os.environ.get("RANK", "-"), "of", os.environ.get("WORLD_SIZE", "-"), "args", *sys.argv[1:], flush=True)
 os.makedirs(exp, exist_ok=True)
 open(os.path.join(exp, "config.yaml"), "w").close()  # as steps/train.py writes it first: an output of the stage
 for step in range(int(os.environ["STEPS"])):
@@ -166,15 +167,17 @@ sys.exit(3 if seed == os.environ.get("FAILING_SEED") else 0)
 """
 
 
-def recipe_with_fake_trainer(tmp_path, steps: int, failing_seed: str = "") -> subprocess.Popen:
-    """seed_stages with 2 seeds up to training, in a recipe dir whose steps/train.py is FAKE_TRAIN."""
+def recipe_with_fake_trainer(tmp_path, steps: int, failing_seed: str = "", options: str = "") -> subprocess.Popen:
+    """seed_stages with 2 seeds up to training, in a recipe dir whose steps/train.py is FAKE_TRAIN; OPTIONS set
+    run.sh's variables first (ngpu=0 cpu_ranks=2)."""
     (tmp_path / "steps").mkdir()
     for name, text in (("train.py", FAKE_TRAIN), ("plot_training.py", "#!/bin/sh\n")):
         (tmp_path / "steps" / name).write_text(text)
         (tmp_path / "steps" / name).chmod(0o755)
     script = (f". {ROOT}/utils/stages.sh; . {ROOT}/utils/decoding.sh; . {ROOT}/utils/training.sh\n"
-              "stage=0 stop_stage=4; seed_stages 4 5 6 c.yaml exp/m lang '' 2 0 greedy; echo never stopped")
-    env = dict(untouched_environment(), STEPS=str(steps), FAILING_SEED=failing_seed)
+              f"{options}\nstage=0 stop_stage=4; seed_stages 4 5 6 c.yaml exp/m lang '' 2 0 greedy; echo never stopped")
+    env = dict(untouched_environment(), STEPS=str(steps), FAILING_SEED=failing_seed,
+               PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")  # torchrun
     return subprocess.Popen(["bash", "-c", f"set -euo pipefail; {script}"], cwd=tmp_path, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -278,3 +281,72 @@ def test_the_training_stage_runs_again_when_a_file_its_config_names_changed(tmp_
     sourced(f"{with_init.replace(' || echo skipped', '')} && stage_done 4 train {exp}")
     (tmp_path / "init.pt").write_bytes(b"trained a third time")
     assert sourced(with_init).stdout.rstrip().endswith("skipped")
+
+
+def training_command(**variables: str) -> list[str]:
+    """utils/training.sh's training_command, with run.sh's VARIABLES set (ngpu, cpu_ranks, nnodes, ...)."""
+    settings = " ".join(f"{name}={value}" for name, value in variables.items())
+    out = sourced(f"{settings}\ntraining_command")
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def test_the_training_command_for_gpus_cpu_ranks_and_nodes():
+    assert training_command() == ["steps/train.py"]  # the config's train.device: auto, a GPU where there is one
+    assert training_command(ngpu="0") == ["steps/train.py", "--device", "cpu"]
+    assert training_command(ngpu="1") == ["steps/train.py", "--device", "cuda"]
+    threads = str(max(1, len(os.sched_getaffinity(0)) // 2))  # nproc's cores shared: torchrun would give each one
+    assert training_command(ngpu="0", cpu_ranks="2") == [
+        "env", f"OMP_NUM_THREADS={threads}", "torchrun", "--standalone", "--nproc_per_node=2", "steps/train.py",
+        "--device", "cpu"]
+    assert training_command(ngpu="8")[1:] == [
+        "OMP_NUM_THREADS=1", "torchrun", "--standalone", "--nproc_per_node=8", "steps/train.py", "--device", "cuda"]
+    assert training_command(ngpu="0", cpu_ranks="2", OMP_NUM_THREADS="3")[1] == "OMP_NUM_THREADS=3"  # as given
+    assert training_command(ngpu="2", nnodes="2", node_rank="1", master_addr="head", master_port="29500")[2:] == [
+        "torchrun", "--nnodes=2", "--node_rank=1", "--master_addr=head", "--master_port=29500",
+        "--nproc_per_node=2", "steps/train.py", "--device", "cuda"]
+
+
+def test_gpus_this_machine_lacks_and_cpu_ranks_beside_a_gpu_are_refused_at_the_start():
+    def checked(settings: str) -> subprocess.CompletedProcess:
+        return sourced(f"{settings}\ncheck_training_processes; echo checked", CUDA_VISIBLE_DEVICES="")
+
+    for settings, message in (("ngpu=two", "--ngpu two: a number of GPUs (0: the CPU)"),
+                              ("ngpu=1", "--ngpu 1: torch sees 0 GPU(s) here (CUDA_VISIBLE_DEVICES= ); --ngpu 0 "
+                                         "trains on the CPU"),
+                              ("cpu_ranks=2", "--cpu-ranks 2 trains on the CPU: give --ngpu 0 with it"),
+                              ("ngpu=0 cpu_ranks=0", "--cpu-ranks 0: a number of training processes, 1 or more")):
+        out = checked(settings)
+        assert out.returncode == 1 and message in out.stderr and "checked" not in out.stdout, (settings, out.stderr)
+    for settings in ("", "ngpu=0", "ngpu=0 cpu_ranks=2"):
+        assert checked(settings).stdout == "checked\n"
+
+
+def test_seeds_on_cpu_ranks_train_one_after_another_each_through_torchrun(tmp_path):
+    """--ngpu 0 --cpu-ranks 2 --seeds 2: each seed's training is 2 processes (the real torchrun, each rank told
+    its rank) on half the cores each; the seeds one after another, not four processes at once."""
+    recipe = recipe_with_fake_trainer(tmp_path, steps=10, options="ngpu=0 cpu_ranks=2")
+    out, err = recipe.communicate(timeout=120)
+    assert recipe.returncode == 0, err
+    spans = {}
+    for name in ("m", "m_seed1"):
+        starts = [line.split() for line in training_log(tmp_path, name) if line.startswith("threads ")]
+        assert sorted(fields[5] + " of " + fields[7] for fields in starts) == ["0 of 2", "1 of 2"]
+        assert all(fields[1] == threads_each(2) and "--device cpu" in " ".join(fields) for fields in starts)
+        ends = [float(line.split()[1]) for line in training_log(tmp_path, name) if line.startswith("ended")]
+        spans[name] = min(float(fields[3]) for fields in starts), max(ends)
+        assert (tmp_path / "exp" / name / ".stages" / "4.train.done").exists()
+    assert spans["m"][1] < spans["m_seed1"][0]  # one after another
+    assert "trainings at once" not in out
+
+
+def test_stopping_the_recipe_stops_every_rank_of_a_torchrun_training(tmp_path):
+    recipe = recipe_with_fake_trainer(tmp_path, steps=600, options="ngpu=0 cpu_ranks=2")
+    out, err = stop_once_logged(recipe, [tmp_path / "exp" / "m" / "log" / "4.train.log"], "step 3")
+    assert recipe.returncode == 143 and "never stopped" not in out, err
+    log = training_log(tmp_path, "m")
+    assert sum(line.startswith("saving at step") for line in log) == 2, log[-8:]  # each rank saved
+    assert training_log(tmp_path, "m_seed1") == []  # the second seed never started
+    pids = subprocess.run(["pgrep", "-f", "steps/train.py --device cpu --config c.yaml"], capture_output=True,
+                          text=True).stdout.split()
+    assert [pid for pid in pids if of_this_test(pid, tmp_path)] == []  # nothing left behind
