@@ -151,17 +151,19 @@ import os, signal, sys, time
 exp = sys.argv[sys.argv.index("--exp-dir") + 1]
 seed = sys.argv[sys.argv.index("--seed") + 1] if "--seed" in sys.argv else "config"
 def stop(*_):
-    print("saving at step", step, flush=True)
+    say("saving at step", step)
     sys.exit(143)
 signal.signal(signal.SIGTERM, stop)
-print("threads", os.environ.get("OMP_NUM_THREADS", "all"), "started", time.time(), "rank",
-      os.environ.get("RANK", "-"), "of", os.environ.get("WORLD_SIZE", "-"), "args", *sys.argv[1:], flush=True)
+def say(*words):  # one write: the ranks of a torchrun share the log
+    print(" ".join(map(str, words)) + "\\n", end="", flush=True)
+say("threads", os.environ.get("OMP_NUM_THREADS", "all"), "started", time.time(), "rank", os.environ.get("RANK", "-"),
+    "of", os.environ.get("WORLD_SIZE", "-"), "args", *sys.argv[1:])
 os.makedirs(exp, exist_ok=True)
 open(os.path.join(exp, "config.yaml"), "w").close()  # as steps/train.py writes it first: an output of the stage
 for step in range(int(os.environ["STEPS"])):
     print(f"step {step}\\n", end="", flush=True)  # one write: the SIGTERM handler's line never lands inside it
     time.sleep(0.05)
-print("ended", time.time(), flush=True)
+say("ended", time.time())
 open(os.path.join(exp, "epoch-1.pt"), "w").close()  # an epoch's checkpoint: what the stage leaves to decode
 sys.exit(3 if seed == os.environ.get("FAILING_SEED") else 0)
 """
