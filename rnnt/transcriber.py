@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from rnnt.ctm import start_within
 from rnnt.data import stages
@@ -186,20 +187,35 @@ class Transcriber:
         record = stages.with_waveforms(list(planned))[0]
         return stages.features_of(record, self.experiment.data, self.cmvn, train=False, seed=0, epoch=0)
 
+    def prepared(self, audio) -> tuple[torch.Tensor, float]:
+        """audio's features and its length in seconds, as transcribe_prepared takes them (AudioError, BadAudio:
+        audio that cannot be read or gives no frame)."""
+        waveform = self.waveform(audio)
+        return self.features_of(waveform), waveform.shape[-1] / self.experiment.data.sample_rate
+
     def transcribe(self, audio, method: str = "greedy", beam: int | None = None, nbest: bool = False) -> Transcript:
         """audio: a path, bytes of a file, or (waveform (channels, samples) or (samples,), sample rate).
         method: a name of rnnt.search_methods; beam: default 4, for an LM-fused method the beam its LM
         weights were chosen with."""
+        return self.transcribe_prepared([self.prepared(audio)], method, beam, nbest)[0]
+
+    def transcribe_prepared(self, prepared: list[tuple[torch.Tensor, float]], method: str = "greedy",
+                            beam: int | None = None, nbest: bool = False, batch_size: int = 1) -> list[Transcript]:
+        """The transcripts of prepared's recordings (each (features, seconds)), in their order: batch_size of
+        them encoded and searched at once, the longest first (a batch of alike lengths, the least padding)."""
         options = self.search_options(method, beam)
-        waveform = self.waveform(audio)
-        feats = self.features_of(waveform).to(self.device)
-        hyps = decode_batch_nbest(self.model, feats[None], torch.tensor([feats.shape[0]], device=self.device),
-                                  method, options)[0]
-        best = hyps[0]
-        duration = waveform.shape[-1] / self.experiment.data.sample_rate
-        listed = nbest_entries(self.tokenizer, hyps, seconds_per_encoder_frame(self.experiment),
-                               duration) if nbest else None
-        return Transcript(self.tokenizer.text(best), self.words(best, duration), best.score, listed)
+        frame_seconds = seconds_per_encoder_frame(self.experiment)
+        order = sorted(range(len(prepared)), key=lambda i: -prepared[i][0].shape[0])
+        transcripts: list[Transcript] = [None] * len(prepared)  # type: ignore[list-item]
+        for start in range(0, len(order), batch_size):
+            chosen = order[start:start + batch_size]
+            feats = pad_sequence([prepared[i][0] for i in chosen], batch_first=True).to(self.device)
+            lens = torch.tensor([prepared[i][0].shape[0] for i in chosen], device=self.device)
+            for i, hyps in zip(chosen, decode_batch_nbest(self.model, feats, lens, method, options)):
+                best, seconds = hyps[0], prepared[i][1]
+                listed = nbest_entries(self.tokenizer, hyps, frame_seconds, seconds) if nbest else None
+                transcripts[i] = Transcript(self.tokenizer.text(best), self.words(best, seconds), best.score, listed)
+        return transcripts
 
     def words(self, hyp: Hypothesis, duration: float = float("inf")) -> list[dict]:
         return words_with_times(self.tokenizer, hyp, seconds_per_encoder_frame(self.experiment), duration)

@@ -6,7 +6,8 @@ Prints '<file> <text>' a line, or with --json one JSON object a line ({"file", "
 kept ({"text", "score", "tokens": [{"unit", "id", "time"}]}, best first). A file that cannot be transcribed
 is named and the others are still transcribed; the exit status is then 1. A pipe's path (<(...)) is read whole
 (with --stream, as it comes: as '-'). --scp data/x/wav.scp transcribes a Kaldi table's files and commands, each
-line printed under its key: a hyp file, as steps/score.py reads one.
+line printed under its key: a hyp file, as steps/score.py reads one. Recordings are decoded --batch-size at a
+time, of alike lengths among those read ahead, and printed in their order.
 
 --stream decodes as the audio arrives (greedy search, a unidirectional model) in memory that does not
 grow with the audio: the file is read and fed in chunks of --chunk-seconds (block by block, resampled so where
@@ -25,27 +26,22 @@ at most S seconds cut at its quietest moments, reading the file block by block; 
 the file's start.
 """
 
-import contextlib
 import json
 import os
 import signal
-import stat
 import sys
 
-import numpy as np
-import torch
-
+from rnnt.audio_chunks import chunks, is_pipe
 from rnnt.cli import above, at_least, exit_with, tool_parser
 from rnnt.data.audio import AudioError, audio_length
-from rnnt.data.audio_header import readable_once, riff_chunks
+from rnnt.data.audio_header import readable_once
 from rnnt.data.features import num_frames
 from rnnt.data.stages import too_short
 from rnnt.datadir.table import read_table
-from rnnt.data.resample import StreamingResampler
 from rnnt.devices import auto_device
 from rnnt.prep.shard_writer import BadAudio, read_source
 from rnnt.search_methods import METHODS, add_lm_fusion_option, check_lm_fusion_option, check_method
-from rnnt.segmenting import file_blocks, transcribe_in_segments
+from rnnt.segmenting import transcribe_in_segments
 from rnnt.streaming import StreamLines
 from rnnt.transcriber import Transcriber, seconds_per_encoder_frame
 
@@ -71,6 +67,9 @@ def parse_args():
     parser.add_argument("--segment-seconds", type=at_least(0.0), default=0,
                         help="decode long recordings in segments of at most this long, cut at the quietest "
                              "moments (any model; memory bounded by the segment); 0: the whole file at once")
+    parser.add_argument("--batch-size", type=at_least(1), default=16,
+                        help="recordings encoded and searched together, of alike lengths (default 16; without "
+                             "--stream or --segment-seconds); their lines are printed in the files' order")
     parser.add_argument("--scp", help="a Kaldi wav.scp ('<key> <path>' or '<key> <command> |' a line) for the audio "
                         "files: each transcribed under its key, as a data dir's hyp (steps/score.py)")
     parser.add_argument("exp_dir")
@@ -112,6 +111,7 @@ def main() -> int:
         print(f"transcribe.py: {error}", file=sys.stderr)
         return 1
     failed = 0
+    pending: list[tuple[str, tuple]] = []  # read, each path with its features and seconds, for a batch
     for path, source in inputs:  # (a file's name and its path, or a wav.scp key and its value)
         try:
             audio = audio_of(source, args)
@@ -125,7 +125,10 @@ def main() -> int:
                 result = transcribe_in_segments(transcriber, audio, args.segment_seconds, args.method, args.beam)
             else:
                 warn_if_long(path, audio, args.method, options.ctc_weight)
-                result = transcriber.transcribe(audio, args.method, args.beam, args.nbest)
+                pending.append((path, transcriber.prepared(audio)))
+                if len(pending) == args.batch_size * BATCHES_SORTED:
+                    print_batched(transcriber, pending, args)
+                continue
         except BrokenPipeError:  # the reader of --stream's lines stopped (| head): exit_with ends the tool
             raise
         except (AudioError, BadAudio, OSError) as error:
@@ -134,10 +137,24 @@ def main() -> int:
             failed += 1
             continue
         print_result(path, result, args)
+    print_batched(transcriber, pending, args)
     if failed:
         print(f"transcribe.py: {len(inputs) - failed} of {len(inputs)} files transcribed; {failed} could not "
               "be (named above)", file=sys.stderr)
     return 1 if failed else 0
+
+
+BATCHES_SORTED = 8  # recordings read ahead, in batches' worth: sorted by length among them, the batches pad less
+
+
+def print_batched(transcriber: Transcriber, pending: list[tuple[str, tuple]], args) -> None:
+    """Transcribes the recordings read (pending: path, (features, seconds)) in batches, prints their lines in
+    their order, and empties pending."""
+    transcripts = transcriber.transcribe_prepared([prepared for _, prepared in pending], args.method, args.beam,
+                                                  args.nbest, args.batch_size)
+    for (path, _), result in zip(pending, transcripts):
+        print_result(path, result, args)
+    pending.clear()
 
 
 def scp_sources(scp: str) -> list[tuple[str, str]]:
@@ -170,70 +187,6 @@ def warn_if_long(path: str, audio, method: str, ctc_weight: float) -> None:
         print(f"transcribe.py: {path}: {length[0] / length[1] / 60:.0f} minutes decoded whole with "
               f"{' and '.join(grows)}, whose time grows with frames x labels: give --segment-seconds 30 for a long "
               "recording", file=sys.stderr)
-
-
-def chunks(audio, rate: int, seconds: float):
-    """Mono float chunks at the model's rate: a file (its path or bytes; resampled) cut up, or raw PCM read as it
-    comes from stdin (audio "-") or a pipe's path."""
-    size = max(1, round(rate * seconds))
-    if isinstance(audio, str) and (audio == "-" or is_pipe(audio)):
-        with contextlib.nullcontext(sys.stdin.buffer) if audio == "-" else open(audio, "rb") as source:
-            yield from pcm_chunks(source, rate, size, "standard input" if audio == "-" else audio)
-        return
-    blocks, file_rate = file_blocks(audio, seconds)  # a block at a time: an hour-long file never sits in memory whole
-    if file_rate == rate:
-        yield from blocks
-        return
-    resampler = StreamingResampler(file_rate, rate)
-    for block in blocks:
-        yield resampler.accept(block)
-    yield resampler.finish()
-
-
-def is_pipe(path: str) -> bool:
-    try:
-        return stat.S_ISFIFO(os.stat(path).st_mode)
-    except OSError:
-        return False
-
-
-def pcm_chunks(source, rate: int, size: int, name: str):
-    """Chunks of size samples of the raw 16-bit PCM on source (after a WAV header, pcm_after_header), as it comes."""
-    odd = pcm_after_header(source, rate, name)  # a sample split between two reads, first the header's rest
-    while data := source.read(2 * size):
-        data, odd = odd + data, b""
-        if len(data) % 2:
-            data, odd = data[:-1], data[-1:]
-        yield torch.from_numpy(np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768)
-
-
-CONTAINERS = {b"fLaC": "a FLAC", b"OggS": "an Ogg", b"ID3": "an MP3"}  # by their first bytes
-
-
-def pcm_after_header(source, rate: int, name: str) -> bytes:
-    """The first bytes of raw PCM on source, past a WAV header if it begins with one (arecord's default), which
-    must then be 16-bit mono PCM at rate; another container is an AudioError (its bytes were decoded as noise)."""
-    head = source.read(4)
-    for magic, kind in CONTAINERS.items():
-        if head.startswith(magic):
-            raise AudioError(f"{name} holds {kind} stream, not raw PCM: give the file's path instead")
-    if head[:1] == b"\xff" and len(head) > 1 and head[1] & 0xE0 == 0xE0:  # an MPEG audio frame's sync bits
-        head += source.read(40)
-        if b"Xing" in head or b"Info" in head:  # the first frame's tag, as LAME writes it (lame, ffmpeg, libsndfile)
-            raise AudioError(f"{name} holds an MP3 stream, not raw PCM: give the file's path instead")
-    if head != b"RIFF":
-        return head
-    source.read(8)  # the RIFF size and WAVE
-    for chunk, _, body in riff_chunks(source):
-        if chunk == b"data":
-            return b""
-        if chunk == b"fmt ":
-            kind, channels, wav_rate = int.from_bytes(body[:2], "little"), body[2], int.from_bytes(body[4:8], "little")
-            bits = int.from_bytes(body[14:16], "little")
-            if kind not in (1, 0xFFFE) or (channels, wav_rate, bits) != (1, rate, 16):
-                raise AudioError(f"{name} is a WAV of {channels} channel(s) at {wav_rate} Hz, {bits}-bit; "
-                                 f"--stream - takes 16-bit mono PCM at the model's {rate} Hz")
-    raise AudioError(f"{name}: a WAV header without its data")
 
 
 def stream(transcriber, path: str, audio, args):

@@ -356,6 +356,37 @@ def test_transcribe_a_wav_scp_gives_its_keys_transcripts_as_a_hyp_file_score_py_
     assert both.returncode == 2 and "give the audio files, or --scp naming them, one of the two" in both.stderr
 
 
+def test_transcribe_in_batches_prints_what_one_at_a_time_does_in_the_files_order(either, test_data, tmp_path):
+    """--batch-size: recordings of unlike lengths (yesno's, and cuts of them from 0.4 s to 2.4 s) encoded and
+    searched together, longest first among those read ahead (8 batches' worth), are printed in the wav.scp's
+    order with the transcripts, words and n-best lists one at a time gives; a recording that cannot be read
+    among them is named and the rest kept."""
+    lines = []
+    for n, path in enumerate(sorted((test_data / "waves_yesno").glob("*.wav"))[:14]):
+        samples, rate = soundfile.read(path, dtype="float32")
+        if n % 2:
+            path = tmp_path / f"cut{n}.wav"
+            soundfile.write(path, samples[: int(rate * (0.4 + n / 5))], rate)
+        lines.append(f"utt{n:02d} {path}")
+    lines.insert(5, "broken false |")
+    (tmp_path / "wav.scp").write_text("\n".join(lines) + "\n")
+
+    def transcribed(batch_size: int) -> list[dict]:
+        out = run_tool(sys.executable, STEPS / "transcribe.py", "--scp", tmp_path / "wav.scp", "--json",
+                       "--word-times", "--nbest", "--method", "modified_beam", "--batch-size", batch_size, either)
+        assert out.returncode == 1 and "broken: cannot transcribe its audio" in out.stderr, out.stderr
+        assert "14 of 15 files transcribed" in out.stderr
+        return [json.loads(line) for line in out.stdout.splitlines()]
+
+    alone, batched = transcribed(1), transcribed(3)
+    assert [row["file"] for row in batched] == [f"utt{n:02d}" for n in range(14)]
+    assert len({row["text"] for row in batched}) > 3  # the cuts hold fewer words: not one transcript for all
+    for one, many in zip(alone, batched):
+        assert (one["text"], one["words"]) == (many["text"], many["words"])
+        assert [h["text"] for h in one["nbest"]] == [h["text"] for h in many["nbest"]]
+        assert all(abs(a["score"] - b["score"]) < 1e-3 for a, b in zip(one["nbest"], many["nbest"]))
+
+
 def test_transcribe_reads_a_pipe_once_and_names_what_it_cannot_read(trained, yesno, tmp_path):
     """A shell's <(...) lost its first 64 KB to the header's checks (the transcript of the rest, exit 0); a .raw file
     ended --segment-seconds and --stream in a traceback; '-' without --stream was a file named '-', and an MP3 on
