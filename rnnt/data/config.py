@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from rnnt.config import from_dict
 from rnnt.data.features import PRESETS
+from rnnt.data.noise import NoiseConfig, ReverbConfig, check_noise_configs
 from rnnt.data.specaugment import SpecAugmentConfig
 
 
@@ -40,6 +41,8 @@ class DataConfig:
     filter: FilterConfig = field(default_factory=FilterConfig)
     features: FeatureConfig = field(default_factory=FeatureConfig)
     spec_augment: SpecAugmentConfig | None = None  # SpecAugment masks, training only (null: none)
+    noise: NoiseConfig | None = None  # noise recordings mixed in, training only (null: none)
+    reverb: ReverbConfig | None = None  # room impulse responses convolved in, training only (null: none)
     stack: int = 1  # consecutive fbank frames put side by side in one frame
     subsample: int = 1  # frames between stacked frames (stack 3, subsample 3: MLPerf's 30 ms frames)
     shuffle_buffer: int = 0  # training: utterances shuffled within a window of this many (0: no shuffle buffer)
@@ -76,6 +79,7 @@ def data_config(values: dict | None) -> DataConfig:
             raise ValueError(f"data.{key} must not be negative, got {getattr(config, key)}")
     if config.features.preset not in PRESETS:
         raise ValueError(f"data.features.preset must be one of {sorted(PRESETS)}, got '{config.features.preset}'")
+    check_noise_configs(config.noise, config.reverb)
     masks = config.spec_augment
     if masks is not None and masks.adaptive and not 0 < masks.time_width <= 1:
         raise ValueError(f"data.spec_augment.time_width is a share of the utterance when adaptive (0.05: 5%), got "

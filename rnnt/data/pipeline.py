@@ -4,7 +4,8 @@
   -> audio length from its header (audio kept across epochs: data.cache_audio_mb) -> speed factor drawn
   -> tokenise -> filter -> shuffle buffer -> sort buffer -> batch (static or dynamic)   [or MLPerf buckets]
   -> skip batches already trained on (resume)
-  -> decode -> mono -> resample -> speed perturb -> fbank -> CMVN -> SpecAugment -> frame stacking -> pad
+  -> decode -> mono -> resample -> speed perturb -> reverberation, noise -> fbank -> CMVN -> SpecAugment
+  -> frame stacking -> pad
 
 Audio is decoded after batching: the batches depend only on lengths, which the headers give, so resuming at
 batch k decodes and featurises none of batches 0..k-1, and the output is identical to an uninterrupted
@@ -15,6 +16,7 @@ batch whose every utterance was dropped), which is what a resume skips.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -26,6 +28,7 @@ from rnnt.data.audio_cache import AudioCache
 from rnnt.data.bucketing import bucket_batches, with_durations
 from rnnt.data.config import DataConfig
 from rnnt.data.features import check_mel_bins
+from rnnt.data.noise import Augmenter
 from rnnt.data.report import DataReport
 from rnnt.data.sources import list_kind, numbered_copies, raw_records, read_list, shard_records
 from rnnt.data.splitting import Reader, part
@@ -61,6 +64,8 @@ class Pipeline:
         keep = config.cache_audio_mb > 0 and config.num_workers == 0
         own = AudioCache(config.cache_audio_mb * 2**20) if keep and audio_cache is None else None
         self.audio_cache = audio_cache if audio_cache is not None else own
+        self.augmenter = Augmenter(config.noise, config.reverb, config.sample_rate) \
+            if train and (config.noise or config.reverb) else None
 
     def _records(self, entries: list[str], epoch: int, report: DataReport) -> Iterator[dict]:
         config = self.config
@@ -88,11 +93,19 @@ class Pipeline:
         planned = self._bucket_batches(epoch, reader, report, skip) if self.buckets else (
             (position, batch) for position, batch in enumerate(self._batches_reported(epoch, reader, report), 1)
             if position > skip)
+        augment = functools.partial(self._augmented, epoch=epoch, report=report) if self.augmenter else None
         for position, batch in planned:
-            batch = stages.with_waveforms(batch, report, self.audio_cache)
+            batch = stages.with_waveforms(batch, report, self.audio_cache, augment)
             if batch:
                 yield position, batch
         report.log()
+
+    def _augmented(self, record: dict, waveform, epoch: int, report: DataReport):
+        """The waveform reverberated and with noise as the utterance's generator draws them (data.reverb, noise)."""
+        generator = stages.utterance_generator(self.config.seed + 2, epoch, record)
+        waveform, done = self.augmenter.augment(waveform, generator)
+        report.augmented.update(done)
+        return waveform
 
     def _bucket_batches(self, epoch: int, reader: Reader, report: DataReport,
                         skip: int) -> Iterator[tuple[int, list[dict]]]:

@@ -29,6 +29,7 @@ class DataReport:
     undecodable: int = 0
     dropped: Counter = field(default_factory=Counter)
     shard_skips: Counter = field(default_factory=Counter)  # what reading the shards skipped, by why
+    augmented: Counter = field(default_factory=Counter)  # utterances reverberated, given noise (rnnt.data.noise)
 
     def audio_read(self, rate: int, channels: int) -> None:
         self.read += 1
@@ -61,6 +62,10 @@ class DataReport:
         if self.shard_skips:
             parts.append("skipped reading the shards (named above): " + ", ".join(
                 f"{n} {what}" for what, n in sorted(self.shard_skips.items())))
+        augmented = {"reverb": "reverberated (data.reverb)", "noise": "with noise (data.noise)"}
+        parts += [f"{self.augmented[key]} {what}" for key, what in augmented.items() if self.augmented[key]]
+        parts += [f"{n} without the {key.removeprefix('unreadable ')} recording drawn, unreadable (named above)"
+                  for key, n in sorted(self.augmented.items()) if key.startswith("unreadable ") and n]
         dropped = sum(self.dropped.values())
         reasons = "; ".join(f"{n} {why}" for why, n in sorted(self.dropped.items()))
         parts.append(f"{dropped} dropped by the filters ({reasons})" if dropped else "none dropped by the filters")

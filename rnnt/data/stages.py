@@ -2,8 +2,8 @@
 
 Before batching (cheap, lengths only): audio header (its length at the pipeline's rate; audio kept across
 epochs by an AudioCache as it is) -> speed perturbation drawn -> tokenise -> filter.
-After batching (per kept batch): decode -> mono -> resample -> speed perturb -> features -> CMVN ->
-SpecAugment -> frame stacking. So a resumed epoch decodes no audio of the batches it skips.
+After batching (per kept batch): decode -> mono -> resample -> speed perturb -> reverberation and noise ->
+features -> CMVN -> SpecAugment -> frame stacking. So a resumed epoch decodes no audio of the batches it skips.
 Randomness comes from a generator seeded by (seed, epoch, key), so an utterance is augmented the same
 way whichever rank or worker reads it, and a resumed epoch repeats the interrupted one exactly.
 """
@@ -115,11 +115,12 @@ def speed_perturb(records: Iterable[dict], factors: tuple[float, ...], seed: int
         yield record
 
 
-def with_waveforms(batch: list[dict], report: DataReport | None = None,
-                   cache: AudioCache | None = None) -> list[dict]:
+def with_waveforms(batch: list[dict], report: DataReport | None = None, cache: AudioCache | None = None,
+                   augment: Callable[[dict, torch.Tensor], torch.Tensor] | None = None) -> list[dict]:
     """The batch's utterances with their 'waveform': decoded and resampled (or as audio_lengths kept it), then
-    speed-perturbed and followed by silence as planned. One that cannot be decoded now, or whose decoding
-    is not as long as its header said, is logged, counted as unreadable and left out."""
+    speed-perturbed, augmented (training: reverberation and noise, rnnt.data.noise) and followed by silence as
+    planned. One that cannot be decoded now, or whose decoding is not as long as its header said, is logged,
+    counted as unreadable and left out."""
     kept = []
     for record in batch:
         try:
@@ -128,6 +129,8 @@ def with_waveforms(batch: list[dict], report: DataReport | None = None,
                 waveform = _decoded_at_rate(record, record["sample_rate"], cache)[0]
             if "speed" in record:
                 waveform = resample(waveform, *speed_ratio(record["speed"]))
+            if augment is not None:
+                waveform = augment(record, waveform)
             if record.get("silence"):
                 waveform = torch.cat([waveform, waveform.new_zeros(record["silence"])])
             if waveform.shape[0] != record["samples"]:

@@ -1,8 +1,9 @@
 """What a recipe's stages take from a training config besides its text.
 
 The files it names, whose content the training depends on: train.init_from (the checkpoint it starts from,
-unless the recipe passes its own: --no-init-from) and data.features.cmvn (the statistics it normalises by, with
-the JSON read beside a Kaldi matrix). A train stage takes them among its inputs (utils/stages.sh config_files),
+unless the recipe passes its own: --no-init-from), data.features.cmvn (the statistics it normalises by, with
+the JSON read beside a Kaldi matrix), and the lists of data.noise's and data.reverb's recordings (not the
+recordings themselves). A train stage takes them among its inputs (utils/stages.sh config_files),
 so that the model started from trained again, or statistics computed again, train it again: steps/train.py sees
 both changes, but only when the stage runs.
 
@@ -32,11 +33,15 @@ def section(config: dict, name: str) -> dict:
 
 
 def config_inputs(config: dict, with_init_from: bool = True) -> list[str]:
-    """The files a config (its YAML, as read) names: train.init_from's, data.features.cmvn's (and its JSON)."""
+    """The files a config (its YAML, as read) names: train.init_from's, data.features.cmvn's (and its JSON), the
+    wav.scp of data.noise's and data.reverb's recordings."""
     init_from = section(config, "train").get("init_from") or ""
-    cmvn = section(section(config, "data"), "features").get("cmvn") or ""
+    data = section(config, "data")
+    cmvn = section(data, "features").get("cmvn") or ""
     named = [str(init_from)] if init_from and with_init_from else []
-    return named + ([str(cmvn)] + ([cmvn_source(cmvn)] if cmvn_source(cmvn) != cmvn else []) if cmvn else [])
+    named += [str(cmvn)] + ([cmvn_source(cmvn)] if cmvn_source(cmvn) != cmvn else []) if cmvn else []
+    return named + [str(section(data, key)["wav_scp"]) for key in ("noise", "reverb")
+                    if section(data, key).get("wav_scp")]
 
 
 def decoding_settings(config: dict) -> str:

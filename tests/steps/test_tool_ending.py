@@ -9,6 +9,7 @@ from conftest import ROOT, run_tool
 
 # Each tool with arguments naming files that do not exist, and the file its message must name.
 MISSING = {
+    "augment_data_dir.py": (["--noise-scp", "{m}/noise.scp", "{m}/data", "{m}/noisy"], "{m}/data"),
     "average_checkpoints.py": (["--last", "2", "{m}/exp"], "{m}/exp"),
     "build_lexicon.py": (["{m}/data", "{m}/lang"], "{m}/data/text"),
     "build_ngram_lm.py": (["{m}/data", "{m}/lang", "{m}/lm.arpa"], "{m}/lang/units.json"),

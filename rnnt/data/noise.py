@@ -1,0 +1,176 @@
+"""Noise and reverberation added to training audio: recordings of noise (MUSAN's noise, music and speech, as
+Kaldi's data dirs list them) mixed in at a signal-to-noise ratio drawn per utterance, and room impulse responses
+(OpenSLR 26/28's) convolved with it.
+
+Each comes as a Kaldi wav.scp of files ('<id> <path>' a line); a line whose recording cannot be read is named by
+its file and line and left out, the rest kept. An utterance draws from its own generator (seed, epoch, key): the
+same noise at the same offset and level on every rank and worker, and again on a resumed epoch. Reverberation
+comes first, then noise, as Kaldi's wav-reverberate adds its noise to the reverberated signal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from dataclasses import dataclass
+
+import torch
+
+from rnnt.data.audio import AudioError, audio_length, load_audio, to_mono
+from rnnt.data.resample import resample
+from rnnt.datadir.table import read_table
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class NoiseConfig:
+    wav_scp: str = ""  # the noise recordings: a Kaldi wav.scp of files (all of MUSAN, or its noise, music or speech)
+    prob: float = 0.5  # the share of training utterances noise is added to
+    snr: tuple[float, ...] = (10.0, 20.0)  # dB, the utterance's power over the noise's: drawn uniformly in [low, high]
+    count: tuple[int, ...] = (1, 1)  # recordings summed into the noise, drawn uniformly (babble: speech, [3, 7])
+
+
+@dataclass(frozen=True)
+class ReverbConfig:
+    wav_scp: str = ""  # room impulse responses: a Kaldi wav.scp of files (e.g. OpenSLR 28's simulated rooms)
+    prob: float = 0.5  # the share of training utterances reverberated (before any noise), their power kept
+
+
+def check_noise_configs(noise: NoiseConfig | None, reverb: ReverbConfig | None) -> None:
+    """ValueError naming the key of a value that cannot work."""
+    for name, section in (("noise", noise), ("reverb", reverb)):
+        if section is None:
+            continue
+        if not section.wav_scp:
+            raise ValueError(f"data.{name}.wav_scp: give the Kaldi wav.scp of its recordings")
+        if not 0 <= section.prob <= 1:
+            raise ValueError(f"data.{name}.prob is a share of the utterances, from 0 to 1, got {section.prob}")
+    if noise is None:
+        return
+    if len(noise.snr) != 2 or noise.snr[0] > noise.snr[1] or not all(math.isfinite(x) for x in noise.snr):
+        raise ValueError(f"data.noise.snr is [low, high] in dB, low <= high, got {list(noise.snr)}")
+    if len(noise.count) != 2 or not 1 <= noise.count[0] <= noise.count[1]:
+        raise ValueError(f"data.noise.count is [fewest, most] recordings, 1 <= fewest <= most, got {list(noise.count)}")
+
+
+@dataclass(frozen=True)
+class Recording:
+    path: str
+    samples: int  # at its own rate
+    rate: int
+
+
+def read_recordings(wav_scp: str, key: str) -> list[Recording]:
+    """The recordings a wav.scp lists whose headers read; each other line named by file and line and left out.
+    ValueError where none is left (key: the config key that named the file)."""
+    recordings, bad = [], 0
+    for line in read_table(wav_scp).values():
+        why = "a piped command: list files (write its output to one first)" if line.value.endswith("|") else ""
+        if not why:
+            try:
+                length = audio_length(line.value)
+                if length is None:  # a header that cannot count its samples (Ogg Vorbis, MP3): decode once
+                    waveform, rate = load_audio(line.value)
+                    length = (waveform.shape[-1], rate, waveform.shape[0])
+                recordings.append(Recording(line.value, length[0], length[1]))
+                continue
+            except (AudioError, OSError) as error:
+                why = f"cannot read {line.value} ({error})"
+        log.warning("%s: left out of %s: %s", line.where, key, why)
+        bad += 1
+    if not recordings:
+        raise ValueError(f"{key} {wav_scp}: no recording it lists can be read"
+                         + (f" ({bad} lines named above)" if bad else " (it is empty)"))
+    if bad:
+        log.warning("%s: %d of %d recordings left out (named above)", key, bad, bad + len(recordings))
+    return recordings
+
+
+class Augmenter:
+    """Reverberation and noise of the training utterances (data.reverb, data.noise): augment(waveform,
+    generator) -> the waveform changed (or not: each has its probability), and what was done."""
+
+    def __init__(self, noise: NoiseConfig | None, reverb: ReverbConfig | None, rate: int):
+        check_noise_configs(noise, reverb)
+        self.noise, self.reverb, self.rate = noise, reverb, rate
+        self.noises = read_recordings(noise.wav_scp, "data.noise.wav_scp") if noise else []
+        self.rooms = read_recordings(reverb.wav_scp, "data.reverb.wav_scp") if reverb else []
+
+    def augment(self, waveform: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, list[str]]:
+        """A recording of noise or of a room that cannot be read now (gone since) is named, and the utterance
+        goes on without it: the utterance itself is good."""
+        done = []
+        draws = torch.rand(2, generator=generator, dtype=torch.float64).tolist()  # one each, whether used or not
+        if self.reverb and draws[0] < self.reverb.prob:
+            room = self.rooms[int(torch.randint(len(self.rooms), (1,), generator=generator))]
+            with named_if_unreadable("data.reverb.wav_scp", done):
+                waveform = reverberate(waveform, self.recording(room))
+                done.append("reverb")
+        if self.noise and draws[1] < self.noise.prob:
+            low, high = self.noise.snr
+            snr = low + (high - low) * float(torch.rand(1, generator=generator, dtype=torch.float64))
+            count = int(torch.randint(self.noise.count[0], self.noise.count[1] + 1, (1,), generator=generator))
+            picks = torch.randint(len(self.noises), (count,), generator=generator).tolist()
+            with named_if_unreadable("data.noise.wav_scp", done):
+                noise = sum(unit_power(self.noise_segment(self.noises[i], waveform.shape[0], generator))
+                            for i in picks)
+                waveform = add_at_snr(waveform, noise, snr)
+                done.append("noise")
+        return waveform, done
+
+    def recording(self, recording: Recording) -> torch.Tensor:
+        waveform, rate = load_audio(recording.path)
+        return resample(to_mono(waveform), rate, self.rate)
+
+    def noise_segment(self, recording: Recording, samples: int, generator: torch.Generator) -> torch.Tensor:
+        """`samples` of the recording at the pipeline's rate from an offset drawn in it; a recording shorter than
+        that is repeated from an offset drawn, as a loop."""
+        wanted = math.ceil(samples * recording.rate / self.rate) + 1  # at its own rate, a sample more to resample
+        offset = int(torch.randint(max(recording.samples - wanted, 0) + 1, (1,), generator=generator))
+        if recording.samples >= wanted:
+            piece, rate = load_audio(recording.path, offset / recording.rate, (offset + wanted) / recording.rate)
+            piece = resample(to_mono(piece), rate, self.rate)
+        else:
+            whole = self.recording(recording)
+            start = int(torch.randint(whole.shape[0], (1,), generator=generator))
+            piece = whole.roll(-start).repeat(math.ceil(samples / whole.shape[0]))
+        return torch.nn.functional.pad(piece[:samples], (0, max(samples - piece.shape[0], 0)))
+
+
+@contextlib.contextmanager
+def named_if_unreadable(key: str, done: list[str]):
+    """Logs a recording of key's list that cannot be read, as what was not done, and goes on."""
+    try:
+        yield
+    except (AudioError, OSError) as error:
+        log.warning("%s: a recording cannot be read now, left out of this utterance (%s)", key, error)
+        done.append(f"unreadable {key}")
+
+
+def unit_power(signal: torch.Tensor) -> torch.Tensor:
+    """The signal scaled to a mean square of 1 (digital silence stays 0): recordings summed as equals."""
+    power = float(signal.double().pow(2).mean())
+    return signal / math.sqrt(power) if power > 0 else signal
+
+
+def add_at_snr(signal: torch.Tensor, noise: torch.Tensor, snr_db: float) -> torch.Tensor:
+    """signal + noise scaled so that signal's power over the noise's is snr_db (either silent: signal as it is)."""
+    signal_power, noise_power = float(signal.double().pow(2).mean()), float(noise.double().pow(2).mean())
+    if signal_power == 0 or noise_power == 0:
+        return signal
+    return signal + noise * math.sqrt(signal_power / (noise_power * 10 ** (snr_db / 10)))
+
+
+def reverberate(signal: torch.Tensor, impulse: torch.Tensor) -> torch.Tensor:
+    """signal convolved with a room's impulse response, aligned on its direct path (its largest tap: the speech
+    does not start later) and cut to the signal's length, at the signal's power (Kaldi's wav-reverberate
+    --normalize-output)."""
+    peak = int(impulse.abs().argmax())
+    size = signal.shape[0] + impulse.shape[0] - 1
+    length = 1 << (size - 1).bit_length()
+    wet = torch.fft.irfft(torch.fft.rfft(signal.double(), length) * torch.fft.rfft(impulse.double(), length), length)
+    wet = wet[peak:peak + signal.shape[0]]
+    before, after = float(signal.double().pow(2).mean()), float(wet.pow(2).mean())
+    return (wet * math.sqrt(before / after) if after > 0 else wet).to(signal.dtype)
