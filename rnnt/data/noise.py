@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import torch
@@ -30,12 +31,14 @@ class NoiseConfig:
     prob: float = 0.5  # the share of training utterances noise is added to
     snr: tuple[float, ...] = (10.0, 20.0)  # dB, the utterance's power over the noise's: drawn uniformly in [low, high]
     count: tuple[int, ...] = (1, 1)  # recordings summed into the noise, drawn uniformly (babble: speech, [3, 7])
+    cache_mb: int = 512  # recordings kept decoded in memory, the most recently used, up to this many MB (0: none)
 
 
 @dataclass(frozen=True)
 class ReverbConfig:
     wav_scp: str = ""  # room impulse responses: a Kaldi wav.scp of files (e.g. OpenSLR 28's simulated rooms)
     prob: float = 0.5  # the share of training utterances reverberated (before any noise), their power kept
+    cache_mb: int = 128  # impulse responses kept decoded in memory, the most recently used, up to this many MB
 
 
 def check_noise_configs(noise: NoiseConfig | None, reverb: ReverbConfig | None) -> None:
@@ -47,6 +50,8 @@ def check_noise_configs(noise: NoiseConfig | None, reverb: ReverbConfig | None) 
             raise ValueError(f"data.{name}.wav_scp: give the Kaldi wav.scp of its recordings")
         if not 0 <= section.prob <= 1:
             raise ValueError(f"data.{name}.prob is a share of the utterances, from 0 to 1, got {section.prob}")
+        if section.cache_mb < 0:
+            raise ValueError(f"data.{name}.cache_mb must not be negative, got {section.cache_mb}")
     if noise is None:
         return
     if len(noise.snr) != 2 or noise.snr[0] > noise.snr[1] or not all(math.isfinite(x) for x in noise.snr):
@@ -88,6 +93,30 @@ def read_recordings(wav_scp: str, key: str) -> list[Recording]:
     return recordings
 
 
+class RecordingCache:
+    """Recordings decoded (mono, at their own rate), the most recently used kept within a budget: an utterance's
+    noise cut from memory is the same as cut from the file, only sooner (an Ogg Opus seek decodes its way there)."""
+
+    def __init__(self, megabytes: int):
+        self.budget, self.size = megabytes * 2**20, 0
+        self.held: OrderedDict[str, torch.Tensor] = OrderedDict()
+
+    def holds(self, recording: Recording) -> bool:
+        """Whether the recording fits the budget: cut from memory (decoded whole the first time)."""
+        return 4 * recording.samples <= self.budget
+
+    def get(self, path: str) -> torch.Tensor:
+        if path in self.held:
+            self.held.move_to_end(path)
+            return self.held[path]
+        waveform = to_mono(load_audio(path)[0])
+        self.held[path] = waveform
+        self.size += 4 * waveform.shape[0]
+        while self.size > self.budget:
+            self.size -= 4 * self.held.popitem(last=False)[1].shape[0]
+        return waveform
+
+
 class Augmenter:
     """Reverberation and noise of the training utterances (data.reverb, data.noise): augment(waveform,
     generator) -> the waveform changed (or not: each has its probability), and what was done."""
@@ -97,6 +126,8 @@ class Augmenter:
         self.noise, self.reverb, self.rate = noise, reverb, rate
         self.noises = read_recordings(noise.wav_scp, "data.noise.wav_scp") if noise else []
         self.rooms = read_recordings(reverb.wav_scp, "data.reverb.wav_scp") if reverb else []
+        self.noise_cache = RecordingCache(noise.cache_mb if noise else 0)
+        self.room_cache = RecordingCache(reverb.cache_mb if reverb else 0)
 
     def augment(self, waveform: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, list[str]]:
         """A recording of noise or of a room that cannot be read now (gone since) is named, and the utterance
@@ -106,7 +137,7 @@ class Augmenter:
         if self.reverb and draws[0] < self.reverb.prob:
             room = self.rooms[int(torch.randint(len(self.rooms), (1,), generator=generator))]
             with named_if_unreadable("data.reverb.wav_scp", done):
-                waveform = reverberate(waveform, self.recording(room))
+                waveform = reverberate(waveform, self.recording(room, self.room_cache))
                 done.append("reverb")
         if self.noise and draws[1] < self.noise.prob:
             low, high = self.noise.snr
@@ -120,9 +151,10 @@ class Augmenter:
                 done.append("noise")
         return waveform, done
 
-    def recording(self, recording: Recording) -> torch.Tensor:
-        waveform, rate = load_audio(recording.path)
-        return resample(to_mono(waveform), rate, self.rate)
+    def recording(self, recording: Recording, cache: RecordingCache) -> torch.Tensor:
+        """The whole recording, mono at the pipeline's rate."""
+        waveform = cache.get(recording.path) if cache.holds(recording) else to_mono(load_audio(recording.path)[0])
+        return resample(waveform, recording.rate, self.rate)
 
     def noise_segment(self, recording: Recording, samples: int, generator: torch.Generator) -> torch.Tensor:
         """`samples` of the recording at the pipeline's rate from an offset drawn in it; a recording shorter than
@@ -130,10 +162,14 @@ class Augmenter:
         wanted = math.ceil(samples * recording.rate / self.rate) + 1  # at its own rate, a sample more to resample
         offset = int(torch.randint(max(recording.samples - wanted, 0) + 1, (1,), generator=generator))
         if recording.samples >= wanted:
-            piece, rate = load_audio(recording.path, offset / recording.rate, (offset + wanted) / recording.rate)
-            piece = resample(to_mono(piece), rate, self.rate)
+            if self.noise_cache.holds(recording):
+                piece = self.noise_cache.get(recording.path)[offset:offset + wanted]
+            else:
+                piece = to_mono(load_audio(recording.path, offset / recording.rate,
+                                           (offset + wanted) / recording.rate)[0])
+            piece = resample(piece, recording.rate, self.rate)
         else:
-            whole = self.recording(recording)
+            whole = self.recording(recording, self.noise_cache)
             start = int(torch.randint(whole.shape[0], (1,), generator=generator))
             piece = whole.roll(-start).repeat(math.ceil(samples / whole.shape[0]))
         return torch.nn.functional.pad(piece[:samples], (0, max(samples - piece.shape[0], 0)))

@@ -73,7 +73,7 @@ def test_reverberation_is_the_convolution_aligned_on_the_direct_path_at_the_sign
 def test_a_noise_segment_is_the_recordings_samples_from_its_offset_and_a_short_one_loops(test_data, tmp_path):
     augmenter = Augmenter(NoiseConfig(wav_scp=digits_scp(test_data, tmp_path, 1)), None, 8000)
     recording = augmenter.noises[0]
-    whole = augmenter.recording(recording)
+    whole = augmenter.recording(recording, augmenter.noise_cache)
     for seed in range(5):
         generator = torch.Generator().manual_seed(seed)
         piece = augmenter.noise_segment(recording, 1000, generator)
@@ -84,6 +84,31 @@ def test_a_noise_segment_is_the_recordings_samples_from_its_offset_and_a_short_o
     start = int(torch.nonzero(torch.isclose(whole, looped[0]))[0])  # the offset drawn
     assert torch.equal(looped[: recording.samples], whole.roll(-start))
     assert torch.equal(looped[recording.samples: 2 * recording.samples], whole.roll(-start))
+
+
+def test_noise_cut_from_memory_is_the_noise_cut_from_the_file(test_data, tmp_path):
+    """The recordings kept decoded (data.noise.cache_mb) give the segments reading each from its file gives: WAV at
+    8 kHz the same samples; Ogg Opus at 16 kHz (speechocean762, resampled to 8 kHz) within the decoder's warm-up
+    after a seek (decoded from the start, as in memory, the cut is the exact one); the most recently used kept
+    within the budget."""
+    opus = sorted((test_data / "speechocean762" / "WAVE").rglob("*.opus"))[:6]
+    wav = sorted((test_data / "fsdd" / "recordings").glob("*.wav"))[:6]
+    (tmp_path / "mixed.scp").write_text("".join(f"n{i} {path}\n" for i, path in enumerate(opus + wav)))
+    cached, read = (Augmenter(NoiseConfig(wav_scp=str(tmp_path / "mixed.scp"), cache_mb=mb), None, 8000)
+                    for mb in (64, 0))
+    for n, recording in enumerate(cached.noises * 2):
+        for samples in (800, recording.samples * 8000 // recording.rate + 300):  # a segment, a loop
+            a, b = (augmenter.noise_segment(recording, samples, torch.Generator().manual_seed(n))
+                    for augmenter in (cached, read))
+            if recording.path.endswith(".opus"):
+                assert torch.allclose(a, b, atol=1e-3), (recording.path, samples)
+            else:
+                assert torch.equal(a, b), (recording.path, samples)
+    assert len(cached.noise_cache.held) == 12 and read.noise_cache.held == {}
+    small = Augmenter(NoiseConfig(wav_scp=str(tmp_path / "mixed.scp"), cache_mb=1), None, 8000).noise_cache
+    for recording in cached.noises:
+        small.get(recording.path)
+    assert 0 < small.size <= 2**20 and list(small.held)[-1] == cached.noises[-1].path  # the newest kept
 
 
 def test_a_list_line_that_cannot_be_read_is_named_and_the_rest_kept(test_data, tmp_path, caplog):
