@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class NoiseConfig:
+    """Noise mixed into training utterances (docs/data.md, "Noise and reverberation"); its wav_scp must be given."""
+
     wav_scp: str = ""  # the noise recordings: a Kaldi wav.scp of files (all of MUSAN, or its noise, music or speech)
     prob: float = 0.5  # the share of training utterances noise is added to
     snr: tuple[float, ...] = (10.0, 20.0)  # dB, the utterance's power over the noise's: drawn uniformly in [low, high]
@@ -36,6 +38,8 @@ class NoiseConfig:
 
 @dataclass(frozen=True)
 class ReverbConfig:
+    """Rooms' reverberation of training utterances, before any noise; its wav_scp must be given."""
+
     wav_scp: str = ""  # room impulse responses: a Kaldi wav.scp of files (e.g. OpenSLR 28's simulated rooms)
     prob: float = 0.5  # the share of training utterances reverberated (before any noise), their power kept
     cache_mb: int = 128  # impulse responses kept decoded in memory, the most recently used, up to this many MB
