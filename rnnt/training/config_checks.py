@@ -5,7 +5,8 @@ check_shapes: the features the pipeline makes against what the encoder reads.
 check_unit_rate: with one symbol per frame, the encoder's frame rate against the units' rate in the
 training transcripts (<lang>/unit_rate.json, written by steps/build_units.py from the data dir's utt2dur).
 device_refusal: train.device and train.precision against this machine.
-training_refusals: what steps/train.py refuses before it builds the model (the two above).
+patience_refusal: train.patience without a dev list.
+training_refusals: what steps/train.py refuses before it builds the model (the three above).
 """
 
 from __future__ import annotations
@@ -96,8 +97,17 @@ def device_refusal(experiment) -> str | None:
     return None
 
 
+def patience_refusal(experiment) -> str | None:
+    """train.patience without a dev list to count its epochs on."""
+    if experiment.train.patience and not experiment.paths.valid_list:
+        return (f"train.patience {experiment.train.patience} ends training after epochs without a better dev "
+                "result: give a dev list (--valid-list, paths.valid_list) or set it to 0")
+    return None
+
+
 def training_refusals(experiment) -> list[str]:
     """Why steps/train.py refuses the experiment before building its model (empty: it does not): the device and
-    precision here, the frame rate against the transcripts' units a second. (The trainer refuses bf16 LSTMs a CPU
-    cannot run once it has the model: rnnt.cpu_isa.bf16_refusal.)"""
-    return [refusal for refusal in (device_refusal(experiment), *check_unit_rate(experiment)) if refusal]
+    precision here, the frame rate against the transcripts' units a second, early stopping without a dev list.
+    (The trainer refuses bf16 LSTMs a CPU cannot run once it has the model: rnnt.cpu_isa.bf16_refusal.)"""
+    refusals = (device_refusal(experiment), *check_unit_rate(experiment), patience_refusal(experiment))
+    return [refusal for refusal in refusals if refusal]

@@ -55,6 +55,8 @@ class TrainConfig:
     # memory skips a batch, a non-finite gradient its group's step (counted once); float16's overflows while
     # its loss scale is above 1 are not counted
     valid_wer: bool = True  # validation also decodes greedily and reports WER (false: the loss only)
+    patience: int = 0  # training ends once this many epochs have not bettered the dev WER (the dev loss with
+    # valid_wer false) of the best epoch before them, however many train.epochs are left (0: never)
     seed: int = 0  # torch's seed: the model's initialisation and dropout
     device: str = "auto"  # auto (cuda where available, else cpu), cpu or cuda
     init_from: str = ""  # a checkpoint of another experiment to start from (rnnt.training.init_from)
@@ -130,7 +132,8 @@ def train_value_problems(train: TrainConfig) -> list[str]:
     problems = [f"train.{key} must be at least 1, got {getattr(train, key)}"
                 for key in ("epochs", "accum_steps", "log_every", "keep_checkpoints") if getattr(train, key) < 1]
     problems += [f"train.{key} must be 0 (none) or more, got {getattr(train, key)}"
-                 for key in ("max_steps", "checkpoint_every", "keep_whole_epochs") if getattr(train, key) < 0]
+                 for key in ("max_steps", "checkpoint_every", "keep_whole_epochs", "patience")
+                 if getattr(train, key) < 0]
     if not 0 <= train.ema_decay < 1:
         problems.append(f"train.ema_decay must be at least 0 (no EMA) and below 1, got {train.ema_decay}")
     if train.grad_clip <= 0:
@@ -152,16 +155,19 @@ def with_absolute_paths(experiment: Experiment) -> Experiment:
 
 
 def with_paths(experiment: Experiment, convert) -> Experiment:
-    """The experiment with each path it names (paths.*, data.features.cmvn, train.init_from) put through
-    convert (os.path.abspath, os.path.relpath)."""
+    """The experiment with each path it names (paths.*, data.features.cmvn, train.init_from, the wav.scp of
+    data.noise and data.reverb) put through convert (os.path.abspath, os.path.relpath)."""
     def converted(path):
         return convert(path) if path else path
 
     paths = dataclasses.replace(experiment.paths, **{k: converted(v) for k, v in vars(experiment.paths).items()})
-    features = dataclasses.replace(experiment.data.features, cmvn=converted(experiment.data.features.cmvn))
+    data = experiment.data
+    augmentation = {key: dataclasses.replace(getattr(data, key), wav_scp=converted(getattr(data, key).wav_scp))
+                    for key in ("noise", "reverb") if getattr(data, key) is not None}
+    data = dataclasses.replace(data, features=dataclasses.replace(data.features, cmvn=converted(data.features.cmvn)),
+                               **augmentation)
     train = dataclasses.replace(experiment.train, init_from=converted(experiment.train.init_from))
-    return dataclasses.replace(experiment, paths=paths, train=train,
-                               data=dataclasses.replace(experiment.data, features=features))
+    return dataclasses.replace(experiment, paths=paths, train=train, data=data)
 
 
 def save_experiment(experiment: Experiment, path: str) -> None:

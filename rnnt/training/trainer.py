@@ -29,6 +29,7 @@ from rnnt.training.config_change import finish_setting_aside, start_over_if_chan
 from rnnt.training.experiment import Experiment, adopt_inputs, build_optimizer, load_experiment
 from rnnt.training.keys_log import KeysLog, remove_other_ranks
 from rnnt.training.progress import Progress, close_logging, setup_logging
+from rnnt.training.patience import Patience
 from rnnt.training.stop import StopTraining
 from rnnt.training.trainer_checkpoints import Checkpointing
 from rnnt.training.trainer_steps import Steps
@@ -79,6 +80,7 @@ class Trainer(Checkpointing, Steps):
         self.position = LoaderPosition(experiment.data.num_workers)  # which worker gave how many batches
         self.group = GradientGroup()
         self.bad_batches = BadBatches(train_config.max_bad_steps)
+        self.patience = Patience(train_config.patience, train_config.valid_wer)
         self.signal_received = False  # this rank got SIGTERM
         self.stopping = False  # some rank got SIGTERM: all stop at the next optimiser step
         self.valid_result: dict = {}
@@ -157,7 +159,7 @@ class Trainer(Checkpointing, Steps):
         return bool(self.experiment.train.max_steps) and self.step >= self.experiment.train.max_steps
 
     def complete(self) -> bool:
-        return self.epoch >= self.experiment.train.epochs or self.max_steps_reached()
+        return self.epoch >= self.experiment.train.epochs or self.max_steps_reached() or self.patience.ends(self.epoch)
 
     def train_epoch(self) -> bool:
         """Trains from the current position to the end of the epoch; False if it stopped inside it, at an
@@ -228,4 +230,7 @@ class Trainer(Checkpointing, Steps):
             if self.world.main:
                 self.progress.validated(self.epoch, self.step, result, ema=self.ema is not None)
             self.valid_result = {f"valid_{k}": v for k, v in result.items()}
+            self.patience.validated(self.epoch, self.valid_result)
+            if self.world.main and self.patience.ends(self.epoch) and self.epoch < self.experiment.train.epochs:
+                log.info("%s", self.patience.why(self.epoch))
         self.save(checkpoint.name("epoch", self.epoch))

@@ -27,7 +27,7 @@ def saved_positions(meta: dict) -> list[dict]:
 
 class Checkpointing:
     """Methods of the Trainer; they read its model, ema, optimizer, scheduler, scaler, world, position,
-    bad_batches, step, epoch, batch, train_data, valid_result and keys_log."""
+    bad_batches, patience, step, epoch, batch, train_data, valid_result and keys_log."""
 
     def state(self) -> dict:
         return {
@@ -41,7 +41,7 @@ class Checkpointing:
                      "units": units_digest(self.experiment.paths.lang_dir),
                      "loader_positions": all_gather_objects(self.world, self.position.state_dict()),
                      "keys_logged": all_gather_objects(self.world, self.keys_log.offset() if self.keys_log else None),
-                     **self.bad_batches.meta(), **self.valid_result},
+                     **self.bad_batches.meta(), **self.valid_result, **self.patience.meta()},
         }
 
     def save_position(self) -> str:
@@ -97,6 +97,7 @@ class Checkpointing:
         meta = state["meta"]
         self.step, self.epoch, self.batch = meta["step"], meta["epoch"], meta["batch"]
         self.bad_batches.load_meta(meta)
+        self.patience.load_meta(meta)
         rng = state["rng"]
         if self.batch:
             self.position = LoaderPosition.from_state(saved_positions(meta)[self.world.rank])

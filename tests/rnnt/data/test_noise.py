@@ -4,11 +4,13 @@ yesno's, with Free Spoken Digits' speakers as babble)."""
 
 import logging
 import math
+import os
 
 import numpy as np
 import pytest
 import soundfile
 import torch
+import yaml
 
 from rnnt.data.config import data_config
 from rnnt.data.loader import make_loader
@@ -17,6 +19,7 @@ from rnnt.data.pipeline import Pipeline
 from rnnt.data.resample import resample
 from rnnt.data.tokenizer import Tokenizer
 from rnnt.training.config_inputs import config_inputs
+from rnnt.training.experiment import load_experiment, with_absolute_paths
 
 
 def power(x) -> float:
@@ -186,7 +189,11 @@ def test_noise_settings_that_cannot_work_are_refused_by_key(values, message):
         data_config(values)
 
 
-def test_a_training_stage_takes_the_noise_lists_among_its_inputs():
+def test_a_training_stage_takes_the_noise_lists_among_its_inputs_and_the_saved_config_names_them_absolute(tmp_path):
     config = {"data": {"noise": {"wav_scp": "data/musan/wav.scp"}, "reverb": {"wav_scp": "data/rirs/wav.scp"}}}
     assert config_inputs(config) == ["data/musan/wav.scp", "data/rirs/wav.scp"]
     assert config_inputs({"data": {"noise": None}}) == []
+    (tmp_path / "conf.yaml").write_text(yaml.safe_dump(config))
+    saved = with_absolute_paths(load_experiment(str(tmp_path / "conf.yaml"))).data  # as steps/train.py saves it
+    assert (saved.noise.wav_scp, saved.reverb.wav_scp) == (os.path.abspath("data/musan/wav.scp"),
+                                                           os.path.abspath("data/rirs/wav.scp"))

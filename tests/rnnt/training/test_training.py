@@ -170,6 +170,36 @@ def test_sigterm_saves_and_exits_cleanly(yesno, tmp_path):
     assert meta["step"] >= 6
 
 
+def test_training_ends_after_patience_epochs_without_a_better_dev_wer_and_a_resume_counts_on(yesno, tmp_path):
+    """A model that cannot learn (lr 0, no batch norm: its dev WER the same every epoch) with train.patience 2 ends
+    after epoch 3 of 10, the best epoch (1) in every checkpoint; resumed as it is, nothing more is trained, and
+    resumed with patience 4 (a change a resume honours) it trains on to epoch 5."""
+    def train(patience, *extra):
+        conf = config_file(tmp_path, epochs=10, patience=patience, optimizer={"type": "adam", "lr": 0.0})
+        values = yaml.safe_load(conf.read_text())
+        values["model"]["encoder"]["input_batch_norm"] = False  # its running statistics would change the WER
+        conf.write_text(yaml.safe_dump(values))
+        return run_tool(*train_args(yesno, exp, conf), *extra)
+
+    exp = tmp_path / "exp"
+    valid = ("--valid-list", str(yesno / "test.list"))
+    out = train(2, *valid)
+    assert out.returncode == 0, out.stderr[-2000:]
+    log = (exp / "train.log").read_text()
+    assert "no better dev WER in the 2 epochs since epoch 1 (" in log and "training ends (train.patience 2)" in log
+    assert [Path(p).name for p in checkpoint.numbered(str(exp), "epoch")] == ["epoch-1.pt", "epoch-2.pt", "epoch-3.pt"]
+    assert checkpoint.load_meta(str(exp / "epoch-3.pt"))["best_valid"]["epoch"] == 1
+    again = train(2, *valid, "--resume")
+    assert again.returncode == 0 and len(checkpoint.numbered(str(exp), "epoch")) == 3, again.stderr[-2000:]
+    longer = train(4, *valid, "--resume")
+    assert longer.returncode == 0, longer.stderr[-2000:]
+    assert len(checkpoint.numbered(str(exp), "epoch")) == 5 and not (tmp_path / "exp.1").exists()
+    assert "no better dev WER in the 4 epochs since epoch 1" in (exp / "train.log").read_text()
+    refused = train(2)  # no dev list to count on
+    assert refused.returncode == 1 and "train.patience 2 ends training after epochs without a better dev result: " \
+        "give a dev list (--valid-list, paths.valid_list)" in refused.stderr
+
+
 def test_non_finite_losses_stop_training_with_a_clear_message(yesno, tmp_path):
     conf = config_file(tmp_path, epochs=2, max_bad_steps=2, optimizer={"type": "adamw", "lr": 1e30})
     out = run_tool(*train_args(yesno, tmp_path / "exp", conf))

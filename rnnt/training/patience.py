@@ -1,0 +1,45 @@
+"""Early stopping: training ends once the dev set has not improved for train.patience epochs (ESPnet's
+patience): the dev WER where validation decodes (train.valid_wer), else the dev loss. The best epoch so far
+is kept in every checkpoint, so a resumed run counts on from it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass
+class Best:
+    epoch: int  # counted from 1, as epoch-N.pt
+    metric: str  # valid_wer or valid_loss
+    value: float
+
+
+class Patience:
+    def __init__(self, patience: int, use_wer: bool):
+        self.patience, self.metric = patience, "valid_wer" if use_wer else "valid_loss"
+        self.best: Best | None = None
+
+    def validated(self, epoch: int, result: dict) -> None:
+        """Takes epoch's validation result ({'valid_loss', 'valid_wer'?}); a better value is the new best. A
+        best of another metric (train.valid_wer changed on a resume) counts from this epoch on."""
+        value = result.get(self.metric)
+        if value is None:
+            return
+        if self.best is None or self.best.metric != self.metric or value < self.best.value:
+            self.best = Best(epoch, self.metric, float(value))
+
+    def ends(self, epoch: int) -> bool:
+        """Whether training ends after epoch: patience epochs since the best."""
+        return bool(self.patience) and self.best is not None and epoch - self.best.epoch >= self.patience
+
+    def why(self, epoch: int) -> str:
+        wer = self.best.metric == "valid_wer"
+        return (f"no better {'dev WER' if wer else 'dev loss'} in the {epoch - self.best.epoch} epochs since epoch "
+                f"{self.best.epoch} ({self.best.value:.4g}{'%' if wer else ''}): training ends (train.patience "
+                f"{self.patience})")
+
+    def meta(self) -> dict:
+        return {"best_valid": asdict(self.best)} if self.best else {}
+
+    def load_meta(self, meta: dict) -> None:
+        self.best = Best(**meta["best_valid"]) if meta.get("best_valid") else None

@@ -1,0 +1,28 @@
+"""rnnt.training.patience: the epochs since the best dev result, as a run and its resumes count them."""
+
+from rnnt.training.patience import Patience
+
+
+def test_a_better_epoch_starts_the_count_again_and_an_equal_one_does_not():
+    patience = Patience(2, use_wer=True)
+    ends = []
+    for epoch, wer in enumerate([30.0, 25.0, 25.0, 24.0, 24.5, 24.0, 26.0], 1):
+        patience.validated(epoch, {"valid_loss": 1.0, "valid_wer": wer})
+        ends.append(patience.ends(epoch))
+    assert ends == [False, False, False, False, False, True, True]
+    assert patience.why(6) == ("no better dev WER in the 2 epochs since epoch 4 (24%): training ends "
+                               "(train.patience 2)")
+
+
+def test_the_best_is_kept_in_a_checkpoints_meta_and_another_metric_counts_anew():
+    before = Patience(3, use_wer=True)
+    before.validated(1, {"valid_loss": 2.0, "valid_wer": 40.0})
+    before.validated(2, {"valid_loss": 1.5, "valid_wer": 41.0})
+    resumed = Patience(3, use_wer=True)
+    resumed.load_meta({"step": 12, **before.meta()})
+    assert resumed.best == before.best and not resumed.ends(3) and resumed.ends(4)
+    by_loss = Patience(3, use_wer=False)  # train.valid_wer switched off on a resume: the loss counts from now
+    by_loss.load_meta(before.meta())
+    by_loss.validated(3, {"valid_loss": 1.7})
+    assert (by_loss.best.epoch, by_loss.best.metric) == (3, "valid_loss") and not by_loss.ends(5)
+    assert Patience(0, use_wer=True).meta() == {} and not Patience(0, True).ends(100)
