@@ -1,5 +1,6 @@
 """Long recordings in pieces: cut at the quietest moments into segments of at most a given length, each
-decoded alone, so that memory is bounded by the segment and time grows linearly with the recording.
+decoded alone (a few at a time, in a batch), so that memory is bounded by the segments and time grows linearly
+with the recording.
 For any model (a bidirectional one cannot stream); a unidirectional one can also stream
 (rnnt.streaming).
 
@@ -67,16 +68,29 @@ def _decoded_blocks(opened: soundfile.SoundFile, size: int) -> Iterator[torch.Te
 
 
 def transcribe_in_segments(transcriber, audio, max_seconds: float, method: str = "greedy",
-                           beam: int | None = None):
-    """The Transcript of a whole file (a path or bytes) decoded segment by segment; word times count from its
-    start."""
+                           beam: int | None = None, batch_size: int = 1):
+    """The Transcript of a whole file (a path or bytes) decoded segment by segment, batch_size segments at a time
+    (memory bounded by them); word times count from its start."""
     from rnnt.transcriber import Transcript
 
     blocks, rate = file_blocks(audio)
     texts, words, score = [], [], 0.0
+    pending: list[tuple[float, tuple]] = []  # each segment's start and its features
+
+    def decode_pending() -> None:
+        nonlocal score
+        results = transcriber.transcribe_prepared([prepared for _, prepared in pending], method, beam,
+                                                  batch_size=batch_size)
+        for (start, _), result in zip(pending, results):
+            texts.append(result.text)
+            words.extend({**w, "start": round(w["start"] + start, 3), "end": round(w["end"] + start, 3)}
+                         for w in result.words)
+            score += result.score
+        pending.clear()
+
     for start, samples in segments(blocks, rate, max_seconds):
-        result = transcriber.transcribe((samples, rate), method, beam)
-        texts.append(result.text)
-        words += [{**w, "start": round(w["start"] + start, 3), "end": round(w["end"] + start, 3)} for w in result.words]
-        score += result.score
+        pending.append((start, transcriber.prepared((samples, rate))))
+        if len(pending) == batch_size:
+            decode_pending()
+    decode_pending()
     return Transcript(" ".join(t for t in texts if t), words, score)

@@ -66,10 +66,11 @@ def parse_args():
                              "line for the whole audio)")
     parser.add_argument("--segment-seconds", type=at_least(0.0), default=0,
                         help="decode long recordings in segments of at most this long, cut at the quietest "
-                             "moments (any model; memory bounded by the segment); 0: the whole file at once")
+                             "moments (any model; memory bounded by --batch-size segments); 0: the whole file at once")
     parser.add_argument("--batch-size", type=at_least(1), default=16,
-                        help="recordings encoded and searched together, of alike lengths (default 16; without "
-                             "--stream or --segment-seconds); their lines are printed in the files' order")
+                        help="recordings (with --segment-seconds, a recording's segments) encoded and searched "
+                             "together, of alike lengths (default 16; not with --stream); their lines are printed "
+                             "in the files' order")
     parser.add_argument("--scp", help="a Kaldi wav.scp ('<key> <path>' or '<key> <command> |' a line) for the audio "
                         "files: each transcribed under its key, as a data dir's hyp (steps/score.py)")
     parser.add_argument("exp_dir")
@@ -122,7 +123,8 @@ def main() -> int:
                         print_result(path, result, args)
                     return 130  # as the shell's for SIGINT, the files after this one left
             elif args.segment_seconds > 0:
-                result = transcribe_in_segments(transcriber, audio, args.segment_seconds, args.method, args.beam)
+                result = transcribe_in_segments(transcriber, audio, args.segment_seconds, args.method, args.beam,
+                                                args.batch_size)
             else:
                 warn_if_long(path, audio, args.method, options.ctc_weight)
                 pending.append((path, transcriber.prepared(audio)))

@@ -488,3 +488,6 @@ def test_transcribe_segments_a_long_recording_for_any_model(an4_test, tmp_path):
     words = json.loads(out.stdout)["words"]
     starts = [w["start"] for w in words]
     assert starts == sorted(starts) and words[-1]["end"] <= len(long) / 16000 + 0.1 and starts[-1] > 50
+    alone = run_tool(sys.executable, STEPS / "transcribe.py", "--json", "--word-times", "--segment-seconds", "20",
+                     "--batch-size", "1", exp, tmp_path / "long.flac")  # one segment at a time: the same
+    assert alone.returncode == 0 and alone.stdout == out.stdout, alone.stderr[-2000:]
