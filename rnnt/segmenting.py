@@ -80,7 +80,7 @@ def transcribe_in_segments(transcriber, audio, max_seconds: float, method: str =
     def decode_pending() -> None:
         nonlocal score
         results = transcriber.transcribe_prepared([prepared for _, prepared in pending], method, beam,
-                                                  batch_size=batch_size)
+                                                  batch_size=batch_size, max_seconds=batch_size * max_seconds)
         for (start, _), result in zip(pending, results):
             texts.append(result.text)
             words.extend({**w, "start": round(w["start"] + start, 3), "end": round(w["end"] + start, 3)}

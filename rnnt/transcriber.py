@@ -132,6 +132,19 @@ def nbest_entries(tokenizer: Tokenizer, hyps: list[Hypothesis], frame_seconds: f
                         for t, f in zip(h.tokens, h.frames)]} for h in hyps]
 
 
+def batches_by_length(seconds: list[float], batch_size: int, max_seconds: float = math.inf) -> list[list[int]]:
+    """The indices of recordings `seconds` long in batches, the longest first: up to batch_size of them, a batch
+    of several padded (to its first, its longest) to at most max_seconds of audio in all."""
+    batches: list[list[int]] = []
+    for i in sorted(range(len(seconds)), key=lambda i: -seconds[i]):
+        last = batches[-1] if batches else []
+        if last and len(last) < batch_size and (len(last) + 1) * seconds[last[0]] <= max_seconds:
+            last.append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
 class Transcriber:
     """Audio in (any format soundfile reads, any rate, any channels), text out."""
 
@@ -200,15 +213,15 @@ class Transcriber:
         return self.transcribe_prepared([self.prepared(audio)], method, beam, nbest)[0]
 
     def transcribe_prepared(self, prepared: list[tuple[torch.Tensor, float]], method: str = "greedy",
-                            beam: int | None = None, nbest: bool = False, batch_size: int = 1) -> list[Transcript]:
-        """The transcripts of prepared's recordings (each (features, seconds)), in their order: batch_size of
-        them encoded and searched at once, the longest first (a batch of alike lengths, the least padding)."""
+                            beam: int | None = None, nbest: bool = False, batch_size: int = 1,
+                            max_seconds: float = math.inf) -> list[Transcript]:
+        """The transcripts of prepared's recordings (each (features, seconds)), in their order: up to batch_size of
+        them encoded and searched at once, the longest first (a batch of alike lengths, the least padding), a batch
+        of several padded to at most max_seconds of audio in all (memory: a batch of hour-long recordings)."""
         options = self.search_options(method, beam)
         frame_seconds = seconds_per_encoder_frame(self.experiment)
-        order = sorted(range(len(prepared)), key=lambda i: -prepared[i][0].shape[0])
         transcripts: list[Transcript] = [None] * len(prepared)  # type: ignore[list-item]
-        for start in range(0, len(order), batch_size):
-            chosen = order[start:start + batch_size]
+        for chosen in batches_by_length([seconds for _, seconds in prepared], batch_size, max_seconds):
             feats = pad_sequence([prepared[i][0] for i in chosen], batch_first=True).to(self.device)
             lens = torch.tensor([prepared[i][0].shape[0] for i in chosen], device=self.device)
             for i, hyps in zip(chosen, decode_batch_nbest(self.model, feats, lens, method, options)):

@@ -70,18 +70,27 @@ def parse_args():
     return args
 
 
+def copy_tables(args) -> str:
+    """dest's tables of the source's but those of its audio (written anew for the copy's own files), ids given
+    --utt-prefix; returns the folder for its audio files."""
+    copy_data_dir(args.src, args.dest, lambda u: args.utt_prefix + u, lambda s: args.utt_prefix + s)
+    for name in NOT_COPIED + ("wav.scp",):
+        if os.path.exists(os.path.join(args.dest, name)):
+            os.remove(os.path.join(args.dest, name))
+    audio_dir = os.path.abspath(os.path.join(args.dest, "audio"))
+    os.makedirs(audio_dir, exist_ok=True)
+    return audio_dir
+
+
 def augmented_copy(args) -> str:
     """Writes dest; returns the summary line's account of it."""
     utterances, _ = read_utterances(args.src)  # what cannot be paired: fix_data_dir drops it from the copy below
     if not utterances:
         raise ToolError(f"{args.src}: no utterance with both audio and a transcript")
-    copy_data_dir(args.src, args.dest, lambda u: args.utt_prefix + u, lambda s: args.utt_prefix + s)
-    for name in NOT_COPIED + ("wav.scp",):  # the audio's tables: written anew for the copy's own files
-        if os.path.exists(os.path.join(args.dest, name)):
-            os.remove(os.path.join(args.dest, name))
-    audio_dir = os.path.abspath(os.path.join(args.dest, "audio"))
-    os.makedirs(audio_dir, exist_ok=True)
-    augmenters: dict[int, Augmenter] = {}  # one for each rate the utterances come at
+    augmenter = Augmenter(args.noise, args.reverb, 0, ("--noise-scp", "--reverb-scp"))  # before anything is written
+    for warning in augmenter.warnings:
+        print(f"augment_data_dir.py: {warning}", file=sys.stderr)
+    audio_dir = copy_tables(args)
     wav, durations, done, scaled, left_out = {}, {}, {"noise": 0, "reverb": 0}, 0, 0
     for utterance in progress(utterances, desc="augment", unit="utt"):
         key = args.utt_prefix + utterance.key
@@ -92,10 +101,8 @@ def augmented_copy(args) -> str:
             print(f"augment_data_dir.py: left out {utterance.audio_where}: {utterance.key}: {error}", file=sys.stderr)
             left_out += 1
             continue
-        if rate not in augmenters:
-            augmenters[rate] = Augmenter(args.noise, args.reverb, rate)
         generator = torch.Generator().manual_seed(zlib.crc32(f"{args.seed}:{utterance.key}".encode()))
-        noisy, what = augmenters[rate].augment(to_mono(waveform), generator)
+        noisy, what = augmenter.at_rate(rate).augment(to_mono(waveform), generator)
         for kind in what:
             done[kind] = done.get(kind, 0) + 1
         peak = float(noisy.abs().max())

@@ -28,14 +28,19 @@ from rnnt.training.stop import StopTraining
 from rnnt.training.trainer import Trainer
 
 
-def with_init_digest(experiment):
-    """train.init_from_sha256 set to the init_from checkpoint's SHA-256 (left as it is where there is none:
-    the trainer names a missing checkpoint)."""
+def with_input_digests(experiment):
+    """train.init_from_sha256 set to the init_from checkpoint's SHA-256, data.noise's and data.reverb's
+    wav_scp_sha256 to their lists' (each left as it is where there is no file: the trainer names it), so that
+    another start or an edited list is a changed config, which trains anew rather than resuming."""
     path = experiment.train.init_from
-    if not path or not os.path.isfile(path):
-        return experiment
-    return dataclasses.replace(experiment, train=dataclasses.replace(experiment.train,
-                                                                     init_from_sha256=hex_digest(path)))
+    if path and os.path.isfile(path):
+        experiment = dataclasses.replace(experiment, train=dataclasses.replace(experiment.train,
+                                                                             init_from_sha256=hex_digest(path)))
+    data = experiment.data
+    digests = {key: dataclasses.replace(getattr(data, key), wav_scp_sha256=hex_digest(getattr(data, key).wav_scp))
+               for key in ("noise", "reverb")
+               if getattr(data, key) is not None and os.path.isfile(getattr(data, key).wav_scp)}
+    return dataclasses.replace(experiment, data=dataclasses.replace(data, **digests))
 
 
 def main() -> int:
@@ -66,7 +71,7 @@ def main() -> int:
     overrides = {"device": args.device or None, "init_from": args.init_from or None, "seed": args.seed}
     experiment = dataclasses.replace(experiment, train=dataclasses.replace(
         experiment.train, **{key: value for key, value in overrides.items() if value is not None}))
-    experiment = with_init_digest(with_absolute_paths(experiment))
+    experiment = with_input_digests(with_absolute_paths(experiment))
     for name in ("train_list", "lang_dir"):
         if not getattr(experiment.paths, name):
             print(f"train.py: no {name}: give --{name.replace('_', '-')} or paths.{name}", file=sys.stderr)

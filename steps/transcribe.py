@@ -103,12 +103,8 @@ def main() -> int:
         check_method(transcriber.model, args.method, options)
         if args.stream:
             transcriber.stream()  # refused here, before any audio, if the model cannot stream
-    except (OSError, ValueError, KeyError) as error:
-        print(f"transcribe.py: {error}", file=sys.stderr)
-        return 1
-    try:
         inputs = scp_sources(args.scp) if args.scp else [(path, path) for path in args.audio]
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, KeyError) as error:
         print(f"transcribe.py: {error}", file=sys.stderr)
         return 1
     failed = 0
@@ -128,7 +124,8 @@ def main() -> int:
             else:
                 warn_if_long(path, audio, args.method, options.ctc_weight)
                 pending.append((path, transcriber.prepared(audio)))
-                if len(pending) == args.batch_size * BATCHES_SORTED:
+                if len(pending) == args.batch_size * BATCHES_SORTED or \
+                        sum(seconds for _, (_, seconds) in pending) >= READ_AHEAD_SECONDS:
                     print_batched(transcriber, pending, args)
                 continue
         except BrokenPipeError:  # the reader of --stream's lines stopped (| head): exit_with ends the tool
@@ -147,13 +144,15 @@ def main() -> int:
 
 
 BATCHES_SORTED = 8  # recordings read ahead, in batches' worth: sorted by length among them, the batches pad less
+READ_AHEAD_SECONDS = 3600  # fewer where they hold this much audio (its features in memory: 115 MB an hour)
+BATCH_SECONDS = 480  # a batch of several recordings padded to at most this much audio (16 of 30 s)
 
 
 def print_batched(transcriber: Transcriber, pending: list[tuple[str, tuple]], args) -> None:
     """Transcribes the recordings read (pending: path, (features, seconds)) in batches, prints their lines in
     their order, and empties pending."""
     transcripts = transcriber.transcribe_prepared([prepared for _, prepared in pending], args.method, args.beam,
-                                                  args.nbest, args.batch_size)
+                                                  args.nbest, args.batch_size, BATCH_SECONDS)
     for (path, _), result in zip(pending, transcripts):
         print_result(path, result, args)
     pending.clear()

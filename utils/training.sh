@@ -60,7 +60,7 @@ train_options() {  # train_options [INIT] [SEED]: steps/train.py's options for t
 
 check_training_processes() {
   local gpus
-  [[ ${ngpu:-} =~ ^[0-9]*$ ]] || {
+  [[ ${ngpu:-} =~ ^(0|[1-9][0-9]*)?$ ]] || {  # not 08: bash's arithmetic reads it as octal
     echo "$(basename "$0"): --ngpu ${ngpu:-}: a number of GPUs (0: the CPU)" >&2; exit 1; }
   [[ ${cpu_ranks:-1} =~ ^[1-9][0-9]*$ ]] || {
     echo "$(basename "$0"): --cpu-ranks ${cpu_ranks:-}: a number of training processes, 1 or more" >&2; exit 1; }
@@ -86,7 +86,9 @@ training_command() {
   processes=$(training_processes)
   if [ "$processes" -gt 1 ] || [ "${nnodes:-1}" -gt 1 ]; then
     threads=$(( $(nproc) / processes ))  # torchrun would give each process one
-    printf '%s\n' env "OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( threads > 0 ? threads : 1 ))}" torchrun
+    # torchrun passes a SIGTERM on and kills the ranks 30 s later: let a long step reach its checkpoint
+    printf '%s\n' env "OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( threads > 0 ? threads : 1 ))}" \
+      TORCH_ELASTIC_SHUTDOWN_TIMEOUT=600 torchrun
     if [ "${nnodes:-1}" -gt 1 ]; then
       printf '%s\n' "--nnodes=$nnodes" "--node_rank=$node_rank" "--master_addr=$master_addr" \
         "--master_port=$master_port"
@@ -106,7 +108,8 @@ training_command() {
 train_model() {  # train_model STAGE CONFIG EXP LANG [INIT] [SEED]: the training once train_wanted chose to run it
   local stage_n=$1 config=$2 exp=$3 lang=$4 log options command
   mapfile -t options < <(train_options "${5:-}" "${6:-}")
-  mapfile -t command < <(training_command)
+  command=$(training_command) || return  # (a failure inside mapfile's < <(...) would go unseen)
+  mapfile -t command <<< "$command"
   log=$(stage_log "$stage_n" train "$exp")
   logged "$log" "${command[@]}" --config "$config" --train-list data/train/data.list --valid-list data/dev/data.list \
     --lang-dir "$lang" --exp-dir "$exp" --resume "${options[@]}"

@@ -144,7 +144,8 @@ mapfile -t named < <(config_files "$train_config")
 if stage_wanted 4 "$train_stage" "$exp" -- "$train_config" data/$train/shards data/$(name $valid_set)/shards \
     "${units[@]}" ++ "${named[@]}"; then
   log=$(stage_log 4 "$train_stage" "$exp")
-  mapfile -t command < <(training_command)  # torchrun for several processes or nodes (utils/training.sh)
+  command=$(training_command)  # torchrun for several processes or nodes (utils/training.sh)
+  mapfile -t command <<< "$command"
   logged "$log" "${command[@]}" --config "$train_config" --train-list data/$train/data.list \
     --valid-list data/$(name $valid_set)/data.list --lang-dir "$lang" --exp-dir "$exp" --resume
   trained_done 4 "$train_stage" "$exp"

@@ -11,6 +11,7 @@ comes first, then noise, as Kaldi's wav-reverberate adds its noise to the reverb
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import math
 from collections import OrderedDict
@@ -33,7 +34,9 @@ class NoiseConfig:
     prob: float = 0.5  # the share of training utterances noise is added to
     snr: tuple[float, ...] = (10.0, 20.0)  # dB, the utterance's power over the noise's: drawn uniformly in [low, high]
     count: tuple[int, ...] = (1, 1)  # recordings summed into the noise, drawn uniformly (babble: speech, [3, 7])
-    cache_mb: int = 512  # recordings kept decoded in memory, the most recently used, up to this many MB (0: none)
+    cache_mb: int = 512  # recordings kept decoded in memory, the most recently used, up to this many MB, in each
+    # process that reads training data (every rank's, and each of its data.num_workers); 0: none
+    wav_scp_sha256: str = ""  # set by steps/train.py: the list's content, so that an edited list trains anew
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class ReverbConfig:
     wav_scp: str = ""  # room impulse responses: a Kaldi wav.scp of files (e.g. OpenSLR 28's simulated rooms)
     prob: float = 0.5  # the share of training utterances reverberated (before any noise), their power kept
     cache_mb: int = 128  # impulse responses kept decoded in memory, the most recently used, up to this many MB
+    wav_scp_sha256: str = ""  # set by steps/train.py: the list's content, so that an edited list trains anew
 
 
 def check_noise_configs(noise: NoiseConfig | None, reverb: ReverbConfig | None) -> None:
@@ -71,9 +75,9 @@ class Recording:
     rate: int
 
 
-def read_recordings(wav_scp: str, key: str) -> list[Recording]:
-    """The recordings a wav.scp lists whose headers read; each other line named by file and line and left out.
-    ValueError where none is left (key: the config key that named the file)."""
+def read_recordings(wav_scp: str, key: str, warnings: list[str]) -> list[Recording]:
+    """The recordings a wav.scp lists whose headers read; each other line named by file and line in warnings and
+    left out. ValueError where none is left (key: the config key or option that named the file)."""
     recordings, bad = [], 0
     for line in read_table(wav_scp).values():
         why = "a piped command: list files (write its output to one first)" if line.value.endswith("|") else ""
@@ -87,14 +91,23 @@ def read_recordings(wav_scp: str, key: str) -> list[Recording]:
                 continue
             except (AudioError, OSError) as error:
                 why = f"cannot read {line.value} ({error})"
-        log.warning("%s: left out of %s: %s", line.where, key, why)
+        warnings.append(f"{line.where}: left out of {key}: {why}")
         bad += 1
     if not recordings:
         raise ValueError(f"{key} {wav_scp}: no recording it lists can be read"
-                         + (f" ({bad} lines named above)" if bad else " (it is empty)"))
+                         + (f": {'; '.join(warnings[-3:])}" if bad else " (it is empty)"))
     if bad:
-        log.warning("%s: %d of %d recordings left out (named above)", key, bad, bad + len(recordings))
+        warnings.append(f"{key}: {bad} of {bad + len(recordings)} recordings left out (named above)")
     return recordings
+
+
+def training_augmenter(config) -> Augmenter | None:
+    """The Augmenter of a DataConfig's data.noise and data.reverb (None without either); ValueError where a list
+    has no readable recording. The lines its lists left out are in its warnings, for the caller to log (a trainer
+    builds it before anything is set aside, and logs them once its log is set up)."""
+    if config.noise is None and config.reverb is None:
+        return None
+    return Augmenter(config.noise, config.reverb, config.sample_rate)
 
 
 class RecordingCache:
@@ -125,13 +138,24 @@ class Augmenter:
     """Reverberation and noise of the training utterances (data.reverb, data.noise): augment(waveform,
     generator) -> the waveform changed (or not: each has its probability), and what was done."""
 
-    def __init__(self, noise: NoiseConfig | None, reverb: ReverbConfig | None, rate: int):
+    def __init__(self, noise: NoiseConfig | None, reverb: ReverbConfig | None, rate: int,
+                 keys: tuple[str, str] = ("data.noise.wav_scp", "data.reverb.wav_scp")):
+        """Reads the lists' headers: ValueError where one has no readable recording (named by keys); the lines
+        left out are in self.warnings, for the caller to log once its log is set up."""
         check_noise_configs(noise, reverb)
         self.noise, self.reverb, self.rate = noise, reverb, rate
-        self.noises = read_recordings(noise.wav_scp, "data.noise.wav_scp") if noise else []
-        self.rooms = read_recordings(reverb.wav_scp, "data.reverb.wav_scp") if reverb else []
+        self.warnings: list[str] = []
+        self.noises = read_recordings(noise.wav_scp, keys[0], self.warnings) if noise else []
+        self.rooms = read_recordings(reverb.wav_scp, keys[1], self.warnings) if reverb else []
+        self.unreadable: set[str] = set()  # recordings gone since, named once
         self.noise_cache = RecordingCache(noise.cache_mb if noise else 0)
         self.room_cache = RecordingCache(reverb.cache_mb if reverb else 0)
+
+    def at_rate(self, rate: int) -> Augmenter:
+        """This augmenter for audio at another rate: the same recordings and caches (which hold them at their own)."""
+        other = copy.copy(self)
+        other.rate = rate
+        return other
 
     def augment(self, waveform: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, list[str]]:
         """A recording of noise or of a room that cannot be read now (gone since) is named, and the utterance
@@ -140,7 +164,7 @@ class Augmenter:
         draws = torch.rand(2, generator=generator, dtype=torch.float64).tolist()  # one each, whether used or not
         if self.reverb and draws[0] < self.reverb.prob:
             room = self.rooms[int(torch.randint(len(self.rooms), (1,), generator=generator))]
-            with named_if_unreadable("data.reverb.wav_scp", done):
+            with self.named_if_unreadable("data.reverb.wav_scp", done):
                 waveform = reverberate(waveform, self.recording(room, self.room_cache))
                 done.append("reverb")
         if self.noise and draws[1] < self.noise.prob:
@@ -148,12 +172,25 @@ class Augmenter:
             snr = low + (high - low) * float(torch.rand(1, generator=generator, dtype=torch.float64))
             count = int(torch.randint(self.noise.count[0], self.noise.count[1] + 1, (1,), generator=generator))
             picks = torch.randint(len(self.noises), (count,), generator=generator).tolist()
-            with named_if_unreadable("data.noise.wav_scp", done):
+            with self.named_if_unreadable("data.noise.wav_scp", done):
                 noise = sum(unit_power(self.noise_segment(self.noises[i], waveform.shape[0], generator))
                             for i in picks)
                 waveform = add_at_snr(waveform, noise, snr)
                 done.append("noise")
         return waveform, done
+
+    @contextlib.contextmanager
+    def named_if_unreadable(self, key: str, done: list[str]):
+        """A recording of key's list that cannot be read now: named the first time, counted as what was not done,
+        and the utterance goes on without it."""
+        try:
+            yield
+        except (AudioError, OSError) as error:
+            if str(error) not in self.unreadable:
+                self.unreadable.add(str(error))
+                log.warning("%s: a recording cannot be read now, left out of the utterances that draw it (%s)",
+                            key, error)
+            done.append(f"unreadable {key}")
 
     def recording(self, recording: Recording, cache: RecordingCache) -> torch.Tensor:
         """The whole recording, mono at the pipeline's rate."""
@@ -177,16 +214,6 @@ class Augmenter:
             start = int(torch.randint(whole.shape[0], (1,), generator=generator))
             piece = whole.roll(-start).repeat(math.ceil(samples / whole.shape[0]))
         return torch.nn.functional.pad(piece[:samples], (0, max(samples - piece.shape[0], 0)))
-
-
-@contextlib.contextmanager
-def named_if_unreadable(key: str, done: list[str]):
-    """Logs a recording of key's list that cannot be read, as what was not done, and goes on."""
-    try:
-        yield
-    except (AudioError, OSError) as error:
-        log.warning("%s: a recording cannot be read now, left out of this utterance (%s)", key, error)
-        done.append(f"unreadable {key}")
 
 
 def unit_power(signal: torch.Tensor) -> torch.Tensor:

@@ -28,7 +28,7 @@ from rnnt.data.audio_cache import AudioCache
 from rnnt.data.bucketing import bucket_batches, with_durations
 from rnnt.data.config import DataConfig
 from rnnt.data.features import check_mel_bins
-from rnnt.data.noise import Augmenter
+from rnnt.data.noise import Augmenter, training_augmenter
 from rnnt.data.report import DataReport
 from rnnt.data.sources import list_kind, numbered_copies, raw_records, read_list, shard_records
 from rnnt.data.splitting import Reader, part
@@ -40,12 +40,13 @@ class Pipeline:
     def __init__(self, list_path: str, config: DataConfig, tokenizer, train: bool,
                  output_frames: Callable[[int], int] = lambda frames: frames,
                  units_per_frame: tuple[float, str, bool] = (math.inf, "", False),
-                 audio_cache: AudioCache | None = None):
+                 audio_cache: AudioCache | None = None, augmenter: Augmenter | None = None):
         """output_frames and units_per_frame come from the model (the encoder config's output_frames, the loss's
         units_per_frame()): the filter counts units against the encoder's real output frames and what the
         loss's lattice can carry (rnnt.data.stages.filter_utterances). audio_cache: another pipeline's of the
         same data config, which then keeps this one's audio too within its one budget (training's and
-        validation's); None: its own, as the config says."""
+        validation's); None: its own, as the config says. augmenter: data.noise and data.reverb's, read before
+        (training_augmenter); None: its own, for training, where the config has them."""
         self.list_path, self.config, self.tokenizer, self.train = list_path, config, tokenizer, train
         self.output_frames, self.units_per_frame = output_frames, units_per_frame
         self.entries = read_list(list_path)
@@ -64,8 +65,11 @@ class Pipeline:
         keep = config.cache_audio_mb > 0 and config.num_workers == 0
         own = AudioCache(config.cache_audio_mb * 2**20) if keep and audio_cache is None else None
         self.audio_cache = audio_cache if audio_cache is not None else own
-        self.augmenter = Augmenter(config.noise, config.reverb, config.sample_rate) \
-            if train and (config.noise or config.reverb) else None
+        self.augmenter = augmenter
+        if augmenter is None and train and (augmenter := training_augmenter(config)):
+            self.augmenter = augmenter
+            for warning in augmenter.warnings:
+                log.warning("%s", warning)
 
     def _records(self, entries: list[str], epoch: int, report: DataReport) -> Iterator[dict]:
         config = self.config

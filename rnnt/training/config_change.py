@@ -32,7 +32,8 @@ RESUMABLE = frozenset({
     "train.epochs", "train.max_steps", "train.log_every", "train.checkpoint_every", "train.keep_checkpoints",
     "train.keep_whole_epochs", "train.max_bad_steps", "train.valid_wer", "train.patience", "train.device",
     "data.num_workers", "data.prefetch_factor", "data.pin_memory", "data.cache_audio_mb",
-    "data.noise.cache_mb", "data.reverb.cache_mb",  # memory alone: the noise cut from it or from the file the same
+    "data.noise.cache_mb", "data.reverb.cache_mb",  # memory: the noise cut from it or from the file the same (an
+    # Ogg Opus file's within its decoder's warm-up after a seek)
     "paths.train_list", "paths.valid_list", "paths.lang_dir",  # the units themselves: units_differ
     "data.features.cmvn",  # the statistics themselves: compared with the experiment's copy (CMVN_NAME)
     "data.tail_silence",  # decoding's alone (the recipes' decode stages take config.yaml among their inputs)

@@ -30,7 +30,8 @@ class Patience:
 
     def ends(self, epoch: int) -> bool:
         """Whether training ends after epoch: patience epochs since the best."""
-        return bool(self.patience) and self.best is not None and epoch - self.best.epoch >= self.patience
+        return (bool(self.patience) and self.best is not None and self.best.metric == self.metric
+                and epoch - self.best.epoch >= self.patience)
 
     def why(self, epoch: int) -> str:
         wer = self.best.metric == "valid_wer"

@@ -15,6 +15,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from rnnt.cpu_isa import bf16_refusal
+from rnnt.data.noise import training_augmenter
 from rnnt.data.loader import LoaderPosition, make_loader
 from rnnt.data.pipeline import Pipeline
 from rnnt.data.tokenizer import Tokenizer
@@ -59,22 +60,20 @@ class Trainer(Checkpointing, Steps):
             raise StopTraining(refusal)
         train_config = experiment.train
         self.optimizer, self.scheduler = build_optimizer(train_config, self.model.parameters())
+        augmenter = training_augmenter(experiment.data)  # a noise list none of which reads stops here too
         restarted = self.start_over_if_config_changed(resume)
         os.makedirs(exp_dir, exist_ok=True)
         setup_logging(exp_dir, self.world)
         if restarted:
             log.warning("%s", restarted)
+        for warning in augmenter.warnings if augmenter else ():
+            log.warning("%s", warning)
         self.ddp = DistributedDataParallel(self.model) if self.world.distributed else self.model
         self.scaler = torch.amp.GradScaler(  # float16 only: bfloat16 has float32's exponent range, no underflow
             enabled=train_config.precision == "fp16" and self.world.device.type != "cpu")
         self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(train_config.precision)
         self.ema = EMA(self.model, train_config.ema_decay) if train_config.ema_decay > 0 else None
-        lengths = {"output_frames": experiment.model.encoder.output_frames,
-                   "units_per_frame": experiment.model.loss.units_per_frame()}
-        self.train_pipeline = Pipeline(experiment.paths.train_list, experiment.data, self.tokenizer, True, **lengths)
-        self.loader = make_loader(self.train_pipeline, self.world.rank, self.world.size)
-        self.valid_pipeline = validation_pipeline(experiment, self.tokenizer, lengths,
-                                                  self.train_pipeline.audio_cache)  # data.cache_audio_mb for both
+        self.make_pipelines(augmenter)
         self.epoch = self.batch = self.step = 0
         self.step_lr = 0.0  # the learning rate of the last update
         self.position = LoaderPosition(experiment.data.num_workers)  # which worker gave how many batches
@@ -89,6 +88,17 @@ class Trainer(Checkpointing, Steps):
         parameters = sum(p.numel() for p in self.model.parameters())
         log.info("model: %.2f M parameters, vocabulary %d, loss %s; world size %d on %s", parameters / 1e6,
                  self.tokenizer.vocab_size, experiment.model.loss.type, self.world.size, self.world.device)
+
+    def make_pipelines(self, augmenter) -> None:
+        """The training pipeline, its loader, and the validation pipeline (None without a dev list)."""
+        experiment = self.experiment
+        lengths = {"output_frames": experiment.model.encoder.output_frames,
+                   "units_per_frame": experiment.model.loss.units_per_frame()}
+        self.train_pipeline = Pipeline(experiment.paths.train_list, experiment.data, self.tokenizer, True,
+                                       augmenter=augmenter, **lengths)
+        self.loader = make_loader(self.train_pipeline, self.world.rank, self.world.size)
+        self.valid_pipeline = validation_pipeline(experiment, self.tokenizer, lengths,
+                                                  self.train_pipeline.audio_cache)  # data.cache_audio_mb for both
 
     def start_over_if_config_changed(self, resume: bool) -> str | None:
         """The main rank finishes a setting aside a killed run left half done (whether or not this run resumes:
@@ -138,7 +148,8 @@ class Trainer(Checkpointing, Steps):
             if not self.complete():
                 log.info("stopped on SIGTERM at step %d (%s); rerun with --resume to continue", self.step, summary)
                 return STOPPED_BY_SIGNAL
-            log.info("training done: %s", summary)
+            ended_early = self.epoch < self.experiment.train.epochs and self.patience.ends(self.epoch)
+            log.info("training done: %s%s", summary, f"; {self.patience.why(self.epoch)}" if ended_early else "")
             return 0
         except StopTraining as error:
             log.error("%s", error)
@@ -231,6 +242,4 @@ class Trainer(Checkpointing, Steps):
                 self.progress.validated(self.epoch, self.step, result, ema=self.ema is not None)
             self.valid_result = {f"valid_{k}": v for k, v in result.items()}
             self.patience.validated(self.epoch, self.valid_result)
-            if self.world.main and self.patience.ends(self.epoch) and self.epoch < self.experiment.train.epochs:
-                log.info("%s", self.patience.why(self.epoch))
         self.save(checkpoint.name("epoch", self.epoch))

@@ -23,7 +23,7 @@ from search_reference import alignment_log_prob, sequence_log_prob
 from rnnt.training import checkpoint
 from rnnt.training.checkpoint_names import numbered
 from rnnt.training.config_change import units_digest
-from rnnt.transcriber import Transcriber, decoding_pipeline, load_model
+from rnnt.transcriber import Transcriber, batches_by_length, decoding_pipeline, load_model
 
 STEPS = ROOT / "steps"
 
@@ -385,6 +385,15 @@ def test_transcribe_in_batches_prints_what_one_at_a_time_does_in_the_files_order
         assert (one["text"], one["words"]) == (many["text"], many["words"])
         assert [h["text"] for h in one["nbest"]] == [h["text"] for h in many["nbest"]]
         assert all(abs(a["score"] - b["score"]) < 1e-3 for a, b in zip(one["nbest"], many["nbest"]))
+
+
+def test_recordings_are_batched_longest_first_within_the_count_and_the_padded_seconds():
+    seconds = [3.0, 30.0, 5.0, 29.0, 4.0, 3600.0, 2.0]
+    assert batches_by_length(seconds, 3) == [[5, 1, 3], [2, 4, 0], [6]]
+    # an hour-long recording alone; 30 s with 29 s (60 s padded), not with 5 s more (90 s)
+    assert batches_by_length(seconds, 3, max_seconds=60) == [[5], [1, 3], [2, 4, 0], [6]]
+    assert batches_by_length(seconds, 1) == [[5], [1], [3], [2], [4], [0], [6]]
+    assert batches_by_length([], 4) == []
 
 
 def test_transcribe_reads_a_pipe_once_and_names_what_it_cannot_read(trained, yesno, tmp_path):

@@ -93,6 +93,12 @@ def test_segments_a_room_and_an_unreadable_recording(test_data, tmp_path):
         assert copy.shape == clean.shape and np.abs(copy - expected).max() < 2e-4  # 16-bit rounding
     assert "2 of 3 utterances, 0 with noise, 2 reverberated; 0 scaled down not to clip; 1 unreadable left out" \
         in out.stdout
+    (tmp_path / "empty.scp").write_text(f"gone {tmp_path / 'gone.wav'}\n")
+    empty = run_tool(sys.executable, STEPS / "augment_data_dir.py", "--noise-scp", tmp_path / "empty.scp", data,
+                     tmp_path / "x")
+    assert empty.returncode == 1 and f"--noise-scp {tmp_path / 'empty.scp'}: no recording it lists can be read" \
+        in empty.stderr, empty.stderr
+    assert not (tmp_path / "x").exists()  # refused before anything is written
     none = run_tool(sys.executable, STEPS / "augment_data_dir.py", data, tmp_path / "x")
     assert none.returncode == 2 and "give --noise-scp, --reverb-scp or both" in none.stderr
     backwards = run_tool(sys.executable, STEPS / "augment_data_dir.py", "--noise-scp", tmp_path / "rooms.scp",

@@ -298,13 +298,15 @@ def test_the_training_command_for_gpus_cpu_ranks_and_nodes():
     assert training_command(ngpu="0") == ["steps/train.py", "--device", "cpu"]
     assert training_command(ngpu="1") == ["steps/train.py", "--device", "cuda"]
     threads = str(max(1, len(os.sched_getaffinity(0)) // 2))  # nproc's cores shared: torchrun would give each one
+    waits = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT=600"  # for a rank's SIGTERM to reach its checkpoint, not torchrun's 30 s
     assert training_command(ngpu="0", cpu_ranks="2") == [
-        "env", f"OMP_NUM_THREADS={threads}", "torchrun", "--standalone", "--nproc_per_node=2", "steps/train.py",
-        "--device", "cpu"]
+        "env", f"OMP_NUM_THREADS={threads}", waits, "torchrun", "--standalone", "--nproc_per_node=2",
+        "steps/train.py", "--device", "cpu"]
     assert training_command(ngpu="8")[1:] == [
-        "OMP_NUM_THREADS=1", "torchrun", "--standalone", "--nproc_per_node=8", "steps/train.py", "--device", "cuda"]
+        "OMP_NUM_THREADS=1", waits, "torchrun", "--standalone", "--nproc_per_node=8", "steps/train.py", "--device",
+        "cuda"]
     assert training_command(ngpu="0", cpu_ranks="2", OMP_NUM_THREADS="3")[1] == "OMP_NUM_THREADS=3"  # as given
-    assert training_command(ngpu="2", nnodes="2", node_rank="1", master_addr="head", master_port="29500")[2:] == [
+    assert training_command(ngpu="2", nnodes="2", node_rank="1", master_addr="head", master_port="29500")[3:] == [
         "torchrun", "--nnodes=2", "--node_rank=1", "--master_addr=head", "--master_port=29500",
         "--nproc_per_node=2", "steps/train.py", "--device", "cuda"]
 
@@ -314,6 +316,7 @@ def test_gpus_this_machine_lacks_and_cpu_ranks_beside_a_gpu_are_refused_at_the_s
         return sourced(f"{settings}\ncheck_training_processes; echo checked", CUDA_VISIBLE_DEVICES="")
 
     for settings, message in (("ngpu=two", "--ngpu two: a number of GPUs (0: the CPU)"),
+                              ("ngpu=08", "--ngpu 08: a number of GPUs"),  # bash's arithmetic: octal, and no 8
                               ("ngpu=1", "--ngpu 1: torch sees 0 GPU(s) here (CUDA_VISIBLE_DEVICES= ); --ngpu 0 "
                                          "trains on the CPU"),
                               ("cpu_ranks=2", "--cpu-ranks 2 trains on the CPU: give --ngpu 0 with it"),

@@ -23,6 +23,7 @@ def test_the_best_is_kept_in_a_checkpoints_meta_and_another_metric_counts_anew()
     assert resumed.best == before.best and not resumed.ends(3) and resumed.ends(4)
     by_loss = Patience(3, use_wer=False)  # train.valid_wer switched off on a resume: the loss counts from now
     by_loss.load_meta(before.meta())
+    assert not by_loss.ends(10)  # the WER's best does not end a run counting the loss
     by_loss.validated(3, {"valid_loss": 1.7})
     assert (by_loss.best.epoch, by_loss.best.metric) == (3, "valid_loss") and not by_loss.ends(5)
     assert Patience(0, use_wer=True).meta() == {} and not Patience(0, True).ends(100)

@@ -189,8 +189,9 @@ def test_training_ends_after_patience_epochs_without_a_better_dev_wer_and_a_resu
     assert "no better dev WER in the 2 epochs since epoch 1 (" in log and "training ends (train.patience 2)" in log
     assert [Path(p).name for p in checkpoint.numbered(str(exp), "epoch")] == ["epoch-1.pt", "epoch-2.pt", "epoch-3.pt"]
     assert checkpoint.load_meta(str(exp / "epoch-3.pt"))["best_valid"]["epoch"] == 1
-    again = train(2, *valid, "--resume")
+    again = train(2, *valid, "--resume")  # done: it says why, and trains nothing
     assert again.returncode == 0 and len(checkpoint.numbered(str(exp), "epoch")) == 3, again.stderr[-2000:]
+    assert (exp / "train.log").read_text().count("training ends (train.patience 2)") == 2
     longer = train(4, *valid, "--resume")
     assert longer.returncode == 0, longer.stderr[-2000:]
     assert len(checkpoint.numbered(str(exp), "epoch")) == 5 and not (tmp_path / "exp.1").exists()
@@ -198,6 +199,36 @@ def test_training_ends_after_patience_epochs_without_a_better_dev_wer_and_a_resu
     refused = train(2)  # no dev list to count on
     assert refused.returncode == 1 and "train.patience 2 ends training after epochs without a better dev result: " \
         "give a dev list (--valid-list, paths.valid_list)" in refused.stderr
+
+
+def test_an_edited_noise_list_trains_anew_and_one_none_of_which_reads_is_refused_first(yesno, test_data, tmp_path):
+    """steps/train.py records the noise list's SHA-256: the same path with other recordings in it sets the
+    experiment aside and trains anew (a resume would have mixed two noise sets in one model); a list none of
+    whose recordings reads is refused before anything is set aside."""
+    recordings = sorted((test_data / "fsdd" / "recordings").glob("*_theo_*.wav"))
+    noise_list = tmp_path / "noise.scp"
+
+    def train(first: int):
+        noise_list.write_text("".join(f"n{n} {path}\n" for n, path in enumerate(recordings[first:first + 3])))
+        conf = config_file(tmp_path, epochs=1)
+        values = yaml.safe_load(conf.read_text())
+        values["data"]["noise"] = {"wav_scp": str(noise_list), "prob": 1.0}
+        conf.write_text(yaml.safe_dump(values))
+        return run_tool(*train_args(yesno, tmp_path / "exp", conf), "--resume")
+
+    assert train(0).returncode == 0
+    saved = load_experiment(str(tmp_path / "exp" / "config.yaml")).data.noise
+    assert saved.wav_scp == str(noise_list) and len(saved.wav_scp_sha256) == 64
+    assert train(0).returncode == 0 and not (tmp_path / "exp.1").exists()  # the same list: nothing to do
+    again = train(3)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert (tmp_path / "exp.1" / "epoch-1.pt").is_file() and (tmp_path / "exp" / "epoch-1.pt").is_file()
+    assert "data.noise.wav_scp_sha256" in (tmp_path / "exp" / "train.log").read_text()
+    noise_list.write_text(f"gone {tmp_path / 'gone.wav'}\n")
+    conf = tmp_path / "conf.yaml"
+    refused = run_tool(*train_args(yesno, tmp_path / "exp", conf), "--resume")
+    assert refused.returncode == 1 and "no recording it lists can be read" in refused.stderr, refused.stderr[-2000:]
+    assert (tmp_path / "exp" / "epoch-1.pt").is_file() and not (tmp_path / "exp.2").exists()  # nothing set aside
 
 
 def test_non_finite_losses_stop_training_with_a_clear_message(yesno, tmp_path):
