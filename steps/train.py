@@ -6,7 +6,7 @@ One process by default; under torchrun, one process per device with DDP (gloo on
   torchrun --nnodes=2 --node_rank=$NODE --master_addr=$HEAD --master_port=29500 --nproc_per_node=8 steps/train.py ...
 The resolved configuration is saved as <exp-dir>/config.yaml; --resume continues from the newest
 checkpoint exactly where it stopped, unless the config differs from config.yaml in a key a resume cannot
-honour (anything but the epochs or max_steps, logging, checkpoint keeping, bad-step, dev-WER and patience
+honour (anything but the epochs or max_steps, logging, checkpoint keeping, bad-step, validation and patience
 settings, the device, loader workers and the audio and noise caches, paths, the CMVN statistics' path (the
 statistics themselves are compared) and decoding's data.tail_silence): then the old experiment is set aside
 whole as <exp-dir>.N and training starts anew (rnnt.training.config_change). SIGTERM (to any rank) saves a

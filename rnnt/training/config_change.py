@@ -30,7 +30,8 @@ from rnnt.training.stop import StopTraining
 # the experiment already trained is not among them (its newest checkpoints would outlast the config).
 RESUMABLE = frozenset({
     "train.epochs", "train.max_steps", "train.log_every", "train.checkpoint_every", "train.keep_checkpoints",
-    "train.keep_whole_epochs", "train.max_bad_steps", "train.valid_wer", "train.patience", "train.device",
+    "train.keep_whole_epochs", "train.max_bad_steps", "train.valid_wer", "train.valid_every", "train.patience",
+    "train.device",
     "data.num_workers", "data.prefetch_factor", "data.pin_memory", "data.cache_audio_mb",
     "data.noise.cache_mb", "data.reverb.cache_mb",  # memory: the noise cut from it or from the file the same (an
     # Ogg Opus file's within its decoder's warm-up after a seek)

@@ -55,6 +55,8 @@ class TrainConfig:
     # memory skips a batch, a non-finite gradient its group's step (counted once); float16's overflows while
     # its loss scale is above 1 are not counted
     valid_wer: bool = True  # validation also decodes greedily and reports WER (false: the loss only)
+    valid_every: int = 0  # optimiser steps between validations inside an epoch, logged and in tensorboard, for
+    # epochs of hours (0: at epoch ends only, which checkpoints, averaging --best and patience take)
     patience: int = 0  # training ends once this many epochs have not bettered the dev WER (the dev loss with
     # valid_wer false) of the best epoch before them, however many train.epochs are left (0: never)
     seed: int = 0  # torch's seed: the model's initialisation and dropout
@@ -132,7 +134,7 @@ def train_value_problems(train: TrainConfig) -> list[str]:
     problems = [f"train.{key} must be at least 1, got {getattr(train, key)}"
                 for key in ("epochs", "accum_steps", "log_every", "keep_checkpoints") if getattr(train, key) < 1]
     problems += [f"train.{key} must be 0 (none) or more, got {getattr(train, key)}"
-                 for key in ("max_steps", "checkpoint_every", "keep_whole_epochs", "patience")
+                 for key in ("max_steps", "checkpoint_every", "keep_whole_epochs", "patience", "valid_every")
                  if getattr(train, key) < 0]
     if not 0 <= train.ema_decay < 1:
         problems.append(f"train.ema_decay must be at least 0 (no EMA) and below 1, got {train.ema_decay}")

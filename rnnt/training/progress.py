@@ -98,12 +98,14 @@ class Progress:
         if self.first_batch == 0 and self.batches:  # a whole epoch (not one resumed midway)
             self.epoch_batches = self.batches
 
-    def validated(self, epoch: int, step: int, result: dict, ema: bool) -> None:
+    def validated(self, epoch: int, step: int, result: dict, ema: bool, within: bool = False) -> None:
+        """Logs a validation at an epoch's end (epoch: the epochs done), or within epoch + 1 (train.valid_every)."""
         for name, value in result.items():
             if name != "utterances":
                 self.writer.add_scalar(f"valid/{name}", value, step)
         left_out = result.get("skipped_out_of_memory")
-        log.info("epoch %d validation%s: loss %.4f%s over %d utterances%s", epoch, " (EMA)" if ema else "",
+        where = f"epoch {epoch + 1} step {step}" if within else f"epoch {epoch}"
+        log.info("%s validation%s: loss %.4f%s over %d utterances%s", where, " (EMA)" if ema else "",
                  result["loss"], f", WER {result['wer']:.2f}%" if "wer" in result else "", result["utterances"],
                  f" ({left_out} left out: out of memory)" if left_out else "")
 

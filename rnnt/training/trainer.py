@@ -224,22 +224,29 @@ class Trainer(Checkpointing, Steps):
         if grad_norm is None:
             return
         self.progress.step_done(self.epoch, self.step, self.step_lr, grad_norm)
-        checkpoint_every = self.experiment.train.checkpoint_every
-        if checkpoint_every and self.step % checkpoint_every == 0:
+        train = self.experiment.train
+        if train.valid_every and self.step % train.valid_every == 0 and self.valid_pipeline is not None:
+            with torch.random.fork_rng(devices=[self.world.device] if self.world.device.type == "cuda" else []):
+                self.validate_now(within=True)  # the training goes on as without it
+        if train.checkpoint_every and self.step % train.checkpoint_every == 0:
             self.save(checkpoint.name("step", self.step))
 
+    def validate_now(self, within: bool = False) -> dict:
+        """The dev list's result ({'valid_loss', 'valid_wer'?, ...}), logged: every rank validates its part of the
+        list, with the EMA weights if kept, and the sums are added over the ranks; within an epoch, or at its end."""
+        part = self.valid_pipeline.batches(reader=Reader(self.world.rank, self.world.size))
+        with self.ema.applied(self.model) if self.ema else contextlib.nullcontext():
+            broadcast_buffers(self.world, self.model)  # every rank validates rank 0's model, the one saved
+            result = validate(self.model, part, self.tokenizer, self.world.device, self.experiment.train.valid_wer,
+                              self.world)
+        if self.world.main:
+            self.progress.validated(self.epoch, self.step, result, ema=self.ema is not None, within=within)
+        return {f"valid_{k}": v for k, v in result.items()}
+
     def end_epoch(self) -> None:
-        """Validates (every rank its part of the list, with the EMA weights if kept), then saves epoch-N.pt
-        with the result."""
+        """Validates, then saves epoch-N.pt with the result."""
         self.valid_result = {}
         if self.valid_pipeline is not None:
-            part = self.valid_pipeline.batches(reader=Reader(self.world.rank, self.world.size))
-            with self.ema.applied(self.model) if self.ema else contextlib.nullcontext():
-                broadcast_buffers(self.world, self.model)  # every rank validates rank 0's model, the one saved
-                result = validate(self.model, part, self.tokenizer, self.world.device, self.experiment.train.valid_wer,
-                                  self.world)
-            if self.world.main:
-                self.progress.validated(self.epoch, self.step, result, ema=self.ema is not None)
-            self.valid_result = {f"valid_{k}": v for k, v in result.items()}
+            self.valid_result = self.validate_now()
             self.patience.validated(self.epoch, self.valid_result)
         self.save(checkpoint.name("epoch", self.epoch))

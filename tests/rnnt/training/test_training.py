@@ -170,6 +170,26 @@ def test_sigterm_saves_and_exits_cleanly(yesno, tmp_path):
     assert meta["step"] >= 6
 
 
+def test_validation_inside_epochs_is_logged_and_leaves_the_training_as_it_was(yesno, tmp_path):
+    """train.valid_every 4 over 2 epochs of 6 steps: validations at steps 4, 8 (in epoch 2) and 12 (and each epoch's
+    end), in the log and tensorboard; the weights trained (EMA, dropout) equal those of the run without them."""
+    valid = ("--valid-list", str(yesno / "test.list"))
+    runs = {}
+    for every in (0, 4):
+        conf = config_file(tmp_path, epochs=2, valid_every=every, dropout=0.1, ema_decay=0.9)
+        out = run_tool(*train_args(yesno, tmp_path / f"every{every}", conf), *valid)
+        assert out.returncode == 0, out.stderr[-2000:]
+        runs[every] = checkpoint.load(str(tmp_path / f"every{every}" / "epoch-2.pt"))
+    log = (tmp_path / "every4" / "train.log").read_text()
+    within = [line.split("] ")[1].split(":")[0] for line in log.splitlines()
+              if " step " in line and "validation" in line]
+    assert within == ["epoch 1 step 4 validation (EMA)", "epoch 2 step 8 validation (EMA)",
+                      "epoch 2 step 12 validation (EMA)"], within
+    assert "epoch 1 validation (EMA)" in log and "epoch 2 validation (EMA)" in log
+    for part in ("model", "ema"):
+        assert all(torch.equal(runs[0][part][name], runs[4][part][name]) for name in runs[0][part]), part
+
+
 def test_training_ends_after_patience_epochs_without_a_better_dev_wer_and_a_resume_counts_on(yesno, tmp_path):
     """A model that cannot learn (lr 0, no batch norm: its dev WER the same every epoch) with train.patience 2 ends
     after epoch 3 of 10, the best epoch (1) in every checkpoint; resumed as it is, nothing more is trained, and
