@@ -18,7 +18,7 @@ steps/tune_lm_fusion.py, with the weight of the CTC head's rescoring of a transd
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import torch
@@ -26,6 +26,7 @@ import torch
 from rnnt.ctc_rescoring import ctc_rescored
 from rnnt.ctc_search import ctc_greedy_search, ctc_prefix_beam_search
 from rnnt.lm.fusion import Fusion, LowOrderSubtraction, read_fusion_config
+from rnnt.lm.hotwords import HotwordFusion, HotwordGraph, read_hotwords
 from rnnt.modified_beam_search import modified_beam_search
 from rnnt.modified_beam_search_lm import modified_beam_search_lm
 from rnnt.pooled_search import pooled_beam_search_lm
@@ -54,6 +55,7 @@ class Method:
     without_lm: str = ""  # an LM method's search without its LM (the baseline steps/tune_lm_fusion.py reports)
     needs_ctc: bool = False  # a transducer search that also searches the CTC head
     linear: bool = False  # its time in proportion to the frames (else to frames x labels, docs/decoding.md)
+    fuses: bool = True  # it takes a Fusion: an LM's, hotwords' (the greedy searches do not)
 
 
 def _each_utterance(search) -> Search:
@@ -89,7 +91,7 @@ def _ctc_prefix_beam(model, enc, enc_len, options):
 
 
 METHODS: dict[str, Method] = {
-    "greedy": Method(_greedy, "transducer", linear=True),
+    "greedy": Method(_greedy, "transducer", linear=True, fuses=False),
     "beam": Method(_each_utterance(_beam), "transducer", linear=True),
     "beam_lm": Method(_each_utterance(_beam), "transducer", "lm", "beam", linear=True),
     "beam_lodr": Method(_each_utterance(_beam), "transducer", "lodr", "beam", linear=True),
@@ -97,7 +99,7 @@ METHODS: dict[str, Method] = {
     "modified_beam_lm": Method(_modified_beam, "transducer", "lm", "modified_beam", linear=True),
     "modified_beam_lodr": Method(_modified_beam, "transducer", "lodr", "modified_beam", linear=True),
     "pooled_beam_lm": Method(_pooled_beam, "transducer", "lm", "modified_beam", needs_ctc=True),
-    "ctc_greedy": Method(_ctc_greedy, "ctc", linear=True),
+    "ctc_greedy": Method(_ctc_greedy, "ctc", linear=True, fuses=False),
     "ctc_prefix_beam": Method(_each_utterance(_ctc_prefix_beam), "ctc", linear=True),
     "ctc_prefix_beam_lm": Method(_each_utterance(_ctc_prefix_beam), "ctc", "lm", "ctc_prefix_beam", linear=True),
 }
@@ -132,7 +134,13 @@ def check_method(model, name: str, options: SearchOptions | None = None) -> Meth
 
 
 def check_fusion(name: str, fusion: Fusion | None) -> None:
-    """An *_lm method needs an LM, an *_lodr method an LM with a low-order LM subtracted; the others none."""
+    """An *_lm method needs an LM, an *_lodr method an LM with a low-order LM subtracted; the others none;
+    hotwords (over an LM or alone) go with a method that takes a Fusion."""
+    if isinstance(fusion, HotwordFusion):
+        if not METHODS[name].fuses:
+            raise ValueError(f"{name} cannot favour hotwords; a beam search can: modified_beam, beam, "
+                             "ctc_prefix_beam or an LM-fused one")
+        fusion = fusion.inner
     lm = METHODS[name].lm
     if lm and fusion is None:
         raise ValueError(f"{name} needs an LM: an lm/{name}.yaml (steps/tune_lm_fusion.py writes one)")
@@ -189,12 +197,30 @@ if __name__ == "__main__":
 
 
 def add_lm_fusion_option(parser) -> None:
-    """--lm-fusion, of the tools that decode with a method (decode.py, transcribe.py); check_lm_fusion_option after
-    parsing."""
+    """--lm-fusion and --hotwords, of the tools that decode with a method (decode.py, transcribe.py);
+    check_lm_fusion_option after parsing."""
     parser.add_argument("--lm-fusion", help="an LM-fused method (*_lm, *_lodr): the LM and its weights (default: "
                         "<exp-dir>/lm/<method>.yaml, written by steps/tune_lm_fusion.py)")
+    parser.add_argument("--hotwords", help="a file of phrases to favour, one a line (contextual biasing, as "
+                        "sherpa-onnx's --hotwords-file): a beam search's units of them get --hotwords-score each")
+    parser.add_argument("--hotwords-score", type=float, default=1.5,
+                        help="added for each unit of a hotword as it is matched, taken back where the match "
+                             "breaks (default 1.5, sherpa-onnx's)")
+
+
+def hotword_graph(tokenizer, path: str, score: float) -> HotwordGraph:
+    """The hotwords of a file (one phrase a line) in the model's units, each unit of them worth score."""
+    return HotwordGraph(read_hotwords(path, tokenizer), score)
+
+
+def with_hotwords(options: SearchOptions, graph: HotwordGraph | None) -> SearchOptions:
+    """options with the hotwords over their fusion (None: options as they are)."""
+    return options if graph is None else replace(options, fusion=HotwordFusion(graph, options.fusion))
 
 
 def check_lm_fusion_option(parser, args) -> None:
     if args.lm_fusion and not METHODS[args.method].lm:
         parser.error(f"--lm-fusion goes with an LM-fused method (*_lm, *_lodr), not {args.method}")
+    if args.hotwords and not METHODS[args.method].fuses:
+        parser.error(f"--hotwords goes with a beam search (modified_beam, beam, ctc_prefix_beam or an LM-fused one), "
+                     f"not {args.method}")

@@ -27,7 +27,8 @@ from rnnt.model.transducer import Transducer
 from rnnt.devices import checked_device
 from rnnt.lm.fusion import fusion_config_path
 from rnnt.search import Hypothesis
-from rnnt.search_methods import METHODS, SearchOptions, lm_options, search
+from rnnt.lm.hotwords import HotwordGraph
+from rnnt.search_methods import METHODS, SearchOptions, hotword_graph, lm_options, search, with_hotwords
 from rnnt.training import checkpoint
 from rnnt.training.config_change import units_digest
 from rnnt.training.experiment import Experiment, load_trained
@@ -153,6 +154,7 @@ class Transcriber:
         self.experiment, self.model, self.tokenizer, self.device = experiment, model, tokenizer, device
         self.exp_dir = exp_dir  # where the LM-fused methods find their LMs (lm/<method>.yaml)
         self.lm_options: dict[str, SearchOptions] = {}  # each LM-fused method's, read at its first use
+        self.hotwords: HotwordGraph | None = None  # use_hotwords' phrases
         self.cmvn = stages.load_cmvn(experiment.data)
 
     @classmethod
@@ -167,9 +169,17 @@ class Transcriber:
         writes lm/<method>.yaml) of another LM, or of an LM for a Transcriber made without an experiment dir."""
         self.lm_options[method] = lm_options(method, self.tokenizer, path)
 
+    def use_hotwords(self, path: str, score: float = 1.5) -> None:
+        """The phrases of a hotwords file favoured from now on by the searches that can (rnnt.lm.hotwords)."""
+        self.hotwords = hotword_graph(self.tokenizer, path, score)
+
     def search_options(self, method: str, beam: int | None = None) -> SearchOptions:
         """The options `method` searches with: beam (default 4); an LM-fused method's LM (use_lm_fusion's, else
-        the experiment's lm/<method>.yaml) and, unless beam is given, the beam its weights were chosen with."""
+        the experiment's lm/<method>.yaml) and, unless beam is given, the beam its weights were chosen with; the
+        hotwords of use_hotwords over them."""
+        return with_hotwords(self.method_options(method, beam), self.hotwords)
+
+    def method_options(self, method: str, beam: int | None = None) -> SearchOptions:
         if method not in METHODS or not METHODS[method].lm:
             return SearchOptions(beam or 4)
         if method not in self.lm_options:

@@ -7,7 +7,8 @@ holds. An utterance that could not be decoded (unreadable audio, shorter than a 
 deletions, is named, and the WER line is marked [PARTIAL] (compute-wer's "Scored N sentences, M not present
 in hyp.").
 
-Writes <exp-dir>/decode-<set>-<method>[-<tag>]/ (rnnt.decode_results): hyp, ref, recogs, errs, wer, per_spk
+Writes <exp-dir>/decode-<set>-<method>[-<tag>]/ (decode-<set>-<method>+hotwords[-<tag>]/ with --hotwords;
+rnnt.decode_results): hyp, ref, recogs, errs, wer, per_spk
 (per speaker, where the data dir has utt2spk), ctm
 (the best hypothesis's words with their times, as Kaldi's steps/get_ctm.sh writes them: rnnt.ctm; in the
 recordings' times where the list's data dir has segments), and with --nbest nbest.json, a JSON object a
@@ -30,7 +31,7 @@ from rnnt.decode_results import nbest_line, reference_texts, write_results, writ
 from rnnt.lm.fusion import fusion_config_path
 from rnnt.phone_scoring import hypothesis_phones, write_phone_error_rate
 from rnnt.search_methods import (METHODS, SearchOptions, add_lm_fusion_option, check_lm_fusion_option, check_method,
-                                 lm_options)
+                                 hotword_graph, lm_options, with_hotwords)
 from rnnt.transcriber import (
     decode_batch_nbest,
     decoding_pipeline,
@@ -87,6 +88,7 @@ def main() -> str:
             options = lm_options(args.method, tokenizer,
                                  args.lm_fusion or fusion_config_path(args.exp_dir, args.method),
                                  args.beam, args.max_symbols_per_frame)
+        options = with_hotwords(options, args.hotwords and hotword_graph(tokenizer, args.hotwords, args.hotwords_score))
         check_method(model, args.method, options)
         refs, refs_from = reference_texts(args.data_list, args.text)
         show_data_reports()
@@ -109,7 +111,8 @@ def main() -> str:
                 phones[key] = hypothesis_phones(tokenizer, hyp_list[0].tokens)
             if args.nbest:
                 nbest.append(nbest_line(key, nbest_entries(tokenizer, hyp_list, encoder_frame_seconds, duration)))
-    out = os.path.join(args.exp_dir, f"decode-{args.set_name}-{args.method}{f'-{args.tag}' if args.tag else ''}")
+    method = f"{args.method}+hotwords" if args.hotwords else args.method  # a dir of its own beside the method's
+    out = os.path.join(args.exp_dir, f"decode-{args.set_name}-{method}{f'-{args.tag}' if args.tag else ''}")
     report = write_results(out, refs, hyps, refs_from, "decode.py")
     try:
         write_word_outputs(out, words, nbest if args.nbest else None,

@@ -99,6 +99,8 @@ def main() -> int:
         transcriber = Transcriber.from_exp_dir(args.exp_dir, args.checkpoint, args.device)
         if args.lm_fusion:
             transcriber.use_lm_fusion(args.method, args.lm_fusion)
+        if args.hotwords:
+            transcriber.use_hotwords(args.hotwords, args.hotwords_score)
         options = transcriber.search_options(args.method, args.beam)
         check_method(transcriber.model, args.method, options)
         if args.stream:

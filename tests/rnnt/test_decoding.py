@@ -126,6 +126,34 @@ def test_decode_writes_kaldi_outputs_and_wer_equals_jiwer(trained, yesno, method
     assert len((d / "recogs").read_text().splitlines()) == 60
 
 
+def test_hotwords_favour_their_phrase_and_at_score_0_change_nothing(trained, yesno, tmp_path):
+    """--hotwords: at score 0 modified beam search through the hotwords' fusion decodes as without; at a large
+    score the phrase wins where the audio leaves room for it (it is in more transcripts), in a decode dir of its
+    own, and transcribe.py favours it the same; greedy search cannot take them."""
+    (tmp_path / "hot.txt").write_text("NO NO NO NO\n")
+
+    def hyps(*options) -> dict[str, str]:
+        out = run_tool(sys.executable, STEPS / "decode.py", "--method", "modified_beam", *options, trained,
+                       yesno / "test.list", "hot")
+        assert out.returncode == 0, out.stderr[-2000:]
+        folder = trained / f"decode-hot-modified_beam{'+hotwords' if options else ''}"
+        return dict(line.split(" ", 1) if " " in line else (line, "") for line in (folder / "hyp").read_text()
+                    .splitlines())
+
+    plain = hyps()
+    assert hyps("--hotwords", tmp_path / "hot.txt", "--hotwords-score", "0") == plain
+    favoured = hyps("--hotwords", tmp_path / "hot.txt", "--hotwords-score", "8")
+    assert sum("NO NO NO NO" in text for text in favoured.values()) > sum("NO NO NO NO" in t for t in plain.values())
+    for options, expected in (((), plain), (("--hotwords", tmp_path / "hot.txt", "--hotwords-score", "8"), favoured)):
+        out = run_tool(sys.executable, STEPS / "transcribe.py", "--method", "modified_beam", *options, "--scp",
+                       yesno / "data" / "test_yesno" / "wav.scp", trained)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert dict(line.split(" ", 1) if " " in line else (line, "") for line in out.stdout.splitlines()) == expected
+    greedy = run_tool(sys.executable, STEPS / "decode.py", "--hotwords", tmp_path / "hot.txt", trained,
+                      yesno / "test.list", "hot")
+    assert greedy.returncode == 2 and "--hotwords goes with a beam search" in greedy.stderr
+
+
 def test_decode_times_words_in_the_recordings_where_the_data_dir_has_segments(trained, yesno, tmp_path):
     """Five recordings cut at 1.5 s by segments: the ctm names each recording's file and channel
     (reco2file_and_channel) and counts from its start: the words and times of a dir whose recordings are
@@ -622,6 +650,12 @@ def test_the_transducer_searches_with_an_lm_and_lodr_are_tuned_on_dev_and_decode
         out = run_tool(sys.executable, STEPS / "decode.py", "--method", method, trained, yesno / "test.list", "test")
         assert out.returncode == 0, out.stderr
         assert (trained / f"decode-test-{method}" / "wer").read_text().startswith(f"%WER {best:.2f} [")
+        (tmp_path / "hot.txt").write_text("YES NO\n")  # over the LM (and LODR), at score 0 as without them
+        out = run_tool(sys.executable, STEPS / "decode.py", "--method", method, "--hotwords", tmp_path / "hot.txt",
+                       "--hotwords-score", "0", trained, yesno / "test.list", "test")
+        assert out.returncode == 0, out.stderr
+        assert (trained / f"decode-test-{method}+hotwords" / "hyp").read_text() == \
+            (trained / f"decode-test-{method}" / "hyp").read_text()
     serial = {name: (trained / "lm" / name).read_bytes() for name in ("beam_lodr.tsv", "beam_lodr.yaml")}
     out = run_tool(sys.executable, STEPS / "tune_lm_fusion.py", "--nj", "3", "--method", "beam_lodr", "--arpa",
                    arpas[3], "--lodr-arpa", arpas[2], "--lodr-weights", "0,0.3", "--weights", "0,0.5", "--bonuses",

@@ -1,0 +1,107 @@
+"""Hotwords (contextual biasing): phrases a beam search favours, as sherpa-onnx's --hotwords-file does. Each
+phrase's units are a path in a trie with Aho-Corasick fallback links; a hypothesis's state is its node, each unit
+that goes deeper adds `score`, and one that breaks a partial match takes back what it had added (down to the
+longest suffix that still begins a phrase). A completed phrase keeps its bonus and matching starts again; a
+phrase left incomplete when the hypothesis ends is taken back. It is a rnnt.lm.fusion.Fusion, alone (searches
+without an LM) or over an LM's fusion (the *_lm and *_lodr methods).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from rnnt.lm.fusion import UNK
+
+
+@dataclass
+class Node:
+    depth: int = 0
+    children: dict[int, int] = field(default_factory=dict)
+    fail: int = 0  # the deepest node whose path is a proper suffix of this one's
+    matched: int = 0  # the length of the longest phrase that ends this node's path (0: none)
+
+
+class HotwordGraph:
+    def __init__(self, phrases: list[list[int]], score: float):
+        self.score = score
+        self.nodes = [Node()]
+        for units in phrases:
+            at = 0
+            for unit in units:
+                if unit not in self.nodes[at].children:
+                    self.nodes[at].children[unit] = len(self.nodes)
+                    self.nodes.append(Node(self.nodes[at].depth + 1))
+                at = self.nodes[at].children[unit]
+            self.nodes[at].matched = len(units)
+        queue = deque(self.nodes[0].children.values())  # fallbacks breadth first: each from shallower ones
+        while queue:
+            node = self.nodes[queue.popleft()]
+            for unit, child in node.children.items():
+                back = node.fail
+                while back and unit not in self.nodes[back].children:
+                    back = self.nodes[back].fail
+                fail = self.nodes[back].children.get(unit, 0)
+                self.nodes[child].fail = fail if fail != child else 0
+                self.nodes[child].matched = self.nodes[child].matched or self.nodes[self.nodes[child].fail].matched
+                queue.append(child)
+
+    def step(self, at: int, unit: int) -> tuple[float, int]:
+        """The score a unit adds after node `at`, and the node after it: a completed phrase keeps its bonus (the
+        units before it in a partial match of a longer one are taken back) and matching starts again at 0."""
+        to = at
+        while to and unit not in self.nodes[to].children:
+            to = self.nodes[to].fail
+        to = self.nodes[to].children.get(unit, 0)
+        if self.nodes[to].matched:
+            return self.score * (self.nodes[to].matched - self.nodes[at].depth), 0
+        return self.score * (self.nodes[to].depth - self.nodes[at].depth), to
+
+    def end(self, at: int) -> float:
+        """What an incomplete match takes back when its hypothesis ends."""
+        return -self.score * self.nodes[at].depth
+
+
+@dataclass
+class HotwordFusion:
+    """The Fusion of hotwords over an LM's (inner; None: hotwords alone): the state is the pair of theirs."""
+
+    graph: HotwordGraph
+    inner: object | None = None
+
+    def start(self) -> tuple:
+        return 0, self.inner.start() if self.inner else None
+
+    def allowed(self, state: tuple):
+        return self.inner.allowed(state[1]) if self.inner else None
+
+    def expansions(self, state: tuple, token: int) -> list[tuple[float, tuple]]:
+        bonus, at = self.graph.step(state[0], token)
+        if self.inner is None:
+            return [(bonus, (at, None))]
+        return [(score + bonus, (at, after)) for score, after in self.inner.expansions(state[1], token)]
+
+    def finish(self, state: tuple) -> list[tuple[float, list[str] | None]]:
+        taken_back = self.graph.end(state[0])
+        return [(score + taken_back, words) for score, words in self.inner.finish(state[1])] if self.inner \
+            else [(taken_back, None)]
+
+
+def read_hotwords(path: str, tokenizer) -> list[list[int]]:
+    """The phrases of a hotwords file (one a line, as the transcripts are written; blank lines skipped) as the
+    model's units; a phrase the units cannot spell (a word the phone lexicon lacks, a unit the model has not) is
+    a ValueError naming its line."""
+    phrases = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            text = " ".join(line.split())
+            if not text:
+                continue
+            units = tokenizer.encode(text)
+            if tokenizer.units[UNK] in units:
+                raise ValueError(f"{path}:{number}: '{text}' holds what the model's units cannot spell (" + (
+                    "a word its lexicon lacks" if tokenizer.kind == "phone" else "<unk>") + ")")
+            phrases.append(units)
+    if not phrases:
+        raise ValueError(f"{path}: no hotword in it (one phrase a line)")
+    return phrases

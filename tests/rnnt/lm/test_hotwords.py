@@ -1,0 +1,97 @@
+"""rnnt.lm.hotwords: the bonus a unit sequence collects, against a matcher written the plain way."""
+
+import random
+
+import pytest
+
+from rnnt.lm.hotwords import HotwordFusion, HotwordGraph, read_hotwords
+
+
+def plain_bonus(phrases: list[list[int]], units: list[int], score: float) -> float:
+    """The bonus by its definition: after each unit, the units since the last completed phrase are cut to their
+    longest ending that begins some phrase; where a phrase ends them, it is complete (the longest that does),
+    earns score a unit, and matching starts again."""
+    bonus, since = 0.0, []
+    for unit in units:
+        since = since + [unit]
+        complete = [p for p in phrases if len(p) <= len(since) and since[len(since) - len(p):] == p]
+        if complete:
+            bonus += score * max(len(p) for p in complete)
+            since = []
+            continue
+        while since and not any(p[:len(since)] == since for p in phrases):
+            since = since[1:]
+    return bonus
+
+
+def collected(fusion: HotwordFusion, units: list[int]) -> float:
+    state, total = fusion.start(), 0.0
+    for unit in units:
+        ((added, state),) = fusion.expansions(state, unit)
+        total += added
+    ((end, _),) = fusion.finish(state)
+    return total + end
+
+
+def test_the_bonus_of_random_sequences_is_the_plain_matchers():
+    rng = random.Random(0)
+    for trial in range(300):
+        phrases = [[rng.randrange(1, 4) for _ in range(rng.randrange(1, 5))] for _ in range(rng.randrange(1, 5))]
+        fusion = HotwordFusion(HotwordGraph(phrases, 1.5))
+        for _ in range(10):
+            units = [rng.randrange(1, 5) for _ in range(rng.randrange(0, 12))]
+            assert collected(fusion, units) == pytest.approx(plain_bonus(phrases, units, 1.5)), (phrases, units)
+
+
+def test_a_partial_match_is_taken_back_and_a_phrase_inside_another_counts_alone():
+    fusion = HotwordFusion(HotwordGraph([[1, 2, 3], [2]], 2.0))
+    assert collected(fusion, [1, 2, 3]) == 2.0  # "2" completes first (inside the partial 1 2): 1 taken back
+    assert collected(fusion, [1, 3]) == 0.0 and collected(fusion, [1]) == 0.0
+    longer = HotwordFusion(HotwordGraph([[1, 2, 3]], 2.0))
+    assert collected(longer, [1, 2, 3, 1, 2]) == 6.0  # the second, incomplete at the end, taken back
+    state = longer.start()
+    steps = [longer.expansions(state, 1)[0]]
+    steps.append(longer.expansions(steps[-1][1], 2)[0])
+    assert [added for added, _ in steps] == [2.0, 2.0]  # each unit of a match is favoured as it comes
+
+
+class Inner:
+    """An LM's fusion stand-in: each unit adds -1 and can lead two ways; the end adds -0.5."""
+
+    def start(self):
+        return "s"
+
+    def allowed(self, state):
+        return frozenset({1, 2})
+
+    def expansions(self, state, token):
+        return [(-1.0, state + "a"), (-1.5, state + "b")]
+
+    def finish(self, state):
+        return [(-0.5, [state])]
+
+
+def test_hotwords_over_an_lm_add_to_each_of_its_expansions():
+    fusion = HotwordFusion(HotwordGraph([[1, 2]], 3.0), Inner())
+    assert fusion.allowed(fusion.start()) == frozenset({1, 2})
+    first = fusion.expansions(fusion.start(), 1)
+    assert [(score, state) for score, state in first] == [(2.0, (1, "sa")), (1.5, (1, "sb"))]
+    assert fusion.finish(first[0][1]) == [(-3.5, ["sa"])]  # the partial match taken back with the LM's end
+
+
+def test_a_hotwords_file_in_the_models_units(tmp_path):
+    class Chars:
+        kind = "char"
+        units = {"<blank>": 0, "<unk>": 1, "▁": 2, "A": 3, "B": 4}
+
+        def encode(self, text):
+            return [self.units.get("▁" if c == " " else c, 1) for c in text]
+
+    (tmp_path / "hot.txt").write_text("AB  A\n\nB\n")
+    assert read_hotwords(str(tmp_path / "hot.txt"), Chars()) == [[3, 4, 2, 3], [4]]
+    (tmp_path / "bad.txt").write_text("A\nABC\n")
+    with pytest.raises(ValueError, match=r"bad.txt:2: 'ABC' holds what the model's units cannot spell"):
+        read_hotwords(str(tmp_path / "bad.txt"), Chars())
+    (tmp_path / "empty.txt").write_text("\n")
+    with pytest.raises(ValueError, match="no hotword in it"):
+        read_hotwords(str(tmp_path / "empty.txt"), Chars())
