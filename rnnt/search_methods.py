@@ -23,7 +23,9 @@ from typing import Callable
 
 import torch
 
+from rnnt.cli import at_least
 from rnnt.ctc_rescoring import ctc_rescored
+from rnnt.data.tokenizer import SPACE
 from rnnt.ctc_search import ctc_greedy_search, ctc_prefix_beam_search
 from rnnt.lm.fusion import Fusion, LowOrderSubtraction, read_fusion_config
 from rnnt.lm.hotwords import HotwordFusion, HotwordGraph, read_hotwords
@@ -203,14 +205,16 @@ def add_lm_fusion_option(parser) -> None:
                         "<exp-dir>/lm/<method>.yaml, written by steps/tune_lm_fusion.py)")
     parser.add_argument("--hotwords", help="a file of phrases to favour, one a line (contextual biasing, as "
                         "sherpa-onnx's --hotwords-file): a beam search's units of them get --hotwords-score each")
-    parser.add_argument("--hotwords-score", type=float, default=1.5,
+    parser.add_argument("--hotwords-score", type=at_least(0.0), default=1.5,
                         help="added for each unit of a hotword as it is matched, taken back where the match "
                              "breaks (default 1.5, sherpa-onnx's)")
 
 
 def hotword_graph(tokenizer, path: str, score: float) -> HotwordGraph:
-    """The hotwords of a file (one phrase a line) in the model's units, each unit of them worth score."""
-    return HotwordGraph(read_hotwords(path, tokenizer), score)
+    """The hotwords of a file (one phrase a line) in the model's units, each unit of them worth score; whole words
+    of char and phone units (their ▁ between words the boundary)."""
+    boundary = tokenizer.units.get(SPACE) if tokenizer.kind in ("char", "phone") else None
+    return HotwordGraph(read_hotwords(path, tokenizer), score, boundary)
 
 
 def with_hotwords(options: SearchOptions, graph: HotwordGraph | None) -> SearchOptions:

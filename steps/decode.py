@@ -88,7 +88,8 @@ def main() -> str:
             options = lm_options(args.method, tokenizer,
                                  args.lm_fusion or fusion_config_path(args.exp_dir, args.method),
                                  args.beam, args.max_symbols_per_frame)
-        options = with_hotwords(options, args.hotwords and hotword_graph(tokenizer, args.hotwords, args.hotwords_score))
+        options = with_hotwords(options, hotword_graph(tokenizer, args.hotwords, args.hotwords_score)
+                                if args.hotwords else None)
         check_method(model, args.method, options)
         refs, refs_from = reference_texts(args.data_list, args.text)
         show_data_reports()

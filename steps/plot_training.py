@@ -15,7 +15,7 @@ from rnnt.cli import ToolError, above, run_tool, tool_parser
 
 STAMP = r"^(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \[rank 0\] "
 TRAIN = re.compile(STAMP + r"epoch \d+ step (?P<step>\d+): loss (?P<loss>[0-9.eE+-]+|nan|inf)")
-VALID = re.compile(STAMP + r"epoch (?P<epoch>\d+) validation[^:]*: loss (?P<loss>[0-9.eE+-]+|nan|inf)"
+VALID = re.compile(STAMP + r"epoch (?P<epoch>\d+)(?: step \d+)? validation[^:]*: loss (?P<loss>[0-9.eE+-]+|nan|inf)"
                    r"(?:, WER (?P<wer>[0-9.]+)%)?")
 
 

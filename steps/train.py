@@ -11,8 +11,9 @@ settings, the device, loader workers and the audio and noise caches, paths, the 
 statistics themselves are compared) and decoding's data.tail_silence): then the old experiment is set aside
 whole as <exp-dir>.N and training starts anew (rnnt.training.config_change). SIGTERM (to any rank) saves a
 checkpoint at the next optimiser step and exits with status 143, so that a recipe does not take the run for
-finished. torchrun passes a SIGTERM it gets on to every rank, but kills them 30 s later and exits with its own
-status: a rank in the middle of validation or of a long accumulation group may be killed before it saves.
+finished. torchrun passes a SIGTERM it gets on to every rank, but kills them 30 s later (the recipes give it 600 s:
+TORCH_ELASTIC_SHUTDOWN_TIMEOUT) and exits with its own status: a rank in the middle of validation or of a long
+accumulation group may be killed before it saves.
 Exit status: 0 training complete, 1 error, 143 stopped by SIGTERM.
 """
 

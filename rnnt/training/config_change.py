@@ -41,7 +41,7 @@ RESUMABLE = frozenset({
 })
 CMVN_NAME = "global_cmvn.json"  # the experiment's copy of data.features.cmvn
 # Keys recorded since some experiments were saved: one saved before (no value) is taken to have had the new one.
-RECORDED_LATER = frozenset({"train.init_from_sha256"})
+RECORDED_LATER = frozenset({"train.init_from_sha256", "data.noise.wav_scp_sha256", "data.reverb.wav_scp_sha256"})
 KEPT_IN_PLACE = ("log", ".stages")  # the running recipe stage writes its log and marker there
 ASIDE_JOURNAL = ".setting-aside"  # set_aside's, in the exp dir while it moves the experiment out
 

@@ -83,6 +83,7 @@ class Trainer(Checkpointing, Steps):
         self.signal_received = False  # this rank got SIGTERM
         self.stopping = False  # some rank got SIGTERM: all stop at the next optimiser step
         self.valid_result: dict = {}
+        self.validated_at: tuple[int, dict] = (-1, {})  # the step of the last validation inside an epoch, its result
         self.keys_log = KeysLog(exp_dir, self.world.rank) if log_keys else None
         self.progress = Progress(exp_dir, self.world, train_config.log_every, train_config.epochs)
         parameters = sum(p.numel() for p in self.model.parameters())
@@ -225,14 +226,15 @@ class Trainer(Checkpointing, Steps):
             return
         self.progress.step_done(self.epoch, self.step, self.step_lr, grad_norm)
         train = self.experiment.train
-        if train.valid_every and self.step % train.valid_every == 0 and self.valid_pipeline is not None:
+        if train.valid_every and self.step % train.valid_every == 0 and self.valid_pipeline is not None \
+                and not self.stopping:  # (a stop's checkpoint first; every rank knows of it)
             with torch.random.fork_rng(devices=[self.world.device] if self.world.device.type == "cuda" else []):
-                self.validate_now(within=True)  # the training goes on as without it
+                self.validated_at = self.step, self.validate_now(within=True)  # the training as without it
         if train.checkpoint_every and self.step % train.checkpoint_every == 0:
             self.save(checkpoint.name("step", self.step))
 
     def validate_now(self, within: bool = False) -> dict:
-        """The dev list's result ({'valid_loss', 'valid_wer'?, ...}), logged: every rank validates its part of the
+        """The dev list's result ({'loss', 'wer'?, 'utterances', ...}), logged: every rank validates its part of the
         list, with the EMA weights if kept, and the sums are added over the ranks; within an epoch, or at its end."""
         part = self.valid_pipeline.batches(reader=Reader(self.world.rank, self.world.size))
         with self.ema.applied(self.model) if self.ema else contextlib.nullcontext():
@@ -241,12 +243,17 @@ class Trainer(Checkpointing, Steps):
                               self.world)
         if self.world.main:
             self.progress.validated(self.epoch, self.step, result, ema=self.ema is not None, within=within)
-        return {f"valid_{k}": v for k, v in result.items()}
+        return result
 
     def end_epoch(self) -> None:
         """Validates, then saves epoch-N.pt with the result."""
         self.valid_result = {}
         if self.valid_pipeline is not None:
-            self.valid_result = self.validate_now()
+            step, result = self.validated_at
+            if step != self.step:
+                result = self.validate_now()
+            elif self.world.main:  # validated at this step already (train.valid_every): the same weights
+                self.progress.validated(self.epoch, self.step, result, ema=self.ema is not None)
+            self.valid_result = {f"valid_{k}": v for k, v in result.items()}
             self.patience.validated(self.epoch, self.valid_result)
         self.save(checkpoint.name("epoch", self.epoch))

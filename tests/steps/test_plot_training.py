@@ -39,3 +39,7 @@ def test_a_log_line_that_does_not_read_is_named_and_left_out(tmp_path):
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
     assert f"plot_training.py: {exp / 'train.log'}:2: could not convert string to float" in out.stderr
     assert f"plot_training.py: {exp / 'train.log'}:3: " in out.stderr and "best dev WER 12.50%" in out.stdout
+    with open(exp / "train.log", "a") as f:  # a validation inside an epoch (train.valid_every) is a point too
+        f.write("2026-11-30 06:00:40,000 [rank 0] epoch 2 step 40 validation (EMA): loss 0.8, WER 10.00% over 5\n")
+    out = run_tool(sys.executable, ROOT / "steps" / "plot_training.py", png, exp)
+    assert out.returncode == 0 and "best dev WER 10.00%" in out.stdout, out.stdout + out.stderr

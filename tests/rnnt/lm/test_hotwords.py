@@ -7,17 +7,23 @@ import pytest
 from rnnt.lm.hotwords import HotwordFusion, HotwordGraph, read_hotwords
 
 
-def plain_bonus(phrases: list[list[int]], units: list[int], score: float) -> float:
+def plain_bonus(phrases: list[list[int]], units: list[int], score: float, boundary: int | None = None) -> float:
     """The bonus by its definition: after each unit, the units since the last completed phrase are cut to their
     longest ending that begins some phrase; where a phrase ends them, it is complete (the longest that does),
-    earns score a unit, and matching starts again."""
+    earns score a unit, and matching starts again. With a boundary unit, phrases are whole words: a boundary
+    before and after each (the sequence's start and end count as ones), earning nothing."""
+    def weight(seq):
+        return sum(unit != boundary for unit in seq)
+
+    if boundary is not None:
+        phrases, units = [[boundary, *p, boundary] for p in phrases], [boundary, *units, boundary]
     bonus, since = 0.0, []
     for unit in units:
         since = since + [unit]
         complete = [p for p in phrases if len(p) <= len(since) and since[len(since) - len(p):] == p]
         if complete:
-            bonus += score * max(len(p) for p in complete)
-            since = []
+            bonus += score * max(weight(p) for p in complete)
+            since = [unit] if unit == boundary else []
             continue
         while since and not any(p[:len(since)] == since for p in phrases):
             since = since[1:]
@@ -33,14 +39,25 @@ def collected(fusion: HotwordFusion, units: list[int]) -> float:
     return total + end
 
 
-def test_the_bonus_of_random_sequences_is_the_plain_matchers():
+@pytest.mark.parametrize("boundary", [None, 4])
+def test_the_bonus_of_random_sequences_is_the_plain_matchers(boundary):
+    """Units 1-3 (and 4, a boundary between words where there is one): 3000 sequences over random phrases."""
     rng = random.Random(0)
     for trial in range(300):
         phrases = [[rng.randrange(1, 4) for _ in range(rng.randrange(1, 5))] for _ in range(rng.randrange(1, 5))]
-        fusion = HotwordFusion(HotwordGraph(phrases, 1.5))
+        fusion = HotwordFusion(HotwordGraph(phrases, 1.5, boundary))
         for _ in range(10):
             units = [rng.randrange(1, 5) for _ in range(rng.randrange(0, 12))]
-            assert collected(fusion, units) == pytest.approx(plain_bonus(phrases, units, 1.5)), (phrases, units)
+            expected = plain_bonus(phrases, units, 1.5, boundary)
+            assert collected(fusion, units) == pytest.approx(expected), (phrases, units)
+
+
+def test_letters_match_whole_words_only():
+    """Char units, ▁ (4) between words: IT (1 2) in I T, and I T ▁ I T, not inside S I T (3 1 2) or I T S."""
+    fusion = HotwordFusion(HotwordGraph([[1, 2]], 1.0, boundary=4))
+    assert collected(fusion, [1, 2]) == 2.0 and collected(fusion, [1, 2, 4, 1, 2]) == 4.0
+    assert collected(fusion, [3, 1, 2]) == 0.0 and collected(fusion, [1, 2, 3]) == 0.0
+    assert collected(fusion, [3, 4, 1, 2, 4, 3]) == 2.0
 
 
 def test_a_partial_match_is_taken_back_and_a_phrase_inside_another_counts_alone():
@@ -95,3 +112,17 @@ def test_a_hotwords_file_in_the_models_units(tmp_path):
     (tmp_path / "empty.txt").write_text("\n")
     with pytest.raises(ValueError, match="no hotword in it"):
         read_hotwords(str(tmp_path / "empty.txt"), Chars())
+
+
+def test_a_phone_models_hotword_is_every_pronunciation_of_its_words(tmp_path):
+    class Phones:
+        kind = "phone"
+        units = {"<blank>": 0, "<unk>": 1, "▁": 2, "R": 3, "IY": 4, "D": 5, "EH": 6, "IH": 7, "T": 8}
+        lexicon = {"READ": [("R", "IY", "D"), ("R", "EH", "D")], "IT": [("IH", "T")]}
+
+    (tmp_path / "hot.txt").write_text("READ IT\n")
+    assert read_hotwords(str(tmp_path / "hot.txt"), Phones()) == [[3, 4, 5, 2, 7, 8], [3, 6, 5, 2, 7, 8]]
+    (tmp_path / "bad.txt").write_text("READ THIS\n")
+    with pytest.raises(ValueError, match=r"bad.txt:1: 'READ THIS' holds what the model's units cannot spell \(a "
+                                         r"word its lexicon lacks\)"):
+        read_hotwords(str(tmp_path / "bad.txt"), Phones())

@@ -57,6 +57,19 @@ def test_a_new_checkpoint_to_start_from_restarts_unless_the_old_config_predates_
     assert changes_to_restart(new, gone, {"epoch": 3}, "") == []
 
 
+def test_a_noise_list_saved_before_its_digest_resumes_and_an_edited_one_restarts():
+    from rnnt.data.noise import NoiseConfig
+
+    base = load_experiment(str(CONFIG))
+
+    def noisy(digest):
+        return dataclasses.replace(base, data=dataclasses.replace(base.data, noise=NoiseConfig("/x/n.scp", 0.5,
+                                                                                                wav_scp_sha256=digest)))
+    assert changes_to_restart(noisy(""), noisy("aa"), {"epoch": 3}, "") == []  # config.yaml from before the key
+    assert [c.key for c in changes_to_restart(noisy("aa"), noisy("bb"), {"epoch": 3}, "")] == [
+        "data.noise.wav_scp_sha256"]
+
+
 def test_a_section_switched_on_counts_as_its_keys():
     old = load_experiment(str(CONFIG))
     new = dataclasses.replace(old, data=dataclasses.replace(old.data, spec_augment=SpecAugmentConfig(freq_masks=1)))

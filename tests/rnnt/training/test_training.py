@@ -172,7 +172,8 @@ def test_sigterm_saves_and_exits_cleanly(yesno, tmp_path):
 
 def test_validation_inside_epochs_is_logged_and_leaves_the_training_as_it_was(yesno, tmp_path):
     """train.valid_every 4 over 2 epochs of 6 steps: validations at steps 4, 8 (in epoch 2) and 12 (and each epoch's
-    end), in the log and tensorboard; the weights trained (EMA, dropout) equal those of the run without them."""
+    end, step 12's result taken for epoch 2's: the same weights), in the log and tensorboard; the weights trained
+    (EMA, dropout) equal those of the run without them."""
     valid = ("--valid-list", str(yesno / "test.list"))
     runs = {}
     for every in (0, 4):
@@ -186,6 +187,10 @@ def test_validation_inside_epochs_is_logged_and_leaves_the_training_as_it_was(ye
     assert within == ["epoch 1 step 4 validation (EMA)", "epoch 2 step 8 validation (EMA)",
                       "epoch 2 step 12 validation (EMA)"], within
     assert "epoch 1 validation (EMA)" in log and "epoch 2 validation (EMA)" in log
+    step_12, epoch_2 = (next(line.split(": ", 1)[1] for line in log.splitlines() if f"{what} validation" in line)
+                        for what in ("epoch 2 step 12", "epoch 2"))
+    assert step_12 == epoch_2
+    assert runs[4]["meta"]["valid_loss"] == runs[0]["meta"]["valid_loss"]  # epoch 2's result as validated alone
     for part in ("model", "ema"):
         assert all(torch.equal(runs[0][part][name], runs[4][part][name]) for name in runs[0][part]), part
 
