@@ -25,10 +25,9 @@ import torch
 
 from rnnt.cli import at_least
 from rnnt.ctc_rescoring import ctc_rescored
-from rnnt.data.tokenizer import SPACE
 from rnnt.ctc_search import ctc_greedy_search, ctc_prefix_beam_search
 from rnnt.lm.fusion import Fusion, LowOrderSubtraction, read_fusion_config
-from rnnt.lm.hotwords import HotwordFusion, HotwordGraph, read_hotwords
+from rnnt.lm.hotwords import HotwordFusion, HotwordGraph
 from rnnt.modified_beam_search import modified_beam_search
 from rnnt.modified_beam_search_lm import modified_beam_search_lm
 from rnnt.pooled_search import pooled_beam_search_lm
@@ -139,9 +138,8 @@ def check_fusion(name: str, fusion: Fusion | None) -> None:
     """An *_lm method needs an LM, an *_lodr method an LM with a low-order LM subtracted; the others none;
     hotwords (over an LM or alone) go with a method that takes a Fusion."""
     if isinstance(fusion, HotwordFusion):
-        if not METHODS[name].fuses:
-            raise ValueError(f"{name} cannot favour hotwords; a beam search can: modified_beam, beam, "
-                             "ctc_prefix_beam or an LM-fused one")
+        if problem := hotwords_problem(name):
+            raise ValueError(problem)
         fusion = fusion.inner
     lm = METHODS[name].lm
     if lm and fusion is None:
@@ -210,11 +208,12 @@ def add_lm_fusion_option(parser) -> None:
                              "breaks (default 1.5, sherpa-onnx's)")
 
 
-def hotword_graph(tokenizer, path: str, score: float) -> HotwordGraph:
-    """The hotwords of a file (one phrase a line) in the model's units, each unit of them worth score; whole words
-    of char and phone units (their ▁ between words the boundary)."""
-    boundary = tokenizer.units.get(SPACE) if tokenizer.kind in ("char", "phone") else None
-    return HotwordGraph(read_hotwords(path, tokenizer), score, boundary)
+def hotwords_problem(name: str) -> str | None:
+    """Why the method of that name cannot favour hotwords (None: it can)."""
+    if not METHODS[name].fuses:
+        return (f"--hotwords goes with a beam search (modified_beam, beam, ctc_prefix_beam or an LM-fused one), "
+                f"not {name}")
+    return None
 
 
 def with_hotwords(options: SearchOptions, graph: HotwordGraph | None) -> SearchOptions:
@@ -225,6 +224,5 @@ def with_hotwords(options: SearchOptions, graph: HotwordGraph | None) -> SearchO
 def check_lm_fusion_option(parser, args) -> None:
     if args.lm_fusion and not METHODS[args.method].lm:
         parser.error(f"--lm-fusion goes with an LM-fused method (*_lm, *_lodr), not {args.method}")
-    if args.hotwords and not METHODS[args.method].fuses:
-        parser.error(f"--hotwords goes with a beam search (modified_beam, beam, ctc_prefix_beam or an LM-fused one), "
-                     f"not {args.method}")
+    if args.hotwords and (problem := hotwords_problem(args.method)):
+        parser.error(problem)

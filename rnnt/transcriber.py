@@ -27,8 +27,8 @@ from rnnt.model.transducer import Transducer
 from rnnt.devices import checked_device
 from rnnt.lm.fusion import fusion_config_path
 from rnnt.search import Hypothesis
-from rnnt.lm.hotwords import HotwordGraph
-from rnnt.search_methods import METHODS, SearchOptions, hotword_graph, lm_options, search, with_hotwords
+from rnnt.lm.hotwords import HotwordGraph, hotword_graph
+from rnnt.search_methods import METHODS, SearchOptions, lm_options, search, with_hotwords
 from rnnt.training import checkpoint
 from rnnt.training.config_change import units_digest
 from rnnt.training.experiment import Experiment, load_trained

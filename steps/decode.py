@@ -29,9 +29,10 @@ from rnnt.progress_bar import progress
 from rnnt.cli import ToolError, at_least, run_tool, show_data_reports, tool_parser
 from rnnt.decode_results import nbest_line, reference_texts, write_results, write_word_outputs
 from rnnt.lm.fusion import fusion_config_path
+from rnnt.lm.hotwords import hotword_graph
 from rnnt.phone_scoring import hypothesis_phones, write_phone_error_rate
 from rnnt.search_methods import (METHODS, SearchOptions, add_lm_fusion_option, check_lm_fusion_option, check_method,
-                                 hotword_graph, lm_options, with_hotwords)
+                                 lm_options, with_hotwords)
 from rnnt.transcriber import (
     decode_batch_nbest,
     decoding_pipeline,

@@ -22,6 +22,7 @@ import os
 import sys
 
 from rnnt.cli import tool_parser
+from rnnt.data.noise import with_recording_lists
 from rnnt.prep.download import hex_digest
 from rnnt.training.config_checks import training_refusals
 from rnnt.training.experiment import load_experiment, with_absolute_paths
@@ -37,11 +38,12 @@ def with_input_digests(experiment):
     if path and os.path.isfile(path):
         experiment = dataclasses.replace(experiment, train=dataclasses.replace(experiment.train,
                                                                              init_from_sha256=hex_digest(path)))
-    data = experiment.data
-    digests = {key: dataclasses.replace(getattr(data, key), wav_scp_sha256=hex_digest(getattr(data, key).wav_scp))
-               for key in ("noise", "reverb")
-               if getattr(data, key) is not None and os.path.isfile(getattr(data, key).wav_scp)}
-    return dataclasses.replace(experiment, data=dataclasses.replace(data, **digests))
+
+    def digested(lists):
+        found = os.path.isfile(lists.wav_scp)
+        return dataclasses.replace(lists, wav_scp_sha256=hex_digest(lists.wav_scp)) if found else lists
+
+    return dataclasses.replace(experiment, data=with_recording_lists(experiment.data, digested))
 
 
 def main() -> int:

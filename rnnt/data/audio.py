@@ -52,6 +52,16 @@ def audio_length(audio, start: float | None = None, end: float | None = None) ->
     return stop - first, opened.samplerate, opened.channels
 
 
+def measured_length(audio) -> tuple[int, int, int]:
+    """(samples, sample rate, channels) of a whole recording: from its header, or decoded where the header cannot
+    count them (Ogg Vorbis, MP3); AudioError where it cannot be read."""
+    counted = audio_length(audio)
+    if counted is not None:
+        return counted
+    waveform, rate = load_audio(audio)
+    return waveform.shape[1], rate, waveform.shape[0]
+
+
 def load_audio(audio, start: float | None = None, end: float | None = None) -> tuple[torch.Tensor, int]:
     """(waveform (channels, samples) float32 in [-1, 1], sample rate) of bytes or a file path, or of the
     segment [start, end) seconds of it (segment_samples)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import logging
 import math
 from collections import OrderedDict
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rnnt.data.audio import AudioError, audio_length, load_audio, to_mono
+from rnnt.data.audio import AudioError, load_audio, measured_length, to_mono
 from rnnt.data.resample import resample
 from rnnt.datadir.table import read_table
 
@@ -47,6 +48,12 @@ class ReverbConfig:
     prob: float = 0.5  # the share of training utterances reverberated (before any noise), their power kept
     cache_mb: int = 128  # impulse responses kept decoded in memory, the most recently used, up to this many MB
     wav_scp_sha256: str = ""  # set by steps/train.py: the list's content, so that an edited list trains anew
+
+
+def with_recording_lists(data, change):
+    """A DataConfig with its data.noise and data.reverb (those it has) put through change(section)."""
+    return dataclasses.replace(data, **{key: change(getattr(data, key)) for key in ("noise", "reverb")
+                                        if getattr(data, key) is not None})
 
 
 def check_noise_configs(noise: NoiseConfig | None, reverb: ReverbConfig | None) -> None:
@@ -83,11 +90,8 @@ def read_recordings(wav_scp: str, key: str, warnings: list[str]) -> list[Recordi
         why = "a piped command: list files (write its output to one first)" if line.value.endswith("|") else ""
         if not why:
             try:
-                length = audio_length(line.value)
-                if length is None:  # a header that cannot count its samples (Ogg Vorbis, MP3): decode once
-                    waveform, rate = load_audio(line.value)
-                    length = (waveform.shape[-1], rate, waveform.shape[0])
-                recordings.append(Recording(line.value, length[0], length[1]))
+                samples, rate, _ = measured_length(line.value)
+                recordings.append(Recording(line.value, samples, rate))
                 continue
             except (AudioError, OSError) as error:
                 why = f"cannot read {line.value} ({error})"
@@ -151,6 +155,11 @@ class Augmenter:
         self.noise_cache = RecordingCache(noise.cache_mb if noise else 0)
         self.room_cache = RecordingCache(reverb.cache_mb if reverb else 0)
 
+    def log_warnings(self) -> None:
+        """The lines its lists left out, logged."""
+        for warning in self.warnings:
+            log.warning("%s", warning)
+
     def at_rate(self, rate: int) -> Augmenter:
         """This augmenter for audio at another rate: the same recordings and caches (which hold them at their own)."""
         other = copy.copy(self)
@@ -192,10 +201,16 @@ class Augmenter:
                             key, error)
             done.append(f"unreadable {key}")
 
-    def recording(self, recording: Recording, cache: RecordingCache) -> torch.Tensor:
-        """The whole recording, mono at the pipeline's rate."""
-        waveform = cache.get(recording.path) if cache.holds(recording) else to_mono(load_audio(recording.path)[0])
-        return resample(waveform, recording.rate, self.rate)
+    def recording(self, recording: Recording, cache: RecordingCache, first: int = 0, end: int | None = None
+                  ) -> torch.Tensor:
+        """The recording's samples [first, end) of its own rate (all of it by default), mono at the pipeline's
+        rate: cut from the cache where it fits there, else read from the file."""
+        if cache.holds(recording):
+            samples = cache.get(recording.path)[first:end]
+        else:
+            span = () if end is None else (first / recording.rate, end / recording.rate)
+            samples = to_mono(load_audio(recording.path, *span)[0])
+        return resample(samples, recording.rate, self.rate)
 
     def noise_segment(self, recording: Recording, samples: int, generator: torch.Generator) -> torch.Tensor:
         """`samples` of the recording at the pipeline's rate from an offset drawn in it; a recording shorter than
@@ -203,12 +218,7 @@ class Augmenter:
         wanted = math.ceil(samples * recording.rate / self.rate) + 1  # at its own rate, a sample more to resample
         offset = int(torch.randint(max(recording.samples - wanted, 0) + 1, (1,), generator=generator))
         if recording.samples >= wanted:
-            if self.noise_cache.holds(recording):
-                piece = self.noise_cache.get(recording.path)[offset:offset + wanted]
-            else:
-                piece = to_mono(load_audio(recording.path, offset / recording.rate,
-                                           (offset + wanted) / recording.rate)[0])
-            piece = resample(piece, recording.rate, self.rate)
+            piece = self.recording(recording, self.noise_cache, offset, offset + wanted)
         else:
             whole = self.recording(recording, self.noise_cache)
             start = int(torch.randint(whole.shape[0], (1,), generator=generator))
@@ -216,15 +226,20 @@ class Augmenter:
         return torch.nn.functional.pad(piece[:samples], (0, max(samples - piece.shape[0], 0)))
 
 
+def power(signal: torch.Tensor) -> float:
+    """The signal's mean square, in float64."""
+    return float(signal.double().pow(2).mean())
+
+
 def unit_power(signal: torch.Tensor) -> torch.Tensor:
     """The signal scaled to a mean square of 1 (digital silence stays 0): recordings summed as equals."""
-    power = float(signal.double().pow(2).mean())
-    return signal / math.sqrt(power) if power > 0 else signal
+    mean_square = power(signal)
+    return signal / math.sqrt(mean_square) if mean_square > 0 else signal
 
 
 def add_at_snr(signal: torch.Tensor, noise: torch.Tensor, snr_db: float) -> torch.Tensor:
     """signal + noise scaled so that signal's power over the noise's is snr_db (either silent: signal as it is)."""
-    signal_power, noise_power = float(signal.double().pow(2).mean()), float(noise.double().pow(2).mean())
+    signal_power, noise_power = power(signal), power(noise)
     if signal_power == 0 or noise_power == 0:
         return signal
     return signal + noise * math.sqrt(signal_power / (noise_power * 10 ** (snr_db / 10)))
@@ -239,5 +254,5 @@ def reverberate(signal: torch.Tensor, impulse: torch.Tensor) -> torch.Tensor:
     length = 1 << (size - 1).bit_length()
     wet = torch.fft.irfft(torch.fft.rfft(signal.double(), length) * torch.fft.rfft(impulse.double(), length), length)
     wet = wet[peak:peak + signal.shape[0]]
-    before, after = float(signal.double().pow(2).mean()), float(wet.pow(2).mean())
+    before, after = power(signal), power(wet)
     return (wet * math.sqrt(before / after) if after > 0 else wet).to(signal.dtype)

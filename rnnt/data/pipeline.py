@@ -65,11 +65,9 @@ class Pipeline:
         keep = config.cache_audio_mb > 0 and config.num_workers == 0
         own = AudioCache(config.cache_audio_mb * 2**20) if keep and audio_cache is None else None
         self.audio_cache = audio_cache if audio_cache is not None else own
-        self.augmenter = augmenter
         if augmenter is None and train and (augmenter := training_augmenter(config)):
-            self.augmenter = augmenter
-            for warning in augmenter.warnings:
-                log.warning("%s", warning)
+            augmenter.log_warnings()
+        self.augmenter = augmenter
 
     def _records(self, entries: list[str], epoch: int, report: DataReport) -> Iterator[dict]:
         config = self.config

@@ -26,16 +26,11 @@ from rnnt.progress_bar import progress
 def recording_seconds(source: str) -> float:
     """The duration of a wav.scp value (a path, or a command ending in '|'); AudioError or BadAudio saying why
     it cannot be read."""
-    from rnnt.data.audio import audio_length, load_audio  # torch: only where audio is read
+    from rnnt.data.audio import measured_length  # torch: only where audio is read
     from rnnt.prep.shard_writer import read_source
 
     data, path = read_source(source)
-    audio = data if data is not None else path
-    counted = audio_length(audio)
-    if counted is None:  # a header that does not count its samples exactly (Ogg Vorbis, MP3): decode it
-        waveform, rate = load_audio(audio)
-        return waveform.shape[1] / rate
-    samples, rate, _ = counted
+    samples, rate, _ = measured_length(data if data is not None else path)
     return samples / rate
 
 

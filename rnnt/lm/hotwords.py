@@ -116,6 +116,13 @@ def pronunciations(tokenizer, text: str) -> list[list[int]]:
     return [[tokenizer.units.get(phone, tokenizer.units[UNK]) for phone in spelling] for spelling in spellings]
 
 
+def hotword_graph(tokenizer, path: str, score: float) -> HotwordGraph:
+    """The hotwords of a file (one phrase a line) in the model's units, each unit of them worth score; whole words
+    of char and phone units (their ▁ between words the boundary)."""
+    boundary = tokenizer.units.get(SPACE) if tokenizer.kind in ("char", "phone") else None
+    return HotwordGraph(read_hotwords(path, tokenizer), score, boundary)
+
+
 def read_hotwords(path: str, tokenizer) -> list[list[int]]:
     """The phrases of a hotwords file (one a line, as the transcripts are written; blank lines skipped) as the
     model's units (phones: each pronunciation the lexicon gives; a word spelt like a more common one is written

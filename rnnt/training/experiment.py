@@ -15,6 +15,7 @@ from rnnt.atomic_write import write_atomically
 from rnnt.config import from_dict, read_yaml, to_dict
 from rnnt.data.cmvn_file import cmvn_source
 from rnnt.data.config import DataConfig, data_config
+from rnnt.data.noise import with_recording_lists
 from rnnt.model.transducer import ModelConfig, check_model_config
 from rnnt.training import checkpoint
 from rnnt.training.config_change import CMVN_NAME, units_differ
@@ -163,11 +164,9 @@ def with_paths(experiment: Experiment, convert) -> Experiment:
         return convert(path) if path else path
 
     paths = dataclasses.replace(experiment.paths, **{k: converted(v) for k, v in vars(experiment.paths).items()})
-    data = experiment.data
-    augmentation = {key: dataclasses.replace(getattr(data, key), wav_scp=converted(getattr(data, key).wav_scp))
-                    for key in ("noise", "reverb") if getattr(data, key) is not None}
-    data = dataclasses.replace(data, features=dataclasses.replace(data.features, cmvn=converted(data.features.cmvn)),
-                               **augmentation)
+    data = with_recording_lists(experiment.data, lambda lists: dataclasses.replace(
+        lists, wav_scp=converted(lists.wav_scp)))
+    data = dataclasses.replace(data, features=dataclasses.replace(data.features, cmvn=converted(data.features.cmvn)))
     train = dataclasses.replace(experiment.train, init_from=converted(experiment.train.init_from))
     return dataclasses.replace(experiment, paths=paths, train=train, data=data)
 

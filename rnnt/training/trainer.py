@@ -66,8 +66,8 @@ class Trainer(Checkpointing, Steps):
         setup_logging(exp_dir, self.world)
         if restarted:
             log.warning("%s", restarted)
-        for warning in augmenter.warnings if augmenter else ():
-            log.warning("%s", warning)
+        if augmenter:
+            augmenter.log_warnings()
         self.ddp = DistributedDataParallel(self.model) if self.world.distributed else self.model
         self.scaler = torch.amp.GradScaler(  # float16 only: bfloat16 has float32's exponent range, no underflow
             enabled=train_config.precision == "fp16" and self.world.device.type != "cpu")
