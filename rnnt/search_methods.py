@@ -201,11 +201,12 @@ def add_lm_fusion_option(parser) -> None:
     check_lm_fusion_option after parsing."""
     parser.add_argument("--lm-fusion", help="an LM-fused method (*_lm, *_lodr): the LM and its weights (default: "
                         "<exp-dir>/lm/<method>.yaml, written by steps/tune_lm_fusion.py)")
-    parser.add_argument("--hotwords", help="a file of phrases to favour, one a line (contextual biasing, as "
-                        "sherpa-onnx's --hotwords-file): a beam search's units of them get --hotwords-score each")
+    parser.add_argument("--hotwords", help="a file of phrases to favour, one a line, optionally its own score after "
+                        "it ('NEW YORK :3'; contextual biasing, as sherpa-onnx's --hotwords-file): a beam search's "
+                        "units of them get that score or --hotwords-score each")
     parser.add_argument("--hotwords-score", type=at_least(0.0), default=1.5,
-                        help="added for each unit of a hotword as it is matched, taken back where the match "
-                             "breaks (default 1.5, sherpa-onnx's)")
+                        help="added for each unit of a hotword without its own score as it is matched, taken back "
+                             "where the match breaks (default 1.5, sherpa-onnx's)")
 
 
 def hotwords_problem(name: str) -> str | None:

@@ -8,6 +8,13 @@ stream by at least 0.5 s (sherpa-onnx encodes a chunk only once the frames after
 Audio is read and resampled as
 our pipeline does it, so both decoders get the same samples.
 
+--method modified_beam runs sherpa-onnx's modified_beam_search (--beam active paths); --hotwords FILE favours
+its phrases there as steps/decode.py --hotwords does ours (sherpa-onnx's own scoring: a phrase's units earn its
+score as they match, and the whole phrase's once more when it completes), each with its own ':S' or
+--hotwords-score. sherpa-onnx spells a hotword itself (BPE and unigram pieces through the export's bpe.vocab,
+characters one by one but Latin words whole: rnnt.export.hotwords), so a phrase it spells otherwise than the model
+emits it is left out, named on standard error; OUT_DIR/hotwords.txt holds the phrases it was given.
+
 Writes OUT_DIR/ as steps/decode.py writes a decode dir (hyp, ref, recogs, errs, wer, and ctm: each word's
 times from sherpa-onnx's token times, which take every encoder frame for 40 ms, put in the export's own
 frames of decoding.json) and prints the %WER line and the real-time factor per core. --compare DECODE_DIR
@@ -25,8 +32,9 @@ from rnnt.data import stages
 from rnnt.data.sources import records
 from rnnt.datadir.table import read_table
 from rnnt.decode_results import reference_texts, write_results, write_word_outputs
-from rnnt.export.runtime import (encoder_frame_seconds, load_recognizer, recognise, tail_seconds,
-                                 word_boundary_is_a_unit, words_with_times)
+from rnnt.export.hotwords import sherpa_hotwords
+from rnnt.export.runtime import (decoding_settings, encoder_frame_seconds, load_recognizer, recognise,
+                                 recognizer_args, tail_seconds, word_boundary_is_a_unit, words_with_times)
 
 
 def decode_all(recognizer, streaming: bool, utterances, rate: int, chunk: float, tail: float,
@@ -46,7 +54,29 @@ def decode_all(recognizer, streaming: bool, utterances, rate: int, chunk: float,
     return hyps, words, audio_seconds, decode_seconds
 
 
-def main() -> str:
+SHERPA_METHODS = {"greedy": "greedy_search", "modified_beam": "modified_beam_search"}  # ours: sherpa-onnx's
+
+
+def given_hotwords(onnx_dir: str, path: str, out_dir: str) -> str:
+    """OUT_DIR/hotwords.txt: the phrases of the hotwords file that sherpa-onnx spells as the model emits them; each
+    other one named on standard error. None of them is a ValueError."""
+    kept, left_out = sherpa_hotwords(onnx_dir, recognizer_args(onnx_dir), decoding_settings(onnx_dir).get(
+        "unit_type", "char"), path)
+    for problem in left_out:
+        print(f"decode_sherpa_onnx.py: {problem}", file=sys.stderr)
+    if not kept:
+        raise ValueError(f"{path}: none of its {len(left_out)} hotwords is spelt by sherpa-onnx as the model emits "
+                         "it" if left_out else f"{path}: no hotword in it (one phrase a line)")
+    print(f"decode_sherpa_onnx.py: {len(kept)} hotwords given to sherpa-onnx, {len(left_out)} left out",
+          file=sys.stderr)
+    os.makedirs(out_dir, exist_ok=True)
+    given = os.path.join(out_dir, "hotwords.txt")
+    with open(given, "w", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in kept)
+    return given
+
+
+def parsed_arguments():
     parser = tool_parser(__doc__, "steps/decode_sherpa_onnx.py --compare exp/deploy/decode-test-greedy "
                                   "exp/deploy/onnx data/test/data.list exp/deploy/decode-test-sherpa-onnx")
     parser.add_argument("--threads", type=at_least(1), default=1, help="onnxruntime threads (default 1)")
@@ -56,12 +86,30 @@ def main() -> str:
     parser.add_argument("--text", help="the reference Kaldi text (default: <the list's dir>/text if there, else the "
                         "transcripts in the list)")
     parser.add_argument("--compare", help="a steps/decode.py dir of the same set: count identical transcripts")
+    parser.add_argument("--method", choices=sorted(SHERPA_METHODS), default="greedy",
+                        help="greedy (default) or modified_beam: sherpa-onnx's greedy_search or modified_beam_search")
+    parser.add_argument("--beam", type=at_least(1), default=4, help="modified_beam: active paths (default 4)")
+    parser.add_argument("--hotwords", help="modified_beam: a file of phrases to favour, one a line, optionally its "
+                        "own score after it ('NEW YORK :3'), as steps/decode.py --hotwords takes")
+    parser.add_argument("--hotwords-score", type=at_least(0.0), default=1.5,
+                        help="a hotword's score where it gives none (default 1.5)")
     parser.add_argument("onnx_dir")
     parser.add_argument("data_list")
     parser.add_argument("out_dir")
     args = parser.parse_args()
+    if args.hotwords and args.method != "modified_beam":
+        parser.error("--hotwords goes with --method modified_beam (sherpa-onnx favours them in that search only)")
+    return args
+
+
+def main() -> str:
+    args = parsed_arguments()
     try:
-        recognizer, streaming, rate = load_recognizer(args.onnx_dir, args.threads)
+        search = {"decoding_method": SHERPA_METHODS[args.method], "max_active_paths": args.beam}
+        if args.hotwords:
+            search.update(hotwords_file=given_hotwords(args.onnx_dir, args.hotwords, args.out_dir),
+                          hotwords_score=args.hotwords_score)
+        recognizer, streaming, rate = load_recognizer(args.onnx_dir, args.threads, **search)
         tail = args.tail_seconds if args.tail_seconds is not None else tail_seconds(args.onnx_dir, streaming)
         frame_seconds = encoder_frame_seconds(args.onnx_dir)
         refs, refs_from = reference_texts(args.data_list, args.text)
@@ -83,7 +131,8 @@ def main() -> str:
         except (OSError, ValueError) as error:
             raise ToolError(f"ctm: {error}") from error
     rtf = decode_seconds / max(audio_seconds, 1e-9)
-    summary = (f"{args.out_dir}: {report.wer_line}; {'streaming' if streaming else 'offline'}, "
+    summary = (f"{args.out_dir}: {report.wer_line}; {'streaming' if streaming else 'offline'} {args.method}"
+               f"{'+hotwords' if args.hotwords else ''}, "
                f"{audio_seconds:.1f} s of audio, RTF {rtf * args.threads:.4f} per core "
                f"({args.threads} thread{'s' * (args.threads > 1)})")
     if args.compare:

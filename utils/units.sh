@@ -3,9 +3,9 @@
 
 lang_of() {  # lang_of UNIT_TYPE VOCAB_SIZE: the lang dir of those units (data/lang_bpe64, data/lang_phone)
   case $1 in
-    bpe) echo "data/lang_bpe$2" ;;
+    bpe|unigram) echo "data/lang_$1$2" ;;
     char|phone) echo "data/lang_$1" ;;
-    *) echo "run.sh: --unit-type must be bpe, char or phone, got '$1'" >&2; return 1 ;;
+    *) echo "run.sh: --unit-type must be bpe, unigram, char or phone, got '$1'" >&2; return 1 ;;
   esac
 }
 
@@ -41,7 +41,8 @@ lm_beam_of() {  # lm_beam_of METHOD: run.sh's $lm_beam, or the beam dev chose fo
 check_deployable() {  # check_deployable UNIT_TYPE DEPLOY CONFIG: a --deploy that sherpa-onnx could not run stops
   # run.sh now, not after the training: phones, or a model of CONFIG it cannot run (steps/export_onnx.py --check-config)
   if [ -n "$2" ] && [ "$1" = phone ]; then
-    echo "run.sh: --deploy needs --unit-type bpe or char: sherpa-onnx prints the units, and phones are not words" >&2
+    echo "run.sh: --deploy needs --unit-type bpe, unigram or char: sherpa-onnx prints the units, and phones are" \
+      "not words" >&2
     return 1
   fi
   local kind streaming

@@ -22,7 +22,7 @@ dev_fraction=0.1     # share held out as dev: whole speakers if there are enough
 test_fraction=0.1    # share held out as test, as dev, without --test-transcripts (0: no test set)
 train_config=conf/transducer.yaml
 exp=exp/transducer
-unit_type=char       # char (any language), or bpe (of --vocab-size units, for a bigger corpus)
+unit_type=char       # char (any language), or bpe or unigram (of --vocab-size units, for a bigger corpus)
 vocab_size=64
 nj=2
 ngpu=                # GPUs to train on, a process each (2 or more: torchrun's DDP); 0: the CPU; empty: one
@@ -45,8 +45,8 @@ deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx an
                      # --train-config it runs: conf/deploy.yaml)
 help_message="Usage: ./run.sh --corpus-dir DIR [--transcripts FILE] [--test-transcripts FILE] [--speaker-regex RE]
   [--dev-fraction F] [--test-fraction F] | --data-dirs \"TRAIN DEV [TEST]\"
-  [--stage N] [--stop-stage M] [--train-config FILE] [--exp DIR] [--unit-type char|bpe] [--vocab-size N] [--nj N]
-  [--ngpu N] [--cpu-ranks N] [--average N] [--seeds N]
+  [--stage N] [--stop-stage M] [--train-config FILE] [--exp DIR] [--unit-type char|bpe|unigram] [--vocab-size N]
+  [--nj N] [--ngpu N] [--cpu-ranks N] [--average N] [--seeds N]
   [--methods \"greedy beam modified_beam modified_beam_lm beam_lodr ...\"] [--lm-order N] [--lm-over words|units]
   [--lm-beam N] [--lm-weights W,...] [--lm-bonuses B,...] [--deploy \"offline streaming\"]
 The transcript list (default DIR/transcripts.txt) has a line per recording: its path relative to DIR, with

@@ -19,8 +19,9 @@ exp=exp/transducer_from_ctc_20ep_phone
 init_config=conf/deepspeech_40ep.yaml  # for a --train-config that starts from another model (train.init_from),
 init_exp=exp/deepspeech_40ep_phone     # stage 4 trains this one first and starts it from its average
 init_average=10
-unit_type=phone      # phone (CMU dictionary; words from the lexicon search), bpe (of --vocab-size units), or char;
-                     # --deploy needs bpe or char (export refuses phones: sherpa-onnx would print them)
+unit_type=phone      # phone (CMU dictionary; words from the lexicon search), bpe or unigram (sentencepiece's, of
+                     # --vocab-size units), or char; --deploy needs one but phones (sherpa-onnx would print them),
+                     # and sherpa-onnx's hotwords unigram (docs/deploy.md)
 vocab_size=64
 dev_speakers=8
 nj=2
@@ -46,7 +47,7 @@ combine=             # stage 9 combines systems' n-bests (utils/combination.sh):
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/an4] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--init-config FILE] [--init-exp DIR] [--init-average N]
-  [--unit-type phone|bpe|char] [--vocab-size N] [--dev-speakers N] [--nj N] [--ngpu N] [--cpu-ranks N]
+  [--unit-type phone|bpe|unigram|char] [--vocab-size N] [--dev-speakers N] [--nj N] [--ngpu N] [--cpu-ranks N]
   [--average N] [--seeds N] [--methods \"greedy beam modified_beam modified_beam_lm modified_beam_lodr pooled_beam_lm
   beam_lm beam_lodr ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
   [--lm-order N] [--lm-over units|words] [--lm-beam N] [--test-sets \"dev test\"] [--deploy \"offline streaming\"]

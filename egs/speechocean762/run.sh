@@ -24,7 +24,8 @@ init_exp=exp/deepspeech_phone     # conf/transducer_conv_pruned_from_ctc.yaml), 
 init_average=5                    # starts it from its average
 companion_config=conf/transducer_conv_pruned.yaml  # with --init-config's model: a model from nothing, trained at
 companion_exp=exp/transducer_phone                  # once with it and in --combine default ("": none; RESULTS.md)
-unit_type=phone      # phone (CMU dictionary; words from the lexicon search), char, or bpe (of --vocab-size units)
+unit_type=phone      # phone (CMU dictionary; words from the lexicon search), char, or bpe or unigram (of --vocab-size
+                     # units)
 vocab_size=256
 dev_speakers=10
 nj=2
@@ -51,7 +52,7 @@ deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx an
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/speechocean762] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--init-config FILE] [--init-exp DIR] [--init-average N]
   [--companion-config FILE] [--companion-exp DIR]
-  [--unit-type bpe|char|phone] [--vocab-size N] [--dev-speakers N] [--nj N] [--ngpu N] [--cpu-ranks N]
+  [--unit-type bpe|unigram|char|phone] [--vocab-size N] [--dev-speakers N] [--nj N] [--ngpu N] [--cpu-ranks N]
   [--average N] [--seeds N] [--methods \"greedy beam modified_beam modified_beam_lm modified_beam_lodr pooled_beam_lm
   beam_lm beam_lodr ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
   [--lm-order N] [--lm-over words|units] [--lm-beam N] [--deploy \"offline streaming\"]

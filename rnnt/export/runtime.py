@@ -42,20 +42,29 @@ def read_json(path: str) -> dict:
     return value
 
 
-def load_recognizer(onnx_dir: str, threads: int):
-    """The recognizer sherpa-onnx.json describes, its paths made absolute; and whether it streams."""
-    import sherpa_onnx
-
+def recognizer_args(onnx_dir: str) -> dict:
+    """The keyword arguments sherpa-onnx.json holds, its paths made absolute and its files checked."""
     path = os.path.join(onnx_dir, "sherpa-onnx.json")
     args = read_json(path)
     missing = [key for key in ("encoder", "decoder", "joiner", "tokens", "sample_rate") if key not in args]
     if missing:
         raise ValueError(f"{path}: no {', '.join(missing)} (write it again with steps/export_onnx.py)")
-    for key in ("encoder", "decoder", "joiner", "tokens"):
+    for key in ("encoder", "decoder", "joiner", "tokens", "bpe_vocab"):
+        if key not in args:  # bpe_vocab: only BPE and unigram units have one
+            continue
         args[key] = os.path.join(onnx_dir, args[key])
         if not os.path.isfile(args[key]):  # sherpa-onnx's own check is an AssertionError, or a crash later
             raise ValueError(f"{args[key]}: no such file ({path} names it as the {key})")
     check_against_the_graphs(args, path)
+    return args
+
+
+def load_recognizer(onnx_dir: str, threads: int, **search):
+    """The recognizer sherpa-onnx.json describes, its search's arguments replaced by `search` (decoding_method,
+    max_active_paths, hotwords_file, hotwords_score); whether it streams; the model's sample rate."""
+    import sherpa_onnx
+
+    args = {**recognizer_args(onnx_dir), **search}
     streaming = args.get("model_type") == "lstm"
     kind = sherpa_onnx.OnlineRecognizer if streaming else sherpa_onnx.OfflineRecognizer
     return kind.from_transducer(**args, num_threads=threads), streaming, args["sample_rate"]

@@ -1,5 +1,6 @@
 """A trained transducer as the files sherpa-onnx loads: encoder.onnx, decoder.onnx, joiner.onnx,
-tokens.txt, and sherpa-onnx.json, the keyword arguments of sherpa_onnx.OfflineRecognizer.from_transducer
+tokens.txt (with bpe.model and bpe.vocab for BPE and unigram units: how sherpa-onnx spells hotwords,
+rnnt.export.hotwords), and sherpa-onnx.json, the keyword arguments of sherpa_onnx.OfflineRecognizer.from_transducer
 (streaming: OnlineRecognizer.from_transducer) with paths relative to the output dir; and decoding.json,
 what an application feeds besides the audio: {"tail_silence": seconds of silence after each utterance},
 the model's data.tail_silence, which our own decoding appends too, "encoder_frame_seconds", the audio an
@@ -35,6 +36,7 @@ import torch
 from rnnt.data import stages
 from rnnt.data.tokenizer import BLANK, SPACE, UNK
 from rnnt.export.graphs import Decoder, Joiner, OfflineEncoder, StreamingEncoder
+from rnnt.export.hotwords import BPE_VOCAB, write_sentencepiece_files
 from rnnt.export.runtime import DECODING_JSON, SHERPA_ONNX_FRAME_SECONDS
 from rnnt.model.feature_frontend import FeatureFrontEnd
 from rnnt.model.transducer import Transducer
@@ -62,7 +64,7 @@ def refusals(experiment, model, tokenizer, options: ExportOptions) -> list[str]:
     data, why = experiment.data, []
     if tokenizer.kind == "phone":
         why.append("phone units: sherpa-onnx would print phones, not words (our words come from a lexicon "
-                   "search it does not have); train with bpe or char units")
+                   "search it does not have); train with bpe, unigram or char units")
     if not model.is_transducer:
         why.append("a CTC model (loss.type: ctc) has no prediction and joint network for sherpa-onnx's transducer")
     else:
@@ -262,11 +264,16 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
                **_export_decoder_and_joiner(model, paths, metadata)}
     with open(os.path.join(out_dir, "tokens.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(tokens_txt(tokenizer)) + "\n")
+    # how sherpa-onnx spells hotwords (rnnt.export.hotwords); word units it cannot spell at all
+    hotwords = {"modeling_unit": "cjkchar"} if tokenizer.kind == "char" else {}
+    if tokenizer.model is not None:
+        write_sentencepiece_files(tokenizer.model, out_dir)
+        hotwords = {"modeling_unit": "bpe", "bpe_vocab": BPE_VOCAB}
     if options.int8:
         paths = {name: _quantize(path) for name, path in paths.items()}
     args = {**{name: os.path.basename(path) for name, path in paths.items()}, "tokens": "tokens.txt",
             "sample_rate": data.sample_rate, "feature_dim": data.features.num_mel_bins, "dither": 0.0,
-            "decoding_method": "greedy_search"}
+            "decoding_method": "greedy_search", **hotwords}
     if options.streaming:
         args.update(model_type="lstm", low_freq=20.0, high_freq=-400.0, normalize_samples=True, snip_edges=False,
                     **endpoint_rules(seconds_per_encoder_frame(experiment)))

@@ -1,6 +1,8 @@
-"""Hotwords (contextual biasing): phrases a beam search favours, as sherpa-onnx's --hotwords-file does. Each
+"""Hotwords (contextual biasing): phrases a beam search favours, as sherpa-onnx's --hotwords-file does, from a
+file as sherpa-onnx reads one (a phrase a line, optionally its own score after it: 'NEW YORK :3.0'). Each
 phrase's units are a path in a trie with Aho-Corasick fallback links; a hypothesis's state is its node, each unit
-that goes deeper adds `score`, and one that breaks a partial match takes back what it had added (down to the
+that goes deeper adds its score (the phrase's, or the largest of the phrases that share the unit's prefix, as
+sherpa-onnx has it), and one that breaks a partial match takes back what it had added (down to the
 longest suffix that still begins a phrase). A completed phrase keeps its bonus and matching starts again (a
 phrase that ends inside a longer one's match ends that match: list the longer alone); a phrase left incomplete
 when the hypothesis ends is taken back. Letters and sounds match whole words only (HotwordGraph's boundary).
@@ -18,28 +20,35 @@ from rnnt.lm.fusion import UNK
 
 @dataclass
 class Node:
-    weight: int = 0  # the units of its path that earn the score (all but word boundaries)
+    bonus: float = 0.0  # what the units of its path earn (word boundaries nothing)
     children: dict[int, int] = field(default_factory=dict)
     fail: int = 0  # the deepest node whose path is a proper suffix of this one's
-    matched: int = 0  # the weight of the longest phrase that ends this node's path (0: none)
+    matched: int = 0  # the node of the longest phrase that ends this node's path (0: none)
 
 
 class HotwordGraph:
-    def __init__(self, phrases: list[list[int]], score: float, boundary: int | None = None):
-        """boundary: the unit between words where units spell words letter by letter or sound by sound (char and
-        phone units' ▁): each phrase is then matched as whole words, a boundary before and after it (the
-        hypothesis's start and end counting as boundaries), which earn nothing. Without one (BPE pieces carry the
-        word start, word units are words) phrases are matched as they are."""
-        self.score, self.boundary = score, boundary
+    def __init__(self, phrases: list[list[int]], score: float, boundary: int | None = None,
+                 scores: list[float | None] | None = None):
+        """Each unit of a phrase earns `score`, or the phrase's own in `scores` (None: `score`). boundary: the unit
+        between words where units spell words letter by letter or sound by sound (char and phone units' ▁): each
+        phrase is then matched as whole words, a boundary before and after it (the hypothesis's start and end
+        counting as boundaries), which earn nothing. Without one (BPE pieces carry the word start, word units are
+        words) phrases are matched as they are."""
+        self.boundary = boundary
         self.nodes = [Node()]
-        for units in ([boundary, *p, boundary] for p in phrases) if boundary is not None else phrases:
-            at = 0
+        own = scores or [None] * len(phrases)
+        for units, phrase_score in zip(([boundary, *p, boundary] for p in phrases) if boundary is not None
+                                        else phrases, own):
+            unit_score, at = score if phrase_score is None else phrase_score, 0
             for unit in units:
                 if unit not in self.nodes[at].children:
                     self.nodes[at].children[unit] = len(self.nodes)
-                    self.nodes.append(Node(self.nodes[at].weight + (unit != boundary)))
+                    self.nodes.append(Node(-1.0))
                 at = self.nodes[at].children[unit]
-            self.nodes[at].matched = self.nodes[at].weight
+                node = self.nodes[at]  # the bonus of its own unit for now: summed along the paths below
+                node.bonus = max(node.bonus, 0.0 if unit == boundary else unit_score)
+            self.nodes[at].matched = at
+        self._sum_bonuses()
         queue = deque(self.nodes[0].children.values())  # fallbacks breadth first: each from shallower ones
         while queue:
             node = self.nodes[queue.popleft()]
@@ -53,6 +62,15 @@ class HotwordGraph:
                 queue.append(child)
         self.first = self.nodes[0].children.get(boundary, 0) if boundary is not None else 0  # after a boundary
 
+    def _sum_bonuses(self) -> None:
+        """Each node's bonus from its own unit's to its whole path's (iteratively: paths are as long as phrases)."""
+        stack = [0]
+        while stack:
+            node = self.nodes[stack.pop()]
+            for child in node.children.values():
+                self.nodes[child].bonus += node.bonus
+                stack.append(child)
+
     def start(self) -> int:
         return self.first  # a hypothesis starts at a word's start
 
@@ -64,9 +82,9 @@ class HotwordGraph:
             to = self.nodes[to].fail
         to = self.nodes[to].children.get(unit, 0)
         if self.nodes[to].matched:
-            return self.score * (self.nodes[to].matched - self.nodes[at].weight), \
+            return self.nodes[self.nodes[to].matched].bonus - self.nodes[at].bonus, \
                 self.first if unit == self.boundary else 0
-        return self.score * (self.nodes[to].weight - self.nodes[at].weight), to
+        return self.nodes[to].bonus - self.nodes[at].bonus, to
 
     def end(self, at: int) -> float:
         """What a hypothesis ending at node `at` adds: its end is a boundary (which may complete a phrase), then
@@ -74,7 +92,7 @@ class HotwordGraph:
         added = 0.0
         if self.boundary is not None:
             added, at = self.step(at, self.boundary)
-        return added - self.score * self.nodes[at].weight
+        return added - self.nodes[at].bonus
 
 
 @dataclass
@@ -117,28 +135,51 @@ def pronunciations(tokenizer, text: str) -> list[list[int]]:
 
 
 def hotword_graph(tokenizer, path: str, score: float) -> HotwordGraph:
-    """The hotwords of a file (one phrase a line) in the model's units, each unit of them worth score; whole words
-    of char and phone units (their ▁ between words the boundary)."""
+    """The hotwords of a file (one phrase a line, its own ':score' after it or `score`) in the model's units; whole
+    words of char and phone units (their ▁ between words the boundary)."""
     boundary = tokenizer.units.get(SPACE) if tokenizer.kind in ("char", "phone") else None
-    return HotwordGraph(read_hotwords(path, tokenizer), score, boundary)
+    phrases = read_hotwords(path, tokenizer)
+    return HotwordGraph([units for units, _ in phrases], score, boundary, [own for _, own in phrases])
 
 
-def read_hotwords(path: str, tokenizer) -> list[list[int]]:
-    """The phrases of a hotwords file (one a line, as the transcripts are written; blank lines skipped) as the
-    model's units (phones: each pronunciation the lexicon gives; a word spelt like a more common one is written
-    as that one all the same, as any phone model's output is); a phrase the units cannot spell (a word the phone
-    lexicon lacks, a unit the model has not) is a ValueError naming its line."""
+def phrase_and_score(text: str, where: str) -> tuple[str, float | None]:
+    """A hotwords line's phrase and its own score (None: the default), as sherpa-onnx reads them: the score a last
+    word ':S', finite and not negative, ':0' the default as there; a ':' word elsewhere is a ValueError naming
+    where."""
+    words = text.split()
+    if any(word.startswith(":") for word in words[:-1]):
+        raise ValueError(f"{where}: '{text}': a phrase's score (':S') comes last on its line")
+    if not words[-1].startswith(":"):
+        return text, None
+    try:
+        score = float(words[-1][1:])
+    except ValueError:
+        score = float("nan")
+    if not 0 <= score < float("inf"):
+        raise ValueError(f"{where}: '{text}': the score '{words[-1]}' is not a finite number of at least 0")
+    if len(words) == 1:
+        raise ValueError(f"{where}: '{text}': a score and no phrase")
+    return " ".join(words[:-1]), score or None
+
+
+def read_hotwords(path: str, tokenizer) -> list[tuple[list[int], float | None]]:
+    """The phrases of a hotwords file (one a line, as the transcripts are written, its own score after it as
+    sherpa-onnx reads one: 'NEW YORK :3'; blank lines skipped) as the model's units, each with its own score (None:
+    the default); a phone model's phrase once for each pronunciation the lexicon gives (a word spelt like a more
+    common one is written as that one all the same, as any phone model's output is). A phrase the units cannot
+    spell (a word the phone lexicon lacks, a unit the model has not) or a score out of place is a ValueError naming
+    its line."""
     phrases = []
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
-            text = " ".join(line.split())
-            if not text:
+            if not line.split():
                 continue
+            text, score = phrase_and_score(" ".join(line.split()), f"{path}:{number}")
             spellings = pronunciations(tokenizer, text) if tokenizer.kind == "phone" else [tokenizer.encode(text)]
             if any(tokenizer.units[UNK] in units for units in spellings):
                 raise ValueError(f"{path}:{number}: '{text}' holds what the model's units cannot spell (" + (
                     "a word its lexicon lacks" if tokenizer.kind == "phone" else "<unk>") + ")")
-            phrases += spellings
+            phrases += [(units, score) for units in spellings]
     if not phrases:
         raise ValueError(f"{path}: no hotword in it (one phrase a line)")
     return phrases

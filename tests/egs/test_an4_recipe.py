@@ -135,7 +135,7 @@ def test_deploying_phone_units_stops_before_any_stage(test_data, tmp_path):
         recipe = copy_recipe(name, tmp_path)
         out = run_recipe(recipe, "--corpus-dir", str(test_data / corpus), "--deploy", "offline")
         assert out.returncode == 1, out.stdout[-2000:]
-        assert out.stderr.strip() == ("run.sh: --deploy needs --unit-type bpe or char: sherpa-onnx prints the "
+        assert out.stderr.strip() == ("run.sh: --deploy needs --unit-type bpe, unigram or char: sherpa-onnx prints the "
                                       "units, and phones are not words"), out.stderr
         assert not (recipe / "data").exists() and not (recipe / "exp").exists()
     # characters, but the default config, whose kaldi fbank sherpa-onnx does not compute: refused before training

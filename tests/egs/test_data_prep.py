@@ -312,3 +312,26 @@ def test_speechocean762_prep_holds_out_whole_speakers_and_names_missing_audio(te
     out = run_tool(sys.executable, ROOT / "egs" / "speechocean762" / "local" / "data_prep.py", corpus, tmp_path / "d")
     assert out.returncode == 1 and out.stderr == f"data_prep.py: {corpus}: no train/utt2spk; give the " \
                                                  "speechocean762/ folder\n", out.stderr
+
+
+def test_an4_spelled_names_are_a_hotwords_file_with_distractors(test_data, tmp_path):
+    """egs/an4/local/spelled_names.py on AN4's own test transcripts: the runs of 3 or more letters, each once, then
+    distractors from other names only, the same for the same seed."""
+    etc = test_data / "an4" / "etc"
+    for name, ids in (("said", range(0, 60)), ("others", range(60, 130))):
+        (tmp_path / name).mkdir()
+        lines = (etc / "an4_test.transcription").read_text().splitlines()
+        (tmp_path / name / "text").write_text("".join(f"u{i:03d} {lines[i].rsplit(' (', 1)[0]}\n" for i in ids))
+    (tmp_path / "said" / "text").write_text((tmp_path / "said" / "text").read_text() + "x1 A B ONE C D E\nx2 R U N\n")
+    script = ROOT / "egs" / "an4" / "local" / "spelled_names.py"
+    out = run_tool(sys.executable, script, "--distractors", "5", "--distractors-from", tmp_path / "others",
+                   tmp_path / "said", tmp_path / "names.txt")
+    assert out.returncode == 0, out.stderr
+    names = (tmp_path / "names.txt").read_text().splitlines()
+    said = [n for n in names if n in (tmp_path / "said" / "text").read_text()]
+    assert "C D E" in said and "R U N" in said and "A B" not in names and len(set(names)) == len(names)
+    assert len(names) == len(said) + 5 and all(len(n.split()) >= 3 for n in names)
+    assert f"{len(said)} names spelt in {tmp_path / 'said'} and 5 distractors from" in out.stdout
+    again = run_tool(sys.executable, script, "--distractors", "5", "--distractors-from", tmp_path / "others",
+                     tmp_path / "said", tmp_path / "again.txt")
+    assert again.returncode == 0 and (tmp_path / "again.txt").read_text() == "\n".join(names) + "\n"

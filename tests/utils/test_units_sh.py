@@ -64,3 +64,11 @@ def test_only_a_config_that_starts_from_a_model_gets_one(tmp_path):
     starts = {name: sourced('starts_from_a_model "$1"', str(tmp_path / f"{name}.yaml")).returncode == 0
               for name in configs}
     assert starts == {"block": True, "flow": True, "alone": False, "empty": False, "nothing": False}
+
+
+def test_each_unit_type_has_a_lang_dir_of_its_own():
+    out = sourced("for kind in bpe unigram char phone; do lang_of $kind 64; done")
+    assert out.returncode == 0 and out.stdout.split() == ["data/lang_bpe64", "data/lang_unigram64", "data/lang_char",
+                                                          "data/lang_phone"], out.stderr
+    out = sourced("lang_of word 64")
+    assert out.returncode == 1 and "--unit-type must be bpe, unigram, char or phone, got 'word'" in out.stderr

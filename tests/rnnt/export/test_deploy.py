@@ -37,7 +37,7 @@ STEPS = ROOT / "steps"
 
 @pytest.fixture(scope="module")
 def an4_test(test_data, tmp_path_factory):
-    """The first 12 AN4 test utterances (path, transcript), and BPE, word and phone lang dirs built from
+    """The first 12 AN4 test utterances (path, transcript), and BPE, unigram, word and phone lang dirs built from
     all 130 test transcripts."""
     etc = test_data / "an4" / "etc"
     texts = [line.rsplit(" (", 1)[0].strip() for line in (etc / "an4_test.transcription").read_text().splitlines()]
@@ -48,7 +48,7 @@ def an4_test(test_data, tmp_path_factory):
     langs = {}
     langs["phone"] = root / "lang_phone"
     assert run_tool(sys.executable, STEPS / "build_lexicon.py", root / "data", langs["phone"]).returncode == 0
-    for kind, size in (("bpe", "40"), ("word", "0"), ("phone", "0")):
+    for kind, size in (("bpe", "40"), ("unigram", "40"), ("word", "0"), ("phone", "0")):
         langs[kind] = root / f"lang_{kind}"
         out = run_tool(sys.executable, STEPS / "build_units.py", "--unit-type", kind, "--vocab-size", size,
                        root / "data", langs[kind])
@@ -456,6 +456,41 @@ def test_decode_sherpa_onnx_scores_a_list_as_decode_py(an4_test, tmp_path):
     hyp_words = sum(len(line.split()) - 1 for line in (tmp_path / "sherpa" / "hyp").read_text().splitlines())
     assert len(theirs) == len(ours) == hyp_words > len(audio)
     assert theirs == ours  # a word ending with the audio ends with the recording in both
+
+
+def test_sherpa_onnx_favours_the_hotwords_of_an_export_in_its_modified_beam_search(an4_test, tmp_path):
+    """decode_sherpa_onnx.py --method modified_beam runs sherpa-onnx's modified_beam_search, which gives our
+    modified_beam's transcripts (but for the order it keeps candidates in); --hotwords FIVE makes this untrained
+    model say FIVE more often there, through the bpe.vocab the export wrote for its unigram units; a phrase the
+    units cannot spell is named and left out, and greedy search takes no hotwords."""
+    audio, langs = an4_test
+    exp = make_experiment(tmp_path / "exp", langs["unigram"])
+    export(exp, tmp_path / "onnx")
+    args = json.loads((tmp_path / "onnx" / "sherpa-onnx.json").read_text())
+    assert args["modeling_unit"] == "bpe" and (tmp_path / "onnx" / args["bpe_vocab"]).is_file()
+    data_list = tmp_path / "test.list"
+    data_list.write_text("".join(json.dumps({"key": f"utt{i}", "wav": p, "txt": t}) + "\n"
+                                 for i, (p, t) in enumerate(audio)))
+    assert run_tool(sys.executable, STEPS / "decode.py", "--method", "modified_beam", exp, data_list,
+                    "test").returncode == 0
+
+    def sherpa(out: str, *options):
+        result = run_tool(sys.executable, STEPS / "decode_sherpa_onnx.py", "--method", "modified_beam", *options,
+                          tmp_path / "onnx", data_list, tmp_path / out)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return result, (tmp_path / out / "hyp").read_text().split().count("FIVE")
+
+    plain, fives = sherpa("plain", "--compare", exp / "decode-test-modified_beam")
+    same = int(plain.stdout.split("; ")[-1].split()[0])
+    assert "offline modified_beam," in plain.stdout and same >= len(audio) - 2, plain.stdout
+    (tmp_path / "hot.txt").write_text("FIVE\nZÜRICH :3\n")
+    biased, biased_fives = sherpa("biased", "--hotwords", tmp_path / "hot.txt", "--hotwords-score", "3")
+    assert biased_fives > fives + 5 and "offline modified_beam+hotwords," in biased.stdout
+    assert f"{tmp_path / 'hot.txt'}:2: 'ZÜRICH': the model has no unit" in biased.stderr
+    assert (tmp_path / "biased" / "hotwords.txt").read_text() == "FIVE\n"  # what sherpa-onnx was given
+    greedy = run_tool(sys.executable, STEPS / "decode_sherpa_onnx.py", "--hotwords", tmp_path / "hot.txt",
+                      tmp_path / "onnx", data_list, tmp_path / "greedy")
+    assert greedy.returncode == 2 and "--hotwords goes with --method modified_beam" in greedy.stderr
 
 
 def test_segments_cut_in_pauses_and_cover_the_recording():

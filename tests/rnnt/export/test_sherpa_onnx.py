@@ -166,7 +166,8 @@ def test_an_offline_export_is_what_sherpa_onnx_loads(tmp_path, langs, test_data,
     args = json.loads((out / "sherpa-onnx.json").read_text())
     assert args == result["args"] == {"encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx",
                                       "tokens": "tokens.txt", "sample_rate": 16000, "feature_dim": 80,
-                                      "dither": 0.0, "decoding_method": "greedy_search"}
+                                      "dither": 0.0, "decoding_method": "greedy_search",
+                                      "modeling_unit": "cjkchar"}  # how it spells hotwords: characters
     assert json.loads((out / "decoding.json").read_text()) == {"tail_silence": 0.2, "unit_type": "char",
                                                                "encoder_frame_seconds": pytest.approx(0.06)}
     assert result["checkpoint"] == str(exp / "epoch-2.pt") and result["options"] == ExportOptions()

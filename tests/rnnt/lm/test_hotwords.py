@@ -7,22 +7,27 @@ import pytest
 from rnnt.lm.hotwords import HotwordFusion, HotwordGraph, read_hotwords
 
 
-def plain_bonus(phrases: list[list[int]], units: list[int], score: float, boundary: int | None = None) -> float:
+def plain_bonus(phrases: list[list[int]], units: list[int], score: float, boundary: int | None = None,
+                scores: list[float] | None = None) -> float:
     """The bonus by its definition: after each unit, the units since the last completed phrase are cut to their
     longest ending that begins some phrase; where a phrase ends them, it is complete (the longest that does),
-    earns score a unit, and matching starts again. With a boundary unit, phrases are whole words: a boundary
-    before and after each (the sequence's start and end count as ones), earning nothing."""
-    def weight(seq):
-        return sum(unit != boundary for unit in seq)
-
+    earns for each unit the largest score of the phrases that begin with the units up to it, and matching starts
+    again. With a boundary unit, phrases are whole words: a boundary before and after each (the sequence's start
+    and end count as ones), earning nothing."""
+    scores = scores or [score] * len(phrases)
     if boundary is not None:
         phrases, units = [[boundary, *p, boundary] for p in phrases], [boundary, *units, boundary]
+
+    def earned(phrase):
+        return sum(max(s for p, s in zip(phrases, scores) if p[:k + 1] == phrase[:k + 1])
+                   for k, unit in enumerate(phrase) if unit != boundary)
+
     bonus, since = 0.0, []
     for unit in units:
         since = since + [unit]
         complete = [p for p in phrases if len(p) <= len(since) and since[len(since) - len(p):] == p]
         if complete:
-            bonus += score * max(weight(p) for p in complete)
+            bonus += earned(max(complete, key=len))
             since = [unit] if unit == boundary else []
             continue
         while since and not any(p[:len(since)] == since for p in phrases):
@@ -39,17 +44,21 @@ def collected(fusion: HotwordFusion, units: list[int]) -> float:
     return total + end
 
 
+@pytest.mark.parametrize("own_scores", [False, True])
 @pytest.mark.parametrize("boundary", [None, 4])
-def test_the_bonus_of_random_sequences_is_the_plain_matchers(boundary):
-    """Units 1-3 (and 4, a boundary between words where there is one): 3000 sequences over random phrases."""
+def test_the_bonus_of_random_sequences_is_the_plain_matchers(boundary, own_scores):
+    """Units 1-3 (and 4, a boundary between words where there is one): 3000 sequences over random phrases, one
+    score for all or each phrase its own (None: the default), as a hotwords file's ':S' gives them."""
     rng = random.Random(0)
     for trial in range(300):
         phrases = [[rng.randrange(1, 4) for _ in range(rng.randrange(1, 5))] for _ in range(rng.randrange(1, 5))]
-        fusion = HotwordFusion(HotwordGraph(phrases, 1.5, boundary))
+        own = [rng.choice([None, 0.5, 2.0, 3.0]) for _ in phrases] if own_scores else None
+        fusion = HotwordFusion(HotwordGraph(phrases, 1.5, boundary, own))
+        scores = [1.5 if s is None else s for s in own] if own else None
         for _ in range(10):
             units = [rng.randrange(1, 5) for _ in range(rng.randrange(0, 12))]
-            expected = plain_bonus(phrases, units, 1.5, boundary)
-            assert collected(fusion, units) == pytest.approx(expected), (phrases, units)
+            expected = plain_bonus(phrases, units, 1.5, boundary, scores)
+            assert collected(fusion, units) == pytest.approx(expected), (phrases, own, units)
 
 
 def test_letters_match_whole_words_only():
@@ -104,8 +113,14 @@ def test_a_hotwords_file_in_the_models_units(tmp_path):
         def encode(self, text):
             return [self.units.get("▁" if c == " " else c, 1) for c in text]
 
-    (tmp_path / "hot.txt").write_text("AB  A\n\nB\n")
-    assert read_hotwords(str(tmp_path / "hot.txt"), Chars()) == [[3, 4, 2, 3], [4]]
+    (tmp_path / "hot.txt").write_text("AB  A\n\nB :2.5\nA :0\n")  # sherpa-onnx's ':0' is the default too
+    assert read_hotwords(str(tmp_path / "hot.txt"), Chars()) == [([3, 4, 2, 3], None), ([4], 2.5), ([3], None)]
+    for line, problem in [("A :1 B", "comes last on its line"), ("A :x", "':x' is not a finite number"),
+                          ("A :-1", "':-1' is not a finite number"), ("A :inf", "is not a finite"),
+                          (":2", "no phrase")]:
+        (tmp_path / "scored.txt").write_text(f"A\n{line}\n")
+        with pytest.raises(ValueError, match=f"scored.txt:2: '{line}': .*{problem}"):
+            read_hotwords(str(tmp_path / "scored.txt"), Chars())
     (tmp_path / "bad.txt").write_text("A\nABC\n")
     with pytest.raises(ValueError, match=r"bad.txt:2: 'ABC' holds what the model's units cannot spell"):
         read_hotwords(str(tmp_path / "bad.txt"), Chars())
@@ -121,7 +136,8 @@ def test_a_phone_models_hotword_is_every_pronunciation_of_its_words(tmp_path):
         lexicon = {"READ": [("R", "IY", "D"), ("R", "EH", "D")], "IT": [("IH", "T")]}
 
     (tmp_path / "hot.txt").write_text("READ IT\n")
-    assert read_hotwords(str(tmp_path / "hot.txt"), Phones()) == [[3, 4, 5, 2, 7, 8], [3, 6, 5, 2, 7, 8]]
+    assert read_hotwords(str(tmp_path / "hot.txt"), Phones()) == [([3, 4, 5, 2, 7, 8], None),
+                                                                   ([3, 6, 5, 2, 7, 8], None)]
     (tmp_path / "bad.txt").write_text("READ THIS\n")
     with pytest.raises(ValueError, match=r"bad.txt:1: 'READ THIS' holds what the model's units cannot spell \(a "
                                          r"word its lexicon lacks\)"):
