@@ -1,5 +1,6 @@
 """Word times as a NIST CTM file, as Kaldi's steps/get_ctm.sh writes one: '<file> <channel> <start> <duration>
-<word>' a line, seconds with two decimals, sorted by file, channel and start (sclite and asclite read it).
+<word> [<confidence>]' a line, seconds with two decimals, the word's confidence where the decode gave one
+(rnnt.confidence), sorted by file, channel and start (sclite and asclite read it).
 
 Without segments, an utterance is its own file on channel 1, times from its start (Kaldi's nbest-to-ctm).
 Where the data dir has segments, times count from the start of the recording the utterance was cut from, and the
@@ -54,9 +55,9 @@ def recording_offsets(data_dir: str) -> dict[str, tuple[str, str, float]] | None
 
 def ctm_rows(words: dict[str, list[dict]], offsets: dict[str, tuple[str, str, float]] | None,
              unplaced: list[str]) -> list[str]:
-    """The CTM lines of each utterance's words ({"word", "start", "end"}, seconds from the utterance's start),
-    sorted. An utterance the segments do not name is left out (its times belong to no recording) and appended
-    to unplaced."""
+    """The CTM lines of each utterance's words ({"word", "start", "end"}, seconds from the utterance's start, and
+    "confidence" where given), sorted. An utterance the segments do not name is left out (its times belong to no
+    recording) and appended to unplaced."""
     rows = []
     for utt, utterance_words in words.items():
         if offsets is not None and utt not in offsets:
@@ -65,7 +66,8 @@ def ctm_rows(words: dict[str, list[dict]], offsets: dict[str, tuple[str, str, fl
         file, channel, offset = offsets[utt] if offsets is not None else (utt, "1", 0.0)
         for word in utterance_words:
             start = round(offset + word["start"], 2)
-            rows.append((file, channel, start, round(word["end"] - word["start"], 2), word["word"]))
+            confidence = f" {word['confidence']:.4f}" if "confidence" in word else ""
+            rows.append((file, channel, start, round(word["end"] - word["start"], 2), word["word"] + confidence))
     rows.sort(key=lambda row: (row[0], row[1], row[2]))
     return [f"{file} {channel} {start:.2f} {duration:.2f} {word}" for file, channel, start, duration, word in rows]
 

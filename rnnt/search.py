@@ -38,6 +38,8 @@ class Hypothesis:
     state: object = field(default=None, repr=False, compare=False)
     pred_proj: torch.Tensor | None = field(default=None, repr=False, compare=False)
     words: list[str] | None = None  # a word LM's words (rnnt.lm.lexicon_search); else the tokens spell the text
+    # each token's posterior where it was emitted (rnnt.confidence; decoding sets them on the best hypothesis)
+    unit_posteriors: list[float] | None = field(default=None, repr=False, compare=False)
 
 
 LN2 = math.log(2.0)
@@ -161,30 +163,34 @@ def greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor, max_symbols_
             pending = emit  # a blank ends the frame for that sequence
             if read_freely and not emit.any():
                 break
-            emissions.append((frame_offset + t, best, emit))
+            emissions.append((frame_offset + t, best, emit, score))
             new_out, new_state = predictor.step(torch.where(emit, best, torch.full_like(best, blank)), state)
             state = predictor.merge_state(new_state, state, emit)
             pred_proj = torch.where(emit[:, None], joiner.pred_proj(new_out), pred_proj)
         if charge_blank_at_cap and (not read_freely or pending.any()):  # the cap ends these frames with a blank
             blank_scores = joint_log_probs(joiner, enc_proj[:, t], pred_proj)[:, blank]
             scores += torch.where(pending, blank_scores.double(), 0.0)
-    hyps = [Hypothesis(h.tokens, h.frames, score) for h, score in zip(start, scores.tolist())]
+    hyps = [Hypothesis(h.tokens, h.frames, score, unit_posteriors=h.unit_posteriors if h.unit_posteriors is not None
+                       else []) for h, score in zip(start, scores.tolist())]
     _append_emissions(hyps, emissions)
     hand_out_states(hyps, predictor, state, pred_proj)
     return hyps
 
 
 def _append_emissions(hyps: list[Hypothesis], emissions: list) -> None:
-    """Adds to each hypothesis the symbols emitted for it and their frames: one read of the device."""
+    """Adds to each hypothesis the symbols emitted for it, their frames and their posteriors (rnnt.confidence):
+    one read of the device."""
     if not emissions:
         return
-    symbols = torch.stack([best for _, best, _ in emissions], dim=1).tolist()
-    emitted = torch.stack([emit for _, _, emit in emissions], dim=1).tolist()
-    for hyp, symbols_b, emitted_b in zip(hyps, symbols, emitted):
-        for (frame, _, _), symbol, emit in zip(emissions, symbols_b, emitted_b):
+    symbols = torch.stack([best for _, best, _, _ in emissions], dim=1).tolist()
+    emitted = torch.stack([emit for _, _, emit, _ in emissions], dim=1).tolist()
+    posteriors = torch.stack([score for _, _, _, score in emissions], dim=1).exp().tolist()
+    for hyp, symbols_b, emitted_b, posteriors_b in zip(hyps, symbols, emitted, posteriors):
+        for (frame, _, _, _), symbol, emit, posterior in zip(emissions, symbols_b, emitted_b, posteriors_b):
             if emit:
                 hyp.tokens.append(symbol)
                 hyp.frames.append(frame)
+                hyp.unit_posteriors.append(posterior)
 
 
 @torch.no_grad()

@@ -120,7 +120,9 @@ class Stream:
         duration = self.samples / self.sample_rate  # the audio's, not the silence finish() appends
 
         def now() -> Hypothesis:  # its lists in place as the stream goes on
-            return Hypothesis(hypothesis.tokens[:units], hypothesis.frames[:units], hypothesis.score)
+            posteriors = hypothesis.unit_posteriors[:units] if hypothesis.unit_posteriors is not None else None
+            return Hypothesis(hypothesis.tokens[:units], hypothesis.frames[:units], hypothesis.score,
+                              unit_posteriors=posteriors)
 
         return Partial(lambda: self.transcriber.tokenizer.text(now()),
                        lambda: self.transcriber.words(now(), duration), final)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
+from rnnt.confidence import Calibration, add_unit_posteriors, experiment_calibration, word_confidence
 from rnnt.ctm import start_within
 from rnnt.data import stages
 from rnnt.data.audio import float_samples, load_audio, to_mono
@@ -69,10 +70,14 @@ def decoding_pipeline(experiment: Experiment, tokenizer: Tokenizer, data_list: s
 
 def decode_batch_nbest(model, feats, feat_lens, method: str = "greedy",
                        options: SearchOptions = SearchOptions()) -> list[list[Hypothesis]]:
-    """For each utterance of a padded batch, its best hypotheses, best first (rnnt.search_methods)."""
+    """For each utterance of a padded batch, its best hypotheses, best first (rnnt.search_methods); the best one's
+    unit posteriors set (rnnt.confidence)."""
     with torch.no_grad():
         enc, enc_lens = model.encode(feats, feat_lens)
-    return search(model, enc, enc_lens, method, options)
+    nbests = search(model, enc, enc_lens, method, options)
+    if any(nbest[0].unit_posteriors is None for nbest in nbests):  # greedy search keeps them as it goes
+        add_unit_posteriors(model, enc, [nbest[0] for nbest in nbests], METHODS[method].head)
+    return nbests
 
 
 def decode_batch(model, feats, feat_lens, method: str = "greedy",
@@ -93,25 +98,34 @@ def seconds_per_encoder_frame(experiment: Experiment) -> float:
 
 
 def words_with_times(tokenizer: Tokenizer, hyp: Hypothesis, frame_seconds: float,
-                     duration: float = float("inf")) -> list[dict]:
+                     duration: float = float("inf"), calibration: Calibration | None = None) -> list[dict]:
     """Words with start and end times (seconds) from the frames at which their pieces were emitted, never past
     the audio's duration (a unidirectional model emits a word's end inside the silence appended after it:
-    start_within); a word LM's words (hyp.words) name them where the search kept them."""
-    groups: list[list[tuple[int, int]]] = []  # each word's (token, frame)s
-    for token, frame in zip(hyp.tokens, hyp.frames):
+    start_within); a word LM's words (hyp.words) name them where the search kept them; with the hypothesis's unit
+    posteriors, each word's confidence (rnnt.confidence; calibrated where given)."""
+    groups: list[list[tuple[int, int, float | None]]] = []  # each word's (token, frame, posterior)s
+    posteriors = hyp.unit_posteriors if hyp.unit_posteriors is not None else [None] * len(hyp.tokens)
+    for token, frame, posterior in zip(hyp.tokens, hyp.frames, posteriors):
         piece = tokenizer.symbols.get(token, "<unk>")
         if piece == SPACE and tokenizer.kind in ("char", "phone"):  # the word boundary as a unit of its own
             groups.append([])
         elif not groups or tokenizer.kind == "word" or (piece.startswith(SPACE) and tokenizer.kind != "phone"):
-            groups.append([(token, frame)])
+            groups.append([(token, frame, posterior)])
         else:
-            groups[-1].append((token, frame))
+            groups[-1].append((token, frame, posterior))
     groups = [group for group in groups if group]
     texts = hyp.words if hyp.words is not None and len(hyp.words) == len(groups) else \
-        [tokenizer.decode([token for token, _ in group]).strip() for group in groups]
-    return [{"word": text, "start": round(start_within(group[0][1] * frame_seconds, duration, frame_seconds), 3),
-             "end": round(min((group[-1][1] + 1) * frame_seconds, duration), 3)}
-            for text, group in zip(texts, groups) if text]  # a lone word-start piece spells no word
+        [tokenizer.decode([token for token, _, _ in group]).strip() for group in groups]
+    rows = []
+    for text, group in zip(texts, groups):
+        if not text:  # a lone word-start piece spells no word
+            continue
+        start = start_within(group[0][1] * frame_seconds, duration, frame_seconds)
+        rows.append({"word": text, "start": round(start, 3),
+                     "end": round(min((group[-1][1] + 1) * frame_seconds, duration), 3)})
+        if hyp.unit_posteriors is not None:
+            rows[-1]["confidence"] = word_confidence([posterior for _, _, posterior in group], calibration)
+    return rows
 
 
 @dataclass
@@ -156,11 +170,14 @@ class Transcriber:
         self.lm_options: dict[str, SearchOptions] = {}  # each LM-fused method's, read at its first use
         self.hotwords: HotwordGraph | None = None  # use_hotwords' phrases
         self.cmvn = stages.load_cmvn(experiment.data)
+        # words' confidences as the experiment's calibration maps them (steps/calibrate_confidence.py); None: raw
+        self.calibration = experiment_calibration(exp_dir) if exp_dir else None
 
     @classmethod
     def from_exp_dir(cls, exp_dir: str, checkpoint_path: str | None = None, device: str = "cpu",
                      use_ema: bool = True) -> "Transcriber":
-        """The experiment's model; the LM-fused methods use its lm/<method>.yaml (steps/tune_lm_fusion.py)."""
+        """The experiment's model; the LM-fused methods use its lm/<method>.yaml (steps/tune_lm_fusion.py), words'
+        confidences its calibration (steps/calibrate_confidence.py)."""
         experiment, model, tokenizer, _ = load_model(exp_dir, checkpoint_path, use_ema, device)
         return cls(experiment, model, tokenizer, next(model.parameters()).device, exp_dir)  # 'auto' resolved there
 
@@ -241,7 +258,8 @@ class Transcriber:
         return transcripts
 
     def words(self, hyp: Hypothesis, duration: float = float("inf")) -> list[dict]:
-        return words_with_times(self.tokenizer, hyp, seconds_per_encoder_frame(self.experiment), duration)
+        return words_with_times(self.tokenizer, hyp, seconds_per_encoder_frame(self.experiment), duration,
+                                self.calibration)
 
     def stream(self):
         """A rnnt.streaming.Stream: feed it audio chunks at the model's sample rate, read partial results."""

@@ -27,6 +27,7 @@ from rnnt.devices import auto_device
 from rnnt.progress_bar import progress
 
 from rnnt.cli import ToolError, at_least, run_tool, show_data_reports, tool_parser
+from rnnt.confidence import CALIBRATION_FILE, experiment_calibration
 from rnnt.decode_results import nbest_line, reference_texts, write_results, write_word_outputs
 from rnnt.lm.fusion import fusion_config_path
 from rnnt.lm.hotwords import hotword_graph
@@ -64,6 +65,9 @@ def parse_args() -> argparse.Namespace:
                         help="also write nbest.json: per utterance every hypothesis the search kept (up to --beam; "
                              "pooled_beam_lm up to 2 x --beam, its two searches' pooled), "
                              "with scores and unit times")
+    parser.add_argument("--raw-confidences", action="store_true", help="words' confidences as the model's "
+                        "posteriors give them, not through <exp-dir>/confidence_calibration.json where it has one "
+                        "(steps/calibrate_confidence.py)")
     add_lm_fusion_option(parser)
     parser.add_argument("--text", help="the reference Kaldi text (default: <the list's dir>/text if there, else the "
                         "transcripts in the list)")
@@ -78,19 +82,24 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
+def search_options(args, tokenizer) -> SearchOptions:
+    """The method's options: its beam, its LM's (an LM-fused method) and the hotwords'."""
+    options = SearchOptions(args.beam or 4, args.max_symbols_per_frame)
+    if METHODS[args.method].lm:
+        options = lm_options(args.method, tokenizer, args.lm_fusion or fusion_config_path(args.exp_dir, args.method),
+                             args.beam, args.max_symbols_per_frame)
+    return with_hotwords(options, hotword_graph(tokenizer, args.hotwords, args.hotwords_score)
+                         if args.hotwords else None)
+
+
 def main() -> str:
     args = parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
         experiment, model, tokenizer, path = load_model(args.exp_dir, args.checkpoint, not args.no_ema, args.device)
-        options = SearchOptions(args.beam or 4, args.max_symbols_per_frame)
-        if METHODS[args.method].lm:
-            options = lm_options(args.method, tokenizer,
-                                 args.lm_fusion or fusion_config_path(args.exp_dir, args.method),
-                                 args.beam, args.max_symbols_per_frame)
-        options = with_hotwords(options, hotword_graph(tokenizer, args.hotwords, args.hotwords_score)
-                                if args.hotwords else None)
+        calibration = None if args.raw_confidences else experiment_calibration(args.exp_dir)
+        options = search_options(args, tokenizer)
         check_method(model, args.method, options)
         refs, refs_from = reference_texts(args.data_list, args.text)
         show_data_reports()
@@ -108,7 +117,7 @@ def main() -> str:
         for key, hyp_list, duration in zip(batch["keys"], results, batch["seconds"]):  # the silence decoding
             hyps[key] = tokenizer.text(hyp_list[0])  # appends not counted: words end inside the recording
             audio_seconds += duration
-            words[key] = words_with_times(tokenizer, hyp_list[0], encoder_frame_seconds, duration)
+            words[key] = words_with_times(tokenizer, hyp_list[0], encoder_frame_seconds, duration, calibration)
             if tokenizer.kind == "phone":
                 phones[key] = hypothesis_phones(tokenizer, hyp_list[0].tokens)
             if args.nbest:
@@ -118,7 +127,9 @@ def main() -> str:
     report = write_results(out, refs, hyps, refs_from, "decode.py")
     try:
         write_word_outputs(out, words, nbest if args.nbest else None,
-                           os.path.dirname(os.path.abspath(args.data_list)), "decode.py")
+                           os.path.dirname(os.path.abspath(args.data_list)), "decode.py", refs,
+                           f"{os.path.join(args.exp_dir, CALIBRATION_FILE)} (fitted with {calibration.fitted_with})"
+                           if calibration else None)
     except OSError as error:
         raise ToolError(f"ctm: {error}") from error
     per = f"; {write_phone_error_rate(out, refs, phones, tokenizer)}" if tokenizer.kind == "phone" else ""

@@ -33,12 +33,13 @@ from rnnt.data.sources import records
 from rnnt.datadir.table import read_table
 from rnnt.decode_results import reference_texts, write_results, write_word_outputs
 from rnnt.export.hotwords import sherpa_hotwords
-from rnnt.export.runtime import (decoding_settings, encoder_frame_seconds, load_recognizer, recognise,
-                                 recognizer_args, tail_seconds, word_boundary_is_a_unit, words_with_times)
+from rnnt.export.runtime import (DECODING_JSON, confidence_calibration, decoding_settings, encoder_frame_seconds,
+                                 load_recognizer, recognise, recognizer_args, tail_seconds, word_boundary_is_a_unit,
+                                 words_with_times)
 
 
 def decode_all(recognizer, streaming: bool, utterances, rate: int, chunk: float, tail: float,
-               frame_seconds: float | None, boundary_is_a_unit: bool):
+               frame_seconds: float | None, boundary_is_a_unit: bool, calibration=None):
     """Each utterance's transcript and (given frame_seconds) its words with their times; the seconds of audio
     and the seconds sherpa-onnx took."""
     hyps, words, audio_seconds, decode_seconds = {}, {}, 0.0, 0.0
@@ -50,7 +51,8 @@ def decode_all(recognizer, streaming: bool, utterances, rate: int, chunk: float,
         audio_seconds += len(samples) / rate
         hyps[record["key"]] = " ".join(result.text.split())
         if frame_seconds is not None:
-            words[record["key"]] = words_with_times(result, frame_seconds, len(samples) / rate, boundary_is_a_unit)
+            words[record["key"]] = words_with_times(result, frame_seconds, len(samples) / rate, boundary_is_a_unit,
+                                                    calibration)
     return hyps, words, audio_seconds, decode_seconds
 
 
@@ -118,8 +120,10 @@ def main() -> str:
             raise FileNotFoundError(f"{args.compare}/hyp: no such file (--compare names a decode dir)")
     except (OSError, ValueError, KeyError, RuntimeError) as error:
         raise ToolError(str(error)) from error
+    calibration = confidence_calibration(args.onnx_dir)
     hyps, words, audio_seconds, decode_seconds = decode_all(recognizer, streaming, utterances, rate, args.chunk_seconds,
-                                                            tail, frame_seconds, word_boundary_is_a_unit(args.onnx_dir))
+                                                            tail, frame_seconds, word_boundary_is_a_unit(args.onnx_dir),
+                                                            calibration)
     report = write_results(args.out_dir, refs, hyps, refs_from, "decode_sherpa_onnx.py")
     if frame_seconds is None:
         print(f"decode_sherpa_onnx.py: {args.onnx_dir}/decoding.json gives no encoder_frame_seconds (an export "
@@ -127,7 +131,8 @@ def main() -> str:
     else:
         try:
             write_word_outputs(args.out_dir, words, None, os.path.dirname(os.path.abspath(args.data_list)),
-                               "decode_sherpa_onnx.py")
+                               "decode_sherpa_onnx.py", refs,
+                               f"{args.onnx_dir}/{DECODING_JSON}" if calibration else None)
         except (OSError, ValueError) as error:
             raise ToolError(f"ctm: {error}") from error
     rtf = decode_seconds / max(audio_seconds, 1e-9)

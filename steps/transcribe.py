@@ -2,7 +2,8 @@
 """Transcribe audio files (wav, flac, ogg, ...; any sample rate; stereo is averaged) with a trained experiment.
 
 Prints '<file> <text>' a line, or with --json one JSON object a line ({"file", "text", "words"?,
-"nbest"?}); --word-times adds each word's start and end in seconds, --nbest every hypothesis the search
+"nbest"?}); --word-times adds each word's start and end in seconds and its confidence (the product of its units'
+posteriors, rnnt.confidence; --json only), --nbest every hypothesis the search
 kept ({"text", "score", "tokens": [{"unit", "id", "time"}]}, best first). A file that cannot be transcribed
 is named and the others are still transcribed; the exit status is then 1. A pipe's path (<(...)) is read whole
 (with --stream, as it comes: as '-'). --scp data/x/wav.scp transcribes a Kaldi table's files and commands, each

@@ -5,11 +5,13 @@ their times."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 
 import numpy as np
 
+from rnnt.confidence import Calibration, word_confidence
 from rnnt.ctm import start_within
 
 DECODING_JSON = "decoding.json"  # written by rnnt.export.sherpa_onnx beside sherpa-onnx.json
@@ -23,11 +25,14 @@ SHERPA_ONNX_FRAME_SECONDS = FRAME_SHIFT * 4
 
 @dataclass
 class Recognised:
-    """sherpa-onnx's result: its tokens (the word-start mark shown as a space) joined, its tokens and their times.
+    """sherpa-onnx's result: its tokens (the word-start mark shown as a space) joined, its tokens and their times,
+    and each token's log-probability where it was emitted (a streaming recognizer's at its temperature_scale,
+    which a streaming export sets to 1).
     (sherpa-onnx's own text also takes out the space before a word that begins with an apostrophe.)"""
     text: str
     tokens: list[str]
     timestamps: list[float]
+    log_probs: list[float] | None = None
 
 
 def read_json(path: str) -> dict:
@@ -122,7 +127,9 @@ def recognise(recognizer, streaming: bool, samples: np.ndarray, rate: int, chunk
         while recognizer.is_ready(stream):
             recognizer.decode_stream(stream)
         result = recognizer.get_result_all(stream)
-    return Recognised(" ".join("".join(result.tokens).split()), list(result.tokens), list(result.timestamps))
+    log_probs = list(getattr(result, "ys_probs" if streaming else "ys_log_probs", None) or []) or None
+    return Recognised(" ".join("".join(result.tokens).split()), list(result.tokens), list(result.timestamps),
+                      log_probs if log_probs and len(log_probs) == len(result.tokens) else None)
 
 
 def decoding_settings(onnx_dir: str) -> dict:
@@ -137,6 +144,12 @@ def encoder_frame_seconds(onnx_dir: str) -> float | None:
     return float(value) if value is not None else None
 
 
+def confidence_calibration(onnx_dir: str) -> Calibration | None:
+    """The calibration of words' confidences the export carries from its experiment (None: none)."""
+    values = decoding_settings(onnx_dir).get("confidence_calibration")
+    return Calibration(float(values["scale"]), float(values["offset"])) if values else None
+
+
 def word_boundary_is_a_unit(onnx_dir: str) -> bool:
     """Whether the export's units hold the word boundary as a unit of its own, which only ends a word (character
     and phone units), or as the start of a piece (BPE: a piece that is the mark alone begins a word)."""
@@ -149,19 +162,27 @@ def token_seconds(timestamps: list[float], frame_seconds: float) -> list[float]:
 
 
 def words_with_times(result: Recognised, frame_seconds: float, duration: float,
-                     boundary_is_a_unit: bool = True) -> list[dict]:
+                     boundary_is_a_unit: bool = True, calibration: Calibration | None = None) -> list[dict]:
     """The result's words ({"word", "start", "end"}, seconds) as rnnt.transcriber.words_with_times gives ours:
     a word from its first unit's frame to the end of its last's, never past the audio's duration. A token
     that begins with a space begins a word; a space alone only ends one where the boundary is a unit of its
-    own (word_boundary_is_a_unit), and begins it elsewhere."""
-    groups: list[list[tuple[str, float]]] = []
-    for token, start in zip(result.tokens, token_seconds(result.timestamps, frame_seconds)):
+    own (word_boundary_is_a_unit), and begins it elsewhere. Each word's confidence where sherpa-onnx gave the
+    tokens' log-probabilities (through the export's calibration: confidence_calibration)."""
+    groups: list[list[tuple[str, float, float]]] = []
+    log_probs = result.log_probs or [0.0] * len(result.tokens)
+    for token, start, log_prob in zip(result.tokens, token_seconds(result.timestamps, frame_seconds), log_probs):
         if not token.strip() and boundary_is_a_unit:
             groups.append([])
         elif not groups or token[0].isspace():
-            groups.append([(token, start)])
+            groups.append([(token, start, log_prob)])
         else:
-            groups[-1].append((token, start))
-    words = [("".join(token for token, _ in group).strip(), group) for group in groups]
-    return [{"word": word, "start": round(start_within(group[0][1], duration, frame_seconds), 3),
-             "end": round(min(group[-1][1] + frame_seconds, duration), 3)} for word, group in words if word]
+            groups[-1].append((token, start, log_prob))
+    rows = []
+    for group in groups:
+        if word := "".join(token for token, _, _ in group).strip():
+            rows.append({"word": word, "start": round(start_within(group[0][1], duration, frame_seconds), 3),
+                         "end": round(min(group[-1][1] + frame_seconds, duration), 3)})
+            if result.log_probs is not None:  # as rnnt.confidence gives ours
+                rows[-1]["confidence"] = word_confidence([math.exp(log_prob) for _, _, log_prob in group],
+                                                         calibration)
+    return rows

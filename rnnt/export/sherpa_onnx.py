@@ -33,6 +33,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from rnnt.confidence import experiment_calibration
 from rnnt.data import stages
 from rnnt.data.tokenizer import BLANK, SPACE, UNK
 from rnnt.export.graphs import Decoder, Joiner, OfflineEncoder, StreamingEncoder
@@ -276,6 +277,7 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
             "decoding_method": "greedy_search", **hotwords}
     if options.streaming:
         args.update(model_type="lstm", low_freq=20.0, high_freq=-400.0, normalize_samples=True, snip_edges=False,
+                    temperature_scale=1.0,  # its tokens' log-probabilities as the model gives them (confidences)
                     **endpoint_rules(seconds_per_encoder_frame(experiment)))
     with open(os.path.join(out_dir, "sherpa-onnx.json"), "w", encoding="utf-8") as f:
         json.dump(args, f, indent=2)
@@ -283,6 +285,8 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
     # what the application adds to the audio, and what its token times are in (runtime.token_seconds)
     decoding = {"tail_silence": data.tail_silence, "encoder_frame_seconds": seconds_per_encoder_frame(experiment),
                 "unit_type": tokenizer.kind}
+    if calibration := experiment_calibration(exp_dir):  # words' confidences from sherpa-onnx's token log-probs
+        decoding["confidence_calibration"] = {"scale": calibration.scale, "offset": calibration.offset}
     if options.streaming:  # sherpa-onnx encodes a window of T frames once a frame after it has come
         decoding["window_frames"] = options.chunk_frames + overlap
     with open(os.path.join(out_dir, DECODING_JSON), "w", encoding="utf-8") as f:

@@ -184,8 +184,9 @@ def test_decode_times_words_in_the_recordings_where_the_data_dir_has_segments(tr
         assert out.returncode == 0, out.stderr
         ctms[name] = [line.split() for line in (trained / f"decode-{name}-greedy" / "ctm").read_text().splitlines()]
     assert len(ctms["cut"]) >= 10
-    assert ctms["segmented"] == [[f"{utt.removesuffix('-cut')}.wav", "A", f"{float(start) + 1.5:.2f}", duration, word]
-                                 for utt, _, start, duration, word in ctms["cut"]]
+    assert ctms["segmented"] == [[f"{utt.removesuffix('-cut')}.wav", "A", f"{float(start) + 1.5:.2f}", duration, word,
+                                  confidence] for utt, _, start, duration, word, confidence in ctms["cut"]]
+    assert all(0 < float(confidence) <= 1 for *_, confidence in ctms["cut"])
 
 
 def test_score_marks_missing_hypotheses_partial(tmp_path):
@@ -927,3 +928,47 @@ def test_a_long_recording_decoded_whole_where_the_time_grows_with_its_labels_is_
         "give --segment-seconds 30 for a long recording\n"
         f"transcribe.py: {long}: 5 minutes decoded whole with the CTC rescoring, whose time grows with frames x "
         "labels: give --segment-seconds 30 for a long recording\n")
+
+
+def test_confidences_calibrated_on_a_dev_set_go_into_decodes_and_transcription(trained, yesno, tmp_path):
+    """steps/calibrate_confidence.py against a reference with every third word swapped (YES for NO), so that right
+    and wrong words are both many: the map it fits raises the set's NCE, and the confidences decode.py gives the
+    set's words through it average the share of them that are right (a logistic fit's mark); --raw-confidences
+    gives the model's posteriors, and the Transcriber applies the map too."""
+    exp = tmp_path / "exp"
+    shutil.copytree(trained, exp)
+    swapped, count = [], 0
+    for line in (yesno / "data" / "test_yesno" / "text").read_text().splitlines():
+        key, *words = line.split()
+        for i, word in enumerate(words):
+            count += 1
+            if count % 3 == 0:
+                words[i] = "NO" if word == "YES" else "YES"
+        swapped.append(" ".join([key, *words]))
+    (tmp_path / "swapped").write_text("\n".join(swapped) + "\n")
+    out = run_tool(sys.executable, STEPS / "calibrate_confidence.py", "--text", tmp_path / "swapped", exp,
+                   yesno / "test.list")
+    assert out.returncode == 0, out.stderr
+    calibration = json.loads((exp / "confidence_calibration.json").read_text())
+    assert 0 < calibration["right"] < calibration["words"] and calibration["nce_after"] > calibration["nce_before"]
+    assert calibration["checkpoint"].endswith(".pt") and calibration["checkpoint"] in out.stdout
+    means = {}
+    for options in (["--raw-confidences", "--tag", "raw"], []):
+        out = run_tool(sys.executable, STEPS / "decode.py", "--text", tmp_path / "swapped", *options, exp,
+                       yesno / "test.list", "test")
+        assert out.returncode == 0, out.stderr
+        decode = exp / f"decode-test-greedy{'-raw' if options else ''}"
+        confidences = [float(line.split()[5]) for line in (decode / "ctm").read_text().splitlines()]
+        means["raw" if options else "calibrated"] = sum(confidences) / len(confidences)
+        line = (decode / "confidence").read_text()
+        assert line.endswith("uncalibrated posteriors\n" if options else f"calibrated by {exp}/confidence_calibration"
+                             f".json (fitted with {calibration['checkpoint']})\n"), line
+        assert f"NCE {calibration['nce_before' if options else 'nce_after']:.3f}," in line
+    assert means["calibrated"] == pytest.approx(calibration["right"] / calibration["words"], abs=0.01)
+    assert abs(means["raw"] - means["calibrated"]) > 0.05
+    transcriber = Transcriber.from_exp_dir(str(exp))
+    raw = Transcriber(transcriber.experiment, transcriber.model, transcriber.tokenizer)  # no experiment dir: raw
+    audio = (yesno / "five" / "wav.scp").read_text().split()[1]
+    calibrated_words, raw_words = transcriber.transcribe(audio).words, raw.transcribe(audio).words
+    assert [w["confidence"] for w in calibrated_words] == pytest.approx(
+        [transcriber.calibration.apply(w["confidence"]) for w in raw_words], abs=2e-4)

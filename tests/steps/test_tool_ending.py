@@ -14,6 +14,7 @@ MISSING = {
     "build_lexicon.py": (["{m}/data", "{m}/lang"], "{m}/data/text"),
     "build_ngram_lm.py": (["{m}/data", "{m}/lang", "{m}/lm.arpa"], "{m}/lang/units.json"),
     "build_units.py": (["{m}/data", "{m}/lang"], "{m}/data/text"),
+    "calibrate_confidence.py": (["{m}/exp", "{m}/dev.list"], "{m}/dev.list"),
     "combine_nbest.py": (["--system", "{m}/a", "{m}/a/avg-5.pt", "{m}/a/decode", "--system", "{m}/b", "{m}/b/avg-5.pt",
                           "{m}/b/decode", "--lm-fusion", "{m}/lm.yaml", "--tune", "{m}/dev.list", "{m}/out"],
                          "{m}/dev.list"),

@@ -114,12 +114,20 @@ def token_ids(onnx_dir, pieces: list[str]) -> list[int]:
     return [ids[piece] for piece in pieces]
 
 
-def our_greedy(transcriber, feats: torch.Tensor) -> list[int]:
+def our_greedy(transcriber, feats: torch.Tensor):
+    """Our greedy search's hypothesis: its tokens, and their posteriors (rnnt.confidence)."""
     data = transcriber.experiment.data
     stacked = stack_frames(feats, data.stack, data.subsample)
     with torch.no_grad():
         enc, lengths = transcriber.model.encode(stacked[None], torch.tensor([stacked.shape[0]]))
-    return greedy_search(transcriber.model, enc, lengths)[0].tokens
+    return greedy_search(transcriber.model, enc, lengths)[0]
+
+
+def assert_sherpa_onnx_gives(onnx_dir, tokens: list[str], log_probs: list[float], ours, path) -> None:
+    """sherpa-onnx's result tokens are our hypothesis's, and the log-probabilities it gives them our posteriors'
+    (the confidences of its words)."""
+    assert token_ids(onnx_dir, tokens) == ours.tokens, path
+    assert np.exp(log_probs).tolist() == pytest.approx(ours.unit_posteriors, abs=1e-4), path
 
 
 # A Conformer (rnnt.model.conformer) over stacked frames: offline only, as sherpa-onnx runs any encoder graph.
@@ -144,8 +152,8 @@ def test_offline_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, tm
         stream.accept_waveform(rate, samples)
         offline.decode_stream(stream)
         ours = transcriber.transcribe((torch.from_numpy(samples), rate))
-        assert token_ids(tmp_path / "onnx", stream.result.tokens) == our_greedy(
-            transcriber, fbank(torch.from_numpy(samples), rate, "sherpa_onnx")), path
+        assert_sherpa_onnx_gives(tmp_path / "onnx", stream.result.tokens, stream.result.ys_log_probs,
+                                 our_greedy(transcriber, fbank(torch.from_numpy(samples), rate, "sherpa_onnx")), path)
         assert " ".join(stream.result.text.split()) == ours.text, path
 
 
@@ -195,8 +203,9 @@ def test_streaming_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, 
             online.decode_stream(stream)
         feats = fbank(torch.from_numpy(samples), rate, "sherpa_onnx")
         encoded = (feats.shape[0] - 1 - overlap) // 12 * 12 + overlap
-        assert token_ids(tmp_path / "onnx", online.get_result_all(stream).tokens) == our_greedy(
-            transcriber, feats[:encoded]), path
+        result = online.get_result_all(stream)  # its log-probabilities at the export's temperature_scale 1
+        assert_sherpa_onnx_gives(tmp_path / "onnx", result.tokens, result.ys_probs, our_greedy(transcriber,
+                                                                                               feats[:encoded]), path)
 
 
 def test_the_tail_silence_goes_with_the_export(an4_test, tmp_path, monkeypatch):
@@ -288,6 +297,10 @@ def test_the_recipes_deploy_configs_pass_the_check_and_their_default_configs_do_
         assert out.returncode == 1 and reason in out.stderr, out.stderr
 
 
+def without_confidences(words: list[dict]) -> list[dict]:
+    return [{key: value for key, value in word.items() if key != "confidence"} for word in words]
+
+
 @pytest.mark.parametrize("tail_silence,encoder,stack", [
     (0.0, {}, 3), (0.3, {}, 3), pytest.param(0.3, CONV, 1, marks=pytest.mark.slow),
     pytest.param(0.3, {**CONV, "input_dim": 240, "stack_time": 2}, 3, marks=pytest.mark.slow)])
@@ -310,7 +323,10 @@ def test_stream_gives_the_offline_result_chunk_by_chunk(an4_test, tmp_path, tail
             assert stream.hypothesis.tokens[:len(tokens)] == tokens
             tokens = list(stream.hypothesis.tokens)
         final, offline = stream.finish(), transcriber.transcribe((samples, rate))
-        assert final.final and (final.text, final.words) == (offline.text, offline.words), path
+        assert final.final and (final.text, without_confidences(final.words)) == \
+            (offline.text, without_confidences(offline.words)), path
+        assert [w["confidence"] for w in final.words] == pytest.approx([w["confidence"] for w in offline.words],
+                                                                       abs=2e-4)
 
 
 def test_a_long_recording_streams_in_bounded_memory(an4_test, tmp_path):
@@ -442,10 +458,14 @@ def test_a_model_with_cmvn_runs_in_sherpa_onnx_as_ours(an4_test, tmp_path):
 
 def test_decode_sherpa_onnx_scores_a_list_as_decode_py(an4_test, tmp_path):
     """steps/decode_sherpa_onnx.py on a raw list: every utterance scored against the list's transcripts,
-    and all of its transcripts identical to steps/decode.py's greedy ones."""
+    and all of its transcripts identical to steps/decode.py's greedy ones; the words' confidences too, through the
+    calibration the export carries from the experiment."""
     audio, langs = an4_test
     exp = make_experiment(tmp_path / "exp", langs["bpe"])
+    (exp / "confidence_calibration.json").write_text('{"scale": 0.8, "offset": 0.3}\n')
     out = decoded_by_both(exp, audio, tmp_path)
+    assert json.loads((tmp_path / "onnx" / "decoding.json").read_text())["confidence_calibration"] == \
+        {"scale": 0.8, "offset": 0.3}
     assert out.returncode == 0, out.stderr[-2000:]
     words = sum(len(t.split()) for _, t in audio)
     assert f"/ {words}," in out.stdout and f"{len(audio)} of {len(audio)} transcripts identical" in out.stdout
@@ -455,7 +475,13 @@ def test_decode_sherpa_onnx_scores_a_list_as_decode_py(an4_test, tmp_path):
                     for path in (tmp_path / "sherpa", exp / "decode-test-greedy"))
     hyp_words = sum(len(line.split()) - 1 for line in (tmp_path / "sherpa" / "hyp").read_text().splitlines())
     assert len(theirs) == len(ours) == hyp_words > len(audio)
-    assert theirs == ours  # a word ending with the audio ends with the recording in both
+    # a word ending with the audio ends with the recording in both; sherpa-onnx's token log-probabilities give the
+    # words' confidences ours give (float32 graphs: to the 4th decimal)
+    assert [line.split()[:5] for line in theirs] == [line.split()[:5] for line in ours]
+    assert [float(line.split()[5]) for line in theirs] == pytest.approx([float(line.split()[5]) for line in ours],
+                                                                        abs=2e-4)
+    calibrated_by = f"calibrated by {tmp_path / 'onnx'}/decoding.json\n"
+    assert (tmp_path / "sherpa" / "confidence").read_text().endswith(calibrated_by)
 
 
 def test_sherpa_onnx_favours_the_hotwords_of_an_export_in_its_modified_beam_search(an4_test, tmp_path):

@@ -223,7 +223,7 @@ def test_a_streaming_export_is_an_lstm_transducer_of_whole_chunks(tmp_path, lang
     assert args == {"encoder": "encoder.onnx", "decoder": "decoder.onnx", "joiner": "joiner.onnx",
                     "tokens": "tokens.txt", "sample_rate": 16000, "feature_dim": 80, "dither": 0.0,
                     "decoding_method": "greedy_search", "model_type": "lstm", "low_freq": 20.0, "high_freq": -400.0,
-                    "normalize_samples": True, "snip_edges": False,
+                    "normalize_samples": True, "snip_edges": False, "temperature_scale": 1.0,
                     "rule1_min_trailing_silence": 1.6, "rule2_min_trailing_silence": 0.8}  # 2.4 and 1.2 s of 60 ms
     assert json.loads((out / "decoding.json").read_text()) == {"tail_silence": 0.0, "window_frames": 6,
                                                                "encoder_frame_seconds": pytest.approx(0.06),

@@ -1,0 +1,126 @@
+"""rnnt.confidence: unit posteriors against each unit computed alone, words' confidences, NCE, and the ctm's
+column. decode.py's and sherpa-onnx's confidences on real audio: tests/rnnt/test_decoding.py and
+tests/rnnt/export/test_deploy.py."""
+
+import math
+import random
+
+import pytest
+import torch
+
+from rnnt.confidence import (CALIBRATION_FILE, Calibration, add_unit_posteriors, area_under_curve, confidence_line,
+                             experiment_calibration, fit_calibration, normalised_cross_entropy, word_confidence)
+from rnnt.ctm import write_ctm
+from rnnt.model.lstm_encoder import LSTMEncoderConfig
+from rnnt.model.predictor import PredictorConfig
+from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
+from rnnt.search import Hypothesis, greedy_search, joint_log_probs
+from rnnt.transcriber import words_with_times
+
+
+def random_hypotheses(rng: random.Random, count: int, frames: int, vocab: int) -> list[Hypothesis]:
+    hyps = []
+    for _ in range(count):
+        length = rng.randrange(0, 7)
+        hyps.append(Hypothesis(tokens=[rng.randrange(1, vocab) for _ in range(length)],
+                               frames=sorted(rng.randrange(frames) for _ in range(length))))
+    return hyps
+
+
+@pytest.mark.parametrize("predictor", [PredictorConfig(), PredictorConfig(kind="stateless", context=2)])
+def test_posteriors_of_a_batch_are_each_units_alone(predictor):
+    """Hypotheses of 0-6 units at random frames, padded into one batch: each unit's posterior is the joint
+    network's at its frame after the units before it, computed for that prefix alone."""
+    torch.manual_seed(0)
+    model = Transducer(ModelConfig(encoder=LSTMEncoderConfig(input_dim=4, hidden=8, pre_layers=1, post_layers=0),
+                                   predictor=predictor, loss=LossConfig(ctc_weight=0.3)), 7).eval()
+    rng = random.Random(0)
+    for _ in range(5):
+        enc = torch.randn(4, 9, model.encoder.output_dim)
+        hyps = random_hypotheses(rng, 4, 9, 7)
+        add_unit_posteriors(model, enc, hyps)
+        ctc = [Hypothesis(list(h.tokens), list(h.frames)) for h in hyps]
+        add_unit_posteriors(model, enc, ctc, head="ctc")
+        with torch.no_grad():
+            for b, hyp in enumerate(hyps):
+                alone = []
+                for u, (token, frame) in enumerate(zip(hyp.tokens, hyp.frames)):
+                    context = model.predictor(torch.tensor([hyp.tokens[:u]], dtype=torch.long))[0, -1]
+                    log_probs = joint_log_probs(model.joiner, model.joiner.enc_proj(enc[b, frame]),
+                                                model.joiner.pred_proj(context))
+                    alone.append(log_probs[token].exp().item())
+                assert hyp.unit_posteriors == pytest.approx(alone, abs=1e-6)
+                ctc_alone = [torch.log_softmax(model.ctc(enc[b, f]), -1)[t].exp().item()
+                             for t, f in zip(hyp.tokens, hyp.frames)]
+                assert ctc[b].unit_posteriors == pytest.approx(ctc_alone, abs=1e-6)
+
+
+@pytest.mark.parametrize("symbols", [1, 3])
+def test_greedy_search_keeps_the_posteriors_the_post_pass_gives(symbols):
+    """Greedy search records each unit's posterior as it emits it (a stream has no encoder output left to run
+    again): the same as add_unit_posteriors gives its units afterwards, up to three symbols a frame too."""
+    torch.manual_seed(1)
+    model = Transducer(ModelConfig(encoder=LSTMEncoderConfig(input_dim=4, hidden=8, pre_layers=1, post_layers=0)),
+                       5).eval()
+    enc = torch.randn(3, 20, model.encoder.output_dim) * 3
+    hyps = greedy_search(model, enc, torch.tensor([20, 13, 7]), max_symbols_per_frame=symbols)
+    again = [Hypothesis(list(h.tokens), list(h.frames)) for h in hyps]
+    add_unit_posteriors(model, enc, again)
+    assert sum(len(h.tokens) for h in hyps) > 10
+    for kept, computed in zip(hyps, again):
+        assert kept.unit_posteriors == pytest.approx(computed.unit_posteriors, abs=1e-5)
+
+
+def test_nce_is_one_for_certainty_zero_for_the_share_right_and_none_without_both():
+    correct = [True, True, True, False]
+    assert normalised_cross_entropy([1.0, 1.0, 1.0, 0.0], correct) == pytest.approx(1.0)
+    assert normalised_cross_entropy([0.75] * 4, correct) == pytest.approx(0.0)
+    assert normalised_cross_entropy([0.5, 0.5, 0.5, 0.9], correct) < 0  # sure of its error
+    expected = 1 + (3 * math.log2(0.9) + math.log2(0.8)) / -(3 * math.log2(0.75) + math.log2(0.25))
+    assert normalised_cross_entropy([0.9, 0.9, 0.9, 0.2], correct) == pytest.approx(expected)
+    assert normalised_cross_entropy([0.9, 0.1], [True, True]) is None
+    assert area_under_curve([0.9, 0.9, 0.9, 0.2], correct) == 1.0 and area_under_curve([0.75] * 4, correct) == 0.5
+    assert area_under_curve([0.9, 0.5, 0.3, 0.5], correct) == pytest.approx((1 + 0.5 + 0) / 3)
+    assert area_under_curve([0.9], [True]) is None
+
+
+def test_a_words_confidence_is_its_units_product_and_the_ctm_holds_it(tmp_path):
+    class Chars:
+        kind = "char"
+        symbols = {2: "▁", 3: "N", 4: "O", 5: "Y"}
+
+        def decode(self, tokens):
+            return "".join(self.symbols[t] for t in tokens)
+
+    hyp = Hypothesis([3, 4, 2, 5, 4], [0, 1, 2, 3, 4], unit_posteriors=[0.9, 0.5, 0.1, 0.8, 1.0])
+    words = words_with_times(Chars(), hyp, 0.1)
+    assert [(w["word"], w["confidence"]) for w in words] == [("NO", 0.45), ("YO", 0.8)]  # not the boundary's 0.1
+    assert word_confidence([0.5, 0.5, 0.5]) == 0.125
+    assert "confidence" not in words_with_times(Chars(), Hypothesis([3, 4], [0, 1]), 0.1)[0]
+    write_ctm(str(tmp_path / "ctm"), {"u1": words}, str(tmp_path))
+    assert (tmp_path / "ctm").read_text() == "u1 1 0.00 0.20 NO 0.4500\nu1 1 0.30 0.20 YO 0.8000\n"
+    line = confidence_line({"u1": "NO YES"}, {"u1": words})  # YO wrong, and surer than NO: worse than none
+    assert line == "NCE -0.737, AUC 0.000 over 2 words (1 right: mean confidence 0.450; 1 wrong: 0.800)"
+    assert confidence_line({"u1": "NO YO"}, {"u1": words}).startswith("NCE -, AUC - over 2 words (2 right")
+    assert confidence_line({"u1": "NO YO"}, {"u1": [{"word": "NO"}]}) is None  # no confidences: no line
+
+
+def test_the_calibration_fitted_is_the_one_the_words_were_drawn_with(tmp_path):
+    """3000 words whose chance of being right is a known logistic map of their raw confidence: the fit finds its
+    scale and offset, its confidences average the share right, and a set all right has nothing to fit."""
+    rng = random.Random(0)
+    truth = Calibration(2.0, -1.0)
+    raw = [rng.uniform(0.3, 0.99) for _ in range(3000)]
+    correct = [rng.random() < truth.apply(c) for c in raw]
+    fitted = fit_calibration(raw, correct)
+    assert (fitted.scale, fitted.offset) == pytest.approx((2.0, -1.0), abs=0.25)
+    assert sum(fitted.apply(c) for c in raw) / len(raw) == pytest.approx(sum(correct) / len(correct), abs=1e-3)
+    assert normalised_cross_entropy([fitted.apply(c) for c in raw], correct) > normalised_cross_entropy(raw, correct)
+    assert word_confidence([0.5, 0.5], fitted) == round(fitted.apply(0.25), 4)
+    with pytest.raises(ValueError, match="all 2 words right: nothing to calibrate on"):
+        fit_calibration([0.9, 0.8], [True, True])
+    (tmp_path / CALIBRATION_FILE).write_text('{"scale": 2.0, "offset": -1.0, "method": "greedy"}\n')
+    assert experiment_calibration(str(tmp_path)) == truth and experiment_calibration(str(tmp_path / "x")) is None
+    (tmp_path / CALIBRATION_FILE).write_text('{"scale": 2.0}\n')
+    with pytest.raises(ValueError, match=f"{CALIBRATION_FILE}: not a confidence calibration"):
+        experiment_calibration(str(tmp_path))
