@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from rnnt.prep.download import hex_digest
 from rnnt.scoring import align, words
 from rnnt.search import Hypothesis, joint_log_probs
 
@@ -56,52 +57,88 @@ def log_odds(p: float) -> float:
     return math.log(p / (1 - p))
 
 
+def sigmoid(z: float) -> float:
+    return 1 / (1 + math.exp(-max(min(z, 50.0), -50.0)))
+
+
 @dataclass(frozen=True)
 class Calibration:
     """Logistic calibration of a word's raw confidence c (Kaldi's steps/conf, without its other features):
-    1 / (1 + exp(-(scale * log(c / (1 - c)) + offset))), fitted on a dev set's words right and wrong."""
+    1 / (1 + exp(-(scale * log(c / (1 - c)) + offset))), fitted on a dev set's words right and wrong with one
+    checkpoint's posteriors of one head's search (the transducer's or the CTC head's)."""
     scale: float = 1.0
     offset: float = 0.0
-    fitted_with: str = field(default="", compare=False)  # the checkpoint whose words it was fitted on
+    fitted_with: str = field(default="", compare=False)  # the checkpoint's file name
+    checkpoint_sha256: str = field(default="", compare=False)  # and its content's digest
+    head: str = field(default="transducer", compare=False)
 
     def apply(self, confidence: float) -> float:
-        return 1 / (1 + math.exp(-(self.scale * log_odds(confidence) + self.offset)))
+        return sigmoid(self.scale * log_odds(confidence) + self.offset)
+
+    def problem(self, checkpoint: str, head: str) -> str | None:
+        """Why it does not calibrate the words of that checkpoint's search of that head (None: it does)."""
+        if self.head != head:
+            return f"fitted on the {self.head} head's words, not the {head} head's"
+        if self.checkpoint_sha256 and hex_digest(checkpoint) != self.checkpoint_sha256:
+            return (f"fitted with another checkpoint than {checkpoint} ({self.fitted_with} as it was then): "
+                    "calibrate again")
+        return None
 
 
-def fit_calibration(confidences: list[float], correct: list[bool], steps: int = 50) -> Calibration:
-    """The scale and offset that maximise the likelihood of the words' being right (Newton's method on the two of
-    them, a little ridge keeping them finite where the words part cleanly). Words both right and wrong are
-    needed: a ValueError otherwise."""
+def _log_likelihood(x: list[float], correct: list[bool], scale: float, offset: float, ridge: float) -> float:
+    total = 0.0
+    for xi, yi in zip(x, correct):
+        z = scale * xi + offset
+        total -= math.log1p(math.exp(-abs(z))) + max(-z, 0.0) if yi else math.log1p(math.exp(-abs(z))) + max(z, 0.0)
+    return total - ridge * (scale * scale + offset * offset) / 2
+
+
+def fit_calibration(confidences: list[float], correct: list[bool], steps: int = 100) -> Calibration:
+    """The scale and offset that maximise the likelihood of the words' being right: Newton's method on the two,
+    from no scale and the share of right words, each step halved until the likelihood rises (an undamped one swung
+    off to 1e7 on words of confidences near 1), a little ridge keeping them finite where the words part cleanly.
+    Words both right and wrong are needed, and a fit that settles: a ValueError otherwise."""
     if all(correct) or not any(correct):
-        raise ValueError(f"all {len(correct)} words {'right' if all(correct) else 'wrong'}: nothing to calibrate on")
-    x = [log_odds(c) for c in confidences]
-    scale, offset, ridge = 1.0, 0.0, 1e-3
+        raise ValueError("no word to calibrate on" if not correct else
+                         f"all {len(correct)} words {'right' if all(correct) else 'wrong'}: nothing to calibrate on")
+    x, ridge = [log_odds(c) for c in confidences], 1e-3
+    scale, offset = 0.0, log_odds(sum(correct) / len(correct))
+    likelihood = _log_likelihood(x, correct, scale, offset, ridge)
     for _ in range(steps):
-        p = [1 / (1 + math.exp(-max(min(scale * xi + offset, 50.0), -50.0))) for xi in x]
-        gradient = [sum((pi - yi) * xi for pi, yi, xi in zip(p, correct, x)) + ridge * scale,
-                    sum(pi - yi for pi, yi in zip(p, correct)) + ridge * offset]
+        p = [sigmoid(scale * xi + offset) for xi in x]
+        gradient = [sum((yi - pi) * xi for pi, yi, xi in zip(p, correct, x)) - ridge * scale,
+                    sum(yi - pi for pi, yi in zip(p, correct)) - ridge * offset]
         weights = [pi * (1 - pi) for pi in p]
-        hessian = [[sum(w * xi * xi for w, xi in zip(weights, x)) + ridge, sum(w * xi for w, xi in zip(weights, x))],
-                   [0.0, sum(weights) + ridge]]
-        hessian[1][0] = hessian[0][1]
-        det = hessian[0][0] * hessian[1][1] - hessian[0][1] ** 2
-        step = [(hessian[1][1] * gradient[0] - hessian[0][1] * gradient[1]) / det,
-                (hessian[0][0] * gradient[1] - hessian[0][1] * gradient[0]) / det]
-        scale, offset = scale - step[0], offset - step[1]
-        if max(abs(step[0]), abs(step[1])) < 1e-9:
-            break
-    return Calibration(round(scale, 6), round(offset, 6))
+        xx = sum(w * xi * xi for w, xi in zip(weights, x)) + ridge
+        x1, ones = sum(w * xi for w, xi in zip(weights, x)), sum(weights) + ridge
+        det = xx * ones - x1 * x1
+        step = [(ones * gradient[0] - x1 * gradient[1]) / det, (xx * gradient[1] - x1 * gradient[0]) / det]
+        size = 1.0
+        while size > 1e-6 and _log_likelihood(x, correct, scale + size * step[0], offset + size * step[1],
+                                              ridge) < likelihood:
+            size /= 2
+        scale, offset = scale + size * step[0], offset + size * step[1]
+        likelihood = _log_likelihood(x, correct, scale, offset, ridge)
+        if max(abs(size * step[0]), abs(size * step[1])) < 1e-9:
+            return Calibration(round(scale, 6), round(offset, 6))
+    raise ValueError(f"the calibration of {len(correct)} words did not settle in {steps} steps")
 
 
 def read_calibration(path: str) -> Calibration:
-    """A calibration file's scale and offset; one that is not such JSON is a ValueError naming it."""
+    """A calibration file's scale, offset and what it was fitted with; one that is not such JSON is a ValueError
+    naming it."""
     with open(path, encoding="utf-8") as f:
         try:
             values = json.load(f)
-            return Calibration(float(values["scale"]), float(values["offset"]), str(values.get("checkpoint", "")))
-        except (ValueError, KeyError, TypeError) as error:
+            calibration = Calibration(float(values["scale"]), float(values["offset"]),
+                                      str(values.get("checkpoint", "")), str(values.get("checkpoint_sha256", "")),
+                                      str(values.get("head", "transducer")))
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise ValueError(f"{path}: not a confidence calibration ({type(error).__name__}: {error}); write it "
                              "again with steps/calibrate_confidence.py") from None
+    if not all(math.isfinite(v) for v in (calibration.scale, calibration.offset)):
+        raise ValueError(f"{path}: scale and offset must be finite; write it again with steps/calibrate_confidence.py")
+    return calibration
 
 
 def experiment_calibration(exp_dir: str) -> Calibration | None:
@@ -110,9 +147,25 @@ def experiment_calibration(exp_dir: str) -> Calibration | None:
     return read_calibration(path) if os.path.isfile(path) else None
 
 
-def word_confidence(unit_posteriors: list[float], calibration: Calibration | None = None) -> float:
-    raw = math.prod(unit_posteriors)
-    return round(calibration.apply(raw) if calibration else raw, 4)
+def usable_calibration(exp_dir: str, checkpoint: str, head: str) -> tuple[Calibration | None, str]:
+    """The experiment's calibration where it calibrates that checkpoint's words of that head, and what a decode's
+    confidence file says of its words' confidences ('calibrated by ...', 'uncalibrated posteriors[: why]')."""
+    calibration = experiment_calibration(exp_dir)
+    if calibration is None:
+        return None, "uncalibrated posteriors"
+    path = os.path.join(exp_dir, CALIBRATION_FILE)
+    if problem := calibration.problem(checkpoint, head):
+        return None, f"uncalibrated posteriors: {path} was {problem}"
+    return calibration, f"calibrated by {path}"
+
+
+def word_confidence(unit_posteriors: list[float], calibration: Calibration | None = None,
+                    rounded: bool = True) -> float:
+    """The product of the units' posteriors, calibrated where given; to 4 decimals unless not rounded (a fit takes
+    them whole: 0.99996 is not 1)."""
+    confidence = math.prod(unit_posteriors)
+    confidence = calibration.apply(confidence) if calibration else confidence
+    return round(confidence, 4) if rounded else confidence
 
 
 def normalised_cross_entropy(confidences: list[float], correct: list[bool]) -> float | None:

@@ -71,11 +71,13 @@ def decoding_pipeline(experiment: Experiment, tokenizer: Tokenizer, data_list: s
 def decode_batch_nbest(model, feats, feat_lens, method: str = "greedy",
                        options: SearchOptions = SearchOptions()) -> list[list[Hypothesis]]:
     """For each utterance of a padded batch, its best hypotheses, best first (rnnt.search_methods); the best one's
-    unit posteriors set (rnnt.confidence)."""
+    unit posteriors set (rnnt.confidence; not pooled_beam_lm's)."""
     with torch.no_grad():
         enc, enc_lens = model.encode(feats, feat_lens)
     nbests = search(model, enc, enc_lens, method, options)
-    if any(nbest[0].unit_posteriors is None for nbest in nbests):  # greedy search keeps them as it goes
+    # greedy search keeps them as it goes; pooled_beam_lm's best may be its CTC search's, whose frames are not where
+    # the joint network would emit its units: none
+    if any(nbest[0].unit_posteriors is None for nbest in nbests) and not METHODS[method].needs_ctc:
         add_unit_posteriors(model, enc, [nbest[0] for nbest in nbests], METHODS[method].head)
     return nbests
 
@@ -97,12 +99,13 @@ def seconds_per_encoder_frame(experiment: Experiment) -> float:
     return seconds_per_input_frame(experiment) * experiment.model.encoder.time_reduction
 
 
-def words_with_times(tokenizer: Tokenizer, hyp: Hypothesis, frame_seconds: float,
-                     duration: float = float("inf"), calibration: Calibration | None = None) -> list[dict]:
+def words_with_times(tokenizer: Tokenizer, hyp: Hypothesis, frame_seconds: float, duration: float = float("inf"),
+                     calibration: Calibration | None = None, rounded: bool = True) -> list[dict]:
     """Words with start and end times (seconds) from the frames at which their pieces were emitted, never past
     the audio's duration (a unidirectional model emits a word's end inside the silence appended after it:
     start_within); a word LM's words (hyp.words) name them where the search kept them; with the hypothesis's unit
-    posteriors, each word's confidence (rnnt.confidence; calibrated where given)."""
+    posteriors, each word's confidence (rnnt.confidence; calibrated where given, to 4 decimals unless not
+    rounded)."""
     groups: list[list[tuple[int, int, float | None]]] = []  # each word's (token, frame, posterior)s
     posteriors = hyp.unit_posteriors if hyp.unit_posteriors is not None else [None] * len(hyp.tokens)
     for token, frame, posterior in zip(hyp.tokens, hyp.frames, posteriors):
@@ -124,7 +127,7 @@ def words_with_times(tokenizer: Tokenizer, hyp: Hypothesis, frame_seconds: float
         rows.append({"word": text, "start": round(start, 3),
                      "end": round(min((group[-1][1] + 1) * frame_seconds, duration), 3)})
         if hyp.unit_posteriors is not None:
-            rows[-1]["confidence"] = word_confidence([posterior for _, _, posterior in group], calibration)
+            rows[-1]["confidence"] = word_confidence([posterior for _, _, posterior in group], calibration, rounded)
     return rows
 
 
@@ -164,22 +167,25 @@ class Transcriber:
     """Audio in (any format soundfile reads, any rate, any channels), text out."""
 
     def __init__(self, experiment: Experiment, model: Transducer, tokenizer: Tokenizer,
-                 device: str | torch.device = "cpu", exp_dir: str | None = None):
+                 device: str | torch.device = "cpu", exp_dir: str | None = None, checkpoint: str | None = None):
         self.experiment, self.model, self.tokenizer, self.device = experiment, model, tokenizer, device
         self.exp_dir = exp_dir  # where the LM-fused methods find their LMs (lm/<method>.yaml)
         self.lm_options: dict[str, SearchOptions] = {}  # each LM-fused method's, read at its first use
         self.hotwords: HotwordGraph | None = None  # use_hotwords' phrases
         self.cmvn = stages.load_cmvn(experiment.data)
-        # words' confidences as the experiment's calibration maps them (steps/calibrate_confidence.py); None: raw
-        self.calibration = experiment_calibration(exp_dir) if exp_dir else None
+        # words' confidences as the experiment's calibration of this checkpoint maps them, for the searches of its
+        # head (steps/calibrate_confidence.py); None: raw
+        self.calibration = experiment_calibration(exp_dir) if exp_dir and checkpoint else None
+        if self.calibration and self.calibration.problem(checkpoint, self.calibration.head):
+            self.calibration = None
 
     @classmethod
     def from_exp_dir(cls, exp_dir: str, checkpoint_path: str | None = None, device: str = "cpu",
                      use_ema: bool = True) -> "Transcriber":
         """The experiment's model; the LM-fused methods use its lm/<method>.yaml (steps/tune_lm_fusion.py), words'
         confidences its calibration (steps/calibrate_confidence.py)."""
-        experiment, model, tokenizer, _ = load_model(exp_dir, checkpoint_path, use_ema, device)
-        return cls(experiment, model, tokenizer, next(model.parameters()).device, exp_dir)  # 'auto' resolved there
+        experiment, model, tokenizer, path = load_model(exp_dir, checkpoint_path, use_ema, device)
+        return cls(experiment, model, tokenizer, next(model.parameters()).device, exp_dir, path)  # 'auto' resolved
 
     def use_lm_fusion(self, method: str, path: str) -> None:
         """The LM and weights an LM-fused method decodes with from now on: a weights file (as tune_lm_fusion.py
@@ -254,12 +260,15 @@ class Transcriber:
             for i, hyps in zip(chosen, decode_batch_nbest(self.model, feats, lens, method, options)):
                 best, seconds = hyps[0], prepared[i][1]
                 listed = nbest_entries(self.tokenizer, hyps, frame_seconds, seconds) if nbest else None
-                transcripts[i] = Transcript(self.tokenizer.text(best), self.words(best, seconds), best.score, listed)
+                words = self.words(best, seconds, METHODS[method].head)
+                transcripts[i] = Transcript(self.tokenizer.text(best), words, best.score, listed)
         return transcripts
 
-    def words(self, hyp: Hypothesis, duration: float = float("inf")) -> list[dict]:
+    def words(self, hyp: Hypothesis, duration: float = float("inf"), head: str = "transducer") -> list[dict]:
+        """hyp's words with their times and confidences (calibrated where the calibration is of that head's)."""
+        calibration = self.calibration if self.calibration and self.calibration.head == head else None
         return words_with_times(self.tokenizer, hyp, seconds_per_encoder_frame(self.experiment), duration,
-                                self.calibration)
+                                calibration)
 
     def stream(self):
         """A rnnt.streaming.Stream: feed it audio chunks at the model's sample rate, read partial results."""

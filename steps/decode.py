@@ -20,6 +20,7 @@ Prints the real-time factor: decoding seconds per second of audio (with --thread
 
 import argparse
 import os
+import sys
 import time
 
 import torch
@@ -27,7 +28,7 @@ from rnnt.devices import auto_device
 from rnnt.progress_bar import progress
 
 from rnnt.cli import ToolError, at_least, run_tool, show_data_reports, tool_parser
-from rnnt.confidence import CALIBRATION_FILE, experiment_calibration
+from rnnt.confidence import usable_calibration
 from rnnt.decode_results import nbest_line, reference_texts, write_results, write_word_outputs
 from rnnt.lm.fusion import fusion_config_path
 from rnnt.lm.hotwords import hotword_graph
@@ -98,7 +99,11 @@ def main() -> str:
         torch.set_num_threads(args.threads)
     try:
         experiment, model, tokenizer, path = load_model(args.exp_dir, args.checkpoint, not args.no_ema, args.device)
-        calibration = None if args.raw_confidences else experiment_calibration(args.exp_dir)
+        calibration, confidences = (None, "uncalibrated posteriors (--raw-confidences)") if args.raw_confidences \
+            else usable_calibration(args.exp_dir, path, METHODS[args.method].head)
+        if confidences.startswith("uncalibrated posteriors: "):  # a calibration that is not this model's
+            print(f"decode.py: {confidences.removeprefix('uncalibrated posteriors: ')}; words' confidences left "
+                  "uncalibrated", file=sys.stderr)
         options = search_options(args, tokenizer)
         check_method(model, args.method, options)
         refs, refs_from = reference_texts(args.data_list, args.text)
@@ -127,9 +132,7 @@ def main() -> str:
     report = write_results(out, refs, hyps, refs_from, "decode.py")
     try:
         write_word_outputs(out, words, nbest if args.nbest else None,
-                           os.path.dirname(os.path.abspath(args.data_list)), "decode.py", refs,
-                           f"{os.path.join(args.exp_dir, CALIBRATION_FILE)} (fitted with {calibration.fitted_with})"
-                           if calibration else None)
+                           os.path.dirname(os.path.abspath(args.data_list)), "decode.py", refs, confidences)
     except OSError as error:
         raise ToolError(f"ctm: {error}") from error
     per = f"; {write_phone_error_rate(out, refs, phones, tokenizer)}" if tokenizer.kind == "phone" else ""

@@ -9,15 +9,16 @@ Audio is read and resampled as
 our pipeline does it, so both decoders get the same samples.
 
 --method modified_beam runs sherpa-onnx's modified_beam_search (--beam active paths); --hotwords FILE favours
-its phrases there as steps/decode.py --hotwords does ours (sherpa-onnx's own scoring: a phrase's units earn its
-score as they match, and the whole phrase's once more when it completes), each with its own ':S' or
---hotwords-score. sherpa-onnx spells a hotword itself (BPE and unigram pieces through the export's bpe.vocab,
-characters one by one but Latin words whole: rnnt.export.hotwords), so a phrase it spells otherwise than the model
-emits it is left out, named on standard error; OUT_DIR/hotwords.txt holds the phrases it was given.
+its phrases there as steps/decode.py --hotwords does ours (a phrase's units earn its score as they match, kept
+when it completes), each with its own ':S' or --hotwords-score. sherpa-onnx spells a hotword itself (BPE and
+unigram pieces through the export's bpe.vocab, characters one by one but Latin words whole: rnnt.export.hotwords),
+so a phrase it spells otherwise than the model emits it is left out, named on standard error;
+OUT_DIR/hotwords.txt holds the phrases it was given.
 
-Writes OUT_DIR/ as steps/decode.py writes a decode dir (hyp, ref, recogs, errs, wer, and ctm: each word's
+Writes OUT_DIR/ as steps/decode.py writes a decode dir (hyp, ref, recogs, errs, wer, ctm: each word's
 times from sherpa-onnx's token times, which take every encoder frame for 40 ms, put in the export's own
-frames of decoding.json) and prints the %WER line and the real-time factor per core. --compare DECODE_DIR
+frames of decoding.json, and its confidence from sherpa-onnx's token log-probabilities, through the calibration
+decoding.json carries; and confidence) and prints the %WER line and the real-time factor per core. --compare DECODE_DIR
 (a decode.py dir of the same set) adds how many transcripts are identical to its hyp.
 """
 
@@ -39,7 +40,7 @@ from rnnt.export.runtime import (DECODING_JSON, confidence_calibration, decoding
 
 
 def decode_all(recognizer, streaming: bool, utterances, rate: int, chunk: float, tail: float,
-               frame_seconds: float | None, boundary_is_a_unit: bool, calibration=None):
+               frame_seconds: float | None, boundary_is_a_unit: bool, calibration=None, confidences: bool = True):
     """Each utterance's transcript and (given frame_seconds) its words with their times; the seconds of audio
     and the seconds sherpa-onnx took."""
     hyps, words, audio_seconds, decode_seconds = {}, {}, 0.0, 0.0
@@ -47,6 +48,7 @@ def decode_all(recognizer, streaming: bool, utterances, rate: int, chunk: float,
         samples = record["waveform"].numpy()
         start = time.perf_counter()
         result = recognise(recognizer, streaming, samples, rate, chunk, tail)
+        result.log_probs = result.log_probs if confidences else None
         decode_seconds += time.perf_counter() - start
         audio_seconds += len(samples) / rate
         hyps[record["key"]] = " ".join(result.text.split())
@@ -111,7 +113,12 @@ def main() -> str:
         if args.hotwords:
             search.update(hotwords_file=given_hotwords(args.onnx_dir, args.hotwords, args.out_dir),
                           hotwords_score=args.hotwords_score)
+        elif os.path.isfile(os.path.join(args.out_dir, "hotwords.txt")):  # a run's before, not this one's
+            os.remove(os.path.join(args.out_dir, "hotwords.txt"))
         recognizer, streaming, rate = load_recognizer(args.onnx_dir, args.threads, **search)
+        calibration = confidence_calibration(args.onnx_dir)
+        # a stream's log-probabilities are sherpa-onnx's at its temperature_scale: ours at 1, which exports set
+        confidences = not streaming or recognizer_args(args.onnx_dir).get("temperature_scale") == 1.0
         tail = args.tail_seconds if args.tail_seconds is not None else tail_seconds(args.onnx_dir, streaming)
         frame_seconds = encoder_frame_seconds(args.onnx_dir)
         refs, refs_from = reference_texts(args.data_list, args.text)
@@ -120,10 +127,12 @@ def main() -> str:
             raise FileNotFoundError(f"{args.compare}/hyp: no such file (--compare names a decode dir)")
     except (OSError, ValueError, KeyError, RuntimeError) as error:
         raise ToolError(str(error)) from error
-    calibration = confidence_calibration(args.onnx_dir)
+    if not confidences:
+        print(f"decode_sherpa_onnx.py: {args.onnx_dir}/sherpa-onnx.json sets no temperature_scale 1 (an export older "
+              "than it): no words' confidences (export again to have them)", file=sys.stderr)
     hyps, words, audio_seconds, decode_seconds = decode_all(recognizer, streaming, utterances, rate, args.chunk_seconds,
                                                             tail, frame_seconds, word_boundary_is_a_unit(args.onnx_dir),
-                                                            calibration)
+                                                            calibration, confidences)
     report = write_results(args.out_dir, refs, hyps, refs_from, "decode_sherpa_onnx.py")
     if frame_seconds is None:
         print(f"decode_sherpa_onnx.py: {args.onnx_dir}/decoding.json gives no encoder_frame_seconds (an export "
@@ -131,8 +140,8 @@ def main() -> str:
     else:
         try:
             write_word_outputs(args.out_dir, words, None, os.path.dirname(os.path.abspath(args.data_list)),
-                               "decode_sherpa_onnx.py", refs,
-                               f"{args.onnx_dir}/{DECODING_JSON}" if calibration else None)
+                               "decode_sherpa_onnx.py", refs, f"calibrated by {args.onnx_dir}/{DECODING_JSON}"
+                               if calibration else "uncalibrated posteriors")
         except (OSError, ValueError) as error:
             raise ToolError(f"ctm: {error}") from error
     rtf = decode_seconds / max(audio_seconds, 1e-9)

@@ -62,7 +62,8 @@ def main() -> str:
     return (f"{os.path.basename(result['checkpoint'])} -> {args.out_dir} ({kind}"
             f"{', int8' if args.int8 else ''}, {sizes / 1e6:.1f} MB); onnxruntime matches PyTorch within {worst:.1e}"
             + (" in the float graphs (the int8 ones quantise them: decode a dev set with steps/decode_sherpa_onnx.py "
-               "--compare to see what that costs)" if args.int8 else ""))
+               "--compare to see what that costs)" if args.int8 else "")
+            + f"; words' confidences: {result['confidences']}")
 
 
 def check_config(args) -> str:

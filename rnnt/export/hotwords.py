@@ -51,7 +51,7 @@ def vocab_pieces(word: str, vocab: dict[str, float]) -> list[str]:
     whose scores sum highest, of two cuts as high the one whose first piece is shorter; a character no piece begins
     with is <unk> (its UTF-8 bytes are, each)."""
     text = SPACE + word
-    lengths = sorted({len(piece) for piece in vocab}, reverse=True)
+    lengths = range(min(max(map(len, vocab), default=0), len(text)), 0, -1)
     best: list[tuple[float, int] | None] = [None] * len(text) + [(0.0, 0)]  # from each position: score, next
     for start in range(len(text) - 1, -1, -1):
         for length in lengths:
@@ -96,14 +96,14 @@ def sherpa_spelling(phrase: str, modeling_unit: str, vocab: dict[str, float]) ->
     return [token for word in phrase.split() for token in split(word)]
 
 
-def model_spelling(phrase: str, unit_type: str, onnx_dir: str) -> list[str]:
-    """The units the model emits for a phrase (tokens.txt's symbols)."""
+def model_speller(unit_type: str, onnx_dir: str):
+    """A function of a phrase to the units the model emits for it (tokens.txt's symbols)."""
     if unit_type in ("bpe", "unigram"):
         model = sentencepiece_model(os.path.join(onnx_dir, BPE_MODEL), f"{onnx_dir}/sherpa-onnx.json")
-        return model.encode(unicodedata.normalize("NFKC", phrase), out_type=str)
+        return lambda phrase: model.encode(unicodedata.normalize("NFKC", phrase), out_type=str)
     if unit_type == "char":
-        return list(SPACE.join(phrase.split()))
-    return [SPACE + word for word in phrase.split()]  # word units, as tokens.txt writes them
+        return lambda phrase: list(SPACE.join(phrase.split()))
+    return lambda phrase: [SPACE + word for word in phrase.split()]  # word units, as tokens.txt writes them
 
 
 def sherpa_hotwords(onnx_dir: str, args: dict, unit_type: str, path: str) -> tuple[list[str], list[str]]:
@@ -111,7 +111,11 @@ def sherpa_hotwords(onnx_dir: str, args: dict, unit_type: str, path: str) -> tup
     its own ':S'), and for each other line why it is left out, naming it by file and line. args: the export's
     sherpa-onnx.json, its paths absolute."""
     modeling_unit = args.get("modeling_unit", "cjkchar")
+    if unit_type in ("bpe", "unigram") and "bpe_vocab" not in args:
+        raise ValueError(f"{onnx_dir}/sherpa-onnx.json names no bpe_vocab for its {unit_type} units (an export older "
+                         "than sherpa-onnx's hotwords): export it again with steps/export_onnx.py")
     vocab = read_vocab(args["bpe_vocab"]) if modeling_unit == "bpe" else {}
+    spelling = model_speller(unit_type, onnx_dir)
     with open(args["tokens"], encoding="utf-8") as f:
         units = {line.split()[0] for line in f if line.split()}
     kept, left_out = [], []
@@ -120,7 +124,7 @@ def sherpa_hotwords(onnx_dir: str, args: dict, unit_type: str, path: str) -> tup
             if not line.split():
                 continue
             phrase, _ = phrase_and_score(" ".join(line.split()), f"{path}:{number}")
-            theirs, ours = sherpa_spelling(phrase, modeling_unit, vocab), model_spelling(phrase, unit_type, onnx_dir)
+            theirs, ours = sherpa_spelling(phrase, modeling_unit, vocab), spelling(phrase)
             if lacking := [unit for unit in ours if unit not in units or unit == UNK]:
                 left_out.append(f"{path}:{number}: '{phrase}': the model has no unit {lacking[0]}; left out")
             elif theirs != ours:

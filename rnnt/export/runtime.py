@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rnnt.confidence import Calibration, word_confidence
+from rnnt.confidence import Calibration, usable_calibration, word_confidence
 from rnnt.ctm import start_within
 
 DECODING_JSON = "decoding.json"  # written by rnnt.export.sherpa_onnx beside sherpa-onnx.json
@@ -147,7 +147,22 @@ def encoder_frame_seconds(onnx_dir: str) -> float | None:
 def confidence_calibration(onnx_dir: str) -> Calibration | None:
     """The calibration of words' confidences the export carries from its experiment (None: none)."""
     values = decoding_settings(onnx_dir).get("confidence_calibration")
-    return Calibration(float(values["scale"]), float(values["offset"])) if values else None
+    if values is None:
+        return None
+    try:
+        return Calibration(float(values["scale"]), float(values["offset"]))
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{onnx_dir}/{DECODING_JSON}: confidence_calibration is not {{\"scale\": S, \"offset\": O}} "
+                         f"({type(error).__name__}: {error}); export it again") from None
+
+
+def carried_calibration(exp_dir: str, checkpoint: str) -> tuple[dict, str]:
+    """decoding.json's confidence_calibration: the experiment's calibration of the exported checkpoint, which an
+    application applies to words' confidences from sherpa-onnx's token log-probabilities as ours does ({}: none,
+    and one of another checkpoint is left behind); and what it says of them (rnnt.confidence.usable_calibration)."""
+    calibration, confidences = usable_calibration(exp_dir, checkpoint, "transducer")
+    values = {"scale": calibration.scale, "offset": calibration.offset} if calibration else None
+    return ({"confidence_calibration": values} if values else {}), confidences
 
 
 def word_boundary_is_a_unit(onnx_dir: str) -> bool:

@@ -33,12 +33,11 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from rnnt.confidence import experiment_calibration
 from rnnt.data import stages
 from rnnt.data.tokenizer import BLANK, SPACE, UNK
 from rnnt.export.graphs import Decoder, Joiner, OfflineEncoder, StreamingEncoder
 from rnnt.export.hotwords import BPE_VOCAB, write_sentencepiece_files
-from rnnt.export.runtime import DECODING_JSON, SHERPA_ONNX_FRAME_SECONDS
+from rnnt.export.runtime import DECODING_JSON, SHERPA_ONNX_FRAME_SECONDS, carried_calibration
 from rnnt.model.feature_frontend import FeatureFrontEnd
 from rnnt.model.transducer import Transducer
 from rnnt.streaming import stream_refusals, stream_unit_and_overlap
@@ -246,7 +245,8 @@ def endpoint_rules(encoder_frame_seconds: float) -> dict[str, float]:
 def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
            options: ExportOptions = ExportOptions()) -> dict:
     """Writes the model to out_dir. Returns the from_transducer arguments written to sherpa-onnx.json
-    ("args"), the largest difference from PyTorch per graph ("checked"), the checkpoint and the options."""
+    ("args"), the largest difference from PyTorch per graph ("checked"), the checkpoint, the options and what
+    calibrates the words' confidences ("confidences")."""
     experiment, model, tokenizer, checkpoint = load_model(exp_dir, checkpoint)
     data, (unit, overlap) = experiment.data, stream_unit_and_overlap(experiment, model)
     if options.streaming and not options.chunk_frames:
@@ -285,11 +285,9 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
     # what the application adds to the audio, and what its token times are in (runtime.token_seconds)
     decoding = {"tail_silence": data.tail_silence, "encoder_frame_seconds": seconds_per_encoder_frame(experiment),
                 "unit_type": tokenizer.kind}
-    if calibration := experiment_calibration(exp_dir):  # words' confidences from sherpa-onnx's token log-probs
-        decoding["confidence_calibration"] = {"scale": calibration.scale, "offset": calibration.offset}
+    calibration, confidences = carried_calibration(exp_dir, checkpoint)
     if options.streaming:  # sherpa-onnx encodes a window of T frames once a frame after it has come
         decoding["window_frames"] = options.chunk_frames + overlap
     with open(os.path.join(out_dir, DECODING_JSON), "w", encoding="utf-8") as f:
-        json.dump(decoding, f)
-        f.write("\n")
-    return {"args": args, "checked": checked, "checkpoint": checkpoint, "options": options}
+        f.write(json.dumps({**decoding, **calibration}) + "\n")
+    return {"args": args, "checked": checked, "checkpoint": checkpoint, "options": options, "confidences": confidences}

@@ -1,8 +1,8 @@
 """Hotwords (contextual biasing): phrases a beam search favours, as sherpa-onnx's --hotwords-file does, from a
 file as sherpa-onnx reads one (a phrase a line, optionally its own score after it: 'NEW YORK :3.0'). Each
 phrase's units are a path in a trie with Aho-Corasick fallback links; a hypothesis's state is its node, each unit
-that goes deeper adds its score (the phrase's, or the largest of the phrases that share the unit's prefix, as
-sherpa-onnx has it), and one that breaks a partial match takes back what it had added (down to the
+that goes deeper adds its score (the phrase's, or the largest of the phrases that share the unit's prefix), and
+one that breaks a partial match takes back what it had added (down to the
 longest suffix that still begins a phrase). A completed phrase keeps its bonus and matching starts again (a
 phrase that ends inside a longer one's match ends that match: list the longer alone); a phrase left incomplete
 when the hypothesis ends is taken back. Letters and sounds match whole words only (HotwordGraph's boundary).
@@ -144,7 +144,8 @@ def hotword_graph(tokenizer, path: str, score: float) -> HotwordGraph:
 
 def phrase_and_score(text: str, where: str) -> tuple[str, float | None]:
     """A hotwords line's phrase and its own score (None: the default), as sherpa-onnx reads them: the score a last
-    word ':S', finite and not negative, ':0' the default as there; a ':' word elsewhere is a ValueError naming
+    word ':S', finite and not negative, ':0' the default as there. Stricter than sherpa-onnx, which skips a line of a
+    score alone and takes the last of several: a ':' word but last, or a score alone, is a ValueError naming
     where."""
     words = text.split()
     if any(word.startswith(":") for word in words[:-1]):

@@ -2,6 +2,7 @@
 column. decode.py's and sherpa-onnx's confidences on real audio: tests/rnnt/test_decoding.py and
 tests/rnnt/export/test_deploy.py."""
 
+import json
 import math
 import random
 
@@ -9,7 +10,9 @@ import pytest
 import torch
 
 from rnnt.confidence import (CALIBRATION_FILE, Calibration, add_unit_posteriors, area_under_curve, confidence_line,
-                             experiment_calibration, fit_calibration, normalised_cross_entropy, word_confidence)
+                             experiment_calibration, fit_calibration, normalised_cross_entropy, usable_calibration,
+                             word_confidence)
+from rnnt.prep.download import hex_digest
 from rnnt.ctm import write_ctm
 from rnnt.model.lstm_encoder import LSTMEncoderConfig
 from rnnt.model.predictor import PredictorConfig
@@ -123,4 +126,37 @@ def test_the_calibration_fitted_is_the_one_the_words_were_drawn_with(tmp_path):
     assert experiment_calibration(str(tmp_path)) == truth and experiment_calibration(str(tmp_path / "x")) is None
     (tmp_path / CALIBRATION_FILE).write_text('{"scale": 2.0}\n')
     with pytest.raises(ValueError, match=f"{CALIBRATION_FILE}: not a confidence calibration"):
+        experiment_calibration(str(tmp_path))
+
+
+def test_a_fit_on_confident_words_settles_and_maps_every_confidence(tmp_path):
+    """Words of a well-trained model: log-odds about 6 for right words, 2 for wrong ones, many of them at 1.0 to
+    the float (an undamped Newton's method swung off to a scale of 1e7 there, and its map overflowed)."""
+    rng = random.Random(1)
+    correct = [rng.random() < 0.85 for _ in range(3000)]
+    raw = [1 / (1 + math.exp(-rng.gauss(6 if ok else 2, 3))) for ok in correct] + [1.0] * 50
+    correct += [rng.random() < 0.9 for _ in range(50)]
+    fitted = fit_calibration(raw, correct)
+    assert 0 < fitted.scale < 2 and all(0 < fitted.apply(c) < 1 for c in (0.0, 0.2, 1.0, 1 - 1e-12))
+    assert sum(fitted.apply(c) for c in raw) / len(raw) == pytest.approx(sum(correct) / len(correct), abs=2e-3)
+    with pytest.raises(ValueError, match="no word to calibrate on"):
+        fit_calibration([], [])
+
+
+def test_a_calibration_serves_the_checkpoint_and_head_it_was_fitted_with(tmp_path):
+    (tmp_path / "a.pt").write_bytes(b"weights a")
+    (tmp_path / "b.pt").write_bytes(b"weights b")
+    (tmp_path / CALIBRATION_FILE).write_text(json.dumps(
+        {"scale": 0.5, "offset": 0.2, "checkpoint": "a.pt", "checkpoint_sha256": hex_digest(str(tmp_path / "a.pt")),
+         "head": "transducer"}))
+    calibration, note = usable_calibration(str(tmp_path), str(tmp_path / "a.pt"), "transducer")
+    assert calibration == Calibration(0.5, 0.2) and note == f"calibrated by {tmp_path / CALIBRATION_FILE}"
+    for checkpoint, head, why in [("b.pt", "transducer", "fitted with another checkpoint than"),
+                                  ("a.pt", "ctc", "fitted on the transducer head's words, not the ctc head's")]:
+        calibration, note = usable_calibration(str(tmp_path), str(tmp_path / checkpoint), head)
+        assert calibration is None and note.startswith("uncalibrated posteriors: ") and why in note
+    (tmp_path / "b.pt").write_bytes(b"weights a")  # the same weights under another name: the same model
+    assert usable_calibration(str(tmp_path), str(tmp_path / "b.pt"), "transducer")[0] == Calibration(0.5, 0.2)
+    (tmp_path / CALIBRATION_FILE).write_text('{"scale": NaN, "offset": 0}')
+    with pytest.raises(ValueError, match="must be finite"):
         experiment_calibration(str(tmp_path))

@@ -951,7 +951,8 @@ def test_confidences_calibrated_on_a_dev_set_go_into_decodes_and_transcription(t
     assert out.returncode == 0, out.stderr
     calibration = json.loads((exp / "confidence_calibration.json").read_text())
     assert 0 < calibration["right"] < calibration["words"] and calibration["nce_after"] > calibration["nce_before"]
-    assert calibration["checkpoint"].endswith(".pt") and calibration["checkpoint"] in out.stdout
+    assert calibration["checkpoint"].endswith(".pt") and calibration["checkpoint"] in out.stdout  # decode.py's
+    assert (calibration["head"], len(calibration["checkpoint_sha256"])) == ("transducer", 64)
     means = {}
     for options in (["--raw-confidences", "--tag", "raw"], []):
         out = run_tool(sys.executable, STEPS / "decode.py", "--text", tmp_path / "swapped", *options, exp,
@@ -961,11 +962,20 @@ def test_confidences_calibrated_on_a_dev_set_go_into_decodes_and_transcription(t
         confidences = [float(line.split()[5]) for line in (decode / "ctm").read_text().splitlines()]
         means["raw" if options else "calibrated"] = sum(confidences) / len(confidences)
         line = (decode / "confidence").read_text()
-        assert line.endswith("uncalibrated posteriors\n" if options else f"calibrated by {exp}/confidence_calibration"
-                             f".json (fitted with {calibration['checkpoint']})\n"), line
+        assert line.endswith("uncalibrated posteriors (--raw-confidences)\n" if options else
+                             f"calibrated by {exp}/confidence_calibration.json\n"), line
         assert f"NCE {calibration['nce_before' if options else 'nce_after']:.3f}," in line
     assert means["calibrated"] == pytest.approx(calibration["right"] / calibration["words"], abs=0.01)
     assert abs(means["raw"] - means["calibrated"]) > 0.05
+    # another checkpoint's words, or the CTC head's: left uncalibrated, and why
+    for options, why in [(["--checkpoint", exp / "epoch-4.pt"],
+                          f"fitted with another checkpoint than {exp}/epoch-4.pt"),
+                         (["--method", "ctc_greedy"], "fitted on the transducer head's words, not the ctc head's")]:
+        out = run_tool(sys.executable, STEPS / "decode.py", *options, "--tag", "other", exp, yesno / "test.list", "x")
+        assert out.returncode == 0 and why in out.stderr, out.stderr
+        method = options[1] if options[0] == "--method" else "greedy"
+        line = (exp / f"decode-x-{method}-other" / "confidence").read_text()
+        assert f"; uncalibrated posteriors: {exp}/confidence_calibration.json was {why}" in line, line
     transcriber = Transcriber.from_exp_dir(str(exp))
     raw = Transcriber(transcriber.experiment, transcriber.model, transcriber.tokenizer)  # no experiment dir: raw
     audio = (yesno / "five" / "wav.scp").read_text().split()[1]

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import ROOT, run_tool
 from rnnt.data.tokenizer import Tokenizer, sentencepiece_model
-from rnnt.export.hotwords import (character_tokens, model_spelling, read_vocab, sherpa_hotwords, sherpa_spelling,
+from rnnt.export.hotwords import (character_tokens, model_speller, read_vocab, sherpa_hotwords, sherpa_spelling,
                                   vocab_pieces, write_sentencepiece_files)
 
 
@@ -40,7 +40,8 @@ def test_a_unigram_models_words_are_spelt_by_sherpa_onnx_as_the_model_emits_them
     spelt_otherwise = {}
     for kind, onnx in dirs.items():
         vocab = read_vocab(str(onnx / "bpe.vocab"))
-        spelt_otherwise[kind] = [w for w in words if vocab_pieces(w, vocab) != model_spelling(w, kind, str(onnx))]
+        spelling = model_speller(kind, str(onnx))
+        spelt_otherwise[kind] = [w for w in words if vocab_pieces(w, vocab) != spelling(w)]
     assert len(words) > 1800 and spelt_otherwise["unigram"] == []
     assert len(spelt_otherwise["bpe"]) > 100  # e.g. ALL: sherpa-onnx ▁A LL, the BPE model ▁ALL
 
@@ -71,6 +72,8 @@ def test_the_phrases_given_to_sherpa_onnx_and_those_left_out(speechocean_units, 
     hotwords.write_text("THEY  :2.5\n\nALL\nTHEY'RE\nTHEY ARE\nZÜRICH\n")
     kept, left_out = sherpa_hotwords(str(onnx), args, "bpe", str(hotwords))
     assert kept == ["THEY :2.5", "THEY'RE"]
+    with pytest.raises(ValueError, match="names no bpe_vocab for its bpe units .* export it again"):
+        sherpa_hotwords(str(onnx), {"tokens": args["tokens"]}, "bpe", str(hotwords))  # an export older than that
     assert left_out == [f"{hotwords}:3: 'ALL': sherpa-onnx (bpe) spells it ▁A LL, the model ▁ALL; left out",
                         f"{hotwords}:5: 'THEY ARE': sherpa-onnx (bpe) spells it ▁THEY ▁A RE, the model ▁THEY ▁ARE; "
                         "left out", f"{hotwords}:6: 'ZÜRICH': the model has no unit Ü; left out"]
