@@ -7,7 +7,8 @@ Transcriber then apply (decode.py --raw-confidences does not), and an export car
 (decoding.json), for the words of the checkpoint it was fitted with (--checkpoint; by default decode.py's) and
 of searches of the same head (the transducer's, or the CTC head's): others' are left uncalibrated, with the
 reason. Prints the dev set's NCE and AUC before and after: the calibration changes NCE, not the order of
-the words (AUC). Choose the dev set, never a test set.
+the words (AUC). Choose the dev set, never a test set. A dev set whose words are all right (or all wrong) has
+nothing to calibrate on: it says so and writes nothing.
 """
 
 import json
@@ -57,6 +58,9 @@ def main() -> str:
         refs, _ = reference_texts(args.dev_list, args.text)
         words, checkpoint = decoded_words(args.exp_dir, args.checkpoint, args.dev_list, args.method, args.batch_size)
         confidences, correct = scored_words(refs, words)
+        if correct and (all(correct) or not any(correct)):  # an outcome, not an error: a recipe's stage goes on
+            return (f"all {len(correct)} words of {args.dev_list} {'right' if all(correct) else 'wrong'}: nothing to "
+                    f"calibrate on; {os.path.basename(checkpoint)}'s words' confidences stay uncalibrated")
         calibration = fit_calibration(confidences, correct)
         digest = hex_digest(checkpoint)
     except (OSError, ValueError, KeyError) as error:

@@ -15,6 +15,11 @@
 #                                               $lm_order, $lm_over and lm_beam_of's beam, weighted on data/dev
 #                                               among run.sh's $lm_weights and $lm_bonuses where set (else
 #                                               steps/tune_lm_fusion.py's grid)
+#                                               Where data/dev is in SETS, words' confidences are calibrated on
+#                                               it first (confidence_stage)
+#   confidence_stage STAGE EXP TAG "METHODS"    EXP/confidence_calibration.json for the tag's checkpoint, fitted
+#                                               on data/dev with the greedy search of the head of METHODS' first
+#                                               (steps/calibrate_confidence.py; a dev set all right: none)
 #   lm_fusion_stage STAGE EXP TAG LANG METHOD ORDER OVER BEAM DEV SETTINGS  (SETTINGS: decoding_settings EXP's)
 #                                               an n-gram LM over LANG's units (OVER units:
 #                                               LANG/lm_<ORDER>gram.arpa) or over words (OVER words, searched
@@ -158,10 +163,23 @@ fuses_lm() {  # fuses_lm METHOD: true where METHOD fuses an n-gram LM (rnnt.sear
   return 1
 }
 
+confidence_stage() {
+  local stage_n=$1 exp=$2 tag=$3 method=greedy checkpoint name
+  case ${4%% *} in ctc_*) method=ctc_greedy ;; esac  # the head of the methods' first
+  checkpoint=$(checkpoint_of "$exp" "$tag")
+  name=confidence-$method-$tag
+  if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" data/dev/data.list data/dev/text; then
+    logged "$(stage_log "$stage_n" "$name" "$exp")" steps/calibrate_confidence.py --method "$method" \
+      --checkpoint "$checkpoint" "$exp" data/dev/data.list
+    stage_done "$stage_n" "$name" "$exp"
+  fi
+}
+
 decode_stages() {
   local stage_n=$1 exp=$2 tag=$3 lang=$4 methods=$5 sets=$6 checkpoint method set name lm settings
   checkpoint=$(checkpoint_of "$exp" "$tag")
   settings=$(decoding_settings "$exp")  # once for every method and set
+  case " $sets " in *" dev "*) confidence_stage "$stage_n" "$exp" "$tag" "$methods" ;; esac
   for method in $methods; do
     lm=()
     if fuses_lm "$method"; then

@@ -443,11 +443,13 @@ def test_a_new_corpus_from_recordings_to_wer_by_the_readme(test_data, tmp_path):
         assert wer_of(line) < 40, line
     markers = sorted(p.name for p in (recipe / "exp").rglob("*.done"))
     assert markers == ["1.data.done", "2.shards.done", "3.units-char.done", "4.train.done",
-                       "5.average-5-epoch-30.done", "6.decode-dev-greedy-avg5-epoch-30.done",
-                       "6.decode-test-greedy-avg5-epoch-30.done"], markers
+                       "5.average-5-epoch-30.done", "6.confidence-greedy-avg5-epoch-30.done",
+                       "6.decode-dev-greedy-avg5-epoch-30.done", "6.decode-test-greedy-avg5-epoch-30.done"], markers
+    calibrated = (recipe / "exp" / "transducer" / "decode-test-greedy-avg5-epoch-30" / "confidence").read_text()
+    assert calibrated.endswith("calibrated by exp/transducer/confidence_calibration.json\n"), calibrated  # on dev
     assert not OTHER_CORPORA.search(" ".join(markers) + " ".join(results.values()))
     again = run_recipe(recipe, *args)
-    assert again.returncode == 0 and again.stdout.count("done before; skipped") == 7, again.stdout[-2000:]
+    assert again.returncode == 0 and again.stdout.count("done before; skipped") == 8, again.stdout[-2000:]
     assert sorted(results.values()) == sorted(x for x in again.stdout.splitlines() if x.startswith("mycorpus "))
     # an LM-fused method (the recipe had no LM options: 'lm_order: unbound variable' after the training), and no
     # --corpus-dir or --speaker-regex: those given before (without the latter, the data was re-split by recording)

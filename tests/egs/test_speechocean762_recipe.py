@@ -65,8 +65,12 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
             wer = (recipe / "exp" / "tiny" / f"decode-{set_name}-{method}-avg2-epoch-2" / "wer").read_text()
             assert f"/ {words_in(data / set_name / 'text')}," in wer
             assert f"speechocean762 {set_name} {method} (tiny avg2-epoch-2): {wer.strip()}" in out.stdout
-    again = run_recipe(recipe, *args)  # nothing changed: data, shards, units, training, average, 4 decodes skipped
-    assert again.returncode == 0 and again.stdout.count("done before; skipped") == 9, again.stdout[-3000:]
+    # words' confidences calibrated on dev first (or, should all its words be right, the stage says so)
+    assert "calibrate_confidence.py: " in (recipe / "exp" / "tiny" / "log" / "6.confidence-greedy-avg2-epoch-2.log"
+                                           ).read_text()
+    # nothing changed: data, shards, units, training, average, the confidences' calibration, 4 decodes skipped
+    again = run_recipe(recipe, *args)
+    assert again.returncode == 0 and again.stdout.count("done before; skipped") == 10, again.stdout[-3000:]
     conf["train"]["epochs"] = 3  # a changed config: training goes on, and the new model is averaged and decoded
     (recipe / "conf" / "tiny.yaml").write_text(yaml.safe_dump(conf))
     more = run_recipe(recipe, *args)
