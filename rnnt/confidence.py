@@ -124,21 +124,30 @@ def fit_calibration(confidences: list[float], correct: list[bool], steps: int = 
     raise ValueError(f"the calibration of {len(correct)} words did not settle in {steps} steps")
 
 
+def calibration_of(values, where: str, remedy: str) -> Calibration:
+    """The calibration a JSON object gives ({"scale", "offset"}, and the checkpoint, its digest and the head it was
+    fitted with); anything else, or a scale or offset that is not finite, is a ValueError naming where and the
+    remedy."""
+    try:
+        calibration = Calibration(float(values["scale"]), float(values["offset"]), str(values.get("checkpoint", "")),
+                                  str(values.get("checkpoint_sha256", "")), str(values.get("head", "transducer")))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"{where}: not a confidence calibration ({type(error).__name__}: {error}); {remedy}") \
+            from None
+    if not all(math.isfinite(v) for v in (calibration.scale, calibration.offset)):
+        raise ValueError(f"{where}: a confidence calibration's scale and offset are finite numbers; {remedy}")
+    return calibration
+
+
 def read_calibration(path: str) -> Calibration:
-    """A calibration file's scale, offset and what it was fitted with; one that is not such JSON is a ValueError
-    naming it."""
+    """A calibration file's (calibration_of)."""
+    remedy = "write it again with steps/calibrate_confidence.py"
     with open(path, encoding="utf-8") as f:
         try:
             values = json.load(f)
-            calibration = Calibration(float(values["scale"]), float(values["offset"]),
-                                      str(values.get("checkpoint", "")), str(values.get("checkpoint_sha256", "")),
-                                      str(values.get("head", "transducer")))
-        except (ValueError, KeyError, TypeError, AttributeError) as error:
-            raise ValueError(f"{path}: not a confidence calibration ({type(error).__name__}: {error}); write it "
-                             "again with steps/calibrate_confidence.py") from None
-    if not all(math.isfinite(v) for v in (calibration.scale, calibration.offset)):
-        raise ValueError(f"{path}: scale and offset must be finite; write it again with steps/calibrate_confidence.py")
-    return calibration
+        except ValueError as error:
+            raise ValueError(f"{path}: not JSON ({error}); {remedy}") from None
+    return calibration_of(values, path, remedy)
 
 
 def experiment_calibration(exp_dir: str) -> Calibration | None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rnnt.confidence import Calibration, usable_calibration, word_confidence
+from rnnt.confidence import Calibration, calibration_of, usable_calibration, word_confidence
 from rnnt.ctm import start_within
 
 DECODING_JSON = "decoding.json"  # written by rnnt.export.sherpa_onnx beside sherpa-onnx.json
@@ -147,13 +147,8 @@ def encoder_frame_seconds(onnx_dir: str) -> float | None:
 def confidence_calibration(onnx_dir: str) -> Calibration | None:
     """The calibration of words' confidences the export carries from its experiment (None: none)."""
     values = decoding_settings(onnx_dir).get("confidence_calibration")
-    if values is None:
-        return None
-    try:
-        return Calibration(float(values["scale"]), float(values["offset"]))
-    except (KeyError, TypeError, ValueError) as error:
-        raise ValueError(f"{onnx_dir}/{DECODING_JSON}: confidence_calibration is not {{\"scale\": S, \"offset\": O}} "
-                         f"({type(error).__name__}: {error}); export it again") from None
+    return None if values is None else calibration_of(values, f"{onnx_dir}/{DECODING_JSON}'s confidence_calibration",
+                                                      "export it again")
 
 
 def carried_calibration(exp_dir: str, checkpoint: str) -> tuple[dict, str]:

@@ -158,5 +158,5 @@ def test_a_calibration_serves_the_checkpoint_and_head_it_was_fitted_with(tmp_pat
     (tmp_path / "b.pt").write_bytes(b"weights a")  # the same weights under another name: the same model
     assert usable_calibration(str(tmp_path), str(tmp_path / "b.pt"), "transducer")[0] == Calibration(0.5, 0.2)
     (tmp_path / CALIBRATION_FILE).write_text('{"scale": NaN, "offset": 0}')
-    with pytest.raises(ValueError, match="must be finite"):
+    with pytest.raises(ValueError, match="scale and offset are finite numbers; write it again"):
         experiment_calibration(str(tmp_path))

@@ -26,6 +26,12 @@ cat "$fusion" > "$2/decode-$4-$TAG/used"
 echo "%WER 0.00 [ 0 / 1, 0 ins, 0 del, 0 sub ]" > "$2/decode-$4-$method-$TAG/wer"
 echo "$TAG" >> decodes.log
 """
+CALIBRATE = """#!/usr/bin/env bash
+# stands in for steps/calibrate_confidence.py: writes down the checkpoint it calibrates the confidences of
+set -euo pipefail
+while [ "$1" != --checkpoint ]; do shift; done
+echo "$2" >> calibrations.log
+"""
 
 
 def decode(tmp_path, tag: str, grid: str = "", then: str = "") -> subprocess.CompletedProcess:
@@ -42,7 +48,7 @@ def decode(tmp_path, tag: str, grid: str = "", then: str = "") -> subprocess.Com
 def stand_ins(tmp_path) -> None:
     """The stand-ins for the tools, a dev set and an experiment with models avg10 and avg15."""
     (tmp_path / "steps").mkdir()
-    for name, text in (("tune_lm_fusion.py", TUNE), ("decode.py", DECODE)):
+    for name, text in (("tune_lm_fusion.py", TUNE), ("decode.py", DECODE), ("calibrate_confidence.py", CALIBRATE)):
         (tmp_path / "steps" / name).write_text(text)
         (tmp_path / "steps" / name).chmod(0o755)
     (tmp_path / "data" / "dev").mkdir(parents=True)
@@ -63,6 +69,8 @@ def test_another_average_tunes_its_own_weights_and_leaves_the_first_models_decod
     assert (exp / "decode-dev-avg10" / "used").read_text() == "weights of exp/avg10.pt\n"
     assert (exp / "decode-dev-avg15" / "used").read_text() == "weights of exp/avg15.pt\n"
     assert (tmp_path / "decodes.log").read_text().split() == ["avg10", "avg15"]  # the third: done before
+    # each model's words' confidences calibrated on dev before it is decoded, once
+    assert (tmp_path / "calibrations.log").read_text().split() == ["exp/avg10.pt", "exp/avg15.pt"]
     assert (exp / "lm" / "modified_beam_lm.yaml").read_text() == "weights of exp/avg15.pt\n"  # the newest tuning
 
 
