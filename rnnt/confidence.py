@@ -75,9 +75,10 @@ class Calibration:
     def apply(self, confidence: float) -> float:
         return sigmoid(self.scale * log_odds(confidence) + self.offset)
 
-    def problem(self, checkpoint: str, head: str) -> str | None:
-        """Why it does not calibrate the words of that checkpoint's search of that head (None: it does)."""
-        if self.head != head:
+    def problem(self, checkpoint: str, head: str | None = None) -> str | None:
+        """Why it does not calibrate the words of that checkpoint's search of that head (None: it does; head None:
+        whatever the head)."""
+        if head is not None and self.head != head:
             return f"fitted on the {self.head} head's words, not the {head} head's"
         if self.checkpoint_sha256 and hex_digest(checkpoint) != self.checkpoint_sha256:
             return (f"fitted with another checkpoint than {checkpoint} ({self.fitted_with} as it was then): "
@@ -114,11 +115,10 @@ def fit_calibration(confidences: list[float], correct: list[bool], steps: int = 
         det = xx * ones - x1 * x1
         step = [(ones * gradient[0] - x1 * gradient[1]) / det, (xx * gradient[1] - x1 * gradient[0]) / det]
         size = 1.0
-        while size > 1e-6 and _log_likelihood(x, correct, scale + size * step[0], offset + size * step[1],
-                                              ridge) < likelihood:
+        while (tried := _log_likelihood(x, correct, scale + size * step[0], offset + size * step[1], ridge)) \
+                < likelihood and size > 1e-6:
             size /= 2
-        scale, offset = scale + size * step[0], offset + size * step[1]
-        likelihood = _log_likelihood(x, correct, scale, offset, ridge)
+        scale, offset, likelihood = scale + size * step[0], offset + size * step[1], tried
         if max(abs(size * step[0]), abs(size * step[1])) < 1e-9:
             return Calibration(round(scale, 6), round(offset, 6))
     raise ValueError(f"the calibration of {len(correct)} words did not settle in {steps} steps")

@@ -182,13 +182,13 @@ def _append_emissions(hyps: list[Hypothesis], emissions: list) -> None:
     one read of the device."""
     if not emissions:
         return
-    symbols = torch.stack([best for _, best, _, _ in emissions], dim=1).tolist()
-    emitted = torch.stack([emit for _, _, emit, _ in emissions], dim=1).tolist()
-    posteriors = torch.stack([score for _, _, _, score in emissions], dim=1).exp().tolist()
+    # (3, B, steps): symbols (exact in float64), whether emitted, posteriors
+    symbols, emitted, posteriors = torch.stack([torch.stack([best.double(), emit.double(), score.double().exp()])
+                                                for _, best, emit, score in emissions], dim=2).tolist()
     for hyp, symbols_b, emitted_b, posteriors_b in zip(hyps, symbols, emitted, posteriors):
         for (frame, _, _, _), symbol, emit, posterior in zip(emissions, symbols_b, emitted_b, posteriors_b):
             if emit:
-                hyp.tokens.append(symbol)
+                hyp.tokens.append(int(symbol))
                 hyp.frames.append(frame)
                 hyp.unit_posteriors.append(posterior)
 

@@ -176,7 +176,7 @@ class Transcriber:
         # words' confidences as the experiment's calibration of this checkpoint maps them, for the searches of its
         # head (steps/calibrate_confidence.py); None: raw
         self.calibration = experiment_calibration(exp_dir) if exp_dir and checkpoint else None
-        if self.calibration and self.calibration.problem(checkpoint, self.calibration.head):
+        if self.calibration and self.calibration.problem(checkpoint):  # the head: for each search, in words()
             self.calibration = None
 
     @classmethod

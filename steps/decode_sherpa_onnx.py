@@ -61,11 +61,10 @@ def decode_all(recognizer, streaming: bool, utterances, rate: int, chunk: float,
 SHERPA_METHODS = {"greedy": "greedy_search", "modified_beam": "modified_beam_search"}  # ours: sherpa-onnx's
 
 
-def given_hotwords(onnx_dir: str, path: str, out_dir: str) -> str:
+def given_hotwords(onnx_dir: str, described: dict, path: str, out_dir: str) -> str:
     """OUT_DIR/hotwords.txt: the phrases of the hotwords file that sherpa-onnx spells as the model emits them; each
-    other one named on standard error. None of them is a ValueError."""
-    kept, left_out = sherpa_hotwords(onnx_dir, recognizer_args(onnx_dir), decoding_settings(onnx_dir).get(
-        "unit_type", "char"), path)
+    other one named on standard error. None of them is a ValueError. described: the export's recognizer_args."""
+    kept, left_out = sherpa_hotwords(onnx_dir, described, decoding_settings(onnx_dir).get("unit_type", "char"), path)
     for problem in left_out:
         print(f"decode_sherpa_onnx.py: {problem}", file=sys.stderr)
     if not kept:
@@ -109,16 +108,17 @@ def parsed_arguments():
 def main() -> str:
     args = parsed_arguments()
     try:
+        described = recognizer_args(args.onnx_dir)
         search = {"decoding_method": SHERPA_METHODS[args.method], "max_active_paths": args.beam}
         if args.hotwords:
-            search.update(hotwords_file=given_hotwords(args.onnx_dir, args.hotwords, args.out_dir),
+            search.update(hotwords_file=given_hotwords(args.onnx_dir, described, args.hotwords, args.out_dir),
                           hotwords_score=args.hotwords_score)
         elif os.path.isfile(os.path.join(args.out_dir, "hotwords.txt")):  # a run's before, not this one's
             os.remove(os.path.join(args.out_dir, "hotwords.txt"))
-        recognizer, streaming, rate = load_recognizer(args.onnx_dir, args.threads, **search)
+        recognizer, streaming, rate = load_recognizer(args.onnx_dir, args.threads, described, **search)
         calibration = confidence_calibration(args.onnx_dir)
         # a stream's log-probabilities are sherpa-onnx's at its temperature_scale: ours at 1, which exports set
-        confidences = not streaming or recognizer_args(args.onnx_dir).get("temperature_scale") == 1.0
+        confidences = not streaming or described.get("temperature_scale") == 1.0
         tail = args.tail_seconds if args.tail_seconds is not None else tail_seconds(args.onnx_dir, streaming)
         frame_seconds = encoder_frame_seconds(args.onnx_dir)
         refs, refs_from = reference_texts(args.data_list, args.text)

@@ -17,7 +17,7 @@ import string
 import unicodedata
 
 from rnnt.data.tokenizer import SPACE, UNK, sentencepiece_model
-from rnnt.lm.hotwords import phrase_and_score
+from rnnt.lm.hotwords import hotword_lines
 
 BPE_VOCAB, BPE_MODEL = "bpe.vocab", "bpe.model"
 # the two-byte letters sherpa-onnx's SplitUtf8 keeps inside a word (German, Spanish and French ones)
@@ -119,17 +119,13 @@ def sherpa_hotwords(onnx_dir: str, args: dict, unit_type: str, path: str) -> tup
     with open(args["tokens"], encoding="utf-8") as f:
         units = {line.split()[0] for line in f if line.split()}
     kept, left_out = [], []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.split():
-                continue
-            phrase, _ = phrase_and_score(" ".join(line.split()), f"{path}:{number}")
-            theirs, ours = sherpa_spelling(phrase, modeling_unit, vocab), spelling(phrase)
-            if lacking := [unit for unit in ours if unit not in units or unit == UNK]:
-                left_out.append(f"{path}:{number}: '{phrase}': the model has no unit {lacking[0]}; left out")
-            elif theirs != ours:
-                left_out.append(f"{path}:{number}: '{phrase}': sherpa-onnx ({modeling_unit}) spells it "
-                                f"{' '.join(theirs)}, the model {' '.join(ours)}; left out")
-            else:
-                kept.append(" ".join(line.split()))
+    for where, line, phrase, _ in hotword_lines(path):
+        theirs, ours = sherpa_spelling(phrase, modeling_unit, vocab), spelling(phrase)
+        if lacking := [unit for unit in ours if unit not in units or unit == UNK]:
+            left_out.append(f"{where}: '{phrase}': the model has no unit {lacking[0]}; left out")
+        elif theirs != ours:
+            left_out.append(f"{where}: '{phrase}': sherpa-onnx ({modeling_unit}) spells it {' '.join(theirs)}, the "
+                            f"model {' '.join(ours)}; left out")
+        else:
+            kept.append(line)
     return kept, left_out

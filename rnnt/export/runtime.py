@@ -64,12 +64,13 @@ def recognizer_args(onnx_dir: str) -> dict:
     return args
 
 
-def load_recognizer(onnx_dir: str, threads: int, **search):
-    """The recognizer sherpa-onnx.json describes, its search's arguments replaced by `search` (decoding_method,
-    max_active_paths, hotwords_file, hotwords_score); whether it streams; the model's sample rate."""
+def load_recognizer(onnx_dir: str, threads: int, described: dict | None = None, **search):
+    """The recognizer sherpa-onnx.json describes (described: its recognizer_args, where the caller has them), its
+    search's arguments replaced by `search` (decoding_method, max_active_paths, hotwords_file, hotwords_score);
+    whether it streams; the model's sample rate."""
     import sherpa_onnx
 
-    args = {**recognizer_args(onnx_dir), **search}
+    args = {**(described or recognizer_args(onnx_dir)), **search}
     streaming = args.get("model_type") == "lstm"
     kind = sherpa_onnx.OnlineRecognizer if streaming else sherpa_onnx.OfflineRecognizer
     return kind.from_transducer(**args, num_threads=threads), streaming, args["sample_rate"]

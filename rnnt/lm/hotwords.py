@@ -163,6 +163,16 @@ def phrase_and_score(text: str, where: str) -> tuple[str, float | None]:
     return " ".join(words[:-1]), score or None
 
 
+def hotword_lines(path: str):
+    """Each phrase line of a hotwords file (blank lines skipped): 'file:line', the line with single spaces, its phrase
+    and its own score (phrase_and_score)."""
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if line.split():
+                text = " ".join(line.split())
+                yield (f"{path}:{number}", text, *phrase_and_score(text, f"{path}:{number}"))
+
+
 def read_hotwords(path: str, tokenizer) -> list[tuple[list[int], float | None]]:
     """The phrases of a hotwords file (one a line, as the transcripts are written, its own score after it as
     sherpa-onnx reads one: 'NEW YORK :3'; blank lines skipped) as the model's units, each with its own score (None:
@@ -171,16 +181,12 @@ def read_hotwords(path: str, tokenizer) -> list[tuple[list[int], float | None]]:
     spell (a word the phone lexicon lacks, a unit the model has not) or a score out of place is a ValueError naming
     its line."""
     phrases = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.split():
-                continue
-            text, score = phrase_and_score(" ".join(line.split()), f"{path}:{number}")
-            spellings = pronunciations(tokenizer, text) if tokenizer.kind == "phone" else [tokenizer.encode(text)]
-            if any(tokenizer.units[UNK] in units for units in spellings):
-                raise ValueError(f"{path}:{number}: '{text}' holds what the model's units cannot spell (" + (
-                    "a word its lexicon lacks" if tokenizer.kind == "phone" else "<unk>") + ")")
-            phrases += [(units, score) for units in spellings]
+    for where, _, text, score in hotword_lines(path):
+        spellings = pronunciations(tokenizer, text) if tokenizer.kind == "phone" else [tokenizer.encode(text)]
+        if any(tokenizer.units[UNK] in units for units in spellings):
+            raise ValueError(f"{where}: '{text}' holds what the model's units cannot spell (" + (
+                "a word its lexicon lacks" if tokenizer.kind == "phone" else "<unk>") + ")")
+        phrases += [(units, score) for units in spellings]
     if not phrases:
         raise ValueError(f"{path}: no hotword in it (one phrase a line)")
     return phrases

@@ -141,7 +141,9 @@ def test_modified_beam_search_finds_the_same_on_either_path(monkeypatch):
     on_device = modified_beam_search(model, enc, lengths, beam=4)
     for a, b in zip(free, on_device):
         assert [(h.tokens, h.frames) for h in a] == [(h.tokens, h.frames) for h in b]
-        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-9)
+        # float32 matrix products over 4 slots or over the labelled ones alone round apart (by 1.2e-7 with more
+        # than one thread): the same to float32's precision
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
 
 
 def test_greedy_search_finds_the_same_on_either_path(monkeypatch):
