@@ -57,10 +57,12 @@ def stream_refusals(experiment, model) -> list[str]:
 
 
 def stream_unit_and_overlap(experiment, model) -> tuple[int, int]:
-    """fbank frames per encoder frame (a chunk is a whole number of them), and the fbank frames a chunk
-    reads again from the one before (the conv front end's overlap, 0 without one)."""
-    subsample = experiment.data.subsample
-    return subsample * model.config.encoder.time_reduction, subsample * model.encoder.stream_overlap
+    """The fbank frames a stream encodes as one (a chunk is a whole number of them): an encoder frame's, times
+    the encoder's stream_chunk (a streaming Conformer's chunk_frames); and the fbank frames a chunk reads again
+    from the one before (the conv front end's overlap, 0 without one)."""
+    subsample, encoder = experiment.data.subsample, model.encoder
+    return (subsample * model.config.encoder.time_reduction * encoder.stream_chunk,
+            subsample * encoder.stream_overlap)
 
 
 class Stream:
@@ -137,8 +139,7 @@ class Stream:
     def _encode(self, feats: torch.Tensor) -> None:
         data, model = self.transcriber.experiment.data, self.transcriber.model
         stacked = stack_frames(feats, data.stack, data.subsample).to(self.transcriber.device)
-        enc, h, c = model.encoder.stream(stacked[None], *self.state)
-        self.state = (h, c)
+        enc, *self.state = model.encoder.stream(stacked[None], *self.state)
         if not enc.shape[1]:  # the end, too short for the conv front end: offline drops these frames too
             return
         lengths = torch.tensor([enc.shape[1]], device=enc.device)

@@ -1,9 +1,8 @@
 """The three graphs of a transducer as sherpa-onnx runs them, as modules to export.
 
-  encoder: fbank frames (N, T, bins) -> the joiner's projection of the encoder output (N, T', J); the
-           front end between fbank and the encoder (global CMVN, frame stacking) is inside. Offline it
-           takes the lengths and returns the new ones; streaming it takes and returns the LSTM states
-           (h, c), each (layers, N, hidden), for a chunk of T frames.
+  encoder: fbank frames (N, T, bins) and their lengths -> the joiner's projection of the encoder output
+           (N, T', J) and the new lengths; the front end between fbank and the encoder (global CMVN, frame
+           stacking) is inside. Streaming encoders: rnnt.export.streaming_encoders.
   decoder: the last `context` labels (N, context) -> the joiner's projection of the prediction network's
            output (N, J). sherpa-onnx may pass -1 for "no label yet": it counts as blank, the start symbol.
   joiner:  two projections (N, J), (N, J) -> logits (N, vocab).
@@ -36,18 +35,6 @@ class OfflineEncoder(torch.nn.Module):
             feats = torch.nn.functional.pad(feats, (0, 0, 0, self.pad_frames))
         enc, enc_lens = self.encoder(feats, lengths)
         return self.enc_proj(enc), enc_lens
-
-
-class StreamingEncoder(torch.nn.Module):
-    def __init__(self, model: Transducer, frontend: FeatureFrontEnd):
-        super().__init__()
-        self.frontend, self.encoder, self.enc_proj = frontend, model.encoder, model.joiner.enc_proj
-
-    def forward(self, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor):
-        lengths = torch.full((x.shape[0],), x.shape[1], dtype=torch.long, device=x.device)
-        feats, _ = self.frontend(x, lengths)
-        enc, h, c = self.encoder.stream(feats, h, c)
-        return self.enc_proj(enc), h, c
 
 
 class Decoder(torch.nn.Module):

@@ -71,7 +71,7 @@ def load_recognizer(onnx_dir: str, threads: int, described: dict | None = None, 
     import sherpa_onnx
 
     args = {**(described or recognizer_args(onnx_dir)), **search}
-    streaming = args.get("model_type") == "lstm"
+    streaming = "model_type" in args  # a streaming export's (lstm, conformer): the offline one reads the graph's
     kind = sherpa_onnx.OnlineRecognizer if streaming else sherpa_onnx.OfflineRecognizer
     return kind.from_transducer(**args, num_threads=threads), streaming, args["sample_rate"]
 

@@ -14,9 +14,10 @@ silently changed):
   - a stateless prediction network over the last `context_size` labels, blank id 0;
   - greedy search with at most one symbol per frame (a modified transducer decodes the same with ours);
   - units that spell the text themselves (BPE, characters, words: not phones, whose words need a lexicon);
-  - streaming: its LSTM transducer type, h and c of (layers, N, hidden), chunks of T fbank frames that
-    advance by decode_chunk_len: a unidirectional encoder, and stacking without overlap. A conv front end
-    reads T - decode_chunk_len frames again in the next chunk (its overlap), as sherpa-onnx feeds them.
+  - streaming: its LSTM or Conformer transducer types (rnnt.export.streaming_encoders), chunks of T fbank frames
+    that advance by decode_chunk_len: a unidirectional LSTM encoder or a Conformer of chunk_frames, and
+    stacking without overlap. A conv front end reads T - decode_chunk_len frames again in the next chunk (its
+    overlap), as sherpa-onnx feeds them; a Conformer's decode_chunk_len is whole attention chunks.
 The graphs are checked against the PyTorch model in onnxruntime on inputs of other lengths than the
 ones traced.
 """
@@ -35,9 +36,10 @@ import torch
 
 from rnnt.data import stages
 from rnnt.data.tokenizer import BLANK, SPACE, UNK
-from rnnt.export.graphs import Decoder, Joiner, OfflineEncoder, StreamingEncoder
+from rnnt.export.graphs import Decoder, Joiner, OfflineEncoder
 from rnnt.export.hotwords import BPE_VOCAB, write_sentencepiece_files
 from rnnt.export.runtime import DECODING_JSON, SHERPA_ONNX_FRAME_SECONDS, carried_calibration
+from rnnt.export.streaming_encoders import streaming_graph
 from rnnt.model.feature_frontend import FeatureFrontEnd
 from rnnt.model.transducer import Transducer
 from rnnt.streaming import stream_refusals, stream_unit_and_overlap
@@ -80,7 +82,7 @@ def refusals(experiment, model, tokenizer, options: ExportOptions) -> list[str]:
                    "sherpa_onnx preset reproduces; train with features: {preset: sherpa_onnx}")
     if options.streaming:
         why += stream_refusals(experiment, model)
-        if not model.encoder.stream_refusal and not model.encoder.layers:
+        if model.config.encoder.kind == "lstm" and not model.encoder.layers:
             why.append("the encoder has no LSTM layers: sherpa-onnx streams an LSTM transducer, whose state is "
                        "the LSTMs' h and c; give it pre_layers or post_layers, or export it offline")
         unit, _ = stream_unit_and_overlap(experiment, model)
@@ -88,7 +90,7 @@ def refusals(experiment, model, tokenizer, options: ExportOptions) -> list[str]:
             why.append(f"--chunk-frames {options.chunk_frames} is negative")
         elif options.chunk_frames % unit:
             why.append(f"--chunk-frames {options.chunk_frames} is not a multiple of {unit} (stacking x the conv "
-                       "front end's strides x StackTime)")
+                       "front end's strides x StackTime, x a Conformer's chunk_frames)")
     return why
 
 
@@ -146,7 +148,8 @@ def _verify(module, path: str, cases: list[dict[str, torch.Tensor]], tolerance: 
         for g, w in zip(got, want if isinstance(want, tuple) else (want,)):
             if g.shape != tuple(w.shape):
                 raise RuntimeError(f"{path}: onnxruntime gives shape {g.shape}, PyTorch {tuple(w.shape)}")
-            worst = max(worst, float(np.abs(g - w.numpy()).max()))
+            difference = np.abs(g - w.numpy())  # NaN where one gives NaN and the other not (max() would skip it)
+            worst = max(worst, float("inf") if np.isnan(difference).any() else float(difference.max(initial=0.0)))
     if worst > tolerance:
         raise RuntimeError(f"{path}: onnxruntime differs from PyTorch by {worst:.2e} (> {tolerance})")
     return worst
@@ -182,25 +185,24 @@ def _quantize(path: str) -> str:
 # (egs/an4/conf/deploy.yaml, deploy_fastemit.yaml), 4 for a conv front end of two layers (deploy_lowlatency.yaml).
 # On AN4 (egs/an4/RESULTS.md, "Streaming latency") 6 frames bring the first partial result 50 ms sooner than
 # 18 (test median 0.33 s after speech starts against 0.38 s, fed 0.1 s at a time), and a conv model's 4 frames
-# bring its dev 90th percentile from 0.30 s to 0.28 s against 8, each for more encoder calls.
+# bring its dev 90th percentile from 0.30 s to 0.28 s against 8, each for more encoder calls. A streaming
+# Conformer's whole attention chunks: one (egs/an4/conf/deploy_conformer.yaml: 16 frames).
 DEFAULT_CHUNK_FRAMES = 4
 
 
-def _export_encoder(model, frontend, options: ExportOptions, path: str, unit: int, overlap: int,
-                    metadata: dict) -> float:
+def _export_encoder(model, frontend, options: ExportOptions, path: str, frame_unit: int, overlap: int,
+                    metadata: dict) -> tuple[float, str]:
+    """Exports the encoder; returns onnxruntime's largest difference from PyTorch and sherpa-onnx's model_type."""
     bins = metadata["feature_dim"]
     if options.streaming:
-        encoder = StreamingEncoder(model, frontend).eval()
-        layers, hidden = model.encoder.layers, model.config.encoder.hidden
+        graph = streaming_graph(model, frontend, frame_unit, overlap)
         window = options.chunk_frames + overlap  # T: sherpa-onnx advances by chunk_frames
-        _export(encoder, (torch.randn(1, window, bins), *model.encoder.initial_state(1)), path,
-                ["x", "h", "c"], ["encoder_out", "next_h", "next_c"],
-                {"x": {0: "N"}, "h": {1: "N"}, "c": {1: "N"}, "encoder_out": {0: "N"}, "next_h": {1: "N"},
-                 "next_c": {1: "N"}},
-                {**metadata, "model_type": "lstm", "num_encoder_layers": layers, "T": window,
-                 "decode_chunk_len": options.chunk_frames, "rnn_hidden_size": hidden, "d_model": hidden})
-        return _verify(encoder, path, [{"x": torch.randn(3, window, bins),
-                                        "h": torch.randn(layers, 3, hidden), "c": torch.randn(layers, 3, hidden)}])
+        _export(graph.module, (torch.randn(1, window, bins), *graph.state), path, graph.inputs, graph.outputs,
+                graph.dynamic, {**metadata, "T": window, "decode_chunk_len": options.chunk_frames, **graph.metadata})
+        # three streams at once: one starting, one a window in, one long under way (a full attention cache)
+        processed = [0, options.chunk_frames, 100 * options.chunk_frames]
+        check = dict(zip(graph.inputs, [torch.randn(3, window, bins), *graph.random_state(processed)]))
+        return _verify(graph.module, path, [check]), graph.metadata["model_type"]
     encoder = OfflineEncoder(model, frontend).eval()
     _export(encoder, (torch.randn(1, 100, bins), torch.tensor([100])), path, ["x", "x_lens"],
             ["encoder_out", "encoder_out_lens"],
@@ -210,11 +212,13 @@ def _export_encoder(model, frontend, options: ExportOptions, path: str, unit: in
             # this value, which must name one of its offline transducers: all run one graph interface, ours
             {**metadata, "model_type": "conformer"})
     # lengths with every remainder of stacking and StackTime, none of them the traced one, and clips too short
-    # for a conv front end's first or second output frame (whatever the stacking: 1, 3); and a clip of no frame,
-    # which PyTorch's LSTMs do not take, gives no output frame
-    cases = [{"x": torch.randn(2, 101 + k, bins), "x_lens": torch.tensor([101 + k, 61 + k])} for k in range(unit)]
+    # for a conv front end's first or second output frame (whatever the stacking: 1, 3); a clip of no frame,
+    # which PyTorch's LSTMs do not take, gives no output frame; and a clip beside one 10 times as long (a
+    # streaming Conformer's padded frames then have no valid frame in their chunks: none may come out NaN)
+    cases = [{"x": torch.randn(2, 101 + k, bins), "x_lens": torch.tensor([101 + k, 61 + k])}
+             for k in range(frame_unit)] + [{"x": torch.randn(2, 200, bins), "x_lens": torch.tensor([200, 20])}]
     return _verify(encoder, path, cases + [{"x": torch.randn(2, n, bins), "x_lens": torch.tensor([n, n - 1])}
-                                           for n in (1, 3, 6, 18)], no_frame=True)
+                                           for n in (1, 3, 6, 18)], no_frame=True), "conformer"
 
 
 def _export_decoder_and_joiner(model, paths: dict, metadata: dict) -> dict:
@@ -261,8 +265,9 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
     frontend = FeatureFrontEnd(data.stack, data.subsample, stages.load_cmvn(data))
     paths = {name: os.path.join(out_dir, f"{name}.onnx") for name in ("encoder", "decoder", "joiner")}
     torch.manual_seed(0)  # the random inputs of the checks
-    checked = {"encoder": _export_encoder(model, frontend, options, paths["encoder"], unit, overlap, metadata),
-               **_export_decoder_and_joiner(model, paths, metadata)}
+    frame_unit = data.subsample * model.config.encoder.time_reduction
+    checked, model_type = _export_encoder(model, frontend, options, paths["encoder"], frame_unit, overlap, metadata)
+    checked = {"encoder": checked, **_export_decoder_and_joiner(model, paths, metadata)}
     with open(os.path.join(out_dir, "tokens.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(tokens_txt(tokenizer)) + "\n")
     # how sherpa-onnx spells hotwords (rnnt.export.hotwords); word units it cannot spell at all
@@ -276,7 +281,7 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
             "sample_rate": data.sample_rate, "feature_dim": data.features.num_mel_bins, "dither": 0.0,
             "decoding_method": "greedy_search", **hotwords}
     if options.streaming:
-        args.update(model_type="lstm", low_freq=20.0, high_freq=-400.0, normalize_samples=True, snip_edges=False,
+        args.update(model_type=model_type, low_freq=20.0, high_freq=-400.0, normalize_samples=True, snip_edges=False,
                     temperature_scale=1.0,  # its tokens' log-probabilities as the model gives them (confidences)
                     **endpoint_rules(seconds_per_encoder_frame(experiment)))
     with open(os.path.join(out_dir, "sherpa-onnx.json"), "w", encoding="utf-8") as f:

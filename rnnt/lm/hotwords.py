@@ -1,13 +1,13 @@
 """Hotwords (contextual biasing): phrases a beam search favours, as sherpa-onnx's --hotwords-file does, from a
 file as sherpa-onnx reads one (a phrase a line, optionally its own score after it: 'NEW YORK :3.0'). Each
-phrase's units are a path in a trie with Aho-Corasick fallback links; a hypothesis's state is its node, each unit
-that goes deeper adds its score (the phrase's, or the largest of the phrases that share the unit's prefix), and
-one that breaks a partial match takes back what it had added (down to the
-longest suffix that still begins a phrase). A completed phrase keeps its bonus and matching starts again (a
-phrase that ends inside a longer one's match ends that match: list the longer alone); a phrase left incomplete
-when the hypothesis ends is taken back. Letters and sounds match whole words only (HotwordGraph's boundary).
-It is a rnnt.lm.fusion.Fusion, alone (searches without an LM) or over an LM's fusion (the *_lm and *_lodr
-methods)."""
+phrase's units are a path in a trie with Aho-Corasick fallback links; a hypothesis's state is its node (and
+bank), each unit that goes deeper adds its score (the phrase's, or the largest of the phrases that share the
+unit's prefix), and one that breaks a partial match takes back what it had added (down to the longest suffix
+that still begins a phrase), but what a phrase completed within it had earned. A completed phrase keeps its
+bonus: matching starts again, or, where a longer phrase goes on from it (CENTRE in CENTRE AVE), the match goes
+on with the completed phrase's bonus banked in the state; a phrase left incomplete when the hypothesis ends is
+taken back. Letters and sounds match whole words only (HotwordGraph's boundary). It is a rnnt.lm.fusion.Fusion,
+alone (searches without an LM) or over an LM's fusion (the *_lm and *_lodr methods)."""
 
 from __future__ import annotations
 
@@ -71,28 +71,39 @@ class HotwordGraph:
                 self.nodes[child].bonus += node.bonus
                 stack.append(child)
 
-    def start(self) -> int:
-        return self.first  # a hypothesis starts at a word's start
+    def start(self) -> tuple[int, float]:
+        """A hypothesis's state: its node, and what a phrase completed within the match there has earned (banked:
+        kept when the match breaks). It starts at a word's start."""
+        return self.first, 0.0
 
-    def step(self, at: int, unit: int) -> tuple[float, int]:
-        """The score a unit adds after node `at`, and the node after it: a completed phrase keeps its bonus (the
-        units before it in a partial match of a longer one are taken back) and matching starts again."""
+    def step(self, state: tuple[int, float], unit: int) -> tuple[float, tuple[int, float]]:
+        """The score a unit adds after `state`, and the state after it. A match the unit breaks keeps its bank and
+        takes back the rest; a completed phrase keeps its bonus (at least its bank's): matching starts again, or
+        goes on banking it where a longer phrase can follow."""
+        at, banked = state
         to = at
         while to and unit not in self.nodes[to].children:
             to = self.nodes[to].fail
         to = self.nodes[to].children.get(unit, 0)
-        if self.nodes[to].matched:
-            return self.nodes[self.nodes[to].matched].bonus - self.nodes[at].bonus, \
-                self.first if unit == self.boundary else 0
-        return self.nodes[to].bonus - self.nodes[at].bonus, to
+        base = self.nodes[at].bonus  # what the match has added so far
+        if self.nodes[at].children.get(unit) != to:  # broken: its bank kept, the rest taken back, a new match
+            base, banked = base - banked, 0.0
+        added, matched = self.nodes[to].bonus - base, self.nodes[to].matched
+        if not matched:
+            return added, (to, banked)
+        banked = max(banked, self.nodes[matched].bonus)
+        if self.nodes[to].children:
+            return added, (to, banked)
+        return added + banked - self.nodes[to].bonus, (self.first if unit == self.boundary else 0, 0.0)
 
-    def end(self, at: int) -> float:
-        """What a hypothesis ending at node `at` adds: its end is a boundary (which may complete a phrase), then
-        what is left incomplete is taken back."""
+    def end(self, state: tuple[int, float]) -> float:
+        """What a hypothesis ending in `state` adds: its end is a boundary (which may complete a phrase), then
+        what is left incomplete is taken back (but the bank)."""
         added = 0.0
         if self.boundary is not None:
-            added, at = self.step(at, self.boundary)
-        return added - self.nodes[at].bonus
+            added, state = self.step(state, self.boundary)
+        at, banked = state
+        return added + banked - self.nodes[at].bonus
 
 
 @dataclass

@@ -3,7 +3,7 @@ for Speech Recognition"): [BatchNorm] -> a 2-D conv front end striding 2 per lay
 -> a linear map to `dim` -> `layers` Conformer blocks, each
 
     x = x + 1/2 FeedForward(x)               LayerNorm, Linear dim -> ff_mult * dim, SiLU, Linear back
-    x = x + SelfAttention(LayerNorm(x))      multi-head, relative positions by rotation (below)
+    x = x + SelfAttention(LayerNorm(x))      multi-head, relative positions by rotation (rnnt.model.rotary_attention)
     x = x + Convolution(x)                   LayerNorm, pointwise conv to 2 dim, GLU, depthwise conv of
                                              kernel_size frames, BatchNorm, SiLU, pointwise conv
     x = x + 1/2 FeedForward(x)
@@ -11,13 +11,21 @@ for Speech Recognition"): [BatchNorm] -> a 2-D conv front end striding 2 per lay
 
 with dropout at the end of every residual branch and on the attention weights (attention_dropout: on the
 CPU a step of egs/an4's Conformer takes 7% less time without the latter, as scaled_dot_product_attention then
-takes a faster path). The paper's relative positions are Transformer-XL's
-(sinusoidal position embeddings with learnt biases); here queries and keys are rotated by their positions
-instead (RoFormer, Su et al. 2021), which makes every attention score depend on the distance between the
-frames alone, with no parameters. Attention never reads a padded frame, the depthwise convolution sees
-padding as zeros and BatchNorm's training statistics skip it: a sequence's output does not depend on its
-padding, nor in eval on the other sequences of its batch (in training BatchNorm uses the batch's statistics).
-Full context both ways: an offline encoder, it cannot stream.
+takes a faster path). The paper's relative positions are Transformer-XL's (sinusoidal position embeddings with
+learnt biases); here queries and keys are rotated by their positions instead (RoFormer), which makes every
+attention score depend on the distance between the frames alone, with no parameters. Attention never reads a
+padded frame, the depthwise convolution sees padding as zeros and BatchNorm's training statistics skip it: a
+sequence's output does not depend on its padding, nor in eval on the other sequences of its batch (in
+training BatchNorm uses the batch's statistics).
+
+Offline (chunk_frames 0) every frame attends to the whole utterance, and the depthwise convolution is centred
+on its frame. Streaming (chunk_frames C > 0, as WeNet's U2 and icefall's streaming Conformer), the output
+frames are cut into chunks of C from the first: a frame attends to its own chunk and to the left_chunks chunks
+before it, and the depthwise convolution reads kernel_size frames up to its own (causal). Nothing reads past
+the chunk, so a stream gives, chunk by chunk, what the whole utterance gives (stream()): its state is the last
+left_chunks x C frames' attention inputs and the last kernel_size - 1 frames' convolution inputs of every
+block, which is also the state of sherpa-onnx's streaming Conformer (rnnt.export.streaming_encoders). The
+latency is a chunk (C x 40 ms with two front-end convolutions) plus the front end's overlap.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from rnnt.model.conv_frontend import Conv2dSubsampling, conv_output_frames, conv
 from rnnt.model.dropout import Dropout
 from rnnt.model.encoder_interface import EncoderInterface, valid_frames
 from rnnt.model.masked_batch_norm import MaskedBatchNorm
+from rnnt.model.rotary_attention import SelfAttention, allowed_keys, rotation
 from rnnt.model.value_checks import dropout_problems, size_problems
 
 
@@ -50,6 +59,8 @@ class ConformerConfig:
     kernel_size: int = 31  # frames the depthwise convolution sees (odd)
     dropout: float = 0.1  # at the end of every residual branch and after the front end
     attention_dropout: float | None = None  # on the attention weights; null: dropout's (0: faster, see RESULTS)
+    chunk_frames: int = 0  # streaming: attention in chunks of this many output frames, causal conv (0: offline)
+    left_chunks: int = 4  # streaming: the chunks before its own that a frame attends to (at least 1)
 
     @property
     def time_reduction(self) -> int:
@@ -73,6 +84,10 @@ class ConformerConfig:
                          "each head's queries and keys are rotated in pairs of channels")
         if self.kernel_size < 1 or self.kernel_size % 2 == 0:
             found.append(f"model.encoder.kernel_size must be odd (centred on its frame), got {self.kernel_size}")
+        if self.chunk_frames < 0:
+            found.append(f"model.encoder.chunk_frames must be 0 (offline) or more, got {self.chunk_frames}")
+        elif self.chunk_frames and self.left_chunks < 1:
+            found.append(f"model.encoder.left_chunks must be at least 1 with chunk_frames, got {self.left_chunks}")
         sizes = size_problems("encoder", dim=self.dim, conv_channels=self.conv_channels, ff_mult=self.ff_mult)
         layers = size_problems("encoder", minimum=0, layers=self.layers)
         rates = dropout_problems("encoder", dropout=self.dropout, attention_dropout=self.attention_dropout)
@@ -86,44 +101,6 @@ class ConformerConfig:
         return ConformerEncoder(self)
 
 
-def rotation(frames: int, head_dim: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin (frames, head_dim / 2) of the angle t / 10000^(2i / head_dim) of channel pair i at frame t:
-    computed once a forward and shared by every block."""
-    half = head_dim // 2
-    frequencies = 10000.0 ** (-torch.arange(half, device=device, dtype=torch.float32) / half)
-    angles = torch.arange(frames, device=device, dtype=torch.float32)[:, None] * frequencies[None, :]
-    return angles.cos(), angles.sin()
-
-
-def rotate(x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """Queries or keys (B, heads, T, head_dim) rotated by their positions: channel pair i of frame t
-    (channels i and i + head_dim / 2) turned by the angle of rotation(T, head_dim)."""
-    cos, sin = (part.to(x.dtype) for part in cos_sin)
-    half = x.shape[3] // 2
-    first, second = x[..., :half], x[..., half:]
-    return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
-
-
-class SelfAttention(torch.nn.Module):
-    def __init__(self, dim: int, heads: int, dropout: float):
-        super().__init__()
-        self.heads, self.dropout = heads, dropout
-        self.qkv = torch.nn.Linear(dim, 3 * dim)
-        self.out = torch.nn.Linear(dim, dim)
-
-    def forward(self, x: torch.Tensor, valid: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        """x (B, T, dim) -> (B, T, dim), each frame attending to the valid frames of its sequence; cos_sin:
-        rotation(T, dim / heads)."""
-        B, T, dim = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.heads, dim // self.heads).permute(2, 0, 3, 1, 4)
-        keys = valid.clone()
-        keys[:, 0] = True  # a sequence of no frames still attends somewhere (its output is padding anyway)
-        attended = torch.nn.functional.scaled_dot_product_attention(
-            rotate(q, cos_sin), rotate(k, cos_sin), v, attn_mask=keys[:, None, None, :],
-            dropout_p=self.dropout if self.training else 0.0)
-        return self.out(attended.transpose(1, 2).reshape(B, T, dim))
-
-
 class FeedForward(torch.nn.Sequential):
     def __init__(self, dim: int, ff_mult: int, dropout: float):
         super().__init__(torch.nn.LayerNorm(dim), torch.nn.Linear(dim, ff_mult * dim), torch.nn.SiLU(),
@@ -131,19 +108,30 @@ class FeedForward(torch.nn.Sequential):
 
 
 class ConvolutionModule(torch.nn.Module):
-    def __init__(self, dim: int, kernel_size: int, dropout: float):
+    def __init__(self, dim: int, kernel_size: int, dropout: float, causal: bool):
         super().__init__()
         self.norm = torch.nn.LayerNorm(dim)
         self.pointwise_in = torch.nn.Linear(dim, 2 * dim)
-        self.depthwise = torch.nn.Conv1d(dim, dim, kernel_size, padding=kernel_size // 2, groups=dim)
+        self.history = kernel_size - 1 if causal else 0  # frames before the first that it pads (a stream: caches)
+        self.depthwise = torch.nn.Conv1d(dim, dim, kernel_size, padding=0 if causal else kernel_size // 2,
+                                         groups=dim)
         self.batch_norm = MaskedBatchNorm(dim)
         self.pointwise_out = torch.nn.Linear(dim, dim)
         self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         y = torch.nn.functional.glu(self.pointwise_in(self.norm(x)), dim=-1).masked_fill(~valid[..., None], 0.0)
-        y = self.depthwise(y.transpose(1, 2)).transpose(1, 2)
+        y = y.transpose(1, 2)
+        y = self.depthwise(torch.nn.functional.pad(y, (self.history, 0)) if self.history else y).transpose(1, 2)
         return self.dropout(self.pointwise_out(torch.nn.functional.silu(self.batch_norm(y, valid))))
+
+    def stream(self, x: torch.Tensor, cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A chunk (B, C, dim) and the depthwise convolution's inputs of the kernel_size - 1 frames before it
+        (B, kernel_size - 1, dim; zeros before the first frame) -> the chunk's output and the new cache."""
+        window = torch.cat([cache, torch.nn.functional.glu(self.pointwise_in(self.norm(x)), dim=-1)], dim=1)
+        y = self.depthwise(window.transpose(1, 2)).transpose(1, 2)
+        out = self.pointwise_out(torch.nn.functional.silu(self.batch_norm(y)))
+        return out, window[:, window.shape[1] - self.history:]
 
 
 class ConformerBlock(torch.nn.Module):
@@ -153,16 +141,27 @@ class ConformerBlock(torch.nn.Module):
         self.ff_in = FeedForward(dim, config.ff_mult, config.dropout)
         self.attention_norm = torch.nn.LayerNorm(dim)
         self.attention = SelfAttention(dim, config.heads, config.attention_dropout_rate)
-        self.conv = ConvolutionModule(dim, config.kernel_size, config.dropout)
+        self.conv = ConvolutionModule(dim, config.kernel_size, config.dropout, causal=config.chunk_frames > 0)
         self.ff_out = FeedForward(dim, config.ff_mult, config.dropout)
         self.norm = torch.nn.LayerNorm(dim)
         self.dropout = Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor, valid: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, valid: torch.Tensor, allowed: torch.Tensor,
+                cos_sin: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         x = x + 0.5 * self.ff_in(x)
-        x = x + self.dropout(self.attention(self.attention_norm(x), valid, cos_sin))
+        x = x + self.dropout(self.attention(self.attention_norm(x), allowed, cos_sin))
         x = x + self.conv(x, valid)
         return self.norm(x + 0.5 * self.ff_out(x))
+
+    def stream(self, x: torch.Tensor, attention_cache: torch.Tensor, cached: torch.Tensor, conv_cache: torch.Tensor,
+               cos_sin: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A chunk (B, C, dim) and the caches of the frames before it (SelfAttention.stream,
+        ConvolutionModule.stream) -> the chunk's output and the two caches after it."""
+        x = x + 0.5 * self.ff_in(x)
+        attended, attention_cache = self.attention.stream(self.attention_norm(x), attention_cache, cached, cos_sin)
+        conv, conv_cache = self.conv.stream(x + attended, conv_cache)
+        x = x + attended + conv
+        return self.norm(x + 0.5 * self.ff_out(x)), attention_cache, conv_cache
 
 
 class ConformerEncoder(EncoderInterface):
@@ -179,7 +178,21 @@ class ConformerEncoder(EncoderInterface):
 
     @property
     def stream_refusal(self) -> str:
-        return "a Conformer encoder attends to every frame of the utterance, those ahead too: it cannot stream"
+        return "" if self.config.chunk_frames else ("an offline Conformer (model.encoder.chunk_frames 0) attends to "
+                                                    "every frame, those ahead too: it cannot stream")
+
+    @property
+    def stream_overlap(self) -> int:
+        return self.frontend.overlap
+
+    @property
+    def stream_chunk(self) -> int:
+        return self.config.chunk_frames or 1
+
+    @property
+    def left_frames(self) -> int:
+        """The output frames before its chunk that a frame attends to: the attention cache of a stream."""
+        return self.config.left_chunks * self.config.chunk_frames
 
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         lengths = lengths.to(feats.device)
@@ -189,6 +202,43 @@ class ConformerEncoder(EncoderInterface):
         valid = valid_frames(lengths, x.shape[1])
         x = self.dropout(self.project(x))
         cos_sin = rotation(x.shape[1], self.config.dim // self.config.heads, x.device)
+        allowed = allowed_keys(valid, self.config.chunk_frames, self.config.left_chunks)
         for block in self.blocks:
-            x = block(x, valid, cos_sin)
+            x = block(x, valid, allowed, cos_sin)
         return x, lengths
+
+    def initial_state(self, batch: int, device: torch.device | str = "cpu"
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The streaming state before any audio: every block's attention cache (layers, left_frames, batch, dim),
+        its convolution cache (layers, kernel_size - 1, batch, dim), and the output frames done (batch,)."""
+        layers, dim = self.config.layers, self.config.dim
+        return (torch.zeros(layers, self.left_frames, batch, dim, device=device),
+                torch.zeros(layers, self.config.kernel_size - 1, batch, dim, device=device),
+                torch.zeros(batch, dtype=torch.long, device=device))
+
+    def stream(self, feats: torch.Tensor, attention_cache: torch.Tensor, conv_cache: torch.Tensor,
+               done: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The next input frames of unpadded sequences (B, T, input_dim) and the state the frames before left
+        (initial_state's) -> (B, T', dim) and the new state. Chunks of whole multiples of stream_chunk output
+        frames (time_reduction x chunk_frames input frames), each with the stream_overlap frames before it (the
+        first chunk: from frame 0, with stream_overlap more), then any last one, give what forward() gives for
+        the whole sequence; a piece too short for an output frame gives none. The encoder must be in eval mode."""
+        if self.stream_refusal:
+            raise ValueError(self.stream_refusal)
+        feats = self.input_norm(feats) if self.input_norm is not None else feats
+        if feats.shape[1] < self.frontend.stride + self.frontend.overlap:
+            return feats.new_zeros(feats.shape[0], 0, self.output_dim), attention_cache, conv_cache, done
+        x, _ = self.frontend(feats, torch.full(feats.shape[:1], feats.shape[1], device=feats.device))
+        x, chunks = self.project(x), []
+        attention, conv = list(attention_cache.transpose(1, 2)), list(conv_cache.transpose(1, 2))  # (B, L, dim)
+        left, head_dim = self.left_frames, self.config.dim // self.config.heads
+        for start in range(0, x.shape[1], self.config.chunk_frames):
+            chunk = x[:, start:start + self.config.chunk_frames]
+            cached = torch.arange(left, device=x.device)[None, :] >= left - done[:, None]
+            cos_sin = rotation(left + chunk.shape[1], head_dim, x.device)
+            for i, block in enumerate(self.blocks):
+                chunk, attention[i], conv[i] = block.stream(chunk, attention[i], cached, conv[i], cos_sin)
+            chunks.append(chunk)
+            done = done + chunk.shape[1]
+        return (torch.cat(chunks, dim=1), torch.stack(attention).transpose(1, 2), torch.stack(conv).transpose(1, 2),
+                done)

@@ -20,10 +20,12 @@ class EncoderInterface(torch.nn.Module):
     """feats (B, T, input_dim) padded and their lengths -> (B, T', output_dim) and the new lengths; frames
     past a sequence's new length are garbage (every consumer masks by length), and a sequence's frames do
     not depend on the batch it is in. An encoder that can run chunk by chunk (no stream_refusal) also has
-    initial_state(batch, device), stream(feats, *state) -> (out, *state) and stream_overlap (rnnt.streaming)."""
+    initial_state(batch, device), stream(feats, *state) -> (out, *state), stream_overlap and stream_chunk
+    (rnnt.streaming)."""
 
     output_dim: int
     stream_overlap: int = 0  # input frames a chunk reads again from the chunk before it
+    stream_chunk: int = 1  # output frames a stream encodes as one: its chunks are whole multiples (but the last)
 
     @property
     def stream_refusal(self) -> str:

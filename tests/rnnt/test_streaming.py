@@ -30,12 +30,15 @@ STACKED = {"input_dim": 3 * BINS, "hidden": 32, "norm": "layer", "pre_layers": 1
 # a conv front end (two strides of 2) on unstacked frames, re-reading 3 frames of the chunk before
 CONV = {"input_dim": BINS, "hidden": 32, "norm": "layer", "conv_channels": 4, "conv_layers": 2, "stack_time": 1,
         "pre_layers": 2, "post_layers": 0, "input_batch_norm": True}
+# a streaming Conformer on unstacked frames: attention in chunks of 2 encoder frames (8 fbank frames), 2 before
+CONFORMER = {"kind": "conformer", "input_dim": BINS, "input_batch_norm": True, "conv_channels": 4, "dim": 32,
+             "layers": 2, "heads": 2, "ff_mult": 2, "kernel_size": 5, "chunk_frames": 2, "left_chunks": 2}
 STATELESS = {"kind": "stateless", "embed_dim": 16, "context": 2}
 LSTM = {"kind": "lstm", "embed_dim": 16, "hidden": 16, "layers": 1}
 # (encoder, stack, predictor, one symbol per frame): modified transducers with a stateless predictor, and a
 # standard one (up to 3 symbols a frame, a blank ends it) whose LSTM predictor's state goes from chunk to chunk
 MODELS = {"stacked": (STACKED, 3, STATELESS, True), "conv": (CONV, 1, STATELESS, True),
-          "lstm": (STACKED, 3, LSTM, False)}
+          "lstm": (STACKED, 3, LSTM, False), "conformer": (CONFORMER, 1, STATELESS, True)}
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +149,11 @@ def test_what_can_stream_and_in_what_units(tmp_path, lang, speech):
     assert stream_unit_and_overlap(conv.experiment, conv.model) == (4, 3)
     both = transcriber(tmp_path, lang, speech, "conv", stack_time=2, post_layers=1)
     assert stream_unit_and_overlap(both.experiment, both.model) == (8, 3)
+    conformer = transcriber(tmp_path, lang, speech, "conformer")  # whole attention chunks: 2 x 4 frames
+    assert stream_unit_and_overlap(conformer.experiment, conformer.model) == (8, 3)
+    offline_conformer = transcriber(tmp_path, lang, speech, "conformer", chunk_frames=0)
+    assert stream_refusals(offline_conformer.experiment, offline_conformer.model) == [
+        "an offline Conformer (model.encoder.chunk_frames 0) attends to every frame, those ahead too: it cannot stream"]
 
     bidirectional = transcriber(tmp_path, lang, speech, bidirectional=True)
     assert stream_refusals(bidirectional.experiment, bidirectional.model) == [
@@ -166,7 +174,8 @@ def test_a_stream_is_refused_for_what_cannot_stream(tmp_path, lang, speech):
                                   "a bidirectional encoder reads every utterance backwards too: it cannot stream")
 
 
-@pytest.mark.parametrize("name,tail_silence", [("stacked", 0.0), ("stacked", 0.3), ("conv", 0.3), ("lstm", 0.0)])
+@pytest.mark.parametrize("name,tail_silence", [("stacked", 0.0), ("stacked", 0.3), ("conv", 0.3), ("lstm", 0.0),
+                                               ("conformer", 0.3)])
 def test_chunks_of_any_size_give_the_whole_utterances_result(tmp_path, lang, speech, name, tail_silence):
     """Chunks of random sizes (3 ms to 0.25 s): partial results only grow, the frames not yet encoded stay
     under a chunk's worth, and the final tokens, their frames, the text and word times are offline greedy
@@ -200,10 +209,11 @@ def test_chunks_of_any_size_give_the_whole_utterances_result(tmp_path, lang, spe
     assert len(units) > 3  # the tokens follow the speech: not one unit at every frame
 
 
-@pytest.mark.parametrize("name", ["stacked", "conv", "lstm"])
+@pytest.mark.parametrize("name", ["stacked", "conv", "lstm", "conformer"])
 def test_the_states_go_from_chunk_to_chunk(tmp_path, lang, speech, name):
-    """Fed 25 ms at a time or all at once, a stream has encoded the same frames into the same LSTM states;
-    one that forgot its states between chunks (started each from zeros) would give another result."""
+    """Fed 25 ms at a time or all at once, a stream has encoded the same frames into the same states (LSTMs';
+    a Conformer's caches and its count of frames); one that forgot its states between chunks (started each
+    from zeros) would give another result."""
     t = transcriber(tmp_path, lang, speech, name)
     samples = speech[0]
     small, whole = Stream(t), Stream(t)

@@ -101,7 +101,7 @@ def recognizer(onnx_dir, monkeypatch):
     """sherpa-onnx's recognizer from sherpa-onnx.json exactly as written (paths relative to the dir)."""
     args = json.loads((onnx_dir / "sherpa-onnx.json").read_text())
     monkeypatch.chdir(onnx_dir)
-    kind = sherpa_onnx.OnlineRecognizer if args.get("model_type") == "lstm" else sherpa_onnx.OfflineRecognizer
+    kind = sherpa_onnx.OnlineRecognizer if "model_type" in args else sherpa_onnx.OfflineRecognizer
     return kind.from_transducer(**args)
 
 
@@ -135,8 +135,13 @@ CONFORMER = {"kind": "conformer", "input_dim": 240, "input_batch_norm": True, "c
              "layers": 2, "heads": 2, "kernel_size": 7}
 
 
+# A streaming Conformer over stacked frames: attention in chunks of 2 encoder frames (24 fbank frames: stacking 3
+# x the conv front end's 4), 2 chunks of left context, a causal depthwise convolution.
+STREAMING_CONFORMER = {**CONFORMER, "chunk_frames": 2, "left_chunks": 2}
+
+
 @pytest.mark.parametrize("units,encoder", [("bpe", {}), ("word", {}), ("bpe", {"bidirectional": True}),
-                                           ("bpe", CONFORMER)])
+                                           ("bpe", CONFORMER), ("bpe", STREAMING_CONFORMER)])
 def test_offline_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, tmp_path, monkeypatch, units, encoder):
     audio, langs = an4_test
     exp = make_experiment(tmp_path / "exp", langs[units], encoder=encoder)
@@ -162,11 +167,13 @@ def test_offline_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, tm
 CONV = {"input_dim": 80, "conv_channels": 8, "conv_layers": 2, "stack_time": 1, "pre_layers": 2, "post_layers": 0}
 
 
-@pytest.mark.parametrize("encoder,stack,chunk,window", [({}, 3, 6, 6), (CONV, 1, 4, 7)])
+@pytest.mark.parametrize("encoder,stack,chunk,window", [({}, 3, 6, 6), (CONV, 1, 4, 7),
+                                                        (STREAMING_CONFORMER, 3, 24, 33)])
 def test_streaming_export_chunk_defaults_to_whole_encoder_frames_of_at_least_40_ms(an4_test, tmp_path, encoder,
                                                                                   stack, chunk, window):
     """Without --chunk-frames: 6 fbank frames for stacking 3 x StackTime 2, 4 for the conv front end's
-    two strides of 2 (which reads 3 frames of the chunk before again)."""
+    two strides of 2 (which reads 3 frames of the chunk before again), a streaming Conformer's attention chunk
+    (which reads 9 again: 3 stacked frames)."""
     _, langs = an4_test
     exp = make_experiment(tmp_path / "exp", langs["bpe"], encoder=encoder, stack=stack)
     export(exp, tmp_path / "onnx", "--streaming")
@@ -174,19 +181,22 @@ def test_streaming_export_chunk_defaults_to_whole_encoder_frames_of_at_least_40_
     assert (meta["decode_chunk_len"], meta["T"]) == (str(chunk), str(window))
 
 
-@pytest.mark.parametrize("encoder,stack,window", [({}, 3, 12), pytest.param(CONV, 1, 15, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("encoder,stack,chunk,window,kind", [
+    ({}, 3, 12, 12, "lstm"), pytest.param(CONV, 1, 12, 15, "lstm", marks=pytest.mark.slow),
+    (STREAMING_CONFORMER, 3, 24, 33, "conformer")])
 def test_streaming_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, tmp_path, monkeypatch, encoder,
-                                                                        stack, window):
+                                                                        stack, chunk, window, kind):
     """sherpa-onnx fed 0.1 s chunks encodes a window of T frames once more frames than that are there,
-    then moves on by decode_chunk_len (12): its tokens are our greedy search's over the frames it
-    encoded, exactly."""
+    then moves on by decode_chunk_len: its tokens are our greedy search's over the frames it encoded, exactly.
+    Its streaming Conformer holds the attention and convolution caches of three streams' windows before, and
+    of the stream's start (processed_frames 0) on."""
     audio, langs = an4_test
     exp = make_experiment(tmp_path / "exp", langs["bpe"], encoder=encoder, stack=stack)
-    export(exp, tmp_path / "onnx", "--streaming", "--chunk-frames", "12")
+    export(exp, tmp_path / "onnx", "--streaming", "--chunk-frames", str(chunk))
     meta = {p.key: p.value for p in onnx.load(str(tmp_path / "onnx" / "encoder.onnx")).metadata_props}
     assert (meta["model_type"], meta["T"], meta["decode_chunk_len"], meta["num_encoder_layers"]) == (
-        "lstm", str(window), "12", "2")
-    overlap = window - 12
+        kind, str(window), str(chunk), "2")
+    overlap = window - chunk
     assert json.loads((tmp_path / "onnx" / "decoding.json").read_text())["window_frames"] == window
     transcriber = Transcriber.from_exp_dir(str(exp))
     online = recognizer(tmp_path / "onnx", monkeypatch)
@@ -202,7 +212,7 @@ def test_streaming_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, 
         while online.is_ready(stream):
             online.decode_stream(stream)
         feats = fbank(torch.from_numpy(samples), rate, "sherpa_onnx")
-        encoded = (feats.shape[0] - 1 - overlap) // 12 * 12 + overlap
+        encoded = (feats.shape[0] - 1 - overlap) // chunk * chunk + overlap
         result = online.get_result_all(stream)  # its log-probabilities at the export's temperature_scale 1
         assert_sherpa_onnx_gives(tmp_path / "onnx", result.tokens, result.ys_probs, our_greedy(transcriber,
                                                                                                feats[:encoded]), path)
@@ -261,7 +271,7 @@ def test_int8_export_runs_in_sherpa_onnx(an4_test, tmp_path, monkeypatch, encode
     ("bpe", {"features": "kaldi"}, [], "data.features.preset is kaldi"),
     ("bpe", {"loss": {"type": "ctc", "one_sym_per_frame": False}}, [], "a CTC model"),
     ("bpe", {"encoder": {"bidirectional": True}}, ["--streaming"], "cannot stream"),
-    ("bpe", {"encoder": CONFORMER}, ["--streaming"], "a Conformer encoder attends to every frame"),
+    ("bpe", {"encoder": CONFORMER}, ["--streaming"], "an offline Conformer (model.encoder.chunk_frames 0) attends"),
     ("bpe", {}, ["--streaming", "--chunk-frames", "10"], "not a multiple of 6"),
     ("bpe", {"encoder": {"pre_layers": 0, "post_layers": 0}}, ["--streaming"], "the encoder has no LSTM layers"),
     ("phone", {}, [], "phone units"),
@@ -283,7 +293,7 @@ def test_the_recipes_deploy_configs_pass_the_check_and_their_default_configs_do_
     """conf/deploy.yaml of each recipe (and the AN4 test's short schedule) is what sherpa-onnx runs; the
     recipes' default transducers (the kaldi fbank preset; the template's LSTM prediction network) are not."""
     for config in ("egs/an4/conf/deploy.yaml", "egs/an4/conf/ci_from_ctc.yaml", "egs/TEMPLATE/conf/deploy.yaml",
-                   "egs/speechocean762/conf/deploy.yaml"):
+                   "egs/speechocean762/conf/deploy.yaml", "egs/an4/conf/deploy_conformer.yaml"):
         out = run_tool(sys.executable, STEPS / "export_onnx.py", "--check-config", config, "--unit-type", "char",
                        *streaming)
         assert out.returncode == 0 and "exportable for sherpa-onnx" in out.stdout, out.stderr
@@ -302,7 +312,7 @@ def without_confidences(words: list[dict]) -> list[dict]:
 
 
 @pytest.mark.parametrize("tail_silence,encoder,stack", [
-    (0.0, {}, 3), (0.3, {}, 3), pytest.param(0.3, CONV, 1, marks=pytest.mark.slow),
+    (0.0, {}, 3), (0.3, {}, 3), pytest.param(0.3, CONV, 1, marks=pytest.mark.slow), (0.3, STREAMING_CONFORMER, 3),
     pytest.param(0.3, {**CONV, "input_dim": 240, "stack_time": 2}, 3, marks=pytest.mark.slow)])
 def test_stream_gives_the_offline_result_chunk_by_chunk(an4_test, tmp_path, tail_silence, encoder, stack):
     """Transcriber.stream() fed chunks of random sizes: partial results only grow, and the final text

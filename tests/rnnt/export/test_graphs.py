@@ -11,7 +11,9 @@ from conftest import librispeech_utterances
 from rnnt.data.audio import load_audio, to_mono
 from rnnt.data.config import DataConfig
 from rnnt.data.stages import features_of
-from rnnt.export.graphs import Decoder, Joiner, OfflineEncoder, StreamingEncoder
+from rnnt.export.graphs import Decoder, Joiner, OfflineEncoder
+from rnnt.export.streaming_encoders import StreamingConformer, StreamingLSTM
+from rnnt.model.conformer import ConformerConfig
 from rnnt.model.feature_frontend import FeatureFrontEnd
 from rnnt.model.joiner import JoinerConfig
 from rnnt.model.lstm_encoder import LSTMEncoderConfig
@@ -76,7 +78,7 @@ def test_the_streaming_encoder_chunk_by_chunk_equals_the_offline_one(model, reco
     frontend = FeatureFrontEnd(STACK, SUBSAMPLE, cmvn)
     fbank = features(records[0])[None]
     whole, whole_lengths = OfflineEncoder(model, frontend)(fbank, torch.tensor([fbank.shape[1]]))
-    streaming = StreamingEncoder(model, frontend)
+    streaming = StreamingLSTM(model, frontend)
     h, c = model.encoder.initial_state(1)
     assert h.shape == (2, 1, 16)
     chunk = 4 * STACK * STACK_TIME  # whole output frames per chunk; the last chunk takes what is left
@@ -88,6 +90,35 @@ def test_the_streaming_encoder_chunk_by_chunk_equals_the_offline_one(model, reco
     streamed = torch.cat(pieces, dim=1)
     assert streamed.shape[1] == int(whole_lengths[0])
     torch.testing.assert_close(streamed, whole, rtol=1e-5, atol=1e-6)
+
+
+@torch.no_grad()
+def test_the_streaming_conformer_window_by_window_as_sherpa_onnx_feeds_it_equals_the_offline_encoder(records, cmvn):
+    """Windows of T = chunk + overlap fbank frames that move on by chunk (two attention chunks of 3 encoder
+    frames: 24 frames), with processed_frames counting the frames moved past: the offline encoder's output,
+    frame for frame, over every window's frames; the attention cache (3 chunks) fills after the fourth."""
+    torch.manual_seed(0)
+    config = ModelConfig(
+        encoder=ConformerConfig(input_dim=80, input_batch_norm=True, conv_channels=4, dim=16, layers=2, heads=2,
+                                ff_mult=2, kernel_size=5, dropout=0.0, chunk_frames=3, left_chunks=3),
+        predictor=PredictorConfig(kind="stateless", embed_dim=8, context=2, dropout=0.0),
+        joiner=JoinerConfig(hidden=12, activation="tanh"))
+    model = Transducer(config, vocab_size=VOCAB).eval()
+    frontend = FeatureFrontEnd(1, 1, cmvn)
+    fbank = features(records[2])[None]
+    whole, _ = OfflineEncoder(model, frontend)(fbank, torch.tensor([fbank.shape[1]]))
+    streaming, chunk, overlap = StreamingConformer(model, frontend, 4), 24, 3
+    attention, conv, _ = model.encoder.initial_state(1)
+    assert attention.shape == (2, 9, 1, 16) and conv.shape == (2, 4, 1, 16)
+    pieces, processed = [], 0
+    while processed + chunk + overlap <= fbank.shape[1]:
+        out, attention, conv = streaming(fbank[:, processed:processed + chunk + overlap], attention, conv,
+                                         torch.tensor([processed]))
+        pieces.append(out)
+        processed += chunk
+    streamed = torch.cat(pieces, dim=1)
+    assert len(pieces) > 5 and streamed.shape[1] == 6 * len(pieces) <= whole.shape[1]
+    torch.testing.assert_close(streamed, whole[:, :streamed.shape[1]], rtol=1e-5, atol=1e-5)
 
 
 @torch.no_grad()

@@ -108,6 +108,17 @@ def io_shapes(path) -> dict:
             for v in [*graph.input, *graph.output]}
 
 
+def streamed_silence(args: dict) -> str:
+    """What sherpa-onnx's streaming recognizer of these from_transducer arguments makes of a second of silence."""
+    recognizer = sherpa_onnx.OnlineRecognizer.from_transducer(**args)
+    stream = recognizer.create_stream()
+    stream.accept_waveform(16000, torch.zeros(16000).numpy())
+    stream.input_finished()
+    while recognizer.is_ready(stream):
+        recognizer.decode_stream(stream)
+    return recognizer.get_result(stream)
+
+
 # --- what is refused --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("lang,change,options,reasons", [
@@ -129,11 +140,16 @@ def io_shapes(path) -> dict:
      ["data.stack 3 != data.subsample 1: overlapping stacked frames cannot stream",
       "--chunk-frames 5 is not a multiple of 2"]),
     ("char", {"encoder": CONFORMER}, ExportOptions(streaming=True, chunk_frames=12),  # 3 x its strides 2 x 2
-     ["a Conformer encoder attends to every frame"]),
+     ["an offline Conformer (model.encoder.chunk_frames 0) attends to every frame"]),
+    ("char", {"encoder": {**CONFORMER, "chunk_frames": 2}}, ExportOptions(streaming=True, chunk_frames=48), []),
+    ("char", {"encoder": {**CONFORMER, "chunk_frames": 2}}, ExportOptions(streaming=True, chunk_frames=12),
+     ["--chunk-frames 12 is not a multiple of 24 (stacking x the conv front end's strides x StackTime, x a "
+      "Conformer's chunk_frames)"]),
     ("char", {"encoder": {"pre_layers": 0, "post_layers": 0}}, ExportOptions(streaming=True, chunk_frames=6),
      ["the encoder has no LSTM layers: sherpa-onnx streams an LSTM transducer"]),
     ("char", {}, ExportOptions(streaming=True, chunk_frames=10),
-     ["--chunk-frames 10 is not a multiple of 6 (stacking x the conv front end's strides x StackTime)"]),
+     ["--chunk-frames 10 is not a multiple of 6 (stacking x the conv front end's strides x StackTime, x a "
+      "Conformer's chunk_frames)"]),
     ("char", {}, ExportOptions(streaming=True, chunk_frames=-6), ["--chunk-frames -6 is negative"]),
     ("phone", {"features": "kaldi", "predictor": {"kind": "lstm", "hidden": 16, "layers": 1}},
      ExportOptions(streaming=True, chunk_frames=9),
@@ -239,13 +255,7 @@ def test_a_streaming_export_is_an_lstm_transducer_of_whole_chunks(tmp_path, lang
         "x": ["N", 6, 80], "h": [2, "N", 32], "c": [2, "N", 32], "next_h": [2, "N", 32], "next_c": [2, "N", 32]}
     assert shapes["encoder_out"][0] == "N" and shapes["encoder_out"][2] == 24
     monkeypatch.chdir(out)
-    recognizer = sherpa_onnx.OnlineRecognizer.from_transducer(**args)
-    stream = recognizer.create_stream()
-    stream.accept_waveform(16000, torch.zeros(16000).numpy())
-    stream.input_finished()
-    while recognizer.is_ready(stream):
-        recognizer.decode_stream(stream)
-    assert isinstance(recognizer.get_result(stream), str)
+    assert isinstance(streamed_silence(args), str)
     # its endpoint rules as written: 1.2 s of audio after the last word, where sherpa-onnx counts a blank as 40 ms
     # (at 60 ms a frame, 1.8 s). With no word at all the same rule ends it (of a model whose blank always wins):
     # sherpa-onnx takes an utterance longer than its counted silence for one with a word, and only a model of
@@ -262,6 +272,30 @@ def test_a_streaming_export_is_an_lstm_transducer_of_whole_chunks(tmp_path, lang
         while recognizer.is_ready(stream):
             recognizer.decode_stream(stream)
     assert recognizer.get_result(stream) == "" and 1.2 <= fed / 10 <= 1.2 + 0.1 + 0.06 * 6
+
+
+def test_a_streaming_conformer_export_is_sherpa_onnxs_conformer_transducer(tmp_path, langs, monkeypatch):
+    """sherpa-onnx's streaming Conformer: its metadata, the attention cache (layers, left_context, N, dim) and the
+    convolution cache (layers, kernel - 1, N, dim) it starts as zeros, processed_frames (N,); a window of one
+    attention chunk (2 encoder frames of 12 fbank frames) and the conv front end's overlap (3 stacked frames)."""
+    exp = make_experiment(tmp_path / "exp", langs["char"], encoder={**CONFORMER, "chunk_frames": 2, "left_chunks": 3})
+    out = tmp_path / "onnx"
+    result = export(str(exp), str(out), options=ExportOptions(streaming=True))
+    assert result["options"] == ExportOptions(streaming=True, chunk_frames=24)
+    meta = metadata(out / "encoder.onnx")
+    assert {k: meta[k] for k in ("model_type", "T", "decode_chunk_len", "num_encoder_layers", "left_context",
+                                 "encoder_dim", "cnn_module_kernel", "pad_length")} == {
+        "model_type": "conformer", "T": "33", "decode_chunk_len": "24", "num_encoder_layers": "1",
+        "left_context": "6", "encoder_dim": "16", "cnn_module_kernel": "7", "pad_length": "9"}
+    shapes = io_shapes(out / "encoder.onnx")
+    assert {k: shapes[k] for k in ("x", "attn_cache", "cnn_cache", "processed_frames")} == {
+        "x": ["N", 33, 80], "attn_cache": [1, 6, "N", 16], "cnn_cache": [1, 6, "N", 16], "processed_frames": ["N"]}
+    # the next caches' frames are a slice the graph computes (the export checked them, 6, in onnxruntime)
+    assert [[shapes[k][0], *shapes[k][2:]] for k in ("next_attn_cache", "next_cnn_cache")] == [[1, "N", 16]] * 2
+    args = json.loads((out / "sherpa-onnx.json").read_text())
+    assert args["model_type"] == "conformer"
+    monkeypatch.chdir(out)
+    assert isinstance(streamed_silence(args), str)
 
 
 def test_a_refused_model_is_not_exported_and_nothing_is_written(tmp_path, langs):

@@ -9,11 +9,13 @@ from rnnt.lm.hotwords import HotwordFusion, HotwordGraph, read_hotwords
 
 def plain_bonus(phrases: list[list[int]], units: list[int], score: float, boundary: int | None = None,
                 scores: list[float] | None = None) -> float:
-    """The bonus by its definition: after each unit, the units since the last completed phrase are cut to their
-    longest ending that begins some phrase; where a phrase ends them, it is complete (the longest that does),
-    earns for each unit the largest score of the phrases that begin with the units up to it, and matching starts
-    again. With a boundary unit, phrases are whole words: a boundary before and after each (the sequence's start
-    and end count as ones), earning nothing."""
+    """The bonus by its definition: after each unit, the units of the current match are cut to their longest
+    ending that begins some phrase; a cut ends the match, which keeps what it had banked. Where phrases end them,
+    the longest of those is complete: it earns for each unit the largest score of the phrases that begin with the
+    units up to it (the match's bank, if that is more); if a longer phrase begins with the match, the match goes
+    on with that banked, else it is kept and matching starts again. What a match had not banked when the
+    sequence ends is lost. With a boundary unit, phrases are whole words: a boundary before and after each (the
+    sequence's start and end count as ones), earning nothing."""
     scores = scores or [score] * len(phrases)
     if boundary is not None:
         phrases, units = [[boundary, *p, boundary] for p in phrases], [boundary, *units, boundary]
@@ -22,17 +24,20 @@ def plain_bonus(phrases: list[list[int]], units: list[int], score: float, bounda
         return sum(max(s for p, s in zip(phrases, scores) if p[:k + 1] == phrase[:k + 1])
                    for k, unit in enumerate(phrase) if unit != boundary)
 
-    bonus, since = 0.0, []
+    kept, banked, match = 0.0, 0.0, []
     for unit in units:
-        since = since + [unit]
-        complete = [p for p in phrases if len(p) <= len(since) and since[len(since) - len(p):] == p]
+        cut = match + [unit]
+        while cut and not any(p[:len(cut)] == cut for p in phrases):
+            cut = cut[1:]
+        if len(cut) <= len(match):  # the match is broken
+            kept, banked = kept + banked, 0.0
+        match = cut
+        complete = [p for p in phrases if len(p) <= len(match) and match[len(match) - len(p):] == p]
         if complete:
-            bonus += earned(max(complete, key=len))
-            since = [unit] if unit == boundary else []
-            continue
-        while since and not any(p[:len(since)] == since for p in phrases):
-            since = since[1:]
-    return bonus
+            banked = max(banked, earned(max(complete, key=len)))
+            if not any(len(p) > len(match) and p[:len(match)] == match for p in phrases):
+                kept, banked, match = kept + banked, 0.0, [unit] if unit == boundary else []
+    return kept + banked
 
 
 def collected(fusion: HotwordFusion, units: list[int]) -> float:
@@ -69,10 +74,14 @@ def test_letters_match_whole_words_only():
     assert collected(fusion, [3, 4, 1, 2, 4, 3]) == 2.0
 
 
-def test_a_partial_match_is_taken_back_and_a_phrase_inside_another_counts_alone():
+def test_a_partial_match_is_taken_back_and_a_phrase_inside_another_keeps_its_bonus():
     fusion = HotwordFusion(HotwordGraph([[1, 2, 3], [2]], 2.0))
-    assert collected(fusion, [1, 2, 3]) == 2.0  # "2" completes first (inside the partial 1 2): 1 taken back
+    assert collected(fusion, [1, 2, 3]) == 6.0  # "2" completes inside 1 2 3, whose match goes on
+    assert collected(fusion, [1, 2, 1]) == 2.0  # the match broken: "2" kept, 1 taken back
     assert collected(fusion, [1, 3]) == 0.0 and collected(fusion, [1]) == 0.0
+    nested = HotwordFusion(HotwordGraph([[1, 2], [1, 2, 3, 4]], 1.0))  # CENTRE and CENTRE AVE
+    assert collected(nested, [1, 2, 3, 4]) == 4.0 and collected(nested, [1, 2, 3]) == 2.0
+    assert collected(nested, [1, 2, 3, 1, 2]) == 4.0 and collected(nested, [1, 2]) == 2.0
     longer = HotwordFusion(HotwordGraph([[1, 2, 3]], 2.0))
     assert collected(longer, [1, 2, 3, 1, 2]) == 6.0  # the second, incomplete at the end, taken back
     state = longer.start()
@@ -101,7 +110,7 @@ def test_hotwords_over_an_lm_add_to_each_of_its_expansions():
     fusion = HotwordFusion(HotwordGraph([[1, 2]], 3.0), Inner())
     assert fusion.allowed(fusion.start()) == frozenset({1, 2})
     first = fusion.expansions(fusion.start(), 1)
-    assert [(score, state) for score, state in first] == [(2.0, (1, "sa")), (1.5, (1, "sb"))]
+    assert [(score, state) for score, state in first] == [(2.0, ((1, 0.0), "sa")), (1.5, ((1, 0.0), "sb"))]
     assert fusion.finish(first[0][1]) == [(-3.5, ["sa"])]  # the partial match taken back with the LM's end
 
 

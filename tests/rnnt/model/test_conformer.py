@@ -1,6 +1,7 @@
 """rnnt.model.conformer: a sequence's output is its own (not its batch's, in evaluation and in training),
 attention scores depend on the distance between frames alone, lengths are the config's, and a transducer
-over it loads from YAML by kind and learns."""
+over it loads from YAML by kind and learns. A streaming Conformer (chunk_frames) reads nothing past its chunk,
+and streamed chunk by chunk gives the whole utterance's output."""
 
 import dataclasses
 
@@ -8,7 +9,8 @@ import pytest
 import torch
 import yaml
 
-from rnnt.model.conformer import ConformerConfig, ConformerEncoder, rotate, rotation
+from rnnt.model.conformer import ConformerConfig, ConformerEncoder
+from rnnt.model.rotary_attention import rotate, rotation
 from rnnt.model.joiner import JoinerConfig
 from rnnt.model.predictor import PredictorConfig
 from rnnt.model.transducer import LossConfig, ModelConfig, Transducer
@@ -16,6 +18,7 @@ from rnnt.training.experiment import load_experiment
 
 SMALL = ConformerConfig(input_dim=20, input_batch_norm=True, conv_channels=4, conv_layers=2, dim=16, layers=2,
                         heads=2, ff_mult=2, kernel_size=5, dropout=0.0)
+STREAMING = dataclasses.replace(SMALL, chunk_frames=3, left_chunks=2)
 
 
 def ragged(seed=0, lengths=(37, 20, 9), frames=None):
@@ -24,9 +27,10 @@ def ragged(seed=0, lengths=(37, 20, 9), frames=None):
     return feats, torch.tensor(lengths)
 
 
-def test_output_in_a_batch_is_the_output_alone():
+@pytest.mark.parametrize("config", [SMALL, STREAMING])
+def test_output_in_a_batch_is_the_output_alone(config):
     torch.manual_seed(0)
-    encoder = ConformerEncoder(SMALL).eval()
+    encoder = ConformerEncoder(config).eval()
     feats, lengths = ragged()
     feats[1, 20:] = 50.0  # padding that must not leak in
     out, out_lens = encoder(feats, lengths)
@@ -37,18 +41,22 @@ def test_output_in_a_batch_is_the_output_alone():
         torch.testing.assert_close(alone[0], out[b, :out_lens[b]], atol=1e-5, rtol=1e-5)
 
 
-def test_training_statistics_ignore_padding():
+@pytest.mark.parametrize("config", [SMALL, STREAMING])
+def test_training_statistics_ignore_padding(config):
     """In training (dropout 0) more padding, full of garbage, changes neither the outputs nor BatchNorm's
-    running statistics."""
-    feats, lengths = ragged(frames=37)
+    running statistics; a streaming Conformer's padded frames past a chunk of its own (which read no valid
+    frame) leave every gradient finite."""
+    feats, lengths = ragged(lengths=(80, 20, 9))  # 19, 4 and 1 output frames
     wider = torch.cat([feats, torch.full((3, 30, SMALL.input_dim), 1e3)], dim=1)
     outputs, stats = [], []
     for batch in (feats, wider):
         torch.manual_seed(0)
-        encoder = ConformerEncoder(SMALL).train()
+        encoder = ConformerEncoder(config).train()
         out, out_lens = encoder(batch, lengths)
         outputs.append([out[b, :n] for b, n in enumerate(out_lens.tolist())])
         stats.append([m.running_mean.clone() for m in encoder.modules() if isinstance(m, torch.nn.BatchNorm1d)])
+        sum(o.sum() for o in outputs[-1]).backward()
+        assert all(torch.isfinite(p.grad).all() for p in encoder.parameters() if p.grad is not None)
     for a, b in zip(*outputs):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     assert len(stats[0]) == 1 + SMALL.layers
@@ -76,10 +84,66 @@ def test_bad_settings_are_named():
         ConformerConfig(dim=18, heads=2).problems()[0]
     assert ConformerConfig(heads=0).problems() == ["model.encoder.heads must be at least 1, got 0"]
     assert "kernel_size must be odd" in ConformerConfig(kernel_size=4).problems()[0]
+    assert ConformerConfig(chunk_frames=-1).problems() == [
+        "model.encoder.chunk_frames must be 0 (offline) or more, got -1"]
+    assert ConformerConfig(chunk_frames=4, left_chunks=0).problems() == [
+        "model.encoder.left_chunks must be at least 1 with chunk_frames, got 0"]
     with pytest.raises(ValueError, match="conv_layers 3 strided convolutions need a wider input"):
         ConformerEncoder(ConformerConfig(input_dim=6, conv_layers=3))
     assert ConformerConfig(attention_dropout=1.0).problems() == [
         "model.encoder.attention_dropout is a dropout rate, from 0 up to (not including) 1, got 1.0"]
+
+
+def test_a_streaming_conformer_reads_nothing_past_its_chunk_and_an_offline_one_does():
+    """Output frame t reads input frames up to 4t + 6 through the front end; with chunks of 3 output frames,
+    changing the input from frame 4 x 12 + 3 on leaves output frames 0-11 (four chunks) as they were, and
+    changes the next chunk's. An offline Conformer's first frames change too."""
+    torch.manual_seed(0)
+    feats, _ = ragged(lengths=(80,))
+    later = feats.clone()
+    later[:, 51:] = torch.randn(1, 29, SMALL.input_dim)
+    for config, first_frames_kept in ((STREAMING, True), (SMALL, False)):
+        encoder = ConformerEncoder(config).eval()
+        with torch.no_grad():
+            before, after = (encoder(x, torch.tensor([80]))[0] for x in (feats, later))
+        assert torch.allclose(before[:, :12], after[:, :12], atol=1e-6) == first_frames_kept
+        assert not torch.allclose(before[:, 12:15], after[:, 12:15], atol=1e-3)
+
+
+@pytest.mark.parametrize("chunk_frames,left_chunks,layers", [(3, 2, 2), (1, 1, 2), (4, 3, 3)])
+def test_streamed_chunk_by_chunk_a_conformer_gives_the_whole_utterances_output(chunk_frames, left_chunks, layers):
+    """Pieces of whole chunks (1 to 5 of them), each with the front end's overlap of the piece before, then what
+    is left: forward() over the whole utterance, frame for frame, with BatchNorms' statistics not the identity;
+    a piece too short for an output frame gives none (as the utterance's last frames give none)."""
+    torch.manual_seed(0)
+    config = dataclasses.replace(SMALL, chunk_frames=chunk_frames, left_chunks=left_chunks, layers=layers)
+    encoder = ConformerEncoder(config).eval()
+    for norm in (m for m in encoder.modules() if isinstance(m, torch.nn.BatchNorm1d)):
+        norm.running_mean.uniform_(-1.0, 1.0)
+        norm.running_var.uniform_(0.5, 2.0)
+    unit, overlap = config.time_reduction * chunk_frames, encoder.stream_overlap
+    assert (encoder.stream_chunk, overlap, encoder.stream_refusal) == (chunk_frames, 3, "")
+    for length in (101, 103, 40, 7):
+        feats = torch.randn(1, length, SMALL.input_dim)
+        with torch.no_grad():
+            whole, lengths = encoder(feats, torch.tensor([length]))
+            state, pieces, start = encoder.initial_state(1), [], 0
+            for chunks in (1, 3, 2, 5, 1, 4):
+                end = min(start + chunks * unit, max(length - overlap, start))
+                out, *state = encoder.stream(feats[:, start:end + overlap], *state)
+                pieces.append(out)
+                start = end
+            out, *state = encoder.stream(feats[:, start:], *state)
+        streamed = torch.cat(pieces + [out], dim=1)
+        assert streamed.shape[1] == int(lengths[0]) and int(state[2]) == int(lengths[0])
+        torch.testing.assert_close(streamed, whole, atol=1e-5, rtol=1e-5)
+
+
+def test_an_offline_conformer_refuses_to_stream():
+    encoder = ConformerEncoder(SMALL).eval()
+    assert "chunk_frames 0" in encoder.stream_refusal
+    with pytest.raises(ValueError, match="cannot stream"):
+        encoder.stream(torch.zeros(1, 20, SMALL.input_dim), *ConformerEncoder(STREAMING).initial_state(1))
 
 
 def test_attention_dropout_is_dropouts_rate_unless_set():

@@ -1,0 +1,84 @@
+"""Multi-head self-attention with relative positions by rotation (RoFormer, Su et al. 2021), for the
+Conformer (rnnt.model.conformer): queries and keys are turned by their frames' positions, so that every
+attention score depends on the distance between the two frames alone, with no parameters. That is also what
+lets a stream give the whole utterance's scores: a chunk's frames and the frames cached before it are turned
+by their places in the window they make, not in the utterance.
+
+Which keys a query reads (`allowed`): every valid frame of its sequence (offline), or, with chunks
+(Conformer's chunk_frames), the frames of its own chunk and of the left_chunks chunks before it, as a stream
+of those chunks holds them: the chunk and a cache of the frames before it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def rotation(frames: int, head_dim: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin (frames, head_dim / 2) of the angle t / 10000^(2i / head_dim) of channel pair i at frame t:
+    computed once a forward and shared by every block."""
+    half = head_dim // 2
+    frequencies = 10000.0 ** (-torch.arange(half, device=device, dtype=torch.float32) / half)
+    angles = torch.arange(frames, device=device, dtype=torch.float32)[:, None] * frequencies[None, :]
+    return angles.cos(), angles.sin()
+
+
+def rotate(x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Queries or keys (B, heads, T, head_dim) rotated by their positions: channel pair i of frame t
+    (channels i and i + head_dim / 2) turned by the angle of row t of cos_sin (rotation(T, head_dim))."""
+    cos, sin = (part.to(x.dtype) for part in cos_sin)
+    half = x.shape[3] // 2
+    first, second = x[..., :half], x[..., half:]
+    return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+
+
+def allowed_keys(valid: torch.Tensor, chunk_frames: int = 0, left_chunks: int = 0) -> torch.Tensor:
+    """valid (B, T) -> (B, 1, T) or (B, T, T) bool, True where a query (row) may read a key (column): the
+    sequence's valid frames; with chunk_frames, only those of the query's chunk and the left_chunks before it.
+    A padded query reads frame 0 too, and so does every query of a sequence of no frames, so that no row is
+    without a key whatever the attention kernel: PyTorch's on the CPU and onnxruntime give such a row zeros, but
+    one that gave NaN would have the next block's attention spread it to every frame (NaN x weight 0 is NaN)."""
+    if not chunk_frames:
+        keys = valid.clone()
+        keys[:, 0] = True
+        return keys[:, None, :]
+    chunk = torch.arange(valid.shape[1], device=valid.device) // chunk_frames
+    behind = chunk[:, None] - chunk[None, :]  # query's chunk - key's chunk
+    allowed = ((behind >= 0) & (behind <= left_chunks))[None] & valid[:, None, :]
+    allowed[:, :, 0] |= ~valid
+    return allowed
+
+
+class SelfAttention(torch.nn.Module):
+    def __init__(self, dim: int, heads: int, dropout: float):
+        super().__init__()
+        self.heads, self.dropout = heads, dropout
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.out = torch.nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, allowed: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor]
+                ) -> torch.Tensor:
+        """x (B, T, dim) -> (B, T, dim), each frame attending to the keys allowed_keys allows it;
+        cos_sin: rotation(T, dim / heads)."""
+        B, T, dim = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.heads, dim // self.heads).permute(2, 0, 3, 1, 4)
+        attended = torch.nn.functional.scaled_dot_product_attention(
+            rotate(q, cos_sin), rotate(k, cos_sin), v, attn_mask=allowed[:, None],
+            dropout_p=self.dropout if self.training else 0.0)
+        return self.out(attended.transpose(1, 2).reshape(B, T, dim))
+
+    def stream(self, x: torch.Tensor, cache: torch.Tensor, cached: torch.Tensor,
+               cos_sin: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """A chunk's frames x (B, C, dim), each attending to the chunk and to the L frames before it, cache
+        (B, L, dim) (this module's inputs there), of which cached (B, L) says which are real (a stream's
+        first chunks have fewer than L before them) -> (B, C, dim) and the cache after the chunk.
+        cos_sin: rotation(L + C, dim / heads)."""
+        window = torch.cat([cache, x], dim=1)
+        B, N, dim = window.shape
+        q, k, v = self.qkv(window).view(B, N, 3, self.heads, dim // self.heads).permute(2, 0, 3, 1, 4)
+        C, (cos, sin) = x.shape[1], cos_sin
+        q = rotate(q[:, :, N - C:], (cos[N - C:], sin[N - C:]))
+        allowed = torch.cat([cached, torch.ones_like(cached[:, :1]).expand(B, C)], dim=1)
+        attended = torch.nn.functional.scaled_dot_product_attention(q, rotate(k, cos_sin), v,
+                                                                    attn_mask=allowed[:, None, None, :])
+        return self.out(attended.transpose(1, 2).reshape(B, C, dim)), window[:, C:]
