@@ -25,7 +25,8 @@ before it, and the depthwise convolution reads kernel_size frames up to its own 
 the chunk, so a stream gives, chunk by chunk, what the whole utterance gives (stream()): its state is the last
 left_chunks x C frames' attention inputs and the last kernel_size - 1 frames' convolution inputs of every
 block, which is also the state of sherpa-onnx's streaming Conformer (rnnt.export.streaming_encoders). The
-latency is a chunk (C x 40 ms with two front-end convolutions) plus the front end's overlap.
+latency is a chunk (C x 40 ms with two front-end convolutions) plus the front end's overlap. dynamic_chunks
+trains it in chunks of random sizes, or whole (attention_span), and it runs in chunk_frames all the same.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class ConformerConfig:
     attention_dropout: float | None = None  # on the attention weights; null: dropout's (0: faster, see RESULTS)
     chunk_frames: int = 0  # streaming: attention in chunks of this many output frames, causal conv (0: offline)
     left_chunks: int = 4  # streaming: the chunks before its own that a frame attends to (at least 1)
+    dynamic_chunks: int = 0  # training a streaming one: chunks of 1 to this many frames, or whole (0: chunk_frames)
 
     @property
     def time_reduction(self) -> int:
@@ -88,6 +90,9 @@ class ConformerConfig:
             found.append(f"model.encoder.chunk_frames must be 0 (offline) or more, got {self.chunk_frames}")
         elif self.chunk_frames and self.left_chunks < 1:
             found.append(f"model.encoder.left_chunks must be at least 1 with chunk_frames, got {self.left_chunks}")
+        if self.dynamic_chunks < 0 or (self.dynamic_chunks and not self.chunk_frames):
+            found.append(f"model.encoder.dynamic_chunks {self.dynamic_chunks}: it trains a streaming Conformer "
+                         "(chunk_frames above 0) in chunks of 1 to that many frames; 0 turns it off")
         sizes = size_problems("encoder", dim=self.dim, conv_channels=self.conv_channels, ff_mult=self.ff_mult)
         layers = size_problems("encoder", minimum=0, layers=self.layers)
         rates = dropout_problems("encoder", dropout=self.dropout, attention_dropout=self.attention_dropout)
@@ -202,10 +207,21 @@ class ConformerEncoder(EncoderInterface):
         valid = valid_frames(lengths, x.shape[1])
         x = self.dropout(self.project(x))
         cos_sin = rotation(x.shape[1], self.config.dim // self.config.heads, x.device)
-        allowed = allowed_keys(valid, self.config.chunk_frames, self.config.left_chunks)
+        allowed = allowed_keys(valid, *self.attention_span(x.shape[1]))
         for block in self.blocks:
             x = block(x, valid, allowed, cos_sin)
         return x, lengths
+
+    def attention_span(self, frames: int) -> tuple[int, int]:
+        """The chunk (0: none) and left chunks a forward of `frames` output frames attends in: the config's, but in
+        training with dynamic_chunks a draw a batch (WeNet's dynamic chunk training), of the whole utterance one
+        time in two, else of chunks of 1 to dynamic_chunks frames with all the left context. The model learns to
+        run at any chunk size (a stream runs chunk_frames), and the whole utterance's batches help it start."""
+        config = self.config
+        if not (self.training and config.dynamic_chunks):
+            return config.chunk_frames, config.left_chunks
+        draw = int(torch.randint(2 * config.dynamic_chunks, (1,)))  # the CPU generator: a resume draws the same
+        return (0, 0) if draw >= config.dynamic_chunks else (draw + 1, frames)
 
     def initial_state(self, batch: int, device: torch.device | str = "cpu"
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

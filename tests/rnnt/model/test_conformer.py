@@ -88,6 +88,10 @@ def test_bad_settings_are_named():
         "model.encoder.chunk_frames must be 0 (offline) or more, got -1"]
     assert ConformerConfig(chunk_frames=4, left_chunks=0).problems() == [
         "model.encoder.left_chunks must be at least 1 with chunk_frames, got 0"]
+    assert ConformerConfig(dynamic_chunks=8).problems() == [
+        "model.encoder.dynamic_chunks 8: it trains a streaming Conformer (chunk_frames above 0) in chunks of 1 to "
+        "that many frames; 0 turns it off"]
+    assert "dynamic_chunks -1" in ConformerConfig(chunk_frames=4, dynamic_chunks=-1).problems()[0]
     with pytest.raises(ValueError, match="conv_layers 3 strided convolutions need a wider input"):
         ConformerEncoder(ConformerConfig(input_dim=6, conv_layers=3))
     assert ConformerConfig(attention_dropout=1.0).problems() == [
@@ -137,6 +141,24 @@ def test_streamed_chunk_by_chunk_a_conformer_gives_the_whole_utterances_output(c
         streamed = torch.cat(pieces + [out], dim=1)
         assert streamed.shape[1] == int(lengths[0]) and int(state[2]) == int(lengths[0])
         torch.testing.assert_close(streamed, whole, atol=1e-5, rtol=1e-5)
+
+
+def test_dynamic_chunks_draw_a_span_a_training_batch_and_evaluation_runs_chunk_frames():
+    """One draw in two the whole utterance, else chunks of 1 to dynamic_chunks frames with all the left context;
+    the same draws after the same seed (a resumed training's); evaluation in chunk_frames and left_chunks."""
+    encoder = ConformerEncoder(dataclasses.replace(STREAMING, dynamic_chunks=5)).train()
+    torch.manual_seed(0)
+    spans = [encoder.attention_span(40) for _ in range(400)]
+    assert set(spans) == {(0, 0), *((chunk, 40) for chunk in range(1, 6))}
+    assert 150 < spans.count((0, 0)) < 250
+    torch.manual_seed(0)
+    assert [encoder.attention_span(40) for _ in range(400)] == spans
+    assert encoder.eval().attention_span(40) == (3, 2)
+    with torch.no_grad():  # trained so, it runs as one trained in chunk_frames alone
+        feats, lengths = ragged()
+        fixed = ConformerEncoder(STREAMING).eval()
+        fixed.load_state_dict(encoder.state_dict())
+        torch.testing.assert_close(encoder(feats, lengths)[0], fixed(feats, lengths)[0])
 
 
 def test_an_offline_conformer_refuses_to_stream():
