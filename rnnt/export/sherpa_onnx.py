@@ -180,13 +180,12 @@ def _quantize(path: str) -> str:
     return out
 
 
-# The chunk an export streams by default: 4 fbank frames (40 ms), rounded up to whole encoder frames
-# (stacking x the conv front end's strides x StackTime): 6 frames for stacking 3 and StackTime 2
-# (egs/an4/conf/deploy.yaml, deploy_fastemit.yaml), 4 for a conv front end of two layers (deploy_lowlatency.yaml).
-# On AN4 (egs/an4/RESULTS.md, "Streaming latency") 6 frames bring the first partial result 50 ms sooner than
-# 18 (test median 0.33 s after speech starts against 0.38 s, fed 0.1 s at a time), and a conv model's 4 frames
-# bring its dev 90th percentile from 0.30 s to 0.28 s against 8, each for more encoder calls. A streaming
-# Conformer's whole attention chunks: one (egs/an4/conf/deploy_conformer.yaml: 16 frames).
+# The chunk an export streams by default: 4 fbank frames (40 ms), rounded up to whole encoder frames (stacking x
+# the conv front end's strides x StackTime; a streaming Conformer's attention chunk): 6 frames for stacking 3 and
+# StackTime 2 (egs/an4/conf/deploy.yaml), 4 for a conv front end of two layers (deploy_lowlatency.yaml), 16 for
+# deploy_conformer.yaml. On AN4 (RESULTS.md, "Streaming latency") 6 frames bring the first partial result 50 ms
+# sooner than 18 (test median 0.33 s after speech starts against 0.38 s, fed 0.1 s at a time), and a conv
+# model's 4 frames its dev 90th percentile from 0.30 s to 0.28 s against 8, each for more encoder calls.
 DEFAULT_CHUNK_FRAMES = 4
 
 

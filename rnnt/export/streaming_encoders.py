@@ -76,8 +76,8 @@ class StreamingGraph:
 
 
 def streaming_graph(model: Transducer, frontend: FeatureFrontEnd, frame_unit: int, overlap: int) -> StreamingGraph:
-    """The streaming graph of the model's encoder kind (rnnt.export.sherpa_onnx refuses any other); frame_unit:
-    fbank frames per encoder frame; overlap: the fbank frames a window reads again from the one before."""
+    """The streaming graph of the model's encoder kind, lstm or conformer; frame_unit: fbank frames per encoder
+    frame; overlap: the fbank frames a window reads again from the one before."""
     encoder, config = model.encoder, model.config.encoder
     if config.kind == "conformer":
         attention, conv, _ = encoder.initial_state(1)
@@ -88,6 +88,8 @@ def streaming_graph(model: Transducer, frontend: FeatureFrontEnd, frame_unit: in
                               {"model_type": "conformer", "num_encoder_layers": config.layers,
                                "left_context": encoder.left_frames, "encoder_dim": config.dim,
                                "cnn_module_kernel": config.kernel_size, "pad_length": overlap})
+    if config.kind != "lstm":  # a new kind that streams: sherpa-onnx has a type of its own for each
+        raise ValueError(f"sherpa-onnx streams LSTM and Conformer transducers, not a {config.kind} encoder")
     return StreamingGraph(StreamingLSTM(model, frontend).eval(), ["x", "h", "c"], ["encoder_out", "next_h", "next_c"],
                           encoder.initial_state(1), (1, 1),
                           {"model_type": "lstm", "num_encoder_layers": encoder.layers,

@@ -42,11 +42,10 @@ def allowed_keys(valid: torch.Tensor, chunk_frames: int = 0, left_chunks: int = 
         keys = valid.clone()
         keys[:, 0] = True
         return keys[:, None, :]
-    chunk = torch.arange(valid.shape[1], device=valid.device) // chunk_frames
-    behind = chunk[:, None] - chunk[None, :]  # query's chunk - key's chunk
+    frames = torch.arange(valid.shape[1], device=valid.device)
+    behind = (frames // chunk_frames)[:, None] - (frames // chunk_frames)[None, :]  # query's chunk - key's chunk
     allowed = ((behind >= 0) & (behind <= left_chunks))[None] & valid[:, None, :]
-    allowed[:, :, 0] |= ~valid
-    return allowed
+    return allowed | (~valid[:, :, None] & (frames == 0)[None, None, :])  # not in place: an ONNX graph's op
 
 
 class SelfAttention(torch.nn.Module):
