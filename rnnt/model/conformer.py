@@ -215,8 +215,8 @@ class ConformerEncoder(EncoderInterface):
     def attention_span(self, frames: int) -> tuple[int, int]:
         """The chunk (0: none) and left chunks a forward of `frames` output frames attends in: the config's, but in
         training with dynamic_chunks a draw a batch (WeNet's dynamic chunk training), of the whole utterance one
-        time in two, else of chunks of 1 to dynamic_chunks frames with all the left context. The model learns to
-        run at any chunk size (a stream runs chunk_frames), and the whole utterance's batches help it start."""
+        time in two, else of chunks of 1 to dynamic_chunks frames with all the left context: the model learns to
+        run at any chunk size (a stream runs chunk_frames)."""
         config = self.config
         if not (self.training and config.dynamic_chunks):
             return config.chunk_frames, config.left_chunks
