@@ -23,29 +23,31 @@ from rnnt.model.feature_frontend import FeatureFrontEnd
 from rnnt.model.transducer import Transducer
 
 
-class StreamingLSTM(torch.nn.Module):
+class StreamingEncoder(torch.nn.Module):
+    """What both kinds share: the front end over a window of fbank frames, and the projection after the encoder."""
+
     def __init__(self, model: Transducer, frontend: FeatureFrontEnd):
         super().__init__()
         self.frontend, self.encoder, self.enc_proj = frontend, model.encoder, model.joiner.enc_proj
 
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.frontend(x, torch.full((x.shape[0],), x.shape[1], dtype=torch.long, device=x.device))[0]
+
+
+class StreamingLSTM(StreamingEncoder):
     def forward(self, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor):
-        lengths = torch.full((x.shape[0],), x.shape[1], dtype=torch.long, device=x.device)
-        feats, _ = self.frontend(x, lengths)
-        enc, h, c = self.encoder.stream(feats, h, c)
+        enc, h, c = self.encoder.stream(self.features(x), h, c)
         return self.enc_proj(enc), h, c
 
 
-class StreamingConformer(torch.nn.Module):
+class StreamingConformer(StreamingEncoder):
     def __init__(self, model: Transducer, frontend: FeatureFrontEnd, frame_unit: int):
-        super().__init__()
-        self.frontend, self.encoder, self.enc_proj = frontend, model.encoder, model.joiner.enc_proj
+        super().__init__(model, frontend)
         self.frame_unit = frame_unit  # fbank frames per encoder frame
 
     def forward(self, x: torch.Tensor, attn_cache: torch.Tensor, cnn_cache: torch.Tensor,
                 processed_frames: torch.Tensor):
-        lengths = torch.full((x.shape[0],), x.shape[1], dtype=torch.long, device=x.device)
-        feats, _ = self.frontend(x, lengths)
-        enc, attn_cache, cnn_cache, _ = self.encoder.stream(feats, attn_cache, cnn_cache,
+        enc, attn_cache, cnn_cache, _ = self.encoder.stream(self.features(x), attn_cache, cnn_cache,
                                                             processed_frames // self.frame_unit)
         return self.enc_proj(enc), attn_cache, cnn_cache
 
