@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Decode a data list with a model exported by steps/export_onnx.py, in sherpa-onnx itself, and score it.
 
-ONNX_DIR's sherpa-onnx.json says which recognizer: offline, or streaming (model_type lstm), where the
+ONNX_DIR's sherpa-onnx.json says which recognizer: offline, or streaming (model_type lstm or conformer), where the
 audio is fed in chunks of --chunk-seconds as it would arrive. Each utterance is followed by the silence
 its decoding.json asks for (the model's data.tail_silence, which our own decoding appends too), and a
 stream by at least 0.5 s (sherpa-onnx encodes a chunk only once the frames after it have come). \
