@@ -21,6 +21,7 @@ import time
 import numpy as np
 import torch
 
+from rnnt.attention_chunks import add_attention_options, from_args
 from rnnt.cli import tool_parser
 from rnnt.data import stages
 from rnnt.data.features import fbank
@@ -108,11 +109,14 @@ def main() -> int:
     parser.add_argument("--chunk", type=float, default=0.1, help="streaming: seconds of audio fed at a time")
     parser.add_argument("--chunk-frames", type=int, default=0,
                         help="streaming: fbank frames per encoder call in the export (default: export_onnx.py's)")
+    parser.add_argument("--streaming-only", action="store_true", help="the streaming row alone")
+    add_attention_options(parser)
     parser.add_argument("--latencies", help="write each utterance's latency to this TSV: key, where speech "
                         "starts, audio fed at the first partial result (seconds), that result")
     parser.add_argument("exp_dir")
     parser.add_argument("data_list")
     args = parser.parse_args()
+    attention = from_args(parser, args)
     torch.set_num_threads(1)
     from machine import machine_line  # benchmarks/, the script's folder
     print(machine_line("cpu") + "\n")  # benchmarks/machine.py: where the table was measured
@@ -121,8 +125,11 @@ def main() -> int:
     print("| model | WER | RTF per core | first partial after speech starts: median / p90 / within 0.3 s |")
     print("|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        for name, options in (("offline float32", ExportOptions()), ("offline int8", ExportOptions(int8=True)),
-                              ("streaming float32", ExportOptions(streaming=True, chunk_frames=args.chunk_frames))):
+        exports = [("offline float32", ExportOptions(attention=attention)),
+                   ("offline int8", ExportOptions(int8=True, attention=attention))] if not args.streaming_only else []
+        if attention.frames != 0:  # a whole utterance's attention does not stream
+            exports.append(("streaming float32", ExportOptions(True, args.chunk_frames, attention=attention)))
+        for name, options in exports:
             out = os.path.join(tmp, name.replace(" ", "-"))
             chunk_frames = export(args.exp_dir, out, options=options)["options"].chunk_frames
             recognizer, streaming, rate = load_recognizer(out, 1)

@@ -7,9 +7,9 @@ holds. An utterance that could not be decoded (unreadable audio, shorter than a 
 deletions, is named, and the WER line is marked [PARTIAL] (compute-wer's "Scored N sentences, M not present
 in hyp.").
 
-Writes <exp-dir>/decode-<set>-<method>[-<tag>]/ (decode-<set>-<method>+hotwords[-<tag>]/ with --hotwords;
-rnnt.decode_results): hyp, ref, recogs, errs, wer, per_spk
-(per speaker, where the data dir has utt2spk), ctm
+Writes <exp-dir>/decode-<set>-<method>[-<tag>]/ (decode-<set>-<method>+hotwords[-<tag>]/ with --hotwords, and
++chunk16, +whole, ... with --attention-chunk or --left-chunks, rnnt.attention_chunks; rnnt.decode_results): hyp,
+ref, recogs, errs, wer, per_spk (per speaker, where the data dir has utt2spk), ctm
 (the best hypothesis's words with their times, as Kaldi's steps/get_ctm.sh writes them: rnnt.ctm; in the
 recordings' times where the list's data dir has segments), and with --nbest nbest.json, a JSON object a
 line: {"key", "hyps": [{"text", "score", "tokens": [{"unit", "id", "time"}]}]}, best first. A model over
@@ -27,6 +27,7 @@ import torch
 from rnnt.devices import auto_device
 from rnnt.progress_bar import progress
 
+from rnnt.attention_chunks import add_attention_options, attend_in, from_args
 from rnnt.cli import ToolError, at_least, run_tool, show_data_reports, tool_parser
 from rnnt.confidence import usable_calibration
 from rnnt.decode_results import nbest_line, reference_texts, write_results, write_word_outputs
@@ -70,6 +71,7 @@ def parse_args() -> argparse.Namespace:
                         "posteriors give them, not through <exp-dir>/confidence_calibration.json where it has one "
                         "(steps/calibrate_confidence.py)")
     add_lm_fusion_option(parser)
+    add_attention_options(parser)
     parser.add_argument("--text", help="the reference Kaldi text (default: <the list's dir>/text if there, else the "
                         "transcripts in the list)")
     parser.add_argument("exp_dir")
@@ -80,6 +82,7 @@ def parse_args() -> argparse.Namespace:
         parser.error(f"the set name and --tag name a dir in {args.exp_dir} (decode-<set>-<method>-<tag>): no '/' in "
                      f"'{args.set_name}' or '{args.tag or ''}' (data/test_clean: set name test_clean)")
     check_lm_fusion_option(parser, args)
+    args.attention = from_args(parser, args)
     return args
 
 
@@ -93,17 +96,27 @@ def search_options(args, tokenizer) -> SearchOptions:
                          if args.hotwords else None)
 
 
+def confidence_calibration(args, checkpoint: str):
+    """What maps the words' confidences (None: raw posteriors) and what it is, as the results name it."""
+    if args.raw_confidences:
+        return None, "uncalibrated posteriors (--raw-confidences)"
+    calibration, confidences = usable_calibration(args.exp_dir, checkpoint, METHODS[args.method].head)
+    if confidences.startswith("uncalibrated posteriors: "):  # a calibration that is not this model's
+        print(f"decode.py: {confidences.removeprefix('uncalibrated posteriors: ')}; words' confidences left "
+              "uncalibrated", file=sys.stderr)
+    return calibration, confidences
+
+
 def main() -> str:
     args = parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
         experiment, model, tokenizer, path = load_model(args.exp_dir, args.checkpoint, not args.no_ema, args.device)
-        calibration, confidences = (None, "uncalibrated posteriors (--raw-confidences)") if args.raw_confidences \
-            else usable_calibration(args.exp_dir, path, METHODS[args.method].head)
-        if confidences.startswith("uncalibrated posteriors: "):  # a calibration that is not this model's
-            print(f"decode.py: {confidences.removeprefix('uncalibrated posteriors: ')}; words' confidences left "
-                  "uncalibrated", file=sys.stderr)
+        chunks, note = attend_in(model, args.attention)
+        if note:
+            print(f"decode.py: {note}", file=sys.stderr)
+        calibration, confidences = confidence_calibration(args, path)
         options = search_options(args, tokenizer)
         check_method(model, args.method, options)
         refs, refs_from = reference_texts(args.data_list, args.text)
@@ -127,7 +140,8 @@ def main() -> str:
                 phones[key] = hypothesis_phones(tokenizer, hyp_list[0].tokens)
             if args.nbest:
                 nbest.append(nbest_line(key, nbest_entries(tokenizer, hyp_list, encoder_frame_seconds, duration)))
-    method = f"{args.method}+hotwords" if args.hotwords else args.method  # a dir of its own beside the method's
+    # a dir of its own beside the method's
+    method = args.method + ("+hotwords" if args.hotwords else "") + (f"+{chunks}" if chunks else "")
     out = os.path.join(args.exp_dir, f"decode-{args.set_name}-{method}{f'-{args.tag}' if args.tag else ''}")
     report = write_results(out, refs, hyps, refs_from, "decode.py")
     try:

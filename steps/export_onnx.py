@@ -13,11 +13,15 @@ each graph is checked against the PyTorch model in onnxruntime. A model sherpa-o
 is (phone units, which it would print as phones; a CTC-only model; another fbank preset; an LSTM
 prediction network; streamed: a bidirectional encoder, one without LSTM layers, or a --chunk-frames that
 is negative or not a multiple of its unit) is refused with the reason; nothing is silently changed.
+A streaming Conformer trained with dynamic chunks exports at another attention chunk with --attention-chunk
+(whole: offline, over whole utterances) and --left-chunks (rnnt.attention_chunks).
 --check-config CONFIG --unit-type TYPE says so of a model not yet trained (run.sh --deploy asks it first).
 """
 
 import os
+import sys
 
+from rnnt.attention_chunks import add_attention_options, from_args
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.data.tokenizer import UNIT_TYPES
 from rnnt.export.sherpa_onnx import ExportOptions, NotExportable, config_refusals, export
@@ -27,7 +31,8 @@ def main() -> str:
     parser = tool_parser(__doc__, "steps/export_onnx.py --streaming exp/deploy exp/deploy/onnx-streaming")
     parser.add_argument("--checkpoint", help="default: the experiment's model.pt, the model its result lines "
                         "name (unless training went past it), else the newest avg-N.pt or checkpoint")
-    parser.add_argument("--streaming", action="store_true", help="a streaming encoder (sherpa-onnx's lstm type)")
+    parser.add_argument("--streaming", action="store_true",
+                        help="a streaming encoder (sherpa-onnx's lstm or conformer type)")
     parser.add_argument("--chunk-frames", type=at_least(0), default=0,
                         help="streaming: fbank frames an encoder call advances by, a multiple of stacking x "
                              "the conv front end's strides x StackTime (default: the smallest such multiple of "
@@ -36,6 +41,7 @@ def main() -> str:
                         help="also write *.int8.onnx (onnxruntime dynamic quantisation of the matrix products', "
                              "LSTMs' and embedding's weights per output channel; convolutions stay float) and "
                              "point sherpa-onnx.json at them")
+    add_attention_options(parser)
     parser.add_argument("--check-config", metavar="CONFIG",
                         help="instead of exporting: whether a model trained from CONFIG over --unit-type units "
                              "could be exported so (what run.sh --deploy asks before training); exit status 1 "
@@ -44,6 +50,7 @@ def main() -> str:
     parser.add_argument("exp_dir", nargs="?")
     parser.add_argument("out_dir", nargs="?")
     args = parser.parse_args()
+    args.attention = from_args(parser, args)
     if args.check_config:
         return check_config(args)
     if not args.out_dir or args.unit_type:
@@ -52,13 +59,17 @@ def main() -> str:
         parser.error("--chunk-frames sets a streaming export's chunks: add --streaming")
     try:
         result = export(args.exp_dir, args.out_dir, args.checkpoint,
-                        ExportOptions(args.streaming, args.chunk_frames, args.int8))
+                        ExportOptions(args.streaming, args.chunk_frames, args.int8, args.attention))
     except (NotExportable, OSError, ValueError, KeyError) as error:
         raise ToolError(str(error)) from error
+    chunks, note = result["attention"]
+    if note:
+        print(f"export_onnx.py: {note}", file=sys.stderr)
     worst = max(result["checked"].values())
     sizes = sum(os.path.getsize(os.path.join(args.out_dir, result["args"][k]))
                 for k in ("encoder", "decoder", "joiner"))
     kind = f"streaming, chunks of {result['options'].chunk_frames} frames" if args.streaming else "offline"
+    kind += f", attention in {chunks}" if chunks else ""
     return (f"{os.path.basename(result['checkpoint'])} -> {args.out_dir} ({kind}"
             f"{', int8' if args.int8 else ''}, {sizes / 1e6:.1f} MB); onnxruntime matches PyTorch within {worst:.1e}"
             + (" in the float graphs (the int8 ones quantise them: decode a dev set with steps/decode_sherpa_onnx.py "
@@ -71,7 +82,8 @@ def check_config(args) -> str:
         raise ToolError("--check-config takes --unit-type and no EXP_DIR or OUT_DIR")
     kind = "streaming" if args.streaming else "offline"
     try:
-        why = config_refusals(args.check_config, args.unit_type, ExportOptions(args.streaming, args.chunk_frames))
+        why = config_refusals(args.check_config, args.unit_type,
+                              ExportOptions(args.streaming, args.chunk_frames, attention=args.attention))
     except (OSError, ValueError, KeyError) as error:
         raise ToolError(str(error)) from error
     if why:

@@ -32,6 +32,7 @@ import os
 import signal
 import sys
 
+from rnnt.attention_chunks import add_attention_options, attend_in, from_args
 from rnnt.audio_chunks import chunks, is_pipe
 from rnnt.cli import above, at_least, exit_with, tool_parser
 from rnnt.data.audio import AudioError, audio_length
@@ -53,6 +54,7 @@ def parse_args():
     parser.add_argument("--beam", type=at_least(1),
                         help="default 4; an LM-fused method (*_lm, *_lodr): the beam its LM weights were chosen with")
     add_lm_fusion_option(parser)
+    add_attention_options(parser)
     parser.add_argument("--checkpoint", help="default: the experiment's model.pt, the model its result lines "
                         "name (unless training went past it), else the newest avg-N.pt or checkpoint")
     parser.add_argument("--device", type=auto_device, default="cpu", help="cpu (default), cuda, cuda:N or auto")
@@ -91,17 +93,27 @@ def parse_args():
     if args.nbest and (args.stream or args.segment_seconds or not args.json):
         parser.error("--nbest needs --json, and a search that keeps several hypotheses (not --stream or "
                      "--segment-seconds)")
+    args.attention = from_args(parser, args)
     return args
+
+
+def load(args) -> Transcriber:
+    """The experiment's model, with the LM, hotwords and attention chunks asked for."""
+    transcriber = Transcriber.from_exp_dir(args.exp_dir, args.checkpoint, args.device)
+    if args.lm_fusion:
+        transcriber.use_lm_fusion(args.method, args.lm_fusion)
+    if args.hotwords:
+        transcriber.use_hotwords(args.hotwords, args.hotwords_score)
+    _, note = attend_in(transcriber.model, args.attention)
+    if note:
+        print(f"transcribe.py: {note}", file=sys.stderr)
+    return transcriber
 
 
 def main() -> int:
     args = parse_args()
     try:
-        transcriber = Transcriber.from_exp_dir(args.exp_dir, args.checkpoint, args.device)
-        if args.lm_fusion:
-            transcriber.use_lm_fusion(args.method, args.lm_fusion)
-        if args.hotwords:
-            transcriber.use_hotwords(args.hotwords, args.hotwords_score)
+        transcriber = load(args)
         options = transcriber.search_options(args.method, args.beam)
         check_method(transcriber.model, args.method, options)
         if args.stream:

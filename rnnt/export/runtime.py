@@ -22,6 +22,16 @@ FRAME_SHIFT = 0.01  # sherpa-onnx's fbank, seconds
 # subsampling (a constant in their C++): an export's encoder frame is its own (decoding.json)
 SHERPA_ONNX_FRAME_SECONDS = FRAME_SHIFT * 4
 
+ENDPOINT_SILENCE = {"rule1_min_trailing_silence": 2.4, "rule2_min_trailing_silence": 1.2}  # sherpa-onnx's, s
+
+
+def endpoint_rules(encoder_frame_seconds: float) -> dict[str, float]:
+    """sherpa-onnx's endpoint rules' trailing silences for this model: it counts a trailing blank as 40 ms of
+    silence whatever the encoder's frame, so that its defaults (2.4 s, and 1.2 s after a word) mean that much
+    audio, they are scaled by 40 ms / the frame (a model of 60 ms frames waited 1.5 times as long)."""
+    scale = SHERPA_ONNX_FRAME_SECONDS / encoder_frame_seconds
+    return {rule: round(seconds * scale, 4) for rule, seconds in ENDPOINT_SILENCE.items()}
+
 
 @dataclass
 class Recognised:
@@ -159,6 +169,17 @@ def carried_calibration(exp_dir: str, checkpoint: str) -> tuple[dict, str]:
     calibration, confidences = usable_calibration(exp_dir, checkpoint, "transducer")
     values = {"scale": calibration.scale, "offset": calibration.offset} if calibration else None
     return ({"confidence_calibration": values} if values else {}), confidences
+
+
+def write_decoding_json(onnx_dir: str, decoding: dict, exp_dir: str, checkpoint: str) -> str:
+    """Writes decoding.json: what an application adds to the audio ("tail_silence"), what sherpa-onnx's token times
+    are in ("encoder_frame_seconds"; token_seconds), "unit_type", a stream's "window_frames" (sherpa-onnx encodes a
+    window of T frames once a frame after it has come), and the experiment's calibration of the checkpoint's
+    words' confidences (carried_calibration); returns what calibrates them."""
+    calibration, confidences = carried_calibration(exp_dir, checkpoint)
+    with open(os.path.join(onnx_dir, DECODING_JSON), "w", encoding="utf-8") as f:
+        f.write(json.dumps({**decoding, **calibration}) + "\n")
+    return confidences
 
 
 def word_boundary_is_a_unit(onnx_dir: str) -> bool:

@@ -24,6 +24,7 @@ ones traced.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -34,11 +35,12 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from rnnt.attention_chunks import AttentionChunks, attend_in
 from rnnt.data import stages
 from rnnt.data.tokenizer import BLANK, SPACE, UNK
 from rnnt.export.graphs import Decoder, Joiner, OfflineEncoder
 from rnnt.export.hotwords import BPE_VOCAB, write_sentencepiece_files
-from rnnt.export.runtime import DECODING_JSON, SHERPA_ONNX_FRAME_SECONDS, carried_calibration
+from rnnt.export.runtime import endpoint_rules, write_decoding_json
 from rnnt.export.streaming_encoders import streaming_graph
 from rnnt.model.feature_frontend import FeatureFrontEnd
 from rnnt.model.transducer import Transducer
@@ -59,6 +61,7 @@ class ExportOptions:
     streaming: bool = False
     chunk_frames: int = 0  # streaming: fbank frames per encoder call (0: DEFAULT_CHUNK_FRAMES, made whole)
     int8: bool = False
+    attention: AttentionChunks = AttentionChunks()  # a streaming Conformer's chunks, where not its config's
 
 
 def refusals(experiment, model, tokenizer, options: ExportOptions) -> list[str]:
@@ -99,6 +102,7 @@ def config_refusals(config_path: str, unit_type: str, options: ExportOptions) ->
     refused, known before it is trained: refusals reads the model's config and shapes, never its weights."""
     experiment = load_experiment(config_path)
     model = Transducer(experiment.model, 16)  # a vocabulary of any size: nothing refused depends on it
+    attend_in(model, options.attention)
     return refusals(experiment, model, SimpleNamespace(kind=unit_type), options)
 
 
@@ -234,33 +238,25 @@ def _export_decoder_and_joiner(model, paths: dict, metadata: dict) -> dict:
                                                          "decoder_out": torch.randn(4, joiner_dim)}])}
 
 
-ENDPOINT_SILENCE = {"rule1_min_trailing_silence": 2.4, "rule2_min_trailing_silence": 1.2}  # sherpa-onnx's, s
-
-
-def endpoint_rules(encoder_frame_seconds: float) -> dict[str, float]:
-    """sherpa-onnx's endpoint rules' trailing silences for this model: it counts a trailing blank as 40 ms of
-    silence whatever the encoder's frame, so that its defaults (2.4 s, and 1.2 s after a word) mean that much
-    audio, they are scaled by 40 ms / the frame (a model of 60 ms frames waited 1.5 times as long)."""
-    scale = SHERPA_ONNX_FRAME_SECONDS / encoder_frame_seconds
-    return {rule: round(seconds * scale, 4) for rule, seconds in ENDPOINT_SILENCE.items()}
-
-
 def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
            options: ExportOptions = ExportOptions()) -> dict:
     """Writes the model to out_dir. Returns the from_transducer arguments written to sherpa-onnx.json
-    ("args"), the largest difference from PyTorch per graph ("checked"), the checkpoint, the options and what
-    calibrates the words' confidences ("confidences")."""
+    ("args"), the largest difference from PyTorch per graph ("checked"), the checkpoint, the options, what
+    calibrates the words' confidences ("confidences") and the attention chunks' name and note ("attention":
+    rnnt.attention_chunks.attend_in's)."""
     experiment, model, tokenizer, checkpoint = load_model(exp_dir, checkpoint)
+    attention = attend_in(model, options.attention)  # before the stream's unit, which its chunk sets
     data, (unit, overlap) = experiment.data, stream_unit_and_overlap(experiment, model)
     if options.streaming and not options.chunk_frames:
-        options = ExportOptions(True, unit * -(-DEFAULT_CHUNK_FRAMES // unit), options.int8)
+        options = dataclasses.replace(options, chunk_frames=unit * -(-DEFAULT_CHUNK_FRAMES // unit))
     why = refusals(experiment, model, tokenizer, options)
     if why:
         raise NotExportable(f"{exp_dir}: cannot export for sherpa-onnx:\n  " + "\n  ".join(why))
     os.makedirs(out_dir, exist_ok=True)
     metadata = {"vocab_size": tokenizer.vocab_size, "context_size": model.config.predictor.context,
                 "joiner_dim": model.joiner.output.in_features, "sample_rate": data.sample_rate,
-                "feature_dim": data.features.num_mel_bins, "checkpoint": os.path.basename(checkpoint)}
+                "feature_dim": data.features.num_mel_bins, "checkpoint": os.path.basename(checkpoint),
+                **({"attention_chunks": attention[0]} if attention[0] else {})}
     frontend = FeatureFrontEnd(data.stack, data.subsample, stages.load_cmvn(data))
     paths = {name: os.path.join(out_dir, f"{name}.onnx") for name in ("encoder", "decoder", "joiner")}
     torch.manual_seed(0)  # the random inputs of the checks
@@ -286,12 +282,9 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
     with open(os.path.join(out_dir, "sherpa-onnx.json"), "w", encoding="utf-8") as f:
         json.dump(args, f, indent=2)
         f.write("\n")
-    # what the application adds to the audio, and what its token times are in (runtime.token_seconds)
     decoding = {"tail_silence": data.tail_silence, "encoder_frame_seconds": seconds_per_encoder_frame(experiment),
-                "unit_type": tokenizer.kind}
-    calibration, confidences = carried_calibration(exp_dir, checkpoint)
-    if options.streaming:  # sherpa-onnx encodes a window of T frames once a frame after it has come
-        decoding["window_frames"] = options.chunk_frames + overlap
-    with open(os.path.join(out_dir, DECODING_JSON), "w", encoding="utf-8") as f:
-        f.write(json.dumps({**decoding, **calibration}) + "\n")
-    return {"args": args, "checked": checked, "checkpoint": checkpoint, "options": options, "confidences": confidences}
+                "unit_type": tokenizer.kind, **({"window_frames": options.chunk_frames + overlap}
+                                                if options.streaming else {})}
+    confidences = write_decoding_json(out_dir, decoding, exp_dir, checkpoint)
+    return {"args": args, "checked": checked, "checkpoint": checkpoint, "options": options, "confidences": confidences,
+            "attention": attention}

@@ -31,6 +31,7 @@ trains it in chunks of random sizes, or whole (attention_span), and it runs in c
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -180,11 +181,29 @@ class ConformerEncoder(EncoderInterface):
         self.project = torch.nn.Linear(self.frontend.output_dim, config.dim)
         self.dropout = Dropout(config.dropout)
         self.blocks = torch.nn.ModuleList(ConformerBlock(config) for _ in range(config.layers))
+        self.causal = config.chunk_frames > 0  # its convolutions, whatever attend_in sets later
 
     @property
     def stream_refusal(self) -> str:
-        return "" if self.config.chunk_frames else ("an offline Conformer (model.encoder.chunk_frames 0) attends to "
-                                                    "every frame, those ahead too: it cannot stream")
+        if self.config.chunk_frames:
+            return ""
+        return ("a streaming Conformer run in whole utterances (--attention-chunk whole) attends to every frame, "
+                "those ahead too: it cannot stream" if self.causal else
+                "an offline Conformer (model.encoder.chunk_frames 0) attends to every frame, those ahead too: it "
+                "cannot stream")
+
+    def attend_in(self, chunk_frames: int, left_chunks: int) -> None:
+        """From now on attention in chunks of chunk_frames output frames (0: the whole utterance) with left_chunks
+        chunks before each, in forward() and stream() alike, the convolutions causal as trained: a streaming
+        Conformer run at other chunks than its config's (rnnt.attention_chunks). An offline one is refused: its
+        convolutions read ahead."""
+        if not self.causal:
+            raise ValueError("an offline Conformer (model.encoder.chunk_frames 0) has no attention chunks: its "
+                             "convolutions read frames ahead, so chunks would not make it stream")
+        if chunk_frames < 0 or left_chunks < 1:
+            raise ValueError(f"attention chunks of {chunk_frames} frames (0: whole) with {left_chunks} chunks before "
+                             "each (at least 1)")
+        self.config = dataclasses.replace(self.config, chunk_frames=chunk_frames, left_chunks=left_chunks)
 
     @property
     def stream_overlap(self) -> int:

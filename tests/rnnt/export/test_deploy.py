@@ -22,6 +22,7 @@ import torch
 import yaml
 
 from conftest import PYTHON, ROOT, run_tool
+from rnnt.attention_chunks import AttentionChunks, attend_in
 from rnnt.data.features import fbank
 from rnnt.data.stacking import stack_frames
 from rnnt.data.tokenizer import Tokenizer
@@ -181,24 +182,33 @@ def test_streaming_export_chunk_defaults_to_whole_encoder_frames_of_at_least_40_
     assert (meta["decode_chunk_len"], meta["T"]) == (str(chunk), str(window))
 
 
-@pytest.mark.parametrize("encoder,stack,chunk,window,kind", [
-    ({}, 3, 12, 12, "lstm"), pytest.param(CONV, 1, 12, 15, "lstm", marks=pytest.mark.slow),
-    (STREAMING_CONFORMER, 3, 24, 33, "conformer")])
+@pytest.mark.parametrize("encoder,stack,chunk,window,kind,attention", [
+    ({}, 3, 12, 12, "lstm", AttentionChunks()), pytest.param(CONV, 1, 12, 15, "lstm", AttentionChunks(),
+                                                             marks=pytest.mark.slow),
+    (STREAMING_CONFORMER, 3, 24, 33, "conformer", AttentionChunks()),
+    (STREAMING_CONFORMER, 3, 12, 21, "conformer", AttentionChunks(1, 3))])
 def test_streaming_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, tmp_path, monkeypatch, encoder,
-                                                                        stack, chunk, window, kind):
+                                                                        stack, chunk, window, kind, attention):
     """sherpa-onnx fed 0.1 s chunks encodes a window of T frames once more frames than that are there,
     then moves on by decode_chunk_len: its tokens are our greedy search's over the frames it encoded, exactly.
     Its streaming Conformer holds the attention and convolution caches of three streams' windows before, and
-    of the stream's start (processed_frames 0) on."""
+    of the stream's start (processed_frames 0) on; exported at other attention chunks than its config's
+    (--attention-chunk, --left-chunks), it gives our search's at those."""
     audio, langs = an4_test
     exp = make_experiment(tmp_path / "exp", langs["bpe"], encoder=encoder, stack=stack)
-    export(exp, tmp_path / "onnx", "--streaming", "--chunk-frames", str(chunk))
+    chunks = [] if attention.frames is None else ["--attention-chunk", str(attention.frames), "--left-chunks",
+                                                  str(attention.left)]
+    export(exp, tmp_path / "onnx", "--streaming", "--chunk-frames", str(chunk), *chunks)
     meta = {p.key: p.value for p in onnx.load(str(tmp_path / "onnx" / "encoder.onnx")).metadata_props}
     assert (meta["model_type"], meta["T"], meta["decode_chunk_len"], meta["num_encoder_layers"]) == (
         kind, str(window), str(chunk), "2")
+    if kind == "conformer":  # the frames a chunk attends to before it, and what chunks the export is in
+        assert (meta["left_context"], meta.get("attention_chunks")) == (
+            ("4", None) if not chunks else (str(attention.frames * attention.left), attention.name))
     overlap = window - chunk
     assert json.loads((tmp_path / "onnx" / "decoding.json").read_text())["window_frames"] == window
     transcriber = Transcriber.from_exp_dir(str(exp))
+    attend_in(transcriber.model, attention)
     online = recognizer(tmp_path / "onnx", monkeypatch)
     for path, _ in audio:
         samples, rate = soundfile.read(path, dtype="float32")
@@ -272,6 +282,10 @@ def test_int8_export_runs_in_sherpa_onnx(an4_test, tmp_path, monkeypatch, encode
     ("bpe", {"loss": {"type": "ctc", "one_sym_per_frame": False}}, [], "a CTC model"),
     ("bpe", {"encoder": {"bidirectional": True}}, ["--streaming"], "cannot stream"),
     ("bpe", {"encoder": CONFORMER}, ["--streaming"], "an offline Conformer (model.encoder.chunk_frames 0) attends"),
+    ("bpe", {"encoder": STREAMING_CONFORMER}, ["--streaming", "--attention-chunk", "whole"],
+     "a streaming Conformer run in whole utterances (--attention-chunk whole) attends to every frame"),
+    ("bpe", {"encoder": CONFORMER}, ["--attention-chunk", "2"], "this is an offline Conformer"),
+    ("bpe", {}, ["--left-chunks", "2"], "this is an encoder of kind lstm, which has none"),
     ("bpe", {}, ["--streaming", "--chunk-frames", "10"], "not a multiple of 6"),
     ("bpe", {"encoder": {"pre_layers": 0, "post_layers": 0}}, ["--streaming"], "the encoder has no LSTM layers"),
     ("phone", {}, [], "phone units"),
@@ -448,6 +462,41 @@ def decoded_by_both(exp, audio, tmp_path):
     assert ours.returncode == 0, ours.stderr[-2000:]
     return run_tool(sys.executable, STEPS / "decode_sherpa_onnx.py", "--compare", exp / "decode-test-greedy",
                     tmp_path / "onnx", data_list, tmp_path / "sherpa")
+
+
+def test_decoding_at_other_attention_chunks_is_decoding_a_model_configured_with_them(an4_test, tmp_path):
+    """decode.py and transcribe.py --attention-chunk 1 --left-chunks 3 give what the same weights give under a
+    config.yaml of those chunks, into a decode dir of their own, noting that a model trained in its chunks alone
+    never learnt these; a model trained with dynamic chunks gets no such note. The config's own chunks are its
+    plain results; a whole utterance's attention cannot stream."""
+    audio, langs = an4_test
+    data_list = tmp_path / "test.list"
+    data_list.write_text("".join(json.dumps({"key": f"utt{i}", "wav": p, "txt": t}) + "\n"
+                                 for i, (p, t) in enumerate(audio)))
+    exp = make_experiment(tmp_path / "exp", langs["bpe"], encoder=STREAMING_CONFORMER)
+    configured = make_experiment(tmp_path / "configured", langs["bpe"],
+                                 encoder={**STREAMING_CONFORMER, "chunk_frames": 1, "left_chunks": 3})
+    chunks = ["--attention-chunk", "1", "--left-chunks", "3"]
+    for options, folder in ((chunks, "decode-test-greedy+chunk1-left3"), ([], "decode-test-greedy"),
+                            (["--attention-chunk", "2", "--left-chunks", "2"], "decode-test-greedy")):
+        out = run_tool(sys.executable, STEPS / "decode.py", *options, exp, data_list, "test")
+        assert out.returncode == 0 and f"decode.py: {exp}/{folder}: %WER" in out.stdout, out.stderr[-2000:]
+        assert ("outside what it learnt" in out.stderr) == (options == chunks), out.stderr
+    assert run_tool(sys.executable, STEPS / "decode.py", configured, data_list, "test").returncode == 0
+    hyps = {name: (folder / "hyp").read_text() for name, folder in (
+        ("chunks", exp / "decode-test-greedy+chunk1-left3"), ("own", exp / "decode-test-greedy"),
+        ("configured", configured / "decode-test-greedy"))}
+    assert hyps["chunks"] == hyps["configured"] != hyps["own"]
+    paths = [path for path, _ in audio[:3]]
+    transcribed = [run_tool(sys.executable, STEPS / "transcribe.py", *options, where, *paths)
+                   for options, where in (([], configured), (chunks, exp))]
+    assert [out.returncode for out in transcribed] == [0, 0], transcribed[1].stderr[-2000:]
+    assert transcribed[0].stdout == transcribed[1].stdout
+    out = run_tool(sys.executable, STEPS / "transcribe.py", "--stream", "--attention-chunk", "whole", exp, paths[0])
+    assert out.returncode == 1 and "--attention-chunk whole) attends to every frame" in out.stderr, out.stderr
+    dynamic = make_experiment(tmp_path / "dynamic", langs["bpe"], encoder={**STREAMING_CONFORMER, "dynamic_chunks": 4})
+    out = run_tool(sys.executable, STEPS / "decode.py", *chunks, dynamic, data_list, "test")
+    assert out.returncode == 0 and "outside what it learnt" not in out.stderr, out.stderr
 
 
 def test_a_model_with_cmvn_runs_in_sherpa_onnx_as_ours(an4_test, tmp_path):

@@ -161,6 +161,32 @@ def test_dynamic_chunks_draw_a_span_a_training_batch_and_evaluation_runs_chunk_f
         torch.testing.assert_close(encoder(feats, lengths)[0], fixed(feats, lengths)[0])
 
 
+def test_attend_in_runs_a_streaming_conformer_as_one_built_with_those_chunks():
+    """attend_in(1, 4) gives, in forward() and in a stream, what a Conformer built in chunks of 1 with 4 before
+    gives with the same weights; attend_in(0, ...) the whole utterance's attention over the causal convolutions
+    (one chunk longer than the utterance), which cannot stream. An offline Conformer has no chunks to set."""
+    torch.manual_seed(0)
+    feats, lengths = ragged()
+    encoder = ConformerEncoder(STREAMING).eval()
+    with torch.no_grad():
+        for (chunk, left), built in (((1, 4), (1, 4)), ((0, 2), (1000, 1))):
+            rebuilt = ConformerEncoder(dataclasses.replace(STREAMING, chunk_frames=built[0], left_chunks=built[1]))
+            rebuilt.load_state_dict(encoder.state_dict())
+            encoder.attend_in(chunk, left)
+            torch.testing.assert_close(encoder(feats, lengths)[0], rebuilt.eval()(feats, lengths)[0])
+        assert "--attention-chunk whole" in encoder.stream_refusal
+        encoder.attend_in(1, 4)
+        assert (encoder.stream_chunk, encoder.left_frames, encoder.stream_refusal) == (1, 4, "")
+        one = feats[:1, :37]
+        state, pieces = encoder.initial_state(1), []
+        for start in range(0, 32, 8):  # four pieces of 2 chunks (8 input frames), each with the overlap of 3
+            out, *state = encoder.stream(one[:, start:start + 11], *state)
+            pieces.append(out)
+        torch.testing.assert_close(torch.cat(pieces, dim=1), encoder(one, torch.tensor([37]))[0][:, :8])
+    with pytest.raises(ValueError, match="offline Conformer .* has no attention chunks"):
+        ConformerEncoder(SMALL).attend_in(2, 2)
+
+
 def test_an_offline_conformer_refuses_to_stream():
     encoder = ConformerEncoder(SMALL).eval()
     assert "chunk_frames 0" in encoder.stream_refusal
