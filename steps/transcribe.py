@@ -128,11 +128,9 @@ def main() -> int:
         try:
             audio = audio_of(source, args)
             if args.stream:
-                result, interrupted = stream(transcriber, path, audio, args)
-                if interrupted:
-                    if result is not None:
-                        print_result(path, result, args)
+                if stream(transcriber, path, audio, args):
                     return 130  # as the shell's for SIGINT, the files after this one left
+                continue
             elif args.segment_seconds > 0:
                 result = transcribe_in_segments(transcriber, audio, args.segment_seconds, args.method, args.beam,
                                                 args.batch_size)
@@ -205,25 +203,28 @@ def warn_if_long(path: str, audio, method: str, ctc_weight: float) -> None:
               "recording", file=sys.stderr)
 
 
-def stream(transcriber, path: str, audio, args):
-    """Prints the current line each time it changes, and each line a pause ends; returns the final result (None:
-    Ctrl-C before any audio), and whether Ctrl-C ended the audio early. Ctrl-C is taken between chunks (raised
-    inside one, it left the encoder a chunk ahead of the search, and the final transcript with a unit twice)."""
+def stream(transcriber, path: str, audio, args) -> bool:
+    """Prints the current line each time it changes, each line a pause ends, and the final transcript (none for
+    Ctrl-C before any audio); returns whether Ctrl-C ended the audio early. Ctrl-C is taken between chunks (raised
+    inside one, it left the encoder a chunk ahead of the search, and the final transcript with a unit twice) and
+    while the stream finishes: Ctrl-C on `arecord | transcribe.py` ends both at once, and where the end of the
+    audio came first it was a traceback in finish(), the final transcript lost."""
     stream = transcriber.stream()
     lines = StreamLines(stream, args.endpoint_seconds, seconds_per_encoder_frame(transcriber.experiment))
     interrupted: list[int] = []
     previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
     try:
         show_lines(path, audio, stream, lines, args, stop=lambda: bool(interrupted))
+        if interrupted and stream.samples == 0:
+            return True
+        if stream.samples == 0:  # as a file of no samples is refused without --stream
+            raise AudioError("no samples")
+        if num_frames(stream.samples, stream.sample_rate, transcriber.experiment.data.features.preset) == 0:
+            raise too_short(stream.samples, stream.sample_rate)  # as refused without --stream
+        print_result(path, stream.finish(), args)
     finally:
         signal.signal(signal.SIGINT, previous)
-    if interrupted and stream.samples == 0:
-        return None, True
-    if stream.samples == 0:  # as a file of no samples is refused without --stream
-        raise AudioError("no samples")
-    if num_frames(stream.samples, stream.sample_rate, transcriber.experiment.data.features.preset) == 0:
-        raise too_short(stream.samples, stream.sample_rate)  # as refused without --stream
-    return stream.finish(), bool(interrupted)
+    return bool(interrupted)
 
 
 def show_lines(path: str, audio, stream, lines: StreamLines, args, stop) -> None:
