@@ -3,7 +3,8 @@ decoding left chunks): --attention-chunk N (output frames a chunk, or `whole`: e
 utterance) and --left-chunks L (the chunks before its own a frame attends to) on steps/decode.py, transcribe.py and
 export_onnx.py. A model trained with dynamic chunks (model.encoder.dynamic_chunks) learnt chunks of every size up
 to that with all the left context, and whole utterances: it runs at any of them, larger chunks more accurate and
-later (egs/an4/RESULTS.md). One trained at its chunk alone runs at others too, outside what it learnt (said on
+later, more chunks before each more accurate at no latency (egs/an4/RESULTS.md: its left context mattered more than
+its chunk). One trained at its chunk alone runs at others too, outside what it learnt (said on
 stderr). The convolutions stay causal as trained, so `whole` decodes offline what a stream would decode in chunks;
 it cannot stream.
 
@@ -14,6 +15,7 @@ model's results at its own chunk.
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
 
 WHOLE = "whole"
@@ -60,6 +62,14 @@ def from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Atte
     if args.left_chunks is not None and args.attention_chunk == 0:
         parser.error("--left-chunks with --attention-chunk whole: the whole utterance has no chunks before")
     return AttentionChunks(args.attention_chunk, args.left_chunks)
+
+
+def attend_as_asked(model, chunks: AttentionChunks, tool: str) -> str:
+    """attend_in, its note printed on stderr as the tool's; returns the name results decoded so are given."""
+    name, note = attend_in(model, chunks)
+    if note:
+        print(f"{tool}: {note}", file=sys.stderr)
+    return name
 
 
 def attend_in(model, chunks: AttentionChunks) -> tuple[str, str]:

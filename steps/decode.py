@@ -27,7 +27,7 @@ import torch
 from rnnt.devices import auto_device
 from rnnt.progress_bar import progress
 
-from rnnt.attention_chunks import add_attention_options, attend_in, from_args
+from rnnt.attention_chunks import add_attention_options, attend_as_asked, from_args
 from rnnt.cli import ToolError, at_least, run_tool, show_data_reports, tool_parser
 from rnnt.confidence import usable_calibration
 from rnnt.decode_results import nbest_line, reference_texts, write_results, write_word_outputs
@@ -113,9 +113,7 @@ def main() -> str:
         torch.set_num_threads(args.threads)
     try:
         experiment, model, tokenizer, path = load_model(args.exp_dir, args.checkpoint, not args.no_ema, args.device)
-        chunks, note = attend_in(model, args.attention)
-        if note:
-            print(f"decode.py: {note}", file=sys.stderr)
+        chunks = attend_as_asked(model, args.attention, "decode.py")
         calibration, confidences = confidence_calibration(args, path)
         options = search_options(args, tokenizer)
         check_method(model, args.method, options)

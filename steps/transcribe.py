@@ -32,7 +32,7 @@ import os
 import signal
 import sys
 
-from rnnt.attention_chunks import add_attention_options, attend_in, from_args
+from rnnt.attention_chunks import add_attention_options, attend_as_asked, from_args
 from rnnt.audio_chunks import chunks, is_pipe
 from rnnt.cli import above, at_least, exit_with, tool_parser
 from rnnt.data.audio import AudioError, audio_length
@@ -104,9 +104,7 @@ def load(args) -> Transcriber:
         transcriber.use_lm_fusion(args.method, args.lm_fusion)
     if args.hotwords:
         transcriber.use_hotwords(args.hotwords, args.hotwords_score)
-    _, note = attend_in(transcriber.model, args.attention)
-    if note:
-        print(f"transcribe.py: {note}", file=sys.stderr)
+    attend_as_asked(transcriber.model, args.attention, "transcribe.py")
     return transcriber
 
 
@@ -131,7 +129,7 @@ def main() -> int:
                 if stream(transcriber, path, audio, args):
                     return 130  # as the shell's for SIGINT, the files after this one left
                 continue
-            elif args.segment_seconds > 0:
+            if args.segment_seconds > 0:
                 result = transcribe_in_segments(transcriber, audio, args.segment_seconds, args.method, args.beam,
                                                 args.batch_size)
             else:
