@@ -79,14 +79,12 @@ def attend_in(model, chunks: AttentionChunks) -> tuple[str, str]:
     if chunks == AttentionChunks():
         return "", ""
     trained = model.config.encoder
-    if trained.kind != "conformer" or not trained.chunk_frames:
-        what = "an offline Conformer (model.encoder.chunk_frames 0)" if trained.kind == "conformer" else \
-            f"an encoder of kind {trained.kind}"
+    if trained.kind != "conformer":
         raise ValueError(f"--attention-chunk and --left-chunks run a streaming Conformer at other chunks; this is "
-                         f"{what}, which has none")
+                         f"an encoder of kind {trained.kind}, which has none")
     frames = trained.chunk_frames if chunks.frames is None else chunks.frames
     left = trained.left_chunks if chunks.left is None or frames == 0 else chunks.left
-    model.encoder.attend_in(frames, left)
+    model.encoder.attend_in(frames, left)  # refuses an offline Conformer
     name = AttentionChunks(None if frames == trained.chunk_frames else frames,
                            None if left == trained.left_chunks else left).name
     if not name or trained.dynamic_chunks:

@@ -187,10 +187,9 @@ class ConformerEncoder(EncoderInterface):
     def stream_refusal(self) -> str:
         if self.config.chunk_frames:
             return ""
-        return ("a streaming Conformer run in whole utterances (--attention-chunk whole) attends to every frame, "
-                "those ahead too: it cannot stream" if self.causal else
-                "an offline Conformer (model.encoder.chunk_frames 0) attends to every frame, those ahead too: it "
-                "cannot stream")
+        which = "a streaming Conformer run in whole utterances (--attention-chunk whole)" if self.causal else \
+            "an offline Conformer (model.encoder.chunk_frames 0)"
+        return f"{which} attends to every frame, those ahead too: it cannot stream"
 
     def attend_in(self, chunk_frames: int, left_chunks: int) -> None:
         """From now on attention in chunks of chunk_frames output frames (0: the whole utterance) with left_chunks
@@ -198,8 +197,8 @@ class ConformerEncoder(EncoderInterface):
         Conformer run at other chunks than its config's (rnnt.attention_chunks). An offline one is refused: its
         convolutions read ahead."""
         if not self.causal:
-            raise ValueError("an offline Conformer (model.encoder.chunk_frames 0) has no attention chunks: its "
-                             "convolutions read frames ahead, so chunks would not make it stream")
+            raise ValueError("this is an offline Conformer (model.encoder.chunk_frames 0), which has no attention "
+                             "chunks: its convolutions read frames ahead, so chunks would not make it stream")
         if chunk_frames < 0 or left_chunks < 1:
             raise ValueError(f"attention chunks of {chunk_frames} frames (0: whole) with {left_chunks} chunks before "
                              "each (at least 1)")
