@@ -4,10 +4,12 @@ end between fbank and the encoder (global CMVN, frame stacking) is inside, and s
 decode_chunk_len frames a call (a conv front end reads the T - decode_chunk_len frames before it again).
 
   lstm:      h and c (layers, N, hidden); icefall's LSTM transducer's interface.
-  conformer: the attention cache (layers, left_context, N, dim) of every block's attention inputs, the
-             convolution cache (layers, cnn_module_kernel - 1, N, dim) of its depthwise convolution's, and
-             processed_frames (N,), the fbank frames the stream had moved past before this window (sherpa-onnx's
-             count, as its streaming Conformer takes it): which of the cached frames are real.
+  conformer: the attention cache (layers, left_context, N, dim) of every block's attention keys, then values,
+             of the left_context / 2 frames before a chunk (sherpa-onnx reads left_context as the cache's size
+             alone, to start it as zeros), the convolution cache (layers, cnn_module_kernel - 1, N, dim) of its
+             depthwise convolution's inputs, and processed_frames (N,), the fbank frames the stream had moved
+             past before this window (sherpa-onnx's count, as its streaming Conformer takes it): which of the
+             cached frames are real.
 
 A graph is a StreamingGraph: the module, what to trace it with, its names, and its metadata beside the
 model's.
@@ -88,7 +90,7 @@ def streaming_graph(model: Transducer, frontend: FeatureFrontEnd, frame_unit: in
                               ["encoder_out", "next_attn_cache", "next_cnn_cache"],
                               (attention, conv, torch.zeros(1, dtype=torch.long)), (2, 2, 0),
                               {"model_type": "conformer", "num_encoder_layers": config.layers,
-                               "left_context": encoder.left_frames, "encoder_dim": config.dim,
+                               "left_context": 2 * encoder.left_frames, "encoder_dim": config.dim,
                                "cnn_module_kernel": config.kernel_size, "pad_length": overlap})
     if config.kind != "lstm":  # a new kind that streams: sherpa-onnx has a type of its own for each
         raise ValueError(f"sherpa-onnx streams LSTM and Conformer transducers, not a {config.kind} encoder")

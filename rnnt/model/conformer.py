@@ -22,11 +22,12 @@ Offline (chunk_frames 0) every frame attends to the whole utterance, and the dep
 on its frame. Streaming (chunk_frames C > 0, as WeNet's U2 and icefall's streaming Conformer), the output
 frames are cut into chunks of C from the first: a frame attends to its own chunk and to the left_chunks chunks
 before it, and the depthwise convolution reads kernel_size frames up to its own (causal). Nothing reads past
-the chunk, so a stream gives, chunk by chunk, what the whole utterance gives (stream()): its state is the last
-left_chunks x C frames' attention inputs and the last kernel_size - 1 frames' convolution inputs of every
-block, which is also the state of sherpa-onnx's streaming Conformer (rnnt.export.streaming_encoders). The
-latency is a chunk (C x 40 ms with two front-end convolutions) plus the front end's overlap. dynamic_chunks
-trains it in chunks of random sizes, or whole (attention_span), and it runs in chunk_frames all the same.
+the chunk, so a stream gives, chunk by chunk, what the whole utterance gives (stream()): its state is the
+attention keys and values of the last left_chunks x C frames and the convolution inputs of the last
+kernel_size - 1 of every block, so that a chunk projects its own frames alone; it is also the state of
+sherpa-onnx's streaming Conformer (rnnt.export.streaming_encoders). The latency is a chunk (C x 40 ms with two
+front-end convolutions) plus the front end's overlap. dynamic_chunks trains it in chunks of random sizes, or
+whole (attention_span), and it runs in chunk_frames all the same.
 """
 
 from __future__ import annotations
@@ -243,10 +244,11 @@ class ConformerEncoder(EncoderInterface):
 
     def initial_state(self, batch: int, device: torch.device | str = "cpu"
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The streaming state before any audio: every block's attention cache (layers, left_frames, batch, dim),
-        its convolution cache (layers, kernel_size - 1, batch, dim), and the output frames done (batch,)."""
+        """The streaming state before any audio: every block's attention cache (layers, 2 x left_frames, batch,
+        dim: the keys, then the values, of the frames before a chunk), its convolution cache (layers,
+        kernel_size - 1, batch, dim), and the output frames done (batch,)."""
         layers, dim = self.config.layers, self.config.dim
-        return (torch.zeros(layers, self.left_frames, batch, dim, device=device),
+        return (torch.zeros(layers, 2 * self.left_frames, batch, dim, device=device),
                 torch.zeros(layers, self.config.kernel_size - 1, batch, dim, device=device),
                 torch.zeros(batch, dtype=torch.long, device=device))
 

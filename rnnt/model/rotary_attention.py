@@ -6,7 +6,7 @@ by their places in the window they make, not in the utterance.
 
 Which keys a query reads (`allowed`): every valid frame of its sequence (offline), or, with chunks
 (Conformer's chunk_frames), the frames of its own chunk and of the left_chunks chunks before it, as a stream
-of those chunks holds them: the chunk and a cache of the frames before it.
+of those chunks holds them: the chunk and a cache of the keys and values of the frames before it.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class SelfAttention(torch.nn.Module):
         """x (B, T, dim) -> (B, T, dim), each frame attending to the keys allowed_keys allows it;
         cos_sin: rotation(T, dim / heads)."""
         B, T, dim = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.heads, dim // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = (self.split_heads(part) for part in self.qkv(x).chunk(3, dim=-1))
         attended = torch.nn.functional.scaled_dot_product_attention(
             rotate(q, cos_sin), rotate(k, cos_sin), v, attn_mask=allowed[:, None],
             dropout_p=self.dropout if self.training else 0.0)
@@ -69,15 +69,23 @@ class SelfAttention(torch.nn.Module):
     def stream(self, x: torch.Tensor, cache: torch.Tensor, cached: torch.Tensor,
                cos_sin: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """A chunk's frames x (B, C, dim), each attending to the chunk and to the L frames before it, cache
-        (B, L, dim) (this module's inputs there), of which cached (B, L) says which are real (a stream's
-        first chunks have fewer than L before them) -> (B, C, dim) and the cache after the chunk.
-        cos_sin: rotation(L + C, dim / heads)."""
-        window = torch.cat([cache, x], dim=1)
-        B, N, dim = window.shape
-        q, k, v = self.qkv(window).view(B, N, 3, self.heads, dim // self.heads).permute(2, 0, 3, 1, 4)
-        C, (cos, sin) = x.shape[1], cos_sin
-        q = rotate(q[:, :, N - C:], (cos[N - C:], sin[N - C:]))
+        (B, 2L, dim) the keys, then the values, of those L frames (as projected, before rotation), of which cached
+        (B, L) says which are real (a stream's first chunks have fewer than L before them) -> (B, C, dim) and the
+        cache after the chunk. Only the chunk is projected: a cached frame's key and value are its own whatever
+        the chunk, and its key is turned by its place in the window each time. cos_sin: rotation(L + C, dim / heads)."""
+        B, C, dim = x.shape
+        L = cache.shape[1] // 2
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        keys, values = torch.cat([cache[:, :L], k], dim=1), torch.cat([cache[:, L:], v], dim=1)
+        cos, sin = cos_sin
+        q = rotate(self.split_heads(q), (cos[L:], sin[L:]))
         allowed = torch.cat([cached, torch.ones_like(cached[:, :1]).expand(B, C)], dim=1)
-        attended = torch.nn.functional.scaled_dot_product_attention(q, rotate(k, cos_sin), v,
-                                                                    attn_mask=allowed[:, None, None, :])
-        return self.out(attended.transpose(1, 2).reshape(B, C, dim)), window[:, C:]
+        attended = torch.nn.functional.scaled_dot_product_attention(
+            q, rotate(self.split_heads(keys), cos_sin), self.split_heads(values), attn_mask=allowed[:, None, None, :])
+        return (self.out(attended.transpose(1, 2).reshape(B, C, dim)),
+                torch.cat([keys[:, C:], values[:, C:]], dim=1))
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, dim) -> (B, heads, T, dim / heads)"""
+        B, T, dim = x.shape
+        return x.view(B, T, self.heads, dim // self.heads).transpose(1, 2)

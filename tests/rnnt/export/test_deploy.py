@@ -202,9 +202,9 @@ def test_streaming_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, 
     meta = {p.key: p.value for p in onnx.load(str(tmp_path / "onnx" / "encoder.onnx")).metadata_props}
     assert (meta["model_type"], meta["T"], meta["decode_chunk_len"], meta["num_encoder_layers"]) == (
         kind, str(window), str(chunk), "2")
-    if kind == "conformer":  # the frames a chunk attends to before it, and what chunks the export is in
+    if kind == "conformer":  # the keys and values of the frames a chunk attends to before it, and its chunks
         assert (meta["left_context"], meta.get("attention_chunks")) == (
-            ("4", None) if not chunks else (str(attention.frames * attention.left), attention.name))
+            ("8", None) if not chunks else (str(2 * attention.frames * attention.left), attention.name))
     overlap = window - chunk
     assert json.loads((tmp_path / "onnx" / "decoding.json").read_text())["window_frames"] == window
     transcriber = Transcriber.from_exp_dir(str(exp))

@@ -109,7 +109,7 @@ def test_the_streaming_conformer_window_by_window_as_sherpa_onnx_feeds_it_equals
     whole, _ = OfflineEncoder(model, frontend)(fbank, torch.tensor([fbank.shape[1]]))
     streaming, chunk, overlap = StreamingConformer(model, frontend, 4), 24, 3
     attention, conv, _ = model.encoder.initial_state(1)
-    assert attention.shape == (2, 9, 1, 16) and conv.shape == (2, 4, 1, 16)
+    assert attention.shape == (2, 18, 1, 16) and conv.shape == (2, 4, 1, 16)
     pieces, processed = [], 0
     while processed + chunk + overlap <= fbank.shape[1]:
         out, attention, conv = streaming(fbank[:, processed:processed + chunk + overlap], attention, conv,

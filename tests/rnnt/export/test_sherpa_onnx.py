@@ -275,9 +275,10 @@ def test_a_streaming_export_is_an_lstm_transducer_of_whole_chunks(tmp_path, lang
 
 
 def test_a_streaming_conformer_export_is_sherpa_onnxs_conformer_transducer(tmp_path, langs, monkeypatch):
-    """sherpa-onnx's streaming Conformer: its metadata, the attention cache (layers, left_context, N, dim) and the
-    convolution cache (layers, kernel - 1, N, dim) it starts as zeros, processed_frames (N,); a window of one
-    attention chunk (2 encoder frames of 12 fbank frames) and the conv front end's overlap (3 stacked frames)."""
+    """sherpa-onnx's streaming Conformer: its metadata, the attention cache (layers, left_context, N, dim: the keys,
+    then the values, of the 6 frames before a chunk) and the convolution cache (layers, kernel - 1, N, dim) it
+    starts as zeros, processed_frames (N,); a window of one attention chunk (2 encoder frames of 12 fbank frames)
+    and the conv front end's overlap (3 stacked frames)."""
     exp = make_experiment(tmp_path / "exp", langs["char"], encoder={**CONFORMER, "chunk_frames": 2, "left_chunks": 3})
     out = tmp_path / "onnx"
     result = export(str(exp), str(out), options=ExportOptions(streaming=True))
@@ -286,11 +287,11 @@ def test_a_streaming_conformer_export_is_sherpa_onnxs_conformer_transducer(tmp_p
     assert {k: meta[k] for k in ("model_type", "T", "decode_chunk_len", "num_encoder_layers", "left_context",
                                  "encoder_dim", "cnn_module_kernel", "pad_length")} == {
         "model_type": "conformer", "T": "33", "decode_chunk_len": "24", "num_encoder_layers": "1",
-        "left_context": "6", "encoder_dim": "16", "cnn_module_kernel": "7", "pad_length": "9"}
+        "left_context": "12", "encoder_dim": "16", "cnn_module_kernel": "7", "pad_length": "9"}
     shapes = io_shapes(out / "encoder.onnx")
     assert {k: shapes[k] for k in ("x", "attn_cache", "cnn_cache", "processed_frames")} == {
-        "x": ["N", 33, 80], "attn_cache": [1, 6, "N", 16], "cnn_cache": [1, 6, "N", 16], "processed_frames": ["N"]}
-    # the next caches' frames are a slice the graph computes (the export checked them, 6, in onnxruntime)
+        "x": ["N", 33, 80], "attn_cache": [1, 12, "N", 16], "cnn_cache": [1, 6, "N", 16], "processed_frames": ["N"]}
+    # the next caches' frames are a slice the graph computes (the export checked them, 12 and 6, in onnxruntime)
     assert [[shapes[k][0], *shapes[k][2:]] for k in ("next_attn_cache", "next_cnn_cache")] == [[1, "N", 16]] * 2
     args = json.loads((out / "sherpa-onnx.json").read_text())
     assert args["model_type"] == "conformer"
