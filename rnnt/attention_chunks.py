@@ -91,3 +91,29 @@ def attend_in(model, chunks: AttentionChunks) -> tuple[str, str]:
         return name, ""
     return name, (f"attention in {name} while the model learnt chunks of {trained.chunk_frames} frames with "
                   f"{trained.left_chunks} before each alone (no model.encoder.dynamic_chunks): outside what it learnt")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python3 -m rnnt.attention_chunks CONFIG [--attention-chunk FRAMES|whole] [--left-chunks L]: prints the name
+    that results of a model of CONFIG decoded at those chunks are given (empty: its config's own); exit 1 saying why
+    where such a model has none. run.sh asks it before any stage, and names its decodes and exports so."""
+    parser = argparse.ArgumentParser(prog="python3 -m rnnt.attention_chunks", description=main.__doc__)
+    parser.add_argument("config", help="a model's config (conf/*.yaml or an experiment's config.yaml)")
+    add_attention_options(parser)
+    args = parser.parse_args(argv)
+    chunks = from_args(parser, args)
+    from rnnt.model.transducer import Transducer
+    from rnnt.training.experiment import load_experiment
+
+    try:
+        # a vocabulary of any size: the chunks do not depend on it
+        name = attend_as_asked(Transducer(load_experiment(args.config).model, 16), chunks, "attention_chunks")
+    except (OSError, ValueError) as error:
+        print(f"attention_chunks: {args.config}: {error}", file=sys.stderr)
+        return 1
+    print(name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

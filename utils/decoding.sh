@@ -8,15 +8,18 @@
 #   trained_done N NAME EXP                     stage_done of a train stage, its outputs config.yaml and the
 #                                               newest epoch checkpoint (none: refused, not marked done)
 #   checkpoint_of EXP TAG                       prints the tag's checkpoint file (EXP/avg-5.pt, EXP/epoch-40.pt)
-#   decode_stages STAGE EXP TAG LANG "METHODS" "SETS"  each set decoded by each method (rnnt.search_methods) into
-#                                               EXP/decode-SET-METHOD-TAG, its n-best kept (nbest.json, for
+#   decode_stages STAGE EXP TAG LANG "METHODS" "SETS" [ATTENTION]  each set decoded by each method
+#                                               (rnnt.search_methods) into EXP/decode-SET-METHOD-TAG (with
+#                                               ATTENTION, attention_of's name: at those attention chunks, into
+#                                               EXP/decode-SET-METHOD+ATTENTION-TAG), its n-best kept (nbest.json, for
 #                                               utils/combination.sh); an LM-fused method (*_lm, *_lodr) first
 #                                               gets its LM and weights from lm_fusion_stage, with run.sh's
 #                                               $lm_order, $lm_over and lm_beam_of's beam, weighted on data/dev
 #                                               among run.sh's $lm_weights and $lm_bonuses where set (else
 #                                               steps/tune_lm_fusion.py's grid)
 #                                               Where data/dev is in SETS, words' confidences are calibrated on
-#                                               it first (confidence_stage)
+#                                               it first (confidence_stage). An LM's weights and the calibration
+#                                               are chosen at the model's own chunks, whatever ATTENTION
 #   confidence_stage STAGE EXP TAG "METHODS"    EXP/confidence_calibration.json for the tag's checkpoint, fitted
 #                                               on data/dev with the greedy search of the head of METHODS' first
 #                                               (steps/calibrate_confidence.py; a dev set all right: none)
@@ -37,12 +40,21 @@
 #                                               METHODS (a misspelt name, a CTC search without a CTC head)
 #   leading_method "METHODS"                    prints the method that speaks for a model: the first LM-fused
 #                                               one of METHODS, else the last
-#   export_stage STAGE EXP TAG KIND             exports the model for sherpa-onnx (KIND offline or streaming)
-#                                               to EXP/onnx-KIND-TAG
-#   sherpa_onnx_decode_stage STAGE EXP TAG SET KIND  decodes data/SET/data.list with that export in sherpa-onnx
-#                                               (method sherpa_onnx_KIND for decode_result), counting the
-#                                               transcripts identical to our greedy search's where decoded
-#   deploy_stages STAGE EXP TAG "KINDS" "SETS"  both for each kind: exports at STAGE, decodes at STAGE + 1
+#   export_stage STAGE EXP TAG KIND [ATTENTION]  exports the model for sherpa-onnx (KIND offline or streaming)
+#                                               to EXP/onnx-KIND-TAG (EXP/onnx-KIND+ATTENTION-TAG)
+#   sherpa_onnx_decode_stage STAGE EXP TAG SET KIND [ATTENTION]  decodes data/SET/data.list with that export in
+#                                               sherpa-onnx (method sherpa_onnx_KIND, or sherpa_onnx_KIND+ATTENTION,
+#                                               for decode_result), counting the transcripts identical to our
+#                                               greedy search's (at the same chunks) where decoded
+#   deploy_stages STAGE EXP TAG "KINDS" "SETS" [ATTENTION]  both for each kind: exports at STAGE, decodes at
+#                                               STAGE + 1
+#   attention=$(attention_of CONFIG)            run.sh's --attention-chunk and --left-chunks (a streaming
+#                                               Conformer decoded and exported at other attention chunks than
+#                                               its config's, rnnt.attention_chunks) as the name its results get
+#                                               (chunk16, whole, chunk2-left32; empty: the config's own, or none
+#                                               given); stops run.sh where a model of CONFIG has no chunks
+#   attention_options ATTENTION                 prints the options of steps/decode.py and export_onnx.py that
+#                                               decode at attention_of's ATTENTION
 # With AVERAGE > 0, the last AVERAGE epoch checkpoints of EXP (fewer if fewer were trained) are averaged
 # into EXP/avg-N.pt, tagged avgN-epoch-K (K: the newest epoch averaged); with 0, the newest epoch is
 # decoded, tagged epoch-K. The tag names the average and decode stages' markers and the decode dirs:
@@ -176,7 +188,9 @@ confidence_stage() {
 }
 
 decode_stages() {
-  local stage_n=$1 exp=$2 tag=$3 lang=$4 methods=$5 sets=$6 checkpoint method set name lm settings
+  local stage_n=$1 exp=$2 tag=$3 lang=$4 methods=$5 sets=$6 suffix=${7:+"+$7"} checkpoint method set name lm settings
+  local chunks
+  read -ra chunks <<< "$(attention_options "${7:-}")"
   checkpoint=$(checkpoint_of "$exp" "$tag")
   settings=$(decoding_settings "$exp")  # once for every method and set
   case " $sets " in *" dev "*) confidence_stage "$stage_n" "$exp" "$tag" "$methods" ;; esac
@@ -188,14 +202,15 @@ decode_stages() {
       lm=(--lm-fusion "$exp/lm/$method-$tag.yaml")
     fi
     for set in $sets; do
-      name=decode-$set-$method-$tag
+      name=decode-$set-$method$suffix-$tag
       # the LM an input too (another --lm-order or --lm-over with the decodes left out marks the results as old),
       # and what decoding reads of the experiment's config that a resumed training changes
       if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text" "${lm[@]}" \
           ${lm[0]:+"$(ngram_arpa "$lang" "$lm_order" "$lm_over")"} --nbest ++ "$settings"; then
         logged "$(stage_log "$stage_n" "$name" "$exp")" steps/decode.py --method "$method" --checkpoint "$checkpoint" \
-          --tag "$tag" "${lm[@]}" --device auto --nbest "$exp" "data/$set/data.list" "$set"  # a GPU where at hand
-        stage_done "$stage_n" "$name" "$exp" -- "$exp/decode-$set-$method-$tag/wer"
+          --tag "$tag" "${lm[@]}" "${chunks[@]}" --device auto \
+          --nbest "$exp" "data/$set/data.list" "$set"  # --device auto: a GPU where at hand
+        stage_done "$stage_n" "$name" "$exp" -- "$exp/$name/wer"
       fi
     done
   done
@@ -249,38 +264,57 @@ decode_result() {
 }
 
 export_stage() {
-  local stage_n=$1 exp=$2 tag=$3 kind=$4 option= checkpoint
+  local stage_n=$1 exp=$2 tag=$3 kind=$4 suffix=${5:+"+$5"} option= checkpoint chunks
+  local name=export-$kind$suffix-$tag onnx=$exp/onnx-$kind$suffix-$tag
+  read -ra chunks <<< "$(attention_options "${5:-}")"
   case $kind in
     offline) ;;
     streaming) option=--streaming ;;
     *) echo "export_stage: unknown export kind '$kind' (offline or streaming)" >&2; return 1 ;;
   esac
   checkpoint=$(checkpoint_of "$exp" "$tag")
-  if stage_wanted "$stage_n" "export-$kind-$tag" "$exp" -- "$checkpoint" ++ "$(decoding_settings "$exp")"; then
-    logged "$(stage_log "$stage_n" "export-$kind-$tag" "$exp")" steps/export_onnx.py $option \
-      --checkpoint "$checkpoint" "$exp" "$exp/onnx-$kind-$tag"
-    stage_done "$stage_n" "export-$kind-$tag" "$exp" -- "$exp/onnx-$kind-$tag"
+  if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" ++ "$(decoding_settings "$exp")"; then
+    logged "$(stage_log "$stage_n" "$name" "$exp")" steps/export_onnx.py $option "${chunks[@]}" \
+      --checkpoint "$checkpoint" "$exp" "$onnx"
+    stage_done "$stage_n" "$name" "$exp" -- "$onnx"
   fi
 }
 
 sherpa_onnx_decode_stage() {
-  local stage_n=$1 exp=$2 tag=$3 set=$4 kind=$5 compare=()
-  local onnx=$exp/onnx-$kind-$tag ours=$exp/decode-$set-greedy-$tag
+  local stage_n=$1 exp=$2 tag=$3 set=$4 kind=$5 suffix=${6:+"+$6"} compare=()
+  local onnx=$exp/onnx-$kind$suffix-$tag ours=$exp/decode-$set-greedy$suffix-$tag
+  local name=decode-$set-sherpa_onnx_$kind$suffix-$tag
   [ -f "$ours/hyp" ] && compare=(--compare "$ours")
-  if stage_wanted "$stage_n" "decode-$set-sherpa_onnx_$kind-$tag" "$exp" -- "$onnx" "data/$set/data.list" \
-      "data/$set/text"; then
-    logged "$(stage_log "$stage_n" "decode-$set-sherpa_onnx_$kind-$tag" "$exp")" steps/decode_sherpa_onnx.py \
-      "${compare[@]}" "$onnx" "data/$set/data.list" "$exp/decode-$set-sherpa_onnx_$kind-$tag"
-    stage_done "$stage_n" "decode-$set-sherpa_onnx_$kind-$tag" "$exp" -- "$exp/decode-$set-sherpa_onnx_$kind-$tag/wer"
+  if stage_wanted "$stage_n" "$name" "$exp" -- "$onnx" "data/$set/data.list" "data/$set/text"; then
+    logged "$(stage_log "$stage_n" "$name" "$exp")" steps/decode_sherpa_onnx.py \
+      "${compare[@]}" "$onnx" "data/$set/data.list" "$exp/$name"
+    stage_done "$stage_n" "$name" "$exp" -- "$exp/$name/wer"
   fi
 }
 
 deploy_stages() {
-  local stage_n=$1 exp=$2 tag=$3 kinds=$4 sets=$5 kind set
+  local stage_n=$1 exp=$2 tag=$3 kinds=$4 sets=$5 attention=${6:-} kind set
   for kind in $kinds; do
-    export_stage "$stage_n" "$exp" "$tag" "$kind"
+    export_stage "$stage_n" "$exp" "$tag" "$kind" "$attention"
     for set in $sets; do
-      sherpa_onnx_decode_stage $((stage_n + 1)) "$exp" "$tag" "$set" "$kind"
+      sherpa_onnx_decode_stage $((stage_n + 1)) "$exp" "$tag" "$set" "$kind" "$attention"
     done
+  done
+}
+
+attention_of() {
+  [ -n "${attention_chunk:-}${left_chunks:-}" ] || return 0
+  python3 -m rnnt.attention_chunks "$1" ${attention_chunk:+--attention-chunk "$attention_chunk"} \
+    ${left_chunks:+--left-chunks "$left_chunks"}
+}
+
+attention_options() {  # the inverse of rnnt.attention_chunks.AttentionChunks.name: parts chunkN, whole, leftL
+  local part
+  for part in ${1//-/ }; do
+    case $part in
+      whole) printf '%s ' --attention-chunk whole ;;
+      chunk*) printf '%s ' --attention-chunk "${part#chunk}" ;;
+      left*) printf '%s ' --left-chunks "${part#left}" ;;
+    esac
   done
 }

@@ -38,21 +38,24 @@ lm_beam_of() {  # lm_beam_of METHOD: run.sh's $lm_beam, or the beam dev chose fo
   fi
 }
 
-check_deployable() {  # check_deployable UNIT_TYPE DEPLOY CONFIG: a --deploy that sherpa-onnx could not run stops
-  # run.sh now, not after the training: phones, or a model of CONFIG it cannot run (steps/export_onnx.py --check-config)
+check_deployable() {  # check_deployable UNIT_TYPE DEPLOY CONFIG [ATTENTION]: a --deploy that sherpa-onnx could not
+  # run stops run.sh now, not after the training: phones, or a model of CONFIG it cannot run (steps/export_onnx.py
+  # --check-config), at attention_of's ATTENTION chunks where given (whole does not stream; utils/decoding.sh's
+  # attention_options then sourced)
   if [ -n "$2" ] && [ "$1" = phone ]; then
     echo "run.sh: --deploy needs --unit-type bpe, unigram or char: sherpa-onnx prints the units, and phones are" \
       "not words" >&2
     return 1
   fi
-  local kind streaming
+  local kind streaming chunks=()
+  [ -z "${4:-}" ] || read -ra chunks <<< "$(attention_options "$4")"
   for kind in $2; do
     case $kind in offline|streaming) ;; *)  # 'offlin' passed as offline and failed at the export, after training
       echo "run.sh: --deploy takes offline and/or streaming, not '$kind'" >&2; return 1 ;;
     esac
     streaming=()
     [ "$kind" != streaming ] || streaming=(--streaming)
-    steps/export_onnx.py --check-config "$3" --unit-type "$1" "${streaming[@]}" || {
+    steps/export_onnx.py --check-config "$3" --unit-type "$1" "${streaming[@]}" "${chunks[@]}" || {
       echo "run.sh: --deploy $kind with --train-config $3: nothing done (conf/deploy.yaml is a config it runs)" >&2
       return 1
     }

@@ -43,12 +43,17 @@ lm_weights=          # the LM weights and length bonuses dev chooses among, comm
 lm_bonuses=          # steps/tune_lm_fusion.py
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode dev and test in it (a
                      # --train-config it runs: conf/deploy.yaml)
+attention_chunk=     # a streaming Conformer (model.encoder.chunk_frames) decoded and exported with attention in
+                     # chunks of this many encoder frames, or whole (offline only), not its config's; its results
+                     # named apart (decode-SET-METHOD+chunk16-TAG; rnnt.attention_chunks). Empty: the config's
+left_chunks=         # the same, with this many chunks before each (at least 1; empty: the config's)
 help_message="Usage: ./run.sh --corpus-dir DIR [--transcripts FILE] [--test-transcripts FILE] [--speaker-regex RE]
   [--dev-fraction F] [--test-fraction F] | --data-dirs \"TRAIN DEV [TEST]\"
   [--stage N] [--stop-stage M] [--train-config FILE] [--exp DIR] [--unit-type char|bpe|unigram] [--vocab-size N]
   [--nj N] [--ngpu N] [--cpu-ranks N] [--average N] [--seeds N]
   [--methods \"greedy beam modified_beam modified_beam_lm beam_lodr ...\"] [--lm-order N] [--lm-over words|units]
   [--lm-beam N] [--lm-weights W,...] [--lm-bonuses B,...] [--deploy \"offline streaming\"]
+  [--attention-chunk FRAMES|whole] [--left-chunks L]
 The transcript list (default DIR/transcripts.txt) has a line per recording: its path relative to DIR, with
 or without the extension, then the transcript, e.g. 'speaker1/rec01.wav HELLO WORLD'. Bad lines are
 reported by file and line and skipped. Audio: any format soundfile reads, any sample rate, mono or stereo.
@@ -118,7 +123,8 @@ fi
 lang=$(lang_of "$unit_type" "$vocab_size")
 default_lm_search "$unit_type"  # the LM options not given
 check_methods "$train_config" "$methods"
-check_deployable "$unit_type" "$deploy" "$train_config"
+attention=$(attention_of "$train_config")  # --attention-chunk, --left-chunks: chunk16, whole, ... (empty: the config's)
+check_deployable "$unit_type" "$deploy" "$train_config" "$attention"
 recipe=$(basename "$PWD")  # names the result lines
 
 if [ -n "$data_dirs" ]; then  # your Kaldi data dirs: their tables (the audio they name is sharded's input, stage 2)
@@ -164,9 +170,11 @@ seed_stages 4 5 6 "$train_config" "$exp" "$lang" "" "$seeds" "$average" "$(leadi
 
 average_stage 5 "$exp" "$average"
 model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
-decode_stages 6 "$exp" "$model_tag" "$lang" "$methods" "${sets#train }"  # into $exp/decode-SET-METHOD-$model_tag
-deploy_stages 7 "$exp" "$model_tag" "$deploy" "${sets#train }"  # with --deploy: export (7), decode in sherpa-onnx (8)
+# into $exp/decode-SET-METHOD-$model_tag; with --deploy: export (7), decode in sherpa-onnx (8)
+decode_stages 6 "$exp" "$model_tag" "$lang" "$methods" "${sets#train }" "$attention"
+deploy_stages 7 "$exp" "$model_tag" "$deploy" "${sets#train }" "$attention"
 for method in $methods $(for kind in $deploy; do echo "sherpa_onnx_$kind"; done); do
+  method=$method${attention:+"+$attention"}
   for set in ${sets#train }; do
     decode_result "$recipe $set $method ($(basename "$exp")${model_tag:+ $model_tag}):" \
       "$exp" "$model_tag" "$set" "$method"

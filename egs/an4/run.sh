@@ -45,12 +45,17 @@ combine=             # stage 9 combines systems' n-bests (utils/combination.sh):
                      # default: this model (every seed) and the one it starts from (RESULTS.md: no gain on AN4's
                      # dev, one seed); "": none
 deploy=              # "offline streaming": stages 7-8 export for sherpa-onnx and decode in it (conf/deploy.yaml)
+attention_chunk=     # a streaming Conformer (conf/deploy_conformer.yaml) decoded and exported with attention in chunks
+                     # of this many encoder frames, or whole (offline only), not its config's; its results named
+                     # apart (decode-SET-METHOD+chunk16-TAG; rnnt.attention_chunks). Empty: the config's
+left_chunks=         # the same, with this many chunks before each (at least 1; empty: the config's)
 help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/an4] [--mirror URL]
   [--train-config FILE] [--exp DIR] [--init-config FILE] [--init-exp DIR] [--init-average N]
   [--unit-type phone|bpe|unigram|char] [--vocab-size N] [--dev-speakers N] [--nj N] [--ngpu N] [--cpu-ranks N]
   [--average N] [--seeds N] [--methods \"greedy beam modified_beam modified_beam_lm modified_beam_lodr pooled_beam_lm
   beam_lm beam_lodr ctc_greedy ctc_prefix_beam ctc_prefix_beam_lm\"]
   [--lm-order N] [--lm-over units|words] [--lm-beam N] [--test-sets \"dev test\"] [--deploy \"offline streaming\"]
+  [--attention-chunk FRAMES|whole] [--left-chunks L]
   [--lm-weights W,W,...] [--lm-bonuses B,B,...]
   [--combine default|\"EXP:METHOD:AVERAGE EXP:METHOD:AVERAGE ...\"]
 Stages: 0 download, 1 data dirs, 2 shards, 3 units (phones and their lexicon, BPE or characters), 4 train
@@ -80,7 +85,8 @@ lang=$(lang_of "$unit_type" "$vocab_size")
 default_lm_search "$unit_type"  # the LM options not given
 check_methods "$train_config" "$methods"
 check_combine "$combine"
-check_deployable "$unit_type" "$deploy" "$train_config"
+attention=$(attention_of "$train_config")  # --attention-chunk, --left-chunks: chunk16, whole, ... (empty: the config's)
+check_deployable "$unit_type" "$deploy" "$train_config" "$attention"
 
 corpus_dir=$(corpus_dir_of "$corpus_dir")  # the one given before, if not given
 if [ -z "$corpus_dir" ]; then
@@ -121,11 +127,13 @@ seed_stages 4 5 6 "$train_config" "$exp" "$lang" "$init_checkpoint" "$seeds" "$a
 
 average_stage 5 "$exp" "$average"
 model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epoch-40
-decode_stages 6 "$exp" "$model_tag" "$lang" "$methods" "$test_sets"  # LM-fused methods: their LM weighted on dev first
-deploy_stages 7 "$exp" "$model_tag" "$deploy" "$test_sets"  # with --deploy: export (7), decode in sherpa-onnx (8)
+# LM-fused methods: their LM weighted on dev first; with --deploy: export (7), decode in sherpa-onnx (8)
+decode_stages 6 "$exp" "$model_tag" "$lang" "$methods" "$test_sets" "$attention"
+deploy_stages 7 "$exp" "$model_tag" "$deploy" "$test_sets" "$attention"
 default_combination  # --combine default: this model (its seeds) and the one it starts from, if it starts from one
 [ -z "$combine" ] || combine_stages 6 9 "$combine" "$lang" "$test_sets"  # dev first: the weights chosen there
 for method in $methods $(for kind in $deploy; do echo "sherpa_onnx_$kind"; done); do
+  method=$method${attention:+"+$attention"}
   for set in $test_sets; do
     decode_result "an4 $set $method ($(basename "$exp")${model_tag:+ $model_tag}):" \
       "$exp" "$model_tag" "$set" "$method"

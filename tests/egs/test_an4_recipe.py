@@ -147,3 +147,15 @@ def test_deploying_phone_units_stops_before_any_stage(test_data, tmp_path):
     assert out.stderr.strip().endswith("run.sh: --deploy offline with --train-config conf/transducer_conv_pruned_"
                                        "from_ctc_20ep.yaml: nothing done (conf/deploy.yaml is a config it runs)")
     assert not (recipe / "data").exists() and not (recipe / "exp").exists()
+
+
+def test_attention_chunks_for_a_model_without_them_stop_before_any_stage(test_data, tmp_path):
+    """--attention-chunk is a streaming Conformer's: with the default config (an LSTM encoder) run.sh stops at once,
+    saying why, before the data stages."""
+    recipe = copy_recipe("an4", tmp_path)
+    out = run_recipe(recipe, "--corpus-dir", str(test_data / "an4"), "--attention-chunk", "16")
+    assert out.returncode == 1, out.stdout[-2000:]
+    assert out.stderr.strip() == ("attention_chunks: conf/transducer_conv_pruned_from_ctc_20ep.yaml: --attention-chunk "
+                                  "and --left-chunks run a streaming Conformer at other chunks; this is an encoder of "
+                                  "kind lstm, which has none"), out.stderr
+    assert not (recipe / "data").exists() and not (recipe / "exp").exists()

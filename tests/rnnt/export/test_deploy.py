@@ -502,6 +502,59 @@ def test_decoding_at_other_attention_chunks_is_decoding_a_model_configured_with_
     assert out.returncode == 0 and "outside what it learnt" not in out.stderr, out.stderr
 
 
+def recipe_stages(folder, script: str, **variables: str) -> subprocess.CompletedProcess:
+    """`script` run in bash as a recipe's run.sh runs its stages (utils/stages.sh, decoding.sh and units.sh sourced,
+    run.sh's `variables` set) in folder, a recipe folder of steps/ and data/."""
+    (folder / "steps").symlink_to(STEPS)
+    settings = " ".join(f"{name}={value}" for name, value in {"stage": "0", "stop_stage": "100", **variables}.items())
+    sourced = "; ".join(f'. "{ROOT}/utils/{name}.sh"' for name in ("stages", "decoding", "units"))
+    return subprocess.run(["bash", "-c", f"set -euo pipefail; {settings}; {sourced}\n{script}"], cwd=folder,
+                          capture_output=True, text=True)
+
+
+def test_run_sh_decodes_and_deploys_at_the_attention_chunks_asked(an4_test, tmp_path):
+    """A recipe's --attention-chunk 1 --left-chunks 3 (utils/decoding.sh, as run.sh passes them): our search decodes
+    in those chunks into decode-test-greedy+chunk1-left3-TAG, the streaming export is in them, and sherpa-onnx's
+    decode of it (decode-test-sherpa_onnx_streaming+chunk1-left3-TAG) gives our transcripts at the same chunks;
+    the config's own chunks are decoded apart and differ. --attention-chunk whole with --deploy streaming stops at
+    run.sh's check, before any stage."""
+    audio, langs = an4_test
+    # the tail of silence a stream ends with, which sherpa-onnx gets from the export, appended by our search too
+    make_experiment(tmp_path / "exp", langs["bpe"], encoder={**STREAMING_CONFORMER, "dynamic_chunks": 4},
+                    tail_silence=0.5)
+    (tmp_path / "data" / "test").mkdir(parents=True)
+    (tmp_path / "data" / "test" / "data.list").write_text("".join(
+        json.dumps({"key": f"utt{i}", "wav": p, "txt": t}) + "\n" for i, (p, t) in enumerate(audio)))
+    (tmp_path / "data" / "test" / "text").write_text("".join(f"utt{i} {t}\n" for i, (_, t) in enumerate(audio)))
+    out = recipe_stages(tmp_path, """attention=$(attention_of exp/config.yaml)
+check_deployable bpe streaming exp/config.yaml "$attention"
+decode_stages 6 exp epoch-1 unused greedy test "$attention"
+deploy_stages 7 exp epoch-1 streaming test "$attention"
+decode_stages 6 exp epoch-1 unused greedy test  # the config's chunks
+for method in greedy sherpa_onnx_streaming; do decode_result "$method:" exp epoch-1 test "$method+$attention"; done
+""", attention_chunk="1", left_chunks="3")
+    assert out.returncode == 0, out.stderr[-3000:]
+    exp = tmp_path / "exp"
+    assert [line.split(" %WER")[0] for line in out.stdout.splitlines()[-2:]] == ["greedy:", "sherpa_onnx_streaming:"]
+    hyps = {name: dict(line.split(" ", 1) for line in (exp / f"decode-test-{name}-epoch-1" / "hyp").read_text()
+                       .splitlines())
+            for name in ("greedy+chunk1-left3", "sherpa_onnx_streaming+chunk1-left3", "greedy")}
+    ours, sherpa = hyps["greedy+chunk1-left3"], hyps["sherpa_onnx_streaming+chunk1-left3"]
+    # sherpa-onnx stops at the last whole chunk, where our search decodes the utterance's last frames too: this
+    # untrained model emits in the tail of silence, so a transcript of sherpa-onnx's may lack the last of ours
+    assert all(ours[key].startswith(sherpa[key]) for key in ours) and sum(ours[k] == sherpa[k] for k in ours) >= 10
+    assert sum(hyps["greedy"][k] != ours[k] for k in ours) > len(ours) // 2  # the config's own chunks: others
+    meta = {p.key: p.value for p in onnx.load(str(exp / "onnx-streaming+chunk1-left3-epoch-1" / "encoder.onnx"))
+            .metadata_props}
+    assert (meta["attention_chunks"], meta["left_context"]) == ("chunk1-left3", "6")
+    whole = recipe_stages(tmp_path / "exp", """attention=$(attention_of config.yaml)
+check_deployable bpe streaming config.yaml "$attention"
+echo "not stopped"
+""", attention_chunk="whole")
+    assert whole.returncode == 1 and "not stopped" not in whole.stdout, whole.stdout
+    assert "--attention-chunk whole) attends to every frame" in whole.stderr, whole.stderr
+
+
 def test_a_model_with_cmvn_runs_in_sherpa_onnx_as_ours(an4_test, tmp_path):
     """data.features.cmvn goes into the exported graph (sherpa-onnx computes plain fbank): the export's own check
     compares the graph with the same front end, so only sherpa-onnx against our decoding shows it there."""
