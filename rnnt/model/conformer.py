@@ -65,6 +65,7 @@ class ConformerConfig:
     chunk_frames: int = 0  # streaming: attention in chunks of this many output frames, causal conv (0: offline)
     left_chunks: int = 4  # streaming: the chunks before its own that a frame attends to (at least 1)
     dynamic_chunks: int = 0  # training a streaming one: chunks of 1 to this many frames, or whole (0: chunk_frames)
+    dynamic_whole: bool = True  # dynamic_chunks: the whole utterance one batch in two (WeNet's); false: chunks alone
 
     @property
     def time_reduction(self) -> int:
@@ -235,11 +236,12 @@ class ConformerEncoder(EncoderInterface):
         """The chunk (0: none) and left chunks a forward of `frames` output frames attends in: the config's, but in
         training with dynamic_chunks a draw a batch (WeNet's dynamic chunk training), of the whole utterance one
         time in two, else of chunks of 1 to dynamic_chunks frames with all the left context: the model learns to
-        run at any chunk size (a stream runs chunk_frames)."""
+        run at any chunk size (a stream runs chunk_frames). Without dynamic_whole, chunks alone."""
         config = self.config
         if not (self.training and config.dynamic_chunks):
             return config.chunk_frames, config.left_chunks
-        draw = int(torch.randint(2 * config.dynamic_chunks, (1,)))  # the CPU generator: a resume draws the same
+        draws = (2 if config.dynamic_whole else 1) * config.dynamic_chunks
+        draw = int(torch.randint(draws, (1,)))  # the CPU generator: a resume draws the same
         return (0, 0) if draw >= config.dynamic_chunks else (draw + 1, frames)
 
     def initial_state(self, batch: int, device: torch.device | str = "cpu"

@@ -144,8 +144,9 @@ def test_streamed_chunk_by_chunk_a_conformer_gives_the_whole_utterances_output(c
 
 
 def test_dynamic_chunks_draw_a_span_a_training_batch_and_evaluation_runs_chunk_frames():
-    """One draw in two the whole utterance, else chunks of 1 to dynamic_chunks frames with all the left context;
-    the same draws after the same seed (a resumed training's); evaluation in chunk_frames and left_chunks."""
+    """One draw in two the whole utterance, else chunks of 1 to dynamic_chunks frames with all the left context
+    (without dynamic_whole, chunks alone); the same draws after the same seed (a resumed training's); evaluation in
+    chunk_frames and left_chunks."""
     encoder = ConformerEncoder(dataclasses.replace(STREAMING, dynamic_chunks=5)).train()
     torch.manual_seed(0)
     spans = [encoder.attention_span(40) for _ in range(400)]
@@ -153,6 +154,8 @@ def test_dynamic_chunks_draw_a_span_a_training_batch_and_evaluation_runs_chunk_f
     assert 150 < spans.count((0, 0)) < 250
     torch.manual_seed(0)
     assert [encoder.attention_span(40) for _ in range(400)] == spans
+    chunks_alone = ConformerEncoder(dataclasses.replace(STREAMING, dynamic_chunks=5, dynamic_whole=False)).train()
+    assert {chunks_alone.attention_span(40) for _ in range(100)} == {(chunk, 40) for chunk in range(1, 6)}
     assert encoder.eval().attention_span(40) == (3, 2)
     with torch.no_grad():  # trained so, it runs as one trained in chunk_frames alone
         feats, lengths = ragged()
