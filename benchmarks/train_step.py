@@ -34,10 +34,12 @@ from rnnt.cli import tool_parser
 from rnnt.model.transducer import ModelConfig, Transducer
 from rnnt.training.experiment import OptimizerConfig, TrainConfig, build_optimizer, load_experiment
 
-def recipe_model(name: str, **loss) -> ModelConfig:
-    """The model of egs/librispeech/conf/<name>.yaml, with its loss settings overridden."""
-    model = load_experiment(os.path.join(ROOT, "egs", "librispeech", "conf", f"{name}.yaml")).model
-    return dataclasses.replace(model, loss=dataclasses.replace(model.loss, **loss))
+def recipe(path: str, **loss) -> tuple[ModelConfig, int]:
+    """The model of egs/<path>.yaml with its loss settings overridden, and the fbank frames its data pipeline
+    puts in one input frame (data.subsample)."""
+    experiment = load_experiment(os.path.join(ROOT, "egs", f"{path}.yaml"))
+    model = experiment.model
+    return dataclasses.replace(model, loss=dataclasses.replace(model.loss, **loss)), experiment.data.subsample
 
 
 def recipe_batch(name: str, seconds: float) -> int:
@@ -48,16 +50,19 @@ def recipe_batch(name: str, seconds: float) -> int:
         else batch.batch_size
 
 
-# name -> (model, batch, seconds per utterance, tokens per utterance, vocabulary): LibriSpeech-like
-# utterances of 12 s with 40 BPE-500 tokens. The last row is small.yaml as its recipe trains it: its own
-# loss (pruned) and batch size.
+# name -> (model and its input frames' subsampling, batch, seconds per utterance, tokens per utterance,
+# vocabulary): LibriSpeech-like utterances of 12 s with 40 BPE-500 tokens. "small (pruned loss), the recipe's
+# batch" is small.yaml as its recipe trains it: its own loss (pruned) and batch size. The Conformer is AN4's
+# (egs/an4/conf/transducer_conformer.yaml: 8 blocks of width 144 over 40 ms frames, the pruned loss) at that shape.
 CONFIGS = {
-    "tiny (full loss)": (recipe_model("tiny", type="full"), 8, 12.0, 40, 500),
-    "tiny (fused loss)": (recipe_model("tiny", type="fused"), 8, 12.0, 40, 500),
-    "small (full loss)": (recipe_model("small", type="full"), 8, 12.0, 40, 500),
-    "small (pruned loss)": (recipe_model("small", type="pruned"), 8, 12.0, 40, 500),
-    "mlperf (full loss)": (recipe_model("mlperf", type="full"), 4, 12.0, 40, 1024),
-    "small (pruned loss), the recipe's batch": (recipe_model("small"), recipe_batch("small", 12.0), 12.0, 40, 500),
+    "tiny (full loss)": (recipe("librispeech/conf/tiny", type="full"), 8, 12.0, 40, 500),
+    "tiny (fused loss)": (recipe("librispeech/conf/tiny", type="fused"), 8, 12.0, 40, 500),
+    "small (full loss)": (recipe("librispeech/conf/small", type="full"), 8, 12.0, 40, 500),
+    "small (pruned loss)": (recipe("librispeech/conf/small", type="pruned"), 8, 12.0, 40, 500),
+    "mlperf (full loss)": (recipe("librispeech/conf/mlperf", type="full"), 4, 12.0, 40, 1024),
+    "small (pruned loss), the recipe's batch": (recipe("librispeech/conf/small"), recipe_batch("small", 12.0), 12.0,
+                                                40, 500),
+    "an4 Conformer (pruned loss)": (recipe("an4/conf/transducer_conformer"), 8, 12.0, 40, 500),
 }
 
 
@@ -98,9 +103,12 @@ def machine_flops(dtype: torch.dtype = torch.float32) -> float:
     return best
 
 
-def model_flops(config: ModelConfig, B: int, T: int, U: int, V: int) -> float:
-    """Forward + backward (3x forward) multiply-adds x 2 of the LSTMs, projections and joiner."""
+def model_flops(config: ModelConfig, B: int, T: int, U: int, V: int) -> float | None:
+    """Forward + backward (3x forward) multiply-adds x 2 of the LSTMs, projections and joiner (None: an encoder
+    other than the LSTMs, not counted)."""
     e, p, j = config.encoder, config.predictor, config.joiner
+    if e.kind != "lstm":
+        return None
 
     def lstm(layers, inp, hid, steps):
         return sum(8 * hid * ((inp if i == 0 else hid) + hid) for i in range(layers)) * steps
@@ -119,14 +127,14 @@ def model_flops(config: ModelConfig, B: int, T: int, U: int, V: int) -> float:
 
 
 def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: int, runs: int,
-            flops: float, stack_time_parts: bool = False, bf16: bool = False,
+            flops: float, subsample: int = 3, stack_time_parts: bool = False, bf16: bool = False,
             fp32_step: float = 0.0) -> tuple[str, float, dict[str, float]]:
     """The table row, the step's median time, and its parts' times (forward + backward; with
     stack_time_parts also the LSTM layers before StackTime and the first LSTM layer after it); with
     bf16 everything but the optimiser runs under bfloat16 autocast, and fp32_step (the same step in
-    float32) gives the speed-up column."""
+    float32) gives the speed-up column. An input frame is `subsample` 10 ms fbank frames."""
     torch.manual_seed(0)
-    T = int(seconds * 100 / 3)  # stacked 30 ms frames
+    T = int(seconds * 100 / subsample)  # input frames (the LSTM configs: 3 fbank frames stacked, 30 ms)
     autocast = torch.autocast(DEVICE.type, dtype=torch.bfloat16, enabled=bf16)
     model = Transducer(config, V).to(DEVICE)
     # the optimiser as training builds it (torch's fused AdamW on the CPU and CUDA)
@@ -160,30 +168,40 @@ def measure(name: str, config: ModelConfig, B: int, seconds: float, U: int, V: i
             loss = model.loss(enc_out, enc_lens, tokens, token_lens, host_lengths=enc_host_lengths)["loss"].float()
         loss.backward()
 
-    def before_stack_time():
-        model.encoder.pre(feats, feat_lens).sum().backward()
-
-    encoder = model.encoder
-    # requires grad: in the step this layer's input gradient flows back to the layers before StackTime
-    stacked = torch.randn(B, enc_out.shape[1], encoder.post.lstms[0].input_size, device=DEVICE, requires_grad=True)
-
-    def first_after_stack_time():
-        encoder.post.norms[0](encoder.post.lstms[0](stacked)[0]).sum().backward()
-
     full = median_time(step, runs)
     parts = {"encoder": median_time(encoder_only, runs), "joint+loss": median_time(joint_and_loss, runs),
              "optimizer": median_time(optimizer.step, runs)}
     total = sum(parts.values())
     share = " / ".join(f"{100 * v / total:.0f}%" for v in parts.values())
     step_flops = model_flops(config, B, T, U, V)
+    utilisation = "n/a" if step_flops is None else f"{100 * step_flops / full / flops:.0f}%"
     audio = seconds * float(feat_lens.sum()) / T
     speed_up = f"{fp32_step / full:.2f}x" if fp32_step else ""
     row = (f"| {name} | {'bf16' if bf16 else 'fp32'} | {B} x {0.85 * seconds:.1f}-{seconds:.0f} s, U={U}, V={V} | "
-           f"{full:.4g} | {speed_up} | {audio / full:.1f} | {share} | {100 * step_flops / full / flops:.0f}% |")
+           f"{full:.4g} | {speed_up} | {audio / full:.1f} | {share} | {utilisation} |")
     if stack_time_parts:
-        parts["before StackTime"] = median_time(before_stack_time, runs)
-        parts["first after"] = median_time(first_after_stack_time, runs)
+        parts.update(stack_time_parts_timed(model, feats, feat_lens, enc_out.shape[1], runs))
     return row, full, parts
+
+
+def stack_time_parts_timed(model: Transducer, feats: torch.Tensor, feat_lens: torch.Tensor, frames: int,
+                           runs: int) -> dict[str, float]:
+    """An LSTM encoder's layers before StackTime, and its first layer after it over `frames` stacked frames,
+    each timed alone (forward + backward)."""
+    encoder = model.encoder
+
+    def before_stack_time():
+        encoder.pre(feats, feat_lens).sum().backward()
+
+    # requires grad: in the step this layer's input gradient flows back to the layers before StackTime
+    stacked = torch.randn(feats.shape[0], frames, encoder.post.lstms[0].input_size, device=DEVICE,
+                          requires_grad=True)
+
+    def first_after_stack_time():
+        encoder.post.norms[0](encoder.post.lstms[0](stacked)[0]).sum().backward()
+
+    return {"before StackTime": median_time(before_stack_time, runs),
+            "first after": median_time(first_after_stack_time, runs)}
 
 
 def main() -> int:
@@ -215,21 +233,21 @@ def main() -> int:
     configs = {name: (config, B * args.batch_scale, seconds, U, V)
                for name, (config, B, seconds, U, V) in CONFIGS.items() if name in args.configs}
     scaled = "" if args.batch_scale == 1 else f" x {args.batch_scale}"  # "the recipe's batch" x 4 is not the recipe's
-    for name, (config, B, seconds, U, V) in configs.items():
-        row, fp32_step, _ = measure(name + scaled, config, B, seconds, U, V, args.runs, flops)
+    for name, ((config, subsample), B, seconds, U, V) in configs.items():
+        row, fp32_step, _ = measure(name + scaled, config, B, seconds, U, V, args.runs, flops, subsample)
         print(row, flush=True)
-        print(measure(name + scaled, config, B, seconds, U, V, args.runs, bf16_flops, bf16=True,
+        print(measure(name + scaled, config, B, seconds, U, V, args.runs, bf16_flops, subsample, bf16=True,
                       fp32_step=fp32_step)[0], flush=True)
     stack_time_configs = [name for name in ("small (full loss)", "mlperf (full loss)") if name in configs]
     if not stack_time_configs:
         return 0
     results = {}
     for name in stack_time_configs:
-        base, B, seconds, U, V = configs[name]
+        (base, subsample), B, seconds, U, V = configs[name]
         for factor in (2, 8):
             config = dataclasses.replace(base, encoder=dataclasses.replace(base.encoder, stack_time=factor))
             row, step, parts = measure(f"{name}, StackTime {factor}", config, B, seconds, U, V, args.runs, flops,
-                                       stack_time_parts=True)
+                                       subsample, stack_time_parts=True)
             print(row, flush=True)
             results[name, factor] = (step, parts)
     print("\nStackTime 8 against 2: where a step's time goes (each part timed alone, forward + backward). The "

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import torch
 
 from rnnt.model.conv_frontend import Conv2dSubsampling, conv_output_frames, conv_problems
+from rnnt.model.depthwise_conv import depthwise_over_time
 from rnnt.model.dropout import Dropout
 from rnnt.model.encoder_interface import EncoderInterface, valid_frames
 from rnnt.model.masked_batch_norm import MaskedBatchNorm
@@ -129,15 +130,14 @@ class ConvolutionModule(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         y = torch.nn.functional.glu(self.pointwise_in(self.norm(x)), dim=-1).masked_fill(~valid[..., None], 0.0)
-        y = y.transpose(1, 2)
-        y = self.depthwise(torch.nn.functional.pad(y, (self.history, 0)) if self.history else y).transpose(1, 2)
+        y = depthwise_over_time(self.depthwise, y, self.history)
         return self.dropout(self.pointwise_out(torch.nn.functional.silu(self.batch_norm(y, valid))))
 
     def stream(self, x: torch.Tensor, cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A chunk (B, C, dim) and the depthwise convolution's inputs of the kernel_size - 1 frames before it
         (B, kernel_size - 1, dim; zeros before the first frame) -> the chunk's output and the new cache."""
         window = torch.cat([cache, torch.nn.functional.glu(self.pointwise_in(self.norm(x)), dim=-1)], dim=1)
-        y = self.depthwise(window.transpose(1, 2)).transpose(1, 2)
+        y = depthwise_over_time(self.depthwise, window)
         out = self.pointwise_out(torch.nn.functional.silu(self.batch_norm(y)))
         return out, window[:, window.shape[1] - self.history:]
 

@@ -15,7 +15,8 @@ reproducible: every bit comes from torch's default generator.
 On a CUDA device torch's fused kernel is faster than anything assembled from tensor ops, so the module
 calls it there; in eval mode (and at p = 0) it is the identity, so exports and decoding never see it.
 Dropout inside torch's own modules stays torch's: between a multi-layer nn.LSTM's layers (the LSTM
-prediction network's) and on the attention weights of scaled_dot_product_attention (the Conformer's).
+prediction network's). The Conformer's attention weights are dropped by this module while training on the CPU
+(rnnt.model.rotary_attention), by scaled_dot_product_attention elsewhere.
 """
 
 from __future__ import annotations

@@ -89,8 +89,9 @@ def follows_speech(t: Transcriber, speech: list[torch.Tensor]) -> None:
     frame, whatever came before. So that a frame encoded wrongly, or an LSTM state lost, shows in the
     tokens: the input batch norm gets the speech's statistics (as training leaves it), the conv front
     end's weights and the encoder's projection into the joint network are scaled up, and the blank is
-    made as likely as the best other unit on the median frame: tokens of many units, and blanks. <unk>
-    never wins."""
+    made about as likely as the best other unit on the median frame: tokens of many units, and blanks. <unk>
+    never wins. Not exactly as likely: that frame's tie would be broken by rounding, differently in a stream's
+    chunks than in one piece (frames equal to 1e-6, not to the bit)."""
     model = t.model
     feats = torch.cat([t.features((s, 16000)) for s in speech])
     if model.encoder.input_norm is not None:
@@ -105,7 +106,7 @@ def follows_speech(t: Transcriber, speech: list[torch.Tensor]) -> None:
     enc, _ = model.encode(feats[None], torch.tensor([feats.shape[0]]))
     start = start_hypotheses(model, 1)[0]
     log_probs = joint_log_probs(model.joiner, model.joiner.enc_proj(enc[0]), start.pred_proj)
-    model.joiner.output.bias[0] += (log_probs[:, 2:].max(-1).values - log_probs[:, 0]).median()
+    model.joiner.output.bias[0] += (log_probs[:, 2:].max(-1).values - log_probs[:, 0]).median() + 0.05
     model.joiner.output.bias[1] = -100.0
 
 

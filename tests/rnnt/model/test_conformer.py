@@ -198,7 +198,7 @@ def test_an_offline_conformer_refuses_to_stream():
 
 
 def test_attention_dropout_is_dropouts_rate_unless_set():
-    rates = {(dropout, attention): {block.attention.dropout for block in ConformerEncoder(dataclasses.replace(
+    rates = {(dropout, attention): {block.attention.weight_dropout.p for block in ConformerEncoder(dataclasses.replace(
         SMALL, dropout=dropout, attention_dropout=attention)).blocks} for dropout in (0.0, 0.2) for attention in
         (None, 0.0, 0.3)}
     assert rates == {(0.0, None): {0.0}, (0.0, 0.0): {0.0}, (0.0, 0.3): {0.3},
