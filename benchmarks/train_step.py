@@ -6,7 +6,8 @@ A batch holds utterances of unequal length, as a sorted batch does (the longest 
 to 10.2 s). For each configuration: audio seconds trained per wall second; the share of a step spent
 in the encoder (forward + backward), the joint network + loss (forward + backward, encoder output
 given) and the optimiser step, each timed alone; model FLOP/s (LSTM and joiner matmuls, backward
-counted as twice the forward) over the machine's float32 matmul FLOP/s measured in the same run.
+counted as twice the forward; n/a for the Conformer, not counted) over the machine's float32 matmul FLOP/s
+measured in the same run.
 StackTime 8 against 2 also prints where the step's time goes at each factor (the LSTM layers before
 StackTime and the first layer after it, which reads the stacked frames, timed alone) and the speed-up
 the factor would give if the rest of the step took a quarter of its time, or none.
