@@ -7,10 +7,10 @@ channels-last without a copy, the layout oneDNN's depthwise kernel is fast in (0
 the same numbers to rounding (5e-7). The parameters stay the Conv1d's, so checkpoints and exports are unchanged.
 
 That is done in float32 on the CPU alone. In bfloat16 (autocast) on more than one thread, oneDNN 3.12's
-channels-last depthwise kernel can take minutes to build for one utterance of some lengths (86 or 128 frames of
-144 channels, kernel 15; 100 is instant), and it is built anew for each shape: training stalled. Float32 was checked at
-every batch of 1, 2, 3 and 8 utterances of 1 to 419 frames, forward and backward, centred and causal. Elsewhere
-(bfloat16, CUDA) it is the Conv1d."""
+channels-last depthwise kernel can take minutes to build for one utterance of some lengths (86 or 128 frames
+of 144 channels, kernel 15; 100 is instant), and it is built anew for each shape: training stalled. Float32 was
+checked at every batch of 1, 2, 3 and 8 utterances of 1 to 419 frames, forward and backward, centred and
+causal. Elsewhere (bfloat16, CUDA) it is the Conv1d (benchmarks/RESULTS.md, "The Conformer")."""
 
 from __future__ import annotations
 
