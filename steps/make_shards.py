@@ -105,15 +105,19 @@ def start_shard_dir(shard_dir: str, plan: dict, replace: bool, earlier_items=lam
 
 def items_digest(items, with_folders: bool = False) -> str:
     """What the shards hold besides their keys: each utterance's text, audio source and segment times; a file by
-    its name, size and time, not its folder (the same corpus moved, or copied keeping times, is the same audio:
-    its shards were written again, and a training on them set aside). Shards of the same keys with another
-    transcript or audio are not reused. with_folders: the form before (the path whole), which a record of
-    then holds."""
+    its size, time and path below the folder that holds all the items' files (the same corpus moved, or copied
+    keeping times, is the same audio: its shards were written again, and a training on them set aside; two
+    files of one name, size and time in two of its folders, as a corpus's yes/x.wav and no/x.wav, stay apart).
+    Shards of the same keys with another transcript or audio are not reused. with_folders: the form before (the
+    path whole), which a record of then holds."""
+    stats = {item.source: os.stat(item.source) for item in items
+             if not item.source.endswith("|") and os.path.isfile(item.source)}
+    root = os.path.commonpath([os.path.dirname(os.path.abspath(path)) for path in stats]) if stats else ""
     digest = hashlib.sha256()
     for item in items:
-        stat = os.stat(item.source) if not item.source.endswith("|") and os.path.isfile(item.source) else None
-        source = os.path.basename(item.source) if stat and not with_folders else item.source  # a command as it is
-        digest.update(json.dumps([item.key, item.text, source, item.start, item.end,
+        stat = stats.get(item.source)
+        source = os.path.relpath(os.path.abspath(item.source), root) if stat and not with_folders else item.source
+        digest.update(json.dumps([item.key, item.text, source, item.start, item.end,  # a command as it is
                                   stat and (stat.st_size, stat.st_mtime_ns)]).encode())
     return digest.hexdigest()
 

@@ -29,11 +29,13 @@ def read_utterances(data_dir: str) -> tuple[list[Utterance], list[str]]:
     skipped: list[str] = []
     text = read_table(os.path.join(data_dir, "text"), skipped, KEEP_BYTES)
     wav = read_table(os.path.join(data_dir, "wav.scp"), skipped, KEEP_BYTES)  # a path's bytes, as the file has them
-    _leave_out(text, wav, lambda line: has_undecodable_bytes(line.text), "a transcript that is not UTF-8", skipped)
-    _leave_out(wav, text, lambda line: not line.value.strip(), "no audio after the key", skipped)
     segments_path = os.path.join(data_dir, "segments")
-    if os.path.isfile(segments_path):
-        utterances = segment_utterances(text, wav, read_table(segments_path, skipped), skipped)
+    segmented = os.path.isfile(segments_path)  # wav.scp's keys are recordings, not utterances
+    bad_text = _leave_out(text, {} if segmented else wav, lambda line: has_undecodable_bytes(line.text),
+                          "a transcript that is not UTF-8", skipped)
+    _leave_out(wav, {} if segmented else text, lambda line: not line.value.strip(), "no audio after the key", skipped)
+    if segmented:
+        utterances = segment_utterances(text, wav, read_table(segments_path, skipped), skipped, bad_text)
     else:
         utterances = [Utterance(key, line.value, wav[key].value, line.where, audio_where=wav[key].where)
                       for key, line in text.items() if key in wav]
@@ -42,17 +44,20 @@ def read_utterances(data_dir: str) -> tuple[list[Utterance], list[str]]:
     return sorted(utterances, key=lambda utterance: utterance.key), skipped
 
 
-def _leave_out(table: dict[str, Line], other: dict[str, Line], bad, why: str, skipped: list[str]) -> None:
-    """The lines of table that bad(line) holds: each named, and its utterance gone from both tables (the one
-    utterance, counted once)."""
-    for key, line in [(key, line) for key, line in table.items() if bad(line)]:
-        skipped.append(f"{line.where}: {key}: {why}")
-        del table[key]
+def _leave_out(table: dict[str, Line], other: dict[str, Line], bad, why: str, skipped: list[str]) -> set[str]:
+    """The keys of the lines of table that bad(line) holds: each named, and its utterance gone from both tables
+    (the one utterance, counted once)."""
+    keys = [key for key, line in table.items() if bad(line)]
+    for key in keys:
+        skipped.append(f"{table.pop(key).where}: {key}: {why}")
         other.pop(key, None)
+    return set(keys)
 
 
 def segment_utterances(text: dict[str, Line], wav: dict[str, Line], segments: dict[str, Line],
-                       skipped: list[str]) -> list[Utterance]:
+                       skipped: list[str], named: set[str] = frozenset()) -> list[Utterance]:
+    """The utterances of segments, each segment's transcript from text and audio from its recording's wav.scp
+    entry; what cannot be paired named in skipped, but for the utterances named already (their transcripts)."""
     utterances = []
     for key, line in segments.items():
         fields = line.fields
@@ -64,7 +69,8 @@ def segment_utterances(text: dict[str, Line], wav: dict[str, Line], segments: di
         elif fields[1] not in wav:
             skipped.append(f"{line.where}: {key}: its recording {fields[1]} is not in wav.scp")
         elif key not in text:
-            skipped.append(f"{line.where}: {key}: no transcript in text")
+            if key not in named:
+                skipped.append(f"{line.where}: {key}: no transcript in text")
         else:
             utterances.append(Utterance(key, text[key].value, wav[fields[1]].value, text[key].where,
                                         float(fields[2]), float(fields[3]), wav[fields[1]].where))

@@ -169,6 +169,24 @@ def test_a_transcript_not_utf8_is_one_utterance_skipped_named_once(test_data, tm
 
 
 @pytest.mark.parametrize("tool", ["make_shards.py", "make_raw_list.py"])
+def test_a_bad_transcript_of_a_segment_named_as_its_recording_leaves_the_recordings_other_segments(
+        test_data, tmp_path, tool):
+    """With segments, wav.scp is keyed by recording: a segment whose utterance id is its recording's loses its
+    transcript alone, named once; the recording's other segment is kept."""
+    data = prep("librispeech", test_data, tmp_path)
+    recording = next(iter(table(data / "wav.scp").values()))
+    (data / "wav.scp").write_text(f"r1 {recording}\n")
+    (data / "segments").write_text("r1 r1 0.0 1.0\nr1-b r1 1.0 2.0\n")
+    (data / "text").write_bytes(b"r1 CAF\xc9\nr1-b HELLO\n")
+    (data / "utt2spk").write_text("r1 s\nr1-b s\n")
+    outputs = [tmp_path / "out", tmp_path / "out.list"] if tool == "make_shards.py" else [tmp_path / "out.list"]
+    out = run_tool(sys.executable, STEPS / tool, data, *outputs)
+    assert out.returncode == 0, out.stderr
+    assert f"{data}/text:1: r1: a transcript that is not UTF-8" in out.stderr and out.stderr.count("r1:") == 1
+    assert out.stdout.rstrip().endswith("skipped 1") and "r1-b" not in out.stderr, (out.stdout, out.stderr)
+
+
+@pytest.mark.parametrize("tool", ["make_shards.py", "make_raw_list.py"])
 def test_unpaired_malformed_and_repeated_entries_are_named_counted_and_the_rest_kept(test_data, tmp_path, tool):
     """A data dir not through fix_data_dir: audio without a transcript, a transcript without audio, a
     repeated key; with segments, a short line, bad times, an unknown recording, a transcript without a
@@ -237,10 +255,9 @@ def test_rerun_skips_complete_shards_and_redoes_missing_ones(test_data, tmp_path
     # the same corpus at another path (moved, or copied keeping the files' times): the same audio, shards kept;
     # they were written again, and a training on them set aside for new data
     wav = table(data / "wav.scp")
-    moved = tmp_path / "moved"
-    moved.mkdir()
-    for utt, path in wav.items():
-        wav[utt] = shutil.copy2(path, moved / f"{utt}{Path(path).suffix}")
+    corpus = test_data / "librispeech_samples" / "LibriSpeech" / "test-clean"
+    shutil.copytree(corpus, tmp_path / "moved")  # its files' times kept
+    wav = {utt: str(tmp_path / "moved" / Path(path).relative_to(corpus)) for utt, path in wav.items()}
     (data / "wav.scp").write_text("".join(f"{k} {v}\n" for k, v in sorted(wav.items())))
     again = run_tool(sys.executable, STEPS / "make_shards.py", "--replace", "--utts-per-shard", "3", data,
                      tmp_path / "sh", tmp_path / "l")
@@ -278,6 +295,26 @@ def test_rerun_skips_complete_shards_and_redoes_missing_ones(test_data, tmp_path
     assert again.returncode == 0 and "2 shards (0 already complete)" in again.stdout, again.stderr
     with tarfile.open(tmp_path / "sh" / "shards_000000.tar") as shard:
         assert shard.extractfile(f"{key}.txt").read().decode() == "CHANGED AGAIN"
+
+
+def test_files_of_one_name_size_and_time_in_two_folders_are_not_taken_for_each_other(tmp_path):
+    """A corpus's yes/x.wav and no/x.wav, as extracted from one archive (its times to the second): wav.scp
+    corrected to swap them writes the shards again, with each key's own audio."""
+    for folder, value in (("yes", 0.25), ("no", -0.5)):
+        (tmp_path / folder).mkdir()
+        soundfile.write(tmp_path / folder / "x.wav", np.full(1600, value), 16000, subtype="PCM_16")
+        os.utime(tmp_path / folder / "x.wav", ns=(1_000_000_000, 1_000_000_000))
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "text").write_text("a YES\nb NO\n")
+    (data / "utt2spk").write_text("a s\nb s\n")
+    args = [sys.executable, STEPS / "make_shards.py", "--replace", data, tmp_path / "sh", tmp_path / "l"]
+    for first, second in (("yes", "no"), ("no", "yes")):
+        (data / "wav.scp").write_text(f"a {tmp_path / first / 'x.wav'}\nb {tmp_path / second / 'x.wav'}\n")
+        out = run_tool(*args)
+        assert out.returncode == 0 and "this run wrote 2 utterances" in out.stdout, out.stdout + out.stderr
+        audio = dict(read_shard(str(tmp_path / "sh" / "shards_000000.tar")))
+        assert soundfile.read(io.BytesIO(audio["a.wav"]))[0][0] == (0.25 if first == "yes" else -0.5)
 
 
 def test_raw_list(test_data, tmp_path):
