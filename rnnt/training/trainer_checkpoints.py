@@ -17,6 +17,8 @@ from rnnt.training.ema import EMA
 from rnnt.training.init_from import initialise_from
 from rnnt.training.stop import StopTraining
 
+SET_ASIDE = ".set-aside"  # the suffix of a step checkpoint a resume with other ranks or workers could not take
+
 log = logging.getLogger("rnnt.train")
 
 
@@ -128,7 +130,12 @@ class Checkpointing:
                f"{self.world.size} of {workers}")
         if not epochs:
             raise StopTraining(f"{why}, and there is no epoch checkpoint; resume with those")
-        log.warning("%s: resuming from %s instead (the batches trained after it are trained again)", why, epochs[-1])
+        newer = [step for step in checkpoint.numbered(self.exp_dir, "step")
+                 if checkpoint.load_meta(step)["step"] > checkpoint.load_meta(epochs[-1])["step"]]
+        for step in newer:  # or, newer than this run's, they would outrank its checkpoints (pruning, decoding)
+            os.replace(step, f"{step}{SET_ASIDE}")
+        log.warning("%s: resuming from %s instead (the batches trained after it are trained again%s)", why,
+                    epochs[-1], f"; {len(newer)} newer step checkpoints set aside as step-N.pt{SET_ASIDE}" * bool(newer))
         return epochs[-1]
 
     def start_from(self, path: str) -> None:

@@ -20,6 +20,7 @@ from rnnt.training import checkpoint
 from rnnt.training.experiment import load_experiment
 from rnnt.training.stop import StopTraining
 from rnnt.training.trainer import Trainer
+from rnnt.training.trainer_checkpoints import saved_positions
 
 CONFIG = ROOT / "egs" / "yesno" / "conf" / "tiny.yaml"
 
@@ -211,6 +212,14 @@ def test_inside_an_epoch_other_workers_resume_from_the_epoch_checkpoint_before(y
     assert other.resume() and (other.step, other.epoch, other.batch) == (2, 1, 0)
     assert "step-3.pt stopped inside epoch 2 with 1 ranks of 1 data workers, this run has 1 of 2: resuming from " \
            f"{yesno_small / 'exp' / 'epoch-1.pt'} instead" in caplog.text
+    # the step checkpoint passed over set aside: newer than this run's own, it would have outranked them (pruned
+    # them as they were written, been resumed and decoded in their place)
+    assert "1 newer step checkpoints set aside as step-N.pt.set-aside" in caplog.text
+    assert sorted(p.name for p in (yesno_small / "exp").glob("step-*")) == ["step-1.pt", "step-3.pt.set-aside"]
+    train_steps(other, 1)
+    other.save("step-3.pt")  # this run's own, of its two workers
+    newest = checkpoint.latest(str(yesno_small / "exp"))
+    assert newest.endswith("step-3.pt") and len(saved_positions(checkpoint.load_meta(newest))[0]["counts"]) == 2
 
 
 def test_inside_an_epoch_each_rank_takes_its_own_position_and_the_ranks_must_be_as_many(yesno_small):
