@@ -55,18 +55,24 @@ OPTIONAL_OUTPUTS = ("ctm", "confidence", "nbest.json", "per", "per_spk")  # writ
 
 def write_results(out: str, refs: dict[str, str], hyps: dict[str, str], refs_from: str, tool: str):
     """Writes the decode dir out; returns the score report. Utterances decoded without a reference and
-    references not decoded are named on stderr. Nothing decoded is a ToolError (it scored %WER 100 [PARTIAL] and
-    the stage ended well); a run's optional outputs (OPTIONAL_OUTPUTS) of a run before are removed, so that none
-    sits beside hypotheses of another model (combine_nbest.py pooled an old nbest.json)."""
+    references not decoded are named on stderr. Nothing decoded, or nothing of refs (another set's text), is a
+    ToolError (it scored %WER 100 [PARTIAL] and the stage ended well); a run's optional outputs
+    (OPTIONAL_OUTPUTS) of a run before are removed, so that none sits beside hypotheses of another model
+    (combine_nbest.py pooled an old nbest.json)."""
     if not hyps:
         raise ToolError(f"no utterance of {refs_from} could be decoded (the reasons are above); {out} left as it was")
+    scored = {key: hyp for key, hyp in hyps.items() if key in refs}
+    if not scored:  # the references of another set: every word would have scored as deleted
+        raise ToolError(f"none of the {len(hyps)} utterances decoded (the first {min(hyps)}) has a reference in "
+                        f"{refs_from} ({len(refs)} references{f', the first {min(refs)}' if refs else ''}); "
+                        f"{out} left as it was")
     os.makedirs(out, exist_ok=True)
     for name in OPTIONAL_OUTPUTS:
         if os.path.exists(os.path.join(out, name)):
             os.remove(os.path.join(out, name))
     for key in sorted(set(hyps) - set(refs)):
         print(f"{tool}: {key} has no reference in {refs_from}; not scored", file=sys.stderr)
-    hyps = {key: hyp for key, hyp in hyps.items() if key in refs}
+    hyps = scored
     for key in sorted(set(refs) - set(hyps)):
         print(f"{tool}: {key} of {refs_from} was not decoded (audio unreadable, see above, or shorter than "
               "a frame); scored as deleted words", file=sys.stderr)

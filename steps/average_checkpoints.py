@@ -8,7 +8,9 @@ that the tag would misname (decode it with --checkpoint). An average written int
 its model.pt (a link), the model transcription and export take by default.
 """
 
+import math
 import os
+import sys
 
 import torch
 
@@ -59,11 +61,18 @@ def main() -> str:
             metas = [(checkpoint.load_meta(p), p) for p in paths]
             if any(meta.get("valid_loss") is None for meta, _ in metas):
                 raise ToolError("some epochs have no validation loss (train with a valid list); use --last")
-            # an epoch whose validation left a batch out of memory scored another, shorter dev set: not ranked
-            scored = [(meta["valid_loss"], p) for meta, p in metas if not meta.get("valid_skipped_out_of_memory")]
+            # an epoch whose validation left a batch out of memory scored another, shorter dev set: not ranked;
+            # nor one whose loss is not a number (a NaN is neither below nor above any other: the order broke)
+            for meta, path in metas:
+                if not math.isfinite(meta["valid_loss"]):
+                    print(f"average_checkpoints.py: {path}: validation loss {meta['valid_loss']}; not ranked",
+                          file=sys.stderr)
+            scored = [(meta["valid_loss"], p) for meta, p in metas
+                      if not meta.get("valid_skipped_out_of_memory") and math.isfinite(meta["valid_loss"])]
             if len(scored) < n:
-                raise ToolError(f"only {len(scored)} epochs were validated on the whole dev set (the others left "
-                                "batches out of memory); use --last or a smaller N")
+                raise ToolError(f"only {len(scored)} epochs were validated on the whole dev set to a finite loss "
+                                "(the others left batches out of memory, or are named above); use --last or a "
+                                "smaller N")
             best = {p for _, p in sorted(scored, key=lambda scored_path: scored_path[0])[:n]}
             chosen = [p for p in paths if p in best]  # in epoch order, the newest last (not as text: 10 after 9)
         else:

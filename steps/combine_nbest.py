@@ -18,6 +18,7 @@ import torch
 import yaml
 
 from rnnt.cli import ToolError, number_list, run_tool, tool_parser
+from rnnt.config import read_yaml
 from rnnt.decode_results import reference_texts, write_results
 from rnnt.lm.fusion import read_fusion_config
 from rnnt.phone_scoring import hypothesis_phones, write_phone_error_rate
@@ -60,8 +61,7 @@ def load_systems(systems) -> list:
 
 def read_weights(path: str, names: list[str]) -> list[float]:
     """The weight of each feature in names from a weights.yaml --tune wrote."""
-    with open(path, encoding="utf-8") as f:
-        values = yaml.safe_load(f)
+    values = read_yaml(path)
     weights = values.get("weights") if isinstance(values, dict) else None
     if not isinstance(weights, dict):
         raise ValueError(f"{path}: expected 'weights:' mapping each feature to its weight (what --tune writes)")

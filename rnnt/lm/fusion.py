@@ -235,6 +235,10 @@ def read_fusion_config(path: str) -> FusionConfig:
         raise ValueError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
     folder = os.path.dirname(os.path.abspath(path))
     lodr = values.get("lodr_arpa")
+    for key in ("arpa", "lodr_arpa"):
+        if key in values and not (isinstance(values[key], str) and values[key].strip()):
+            raise ValueError(f"{path}: {key} must name an ARPA file (a path, relative to the yaml's folder), "
+                             f"got {values[key]!r}")
     for key in ("weight", "length_bonus", "beam", "lodr_weight", "ctc_weight"):
         if key in values and (isinstance(values[key], bool) or not isinstance(values[key], (int, float))
                               or not math.isfinite(values[key])):  # .nan decoded to %WER 1163 in silence

@@ -177,8 +177,12 @@ def phrase_and_score(text: str, where: str) -> tuple[str, float | None]:
 def hotword_lines(path: str):
     """Each phrase line of a hotwords file (blank lines skipped): 'file:line', the line with single spaces, its phrase
     and its own score (phrase_and_score)."""
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:  # a list saved in another encoding (cp1252's é)
+                raise ValueError(f"{path}:{number}: not UTF-8; save the file as UTF-8") from None
             if line.split():
                 text = " ".join(line.split())
                 yield (f"{path}:{number}", text, *phrase_and_score(text, f"{path}:{number}"))

@@ -130,12 +130,14 @@ class Checkpointing:
                f"{self.world.size} of {workers}")
         if not epochs:
             raise StopTraining(f"{why}, and there is no epoch checkpoint; resume with those")
-        newer = [step for step in checkpoint.numbered(self.exp_dir, "step")
-                 if checkpoint.load_meta(step)["step"] > checkpoint.load_meta(epochs[-1])["step"]]
-        for step in newer:  # or, newer than this run's, they would outrank its checkpoints (pruning, decoding)
-            os.replace(step, f"{step}{SET_ASIDE}")
+        start = checkpoint.load_meta(epochs[-1])["step"]
+        newer = [path for path in checkpoint.numbered(self.exp_dir, "step")
+                 if checkpoint.load_meta(path)["step"] > start]
+        for path in newer:  # or, newer than this run's, they would outrank its checkpoints (pruning, decoding)
+            os.replace(path, f"{path}{SET_ASIDE}")
+        aside = f"; {len(newer)} newer step checkpoints set aside as step-N.pt{SET_ASIDE}" if newer else ""
         log.warning("%s: resuming from %s instead (the batches trained after it are trained again%s)", why,
-                    epochs[-1], f"; {len(newer)} newer step checkpoints set aside as step-N.pt{SET_ASIDE}" * bool(newer))
+                    epochs[-1], aside)
         return epochs[-1]
 
     def start_from(self, path: str) -> None:

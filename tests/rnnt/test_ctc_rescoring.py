@@ -143,6 +143,8 @@ def test_the_weight_travels_with_the_methods_yaml(tmp_path):
     ("beam", "0", "beam must be a whole number, 1 or more, got 0"),  # an IndexError traceback
     ("beam", "2.5", "beam must be a whole number, 1 or more, got 2.5"),  # cut to 2 in silence
     ("over", "phones", "over must be one of units, words, got 'phones'"),
+    ("arpa", "", "arpa must name an ARPA file .*got None"),  # a TypeError traceback of os.path.join
+    ("lodr_arpa", "3", "lodr_arpa must name an ARPA file .*got 3"),
 ])
 def test_a_weights_file_with_a_value_out_of_range_is_refused_by_key(tmp_path, key, value, message):
     arpa = tmp_path / "lm.arpa"

@@ -60,6 +60,12 @@ def test_nothing_decoded_is_refused_and_a_run_before_leaves_no_optional_output(t
     with pytest.raises(ToolError, match=f"^no utterance of text could be decoded .*; {out} left as it was$"):
         write_results(str(out), refs, {}, "text", "decode_sherpa_onnx.py")
     assert not out.exists()
+    # decoded against another set's text (or an empty one): none of the hypotheses scored, no report of 100%
+    for other in ({f"x{key}": text for key, text in refs.items()}, {}):
+        with pytest.raises(ToolError, match=f"^none of the 2 utterances decoded \\(the first {min(refs)}\\) has a "
+                                            f"reference in text \\({len(other)} references.*; {out} left as it was$"):
+            write_results(str(out), other, dict(refs), "text", "decode.py")
+    assert not out.exists()
     out.mkdir()
     for name in ("nbest.json", "ctm", "per", "notes.txt"):
         (out / name).write_text("a run before's\n")

@@ -243,6 +243,20 @@ def test_best_epochs_leave_out_one_validated_on_part_of_dev(trained, tmp_path):
     assert out.returncode == 1 and "only 3 epochs were validated on the whole dev set" in out.stderr
 
 
+def test_best_epochs_leave_out_one_whose_validation_loss_is_not_a_number(trained, tmp_path):
+    """A NaN is neither below nor above another loss: sorted() left the list in no order, and the worst epoch
+    and the NaN one were averaged."""
+    for n, loss in ((1, 5.0), (2, float("nan")), (3, 1.0), (4, 2.0), (5, 0.5)):
+        state = checkpoint.load(str(trained / "epoch-5.pt"))
+        state["meta"].update(valid_loss=loss, epoch=n)
+        checkpoint.save(str(tmp_path / f"epoch-{n}.pt"), state)
+    out = run_tool(sys.executable, STEPS / "average_checkpoints.py", "--best", "2", tmp_path)
+    assert out.returncode == 0 and "averaged epoch-3.pt, epoch-5.pt" in out.stdout, out.stdout + out.stderr
+    assert f"{tmp_path}/epoch-2.pt: validation loss nan; not ranked" in out.stderr
+    out = run_tool(sys.executable, STEPS / "average_checkpoints.py", "--best", "5", tmp_path)
+    assert out.returncode == 1 and "only 4 epochs were validated on the whole dev set to a finite loss" in out.stderr
+
+
 def test_a_damaged_checkpoint_is_named_and_nothing_is_averaged(trained, tmp_path):
     for n in (3, 4, 5):
         (tmp_path / f"epoch-{n}.pt").write_bytes((trained / f"epoch-{n}.pt").read_bytes()[:None if n != 4 else 1000])
@@ -727,12 +741,17 @@ def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, train
     assert out.returncode == 0 and (again / "hyp").read_text() == (out_dir / "hyp").read_text()
     out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems, "--lm-fusion", fusion, "--weights",
                    out_dir / "weights.yaml", yesno / "five.list", tmp_path / "other_list")  # none of the pooled keys
-    assert out.returncode == 0, out.stderr[-2000:]
     assert f"combine_nbest.py: {trained} scored no hypothesis of 30 pooled utterances (not in" in out.stderr
+    assert out.returncode == 1 and "none of the 30 utterances decoded" in out.stderr, out.stderr[-2000:]
+    assert not (tmp_path / "other_list" / "wer").exists()  # not a report of every word deleted
     (tmp_path / "nan.yaml").write_text(yaml.safe_dump({"weights": {n: float("nan") for n in names}}))
     out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems, "--lm-fusion", fusion, "--weights",
                    tmp_path / "nan.yaml", yesno / "test.list", tmp_path / "nan")  # every total nan: the first chosen
     assert out.returncode == 1 and "a weight that is not a finite number of at least 0" in out.stderr, out.stderr
+    (tmp_path / "cut.yaml").write_text("weights: {a: 1\n")  # was yaml's ParserError traceback
+    out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems, "--lm-fusion", fusion, "--weights",
+                   tmp_path / "cut.yaml", yesno / "test.list", tmp_path / "cut")
+    assert out.returncode == 1 and f"{tmp_path / 'cut.yaml'}:2:1: " in out.stderr and "Traceback" not in out.stderr
     for exp in (trained, trained_standard):  # one model's transducer alone
         (tmp_path / "alone.yaml").write_text(yaml.safe_dump({"weights": {n: float(n == f"{exp} transducer")
                                                                          for n in names}}))
