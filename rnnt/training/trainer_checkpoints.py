@@ -131,10 +131,10 @@ class Checkpointing:
         if not epochs:
             raise StopTraining(f"{why}, and there is no epoch checkpoint; resume with those")
         start = checkpoint.load_meta(epochs[-1])["step"]
-        newer = [path for path in checkpoint.numbered(self.exp_dir, "step")
-                 if checkpoint.load_meta(path)["step"] > start]
-        for path in newer:  # or, newer than this run's, they would outrank its checkpoints (pruning, decoding)
-            os.replace(path, f"{path}{SET_ASIDE}")
+        newer = [step_file for step_file in checkpoint.numbered(self.exp_dir, "step")
+                 if checkpoint.load_meta(step_file)["step"] > start]
+        for step_file in newer:  # or, newer than this run's, they would outrank its checkpoints (pruning, decoding)
+            os.replace(step_file, f"{step_file}{SET_ASIDE}")
         aside = f"; {len(newer)} newer step checkpoints set aside as step-N.pt{SET_ASIDE}" if newer else ""
         log.warning("%s: resuming from %s instead (the batches trained after it are trained again%s)", why,
                     epochs[-1], aside)
