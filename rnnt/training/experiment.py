@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import filecmp
+import math
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -23,7 +24,10 @@ from rnnt.training.config_checks import check_shapes
 from rnnt.training.stop import StopTraining
 from rnnt.training.distributed import World
 from rnnt.training.lamb import Lamb
-from rnnt.training.schedules import ScheduleConfig, lr_multiplier
+from rnnt.training.schedules import SCHEDULES, ScheduleConfig, lr_multiplier
+
+
+OPTIMIZERS = ("adam", "adamw", "lamb")
 
 
 @dataclass(frozen=True)
@@ -133,7 +137,8 @@ def experiment_from_values(values: dict, where: str) -> Experiment:
 def train_value_problems(train: TrainConfig) -> list[str]:
     """The train section's values that no run can use, each named by its key."""
     problems = [f"train.{key} must be at least 1, got {getattr(train, key)}"
-                for key in ("epochs", "accum_steps", "log_every", "keep_checkpoints") if getattr(train, key) < 1]
+                for key in ("epochs", "accum_steps", "log_every", "keep_checkpoints", "max_bad_steps")
+                if getattr(train, key) < 1]
     problems += [f"train.{key} must be 0 (none) or more, got {getattr(train, key)}"
                  for key in ("max_steps", "checkpoint_every", "keep_whole_epochs", "patience", "valid_every")
                  if getattr(train, key) < 0]
@@ -141,7 +146,12 @@ def train_value_problems(train: TrainConfig) -> list[str]:
         problems.append(f"train.ema_decay must be at least 0 (no EMA) and below 1, got {train.ema_decay}")
     if train.grad_clip <= 0:
         problems.append(f"train.grad_clip must be above 0 (it is always applied), got {train.grad_clip}")
+    problems += optimizer_problems(train.optimizer)
     schedule = train.schedule
+    if schedule.type not in SCHEDULES:
+        problems.append(f"train.schedule.type must be one of {', '.join(SCHEDULES)}, got '{schedule.type}'")
+    problems += [f"train.schedule.{key} must be 0 (none) or more, got {getattr(schedule, key)}"
+                 for key in ("warmup_steps", "hold_steps", "min_lr") if not getattr(schedule, key) >= 0]
     if schedule.decay_steps < 1:
         problems.append(f"train.schedule.decay_steps must be at least 1, got {schedule.decay_steps}")
     if not 0 < schedule.decay_rate <= 1:
@@ -149,6 +159,23 @@ def train_value_problems(train: TrainConfig) -> list[str]:
     choices = {"precision": ("fp32", "bf16", "fp16"), "device": ("auto", "cpu", "cuda")}
     problems += [f"train.{key} must be one of {', '.join(allowed)}, got '{getattr(train, key)}'"
                  for key, allowed in choices.items() if getattr(train, key) not in allowed]
+    return problems
+
+
+def optimizer_problems(optimizer: OptimizerConfig) -> list[str]:
+    """The optimizer section's values that no run can use (a rate of 0 divided by zero in the schedule, one
+    beta was an IndexError: tracebacks in the trainer, or in every trial of a search that drew them)."""
+    problems = [] if optimizer.type in OPTIMIZERS else [
+        f"train.optimizer.type must be one of {', '.join(OPTIMIZERS)}, got '{optimizer.type}'"]
+    if not 0 < optimizer.lr < math.inf:
+        problems.append(f"train.optimizer.lr must be above 0, got {optimizer.lr}")
+    betas = optimizer.betas
+    if not (isinstance(betas, (list, tuple)) and len(betas) == 2 and all(0 <= beta < 1 for beta in betas)):
+        problems.append(f"train.optimizer.betas must be two numbers, each at least 0 and below 1, got {betas}")
+    if not 0 < optimizer.eps < math.inf:
+        problems.append(f"train.optimizer.eps must be above 0, got {optimizer.eps}")
+    if not 0 <= optimizer.weight_decay < math.inf:
+        problems.append(f"train.optimizer.weight_decay must be 0 (none) or more, got {optimizer.weight_decay}")
     return problems
 
 
@@ -179,9 +206,7 @@ def save_experiment(experiment: Experiment, path: str) -> None:
 
 def build_optimizer(config: TrainConfig, params) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     settings = config.optimizer
-    kinds = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "lamb": Lamb}
-    if settings.type not in kinds:
-        raise ValueError(f"train.optimizer.type must be one of {sorted(kinds)}, got '{settings.type}'")
+    kinds = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "lamb": Lamb}  # OPTIMIZERS
     params = list(params)
     # torch's fused Adam updates every tensor in one kernel: on the CPU 5x faster than its default loop
     # (11 ms of a 135 ms AN4 step saved, docs/training.md); it takes floating tensors on the CPU or CUDA

@@ -16,6 +16,9 @@ import math
 from dataclasses import dataclass
 
 
+SCHEDULES = ("mlperf", "noam", "constant")
+
+
 @dataclass(frozen=True)
 class ScheduleConfig:
     type: str = "mlperf"  # mlperf, noam or constant (see the module docstring)
@@ -29,8 +32,8 @@ class ScheduleConfig:
 
 def lr_multiplier(config: ScheduleConfig, base_lr: float):
     """A function step -> factor for torch.optim.lr_scheduler.LambdaLR."""
-    if config.type not in ("mlperf", "noam", "constant"):
-        raise ValueError(f"train.schedule.type must be mlperf, noam or constant, got '{config.type}'")
+    if config.type not in SCHEDULES:
+        raise ValueError(f"train.schedule.type must be one of {', '.join(SCHEDULES)}, got '{config.type}'")
     warmup = max(config.warmup_steps, 0)
 
     def factor(step: int) -> float:

@@ -145,6 +145,8 @@ def test_the_time_limit_stops_a_trial_and_keeps_its_epochs(yesno, tmp_path):
      "space.train.epochs = 1.0 gives a trial config: train.epochs: expected a whole number, got 1.0"),
     ({"train.ema_decay": {"type": "float", "low": 0.5, "high": 1.0}},
      "space.train.ema_decay = 1.0 gives a trial config: train.ema_decay must be at least 0 (no EMA) and below 1"),
+    ({"train.optimizer.type": {"type": "categorical", "choices": ["adam", "sgd"]}},
+     "space.train.optimizer.type = 'sgd' gives a trial config: train.optimizer.type must be one of adam, adamw, lamb"),
     # two values the trainer takes alone and refuses together
     ({"model.loss.type": {"type": "categorical", "choices": ["full", "fused"]},
       "model.joiner.dropout": {"type": "float", "low": 0.0, "high": 0.2}},
