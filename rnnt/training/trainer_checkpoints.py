@@ -88,7 +88,7 @@ class Checkpointing:
         if state["meta"].get("slimmed"):
             raise StopTraining(f"{path} holds the weights alone (train.keep_whole_epochs slimmed it): it cannot be "
                                "resumed from; start a new experiment from it with train.init_from")
-        self.model.load_state_dict(state["model"])
+        self.load_resumed_weights(path, state)
         if self.ema and state["ema"] is not None:
             self.ema.load_state_dict(state["ema"])
         elif self.ema:  # EMA switched on for the resumed run: it starts from the resumed weights
@@ -112,6 +112,23 @@ class Checkpointing:
             torch.manual_seed(rank_seed(self.experiment.train.seed, self.world.rank) + self.step)
         log.info("resumed from %s: after %d epochs and %d batches, step %d", path, self.epoch, self.batch, self.step)
         return True
+
+    def load_resumed_weights(self, path: str, state: dict) -> None:
+        """The model's weights from the checkpoint resumed, which must be of this model and these units (a
+        checkpoint copied into an exp dir without its config.yaml was resumed with other units in silence, or
+        with another model's shapes as torch's traceback)."""
+        units = units_digest(self.experiment.paths.lang_dir)
+        if state["meta"].get("units", units) != units:
+            raise StopTraining(f"{path} was trained with other units than {self.experiment.paths.lang_dir}'s "
+                               "units.txt: resume it with the lang dir it was trained with, or start a new "
+                               "experiment from it with train.init_from")
+        try:
+            self.model.load_state_dict(state["model"])
+        except RuntimeError as error:  # other tensors or shapes: torch's first line says no more than that
+            detail = ([line.strip() for line in str(error).splitlines() if line.strip()][1:] or [str(error)])[0]
+            raise StopTraining(f"{path} holds another model than this config's ({detail}): "
+                               "resume it with the config it was trained with, or start a new experiment from "
+                               "it with train.init_from") from error
 
     def resumable(self, path: str) -> str:
         """path, or the newest epoch checkpoint where path stopped inside an epoch with other ranks or data workers:

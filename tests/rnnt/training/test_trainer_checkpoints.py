@@ -190,6 +190,26 @@ def test_a_slimmed_epoch_cannot_be_resumed_from(yesno_small):
         make_trainer(yesno_small, "exp", keep_whole_epochs=1).resume()
 
 
+def test_a_checkpoint_of_other_units_or_another_model_is_not_resumed(yesno_small):
+    """Checkpoints copied into an exp dir without its config.yaml (nothing to compare a config with): one trained
+    with other units resumed in silence (and the next checkpoint recorded the new units), one of another model's
+    shapes was torch's traceback."""
+    trainer = make_trainer(yesno_small, "exp")
+    train_steps(trainer, 1)
+    end_epoch(trainer)
+    (yesno_small / "lang" / "units.txt").write_text("<blank> 0\n<unk> 1\nYES 2\nNO 3\n")  # the same size
+    with pytest.raises(StopTraining, match=r"epoch-1\.pt was trained with other units than .*lang's units\.txt"):
+        make_trainer(yesno_small, "exp").resume()
+    (yesno_small / "lang" / "units.txt").write_text("<blank> 0\n<unk> 1\nNO 2\nYES 3\n")
+    path = yesno_small / "exp" / "epoch-1.pt"
+    state = checkpoint.load(str(path))
+    name = next(iter(state["model"]))
+    state["model"][name] = torch.zeros(3)
+    checkpoint.save(str(path), state)
+    with pytest.raises(StopTraining, match=rf"epoch-1\.pt holds another model than this config's \(.*{name}"):
+        make_trainer(yesno_small, "exp").resume()
+
+
 def test_inside_an_epoch_other_workers_resume_from_the_epoch_checkpoint_before(yesno_small, caplog):
     """A step checkpoint's data position holds for its workers only: another number of them resumes from the newest
     epoch checkpoint, saying so (a run restarted on other nodes after a preemption was refused until the step files
