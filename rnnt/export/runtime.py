@@ -109,13 +109,15 @@ def check_against_the_graphs(args: dict, path: str) -> None:
 
 def tail_seconds(onnx_dir: str, streaming: bool) -> float:
     """The silence to feed after each utterance: the model's data.tail_silence (decoding.json, which
-    older exports lack: none); for a stream at least STREAMING_TAIL and the encoder's window and a frame,
-    so that the window holding the last frame of audio is encoded."""
+    older exports lack: none); for a stream that and the encoder's window and a frame more, at least
+    STREAMING_TAIL: sherpa-onnx encodes a window once a frame after it has come and never a part of one, so
+    the last 1 to window frames fed are never encoded (with the window's silence alone, as before, the encoder
+    saw 10 ms to 0.64 s of a 0.5 s tail)."""
     decoding = decoding_settings(onnx_dir)
     tail = float(decoding.get("tail_silence", 0.0))
     if not streaming:
         return tail
-    return max(tail, STREAMING_TAIL, (int(decoding.get("window_frames", 0)) + 1) * FRAME_SHIFT)
+    return max(STREAMING_TAIL, tail + (int(decoding.get("window_frames", 0)) + 1) * FRAME_SHIFT)
 
 
 def recognise(recognizer, streaming: bool, samples: np.ndarray, rate: int, chunk: float,
