@@ -542,9 +542,9 @@ for method in greedy sherpa_onnx_streaming; do decode_result "$method:" exp epoc
                        .splitlines())
             for name in ("greedy+chunk1-left3", "sherpa_onnx_streaming+chunk1-left3", "greedy")}
     ours, sherpa = hyps["greedy+chunk1-left3"], hyps["sherpa_onnx_streaming+chunk1-left3"]
-    # sherpa-onnx stops at the last whole chunk, where our search decodes the utterance's last frames too: this
-    # untrained model emits in the tail of silence, so a transcript of sherpa-onnx's may lack the last of ours
-    assert all(ours[key].startswith(sherpa[key]) for key in ours) and sum(ours[k] == sherpa[k] for k in ours) >= 10
+    # sherpa-onnx encodes whole windows alone, so a stream is fed the tail and a window more (tail_seconds): its
+    # encoder sees the whole tail and up to a window of silence after it, where this untrained model emits too
+    assert all(sherpa[key].startswith(ours[key]) for key in ours)
     assert sum(hyps["greedy"][k] != ours[k] for k in ours) > len(ours) // 2  # the config's own chunks: others
     meta = {p.key: p.value for p in onnx.load(str(exp / "onnx-streaming+chunk1-left3-epoch-1" / "encoder.onnx"))
             .metadata_props}
