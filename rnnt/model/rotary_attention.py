@@ -26,10 +26,14 @@ from rnnt.model.dropout import Dropout
 
 def rotation(frames: int, head_dim: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin (frames, head_dim / 2) of the angle t / 10000^(2i / head_dim) of channel pair i at frame t:
-    computed once a forward and shared by every block."""
+    computed once a forward and shared by every block. The angles are brought within one turn in float64, then
+    turned in float32: in float32 an angle of thousands of radians (frame 8000 of an 80 s utterance) is off by
+    1e-3 or more, and the whole utterance's attention drifted from what a stream (positions within its window)
+    computes. (Not cos and sin in float64: onnxruntime has no float64 Cos.)"""
     half = head_dim // 2
-    frequencies = 10000.0 ** (-torch.arange(half, device=device, dtype=torch.float32) / half)
-    angles = torch.arange(frames, device=device, dtype=torch.float32)[:, None] * frequencies[None, :]
+    frequencies = 10000.0 ** (-torch.arange(half, device=device, dtype=torch.float64) / half)
+    angles = torch.arange(frames, device=device, dtype=torch.float64)[:, None] * frequencies[None, :]
+    angles = (angles - torch.floor(angles / (2 * math.pi)) * (2 * math.pi)).float()
     return angles.cos(), angles.sin()
 
 
