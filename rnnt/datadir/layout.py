@@ -27,8 +27,8 @@ KALDI_BLANKS = re.compile(r"[ \t]+")  # what separates fields in Kaldi's tables 
 
 
 def read_normalised(path: str, dropped: Counter) -> dict[str, str]:
-    """Reads '<key> <value>' records, repairing the spacing around the key and the line ends, counting what it
-    drops. Fields are split as Kaldi splits them, on spaces and TABs only; the value is kept as written
+    """Reads '<key> <value>' records, repairing the spacing around the key and the line ends (a CR inside a line
+    a space, as validation says), counting what it drops. Fields are split as Kaldi splits them, on spaces and TABs only; the value is kept as written
     between its first and last character (a quoted path with two spaces in a piped command, a no-break
     space in a name), and bytes that are not UTF-8 are kept (KEEP_BYTES), as Kaldi's tools keep them."""
     name = os.path.basename(path)
@@ -36,7 +36,7 @@ def read_normalised(path: str, dropped: Counter) -> dict[str, str]:
     min_fields = 1 if name == "text" else 2
     records: dict[str, str] = {}
     for line in read_lines(path, KEEP_BYTES):
-        stripped = line.text.replace("\r", "").strip(" \t")
+        stripped = line.text.rstrip("\r").replace("\r", " ").strip(" \t")  # a CR inside a line parts two words
         fields = KALDI_BLANKS.split(stripped) if stripped else []
         if not fields:
             continue

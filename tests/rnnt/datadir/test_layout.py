@@ -43,6 +43,13 @@ def test_read_normalised_repairs_drops_counts_and_names_each_line(tmp_path, caps
         f"{path}:8: dropped, value is not a positive number"]
 
 
+def test_a_cr_inside_a_line_parts_two_words_and_one_at_its_end_goes(tmp_path):
+    """As validation says to repair it: HELLO\\rWORLD was fixed into one word, HELLOWORLD, in silence."""
+    path = tmp_path / "text"
+    path.write_bytes(b"u1 HELLO\rWORLD\r\nu2 A\r\r\n")
+    assert read_normalised(str(path), Counter()) == {"u1": "HELLO WORLD", "u2": "A"}
+
+
 def test_read_normalised_keeps_a_text_line_of_a_key_alone(tmp_path):
     path = tmp_path / "text"
     path.write_text("u1\nu2 HELLO\t\tWORLD\n")
