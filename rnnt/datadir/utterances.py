@@ -20,7 +20,7 @@ class Utterance:
     where: str  # its transcript's file:line
     start: float | None = None  # seconds, with segments
     end: float | None = None
-    audio_where: str = ""  # its wav.scp entry's file:line
+    audio_where: str = ""  # its wav.scp entry's file:line; a segment's: its segments line's, and its recording's
 
 
 def read_utterances(data_dir: str) -> tuple[list[Utterance], list[str]]:
@@ -73,6 +73,7 @@ def segment_utterances(text: dict[str, Line], wav: dict[str, Line], segments: di
                 skipped.append(f"{line.where}: {key}: no transcript in text")
         else:
             utterances.append(Utterance(key, text[key].value, wav[fields[1]].value, text[key].where,
-                                        float(fields[2]), float(fields[3]), wav[fields[1]].where))
+                                        float(fields[2]), float(fields[3]),
+                                        f"{line.where} (its recording {wav[fields[1]].where})"))
     skipped += [f"{line.where}: {key}: no segment in segments" for key, line in text.items() if key not in segments]
     return utterances

@@ -81,7 +81,7 @@ def test_segments_a_room_and_an_unreadable_recording(test_data, tmp_path):
     out = run_tool(sys.executable, STEPS / "augment_data_dir.py", "--reverb-scp", tmp_path / "rooms.scp", data,
                    tmp_path / "wet")
     assert out.returncode == 0, out.stderr
-    assert f"left out {data / 'wav.scp'}:2: zz-gone-a: " in out.stderr
+    assert f"left out {data / 'segments'}:3 (its recording {data / 'wav.scp'}:2): zz-gone-a: " in out.stderr
     wet = tmp_path / "wet"
     assert not (wet / "segments").exists() and sorted(table(wet / "wav.scp")) == [f"{utt}-a", f"{utt}-b"]
     original, rate = soundfile.read(path, dtype="float32")

@@ -82,12 +82,14 @@ def test_speed_perturbed_ids_with_dots_are_sharded_and_read_back(test_data, tmp_
 def test_wav_conversion_resampling_and_segments(test_data, tmp_path):
     data = prep("librispeech", test_data, tmp_path)
     utt = "1089-134686-0000"
-    (data / "segments").write_text(f"{utt}-a {utt} 0.0 1.5\n{utt}-b {utt} 1.5 3.0\n")
+    # a segment past the recording's end: skipped, named by its segments line (it was its recording's line)
+    (data / "segments").write_text(f"{utt}-a {utt} 0.0 1.5\n{utt}-b {utt} 1.5 3.0\n{utt}-c {utt} 70.0 71.0\n")
     (data / "wav.scp").write_text(f"{utt} {table(data / 'wav.scp')[utt]}\n")
-    (data / "text").write_text(f"{utt}-a HE HOPED\n{utt}-b THERE WOULD\n")
+    (data / "text").write_text(f"{utt}-a HE HOPED\n{utt}-b THERE WOULD\n{utt}-c PAST THE END\n")
     out = run_tool(sys.executable, STEPS / "make_shards.py", "--resample", "8000", data,
                    tmp_path / "sh", tmp_path / "l")
     assert out.returncode == 0, out.stderr
+    assert f"skipped {data}/segments:3 (its recording {data}/wav.scp:1): {utt}-c: " in out.stderr, out.stderr
     members = dict(read_shard((tmp_path / "l").read_text().split()[0]))
     original, _ = soundfile.read(table(data / "wav.scp")[utt], dtype="float32")
     for name, start in ((f"{utt}-a", 0), (f"{utt}-b", 24000)):
