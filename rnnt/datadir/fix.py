@@ -73,9 +73,19 @@ def fix_data_dir(data_dir: str, utt_extra: tuple[str, ...] = (), spk_extra: tupl
     return before, len(keep), dropped
 
 
+LINE_PROBLEMS = ("malformed line in ", "bad value in ", "duplicate key in ")  # load_dir's reasons, by line
+
+
 def reasons(dropped: Counter) -> str:
-    """What fix_data_dir dropped, as '2 not in text, 1 speaker not in spk2gender' ('' for nothing)."""
-    return ", ".join(f"{n} {why}" for why, n in sorted(dropped.items()) if n)
+    """What fix_data_dir dropped, as '2 not in text, 1 speaker not in spk2gender' ('' for nothing); the lines
+    dropped from files other than utt2spk apart, after 'lines dropped:' (such a line's utterance is counted
+    again where a check finds it missing: one utterance was two in the sum)."""
+    def line_of_another_file(why: str) -> bool:
+        return why.startswith(LINE_PROBLEMS) and not why.endswith(" in utt2spk")
+
+    utterances = [f"{n} {why}" for why, n in sorted(dropped.items()) if n and not line_of_another_file(why)]
+    lines = [f"{n} {why}" for why, n in sorted(dropped.items()) if n and line_of_another_file(why)]
+    return "; ".join(filter(None, (", ".join(utterances), "lines dropped: " + ", ".join(lines) if lines else "")))
 
 
 def main(argv: list[str] | None = None) -> int:

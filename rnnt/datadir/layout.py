@@ -28,9 +28,10 @@ KALDI_BLANKS = re.compile(r"[ \t]+")  # what separates fields in Kaldi's tables 
 
 def read_normalised(path: str, dropped: Counter) -> dict[str, str]:
     """Reads '<key> <value>' records, repairing the spacing around the key and the line ends (a CR inside a line
-    a space, as validation says), counting what it drops. Fields are split as Kaldi splits them, on spaces and TABs only; the value is kept as written
-    between its first and last character (a quoted path with two spaces in a piped command, a no-break
-    space in a name), and bytes that are not UTF-8 are kept (KEEP_BYTES), as Kaldi's tools keep them."""
+    a space, as validation says), counting what it drops. Fields are split as Kaldi splits them, on spaces and
+    TABs only; the value is kept as written between its first and last character (a quoted path with two spaces
+    in a piped command, a no-break space in a name), and bytes that are not UTF-8 are kept (KEEP_BYTES), as
+    Kaldi's tools keep them."""
     name = os.path.basename(path)
     n_fields = FIELDS.get(name)
     min_fields = 1 if name == "text" else 2

@@ -273,6 +273,14 @@ def test_fix_counts_a_malformed_utt2spk_line_among_the_utterances_before(tmp_pat
     assert run_tool(VALIDATE, "--no-feats", d).returncode == 0
 
 
+def test_fix_counts_an_utterance_whose_duration_line_was_bad_once(tmp_path):
+    """Its utt2dur line dropped, then the utterance not in utt2dur: the sum read as two utterances of one."""
+    d = kaldi_case(tmp_path, {**BASE, "utt2dur": ["s1-u1 1.5", "s1-u2 nan", "s2-u1 2.0", "s2-u2 0.7"]})
+    out = run_tool(ROOT / "utils" / "fix_data_dir.sh", d)
+    assert out.returncode == 0 and "kept 3 of 4 utterances (1 not in utt2dur; lines dropped: 1 bad value in " \
+                                   "utt2dur)" in out.stdout, out.stdout
+
+
 def test_fix_keeps_kaldis_extra_files_and_the_ones_named_to_what_is_kept(tmp_path):
     """As Kaldi's fix_data_dir.sh: a speaker missing from cmvn.scp is dropped with its utterances; vad.scp,
     utt2uniq and the --utt-extra-files / --spk-extra-files are cut to the utterances and speakers kept."""
