@@ -187,7 +187,7 @@ def _remembered(url: str, report: DataReport, cache: AudioCache | None) -> Itera
         cache.remember_shard(url, read)
 
 
-def _ended_cleanly(tar: tarfile.TarFile) -> bool:
+def ended_cleanly(tar: tarfile.TarFile) -> bool:
     """Whether a streamed archive whose members ran out ended with its end-of-archive blocks: zeros follow.
     Python's tarfile ends its members quietly at a header it cannot read (a cut inside or before one, a
     damaged one), which leaves nothing after it or the members' data."""
@@ -222,7 +222,7 @@ def _shard_utterances(url: str, report: DataReport) -> Iterator[dict]:
                 elif extension in AUDIO_EXTENSIONS:
                     record["audio"] = payload
                 record["source"] = f"{url}:{member.name}"
-            if not _ended_cleanly(tar):  # the members read are whole: the last utterance is kept
+            if not ended_cleanly(tar):  # the members read are whole: the last utterance is kept
                 _damaged(url, record, "a header that cannot be read, or none where the archive goes on", report)
     except (tarfile.TarError, OSError, EOFError) as error:
         _damaged(url, record, error, report)

@@ -14,6 +14,7 @@ import os
 import tarfile
 import zlib
 
+from rnnt.data.sources import ended_cleanly
 from rnnt.progress_bar import progress
 
 
@@ -119,12 +120,13 @@ def _extract_members(tar: tarfile.TarFile, archive: str, dest: str,
             remove_own_leftover(member, dest)
         check_member(member, dest, archive)
         target = os.path.join(dest, member.name)
-        existed = os.path.lexists(target)
+        missing = [target]  # named before it is written (a member cut short is removed too), and the folders
+        while not os.path.lexists(os.path.dirname(missing[-1])):  # tarfile makes for it
+            missing.append(os.path.dirname(missing[-1]))
+        written.extend(path for path in reversed(missing) if not os.path.lexists(path))
         tar.extract(member, dest, set_attrs=member.isfile(), **trusted)
         if member.isdir():
             directories.append((member, target))
-        if not existed:
-            written.append(target)
         count += 1
     for path in written:  # a link made later can send an earlier one outside (a -> b/../x, then b -> .)
         if os.path.islink(path) and not _inside(dest, path):
@@ -162,6 +164,8 @@ def safe_extract(archive: str, dest: str) -> str:
     try:
         with stream, tarfile.open(fileobj=stream, mode="r|" if gzipped else "r|*") as tar:
             count, directories = _extract_members(tar, archive, dest, written)
+            if not ended_cleanly(tar):  # a plain tar cut at a header: tarfile's members end there in silence
+                raise tarfile.ReadError("no end-of-archive blocks after its last member")
             while stream.read(1 << 20):  # to the end: a damaged or cut archive fails its CRC check here
                 pass
             _set_directory_attributes(tar, directories)

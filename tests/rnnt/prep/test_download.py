@@ -231,6 +231,26 @@ def test_links_an_extraction_stopped_before_its_marker_made_are_taken_for_its_ow
         safe_extract(str(archive), str(dest))
 
 
+@pytest.mark.parametrize("cut", ["at a header", "inside a member"])
+def test_a_plain_tar_cut_short_is_refused_and_nothing_of_it_is_left(tmp_path, cut):
+    """An uncompressed tar (no gzip CRC to fail) cut at a member's header was 'extracted', its first members
+    alone; one cut inside a member left that member's part behind."""
+    archive = tmp_path / "corpus.tar"
+    with tarfile.open(archive, "w") as tar:
+        for n in range(4):
+            member = tarfile.TarInfo(f"corpus/f{n}.bin")
+            member.size = 1024
+            tar.addfile(member, io.BytesIO(bytes([n]) * 1024))
+    whole = archive.read_bytes()
+    archive.write_bytes(whole[:3 * 1536] if cut == "at a header" else whole[:3 * 1536 + 512 + 700])
+    dest = tmp_path / "out"
+    with pytest.raises(tarfile.ReadError, match=f"{archive}: damaged .*delete it and download it again"):
+        safe_extract(str(archive), str(dest))
+    assert [p for p in dest.rglob("*")] == []
+    archive.write_bytes(whole)
+    assert safe_extract(str(archive), str(dest)) == "extracted" and len(list(dest.rglob("*.bin"))) == 4
+
+
 @pytest.mark.parametrize("name", ["absolute", "../victim.txt", "corpus/self.txt"])
 def test_a_link_member_never_removes_a_file_it_names_before_its_name_is_checked(tmp_path, name):
     """A hard link to itself, named absolutely, with '..' or inside: refused or left alone, and the file it names
