@@ -217,8 +217,10 @@ def stream(transcriber, path: str, audio, args) -> bool:
             return True
         if stream.samples == 0:  # as a file of no samples is refused without --stream
             raise AudioError("no samples")
-        if num_frames(stream.samples, stream.sample_rate, transcriber.experiment.data.features.preset) == 0:
-            raise too_short(stream.samples, stream.sample_rate)  # as refused without --stream
+        data = transcriber.experiment.data  # as refused without --stream: no frame with the tail of silence after it
+        if num_frames(stream.samples + round(data.tail_silence * stream.sample_rate), stream.sample_rate,
+                      data.features.preset) == 0:
+            raise too_short(stream.samples, stream.sample_rate)
         print_result(path, stream.finish(), args)
     finally:
         signal.signal(signal.SIGINT, previous)
