@@ -42,6 +42,10 @@ RESUMABLE = frozenset({
 CMVN_NAME = "global_cmvn.json"  # the experiment's copy of data.features.cmvn
 # Keys recorded since some experiments were saved: one saved before (no value) is taken to have had the new one.
 RECORDED_LATER = frozenset({"train.init_from_sha256", "data.noise.wav_scp_sha256", "data.reverb.wav_scp_sha256"})
+# Paths whose files' content the config records: the same content at another path (the checkout moved, which
+# makes every path of a saved config another) is the same config.
+DIGESTED = {"train.init_from": "train.init_from_sha256", "data.noise.wav_scp": "data.noise.wav_scp_sha256",
+            "data.reverb.wav_scp": "data.reverb.wav_scp_sha256"}
 KEPT_IN_PLACE = ("log", ".stages")  # the running recipe stage writes its log and marker there
 ASIDE_JOURNAL = ".setting-aside"  # set_aside's, in the exp dir while it moves the experiment out
 
@@ -75,12 +79,16 @@ def config_changes(old, new) -> list[Change]:
 
 
 def changes_to_restart(old, new, meta: dict, train_data: str) -> list[Change]:
-    """The changes a resume cannot honour: config keys, fewer epochs than the newest checkpoint (meta) has
-    trained, other training data than its (train_data: training_data_of's; checkpoints from before
-    it was recorded are taken to have been trained on the same, as configs from before a RECORDED_LATER key)."""
+    """The changes a resume cannot honour: config keys (not a DIGESTED path to the same content), fewer epochs
+    than the newest checkpoint (meta) has trained, other training data than its (train_data: training_data_of's;
+    checkpoints from before it was recorded are taken to have been trained on the same, as configs from before a
+    RECORDED_LATER key)."""
+    before, after = flat(to_dict(old)), flat(to_dict(new))
     changes = [c for c in config_changes(old, new)
                if c.key not in RESUMABLE and not (c.key in RECORDED_LATER and not c.old)
-               and not (c.key == "train.init_from_sha256" and not c.new)]  # the start is gone: never read again
+               and not (c.key == "train.init_from_sha256" and not c.new)  # the start is gone: never read again
+               and not (c.key in DIGESTED and before.get(DIGESTED[c.key]) and
+                        before.get(DIGESTED[c.key]) == after.get(DIGESTED[c.key]))]
     if new.train.epochs < meta["epoch"] or (new.train.epochs == meta["epoch"] and meta.get("batch", 0) > 0):
         batches = f" and {meta['batch']} batches" if meta.get("batch") else ""
         changes.append(Change("train.epochs", f"{meta['epoch']}{batches} trained", new.train.epochs))

@@ -55,6 +55,13 @@ def test_a_new_checkpoint_to_start_from_restarts_unless_the_old_config_predates_
     assert changes_to_restart(saved_before, new, {"epoch": 3}, "") == []
     gone = with_train(old, init_from_sha256="")  # the checkpoint started from deleted since: a resume never reads it
     assert changes_to_restart(new, gone, {"epoch": 3}, "") == []
+    # the same checkpoint at another path (the checkout moved: every path in config.yaml is absolute) resumes, as
+    # its training list at another path does; another path to other content, or where no digest says, restarts
+    moved = with_train(old, init_from="/y/avg-5.pt")
+    assert changes_to_restart(old, moved, {"epoch": 3}, "") == []
+    assert [c.key for c in changes_to_restart(old, with_train(moved, init_from_sha256="bb"), {"epoch": 3}, "")] == [
+        "train.init_from", "train.init_from_sha256"]
+    assert [c.key for c in changes_to_restart(saved_before, moved, {"epoch": 3}, "")] == ["train.init_from"]
 
 
 def test_a_noise_list_saved_before_its_digest_resumes_and_an_edited_one_restarts():
@@ -68,6 +75,9 @@ def test_a_noise_list_saved_before_its_digest_resumes_and_an_edited_one_restarts
     assert changes_to_restart(noisy(""), noisy("aa"), {"epoch": 3}, "") == []  # config.yaml from before the key
     assert [c.key for c in changes_to_restart(noisy("aa"), noisy("bb"), {"epoch": 3}, "")] == [
         "data.noise.wav_scp_sha256"]
+    moved = dataclasses.replace(base, data=dataclasses.replace(base.data, noise=NoiseConfig("/y/n.scp", 0.5,
+                                                                                            wav_scp_sha256="aa")))
+    assert changes_to_restart(noisy("aa"), moved, {"epoch": 3}, "") == []  # the same list elsewhere
 
 
 def test_a_section_switched_on_counts_as_its_keys():
