@@ -163,12 +163,12 @@ def train_value_problems(train: TrainConfig) -> list[str]:
 
 
 def optimizer_problems(optimizer: OptimizerConfig) -> list[str]:
-    """The optimizer section's values that no run can use (a rate of 0 divided by zero in the schedule, one
-    beta was an IndexError: tracebacks in the trainer, or in every trial of a search that drew them)."""
+    """The optimizer section's values that no run can use (one beta was an IndexError, another type a message
+    without the file: in the trainer, or in every trial of a search that drew them)."""
     problems = [] if optimizer.type in OPTIMIZERS else [
         f"train.optimizer.type must be one of {', '.join(OPTIMIZERS)}, got '{optimizer.type}'"]
-    if not 0 < optimizer.lr < math.inf:
-        problems.append(f"train.optimizer.lr must be above 0, got {optimizer.lr}")
+    if not 0 <= optimizer.lr < math.inf:
+        problems.append(f"train.optimizer.lr must be 0 (the weights held) or more, got {optimizer.lr}")
     betas = optimizer.betas
     if not (isinstance(betas, (list, tuple)) and len(betas) == 2 and all(0 <= beta < 1 for beta in betas)):
         problems.append(f"train.optimizer.betas must be two numbers, each at least 0 and below 1, got {betas}")

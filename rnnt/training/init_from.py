@@ -67,8 +67,10 @@ def initialise_from(model, path: str, units: dict[str, int], unit_type: str = ""
     if not copied:
         raise ValueError(f"train.init_from: {path} shares no tensor of the same name and shape with this model")
     total = len(model.state_dict())
+    absent = total - len(copied) - len(mismatched)
     summary = (f"initialised {len(copied)} of {total} tensors from {path} ({len(shared)} of {len(units)} units "
-               f"by name; {len(mismatched)} of another shape left as they were"
+               f"by name; {absent} it lacks and {len(mismatched)} of another shape left as they were"
                + (f": {', '.join(mismatched[:5])}" if mismatched else "") + ")")
-    log.info("%s", summary)
+    # a tensor of its name in another shape: the two configs differ where they were meant to agree
+    log.log(logging.WARNING if mismatched else logging.INFO, "%s", summary)
     return summary

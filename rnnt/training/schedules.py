@@ -47,6 +47,6 @@ def lr_multiplier(config: ScheduleConfig, base_lr: float):
             return 1.0
         periods = (step - warmup - config.hold_steps) / config.decay_steps
         decayed = config.decay_rate ** (math.ceil(periods) if config.staircase else periods)
-        return max(decayed, min(1.0, config.min_lr / base_lr))
+        return max(decayed, min(1.0, config.min_lr / base_lr) if base_lr > 0 else 0.0)  # lr 0: weights held
 
     return factor

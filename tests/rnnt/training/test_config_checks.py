@@ -163,9 +163,9 @@ def test_values_are_checked_against_their_keys_types_and_ranges_naming_the_file(
                                                    "adaptive (0.05: 5%), got 40",
         "train:\n  schedule: {decay_steps: 0}\n": "train.schedule.decay_steps must be at least 1, got 0",
         "train:\n  schedule: {decay_rate: 0}\n": "train.schedule.decay_rate must be above 0 and at most 1, got 0",
-        # these were tracebacks of the trainer (a division by zero in the schedule, an IndexError in Adam), a
-        # message without the file, or a schedule that jumped down in silence
-        "train:\n  optimizer: {lr: 0}\n": "train.optimizer.lr must be above 0, got 0",
+        # these were a traceback of the trainer (an IndexError in Adam), a message without the file, or a
+        # schedule that jumped down in silence
+        "train:\n  optimizer: {lr: -0.001}\n": "train.optimizer.lr must be 0 (the weights held) or more, got -0.001",
         "train:\n  optimizer: {betas: [0.9]}\n": "train.optimizer.betas must be two numbers, each at least 0 and "
                                                  "below 1, got (0.9,)",
         "train:\n  optimizer: {type: sgd}\n": "train.optimizer.type must be one of adam, adamw, lamb, got 'sgd'",

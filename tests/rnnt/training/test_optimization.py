@@ -109,6 +109,12 @@ def test_a_base_rate_under_min_lr_is_never_raised_to_it():
     assert [f(s) for s in range(8)] == [0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
 
 
+def test_a_base_rate_of_0_decays_without_dividing_by_it():
+    """lr 0 holds the weights (a run that checks its starting point); past the hold it was a ZeroDivisionError."""
+    f = lr_multiplier(ScheduleConfig("mlperf", warmup_steps=0, hold_steps=1, decay_steps=1), base_lr=0.0)
+    assert [f(s) for s in range(3)] == [1.0, 0.5, 0.25]
+
+
 def test_noam_schedule_peaks_at_the_base_rate_at_the_end_of_warmup():
     f = lr_multiplier(ScheduleConfig("noam", warmup_steps=100), base_lr=1.0)
     values = [f(s) for s in range(1000)]
