@@ -43,6 +43,25 @@ def average(paths: list[str], use_ema: bool) -> tuple[dict[str, torch.Tensor], s
             for name, value in newest.items()}, kind
 
 
+def best_epochs(paths: list[str], n: int) -> list[str]:
+    """The n epochs of paths with the lowest validation loss, in epoch order (the newest last; not as text: 10
+    after 9). An epoch whose validation left a batch out of memory scored another, shorter dev set: not ranked;
+    nor one whose loss is not a number (a NaN is neither below nor above any other: the whole order broke)."""
+    metas = [(checkpoint.load_meta(p), p) for p in paths]
+    if any(meta.get("valid_loss") is None for meta, _ in metas):
+        raise ToolError("some epochs have no validation loss (train with a valid list); use --last")
+    for meta, path in metas:
+        if not math.isfinite(meta["valid_loss"]):
+            print(f"average_checkpoints.py: {path}: validation loss {meta['valid_loss']}; not ranked", file=sys.stderr)
+    scored = [(meta["valid_loss"], p) for meta, p in metas
+              if not meta.get("valid_skipped_out_of_memory") and math.isfinite(meta["valid_loss"])]
+    if len(scored) < n:
+        raise ToolError(f"only {len(scored)} epochs were validated on the whole dev set to a finite loss (the "
+                        "others left batches out of memory, or are named above); use --last or a smaller N")
+    best = {p for _, p in sorted(scored, key=lambda scored_path: scored_path[0])[:n]}
+    return [p for p in paths if p in best]
+
+
 def main() -> str:
     parser = tool_parser(__doc__, "steps/average_checkpoints.py --last 10 exp/transducer")
     how = parser.add_mutually_exclusive_group(required=True)
@@ -58,23 +77,7 @@ def main() -> str:
         raise ToolError(f"{args.exp_dir} has {len(paths)} epoch checkpoints, fewer than {n}")
     try:
         if args.best:
-            metas = [(checkpoint.load_meta(p), p) for p in paths]
-            if any(meta.get("valid_loss") is None for meta, _ in metas):
-                raise ToolError("some epochs have no validation loss (train with a valid list); use --last")
-            # an epoch whose validation left a batch out of memory scored another, shorter dev set: not ranked;
-            # nor one whose loss is not a number (a NaN is neither below nor above any other: the order broke)
-            for meta, path in metas:
-                if not math.isfinite(meta["valid_loss"]):
-                    print(f"average_checkpoints.py: {path}: validation loss {meta['valid_loss']}; not ranked",
-                          file=sys.stderr)
-            scored = [(meta["valid_loss"], p) for meta, p in metas
-                      if not meta.get("valid_skipped_out_of_memory") and math.isfinite(meta["valid_loss"])]
-            if len(scored) < n:
-                raise ToolError(f"only {len(scored)} epochs were validated on the whole dev set to a finite loss "
-                                "(the others left batches out of memory, or are named above); use --last or a "
-                                "smaller N")
-            best = {p for _, p in sorted(scored, key=lambda scored_path: scored_path[0])[:n]}
-            chosen = [p for p in paths if p in best]  # in epoch order, the newest last (not as text: 10 after 9)
+            chosen = best_epochs(paths, n)
         else:
             chosen = paths[-n:]
         default = checkpoint.name("average", n) if args.last else f"avg-best-{n}.pt"
