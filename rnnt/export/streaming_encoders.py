@@ -49,6 +49,10 @@ class StreamingConformer(StreamingEncoder):
 
     def forward(self, x: torch.Tensor, attn_cache: torch.Tensor, cnn_cache: torch.Tensor,
                 processed_frames: torch.Tensor):
+        # after an endpoint sherpa-onnx counts processed_frames from 0 again and keeps the caches: the attention
+        # cache is masked by the count (none of its frames real), the convolution's zeroed here, so that the next
+        # utterance starts as a new stream does (its convolutions saw the last one's frames)
+        cnn_cache = cnn_cache * (processed_frames > 0).to(cnn_cache.dtype).reshape(1, 1, -1, 1)
         enc, attn_cache, cnn_cache, _ = self.encoder.stream(self.features(x), attn_cache, cnn_cache,
                                                             processed_frames // self.frame_unit)
         return self.enc_proj(enc), attn_cache, cnn_cache

@@ -295,6 +295,21 @@ def test_a_streaming_conformer_export_is_sherpa_onnxs_conformer_transducer(tmp_p
     assert [[shapes[k][0], *shapes[k][2:]] for k in ("next_attn_cache", "next_cnn_cache")] == [[1, "N", 16]] * 2
     args = json.loads((out / "sherpa-onnx.json").read_text())
     assert args["model_type"] == "conformer"
+    # after an endpoint sherpa-onnx counts processed_frames from 0 and keeps the caches: a window then is a new
+    # stream's, whatever the caches hold (the convolution's was read as the last utterance's frames)
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(out / "encoder.onnx"))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 33, 80), dtype=np.float32)
+    caches = {"attn_cache": rng.standard_normal((1, 12, 1, 16), dtype=np.float32),
+              "cnn_cache": rng.standard_normal((1, 6, 1, 16), dtype=np.float32)}
+    zeros = {name: np.zeros_like(cache) for name, cache in caches.items()}
+
+    def encoded(state, processed):
+        return session.run(["encoder_out"], {"x": x, **state, "processed_frames": np.array([processed])})[0]
+    np.testing.assert_array_equal(encoded(caches, 0), encoded(zeros, 0))
+    assert not np.allclose(encoded(caches, 24), encoded(zeros, 24))
     monkeypatch.chdir(out)
     assert isinstance(streamed_silence(args), str)
 
