@@ -2,6 +2,7 @@
 (or a WAV stream of it) read from standard input or a pipe as it arrives; steps/transcribe.py --stream's input."""
 
 import contextlib
+import math
 import os
 import stat
 import sys
@@ -41,21 +42,26 @@ def is_pipe(path: str) -> bool:
 
 
 def pcm_chunks(source, rate: int, size: int, name: str):
-    """Chunks of size samples of the raw 16-bit PCM on source (after a WAV header, pcm_after_header), as it comes."""
-    odd = pcm_after_header(source, rate, name)  # a sample split between two reads, first the header's rest
-    while data := source.read(2 * size):
+    """Chunks of size samples of the raw 16-bit PCM on source (after a WAV header, pcm_after_header, to the end
+    of its data chunk where the header gives its size), as it comes."""
+    odd, left = pcm_after_header(source, rate, name)  # a sample split between two reads, first the header's rest
+    while left > 0 and (data := source.read(min(2 * size, left))):
+        left -= len(data)
         data, odd = odd + data, b""
         if len(data) % 2:
             data, odd = data[:-1], data[-1:]
         yield torch.from_numpy(np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768)
 
 
+UNKNOWN_SIZES = (0, 0x7FFFFFFF, 0xFFFFFFFF)  # a data chunk's size a writer to a pipe gives before it knows it
 CONTAINERS = {b"fLaC": "a FLAC", b"OggS": "an Ogg", b"ID3": "an MP3"}  # by their first bytes
 
 
-def pcm_after_header(source, rate: int, name: str) -> bytes:
+def pcm_after_header(source, rate: int, name: str) -> tuple[bytes, float]:
     """The first bytes of raw PCM on source, past a WAV header if it begins with one (arecord's default), which
-    must then be 16-bit mono PCM at rate; another container is an AudioError (its bytes were decoded as noise)."""
+    must then be 16-bit mono PCM at rate, and the bytes of PCM left after them: a WAV's data chunk's size where
+    its header gives one (the chunks after it, a LIST of tags, were decoded as audio), else to the end (inf);
+    another container is an AudioError (its bytes were decoded as noise)."""
     head = source.read(4)
     for magic, kind in CONTAINERS.items():
         if head.startswith(magic):
@@ -65,11 +71,11 @@ def pcm_after_header(source, rate: int, name: str) -> bytes:
         if b"Xing" in head or b"Info" in head:  # the first frame's tag, as LAME writes it (lame, ffmpeg, libsndfile)
             raise AudioError(f"{name} holds an MP3 stream, not raw PCM: give the file's path instead")
     if head != b"RIFF":
-        return head
+        return head, math.inf
     source.read(8)  # the RIFF size and WAVE
-    for chunk, _, body in riff_chunks(source):
+    for chunk, size, body in riff_chunks(source):
         if chunk == b"data":
-            return b""
+            return b"", math.inf if size in UNKNOWN_SIZES else size
         if chunk == b"fmt ":
             kind, channels, wav_rate = int.from_bytes(body[:2], "little"), body[2], int.from_bytes(body[4:8], "little")
             bits = int.from_bytes(body[14:16], "little")

@@ -426,12 +426,16 @@ def test_transcribe_streams_a_wav_header_on_stdin_and_refuses_another_container(
     raw = piped(samples.tobytes())
     rows = [json.loads(line) for line in piped(samples.tobytes(), "--json")[1]]  # the last marked final, as a
     assert [row["final"] for row in rows] == [False] * (len(rows) - 1) + [True]  # consumer filtering on it reads
-    for name, data in (("wav", samples), ("flac", samples), ("wav8k", samples[::2])):
-        buffer = io.BytesIO()
+    tags = b"LIST" + (2000).to_bytes(4, "little") + b"INFO" + b"\x7f" * 1996  # a chunk after the data: 1000 loud
+    for name, data in (("wav", samples), ("flac", samples), ("wav8k", samples[::2]), ("wav+tags", samples)):
+        buffer = io.BytesIO()  # samples, where the data chunk's size was not read
         rate, kind = 8000 if name == "wav8k" else 16000, "FLAC" if name == "flac" else "WAV"
         soundfile.write(buffer, data, rate, format=kind, subtype="PCM_16")
-        code, lines, err = piped(buffer.getvalue())
-        if name == "wav":
+        stream = buffer.getvalue()
+        if name == "wav+tags":
+            stream = stream[:4] + (len(stream) - 8 + len(tags)).to_bytes(4, "little") + stream[8:] + tags
+        code, lines, err = piped(stream)
+        if name.startswith("wav") and name != "wav8k":
             assert code == 0 and lines[-1] == raw[1][-1], err
         elif name == "flac":
             assert code == 1 and "-: cannot transcribe its audio (standard input holds a FLAC stream, not raw" in err
