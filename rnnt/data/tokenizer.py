@@ -100,8 +100,12 @@ class Tokenizer:
         self.lexicon, self.spellings = {}, {}
         if self.kind == "phone":
             self.lexicon = read_lexicon(os.path.join(lang_dir, self.config["lexicon"]))
-            for word, variants in reversed(self.lexicon.items()):  # the first word listed wins
-                self.spellings.update({phones: word for phones in variants})
+            # phones spelt back: the word whose first pronunciation (the one it trains as) they are, before one
+            # that lists them later (WHEN's third, W IH N, read every WIN back as WHEN); on a tie the word listed first
+            for word, variants in reversed(self.lexicon.items()):
+                self.spellings.update({phones: word for phones in variants[1:]})
+            for word, variants in reversed(self.lexicon.items()):
+                self.spellings[variants[0]] = word
 
     @property
     def vocab_size(self) -> int:

@@ -19,6 +19,17 @@ def test_a_good_units_file(tmp_path):
     assert tokenizer.vocab_size == 4 and tokenizer.encode("YES NO MAYBE") == [2, 3, 1]
 
 
+def test_phones_spell_back_as_the_word_they_are_the_first_pronunciation_of(tmp_path):
+    """WHEN, the more frequent (listed first), has W IH N as its second pronunciation; WIN trains as W IH N, and was
+    read back as WHEN every time. Among first pronunciations, the word listed first (TO before TWO)."""
+    (tmp_path / "lexicon.txt").write_text("WHEN W EH N\nWHEN W IH N\nTO T UW\nI AY\nTWO T UW\nWIN W IH N\n")
+    units = ["<blank>", "<unk>", "▁", "W", "EH", "N", "IH", "T", "UW", "AY"]
+    (tmp_path / "units.txt").write_text("".join(f"{unit} {i}\n" for i, unit in enumerate(units)))
+    (tmp_path / "units.json").write_text(json.dumps({"type": "phone", "lexicon": "lexicon.txt"}))
+    tokenizer = Tokenizer(str(tmp_path))
+    assert tokenizer.decode(tokenizer.encode("I WIN WHEN TWO")) == "I WIN WHEN TO"
+
+
 @pytest.mark.parametrize("text,message", [
     (GOOD + "YES 4\n", ":5: 'YES 4' repeats the symbol of line 3"),
     (GOOD + "MAYBE 3\n", ":5: 'MAYBE 3' repeats the id of line 4"),
