@@ -8,6 +8,7 @@ each word's phones back to the first word of the lexicon that has them (the most
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 
@@ -113,7 +114,7 @@ class Tokenizer:
 
     def pieces(self, text: str) -> list[str]:
         if self.model is not None:
-            return self.model.encode(text, out_type=str)
+            return self.sentencepiece_pieces(text)
         if self.kind == "char":
             return list(SPACE.join(text.split()))
         if self.kind == "phone":
@@ -122,6 +123,21 @@ class Tokenizer:
                 pieces += ([SPACE] if pieces else []) + list(self.lexicon.get(word, [(UNK,)])[0])
             return pieces
         return text.split()
+
+    def sentencepiece_pieces(self, text: str) -> list[str]:
+        """The model's pieces of text, a whole word <unk> (Kaldi's mark of a word not transcribed) the unit <unk>
+        after the word-start piece: sentencepiece spelt it < u n k > where its training text had those letters (a
+        lowercase corpus)."""
+        words = text.split()
+        if UNK not in words:
+            return self.model.encode(text, out_type=str)
+        word_start = [SPACE] if SPACE in self.units else []
+        pieces: list[str] = []
+        while words:
+            known = list(itertools.takewhile(lambda word: word != UNK, words))
+            pieces += self.model.encode(" ".join(known), out_type=str) if known else [*word_start, UNK]
+            words = words[len(known) or 1:]
+        return pieces
 
     def encode(self, text: str) -> list[int]:
         unk = self.units[UNK]  # text never gives <blank> (id 0): a literal one in a transcript is unknown

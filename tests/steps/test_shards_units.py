@@ -415,6 +415,28 @@ def test_rare_characters_and_a_literal_unk_train_as_unk_not_a_failure(tmp_path, 
 
 
 @pytest.mark.parametrize("unit_type", ["bpe", "unigram"])
+def test_a_literal_unk_in_lowercase_text_is_the_unit_unk(tmp_path, unit_type):
+    """A lowercase corpus (Kaldi's <unk> for a word not transcribed, as TED-LIUM writes it): sentencepiece learns
+    u, n and k from the other words, and spelt the word <unk> as < u n k >, ids 1 at its brackets alone."""
+    data = tmp_path / "data"
+    data.mkdir()
+    words = "go now unknown kind sun under thank you ok".split()
+    lines = [f"u{i:04d} {' '.join(words[(i + j) % len(words)] for j in range(4))}" for i in range(200)]
+    (data / "text").write_text("\n".join([*lines, "z0000 go <unk> now <unk>"]) + "\n")
+    out = run_tool(sys.executable, STEPS / "build_units.py", "--unit-type", unit_type, "--vocab-size", "40", data,
+                   tmp_path / "lang")
+    assert out.returncode == 0, out.stderr
+    from rnnt.data.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer(str(tmp_path / "lang"))
+    assert tokenizer.pieces("go <unk> now <unk>") == [*tokenizer.pieces("go"), "▁", "<unk>", *tokenizer.pieces("now"),
+                                                      "▁", "<unk>"]
+    assert tokenizer.encode("<unk> go").count(1) == 1 and "u" in tokenizer.units  # a piece of its own
+    for text in ("go <unk> now <unk>", "<unk> go", "<unk>"):
+        assert tokenizer.decode(tokenizer.encode(text)) == text
+
+
+@pytest.mark.parametrize("unit_type", ["bpe", "unigram"])
 def test_zero_width_characters_and_a_literal_unk_round_trip_in_sentencepiece_units(tmp_path, unit_type):
     """Persian's zero-width non-joiner (which the data dir rules accept) is inside a word: sentencepiece's default
     normalisation made a word boundary of it, and such a transcript failed the round-trip check. A literal <unk>
