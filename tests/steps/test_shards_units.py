@@ -414,6 +414,19 @@ def test_rare_characters_and_a_literal_unk_train_as_unk_not_a_failure(tmp_path, 
     assert "0 transcripts do not round-trip" in out.stdout and have_unk >= {"bpe": 7, "word": 1, "char": 0}[unit_type]
 
 
+def test_a_transcript_nfkc_changes_trains_as_its_normal_form_named_by_line(tmp_path):
+    """A decomposed É (NFD) or a ½: sentencepiece's NFKC normalisation changed it, and the whole stage failed with
+    'does not round-trip: CAFÉ OK', the text it printed looking the same as the normal form and no line named."""
+    data = tmp_path / "data"
+    data.mkdir()
+    lines = [f"u{i:03d} {' '.join(['CAFÉ', 'OK', 'HALF', 'NOW'][(i + j) % 4] for j in range(3))}" for i in range(60)]
+    (data / "text").write_text("\n".join([*lines, "z000 CAFE\u0301 OK", "z001 \u00bd NOW"]) + "\n")
+    out = run_tool(sys.executable, STEPS / "build_units.py", "--vocab-size", "30", data, tmp_path / "lang")
+    assert out.returncode == 0, out.stderr
+    assert "0 transcripts do not round-trip, 2 train as their NFKC form" in out.stdout
+    assert f"{data}/text:61: trains as its NFKC form 'CAFÉ OK'" in out.stderr and f"{data}/text:62: " in out.stderr
+
+
 @pytest.mark.parametrize("unit_type", ["bpe", "unigram"])
 def test_a_literal_unk_in_lowercase_text_is_the_unit_unk(tmp_path, unit_type):
     """A lowercase corpus (Kaldi's <unk> for a word not transcribed, as TED-LIUM writes it): sentencepiece learns
