@@ -35,16 +35,16 @@ def main() -> str:
         raise ToolError(str(error)) from error
     if not transcripts:
         raise ToolError(f"{text_path}: no transcript to train the LM on")
-    markers = 0
     if args.over == "words":
         sentences = [line.value.split() for _, line in sorted(transcripts.items())]
-        markers = sum(word in (BOS, EOS) for words in sentences for word in words)
-        sentences = [[word for word in words if word not in (BOS, EOS)] for words in sentences]  # the LM adds its own
-        vocabulary = sorted({word for words in sentences for word in words})
     else:
         sentences = [[piece if piece in tokenizer.units else UNK for piece in tokenizer.pieces(line.value)]
                      for _, line in sorted(transcripts.items())]  # as training targets read a piece not a unit
-        vocabulary = [symbol for symbol in tokenizer.units if symbol != BLANK]
+    # sentence markers in the text (Kaldi's <s> and </s>; word units keep them as units): the LM adds its own
+    markers = sum(word in (BOS, EOS) for words in sentences for word in words)
+    sentences = [[word for word in words if word not in (BOS, EOS)] for words in sentences]
+    vocabulary = sorted({word for words in sentences for word in words}) if args.over == "words" else \
+        [symbol for symbol in tokenizer.units if symbol not in (BLANK, BOS, EOS)]
     model = estimate(sentences, args.order, vocabulary)
     os.makedirs(os.path.dirname(os.path.abspath(args.arpa)), exist_ok=True)
     write_arpa(model, args.arpa)

@@ -238,6 +238,13 @@ def test_sentence_markers_in_the_text_are_left_out_of_a_word_lm(tmp_path):
     model = read_arpa(str(tmp_path / "lm.arpa"))
     assert ("<s>", "THE", "CAT") in model and ("CAT", "</s>") in model
     assert sorted(w for (w, *rest) in model if not rest) == ["</s>", "<s>", "CAT", "DOG", "THE"]
+    # word units keep the markers as units (build_units.py): an LM over them was a ValueError's traceback
+    (tmp_path / "lang" / "units.txt").write_text("<blank> 0\n<unk> 1\n</s> 2\n<s> 3\nCAT 4\nDOG 5\nTHE 6\n")
+    (tmp_path / "lang" / "units.json").write_text('{"type": "word", "vocab_size": 7}')
+    out = run_tool(ROOT / "steps" / "build_ngram_lm.py", "--order", "2", "--over", "units", data, tmp_path / "lang",
+                   tmp_path / "units.arpa")
+    assert out.returncode == 0 and "2 sentence markers (<s>, </s>) in the text left out" in out.stdout, out.stderr
+    assert ("<s>", "THE") in read_arpa(str(tmp_path / "units.arpa"))
     with pytest.raises(ValueError, match="a sentence holds <s> or </s>"):
         estimate([["<s>", "A"]], 2, ["A"])
 
