@@ -11,11 +11,16 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 
 from rnnt.data.lexicon import read_lexicon
 
 BLANK, UNK = "<blank>", "<unk>"
 SPACE = "\u2581"  # the word-boundary mark of char units, as sentencepiece writes it
+
+
+ASCII_BLANK_CHARACTERS = " \t\n\v\f\r"
+ASCII_BLANKS = re.compile(f"[{ASCII_BLANK_CHARACTERS}]+")
 
 
 def read_units(path: str) -> dict[str, int]:
@@ -26,8 +31,8 @@ def read_units(path: str) -> dict[str, int]:
     where: dict[int, int] = {}  # id: the line that gave it
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
-            try:
-                fields = raw.decode("utf-8").split()
+            try:  # fields apart at ASCII blanks alone, as C's isspace (sherpa-onnx) and Kaldi read them: a piece
+                fields = ASCII_BLANKS.split(raw.decode("utf-8").strip(ASCII_BLANK_CHARACTERS))  # may hold U+0085
             except UnicodeDecodeError:
                 raise ValueError(f"{path}:{number}: not UTF-8") from None
             if len(fields) != 2 or not fields[1].isdigit():

@@ -19,6 +19,15 @@ def test_a_good_units_file(tmp_path):
     assert tokenizer.vocab_size == 4 and tokenizer.encode("YES NO MAYBE") == [2, 3, 1]
 
 
+def test_a_unit_holding_a_character_python_takes_for_a_blank_is_read(tmp_path):
+    """sentencepiece makes a piece of U+0085 (a cp1252 ellipsis read as Latin-1) or U+1680 where a transcript holds
+    it; units.txt was written and then refused by its own reader (str.split takes them for blanks, sherpa-onnx and
+    Kaldi do not)."""
+    (tmp_path / "units.txt").write_text(GOOD + "GOOD\u0085DAY 4\n\u1680 5\t\r\n", encoding="utf-8")
+    assert read_units(str(tmp_path / "units.txt")) == {"<blank>": 0, "<unk>": 1, "YES": 2, "NO": 3,
+                                                       "GOOD\u0085DAY": 4, "\u1680": 5}
+
+
 def test_phones_spell_back_as_the_word_they_are_the_first_pronunciation_of(tmp_path):
     """WHEN, the more frequent (listed first), has W IH N as its second pronunciation; WIN trains as W IH N, and was
     read back as WHEN every time. Among first pronunciations, the word listed first (TO before TWO)."""
