@@ -142,6 +142,24 @@ def test_low_precision_logits_accumulate_in_float32_on_either_backend(dtype):
     torch.testing.assert_close(results[1][1], results[0][1])
 
 
+@pytest.mark.parametrize("reuse", [False, True])
+def test_logits_whose_vocabulary_is_not_innermost_have_their_gradient_on_either_backend(reuse):
+    """Logits permuted from (V, B, T, U+1), as (W @ h.T).T makes them: the kernel's gradient is row-major, and
+    its writes into the logits' rows (reuse_logits_for_grad) were an assertion of the Triton backend alone."""
+    g = torch.Generator().manual_seed(3)
+    base = torch.randn(9, 2, 5, 4, generator=g).to(DEVICE)
+    targets = torch.randint(1, 9, (2, 3), generator=g).to(DEVICE)
+    T_b, U_b = torch.tensor([5, 3]).to(DEVICE), torch.tensor([3, 1]).to(DEVICE)
+    results = []
+    for backend in ("torch", "triton"):
+        x = base.clone().requires_grad_(True)
+        loss = transducer_loss(x.permute(1, 2, 3, 0) * 1.0 if reuse else x.permute(1, 2, 3, 0), targets, T_b, U_b,
+                               backend=backend, reuse_logits_for_grad=reuse)
+        results.append((loss, torch.autograd.grad(loss, x)[0]))
+    torch.testing.assert_close(results[1][0], results[0][0])
+    torch.testing.assert_close(results[1][1], results[0][1])
+
+
 def test_auto_is_triton_on_a_gpu_triton_runs_on_and_torch_elsewhere(monkeypatch):
     assert lattice_triton.resolve_backend("auto", torch.device("cpu")) == "torch"
     monkeypatch.setattr(lattice_triton, "triton_runs_on", lambda device: device.type == "cuda")
