@@ -105,19 +105,26 @@ def start_shard_dir(shard_dir: str, plan: dict, replace: bool, earlier_items=lam
 
 def items_digest(items, with_folders: bool = False) -> str:
     """What the shards hold besides their keys: each utterance's text, audio source and segment times; a file by
-    its size, time and path below the folder that holds all the items' files (the same corpus moved, or copied
-    keeping times, is the same audio: its shards were written again, and a training on them set aside; two
-    files of one name, size and time in two of its folders, as a corpus's yes/x.wav and no/x.wav, stay apart).
-    Shards of the same keys with another transcript or audio are not reused. with_folders: the form before (the
-    path whole), which a record of then holds."""
+    its name, size and time, not its folder (the same corpus moved, or copied keeping times, is the same audio:
+    its shards were written again, and a training on them set aside), but where files of one name, size and time
+    are in several folders (a corpus's yes/x.wav and no/x.wav, extracted from one archive), by its path below
+    theirs: wav.scp swapping two of them took their shards for each other's. Shards of the same keys with another
+    transcript or audio are not reused. with_folders: the form before (the path whole), which a record of then
+    holds."""
     stats = {item.source: os.stat(item.source) for item in items
              if not item.source.endswith("|") and os.path.isfile(item.source)}
-    root = os.path.commonpath([os.path.dirname(os.path.abspath(path)) for path in stats]) if stats else ""
+    alike: dict[tuple, set[str]] = {}  # (name, size, time): the files that have them
+    for path, stat in stats.items():
+        alike.setdefault((os.path.basename(path), stat.st_size, stat.st_mtime_ns), set()).add(os.path.abspath(path))
     digest = hashlib.sha256()
     for item in items:
         stat = stats.get(item.source)
-        source = os.path.relpath(os.path.abspath(item.source), root) if stat and not with_folders else item.source
-        digest.update(json.dumps([item.key, item.text, source, item.start, item.end,  # a command as it is
+        source = item.source  # a command as it is
+        if stat and not with_folders:
+            paths = alike[(os.path.basename(item.source), stat.st_size, stat.st_mtime_ns)]
+            source = os.path.relpath(os.path.abspath(item.source),
+                                     os.path.commonpath([os.path.dirname(path) for path in paths]))
+        digest.update(json.dumps([item.key, item.text, source, item.start, item.end,
                                   stat and (stat.st_size, stat.st_mtime_ns)]).encode())
     return digest.hexdigest()
 
