@@ -160,3 +160,25 @@ def test_a_calibration_serves_the_checkpoint_and_head_it_was_fitted_with(tmp_pat
     (tmp_path / CALIBRATION_FILE).write_text('{"scale": NaN, "offset": 0}')
     with pytest.raises(ValueError, match="scale and offset are finite numbers; write it again"):
         experiment_calibration(str(tmp_path))
+
+
+@pytest.mark.parametrize("words, outcome", [([], "no word decoded from dev.list"),
+                                            ([("u1", "YES", 0.9)], "all 1 words of dev.list right")])
+def test_a_dev_set_of_no_word_or_of_one_outcome_is_an_outcome_not_a_failed_stage(monkeypatch, tmp_path, words,
+                                                                                 outcome):
+    """A first short training on a new corpus decodes no word on dev: calibrate_confidence.py failed ('no word to
+    calibrate on'), and with it the recipe's stage 6 on every rerun until the model improved."""
+    import importlib.util
+    import sys
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("calibrate_confidence", ROOT / "steps" / "calibrate_confidence.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    monkeypatch.setattr(tool, "reference_texts", lambda *args: ({"u1": "YES"}, None))
+    monkeypatch.setattr(tool, "decoded_words", lambda *args: ({}, str(tmp_path / "avg-2.pt")))
+    monkeypatch.setattr(tool, "scored_words", lambda refs, hyps: ([c for *_, c in words], [True] * len(words)))
+    monkeypatch.setattr(sys, "argv", ["calibrate_confidence.py", str(tmp_path), "dev.list"])
+    assert tool.main() == f"{outcome}: nothing to calibrate on; avg-2.pt's words' confidences stay uncalibrated"
+    assert not (tmp_path / CALIBRATION_FILE).exists()
