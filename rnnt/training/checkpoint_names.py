@@ -101,8 +101,9 @@ def main(argv: list[str]) -> int:
             print(model_tag(exp_dir, int(value)))
         elif command == "path":
             print(checkpoint_path(exp_dir, value))
-        elif command == "point" and (why := point(exp_dir, checkpoint_path(exp_dir, value))):
-            print(f"checkpoint_names: {why}", file=sys.stderr)
+        elif command == "point":  # says nothing where it pointed the link
+            if why := point(exp_dir, checkpoint_path(exp_dir, value)):
+                print(f"checkpoint_names: {why}", file=sys.stderr)
         else:
             print("\n".join(averaged_epochs(exp_dir, value)))
     except (ValueError, OSError) as error:

@@ -44,6 +44,9 @@ def test_the_command_line_gives_the_same_answers(exp):
     assert run("tag", str(exp), "5").stdout == "avg5-epoch-11\n"
     assert run("path", str(exp), "avg5-epoch-11").stdout == f"{exp}/avg-5.pt\n"
     assert run("averaged", str(exp), "avg2-epoch-11").stdout.split() == [f"{exp}/epoch-10.pt", f"{exp}/epoch-11.pt"]
+    pointed = run("point", str(exp), "avg5-epoch-11")  # printed the averaged epochs in every average stage's log
+    assert pointed.returncode == 0 and (pointed.stdout, pointed.stderr) == ("", "")
+    assert os.readlink(exp / "model.pt") == "avg-5.pt"
     bad = run("path", str(exp), "latest")
     assert bad.returncode == 1 and "'latest' is not a model tag" in bad.stderr
     assert run("--help").returncode == 0 and run("tag").returncode == 2
