@@ -176,14 +176,16 @@ fuses_lm() {  # fuses_lm METHOD: true where METHOD fuses an n-gram LM (rnnt.sear
 }
 
 confidence_stage() {
-  local stage_n=$1 exp=$2 tag=$3 method=greedy checkpoint name
+  local stage_n=$1 exp=$2 tag=$3 method=greedy checkpoint name made=()
   case ${4%% *} in ctc_*) method=ctc_greedy ;; esac  # the head of the methods' first
   checkpoint=$(checkpoint_of "$exp" "$tag")
   name=confidence-$method-$tag
   if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" data/dev/data.list data/dev/text; then
     logged "$(stage_log "$stage_n" "$name" "$exp")" steps/calibrate_confidence.py --method "$method" \
       --checkpoint "$checkpoint" "$exp" data/dev/data.list
-    stage_done "$stage_n" "$name" "$exp"
+    # the calibration, every tag's and head's one file: fitted again for another, this stage runs again
+    [ -e "$exp/confidence_calibration.json" ] && made=(-- "$exp/confidence_calibration.json")
+    stage_done "$stage_n" "$name" "$exp" "${made[@]}"
   fi
 }
 

@@ -31,6 +31,7 @@ CALIBRATE = """#!/usr/bin/env bash
 set -euo pipefail
 while [ "$1" != --checkpoint ]; do shift; done
 echo "$2" >> calibrations.log
+printf 'fitted with %s\n' "$2" > "$3/confidence_calibration.json"
 """
 
 
@@ -69,8 +70,12 @@ def test_another_average_tunes_its_own_weights_and_leaves_the_first_models_decod
     assert (exp / "decode-dev-avg10" / "used").read_text() == "weights of exp/avg10.pt\n"
     assert (exp / "decode-dev-avg15" / "used").read_text() == "weights of exp/avg15.pt\n"
     assert (tmp_path / "decodes.log").read_text().split() == ["avg10", "avg15"]  # the third: done before
-    # each model's words' confidences calibrated on dev before it is decoded, once
-    assert (tmp_path / "calibrations.log").read_text().split() == ["exp/avg10.pt", "exp/avg15.pt"]
+    # each model's words' confidences calibrated on dev before it is decoded; the one file calibrated for avg15
+    # since, avg10's again (its stage was done before, and its decodes of other methods went uncalibrated)
+    assert (tmp_path / "calibrations.log").read_text().split() == ["exp/avg10.pt", "exp/avg15.pt", "exp/avg10.pt"]
+    assert (exp / "confidence_calibration.json").read_text() == "fitted with exp/avg10.pt\n"
+    assert decode(tmp_path, "avg10").returncode == 0  # and once
+    assert (tmp_path / "calibrations.log").read_text().count("avg10") == 2
     assert (exp / "lm" / "modified_beam_lm.yaml").read_text() == "weights of exp/avg15.pt\n"  # the newest tuning
 
 
