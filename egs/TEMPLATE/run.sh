@@ -151,9 +151,13 @@ fi
 sets="train dev"
 [ ! -f data/test/text ] || sets="$sets test"
 
-# stage 1's marker among the inputs: audio replaced in the corpus (wav.scp and text the same) is sharded again
-if stage_wanted 2 shards -- "$(stage_mark 1 data)" $(for set in $sets; do echo data/$set/wav.scp data/$set/text; done)
-then
+# stage 1's marker among the inputs: audio replaced in the corpus (wav.scp and text the same) is sharded again; with
+# --data-dirs, the recordings their wav.scp name, by size and time (a corpus folder is an input of stage 1)
+recordings=()
+[ -z "$data_dirs" ] || recordings=(++ "$(python3 -m rnnt.datadir.recordings_fingerprint \
+  $(for set in $sets; do echo data/$set/wav.scp; done))")
+if stage_wanted 2 shards -- "$(stage_mark 1 data)" $(for set in $sets; do echo data/$set/wav.scp data/$set/text; done) \
+    "${recordings[@]}"; then
   log=$(stage_log 2 shards)
   for set in $sets; do  # --replace: shards of the data before a change go; an interrupted run's are kept
     logged "$log" steps/make_shards.py --replace --nj "$nj" --utts-per-shard 500 data/$set data/$set/shards \

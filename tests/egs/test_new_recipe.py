@@ -5,6 +5,7 @@ template's local/data_prep.py reads a transcript list."""
 import os
 import random
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -372,6 +373,10 @@ def test_kaldi_data_dirs_of_your_own_instead_of_a_folder_of_recordings(test_data
     recording named by its wav.scp line and dropped), stages 2-3 shard them and build units; the next run takes
     the same dirs without the option, and a folder of recordings given later replaces them."""
     train, dev = kaldi_dirs(test_data, tmp_path / "kaldi")
+    lines = (train / "wav.scp").read_text().splitlines()  # its first recording a copy of the user's own
+    first, source = lines[0].split(maxsplit=1)
+    shutil.copy(source, tmp_path / "kaldi" / "first.wav")
+    (train / "wav.scp").write_text("\n".join([f"{first} {tmp_path / 'kaldi' / 'first.wav'}", *lines[1:]]) + "\n")
     egs = tmp_path / "egs"
     egs.mkdir()
     assert run_tool(NEW_RECIPE, "--egs-dir", egs, "mine").returncode == 0
@@ -390,6 +395,11 @@ def test_kaldi_data_dirs_of_your_own_instead_of_a_folder_of_recordings(test_data
     assert again.returncode == 0, again.stderr
     assert f"run.sh: --data-dirs {train} {dev}, as given before (data/.data_dirs)" in again.stderr
     assert "stage 1 (data): done before; skipped" in again.stdout
+    # a recording replaced at its path (the tables the same): sharded again, where the old audio trained on
+    shutil.copy(lines[1].split(maxsplit=1)[1], tmp_path / "kaldi" / "first.wav")
+    replaced = run_recipe(recipe, "--stop-stage", "2")
+    assert replaced.returncode == 0 and "stage 2 (shards): done before" not in replaced.stdout, replaced.stdout
+    assert "(shards): its inputs changed" in replaced.stdout, replaced.stdout
     bad = run_recipe(recipe, "--data-dirs", f"{train}", "--stop-stage", "1")
     assert bad.returncode == 1 and "--data-dirs must name two or three Kaldi data dirs" in bad.stderr
     corpus = tmp_path / "recordings"
