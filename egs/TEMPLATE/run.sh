@@ -10,16 +10,19 @@ stage=0
 stop_stage=100
 corpus_dir=          # the folder of recordings (any format soundfile reads, any rate, mono or stereo); empty: the one
                      # given to a run before (data/.corpus_dir)
-transcripts=         # the transcript list; empty: <corpus_dir>/transcripts.txt
-test_transcripts=    # a transcript list of the test recordings; empty: --test-fraction of the recordings
+transcripts=         # the transcript list; empty: the one given before (data/.transcripts), else
+                     # <corpus_dir>/transcripts.txt
+test_transcripts=    # a transcript list of the test recordings; empty: the one given before (data/.test_transcripts),
+                     # else --test-fraction of the recordings
 speaker_regex=       # its first group, searched in a file's path (relative to corpus_dir, without its extension),
                      # names the speaker, e.g. '^([^/]+)/' (a folder per speaker); empty: the one given before
                      # (data/.speaker_regex), else each recording its own
 data_dirs=           # instead of --corpus-dir: Kaldi data dirs of your own, "TRAIN DEV [TEST]" (wav.scp, text, utt2spk;
                      # segments, utt2dur where they have them), copied in by steps/import_data_dir.py; empty: the
                      # ones given before (data/.data_dirs)
-dev_fraction=0.1     # share held out as dev: whole speakers if there are enough, else recordings at random
-test_fraction=0.1    # share held out as test, as dev, without --test-transcripts (0: no test set)
+dev_fraction=        # share held out as dev: whole speakers if there are enough, else recordings at random; empty:
+                     # the one given before (data/.dev_fraction), else 0.1
+test_fraction=       # share held out as test, as dev, without --test-transcripts (0: no test set); empty: as dev's
 train_config=conf/transducer.yaml
 exp=exp/transducer
 unit_type=char       # char (any language), or bpe or unigram (of --vocab-size units, for a bigger corpus)
@@ -60,7 +63,8 @@ reported by file and line and skipped. Audio: any format soundfile reads, any sa
 --speaker-regex: its first group, searched in a file's path without the extension, names the speaker (default:
 the one given before, data/.speaker_regex; else each recording its own). dev and test (--dev-fraction,
 --test-fraction: 0.1 each) are whole speakers when there are enough, else recordings at random; --test-transcripts
-FILE: a test set of your own. --data-dirs: Kaldi data dirs you have (wav.scp of files or of commands ending in
+FILE: a test set of your own. These options of the corpus, left out, are the ones given before with the same
+--corpus-dir (kept in data/: another --corpus-dir forgets them). --data-dirs: Kaldi data dirs you have (wav.scp of files or of commands ending in
 '|', text, utt2spk, segments), copied in as data/train, data/dev and data/test, utt2dur measured where missing.
 --ngpu N: training on N GPUs, a process each (torchrun's DDP; --seeds N then trains one model after another);
 --ngpu 0 --cpu-ranks N: N processes on the CPU. A stopped training resumes on another number (from an epoch's end).
@@ -109,6 +113,10 @@ fi
 [ -z "$corpus_dir" ] || rm -f data/.data_dirs
 data_dirs=$(given_before data-dirs data/.data_dirs "$data_dirs" are_data_dirs)
 if [ -z "$data_dirs" ]; then
+  corpus_options=(data/.transcripts data/.test_transcripts data/.speaker_regex data/.dev_fraction data/.test_fraction)
+  if [ -n "$corpus_dir" ] && [ "$corpus_dir" != "$(cat data/.corpus_dir 2> /dev/null || true)" ]; then
+    rm -f "${corpus_options[@]}"  # another corpus: the options given with the one before are not its
+  fi
   corpus_dir=$(corpus_dir_of "$corpus_dir")  # the one given before, if not given
   if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
     echo "run.sh: --corpus-dir must name the folder of recordings, or --data-dirs your Kaldi data dirs (got" \
@@ -116,9 +124,17 @@ if [ -z "$data_dirs" ]; then
     printf '%s\n' "$help_message" >&2
     exit 1
   fi
-  transcripts=${transcripts:-$corpus_dir/transcripts.txt}
+  # the options of the corpus, left out, as given before: a rerun without them re-split the data and retrained
+  is_file() { [ -f "$1" ]; }
+  is_fraction() { [[ $1 =~ ^(0|1|0?\.[0-9]+)$ ]]; }
   has_group() { [[ $1 == *"("* ]]; }  # a --speaker-regex worth keeping: data_prep.py takes its first group
+  transcripts=$(given_before transcripts data/.transcripts "$transcripts" is_file)
+  transcripts=${transcripts:-$corpus_dir/transcripts.txt}
+  test_transcripts=$(given_before test-transcripts data/.test_transcripts "$test_transcripts" is_file)
   speaker_regex=$(given_before speaker-regex data/.speaker_regex "$speaker_regex" has_group)
+  dev_fraction=$(given_before dev-fraction data/.dev_fraction "$dev_fraction" is_fraction)
+  test_fraction=$(given_before test-fraction data/.test_fraction "$test_fraction" is_fraction)
+  dev_fraction=${dev_fraction:-0.1} test_fraction=${test_fraction:-0.1}
 fi
 lang=$(lang_of "$unit_type" "$vocab_size")
 default_lm_search "$unit_type"  # the LM options not given

@@ -409,6 +409,22 @@ def test_kaldi_data_dirs_of_your_own_instead_of_a_folder_of_recordings(test_data
     assert folder.returncode == 0, folder.stderr
     assert not (recipe / "data" / ".data_dirs").exists()
     assert "voice_0" in (recipe / "data" / "train" / "text").read_text()
+    # the options of the corpus, left out, are the ones given before (README: a rerun without --transcripts
+    # failed, one without --dev-fraction re-split the data and retrained); another corpus forgets them
+    listing = tmp_path / "listing.txt"
+    shutil.copy(corpus / "transcripts.txt", listing)
+    options = ["--transcripts", str(listing), "--dev-fraction", "0.2", "--test-fraction", "0.3"]
+    first = run_recipe(recipe, "--corpus-dir", str(corpus), *options, "--stop-stage", "1")
+    assert first.returncode == 0 and "stage 1 (data): its inputs changed" in first.stdout, first.stdout
+    bare = run_recipe(recipe, "--stop-stage", "1")
+    assert bare.returncode == 0 and "stage 1 (data): done before; skipped" in bare.stdout, bare.stdout + bare.stderr
+    assert f"run.sh: --transcripts {listing}, as given before (data/.transcripts)" in bare.stderr
+    assert "run.sh: --dev-fraction 0.2, as given before (data/.dev_fraction)" in bare.stderr
+    other = tmp_path / "other"
+    shutil.copytree(corpus, other)
+    moved = run_recipe(recipe, "--corpus-dir", str(other), "--stop-stage", "1")
+    assert moved.returncode == 0 and "as given before" not in moved.stderr, moved.stderr
+    assert not (recipe / "data" / ".transcripts").exists() and not (recipe / "data" / ".dev_fraction").exists()
 
 
 @pytest.mark.slow
