@@ -130,6 +130,12 @@ def test_out_of_the_runs_stages_the_init_model_is_only_named(tmp_path):
         assert out.returncode == 0, out.stderr
         assert not record.exists() and "average" not in out.stdout and "first d.yaml" not in out.stdout
         assert out.stdout.splitlines()[-1] == "init=exp/d/avg-2.pt"
+    # but both models' stages are asked about, so that a config of theirs edited since marks the results printed
+    # as from before the changes (only the main model's edits did)
+    out = sourced(f"stage=5 stop_stage=100\n{STUBS}\n"
+                  'train_wanted() { echo "asked $2 $3" >> "$TRAINED_LOG"; false; }\n'
+                  "init_model_stage 4 d.yaml exp/d lang 5 c.yaml exp/c 10", TRAINED_LOG=str(record))
+    assert out.returncode == 0 and record.read_text().splitlines() == ["asked d.yaml exp/d", "asked c.yaml exp/c"]
 
 
 def test_a_seed_without_its_dev_decode_stops_with_a_message(tmp_path):
