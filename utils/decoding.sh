@@ -275,7 +275,9 @@ export_stage() {
     *) echo "export_stage: unknown export kind '$kind' (offline or streaming)" >&2; return 1 ;;
   esac
   checkpoint=$(checkpoint_of "$exp" "$tag")
-  if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" ++ "$(decoding_settings "$exp")"; then
+  # the calibration the export carries into its decoding.json (fitted again, or for another model since: exported again)
+  if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" ++ "$(decoding_settings "$exp")" \
+      "$exp/confidence_calibration.json"; then
     logged "$(stage_log "$stage_n" "$name" "$exp")" steps/export_onnx.py $option "${chunks[@]}" \
       --checkpoint "$checkpoint" "$exp" "$onnx"
     stage_done "$stage_n" "$name" "$exp" -- "$onnx"

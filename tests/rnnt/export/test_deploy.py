@@ -544,10 +544,15 @@ check_deployable bpe streaming exp/config.yaml "$attention"
 decode_stages 6 exp epoch-1 unused greedy test "$attention"
 deploy_stages 7 exp epoch-1 streaming test "$attention"
 decode_stages 6 exp epoch-1 unused greedy test  # the config's chunks
+echo '{"scale": 0.8, "offset": 0.3}' > exp/confidence_calibration.json  # calibrated since: the export carries it
+export_stage 7 exp epoch-1 streaming "$attention"
 for method in greedy sherpa_onnx_streaming; do decode_result "$method:" exp epoch-1 test "$method+$attention"; done
 """, attention_chunk="1", left_chunks="3")
     assert out.returncode == 0, out.stderr[-3000:]
     exp = tmp_path / "exp"
+    assert "stage 7 (export-streaming+chunk1-left3-epoch-1): its inputs changed" in out.stdout, out.stdout
+    decoding = json.loads((exp / "onnx-streaming+chunk1-left3-epoch-1" / "decoding.json").read_text())
+    assert decoding["confidence_calibration"] == {"scale": 0.8, "offset": 0.3}
     assert [line.split(" %WER")[0] for line in out.stdout.splitlines()[-2:]] == ["greedy:", "sherpa_onnx_streaming:"]
     hyps = {name: dict(line.split(" ", 1) for line in (exp / f"decode-test-{name}-epoch-1" / "hyp").read_text()
                        .splitlines())
