@@ -130,6 +130,27 @@ def write_unit_rates(data_dir: str, lang_dir: str, tokenizer: Tokenizer, texts: 
     return f"; units a second: median {median:.1f}, 99th percentile {p99:.1f}"
 
 
+def round_trips(tokenizer: Tokenizer, texts: dict) -> tuple[int, int, int]:
+    """The transcripts whose units do not decode back to them, each of the first five named by line: (those that
+    fail, those sentencepiece's NFKC normalisation changes, those with <unk>). A transcript with <unk> (a rare
+    character --character-coverage leaves out, a literal <unk>) is counted, not a failure: it trains with id 1
+    there; one NFKC changes (a decomposed É, ½, a full-width letter) trains as its normal form: named, not a
+    failure."""
+    lines = [line for line in texts.values() if line.value]
+    decoded = [(line, tokenizer.decode(ids)) for line in lines
+               if tokenizer.units[UNK] not in (ids := tokenizer.encode(line.value))]
+    changed = [(line, text) for line, text in decoded if text != " ".join(line.value.split())]
+    normalised = [(line, text) for line, text in changed
+                  if text == unicodedata.normalize("NFKC", " ".join(line.value.split()))]
+    failed = [line for line, text in changed if (line, text) not in normalised]
+    for line in failed[:5]:
+        print(f"build_units.py: {line.where}: does not round-trip: '{line.value}'", file=sys.stderr)
+    for line, text in normalised[:5]:
+        print(f"build_units.py: {line.where}: trains as its NFKC form {text!r} ({line.value!r} as written, which "
+              "scoring compares with: normalise the data dir's text)", file=sys.stderr)
+    return len(failed), len(normalised), len(lines) - len(decoded)
+
+
 def main() -> str:
     parser = tool_parser(__doc__, "steps/build_units.py --unit-type bpe --vocab-size 500 data/train data/lang")
     parser.add_argument("--unit-type", choices=UNIT_TYPES, default="bpe")
@@ -159,29 +180,14 @@ def main() -> str:
     rates = write_unit_rates(args.data_dir, args.lang_dir, tokenizer, texts)
     if args.unit_type == "phone":
         return phone_summary(args.lang_dir, tokenizer, lines, len(units) + 2) + rates + left_out
-    # a transcript with <unk> (a rare character --character-coverage leaves out, a literal <unk>) is counted, not
-    # a failure: it trains with id 1 there; one sentencepiece's NFKC normalisation changes (a decomposed É, ½, a
-    # full-width letter) trains as its normal form: named, not a failure
-    decoded = [(line, tokenizer.decode(ids)) for line in texts.values() if line.value
-               if tokenizer.units[UNK] not in (ids := tokenizer.encode(line.value))]
-    with_unk = len(lines) - len(decoded)
-    changed = [(line, text) for line, text in decoded if text != " ".join(line.value.split())]
-    normalised = [(line, text) for line, text in changed
-                  if text == unicodedata.normalize("NFKC", " ".join(line.value.split()))]
-    failed = [line for line, text in changed if (line, text) not in normalised]
-    for line in failed[:5]:
-        print(f"build_units.py: {line.where}: does not round-trip: '{line.value}'", file=sys.stderr)
-    for line, text in normalised[:5]:
-        print(f"build_units.py: {line.where}: trains as its NFKC form {text!r} ({line.value!r} as written, which "
-              "scoring compares with: normalise the data dir's text)", file=sys.stderr)
+    failed, normalised, with_unk = round_trips(tokenizer, texts)
     summary = (f"{args.lang_dir}: {len(units) + 2} {args.unit_type} units from {len(lines)} transcripts; "
-               f"{len(failed)} transcripts do not round-trip, "
-               + (f"{len(normalised)} train as their NFKC form, " if normalised else "")
+               f"{failed} transcripts do not round-trip, "
+               + (f"{normalised} train as their NFKC form, " if normalised else "")
                + f"{with_unk} have <unk>{rates}{left_out}")
     if failed:
         raise ToolError(summary)
     return summary
-
 
 if __name__ == "__main__":
     run_tool(main)
