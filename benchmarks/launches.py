@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib.util
 import os
 import statistics
 import sys
@@ -125,7 +126,7 @@ def main() -> int:
     parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=["B8-T200-U50-V500"],
                         help="default: B8-T200-U50-V500, where the GPU's step is shortest")
     parser.add_argument("--methods", nargs="+", choices=METHODS + ["torchaudio"],
-                        help="default: padded fused pruned, and torchaudio on a GPU")
+                        help="default: padded fused pruned, and torchaudio on a GPU where it is installed")
     parser.add_argument("--device", default="cpu", help="cpu (default: counts only) or a CUDA device such as cuda")
     parser.add_argument("--runs", type=int, default=10, help="timed steps on a CUDA device (default 10)")
     args = parser.parse_args()
@@ -137,7 +138,8 @@ def main() -> int:
         parser.error(f"--device {args.device}: this torch sees no CUDA device")
     select_device(args.device)
     warnings.filterwarnings("ignore", "divide by zero", RuntimeWarning)  # the interpreter's log(0) = -inf
-    methods = args.methods or METHODS + ([] if ON_CPU else ["torchaudio"])
+    with_torchaudio = not ON_CPU and importlib.util.find_spec("torchaudio") is not None  # a GPU's, where installed
+    methods = args.methods or METHODS + (["torchaudio"] if with_torchaudio else [])
     host_reads.free = lambda device: False  # the GPU's path: no reads on the host, whatever the device
     name = "CPU, counted as on a GPU" if ON_CPU else torch.cuda.get_device_name(args.device)
     print(f"{name}; torch {torch.__version__}; float32, joiner tanh + Linear inside the step as loss.py; the "

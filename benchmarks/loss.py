@@ -322,6 +322,7 @@ def main() -> int:
           f"time vs torchaudio | {memory_name} vs torchaudio | tensor peak vs torchaudio | loss alone (s) | "
           "loss alone vs torchaudio | loss |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
+    failed = 0
     for shape in args.shapes or (CPU_SHAPES if on_cpu else list(SHAPES)):
         results = {}
         for method in args.methods:
@@ -337,20 +338,24 @@ def main() -> int:
                         else METHODS[method])
                 results[name] = run_one(method, shape, args.runs, python, args.device, backend,
                                         on_cpu if args.loss_alone is None else args.loss_alone)
-        ref = results.get(METHODS["torchaudio"])
-        for name, r in results.items():
-            if r is None:
-                continue
-            vs_time = f"{r['median'] / ref['median']:.2f}x" if ref else "-"
-            vs_peak = f"{r['peak_mb'] / ref['peak_mb']:.3f}x" if ref and ref['peak_mb'] else "-"
-            vs_tensors = f"{r['tensor_peak_mb'] / ref['tensor_peak_mb']:.3f}x" if ref and ref['tensor_peak_mb'] else "-"
-            alone = f"{r['loss_median']:.4g}" if r["loss_median"] else "-"
-            vs_alone = f"{r['loss_median'] / ref['loss_median']:.2f}x" if r["loss_median"] and ref and \
-                ref["loss_median"] else "-"
-            print(f"| {shape} | {name} | {r['median']:.4g} [{r['min']:.4g}-{r['max']:.4g}] | "  # a GPU's ms too
-                  f"{r['peak_mb']:.1f} | {r['tensor_peak_mb']:.1f} | {vs_time} | {vs_peak} | {vs_tensors} | "
-                  f"{alone} | {vs_alone} | {r['loss']:.4f} |", flush=True)
-    return 0
+                failed += results[name] is None  # named on stderr by run_worker
+                if results[name] is not None:  # each row as it is measured: a part cut by its time limit keeps
+                    print_row(shape, name, results[name], results.get(METHODS["torchaudio"]))  # those before
+    return 1 if failed else 0
+
+
+def print_row(shape: str, name: str, r: dict, ref: dict | None) -> None:
+    """A row of the table; its columns against torchaudio's where torchaudio was measured before it (the methods'
+    order: torchaudio first)."""
+    vs_time = f"{r['median'] / ref['median']:.2f}x" if ref else "-"
+    vs_peak = f"{r['peak_mb'] / ref['peak_mb']:.3f}x" if ref and ref['peak_mb'] else "-"
+    vs_tensors = f"{r['tensor_peak_mb'] / ref['tensor_peak_mb']:.3f}x" if ref and ref['tensor_peak_mb'] else "-"
+    alone = f"{r['loss_median']:.4g}" if r["loss_median"] else "-"
+    vs_alone = f"{r['loss_median'] / ref['loss_median']:.2f}x" if r["loss_median"] and ref and \
+        ref["loss_median"] else "-"
+    print(f"| {shape} | {name} | {r['median']:.4g} [{r['min']:.4g}-{r['max']:.4g}] | "  # a GPU's ms too
+          f"{r['peak_mb']:.1f} | {r['tensor_peak_mb']:.1f} | {vs_time} | {vs_peak} | {vs_tensors} | "
+          f"{alone} | {vs_alone} | {r['loss']:.4f} |", flush=True)
 
 
 if __name__ == "__main__":
