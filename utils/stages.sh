@@ -54,26 +54,28 @@ check_run_arguments() {  # check_run_arguments "$@": run.sh after parse_options.
   fi
   # one run at a time in a recipe dir: two would train into one exp and write each other's markers. The lock is
   # held by this shell and every command it starts, until the last of them ends (a training left running too).
-  exec {run_lock}<> .run.lock
+  local lock=.run.lock pid
+  # a training's other nodes in the same folder (shared storage: egs/librispeech --nnodes) hold a lock of their own
+  [ "${node_rank:-0}" = 0 ] || lock=.run.lock.node$node_rank
+  exec {run_lock}<> "$lock"
   if ! flock -n "$run_lock"; then
-    local pid
-    pid=$(head -n 1 .run.lock)
+    pid=$(head -n 1 "$lock")
     if kill -0 "$pid" 2> /dev/null; then
-      echo "$(basename "$0"): another run is under way in $(pwd) (pid $pid, holding .run.lock);" \
+      echo "$(basename "$0"): another run is under way in $(pwd) (pid $pid, holding $lock);" \
         "wait for it, or stop it (kill it: its stage stops too)" >&2
     else  # the run was killed (kill -9) and left its running command holding the lock
       echo "$(basename "$0"): a run in $(pwd) was killed (pid $pid is gone), and commands it started still run," \
-        "holding .run.lock: $(lock_holders); wait for them, or kill them" >&2
+        "holding $lock: $(lock_holders "$lock"); wait for them, or kill them" >&2
     fi
     exit 1
   fi
-  echo $$ > .run.lock
+  echo $$ > "$lock"
   trap no_stage_ran_check EXIT
 }
 
-lock_holders() {  # lock_holders: 'PID (COMMAND)' of each process holding this folder's .run.lock open
+lock_holders() {  # lock_holders [LOCK]: 'PID (COMMAND)' of each process holding this folder's LOCK (.run.lock) open
   local fd lock holders=()
-  lock=$(readlink -f .run.lock)
+  lock=$(readlink -f "${1:-.run.lock}")
   for fd in /proc/[0-9]*/fd/*; do
     [ "$(readlink "$fd" 2> /dev/null)" = "$lock" ] || continue
     fd=${fd#/proc/}
@@ -401,7 +403,9 @@ stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT... [++ LATER_INPUT...]]
   fi
   mkdir -p "$(dirname "$mark")"
   rm -f "$mark" "$(stage_log "$n" "$name" "$dir")"  # a stage run starts its log anew
-  { echo "$fingerprint"; input_lines "$@"; } > "$mark.pending"  # the inputs as they were when the stage started
+  # the inputs as they were when the stage started; a marker that cannot be written (a name too long, a full disk)
+  # stops the run (in an if, a failure here would only have skipped the stage, in silence)
+  { echo "$fingerprint"; input_lines "$@"; } > "$mark.pending" || exit 1
 }
 
 stage_done() {  # stage_done N NAME [DIR] [-- OUTPUT...]: the outputs, whose loss runs the stage again
