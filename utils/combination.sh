@@ -33,6 +33,7 @@
 default_combination() {
   [ "$combine" = default ] || return 0
   combine=
+  [ -n "${init_config:-}" ] || return 0  # the model started from: none trained (--init-config "")
   starts_from_a_model "$train_config" || return 0
   local method seed
   method=$(leading_method "$methods")
@@ -83,6 +84,9 @@ combination_name() {
     tag=$(model_tag_of "$system_exp" "$system_average") || return
     name+=${name:++}$(basename "$system_exp")-$system_method-$tag
   done
+  # its stage marker and decode dir are named after it: a name of many systems (--seeds 3 beside --combine default)
+  # was longer than a file name can be, and the stage was skipped in silence; the first 100 characters and a hash
+  (( ${#name} <= 120 )) || name="${name:0:100}-$(printf '%s' "$name" | sha256sum | cut -c1-12)"
   echo "$name"
 }
 

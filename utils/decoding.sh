@@ -176,8 +176,11 @@ fuses_lm() {  # fuses_lm METHOD: true where METHOD fuses an n-gram LM (rnnt.sear
 }
 
 confidence_stage() {
-  local stage_n=$1 exp=$2 tag=$3 method=greedy checkpoint name made=()
-  case ${4%% *} in ctc_*) method=ctc_greedy ;; esac  # the head of the methods' first
+  local stage_n=$1 exp=$2 tag=$3 method=greedy checkpoint name made=() first
+  # the head of run.sh's --methods' first (one for every decode of the experiment: the seeds' and a combination's
+  # decodes of their leading method alone calibrated the other head's, and the two took turns every run)
+  read -r first _ <<< "${methods:-$4}"
+  case $first in ctc_*) method=ctc_greedy ;; esac
   checkpoint=$(checkpoint_of "$exp" "$tag")
   name=confidence-$method-$tag
   if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" data/dev/data.list data/dev/text; then
@@ -243,11 +246,12 @@ check_no_lm_methods() {  # check_no_lm_methods "METHODS": a recipe without an LM
 }
 
 leading_method() {
-  local method
+  local method last=
   for method in $1; do
     if fuses_lm "$method"; then echo "$method"; return; fi
+    last=$method  # the last word, whatever blanks are around the words ("greedy beam " gave none)
   done
-  echo "${1##* }"
+  echo "$last"
 }
 
 decode_result() {

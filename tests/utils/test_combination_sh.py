@@ -20,11 +20,13 @@ def sourced(script: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def default_of(train_config: str, methods: str, combine: str = "default", other_seeds: str = "",
-               companion: str = "") -> str:
-    """--combine default's systems; companion: run.sh's --companion-config, trained into exp/c."""
+               companion: str = "", init_config: str = "conf/d.yaml") -> str:
+    """--combine default's systems; companion: run.sh's --companion-config, trained into exp/c; init_config: its
+    --init-config, trained into exp/d."""
     out = sourced('combine=$1 train_config=$2 methods=$3 exp=exp/t average=10 init_exp=exp/d init_average=5; '
-                  'companion_config=$5 companion_exp=exp/c; read -ra other_seeds <<< "$4"; default_combination; '
-                  'echo "[$combine]"', combine, train_config, methods, other_seeds, companion)
+                  'companion_config=$5 companion_exp=exp/c init_config=$6; read -ra other_seeds <<< "$4"; '
+                  'default_combination; echo "[$combine]"', combine, train_config, methods, other_seeds, companion,
+                  init_config)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
@@ -46,6 +48,9 @@ def test_the_default_combines_the_model_with_the_one_it_starts_from():
     assert default_of(ALONE, "ctc_prefix_beam_lm") == "[]"  # nothing it starts from: no combination
     assert default_of(ALONE, "greedy", companion="conf/c.yaml") == "[]"  # nor a companion
     assert default_of(FROM_CTC, "greedy", combine="") == "[]"  # --combine "": none
+    # --init-config "": no model started from was trained (nor its companion): none, where the stage failed after
+    # the training ('no model of exp/c')
+    assert default_of(FROM_CTC, "greedy pooled_beam_lm", companion="conf/c.yaml", init_config="") == "[]"
     assert default_of(FROM_CTC, "greedy", combine="exp/a:greedy:0 exp/b:beam_lm:3") == \
         "[exp/a:greedy:0 exp/b:beam_lm:3]"  # a list given is kept
 
@@ -90,6 +95,15 @@ def test_the_name_says_which_models_and_searches():
     # no models in the repo's exp: the tags are empty, the names and methods remain
     assert out.returncode == 0 and out.stdout.strip() == \
         "transducer_from_ctc_phone-pooled_beam_lm-+deepspeech_phone-ctc_prefix_beam_lm-", out.stderr
+
+
+def test_a_name_of_many_systems_is_cut_to_a_file_names_length_with_a_hash():
+    """--seeds 3 beside --combine default named its stage marker past 255 characters: the stage was skipped."""
+    systems = " ".join(f"exp/transducer_conv_pruned_from_ctc_phone_seed{k}:pooled_beam_lm:5" for k in range(4))
+    names = [sourced('combination_name "$1"', value).stdout.strip()
+             for value in (systems, systems + " exp/d:beam_lm:5")]
+    assert all(len(name) == 113 and name.startswith("transducer_conv_pruned_from_ctc_phone_seed0-") for name in names)
+    assert names[0] != names[1] and names[0] == sourced('combination_name "$1"', systems).stdout.strip()
 
 
 def test_each_system_decodes_dev_first_and_every_set(tmp_path):

@@ -144,3 +144,27 @@ def test_a_recipe_without_an_lm_stage_refuses_an_lm_fused_method_before_training
         assert (out.returncode != 0) == refused and ("reached" in out.stdout) != refused, (method, out.stderr)
         if refused:
             assert f"--method {method} fuses an n-gram LM, which this recipe does not build" in out.stderr
+
+
+def test_the_leading_method_whatever_blanks_are_around_the_methods():
+    """--methods "greedy modified_beam " led with no method (decode-dev--avg3-...: 'run stage 6 for it first')."""
+    for methods, leading in (("greedy modified_beam ", "modified_beam"), ("greedy\nbeam", "beam"),
+                             (" greedy  pooled_beam_lm beam", "pooled_beam_lm"), ("greedy", "greedy")):
+        out = subprocess.run(["bash", "-c", '. utils/stages.sh; . utils/decoding.sh; leading_method "$1"', "x",
+                              methods], cwd=ROOT, capture_output=True, text=True)
+        assert out.returncode == 0 and out.stdout == f"{leading}\n", (methods, out.stdout, out.stderr)
+
+
+def test_every_decode_of_an_experiment_calibrates_the_head_of_run_sh_methods_first(tmp_path):
+    """A seed's or a combination's decodes pass their leading method alone: with --methods "ctc_greedy
+    pooled_beam_lm" the two heads' stages took turns fitting the one calibration file, every run."""
+    stand_ins(tmp_path)
+    env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", ROOT=str(ROOT))
+    script = ('set -euo pipefail; stage=0 stop_stage=100 methods="ctc_greedy pooled_beam_lm"; '
+              '. "$ROOT/utils/stages.sh"; . "$ROOT/utils/decoding.sh"; checkpoint_of() { echo "$1/$2.pt"; }\n'
+              'confidence_stage 6 exp avg10 "$methods"; confidence_stage 6 exp avg10 pooled_beam_lm')
+    for _ in range(2):
+        out = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
+        assert out.returncode == 0, out.stderr
+    assert (tmp_path / "calibrations.log").read_text().split() == ["exp/avg10.pt"]  # once, for the CTC head
+    assert out.stdout.count("stage 6 (confidence-ctc_greedy-avg10): done before") == 2, out.stdout
