@@ -53,7 +53,16 @@ split_system() {  # split_system EXP:METHOD:AVERAGE: sets system_exp, system_met
 
 combine_checked=  # the systems check_combine passed last (run.sh checks them at its start, the stage again)
 check_combine() {
-  local system methods=() unknown method
+  local system methods=() unknown method dir
+  if [ "$1" = default ]; then  # its systems are run.sh's exp dirs, in a list split at blanks (after the training)
+    for dir in "${exp:-}" "${init_exp:-}" "${companion_exp:-}"; do
+      if [[ $dir == *[[:space:]]* ]]; then
+        echo "run.sh: --combine default names the systems by their exp dirs, and '$dir' holds a blank: give" \
+          "another --exp, --init-exp or --companion-exp, or --combine \"\"" >&2
+        return 1
+      fi
+    done
+  fi
   { [ -n "$1" ] && [ "$1" != default ] && [ "$1" != "$combine_checked" ]; } || return 0
   if [ "$(wc -w <<< "$1")" -lt 2 ]; then
     echo "run.sh: --combine needs two systems or more, got '$1'" >&2

@@ -77,6 +77,10 @@ def test_a_wrong_combination_stops_with_a_message(tmp_path):
             out = sourced('check_combine "$1"', systems)
             assert out.returncode != 0 and message in out.stderr, (systems, out.stderr)
     assert sourced('check_combine "$1"', f"{tmp_path}/a:greedy:0 {tmp_path}/b:beam_lm:0").returncode == 0
+    # --combine default with an exp dir holding a blank: refused at run.sh's start, not after the training
+    out = sourced('exp="exp/my model" init_exp=exp/d; check_combine default')
+    assert out.returncode == 1 and "'exp/my model' holds a blank" in out.stderr, out.stderr
+    assert sourced('exp=exp/t init_exp=exp/d; check_combine default').returncode == 0
     # run.sh's check and the stage's of the same systems: one Python (torch's import) between them, not two
     once = 'check_combine "$1" && python3() { return 9; } && check_combine "$1" && echo checked once'
     out = sourced(once, f"{tmp_path}/a:greedy:0 {tmp_path}/b:beam_lm:0")
