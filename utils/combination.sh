@@ -103,7 +103,6 @@ combine_stages() {
   local decode_stage=$1 stage_n=$2 systems=$3 lang=$4 sets=$5 system set tag checkpoint lm= name out input
   local args=() inputs=() weights=()
   check_combine "$systems" || return
-  [ "$stop_stage" -ge "$decode_stage" ] || return 0
   local others=()
   for set in $sets; do [ "$set" = dev ] || others+=("$set"); done
   sets="dev ${others[*]}"  # dev first: its weights are the others'
@@ -111,7 +110,8 @@ combine_stages() {
     split_system "$system" || return
     tag=$(model_tag_of "$system_exp" "$system_average")
     checkpoint=$(checkpoint_of "$system_exp" "$tag")
-    if [ ! -f "$checkpoint" ]; then
+    if [ ! -f "$checkpoint" ]; then  # (--stop-stage before the decoding: nothing to combine, nothing out of date)
+      [ "$stop_stage" -ge "$decode_stage" ] || return 0
       echo "run.sh: --combine: no model of $system_exp${tag:+ ($checkpoint)}: train and average it first" >&2
       return 1
     fi

@@ -123,6 +123,12 @@ def test_each_system_decodes_dev_first_and_every_set(tmp_path):
         assert out.returncode == 0, out.stderr
         assert out.stdout.splitlines() == [f"decode {tmp_path}/a epoch-2 modified_beam_lm {expected}",
                                            f"decode {tmp_path}/b epoch-2 ctc_prefix_beam_lm {expected}"]
+    # --stop-stage before the decoding: the stages are still asked about (out of the run, stage_wanted only notes
+    # one whose inputs changed, and the results printed say they are from before the changes); they were not
+    asked = 'stage_wanted() { echo "asked $2"; return 1; }; stop_stage=5; combine_stages 6 9 "$1" data/lang_phone dev'
+    out = sourced(stubs.replace("stage_wanted() { return 1; }; ", "") + asked, systems)
+    assert out.returncode == 0 and out.stdout.splitlines()[-1].startswith("asked combine-dev-a-modified_beam_lm-"), \
+        out.stdout + out.stderr
 
 
 def test_the_results_name_each_system_then_the_combination(tmp_path):
