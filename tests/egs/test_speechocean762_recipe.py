@@ -196,3 +196,17 @@ def test_speechocean762_every_stage_on_a_handful(test_data, tmp_path):
         assert f"stage 9 (combine-test-{name}): its inputs changed since it was done (what changed: " in out.stdout
     else:  # the other seed chosen this time: a combination of another name
         assert re.search(rf"stage 9 \(combine-test-{other}-greedy-epoch-1\+{chosen}-greedy", out.stdout), out.stdout
+
+
+def test_a_companion_that_cannot_decode_the_leading_method_is_refused_before_any_stage(tmp_path):
+    """--companion-config of a model without a CTC head beside --methods leading with a CTC search: the companion,
+    decoded in --combine default's combination by that method, failed at stage 6 after the trainings."""
+    recipe = copy_recipe("speechocean762", tmp_path)
+    conf = yaml.safe_load((recipe / "conf" / "transducer_conv_pruned.yaml").read_text())
+    conf["model"]["loss"]["ctc_weight"] = 0.0
+    (recipe / "conf" / "no_ctc.yaml").write_text(yaml.safe_dump(conf))
+    out = run_recipe(recipe, "--corpus-dir", str(tmp_path), "--companion-config", "conf/no_ctc.yaml", "--methods",
+                     "ctc_prefix_beam_lm")
+    assert out.returncode == 1 and "stage" not in out.stdout, out.stdout + out.stderr
+    assert "ctc_prefix_beam_lm" in out.stderr and "no_ctc.yaml" in out.stderr, out.stderr
+
