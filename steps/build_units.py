@@ -189,5 +189,6 @@ def main() -> str:
         raise ToolError(summary)
     return summary
 
+
 if __name__ == "__main__":
     run_tool(main)

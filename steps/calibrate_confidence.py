@@ -58,9 +58,11 @@ def main() -> str:
         refs, _ = reference_texts(args.dev_list, args.text)
         words, checkpoint = decoded_words(args.exp_dir, args.checkpoint, args.dev_list, args.method, args.batch_size)
         confidences, correct = scored_words(refs, words)
-        if all(correct) or not any(correct):  # an outcome, not an error: a recipe's stage goes on (a first short
-            outcome = f"all {len(correct)} words of {args.dev_list} {'right' if all(correct) else 'wrong'}" \
-                if correct else f"no word decoded from {args.dev_list}"  # training on a new corpus gives none)
+        # all right, all wrong or no word at all (a first short training on a new corpus): an outcome, not an
+        # error, so that a recipe's stage goes on
+        if all(correct) or not any(correct):
+            outcome = (f"all {len(correct)} words of {args.dev_list} {'right' if all(correct) else 'wrong'}"
+                       if correct else f"no word decoded from {args.dev_list}")
             return (f"{outcome}: nothing to calibrate on; {os.path.basename(checkpoint)}'s words' confidences stay "
                     "uncalibrated")
         calibration = fit_calibration(confidences, correct)

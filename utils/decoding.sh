@@ -175,6 +175,9 @@ fuses_lm() {  # fuses_lm METHOD: true where METHOD fuses an n-gram LM (rnnt.sear
   return 1
 }
 
+CALIBRATION=confidence_calibration.json  # an experiment's (rnnt.confidence.CALIBRATION_FILE): confidence_stage
+# writes it, the decodes and the export read it
+
 confidence_stage() {
   local stage_n=$1 exp=$2 tag=$3 method=greedy checkpoint name made=() first
   # the head of run.sh's --methods' first (one for every decode of the experiment: the seeds' and a combination's
@@ -187,7 +190,7 @@ confidence_stage() {
     logged "$(stage_log "$stage_n" "$name" "$exp")" steps/calibrate_confidence.py --method "$method" \
       --checkpoint "$checkpoint" "$exp" data/dev/data.list
     # the calibration, every tag's and head's one file: fitted again for another, this stage runs again
-    [ -e "$exp/confidence_calibration.json" ] && made=(-- "$exp/confidence_calibration.json")
+    [ -e "$exp/$CALIBRATION" ] && made=(-- "$exp/$CALIBRATION")
     stage_done "$stage_n" "$name" "$exp" "${made[@]}"
   fi
 }
@@ -280,8 +283,8 @@ export_stage() {
   esac
   checkpoint=$(checkpoint_of "$exp" "$tag")
   # the calibration the export carries into its decoding.json (fitted again, or for another model since: exported again)
-  if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" ++ "$(decoding_settings "$exp")" \
-      "$exp/confidence_calibration.json"; then
+  if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" ++ "$(decoding_settings "$exp")" "$exp/$CALIBRATION"
+  then
     logged "$(stage_log "$stage_n" "$name" "$exp")" steps/export_onnx.py $option "${chunks[@]}" \
       --checkpoint "$checkpoint" "$exp" "$onnx"
     stage_done "$stage_n" "$name" "$exp" -- "$onnx"

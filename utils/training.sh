@@ -198,10 +198,12 @@ seed_stages() {
 init_model_stage() {
   local stage_n=$1 config=$2 exp=$3 lang=$4 average=$5 companion_config=${6:-} companion_exp=${7:-}
   local companion_average=${8:-} wanted=()
-  if [ "$stage" -gt "$stage_n" ] || [ "$stop_stage" -lt "$stage_n" ]; then  # --stage 5: decode what exists,
-    train_wanted "$stage_n" "$config" "$exp" "$lang" || true  # and where its config or data changed since, the
+  if [ "$stage" -gt "$stage_n" ] || [ "$stop_stage" -lt "$stage_n" ]; then  # --stage 5: decode what exists;
+    # the trainings are asked about all the same, so that a config or data of theirs changed since marks the
+    # results printed as from before the changes
+    train_wanted "$stage_n" "$config" "$exp" "$lang" || true
     [ -z "$companion_config" ] || train_wanted "$stage_n" "$companion_config" "$companion_exp" "$lang" || true
-    init_checkpoint=$(checkpoint_of "$exp" "$(model_tag_of "$exp" "$average")")  # results printed say so
+    init_checkpoint=$(checkpoint_of "$exp" "$(model_tag_of "$exp" "$average")")
     return
   fi
   local companion=${companion_config:+, and at once its companion $companion_config into $companion_exp}

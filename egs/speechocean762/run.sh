@@ -95,9 +95,11 @@ check_training_processes  # --ngpu, --cpu-ranks
 lang=$(lang_of "$unit_type" "$vocab_size")
 default_lm_search "$unit_type"  # the LM options not given
 check_methods "$train_config" "$methods"
-if [ "$combine" = default ] && [ -n "$companion_config" ] && [ -n "$init_config" ]; then  # the companion is decoded
-  check_methods "$companion_config" "$(leading_method "$methods")"  # in the combination, as the model is: a search
-fi  # it cannot run (a CTC search of a companion without a CTC head) failed at the decoding, after the training
+# the companion is decoded in --combine default's combination by the model's leading method: one it cannot run (a
+# CTC search of a companion without a CTC head) failed at the decoding, after the trainings
+if [ "$combine" = default ] && [ -n "$companion_config" ] && [ -n "$init_config" ]; then
+  check_methods "$companion_config" "$(leading_method "$methods")"
+fi
 check_combine "$combine"
 attention=$(attention_of "$train_config")  # --attention-chunk, --left-chunks: chunk16, whole, ... (empty: the config's)
 check_deployable "$unit_type" "$deploy" "$train_config" "$attention"

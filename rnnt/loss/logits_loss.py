@@ -108,10 +108,9 @@ def logits_gradient(rows, lse, labels, batch, utterance_scale, blank, gamma_blan
     only): the posteriors are lattices, read at a cell map's (cell, valid) (row_triton.row_gradient).
     """
     acc = lse.dtype
-    if triton and rows.stride(1) != 1:  # logits whose vocabulary is not innermost (permuted): the kernel writes rows
-        in_place = False
-    grad = rows if in_place else torch.empty_like(rows, memory_format=torch.contiguous_format) if triton else \
-        torch.empty_like(rows)
+    # Triton's kernel writes row-major rows: not over logits whose vocabulary is not innermost (permuted)
+    in_place = in_place and not (triton and rows.stride(1) != 1)
+    grad = rows if in_place else torch.empty_like(rows, memory_format=torch.contiguous_format)
     if triton:
         row_triton.row_gradient(rows, grad, lse, gamma_blank, gamma_label, labels, blank, clamp,
                                 softmax=not from_log_softmax, batch=batch, scale=utterance_scale, at_cells=at_cells)
