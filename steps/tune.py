@@ -38,7 +38,7 @@ from rnnt.tuning.study import completed, ended, open_study, optimize_until, summ
 from rnnt.training import checkpoint
 from rnnt.training.config_change import piece_scores, units_digest
 from rnnt.training.config_checks import training_refusals
-from rnnt.tuning.trial_run import run_trial
+from rnnt.tuning.trial_run import NoDevWer, run_trial
 from rnnt.training.experiment import experiment_from_values, load_experiment, with_absolute_paths, with_paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -84,7 +84,10 @@ def make_objective(base: dict, search, args):
                 return True
             return trial.should_prune()
 
-        run = run_trial(command, trial_dir, search.minutes_per_trial, report, os.path.join(trial_dir, "output.log"))
+        try:
+            run = run_trial(command, trial_dir, search.minutes_per_trial, report, os.path.join(trial_dir, "output.log"))
+        except (NoDevWer, checkpoint.UnreadableCheckpoint) as error:  # the trial's, read as it trained
+            raise TrialFailed(f"trial {trial.number}: {error}") from error
         trial.set_user_attr("epoch_minutes", [minutes for _, _, minutes in run.epochs])
         trial.set_user_attr("stopped_by", "target reached" if reached else run.stopped_by)
         if run.failed:
@@ -211,7 +214,10 @@ def main() -> str:
         raise ToolError(str(error)) from error
     check_trial_configs(base, search, args.search, vocab_size, args.device, args.config)
     trials = args.trials or search.trials
-    os.makedirs(args.exp_dir, exist_ok=True)
+    try:
+        os.makedirs(args.exp_dir, exist_ok=True)
+    except OSError as error:
+        raise ToolError(f"--exp-dir {args.exp_dir}: {error.strerror or error}") from error
     storage = args.storage or f"sqlite:///{os.path.join(args.exp_dir, 'study.db')}"
     try:
         study = open_study(storage, args.study_name, search, args.heartbeat)
@@ -221,7 +227,11 @@ def main() -> str:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ToolError(f"{storage}: cannot open the study's storage ({reason})") from error
     check_same_search(study, experiment, search, f"{storage} (study {args.study_name})")
-    optimize_until(study, make_objective(base, search, args), trials, catch=(TrialFailed,))
+    try:
+        optimize_until(study, make_objective(base, search, args), trials, catch=(TrialFailed,))
+    except OSError as error:  # a trial dir, its yaml or its log not written (a full disk): the search cannot go on
+        raise ToolError(f"{error.filename or args.exp_dir}: {error.strerror or error}; the study's database keeps "
+                        "the trials ended, run again to go on") from error
     with open(args.config) as f:
         user_config = yaml.safe_load(f) or {}
     write_results(study, user_config, args.exp_dir, objective="" if search.target_wer is None else

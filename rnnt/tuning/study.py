@@ -3,6 +3,7 @@ have ended, and its results written (best config, a table and a plot)."""
 
 from __future__ import annotations
 
+import logging
 import os
 
 import yaml
@@ -12,6 +13,14 @@ from rnnt.tuning.plot import plot_study
 from rnnt.tuning.space import Search, with_values
 
 RETRIES = 2  # a trial whose worker died runs again with its values at most this often
+
+
+def without_traceback(record: logging.LogRecord) -> bool:
+    """Optuna's 'Trial N failed ... because of the following error: ERROR' without the traceback under it: a
+    trial failed by its training (TrialFailed) is named in that line, and an error the search does not catch goes
+    on up to the tool, which names it (or Python prints its traceback once)."""
+    record.exc_info = None
+    return True
 
 
 def open_study(storage_url: str, name: str, search: Search, heartbeat: float):
@@ -24,6 +33,7 @@ def open_study(storage_url: str, name: str, search: Search, heartbeat: float):
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    logging.getLogger("optuna.study._optimize").addFilter(without_traceback)
     # heartbeats, and retrying the trials of a dead worker, are still marked experimental
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     engine = {"connect_args": {"timeout": 60}} if storage_url.startswith("sqlite") else {}

@@ -20,6 +20,10 @@ from rnnt.training import checkpoint
 POLL_SECONDS = 0.5
 
 
+class NoDevWer(Exception):
+    """An epoch checkpoint of the trial without the dev WER the search is scored on."""
+
+
 @dataclass
 class TrialRun:
     epochs: list[tuple[int, float, float]] = field(default_factory=list)  # (epoch, dev WER %, minutes)
@@ -63,7 +67,7 @@ def new_epochs(exp_dir: str, seen: int) -> list[tuple[int, float]]:
     for path in checkpoint.numbered(exp_dir, "epoch")[seen:]:
         meta = checkpoint.load_meta(path)
         if "valid_wer" not in meta:
-            raise RuntimeError(f"{path} holds no dev WER: tuning needs a valid list and train.valid_wer: true")
+            raise NoDevWer(f"{path} holds no dev WER: tuning needs a valid list and train.valid_wer: true")
         found.append((int(meta["epoch"]), float(meta["valid_wer"])))
     return found
 

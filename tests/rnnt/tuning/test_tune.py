@@ -17,7 +17,7 @@ from conftest import PYTHON, ROOT, run_tool
 from rnnt.training import checkpoint
 from rnnt.training.experiment import load_experiment
 from rnnt.tuning.space import Search
-from rnnt.tuning.trial_run import run_trial
+from rnnt.tuning.trial_run import NoDevWer, run_trial
 
 CONFIG = ROOT / "egs" / "yesno" / "conf" / "tiny.yaml"
 
@@ -430,3 +430,29 @@ def test_a_damaged_study_database_or_a_bad_storage_url_is_named(yesno, tmp_path)
     assert f"tune.py: sqlite:///{tmp_path / 'tune' / 'study.db'}: cannot open the study's storage (" in out.stderr
     out = run_tool(*args, "--storage", "notaurl")
     assert out.returncode == 1 and "tune.py: notaurl: cannot open the study's storage (" in out.stderr, out.stderr
+
+
+def test_an_exp_dir_or_trial_dir_that_cannot_be_made_is_named_not_a_traceback(yesno, tmp_path):
+    """os.makedirs's FileExistsError (an --exp-dir that is a file; a file where trial-000's dir goes: a full disk
+    ends the same way) went up as a traceback; the study's database keeps what ended, so a rerun goes on."""
+    search = {"trials": 1, "pruner": {"type": "none"}, "sampler": {"type": "random", "seed": 1},
+              "space": {"train.optimizer.lr": {"type": "float", "low": 1e-3, "high": 1e-2}}}
+    args = tune_args(yesno, tmp_path, search, epochs=1)
+    (tmp_path / "tune").write_text("a file\n")
+    out = run_tool(*args)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"tune.py: --exp-dir {tmp_path / 'tune'}: File exists" in out.stderr, out.stderr
+    (tmp_path / "tune").unlink()
+    (tmp_path / "tune").mkdir()
+    (tmp_path / "tune" / "trial-000").write_text("a file\n")
+    out = run_tool(*args)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"tune.py: {tmp_path / 'tune' / 'trial-000'}: File exists; the study's database keeps" in out.stderr
+
+
+def test_an_epoch_checkpoint_without_a_dev_wer_fails_its_trial_and_stops_the_training(tmp_path):
+    """new_epochs' RuntimeError went up through Optuna as a traceback, ending the search."""
+    torch.save({"model": {}, "meta": {"epoch": 1}}, tmp_path / "epoch-1.pt")
+    with pytest.raises(NoDevWer, match="epoch-1.pt holds no dev WER"):
+        run_trial([sys.executable, "-c", "import time; time.sleep(60)"], str(tmp_path), 0, lambda *_: False,
+                  str(tmp_path / "log"))
