@@ -3,7 +3,7 @@
 
 Each shard holds --utts-per-shard utterances as consecutive members <key>.txt and <key>.<ext>.
 Shards are written in parallel (--nj), each under a temporary name renamed when complete; a rerun of the
-same plan (settings and utterances, recorded in <shard_dir>/.make_shards.json) reuses the complete shards and
+same plan (settings, names and utterances, recorded in <shard_dir>/.make_shards.json) reuses the complete shards and
 redoes the rest, and those that left an utterance out (its audio unreadable then: <shard>.tar.skipped lists
 them); shards of another plan, or with no record, are refused unless --replace. Bad audio, and whatever
 cannot be paired (audio without transcript, transcript without audio, a malformed segment, a repeated key), is
@@ -24,7 +24,8 @@ from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.datadir.utterances import read_utterances
 from rnnt.prep.shard_writer import FORMATS, AudioOptions, ShardItem, skipped_path, write_shard
 
-STATE = ".make_shards.json"  # the settings and utterances the shards were planned from
+STATE = ".make_shards.json"  # the settings, names and utterances the shards were planned from
+DEFAULT_PREFIX = "shards"
 
 
 def read_items(data_dir: str) -> tuple[list[ShardItem], list[str]]:
@@ -64,6 +65,8 @@ def same_plan_or_new(shard_dir: str, plan: dict, earlier_items=lambda: "") -> bo
                 recorded = json.load(f)
         except (OSError, ValueError):  # unreadable: written by another version, or damaged
             return False
+        if isinstance(recorded, dict):
+            recorded.setdefault("prefix", DEFAULT_PREFIX)  # a record from before the names were planned
         if recorded == plan:
             return True
         if not isinstance(recorded, dict) or {**recorded, "items": ""} != {**plan, "items": ""} or \
@@ -151,7 +154,8 @@ def main() -> str:
                         help="keep the source files' bytes (default), or re-encode as wav or flac")
     parser.add_argument("--resample", type=at_least(1),
                         help="resample to this rate (re-encodes; wav unless --audio-format flac)")
-    parser.add_argument("--prefix", default="shards", help="shard file name prefix (default 'shards')")
+    parser.add_argument("--prefix", default=DEFAULT_PREFIX,
+                        help=f"shard file name prefix (default '{DEFAULT_PREFIX}'); another is another plan")
     parser.add_argument("--replace", action="store_true",
                         help="shards in shard_dir of other settings or utterances, or with no record of theirs, are "
                              "deleted and written anew "
@@ -170,7 +174,7 @@ def main() -> str:
         raise ToolError(f"{args.data_dir}: no utterance has both audio and text")
     options = AudioOptions(args.audio_format, args.resample)
     plan = {"utts_per_shard": args.utts_per_shard, "audio_format": args.audio_format, "resample": args.resample,
-            "keys": [item.key for item in items], "items": items_digest(items)}
+            "prefix": args.prefix, "keys": [item.key for item in items], "items": items_digest(items)}
     try:  # both folders made before any packing (a list in a folder not there was a traceback after it)
         os.makedirs(os.path.dirname(os.path.abspath(args.shard_list)), exist_ok=True)
         start_shard_dir(args.shard_dir, plan, args.replace, lambda: items_digest(items, with_folders=True))

@@ -245,6 +245,18 @@ def test_rerun_skips_complete_shards_and_redoes_missing_ones(test_data, tmp_path
                         tmp_path / "sh", tmp_path / "l")
     assert replaced.returncode == 0 and "2 shards (0 already complete)" in replaced.stdout, replaced.stderr
     assert sorted(p.name for p in (tmp_path / "sh").glob("*.tar*")) == ["shards_000000.tar", "shards_000001.tar"]
+    # another --prefix is another plan: the shards of the old names were left beside the new, the plan the same
+    renamed = [sys.executable, STEPS / "make_shards.py", "--prefix", "train", "--utts-per-shard", "3", data,
+               tmp_path / "sh", tmp_path / "l"]
+    assert "holds shards of other settings or utterances" in run_tool(*renamed).stderr
+    assert run_tool(*renamed[:2], "--replace", *renamed[2:]).returncode == 0
+    assert sorted(p.name for p in (tmp_path / "sh").glob("*.tar*")) == ["train_000000.tar", "train_000001.tar"]
+    assert run_tool(*renamed[:2], "--replace", "--prefix", "shards", *renamed[4:]).returncode == 0
+    record = tmp_path / "sh" / ".make_shards.json"  # one from before the names were planned: the default's
+    record.write_text(json.dumps({k: v for k, v in json.loads(record.read_text()).items() if k != "prefix"}))
+    kept = run_tool(sys.executable, STEPS / "make_shards.py", "--utts-per-shard", "3", data, tmp_path / "sh",
+                    tmp_path / "l")
+    assert kept.returncode == 0 and "2 shards (2 already complete)" in kept.stdout, kept.stderr
     # the same keys with another transcript (a new normalise()): written again, not reused
     text = (data / "text").read_text().splitlines()
     key = text[0].split()[0]
