@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from rnnt import host_reads
 from rnnt.loss import row_triton
 from rnnt.loss.cells import CellMap, packed_cells, padded_cells
 from rnnt.loss.checks import check_logits, check_reduction
@@ -98,6 +99,20 @@ def finite_normalisers(lse: torch.Tensor) -> torch.Tensor:
     return lse.clamp_min(torch.finfo(lse.dtype).min)
 
 
+def zero_overflowed_rows_(g: torch.Tensor, overflowed: torch.Tensor, first: int) -> None:
+    """g (rows first.. of the gradient) 0 in the rows whose normaliser is +inf or NaN: logits of +inf or NaN, in
+    padding no alignment passes (a model that overflowed there), gave exp(inf - inf) x 0, NaN, which the joiner's
+    backward spread over every weight; Triton's kernel gives 0. (Within the lattice they make the loss itself
+    non-finite.) overflowed: on the CPU the rows' indices (read for free, mostly none: nothing done); elsewhere a
+    row mask, applied without reading it on the host."""
+    if overflowed.dtype == torch.bool:
+        g.masked_fill_(overflowed[first:first + g.shape[0], None], 0)
+        return
+    rows = overflowed[(overflowed >= first) & (overflowed < first + g.shape[0])]
+    if rows.numel():
+        g[rows - first] = 0
+
+
 def logits_gradient(rows, lse, labels, batch, utterance_scale, blank, gamma_blank, gamma_label, from_log_softmax,
                     clamp, in_place=False, triton=False, at_cells=None):
     """(softmax(rows) * occupancy - one-hot arc posteriors) * utterance_scale[batch], in the dtype of rows;
@@ -118,6 +133,9 @@ def logits_gradient(rows, lse, labels, batch, utterance_scale, blank, gamma_blan
             torch.autograd.graph.increment_version(grad)
         return grad
     lse = finite_normalisers(lse)
+    overflowed = ~torch.isfinite(lse)
+    if host_reads.free(lse.device):
+        overflowed = overflowed.nonzero().squeeze(1)
     for i, j in row_chunks(rows.shape[0], rows.shape[1], chunk_elements_on(rows.device)):
         g = grad[i:j] if grad.dtype == acc else torch.empty((j - i, rows.shape[1]), dtype=acc, device=rows.device)
         scale = utterance_scale[batch[i:j]]
@@ -128,6 +146,7 @@ def logits_gradient(rows, lse, labels, batch, utterance_scale, blank, gamma_blan
             g.zero_()
         else:
             softmax_times_occupancy_(g, rows[i:j].to(acc), lse[i:j], blank_post + label_post)
+            zero_overflowed_rows_(g, overflowed, i)
         g[:, blank] -= blank_post
         g.scatter_add_(1, labels[i:j, None].long(), -label_post[:, None])
         if clamped:
