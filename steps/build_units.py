@@ -11,6 +11,7 @@ the encoder's frame rate when the model emits one symbol per frame.
 import collections
 import json
 import os
+import random
 import sys
 import tempfile
 import unicodedata
@@ -23,17 +24,29 @@ from rnnt.datadir.values import is_positive_number
 from rnnt.training.config_checks import UNIT_RATE_FILE
 
 
+SAMPLED_SENTENCES = 10_000_000  # a longer text trains sentencepiece on a sample of this many lines
+
+
+def sampled(lines: list[str]) -> list[str]:
+    """lines, or where more than SAMPLED_SENTENCES, the same sample of them in every run, in their order.
+    sentencepiece's own sampling (input_sentence_size) draws another in every process, whatever seed it is
+    given: units.txt changed from one run to the next on the same text."""
+    if len(lines) <= SAMPLED_SENTENCES:
+        return lines
+    return [lines[i] for i in sorted(random.Random(0).sample(range(len(lines)), SAMPLED_SENTENCES))]
+
+
 def train_sentencepiece(lines: list[str], lang: str, kind: str, vocab_size: int, coverage: float) -> list[str]:
     import sentencepiece
 
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt", delete=False) as f:
-        f.writelines(line + "\n" for line in lines)
+        f.writelines(line + "\n" for line in sampled(lines))
         corpus = f.name
     try:
         sentencepiece.SentencePieceTrainer.train(
             input=corpus, model_prefix=os.path.join(lang, "bpe"), model_type=kind, vocab_size=vocab_size - 1,
             character_coverage=coverage, unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1, hard_vocab_limit=False,
-            input_sentence_size=10_000_000, shuffle_input_sentence=True, minloglevel=2,
+            minloglevel=2,
             # NFKC, not sentencepiece's default nmt_nfkc: that one makes word boundaries of the zero-width
             # characters the data dir rules accept (Persian's ZWNJ, U+200E/F), so such text did not round-trip
             normalization_rule_name="nfkc",

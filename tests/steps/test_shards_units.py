@@ -567,3 +567,25 @@ def test_lists_in_a_folder_not_there_yet_are_written_and_one_that_cannot_be_is_n
         assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
         assert f"{tool}: {tmp_path / 'afile'}" in out.stderr and "cannot write" in out.stderr
     assert not (tmp_path / "shards2").exists() or not list((tmp_path / "shards2").glob("*.tar"))
+
+
+def test_sentencepiece_trained_on_a_sample_of_a_long_text_draws_the_same_sample_every_run(tmp_path):
+    """A text of more lines than sentencepiece is trained on (10M; here 200 of 2000) was sampled by sentencepiece,
+    which draws another sample in every process, whatever seed it is given: other units from the same text."""
+    rng = np.random.default_rng(5)
+    words = ["".join(rng.choice(list("ABCDEFGHIJKLMNOP"), size=rng.integers(2, 9))) for _ in range(400)]
+    (tmp_path / "text").write_text("".join(" ".join(rng.choice(words, size=6)) + "\n" for _ in range(2000)))
+    train = ("import importlib.util, json, sys\n"
+             f"spec = importlib.util.spec_from_file_location('build_units_tool', {str(STEPS / 'build_units.py')!r})\n"
+             "tool = importlib.util.module_from_spec(spec)\n"
+             "spec.loader.exec_module(tool)\n"
+             "tool.SAMPLED_SENTENCES = 200\n"
+             "lines = open(sys.argv[1]).read().splitlines()\n"
+             "print(json.dumps(tool.train_sentencepiece(lines, sys.argv[2], 'bpe', 80, 1.0)))\n")
+    runs = []
+    for run in range(2):
+        (tmp_path / f"lang{run}").mkdir()
+        out = run_tool(sys.executable, "-c", train, tmp_path / "text", tmp_path / f"lang{run}")
+        assert out.returncode == 0, out.stderr
+        runs.append(json.loads(out.stdout))
+    assert runs[0] == runs[1] and len(runs[0]) > 40
