@@ -19,7 +19,7 @@ import re
 import zlib
 from typing import Iterator
 
-from rnnt.lm.kneser_ney import BOS, EOS
+from rnnt.lm.kneser_ney import BOS, EOS, IMPOSSIBLE
 
 Ngram = tuple[str, ...]
 
@@ -97,7 +97,9 @@ def read_arpa(path: str) -> dict[Ngram, tuple[float, float]]:
 
 def ngram_line(line: str, order: int, where: str) -> tuple[Ngram, tuple[float, float]]:
     """(ngram, (log10 p, log10 backoff)) of a line of the order's section; a probability above 1 or a value that
-    is not a number is an error naming where (-inf, a probability of 0, is one)."""
+    is not a number is an error naming where. Below -99 (-inf, a probability of 0) reads as -99, which SRILM and
+    KenLM write for 0: scaled by a fusion weight of 0, or less the best below a lexicon node of such words, -inf made
+    NaN scores, which took the place of the best hypotheses in a beam."""
     fields = line.split()
     if len(fields) not in (order + 1, order + 2):
         raise ValueError(f"{where}: expected '<log10 p> <{order} words> [<backoff>]', got '{line}'")
@@ -107,4 +109,4 @@ def ngram_line(line: str, order: int, where: str) -> tuple[Ngram, tuple[float, f
         raise ValueError(f"{where}: not a number in '{line}'") from None
     if math.isnan(log_prob) or log_prob > 0 or not math.isfinite(backoff):
         raise ValueError(f"{where}: a log10 probability is at most 0 and a backoff finite, in '{line}'")
-    return tuple(fields[1:order + 1]), (log_prob, backoff)
+    return tuple(fields[1:order + 1]), (max(log_prob, IMPOSSIBLE), backoff)

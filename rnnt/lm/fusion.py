@@ -17,7 +17,7 @@ import yaml
 
 from rnnt.config import read_yaml
 from rnnt.lm.arpa import read_arpa
-from rnnt.lm.kneser_ney import BOS, EOS
+from rnnt.lm.kneser_ney import BOS, EOS, IMPOSSIBLE
 
 UNK = "<unk>"  # the LM's word for what it has no unigram of
 
@@ -34,7 +34,7 @@ class NgramScorer:
             raise ValueError(f"{source}: the LM has no unigram for {EOS}, the end of a sentence, which every "
                              "hypothesis is scored with: not an LM over sentences")
         # A closed-vocabulary LM (SRILM's without -unk) scores the model's <unk> unit as ARPA scores the impossible.
-        self.model = model if (UNK,) in model else {**model, (UNK,): (-99.0, 0.0)}
+        self.model = model if (UNK,) in model else {**model, (UNK,): (IMPOSSIBLE, 0.0)}
         self.symbols = symbols
         self.order = max(len(ngram) for ngram in model)
         missing = [s for i, s in sorted(symbols.items()) if i != 0 and (s,) not in self.model]

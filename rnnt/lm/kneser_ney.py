@@ -19,6 +19,7 @@ from collections import Counter, defaultdict
 from typing import Iterable
 
 BOS, EOS = "<s>", "</s>"
+IMPOSSIBLE = -99.0  # the log10 probability of what cannot happen (<s> as a word), as SRILM and KenLM write it
 Ngram = tuple[str, ...]
 
 
@@ -81,7 +82,7 @@ def estimate(sentences: Iterable[list[str]], order: int, vocabulary: Iterable[st
         for ngram, count in table.items():
             probs[ngram] = (count - d) / totals[ngram[:-1]] + backoffs[ngram[:-1]] * probs[ngram[1:]]
     model = {ngram: (math.log10(p), 0.0) for ngram, p in probs.items()}
-    model[(BOS,)] = (-99.0, 0.0)
+    model[(BOS,)] = (IMPOSSIBLE, 0.0)
     for history, weight in backoffs.items():
         if history and history in model:
             model[history] = (model[history][0], math.log10(weight))

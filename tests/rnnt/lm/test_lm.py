@@ -207,7 +207,28 @@ def test_arpa_values_out_of_range_duplicates_and_a_byte_order_mark(tmp_path):
     with pytest.raises(ValueError, match=rf"{path}:6: the 1-gram 'a' again"):
         read_arpa(str(path))
     path.write_bytes(f"\ufeff{head}-1.0\ta\n-inf\tb\t0.3\n\\end\\\n".encode())
-    assert read_arpa(str(path)) == {("a",): (-1.0, 0.0), ("b",): (-math.inf, 0.3)}
+    assert read_arpa(str(path)) == {("a",): (-1.0, 0.0), ("b",): (-99.0, 0.3)}  # -inf: as SRILM writes 0
+
+
+def test_a_probability_of_zero_gives_finite_scores_at_every_fusion_weight(tmp_path):
+    """-inf in an ARPA file, scaled by a weight of 0 (an LM or LODR weight searched from 0) or less the look-ahead
+    of a lexicon node whose words all have it, made NaN scores, which took the best hypotheses' places in a beam."""
+    from rnnt.lm.fusion import LowOrderSubtraction
+    from rnnt.lm.lexicon_search import LexiconTree, WordLexiconFusion
+
+    path = tmp_path / "lm.arpa"
+    path.write_text("\\data\\\nngram 1=5\n\n\\1-grams:\n-0.5\t</s>\n-99\t<s>\n-0.3\ta\n-0.6\tb\n-inf\tc\n"
+                    "\\end\\\n")
+    lm = NgramScorer(read_arpa(str(path)), {0: "<blank>", 1: "<unk>", 2: "a", 3: "b", 4: "c"}, str(path))
+    assert ShallowFusion(lm, weight=0.0).extend(lm.start(), 4)[0] == 0.0
+    lodr = LowOrderSubtraction(ShallowFusion(lm, 0.5), ShallowFusion(lm, 0.0))
+    assert all(math.isfinite(score) for score, _ in lodr.expansions(lodr.start(), 4))
+    words = NgramScorer(read_arpa(str(path)), {}, str(path))
+    fusion = WordLexiconFusion(words, LexiconTree({"a": [(2,)], "b": [(3,)], "c": [(4, 4)]},
+                                                  lambda word: words.log10_prob((), word)), 5, weight=0.5)
+    (first, state), = fusion.expansions(fusion.start(), 4)
+    (second, _), = fusion.expansions(state, 4)
+    assert math.isfinite(first) and second == 0.0
 
 
 def test_an_lm_without_an_end_of_sentence_is_refused_and_one_without_unk_scores_it_as_impossible():
