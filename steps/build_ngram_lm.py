@@ -46,8 +46,11 @@ def main() -> str:
     vocabulary = sorted({word for words in sentences for word in words}) if args.over == "words" else \
         [symbol for symbol in tokenizer.units if symbol not in (BLANK, BOS, EOS)]
     model = estimate(sentences, args.order, vocabulary)
-    os.makedirs(os.path.dirname(os.path.abspath(args.arpa)), exist_ok=True)
-    write_arpa(model, args.arpa)
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(args.arpa)), exist_ok=True)
+        write_arpa(model, args.arpa)
+    except OSError as error:  # a directory of that name, a folder not writable, a full disk
+        raise ToolError(f"{args.arpa}: cannot write the LM ({error.strerror or error})") from error
     counts = [sum(1 for ngram in model if len(ngram) == k) for k in range(1, args.order + 1)]
     return (f"{args.arpa}: {args.order}-gram over {len(vocabulary)} {args.over} from "
             f"{len(sentences)} transcripts of {text_path} ({sum(map(len, sentences))} {args.over}); "

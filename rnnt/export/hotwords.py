@@ -111,6 +111,9 @@ def sherpa_hotwords(onnx_dir: str, args: dict, unit_type: str, path: str) -> tup
     its own ':S'), and for each other line why it is left out, naming it by file and line. args: the export's
     sherpa-onnx.json, its paths absolute."""
     modeling_unit = args.get("modeling_unit", "cjkchar")
+    if unit_type == "phone":  # (each phrase was left out as a word the model has no unit for)
+        raise ValueError(f"{onnx_dir}: a model of phone units: sherpa-onnx spells hotwords in characters or pieces, "
+                         "never phones; decode with steps/decode.py --hotwords, which spells them through the lexicon")
     if unit_type in ("bpe", "unigram") and "bpe_vocab" not in args:
         raise ValueError(f"{onnx_dir}/sherpa-onnx.json names no bpe_vocab for its {unit_type} units (an export older "
                          "than sherpa-onnx's hotwords): export it again with steps/export_onnx.py")

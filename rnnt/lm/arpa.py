@@ -19,15 +19,18 @@ import re
 import zlib
 from typing import Iterator
 
+from rnnt.atomic_write import write_atomically
 from rnnt.lm.kneser_ney import BOS, EOS, IMPOSSIBLE
 
 Ngram = tuple[str, ...]
 
 
 def write_arpa(model: dict[Ngram, tuple[float, float]], path: str) -> None:
+    """The model as an ARPA file, whole or not at all (an LM cut short by a full disk read as one)."""
     order = max(len(ngram) for ngram in model)
     by_order = [sorted(ngram for ngram in model if len(ngram) == k) for k in range(1, order + 1)]
-    with open(path, "w", encoding="utf-8") as f:
+
+    def write(f) -> None:
         f.write("\n\\data\\\n")
         f.writelines(f"ngram {k}={len(grams)}\n" for k, grams in enumerate(by_order, 1))
         for k, grams in enumerate(by_order, 1):
@@ -37,6 +40,8 @@ def write_arpa(model: dict[Ngram, tuple[float, float]], path: str) -> None:
                 tail = f"\t{backoff:.6f}" if k < order and backoff != 0.0 else ""
                 f.write(f"{log_prob:.6f}\t{' '.join(ngram)}{tail}\n")
         f.write("\n\\end\\\n")
+
+    write_atomically(path, write)
 
 
 def _lines(path: str) -> Iterator[tuple[int, str]]:

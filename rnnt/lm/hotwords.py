@@ -180,7 +180,7 @@ def hotword_lines(path: str):
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
             try:
-                line = raw.decode("utf-8")
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # a BOM (Notepad's) is no text
             except UnicodeDecodeError:  # a list saved in another encoding (cp1252's é)
                 raise ValueError(f"{path}:{number}: not UTF-8; save the file as UTF-8") from None
             if line.split():

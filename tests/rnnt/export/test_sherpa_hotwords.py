@@ -85,6 +85,9 @@ def test_the_phrases_given_to_sherpa_onnx_and_those_left_out(speechocean_units, 
     kept, left_out = sherpa_hotwords(str(chars), {"tokens": str(chars / "tokens.txt")}, "char", str(hotwords))
     assert kept == ["北京"] and len(left_out) == 2
     assert left_out[0] == f"{hotwords}:2: '北 京': sherpa-onnx (cjkchar) spells it 北 京, the model 北 ▁ 京; left out"
+    with pytest.raises(ValueError, match="a model of phone units: sherpa-onnx spells hotwords in characters or "
+                                         "pieces, never phones"):  # each phrase was 'the model has no unit'
+        sherpa_hotwords(str(chars), {"tokens": str(chars / "tokens.txt")}, "phone", str(hotwords))
 
 
 def test_the_vocab_holds_every_piece_of_the_model_with_its_score(speechocean_units, tmp_path):

@@ -136,6 +136,8 @@ def test_a_hotwords_file_in_the_models_units(tmp_path):
     (tmp_path / "latin1.txt").write_bytes(b"A\nCAF\xc9\n")  # was UnicodeDecodeError's words alone, no file
     with pytest.raises(ValueError, match=r"latin1.txt:2: not UTF-8; save the file as UTF-8"):
         read_hotwords(str(tmp_path / "latin1.txt"), Chars())
+    (tmp_path / "bom.txt").write_bytes("\ufeffAB\nB\n".encode())  # saved by Notepad: its first phrase was refused
+    assert read_hotwords(str(tmp_path / "bom.txt"), Chars()) == [([3, 4], None), ([4], None)]
     (tmp_path / "empty.txt").write_text("\n")
     with pytest.raises(ValueError, match="no hotword in it"):
         read_hotwords(str(tmp_path / "empty.txt"), Chars())

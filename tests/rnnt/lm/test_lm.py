@@ -164,6 +164,10 @@ def test_an_lm_built_over_units_reads_what_is_not_a_unit_as_unk(tmp_path):
     out = run_tool(sys.executable, steps / "build_ngram_lm.py", tmp_path / "lm_text", tmp_path / "lang", tmp_path / "x")
     assert out.returncode == 1 and out.stderr == f"build_ngram_lm.py: {tmp_path}/lm_text/text: no transcript to " \
         "train the LM on\n"
+    (tmp_path / "lm_text" / "text").write_text(text)  # an output that cannot be written: named, not a traceback
+    out = run_tool(sys.executable, steps / "build_ngram_lm.py", tmp_path / "lm_text", tmp_path / "lang", tmp_path)
+    assert out.returncode == 1 and out.stderr == f"build_ngram_lm.py: {tmp_path}: cannot write the LM (Is a " \
+        "directory)\n", out.stderr
 
 
 def test_a_narrow_beam_ranks_its_prefixes_with_the_lm(monkeypatch):
