@@ -5,7 +5,8 @@ the larger ones first; each group is shuffled and the groups are put back one af
 utterances as do not fill a whole global batch (batch_size x world_size) are dropped, at random places
 (the same utterances, the longest, every epoch, were they cut from the end); the rest is cut into global
 batches, which are shuffled. In a step every rank takes its own slice of the same
-global batch, so the ranks train on utterances of similar length and wait little for each other; the
+global batch, so the ranks train on utterances of similar length and wait little for each other (a slice the
+filters or unreadable audio empty holds its place: Pipeline.batches yields it without keys); the
 worker w of a rank takes every num_workers-th of the rank's batches. Every rank computes the same
 order from (seed, epoch). Needs the "duration" of each entry (steps/make_raw_list.py).
 """

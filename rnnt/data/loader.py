@@ -61,8 +61,10 @@ class PipelineDataset(IterableDataset):
         self.epoch, self.position = epoch, position
 
     def spare_batch(self) -> dict | None:
-        """The first batch of this rank's epoch, read again: padding for a rank whose part ran out before a resume."""
-        batch = next(iter(self.pipeline.batches(self.epoch, Reader(self.rank, self.world_size))), None)
+        """The first batch of this rank's epoch, read again (a place held passed over): padding for a rank whose
+        part ran out before a resume, or whose first place is held."""
+        batch = next((batch for batch in self.pipeline.batches(self.epoch, Reader(self.rank, self.world_size))
+                      if batch["keys"]), None)
         return None if batch is None else {**batch, "role": 0}
 
     def __iter__(self):

@@ -98,7 +98,7 @@ class Pipeline:
         augment = functools.partial(self._augmented, epoch=epoch, report=report) if self.augmenter else None
         for position, batch in planned:
             batch = stages.with_waveforms(batch, report, self.audio_cache, augment)
-            if batch:
+            if batch or self.buckets:  # a bucketed slice emptied still holds its place (batches)
                 yield position, batch
         report.log()
 
@@ -132,9 +132,14 @@ class Pipeline:
             yield from batching.dynamic_batches(records, config.batch.max_frames, config.batch.max_batch_size)
 
     def batches(self, epoch: int = 0, reader: Reader = Reader(), skip: int = 0) -> Iterator[dict]:
-        """Padded batches of one reader in one epoch, each with its "position", from position `skip` on."""
+        """Padded batches of one reader in one epoch, each with its "position", from position `skip` on; bucketed,
+        a slice whose every utterance was dropped as {"keys": [], "position"}: a place held, which the trainer runs
+        with weight 0 (rnnt.training.distributed.batches_of_every_rank), so the ranks stay on one global batch."""
         config = self.config
         for position, batch in self._batches(epoch, reader, skip):
+            if not batch:  # a place held: the ranks take slices of the same global batch in a step
+                yield {"keys": [], "position": position}
+                continue
             feats = stages.features_of_batch(batch, config, self.cmvn, self.train, config.seed, epoch)
             yield {**batching.pad_batch([r["key"] for r in batch], feats, [r["tokens"] for r in batch],
                                         [r["txt"] for r in batch],

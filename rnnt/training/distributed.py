@@ -80,34 +80,46 @@ def ranks_with(world: World, *flags: bool) -> tuple[int, ...]:
     return tuple(round(n) for n in sum_over_ranks(world, [float(f) for f in flags]))
 
 
+@dataclass(frozen=True)
+class Turn:
+    """A rank's part in one step of an epoch (batches_of_every_rank)."""
+
+    batch: dict  # what this rank runs: its batch, or, for weight 0, its last one again
+    weight: float  # 1: trained on; 0: run for the collectives alone
+    stop: bool  # some rank's stop_requested() was true
+    ranks_with_batch: int  # the ranks of weight 1 this time, which the optimiser step's average counts
+    delivered: dict | None  # the loader's batch this step took its place from (role, position): None when padding
+
+
 def batches_of_every_rank(world: World, batches: Iterable[dict], stop_requested: Callable[[], bool],
                           spare: Callable[[], dict | None] = lambda: None):
-    """(batch, weight, stop, ranks with a batch) until every rank has run out of batches: an epoch goes on while
-    any rank has one, and a rank that has run out repeats its last batch with weight 0; a rank with no last batch
-    (it resumed after its part of the epoch ran out) pads with spare(), any batch of its own (if it has none,
-    all end, as none can wait for it). stop: some rank's stop_requested() was true. ranks with a batch: those of
-    weight 1 this time, which the optimiser step's average counts (the same on every rank, from the all-reduce
-    that decides the rest: the step needs none of its own). The all-reduce that ends the epoch carries the stop
-    flags too, and they are not yielded: a rank's request stays set, so the next epoch's first all-reduce
-    reports it again (after this epoch is validated and saved)."""
-    batches, last, padding = iter(batches), None, 0
+    """A Turn a step until every rank has run out of batches: an epoch goes on while any rank has one, and a rank
+    that has run out repeats its last batch with weight 0; so does a rank whose batch is a place held (no keys: a
+    bucketed slice whose utterances the filters or unreadable audio all dropped, which keeps the ranks on the same
+    global batch). A rank with no last batch (it resumed after its part of the epoch ran out, or its first place
+    is held) pads with spare(), any batch of its own (if it has none, all end, as none can wait for it). The
+    count of ranks with a batch comes from the all-reduce that decides the rest: the step needs none of its own.
+    The all-reduce that ends the epoch carries the stop flags too, and they are not yielded: a rank's request
+    stays set, so the next epoch's first all-reduce reports it again (after this epoch is validated and saved)."""
+    batches, last, padding, held = iter(batches), None, 0, 0
     while True:
         batch = next(batches, None)
-        if batch is None and last is None:
+        trained = batch is not None and len(batch["keys"]) > 0
+        if not trained and last is None:
             last = spare()
-        out, can_go_on, stopping = ranks_with(world, batch is None, batch is not None or last is not None,
-                                              stop_requested())
+        out, can_go_on, stopping, full = ranks_with(world, batch is None, trained or last is not None,
+                                                    stop_requested(), trained)
         if out == world.size or can_go_on < world.size:
             break
-        if batch is None:
-            padding += 1
-            yield last, 0.0, stopping > 0, world.size - out
-        else:
+        if trained:
             last = batch
-            yield batch, 1.0, stopping > 0, world.size - out
-    if padding:
-        logging.getLogger("rnnt.train").info("rank %d: %d batches of weight 0 while other ranks finished the epoch",
-                                             world.rank, padding)
+        else:
+            padding, held = padding + (batch is None), held + (batch is not None)
+        yield Turn(batch if trained else last, float(trained), stopping > 0, full, batch)
+    if padding or held:
+        logging.getLogger("rnnt.train").info(
+            "rank %d: %d batches of weight 0 while other ranks finished the epoch, %d for places held", world.rank,
+            padding, held)
 
 
 def scale_gradients(parameters, scale: float, world: World | None = None) -> None:

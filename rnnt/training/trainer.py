@@ -184,13 +184,13 @@ class Trainer(Checkpointing, Steps):
         starts = self.batch == 0
         epoch = batches_of_every_rank(self.world, self.loader, lambda: self.signal_received,
                                       self.loader.dataset.spare_batch)
-        for batch, weight, some_rank_stops, ranks_with_batch in epoch:
-            self.stopping = self.stopping or some_rank_stops
+        for turn in epoch:
+            self.stopping = self.stopping or turn.stop
             if self.batch % accum_steps == 0 and (self.stopping or self.max_steps_reached()):
                 self.progress.end_epoch()
                 return False
-            loss = self.train_batch(batch, weight, ranks_with_batch)
-            self.progress.batch_done(loss if weight else None)
+            loss = self.train_batch(turn.batch, turn.weight, turn.ranks_with_batch, turn.delivered)
+            self.progress.batch_done(loss if turn.weight else None)
             if self.batch % accum_steps == 0:
                 self.end_group()
         self.progress.end_epoch()
@@ -203,7 +203,10 @@ class Trainer(Checkpointing, Steps):
         self.epoch += 1
         return True
 
-    def train_batch(self, batch: dict, weight: float, ranks_with_batch: int = 1) -> float | None:
+    def train_batch(self, batch: dict, weight: float, ranks_with_batch: int = 1,
+                    delivered: dict | None = None) -> float | None:
+        """delivered: the loader's batch whose place this step took (batch itself, or a place held), its position
+        recorded for an exact resume; None: padding at an epoch's end (batches_of_every_rank's Turn)."""
         if weight and self.keys_log:
             self.keys_log.write(self.epoch, batch["keys"])
         group_ends = (self.batch + 1) % self.experiment.train.accum_steps == 0
@@ -214,8 +217,8 @@ class Trainer(Checkpointing, Steps):
             loss = self.forward_backward(batch, sync=group_ends or not self.world.distributed, weight=weight,
                                          ranks_with_batch=ranks_with_batch)
         self.model.train()
-        if weight:
-            self.position.delivered(batch["role"], batch["position"])
+        if delivered is not None:
+            self.position.delivered(delivered["role"], delivered["position"])
         self.batch += 1
         return loss
 

@@ -97,8 +97,8 @@ class Steps:
         batch was skipped, ran all its backward passes under no_sync), the sum over the ranks is taken here.
         Returns the gradient norm; None when no step was taken (nothing kept, or a non-finite gradient)."""
         group = self.group.take()
-        if group.kept == 0:  # every rank skipped the same batches: this is the same on all
-            self.optimizer.zero_grad(set_to_none=True)
+        if group.kept == 0 or group.ranks == 0:  # every rank skipped the same batches, or ran places held (a global
+            self.optimizer.zero_grad(set_to_none=True)  # batch its filters emptied) alone: the same on all
             return None
         # each rank's gradient is its batches' weighted sum over accum_steps, DDP's average over the world: the
         # group's count is of the batches of weight 1 of every rank (at least one a kept batch: some rank had one)

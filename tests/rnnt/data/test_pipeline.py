@@ -764,8 +764,25 @@ def test_raw_list_with_buckets(fsdd, tmp_path, caplog):
                                                           batch={"type": "static", "batch_size": 20}).batches())
 
 
+def test_bucketed_ranks_whose_slices_the_filter_empties_stay_on_the_same_global_batch(fsdd):
+    """2 ranks, global batches of 2 x 3, speed perturbation and a data.filter.max_duration that empties slices:
+    a rank's emptied slice went unyielded, and from there on that rank trained the next global batch while the
+    other trained this one. Its place is now held (no keys): step k of every rank is a slice of global batch k."""
+    config = {"buckets": 4, "speed_perturb": [0.9, 1.0, 1.1], "filter": {"max_duration": 0.5},
+              "batch": {"type": "static", "batch_size": 3}}
+    p = pipeline(fsdd, list_name="test.list", **config)
+    planned = global_batches(p.entries, 4, 6, p.config.seed, 0)
+    global_batch_of = {json.loads(line)["key"]: i for i, lines in enumerate(planned) for line in lines}
+    ranks = [list(p.batches(0, Reader(rank, 2))) for rank in range(2)]
+    assert len(ranks[0]) == len(ranks[1]) == len(planned)
+    held = [sum(not b["keys"] for b in batches) for batches in ranks]
+    assert all(held) and 0 < len(keys_of(ranks[0] + ranks[1])) < 300
+    for step, batches in enumerate(zip(*ranks)):
+        assert {global_batch_of[key] for batch in batches for key in batch["keys"]} <= {step}
+
+
 def test_a_bucketed_resume_goes_on_exactly_and_reads_no_audio_of_the_batches_before(fsdd, tmp_path, monkeypatch):
-    """15 bucketed batches of 20, the third all unreadable audio (dropped, so 14 come out): resumed through the
+    """15 bucketed batches of 20, the third all unreadable audio (its place held: no keys): resumed through the
     loader's position after any batch, also the one before the empty one, the epoch goes on exactly, and the
     only audio read is the batches' still to come."""
     config = {"buckets": 3, "batch": {"type": "static", "batch_size": 20}}
@@ -778,7 +795,8 @@ def test_a_bucketed_resume_goes_on_exactly_and_reads_no_audio_of_the_batches_bef
     loader = make_loader(p)
     loader.dataset.set_epoch(1)
     full = list(loader)
-    assert [b["position"] for b in full] == [1, 2] + list(range(4, 16)) and len(keys_of(full)) == 280
+    assert [b["position"] for b in full] == list(range(1, 16)) and len(keys_of(full)) == 280
+    assert full[2] == {"keys": [], "position": 3, "role": 0}
     wav_of = {json.loads(line)["key"]: json.loads(line)["wav"] for line in lines}
     opened = spy_on_audio(monkeypatch)
     for start in (1, 2, 3, 9):
@@ -789,7 +807,7 @@ def test_a_bucketed_resume_goes_on_exactly_and_reads_no_audio_of_the_batches_bef
         loader.dataset.set_epoch(1, LoaderPosition.from_state(position.state_dict()))
         resumed = list(loader)
         assert [b["keys"] for b in resumed] == [b["keys"] for b in full[start:]], start
-        assert all(torch.equal(a["feats"], b["feats"]) for a, b in zip(resumed, full[start:]))
+        assert all(torch.equal(a["feats"], b["feats"]) for a, b in zip(resumed, full[start:]) if b["keys"])
         gone = [str(tmp_path / "gone.wav")] * 20 if start <= 2 else []  # the empty batch: position 3
         still_to_come = sorted(wav_of[k] for k in keys_of(full[start:]))
         assert sorted(opened["decode"]) == still_to_come, start
@@ -812,7 +830,7 @@ def test_a_resume_decodes_no_audio_of_the_batches_before(fsdd, monkeypatch):
         opened["header"].clear(), opened["decode"].clear()
         resumed = list(p.batches(epoch=1, skip=start))
         assert [b["keys"] for b in resumed] == [b["keys"] for b in full[start:]]
-        assert all(torch.equal(a["feats"], b["feats"]) for a, b in zip(resumed, full[start:]))
+        assert all(torch.equal(a["feats"], b["feats"]) for a, b in zip(resumed, full[start:]) if b["keys"])
         assert sorted(opened["decode"]) == sorted(wav_of[k] for k in keys_of(full[start:]))
         assert sorted(opened["header"]) == sorted(wav_of.values())
 

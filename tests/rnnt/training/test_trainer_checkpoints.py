@@ -62,7 +62,7 @@ def train_steps(trainer: Trainer, n: int) -> None:
         trainer.position = LoaderPosition(trainer.experiment.data.num_workers)
     trainer.loader.dataset.set_epoch(trainer.epoch, trainer.position if trainer.batch else None)
     for _, batch in zip(range(n), trainer.loader):
-        trainer.train_batch(batch, 1.0)
+        trainer.train_batch(batch, 1.0, delivered=batch)
         assert trainer.optimizer_step() is not None
 
 
@@ -422,3 +422,23 @@ def test_a_run_ended_by_max_steps_inside_an_epoch_says_its_last_batches_are_in_n
     log = (yesno_small / "exp" / "train.log").read_text()
     assert ("training done: 3 steps, 1 epochs and 1 batches of epoch 2, kept in step-3.pt alone (epoch checkpoints, "
             "which averaging and the recipes decode, hold none of them)") in log
+
+
+def test_a_global_batch_its_filters_empty_is_no_step_and_its_place_is_recorded(yesno_small):
+    """Bucketed, batches of 2 in one process: 2 global batches an epoch, one of them all unreadable audio. Its
+    place is held (ranks stay on the same global batch), a step of weight 0 on the other batch: the group of no
+    batch of weight 1 takes no optimiser step (it divided by the count of 0), and the position is the epoch's end."""
+    from rnnt.data.bucketing import bucket_batches
+
+    lines = [json.dumps({**json.loads(line), "duration": 2.0}) for line in
+             (yesno_small / "train.list").read_text().splitlines()]
+    (yesno_small / "train.list").write_text("".join(line + "\n" for line in lines))
+    trainer = make_trainer(yesno_small, "exp", data={"buckets": 1})
+    first = set(bucket_batches(lines, 1, 2, trainer.experiment.data.seed, 0)[0])
+    (yesno_small / "bad.wav").write_bytes(b"RIFF, but no audio")
+    (yesno_small / "train.list").write_text("".join(
+        json.dumps({**json.loads(line), "wav": str(yesno_small / "bad.wav")}) + "\n" if line in first else line + "\n"
+        for line in lines))
+    trainer = make_trainer(yesno_small, "exp", data={"buckets": 1})
+    assert trainer.train_epoch()
+    assert trainer.step == 1 and trainer.position is not None and trainer.position.counts == [2]
