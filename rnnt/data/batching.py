@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import torch
 
@@ -54,12 +54,17 @@ def static_batches(records: Iterable[dict], batch_size: int) -> Iterator[list[di
         yield batch
 
 
-def dynamic_batches(records: Iterable[dict], max_frames: int, max_batch_size: int) -> Iterator[list[dict]]:
-    """Batches whose padded size (longest input frames x count) stays within max_frames."""
+def dynamic_batches(records: Iterable[dict], max_frames: int, max_batch_size: int,
+                    oversized: Callable[[], None] = lambda: None) -> Iterator[list[dict]]:
+    """Batches whose padded size (longest input frames x count) stays within max_frames, but for an utterance
+    longer than that alone, a batch of its own (as WeNet's and Lhotse's dynamic batches keep one; data.filter's
+    max_duration drops them), for which oversized() is called."""
     batch: list[dict] = []
     longest = 0
     for record in records:
         frames = record["input_frames"]
+        if frames > max_frames:
+            oversized()
         if batch and (max(longest, frames) * (len(batch) + 1) > max_frames or len(batch) == max_batch_size):
             yield batch
             batch, longest = [], 0

@@ -28,7 +28,7 @@ class FeatureConfig:
 
 @dataclass(frozen=True)
 class BatchConfig:
-    type: str = "dynamic"  # static: batch_size utterances; dynamic: padded frames <= max_frames
+    type: str = "dynamic"  # static: batch_size utterances; dynamic: padded frames <= max_frames (a longer one alone)
     batch_size: int = 16  # static (and data.buckets): utterances per batch of a rank
     max_frames: int = 20000  # padded input frames (before stacking) per batch
     max_batch_size: int = 512  # dynamic: at most this many utterances

@@ -129,7 +129,8 @@ class Pipeline:
         if config.batch.type == "static":
             yield from batching.static_batches(records, config.batch.batch_size)
         else:
-            yield from batching.dynamic_batches(records, config.batch.max_frames, config.batch.max_batch_size)
+            yield from batching.dynamic_batches(records, config.batch.max_frames, config.batch.max_batch_size,
+                                                report.batched_alone)
 
     def batches(self, epoch: int = 0, reader: Reader = Reader(), skip: int = 0) -> Iterator[dict]:
         """Padded batches of one reader in one epoch, each with its "position", from position `skip` on; bucketed,

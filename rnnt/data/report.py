@@ -30,6 +30,7 @@ class DataReport:
     dropped: Counter = field(default_factory=Counter)
     shard_skips: Counter = field(default_factory=Counter)  # what reading the shards skipped, by why
     augmented: Counter = field(default_factory=Counter)  # utterances reverberated, given noise (rnnt.data.noise)
+    oversized: int = 0  # utterances longer than data.batch.max_frames, each batched alone
 
     def audio_read(self, rate: int, channels: int) -> None:
         self.read += 1
@@ -45,6 +46,10 @@ class DataReport:
 
     def drop(self, reason: str) -> None:
         self.dropped[reason] += 1
+
+    def batched_alone(self) -> None:
+        """An utterance longer than data.batch.max_frames, a dynamic batch of its own."""
+        self.oversized += 1
 
     def shard_skipped(self, what: str) -> None:
         self.shard_skips[what] += 1
@@ -66,6 +71,9 @@ class DataReport:
         parts += [f"{self.augmented[key]} {what}" for key, what in augmented.items() if self.augmented[key]]
         parts += [f"{n} without the {key.removeprefix('unreadable ')} recording drawn, unreadable (named above)"
                   for key, n in sorted(self.augmented.items()) if key.startswith("unreadable ") and n]
+        if self.oversized:
+            parts.append(f"{self.oversized} longer than data.batch.max_frames, each a batch of its own (data.filter's "
+                         "max_duration drops them)")
         dropped = sum(self.dropped.values())
         reasons = "; ".join(f"{n} {why}" for why, n in sorted(self.dropped.items()))
         parts.append(f"{dropped} dropped by the filters ({reasons})" if dropped else "none dropped by the filters")

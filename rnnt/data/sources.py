@@ -203,6 +203,7 @@ def _shard_utterances(url: str, report: DataReport) -> Iterator[dict]:
         report.shard_skipped("shards unreadable")
         return
     record: dict = {}
+    whole = ""  # the key of the last utterance whose members were all read
     try:
         with stream, tarfile.open(fileobj=stream, mode="r|*") as tar:
             for member in tar:
@@ -210,6 +211,7 @@ def _shard_utterances(url: str, report: DataReport) -> Iterator[dict]:
                     continue
                 key, _, extension = member.name.rpartition(".")
                 if record and record["key"] != key:
+                    whole = record["key"]
                     yield from _complete(record, url, report)
                     record = {}
                 record.setdefault("key", key)
@@ -223,16 +225,17 @@ def _shard_utterances(url: str, report: DataReport) -> Iterator[dict]:
                     record["audio"] = payload
                 record["source"] = f"{url}:{member.name}"
             if not ended_cleanly(tar):  # the members read are whole: the last utterance is kept
-                _damaged(url, record, "a header that cannot be read, or none where the archive goes on", report)
+                _damaged(url, record.get("key", whole), "a header that cannot be read, or none where the archive "
+                         "goes on", report)
     except (tarfile.TarError, OSError, EOFError) as error:
-        _damaged(url, record, error, report)
+        _damaged(url, whole, error, report)  # (it was named after the utterance being read, which is lost)
         record = {}  # its members may be cut short
     yield from _complete(record, url, report)
 
 
-def _damaged(url: str, record: dict, why, report: DataReport) -> None:
-    log.warning("shard %s: damaged after %s (%s); the rest of this shard is skipped", url,
-                record.get("key", "its start"), why)
+def _damaged(url: str, whole: str, why, report: DataReport) -> None:
+    """whole: the key of the last utterance kept ("": none)."""
+    log.warning("shard %s: damaged after %s (%s); the rest of this shard is skipped", url, whole or "its start", why)
     report.shard_skipped("shards damaged (their rest)")
 
 

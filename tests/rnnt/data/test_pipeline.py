@@ -683,6 +683,24 @@ def test_batches_give_each_utterances_own_seconds(fsdd):
     assert all(abs(s / 0.03 - n) <= 1 for s, n in perturbed)  # mlperf fbank: 10 ms frames stacked by 3
 
 
+def test_an_utterance_longer_than_max_frames_is_a_dynamic_batch_of_its_own_and_counted(fsdd, caplog):
+    """The bound was silently passed (the docs said padded frames <= max_frames): such an utterance is kept, alone,
+    and the pass's report line counts it, naming data.filter's max_duration, which drops them."""
+    p = pipeline(fsdd, list_name="test.list", speed_perturb=[], batch={"type": "dynamic", "max_frames": 50})
+    from rnnt.data.features import num_frames
+
+    with caplog.at_level(logging.INFO):
+        batches = list(p.batches())
+    lines = [json.loads(line) for line in (fsdd / "test.list").read_text().splitlines()]
+    frames = {e["key"]: num_frames(soundfile.info(e["wav"]).frames, 8000, "mlperf") for e in lines}
+    oversized = sum(n > 50 for n in frames.values())
+    assert 0 < oversized < 300 and len(keys_of(batches)) == 300
+    for batch in batches:
+        longest = max(frames[key] for key in batch["keys"])
+        assert len(batch["keys"]) == 1 if longest > 50 else longest * len(batch["keys"]) <= 50
+    assert f"{oversized} longer than data.batch.max_frames, each a batch of its own" in caplog.text
+
+
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_ranks_and_workers_disjoint_complete_and_even(fsdd, world_size):
     """The real shards (9 of 100) on 2 or 4 ranks of 2 workers: a shard left over is shared, so every

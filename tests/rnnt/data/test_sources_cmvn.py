@@ -243,6 +243,12 @@ def test_a_shard_cut_or_damaged_at_a_header_is_named_and_counted(test_data, tmp_
         assert got == keys[:2] and report.shard_skips == {"shards damaged (their rest)": 1}
         assert f"shard {shard}: damaged after {keys[1]} (a header that cannot be read" in caplog.text
         assert "skipped reading the shards (named above): 1 shards damaged (their rest)" in report.line()
+    open(shard, "wb").write(data[:third + 512 + 100])  # cut inside the third utterance's first member: it is lost,
+    report = DataReport("shard.list", 16000)  # and the damage was named after it, as if it were kept
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert [r["key"] for r in shard_records([shard], report)] == keys[:2]
+    assert f"shard {shard}: damaged after {keys[1]} (" in caplog.text and keys[2] not in caplog.text
 
 
 def test_a_shard_transcript_not_utf8_loses_only_its_utterance(test_data, tmp_path, caplog):
