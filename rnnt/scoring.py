@@ -14,16 +14,15 @@ minimum edit scripts exist. An empty reference makes every hypothesis word an in
 from __future__ import annotations
 
 import math
-import re
 import struct
 from collections import Counter
 from dataclasses import dataclass, field
 
+from rnnt.datadir.table import KALDI_WHITESPACE
 from rnnt.edit_distance import alignment, error_counts
 
 GAP = "***"
 MODES = ("all", "present", "strict")
-KALDI_WHITESPACE = re.compile("[ \t\n\r\f\v]+")
 
 
 def kaldi_percent(count: int, total: int) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 from typing import Iterable, Iterator, TextIO
@@ -24,16 +25,20 @@ class Line:
 
     @property
     def key(self) -> str:
-        return self.text.split(maxsplit=1)[0] if self.text.split() else ""
+        return KALDI_WHITESPACE.split(self.text.strip(WHITESPACE), maxsplit=1)[0]
 
     @property
     def value(self) -> str:
-        parts = self.text.strip().split(maxsplit=1)
+        parts = KALDI_WHITESPACE.split(self.text.strip(WHITESPACE), maxsplit=1)
         return parts[1] if len(parts) > 1 else ""
 
     @property
     def fields(self) -> list[str]:
-        return self.text.split()
+        return [field for field in KALDI_WHITESPACE.split(self.text) if field]
+
+
+WHITESPACE = " \t\n\r\f\v"  # Kaldi's, C's isspace: a no-break or ideographic space is inside a key or word
+KALDI_WHITESPACE = re.compile(f"[{WHITESPACE}]+")  # (str.split's cut keys and dropped such a space at a line's ends)
 
 
 KEEP_BYTES = "surrogateescape"  # the decoding error handler under which a copied line keeps every byte
@@ -110,7 +115,7 @@ def read_table(path: str, skipped: list[str] | None = None, errors: str = NOT_UT
     table: dict[str, Line] = {}
     for line in read_lines(path, errors, skipped):
         clean = line.text.rstrip("\r \t")
-        if not clean.strip():
+        if not clean.strip(WHITESPACE):
             continue
         line = Line(line.path, line.number, clean)
         first = table.setdefault(line.key, line)

@@ -29,6 +29,11 @@ def speechocean(test_data):
     ("utt1 x\r", "utt1", "x", ["utt1", "x"]),
     ("", "", "", []),
     ("   ", "", "", []),
+    # as Kaldi reads them, ASCII whitespace alone separates: str.split's cut such a key and dropped such a space
+    # at a transcript's ends (scored as equal to one without)
+    ("u3\u00a0z w", "u3\u00a0z", "w", ["u3\u00a0z", "w"]),
+    ("u1 \u3000x y\u00a0", "u1", "\u3000x y\u00a0", ["u1", "\u3000x", "y\u00a0"]),
+    ("\u00a0", "\u00a0", "", ["\u00a0"]),
 ])
 def test_line_key_value_and_fields(text, key, value, fields):
     line = Line("data/text", 7, text)
