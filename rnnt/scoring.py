@@ -34,6 +34,13 @@ def kaldi_percent(count: int, total: int) -> float:
     return struct.unpack("f", struct.pack("f", 100.0 * count / total))[0]
 
 
+def percent_text(count: int, total: int) -> str:
+    """kaldi_percent as compute-wer prints it, two decimals; 0 of 0 as '-nan' (x86's NaN of 0 / 0 has its sign bit
+    set, and glibc's printf shows it: Python's formatting drops it)."""
+    percent = kaldi_percent(count, total)
+    return "-nan" if math.isnan(percent) else f"{percent:.2f}"
+
+
 def words(text: str) -> list[str]:
     """A transcript's words as Kaldi's tools split them: at ASCII whitespace only (a no-break or ideographic space
     is inside a word)."""
@@ -97,13 +104,13 @@ class Report:
     def wer_line(self) -> str:
         counts = self.counts
         partial = " [PARTIAL]" if self.missing else ""
-        return (f"%WER {kaldi_percent(counts.errors, counts.reference_words):.2f} [ {counts.errors} / "
+        return (f"%WER {percent_text(counts.errors, counts.reference_words)} [ {counts.errors} / "
                 f"{counts.reference_words}, {counts.insertions} ins, "
                 f"{counts.deletions} del, {counts.substitutions} sub ]{partial}")
 
     @property
     def ser_line(self) -> str:
-        return (f"%SER {kaldi_percent(self.sentence_errors, self.sentences):.2f} "
+        return (f"%SER {percent_text(self.sentence_errors, self.sentences)} "
                 f"[ {self.sentence_errors} / {self.sentences} ]")
 
     def text(self) -> str:

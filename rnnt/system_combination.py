@@ -29,10 +29,10 @@ def read_nbest(path: str, vocab_size: int) -> dict[str, list[Hypothesis]]:
     vocabulary of vocab_size; a line that is not one (a unit id that is no unit, the blank, not a whole number)
     is named and left out, and the rest kept (one ended the whole combination in a traceback)."""
     nbests = {}
-    with open(path, encoding="utf-8") as f:
+    with open(path, "rb") as f:  # a line that is not UTF-8 is one line left out too (it ended the reading)
         for number, line in enumerate(f, 1):
             try:
-                row = json.loads(line)
+                row = json.loads(line.decode("utf-8"))
                 hyps = [Hypothesis([unit_id(unit["id"], vocab_size) for unit in hyp["tokens"]],
                                    [0] * len(hyp["tokens"]), 0.0, words=words(hyp["text"])) for hyp in row["hyps"]]
                 nbests[row["key"]] = hyps

@@ -23,7 +23,7 @@ from rnnt.decode_results import reference_texts, write_results
 from rnnt.lm.fusion import read_fusion_config
 from rnnt.phone_scoring import hypothesis_phones, write_phone_error_rate
 from rnnt.progress_bar import progress
-from rnnt.scoring import words as reference_words
+from rnnt.scoring import percent_text, words as reference_words
 from rnnt.system_combination import LM, choose, feature_names, grid_errors, lm_features, model_features, pool, \
     read_nbest, weight_grid
 from rnnt.transcriber import decoding_pipeline, load_model
@@ -135,7 +135,7 @@ def main() -> str:
         words = max(sum(len(reference_words(ref)) for ref in refs.values()), 1)  # as the wer file counts
         with open(os.path.join(args.out_dir, "tuning.tsv"), "w", encoding="utf-8") as f:
             f.write("\t".join(names + ["wer"]) + "\n")
-            f.writelines("\t".join([f"{x:g}" for x in w] + [f"{100.0 * e / words:.2f}"]) + "\n"
+            f.writelines("\t".join([f"{x:g}" for x in w] + [percent_text(e, words)]) + "\n"
                          for e, w in zip(errors, grid))
         weights = grid[errors.index(min(errors))]
         with open(os.path.join(args.out_dir, "weights.yaml"), "w", encoding="utf-8") as f:

@@ -32,14 +32,14 @@ def main() -> int:
         # words compared as bytes, as compute-wer compares them: not UTF-8, two words are not one U+FFFD
         refs = {k: line.value for k, line in read_table(args.ref, errors=KEEP_BYTES).items()}
         hyps = {k: line.value for k, line in read_table(args.hyp, errors=KEEP_BYTES).items()}
-        if not refs:  # a %WER nan [ 0 / 0 ] with every hypothesis ignored, and exit 0
+        if not refs:  # a %WER -nan [ 0 / 0 ] with every hypothesis ignored, and exit 0
             print(f"score.py: {args.ref}: no reference utterance (the reference first, then the hypotheses)",
                   file=sys.stderr)
             return 1
         for utt in sorted(set(hyps) - set(refs)):
             print(f"score.py: {args.hyp}: {utt} has no reference; ignored", file=sys.stderr)
         report = score(refs, hyps, args.mode)
-        if not report.sentences:  # --mode present of hypotheses of none of the references: %WER nan, exit 0
+        if not report.sentences:  # --mode present of hypotheses of none of the references: %WER -nan, exit 0
             print(f"score.py: {args.hyp}: a hypothesis for none of the {len(refs)} reference utterances",
                   file=sys.stderr)
             return 1

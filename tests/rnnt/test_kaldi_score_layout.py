@@ -87,7 +87,7 @@ def test_a_decode_dir_has_the_per_speaker_table_of_its_data_dirs_speakers(tmp_pa
 
 
 def test_a_reference_of_no_utterance_is_refused(tmp_path):
-    """It scored %WER nan [ 0 / 0 ] with every hypothesis ignored, and ended 0 (files given the wrong way round)."""
+    """It scored %WER -nan [ 0 / 0 ] with every hypothesis ignored, and ended 0 (files given the wrong way round)."""
     write_case(tmp_path)
     (tmp_path / "ref").write_text("")
     out = score(tmp_path)

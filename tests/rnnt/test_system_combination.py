@@ -58,3 +58,15 @@ def test_grid_errors_are_those_of_scoring_each_weightings_transcripts():
                 .counts.errors for w in grid]
     assert errors == expected
     assert len(set(errors)) > 5  # the weights matter on these pools
+
+
+def test_an_nbest_line_that_is_not_utf8_is_named_and_left_out_the_rest_kept(tmp_path, capsys):
+    """It ended the reading in a UnicodeDecodeError naming neither file nor line."""
+    from rnnt.system_combination import read_nbest
+
+    good = b'{"key": "u%d", "hyps": [{"text": "YES", "tokens": [{"id": 2}]}]}\n'
+    path = tmp_path / "nbest.json"
+    path.write_bytes(good % 1 + b'{"key": "u2", "hyps": [{"text": "CAF\xc9", "tokens": [{"id": 2}]}]}\n' + good % 3)
+    nbests = read_nbest(str(path), 4)
+    assert sorted(nbests) == ["u1", "u3"] and nbests["u3"][0].words == ["YES"]
+    assert f"{path}:2: not a decode.py n-best line (UnicodeDecodeError: " in capsys.readouterr().err
