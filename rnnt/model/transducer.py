@@ -100,6 +100,11 @@ def pruned_scales(config: LossConfig, step: int | None) -> tuple[float, float]:
 
 
 def check_pruned(config: LossConfig) -> None:
+    if config.s_range < 2:  # (it failed at the first step, naming s_range, not its key)
+        raise ValueError(f"model.loss.s_range must be at least 2 (a band needs room for a label arc), got "
+                         f"{config.s_range}")
+    if not 0 <= config.simple_scale < math.inf:
+        raise ValueError(f"model.loss.simple_scale must be a finite weight, at least 0, got {config.simple_scale}")
     if config.warmup_steps < 0:
         raise ValueError(f"model.loss.warmup_steps must be >= 0, got {config.warmup_steps}")
     lm_only, am_only = config.lm_only_scale, config.am_only_scale
@@ -115,6 +120,8 @@ def check_model_config(config: ModelConfig) -> None:
         raise ValueError(f"model.loss.type must be one of {LOSSES}, got '{config.loss.type}'")
     config.loss.check()
     check_pruned(config.loss)
+    if not 0 <= config.loss.ctc_weight < math.inf:  # a negative one or NaN built no CTC head, saying nothing
+        raise ValueError(f"model.loss.ctc_weight must be a finite weight, at least 0, got {config.loss.ctc_weight}")
     if config.loss.type == "fused" and config.joiner.dropout:
         raise ValueError("model.joiner.dropout needs the joiner's activations, which the fused loss never keeps: "
                          "use model.loss.type full or pruned, or model.joiner.dropout 0")

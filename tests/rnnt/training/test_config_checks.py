@@ -320,6 +320,14 @@ def test_the_cmvn_statistics_are_kept_in_the_experiment_and_compared_as_the_unit
     ("joiner", {"activation": "gelu"}, "model.joiner.activation must be relu or tanh, got 'gelu'"),
     ("loss", {"type": "fulll"}, "model.loss.type must be one of ('full', 'fused', 'pruned', 'ctc'), got 'fulll'"),
     ("loss", {"type": "pruned", "warmup_steps": -1}, "model.loss.warmup_steps must be >= 0, got -1"),
+    # these loaded: s_range failed at the first step without its key, a negative or NaN ctc_weight built no CTC
+    # head saying nothing, and a negative simple_scale trained the simple loss upside down
+    ("loss", {"type": "pruned", "s_range": 1}, "model.loss.s_range must be at least 2 (a band needs room for a "
+                                              "label arc), got 1"),
+    ("loss", {"ctc_weight": -0.3}, "model.loss.ctc_weight must be a finite weight, at least 0, got -0.3"),
+    ("loss", {"ctc_weight": float("nan")}, "model.loss.ctc_weight must be a finite weight, at least 0, got nan"),
+    ("loss", {"type": "pruned", "simple_scale": -1.0}, "model.loss.simple_scale must be a finite weight, at least "
+                                                      "0, got -1.0"),
 ])
 def test_a_model_no_run_can_build_is_refused_at_loading_naming_the_file(tmp_path, key, value, message):
     """They were raised by the model's construction, without the config file's name, after the data was read."""
