@@ -87,10 +87,17 @@ def attend_in(model, chunks: AttentionChunks) -> tuple[str, str]:
     model.encoder.attend_in(frames, left)  # refuses an offline Conformer
     name = AttentionChunks(None if frames == trained.chunk_frames else frames,
                            None if left == trained.left_chunks else left).name
-    if not name or trained.dynamic_chunks:
+    if not name:
         return name, ""
-    return name, (f"attention in {name} while the model learnt chunks of {trained.chunk_frames} frames with "
-                  f"{trained.left_chunks} before each alone (no model.encoder.dynamic_chunks): outside what it learnt")
+    if not trained.dynamic_chunks:
+        return name, (f"attention in {name} while the model learnt chunks of {trained.chunk_frames} frames with "
+                      f"{trained.left_chunks} before each alone (no model.encoder.dynamic_chunks): outside what it "
+                      "learnt")
+    if 0 < frames <= trained.dynamic_chunks or (frames == 0 and trained.dynamic_whole):
+        return name, ""  # (with all the frames before a chunk: fewer are a part of what it saw)
+    return name, (f"attention in {name} while the model learnt chunks of 1 to {trained.dynamic_chunks} frames"
+                  + (" and the whole utterance" if trained.dynamic_whole else " (no model.encoder.dynamic_whole)")
+                  + ": outside what it learnt")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,6 +52,20 @@ def test_a_result_is_named_by_what_differs_from_the_config(chunks, name):
     assert (fixed.encoder.config.chunk_frames, fixed.encoder.config.left_chunks) == (frames, left)
 
 
+def test_a_dynamic_chunk_model_is_noted_outside_the_chunks_it_drew():
+    """dynamic_chunks 4: chunks of 1 to 4 frames, and the whole utterance only with dynamic_whole; a larger chunk,
+    or whole without it, went without the note."""
+    drawn = model(dataclasses.replace(STREAMING, dynamic_chunks=4))
+    assert attend_in(drawn, AttentionChunks(2, 32)) == ("chunk2-left32", "")
+    assert attend_in(drawn, AttentionChunks(0)) == ("whole", "")
+    name, note = attend_in(drawn, AttentionChunks(16))
+    assert name == "chunk16" and note == ("attention in chunk16 while the model learnt chunks of 1 to 4 frames and "
+                                          "the whole utterance: outside what it learnt")
+    chunks_alone = model(dataclasses.replace(STREAMING, dynamic_chunks=4, dynamic_whole=False))
+    assert attend_in(chunks_alone, AttentionChunks(0))[1].endswith("(no model.encoder.dynamic_whole): outside what "
+                                                                   "it learnt")
+
+
 def test_only_a_streaming_conformer_has_chunks_to_set():
     for encoder, what in ((LSTMEncoderConfig(input_dim=20, hidden=8), "an encoder of kind lstm"),
                           (dataclasses.replace(STREAMING, chunk_frames=0), "an offline Conformer")):
