@@ -57,12 +57,13 @@ def file_blocks(audio, seconds: float = 1.0) -> tuple[Iterator[torch.Tensor], in
 
 
 def _decoded_blocks(opened: soundfile.SoundFile, size: int) -> Iterator[torch.Tensor]:
+    """Read, not SoundFile.blocks: that one refuses a file libsndfile cannot seek in (GSM 6.10, G.721 and other
+    telephony codecs in WAV, AIFF or AU: 'frames must be specified for non-seekable files'), a traceback."""
     with opened:
-        blocks = opened.blocks(blocksize=size, dtype="float32", always_2d=True)
         while True:
             with audio_errors():  # the decoding's errors alone
-                block = next(blocks, None)
-            if block is None:
+                block = opened.read(size, dtype="float32", always_2d=True)
+            if not block.shape[0]:
                 return
             yield to_mono(torch.from_numpy(np.ascontiguousarray(block.T)))
 

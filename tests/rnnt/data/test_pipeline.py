@@ -171,6 +171,19 @@ def test_a_wav_whose_data_size_was_left_0_is_read_to_its_end(fsdd, tmp_path, cap
         load_audio(bytes(empty))
 
 
+@pytest.mark.parametrize("subtype", ["GSM610", "G721_32"])
+def test_a_telephony_codec_libsndfile_cannot_seek_in_is_read_block_by_block(fsdd, tmp_path, subtype):
+    """SoundFile.blocks refuses a file libsndfile cannot seek in ('frames must be specified for non-seekable
+    files'): --stream and --segment-seconds ended in that traceback where offline transcription read the file."""
+    from rnnt.segmenting import file_blocks
+
+    good = next(records(str(fsdd / "test.list")))
+    soundfile.write(tmp_path / "coded.wav", load_audio(good["audio"])[0][0].numpy(), 8000, subtype=subtype)
+    samples = load_audio(str(tmp_path / "coded.wav"))[0]
+    blocks, rate = file_blocks(str(tmp_path / "coded.wav"), 0.05)
+    assert rate == 8000 and torch.equal(torch.cat(list(blocks)), samples[0])
+
+
 def test_a_pipe_is_read_once_a_folder_and_a_headerless_file_are_named(fsdd, tmp_path):
     """A path that is not a regular file (a shell's <(...), a named pipe) can be read once: the header's checks
     read its first 64 KB before libsndfile did, which then decoded the rest alone, in silence."""
