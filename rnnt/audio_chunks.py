@@ -54,7 +54,8 @@ def pcm_chunks(source, rate: int, size: int, name: str):
 
 
 UNKNOWN_SIZES = (0, 0x7FFFFFFF, 0xFFFFFFFF)  # a data chunk's size a writer to a pipe gives before it knows it
-CONTAINERS = {b"fLaC": "a FLAC", b"OggS": "an Ogg", b"ID3": "an MP3"}  # by their first bytes
+CONTAINERS = {b"fLaC": "a FLAC", b"OggS": "an Ogg", b"ID3": "an MP3", b".snd": "an AU (sox -t au)",
+              b"FORM": "an AIFF", b"caff": "a CAF", b"riff": "a Wave64", b"RIFX": "a big-endian WAV"}  # first bytes
 
 
 def pcm_after_header(source, rate: int, name: str) -> tuple[bytes, float]:
@@ -70,7 +71,7 @@ def pcm_after_header(source, rate: int, name: str) -> tuple[bytes, float]:
         head += source.read(40)
         if b"Xing" in head or b"Info" in head:  # the first frame's tag, as LAME writes it (lame, ffmpeg, libsndfile)
             raise AudioError(f"{name} holds an MP3 stream, not raw PCM: give the file's path instead")
-    if head != b"RIFF":
+    if head not in (b"RIFF", b"RF64"):  # RF64: a WAV past 4 GB, whose data size 0xFFFFFFFF says 'read to the end'
         return head, math.inf
     source.read(8)  # the RIFF size and WAVE
     for chunk, size, body in riff_chunks(source):

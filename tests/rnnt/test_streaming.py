@@ -338,3 +338,27 @@ def test_a_stream_takes_integer_pcm_and_numpy_chunks_as_the_transcriber_does(tmp
     assert expected.text and as_ints.finish() == expected and as_numpy.finish() == expected
     with pytest.raises(AudioError, match=r"a stream takes mono samples, got shape \(2, 1600\)"):
         Stream(t).accept(torch.stack([speech[0][:1600]] * 2))
+
+
+def test_standard_input_in_another_container_is_named_and_an_rf64_wav_is_read():
+    """--stream -: AU (what sox -t au - writes), AIFF, CAF, Wave64 and big-endian WAV streams were decoded as raw
+    PCM (a transcript of noise, exit 0); an RF64 WAV (past 4 GB; arecord --use-rf64) too, header and all."""
+    import io
+
+    import numpy as np
+
+    from rnnt.audio_chunks import pcm_chunks
+
+    samples = (np.sin(np.arange(4000) / 7) * 8000).astype(np.int16)
+    for format, kind in (("AU", "an AU"), ("AIFF", "an AIFF"), ("CAF", "a CAF"), ("W64", "a Wave64")):
+        stream = io.BytesIO()
+        soundfile.write(stream, samples, 16000, format=format, subtype="PCM_16")
+        stream.seek(0)
+        with pytest.raises(AudioError, match=f"^stdin holds {kind}.* stream, not raw PCM"):
+            list(pcm_chunks(stream, 16000, 1000, "stdin"))
+    for format in ("WAV", "RF64"):
+        stream = io.BytesIO()
+        soundfile.write(stream, samples, 16000, format=format, subtype="PCM_16")
+        stream.seek(0)
+        read = torch.cat(list(pcm_chunks(stream, 16000, 1000, "stdin")))
+        assert torch.equal(read, torch.from_numpy(samples.astype(np.float32) / 32768)), format
