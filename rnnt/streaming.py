@@ -150,31 +150,46 @@ class Stream:
 
 class StreamLines:
     """A stream's transcript cut into lines at its pauses, as a live caption shows it: the current line grows
-    with each unit, and ends once endpoint_seconds of audio have brought no unit (sherpa-onnx's trailing
-    silence rule); the next starts empty. A line's text is decoded from its own units alone, so that each
-    chunk costs the same an hour in as at the start (the whole transcript's text is O(transcript))."""
+    with each unit, and ends where endpoint_seconds of audio brought no unit (sherpa-onnx's trailing silence
+    rule), whether that pause is still going on or speech came after it within the same chunk (then it was missed,
+    and where a line ended hung on the chunk size); the next starts empty. A line's text is decoded from its own
+    units alone, so that each chunk costs the same an hour in as at the start (the whole transcript's text is
+    O(transcript))."""
 
     def __init__(self, stream: Stream, endpoint_seconds: float, frame_seconds: float):
         self.stream, self.endpoint_seconds, self.frame_seconds = stream, endpoint_seconds, frame_seconds
         self.first = 0  # the current line's first unit
+        self.checked = 0  # the units up to which the pauses between them were looked at
         self.text_of = (0, "")  # (units, the current line's text when it had them)
 
     def current(self) -> str:
         """The current line's text."""
         tokens = self.stream.hypothesis.tokens
         if self.text_of[0] != len(tokens):
-            self.text_of = (len(tokens), self.stream.transcriber.tokenizer.decode(tokens[self.first:]).strip())
+            self.text_of = (len(tokens), self._text(len(tokens)))
         return self.text_of[1]
 
-    def ended(self) -> tuple[str, float, float] | None:
-        """The current line's (text, start, end seconds of its units) if a pause has ended it (then the next
-        line starts), else None."""
-        hypothesis = self.stream.hypothesis
-        if not self.endpoint_seconds or len(hypothesis.tokens) == self.first:
-            return None
-        last = hypothesis.frames[-1] + 1
-        if (self.stream.encoder_frames - last) * self.frame_seconds < self.endpoint_seconds or not self.current():
-            return None
-        line = (self.current(), hypothesis.frames[self.first] * self.frame_seconds, last * self.frame_seconds)
-        self.first, self.text_of = len(hypothesis.tokens), (len(hypothesis.tokens), "")
-        return line
+    def _text(self, end: int) -> str:
+        return self.stream.transcriber.tokenizer.decode(self.stream.hypothesis.tokens[self.first:end]).strip()
+
+    def _pause(self, after_frame: int, until_frame: int) -> bool:
+        return (until_frame - after_frame - 1) * self.frame_seconds >= self.endpoint_seconds
+
+    def ended(self) -> list[tuple[str, float, float]]:
+        """The lines (text, start, end seconds of their units) that pauses have ended since the last call, in
+        order (the next line starts after each); a line of no text goes on into the next."""
+        hypothesis, lines = self.stream.hypothesis, []
+        if not self.endpoint_seconds:
+            return lines
+        frames, units = hypothesis.frames, len(hypothesis.tokens)
+        for unit in range(max(self.first, self.checked), units - 1):  # pauses with speech after them
+            if self._pause(frames[unit], frames[unit + 1]) and (text := self._text(unit + 1)):
+                lines.append((text, frames[self.first] * self.frame_seconds, (frames[unit] + 1) * self.frame_seconds))
+                self.first = unit + 1
+        self.checked = max(units - 1, 0)
+        if units > self.first and self._pause(frames[-1], self.stream.encoder_frames) and (text := self._text(units)):
+            lines.append((text, frames[self.first] * self.frame_seconds, (frames[-1] + 1) * self.frame_seconds))
+            self.first = units  # the pause still going on
+        if lines:
+            self.text_of = (-1, "")
+        return lines

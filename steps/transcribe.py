@@ -236,15 +236,14 @@ def show_lines(path: str, audio, stream, lines: StreamLines, args, stop) -> None
             return
         seconds += chunk.shape[0] / stream.sample_rate
         stream.accept(chunk)
+        for text, start, end in lines.ended():  # a chunk may hold pauses: each ends a line
+            show(path, {"text": text, "final": False, "line": True, "start": round(start, 3), "end": round(end, 3)},
+                 f"[line {start:.2f}-{end:.2f}s] {text}", args.json)
+            shown = ""
         if lines.current() != shown:
             shown = lines.current()
             show(path, {"text": shown, "final": False, "seconds": round(seconds, 3)},
                  f"[partial {seconds:.2f}s] {shown}", args.json)
-        if ended := lines.ended():
-            text, start, end = ended
-            show(path, {"text": text, "final": False, "line": True, "start": round(start, 3), "end": round(end, 3)},
-                 f"[line {start:.2f}-{end:.2f}s] {text}", args.json)
-            shown = ""
 
 
 def show(path: str, row: dict, line: str, as_json: bool) -> None:

@@ -284,9 +284,10 @@ def test_the_end_of_a_stream(tmp_path, lang, speech):
     assert stream.finish() == final and stream.encoder_frames == frames  # the tail is not fed twice
 
 
-def test_stream_lines_end_at_pauses_and_decode_only_their_own_units(lang):
-    """The units 'HI THERE' then, after a pause of 1.6 s, 'YES': the first line ends once 1.2 s pass without a
-    unit (not before), timed by its units; the second holds only its own units; with 0, no line ends."""
+def fed_lines(lang, frames_a_chunk: int, endpoint_seconds: float = 1.2):
+    """StreamLines over a stream of the units 'HI THERE' at frames 0-7, 'YES' at 48-50, then silence to frame 140,
+    fed frames_a_chunk encoder frames at a time: (frame, current line, lines ended) after each chunk, and the
+    StreamLines."""
     from types import SimpleNamespace
 
     from rnnt.search import Hypothesis
@@ -296,19 +297,34 @@ def test_stream_lines_end_at_pauses_and_decode_only_their_own_units(lang):
     units = [tokenizer.units[c] for c in "HI"] + [tokenizer.units[SPACE]] + [tokenizer.units[c] for c in "THERE"]
     stream = SimpleNamespace(transcriber=SimpleNamespace(tokenizer=tokenizer), encoder_frames=0,
                              hypothesis=Hypothesis([], [], 0.0))
-    lines, never = StreamLines(stream, 1.2, 0.04), StreamLines(stream, 0.0, 0.04)
-    seen = []
-    for frame in range(140):  # a unit at frames 0-7, then 'YES' at frames 48-50, then silence
+    lines, seen = StreamLines(stream, endpoint_seconds, 0.04), []
+    for frame in range(140):
         stream.encoder_frames = frame + 1
         if frame < 8 or 48 <= frame < 51:
             token = units[frame] if frame < 8 else tokenizer.units["YES"[frame - 48]]
             stream.hypothesis = Hypothesis(stream.hypothesis.tokens + [token], stream.hypothesis.frames + [frame], 0.0)
-        seen.append((frame, lines.current(), lines.ended()))
-        assert never.ended() is None
+        if (frame + 1) % frames_a_chunk == 0 or frame == 139:
+            seen.append((frame, lines.current(), lines.ended()))
+    return seen, lines
+
+
+def test_stream_lines_end_at_pauses_and_decode_only_their_own_units(lang):
+    """The units 'HI THERE' then, after a pause of 1.6 s, 'YES': the first line ends once 1.2 s pass without a
+    unit (not before), timed by its units; the second holds only its own units; with 0, no line ends."""
+    seen, _ = fed_lines(lang, 1)
     ends = [(frame, ended) for frame, _, ended in seen if ended]
-    assert ends == [(37, ("HI THERE", 0.0, 0.32)), (80, ("YES", 1.92, 2.04))]  # 30 frames of 40 ms after the last
+    assert ends == [(37, [("HI THERE", 0.0, 0.32)]), (80, [("YES", 1.92, 2.04)])]  # 30 frames of 40 ms after the last
     assert [text for frame, text, _ in seen if frame in (7, 40, 50)] == ["HI THERE", "", "YES"]
-    assert never.current() == "HI THEREYES"  # one line, decoded whole
+    never, lines = fed_lines(lang, 1, endpoint_seconds=0.0)
+    assert not any(ended for _, _, ended in never) and lines.current() == "HI THEREYES"  # one line, decoded whole
+
+
+@pytest.mark.parametrize("frames_a_chunk", [7, 60, 140])
+def test_stream_lines_are_the_same_whatever_the_chunk(lang, frames_a_chunk):
+    """A pause within one chunk, speech after it (a chunk of 2.4 s or more here, or its boundaries where they fell),
+    was never seen: the lines merged, and at most one line ended a chunk."""
+    seen, _ = fed_lines(lang, frames_a_chunk)
+    assert [line for _, _, ended in seen for line in ended] == [("HI THERE", 0.0, 0.32), ("YES", 1.92, 2.04)]
 
 
 def test_a_chunk_with_samples_that_are_not_finite_is_refused(tmp_path, lang, speech):
