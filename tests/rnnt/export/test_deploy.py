@@ -668,6 +668,17 @@ def test_segments_cut_in_pauses_and_cover_the_recording():
         assert at % (burst + pause) >= burst, at  # inside a pause
 
 
+def test_a_last_piece_shorter_than_a_cuts_window_joins_the_segment_before_it():
+    """Segments of 0.2 s (the last third of which is shorter than the 100 ms a cut is searched in: cut at the
+    limit) over 0.41 s left a last segment of 160 samples, too short for one analysis window: the whole recording
+    failed. It joins the one before; a last piece of 100 ms or more stays a segment of its own."""
+    for length, sizes in ((6560, [3200, 3360]), (8000, [3200, 3200, 1600])):
+        signal = torch.randn(length, generator=torch.Generator().manual_seed(1))
+        pieces = list(segments(signal.split(1000), 16000, 0.2))
+        assert [p.shape[0] for _, p in pieces] == sizes and torch.equal(torch.cat([p for _, p in pieces]), signal)
+        assert [start for start, _ in pieces] == [sum(sizes[:i]) / 16000 for i in range(len(sizes))]
+
+
 def test_transcribe_segments_a_long_recording_for_any_model(an4_test, tmp_path):
     """A bidirectional model (it cannot stream) on 70 s of speech in segments of at most 20 s: word
     times count from the file's start, in order, within the recording."""
