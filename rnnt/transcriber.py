@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from rnnt.confidence import Calibration, add_unit_posteriors, experiment_calibration, word_confidence
+from rnnt.confidence import CALIBRATION_FILE, Calibration, add_unit_posteriors, experiment_calibration, \
+    word_confidence
 from rnnt.ctm import start_within
 from rnnt.data import stages
 from rnnt.data.audio import float_samples, load_audio, to_mono
@@ -176,8 +177,9 @@ class Transcriber:
         # words' confidences as the experiment's calibration of this checkpoint maps them, for the searches of its
         # head (steps/calibrate_confidence.py); None: raw
         self.calibration = experiment_calibration(exp_dir) if exp_dir and checkpoint else None
-        if self.calibration and self.calibration.problem(checkpoint):  # the head: for each search, in words()
-            self.calibration = None
+        self.calibration_problem = ""  # why the experiment's calibration is not this checkpoint's (a tool says it)
+        if self.calibration and (problem := self.calibration.problem(checkpoint)):  # the head: a search's, in words()
+            self.calibration, self.calibration_problem = None, f"{exp_dir}/{CALIBRATION_FILE} was {problem}"
 
     @classmethod
     def from_exp_dir(cls, exp_dir: str, checkpoint_path: str | None = None, device: str = "cpu",

@@ -105,6 +105,9 @@ def load(args) -> Transcriber:
     if args.hotwords:
         transcriber.use_hotwords(args.hotwords, args.hotwords_score)
     attend_as_asked(transcriber.model, args.attention, "transcribe.py")
+    if args.word_times and transcriber.calibration_problem:  # as decode.py says it (the words' were raw, unsaid)
+        print(f"transcribe.py: {transcriber.calibration_problem}; words' confidences left uncalibrated",
+              file=sys.stderr)
     return transcriber
 
 

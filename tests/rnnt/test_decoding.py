@@ -1001,3 +1001,8 @@ def test_confidences_calibrated_on_a_dev_set_go_into_decodes_and_transcription(t
     calibrated_words, raw_words = transcriber.transcribe(audio).words, raw.transcribe(audio).words
     assert [w["confidence"] for w in calibrated_words] == pytest.approx(
         [transcriber.calibration.apply(w["confidence"]) for w in raw_words], abs=2e-4)
+    # transcribe.py with another checkpoint's words: raw, and said so as decode.py says it (it was left unsaid)
+    out = run_tool(sys.executable, STEPS / "transcribe.py", "--json", "--word-times", "--checkpoint",
+                   exp / "epoch-4.pt", exp, audio)
+    assert out.returncode == 0 and f"transcribe.py: {exp}/confidence_calibration.json was fitted with another " \
+        f"checkpoint than {exp}/epoch-4.pt" in out.stderr, out.stderr
