@@ -184,7 +184,7 @@ def check_same_search(study, experiment, search, where: str) -> None:
     study.set_user_attr("inputs", now)
 
 
-def main() -> str:
+def parse_args():
     parser = tool_parser(__doc__, "steps/tune.py --config conf/ci.yaml --search conf/tune.yaml "
                                   "--train-list data/train/data.list --valid-list data/dev/data.list "
                                   "--lang-dir data/lang_bpe64 --exp-dir exp/tune")
@@ -202,6 +202,27 @@ def main() -> str:
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="", help="passed to steps/train.py")
     args = parser.parse_args()
     args.exp_dir = os.path.abspath(args.exp_dir)
+    return args
+
+
+def opened_study(args, search):
+    """(the study, its storage URL): the exp dir made, the database opened (or created) there or at --storage."""
+    try:
+        os.makedirs(args.exp_dir, exist_ok=True)
+    except OSError as error:
+        raise ToolError(f"--exp-dir {args.exp_dir}: {error.strerror or error}") from error
+    storage = args.storage or f"sqlite:///{os.path.join(args.exp_dir, 'study.db')}"
+    try:
+        return open_study(storage, args.study_name, search, args.heartbeat), storage
+    except Exception as error:  # sqlalchemy's: a damaged database file, a URL it cannot parse, a server not there
+        if not type(error).__module__.startswith("sqlalchemy") and not isinstance(error, ValueError):
+            raise
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ToolError(f"{storage}: cannot open the study's storage ({reason})") from error
+
+
+def main() -> str:
+    args = parse_args()
     try:
         experiment = with_absolute_paths(load_experiment(args.config, train_list=args.train_list,
                                                          valid_list=args.valid_list, lang_dir=args.lang_dir))
@@ -214,18 +235,7 @@ def main() -> str:
         raise ToolError(str(error)) from error
     check_trial_configs(base, search, args.search, vocab_size, args.device, args.config)
     trials = args.trials or search.trials
-    try:
-        os.makedirs(args.exp_dir, exist_ok=True)
-    except OSError as error:
-        raise ToolError(f"--exp-dir {args.exp_dir}: {error.strerror or error}") from error
-    storage = args.storage or f"sqlite:///{os.path.join(args.exp_dir, 'study.db')}"
-    try:
-        study = open_study(storage, args.study_name, search, args.heartbeat)
-    except Exception as error:  # sqlalchemy's: a damaged database file, a URL it cannot parse, a server not there
-        if not type(error).__module__.startswith("sqlalchemy") and not isinstance(error, ValueError):
-            raise
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ToolError(f"{storage}: cannot open the study's storage ({reason})") from error
+    study, storage = opened_study(args, search)
     check_same_search(study, experiment, search, f"{storage} (study {args.study_name})")
     try:
         optimize_until(study, make_objective(base, search, args), trials, catch=(TrialFailed,))
