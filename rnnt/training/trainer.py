@@ -209,6 +209,8 @@ class Trainer(Checkpointing, Steps):
         recorded for an exact resume; None: padding at an epoch's end (batches_of_every_rank's Turn)."""
         if weight and self.keys_log:
             self.keys_log.write(self.epoch, batch["keys"])
+        if weight:  # its forward pass moves batch norm's statistics, whether or not a step follows: an epoch's end
+            self.validated_at = (-1, {})  # validates again (a last group skipped left the result of other weights)
         group_ends = (self.batch + 1) % self.experiment.train.accum_steps == 0
         # weight 0 (a rank waiting at an epoch's end): in eval mode, batch norm's statistics stay; without cuDNN,
         # whose LSTMs have no backward pass in eval mode

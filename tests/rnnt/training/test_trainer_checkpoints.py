@@ -442,3 +442,36 @@ def test_a_global_batch_its_filters_empty_is_no_step_and_its_place_is_recorded(y
     trainer = make_trainer(yesno_small, "exp", data={"buckets": 1})
     assert trainer.train_epoch()
     assert trainer.step == 1 and trainer.position is not None and trainer.position.counts == [2]
+
+
+def test_an_epoch_whose_last_group_is_skipped_after_a_validation_is_validated_again(yesno_small, monkeypatch):
+    """Batches of 1, groups of 2, validation every step, no EMA: the epoch's second group has a non-finite
+    gradient (no step). Its forward passes moved batch norm's statistics, yet the epoch reused the validation of
+    step 1: epoch-1.pt carried the dev loss of weights it no longer has (patience and --best rank by it)."""
+    from rnnt.data.splitting import Reader
+    from rnnt.training.validation import validate
+
+    values = yaml.safe_load(CONFIG.read_text())
+    values["model"]["encoder"]["hidden"] = values["model"]["joiner"]["hidden"] = 32
+    values["data"]["batch"] = {"type": "static", "batch_size": 1}
+    values["train"] = {**values["train"], "epochs": 1, "accum_steps": 2, "valid_every": 1, "ema_decay": 0.0,
+                       "log_every": 1000}
+    (yesno_small / "stale.yaml").write_text(yaml.safe_dump(values))
+    experiment = load_experiment(str(yesno_small / "stale.yaml"), train_list=str(yesno_small / "train.list"),
+                                 valid_list=str(yesno_small / "train.list"), lang_dir=str(yesno_small / "lang"))
+    trainer = Trainer(experiment, str(yesno_small / "exp"))
+    real, calls = torch.nn.utils.clip_grad_norm_, []
+
+    def second_not_finite(parameters, max_norm):
+        calls.append(1)
+        norm = real(parameters, max_norm)
+        return torch.tensor(float("nan")) if len(calls) == 2 else norm
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", second_not_finite)
+    trainer.run()
+    saved = checkpoint.load(str(yesno_small / "exp" / "epoch-1.pt"))
+    assert saved["meta"]["step"] == 1 and len(calls) == 2
+    trainer.model.load_state_dict(saved["model"])
+    again = validate(trainer.model, trainer.valid_pipeline.batches(reader=Reader()), trainer.tokenizer,
+                     torch.device("cpu"), experiment.train.valid_wer)
+    assert saved["meta"]["valid_loss"] == again["loss"]
