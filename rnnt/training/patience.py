@@ -4,6 +4,7 @@ is kept in every checkpoint, so a resumed run counts on from it."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 
@@ -21,11 +22,12 @@ class Patience:
 
     def validated(self, epoch: int, result: dict) -> None:
         """Takes epoch's validation result ({'valid_loss', 'valid_wer'?}); a better value is the new best. A
-        best of another metric (train.valid_wer changed on a resume) counts from this epoch on."""
+        best of another metric (train.valid_wer changed on a resume) counts from this epoch on; a value that is not
+        finite is none (a NaN best, as a checkpoint from before may hold, is bettered by any)."""
         value = result.get(self.metric)
-        if value is None:
+        if value is None or not math.isfinite(value):  # no better than any: a NaN best was never bettered
             return
-        if self.best is None or self.best.metric != self.metric or value < self.best.value:
+        if self.best is None or self.best.metric != self.metric or not value >= self.best.value:
             self.best = Best(epoch, self.metric, float(value))
 
     def ends(self, epoch: int) -> bool:

@@ -81,6 +81,15 @@ def test_lamb_is_not_fused():
     assert isinstance(optimizer, Lamb) and "fused" not in optimizer.param_groups[0]
 
 
+def test_lamb_at_lr_0_holds_the_weights_as_the_config_checks_let_it():
+    """The config checks take lr 0 (the weights held); LAMB refused it, in the trainer, after those checks."""
+    weight = torch.nn.Parameter(torch.ones(3))
+    optimizer, _ = build_optimizer(TrainConfig(optimizer=OptimizerConfig(type="lamb", lr=0.0)), [weight])
+    weight.grad = torch.ones(3)
+    optimizer.step()
+    assert torch.equal(weight.detach(), torch.ones(3))
+
+
 def test_mlperf_schedule_warms_up_holds_then_halves_every_decay_steps():
     f = lr_multiplier(ScheduleConfig("mlperf", warmup_steps=4, hold_steps=3, decay_steps=10, decay_rate=0.5,
                                      min_lr=1e-4), base_lr=1e-2)

@@ -27,3 +27,16 @@ def test_the_best_is_kept_in_a_checkpoints_meta_and_another_metric_counts_anew()
     by_loss.validated(3, {"valid_loss": 1.7})
     assert (by_loss.best.epoch, by_loss.best.metric) == (3, "valid_loss") and not by_loss.ends(5)
     assert Patience(0, use_wer=True).meta() == {} and not Patience(0, True).ends(100)
+
+
+def test_a_dev_loss_that_is_not_finite_is_no_best_and_a_nan_best_kept_from_before_is_bettered():
+    """NaN < anything is false: a first epoch's NaN stayed the best, and training ended patience epochs later while
+    the dev loss fell."""
+    patience = Patience(2, use_wer=False)
+    for epoch, loss in enumerate([float("nan"), 40.0, float("inf"), 30.0], 1):
+        patience.validated(epoch, {"valid_loss": loss})
+    assert (patience.best.epoch, patience.best.value) == (4, 30.0) and not patience.ends(5)
+    resumed = Patience(2, use_wer=False)
+    resumed.load_meta({"best_valid": {"epoch": 1, "metric": "valid_loss", "value": float("nan")}})
+    resumed.validated(2, {"valid_loss": 40.0})
+    assert resumed.best.epoch == 2 and not resumed.ends(3)
