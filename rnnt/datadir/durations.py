@@ -18,7 +18,7 @@ import sys
 from multiprocessing import Pool
 
 from rnnt.cli import at_least, tool_parser
-from rnnt.datadir.table import read_table, write_table
+from rnnt.datadir.table import kaldi_fields, read_table, write_table
 from rnnt.datadir.values import segment_problem
 from rnnt.progress_bar import progress
 
@@ -51,7 +51,7 @@ def utterance_durations(data_dir: str, nj: int = 1) -> tuple[dict[str, float], l
     wav = read_table(os.path.join(data_dir, "wav.scp"))
     segments_path = os.path.join(data_dir, "segments")
     segments = read_table(segments_path) if os.path.isfile(segments_path) else None
-    spans = ({utt: line.value.split() for utt, line in segments.items()} if segments is not None
+    spans = ({utt: kaldi_fields(line.value) for utt, line in segments.items()} if segments is not None
              else {recording: [recording, "0", "-1"] for recording in wav})
     durations, problems, waiting = {}, [], {}  # waiting: utt -> (recording, start) of those its recording decides
     for utt, fields in spans.items():

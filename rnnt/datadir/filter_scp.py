@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from rnnt.cli import tool_parser
-from rnnt.datadir.table import keep_bytes_on_standard_streams, open_keeping_bytes, read_ids
+from rnnt.datadir.table import kaldi_fields, keep_bytes_on_standard_streams, open_keeping_bytes, read_ids
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     short = 0
     with stream:
         for number, line in enumerate(stream, 1):
-            fields = line.split()
+            fields = kaldi_fields(line)
             if not fields:
                 continue
             if len(fields) < args.field:  # neither in nor out of the list: skipped, named and counted

@@ -18,7 +18,7 @@ from collections import Counter
 
 from rnnt.cli import tool_parser
 from rnnt.datadir.layout import FIELDS, PER_SPEAKER, load_dir, utterance_files, write_dir
-from rnnt.datadir.table import KEEP_BYTES, read_lines, write_table
+from rnnt.datadir.table import KEEP_BYTES, kaldi_fields, read_lines, write_table
 from rnnt.datadir.table_rules import speaker_sort_key
 
 DROPPED = "dropped_utterances"  # in .backup/: '<utterance> <why>' for each one a cross-file check dropped
@@ -37,7 +37,7 @@ def fix_data_dir(data_dir: str, utt_extra: tuple[str, ...] = (), spk_extra: tupl
         if os.path.isfile(os.path.join(data_dir, name)):
             shutil.copy2(os.path.join(data_dir, name), os.path.join(backup, name))
 
-    before = sum(1 for line in read_lines(os.path.join(data_dir, "utt2spk"), KEEP_BYTES) if line.text.strip())
+    before = sum(1 for line in read_lines(os.path.join(data_dir, "utt2spk"), KEEP_BYTES) if line.fields)
     keep = set(tables["utt2spk"])  # before counts the lines load_dir dropped from utt2spk, as dropped does
     named: list[tuple[str, str]] = []
 
@@ -54,7 +54,8 @@ def fix_data_dir(data_dir: str, utt_extra: tuple[str, ...] = (), spk_extra: tupl
     for name in utterance_files(tables):
         drop(keep - set(tables[name]), f"not in {name}")
     if "segments" in tables and "wav.scp" in tables:
-        drop({u for u in keep if tables["segments"][u].split()[0] not in tables["wav.scp"]}, "recording not in wav.scp")
+        drop({u for u in keep if kaldi_fields(tables["segments"][u])[0] not in tables["wav.scp"]},
+             "recording not in wav.scp")
     if "segments" in tables and "wav.scp" not in tables:  # as Kaldi's
         raise ValueError(f"{data_dir}/segments is there but not wav.scp: the segments cut recordings it lists; "
                          "nothing changed")

@@ -9,7 +9,7 @@ import sys
 from collections import Counter
 
 from rnnt.datadir.speakers import utt2spk_to_spk2utt
-from rnnt.datadir.table import KEEP_BYTES, read_lines, write_lines, write_table
+from rnnt.datadir.table import KEEP_BYTES, kaldi_fields, read_lines, write_lines, write_table
 from rnnt.datadir.values import VALUE_RULES
 
 # name -> number of fields a line must have (None: at least two; text may have one).
@@ -105,7 +105,7 @@ def write_dir(tables: Tables, keep: set[str], dest: str, utt_extra: tuple[str, .
     by_utterance = {*utterance_files(tables), *FILTERED_UTTERANCE, *utt_extra}
     speakers = {utt2spk[u] for u in keep}
     segments = tables.get("segments")
-    recordings = {segments[u].split()[0] for u in keep if u in segments} if segments is not None else keep
+    recordings = {kaldi_fields(segments[u])[0] for u in keep if u in segments} if segments is not None else keep
     for name, records in tables.items():
         if name in by_utterance:
             wanted = keep
@@ -126,5 +126,5 @@ def carry_side_files(src: str, dest: str, recordings: set[str]) -> None:
     if os.path.isfile(os.path.join(src, "stm")):
         lines = [line.text for line in read_lines(os.path.join(src, "stm"), KEEP_BYTES)]
         comments = [text for text in lines if text.startswith(";;")]
-        kept = comments + [text for text in lines if text.split(maxsplit=1)[0:1] and text.split()[0] in recordings]
+        kept = comments + [text for text in lines if kaldi_fields(text)[:1] and kaldi_fields(text)[0] in recordings]
         write_lines(os.path.join(dest, "stm"), kept)

@@ -46,7 +46,7 @@ def _convert(argv: list[str] | None, prog: str, source: str, to_spk2utt: bool) -
     import sys
 
     from rnnt.cli import tool_parser
-    from rnnt.datadir.table import keep_bytes_on_standard_streams, open_keeping_bytes
+    from rnnt.datadir.table import kaldi_fields, keep_bytes_on_standard_streams, open_keeping_bytes
 
     target = "spk2utt" if to_spk2utt else "utt2spk"
     parser = tool_parser(f"Reads {source} (files, one after the other, or standard input), prints {target}.",
@@ -64,7 +64,7 @@ def _convert(argv: list[str] | None, prog: str, source: str, to_spk2utt: bool) -
             return 1
         with stream:
             for number, line in enumerate(stream, 1):
-                fields = line.split()
+                fields = kaldi_fields(line)
                 if not fields:
                     continue
                 if len(fields) < 2 or (to_spk2utt and len(fields) != 2):

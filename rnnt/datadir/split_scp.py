@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     args, outputs = parse_args(argv)
     keep_bytes_on_standard_streams()
     try:
-        lines = [line for line in read_lines(args.scp, KEEP_BYTES) if line.text.strip()]
+        lines = [line for line in read_lines(args.scp, KEEP_BYTES) if line.fields]
         utt2spk = read_table(args.utt2spk, errors=KEEP_BYTES) if args.utt2spk else None
     except OSError as error:
         print(f"split_scp.py: {error}", file=sys.stderr)

@@ -34,11 +34,16 @@ class Line:
 
     @property
     def fields(self) -> list[str]:
-        return [field for field in KALDI_WHITESPACE.split(self.text) if field]
+        return kaldi_fields(self.text)
 
 
 WHITESPACE = " \t\n\r\f\v"  # Kaldi's, C's isspace: a no-break or ideographic space is inside a key or word
 KALDI_WHITESPACE = re.compile(f"[{WHITESPACE}]+")  # (str.split's cut keys and dropped such a space at a line's ends)
+
+
+def kaldi_fields(text: str) -> list[str]:
+    """text's fields as Kaldi's tools split them: at WHITESPACE alone."""
+    return [field for field in KALDI_WHITESPACE.split(text) if field]
 
 
 KEEP_BYTES = "surrogateescape"  # the decoding error handler under which a copied line keeps every byte

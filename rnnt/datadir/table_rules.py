@@ -10,7 +10,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from rnnt.datadir.table import BYTE_ORDER_MARK, KEEP_BYTES, Line, has_undecodable_bytes, read_lines
+from rnnt.datadir.table import BYTE_ORDER_MARK, KEEP_BYTES, WHITESPACE, Line, has_undecodable_bytes, read_lines
 from rnnt.datadir.values import VALUE_RULES, segment_problem
 
 # Kaldi's validate_data_dir.sh refuses these in text as `grep -w` finds them (not inside a run of letters, digits
@@ -50,13 +50,14 @@ class Problems:
 def non_printable(text: str) -> str | None:
     """The first character Kaldi's validate_data_dir.sh counts non-printable (grep '[^[:print:][:space:]]' under
     C.UTF-8): a control character but those [:space:] counts (TAB, VT, FF, CR: odd_whitespace's), a surrogate
-    or an unassigned code point (U+FFFD marks invalid UTF-8), as U+XXXX. Format characters (Cf: the zero-width
-    joiners of Persian and Indic text, the direction marks of Hebrew and Arabic) and private-use ones are
-    printable there, so here."""
+    or an unassigned code point, as U+XXXX; bytes that are not UTF-8 as U+FFFD (Kaldi's passes over such a file:
+    here it is refused, as training reads UTF-8). Format characters (Cf: the zero-width joiners of Persian and
+    Indic text, the direction marks of Hebrew and Arabic), private-use ones and U+FFFD itself, written in UTF-8,
+    are printable there, so here."""
     if has_undecodable_bytes(text):  # read under KEEP_BYTES
         return "U+FFFD"
     for ch in text:
-        if ch == "\ufffd" or (ch not in "\t\n\v\f\r" and unicodedata.category(ch) in ("Cc", "Cs", "Cn")):
+        if ch not in "\t\n\v\f\r" and unicodedata.category(ch) in ("Cc", "Cs", "Cn"):
             return f"U+{ord(ch):04X}"
     return None
 
@@ -120,7 +121,7 @@ def check_table(
         if text.endswith("\r"):
             problems.add(line.where, "Windows (CRLF) line end", f"sed -i 's/\\r$//' {path}", f"{name} CRLF")
             text = text[:-1]
-        if not text.strip():
+        if not text.strip(WHITESPACE):
             problems.add(line.where, "empty line", f"delete it or run {fix_format}", f"{name} empty")
             continue
         clean = Line(line.path, line.number, text)

@@ -33,7 +33,7 @@ def read_utterances(data_dir: str) -> tuple[list[Utterance], list[str]]:
     segmented = os.path.isfile(segments_path)  # wav.scp's keys are recordings, not utterances
     bad_text = _leave_out(text, {} if segmented else wav, lambda line: has_undecodable_bytes(line.text),
                           "a transcript that is not UTF-8", skipped)
-    _leave_out(wav, {} if segmented else text, lambda line: not line.value.strip(), "no audio after the key", skipped)
+    _leave_out(wav, {} if segmented else text, lambda line: not line.value, "no audio after the key", skipped)
     if segmented:
         utterances = segment_utterances(text, wav, read_table(segments_path, skipped), skipped, bad_text)
     else:

@@ -90,7 +90,7 @@ def check_reco2file_and_channel(path: str, recordings: dict, source: str, what: 
     channels = check_table(path, problems, 3, 3)
     check_same_keys(recordings, source, channels, path, problems, what)
     for line in channels.values():
-        fields = line.text.split()
+        fields = line.fields
         if len(fields) == 3 and fields[2] not in ("A", "B", "1"):
             problems.add(line.where, f"channel '{fields[2]}' in reco2file_and_channel", "mark each channel A or B",
                          "channel")

@@ -97,3 +97,27 @@ def test_validation_keeps_keys_apart_and_the_packers_open_the_path_as_its_bytes_
     out = run(sys.executable, ROOT / "steps" / "make_raw_list.py", d, tmp_path / "raw.list")
     assert b"u1: its path is not UTF-8" in out.stderr and out.stdout.rstrip().endswith(b"skipped 1")
     assert [json.loads(line)["key"] for line in (tmp_path / "raw.list").read_text().splitlines()] == ["u2"]
+
+
+def test_a_no_break_space_is_inside_a_key_as_kaldi_reads_it(tmp_path):
+    """Kaldi's tools split at ASCII whitespace alone: str.split's cut a key holding a no-break space (U+00A0), so
+    filter_scp lost its line, the speaker maps made two utterances of it or refused it, and fix_data_dir dropped
+    the segments of a recording so named, all in dirs both validators accept."""
+    nbsp = "\u00a0".encode()
+    (tmp_path / "scp").write_bytes(b"a" + nbsp + b"b 1\ne 3\n")
+    (tmp_path / "ids").write_bytes(b"a" + nbsp + b"b\ne\n")
+    assert run(UTILS / "filter_scp.py", tmp_path / "ids", tmp_path / "scp").stdout == (tmp_path / "scp").read_bytes()
+    assert run(UTILS / "utt2spk_to_spk2utt.py", stdin=b"a" + nbsp + b"b s1\nc s1\n").stdout == \
+        b"s1 a" + nbsp + b"b c\n"
+    assert run(UTILS / "spk2utt_to_utt2spk.py", stdin=b"s1 a" + nbsp + b"b c\n").stdout == \
+        b"a" + nbsp + b"b s1\nc s1\n"
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "utt2spk").write_bytes(b"a-1 a\na-2 a\nb-1 b\n")
+    (d / "spk2utt").write_bytes(b"a a-1 a-2\nb b-1\n")
+    (d / "text").write_bytes(b"a-1 X\na-2 Y\nb-1 Z\n")
+    (d / "wav.scp").write_bytes(b"r" + nbsp + b"1 /w/r1.wav\nr2 /w/r2.wav\n")
+    (d / "segments").write_bytes(b"a-1 r" + nbsp + b"1 0 1\na-2 r" + nbsp + b"1 1 2\nb-1 r2 0 1\n")
+    assert b"kept 3 of 3 utterances" in run(UTILS / "fix_data_dir.sh", d).stdout
+    assert run(UTILS / "subset_data_dir.sh", "--first", d, "2", tmp_path / "first2").returncode == 0
+    assert (tmp_path / "first2" / "wav.scp").read_bytes() == b"r" + nbsp + b"1 /w/r1.wav\n"

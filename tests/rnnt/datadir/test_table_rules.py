@@ -44,7 +44,7 @@ def test_problems_keep_ten_a_rule_then_count_the_rest():
 
 @pytest.mark.parametrize("text,printable", [("u1 HELLO WORLD", True), ("u1\tA\tB", True), ("u1 caf\u00e9 \u4e2d", True),
                                             ("u1 A\u00a0B", True), ("u1 A\x07", False), ("u1 A\rB", True),
-                                            ("u1 \ufffd", False), ("u1 zero\u200bwidth", True),
+                                            ("u1 \ufffd", True), ("u1 zero\u200bwidth", True),
                                             ("u1 \u0645\u06cc\u200c\u0631\u0648\u0645", True), ("u1 \u200eA", True),
                                             ("u1 \ue000", True), ("u1 \u0378", False), ("u1 \x7f", False),
                                             ("u1 A\x85B", False), ("u1 \ufffe", False)])
@@ -232,10 +232,13 @@ def test_each_text_problem_is_named_at_its_line(tmp_path):
 
 
 def test_invalid_utf8_in_text_is_refused_even_with_non_print(tmp_path):
+    """(Kaldi's passes over a text that is not UTF-8: training reads UTF-8.) U+FFFD itself, in UTF-8, is printable
+    to Kaldi's grep: it was refused as 'invalid UTF-8'."""
     assert text_problems(tmp_path, b"u1 A\x07\n", non_print=True) == []
     assert text_problems(tmp_path, b"u1 caf\xe9\n") == [
         f"{tmp_path}/text:1: non-printable character U+FFFD (invalid UTF-8); fix: remove it or re-encode the file "
         "as UTF-8"]
+    assert text_problems(tmp_path, "u1 A\ufffdB\n".encode()) == []
 
 
 def test_a_cr_inside_a_transcript_is_refused_even_with_non_print_a_crlf_end_named_once(tmp_path):
