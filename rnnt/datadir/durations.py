@@ -4,8 +4,9 @@ With segments, a segment's end minus its start, read from the table alone (as Ka
 recording's end) is measured against its recording.
 Without, each recording's own: a file's header (decoded where the header cannot count its samples), the whole
 output of a command ending in '|'. A recording that cannot be read is named by its wav.scp line and its
-utterances are left out of utt2dur (utils/fix_data_dir.sh then drops them, naming why); the rest is written.
-An existing utt2dur is kept, as Kaldi's keeps it.
+utterances are left out of utt2dur (utils/fix_data_dir.sh then drops them, naming why); the rest is written,
+and fewer than half is a failure, as Kaldi's. An existing utt2dur of every utterance is kept, as Kaldi's keeps
+one of utt2spk's length; an empty or partial one is made again.
 
 Run as `utils/get_utt2dur.sh [--nj N] <data-dir>`.
 """
@@ -89,11 +90,27 @@ def write_utt2dur(data_dir: str, nj: int = 1) -> tuple[int, float, list[str]]:
     """Writes <data_dir>/utt2dur where it knows a duration; returns (utterances written, seconds in all, a message
     per one left out)."""
     durations, problems = utterance_durations(data_dir, nj)
-    kept = {utt: seconds for utt, seconds in durations.items() if round(seconds, 3) > 0}
-    problems += [f"{utt}: shorter than 0.5 ms" for utt in durations if utt not in kept]
-    if kept:  # (an empty one would be kept by the next run as done)
-        write_table(os.path.join(data_dir, "utt2dur"), ((utt, f"{kept[utt]:.3f}") for utt in sorted(kept)))
+    kept = {utt: seconds for utt, seconds in durations.items() if seconds_text(seconds) != "0"}
+    problems += [f"{utt}: no length (under a microsecond)" for utt in durations if utt not in kept]
+    if kept:
+        write_table(os.path.join(data_dir, "utt2dur"), ((utt, seconds_text(kept[utt])) for utt in sorted(kept)))
     return len(kept), sum(kept.values()), problems
+
+
+def seconds_text(seconds: float) -> str:
+    """A duration to the microsecond, without trailing zeros (a segment's 1.2345 was written 1.234, and one of
+    0.4 ms left out, where Kaldi's keeps them)."""
+    return f"{seconds:.6f}".rstrip("0").rstrip(".")
+
+
+def complete_utt2dur(data_dir: str) -> bool:
+    """Whether data_dir's utt2dur has a line for each utterance of utt2spk and no other (then it is kept, as Kaldi's
+    keeps one of utt2spk's length; an empty or partial one, a run's that left recordings out, is made again)."""
+    try:
+        return set(read_table(os.path.join(data_dir, "utt2dur"), [])) == set(
+            read_table(os.path.join(data_dir, "utt2spk"), []))
+    except OSError:
+        return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nj", type=at_least(1), default=4, help="recordings read at once (default 4)")
     parser.add_argument("data_dir")
     args = parser.parse_args(argv)
-    if os.path.isfile(os.path.join(args.data_dir, "utt2dur")):
-        print(f"get_utt2dur.sh: {args.data_dir}/utt2dur already exists; kept")
+    if complete_utt2dur(args.data_dir):
+        print(f"get_utt2dur.sh: {args.data_dir}/utt2dur already exists, an utterance a line; kept")
         return 0
     if not os.path.isfile(os.path.join(args.data_dir, "wav.scp")):
         print(f"get_utt2dur.sh: {args.data_dir}/wav.scp: no such file", file=sys.stderr)
@@ -112,7 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"get_utt2dur.sh: left out {problem}", file=sys.stderr)
     print(f"get_utt2dur.sh: wrote {args.data_dir}/utt2dur: {written} utterances, {seconds / 3600:.2f} h; "
           f"{len(problems)} left out")
-    return 0 if written else 1
+    if written < len(problems):  # as Kaldi's: fewer than half is a failure (its next run makes it again)
+        print("get_utt2dur.sh: fewer than half the utterances have a duration", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -44,9 +44,13 @@ def test_utt2dur_of_files_pipes_and_headers_without_a_length(librispeech_dir, tm
     assert f"get_utt2dur.sh: left out {librispeech_dir}/wav.scp:9: zz: " in out.stderr, out.stderr
     assert out.stdout.startswith(f"get_utt2dur.sh: wrote {librispeech_dir}/utt2dur: 8 utterances, ") and \
         out.stdout.endswith("; 1 left out\n"), out.stdout
-    again = run_tool(UTILS / "get_utt2dur.sh", librispeech_dir)  # as Kaldi's: an existing one is kept
-    assert again.returncode == 0 and "already exists; kept" in again.stdout
-    assert durations(librispeech_dir / "utt2dur") == pytest.approx(expected, abs=0.002)
+    again = run_tool(UTILS / "get_utt2dur.sh", librispeech_dir)  # as Kaldi's: a partial one is made again (it
+    assert again.returncode == 0 and again.stdout == out.stdout  # was kept, and zz never measured)
+    with open(librispeech_dir / "utt2dur", "a") as f:
+        f.write("zz 1.5\n")  # as Kaldi's: one of every utterance is kept
+    again = run_tool(UTILS / "get_utt2dur.sh", librispeech_dir)
+    assert again.returncode == 0 and "already exists, an utterance a line; kept" in again.stdout
+    assert durations(librispeech_dir / "utt2dur") == pytest.approx({**expected, "zz": 1.5}, abs=0.002)
 
 
 def test_segments_take_their_times_and_an_end_of_minus_one_its_recording(librispeech_dir):
@@ -61,9 +65,10 @@ def test_segments_take_their_times_and_an_end_of_minus_one_its_recording(librisp
     (librispeech_dir / "segments").write_text("".join(f"{u} {rec} {t}\n" for u, t in segments.items()))
     for name, value in (("text", "SOME WORDS"), ("utt2spk", speaker)):
         (librispeech_dir / name).write_text("".join(f"{u} {value}\n" for u in segments))
-    out = run_tool(UTILS / "get_utt2dur.sh", librispeech_dir)
-    assert out.returncode == 0, out.stderr
-    assert durations(librispeech_dir / "utt2dur") == {f"{rec}-a": 1.25, f"{rec}-b": round(seconds - 1.0, 3)}
+    out = run_tool(UTILS / "get_utt2dur.sh", librispeech_dir)  # 2 of 5: written, and a failure, as Kaldi's
+    assert out.returncode == 1 and "fewer than half the utterances have a duration" in out.stderr, out.stderr
+    assert durations(librispeech_dir / "utt2dur") == pytest.approx({f"{rec}-a": 1.25, f"{rec}-b": seconds - 1.0},
+                                                                   abs=1e-6)
     assert f"segments:3: {rec}-c: starts at or past its recording's end" in out.stderr
     assert f"segments:4: {rec}-d: bad segment times 0.50..0.20" in out.stderr
     assert f"segments:5: {rec}-e: start 'abc' or end '-1' is not a number" in out.stderr
@@ -121,3 +126,12 @@ def test_relative_paths_are_found_from_the_source_dir_or_a_folder_above_it(libri
     assert all(line.split()[1] == f"{corpus}/audio/{line.split()[0]}.flac"
                for line in (dest / "wav.scp").read_text().splitlines())
     assert (source / "wav.scp").read_text() == "\n".join(lines) + "\n"
+
+
+def test_a_segments_duration_is_written_to_the_microsecond():
+    """1.2345 was written 1.234, and a segment of 0.4 ms left out, where Kaldi's writes 1.2345 and 0.0004."""
+    from rnnt.datadir.durations import seconds_text
+
+    assert [seconds_text(s) for s in (1.2345, 1.0, 0.0004, 3601.25, 1 / 3)] == ["1.2345", "1", "0.0004", "3601.25",
+                                                                                 "0.333333"]
+    assert seconds_text(4e-7) == "0"
