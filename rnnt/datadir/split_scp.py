@@ -107,7 +107,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"split_scp.py: {unknown[0].where}: utterance '{unknown[0].key}' is not in {args.utt2spk}",
                   file=sys.stderr)
             return 1
-        groups = [utt2spk[k].value for k in keys]
+        if bad := next((line for line in utt2spk.values() if len(line.fields) != 2), None):  # as Kaldi's: a speaker
+            print(f"split_scp.py: {bad.where}: not '<utterance> <speaker>': '{bad.text}'", file=sys.stderr)
+            return 1  # of two words went whole into one part, its utterances split over parts
+        groups = [utt2spk[k].fields[1] for k in keys]
     try:
         parts = split_lines(keys, len(outputs), groups)
     except ValueError as error:

@@ -135,6 +135,18 @@ def test_tool_names_an_utterance_without_a_speaker(speechocean_dir, tmp_path, ca
     assert not (tmp_path / "a").exists()
 
 
+def test_tool_refuses_a_speaker_of_more_than_one_word(tmp_path, capsys):
+    """Kaldi's dies on 'u1 s1 extra' ('Bad line'): the rest of the line was taken as the speaker, another than u3's
+    s1, and s1's utterances split over the parts."""
+    (tmp_path / "utt2spk").write_text("u1 s1 extra\nu2 s2\nu3 s1\n")
+    (tmp_path / "scp").write_text("u1 a\nu2 b\nu3 c\n")
+    assert main(["--utt2spk", str(tmp_path / "utt2spk"), str(tmp_path / "scp"), str(tmp_path / "a"),
+                 str(tmp_path / "b")]) == 1
+    assert capsys.readouterr().err == f"split_scp.py: {tmp_path}/utt2spk:1: not '<utterance> <speaker>': " \
+        "'u1 s1 extra'\n"
+    assert not (tmp_path / "a").exists()
+
+
 def test_tool_refuses_an_empty_table_and_too_many_parts(tmp_path, capsys):
     # Kaldi's split_scp.pl warns about an empty table and writes empty parts; here it is an error
     (tmp_path / "empty").write_text("\n")
