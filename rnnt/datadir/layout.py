@@ -21,6 +21,9 @@ PER_SPEAKER = {"spk2gender": 2, "cmvn.scp": None}  # a speaker missing from one 
 FILTERED_SPEAKER = {"spk2warp": 2}
 PER_RECORDING = {"wav.scp": None, "reco2file_and_channel": 3, "reco2dur": 2}
 FIELDS = {**PER_UTTERANCE, **FILTERED_UTTERANCE, **PER_SPEAKER, **FILTERED_SPEAKER, **PER_RECORDING}
+# read by key alone, as Kaldi's fix filters them: a line of another shape ('a m  # checked' in spk2gender) is kept
+# as written for validation to name, not dropped with every utterance it speaks for
+KEYED_ONLY = {"spk2gender", "cmvn.scp", "utt2lang", "feats.scp", "reco2file_and_channel"}
 
 Tables = dict[str, dict[str, str]]
 KALDI_BLANKS = re.compile(r"[ \t]+")  # what separates fields in Kaldi's tables (not every Unicode space)
@@ -31,10 +34,10 @@ def read_normalised(path: str, dropped: Counter) -> dict[str, str]:
     a space, as validation says), counting what it drops. Fields are split as Kaldi splits them, on spaces and
     TABs only; the value is kept as written between its first and last character (a quoted path with two spaces
     in a piped command, a no-break space in a name), and bytes that are not UTF-8 are kept (KEEP_BYTES), as
-    Kaldi's tools keep them."""
+    Kaldi's tools keep them. A KEYED_ONLY file's lines are kept whatever their fields."""
     name = os.path.basename(path)
-    n_fields = FIELDS.get(name)
-    min_fields = 1 if name == "text" else 2
+    n_fields = None if name in KEYED_ONLY else FIELDS.get(name)
+    min_fields = 1 if name in ("text", *KEYED_ONLY) else 2
     records: dict[str, str] = {}
     for line in read_lines(path, KEEP_BYTES):
         stripped = line.text.rstrip("\r").replace("\r", " ").strip(" \t")  # a CR inside a line parts two words

@@ -122,6 +122,20 @@ def test_a_speaker_not_in_cmvn_scp_is_dropped(speechocean_dir):
         [s for i, s in enumerate(speakers) if i not in (3, 100)]
 
 
+def test_a_side_files_line_of_another_shape_is_kept_not_dropped_with_its_utterances(tmp_path):
+    """'a m  # checked' in spk2gender, 'a-1 en us' in utt2lang: Kaldi's fix filters those files by key and keeps
+    such lines (its validation names them); they were dropped here, and every utterance of speaker a with them."""
+    d = tmp_path / "d"
+    d.mkdir()
+    for name, text in (("utt2spk", "a-1 a\na-2 a\nb-1 b\n"), ("text", "a-1 X\na-2 Y\nb-1 Z\n"),
+                       ("wav.scp", "a-1 /a1\na-2 /a2\nb-1 /b1\n"), ("spk2gender", "a m  # checked\nb f\n"),
+                       ("utt2lang", "a-1 en us\na-2 en\nb-1 en\n")):
+        (d / name).write_text(text)
+    before, after, dropped = fix_data_dir(str(d))
+    assert (before, after, dropped) == (3, 3, Counter())
+    assert (d / "spk2gender").read_text() == "a m  # checked\nb f\n" and keys(d / "utt2spk") == ["a-1", "a-2", "b-1"]
+
+
 def test_utt2uniq_and_extra_files_are_kept_to_what_is_kept(speechocean_dir):
     d = speechocean_dir
     utts = keys(d / "utt2spk")
