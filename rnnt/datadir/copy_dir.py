@@ -18,8 +18,8 @@ from typing import Callable
 
 from rnnt.cli import glued_values, tool_parser
 from rnnt.datadir import validate
-from rnnt.datadir.layout import (FIELDS, FILTERED_SPEAKER, PER_RECORDING, PER_SPEAKER, Tables, load_dir,
-                                 refuse_writing_over_a_source, write_dir)
+from rnnt.datadir.layout import (FIELDS, FILTERED_SPEAKER, FILTERED_UTTERANCE, PER_RECORDING, PER_SPEAKER, Tables,
+                                 load_dir, refuse_writing_over_a_source, utterance_files, write_dir)
 
 SIDE_FILES = ("frame_shift", "stm", "glm", "ctm")  # copied as they are, as Kaldi's copies them
 
@@ -41,10 +41,25 @@ def renamed(tables: Tables, utt: Callable[[str], str], spk: Callable[[str], str]
     return out
 
 
+def name_orphans(src: str, tables: Tables) -> None:
+    """Names on standard error each line of an utterance's or speaker's file whose key utt2spk does not hold: the
+    copy leaves it out (Kaldi's fails on it: apply_map.pl's 'undefined key'; it went in silence)."""
+    speakers = set(tables["utt2spk"].values())
+    for name, records in tables.items():
+        by_speaker = name in PER_SPEAKER or name in FILTERED_SPEAKER
+        if by_speaker or name in utterance_files(tables) or name in FILTERED_UTTERANCE:
+            known, what = (speakers, "a speaker") if by_speaker else (tables["utt2spk"], "an utterance")
+            for key in sorted(set(records) - set(known)):
+                print(f"copy_data_dir.sh: {src}/{name}: {key}: not {what} of utt2spk; left out of the copy",
+                      file=sys.stderr)
+
+
 def copy_data_dir(src: str, dest: str, utt: Callable[[str], str], spk: Callable[[str], str]) -> int:
     """Writes the renamed copy; returns its number of utterances."""
     refuse_writing_over_a_source([src], dest, "the copy")
-    tables = renamed(load_dir(src), utt, spk)
+    tables = load_dir(src)
+    name_orphans(src, tables)
+    tables = renamed(tables, utt, spk)
     if os.path.exists(dest) and not os.path.isdir(dest):
         raise ValueError(f"{dest}: exists and is not a directory")
     for name in (*FIELDS, *SIDE_FILES):

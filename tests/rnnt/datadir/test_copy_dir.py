@@ -42,6 +42,18 @@ def test_prefixes_rename_utterances_and_speakers_as_kaldis(tmp_path, capsys):
     assert (dest / "frame_shift").read_text() == "0.01\n"
 
 
+def test_a_line_of_no_utterance_or_speaker_of_utt2spk_is_named_and_left_out(tmp_path, capsys):
+    """Kaldi's copy fails on it (apply_map.pl: undefined key); it was left out in silence, the copy 'valid'."""
+    src, dest = small_dir(tmp_path / "src", segmented=False), tmp_path / "dest"
+    (src / "text").write_text("a-1 YES NO\na-2 NO\nb-1 YES\nq-9 ORPHAN\n")
+    (src / "spk2gender").write_text("a f\nb m\nz m\n")
+    assert main([str(src), str(dest)]) == 0
+    assert capsys.readouterr().err == (f"copy_data_dir.sh: {src}/text: q-9: not an utterance of utt2spk; left out "
+                                       f"of the copy\ncopy_data_dir.sh: {src}/spk2gender: z: not a speaker of "
+                                       "utt2spk; left out of the copy\n")
+    assert keys(dest / "text") == ["a-1", "a-2", "b-1"]
+
+
 def test_suffixes_with_segments_keep_the_recordings(tmp_path):
     src, dest = small_dir(tmp_path / "src", segmented=True), tmp_path / "dest"
     out = run_tool(UTILS / "copy_data_dir.sh", "--utt-suffix", "-x", "--spk-suffix", "-x", src, dest)
