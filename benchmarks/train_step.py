@@ -88,11 +88,11 @@ def median_time(fn, runs: int) -> float:
     return statistics.median(times)
 
 
-def machine_flops(dtype: torch.dtype = torch.float32) -> float:
+def machine_flops(dtype: torch.dtype = torch.float32, sizes: tuple[int, ...] = ()) -> float:
     """The device's matmul peak in dtype: the fastest of 5 products of n x n matrices, n 2048 and 4096 on
-    the CPU (oneDNN is faster on the larger), 8192 on a GPU."""
+    the CPU (oneDNN is faster on the larger), 8192 on a GPU; or of the sizes given."""
     best = 0.0
-    for n in (2048, 4096) if DEVICE.type == "cpu" else (8192,):
+    for n in sizes or ((2048, 4096) if DEVICE.type == "cpu" else (8192,)):
         a, b = torch.randn(n, n, dtype=dtype, device=DEVICE), torch.randn(n, n, dtype=dtype, device=DEVICE)
         a @ b
         synchronize()
@@ -211,6 +211,11 @@ def main() -> int:
     parser.add_argument("--device", default="cpu", help="cpu (default) or a CUDA device such as cuda")
     parser.add_argument("--batch-scale", type=int, default=1,
                         help="multiplies every configuration's batch (a GPU needs more than a CPU to be busy)")
+    parser.add_argument("--seconds", type=float, default=0.0,
+                        help="every utterance's length instead of the configurations' (12 s; a quick check: 1), its "
+                        "tokens as many a second")
+    parser.add_argument("--peak-sizes", type=lambda text: tuple(int(n) for n in text.split(",")), default=(),
+                        help="the matmul sizes the peak is measured at (default 2048,4096 on a CPU, 8192 on a GPU)")
     parser.add_argument("--configs", nargs="+", choices=list(CONFIGS), default=list(CONFIGS), metavar="NAME",
                         help="the configurations to run (default all: " + "; ".join(CONFIGS) + "); the StackTime "
                         "comparison runs for the small and mlperf full-loss ones among them")
@@ -219,7 +224,7 @@ def main() -> int:
     print(machine_line(args.device) + "\n")  # benchmarks/machine.py: where the table was measured
     global DEVICE
     DEVICE = torch.device(args.device)
-    flops, bf16_flops = machine_flops(), machine_flops(torch.bfloat16)
+    flops, bf16_flops = machine_flops(sizes=args.peak_sizes), machine_flops(torch.bfloat16, args.peak_sizes)
     if DEVICE.type == "cpu":
         isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "oneDNN's choice")
         where = f"CPU, torch {torch.__version__}, {torch.get_num_threads()} threads, ONEDNN_MAX_CPU_ISA {isa}"
@@ -231,7 +236,8 @@ def main() -> int:
     print("| config | precision | batch | step (s) | bf16 speed-up | audio s / s | encoder / joint+loss / optimizer | "
           "model FLOP/s vs matmul |")
     print("|---|---|---|---|---|---|---|---|")
-    configs = {name: (config, B * args.batch_scale, seconds, U, V)
+    configs = {name: (config, B * args.batch_scale, args.seconds or seconds,  # as many tokens a second
+                      max(1, round(U * args.seconds / seconds)) if args.seconds else U, V)
                for name, (config, B, seconds, U, V) in CONFIGS.items() if name in args.configs}
     scaled = "" if args.batch_scale == 1 else f" x {args.batch_scale}"  # "the recipe's batch" x 4 is not the recipe's
     for name, ((config, subsample), B, seconds, U, V) in configs.items():
