@@ -51,16 +51,33 @@ def riff_chunks(stream):
 
 
 def cut_short(audio, info) -> str | None:
-    """Why a WAV file holds less audio than its header's data chunk says (a copy or download cut short: libsndfile
-    reads what is there in silence, and a transcript of 8 words went with 2 s of them), or None. audio: bytes or a
-    path."""
-    if info.format not in ("WAV", "WAVEX"):
-        return None
+    """Why a file holds less audio than its header says (a copy or download cut short: libsndfile reads what is
+    there in silence, and a transcript of 8 words went with 2 s of them), or None: a WAV's data chunk or a SPHERE
+    file's sample count longer than the file, a FLAC whose last frame does not decode, an Ogg stream (Opus, Vorbis)
+    without its last page. audio: bytes or a path; info: it opened."""
+    check = {"WAV": _wav_cut, "WAVEX": _wav_cut, "NIST": _sphere_cut, "FLAC": _flac_cut, "OGG": _ogg_cut}
+    return check[info.format](audio, info) if info.format in check else None
+
+
+def _head_and_size(audio, size: int = 65536, tail: bool = False) -> tuple[bytes, int]:
+    """The file's first (or last) size bytes, and its length."""
     if isinstance(audio, (bytes, bytearray)):
-        head, total = bytes(audio[:65536]), len(audio)
-    else:
-        with open(audio, "rb") as f:
-            head, total = f.read(65536), os.fstat(f.fileno()).st_size
+        total = len(audio)
+        return bytes(audio[max(0, total - size):] if tail else audio[:size]), total
+    with open(audio, "rb") as f:
+        total = os.fstat(f.fileno()).st_size
+        if tail:
+            f.seek(max(0, total - size))
+        return f.read(size), total
+
+
+def _holds(info, header_seconds: float, held_fraction: float) -> str:
+    return (f"cut short: its header gives {header_seconds:.2f} s of audio, the file holds "
+            f"{header_seconds * held_fraction:.2f} s")
+
+
+def _wav_cut(audio, info) -> str | None:
+    head, total = _head_and_size(audio)
     stream = io.BytesIO(head)
     stream.seek(12)  # after RIFF <size> WAVE
     for name, size, _ in riff_chunks(stream):
@@ -69,9 +86,48 @@ def cut_short(audio, info) -> str | None:
             streamed = size == 0 or size >= 0x7FFF0000  # a writer to a pipe's placeholder (0, 2^31 - 1, 2^32 - 1)
             if streamed or size <= held or held <= 0 or not info.frames:
                 return None
-            seconds = info.frames / info.samplerate
-            return f"cut short: its header gives {seconds * size / held:.2f} s of audio, the file holds {seconds:.2f} s"
+            seconds = info.frames / info.samplerate  # libsndfile's: what the file holds
+            return _holds(info, seconds * size / held, held / size)
     return None
+
+
+def _sphere_cut(audio, info) -> str | None:
+    """A SPHERE (NIST) file's samples (sample_count x sample_n_bytes x channel_count after its header) against its
+    size, where they are stored plain (pcm, ulaw); libsndfile counts what the file holds."""
+    head, total = _head_and_size(audio)
+    lines = head.split(b"\n")
+    fields = {line.split()[0]: line.split()[-1] for line in lines[2:] if len(line.split()) == 3}
+    try:
+        header, count = int(lines[1]), int(fields[b"sample_count"])
+        width = int(fields.get(b"sample_n_bytes", b"2")) * int(fields.get(b"channel_count", b"1"))
+    except (IndexError, KeyError, ValueError):
+        return None
+    if fields.get(b"sample_coding", b"pcm").split(b",")[0] not in (b"pcm", b"ulaw", b"mu-law") or not count:
+        return None
+    held = total - header
+    return _holds(info, count / info.samplerate, held / (count * width)) if 0 < held < count * width else None
+
+
+def _flac_cut(audio, info) -> str | None:
+    """A FLAC's last sample decoded (its header counts what it was written with; a cut file fails there)."""
+    try:
+        info.seek(info.frames - 1)
+        last = info.read(1).shape[0]
+        info.seek(0)
+    except (RuntimeError, soundfile.LibsndfileError):
+        last = 0
+    return None if last == 1 or not info.frames else \
+        f"cut short: its header gives {info.frames / info.samplerate:.2f} s of audio, its end does not decode"
+
+
+def _ogg_cut(audio, info) -> str | None:
+    """An Ogg stream's last page, which marks the end of the stream (header type 4), where the file ends."""
+    tail, _ = _head_and_size(audio, tail=True)
+    page = tail.rfind(b"OggS")
+    if page < 0 or page + 5 >= len(tail) or tail[page + 5] & 4:
+        return None
+    return f"cut short: its Ogg stream ends without its last page ({info.frames / info.samplerate:.2f} s of audio " \
+        "in the file)"
 
 
 def header_problem(audio, info) -> str | None:

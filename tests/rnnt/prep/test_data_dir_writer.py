@@ -34,6 +34,30 @@ def test_audio_too_short_for_utt2dur_or_of_no_length_is_skipped_and_counted_the_
     assert_valid(dest)
 
 
+def test_a_sphere_flac_or_ogg_file_cut_short_is_skipped_as_a_wav_is(test_data, tmp_path, capsys):
+    """Only a WAV was checked: a SPHERE (AN4's own format) or Opus file cut to a third kept its whole transcript on
+    a third of its audio, and a FLAC so cut kept the header's length, its end undecodable (shards copied it)."""
+    samples, rate = soundfile.read(yesno(test_data, 1)[0].audio, dtype="int16")
+    cuts = []
+    for name, options in (("e.sph", {"format": "NIST"}), ("f.flac", {}), ("g.opus", {"format": "OGG",
+                                                                                   "subtype": "OPUS"})):
+        whole = tmp_path / f"whole-{name}"
+        soundfile.write(whole, samples, rate, **options)
+        data = whole.read_bytes()
+        (tmp_path / name).write_bytes(data[:len(data) // 3])
+        cuts.append(Utterance(f"{name[0]}-1", name[0], str(tmp_path / name), "YES"))
+        cuts.append(Utterance(f"{name[0]}-2", name[0], str(whole), "YES"))  # whole: kept
+    dest = tmp_path / "train"
+    assert write_data_dirs({str(dest): cuts}, Report("prep")) == 0
+    assert keys(dest / "utt2spk") == ["e-2", "f-2", "g-2"]
+    err, seconds = capsys.readouterr().err, f"{len(samples) / rate:.2f}"
+    assert f"{tmp_path / 'e.sph'} (e-1): cut short: its header gives {seconds} s of audio, the file holds 2." in err
+    assert f"{tmp_path / 'f.flac'} (f-1): cut short: its header gives {seconds} s of audio, its end does not " \
+        "decode" in err
+    assert f"{tmp_path / 'g.opus'} (g-1): cut short: its Ogg stream ends without its last page" in err
+    assert_valid(dest)
+
+
 def test_a_dir_written_again_keeps_none_of_the_earlier_runs_files(test_data, tmp_path):
     """The first run wrote spk2gender; the second has no genders and another speaker: the old file named a
     speaker the dir no longer has, and the validator refused the new dir."""
