@@ -124,6 +124,8 @@ def _extract_members(tar: tarfile.TarFile, archive: str, dest: str,
         while not os.path.lexists(os.path.dirname(missing[-1])):  # tarfile makes for it
             missing.append(os.path.dirname(missing[-1]))
         written.extend(path for path in reversed(missing) if not os.path.lexists(path))
+        if member.isfile() and os.path.isfile(target) and not os.path.islink(target):
+            os.remove(target)  # a killed run's read-only file (0444): opened for writing, it refused every rerun
         tar.extract(member, dest, set_attrs=member.isfile(), **trusted)
         if member.isdir():
             directories.append((member, target))

@@ -296,6 +296,28 @@ def test_a_read_only_directory_gets_its_files_and_then_its_mode_and_time_as_a_us
         shutil.rmtree(shared)
 
 
+def test_an_extraction_of_read_only_files_killed_before_its_marker_is_done_again_as_a_user_not_root(tmp_path):
+    """A killed run left the archive's read-only (0444) files: the rerun opened each for writing, and a user not
+    root met 'Permission denied' on every rerun. Extracted here by user nobody, its marker then removed as a kill
+    before it leaves it."""
+    from rnnt.prep.extract import marker_path
+
+    with tarfile.open(tmp_path / "ro.tar", "w") as tar:
+        member = tarfile.TarInfo("corpus/a.txt")
+        member.size, member.mode = 1, 0o444
+        tar.addfile(member, io.BytesIO(b"a"))
+    shared = Path(tempfile.mkdtemp(prefix="rnnt-extract-"))  # pytest's tmp_path is root's alone
+    try:
+        shared.chmod(0o777)
+        shutil.copy(tmp_path / "ro.tar", shared / "ro.tar")
+        assert extracted_as_nobody(shared / "ro.tar", shared / "out") == "extracted"
+        os.remove(marker_path(str(shared / "ro.tar"), str(shared / "out")))
+        assert extracted_as_nobody(shared / "ro.tar", shared / "out") == "extracted"
+        assert (shared / "out" / "corpus" / "a.txt").read_text() == "a"
+    finally:
+        shutil.rmtree(shared)
+
+
 def extracted_as_nobody(archive: Path, dest: Path) -> str:
     """safe_extract's answer in a fork of this process running as user nobody where this one is root (the
     interpreter may sit where nobody cannot start it), else as this user."""
