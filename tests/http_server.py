@@ -1,4 +1,5 @@
-"""A small HTTP server on 127.0.0.1 for tests: files from memory, Range requests, a transfer cut short."""
+"""A small HTTP server on 127.0.0.1 for tests: files from memory, Range requests, a transfer cut short, chunked
+transfers."""
 
 import http.server
 import threading
@@ -13,6 +14,7 @@ class ArchiveServer(http.server.ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), RangeHandler)
         self.files: dict[str, bytes] = {}
         self.cut_first_after: int | None = None
+        self.chunked = False  # a transfer of no Content-Length, in chunked encoding
         self.requests: list[tuple[str, str | None]] = []
 
     @property
@@ -38,16 +40,21 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             return
         self.send_response(206 if range_header else 200)
-        self.send_header("Content-Length", str(len(body) - start))
-        self.end_headers()
         payload = body[start:]
+        if server.chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if server.chunked:
+            self.wfile.write(f"{len(payload):x}\r\n".encode())
         if server.cut_first_after is not None:
             payload, server.cut_first_after = payload[: server.cut_first_after], None
             self.wfile.write(payload)
             self.wfile.flush()
             self.close_connection = True
             return
-        self.wfile.write(payload)
+        self.wfile.write(payload + (b"\r\n0\r\n\r\n" if server.chunked else b""))
 
 
 @pytest.fixture

@@ -75,11 +75,13 @@ def _fetch(url: str, part: str, quiet: bool, timeout: float) -> None:
         with open(part, mode) as f, progress(total=total, initial=have, unit="B", unit_scale=True,
                                              desc=os.path.basename(part[:-5]), disable=quiet) as bar:
             try:
-                for block in iter(lambda: response.read(BLOCK), b""):
+                for block in iter(lambda: response.read1(BLOCK), b""):  # as it comes: a cut or stall keeps it all
                     f.write(block)
                     bar.update(len(block))
-            except http.client.IncompleteRead as cut:
+            except http.client.IncompleteRead as cut:  # of a known length or not (chunked: it was taken as whole)
                 f.write(cut.partial)  # keep what arrived; the next run asks for the rest
+                raise ConnectionError(f"{url}: transfer ended at {f.tell()} bytes" + (
+                    f" of {total}" if total is not None else "") + "; run again to resume") from None
     if total is not None and os.path.getsize(part) < total:
         raise ConnectionError(f"{url}: transfer ended at {os.path.getsize(part)} of {total} bytes; run again to resume")
 
@@ -102,7 +104,7 @@ def download(url: str, dest: str, checksum: str | None = None, quiet: bool = Fal
     part = dest + ".part"
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme in ("", "file"):
-        _copy_local(parsed.path if parsed.scheme else url, part)
+        _copy_local(urllib.request.url2pathname(parsed.path) if parsed.scheme else url, part)  # file:///a%20b
     else:
         _fetch(url, part, quiet, timeout)
     try:

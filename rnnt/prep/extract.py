@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import stat
 import tarfile
 import zlib
 
@@ -124,8 +125,10 @@ def _extract_members(tar: tarfile.TarFile, archive: str, dest: str,
         while not os.path.lexists(os.path.dirname(missing[-1])):  # tarfile makes for it
             missing.append(os.path.dirname(missing[-1]))
         written.extend(path for path in reversed(missing) if not os.path.lexists(path))
-        if member.isfile() and os.path.isfile(target) and not os.path.islink(target):
-            os.remove(target)  # a killed run's read-only file (0444): opened for writing, it refused every rerun
+        if member.isfile() and os.path.isfile(target) and not os.path.islink(target) and \
+                not os.access(target, os.W_OK):  # a killed run's read-only file (0444): opened for writing, it
+            os.chmod(target, os.stat(target).st_mode | stat.S_IWUSR)  # refused every rerun (its inode kept: a hard
+            # link to it stays this archive's own); tarfile sets the member's mode after
         tar.extract(member, dest, set_attrs=member.isfile(), **trusted)
         if member.isdir():
             directories.append((member, target))

@@ -50,6 +50,31 @@ def test_interrupted_download_resumes_with_range(server, test_data, tmp_path):
     assert dest.read_bytes() == body and len(server.requests) == n + 1
 
 
+@pytest.mark.parametrize("checksum", [False, True])
+def test_a_chunked_transfer_cut_short_is_kept_to_resume_not_taken_as_whole(server, test_data, tmp_path, checksum):
+    """Of no Content-Length, its cut was taken as the file: renamed to its final name without a checksum, deleted
+    as a checksum mismatch with one (and fetched from the start again)."""
+    body = yesno_archive(test_data)
+    server.files["/waves_yesno.tar.gz"], server.chunked = body, True
+    server.cut_first_after = len(body) // 3
+    dest = tmp_path / "waves_yesno.tar.gz"
+    sha = hashlib.sha256(body).hexdigest() if checksum else None
+    with pytest.raises(ConnectionError, match=f"transfer ended at {len(body) // 3} bytes; run again to resume"):
+        download(f"{server.url}/waves_yesno.tar.gz", str(dest), sha, quiet=True)
+    assert not dest.exists() and Path(f"{dest}.part").stat().st_size == len(body) // 3
+    assert download(f"{server.url}/waves_yesno.tar.gz", str(dest), sha, quiet=True) == "downloaded"
+    assert dest.read_bytes() == body and server.requests[-1][1] == f"bytes={len(body) // 3}-"
+
+
+def test_a_file_url_of_a_path_with_a_space_is_read(test_data, tmp_path):
+    """file:///a%20b was read as the path 'a%20b'."""
+    (tmp_path / "a b").mkdir()
+    (tmp_path / "a b" / "c.tar.gz").write_bytes(yesno_archive(test_data))
+    dest = tmp_path / "c.tar.gz"
+    assert download((tmp_path / "a b" / "c.tar.gz").as_uri(), str(dest), quiet=True) == "downloaded"
+    assert dest.read_bytes() == (tmp_path / "a b" / "c.tar.gz").read_bytes()
+
+
 def test_wrong_checksum_is_a_clear_error_and_the_file_is_not_kept(server, test_data, tmp_path):
     server.files["/waves_yesno.tar.gz"] = yesno_archive(test_data)
     dest = tmp_path / "waves_yesno.tar.gz"
