@@ -88,7 +88,9 @@ def parsed_arguments():
                         help="silence after the audio (default: the export's decoding.json, at least 0.5 streaming)")
     parser.add_argument("--text", help="the reference Kaldi text (default: <the list's dir>/text if there, else the "
                         "transcripts in the list)")
-    parser.add_argument("--compare", help="a steps/decode.py dir of the same set: count identical transcripts")
+    parser.add_argument("--compare", help="a steps/decode.py dir of the same set: count identical transcripts "
+                        "(greedy: all of them; modified_beam: most, sherpa-onnx's search pruning before it merges "
+                        "and ending on the best score per symbol)")
     parser.add_argument("--method", choices=sorted(SHERPA_METHODS), default="greedy",
                         help="greedy (default) or modified_beam: sherpa-onnx's greedy_search or modified_beam_search")
     parser.add_argument("--beam", type=at_least(1), default=4, help="modified_beam: active paths (default 4)")
