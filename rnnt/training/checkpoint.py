@@ -61,6 +61,8 @@ def for_decoding(exp_dir: str) -> str:
             load_meta(newest)["step"] > load_meta(path).get("step", 0):
         path = newest
     if path is None:
+        for unread in reversed(numbered(exp_dir, "step") + numbered(exp_dir, "epoch")):
+            load_meta(unread)  # the newest that latest() passed over, named with why (it was 'no checkpoint')
         raise FileNotFoundError(f"{exp_dir}: no checkpoint ({', '.join(k.format('*') for k in KINDS.values())})")
     return path
 

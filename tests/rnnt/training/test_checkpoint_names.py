@@ -98,3 +98,14 @@ def test_decoding_takes_model_pt_the_model_the_results_name(tmp_path):
                           "avg1-epoch-25"], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0 and "model.pt is a file of its own, not a link: left as it is" in out.stderr
     assert not (moved / "model.pt").is_symlink() and checkpoint.for_decoding(str(moved)) == str(moved / "model.pt")
+
+
+def test_an_experiment_whose_checkpoints_cannot_be_read_names_them_not_none(tmp_path):
+    """A cut-short epoch-1.pt alone: decoding and export said 'no checkpoint', as of an experiment never trained."""
+    from rnnt.training import checkpoint
+
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        checkpoint.for_decoding(str(tmp_path))
+    (tmp_path / "epoch-1.pt").write_bytes(b"PK\x03\x04 cut short")
+    with pytest.raises(checkpoint.UnreadableCheckpoint, match=f"{tmp_path / 'epoch-1.pt'}: not a readable checkpoint"):
+        checkpoint.for_decoding(str(tmp_path))
