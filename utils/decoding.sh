@@ -195,14 +195,14 @@ confidence_stage() {
   fi
 }
 
-decode_stages() {
-  local stage_n=$1 exp=$2 tag=$3 lang=$4 methods=$5 sets=$6 suffix=${7:+"+$7"} checkpoint method set name lm settings
+decode_stages() {  # (its METHODS not named methods: confidence_stage reads run.sh's, which a local of that name hid)
+  local stage_n=$1 exp=$2 tag=$3 lang=$4 decode_methods=$5 sets=$6 suffix=${7:+"+$7"} checkpoint method set name lm settings
   local chunks
   read -ra chunks <<< "$(attention_options "${7:-}")"
   checkpoint=$(checkpoint_of "$exp" "$tag")
   settings=$(decoding_settings "$exp")  # once for every method and set
-  case " $sets " in *" dev "*) confidence_stage "$stage_n" "$exp" "$tag" "$methods" ;; esac
-  for method in $methods; do
+  case " $sets " in *" dev "*) confidence_stage "$stage_n" "$exp" "$tag" "$decode_methods" ;; esac
+  for method in $decode_methods; do
     lm=()
     if fuses_lm "$method"; then
       lm_fusion_stage "$stage_n" "$exp" "$tag" "$lang" "$method" "$lm_order" "$lm_over" "$(lm_beam_of "$method")" \

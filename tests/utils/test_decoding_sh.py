@@ -26,6 +26,16 @@ cat "$fusion" > "$2/decode-$4-$TAG/used"
 echo "%WER 0.00 [ 0 / 1, 0 ins, 0 del, 0 sub ]" > "$2/decode-$4-$method-$TAG/wer"
 echo "$TAG" >> decodes.log
 """
+PLAIN_DECODE = """#!/usr/bin/env bash
+# stands in for steps/decode.py of a method without an LM: writes its wer
+set -euo pipefail
+method=$2
+while [ "$1" != --tag ]; do shift; done
+tag=$2
+while [ "$1" != --nbest ]; do shift; done
+mkdir -p "$2/decode-$4-$method-$tag"
+echo "%WER 0.00 [ 0 / 1, 0 ins, 0 del, 0 sub ]" > "$2/decode-$4-$method-$tag/wer"
+"""
 CALIBRATE = """#!/usr/bin/env bash
 # stands in for steps/calibrate_confidence.py: writes down the checkpoint it calibrates the confidences of
 set -euo pipefail
@@ -157,14 +167,17 @@ def test_the_leading_method_whatever_blanks_are_around_the_methods():
 
 def test_every_decode_of_an_experiment_calibrates_the_head_of_run_sh_methods_first(tmp_path):
     """A seed's or a combination's decodes pass their leading method alone: with --methods "ctc_greedy
-    pooled_beam_lm" the two heads' stages took turns fitting the one calibration file, every run."""
+    pooled_beam_lm" the two heads' stages took turns fitting the one calibration file, every run; and through
+    decode_stages, whose METHODS, a local named methods, hid run.sh's from confidence_stage, they still did."""
     stand_ins(tmp_path)
+    (tmp_path / "steps" / "decode.py").write_text(PLAIN_DECODE)
     env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", ROOT=str(ROOT))
-    script = ('set -euo pipefail; stage=0 stop_stage=100 methods="ctc_greedy pooled_beam_lm"; '
+    script = ('set -euo pipefail; stage=0 stop_stage=100 methods="ctc_greedy greedy"; '
               '. "$ROOT/utils/stages.sh"; . "$ROOT/utils/decoding.sh"; checkpoint_of() { echo "$1/$2.pt"; }\n'
-              'confidence_stage 6 exp avg10 "$methods"; confidence_stage 6 exp avg10 pooled_beam_lm')
+              'confidence_stage 6 exp avg10 "$methods"; confidence_stage 6 exp avg10 greedy\n'
+              'decode_stages 6 exp avg10 data/lang "$methods" dev; decode_stages 6 exp avg10 data/lang greedy dev')
     for _ in range(2):
         out = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
         assert out.returncode == 0, out.stderr
     assert (tmp_path / "calibrations.log").read_text().split() == ["exp/avg10.pt"]  # once, for the CTC head
-    assert out.stdout.count("stage 6 (confidence-ctc_greedy-avg10): done before") == 2, out.stdout
+    assert out.stdout.count("stage 6 (confidence-ctc_greedy-avg10): done before") == 4, out.stdout
