@@ -115,8 +115,11 @@ fi
 data_dirs=$(given_before data-dirs data/.data_dirs "$data_dirs" are_data_dirs)
 if [ -z "$data_dirs" ]; then
   corpus_options=(data/.transcripts data/.test_transcripts data/.speaker_regex data/.dev_fraction data/.test_fraction)
-  if [ -n "$corpus_dir" ] && [ "$corpus_dir" != "$(cat data/.corpus_dir 2> /dev/null || true)" ]; then
-    rm -f "${corpus_options[@]}"  # another corpus: the options given with the one before are not its
+  # another corpus: the options given with the one before are not its (the same one spelt DIR/, by a link or
+  # relative to here is the same: its options were lost, the data split again)
+  if [ -n "$corpus_dir" ] && [ "$(corpus_place "$corpus_dir")" != \
+      "$(corpus_place "$(cat data/.corpus_dir 2> /dev/null || true)")" ]; then
+    rm -f "${corpus_options[@]}"
   fi
   corpus_dir=$(corpus_dir_of "$corpus_dir")  # the one given before, if not given
   if [ -z "$corpus_dir" ] || [ ! -d "$corpus_dir" ]; then
