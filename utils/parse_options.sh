@@ -3,8 +3,9 @@
 #   . utils/parse_options.sh
 # Rules:
 #   --foo-bar X and --foo-bar=X set the existing variable foo_bar (an undefined one is an error);
-#   a variable whose current value is true or false only accepts true or false, one whose value is a whole number
-#   (stage=0, average=5) only a whole number; a value that is another option of the script (--stage --stop-stage 3)
+#   a variable whose value is true or false only accepts true or false, one whose value is a whole number
+#   (stage=0, average=5) only a whole number, as the script set it (a --config file's value, or the option given
+#   before, does not change what it takes); a value that is another option of the script (--stage --stop-stage 3)
 #   is a missing value;
 #   --config FILE sources FILE (shell assignments) before the remaining options, so a script may not
 #   have a variable named config of its own (refused at once);
@@ -27,32 +28,59 @@ if [[ "$(declare -p config 2>/dev/null)" == "declare -- "* ]]; then  # the scrip
     "assignments: rename the variable (e.g. train_config)"
 fi
 
-__po_set() {  # __po_set <option-as-typed> <value>
-  local opt=$1 value=$2 var
-  var=$(printf '%s' "${opt#--}" | tr '-' '_')
-  case "$var" in
-    ''|[0-9]*|*[!A-Za-z0-9_]*) __po_fail "invalid option '$opt'" ;;
+__po_kind() {  # __po_kind VALUE: what an option of that default takes: bool, int or anything (empty)
+  case $1 in
+    true|false) echo bool ;;
+    *) [[ $1 =~ ^[0-9]+$ ]] && echo int || true ;;
   esac
-  if [ -z "${!var+set}" ]; then
-    __po_fail "unknown option '$opt' (no variable '$var' is defined in the script)"
-  fi
-  local current=${!var} __po_next  # named so that no script's option is one of these locals
-  __po_next=$(printf '%s' "${value#--}" | tr '-' '_')
-  if [[ "$value" == --* ]] && [[ "$__po_next" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] && [ -n "${!__po_next+set}" ]; then
-    __po_fail "option '$opt' needs a value (the next word is the option '$value')"
-  fi
-  if { [ "$current" = true ] || [ "$current" = false ]; } && [ "$value" != true ] && [ "$value" != false ]; then
-    __po_fail "option '$opt' takes true or false, not '$value'"
-  fi
-  if [[ "$current" =~ ^[0-9]+$ ]]; then
-    [[ "$value" =~ ^[0-9]{1,18}$ ]] || __po_fail "option '$opt' takes a whole number, not '$value'"  # 19: wraps
-    value=$((10#$value))  # 08 as 8: bash arithmetic reads a leading 0 as octal (08 failed, 010 was 8)
-  fi
-  printf -v "$var" '%s' "$value"
 }
 
-# --config files are applied first so that explicit options on the command line win.
+__po_set() {  # __po_set <option-as-typed> <value>
+  # every name __po_ (its locals too): a script's option of a local's name was the local, its value lost
+  local __po_opt=$1 __po_value=$2 __po_var __po_next __po_takes
+  __po_var=$(printf '%s' "${__po_opt#--}" | tr '-' '_')
+  case "$__po_var" in
+    ''|[0-9]*|*[!A-Za-z0-9_]*) __po_fail "invalid option '$__po_opt'" ;;
+  esac
+  if [ -z "${!__po_var+set}" ]; then
+    __po_fail "unknown option '$__po_opt' (no variable '$__po_var' is defined in the script)"
+  fi
+  __po_next=$(printf '%s' "${__po_value#--}" | tr '-' '_')
+  if [[ "$__po_value" == --* ]] && [[ "$__po_next" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] && [ -n "${!__po_next+set}" ]; then
+    __po_fail "option '$__po_opt' needs a value (the next word is the option '$__po_value')"
+  fi
+  __po_takes=${__po_kinds[$__po_var]-$(__po_kind "${!__po_var}")}
+  if [ "$__po_takes" = bool ] && [ "$__po_value" != true ] && [ "$__po_value" != false ]; then
+    __po_fail "option '$__po_opt' takes true or false, not '$__po_value'"
+  fi
+  if [ "$__po_takes" = int ]; then
+    [[ "$__po_value" =~ ^[0-9]{1,18}$ ]] || __po_fail "option '$__po_opt' takes a whole number, not '$__po_value'"
+    __po_value=$((10#$__po_value))  # 08 as 8: bash arithmetic reads a leading 0 as octal (08 failed, 010 was 8)
+  fi
+  printf -v "$__po_var" '%s' "$__po_value"
+}
+
 __po_args=("$@")
+# what each option given takes, from the script's value, before a --config file sets another (neg=0 in one made
+# --neg 0.5 'not a whole number')
+declare -A __po_kinds=()
+__po_i=0
+while [ $__po_i -lt ${#__po_args[@]} ]; do
+  case "${__po_args[__po_i]}" in
+    --) break ;;
+    --help|-h) __po_i=$((__po_i + 1)); continue ;;
+    --*=*) __po_var=${__po_args[__po_i]%%=*}; __po_i=$((__po_i + 1)) ;;
+    --*) __po_var=${__po_args[__po_i]}; __po_i=$((__po_i + 2)) ;;
+    *) break ;;
+  esac
+  __po_var=$(printf '%s' "${__po_var#--}" | tr '-' '_')
+  if [[ $__po_var =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] && [ -n "${!__po_var+set}" ] && [ -z "${__po_kinds[$__po_var]+set}" ]
+  then
+    __po_kinds[$__po_var]=$(__po_kind "${!__po_var}")
+  fi
+done
+
+# --config files are applied first so that explicit options on the command line win.
 __po_i=0
 while [ $__po_i -lt ${#__po_args[@]} ]; do
   __po_cfg=
@@ -73,6 +101,7 @@ while [ $__po_i -lt ${#__po_args[@]} ]; do
     __po_fail "--config $__po_cfg: --config takes a file of shell assignments (name=value); a model's YAML is" \
       "--train-config" ;;
   esac
+  case $__po_cfg in */*) ;; *) __po_cfg=./$__po_cfg ;; esac  # a bare name: the file checked, not one on $PATH
   # shellcheck disable=SC1090
   . "$__po_cfg"
 done
@@ -88,5 +117,5 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
-unset __po_args __po_i __po_cfg
+unset __po_args __po_i __po_cfg __po_var __po_kinds
 true

@@ -106,3 +106,35 @@ def test_a_script_variable_named_config_is_refused(tmp_path):
     path.chmod(0o755)
     out = subprocess.run([str(path), "in"], capture_output=True, text=True)
     assert out.returncode == 1 and "defines a variable 'config'" in out.stderr and out.stdout == ""
+
+
+def test_what_an_option_takes_is_the_scripts_default_not_a_config_files_or_an_earlier_value(demo, tmp_path):
+    """foo_bar=0 in a --config file, or --foo-bar 1 given before, made --foo-bar 0.5 'not a whole number' (the
+    options given on the command line win); a whole-number option stays one whatever a config file set."""
+    (tmp_path / "my.conf").write_text("foo_bar=0\nstage=abc\n")
+    out = demo("--config", str(tmp_path / "my.conf"), "--foo-bar", "0.5", "x")
+    assert out.returncode == 0 and "foo_bar=0.5 " in out.stdout, out.stderr
+    assert "foo_bar=0.5 " in demo("--foo-bar", "1", "--foo-bar", "0.5").stdout
+    out = demo("--config", str(tmp_path / "my.conf"), "--stage", "x2")
+    assert out.returncode == 1 and "option '--stage' takes a whole number, not 'x2'" in out.stderr
+
+
+@pytest.mark.parametrize("name", ["opt", "value", "var", "current"])
+def test_an_option_of_a_name_the_parser_uses_inside_is_set(tmp_path, name):
+    """The parser's locals hid a script's options of their names: --value 42 left value at its default, exit 0."""
+    path = tmp_path / "named.sh"
+    path.write_text(f"set -euo pipefail\n{name}=default\n. {ROOT}/utils/parse_options.sh\necho \"${{{name}}}\"\n")
+    out = subprocess.run(["bash", str(path), f"--{name}", "42"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout == "42\n", out.stderr
+
+
+def test_a_bare_config_file_name_is_the_file_here_not_one_on_path(demo, tmp_path):
+    """. FILE looks a name without a slash up in $PATH first: the file sourced was not the one checked."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "opts.conf").write_text("foo_bar=FROM_PATH\n")
+    (tmp_path / "opts.conf").write_text("foo_bar=HERE\n")
+    import os
+
+    out = subprocess.run([str(tmp_path / "demo.sh"), "--config", "opts.conf"], capture_output=True, text=True,
+                         cwd=tmp_path, env={**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"})
+    assert out.returncode == 0 and "foo_bar=HERE " in out.stdout, out.stdout + out.stderr
