@@ -176,8 +176,12 @@ sets="train dev"
 recordings=()
 [ -z "$data_dirs" ] || recordings=(++ "$(python3 -m rnnt.datadir.recordings_fingerprint \
   $(for set in $sets; do echo data/$set/wav.scp; done))")
-if stage_wanted 2 shards -- "$(stage_mark 1 data)" $(for set in $sets; do echo data/$set/wav.scp data/$set/text; done) \
-    "${recordings[@]}"; then
+tables=()  # each set's wav.scp and text, and segments where it has one (make_shards.py cuts the recordings by it)
+for set in $sets; do
+  tables+=("data/$set/wav.scp" "data/$set/text")
+  [ ! -f "data/$set/segments" ] || tables+=("data/$set/segments")
+done
+if stage_wanted 2 shards -- "$(stage_mark 1 data)" "${tables[@]}" "${recordings[@]}"; then
   log=$(stage_log 2 shards)
   for set in $sets; do  # --replace: shards of the data before a change go; an interrupted run's are kept
     logged "$log" steps/make_shards.py --replace --nj "$nj" --utts-per-shard 500 data/$set data/$set/shards \

@@ -395,6 +395,10 @@ def test_kaldi_data_dirs_of_your_own_instead_of_a_folder_of_recordings(test_data
     assert again.returncode == 0, again.stderr
     assert f"run.sh: --data-dirs {train} {dev}, as given before (data/.data_dirs)" in again.stderr
     assert "stage 1 (data): done before; skipped" in again.stdout
+    segments = recipe / "data" / "dev" / "segments"  # edited by hand: sharded again (it was 'done before')
+    segments.write_text(segments.read_text().replace("0.00 -1\n", "0.10 -1\n", 1))
+    edited = run_recipe(recipe, "--stop-stage", "2")
+    assert edited.returncode == 0 and "(shards): its inputs changed" in edited.stdout, edited.stdout
     # a recording replaced at its path (the tables the same): sharded again, where the old audio trained on
     shutil.copy(lines[1].split(maxsplit=1)[1], tmp_path / "kaldi" / "first.wav")
     replaced = run_recipe(recipe, "--stop-stage", "2")
