@@ -80,6 +80,7 @@ Example: ./run.sh --corpus-dir /data/mycorpus --speaker-regex '^([^/]+)/'
   ./run.sh --data-dirs \"/kaldi/egs/mine/s5/data/train /kaldi/egs/mine/s5/data/dev\" --ngpu 4"
 
 [ "$(cd "$(dirname "$0")" && pwd -P)" = "$(pwd -P)" ] || {  # its paths (conf/, local/, data/) are the recipe's
+  case " $* " in *" --help "*|*" -h "*) printf '%s\n' "$help_message"; exit 0 ;; esac  # its usage from anywhere
   echo "$(basename "$0"): run it from its recipe folder: cd $(dirname "$0") && ./run.sh" >&2; exit 1; }
 . utils/parse_options.sh  # before path.sh: --help needs no environment (a fresh clone's would install it first)
 . ./path.sh

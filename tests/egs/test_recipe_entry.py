@@ -24,6 +24,8 @@ def test_help_needs_no_environment_and_another_folder_is_refused(name, tmp_path)
     assert out.returncode == 1
     assert out.stderr == f"run.sh: run it from its recipe folder: cd {recipe} && ./run.sh\n", out.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # nothing written where it was started
+    out = subprocess.run([str(recipe / "run.sh"), "--help"], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("Usage: "), out.stderr  # (it was refused: no usage)
 
 
 @pytest.mark.parametrize("name, option", [("yesno", "--method"), ("fsdd", "--method"), ("librispeech", "--methods")])
