@@ -1,5 +1,6 @@
 """Download with resume and checksum, and safe extraction, against an HTTP server on 127.0.0.1."""
 
+import contextlib
 import hashlib
 import io
 import os
@@ -307,18 +308,11 @@ def test_a_read_only_directory_gets_its_files_and_then_its_mode_and_time_as_a_us
         member = tarfile.TarInfo("corpus/ro/a.txt")
         member.size, member.mtime = 1, 1_000_000_000
         tar.addfile(member, io.BytesIO(b"a"))
-    shared = Path(tempfile.mkdtemp(prefix="rnnt-extract-"))  # pytest's tmp_path is root's alone
-    try:
-        shared.chmod(0o777)
-        shutil.copy(tmp_path / "ro.tar", shared / "ro.tar")
+    with where_nobody_writes(tmp_path / "ro.tar") as shared:
         assert extracted_as_nobody(shared / "ro.tar", shared / "out") == "extracted"
         ro = shared / "out" / "corpus" / "ro"
         assert (ro / "a.txt").read_text() == "a" and (ro.stat().st_mode & 0o777) == 0o555
         assert ro.stat().st_mtime == ro.parent.stat().st_mtime == (ro / "a.txt").stat().st_mtime == 1_000_000_000
-    finally:
-        if (shared / "out" / "corpus" / "ro").exists():
-            (shared / "out" / "corpus" / "ro").chmod(0o755)  # for a user not root to remove it
-        shutil.rmtree(shared)
 
 
 def test_an_extraction_of_read_only_files_killed_before_its_marker_is_done_again_as_a_user_not_root(tmp_path):
@@ -331,15 +325,25 @@ def test_an_extraction_of_read_only_files_killed_before_its_marker_is_done_again
         member = tarfile.TarInfo("corpus/a.txt")
         member.size, member.mode = 1, 0o444
         tar.addfile(member, io.BytesIO(b"a"))
-    shared = Path(tempfile.mkdtemp(prefix="rnnt-extract-"))  # pytest's tmp_path is root's alone
-    try:
-        shared.chmod(0o777)
-        shutil.copy(tmp_path / "ro.tar", shared / "ro.tar")
+    with where_nobody_writes(tmp_path / "ro.tar") as shared:
         assert extracted_as_nobody(shared / "ro.tar", shared / "out") == "extracted"
         os.remove(marker_path(str(shared / "ro.tar"), str(shared / "out")))
         assert extracted_as_nobody(shared / "ro.tar", shared / "out") == "extracted"
         assert (shared / "out" / "corpus" / "a.txt").read_text() == "a"
+
+
+@contextlib.contextmanager
+def where_nobody_writes(archive: Path):
+    """A folder user nobody may write in (pytest's tmp_path is root's alone) holding a copy of archive; removed
+    after, its folders made writable first (a read-only one a user not root could not empty)."""
+    shared = Path(tempfile.mkdtemp(prefix="rnnt-extract-"))
+    try:
+        shared.chmod(0o777)
+        shutil.copy(archive, shared / archive.name)
+        yield shared
     finally:
+        for folder in (path for path in shared.rglob("*") if path.is_dir() and not path.is_symlink()):
+            folder.chmod(0o755)
         shutil.rmtree(shared)
 
 
