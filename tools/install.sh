@@ -58,6 +58,13 @@ link_project() {
   echo "$root" > "$(site_packages)/rnnt-recipes.pth"
 }
 
+# One install at a time (two recipes started at once on a fresh clone both built the venv, each over the other):
+# the second waits, then finds it up to date.
+if command -v flock > /dev/null; then
+  exec 9> "$root/tools/.install.lock"
+  flock 9
+fi
+
 # The stamp records the requirements the venv was built from; equal stamp -> nothing to do.
 stamp="$venv/.rnnt-requirements.sha256"
 want=$(cat "$requirements" "$constraints" | sha256sum | cut -d' ' -f1)

@@ -93,3 +93,19 @@ def test_an_active_tools_venv_older_than_the_requirements_is_updated(tmp_path):
     assert "install.sh ran" not in sourced()
     os.utime(root / "tools" / "requirements.txt")  # pulled: newer than the stamp
     assert "is missing or not up to date; running tools/install.sh" in sourced() and "install.sh ran" in sourced()
+
+
+def test_an_install_waits_for_one_under_way():
+    """Two recipes started at once on a fresh clone each built tools/venv over the other: the second now waits for
+    the install under way (held here as its lock), then finds the venv up to date."""
+    import fcntl
+    import time
+
+    with open(ROOT / "tools" / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        waiting = subprocess.Popen([str(ROOT / "tools" / "install.sh")], stdout=subprocess.PIPE, text=True)
+        time.sleep(2)
+        assert waiting.poll() is None  # waits while an install holds the lock
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    out, _ = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0 and "is up to date" in out
