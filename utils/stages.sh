@@ -116,12 +116,17 @@ corpus_dir_of() {  # corpus_dir=$(corpus_dir_of "$corpus_dir"): --corpus-dir as 
 is_folder() { [ -d "$1" ]; }
 
 last_stage_seen=-1  # the highest stage number stage_wanted was asked about in this run
-no_stage_ran_check() {  # check_run_arguments' EXIT trap: a --stage past every stage of this run ran nothing (a
-  # typo, or a stage an option turns on): a failure, not a silent success
+first_stage_seen=-1  # and the lowest
+no_stage_ran_check() {  # check_run_arguments' EXIT trap: a --stage past every stage of this run, or a --stop-stage
+  # before every one, ran nothing (a typo, or a stage an option turns on): a failure, not a silent success
   local status=$?
   if [ "$status" -eq 0 ] && [ "$stage" -gt 0 ] && [ "$stage" -gt "$last_stage_seen" ]; then
     echo "$(basename "$0"): --stage $stage: this run has no stage $stage or later (its last is $last_stage_seen; the" \
       "stages, and the options that turn some on: --help); nothing ran" >&2
+    exit 1
+  elif [ "$status" -eq 0 ] && [ "$stop_stage" -lt "$first_stage_seen" ]; then  # (it printed the last run's result)
+    echo "$(basename "$0"): --stop-stage $stop_stage: this run has no stage $stop_stage or before (its first is" \
+      "$first_stage_seen); nothing ran" >&2
     exit 1
   fi
 }
@@ -372,6 +377,7 @@ stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT... [++ LATER_INPUT...]]
   $later || earlier=()  # no input added later: nothing to take in place of the stage
   mark=$(stage_mark "$n" "$name" "$dir")
   [ "$n" -le "$last_stage_seen" ] || last_stage_seen=$n
+  [ "$first_stage_seen" -ge 0 ] && [ "$n" -ge "$first_stage_seen" ] || first_stage_seen=$n
   if [ "$n" -lt "$stage" ] || [ "$n" -gt "$stop_stage" ]; then  # not run: out of date if its inputs changed, or
     # if it was started on changed inputs and stopped (its marker gone, the pending one left)
     if [ -f "$mark" ] && ! marker_taken "$mark" "$(stage_fingerprint "$@" 2> /dev/null)" "$@"; then

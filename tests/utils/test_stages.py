@@ -302,6 +302,11 @@ def test_a_word_left_over_or_a_stage_not_a_number_is_refused(tmp_path):
     out = run_with("4")  # past the last stage (a typo, or a stage an option turns on): nothing ran, not a success
     assert out.returncode == 1 and out.stdout == "fine\n", out  # stages 0-3 not run
     assert out.stderr.startswith("run.sh: --stage 4: this run has no stage 4 or later (its last is 3;"), out.stderr
+    script = script.replace("for n in 0 1 2 3", "for n in 1 2 3").replace("stop_stage=100", "stop_stage=$STOP")
+    out = subprocess.run(["bash", "-c", script, "run.sh", "0"], capture_output=True, text=True, cwd=tmp_path,
+                         env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin", "STOP": "0"})  # before every stage
+    assert out.returncode == 1 and out.stdout == "fine\n", out
+    assert out.stderr == "run.sh: --stop-stage 0: this run has no stage 0 or before (its first is 1); nothing ran\n"
 
 
 def test_a_second_run_in_the_same_dir_is_refused_while_the_first_or_a_command_it_started_runs(tmp_path):
