@@ -25,7 +25,7 @@ import torch
 from rnnt.devices import auto_device
 from rnnt.progress_bar import progress
 
-from rnnt.cli import ToolError, at_least, number_list, run_tool, show_data_reports, tool_parser
+from rnnt.cli import ToolError, at_least, glued_values, number_list, run_tool, show_data_reports, tool_parser
 from rnnt.ctc_rescoring import check_ctc_head, ctc_log_likelihoods, rescored
 from rnnt.decode_results import reference_texts
 from rnnt.lm.fusion import OVER, FusionConfig, fusion_config_path, write_fusion_config
@@ -77,7 +77,7 @@ def parse_args() -> argparse.Namespace:
                              f"count, {torch.get_num_threads()} here; 1 on a GPU)")
     parser.add_argument("exp_dir")
     parser.add_argument("dev_list", help="the dev set's data.list (its data dir's text holds the references)")
-    args = parser.parse_args()
+    args = parser.parse_args(glued_values(sys.argv[1:], ("--bonuses",)))  # --bonuses -2,-1,0: not an option
     if args.bonuses is None:
         args.bonuses = number_list()("0,0.5,1,2,3" if args.over == "units" else "-2,-1,0,1,2")
     if (METHODS[args.method].lm == "lodr") != (args.lodr_arpa is not None):

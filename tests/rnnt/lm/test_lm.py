@@ -287,3 +287,12 @@ def test_the_scores_cache_stays_bounded_and_scores_the_same(monkeypatch):
     for _ in range(3):
         assert {key: bounded.log10_prob(*key) for key in want} == want
         assert len(bounded.cache) <= 4
+
+
+def test_negative_length_bonuses_are_a_value_of_tune_lm_fusion_not_an_option(tmp_path):
+    """--bonuses -2,-1,0,1,2 (its own default for word LMs, as run.sh --lm-bonuses passes it) was argparse's
+    'expected one argument': a recipe's LM stage failed after the training."""
+    out = run_tool(sys.executable, ROOT / "steps" / "tune_lm_fusion.py", "--arpa", tmp_path / "lm.arpa", "--bonuses",
+                   "-2,-1,0,1,2", tmp_path / "exp", tmp_path / "dev.list")
+    assert out.returncode == 1 and "expected one argument" not in out.stderr, out.stderr
+    assert f"{tmp_path / 'exp'}" in out.stderr  # past the options: the experiment not there, named
