@@ -49,7 +49,8 @@ def add_unit_posteriors(model, enc: torch.Tensor, hyps: list[Hypothesis], head: 
 
 
 CALIBRATION_FILE = "confidence_calibration.json"  # in an experiment dir: written by steps/calibrate_confidence.py
-EDGE = 1e-6  # confidences are kept inside (EDGE, 1 - EDGE) for their log-odds
+EDGE = 1e-12  # confidences are kept inside (EDGE, 1 - EDGE) for their log-odds (1e-6 tied every one above
+# 1 - 1e-6, many of a confident model's words: products of float32 posteriors, distinct down to 6e-8 from 1)
 
 
 def log_odds(p: float) -> float:
@@ -58,7 +59,7 @@ def log_odds(p: float) -> float:
 
 
 def sigmoid(z: float) -> float:
-    return 1 / (1 + math.exp(-max(min(z, 50.0), -50.0)))
+    return 1 / (1 + math.exp(-max(min(z, 36.0), -36.0)))  # inside (0, 1): 1 / (1 + e^-37) is 1.0 in a float
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,9 @@ def fit_calibration(confidences: list[float], correct: list[bool], steps: int = 
     """The scale and offset that maximise the likelihood of the words' being right: Newton's method on the two,
     from no scale and the share of right words, each step halved until the likelihood rises (an undamped one swung
     off to 1e7 on words of confidences near 1), a little ridge keeping them finite where the words part cleanly.
-    Words both right and wrong are needed, and a fit that settles: a ValueError otherwise."""
+    Words both right and wrong are needed, and a fit that settles: a ValueError otherwise. Confidences that run
+    against the words' being right (a fitted scale below 0, a model early in its training) would reverse their
+    order: the scale is 0 then, every word given the share of right ones."""
     if all(correct) or not any(correct):
         raise ValueError("no word to calibrate on" if not correct else
                          f"all {len(correct)} words {'right' if all(correct) else 'wrong'}: nothing to calibrate on")
@@ -120,7 +123,8 @@ def fit_calibration(confidences: list[float], correct: list[bool], steps: int = 
             size /= 2
         scale, offset, likelihood = scale + size * step[0], offset + size * step[1], tried
         if max(abs(size * step[0]), abs(size * step[1])) < 1e-9:
-            return Calibration(round(scale, 6), round(offset, 6))
+            return Calibration(round(scale, 6), round(offset, 6)) if scale >= 0 else \
+                Calibration(0.0, round(log_odds(sum(correct) / len(correct)), 6))
     raise ValueError(f"the calibration of {len(correct)} words did not settle in {steps} steps")
 
 
@@ -134,8 +138,9 @@ def calibration_of(values, where: str, remedy: str) -> Calibration:
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise ValueError(f"{where}: not a confidence calibration ({type(error).__name__}: {error}); {remedy}") \
             from None
-    if not all(math.isfinite(v) for v in (calibration.scale, calibration.offset)):
-        raise ValueError(f"{where}: a confidence calibration's scale and offset are finite numbers; {remedy}")
+    if not all(math.isfinite(v) for v in (calibration.scale, calibration.offset)) or calibration.scale < 0:
+        raise ValueError(f"{where}: a confidence calibration's scale and offset are finite numbers, the scale at "
+                         f"least 0 (below, it reverses the words' order); {remedy}")
     return calibration
 
 

@@ -79,9 +79,11 @@ def main() -> str:
                    "dev_list": os.path.abspath(args.dev_list), "words": len(correct), "right": sum(correct),
                    "nce_before": round(before, 4), "nce_after": round(after, 4), "auc": round(auc, 4)}, f, indent=2)
         f.write("\n")
+    against = "; the confidences ran against the words' being right: each word gets the share right (scale 0)" \
+        if calibration.scale == 0 else ""
     return (f"{path}: scale {calibration.scale:.3f}, offset {calibration.offset:.3f} from {len(correct)} words of "
             f"{args.dev_list} ({sum(correct)} right, {args.method}, {os.path.basename(checkpoint)}); "
-            f"NCE {before:.3f} -> {after:.3f}, AUC {auc:.3f}; {time.perf_counter() - start:.0f} s")
+            f"NCE {before:.3f} -> {after:.3f}, AUC {auc:.3f}{against}; {time.perf_counter() - start:.0f} s")
 
 
 if __name__ == "__main__":

@@ -157,9 +157,24 @@ def test_a_calibration_serves_the_checkpoint_and_head_it_was_fitted_with(tmp_pat
         assert calibration is None and note.startswith("uncalibrated posteriors: ") and why in note
     (tmp_path / "b.pt").write_bytes(b"weights a")  # the same weights under another name: the same model
     assert usable_calibration(str(tmp_path), str(tmp_path / "b.pt"), "transducer")[0] == Calibration(0.5, 0.2)
-    (tmp_path / CALIBRATION_FILE).write_text('{"scale": NaN, "offset": 0}')
-    with pytest.raises(ValueError, match="scale and offset are finite numbers; write it again"):
-        experiment_calibration(str(tmp_path))
+    for scale in ("NaN", "-0.5"):  # (a negative one reversed the words' order)
+        (tmp_path / CALIBRATION_FILE).write_text(f'{{"scale": {scale}, "offset": 0}}')
+        with pytest.raises(ValueError, match="scale and offset are finite numbers, the scale at least 0"):
+            experiment_calibration(str(tmp_path))
+
+
+def test_a_calibration_never_changes_the_words_order():
+    """Confidences that run against the words' being right fitted a negative scale, which reversed their order in
+    every decode; and confidences above 1 - 1e-6 (many of a confident model's words) were all one value."""
+    rng = random.Random(2)
+    raw = [rng.uniform(0.05, 0.95) for _ in range(400)]
+    correct = [rng.random() > c for c in raw]  # the surer, the likelier wrong
+    fitted = fit_calibration(raw, correct)
+    assert fitted.scale == 0 and fitted.apply(0.1) == fitted.apply(0.9)
+    assert fitted.apply(0.5) == pytest.approx(sum(correct) / len(correct), abs=1e-6)
+    near_one = [1 - 1e-7, 1 - 1e-8, 1 - 1e-9, 1 - 1e-10]
+    mapped = [Calibration(1.0, 0.0).apply(c) for c in near_one]
+    assert mapped == sorted(mapped) and len(set(mapped)) == 4 and all(0 < c < 1 for c in mapped)
 
 
 @pytest.mark.parametrize("words, outcome", [([], "no word decoded from dev.list"),
