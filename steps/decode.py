@@ -30,6 +30,7 @@ from rnnt.progress_bar import progress
 from rnnt.attention_chunks import add_attention_options, attend_as_asked, from_args
 from rnnt.cli import ToolError, at_least, run_tool, show_data_reports, tool_parser
 from rnnt.confidence import usable_calibration
+from rnnt.training import checkpoint as checkpoint_file
 from rnnt.decode_results import nbest_line, reference_texts, write_results, write_word_outputs
 from rnnt.lm.fusion import fusion_config_path
 from rnnt.lm.hotwords import hotword_graph
@@ -101,6 +102,9 @@ def confidence_calibration(args, checkpoint: str):
     if args.raw_confidences:
         return None, "uncalibrated posteriors (--raw-confidences)"
     calibration, confidences = usable_calibration(args.exp_dir, checkpoint, METHODS[args.method].head)
+    if calibration is not None and args.no_ema and checkpoint_file.load(checkpoint, mmap=True).get("ema") is not None:
+        calibration, confidences = None, (f"uncalibrated posteriors: {confidences.removeprefix('calibrated by ')} "
+                                          "was fitted on the checkpoint's EMA weights, not its raw ones (--no-ema)")
     if confidences.startswith("uncalibrated posteriors: "):  # a calibration that is not this model's
         print(f"decode.py: {confidences.removeprefix('uncalibrated posteriors: ')}; words' confidences left "
               "uncalibrated", file=sys.stderr)

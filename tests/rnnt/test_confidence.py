@@ -197,3 +197,28 @@ def test_a_dev_set_of_no_word_or_of_one_outcome_is_an_outcome_not_a_failed_stage
     monkeypatch.setattr(sys, "argv", ["calibrate_confidence.py", str(tmp_path), "dev.list"])
     assert tool.main() == f"{outcome}: nothing to calibrate on; avg-2.pt's words' confidences stay uncalibrated"
     assert not (tmp_path / CALIBRATION_FILE).exists()
+
+
+def test_decode_no_ema_leaves_a_calibration_of_the_ema_weights_uncalibrated(tmp_path, capsys):
+    """The calibration names the checkpoint by its digest, which holds both weights: decode.py --no-ema decoded the
+    raw ones and applied the EMA weights' calibration to their words."""
+    import argparse
+    import importlib.util
+
+    import torch
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("decode_tool", ROOT / "steps" / "decode.py")
+    decode = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(decode)
+    for name, state in (("ema.pt", {"model": {}, "ema": {}, "meta": {}}), ("plain.pt", {"model": {}, "meta": {}})):
+        torch.save(state, tmp_path / name)
+        (tmp_path / CALIBRATION_FILE).write_text(json.dumps({"scale": 0.5, "offset": 0.2, "checkpoint": name,
+                                                             "checkpoint_sha256": hex_digest(str(tmp_path / name))}))
+        for no_ema in (False, True):
+            args = argparse.Namespace(raw_confidences=False, exp_dir=str(tmp_path), method="greedy", no_ema=no_ema)
+            calibration, note = decode.confidence_calibration(args, str(tmp_path / name))
+            left_raw = no_ema and name == "ema.pt"
+            assert (calibration is None) == left_raw, (name, no_ema)
+            assert note.endswith("was fitted on the checkpoint's EMA weights, not its raw ones (--no-ema)") == left_raw
