@@ -196,8 +196,8 @@ confidence_stage() {
 }
 
 decode_stages() {  # (its METHODS not named methods: confidence_stage reads run.sh's, which a local of that name hid)
-  local stage_n=$1 exp=$2 tag=$3 lang=$4 decode_methods=$5 sets=$6 suffix=${7:+"+$7"} checkpoint method set name lm settings
-  local chunks
+  local stage_n=$1 exp=$2 tag=$3 lang=$4 decode_methods=$5 sets=$6 suffix=${7:+"+$7"}
+  local checkpoint method set name lm settings chunks
   read -ra chunks <<< "$(attention_options "${7:-}")"
   checkpoint=$(checkpoint_of "$exp" "$tag")
   settings=$(decoding_settings "$exp")  # once for every method and set
