@@ -17,6 +17,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from rnnt.loss.lattice import best_path_label_frames, lattice_posteriors
@@ -79,8 +81,8 @@ def timed_lattice_loss(blank_lp: torch.Tensor, label_lp: torch.Tensor, logit_len
 
 
 def check_emission_timing(fastemit_lambda: float, delay_penalty: float, self_alignment_weight: float = 0.0) -> None:
-    """The regularisers are weights of at least 0 (NaN is refused too)."""
+    """The regularisers are finite weights of at least 0 (NaN and infinity are refused too: a NaN loss or gradient)."""
     for name, value in (("fastemit_lambda", fastemit_lambda), ("delay_penalty", delay_penalty),
                         ("self_alignment", self_alignment_weight)):
-        if not value >= 0:
-            raise ValueError(f"loss.{name} must be >= 0, got {value}")
+        if not 0 <= value < math.inf:
+            raise ValueError(f"loss.{name} must be a finite weight, at least 0, got {value}")

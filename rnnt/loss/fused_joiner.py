@@ -24,10 +24,12 @@ from rnnt.loss.logits_loss import (
     accumulation_dtype,
     chunk_elements_on,
     finite_normalisers,
+    overflowed_rows,
     per_utterance_scale,
     reduce_losses,
     row_arc_log_probs,
     softmax_times_occupancy_,
+    zero_overflowed_rows_,
 )
 from rnnt.loss.options import LatticeOptions, lattice_options
 
@@ -120,8 +122,9 @@ def _block_logits_gradient(logits, cell_labels, lse, g_blank, g_label, blank: in
                                        None).view(logits.shape)
     rows, labels = _block_rows(logits, cell_labels, block)
     lse, g_blank, g_label = lse.reshape(-1), g_blank.reshape(-1), g_label.reshape(-1)
-    grad = rows.to(g_blank.dtype)
-    grad = softmax_times_occupancy_(grad, grad, finite_normalisers(lse), g_blank + g_label)
+    grad, lse = rows.to(g_blank.dtype), finite_normalisers(lse)
+    grad = softmax_times_occupancy_(grad, grad, lse, g_blank + g_label)
+    zero_overflowed_rows_(grad, overflowed_rows(lse), 0)  # a padding cell's overflowed logits: 0, not NaN
     grad[:, blank] -= g_blank
     grad.scatter_add_(1, labels[:, None], -g_label[:, None])  # 0 where a cell has no label arc
     return grad.to(logits.dtype).view(logits.shape)

@@ -99,6 +99,13 @@ def finite_normalisers(lse: torch.Tensor) -> torch.Tensor:
     return lse.clamp_min(torch.finfo(lse.dtype).min)
 
 
+def overflowed_rows(lse: torch.Tensor) -> torch.Tensor:
+    """The rows whose (finite_normalisers') normaliser is +inf or NaN, as zero_overflowed_rows_ takes them: on the
+    CPU their indices (read for free), elsewhere a row mask (not read on the host)."""
+    overflowed = ~torch.isfinite(lse)
+    return overflowed.nonzero().squeeze(1) if host_reads.free(lse.device) else overflowed
+
+
 def zero_overflowed_rows_(g: torch.Tensor, overflowed: torch.Tensor, first: int) -> None:
     """g (rows first.. of the gradient) 0 in the rows whose normaliser is +inf or NaN: logits of +inf or NaN, in
     padding no alignment passes (a model that overflowed there), gave exp(inf - inf) x 0, NaN, which the joiner's
@@ -133,9 +140,7 @@ def logits_gradient(rows, lse, labels, batch, utterance_scale, blank, gamma_blan
             torch.autograd.graph.increment_version(grad)
         return grad
     lse = finite_normalisers(lse)
-    overflowed = ~torch.isfinite(lse)
-    if host_reads.free(lse.device):
-        overflowed = overflowed.nonzero().squeeze(1)
+    overflowed = overflowed_rows(lse)
     for i, j in row_chunks(rows.shape[0], rows.shape[1], chunk_elements_on(rows.device)):
         g = grad[i:j] if grad.dtype == acc else torch.empty((j - i, rows.shape[1]), dtype=acc, device=rows.device)
         scale = utterance_scale[batch[i:j]]

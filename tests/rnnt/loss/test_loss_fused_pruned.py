@@ -57,6 +57,32 @@ def test_fused_blocks_of_ragged_utterances_equal_unfused(backend):
         torch.testing.assert_close(a, b)
 
 
+@pytest.mark.parametrize("reads_free", [True, False])
+def test_fused_padding_whose_logits_overflow_gets_no_gradient(reads_free, monkeypatch):
+    """A padding position of the prediction network whose relu logits overflow to +inf, in a block with real
+    cells: exp(inf - inf) x 0 made NaN in every gradient (encoder, prediction network, weight, bias) on the torch
+    backend, where the joiner and transducer_loss (and Triton's fused paths) give those of finite padding."""
+    from rnnt import host_reads
+
+    monkeypatch.setattr(host_reads, "free", lambda device: reads_free)
+    generator = torch.Generator().manual_seed(0)
+    enc, pred = torch.randn(2, 4, 8, generator=generator), torch.randn(2, 3, 8, generator=generator)
+    weight, bias = torch.randn(5, 8, generator=generator).abs() + 1.0, torch.randn(5, generator=generator)
+    targets, T_b, U_b = torch.tensor([[1, 2], [3, 1]]), torch.tensor([4, 4]), torch.tensor([2, 1])
+    grads = []
+    for overflow in (False, True):
+        params = [p.clone() for p in (enc, pred, weight, bias)]
+        if overflow:
+            params[1][1, 2] = 1e38  # past utterance 1's targets
+        params = [p.requires_grad_(True) for p in params]
+        loss = fused_joiner_loss(*params, targets, T_b, U_b, activation="relu", backend="torch")
+        grads.append((loss, torch.autograd.grad(loss, params)))
+    (clean, clean_grads), (loss, overflowed_grads) = grads
+    torch.testing.assert_close(loss, clean)
+    for name, a, b in zip(("enc", "pred", "weight", "bias"), overflowed_grads, clean_grads):
+        torch.testing.assert_close(a, b, msg=name)
+
+
 def test_fused_gradcheck_and_no_bias():
     enc, pred, weight, _, targets, T_b, U_b = joiner_inputs(2, 3, 2, 3, 5, seed=2)
     assert torch.autograd.gradcheck(

@@ -76,7 +76,9 @@ def test_bad_options_are_refused_by_name():
     logits = joiner_logits(enc, pred, weight, bias).detach()
     with pytest.raises(TypeError, match="fastemit"):
         transducer_loss(logits, targets, T_b, U_b, fastemit=0.1)
-    with pytest.raises(ValueError, match="loss.delay_penalty must be >= 0"):
-        transducer_loss(logits, targets, T_b, U_b, options=LatticeOptions(delay_penalty=-1.0))
+    for name, value in (("delay_penalty", -1.0), ("fastemit_lambda", float("inf")), ("self_alignment", float("nan"))):
+        with pytest.raises(ValueError, match=f"loss.{name} must be a finite weight, at least 0, got"):  # (an
+            transducer_loss(logits, targets, T_b, U_b, options=LatticeOptions(**{name: value}))  # infinite one
+            # was taken: a NaN loss or gradient)
     with pytest.raises(ValueError, match="backend"):
         fused_joiner_loss(enc, pred, weight, bias, targets, T_b, U_b, backend="cuda")
