@@ -209,8 +209,10 @@ class Trainer(Checkpointing, Steps):
         recorded for an exact resume; None: padding at an epoch's end (batches_of_every_rank's Turn)."""
         if weight and self.keys_log:
             self.keys_log.write(self.epoch, batch["keys"])
-        if weight:  # its forward pass moves batch norm's statistics, whether or not a step follows: an epoch's end
-            self.validated_at = (-1, {})  # validates again (a last group skipped left the result of other weights)
+        if ranks_with_batch:  # a forward pass of weight 1 moves batch norm's statistics, whether or not a step follows:
+            # an epoch's end validates again (a last group skipped left the result of other weights); decided by the
+            # count every rank holds alike, so that no rank validates, in collectives, without the others
+            self.validated_at = (-1, {})
         group_ends = (self.batch + 1) % self.experiment.train.accum_steps == 0
         # weight 0 (a rank waiting at an epoch's end): in eval mode, batch norm's statistics stay; without cuDNN,
         # whose LSTMs have no backward pass in eval mode
