@@ -1,8 +1,9 @@
 """What a decoding run leaves in its decode dir, scored against every reference (steps/decode.py with
 our searches, steps/decode_sherpa_onnx.py with an exported model): hyp and ref (Kaldi text), recogs (ref
 and hyp per utterance), errs (the %WER line and details), wer (the %WER line), per_spk (Kaldi's per-speaker
-table, rnnt.speaker_scoring, where the references' data dir has utt2spk); and the words' times, ctm
-(rnnt.ctm), and decode.py's nbest.json.
+table, rnnt.speaker_scoring, where the references' data dir has utt2spk), per (a phone model's phone error
+rate); and the words' times, ctm (rnnt.ctm), confidence (their confidences' NCE and AUC, where they have
+them), and decode.py's nbest.json.
 
 Every utterance of the references is scored: one that was not decoded counts as all deletions and is
 named, and the WER line is marked [PARTIAL] (compute-wer's "Scored N sentences, M not present in hyp.").

@@ -7,7 +7,8 @@ hypothesis scored again by each model (its transducer over all alignments, its C
 With --tune the weights are chosen on the data list's references over a grid (the first feature and the
 LM weigh 1, every other feature each of --grid; on a tie the first point) and written to OUT/weights.yaml,
 every point's WER to OUT/tuning.tsv; with --weights FILE (a dev set's weights.yaml) they are read. Tune on
-dev, never on test. Writes OUT/ as decode.py writes a decode dir (hyp, ref, wer, errs, per for phones).
+dev, never on test. Writes OUT/ as decode.py writes a decode dir (hyp, ref, recogs, wer, errs, per for phones,
+per_spk where the list's data dir has utt2spk).
 """
 
 import math

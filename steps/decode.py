@@ -11,7 +11,8 @@ Writes <exp-dir>/decode-<set>-<method>[-<tag>]/ (decode-<set>-<method>+hotwords[
 +chunk16, +whole, ... with --attention-chunk or --left-chunks, rnnt.attention_chunks; rnnt.decode_results): hyp,
 ref, recogs, errs, wer, per_spk (per speaker, where the data dir has utt2spk), ctm
 (the best hypothesis's words with their times, as Kaldi's steps/get_ctm.sh writes them: rnnt.ctm; in the
-recordings' times where the list's data dir has segments), and with --nbest nbest.json, a JSON object a
+recordings' times where the list's data dir has segments), confidence (the words' confidences' NCE and AUC
+against the references, where they have them), and with --nbest nbest.json, a JSON object a
 line: {"key", "hyps": [{"text", "score", "tokens": [{"unit", "id", "time"}]}]}, best first. A model over
 phones also gets per: its phone error rate against the reference words' pronunciations in its lexicon and
 the CMU Pronouncing Dictionary (rnnt.phone_scoring): the sounds it got right, before any spelling or LM.

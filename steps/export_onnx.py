@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Export a trained transducer to ONNX for sherpa-onnx: OUTDIR/encoder.onnx, decoder.onnx, joiner.onnx,
-tokens.txt, decoding.json (the silence to feed after each utterance, {"tail_silence"}, and streaming the
-encoder's "window_frames") and sherpa-onnx.json, the keyword arguments of
+tokens.txt, decoding.json (the silence to feed after each utterance, {"tail_silence"}, streaming the
+encoder's "window_frames", the "encoder_frame_seconds" and "unit_type" word times need, and the experiment's
+"confidence_calibration" where it has one for the checkpoint) and sherpa-onnx.json, the keyword arguments of
 sherpa_onnx.OfflineRecognizer.from_transducer (--streaming: OnlineRecognizer.from_transducer) with paths
 relative to OUTDIR:
 
