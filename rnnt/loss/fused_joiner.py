@@ -20,17 +20,9 @@ from rnnt.loss.cells import lattice_masks
 from rnnt.loss.checks import check_host_lengths, check_lengths, check_reduction, check_values
 from rnnt.loss.emission_timing import timed_lattice_loss
 from rnnt.loss.lattice_triton import on_inputs_device, resolve_backend
-from rnnt.loss.logits_loss import (
-    accumulation_dtype,
-    chunk_elements_on,
-    finite_normalisers,
-    overflowed_rows,
-    per_utterance_scale,
-    reduce_losses,
-    row_arc_log_probs,
-    softmax_times_occupancy_,
-    zero_overflowed_rows_,
-)
+from rnnt.loss.logits_loss import (accumulation_dtype, chunk_elements_on, finite_normalisers, overflowed_rows,
+                                   per_utterance_scale, reduce_losses, row_arc_log_probs, softmax_times_occupancy_,
+                                   zero_overflowed_rows_)
 from rnnt.loss.options import LatticeOptions, lattice_options
 
 ACTIVATIONS = ("tanh", "relu")
