@@ -333,3 +333,16 @@ def test_a_model_no_run_can_build_is_refused_at_loading_naming_the_file(tmp_path
     """They were raised by the model's construction, without the config file's name, after the data was read."""
     path = write_config(tmp_path, lambda values: values["model"].setdefault(key, {}).update(value))
     assert load_error(path) == f"{path}: {message}"
+
+
+def test_yaml_merge_keys_are_read_and_a_key_written_twice_still_refused(tmp_path):
+    """`<<: *anchor` was refused as 'not valid YAML' (no constructor for the merge tag), where YAML's readers take
+    it; the keys written beside it win over the merged ones, and a key written twice is still refused."""
+    from rnnt.config import read_yaml
+
+    path = tmp_path / "merged.yaml"
+    path.write_text("base: &base {epochs: 30, log_every: 5}\ntrain:\n  <<: *base\n  epochs: 3\n")
+    assert read_yaml(str(path)) == {"base": {"epochs": 30, "log_every": 5}, "train": {"epochs": 3, "log_every": 5}}
+    path.write_text("base: &base {epochs: 30}\ntrain:\n  <<: *base\n  epochs: 3\n  epochs: 4\n")
+    with pytest.raises(ValueError, match="the key 'epochs' is given twice"):
+        read_yaml(str(path))
