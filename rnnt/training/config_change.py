@@ -208,6 +208,20 @@ def finish_setting_aside(exp_dir: str) -> str | None:
     return f"{exp_dir}: a setting aside stopped half way was finished: the old experiment is whole in {aside}"
 
 
+def patience_ended_before(exp_dir: str, train, newest: dict) -> int | None:
+    """The epoch after which train.patience would have ended the training, where the newest checkpoint (its meta)
+    trained past it: a patience lowered, or switched on, on a resume (it was resumable, and the epochs after it were
+    averaged and decoded as this config's). Read from each epoch checkpoint's best dev result; None: none."""
+    metric = "valid_wer" if train.valid_wer else "valid_loss"
+    for path in checkpoint.numbered(exp_dir, "epoch") if train.patience else []:
+        meta = checkpoint.load_meta(path)
+        best, epoch = meta.get("best_valid") or {}, meta["epoch"]
+        past = epoch < newest["epoch"] or (epoch == newest["epoch"] and newest.get("batch", 0) > 0)
+        if best.get("metric") == metric and epoch - best["epoch"] >= train.patience and past:
+            return epoch
+    return None
+
+
 def start_over_if_changed(experiment, exp_dir: str, load_saved, train_data: str) -> str | None:
     """Sets the experiment aside when its config.yaml and checkpoints were made under another config or
     training data than `experiment`'s; returns a message saying what changed and where the old one went
@@ -222,6 +236,10 @@ def start_over_if_changed(experiment, exp_dir: str, load_saved, train_data: str)
             raise ValueError("empty (its write cut short?): put back the config it was trained with to resume it")
     old = load_saved(saved)
     changes = changes_to_restart(old, experiment, checkpoint.load_meta(newest), train_data)
+    if old.train.patience != experiment.train.patience and \
+            (ended := patience_ended_before(exp_dir, experiment.train, checkpoint.load_meta(newest))) is not None:
+        changes.append(Change("train.patience", f"{old.train.patience} (trained past epoch {ended}, where "
+                              f"{experiment.train.patience} ends it)", experiment.train.patience))
     kept, lang_dir = os.path.join(os.path.abspath(exp_dir), "lang"), experiment.paths.lang_dir
     if os.path.isdir(kept) and os.path.abspath(lang_dir) != kept and (differ := units_differ(lang_dir, kept)):
         changes.append(Change("the units", f"as trained ({kept})", f"other {', '.join(differ)} ({lang_dir})"))

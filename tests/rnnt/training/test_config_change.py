@@ -295,3 +295,25 @@ def test_config_yaml_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
         save_experiment(dataclasses.replace(experiment, train=dataclasses.replace(experiment.train, epochs=99)),
                         str(path))
     assert path.read_text() == before and sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]
+
+
+def test_a_patience_lowered_or_switched_on_past_where_it_ends_the_training_starts_over(tmp_path):
+    """Four epochs, the dev result best at epoch 1 and never since: patience 1 would have ended the training after
+    epoch 2. Resumed (a resumable key), epochs 3 and 4 were averaged and decoded as that config's."""
+    from rnnt.training.config_change import start_over_if_changed
+
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    values = yaml.safe_load(CONFIG.read_text())
+    values["train"]["patience"] = 0
+    (exp / "config.yaml").write_text(yaml.safe_dump(values))
+    for epoch in range(1, 5):
+        checkpoint.save(str(exp / f"epoch-{epoch}.pt"), {"model": {}, "meta": {
+            "step": 3 * epoch, "epoch": epoch, "batch": 0,
+            "best_valid": {"epoch": 1, "metric": "valid_wer", "value": 40.0}}})
+    experiment = load_experiment(str(exp / "config.yaml"))
+    assert experiment.train.valid_wer
+    assert start_over_if_changed(with_train(experiment, patience=3), str(exp), load_experiment, "data") is None
+    message = start_over_if_changed(with_train(experiment, patience=1), str(exp), load_experiment, "data")
+    assert message and "train.patience: '0 (trained past epoch 2, where 1 ends it)' -> 1" in message, message
+    assert (tmp_path / "exp.1" / "epoch-4.pt").exists()
