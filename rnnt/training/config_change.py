@@ -243,10 +243,13 @@ def start_over_if_changed(experiment, exp_dir: str, load_saved, train_data: str)
     kept, lang_dir = os.path.join(os.path.abspath(exp_dir), "lang"), experiment.paths.lang_dir
     if os.path.isdir(kept) and os.path.abspath(lang_dir) != kept and (differ := units_differ(lang_dir, kept)):
         changes.append(Change("the units", f"as trained ({kept})", f"other {', '.join(differ)} ({lang_dir})"))
-    # the statistics trained with: the experiment's copy (CMVN_NAME), or in one saved before copies, the file
+    # the statistics trained with: the experiment's copy (CMVN_NAME), or in one saved before copies, the file (a
+    # dir moved since names a file gone: new statistics then went unseen, and the copy's check refused the resume)
     trained_with, cmvn = old.data.features.cmvn, experiment.data.features.cmvn
-    if bool(trained_with) != bool(cmvn) or (cmvn and os.path.isfile(trained_with)
-                                            and not filecmp.cmp(cmvn_source(cmvn), trained_with, False)):
+    own = os.path.join(exp_dir, CMVN_NAME)
+    compared = own if trained_with and os.path.isfile(own) else trained_with
+    if bool(trained_with) != bool(cmvn) or (cmvn and os.path.isfile(compared)
+                                            and not filecmp.cmp(cmvn_source(cmvn), compared, False)):
         changes.append(Change("the CMVN statistics", f"as trained ({trained_with or 'none'})", cmvn or "none"))
     if not changes:
         return None

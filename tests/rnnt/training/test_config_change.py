@@ -317,3 +317,24 @@ def test_a_patience_lowered_or_switched_on_past_where_it_ends_the_training_start
     message = start_over_if_changed(with_train(experiment, patience=1), str(exp), load_experiment, "data")
     assert message and "train.patience: '0 (trained past epoch 2, where 1 ends it)' -> 1" in message, message
     assert (tmp_path / "exp.1" / "epoch-4.pt").exists()
+
+
+def test_an_experiment_moved_since_compares_new_statistics_with_its_own_copy(tmp_path):
+    """config.yaml names the statistics where they were, gone with the move: other statistics went unseen here,
+    and the copy's own check then refused the resume for good, advising the --resume given."""
+    from rnnt.training.config_change import CMVN_NAME, start_over_if_changed
+
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    values = yaml.safe_load(CONFIG.read_text())
+    values["data"]["features"]["cmvn"] = str(tmp_path / "gone" / "cmvn.json")
+    (exp / "config.yaml").write_text(yaml.safe_dump(values))
+    (exp / CMVN_NAME).write_text('{"mean": [0.0], "std": [1.0]}\n')
+    checkpoint.save(str(exp / "epoch-1.pt"), {"model": {}, "meta": {"step": 3, "epoch": 1, "batch": 0}})
+    experiment = load_experiment(str(exp / "config.yaml"))
+    for content, changed in (('{"mean": [0.0], "std": [1.0]}\n', False), ('{"mean": [5.0], "std": [2.0]}\n', True)):
+        (tmp_path / "new.json").write_text(content)
+        features = dataclasses.replace(experiment.data.features, cmvn=str(tmp_path / "new.json"))
+        now = dataclasses.replace(experiment, data=dataclasses.replace(experiment.data, features=features))
+        message = start_over_if_changed(now, str(exp), load_experiment, "data")
+        assert (message is not None and "the CMVN statistics" in message) == changed, message
