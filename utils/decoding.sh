@@ -21,7 +21,8 @@
 #                                               it first (confidence_stage). An LM's weights and the calibration
 #                                               are chosen at the model's own chunks, whatever ATTENTION
 #   confidence_stage STAGE EXP TAG "METHODS"    EXP/confidence_calibration.json for the tag's checkpoint, fitted
-#                                               on data/dev with the greedy search of the head of METHODS' first
+#                                               on data/dev with the greedy search of the head of run.sh's
+#                                               --methods' first where EXP's model has it, else of METHODS' first
 #                                               (steps/calibrate_confidence.py; a dev set all right: none)
 #   lm_fusion_stage STAGE EXP TAG LANG METHOD ORDER OVER BEAM DEV SETTINGS  (SETTINGS: decoding_settings EXP's)
 #                                               an n-gram LM over LANG's units (OVER units:
@@ -178,11 +179,22 @@ fuses_lm() {  # fuses_lm METHOD: true where METHOD fuses an n-gram LM (rnnt.sear
 CALIBRATION=confidence_calibration.json  # an experiment's (rnnt.confidence.CALIBRATION_FILE): confidence_stage
 # writes it, the decodes and the export read it
 
+model_heads() {  # model_heads EXP: the heads of EXP's model ("transducer", "ctc" or both), from its config.yaml
+  [ -f "$1/config.yaml" ] || return 0
+  python3 -c 'import sys, yaml
+loss = (yaml.safe_load(open(sys.argv[1])) or {}).get("model", {}).get("loss") or {}
+print("ctc" if loss.get("type") == "ctc" else "transducer ctc" if (loss.get("ctc_weight") or 0) > 0 else "transducer")
+' "$1/config.yaml"
+}
+
 confidence_stage() {
-  local stage_n=$1 exp=$2 tag=$3 method=greedy checkpoint name made=() first
+  local stage_n=$1 exp=$2 tag=$3 method=greedy checkpoint name made=() first head
   # the head of run.sh's --methods' first (one for every decode of the experiment: the seeds' and a combination's
-  # decodes of their leading method alone calibrated the other head's, and the two took turns every run)
+  # decodes of their leading method alone calibrated the other head's, and the two took turns every run), where
+  # the model has it; a model of another kind (a CTC companion of a transducer's run), its own methods' first's
   read -r first _ <<< "${methods:-$4}"
+  case $first in ctc_*) head=ctc ;; *) head=transducer ;; esac
+  [[ " $(model_heads "$exp") " == *" $head "* ]] || read -r first _ <<< "$4"
   case $first in ctc_*) method=ctc_greedy ;; esac
   checkpoint=$(checkpoint_of "$exp" "$tag")
   name=confidence-$method-$tag

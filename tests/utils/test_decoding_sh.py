@@ -171,6 +171,7 @@ def test_every_decode_of_an_experiment_calibrates_the_head_of_run_sh_methods_fir
     decode_stages, whose METHODS, a local named methods, hid run.sh's from confidence_stage, they still did."""
     stand_ins(tmp_path)
     (tmp_path / "steps" / "decode.py").write_text(PLAIN_DECODE)
+    (tmp_path / "exp" / "config.yaml").write_text("model: {loss: {type: full, ctc_weight: 0.3}}\n")  # both heads
     env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", ROOT=str(ROOT))
     script = ('set -euo pipefail; stage=0 stop_stage=100 methods="ctc_greedy greedy"; '
               '. "$ROOT/utils/stages.sh"; . "$ROOT/utils/decoding.sh"; checkpoint_of() { echo "$1/$2.pt"; }\n'
@@ -181,3 +182,16 @@ def test_every_decode_of_an_experiment_calibrates_the_head_of_run_sh_methods_fir
         assert out.returncode == 0, out.stderr
     assert (tmp_path / "calibrations.log").read_text().split() == ["exp/avg10.pt"]  # once, for the CTC head
     assert out.stdout.count("stage 6 (confidence-ctc_greedy-avg10): done before") == 4, out.stdout
+    # a model without the head of run.sh's first method (a CTC companion of a transducer's run; a transducer
+    # without a CTC head): its own methods' head (greedy's was asked of a CTC model, and the stage failed)
+    for config, own, head in (("{loss: {type: ctc}}", "ctc_greedy", "ctc_greedy"), ("{}", "greedy", "greedy")):
+        companion = tmp_path / f"companion-{head}"
+        companion.mkdir()
+        (companion / "avg10.pt").write_text("avg10")
+        (companion / "config.yaml").write_text(f"model: {config}\n")
+        methods = "greedy beam" if head == "ctc_greedy" else "ctc_greedy greedy"
+        script = ('set -euo pipefail; stage=0 stop_stage=100; '
+                  '. "$ROOT/utils/stages.sh"; . "$ROOT/utils/decoding.sh"; checkpoint_of() { echo "$1/$2.pt"; }\n'
+                  f'methods="{methods}"; confidence_stage 6 {companion.name} avg10 {own}')
+        out = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
+        assert out.returncode == 0 and f"stage 6 (confidence-{head}-avg10)" in out.stdout, out.stdout + out.stderr
