@@ -18,7 +18,7 @@ import struct
 from collections import Counter
 from dataclasses import dataclass, field
 
-from rnnt.datadir.table import KALDI_WHITESPACE
+from rnnt.datadir.table import kaldi_fields
 from rnnt.edit_distance import alignment, error_counts
 
 GAP = "***"
@@ -44,7 +44,7 @@ def percent_text(count: int, total: int) -> str:
 def words(text: str) -> list[str]:
     """A transcript's words as Kaldi's tools split them: at ASCII whitespace only (a no-break or ideographic space
     is inside a word)."""
-    return [word for word in KALDI_WHITESPACE.split(text) if word]
+    return kaldi_fields(text)
 
 
 @dataclass

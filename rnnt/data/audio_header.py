@@ -71,7 +71,7 @@ def _head_and_size(audio, size: int = 65536, tail: bool = False) -> tuple[bytes,
         return f.read(size), total
 
 
-def _holds(info, header_seconds: float, held_fraction: float) -> str:
+def _holds(header_seconds: float, held_fraction: float) -> str:
     return (f"cut short: its header gives {header_seconds:.2f} s of audio, the file holds "
             f"{header_seconds * held_fraction:.2f} s")
 
@@ -87,7 +87,7 @@ def _wav_cut(audio, info) -> str | None:
             if streamed or size <= held or held <= 0 or not info.frames:
                 return None
             seconds = info.frames / info.samplerate  # libsndfile's: what the file holds
-            return _holds(info, seconds * size / held, held / size)
+            return _holds(seconds * size / held, held / size)
     return None
 
 
@@ -96,7 +96,7 @@ def _sphere_cut(audio, info) -> str | None:
     size, where they are stored plain (pcm, ulaw); libsndfile counts what the file holds."""
     head, total = _head_and_size(audio)
     lines = head.split(b"\n")
-    fields = {line.split()[0]: line.split()[-1] for line in lines[2:] if len(line.split()) == 3}
+    fields = {words[0]: words[-1] for words in map(bytes.split, lines[2:]) if len(words) == 3}
     try:
         header, count = int(lines[1]), int(fields[b"sample_count"])
         width = int(fields.get(b"sample_n_bytes", b"2")) * int(fields.get(b"channel_count", b"1"))
@@ -105,7 +105,7 @@ def _sphere_cut(audio, info) -> str | None:
     if fields.get(b"sample_coding", b"pcm").split(b",")[0] not in (b"pcm", b"ulaw", b"mu-law") or not count:
         return None
     held = total - header
-    return _holds(info, count / info.samplerate, held / (count * width)) if 0 < held < count * width else None
+    return _holds(count / info.samplerate, held / (count * width)) if 0 < held < count * width else None
 
 
 def _flac_cut(audio, info) -> str | None:

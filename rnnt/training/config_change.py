@@ -235,9 +235,10 @@ def start_over_if_changed(experiment, exp_dir: str, load_saved, train_data: str)
         if not f.read().strip():  # an empty YAML is the default experiment: every setting would count as changed
             raise ValueError("empty (its write cut short?): put back the config it was trained with to resume it")
     old = load_saved(saved)
-    changes = changes_to_restart(old, experiment, checkpoint.load_meta(newest), train_data)
+    meta = checkpoint.load_meta(newest)
+    changes = changes_to_restart(old, experiment, meta, train_data)
     if old.train.patience != experiment.train.patience and \
-            (ended := patience_ended_before(exp_dir, experiment.train, checkpoint.load_meta(newest))) is not None:
+            (ended := patience_ended_before(exp_dir, experiment.train, meta)) is not None:
         changes.append(Change("train.patience", f"{old.train.patience} (trained past epoch {ended}, where "
                               f"{experiment.train.patience} ends it)", experiment.train.patience))
     kept, lang_dir = os.path.join(os.path.abspath(exp_dir), "lang"), experiment.paths.lang_dir
