@@ -101,7 +101,7 @@ class Progress:
     def validated(self, epoch: int, step: int, result: dict, ema: bool, within: bool = False) -> None:
         """Logs a validation at an epoch's end (epoch: the epochs done), or within epoch + 1 (train.valid_every)."""
         for name, value in result.items():
-            if name != "utterances":
+            if name not in ("utterances", "dev_set"):
                 self.writer.add_scalar(f"valid/{name}", value, step)
         left_out = result.get("skipped_out_of_memory")
         where = f"epoch {epoch + 1} step {step}" if within else f"epoch {epoch}"

@@ -1,9 +1,12 @@
 """Validation: mean loss and greedy-search WER over a data list (CTC greedy search for a CTC model); under
-torchrun each rank decodes its part of the list and the sums are added over the ranks."""
+torchrun each rank decodes its part of the list and the sums are added over the ranks. The result names the dev
+set it was measured on (dev_set: the utterances' count and a sum of a hash of each one's key and transcript, the
+same whatever the ranks and order), so that results of another dev set are never ranked with it."""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 
 import torch
@@ -37,6 +40,12 @@ def validation_pipeline(experiment, tokenizer, lengths: dict, audio_cache) -> Pi
     return pipeline
 
 
+def utterance_hash(key: str, text: str) -> int:
+    """32 bits of an utterance's key and transcript: a dev set's hashes summed stay exact in float64 (sum_over_ranks)
+    up to two million utterances."""
+    return int.from_bytes(hashlib.sha256(f"{key}\t{text}".encode("utf-8")).digest()[:4], "big")
+
+
 def batch_loss_and_hypotheses(model, batch: dict, device: torch.device, wer: bool):
     """The batch's mean loss (float64) and, with wer, its greedy search's hypotheses."""
     feats, feat_lens = batch["feats"].to(device), batch["feat_lens"].to(device)
@@ -54,8 +63,9 @@ def validate(model, batches, tokenizer, device: torch.device, wer: bool = True, 
     was_training = model.training
     model.eval()
     total_loss, utterances, skipped = torch.zeros((), dtype=torch.float64, device=device), 0, 0
-    errors = ErrorCounts()
+    errors, hashes = ErrorCounts(), 0
     for batch in batches:
+        hashes += sum(utterance_hash(key, text) for key, text in zip(batch["keys"], batch["texts"]))
         try:
             loss, hypotheses = batch_loss_and_hypotheses(model, batch, device, wer)
         except RuntimeError as error:  # a long dev utterance (data.filter is not applied here) out of memory:
@@ -70,12 +80,13 @@ def validate(model, batches, tokenizer, device: torch.device, wer: bool = True, 
         for hyp, text in zip(hypotheses, batch["texts"]):
             errors.add(count_errors(text, tokenizer.text(hyp)))
     model.train(was_training)
-    loss, utterances, skipped, *counts = sum_over_ranks(world, [float(total_loss), utterances, skipped,
-                                                                errors.substitutions, errors.deletions,
-                                                                errors.insertions, errors.reference_words])
+    loss, utterances, skipped, hashes, *counts = sum_over_ranks(
+        world, [float(total_loss), utterances, skipped, hashes, errors.substitutions, errors.deletions,
+                errors.insertions, errors.reference_words])
     if not utterances:
         raise StopTraining(f"validation: {NO_USABLE_UTTERANCE}")
     result = {"loss": loss / utterances, "utterances": int(utterances),
+              "dev_set": f"{int(utterances + skipped)}-{int(hashes):x}",
               **({"skipped_out_of_memory": int(skipped)} if skipped else {})}
     if wer:
         result["wer"] = ErrorCounts(*(int(c) for c in counts)).wer

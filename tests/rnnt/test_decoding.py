@@ -1006,3 +1006,16 @@ def test_confidences_calibrated_on_a_dev_set_go_into_decodes_and_transcription(t
                    exp / "epoch-4.pt", exp, audio)
     assert out.returncode == 0 and f"transcribe.py: {exp}/confidence_calibration.json was fitted with another " \
         f"checkpoint than {exp}/epoch-4.pt" in out.stderr, out.stderr
+
+
+def test_best_epochs_leave_out_those_validated_on_another_dev_set_than_the_newest(trained, tmp_path):
+    """A dev list edited on a resume: the epochs before scored another set, their losses are not comparable with
+    the newest's (an easier set won every place). Epochs from before dev sets were recorded are ranked."""
+    for n, loss, dev_set in ((1, 0.5, None), (2, 0.6, "5-aa"), (3, 0.7, "5-aa"), (4, 2.0, "6-bb"), (5, 1.0, "6-bb")):
+        state = checkpoint.load(str(trained / "epoch-5.pt"))
+        state["meta"].pop("valid_dev_set", None)
+        state["meta"].update(valid_loss=loss, epoch=n, **({"valid_dev_set": dev_set} if dev_set else {}))
+        checkpoint.save(str(tmp_path / f"epoch-{n}.pt"), state)
+    out = run_tool(sys.executable, STEPS / "average_checkpoints.py", "--best", "2", tmp_path)
+    assert out.returncode == 0 and "averaged epoch-1.pt, epoch-5.pt" in out.stdout, out.stdout + out.stderr
+    assert f"{tmp_path}/epoch-2.pt: validated on another dev set than epoch-5.pt; not ranked" in out.stderr

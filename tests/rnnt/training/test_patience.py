@@ -40,3 +40,20 @@ def test_a_dev_loss_that_is_not_finite_is_no_best_and_a_nan_best_kept_from_befor
     resumed.load_meta({"best_valid": {"epoch": 1, "metric": "valid_loss", "value": float("nan")}})
     resumed.validated(2, {"valid_loss": 40.0})
     assert resumed.best.epoch == 2 and not resumed.ends(3)
+
+
+def test_a_result_on_another_dev_set_is_the_best_then_whatever_the_value():
+    """The dev list edited on a resume: epoch 1's WER on the first set is not compared with the second's (before,
+    an easier first set kept epoch 1 the best, and training ended after epoch 3). A best kept before dev sets were
+    recorded is taken to be of the same one."""
+    patience = Patience(2, use_wer=True)
+    patience.validated(1, {"valid_wer": 10.0, "valid_dev_set": "8-a1"})
+    patience.validated(2, {"valid_wer": 30.0, "valid_dev_set": "9-b2"})
+    patience.validated(3, {"valid_wer": 31.0, "valid_dev_set": "9-b2"})
+    assert (patience.best.epoch, patience.best.dev_set) == (2, "9-b2") and not patience.ends(3)
+    patience.validated(4, {"valid_wer": 32.0, "valid_dev_set": "9-b2"})
+    assert patience.ends(4)
+    resumed = Patience(2, use_wer=True)
+    resumed.load_meta({"best_valid": {"epoch": 1, "metric": "valid_wer", "value": 10.0}})  # from before 12-02
+    resumed.validated(2, {"valid_wer": 30.0, "valid_dev_set": "9-b2"})
+    assert resumed.best.epoch == 1 and not resumed.ends(2) and resumed.ends(3)

@@ -198,9 +198,11 @@ def test_validation_inside_epochs_is_logged_and_leaves_the_training_as_it_was(ye
 def test_training_ends_after_patience_epochs_without_a_better_dev_wer_and_a_resume_counts_on(yesno, tmp_path):
     """A model that cannot learn (lr 0, no batch norm: its dev WER the same every epoch) with train.patience 2 ends
     after epoch 3 of 10, the best epoch (1) in every checkpoint; resumed as it is, nothing more is trained, and
-    resumed with patience 4 (a change a resume honours) it trains on to epoch 5."""
-    def train(patience, *extra):
-        conf = config_file(tmp_path, epochs=10, patience=patience, optimizer={"type": "adam", "lr": 0.0})
+    resumed with patience 4 (a change a resume honours) it trains on to epoch 5. Resumed with patience 5 on another
+    dev list, epoch 1's best on the first is not compared with the second's results: the first of those is the best
+    then, and the run does not end after epoch 6."""
+    def train(patience, *extra, epochs=10):
+        conf = config_file(tmp_path, epochs=epochs, patience=patience, optimizer={"type": "adam", "lr": 0.0})
         values = yaml.safe_load(conf.read_text())
         values["model"]["encoder"]["input_batch_norm"] = False  # its running statistics would change the WER
         conf.write_text(yaml.safe_dump(values))
@@ -221,6 +223,12 @@ def test_training_ends_after_patience_epochs_without_a_better_dev_wer_and_a_resu
     assert longer.returncode == 0, longer.stderr[-2000:]
     assert len(checkpoint.numbered(str(exp), "epoch")) == 5 and not (tmp_path / "exp.1").exists()
     assert "no better dev WER in the 4 epochs since epoch 1" in (exp / "train.log").read_text()
+    other_dev = train(5, "--valid-list", str(yesno / "train.list"), "--resume", epochs=7)
+    other_log = (exp / "train.log").read_text().split("resumed from")[-1]
+    assert other_dev.returncode == 0, other_dev.stderr[-2000:]
+    assert "the dev set is not the one epoch 1's best" in other_log and "training ends" not in other_log
+    assert checkpoint.load_meta(str(exp / "epoch-6.pt"))["best_valid"]["epoch"] == 6  # before: ended after epoch 6
+    assert len(checkpoint.numbered(str(exp), "epoch")) == 7
     refused = train(2)  # no dev list to count on
     assert refused.returncode == 1 and "train.patience 2 ends training after epochs without a better dev result: " \
         "give a dev list (--valid-list, paths.valid_list)" in refused.stderr
@@ -427,6 +435,13 @@ def assert_validated_as_one_process(exp, valid_list, lang_dir):
     assert saved["meta"]["valid_utterances"] == whole["utterances"] == 30
     assert saved["meta"]["valid_loss"] == pytest.approx(whole["loss"], rel=1e-5)
     assert saved["meta"]["valid_wer"] == pytest.approx(whole["wer"])
+    assert saved["meta"]["valid_dev_set"] == whole["dev_set"]  # the same set, whatever the ranks
+    first = list(pipeline.batches())[:1]
+    part = validate(model, first, tokenizer, torch.device("cpu"))["dev_set"]
+    texts = first[0]["texts"]
+    assert part != whole["dev_set"] and texts[0] != texts[1]
+    first[0]["texts"] = [texts[1], texts[0], *texts[2:]]  # two transcripts swapped: another set
+    assert validate(model, first, tokenizer, torch.device("cpu"))["dev_set"] != part
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
