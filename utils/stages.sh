@@ -357,7 +357,7 @@ unit_files() {  # unit_files LANG: the files of a lang dir that define its units
 }
 
 config_files() {  # config_files CONFIG [INIT]: the files a training config names, one a line (a training stage's
-  # inputs beside the config's text): train.init_from's checkpoint (not where the recipe gives INIT, which
+  # inputs beside the config's text and resolved_config's digest): train.init_from's checkpoint (not where the recipe gives INIT, which
   # overrides it), data.features.cmvn's statistics, data.noise's and data.reverb's wav.scp
   python3 -m rnnt.training.config_inputs ${2:+--no-init-from} "$1"
 }

@@ -46,11 +46,19 @@
 # shellcheck shell=bash
 
 train_wanted() {  # train_wanted STAGE CONFIG EXP LANG [INIT] [SEED]: stage_wanted for train_model's training
-  local options units named
+  # (the config's text, and its settings as resolved: a default an upgrade changed trains again, as train.py would)
+  local options units files resolved named=()
   mapfile -t options < <(train_options "${5:-}" "${6:-}")
   mapfile -t units < <(unit_files "$4")
-  mapfile -t named < <(config_files "$2" "${5:-}")
-  stage_wanted "$1" train "$3" -- "$2" data/train/shards data/dev/shards "${units[@]}" "${options[@]}" ++ "${named[@]}"
+  # (a failure inside mapfile's < <(...) would go unseen)
+  files=$(config_files "$2" "${5:-}") && resolved=$(resolved_config "$2") || exit 1
+  [ -z "$files" ] || mapfile -t named <<< "$files"
+  stage_wanted "$1" train "$3" -- "$2" data/train/shards data/dev/shards "${units[@]}" "${options[@]}" \
+    ++ "${named[@]}" "$resolved"
+}
+
+resolved_config() {  # resolved_config CONFIG: 'resolved-config DIGEST', its settings with the defaults filled in
+  python3 -m rnnt.training.config_digest "$1"
 }
 
 train_options() {  # train_options [INIT] [SEED]: steps/train.py's options for them, one a line

@@ -179,6 +179,7 @@ def recipe_with_fake_trainer(tmp_path, steps: int, failing_seed: str = "", optio
     """seed_stages with 2 seeds up to training, in a recipe dir whose steps/train.py is FAKE_TRAIN; OPTIONS set
     run.sh's variables first (ngpu=0 cpu_ranks=2)."""
     (tmp_path / "steps").mkdir()
+    (tmp_path / "c.yaml").write_text("train: {}\n")  # read as a real one: the stage's inputs
     for name, text in (("train.py", FAKE_TRAIN), ("plot_training.py", "#!/bin/sh\n")):
         (tmp_path / "steps" / name).write_text(text)
         (tmp_path / "steps" / name).chmod(0o755)
@@ -361,3 +362,27 @@ def test_stopping_the_recipe_stops_every_rank_of_a_torchrun_training(tmp_path):
     pids = subprocess.run(["pgrep", "-f", "steps/train.py --device cpu --config c.yaml"], capture_output=True,
                           text=True).stdout.split()
     assert [pid for pid in pids if of_this_test(pid, tmp_path)] == []  # nothing left behind
+
+
+def test_the_training_stage_runs_again_when_the_resolved_config_changed_under_the_same_text(tmp_path):
+    """A default an upgrade changed: the config's text is the same, so the stage read as done before, while
+    steps/train.py --resume would set the experiment aside. A marker from before the resolved config was an input
+    is taken as done once (an upgrade alone trains nothing again), then holds it."""
+    lang, exp = tmp_path / "lang", tmp_path / "exp"
+    lang.mkdir()
+    (lang / "units.txt").write_text("<blank> 0\n<unk> 1\ne 2\n")
+    (lang / "units.json").write_text('{"type": "char"}')
+    config = tmp_path / "c.yaml"
+    config.write_text("train: {epochs: 3}\n")
+    wanted = f"train_wanted 4 {config} {exp} {lang}"
+    before = "resolved_config() { :; }; train_wanted() { stage_wanted \"$1\" train \"$3\" -- \"$2\" data/train/shards " \
+        "data/dev/shards $(unit_files \"$4\"); }; "  # the stage's inputs as a recipe of before named them
+    out = sourced(f"stage=0 stop_stage=100; {before}if {wanted}; then stage_done 4 train {exp}; fi")
+    assert out.returncode == 0 and "stage 4 (train)" in out.stdout, out.stdout + out.stderr
+    out = sourced(f"stage=0 stop_stage=100; {wanted} || echo skipped")
+    assert out.returncode == 0 and out.stdout.rstrip().endswith("skipped"), out.stdout + out.stderr
+    assert "\tresolved-config " in (exp / ".stages" / "4.train.done").read_text()  # rewritten with it
+    other_default = "resolved_config() { echo resolved-config 0123456789abcdef; }; "
+    out = sourced(f"stage=0 stop_stage=100; {other_default}{wanted} || echo skipped")
+    assert "its inputs changed since it was done (what changed: 'resolved-config " in out.stdout, out.stdout
+    assert not out.stdout.rstrip().endswith("skipped")
