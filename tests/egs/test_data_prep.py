@@ -92,6 +92,24 @@ def test_yesno_synthesis_needs_usable_recordings(tmp_path):
     assert out.returncode == 1 and "missing/wav.scp not found" in out.stderr
 
 
+def test_yesno_synthesis_skips_a_recording_gone_or_not_audio_naming_its_line(test_data, tmp_path):
+    """Before, soundfile's traceback on the first such recording, and nothing written."""
+    prep = run_tool(sys.executable, ROOT / "egs" / "yesno" / "local" / "data_prep.py",
+                    test_data / "waves_yesno", tmp_path)
+    assert prep.returncode == 0, prep.stderr
+    scp = tmp_path / "train_yesno" / "wav.scp"
+    lines = scp.read_text().splitlines()
+    (tmp_path / "junk.wav").write_bytes(b"not audio at all")
+    lines[1] = f"{lines[1].split()[0]} {tmp_path / 'gone.wav'}"
+    lines[2] = f"{lines[2].split()[0]} {tmp_path / 'junk.wav'}"
+    scp.write_text("\n".join(lines) + "\n")
+    out = run_tool(sys.executable, ROOT / "egs" / "yesno" / "local" / "synthesize.py", "--num", "5",
+                   tmp_path / "train_yesno", tmp_path / "synth")
+    assert out.returncode == 0, out.stderr
+    assert f"{scp}:2: {tmp_path / 'gone.wav'}" in out.stderr and f"{scp}:3: {tmp_path / 'junk.wav'}" in out.stderr
+    assert "2 unreadable audio" in out.stdout and len(table(tmp_path / "synth" / "text")) == 5
+
+
 def test_fsdd_split_by_index(test_data, tmp_path):
     out = run_tool(sys.executable, ROOT / "egs" / "fsdd" / "local" / "data_prep.py",
                    test_data / "fsdd" / "recordings", tmp_path)

@@ -43,16 +43,21 @@ class Pieces:
         self.trails: list[np.ndarray] = []
         self.rate = 0
 
-    def add(self, path: str, transcript: list[str], report: Report) -> None:
-        """Takes the recording's silences, and its words where the energy finds as many as the transcript."""
-        samples, rate = soundfile.read(path, dtype="float32", always_2d=True)
+    def add(self, path: str, transcript: list[str], where: str, report: Report) -> None:
+        """Takes the recording's silences, and its words where the energy finds as many as the transcript; where:
+        its wav.scp line, which a recording skipped is named by."""
+        try:
+            samples, rate = soundfile.read(path, dtype="float32", always_2d=True)
+        except (OSError, RuntimeError) as error:  # gone, or not audio (soundfile's LibsndfileError)
+            report.skip("unreadable audio", f"{where}: {path} ({error})")
+            return
         if self.rate and rate != self.rate:
-            report.skip(f"sample rate not {self.rate} Hz like the others", f"{path} ({rate} Hz)")
+            report.skip(f"sample rate not {self.rate} Hz like the others", f"{where}: {path} ({rate} Hz)")
             return
         try:
             parts = split_recording(samples[:, 0], rate)
         except ValueError as error:
-            report.skip(str(error), path)
+            report.skip(str(error), f"{where}: {path}")
             return
         self.rate = rate
         self.gaps += parts.gaps
@@ -60,7 +65,8 @@ class Pieces:
         self.trails.append(parts.trail)
         if len(parts.words) != len(transcript):
             report.skip("words found by energy do not match the transcript (its silences are used)",
-                        f"the words of {path} ({len(parts.words)} found, {len(transcript)} in the transcript)")
+                        f"{where}: the words of {path} ({len(parts.words)} found, {len(transcript)} in the "
+                        "transcript)")
             return
         for word, clip in zip(transcript, parts.words):
             self.words.setdefault(word, []).append(clip)
@@ -159,7 +165,7 @@ def main() -> int:
         elif line.value.endswith("|"):
             report.skip("a command, not a file", line.where)
         else:
-            pieces.add(line.value, transcripts[utt].value.split(), report)
+            pieces.add(line.value, transcripts[utt].value.split(), line.where, report)
     if not pieces.gaps or not pieces.words:
         print(f"synthesize.py: {args.src}: no recording could be cut into words ({report.summary()})", file=sys.stderr)
         return 1
