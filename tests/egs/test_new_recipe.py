@@ -337,7 +337,7 @@ def test_data_prep_test_set_from_its_own_list_and_none_without(small_corpus, tmp
     out = run_tool(sys.executable, DATA_PREP, "--transcripts", small_corpus / "train.txt", "--test-transcripts",
                    small_corpus / "test.txt", small_corpus, tmp_path / "data")
     assert out.returncode == 0, out.stderr
-    assert "(a-two): also in the test list" in out.stderr
+    assert f"{small_corpus / 'train.txt'}:3 (a-two, " in out.stderr and ": also in the test list" in out.stderr
     assert sorted(table(tmp_path / "data" / "test" / "text")) == ["a-three", "a-two", "b-three"]
     assert len(table(tmp_path / "data" / "train" / "text")) + len(table(tmp_path / "data" / "dev" / "text")) == 5
     none = run_tool(sys.executable, DATA_PREP, "--transcripts", small_corpus / "train.txt", "--test-fraction", "0",

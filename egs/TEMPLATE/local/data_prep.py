@@ -194,7 +194,7 @@ def main() -> int:
             in_test = {u.utt_id for u in test}
             for u in train:
                 if u.utt_id in in_test:
-                    report.skip("also in the test list", f"{transcripts} ({u.utt_id})")
+                    report.skip("also in the test list", u.named())
             train, how = [u for u in train if u.utt_id not in in_test], f"{len(test)} from {args.test_transcripts}"
         else:
             train, test, how = hold_out(train, share(args.test_fraction, len(train)), args.seed, "test")

@@ -47,7 +47,7 @@ def read_recordings(source: str, rate: int, report: Report) -> dict[str, list[tu
         try:
             samples, utt_rate = soundfile.read(line.value, dtype="float32", always_2d=True)
         except (OSError, RuntimeError) as error:
-            report.skip(f"unreadable audio ({error})", line.where)
+            report.skip("unreadable audio", f"{line.where} ({error})")
             continue
         if utt_rate != rate or samples.shape[1] != 1 or not len(samples):
             report.skip(f"not mono audio at {rate} Hz", f"{line.where} ({utt_rate} Hz, {samples.shape[1]} channels, "
