@@ -21,7 +21,8 @@ import torch
 
 from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.data.audio import AudioError, load_audio, to_mono
-from rnnt.data.noise import Augmenter, NoiseConfig, ReverbConfig, check_noise_configs
+from rnnt.data.noise import Augmenter
+from rnnt.data.noise_config import NoiseConfig, ReverbConfig, check_noise_configs
 from rnnt.datadir.copy_dir import copy_data_dir
 from rnnt.datadir.fix import fix_data_dir, reasons
 from rnnt.datadir.table import write_table

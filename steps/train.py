@@ -22,7 +22,7 @@ import os
 import sys
 
 from rnnt.cli import tool_parser
-from rnnt.data.noise import with_recording_lists
+from rnnt.data.noise_config import with_recording_lists
 from rnnt.prep.download import hex_digest
 from rnnt.training.config_checks import training_refusals
 from rnnt.training.experiment import load_experiment, with_absolute_paths

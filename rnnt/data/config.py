@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from rnnt.config import from_dict
 from rnnt.data.features import PRESETS
-from rnnt.data.noise import NoiseConfig, ReverbConfig, check_noise_configs
+from rnnt.data.noise_config import NoiseConfig, ReverbConfig, check_noise_configs
 from rnnt.data.specaugment import SpecAugmentConfig
 
 

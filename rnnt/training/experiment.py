@@ -16,7 +16,7 @@ from rnnt.atomic_write import write_atomically
 from rnnt.config import from_dict, read_yaml, to_dict
 from rnnt.data.cmvn_file import cmvn_source
 from rnnt.data.config import DataConfig, data_config
-from rnnt.data.noise import with_recording_lists
+from rnnt.data.noise_config import with_recording_lists
 from rnnt.model.transducer import ModelConfig, check_model_config
 from rnnt.training import checkpoint
 from rnnt.training.config_change import CMVN_NAME, units_differ

@@ -14,7 +14,8 @@ import yaml
 
 from rnnt.data.config import data_config
 from rnnt.data.loader import make_loader
-from rnnt.data.noise import Augmenter, NoiseConfig, add_at_snr, read_recordings, reverberate
+from rnnt.data.noise import Augmenter, add_at_snr, read_recordings, reverberate
+from rnnt.data.noise_config import NoiseConfig
 from rnnt.data.pipeline import Pipeline
 from rnnt.data.resample import resample
 from rnnt.data.tokenizer import Tokenizer

@@ -65,7 +65,7 @@ def test_a_new_checkpoint_to_start_from_restarts_unless_the_old_config_predates_
 
 
 def test_a_noise_list_saved_before_its_digest_resumes_and_an_edited_one_restarts():
-    from rnnt.data.noise import NoiseConfig
+    from rnnt.data.noise_config import NoiseConfig
 
     base = load_experiment(str(CONFIG))
 
