@@ -36,3 +36,30 @@ def test_the_loss_alone_is_the_whole_steps_loss_of_logits_made_once(method, monk
                                                                                              whole_logits.grad)
     with pytest.raises(ValueError, match="fused: no loss alone"):
         benchmark.make_step("fused", 2, 6, 3, 5, loss_only=True)
+
+
+def test_a_peer_venv_that_cannot_import_torchaudio_leaves_its_rows_out(tmp_path):
+    """make_torchaudio_venv.sh offline left a venv without torch: its rows ran, failed, and run_all.sh stopped
+    there, the benchmarks after loss.py never run."""
+    import subprocess
+
+    peer = tmp_path / "python"
+    peer.write_text("#!/bin/sh\nexit 1\n")
+    peer.chmod(0o755)
+    out = subprocess.run([sys.executable, "benchmarks/loss.py", "--methods", "torchaudio", "--shapes",
+                          "B8-T200-U50-V500", "--runs", "1", "--torchaudio-python", str(peer)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"{peer} cannot import torch and torchaudio: its rows are left out" in out.stderr
+
+
+def test_a_peer_venv_whose_build_failed_is_removed(tmp_path):
+    """Offline (no package index), the build's venv is removed rather than left without torch as a peer."""
+    import shutil
+    import subprocess
+
+    script = shutil.copy(ROOT / "benchmarks" / "make_torchaudio_venv.sh", tmp_path)  # it builds beside itself
+    env = {**os.environ, "PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_RETRIES": "0", "PIP_TIMEOUT": "1"}
+    out = subprocess.run(["bash", script], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 1 and f"the build failed: {tmp_path / 'venv-torchaudio'} removed" in out.stderr
+    assert not (tmp_path / "venv-torchaudio").exists()
