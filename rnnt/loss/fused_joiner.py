@@ -64,15 +64,22 @@ def _blocks(logit_lengths: list[int], target_lengths: list[int], width: int, chu
         b0 = b1
 
 
-def _block_hidden(enc, pred, block, activation: str):
-    """The activations (n, frames, U1, H) of one block."""
+def _block_hidden(enc, pred, block, activation: str, lengths):
+    """The activations (n, frames, U1, H) of one block, 0 outside each utterance's lattice (lengths: logit_lengths
+    and target_lengths): its padding frames and columns, whatever they hold (+inf or NaN there made 0 * inf in the
+    weight's gradient and the activation's, NaN, where the kernels read the padding as 0)."""
     b0, b1, t0, t1, U1 = block
-    return _activate_(enc[b0:b1, t0:t1, None, :] + pred[b0:b1, None, :U1, :], activation)
+    hidden = _activate_(enc[b0:b1, t0:t1, None, :] + pred[b0:b1, None, :U1, :], activation)
+    logit_lengths, target_lengths = lengths
+    frames = torch.arange(t0, t1, device=enc.device)[None, :, None]
+    columns = torch.arange(U1, device=enc.device)[None, None, :]
+    outside = (frames >= logit_lengths[b0:b1, None, None]) | (columns > target_lengths[b0:b1, None, None])
+    return hidden.masked_fill_(outside[..., None], 0)
 
 
-def _block_logits(enc, pred, weight, bias, block, activation: str):
+def _block_logits(enc, pred, weight, bias, block, activation: str, lengths):
     """Hidden (n, frames, U1, H) and logits (n, frames, U1, V) of one block."""
-    hidden = _block_hidden(enc, pred, block, activation)
+    hidden = _block_hidden(enc, pred, block, activation, lengths)
     return hidden, torch.nn.functional.linear(hidden, weight, bias)
 
 
@@ -132,13 +139,15 @@ def _blocks_arc_log_probs(enc, pred, weight, bias, cell_labels, logit_lengths, t
     for block in blocks:  # the block's logits go with the call: the next block's are made without them
         b0, b1, t0, t1, U1 = block
         cells = (slice(b0, b1), slice(t0, t1), slice(0, U1))
-        _block_arc_log_probs(_block_logits(enc, pred, weight, bias, block, activation)[1], cell_labels, blank,
-                             triton, block, (lse_cells[cells], blank_lp[cells], label_lp[cells]))
+        logits = _block_logits(enc, pred, weight, bias, block, activation, (logit_lengths, target_lengths))[1]
+        _block_arc_log_probs(logits, cell_labels, blank, triton, block, (lse_cells[cells], blank_lp[cells],
+                                                                         label_lp[cells]))
+        del logits
     inside, has_label = lattice_masks(logit_lengths, target_lengths, T, pred.shape[1])
     return lse_cells, blank_lp.masked_fill_(~inside, float("-inf")), label_lp.masked_fill_(~has_label, float("-inf"))
 
 
-def _blocks_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_blank, gamma_label, blank: int,
+def _blocks_gradients(enc, pred, weight, bias, cell_labels, lengths, lse_cells, gamma_blank, gamma_label, blank: int,
                       activation: str, blocks, triton: bool):
     """d loss / d enc, pred, weight and bias, block by block (the posteriors already scaled). The sums over the
     blocks (pred's, weight's, bias's) are kept in float32 for bfloat16 and float16 inputs, and rounded to their
@@ -150,20 +159,20 @@ def _blocks_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_bla
     grad_weight = torch.zeros_like(weight, dtype=total)
     grad_bias = torch.zeros_like(bias, dtype=total) if bias is not None else None
     for block in blocks:  # a block's tensors go when its call returns, before the next block's are made
-        _add_block_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_blank, gamma_label, blank,
-                             activation, block, triton, (grad_enc, grad_pred, grad_weight, grad_bias))
+        _add_block_gradients(enc, pred, weight, bias, cell_labels, lengths, lse_cells, gamma_blank, gamma_label,
+                             blank, activation, block, triton, (grad_enc, grad_pred, grad_weight, grad_bias))
     return (grad_enc, grad_pred.to(pred.dtype), grad_weight.to(weight.dtype),
             grad_bias.to(bias.dtype) if grad_bias is not None else None)
 
 
-def _add_block_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_blank, gamma_label, blank: int,
-                         activation: str, block, triton: bool, grads):
+def _add_block_gradients(enc, pred, weight, bias, cell_labels, lengths, lse_cells, gamma_blank, gamma_label,
+                         blank: int, activation: str, block, triton: bool, grads):
     """Adds one block's share of d loss / d enc, pred, weight and bias to grads. The activations are made
     again for their own gradient, after the logits' is spent: the block holds its logits (or their gradient)
     and one array of activations or of their gradient at a time, never two (a third less memory at V = H)."""
     grad_enc, grad_pred, grad_weight, grad_bias = grads
     b0, b1, t0, t1, U1 = block
-    hidden, logits = _block_logits(enc, pred, weight, bias, block, activation)
+    hidden, logits = _block_logits(enc, pred, weight, bias, block, activation, lengths)
     cells = (slice(b0, b1), slice(t0, t1), slice(0, U1))
     grad = _block_logits_gradient(logits, cell_labels, lse_cells[cells], gamma_blank[cells], gamma_label[cells],
                                   blank, triton, block)
@@ -179,7 +188,7 @@ def _add_block_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_
     del hidden
     grad_hidden = grad @ weight
     del grad
-    grad_pre = _activation_grad(_block_hidden(enc, pred, block, activation), grad_hidden, activation)
+    grad_pre = _activation_grad(_block_hidden(enc, pred, block, activation, lengths), grad_hidden, activation)
     torch.sum(grad_pre, 2, out=grad_enc[b0:b1, t0:t1])  # the blocks share no frame of an utterance
     grad_pred[b0:b1, :U1].add_(grad_pre.sum(1, dtype=grad_pred.dtype))
 
@@ -222,8 +231,9 @@ class _FusedJoinerLoss(torch.autograd.Function):
                                                  lse_cells, gamma_blank, gamma_label, scale, blank, activation)
         else:
             scale = scale[:, None, None]
-            grads = _blocks_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_blank * scale,
-                                      gamma_label * scale, blank, activation, blocks, triton)
+            grads = _blocks_gradients(enc, pred, weight, bias, cell_labels, (logit_lengths, target_lengths),
+                                      lse_cells, gamma_blank * scale, gamma_label * scale, blank, activation, blocks,
+                                      triton)
         return grads + (None,) * 10
 
 

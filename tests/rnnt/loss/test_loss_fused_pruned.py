@@ -83,6 +83,36 @@ def test_fused_padding_whose_logits_overflow_gets_no_gradient(reads_free, monkey
         torch.testing.assert_close(a, b, msg=name)
 
 
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("fill, activation", [(float("inf"), "relu"), (float("nan"), "tanh")])
+def test_fused_blocks_take_no_gradient_from_encoder_or_prediction_padding_that_is_not_finite(fill, activation,
+                                                                                           backend):
+    """An utterance sharing a block with a longer one: +inf or NaN in its padding frames (an overflowed float16
+    encoder's) and columns. The blocks made 0 * inf there: NaN in the weight's gradient, and through tanh's
+    gradient in the encoder's and prediction network's (the loss itself as with finite padding, nothing said)."""
+    generator = torch.Generator().manual_seed(0)
+    enc, pred = torch.randn(2, 5, 8, generator=generator), torch.randn(2, 4, 8, generator=generator)
+    weight, bias = torch.randn(5, 8, generator=generator), torch.randn(5, generator=generator)
+    targets, T_b, U_b = torch.tensor([[1, 2, 4], [3, 1, 0]]), torch.tensor([5, 4]), torch.tensor([3, 2])
+    from rnnt.loss.fused_joiner import _blocks
+
+    assert [block[:2] for block in _blocks([5, 4], [3, 2], 8, 10 ** 6)] == [(0, 2)]  # one block: utterance 1 padded
+    device = TRITON_DEVICE if backend == "triton" else "cpu"
+    results = []
+    for padded in (False, True):
+        params = [p.clone().to(device) for p in (enc, pred, weight, bias)]
+        if padded:
+            params[0][1, 4], params[1][1, 3] = fill, fill  # past utterance 1's frames, and past its targets
+        params = [p.requires_grad_(True) for p in params]
+        loss = fused_joiner_loss(*params, targets.to(device), T_b.to(device), U_b.to(device), activation=activation,
+                                 backend=backend)
+        results.append((loss, torch.autograd.grad(loss, params)))
+    (clean, clean_grads), (loss, padded_grads) = results
+    torch.testing.assert_close(loss, clean)
+    for name, a, b in zip(("enc", "pred", "weight", "bias"), padded_grads, clean_grads):
+        torch.testing.assert_close(a, b, msg=name)
+
+
 def test_fused_gradcheck_and_no_bias():
     enc, pred, weight, _, targets, T_b, U_b = joiner_inputs(2, 3, 2, 3, 5, seed=2)
     assert torch.autograd.gradcheck(
