@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from rnnt.loss.checks import INTS
+
 
 class _PackJoinerInput(torch.autograd.Function):
     @staticmethod
@@ -43,6 +45,14 @@ def pack_joiner_input(enc: torch.Tensor, pred: torch.Tensor, logit_lengths: torc
     """enc (B, T, H), pred (B, U+1, H) -> (sum_b T_b * (U_b+1), H), the row order transducer_loss expects."""
     if enc.dim() != 3 or pred.dim() != 3 or enc.shape[0] != pred.shape[0] or enc.shape[2] != pred.shape[2]:
         raise ValueError(f"expected enc (B, T, H) and pred (B, U+1, H), got {tuple(enc.shape)}, {tuple(pred.shape)}")
+    if enc.dtype != pred.dtype:  # the rows take enc's: pred's rounded, or widened, in silence
+        raise TypeError(f"enc and pred must be of one dtype, got {enc.dtype} and {pred.dtype}")
+    if logit_lengths.dtype not in INTS or target_lengths.dtype not in INTS:
+        raise TypeError(f"logit_lengths and target_lengths must be int32 or int64, got {logit_lengths.dtype} and "
+                        f"{target_lengths.dtype}")
+    if tuple(logit_lengths.shape) != enc.shape[:1] or tuple(target_lengths.shape) != enc.shape[:1]:
+        raise ValueError(f"expected logit_lengths and target_lengths ({enc.shape[0]},), got "
+                         f"{tuple(logit_lengths.shape)} and {tuple(target_lengths.shape)}")  # (fewer: a part packed)
     if int(logit_lengths.max()) > enc.shape[1] or int(target_lengths.max()) + 1 > pred.shape[1]:
         raise ValueError("lengths exceed enc or pred")
     if int(logit_lengths.min()) < 1 or int(target_lengths.min()) < 0:

@@ -277,8 +277,15 @@ def test_pruned_gradcheck():
 
 def test_pruned_errors():
     ranges, targets, T_b, U_b = ranges_for(10, s_range=3)
-    with pytest.raises(ValueError, match="s_range must be >= 2"):
-        prune_ranges(torch.zeros(3, 12, 7), torch.zeros(3, 12, 7), T_b, U_b, 1)
+    for s_range in (1, 2.5):  # 2.5: slicing's TypeError before, or Triton's 'no attribute bit_length'
+        with pytest.raises(ValueError, match="s_range must be a whole number >= 2"):
+            prune_ranges(torch.zeros(3, 12, 7), torch.zeros(3, 12, 7), T_b, U_b, s_range)
+    gammas = torch.zeros(3, 12, 7), torch.zeros(3, 12, 7)
+    for lengths in ((T_b.masked_fill(T_b == T_b.max(), 0), U_b), (T_b, U_b - U_b.max() - 1)):  # bands of no lattice
+        with pytest.raises(ValueError, match="logit_lengths must be >= 1 and target_lengths >= 0, got"):
+            prune_ranges(*gammas, *lengths, 3)
+    with pytest.raises(TypeError, match="logit_lengths and target_lengths must be int32 or int64"):
+        prune_ranges(*gammas, T_b.float(), U_b, 3)
     with pytest.raises(ValueError, match=r"expected float logits \(B, T, S, V\) and integer ranges \(B, T, S\)"):
         pruned_loss(torch.zeros(3, 12, 2, 10), targets, ranges, T_b, U_b)
     logits = torch.zeros(*ranges.shape, 10)

@@ -101,3 +101,15 @@ def test_empty_or_negative_lengths_are_refused_by_name(logit_lengths, target_len
     enc, pred = torch.zeros(2, 3, 4), torch.zeros(2, 3, 4)
     with pytest.raises(ValueError, match="logit_lengths must be >= 1 and target_lengths >= 0"):
         pack_joiner_input(enc, pred, torch.tensor(logit_lengths), torch.tensor(target_lengths))
+
+
+def test_lengths_of_another_batch_or_dtype_and_inputs_of_two_dtypes_are_refused():
+    """Before: one length for two utterances packed the first alone, float lengths failed inside new_empty, and a
+    float64 pred was rounded to enc's float32 in silence."""
+    enc, pred = torch.zeros(2, 3, 4), torch.zeros(2, 3, 4)
+    with pytest.raises(ValueError, match=re.escape("expected logit_lengths and target_lengths (2,), got (1,)")):
+        pack_joiner_input(enc, pred, torch.tensor([3]), torch.tensor([2]))
+    with pytest.raises(TypeError, match="must be int32 or int64, got torch.float32"):
+        pack_joiner_input(enc, pred, torch.tensor([3.0, 2.0]), torch.tensor([2, 1]))
+    with pytest.raises(TypeError, match="enc and pred must be of one dtype, got torch.float32 and torch.float64"):
+        pack_joiner_input(enc, pred.double(), torch.tensor([3, 2]), torch.tensor([2, 1]))
