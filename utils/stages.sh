@@ -25,8 +25,8 @@
 # wait for it, and exit 143. Without this, `kill <run.sh>` would leave the stage's command running alone.
 # Stages run at once in subshells (their pids in background_stages) get the SIGTERM too, and pass it on.
 # check_run_arguments "$@" (run.sh, after parse_options.sh): no word left over, whole stage numbers, --stop-stage
-# not before --stage, one run at a time in the folder (.run.lock), and at the end a --stage past every stage of the
-# run ends 1. corpus_dir=$(corpus_dir_of "$corpus_dir"): --corpus-dir kept in data/.corpus_dir for the runs after it.
+# not before --stage, one run at a time in the folder (.run.lock: hold_run_lock, which tune.sh takes too), and at
+# the end a --stage past every stage of the run ends 1. corpus_dir=$(corpus_dir_of "$corpus_dir"): --corpus-dir kept in data/.corpus_dir for the runs after it.
 # shellcheck shell=bash
 stage_marks=${stage_marks:-exp/.stages}
 declare -A done_this_run=()  # the markers stage_done wrote in this run
@@ -52,8 +52,14 @@ check_run_arguments() {  # check_run_arguments "$@": run.sh after parse_options.
     echo "$(basename "$0"): --stop-stage $stop_stage is before --stage $stage: no stage to run" >&2
     exit 1
   fi
-  # one run at a time in a recipe dir: two would train into one exp and write each other's markers. The lock is
-  # held by this shell and every command it starts, until the last of them ends (a training left running too).
+  hold_run_lock
+  trap no_stage_ran_check EXIT
+}
+
+hold_run_lock() {  # hold_run_lock: run.sh's (check_run_arguments) and tune.sh's: one run at a time in a recipe dir
+  # (two would train into one exp and write each other's markers; a run.sh preparing the data again rewrote the
+  # lists a search's trials read). The lock is held by this shell and every command it starts, until the last of
+  # them ends (a training left running too).
   local lock=.run.lock pid
   # a training's other nodes in the same folder (shared storage: egs/librispeech --nnodes) hold a lock of their own
   [ "${node_rank:-0}" = 0 ] || lock=.run.lock.node$node_rank
@@ -70,7 +76,6 @@ check_run_arguments() {  # check_run_arguments "$@": run.sh after parse_options.
     exit 1
   fi
   echo $$ > "$lock"
-  trap no_stage_ran_check EXIT
 }
 
 lock_holders() {  # lock_holders [LOCK]: 'PID (COMMAND)' of each process holding this folder's LOCK (.run.lock) open

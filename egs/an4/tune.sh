@@ -29,6 +29,7 @@ if [ $# -gt 0 ]; then  # parse_options.sh stops at the first word that is not an
 fi
 . ./path.sh
 . utils/stages.sh  # logged: the command line in the log, and SIGTERM, SIGHUP or Ctrl-C passed on to the search
+hold_run_lock  # no run.sh beside it (preparing the data again, it rewrote the lists the trials read)
 
 lang=data/lang_bpe$vocab_size
 for needed in data/train/data.list data/dev/data.list "$lang/units.txt"; do

@@ -309,6 +309,27 @@ def test_a_word_left_over_or_a_stage_not_a_number_is_refused(tmp_path):
     assert out.stderr == "run.sh: --stop-stage 0: this run has no stage 0 or before (its first is 1); nothing ran\n"
 
 
+def test_a_search_is_refused_while_a_run_is_under_way_in_its_recipe_dir(tmp_path):
+    """egs/an4/tune.sh beside a run.sh: a run preparing the data again rewrote the lists the trials read."""
+    recipe = tmp_path / "an4"
+    recipe.mkdir()
+    shutil.copy(ROOT / "egs" / "an4" / "tune.sh", recipe)
+    for name in ("path.sh", "utils", "steps"):
+        (recipe / name).symlink_to(ROOT / name)
+    script = 'stage=0; stop_stage=100; . utils/stages.sh; check_run_arguments; echo started; sleep 30 & wait'
+    run = subprocess.Popen(["bash", "-c", script, "run.sh"], stdout=subprocess.PIPE, text=True, cwd=recipe,
+                           start_new_session=True)
+    try:
+        assert run.stdout.readline() == "started\n"
+        tune = subprocess.run(["./tune.sh"], capture_output=True, text=True, cwd=recipe)
+        assert tune.returncode == 1 and f"tune.sh: another run is under way in {recipe} (pid {run.pid}" in tune.stderr
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    tune = subprocess.run(["./tune.sh"], capture_output=True, text=True, cwd=recipe)  # alone: on to its own checks
+    assert tune.returncode == 1 and "tune.sh: data/train/data.list is missing" in tune.stderr, tune.stderr
+
+
 def test_a_second_run_in_the_same_dir_is_refused_while_the_first_or_a_command_it_started_runs(tmp_path):
     """Two run.sh in one recipe dir would train into one exp: the second stops at once, naming the first; once the
     first and what it started have ended, a run goes ahead."""
