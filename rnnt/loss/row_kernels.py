@@ -82,7 +82,7 @@ def row_gradient_kernel(logits, stride, grad, grad_stride, lse, post_blank, post
                         ROWS: tl.constexpr, COLUMNS: tl.constexpr):
     """grad[r] = exp(logits[r] - lse[r]) * (post_blank[r] + post_label[r]) (products under tiny in magnitude
     flushed to 0; left out without SOFTMAX), less post_blank[r] at blank and post_label[r] at labels[r],
-    clamped to [-clamp, clamp] with CLAMP; with SCALE times scale[batch[r]] (the incoming gradient of row r's
+    clamped to [-clamp[0], clamp[0]] with CLAMP (clamp: one value, of lse's dtype); with SCALE times scale[batch[r]] (the incoming gradient of row r's
     utterance): the posteriors first, or, with CLAMP, the clamped gradient (an utterance's own is clamped,
     as warp-transducer and torchaudio clamp it, whatever the reduction or a loss scale). grad may be logits
     itself: each element is read before it is written, by the program that writes it. INDEXED, the posteriors
@@ -115,7 +115,8 @@ def row_gradient_kernel(logits, stride, grad, grad_stride, lse, post_blank, post
         g -= tl.where(v[None, :] == blank, g_blank[:, None], 0.0)
         g -= tl.where(v[None, :] == label[:, None], g_label[:, None], 0.0)
         if CLAMP:
-            g = tl.minimum(tl.maximum(g, -clamp), clamp)
+            bound = tl.load(clamp)
+            g = tl.minimum(tl.maximum(g, -bound), bound)
             if SCALE:
                 g = g * factor[:, None]
         tl.store(out[:, None] + v[None, :], g.to(grad.dtype.element_ty), mask=inside)

@@ -83,12 +83,15 @@ def row_gradient(rows: torch.Tensor, grad: torch.Tensor, lse: torch.Tensor, post
     grid, block_rows, columns = _launch_shape(n, vocab)
     clamped, scaled = clamp is not None and clamp > 0, scale is not None
     batch, scale = (batch.contiguous(), scale.contiguous()) if scaled else (labels, lse)  # unread unless scaled
+    # the bound in the gradient's own dtype, read by the kernel (a float argument is float32 there: float64
+    # gradients were clamped at float32(clamp)); a fill, no host read
+    bound = torch.full((1,), float(clamp), dtype=lse.dtype, device=rows.device) if clamped else lse
     per_row = lse.dim() == 1
     lse, post_blank, post_label, labels = (x.contiguous() if per_row else x
                                            for x in (lse, post_blank, post_label, labels))
     assert per_row or post_blank.stride() == post_label.stride() == lse.stride(), "the cells' arrays share strides"
     _kernels().row_gradient_kernel[grid](rows, rows.stride(0), grad, grad.stride(0), lse, post_blank, post_label,
-                                         labels, batch, scale, n, vocab, blank, float(clamp) if clamped else 0.0,
+                                         labels, batch, scale, n, vocab, blank, bound,
                                          torch.finfo(lse.dtype).tiny, *_cells(n, lse, labels),
                                          *(at_cells or (labels,) * 2), SCALE=scaled, SOFTMAX=softmax,
                                          CLAMP=clamped, INDEXED=at_cells is not None, ROWS=block_rows,

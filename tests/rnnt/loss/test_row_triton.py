@@ -99,6 +99,19 @@ def test_row_gradient_clamps_and_writes_over_its_rows(softmax):
     torch.testing.assert_close(rows.double(), want, rtol=0, atol=1e-6)
 
 
+def test_row_gradient_clamps_float64_at_the_float64_bound():
+    """A float argument is float32 inside a Triton kernel: float64 gradients were clamped at float32(0.1), 1.5e-9
+    off the bound, where the torch backend and the float64 reference clamp at 0.1 itself."""
+    rows, labels = random_rows(20, 30, torch.float64, seed=7)
+    lse = rows.logsumexp(1)
+    post_blank, post_label = posteriors(20, seed=8)
+    want = reference_gradient(rows, lse, post_blank, post_label, labels, 3, clamp=0.1)
+    assert (want.abs() == 0.1).sum() > 10  # clamped, at the bound
+    grad = row_triton.row_gradient(rows, torch.empty_like(rows), lse, post_blank, post_label, labels, 3, 0.1)
+    torch.testing.assert_close(grad, want, rtol=0, atol=tolerance(torch.float64))
+    assert torch.equal(grad[want.abs() == 0.1], want[want.abs() == 0.1])  # at the bound exactly
+
+
 def test_row_gradient_scales_each_rows_posteriors_by_its_utterance():
     rows, labels = random_rows(90, 40, torch.float32, seed=10)
     lse = rows.logsumexp(1)
