@@ -4,7 +4,8 @@
 
 Without segments, an utterance is its own file on channel 1, times from its start (Kaldi's nbest-to-ctm).
 Where the data dir has segments, times count from the start of the recording the utterance was cut from, and the
-file and channel are those reco2file_and_channel gives the recording (as Kaldi's utils/ctm/convert_ctm.pl),
+file and channel are those reco2file_and_channel gives the recording (as Kaldi's utils/ctm/convert_ctm.pl; a
+recording it lacks is named and its utterances left out, as Kaldi's validate_data_dir.sh refuses the file),
 or, without that file, the recording's id and channel 1.
 """
 
@@ -47,6 +48,8 @@ def recording_offsets(data_dir: str) -> dict[str, tuple[str, str, float]] | None
             left_out(f"{line.where}: expected '<utt> <recording> <start> <end>', got '{line.text}'; left out", None)
         elif problem := segment_problem(line.fields[2], line.fields[3]):
             left_out(f"{line.where}: {utt}: {problem}; left out", None)
+        elif os.path.isfile(reco2file) and line.fields[1] not in channels:  # its id beside NIST's names: unscored
+            left_out(f"{line.where}: {utt}: recording {line.fields[1]} is not in {reco2file}; left out", None)
         else:
             file, channel = channels.get(line.fields[1], (line.fields[1], "1"))
             offsets[utt] = (file, channel, float(line.fields[2]))

@@ -27,18 +27,27 @@ LM = "lm"
 def read_nbest(path: str, vocab_size: int) -> dict[str, list[Hypothesis]]:
     """utterance -> its hypotheses (labels and words) from a decode.py nbest.json, whose units are ids of a
     vocabulary of vocab_size; a line that is not one (a unit id that is no unit, the blank, not a whole number)
-    is named and left out, and the rest kept (one ended the whole combination in a traceback)."""
+    is named and left out, and the rest kept (one ended the whole combination in a traceback); so is a second line
+    of an utterance (it replaced the first in silence). Blank lines are skipped."""
     nbests = {}
     with open(path, "rb") as f:  # a line that is not UTF-8 is one line left out too (it ended the reading)
         for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
             try:
                 row = json.loads(line.decode("utf-8"))
+                if not isinstance(row["key"], str):
+                    raise TypeError(f"key {row['key']!r} is not a string")
                 hyps = [Hypothesis([unit_id(unit["id"], vocab_size) for unit in hyp["tokens"]],
                                    [0] * len(hyp["tokens"]), 0.0, words=words(hyp["text"])) for hyp in row["hyps"]]
-                nbests[row["key"]] = hyps
             except (ValueError, KeyError, TypeError, AttributeError) as error:
                 print(f"{path}:{number}: not a decode.py n-best line ({type(error).__name__}: {error}); left out",
                       file=sys.stderr)
+                continue
+            if row["key"] in nbests:
+                print(f"{path}:{number}: {row['key']} again (its first line is kept); left out", file=sys.stderr)
+                continue
+            nbests[row["key"]] = hyps
     return nbests
 
 

@@ -20,16 +20,20 @@ def test_segments_give_recording_times_and_reco2file_and_channel_the_file_and_ch
     # convert_ctm.pl's test: 'utt 1 8.0 1.0 word' in utterance times is 'file A 18.00 1.00 word'
     words = {"utt": [{"word": "word", "start": 8.0, "end": 9.0}], "other": [{"word": "hi", "start": 0.25, "end": 1.0}],
              "stray": [{"word": "lost", "start": 0.0, "end": 1.0}]}
+    assert write_ctm(str(tmp_path / "ctm"), words, str(tmp_path)) == ["other", "stray"]  # reco2: not in the file
+    assert (tmp_path / "ctm").read_text() == "file A 18.00 1.00 word\n"
+    (tmp_path / "reco2file_and_channel").unlink()  # none: each recording is its own file, on channel 1
     assert write_ctm(str(tmp_path / "ctm"), words, str(tmp_path)) == ["stray"]
-    assert (tmp_path / "ctm").read_text() == "file A 18.00 1.00 word\nreco2 1 2.75 0.75 hi\n"
+    assert (tmp_path / "ctm").read_text() == "reco 1 18.00 1.00 word\nreco2 1 2.75 0.75 hi\n"
 
 
 def test_a_bad_segments_or_reco2file_and_channel_line_is_named_and_only_its_utterance_left_out(tmp_path, capsys):
     """The decode used to fail after decoding everything (no ctm, no nbest.json) on one such line."""
     (tmp_path / "segments").write_text("bad reco zero 20.0\nshort reco 1.0\nutt reco 10.0 20.0\nutt2 reco2 1 2\n")
     (tmp_path / "reco2file_and_channel").write_text("reco file A\nreco2 file\n")
-    assert recording_offsets(str(tmp_path)) == {"utt": ("file", "A", 10.0), "utt2": ("reco2", "1", 1.0)}
+    assert recording_offsets(str(tmp_path)) == {"utt": ("file", "A", 10.0)}  # utt2's recording: its line is bad
     err = capsys.readouterr().err
+    assert f"{tmp_path}/segments:4: utt2: recording reco2 is not in {tmp_path}/reco2file_and_channel; left out" in err
     assert f"{tmp_path}/segments:1: bad: start 'zero' or end '20.0' is not a number; left out" in err
     assert f"{tmp_path}/segments:2: expected '<utt> <recording> <start> <end>', got 'short reco 1.0'; left out" in err
     assert f"{tmp_path}/reco2file_and_channel:2: expected '<recording> <file> <channel>', got 'reco2 file'" in err
@@ -68,3 +72,13 @@ def test_a_start_past_the_audio_is_the_last_frame_that_starts_inside_it():
     assert [round(s, 3) for s in starts] == [0.9, 0.96, 0.96, 0.96]
     assert start_within(0.5, 0.48, 0.04) == pytest.approx(0.44)  # a frame that divides the duration: its last
     assert start_within(0.1, 0.01, 0.04) == 0.0
+
+
+def test_a_recording_reco2file_and_channel_lacks_is_named_and_its_utterances_left_out(tmp_path, capsys):
+    """It fell back to '<recording> 1' beside the NIST file names of the others, in silence: sclite matched none of
+    its lines to the reference (Kaldi's validate_data_dir.sh refuses such a file)."""
+    (tmp_path / "segments").write_text("a recA 0.1 0.5\nb recB 0.1 0.5\n")
+    (tmp_path / "reco2file_and_channel").write_text("recA sw02001 A\n")
+    assert recording_offsets(str(tmp_path)) == {"a": ("sw02001", "A", 0.1)}
+    assert f"{tmp_path}/segments:2: b: recording recB is not in {tmp_path}/reco2file_and_channel; left out" in \
+        capsys.readouterr().err

@@ -70,3 +70,19 @@ def test_an_nbest_line_that_is_not_utf8_is_named_and_left_out_the_rest_kept(tmp_
     nbests = read_nbest(str(path), 4)
     assert sorted(nbests) == ["u1", "u3"] and nbests["u3"][0].words == ["YES"]
     assert f"{path}:2: not a decode.py n-best line (UnicodeDecodeError: " in capsys.readouterr().err
+
+
+def test_a_second_line_of_an_utterance_or_a_key_that_is_no_string_is_named_and_left_out(tmp_path, capsys):
+    """A repeated utterance replaced the first line's hypotheses in silence, and a number was taken for a key;
+    a blank line is no line (before: named as a JSON error)."""
+    from rnnt.system_combination import read_nbest
+
+    line = '{"key": %s, "hyps": [{"text": "%s", "tokens": [{"id": 2}]}]}\n'
+    path = tmp_path / "nbest.json"
+    path.write_text(line % ('"u1"', "YES") + "\n" + line % ('"u1"', "NO") + line % ("7", "NO"))
+    nbests = read_nbest(str(path), 4)
+    assert list(nbests) == ["u1"] and nbests["u1"][0].words == ["YES"]
+    err = capsys.readouterr().err
+    assert f"{path}:3: u1 again (its first line is kept); left out" in err
+    assert f"{path}:4: not a decode.py n-best line (TypeError: key 7 is not a string); left out" in err
+    assert ":2:" not in err
