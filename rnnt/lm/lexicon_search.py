@@ -100,8 +100,13 @@ class WordLexiconFusion:
 def word_spellings(tokenizer, words) -> dict[str, list[tuple[int, ...]]]:
     """Each word's unit-id sequences: its pronunciations for phone units, its spelling for characters;
     words the units cannot spell (a character or a pronunciation missing) are left out."""
-    if tokenizer.kind not in ("char", "phone") or SPACE not in tokenizer.units:
-        raise ValueError(f"a word LM needs character or phone units with a word boundary, not '{tokenizer.kind}'")
+    if tokenizer.kind not in ("char", "phone"):
+        raise ValueError(f"a word LM needs character or phone units with a word boundary, not '{tokenizer.kind}' "
+                         "(an LM over the units themselves fits any: run.sh --lm-over units)")
+    if SPACE not in tokenizer.units:  # a corpus of one word an utterance: no transcript held a space
+        raise ValueError(f"a word LM needs a word boundary among the units ({SPACE}): these {tokenizer.kind} units "
+                         "have none, as no training transcript holds two words (an LM over the units themselves "
+                         "needs none: run.sh --lm-over units)")
     unk = tokenizer.units[UNK]
     spellings = {}
     for word in words:

@@ -142,6 +142,12 @@ def test_a_word_lm_needs_a_word_boundary_unit(tmp_path):
     arpa.write_text("\\data\\\nngram 1=3\n\n\\1-grams:\n-0.5\ta\n-0.5\t</s>\n-99\t<s>\n\n\\end\\\n")
     with pytest.raises(ValueError, match="a word LM needs character or phone units"):
         load_fusion(str(arpa), Tokenizer(str(tmp_path)), 1.0, 0.0, "words")
+    # characters of a corpus of one word an utterance: no boundary (before: 'needs character units ..., not char')
+    (tmp_path / "units.txt").write_text("<blank> 0\n<unk> 1\nA 2\nB 3\n")
+    (tmp_path / "units.json").write_text('{"type": "char", "vocab_size": 4}')
+    with pytest.raises(ValueError, match=r"a word LM needs a word boundary among the units \(.*\): these char units "
+                                         r"have none, .*run.sh --lm-over units"):
+        load_fusion(str(arpa), Tokenizer(str(tmp_path)), 1.0, 0.0, "words")
 
 
 def test_word_times_name_the_words_the_word_lm_chose(tmp_path):
