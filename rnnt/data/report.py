@@ -1,6 +1,7 @@
 """What one pass of the data pipeline did to the audio, logged as one line when the pass ends.
 
-The rates it found and resampled (on the fly, every epoch: cheaper done once in data preparation), the
+The rates it found and resampled (as read, unless data.cache_audio_mb kept them from a pass before: cheaper
+done once in data preparation, steps/make_shards.py --resample), the
 recordings mixed down to mono, the ones it could not decode, and those the length filters dropped, each
 reason with the config key that set the limit.
 """
@@ -26,16 +27,18 @@ class DataReport:
     read: int = 0
     rates: Counter = field(default_factory=Counter)
     mixed_down: int = 0
+    from_memory: int = 0  # at another rate in the file, taken resampled from data.cache_audio_mb's memory
     undecodable: int = 0
     dropped: Counter = field(default_factory=Counter)
     shard_skips: Counter = field(default_factory=Counter)  # what reading the shards skipped, by why
     augmented: Counter = field(default_factory=Counter)  # utterances reverberated, given noise (rnnt.data.noise)
     oversized: int = 0  # utterances longer than data.batch.max_frames, each batched alone
 
-    def audio_read(self, rate: int, channels: int) -> None:
+    def audio_read(self, rate: int, channels: int, from_memory: bool = False) -> None:
         self.read += 1
         self.rates[rate] += 1
         self.mixed_down += channels > 1
+        self.from_memory += from_memory and rate != self.target_rate
 
     def read_in_vain(self, rate: int, channels: int) -> None:
         """Takes back audio_read for audio whose header read but whose samples then did not decode."""
@@ -56,10 +59,13 @@ class DataReport:
 
     def line(self) -> str:
         parts = [f"{self.read + self.undecodable} utterances: {rates_text(self.rates) or 'none decoded'}"]
-        resampled = sum(n for rate, n in self.rates.items() if rate != self.target_rate)
+        resampled = sum(n for rate, n in self.rates.items() if rate != self.target_rate) - self.from_memory
         if resampled:
-            parts.append(f"{resampled} resampled to data.sample_rate {self.target_rate} Hz on the fly (every epoch; "
-                         "resampling the corpus once in data preparation saves that time)")
+            parts.append(f"{resampled} resampled to data.sample_rate {self.target_rate} Hz as read (once for all: "
+                         "steps/make_shards.py --resample)")
+        if self.from_memory:
+            parts.append(f"{self.from_memory} at data.sample_rate {self.target_rate} Hz from memory, resampled when "
+                         "first read (data.cache_audio_mb)")
         if self.mixed_down:
             parts.append(f"{self.mixed_down} mixed down to mono")
         if self.undecodable:

@@ -63,6 +63,7 @@ def audio_lengths(records: Iterable[dict], rate: int, report: DataReport | None 
     Ogg Vorbis, MP3), comes with its 'decoded' waveform at rate. An unreadable one is logged and skipped."""
     for record in records:
         decoded = cache.get(record) if cache is not None else None
+        from_memory = decoded is not None
         try:
             header = None if decoded else audio_length(record["audio"], record.get("start"), record.get("end"))
             if not (decoded or header):
@@ -77,7 +78,7 @@ def audio_lengths(records: Iterable[dict], rate: int, report: DataReport | None 
             samples, file_rate, channels = header
             record = {**record, "samples": resampled_length(samples, file_rate, rate)}
         if report is not None:
-            report.audio_read(file_rate, channels)
+            report.audio_read(file_rate, channels, from_memory)
         yield {**record, "sample_rate": rate, "file_rate": file_rate, "channels": channels}
 
 
