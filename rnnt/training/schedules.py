@@ -50,3 +50,14 @@ def lr_multiplier(config: ScheduleConfig, base_lr: float):
         return max(decayed, min(1.0, config.min_lr / base_lr) if base_lr > 0 else 0.0)  # lr 0: weights held
 
     return factor
+
+
+def warmup_unfinished(config: ScheduleConfig, steps: int) -> str:
+    """What to say of a training that ended after `steps` optimiser steps, inside the schedule's warmup: its rate
+    never reached train.optimizer.lr (a short test run of a config made for a larger corpus learnt nothing, and
+    only the lr logged said why); "" where the warmup was done."""
+    if steps >= config.warmup_steps:
+        return ""
+    return (f"the training ended at step {steps}, inside train.schedule.warmup_steps {config.warmup_steps}: its "
+            "learning rate never reached train.optimizer.lr (for a short run, lower warmup_steps to a share of "
+            "the steps it trains)")

@@ -31,6 +31,7 @@ from rnnt.training.experiment import Experiment, adopt_inputs, build_optimizer, 
 from rnnt.training.keys_log import KeysLog, remove_other_ranks
 from rnnt.training.progress import Progress, close_logging, setup_logging
 from rnnt.training.patience import Patience
+from rnnt.training.schedules import warmup_unfinished
 from rnnt.training.stop import StopTraining
 from rnnt.training.trainer_checkpoints import Checkpointing
 from rnnt.training.trainer_steps import Steps
@@ -151,6 +152,8 @@ class Trainer(Checkpointing, Steps):
                 return STOPPED_BY_SIGNAL
             ended_early = self.epoch < self.experiment.train.epochs and self.patience.ends(self.epoch)
             log.info("training done: %s%s", summary, f"; {self.patience.why(self.epoch)}" if ended_early else "")
+            if warning := warmup_unfinished(self.experiment.train.schedule, self.step):
+                log.warning("%s", warning)
             return 0
         except StopTraining as error:
             log.error("%s", error)

@@ -354,3 +354,14 @@ def test_validation_gives_the_mean_loss_and_the_wer_of_its_greedy_transcripts(tr
                 words += len(text.split())
     assert result["utterances"] == utterances and result["loss"] == pytest.approx(losses / utterances, rel=1e-6)
     assert 0 < errors < words and result["wer"] == pytest.approx(100 * errors / words)
+
+
+def test_a_training_that_ends_inside_its_warmup_is_told_so():
+    """A short test run of a config made for a larger corpus (21 steps of a 200-step warmup) learnt nothing, and
+    only the lr logged said why."""
+    from rnnt.training.schedules import ScheduleConfig, warmup_unfinished
+
+    schedule = ScheduleConfig(type="noam", warmup_steps=200)
+    assert warmup_unfinished(schedule, 21).startswith("the training ended at step 21, inside "
+                                                      "train.schedule.warmup_steps 200: its learning rate never")
+    assert warmup_unfinished(schedule, 200) == "" and warmup_unfinished(ScheduleConfig(), 3) == ""

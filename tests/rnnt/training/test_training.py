@@ -214,6 +214,7 @@ def test_training_ends_after_patience_epochs_without_a_better_dev_wer_and_a_resu
     assert out.returncode == 0, out.stderr[-2000:]
     log = (exp / "train.log").read_text()
     assert "no better dev WER in the 2 epochs since epoch 1 (" in log and "training ends (train.patience 2)" in log
+    assert "the training ended at step 18, inside train.schedule.warmup_steps 50" in log  # 6 steps an epoch
     assert [Path(p).name for p in checkpoint.numbered(str(exp), "epoch")] == ["epoch-1.pt", "epoch-2.pt", "epoch-3.pt"]
     assert checkpoint.load_meta(str(exp / "epoch-3.pt"))["best_valid"]["epoch"] == 1
     again = train(2, *valid, "--resume")  # done: it says why, and trains nothing
