@@ -102,8 +102,14 @@ def load_experiment(path: str, **paths: str) -> Experiment:
 def load_trained(exp_dir: str) -> Experiment:
     """A trained experiment's config.yaml with the units and CMVN statistics the dir holds (adopt_inputs' copies):
     config.yaml names them by absolute path, so a dir moved or copied elsewhere would read those of the old
-    place (gone, or another experiment's since)."""
-    experiment = load_experiment(os.path.join(exp_dir, "config.yaml"))
+    place (gone, or another experiment's since). A path that is no experiment (a checkpoint given for its folder,
+    a folder without config.yaml) is a ValueError that says what is wanted (before: errno's 'Not a directory')."""
+    config = os.path.join(exp_dir, "config.yaml")
+    if not os.path.isfile(config):
+        given = "a file (a checkpoint?)" if os.path.isfile(exp_dir) else             "a folder without config.yaml" if os.path.isdir(exp_dir) else "not there"
+        raise ValueError(f"{exp_dir} is {given}: give the experiment folder steps/train.py trained into (holding "
+                         "config.yaml, exp/<name>), and a checkpoint of it, where not its model.pt, with --checkpoint")
+    experiment = load_experiment(config)
     own_lang, own_cmvn = os.path.join(exp_dir, "lang"), os.path.join(exp_dir, CMVN_NAME)
     if os.path.isdir(own_lang):
         experiment = dataclasses.replace(experiment, paths=dataclasses.replace(experiment.paths, lang_dir=own_lang))

@@ -19,15 +19,16 @@ MISSING = {
                           "{m}/b/decode", "--lm-fusion", "{m}/lm.yaml", "--tune", "{m}/dev.list", "{m}/out"],
                          "{m}/dev.list"),
     "compute_cmvn_stats.py": (["{m}/data.list", "{m}/cmvn"], "{m}/data.list"),
-    "decode.py": (["{m}/exp", "{m}/data.list", "test"], "{m}/exp/config.yaml"),
+    "decode.py": (["{m}/exp", "{m}/data.list", "test"], "{m}/exp is not there: give the experiment folder"),
     "decode_sherpa_onnx.py": (["{m}/onnx", "{m}/data.list", "{m}/out"], "{m}/onnx/sherpa-onnx.json"),
-    "export_onnx.py": (["{m}/exp", "{m}/out"], "{m}/exp/config.yaml"),
+    "export_onnx.py": (["{m}/exp", "{m}/out"], "{m}/exp is not there: give the experiment folder"),
     "import_data_dir.py": (["{m}/kaldi", "{m}/data"], "{m}/kaldi"),
     "make_raw_list.py": (["{m}/data", "{m}/data.list"], "{m}/data/text"),
     "make_shards.py": (["{m}/data", "{m}/shards", "{m}/shards.list"], "{m}/data/text"),
     "plot_training.py": (["{m}/training.png", "{m}/exp"], "{m}/exp/train.log"),
     "tune.py": (["--config", "{m}/conf.yaml", "--search", "{m}/search.yaml", "--exp-dir", "{m}/exp"], "{m}/conf.yaml"),
-    "tune_lm_fusion.py": (["--arpa", "{m}/lm.arpa", "{m}/exp", "{m}/dev.list"], "{m}/exp/config.yaml"),
+    "tune_lm_fusion.py": (["--arpa", "{m}/lm.arpa", "{m}/exp", "{m}/dev.list"],
+                          "{m}/exp is not there: give the experiment folder"),
 }
 
 
@@ -71,3 +72,14 @@ def test_success_is_the_summary_line_on_standard_output(tmp_path, test_data):
     assert out.returncode == 0, out.stderr
     assert out.stdout == f"make_raw_list.py: {tmp_path / 'data.list'}: 2 utterances, 1.00 h; skipped 0\n"
     assert len((tmp_path / "data.list").read_text().splitlines()) == 2
+
+
+def test_a_checkpoint_given_for_its_experiment_folder_is_told_what_is_wanted(tmp_path):
+    """README names exp/<name>/model.pt, and a user gave transcribe.py that: '[Errno 20] Not a directory:
+    .../model.pt/config.yaml'."""
+    (tmp_path / "model.pt").write_bytes(b"weights")
+    out = run_tool(sys.executable, ROOT / "steps" / "transcribe.py", tmp_path / "model.pt", tmp_path / "a.wav")
+    assert out.returncode == 1 and out.stderr == (
+        f"transcribe.py: {tmp_path / 'model.pt'} is a file (a checkpoint?): give the experiment folder steps/train.py "
+        "trained into (holding config.yaml, exp/<name>), and a checkpoint of it, where not its model.pt, with "
+        "--checkpoint\n")
