@@ -124,6 +124,19 @@ def small_corpus(tmp_path, test_data) -> Path:
     return corpus
 
 
+def test_a_header_line_is_said_to_be_one_not_a_recording_not_found(small_corpus, tmp_path):
+    """README: a header line is skipped as naming no file. It was counted as 'audio file not found', a data
+    problem to look for; a later line naming no file still is one."""
+    listing = small_corpus / "list.txt"
+    listing.write_text("path\ttranscript\na/one.wav one\nb/two.flac two\na/gone.wav gone\n")
+    out = run_tool(sys.executable, DATA_PREP, "--transcripts", listing, "--test-fraction", "0", "--dev-fraction",
+                   "0.4", small_corpus, tmp_path / "data")
+    assert out.returncode == 0, out.stderr
+    said = out.stdout + out.stderr
+    assert f"skipped {listing}:1 (path\ttranscript): a first line naming no file, taken for a header" in said
+    assert f"skipped {listing}:4 ({small_corpus}/a/gone.wav): audio file not found" in said
+
+
 def test_extra_columns_and_two_recordings_of_one_id_are_named_not_merged(small_corpus, tmp_path):
     """A list with more tab-separated columns is refused by line (the columns were words of the transcript);
     a/one.wav and a-one.wav both make the id a-one: the second is named with the first, not 'listed again'."""

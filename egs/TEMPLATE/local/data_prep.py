@@ -115,6 +115,9 @@ def utterances(corpus_dir: str, transcripts: str, speaker_regex: re.Pattern | No
                 continue
             name, text = fields[0], normalise(fields[1])
             audio = find_audio(corpus_dir, name)
+            if audio is None and number == 1:  # 'path<TAB>transcript' or the like: no recording of the corpus
+                report.skip("a first line naming no file, taken for a header", f"{where} ({line.strip()[:60]})")
+                continue
             if audio is None:
                 report.skip("audio file not found", f"{where} ({os.path.join(corpus_dir, name)})")
                 continue
