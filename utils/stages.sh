@@ -99,9 +99,13 @@ corpus_place() {  # corpus_place DIR: a data stage's input (after ++) naming whe
 given_before() {  # value=$(given_before OPTION KEPT VALUE [VALID]): --OPTION's VALUE as given, kept in the file KEPT
   # where the command VALID takes it (a typo is not kept over the one given before); not given (empty), the one
   # given before that VALID still takes, said so: an option of the corpus itself, which a later run neither needs
-  # again nor, left out, takes for an edit of the data (another split, a retraining)
+  # again nor, left out, takes for an edit of the data (another split, a retraining); 'none' forgets it (back to
+  # the recipe's default: each recording its own speaker, a test set held out of the list)
   local option=$1 kept=$2 value=$3 valid=${4:-true}
-  if [ -n "$value" ]; then
+  if [ "$value" = none ]; then
+    [ ! -f "$kept" ] || echo "$(basename "$0"): --$option none: $(cat "$kept"), given before, forgotten" >&2
+    rm -f "$kept"
+  elif [ -n "$value" ]; then
     if $valid "$value"; then
       mkdir -p "$(dirname "$kept")"
       printf '%s\n' "$value" > "$kept"

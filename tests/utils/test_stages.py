@@ -520,6 +520,21 @@ if stage_wanted 1 data -- "${corpus_dir:-downloads/corpus}"; then stage_done 1 d
     assert run("").stdout.splitlines()[0] == "corpus: "
 
 
+def test_an_option_given_before_is_forgotten_with_none(tmp_path):
+    """Back to each recording its own speaker took deleting data/.speaker_regex by hand: an empty value is the one
+    given before."""
+    script = ('set -euo pipefail; . "$ROOT/utils/stages.sh"; has_group() { [[ $1 == *"("* ]]; }\n'
+              'echo "regex: [$(given_before speaker-regex data/.speaker_regex "$1" has_group)]"')
+    env = {"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"}
+    run = lambda given: subprocess.run(["bash", "-c", script, "run.sh", given], cwd=tmp_path, env=env,  # noqa: E731
+                                       capture_output=True, text=True, check=True)
+    assert run("^([^/]+)/").stdout == "regex: [^([^/]+)/]\n" and run("").stdout == "regex: [^([^/]+)/]\n"
+    forgot = run("none")
+    assert forgot.stdout == "regex: []\n" and not (tmp_path / "data" / ".speaker_regex").exists()
+    assert forgot.stderr == "run.sh: --speaker-regex none: ^([^/]+)/, given before, forgotten\n"
+    assert run("").stdout == "regex: []\n" and run("none").stderr == ""
+
+
 def test_an_experiment_dir_given_with_a_trailing_slash_is_the_dir(tmp_path):
     """exp/t/ with --seeds 2 trained the second seed into exp/t/_seed1, inside the first seed's experiment (set
     aside with it when its config changed)."""
