@@ -26,7 +26,8 @@
 # Stages run at once in subshells (their pids in background_stages) get the SIGTERM too, and pass it on.
 # check_run_arguments "$@" (run.sh, after parse_options.sh): no word left over, whole stage numbers, --stop-stage
 # not before --stage, one run at a time in the folder (.run.lock: hold_run_lock, which tune.sh takes too), and at
-# the end a --stage past every stage of the run ends 1. corpus_dir=$(corpus_dir_of "$corpus_dir"): --corpus-dir kept in data/.corpus_dir for the runs after it.
+# the end a --stage past every stage of the run ends 1. corpus_dir=$(corpus_dir_of "$corpus_dir"): --corpus-dir kept
+# in data/.corpus_dir for the runs after it.
 # shellcheck shell=bash
 stage_marks=${stage_marks:-exp/.stages}
 declare -A done_this_run=()  # the markers stage_done wrote in this run
@@ -366,8 +367,8 @@ unit_files() {  # unit_files LANG: the files of a lang dir that define its units
 }
 
 config_files() {  # config_files CONFIG [INIT]: the files a training config names, one a line (a training stage's
-  # inputs beside the config's text and resolved_config's digest): train.init_from's checkpoint (not where the recipe gives INIT, which
-  # overrides it), data.features.cmvn's statistics, data.noise's and data.reverb's wav.scp
+  # inputs beside the config's text and resolved_config's digest): train.init_from's checkpoint (not where the
+  # recipe gives INIT, which overrides it), data.features.cmvn's statistics, data.noise's and data.reverb's wav.scp
   python3 -m rnnt.training.config_inputs ${2:+--no-init-from} "$1"
 }
 

@@ -64,9 +64,9 @@ reported by file and line and skipped. Audio: any format soundfile reads, any sa
 the one given before, data/.speaker_regex; else each recording its own). dev and test (--dev-fraction,
 --test-fraction: 0.1 each) are whole speakers when there are enough, else recordings at random; --test-transcripts
 FILE: a test set of your own. These options of the corpus, left out, are the ones given before with the same
---corpus-dir (kept in data/: another --corpus-dir forgets them; 'none', e.g. --speaker-regex none, forgets one). --data-dirs: Kaldi data dirs you have (wav.scp of
-files or of commands ending in '|', text, utt2spk, segments), copied in as data/train, data/dev and data/test,
-utt2dur measured where missing.
+--corpus-dir (kept in data/: another --corpus-dir forgets them; 'none', e.g. --speaker-regex none, forgets one).
+--data-dirs: Kaldi data dirs you have (wav.scp of files or of commands ending in '|', text, utt2spk, segments),
+copied in as data/train, data/dev and data/test, utt2dur measured where missing.
 --ngpu N: training on N GPUs, a process each (torchrun's DDP; --seeds N then trains one model after another);
 --ngpu 0 --cpu-ranks N: N processes on the CPU. A stopped training resumes on another number (from an epoch's end).
 Stages: 1 data dirs (local/data_prep.py; steps/import_data_dir.py with --data-dirs), 2 shards, 3 units, 4 train

@@ -82,9 +82,10 @@ def row_gradient_kernel(logits, stride, grad, grad_stride, lse, post_blank, post
                         ROWS: tl.constexpr, COLUMNS: tl.constexpr):
     """grad[r] = exp(logits[r] - lse[r]) * (post_blank[r] + post_label[r]) (products under tiny in magnitude
     flushed to 0; left out without SOFTMAX), less post_blank[r] at blank and post_label[r] at labels[r],
-    clamped to [-clamp[0], clamp[0]] with CLAMP (clamp: one value, of lse's dtype); with SCALE times scale[batch[r]] (the incoming gradient of row r's
-    utterance): the posteriors first, or, with CLAMP, the clamped gradient (an utterance's own is clamped,
-    as warp-transducer and torchaudio clamp it, whatever the reduction or a loss scale). grad may be logits
+    clamped to [-clamp[0], clamp[0]] with CLAMP (clamp: one value, of lse's dtype); with SCALE times
+    scale[batch[r]] (the incoming gradient of row r's utterance): the posteriors first, or, with CLAMP, the
+    clamped gradient (an utterance's own is clamped, as warp-transducer and torchaudio clamp it, whatever the
+    reduction or a loss scale). grad may be logits
     itself: each element is read before it is written, by the program that writes it. INDEXED, the posteriors
     are read at lattice_cell[r] of (B, T, U+1) lattices, 0 where not valid[r], as row_stats_kernel's arcs."""
     row, on = _rows(n_rows, ROWS)

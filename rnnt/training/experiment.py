@@ -106,7 +106,8 @@ def load_trained(exp_dir: str) -> Experiment:
     a folder without config.yaml) is a ValueError that says what is wanted (before: errno's 'Not a directory')."""
     config = os.path.join(exp_dir, "config.yaml")
     if not os.path.isfile(config):
-        given = "a file (a checkpoint?)" if os.path.isfile(exp_dir) else             "a folder without config.yaml" if os.path.isdir(exp_dir) else "not there"
+        given = ("a file (a checkpoint?)" if os.path.isfile(exp_dir) else
+                 "a folder without config.yaml" if os.path.isdir(exp_dir) else "not there")
         raise ValueError(f"{exp_dir} is {given}: give the experiment folder steps/train.py trained into (holding "
                          "config.yaml, exp/<name>), and a checkpoint of it, where not its model.pt, with --checkpoint")
     experiment = load_experiment(config)

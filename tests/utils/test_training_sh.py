@@ -375,8 +375,8 @@ def test_the_training_stage_runs_again_when_the_resolved_config_changed_under_th
     config = tmp_path / "c.yaml"
     config.write_text("train: {epochs: 3}\n")
     wanted = f"train_wanted 4 {config} {exp} {lang}"
-    before = "resolved_config() { :; }; train_wanted() { stage_wanted \"$1\" train \"$3\" -- \"$2\" data/train/shards " \
-        "data/dev/shards $(unit_files \"$4\"); }; "  # the stage's inputs as a recipe of before named them
+    before = ("resolved_config() { :; }; train_wanted() { stage_wanted \"$1\" train \"$3\" -- \"$2\" "
+              "data/train/shards data/dev/shards $(unit_files \"$4\"); }; ")  # the inputs a recipe of before named
     out = sourced(f"stage=0 stop_stage=100; {before}if {wanted}; then stage_done 4 train {exp}; fi")
     assert out.returncode == 0 and "stage 4 (train)" in out.stdout, out.stdout + out.stderr
     out = sourced(f"stage=0 stop_stage=100; {wanted} || echo skipped")
