@@ -65,15 +65,12 @@ def _blocks(logit_lengths: list[int], target_lengths: list[int], width: int, chu
 
 
 def _block_hidden(enc, pred, block, activation: str, lengths):
-    """The activations (n, frames, U1, H) of one block, 0 outside each utterance's lattice (lengths: logit_lengths
-    and target_lengths): its padding frames and columns, whatever they hold (+inf or NaN there made 0 * inf in the
-    weight's gradient and the activation's, NaN, where the kernels read the padding as 0)."""
+    """The activations (n, frames, U1, H) of one block, 0 outside each utterance's lattice (lengths: the two): +inf
+    or NaN in its padding made 0 * inf, NaN, in the weight's and activation's gradients (the kernels read 0)."""
     b0, b1, t0, t1, U1 = block
     hidden = _activate_(enc[b0:b1, t0:t1, None, :] + pred[b0:b1, None, :U1, :], activation)
-    logit_lengths, target_lengths = lengths
-    frames = torch.arange(t0, t1, device=enc.device)[None, :, None]
-    columns = torch.arange(U1, device=enc.device)[None, None, :]
-    outside = (frames >= logit_lengths[b0:b1, None, None]) | (columns > target_lengths[b0:b1, None, None])
+    frames, columns = torch.arange(t0, t1, device=enc.device), torch.arange(U1, device=enc.device)
+    outside = (frames[:, None] >= lengths[0][b0:b1, None, None]) | (columns > lengths[1][b0:b1, None, None])
     return hidden.masked_fill_(outside[..., None], 0)
 
 
@@ -136,13 +133,12 @@ def _blocks_arc_log_probs(enc, pred, weight, bias, cell_labels, logit_lengths, t
     B, T, _ = enc.shape
     lse_cells = torch.zeros((B, T, pred.shape[1]), dtype=accumulation_dtype(enc.dtype), device=enc.device)
     blank_lp, label_lp = torch.empty_like(lse_cells), torch.empty_like(lse_cells)
+    lengths = logit_lengths, target_lengths
     for block in blocks:  # the block's logits go with the call: the next block's are made without them
         b0, b1, t0, t1, U1 = block
         cells = (slice(b0, b1), slice(t0, t1), slice(0, U1))
-        logits = _block_logits(enc, pred, weight, bias, block, activation, (logit_lengths, target_lengths))[1]
-        _block_arc_log_probs(logits, cell_labels, blank, triton, block, (lse_cells[cells], blank_lp[cells],
-                                                                         label_lp[cells]))
-        del logits
+        _block_arc_log_probs(_block_logits(enc, pred, weight, bias, block, activation, lengths)[1], cell_labels,
+                             blank, triton, block, (lse_cells[cells], blank_lp[cells], label_lp[cells]))
     inside, has_label = lattice_masks(logit_lengths, target_lengths, T, pred.shape[1])
     return lse_cells, blank_lp.masked_fill_(~inside, float("-inf")), label_lp.masked_fill_(~has_label, float("-inf"))
 
@@ -230,10 +226,9 @@ class _FusedJoinerLoss(torch.autograd.Function):
             grads = joint_triton.joint_gradients(enc, pred, weight, bias, cell_labels, logit_lengths, target_lengths,
                                                  lse_cells, gamma_blank, gamma_label, scale, blank, activation)
         else:
-            scale = scale[:, None, None]
-            grads = _blocks_gradients(enc, pred, weight, bias, cell_labels, (logit_lengths, target_lengths),
-                                      lse_cells, gamma_blank * scale, gamma_label * scale, blank, activation, blocks,
-                                      triton)
+            scale, lengths = scale[:, None, None], (logit_lengths, target_lengths)
+            grads = _blocks_gradients(enc, pred, weight, bias, cell_labels, lengths, lse_cells, gamma_blank * scale,
+                                      gamma_label * scale, blank, activation, blocks, triton)
         return grads + (None,) * 10
 
 
