@@ -372,6 +372,29 @@ config_files() {  # config_files CONFIG [INIT]: the files a training config name
   python3 -m rnnt.training.config_inputs ${2:+--no-init-from} "$1"
 }
 
+stage_done_before() {  # stage_done_before N NAME [DIR] -- INPUT... [++ LATER...]: whether the stage's marker holds
+  # these inputs as they are now and its outputs are all there; reads alone (another process's stage: node 0's
+  # training, to the other nodes of a multi-node one)
+  local n=$1 name=$2 dir= mark input inputs=() missing
+  shift 2
+  if [ $# -gt 0 ] && [ "$1" != "--" ]; then dir=$1; shift; fi
+  [ "${1:-}" = "--" ] && shift
+  for input; do [ "$input" = "++" ] || inputs+=("$input"); done
+  mark=$(stage_mark "$n" "$name" "$dir")
+  [ -f "$mark" ] && [ "$(head -n 1 "$mark")" = "$(stage_fingerprint "${inputs[@]}" 2> /dev/null)" ] &&
+    missing=$(outputs_missing "$mark") && [ -z "$missing" ]
+}
+
+config_inputs() {  # config_inputs CONFIG [INIT]: a training stage's inputs besides the config's text, a line each:
+  # the files it names (config_files) and its settings as resolved, the defaults filled in (resolved_config: a default
+  # an upgrade changed trains again, as steps/train.py --resume would set the experiment aside)
+  config_files "$1" "${2:-}" && resolved_config "$1"
+}
+
+resolved_config() {  # resolved_config CONFIG: 'resolved-config DIGEST', its settings with the defaults filled in
+  python3 -m rnnt.training.config_digest "$1"
+}
+
 stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT... [++ LATER_INPUT...]]
   # LATER_INPUT: inputs a newer recipe gave the stage, absent from markers of before (inputs_added_since)
   local n=$1 name=$2 mark dir= fingerprint missing input inputs=() earlier=() later=false

@@ -47,18 +47,12 @@
 
 train_wanted() {  # train_wanted STAGE CONFIG EXP LANG [INIT] [SEED]: stage_wanted for train_model's training
   # (the config's text, and its settings as resolved: a default an upgrade changed trains again, as train.py would)
-  local options units files resolved named=()
+  local options units later
   mapfile -t options < <(train_options "${5:-}" "${6:-}")
   mapfile -t units < <(unit_files "$4")
-  # (a failure inside mapfile's < <(...) would go unseen)
-  files=$(config_files "$2" "${5:-}") && resolved=$(resolved_config "$2") || exit 1
-  [ -z "$files" ] || mapfile -t named <<< "$files"
-  stage_wanted "$1" train "$3" -- "$2" data/train/shards data/dev/shards "${units[@]}" "${options[@]}" \
-    ++ "${named[@]}" "$resolved"
-}
-
-resolved_config() {  # resolved_config CONFIG: 'resolved-config DIGEST', its settings with the defaults filled in
-  python3 -m rnnt.training.config_digest "$1"
+  later=$(config_inputs "$2" "${5:-}") || exit 1  # (a failure inside mapfile's < <(...) would go unseen)
+  mapfile -t later <<< "$later"
+  stage_wanted "$1" train "$3" -- "$2" data/train/shards data/dev/shards "${units[@]}" "${options[@]}" ++ "${later[@]}"
 }
 
 train_options() {  # train_options [INIT] [SEED]: steps/train.py's options for them, one a line
@@ -72,6 +66,15 @@ check_training_processes() {
     echo "$(basename "$0"): --ngpu ${ngpu:-}: a number of GPUs (0: the CPU)" >&2; exit 1; }
   [[ ${cpu_ranks:-1} =~ ^[1-9][0-9]*$ ]] || {
     echo "$(basename "$0"): --cpu-ranks ${cpu_ranks:-}: a number of training processes, 1 or more" >&2; exit 1; }
+  [[ ${nnodes:-1} =~ ^[1-9][0-9]*$ && ${node_rank:-0} =~ ^(0|[1-9][0-9]*)$ ]] &&
+    [ "${node_rank:-0}" -lt "${nnodes:-1}" ] || {
+    # a node 1 of --nnodes 1 (left out) trained alone, a run of its own, into node 0's experiment
+    echo "$(basename "$0"): --nnodes ${nnodes:-1} --node-rank ${node_rank:-0}: the nodes are 1 or more, each node's" \
+      "rank 0 to nnodes - 1 (give every node the same --nnodes)" >&2; exit 1; }
+  if [ "${nnodes:-1}" -gt 1 ] && [ "${master_addr:-localhost}" = localhost ]; then
+    echo "$(basename "$0"): --nnodes ${nnodes}: --master-addr is localhost; the other nodes reach node 0 by its" \
+      "address (give it on every node)" >&2
+  fi
   if [ "${cpu_ranks:-1}" -gt 1 ] && [ "${ngpu:-}" != 0 ]; then
     echo "$(basename "$0"): --cpu-ranks ${cpu_ranks} trains on the CPU: give --ngpu 0 with it" >&2; exit 1
   fi

@@ -82,9 +82,10 @@ if stage_wanted 3 units -- data/$train_set/text; then
   stage_done 3 units -- data/lang/units.txt
 fi
 
-mapfile -t named < <(config_files "$train_config")
+later=$(config_inputs "$train_config") || exit 1
+mapfile -t later <<< "$later"
 if stage_wanted 4 train "$exp" -- "$train_config" data/$train_set/shards data/dev/shards data/lang/units.txt \
-    ++ "${named[@]}"; then
+    ++ "${later[@]}"; then
   log=$(stage_log 4 train "$exp")
   logged "$log" steps/train.py --config "$train_config" \
     --train-list data/$train_set/data.list --valid-list data/dev/data.list \

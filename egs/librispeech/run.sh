@@ -36,8 +36,9 @@ help_message="Usage: ./run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR/Lib
   [--nnodes N --node-rank R --master-addr HOST --master-port PORT]
   [--average N] [--methods \"greedy modified_beam beam\"]
 Stages: 0 download, 1 data dirs, 2 shards, 3 units, 4 train, 5 average, 6 decode and score.
-Several nodes: data/, downloads/ and --exp must be on storage every node sees; nodes other than 0 run
-stage 4 alone (start them once node 0 has reached it)."
+Several nodes: data/, downloads/ and --exp on storage every node sees at the same path (data lists name files
+by absolute path); give every node the same options, and --node-rank its own: nodes other than 0 run stage 4
+alone, when node 0's training is not done before (start them once node 0 has reached it)."
 
 [ "$(cd "$(dirname "$0")" && pwd -P)" = "$(pwd -P)" ] || {  # its paths (conf/, local/, data/) are the recipe's
   case " $* " in *" --help "*|*" -h "*) printf '%s\n' "$help_message"; exit 0 ;; esac  # its usage from anywhere
@@ -62,88 +63,96 @@ else
   train=train_$(echo $train_sets | tr ' ' '\n' | sort -u | sed 's/^train-//' | tr '-' '_' | paste -sd+)
 fi
 lang=data/$train/lang_$unit_type$vocab_size
-if [ "$node_rank" -gt 0 ]; then  # node 0 prepares the data and decodes
-  stage=4 stop_stage=4
-fi
+[ "$node_rank" -eq 0 ] || stop_stage=$(( stop_stage < 4 ? stop_stage : 4 ))  # node 0 prepares the data and decodes
 
-corpus_dir=$(corpus_dir_of "$corpus_dir")  # the one given before, if not given
-if [ -z "$corpus_dir" ]; then
-  corpus_dir=downloads/LibriSpeech
+if [ "$node_rank" -eq 0 ]; then  # stages 0-3: the data every node reads (node 0's; the others train alone)
+  corpus_dir=$(corpus_dir_of "$corpus_dir")  # the one given before, if not given
+  if [ -z "$corpus_dir" ]; then
+    corpus_dir=downloads/LibriSpeech
+    for set in $all_sets; do
+      if stage_wanted 0 "download-$set"; then
+        log=$(stage_log 0 "download-$set")
+        logged "$log" local/download.py --mirror "$mirror" downloads "$set"
+        stage_done 0 "download-$set" -- "$corpus_dir/$set"  # deleted since: downloaded again
+      fi
+    done
+  fi
+
+  todo=()
   for set in $all_sets; do
-    if stage_wanted 0 "download-$set"; then
-      log=$(stage_log 0 "download-$set")
-      logged "$log" local/download.py --mirror "$mirror" downloads "$set"
-      stage_done 0 "download-$set" -- "$corpus_dir/$set"  # deleted since: downloaded again
+    if stage_wanted 1 "data-$set" -- "$corpus_dir/$set" ++ local/data_prep.py "$(corpus_place "$corpus_dir/$set")"; then
+      todo+=("$set")
     fi
   done
-fi
-
-todo=()
-for set in $all_sets; do
-  if stage_wanted 1 "data-$set" -- "$corpus_dir/$set" ++ local/data_prep.py "$(corpus_place "$corpus_dir/$set")"; then
-    todo+=("$set")
-  fi
-done
-# up to --nj subsets at a time, each with its stage log, each marked done once its prep ended well; in the
-# background (at_once), so that kill <run.sh> stops them at once
-failed=() at_a_time=$(( nj > 0 ? nj : ${#todo[@]} + 1 ))  # --nj 0: all at once, as xargs -P 0
-for ((first = 0; first < ${#todo[@]}; first += at_a_time)); do
-  group=("${todo[@]:first:at_a_time}")
-  for set in "${group[@]}"; do
-    at_once logged "$(stage_log 1 "data-$set")" local/data_prep.py "$corpus_dir/$set" "data/$(name "$set")"
+  # up to --nj subsets at a time, each with its stage log, each marked done once its prep ended well; in the
+  # background (at_once), so that kill <run.sh> stops them at once
+  failed=() at_a_time=$(( nj > 0 ? nj : ${#todo[@]} + 1 ))  # --nj 0: all at once, as xargs -P 0
+  for ((first = 0; first < ${#todo[@]}; first += at_a_time)); do
+    group=("${todo[@]:first:at_a_time}")
+    for set in "${group[@]}"; do
+      at_once logged "$(stage_log 1 "data-$set")" local/data_prep.py "$corpus_dir/$set" "data/$(name "$set")"
+    done
+    each_ended
+    for i in "${!group[@]}"; do
+      if ${ended_well[i]}; then stage_done 1 "data-${group[i]}" -- "data/$(name "${group[i]}")/text"
+      else failed+=("${group[i]}"); fi
+    done
   done
-  each_ended
-  for i in "${!group[@]}"; do
-    if ${ended_well[i]}; then stage_done 1 "data-${group[i]}" -- "data/$(name "${group[i]}")/text"
-    else failed+=("${group[i]}"); fi
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "stage 1: the data prep of ${failed[*]} failed (their logs say why)" >&2
+    exit 1
+  fi
+  # the subsets' files and markers (another corpus's audio at other paths under the same transcripts combines again)
+  if $combined && stage_wanted 1 "data-$train" -- $(for set in $train_sets; do echo data/$(name $set)/text; done) ++ \
+      $(for set in $train_sets; do
+        echo data/$(name $set)/wav.scp data/$(name $set)/utt2spk "$(stage_mark 1 "data-$set")"
+      done); then
+    log=$(stage_log 1 "data-$train")
+    logged "$log" utils/combine_data.sh data/$train $(for set in $train_sets; do echo data/$(name $set); done)
+    logged "$log" utils/validate_data_dir.sh --no-feats data/$train
+    stage_done 1 "data-$train" -- data/$train/text
+  fi
+
+  data_marks() {  # data_marks DIR: the stage-1 markers of data/DIR's audio (each subset's, for the combined set)
+    local subset
+    if $combined && [ "$1" = "$train" ]; then
+      for subset in $train_sets; do stage_mark 1 "data-$subset"; done
+    else
+      stage_mark 1 "data-${1//_/-}"
+    fi
+  }
+  for set in $(for s in $train $valid_set $test_sets; do name $s; done | sort -u); do
+    # the markers: a recording rewritten as another of the same length changes no file of the data dir
+    if stage_wanted 2 "shards-$set" -- $(data_marks "$set") data/$set/wav.scp data/$set/text data/$set/utt2dur; then
+      log=$(stage_log 2 "shards-$set")
+      logged "$log" steps/make_shards.py --replace --nj "$(( nj > 0 ? nj : $(nproc) ))" --utts-per-shard 1000 \
+        data/$set data/$set/shards data/$set/data.list
+      stage_done 2 "shards-$set" -- data/$set/data.list
+    fi
   done
-done
-if [ ${#failed[@]} -gt 0 ]; then
-  echo "stage 1: the data prep of ${failed[*]} failed (their logs say why)" >&2
-  exit 1
-fi
-# the subsets' files and markers (another corpus's audio at other paths under the same transcripts combines again)
-if $combined && stage_wanted 1 "data-$train" -- $(for set in $train_sets; do echo data/$(name $set)/text; done) ++ \
-    $(for set in $train_sets; do
-      echo data/$(name $set)/wav.scp data/$(name $set)/utt2spk "$(stage_mark 1 "data-$set")"
-    done); then
-  log=$(stage_log 1 "data-$train")
-  logged "$log" utils/combine_data.sh data/$train $(for set in $train_sets; do echo data/$(name $set); done)
-  logged "$log" utils/validate_data_dir.sh --no-feats data/$train
-  stage_done 1 "data-$train" -- data/$train/text
-fi
 
-data_marks() {  # data_marks DIR: the stage-1 markers of data/DIR's audio (each subset's, for the combined set)
-  local subset
-  if $combined && [ "$1" = "$train" ]; then
-    for subset in $train_sets; do stage_mark 1 "data-$subset"; done
-  else
-    stage_mark 1 "data-${1//_/-}"
+  # An experiment keeps a copy of its units (<exp>/lang), and a resumed one refuses others.
+  if stage_wanted 3 "units-$train-$unit_type$vocab_size" -- data/$train/text; then
+    log=$(stage_log 3 "units-$train-$unit_type$vocab_size")
+    logged "$log" steps/build_units.py --unit-type "$unit_type" --vocab-size "$vocab_size" data/$train "$lang"
+    stage_done 3 "units-$train-$unit_type$vocab_size" -- "$lang/units.txt"
   fi
-}
-for set in $(for s in $train $valid_set $test_sets; do name $s; done | sort -u); do
-  # the markers: a recording rewritten as another of the same length changes no file of the data dir
-  if stage_wanted 2 "shards-$set" -- $(data_marks "$set") data/$set/wav.scp data/$set/text data/$set/utt2dur; then
-    log=$(stage_log 2 "shards-$set")
-    logged "$log" steps/make_shards.py --replace --nj "$(( nj > 0 ? nj : $(nproc) ))" --utts-per-shard 1000 \
-      data/$set data/$set/shards data/$set/data.list
-    stage_done 2 "shards-$set" -- data/$set/data.list
-  fi
-done
-
-# An experiment keeps a copy of its units (<exp>/lang), and a resumed one refuses others.
-if stage_wanted 3 "units-$train-$unit_type$vocab_size" -- data/$train/text; then
-  log=$(stage_log 3 "units-$train-$unit_type$vocab_size")
-  logged "$log" steps/build_units.py --unit-type "$unit_type" --vocab-size "$vocab_size" data/$train "$lang"
-  stage_done 3 "units-$train-$unit_type$vocab_size" -- "$lang/units.txt"
 fi
 
-train_stage=train  # each node its own marker and log in the shared $exp: node 1's train-node1
-[ "$node_rank" -eq 0 ] || train_stage=train-node$node_rank
 mapfile -t units < <(unit_files "$lang")
-mapfile -t named < <(config_files "$train_config")
-if stage_wanted 4 "$train_stage" "$exp" -- "$train_config" data/$train/shards data/$(name $valid_set)/shards \
-    "${units[@]}" ++ "${named[@]}"; then
+later=$(config_inputs "$train_config") || exit 1
+mapfile -t later <<< "$later"
+inputs=("$train_config" data/$train/shards data/$(name $valid_set)/shards "${units[@]}" ++ "${later[@]}")
+train_stage=train  # each node its own marker and log in the shared $exp: node 1's train-node1
+if [ "$node_rank" -gt 0 ]; then  # node 0's marker decides, read alone: the nodes train together or not at all
+  train_stage=train-node$node_rank
+  if [ "$stage" -eq 0 ] && stage_done_before 4 train "$exp" -- "${inputs[@]}"; then
+    echo "run.sh: node $node_rank: node 0's training of $exp is done before with these inputs: nothing to train"
+    exit 0
+  fi
+  rm -f "$(stage_mark 4 "$train_stage" "$exp")"  # (its own would skip a training node 0 runs, and leave it waiting)
+fi
+if stage_wanted 4 "$train_stage" "$exp" -- "${inputs[@]}"; then
   log=$(stage_log 4 "$train_stage" "$exp")
   command=$(training_command)  # torchrun for several processes or nodes (utils/training.sh)
   mapfile -t command <<< "$command"

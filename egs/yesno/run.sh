@@ -71,9 +71,10 @@ if stage_wanted 3 units -- data/train_yesno/text; then
   stage_done 3 units -- data/lang/units.txt
 fi
 
-mapfile -t named < <(config_files "$train_config")
+later=$(config_inputs "$train_config") || exit 1
+mapfile -t later <<< "$later"
 if stage_wanted 4 train "$exp" -- "$train_config" data/train_yesno_aug/shards data/dev_yesno/shards \
-    data/lang/units.txt ++ "${named[@]}"; then
+    data/lang/units.txt ++ "${later[@]}"; then
   log=$(stage_log 4 train "$exp")
   logged "$log" steps/train.py --config "$train_config" \
     --train-list data/train_yesno_aug/data.list --valid-list data/dev_yesno/data.list \

@@ -36,6 +36,16 @@ def test_librispeech_every_stage_on_the_samples(test_data, tmp_path):
         assert re.match(rf"%WER [0-9.]+ \[ \d+ / {words}, \d+ ins, \d+ del, \d+ sub \]", wer), wer
         assert f"librispeech test-clean {method} (tiny avg2-epoch-2): {wer.strip()}" in out.stdout
     averaged = (exp / "decode-test_clean-greedy-avg2-epoch-2" / "wer").read_text()
+    # A second node run again as node 0 was: its training is node 0's, done before (before: stage 4 forced, it
+    # trained alone and waited for node 0 at torchrun's rendezvous, 10 minutes, then failed); a node rank past
+    # --nnodes is refused
+    node = run_recipe(recipe, *args, "--average", "2", "--nnodes", "2", "--node-rank", "1", "--master-addr", "head")
+    assert node.returncode == 0 and node.stdout.rstrip().endswith(
+        "run.sh: node 1: node 0's training of exp/tiny is done before with these inputs: nothing to train"), \
+        node.stdout[-2000:] + node.stderr[-2000:]
+    assert "stage 1" not in node.stdout and not (exp / "log" / "4.train-node1.log").exists()
+    lost = run_recipe(recipe, *args, "--node-rank", "1")
+    assert lost.returncode == 1 and "--nnodes 1 --node-rank 1: the nodes are 1 or more" in lost.stderr
     # Decoding an average that stage 5 has not made (here of 1 epoch) is refused, not done on avg-1.pt's absence
     # or on a stale one.
     stale = run_recipe(recipe, *args, "--average", "1", "--stage", "6")

@@ -327,11 +327,17 @@ def test_gpus_this_machine_lacks_and_cpu_ranks_beside_a_gpu_are_refused_at_the_s
                               ("ngpu=1", "--ngpu 1: torch sees 0 GPU(s) here (CUDA_VISIBLE_DEVICES= ); --ngpu 0 "
                                          "trains on the CPU"),
                               ("cpu_ranks=2", "--cpu-ranks 2 trains on the CPU: give --ngpu 0 with it"),
-                              ("ngpu=0 cpu_ranks=0", "--cpu-ranks 0: a number of training processes, 1 or more")):
+                              ("ngpu=0 cpu_ranks=0", "--cpu-ranks 0: a number of training processes, 1 or more"),
+                              # a node 1 with --nnodes left out trained alone into node 0's experiment
+                              ("nnodes=1 node_rank=1", "--nnodes 1 --node-rank 1: the nodes are 1 or more, each "
+                                                       "node's rank 0 to nnodes - 1"),
+                              ("nnodes=2 node_rank=abc", "--nnodes 2 --node-rank abc: the nodes are"),
+                              ("nnodes=0", "--nnodes 0 --node-rank 0: the nodes are")):
         out = checked(settings)
         assert out.returncode == 1 and message in out.stderr and "checked" not in out.stdout, (settings, out.stderr)
-    for settings in ("", "ngpu=0", "ngpu=0 cpu_ranks=2"):
-        assert checked(settings).stdout == "checked\n"
+    for settings in ("", "ngpu=0", "ngpu=0 cpu_ranks=2", "nnodes=2 node_rank=1 master_addr=head"):
+        assert checked(settings).stdout == "checked\n" and checked(settings).stderr == ""
+    assert "--master-addr is localhost" in checked("nnodes=2 node_rank=0").stderr
 
 
 def test_seeds_on_cpu_ranks_train_one_after_another_each_through_torchrun(tmp_path):
