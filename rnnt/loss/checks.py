@@ -35,6 +35,17 @@ def check_lengths(targets, logit_lengths, target_lengths, batch: int | None = No
     return B
 
 
+def check_length_pair(logit_lengths, target_lengths, batch: int) -> None:
+    """The two lengths, int32 or int64, each (batch,): float ones failed in torch's calls, fewer than the batch
+    left utterances out in silence."""
+    if logit_lengths.dtype not in INTS or target_lengths.dtype not in INTS:
+        raise TypeError(f"logit_lengths and target_lengths must be int32 or int64, got {logit_lengths.dtype} and "
+                        f"{target_lengths.dtype}")
+    if tuple(logit_lengths.shape) != (batch,) or tuple(target_lengths.shape) != (batch,):
+        raise ValueError(f"expected logit_lengths and target_lengths ({batch},), got {tuple(logit_lengths.shape)} and "
+                         f"{tuple(target_lengths.shape)}")
+
+
 def check_values(targets, logit_lengths, target_lengths, vocab: int, blank: int, frames: tuple[int, str] | None,
                  positions: tuple[int, str] | None = None, one_sym_per_frame: bool = False,
                  backend: str = "auto") -> int:

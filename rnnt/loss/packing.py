@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from rnnt.loss.checks import INTS
+from rnnt.loss.checks import check_length_pair
 
 
 class _PackJoinerInput(torch.autograd.Function):
@@ -47,12 +47,7 @@ def pack_joiner_input(enc: torch.Tensor, pred: torch.Tensor, logit_lengths: torc
         raise ValueError(f"expected enc (B, T, H) and pred (B, U+1, H), got {tuple(enc.shape)}, {tuple(pred.shape)}")
     if enc.dtype != pred.dtype:  # the rows take enc's: pred's rounded, or widened, in silence
         raise TypeError(f"enc and pred must be of one dtype, got {enc.dtype} and {pred.dtype}")
-    if logit_lengths.dtype not in INTS or target_lengths.dtype not in INTS:
-        raise TypeError(f"logit_lengths and target_lengths must be int32 or int64, got {logit_lengths.dtype} and "
-                        f"{target_lengths.dtype}")
-    if tuple(logit_lengths.shape) != enc.shape[:1] or tuple(target_lengths.shape) != enc.shape[:1]:
-        raise ValueError(f"expected logit_lengths and target_lengths ({enc.shape[0]},), got "
-                         f"{tuple(logit_lengths.shape)} and {tuple(target_lengths.shape)}")  # (fewer: a part packed)
+    check_length_pair(logit_lengths, target_lengths, enc.shape[0])  # (fewer: a part packed)
     if int(logit_lengths.max()) > enc.shape[1] or int(target_lengths.max()) + 1 > pred.shape[1]:
         raise ValueError("lengths exceed enc or pred")
     if int(logit_lengths.min()) < 1 or int(target_lengths.min()) < 0:

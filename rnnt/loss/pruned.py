@@ -16,7 +16,8 @@ import torch
 
 from rnnt import host_reads
 from rnnt.loss.cells import pruned_cells
-from rnnt.loss.checks import FLOATS, INTS, check_inside, check_lengths, check_reduction, check_values, require
+from rnnt.loss.checks import (FLOATS, check_inside, check_length_pair, check_lengths, check_reduction, check_values,
+                              require)
 from rnnt.loss.emission_timing import delay_penalised
 from rnnt.loss.lattice import LatticeLoss, lattice_posteriors
 from rnnt.loss import lattice_triton
@@ -138,12 +139,7 @@ def check_posteriors(gamma_blank, gamma_label, logit_lengths, target_lengths) ->
         raise ValueError(f"expected gamma_blank and gamma_label of one shape (B, T, U+1), got "
                          f"{tuple(gamma_blank.shape)} and {tuple(gamma_label.shape)}")
     B, T, U1 = gamma_blank.shape
-    if logit_lengths.dtype not in INTS or target_lengths.dtype not in INTS:
-        raise TypeError(f"logit_lengths and target_lengths must be int32 or int64, got {logit_lengths.dtype} and "
-                        f"{target_lengths.dtype}")
-    if tuple(logit_lengths.shape) != (B,) or tuple(target_lengths.shape) != (B,):
-        raise ValueError(f"expected logit_lengths and target_lengths ({B},), got {tuple(logit_lengths.shape)} and "
-                         f"{tuple(target_lengths.shape)}")
+    check_length_pair(logit_lengths, target_lengths, B)
     require(torch.minimum(logit_lengths.min() - 1, target_lengths.min()) >= 0,  # (a band of a lattice with no node)
             "logit_lengths must be >= 1 and target_lengths >= 0",
             lambda: f"logit_lengths must be >= 1 and target_lengths >= 0, got {logit_lengths.tolist()} and "
