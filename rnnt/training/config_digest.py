@@ -1,5 +1,5 @@
 """A digest of a training config as steps/train.py resolves it, its defaults filled in: a recipe's training stage
-takes it among its inputs beside the config's text (utils/training.sh train_wanted), so that a default an upgrade
+takes it among its inputs beside the config's text (utils/stages.sh config_inputs), so that a default an upgrade
 changed trains again. Without it the stage read as done before, while steps/train.py --resume would have set the
 experiment aside as trained under another config (rnnt.training.config_change).
 
