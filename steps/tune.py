@@ -215,7 +215,7 @@ def opened_study(args, search):
     try:
         return open_study(storage, args.study_name, search, args.heartbeat), storage
     except Exception as error:  # sqlalchemy's: a damaged database file, a URL it cannot parse, a server not there
-        if not type(error).__module__.startswith("sqlalchemy") and not isinstance(error, ValueError):
+        if not type(error).__module__.startswith("sqlalchemy") and not isinstance(error, (ValueError, OSError)):
             raise
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ToolError(f"{storage}: cannot open the study's storage ({reason})") from error
@@ -229,6 +229,8 @@ def main() -> str:
         if not experiment.paths.valid_list or not experiment.train.valid_wer:
             raise ValueError(f"{args.config}: tuning needs a dev set: give --valid-list and keep train.valid_wer true")
         base = to_dict(experiment)
+        with open(args.config) as f:  # as the trials start from: an edit while they train is not best.yaml's
+            user_config = yaml.safe_load(f) or {}
         search = load_search(args.search, base)
         vocab_size = Tokenizer(experiment.paths.lang_dir).vocab_size
     except (OSError, ValueError) as error:
@@ -242,8 +244,6 @@ def main() -> str:
     except OSError as error:  # a trial dir, its yaml or its log not written (a full disk): the search cannot go on
         raise ToolError(f"{error.filename or args.exp_dir}: {error.strerror or error}; the study's database keeps "
                         "the trials ended, run again to go on") from error
-    with open(args.config) as f:
-        user_config = yaml.safe_load(f) or {}
     write_results(study, user_config, args.exp_dir, objective="" if search.target_wer is None else
                   f"minutes to dev WER {search.target_wer:g}% (missed: scaled up)")
     if not completed(study) or ended(study) < trials:  # stopped by failures: named in the trials' logs

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -105,8 +106,12 @@ def check_parameter(path: str, key: str, spec) -> None:
         low, high = float(spec["low"]), float(spec["high"])
     except (TypeError, ValueError):
         raise ValueError(f"{where}: low and high must be numbers, got {spec['low']!r} and {spec['high']!r}") from None
+    if not (math.isfinite(low) and math.isfinite(high)):  # (.inf: int()'s OverflowError, as a traceback)
+        raise ValueError(f"{where}: low and high must be finite numbers, got {spec['low']!r} and {spec['high']!r}")
     if not low < high:
         raise ValueError(f"{where}: low ({spec['low']}) must be below high ({spec['high']})")
+    if not isinstance(spec.get("log", False), bool):  # a string "false" is true to optuna: a log scale
+        raise ValueError(f"{where}: log must be true or false, got {spec['log']!r}")
     whole = [name for name in ("low", "high", "step") if name in spec and float(spec[name]) != int(float(spec[name]))]
     if kind == "int" and whole:  # low 1.5 drew 1, below it; low 0.5 high 0.9 always 0
         raise ValueError(f"{where}: an int's {' and '.join(whole)} must be whole numbers, got "

@@ -3,8 +3,11 @@ have ended, and its results written (best config, a table and a plot)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
+import socket
 
 import yaml
 
@@ -13,6 +16,7 @@ from rnnt.tuning.plot import plot_study
 from rnnt.tuning.space import Search, with_values
 
 RETRIES = 2  # a trial whose worker died runs again with its values at most this often
+WORKER = "worker"  # a trial's user attribute: '<host>:<pid>' of the process that runs it
 
 
 def without_traceback(record: logging.LogRecord) -> bool:
@@ -37,20 +41,35 @@ def open_study(storage_url: str, name: str, search: Search, heartbeat: float):
     # heartbeats, and retrying the trials of a dead worker, are still marked experimental
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     engine = {"connect_args": {"timeout": 60}} if storage_url.startswith("sqlite") else {}
-    storage = optuna.storages.RDBStorage(
-        storage_url, engine_kwargs=engine, heartbeat_interval=max(1, round(heartbeat)),
-        grace_period=max(2, round(2 * heartbeat)),
-        heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=RETRIES))
     if search.pruner["type"] == "median":
         pruner = optuna.pruners.MedianPruner(n_startup_trials=search.pruner.get("startup_trials", 2),
                                              n_warmup_steps=search.pruner.get("warmup_epochs", 1))
     else:
         pruner = optuna.pruners.NopPruner()
-    study = optuna.create_study(storage=storage, study_name=name, direction="minimize", sampler=sampler(search),
-                                pruner=pruner, load_if_exists=True)
+    with creating(storage_url):
+        storage = optuna.storages.RDBStorage(
+            storage_url, engine_kwargs=engine, heartbeat_interval=max(1, round(heartbeat)),
+            grace_period=max(2, round(2 * heartbeat)),
+            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=RETRIES))
+        study = optuna.create_study(storage=storage, study_name=name, direction="minimize", sampler=sampler(search),
+                                    pruner=pruner, load_if_exists=True)
     if not study.trials:  # a study of an earlier version goes on as it began, its seeds the trials' numbers
         study.set_user_attr(SEEDING, "fresh trials")
     return study
+
+
+@contextlib.contextmanager
+def creating(storage_url: str):
+    """Held while a study's storage and study are opened: for a SQLite file, a lock beside it, so that workers
+    started at once on a new one do not both create its tables (one failed with 'table ... already exists', as if
+    the database were damaged); another database sees to it itself."""
+    path = storage_url.removeprefix("sqlite:///") if storage_url.startswith("sqlite:///") else ""
+    if not path or path == ":memory:":
+        yield
+        return
+    with open(f"{path}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 SEEDING = "seeding"  # a study's user attribute: how its trials are seeded (sampler's PerTrialSeed)
@@ -133,21 +152,58 @@ def ended(study) -> int:
     return count(study, TrialState.COMPLETE, TrialState.PRUNED)
 
 
-def optimize_until(study, objective, trials: int, catch: tuple) -> None:
-    """Runs trials until `trials` of them, over all workers and earlier runs, have ended complete or
-    pruned. Failed ones are not counted (a worker killed mid-trial leaves one, which is run again),
-    but more failures in this run than trials stop it: something is wrong with every trial (the failures of
-    earlier runs, whose cause may be mended since, do not count)."""
+def this_worker() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def fail_trials_of_dead_workers(study) -> None:
+    """Fails the running trials of a worker of this machine that is gone, and queues each again with its values, as
+    a heartbeat gone silent for two beats does: a search run again at once, its killed trial's heartbeat still
+    fresh, drew new values in its place and left it running for good."""
     from optuna.trial import TrialState
 
+    host = socket.gethostname()
+    storage = study._storage  # (optuna's own fail_stale_trials does the same through these)
+    retry = storage.get_heartbeat_stale_trial_callback()
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        worker_host, _, pid = str(trial.user_attrs.get(WORKER, "")).rpartition(":")
+        if worker_host != host or not pid.isdigit() or process_alive(int(pid)):
+            continue
+        if storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL) and retry is not None:
+            retry(study, storage.get_trial(trial._trial_id))
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
+def optimize_until(study, objective, trials: int, catch: tuple) -> None:
+    """Runs trials until `trials` of them, over all workers and earlier runs, have ended complete or
+    pruned. Failed ones are not counted (a worker killed mid-trial leaves one, which is run again: at once where
+    the worker ran on this machine, else once its heartbeat is silent for two beats), but more failures in this run
+    than trials stop it: something is wrong with every trial (the failures of earlier runs, whose cause may be
+    mended since, do not count)."""
+    from optuna.trial import TrialState
+
+    fail_trials_of_dead_workers(study)
     failed_before = count(study, TrialState.FAIL)
+
+    def with_worker(trial):
+        trial.set_user_attr(WORKER, this_worker())
+        return objective(trial)
 
     def stop_when_done(study_, _trial) -> None:
         if ended(study_) >= trials or count(study_, TrialState.FAIL) - failed_before > trials:
             study_.stop()
 
     if ended(study) < trials:
-        study.optimize(objective, catch=catch, callbacks=[stop_when_done])
+        study.optimize(with_worker, catch=catch, callbacks=[stop_when_done])
 
 
 def summary(study, trials: int) -> str:

@@ -3,7 +3,10 @@ reports a dev WER per epoch and sets the user attributes steps/tune.py sets): th
 resumes, counts ended trials over runs, stops on too many failures, retries the trial of a dead worker
 with its values, picks the lowest objective as the best, and writes its results."""
 
+import socket
 import sqlite3
+import subprocess
+import sys
 import warnings
 
 import optuna
@@ -193,6 +196,46 @@ def test_the_trial_of_a_dead_worker_runs_again_with_its_values(tmp_path):
     assert [t.state.name for t in trials] == ["FAIL", "COMPLETE"]
     assert trials[1].params == values and training.calls == 1
     assert optuna.storages.RetryFailedTrialCallback.retried_trial_number(trials[1]) == 0
+
+
+def test_the_trial_of_a_worker_of_this_machine_that_is_gone_runs_again_at_once(tmp_path):
+    """A search run again at once after a kill: its trial's heartbeat was still fresh, so new values were drawn in
+    its place and it stayed RUNNING for good (its values never trained). Its worker, a process of this machine that
+    is gone, fails it now; a running trial of a live worker is left to run."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = open_study(url, "killed", search(), heartbeat=60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # Optuna's note that heartbeats go with optimize()
+        killed, alive = study.ask(), study.ask()
+    values = suggest(killed, SPACE)
+    suggest(alive, SPACE)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    killed.set_user_attr(study_module.WORKER, f"{socket.gethostname()}:{gone.pid}")
+    alive.set_user_attr(study_module.WORKER, study_module.this_worker())
+    for trial in (killed, alive):
+        study._storage.record_heartbeat(trial._trial_id)  # fresh: two beats of 60 s are far off
+    training = Training()
+    optimize_until(open_study(url, "killed", search(), heartbeat=60), training, 1, catch=())
+    trials = optuna.load_study(study_name="killed", storage=url).trials
+    assert [t.state.name for t in trials] == ["FAIL", "RUNNING", "COMPLETE"]
+    assert trials[2].params == values and training.calls == 1
+    assert trials[2].user_attrs[study_module.WORKER] == study_module.this_worker()
+
+
+def test_workers_opening_a_new_sqlite_study_at_once_both_open_it(tmp_path):
+    """Two workers started together on a new study.db: both created its tables, and one failed ('table
+    study_directions already exists') as if the database were damaged (1 round in 3 before)."""
+    opener = ("import sys; from rnnt.tuning.study import open_study; from rnnt.tuning.space import Search; "
+              "open_study(sys.argv[1], 'both', Search(space={'train.optimizer.lr': {'type': 'float', 'low': 1e-4, "
+              "'high': 1e-2}}, pruner={'type': 'none'}, sampler={'type': 'random', 'seed': 0}), 60)")
+    for round_ in range(3):
+        url = f"sqlite:///{tmp_path / f'study{round_}.db'}"
+        workers = [subprocess.Popen([sys.executable, "-c", opener, url], stderr=subprocess.PIPE, text=True)
+                   for _ in range(2)]
+        errors = [worker.communicate(timeout=120)[1] for worker in workers]
+        assert [worker.returncode for worker in workers] == [0, 0], errors
+        assert len(optuna.load_study(study_name="both", storage=url).directions) == 1
 
 
 def test_a_search_with_a_killed_trial_draws_what_one_nobody_killed_draws(tmp_path):

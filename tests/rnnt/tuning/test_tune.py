@@ -136,6 +136,10 @@ def test_the_time_limit_stops_a_trial_and_keeps_its_epochs(yesno, tmp_path):
     ({"train.schedule.warmup_steps": {"type": "int", "low": 0, "high": 400, "log": True}},
      "space.train.schedule.warmup_steps: `low >= 1` must hold for `log=True`"),
     ({"train.optimizer.lr": {"type": "float", "low": "abc", "high": 1e-2}}, "low and high must be numbers, got 'abc'"),
+    ({"train.optimizer.lr": {"type": "float", "low": 1e-4, "high": float("inf")}},  # int()'s OverflowError before
+     "space.train.optimizer.lr: low and high must be finite numbers, got 0.0001 and inf"),
+    ({"train.optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": "false"}},  # true to optuna
+     "space.train.optimizer.lr: log must be true or false, got 'false'"),
     ({"train.schedule.warmup_steps": {"type": "int", "low": 1.5, "high": 4}},  # drew 1, below its low
      "space.train.schedule.warmup_steps: an int's low must be whole numbers, got low 1.5"),
     # values the trainer refuses, which failed each trial that drew them
