@@ -7,7 +7,8 @@
     sampler: {type: tpe, seed: 0, startup_trials: 10}               # tpe or random; tpe draws at random for
                                    # its first startup_trials trials (optuna's default 10): a search of no
                                    # more trials than that is a random search; each trial's draws are
-                                   # seeded by seed + its number
+                                   # seeded by seed + its number (no sampler section: seed 0; one
+                                   # without seed: unseeded)
     target_wer: 45                 # optional: the objective is the minutes to reach this dev WER (%)
                                    # (as the seed's SDA), not the lowest dev WER within the time limit;
                                    # it takes pruner: {type: none} (epochs of other lengths)
