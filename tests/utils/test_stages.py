@@ -258,12 +258,13 @@ logged "$(stage_log 4 train exp)" python3 stoppable.py
 """
     command = ["bash", "-c", f"bash -c {shlex.quote(script)} 2>&1 | tee run.out" if how == "ctrl_c_through_tee"
                else script]
-    # SIGINT as a terminal's shell leaves it to a command it runs: where the tests themselves were started in the
-    # background of a shell without job control (nohup ... &), SIGINT comes ignored, and a shell cannot trap a
-    # signal ignored on entry
+    # SIGINT and SIGHUP as a terminal's shell leaves them to a command it runs: where the tests themselves were
+    # started in the background of a shell without job control (nohup ... &), SIGINT comes ignored (and SIGHUP,
+    # nohup's), and a shell cannot trap a signal ignored on entry
     recipe = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"}, start_new_session=True,
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                              preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT,
+                                                                                            signal.SIGHUP)])
     log = tmp_path / "exp" / "log" / "4.train.log"
     deadline = time.monotonic() + 30
     while not (log.exists() and "step 3" in log.read_text().splitlines()):

@@ -452,8 +452,11 @@ def test_ctrl_c_on_a_live_stream_prints_the_transcript_so_far(an4_test, tmp_path
     audio, langs = an4_test
     exp = make_experiment(tmp_path / "exp", langs["bpe"])
     samples, _ = soundfile.read(audio[1][0], dtype="int16")
+    # SIGINT as a terminal gives it: tests started in the background of a shell without job control (nohup ... &)
+    # come with SIGINT ignored, and the transcriber then ran on to the end of its stream
     process = subprocess.Popen([PYTHON, str(STEPS / "transcribe.py"), "--stream", str(exp), "-"],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     process.stdin.write(samples.tobytes())
     process.stdin.flush()  # the audio in, the pipe left open: a microphone's
     first = process.stdout.readline().decode()
