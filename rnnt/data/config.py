@@ -14,6 +14,8 @@ from rnnt.data.specaugment import SpecAugmentConfig
 class FilterConfig:  # training only: validation and decoding read every utterance
     min_duration: float = 0.0  # seconds, after speed perturbation (training only, as every key here)
     max_duration: float = 1e9  # seconds, after speed perturbation
+    duration_before_speed: bool = False  # min_duration and max_duration count the audio as recorded, before
+    # data.speed_perturb (as MLPerf's RNN-T reference filters): the same utterances every epoch
     max_tokens: int = 1_000_000  # units of the transcript
     max_tokens_per_frame: float = 1e9  # units / the encoder's output frames; one symbol per frame caps it at 1
 

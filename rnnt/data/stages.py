@@ -112,7 +112,7 @@ def speed_perturb(records: Iterable[dict], factors: tuple[float, ...], seed: int
             factor = factors[int(torch.randint(0, len(factors), (1,), generator=g))]
             if factor != 1.0:
                 record = {**record, "samples": resampled_length(record["samples"], *speed_ratio(factor)),
-                          "speed": factor}
+                          "speed": factor, "unperturbed": record["samples"]}
         yield record
 
 
@@ -167,8 +167,10 @@ def filter_utterances(records: Iterable[dict], config: DataConfig, report: DataR
     filter says (rnnt.model.transducer.LossConfig.units_per_frame)."""
     limits = config.filter
     lattice_cap, why, repeats_take_a_frame = units_per_frame
+    before = " (before speed perturbation)" if limits.duration_before_speed else ""
     for record in records:
-        duration = record["samples"] / record["sample_rate"]
+        samples = record.get("unperturbed", record["samples"]) if limits.duration_before_speed else record["samples"]
+        duration = samples / record["sample_rate"]
         input_frames = num_frames(record["samples"], record["sample_rate"], config.features.preset)
         frames = stacked_length(input_frames, config.subsample)
         encoder_frames = output_frames(frames)
@@ -178,9 +180,9 @@ def filter_utterances(records: Iterable[dict], config: DataConfig, report: DataR
         over_lattice = lattice_units > lattice_cap * encoder_frames
         reason = None
         if duration < limits.min_duration:
-            reason = f"shorter than data.filter.min_duration {limits.min_duration:g} s"
+            reason = f"shorter than data.filter.min_duration {limits.min_duration:g} s{before}"
         elif duration > limits.max_duration:
-            reason = f"longer than data.filter.max_duration {limits.max_duration:g} s"
+            reason = f"longer than data.filter.max_duration {limits.max_duration:g} s{before}"
         elif n_tokens > limits.max_tokens:
             reason = f"over data.filter.max_tokens {limits.max_tokens} units"
         elif encoder_frames == 0:

@@ -301,6 +301,28 @@ def test_tokenize_and_filter_count_reasons(fsdd):
     assert sum(report.dropped.values()) + len(kept) == len(recs)
 
 
+def test_the_duration_limits_count_the_recorded_audio_where_asked_as_mlperf_does(fsdd):
+    """data.filter.duration_before_speed: max_duration counts each utterance as recorded, the same every epoch
+    whatever speed it drew (MLPerf's reference filters on the original duration); by default, as perturbed."""
+    tokenizer = Tokenizer(str(fsdd / "lang"))
+    recs = list(stages.tokenize(stages.audio_lengths(records(str(fsdd / "test.list")), 8000), tokenizer))
+    recorded = {r["key"]: r["samples"] / 8000 for r in recs}
+    limit = sorted(recorded.values())[len(recorded) // 2]  # half the utterances over it as recorded
+    for before, epochs in ((True, range(3)), (False, range(3))):
+        kept_by_epoch = []
+        for epoch in epochs:
+            config = data_config({**TRAIN, "speed_perturb": [0.8, 1.25],
+                                  "filter": {"max_duration": limit, "duration_before_speed": before}})
+            perturbed = stages.speed_perturb(recs, config.speed_perturb, 0, epoch)
+            report = DataReport("test", 8000)
+            kept_by_epoch.append({r["key"] for r in stages.filter_utterances(perturbed, config, report)})
+        if before:
+            assert all(kept == {k for k, d in recorded.items() if d <= limit} for kept in kept_by_epoch)
+            assert "(before speed perturbation)" in next(iter(report.dropped))
+        else:  # drawn 0.8 (longer) or 1.25 (shorter): another set each epoch
+            assert len({frozenset(kept) for kept in kept_by_epoch}) > 1
+
+
 def test_the_filter_counts_the_encoders_output_frames_and_one_symbol_per_frame(fsdd):
     """Character units over 30 ms frames and StackTime 4 (120 ms): spelled digits ('seven': 5 units in about
     0.4 s) do not fit one symbol per frame, nor the pruned loss's band of 2; the filter counts frames after the
