@@ -373,31 +373,33 @@ config_files() {  # config_files CONFIG [INIT]: the files a training config name
 }
 
 stage_done_before() {  # stage_done_before N NAME [DIR] -- INPUT... [++ LATER...]: whether the stage's marker holds
-  # these inputs as they are now and its outputs are all there; reads alone (another process's stage: node 0's
-  # training, to the other nodes of a multi-node one)
-  local n=$1 name=$2 dir= mark input inputs=() missing
-  shift 2
-  if [ $# -gt 0 ] && [ "$1" != "--" ]; then dir=$1; shift; fi
-  [ "${1:-}" = "--" ] && shift
-  for input; do [ "$input" = "++" ] || inputs+=("$input"); done
-  mark=$(stage_mark "$n" "$name" "$dir")
-  [ -f "$mark" ] && [ "$(head -n 1 "$mark")" = "$(stage_fingerprint "${inputs[@]}" 2> /dev/null)" ] &&
+  # these inputs as they are now (as stage_wanted takes it: an earlier form too) and its outputs are all there;
+  # reads alone (another process's stage: node 0's training, to the other nodes of a multi-node one)
+  local n name mark dir inputs earlier later missing
+  stage_arguments "$@"
+  [ -f "$mark" ] && marker_taken "$mark" "$(stage_fingerprint "${inputs[@]}" 2> /dev/null)" "${inputs[@]}" &&
     missing=$(outputs_missing "$mark") && [ -z "$missing" ]
 }
 
-config_inputs() {  # config_inputs CONFIG [INIT]: a training stage's inputs besides the config's text, a line each:
-  # the files it names (config_files) and its settings as resolved, the defaults filled in (resolved_config: a default
-  # an upgrade changed trains again, as steps/train.py --resume would set the experiment aside)
-  config_files "$1" "${2:-}" && resolved_config "$1"
+config_inputs() {  # config_inputs ARRAY CONFIG [INIT]: sets ARRAY to a training stage's inputs besides the config's
+  # text: the files it names (config_files) and its settings as resolved, the defaults filled in (resolved_config: a
+  # default an upgrade changed trains again, as steps/train.py --resume would set the experiment aside); a config
+  # that cannot be read stops the run (inside mapfile's < <(...) a failure went unseen)
+  local -n config_inputs_of=$1
+  local lines
+  lines=$({ config_files "$2" "${3:-}" && resolved_config "$2"; }) || exit 1
+  mapfile -t config_inputs_of <<< "$lines"
 }
 
 resolved_config() {  # resolved_config CONFIG: 'resolved-config DIGEST', its settings with the defaults filled in
   python3 -m rnnt.training.config_digest "$1"
 }
 
-stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT... [++ LATER_INPUT...]]
-  # LATER_INPUT: inputs a newer recipe gave the stage, absent from markers of before (inputs_added_since)
-  local n=$1 name=$2 mark dir= fingerprint missing input inputs=() earlier=() later=false
+stage_arguments() {  # stage_arguments N NAME [DIR] [-- INPUT... [++ LATER_INPUT...]]: sets its caller's locals
+  # n, name, mark, inputs (all of them), earlier (those before ++, where there are later ones) and later (true
+  # where there are): stage_wanted's and stage_done_before's
+  local input
+  n=$1 name=$2 dir= inputs=() earlier=() later=false
   shift 2
   if [ $# -gt 0 ] && [ "$1" != "--" ]; then dir=$1; shift; fi
   [ "${1:-}" = "--" ] && shift
@@ -406,9 +408,15 @@ stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT... [++ LATER_INPUT...]]
     inputs+=("$input")
     $later || earlier+=("$input")
   done
-  set -- "${inputs[@]}"
   $later || earlier=()  # no input added later: nothing to take in place of the stage
   mark=$(stage_mark "$n" "$name" "$dir")
+}
+
+stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT... [++ LATER_INPUT...]]
+  # LATER_INPUT: inputs a newer recipe gave the stage, absent from markers of before (inputs_added_since)
+  local n name mark dir fingerprint missing inputs earlier later
+  stage_arguments "$@"
+  set -- "${inputs[@]}"
   [ "$n" -le "$last_stage_seen" ] || last_stage_seen=$n
   [ "$first_stage_seen" -ge 0 ] && [ "$n" -ge "$first_stage_seen" ] || first_stage_seen=$n
   if [ "$n" -lt "$stage" ] || [ "$n" -gt "$stop_stage" ]; then  # not run: out of date if its inputs changed, or

@@ -50,8 +50,7 @@ train_wanted() {  # train_wanted STAGE CONFIG EXP LANG [INIT] [SEED]: stage_want
   local options units later
   mapfile -t options < <(train_options "${5:-}" "${6:-}")
   mapfile -t units < <(unit_files "$4")
-  later=$(config_inputs "$2" "${5:-}") || exit 1  # (a failure inside mapfile's < <(...) would go unseen)
-  mapfile -t later <<< "$later"
+  config_inputs later "$2" "${5:-}"
   stage_wanted "$1" train "$3" -- "$2" data/train/shards data/dev/shards "${units[@]}" "${options[@]}" ++ "${later[@]}"
 }
 

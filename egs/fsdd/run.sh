@@ -82,8 +82,7 @@ if stage_wanted 3 units -- data/$train_set/text; then
   stage_done 3 units -- data/lang/units.txt
 fi
 
-later=$(config_inputs "$train_config") || exit 1
-mapfile -t later <<< "$later"
+config_inputs later "$train_config"
 if stage_wanted 4 train "$exp" -- "$train_config" data/$train_set/shards data/dev/shards data/lang/units.txt \
     ++ "${later[@]}"; then
   log=$(stage_log 4 train "$exp")

@@ -140,8 +140,7 @@ if [ "$node_rank" -eq 0 ]; then  # stages 0-3: the data every node reads (node 0
 fi
 
 mapfile -t units < <(unit_files "$lang")
-later=$(config_inputs "$train_config") || exit 1
-mapfile -t later <<< "$later"
+config_inputs later "$train_config"
 inputs=("$train_config" data/$train/shards data/$(name $valid_set)/shards "${units[@]}" ++ "${later[@]}")
 train_stage=train  # each node its own marker and log in the shared $exp: node 1's train-node1
 if [ "$node_rank" -gt 0 ]; then  # node 0's marker decides, read alone: the nodes train together or not at all

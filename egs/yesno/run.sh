@@ -71,8 +71,7 @@ if stage_wanted 3 units -- data/train_yesno/text; then
   stage_done 3 units -- data/lang/units.txt
 fi
 
-later=$(config_inputs "$train_config") || exit 1
-mapfile -t later <<< "$later"
+config_inputs later "$train_config"
 if stage_wanted 4 train "$exp" -- "$train_config" data/train_yesno_aug/shards data/dev_yesno/shards \
     data/lang/units.txt ++ "${later[@]}"; then
   log=$(stage_log 4 train "$exp")
