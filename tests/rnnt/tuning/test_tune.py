@@ -87,6 +87,25 @@ def test_killed_search_resumes_from_its_database_and_finishes_the_trials_asked(y
     assert len(trial_states(exp / "study.db")) == len(states) + 1  # nothing mixed in
 
 
+def test_best_yaml_is_the_config_the_trials_started_from_not_one_edited_while_they_trained(yesno, tmp_path):
+    search = {"trials": 1, "pruner": {"type": "none"}, "sampler": {"type": "random", "seed": 1},
+              "space": {"train.optimizer.lr": {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}}}
+    args = [str(a) for a in tune_args(yesno, tmp_path, search, epochs=1)]
+    base, exp = tmp_path / "base.yaml", tmp_path / "tune"
+    search_run = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 120
+    while not (exp / "trial-000" / "trial.yaml").exists() and search_run.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    edited = yaml.safe_load(base.read_text())
+    edited["train"]["epochs"] = 7  # the user edits the config while the trial trains
+    base.write_text(yaml.safe_dump(edited))
+    output = search_run.communicate(timeout=300)[0]
+    assert search_run.returncode == 0, output
+    trained = yaml.safe_load((exp / "trial-000" / "trial.yaml").read_text())
+    best = yaml.safe_load((exp / "best.yaml").read_text())
+    assert trained["train"]["epochs"] == best["train"]["epochs"] == 1
+
+
 def trainer_command(yesno, tmp_path, epochs: int) -> list[str]:
     return [PYTHON, str(ROOT / "steps" / "train.py"), "--config", str(yesno_config(tmp_path, epochs)),
             "--train-list", str(yesno / "train.list"), "--valid-list", str(yesno / "test.list"),
