@@ -50,6 +50,16 @@ def lattice_masks(logit_lengths, target_lengths, T: int, U1: int) -> tuple[torch
     return inside, inside & (u < U_b)
 
 
+def padding_zeroed(enc, pred, logit_lengths, target_lengths):
+    """enc (B, T, H) and pred (B, U1, H) with each utterance's padding frames and columns 0, whatever they held
+    (rnnt.loss.fused_joiner's blocks: +inf or NaN there, in a block an utterance shares, made 0 * inf in the
+    weight's and the activation's gradients, NaN; the kernels read the padding as 0). Once a call, where a mask
+    of each block's activations took half a dozen operators a block and a pass over its activations."""
+    frames = torch.arange(enc.shape[1], device=enc.device) >= logit_lengths[:, None]
+    columns = torch.arange(pred.shape[1], device=pred.device) > target_lengths[:, None]
+    return enc.masked_fill(frames[..., None], 0), pred.masked_fill(columns[..., None], 0)
+
+
 def _build(b, t, u, logit_lengths, target_lengths, targets, blank, T, U1, identity=False) -> CellMap:
     T_b, U_b = logit_lengths.long()[b], target_lengths.long()[b]
     valid = (t < T_b) & (u <= U_b) & (t >= 0) & (u >= 0)

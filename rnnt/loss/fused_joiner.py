@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from rnnt.loss import joint_triton, row_triton
-from rnnt.loss.cells import lattice_masks
+from rnnt.loss.cells import lattice_masks, padding_zeroed
 from rnnt.loss.checks import check_host_lengths, check_lengths, check_reduction, check_values
 from rnnt.loss.emission_timing import timed_lattice_loss
 from rnnt.loss.lattice_triton import on_inputs_device, resolve_backend
@@ -64,19 +64,15 @@ def _blocks(logit_lengths: list[int], target_lengths: list[int], width: int, chu
         b0 = b1
 
 
-def _block_hidden(enc, pred, block, activation: str, lengths):
-    """The activations (n, frames, U1, H) of one block, 0 outside each utterance's lattice (lengths: the two): +inf
-    or NaN in its padding made 0 * inf, NaN, in the weight's and activation's gradients (the kernels read 0)."""
+def _block_hidden(enc, pred, block, activation: str):
+    """The activations (n, frames, U1, H) of one block."""
     b0, b1, t0, t1, U1 = block
-    hidden = _activate_(enc[b0:b1, t0:t1, None, :] + pred[b0:b1, None, :U1, :], activation)
-    frames, columns = torch.arange(t0, t1, device=enc.device), torch.arange(U1, device=enc.device)
-    outside = (frames[:, None] >= lengths[0][b0:b1, None, None]) | (columns > lengths[1][b0:b1, None, None])
-    return hidden.masked_fill_(outside[..., None], 0)
+    return _activate_(enc[b0:b1, t0:t1, None, :] + pred[b0:b1, None, :U1, :], activation)
 
 
-def _block_logits(enc, pred, weight, bias, block, activation: str, lengths):
+def _block_logits(enc, pred, weight, bias, block, activation: str):
     """Hidden (n, frames, U1, H) and logits (n, frames, U1, V) of one block."""
-    hidden = _block_hidden(enc, pred, block, activation, lengths)
+    hidden = _block_hidden(enc, pred, block, activation)
     return hidden, torch.nn.functional.linear(hidden, weight, bias)
 
 
@@ -133,17 +129,16 @@ def _blocks_arc_log_probs(enc, pred, weight, bias, cell_labels, logit_lengths, t
     B, T, _ = enc.shape
     lse_cells = torch.zeros((B, T, pred.shape[1]), dtype=accumulation_dtype(enc.dtype), device=enc.device)
     blank_lp, label_lp = torch.empty_like(lse_cells), torch.empty_like(lse_cells)
-    lengths = logit_lengths, target_lengths
     for block in blocks:  # the block's logits go with the call: the next block's are made without them
         b0, b1, t0, t1, U1 = block
         cells = (slice(b0, b1), slice(t0, t1), slice(0, U1))
-        _block_arc_log_probs(_block_logits(enc, pred, weight, bias, block, activation, lengths)[1], cell_labels,
+        _block_arc_log_probs(_block_logits(enc, pred, weight, bias, block, activation)[1], cell_labels,
                              blank, triton, block, (lse_cells[cells], blank_lp[cells], label_lp[cells]))
     inside, has_label = lattice_masks(logit_lengths, target_lengths, T, pred.shape[1])
     return lse_cells, blank_lp.masked_fill_(~inside, float("-inf")), label_lp.masked_fill_(~has_label, float("-inf"))
 
 
-def _blocks_gradients(enc, pred, weight, bias, cell_labels, lengths, lse_cells, gamma_blank, gamma_label, blank: int,
+def _blocks_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_blank, gamma_label, blank: int,
                       activation: str, blocks, triton: bool):
     """d loss / d enc, pred, weight and bias, block by block (the posteriors already scaled). The sums over the
     blocks (pred's, weight's, bias's) are kept in float32 for bfloat16 and float16 inputs, and rounded to their
@@ -155,20 +150,20 @@ def _blocks_gradients(enc, pred, weight, bias, cell_labels, lengths, lse_cells, 
     grad_weight = torch.zeros_like(weight, dtype=total)
     grad_bias = torch.zeros_like(bias, dtype=total) if bias is not None else None
     for block in blocks:  # a block's tensors go when its call returns, before the next block's are made
-        _add_block_gradients(enc, pred, weight, bias, cell_labels, lengths, lse_cells, gamma_blank, gamma_label,
-                             blank, activation, block, triton, (grad_enc, grad_pred, grad_weight, grad_bias))
+        _add_block_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_blank, gamma_label, blank,
+                             activation, block, triton, (grad_enc, grad_pred, grad_weight, grad_bias))
     return (grad_enc, grad_pred.to(pred.dtype), grad_weight.to(weight.dtype),
             grad_bias.to(bias.dtype) if grad_bias is not None else None)
 
 
-def _add_block_gradients(enc, pred, weight, bias, cell_labels, lengths, lse_cells, gamma_blank, gamma_label,
-                         blank: int, activation: str, block, triton: bool, grads):
+def _add_block_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_blank, gamma_label, blank: int,
+                         activation: str, block, triton: bool, grads):
     """Adds one block's share of d loss / d enc, pred, weight and bias to grads. The activations are made
     again for their own gradient, after the logits' is spent: the block holds its logits (or their gradient)
     and one array of activations or of their gradient at a time, never two (a third less memory at V = H)."""
     grad_enc, grad_pred, grad_weight, grad_bias = grads
     b0, b1, t0, t1, U1 = block
-    hidden, logits = _block_logits(enc, pred, weight, bias, block, activation, lengths)
+    hidden, logits = _block_logits(enc, pred, weight, bias, block, activation)
     cells = (slice(b0, b1), slice(t0, t1), slice(0, U1))
     grad = _block_logits_gradient(logits, cell_labels, lse_cells[cells], gamma_blank[cells], gamma_label[cells],
                                   blank, triton, block)
@@ -184,7 +179,7 @@ def _add_block_gradients(enc, pred, weight, bias, cell_labels, lengths, lse_cell
     del hidden
     grad_hidden = grad @ weight
     del grad
-    grad_pre = _activation_grad(_block_hidden(enc, pred, block, activation, lengths), grad_hidden, activation)
+    grad_pre = _activation_grad(_block_hidden(enc, pred, block, activation), grad_hidden, activation)
     torch.sum(grad_pre, 2, out=grad_enc[b0:b1, t0:t1])  # the blocks share no frame of an utterance
     grad_pred[b0:b1, :U1].add_(grad_pre.sum(1, dtype=grad_pred.dtype))
 
@@ -206,6 +201,7 @@ class _FusedJoinerLoss(torch.autograd.Function):
             else:
                 on_host = host_lengths or (logit_lengths.tolist(), target_lengths.tolist())
                 blocks = list(_blocks(*on_host, max(weight.shape), chunk_elements))
+                enc, pred = padding_zeroed(enc, pred, logit_lengths, target_lengths)
                 lse_cells, blank_lp, label_lp = _blocks_arc_log_probs(
                     enc, pred, weight, bias, cell_labels, logit_lengths, target_lengths, blank, activation, blocks,
                     triton)
@@ -226,8 +222,8 @@ class _FusedJoinerLoss(torch.autograd.Function):
             grads = joint_triton.joint_gradients(enc, pred, weight, bias, cell_labels, logit_lengths, target_lengths,
                                                  lse_cells, gamma_blank, gamma_label, scale, blank, activation)
         else:
-            scale, lengths = scale[:, None, None], (logit_lengths, target_lengths)
-            grads = _blocks_gradients(enc, pred, weight, bias, cell_labels, lengths, lse_cells, gamma_blank * scale,
+            scale = scale[:, None, None]
+            grads = _blocks_gradients(enc, pred, weight, bias, cell_labels, lse_cells, gamma_blank * scale,
                                       gamma_label * scale, blank, activation, blocks, triton)
         return grads + (None,) * 10
 
