@@ -278,5 +278,6 @@ class ConformerEncoder(EncoderInterface):
                 chunk, attention[i], conv[i] = block.stream(chunk, attention[i], cached, conv[i], cos_sin)
             chunks.append(chunk)
             done = done + chunk.shape[1]
-        return (torch.cat(chunks, dim=1), torch.stack(attention).transpose(1, 2), torch.stack(conv).transpose(1, 2),
-                done)
+        if self.blocks:  # (a Conformer of no blocks caches nothing: its empty caches go back as they came)
+            attention_cache, conv_cache = torch.stack(attention).transpose(1, 2), torch.stack(conv).transpose(1, 2)
+        return torch.cat(chunks, dim=1), attention_cache, conv_cache, done

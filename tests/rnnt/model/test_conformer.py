@@ -114,7 +114,7 @@ def test_a_streaming_conformer_reads_nothing_past_its_chunk_and_an_offline_one_d
         assert not torch.allclose(before[:, 12:15], after[:, 12:15], atol=1e-3)
 
 
-@pytest.mark.parametrize("chunk_frames,left_chunks,layers", [(3, 2, 2), (1, 1, 2), (4, 3, 3)])
+@pytest.mark.parametrize("chunk_frames,left_chunks,layers", [(3, 2, 2), (1, 1, 2), (4, 3, 3), (2, 1, 0)])
 def test_streamed_chunk_by_chunk_a_conformer_gives_the_whole_utterances_output(chunk_frames, left_chunks, layers):
     """Pieces of whole chunks (1 to 5 of them), each with the front end's overlap of the piece before, then what
     is left: forward() over the whole utterance, frame for frame, with BatchNorms' statistics not the identity;
