@@ -89,6 +89,16 @@ def with_values(config: dict, values: dict) -> dict:
     return out
 
 
+def _finite(value) -> float | None:
+    """value as a finite number (YAML 1.1 reads 1e-4 as a string), else None (.inf made int()'s OverflowError, as a
+    traceback; null, a list or a word float()'s TypeError or ValueError, naming neither file nor key)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
 def check_parameter(path: str, key: str, spec) -> None:
     where = f"{path}: space.{key}"
     if not isinstance(spec, dict) or spec.get("type") not in KINDS:
@@ -103,12 +113,11 @@ def check_parameter(path: str, key: str, spec) -> None:
         raise ValueError(f"{where}: choices must be a non-empty list")
     if kind == "categorical":
         return
-    try:  # a number as YAML 1.1 may read it: 1e-4 is a string there
-        low, high = float(spec["low"]), float(spec["high"])
-    except (TypeError, ValueError):
-        raise ValueError(f"{where}: low and high must be numbers, got {spec['low']!r} and {spec['high']!r}") from None
-    if not (math.isfinite(low) and math.isfinite(high)):  # (.inf: int()'s OverflowError, as a traceback)
+    low, high = _finite(spec["low"]), _finite(spec["high"])
+    if low is None or high is None:
         raise ValueError(f"{where}: low and high must be finite numbers, got {spec['low']!r} and {spec['high']!r}")
+    if "step" in spec and _finite(spec["step"]) is None:
+        raise ValueError(f"{where}: step must be a finite number, got {spec['step']!r}")
     if not low < high:
         raise ValueError(f"{where}: low ({spec['low']}) must be below high ({spec['high']})")
     if not isinstance(spec.get("log", False), bool):  # a string "false" is true to optuna: a log scale

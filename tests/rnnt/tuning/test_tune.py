@@ -154,7 +154,14 @@ def test_the_time_limit_stops_a_trial_and_keeps_its_epochs(yesno, tmp_path):
      "space.train.optimizer.lr: The parameter `step` is not supported when `log` is true"),
     ({"train.schedule.warmup_steps": {"type": "int", "low": 0, "high": 400, "log": True}},
      "space.train.schedule.warmup_steps: `low >= 1` must hold for `log=True`"),
-    ({"train.optimizer.lr": {"type": "float", "low": "abc", "high": 1e-2}}, "low and high must be numbers, got 'abc'"),
+    ({"train.optimizer.lr": {"type": "float", "low": "abc", "high": 1e-2}},
+     "low and high must be finite numbers, got 'abc'"),
+    ({"train.optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "step": None}},  # float(None): a traceback
+     "space.train.optimizer.lr: step must be a finite number, got None"),
+    ({"train.optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "step": float("inf")}},
+     "space.train.optimizer.lr: step must be a finite number, got inf"),
+    ({"train.schedule.warmup_steps": {"type": "int", "low": 1, "high": 4, "step": "abc"}},
+     "space.train.schedule.warmup_steps: step must be a finite number, got 'abc'"),
     ({"train.optimizer.lr": {"type": "float", "low": 1e-4, "high": float("inf")}},  # int()'s OverflowError before
      "space.train.optimizer.lr: low and high must be finite numbers, got 0.0001 and inf"),
     ({"train.optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": "false"}},  # true to optuna
