@@ -7,6 +7,7 @@ union: each member has a `kind` field whose default names it, and the mapping's 
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 
@@ -92,9 +93,11 @@ def checked(value, hint, where: str):
         return tuple(checked(item, args[0] if args else typing.Any, f"{where}[{i}]") for i, item in enumerate(value))
     if hint is float and isinstance(value, str):
         try:
-            return float(value)
+            value = float(value)
         except ValueError:
             pass
+    if hint is float and isinstance(value, float) and math.isnan(value):  # no setting is NaN: every check passed it
+        raise ValueError(f"{where}: expected a number, got {value!r}")
     wanted = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}.get(hint)
     if wanted and (not isinstance(value, wanted) or (hint is not bool and isinstance(value, bool))):
         what = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}[hint]

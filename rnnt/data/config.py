@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from rnnt.config import from_dict
@@ -74,11 +75,11 @@ def data_config(values: dict | None) -> DataConfig:
     for key, value in (("sample_rate", config.sample_rate), ("features.num_mel_bins", config.features.num_mel_bins)):
         if value < 1:
             raise ValueError(f"data.{key} must be at least 1, got {value}")
-    if any(factor <= 0 for factor in config.speed_perturb):
-        raise ValueError(f"data.speed_perturb factors must be positive, got {list(config.speed_perturb)}")
+    if not all(0 < factor < math.inf for factor in config.speed_perturb):
+        raise ValueError(f"data.speed_perturb factors must be positive and finite, got {list(config.speed_perturb)}")
     for key in ("shuffle_buffer", "sort_buffer", "buckets", "num_workers", "cache_audio_mb", "tail_silence"):
-        if getattr(config, key) < 0:
-            raise ValueError(f"data.{key} must not be negative, got {getattr(config, key)}")
+        if not 0 <= getattr(config, key) < math.inf:
+            raise ValueError(f"data.{key} must be 0 or more and finite, got {getattr(config, key)}")
     if config.features.preset not in PRESETS:
         raise ValueError(f"data.features.preset must be one of {sorted(PRESETS)}, got '{config.features.preset}'")
     check_noise_configs(config.noise, config.reverb)

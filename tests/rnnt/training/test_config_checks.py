@@ -150,8 +150,14 @@ def test_values_are_checked_against_their_keys_types_and_ranges_naming_the_file(
         "data:\n  speed_perturb: [0.9, fast]\n": "data.speed_perturb[1]: expected a number, got 'fast'",
         "data:\n  batch: {type: static, batch_size: 0}\n": "data.batch.batch_size must be at least 1, got 0",
         "data:\n  sample_rate: 0\n": "data.sample_rate must be at least 1, got 0",
-        "data:\n  speed_perturb: [0.9, 0, 1.1]\n": "data.speed_perturb factors must be positive, got [0.9, 0, 1.1]",
-        "data:\n  shuffle_buffer: -1\n": "data.shuffle_buffer must not be negative, got -1",
+        "data:\n  speed_perturb: [0.9, 0, 1.1]\n": "data.speed_perturb factors must be positive and finite, got [0.9",
+        "data:\n  speed_perturb: [.inf]\n": "data.speed_perturb factors must be positive and finite, got [inf]",
+        "data:\n  shuffle_buffer: -1\n": "data.shuffle_buffer must be 0 or more and finite, got -1",
+        "data:\n  tail_silence: .inf\n": "data.tail_silence must be 0 or more and finite, got inf",
+        # NaN passed every range check (a comparison with it is false): a grad_clip of NaN made every weight NaN
+        "train:\n  grad_clip: .nan\n": "train.grad_clip: expected a number, got nan",
+        "train:\n  grad_clip: nan\n": "train.grad_clip: expected a number, got nan",
+        "data:\n  speed_perturb: [.nan]\n": "data.speed_perturb[0]: expected a number, got nan",
         "train:\n  epochs: 0\n  accum_steps: 0\n": "train.epochs must be at least 1, got 0; train.accum_steps must",
         "train:\n  device: gpu\n": "train.device must be one of auto, cpu, cuda, got 'gpu'",
         "train:\n  grad_clip: 0\n": "train.grad_clip must be above 0",
@@ -325,7 +331,7 @@ def test_the_cmvn_statistics_are_kept_in_the_experiment_and_compared_as_the_unit
     ("loss", {"type": "pruned", "s_range": 1}, "model.loss.s_range must be at least 2 (a band needs room for a "
                                               "label arc), got 1"),
     ("loss", {"ctc_weight": -0.3}, "model.loss.ctc_weight must be a finite weight, at least 0, got -0.3"),
-    ("loss", {"ctc_weight": float("nan")}, "model.loss.ctc_weight must be a finite weight, at least 0, got nan"),
+    ("loss", {"ctc_weight": float("nan")}, "model.loss.ctc_weight: expected a number, got nan"),
     ("loss", {"type": "pruned", "simple_scale": -1.0}, "model.loss.simple_scale must be a finite weight, at least "
                                                       "0, got -1.0"),
 ])
