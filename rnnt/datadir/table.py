@@ -93,11 +93,16 @@ def keep_bytes_on_standard_streams() -> None:
 
 def open_keeping_bytes(path: str) -> TextIO:
     """path opened for reading lines to copy (KEEP_BYTES), split at newlines only (a lone CR is inside its line,
-    as Kaldi's tools and standard input read it); '-' is standard input."""
+    as Kaldi's tools and standard input read it); '-' is standard input. A byte-order mark before the first line
+    is removed and named, as read_lines does (it was read into the first key: filter_scp lost that line)."""
     if path == "-":
         keep_bytes_on_standard_streams()
         return sys.stdin
-    return open(path, encoding="utf-8", errors=KEEP_BYTES, newline="\n")
+    with open(path, "rb") as f:
+        marked = f.read(len(BYTE_ORDER_MARK)) == BYTE_ORDER_MARK
+    if marked:
+        print(f"{path}:1: a byte-order mark (U+FEFF) before the first key; removed", file=sys.stderr)
+    return open(path, encoding="utf-8-sig" if marked else "utf-8", errors=KEEP_BYTES, newline="\n")
 
 
 def write_lines(path: str, texts) -> None:

@@ -73,6 +73,18 @@ def test_an_id_list_may_repeat_an_id_without_a_word(tmp_path, capsys):
     assert (out.out, out.err) == ("r1 a.wav\nr2 b.wav\n", "")
 
 
+def test_a_byte_order_mark_before_the_tables_first_key_is_removed_and_named_as_the_id_lists(tmp_path, capsys):
+    """It was read into the table's first key (the id list's was removed): a table filtered by its own keys lost
+    its first line, and --exclude kept it."""
+    (tmp_path / "scp").write_bytes(b"\xef\xbb\xbfa 1\nb 2\n")
+    assert main([str(tmp_path / "scp"), str(tmp_path / "scp")]) == 0
+    out = capsys.readouterr()
+    assert out.out == "a 1\nb 2\n"
+    assert out.err == f"{tmp_path / 'scp'}:1: a byte-order mark (U+FEFF) before the first key; removed\n" * 2
+    assert main(["--exclude", str(tmp_path / "scp"), str(tmp_path / "scp")]) == 0
+    assert capsys.readouterr().out == ""
+
+
 def test_empty_inputs(tmp_path, capsys):
     (tmp_path / "empty").write_text("")
     (tmp_path / "scp").write_text("u1 a\n\nu2 b")  # a blank line dropped, a missing final newline added
