@@ -31,6 +31,9 @@ def read_units(path: str) -> dict[str, int]:
     where: dict[int, int] = {}  # id: the line that gave it
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):  # (an editor's) it read as part of <blank>
+                raise ValueError(f"{path}:1: a byte-order mark (U+FEFF) before the first symbol; save the file "
+                                 "without it")
             try:  # fields apart at ASCII blanks alone, as C's isspace (sherpa-onnx) and Kaldi read them: a piece
                 fields = ASCII_BLANKS.split(raw.decode("utf-8").strip(ASCII_BLANK_CHARACTERS))  # may hold U+0085
             except UnicodeDecodeError:

@@ -45,6 +45,8 @@ def test_phones_spell_back_as_the_word_they_are_the_first_pronunciation_of(tmp_p
     (GOOD.replace("NO 3", "NO 5"), ": the ids must run from 0 to 3 (one a unit); 3 is missing, and 5 is the largest"),
     (GOOD + "NOT TWO FIELDS\n", ":5: expected '<symbol> <id>', got 'NOT TWO FIELDS'"),
     (GOOD.replace("<unk> 1", "<unk> 2").replace("YES 2", "YES 1"), ": <blank> must be 0 and <unk> 1"),
+    # an editor's: read into the first symbol, it said "<blank> must be 0 and <unk> 1" of a file whose line 1 is so
+    ("\ufeff" + GOOD, ":1: a byte-order mark (U+FEFF) before the first symbol; save the file without it"),
 ])
 def test_a_units_file_against_its_contract_names_the_line(tmp_path, text, message):
     path = tmp_path / "units.txt"
