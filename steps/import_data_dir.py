@@ -19,8 +19,8 @@ from collections import Counter
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.datadir.copy_dir import copy_data_dir
 from rnnt.datadir.durations import write_utt2dur
-from rnnt.datadir.fix import fix_data_dir, reasons
-from rnnt.datadir.table import KEEP_BYTES, read_table, write_table
+from rnnt.datadir.fix import DROPPED, fix_data_dir, reasons
+from rnnt.datadir.table import KEEP_BYTES, read_lines, read_table, write_table
 from rnnt.datadir.validate import validate_data_dir
 
 
@@ -47,11 +47,28 @@ def resolve_relative_paths(dest: str, src: str) -> str:
     return ", ".join(f"{n} relative paths found under {base}" for base, n in sorted(Counter(found.values()).items()))
 
 
+def utterances_of(data_dir: str) -> set[str]:
+    """The first field of every line of the dir's utt2spk: its utterances, a malformed line's too."""
+    return {line.key for line in read_lines(os.path.join(data_dir, "utt2spk"), KEEP_BYTES) if line.key}
+
+
+def record_left_out(dest: str, utterances: set[str], dropped: Counter) -> None:
+    """The utterances the copy left out (a malformed line of utt2spk, named by the copy), counted in dropped and
+    named in .backup/dropped_utterances beside those the fix dropped."""
+    why = "left out of the copy (named above)"
+    dropped[why] += len(utterances)
+    path = os.path.join(dest, ".backup", DROPPED)
+    named = [(line.key, line.value) for line in read_lines(path, KEEP_BYTES)] if os.path.isfile(path) else []
+    write_table(path, named + [(utterance, why) for utterance in utterances])
+
+
 def import_data_dir(src: str, dest: str, nj: int) -> str:
     """Writes dest from src; returns the summary line's account of it."""
     if not os.path.isfile(os.path.join(src, "wav.scp")) or not os.path.isfile(os.path.join(src, "text")):
         raise ToolError(f"{src}: not a data dir with wav.scp and text (a Kaldi data dir of transcribed audio)")
+    source = utterances_of(src)
     copy_data_dir(src, dest, str, str)
+    left_out = source - utterances_of(dest)
     resolved = resolve_relative_paths(dest, src)
     measured = f"{resolved}; " if resolved else ""
     if not os.path.isfile(os.path.join(dest, "utt2dur")):  # before the fix, which drops what it leaves out
@@ -61,14 +78,16 @@ def import_data_dir(src: str, dest: str, nj: int) -> str:
         if not written:
             raise ToolError(f"{src}: none of its recordings could be read (named above); nothing to import")
         measured += f"utt2dur of {written} utterances measured, {len(problems)} left out; "
-    before, _, dropped = fix_data_dir(dest)
+    _, _, dropped = fix_data_dir(dest)
+    if left_out:
+        record_left_out(dest, left_out, dropped)
     problems = validate_data_dir(dest, no_feats=True)
     if problems:
         raise ToolError(f"{dest}: the copy of {src} is not valid by Kaldi's rules:\n" + "\n".join(problems))
     durations = read_table(os.path.join(dest, "utt2dur"))
     hours = sum(float(line.value) for line in durations.values()) / 3600
     speakers = len(read_table(os.path.join(dest, "spk2utt")))
-    return (f"{len(durations)} of {before} utterances, {speakers} speakers, {hours:.2f} h; {measured}"
+    return (f"{len(durations)} of {len(source)} utterances, {speakers} speakers, {hours:.2f} h; {measured}"
             f"{reasons(dropped) or 'nothing dropped'}")
 
 

@@ -103,6 +103,24 @@ def test_a_kaldi_dir_of_your_own_is_copied_in_repaired_measured_and_valid(libris
     assert out.returncode == 1 and "not a data dir with wav.scp and text" in out.stderr
 
 
+def test_an_utterance_the_copy_leaves_out_is_counted_and_named_as_dropped(librispeech_dir, tmp_path):
+    """A malformed utt2spk line (its speaker missing): the copy leaves its utterance out, naming the line; the summary
+    said "8 of 8 utterances ... nothing dropped" of a source of 9, and dropped_utterances lacked it."""
+    lines = (librispeech_dir / "utt2spk").read_text().splitlines()
+    lost = lines[2].split()[0]
+    lines[2] = lost  # its key alone
+    (librispeech_dir / "utt2spk").write_text("\n".join(lines) + "\n")
+    dest = tmp_path / "data" / "train"
+    out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, dest)
+    assert out.returncode == 0, out.stderr
+    assert f"{librispeech_dir}/utt2spk:3: dropped, 1 fields" in out.stderr
+    assert out.stdout.startswith(f"import_data_dir.py: wrote {dest} from {librispeech_dir}: {len(lines) - 1} of "
+                                 f"{len(lines)} utterances"), out.stdout
+    assert out.stdout.endswith("; 1 left out of the copy (named above)\n"), out.stdout
+    assert lost not in keys(dest / "text")
+    assert (dest / ".backup" / "dropped_utterances").read_text() == f"{lost} left out of the copy (named above)\n"
+
+
 def test_relative_paths_are_found_from_the_source_dir_or_a_folder_above_it(librispeech_dir, tmp_path):
     """speechocean762's lists name WAVE/... from the corpus root, and a Kaldi recipe's from its s5 folder: from
     the recipe that imports them such paths name nothing (every utterance dropped); each is taken as the file it
