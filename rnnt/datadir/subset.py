@@ -15,7 +15,7 @@ import sys
 
 from rnnt.cli import tool_parser
 from rnnt.datadir.layout import (Tables, carry_side_files, load_dir, refuse_writing_over_a_source, remove_unwritten,
-                                 write_dir)
+                                 utterance_files, write_dir)
 from rnnt.datadir.speakers import utt2spk_to_spk2utt
 from rnnt.datadir.table import read_ids
 
@@ -144,12 +144,25 @@ def name_the_absent(absent: set[str], listed_in: str, among: str, shown: int = 5
               file=sys.stderr)
 
 
+def leave_out_incomplete(tables: Tables) -> str:
+    """Takes out of tables' utt2spk the utterances missing from a file keyed by utterance (its line there dropped
+    as malformed, named by load_dir: the subset kept them, invalid by Kaldi's rules, exit 0); says how many."""
+    missing = {name: [u for u in tables["utt2spk"] if u not in tables[name]] for name in utterance_files(tables)}
+    left_out = {u for utterances in missing.values() for u in utterances}
+    for utterance in left_out:
+        del tables["utt2spk"][utterance]
+    return "; left out " + ", ".join(f"{len(us)} not in {name}" for name, us in missing.items() if us) \
+        if left_out else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     src, dest = args.args[0], args.args[-1]
     try:
         refuse_writing_over_a_source([src], dest, "the subset")
         tables = load_dir(src)
+        total = len(tables["utt2spk"])
+        left_out = leave_out_incomplete(tables)
         if args.utt_list:
             wanted = read_ids(args.utt_list)
             keep = [u for u in tables["utt2spk"] if u in wanted]
@@ -166,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as error:
         print(f"subset_data_dir.sh: {error}", file=sys.stderr)
         return 1
-    print(f"subset_data_dir.sh: wrote {len(keep)} of {len(tables['utt2spk'])} utterances from {src} to {dest}")
+    print(f"subset_data_dir.sh: wrote {len(keep)} of {total} utterances from {src} to {dest}{left_out}")
     return 0
 
 

@@ -222,8 +222,22 @@ def test_an_utterance_without_its_segment_is_left_out_and_a_file_in_the_way_is_n
     recordings = keys(d / "wav.scp")
     (d / "segments").write_text("".join(f"{r} {r} 0 1.5\n" for r in recordings[1:]))  # the first has none
     assert main(["--first", str(d), "3", str(tmp_path / "dest")]) == 0
-    assert keys(tmp_path / "dest" / "segments") == recordings[1:3]
-    assert keys(tmp_path / "dest" / "wav.scp") == recordings[1:3]
+    # the first 3 of those it can write (it wrote 2 of the first 3 and said 3)
+    assert keys(tmp_path / "dest" / "segments") == recordings[1:4]
+    assert keys(tmp_path / "dest" / "wav.scp") == recordings[1:4]
+    assert capsys.readouterr().out == (f"subset_data_dir.sh: wrote 3 of {len(recordings)} utterances from {d} to "
+                                       f"{tmp_path / 'dest'}; left out 1 not in segments\n")
+    assert_valid(tmp_path / "dest")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "wav.scp").write_text("u1 /a.wav\nu2\nu3 /c.wav\n")  # line 2 malformed: dropped, named
+    (bad / "text").write_text("u1 A\nu2 B\nu3 C\n")
+    (bad / "utt2spk").write_text("u1 u1\nu2 u2\nu3 u3\n")
+    assert main([str(bad), "3", str(tmp_path / "sub")]) == 1  # 2 usable (it kept u2 without audio, exit 0, invalid)
+    assert main([str(bad), "2", str(tmp_path / "sub")]) == 0
+    assert keys(tmp_path / "sub" / "utt2spk") == ["u1", "u3"] and keys(tmp_path / "sub" / "text") == ["u1", "u3"]
+    assert_valid(tmp_path / "sub")
+    capsys.readouterr()
     (tmp_path / "a_file").write_text("")
     assert main(["--first", str(d), "3", str(tmp_path / "a_file")]) == 1
     assert capsys.readouterr().err.endswith(f"subset_data_dir.sh: {tmp_path}/a_file: exists and is not a directory\n")
