@@ -125,7 +125,10 @@ def main() -> int:
         return 1
     failed = 0
     pending: list[tuple[str, tuple]] = []  # read, each path with its features and seconds, for a batch
-    for path, source in inputs:  # (a file's name and its path, or a wav.scp key and its value)
+    for path, source in inputs:  # (a file's name and its path, or a wav.scp line's key and its value)
+        if not source:  # a wav.scp line of its key alone (scp_sources named it)
+            failed += 1
+            continue
         try:
             audio = audio_of(source, args)
             if args.stream:
@@ -174,8 +177,12 @@ def print_batched(transcriber: Transcriber, pending: list[tuple[str, tuple]], ar
 
 def scp_sources(scp: str) -> list[tuple[str, str]]:
     """(key, path or command) of each line of a wav.scp, in its order (a repeated key's later lines named on
-    standard error and left out)."""
-    return [(key, line.value) for key, line in read_table(scp).items()]
+    standard error and left out; a key alone named there, its value '': a failure to count)."""
+    lines = read_table(scp).items()
+    for key, line in lines:
+        if not line.value:
+            print(f"transcribe.py: {line.where}: {key}: no audio after the key", file=sys.stderr)
+    return [(key, line.value) for key, line in lines]
 
 
 def audio_of(source: str, args):

@@ -385,9 +385,12 @@ def test_transcribe_a_wav_scp_gives_its_keys_transcripts_as_a_hyp_file_score_py_
     entries = [json.loads(line) for line in sorted((yesno / "five.list").read_text().splitlines())[:3]]
     scp = tmp_path / "wav.scp"
     scp.write_text(f"{entries[0]['key']} {entries[0]['wav']}\n{entries[1]['key']} cat {entries[1]['wav']} |\n"
-                   f"{entries[2]['key']} {entries[2]['wav']}\nbroken false |\n")
+                   f"{entries[2]['key']} {entries[2]['wav']}\nbroken false |\nkeyonly\n")
     out = run_tool(sys.executable, STEPS / "transcribe.py", "--scp", scp, trained)
     assert out.returncode == 1 and "broken: cannot transcribe its audio (command 'false' failed" in out.stderr
+    # a key alone: named by its line, not "keyonly: cannot transcribe its audio (no such file)"
+    assert f"transcribe.py: {scp}:5: keyonly: no audio after the key\n" in out.stderr
+    assert "3 of 5 files transcribed; 2 could not be (named above)" in out.stderr
     files = run_tool(sys.executable, STEPS / "transcribe.py", trained, *(e["wav"] for e in entries))
     texts = [line.split(" ", 1)[1] if " " in line else "" for line in files.stdout.splitlines()]
     assert out.stdout.splitlines() == [f"{e['key']} {text}".rstrip() for e, text in zip(entries, texts)]
