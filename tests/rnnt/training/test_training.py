@@ -155,15 +155,23 @@ def test_resumed_with_two_workers_at_any_batch_matches(yesno, tmp_path):
         assert all(torch.equal(final[name], model[name]) for name in final), step
 
 
-def test_sigterm_saves_and_exits_cleanly(yesno, tmp_path):
-    conf = config_file(tmp_path, epochs=1000)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_sigterm_saves_and_exits_cleanly(yesno, tmp_path, num_workers):
+    """Also sent to the process group, DataLoader workers and all, as torchrun, Slurm and kill -TERM -PGID send it:
+    the workers died of it and the run failed on its next batch, its position unsaved."""
+    conf = config_file(tmp_path, batch_size=2, epochs=1000)  # 15 steps an epoch: batches left when it comes
+    values = yaml.safe_load(conf.read_text())
+    values["data"]["num_workers"] = num_workers
+    conf.write_text(yaml.safe_dump(values))
     exp = tmp_path / "exp"
-    proc = subprocess.Popen([PYTHON, *train_args(yesno, exp, conf)[1:]], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(train_args(yesno, exp, conf), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
     deadline = time.time() + 120
-    while not (exp / "epoch-2.pt").exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGTERM)
+    while proc.poll() is None and time.time() < deadline and not (
+            (exp / "epoch-1.pt").exists() and len(children.read_text().split()) >= num_workers):
+        time.sleep(0.02)  # (epoch 2's workers running)
+    os.killpg(proc.pid, signal.SIGTERM)
     assert proc.wait(timeout=60) == 143  # not 0: a recipe must not mark the stage done
     assert "stopped on SIGTERM" in (exp / "train.log").read_text()
     meta = checkpoint.load_meta(checkpoint.latest(str(exp)))
