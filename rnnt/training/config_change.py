@@ -37,7 +37,8 @@ RESUMABLE = frozenset({
     # Ogg Opus file's within its decoder's warm-up after a seek)
     "paths.train_list", "paths.valid_list", "paths.lang_dir",  # the units themselves: units_differ
     "data.features.cmvn",  # the statistics themselves: compared with the experiment's copy (CMVN_NAME)
-    "data.tail_silence",  # decoding's alone (the recipes' decode stages take config.yaml among their inputs)
+    "data.tail_silence",  # decoding's and validation's (the recipes' decode stages take config.yaml among their
+    # inputs; validation names it in its dev set, valid_dev_set: patience and --best rank no result measured otherwise)
 })
 CMVN_NAME = "global_cmvn.json"  # the experiment's copy of data.features.cmvn
 # Keys recorded since some experiments were saved: one saved before (no value) is taken to have had the new one.

@@ -208,11 +208,13 @@ def test_training_ends_after_patience_epochs_without_a_better_dev_wer_and_a_resu
     after epoch 3 of 10, the best epoch (1) in every checkpoint; resumed as it is, nothing more is trained, and
     resumed with patience 4 (a change a resume honours) it trains on to epoch 5. Resumed with patience 5 on another
     dev list, epoch 1's best on the first is not compared with the second's results: the first of those is the best
-    then, and the run does not end after epoch 6."""
-    def train(patience, *extra, epochs=10):
+    then, and the run does not end after epoch 6; so is the first measured with data.tail_silence edited (its audio
+    otherwise: a resume takes the edit, and the results were ranked together)."""
+    def train(patience, *extra, epochs=10, tail_silence=0.0):
         conf = config_file(tmp_path, epochs=epochs, patience=patience, optimizer={"type": "adam", "lr": 0.0})
         values = yaml.safe_load(conf.read_text())
         values["model"]["encoder"]["input_batch_norm"] = False  # its running statistics would change the WER
+        values["data"]["tail_silence"] = tail_silence
         conf.write_text(yaml.safe_dump(values))
         return run_tool(*train_args(yesno, exp, conf), *extra)
 
@@ -238,6 +240,11 @@ def test_training_ends_after_patience_epochs_without_a_better_dev_wer_and_a_resu
     assert "the dev set is not the one epoch 1's best" in other_log and "training ends" not in other_log
     assert checkpoint.load_meta(str(exp / "epoch-6.pt"))["best_valid"]["epoch"] == 6  # before: ended after epoch 6
     assert len(checkpoint.numbered(str(exp), "epoch")) == 7
+    silence = train(5, "--valid-list", str(yesno / "train.list"), "--resume", epochs=8, tail_silence=0.5)
+    assert silence.returncode == 0, silence.stderr[-2000:]
+    meta = checkpoint.load_meta(str(exp / "epoch-8.pt"))
+    assert meta["best_valid"]["epoch"] == 8 and meta["valid_dev_set"].endswith("+0.5s")
+    assert not (tmp_path / "exp.1").exists()
     refused = train(2)  # no dev list to count on
     assert refused.returncode == 1 and "train.patience 2 ends training after epochs without a better dev result: " \
         "give a dev list (--valid-list, paths.valid_list)" in refused.stderr
