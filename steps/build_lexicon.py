@@ -7,16 +7,29 @@ with their counts in LANG_DIR/oov.txt and left out (their transcripts train with
 add lines for them to lexicon.txt by hand to keep them. Then steps/build_units.py --unit-type phone.
 
 Training targets take each word's first pronunciation: where the dictionary's first is not the corpus's (AN4
-spells letters: its A is EY, the dictionary's first A the article's AH), --first FILE names the one to put
-first, a '<WORD> <phone> ...' line a word (a word of the text the dictionary lacks is added so).
+spells letters: its A is EY, the dictionary's first A the article's AH), --first FILE names those to put
+first, a '<WORD> <phone> ...' line a pronunciation, in its order (a word of the text the dictionary lacks is added
+so, with every pronunciation the file gives it).
 """
 
 import collections
 import os
 
 from rnnt.cli import ToolError, run_tool, tool_parser
-from rnnt.data.lexicon import cmu_pronunciations, read_lexicon, write_lexicon
+from rnnt.data.lexicon import cmu_pronunciations, read_lexicon, without_stress, write_lexicon
 from rnnt.datadir.table import read_counting_left_out
+
+
+def put_first(dictionary: dict, path: str) -> None:
+    """Puts the pronunciations of path's lexicon first for their words, in its order (stress marks removed, as the
+    dictionary's: EY1 was a unit of its own, A EY1 and A EY two pronunciations), the dictionary's others after;
+    a phone the dictionary has not is refused (a unit of its own)."""
+    phones = {phone for variants in dictionary.values() for variant in variants for phone in variant}
+    for word, variants in read_lexicon(path).items():
+        first = list(dict.fromkeys(without_stress(variant) for variant in variants))
+        if unknown := sorted({phone for variant in first for phone in variant} - phones):
+            raise ValueError(f"{path}: {word}: {' '.join(unknown)} is none of the CMU dictionary's phones")
+        dictionary[word.upper()] = first + [p for p in dictionary.get(word.upper(), []) if p not in first]
 
 
 def main() -> str:
@@ -35,9 +48,7 @@ def main() -> str:
     dictionary = cmu_pronunciations()
     if args.first:
         try:
-            for word, (first, *_) in read_lexicon(args.first).items():
-                others = [p for p in dictionary.get(word.upper(), []) if p != first]
-                dictionary[word.upper()] = [first, *others]
+            put_first(dictionary, args.first)
         except (OSError, ValueError) as error:
             raise ToolError(str(error)) from error
     ranked = sorted(counts, key=lambda w: (-counts[w], w))

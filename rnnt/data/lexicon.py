@@ -55,11 +55,16 @@ def cmu_pronunciations(words=None) -> dict[str, list[Pronunciation]]:
         word = _VARIANT.sub("", head).upper()  # "word(2)": its second pronunciation
         if wanted is not None and word not in wanted:
             continue
-        phones = tuple(_STRESS.sub("", phone) for phone in stressed)
+        phones = without_stress(stressed)
         variants = dictionary.setdefault(word, [])
         if phones not in variants:
             variants.append(phones)
     return dictionary
+
+
+def without_stress(phones) -> Pronunciation:
+    """ARPAbet phones with their stress marks removed: AH0 AH1 AH2 all AH."""
+    return tuple(_STRESS.sub("", phone) for phone in phones)
 
 
 _VARIANT = re.compile(r"\(\d+\)$")

@@ -199,6 +199,16 @@ def test_first_pronunciations_name_the_targets_a_word_trains_with(tmp_path):
     assert lexicon["A"] == [("EY",), ("AH",)] and lexicon["ZQXJ"] == [("Z", "K")]
     assert trained_phones(lang, "A") == ("EY",)
     assert (ROOT / "egs" / "an4" / "local" / "first_pronunciations.txt").read_text() == "A EY\n"
+    # in the dictionary's own style: stress marks removed as from its phones (EY1 was a unit of its own, A EY1 and
+    # A EY two pronunciations), and every pronunciation of a word kept (only the first was), in the file's order
+    first.write_text("A EY1\nZQXJ Z K\nZQXJ Z AH0 K\n")
+    out = run_tool(sys.executable, ROOT / "steps" / "build_lexicon.py", "--first", first, data, lang)
+    assert out.returncode == 0, out.stderr
+    lexicon = read_lexicon(str(lang / "lexicon.txt"))
+    assert lexicon["A"] == [("EY",), ("AH",)] and lexicon["ZQXJ"] == [("Z", "K"), ("Z", "AH", "K")]
+    first.write_text("A EY\nZQXJ Z KX\n")  # a phone of no unit: refused by name
+    out = run_tool(sys.executable, ROOT / "steps" / "build_lexicon.py", "--first", first, data, lang)
+    assert out.returncode == 1 and f"{first}: ZQXJ: KX is none of the CMU dictionary's phones" in out.stderr
 
 
 def trained_phones(lang, word: str) -> tuple[str, ...]:
