@@ -58,10 +58,13 @@ def main() -> str:
     if not lexicon:
         raise ToolError(f"none of the {len(ranked)} words of {args.data_dir}/text is in the CMU dictionary "
                         f"({' '.join(ranked[:8])}): is it English?")
-    os.makedirs(args.lang_dir, exist_ok=True)
-    write_lexicon(lexicon, os.path.join(args.lang_dir, "lexicon.txt"))
-    with open(os.path.join(args.lang_dir, "oov.txt"), "w", encoding="utf-8") as f:
-        f.writelines(f"{word} {counts[word]}\n" for word in missing)
+    try:
+        os.makedirs(args.lang_dir, exist_ok=True)
+        write_lexicon(lexicon, os.path.join(args.lang_dir, "lexicon.txt"))
+        with open(os.path.join(args.lang_dir, "oov.txt"), "w", encoding="utf-8") as f:
+            f.writelines(f"{word} {counts[word]}\n" for word in missing)
+    except OSError as error:  # a lang dir that is a file, a full disk: named, not a traceback
+        raise ToolError(f"{error.filename or args.lang_dir}: {error.strerror or error}") from error
     tokens = sum(counts.values())
     missed = sum(counts[w] for w in missing)
     return (f"{args.lang_dir}/lexicon.txt: {len(lexicon)} words, "

@@ -177,6 +177,9 @@ def test_lower_case_transcripts_find_their_pronunciations(tmp_path):
     lexicon = read_lexicon(str(lang / "lexicon.txt"))
     assert lexicon["cat"] == [("K", "AE", "T")] and lexicon["Dog"][0] == ("D", "AO", "G") and set(lexicon) == {
         "the", "cat", "a", "Dog"}
+    (tmp_path / "a_file").write_text("")  # a lang dir that is a file: named, not a traceback
+    out = run_tool(sys.executable, ROOT / "steps" / "build_lexicon.py", data, tmp_path / "a_file")
+    assert out.returncode == 1 and out.stderr == f"build_lexicon.py: {tmp_path / 'a_file'}: File exists\n"
     (data / "text").write_text("u1 zqxjw qqq\n")
     out = run_tool(sys.executable, ROOT / "steps" / "build_lexicon.py", data, lang)
     assert out.returncode == 1 and "none of the 2 words of" in out.stderr and "is it English?" in out.stderr
