@@ -15,6 +15,8 @@ labels and state.
 from __future__ import annotations
 
 import math
+import os
+import sys
 
 from rnnt.data.tokenizer import SPACE, UNK
 from rnnt.label_path import LabelPath
@@ -133,6 +135,11 @@ def load_word_fusion(model: dict, tokenizer, source: str, weight: float, length_
     spellings = word_spellings(tokenizer, vocabulary)
     if not spellings:
         raise ValueError(f"{source}: none of the LM's {len(vocabulary)} words can be spelt in the model's units")
+    if unspelt := [word for word in vocabulary if word not in spellings]:  # words the search can never give
+        print(f"{os.path.basename(sys.argv[0])}: {source}: {len(unspelt)} of the LM's {len(vocabulary)} words have "
+              f"no {'pronunciation in the lexicon' if tokenizer.kind == 'phone' else 'spelling in the units'}, and "
+              f"the search never gives them: {' '.join(unspelt[:8])}{' ...' if len(unspelt) > 8 else ''}",
+              file=sys.stderr)
     lm = NgramScorer(model, {}, source)
     tree = LexiconTree(spellings, lambda word: lm.log10_prob((), word))
     return WordLexiconFusion(lm, tree, tokenizer.units[SPACE], weight, length_bonus)

@@ -4,6 +4,7 @@ on the real speechocean762 transcripts."""
 
 import itertools
 import math
+import os
 import sys
 import types
 
@@ -78,7 +79,7 @@ def test_only_words_of_the_lexicon_come_out_where_the_units_spell_another():
     assert best.words == ["BA", "AB"] and best.tokens == [B, A, SEP, A, B]
 
 
-def test_phone_units_from_the_cmu_dictionary_on_real_transcripts(test_data, tmp_path):
+def test_phone_units_from_the_cmu_dictionary_on_real_transcripts(test_data, tmp_path, capsys):
     data = tmp_path / "train"
     data.mkdir()
     lines = (test_data / "speechocean762" / "train" / "text").read_text().splitlines()[:300]
@@ -114,9 +115,15 @@ def test_phone_units_from_the_cmu_dictionary_on_real_transcripts(test_data, tmp_
     out = run_tool(sys.executable, ROOT / "steps" / "build_ngram_lm.py", "--over", "words", "--order", "2", data,
                    lang, arpa)
     assert out.returncode == 0, out.stderr
+    capsys.readouterr()
     fusion = load_fusion(str(arpa), Tokenizer(str(lang)), 1.0, 0.0, "words")
     spelt = {w for words in fusion.tree.words for w in words}
     assert "ZQXJW" not in spelt and {"TO", "TWO", "WE"} <= spelt
+    # the LM's words the search can never give, counted and named (they were left out in silence)
+    note = capsys.readouterr().err
+    assert note.startswith(f"{os.path.basename(sys.argv[0])}: {arpa}: {len(oov)} of the LM's {len(spelt) + len(oov)} "
+                           "words have no pronunciation in the lexicon, and the search never gives them: "), note
+    assert set(note.split(": ")[-1].split()) == set(oov)
     assert all(math.isfinite(best) for best in fusion.tree.best)
     # the units a search asks about from each node: exactly those with an expansion there
     for node in range(len(fusion.tree.children)):
