@@ -15,7 +15,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import PYTHON, ROOT, TORCHRUN, run_tool
+from conftest import ROOT, TORCHRUN, run_tool
 from rnnt.cpu_isa import bf16_lstm_problem
 from rnnt.data.config import data_config
 from rnnt.data.pipeline import Pipeline
