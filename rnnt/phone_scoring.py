@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from rnnt.data.lexicon import Pronunciation, cmu_pronunciations
 from rnnt.data.tokenizer import SPACE, UNK
+from rnnt.datadir.table import kaldi_fields
 
 
 @dataclass
@@ -70,7 +71,7 @@ def phone_error_rate(references: dict[str, str], hypotheses: dict[str, list[str]
     """Over every reference; an utterance not decoded counts its phones as deleted."""
     total = PhoneErrors()
     for key, text in references.items():
-        errors = phone_errors(text.split(), hypotheses.get(key, []), lexicon)
+        errors = phone_errors(kaldi_fields(text), hypotheses.get(key, []), lexicon)
         total.errors += errors.errors
         total.reference_phones += errors.reference_phones
         total.words_outside_lexicon += errors.words_outside_lexicon
@@ -85,7 +86,7 @@ def hypothesis_phones(tokenizer, tokens: list[int]) -> list[str]:
 
 def write_phone_error_rate(out: str, refs: dict[str, str], phones: dict[str, list[str]], tokenizer) -> str:
     """The sounds before the spelling, what the acoustic model got right: out/per, its %PER line."""
-    words = {word for text in refs.values() for word in text.split()}
+    words = {word for text in refs.values() for word in kaldi_fields(text)}
     cmu = cmu_pronunciations(words)  # words the training text lacks have phones too; its words are upper case
     lexicon = {**{word: cmu[word.upper()] for word in words if word.upper() in cmu}, **tokenizer.lexicon}
     per_line = phone_error_rate(refs, phones, lexicon).per_line

@@ -17,7 +17,7 @@ import os
 
 from rnnt.cli import ToolError, run_tool, tool_parser
 from rnnt.data.lexicon import cmu_pronunciations, read_lexicon, without_stress, write_lexicon
-from rnnt.datadir.table import read_counting_left_out
+from rnnt.datadir.table import kaldi_fields, read_counting_left_out
 
 
 def put_first(dictionary: dict, path: str) -> None:
@@ -42,7 +42,7 @@ def main() -> str:
         transcripts, left_out = read_counting_left_out(os.path.join(args.data_dir, "text"))
     except (OSError, ValueError) as error:
         raise ToolError(str(error)) from error
-    counts = collections.Counter(word for line in transcripts.values() for word in line.value.split())
+    counts = collections.Counter(word for line in transcripts.values() for word in kaldi_fields(line.value))
     if not counts:
         raise ToolError(f"{args.data_dir}/text has no words")
     dictionary = cmu_pronunciations()

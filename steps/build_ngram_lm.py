@@ -11,7 +11,7 @@ import os
 
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.data.tokenizer import BLANK, UNK, Tokenizer
-from rnnt.datadir.table import read_counting_left_out
+from rnnt.datadir.table import kaldi_fields, read_counting_left_out
 from rnnt.lm.fusion import OVER
 from rnnt.lm.arpa import write_arpa
 from rnnt.lm.kneser_ney import BOS, EOS, estimate
@@ -36,7 +36,7 @@ def main() -> str:
     if not transcripts:
         raise ToolError(f"{text_path}: no transcript to train the LM on")
     if args.over == "words":
-        sentences = [line.value.split() for _, line in sorted(transcripts.items())]
+        sentences = [kaldi_fields(line.value) for _, line in sorted(transcripts.items())]
     else:
         sentences = [[piece if piece in tokenizer.units else UNK for piece in tokenizer.pieces(line.value)]
                      for _, line in sorted(transcripts.items())]  # as training targets read a piece not a unit

@@ -19,7 +19,7 @@ import unicodedata
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.data.lexicon import read_lexicon
 from rnnt.data.tokenizer import BLANK, SPACE, UNIT_TYPES, UNK, Tokenizer
-from rnnt.datadir.table import read_counting_left_out, read_table
+from rnnt.datadir.table import kaldi_fields, read_counting_left_out, read_table
 from rnnt.datadir.values import is_positive_number
 from rnnt.training.config_checks import UNIT_RATE_FILE
 
@@ -92,7 +92,7 @@ def build_inventory(args, lines: list[str]) -> tuple[list[str], dict]:
                       | {SPACE}), config
     counts = collections.Counter()
     for line in lines:
-        counts.update(SPACE.join(line.split()) if args.unit_type == "char" else line.split())
+        counts.update(SPACE.join(kaldi_fields(line)) if args.unit_type == "char" else kaldi_fields(line))
     for special in (BLANK, UNK):  # a transcript's literal <unk> (Kaldi-style text) is the unit of id 1 already
         counts.pop(special, None)
     return sorted(counts), config
@@ -105,11 +105,11 @@ def phone_summary(lang_dir: str, tokenizer: Tokenizer, lines: list[str], size: i
     unknown = respelt = 0
     homophones = collections.Counter()
     for line in lines:
-        words = line.split()
+        words = kaldi_fields(line)
         if any(word not in tokenizer.lexicon for word in words):
             unknown += 1
             continue
-        spelt = tokenizer.decode(tokenizer.encode(line)).split()
+        spelt = kaldi_fields(tokenizer.decode(tokenizer.encode(line)))
         pairs = [(word, back) for word, back in zip(words, spelt) if word != back]
         respelt += bool(pairs)
         homophones.update(pairs)
@@ -152,9 +152,9 @@ def round_trips(tokenizer: Tokenizer, texts: dict) -> tuple[int, int, int]:
     lines = [line for line in texts.values() if line.value]
     decoded = [(line, tokenizer.decode(ids)) for line in lines
                if tokenizer.units[UNK] not in (ids := tokenizer.encode(line.value))]
-    changed = [(line, text) for line, text in decoded if text != " ".join(line.value.split())]
+    changed = [(line, text) for line, text in decoded if text != " ".join(kaldi_fields(line.value))]
     normalised = [(line, text) for line, text in changed
-                  if text == unicodedata.normalize("NFKC", " ".join(line.value.split()))]
+                  if text == unicodedata.normalize("NFKC", " ".join(kaldi_fields(line.value)))]
     failed = [line for line, text in changed if (line, text) not in normalised]
     for line in failed[:5]:
         print(f"build_units.py: {line.where}: does not round-trip: '{line.value}'", file=sys.stderr)

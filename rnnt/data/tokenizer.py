@@ -11,16 +11,14 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import re
 
 from rnnt.data.lexicon import read_lexicon
+from rnnt.datadir.table import kaldi_fields
 
 BLANK, UNK = "<blank>", "<unk>"
 SPACE = "\u2581"  # the word-boundary mark of char units, as sentencepiece writes it
 
 
-ASCII_BLANK_CHARACTERS = " \t\n\v\f\r"
-ASCII_BLANKS = re.compile(f"[{ASCII_BLANK_CHARACTERS}]+")
 
 
 def read_units(path: str) -> dict[str, int]:
@@ -35,7 +33,7 @@ def read_units(path: str) -> dict[str, int]:
                 raise ValueError(f"{path}:1: a byte-order mark (U+FEFF) before the first symbol; save the file "
                                  "without it")
             try:  # fields apart at ASCII blanks alone, as C's isspace (sherpa-onnx) and Kaldi read them: a piece
-                fields = ASCII_BLANKS.split(raw.decode("utf-8").strip(ASCII_BLANK_CHARACTERS))  # may hold U+0085
+                fields = kaldi_fields(raw.decode("utf-8"))  # may hold U+0085
             except UnicodeDecodeError:
                 raise ValueError(f"{path}:{number}: not UTF-8") from None
             if len(fields) != 2 or not fields[1].isdigit():
@@ -124,19 +122,19 @@ class Tokenizer:
         if self.model is not None:
             return self.sentencepiece_pieces(text)
         if self.kind == "char":
-            return list(SPACE.join(text.split()))
+            return list(SPACE.join(kaldi_fields(text)))
         if self.kind == "phone":
             pieces = []
-            for word in text.split():
+            for word in kaldi_fields(text):
                 pieces += ([SPACE] if pieces else []) + list(self.lexicon.get(word, [(UNK,)])[0])
             return pieces
-        return text.split()
+        return kaldi_fields(text)
 
     def sentencepiece_pieces(self, text: str) -> list[str]:
         """The model's pieces of text, a whole word <unk> (Kaldi's mark of a word not transcribed) the unit <unk>
         after the word-start piece: sentencepiece spelt it < u n k > where its training text had those letters (a
         lowercase corpus)."""
-        words = text.split()
+        words = kaldi_fields(text)
         if UNK not in words:
             return self.model.encode(text, out_type=str)
         word_start = [SPACE] if SPACE in self.units else []

@@ -15,6 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from rnnt.data.tokenizer import SPACE
+from rnnt.datadir.table import kaldi_fields
 from rnnt.lm.fusion import UNK
 
 
@@ -138,7 +139,7 @@ def pronunciations(tokenizer, text: str) -> list[list[int]]:
     """A phrase in phone units, once for each combination of its words' pronunciations in the lexicon (up to
     MAX_PRONUNCIATIONS); a word it lacks is <unk>."""
     spellings: list[list[str]] = [[]]
-    for word in text.split():
+    for word in kaldi_fields(text):
         variants = tokenizer.lexicon.get(word) or [(UNK,)]
         spellings = [done + ([SPACE] if done else []) + list(phones) for done in spellings for phones in variants]
         spellings = spellings[:MAX_PRONUNCIATIONS]
@@ -158,7 +159,7 @@ def phrase_and_score(text: str, where: str) -> tuple[str, float | None]:
     word ':S', finite and not negative, ':0' the default as there. Stricter than sherpa-onnx, which skips a line of a
     score alone and takes the last of several: a ':' word but last, or a score alone, is a ValueError naming
     where."""
-    words = text.split()
+    words = kaldi_fields(text)
     if any(word.startswith(":") for word in words[:-1]):
         raise ValueError(f"{where}: '{text}': a phrase's score (':S') comes last on its line")
     if not words[-1].startswith(":"):
@@ -183,8 +184,8 @@ def hotword_lines(path: str):
                 line = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # a BOM (Notepad's) is no text
             except UnicodeDecodeError:  # a list saved in another encoding (cp1252's é)
                 raise ValueError(f"{path}:{number}: not UTF-8; save the file as UTF-8") from None
-            if line.split():
-                text = " ".join(line.split())
+            if kaldi_fields(line):
+                text = " ".join(kaldi_fields(line))
                 yield (f"{path}:{number}", text, *phrase_and_score(text, f"{path}:{number}"))
 
 

@@ -39,6 +39,32 @@ def test_phones_spell_back_as_the_word_they_are_the_first_pronunciation_of(tmp_p
     assert tokenizer.decode(tokenizer.encode("I WIN WHEN TWO")) == "I WIN WHEN TO"
 
 
+def test_words_are_apart_at_ascii_blanks_alone_as_scoring_takes_them(tmp_path):
+    """A no-break space (or U+0085, U+2028) inside a transcript's word: scoring, as Kaldi's, takes one word there;
+    the lexicon, the units and the targets took two (str.split), so a right answer scored an error."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+    from rnnt.scoring import count_errors
+
+    data, lang = tmp_path / "train", tmp_path / "lang"
+    data.mkdir()
+    (data / "text").write_text("u1 NEW\u00a0YORK IS BIG\nu2 THE CITY\u2028HALL\n")
+    for tool in (["build_lexicon.py"], ["build_units.py", "--unit-type", "phone"]):
+        out = subprocess.run([sys.executable, ROOT / "steps" / tool[0], *tool[1:], data, lang], capture_output=True,
+                             text=True)
+        assert out.returncode == 0, out.stderr
+    oov = [line.split(" ")[0] for line in (lang / "oov.txt").read_text().split("\n") if line]
+    assert sorted(oov) == ["CITY\u2028HALL", "NEW\u00a0YORK"]
+    tokenizer = Tokenizer(str(lang))
+    assert tokenizer.pieces("NEW\u00a0YORK IS") == ["<unk>", "\u2581", "IH", "Z"]
+    assert count_errors("NEW\u00a0YORK IS", "NEW\u00a0YORK IS").reference_words == 2
+    chars = Tokenizer.__new__(Tokenizer)
+    chars.model, chars.kind = None, "char"
+    assert chars.pieces("A\u00a0B C") == ["A", "\u00a0", "B", "\u2581", "C"]
+
+
 @pytest.mark.parametrize("text,message", [
     (GOOD + "YES 4\n", ":5: 'YES 4' repeats the symbol of line 3"),
     (GOOD + "MAYBE 3\n", ":5: 'MAYBE 3' repeats the id of line 4"),
