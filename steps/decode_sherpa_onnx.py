@@ -31,7 +31,7 @@ from rnnt.progress_bar import progress
 from rnnt.cli import ToolError, above, at_least, run_tool, tool_parser
 from rnnt.data import stages
 from rnnt.data.sources import records
-from rnnt.datadir.table import read_table
+from rnnt.datadir.table import kaldi_fields, read_table
 from rnnt.decode_results import reference_texts, write_results, write_word_outputs
 from rnnt.export.hotwords import sherpa_hotwords
 from rnnt.export.runtime import (DECODING_JSON, confidence_calibration, decoding_settings, encoder_frame_seconds,
@@ -51,7 +51,7 @@ def decode_all(recognizer, streaming: bool, utterances, rate: int, chunk: float,
         result.log_probs = result.log_probs if confidences else None
         decode_seconds += time.perf_counter() - start
         audio_seconds += len(samples) / rate
-        hyps[record["key"]] = " ".join(result.text.split())
+        hyps[record["key"]] = " ".join(kaldi_fields(result.text))
         if frame_seconds is not None:
             words[record["key"]] = words_with_times(result, frame_seconds, len(samples) / rate, boundary_is_a_unit,
                                                     calibration)
@@ -153,7 +153,7 @@ def main() -> str:
                f"({args.threads} thread{'s' * (args.threads > 1)})")
     if args.compare:
         theirs = {key: line.value for key, line in read_table(os.path.join(args.compare, "hyp")).items()}
-        same = sum(" ".join(theirs.get(key, "").split()) == hyp for key, hyp in hyps.items())
+        same = sum(" ".join(kaldi_fields(theirs.get(key, ""))) == hyp for key, hyp in hyps.items())
         summary += f"; {same} of {len(hyps)} transcripts identical to {args.compare}"
     return summary
 

@@ -17,6 +17,7 @@ import string
 import unicodedata
 
 from rnnt.data.tokenizer import SPACE, UNK, sentencepiece_model
+from rnnt.datadir.table import kaldi_fields
 from rnnt.lm.hotwords import hotword_lines
 
 BPE_VOCAB, BPE_MODEL = "bpe.vocab", "bpe.model"
@@ -38,7 +39,7 @@ def read_vocab(path: str) -> dict[str, float]:
     vocab = {}
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
-            fields = line.split()
+            fields = kaldi_fields(line)
             try:
                 vocab.setdefault(fields[0], float(fields[1]))
             except (IndexError, ValueError):
@@ -93,7 +94,7 @@ def character_tokens(word: str) -> list[str]:
 def sherpa_spelling(phrase: str, modeling_unit: str, vocab: dict[str, float]) -> list[str]:
     """The tokens sherpa-onnx looks a phrase up as in tokens.txt."""
     split = (lambda word: vocab_pieces(word, vocab)) if modeling_unit == "bpe" else character_tokens
-    return [token for word in phrase.split() for token in split(word)]
+    return [token for word in kaldi_fields(phrase) for token in split(word)]
 
 
 def model_speller(unit_type: str, onnx_dir: str):
@@ -102,8 +103,8 @@ def model_speller(unit_type: str, onnx_dir: str):
         model = sentencepiece_model(os.path.join(onnx_dir, BPE_MODEL), f"{onnx_dir}/sherpa-onnx.json")
         return lambda phrase: model.encode(unicodedata.normalize("NFKC", phrase), out_type=str)
     if unit_type == "char":
-        return lambda phrase: list(SPACE.join(phrase.split()))
-    return lambda phrase: [SPACE + word for word in phrase.split()]  # word units, as tokens.txt writes them
+        return lambda phrase: list(SPACE.join(kaldi_fields(phrase)))
+    return lambda phrase: [SPACE + word for word in kaldi_fields(phrase)]  # word units, as tokens.txt writes them
 
 
 def sherpa_hotwords(onnx_dir: str, args: dict, unit_type: str, path: str) -> tuple[list[str], list[str]]:
@@ -120,7 +121,7 @@ def sherpa_hotwords(onnx_dir: str, args: dict, unit_type: str, path: str) -> tup
     vocab = read_vocab(args["bpe_vocab"]) if modeling_unit == "bpe" else {}
     spelling = model_speller(unit_type, onnx_dir)
     with open(args["tokens"], encoding="utf-8") as f:
-        units = {line.split()[0] for line in f if line.split()}
+        units = {kaldi_fields(line)[0] for line in f if kaldi_fields(line)}
     kept, left_out = [], []
     for where, line, phrase, _ in hotword_lines(path):
         theirs, ours = sherpa_spelling(phrase, modeling_unit, vocab), spelling(phrase)

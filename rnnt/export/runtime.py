@@ -13,6 +13,7 @@ import numpy as np
 
 from rnnt.confidence import Calibration, calibration_of, usable_calibration, word_confidence
 from rnnt.ctm import start_within
+from rnnt.datadir.table import kaldi_fields
 
 DECODING_JSON = "decoding.json"  # written by rnnt.export.sherpa_onnx beside sherpa-onnx.json
 STREAMING_TAIL = 0.5  # the least silence a stream is fed after the audio: sherpa-onnx encodes a chunk
@@ -141,7 +142,7 @@ def recognise(recognizer, streaming: bool, samples: np.ndarray, rate: int, chunk
             recognizer.decode_stream(stream)
         result = recognizer.get_result_all(stream)
     log_probs = list(getattr(result, "ys_probs" if streaming else "ys_log_probs", None) or []) or None
-    return Recognised(" ".join("".join(result.tokens).split()), list(result.tokens), list(result.timestamps),
+    return Recognised(" ".join(kaldi_fields("".join(result.tokens))), list(result.tokens), list(result.timestamps),
                       log_probs if log_probs and len(log_probs) == len(result.tokens) else None)
 
 

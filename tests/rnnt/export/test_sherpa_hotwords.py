@@ -64,6 +64,13 @@ def test_sherpa_onnx_takes_characters_for_tokens_but_latin_words_whole(word, tok
     assert sherpa_spelling(f"{word} {word}", "cjkchar", {}) == tokens * 2  # nothing between words
 
 
+def test_a_phrase_is_apart_at_ascii_blanks_alone_as_sherpa_onnx_reads_it():
+    """sherpa-onnx reads a hotword phrase's words at C's isspace; a no-break space was taken for a word boundary."""
+    assert model_speller("char", "")("A\u00a0B C") == ["A", "\u00a0", "B", "\u2581", "C"]
+    assert model_speller("word", "")("A\u00a0B C") == ["\u2581A\u00a0B", "\u2581C"]
+    assert sherpa_spelling("AB\u00a0CD EF", "cjkchar", {}) == [*character_tokens("AB\u00a0CD"), "EF"]
+
+
 def test_the_phrases_given_to_sherpa_onnx_and_those_left_out(speechocean_units, tmp_path):
     dirs, _ = speechocean_units
     onnx = dirs["bpe"]
