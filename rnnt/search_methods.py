@@ -18,6 +18,8 @@ steps/tune_lm_fusion.py, with the weight of the CTC head's rescoring of a transd
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -28,6 +30,7 @@ from rnnt.ctc_rescoring import ctc_rescored
 from rnnt.ctc_search import ctc_greedy_search, ctc_prefix_beam_search
 from rnnt.lm.fusion import Fusion, LowOrderSubtraction, read_fusion_config
 from rnnt.lm.hotwords import HotwordFusion, HotwordGraph
+from rnnt.prep.download import hex_digest
 from rnnt.modified_beam_search import modified_beam_search
 from rnnt.modified_beam_search_lm import modified_beam_search_lm
 from rnnt.pooled_search import pooled_beam_search_lm
@@ -160,10 +163,15 @@ def search(model, enc: torch.Tensor, enc_lens: torch.Tensor, name: str,
 
 
 def lm_options(name: str, tokenizer, config_path: str, beam: int | None = None,
-               max_symbols_per_frame: int | None = None) -> SearchOptions:
+               max_symbols_per_frame: int | None = None, checkpoint: str | None = None) -> SearchOptions:
     """The options of an LM-fused method from its yaml (rnnt.lm.fusion.write_fusion_config): its LM, the
-    CTC rescoring weight, and the beam its weights were chosen with unless `beam` is given."""
+    CTC rescoring weight, and the beam its weights were chosen with unless `beam` is given. Weights chosen with
+    another checkpoint than the one decoding (a training resumed, the average made again) are warned of."""
     config = read_fusion_config(config_path)
+    if checkpoint and config.checkpoint_sha256 and hex_digest(checkpoint) != config.checkpoint_sha256:
+        print(f"{os.path.basename(sys.argv[0])}: warning: {config_path}: its weights were chosen with another "
+              f"checkpoint than {checkpoint} ({config.chosen_on} as it was then): choose them again "
+              "(steps/tune_lm_fusion.py, as a recipe's LM stage does)", file=sys.stderr)
     fusion = config.load(tokenizer)
     check_fusion(name, fusion)
     return SearchOptions(beam or config.beam, max_symbols_per_frame, fusion, config.ctc_weight)

@@ -171,6 +171,7 @@ class Transcriber:
                  device: str | torch.device = "cpu", exp_dir: str | None = None, checkpoint: str | None = None):
         self.experiment, self.model, self.tokenizer, self.device = experiment, model, tokenizer, device
         self.exp_dir = exp_dir  # where the LM-fused methods find their LMs (lm/<method>.yaml)
+        self.checkpoint_path = checkpoint  # what their weights were chosen with is checked against (None: not)
         self.lm_options: dict[str, SearchOptions] = {}  # each LM-fused method's, read at its first use
         self.hotwords: HotwordGraph | None = None  # use_hotwords' phrases
         self.cmvn = stages.load_cmvn(experiment.data)
@@ -192,7 +193,7 @@ class Transcriber:
     def use_lm_fusion(self, method: str, path: str) -> None:
         """The LM and weights an LM-fused method decodes with from now on: a weights file (as tune_lm_fusion.py
         writes lm/<method>.yaml) of another LM, or of an LM for a Transcriber made without an experiment dir."""
-        self.lm_options[method] = lm_options(method, self.tokenizer, path)
+        self.lm_options[method] = lm_options(method, self.tokenizer, path, checkpoint=self.checkpoint_path)
 
     def use_hotwords(self, path: str, score: float = 1.5) -> None:
         """The phrases of a hotwords file favoured from now on by the searches that can (rnnt.lm.hotwords)."""
@@ -211,7 +212,8 @@ class Transcriber:
             if self.exp_dir is None:
                 raise ValueError(f"{method} needs an LM: a Transcriber from an experiment dir with lm/{method}.yaml, "
                                  "or use_lm_fusion's")
-            self.lm_options[method] = lm_options(method, self.tokenizer, fusion_config_path(self.exp_dir, method))
+            self.lm_options[method] = lm_options(method, self.tokenizer, fusion_config_path(self.exp_dir, method),
+                                                 checkpoint=self.checkpoint_path)
         tuned = self.lm_options[method]
         return tuned if beam is None else dataclasses.replace(tuned, beam=beam)
 

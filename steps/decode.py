@@ -88,12 +88,12 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def search_options(args, tokenizer) -> SearchOptions:
+def search_options(args, tokenizer, checkpoint: str) -> SearchOptions:
     """The method's options: its beam, its LM's (an LM-fused method) and the hotwords'."""
     options = SearchOptions(args.beam or 4, args.max_symbols_per_frame)
     if METHODS[args.method].lm:
         options = lm_options(args.method, tokenizer, args.lm_fusion or fusion_config_path(args.exp_dir, args.method),
-                             args.beam, args.max_symbols_per_frame)
+                             args.beam, args.max_symbols_per_frame, checkpoint)
     return with_hotwords(options, hotword_graph(tokenizer, args.hotwords, args.hotwords_score)
                          if args.hotwords else None)
 
@@ -120,7 +120,7 @@ def main() -> str:
         experiment, model, tokenizer, path = load_model(args.exp_dir, args.checkpoint, not args.no_ema, args.device)
         chunks = attend_as_asked(model, args.attention, "decode.py")
         calibration, confidences = confidence_calibration(args, path)
-        options = search_options(args, tokenizer)
+        options = search_options(args, tokenizer, path)
         check_method(model, args.method, options)
         refs, refs_from = reference_texts(args.data_list, args.text)
         show_data_reports()

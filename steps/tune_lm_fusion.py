@@ -29,6 +29,7 @@ from rnnt.cli import ToolError, at_least, glued_values, number_list, run_tool, s
 from rnnt.ctc_rescoring import check_ctc_head, ctc_log_likelihoods, rescored
 from rnnt.decode_results import reference_texts
 from rnnt.lm.fusion import OVER, FusionConfig, fusion_config_path, write_fusion_config
+from rnnt.prep.download import hex_digest
 from rnnt.scoring import score
 from rnnt.search import remembered_scores
 from rnnt.search_methods import LM_METHODS, METHODS, SearchOptions, check_method, search
@@ -112,7 +113,8 @@ def main() -> str:
         os.makedirs(lm_dir, exist_ok=True)
         base = FusionConfig(copied(args.arpa, lm_dir), args.over, 0.0, 0.0, args.beam,
                             f"{args.dev_list}, {os.path.basename(path)}",
-                            copied(args.lodr_arpa, lm_dir) if args.lodr_arpa else None)
+                            copied(args.lodr_arpa, lm_dir) if args.lodr_arpa else None,
+                            checkpoint_sha256=hex_digest(path))
         fusion = base.load(tokenizer)
         show_data_reports()
         pipeline = decoding_pipeline(experiment, tokenizer, args.dev_list, args.batch_size)

@@ -177,7 +177,7 @@ class FusionConfig:
     """What an LM-fused search decodes with: the ARPA file, what its words are (units or words), the LM
     weight and length bonus, the beam they were chosen with, where they were chosen, and for LODR the
     low-order LM over the units and its weight; and the weight of the CTC head's rescoring of a transducer
-    search's n-best (rnnt.ctc_rescoring; 0: none)."""
+    search's n-best (rnnt.ctc_rescoring; 0: none); the SHA-256 of the checkpoint they were chosen with."""
 
     arpa: str
     over: str
@@ -188,6 +188,7 @@ class FusionConfig:
     lodr_arpa: str | None = None
     lodr_weight: float = 0.0
     ctc_weight: float = 0.0
+    checkpoint_sha256: str = ""
 
     def load(self, tokenizer) -> Fusion:
         return load_fusion(self.arpa, tokenizer, self.weight, self.length_bonus, self.over, self.lodr_arpa,
@@ -253,4 +254,4 @@ def read_fusion_config(path: str) -> FusionConfig:
     return FusionConfig(os.path.join(folder, values["arpa"]), values.get("over", "units"), float(values["weight"]),
                         float(values["length_bonus"]), int(values["beam"]), str(values.get("chosen_on", "")),
                         os.path.join(folder, lodr) if lodr else None, float(values.get("lodr_weight", 0.0)),
-                        float(values.get("ctc_weight", 0.0)))
+                        float(values.get("ctc_weight", 0.0)), str(values.get("checkpoint_sha256", "")))

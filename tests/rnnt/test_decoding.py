@@ -595,8 +595,13 @@ def test_an_lm_built_from_training_text_is_tuned_on_dev_and_used_by_decode(train
     assert tuned["beam"] == 8
     out = run_tool(sys.executable, STEPS / "decode.py", "--method", "ctc_prefix_beam_lm", trained, yesno / "test.list",
                    "test")  # at the beam the weights were chosen with
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 0 and "warning" not in out.stderr, out.stderr
     assert (trained / "decode-test-ctc_prefix_beam_lm" / "wer").read_text().startswith(f"%WER {best:.2f} [")
+    first = numbered(str(trained), "epoch")[0]  # another model than the weights were chosen with: said
+    out = run_tool(sys.executable, STEPS / "decode.py", "--method", "ctc_prefix_beam_lm", "--checkpoint", first,
+                   trained, yesno / "five.list", "five")
+    assert out.returncode == 0 and (f"warning: {trained}/lm/ctc_prefix_beam_lm.yaml: its weights were chosen with "
+                                    f"another checkpoint than {first} (") in out.stderr, out.stderr
     out = run_tool(sys.executable, STEPS / "decode.py", "--method", "ctc_prefix_beam_lm", trained, yesno / "five.list",
                    "five")
     assert out.returncode == 0, out.stderr
