@@ -297,12 +297,18 @@ def test_data_prep_speakers_from_a_regex_and_whole_speakers_held_out(small_corpu
             soundfile.write(small_corpus / f"s{k}_take{i}.wav", audio, rate)
             lines.append(f"s{k}_take{i} {word}")
     lines.append("a/zero.wav zero")  # in a folder: the regex finds no speaker
+    outside = small_corpus.parent / "elsewhere" / "s9_take0.wav"  # the regex would read '..' for its speaker
+    outside.parent.mkdir()
+    outside.write_bytes((small_corpus / "s0_take0.wav").read_bytes())
+    lines.append(f"{outside} zero")
     (small_corpus / "list.txt").write_text("\n".join(lines) + "\n")
     split = ("--speaker-regex", r"^(s\d+)_", "--dev-fraction", "0.34", "--test-fraction", "0.34")
     out = run_tool(sys.executable, DATA_PREP, "--transcripts", small_corpus / "list.txt", *split, small_corpus,
                    tmp_path / "data")
     assert out.returncode == 0, out.stderr
     assert f"{small_corpus / 'list.txt'}:19: no speaker in the file name (--speaker-regex '^(s\\d+)_')" in out.stderr
+    assert (f"{small_corpus / 'list.txt'}:20 ({outside}): outside the corpus folder, whose paths --speaker-regex "
+            "reads") in out.stderr, out.stderr
     # a third of 18 is 6: two whole speakers of 3 each
     assert "test: 6 utterances of 2 whole speakers" in out.stdout and "dev: 6 utterances of 2 whole speakers" \
         in out.stdout

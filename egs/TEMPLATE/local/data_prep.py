@@ -123,6 +123,9 @@ def utterances(corpus_dir: str, transcripts: str, speaker_regex: re.Pattern | No
                 continue
             stem = os.path.splitext(os.path.relpath(audio, corpus_dir))[0]
             speaker = utterance_id(stem)  # unknown speakers: each recording its own
+            if speaker_regex is not None and stem.startswith(os.pardir + os.sep):  # its speaker was '..', in silence
+                report.skip("outside the corpus folder, whose paths --speaker-regex reads", f"{where} ({audio})")
+                continue
             if speaker_regex is not None:
                 match = speaker_regex.search(stem)
                 if match is None or not match.group(1):
