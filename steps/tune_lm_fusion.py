@@ -143,7 +143,8 @@ def main() -> str:
     lodr = f", low-order weight {chosen.lodr_weight}" if base.lodr_arpa else ""
     ctc = f", CTC rescoring weight {chosen.ctc_weight}" if chosen.ctc_weight else ""  # one given: it was hidden
     return (f"{config_path}: weight {chosen.weight}, length bonus {chosen.length_bonus}{lodr}{ctc}: dev "
-            f"{best.wer_line} ({without_lm} without the LM: {rows[0][1].wer_line}); {len(rows) - 1} points tried, "
+            f"{best.wer_line} ({without_lm} without the LM, beam {args.beam} as the LM's: {rows[0][1].wer_line}); "
+            f"{len(rows) - 1} points tried, "
             f"{sum(len(keys) for keys, _, _ in encoded)} of {len(refs)} dev utterances decoded")
 
 

@@ -593,6 +593,7 @@ def test_an_lm_built_from_training_text_is_tuned_on_dev_and_used_by_decode(train
     assert wers[("0.0", "0.0")] == wers[("none", "none")]  # weight 0, bonus 0 is the plain search
     best = min(wers[k] for k in wers if k != ("none", "none"))
     assert tuned["beam"] == 8
+    assert "(ctc_prefix_beam without the LM, beam 8 as the LM's: %WER " in out.stdout, out.stdout  # not the recipe's 4
     out = run_tool(sys.executable, STEPS / "decode.py", "--method", "ctc_prefix_beam_lm", trained, yesno / "test.list",
                    "test")  # at the beam the weights were chosen with
     assert out.returncode == 0 and "warning" not in out.stderr, out.stderr
