@@ -137,6 +137,20 @@ def test_a_header_line_is_said_to_be_one_not_a_recording_not_found(small_corpus,
     assert f"skipped {listing}:4 ({small_corpus}/a/gone.wav): audio file not found" in said
 
 
+def test_sentence_markers_of_sphinx_transcripts_are_removed_and_counted(small_corpus, tmp_path):
+    """'<s> ONE </s>' (Sphinx's transcripts, AN4's among them) trained as the letters < S > and scored as words, in
+    silence; a line of markers alone has no transcript."""
+    listing = small_corpus / "list.txt"
+    listing.write_text("a/one.wav <s> one </s>\nb/two.flac two\na/three.wav <s> </s>\nb/one.flac one\n")
+    out = run_tool(sys.executable, DATA_PREP, "--transcripts", listing, "--test-fraction", "0", "--dev-fraction",
+                   "0.4", small_corpus, tmp_path / "data")
+    assert out.returncode == 0, out.stderr
+    assert f"data_prep.py: {listing}: 2 transcripts held sentence markers (<s>, </s>): removed" in out.stderr
+    assert f"skipped {listing}:3: malformed line" in out.stderr
+    texts = {**table(tmp_path / "data" / "train" / "text"), **table(tmp_path / "data" / "dev" / "text")}
+    assert sorted(texts.values()) == ["ONE", "ONE", "TWO"]
+
+
 def test_extra_columns_and_two_recordings_of_one_id_are_named_not_merged(small_corpus, tmp_path):
     """A list with more tab-separated columns is refused by line (the columns were words of the transcript);
     a/one.wav and a-one.wav both make the id a-one: the second is named with the first, not 'listed again'."""

@@ -41,6 +41,9 @@ AUDIO = (".flac", ".wav", ".ogg", ".opus", ".mp3", ".sph", ".aiff", ".aif", ".au
 APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})  # typographic, as typed: the dictionary's
 
 
+SENTENCE_MARKERS = {"<S>", "</S>"}  # as normalise() writes them
+
+
 def normalise(text: str) -> str:
     """The transcript as it is trained on and scored: NFKC (as sentencepiece's BPE units read and write text: an
     accent typed as its own code point, CAFE + U+0301, is the one letter of CAFÉ), typographic apostrophes as
@@ -85,6 +88,40 @@ def utf16(path: str) -> bool:
     return head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\0" in head
 
 
+def listed_fields(line: str, corpus_dir: str, where: str, report: Report) -> list[str] | None:
+    """A transcript list line's file and transcript (a tab between them where the path holds spaces); [] for a
+    blank line; None for a line skipped (named and counted in report)."""
+    fields = line.split(maxsplit=1)
+    if fields and "\ufffd" in line:
+        report.skip(NOT_UTF8_LINE, where)
+        return None
+    if line.strip().count("\t") > 1:  # a table of more columns: they would be words of the transcript
+        report.skip("more than two tab-separated fields (want '<file>\t<transcript>')", where)
+        return None
+    if "\t" in line.strip():  # the path up to the tab (it may hold spaces: take 2.wav beside take.wav)
+        path_name, rest = (field.strip() for field in line.split("\t", 1))
+        if find_audio(corpus_dir, path_name) is not None:
+            fields = [path_name, rest]
+    return fields
+
+
+def speaker_of(stem: str, audio: str, speaker_regex: re.Pattern | None, where: str, report: Report) -> str | None:
+    """The speaker id of a recording (stem: its path from the corpus folder, without the extension): the regex's
+    first group, else the recording's own; None where the regex finds none (named and counted in report)."""
+    if speaker_regex is None:
+        return utterance_id(stem)  # unknown speakers: each recording its own
+    if stem.startswith(os.pardir + os.sep):  # its speaker was '..', in silence
+        report.skip("outside the corpus folder, whose paths --speaker-regex reads", f"{where} ({audio})")
+        return None
+    match = speaker_regex.search(stem)
+    if match is None or not match.group(1):
+        report.skip(f"no speaker in the file name (--speaker-regex '{speaker_regex.pattern}')", where)
+        return None
+    # '-' only between speaker and the rest: it sorts before every character a speaker id keeps, so utterances
+    # sorted are sorted by speaker too (john-z before john_smith-a), as Kaldi requires
+    return utterance_id(match.group(1)).replace("-", "_")
+
+
 def utterances(corpus_dir: str, transcripts: str, speaker_regex: re.Pattern | None, report: Report) -> list[Utterance]:
     """The corpus's utterances: rewrite this for a corpus in another layout.
 
@@ -92,48 +129,29 @@ def utterances(corpus_dir: str, transcripts: str, speaker_regex: re.Pattern | No
     with the speaker id. Report what you skip with report.skip(reason, where) so that it is counted.
     """
     found: dict[str, Utterance] = {}
+    marked = 0  # transcripts holding sentence markers (Sphinx's and the ARPA format's <s> ... </s>): removed
     # lines end at newlines only: a CR inside one (an editor's) is whitespace of its transcript, as Kaldi reads it
     with open(transcripts, encoding="utf-8-sig", errors="replace", newline="\n") as f:
         for number, line in enumerate(f, 1):
             where = f"{transcripts}:{number}"
-            line = line.lstrip("\ufeff")  # the byte-order mark of a second list appended with cat
-            fields = line.split(maxsplit=1)
+            fields = listed_fields(line.lstrip("\ufeff"), corpus_dir, where, report)  # (a second list's BOM)
             if not fields:
                 continue
-            if "\ufffd" in line:
-                report.skip(NOT_UTF8_LINE, where)
-                continue
-            if line.strip().count("\t") > 1:  # a table of more columns: they would be words of the transcript
-                report.skip("more than two tab-separated fields (want '<file>\t<transcript>')", where)
-                continue
-            if "\t" in line.strip():  # the path up to the tab (it may hold spaces: take 2.wav beside take.wav)
-                path_name, rest = (field.strip() for field in line.split("\t", 1))
-                if find_audio(corpus_dir, path_name) is not None:
-                    fields = [path_name, rest]
-            if len(fields) < 2 or not normalise(fields[1]):
+            words = normalise(fields[1]).split(" ") if len(fields) > 1 else []
+            spoken = [word for word in words if word not in SENTENCE_MARKERS]
+            marked += len(spoken) < len(words)
+            if not spoken or not spoken[0]:
                 report.skip("malformed line (want '<file> <transcript>')", where)
                 continue
-            name, text = fields[0], normalise(fields[1])
-            audio = find_audio(corpus_dir, name)
-            if audio is None and number == 1:  # 'path<TAB>transcript' or the like: no recording of the corpus
-                report.skip("a first line naming no file, taken for a header", f"{where} ({line.strip()[:60]})")
-                continue
+            audio = find_audio(corpus_dir, fields[0])
             if audio is None:
-                report.skip("audio file not found", f"{where} ({os.path.join(corpus_dir, name)})")
+                header = number == 1  # 'path<TAB>transcript' or the like: no recording of the corpus
+                report.skip("a first line naming no file, taken for a header" if header else "audio file not found",
+                            f"{where} ({line.strip()[:60] if header else os.path.join(corpus_dir, fields[0])})")
                 continue
             stem = os.path.splitext(os.path.relpath(audio, corpus_dir))[0]
-            speaker = utterance_id(stem)  # unknown speakers: each recording its own
-            if speaker_regex is not None and stem.startswith(os.pardir + os.sep):  # its speaker was '..', in silence
-                report.skip("outside the corpus folder, whose paths --speaker-regex reads", f"{where} ({audio})")
+            if (speaker := speaker_of(stem, audio, speaker_regex, where, report)) is None:
                 continue
-            if speaker_regex is not None:
-                match = speaker_regex.search(stem)
-                if match is None or not match.group(1):
-                    report.skip(f"no speaker in the file name (--speaker-regex '{speaker_regex.pattern}')", where)
-                    continue
-                # '-' only between speaker and the rest: it sorts before every character a speaker id keeps, so
-                # utterances sorted are sorted by speaker too (john-z before john_smith-a), as Kaldi requires
-                speaker = utterance_id(match.group(1)).replace("-", "_")
             utt = utterance_id(stem)  # Kaldi's order: prefixed by its speaker, '-' between
             utt = utt if utt == speaker or utt.startswith(speaker + "-") else f"{speaker}-{utt}"
             if utt in found:
@@ -141,7 +159,10 @@ def utterances(corpus_dir: str, transcripts: str, speaker_regex: re.Pattern | No
                 report.skip("the recording is listed again" if again else "another recording makes the same "
                             f"utterance id as {found[utt].audio}: rename one", f"{where} ({utt})")
                 continue
-            found[utt] = Utterance(utt, speaker, audio, text, where)
+            found[utt] = Utterance(utt, speaker, audio, " ".join(spoken), where)
+    if marked:  # (they trained as the letters < S >, and scored as words)
+        print(f"data_prep.py: {transcripts}: {marked} transcripts held sentence markers (<s>, </s>): removed",
+              file=sys.stderr)
     return [found[utt] for utt in sorted(found)]
 
 
