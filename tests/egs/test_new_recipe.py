@@ -209,7 +209,8 @@ def test_recordings_named_without_their_extension_are_found_in_any_format_soundf
         (small_corpus / source).unlink()
     audio, rate = soundfile.read(small_corpus / "b" / "one.flac")
     soundfile.write(small_corpus / "b" / "one.caf", audio, rate)  # beside b/one.flac
-    (small_corpus / "transcripts.txt").write_text("a/zero ZERO\na/one ONE\nb/zero ZERO\nb/one ONE\nb/two TWO\n")
+    # b/two.wav is b/two.flac now (a corpus converted since its list was written): 'audio file not found' before
+    (small_corpus / "transcripts.txt").write_text("a/zero ZERO\na/one ONE\nb/zero ZERO\nb/one ONE\nb/two.wav TWO\n")
     out = run_tool(sys.executable, DATA_PREP, "--dev-fraction", "0.2", "--test-fraction", "0", small_corpus,
                    tmp_path / "data")
     assert out.returncode == 0 and "skipped" not in out.stderr, out.stderr

@@ -67,12 +67,15 @@ def audio_files(folder: str) -> dict[str, str]:
 
 
 def find_audio(corpus_dir: str, name: str) -> str | None:
-    """corpus_dir/name as listed, else corpus_dir/name.<an audio extension>."""
+    """corpus_dir/name as listed, else corpus_dir/name.<an audio extension>, else (a name of an audio extension:
+    a corpus converted since its list was written, take.wav now take.flac) its stem's audio file."""
     path = os.path.join(corpus_dir, name)
     if os.path.isfile(path):
         return path
-    folder = os.path.dirname(path)
-    found = audio_files(folder).get(os.path.basename(path)) if os.path.isdir(folder) else None
+    folder, base = os.path.split(path)
+    files = audio_files(folder) if os.path.isdir(folder) else {}
+    stem, extension = os.path.splitext(base)
+    found = files.get(base) or (files.get(stem) if extension.lower() in AUDIO else None)
     return os.path.join(folder, found) if found else None
 
 
