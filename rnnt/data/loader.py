@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import signal
-
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from rnnt.data.bucketing import check_fills_a_global_batch
 from rnnt.data.pipeline import Pipeline
 from rnnt.data.splitting import Reader
+from rnnt.data.worker_signals import OwnGroupWorkersLoader
 
 
 class LoaderPosition:
@@ -82,24 +81,15 @@ class PipelineDataset(IterableDataset):
                 self.pipeline.batches(self.epoch, Reader(self.rank, self.world_size, role, num_workers), skip))
 
 
-def leave_sigterm_to_training(worker_id: int) -> None:
-    """A DataLoader worker ignores SIGTERM: the trainer stops at its next step, saves its position and shuts its
-    workers down. A SIGTERM to the whole process group (torchrun stops its ranks so, as do Slurm and kill -TERM
-    -PGID) killed the workers, and the next batch's fetch failed the run, its position unsaved. (A worker whose
-    training process dies ends by itself.)"""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-
-
 def make_loader(pipeline: Pipeline, rank: int = 0, world_size: int = 1) -> DataLoader:
     """DataLoader with the pipeline's num_workers, prefetch_factor and pin_memory; batches are already formed."""
     config = pipeline.config
     if pipeline.buckets:
         check_fills_a_global_batch(len(pipeline.entries), config.batch.batch_size, world_size, pipeline.list_path)
-    extra = {"prefetch_factor": config.prefetch_factor, "worker_init_fn": leave_sigterm_to_training} \
-        if config.num_workers > 0 else {}
+    extra = {"prefetch_factor": config.prefetch_factor} if config.num_workers > 0 else {}
     # Every iterator draws a worker base seed from its generator; from the global RNG that draw would
     # shift dropout after a resume. The pipeline seeds its own randomness per utterance, so this
     # generator's seed does not matter.
-    return DataLoader(PipelineDataset(pipeline, rank, world_size), batch_size=None,
-                      num_workers=config.num_workers, pin_memory=config.pin_memory, generator=torch.Generator(),
-                      **extra)
+    return OwnGroupWorkersLoader(PipelineDataset(pipeline, rank, world_size), batch_size=None,
+                                 num_workers=config.num_workers, pin_memory=config.pin_memory,
+                                 generator=torch.Generator(), **extra)

@@ -251,7 +251,7 @@ class Trainer(Checkpointing, Steps):
             broadcast_buffers(self.world, self.model)  # every rank validates rank 0's model, the one saved
             result = validate(self.model, part, self.tokenizer, self.world.device, self.experiment.train.valid_wer,
                               self.world)
-        if silence := self.valid_pipeline.config.tail_silence:  # its audio with data.tail_silence appended, which a
+        if silence := self.experiment.data.tail_silence:  # the dev audio with data.tail_silence appended, which a
             result["dev_set"] += f"+{silence:g}s"  # resume takes: results measured so are another dev set's
         if self.world.main:
             self.progress.validated(self.epoch, self.step, result, ema=self.ema is not None, within=within)

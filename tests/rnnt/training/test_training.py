@@ -155,11 +155,10 @@ def test_resumed_with_two_workers_at_any_batch_matches(yesno, tmp_path):
         assert all(torch.equal(final[name], model[name]) for name in final), step
 
 
-@pytest.mark.parametrize("num_workers", [0, 2])
-def test_sigterm_saves_and_exits_cleanly(yesno, tmp_path, num_workers):
-    """Also sent to the process group, DataLoader workers and all, as torchrun, Slurm and kill -TERM -PGID send it:
-    the workers died of it and the run failed on its next batch, its position unsaved."""
-    conf = config_file(tmp_path, batch_size=2, epochs=1000)  # 15 steps an epoch: batches left when it comes
+def training_with_workers(yesno, tmp_path, num_workers: int) -> tuple[subprocess.Popen, Path]:
+    """A training of 15 steps an epoch (batches left when a signal comes) in a process group of its own, once its
+    second epoch's DataLoader workers run."""
+    conf = config_file(tmp_path, batch_size=2, epochs=1000)
     values = yaml.safe_load(conf.read_text())
     values["data"]["num_workers"] = num_workers
     conf.write_text(yaml.safe_dump(values))
@@ -170,12 +169,28 @@ def test_sigterm_saves_and_exits_cleanly(yesno, tmp_path, num_workers):
     deadline = time.time() + 120
     while proc.poll() is None and time.time() < deadline and not (
             (exp / "epoch-1.pt").exists() and len(children.read_text().split()) >= num_workers):
-        time.sleep(0.02)  # (epoch 2's workers running)
+        time.sleep(0.02)
+    return proc, exp
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_sigterm_saves_and_exits_cleanly(yesno, tmp_path, num_workers):
+    """Also sent to the process group, DataLoader workers and all, as torchrun and kill -TERM -PGID send it: the
+    workers died of it and the run failed on its next batch, its position unsaved (they now leave the group)."""
+    proc, exp = training_with_workers(yesno, tmp_path, num_workers)
     os.killpg(proc.pid, signal.SIGTERM)
     assert proc.wait(timeout=60) == 143  # not 0: a recipe must not mark the stage done
     assert "stopped on SIGTERM" in (exp / "train.log").read_text()
     meta = checkpoint.load_meta(checkpoint.latest(str(exp)))
     assert meta["step"] >= 6
+
+
+def test_ctrl_c_ends_a_training_with_workers(yesno, tmp_path):
+    """A terminal's Ctrl-C (SIGINT to the group) ends it at once, its workers with it: a worker that kept the
+    training's SIGTERM handler outlived the training's end, which waited for it for good."""
+    proc, _ = training_with_workers(yesno, tmp_path, 2)
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=60) in (-signal.SIGINT, 130)
 
 
 def test_validation_inside_epochs_is_logged_and_leaves_the_training_as_it_was(yesno, tmp_path):
