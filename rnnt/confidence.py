@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rnnt.prep.download import hex_digest
+from rnnt.prep.download import changed_since
 from rnnt.scoring import align, words
 from rnnt.search import Hypothesis, joint_log_probs
 
@@ -81,7 +81,7 @@ class Calibration:
         whatever the head)."""
         if head is not None and self.head != head:
             return f"fitted on the {self.head} head's words, not the {head} head's"
-        if self.checkpoint_sha256 and hex_digest(checkpoint) != self.checkpoint_sha256:
+        if changed_since(checkpoint, self.checkpoint_sha256):
             return (f"fitted with another checkpoint than {checkpoint} ({self.fitted_with} as it was then): "
                     "calibrate again")
         return None

@@ -30,7 +30,7 @@ from rnnt.ctc_rescoring import ctc_rescored
 from rnnt.ctc_search import ctc_greedy_search, ctc_prefix_beam_search
 from rnnt.lm.fusion import Fusion, LowOrderSubtraction, read_fusion_config
 from rnnt.lm.hotwords import HotwordFusion, HotwordGraph
-from rnnt.prep.download import hex_digest
+from rnnt.prep.download import changed_since
 from rnnt.modified_beam_search import modified_beam_search
 from rnnt.modified_beam_search_lm import modified_beam_search_lm
 from rnnt.pooled_search import pooled_beam_search_lm
@@ -168,7 +168,7 @@ def lm_options(name: str, tokenizer, config_path: str, beam: int | None = None,
     CTC rescoring weight, and the beam its weights were chosen with unless `beam` is given. Weights chosen with
     another checkpoint than the one decoding (a training resumed, the average made again) are warned of."""
     config = read_fusion_config(config_path)
-    if checkpoint and config.checkpoint_sha256 and hex_digest(checkpoint) != config.checkpoint_sha256:
+    if checkpoint and changed_since(checkpoint, config.checkpoint_sha256):
         print(f"{os.path.basename(sys.argv[0])}: warning: {config_path}: its weights were chosen with another "
               f"checkpoint than {checkpoint} ({config.chosen_on} as it was then): choose them again "
               "(steps/tune_lm_fusion.py, as a recipe's LM stage does)", file=sys.stderr)

@@ -13,7 +13,7 @@ import json
 import os
 
 from rnnt.data.lexicon import read_lexicon
-from rnnt.datadir.table import kaldi_fields
+from rnnt.datadir.table import BYTE_ORDER_MARK, kaldi_fields
 
 BLANK, UNK = "<blank>", "<unk>"
 SPACE = "\u2581"  # the word-boundary mark of char units, as sentencepiece writes it
@@ -29,7 +29,7 @@ def read_units(path: str) -> dict[str, int]:
     where: dict[int, int] = {}  # id: the line that gave it
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
-            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):  # (an editor's) it read as part of <blank>
+            if number == 1 and raw.startswith(BYTE_ORDER_MARK):  # (an editor's) it read as part of <blank>
                 raise ValueError(f"{path}:1: a byte-order mark (U+FEFF) before the first symbol; save the file "
                                  "without it")
             try:  # fields apart at ASCII blanks alone, as C's isspace (sherpa-onnx) and Kaldi read them: a piece

@@ -121,7 +121,7 @@ def sherpa_hotwords(onnx_dir: str, args: dict, unit_type: str, path: str) -> tup
     vocab = read_vocab(args["bpe_vocab"]) if modeling_unit == "bpe" else {}
     spelling = model_speller(unit_type, onnx_dir)
     with open(args["tokens"], encoding="utf-8") as f:
-        units = {kaldi_fields(line)[0] for line in f if kaldi_fields(line)}
+        units = {fields[0] for line in f if (fields := kaldi_fields(line))}
     kept, left_out = [], []
     for where, line, phrase, _ in hotword_lines(path):
         theirs, ours = sherpa_spelling(phrase, modeling_unit, vocab), spelling(phrase)

@@ -184,8 +184,8 @@ def hotword_lines(path: str):
                 line = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # a BOM (Notepad's) is no text
             except UnicodeDecodeError:  # a list saved in another encoding (cp1252's é)
                 raise ValueError(f"{path}:{number}: not UTF-8; save the file as UTF-8") from None
-            if kaldi_fields(line):
-                text = " ".join(kaldi_fields(line))
+            if words := kaldi_fields(line):
+                text = " ".join(words)
                 yield (f"{path}:{number}", text, *phrase_and_score(text, f"{path}:{number}"))
 
 

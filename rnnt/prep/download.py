@@ -33,6 +33,12 @@ def file_digest(path: str, expected: str) -> str:
     return hex_digest(path, algorithm)
 
 
+def changed_since(path: str, sha256: str) -> bool:
+    """Whether path's content is not the one whose SHA-256 was taken (False where none was: a file of before): the
+    checkpoint LM weights or a confidence calibration were fitted with, decoded with another."""
+    return bool(sha256) and hex_digest(path) != sha256
+
+
 def hex_digest(path: str, algorithm: str = "sha256") -> str:
     """The hex digest of path's content (hashlib's algorithm name), read a block at a time."""
     digest = hashlib.new(algorithm)

@@ -140,10 +140,10 @@ def utterances(corpus_dir: str, transcripts: str, speaker_regex: re.Pattern | No
             fields = listed_fields(line.lstrip("\ufeff"), corpus_dir, where, report)  # (a second list's BOM)
             if not fields:
                 continue
-            words = normalise(fields[1]).split(" ") if len(fields) > 1 else []
+            words = normalise(fields[1]).split() if len(fields) > 1 else []
             spoken = [word for word in words if word not in SENTENCE_MARKERS]
             marked += len(spoken) < len(words)
-            if not spoken or not spoken[0]:
+            if not spoken:
                 report.skip("malformed line (want '<file> <transcript>')", where)
                 continue
             audio = find_audio(corpus_dir, fields[0])
