@@ -5,9 +5,10 @@ set -euo pipefail
 
 egs_dir=   # where the recipe goes; empty: the project's egs/
 help_message="Usage: utils/new_recipe.sh [--egs-dir DIR] NAME
-Writes egs/NAME/ (or DIR/NAME/): run.sh, conf/ (transducer.yaml, deploy.yaml) and local/data_prep.py copied
-from egs/TEMPLATE, and links to the shared path.sh, utils and steps. NAME: letters, digits, '_' and '-',
-starting with a letter or digit; an existing recipe is never overwritten. Then:
+Writes egs/NAME/ (or DIR/NAME/): run.sh, conf/ (transducer.yaml, deploy.yaml), local/data_prep.py and
+RESULTS.md (headings for what each model scored) copied from egs/TEMPLATE, and links to the shared path.sh,
+utils and steps. NAME: letters, digits, '_' and '-', starting with a letter or digit; an existing recipe is never
+overwritten. Then:
   cd egs/NAME && ./run.sh --corpus-dir /path/to/recordings   # transcripts.txt inside it; see ./run.sh --help"
 
 root=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)
@@ -33,11 +34,11 @@ fi
 template=$root/egs/TEMPLATE
 mkdir "$dest"
 trap 'rm -rf "$dest"; echo "new_recipe.sh: failed; removed $dest" >&2' ERR  # all or nothing
-cp "$template/run.sh" "$dest/"
+cp "$template/run.sh" "$template/RESULTS.md" "$dest/"
 cp -r "$template/conf" "$template/local" "$dest/"
 for shared in path.sh utils steps; do  # relative, as the other recipes link them: ../../path.sh in egs/
   ln -s "$(realpath --relative-to="$dest" "$root/$shared")" "$dest/$shared"
 done
 trap - ERR
-echo "new_recipe.sh: wrote $dest (run.sh, conf/, local/data_prep.py; path.sh, utils, steps linked)"
+echo "new_recipe.sh: wrote $dest (run.sh, conf/, local/data_prep.py, RESULTS.md; path.sh, utils, steps linked)"
 echo "next: cd $dest && ./run.sh --corpus-dir /path/to/recordings   (./run.sh --help: the transcript list)"

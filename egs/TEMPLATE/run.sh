@@ -72,8 +72,8 @@ copied in as data/train, data/dev and data/test, utt2dur measured where missing.
 --ngpu 0 --cpu-ranks N: N processes on the CPU. A stopped training resumes on another number (from an epoch's end).
 Stages: 1 data dirs (local/data_prep.py; steps/import_data_dir.py with --data-dirs), 2 shards, 3 units, 4 train
 (--seeds N: N models at once, each averaged and decoded on dev, the best kept), 5 average, 6 decode and score dev
-and test (prints the %WER lines; an LM-fused method first gets an n-gram LM from data/train's text, its weights
-chosen on dev),
+and test (prints the %WER lines; words' confidences calibrated on dev first; an LM-fused method first gets an
+n-gram LM from data/train's text, its weights chosen on dev),
 7 export to ONNX (--deploy), 8 decode and score dev and test in sherpa-onnx (--deploy; conf/deploy.yaml is a
 model it runs as it is).
 Example: ./run.sh --corpus-dir /data/mycorpus --speaker-regex '^([^/]+)/'

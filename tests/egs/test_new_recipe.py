@@ -73,13 +73,14 @@ def test_new_recipe_writes_the_template_and_refuses_an_existing_or_bad_name(tmp_
     assert out.returncode == 0, out.stderr
     recipe = egs / "mycorpus"
     template = ROOT / "egs" / "TEMPLATE"
-    for name in ("run.sh", "conf/transducer.yaml", "local/data_prep.py"):
+    for name in ("run.sh", "conf/transducer.yaml", "local/data_prep.py", "RESULTS.md"):
         assert (recipe / name).read_bytes() == (template / name).read_bytes(), name
     assert os.access(recipe / "run.sh", os.X_OK) and os.access(recipe / "local" / "data_prep.py", os.X_OK)
     for link in ("path.sh", "utils", "steps"):
         assert (recipe / link).is_symlink() and (recipe / link).resolve() == ROOT / link
         assert (template / link).resolve() == ROOT / link
-    assert sorted(p.name for p in recipe.iterdir()) == ["conf", "local", "path.sh", "run.sh", "steps", "utils"]
+    assert sorted(p.name for p in recipe.iterdir()) == ["RESULTS.md", "conf", "local", "path.sh", "run.sh", "steps",
+                                                         "utils"]
     # In egs/ itself the links are those the other recipes have.
     assert os.readlink(template / "path.sh") == os.readlink(ROOT / "egs" / "yesno" / "path.sh") == "../../path.sh"
     (recipe / "run.sh").write_text("# edited\n")
