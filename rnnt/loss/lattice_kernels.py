@@ -66,16 +66,23 @@ def _final_arrivals(score, blank, label, base, T, U, U1, ONE_SYM: tl.constexpr):
 
 @triton.jit
 def _utterance(frames, symbols, T_pad, U1):
-    """This program's utterance: its index, frames, labels and where its (T, U + 1) lattice starts."""
+    """This program's utterance: its index, frames, labels, where its (T, U + 1) lattice starts, and whether its
+    lengths fit the padded (T_pad, U1) lattice. Lengths that do not (no frame, more of either than the padding)
+    are taken as one frame and no label, so that the passes stay inside the utterance's own lattice, and the
+    utterance gets no complete path (the torch backend's answer to them): the losses check the lengths first,
+    lattice_posteriors and best_path_label_frames, called on their own, do not."""
     b = tl.program_id(0)
-    return b, tl.load(frames + b).to(tl.int32), tl.load(symbols + b).to(tl.int32), b.to(tl.int64) * T_pad * U1
+    T = tl.load(frames + b).to(tl.int32)
+    U = tl.load(symbols + b).to(tl.int32)
+    fits = (T >= 1) & (T <= T_pad) & (U >= 0) & (U < U1)
+    return b, tl.where(fits, T, 1), tl.where(fits, U, 0), b.to(tl.int64) * T_pad * U1, fits
 
 
 @triton.jit
 def forward_kernel(blank, label, alpha, log_like, frames, symbols, T_pad, U1, steps,
                    ONE_SYM: tl.constexpr, BLOCK: tl.constexpr):
     """alpha (B, T, U+1): the log-probability of reaching each node; log_like (B,): of the final node."""
-    b, T, U, base = _utterance(frames, symbols, T_pad, U1)
+    b, T, U, base, fits = _utterance(frames, symbols, T_pad, U1)
     for n in range(0, steps):
         for u0 in range(0, U1, BLOCK):
             t, u, on = _cells(n, u0, T, U, ONE_SYM, BLOCK)
@@ -84,7 +91,7 @@ def forward_kernel(blank, label, alpha, log_like, frames, symbols, T_pad, U1, st
             tl.store(alpha + base + t * U1 + u, value, mask=on)
         tl.debug_barrier()
     by_blank, by_label = _final_arrivals(alpha, blank, label, base, T, U, U1, ONE_SYM)
-    tl.store(log_like + b, _log_add(by_blank, by_label))
+    tl.store(log_like + b, tl.where(fits, _log_add(by_blank, by_label), NEG_INF))
 
 
 @triton.jit
@@ -109,7 +116,7 @@ def backward_kernel(blank, label, alpha, log_like, beta, gamma_blank, gamma_labe
                     tiny: tl.constexpr, ONE_SYM: tl.constexpr, BLOCK: tl.constexpr):
     """beta (B, T, U+1) and the posteriors of the blank and label arc of every node: exp(alpha + arc +
     beta of its end - log_like), 0 below tiny and for an utterance with no complete path."""
-    b, T, U, base = _utterance(frames, symbols, T_pad, U1)
+    b, T, U, base, _ = _utterance(frames, symbols, T_pad, U1)  # log_like is -inf where the lengths do not fit
     total = tl.load(log_like + b)
     finite = total > NEG_INF
     norm = tl.where(finite, total, 0.0)
@@ -133,7 +140,7 @@ def viterbi_kernel(blank, label, delta, by_label_into, label_frames, frames, sym
     """The best path into every node (delta, and whether it arrives by a label; ties go to the blank),
     then the walk back from the final node writing the frame of each label into label_frames (B, width),
     left as it is (-1) for an utterance with no complete path."""
-    b, T, U, base = _utterance(frames, symbols, T_pad, U1)
+    b, T, U, base, fits = _utterance(frames, symbols, T_pad, U1)
     for n in range(0, steps):
         for u0 in range(0, U1, BLOCK):
             t, u, on = _cells(n, u0, T, U, ONE_SYM, BLOCK)
@@ -143,7 +150,7 @@ def viterbi_kernel(blank, label, delta, by_label_into, label_frames, frames, sym
             tl.store(by_label_into + base + t * U1 + u, (by_label > by_blank).to(tl.int8), mask=on)
         tl.debug_barrier()
     by_blank, by_label = _final_arrivals(delta, blank, label, base, T, U, U1, ONE_SYM)
-    reachable = tl.maximum(by_blank, by_label) > NEG_INF
+    reachable = fits & (tl.maximum(by_blank, by_label) > NEG_INF)
     _walk_back(by_label_into, label_frames, base, b.to(tl.int64) * width, T, U, U1, steps, reachable,
                by_label > by_blank, ONE_SYM)
 

@@ -118,7 +118,14 @@ def lengths_on(logit_lengths, target_lengths, device):
 
 
 def lattice_posteriors(blank, label, logit_lengths, target_lengths, one_sym_per_frame: bool):
-    """As rnnt.loss.lattice.lattice_posteriors, in two launches (alpha; beta with the posteriors)."""
+    """As rnnt.loss.lattice.lattice_posteriors, in two launches (alpha; beta with the posteriors). Half-precision
+    arcs are summed in float32 (as the torch backend sums them in more: tl.exp and tl.log take float32 and float64
+    alone, and a GPU refused to compile them for bfloat16), the results given back in their dtype."""
+    if blank.dtype in (torch.bfloat16, torch.float16):
+        tiny = torch.finfo(blank.dtype).tiny
+        results = lattice_posteriors(blank.float(), label.float(), logit_lengths, target_lengths, one_sym_per_frame)
+        log_like, *posteriors = (x.to(blank.dtype) for x in results)
+        return log_like, *(torch.nn.functional.threshold_(x, tiny, 0.0) for x in posteriors)
     kernels = _kernels()
     blank, label = blank.contiguous(), label.contiguous()
     B, T, U1 = blank.shape

@@ -45,7 +45,9 @@ def assert_posteriors_equal(T_b, U_b, one_sym, dtype, seed, **shape):
     got = lattice_posteriors(blank, label, *lengths, one_sym, backend="triton")
     finite = torch.isfinite(want[0])
     steps = blank.shape[1] + blank.shape[2]
-    tolerance = steps * torch.finfo(dtype).eps * max(1.0, want[0][finite].abs().max().item() if finite.any() else 1)
+    eps = torch.finfo(dtype if dtype == torch.float64 else torch.float32).eps  # half precision summed in float32
+    rounding = torch.finfo(dtype).eps if dtype.itemsize < 4 else 0  # and its results rounded to dtype
+    tolerance = (steps * eps + rounding) * max(1.0, want[0][finite].abs().max().item() if finite.any() else 1)
     for g, w in zip(got, want):
         assert g.dtype == dtype
         assert torch.equal(torch.isfinite(g), torch.isfinite(w))
@@ -53,9 +55,10 @@ def assert_posteriors_equal(T_b, U_b, one_sym, dtype, seed, **shape):
 
 
 @pytest.mark.parametrize("one_sym", [False, True])
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("lengths", RAGGED)
 def test_posteriors_and_likelihood_equal_the_torch_backend(lengths, dtype, one_sym):
+    """Half precision too (on a GPU, where auto picks Triton, its kernels did not compile for it)."""
     T_b, U_b = lengths
     if one_sym:
         U_b = torch.minimum(U_b, T_b)
@@ -70,6 +73,27 @@ def test_an_utterance_with_no_complete_path_gets_minus_infinity_and_zero_posteri
     assert log_like[0] == float("-inf") and torch.isfinite(log_like[1])
     assert not gamma_blank[0].any() and not gamma_label[0].any()
     torch.testing.assert_close((gamma_blank[1] + gamma_label[1])[0].sum().item(), 1.0)  # frame 0 is passed once
+
+
+@pytest.mark.parametrize("one_sym", [False, True])
+def test_lengths_that_do_not_fit_the_padding_give_no_path_and_leave_the_others_alone(one_sym):
+    """No frame, more frames or labels than the padded lattice: no complete path, as the torch backend says (the
+    passes wrote past the utterance's lattice, into the next one's or past the end, on a GPU at once with it)."""
+    T_b, U_b = torch.tensor([3, 4, 3, 2, 3]), torch.tensor([1, 2, 1, 1, 1])
+    blank, label = arc_lattice(T_b, U_b, seed=9, T=4, U=2)
+    wrong_T, wrong_U = torch.tensor([3, 5, 3, 0, 3]), torch.tensor([1, 2, 1, 1, 3])  # 1, 3: too long; 3: no frame
+    lengths = wrong_T.to(DEVICE), wrong_U.to(DEVICE)
+    log_like, *posteriors = lattice_posteriors(blank, label, *lengths, one_sym, backend="triton")
+    want = lattice_posteriors(blank, label, T_b.to(DEVICE), U_b.to(DEVICE), one_sym, backend="torch")
+    fit = torch.tensor([True, False, True, False, False])
+    assert torch.equal(torch.isinf(log_like).cpu(), ~fit)
+    torch.testing.assert_close(log_like[fit], want[0][fit])
+    for got, reference in zip(posteriors, want[1:]):
+        assert not got[~fit].any()
+        torch.testing.assert_close(got[fit], reference[fit])
+    frames = best_path_label_frames(blank, label, *lengths, one_sym, backend="triton")
+    assert (frames[~fit] == -1).all()
+    assert torch.equal(frames[fit], best_path_label_frames(blank, label, T_b, U_b, one_sym, backend="torch")[fit])
 
 
 @pytest.mark.slow
