@@ -4,12 +4,14 @@
 The tables are copied (utils/copy_data_dir.sh's copy: sorted, a file of an earlier copy that the source lacks
 moved to <dest>/.backup), repaired (utils/fix_data_dir.sh: an utterance missing from a table it needs is
 dropped and named in <dest>/.backup/dropped_utterances), given utt2dur where the source has none
-(utils/get_utt2dur.sh: a recording that cannot be read is named by its wav.scp line and its utterances dropped)
-and validated by Kaldi's rules. wav.scp may name files soundfile reads or commands ending in '|'; segments cut
-recordings as Kaldi's extract-segments does. A relative path that names no file from here is taken from the
+(utils/get_utt2dur.sh: a recording that cannot be read is named by its line in the source's wav.scp and its
+utterances dropped; fewer than half of them readable is refused, as Kaldi's) and validated by Kaldi's rules. An
+empty transcript is kept (trained as saying nothing) and named by its line. wav.scp may name files soundfile reads
+or commands ending in '|' (run from here); segments cut recordings as Kaldi's extract-segments does, a recording's
+command run once for all its segments. A relative path that names no file from here is taken from the
 source dir or a folder above it (a Kaldi recipe's s5 folder, a corpus's root) and written absolute. Features
 (feats.scp) are not used: the recipes compute their own. Exit status 0, or 1 with the problem named: no
-utterance left, or a copy Kaldi's rules refuse.
+utterance left, fewer than half readable, or a copy Kaldi's rules refuse.
 """
 
 import os
@@ -18,7 +20,7 @@ from collections import Counter
 
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.datadir.copy_dir import copy_data_dir
-from rnnt.datadir.durations import write_utt2dur
+from rnnt.datadir.durations import lines_named_from, write_utt2dur
 from rnnt.datadir.fix import DROPPED, fix_data_dir, reasons
 from rnnt.datadir.table import KEEP_BYTES, read_lines, read_table, write_table
 from rnnt.datadir.validate import validate_data_dir
@@ -52,14 +54,44 @@ def utterances_of(data_dir: str) -> set[str]:
     return {line.key for line in read_lines(os.path.join(data_dir, "utt2spk"), KEEP_BYTES) if line.key}
 
 
-def record_left_out(dest: str, utterances: set[str], dropped: Counter) -> None:
-    """The utterances the copy left out (a malformed line of utt2spk, named by the copy), counted in dropped and
-    named in .backup/dropped_utterances beside those the fix dropped."""
-    why = "left out of the copy (named above)"
-    dropped[why] += len(utterances)
+def record_dropped(dest: str, utterances: set[str], why: str, dropped: Counter) -> None:
+    """Utterances that did not come through for a reason the fix cannot know (a malformed line of utt2spk the copy
+    left out; audio that could not be read, which the fix drops as 'not in utt2dur'), counted in dropped and named
+    in .backup/dropped_utterances with why, in place of the fix's reason where it dropped them too."""
     path = os.path.join(dest, ".backup", DROPPED)
     named = [(line.key, line.value) for line in read_lines(path, KEEP_BYTES)] if os.path.isfile(path) else []
-    write_table(path, named + [(utterance, why) for utterance in utterances])
+    for utterance, reason in named:
+        if utterance in utterances:
+            dropped[reason] -= 1
+    dropped[why] += len(utterances)
+    write_table(path, [(utterance, reason) for utterance, reason in named if utterance not in utterances]
+                + [(utterance, why) for utterance in sorted(utterances)])
+
+
+def measure_durations(src: str, dest: str, nj: int) -> tuple[str, set[str]]:
+    """utt2dur for dest, each recording that cannot be read named by its line in src; returns the account of it and
+    the utterances left out. Fewer than half of them measured is a failure, as Kaldi's get_utt2dur.sh's."""
+    utterances = utterances_of(dest)
+    written, _, problems = write_utt2dur(dest, nj, named_from=src)
+    for problem in problems:
+        print(f"import_data_dir.py: left out {problem}", file=sys.stderr)
+    if written * 2 < len(utterances):
+        raise ToolError(f"{src}: the recordings of only {written} of its {len(utterances)} utterances could be read "
+                        "(the others named above): fewer than half, which Kaldi's get_utt2dur.sh refuses too; a "
+                        "command's program missing, or paths relative to another folder?")
+    measured = read_table(os.path.join(dest, "utt2dur"))
+    return f"utt2dur of {written} utterances measured, {len(problems)} left out; ", utterances - set(measured)
+
+
+def empty_transcripts(src: str, dest: str) -> int:
+    """Names each utterance kept whose transcript is empty, by its line in src; returns how many."""
+    text = read_table(os.path.join(dest, "text"), errors=KEEP_BYTES)
+    empty = {key for key, line in text.items() if not line.value.strip()}
+    for key, where in sorted(lines_named_from(src, text, "text").items()):
+        if key in empty:
+            print(f"import_data_dir.py: {where}: {key}: an empty transcript; kept, trained as saying nothing",
+                  file=sys.stderr)
+    return len(empty)
 
 
 def import_data_dir(src: str, dest: str, nj: int) -> str:
@@ -70,17 +102,18 @@ def import_data_dir(src: str, dest: str, nj: int) -> str:
     copy_data_dir(src, dest, str, str)
     left_out = source - utterances_of(dest)
     resolved = resolve_relative_paths(dest, src)
-    measured = f"{resolved}; " if resolved else ""
+    measured, unread = f"{resolved}; " if resolved else "", set()
     if not os.path.isfile(os.path.join(dest, "utt2dur")):  # before the fix, which drops what it leaves out
-        written, _, problems = write_utt2dur(dest, nj)
-        for problem in problems:
-            print(f"import_data_dir.py: left out {problem}", file=sys.stderr)
-        if not written:
-            raise ToolError(f"{src}: none of its recordings could be read (named above); nothing to import")
-        measured += f"utt2dur of {written} utterances measured, {len(problems)} left out; "
+        account, unread = measure_durations(src, dest, nj)
+        measured += account
     _, _, dropped = fix_data_dir(dest)
-    if left_out:
-        record_left_out(dest, left_out, dropped)
+    for utterances, why in ((left_out, "left out of the copy (named above)"),
+                            (unread, "no duration: audio unreadable or a bad segment (named above)")):
+        if utterances:
+            record_dropped(dest, utterances, why, dropped)
+    empty = empty_transcripts(src, dest)
+    if empty:
+        measured += f"{empty} with an empty transcript (named above); "
     problems = validate_data_dir(dest, no_feats=True)
     if problems:
         raise ToolError(f"{dest}: the copy of {src} is not valid by Kaldi's rules:\n" + "\n".join(problems))

@@ -19,7 +19,7 @@ import sys
 from multiprocessing import Pool
 
 from rnnt.cli import at_least, tool_parser
-from rnnt.datadir.table import kaldi_fields, read_table, write_table
+from rnnt.datadir.table import KEEP_BYTES, kaldi_fields, read_lines, read_table, write_table
 from rnnt.datadir.values import segment_problem
 from rnnt.progress_bar import progress
 
@@ -47,49 +47,63 @@ def _measured(item: tuple[str, str]) -> tuple[str, float | None, str]:
         return recording, None, str(error) or type(error).__name__
 
 
-def utterance_durations(data_dir: str, nj: int = 1) -> tuple[dict[str, float], list[str]]:
-    """utt -> seconds for every utterance whose duration is known, and a message for each left out."""
+def lines_named_from(origin: str | None, table: dict, name: str) -> dict:
+    """key -> the file:line a message names it by: its line in origin's table name (the dir a copy was made from:
+    a user's own file, where the copy is sorted and rewritten after) where that has it, else table's."""
+    path = os.path.join(origin, name) if origin else ""
+    first = {}  # a key's first line, the one a copy keeps
+    for line in read_lines(path, KEEP_BYTES, name_byte_order_mark=False) if os.path.isfile(path) else ():
+        first.setdefault(line.key, line.where)
+    return {key: first.get(key, line.where) for key, line in table.items()}
+
+
+def utterance_durations(data_dir: str, nj: int = 1, named_from: str | None = None
+                        ) -> tuple[dict[str, float], list[str]]:
+    """utt -> seconds for every utterance whose duration is known, and a message for each left out (naming its
+    line in named_from's tables where given: lines_named_from)."""
     wav = read_table(os.path.join(data_dir, "wav.scp"))
     segments_path = os.path.join(data_dir, "segments")
     segments = read_table(segments_path) if os.path.isfile(segments_path) else None
+    wav_where = lines_named_from(named_from, wav, "wav.scp")
+    segment_where = lines_named_from(named_from, segments, "segments") if segments is not None else {}
     spans = ({utt: kaldi_fields(line.value) for utt, line in segments.items()} if segments is not None
              else {recording: [recording, "0", "-1"] for recording in wav})
     durations, problems, waiting = {}, [], {}  # waiting: utt -> (recording, start) of those its recording decides
     for utt, fields in spans.items():
         why = "not '<recording> <start> <end>'" if len(fields) != 3 else segment_problem(*fields[1:])
         if why or fields[0] not in wav:
-            problems.append(f"{segments[utt].where}: {utt}: {why or f'recording {fields[0]} not in wav.scp'}")
+            problems.append(f"{segment_where[utt]}: {utt}: {why or f'recording {fields[0]} not in wav.scp'}")
         elif segments is not None and float(fields[2]) > float(fields[1]):
             durations[utt] = float(fields[2]) - float(fields[1])
         else:
             waiting[utt] = fields[0], float(fields[1])
     recordings = sorted({recording for recording, _ in waiting.values()})
-    seconds = _read_recordings({r: wav[r].value for r in recordings}, nj, wav, problems)
+    seconds = _read_recordings({r: wav[r].value for r in recordings}, nj, wav_where, problems)
     for utt, (recording, start) in waiting.items():
         if recording in seconds and seconds[recording] > start:
             durations[utt] = seconds[recording] - start
         elif recording in seconds:
-            problems.append(f"{segments[utt].where}: {utt}: starts at or past its recording's end")
+            problems.append(f"{segment_where[utt]}: {utt}: starts at or past its recording's end")
     return durations, problems
 
 
-def _read_recordings(sources: dict[str, str], nj: int, wav: dict, problems: list[str]) -> dict[str, float]:
+def _read_recordings(sources: dict[str, str], nj: int, where: dict, problems: list[str]) -> dict[str, float]:
     """recording -> seconds of those that could be read; a message in problems for each other."""
     seconds = {}
     with Pool(nj) if nj > 1 and len(sources) > 1 else contextlib.nullcontext() as pool:
         results = pool.imap(_measured, sources.items(), chunksize=8) if pool else map(_measured, sources.items())
         for recording, duration, why in progress(results, total=len(sources), desc="durations", unit=" recordings"):
             if duration is None:
-                problems.append(f"{wav[recording].where}: {recording}: {why}")
+                problems.append(f"{where[recording]}: {recording}: {why}")
             else:
                 seconds[recording] = duration
     return seconds
 
 
-def write_utt2dur(data_dir: str, nj: int = 1) -> tuple[int, float, list[str]]:
+def write_utt2dur(data_dir: str, nj: int = 1, named_from: str | None = None) -> tuple[int, float, list[str]]:
     """Writes <data_dir>/utt2dur where it knows a duration; returns (utterances written, seconds in all, a message
-    per one left out)."""
-    durations, problems = utterance_durations(data_dir, nj)
+    per one left out, naming lines as utterance_durations)."""
+    durations, problems = utterance_durations(data_dir, nj, named_from)
     kept = {utt: seconds for utt, seconds in durations.items() if seconds_text(seconds) != "0"}
     problems += [f"{utt}: no length (under a microsecond)" for utt in durations if utt not in kept]
     if kept:

@@ -8,6 +8,7 @@ when complete, so a shard under its final name is always whole.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import subprocess
@@ -48,14 +49,23 @@ class BadAudio(RuntimeError):
 def read_source(source: str) -> tuple[bytes | None, str | None]:
     """(bytes of a piped command, None) or (None, path of a file)."""
     if source.endswith("|"):
-        result = subprocess.run(source[:-1], shell=True, capture_output=True)
-        if result.returncode != 0 or not result.stdout:
-            said = result.stderr.decode(errors="replace").strip()[:200]
-            raise BadAudio(f"command '{source[:-1].strip()}' failed (exit {result.returncode}): {said}")
-        return result.stdout, None
+        return command_output(source[:-1].strip()), None
     if not os.path.isfile(source):
         raise BadAudio(f"no such file {source}")
     return None, source
+
+
+@functools.lru_cache(maxsize=1)
+def command_output(command: str) -> bytes:
+    """What a wav.scp command writes, or BadAudio with the end of what it said (a traceback's last line says why).
+    The last recording's is kept: the segments of one recording follow one another in a sorted dir, and its
+    command ran again for each (Kaldi's extract-segments runs it once)."""
+    result = subprocess.run(command, shell=True, capture_output=True)
+    if result.returncode != 0 or not result.stdout:
+        said = " ".join(result.stderr.decode(errors="replace").split())
+        said = f"...{said[-300:]}" if len(said) > 300 else said
+        raise BadAudio(f"command '{command}' failed (exit {result.returncode}): {said}")
+    return result.stdout
 
 
 def audio_member(item: ShardItem, options: AudioOptions) -> tuple[bytes, str, float]:

@@ -79,11 +79,13 @@ def test_segments_take_their_times_and_an_end_of_minus_one_its_recording(librisp
 
 
 def test_a_kaldi_dir_of_your_own_is_copied_in_repaired_measured_and_valid(librispeech_dir, tmp_path):
-    """The source untouched; the copy sorted, its unreadable utterance dropped (named by the copy's wav.scp line
-    and its id), utt2dur measured, valid by Kaldi's rules; a dir without text refused by name."""
+    """The source untouched; the copy sorted, its unreadable utterance dropped (named by the source's wav.scp line
+    and its id: the copy's line was named, of a file sorted and rewritten after), utt2dur measured, valid by Kaldi's
+    rules; a dir without text refused by name."""
     expected = with_bad_entries(librispeech_dir, tmp_path)
-    lines = (librispeech_dir / "text").read_text().splitlines()
-    (librispeech_dir / "text").write_text("\n".join(reversed(lines)) + "\n")  # unsorted: Kaldi's rules refuse it
+    for name in "text", "wav.scp":  # unsorted: Kaldi's rules refuse it
+        lines = (librispeech_dir / name).read_text().splitlines()
+        (librispeech_dir / name).write_text("\n".join(reversed(lines)) + "\n")
     source = {p.name: p.read_bytes() for p in librispeech_dir.iterdir()}
     dest = tmp_path / "data" / "train"
     out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, dest)
@@ -91,13 +93,20 @@ def test_a_kaldi_dir_of_your_own_is_copied_in_repaired_measured_and_valid(libris
     assert {p.name: p.read_bytes() for p in librispeech_dir.iterdir()} == source
     assert_valid(dest)
     assert durations(dest / "utt2dur") == pytest.approx(expected, abs=0.002) and keys(dest / "text") == sorted(expected)
-    assert f"left out {dest}/wav.scp:9: zz: " in out.stderr
+    assert f"left out {librispeech_dir}/wav.scp:1: zz: " in out.stderr
+    why = "no duration: audio unreadable or a bad segment (named above)"
     assert out.stdout == (f"import_data_dir.py: wrote {dest} from {librispeech_dir}: 8 of 9 utterances, 5 speakers, "
-                          "0.02 h; utt2dur of 8 utterances measured, 1 left out; 1 not in utt2dur\n"), out.stdout
-    noise = tmp_path / "noise.wav"  # every recording unreadable: named, not a missing utt2dur's traceback
-    (librispeech_dir / "wav.scp").write_text("".join(f"{utt} {noise}\n" for utt in sorted(expected) + ["zz"]))
+                          f"0.02 h; utt2dur of 8 utterances measured, 1 left out; 1 {why}\n"), out.stdout
+    assert (dest / ".backup" / "dropped_utterances").read_text() == f"zz {why}\n"
+    noise = tmp_path / "noise.wav"  # 5 of 9 recordings unreadable: named, and fewer than half is refused
+    unread = sorted(expected)[:4] + ["zz"]
+    lines = (librispeech_dir / "wav.scp").read_text().splitlines()
+    readable = [line for line in lines if line.split()[0] not in unread]
+    (librispeech_dir / "wav.scp").write_text("".join(f"{utt} {noise}\n" for utt in unread) + "\n".join(readable) + "\n")
     out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, tmp_path / "none")
-    assert out.returncode == 1 and "none of its recordings could be read (named above)" in out.stderr, out.stderr
+    assert out.returncode == 1 and "the recordings of only 4 of its 9 utterances could be read (the others named " \
+        "above): fewer than half" in out.stderr, out.stderr
+    assert out.stderr.count("import_data_dir.py: left out") == 5
     (librispeech_dir / "text").unlink()
     out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, dest)
     assert out.returncode == 1 and "not a data dir with wav.scp and text" in out.stderr
@@ -119,6 +128,21 @@ def test_an_utterance_the_copy_leaves_out_is_counted_and_named_as_dropped(libris
     assert out.stdout.endswith("; 1 left out of the copy (named above)\n"), out.stdout
     assert lost not in keys(dest / "text")
     assert (dest / ".backup" / "dropped_utterances").read_text() == f"{lost} left out of the copy (named above)\n"
+
+
+def test_an_empty_transcript_is_kept_and_named_by_its_line_in_the_source(librispeech_dir, tmp_path):
+    """Trained as saying nothing, it was kept without a word (the summary and every later stage silent)."""
+    lines = (librispeech_dir / "text").read_text().splitlines()
+    silent = lines[4].split()[0]
+    lines[4] = silent + " "
+    (librispeech_dir / "text").write_text("\n".join(reversed(lines)) + "\n")
+    dest = tmp_path / "data" / "train"
+    out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, dest)
+    assert out.returncode == 0, out.stderr
+    assert f"import_data_dir.py: {librispeech_dir}/text:{len(lines) - 4}: {silent}: an empty transcript; kept, " \
+        "trained as saying nothing" in out.stderr, out.stderr
+    assert "; 1 with an empty transcript (named above); nothing dropped" in out.stdout, out.stdout
+    assert silent in keys(dest / "text")
 
 
 def test_relative_paths_are_found_from_the_source_dir_or_a_folder_above_it(librispeech_dir, tmp_path):

@@ -98,6 +98,19 @@ def test_a_segment_is_cut_at_its_sample_positions(tmp_path, yesno_waves):
     assert written == 2 and seconds == pytest.approx(1.25 + len(whole) / rate - 5.0)
 
 
+def test_the_segments_of_a_piped_recording_run_its_command_once(tmp_path, yesno_waves):
+    """As Kaldi's extract-segments: the command ran again for every segment of its recording, a long recording's
+    decoding repeated as many times as it has segments."""
+    source, runs = str(yesno_waves[0]), tmp_path / "runs"
+    command = f"echo ran >> {runs}; cat {source} |"
+    items = [ShardItem(f"seg{i}", "ja", command, start=i * 1.0, end=i * 1.0 + 0.5) for i in range(4)]
+    written, _, skipped = write_shard(str(tmp_path / "s.tar"), items, AudioOptions())
+    assert written == 4 and not skipped
+    assert runs.read_text() == "ran\n"
+    whole, rate = samples(source)
+    assert np.array_equal(samples(members(tmp_path / "s.tar")[7][1])[0], whole[3 * rate:int(3.5 * rate)])
+
+
 def test_resampling_writes_the_new_rate_and_length(tmp_path, yesno_waves):
     source = str(yesno_waves[0])
     whole, rate = samples(source)
@@ -144,6 +157,7 @@ def test_unusable_sources_are_skipped_with_their_reason_and_the_rest_written(tmp
         ShardItem("missing", "ja", str(tmp_path / "missing.wav")),
         ShardItem("good", "ja nee", good),
         ShardItem("failing", "nee", "echo device busy >&2; exit 3 |"),
+        ShardItem("long_story", "nee", "printf '%0300d\\nthe cause\\n' 0 >&2; exit 1 |"),
         ShardItem("silent", "nee", "true|"),
         ShardItem("text", "ja", str(tmp_path / "notes.wav")),
         ShardItem("empty", "ja", str(tmp_path / "empty.wav")),
@@ -156,10 +170,12 @@ def test_unusable_sources_are_skipped_with_their_reason_and_the_rest_written(tmp
     written, seconds, skipped = write_shard(str(tmp_path / "s.tar"), items, AudioOptions())
     assert written == 1 and seconds == pytest.approx(soundfile.info(good).duration)
     assert [info.name for info, _ in members(tmp_path / "s.tar")] == ["good.txt", "good.wav"]
-    assert len(skipped) == 10
+    assert len(skipped) == 11
     assert skipped[0] == f"missing: no such file {tmp_path / 'missing.wav'}"
     assert skipped[1].startswith("failing: command 'echo device busy >&2; exit 3")
     assert skipped[1].endswith(" failed (exit 3): device busy")  # with its status and what it said
+    # the end of what it said, on one line: its first 200 characters were given, not its last line (a traceback's)
+    assert skipped.pop(2).endswith(" failed (exit 1): ..." + "0" * 290 + " the cause")
     assert skipped[2] == "silent: command 'true' failed (exit 0): "  # exit status 0 but no bytes
     assert skipped[3].startswith("text: unreadable audio: ")
     assert skipped[4] == "empty: no audio samples"
