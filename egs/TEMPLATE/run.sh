@@ -149,11 +149,12 @@ attention=$(attention_of "$train_config")  # --attention-chunk, --left-chunks: c
 check_deployable "$unit_type" "$deploy" "$train_config" "$attention"
 recipe=$(basename "$PWD")  # names the result lines
 
-if [ -n "$data_dirs" ]; then  # your Kaldi data dirs: their tables (the audio they name is sharded's input, stage 2)
-  read -r -a dirs <<< "$data_dirs"
+if [ -n "$data_dirs" ]; then  # your Kaldi data dirs: their tables, and the recordings they name (a file that could
+  read -r -a dirs <<< "$data_dirs"  # not be read put back or replaced imports the dir again)
   if stage_wanted 1 data -- steps/import_data_dir.py $(for dir in "${dirs[@]}"; do
       ls -d "$dir"/{wav.scp,text,utt2spk,segments,utt2dur,spk2gender} 2> /dev/null; done) \
-      ++ "$(for dir in "${dirs[@]}"; do corpus_place "$dir"; done)"; then
+      ++ "$(for dir in "${dirs[@]}"; do corpus_place "$dir"; done)" \
+      "$(python3 -m rnnt.datadir.recordings_fingerprint "${dirs[@]/%//wav.scp}")"; then
     names=(train dev test)
     if [ ${#dirs[@]} -eq 2 ] && [ -d data/test ]; then  # of a run before: stage 6 would decode it as this run's
       rm -rf data/test

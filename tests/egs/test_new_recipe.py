@@ -418,7 +418,7 @@ def test_kaldi_data_dirs_of_your_own_instead_of_a_folder_of_recordings(test_data
     recipe = egs / "mine"
     out = run_recipe(recipe, "--data-dirs", f"{train} {dev}", "--stop-stage", "3")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert "left out data/train/wav.scp:51: theo-99: " in out.stdout  # (logged: the stage's output is one stream)
+    assert f"left out {train}/wav.scp:51: theo-99: " in out.stdout  # (logged: the stage's output is one stream)
     assert f"import_data_dir.py: wrote data/train from {train}: 50 of 51 utterances, 5 speakers, " in out.stdout
     assert len(table(recipe / "data" / "train" / "utt2dur")) == 50 and not (recipe / "data" / "test").exists()
     assert sorted(table(recipe / "data" / "dev" / "segments")) == [f"yweweler-{n:02d}" for n in range(6)]
@@ -439,6 +439,11 @@ def test_kaldi_data_dirs_of_your_own_instead_of_a_folder_of_recordings(test_data
     replaced = run_recipe(recipe, "--stop-stage", "2")
     assert replaced.returncode == 0 and "stage 2 (shards): done before" not in replaced.stdout, replaced.stdout
     assert "(shards): its inputs changed" in replaced.stdout, replaced.stdout
+    # the recording that could not be read put right: imported again, where stage 1's tables were the same
+    shutil.copy(lines[2].split(maxsplit=1)[1], tmp_path / "kaldi" / "broken.wav")
+    mended = run_recipe(recipe, "--stop-stage", "1")
+    assert mended.returncode == 0 and f"wrote data/train from {train}: 51 of 51 utterances" in mended.stdout, \
+        mended.stdout
     bad = run_recipe(recipe, "--data-dirs", f"{train}", "--stop-stage", "1")
     assert bad.returncode == 1 and "--data-dirs must name two or three Kaldi data dirs" in bad.stderr
     corpus = tmp_path / "recordings"
