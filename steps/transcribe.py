@@ -7,7 +7,9 @@ posteriors, rnnt.confidence; --json only), --nbest every hypothesis the search
 kept ({"text", "score", "tokens": [{"unit", "id", "time"}]}, best first). A file that cannot be transcribed
 is named and the others are still transcribed; the exit status is then 1. A pipe's path (<(...)) is read whole
 (with --stream, as it comes: as '-'). --scp data/x/wav.scp transcribes a Kaldi table's files and commands, each
-line printed under its key: a hyp file, as steps/score.py reads one. Recordings are decoded --batch-size at a
+line printed under its key: a hyp file, as steps/score.py reads one; with --segments data/x/segments, each
+segment cut from its recording (a recording's command run once for the segments after one another) under its
+utterance's key. Recordings are decoded --batch-size at a
 time, of alike lengths among those read ahead, and printed in their order.
 
 --stream decodes as the audio arrives (greedy search, a unidirectional model) in memory that does not
@@ -35,11 +37,11 @@ import sys
 from rnnt.attention_chunks import add_attention_options, attend_as_asked, from_args
 from rnnt.audio_chunks import chunks, is_pipe
 from rnnt.cli import above, at_least, exit_with, tool_parser
-from rnnt.data.audio import AudioError, audio_length
+from rnnt.data.audio import AudioError, audio_length, load_audio
 from rnnt.data.audio_header import readable_once
 from rnnt.data.features import num_frames
 from rnnt.data.stages import too_short
-from rnnt.datadir.table import read_table
+from rnnt.datadir.wav_scp_inputs import wav_scp_inputs
 from rnnt.devices import auto_device
 from rnnt.prep.shard_writer import BadAudio, read_source
 from rnnt.search_methods import METHODS, add_lm_fusion_option, check_lm_fusion_option, check_method
@@ -76,14 +78,17 @@ def parse_args():
                              "in the files' order")
     parser.add_argument("--scp", help="a Kaldi wav.scp ('<key> <path>' or '<key> <command> |' a line) for the audio "
                         "files: each transcribed under its key, as a data dir's hyp (steps/score.py)")
+    parser.add_argument("--segments", help="with --scp: a Kaldi segments file ('<utt> <recording> <start> <end>', "
+                        "end -1: the recording's end); each segment transcribed under its utterance's key")
     parser.add_argument("exp_dir")
     parser.add_argument("audio", nargs="*")
     args = parser.parse_args()
     check_lm_fusion_option(parser, args)
     if bool(args.audio) == bool(args.scp):
         parser.error("give the audio files, or --scp naming them, one of the two")
-    if args.scp and args.stream:
-        parser.error("--stream reads one stream as it comes; give --scp's files without it")
+    if args.scp and args.stream or args.segments and (not args.scp or args.segment_seconds):
+        parser.error("--stream reads one stream as it comes (not --scp's files); --segments cuts --scp's recordings "
+                     "(give both), not with --segment-seconds")
     if args.stream and args.method != "greedy":
         parser.error("--stream decodes with greedy search; leave --method out")
     if "-" in args.audio and not args.stream:
@@ -119,18 +124,18 @@ def main() -> int:
         check_method(transcriber.model, args.method, options)
         if args.stream:
             transcriber.stream()  # refused here, before any audio, if the model cannot stream
-        inputs = scp_sources(args.scp) if args.scp else [(path, path) for path in args.audio]
+        inputs = [(path, path, None) for path in args.audio] or wav_scp_inputs(args.scp, args.segments)
     except (OSError, ValueError, KeyError) as error:
         print(f"transcribe.py: {error}", file=sys.stderr)
         return 1
     failed = 0
     pending: list[tuple[str, tuple]] = []  # read, each path with its features and seconds, for a batch
-    for path, source in inputs:  # (a file's name and its path, or a wav.scp line's key and its value)
-        if not source:  # a wav.scp line of its key alone (scp_sources named it)
+    for path, source, span in inputs:  # (a file's name and its path, or a wav.scp line's key and its value)
+        if not source:  # a wav.scp line of its key alone, or a segment of no recording (named already)
             failed += 1
             continue
         try:
-            audio = audio_of(source, args)
+            audio = audio_of(source, args, span)
             if args.stream:
                 if stream(transcriber, path, audio, args):
                     return 130  # as the shell's for SIGINT, the files after this one left
@@ -175,19 +180,12 @@ def print_batched(transcriber: Transcriber, pending: list[tuple[str, tuple]], ar
     pending.clear()
 
 
-def scp_sources(scp: str) -> list[tuple[str, str]]:
-    """(key, path or command) of each line of a wav.scp, in its order (a repeated key's later lines named on
-    standard error and left out; a key alone named there, its value '': a failure to count)."""
-    lines = read_table(scp).items()
-    for key, line in lines:
-        if not line.value:
-            print(f"transcribe.py: {line.where}: {key}: no audio after the key", file=sys.stderr)
-    return [(key, line.value) for key, line in lines]
-
-
-def audio_of(source: str, args):
+def audio_of(source: str, args, span: tuple[float, float | None] | None = None):
     """A wav.scp command's output (--scp only), '-' or a pipe's path as such with --stream (read as it comes: raw
-    PCM or a WAV stream), another pipe's bytes read once, a regular file's path."""
+    PCM or a WAV stream), another pipe's bytes read once, a regular file's path; a segment's (waveform, rate)."""
+    if span is not None:  # (a recording's command runs once for its segments that follow one another: read_source)
+        data, path = read_source(source)
+        return load_audio(data if data is not None else path, *span)
     if args.scp and source.endswith("|"):
         return read_source(source)[0]
     return source if source == "-" or (args.stream and is_pipe(source)) else readable_once(source)
@@ -199,12 +197,12 @@ LONG_SECONDS = 300
 def warn_if_long(path: str, audio, method: str, ctc_weight: float) -> None:
     """A warning before a recording of more than LONG_SECONDS is decoded whole where the time grows with frames x
     labels: pooled_beam_lm's scoring of its hypotheses over their whole lattices, the CTC head's rescoring of the
-    n-best (docs/decoding.md). audio: the path's file, or its bytes."""
+    n-best (docs/decoding.md). audio: the path's file, its bytes, or a segment's (waveform, rate)."""
     grows = [] if METHODS[method].linear else [method]
     grows += ["the CTC rescoring"] if ctc_weight else []
     if not grows:
         return
-    length = audio_length(audio)
+    length = (audio[0].shape[-1], audio[1]) if isinstance(audio, tuple) else audio_length(audio)  # a segment's
     if length is not None and length[0] / length[1] > LONG_SECONDS:
         print(f"transcribe.py: {path}: {length[0] / length[1] / 60:.0f} minutes decoded whole with "
               f"{' and '.join(grows)}, whose time grows with frames x labels: give --segment-seconds 30 for a long "

@@ -402,6 +402,33 @@ def test_transcribe_a_wav_scp_gives_its_keys_transcripts_as_a_hyp_file_score_py_
     assert both.returncode == 2 and "give the audio files, or --scp naming them, one of the two" in both.stderr
 
 
+def test_transcribe_the_segments_of_a_wav_scp_under_their_utterances_keys(trained, yesno, tmp_path):
+    """--segments: each segment cut from its recording (a file, a command) transcribed as the same samples cut into a
+    file of their own are, under its utterance's key; one of no recording named by its line, the rest kept. Without
+    --segments, a segments file beside the wav.scp is named (its recordings were transcribed whole, unsaid)."""
+    entries = [json.loads(line) for line in sorted((yesno / "five.list").read_text().splitlines())[:2]]
+    scp, segments = tmp_path / "wav.scp", tmp_path / "segments"
+    scp.write_text(f"rec0 {entries[0]['wav']}\nrec1 cat {entries[1]['wav']} |\n")
+    spans = {"rec0-a": ("rec0", 0.0, 2.0), "rec0-b": ("rec0", 2.0, -1), "rec1-a": ("rec1", 0.5, 3.0)}
+    segments.write_text("".join(f"{utt} {rec} {start} {end}\n" for utt, (rec, start, end) in spans.items())
+                        + "lost rec9 0.0 1.0\n")
+    cuts = []
+    for utt, (rec, start, end) in spans.items():
+        samples, rate = soundfile.read(entries[int(rec[-1])]["wav"], dtype="int16")
+        cuts.append(tmp_path / f"{utt}.wav")
+        soundfile.write(cuts[-1], samples[int(start * rate):None if end == -1 else int(end * rate)], rate)
+    out = run_tool(sys.executable, STEPS / "transcribe.py", "--scp", scp, "--segments", segments, trained)
+    assert out.returncode == 1 and f"transcribe.py: {segments}:4: lost: no recording rec9 in {scp}" in out.stderr
+    assert "3 of 4 files transcribed; 1 could not be (named above)" in out.stderr
+    files = run_tool(sys.executable, STEPS / "transcribe.py", trained, *cuts)
+    texts = [line.split(" ", 1)[1] if " " in line else "" for line in files.stdout.splitlines()]
+    assert out.stdout.splitlines() == [f"{utt} {text}".rstrip() for utt, text in zip(spans, texts)]
+    assert len(set(texts)) > 1
+    whole = run_tool(sys.executable, STEPS / "transcribe.py", "--scp", scp, trained)
+    assert whole.returncode == 0 and [line.split()[0] for line in whole.stdout.splitlines()] == ["rec0", "rec1"]
+    assert f"{segments} is beside {scp}: its recordings are transcribed whole" in whole.stderr
+
+
 def test_transcribe_in_batches_prints_what_one_at_a_time_does_in_the_files_order(either, test_data, tmp_path):
     """--batch-size: recordings of unlike lengths (yesno's, and cuts of them from 0.4 s to 2.4 s) encoded and
     searched together, longest first among those read ahead (8 batches' worth), are printed in the wav.scp's
