@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         loss = load_experiment(config).model.loss
     except (OSError, ValueError) as error:  # a --train-config misspelt: said before any stage, not at the training
-        print(f"search_methods: cannot read the config of the model to decode, {config}: {error}", file=sys.stderr)
+        print(f"run.sh: cannot read the model config {config} (--train-config or the like): {error}", file=sys.stderr)
         return 1
     problems = [problem for name in names
                 if (problem := head_problem(name, loss.has_ctc_head, loss.type != "ctc"))]

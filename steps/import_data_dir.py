@@ -106,7 +106,11 @@ def import_data_dir(src: str, dest: str, nj: int) -> str:
     if not os.path.isfile(os.path.join(dest, "utt2dur")):  # before the fix, which drops what it leaves out
         account, unread = measure_durations(src, dest, nj)
         measured += account
-    _, _, dropped = fix_data_dir(dest)
+    try:
+        _, _, dropped = fix_data_dir(dest)
+    except ValueError as error:  # (the fix's "nothing changed" is of the copy, not a word on the import)
+        raise ToolError(f"{src}: its copy {dest} cannot be repaired: {str(error).removesuffix('; nothing changed')}"
+                        f"; {src} is as it was") from None
     for utterances, why in ((left_out, "left out of the copy (named above)"),
                             (unread, "no duration: audio unreadable or a bad segment (named above)")):
         if utterances:

@@ -81,3 +81,13 @@ def test_a_recipe_asks_before_training_whether_its_model_can_decode_with_its_met
                                        f"use ctc_greedy, ctc_prefix_beam or ctc_prefix_beam_lm (a model of {ctc})\n")
     assert main([transducer]) == 1  # --methods "": it trained, then failed at its decode stage
     assert "no decoding method given (--methods is empty)" in capsys.readouterr().err
+
+
+def test_a_recipes_model_config_that_cannot_be_read_is_named_as_run_sh_was_given_it(tmp_path, capsys):
+    """Said before any stage: a --train-config copy not made yet was named as 'the config of the model to decode'
+    by search_methods, neither the option nor the tool the user ran."""
+    from rnnt.search_methods import main
+    assert main([str(tmp_path / "quick.yaml"), "greedy"]) == 1
+    said = capsys.readouterr().err
+    assert said.startswith(f"run.sh: cannot read the model config {tmp_path / 'quick.yaml'} (--train-config or the "
+                           "like): ") and "No such file" in said, said

@@ -177,3 +177,18 @@ def test_a_segments_duration_is_written_to_the_microsecond():
     assert [seconds_text(s) for s in (1.2345, 1.0, 0.0004, 3601.25, 1 / 3)] == ["1.2345", "1", "0.0004", "3601.25",
                                                                                  "0.333333"]
     assert seconds_text(4e-7) == "0"
+
+
+def test_a_dir_kaldis_rules_refuse_to_repair_is_named_as_the_users_not_as_the_copy_left_unchanged(librispeech_dir,
+                                                                                                   tmp_path):
+    """Speakers that are not prefixes of their utterances: refused (Kaldi's rules), the user's dir named, not the
+    fix's 'nothing changed' of the copy it had just written."""
+    lines = (librispeech_dir / "utt2spk").read_text().splitlines()
+    (librispeech_dir / "utt2spk").write_text("".join(f"{line.split()[0]} s{len(lines) - n}\n"
+                                                     for n, line in enumerate(lines)))
+    dest = tmp_path / "data" / "train"
+    out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, dest)
+    assert out.returncode == 1
+    assert f"import_data_dir.py: {librispeech_dir}: its copy {dest} cannot be repaired: {dest}/utt2spk: sorted by " \
+        f"utterance, it is not sorted by speaker (make speaker ids prefixes of their utterance ids); " \
+        f"{librispeech_dir} is as it was" in out.stderr, out.stderr
