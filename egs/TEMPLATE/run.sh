@@ -163,6 +163,8 @@ if [ -n "$data_dirs" ]; then  # your Kaldi data dirs: their tables, and the reco
     for i in "${!dirs[@]}"; do
       logged "$(stage_log 1 data)" steps/import_data_dir.py --nj "$nj" "${dirs[$i]}" "data/${names[$i]}"
     done
+    held_out=("${names[@]:1:${#dirs[@]}-1}")  # dev [test]: a warning where they hold training utterances
+    logged "$(stage_log 1 data)" python3 -m rnnt.datadir.overlap data/train "${held_out[@]/#/data/}"
     stage_done 1 data -- data/train/text data/dev/text
   fi
 elif stage_wanted 1 data -- local/data_prep.py "$corpus_dir" "$transcripts" "$test_transcripts" "$speaker_regex" \

@@ -444,6 +444,8 @@ def test_kaldi_data_dirs_of_your_own_instead_of_a_folder_of_recordings(test_data
     mended = run_recipe(recipe, "--stop-stage", "1")
     assert mended.returncode == 0 and f"wrote data/train from {train}: 51 of 51 utterances" in mended.stdout, \
         mended.stdout
+    same = run_recipe(recipe, "--data-dirs", f"{train} {train}", "--stop-stage", "1")  # dev = train: said
+    assert same.returncode == 0 and "warning: data/dev shares 51 of its 51 utterances with data/train" in same.stdout
     bad = run_recipe(recipe, "--data-dirs", f"{train}", "--stop-stage", "1")
     assert bad.returncode == 1 and "--data-dirs must name two or three Kaldi data dirs" in bad.stderr
     corpus = tmp_path / "recordings"
