@@ -177,11 +177,14 @@ def check_speakers(utt2spk: dict[str, Line], spk2utt: dict[str, Line], data_dir:
                    spk_sort: bool = True) -> None:
     """spk2utt is utt2spk inverted, line for line in order (Kaldi compares spk2utt expanded with utt2spk), and
     utt2spk is sorted by speaker too (Kaldi's `sort -k2 -C`, bytewise; skipped with spk_sort False): speaker
-    ids that prefix their utterance ids are the usual way to get both."""
+    ids that prefix their utterance ids are the usual way to get both. Both orders are checked as utt2spk is sorted
+    by utterance: an unsorted one (check_table names it) was told to make speaker ids prefixes of utterance ids they
+    already prefixed."""
     fix = f"utils/utt2spk_to_spk2utt.py {data_dir}/utt2spk > {data_dir}/spk2utt"
     expected: dict[str, set[str]] = {}
     previous = None
-    for utt, line in utt2spk.items():
+    by_utterance = sorted(utt2spk.items(), key=lambda item: item[0].encode("utf-8", KEEP_BYTES))
+    for utt, line in by_utterance:
         spk = line.fields[1]
         expected.setdefault(spk, set()).add(utt)
         order = speaker_sort_key(line.text)
@@ -202,7 +205,7 @@ def check_speakers(utt2spk: dict[str, Line], spk2utt: dict[str, Line], data_dir:
         problems.add(os.path.join(data_dir, "spk2utt"), f"speaker '{spk}' from utt2spk is missing", fix,
                      "spk2utt missing")
     expanded = [(u, line.fields[0]) for line in spk2utt.values() for u in line.fields[1:]]
-    in_order = [(u, line.fields[1]) for u, line in utt2spk.items()]
+    in_order = [(u, line.fields[1]) for u, line in by_utterance]
     set_problems = problems.counts.keys() & {"spk2utt mismatch", "spk2utt missing", "spk2utt repeated utt"}
     if not set_problems and expanded != in_order:
         first = next(i for i, (a, b) in enumerate(zip(expanded, in_order)) if a != b)

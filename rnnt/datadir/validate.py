@@ -134,7 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     if found:
         for problem in found:
             print(problem, file=sys.stderr)
-        print(f"validate_data_dir.sh: {args.data_dir} is NOT valid ({len(found)} problems listed)", file=sys.stderr)
+        folded = [int(problem.split()[2]) for problem in found if problem.startswith("... and ")]  # Problems'
+        total = len(found) - len(folded) + sum(folded)
+        listed = f"{len(found) - len(folded)} listed, the rest counted by kind" if folded else "listed"
+        print(f"validate_data_dir.sh: {args.data_dir} is NOT valid ({total} problems, {listed})", file=sys.stderr)
         return 1
     n_utts = sum(1 for _ in read_lines(os.path.join(args.data_dir, "utt2spk"), KEEP_BYTES))
     print(f"validate_data_dir.sh: {args.data_dir} is valid ({n_utts} utterances)")

@@ -319,3 +319,24 @@ def test_fix_and_validate_refuse_what_kaldis_refuse_and_change_nothing(tmp_path)
     assert out.returncode == 1 and "segments is there but not wav.scp" in out.stderr, out.stderr
     out = run_tool(fix, segmented)
     assert out.returncode == 1 and "segments is there but not wav.scp" in out.stderr, out.stderr
+
+
+def test_an_unsorted_utt2spk_is_told_to_be_sorted_alone_and_folded_problems_are_counted(tmp_path):
+    """Speaker ids prefixing their utterances, utt2spk unsorted: 'not sorted' (sort it), not also 'make speaker ids
+    prefixes of their utterance ids', which they were. The last line counts the problems folded into '... and N
+    more like' lines too (it said '22 problems listed' of 38)."""
+    d = tmp_path / "d"
+    d.mkdir()
+    utts = [f"s{n % 3}-u{n:02d}" for n in range(23)]
+    for name, value in (("utt2spk", lambda u: u.split("-")[0]), ("wav.scp", lambda u: f"/a/{u}.wav"),
+                        ("text", lambda u: "<s> YES")):
+        order = list(reversed(utts)) if name == "utt2spk" else sorted(utts)
+        (d / name).write_text("".join(f"{u} {value(u)}\n" for u in order))
+    (d / "spk2utt").write_text("".join(f"s{n} {' '.join(u for u in sorted(utts) if u.startswith(f's{n}-'))}\n"
+                                       for n in range(3)))
+    out = run_tool(VALIDATE, "--no-feats", d)
+    assert out.returncode == 1
+    problems = out.stderr.splitlines()
+    assert not [line for line in problems if "prefixes of their utterance ids" in line], out.stderr
+    assert len([line for line in problems if "utt2spk" in line and "not sorted" in line]) == 10
+    assert problems[-1] == f"validate_data_dir.sh: {d} is NOT valid (38 problems, 20 listed, the rest counted by kind)"
