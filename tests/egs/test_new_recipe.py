@@ -403,6 +403,7 @@ def kaldi_dirs(test_data: Path, root: Path) -> tuple[Path, Path]:
     return train, dev
 
 
+@pytest.mark.slow  # run.sh's data stages eight times: 25 s
 def test_kaldi_data_dirs_of_your_own_instead_of_a_folder_of_recordings(test_data, tmp_path):
     """--data-dirs "TRAIN DEV": stage 1 copies them in (steps/import_data_dir.py: utt2dur measured, the unreadable
     recording named by its wav.scp line and dropped), stages 2-3 shard them and build units; the next run takes
