@@ -20,9 +20,9 @@ from collections import Counter
 
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.datadir.copy_dir import copy_data_dir
-from rnnt.datadir.durations import lines_named_from, write_utt2dur
+from rnnt.datadir.durations import write_utt2dur
 from rnnt.datadir.fix import DROPPED, fix_data_dir, reasons
-from rnnt.datadir.table import KEEP_BYTES, read_lines, read_table, write_table
+from rnnt.datadir.table import KEEP_BYTES, lines_named_from, read_lines, read_table, write_table
 from rnnt.datadir.validate import validate_data_dir
 
 

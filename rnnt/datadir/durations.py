@@ -19,7 +19,7 @@ import sys
 from multiprocessing import Pool
 
 from rnnt.cli import at_least, tool_parser
-from rnnt.datadir.table import KEEP_BYTES, kaldi_fields, read_lines, read_table, write_table
+from rnnt.datadir.table import kaldi_fields, lines_named_from, read_table, write_table
 from rnnt.datadir.values import segment_problem
 from rnnt.progress_bar import progress
 
@@ -45,16 +45,6 @@ def _measured(item: tuple[str, str]) -> tuple[str, float | None, str]:
         return recording, recording_seconds(source), ""
     except (AudioError, BadAudio, OSError) as error:
         return recording, None, str(error) or type(error).__name__
-
-
-def lines_named_from(origin: str | None, table: dict, name: str) -> dict:
-    """key -> the file:line a message names it by: its line in origin's table name (the dir a copy was made from:
-    a user's own file, where the copy is sorted and rewritten after) where that has it, else table's."""
-    path = os.path.join(origin, name) if origin else ""
-    first = {}  # a key's first line, the one a copy keeps
-    for line in read_lines(path, KEEP_BYTES, name_byte_order_mark=False) if os.path.isfile(path) else ():
-        first.setdefault(line.key, line.where)
-    return {key: first.get(key, line.where) for key, line in table.items()}
 
 
 def utterance_durations(data_dir: str, nj: int = 1, named_from: str | None = None

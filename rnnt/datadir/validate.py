@@ -15,7 +15,7 @@ import sys
 from rnnt.cli import tool_parser
 from rnnt.datadir.table import KEEP_BYTES, read_lines
 from rnnt.datadir.table_rules import (Problems, check_genders, check_recordings, check_same_keys, check_speakers,
-                                      check_table, check_text, check_values, segment_recordings)
+                                      check_table, check_text, check_values, problems_in, segment_recordings)
 
 TILDE_PATH = re.compile(r"^\S+\s+~")  # Kaldi refuses '~' in wav.scp: no shell expands it there
 # Optional files Kaldi checks when present, keyed by utterance or by speaker: name -> most fields (None: any)
@@ -134,9 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     if found:
         for problem in found:
             print(problem, file=sys.stderr)
-        folded = [int(problem.split()[2]) for problem in found if problem.startswith("... and ")]  # Problems'
-        total = len(found) - len(folded) + sum(folded)
-        listed = f"{len(found) - len(folded)} listed, the rest counted by kind" if folded else "listed"
+        total, listed = problems_in(found)
+        listed = f"{listed} listed, the rest counted by kind" if listed < total else "listed"
         print(f"validate_data_dir.sh: {args.data_dir} is NOT valid ({total} problems, {listed})", file=sys.stderr)
         return 1
     n_utts = sum(1 for _ in read_lines(os.path.join(args.data_dir, "utt2spk"), KEEP_BYTES))
