@@ -43,14 +43,14 @@ class Problems:
         ]
         return self.items + extra
 
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
 
 def problems_in(summary: list[str]) -> tuple[int, int]:
     """(problems in all, lines listed) of a Problems.summary(): its lines, less each count line, plus its count."""
     folded = [int(line.split()[2]) for line in summary if line.startswith("... and ")]
     return len(summary) - len(folded) + sum(folded), len(summary) - len(folded)
-
-    def __bool__(self) -> bool:
-        return bool(self.items)
 
 
 def non_printable(text: str) -> str | None:
