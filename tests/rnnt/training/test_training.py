@@ -173,12 +173,18 @@ def training_with_workers(yesno, tmp_path, num_workers: int) -> tuple[subprocess
     return proc, exp
 
 
-@pytest.mark.parametrize("num_workers", [0, 2])
-def test_sigterm_saves_and_exits_cleanly(yesno, tmp_path, num_workers):
-    """Also sent to the process group, DataLoader workers and all, as torchrun and kill -TERM -PGID send it: the
-    workers died of it and the run failed on its next batch, its position unsaved (they now leave the group)."""
+@pytest.mark.parametrize("num_workers, sent_to", [(0, "group"), (2, "group"), (2, "each")])
+def test_sigterm_saves_and_exits_cleanly(yesno, tmp_path, num_workers, sent_to):
+    """Also sent to the DataLoader workers, to the process group as torchrun and kill -TERM -PGID send it, or to each
+    process as Slurm, systemd and pkill -f do: the workers died of it and the run failed on its next batch, its
+    position unsaved (they now leave the group and obey the training's SIGTERM alone)."""
     proc, exp = training_with_workers(yesno, tmp_path, num_workers)
-    os.killpg(proc.pid, signal.SIGTERM)
+    if sent_to == "group":
+        os.killpg(proc.pid, signal.SIGTERM)
+    else:
+        workers = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        for pid in [proc.pid, *map(int, workers)]:
+            os.kill(pid, signal.SIGTERM)
     assert proc.wait(timeout=60) == 143  # not 0: a recipe must not mark the stage done
     assert "stopped on SIGTERM" in (exp / "train.log").read_text()
     meta = checkpoint.load_meta(checkpoint.latest(str(exp)))
