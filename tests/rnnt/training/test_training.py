@@ -164,7 +164,8 @@ def training_with_workers(yesno, tmp_path, num_workers: int) -> tuple[subprocess
     conf.write_text(yaml.safe_dump(values))
     exp = tmp_path / "exp"
     proc = subprocess.Popen(train_args(yesno, exp, conf), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True,  # Ctrl-C's default: pytest run in the background ignores it
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
     deadline = time.time() + 120
     while proc.poll() is None and time.time() < deadline and not (
