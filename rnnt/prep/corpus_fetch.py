@@ -10,35 +10,49 @@ import tarfile
 import urllib.error
 
 from rnnt.cli import tool_parser
-from rnnt.prep.download import ChecksumError, download, verify
+from rnnt.file_lock import held
+from rnnt.prep.download import ChecksumError, TransferCut, download, verify
 from rnnt.prep.extract import UnsafeArchiveError, marker_path, safe_extract
 
 
 def fetch_part(archive: str, checksum: str, mirror: str, dest: str, archives_dir: str | None,
                extracted_path: str, quiet: bool = False) -> str:
-    """Makes dest/<extracted_path> complete; returns what was done ('present', 'extracted', 'downloaded+extracted')."""
-    marker = marker_path(archive, dest)
-    if os.path.exists(marker) and os.path.isdir(os.path.join(dest, extracted_path)):
-        return "present"
-    if os.path.exists(marker):  # the folder it marked is gone (deleted): extracted again
-        os.remove(marker)
-    local = os.path.join(archives_dir, archive) if archives_dir else None
-    if local and os.path.isfile(local):
-        verify(local, checksum)
-        status, path = "present", local
-    elif local:  # given, it was silently passed over for the network (whose error then advised giving it)
-        raise FileNotFoundError(f"{local}: no such archive in --archives-dir (its name as the mirror has it)")
-    else:
-        path = os.path.join(dest, "downloads", archive)
-        status = download(f"{mirror.rstrip('/')}/{archive}", path, checksum, quiet)
-    try:
-        safe_extract(path, dest)
-    except (tarfile.TarError, EOFError) as error:  # no checksum caught it: a cut download, an error page
-        if path != local:  # ours: the next run downloads it again
-            os.remove(path)
-        raise ChecksumError(f"{path}: not a readable archive ({error})"
-                            f"{'; deleted, to be downloaded again' if path != local else ''}") from error
+    """Makes dest/<extracted_path> complete; returns what was done ('present', 'extracted', 'downloaded+extracted').
+    Runs at once for the same part take turns (its lock in dest): one fetches it, the others find it present."""
+    with held(os.path.join(dest, f".{archive}.lock"), f"{archive}: another run is fetching it into {dest}; waiting"):
+        marker = marker_path(archive, dest)
+        if os.path.exists(marker) and os.path.isdir(os.path.join(dest, extracted_path)):
+            return "present"
+        if os.path.exists(marker):  # the folder it marked is gone (deleted): extracted again
+            os.remove(marker)
+        local = os.path.join(archives_dir, archive) if archives_dir else None
+        if local and os.path.isfile(local):
+            verify(local, checksum, quiet)
+            status, path = "present", local
+        elif local:  # given, it was silently passed over for the network (whose error then advised giving it)
+            raise FileNotFoundError(f"{local}: no such archive in --archives-dir (its name as the mirror has it)")
+        else:
+            path = os.path.join(dest, "downloads", archive)
+            status = download(f"{mirror.rstrip('/')}/{archive}", path, checksum, quiet)
+        _extract(path, dest, local, checksum, quiet)
     return "extracted" if status == "present" else f"{status}+extracted"
+
+
+def _extract(path: str, dest: str, local: str | None, checksum: str | None, quiet: bool) -> None:
+    """safe_extract; an archive that cannot be read, if it is a download of no checksum (a cut, an error page), is
+    deleted to be fetched again; one of --archives-dir or one that matched its checksum is the user's or the
+    publisher's, and fetching it again would bring the same bytes."""
+    try:
+        safe_extract(path, dest, verified=checksum is not None, quiet=quiet)
+    except (tarfile.TarError, EOFError) as error:
+        if path == local:
+            advice = "replace it in --archives-dir with a good copy"
+        elif checksum is not None:
+            advice = "it matches its published checksum, so a new download would be the same; please report it"
+        else:
+            os.remove(path)
+            advice = "deleted; run again to download it again"
+        raise ChecksumError(f"not a readable archive: {error}; {advice}") from error
 
 
 def main(description: str, parts: dict[str, tuple[str, str, str]], default_mirror: str, argv=None) -> int:
@@ -58,6 +72,9 @@ def main(description: str, parts: dict[str, tuple[str, str, str]], default_mirro
         archive, checksum, extracted = parts[name]
         try:
             status = fetch_part(archive, checksum, args.mirror, args.dest, args.archives_dir, extracted, args.quiet)
+        except TransferCut as error:
+            print(f"download.py: {name}: {error}", file=sys.stderr)
+            return 1
         except (ConnectionError, urllib.error.URLError, TimeoutError) as error:
             print(f"download.py: {name}: cannot download {archive} from {args.mirror} ({error}). Without access to "
                   "it: give the recipe --corpus-dir with the corpus already extracted, this tool --archives-dir "

@@ -3,8 +3,9 @@
 Refused: absolute member names, names with a '..' component, links whose target resolves outside
 the target directory, any member whose path, or link whose target, passes through a link already
 there (so that no later member can redirect an earlier, checked one), a link that would replace
-something already extracted, and device or fifo members. Extraction is complete only when its marker
-file says so: a folder left by a killed extraction is extracted again (the links it made taken for its own).
+something already extracted, a hard link to no file extracted before it, and device or fifo members.
+Extraction is complete only when its marker file says so: a folder left by a killed extraction is extracted
+again (the links it made taken for its own).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import stat
 import tarfile
 import zlib
 
-from rnnt.data.sources import ended_cleanly
+from rnnt.atomic_write import write_atomically
 from rnnt.progress_bar import progress
 
 
@@ -71,6 +72,9 @@ def check_member(member: tarfile.TarInfo, dest: str, archive: str) -> None:
         if os.path.lexists(target):
             raise UnsafeArchiveError(f"{archive}: link '{name}' would replace {target}, extracted before; "
                                      "refusing to extract")
+        if member.islnk() and not os.path.isfile(link_target):  # tarfile's KeyError, a traceback, files left
+            raise UnsafeArchiveError(f"{archive}: hard link '{name}' -> '{member.linkname}' names no file extracted "
+                                     "before it; refusing to extract")
     elif not (member.isfile() or member.isdir()):
         raise UnsafeArchiveError(f"{archive}: member '{name}' is a device or fifo; refusing to extract")
 
@@ -108,14 +112,14 @@ def _remove_written(written: list[str]) -> None:
 DAMAGED = (gzip.BadGzipFile, EOFError, zlib.error, tarfile.ReadError)
 
 
-def _extract_members(tar: tarfile.TarFile, archive: str, dest: str,
-                     written: list[str]) -> tuple[int, list[tuple[tarfile.TarInfo, str]]]:
+def _extract_members(tar: tarfile.TarFile, archive: str, dest: str, written: list[str],
+                     quiet: bool) -> tuple[int, list[tuple[tarfile.TarInfo, str]]]:
     """Checks and writes each member in turn, adding the paths it creates to written; returns their number and
     the directories (member, path), whose attributes are set once everything is in them (_set_directory_attributes)."""
     # Our checks replace tarfile's own filters, which only newer Pythons have.
     trusted = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
     count, directories = 0, []
-    for member in progress(tar, desc=f"extract {os.path.basename(archive)}", unit=" files"):
+    for member in progress(tar, desc=f"extract {os.path.basename(archive)}", unit=" files", disable=quiet):
         if member.issym() or member.islnk():
             check_name(member, dest, archive)  # before anything is removed
             remove_own_leftover(member, dest)
@@ -129,7 +133,12 @@ def _extract_members(tar: tarfile.TarFile, archive: str, dest: str,
                 not os.access(target, os.W_OK):  # a killed run's read-only file (0444): opened for writing, it
             os.chmod(target, os.stat(target).st_mode | stat.S_IWUSR)  # refused every rerun (its inode kept: a hard
             # link to it stays this archive's own); tarfile sets the member's mode after
-        tar.extract(member, dest, set_attrs=member.isfile(), **trusted)
+        try:
+            tar.extract(member, dest, set_attrs=member.isfile(), **trusted)
+        except DAMAGED:
+            raise
+        except OSError as error:  # a full disk: named, as its own error does not
+            raise OSError(error.errno, error.strerror, error.filename or target) from None
         if member.isdir():
             directories.append((member, target))
         count += 1
@@ -151,11 +160,24 @@ def _set_directory_attributes(tar: tarfile.TarFile, directories: list[tuple[tarf
         tar.chmod(member, path)
 
 
-def safe_extract(archive: str, dest: str) -> str:
-    """Extracts archive into dest unless already done; returns 'present' or 'extracted'.
+def _check_end(tar: tarfile.TarFile, vouched: bool) -> None:
+    """Refuses an archive whose members ended at a header tarfile could not read (data follows: it ends its members
+    there in silence), or, unless something else vouches that the archive is whole (a gzip stream's length and CRC,
+    a checksum), one that ends with no end-of-archive blocks: a plain tar cut at a header. A whole archive made
+    without them (GNU tar reads it) is taken."""
+    rest = tar.fileobj.read(tarfile.RECORDSIZE)
+    if rest.strip(b"\0"):
+        raise tarfile.ReadError("a header that cannot be read after the last member read")
+    if not rest and not vouched:
+        raise tarfile.ReadError("no end-of-archive blocks after its last member")
+
+
+def safe_extract(archive: str, dest: str, verified: bool = False, quiet: bool = False) -> str:
+    """Extracts archive into dest unless already done; returns 'present' or 'extracted'. verified: archive passed
+    a checksum (so it is whole as published); quiet: no progress bar.
 
     One streaming pass (a 30 GB archive is read once); each member is checked before it is written,
-    and if one is refused everything written so far is removed again.
+    and if one is refused, or writing fails, everything written so far is removed again.
     """
     marker = marker_path(archive, dest)
     if os.path.exists(marker):
@@ -168,18 +190,16 @@ def safe_extract(archive: str, dest: str) -> str:
     stream = gzip.open(archive) if gzipped else open(archive, "rb")
     try:
         with stream, tarfile.open(fileobj=stream, mode="r|" if gzipped else "r|*") as tar:
-            count, directories = _extract_members(tar, archive, dest, written)
-            if not ended_cleanly(tar):  # a plain tar cut at a header: tarfile's members end there in silence
-                raise tarfile.ReadError("no end-of-archive blocks after its last member")
+            count, directories = _extract_members(tar, archive, dest, written, quiet)
+            _check_end(tar, vouched=gzipped or verified)
             while stream.read(1 << 20):  # to the end: a damaged or cut archive fails its CRC check here
                 pass
             _set_directory_attributes(tar, directories)
     except DAMAGED as error:  # wherever the reading meets it: tarfile reads ahead, so often inside the members
         _remove_written(written)
-        raise tarfile.ReadError(f"{archive}: damaged ({error}); delete it and download it again") from error
-    except UnsafeArchiveError:
+        raise tarfile.ReadError(f"{archive}: damaged or cut short ({error})") from error
+    except Exception:  # refused, or a full disk: nothing of it is left (space given back)
         _remove_written(written)
         raise
-    with open(marker, "w") as f:
-        f.write(f"{count} members\n")
+    write_atomically(marker, lambda f: f.write(f"{count} members\n"))
     return "extracted"

@@ -4,7 +4,6 @@ have ended, and its results written (best config, a table and a plot)."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import socket
@@ -12,6 +11,7 @@ import socket
 import yaml
 
 from rnnt.atomic_write import write_atomically
+from rnnt.file_lock import held
 from rnnt.tuning.plot import plot_study
 from rnnt.tuning.space import Search, with_values
 
@@ -67,8 +67,7 @@ def creating(storage_url: str):
     if not path or path == ":memory:":
         yield
         return
-    with open(f"{path}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with held(f"{path}.lock"):
         yield
 
 

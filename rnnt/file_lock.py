@@ -1,0 +1,25 @@
+"""An exclusive lock on a file beside the thing it guards, held by one process at a time across processes on a
+machine (fcntl.flock): two runs at once that would both write the same files take turns. The kernel lets it go
+when its holder ends, killed or not, so a lock file left behind never blocks anyone. Standard library only."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sys
+
+
+@contextlib.contextmanager
+def held(lock_path: str, waiting: str | None = None):
+    """Holds lock_path's lock (the file made if need be) for the with block; when another process holds it, waits
+    for it, first printing `waiting` (if given) to stderr so that the wait is not taken for a hang."""
+    os.makedirs(os.path.dirname(os.path.abspath(lock_path)), exist_ok=True)
+    with open(lock_path, "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting:
+                print(waiting, file=sys.stderr, flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
