@@ -19,6 +19,7 @@ import sys
 from collections import Counter
 
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
+from rnnt.counting import counted
 from rnnt.datadir.copy_dir import copy_data_dir
 from rnnt.datadir.durations import write_utt2dur
 from rnnt.datadir.fix import DROPPED, fix_data_dir, reasons
@@ -124,8 +125,8 @@ def import_data_dir(src: str, dest: str, nj: int) -> str:
     durations = read_table(os.path.join(dest, "utt2dur"))
     hours = sum(float(line.value) for line in durations.values()) / 3600
     speakers = len(read_table(os.path.join(dest, "spk2utt")))
-    return (f"{len(durations)} of {len(source)} utterances, {speakers} speakers, {hours:.2f} h; {measured}"
-            f"{reasons(dropped) or 'nothing dropped'}")
+    return (f"{len(durations)} of {counted(len(source), 'utterance')}, {counted(speakers, 'speaker')}, {hours:.2f} h; "
+            f"{measured}{reasons(dropped) or 'nothing dropped'}")
 
 
 def main() -> str:

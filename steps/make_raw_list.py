@@ -16,6 +16,7 @@ import sys
 
 from rnnt.atomic_write import write_atomically
 from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.counting import counted
 from rnnt.data.audio_header import AudioError
 from rnnt.datadir.table import has_undecodable_bytes, read_table
 from rnnt.datadir.utterances import read_utterances
@@ -83,7 +84,7 @@ def main() -> str:
         raise ToolError(f"{args.data_list}: cannot write the list ({error.strerror or error})") from error
     hours = sum(row.get("duration", 0.0) for row in rows) / 3600
     missing = f"; {without_duration} listed without a duration (named above)" if without_duration else ""
-    return f"{args.data_list}: {len(rows)} utterances, {hours:.2f} h; skipped {len(skipped)}{missing}"
+    return f"{args.data_list}: {counted(len(rows), 'utterance')}, {hours:.2f} h; skipped {len(skipped)}{missing}"
 
 
 if __name__ == "__main__":

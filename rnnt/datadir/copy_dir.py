@@ -17,6 +17,7 @@ import sys
 from typing import Callable
 
 from rnnt.cli import glued_values, tool_parser
+from rnnt.counting import counted
 from rnnt.datadir import validate
 from rnnt.datadir.layout import (FIELDS, FILTERED_SPEAKER, FILTERED_UTTERANCE, PER_RECORDING, PER_SPEAKER, Tables,
                                  load_dir, refuse_writing_over_a_source, utterance_files, write_dir)
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as error:
         print(f"copy_data_dir.sh: {error}", file=sys.stderr)
         return 1
-    print(f"copy_data_dir.sh: copied {n_utts} utterances from {args.src} to {args.dest}")
+    print(f"copy_data_dir.sh: copied {counted(n_utts, 'utterance')} from {args.src} to {args.dest}")
     absent = [f"--no-{kind}" for kind, name in (("feats", "feats.scp"), ("text", "text"))
               if not os.path.isfile(os.path.join(args.src, name))]
     return validate.main([*args.validate_opts.split(), *absent, args.dest])

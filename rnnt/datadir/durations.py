@@ -19,6 +19,7 @@ import sys
 from multiprocessing import Pool
 
 from rnnt.cli import at_least, tool_parser
+from rnnt.counting import counted
 from rnnt.datadir.table import kaldi_fields, lines_named_from, read_table, write_table
 from rnnt.datadir.values import segment_problem
 from rnnt.progress_bar import progress
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     written, seconds, problems = write_utt2dur(args.data_dir, args.nj)
     for problem in problems:
         print(f"get_utt2dur.sh: left out {problem}", file=sys.stderr)
-    print(f"get_utt2dur.sh: wrote {args.data_dir}/utt2dur: {written} utterances, {seconds / 3600:.2f} h; "
+    print(f"get_utt2dur.sh: wrote {args.data_dir}/utt2dur: {counted(written, 'utterance')}, {seconds / 3600:.2f} h; "
           f"{len(problems)} left out")
     if written < len(problems):  # as Kaldi's: fewer than half is a failure (its next run makes it again)
         print("get_utt2dur.sh: fewer than half the utterances have a duration", file=sys.stderr)

@@ -17,6 +17,7 @@ import sys
 from collections import Counter
 
 from rnnt.cli import tool_parser
+from rnnt.counting import counted
 from rnnt.datadir.layout import FIELDS, PER_SPEAKER, load_dir, utterance_files, write_dir
 from rnnt.datadir.table import KEEP_BYTES, kaldi_fields, read_lines, write_table
 from rnnt.datadir.table_rules import speaker_sort_key
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(named) > SHOWN:
         print(f"fix_data_dir.sh: ... and {len(named) - SHOWN} more, all in {named_in}", file=sys.stderr)
     why = reasons(dropped) or "nothing dropped"
-    print(f"fix_data_dir.sh: {args.data_dir}: kept {after} of {before} utterances ({why}); "
+    print(f"fix_data_dir.sh: {args.data_dir}: kept {after} of {counted(before, 'utterance')} ({why}); "
           f"originals in {args.data_dir}/.backup")
     return 0
 

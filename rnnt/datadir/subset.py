@@ -14,6 +14,7 @@ import random
 import sys
 
 from rnnt.cli import tool_parser
+from rnnt.counting import counted
 from rnnt.datadir.layout import (Tables, carry_side_files, load_dir, refuse_writing_over_a_source, remove_unwritten,
                                  utterance_files, write_dir)
 from rnnt.datadir.speakers import utt2spk_to_spk2utt
@@ -179,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as error:
         print(f"subset_data_dir.sh: {error}", file=sys.stderr)
         return 1
-    print(f"subset_data_dir.sh: wrote {len(keep)} of {total} utterances from {src} to {dest}{left_out}")
+    print(f"subset_data_dir.sh: wrote {len(keep)} of {counted(total, 'utterance')} from {src} to {dest}{left_out}")
     return 0
 
 

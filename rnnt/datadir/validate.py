@@ -13,6 +13,7 @@ import re
 import sys
 
 from rnnt.cli import tool_parser
+from rnnt.counting import counted
 from rnnt.datadir.table import KEEP_BYTES, read_lines
 from rnnt.datadir.table_rules import (Problems, check_genders, check_recordings, check_same_keys, check_speakers,
                                       check_table, check_text, check_values, problems_in, segment_recordings)
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"validate_data_dir.sh: {args.data_dir} is NOT valid ({total} problems, {listed})", file=sys.stderr)
         return 1
     n_utts = sum(1 for _ in read_lines(os.path.join(args.data_dir, "utt2spk"), KEEP_BYTES))
-    print(f"validate_data_dir.sh: {args.data_dir} is valid ({n_utts} utterances)")
+    print(f"validate_data_dir.sh: {args.data_dir} is valid ({counted(n_utts, 'utterance')})")
     return 0
 
 

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from rnnt.cli import tool_parser
+from rnnt.counting import counted
 from rnnt.data.audio_header import AudioError, UnreadableAudio, open_audio
 from rnnt.data.report import rates_text
 from rnnt.datadir.layout import remove_unwritten, write_spk2utt
@@ -241,5 +242,5 @@ def write_data_dir(dest: str, kept: list[tuple[Utterance, AudioInfo]], stage: st
     if problems:
         raise ValueError(f"{dest}: the prepared dir is not valid:\n" + "\n".join(problems))
     hours = sum(i.duration for _, i in kept) / 3600
-    print(f"{stage}: wrote {dest}: {len(kept)} utterances, {speakers} speakers, {hours:.2f} h; "
+    print(f"{stage}: wrote {dest}: {counted(len(kept), 'utterance')}, {counted(speakers, 'speaker')}, {hours:.2f} h; "
           f"{skipped}; audio: {audio_summary([i for _, i in kept])}")

@@ -35,7 +35,7 @@ def test_yesno_kaldi_split_and_words(test_data, tmp_path):
     assert all(4.9 < float(d) < 6.8 for d in durations.values())  # 4.94 s to 6.74 s
     for split in ("train_yesno", "test_yesno"):
         assert_valid(tmp_path / split)
-    assert "wrote" in out.stdout and "30 utterances" in out.stdout and "nothing skipped" in out.stdout
+    assert "wrote" in out.stdout and "30 utterances, 1 speaker, " in out.stdout and "nothing skipped" in out.stdout
 
 
 def test_yesno_synthesised_sequences_say_their_transcripts(test_data, tmp_path):

@@ -223,7 +223,7 @@ def test_unpaired_malformed_and_repeated_entries_are_named_counted_and_the_rest_
                    f"{segments}:3: c: bad segment times 2.0..1.0", f"{segments}:4: d: its recording other is not",
                    f"{segments}:5: e: no transcript in text", f"{data}/text:5: f: no segment in segments"):
         assert f"skipped {reason}" in out.stderr
-    assert out.stdout.rstrip().endswith("skipped 5") and ("1 utterances" in out.stdout)
+    assert out.stdout.rstrip().endswith("skipped 5") and (" 1 utterance," in out.stdout)
 
 
 def test_rerun_skips_complete_shards_and_redoes_missing_ones(test_data, tmp_path):
