@@ -10,7 +10,9 @@ empty transcript is kept (trained as saying nothing) and named by its line. wav.
 or commands ending in '|' (run from here); segments cut recordings as Kaldi's extract-segments does, a recording's
 command run once for all its segments. A relative path that names no file from here is taken from the
 source dir or a folder above it (a Kaldi recipe's s5 folder, a corpus's root) and written absolute. Features
-(feats.scp) are not used: the recipes compute their own. Exit status 0, or 1 with the problem named: no
+(feats.scp) are not used: the recipes compute their own. Where utt2spk sorted by utterance is not sorted by speaker
+too (Kaldi's rule), each utterance id that does not start with its speaker's is given it as a prefix
+('<speaker>-<utterance>'; utt2uniq maps them back). Exit status 0, or 1 with the problem named: no
 utterance left, fewer than half readable, or a copy Kaldi's rules refuse.
 """
 
@@ -24,6 +26,7 @@ from rnnt.datadir.copy_dir import copy_data_dir
 from rnnt.datadir.durations import write_utt2dur
 from rnnt.datadir.fix import DROPPED, fix_data_dir, reasons
 from rnnt.datadir.table import KEEP_BYTES, lines_named_from, read_lines, read_table, write_table
+from rnnt.datadir.table_rules import speaker_sort_key
 from rnnt.datadir.validate import validate_data_dir
 
 
@@ -69,11 +72,24 @@ def record_dropped(dest: str, utterances: set[str], why: str, dropped: Counter) 
                 + [(utterance, why) for utterance in sorted(utterances)])
 
 
-def measure_durations(src: str, dest: str, nj: int) -> tuple[str, set[str]]:
-    """utt2dur for dest, each recording that cannot be read named by its line in src; returns the account of it and
-    the utterances left out. Fewer than half of them measured is a failure, as Kaldi's get_utt2dur.sh's."""
+def speaker_prefixes(src: str) -> dict[str, str]:
+    """utterance -> '<speaker>-<utterance>' for each utterance whose id does not start with its speaker's, where
+    src's utt2spk sorted by utterance is not sorted by speaker too (Kaldi's rule, which such ids keep; a dir made by
+    hand often breaks it); {} where it is."""
+    utt2spk = read_table(os.path.join(src, "utt2spk"), errors=KEEP_BYTES)
+    speaker = {utt: line.fields[1] for utt, line in utt2spk.items() if len(line.fields) == 2}
+    order = [speaker_sort_key(f"{utt} {speaker[utt]}") for utt in sorted(speaker)]
+    if order == sorted(order):
+        return {}
+    return {utt: f"{spk}-{utt}" for utt, spk in speaker.items() if not utt.startswith(spk)}
+
+
+def measure_durations(src: str, dest: str, nj: int, original: dict[str, str]) -> tuple[str, set[str]]:
+    """utt2dur for dest, each recording that cannot be read named by its line in src (original: the ids src has for
+    those renamed); returns the account of it and the utterances left out. Fewer than half of them measured is a
+    failure, as Kaldi's get_utt2dur.sh's."""
     utterances = utterances_of(dest)
-    written, _, problems = write_utt2dur(dest, nj, named_from=src)
+    written, _, problems = write_utt2dur(dest, nj, named_from=src, original=original)
     for problem in problems:
         print(f"import_data_dir.py: left out {problem}", file=sys.stderr)
     if written * 2 < len(utterances):
@@ -84,11 +100,11 @@ def measure_durations(src: str, dest: str, nj: int) -> tuple[str, set[str]]:
     return f"utt2dur of {written} utterances measured, {len(problems)} left out; ", utterances - set(measured)
 
 
-def empty_transcripts(src: str, dest: str) -> int:
+def empty_transcripts(src: str, dest: str, original: dict[str, str]) -> int:
     """Names each utterance kept whose transcript is empty, by its line in src; returns how many."""
     text = read_table(os.path.join(dest, "text"), errors=KEEP_BYTES)
     empty = {key for key, line in text.items() if not line.value.strip()}
-    for key, where in sorted(lines_named_from(src, text, "text").items()):
+    for key, where in sorted(lines_named_from(src, text, "text", original).items()):
         if key in empty:
             print(f"import_data_dir.py: {where}: {key}: an empty transcript; kept, trained as saying nothing",
                   file=sys.stderr)
@@ -99,13 +115,18 @@ def import_data_dir(src: str, dest: str, nj: int) -> str:
     """Writes dest from src; returns the summary line's account of it."""
     if not os.path.isfile(os.path.join(src, "wav.scp")) or not os.path.isfile(os.path.join(src, "text")):
         raise ToolError(f"{src}: not a data dir with wav.scp and text (a Kaldi data dir of transcribed audio)")
+    prefixed = speaker_prefixes(src)
+    copy_data_dir(src, dest, lambda utt: prefixed.get(utt, utt), str)  # utt2uniq maps them back
+    original = {new: old for old, new in prefixed.items()}
     source = utterances_of(src)
-    copy_data_dir(src, dest, str, str)
-    left_out = source - utterances_of(dest)
+    left_out = {prefixed.get(utt, utt) for utt in source} - utterances_of(dest)
     resolved = resolve_relative_paths(dest, src)
     measured, unread = f"{resolved}; " if resolved else "", set()
+    if prefixed:
+        measured += (f"{counted(len(prefixed), 'utterance id')} prefixed with the speaker's, as Kaldi's order rule "
+                     "wants (utt2uniq maps them back); ")
     if not os.path.isfile(os.path.join(dest, "utt2dur")):  # before the fix, which drops what it leaves out
-        account, unread = measure_durations(src, dest, nj)
+        account, unread = measure_durations(src, dest, nj, original)
         measured += account
     try:
         _, _, dropped = fix_data_dir(dest)
@@ -116,7 +137,7 @@ def import_data_dir(src: str, dest: str, nj: int) -> str:
                             (unread, "no duration: audio unreadable or a bad segment (named above)")):
         if utterances:
             record_dropped(dest, utterances, why, dropped)
-    empty = empty_transcripts(src, dest)
+    empty = empty_transcripts(src, dest, original)
     if empty:
         measured += f"{empty} with an empty transcript (named above); "
     problems = validate_data_dir(dest, no_feats=True)

@@ -48,15 +48,15 @@ def _measured(item: tuple[str, str]) -> tuple[str, float | None, str]:
         return recording, None, str(error) or type(error).__name__
 
 
-def utterance_durations(data_dir: str, nj: int = 1, named_from: str | None = None
-                        ) -> tuple[dict[str, float], list[str]]:
+def utterance_durations(data_dir: str, nj: int = 1, named_from: str | None = None,
+                        original: dict[str, str] | None = None) -> tuple[dict[str, float], list[str]]:
     """utt -> seconds for every utterance whose duration is known, and a message for each left out (naming its
-    line in named_from's tables where given: lines_named_from)."""
+    line in named_from's tables where given, original naming the utterances a copy renamed: lines_named_from)."""
     wav = read_table(os.path.join(data_dir, "wav.scp"))
     segments_path = os.path.join(data_dir, "segments")
     segments = read_table(segments_path) if os.path.isfile(segments_path) else None
-    wav_where = lines_named_from(named_from, wav, "wav.scp")
-    segment_where = lines_named_from(named_from, segments, "segments") if segments is not None else {}
+    wav_where = lines_named_from(named_from, wav, "wav.scp", original if segments is None else None)
+    segment_where = lines_named_from(named_from, segments, "segments", original) if segments is not None else {}
     spans = ({utt: kaldi_fields(line.value) for utt, line in segments.items()} if segments is not None
              else {recording: [recording, "0", "-1"] for recording in wav})
     durations, problems, waiting = {}, [], {}  # waiting: utt -> (recording, start) of those its recording decides
@@ -91,10 +91,11 @@ def _read_recordings(sources: dict[str, str], nj: int, where: dict, problems: li
     return seconds
 
 
-def write_utt2dur(data_dir: str, nj: int = 1, named_from: str | None = None) -> tuple[int, float, list[str]]:
+def write_utt2dur(data_dir: str, nj: int = 1, named_from: str | None = None,
+                  original: dict[str, str] | None = None) -> tuple[int, float, list[str]]:
     """Writes <data_dir>/utt2dur where it knows a duration; returns (utterances written, seconds in all, a message
     per one left out, naming lines as utterance_durations)."""
-    durations, problems = utterance_durations(data_dir, nj, named_from)
+    durations, problems = utterance_durations(data_dir, nj, named_from, original)
     kept = {utt: seconds for utt, seconds in durations.items() if seconds_text(seconds) != "0"}
     problems += [f"{utt}: no length (under a microsecond)" for utt in durations if utt not in kept]
     if kept:

@@ -134,14 +134,16 @@ def read_table(path: str, skipped: list[str] | None = None, errors: str = NOT_UT
     return table
 
 
-def lines_named_from(origin: str | None, table: dict, name: str) -> dict:
+def lines_named_from(origin: str | None, table: dict, name: str, original: dict[str, str] | None = None) -> dict:
     """key -> the file:line a message names it by: its line in origin's table name (the dir a copy was made from:
-    a user's own file, where the copy is sorted and rewritten after) where that has it, else table's."""
+    a user's own file, where the copy is sorted and rewritten after) where that has it, else table's. original:
+    the key origin has for a key the copy renamed."""
     path = os.path.join(origin, name) if origin else ""
     first = {}  # a key's first line, the one a copy keeps
     for line in read_lines(path, KEEP_BYTES, name_byte_order_mark=False) if os.path.isfile(path) else ():
         first.setdefault(line.key, line.where)
-    return {key: first.get(key, line.where) for key, line in table.items()}
+    original = original or {}
+    return {key: first.get(original.get(key, key), line.where) for key, line in table.items()}
 
 
 def read_counting_left_out(path: str) -> tuple[dict[str, Line], str]:

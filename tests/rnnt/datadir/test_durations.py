@@ -181,14 +181,39 @@ def test_a_segments_duration_is_written_to_the_microsecond():
 
 def test_a_dir_kaldis_rules_refuse_to_repair_is_named_as_the_users_not_as_the_copy_left_unchanged(librispeech_dir,
                                                                                                    tmp_path):
-    """Speakers that are not prefixes of their utterances: refused (Kaldi's rules), the user's dir named, not the
-    fix's 'nothing changed' of the copy it had just written."""
-    lines = (librispeech_dir / "utt2spk").read_text().splitlines()
-    (librispeech_dir / "utt2spk").write_text("".join(f"{line.split()[0]} s{len(lines) - n}\n"
-                                                     for n, line in enumerate(lines)))
+    """No utterance with a transcript: refused (Kaldi's fix refuses to leave an empty dir), the user's dir named, not
+    the fix's 'nothing changed' of the copy it had just written."""
+    lines = (librispeech_dir / "text").read_text().splitlines()
+    (librispeech_dir / "text").write_text("".join(f"x{line}\n" for line in lines))
     dest = tmp_path / "data" / "train"
     out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, dest)
     assert out.returncode == 1
-    assert f"import_data_dir.py: {librispeech_dir}: its copy {dest} cannot be repaired: {dest}/utt2spk: sorted by " \
-        f"utterance, it is not sorted by speaker (make speaker ids prefixes of their utterance ids); " \
-        f"{librispeech_dir} is as it was" in out.stderr, out.stderr
+    assert f"import_data_dir.py: {librispeech_dir}: its copy {dest} cannot be repaired: {dest}: no utterances would " \
+        f"remain ({len(lines)} not in text); {librispeech_dir} is as it was" in out.stderr, out.stderr
+
+
+def test_utterance_ids_their_speakers_do_not_prefix_are_given_them_where_kaldis_order_needs_it(librispeech_dir,
+                                                                                                tmp_path):
+    """Speakers whose order is not their utterances' (a dir made by hand): refused by Kaldi's fix, with no way
+    through. Each id is now prefixed with its speaker's, utt2uniq maps it back, and what is named is named by its
+    line in the user's files."""
+    expected = with_bad_entries(librispeech_dir, tmp_path)
+    lines = (librispeech_dir / "utt2spk").read_text().splitlines()
+    speaker = {line.split()[0]: f"s{len(lines) - n}" for n, line in enumerate(lines)}  # s9 ... s1: the other way
+    (librispeech_dir / "utt2spk").write_text("".join(f"{utt} {spk}\n" for utt, spk in speaker.items()))
+    first = sorted(expected)[0]
+    text = (librispeech_dir / "text").read_text().splitlines()
+    where = next(n for n, line in enumerate(text, 1) if line.startswith(f"{first} "))
+    text[where - 1] = f"{first} "  # an empty transcript, named by its line in the user's text
+    (librispeech_dir / "text").write_text("\n".join(text) + "\n")
+    dest = tmp_path / "data" / "train"
+    out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, dest)
+    assert out.returncode == 0, out.stderr
+    assert_valid(dest)
+    assert keys(dest / "text") == sorted(f"{speaker[utt]}-{utt}" for utt in expected)
+    assert dict(line.split() for line in (dest / "utt2uniq").read_text().splitlines()) == {
+        f"{speaker[utt]}-{utt}": utt for utt in expected}
+    assert f"left out {librispeech_dir}/wav.scp:9: s1-zz: " in out.stderr, out.stderr
+    assert f"{librispeech_dir}/text:{where}: {speaker[first]}-{first}: an empty transcript" in out.stderr, out.stderr
+    assert "; 9 utterance ids prefixed with the speaker's, as Kaldi's order rule wants (utt2uniq maps them back); " \
+        in out.stdout, out.stdout
