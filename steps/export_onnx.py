@@ -17,6 +17,8 @@ is negative or not a multiple of its unit) is refused with the reason; nothing i
 A streaming Conformer trained with dynamic chunks exports at another attention chunk with --attention-chunk
 (whole: offline, over whole utterances) and --left-chunks (rnnt.attention_chunks).
 --check-config CONFIG --unit-type TYPE says so of a model not yet trained (run.sh --deploy asks it first).
+An export into the folder of an earlier one removes, and names, the files of it that it does not write itself
+(its *.int8.onnx after an --int8 export), so that the folder holds one model.
 """
 
 import os
@@ -66,6 +68,9 @@ def main() -> str:
     chunks, note = result["attention"]
     if note:
         print(f"export_onnx.py: {note}", file=sys.stderr)
+    if result["removed"]:
+        print(f"export_onnx.py: removed from {args.out_dir} what an earlier export left that this one does not "
+              f"write: {' '.join(result['removed'])}", file=sys.stderr)
     worst = max(result["checked"].values())
     sizes = sum(os.path.getsize(os.path.join(args.out_dir, result["args"][k]))
                 for k in ("encoder", "decoder", "joiner"))

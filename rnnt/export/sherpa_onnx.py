@@ -38,9 +38,10 @@ import torch
 from rnnt.attention_chunks import AttentionChunks, attend_in
 from rnnt.data import stages
 from rnnt.data.tokenizer import BLANK, SPACE, UNK
+from rnnt.export.earlier_files import GRAPHS, remove_earlier_files
 from rnnt.export.graphs import Decoder, Joiner, OfflineEncoder
-from rnnt.export.hotwords import BPE_VOCAB, write_sentencepiece_files
-from rnnt.export.runtime import endpoint_rules, write_decoding_json
+from rnnt.export.hotwords import BPE_MODEL, BPE_VOCAB, write_sentencepiece_files
+from rnnt.export.runtime import DECODING_JSON, endpoint_rules, write_decoding_json
 from rnnt.export.streaming_encoders import streaming_graph
 from rnnt.model.feature_frontend import FeatureFrontEnd
 from rnnt.model.transducer import Transducer
@@ -242,7 +243,8 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
            options: ExportOptions = ExportOptions()) -> dict:
     """Writes the model to out_dir. Returns the from_transducer arguments written to sherpa-onnx.json
     ("args"), the largest difference from PyTorch per graph ("checked"), the checkpoint, the options, what
-    calibrates the words' confidences ("confidences") and the attention chunks' name and note ("attention":
+    calibrates the words' confidences ("confidences"), the files of an earlier export it removed ("removed") and
+    the attention chunks' name and note ("attention":
     rnnt.attention_chunks.attend_in's)."""
     experiment, model, tokenizer, checkpoint = load_model(exp_dir, checkpoint)
     attention = attend_in(model, options.attention)  # before the stream's unit, which its chunk sets
@@ -258,7 +260,8 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
                 "feature_dim": data.features.num_mel_bins, "checkpoint": os.path.basename(checkpoint),
                 **({"attention_chunks": attention[0]} if attention[0] else {})}
     frontend = FeatureFrontEnd(data.stack, data.subsample, stages.load_cmvn(data))
-    paths = {name: os.path.join(out_dir, f"{name}.onnx") for name in ("encoder", "decoder", "joiner")}
+    paths = {name: os.path.join(out_dir, f"{name}.onnx") for name in GRAPHS}
+    written = {f"{name}.onnx" for name in GRAPHS} | {"tokens.txt", "sherpa-onnx.json", DECODING_JSON}
     torch.manual_seed(0)  # the random inputs of the checks
     frame_unit = data.subsample * model.config.encoder.time_reduction
     checked, model_type = _export_encoder(model, frontend, options, paths["encoder"], frame_unit, overlap, metadata)
@@ -269,9 +272,11 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
     hotwords = {"modeling_unit": "cjkchar"} if tokenizer.kind == "char" else {}
     if tokenizer.model is not None:
         write_sentencepiece_files(tokenizer.model, out_dir)
+        written |= {BPE_MODEL, BPE_VOCAB}
         hotwords = {"modeling_unit": "bpe", "bpe_vocab": BPE_VOCAB}
     if options.int8:
         paths = {name: _quantize(path) for name, path in paths.items()}
+        written |= {os.path.basename(path) for path in paths.values()}
     args = {**{name: os.path.basename(path) for name, path in paths.items()}, "tokens": "tokens.txt",
             "sample_rate": data.sample_rate, "feature_dim": data.features.num_mel_bins, "dither": 0.0,
             "decoding_method": "greedy_search", **hotwords}
@@ -287,4 +292,4 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
                                                 if options.streaming else {})}
     confidences = write_decoding_json(out_dir, decoding, exp_dir, checkpoint)
     return {"args": args, "checked": checked, "checkpoint": checkpoint, "options": options, "confidences": confidences,
-            "attention": attention}
+            "attention": attention, "removed": remove_earlier_files(out_dir, written)}

@@ -283,6 +283,13 @@ def test_int8_export_runs_in_sherpa_onnx(an4_test, tmp_path, monkeypatch, encode
     stream.accept_waveform(rate, samples)
     offline.decode_stream(stream)
     assert stream.result.tokens  # an untrained model emits at every frame: the quantised graphs ran
+    if not encoder:  # exported again without --int8: the earlier int8 graphs, the old model under the names people
+        again = export(exp, tmp_path / "onnx")  # ship, stayed beside the new float ones
+        int8 = [f"{graph}.int8.onnx" for graph in ("decoder", "encoder", "joiner")]
+        assert f"removed from {tmp_path / 'onnx'} what an earlier export left that this one does not write: " \
+            f"{' '.join(int8)}" in again.stderr, again.stderr
+        assert not [name for name in int8 if (tmp_path / "onnx" / name).exists()]
+        assert (tmp_path / "onnx" / "bpe.model").exists()  # written again: not taken for an earlier export's
 
 
 @pytest.mark.parametrize("lang,change,options,reason", [
