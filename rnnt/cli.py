@@ -89,17 +89,58 @@ def show_data_reports() -> None:
         logger.propagate = False
 
 
+class OutputError(OSError):
+    """Standard output could not be written (a full disk, a quota, an I/O error): the tool's results, not any
+    input of it, failed."""
+
+
+class _CheckedOutput:
+    """Standard output whose write errors but a closed pipe's are OutputError (one a tool's loop over its inputs
+    caught as its audio's, a full disk made every file 'bad' in turn)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._checked(self._stream.write, text)
+
+    def flush(self) -> None:
+        self._checked(self._stream.flush)
+
+    def _checked(self, call, *args):
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise OutputError(error.errno, error.strerror, "standard output") from None
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def exit_with(main: Callable[[], int]) -> NoReturn:
     """sys.exit(main()) for a tool that writes its results to standard output, where a reader that stops early
     (| head) ends it quietly with status 141, a shell's for SIGPIPE, as Kaldi's Perl filters end, not in a
-    traceback."""
+    traceback, and an output that cannot be written (a full disk) ends it with status 1 and one line saying so."""
+    sys.stdout = _CheckedOutput(sys.stdout)
     try:
         status = main()
         sys.stdout.flush()
     except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit would fail again
+        _quiet_stdout()
         sys.exit(141)
+    except OutputError as error:
+        _quiet_stdout()
+        print(f"{os.path.basename(sys.argv[0])}: cannot write the results to standard output: {error.strerror}",
+              file=sys.stderr)
+        sys.exit(1)
     sys.exit(status)
+
+
+def _quiet_stdout() -> None:
+    """Standard output sent to /dev/null: Python's own flush at exit would fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def run_tool(main: Callable[[], str]) -> NoReturn:

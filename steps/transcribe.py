@@ -36,7 +36,7 @@ import sys
 
 from rnnt.attention_chunks import add_attention_options, attend_as_asked, from_args
 from rnnt.audio_chunks import chunks, is_pipe
-from rnnt.cli import above, at_least, exit_with, tool_parser
+from rnnt.cli import OutputError, above, at_least, exit_with, tool_parser
 from rnnt.data.audio import AudioError, audio_length, load_audio
 from rnnt.data.audio_header import readable_once
 from rnnt.data.features import num_frames
@@ -150,8 +150,8 @@ def main() -> int:
                         sum(seconds for _, (_, seconds) in pending) >= READ_AHEAD_SECONDS:
                     print_batched(transcriber, pending, args)
                 continue
-        except BrokenPipeError:  # the reader of --stream's lines stopped (| head): exit_with ends the tool
-            raise
+        except (BrokenPipeError, OutputError):  # the reader of --stream's lines stopped (| head), or the output
+            raise  # could not be written (a full disk): exit_with ends the tool
         except (AudioError, BadAudio, OSError) as error:
             error = "no such file" if not source.endswith(("-", "|")) and not os.path.exists(source) else error
             print(f"transcribe.py: {path}: cannot transcribe its audio ({error})", file=sys.stderr)

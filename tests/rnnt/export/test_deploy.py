@@ -414,6 +414,13 @@ def test_transcribe_streams_raw_pcm_from_stdin(an4_test, tmp_path):
         assert out.returncode == 1 and out.stdout.splitlines()[-1].startswith(f"{path} "), out.stderr
         assert f"{cut}: cannot transcribe its audio (" in out.stderr and "1 of 3 files transcribed" in out.stderr
         assert f"{empty}: cannot transcribe its audio (no samples)" in out.stderr
+    # a full disk under the transcripts: a traceback, or with --stream each file named as one whose audio failed
+    for options in ([], ["--stream"], ["--segment-seconds", "1"]):
+        with open("/dev/full", "w") as full:
+            out = subprocess.run([PYTHON, str(STEPS / "transcribe.py"), *options, str(exp), path, path], stdout=full,
+                                 stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        assert (out.returncode, out.stderr) == (1, "transcribe.py: cannot write the results to standard output: No "
+                                                   "space left on device\n"), out.stderr
 
 
 def test_transcribe_streams_a_wav_header_on_stdin_and_refuses_another_container(an4_test, tmp_path):
