@@ -151,11 +151,27 @@ def main() -> str:
                f"{'+hotwords' if args.hotwords else ''}, "
                f"{audio_seconds:.1f} s of audio, RTF {rtf * args.threads:.4f} per core "
                f"({args.threads} thread{'s' * (args.threads > 1)})")
-    if args.compare:
-        theirs = {key: line.value for key, line in read_table(os.path.join(args.compare, "hyp")).items()}
-        same = sum(" ".join(kaldi_fields(theirs.get(key, ""))) == hyp for key, hyp in hyps.items())
-        summary += f"; {same} of {len(hyps)} transcripts identical to {args.compare}"
-    return summary
+    return summary + (compared(hyps, args.compare) if args.compare else "")
+
+
+def compared(hyps: dict[str, str], decode_dir: str) -> str:
+    """'; N of M transcripts identical to DIR' over the utterances both decoded (an utterance DIR lacks was counted
+    identical where sherpa-onnx gave an empty transcript), and how many each lacks; a decode of another set is a
+    ToolError."""
+    hyp = read_table(os.path.join(decode_dir, "hyp"))
+    theirs = {key: " ".join(kaldi_fields(line.value)) for key, line in hyp.items()}
+    both = hyps.keys() & theirs.keys()
+    if not both:
+        raise ToolError(f"--compare {decode_dir}: none of the {len(hyps)} utterances decoded is in its hyp (a "
+                        "decode of another set?)")
+    lacking = []
+    if hyps.keys() - both:
+        lacking.append(f"{len(hyps.keys() - both)} not in {decode_dir}/hyp")
+    if theirs.keys() - both:
+        lacking.append(f"{len(theirs.keys() - both)} of it not decoded here")
+    same = sum(theirs[key] == hyps[key] for key in both)
+    return f"; {same} of {len(both)} transcripts identical to {decode_dir}" + (
+        f" ({', '.join(lacking)})" if lacking else "")
 
 
 if __name__ == "__main__":

@@ -620,6 +620,20 @@ def test_decode_sherpa_onnx_scores_a_list_as_decode_py(an4_test, tmp_path):
     words = sum(len(t.split()) for _, t in audio)
     assert f"/ {words}," in out.stdout and f"{len(audio)} of {len(audio)} transcripts identical" in out.stdout
     assert (tmp_path / "sherpa" / "wer").read_text() == (exp / "decode-test-greedy" / "wer").read_text()
+    # utterances the other decode lacks are counted as such, not as identical (an empty transcript was), and a
+    # decode of another set is refused
+    hyp = exp / "decode-test-greedy" / "hyp"
+    lines = hyp.read_text().splitlines()
+    hyp.write_text("\n".join(lines[1:]) + "\n")
+    again = run_tool(sys.executable, STEPS / "decode_sherpa_onnx.py", "--compare", hyp.parent, tmp_path / "onnx",
+                     tmp_path / "test.list", tmp_path / "sherpa2")
+    assert f"; {len(audio) - 1} of {len(audio) - 1} transcripts identical to {hyp.parent} (1 not in {hyp})" \
+        in again.stdout, again.stdout
+    hyp.write_text("".join(f"other{line}\n" for line in lines))
+    again = run_tool(sys.executable, STEPS / "decode_sherpa_onnx.py", "--compare", hyp.parent, tmp_path / "onnx",
+                     tmp_path / "test.list", tmp_path / "sherpa2")
+    assert again.returncode == 1 and f"--compare {hyp.parent}: none of the {len(audio)} utterances decoded is in " \
+        "its hyp (a decode of another set?)" in again.stderr, again.stderr
     # and the words' times: sherpa-onnx's token times, taking this encoder's 60 ms frames for 40 ms, rescaled
     theirs, ours = ((path / "ctm").read_text().splitlines()
                     for path in (tmp_path / "sherpa", exp / "decode-test-greedy"))
