@@ -41,7 +41,8 @@ from rnnt.data.audio import AudioError, audio_length, load_audio
 from rnnt.data.audio_header import readable_once
 from rnnt.data.features import num_frames
 from rnnt.data.stages import too_short
-from rnnt.datadir.wav_scp_inputs import wav_scp_inputs
+from rnnt.counting import counted
+from rnnt.datadir.wav_scp_inputs import Input, wav_scp_inputs
 from rnnt.devices import auto_device
 from rnnt.prep.shard_writer import BadAudio, read_source
 from rnnt.search_methods import METHODS, add_lm_fusion_option, check_lm_fusion_option, check_method
@@ -124,13 +125,14 @@ def main() -> int:
         check_method(transcriber.model, args.method, options)
         if args.stream:
             transcriber.stream()  # refused here, before any audio, if the model cannot stream
-        inputs = [(path, path, None) for path in args.audio] or wav_scp_inputs(args.scp, args.segments)
+        inputs, failed = ([Input(path, path) for path in args.audio], 0) if args.audio else \
+            wav_scp_inputs(args.scp, args.segments)  # failed: lines left out (named)
     except (OSError, ValueError, KeyError) as error:
         print(f"transcribe.py: {error}", file=sys.stderr)
         return 1
-    failed = 0
+    total = len(inputs) + failed
     pending: list[tuple[str, tuple]] = []  # read, each path with its features and seconds, for a batch
-    for path, source, span in inputs:  # (a file's name and its path, or a wav.scp line's key and its value)
+    for path, source, span, where in inputs:  # (a file's name and its path, or a wav.scp line's key and its value)
         if not source:  # a wav.scp line of its key alone, or a segment of no recording (named already)
             failed += 1
             continue
@@ -154,14 +156,16 @@ def main() -> int:
             raise  # could not be written (a full disk): exit_with ends the tool
         except (AudioError, BadAudio, OSError) as error:
             error = "no such file" if not source.endswith(("-", "|")) and not os.path.exists(source) else error
-            print(f"transcribe.py: {path}: cannot transcribe its audio ({error})", file=sys.stderr)
+            named = f"{where}: {path}: {source}" if where else path  # a list's line: its key and what it names
+            print(f"transcribe.py: {named}: cannot transcribe its audio ({error})", file=sys.stderr)
             failed += 1
             continue
         print_result(path, result, args)
     print_batched(transcriber, pending, args)
     if failed:
-        print(f"transcribe.py: {len(inputs) - failed} of {len(inputs)} files transcribed; {failed} could not "
-              "be (named above)", file=sys.stderr)
+        noun = "segment" if args.segments else "recording" if args.scp else "file"
+        print(f"transcribe.py: {total - failed} of {counted(total, noun)} transcribed; {failed} could not be (named "
+              "above)", file=sys.stderr)
     return 1 if failed else 0
 
 

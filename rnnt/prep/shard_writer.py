@@ -64,7 +64,8 @@ def command_output(command: str) -> bytes:
     if result.returncode != 0 or not result.stdout:
         said = " ".join(result.stderr.decode(errors="replace").split())
         said = f"...{said[-300:]}" if len(said) > 300 else said
-        raise BadAudio(f"command '{command}' failed (exit {result.returncode}): {said}")
+        what = f"failed (exit {result.returncode})" if result.returncode else "wrote no audio"
+        raise BadAudio(f"command '{command}' {what}" + (f": {said}" if said else ""))
     return result.stdout
 
 

@@ -385,12 +385,23 @@ def test_transcribe_a_wav_scp_gives_its_keys_transcripts_as_a_hyp_file_score_py_
     entries = [json.loads(line) for line in sorted((yesno / "five.list").read_text().splitlines())[:3]]
     scp = tmp_path / "wav.scp"
     scp.write_text(f"{entries[0]['key']} {entries[0]['wav']}\n{entries[1]['key']} cat {entries[1]['wav']} |\n"
-                   f"{entries[2]['key']} {entries[2]['wav']}\nbroken false |\nkeyonly\n")
+                   f"{entries[2]['key']} {entries[2]['wav']}\nbroken false |\nkeyonly\n"
+                   f"broken {entries[0]['wav']}\nlost {tmp_path / 'lost.wav'}\n")
     out = run_tool(sys.executable, STEPS / "transcribe.py", "--scp", scp, trained)
-    assert out.returncode == 1 and "broken: cannot transcribe its audio (command 'false' failed" in out.stderr
-    # a key alone: named by its line, not "keyonly: cannot transcribe its audio (no such file)"
+    # a recording that cannot be read: named by its line, key and path or command (by its key alone before)
+    assert out.returncode == 1 and f"transcribe.py: {scp}:4: broken: false |: cannot transcribe its audio (command " \
+        "'false' failed" in out.stderr, out.stderr
+    assert f"transcribe.py: {scp}:7: lost: {tmp_path / 'lost.wav'}: cannot transcribe its audio (no such file)" \
+        in out.stderr
+    # a key alone: named by its line, not "keyonly: cannot transcribe its audio (no such file)"; a repeated key's
+    # line named and counted (left out without a word in the summary, which then said all were done)
     assert f"transcribe.py: {scp}:5: keyonly: no audio after the key\n" in out.stderr
-    assert "3 of 5 files transcribed; 2 could not be (named above)" in out.stderr
+    assert f"transcribe.py: {scp}:6: broken: repeats the key of line 4; left out" in out.stderr
+    assert "3 of 7 recordings transcribed; 4 could not be (named above)" in out.stderr
+    empty = tmp_path / "empty.scp"  # nothing transcribed, with exit status 0 and no word
+    empty.write_text("")
+    nothing = run_tool(sys.executable, STEPS / "transcribe.py", "--scp", empty, trained)
+    assert (nothing.returncode, nothing.stderr) == (1, f"transcribe.py: {empty}: no recordings in it to transcribe\n")
     files = run_tool(sys.executable, STEPS / "transcribe.py", trained, *(e["wav"] for e in entries))
     texts = [line.split(" ", 1)[1] if " " in line else "" for line in files.stdout.splitlines()]
     assert out.stdout.splitlines() == [f"{e['key']} {text}".rstrip() for e, text in zip(entries, texts)]
@@ -419,7 +430,7 @@ def test_transcribe_the_segments_of_a_wav_scp_under_their_utterances_keys(traine
         soundfile.write(cuts[-1], samples[int(start * rate):None if end == -1 else int(end * rate)], rate)
     out = run_tool(sys.executable, STEPS / "transcribe.py", "--scp", scp, "--segments", segments, trained)
     assert out.returncode == 1 and f"transcribe.py: {segments}:4: lost: no recording rec9 in {scp}" in out.stderr
-    assert "3 of 4 files transcribed; 1 could not be (named above)" in out.stderr
+    assert "3 of 4 segments transcribed; 1 could not be (named above)" in out.stderr
     files = run_tool(sys.executable, STEPS / "transcribe.py", trained, *cuts)
     texts = [line.split(" ", 1)[1] if " " in line else "" for line in files.stdout.splitlines()]
     assert out.stdout.splitlines() == [f"{utt} {text}".rstrip() for utt, text in zip(spans, texts)]
@@ -427,6 +438,9 @@ def test_transcribe_the_segments_of_a_wav_scp_under_their_utterances_keys(traine
     whole = run_tool(sys.executable, STEPS / "transcribe.py", "--scp", scp, trained)
     assert whole.returncode == 0 and [line.split()[0] for line in whole.stdout.splitlines()] == ["rec0", "rec1"]
     assert f"{segments} is beside {scp}: its recordings are transcribed whole" in whole.stderr
+    segments.write_text("")
+    nothing = run_tool(sys.executable, STEPS / "transcribe.py", "--scp", scp, "--segments", segments, trained)
+    assert nothing.returncode == 1 and f"transcribe.py: {segments}: no segments in it to transcribe" in nothing.stderr
 
 
 def test_transcribe_in_batches_prints_what_one_at_a_time_does_in_the_files_order(either, test_data, tmp_path):
@@ -447,8 +461,9 @@ def test_transcribe_in_batches_prints_what_one_at_a_time_does_in_the_files_order
     def transcribed(batch_size: int) -> list[dict]:
         out = run_tool(sys.executable, STEPS / "transcribe.py", "--scp", tmp_path / "wav.scp", "--json",
                        "--word-times", "--nbest", "--method", "modified_beam", "--batch-size", batch_size, either)
-        assert out.returncode == 1 and "broken: cannot transcribe its audio" in out.stderr, out.stderr
-        assert "14 of 15 files transcribed" in out.stderr
+        assert out.returncode == 1 and "wav.scp:6: broken: false |: cannot transcribe its audio" in out.stderr, \
+            out.stderr
+        assert "14 of 15 recordings transcribed" in out.stderr
         return [json.loads(line) for line in out.stdout.splitlines()]
 
     alone, batched = transcribed(1), transcribed(3)

@@ -176,7 +176,7 @@ def test_unusable_sources_are_skipped_with_their_reason_and_the_rest_written(tmp
     assert skipped[1].endswith(" failed (exit 3): device busy")  # with its status and what it said
     # the end of what it said, on one line: its first 200 characters were given, not its last line (a traceback's)
     assert skipped.pop(2).endswith(" failed (exit 1): ..." + "0" * 290 + " the cause")
-    assert skipped[2] == "silent: command 'true' failed (exit 0): "  # exit status 0 but no bytes
+    assert skipped[2] == "silent: command 'true' wrote no audio"  # exit status 0 but no bytes ('failed (exit 0): ')
     assert skipped[3].startswith("text: unreadable audio: ")
     assert skipped[4] == "empty: no audio samples"
     assert skipped[5].startswith("past_the_end: unreadable audio: ")
