@@ -60,6 +60,8 @@ def write_results(out: str, refs: dict[str, str], hyps: dict[str, str], refs_fro
     ToolError (it scored %WER 100 [PARTIAL] and the stage ended well); a run's optional outputs
     (OPTIONAL_OUTPUTS) of a run before are removed, so that none sits beside hypotheses of another model
     (combine_nbest.py pooled an old nbest.json)."""
+    if not hyps and not refs:  # "(the reasons are above)": there were none
+        raise ToolError(f"{refs_from} holds no utterance to decode; {out} left as it was")
     if not hyps:
         raise ToolError(f"no utterance of {refs_from} could be decoded (the reasons are above); {out} left as it was")
     scored = {key: hyp for key, hyp in hyps.items() if key in refs}

@@ -28,7 +28,7 @@ import time
 
 from rnnt.progress_bar import progress
 
-from rnnt.cli import ToolError, above, at_least, run_tool, tool_parser
+from rnnt.cli import ToolError, above, at_least, run_tool, show_data_reports, tool_parser
 from rnnt.data import stages
 from rnnt.data.sources import records
 from rnnt.datadir.table import kaldi_fields, read_table
@@ -124,6 +124,7 @@ def main() -> str:
         tail = args.tail_seconds if args.tail_seconds is not None else tail_seconds(args.onnx_dir, streaming)
         frame_seconds = encoder_frame_seconds(args.onnx_dir)
         refs, refs_from = reference_texts(args.data_list, args.text)
+        show_data_reports()  # the list's lines and audio skipped, under the tool's name
         utterances = stages.waveforms(records(args.data_list), rate)
         if args.compare and not os.path.isfile(os.path.join(args.compare, "hyp")):
             raise FileNotFoundError(f"{args.compare}/hyp: no such file (--compare names a decode dir)")

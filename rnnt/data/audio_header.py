@@ -186,8 +186,11 @@ def readable_once(audio):
 
 
 @contextlib.contextmanager
-def audio_errors():
-    """soundfile's errors as UnreadableAudio, with their message."""
+def audio_errors(audio=None):
+    """soundfile's errors as UnreadableAudio, with libsndfile's reason: not soundfile's message, which names the
+    file as a Python bytes or BytesIO object ("Error opening b'a.wav': "). audio (bytes or a path), where given,
+    tells what libsndfile's reason does not: a missing file ('System error.'), an empty one or no bytes at all
+    ('Format not recognised.')."""
     try:
         yield
     except AudioError:
@@ -195,8 +198,26 @@ def audio_errors():
     except TypeError as error:  # soundfile's for a file it takes as headerless (a .raw path)
         raise UnreadableAudio(f"{error}: a headerless file (raw PCM?): give it a header, as sox -t raw -r RATE "
                               "-e signed -b 16 -c 1 IN.raw OUT.wav does") from None
-    except (RuntimeError, soundfile.LibsndfileError) as error:
+    except soundfile.LibsndfileError as error:
+        reason = error.error_string.rstrip(".")
+        raise UnreadableAudio(_what_is_there(audio) or reason[:1].lower() + reason[1:]) from None
+    except RuntimeError as error:
         raise UnreadableAudio(str(error)) from None
+
+
+def _what_is_there(audio) -> str | None:
+    """Why bytes or a regular file's path hold no audio at all (none, no file, an empty file); None otherwise."""
+    if isinstance(audio, (bytes, bytearray)):
+        return "no bytes (an empty output)" if not audio else None
+    if not isinstance(audio, (str, bytes, os.PathLike)):
+        return None
+    try:
+        status = os.stat(audio)
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as error:
+        return error.strerror
+    return "an empty file (0 bytes)" if stat.S_ISREG(status.st_mode) and not status.st_size else None
 
 
 def _source(audio):
@@ -210,7 +231,7 @@ def open_audio(audio) -> soundfile.SoundFile:
     left 0 filled in, zero_size_filled_in); AudioError where the header gives no length or the file is cut short
     (header_problem), or soundfile cannot open it (audio_errors)."""
     audio = readable_once(audio)
-    with audio_errors():
+    with audio_errors(audio):
         opened = soundfile.SoundFile(_source(audio))
         if opened.format in ("WAV", "WAVEX") and not opened.frames and \
                 (filled := zero_size_filled_in(whole(audio))) is not None:

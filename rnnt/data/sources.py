@@ -21,6 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Iterator
 
+from rnnt.counting import counted
 from rnnt.data.report import DataReport
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def read_list(path: str) -> list[str]:
         raise ValueError(f"{path}:{numbered[0][0]}: '<key> <value>', a Kaldi table (wav.scp, text), not a data list; "
                          "make one of the data dir with steps/make_shards.py or steps/make_raw_list.py")
     if bad:
-        log.warning("%s: %d lines skipped (named above), %d kept", path, bad, len(numbered))
+        log.warning("%s: %s skipped (named above), %d kept", path, counted(bad, "line"), len(numbered))
     return [line for _, line in numbered]
 
 

@@ -91,9 +91,21 @@ def test_decode_skips_bad_audio_with_a_warning(fsdd, caplog, tmp_path):
     with caplog.at_level(logging.WARNING):
         out = list(stages.waveforms([bad, raw, good], 8000))
     assert [r["key"] for r in out] == [good["key"]]
-    assert "skipped bad-1 from test:bad" in caplog.text
+    assert "skipped bad-1 from test:bad: cannot decode audio (format not recognised)" in caplog.text
     assert f"skipped raw-1 from {headerless}: cannot decode audio" in caplog.text
     assert out[0]["waveform"].dim() == 1 and out[0]["sample_rate"] == 8000
+
+
+@pytest.mark.parametrize("what,why", [("missing", "no such file"), ("empty", "an empty file (0 bytes)"),
+                                      ("no bytes", "no bytes (an empty output)")])
+def test_audio_that_is_not_there_says_so_not_libsndfiles_system_error(tmp_path, what, why):
+    """A missing file was 'Error opening b'/x.wav': System error.', an empty one 'Format not recognised.' (the path
+    as a Python bytes object, a command's output as '<_io.BytesIO object at 0x...>')."""
+    (tmp_path / "empty.wav").write_bytes(b"")
+    audio = {"missing": str(tmp_path / "x.wav"), "empty": str(tmp_path / "empty.wav"), "no bytes": b""}[what]
+    with pytest.raises(AudioError) as error:
+        load_audio(audio)
+    assert str(error.value) == why
 
 
 def test_audio_whose_header_cannot_count_it_is_decoded_where_it_is_read(fsdd, tmp_path, monkeypatch):

@@ -634,6 +634,18 @@ def test_decode_sherpa_onnx_scores_a_list_as_decode_py(an4_test, tmp_path):
                      tmp_path / "test.list", tmp_path / "sherpa2")
     assert again.returncode == 1 and f"--compare {hyp.parent}: none of the {len(audio)} utterances decoded is in " \
         "its hyp (a decode of another set?)" in again.stderr, again.stderr
+    # what the list holds that cannot be decoded is named under the tool's name (it was bare), in words for people
+    bad = tmp_path / "bad.list"
+    bad.write_text((tmp_path / "test.list").read_text() + "{not json\n"
+                   + json.dumps({"key": "lost", "wav": str(tmp_path / "lost.wav"), "txt": "A"}) + "\n")
+    again = run_tool(sys.executable, STEPS / "decode_sherpa_onnx.py", tmp_path / "onnx", bad, tmp_path / "sherpa3")
+    assert again.returncode == 0, again.stderr
+    assert f"decode_sherpa_onnx.py: {bad}: 1 line skipped (named above), {len(audio) + 1} kept" in again.stderr
+    assert f"decode_sherpa_onnx.py: skipped lost from {tmp_path / 'lost.wav'}: cannot decode audio (no such file)" \
+        in again.stderr, again.stderr
+    bad.write_text("")
+    again = run_tool(sys.executable, STEPS / "decode_sherpa_onnx.py", tmp_path / "onnx", bad, tmp_path / "sherpa3")
+    assert again.returncode == 1 and f"{bad} holds no utterance to decode" in again.stderr, again.stderr
     # and the words' times: sherpa-onnx's token times, taking this encoder's 60 ms frames for 40 ms, rescaled
     theirs, ours = ((path / "ctm").read_text().splitlines()
                     for path in (tmp_path / "sherpa", exp / "decode-test-greedy"))
