@@ -71,8 +71,9 @@ def parse_args():
                         help="--stream: a pause this long without a unit ends the line shown (default 1.2; 0: one "
                              "line for the whole audio)")
     parser.add_argument("--segment-seconds", type=at_least(0.0), default=0,
-                        help="decode long recordings in segments of at most this long, cut at the quietest "
-                             "moments (any model; memory bounded by --batch-size segments); 0: the whole file at once")
+                        help="decode long recordings in segments of at most this long (at least 2; 30 is usual), "
+                             "cut at the quietest moments (any model; memory bounded by --batch-size segments); 0: "
+                             "the whole file at once")
     parser.add_argument("--batch-size", type=at_least(1), default=16,
                         help="recordings (with --segment-seconds, a recording's segments) encoded and searched "
                              "together, of alike lengths (default 16; not with --stream); their lines are printed "
@@ -96,6 +97,9 @@ def parse_args():
         parser.error("'-' (standard input) is read with --stream only; give a file's path otherwise")
     if args.stream and args.segment_seconds:
         parser.error("--stream and --segment-seconds are two ways to decode a long recording: give one")
+    if 0 < args.segment_seconds < SHORTEST_SEGMENT_SECONDS:  # 0.01 decoded 10 ms pieces alone, words cut apart
+        parser.error(f"--segment-seconds {args.segment_seconds:g} cuts inside words: give at least "
+                     f"{SHORTEST_SEGMENT_SECONDS:g} (30 is usual), or 0 for the whole recording")
     if args.nbest and (args.stream or args.segment_seconds or not args.json):
         parser.error("--nbest needs --json, and a search that keeps several hypotheses (not --stream or "
                      "--segment-seconds)")
@@ -169,6 +173,7 @@ def main() -> int:
     return 1 if failed else 0
 
 
+SHORTEST_SEGMENT_SECONDS = 2.0  # a segment holds a few words at least, cut in the quietest 100 ms near its end
 BATCHES_SORTED = 8  # recordings read ahead, in batches' worth: sorted by length among them, the batches pad less
 READ_AHEAD_SECONDS = 3600  # fewer where they hold this much audio (its features in memory: 115 MB an hour)
 BATCH_SECONDS = 480  # a batch of several recordings padded to at most this much audio (16 of 30 s)

@@ -123,7 +123,7 @@ def sherpa_hotwords(onnx_dir: str, args: dict, unit_type: str, path: str) -> tup
     with open(args["tokens"], encoding="utf-8") as f:
         units = {fields[0] for line in f if (fields := kaldi_fields(line))}
     kept, left_out = [], []
-    for where, line, phrase, _ in hotword_lines(path):
+    for where, line, phrase, _ in hotword_lines(path, left_out):
         theirs, ours = sherpa_spelling(phrase, modeling_unit, vocab), spelling(phrase)
         if lacking := [unit for unit in ours if unit not in units or unit == UNK]:
             left_out.append(f"{where}: '{phrase}': the model has no unit {lacking[0]}; left out")

@@ -15,7 +15,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from rnnt.data.tokenizer import SPACE
-from rnnt.datadir.table import kaldi_fields
+from rnnt.counting import counted
+from rnnt.datadir.table import kaldi_fields, left_out
 from rnnt.lm.fusion import UNK
 
 
@@ -148,9 +149,15 @@ def pronunciations(tokenizer, text: str) -> list[list[int]]:
 
 def hotword_graph(tokenizer, path: str, score: float) -> HotwordGraph:
     """The hotwords of a file (one phrase a line, its own ':score' after it or `score`) in the model's units; whole
-    words of char and phone units (their ▁ between words the boundary)."""
+    words of char and phone units (their ▁ between words the boundary). A line left out is named on standard error
+    under the tool's name, and counted."""
     boundary = tokenizer.units.get(SPACE) if tokenizer.kind in ("char", "phone") else None
-    phrases = read_hotwords(path, tokenizer)
+    skipped: list[str] = []
+    phrases, lines = read_hotwords(path, tokenizer, skipped)
+    for message in skipped:
+        left_out(message, None)
+    if skipped:
+        left_out(f"{path}: {counted(lines, 'hotword')} kept, {len(skipped)} left out (named above)", None)
     return HotwordGraph([units for units, _ in phrases], score, boundary, [own for _, own in phrases])
 
 
@@ -175,34 +182,44 @@ def phrase_and_score(text: str, where: str) -> tuple[str, float | None]:
     return " ".join(words[:-1]), score or None
 
 
-def hotword_lines(path: str):
+def hotword_lines(path: str, skipped: list[str]):
     """Each phrase line of a hotwords file (blank lines skipped): 'file:line', the line with single spaces, its phrase
-    and its own score (phrase_and_score)."""
+    and its own score (phrase_and_score); a line that cannot be read (not UTF-8, a score out of place) is named in
+    skipped instead, and the rest read on."""
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
+            where = f"{path}:{number}"
             try:
                 line = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # a BOM (Notepad's) is no text
             except UnicodeDecodeError:  # a list saved in another encoding (cp1252's é)
-                raise ValueError(f"{path}:{number}: not UTF-8; save the file as UTF-8") from None
+                skipped.append(f"{where}: not UTF-8 (save the file as UTF-8); left out")
+                continue
             if words := kaldi_fields(line):
                 text = " ".join(words)
-                yield (f"{path}:{number}", text, *phrase_and_score(text, f"{path}:{number}"))
+                try:
+                    yield (where, text, *phrase_and_score(text, where))
+                except ValueError as error:
+                    skipped.append(f"{error}; left out")
 
 
-def read_hotwords(path: str, tokenizer) -> list[tuple[list[int], float | None]]:
+def read_hotwords(path: str, tokenizer, skipped: list[str]) -> tuple[list[tuple[list[int], float | None]], int]:
     """The phrases of a hotwords file (one a line, as the transcripts are written, its own score after it as
     sherpa-onnx reads one: 'NEW YORK :3'; blank lines skipped) as the model's units, each with its own score (None:
-    the default); a phone model's phrase once for each pronunciation the lexicon gives (a word spelt like a more
-    common one is written as that one all the same, as any phone model's output is). A phrase the units cannot
-    spell (a word the phone lexicon lacks, a unit the model has not) or a score out of place is a ValueError naming
-    its line."""
-    phrases = []
-    for where, _, text, score in hotword_lines(path):
+    the default), and the number of lines they came from; a phone model's phrase once for each pronunciation the
+    lexicon gives (a word spelt like a more common one is written as that one all the same, as any phone model's
+    output is). A phrase the units cannot spell (a word the phone lexicon lacks, a unit the model has not) or a line
+    that cannot be read is named in skipped, by its line, and the rest kept (decode_sherpa_onnx.py's hotwords do
+    so too); none kept is a ValueError."""
+    phrases, lines = [], 0
+    for where, _, text, score in hotword_lines(path, skipped):
         spellings = pronunciations(tokenizer, text) if tokenizer.kind == "phone" else [tokenizer.encode(text)]
         if any(tokenizer.units[UNK] in units for units in spellings):
-            raise ValueError(f"{where}: '{text}' holds what the model's units cannot spell (" + (
-                "a word its lexicon lacks" if tokenizer.kind == "phone" else "<unk>") + ")")
+            skipped.append(f"{where}: '{text}' holds what the model's units cannot spell (" + (
+                "a word its lexicon lacks" if tokenizer.kind == "phone" else "<unk>") + "); left out")
+            continue
         phrases += [(units, score) for units in spellings]
+        lines += 1
     if not phrases:
-        raise ValueError(f"{path}: no hotword in it (one phrase a line)")
-    return phrases
+        raise ValueError(f"{path}: no hotword in it (one phrase a line)" + (
+            f"; its {counted(len(skipped), 'line')} left out:\n  " + "\n  ".join(skipped) if skipped else ""))
+    return phrases, lines

@@ -144,11 +144,14 @@ def test_hotwords_favour_their_phrase_and_at_score_0_change_nothing(trained, yes
     assert hyps("--hotwords", tmp_path / "hot.txt", "--hotwords-score", "0") == plain
     favoured = hyps("--hotwords", tmp_path / "hot.txt", "--hotwords-score", "8")
     assert sum("NO NO NO NO" in text for text in favoured.values()) > sum("NO NO NO NO" in t for t in plain.values())
-    for options, expected in (((), plain), (("--hotwords", tmp_path / "hot.txt", "--hotwords-score", "8"), favoured)):
+    (tmp_path / "hot2.txt").write_text("NO NO NO NO\nMAYBE\n")  # a line the units cannot spell: it aborted the run
+    for options, expected in (((), plain), (("--hotwords", tmp_path / "hot2.txt", "--hotwords-score", "8"), favoured)):
         out = run_tool(sys.executable, STEPS / "transcribe.py", "--method", "modified_beam", *options, "--scp",
                        yesno / "data" / "test_yesno" / "wav.scp", trained)
         assert out.returncode == 0, out.stderr[-2000:]
         assert dict(line.split(" ", 1) if " " in line else (line, "") for line in out.stdout.splitlines()) == expected
+    assert f"transcribe.py: {tmp_path / 'hot2.txt'}:2: 'MAYBE' holds what the model's units cannot spell (<unk>); " \
+        f"left out\ntranscribe.py: {tmp_path / 'hot2.txt'}: 1 hotword kept, 1 left out (named above)\n" in out.stderr
     greedy = run_tool(sys.executable, STEPS / "decode.py", "--hotwords", tmp_path / "hot.txt", trained,
                       yesno / "test.list", "hot")
     assert greedy.returncode == 2 and "--hotwords goes with a beam search" in greedy.stderr
@@ -546,6 +549,8 @@ def test_nbest_lists_from_decode_and_transcribe(trained, yesno, tmp_path):
     for tool, options, why in (
             ("transcribe.py", ["--beam", "0", trained, entry["wav"]], "--beam: expected a whole number at least 1"),
             ("transcribe.py", ["--stream", "--segment-seconds", "30", trained, entry["wav"]], "give one"),
+            ("transcribe.py", ["--segment-seconds", "0.5", trained, entry["wav"]],  # words cut apart, decoded alone
+             "--segment-seconds 0.5 cuts inside words: give at least 2 (30 is usual), or 0 for the whole recording"),
             ("decode.py", ["--method", "modified_beam", "--lm-fusion", "lm.yaml", trained, yesno / "five.list", "x"],
              "--lm-fusion goes with an LM-fused method (*_lm, *_lodr), not modified_beam")):
         refused = run_tool(sys.executable, STEPS / tool, *options)

@@ -409,13 +409,13 @@ def test_transcribe_streams_raw_pcm_from_stdin(an4_test, tmp_path):
     soundfile.write(cut, samples, 16000)
     cut.write_bytes(cut.read_bytes()[:5000])
     soundfile.write(empty, samples[:0], 16000)
-    for options in (["--stream"], ["--segment-seconds", "1"]):
+    for options in (["--stream"], ["--segment-seconds", "2"]):
         out = run_tool(sys.executable, STEPS / "transcribe.py", *options, exp, cut, empty, path)
         assert out.returncode == 1 and out.stdout.splitlines()[-1].startswith(f"{path} "), out.stderr
         assert f"{cut}: cannot transcribe its audio (" in out.stderr and "1 of 3 files transcribed" in out.stderr
         assert f"{empty}: cannot transcribe its audio (no samples)" in out.stderr
     # a full disk under the transcripts: a traceback, or with --stream each file named as one whose audio failed
-    for options in ([], ["--stream"], ["--segment-seconds", "1"]):
+    for options in ([], ["--stream"], ["--segment-seconds", "2"]):
         with open("/dev/full", "w") as full:
             out = subprocess.run([PYTHON, str(STEPS / "transcribe.py"), *options, str(exp), path, path], stdout=full,
                                  stderr=subprocess.PIPE, text=True, cwd=ROOT)

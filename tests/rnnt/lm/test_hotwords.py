@@ -1,6 +1,7 @@
 """rnnt.lm.hotwords: the bonus a unit sequence collects, against a matcher written the plain way."""
 
 import random
+import re
 
 import pytest
 
@@ -122,25 +123,34 @@ def test_a_hotwords_file_in_the_models_units(tmp_path):
         def encode(self, text):
             return [self.units.get("▁" if c == " " else c, 1) for c in text]
 
+    def read(path):
+        skipped = []
+        phrases, lines = read_hotwords(str(path), Chars(), skipped)
+        return phrases, lines, skipped
+
     (tmp_path / "hot.txt").write_text("AB  A\n\nB :2.5\nA :0\n")  # sherpa-onnx's ':0' is the default too
-    assert read_hotwords(str(tmp_path / "hot.txt"), Chars()) == [([3, 4, 2, 3], None), ([4], 2.5), ([3], None)]
+    assert read(tmp_path / "hot.txt") == ([([3, 4, 2, 3], None), ([4], 2.5), ([3], None)], 3, [])
+    # a line that cannot be used is named by its line and left out, the rest kept (one aborted the whole run, where
+    # decode_sherpa_onnx.py's hotwords left it out)
     for line, problem in [("A :1 B", "comes last on its line"), ("A :x", "':x' is not a finite number"),
                           ("A :-1", "':-1' is not a finite number"), ("A :inf", "is not a finite"),
-                          (":2", "no phrase")]:
+                          (":2", "no phrase"), ("ABC", "holds what the model's units cannot spell")]:
         (tmp_path / "scored.txt").write_text(f"A\n{line}\n")
-        with pytest.raises(ValueError, match=f"scored.txt:2: '{line}': .*{problem}"):
-            read_hotwords(str(tmp_path / "scored.txt"), Chars())
-    (tmp_path / "bad.txt").write_text("A\nABC\n")
-    with pytest.raises(ValueError, match=r"bad.txt:2: 'ABC' holds what the model's units cannot spell"):
-        read_hotwords(str(tmp_path / "bad.txt"), Chars())
+        phrases, lines, skipped = read(tmp_path / "scored.txt")
+        assert (phrases, lines, len(skipped)) == ([([3], None)], 1, 1)
+        assert re.fullmatch(f".*scored.txt:2: '{re.escape(line)}'.*{problem}.*; left out", skipped[0]), skipped
     (tmp_path / "latin1.txt").write_bytes(b"A\nCAF\xc9\n")  # was UnicodeDecodeError's words alone, no file
-    with pytest.raises(ValueError, match=r"latin1.txt:2: not UTF-8; save the file as UTF-8"):
-        read_hotwords(str(tmp_path / "latin1.txt"), Chars())
+    assert read(tmp_path / "latin1.txt")[1:] == (1, [f"{tmp_path}/latin1.txt:2: not UTF-8 (save the file as UTF-8); "
+                                                    "left out"])
     (tmp_path / "bom.txt").write_bytes("\ufeffAB\nB\n".encode())  # saved by Notepad: its first phrase was refused
-    assert read_hotwords(str(tmp_path / "bom.txt"), Chars()) == [([3, 4], None), ([4], None)]
+    assert read(tmp_path / "bom.txt")[0] == [([3, 4], None), ([4], None)]
     (tmp_path / "empty.txt").write_text("\n")
     with pytest.raises(ValueError, match="no hotword in it"):
-        read_hotwords(str(tmp_path / "empty.txt"), Chars())
+        read(tmp_path / "empty.txt")
+    (tmp_path / "bad.txt").write_text("ABC\n")
+    with pytest.raises(ValueError, match=r"no hotword in it \(one phrase a line\); its 1 line left out:\n  "
+                                         r".*bad.txt:1: 'ABC' holds what"):
+        read(tmp_path / "bad.txt")
 
 
 def test_a_phone_models_hotword_is_every_pronunciation_of_its_words(tmp_path):
@@ -150,9 +160,9 @@ def test_a_phone_models_hotword_is_every_pronunciation_of_its_words(tmp_path):
         lexicon = {"READ": [("R", "IY", "D"), ("R", "EH", "D")], "IT": [("IH", "T")]}
 
     (tmp_path / "hot.txt").write_text("READ IT\n")
-    assert read_hotwords(str(tmp_path / "hot.txt"), Phones()) == [([3, 4, 5, 2, 7, 8], None),
-                                                                   ([3, 6, 5, 2, 7, 8], None)]
+    assert read_hotwords(str(tmp_path / "hot.txt"), Phones(), []) == ([([3, 4, 5, 2, 7, 8], None),
+                                                                        ([3, 6, 5, 2, 7, 8], None)], 1)
     (tmp_path / "bad.txt").write_text("READ THIS\n")
     with pytest.raises(ValueError, match=r"bad.txt:1: 'READ THIS' holds what the model's units cannot spell \(a "
                                          r"word its lexicon lacks\)"):
-        read_hotwords(str(tmp_path / "bad.txt"), Phones())
+        read_hotwords(str(tmp_path / "bad.txt"), Phones(), [])
