@@ -60,17 +60,25 @@ def main() -> str:
         parser.error("give EXP_DIR and OUT_DIR (--unit-type goes with --check-config)")
     if args.chunk_frames and not args.streaming:
         parser.error("--chunk-frames sets a streaming export's chunks: add --streaming")
+    if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):  # ([Errno 17] File exists: 'OUT')
+        raise ToolError(f"{args.out_dir}: exists and is not a folder; give OUT_DIR a folder's name")
     try:
         result = export(args.exp_dir, args.out_dir, args.checkpoint,
                         ExportOptions(args.streaming, args.chunk_frames, args.int8, args.attention))
     except (NotExportable, OSError, ValueError, KeyError) as error:
         raise ToolError(str(error)) from error
+    return summary(result, args)
+
+
+def summary(result: dict, args) -> str:
+    """The summary line of an export; its notes (the attention chunks', an earlier export's files removed) printed
+    on standard error first."""
     chunks, note = result["attention"]
-    if note:
-        print(f"export_onnx.py: {note}", file=sys.stderr)
+    notes = [note] if note else []
     if result["removed"]:
-        print(f"export_onnx.py: removed from {args.out_dir} what an earlier export left that this one does not "
-              f"write: {' '.join(result['removed'])}", file=sys.stderr)
+        notes.append(f"removed from {args.out_dir} what an earlier export left that this one does not write: "
+                     f"{' '.join(result['removed'])}")
+    print("".join(f"export_onnx.py: {line}\n" for line in notes), end="", file=sys.stderr)
     worst = max(result["checked"].values())
     sizes = sum(os.path.getsize(os.path.join(args.out_dir, result["args"][k]))
                 for k in ("encoder", "decoder", "joiner"))

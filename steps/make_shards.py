@@ -194,9 +194,8 @@ def main() -> str:
     if not written and not reused:
         raise ToolError(f"{args.data_dir}: no utterance's audio could be read (each is named above)")
     write_list(args.shard_list, paths)
-    return (f"{args.shard_list}: {counted(len(paths), 'shard')} ({reused} already complete); this run "
-            f"wrote {counted(written, 'utterance')}, {seconds / 3600:.2f} h of audio; "
-            f"skipped {len(left_out) + len(skipped)}")
+    return (f"{args.shard_list}: {counted(len(paths), 'shard')} ({reused} already complete); this run wrote "
+            f"{counted(written, 'utterance')}, {seconds / 3600:.2f} h of audio; skipped {len(left_out) + len(skipped)}")
 
 
 if __name__ == "__main__":

@@ -78,14 +78,22 @@ def parse_args():
                         help="recordings (with --segment-seconds, a recording's segments) encoded and searched "
                              "together, of alike lengths (default 16; not with --stream); their lines are printed "
                              "in the files' order")
-    parser.add_argument("--scp", help="a Kaldi wav.scp ('<key> <path>' or '<key> <command> |' a line) for the audio "
-                        "files: each transcribed under its key, as a data dir's hyp (steps/score.py)")
+    parser.add_argument("--scp", help="a Kaldi wav.scp ('<key> <path>' or '<key> <command> |' a line; '-': standard "
+                        "input) for the audio files: each transcribed under its key, as a data dir's hyp "
+                        "(steps/score.py)")
     parser.add_argument("--segments", help="with --scp: a Kaldi segments file ('<utt> <recording> <start> <end>', "
                         "end -1: the recording's end); each segment transcribed under its utterance's key")
     parser.add_argument("exp_dir")
     parser.add_argument("audio", nargs="*")
     args = parser.parse_args()
     check_lm_fusion_option(parser, args)
+    check_combinations(parser, args)
+    args.attention = from_args(parser, args)
+    return args
+
+
+def check_combinations(parser, args) -> None:
+    """parser.error for options that do not go together, or a value one of them refuses."""
     if bool(args.audio) == bool(args.scp):
         parser.error("give the audio files, or --scp naming them, one of the two")
     if args.scp and args.stream or args.segments and (not args.scp or args.segment_seconds):
@@ -103,8 +111,6 @@ def parse_args():
     if args.nbest and (args.stream or args.segment_seconds or not args.json):
         parser.error("--nbest needs --json, and a search that keeps several hypotheses (not --stream or "
                      "--segment-seconds)")
-    args.attention = from_args(parser, args)
-    return args
 
 
 def load(args) -> Transcriber:
@@ -130,7 +136,7 @@ def main() -> int:
         if args.stream:
             transcriber.stream()  # refused here, before any audio, if the model cannot stream
         inputs, failed = ([Input(path, path) for path in args.audio], 0) if args.audio else \
-            wav_scp_inputs(args.scp, args.segments)  # failed: lines left out (named)
+            wav_scp_inputs("/dev/stdin" if args.scp == "-" else args.scp, args.segments)  # failed: lines left out
     except (OSError, ValueError, KeyError) as error:
         print(f"transcribe.py: {error}", file=sys.stderr)
         return 1

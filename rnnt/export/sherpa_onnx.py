@@ -239,6 +239,18 @@ def _export_decoder_and_joiner(model, paths: dict, metadata: dict) -> dict:
                                                          "decoder_out": torch.randn(4, joiner_dim)}])}
 
 
+def _write_units(tokenizer, out_dir: str, written: set[str]) -> dict:
+    """tokens.txt, and a sentencepiece model's files (their names added to written); returns how sherpa-onnx spells
+    hotwords in them (rnnt.export.hotwords; word units it cannot spell at all)."""
+    with open(os.path.join(out_dir, "tokens.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(tokens_txt(tokenizer)) + "\n")
+    if tokenizer.model is None:
+        return {"modeling_unit": "cjkchar"} if tokenizer.kind == "char" else {}
+    write_sentencepiece_files(tokenizer.model, out_dir)
+    written |= {BPE_MODEL, BPE_VOCAB}
+    return {"modeling_unit": "bpe", "bpe_vocab": BPE_VOCAB}
+
+
 def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
            options: ExportOptions = ExportOptions()) -> dict:
     """Writes the model to out_dir. Returns the from_transducer arguments written to sherpa-onnx.json
@@ -266,14 +278,7 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
     frame_unit = data.subsample * model.config.encoder.time_reduction
     checked, model_type = _export_encoder(model, frontend, options, paths["encoder"], frame_unit, overlap, metadata)
     checked = {"encoder": checked, **_export_decoder_and_joiner(model, paths, metadata)}
-    with open(os.path.join(out_dir, "tokens.txt"), "w", encoding="utf-8") as f:
-        f.write("\n".join(tokens_txt(tokenizer)) + "\n")
-    # how sherpa-onnx spells hotwords (rnnt.export.hotwords); word units it cannot spell at all
-    hotwords = {"modeling_unit": "cjkchar"} if tokenizer.kind == "char" else {}
-    if tokenizer.model is not None:
-        write_sentencepiece_files(tokenizer.model, out_dir)
-        written |= {BPE_MODEL, BPE_VOCAB}
-        hotwords = {"modeling_unit": "bpe", "bpe_vocab": BPE_VOCAB}
+    hotwords = _write_units(tokenizer, out_dir, written)
     if options.int8:
         paths = {name: _quantize(path) for name, path in paths.items()}
         written |= {os.path.basename(path) for path in paths.values()}

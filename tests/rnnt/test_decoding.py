@@ -401,6 +401,9 @@ def test_transcribe_a_wav_scp_gives_its_keys_transcripts_as_a_hyp_file_score_py_
     assert f"transcribe.py: {scp}:5: keyonly: no audio after the key\n" in out.stderr
     assert f"transcribe.py: {scp}:6: broken: repeats the key of line 4; left out" in out.stderr
     assert "3 of 7 recordings transcribed; 4 could not be (named above)" in out.stderr
+    piped = run_tool(sys.executable, STEPS / "transcribe.py", "--scp", "-", trained, stdin=scp.read_text())
+    assert (piped.returncode, piped.stdout) == (1, out.stdout)  # '-': standard input, as Kaldi's tools read it
+    assert "transcribe.py: /dev/stdin:5: keyonly: no audio after the key\n" in piped.stderr
     empty = tmp_path / "empty.scp"  # nothing transcribed, with exit status 0 and no word
     empty.write_text("")
     nothing = run_tool(sys.executable, STEPS / "transcribe.py", "--scp", empty, trained)

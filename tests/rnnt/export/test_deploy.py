@@ -290,6 +290,9 @@ def test_int8_export_runs_in_sherpa_onnx(an4_test, tmp_path, monkeypatch, encode
             f"{' '.join(int8)}" in again.stderr, again.stderr
         assert not [name for name in int8 if (tmp_path / "onnx" / name).exists()]
         assert (tmp_path / "onnx" / "bpe.model").exists()  # written again: not taken for an earlier export's
+        refused = run_tool(sys.executable, STEPS / "export_onnx.py", exp, tmp_path / "onnx" / "tokens.txt")
+        assert (refused.returncode, refused.stderr) == (1, f"export_onnx.py: {tmp_path / 'onnx' / 'tokens.txt'}: "
+                                                           "exists and is not a folder; give OUT_DIR a folder's name\n")
 
 
 @pytest.mark.parametrize("lang,change,options,reason", [
