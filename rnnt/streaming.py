@@ -89,11 +89,14 @@ class Stream:
 
     def accept(self, samples) -> Partial:
         """Mono samples at the model's sample rate (a tensor or numpy array; float in [-1, 1], or integer PCM,
-        scaled as rnnt.data.audio.float_samples does) -> the result so far. Samples that are not finite are refused
-        (rnnt.data.audio.AudioError): they would make every later frame's features NaN."""
+        scaled as rnnt.data.audio.float_samples does; a block of one channel, as sounddevice gives (samples, 1),
+        taken as such) -> the result so far. Samples that are not finite are refused (rnnt.data.audio.AudioError):
+        they would make every later frame's features NaN."""
         if self.finished:
             raise RuntimeError("the stream is finished")
         samples = float_samples(samples)
+        if samples.dim() == 2 and samples.shape[0] == 1:  # a mono device's (n, 1) blocks were refused
+            samples = samples[0]
         if samples.dim() != 1:
             raise AudioError(f"a stream takes mono samples, got shape {tuple(samples.shape)}")
         self.samples += samples.shape[-1] if not self.finishing else 0

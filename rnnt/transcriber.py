@@ -19,7 +19,7 @@ from rnnt.confidence import CALIBRATION_FILE, Calibration, add_unit_posteriors, 
     word_confidence
 from rnnt.ctm import start_within
 from rnnt.data import stages
-from rnnt.data.audio import float_samples, load_audio, to_mono
+from rnnt.data.audio import AudioError, float_samples, load_audio, to_mono
 from rnnt.data.config import BatchConfig, FilterConfig
 from rnnt.data.fbank_presets import PRESETS, frame_samples
 from rnnt.data.pipeline import Pipeline
@@ -222,6 +222,8 @@ class Transcriber:
         takes them (integers scaled, a numpy array, soundfile's (samples, channels))."""
         if isinstance(audio, tuple):
             waveform, rate = float_samples(audio[0]), audio[1]
+            if not waveform.numel():  # as a file of none is refused (it was transcribed as saying nothing)
+                raise AudioError("no samples")
         else:
             waveform, rate = load_audio(audio)
         mono = to_mono(waveform) if waveform.dim() == 2 else waveform

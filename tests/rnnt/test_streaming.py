@@ -10,6 +10,7 @@ models are tests/rnnt/export/test_deploy.py's."""
 import copy
 import json
 
+import numpy as np
 import pytest
 import soundfile
 import torch
@@ -354,6 +355,12 @@ def test_a_stream_takes_integer_pcm_and_numpy_chunks_as_the_transcriber_does(tmp
     assert expected.text and as_ints.finish() == expected and as_numpy.finish() == expected
     with pytest.raises(AudioError, match=r"a stream takes mono samples, got shape \(2, 1600\)"):
         Stream(t).accept(torch.stack([speech[0][:1600]] * 2))
+    as_blocks = Stream(t)  # sounddevice's mono blocks, (samples, 1): refused as two-dimensional
+    for start in range(0, len(pcm), 1600):
+        as_blocks.accept(pcm[start:start + 1600, None].numpy())
+    assert as_blocks.finish() == expected
+    with pytest.raises(AudioError, match="no samples"):  # as a file of none is; it was transcribed as silence
+        t.transcribe((np.zeros(0, dtype=np.float32), 16000))
 
 
 def test_standard_input_in_another_container_is_named_and_an_rf64_wav_is_read():
