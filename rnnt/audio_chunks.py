@@ -1,11 +1,13 @@
 """Audio as it comes, in chunks at the model's rate: a file cut up block by block (resampled), or raw 16-bit PCM
-(or a WAV stream of it) read from standard input or a pipe as it arrives; steps/transcribe.py --stream's input."""
+(or a WAV stream of any PCM or float samples, channels and rate: mixed down and resampled) read from standard
+input or a pipe as it arrives; steps/transcribe.py --stream's input."""
 
 import contextlib
 import math
 import os
 import stat
 import sys
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -41,28 +43,56 @@ def is_pipe(path: str) -> bool:
         return False
 
 
+class PcmFormat(NamedTuple):
+    """How a stream's samples are written: numpy's dtype of one sample ('<i3': 24-bit), channels interleaved, rate."""
+    dtype: str
+    channels: int
+    rate: int
+
+
 def pcm_chunks(source, rate: int, size: int, name: str):
-    """Chunks of size samples of the raw 16-bit PCM on source (after a WAV header, pcm_after_header, to the end
-    of its data chunk where the header gives its size), as it comes."""
-    odd, left = pcm_after_header(source, rate, name)  # a sample split between two reads, first the header's rest
-    while left > 0 and (data := source.read(min(2 * size, left))):
+    """Chunks of about size samples at rate of the PCM on source as it comes: raw 16-bit mono at rate, or after a
+    WAV header (pcm_after_header), in its format (its channels averaged, its rate resampled) to the end of its data
+    chunk where the header gives its size."""
+    odd, left, form = pcm_after_header(source, rate, name)  # bytes of a frame split between reads: the header's rest
+    frame = form.channels * (3 if form.dtype == "<i3" else np.dtype(form.dtype).itemsize)
+    resampler = StreamingResampler(form.rate, rate) if form.rate != rate else None
+    while left > 0 and (data := source.read(min(frame * max(1, size * form.rate // rate), left))):
         left -= len(data)
-        data, odd = odd + data, b""
-        if len(data) % 2:
-            data, odd = data[:-1], data[-1:]
-        yield torch.from_numpy(np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768)
+        data = odd + data
+        whole = len(data) // frame * frame
+        data, odd = data[:whole], data[whole:]
+        samples = torch.from_numpy(float_samples_of(data, form.dtype).reshape(-1, form.channels).mean(axis=1))
+        yield resampler.accept(samples) if resampler else samples
+    if resampler:
+        yield resampler.finish()
+
+
+def float_samples_of(data: bytes, dtype: str) -> np.ndarray:
+    """Samples written as dtype ('<i3': 24-bit) as float32 in [-1, 1]."""
+    if dtype == "<i3":  # each sample's 3 bytes under a fourth, as a 32-bit one's high bytes
+        data = np.frombuffer(data, dtype=np.uint8).reshape(-1, 3)
+        data = np.concatenate([np.zeros((len(data), 1), np.uint8), data], axis=1).tobytes()
+        dtype = "<i4"
+    samples = np.frombuffer(data, dtype=dtype)
+    if dtype == "u1":  # 8-bit WAV: unsigned around 128
+        return (samples.astype(np.float32) - 128) / 128
+    if samples.dtype.kind == "i":
+        return samples.astype(np.float32) / -np.iinfo(samples.dtype).min
+    return samples.astype(np.float32)
 
 
 UNKNOWN_SIZES = (0, 0x7FFFFFFF, 0xFFFFFFFF)  # a data chunk's size a writer to a pipe gives before it knows it
 CONTAINERS = {b"fLaC": "a FLAC", b"OggS": "an Ogg", b"ID3": "an MP3", b".snd": "an AU (sox -t au)",
               b"FORM": "an AIFF", b"caff": "a CAF", b"riff": "a Wave64", b"RIFX": "a big-endian WAV"}  # first bytes
+WAV_SAMPLES = {(1, 8): "u1", (1, 16): "<i2", (1, 24): "<i3", (1, 32): "<i4", (3, 32): "<f4", (3, 64): "<f8"}
 
 
-def pcm_after_header(source, rate: int, name: str) -> tuple[bytes, float]:
-    """The first bytes of raw PCM on source, past a WAV header if it begins with one (arecord's default), which
-    must then be 16-bit mono PCM at rate, and the bytes of PCM left after them: a WAV's data chunk's size where
-    its header gives one (the chunks after it, a LIST of tags, were decoded as audio), else to the end (inf);
-    another container is an AudioError (its bytes were decoded as noise)."""
+def pcm_after_header(source, rate: int, name: str) -> tuple[bytes, float, PcmFormat]:
+    """The first bytes of PCM on source, past a WAV header if it begins with one (arecord's default, ffmpeg's -f wav),
+    the bytes of PCM left after them (a WAV's data chunk's size where its header gives one: the chunks after it, a
+    LIST of tags, were decoded as audio; else to the end, inf) and their format: a WAV's, else 16-bit mono at rate.
+    Another container, or a WAV of another coding (mu-law), is an AudioError (its bytes were decoded as noise)."""
     head = source.read(4)
     for magic, kind in CONTAINERS.items():
         if head.startswith(magic):
@@ -72,15 +102,25 @@ def pcm_after_header(source, rate: int, name: str) -> tuple[bytes, float]:
         if b"Xing" in head or b"Info" in head:  # the first frame's tag, as LAME writes it (lame, ffmpeg, libsndfile)
             raise AudioError(f"{name} holds an MP3 stream, not raw PCM: give the file's path instead")
     if head not in (b"RIFF", b"RF64"):  # RF64: a WAV past 4 GB, whose data size 0xFFFFFFFF says 'read to the end'
-        return head, math.inf
+        return head, math.inf, PcmFormat("<i2", 1, rate)
     source.read(8)  # the RIFF size and WAVE
+    form = None
     for chunk, size, body in riff_chunks(source):
-        if chunk == b"data":
-            return b"", math.inf if size in UNKNOWN_SIZES else size
+        if chunk == b"data" and form is not None:
+            return b"", math.inf if size in UNKNOWN_SIZES else size, form
         if chunk == b"fmt ":
-            kind, channels, wav_rate = int.from_bytes(body[:2], "little"), body[2], int.from_bytes(body[4:8], "little")
-            bits = int.from_bytes(body[14:16], "little")
-            if kind not in (1, 0xFFFE) or (channels, wav_rate, bits) != (1, rate, 16):
-                raise AudioError(f"{name} is a WAV of {channels} channel(s) at {wav_rate} Hz, {bits}-bit; "
-                                 f"--stream - takes 16-bit mono PCM at the model's {rate} Hz")
-    raise AudioError(f"{name}: a WAV header without its data")
+            form = wav_format(body, name)
+    raise AudioError(f"{name}: a WAV header without its " + ("format" if form is None else "data"))
+
+
+def wav_format(body: bytes, name: str) -> PcmFormat:
+    """A WAV fmt chunk's sample format, channels and rate; one this reader does not decode is an AudioError."""
+    kind, channels = int.from_bytes(body[:2], "little"), int.from_bytes(body[2:4], "little")
+    wav_rate, bits = int.from_bytes(body[4:8], "little"), int.from_bytes(body[14:16], "little")
+    if kind == 0xFFFE and len(body) >= 26:  # WAVE_FORMAT_EXTENSIBLE: the coding is its sub-format's first 2 bytes
+        kind = int.from_bytes(body[24:26], "little")
+    dtype = WAV_SAMPLES.get((kind, bits))
+    if dtype is None or not channels or not wav_rate:
+        raise AudioError(f"{name} is a WAV of coding {kind}, {bits}-bit, {channels} channel(s) at {wav_rate} Hz; "
+                         "--stream - reads integer PCM of 8 to 32 bits or float samples: give the file's path instead")
+    return PcmFormat(dtype, channels, wav_rate)

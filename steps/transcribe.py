@@ -15,10 +15,11 @@ time, of alike lengths among those read ahead, and printed in their order.
 --stream decodes as the audio arrives (greedy search, a unidirectional model) in memory that does not
 grow with the audio: the file is read and fed in chunks of --chunk-seconds (block by block, resampled so where
 its rate is not the model's, so an hour-long recording is fine; word times count from its start), or '-' reads \
-raw 16-bit little-endian mono PCM at the model's sample rate from stdin as it comes, or a WAV stream of it
-(a microphone: arecord -t raw -f S16_LE -r 16000 -c 1 | steps/transcribe.py --stream exp -; or a pipe's path,
-<(arecord ...)); Ctrl-C ends the
-audio there, and the transcript so far is printed as the final line (exit status 130).
+raw 16-bit little-endian mono PCM at the model's sample rate from stdin as it comes, or a WAV stream of 8 to
+32-bit or float samples at any rate and channels (mixed down and resampled as it comes: arecord -f dat,
+ffmpeg -f wav -) (a microphone: arecord -t raw -f S16_LE -r 16000 -c 1 | steps/transcribe.py --stream exp -;
+or a pipe's path, <(arecord ...)); Ctrl-C ends the audio there, and the transcript so far is printed as the
+final line (exit status 130).
 The transcript is shown as a live caption shows it, in lines a pause of --endpoint-seconds ends: each time
 the current line's text changes, '<file> [partial <seconds>s] <text of the line>' is printed ({"final": false,
 "seconds"} with --json), and when a pause ends it, '<file> [line <start>-<end>s] <its text>' ({"final": false,

@@ -6,7 +6,6 @@ sherpa-onnx and our greedy search, or between a stream and the whole utterance, 
 A trained model is exported and decoded in sherpa-onnx end to end by tests/egs/test_an4_recipe.py.
 """
 
-import io
 import json
 import signal
 import subprocess
@@ -428,8 +427,9 @@ def test_transcribe_streams_raw_pcm_from_stdin(an4_test, tmp_path):
 
 def test_transcribe_streams_a_wav_header_on_stdin_and_refuses_another_container(an4_test, tmp_path):
     """arecord writes WAV unless told -t raw: its 44-byte header was read as 22 loud samples; a FLAC piped in was
-    decoded as noise, exit 0. A WAV stream of the model's PCM is read past its header; another WAV or container
-    is named."""
+    decoded as noise, exit 0. A WAV stream is read past its header in its own format, as its file streams (another
+    rate, 8 to 32-bit or float samples, several channels: refused before, arecord -f dat's among them); another
+    container or coding is named."""
     audio, langs = an4_test
     exp = make_experiment(tmp_path / "exp", langs["bpe"])
     path = audio[1][0]
@@ -444,21 +444,27 @@ def test_transcribe_streams_a_wav_header_on_stdin_and_refuses_another_container(
     rows = [json.loads(line) for line in piped(samples.tobytes(), "--json")[1]]  # the last marked final, as a
     assert [row["final"] for row in rows] == [False] * (len(rows) - 1) + [True]  # consumer filtering on it reads
     tags = b"LIST" + (2000).to_bytes(4, "little") + b"INFO" + b"\x7f" * 1996  # a chunk after the data: 1000 loud
-    for name, data in (("wav", samples), ("flac", samples), ("wav8k", samples[::2]), ("wav+tags", samples)):
-        buffer = io.BytesIO()  # samples, where the data chunk's size was not read
-        rate, kind = 8000 if name == "wav8k" else 16000, "FLAC" if name == "flac" else "WAV"
-        soundfile.write(buffer, data, rate, format=kind, subtype="PCM_16")
-        stream = buffer.getvalue()
+    stereo = np.stack([samples, samples // 2], axis=1)  # samples, where the data chunk's size was not read
+    for name, data, rate, subtype in (("wav", samples, 16000, "PCM_16"), ("wav+tags", samples, 16000, "PCM_16"),
+                                      ("8 kHz", samples[::2], 8000, "PCM_16"), ("dat", stereo, 48000, "PCM_16"),
+                                      ("24-bit", stereo, 16000, "PCM_24"), ("float", samples, 22050, "FLOAT"),
+                                      ("u8", samples, 16000, "PCM_U8"), ("32-bit", samples, 16000, "PCM_32"),
+                                      ("flac", samples, 16000, "PCM_16"), ("mu-law", samples, 8000, "ULAW")):
+        soundfile.write(tmp_path / "in.wav", data, rate, format="FLAC" if name == "flac" else "WAV", subtype=subtype)
+        stream = (tmp_path / "in.wav").read_bytes()
         if name == "wav+tags":
             stream = stream[:4] + (len(stream) - 8 + len(tags)).to_bytes(4, "little") + stream[8:] + tags
         code, lines, err = piped(stream)
-        if name.startswith("wav") and name != "wav8k":
-            assert code == 0 and lines[-1] == raw[1][-1], err
-        elif name == "flac":
+        if name == "flac":
             assert code == 1 and "-: cannot transcribe its audio (standard input holds a FLAC stream, not raw" in err
-        else:
-            assert code == 1 and "standard input is a WAV of 1 channel(s) at 8000 Hz, 16-bit; --stream - takes " \
-                                 "16-bit mono PCM at the model's 16000 Hz" in err
+        elif name == "mu-law":
+            assert code == 1 and "standard input is a WAV of coding 7, 8-bit, 1 channel(s) at 8000 Hz; --stream - " \
+                                 "reads integer PCM of 8 to 32 bits or float samples" in err, err
+        else:  # the final line of the same file streamed from its path; of the model's own PCM, the raw samples'
+            from_file = run_tool(sys.executable, STEPS / "transcribe.py", "--stream", exp, tmp_path / "in.wav")
+            text = lines[-1].partition(" ")[2] if lines else None
+            assert code == 0 and text == from_file.stdout.splitlines()[-1].partition(" ")[2], (name, err)
+            assert text == raw[1][-1].partition(" ")[2] or not name.startswith("wav")
 
 
 def test_ctrl_c_on_a_live_stream_prints_the_transcript_so_far(an4_test, tmp_path):
