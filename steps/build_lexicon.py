@@ -9,27 +9,45 @@ add lines for them to lexicon.txt by hand to keep them. Then steps/build_units.p
 Training targets take each word's first pronunciation: where the dictionary's first is not the corpus's (AN4
 spells letters: its A is EY, the dictionary's first A the article's AH), --first FILE names those to put
 first, a '<WORD> <phone> ...' line a pronunciation, in its order (a word of the text the dictionary lacks is added
-so, with every pronunciation the file gives it).
+so, with every pronunciation the file gives it; a line of a phone the dictionary has not is named and left out).
 """
 
 import collections
 import os
+import sys
 
 from rnnt.cli import ToolError, run_tool, tool_parser
-from rnnt.data.lexicon import cmu_pronunciations, read_lexicon, without_stress, write_lexicon
-from rnnt.datadir.table import kaldi_fields, read_counting_left_out
+from rnnt.counting import counted
+from rnnt.data.lexicon import cmu_pronunciations, without_stress, write_lexicon
+from rnnt.datadir.table import kaldi_fields, read_counting_left_out, read_lines
 
 
-def put_first(dictionary: dict, path: str) -> None:
+def put_first(dictionary: dict, path: str) -> list[str]:
     """Puts the pronunciations of path's lexicon first for their words, in its order (stress marks removed, as the
     dictionary's: EY1 was a unit of its own, A EY1 and A EY two pronunciations), the dictionary's others after;
-    a phone the dictionary has not is refused (a unit of its own)."""
+    returns why each line left out was: one of no phone, or of a phone the dictionary has not (a unit of its own),
+    named by its line, the rest kept."""
     phones = {phone for variants in dictionary.values() for variant in variants for phone in variant}
-    for word, variants in read_lexicon(path).items():
-        first = list(dict.fromkeys(without_stress(variant) for variant in variants))
-        if unknown := sorted({phone for variant in first for phone in variant} - phones):
-            raise ValueError(f"{path}: {word}: {' '.join(unknown)} is none of the CMU dictionary's phones")
-        dictionary[word.upper()] = first + [p for p in dictionary.get(word.upper(), []) if p not in first]
+    skipped: list[str] = []
+    first: dict[str, list[tuple[str, ...]]] = {}
+    for line in read_lines(path, skipped=skipped):
+        if len(fields := line.fields) < 2:
+            if fields:
+                skipped.append(f"{line.where}: expected '<word> <phone> ...', got '{line.text.strip()}'; left out")
+            continue
+        variant = without_stress(tuple(fields[1:]))
+        if unknown := sorted(set(variant) - phones):
+            skipped.append(f"{line.where}: {fields[0]}: {' '.join(unknown)} is none of the CMU dictionary's phones; "
+                           "left out")
+        elif variant not in first.setdefault(fields[0], []):
+            first[fields[0]].append(variant)
+    if not any(first.values()):
+        raise ValueError(f"{path}: no pronunciation in it" + (f" ({counted(len(skipped), 'line')} left out: the "
+                                                              f"first {skipped[0]})" if skipped else ""))
+    for word, variants in first.items():
+        if variants:
+            dictionary[word.upper()] = variants + [p for p in dictionary.get(word.upper(), []) if p not in variants]
+    return skipped
 
 
 def main() -> str:
@@ -48,9 +66,12 @@ def main() -> str:
     dictionary = cmu_pronunciations()
     if args.first:
         try:
-            put_first(dictionary, args.first)
+            skipped = put_first(dictionary, args.first)
         except (OSError, ValueError) as error:
             raise ToolError(str(error)) from error
+        for message in skipped:
+            print(f"build_lexicon.py: {message}", file=sys.stderr)
+        left_out += f"; {counted(len(skipped), 'line')} of {args.first} left out (named above)" if skipped else ""
     ranked = sorted(counts, key=lambda w: (-counts[w], w))
     # the dictionary's words are upper case; a transcript's are looked up so and kept as written
     lexicon = {word: dictionary[word.upper()] for word in ranked if word.upper() in dictionary}

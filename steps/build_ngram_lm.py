@@ -8,8 +8,10 @@ through a lexicon of the units (character or phone units: rnnt.lm.lexicon_search
 """
 
 import os
+from collections import Counter
 
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
+from rnnt.counting import counted
 from rnnt.data.tokenizer import BLANK, UNK, Tokenizer
 from rnnt.datadir.table import kaldi_fields, read_counting_left_out
 from rnnt.lm.fusion import OVER
@@ -35,6 +37,9 @@ def main() -> str:
         raise ToolError(str(error)) from error
     if not transcripts:
         raise ToolError(f"{text_path}: no transcript to train the LM on")
+    if args.over == "words" and tokenizer.kind not in ("char", "phone"):  # (tuning refused it, once decoding began)
+        raise ToolError(f"--over words: a word LM is searched through a lexicon of character or phone units; "
+                        f"{args.lang_dir} holds {tokenizer.kind} units (an LM over them: leave --over out)")
     if args.over == "words":
         sentences = [kaldi_fields(line.value) for _, line in sorted(transcripts.items())]
     else:
@@ -45,16 +50,21 @@ def main() -> str:
     sentences = [[word for word in words if word not in (BOS, EOS)] for words in sentences]
     vocabulary = sorted({word for words in sentences for word in words}) if args.over == "words" else \
         [symbol for symbol in tokenizer.units if symbol not in (BLANK, BOS, EOS)]
+    if not any(sentences):  # an LM of '<s> </s>' alone, which favours saying nothing
+        raise ToolError(f"{text_path}: its {len(sentences)} transcripts hold no {args.over} to train the LM on")
     model = estimate(sentences, args.order, vocabulary)
     try:
         os.makedirs(os.path.dirname(os.path.abspath(args.arpa)), exist_ok=True)
         write_arpa(model, args.arpa)
     except OSError as error:  # a directory of that name, a folder not writable, a full disk
         raise ToolError(f"{args.arpa}: cannot write the LM ({error.strerror or error})") from error
-    counts = [sum(1 for ngram in model if len(ngram) == k) for k in range(1, args.order + 1)]
-    return (f"{args.arpa}: {args.order}-gram over {len(vocabulary)} {args.over} from "
-            f"{len(sentences)} transcripts of {text_path} ({sum(map(len, sentences))} {args.over}); "
-            f"n-grams per order: {' '.join(map(str, counts))}"
+    per_order = Counter(len(ngram) for ngram in model)
+    order = max(per_order)  # (the summary said 100-gram of a 17-gram, and counted the model once an order)
+    longest = f" (--order {args.order}: the text's longest n-gram)" if order < args.order else ""
+    word = args.over[:-1]  # unit, word
+    return (f"{args.arpa}: {order}-gram{longest} over {counted(len(vocabulary), word)} from "
+            f"{counted(len(sentences), 'transcript')} of {text_path} ({counted(sum(map(len, sentences)), word)}); "
+            f"n-grams per order: {' '.join(str(per_order[k]) for k in range(1, order + 1))}"
             + (f"; {markers} sentence markers ({BOS}, {EOS}) in the text left out" if markers else "") + left_out)
 
 

@@ -111,11 +111,11 @@ def main() -> str:
         config_path = fusion_config_path(args.exp_dir, args.method)
         lm_dir = os.path.dirname(config_path)
         os.makedirs(lm_dir, exist_ok=True)
-        base = FusionConfig(copied(args.arpa, lm_dir), args.over, 0.0, 0.0, args.beam,
-                            f"{args.dev_list}, {os.path.basename(path)}",
-                            copied(args.lodr_arpa, lm_dir) if args.lodr_arpa else None,
-                            checkpoint_sha256=hex_digest(path))
-        fusion = base.load(tokenizer)
+        given = FusionConfig(args.arpa, args.over, 0.0, 0.0, args.beam, f"{args.dev_list}, {os.path.basename(path)}",
+                             args.lodr_arpa, checkpoint_sha256=hex_digest(path))
+        fusion = given.load(tokenizer)  # the user's files checked, and named, before the experiment keeps copies
+        base = dataclasses.replace(given, arpa=copied(args.arpa, lm_dir),
+                                   lodr_arpa=copied(args.lodr_arpa, lm_dir) if args.lodr_arpa else None)
         show_data_reports()
         pipeline = decoding_pipeline(experiment, tokenizer, args.dev_list, args.batch_size)
     except (OSError, ValueError, KeyError) as error:

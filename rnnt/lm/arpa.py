@@ -20,6 +20,7 @@ import zlib
 from typing import Iterator
 
 from rnnt.atomic_write import write_atomically
+from rnnt.datadir.table import WHITESPACE, kaldi_fields
 from rnnt.lm.kneser_ney import BOS, EOS, IMPOSSIBLE
 
 Ngram = tuple[str, ...]
@@ -53,7 +54,8 @@ def _lines(path: str) -> Iterator[tuple[int, str]]:
         try:
             for number, raw in enumerate(f, 1):
                 try:
-                    yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()  # a BOM is no text
+                    text = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # a BOM is no text
+                    yield number, text.strip(WHITESPACE)  # (str.strip took a word's U+202F or U+3000 away too)
                 except UnicodeDecodeError as error:
                     raise ValueError(f"{path}:{number}: not UTF-8 ({error.reason} at byte {error.start}); re-encode "
                                      "the LM as UTF-8") from None
@@ -80,7 +82,7 @@ def read_arpa(path: str) -> dict[Ngram, tuple[float, float]]:
             section = int(match.group(1))
             if section not in declared:  # KenLM refuses one too: its n-grams would change the model's order
                 raise ValueError(f"{path}:{number}: a {section}-grams section that \\data\\ does not declare")
-        elif section == 0 and (match := re.fullmatch(r"ngram (\d+)\s*=\s*(\d+)", line)):
+        elif section == 0 and (match := re.fullmatch(r"ngram[ \t]+(\d+)[ \t]*=[ \t]*(\d+)", line)):
             declared[int(match.group(1))] = int(match.group(2))
         elif section:
             ngram, values = ngram_line(line, section, f"{path}:{number}")
@@ -105,7 +107,7 @@ def ngram_line(line: str, order: int, where: str) -> tuple[Ngram, tuple[float, f
     is not a number is an error naming where. Below -99 (-inf, a probability of 0) reads as -99, which SRILM and
     KenLM write for 0: scaled by a fusion weight of 0, or less the best below a lexicon node of such words, -inf made
     NaN scores, which took the place of the best hypotheses in a beam."""
-    fields = line.split()
+    fields = kaldi_fields(line)  # a no-break or ideographic space inside a word, as the text reader keeps it, stays
     if len(fields) not in (order + 1, order + 2):
         raise ValueError(f"{where}: expected '<log10 p> <{order} words> [<backoff>]', got '{line}'")
     try:

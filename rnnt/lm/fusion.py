@@ -33,6 +33,8 @@ class NgramScorer:
         if (EOS,) not in model:
             raise ValueError(f"{source}: the LM has no unigram for {EOS}, the end of a sentence, which every "
                              "hypothesis is scored with: not an LM over sentences")
+        if (UNK,) not in model and ("<UNK>",) in model:  # the CMU toolkit's spelling (AN4's an4.lm): a word before
+            model = {tuple(UNK if w == "<UNK>" else w for w in ngram): values for ngram, values in model.items()}
         # A closed-vocabulary LM (SRILM's without -unk) scores the model's <unk> unit as ARPA scores the impossible.
         self.model = model if (UNK,) in model else {**model, (UNK,): (IMPOSSIBLE, 0.0)}
         self.symbols = symbols
@@ -96,8 +98,13 @@ class ShallowFusion:
     length_bonus: float = 0.0
 
     def extend(self, state: LMState, token: int) -> tuple[float, LMState]:
-        """The score a unit adds after `state`, and the state after it."""
+        """The score a unit adds after `state`, and the state after it. A sentence marker a model of word units
+        emits (<s>, </s>: units of a text that holds them, which steps/build_ngram_lm.py leaves out of the LM's text,
+        the LM adding its own) adds nothing and leaves the history: the LM scored <s> as impossible (-99) and </s>
+        as a sentence's end in the middle of one."""
         word = self.lm.symbols[token]
+        if word in (BOS, EOS):
+            return 0.0, state
         score = self.weight * LN10 * self.lm.log10_prob(state, word) + self.length_bonus
         return score, self.lm.next_state(state, word)
 

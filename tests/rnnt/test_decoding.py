@@ -683,6 +683,15 @@ def test_an_lm_built_from_training_text_is_tuned_on_dev_and_used_by_decode(train
     assert (trained / "lm" / "lm.arpa").read_bytes() == arpa.read_bytes() != other.read_bytes()
     assert (trained / "lm" / "lm-2.arpa").read_bytes() == other.read_bytes()
     assert yaml.safe_load((trained / "lm" / "ctc_prefix_beam_lm.yaml").read_text())["arpa"] == "lm-2.arpa"
+    # an LM refused is named as given, and no copy of it is kept (the copy was named, and kept: the LM put right
+    # took the next name)
+    broken = tmp_path / "broken" / "cut.arpa"
+    broken.parent.mkdir()
+    broken.write_text(other.read_text().replace("ngram 1=", "ngram 1=9"))
+    out = run_tool(sys.executable, STEPS / "tune_lm_fusion.py", "--arpa", broken, "--weights", "0.5", "--bonuses", "0",
+                   trained, yesno / "test.list")
+    assert out.returncode == 1 and f"{broken}: \\data\\ declares 9" in out.stderr, out.stderr
+    assert not (trained / "lm" / "cut.arpa").exists()
     # an LM that makes dev worse at every weight tried (of a text of YES alone) is said to, not written in silence
     yes = tmp_path / "yes"
     yes.mkdir()

@@ -216,9 +216,16 @@ def test_first_pronunciations_name_the_targets_a_word_trains_with(tmp_path):
     assert out.returncode == 0, out.stderr
     lexicon = read_lexicon(str(lang / "lexicon.txt"))
     assert lexicon["A"] == [("EY",), ("AH",)] and lexicon["ZQXJ"] == [("Z", "K"), ("Z", "AH", "K")]
-    first.write_text("A EY\nZQXJ Z KX\n")  # a phone of no unit: refused by name
+    first.write_text("A EY\nZQXJ Z KX\n")  # a phone of no unit: named by its line and left out (the run refused)
     out = run_tool(sys.executable, ROOT / "steps" / "build_lexicon.py", "--first", first, data, lang)
-    assert out.returncode == 1 and f"{first}: ZQXJ: KX is none of the CMU dictionary's phones" in out.stderr
+    assert out.returncode == 0 and f"build_lexicon.py: {first}:2: ZQXJ: KX is none of the CMU dictionary's phones; " \
+        "left out\n" in out.stderr, out.stderr
+    assert out.stdout.rstrip().endswith(f"; 1 line of {first} left out (named above)"), out.stdout
+    assert trained_phones(lang, "A") == ("EY",) and "ZQXJ" not in read_lexicon(str(lang / "lexicon.txt"))
+    first.write_text("ZQXJ Z KX\n")  # nothing of it usable: refused
+    out = run_tool(sys.executable, ROOT / "steps" / "build_lexicon.py", "--first", first, data, lang)
+    assert out.returncode == 1 and f"{first}: no pronunciation in it (1 line left out: the first {first}:1: " \
+        in out.stderr, out.stderr
 
 
 def trained_phones(lang, word: str) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from conftest import ROOT, run_tool
 from ctc_reference import ctc_model, sequence_log_prob
 from rnnt.ctc_search import ctc_prefix_beam_search
 from rnnt.lm.arpa import read_arpa, write_arpa
-from rnnt.lm.fusion import NgramScorer, ShallowFusion
+from rnnt.lm.fusion import NgramScorer, ShallowFusion, load_fusion
 from rnnt.lm.kneser_ney import EOS, estimate
 from search_reference import all_sequences
 
@@ -246,16 +246,29 @@ def test_an_lm_without_an_end_of_sentence_is_refused_and_one_without_unk_scores_
     assert lm.log10_prob(("<s>",), "<unk>") == -99.0 - 0.3 and lm.log10_prob(("a",), "b") == -0.6
     closed = scorer({**model, ("</s>",): (-0.4, 0.0)}, ["<unk>", "a", "b", "c"])  # text that never used c: the
     assert closed.log10_prob(("a",), "c") == -99.0  # impossible, as KenLM scores an unknown word (it was refused)
+    cmu = scorer({**model, ("</s>",): (-0.4, 0.0), ("<UNK>",): (-2.0, 0.0), ("a", "<UNK>"): (-1.0, 0.0)},
+                 ["<unk>", "a", "b"])  # the CMU toolkit's <UNK> (AN4's an4.lm): the unknown word, not a word
+    assert cmu.log10_prob(("a",), "<unk>") == -1.0 and cmu.log10_prob(("b",), "<unk>") == -2.0
+
+
+def text_and_lang(tmp_path, text: str, symbols: list[str], kind: str = "char"):
+    """tmp_path/data with text, and tmp_path/lang of units <blank> <unk> and symbols, of kind; (data, lang)."""
+    data, lang = tmp_path / "data", tmp_path / "lang"
+    data.mkdir(exist_ok=True)
+    (data / "text").write_text(text)
+    write_units(lang, symbols, kind)
+    return data, lang
+
+
+def write_units(lang, symbols: list[str], kind: str) -> None:
+    lang.mkdir(exist_ok=True)
+    (lang / "units.txt").write_text("".join(f"{s} {i}\n" for i, s in enumerate(["<blank>", "<unk>", *symbols])))
+    (lang / "units.json").write_text(f'{{"type": "{kind}", "vocab_size": {len(symbols) + 2}}}')
 
 
 def test_sentence_markers_in_the_text_are_left_out_of_a_word_lm(tmp_path):
     """Text prepared with <s> and </s> around each sentence crashed the estimate (KeyError) at order 2 and up."""
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "text").write_text("u1 <s> THE CAT </s>\nu2 THE DOG\n")
-    (tmp_path / "lang").mkdir()
-    (tmp_path / "lang" / "units.txt").write_text("<blank> 0\n<unk> 1\n\u2581 2\nT 3\n")
-    (tmp_path / "lang" / "units.json").write_text('{"type": "char", "vocab_size": 4}')
+    data, _ = text_and_lang(tmp_path, "u1 <s> THE CAT </s>\nu2 THE DOG\n", ["\u2581", "T"])
     out = run_tool(ROOT / "steps" / "build_ngram_lm.py", "--order", "3", "--over", "words", data, tmp_path / "lang",
                    tmp_path / "lm.arpa")
     assert out.returncode == 0, out.stderr
@@ -264,12 +277,27 @@ def test_sentence_markers_in_the_text_are_left_out_of_a_word_lm(tmp_path):
     assert ("<s>", "THE", "CAT") in model and ("CAT", "</s>") in model
     assert sorted(w for (w, *rest) in model if not rest) == ["</s>", "<s>", "CAT", "DOG", "THE"]
     # word units keep the markers as units (build_units.py): an LM over them was a ValueError's traceback
-    (tmp_path / "lang" / "units.txt").write_text("<blank> 0\n<unk> 1\n</s> 2\n<s> 3\nCAT 4\nDOG 5\nTHE 6\n")
-    (tmp_path / "lang" / "units.json").write_text('{"type": "word", "vocab_size": 7}')
+    write_units(tmp_path / "lang", ["</s>", "<s>", "CAT", "DOG", "THE"], "word")
     out = run_tool(ROOT / "steps" / "build_ngram_lm.py", "--order", "2", "--over", "units", data, tmp_path / "lang",
                    tmp_path / "units.arpa")
     assert out.returncode == 0 and "2 sentence markers (<s>, </s>) in the text left out" in out.stdout, out.stderr
     assert ("<s>", "THE") in read_arpa(str(tmp_path / "units.arpa"))
+    # the model's <s> and </s> units fused with that LM: nothing added and the history kept (<s> scored as
+    # impossible, -99 log10, and </s> as a sentence's end in the middle of one)
+    from rnnt.data.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer(str(tmp_path / "lang"))
+    fusion = load_fusion(str(tmp_path / "units.arpa"), tokenizer, 0.5, 0.0)
+    with_markers, without = fusion.start(), fusion.start()
+    total = 0.0
+    for token in tokenizer.encode("<s> THE CAT </s>"):
+        score, with_markers = fusion.extend(with_markers, token)
+        total += score
+    plain = 0.0
+    for token in tokenizer.encode("THE CAT"):
+        score, without = fusion.extend(without, token)
+        plain += score
+    assert (total, with_markers) == (plain, without) and total > -5
     with pytest.raises(ValueError, match="a sentence holds <s> or </s>"):
         estimate([["<s>", "A"]], 2, ["A"])
 
@@ -296,3 +324,41 @@ def test_negative_length_bonuses_are_a_value_of_tune_lm_fusion_not_an_option(tmp
                    "-2,-1,0,1,2", tmp_path / "exp", tmp_path / "dev.list")
     assert out.returncode == 1 and "expected one argument" not in out.stderr, out.stderr
     assert f"{tmp_path / 'exp'}" in out.stderr  # past the options: the experiment not there, named
+
+
+def test_an_lm_of_words_holding_a_no_break_space_is_read_back(tmp_path):
+    """Kaldi's text keeps U+202F (French typography) and U+3000 inside a word; the ARPA reader split and stripped at
+    every Unicode space, so an LM build_ngram_lm.py wrote was refused by the decoder (and a unigram's word misread)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "text").write_text("u1 BONJOUR\u202f! CA VA\u202f?\nu2 OUI\u3000MERCI\n")
+    (data / "utt2dur").write_text("u1 1.0\nu2 1.0\n")
+    out = run_tool(ROOT / "steps" / "build_units.py", "--unit-type", "char", data, tmp_path / "lang")
+    assert out.returncode == 0, out.stderr
+    for over in ("units", "words"):
+        out = run_tool(ROOT / "steps" / "build_ngram_lm.py", "--order", "3", "--over", over, data, tmp_path / "lang",
+                       tmp_path / f"{over}.arpa")
+        assert out.returncode == 0, out.stderr
+        model = read_arpa(str(tmp_path / f"{over}.arpa"))
+        assert ("\u202f",) in model if over == "units" else ("BONJOUR\u202f!", "CA") in model
+        assert all(-100 < model[ngram][0] <= 0 for ngram in model)
+
+
+def test_an_lm_of_nothing_or_of_words_over_pieces_is_refused_and_a_long_order_says_what_it_wrote(tmp_path):
+    """Keys without words gave an LM of '<s> </s>' alone (it favours saying nothing), --over words a lang dir of
+    word or BPE units that tuning refused later, and --order 100 of a text whose longest n-gram is 4 words said
+    '100-gram'."""
+    data, _ = text_and_lang(tmp_path, "u1\nu2\n", ["\u2581", "T", "H", "E"])
+    out = run_tool(ROOT / "steps" / "build_ngram_lm.py", data, tmp_path / "lang", tmp_path / "lm.arpa")
+    assert (out.returncode, out.stderr) == (1, f"build_ngram_lm.py: {data}/text: its 2 transcripts hold no units to "
+                                               "train the LM on\n")
+    (data / "text").write_text("u1 THE THE\nu2 THE\n")
+    out = run_tool(ROOT / "steps" / "build_ngram_lm.py", "--order", "100", "--over", "words", data,
+                   tmp_path / "lang", tmp_path / "lm.arpa")
+    assert out.returncode == 0 and ": 4-gram (--order 100: the text's longest n-gram) over 1 word from" in out.stdout
+    assert out.stdout.split("n-grams per order: ")[1].split() == ["3", "3", "3", "1"], out.stdout
+    write_units(tmp_path / "lang", ["THE"], "word")  # (as of pieces: bpe)
+    out = run_tool(ROOT / "steps" / "build_ngram_lm.py", "--over", "words", data, tmp_path / "lang",
+                   tmp_path / "lm.arpa")
+    assert out.returncode == 1 and "--over words: a word LM is searched through a lexicon of character or phone " \
+        "units" in out.stderr, out.stderr
