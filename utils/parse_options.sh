@@ -4,9 +4,9 @@
 # Rules:
 #   --foo-bar X and --foo-bar=X set the existing variable foo_bar (an undefined one is an error);
 #   a variable whose value is true or false only accepts true or false, one whose value is a whole number
-#   (stage=0, average=5) only a whole number, as the script set it (a --config file's value, or the option given
-#   before, does not change what it takes); a value that is another option of the script (--stage --stop-stage 3)
-#   is a missing value;
+#   (stage=0, average=5) only a whole number of at least 0 (a recipe's first stage is 0), as the script set it
+#   (a --config file's value, or the option given before, does not change what it takes); a value that is
+#   another option of the script (--stage --stop-stage 3) is a missing value;
 #   --config FILE sources FILE (shell assignments) before the remaining options, so a script may not
 #   have a variable named config of its own (refused at once);
 #   --help / -h prints $help_message and exits 0;
@@ -54,7 +54,8 @@ __po_set() {  # __po_set <option-as-typed> <value>
     __po_fail "option '$__po_opt' takes true or false, not '$__po_value'"
   fi
   if [ "$__po_takes" = int ]; then
-    [[ "$__po_value" =~ ^[0-9]{1,18}$ ]] || __po_fail "option '$__po_opt' takes a whole number, not '$__po_value'"
+    [[ "$__po_value" =~ ^[0-9]{1,18}$ ]] ||  # (not negative: a Kaldi recipe's --stage -1 is this one's --stage 0)
+      __po_fail "option '$__po_opt' takes a whole number of at least 0, not '$__po_value'"
     __po_value=$((10#$__po_value))  # 08 as 8: bash arithmetic reads a leading 0 as octal (08 failed, 010 was 8)
   fi
   printf -v "$__po_var" '%s' "$__po_value"

@@ -6,8 +6,9 @@ differs between dirs of the same speakers by nature), a recording's that differ 
 error: the same recording id for two files would give one source's segments the other's audio.
 
 As Kaldi's script of that name: when some sources have `segments` and others do not, each utterance of
-the others becomes a segment covering its whole recording (`<utt> <utt> 0 <its utt2dur>`, or -1, meaning the
-end, for a source without utt2dur), so the combined dir keeps every segment; and when some have `utt2uniq`,
+the others becomes a segment covering its whole recording (`<utt> <utt> 0 <its utt2dur>`, measured from its audio
+for a source without utt2dur; -1, meaning the end, where that cannot be read, named), so the combined dir keeps
+every segment; and when some have `utt2uniq`,
 each utterance of the others is its own original. Other files missing from a source are left out, and named;
 the files of a data dir that an earlier run left in <dest> and this one does not write are removed.
 `--extra-files "A B"` combines more files the same way (keys unique across dirs), left as they are by the
@@ -24,19 +25,33 @@ import os
 import sys
 
 from rnnt.cli import tool_parser
+from rnnt.datadir.durations import seconds_text, utterance_durations
 from rnnt.datadir.fix import DROPPED, fix_data_dir, reasons
 from rnnt.datadir.layout import (FIELDS, FILTERED_SPEAKER, PER_RECORDING, PER_SPEAKER, Tables, load_dir,
                                  refuse_writing_over_a_source, remove_unwritten, write_dir)
 from rnnt.datadir.table import write_table
 
 
+def whole_recordings(src: str, tables: Tables) -> dict[str, str]:
+    """utt -> its recording's length in seconds, for a source without segments: its utt2dur's, else measured from
+    the audio, as Kaldi's combine_data.sh has get_utt2dur.sh do; one that cannot be read is named, its end -1
+    (the recording's end, as extract-segments reads it, which Kaldi's validate_data_dir.sh refuses)."""
+    if "utt2dur" in tables:
+        return tables["utt2dur"]
+    durations, problems = utterance_durations(src)
+    for problem in problems:
+        print(f"combine_data.sh: {problem}; its segment ends at -1 (the recording's end), which Kaldi's "
+              "validate_data_dir.sh refuses", file=sys.stderr)
+    return {utt: seconds_text(seconds) for utt, seconds in durations.items()}
+
+
 def combine(sources: list[str], extra: tuple[str, ...] = ()) -> Tables:
     """Merges the sources' files and the extra ones named; only files present in every source are kept."""
     loaded = [load_dir(src, extra=extra) for src in sources]
     if any("segments" in tables for tables in loaded):
-        for tables in loaded:
+        for src, tables in zip(sources, loaded):
             if "segments" not in tables:  # one recording per utterance, keyed by the utterance
-                durations = tables.get("utt2dur", {})
+                durations = whole_recordings(src, tables)
                 tables["segments"] = {utt: f"{utt} 0 {durations.get(utt, '-1')}" for utt in tables["utt2spk"]}
     if any("utt2uniq" in tables for tables in loaded):
         for tables in loaded:  # as Kaldi's: an utterance of a source without utt2uniq is its own original

@@ -52,9 +52,11 @@ def utterance_durations(data_dir: str, nj: int = 1, named_from: str | None = Non
                         original: dict[str, str] | None = None) -> tuple[dict[str, float], list[str]]:
     """utt -> seconds for every utterance whose duration is known, and a message for each left out (naming its
     line in named_from's tables where given, original naming the utterances a copy renamed: lines_named_from)."""
-    wav = read_table(os.path.join(data_dir, "wav.scp"))
-    segments_path = os.path.join(data_dir, "segments")
+    segments_path, wav_path = os.path.join(data_dir, "segments"), os.path.join(data_dir, "wav.scp")
     segments = read_table(segments_path) if os.path.isfile(segments_path) else None
+    # segments alone give their utterances' lengths but those that end at the recording's end (-1), as Kaldi's
+    wav_given = segments is None or os.path.isfile(wav_path)
+    wav = read_table(wav_path) if wav_given else {}
     wav_where = lines_named_from(named_from, wav, "wav.scp", original if segments is None else None)
     segment_where = lines_named_from(named_from, segments, "segments", original) if segments is not None else {}
     spans = ({utt: kaldi_fields(line.value) for utt, line in segments.items()} if segments is not None
@@ -62,9 +64,10 @@ def utterance_durations(data_dir: str, nj: int = 1, named_from: str | None = Non
     durations, problems, waiting = {}, [], {}  # waiting: utt -> (recording, start) of those its recording decides
     for utt, fields in spans.items():
         why = "not '<recording> <start> <end>'" if len(fields) != 3 else segment_problem(*fields[1:])
-        if why or fields[0] not in wav:
+        timed = not why and segments is not None and float(fields[2]) > float(fields[1])
+        if why or fields[0] not in wav and (wav_given or not timed):
             problems.append(f"{segment_where[utt]}: {utt}: {why or f'recording {fields[0]} not in wav.scp'}")
-        elif segments is not None and float(fields[2]) > float(fields[1]):
+        elif timed:
             durations[utt] = float(fields[2]) - float(fields[1])
         else:
             waiting[utt] = fields[0], float(fields[1])
@@ -127,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     if complete_utt2dur(args.data_dir):
         print(f"get_utt2dur.sh: {args.data_dir}/utt2dur already exists, an utterance a line; kept")
         return 0
-    if not os.path.isfile(os.path.join(args.data_dir, "wav.scp")):
-        print(f"get_utt2dur.sh: {args.data_dir}/wav.scp: no such file", file=sys.stderr)
+    if not any(os.path.isfile(os.path.join(args.data_dir, name)) for name in ("wav.scp", "segments")):
+        print(f"get_utt2dur.sh: {args.data_dir}/wav.scp: no such file (nor segments)", file=sys.stderr)
         return 1
     written, seconds, problems = write_utt2dur(args.data_dir, args.nj)
     for problem in problems:

@@ -78,10 +78,11 @@ def odd_whitespace(text: str) -> str | None:
 
 
 def transcript_problems(text: str, non_print: bool = False) -> list[tuple[str, str, str]]:
-    """(problem, fix, rule) for each of Kaldi's text rules a transcript breaks: printable (unless non_print),
-    no whitespace but space and TAB, no <s>, </s> or #0."""
+    """(problem, fix, rule) for each of Kaldi's text rules a transcript breaks: printable (unless non_print; UTF-8
+    whatever it is), no whitespace but space and TAB, no <s>, </s> or #0."""
     found = []
-    if not non_print and (bad := non_printable(text)):
+    bad = "U+FFFD" if has_undecodable_bytes(text) else None if non_print else non_printable(text)  # UTF-8 always:
+    if bad:  # training reads it (--non-print passed bytes that are not UTF-8, which the docs say are refused)
         found.append((f"non-printable character {bad}" + (" (invalid UTF-8)" if bad == "U+FFFD" else ""),
                       "remove it or re-encode the file as UTF-8", "text printable"))
     if odd := odd_whitespace(text):

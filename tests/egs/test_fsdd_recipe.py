@@ -13,7 +13,8 @@ def test_fsdd_strings_data_stages(test_data, tmp_path):
     recipe = copy_recipe("fsdd", tmp_path)
     corpus = str(test_data / "fsdd" / "recordings")
     bad = run_recipe(recipe, "--corpus-dir", corpus, "--strings", "many")
-    assert bad.returncode == 1 and "run.sh: option '--strings' takes a whole number, not 'many'" in bad.stderr
+    assert bad.returncode == 1 and "run.sh: option '--strings' takes a whole number of at least 0, not 'many'" \
+        in bad.stderr
     out = run_recipe(recipe, "--corpus-dir", corpus, "--strings", "3", "--stop-stage", "3")
     assert out.returncode == 0, out.stderr[-3000:]
     data = recipe / "data"

@@ -52,7 +52,8 @@ def test_a_whole_number_takes_only_a_whole_number(demo):
     assert "stage=8 " in demo("--stage", "08").stdout  # not octal: 08 failed in the recipes' arithmetic
     for value in ("abc", "", "-1", "2.5"):
         out = demo("--stage", value)
-        assert out.returncode == 1 and f"demo.sh: option '--stage' takes a whole number, not '{value}'" in out.stderr
+        assert out.returncode == 1 and f"demo.sh: option '--stage' takes a whole number of at least 0, not " \
+            f"'{value}'" in out.stderr
 
 
 def test_an_option_where_a_value_belongs_is_a_missing_value(demo):
@@ -116,7 +117,7 @@ def test_what_an_option_takes_is_the_scripts_default_not_a_config_files_or_an_ea
     assert out.returncode == 0 and "foo_bar=0.5 " in out.stdout, out.stderr
     assert "foo_bar=0.5 " in demo("--foo-bar", "1", "--foo-bar", "0.5").stdout
     out = demo("--config", str(tmp_path / "my.conf"), "--stage", "x2")
-    assert out.returncode == 1 and "option '--stage' takes a whole number, not 'x2'" in out.stderr
+    assert out.returncode == 1 and "option '--stage' takes a whole number of at least 0, not 'x2'" in out.stderr
 
 
 @pytest.mark.parametrize("name", ["opt", "value", "var", "current"])

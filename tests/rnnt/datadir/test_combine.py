@@ -6,9 +6,11 @@ segments the others' utterances become whole-recording segments, as Kaldi's comb
 features agree on it, and a disagreement is refused."""
 
 import pytest
+import soundfile
 
 from conftest import UTILS, assert_valid, keys, run_tool
 from rnnt.datadir.combine import combine, main
+from rnnt.datadir.durations import seconds_text
 from rnnt.datadir.layout import load_dir, write_dir
 
 
@@ -131,16 +133,25 @@ def test_a_file_not_in_every_source_is_left_out_and_named(speechocean_dir, tmp_p
     assert keys(dest / "utt2spk") == keys(speechocean_dir / "utt2spk")[:120]
 
 
-def test_segments_from_some_sources_only(speechocean_dir, tmp_path):
+def test_segments_from_some_sources_only(speechocean_dir, test_data, tmp_path, capsys):
+    """A source without segments or utt2dur: its recordings' lengths measured, as Kaldi's has get_utt2dur.sh do
+    (its segments ended at -1, which Kaldi's validate_data_dir.sh refuses, and Kaldi's get_utt2dur.sh then made
+    utt2dur -1 of, which its fix drops); one that cannot be read ends at -1, named."""
     first, second = pieces(speechocean_dir, tmp_path, [(0, 3), (3, 5)])
     utts = keys(speechocean_dir / "utt2spk")[:5]
     # the first source's utterances cut from one long recording
     (tmp_path / "0" / "wav.scp").write_text("long WAVE/long.opus\n")
     (tmp_path / "0" / "segments").write_text("".join(f"{u} long {i} {i + 1}\n" for i, u in enumerate(utts[:3])))
-    merged = combine([first, second])  # a source without utt2dur: its recordings' ends are -1
+    corpus = test_data / "speechocean762"
+    wav = (tmp_path / "1" / "wav.scp").read_text().splitlines()  # from the corpus's root, and one not audio
+    (tmp_path / "noise.wav").write_bytes(b"RIFF, but not audio")
+    (tmp_path / "1" / "wav.scp").write_text(f"{utts[3]} {corpus / wav[0].split()[1]}\n{utts[4]} {tmp_path}/noise.wav\n")
+    merged = combine([first, second])
+    seconds = soundfile.info(str(corpus / wav[0].split()[1])).duration
     assert merged["segments"] == {utts[0]: "long 0 1", utts[1]: "long 1 2", utts[2]: "long 2 3",
-                                  utts[3]: f"{utts[3]} 0 -1", utts[4]: f"{utts[4]} 0 -1"}
+                                  utts[3]: f"{utts[3]} 0 {seconds_text(seconds)}", utts[4]: f"{utts[4]} 0 -1"}
     assert list(merged["wav.scp"]) == ["long", utts[3], utts[4]]
+    assert capsys.readouterr().err.startswith(f"combine_data.sh: {tmp_path}/1/wav.scp:2: {utts[4]}: ")
 
 
 def test_a_source_without_utt2spk(speechocean_dir, tmp_path, capsys):

@@ -78,6 +78,21 @@ def test_segments_take_their_times_and_an_end_of_minus_one_its_recording(librisp
     assert out.returncode == 1 and not (librispeech_dir / "utt2dur").exists()
 
 
+def test_segments_alone_give_their_utterances_lengths_as_kaldis_do(tmp_path):
+    """Without wav.scp, utt2dur was refused ('wav.scp: no such file'); Kaldi's get_utt2dur.sh takes the segments'
+    times, and so now this one, naming a segment that runs to its recording's end, which only the audio knows."""
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "segments").write_text("a rec 0.5 1.75\nb rec 2 3\nc rec 3 -1\n")
+    (d / "utt2spk").write_text("a s\nb s\nc s\n")
+    out = run_tool(UTILS / "get_utt2dur.sh", d)
+    assert out.returncode == 0 and durations(d / "utt2dur") == {"a": 1.25, "b": 1.0}, out.stderr
+    assert f"get_utt2dur.sh: left out {d}/segments:3: c: recording rec not in wav.scp" in out.stderr, out.stderr
+    (d / "segments").unlink()
+    out = run_tool(UTILS / "get_utt2dur.sh", d)
+    assert out.returncode == 1 and "wav.scp: no such file (nor segments)" in out.stderr
+
+
 def test_a_kaldi_dir_of_your_own_is_copied_in_repaired_measured_and_valid(librispeech_dir, tmp_path):
     """The source untouched; the copy sorted, its unreadable utterance dropped (named by the source's wav.scp line
     and its id: the copy's line was named, of a file sorted and rewritten after), utt2dur measured, valid by Kaldi's

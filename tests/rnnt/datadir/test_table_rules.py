@@ -235,9 +235,10 @@ def test_invalid_utf8_in_text_is_refused_even_with_non_print(tmp_path):
     """(Kaldi's passes over a text that is not UTF-8: training reads UTF-8.) U+FFFD itself, in UTF-8, is printable
     to Kaldi's grep: it was refused as 'invalid UTF-8'."""
     assert text_problems(tmp_path, b"u1 A\x07\n", non_print=True) == []
-    assert text_problems(tmp_path, b"u1 caf\xe9\n") == [
-        f"{tmp_path}/text:1: non-printable character U+FFFD (invalid UTF-8); fix: remove it or re-encode the file "
-        "as UTF-8"]
+    for non_print in (False, True):  # (--non-print passed it, the test of that never run)
+        assert text_problems(tmp_path, b"u1 caf\xe9\n", non_print) == [
+            f"{tmp_path}/text:1: non-printable character U+FFFD (invalid UTF-8); fix: remove it or re-encode the "
+            "file as UTF-8"]
     assert text_problems(tmp_path, "u1 A\ufffdB\n".encode()) == []
 
 
