@@ -42,6 +42,10 @@ def main_spk2utt_to_utt2spk(argv: list[str] | None = None) -> int:
     return _convert(argv, "spk2utt_to_utt2spk.py", "spk2utt", to_spk2utt=False)
 
 
+REFUSED = ("An utterance listed twice (Kaldi's prints both lines, a table of a repeated key) is refused, both places "
+           "named; so is a malformed line.")
+
+
 def _convert(argv: list[str] | None, prog: str, source: str, to_spk2utt: bool) -> int:
     import sys
 
@@ -49,10 +53,8 @@ def _convert(argv: list[str] | None, prog: str, source: str, to_spk2utt: bool) -
     from rnnt.datadir.table import kaldi_fields, keep_bytes_on_standard_streams, open_keeping_bytes
 
     target = "spk2utt" if to_spk2utt else "utt2spk"
-    parser = tool_parser(f"Reads {source} (files, one after the other, or standard input), prints {target}. An "
-                         "utterance listed twice (Kaldi's prints both lines, a table of a repeated key) is refused, "
-                         "both places named; so is a malformed line.",
-                         f"utils/{prog} data/train/{source}", prog)
+    parser = tool_parser(f"Reads {source} (files, one after the other, or standard input), prints {target}. "
+                         + REFUSED, f"utils/{prog} data/train/{source}", prog)
     parser.add_argument("files", nargs="*", default=["-"], metavar=source,
                         help=f"{source} files, read as one (as Kaldi's reads them); '-' or nothing: standard input")
     paths = parser.parse_args(argv).files
