@@ -23,3 +23,25 @@ def held(lock_path: str, waiting: str | None = None):
                 print(waiting, file=sys.stderr, flush=True)
             fcntl.flock(lock, fcntl.LOCK_EX)
         yield
+
+
+class Busy(RuntimeError):
+    """The lock is another process's: its pid where it wrote one."""
+
+
+@contextlib.contextmanager
+def held_alone(lock_path: str):
+    """Holds lock_path's lock for the with block, its pid written in it; Busy at once, naming the holder's pid,
+    where another process holds it (a second training of one experiment: a requeued job, a forgotten terminal)."""
+    os.makedirs(os.path.dirname(os.path.abspath(lock_path)), exist_ok=True)
+    with open(lock_path, "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            raise Busy(f"{lock_path} is held by process {lock.read().strip() or '(unknown)'}") from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        yield

@@ -21,7 +21,35 @@ __all__ = ["UnreadableCheckpoint", "for_decoding", "latest", "load", "load_meta"
 
 
 def save(path: str, state: dict) -> None:
-    write_atomically(path, lambda f: torch.save(state, f), "wb")
+    """Writes state to path whole or not at all; a write that fails (a full disk, a quota, a file-size limit) is an
+    OSError naming path and why (torch.save's own is a RuntimeError of its zip writer: 'unexpected pos')."""
+    def write(f) -> None:
+        sink = _WriteErrors(f)
+        try:
+            torch.save(state, sink)
+        except RuntimeError:
+            if sink.error is None:
+                raise
+            raise OSError(sink.error.errno, sink.error.strerror, path) from None
+
+    write_atomically(path, write, "wb")
+
+
+class _WriteErrors:
+    """A file's write and flush, keeping the OSError a write raised for whoever called what wrapped it."""
+
+    def __init__(self, f):
+        self.f, self.error = f, None
+
+    def write(self, data) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as error:
+            self.error = error
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
 
 
 class UnreadableCheckpoint(ValueError):

@@ -19,6 +19,7 @@ from rnnt.data.noise import training_augmenter
 from rnnt.data.loader import LoaderPosition, make_loader
 from rnnt.data.pipeline import Pipeline
 from rnnt.data.tokenizer import Tokenizer
+from rnnt.file_lock import Busy, held_alone
 from rnnt.data.splitting import Reader
 from rnnt.model.transducer import Transducer
 from rnnt.training import checkpoint
@@ -124,48 +125,69 @@ class Trainer(Checkpointing, Steps):
         """0 when training is complete; STOPPED_BY_SIGNAL after SIGTERM (a checkpoint holds the position);
         1 on failure."""
         previous = signal.signal(signal.SIGTERM, self.request_stop)
-        ended_together = False
+        self.ended_together = False
+        alone = contextlib.ExitStack()
         try:
-            if not self.resume_requested and (existing := checkpoint.latest(self.exp_dir)):
-                raise StopTraining(f"{self.exp_dir} already holds checkpoints (newest {existing}); "
-                                   "pass --resume to continue that run, or give a new --exp-dir")
-            adopt_inputs(self.experiment, self.exp_dir, self.world)
-            if not (self.resume_requested and self.resume()):
-                if self.keys_log:  # a fresh start's keys alone
-                    self.keys_log.resume(0, 0)
-                    if self.world.main:
-                        remove_other_ranks(self.exp_dir, self.world.size)
-                if self.experiment.train.init_from:
-                    self.start_from(self.experiment.train.init_from)
-            while not self.complete():
-                if not self.train_epoch():
-                    break
-                self.end_epoch()
-            partial = self.save_position()
-            agree = check_parameters_agree(self.world, self.model.parameters())
-            ended_together = True
-            if not agree:
-                raise StopTraining("the ranks ended with different parameters (above): this training is not one model")
-            summary = f"{self.step} steps, {self.epoch} epochs{partial}; {self.bad_batches.summary()}"
-            if not self.complete():
-                log.info("stopped on SIGTERM at step %d (%s); rerun with --resume to continue", self.step, summary)
-                return STOPPED_BY_SIGNAL
-            ended_early = self.epoch < self.experiment.train.epochs and self.patience.ends(self.epoch)
-            log.info("training done: %s%s", summary, f"; {self.patience.why(self.epoch)}" if ended_early else "")
-            if warning := warmup_unfinished(self.experiment.train.schedule, self.step):
-                log.warning("%s", warning)
-            return 0
+            if self.world.main:
+                self.hold_the_experiment(alone)
+            return self.train_to_the_end()
         except StopTraining as error:
             log.error("%s", error)
             return 1
+        except OSError as error:  # a checkpoint or config.yaml not written: a traceback, and train.log said nothing
+            log.error("cannot write %s: %s; free space (or make it writable), then rerun with --resume",
+                      error.filename or self.exp_dir, error.strerror or error)
+            return 1
         finally:
+            alone.close()
             signal.signal(signal.SIGTERM, previous)
             self.progress.close()
             if self.keys_log:
                 self.keys_log.close()
             close_logging()
             self.ddp = self.model  # DDP's reducer holds the process group
-            cleanup(self.world, together=ended_together)
+            cleanup(self.world, together=self.ended_together)
+
+    def hold_the_experiment(self, stack: contextlib.ExitStack) -> None:
+        """The experiment's lock held until stack closes: a second training of it (a requeued job, a forgotten
+        terminal) resumed from the first's checkpoints, and both wrote the same ones."""
+        try:
+            stack.enter_context(held_alone(os.path.join(self.exp_dir, ".train.lock")))
+        except Busy as error:
+            raise StopTraining(f"another training of {self.exp_dir} is running ({error}); wait for it to end, or "
+                               "stop it") from None
+
+    def train_to_the_end(self) -> int:
+        """run's training: started or resumed, epochs until complete or stopped, the position saved."""
+        if not self.resume_requested and (existing := checkpoint.latest(self.exp_dir)):
+            raise StopTraining(f"{self.exp_dir} already holds checkpoints (newest {existing}); "
+                               "pass --resume to continue that run, or give a new --exp-dir")
+        adopt_inputs(self.experiment, self.exp_dir, self.world)
+        if not (self.resume_requested and self.resume()):
+            if self.keys_log:  # a fresh start's keys alone
+                self.keys_log.resume(0, 0)
+                if self.world.main:
+                    remove_other_ranks(self.exp_dir, self.world.size)
+            if self.experiment.train.init_from:
+                self.start_from(self.experiment.train.init_from)
+        while not self.complete():
+            if not self.train_epoch():
+                break
+            self.end_epoch()
+        partial = self.save_position()
+        agree = check_parameters_agree(self.world, self.model.parameters())
+        self.ended_together = True
+        if not agree:
+            raise StopTraining("the ranks ended with different parameters (above): this training is not one model")
+        summary = f"{self.step} steps, {self.epoch} epochs{partial}; {self.bad_batches.summary()}"
+        if not self.complete():
+            log.info("stopped on SIGTERM at step %d (%s); rerun with --resume to continue", self.step, summary)
+            return STOPPED_BY_SIGNAL
+        ended_early = self.epoch < self.experiment.train.epochs and self.patience.ends(self.epoch)
+        log.info("training done: %s%s", summary, f"; {self.patience.why(self.epoch)}" if ended_early else "")
+        if warning := warmup_unfinished(self.experiment.train.schedule, self.step):
+            log.warning("%s", warning)
+        return 0
 
     def request_stop(self, signum, frame) -> None:
         self.signal_received = True

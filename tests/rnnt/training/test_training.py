@@ -200,6 +200,22 @@ def test_ctrl_c_ends_a_training_with_workers(yesno, tmp_path):
     assert proc.wait(timeout=60) in (-signal.SIGINT, 130)
 
 
+def test_a_second_training_of_a_running_experiment_is_refused_naming_the_first(yesno, tmp_path):
+    """A requeued job or a forgotten terminal resumed from the running one's checkpoints, and both wrote the same."""
+    proc, exp = training_with_workers(yesno, tmp_path, 0)
+    try:
+        second = run_tool(*train_args(yesno, exp, tmp_path / "conf.yaml"), "--resume")
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert second.returncode == 1 and f"another training of {exp} is running ({exp}/.train.lock is held by process " \
+        f"{proc.pid}); wait for it to end, or stop it" in second.stderr, second.stderr[-2000:]
+    from rnnt.file_lock import held_alone
+
+    with held_alone(str(exp / ".train.lock")):  # the lock went with its holder
+        pass
+
+
 def test_validation_inside_epochs_is_logged_and_leaves_the_training_as_it_was(yesno, tmp_path):
     """train.valid_every 4 over 2 epochs of 6 steps: validations at steps 4, 8 (in epoch 2) and 12 (and each epoch's
     end, step 12's result taken for epoch 2's: the same weights), in the log and tensorboard; the weights trained
@@ -300,6 +316,24 @@ def test_an_edited_noise_list_trains_anew_and_one_none_of_which_reads_is_refused
     refused = run_tool(*train_args(yesno, tmp_path / "exp", conf), "--resume")
     assert refused.returncode == 1 and "no recording it lists can be read" in refused.stderr, refused.stderr[-2000:]
     assert (tmp_path / "exp" / "epoch-1.pt").is_file() and not (tmp_path / "exp.2").exists()  # nothing set aside
+
+
+def test_a_checkpoint_that_cannot_be_written_is_one_logged_line_naming_it(yesno, tmp_path):
+    """A full disk (here a file-size limit) under a checkpoint's save: two chained tracebacks ending in torch's zip
+    writer's 'unexpected pos', and train.log ended at a step line, no reason given."""
+    import resource
+
+    def limited():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, as on a full disk
+        resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, 60_000))
+
+    exp = tmp_path / "exp"
+    out = subprocess.run(train_args(yesno, exp, config_file(tmp_path, epochs=1)), capture_output=True, text=True,
+                         preexec_fn=limited, cwd=ROOT)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    said = f"cannot write {exp}/epoch-1.pt: File too large; free space (or make it writable), then rerun with --resume"
+    assert said in out.stderr and said in (exp / "train.log").read_text(), out.stderr[-3000:]
+    assert not list(exp.glob("*.pt")) and not list(exp.glob("*.tmp"))
 
 
 def test_non_finite_losses_stop_training_with_a_clear_message(yesno, tmp_path):
