@@ -21,11 +21,13 @@ import dataclasses
 import os
 import sys
 
+import yaml
+
 from rnnt.cli import tool_parser
 from rnnt.data.noise_config import with_recording_lists
 from rnnt.prep.download import hex_digest
 from rnnt.training.config_checks import training_refusals
-from rnnt.training.experiment import load_experiment, with_absolute_paths
+from rnnt.training.experiment import TrainConfig, load_experiment, with_absolute_paths
 from rnnt.training.stop import StopTraining
 from rnnt.training.trainer import Trainer
 
@@ -44,6 +46,20 @@ def with_input_digests(experiment):
         return dataclasses.replace(lists, wav_scp_sha256=hex_digest(lists.wav_scp)) if found else lists
 
     return dataclasses.replace(experiment, data=with_recording_lists(experiment.data, digested))
+
+
+def given_when_begun(exp_dir: str, experiment) -> dict:
+    """The train.init_from and train.seed the experiment in exp_dir recorded where the config leaves them at their
+    defaults: given on the command line when it began (a resume that did not repeat them set the run aside and
+    trained from random weights, as if the config had changed)."""
+    try:
+        with open(os.path.join(exp_dir, "config.yaml"), encoding="utf-8") as f:
+            recorded = (yaml.safe_load(f) or {}).get("train") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return {}  # none yet, or one the resume names as it is
+    defaults = TrainConfig()
+    return {key: recorded[key] for key in ("init_from", "seed")
+            if key in recorded and getattr(experiment.train, key) == getattr(defaults, key)}
 
 
 def main() -> int:
@@ -72,6 +88,9 @@ def main() -> int:
         print(f"train.py: {error}", file=sys.stderr)
         return 1
     overrides = {"device": args.device or None, "init_from": args.init_from or None, "seed": args.seed}
+    if args.resume:  # an --init-from or --seed the run began with and the resume does not repeat is the run's own
+        overrides.update({key: value for key, value in given_when_begun(args.exp_dir, experiment).items()
+                          if overrides[key] is None})
     experiment = dataclasses.replace(experiment, train=dataclasses.replace(
         experiment.train, **{key: value for key, value in overrides.items() if value is not None}))
     experiment = with_input_digests(with_absolute_paths(experiment))

@@ -336,6 +336,21 @@ def test_a_checkpoint_that_cannot_be_written_is_one_logged_line_naming_it(yesno,
     assert not list(exp.glob("*.pt")) and not list(exp.glob("*.tmp"))
 
 
+def test_a_resume_that_does_not_repeat_init_from_or_seed_goes_on_with_the_runs_own(yesno, tmp_path):
+    """The stop message says 'rerun with --resume': done so, without the --init-from and --seed the run began with,
+    the run was set aside as if its config had changed, and trained again from random weights."""
+    base, tuned = tmp_path / "base", tmp_path / "tuned"
+    assert run_tool(*train_args(yesno, base, config_file(tmp_path, epochs=1))).returncode == 0
+    began = run_tool(*train_args(yesno, tuned, config_file(tmp_path, epochs=1)), "--init-from",
+                     str(base / "epoch-1.pt"), "--seed", "3")
+    assert began.returncode == 0, began.stderr[-2000:]
+    resumed = run_tool(*train_args(yesno, tuned, config_file(tmp_path, epochs=2)), "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert (tuned / "epoch-2.pt").is_file() and not list(tmp_path.glob("tuned.*")), resumed.stderr[-2000:]
+    recorded = yaml.safe_load((tuned / "config.yaml").read_text())["train"]
+    assert (recorded["init_from"], recorded["seed"]) == (str(base / "epoch-1.pt"), 3)
+
+
 def test_non_finite_losses_stop_training_with_a_clear_message(yesno, tmp_path):
     conf = config_file(tmp_path, epochs=2, max_bad_steps=2, optimizer={"type": "adamw", "lr": 1e30})
     out = run_tool(*train_args(yesno, tmp_path / "exp", conf))
