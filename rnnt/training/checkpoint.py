@@ -102,7 +102,9 @@ def latest(exp_dir: str) -> str | None:
     for path in numbered(exp_dir, "step") + numbered(exp_dir, "epoch"):
         try:
             step = int(load_meta(path)["step"])
-        except Exception:  # an unreadable file is not a checkpoint to resume from
+        except Exception as error:  # an unreadable file is not a checkpoint to resume from: said (a resume from an
+            log.warning("%s; passed over", error if isinstance(error, UnreadableCheckpoint) else  # older one went
+                        f"{path}: not a checkpoint ({type(error).__name__}: {error})")  # without a word)
             continue
         if step >= best_step:
             best, best_step = path, step

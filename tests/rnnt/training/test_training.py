@@ -559,6 +559,11 @@ def test_slimming_leaves_a_damaged_old_epoch_as_it_is(tmp_path, caplog):
     assert "optimizer" not in slimmed and slimmed["meta"] == {"step": 2, "epoch": 2, "slimmed": True}
     assert torch.equal(slimmed["model"]["w"], torch.full((4,), 2.0)) and "optimizer" in whole
     assert checkpoint.latest(str(tmp_path)) == str(tmp_path / "epoch-3.pt")
+    # the newest cut short: passed over for the one before it, and said (a resume went back without a word)
+    (tmp_path / "step-4.pt").write_bytes((tmp_path / "epoch-3.pt").read_bytes()[:300])
+    caplog.clear()
+    assert checkpoint.latest(str(tmp_path)) == str(tmp_path / "epoch-3.pt")
+    assert f"{tmp_path / 'step-4.pt'}: not a readable checkpoint (" in caplog.text and "; passed over" in caplog.text
 
 
 FAULT_ONCE_ON_RANK_1 = """
