@@ -224,6 +224,25 @@ def build_optimizer(config: TrainConfig, params) -> tuple[torch.optim.Optimizer,
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_multiplier(config.schedule, settings.lr))
 
 
+ADOPTED = ("config.yaml", "lang", CMVN_NAME)  # what adopt_inputs writes into an experiment
+
+
+def not_adopted_yet(exp_dir: str) -> list[str]:
+    """What of ADOPTED exp_dir does not hold yet: the files adopt_inputs would write anew."""
+    return [name for name in ADOPTED if not os.path.exists(os.path.join(exp_dir, name))]
+
+
+def forget_adopted(exp_dir: str, names: list[str]) -> None:
+    """Removes what adopt_inputs wrote of names: a resume refused after it (a checkpoint copied into an empty dir,
+    of another model or units) left the refused config's config.yaml, which the next run, with the right config,
+    took for the experiment's own, and set the experiment aside as changed."""
+    for path in (os.path.join(exp_dir, name) for name in names):
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.remove(path)
+
+
 def adopt_inputs(experiment: Experiment, exp_dir: str, world: World) -> None:
     """Copies the lang dir into <exp-dir>/lang and the CMVN statistics (data.features.cmvn) into
     <exp-dir>/global_cmvn.json, and saves config.yaml naming them: the experiment keeps the units and statistics it

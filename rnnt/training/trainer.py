@@ -28,7 +28,8 @@ from rnnt.training.distributed import (all_gather_objects, batches_of_every_rank
                                        check_parameters_agree, cleanup, rank_seed, setup)
 from rnnt.training.ema import EMA
 from rnnt.training.config_change import finish_setting_aside, start_over_if_changed, training_data_of
-from rnnt.training.experiment import Experiment, adopt_inputs, build_optimizer, load_experiment
+from rnnt.training.experiment import (Experiment, adopt_inputs, build_optimizer, forget_adopted, load_experiment,
+                                      not_adopted_yet)
 from rnnt.training.keys_log import KeysLog, remove_other_ranks
 from rnnt.training.progress import Progress, close_logging, setup_logging
 from rnnt.training.patience import Patience
@@ -162,8 +163,14 @@ class Trainer(Checkpointing, Steps):
         if not self.resume_requested and (existing := checkpoint.latest(self.exp_dir)):
             raise StopTraining(f"{self.exp_dir} already holds checkpoints (newest {existing}); "
                                "pass --resume to continue that run, or give a new --exp-dir")
+        written = not_adopted_yet(self.exp_dir)
         adopt_inputs(self.experiment, self.exp_dir, self.world)
-        if not (self.resume_requested and self.resume()):
+        try:
+            resumed = self.resume_requested and self.resume()
+        except StopTraining:
+            forget_adopted(self.exp_dir, written if self.world.main else [])
+            raise
+        if not resumed:
             if self.keys_log:  # a fresh start's keys alone
                 self.keys_log.resume(0, 0)
                 if self.world.main:

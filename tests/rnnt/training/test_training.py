@@ -351,6 +351,26 @@ def test_a_resume_that_does_not_repeat_init_from_or_seed_goes_on_with_the_runs_o
     assert (recorded["init_from"], recorded["seed"]) == (str(base / "epoch-1.pt"), 3)
 
 
+def test_a_resume_refused_leaves_no_config_of_its_own_to_set_the_next_one_aside(yesno, tmp_path):
+    """A checkpoint copied into an empty dir, resumed with the config of another model: refused, but config.yaml and
+    lang/ were written for that config first, and the next resume, with the right one, set the experiment aside as
+    changed and trained from scratch."""
+    base, copied = tmp_path / "base", tmp_path / "copied"
+    assert run_tool(*train_args(yesno, base, config_file(tmp_path, epochs=1))).returncode == 0
+    copied.mkdir()
+    shutil.copy(base / "epoch-1.pt", copied)
+    wrong = config_file(tmp_path, epochs=2)
+    values = yaml.safe_load(wrong.read_text())
+    values["model"]["joiner"]["hidden"] = 64
+    wrong.write_text(yaml.safe_dump(values))
+    refused = run_tool(*train_args(yesno, copied, wrong), "--resume")
+    assert refused.returncode == 1 and not (copied / "config.yaml").exists() and not (copied / "lang").exists(), \
+        refused.stderr[-2000:]
+    resumed = run_tool(*train_args(yesno, copied, config_file(tmp_path, epochs=2)), "--resume")
+    assert resumed.returncode == 0 and (copied / "epoch-2.pt").is_file(), resumed.stderr[-2000:]
+    assert not list(tmp_path.glob("copied.*"))
+
+
 def test_non_finite_losses_stop_training_with_a_clear_message(yesno, tmp_path):
     conf = config_file(tmp_path, epochs=2, max_bad_steps=2, optimizer={"type": "adamw", "lr": 1e30})
     out = run_tool(*train_args(yesno, tmp_path / "exp", conf))
