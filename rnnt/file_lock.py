@@ -29,19 +29,40 @@ class Busy(RuntimeError):
     """The lock is another process's: its pid where it wrote one."""
 
 
+_HELD_HERE: dict[str, list] = {}  # the locks held_alone holds in this process: path -> [open file, holders here]
+
+
 @contextlib.contextmanager
 def held_alone(lock_path: str):
     """Holds lock_path's lock for the with block, its pid written in it; Busy at once, naming the holder's pid,
-    where another process holds it (a second training of one experiment: a requeued job, a forgotten terminal)."""
-    os.makedirs(os.path.dirname(os.path.abspath(lock_path)), exist_ok=True)
-    with open(lock_path, "a+") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.seek(0)
-            raise Busy(f"{lock_path} is held by process {lock.read().strip() or '(unknown)'}") from None
-        lock.seek(0)
-        lock.truncate()
-        lock.write(f"{os.getpid()}\n")
-        lock.flush()
+    where another process holds it (a second training of one experiment: a requeued job, a forgotten terminal).
+    Within a process it is held again as often as asked (a Trainer made to look at an experiment another one
+    trained in the same process), and let go when the last holder here is done."""
+    path = os.path.abspath(lock_path)
+    if path not in _HELD_HERE:
+        _HELD_HERE[path] = [_locked(path), 0]
+    _HELD_HERE[path][1] += 1
+    try:
         yield
+    finally:
+        _HELD_HERE[path][1] -= 1
+        if not _HELD_HERE[path][1]:
+            _HELD_HERE.pop(path)[0].close()
+
+
+def _locked(path: str):
+    """path opened and locked, this process's pid written in it; Busy naming the holder's where another holds it."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    lock = open(path, "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "(unknown)"
+        lock.close()
+        raise Busy(f"{path} is held by process {holder}") from None
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock

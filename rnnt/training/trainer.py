@@ -19,7 +19,6 @@ from rnnt.data.noise import training_augmenter
 from rnnt.data.loader import LoaderPosition, make_loader
 from rnnt.data.pipeline import Pipeline
 from rnnt.data.tokenizer import Tokenizer
-from rnnt.file_lock import Busy, held_alone
 from rnnt.data.splitting import Reader
 from rnnt.model.transducer import Transducer
 from rnnt.training import checkpoint
@@ -34,7 +33,7 @@ from rnnt.training.keys_log import KeysLog, remove_other_ranks
 from rnnt.training.progress import Progress, close_logging, setup_logging
 from rnnt.training.patience import Patience
 from rnnt.training.schedules import warmup_unfinished
-from rnnt.training.stop import StopTraining
+from rnnt.training.stop import StopTraining, held_alone_or_stop
 from rnnt.training.trainer_checkpoints import Checkpointing
 from rnnt.training.trainer_steps import Steps
 from rnnt.training.validation import validate, validation_pipeline
@@ -64,6 +63,9 @@ class Trainer(Checkpointing, Steps):
         train_config = experiment.train
         self.optimizer, self.scheduler = build_optimizer(train_config, self.model.parameters())
         augmenter = training_augmenter(experiment.data)  # a noise list none of which reads stops here too
+        self.alone = contextlib.ExitStack()  # this experiment's lock, held until run ends
+        if self.world.main:  # (before anything is set aside: a second run set the running one's files aside)
+            self.alone.enter_context(held_alone_or_stop(exp_dir))
         restarted = self.start_over_if_config_changed(resume)
         os.makedirs(exp_dir, exist_ok=True)
         setup_logging(exp_dir, self.world)
@@ -127,10 +129,7 @@ class Trainer(Checkpointing, Steps):
         1 on failure."""
         previous = signal.signal(signal.SIGTERM, self.request_stop)
         self.ended_together = False
-        alone = contextlib.ExitStack()
         try:
-            if self.world.main:
-                self.hold_the_experiment(alone)
             return self.train_to_the_end()
         except StopTraining as error:
             log.error("%s", error)
@@ -140,7 +139,7 @@ class Trainer(Checkpointing, Steps):
                       error.filename or self.exp_dir, error.strerror or error)
             return 1
         finally:
-            alone.close()
+            self.alone.close()
             signal.signal(signal.SIGTERM, previous)
             self.progress.close()
             if self.keys_log:
@@ -148,15 +147,6 @@ class Trainer(Checkpointing, Steps):
             close_logging()
             self.ddp = self.model  # DDP's reducer holds the process group
             cleanup(self.world, together=self.ended_together)
-
-    def hold_the_experiment(self, stack: contextlib.ExitStack) -> None:
-        """The experiment's lock held until stack closes: a second training of it (a requeued job, a forgotten
-        terminal) resumed from the first's checkpoints, and both wrote the same ones."""
-        try:
-            stack.enter_context(held_alone(os.path.join(self.exp_dir, ".train.lock")))
-        except Busy as error:
-            raise StopTraining(f"another training of {self.exp_dir} is running ({error}); wait for it to end, or "
-                               "stop it") from None
 
     def train_to_the_end(self) -> int:
         """run's training: started or resumed, epochs until complete or stopped, the position saved."""

@@ -203,16 +203,18 @@ def test_ctrl_c_ends_a_training_with_workers(yesno, tmp_path):
 def test_a_second_training_of_a_running_experiment_is_refused_naming_the_first(yesno, tmp_path):
     """A requeued job or a forgotten terminal resumed from the running one's checkpoints, and both wrote the same."""
     proc, exp = training_with_workers(yesno, tmp_path, 0)
+    (tmp_path / "other").mkdir()
     try:
-        second = run_tool(*train_args(yesno, exp, tmp_path / "conf.yaml"), "--resume")
+        second = run_tool(*train_args(yesno, exp, config_file(tmp_path / "other", epochs=1)), "--resume")
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
-    assert second.returncode == 1 and f"another training of {exp} is running ({exp}/.train.lock is held by process " \
-        f"{proc.pid}); wait for it to end, or stop it" in second.stderr, second.stderr[-2000:]
-    from rnnt.file_lock import held_alone
+    assert second.returncode == 1 and f"another training of {exp} is running ({tmp_path}/.exp.train.lock is held by " \
+        f"process {proc.pid}); wait for it to end, or stop it" in second.stderr, second.stderr[-2000:]
+    assert not list(tmp_path.glob("exp.*"))  # with another config, it set the running one's files aside
+    from rnnt.training.stop import held_alone_or_stop
 
-    with held_alone(str(exp / ".train.lock")):  # the lock went with its holder
+    with held_alone_or_stop(str(exp)):  # the lock went with its holder
         pass
 
 
