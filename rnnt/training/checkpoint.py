@@ -36,7 +36,7 @@ def save(path: str, state: dict) -> None:
 
 
 class _WriteErrors:
-    """A file's write and flush, keeping the OSError a write raised for whoever called what wrapped it."""
+    """A file, keeping the OSError a write raised for whoever called what wrapped it."""
 
     def __init__(self, f):
         self.f, self.error = f, None
@@ -48,8 +48,8 @@ class _WriteErrors:
             self.error = error
             raise
 
-    def flush(self) -> None:
-        self.f.flush()
+    def __getattr__(self, name):  # the file's own name, fileno, tell, flush ...
+        return getattr(self.f, name)
 
 
 class UnreadableCheckpoint(ValueError):
