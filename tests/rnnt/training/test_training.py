@@ -200,6 +200,7 @@ def test_ctrl_c_ends_a_training_with_workers(yesno, tmp_path):
     assert proc.wait(timeout=60) in (-signal.SIGINT, 130)
 
 
+@pytest.mark.slow  # trainings of their own; CI runs it
 def test_a_second_training_of_a_running_experiment_is_refused_naming_the_first(yesno, tmp_path):
     """A requeued job or a forgotten terminal resumed from the running one's checkpoints, and both wrote the same."""
     proc, exp = training_with_workers(yesno, tmp_path, 0)
@@ -338,6 +339,7 @@ def test_a_checkpoint_that_cannot_be_written_is_one_logged_line_naming_it(yesno,
     assert not list(exp.glob("*.pt")) and not list(exp.glob("*.tmp"))
 
 
+@pytest.mark.slow  # trainings of their own; CI runs it
 def test_a_resume_that_does_not_repeat_init_from_or_seed_goes_on_with_the_runs_own(yesno, tmp_path):
     """The stop message says 'rerun with --resume': done so, without the --init-from and --seed the run began with,
     the run was set aside as if its config had changed, and trained again from random weights."""
@@ -353,6 +355,7 @@ def test_a_resume_that_does_not_repeat_init_from_or_seed_goes_on_with_the_runs_o
     assert (recorded["init_from"], recorded["seed"]) == (str(base / "epoch-1.pt"), 3)
 
 
+@pytest.mark.slow  # trainings of their own; CI runs it
 def test_a_resume_refused_leaves_no_config_of_its_own_to_set_the_next_one_aside(yesno, tmp_path):
     """A checkpoint copied into an empty dir, resumed with the config of another model: refused, but config.yaml and
     lang/ were written for that config first, and the next resume, with the right one, set the experiment aside as
