@@ -12,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from rnnt.data.audio import AudioError
+from rnnt.data.audio import AudioError, float_samples
 from rnnt.data.audio_header import riff_chunks
 from rnnt.data.resample import StreamingResampler
 from rnnt.segmenting import file_blocks
@@ -62,24 +62,19 @@ def pcm_chunks(source, rate: int, size: int, name: str):
         data = odd + data
         whole = len(data) // frame * frame
         data, odd = data[:whole], data[whole:]
-        samples = torch.from_numpy(float_samples_of(data, form.dtype).reshape(-1, form.channels).mean(axis=1))
+        samples = float_samples_of(data, form.dtype).reshape(-1, form.channels).mean(dim=1)
         yield resampler.accept(samples) if resampler else samples
     if resampler:
         yield resampler.finish()
 
 
-def float_samples_of(data: bytes, dtype: str) -> np.ndarray:
-    """Samples written as dtype ('<i3': 24-bit) as float32 in [-1, 1]."""
+def float_samples_of(data: bytes, dtype: str) -> torch.Tensor:
+    """Samples written as dtype ('<i3': 24-bit) as float32 in [-1, 1], scaled as float_samples scales them."""
     if dtype == "<i3":  # each sample's 3 bytes under a fourth, as a 32-bit one's high bytes
         data = np.frombuffer(data, dtype=np.uint8).reshape(-1, 3)
         data = np.concatenate([np.zeros((len(data), 1), np.uint8), data], axis=1).tobytes()
         dtype = "<i4"
-    samples = np.frombuffer(data, dtype=dtype)
-    if dtype == "u1":  # 8-bit WAV: unsigned around 128
-        return (samples.astype(np.float32) - 128) / 128
-    if samples.dtype.kind == "i":
-        return samples.astype(np.float32) / -np.iinfo(samples.dtype).min
-    return samples.astype(np.float32)
+    return float_samples(np.frombuffer(data, dtype=dtype).copy())
 
 
 UNKNOWN_SIZES = (0, 0x7FFFFFFF, 0xFFFFFFFF)  # a data chunk's size a writer to a pipe gives before it knows it
