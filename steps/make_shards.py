@@ -7,7 +7,8 @@ same plan (settings, names and utterances, recorded in <shard_dir>/.make_shards.
 redoes the rest, and those that left an utterance out (its audio unreadable then: <shard>.tar.skipped lists
 them); shards of another plan, or with no record, are refused unless --replace. Bad audio, and whatever
 cannot be paired (audio without transcript, transcript without audio, a malformed segment, a repeated key), is
-skipped, named and counted.
+skipped, named and counted. <shard_dir>/SHA256SUMS holds each shard's SHA-256 (rnnt.data.shard_digests): a
+training knows its shards by them wherever they are copied.
 """
 
 import contextlib
@@ -22,6 +23,7 @@ from rnnt.progress_bar import progress
 
 from rnnt.atomic_write import write_atomically
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
+from rnnt.data.shard_digests import read_digests, shard_digest, write_digests
 from rnnt.datadir.utterances import read_utterances
 from rnnt.prep.shard_writer import FORMATS, AudioOptions, ShardItem, skipped_path, write_shard
 
@@ -47,7 +49,7 @@ def read_items(data_dir: str) -> tuple[list[ShardItem], list[str]]:
 
 def write_one(job):
     path, items, options = job
-    return path, write_shard(path, items, options)
+    return path, write_shard(path, items, options), shard_digest(path)
 
 
 def same_plan_or_new(shard_dir: str, plan: dict, earlier_items=lambda: "") -> bool:
@@ -133,16 +135,36 @@ def items_digest(items, with_folders: bool = False) -> str:
     return digest.hexdigest()
 
 
-def write_shards(jobs: list, nj: int) -> tuple[int, float, list[str]]:
+def write_shards(jobs: list, nj: int) -> tuple[int, float, list[str], dict[str, str]]:
     """Writes the shards of jobs, nj at once: (utterances written, seconds of audio, 'key: reason' of each
-    utterance left out for unreadable audio)."""
-    written, seconds, skipped = 0, 0.0, []
+    utterance left out for unreadable audio, {shard name: SHA-256})."""
+    written, seconds, skipped, digests = 0, 0.0, [], {}
     with Pool(nj) if nj > 1 else contextlib.nullcontext() as pool:
         results = pool.imap_unordered(write_one, jobs) if pool else map(write_one, jobs)
-        for _, (count, duration, bad) in progress(results, total=len(jobs), desc="shards", unit="shard"):
+        for path, (count, duration, bad), digest in progress(results, total=len(jobs), desc="shards", unit="shard"):
             written += count
             seconds += duration
             skipped.extend(bad)
+            digests[os.path.basename(path)] = digest
+    return written, seconds, skipped, digests
+
+
+def write_recorded_shards(shard_dir: str, paths: list[str], jobs: list, nj: int) -> tuple[int, float, list[str]]:
+    """write_shards, with shard_dir's SHA256SUMS true throughout: the lines of the shards to be written again
+    taken out before, and every shard's in after (a reused one's not yet there, from a run before digests were
+    kept: read once)."""
+    again = {os.path.basename(job[0]) for job in jobs}
+    names = {os.path.basename(path) for path in paths}
+    digests = {name: digest for name, digest in read_digests(shard_dir).items() if name in names - again}
+    try:
+        write_digests(shard_dir, digests)
+        written, seconds, skipped, new = write_shards(jobs, nj)
+        digests.update(new)
+        digests.update({os.path.basename(path): shard_digest(path) for path in paths
+                        if os.path.basename(path) not in digests and os.path.isfile(path)})
+        write_digests(shard_dir, digests)
+    except OSError as error:
+        raise ToolError(f"{error.filename or shard_dir}: cannot write there ({error.strerror or error})") from error
     return written, seconds, skipped
 
 
@@ -187,7 +209,7 @@ def main() -> str:
              for i in range((len(items) + n - 1) // n)]
     jobs = [(path, items[i * n:(i + 1) * n], options) for i, path in enumerate(paths)
             if not os.path.isfile(path) or os.path.exists(skipped_path(path))]
-    written, seconds, skipped = write_shards(jobs, args.nj)
+    written, seconds, skipped = write_recorded_shards(args.shard_dir, paths, jobs, args.nj)
     for reason in skipped:
         print(f"make_shards.py: skipped {reason}", file=sys.stderr)
     reused = len(paths) - len(jobs)

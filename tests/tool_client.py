@@ -112,7 +112,8 @@ def connected() -> socket.socket | None:
 def end_as(returncode: int) -> None:
     """This process ends as the tool did: with its status, or by its signal."""
     if returncode < 0:
-        signal.signal(-returncode, signal.SIG_DFL)
+        if -returncode != signal.SIGKILL:  # (SIGKILL's own action cannot be set, nor needs to be)
+            signal.signal(-returncode, signal.SIG_DFL)
         os.kill(os.getpid(), -returncode)
         returncode = 128 - returncode
     os._exit(returncode)

@@ -2,8 +2,8 @@
 #   if stage_wanted 3 units -- data/train/text "$vocab_size"; then ...; stage_done 3 units; fi
 #   if stage_wanted 4 train "$exp" -- "$train_config" data/train/data.list; then ...; stage_done 4 train "$exp"; fi
 # A finished stage leaves <marks>/<N>.<name>.done holding a fingerprint of its inputs (the words after
-# --: options as they are; files by their content, a data list (*.list) with the sizes and times of the
-# shards or recordings it names (rnnt.data.list_fingerprint); folders by the names, sizes and times of the
+# --: options as they are; files by their content, a data list (*.list) with the shards (by content)
+# or recordings (sizes and times) it names (rnnt.data.list_fingerprint); folders by the names, sizes and times of the
 # files in them, links followed; files over 64 MB by size and time; not by their paths: a corpus dir given as DIR,
 # DIR/ or a link to it is one input). Run again, a stage is skipped when its
 # marker's fingerprint is that of its inputs now and the outputs its stage_done names are all there (a data

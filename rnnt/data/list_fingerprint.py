@@ -1,5 +1,7 @@
-"""What a data list reads, as one value: the list and every file it names (a shard, or a raw list's recording),
-by size and modification time. A rewritten shard or recording changes it though the list's own lines do not:
+"""What a data list reads, as one value: the list and every file it names: a shard that steps/make_shards.py
+recorded by its content (its SHA256SUMS: rnnt.data.shard_digests), by name, size and digest, wherever it lies; any
+other file (a raw list's recording) by path, size and modification time. A rewritten shard or recording changes it
+though the list's own lines do not:
 training compares it to resume (rnnt.training.config_change), and the recipes' stage markers take it for a
 data list among a stage's inputs (utils/stages.sh), so a decode sees a test set's new audio.
 
@@ -10,11 +12,13 @@ data list among a stage's inputs (utils/stages.sh), so a decode sees a test set'
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import sys
 
+from rnnt.data.shard_digests import read_digests
 from rnnt.data.sources import list_kind, read_list
 
 
@@ -32,13 +36,20 @@ def named_files(entries: list[str]) -> list[str]:
     return [path for path in paths if path and "://" not in path]
 
 
-def list_fingerprint(list_path: str) -> str:
-    """Changes when the list or any file it names is rewritten, removed or added."""
+def list_fingerprint(list_path: str, by_content: bool = True) -> str:
+    """Changes when the list or any file it names is rewritten, removed or added; not when a recorded shard is
+    copied elsewhere or touched. by_content=False: every file by path, size and time (the value of before
+    2026-12, which checkpoints of then hold)."""
     digest = hashlib.sha256()
+    recorded = functools.cache(read_digests)  # a folder's SHA256SUMS, read once
     for entry in read_list(list_path):
         path = wav_of(entry) if entry.startswith("{") else entry
         stat = os.stat(path) if os.path.isfile(path) else None
-        digest.update(f"{entry}\t{stat.st_size if stat else ''}\t{stat.st_mtime_ns if stat else ''}\n".encode())
+        name = os.path.basename(path)
+        known = by_content and stat and not entry.startswith("{") and recorded(os.path.dirname(path)).get(name)
+        line = f"{name}\t{stat.st_size}\tsha256 {known}" if known else \
+            f"{entry}\t{stat.st_size if stat else ''}\t{stat.st_mtime_ns if stat else ''}"
+        digest.update(f"{line}\n".encode())
     return digest.hexdigest()
 
 

@@ -2,7 +2,7 @@
 data or units they were not trained with.
 
 A rerun of steps/train.py --resume compares its resolved config with the experiment's config.yaml, the
-training data (the list and the files it names, by size and time: list_fingerprint) with the one its
+training data (the list and the files it names, a shard by its content: list_fingerprint) with the one its
 checkpoints were trained on, and the units with those it kept (<exp-dir>/lang). Keys a resume can honour
 (RESUMABLE: more epochs, logging, checkpoint keeping, the device, loader workers) resume. Any other
 difference starts the experiment over: the old one is set aside whole as <exp-dir>.N (its checkpoints,
@@ -95,7 +95,9 @@ def changes_to_restart(old, new, meta: dict, train_data: str) -> list[Change]:
         changes.append(Change("train.epochs", f"{meta['epoch']}{batches} trained", new.train.epochs))
     if 0 < new.train.max_steps < meta.get("step", 0):
         changes.append(Change("train.max_steps", f"{meta['step']} steps trained", new.train.max_steps))
-    if meta.get("train_data", train_data) != train_data:
+    trained_on = meta.get("train_data", train_data)
+    if trained_on != train_data and not (os.path.isfile(new.paths.train_list) and  # a value of before shards' digests
+                                         trained_on == list_fingerprint(new.paths.train_list, by_content=False)):
         changes.append(Change("the training data", "as trained", f"rewritten since ({new.paths.train_list})"))
     return changes
 
