@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import zipfile
 
 import torch
 
@@ -56,10 +57,37 @@ class UnreadableCheckpoint(ValueError):
     """A file that torch.load cannot read as a checkpoint (truncated, damaged, or something else)."""
 
 
+def damage(path: str) -> str | None:
+    """Why the checkpoint's bytes are not those written ('<member> fails its CRC-32'), or None: torch.load does not
+    check the CRCs its zip archive records, so a bit flipped in the weights (a disk, a copy) loaded silently. Read
+    whole once (a file checked before, of the same size and time, is not read again)."""
+    stat = os.stat(path)
+    if (path, stat.st_size, stat.st_mtime_ns) in _sound or not zipfile.is_zipfile(path):  # (not a zip: torch says)
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            member = archive.testzip()
+    except (zipfile.BadZipFile, EOFError, ValueError, NotImplementedError) as error:
+        return f"its zip archive is damaged ({error})"
+    if member is not None:
+        return f"{member} fails its CRC-32"
+    _sound.add((path, stat.st_size, stat.st_mtime_ns))
+    return None
+
+
+_sound: set[tuple[str, int, int]] = set()  # (path, size, time) of checkpoints damage() read whole and found sound
+
+
+def damaged(path: str, why: str) -> str:
+    return f"{path}: damaged: {why} (its bytes are not those written: a disk or copy error)"
+
+
 def load(path: str, mmap: bool = False) -> dict:
-    """The whole checkpoint; with mmap, memory-mapped (what is not touched is not read). A missing file
-    raises FileNotFoundError, one that is not a readable checkpoint of ours (a bare state_dict saved elsewhere
-    too) UnreadableCheckpoint naming it."""
+    """The whole checkpoint, its bytes checked (damage()); with mmap, memory-mapped and not checked (what is not
+    touched is not read: a checkpoint's meta). A missing file raises FileNotFoundError, one that is not a readable
+    checkpoint of ours (a bare state_dict saved elsewhere too, a damaged one) UnreadableCheckpoint naming it."""
+    if not mmap and os.path.isfile(path) and (why := damage(path)):
+        raise UnreadableCheckpoint(damaged(path, why))
     try:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except FileNotFoundError:
@@ -91,24 +119,27 @@ def for_decoding(exp_dir: str) -> str:
     if path is None:
         for unread in reversed(numbered(exp_dir, "step") + numbered(exp_dir, "epoch")):
             load_meta(unread)  # the newest that latest() passed over, named with why (it was 'no checkpoint')
+            if why := damage(unread):
+                raise UnreadableCheckpoint(damaged(unread, why))
         raise FileNotFoundError(f"{exp_dir}: no checkpoint ({', '.join(k.format('*') for k in KINDS.values())})")
     return path
 
 
 def latest(exp_dir: str) -> str | None:
-    """The checkpoint with the most optimiser steps among step-N.pt and epoch-N.pt (on a tie, the later
-    epoch: an epoch of no steps leaves the one before it slimmed)."""
-    best, best_step = None, -1
-    for path in numbered(exp_dir, "step") + numbered(exp_dir, "epoch"):
+    """The sound checkpoint (damage()) with the most optimiser steps among step-N.pt and epoch-N.pt (on a tie,
+    the later epoch: an epoch of no steps leaves the one before it slimmed)."""
+    found = []
+    for order, path in enumerate(numbered(exp_dir, "step") + numbered(exp_dir, "epoch")):
         try:
-            step = int(load_meta(path)["step"])
+            found.append((int(load_meta(path)["step"]), order, path))
         except Exception as error:  # an unreadable file is not a checkpoint to resume from: said (a resume from an
             log.warning("%s; passed over", error if isinstance(error, UnreadableCheckpoint) else  # older one went
                         f"{path}: not a checkpoint ({type(error).__name__}: {error})")  # without a word)
-            continue
-        if step >= best_step:
-            best, best_step = path, step
-    return best
+    for _, _, path in sorted(found, reverse=True):
+        if not (why := damage(path)):
+            return path
+        log.warning("%s; passed over", damaged(path, why))
+    return None
 
 
 def load_meta(path: str) -> dict:

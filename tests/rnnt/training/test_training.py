@@ -5,10 +5,12 @@ import io
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tarfile
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -590,6 +592,34 @@ def test_slimming_leaves_a_damaged_old_epoch_as_it_is(tmp_path, caplog):
     assert checkpoint.latest(str(tmp_path)) == str(tmp_path / "epoch-3.pt")
     assert f"{tmp_path / 'step-4.pt'}: not a readable checkpoint (" in caplog.text and "; passed over" in caplog.text
 
+
+
+def flip_a_weight_bit(path) -> None:
+    """A bit of the checkpoint's first tensor flipped where it lies in the file (a disk or copy error)."""
+    with zipfile.ZipFile(path) as archive:
+        member = next(info for info in archive.infolist() if "/data/" in info.filename and info.file_size)
+    data = bytearray(Path(path).read_bytes())
+    name_length, extra_length = struct.unpack("<HH", data[member.header_offset + 26:member.header_offset + 30])
+    data[member.header_offset + 30 + name_length + extra_length] ^= 1
+    Path(path).write_bytes(data)
+
+
+def test_a_checkpoint_whose_bytes_changed_is_refused_and_passed_over(tmp_path, caplog):
+    """torch.load does not check the CRCs of a checkpoint's zip: a flipped bit in the weights loaded silently."""
+    for n in (1, 2):
+        checkpoint.save(str(tmp_path / f"epoch-{n}.pt"), {"model": {"w": torch.full((4,), float(n))},
+                                                          "meta": {"step": n, "epoch": n}})
+    newest = str(tmp_path / "epoch-2.pt")
+    assert checkpoint.latest(str(tmp_path)) == newest and checkpoint.load(newest)["model"]["w"][0] == 2.0
+    flip_a_weight_bit(newest)
+    with pytest.raises(checkpoint.UnreadableCheckpoint, match=f"{newest}: damaged: .*data/0 fails its CRC-32"):
+        checkpoint.load(newest)
+    assert checkpoint.load_meta(newest)["step"] == 2  # its meta is whole: read without the weights
+    assert checkpoint.latest(str(tmp_path)) == str(tmp_path / "epoch-1.pt")
+    assert f"{newest}: damaged: " in caplog.text and "; passed over" in caplog.text
+    flip_a_weight_bit(tmp_path / "epoch-1.pt")  # none sound: decoding names the newest, not 'no checkpoint'
+    with pytest.raises(checkpoint.UnreadableCheckpoint, match=f"{newest}: damaged: "):
+        checkpoint.for_decoding(str(tmp_path))
 
 FAULT_ONCE_ON_RANK_1 = """
 import sys, torch
