@@ -490,6 +490,7 @@ def test_recordings_are_batched_longest_first_within_the_count_and_the_padded_se
     assert batches_by_length([], 4) == []
 
 
+@pytest.mark.slow
 def test_transcribe_reads_a_pipe_once_and_names_what_it_cannot_read(trained, yesno, tmp_path):
     """A shell's <(...) lost its first 64 KB to the header's checks (the transcript of the rest, exit 0); a .raw file
     ended --segment-seconds and --stream in a traceback; '-' without --stream was a file named '-', and an MP3 on

@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 FROM_CTC = "egs/an4/conf/transducer_conv_pruned_from_ctc.yaml"  # train.init_from: starts from DeepSpeech 2
@@ -55,6 +57,7 @@ def test_the_default_combines_the_model_with_the_one_it_starts_from():
         "[exp/a:greedy:0 exp/b:beam_lm:3]"  # a list given is kept
 
 
+@pytest.mark.slow
 def test_a_wrong_combination_stops_with_a_message(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "epoch-1.pt").write_bytes(b"")

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 from stopping_recipes import stop_once_logged
 
@@ -262,6 +264,7 @@ def test_the_training_stage_runs_again_when_its_lexicon_changed_under_the_same_p
     assert "stage 4 (train): its inputs changed since it was done (what changed: " in out.stdout, out.stdout
 
 
+@pytest.mark.slow
 def test_the_training_stage_runs_again_when_a_file_its_config_names_changed(tmp_path):
     """train.init_from's checkpoint trained again, or data.features.cmvn's statistics computed again: the config's
     text is the same, so the stage was skipped and the old model decoded (steps/train.py sees both, but only when
