@@ -225,11 +225,20 @@ def patience_ended_before(exp_dir: str, train, newest: dict) -> int | None:
     return None
 
 
-def start_over_if_changed(experiment, exp_dir: str, load_saved, train_data: str) -> str | None:
+def honoured_changes(old, new) -> list[Change]:
+    """The edits a resume honours, for its log: RESUMABLE keys, and DIGESTED paths to the same content; not the
+    lang dir and CMVN statistics, which the saved config names as the experiment's own copies (their content is
+    compared: units_differ, CMVN_NAME)."""
+    return [c for c in config_changes(old, new) if (c.key in RESUMABLE or c.key in DIGESTED)
+            and c.key not in ("paths.lang_dir", "data.features.cmvn")]
+
+
+def start_over_if_changed(experiment, exp_dir: str, load_saved, train_data: str,
+                          honoured: list[Change] | None = None) -> str | None:
     """Sets the experiment aside when its config.yaml and checkpoints were made under another config or
     training data than `experiment`'s; returns a message saying what changed and where the old one went
-    (None: nothing done). load_saved(path) reads a config.yaml (a ValueError if this version cannot); train_data is
-    the training data's training_data_of."""
+    (None: nothing done; then the edits the resume honours are added to `honoured`, where given). load_saved(path)
+    reads a config.yaml (a ValueError if this version cannot); train_data is the training data's training_data_of."""
     finished = finish_setting_aside(exp_dir)
     saved, newest = os.path.join(exp_dir, "config.yaml"), checkpoint.latest(exp_dir)
     if newest is None or not os.path.isfile(saved):  # checkpoints copied in to resume from: no config to compare
@@ -256,6 +265,8 @@ def start_over_if_changed(experiment, exp_dir: str, load_saved, train_data: str)
                                             and not filecmp.cmp(cmvn_source(cmvn), compared, False)):
         changes.append(Change("the CMVN statistics", f"as trained ({trained_with or 'none'})", cmvn or "none"))
     if not changes:
+        if honoured is not None:
+            honoured.extend(honoured_changes(old, experiment))
         return None
     aside = set_aside(exp_dir)
     return (f"the config or data differ from those {exp_dir} was trained with ({'; '.join(map(str, changes))}): "

@@ -66,11 +66,7 @@ class Trainer(Checkpointing, Steps):
         self.alone = contextlib.ExitStack()  # this experiment's lock, held until run ends
         if self.world.main:  # (before anything is set aside: a second run set the running one's files aside)
             self.alone.enter_context(held_alone_or_stop(exp_dir))
-        restarted = self.start_over_if_config_changed(resume)
-        os.makedirs(exp_dir, exist_ok=True)
-        setup_logging(exp_dir, self.world)
-        if restarted:
-            log.warning("%s", restarted)
+        self.start_logging(resume)
         if augmenter:
             augmenter.log_warnings()
         self.ddp = DistributedDataParallel(self.model) if self.world.distributed else self.model
@@ -106,22 +102,32 @@ class Trainer(Checkpointing, Steps):
         self.valid_pipeline = validation_pipeline(experiment, self.tokenizer, lengths,
                                                   self.train_pipeline.audio_cache)  # data.cache_audio_mb for both
 
-    def start_over_if_config_changed(self, resume: bool) -> str | None:
+    def start_logging(self, resume: bool) -> None:
+        """train.log begun, with what start_over_if_config_changed did or a resume honours."""
+        restarted, honoured = self.start_over_if_config_changed(resume)
+        os.makedirs(self.exp_dir, exist_ok=True)
+        setup_logging(self.exp_dir, self.world)
+        if restarted:
+            log.warning("%s", restarted)
+        if honoured:
+            log.info("resuming with the config's edits a resume honours: %s", "; ".join(map(str, honoured)))
+
+    def start_over_if_config_changed(self, resume: bool) -> tuple[str | None, list]:
         """The main rank finishes a setting aside a killed run left half done (whether or not this run resumes:
         one that does not would train beside the old experiment's rest), and, resuming, sets aside an experiment
-        trained under another config; every rank waits for it."""
-        message = None
+        trained under another config; every rank waits for it. (What was done, the config edits a resume honours.)"""
+        message, honoured = None, []
         if self.world.main:
             try:
-                message = start_over_if_changed(self.experiment, self.exp_dir, load_experiment, self.train_data) \
-                    if resume else finish_setting_aside(self.exp_dir)
+                message = start_over_if_changed(self.experiment, self.exp_dir, load_experiment, self.train_data,
+                                                honoured) if resume else finish_setting_aside(self.exp_dir)
             except ValueError as error:  # a config.yaml this version cannot read: nothing is touched
                 message = StopTraining(f"{self.exp_dir}/config.yaml: {error}; give a new --exp-dir")
-        message = all_gather_objects(self.world, message)[0]
+        message, honoured = all_gather_objects(self.world, (message, honoured))[0]
         if isinstance(message, StopTraining):
             cleanup(self.world, together=True)
             raise message
-        return message
+        return message, honoured
 
     # --- the loop -------------------------------------------------------------------------------------
     def run(self) -> int:

@@ -80,6 +80,23 @@ def test_a_noise_list_saved_before_its_digest_resumes_and_an_edited_one_restarts
     assert changes_to_restart(noisy("aa"), moved, {"epoch": 3}, "") == []  # the same list elsewhere
 
 
+def test_the_edits_a_resume_honours_are_named_but_not_the_experiments_own_copies():
+    """The saved config names the experiment's copies of the units and statistics (compared by content): the
+    recipe's paths to them are no edit."""
+    from rnnt.training.config_change import honoured_changes
+
+    old = load_experiment(str(CONFIG))
+    saved = dataclasses.replace(old, paths=dataclasses.replace(old.paths, lang_dir="/exp/lang"),
+                                data=dataclasses.replace(old.data, features=dataclasses.replace(
+                                    old.data.features, cmvn="/exp/global_cmvn.json")))
+    new = with_train(old, epochs=20, init_from="/y/avg.pt", init_from_sha256="aa")
+    new = dataclasses.replace(new, paths=dataclasses.replace(new.paths, lang_dir="data/lang"), data=dataclasses.replace(
+        new.data, num_workers=3, features=dataclasses.replace(new.data.features, cmvn="data/train/cmvn.json")))
+    saved = with_train(saved, init_from="/x/avg.pt", init_from_sha256="aa")
+    assert [str(c) for c in honoured_changes(saved, new)] == [
+        "data.num_workers: 0 -> 3", "train.epochs: 10 -> 20", "train.init_from: '/x/avg.pt' -> '/y/avg.pt'"]
+
+
 def test_a_section_switched_on_counts_as_its_keys():
     old = load_experiment(str(CONFIG))
     new = dataclasses.replace(old, data=dataclasses.replace(old.data, spec_augment=SpecAugmentConfig(freq_masks=1)))
@@ -203,6 +220,8 @@ def test_train_py_resumes_what_it_can_and_starts_over_otherwise(yesno, tmp_path)
     out = run_tool(*train_args(yesno, exp, more), "--resume")
     assert out.returncode == 0 and "set aside" not in out.stderr, out.stderr[-2000:]
     assert "resumed from" in (exp / "train.log").read_text() and (exp / "epoch-2.pt").is_file()
+    honoured = "resuming with the config's edits a resume honours: train.epochs: 1 -> 2\n"
+    assert honoured in (exp / "train.log").read_text()
     assert not (tmp_path / "exp.2").exists()
 
     values["model"]["encoder"]["hidden"] = 64
