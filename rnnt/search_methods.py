@@ -59,7 +59,8 @@ class Method:
     without_lm: str = ""  # an LM method's search without its LM (the baseline steps/tune_lm_fusion.py reports)
     needs_ctc: bool = False  # a transducer search that also searches the CTC head
     linear: bool = False  # its time in proportion to the frames (else to frames x labels, docs/decoding.md)
-    fuses: bool = True  # it takes a Fusion: an LM's, hotwords' (the greedy searches do not)
+    fuses: bool = True  # it takes a Fusion: an LM's, hotwords' (the greedy searches do not), and a beam
+    caps_symbols: bool = False  # it takes max_symbols_per_frame (a modified beam emits one at most by its design)
 
 
 def _each_utterance(search) -> Search:
@@ -95,10 +96,10 @@ def _ctc_prefix_beam(model, enc, enc_len, options):
 
 
 METHODS: dict[str, Method] = {
-    "greedy": Method(_greedy, "transducer", linear=True, fuses=False),
-    "beam": Method(_each_utterance(_beam), "transducer", linear=True),
-    "beam_lm": Method(_each_utterance(_beam), "transducer", "lm", "beam", linear=True),
-    "beam_lodr": Method(_each_utterance(_beam), "transducer", "lodr", "beam", linear=True),
+    "greedy": Method(_greedy, "transducer", linear=True, fuses=False, caps_symbols=True),
+    "beam": Method(_each_utterance(_beam), "transducer", linear=True, caps_symbols=True),
+    "beam_lm": Method(_each_utterance(_beam), "transducer", "lm", "beam", linear=True, caps_symbols=True),
+    "beam_lodr": Method(_each_utterance(_beam), "transducer", "lodr", "beam", linear=True, caps_symbols=True),
     "modified_beam": Method(_modified_beam, "transducer", linear=True),
     "modified_beam_lm": Method(_modified_beam, "transducer", "lm", "modified_beam", linear=True),
     "modified_beam_lodr": Method(_modified_beam, "transducer", "lodr", "modified_beam", linear=True),
@@ -206,7 +207,7 @@ if __name__ == "__main__":
 
 def add_lm_fusion_option(parser) -> None:
     """--lm-fusion and --hotwords, of the tools that decode with a method (decode.py, transcribe.py);
-    check_lm_fusion_option after parsing."""
+    check_search_options after parsing."""
     parser.add_argument("--lm-fusion", help="an LM-fused method (*_lm, *_lodr): the LM and its weights (default: "
                         "<exp-dir>/lm/<method>.yaml, written by steps/tune_lm_fusion.py)")
     parser.add_argument("--hotwords", help="a file of phrases to favour, one a line, optionally its own score after "
@@ -230,8 +231,16 @@ def with_hotwords(options: SearchOptions, graph: HotwordGraph | None) -> SearchO
     return options if graph is None else replace(options, fusion=HotwordFusion(graph, options.fusion))
 
 
-def check_lm_fusion_option(parser, args) -> None:
+def check_search_options(parser, args) -> None:
+    """The options given go with args.method (one that does not was ignored: its results named as of a search
+    that did not run)."""
     if args.lm_fusion and not METHODS[args.method].lm:
         parser.error(f"--lm-fusion goes with an LM-fused method (*_lm, *_lodr), not {args.method}")
     if args.hotwords and (problem := hotwords_problem(args.method)):
         parser.error(problem)
+    if args.beam is not None and (problem := hotwords_problem(args.method)):
+        parser.error(problem.replace("--hotwords", "--beam", 1))
+    if getattr(args, "max_symbols_per_frame", None) is not None and not METHODS[args.method].caps_symbols:
+        emits = "CTC emits" if METHODS[args.method].head == "ctc" else "a modified beam emits"
+        parser.error(f"--max-symbols-per-frame goes with greedy, beam, beam_lm and beam_lodr, not {args.method} "
+                     f"({emits} one a frame at most)")

@@ -36,7 +36,7 @@ from rnnt.decode_results import nbest_line, reference_texts, write_results, writ
 from rnnt.lm.fusion import fusion_config_path
 from rnnt.lm.hotwords import hotword_graph
 from rnnt.phone_scoring import hypothesis_phones, write_phone_error_rate
-from rnnt.search_methods import (METHODS, SearchOptions, add_lm_fusion_option, check_lm_fusion_option, check_method,
+from rnnt.search_methods import (METHODS, SearchOptions, add_lm_fusion_option, check_search_options, check_method,
                                  lm_options, with_hotwords)
 from rnnt.transcriber import (
     decode_batch_nbest,
@@ -83,7 +83,7 @@ def parse_args() -> argparse.Namespace:
     if "/" in args.set_name + (args.tag or ""):  # decoded, then written into a dir in another
         parser.error(f"the set name and --tag name a dir in {args.exp_dir} (decode-<set>-<method>-<tag>): no '/' in "
                      f"'{args.set_name}' or '{args.tag or ''}' (data/test_clean: set name test_clean)")
-    check_lm_fusion_option(parser, args)
+    check_search_options(parser, args)
     args.attention = from_args(parser, args)
     return args
 

@@ -46,7 +46,7 @@ from rnnt.counting import counted
 from rnnt.datadir.wav_scp_inputs import Input, wav_scp_inputs
 from rnnt.devices import auto_device
 from rnnt.prep.shard_writer import BadAudio, read_source
-from rnnt.search_methods import METHODS, add_lm_fusion_option, check_lm_fusion_option, check_method
+from rnnt.search_methods import METHODS, add_lm_fusion_option, check_search_options, check_method
 from rnnt.segmenting import transcribe_in_segments
 from rnnt.streaming import StreamLines
 from rnnt.transcriber import Transcriber, seconds_per_encoder_frame
@@ -87,7 +87,7 @@ def parse_args():
     parser.add_argument("exp_dir")
     parser.add_argument("audio", nargs="*")
     args = parser.parse_args()
-    check_lm_fusion_option(parser, args)
+    check_search_options(parser, args)
     check_combinations(parser, args)
     args.attention = from_args(parser, args)
     return args

@@ -556,7 +556,17 @@ def test_nbest_lists_from_decode_and_transcribe(trained, yesno, tmp_path):
             ("transcribe.py", ["--segment-seconds", "0.5", trained, entry["wav"]],  # words cut apart, decoded alone
              "--segment-seconds 0.5 cuts inside words: give at least 2 (30 is usual), or 0 for the whole recording"),
             ("decode.py", ["--method", "modified_beam", "--lm-fusion", "lm.yaml", trained, yesno / "five.list", "x"],
-             "--lm-fusion goes with an LM-fused method (*_lm, *_lodr), not modified_beam")):
+             "--lm-fusion goes with an LM-fused method (*_lm, *_lodr), not modified_beam"),
+            # options the method would ignore, its results named as of a search that did not run
+            ("decode.py", ["--method", "modified_beam", "--max-symbols-per-frame", "5", trained, yesno / "five.list",
+                           "x"], "--max-symbols-per-frame goes with greedy, beam, beam_lm and beam_lodr, not "
+                                 "modified_beam (a modified beam emits one a frame at most)"),
+            ("decode.py", ["--method", "ctc_greedy", "--max-symbols-per-frame", "5", trained, yesno / "five.list",
+                           "x"], "not ctc_greedy (CTC emits one a frame at most)"),
+            ("decode.py", ["--beam", "8", trained, yesno / "five.list", "x"], "--beam goes with a beam search"),
+            ("transcribe.py", ["--method", "ctc_greedy", "--beam", "8", trained, entry["wav"]],
+             "--beam goes with a beam search (modified_beam, beam, ctc_prefix_beam or an LM-fused one), not "
+             "ctc_greedy")):
         refused = run_tool(sys.executable, STEPS / tool, *options)
         assert refused.returncode == 2 and why in refused.stderr, (tool, refused.stderr)
 
