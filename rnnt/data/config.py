@@ -64,6 +64,19 @@ class DataConfig:
     tail_silence: float = 0.0
 
 
+def dither_problem(features: FeatureConfig) -> str | None:
+    """Why the dither cannot be meant (None: it can): a negative amount, or with a preset whose samples stay in
+    [-1, 1], an amount of 16-bit units (Kaldi's and WeNet's dither 1.0 was noise as loud as the speech)."""
+    dither = features.dither
+    if not 0 <= dither < math.inf:
+        return f"data.features.dither must be 0 or more and finite, got {dither}"
+    if dither > 0.1 and not PRESETS[features.preset].int16_scale:
+        return (f"data.features.dither {dither} is noise of about the speech's own level: preset "
+                f"{features.preset} keeps the samples in [-1, 1] (the kaldi preset's are 16-bit values), so Kaldi's "
+                f"and WeNet's dither {dither:g} is {dither / 32768:.1e} here (MLPerf's 1e-5)")
+    return None
+
+
 def data_config(values: dict | None) -> DataConfig:
     """DataConfig from the `data` mapping of a YAML config (None: all defaults)."""
     config = from_dict(DataConfig, values or {}, "data")
@@ -82,6 +95,8 @@ def data_config(values: dict | None) -> DataConfig:
             raise ValueError(f"data.{key} must be 0 or more and finite, got {getattr(config, key)}")
     if config.features.preset not in PRESETS:
         raise ValueError(f"data.features.preset must be one of {sorted(PRESETS)}, got '{config.features.preset}'")
+    if problem := dither_problem(config.features):
+        raise ValueError(problem)
     check_noise_configs(config.noise, config.reverb)
     masks = config.spec_augment
     if masks is not None and masks.adaptive and not 0 < masks.time_width <= 1:

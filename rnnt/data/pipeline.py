@@ -78,7 +78,7 @@ class Pipeline:
             records = stages.speed_perturb(records, config.speed_perturb, config.seed, epoch)
         else:
             records = stages.append_silence(records, config.tail_silence)
-        records = stages.tokenize(records, self.tokenizer)
+        records = stages.tokenize(records, self.tokenizer, report)
         return stages.filter_utterances(records, config, report, self.output_frames, self.units_per_frame)
 
     def report(self, epoch: int, reader: Reader) -> DataReport:

@@ -33,6 +33,7 @@ class DataReport:
     shard_skips: Counter = field(default_factory=Counter)  # what reading the shards skipped, by why
     augmented: Counter = field(default_factory=Counter)  # utterances reverberated, given noise (rnnt.data.noise)
     oversized: int = 0  # utterances longer than data.batch.max_frames, each batched alone
+    with_unknown: int = 0  # utterances whose units hold <unk> (rnnt.data.stages.tokenize)
 
     def audio_read(self, rate: int, channels: int, from_memory: bool = False) -> None:
         self.read += 1
@@ -77,6 +78,9 @@ class DataReport:
         parts += [f"{self.augmented[key]} {what}" for key, what in augmented.items() if self.augmented[key]]
         parts += [f"{n} without the {key.removeprefix('unreadable ')} recording drawn, unreadable (named above)"
                   for key, n in sorted(self.augmented.items()) if key.startswith("unreadable ") and n]
+        if self.with_unknown:
+            parts.append(f"{self.with_unknown} with <unk> among their units (a word or character the units lack: "
+                         "see the lang dir's units.txt or lexicon; or <unk> in the text)")
         if self.oversized:
             parts.append(f"{self.oversized} longer than data.batch.max_frames, each a batch of its own (data.filter's "
                          "max_duration drops them)")

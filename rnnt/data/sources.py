@@ -11,6 +11,7 @@ DataReport where one is given.
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import math
@@ -199,7 +200,7 @@ def ended_cleanly(tar: tarfile.TarFile) -> bool:
 def _shard_utterances(url: str, report: DataReport) -> Iterator[dict]:
     try:
         stream = open_shard(url)
-    except OSError as error:
+    except (OSError, http.client.HTTPException) as error:  # (a server's reply that is no HTTP: BadStatusLine)
         log.warning("shard %s: cannot open (%s); skipped", url, error)
         report.shard_skipped("shards unreadable")
         return
@@ -224,11 +225,15 @@ def _shard_utterances(url: str, report: DataReport) -> Iterator[dict]:
                         record["bad"] = "a transcript that is not UTF-8"
                 elif extension in AUDIO_EXTENSIONS:
                     record["audio"] = payload
-                record["source"] = f"{url}:{member.name}"
-            if not ended_cleanly(tar):  # the members read are whole: the last utterance is kept
-                _damaged(url, record.get("key", whole), "a header that cannot be read, or none where the archive "
-                         "goes on", report)
-    except (tarfile.TarError, OSError, EOFError) as error:
+                    record["source"] = f"{url}:{member.name}"  # what a message about its audio names
+                record.setdefault("source", f"{url}:{member.name}")
+            if not ended_cleanly(tar):  # in a plain tar the members read are whole: the last utterance is kept; a
+                # compressed one decompresses a damaged byte into wrong bytes (gzip checks its CRC at the end alone)
+                compressed = getattr(tar.fileobj, "comptype", "tar") != "tar"
+                _damaged(url, whole if compressed else record.get("key", whole), "a header that cannot be read, or "
+                         "none where the archive goes on", report)
+                record = {} if compressed else record
+    except (tarfile.TarError, OSError, EOFError, http.client.HTTPException) as error:  # (IncompleteRead: a cut)
         _damaged(url, whole, error, report)  # (it was named after the utterance being read, which is lost)
         record = {}  # its members may be cut short
     yield from _complete(record, url, report)

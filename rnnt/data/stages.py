@@ -28,6 +28,7 @@ from rnnt.data.report import DataReport
 from rnnt.data.resample import resample, resampled_length
 from rnnt.data.specaugment import spec_augment
 from rnnt.data.stacking import stack_frames, stacked_length
+from rnnt.data.tokenizer import UNK
 
 log = logging.getLogger(__name__)
 
@@ -152,9 +153,15 @@ def waveforms(records: Iterable[dict], rate: int, report: DataReport | None = No
         yield from with_waveforms([record], report)
 
 
-def tokenize(records: Iterable[dict], tokenizer) -> Iterator[dict]:
+def tokenize(records: Iterable[dict], tokenizer, report: DataReport | None = None) -> Iterator[dict]:
+    """Each record's units; the report counts those holding <unk> (a word or character not in the units: a
+    transcript of other case or normalisation than the lang dir's trains on <unk>s)."""
+    unk = tokenizer.units[UNK]
     for record in records:
-        yield {**record, "tokens": tokenizer.encode(record["txt"])}
+        tokens = tokenizer.encode(record["txt"])
+        if report is not None and unk in tokens:
+            report.with_unknown += 1
+        yield {**record, "tokens": tokens}
 
 
 def filter_utterances(records: Iterable[dict], config: DataConfig, report: DataReport | None = None,

@@ -194,3 +194,20 @@ def test_a_window_longer_than_a_presets_fixed_fft_is_refused_before_any_batch():
     for preset in ("kaldi", "sherpa_onnx"):
         check_mel_bins(preset, 44100, 80)
         assert fbank(torch.randn(44100), 44100, preset, 80).shape == (num_frames(44100, 44100, preset), 80)
+
+
+def test_a_dither_of_16_bit_units_with_a_preset_of_samples_in_plus_minus_1_is_refused():
+    """Kaldi's and WeNet's dither 1.0 is in 16-bit units; the sherpa_onnx and mlperf presets' samples are in [-1, 1]:
+    it trained on noise about as loud as the speech (log-mels 10 apart on average), without a word."""
+    from rnnt.data.config import data_config
+
+    assert data_config({"features": {"preset": "kaldi", "dither": 1.0}}).features.dither == 1.0
+    assert data_config({"features": {"preset": "mlperf", "dither": 1e-5}}).features.dither == 1e-5
+    for preset in ("sherpa_onnx", "mlperf"):
+        with pytest.raises(ValueError, match=f"preset {preset} keeps the samples in .-1, 1.* dither 1 is 3.1e-05 here"):
+            data_config({"features": {"preset": preset, "dither": 1.0}})
+    with pytest.raises(ValueError, match="data.features.dither must be 0 or more and finite, got -1"):
+        data_config({"features": {"dither": -1.0}})
+    noisy = fbank(torch.zeros(8000), 16000, "sherpa_onnx", 80, dither=1.0, generator=torch.Generator().manual_seed(0))
+    speech = fbank(0.05 * torch.randn(8000, generator=torch.Generator().manual_seed(1)), 16000, "sherpa_onnx", 80)
+    assert noisy.mean() > speech.mean()  # what 1.0 was with this preset: louder than the speech

@@ -1,6 +1,7 @@
 """rnnt.data: every stage alone, then the whole chain over shards made from real speech."""
 
 import dataclasses
+import gzip
 import io
 import json
 import logging
@@ -24,7 +25,7 @@ from rnnt.data.loader import LoaderPosition, make_loader
 from rnnt.data.pipeline import Pipeline
 from rnnt.data.report import DataReport
 from rnnt.data.resample import StreamingResampler, resample
-from rnnt.data.sources import records
+from rnnt.data.sources import records, shard_records
 from rnnt.data.specaugment import SpecAugmentConfig, spec_augment
 from rnnt.data.splitting import Reader, part
 from rnnt.data.stacking import stack_frames
@@ -962,6 +963,76 @@ def test_shards_stream_from_http_urls(fsdd, tmp_path, server):
     local = [(r["key"], r["txt"], r["audio"]) for r in records(str(tmp_path / "local.list"))]
     assert over_http == local and len(local) == 200
     assert [path for path, _ in server.requests] == ["/shard0.tar", "/shard1.tar"]
+
+
+def test_a_shard_cut_in_a_chunked_transfer_or_a_bad_reply_is_skipped_and_the_next_read(fsdd, tmp_path, server,
+                                                                                       caplog):
+    """http.client's own errors (IncompleteRead of a chunked transfer cut, BadStatusLine) are no OSError: they
+    ended the pass, the shards after unread."""
+    shards = (fsdd / "train.list").read_text().split()[:2]
+    server.files["/cut.tar"] = open(shards[0], "rb").read()
+    (tmp_path / "url.list").write_text(f"{server.url}/cut.tar\n{shards[1]}\n")
+    whole = [r["key"] for r in shard_records([shards[1]])]
+    server.chunked, server.cut_first_after = True, len(server.files["/cut.tar"]) // 2
+    report = DataReport("url.list", 8000)
+    with caplog.at_level(logging.WARNING):
+        keys = [r["key"] for r in shard_records((tmp_path / "url.list").read_text().split(), report)]
+    assert 0 < len(keys) - 100 < 50 and keys[-100:] == whole, len(keys)
+    assert f"shard {server.url}/cut.tar: damaged after" in caplog.text and "IncompleteRead" in caplog.text
+    assert report.shard_skips == {"shards damaged (their rest)": 1}
+    server.chunked, server.bad_status = False, True
+    report = DataReport("url.list", 8000)
+    with caplog.at_level(logging.WARNING):
+        assert [r["key"] for r in shard_records((tmp_path / "url.list").read_text().split(), report)] == whole
+    assert f"shard {server.url}/cut.tar: cannot open" in caplog.text and report.shard_skips == {
+        "shards unreadable": 1}
+
+
+def test_a_damaged_gzip_shard_keeps_none_of_the_utterance_read_into_the_damage(fsdd, tmp_path, caplog):
+    """A byte of a .tar.gz flipped decompresses into wrong bytes, not an error (gzip's CRC is at its end): the
+    utterance read just before the header that failed held them, and was kept as whole."""
+    shard = (fsdd / "train.list").read_text().split()[0]
+    with tarfile.open(shard) as tar:
+        members = tar.getmembers()
+        truth = {m.name: tar.extractfile(m).read() for m in members}
+    packed = bytearray(gzip.compress(open(shard, "rb").read(), mtime=0))
+    packed[len(packed) // 2] ^= 0xFF
+    damaged = tmp_path / "shard.tar.gz"
+    damaged.write_bytes(bytes(packed))
+    report = DataReport("gz.list", 8000)
+    with caplog.at_level(logging.WARNING):
+        got = list(shard_records([str(damaged)], report))
+    assert 0 < len(got) < len(members) // 2 and report.shard_skips == {"shards damaged (their rest)": 1}
+    for record in got:  # every utterance kept is the shard's own
+        audio = next(name for name in truth if name.startswith(f"{record['key']}.") and not name.endswith(".txt"))
+        assert record["audio"] == truth[audio] and record["source"] == f"{damaged}:{audio}"
+    assert f"damaged after {got[-1]['key']} (" in caplog.text
+
+
+def test_undecodable_audio_is_named_by_its_member_whatever_the_members_order(tmp_path, caplog):
+    """Another tool's tar may hold an utterance's audio before its transcript: the transcript was named."""
+    shard = tmp_path / "order.tar"
+    with tarfile.open(shard, "w") as tar:
+        for name, payload in (("u1.wav", b"\x00garbage" * 50), ("u1.txt", b"YES")):
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload))
+    report = DataReport("order.list", 8000)
+    with caplog.at_level(logging.WARNING):
+        assert list(stages.audio_lengths(shard_records([str(shard)]), 8000, report)) == []
+    assert f"skipped u1 from {shard}:u1.wav: cannot decode audio" in caplog.text and report.undecodable == 1
+
+
+def test_utterances_whose_units_hold_unk_are_counted_in_the_report(fsdd):
+    """A transcript of words the units lack (another case or normalisation than the lang dir's) trains on <unk>s:
+    it went unsaid."""
+    tokenizer = Tokenizer(str(fsdd / "lang"))
+    recs = list(records(str(fsdd / "test.list")))[:3]
+    recs[1] = {**recs[1], "txt": recs[1]["txt"].lower()}  # not the units' case
+    report = DataReport("test.list", 8000)
+    tokens = [r["tokens"] for r in stages.tokenize(recs, tokenizer, report)]
+    assert tokens[1] == [tokenizer.units["<unk>"]] * len(recs[1]["txt"]) and tokenizer.units["<unk>"] not in tokens[0]
+    assert report.with_unknown == 1 and "1 with <unk> among their units" in report.line()
 
 
 def test_fixed_time_masks_are_as_many_and_as_wide_as_configured():
