@@ -17,6 +17,14 @@ from rnnt.training.stop import StopTraining
 log = logging.getLogger("rnnt.train")
 
 
+def running_statistics(model: torch.nn.Module) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(buffer, a copy) of each normalisation's running statistics (BatchNorm's mean, variance and count), which a
+    forward pass in training updates before its loss is known."""
+    return [(buffer, buffer.clone()) for module in model.modules()
+            if isinstance(module, torch.nn.modules.batchnorm._NormBase) and module.track_running_stats
+            for buffer in (module.running_mean, module.running_var, module.num_batches_tracked) if buffer is not None]
+
+
 class Steps:
     """Methods of the Trainer; they read its model, ddp, optimizer, scheduler, scaler, ema, world, group,
     bad_batches, step and experiment."""
@@ -27,6 +35,7 @@ class Steps:
         rank: batches_of_every_rank's); None (nothing added) if it was skipped: by every rank together where one
         had a non-finite loss or ran out of memory in the forward pass (before any collective of DDP's)."""
         value, out_of_memory = math.nan, None
+        statistics = running_statistics(self.model)  # a skipped batch's go (an fp16 overflow's NaNs stayed for good)
         try:
             loss = self.batch_loss(batch, sync)
             value = float(loss.detach())  # the step's one read of the device before its gradient norm's
@@ -40,6 +49,9 @@ class Steps:
             except RuntimeError as error:
                 out_of_memory = self.out_of_memory(error, batch, "backward")
         loss = None  # outside the handlers: nothing holds the activations any more
+        if out_of_memory == "forward" or not usable:
+            for buffer, before in statistics:
+                buffer.copy_(before)
         if out_of_memory:
             self.recover_from_out_of_memory(in_backward=out_of_memory == "backward")
         elif not usable:

@@ -196,6 +196,22 @@ def test_a_non_finite_gradient_is_not_applied(trainer):
     assert trainer.step == 1 and trainer.bad_batches.in_row == 0
 
 
+def test_a_batch_skipped_for_its_loss_leaves_the_batchnorm_statistics_as_they_were(trainer):
+    """Its forward pass had folded the batch into the running mean and variance before the loss was found
+    non-finite: one inf (an fp16 overflow) left them NaN for good, and every validation, decode and export NaN."""
+    from rnnt.training.trainer_steps import running_statistics
+
+    batch = next(iter(trainer.loader))
+    statistics = running_statistics(trainer.model)
+    assert len(statistics) == 3  # the tiny encoder's input BatchNorm: mean, variance, count
+    bad = {**batch, "feats": batch["feats"].clone()}
+    bad["feats"][0, 0, 0] = float("inf")
+    assert trainer.forward_backward(bad, sync=True) is None and trainer.bad_batches.counts["non-finite loss"] == 1
+    assert all(torch.equal(buffer, before) for buffer, before in statistics)
+    assert trainer.forward_backward(batch, sync=True) is not None  # a usable batch's are kept
+    assert not torch.equal(*statistics[0]) and all(torch.isfinite(buffer).all() for buffer, _ in statistics)
+
+
 def test_an_out_of_memory_batch_is_skipped_and_only_a_broken_gradient_dropped(trainer, monkeypatch):
     batch = next(iter(trainer.loader))
     assert trainer.forward_backward(batch, sync=True) is not None and trainer.group.kept == 1
