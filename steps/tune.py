@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import signal
 import sys
 
 import torch
@@ -221,8 +222,19 @@ def opened_study(args, search):
         raise ToolError(f"{storage}: cannot open the study's storage ({reason})") from error
 
 
+def stopped_by_ctrl_c(signum, frame) -> None:
+    """Ctrl-C ends the search as SIGTERM does, at once, its running trial left running in the database: the next run
+    fails it and runs it again with its values (Optuna stored a KeyboardInterrupt's trial as failed, its values
+    never tried again, and the trials after it drew others)."""
+    os.write(2, b"tune.py: stopped by Ctrl-C; run it again to go on (the trial under way runs again)\n")
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+
+
 def main() -> str:
     args = parse_args()
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # (run in the background: ignored, left so)
+        signal.signal(signal.SIGINT, stopped_by_ctrl_c)
     try:
         experiment = with_absolute_paths(load_experiment(args.config, train_list=args.train_list,
                                                          valid_list=args.valid_list, lang_dir=args.lang_dir))

@@ -1,6 +1,7 @@
 """steps/tune.py: Optuna over the real trainer on real yesno audio; a killed search resumes from its
 database; trials are stopped by the pruner and by the time limit through the trainer's SIGTERM path."""
 
+import os
 import re
 import signal
 import sqlite3
@@ -85,6 +86,26 @@ def test_killed_search_resumes_from_its_database_and_finishes_the_trials_asked(y
     out = run_tool(*tune_args(yesno, tmp_path, {**search, "sampler": {"type": "random", "seed": 2}}))
     assert out.returncode == 1 and "holds the trials of another config, search or data" in out.stderr
     assert len(trial_states(exp / "study.db")) == len(states) + 1  # nothing mixed in
+
+
+@pytest.mark.slow  # a trial of its own; CI runs it
+def test_ctrl_c_leaves_the_trial_under_way_to_run_again(yesno, tmp_path):
+    """Optuna stores a trial a KeyboardInterrupt ended as failed: its values were never tried again, and every draw
+    after it shifted. Ctrl-C now ends the search as SIGTERM and SIGKILL do, the trial left running in the database
+    (the next run fails it and runs it again with its values: the test above)."""
+    search = {"trials": 1, "pruner": {"type": "none"}, "sampler": {"type": "random", "seed": 1},
+              "space": {"train.optimizer.lr": {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}}}
+    exp = tmp_path / "tune"
+    tuner = subprocess.Popen([str(a) for a in tune_args(yesno, tmp_path, search, epochs=50)], cwd=ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as at a terminal
+    deadline = time.time() + 120
+    while not (exp / "trial-000" / "epoch-1.pt").exists() and tuner.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    os.killpg(tuner.pid, signal.SIGINT)  # a terminal's Ctrl-C: the tuner and its trial's training
+    _, said = tuner.communicate(timeout=60)
+    assert tuner.returncode == -signal.SIGINT and "stopped by Ctrl-C; run it again to go on" in said, said[-2000:]
+    assert "Traceback" not in said and trial_states(exp / "study.db") == [(0, "RUNNING")]
 
 
 def test_best_yaml_is_the_config_the_trials_started_from_not_one_edited_while_they_trained(yesno, tmp_path):
