@@ -31,6 +31,9 @@ fi
 if $activate_own; then
   # shellcheck disable=SC1091
   . "$RNNT_ROOT/tools/venv/bin/activate"
+  if ! imports_this_checkout; then  # a checkout moved since (install.sh names the new place), or tools/venv
+    env -u VIRTUAL_ENV "$RNNT_ROOT/tools/install.sh" >&2 || return 1  # another's (refused, saying why)
+  fi
 fi
 
 export PATH="$RNNT_ROOT/utils:$RNNT_ROOT/steps:$PATH"

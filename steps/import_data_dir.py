@@ -115,6 +115,10 @@ def import_data_dir(src: str, dest: str, nj: int) -> str:
     """Writes dest from src; returns the summary line's account of it."""
     if not os.path.isfile(os.path.join(src, "wav.scp")) or not os.path.isfile(os.path.join(src, "text")):
         raise ToolError(f"{src}: not a data dir with wav.scp and text (a Kaldi data dir of transcribed audio)")
+    if not os.path.isfile(os.path.join(src, "utt2spk")):
+        raise ToolError(f"{src}: no utt2spk (each utterance's speaker, which a Kaldi data dir holds); without "
+                        f"speakers, make each utterance its own, as Kaldi's docs say: awk '{{print $1, $1}}' "
+                        f"{src}/text > {src}/utt2spk")
     prefixed = speaker_prefixes(src)
     copy_data_dir(src, dest, lambda utt: prefixed.get(utt, utt), str)  # utt2uniq maps them back
     original = {new: old for old, new in prefixed.items()}

@@ -11,7 +11,8 @@ Creates tools/venv with PYTHON (default: python3) and installs tools/requirement
 (direct pins) under tools/constraints.txt (transitive pins).
 If a virtual environment is already active (VIRTUAL_ENV is set), installs into it instead.
   --python PYTHON   interpreter to build the venv with (must be >= 3.10)
-  --force           reinstall even when the requirements stamp is up to date
+  --force           reinstall even when the requirements stamp is up to date (and take over a venv that
+                    another checkout uses)
 USAGE
 }
 
@@ -53,9 +54,21 @@ site_packages() {
   "$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'
 }
 # Scripts anywhere in the project import the rnnt package from this checkout: the venv's site-packages
-# names it in a .pth file (the one way a script finds the package; no sys.path edits in scripts).
+# names it in a .pth file (the one way a script finds the package; no sys.path edits in scripts). A venv serves
+# one checkout: one that names another checkout still there (tools/venv linked in from it, or one venv active for
+# both) is refused, unless --force: renamed, every tool of that checkout would run this one's code.
 link_project() {
-  echo "$root" > "$(site_packages)/rnnt-recipes.pth"
+  local pth other
+  pth="$(site_packages)/rnnt-recipes.pth"
+  other=$(cat "$pth" 2> /dev/null || true)
+  if ! $force && [ -n "$other" ] && [ "$(readlink -f "$other")" != "$(readlink -f "$root")" ] && [ -d "$other/rnnt" ] &&
+      [ -f "$other/tools/install.sh" ]; then
+    echo "tools/install.sh: $venv is the environment of the checkout $other (its scripts import rnnt from there):" \
+      "a venv serves one checkout; give this one its own (remove $venv if it is a link or a copy, then run" \
+      "tools/install.sh), or take it over with --force" >&2
+    exit 1
+  fi
+  echo "$root" > "$pth"
 }
 
 # One install at a time (two recipes started at once on a fresh clone both built the venv, each over the other):

@@ -92,12 +92,12 @@ check_run_arguments "$@"
 check_training_processes  # --ngpu, --cpu-ranks
 . utils/units.sh
 
-are_data_dirs() {  # are_data_dirs "TRAIN DEV [TEST]": two or three folders (paths without spaces), each with wav.scp
-  # and text
+are_data_dirs() {  # are_data_dirs "TRAIN DEV [TEST]": two or three folders (paths without spaces), each with wav.scp,
+  # text and utt2spk
   local dir dirs
   read -r -a dirs <<< "$1"
   for dir in "${dirs[@]}"; do
-    [ -f "$dir/wav.scp" ] && [ -f "$dir/text" ] || return 1
+    [ -f "$dir/wav.scp" ] && [ -f "$dir/text" ] && [ -f "$dir/utt2spk" ] || return 1
   done
   [ ${#dirs[@]} -ge 2 ] && [ ${#dirs[@]} -le 3 ]
 }
@@ -105,8 +105,8 @@ if [ -n "$corpus_dir" ] && [ -n "$data_dirs" ]; then
   echo "run.sh: give --corpus-dir (a folder of recordings) or --data-dirs (Kaldi data dirs), not both" >&2
   exit 1
 elif [ -n "$data_dirs" ] && ! are_data_dirs "$data_dirs"; then  # (the data given before is kept)
-  echo "run.sh: --data-dirs must name two or three Kaldi data dirs, train dev [test], each with wav.scp and text" \
-    "(got '$data_dirs')" >&2
+  echo "run.sh: --data-dirs must name two or three Kaldi data dirs, train dev [test], each with wav.scp, text and" \
+    "utt2spk (got '$data_dirs'; without speakers, each utterance its own: awk '{print \$1, \$1}' text > utt2spk)" >&2
   exit 1
 elif [ -n "$corpus_dir" ] && ! is_folder "$corpus_dir"; then
   echo "run.sh: --corpus-dir must name the folder of recordings (got '$corpus_dir')" >&2
@@ -132,15 +132,23 @@ if [ -z "$data_dirs" ]; then
   fi
   # the options of the corpus, left out, as given before: a rerun without them re-split the data and retrained
   is_file() { [ -f "$1" ]; }
-  is_fraction() { [[ $1 =~ ^(0|1|0?\.[0-9]+)$ ]]; }
+  # the shares data_prep.py takes (a typo is not kept: a plain rerun failed on it for good): below a half, the dev share
+  # above 0
+  is_share() { [[ $1 =~ ^(0|0?\.[0-9]+)$ ]] && awk -v share="$1" 'BEGIN { exit !(share < 0.5) }'; }
+  is_dev_share() { is_share "$1" && awk -v share="$1" 'BEGIN { exit !(share > 0) }'; }
   has_group() { [[ $1 == *"("* ]]; }  # a --speaker-regex worth keeping: data_prep.py takes its first group
   transcripts=$(given_before transcripts data/.transcripts "$transcripts" is_file)
   transcripts=${transcripts:-$corpus_dir/transcripts.txt}
   test_transcripts=$(given_before test-transcripts data/.test_transcripts "$test_transcripts" is_file)
   speaker_regex=$(given_before speaker-regex data/.speaker_regex "$speaker_regex" has_group)
-  dev_fraction=$(given_before dev-fraction data/.dev_fraction "$dev_fraction" is_fraction)
-  test_fraction=$(given_before test-fraction data/.test_fraction "$test_fraction" is_fraction)
+  dev_fraction=$(given_before dev-fraction data/.dev_fraction "$dev_fraction" is_dev_share)
+  test_fraction=$(given_before test-fraction data/.test_fraction "$test_fraction" is_share)
   dev_fraction=${dev_fraction:-0.1} test_fraction=${test_fraction:-0.1}
+  if ! is_dev_share "$dev_fraction" || ! is_share "$test_fraction"; then
+    echo "run.sh: --dev-fraction must be above 0 and --test-fraction at least 0, both below 0.5 (got" \
+      "$dev_fraction and $test_fraction)" >&2
+    exit 1
+  fi
 fi
 lang=$(lang_of "$unit_type" "$vocab_size")
 default_lm_search "$unit_type"  # the LM options not given

@@ -467,6 +467,10 @@ def test_kaldi_data_dirs_of_your_own_instead_of_a_folder_of_recordings(test_data
     assert bare.returncode == 0 and "stage 1 (data): done before; skipped" in bare.stdout, bare.stdout + bare.stderr
     assert f"run.sh: --transcripts {listing}, as given before (data/.transcripts)" in bare.stderr
     assert "run.sh: --dev-fraction 0.2, as given before (data/.dev_fraction)" in bare.stderr
+    for option, typo in (("--dev-fraction", "0.6"), ("--dev-fraction", "0"), ("--test-fraction", "0.5")):
+        refused = run_recipe(recipe, option, typo, "--stop-stage", "1")  # not kept: every plain rerun failed on it
+        assert refused.returncode == 1 and "must be above 0" in refused.stderr, refused.stderr
+    assert "--dev-fraction 0.2, as given before" in run_recipe(recipe, "--stop-stage", "1").stderr
     (tmp_path / "link").symlink_to(corpus)  # the same corpus spelt otherwise: its options kept (they were lost,
     for spelt in (f"{corpus}/", str(tmp_path / "link")):  # the data split again)
         same = run_recipe(recipe, "--corpus-dir", spelt, "--stop-stage", "1")

@@ -109,3 +109,48 @@ def test_an_install_waits_for_one_under_way():
         fcntl.flock(lock, fcntl.LOCK_UN)
     out, _ = waiting.communicate(timeout=120)
     assert waiting.returncode == 0 and "is up to date" in out
+
+
+def a_checkout(place, venv):
+    """A checkout of path.sh and tools/ whose tools/venv is a link to `venv`, its requirements older than the
+    venv's stamp (up to date)."""
+    (place / "tools").mkdir(parents=True)
+    (place / "rnnt").mkdir()
+    (place / "rnnt" / "__init__.py").write_text("")
+    (place / "egs").mkdir()  # where a recipe sources path.sh (python -c imports from its folder: not the root)
+    for name in ("path.sh", "tools/install.sh", "tools/requirements.txt", "tools/constraints.txt"):
+        shutil.copy(ROOT / name, place / name)
+    for name in ("requirements.txt", "constraints.txt"):
+        os.utime(place / "tools" / name, (1, 1))
+    (place / "tools" / "venv").symlink_to(venv)
+    return place
+
+
+def test_a_venv_another_checkout_uses_is_refused_not_taken_over(tmp_path):
+    """A clone's tools/venv linked to another checkout's: path.sh ran the other checkout's code in this one, and its
+    install.sh, run for a newer requirements file, renamed the venv's checkout to the clone's, so every tool of the
+    other ran the clone's code."""
+    venv = tmp_path / "venv"
+    subprocess.run(["python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = subprocess.run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    os.makedirs(f"{site}/torch")
+    open(f"{site}/torch/__init__.py", "w").close()  # (install.sh looks it up, as up to date)
+    first, clone = a_checkout(tmp_path / "first", venv), a_checkout(tmp_path / "clone", venv)
+    wanted = subprocess.run(f"cat {first}/tools/requirements.txt {first}/tools/constraints.txt | sha256sum",
+                            shell=True, capture_output=True, text=True).stdout.split()[0]
+    (venv / ".rnnt-requirements.sha256").write_text(wanted + "\n")
+    pth = f"{site}/rnnt-recipes.pth"
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    script = ". ../path.sh && python -c 'import rnnt; print(rnnt.__file__)'"
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=first / "egs")
+    assert out.returncode == 0 and out.stdout.strip() == str(first / "rnnt" / "__init__.py"), out.stderr
+    assert open(pth).read().strip() == str(first)
+    out = subprocess.run(["bash", "-euc", script], capture_output=True, text=True, env=env, cwd=clone / "egs")
+    assert out.returncode == 1 and f"is the environment of the checkout {first}" in out.stderr, out.stdout + out.stderr
+    assert open(pth).read().strip() == str(first)  # the first checkout's tools still run its own code
+    out = subprocess.run([clone / "tools" / "install.sh"], capture_output=True, text=True, env=env)
+    assert out.returncode == 1 and "a venv serves one checkout" in out.stderr and open(pth).read().strip() == str(first)
+    shutil.rmtree(first)  # a checkout moved: the venv follows it
+    out = subprocess.run(["bash", "-euc", script], capture_output=True, text=True, env=env, cwd=clone / "egs")
+    assert out.returncode == 0 and out.stdout.strip() == str(clone / "rnnt" / "__init__.py"), out.stderr

@@ -122,6 +122,10 @@ def test_a_kaldi_dir_of_your_own_is_copied_in_repaired_measured_and_valid(libris
     assert out.returncode == 1 and "the recordings of only 4 of its 9 utterances could be read (the others named " \
         "above): fewer than half" in out.stderr, out.stderr
     assert out.stderr.count("import_data_dir.py: left out") == 5
+    (librispeech_dir / "utt2spk").unlink()  # a traceback's '[Errno 2] No such file' once wav.scp and text were there
+    out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, dest)
+    assert out.returncode == 1 and f"{librispeech_dir}: no utt2spk (each utterance's speaker" in out.stderr
+    assert f"awk '{{print $1, $1}}' {librispeech_dir}/text > {librispeech_dir}/utt2spk" in out.stderr, out.stderr
     (librispeech_dir / "text").unlink()
     out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, dest)
     assert out.returncode == 1 and "not a data dir with wav.scp and text" in out.stderr
