@@ -84,18 +84,29 @@ def speaker_prefixes(src: str) -> dict[str, str]:
     return {utt: f"{spk}-{utt}" for utt, spk in speaker.items() if not utt.startswith(spk)}
 
 
+SHOWN = 20  # recordings that cannot be read named on the terminal, as data_prep.py's
+
+
 def measure_durations(src: str, dest: str, nj: int, original: dict[str, str]) -> tuple[str, set[str]]:
     """utt2dur for dest, each recording that cannot be read named by its line in src (original: the ids src has for
     those renamed); returns the account of it and the utterances left out. Fewer than half of them measured is a
     failure, as Kaldi's get_utt2dur.sh's."""
     utterances = utterances_of(dest)
     written, _, problems = write_utt2dur(dest, nj, named_from=src, original=original)
-    for problem in problems:
-        print(f"import_data_dir.py: left out {problem}", file=sys.stderr)
+    for problem in problems[:SHOWN]:  # past them, a file: thousands of lines (paths relative to another folder)
+        print(f"import_data_dir.py: left out {problem}", file=sys.stderr)  # buried the diagnosis after them
+    if len(problems) > SHOWN:
+        listed = os.path.join(dest, ".backup", "unread_audio")
+        os.makedirs(os.path.dirname(listed), exist_ok=True)
+        with open(listed, "w", encoding="utf-8", errors="surrogateescape") as f:
+            f.writelines(f"{problem}\n" for problem in problems)
+        print(f"import_data_dir.py: left out {len(problems) - SHOWN} more, each named in {listed} with the "
+              f"{SHOWN} above", file=sys.stderr)
     if written * 2 < len(utterances):
         raise ToolError(f"{src}: the recordings of only {written} of its {len(utterances)} utterances could be read "
-                        "(the others named above): fewer than half, which Kaldi's get_utt2dur.sh refuses too; a "
-                        "command's program missing, or paths relative to another folder?")
+                        f"(the others named above{', and in .backup/unread_audio' if len(problems) > SHOWN else ''}): "
+                        "fewer than half, which Kaldi's get_utt2dur.sh refuses too; a command's program missing, or "
+                        "paths relative to another folder?")
     measured = read_table(os.path.join(dest, "utt2dur"))
     return f"utt2dur of {written} utterances measured, {len(problems)} left out; ", utterances - set(measured)
 

@@ -16,9 +16,9 @@
 
 __po_name=$(basename "$0")
 
-__po_fail() {
+__po_fail() {  # the help first, the mistake last: the line a terminal shows (it scrolled away above 40 lines of help)
+  [ -n "${help_message:-}" ] && printf '%s\n\n' "$help_message" >&2
   echo "$__po_name: $*" >&2
-  [ -n "${help_message:-}" ] && printf '%s\n' "$help_message" >&2
   exit 1
 }
 

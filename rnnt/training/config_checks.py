@@ -12,6 +12,7 @@ training_refusals: what steps/train.py refuses before it builds the model (the t
 from __future__ import annotations
 
 import json
+import math
 import os
 
 from rnnt.data.fbank_presets import PRESETS
@@ -72,12 +73,14 @@ def check_unit_rate(experiment) -> list[str]:
     if too_fast <= MAX_SHARE_DROPPED * len(rates):
         return []
     sped = f" at data.speed_perturb {speed:g}" if speed != 1.0 else ""
+    longest_ms = 1000.0 / (rates[len(rates) - int(MAX_SHARE_DROPPED * len(rates)) - 1] * speed)  # all but the share
     return [f"model.loss.one_sym_per_frame: the encoder has {frames_per_second:.1f} frames a second "
             f"({reductions(experiment)} = {frame_ms(experiment):g} ms a frame), but {too_fast} of {len(rates)} "
             f"training transcripts ({100 * too_fast / len(rates):.0f}%) have more units a second{sped} (median "
-            f"{rates[len(rates) // 2]:.1f}, max {rates[-1]:.1f}; {path}): they could not be trained on. Lower "
-            "data.subsample or the encoder's time reduction (model.encoder.stack_time or conv_layers), use larger "
-            "units (bpe), or set "
+            f"{rates[len(rates) // 2]:.1f}, max {rates[-1]:.1f}; {path}): they could not be trained on. A frame of "
+            f"at most {longest_ms:.0f} ms holds them (the time reduction divided by "
+            f"{math.ceil(frame_ms(experiment) / longest_ms)} or more): lower data.subsample or the encoder's "
+            "(model.encoder.stack_time or conv_layers), use larger units (bpe), or set "
             "model.loss.one_sym_per_frame: false"]
 
 

@@ -236,3 +236,20 @@ def test_utterance_ids_their_speakers_do_not_prefix_are_given_them_where_kaldis_
     assert f"{librispeech_dir}/text:{where}: {speaker[first]}-{first}: an empty transcript" in out.stderr, out.stderr
     assert "; 9 utterance ids prefixed with the speaker's, as Kaldi's order rule wants (utt2uniq maps them back); " \
         in out.stdout, out.stdout
+
+
+def test_thousands_of_unreadable_recordings_show_twenty_and_all_go_to_a_file(tmp_path):
+    """A wav.scp of paths relative to another folder: a line each on the terminal buried the diagnosis after them."""
+    src = tmp_path / "src"
+    src.mkdir()
+    keys = [f"s1-u{i:02d}" for i in range(30)]
+    (src / "wav.scp").write_text("".join(f"{key} elsewhere/{key}.wav\n" for key in keys))
+    (src / "text").write_text("".join(f"{key} YES\n" for key in keys))
+    (src / "utt2spk").write_text("".join(f"{key} s1\n" for key in keys))
+    out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", src, tmp_path / "dest")
+    assert out.returncode == 1 and out.stderr.count("import_data_dir.py: left out ") == 21, out.stderr
+    listed = tmp_path / "dest" / ".backup" / "unread_audio"
+    assert f"left out 10 more, each named in {listed} with the 20 above" in out.stderr
+    assert len(listed.read_text().splitlines()) == 30 and "elsewhere/s1-u29.wav" in listed.read_text()
+    assert "(the others named above, and in .backup/unread_audio): fewer than half" in out.stderr
+    assert "paths relative to another folder?" in out.stderr.splitlines()[-1]

@@ -253,6 +253,13 @@ def test_the_tail_silence_goes_with_the_export(an4_test, tmp_path, monkeypatch):
         assert " ".join(recognise(offline, False, samples, rate, 0.1, 0.3).text.split()) == ours, path
         changed += " ".join(recognise(offline, False, samples, rate, 0.1, 0.0).text.split()) != ours
     assert changed > 0
+    # docs/deploy.md's application, as written, in the export dir: the tail fed, our transcript
+    page = (ROOT / "docs" / "deploy.md").read_text()
+    program = page.split("```python\n", 1)[1].split("```", 1)[0].replace('"a.wav"', repr(audio[0][0]))
+    run = subprocess.run([sys.executable, "-c", program], cwd=tmp_path / "onnx", capture_output=True, text=True)
+    samples, rate = soundfile.read(audio[0][0], dtype="float32")
+    assert run.returncode == 0, run.stderr
+    assert " ".join(run.stdout.split()) == transcriber.transcribe((torch.from_numpy(samples), rate)).text
     # a clip shorter than a frame gives frames with the tail after it: transcribed, streamed or not (--stream
     # refused it, the whole file not)
     soundfile.write(tmp_path / "short.wav", np.zeros(10, dtype=np.float32), 16000)

@@ -99,7 +99,8 @@ def test_one_symbol_per_frame_against_the_units_rate_is_refused_before_training(
     assert ("model.loss.one_sym_per_frame: the encoder has 16.7 frames a second (10 ms features x data.subsample 3 "
             "x model.encoder.stack_time 2 = 60 ms a frame), but 10 of 100 training transcripts (10%) have more units "
             "a second") in out.stderr, out.stderr
-    assert "Lower data.subsample or the encoder's time reduction (model.encoder.stack_time" in out.stderr
+    assert ("A frame of at most 57 ms holds them (the time reduction divided by 2 or more): lower data.subsample or "
+            "the encoder's (model.encoder.stack_time") in out.stderr  # how far: 'lower' left a newcomer guessing
     assert not (tmp_path / "exp").exists()
     for damaged in ('{"units_per_second": [10.0, ', '{"units_per_second": ["a"]}', "[1, 2]"):  # tracebacks before
         (lang / "unit_rate.json").write_text(damaged)
