@@ -164,6 +164,35 @@ def round_trips(tokenizer: Tokenizer, texts: dict) -> tuple[int, int, int]:
     return len(failed), len(normalised), len(lines) - len(decoded)
 
 
+WORD_MARKS = "'-"  # punctuation inside words (DON'T, TWENTY-ONE) that transcripts keep
+
+
+def unnormalised(texts: dict) -> list[str]:
+    """Warnings for transcripts that look unnormalised: punctuation other than WORD_MARKS (units of its own, and
+    'ZERO.' a word apart from 'ZERO'), letters in both cases (each case its own units). Either passed silently into
+    the units and the WER."""
+    marks, cases = {}, {}  # character -> the first line holding it
+    for line in texts.values():
+        for char in set(line.value):
+            if unicodedata.category(char).startswith("P") and char not in WORD_MARKS:
+                marks.setdefault(char, line.where)
+            elif char != char.swapcase():
+                cases.setdefault(char, line.where)
+    mixed = sorted(char for char in cases if char.isupper() and char.lower() in cases)
+    warnings = []
+    if marks:
+        listed = ", ".join(f"{char!r} (first {where})" for char, where in sorted(marks.items())[:5])
+        warnings.append(f"punctuation in the transcripts: {listed}{', ...' if len(marks) > 5 else ''}: units of its "
+                        "own, and 'WORD.' scored apart from 'WORD': remove it from the data dir's text unless your "
+                        "test transcripts hold it too")
+    if mixed:
+        listed = ", ".join(f"{char}/{char.lower()} (first {cases[char]} and {cases[char.lower()]})"
+                           for char in mixed[:5])
+        warnings.append(f"letters in both cases in the transcripts: {listed}{', ...' if len(mixed) > 5 else ''}: "
+                        "each case its own units: bring the data dir's text to one case")
+    return warnings
+
+
 def main() -> str:
     parser = tool_parser(__doc__, "steps/build_units.py --unit-type bpe --vocab-size 500 data/train data/lang")
     parser.add_argument("--unit-type", choices=UNIT_TYPES, default="bpe")
@@ -189,6 +218,8 @@ def main() -> str:
     config["vocab_size"] = len(units) + 2
     with open(os.path.join(args.lang_dir, "units.json"), "w", encoding="utf-8") as f:
         json.dump(config, f, indent=1)
+    for warning in unnormalised(texts):
+        print(f"build_units.py: warning: {warning}", file=sys.stderr)
     tokenizer = Tokenizer(args.lang_dir)
     rates = write_unit_rates(args.data_dir, args.lang_dir, tokenizer, texts)
     if args.unit_type == "phone":

@@ -184,7 +184,8 @@ class Trainer(Checkpointing, Steps):
             raise StopTraining("the ranks ended with different parameters (above): this training is not one model")
         summary = f"{self.step} steps, {self.epoch} epochs{partial}; {self.bad_batches.summary()}"
         if not self.complete():
-            log.info("stopped on SIGTERM at step %d (%s); rerun with --resume to continue", self.step, summary)
+            log.info("stopped on SIGTERM at step %d (%s); run again to continue (the recipe's run.sh, or "
+                     "steps/train.py --resume)", self.step, summary)
             return STOPPED_BY_SIGNAL
         ended_early = self.epoch < self.experiment.train.epochs and self.patience.ends(self.epoch)
         log.info("training done: %s%s", summary, f"; {self.patience.why(self.epoch)}" if ended_early else "")

@@ -589,3 +589,19 @@ def test_sentencepiece_trained_on_a_sample_of_a_long_text_draws_the_same_sample_
         assert out.returncode == 0, out.stderr
         runs.append(json.loads(out.stdout))
     assert runs[0] == runs[1] and len(runs[0]) > 40
+
+
+def test_build_units_warns_of_punctuation_and_mixed_case_in_the_transcripts(tmp_path):
+    """'ZERO.', '"zero",' and 'Zero' passed silently into the units (a unit for '.', for 'z') and into the WER
+    ('ZERO.' a word apart from 'ZERO'); the marks inside words (DON'T, TWENTY-ONE) are no warning."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "text").write_text("u1 Zero.\nu2 ZERO\nu3 \"zero\", ONE!\nu4 DON'T TWENTY-ONE\n")
+    out = run_tool(sys.executable, STEPS / "build_units.py", "--unit-type", "char", data, tmp_path / "lang")
+    assert out.returncode == 0, out.stderr
+    assert (f"warning: punctuation in the transcripts: '!' (first {data}/text:3), '\"' (first {data}/text:3), ',' "
+            f"(first {data}/text:3), '.' (first {data}/text:1): units of its own") in out.stderr, out.stderr
+    assert f"letters in both cases in the transcripts: E/e (first {data}/text:2 and {data}/text:1)" in out.stderr
+    (data / "text").write_text("u1 ZERO\nu2 DON'T TWENTY-ONE\n")
+    out = run_tool(sys.executable, STEPS / "build_units.py", "--unit-type", "char", data, tmp_path / "lang2")
+    assert out.returncode == 0 and "warning" not in out.stderr, out.stderr
