@@ -76,11 +76,14 @@ class Calibration:
     def apply(self, confidence: float) -> float:
         return sigmoid(self.scale * log_odds(confidence) + self.offset)
 
-    def problem(self, checkpoint: str, head: str | None = None) -> str | None:
+    def problem(self, checkpoint: str, head: str | None = None, raw_of_ema: bool = False) -> str | None:
         """Why it does not calibrate the words of that checkpoint's search of that head (None: it does; head None:
-        whatever the head)."""
+        whatever the head); raw_of_ema: the checkpoint's raw weights decode, where it holds EMA ones, which
+        steps/calibrate_confidence.py fits on."""
         if head is not None and self.head != head:
             return f"fitted on the {self.head} head's words, not the {head} head's"
+        if raw_of_ema:
+            return "fitted on the checkpoint's EMA weights, not its raw ones (--no-ema)"
         if changed_since(checkpoint, self.checkpoint_sha256):
             return (f"fitted with another checkpoint than {checkpoint} ({self.fitted_with} as it was then): "
                     "calibrate again")
@@ -161,14 +164,16 @@ def experiment_calibration(exp_dir: str) -> Calibration | None:
     return read_calibration(path) if os.path.isfile(path) else None
 
 
-def usable_calibration(exp_dir: str, checkpoint: str, head: str) -> tuple[Calibration | None, str]:
-    """The experiment's calibration where it calibrates that checkpoint's words of that head, and what a decode's
-    confidence file says of its words' confidences ('calibrated by ...', 'uncalibrated posteriors[: why]')."""
+def usable_calibration(exp_dir: str, checkpoint: str, head: str,
+                       raw_of_ema: bool = False) -> tuple[Calibration | None, str]:
+    """The experiment's calibration where it calibrates that checkpoint's words of that head (raw_of_ema:
+    Calibration.problem's), and what a decode's confidence file says of its words' confidences ('calibrated by
+    ...', 'uncalibrated posteriors[: why]')."""
     calibration = experiment_calibration(exp_dir)
     if calibration is None:
         return None, "uncalibrated posteriors"
     path = os.path.join(exp_dir, CALIBRATION_FILE)
-    if problem := calibration.problem(checkpoint, head):
+    if problem := calibration.problem(checkpoint, head, raw_of_ema):
         return None, f"uncalibrated posteriors: {path} was {problem}"
     return calibration, f"calibrated by {path}"
 

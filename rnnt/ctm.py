@@ -70,7 +70,8 @@ def ctm_rows(words: dict[str, list[dict]], offsets: dict[str, tuple[str, str, fl
         for word in utterance_words:
             start = round(offset + word["start"], 2)
             confidence = f" {word['confidence']:.4f}" if "confidence" in word else ""
-            rows.append((file, channel, start, round(word["end"] - word["start"], 2), word["word"] + confidence))
+            duration = max(round(word["end"] - word["start"], 2), 0.01)  # (a last frame of under 5 ms: 0.00)
+            rows.append((file, channel, start, duration, word["word"] + confidence))
     rows.sort(key=lambda row: (row[0], row[1], row[2]))
     return [f"{file} {channel} {start:.2f} {duration:.2f} {word}" for file, channel, start, duration, word in rows]
 

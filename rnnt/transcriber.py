@@ -168,7 +168,8 @@ class Transcriber:
     """Audio in (any format soundfile reads, any rate, any channels), text out."""
 
     def __init__(self, experiment: Experiment, model: Transducer, tokenizer: Tokenizer,
-                 device: str | torch.device = "cpu", exp_dir: str | None = None, checkpoint: str | None = None):
+                 device: str | torch.device = "cpu", exp_dir: str | None = None, checkpoint: str | None = None,
+                 raw_of_ema: bool = False):
         self.experiment, self.model, self.tokenizer, self.device = experiment, model, tokenizer, device
         self.exp_dir = exp_dir  # where the LM-fused methods find their LMs (lm/<method>.yaml)
         self.checkpoint_path = checkpoint  # what their weights were chosen with is checked against (None: not)
@@ -176,10 +177,11 @@ class Transcriber:
         self.hotwords: HotwordGraph | None = None  # use_hotwords' phrases
         self.cmvn = stages.load_cmvn(experiment.data)
         # words' confidences as the experiment's calibration of this checkpoint maps them, for the searches of its
-        # head (steps/calibrate_confidence.py); None: raw
+        # head (steps/calibrate_confidence.py); None: raw. raw_of_ema: the model holds the checkpoint's raw weights
+        # where it keeps EMA ones, which the calibration was fitted on
         self.calibration = experiment_calibration(exp_dir) if exp_dir and checkpoint else None
-        self.calibration_problem = ""  # why the experiment's calibration is not this checkpoint's (a tool says it)
-        if self.calibration and (problem := self.calibration.problem(checkpoint)):  # the head: a search's, in words()
+        self.calibration_problem = ""  # why the experiment's calibration is not this model's (calibration_problem_for)
+        if self.calibration and (problem := self.calibration.problem(checkpoint, raw_of_ema=raw_of_ema)):
             self.calibration, self.calibration_problem = None, f"{exp_dir}/{CALIBRATION_FILE} was {problem}"
 
     @classmethod
@@ -188,7 +190,14 @@ class Transcriber:
         """The experiment's model; the LM-fused methods use its lm/<method>.yaml (steps/tune_lm_fusion.py), words'
         confidences its calibration (steps/calibrate_confidence.py)."""
         experiment, model, tokenizer, path = load_model(exp_dir, checkpoint_path, use_ema, device)
-        return cls(experiment, model, tokenizer, next(model.parameters()).device, exp_dir, path)  # 'auto' resolved
+        return cls(experiment, model, tokenizer, next(model.parameters()).device, exp_dir, path,  # 'auto' resolved
+                   not use_ema and checkpoint.holds_ema(path))
+
+    def calibration_problem_for(self, head: str) -> str:
+        """Why the words of that head's searches are not calibrated ('' where they are, or no calibration is)."""
+        if self.calibration and self.calibration.head != head:  # (problem() says so before it reads the checkpoint)
+            return f"{self.exp_dir}/{CALIBRATION_FILE} was {self.calibration.problem(self.checkpoint_path, head)}"
+        return self.calibration_problem
 
     def use_lm_fusion(self, method: str, path: str) -> None:
         """The LM and weights an LM-fused method decodes with from now on: a weights file (as tune_lm_fusion.py

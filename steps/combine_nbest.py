@@ -66,10 +66,12 @@ def read_weights(path: str, names: list[str]) -> list[float]:
     weights = values.get("weights") if isinstance(values, dict) else None
     if not isinstance(weights, dict):
         raise ValueError(f"{path}: expected 'weights:' mapping each feature to its weight (what --tune writes)")
-    missing = [name for name in names if name not in weights]
-    if missing:
-        raise ValueError(f"{path}: no weight for {', '.join(missing)} (it weighs {', '.join(map(str, weights))}): "
-                         "tuned for other systems; give the same --system as --tune had")
+    missing, other = [name for name in names if name not in weights], [name for name in weights if name not in names]
+    if missing or other:  # (weights of a system left out of this run dropped silently: a combination of others)
+        what = f"no weight for {', '.join(missing)}" if missing else f"weights for {', '.join(map(str, other))}, " \
+            "which this run has no feature of"
+        raise ValueError(f"{path}: {what} (it weighs {', '.join(map(str, weights))}): tuned for other systems; give "
+                         "the same --system as --tune had")
     try:
         values = [float(weights[name]) for name in names]
     except (TypeError, ValueError):

@@ -102,10 +102,8 @@ def confidence_calibration(args, checkpoint: str):
     """What maps the words' confidences (None: raw posteriors) and what it is, as the results name it."""
     if args.raw_confidences:
         return None, "uncalibrated posteriors (--raw-confidences)"
-    calibration, confidences = usable_calibration(args.exp_dir, checkpoint, METHODS[args.method].head)
-    if calibration is not None and args.no_ema and checkpoint_file.load(checkpoint, mmap=True).get("ema") is not None:
-        calibration, confidences = None, (f"uncalibrated posteriors: {confidences.removeprefix('calibrated by ')} "
-                                          "was fitted on the checkpoint's EMA weights, not its raw ones (--no-ema)")
+    calibration, confidences = usable_calibration(args.exp_dir, checkpoint, METHODS[args.method].head,
+                                                  args.no_ema and checkpoint_file.holds_ema(checkpoint))
     if confidences.startswith("uncalibrated posteriors: "):  # a calibration that is not this model's
         print(f"decode.py: {confidences.removeprefix('uncalibrated posteriors: ')}; words' confidences left "
               "uncalibrated", file=sys.stderr)

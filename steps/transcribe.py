@@ -122,9 +122,8 @@ def load(args) -> Transcriber:
     if args.hotwords:
         transcriber.use_hotwords(args.hotwords, args.hotwords_score)
     attend_as_asked(transcriber.model, args.attention, "transcribe.py")
-    if args.word_times and transcriber.calibration_problem:  # as decode.py says it (the words' were raw, unsaid)
-        print(f"transcribe.py: {transcriber.calibration_problem}; words' confidences left uncalibrated",
-              file=sys.stderr)
+    if args.word_times and (problem := transcriber.calibration_problem_for(METHODS[args.method].head)):
+        print(f"transcribe.py: {problem}; words' confidences left uncalibrated", file=sys.stderr)  # as decode.py
     return transcriber
 
 

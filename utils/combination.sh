@@ -53,7 +53,7 @@ split_system() {  # split_system EXP:METHOD:AVERAGE: sets system_exp, system_met
 
 combine_checked=  # the systems check_combine passed last (run.sh checks them at its start, the stage again)
 check_combine() {
-  local system methods=() unknown method dir
+  local system methods=() exps=() unknown method dir
   if [ "$1" = default ]; then  # its systems are run.sh's exp dirs, in a list split at blanks (after the training)
     for dir in "${exp:-}" "${init_exp:-}" "${companion_exp:-}"; do
       if [[ $dir == *[[:space:]]* ]]; then
@@ -71,7 +71,12 @@ check_combine() {
   for system in $1; do
     split_system "$system" || return
     methods+=("$system_method")
+    exps+=("$(realpath -m "$system_exp")")
   done
+  if [ "$(printf '%s\n' "${exps[@]}" | sort -u | wc -l)" -lt "${#exps[@]}" ]; then  # (combine_nbest.py refused
+    echo "run.sh: --combine takes each experiment once (their systems' features are named by it), got '$1'" >&2
+    return 1  # it after all the training and decoding)
+  fi
   # one Python for all (it imports torch): the names no method has
   unknown=$(python3 -c 'import sys; from rnnt.search_methods import METHODS
 print(" ".join(m for m in sys.argv[1:] if m not in METHODS))' "${methods[@]}") || return

@@ -142,6 +142,11 @@ def latest(exp_dir: str) -> str | None:
     return None
 
 
+def holds_ema(path: str) -> bool:
+    """Whether the checkpoint keeps EMA weights beside its raw ones (memory-mapped: the weights not read)."""
+    return load(path, mmap=True).get("ema") is not None
+
+
 def load_meta(path: str) -> dict:
     """The meta entry alone: the file is memory-mapped, so weights and optimiser state are not read."""
     return load(path, mmap=True)["meta"]

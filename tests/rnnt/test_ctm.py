@@ -12,6 +12,9 @@ def test_without_segments_each_utterance_is_a_file_on_channel_1_sorted(tmp_path)
              "u3": []}
     assert write_ctm(str(tmp_path / "ctm"), words, str(tmp_path)) == []
     assert (tmp_path / "ctm").read_text() == "u1 1 0.00 0.33 NO\nu1 1 1.20 0.30 YES\nu2 1 0.30 0.36 NO\n"
+    # a word on a last frame of under 5 ms inside the audio (6.184 s at 60 ms frames: a word of 6.18 to 6.184 s)
+    assert write_ctm(str(tmp_path / "ctm"), {"u": [{"word": "NO", "start": 6.18, "end": 6.184}]}, str(tmp_path)) == []
+    assert (tmp_path / "ctm").read_text() == "u 1 6.18 0.01 NO\n"  # not 0.00: a word of no time
 
 
 def test_segments_give_recording_times_and_reco2file_and_channel_the_file_and_channel(tmp_path):

@@ -571,6 +571,27 @@ def test_nbest_lists_from_decode_and_transcribe(trained, yesno, tmp_path):
         assert refused.returncode == 2 and why in refused.stderr, (tool, refused.stderr)
 
 
+def test_transcription_says_why_words_are_left_uncalibrated_as_decode_does(trained, yesno, tmp_path):
+    """transcribe.py of a CTC search left a transducer head's calibration unapplied without a word, and the Python
+    API applied a calibration of the EMA weights to the raw ones (use_ema=False): decode.py says, and refuses, both."""
+    from rnnt.confidence import CALIBRATION_FILE
+    from rnnt.prep.download import hex_digest
+
+    exp = tmp_path / "exp"
+    shutil.copytree(trained, exp)
+    path = checkpoint.for_decoding(str(exp))
+    (exp / CALIBRATION_FILE).write_text(json.dumps({"scale": 0.5, "offset": 0.2, "checkpoint": Path(path).name,
+                                                    "checkpoint_sha256": hex_digest(path), "head": "transducer"}))
+    assert Transcriber.from_exp_dir(str(exp)).calibration is not None
+    raw = Transcriber.from_exp_dir(str(exp), use_ema=False)
+    assert raw.calibration is None and raw.calibration_problem.endswith("EMA weights, not its raw ones (--no-ema)")
+    wav = json.loads((yesno / "five.list").read_text().splitlines()[0])["wav"]
+    out = run_tool(sys.executable, STEPS / "transcribe.py", "--json", "--word-times", "--method", "ctc_greedy", exp,
+                   wav)
+    assert out.returncode == 0 and "was fitted on the transducer head's words, not the ctc head's; words' " \
+        "confidences left uncalibrated" in out.stderr, out.stderr
+
+
 def test_an_nbest_row_of_an_impossible_hypothesis_is_valid_json(trained):
     """A score of -inf (no hypothesis left whole, or labels the CTC head cannot align) is null in nbest.json and
     transcribe --json --nbest: JSON has no infinity, and strict readers (jq) refused the line."""
@@ -863,8 +884,13 @@ def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, train
     # weights of other systems, a file that holds none, a grid that is not numbers: one line each, no traceback
     (tmp_path / "other.yaml").write_text(yaml.safe_dump({"weights": {"exp/a transducer": 1.0, "lm": 1.0}}))
     (tmp_path / "empty.yaml").write_text("")
+    (tmp_path / "more.yaml").write_text(yaml.safe_dump({"weights": {**{name: 1.0 for name in names},
+                                                                    "exp/c transducer": 5.0}}))
     for options, message in (
             (["--weights", tmp_path / "other.yaml"], f"{tmp_path / 'other.yaml'}: no weight for {names[0]}, "),
+            # a third system's weights, this run of two: they were dropped, a combination of others
+            (["--weights", tmp_path / "more.yaml"], f"{tmp_path / 'more.yaml'}: weights for exp/c transducer, which "
+                                                    "this run has no feature of"),
             (["--weights", tmp_path / "empty.yaml"], f"{tmp_path / 'empty.yaml'}: expected 'weights:' mapping"),
             (["--tune", "--grid", "0,0.5x"], "--grid: expected finite numbers of at least 0 separated by commas, got "
                                               "'0,0.5x'"),
