@@ -43,10 +43,23 @@ class KeysLog:
         self.file.close()
 
 
+def other_ranks(exp_dir: str, world_size: int) -> list[tuple[int, str]]:
+    """(rank, path) of each keys file of a rank this run does not have (an earlier run's, with more ranks)."""
+    found = [(re.fullmatch(r"keys-rank(\d+)\.txt", os.path.basename(path)), path)
+             for path in glob.glob(os.path.join(glob.escape(exp_dir), "keys-rank*.txt"))]
+    return [(int(rank.group(1)), path) for rank, path in found if rank and int(rank.group(1)) >= world_size]
+
+
 def remove_other_ranks(exp_dir: str, world_size: int) -> None:
-    """Removes the keys files of ranks this run does not have (an earlier run's, with more ranks): a fresh start
-    keeps its own alone."""
-    for path in glob.glob(os.path.join(glob.escape(exp_dir), "keys-rank*.txt")):
-        rank = re.fullmatch(r"keys-rank(\d+)\.txt", os.path.basename(path))
-        if rank and int(rank.group(1)) >= world_size:
-            os.remove(path)
+    """Removes the keys files of ranks this run does not have: a fresh start keeps its own alone."""
+    for _, path in other_ranks(exp_dir, world_size):
+        os.remove(path)
+
+
+def cut_other_ranks(exp_dir: str, world_size: int, epoch: int, batch: int) -> None:
+    """Cuts the keys files of ranks this run does not have back to where it resumed (a resume with fewer ranks, from
+    where an epoch ended): their batches after it, trained again by this run's ranks, were listed twice."""
+    for rank, _ in other_ranks(exp_dir, world_size):
+        keys = KeysLog(exp_dir, rank)
+        keys.resume(None, epoch, batch)
+        keys.close()

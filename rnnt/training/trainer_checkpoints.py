@@ -15,6 +15,7 @@ from rnnt.training.config_change import units_digest
 from rnnt.training.distributed import all_gather_objects, rank_seed
 from rnnt.training.ema import EMA
 from rnnt.training.init_from import initialise_from
+from rnnt.training.keys_log import cut_other_ranks
 from rnnt.training.stop import StopTraining
 
 SET_ASIDE = ".set-aside"  # the suffix of a step checkpoint a resume with other ranks or workers could not take
@@ -107,6 +108,8 @@ class Checkpointing:
             logged = meta.get("keys_logged") or []
             self.keys_log.resume(logged[self.world.rank] if len(logged) == self.world.size else None, self.epoch,
                                  self.batch)
+            if self.world.main:
+                cut_other_ranks(self.exp_dir, self.world.size, self.epoch, self.batch)
         checkpoint.set_rng_state(rng[self.world.rank] if self.world.rank < len(rng) else rng[0])
         if self.world.rank >= len(rng):  # a rank the run did not have: random numbers of its own
             torch.manual_seed(rank_seed(self.experiment.train.seed, self.world.rank) + self.step)

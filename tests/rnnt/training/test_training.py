@@ -445,6 +445,25 @@ def test_torchrun_three_cpu_ranks_uneven_shards_use_every_utterance_once(yesno, 
 
 
 @pytest.mark.slow
+def test_a_resume_with_fewer_ranks_cuts_back_the_keys_files_of_the_ranks_it_lacks(yesno, tmp_path):
+    """2 ranks stopped inside epoch 2, resumed by one process from epoch 1's end: rank 1's file kept the keys of
+    the part of epoch 2 thrown away, which rank 0 trained again: the --log-keys check saw them twice."""
+    exp = tmp_path / "exp"
+    args = train_args(yesno, exp, config_file(tmp_path, epochs=2, max_steps=4)) + ["--log-keys"]  # 3 steps an epoch
+    out = subprocess.run([*TORCHRUN, "--nproc_per_node=2"] + args[1:], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "1 " in (exp / "keys-rank1.txt").read_text()  # rank 1 listed keys of epoch 2 (1, counted from 0)
+    out = run_tool(*train_args(yesno, exp, config_file(tmp_path, epochs=2)), "--log-keys", "--resume")
+    assert out.returncode == 0 and "training done: 9 steps" in (exp / "train.log").read_text(), out.stderr[-2000:]
+    every = sorted(line.split(maxsplit=1)[0]
+                   for line in (yesno / "data" / "train_yesno" / "text").read_text().splitlines())
+    seen = [line.split() for r in range(2) for line in (exp / f"keys-rank{r}.txt").read_text().splitlines()]
+    for epoch in ("0", "1"):
+        assert sorted(key for e, key in seen if e == epoch) == every, epoch
+
+
+@pytest.mark.slow
 def test_torchrun_resumed_where_one_rank_ran_out_ends_as_the_uninterrupted_run(yesno, tmp_path):
     """Shards of 7, 7, 7, 7 and 2 give the 3 ranks 7, 6 and 3 batches of 2 an epoch. The checkpoint of step 5
     holds each rank's own position (5, 5 and 3 batches given: the third rank is out, padding with weight 0);
