@@ -579,15 +579,15 @@ def test_transcription_says_why_words_are_left_uncalibrated_as_decode_does(train
 
     exp = tmp_path / "exp"
     shutil.copytree(trained, exp)
-    path = checkpoint.for_decoding(str(exp))
+    path = str(last_epoch(exp))  # (model.pt, an average of EMA weights, has no raw ones to decode)
     (exp / CALIBRATION_FILE).write_text(json.dumps({"scale": 0.5, "offset": 0.2, "checkpoint": Path(path).name,
                                                     "checkpoint_sha256": hex_digest(path), "head": "transducer"}))
-    assert Transcriber.from_exp_dir(str(exp)).calibration is not None
-    raw = Transcriber.from_exp_dir(str(exp), use_ema=False)
+    assert Transcriber.from_exp_dir(str(exp), path).calibration is not None
+    raw = Transcriber.from_exp_dir(str(exp), path, use_ema=False)
     assert raw.calibration is None and raw.calibration_problem.endswith("EMA weights, not its raw ones (--no-ema)")
     wav = json.loads((yesno / "five.list").read_text().splitlines()[0])["wav"]
-    out = run_tool(sys.executable, STEPS / "transcribe.py", "--json", "--word-times", "--method", "ctc_greedy", exp,
-                   wav)
+    out = run_tool(sys.executable, STEPS / "transcribe.py", "--json", "--word-times", "--method", "ctc_greedy",
+                   "--checkpoint", path, exp, wav)
     assert out.returncode == 0 and "was fitted on the transducer head's words, not the ctc head's; words' " \
         "confidences left uncalibrated" in out.stderr, out.stderr
 
