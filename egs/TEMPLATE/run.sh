@@ -3,6 +3,7 @@
 # and test (local/data_prep.py) -> shards -> character units (or BPE) -> a small transducer trained on the
 # CPU (conf/transducer.yaml) -> average -> decode and score dev and test. Made by utils/new_recipe.sh from
 # egs/TEMPLATE (README.md, "Adding a corpus"). Hyper-parameters are chosen on dev, never on test.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"  # `sh run.sh`: a bash script, run by bash
 set -euo pipefail
 {  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 

@@ -6,6 +6,7 @@
 # it trained at once and averaged -> a word n-gram LM from the training text, weighted on dev for each ->
 # the seed better on dev decodes dev and test, the LM fused into modified beam search through the lexicon.
 # Hyper-parameters are chosen on dev, never on test.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"  # `sh run.sh`: a bash script, run by bash
 set -euo pipefail
 {  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 

@@ -6,6 +6,7 @@
 # $exp/study.db when run again. Then train the winner in full:
 #   ./run.sh --stage 4 --unit-type bpe --train-config exp/tune/best.yaml --exp exp/tuned --seeds 1 \
 #     --methods "greedy modified_beam"
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"  # `sh run.sh`: a bash script, run by bash
 set -euo pipefail
 {  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 

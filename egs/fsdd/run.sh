@@ -5,6 +5,7 @@
 # training recordings (local/digit_strings.py) join the training set (data/train_with_stringsN), and
 # N/5 (at least 1) made from the test recordings are a second test set (data/test_stringsN); the model
 # is then conf/strings.yaml in exp/stringsN.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"  # `sh run.sh`: a bash script, run by bash
 set -euo pipefail
 {  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 

@@ -5,6 +5,7 @@
 # its units (lang_bpe500/ in it); markers name what a stage was run for, so another --train-sets,
 # --vocab-size or --average runs exactly the stages it changes (training on other data or units sets the old
 # experiment aside as <exp>.N and starts anew; give it its own --exp to keep both current).
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"  # `sh run.sh`: a bash script, run by bash
 set -euo pipefail
 {  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 

@@ -9,6 +9,7 @@
 # -> average -> a word n-gram LM from the training text, searched through the lexicon and weighted on dev
 # -> decode dev and test -> the three models' n-bests combined, the weights chosen on dev -> scores.
 # Hyper-parameters are chosen on dev; test is decoded, never tuned on.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"  # `sh run.sh`: a bash script, run by bash
 set -euo pipefail
 {  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 

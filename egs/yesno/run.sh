@@ -6,6 +6,7 @@
 # the model also trains on 600 recordings synthesised from the training recordings' own words in
 # random order (local/synthesize.py), or it learns those accidents as rules. Kaldi's split has no dev set:
 # training validates on 60 more synthesised from the training recordings (another seed), never on test.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"  # `sh run.sh`: a bash script, run by bash
 set -euo pipefail
 {  # bash reads a script as it runs it; in braces all of it is read first: safe to edit while it runs
 

@@ -18,8 +18,9 @@ def test_help_needs_no_environment_and_another_folder_is_refused(name, tmp_path)
     recipe = copy_recipe(name, tmp_path)
     os.unlink(recipe / "path.sh")
     (recipe / "path.sh").write_text("echo path.sh sourced >&2; exit 9\n")  # as an install that fails
-    out = subprocess.run(["./run.sh", "--help"], cwd=recipe, capture_output=True, text=True)
-    assert out.returncode == 0 and out.stdout.startswith("Usage: ") and out.stderr == "", out.stderr
+    for command in (["./run.sh"], ["sh", "run.sh"]):  # sh: "set: Illegal option -o pipefail" (dash's)
+        out = subprocess.run([*command, "--help"], cwd=recipe, capture_output=True, text=True)
+        assert out.returncode == 0 and out.stdout.startswith("Usage: ") and out.stderr == "", (command, out.stderr)
     out = subprocess.run([str(recipe / "run.sh"), "--stop-stage", "1"], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 1
     assert out.stderr == f"run.sh: run it from its recipe folder: cd {recipe} && ./run.sh\n", out.stderr
