@@ -23,6 +23,7 @@ from rnnt.config import read_yaml
 from rnnt.decode_results import reference_texts, write_results
 from rnnt.lm.fusion import read_fusion_config
 from rnnt.phone_scoring import hypothesis_phones, write_phone_error_rate
+from rnnt.prep.download import hex_digest
 from rnnt.progress_bar import progress
 from rnnt.scoring import percent_text, words as reference_words
 from rnnt.system_combination import LM, choose, feature_names, grid_errors, lm_features, model_features, pool, \
@@ -60,12 +61,16 @@ def load_systems(systems) -> list:
     return models
 
 
-def read_weights(path: str, names: list[str]) -> list[float]:
-    """The weight of each feature in names from a weights.yaml --tune wrote."""
+def read_weights(path: str, names: list[str], lm_fusion: str) -> list[float]:
+    """The weight of each feature in names from a weights.yaml --tune wrote, with this --lm-fusion (by its file's
+    SHA-256, which weights.yaml records: the LM's weight was tuned with its LM; one written before: not checked)."""
     values = read_yaml(path)
     weights = values.get("weights") if isinstance(values, dict) else None
     if not isinstance(weights, dict):
         raise ValueError(f"{path}: expected 'weights:' mapping each feature to its weight (what --tune writes)")
+    if values.get("lm_fusion_sha256") not in (None, hex_digest(lm_fusion)):
+        raise ValueError(f"{path}: tuned with another --lm-fusion than {lm_fusion} ({values.get('lm_fusion')} as it "
+                         "was then): give the one --tune had")
     missing, other = [name for name in names if name not in weights], [name for name in weights if name not in names]
     if missing or other:  # (weights of a system left out of this run dropped silently: a combination of others)
         what = f"no weight for {', '.join(missing)}" if missing else f"weights for {', '.join(map(str, other))}, " \
@@ -127,7 +132,7 @@ def main() -> str:
         models = load_systems(args.system)
         if args.weights:  # before the scoring: weights of other systems would be found wanting after it
             weights = read_weights(args.weights, [name for exp, (_, model, _, _) in zip(exps, models)
-                                                  for name in feature_names(exp, model)] + [LM])
+                                                  for name in feature_names(exp, model)] + [LM], args.lm_fusion)
         names, pools, rows, tokenizer = scored_pools(args.system, models, args.lm_fusion, args.data_list)
     except (OSError, ValueError, KeyError) as error:
         raise ToolError(str(error)) from error
@@ -142,7 +147,9 @@ def main() -> str:
                          for e, w in zip(errors, grid))
         weights = grid[errors.index(min(errors))]
         with open(os.path.join(args.out_dir, "weights.yaml"), "w", encoding="utf-8") as f:
-            yaml.safe_dump({"weights": dict(zip(names, weights)), "chosen_on": args.data_list}, f, sort_keys=False)
+            yaml.safe_dump({"weights": dict(zip(names, weights)), "chosen_on": args.data_list,
+                            "lm_fusion": args.lm_fusion, "lm_fusion_sha256": hex_digest(args.lm_fusion)}, f,
+                           sort_keys=False)
     best = chosen_hypotheses(pools, rows, weights)
     report = write_results(args.out_dir, refs, {key: " ".join(hyp.words) for key, hyp in best.items()}, refs_from,
                            "combine_nbest.py")

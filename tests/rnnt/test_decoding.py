@@ -839,6 +839,12 @@ def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, train
     out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems, "--lm-fusion", fusion, "--weights",
                    out_dir / "weights.yaml", yesno / "test.list", again)
     assert out.returncode == 0 and (again / "hyp").read_text() == (out_dir / "hyp").read_text()
+    retuned = tmp_path / "retuned.yaml"  # another LM weight: the combination's LM weight was tuned with the first
+    retuned.write_text(fusion.read_text().replace("weight: 0.5", "weight: 0.9"))
+    out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems, "--lm-fusion", retuned, "--weights",
+                   out_dir / "weights.yaml", yesno / "test.list", tmp_path / "retuned")
+    assert out.returncode == 1 and f"weights.yaml: tuned with another --lm-fusion than {retuned} ({fusion} as it " \
+        "was then)" in out.stderr, out.stderr[-2000:]
     out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems, "--lm-fusion", fusion, "--weights",
                    out_dir / "weights.yaml", yesno / "five.list", tmp_path / "other_list")  # none of the pooled keys
     assert f"combine_nbest.py: {trained} scored no hypothesis of 30 pooled utterances (not in" in out.stderr
