@@ -191,7 +191,7 @@ at_once() {  # at_once COMMAND [ARG...]: COMMAND (a function too) in a subshell 
   # stop_logged passes SIGTERM on to it; each_ended waits for those started so far
   (
     background_stages=() progress_bars=false  # commands at once would share the terminal's line
-    trap stop_logged TERM HUP INT
+    trap_stop_logged
     "$@"
   ) &
   background_stages+=("$!")
@@ -205,20 +205,24 @@ each_ended() {  # each_ended: waits for the commands at_once started; ended_well
   done
   background_stages=()
 }
-stop_logged() {  # the trap of SIGTERM, SIGHUP and SIGINT: the running commands are stopped and waited for
-  local status=0
+stop_logged() {  # stop_logged SIGNAL: the trap of SIGTERM, SIGHUP and SIGINT: the running commands are stopped
+  # (with SIGTERM, whichever came: a training saves its position) and waited for
+  local status=0 came
+  case ${1:-TERM} in INT) came="Ctrl-C (SIGINT)" ;; HUP) came="a hangup (SIGHUP)" ;; *) came=SIGTERM ;; esac
   # once; and a reader of this shell's output that is gone (`./run.sh 2>&1 | tee`, whose tee the same Ctrl-C
   # stopped) must not end it before it has passed the signal on: the messages come after, and may fail
   trap '' TERM HUP INT PIPE
   if [ "${#background_stages[@]}" -gt 0 ]; then
     kill -TERM "${background_stages[@]}" 2>/dev/null || true
-    echo "$(date +%T) stopped: SIGTERM passed on to the stages running at once (pids ${background_stages[*]})" \
+    echo "$(date +%T) stopped by $came: SIGTERM passed on to the stages running at once (pids" \
+      "${background_stages[*]})" \
       >&2 2>/dev/null || true
     wait "${background_stages[@]}" || true
   fi
   if [ -n "$logged_command" ]; then
     kill -TERM "$logged_command" 2>/dev/null || true
-    echo "$(date +%T) stopped: SIGTERM passed on to the running command (pid $logged_command); waiting for it" \
+    echo "$(date +%T) stopped by $came: SIGTERM passed on to the running command (pid $logged_command);" \
+      "waiting for it" \
       >&2 2>/dev/null || true
     wait "$logged_command" || status=$?
     wait "$logged_tee" || true
@@ -227,7 +231,14 @@ stop_logged() {  # the trap of SIGTERM, SIGHUP and SIGINT: the running commands 
   fi
   exit 143
 }
-trap stop_logged TERM HUP INT
+trap_stop_logged() {  # stop_logged the trap of each, told which came
+  local signal
+  for signal in TERM HUP INT; do
+    # shellcheck disable=SC2064  # (the signal's name now)
+    trap "stop_logged $signal" "$signal"
+  done
+}
+trap_stop_logged
 
 fingerprint_line() {  # fingerprint_line INPUT [FORM]: what stage_fingerprint hashes of one input: a file or folder by
   # its content alone, however its path is spelled (a trailing slash, ./, a link: the stages after it ran again);

@@ -233,7 +233,7 @@ echo never reached
     log = tmp_path / "exp" / "log" / "4.train.log"
     out, err = stop_once_logged(recipe, [log], "step 3")
     assert recipe.returncode == 143 and "never reached" not in out
-    assert "SIGTERM passed on to the running command" in err
+    assert "stopped by SIGTERM: SIGTERM passed on to the running command" in err
     lines = log.read_text().splitlines()
     saved = [line for line in lines if line.startswith("saving at step")]
     assert len(saved) == 1 and lines.index(saved[0]) == len(lines) - 2  # its last words logged, then the status
@@ -272,7 +272,9 @@ logged "$(stage_log 4 train exp)" python3 stoppable.py
         time.sleep(0.05)
     # as a terminal's Ctrl-C or hangup: the shell, the command and the tees
     os.killpg(recipe.pid, signal.SIGHUP if how == "hangup" else signal.SIGINT)
-    recipe.communicate(timeout=30)
+    _, err = recipe.communicate(timeout=30)
+    came = {"ctrl_c": "Ctrl-C (SIGINT)", "hangup": "a hangup (SIGHUP)"}.get(how)  # (it said SIGTERM of each)
+    assert came is None or f"stopped by {came}: SIGTERM passed on to the running command" in err, err
     lines = log.read_text().splitlines()
     assert any(line.startswith("saving at step") for line in lines), lines[-4:]
     assert lines[-1].startswith("# stopped") and lines[-1].endswith("ended with status 143"), lines[-4:]
