@@ -142,6 +142,10 @@ def test_librispeech_speakers_are_reader_chapter_with_gender(test_data, tmp_path
     assert table(d / "spk2gender") == {"1089-134686": "m", "1089-134691": "m", "1995-1837": "f"}
     assert table(d / "text")["1089-134691-0000"] == "HE COULD WAIT NO LONGER"
     assert table(d / "wav.scp")["1995-1837-0001"].endswith("test-clean/1995/1837/1995-1837-0001.flac")
+    root = subset.parent  # LibriSpeech/ itself: "no usable utterances (nothing skipped)" said nothing of why
+    out = run_tool(sys.executable, ROOT / "egs" / "librispeech" / "local" / "data_prep.py", root, tmp_path / "x")
+    assert out.returncode == 1 and f"{root} holds subsets (dev-clean, test-clean), not a subset's " \
+        f"<reader>/<chapter>/ folders: give one, e.g. {root}/dev-clean" in out.stderr, out.stderr
 
 
 def test_librispeech_bad_items_are_named_counted_and_skipped(test_data, tmp_path):
@@ -326,6 +330,10 @@ def test_speechocean762_prep_holds_out_whole_speakers_and_names_missing_audio(te
     assert len(speakers["dev"]) == 10 and not speakers["dev"] & speakers["train"]
     total = sum(len((tmp_path / "data" / n / "text").read_text().splitlines()) for n in ("train", "dev"))
     assert total == 2499 and not (tmp_path / "data" / "test").exists()
+    corpus_genders = dict(line.split() for line in (source / "train" / "spk2gender").read_text().splitlines())
+    for name in ("train", "dev"):  # the corpus's own, carried (read to pick dev alone, then dropped)
+        written = dict(line.split() for line in (tmp_path / "data" / name / "spk2gender").read_text().splitlines())
+        assert written.keys() == speakers[name] and all(written[s] == corpus_genders[s] for s in written)
     (corpus / "train" / "utt2spk").unlink()  # a traceback before
     out = run_tool(sys.executable, ROOT / "egs" / "speechocean762" / "local" / "data_prep.py", corpus, tmp_path / "d")
     assert out.returncode == 1 and out.stderr == f"data_prep.py: {corpus}: no train/utt2spk; give the " \

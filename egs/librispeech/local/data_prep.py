@@ -41,6 +41,12 @@ def main() -> int:
     report = Report("librispeech data_prep")
     audio = {os.path.basename(p)[: -len(".flac")]: p
              for p in glob.glob(os.path.join(args.subset_dir, "*", "*", "*.flac"))}
+    subsets = sorted(glob.glob(os.path.join(glob.escape(args.subset_dir), "*", "*", "*", "*.flac")))
+    if not audio and subsets:  # LibriSpeech/ itself: "no usable utterances (nothing skipped)" said nothing of why
+        names = sorted({os.path.basename(os.path.dirname(os.path.dirname(os.path.dirname(p)))) for p in subsets})
+        print(f"data_prep.py: {args.subset_dir} holds subsets ({', '.join(names)}), not a subset's "
+              f"<reader>/<chapter>/ folders: give one, e.g. {os.path.join(args.subset_dir, names[0])}", file=sys.stderr)
+        return 1
     text = {}
     for trans in sorted(glob.glob(os.path.join(args.subset_dir, "*", "*", "*.trans.txt"))):
         with open(trans, encoding="utf-8", errors="replace") as f:

@@ -92,12 +92,16 @@ def main() -> int:
     sets = {"train": [u for u in train if u.speaker not in dev_speakers],
             "dev": [u for u in train if u.speaker in dev_speakers]}
     if not (missing := missing_files(args.corpus_dir, "test")):
-        sets["test"] = half_utterances(args.corpus_dir, "test", report)[0]
+        sets["test"], test_genders = half_utterances(args.corpus_dir, "test", report)
+        genders = {**genders, **test_genders}
     else:
         print(f"data_prep.py: {args.corpus_dir} has no test/ half ({' or '.join(missing)} missing); train and dev "
               "only", file=sys.stderr)
         remove_stale_set(os.path.join(args.data_root, "test"), f"{args.corpus_dir} has no test half")
-    return write_data_dirs({os.path.join(args.data_root, name): utts for name, utts in sets.items()}, report)
+    speakers = {u.speaker for utterances in sets.values() for u in utterances}  # spk2gender carried where whole
+    spk2gender = genders if speakers <= genders.keys() and set(genders.values()) <= {"m", "f"} else None
+    return write_data_dirs({os.path.join(args.data_root, name): utts for name, utts in sets.items()}, report,
+                           spk2gender)
 
 
 if __name__ == "__main__":
