@@ -14,15 +14,24 @@ import sys
 def held(lock_path: str, waiting: str | None = None):
     """Holds lock_path's lock (the file made if need be) for the with block; when another process holds it, waits
     for it, first printing `waiting` (if given) to stderr so that the wait is not taken for a hang."""
-    os.makedirs(os.path.dirname(os.path.abspath(lock_path)), exist_ok=True)
-    with open(lock_path, "a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    lock, got = _opened_and_tried(lock_path, "a")
+    with lock:
+        if not got:
             if waiting:
                 print(waiting, file=sys.stderr, flush=True)
             fcntl.flock(lock, fcntl.LOCK_EX)
         yield
+
+
+def _opened_and_tried(path: str, mode: str):
+    """(path opened in mode, its folder made if need be; whether its lock was free and is now this process's)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    lock = open(path, mode)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return lock, False
+    return lock, True
 
 
 class Busy(RuntimeError):
@@ -52,15 +61,12 @@ def held_alone(lock_path: str):
 
 def _locked(path: str):
     """path opened and locked, this process's pid written in it; Busy naming the holder's where another holds it."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    lock = open(path, "a+")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    lock, got = _opened_and_tried(path, "a+")
+    if not got:
         lock.seek(0)
         holder = lock.read().strip() or "(unknown)"
         lock.close()
-        raise Busy(f"{path} is held by process {holder}") from None
+        raise Busy(f"{path} is held by process {holder}")
     lock.seek(0)
     lock.truncate()
     lock.write(f"{os.getpid()}\n")

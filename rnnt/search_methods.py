@@ -218,10 +218,10 @@ def add_lm_fusion_option(parser) -> None:
                              "where the match breaks (default 1.5, sherpa-onnx's)")
 
 
-def hotwords_problem(name: str) -> str | None:
-    """Why the method of that name cannot favour hotwords (None: it can)."""
+def hotwords_problem(name: str, option: str = "--hotwords") -> str | None:
+    """Why the method of that name cannot favour hotwords, or take another option of a beam search (None: it can)."""
     if not METHODS[name].fuses:
-        return (f"--hotwords goes with a beam search (modified_beam, beam, ctc_prefix_beam or an LM-fused one), "
+        return (f"{option} goes with a beam search (modified_beam, beam, ctc_prefix_beam or an LM-fused one), "
                 f"not {name}")
     return None
 
@@ -238,8 +238,8 @@ def check_search_options(parser, args) -> None:
         parser.error(f"--lm-fusion goes with an LM-fused method (*_lm, *_lodr), not {args.method}")
     if args.hotwords and (problem := hotwords_problem(args.method)):
         parser.error(problem)
-    if args.beam is not None and (problem := hotwords_problem(args.method)):
-        parser.error(problem.replace("--hotwords", "--beam", 1))
+    if args.beam is not None and (problem := hotwords_problem(args.method, "--beam")):
+        parser.error(problem)
     if getattr(args, "max_symbols_per_frame", None) is not None and not METHODS[args.method].caps_symbols:
         emits = "CTC emits" if METHODS[args.method].head == "ctc" else "a modified beam emits"
         parser.error(f"--max-symbols-per-frame goes with greedy, beam, beam_lm and beam_lodr, not {args.method} "

@@ -5,6 +5,7 @@ which inherits it."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 
@@ -17,10 +18,10 @@ from rnnt.training.stop import StopTraining
 log = logging.getLogger("rnnt.train")
 
 
-def running_statistics(model: torch.nn.Module) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(buffer, a copy) of each normalisation's running statistics (BatchNorm's mean, variance and count), which a
-    forward pass in training updates before its loss is known."""
-    return [(buffer, buffer.clone()) for module in model.modules()
+def running_statistics(model: torch.nn.Module) -> list[torch.Tensor]:
+    """Each normalisation's running statistics (BatchNorm's mean, variance and count), which a forward pass in
+    training updates before its loss is known."""
+    return [buffer for module in model.modules()
             if isinstance(module, torch.nn.modules.batchnorm._NormBase) and module.track_running_stats
             for buffer in (module.running_mean, module.running_var, module.num_batches_tracked) if buffer is not None]
 
@@ -29,13 +30,18 @@ class Steps:
     """Methods of the Trainer; they read its model, ddp, optimizer, scheduler, scaler, ema, world, group,
     bad_batches, step and experiment."""
 
+    @functools.cached_property
+    def norm_statistics(self) -> list[torch.Tensor]:
+        """The model's running_statistics, found once (the same tensors, updated in place, for the whole run)."""
+        return running_statistics(self.model)
+
     def forward_backward(self, batch: dict, sync: bool, weight: float = 1.0, ranks_with_batch: int = 1) -> float | None:
         """Loss of one batch with its gradient (times weight: 0 for a rank waiting for the others at an
         epoch's end) added to the group, which counts the ranks with a batch of weight 1 (the same on every
         rank: batches_of_every_rank's); None (nothing added) if it was skipped: by every rank together where one
         had a non-finite loss or ran out of memory in the forward pass (before any collective of DDP's)."""
         value, out_of_memory = math.nan, None
-        statistics = running_statistics(self.model)  # a skipped batch's go (an fp16 overflow's NaNs stayed for good)
+        kept = [buffer.clone() for buffer in self.norm_statistics]  # a skipped batch's go (an fp16 overflow's NaNs
         try:
             loss = self.batch_loss(batch, sync)
             value = float(loss.detach())  # the step's one read of the device before its gradient norm's
@@ -50,7 +56,7 @@ class Steps:
                 out_of_memory = self.out_of_memory(error, batch, "backward")
         loss = None  # outside the handlers: nothing holds the activations any more
         if out_of_memory == "forward" or not usable:
-            for buffer, before in statistics:
+            for buffer, before in zip(self.norm_statistics, kept):  # stayed for good)
                 buffer.copy_(before)
         if out_of_memory:
             self.recover_from_out_of_memory(in_backward=out_of_memory == "backward")

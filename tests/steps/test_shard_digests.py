@@ -8,13 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import PYTHON, ROOT, run_tool
+from conftest import ROOT, run_tool
 from rnnt.data.list_fingerprint import list_fingerprint
 from rnnt.data.shard_digests import DIGESTS, read_digests
 from rnnt.training import checkpoint
 from rnnt.training.config_change import changes_to_restart
 from rnnt.training.experiment import load_experiment
-from test_shards_units import prep, table
+from test_shards_units import piped_through_tools, prep, table
 from yesno_training import CONFIG, config_file, train_args
 
 STEPS = ROOT / "steps"
@@ -76,16 +76,7 @@ kill -9 "$p"
 def test_a_run_killed_after_writing_a_shard_again_leaves_no_digest_of_the_old_one(test_data, tmp_path):
     """The shards that left an utterance out (its wav.scp tool not installed yet) are written again by the next
     run: their lines leave SHA256SUMS before, so a run killed after one is renamed lists no stale digest."""
-    data = prep("librispeech", test_data, tmp_path)
-    wav = table(data / "wav.scp")
-    keys = sorted(wav)
-    wav[keys[0]], wav[keys[2]] = f"mytool {wav[keys[0]]} |", f"killer {wav[keys[2]]} |"  # shards 0 and 1
-    (data / "wav.scp").write_text("".join(f"{k} {v}\n" for k, v in sorted(wav.items())))
-    tools = tmp_path / "bin"
-    tools.mkdir()
-    env = {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"}
-    args = [PYTHON, STEPS / "make_shards.py", "--utts-per-shard", "2", data, tmp_path / "sh", tmp_path / "l"]
-    run = lambda: subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env, cwd=ROOT)
+    _, _, tools, run = piped_through_tools(test_data, tmp_path, {0: "mytool", 2: "killer"})  # shards 0 and 1
     assert run().returncode == 0
     assert sorted(read_digests(str(tmp_path / "sh"))) == [f"shards_00000{i}.tar" for i in range(3)]
     (tools / "mytool").write_text('#!/bin/sh\ncat "$1"\n')

@@ -118,20 +118,31 @@ def test_bad_audio_is_skipped_named_and_counted(test_data, tmp_path):
     assert len(read_shard((tmp_path / "l").read_text().split()[0])) == 6
 
 
-def test_a_shard_that_left_audio_out_is_written_again_when_it_reads(test_data, tmp_path):
-    """A wav.scp command that fails (its tool not installed yet): the utterance is skipped and its shard
-    listed as incomplete, so the rerun after the fix writes it with the utterance; a dir whose every audio
-    fails is an error, not an empty shard list."""
+def piped_through_tools(test_data, tmp_path, tools: dict[int, str]):
+    """LibriSpeech's data dir whose wav.scp pipes the recordings at those places (of the sorted keys) through those
+    commands, which tmp_path/bin, first on PATH, does not hold yet, and make_shards of it in shards of 2 to
+    tmp_path/sh: (the data dir, its sorted keys, the bin folder, a function that runs make_shards)."""
     data = prep("librispeech", test_data, tmp_path)
     wav = table(data / "wav.scp")
-    key = sorted(wav)[1]
-    wav[key] = f"mytool {wav[key]} |"
+    keys = sorted(wav)
+    for place, tool in tools.items():
+        wav[keys[place]] = f"{tool} {wav[keys[place]]} |"
     (data / "wav.scp").write_text("".join(f"{k} {v}\n" for k, v in sorted(wav.items())))
     tool_dir = tmp_path / "bin"
     tool_dir.mkdir()
     env = {**os.environ, "PATH": f"{tool_dir}:{os.environ['PATH']}"}
     args = [PYTHON, STEPS / "make_shards.py", "--utts-per-shard", "2", data, tmp_path / "sh", tmp_path / "l"]
-    run = lambda: subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env, cwd=ROOT)
+    return data, keys, tool_dir, lambda: subprocess.run([str(a) for a in args], capture_output=True, text=True,
+                                                         env=env, cwd=ROOT)
+
+
+def test_a_shard_that_left_audio_out_is_written_again_when_it_reads(test_data, tmp_path):
+    """A wav.scp command that fails (its tool not installed yet): the utterance is skipped and its shard
+    listed as incomplete, so the rerun after the fix writes it with the utterance; a dir whose every audio
+    fails is an error, not an empty shard list."""
+    data, keys, tool_dir, run = piped_through_tools(test_data, tmp_path, {1: "mytool"})
+    key = keys[1]
+    wav = table(data / "wav.scp")
     out = run()
     where = f"{data}/wav.scp:2"
     assert out.returncode == 0 and f"skipped {where}: {key}: command 'mytool" in out.stderr, out.stderr

@@ -202,7 +202,7 @@ def test_a_batch_skipped_for_its_loss_leaves_the_batchnorm_statistics_as_they_we
     from rnnt.training.trainer_steps import running_statistics
 
     batch = next(iter(trainer.loader))
-    statistics = running_statistics(trainer.model)
+    statistics = [(buffer, buffer.clone()) for buffer in running_statistics(trainer.model)]
     assert len(statistics) == 3  # the tiny encoder's input BatchNorm: mean, variance, count
     bad = {**batch, "feats": batch["feats"].clone()}
     bad["feats"][0, 0, 0] = float("inf")
