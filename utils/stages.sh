@@ -22,7 +22,8 @@
 # holds each command line before its output and its exit status after it, as Kaldi's steps write logs.
 # Stopping a recipe stops its stage: SIGTERM, SIGHUP or SIGINT (Ctrl-C) to the shell that sourced this file
 # pass SIGTERM on to the command `logged` is running (steps/train.py then saves a checkpoint at its next step),
-# wait for it, and exit 143. Without this, `kill <run.sh>` would leave the stage's command running alone.
+# wait for it, and exit 128 + the signal's number, as a shell killed by it would (143 SIGTERM, 130 Ctrl-C, 129
+# SIGHUP). Without this, `kill <run.sh>` would leave the stage's command running alone.
 # Stages run at once in subshells (their pids in background_stages) get the SIGTERM too, and pass it on.
 # check_run_arguments "$@" (run.sh, after parse_options.sh): no word left over, whole stage numbers, --stop-stage
 # not before --stage, one run at a time in the folder (.run.lock: hold_run_lock, which tune.sh takes too), and at
@@ -207,8 +208,12 @@ each_ended() {  # each_ended: waits for the commands at_once started; ended_well
 }
 stop_logged() {  # stop_logged SIGNAL: the trap of SIGTERM, SIGHUP and SIGINT: the running commands are stopped
   # (with SIGTERM, whichever came: a training saves its position) and waited for
-  local status=0 came
-  case ${1:-TERM} in INT) came="Ctrl-C (SIGINT)" ;; HUP) came="a hangup (SIGHUP)" ;; *) came=SIGTERM ;; esac
+  local status=0 came exit_status
+  case ${1:-TERM} in
+    INT) came="Ctrl-C (SIGINT)" exit_status=130 ;;
+    HUP) came="a hangup (SIGHUP)" exit_status=129 ;;
+    *) came=SIGTERM exit_status=143 ;;
+  esac
   # once; and a reader of this shell's output that is gone (`./run.sh 2>&1 | tee`, whose tee the same Ctrl-C
   # stopped) must not end it before it has passed the signal on: the messages come after, and may fail
   trap '' TERM HUP INT PIPE
@@ -229,7 +234,7 @@ stop_logged() {  # stop_logged SIGNAL: the trap of SIGTERM, SIGHUP and SIGINT: t
     printf '# stopped %s: the command got SIGTERM and ended with status %d\n' "$(date '+%F %T')" "$status" \
       >> "$logged_log"
   fi
-  exit 143
+  exit "$exit_status"
 }
 trap_stop_logged() {  # stop_logged the trap of each, told which came
   local signal
