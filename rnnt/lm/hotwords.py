@@ -5,9 +5,11 @@ bank), each unit that goes deeper adds its score (the phrase's, or the largest o
 unit's prefix), and one that breaks a partial match takes back what it had added (down to the longest suffix
 that still begins a phrase), but what a phrase completed within it had earned. A completed phrase keeps its
 bonus: matching starts again, or, where a longer phrase goes on from it (CENTRE in CENTRE AVE), the match goes
-on with the completed phrase's bonus banked in the state; a phrase left incomplete when the hypothesis ends is
-taken back. Letters and sounds match whole words only (HotwordGraph's boundary). It is a rnnt.lm.fusion.Fusion,
-alone (searches without an LM) or over an LM's fusion (the *_lm and *_lodr methods)."""
+on with the completed phrase's bonus banked in the state, and the suffix a break falls back to holds all of the
+banked phrase or none of it (no unit earns twice: with NEW YORK banked, NEW YORK CITY does not pay YORK again to
+YORK CITY); a phrase left incomplete when the hypothesis ends is taken back. Letters and sounds match whole words
+only (HotwordGraph's boundary). It is a rnnt.lm.fusion.Fusion, alone (searches without an LM) or over an LM's
+fusion (the *_lm and *_lodr methods)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ class Node:
     bonus: float = 0.0  # what the units of its path earn (word boundaries nothing)
     children: dict[int, int] = field(default_factory=dict)
     fail: int = 0  # the deepest node whose path is a proper suffix of this one's
+    depth: int = 0  # the units of its path
     matched: int = 0  # the node of the longest phrase that ends this node's path (0: none)
 
 
@@ -45,7 +48,7 @@ class HotwordGraph:
             for unit in units:
                 if unit not in self.nodes[at].children:
                     self.nodes[at].children[unit] = len(self.nodes)
-                    self.nodes.append(Node(-1.0))
+                    self.nodes.append(Node(-1.0, depth=self.nodes[at].depth + 1))
                 at = self.nodes[at].children[unit]
                 node = self.nodes[at]  # the bonus of its own unit for now: summed along the paths below
                 node.bonus = max(node.bonus, 0.0 if unit == boundary else unit_score)
@@ -73,30 +76,50 @@ class HotwordGraph:
                 self.nodes[child].bonus += node.bonus
                 stack.append(child)
 
-    def start(self) -> tuple[int, float]:
-        """A hypothesis's state: its node, and what a phrase completed within the match there has earned (banked:
-        kept when the match breaks). It starts at a word's start."""
-        return self.first, 0.0
+    def start(self) -> tuple[int, float, int, int]:
+        """A hypothesis's state: its node; what a phrase completed within the match there has earned (banked: kept
+        when the match breaks); and where in the node's path that phrase starts and ends (its first and last
+        unit's depth; 0, 0: none banked). It starts at a word's start."""
+        return self.first, 0.0, 0, 0
 
-    def step(self, state: tuple[int, float], unit: int) -> tuple[float, tuple[int, float]]:
-        """The score a unit adds after `state`, and the state after it. A match the unit breaks keeps its bank and
-        takes back the rest; a completed phrase keeps its bonus (at least its bank's): matching starts again, or
-        goes on banking it where a longer phrase can follow."""
-        at, banked = state
-        to = at
-        while to and unit not in self.nodes[to].children:
-            to = self.nodes[to].fail
-        to = self.nodes[to].children.get(unit, 0)
+    def step(self, state: tuple[int, float, int, int], unit: int) -> tuple[float, tuple[int, float, int, int]]:
+        """The score a unit adds after `state`, and the state after it. A match the unit breaks falls back to the
+        longest suffix that begins a phrase and holds all of the banked phrase, which goes on banked, or none of
+        it (its last unit a boundary, which earns nothing, shared), which keeps the bank and takes back the rest.
+        A completed phrase keeps its bonus (at least its bank's): matching starts again, or goes on banking it
+        where a longer phrase can follow."""
+        at, banked, first, last = state
         base = self.nodes[at].bonus  # what the match has added so far
-        if self.nodes[at].children.get(unit) != to:  # broken: its bank kept, the rest taken back, a new match
-            base, banked = base - banked, 0.0
+        to = self.nodes[at].children.get(unit)
+        if to is None:  # broken
+            to = self._fallback(at, unit, first, last)
+            cut = self.nodes[at].depth + 1 - self.nodes[to].depth  # the units it leaves behind
+            if first > cut:  # the bank's phrase within the new match: the match goes on, one unit shorter
+                first, last = first - cut, last - cut
+            else:  # the bank kept, the rest taken back, a new match
+                base, banked, first, last = base - banked, 0.0, 0, 0
         added, matched = self.nodes[to].bonus - base, self.nodes[to].matched
-        if not matched:
-            return added, (to, banked)
-        banked = max(banked, self.nodes[matched].bonus)
-        if self.nodes[to].children:
-            return added, (to, banked)
-        return added + banked - self.nodes[to].bonus, (self.first if unit == self.boundary else 0, 0.0)
+        if matched and self.nodes[matched].bonus > banked:
+            last = self.nodes[to].depth
+            banked, first = self.nodes[matched].bonus, last - self.nodes[matched].depth + 1
+        if not matched or self.nodes[to].children:
+            return added, (to, banked, first, last)
+        return added + banked - self.nodes[to].bonus, (self.first if unit == self.boundary else 0, 0.0, 0, 0)
+
+    def _fallback(self, at: int, unit: int, first: int, last: int) -> int:
+        """The node of the longest proper suffix of `at`'s path, `unit` after it, that begins a phrase and holds all
+        or none of the banked phrase at depths `first` to `last` (0: none banked; its last unit a boundary that
+        may be shared); the root where none is."""
+        ends = self.nodes[at].depth + 1  # the depth of `unit` in at's path
+        after = ends - last + (self.boundary is not None)  # the longest suffix that holds none of the phrase
+        back = self.nodes[at].fail
+        while True:
+            child = self.nodes[back].children.get(unit)
+            if child is not None and (not last or not after < self.nodes[child].depth <= ends - first):
+                return child
+            if not back:
+                return 0
+            back = self.nodes[back].fail
 
     def end(self, state: tuple[int, float]) -> float:
         """What a hypothesis ending in `state` adds: its end is a boundary (which may complete a phrase), then
@@ -104,7 +127,7 @@ class HotwordGraph:
         added = 0.0
         if self.boundary is not None:
             added, state = self.step(state, self.boundary)
-        at, banked = state
+        at, banked, *_ = state
         return added + banked - self.nodes[at].bonus
 
 

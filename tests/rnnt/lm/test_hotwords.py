@@ -11,10 +11,11 @@ from rnnt.lm.hotwords import HotwordFusion, HotwordGraph, read_hotwords
 def plain_bonus(phrases: list[list[int]], units: list[int], score: float, boundary: int | None = None,
                 scores: list[float] | None = None) -> float:
     """The bonus by its definition: after each unit, the units of the current match are cut to their longest
-    ending that begins some phrase; a cut ends the match, which keeps what it had banked. Where phrases end them,
+    ending that begins some phrase and holds all or none of the phrase the match had banked (a boundary, its last
+    unit, may be shared); a cut to none of it ends the match, which keeps its bank. Where phrases end the match,
     the longest of those is complete: it earns for each unit the largest score of the phrases that begin with the
-    units up to it (the match's bank, if that is more); if a longer phrase begins with the match, the match goes
-    on with that banked, else it is kept and matching starts again. What a match had not banked when the
+    units up to it, and is banked if that is more than the bank; if a longer phrase begins with the match, the
+    match goes on, else it keeps its bank and matching starts again. What a match had not banked when the
     sequence ends is lost. With a boundary unit, phrases are whole words: a boundary before and after each (the
     sequence's start and end count as ones), earning nothing."""
     scores = scores or [score] * len(phrases)
@@ -25,19 +26,29 @@ def plain_bonus(phrases: list[list[int]], units: list[int], score: float, bounda
         return sum(max(s for p, s in zip(phrases, scores) if p[:k + 1] == phrase[:k + 1])
                    for k, unit in enumerate(phrase) if unit != boundary)
 
-    kept, banked, match = 0.0, 0.0, []
-    for unit in units:
+    def begins(cut):
+        return any(p[:len(cut)] == cut for p in phrases)
+
+    kept, banked, bank, match = 0.0, 0.0, None, []  # bank: the banked phrase's first and last position
+    for position, unit in enumerate(units):
         cut = match + [unit]
-        while cut and not any(p[:len(cut)] == cut for p in phrases):
+        if not begins(cut):  # the match is broken
+            def fits(cut):
+                start = position - len(cut) + 1
+                return bank is None or start <= bank[0] or start > bank[1] - (boundary is not None)
             cut = cut[1:]
-        if len(cut) <= len(match):  # the match is broken
-            kept, banked = kept + banked, 0.0
+            while cut and not (begins(cut) and fits(cut)):
+                cut = cut[1:]
+            if bank is None or position - len(cut) + 1 > bank[0]:  # none of the banked phrase: the match ends
+                kept, banked, bank = kept + banked, 0.0, None
         match = cut
         complete = [p for p in phrases if len(p) <= len(match) and match[len(match) - len(p):] == p]
         if complete:
-            banked = max(banked, earned(max(complete, key=len)))
+            longest = max(complete, key=len)
+            if earned(longest) > banked:
+                banked, bank = earned(longest), (position - len(longest) + 1, position)
             if not any(len(p) > len(match) and p[:len(match)] == match for p in phrases):
-                kept, banked, match = kept + banked, 0.0, [unit] if unit == boundary else []
+                kept, banked, bank, match = kept + banked, 0.0, None, [unit] if unit == boundary else []
     return kept + banked
 
 
@@ -65,6 +76,27 @@ def test_the_bonus_of_random_sequences_is_the_plain_matchers(boundary, own_score
             units = [rng.randrange(1, 5) for _ in range(rng.randrange(0, 12))]
             expected = plain_bonus(phrases, units, 1.5, boundary, scores)
             assert collected(fusion, units) == pytest.approx(expected), (phrases, own, units)
+
+
+def test_no_unit_earns_twice_where_phrases_overlap():
+    """A completed phrase banked while a longer one could follow (NEW YORK, NEW YORK TIMES): a break fell back to a
+    suffix reaching into it (YORK CITY), which paid YORK again: NEW YORK CITY earned 22.5 with NEW YORK TIMES in
+    the list, 10.5 without it. The suffix holds all of the banked phrase (2 3 5 after 1 2 3, 2 3 banked) or none."""
+    letters = {c: i for i, c in enumerate("▁ABCDEFGHIJKLMNOPQRSTUVWXYZ", start=2)}
+
+    def spelt(text):
+        return [letters["▁" if c == " " else c] for c in text]
+
+    for phrases in (["NEW YORK", "YORK CITY"], ["NEW YORK", "YORK CITY", "NEW YORK TIMES"]):
+        graph = HotwordGraph([spelt(p) for p in phrases], 1.5, boundary=letters["▁"])
+        assert collected(HotwordFusion(graph), spelt("NEW YORK CITY")) == 7 * 1.5  # NEW YORK's 7 letters
+    assert collected(HotwordFusion(HotwordGraph([[1, 2], [2, 1], [1, 2, 3]], 1.0)), [1, 2, 1]) == 2.0  # not 4
+    assert collected(HotwordFusion(HotwordGraph([[2, 3], [1, 2, 3, 4], [2, 3, 5]], 1.0)), [1, 2, 3, 5]) == 3.0
+    rng = random.Random(1)
+    for trial in range(3000):  # at most the largest score for each unit
+        phrases = [[rng.randrange(1, 4) for _ in range(rng.randrange(1, 6))] for _ in range(rng.randrange(2, 8))]
+        units = [rng.randrange(1, 4) for _ in range(rng.randrange(0, 12))]
+        assert collected(HotwordFusion(HotwordGraph(phrases, 1.0)), units) <= len(units), (phrases, units)
 
 
 def test_letters_match_whole_words_only():
@@ -111,7 +143,7 @@ def test_hotwords_over_an_lm_add_to_each_of_its_expansions():
     fusion = HotwordFusion(HotwordGraph([[1, 2]], 3.0), Inner())
     assert fusion.allowed(fusion.start()) == frozenset({1, 2})
     first = fusion.expansions(fusion.start(), 1)
-    assert [(score, state) for score, state in first] == [(2.0, ((1, 0.0), "sa")), (1.5, ((1, 0.0), "sb"))]
+    assert [(score, state) for score, state in first] == [(2.0, ((1, 0.0, 0, 0), "sa")), (1.5, ((1, 0.0, 0, 0), "sb"))]
     assert fusion.finish(first[0][1]) == [(-3.5, ["sa"])]  # the partial match taken back with the LM's end
 
 
