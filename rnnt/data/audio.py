@@ -75,21 +75,28 @@ def load_audio(audio, start: float | None = None, end: float | None = None) -> t
     return check_finite(torch.from_numpy(np.ascontiguousarray(samples.T))), opened.samplerate
 
 
+PCM_FULL_SCALE = {torch.int8: 128.0, torch.int16: 32768.0, torch.int32: 2.0 ** 31}  # signed PCM: -full to full
+
+
 def float_samples(samples) -> torch.Tensor:
     """Samples given in memory (a tensor or a numpy array: 1-D, (channels, samples), or soundfile's (samples,
     channels), whose shorter side is the channels) as float32 (channels, samples) or (samples,) in [-1, 1]: integer
-    samples (16-bit PCM; 8-bit, unsigned around 128, as WAV holds them) are scaled to that range. Samples that are
-    not finite are refused (AudioError)."""
-    waveform = check_finite(torch.as_tensor(samples))
+    samples (16- or 32-bit PCM; 8-bit, unsigned around 128, as WAV holds them) are scaled to that range. Samples
+    that are not finite, or of a type PCM is not (int64, as a list of ints becomes, would be scaled by 2^63 into
+    silence; other unsigned types than 8-bit have no middle to scale around) are refused (AudioError)."""
+    waveform = torch.as_tensor(samples)
     if waveform.dim() == 2 and waveform.shape[0] > waveform.shape[1]:
         waveform = waveform.T
     if waveform.dim() not in (1, 2):
         raise AudioError(f"audio samples of shape {tuple(waveform.shape)}: want (samples,) or (channels, samples)")
     if waveform.dtype == torch.uint8:
         return (waveform.float() - 128) / 128
-    if not waveform.is_floating_point():
-        return waveform.float() / -torch.iinfo(waveform.dtype).min
-    return waveform.float()
+    if waveform.dtype in PCM_FULL_SCALE:
+        return waveform.float() / PCM_FULL_SCALE[waveform.dtype]
+    if not waveform.is_floating_point() or waveform.is_complex():
+        raise AudioError(f"audio samples of type {str(waveform.dtype).removeprefix('torch.')}: want float in [-1, 1]"
+                         " or PCM (int16, int32, int8 or uint8; e.g. numpy's .astype(np.int16) of 16-bit samples)")
+    return check_finite(waveform.float())
 
 
 def to_mono(waveform: torch.Tensor) -> torch.Tensor:

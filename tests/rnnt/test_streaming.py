@@ -17,7 +17,7 @@ import torch
 import yaml
 
 from conftest import librispeech_utterances
-from rnnt.data.audio import AudioError
+from rnnt.data.audio import AudioError, float_samples
 from rnnt.data.tokenizer import SPACE, Tokenizer
 from rnnt.model.transducer import Transducer
 from rnnt.search import greedy_search, joint_log_probs, start_hypotheses
@@ -361,6 +361,20 @@ def test_a_stream_takes_integer_pcm_and_numpy_chunks_as_the_transcriber_does(tmp
     assert as_blocks.finish() == expected
     with pytest.raises(AudioError, match="no samples"):  # as a file of none is; it was transcribed as silence
         t.transcribe((np.zeros(0, dtype=np.float32), 16000))
+
+
+def test_samples_of_a_type_pcm_is_not_are_refused_and_32_bit_pcm_is_scaled():
+    """uint16 samples were divided by 0 (NaN: every later frame of a stream NaN, an empty transcript, no error);
+    int64 ones, what torch.tensor of a list of ints gives, by 2^63 (16-bit PCM as silence)."""
+    pcm = torch.tensor([0, 16384, -32768], dtype=torch.int16)
+    torch.testing.assert_close(float_samples(pcm.to(torch.int32) * 65536), torch.tensor([0.0, 0.5, -1.0]))
+    torch.testing.assert_close(float_samples(pcm.numpy()), torch.tensor([0.0, 0.5, -1.0]))
+    for samples, name in ((pcm.to(torch.int64), "int64"), (np.array([0, 32768], np.uint16), "uint16"),
+                          (torch.tensor([True, False]), "bool")):
+        with pytest.raises(AudioError, match=f"audio samples of type {name}: want float in"):
+            float_samples(samples)
+    with pytest.raises(AudioError, match="samples are not finite"):  # finite as float64, not as float32
+        float_samples(np.array([0.0, 1e300]))
 
 
 def test_standard_input_in_another_container_is_named_and_an_rf64_wav_is_read():
