@@ -27,6 +27,7 @@ import sys
 from rnnt.attention_chunks import add_attention_options, from_args
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.data.tokenizer import UNIT_TYPES
+from rnnt.export.runtime import STREAMING_TAIL, decoding_settings
 from rnnt.export.sherpa_onnx import ExportOptions, NotExportable, config_refusals, export
 
 
@@ -78,6 +79,11 @@ def summary(result: dict, args) -> str:
     if result["removed"]:
         notes.append(f"removed from {args.out_dir} what an earlier export left that this one does not write: "
                      f"{' '.join(result['removed'])}")
+    if args.streaming and not decoding_settings(args.out_dir).get("tail_silence"):
+        notes.append("the model's data.tail_silence is 0: a stream's end in sherpa-onnx is fed silence (at least "
+                     f"{STREAMING_TAIL} s, for its encoder to see the last frames) that our own decoding never "
+                     "appends, and its last words may differ from ours; a deployable config trains with "
+                     "data: {tail_silence: 0.5}")
     print("".join(f"export_onnx.py: {line}\n" for line in notes), end="", file=sys.stderr)
     worst = max(result["checked"].values())
     sizes = sum(os.path.getsize(os.path.join(args.out_dir, result["args"][k]))

@@ -173,12 +173,14 @@ def test_streaming_export_chunk_defaults_to_whole_encoder_frames_of_at_least_40_
                                                                                   stack, chunk, window):
     """Without --chunk-frames: 6 fbank frames for stacking 3 x StackTime 2, 4 for the conv front end's
     two strides of 2 (which reads 3 frames of the chunk before again), a streaming Conformer's attention chunk
-    (which reads 9 again: 3 stacked frames)."""
+    (which reads 9 again: 3 stacked frames). A model without a tail_silence is told of it."""
     _, langs = an4_test
     exp = make_experiment(tmp_path / "exp", langs["bpe"], encoder=encoder, stack=stack)
-    export(exp, tmp_path / "onnx", "--streaming")
+    result = export(exp, tmp_path / "onnx", "--streaming")
     meta = {p.key: p.value for p in onnx.load(str(tmp_path / "onnx" / "encoder.onnx")).metadata_props}
     assert (meta["decode_chunk_len"], meta["T"]) == (str(chunk), str(window))
+    # its end in sherpa-onnx gets silence ours never does (a stream is fed at least 0.5 s)
+    assert "the model's data.tail_silence is 0: a stream's end in sherpa-onnx" in result.stderr
 
 
 @pytest.mark.parametrize("encoder,stack,chunk,window,kind,attention", [
