@@ -201,7 +201,7 @@ class _FusedJoinerLoss(torch.autograd.Function):
             else:
                 on_host = host_lengths or (logit_lengths.tolist(), target_lengths.tolist())
                 blocks = list(_blocks(*on_host, max(weight.shape), chunk_elements))
-                enc, pred = padding_zeroed(enc, pred, logit_lengths, target_lengths)
+                enc, pred = padding_zeroed(enc, pred, logit_lengths, target_lengths, on_host)
                 lse_cells, blank_lp, label_lp = _blocks_arc_log_probs(
                     enc, pred, weight, bias, cell_labels, logit_lengths, target_lengths, blank, activation, blocks,
                     triton)

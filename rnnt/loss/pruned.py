@@ -16,8 +16,7 @@ import torch
 
 from rnnt import host_reads
 from rnnt.loss.cells import pruned_cells
-from rnnt.loss.checks import (FLOATS, check_inside, check_length_pair, check_lengths, check_reduction, check_values,
-                              require)
+from rnnt.loss.checks import FLOATS, check_length_pair, check_lengths, check_reduction, check_values, require
 from rnnt.loss.emission_timing import delay_penalised
 from rnnt.loss.lattice import LatticeLoss, lattice_posteriors
 from rnnt.loss import lattice_triton
@@ -140,12 +139,21 @@ def check_posteriors(gamma_blank, gamma_label, logit_lengths, target_lengths) ->
                          f"{tuple(gamma_blank.shape)} and {tuple(gamma_label.shape)}")
     B, T, U1 = gamma_blank.shape
     check_length_pair(logit_lengths, target_lengths, B)
-    require(torch.minimum(logit_lengths.min() - 1, target_lengths.min()) >= 0,  # (a band of a lattice with no node)
-            "logit_lengths must be >= 1 and target_lengths >= 0",
-            lambda: f"logit_lengths must be >= 1 and target_lengths >= 0, got {logit_lengths.tolist()} and "
-                    f"{target_lengths.tolist()}")
-    check_inside(logit_lengths, "logit_lengths", T, "the posteriors' T")
-    check_inside(target_lengths, "target_lengths", U1, "the posteriors' U+1", extra=1)
+    # 1 <= T_b <= T and 0 <= U_b <= U1 - 1 (below 1 or 0: a band of a lattice with no node) in one reduction: on a
+    # GPU each check is a few launches, and a pruned step is bound by its launches
+    bounds = [logit_lengths - 1, T - logit_lengths, target_lengths, U1 - 1 - target_lengths]
+    require(torch.stack(bounds).min() >= 0,
+            f"logit_lengths must lie in [1, the posteriors' T = {T}] and target_lengths in [0, the posteriors' "
+            f"U+1 - 1 = {U1 - 1}]", lambda: outside_posteriors(logit_lengths.tolist(), target_lengths.tolist(), T, U1))
+
+
+def outside_posteriors(logit_lengths: list[int], target_lengths: list[int], T: int, U1: int) -> str:
+    """What check_posteriors says of lengths outside the lattice."""
+    if min(logit_lengths) < 1 or min(target_lengths) < 0:
+        return f"logit_lengths must be >= 1 and target_lengths >= 0, got {logit_lengths} and {target_lengths}"
+    if max(logit_lengths) > T:
+        return f"logit_lengths max {max(logit_lengths)} exceeds the posteriors' T = {T}"
+    return f"target_lengths max {max(target_lengths)} needs the posteriors' U+1 >= {max(target_lengths) + 1}, got {U1}"
 
 
 def window_starts(gamma_blank, gamma_label, target_lengths, s_range: int) -> tuple[torch.Tensor, torch.Tensor]:
