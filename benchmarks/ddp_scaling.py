@@ -93,6 +93,8 @@ def main() -> int:
     parser.add_argument("--vocab", type=int, default=500)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.ranks[0] != 1:  # (the speed-up of a first world size of 2 read as its own rate over 2: 2.00x, 100%)
+        parser.error("--ranks starts with 1: the speed-up and efficiency are against one rank's rate")
     if args.worker:
         worker(args)
         return 0
@@ -106,10 +108,12 @@ def main() -> int:
     base = None
     for ranks in args.ranks:
         result = run_world(args, ranks)
+        if result is None and base is None:
+            return 1  # (no rate to measure the others against)
         if result is None:
             continue
         rate = ranks * args.batch / result["step"]
-        base = base or rate / ranks
+        base = base or rate
         speed_up = rate / base
         print(f"| {ranks} | {result['threads']} | {result['step']:.3f} | {rate:.1f} | {speed_up:.2f}x | "
               f"{speed_up / ranks:.0%} |", flush=True)

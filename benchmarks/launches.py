@@ -122,7 +122,8 @@ def device_times(step, runs: int) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog="Prints a markdown table.")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],  # the first paragraph
+                                     epilog="Prints a markdown table.")
     parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=["B8-T200-U50-V500"],
                         help="default: B8-T200-U50-V500, where the GPU's step is shortest")
     parser.add_argument("--methods", nargs="+", choices=METHODS + ["torchaudio"],

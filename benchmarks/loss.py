@@ -63,6 +63,9 @@ def select_device(device: str) -> None:
     (torch.cuda.max_memory_allocated(), synchronize(), ...) read it, not cuda:0."""
     import torch
 
+    if device.startswith("cuda") and not torch.cuda.is_available():  # (a raw error from deep inside the step)
+        raise SystemExit(f"{os.path.basename(sys.argv[0])}: --device {device}: this machine's torch sees no CUDA "
+                         "device")
     if device.startswith("cuda") and torch.device(device).index is not None:
         torch.cuda.set_device(torch.device(device))
 
@@ -273,7 +276,8 @@ def run_one(method, shape, runs, python, device, backend, loss_alone) -> dict | 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog="Prints a markdown table.")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],  # the first paragraph
+                                     epilog="Prints a markdown table.")
     parser.add_argument("--shapes", nargs="+", choices=list(SHAPES),
                         help=f"default: {' '.join(CPU_SHAPES)} on the CPU, all three on a GPU")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
@@ -296,6 +300,9 @@ def main() -> int:
     if args.worker:
         worker(args.worker, args.shape, args.runs, args.measure, args.device, args.backend)
         return 0
+    if "triton" in args.backends and not args.device.startswith("cuda"):
+        parser.error("--backends triton runs on a CUDA device (--device cuda); on the CPU only in Triton's "
+                     "interpreter, whose time means nothing (tests/ run it there for its numerics)")
     from machine import machine_line  # benchmarks/, the script's folder
     print(machine_line(args.device) + "\n")  # benchmarks/machine.py: where the table was measured
 

@@ -5,7 +5,7 @@ Pipeline rows: utterances/s, x real time (audio seconds per wall second), paddin
 features + SpecAugment + frame stacking (3/3), sort buffer 1000, dynamic batches; one thread; and the wait
 for the first batch of an epoch resumed half way, in a fresh pipeline (as a restarted training's: no audio
 kept).
-Corpora from $RNNT_TEST_DATA: FSDD train (2700 utterances, 8 kHz) and the 8 LibriSpeech samples
+Corpora from $RNNT_TEST_DATA: FSDD train (2520 utterances, 8 kHz) and the 8 LibriSpeech samples
 listed 40 times (320 utterances, 16 kHz); FSDD once more with its decoded audio kept from the warm-up
 epoch on (data.cache_audio_mb; not LibriSpeech x40, whose 40 copies of each utterance would hit it in one
 epoch). fbank rows: milliseconds per utterance, Kaldi numerics,
@@ -30,7 +30,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run(*args: str) -> None:
-    subprocess.run([sys.executable, *args], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    """A Python tool of the repo, run by this interpreter."""
+    command([sys.executable, *args])
+
+
+def command(argv: list[str]) -> None:
+    """A preparation command, with this interpreter's folder first on PATH (the shell tools run `python3`, which
+    is to be the one that imports rnnt, whether or not path.sh was sourced); its error output shown if it fails."""
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    if done.returncode:
+        raise SystemExit(f"pipeline.py: {' '.join(argv)} failed with status {done.returncode}:\n{done.stderr[-3000:]}")
 
 
 def prepare(data: str, work: str) -> dict[str, tuple[str, str, int, int, bool]]:
@@ -48,8 +58,7 @@ def prepare(data: str, work: str) -> dict[str, tuple[str, str, int, int, bool]]:
         run(os.path.join(ROOT, "egs", "librispeech", "local", "data_prep.py"),
             os.path.join(data, "librispeech_samples", "LibriSpeech", subset), os.path.join(ls, subset))
         dirs.append(os.path.join(ls, subset))
-    subprocess.run([os.path.join(ROOT, "utils", "combine_data.sh"), os.path.join(ls, "all"), *dirs], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    command([os.path.join(ROOT, "utils", "combine_data.sh"), os.path.join(ls, "all"), *dirs])
     run(os.path.join(ROOT, "steps", "make_shards.py"), os.path.join(ls, "all"), os.path.join(ls, "shards"),
         os.path.join(ls, "one.list"))
     with open(os.path.join(ls, "one.list")) as f:

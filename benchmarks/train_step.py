@@ -53,7 +53,8 @@ def recipe_batch(name: str, seconds: float) -> int:
 
 # name -> (model and its input frames' subsampling, batch, seconds per utterance, tokens per utterance,
 # vocabulary): LibriSpeech-like utterances of 12 s with 40 BPE-500 tokens. "small (pruned loss), the recipe's
-# batch" is small.yaml as its recipe trains it: its own loss (pruned) and batch size. The Conformer is AN4's
+# batch" is small.yaml as its recipe trains it: its own loss (pruned) and batch size (its utterances' number at
+# --seconds' length). The Conformer is AN4's
 # (egs/an4/conf/transducer_conformer.yaml: 8 blocks of width 144 over 40 ms frames, the pruned loss) at that shape.
 CONFIGS = {
     "tiny (full loss)": (recipe("librispeech/conf/tiny", type="full"), 8, 12.0, 40, 500),
@@ -61,8 +62,8 @@ CONFIGS = {
     "small (full loss)": (recipe("librispeech/conf/small", type="full"), 8, 12.0, 40, 500),
     "small (pruned loss)": (recipe("librispeech/conf/small", type="pruned"), 8, 12.0, 40, 500),
     "mlperf (full loss)": (recipe("librispeech/conf/mlperf", type="full"), 4, 12.0, 40, 1024),
-    "small (pruned loss), the recipe's batch": (recipe("librispeech/conf/small"), recipe_batch("small", 12.0), 12.0,
-                                                40, 500),
+    "small (pruned loss), the recipe's batch": (recipe("librispeech/conf/small"),  # at --seconds' utterances
+                                                lambda seconds: recipe_batch("small", seconds), 12.0, 40, 500),
     "an4 Conformer (pruned loss)": (recipe("an4/conf/transducer_conformer"), 8, 12.0, 40, 500),
 }
 
@@ -236,7 +237,8 @@ def main() -> int:
     print("| config | precision | batch | step (s) | bf16 speed-up | audio s / s | encoder / joint+loss / optimizer | "
           "model FLOP/s vs matmul |")
     print("|---|---|---|---|---|---|---|---|")
-    configs = {name: (config, B * args.batch_scale, args.seconds or seconds,  # as many tokens a second
+    configs = {name: (config, (B(args.seconds or seconds) if callable(B) else B) * args.batch_scale,
+                      args.seconds or seconds,  # as many tokens a second
                       max(1, round(U * args.seconds / seconds)) if args.seconds else U, V)
                for name, (config, B, seconds, U, V) in CONFIGS.items() if name in args.configs}
     scaled = "" if args.batch_scale == 1 else f" x {args.batch_scale}"  # "the recipe's batch" x 4 is not the recipe's
