@@ -8,11 +8,13 @@ at an SNR drawn in --snr from --count recordings summed (rnnt.data.noise, what d
 training), and written as <dest>/audio/<utterance>.flac (16-bit, at the utterance's own rate; one the noise took
 past full scale is scaled down, counted). text, utt2spk and the speaker tables are copied, the utterance and
 speaker ids with --utt-prefix (to combine with the clean copy: 'noise-'). Each utterance draws from its own
-generator (--seed and its id): run again, the copy is the same. An utterance whose audio cannot be read is named
-by its wav.scp line and left out; a line of a noise list that cannot be read is named and the rest used.
+generator (--seed and its new id): run again, the copy is the same. An utterance whose audio cannot be read is
+named by its wav.scp line and left out; a line of a noise list that cannot be read is named, and the utterances
+that draw it are copied without noise.
 """
 
 import os
+import re
 import sys
 import zlib
 
@@ -43,6 +45,18 @@ def numbers(kind, count: int):
     return parse
 
 
+def negative_snr_joined(argv: list[str]) -> list[str]:
+    """'--snr -5,5' as '--snr=-5,5': argparse takes a word that starts with '-' and is not one number ('-5,5') for
+    an option, and --snr refused its value."""
+    joined = []
+    for word in argv:
+        if joined and joined[-1] == "--snr" and re.fullmatch(r"-[0-9.][0-9.,eE+-]*", word):
+            joined[-1] = f"--snr={word}"
+        else:
+            joined.append(word)
+    return joined
+
+
 def parse_args():
     parser = tool_parser(__doc__, "steps/augment_data_dir.py --noise-scp data/musan.scp --snr 0,10 data/test "
                                   "data/test_noise")
@@ -55,10 +69,10 @@ def parse_args():
     parser.add_argument("--reverb-scp", help="room impulse responses: a Kaldi wav.scp of files")
     parser.add_argument("--reverb-prob", type=float, default=1.0, help="the share reverberated (default 1)")
     parser.add_argument("--utt-prefix", default="", help="put before every utterance and speaker id ('noise-')")
-    parser.add_argument("--seed", type=int, default=0, help="seeds every utterance's draws, with its id")
+    parser.add_argument("--seed", type=int, default=0, help="seeds every utterance's draws, with its (new) id")
     parser.add_argument("src")
     parser.add_argument("dest")
-    args = parser.parse_args()
+    args = parser.parse_args(negative_snr_joined(sys.argv[1:]))
     if not (args.noise_scp or args.reverb_scp):
         parser.error("give --noise-scp, --reverb-scp or both: what to add")
     args.noise = NoiseConfig(args.noise_scp, args.noise_prob, args.snr, args.count) if args.noise_scp else None
@@ -102,7 +116,8 @@ def augmented_copy(args) -> str:
             print(f"augment_data_dir.py: left out {utterance.audio_where}: {utterance.key}: {error}", file=sys.stderr)
             left_out += 1
             continue
-        generator = torch.Generator().manual_seed(zlib.crc32(f"{args.seed}:{utterance.key}".encode()))
+        # by the id it is written under: copies under two prefixes differ (the same noise twice, combined)
+        generator = torch.Generator().manual_seed(zlib.crc32(f"{args.seed}:{key}".encode()))
         noisy, what = augmenter.at_rate(rate).augment(to_mono(waveform), generator)
         for kind in what:
             done[kind] = done.get(kind, 0) + 1

@@ -3,7 +3,8 @@ Kaldi's data dirs list them) mixed in at a signal-to-noise ratio drawn per utter
 (OpenSLR 26/28's) convolved with it.
 
 Each comes as a Kaldi wav.scp of files ('<id> <path>' a line); a line whose recording cannot be read is named by
-its file and line and left out, the rest kept. An utterance draws from its own generator (seed, epoch, key): the
+its file and line, and the utterances that draw it go without (it keeps its place in the draw, so that a process
+that cannot read it draws as the others do). An utterance draws from its own generator (seed, epoch, key): the
 same noise at the same offset and level on every rank and worker, and again on a resumed epoch. Reverberation
 comes first, then noise, as Kaldi's wav-reverberate adds its noise to the reverberated signal.
 """
@@ -14,6 +15,7 @@ import contextlib
 import copy
 import logging
 import math
+import os
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -32,12 +34,15 @@ class Recording:
     path: str
     samples: int  # at its own rate
     rate: int
+    unreadable: str = ""  # why its header did not read (its line named when the list was read): drawn, none
 
 
 def read_recordings(wav_scp: str, key: str, warnings: list[str]) -> list[Recording]:
-    """The recordings a wav.scp lists whose headers read; each other line named by file and line in warnings and
-    left out. ValueError where none is left (key: the config key or option that named the file)."""
-    recordings, bad = [], 0
+    """The recordings a wav.scp lists, in its order; a line whose header does not read is named by file and line in
+    warnings, and kept as a Recording that says why (the utterances that draw it go without: drawn among all the
+    lines, the noise of every other utterance is the same where another process reads it). ValueError where none
+    reads (key: the config key or option that named the file)."""
+    recordings = []
     for line in read_table(wav_scp).values():
         why = "a piped command: list files (write its output to one first)" if line.value.endswith("|") else ""
         if not why:
@@ -47,13 +52,14 @@ def read_recordings(wav_scp: str, key: str, warnings: list[str]) -> list[Recordi
                 continue
             except (AudioError, OSError) as error:
                 why = f"cannot read {line.value} ({error})"
-        warnings.append(f"{line.where}: left out of {key}: {why}")
-        bad += 1
-    if not recordings:
+        warnings.append(f"{line.where}: {key}: {why}; the utterances that draw it go without")
+        recordings.append(Recording(line.value, 0, 0, f"{line.where}: {why}"))
+    bad = sum(bool(r.unreadable) for r in recordings)
+    if bad == len(recordings):
         raise ValueError(f"{key} {wav_scp}: no recording it lists can be read"
                          + (f": {'; '.join(warnings[-3:])}" if bad else " (it is empty)"))
     if bad:
-        warnings.append(f"{key}: {bad} of {bad + len(recordings)} recordings left out (named above)")
+        warnings.append(f"{key}: {bad} of {len(recordings)} recordings cannot be read (named above)")
     return recordings
 
 
@@ -68,22 +74,25 @@ def training_augmenter(config) -> Augmenter | None:
 
 class RecordingCache:
     """Recordings decoded (mono, at their own rate), the most recently used kept within a budget: an utterance's
-    noise cut from memory is the same as cut from the file, only sooner (an Ogg Opus seek decodes its way there)."""
+    noise cut from memory is the same as cut from the file, only sooner (an Ogg Opus seek decodes its way there).
+    A file is known by its path and what stat says of it: one written again since is decoded again."""
 
     def __init__(self, megabytes: int):
         self.budget, self.size = megabytes * 2**20, 0
-        self.held: OrderedDict[str, torch.Tensor] = OrderedDict()
+        self.held: OrderedDict[tuple, torch.Tensor] = OrderedDict()
 
     def holds(self, recording: Recording) -> bool:
         """Whether the recording fits the budget: cut from memory (decoded whole the first time)."""
         return 4 * recording.samples <= self.budget
 
     def get(self, path: str) -> torch.Tensor:
-        if path in self.held:
-            self.held.move_to_end(path)
-            return self.held[path]
+        status = os.stat(path)
+        key = path, status.st_size, status.st_mtime_ns, status.st_ino
+        if key in self.held:
+            self.held.move_to_end(key)
+            return self.held[key]
         waveform = to_mono(load_audio(path)[0])
-        self.held[path] = waveform
+        self.held[key] = waveform
         self.size += 4 * waveform.shape[0]
         while self.size > self.budget:
             self.size -= 4 * self.held.popitem(last=False)[1].shape[0]
@@ -103,7 +112,8 @@ class Augmenter:
         self.warnings: list[str] = []
         self.noises = read_recordings(noise.wav_scp, keys[0], self.warnings) if noise else []
         self.rooms = read_recordings(reverb.wav_scp, keys[1], self.warnings) if reverb else []
-        self.unreadable: set[str] = set()  # recordings gone since, named once
+        # recordings gone since, named once (those whose lines did not read were named with the lines)
+        self.unreadable: set[str] = {r.unreadable for r in self.noises + self.rooms if r.unreadable}
         self.noise_cache = RecordingCache(noise.cache_mb if noise else 0)
         self.room_cache = RecordingCache(reverb.cache_mb if reverb else 0)
 
@@ -136,8 +146,10 @@ class Augmenter:
             with self.named_if_unreadable("data.noise.wav_scp", done):
                 noise = sum(unit_power(self.noise_segment(self.noises[i], waveform.shape[0], generator))
                             for i in picks)
-                waveform = add_at_snr(waveform, noise, snr)
-                done.append("noise")
+                noisy = add_at_snr(waveform, noise, snr)
+                if noisy is not waveform:  # (silent noise, or speech: nothing added)
+                    waveform = noisy
+                    done.append("noise")
         return waveform, done
 
     @contextlib.contextmanager
@@ -156,7 +168,10 @@ class Augmenter:
     def recording(self, recording: Recording, cache: RecordingCache, first: int = 0, end: int | None = None
                   ) -> torch.Tensor:
         """The recording's samples [first, end) of its own rate (all of it by default), mono at the pipeline's
-        rate: cut from the cache where it fits there, else read from the file."""
+        rate: cut from the cache where it fits there, else read from the file (AudioError: one whose list line
+        did not read)."""
+        if recording.unreadable:
+            raise AudioError(recording.unreadable)
         if cache.holds(recording):
             samples = cache.get(recording.path)[first:end]
         else:
@@ -190,7 +205,8 @@ def unit_power(signal: torch.Tensor) -> torch.Tensor:
 
 
 def add_at_snr(signal: torch.Tensor, noise: torch.Tensor, snr_db: float) -> torch.Tensor:
-    """signal + noise scaled so that signal's power over the noise's is snr_db (either silent: signal as it is)."""
+    """signal + noise scaled so that signal's power over the noise's is snr_db (either silent: signal itself, the
+    same tensor)."""
     signal_power, noise_power = power(signal), power(noise)
     if signal_power == 0 or noise_power == 0:
         return signal

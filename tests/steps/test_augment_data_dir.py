@@ -59,6 +59,18 @@ def test_a_noisy_copy_is_a_valid_dir_at_the_snr_asked_for_and_the_same_again(tes
     copies = table(tmp_path / "again" / "wav.scp")
     for key, path in noisy_wav.items():  # each utterance's draws from its own id and --seed
         assert np.array_equal(soundfile.read(path)[0], soundfile.read(copies[key])[0])
+    # a negative --snr as written ('-5,5' was taken for an option), and another prefix's copy other noise (it was
+    # the same: two copies combined held each utterance's noise twice)
+    negative = run_tool(sys.executable, STEPS / "augment_data_dir.py", "--noise-scp", noise, "--snr", "-5,5", data,
+                        tmp_path / "negative")
+    assert negative.returncode == 0 and "with noise at -5-5 dB" in negative.stdout, negative.stderr
+    other = run_tool(sys.executable, STEPS / "augment_data_dir.py", *args[:4], "--utt-prefix", "other-", data,
+                     tmp_path / "other")
+    assert other.returncode == 0, other.stderr
+    others = table(tmp_path / "other" / "wav.scp")
+    for key in clean_wav:
+        copies = (soundfile.read(noisy_wav[f"noise-{key}"])[0], soundfile.read(others[f"other-{key}"])[0])
+        assert not np.array_equal(*copies), key
 
 
 def test_segments_a_room_and_an_unreadable_recording(test_data, tmp_path):
