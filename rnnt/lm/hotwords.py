@@ -94,7 +94,7 @@ class HotwordGraph:
         if to is None:  # broken
             to = self._fallback(at, unit, first, last)
             cut = self.nodes[at].depth + 1 - self.nodes[to].depth  # the units it leaves behind
-            if first > cut:  # the bank's phrase within the new match: the match goes on, one unit shorter
+            if first > cut:  # the bank's phrase within the new match: the match goes on from the suffix
                 first, last = first - cut, last - cut
             else:  # the bank kept, the rest taken back, a new match
                 base, banked, first, last = base - banked, 0.0, 0, 0
@@ -121,7 +121,7 @@ class HotwordGraph:
                 return 0
             back = self.nodes[back].fail
 
-    def end(self, state: tuple[int, float]) -> float:
+    def end(self, state: tuple[int, float, int, int]) -> float:
         """What a hypothesis ending in `state` adds: its end is a boundary (which may complete a phrase), then
         what is left incomplete is taken back (but the bank)."""
         added = 0.0
