@@ -3,11 +3,12 @@
 
 Each shard holds --utts-per-shard utterances as consecutive members <key>.txt and <key>.<ext>.
 Shards are written in parallel (--nj), each under a temporary name renamed when complete; a rerun of the
-same plan (settings, names and utterances, recorded in <shard_dir>/.make_shards.json) reuses the complete shards and
-redoes the rest, and those that left an utterance out (its audio unreadable then: <shard>.tar.skipped lists
-them); shards of another plan, or with no record, are refused unless --replace. Bad audio, and whatever
-cannot be paired (audio without transcript, transcript without audio, a malformed segment, a repeated key), is
-skipped, named and counted. <shard_dir>/SHA256SUMS holds each shard's SHA-256 (rnnt.data.shard_digests): a
+same plan (settings, names and utterances, recorded in <shard_dir>/.make_shards.json) reuses the complete
+shards and redoes the rest, those that left an utterance out (its audio unreadable then: <shard>.tar.skipped
+lists them) and those whose content is not what SHA256SUMS records (emptied, cut short: named); shards of
+another plan, or with no record, are refused unless --replace. Bad audio, and whatever cannot be paired
+(audio without transcript, transcript without audio, a malformed segment, a repeated key), is skipped, named
+and counted. <shard_dir>/SHA256SUMS holds each shard's SHA-256 (rnnt.data.shard_digests): a
 training knows its shards by them wherever they are copied.
 """
 
@@ -23,7 +24,7 @@ from rnnt.progress_bar import progress
 
 from rnnt.atomic_write import write_atomically
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
-from rnnt.data.shard_digests import read_digests, shard_digest, write_digests
+from rnnt.data.shard_digests import DIGESTS, read_digests, shard_digest, write_digests
 from rnnt.datadir.utterances import read_utterances
 from rnnt.prep.shard_writer import FORMATS, AudioOptions, ShardItem, skipped_path, write_shard
 
@@ -149,6 +150,20 @@ def write_shards(jobs: list, nj: int) -> tuple[int, float, list[str], dict[str, 
     return written, seconds, skipped, digests
 
 
+def whole_shard(path: str, recorded: dict[str, str]) -> bool:
+    """A shard a run before wrote whole: there, with no utterance left out, and its content the SHA-256 that
+    SHA256SUMS records (one it does not list, from before digests were kept, taken as whole); one that is not
+    (emptied, cut short by a copy) is named, to be written again."""
+    if not os.path.isfile(path) or os.path.exists(skipped_path(path)):
+        return False
+    want = recorded.get(os.path.basename(path))
+    if want is None or shard_digest(path) == want:
+        return True
+    print(f"make_shards.py: {path}: not the shard written there (its SHA-256 is not the one {DIGESTS} records); "
+          "written again", file=sys.stderr)
+    return False
+
+
 def write_recorded_shards(shard_dir: str, paths: list[str], jobs: list, nj: int) -> tuple[int, float, list[str]]:
     """write_shards, with shard_dir's SHA256SUMS true throughout: the lines of the shards to be written again
     taken out before, and every shard's in after (a reused one's not yet there, from a run before digests were
@@ -207,8 +222,9 @@ def main() -> str:
     n = args.utts_per_shard
     paths = [os.path.abspath(os.path.join(args.shard_dir, f"{args.prefix}_{i:06d}.tar"))
              for i in range((len(items) + n - 1) // n)]
-    jobs = [(path, items[i * n:(i + 1) * n], options) for i, path in enumerate(paths)
-            if not os.path.isfile(path) or os.path.exists(skipped_path(path))]
+    recorded = read_digests(args.shard_dir)
+    jobs = [(path, items[i * n:(i + 1) * n], options) for i, path in
+            enumerate(progress(paths, desc="check shards", unit="shard")) if not whole_shard(path, recorded)]
     written, seconds, skipped = write_recorded_shards(args.shard_dir, paths, jobs, args.nj)
     for reason in skipped:
         print(f"make_shards.py: skipped {reason}", file=sys.stderr)

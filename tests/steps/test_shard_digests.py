@@ -64,6 +64,26 @@ def test_sha256sum_checks_the_shards_and_a_copy_elsewhere_or_touched_is_the_same
     assert list_fingerprint(str(moved)) == list_fingerprint(str(moved), by_content=False)
 
 
+def test_a_shard_emptied_or_cut_short_since_is_written_again(test_data, tmp_path):
+    """A shard there counted as complete whatever it held: emptied or cut short (a copy that failed), its
+    utterances were lost to every training after, and SHA256SUMS kept the digest of before."""
+    data = prep("librispeech", test_data, tmp_path)
+    make = [sys.executable, STEPS / "make_shards.py", "--utts-per-shard", "2", data, tmp_path / "sh",
+            tmp_path / "data.list"]
+    assert run_tool(*make).returncode == 0
+    shards = sorted((tmp_path / "sh").glob("*.tar"))
+    whole = [shard.read_bytes() for shard in shards]
+    shards[1].write_bytes(b"")
+    shards[2].write_bytes(whole[2][:len(whole[2]) // 2])
+    again = run_tool(*make)
+    assert again.returncode == 0 and "3 shards (1 already complete); this run wrote 3 utterances" in again.stdout
+    for shard in shards[1:]:
+        assert f"{shard}: not the shard written there (its SHA-256 is not the one SHA256SUMS records)" in again.stderr
+    assert [shard.read_bytes() for shard in shards] == whole
+    check = sha256sum_check(tmp_path / "sh")
+    assert check.returncode == 0 and check.stdout.count(": OK") == 3, check.stdout + check.stderr
+
+
 KILLER = """#!/bin/sh
 # kills the make_shards.py that ran it (through sh -c): a run stopped after it wrote a shard again, before it
 # recorded the shards
