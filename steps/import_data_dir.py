@@ -1,19 +1,20 @@
 #!/usr/bin/env python3
 """Copy a Kaldi data dir of your own into a recipe as its stages want it.
 
-The tables are copied (utils/copy_data_dir.sh's copy: sorted, a file of an earlier copy that the source lacks
-moved to <dest>/.backup), repaired (utils/fix_data_dir.sh: an utterance missing from a table it needs is
-dropped and named in <dest>/.backup/dropped_utterances), given utt2dur where the source has none
+The tables are copied (utils/copy_data_dir.sh's copy: sorted, a file of an earlier copy that the source lacks moved
+to <dest>/.backup), repaired (utils/fix_data_dir.sh: an utterance missing from a table it needs is dropped and named
+in <dest>/.backup/dropped_utterances), given utt2dur where the source has none of every utterance, each a duration
 (utils/get_utt2dur.sh: a recording that cannot be read is named by its line in the source's wav.scp and its
-utterances dropped; fewer than half of them readable is refused, as Kaldi's) and validated by Kaldi's rules. An
-empty transcript is kept (trained as saying nothing) and named by its line. wav.scp may name files soundfile reads
-or commands ending in '|' (run from here); segments cut recordings as Kaldi's extract-segments does, a recording's
-command run once for all its segments. A relative path that names no file from here is taken from the
-source dir or a folder above it (a Kaldi recipe's s5 folder, a corpus's root) and written absolute. Features
-(feats.scp) are not used: the recipes compute their own. Where utt2spk sorted by utterance is not sorted by speaker
-too (Kaldi's rule), each utterance id that does not start with its speaker's is given it as a prefix
-('<speaker>-<utterance>'; utt2uniq maps them back). Exit status 0, or 1 with the problem named: no
-utterance left, fewer than half readable, or a copy Kaldi's rules refuse.
+utterances dropped; fewer than half of them readable is refused, as Kaldi's) and validated by Kaldi's rules; a
+transcript they refuse (not UTF-8, a control character) is named by its line and its utterance dropped. An empty
+transcript is kept (trained as saying nothing) and named by its line. wav.scp may name files soundfile reads or
+commands ending in '|' (run from here); segments cut recordings as Kaldi's extract-segments does, a recording's
+command run once for all its segments. A relative path that names no file from here is taken from the source dir or
+a folder above it (a Kaldi recipe's s5 folder, a corpus's root) and written absolute. Features (feats.scp) are not
+used: the recipes compute their own. Where utt2spk sorted by utterance is not sorted by speaker too (Kaldi's rule),
+each utterance id that does not start with its speaker's is given it as a prefix ('<speaker>-<utterance>'; utt2uniq
+maps them back). Exit status 0, or 1 with the problem named: no utterance left, fewer than half readable, or a copy
+Kaldi's rules refuse.
 """
 
 import os
@@ -23,10 +24,10 @@ from collections import Counter
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.counting import counted
 from rnnt.datadir.copy_dir import copy_data_dir
-from rnnt.datadir.durations import write_utt2dur
+from rnnt.datadir.durations import complete_utt2dur, write_utt2dur
 from rnnt.datadir.fix import DROPPED, fix_data_dir, reasons
 from rnnt.datadir.table import KEEP_BYTES, lines_named_from, read_lines, read_table, write_table
-from rnnt.datadir.table_rules import speaker_sort_key
+from rnnt.datadir.table_rules import speaker_sort_key, transcript_problems
 from rnnt.datadir.validate import validate_data_dir
 
 
@@ -108,7 +109,25 @@ def measure_durations(src: str, dest: str, nj: int, original: dict[str, str]) ->
                         "fewer than half, which Kaldi's get_utt2dur.sh refuses too; a command's program missing, or "
                         "paths relative to another folder?")
     measured = read_table(os.path.join(dest, "utt2dur"))
-    return f"utt2dur of {written} utterances measured, {len(problems)} left out; ", utterances - set(measured)
+    segments = os.path.join(dest, "segments")  # (an utterance with no line there, or in wav.scp, has no audio)
+    sourced = read_table(segments if os.path.isfile(segments) else os.path.join(dest, "wav.scp"), [], KEEP_BYTES)
+    return (f"utt2dur of {written} utterances measured, {len(problems)} left out; ",
+            utterances & set(sourced) - set(measured))
+
+
+def refused_transcripts(src: str, dest: str, original: dict[str, str]) -> set[str]:
+    """Takes out of dest's text each transcript Kaldi's text rules refuse (bytes that are not UTF-8, a control
+    character, <s>), naming it by its line in src; returns their utterances, which the fix then drops (the whole
+    import was refused for one)."""
+    path = os.path.join(dest, "text")
+    text = read_table(path, errors=KEEP_BYTES)
+    refused = {key: found[0] for key, line in text.items() if (found := transcript_problems(line.value))}
+    where = lines_named_from(src, text, "text", original)
+    for key, (problem, fix, _) in sorted(refused.items()):
+        print(f"import_data_dir.py: {where[key]}: {key}: {problem}; dropped ({fix})", file=sys.stderr)
+    if refused:
+        write_table(path, ((key, line.value) for key, line in text.items() if key not in refused))
+    return set(refused)
 
 
 def empty_transcripts(src: str, dest: str, original: dict[str, str]) -> int:
@@ -140,16 +159,18 @@ def import_data_dir(src: str, dest: str, nj: int) -> str:
     if prefixed:
         measured += (f"{counted(len(prefixed), 'utterance id')} prefixed with the speaker's, as Kaldi's order rule "
                      "wants (utt2uniq maps them back); ")
-    if not os.path.isfile(os.path.join(dest, "utt2dur")):  # before the fix, which drops what it leaves out
+    if not complete_utt2dur(dest):  # before the fix, which drops what it leaves out
         account, unread = measure_durations(src, dest, nj, original)
         measured += account
+    refused = refused_transcripts(src, dest, original)
     try:
         _, _, dropped = fix_data_dir(dest)
     except ValueError as error:  # (the fix's "nothing changed" is of the copy, not a word on the import)
         raise ToolError(f"{src}: its copy {dest} cannot be repaired: {str(error).removesuffix('; nothing changed')}"
                         f"; {src} is as it was") from None
     for utterances, why in ((left_out, "left out of the copy (named above)"),
-                            (unread, "no duration: audio unreadable or a bad segment (named above)")):
+                            (unread, "no duration: audio unreadable or a bad segment (named above)"),
+                            (refused, "a transcript Kaldi's rules refuse (named above)")):
         if utterances:
             record_dropped(dest, utterances, why, dropped)
     empty = empty_transcripts(src, dest, original)

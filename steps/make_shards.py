@@ -150,6 +150,13 @@ def write_shards(jobs: list, nj: int) -> tuple[int, float, list[str], dict[str, 
     return written, seconds, skipped, digests
 
 
+def shards_to_write(shard_dir: str, paths: list[str], contents: list[list[ShardItem]], options: AudioOptions) -> list:
+    """The jobs of write_shards: each shard of paths (its items in contents) that is not whole_shard."""
+    recorded = read_digests(shard_dir)
+    return [(path, items, options) for path, items in zip(progress(paths, desc="check shards", unit="shard"), contents)
+            if not whole_shard(path, recorded)]
+
+
 def whole_shard(path: str, recorded: dict[str, str]) -> bool:
     """A shard a run before wrote whole: there, with no utterance left out, and its content the SHA-256 that
     SHA256SUMS records (one it does not list, from before digests were kept, taken as whole); one that is not
@@ -222,9 +229,7 @@ def main() -> str:
     n = args.utts_per_shard
     paths = [os.path.abspath(os.path.join(args.shard_dir, f"{args.prefix}_{i:06d}.tar"))
              for i in range((len(items) + n - 1) // n)]
-    recorded = read_digests(args.shard_dir)
-    jobs = [(path, items[i * n:(i + 1) * n], options) for i, path in
-            enumerate(progress(paths, desc="check shards", unit="shard")) if not whole_shard(path, recorded)]
+    jobs = shards_to_write(args.shard_dir, paths, [items[i:i + n] for i in range(0, len(items), n)], options)
     written, seconds, skipped = write_recorded_shards(args.shard_dir, paths, jobs, args.nj)
     for reason in skipped:
         print(f"make_shards.py: skipped {reason}", file=sys.stderr)

@@ -20,8 +20,8 @@ from multiprocessing import Pool
 
 from rnnt.cli import at_least, tool_parser
 from rnnt.counting import counted
-from rnnt.datadir.table import kaldi_fields, lines_named_from, read_table, write_table
-from rnnt.datadir.values import segment_problem
+from rnnt.datadir.table import KEEP_BYTES, kaldi_fields, lines_named_from, read_table, write_table
+from rnnt.datadir.values import is_positive_number, segment_problem
 from rnnt.progress_bar import progress
 
 
@@ -53,15 +53,16 @@ def utterance_durations(data_dir: str, nj: int = 1, named_from: str | None = Non
     """utt -> seconds for every utterance whose duration is known, and a message for each left out (naming its
     line in named_from's tables where given, original naming the utterances a copy renamed: lines_named_from)."""
     segments_path, wav_path = os.path.join(data_dir, "segments"), os.path.join(data_dir, "wav.scp")
-    segments = read_table(segments_path) if os.path.isfile(segments_path) else None
+    problems: list[str] = []  # (a line of a file name that is not UTF-8 read as it is: a copy keeps it, as its file)
+    segments = read_table(segments_path, problems, KEEP_BYTES) if os.path.isfile(segments_path) else None
     # segments alone give their utterances' lengths but those that end at the recording's end (-1), as Kaldi's
     wav_given = segments is None or os.path.isfile(wav_path)
-    wav = read_table(wav_path) if wav_given else {}
+    wav = read_table(wav_path, problems, KEEP_BYTES) if wav_given else {}
     wav_where = lines_named_from(named_from, wav, "wav.scp", original if segments is None else None)
     segment_where = lines_named_from(named_from, segments, "segments", original) if segments is not None else {}
     spans = ({utt: kaldi_fields(line.value) for utt, line in segments.items()} if segments is not None
              else {recording: [recording, "0", "-1"] for recording in wav})
-    durations, problems, waiting = {}, [], {}  # waiting: utt -> (recording, start) of those its recording decides
+    durations, waiting = {}, {}  # waiting: utt -> (recording, start) of those its recording decides
     for utt, fields in spans.items():
         why = "not '<recording> <start> <end>'" if len(fields) != 3 else segment_problem(*fields[1:])
         timed = not why and segments is not None and float(fields[2]) > float(fields[1])
@@ -113,11 +114,14 @@ def seconds_text(seconds: float) -> str:
 
 
 def complete_utt2dur(data_dir: str) -> bool:
-    """Whether data_dir's utt2dur has a line for each utterance of utt2spk and no other (then it is kept, as Kaldi's
-    keeps one of utt2spk's length; an empty or partial one, a run's that left recordings out, is made again)."""
+    """Whether data_dir's utt2dur has a line for each utterance of utt2spk and no other, each a positive number of
+    seconds (then it is kept, as Kaldi's keeps one of utt2spk's length; an empty or partial one, a run's that left
+    recordings out, or one with a value that is no duration, is made again)."""
     try:
-        return set(read_table(os.path.join(data_dir, "utt2dur"), [])) == set(
-            read_table(os.path.join(data_dir, "utt2spk"), []))
+        utt2dur = read_table(os.path.join(data_dir, "utt2dur"), [])
+        return set(utt2dur) == set(read_table(os.path.join(data_dir, "utt2spk"), [])) and all(
+            len(fields := kaldi_fields(line.value)) == 1 and is_positive_number(fields[0])
+            for line in utt2dur.values())
     except OSError:
         return False
 

@@ -53,6 +53,25 @@ def test_utt2dur_of_files_pipes_and_headers_without_a_length(librispeech_dir, tm
     assert durations(librispeech_dir / "utt2dur") == pytest.approx({**expected, "zz": 1.5}, abs=0.002)
 
 
+def test_a_file_name_that_is_not_utf8_is_measured_and_a_repeated_key_counted(librispeech_dir, tmp_path):
+    """A Latin-1 file name (a real file, which the copying tools keep and make_shards packs) was left out of utt2dur
+    (its utterance dropped by import_data_dir.py), and the summary said '0 left out'."""
+    expected = durations(librispeech_dir / "utt2dur")
+    (librispeech_dir / "utt2dur").unlink()
+    lines = (librispeech_dir / "wav.scp").read_bytes().splitlines()
+    key, path = lines[0].split()
+    latin = os.path.join(os.fsencode(tmp_path), b"caf\xe9.flac")
+    with open(path, "rb") as f, open(latin, "wb") as g:
+        g.write(f.read())
+    lines[0] = key + b" " + latin
+    lines.append(lines[1])  # a key twice: the second line left out, and counted
+    (librispeech_dir / "wav.scp").write_bytes(b"\n".join(lines) + b"\n")
+    out = run_tool(UTILS / "get_utt2dur.sh", librispeech_dir)
+    assert out.returncode == 0 and out.stdout.endswith("; 1 left out\n"), out.stdout + out.stderr
+    assert f"wav.scp:{len(lines)}: {lines[1].split()[0].decode()}: repeats the key of line 2" in out.stderr
+    assert durations(librispeech_dir / "utt2dur") == pytest.approx(expected, abs=0.002)
+
+
 def test_segments_take_their_times_and_an_end_of_minus_one_its_recording(librispeech_dir):
     (librispeech_dir / "utt2dur").unlink()
     recordings = [line.split() for line in (librispeech_dir / "wav.scp").read_text().splitlines()]
@@ -162,6 +181,41 @@ def test_an_empty_transcript_is_kept_and_named_by_its_line_in_the_source(librisp
         "trained as saying nothing" in out.stderr, out.stderr
     assert "; 1 with an empty transcript (named above); nothing dropped" in out.stdout, out.stdout
     assert silent in keys(dest / "text")
+
+
+def test_a_transcript_kaldis_rules_refuse_drops_its_utterance_not_the_import(librispeech_dir, tmp_path):
+    """A transcript in Latin-1, or with a NUL: the whole import was refused, the copy's line named."""
+    lines = (librispeech_dir / "text").read_bytes().splitlines()
+    latin, nul = lines[2].split()[0].decode(), lines[4].split()[0].decode()
+    lines[2] += b" CAF\xc9"
+    lines[4] += b"\x00"
+    (librispeech_dir / "text").write_bytes(b"\n".join(lines) + b"\n")
+    dest = tmp_path / "data" / "train"
+    out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, dest)
+    assert out.returncode == 0, out.stderr
+    assert f"{librispeech_dir}/text:3: {latin}: non-printable character U+FFFD (invalid UTF-8); dropped" in out.stderr
+    assert f"{librispeech_dir}/text:5: {nul}: non-printable character U+0000; dropped" in out.stderr
+    assert out.stdout.endswith("; 2 a transcript Kaldi's rules refuse (named above)\n"), out.stdout
+    assert latin not in keys(dest / "text") and nul not in keys(dest / "utt2spk")
+    assert_valid(dest)
+
+
+def test_a_source_utt2dur_without_a_duration_of_each_is_measured_again(librispeech_dir, tmp_path):
+    """An utt2dur line missing, or one whose value is no duration: their utterances were dropped, the audio good."""
+    expected = durations(librispeech_dir / "utt2dur")
+    lines = (librispeech_dir / "utt2dur").read_text().splitlines()
+    lines[1] = lines[1].split()[0] + " x"
+    del lines[3]
+    (librispeech_dir / "utt2dur").write_text("\n".join(lines) + "\n")
+    wav = (librispeech_dir / "wav.scp").read_text().splitlines()
+    unsourced = wav.pop(5).split()[0]  # no audio: dropped as such, not as audio that could not be read
+    (librispeech_dir / "wav.scp").write_text("\n".join(wav) + "\n")
+    dest = tmp_path / "data" / "train"
+    out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, dest)
+    assert out.returncode == 0, out.stderr
+    assert f"{len(expected) - 1} of {len(expected)} utterances" in out.stdout and "no duration" not in out.stdout
+    assert durations(dest / "utt2dur") == pytest.approx({k: v for k, v in expected.items() if k != unsourced},
+                                                        abs=1e-3)
 
 
 def test_relative_paths_are_found_from_the_source_dir_or_a_folder_above_it(librispeech_dir, tmp_path):
