@@ -22,12 +22,14 @@ import soundfile
 import torch
 
 from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.counting import counted
 from rnnt.data.audio import AudioError, load_audio, to_mono
 from rnnt.data.noise import Augmenter
 from rnnt.data.noise_config import NoiseConfig, ReverbConfig, check_noise_configs
 from rnnt.datadir.copy_dir import copy_data_dir
 from rnnt.datadir.fix import fix_data_dir, reasons
 from rnnt.datadir.table import write_table
+from rnnt.datadir.table_rules import transcript_problems
 from rnnt.datadir.utterances import read_utterances
 from rnnt.datadir.validate import validate_data_dir
 from rnnt.prep.shard_writer import BadAudio, read_source
@@ -99,7 +101,11 @@ def copy_tables(args) -> str:
 
 def augmented_copy(args) -> str:
     """Writes dest; returns the summary line's account of it."""
-    utterances, _ = read_utterances(args.src)  # what cannot be paired: fix_data_dir drops it from the copy below
+    utterances, skipped = read_utterances(args.src)  # what cannot be paired: fix_data_dir drops it from the copy
+    skipped += [f"{u.where}: {u.key}: {found[0][0]}" for u in utterances if (found := transcript_problems(u.text))]
+    utterances = [u for u in utterances if not transcript_problems(u.text)]  # (the copy Kaldi's rules refused)
+    for message in skipped:
+        print(f"augment_data_dir.py: left out {message}", file=sys.stderr)
     if not utterances:
         raise ToolError(f"{args.src}: no utterance with both audio and a transcript")
     augmenter = Augmenter(args.noise, args.reverb, 0, ("--noise-scp", "--reverb-scp"))  # before anything is written
@@ -131,16 +137,18 @@ def augmented_copy(args) -> str:
         raise ToolError(f"{args.src}: none of its recordings could be read (named above)")
     write_table(os.path.join(args.dest, "wav.scp"), wav.items())
     write_table(os.path.join(args.dest, "utt2dur"), durations.items())
-    before, after, dropped = fix_data_dir(args.dest)
+    _, after, dropped = fix_data_dir(args.dest)
+    del dropped["not in utt2dur"]  # the utterances given no audio: each named above, unreadable or left out
     problems = validate_data_dir(args.dest, no_feats=True)
     if problems:
         raise ToolError(f"{args.dest}: the copy is not valid by Kaldi's rules:\n" + "\n".join(problems))
     unreadable = sum(n for kind, n in done.items() if kind.startswith("unreadable"))
-    return (f"{after} of {len(utterances)} utterances, {done['noise']} with noise"
+    return (f"{after} of {counted(len(utterances) + len(skipped), 'utterance')}, {done['noise']} with noise"
             + (f" at {args.snr[0]:g}-{args.snr[1]:g} dB" if args.noise else "") + f", {done['reverb']} reverberated; "
             f"{scaled} scaled down not to clip; {left_out} unreadable left out"
+            + (f"; {len(skipped)} left out of the source's tables (named above)" if skipped else "")
             + (f"; {unreadable} without a noise or room recording that could not be read" if unreadable else "")
-            + (f"; {reasons(dropped)}" if before != after else ""))
+            + (f"; {reasons(dropped)}" if reasons(dropped) else ""))
 
 
 def main() -> str:

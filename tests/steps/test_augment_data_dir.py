@@ -116,3 +116,26 @@ def test_segments_a_room_and_an_unreadable_recording(test_data, tmp_path):
     backwards = run_tool(sys.executable, STEPS / "augment_data_dir.py", "--noise-scp", tmp_path / "rooms.scp",
                          "--snr", "20,10", data, tmp_path / "x")
     assert backwards.returncode == 2 and "--snr is [low, high] in dB, low <= high" in backwards.stderr
+
+
+def test_a_transcript_kaldis_rules_refuse_or_without_audio_is_named_and_counted(test_data, tmp_path):
+    """A transcript with a NUL made the copy invalid (exit 1, after all the audio was written); one without audio
+    was dropped unnamed, the summary's total leaving it out."""
+    data = librispeech_dir(test_data, tmp_path)
+    lines = (data / "text").read_bytes().splitlines()
+    nul = lines[1].split()[0].decode()
+    lines[1] += b"\x00"
+    (data / "text").write_bytes(b"\n".join(lines + [b"ghost A WORD"]) + b"\n")
+    speaker = (data / "utt2spk").read_text().split()[1]
+    with open(data / "utt2spk", "a") as f:
+        f.write(f"ghost {speaker}\n")
+    out = run_tool(sys.executable, STEPS / "augment_data_dir.py", "--noise-scp", babble(test_data, tmp_path), data,
+                   tmp_path / "noisy")
+    assert out.returncode == 0, out.stderr
+    assert f"left out {data / 'text'}:2: {nul}: non-printable character U+0000" in out.stderr
+    assert f"left out {data / 'text'}:{len(lines) + 1}: ghost: no audio in wav.scp" in out.stderr
+    n = len(lines) + 1
+    assert f"{n - 2} of {n} utterances" in out.stdout and out.stdout.endswith(
+        "; 2 left out of the source's tables (named above)\n"), out.stdout
+    assert nul not in table(tmp_path / "noisy" / "text")
+    assert run_tool(ROOT / "utils" / "validate_data_dir.sh", "--no-feats", tmp_path / "noisy").returncode == 0
