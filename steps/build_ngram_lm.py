@@ -8,15 +8,49 @@ through a lexicon of the units (character or phone units: rnnt.lm.lexicon_search
 """
 
 import os
+import sys
 from collections import Counter
 
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.counting import counted
-from rnnt.data.tokenizer import BLANK, UNK, Tokenizer
+from rnnt.data.tokenizer import BLANK, SPACE, UNK, Tokenizer
 from rnnt.datadir.table import kaldi_fields, read_counting_left_out
 from rnnt.lm.fusion import OVER
 from rnnt.lm.arpa import write_arpa
 from rnnt.lm.kneser_ney import BOS, EOS, estimate
+
+
+SHOWN = 5  # transcripts named for what the model's units cannot spell
+
+
+def spellable(tokenizer: Tokenizer, word: str) -> bool:
+    """Whether the lexicon search can spell a word of a word LM in the model's units (characters all units, or a
+    pronunciation in the lexicon)."""
+    return word in tokenizer.lexicon if tokenizer.kind == "phone" else all(c in tokenizer.units for c in word)
+
+
+def unknown_account(tokenizer: Tokenizer, over: str, keys: list[str], sentences: list[list[str]], lines: dict,
+                    lang_dir: str) -> str:
+    """Names (on standard error) the first transcripts holding what the model's units cannot spell (a unit LM's
+    <unk>, a word LM's word the lexicon search never reaches: a lowercase text against uppercase units) and returns
+    the summary's account of them ('' for none); ToolError where that is everything."""
+    unknown = [[word for word in words if (word == UNK if over == "units" else not spellable(tokenizer, word))]
+               for words in sentences]
+    holding = [(key, found) for key, found in zip(keys, unknown) if found]
+    for key, found in holding[:SHOWN]:
+        print(f"build_ngram_lm.py: {lines[key].where}: {key}: " + (
+            f"{len(found)} pieces {lang_dir} has no unit for (<unk> in the LM)" if over == "units" else
+            f"{' '.join(found[:3])}: no spelling in {lang_dir}'s units"), file=sys.stderr)
+    if not holding:
+        return ""
+    total = sum(word != SPACE for words in sentences for word in words)  # (a boundary spells no word)
+    missing = sum(map(len, unknown))
+    what = "units <unk>" if over == "units" else "words the units cannot spell"
+    if missing == total:
+        raise ToolError(f"{lang_dir}: its units spell none of the text's {total} {over} (the units of another text: "
+                        "its case, its script?)")
+    return (f"; {len(holding)} transcripts hold {what} ({missing} of {total}; the first {min(SHOWN, len(holding))}"
+            " named above)")
 
 
 def main() -> str:
@@ -52,7 +86,9 @@ def main() -> str:
         [symbol for symbol in tokenizer.units if symbol not in (BLANK, BOS, EOS)]
     if not any(sentences):  # an LM of '<s> </s>' alone, which favours saying nothing
         raise ToolError(f"{text_path}: its {len(sentences)} transcripts hold no {args.over} to train the LM on")
-    model = estimate(sentences, args.order, vocabulary)
+    unknown = unknown_account(tokenizer, args.over, sorted(transcripts), sentences, transcripts, args.lang_dir)
+    # (no n-gram is longer than a sentence and its markers: --order 10000000 took 22 s and 2 GB for a 10-gram)
+    model = estimate(sentences, min(args.order, max(map(len, sentences)) + 2), vocabulary)
     try:
         os.makedirs(os.path.dirname(os.path.abspath(args.arpa)), exist_ok=True)
         write_arpa(model, args.arpa)
@@ -65,7 +101,8 @@ def main() -> str:
     return (f"{args.arpa}: {order}-gram{longest} over {counted(len(vocabulary), word)} from "
             f"{counted(len(sentences), 'transcript')} of {text_path} ({counted(sum(map(len, sentences)), word)}); "
             f"n-grams per order: {' '.join(str(per_order[k]) for k in range(1, order + 1))}"
-            + (f"; {markers} sentence markers ({BOS}, {EOS}) in the text left out" if markers else "") + left_out)
+            + (f"; {markers} sentence markers ({BOS}, {EOS}) in the text left out" if markers else "") + unknown
+            + left_out)
 
 
 if __name__ == "__main__":
