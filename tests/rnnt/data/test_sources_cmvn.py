@@ -106,6 +106,22 @@ def test_compute_cmvn_stats_kaldi_matrix_and_json(test_data, tmp_path):
         assert str(error.value).startswith(f"{path}: CMVN stats of other features: {differ}; recompute them")
 
 
+def test_compute_cmvn_stats_refuses_bins_of_nothing_counts_what_the_list_skips_and_names_an_unwritable_out(
+        test_data, tmp_path):
+    """1000 bins at 8 kHz wrote a deviation of 1.7e-07 for the empty ones (exit 0); a list line skipped ended
+    'skipped 0'; an output that is a folder was a traceback."""
+    tool = ROOT / "steps" / "compute_cmvn_stats.py"
+    _, raw_list = shards_of(test_data, tmp_path)
+    out = run_tool(sys.executable, tool, "--num-mel-bins", "1000", "--sample-rate", "8000", raw_list, tmp_path / "c")
+    assert out.returncode == 2 and "--num-mel-bins 1000 is too many for the kaldi preset at 8000 Hz" in out.stderr
+    (tmp_path / "bad.list").write_text(raw_list.read_text() + '{"key": "x"}\n')
+    out = run_tool(sys.executable, tool, tmp_path / "bad.list", tmp_path / "c")
+    assert out.returncode == 0 and out.stdout.endswith("skipped 0; 1 more of the list or its shards skipped (named "
+                                                       "above)\n"), out.stdout + out.stderr
+    out = run_tool(sys.executable, tool, raw_list, tmp_path)
+    assert out.returncode == 1 and f"compute_cmvn_stats.py: {tmp_path}: cannot write the statistics (" in out.stderr
+
+
 def test_cmvn_stats_as_kaldi_and_wenet_write_them_give_the_same_normalisation(test_data, tmp_path):
     """data.features.cmvn may name the Kaldi matrix (compute-cmvn-stats', or compute_cmvn_stats.py's <out>: then
     read through its <out>.json), or WeNet's global_cmvn JSON; a file of none of these forms is an error naming
