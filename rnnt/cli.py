@@ -72,6 +72,14 @@ def glued_values(argv: list[str], options: tuple[str, ...]) -> list[str]:
     return glued
 
 
+def id_affix(text: str) -> str:
+    """An argparse type: a prefix or suffix of Kaldi ids, which hold no whitespace (one split every line it was
+    put in, found only when the copy was validated)."""
+    if any(ch.isspace() for ch in text):
+        raise argparse.ArgumentTypeError(f"'{text}' holds whitespace, which no Kaldi id may")
+    return text
+
+
 class ToolError(Exception):
     """What stops a stage tool, in one line that names the file (and line) at fault: run_tool prints it."""
 

@@ -14,14 +14,13 @@ that draw it are copied without noise.
 """
 
 import os
-import re
 import sys
 import zlib
 
 import soundfile
 import torch
 
-from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.cli import ToolError, glued_values, id_affix, run_tool, tool_parser
 from rnnt.counting import counted
 from rnnt.data.audio import AudioError, load_audio, to_mono
 from rnnt.data.noise import Augmenter
@@ -47,18 +46,6 @@ def numbers(kind, count: int):
     return parse
 
 
-def negative_snr_joined(argv: list[str]) -> list[str]:
-    """'--snr -5,5' as '--snr=-5,5': argparse takes a word that starts with '-' and is not one number ('-5,5') for
-    an option, and --snr refused its value."""
-    joined = []
-    for word in argv:
-        if joined and joined[-1] == "--snr" and re.fullmatch(r"-[0-9.][0-9.,eE+-]*", word):
-            joined[-1] = f"--snr={word}"
-        else:
-            joined.append(word)
-    return joined
-
-
 def parse_args():
     parser = tool_parser(__doc__, "steps/augment_data_dir.py --noise-scp data/musan.scp --snr 0,10 data/test "
                                   "data/test_noise")
@@ -70,11 +57,12 @@ def parse_args():
     parser.add_argument("--noise-prob", type=float, default=1.0, help="the share of utterances given noise (default 1)")
     parser.add_argument("--reverb-scp", help="room impulse responses: a Kaldi wav.scp of files")
     parser.add_argument("--reverb-prob", type=float, default=1.0, help="the share reverberated (default 1)")
-    parser.add_argument("--utt-prefix", default="", help="put before every utterance and speaker id ('noise-')")
+    parser.add_argument("--utt-prefix", type=id_affix, default="",
+                        help="put before every utterance and speaker id ('noise-')")
     parser.add_argument("--seed", type=int, default=0, help="seeds every utterance's draws, with its (new) id")
     parser.add_argument("src")
     parser.add_argument("dest")
-    args = parser.parse_args(negative_snr_joined(sys.argv[1:]))
+    args = parser.parse_args(glued_values(sys.argv[1:], ("--snr", "--count")))  # (-5,5 read as an option)
     if not (args.noise_scp or args.reverb_scp):
         parser.error("give --noise-scp, --reverb-scp or both: what to add")
     args.noise = NoiseConfig(args.noise_scp, args.noise_prob, args.snr, args.count) if args.noise_scp else None

@@ -5,7 +5,6 @@ config checks and the benchmarks run where libsndfile is not installed (a GPU ma
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 
@@ -38,6 +37,9 @@ def with_recording_lists(data, change):
                                         if getattr(data, key) is not None})
 
 
+SNR_BOUND = 100  # dB either way: noise at 100 dB under the speech is none (1e9 dB overflowed its scale's float)
+
+
 def check_noise_configs(noise: NoiseConfig | None, reverb: ReverbConfig | None) -> None:
     """ValueError naming the key of a value that cannot work."""
     for name, section in (("noise", noise), ("reverb", reverb)):
@@ -51,7 +53,8 @@ def check_noise_configs(noise: NoiseConfig | None, reverb: ReverbConfig | None) 
             raise ValueError(f"data.{name}.cache_mb must not be negative, got {section.cache_mb}")
     if noise is None:
         return
-    if len(noise.snr) != 2 or noise.snr[0] > noise.snr[1] or not all(math.isfinite(x) for x in noise.snr):
-        raise ValueError(f"data.noise.snr is [low, high] in dB, low <= high, got {list(noise.snr)}")
+    if len(noise.snr) != 2 or noise.snr[0] > noise.snr[1] or not all(-SNR_BOUND <= x <= SNR_BOUND for x in noise.snr):
+        raise ValueError(f"data.noise.snr is [low, high] in dB, -{SNR_BOUND} <= low <= high <= {SNR_BOUND}, got "
+                         f"{list(noise.snr)}")
     if len(noise.count) != 2 or not 1 <= noise.count[0] <= noise.count[1]:
         raise ValueError(f"data.noise.count is [fewest, most] recordings, 1 <= fewest <= most, got {list(noise.count)}")

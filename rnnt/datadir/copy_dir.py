@@ -16,7 +16,7 @@ import shutil
 import sys
 from typing import Callable
 
-from rnnt.cli import glued_values, tool_parser
+from rnnt.cli import glued_values, id_affix, tool_parser
 from rnnt.counting import counted
 from rnnt.datadir import validate
 from rnnt.datadir.layout import (FIELDS, FILTERED_SPEAKER, FILTERED_UTTERANCE, PER_RECORDING, PER_SPEAKER, Tables,
@@ -82,7 +82,7 @@ def parse_args(argv: list[str] | None):
     renames = [(f"--{side}-{end}", f"{end} for each {what} id (default none)")
                for side, what in (("utt", "utterance"), ("spk", "speaker")) for end in ("prefix", "suffix")]
     for option, what in renames:
-        parser.add_argument(option, default="", help=what)
+        parser.add_argument(option, type=id_affix, default="", help=what)
     parser.add_argument("--validate-opts", default="", help="options for validate_data_dir.sh on the copy")
     parser.add_argument("src")
     parser.add_argument("dest")

@@ -3,6 +3,7 @@ stage tool with 'tool.py: SUMMARY' and exit 0, or 'tool.py: MESSAGE' on standard
 lets an option take a value that starts with '-', as Kaldi's parse_options.sh does; at_least and above refuse a number
 out of its range as a usage error naming the option."""
 
+import os
 import subprocess
 import sys
 
@@ -114,6 +115,19 @@ def test_a_number_option_out_of_its_range_is_a_usage_error_naming_it(capsys):
             parser.parse_args([option, value])
         assert stop.value.code == 2
         assert capsys.readouterr().err.endswith(f"tool.py: error: argument {option}: {message}\n")
+
+
+@pytest.mark.parametrize("tool", ["utils/copy_data_dir.sh", "steps/augment_data_dir.py"])
+def test_an_id_prefix_with_whitespace_is_refused_before_anything_is_written(tool, tmp_path):
+    """It split every line it went into: copy_data_dir.sh said 'copied 6 utterances', then 29 validation errors
+    and a broken copy; augment_data_dir.py wrote the audio first."""
+    extra = ["--noise-scp", "n.scp"] if tool.endswith(".py") else []
+    out = subprocess.run([*([sys.executable] if tool.endswith(".py") else []), str(ROOT / tool), *extra,
+                          "--utt-prefix", "a b-", "src", "dest"], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"})
+    assert out.returncode == 2 and "argument --utt-prefix: 'a b-' holds whitespace, which no Kaldi id may" in \
+        out.stderr, out.stderr
+    assert not (tmp_path / "dest").exists()
 
 
 @pytest.mark.parametrize("tool, option, argv", [

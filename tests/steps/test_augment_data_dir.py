@@ -115,7 +115,7 @@ def test_segments_a_room_and_an_unreadable_recording(test_data, tmp_path):
     assert none.returncode == 2 and "give --noise-scp, --reverb-scp or both" in none.stderr
     backwards = run_tool(sys.executable, STEPS / "augment_data_dir.py", "--noise-scp", tmp_path / "rooms.scp",
                          "--snr", "20,10", data, tmp_path / "x")
-    assert backwards.returncode == 2 and "--snr is [low, high] in dB, low <= high" in backwards.stderr
+    assert backwards.returncode == 2 and "--snr is [low, high] in dB, -100 <= low <= high <= 100" in backwards.stderr
 
 
 def test_a_transcript_kaldis_rules_refuse_or_without_audio_is_named_and_counted(test_data, tmp_path):

@@ -232,6 +232,7 @@ def test_a_noise_recording_gone_since_leaves_its_utterance_clean_and_named(yesno
     ({"reverb": {"wav_scp": "r.scp", "prob": 1.5}}, "data.reverb.prob is a share of the utterances, from 0 to 1"),
     ({"noise": {"wav_scp": "n.scp", "snr": [20, 10]}}, r"data.noise.snr is \[low, high\] in dB"),
     ({"noise": {"wav_scp": "n.scp", "snr": [5]}}, r"data.noise.snr is \[low, high\] in dB"),
+    ({"noise": {"wav_scp": "n.scp", "snr": [0, 1e9]}}, r"data.noise.snr is \[low, high\] in dB, -100 <= low"),
     ({"noise": {"wav_scp": "n.scp", "count": [0, 2]}}, r"data.noise.count is \[fewest, most\] recordings"),
 ])
 def test_noise_settings_that_cannot_work_are_refused_by_key(values, message):
