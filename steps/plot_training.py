@@ -92,20 +92,32 @@ def main() -> str:
     labels = args.labels.split(",") if args.labels else [os.path.basename(os.path.normpath(d)) for d in args.exp_dirs]
     if len(labels) != len(args.exp_dirs):
         parser.error(f"--labels names {len(labels)} experiments, {len(args.exp_dirs)} given")
-    runs = []
+    output = args.output if os.path.splitext(args.output)[1] else args.output + ".png"  # (as matplotlib writes it)
+    if os.path.splitext(output)[1].lower() != ".png":  # (out.txt: matplotlib's ValueError as a traceback)
+        parser.error(f"{args.output}: the plot is a PNG; name it .png")
+    runs, left_out = [], []
     for exp_dir, label in zip(args.exp_dirs, labels):
         log = os.path.join(exp_dir, "train.log")
         if not os.path.isfile(log):
-            raise ToolError(f"{log}: not found")
+            left_out.append(f"{log}: not found")
+            continue
         train, valid = read_log(log, args.max_gap * 60)
-        if not train and not valid:
-            raise ToolError(f"{log}: no training or validation lines")
-        runs.append((label, train, valid))
-
-    plot(runs, args.output, args.title)
+        if train or valid:
+            runs.append((label, train, valid))
+        else:
+            left_out.append(f"{log}: no training or validation lines")
+    for message in left_out:  # (one of them ended the plot of the others)
+        print(f"plot_training.py: left out {message}", file=sys.stderr)
+    if not runs:
+        raise ToolError("no experiment to plot (each named above)")
+    try:
+        plot(runs, output, args.title)
+    except OSError as error:
+        raise ToolError(f"{output}: cannot write the plot ({error.strerror or error})") from error
     best = ", ".join(f"{label}: best dev WER {min(w for *_, w in v if w is not None):.2f}%"
                      for label, _, v in runs if any(w is not None for *_, w in v))
-    return f"wrote {args.output}; {best or 'no dev WER in the logs'}"
+    return (f"wrote {output}; {best or 'no dev WER in the logs'}"
+            + (f"; {len(left_out)} of {len(args.exp_dirs)} experiments left out (named above)" if left_out else ""))
 
 
 if __name__ == "__main__":

@@ -43,3 +43,11 @@ def test_a_log_line_that_does_not_read_is_named_and_left_out(tmp_path):
         f.write("2026-11-30 06:00:40,000 [rank 0] epoch 2 step 40 validation (EMA): loss 0.8, WER 10.00% over 5\n")
     out = run_tool(sys.executable, ROOT / "steps" / "plot_training.py", png, exp)
     assert out.returncode == 0 and "best dev WER 10.00%" in out.stdout, out.stdout + out.stderr
+    # an experiment without a log leaves the others plotted; an output named without .png is written as one,
+    # and said so; another suffix is refused (matplotlib's ValueError, a traceback)
+    out = run_tool(sys.executable, ROOT / "steps" / "plot_training.py", tmp_path / "plot", exp, tmp_path / "none")
+    assert out.returncode == 0 and f"left out {tmp_path / 'none' / 'train.log'}: not found" in out.stderr
+    assert out.stdout.startswith(f"plot_training.py: wrote {tmp_path / 'plot.png'}; ") and out.stdout.endswith(
+        "; 1 of 2 experiments left out (named above)\n") and (tmp_path / "plot.png").is_file(), out.stdout
+    out = run_tool(sys.executable, ROOT / "steps" / "plot_training.py", tmp_path / "plot.txt", exp)
+    assert out.returncode == 2 and "the plot is a PNG; name it .png" in out.stderr and "Traceback" not in out.stderr
