@@ -174,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
             name_the_absent(wanted - set(tables["utt2spk"].values()), args.spk_list, f"speakers of {src}")
         else:
             keep = pick(tables, int(args.args[1]), args.how or "spread", args.seed)
+        if not keep:  # (an empty dir, exit 0, which validation refuses: as N=0 is refused)
+            raise ValueError(f"none of {src}'s utterances is on {args.utt_list or args.spk_list}; nothing written"
+                             if args.utt_list or args.spk_list else f"{src}: no utterance to keep{left_out}")
         side_files = [name for name in ("frame_shift", "stm") if os.path.isfile(os.path.join(src, name))]
         remove_unwritten(dest, {*tables, "spk2utt", *side_files})
         carry_side_files(src, dest, write_dir(tables, set(keep), dest))

@@ -186,6 +186,16 @@ def test_tool_refusals_write_nothing(speechocean_dir, tmp_path, capsys, args, me
     assert not (tmp_path / "dest").exists()
 
 
+@pytest.mark.parametrize("option", ["--utt-list", "--spk-list"])
+def test_a_list_that_matches_nothing_writes_nothing_and_fails(speechocean_dir, tmp_path, capsys, option):
+    """It wrote an empty dir (which validation refuses) and ended 0, where N=0 is refused."""
+    (tmp_path / "ids").write_text("nobody\n")
+    assert main([option, str(tmp_path / "ids"), str(speechocean_dir), str(tmp_path / "dest")]) == 1
+    err = capsys.readouterr().err
+    assert f"none of {speechocean_dir}'s utterances is on {tmp_path / 'ids'}; nothing written" in err
+    assert not (tmp_path / "dest").exists()
+
+
 @pytest.mark.parametrize("how", ["--per-spk", "--speakers"])
 def test_per_speaker_and_whole_speakers_refuse_more_than_the_dir_holds(speechocean_dir, tmp_path, capsys, how):
     """As Kaldi's, which compares N with the dir's utterances before any mode (its "cannot subset to more utterances
