@@ -10,9 +10,22 @@ an error ("strict"); hypotheses without a reference are named and ignored. Write
 import sys
 
 from rnnt.cli import exit_with, tool_parser
-from rnnt.datadir.table import KEEP_BYTES, keep_bytes_on_standard_streams, read_table
+from rnnt.datadir.table import KEEP_BYTES, kaldi_fields, keep_bytes_on_standard_streams, read_table
 from rnnt.scoring import MODES, MissingHypotheses, score
 from rnnt.speaker_scoring import per_speaker_text
+
+
+def speakers_of(utt2spk: str) -> dict[str, str]:
+    """utt2spk's speakers; a line that is not '<utterance> <speaker>' is named and left out (its utterance its own
+    speaker: a key alone was a speaker named '')."""
+    speakers = {}
+    for key, line in read_table(utt2spk, errors=KEEP_BYTES).items():
+        if len(fields := kaldi_fields(line.value)) == 1:
+            speakers[key] = fields[0]
+        else:
+            print(f"score.py: {line.where}: not '<utterance> <speaker>'; {key} scored as a speaker of its own",
+                  file=sys.stderr)
+    return speakers
 
 
 def main() -> int:
@@ -45,7 +58,7 @@ def main() -> int:
             return 1
         keep_bytes_on_standard_streams()
         if args.per_spk:
-            speakers = {key: line.value for key, line in read_table(args.utt2spk, errors=KEEP_BYTES).items()}
+            speakers = speakers_of(args.utt2spk)
             with open(args.per_spk, "w", encoding="utf-8", errors=KEEP_BYTES) as f:
                 f.write(per_speaker_text(report, speakers))
         if args.errs:

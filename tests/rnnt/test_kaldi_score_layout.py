@@ -45,6 +45,16 @@ def test_mode_all_scores_the_missing_as_deletions_in_kaldis_layout(tmp_path):
     assert (tmp_path / "per_spk").read_text() == PER_SPEAKER
 
 
+def test_an_utt2spk_line_without_a_speaker_is_named_and_its_utterance_its_own_speaker(tmp_path):
+    """A key alone put its utterance under a speaker named '' in the table, silently."""
+    write_case(tmp_path)
+    (tmp_path / "utt2spk").write_text("u1 s1\nu2 s1\nu3\n")
+    out = score(tmp_path, "--utt2spk", tmp_path / "utt2spk", "--per-spk", tmp_path / "per_spk")
+    assert out.returncode == 0 and f"score.py: {tmp_path / 'utt2spk'}:3: not '<utterance> <speaker>'; u3 scored " \
+        "as a speaker of its own" in out.stderr, out.stderr
+    assert (tmp_path / "per_spk").read_text() == PER_SPEAKER.replace("s2 ", "u3 ")
+
+
 def test_mode_present_leaves_the_missing_out_and_strict_refuses_them(tmp_path):
     write_case(tmp_path)
     out = score(tmp_path, "--mode", "present")
