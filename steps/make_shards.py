@@ -197,7 +197,7 @@ def main() -> str:
     parser.add_argument("--nj", type=at_least(1), default=1, help="parallel processes (default 1)")
     parser.add_argument("--audio-format", choices=FORMATS, default="keep",
                         help="keep the source files' bytes (default), or re-encode as wav or flac")
-    parser.add_argument("--resample", type=at_least(1),
+    parser.add_argument("--resample", type=at_least(1000),  # (1: a 1 Hz shard of 7 samples an utterance)
                         help="resample to this rate (re-encodes; wav unless --audio-format flac)")
     parser.add_argument("--prefix", default=DEFAULT_PREFIX,
                         help=f"shard file name prefix (default '{DEFAULT_PREFIX}'); another is another plan")

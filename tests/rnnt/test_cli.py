@@ -135,6 +135,8 @@ def test_an_id_prefix_with_whitespace_is_refused_before_anything_is_written(tool
     ("decode_sherpa_onnx.py", "--tail-seconds", ["-1", "onnx", "data.list", "out"]),  # numpy's negative dimensions
     ("transcribe.py", "--chunk-seconds", ["0", "--stream", "exp", "a.wav"]),  # one-sample chunks, silently
     ("make_shards.py", "--nj", ["0", "data", "shards", "data.list"]),
+    ("make_shards.py", "--resample", ["1", "data", "shards", "data.list"]),  # a 1 Hz shard, 7 samples an utterance
+    ("compute_cmvn_stats.py", "--sample-rate", ["40", "data.list", "cmvn"]),  # a ZeroDivisionError
 ])
 def test_the_tools_refuse_a_number_out_of_range_before_they_start(tool, option, argv, tmp_path):
     out = subprocess.run([sys.executable, str(ROOT / "steps" / tool), option, *argv], cwd=tmp_path,
