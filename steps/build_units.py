@@ -20,6 +20,7 @@ from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.data.lexicon import read_lexicon
 from rnnt.data.tokenizer import BLANK, SPACE, UNIT_TYPES, UNK, Tokenizer
 from rnnt.datadir.table import kaldi_fields, read_counting_left_out, read_table
+from rnnt.datadir.table_rules import non_printable
 from rnnt.datadir.values import is_positive_number
 from rnnt.training.config_checks import UNIT_RATE_FILE
 
@@ -193,6 +194,17 @@ def unnormalised(texts: dict) -> list[str]:
     return warnings
 
 
+def without_control_characters(texts: dict, left_out: str) -> tuple[dict, str]:
+    """The transcripts but those holding a character Kaldi's rules count non-printable (a NUL became a unit, and
+    NO followed by one a word unit), each named by its line; left_out's account with them."""
+    bad = {key: found for key, line in texts.items() if (found := non_printable(line.value))}
+    for key, found in sorted(bad.items()):
+        print(f"build_units.py: {texts[key].where}: {key}: non-printable character {found}; left out", file=sys.stderr)
+    return ({key: line for key, line in texts.items() if key not in bad},
+            left_out + (f"; {len(bad)} transcripts with a non-printable character left out (named above)" if bad
+                        else ""))
+
+
 def main() -> str:
     parser = tool_parser(__doc__, "steps/build_units.py --unit-type bpe --vocab-size 500 data/train data/lang")
     parser.add_argument("--unit-type", choices=UNIT_TYPES, default="bpe")
@@ -205,6 +217,7 @@ def main() -> str:
     args = parser.parse_args()
     try:
         texts, left_out = read_counting_left_out(os.path.join(args.data_dir, "text"))
+        texts, left_out = without_control_characters(texts, left_out)
         lines = [line.value for line in texts.values() if line.value]
         if not lines:
             raise ValueError(f"{args.data_dir}/text has no transcripts")

@@ -531,6 +531,19 @@ def test_a_line_left_out_of_the_text_is_counted_in_the_summaries(tmp_path):
                                                                               "(named above)"), out.stdout
 
 
+@pytest.mark.parametrize("unit_type", ["word", "char"])
+def test_a_transcript_with_a_control_character_is_named_and_left_out_of_the_units(tmp_path, unit_type):
+    """A NUL became a unit of its own (char), and NO followed by one a word unit."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "text").write_bytes(b"a YES NO\nb NO\x00 YES\nc NO NO\n")
+    out = run_tool(sys.executable, STEPS / "build_units.py", "--unit-type", unit_type, data, tmp_path / "lang")
+    assert out.returncode == 0 and f"{data / 'text'}:2: b: non-printable character U+0000; left out" in out.stderr
+    assert "from 2 transcripts" in out.stdout and out.stdout.rstrip().endswith(
+        "; 1 transcripts with a non-printable character left out (named above)"), out.stdout
+    assert "\x00" not in (tmp_path / "lang" / "units.txt").read_text()
+
+
 def test_a_literal_blank_in_a_transcript_is_unknown_not_the_blank(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
