@@ -106,10 +106,10 @@ def main() -> str:
             runs.append((label, train, valid))
         else:
             left_out.append(f"{log}: no training or validation lines")
+    if not runs:
+        raise ToolError("; ".join(left_out))
     for message in left_out:  # (one of them ended the plot of the others)
         print(f"plot_training.py: left out {message}", file=sys.stderr)
-    if not runs:
-        raise ToolError("no experiment to plot (each named above)")
     try:
         plot(runs, output, args.title)
     except OSError as error:
