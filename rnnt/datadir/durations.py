@@ -1,7 +1,9 @@
 """utt2dur of a data dir, as Kaldi's utils/data/get_utt2dur.sh writes it: each utterance's duration in seconds.
 
-With segments, a segment's end minus its start, read from the table alone (as Kaldi's); one ending at -1 (the
-recording's end) is measured against its recording.
+With segments, a segment's end minus its start, read from the table (as Kaldi's), and checked against its
+recording's length where wav.scp names a file (a command's whole output is not run for it): one that starts past
+the recording or ends more than half a second after it is named and left out, as extract-segments refuses it;
+one ending at -1 (the recording's end) is measured against its recording.
 Without, each recording's own: a file's header (decoded where the header cannot count its samples), the whole
 output of a command ending in '|'. A recording that cannot be read is named by its wav.scp line and its
 utterances are left out of utt2dur (utils/fix_data_dir.sh then drops them, naming why); the rest is written,
@@ -62,24 +64,38 @@ def utterance_durations(data_dir: str, nj: int = 1, named_from: str | None = Non
     segment_where = lines_named_from(named_from, segments, "segments", original) if segments is not None else {}
     spans = ({utt: kaldi_fields(line.value) for utt, line in segments.items()} if segments is not None
              else {recording: [recording, "0", "-1"] for recording in wav})
-    durations, waiting = {}, {}  # waiting: utt -> (recording, start) of those its recording decides
+    durations, waiting = {}, {}  # waiting: utt -> (recording, start, end) of those its recording decides or checks
     for utt, fields in spans.items():
         why = "not '<recording> <start> <end>'" if len(fields) != 3 else segment_problem(*fields[1:])
         timed = not why and segments is not None and float(fields[2]) > float(fields[1])
         if why or fields[0] not in wav and (wav_given or not timed):
             problems.append(f"{segment_where[utt]}: {utt}: {why or f'recording {fields[0]} not in wav.scp'}")
-        elif timed:
+        elif timed and (fields[0] not in wav or wav[fields[0]].value.endswith("|")):  # the table alone, as Kaldi's
             durations[utt] = float(fields[2]) - float(fields[1])
         else:
-            waiting[utt] = fields[0], float(fields[1])
-    recordings = sorted({recording for recording, _ in waiting.values()})
+            waiting[utt] = fields[0], float(fields[1]), float(fields[2])
+    recordings = sorted({recording for recording, *_ in waiting.values()})
     seconds = _read_recordings({r: wav[r].value for r in recordings}, nj, wav_where, problems)
-    for utt, (recording, start) in waiting.items():
-        if recording in seconds and seconds[recording] > start:
-            durations[utt] = seconds[recording] - start
-        elif recording in seconds:
-            problems.append(f"{segment_where[utt]}: {utt}: starts at or past its recording's end")
+    for utt, (recording, start, end) in waiting.items():
+        if recording in seconds:
+            length, why = _within(seconds[recording], start, end)
+            if why:
+                problems.append(f"{segment_where[utt]}: {utt}: {why}")
+            else:
+                durations[utt] = length
     return durations, problems
+
+
+def _within(seconds: float, start: float, end: float) -> tuple[float, str]:
+    """(the duration, '') of the segment [start, end) of a recording of `seconds` (end -1: to its end; one ending
+    past it by no more than extract-segments allows is cut there), or (0, why not)."""
+    from rnnt.data.audio import MAX_OVERSHOOT
+
+    if start >= seconds:
+        return 0.0, "starts at or past its recording's end"
+    if end > seconds + MAX_OVERSHOOT:
+        return 0.0, f"ends at {end:g} s, more than {MAX_OVERSHOOT} s past its recording's {seconds:.3f} s"
+    return (seconds if end < 0 else min(end, seconds)) - start, ""
 
 
 def _read_recordings(sources: dict[str, str], nj: int, where: dict, problems: list[str]) -> dict[str, float]:

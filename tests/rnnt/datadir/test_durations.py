@@ -80,16 +80,22 @@ def test_segments_take_their_times_and_an_end_of_minus_one_its_recording(librisp
     (librispeech_dir / "wav.scp").write_text(f"{rec} {recordings[0][1]}\n")
     speaker = "-".join(rec.split("-")[:2])
     segments = {f"{rec}-a": "0.50 1.75", f"{rec}-b": "1.00 -1", f"{rec}-c": f"{seconds + 2:.2f} -1",
-                f"{rec}-d": "0.50 0.20", f"{rec}-e": "abc -1"}  # d, e: bad times, their recording read for b
-    (librispeech_dir / "segments").write_text("".join(f"{u} {rec} {t}\n" for u, t in segments.items()))
+                f"{rec}-d": "0.50 0.20", f"{rec}-e": "abc -1",  # d, e: bad times, their recording read for b
+                f"{rec}-f": f"1.00 {seconds + 0.3:.2f}", f"{rec}-g": f"1.00 {seconds + 5:.2f}",
+                f"{rec}-h": f"{seconds + 1:.2f} {seconds + 2:.2f}"}  # f cut at the end, as extract-segments cuts it;
+    (librispeech_dir / "segments").write_text(  # g past it by more than it allows, h after it: left out (they were
+        "".join(f"{u} {rec} {t}\n" for u, t in segments.items()))  # written as they came, 1 s of no audio)
     for name, value in (("text", "SOME WORDS"), ("utt2spk", speaker)):
         (librispeech_dir / name).write_text("".join(f"{u} {value}\n" for u in segments))
-    out = run_tool(UTILS / "get_utt2dur.sh", librispeech_dir)  # 2 of 5: written, and a failure, as Kaldi's
+    out = run_tool(UTILS / "get_utt2dur.sh", librispeech_dir)  # 3 of 8: written, and a failure, as Kaldi's
     assert out.returncode == 1 and "fewer than half the utterances have a duration" in out.stderr, out.stderr
-    assert durations(librispeech_dir / "utt2dur") == pytest.approx({f"{rec}-a": 1.25, f"{rec}-b": seconds - 1.0},
-                                                                   abs=1e-6)
+    assert durations(librispeech_dir / "utt2dur") == pytest.approx(
+        {f"{rec}-a": 1.25, f"{rec}-b": seconds - 1.0, f"{rec}-f": seconds - 1.0}, abs=1e-6)
     assert f"segments:3: {rec}-c: starts at or past its recording's end" in out.stderr
     assert f"segments:4: {rec}-d: bad segment times 0.50..0.20" in out.stderr
+    past = float(f"{seconds + 5:.2f}")
+    assert f"segments:7: {rec}-g: ends at {past:g} s, more than 0.5 s past its recording's " in out.stderr
+    assert f"segments:8: {rec}-h: starts at or past its recording's end" in out.stderr
     assert f"segments:5: {rec}-e: start 'abc' or end '-1' is not a number" in out.stderr
     (librispeech_dir / "utt2dur").unlink()
     (librispeech_dir / "segments").write_text(f"{rec}-c {rec} {seconds + 2:.2f} -1\n")
