@@ -32,7 +32,7 @@ from rnnt.search import Hypothesis
 from rnnt.lm.hotwords import HotwordGraph, hotword_graph
 from rnnt.search_methods import METHODS, SearchOptions, lm_options, search, with_hotwords
 from rnnt.training import checkpoint
-from rnnt.training.config_change import units_digest
+from rnnt.training.config_change import check_trained_under
 from rnnt.training.experiment import Experiment, load_trained
 
 
@@ -44,10 +44,7 @@ def load_model(exp_dir: str, checkpoint_path: str | None = None, use_ema: bool =
     model = Transducer(experiment.model, tokenizer.vocab_size)
     path = checkpoint_path or checkpoint.for_decoding(exp_dir)
     state = checkpoint.load(path)
-    trained_with = (state.get("meta") or {}).get("units")  # none in a checkpoint saved before they were kept
-    if trained_with and trained_with != units_digest(experiment.paths.lang_dir):
-        raise ValueError(f"{path}: trained with other units than {experiment.paths.lang_dir}/units.txt (its ids "
-                         "would name other units: another experiment's checkpoint, or units.txt edited since)")
+    check_trained_under(path, state.get("meta") or {}, experiment, exp_dir)
     if not use_ema and state["meta"].get("averaged_weights") == "ema":  # it holds them as its only weights
         raise ValueError(f"{path}: an average of EMA weights; for the raw weights' average, write one with "
                          "steps/average_checkpoints.py --no-ema --output FILE and decode that")

@@ -11,7 +11,7 @@ import torch
 
 from rnnt.data.loader import LoaderPosition
 from rnnt.training import checkpoint
-from rnnt.training.config_change import units_digest
+from rnnt.training.config_change import inference_settings, units_digest
 from rnnt.training.distributed import all_gather_objects, rank_seed
 from rnnt.training.ema import EMA
 from rnnt.training.init_from import initialise_from
@@ -42,6 +42,7 @@ class Checkpointing:
             "rng": all_gather_objects(self.world, checkpoint.rng_state()),
             "meta": {"step": self.step, "epoch": self.epoch, "batch": self.batch, "train_data": self.train_data,
                      "units": units_digest(self.experiment.paths.lang_dir),
+                     "inference": inference_settings(self.experiment),
                      "loader_positions": all_gather_objects(self.world, self.position.state_dict()),
                      "keys_logged": all_gather_objects(self.world, self.keys_log.offset() if self.keys_log else None),
                      **self.bad_batches.meta(), **self.valid_result, **self.patience.meta()},
