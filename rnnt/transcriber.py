@@ -32,7 +32,7 @@ from rnnt.search import Hypothesis
 from rnnt.lm.hotwords import HotwordGraph, hotword_graph
 from rnnt.search_methods import METHODS, SearchOptions, lm_options, search, with_hotwords
 from rnnt.training import checkpoint
-from rnnt.training.config_change import check_trained_under
+from rnnt.training.trained_under import check_trained_under
 from rnnt.training.experiment import Experiment, load_trained
 
 

@@ -11,7 +11,8 @@ import torch
 
 from rnnt.data.loader import LoaderPosition
 from rnnt.training import checkpoint
-from rnnt.training.config_change import inference_settings, units_digest
+from rnnt.training.config_change import units_digest
+from rnnt.training.trained_under import inference_settings
 from rnnt.training.distributed import all_gather_objects, rank_seed
 from rnnt.training.ema import EMA
 from rnnt.training.init_from import initialise_from

@@ -1026,9 +1026,17 @@ def test_another_models_checkpoint_or_a_device_not_here_is_named_not_a_traceback
     config["model"]["joiner"]["hidden"] = 64
     (other / "config.yaml").write_text(yaml.safe_dump(config))
     checkpoint_path = str(last_epoch(trained))
-    with pytest.raises(ValueError, match=f"^{checkpoint_path}: not weights of the model {other}/config.yaml describes "
-                                         r"\(with 4 units\): size mismatch for joiner"):
+    with pytest.raises(ValueError, match=f"^{checkpoint_path}: trained under other settings than {other}/config.yaml "
+                                         r"gives \(model.joiner.hidden: 128 -> 64\)"):
         load_model(str(other), checkpoint_path)
+    from rnnt.training import checkpoint  # one saved before its settings were kept: the weights' shapes tell
+
+    state = checkpoint.load(checkpoint_path)
+    state["meta"].pop("inference")
+    checkpoint.save(str(tmp_path / "older.pt"), state)
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'older.pt'}: not weights of the model {other}/config.yaml "
+                                         r"describes \(with 4 units\): size mismatch for joiner"):
+        load_model(str(other), str(tmp_path / "older.pt"))
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="^--device cuda: .*; use --device cpu$"):
             load_model(str(trained), device="cuda")
