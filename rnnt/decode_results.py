@@ -36,7 +36,10 @@ def reference_texts(data_list: str, text: str | None) -> tuple[dict[str, str], s
     lines_named = logging.getLogger("rnnt.data.sources")  # by the decode's own pass over the list, once
     was, lines_named.disabled = lines_named.disabled, True
     try:
-        return {record["key"]: record["txt"] for record in records(data_list)}, data_list
+        refs: dict[str, str] = {}
+        for record in records(data_list):  # a key's first, as decoding takes it (stages.first_of_each_key)
+            refs.setdefault(record["key"], record["txt"])
+        return refs, data_list
     finally:
         lines_named.disabled = was
 

@@ -83,6 +83,20 @@ def audio_lengths(records: Iterable[dict], rate: int, report: DataReport | None 
         yield {**record, "sample_rate": rate, "file_rate": file_rate, "channels": channels}
 
 
+def first_of_each_key(records: Iterable[dict], report: DataReport, list_name: str) -> Iterator[dict]:
+    """Decoding's and validation's: each key once, its first record (a list's line repeated, training's
+    upsampling, or two shards of one key gave one hypothesis scored against one reference, the other utterance
+    lost unnamed); a repeat is named and counted as dropped."""
+    seen = set()
+    for record in records:
+        if record["key"] in seen:
+            log.warning("%s: %s is an utterance read before; left out", list_name, record["key"])
+            report.drop("a key read before")
+        else:
+            seen.add(record["key"])
+            yield record
+
+
 def append_silence(records: Iterable[dict], seconds: float) -> Iterator[dict]:
     """Each waveform to be followed by `seconds` of zeros (data.tail_silence; with_waveforms appends them)."""
     for record in records:

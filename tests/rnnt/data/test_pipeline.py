@@ -83,6 +83,22 @@ def spy_on_audio(monkeypatch) -> dict[str, list]:
 
 # --- stages alone -----------------------------------------------------------------------------------
 
+def test_decoding_takes_each_key_once_and_names_a_repeat(fsdd, tmp_path, caplog):
+    """A list line repeated (training's upsampling), or two shards holding a key: each was decoded, the last
+    hypothesis and reference kept for the key, the other utterance lost unnamed ('decoded 2 of 2' of 3)."""
+    lines = (fsdd / "test.list").read_text().splitlines()[:3]
+    (tmp_path / "dup.list").write_text("\n".join([lines[0], lines[1], lines[0], lines[2]]) + "\n")
+    config = data_config({**TRAIN, "batch": {"type": "static", "batch_size": 2}})
+    with caplog.at_level(logging.WARNING):
+        decoded = Pipeline(str(tmp_path / "dup.list"), config, Tokenizer(str(fsdd / "lang")), False)
+        keys = [key for batch in decoded.batches() for key in batch["keys"]]
+    first = json.loads(lines[0])["key"]
+    assert sorted(keys) == sorted(json.loads(line)["key"] for line in lines)
+    assert f"dup.list: {first} is an utterance read before; left out" in caplog.text
+    trained = Pipeline(str(tmp_path / "dup.list"), config, Tokenizer(str(fsdd / "lang")), True)
+    assert len([key for batch in trained.batches() for key in batch["keys"]]) == 4  # upsampled, as written
+
+
 def test_decode_skips_bad_audio_with_a_warning(fsdd, caplog, tmp_path):
     good = next(records(str(fsdd / "test.list")))
     bad = {"key": "bad-1", "txt": "ONE", "audio": b"garbage" * 20, "source": "test:bad"}
