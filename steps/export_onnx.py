@@ -22,11 +22,13 @@ An export into the folder of an earlier one removes, and names, the files of it 
 """
 
 import os
+import shutil
 import sys
 
 from rnnt.attention_chunks import add_attention_options, from_args
 from rnnt.cli import ToolError, at_least, run_tool, tool_parser
 from rnnt.data.tokenizer import UNIT_TYPES
+from rnnt.export.earlier_files import remove_earlier_files
 from rnnt.export.runtime import STREAMING_TAIL, decoding_settings
 from rnnt.export.sherpa_onnx import ExportOptions, NotExportable, config_refusals, export
 
@@ -64,11 +66,28 @@ def main() -> str:
     if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):  # ([Errno 17] File exists: 'OUT')
         raise ToolError(f"{args.out_dir}: exists and is not a folder; give OUT_DIR a folder's name")
     try:
-        result = export(args.exp_dir, args.out_dir, args.checkpoint,
-                        ExportOptions(args.streaming, args.chunk_frames, args.int8, args.attention))
-    except (NotExportable, OSError, ValueError, KeyError) as error:
-        raise ToolError(str(error)) from error
+        result = export_in_place(args, ExportOptions(args.streaming, args.chunk_frames, args.int8, args.attention))
+    except (NotExportable, OSError, ValueError, KeyError, RuntimeError) as error:  # (RuntimeError: a graph that
+        raise ToolError(str(error)) from error  # onnxruntime runs otherwise than PyTorch, a traceback)
     return summary(result, args)
+
+
+def export_in_place(args, options: ExportOptions) -> dict:
+    """export() into a folder beside OUT_DIR, its files moved into OUT_DIR once every graph has passed its check
+    (a graph that failed it was left there among an earlier export's files, a mixed folder sherpa-onnx ran), and
+    what an earlier export left that this one does not write removed."""
+    staging = os.path.normpath(args.out_dir) + ".exporting"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        result = export(args.exp_dir, staging, args.checkpoint, options)
+        os.makedirs(args.out_dir, exist_ok=True)
+        names = set(os.listdir(staging))
+        for name in names:
+            os.replace(os.path.join(staging, name), os.path.join(args.out_dir, name))
+        result["removed"] = remove_earlier_files(args.out_dir, names)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return result
 
 
 def summary(result: dict, args) -> str:

@@ -7,10 +7,12 @@ A trained model is exported and decoded in sherpa-onnx end to end by tests/egs/t
 """
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -227,6 +229,32 @@ def test_streaming_export_decodes_in_sherpa_onnx_as_our_greedy_search(an4_test, 
         result = online.get_result_all(stream)  # its log-probabilities at the export's temperature_scale 1
         assert_sherpa_onnx_gives(tmp_path / "onnx", result.tokens, result.ys_probs, our_greedy(transcriber,
                                                                                                feats[:encoded]), path)
+
+
+def test_an_export_that_fails_its_check_leaves_the_earlier_export_as_it_was(an4_test, tmp_path, monkeypatch):
+    """A graph onnxruntime ran otherwise than PyTorch was a RuntimeError's traceback, its encoder.onnx written over
+    the earlier export's beside that export's other files (a mixed folder sherpa-onnx then ran, exit 0)."""
+    import importlib.util
+
+    _, langs = an4_test
+    exp = make_experiment(tmp_path / "exp", langs["bpe"])
+    export(exp, tmp_path / "onnx")
+    before = {path.name: path.read_bytes() for path in (tmp_path / "onnx").iterdir()}
+    spec = importlib.util.spec_from_file_location("export_onnx_tool", STEPS / "export_onnx.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+
+    def failing(exp_dir, out_dir, checkpoint, options):
+        os.makedirs(out_dir)
+        (Path(out_dir) / "encoder.onnx").write_bytes(b"a graph that failed its check")
+        raise RuntimeError(f"{out_dir}/encoder.onnx: onnxruntime differs from PyTorch by 1.68e-04 (> 0.0001)")
+
+    monkeypatch.setattr(tool, "export", failing)
+    monkeypatch.setattr(sys, "argv", ["export_onnx.py", str(exp), str(tmp_path / "onnx")])
+    with pytest.raises(tool.ToolError, match="onnxruntime differs from PyTorch"):
+        tool.main()
+    assert {path.name: path.read_bytes() for path in (tmp_path / "onnx").iterdir()} == before
+    assert not (tmp_path / "onnx.exporting").exists()
 
 
 def test_the_tail_silence_goes_with_the_export(an4_test, tmp_path, monkeypatch):
