@@ -28,6 +28,22 @@ def speakers_of(utt2spk: str) -> dict[str, str]:
     return speakers
 
 
+def texts_to_score(ref: str, hyp: str) -> tuple[dict[str, str], dict[str, str], str]:
+    """The references and hypotheses (words as bytes, as compute-wer compares them: not UTF-8, two words are not
+    one U+FFFD), and why they cannot be scored ('' where they can)."""
+    for path in (ref, hyp):  # (an audio file's bytes were scored as lines of words, exit 0)
+        with open(path, "rb") as f:
+            if b"\0" in f.readline(65536):
+                return {}, {}, f"{path}: a binary file (audio?), not a Kaldi text file"
+    refs = {k: line.value for k, line in read_table(ref, errors=KEEP_BYTES).items()}
+    hyps = {k: line.value for k, line in read_table(hyp, errors=KEEP_BYTES).items()}
+    if not refs:  # a %WER -nan [ 0 / 0 ] with every hypothesis ignored, and exit 0
+        return refs, hyps, f"{ref}: no reference utterance (the reference first, then the hypotheses)"
+    if hyps and not set(hyps) & set(refs):  # another set's hypotheses: %WER 100 [PARTIAL], exit 0
+        return refs, hyps, f"{hyp}: none of its {len(hyps)} hypotheses has a reference in {ref} (another set's?)"
+    return refs, hyps, ""
+
+
 def main() -> int:
     parser = tool_parser(__doc__, "steps/score.py --errs exp/decode/errs data/test/text exp/decode/hyp")
     parser.add_argument("--errs", help="write the full report here")
@@ -42,12 +58,9 @@ def main() -> int:
     if bool(args.utt2spk) != bool(args.per_spk):
         parser.error("--utt2spk and --per-spk go together")
     try:
-        # words compared as bytes, as compute-wer compares them: not UTF-8, two words are not one U+FFFD
-        refs = {k: line.value for k, line in read_table(args.ref, errors=KEEP_BYTES).items()}
-        hyps = {k: line.value for k, line in read_table(args.hyp, errors=KEEP_BYTES).items()}
-        if not refs:  # a %WER -nan [ 0 / 0 ] with every hypothesis ignored, and exit 0
-            print(f"score.py: {args.ref}: no reference utterance (the reference first, then the hypotheses)",
-                  file=sys.stderr)
+        refs, hyps, refusal = texts_to_score(args.ref, args.hyp)
+        if refusal:
+            print(f"score.py: {refusal}", file=sys.stderr)
             return 1
         for utt in sorted(set(hyps) - set(refs)):
             print(f"score.py: {args.hyp}: {utt} has no reference; ignored", file=sys.stderr)

@@ -5,6 +5,8 @@ per-speaker table (which reads the #csid lines: their order swapped its Ins and 
 
 import sys
 
+import pytest
+
 from conftest import ROOT, librispeech_utterances, run_tool
 from rnnt.decode_results import write_results
 
@@ -106,8 +108,14 @@ def test_a_reference_of_no_utterance_is_refused(tmp_path):
                          "hypotheses)\n"
 
 
-def test_mode_present_with_no_hypothesis_of_any_reference_is_refused(tmp_path):
+@pytest.mark.parametrize("mode", ["present", "all"])
+def test_hypotheses_of_none_of_the_references_or_a_binary_file_are_refused(tmp_path, mode):
+    """Another set's hypotheses scored %WER 100 [PARTIAL] with exit 0 but under --mode present, and an audio file's
+    bytes as lines of words."""
     write_case(tmp_path)
     (tmp_path / "hyp").write_text("x1 A\n")
-    out = score(tmp_path, "--mode", "present")
-    assert out.returncode == 1 and "a hypothesis for none of the 3 reference utterances" in out.stderr
+    out = score(tmp_path, "--mode", mode)
+    assert out.returncode == 1 and f"{tmp_path / 'hyp'}: none of its 1 hypotheses has a reference in " in out.stderr
+    (tmp_path / "hyp").write_bytes(b"RIFF\x24\x00\x00\x00WAVEfmt \x10\x00\nmore\n")
+    out = score(tmp_path, "--mode", mode)
+    assert out.returncode == 1 and f"{tmp_path / 'hyp'}: a binary file (audio?), not a Kaldi text file" in out.stderr
