@@ -99,6 +99,9 @@ def data_config(values: dict | None) -> DataConfig:
         raise ValueError(problem)
     check_noise_configs(config.noise, config.reverb)
     masks = config.spec_augment
+    for key in ("freq_masks", "freq_width", "time_masks", "time_width", "time_mask_ratio", "max_time_masks"):
+        if masks is not None and not 0 <= getattr(masks, key) < float("inf"):  # (-2 masks: none, silently)
+            raise ValueError(f"data.spec_augment.{key} must be 0 or more and finite, got {getattr(masks, key)}")
     if masks is not None and masks.adaptive and not 0 < masks.time_width <= 1:
         raise ValueError(f"data.spec_augment.time_width is a share of the utterance when adaptive (0.05: 5%), got "
                          f"{masks.time_width}: each of its masks could cover the whole utterance")

@@ -232,3 +232,14 @@ class Transducer(torch.nn.Module):
         # simple_loss checked tokens and lengths: the band's loss does not check them again
         pruned = banded_loss(logits, tokens, ranges, enc_lens, token_lens, self.blank, options=loss_config)
         return {"simple": simple.float(), "transducer": pruned}
+
+
+def built_model(config, vocab_size: int) -> Transducer:
+    """A Transducer of config; ValueError where its sizes are more than memory holds (model.encoder.hidden 1280000,
+    a typo for 128, was torch's allocator's traceback)."""
+    try:
+        return Transducer(config, vocab_size)
+    except (RuntimeError, MemoryError) as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(f"the model the config's model section describes cannot be built ({first[:200]}): a size "
+                         "too large (model.encoder.hidden, model.predictor.embed_dim, ...)?") from None

@@ -20,7 +20,7 @@ from rnnt.data.loader import LoaderPosition, make_loader
 from rnnt.data.pipeline import Pipeline
 from rnnt.data.tokenizer import Tokenizer
 from rnnt.data.splitting import Reader
-from rnnt.model.transducer import Transducer
+from rnnt.model.transducer import built_model
 from rnnt.training import checkpoint
 from rnnt.training.accumulation import BadBatches, GradientGroup
 from rnnt.training.distributed import (all_gather_objects, batches_of_every_rank, broadcast_buffers,
@@ -55,7 +55,7 @@ class Trainer(Checkpointing, Steps):
         # the model and optimiser first: a value they refuse stops here, before an experiment is set aside
         torch.manual_seed(experiment.train.seed)
         self.tokenizer = Tokenizer(experiment.paths.lang_dir)
-        self.model = Transducer(experiment.model, self.tokenizer.vocab_size).to(self.world.device)
+        self.model = built_model(experiment.model, self.tokenizer.vocab_size).to(self.world.device)
         if self.world.rank:  # the same initial weights on every rank, then each its own dropout masks
             torch.manual_seed(rank_seed(experiment.train.seed, self.world.rank))
         if refusal := bf16_refusal(self.model, self.world.device, experiment.train.precision):

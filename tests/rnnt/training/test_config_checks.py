@@ -155,6 +155,8 @@ def test_values_are_checked_against_their_keys_types_and_ranges_naming_the_file(
         "data:\n  speed_perturb: [.inf]\n": "data.speed_perturb factors must be positive and finite, got [inf]",
         "data:\n  shuffle_buffer: -1\n": "data.shuffle_buffer must be 0 or more and finite, got -1",
         "data:\n  tail_silence: .inf\n": "data.tail_silence must be 0 or more and finite, got inf",
+        "data:\n  spec_augment: {freq_masks: -2}\n": "data.spec_augment.freq_masks must be 0 or more and finite, "
+                                                      "got -2",  # (range(-2): no mask, silently)
         # NaN passed every range check (a comparison with it is false): a grad_clip of NaN made every weight NaN
         "train:\n  grad_clip: .nan\n": "train.grad_clip: expected a number, got nan",
         "train:\n  grad_clip: nan\n": "train.grad_clip: expected a number, got nan",
@@ -353,3 +355,12 @@ def test_yaml_merge_keys_are_read_and_a_key_written_twice_still_refused(tmp_path
     path.write_text("base: &base {epochs: 30}\ntrain:\n  <<: *base\n  epochs: 3\n  epochs: 4\n")
     with pytest.raises(ValueError, match="the key 'epochs' is given twice"):
         read_yaml(str(path))
+
+
+def test_a_model_too_large_for_memory_is_named_not_the_allocators_traceback(tmp_path):
+    """model.encoder.hidden 1280000 (a typo for 128) was torch's allocator's traceback of 26 TB asked for."""
+    from rnnt.model.transducer import built_model
+
+    path = write_config(tmp_path, lambda values: values["model"].setdefault("encoder", {}).update(hidden=10 ** 9))
+    with pytest.raises(ValueError, match=r"^the model the config's model section describes cannot be built \("):
+        built_model(load_experiment(str(path)).model, 10)
