@@ -57,14 +57,19 @@ def main() -> str:
     try:
         refs, _ = reference_texts(args.dev_list, args.text)
         words, checkpoint = decoded_words(args.exp_dir, args.checkpoint, args.dev_list, args.method, args.batch_size)
+        if words and not set(words) & set(refs):  # (another set's --text: 'no word decoded', exit 0)
+            raise ValueError(f"{args.text or args.dev_list}: a reference for none of the {len(words)} utterances "
+                             f"decoded from {args.dev_list} (another set's text?); nothing calibrated")
         confidences, correct = scored_words(refs, words)
         # all right, all wrong or no word at all (a first short training on a new corpus): an outcome, not an
         # error, so that a recipe's stage goes on
         if all(correct) or not any(correct):
             outcome = (f"all {len(correct)} words of {args.dev_list} {'right' if all(correct) else 'wrong'}"
                        if correct else f"no word decoded from {args.dev_list}")
-            return (f"{outcome}: nothing to calibrate on; {os.path.basename(checkpoint)}'s words' confidences stay "
-                    "uncalibrated")
+            kept = os.path.isfile(os.path.join(args.exp_dir, CALIBRATION_FILE))  # (said 'stay uncalibrated' of it)
+            return (f"{outcome}: nothing to calibrate on; " + (
+                f"{CALIBRATION_FILE}, as it was, still calibrates what it names" if kept else
+                f"{os.path.basename(checkpoint)}'s words' confidences stay uncalibrated"))
         calibration = fit_calibration(confidences, correct)
         digest = hex_digest(checkpoint)
     except (OSError, ValueError, KeyError) as error:

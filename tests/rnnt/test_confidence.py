@@ -197,6 +197,12 @@ def test_a_dev_set_of_no_word_or_of_one_outcome_is_an_outcome_not_a_failed_stage
     monkeypatch.setattr(sys, "argv", ["calibrate_confidence.py", str(tmp_path), "dev.list"])
     assert tool.main() == f"{outcome}: nothing to calibrate on; avg-2.pt's words' confidences stay uncalibrated"
     assert not (tmp_path / CALIBRATION_FILE).exists()
+    (tmp_path / CALIBRATION_FILE).write_text("{}")  # one of before stays in force: said so (it said uncalibrated)
+    assert tool.main() == f"{outcome}: nothing to calibrate on; {CALIBRATION_FILE}, as it was, still calibrates " \
+        "what it names"
+    monkeypatch.setattr(tool, "decoded_words", lambda *args: ({"x9": []}, str(tmp_path / "avg-2.pt")))
+    with pytest.raises(tool.ToolError, match="dev.list: a reference for none of the 1 utterances decoded from "):
+        tool.main()  # another set's text: it said 'no word decoded', exit 0
 
 
 def test_decode_no_ema_leaves_a_calibration_of_the_ema_weights_uncalibrated(tmp_path, capsys):
