@@ -84,7 +84,10 @@ def load_recognizer(onnx_dir: str, threads: int, described: dict | None = None, 
     args = {**(described or recognizer_args(onnx_dir)), **search}
     streaming = "model_type" in args  # a streaming export's (lstm, conformer): the offline one reads the graph's
     kind = sherpa_onnx.OnlineRecognizer if streaming else sherpa_onnx.OfflineRecognizer
-    return kind.from_transducer(**args, num_threads=threads), streaming, args["sample_rate"]
+    try:
+        return kind.from_transducer(**args, num_threads=threads), streaming, args["sample_rate"]
+    except TypeError as error:  # a key from_transducer has not (an edit, another version's): a traceback
+        raise ValueError(f"{onnx_dir}/sherpa-onnx.json: {error}") from None
 
 
 def check_against_the_graphs(args: dict, path: str) -> None:
@@ -115,7 +118,9 @@ def tail_seconds(onnx_dir: str, streaming: bool) -> float:
     the last 1 to window frames fed are never encoded (with the window's silence alone, as before, the encoder
     saw 10 ms to 0.64 s of a 0.5 s tail)."""
     decoding = decoding_settings(onnx_dir)
-    tail = float(decoding.get("tail_silence", 0.0))
+    tail = decoding.get("tail_silence", 0.0)
+    if isinstance(tail, bool) or not isinstance(tail, (int, float)) or not 0 <= tail < float("inf"):
+        raise ValueError(f"{onnx_dir}/{DECODING_JSON}: tail_silence is seconds, 0 or more, got {tail!r}")
     if not streaming:
         return tail
     return max(STREAMING_TAIL, tail + (int(decoding.get("window_frames", 0)) + 1) * FRAME_SHIFT)

@@ -275,6 +275,19 @@ def test_the_tail_silence_goes_with_the_export(an4_test, tmp_path, monkeypatch):
     (tmp_path / "wide" / "decoding.json").write_text(json.dumps({"tail_silence": 0.3, "window_frames": 69}))
     assert (tail_seconds(str(tmp_path / "wide"), False), tail_seconds(str(tmp_path / "wide"), True)) == pytest.approx(
         (0.3, 1.0))
+    for bad in ("abc", -5, None):  # a float's ValueError that named no file; -5 taken as it was
+        (tmp_path / "wide" / "decoding.json").write_text(json.dumps({"tail_silence": bad}))
+        with pytest.raises(ValueError, match="wide/decoding.json: tail_silence is seconds, 0 or more, got "):
+            tail_seconds(str(tmp_path / "wide"), False)
+    (tmp_path / "one.list").write_text(json.dumps({"key": "a", "wav": str(audio[0][0]), "txt": "A"}) + "\n")
+    (tmp_path / "taken").write_text("")  # the whole list was decoded before the traceback said so
+    out = run_tool(sys.executable, STEPS / "decode_sherpa_onnx.py", tmp_path / "onnx", tmp_path / "one.list",
+                   tmp_path / "taken")
+    assert out.returncode == 1 and f"{tmp_path / 'taken'}: exists and is not a folder" in out.stderr, out.stderr
+    from rnnt.export.runtime import load_recognizer, recognizer_args
+
+    with pytest.raises(ValueError, match=r"onnx/sherpa-onnx.json: .*unexpected keyword argument 'frobnicate'"):
+        load_recognizer(str(tmp_path / "onnx"), 1, {**recognizer_args(str(tmp_path / "onnx")), "frobnicate": 1})
     transcriber = Transcriber.from_exp_dir(str(exp))
     offline, changed = recognizer(tmp_path / "onnx", monkeypatch), 0
     for path, _ in audio:
