@@ -127,6 +127,8 @@ def main() -> str:
     exps = [os.path.normpath(exp) for exp, _, _ in args.system]
     if len(exps) < 2 or len(set(exps)) < len(exps):
         raise ToolError(f"give two or more --system of different experiments, got {' '.join(exps)}")
+    if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):  # (a traceback after the scoring)
+        raise ToolError(f"{args.out_dir}: exists and is not a folder; give OUT_DIR a folder's name")
     try:
         refs, refs_from = reference_texts(args.data_list, None)
         models = load_systems(args.system)

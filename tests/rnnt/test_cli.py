@@ -152,6 +152,16 @@ def test_export_refuses_chunk_frames_without_streaming(tmp_path):
     assert out.returncode == 2 and "--chunk-frames sets a streaming export's chunks: add --streaming" in out.stderr
 
 
+def test_combine_nbest_refuses_an_out_dir_that_is_a_file_before_scoring(tmp_path):
+    """It scored every system's n-best first, then FileExistsError's traceback."""
+    (tmp_path / "taken").write_text("")
+    systems = [word for name in ("a", "b") for word in ("--system", name, f"{name}/m.pt", f"{name}/decode")]
+    out = subprocess.run([sys.executable, str(ROOT / "steps" / "combine_nbest.py"), *systems, "--lm-fusion", "f.yaml",
+                          "--tune", "dev.list", "taken"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 1 and "combine_nbest.py: taken: exists and is not a folder" in out.stderr, out.stderr
+
+
 def test_a_number_list_takes_finite_numbers_within_its_bound():
     """combine_nbest.py --grid nan,0.2 searched a nan point (every total nan, the first hypothesis always chosen)
     and wrote .nan weights; tune_lm_fusion.py's check that weights are at least 0 let nan through (nan < 0 is
