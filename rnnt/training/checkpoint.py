@@ -113,6 +113,8 @@ def for_decoding(exp_dir: str) -> str:
     else:  # an experiment of steps/train.py alone, or from before model.pt
         averaged = sorted(numbered(exp_dir, "average"), key=os.path.getmtime)
         path = averaged[-1] if averaged else newest
+        if os.path.islink(linked):  # (another model than the one the results named, silently)
+            log.warning("%s links to %s, which is gone; taking %s", linked, os.readlink(linked), path)
     if path not in (None, newest) and newest is not None and \
             load_meta(newest)["step"] > load_meta(path).get("step", 0):
         path = newest
