@@ -90,18 +90,18 @@ def data_config(values: dict | None) -> DataConfig:
             raise ValueError(f"data.{key} must be at least 1, got {value}")
     if not all(0 < factor < math.inf for factor in config.speed_perturb):
         raise ValueError(f"data.speed_perturb factors must be positive and finite, got {list(config.speed_perturb)}")
-    for key in ("shuffle_buffer", "sort_buffer", "buckets", "num_workers", "cache_audio_mb", "tail_silence"):
-        if not 0 <= getattr(config, key) < math.inf:
-            raise ValueError(f"data.{key} must be 0 or more and finite, got {getattr(config, key)}")
+    masks = config.spec_augment  # (-2 masks: none, silently)
+    for section, name, key in [(config, "", key) for key in ("shuffle_buffer", "sort_buffer", "buckets",
+                                                             "num_workers", "cache_audio_mb", "tail_silence")] + \
+            [(masks, "spec_augment.", key) for key in ("freq_masks", "freq_width", "time_masks", "time_width",
+                                                       "time_mask_ratio", "max_time_masks") if masks is not None]:
+        if not 0 <= getattr(section, key) < math.inf:
+            raise ValueError(f"data.{name}{key} must be 0 or more and finite, got {getattr(section, key)}")
     if config.features.preset not in PRESETS:
         raise ValueError(f"data.features.preset must be one of {sorted(PRESETS)}, got '{config.features.preset}'")
     if problem := dither_problem(config.features):
         raise ValueError(problem)
     check_noise_configs(config.noise, config.reverb)
-    masks = config.spec_augment
-    for key in ("freq_masks", "freq_width", "time_masks", "time_width", "time_mask_ratio", "max_time_masks"):
-        if masks is not None and not 0 <= getattr(masks, key) < float("inf"):  # (-2 masks: none, silently)
-            raise ValueError(f"data.spec_augment.{key} must be 0 or more and finite, got {getattr(masks, key)}")
     if masks is not None and masks.adaptive and not 0 < masks.time_width <= 1:
         raise ValueError(f"data.spec_augment.time_width is a share of the utterance when adaptive (0.05: 5%), got "
                          f"{masks.time_width}: each of its masks could cover the whole utterance")

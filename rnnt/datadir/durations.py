@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from types import SimpleNamespace
 import sys
 from multiprocessing import Pool
 
@@ -27,25 +28,25 @@ from rnnt.datadir.values import is_positive_number, segment_problem
 from rnnt.progress_bar import progress
 
 
-def recording_seconds(source: str) -> float:
-    """The duration of a wav.scp value (a path, or a command ending in '|'); AudioError or BadAudio saying why
-    it cannot be read."""
+def recording_length(source: str) -> tuple[int, int]:
+    """(samples, sample rate) of a wav.scp value (a path, or a command ending in '|'); AudioError or BadAudio
+    saying why it cannot be read."""
     from rnnt.data.audio import measured_length  # torch: only where audio is read
     from rnnt.prep.shard_writer import read_source
 
     data, path = read_source(source)
     samples, rate, _ = measured_length(data if data is not None else path)
-    return samples / rate
+    return samples, rate
 
 
-def _measured(item: tuple[str, str]) -> tuple[str, float | None, str]:
-    """(recording, seconds or None, why not) of a (recording, wav.scp value) pair, in a worker."""
+def _measured(item: tuple[str, str]) -> tuple[str, tuple[int, int] | None, str]:
+    """(recording, (samples, rate) or None, why not) of a (recording, wav.scp value) pair, in a worker."""
     from rnnt.data.audio_header import AudioError
     from rnnt.prep.shard_writer import BadAudio
 
     recording, source = item
     try:
-        return recording, recording_seconds(source), ""
+        return recording, recording_length(source), ""
     except (AudioError, BadAudio, OSError) as error:
         return recording, None, str(error) or type(error).__name__
 
@@ -75,40 +76,42 @@ def utterance_durations(data_dir: str, nj: int = 1, named_from: str | None = Non
         else:
             waiting[utt] = fields[0], float(fields[1]), float(fields[2])
     recordings = sorted({recording for recording, *_ in waiting.values()})
-    seconds = _read_recordings({r: wav[r].value for r in recordings}, nj, wav_where, problems)
+    lengths = _read_recordings({r: wav[r].value for r in recordings}, nj, wav_where, problems)
     for utt, (recording, start, end) in waiting.items():
-        if recording in seconds:
-            length, why = _within(seconds[recording], start, end)
+        if recording in lengths:
+            seconds, why = _within(lengths[recording], start, end)
             if why:
                 problems.append(f"{segment_where[utt]}: {utt}: {why}")
             else:
-                durations[utt] = length
+                durations[utt] = seconds
     return durations, problems
 
 
-def _within(seconds: float, start: float, end: float) -> tuple[float, str]:
-    """(the duration, '') of the segment [start, end) of a recording of `seconds` (end -1: to its end; one ending
-    past it by no more than extract-segments allows is cut there), or (0, why not)."""
-    from rnnt.data.audio import MAX_OVERSHOOT
+def _within(length: tuple[int, int], start: float, end: float) -> tuple[float, str]:
+    """(the duration, '') of the segment [start, end) of a recording of length (samples, rate) under
+    extract-segments' rules (rnnt.data.audio.segment_samples: end -1 to its end, one ending a little past it cut
+    there), or (0, why not)."""
+    from rnnt.data.audio import AudioError, segment_samples
 
-    if start >= seconds:
-        return 0.0, "starts at or past its recording's end"
-    if end > seconds + MAX_OVERSHOOT:
-        return 0.0, f"ends at {end:g} s, more than {MAX_OVERSHOOT} s past its recording's {seconds:.3f} s"
-    return (seconds if end < 0 else min(end, seconds)) - start, ""
+    samples, rate = length
+    try:
+        first, stop = segment_samples(SimpleNamespace(frames=samples, samplerate=rate), start, end)
+    except AudioError as error:
+        return 0.0, str(error)
+    return ((samples if stop is None else stop) - first) / rate, ""
 
 
-def _read_recordings(sources: dict[str, str], nj: int, where: dict, problems: list[str]) -> dict[str, float]:
-    """recording -> seconds of those that could be read; a message in problems for each other."""
-    seconds = {}
+def _read_recordings(sources: dict[str, str], nj: int, where: dict, problems: list[str]) -> dict[str, tuple[int, int]]:
+    """recording -> (samples, rate) of those that could be read; a message in problems for each other."""
+    lengths = {}
     with Pool(nj) if nj > 1 and len(sources) > 1 else contextlib.nullcontext() as pool:
         results = pool.imap(_measured, sources.items(), chunksize=8) if pool else map(_measured, sources.items())
-        for recording, duration, why in progress(results, total=len(sources), desc="durations", unit=" recordings"):
-            if duration is None:
+        for recording, length, why in progress(results, total=len(sources), desc="durations", unit=" recordings"):
+            if length is None:
                 problems.append(f"{where[recording]}: {recording}: {why}")
             else:
-                seconds[recording] = duration
-    return seconds
+                lengths[recording] = length
+    return lengths
 
 
 def write_utt2dur(data_dir: str, nj: int = 1, named_from: str | None = None,

@@ -91,11 +91,12 @@ def test_segments_take_their_times_and_an_end_of_minus_one_its_recording(librisp
     assert out.returncode == 1 and "fewer than half the utterances have a duration" in out.stderr, out.stderr
     assert durations(librispeech_dir / "utt2dur") == pytest.approx(
         {f"{rec}-a": 1.25, f"{rec}-b": seconds - 1.0, f"{rec}-f": seconds - 1.0}, abs=1e-6)
-    assert f"segments:3: {rec}-c: starts at or past its recording's end" in out.stderr
+    late, later = (float(f"{seconds + n:.2f}") for n in (2, 1))
+    assert f"segments:3: {rec}-c: the segment starts at {late} s, outside the recording's " in out.stderr
     assert f"segments:4: {rec}-d: bad segment times 0.50..0.20" in out.stderr
     past = float(f"{seconds + 5:.2f}")
-    assert f"segments:7: {rec}-g: ends at {past:g} s, more than 0.5 s past its recording's " in out.stderr
-    assert f"segments:8: {rec}-h: starts at or past its recording's end" in out.stderr
+    assert f"segments:7: {rec}-g: the segment ends at {past} s, more than 0.5 s past the recording's " in out.stderr
+    assert f"segments:8: {rec}-h: the segment starts at {later} s, outside the recording's " in out.stderr
     assert f"segments:5: {rec}-e: start 'abc' or end '-1' is not a number" in out.stderr
     (librispeech_dir / "utt2dur").unlink()
     (librispeech_dir / "segments").write_text(f"{rec}-c {rec} {seconds + 2:.2f} -1\n")
