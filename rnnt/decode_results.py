@@ -33,11 +33,11 @@ def reference_texts(data_list: str, text: str | None) -> tuple[dict[str, str], s
     text = text or os.path.join(os.path.dirname(os.path.abspath(data_list)), "text")
     if os.path.isfile(text):
         return {key: scorable(line) for key, line in read_table(text, errors=KEEP_BYTES).items()}, text
-    lines_named = logging.getLogger("rnnt.data.sources")  # by the decode's own pass over the list, once
+    lines_named = logging.getLogger("rnnt.data.sources")  # by the decode's own pass over the list (shards too), once
     was, lines_named.disabled = lines_named.disabled, True
     try:
         refs: dict[str, str] = {}
-        for record in records(data_list):  # a key's first, as decoding takes it (stages.first_of_each_key)
+        for record in records(data_list, quiet=True):  # a key's first, as decoding takes it (stages.first_of_each_key)
             refs.setdefault(record["key"], record["txt"])
         return refs, data_list
     finally:

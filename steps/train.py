@@ -11,14 +11,16 @@ settings, the device, loader workers and the audio and noise caches, paths, the 
 statistics themselves are compared) and decoding's data.tail_silence): then the old experiment is set aside
 whole as <exp-dir>.N and training starts anew (rnnt.training.config_change). SIGTERM (to any rank) saves a
 checkpoint at the next optimiser step and exits with status 143, so that a recipe does not take the run for
-finished. torchrun passes a SIGTERM it gets on to every rank, but kills them 30 s later (the recipes give it 600 s:
-TORCH_ELASTIC_SHUTDOWN_TIMEOUT) and exits with its own status: a rank in the middle of validation or of a long
-accumulation group may be killed before it saves.
-Exit status: 0 training complete, 1 error, 143 stopped by SIGTERM.
+finished; so does Ctrl-C, with status 130 (a second Ctrl-C stops at once, unsaved). torchrun passes a SIGTERM
+it gets on to every rank, but kills them 30 s later (the recipes give it 600 s: TORCH_ELASTIC_SHUTDOWN_TIMEOUT)
+and exits with its own status: a rank in the middle of validation or of a long accumulation group may be killed
+before it saves.
+Exit status: 0 training complete, 1 error, 143 stopped by SIGTERM, 130 by Ctrl-C.
 """
 
 import dataclasses
 import os
+import signal
 import sys
 
 import yaml
@@ -106,7 +108,12 @@ def main() -> int:
     except (StopTraining, OSError, ValueError) as error:  # a missing or empty list, lang dir, init checkpoint, ...
         print(f"train.py: {error}", file=sys.stderr)
         return 1
-    return trainer.run()
+    try:
+        return trainer.run()
+    except KeyboardInterrupt:  # the second Ctrl-C (rnnt.training.stop_signals)
+        print("train.py: stopped at once by a second Ctrl-C; the steps since the last checkpoint are not saved",
+              file=sys.stderr)
+        return 128 + signal.SIGINT
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ def list_fingerprint(list_path: str, by_content: bool = True) -> str:
     2026-12, which checkpoints of then hold)."""
     digest = hashlib.sha256()
     recorded = functools.cache(read_digests)  # a folder's SHA256SUMS, read once
-    for entry in read_list(list_path):
+    for entry in read_list(list_path, quiet=True):  # its skipped lines named where it is read for its utterances
         path = wav_of(entry) if entry.startswith("{") else entry
         stat = os.stat(path) if os.path.isfile(path) else None
         name = os.path.basename(path)
@@ -53,24 +53,33 @@ def list_fingerprint(list_path: str, by_content: bool = True) -> str:
     return digest.hexdigest()
 
 
-def missing_files(list_path: str, entries: list[str] | None = None) -> list[str]:
-    """The files the list names that are gone (`entries`: its lines, where already read)."""
-    return [path for path in named_files(read_list(list_path) if entries is None else entries)
-            if not os.path.isfile(path)]
+def missing_lines(list_path: str) -> list[tuple[int, str]]:
+    """The files the list names that are gone, each with the number of the line naming it (the lines read_list
+    would keep: of a raw list, its JSON lines)."""
+    with open(list_path, encoding="utf-8-sig", errors="replace") as f:
+        numbered = [(number, line.strip()) for number, line in enumerate(f, 1) if line.strip()]
+    raw = any(line.startswith("{") for _, line in numbered)
+    named = [(number, wav_of(line) if raw else line) for number, line in numbered if line.startswith("{") or not raw]
+    return [(number, path) for number, path in named if path and "://" not in path and not os.path.isfile(path)]
+
+
+def missing_files(list_path: str) -> list[str]:
+    """The files the list names that are gone."""
+    return [path for _, path in missing_lines(list_path)]
 
 
 def stale_files(list_path: str) -> list[str]:
     """The files gone, and the shards not in the list's folder: the recipes write each set's shards beside its
     list (data/<set>/shards, data/<set>/data.list), so a list naming others' is a recipe folder's copied with
     its data/, which would train on the first folder's shards (their paths are absolute, as WeNet's)."""
-    entries = read_list(list_path)
+    entries = read_list(list_path, quiet=True)
     folder = os.path.dirname(list_path) or "."
 
     def inside(path: str) -> bool:  # as written or with links resolved (a shards folder linked to another disk)
         return any(os.path.commonpath([where(path), where(folder)]) == where(folder)
                    for where in (os.path.abspath, os.path.realpath))
     shards = [] if list_kind(entries) == "raw" else named_files(entries)
-    return missing_files(list_path, entries) + [path for path in shards if not inside(path) and os.path.isfile(path)]
+    return missing_files(list_path) + [path for path in shards if not inside(path) and os.path.isfile(path)]
 
 
 def main(argv: list[str]) -> int:

@@ -30,19 +30,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 AUDIO_EXTENSIONS = {"wav", "flac", "ogg", "opus", "mp3", "sph"}
+_WARNED: set[tuple] = set()  # the versions (path, size, time) of lists whose skipped lines were named: once each
 
 
-def read_list(path: str) -> list[str]:
+def read_list(path: str, quiet: bool = False) -> list[str]:
     """The entries of a data list: its non-empty lines, less those not UTF-8 or with a NUL byte and those a raw
     list (one with a line starting with '{') cannot use (not a {key, wav, txt} object, a start or end that is not a
     number), each named by file and line and counted; a binary file (a NUL byte in its first line: an audio file
     given for a list) is a ValueError. A line listed again is kept: repeating a list's lines upsamples it, as in
-    WeNet's."""
+    WeNet's. The skipped lines are named once for each version of a file, and not at all where quiet (a
+    fingerprint's reading): a training named every skip three times, two of them before its log began."""
     if os.path.isdir(path):
         raise ValueError(f"{path}: a folder, not a data list (one a data dir holds: {path}/data.list, written by "
                          "steps/make_shards.py or steps/make_raw_list.py)")
     numbered, bad = [], 0
     with open(path, "rb") as f:
+        stat = os.fstat(f.fileno())
+        version = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+        level = logging.DEBUG if quiet or version in _WARNED else logging.WARNING
         for number, raw in enumerate(f, 1):
             if b"\0" in raw and number == 1:
                 raise ValueError(f"{path}: a binary file (an audio file?), not a data list of text lines; "
@@ -53,7 +58,7 @@ def read_list(path: str) -> list[str]:
             except UnicodeDecodeError as error:
                 why = f"not UTF-8 ({error})"
             if why:
-                log.warning("%s:%d: skipped, %s", path, number, why)
+                log.log(level, "%s:%d: skipped, %s", path, number, why)
                 bad += 1
                 continue
             if line:
@@ -63,7 +68,7 @@ def read_list(path: str) -> list[str]:
         for number, line in numbered:
             problem = raw_problem(line)
             if problem:
-                log.warning("%s:%d: skipped, %s", path, number, problem)
+                log.log(level, "%s:%d: skipped, %s", path, number, problem)
                 bad += 1
             else:
                 kept.append((number, line))
@@ -72,7 +77,9 @@ def read_list(path: str) -> list[str]:
         raise ValueError(f"{path}:{numbered[0][0]}: '<key> <value>', a Kaldi table (wav.scp, text), not a data list; "
                          "make one of the data dir with steps/make_shards.py or steps/make_raw_list.py")
     if bad:
-        log.warning("%s: %s skipped (named above), %d kept", path, counted(bad, "line"), len(numbered))
+        log.log(level, "%s: %s skipped (named above), %d kept", path, counted(bad, "line"), len(numbered))
+        if not quiet:
+            _WARNED.add(version)
     return [line for _, line in numbered]
 
 
@@ -256,9 +263,10 @@ def _complete(record: dict, url: str, report: DataReport) -> Iterator[dict]:
     report.shard_skipped(f"utterances with {problem}")
 
 
-def records(list_path: str) -> Iterator[dict]:
-    """All utterance records of a raw or shard list, in list order."""
-    lines = read_list(list_path)
+def records(list_path: str, quiet: bool = False) -> Iterator[dict]:
+    """All utterance records of a raw or shard list, in list order (quiet: the list's bad lines left unnamed, as
+    read_list's)."""
+    lines = read_list(list_path, quiet)
     if list_kind(lines) == "raw":
         return raw_records(lines, list_path)
     return shard_records(lines)

@@ -21,10 +21,13 @@ import shutil
 from rnnt.atomic_write import write_atomically
 from rnnt.config import to_dict
 from rnnt.data.cmvn_file import cmvn_source
-from rnnt.data.list_fingerprint import list_fingerprint, missing_files
+from rnnt.data.list_fingerprint import list_fingerprint, missing_lines
+from rnnt.data.sources import list_kind, read_list
 from rnnt.data.tokenizer import read_lang_config, read_units
 from rnnt.training import checkpoint
 from rnnt.training.stop import StopTraining
+
+MISSING_NAMED = 10  # a raw list's missing recordings named one by one; the rest counted
 
 # What a resume can honour: how long to train, what is logged and kept, where it runs. Fewer epochs than
 # the experiment already trained is not among them (its newest checkpoints would outlast the config).
@@ -102,13 +105,24 @@ def changes_to_restart(old, new, meta: dict, train_data: str) -> list[Change]:
     return changes
 
 
-def training_data_of(list_path: str) -> str:
-    """The training list's list_fingerprint, which every checkpoint records; a list that names files that are
-    gone (a deleted shard) is refused before anything is set aside: trained on, it would start over on a part."""
-    if os.path.isfile(list_path) and (missing := missing_files(list_path)):
-        raise StopTraining(f"{list_path} names {len(missing)} file(s) that are gone ({missing[0]}"
-                           f"{', ...' if len(missing) > 1 else ''}): make the list again (a recipe's shards stage)")
-    return list_fingerprint(list_path)
+def training_data_of(list_path: str) -> tuple[str, list[str]]:
+    """The training list's list_fingerprint, which every checkpoint records, and warnings for the log. A shard list
+    naming a shard that is gone is refused before anything is set aside: trained on, it would start over on a part.
+    A raw list's missing recordings are named by line and skipped, as the pipeline skips unreadable audio (one
+    deleted recording refused a list of thousands); a raw list of which every recording is gone is refused."""
+    missing = missing_lines(list_path) if os.path.isfile(list_path) else []
+    warnings = []
+    if missing:
+        where = f"{list_path}:{missing[0][0]} ({missing[0][1]}{', ...' if len(missing) > 1 else ''})"
+        entries = read_list(list_path, quiet=True)
+        if list_kind(entries) != "raw" or len(missing) >= len(entries):
+            raise StopTraining(f"{list_path} names {len(missing)} file(s) that are gone, the first at {where}: "
+                               "make the list again (a recipe's shards stage)")
+        warnings = [f"{list_path}:{number}: {path} is gone; its utterance is skipped"
+                    for number, path in missing[:MISSING_NAMED]]
+        warnings.append(f"{list_path}: {len(missing)} of its {len(entries)} recordings are gone "
+                        f"({min(len(missing), MISSING_NAMED)} named above), skipped; the rest are trained on")
+    return list_fingerprint(list_path), warnings
 
 
 def units_digest(lang_dir: str) -> str:

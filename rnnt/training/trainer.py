@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -34,13 +33,12 @@ from rnnt.training.progress import Progress, close_logging, setup_logging
 from rnnt.training.patience import Patience
 from rnnt.training.schedules import warmup_unfinished
 from rnnt.training.stop import StopTraining, held_alone_or_stop
+from rnnt.training.stop_signals import StopSignals
 from rnnt.training.trainer_checkpoints import Checkpointing
 from rnnt.training.trainer_steps import Steps
 from rnnt.training.validation import validate, validation_pipeline
 
 log = logging.getLogger("rnnt.train")
-
-STOPPED_BY_SIGNAL = 128 + signal.SIGTERM  # the exit status of a run stopped early: the shell's for SIGTERM
 
 
 class Trainer(Checkpointing, Steps):
@@ -51,7 +49,7 @@ class Trainer(Checkpointing, Steps):
         # Subnormal floats take the CPU's slow path; a new model makes many (DeepSpeech 2 on AN4: several times slower)
         torch.set_flush_denormal(True)
         self.world = setup(experiment.train.device)
-        self.train_data = training_data_of(experiment.paths.train_list)  # in every checkpoint's meta
+        self.train_data, data_warnings = training_data_of(experiment.paths.train_list)  # in every checkpoint's meta
         # the model and optimiser first: a value they refuse stops here, before an experiment is set aside
         torch.manual_seed(experiment.train.seed)
         self.tokenizer = Tokenizer(experiment.paths.lang_dir)
@@ -67,6 +65,8 @@ class Trainer(Checkpointing, Steps):
         if self.world.main:  # (before anything is set aside: a second run set the running one's files aside)
             self.alone.enter_context(held_alone_or_stop(exp_dir))
         self.start_logging(resume)
+        for warning in data_warnings:
+            log.warning("%s", warning)
         if augmenter:
             augmenter.log_warnings()
         self.ddp = DistributedDataParallel(self.model) if self.world.distributed else self.model
@@ -81,8 +81,8 @@ class Trainer(Checkpointing, Steps):
         self.group = GradientGroup()
         self.bad_batches = BadBatches(train_config.max_bad_steps)
         self.patience = Patience(train_config.patience, train_config.valid_wer)
-        self.signal_received = False  # this rank got SIGTERM
-        self.stopping = False  # some rank got SIGTERM: all stop at the next optimiser step
+        self.signals = StopSignals()  # this rank's SIGTERM or Ctrl-C, once run takes them
+        self.stopping = False  # some rank got one: all stop at the next optimiser step
         self.valid_result: dict = {}
         self.validated_at: tuple[int, dict] = (-1, {})  # the step of the last validation inside an epoch, its result
         self.keys_log = KeysLog(exp_dir, self.world.rank) if log_keys else None
@@ -131,12 +131,12 @@ class Trainer(Checkpointing, Steps):
 
     # --- the loop -------------------------------------------------------------------------------------
     def run(self) -> int:
-        """0 when training is complete; STOPPED_BY_SIGNAL after SIGTERM (a checkpoint holds the position);
-        1 on failure."""
-        previous = signal.signal(signal.SIGTERM, self.request_stop)
+        """0 when training is complete; 128 + the signal after SIGTERM or Ctrl-C (rnnt.training.stop_signals: a
+        checkpoint holds the position); 1 on failure."""
         self.ended_together = False
         try:
-            return self.train_to_the_end()
+            with self.signals:
+                return self.train_to_the_end()
         except StopTraining as error:
             log.error("%s", error)
             return 1
@@ -146,7 +146,6 @@ class Trainer(Checkpointing, Steps):
             return 1
         finally:
             self.alone.close()
-            signal.signal(signal.SIGTERM, previous)
             self.progress.close()
             if self.keys_log:
                 self.keys_log.close()
@@ -184,17 +183,14 @@ class Trainer(Checkpointing, Steps):
             raise StopTraining("the ranks ended with different parameters (above): this training is not one model")
         summary = f"{self.step} steps, {self.epoch} epochs{partial}; {self.bad_batches.summary()}"
         if not self.complete():
-            log.info("stopped on SIGTERM at step %d (%s); run again to continue (the recipe's run.sh, or "
-                     "steps/train.py --resume)", self.step, summary)
-            return STOPPED_BY_SIGNAL
+            log.info("stopped on %s at step %d (%s); run again to continue (the recipe's run.sh, or "
+                     "steps/train.py --resume)", self.signals.name, self.step, summary)
+            return self.signals.exit_status
         ended_early = self.epoch < self.experiment.train.epochs and self.patience.ends(self.epoch)
         log.info("training done: %s%s", summary, f"; {self.patience.why(self.epoch)}" if ended_early else "")
         if warning := warmup_unfinished(self.experiment.train.schedule, self.step):
             log.warning("%s", warning)
         return 0
-
-    def request_stop(self, signum, frame) -> None:
-        self.signal_received = True
 
     def max_steps_reached(self) -> bool:
         return bool(self.experiment.train.max_steps) and self.step >= self.experiment.train.max_steps
@@ -211,7 +207,7 @@ class Trainer(Checkpointing, Steps):
         self.loader.dataset.set_epoch(self.epoch, self.position if self.batch else None)
         self.progress.start_epoch(self.epoch, self.batch)
         starts = self.batch == 0
-        epoch = batches_of_every_rank(self.world, self.loader, lambda: self.signal_received,
+        epoch = batches_of_every_rank(self.world, self.loader, lambda: bool(self.signals.received),
                                       self.loader.dataset.spare_batch)
         for turn in epoch:
             self.stopping = self.stopping or turn.stop

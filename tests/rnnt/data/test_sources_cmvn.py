@@ -176,6 +176,11 @@ def test_bad_raw_list_lines_are_named_by_their_line_and_the_rest_kept(test_data,
     assert f"{raw_list}:6: skipped, not UTF-8" in warnings
     assert f"{raw_list}:7: skipped, not a {{key, wav, txt}} object with a valid start and end: ValueError" in warnings
     assert f"{raw_list}: 3 lines skipped (named above), 3 kept" in warnings
+    # read again (training reads its list three times), the same file's skips are not named again
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert [r["key"] for r in records(str(raw_list))] == got
+    assert not caplog.records
     raw_list.write_bytes(b"\xef\xbb\xbf" + b"\n".join(line.encode() for line in good) + b"\n")  # an editor's BOM
     assert [r["key"] for r in records(str(raw_list))] == [json.loads(line)["key"] for line in good]
     # a first line that is no entry (a comment) made it a shard list: each entry "a shard it cannot open"

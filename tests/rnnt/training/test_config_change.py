@@ -12,8 +12,9 @@ from conftest import run_tool
 from rnnt.data.specaugment import SpecAugmentConfig
 from rnnt.training import checkpoint
 from rnnt.data.list_fingerprint import list_fingerprint
-from rnnt.training.config_change import changes_to_restart, config_changes, flat, set_aside
+from rnnt.training.config_change import changes_to_restart, config_changes, flat, set_aside, training_data_of
 from rnnt.training.experiment import load_experiment
+from rnnt.training.stop import StopTraining
 from yesno_training import CONFIG, config_file, train_args
 
 
@@ -280,6 +281,29 @@ def test_the_training_data_fingerprint_follows_the_list_and_its_files(tmp_path):
     first = list_fingerprint(str(raw))
     shards[0].write_bytes(b"longer")
     assert list_fingerprint(str(raw)) != first
+
+
+def test_a_raw_lists_missing_recordings_are_named_by_line_and_skipped_but_a_missing_shard_is_refused(tmp_path):
+    """One deleted recording refused a raw list of thousands, naming no line; now it is skipped as unreadable audio
+    is. A missing shard (thousands of utterances) and a raw list with nothing left are still refused."""
+    waves = [tmp_path / f"{key}.wav" for key in "abc"]
+    for wave in waves[:2]:
+        wave.write_bytes(b"x")
+    raw = tmp_path / "raw.list"
+    raw.write_text("".join(json.dumps({"key": w.stem, "wav": str(w), "txt": "A"}) + "\n" for w in waves))
+    assert training_data_of(str(raw)) == (list_fingerprint(str(raw)), [
+        f"{raw}:3: {waves[2]} is gone; its utterance is skipped",
+        f"{raw}: 1 of its 3 recordings are gone (1 named above), skipped; the rest are trained on"])
+    for wave in waves[:2]:
+        wave.unlink()
+    with pytest.raises(StopTraining, match=f"names 3 file\\(s\\) that are gone, the first at {raw}:1 \\({waves[0]}, "):
+        training_data_of(str(raw))
+    shard_list = tmp_path / "data.list"
+    (tmp_path / "shards_0.tar").write_bytes(b"x")
+    shard_list.write_text(f"{tmp_path}/shards_0.tar\n{tmp_path}/shards_1.tar\n")
+    with pytest.raises(StopTraining, match=f"^{shard_list} names 1 file\\(s\\) that are gone, the first at "
+                                           f"{shard_list}:2 \\({tmp_path}/shards_1.tar\\)"):
+        training_data_of(str(shard_list))
 
 
 def test_an_empty_config_yaml_beside_checkpoints_is_refused_not_taken_for_the_defaults(tmp_path):

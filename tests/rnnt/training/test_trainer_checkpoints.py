@@ -299,8 +299,8 @@ def test_a_fresh_start_from_another_experiments_weights(yesno_small):
 
 def test_an_epoch_or_a_validation_with_no_usable_utterance_stops_training(yesno_small):
     """A training list of unreadable audio stops training with a message instead of running no step and saving
-    checkpoints; a validation list of it, instead of a WER of 0% over 0. (A list naming files that are gone is
-    refused before: rnnt.training.config_change.training_data_of.)"""
+    checkpoints; a validation list of it, instead of a WER of 0% over 0. (A raw list naming only files that are gone
+    is refused before: rnnt.training.config_change.training_data_of.)"""
     from rnnt.data.pipeline import Pipeline
     from rnnt.training.validation import validate
 
@@ -314,20 +314,37 @@ def test_an_epoch_or_a_validation_with_no_usable_utterance_stops_training(yesno_
     trainer = make_trainer(root, "exp", epochs=1)
     with pytest.raises(StopTraining, match=f"^epoch 1: no usable utterance in {root / 'train.list'}$"):
         trainer.train_epoch()
-    (root / "elsewhere" / wav).unlink()
-    with pytest.raises(StopTraining, match=f"^{root / 'train.list'} names 1 file\\(s\\) that are gone \\({root}/"
-                                           f"elsewhere/{wav}\\): make the list again"):
+    for gone in (root / "elsewhere").iterdir():
+        gone.unlink()
+    with pytest.raises(StopTraining, match=f"^{root / 'train.list'} names 4 file\\(s\\) that are gone, the first at "
+                                           f"{root / 'train.list'}:1 \\({root}/elsewhere/.*, ...\\): make the list"):
         make_trainer(root, "exp2", epochs=1)
     nothing = Pipeline(str(root / "train.list"), trainer.experiment.data, trainer.tokenizer, False).batches()
     with pytest.raises(StopTraining, match="^validation: no usable utterance in the validation list"):
         validate(trainer.model, nothing, trainer.tokenizer, torch.device("cpu"))
     # a validation list of which nothing is usable stops the run before it trains, not after the first epoch (whose
     # end validates before it saves: the epoch was lost)
-    (root / "elsewhere" / wav).write_bytes(b"not audio")
+    for wav in re.findall(r'"wav": "[^"]*/([^"/]*)"', (yesno_small / "train.list").read_text()):
+        (root / "elsewhere" / wav).write_bytes(b"not audio")
     experiment = load_experiment(str(root / "exp.yaml"), train_list=str(yesno_small / "train.list"),
                                  valid_list=str(root / "train.list"), lang_dir=str(root / "lang"))
     with pytest.raises(StopTraining, match=f"^{root / 'train.list'}: no usable utterance in the validation list"):
         Trainer(experiment, str(root / "exp3"))
+
+
+def test_a_training_logs_each_bad_line_and_missing_recording_of_its_list_once(yesno_small):
+    """A raw list's bad line was printed three times (the list read for its fingerprint, the files it names and its
+    utterances), twice before train.log began; one missing recording refused the whole list."""
+    lines = (yesno_small / "train.list").read_text().splitlines()
+    gone = json.loads(lines[1])["wav"].replace(".wav", "_gone.wav")
+    lines[1] = json.dumps({**json.loads(lines[1]), "wav": gone})
+    (yesno_small / "train.list").write_text("\n".join(lines[:1] + ["{not json"] + lines[1:]) + "\n")
+    trainer = make_trainer(yesno_small, "exp", epochs=1)
+    trainer.train_epoch()
+    log = (yesno_small / "exp" / "train.log").read_text()
+    assert log.count(f"{yesno_small / 'train.list'}:2: skipped, not a {{key, wav, txt}} object") == 1, log
+    assert log.count(f"{yesno_small / 'train.list'}:3: {gone} is gone; its utterance is skipped") == 1, log
+    assert f"{yesno_small / 'train.list'}: 1 of its 4 recordings are gone (1 named above), skipped" in log
 
 
 def test_validation_reads_what_decoding_reads_whatever_data_filter_leaves_out_of_training(yesno_small):

@@ -194,12 +194,38 @@ def test_sigterm_saves_and_exits_cleanly(yesno, tmp_path, num_workers, sent_to):
     assert meta["step"] >= 6
 
 
-def test_ctrl_c_ends_a_training_with_workers(yesno, tmp_path):
-    """A terminal's Ctrl-C (SIGINT to the group) ends it at once, its workers with it: a worker that kept the
-    training's SIGTERM handler outlived the training's end, which waited for it for good."""
-    proc, _ = training_with_workers(yesno, tmp_path, 2)
+def test_ctrl_c_stops_a_training_with_workers_where_it_saves(yesno, tmp_path):
+    """A terminal's Ctrl-C (SIGINT to the group) stops it at the next optimiser step, saved (it ended at once in a
+    traceback, the steps since the last checkpoint lost), its workers with it: a worker that kept the training's
+    SIGTERM handler outlived the training's end, which waited for it for good."""
+    proc, exp = training_with_workers(yesno, tmp_path, 2)
     os.killpg(proc.pid, signal.SIGINT)
-    assert proc.wait(timeout=60) in (-signal.SIGINT, 130)
+    assert proc.wait(timeout=60) == 130
+    assert "stopped on Ctrl-C (SIGINT)" in (exp / "train.log").read_text()
+    assert checkpoint.load_meta(checkpoint.latest(str(exp)))["step"] >= 6
+
+
+def test_a_second_ctrl_c_stops_at_once_and_an_ignored_one_stays_ignored():
+    from rnnt.training.stop_signals import StopSignals
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own, as a hand-run train.py has
+    try:
+        with StopSignals() as signals:
+            assert signal.getsignal(signal.SIGINT) == signals.take
+            signals.take(signal.SIGINT, None)
+            assert (signals.received, signals.name, signals.exit_status) == (signal.SIGINT, "Ctrl-C (SIGINT)", 130)
+            with pytest.raises(KeyboardInterrupt):
+                signals.take(signal.SIGINT, None)
+            signals.take(signal.SIGTERM, None)  # the first signal names the stop
+            assert signals.exit_status == 130
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert StopSignals().exit_status == 143  # a rank stopped by another rank's signal
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a recipe's stage runs it: stopped by SIGTERM
+        with StopSignals() as signals:
+            assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) == signals.take
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.mark.slow  # trainings of their own; CI runs it
