@@ -124,3 +124,29 @@ def test_the_units_digest_is_of_the_units_not_of_their_line_ends(tmp_path):
     assert units_digest(str(tmp_path)) == digest
     (tmp_path / "units.txt").write_text(GOOD.replace("YES 2\nNO 3", "NO 2\nYES 3"))
     assert units_digest(str(tmp_path)) != digest
+
+
+def test_units_json_units_txt_and_the_model_of_different_builds_are_refused(tmp_path):
+    """A units.txt copied from another build beside units.json, or a bpe.model beside another build's units.txt,
+    trained every piece the model has and units.txt lacks as <unk>, with no error."""
+    import sentencepiece
+
+    (tmp_path / "units.txt").write_text(GOOD)
+    (tmp_path / "units.json").write_text(json.dumps({"type": "word", "vocab_size": 5}))
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'units.json'}: vocab_size 5, but {tmp_path}/units.txt holds "
+                                         "4 units: the two are of different builds"):
+        Tokenizer(str(tmp_path))
+    corpus = tmp_path / "text"
+    corpus.write_text("".join(f"{line}\n" for line in ["yes no yes", "no no yes", "yes yes yes no"] * 20))
+    sentencepiece.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(tmp_path / "bpe"), model_type="bpe",
+                                             vocab_size=10, unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1, minloglevel=2)
+    model = sentencepiece.SentencePieceProcessor(model_file=str(tmp_path / "bpe.model"))
+    units = ["<blank>", "<unk>"] + [model.id_to_piece(i) for i in range(1, model.get_piece_size())]
+    (tmp_path / "units.txt").write_text("".join(f"{unit} {i}\n" for i, unit in enumerate(units)))
+    (tmp_path / "units.json").write_text(json.dumps({"type": "bpe", "model": "bpe.model", "vocab_size": len(units)}))
+    assert Tokenizer(str(tmp_path)).vocab_size == len(units)
+    other = units[:-1] + ["\u2581maybe"]  # another build's last piece
+    (tmp_path / "units.txt").write_text("".join(f"{unit} {i}\n" for i, unit in enumerate(other)))
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'bpe.model'}: 1 of its pieces are not in units.txt "
+                                         f"\\('{units[-1]}'\\): the two are of different builds"):
+        Tokenizer(str(tmp_path))
