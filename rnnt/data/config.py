@@ -64,6 +64,9 @@ class DataConfig:
     tail_silence: float = 0.0
 
 
+MAX_TAIL_SILENCE = 10.0  # seconds: 0.3-1 s flushes an encoder's last chunk; 1e9 was taken, and asked 1e9 s of memory
+
+
 def dither_problem(features: FeatureConfig) -> str | None:
     """Why the dither cannot be meant (None: it can): a negative amount, or with a preset whose samples stay in
     [-1, 1], an amount of 16-bit units (Kaldi's and WeNet's dither 1.0 was noise as loud as the speech)."""
@@ -97,6 +100,9 @@ def data_config(values: dict | None) -> DataConfig:
                                                        "time_mask_ratio", "max_time_masks") if masks is not None]:
         if not 0 <= getattr(section, key) < math.inf:
             raise ValueError(f"data.{name}{key} must be 0 or more and finite, got {getattr(section, key)}")
+    if config.tail_silence > MAX_TAIL_SILENCE:
+        raise ValueError(f"data.tail_silence is seconds of silence after each utterance decoded, at most "
+                         f"{MAX_TAIL_SILENCE:g}, got {config.tail_silence:g}")
     if config.features.preset not in PRESETS:
         raise ValueError(f"data.features.preset must be one of {sorted(PRESETS)}, got '{config.features.preset}'")
     if problem := dither_problem(config.features):

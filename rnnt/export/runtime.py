@@ -4,6 +4,7 @@ their times."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -13,6 +14,7 @@ import numpy as np
 
 from rnnt.confidence import Calibration, calibration_of, usable_calibration, word_confidence
 from rnnt.ctm import start_within
+from rnnt.data.config import MAX_TAIL_SILENCE
 from rnnt.datadir.table import kaldi_fields
 
 DECODING_JSON = "decoding.json"  # written by rnnt.export.sherpa_onnx beside sherpa-onnx.json
@@ -90,22 +92,42 @@ def load_recognizer(onnx_dir: str, threads: int, described: dict | None = None, 
         raise ValueError(f"{onnx_dir}/sherpa-onnx.json: {error}") from None
 
 
-def check_against_the_graphs(args: dict, path: str) -> None:
-    """tokens.txt holds a line a unit and sherpa-onnx.json the sample rate the decoder graph was exported with (its
-    metadata, where it has them): a short tokens.txt crashed sherpa-onnx mid-decoding, another rate scored 99% in
-    silence."""
+def tokens_digest(lines: list[str]) -> str:
+    """A digest of tokens.txt's '<symbol> <id>' lines as read (spacing and line ends aside), which the export's
+    graphs record: another tokens.txt of the same size (another build's, ids swapped) spelt every unit wrong."""
+    canonical = "".join(" ".join(line.split()) + "\n" for line in lines if line.strip())
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def graph_metadata(path: str) -> dict:
+    """An ONNX graph's metadata; ValueError naming a file that is no graph."""
     import onnx
 
     try:
-        graph = onnx.load(args["decoder"])
+        graph = onnx.load(path, load_external_data=False)
     except Exception as error:  # protobuf's DecodeError, onnx's own for a file cut short
-        raise ValueError(f"{args['decoder']}: not an ONNX graph ({type(error).__name__}); export it again") from None
-    metadata = {prop.key: prop.value for prop in graph.metadata_props}
+        raise ValueError(f"{path}: not an ONNX graph ({type(error).__name__}); export it again") from None
+    return {prop.key: prop.value for prop in graph.metadata_props}
+
+
+def check_against_the_graphs(args: dict, path: str) -> None:
+    """tokens.txt holds the units and sherpa-onnx.json the sample rate the decoder graph was exported with (its
+    metadata, where it has them): a short tokens.txt crashed sherpa-onnx mid-decoding, another rate scored 99% in
+    silence, another tokens.txt of the right size spelt every word wrong."""
+    metadata = graph_metadata(args["decoder"])
+    streaming, encoder = "model_type" in args, graph_metadata(args["encoder"])
+    if "model_author" in encoder and streaming != ("T" in encoder):  # sherpa-onnx's C++ aborted the process
+        kinds = ("an offline", "a streaming") if streaming else ("a streaming", "an offline")
+        raise ValueError(f"{args['encoder']}: {kinds[0]} export's encoder, in {kinds[1]} export ({path}); copy the "
+                         "export dir whole, or export it again")
     with open(args["tokens"], encoding="utf-8") as f:
-        tokens = sum(1 for line in f if line.strip())
-    if "vocab_size" in metadata and tokens != int(metadata["vocab_size"]):
-        raise ValueError(f"{args['tokens']}: {tokens} units, but the model has {metadata['vocab_size']}; export "
+        lines = [line for line in f if line.strip()]
+    if "vocab_size" in metadata and len(lines) != int(metadata["vocab_size"]):
+        raise ValueError(f"{args['tokens']}: {len(lines)} units, but the model has {metadata['vocab_size']}; export "
                          "it again with steps/export_onnx.py")
+    if "tokens_sha256" in metadata and tokens_digest(lines) != metadata["tokens_sha256"]:
+        raise ValueError(f"{args['tokens']}: not the units the model was exported with (another build's, or ids "
+                         "changed since); export it again with steps/export_onnx.py")
     if "sample_rate" in metadata and int(args["sample_rate"]) != int(metadata["sample_rate"]):
         raise ValueError(f"{path}: sample_rate {args['sample_rate']}, but the model was exported at "
                          f"{metadata['sample_rate']} Hz")
@@ -119,8 +141,9 @@ def tail_seconds(onnx_dir: str, streaming: bool) -> float:
     saw 10 ms to 0.64 s of a 0.5 s tail)."""
     decoding = decoding_settings(onnx_dir)
     tail = decoding.get("tail_silence", 0.0)
-    if isinstance(tail, bool) or not isinstance(tail, (int, float)) or not 0 <= tail < float("inf"):
-        raise ValueError(f"{onnx_dir}/{DECODING_JSON}: tail_silence is seconds, 0 or more, got {tail!r}")
+    if isinstance(tail, bool) or not isinstance(tail, (int, float)) or not 0 <= tail <= MAX_TAIL_SILENCE:
+        raise ValueError(f"{onnx_dir}/{DECODING_JSON}: tail_silence is seconds, 0 to {MAX_TAIL_SILENCE:g}, "
+                         f"got {tail!r}")
     if not streaming:
         return tail
     return max(STREAMING_TAIL, tail + (int(decoding.get("window_frames", 0)) + 1) * FRAME_SHIFT)

@@ -41,7 +41,7 @@ from rnnt.data.tokenizer import BLANK, SPACE, UNK
 from rnnt.export.earlier_files import GRAPHS, remove_earlier_files
 from rnnt.export.graphs import Decoder, Joiner, OfflineEncoder
 from rnnt.export.hotwords import BPE_MODEL, BPE_VOCAB, write_sentencepiece_files
-from rnnt.export.runtime import DECODING_JSON, endpoint_rules, write_decoding_json
+from rnnt.export.runtime import DECODING_JSON, endpoint_rules, tokens_digest, write_decoding_json
 from rnnt.export.streaming_encoders import streaming_graph
 from rnnt.model.feature_frontend import FeatureFrontEnd
 from rnnt.model.transducer import Transducer
@@ -256,8 +256,7 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
     """Writes the model to out_dir. Returns the from_transducer arguments written to sherpa-onnx.json
     ("args"), the largest difference from PyTorch per graph ("checked"), the checkpoint, the options, what
     calibrates the words' confidences ("confidences"), the files of an earlier export it removed ("removed") and
-    the attention chunks' name and note ("attention":
-    rnnt.attention_chunks.attend_in's)."""
+    the attention chunks' name and note ("attention": rnnt.attention_chunks.attend_in's)."""
     experiment, model, tokenizer, checkpoint = load_model(exp_dir, checkpoint)
     attention = attend_in(model, options.attention)  # before the stream's unit, which its chunk sets
     data, (unit, overlap) = experiment.data, stream_unit_and_overlap(experiment, model)
@@ -270,6 +269,7 @@ def export(exp_dir: str, out_dir: str, checkpoint: str | None = None,
     metadata = {"vocab_size": tokenizer.vocab_size, "context_size": model.config.predictor.context,
                 "joiner_dim": model.joiner.output.in_features, "sample_rate": data.sample_rate,
                 "feature_dim": data.features.num_mel_bins, "checkpoint": os.path.basename(checkpoint),
+                "tokens_sha256": tokens_digest(tokens_txt(tokenizer)),
                 **({"attention_chunks": attention[0]} if attention[0] else {})}
     frontend = FeatureFrontEnd(data.stack, data.subsample, stages.load_cmvn(data))
     paths = {name: os.path.join(out_dir, f"{name}.onnx") for name in GRAPHS}

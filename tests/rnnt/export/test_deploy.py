@@ -275,9 +275,9 @@ def test_the_tail_silence_goes_with_the_export(an4_test, tmp_path, monkeypatch):
     (tmp_path / "wide" / "decoding.json").write_text(json.dumps({"tail_silence": 0.3, "window_frames": 69}))
     assert (tail_seconds(str(tmp_path / "wide"), False), tail_seconds(str(tmp_path / "wide"), True)) == pytest.approx(
         (0.3, 1.0))
-    for bad in ("abc", -5, None):  # a float's ValueError that named no file; -5 taken as it was
+    for bad in ("abc", -5, None, 1e9):  # a float's ValueError that named no file; -5 taken as it was, 1e9 too
         (tmp_path / "wide" / "decoding.json").write_text(json.dumps({"tail_silence": bad}))
-        with pytest.raises(ValueError, match="wide/decoding.json: tail_silence is seconds, 0 or more, got "):
+        with pytest.raises(ValueError, match="wide/decoding.json: tail_silence is seconds, 0 to 10, got "):
             tail_seconds(str(tmp_path / "wide"), False)
     (tmp_path / "one.list").write_text(json.dumps({"key": "a", "wav": str(audio[0][0]), "txt": "A"}) + "\n")
     (tmp_path / "taken").write_text("")  # the whole list was decoded before the traceback said so

@@ -22,6 +22,7 @@ from conftest import librispeech_utterances
 from rnnt.data.features import fbank
 from rnnt.data.stacking import stack_frames
 from rnnt.data.tokenizer import SPACE, Tokenizer
+from rnnt.export.runtime import tokens_digest
 from rnnt.export.sherpa_onnx import (AUTHOR, ExportOptions, NotExportable, _export, _quantize, _verify, export,
                                      refusals, tokens_txt)
 from rnnt.model.transducer import Transducer
@@ -194,6 +195,8 @@ def test_an_offline_export_is_what_sherpa_onnx_loads(tmp_path, langs, test_data,
         assert metadata(out / f"{name}.onnx") == {"model_author": AUTHOR, "vocab_size": str(vocab),
                                                    "context_size": "2", "joiner_dim": "24", "sample_rate": "16000",
                                                    "feature_dim": "80", "checkpoint": "epoch-2.pt",
+                                                   "tokens_sha256": tokens_digest((out / "tokens.txt").read_text()
+                                                                                  .splitlines()),
                                                    **({"model_type": "conformer"} if name == "encoder" else {})}
     # loaded as sherpa-onnx's C++ tools and bindings load it, the kind of model read from the encoder (without
     # model_type there, the process exits: in a process of its own)
@@ -380,7 +383,8 @@ def test_a_broken_export_dir_is_named_by_its_file(tmp_path):
 
 def test_an_export_dir_whose_tokens_or_rate_are_not_its_graphs_is_refused(tmp_path, langs):
     """A tokens.txt short of a unit crashed sherpa-onnx mid-decoding (_Map_base::at); a sample_rate edited in
-    sherpa-onnx.json decoded every utterance at the wrong rate, 99% WER in silence."""
+    sherpa-onnx.json decoded every utterance at the wrong rate, 99% WER in silence; an offline export's encoder
+    copied into a streaming export aborted the process in sherpa-onnx's C++."""
     from rnnt.export.runtime import load_recognizer
 
     exp = make_experiment(tmp_path / "exp", langs["word"])
@@ -392,7 +396,24 @@ def test_an_export_dir_whose_tokens_or_rate_are_not_its_graphs_is_refused(tmp_pa
     with pytest.raises(ValueError, match=f"^{out / 'tokens.txt'}: {len(tokens) - 1} units, but the model has "
                                          f"{len(tokens)}; export it again"):
         load_recognizer(str(out), 1)
+    swapped = [f"{tokens[3].split()[0]} 2", f"{tokens[2].split()[0]} 3"]  # two words' ids swapped: all spelt wrong
+    (out / "tokens.txt").write_text("\r\n".join(tokens[:2] + swapped + tokens[4:]) + "\r\n")
+    with pytest.raises(ValueError, match=f"^{out / 'tokens.txt'}: not the units the model was exported with "
+                                         r"\(another build's, or ids changed since\); export it again"):
+        load_recognizer(str(out), 1)
+    (out / "tokens.txt").write_text("\r\n".join(tokens).replace(" ", "\t") + "\r\n")  # an editor's: the same
+    assert load_recognizer(str(out), 1)[2] == 16000
     (out / "tokens.txt").write_text("\n".join(tokens) + "\n")
+    stream = tmp_path / "stream"
+    export(str(exp), str(stream), options=ExportOptions(streaming=True))
+    offline_encoder = (out / "encoder.onnx").read_bytes()
+    (out / "encoder.onnx").write_bytes((stream / "encoder.onnx").read_bytes())
+    (stream / "encoder.onnx").write_bytes(offline_encoder)
+    for where, kind, into in ((stream, "an offline", "a streaming"), (out, "a streaming", "an offline")):
+        with pytest.raises(ValueError, match=f"^{where / 'encoder.onnx'}: {kind} export's encoder, in {into} export "
+                                             f"\\({where / 'sherpa-onnx.json'}\\); copy the export dir whole"):
+            load_recognizer(str(where), 1)
+    (out / "encoder.onnx").write_bytes(offline_encoder)
     args = json.loads((out / "sherpa-onnx.json").read_text())
     (out / "sherpa-onnx.json").write_text(json.dumps({**args, "sample_rate": 8000}))
     with pytest.raises(ValueError, match=f"^{out / 'sherpa-onnx.json'}: sample_rate 8000, but the model was "

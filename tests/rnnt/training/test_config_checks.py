@@ -155,6 +155,8 @@ def test_values_are_checked_against_their_keys_types_and_ranges_naming_the_file(
         "data:\n  speed_perturb: [.inf]\n": "data.speed_perturb factors must be positive and finite, got [inf]",
         "data:\n  shuffle_buffer: -1\n": "data.shuffle_buffer must be 0 or more and finite, got -1",
         "data:\n  tail_silence: .inf\n": "data.tail_silence must be 0 or more and finite, got inf",
+        "data:\n  tail_silence: 1e9\n": "data.tail_silence is seconds of silence after each utterance decoded, "
+                                          "at most 10, got 1e+09",
         "data:\n  spec_augment: {freq_masks: -2}\n": "data.spec_augment.freq_masks must be 0 or more and finite, "
                                                       "got -2",  # (range(-2): no mask, silently)
         # NaN passed every range check (a comparison with it is false): a grad_clip of NaN made every weight NaN
