@@ -23,7 +23,7 @@ from rnnt.config import read_yaml
 from rnnt.decode_results import reference_texts, write_results
 from rnnt.lm.fusion import read_fusion_config
 from rnnt.phone_scoring import hypothesis_phones, write_phone_error_rate
-from rnnt.prep.download import hex_digest
+from rnnt.prep.download import changed_since, hex_digest
 from rnnt.progress_bar import progress
 from rnnt.scoring import percent_text, words as reference_words
 from rnnt.system_combination import LM, choose, feature_names, grid_errors, lm_features, model_features, pool, \
@@ -61,16 +61,35 @@ def load_systems(systems) -> list:
     return models
 
 
-def read_weights(path: str, names: list[str], lm_fusion: str) -> list[float]:
-    """The weight of each feature in names from a weights.yaml --tune wrote, with this --lm-fusion (by its file's
-    SHA-256, which weights.yaml records: the LM's weight was tuned with its LM; one written before: not checked)."""
+def tuned_with(lm_fusion: str, checkpoints: dict[str, str]) -> dict:
+    """What weights.yaml records of the files its weights were tuned with: the LM's and each system's checkpoint
+    (exp -> path), by their SHA-256."""
+    return {"lm_fusion": lm_fusion, "lm_fusion_sha256": hex_digest(lm_fusion),
+            "checkpoints": dict(checkpoints),
+            "checkpoints_sha256": {exp: hex_digest(path) for exp, path in checkpoints.items()}}
+
+
+def check_tuned_with(path: str, values: dict, lm_fusion: str, checkpoints: dict[str, str]) -> None:
+    """ValueError where weights.yaml's weights were tuned with another LM or another checkpoint of a system than
+    this run's (one written before the digests: not checked): a retrained system's scores have another scale."""
+    if values.get("lm_fusion_sha256") not in (None, hex_digest(lm_fusion)):
+        raise ValueError(f"{path}: tuned with another --lm-fusion than {lm_fusion} ({values.get('lm_fusion')} as it "
+                         "was then): give the one --tune had")
+    recorded = values.get("checkpoints_sha256") or {}
+    for exp, checkpoint in checkpoints.items():
+        if changed_since(checkpoint, str(recorded.get(exp, ""))):
+            raise ValueError(f"{path}: tuned with another checkpoint of {exp} than {checkpoint} "
+                             f"({(values.get('checkpoints') or {}).get(exp)} as it was then): tune again on dev")
+
+
+def read_weights(path: str, names: list[str], lm_fusion: str, checkpoints: dict[str, str]) -> list[float]:
+    """The weight of each feature in names from a weights.yaml --tune wrote, with this --lm-fusion and these
+    checkpoints (check_tuned_with)."""
     values = read_yaml(path)
     weights = values.get("weights") if isinstance(values, dict) else None
     if not isinstance(weights, dict):
         raise ValueError(f"{path}: expected 'weights:' mapping each feature to its weight (what --tune writes)")
-    if values.get("lm_fusion_sha256") not in (None, hex_digest(lm_fusion)):
-        raise ValueError(f"{path}: tuned with another --lm-fusion than {lm_fusion} ({values.get('lm_fusion')} as it "
-                         "was then): give the one --tune had")
+    check_tuned_with(path, values, lm_fusion, checkpoints)
     missing, other = [name for name in names if name not in weights], [name for name in weights if name not in names]
     if missing or other:  # (weights of a system left out of this run dropped silently: a combination of others)
         what = f"no weight for {', '.join(missing)}" if missing else f"weights for {', '.join(map(str, other))}, " \
@@ -89,7 +108,13 @@ def read_weights(path: str, names: list[str], lm_fusion: str) -> list[float]:
 def scored_pools(systems, models, fusion_yaml: str, data_list: str):
     """The feature names, and per utterance its pooled hypotheses and their feature rows."""
     vocab_size = models[0][2].vocab_size  # the systems share their units (checked)
-    pools = pool([read_nbest(os.path.join(decode_dir, "nbest.json"), vocab_size) for _, _, decode_dir in systems])
+    nbests = [read_nbest(os.path.join(decode_dir, "nbest.json"), vocab_size) for _, _, decode_dir in systems]
+    pools = pool(nbests)
+    for (_, _, decode_dir), nbest in zip(systems, nbests):
+        if lacking := sorted(set(pools) - set(nbest)):  # pooled from the others alone, silently
+            print(f"combine_nbest.py: {os.path.join(decode_dir, 'nbest.json')} lacks {len(lacking)} of the "
+                  f"{len(pools)} pooled utterances (a decode of another list, or cut short): theirs are the other "
+                  f"systems' hypotheses alone: {' '.join(lacking[:5])}", file=sys.stderr)
     names, rows = [], {key: [[] for _ in hyps] for key, hyps in pools.items()}
     for (exp, _, _), (experiment, model, tokenizer, _) in zip(systems, models):
         own = feature_names(os.path.normpath(exp), model)
@@ -132,9 +157,11 @@ def main() -> str:
     try:
         refs, refs_from = reference_texts(args.data_list, None)
         models = load_systems(args.system)
+        checkpoints = {exp: checkpoint for exp, (_, _, _, checkpoint) in zip(exps, models)}
         if args.weights:  # before the scoring: weights of other systems would be found wanting after it
             weights = read_weights(args.weights, [name for exp, (_, model, _, _) in zip(exps, models)
-                                                  for name in feature_names(exp, model)] + [LM], args.lm_fusion)
+                                                  for name in feature_names(exp, model)] + [LM], args.lm_fusion,
+                                   checkpoints)
         names, pools, rows, tokenizer = scored_pools(args.system, models, args.lm_fusion, args.data_list)
     except (OSError, ValueError, KeyError) as error:
         raise ToolError(str(error)) from error
@@ -150,8 +177,7 @@ def main() -> str:
         weights = grid[errors.index(min(errors))]
         with open(os.path.join(args.out_dir, "weights.yaml"), "w", encoding="utf-8") as f:
             yaml.safe_dump({"weights": dict(zip(names, weights)), "chosen_on": args.data_list,
-                            "lm_fusion": args.lm_fusion, "lm_fusion_sha256": hex_digest(args.lm_fusion)}, f,
-                           sort_keys=False)
+                            **tuned_with(args.lm_fusion, checkpoints)}, f, sort_keys=False)
     best = chosen_hypotheses(pools, rows, weights)
     report = write_results(args.out_dir, refs, {key: " ".join(hyp.words) for key, hyp in best.items()}, refs_from,
                            "combine_nbest.py")

@@ -75,7 +75,7 @@ def parse_args():
                         help="decode long recordings in segments of at most this long (at least 2; 30 is usual), "
                              "cut at the quietest moments (any model; memory bounded by --batch-size segments); 0: "
                              "the whole file at once")
-    parser.add_argument("--batch-size", type=at_least(1), default=16,
+    parser.add_argument("--batch-size", type=at_least(1),
                         help="recordings (with --segment-seconds, a recording's segments) encoded and searched "
                              "together, of alike lengths (default 16; not with --stream); their lines are printed "
                              "in the files' order")
@@ -106,6 +106,9 @@ def check_combinations(parser, args) -> None:
         parser.error("'-' (standard input) is read with --stream only; give a file's path otherwise")
     if args.stream and args.segment_seconds:
         parser.error("--stream and --segment-seconds are two ways to decode a long recording: give one")
+    if args.stream and args.batch_size:  # ignored, silently
+        parser.error("--batch-size batches whole recordings; --stream decodes one stream as it comes: leave it out")
+    args.batch_size = args.batch_size or DEFAULT_BATCH_SIZE
     if 0 < args.segment_seconds < SHORTEST_SEGMENT_SECONDS:  # 0.01 decoded 10 ms pieces alone, words cut apart
         parser.error(f"--segment-seconds {args.segment_seconds:g} cuts inside words: give at least "
                      f"{SHORTEST_SEGMENT_SECONDS:g} (30 is usual), or 0 for the whole recording")
@@ -179,6 +182,7 @@ def main() -> int:
     return 1 if failed else 0
 
 
+DEFAULT_BATCH_SIZE = 16
 SHORTEST_SEGMENT_SECONDS = 2.0  # a segment holds a few words at least, cut in the quietest 100 ms near its end
 BATCHES_SORTED = 8  # recordings read ahead, in batches' worth: sorted by length among them, the batches pad less
 READ_AHEAD_SECONDS = 3600  # fewer where they hold this much audio (its features in memory: 115 MB an hour)

@@ -553,6 +553,8 @@ def test_nbest_lists_from_decode_and_transcribe(trained, yesno, tmp_path):
     for tool, options, why in (
             ("transcribe.py", ["--beam", "0", trained, entry["wav"]], "--beam: expected a whole number at least 1"),
             ("transcribe.py", ["--stream", "--segment-seconds", "30", trained, entry["wav"]], "give one"),
+            ("transcribe.py", ["--stream", "--batch-size", "4", trained, entry["wav"]],  # ignored, silently
+             "--batch-size batches whole recordings; --stream decodes one stream as it comes: leave it out"),
             ("transcribe.py", ["--segment-seconds", "0.5", trained, entry["wav"]],  # words cut apart, decoded alone
              "--segment-seconds 0.5 cuts inside words: give at least 2 (30 is usual), or 0 for the whole recording"),
             ("decode.py", ["--method", "modified_beam", "--lm-fusion", "lm.yaml", trained, yesno / "five.list", "x"],
@@ -839,6 +841,12 @@ def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, train
     out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems, "--lm-fusion", fusion, "--weights",
                    out_dir / "weights.yaml", yesno / "test.list", again)
     assert out.returncode == 0 and (again / "hyp").read_text() == (out_dir / "hyp").read_text()
+    earlier = [*systems[:1], trained, numbered(str(trained), "epoch")[-2], *systems[3:]]  # weights of epoch 5's
+    out = run_tool(sys.executable, STEPS / "combine_nbest.py", *earlier, "--lm-fusion", fusion, "--weights",
+                   out_dir / "weights.yaml", yesno / "test.list", tmp_path / "earlier")
+    assert out.returncode == 1 and f"weights.yaml: tuned with another checkpoint of {trained} than " \
+        f"{numbered(str(trained), 'epoch')[-2]} ({last_epoch(trained)} as it was then): tune again on dev" \
+        in out.stderr, out.stderr[-2000:]
     retuned = tmp_path / "retuned.yaml"  # another LM weight: the combination's LM weight was tuned with the first
     retuned.write_text(fusion.read_text().replace("weight: 0.5", "weight: 0.9"))
     out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems, "--lm-fusion", retuned, "--weights",
@@ -885,6 +893,8 @@ def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, train
                    systems[6], broken, "--lm-fusion", fusion, "--weights", out_dir / "weights.yaml",
                    yesno / "test.list", tmp_path / "no")
     assert out.returncode == 0 and f"{broken / 'nbest.json'}:1: not a decode.py n-best line" in out.stderr
+    assert f"combine_nbest.py: {broken / 'nbest.json'} lacks 1 of the 30 pooled utterances (a decode of another " \
+           f"list, or cut short): theirs are the other systems' hypotheses alone: {row['key']}" in out.stderr
     assert f"{broken / 'nbest.json'}:2: not a decode.py n-best line (ValueError: unit id 99 is none of the " \
            "model's units 1 to 3); left out" in out.stderr
     # weights of other systems, a file that holds none, a grid that is not numbers: one line each, no traceback
