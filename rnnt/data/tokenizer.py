@@ -100,14 +100,11 @@ class Tokenizer:
         if self.kind in NEEDS and NEEDS[self.kind] not in self.config:
             raise ValueError(f"{where}: units of type {self.kind} name their '{NEEDS[self.kind]}'")
         self.units = read_units(os.path.join(lang_dir, "units.txt"))
-        if self.config.get("vocab_size", len(self.units)) != len(self.units):  # one of them from another build
-            raise ValueError(f"{where}: vocab_size {self.config['vocab_size']}, but {lang_dir}/units.txt holds "
-                             f"{len(self.units)} units: the two are of different builds (make them again with "
-                             "steps/build_units.py)")
         self.symbols = {i: s for s, i in self.units.items()}
         self.model = None
         if self.kind in ("bpe", "unigram"):
             self.model = sentencepiece_model(os.path.join(lang_dir, self.config["model"]), where)
+            # units.txt is the inventory (a unit added by hand to word units trains); a piece it lacks is <unk>
             pieces = (self.model.id_to_piece(i) for i in range(1, self.model.get_piece_size()))  # 0: <unk>
             if unknown := [piece for piece in pieces if piece not in self.units]:
                 raise ValueError(f"{lang_dir}/{self.config['model']}: {len(unknown)} of its pieces are not in "
