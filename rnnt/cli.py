@@ -14,9 +14,10 @@ from typing import NoReturn
 
 def tool_parser(doc: str, example: str | None = None, prog: str | None = None) -> argparse.ArgumentParser:
     """An argument parser whose --help prints the tool's docstring as written, then 'example: EXAMPLE'.
-    prog: the name users run, where a shell wrapper runs the module (utils/fix_data_dir.sh)."""
+    prog: the name users run, where a shell wrapper runs the module (utils/fix_data_dir.sh). An option shortened
+    is refused, as Kaldi's scripts refuse it (--short ran as --shortest; a new option would make it mean another)."""
     return argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                   epilog=f"example: {example}" if example else None)
+                                   epilog=f"example: {example}" if example else None, allow_abbrev=False)
 
 
 def at_least(low: int | float) -> Callable[[str], int | float]:

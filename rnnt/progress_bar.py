@@ -12,8 +12,6 @@ import os
 import sys
 from functools import cache
 
-from tqdm import tqdm
-
 
 def bar_stream():
     """Where bars go: stderr on a terminal, else the terminal RNNT_TERMINAL names; None for no bar."""
@@ -32,8 +30,32 @@ def _opened(terminal: str):
         return None
 
 
-def progress(iterable=None, **options) -> tqdm:
-    """tqdm(iterable, **options) drawn where bar_stream says, or disabled (options may disable it too)."""
+def progress(iterable=None, **options):
+    """tqdm(iterable, **options) drawn where bar_stream says, or disabled (options may disable it too); where tqdm
+    is not installed (the data-dir utils run before the virtual environment exists: rnnt.datadir), no bar."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return NoBar(iterable)
     asked_off = options.pop("disable", False)
     stream = None if asked_off else bar_stream()
     return tqdm(iterable, file=stream or sys.stderr, disable=stream is None, dynamic_ncols=True, **options)
+
+
+class NoBar:
+    """What tqdm's disabled bar does: iterates, and takes its calls."""
+
+    def __init__(self, iterable=None):
+        self.iterable = iterable
+
+    def __iter__(self):
+        return iter(self.iterable)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def __getattr__(self, name: str):  # update, close, set_postfix, ...: nothing to draw
+        return lambda *args, **kwargs: None

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Combine data dirs into one; an utterance in two, or a recording of two files, is an error (see --help).
 set -euo pipefail
-exec python3 -c "import sys; from rnnt.datadir.combine import main
+root=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)  # the repo: the tool runs without path.sh, as Kaldi's
+PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" exec python3 -c "import sys; from rnnt.datadir.combine import main
 sys.argv[0] = 'combine_data.sh'; sys.exit(main(sys.argv[1:]))" "$@"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Repair a Kaldi data dir in place: sort, intersect, rebuild spk2utt (see --help).
 set -euo pipefail
-exec python3 -c "import sys; from rnnt.datadir.fix import main
+root=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)  # the repo: the tool runs without path.sh, as Kaldi's
+PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" exec python3 -c "import sys; from rnnt.datadir.fix import main
 sys.argv[0] = 'fix_data_dir.sh'; sys.exit(main(sys.argv[1:]))" "$@"

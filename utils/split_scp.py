@@ -1,5 +1,10 @@
 #!/usr/bin/env python3
 """Split a table into N parts, optionally keeping speakers whole (see --help)."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.realpath(__file__))))  # the repo: no path.sh needed
+
 from rnnt.cli import exit_with
 from rnnt.datadir.split_scp import main
 

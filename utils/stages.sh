@@ -50,6 +50,10 @@ check_run_arguments() {  # check_run_arguments "$@": run.sh after parse_options.
     while [[ $value == ?*/ ]]; do value=${value%/}; done
     [ -z "${!name+set}" ] || printf -v "$name" '%s' "$value"
   done
+  if [ -n "${exp+set}" ] && [ -z "$exp" ]; then  # averaging looked for checkpoints in '', training wrote into ''
+    echo "$(basename "$0"): --exp is empty: give the experiment dir (e.g. exp/tiny)" >&2
+    exit 1
+  fi
   if [ "$stop_stage" -lt "$stage" ]; then  # it ran nothing and printed the last run's result
     echo "$(basename "$0"): --stop-stage $stop_stage is before --stage $stage: no stage to run" >&2
     exit 1

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Check a Kaldi data dir with Kaldi's rules (see --help).
 set -euo pipefail
-exec python3 -c "import sys; from rnnt.datadir.validate import main
+root=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)  # the repo: the tool runs without path.sh, as Kaldi's
+PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" exec python3 -c "import sys; from rnnt.datadir.validate import main
 sys.argv[0] = 'validate_data_dir.sh'; sys.exit(main(sys.argv[1:]))" "$@"

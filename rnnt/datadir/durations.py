@@ -16,6 +16,7 @@ Run as `utils/get_utt2dur.sh [--nj N] <data-dir>`.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 from types import SimpleNamespace
 import sys
@@ -102,7 +103,13 @@ def _within(length: tuple[int, int], start: float, end: float) -> tuple[float, s
 
 
 def _read_recordings(sources: dict[str, str], nj: int, where: dict, problems: list[str]) -> dict[str, tuple[int, int]]:
-    """recording -> (samples, rate) of those that could be read; a message in problems for each other."""
+    """recording -> (samples, rate) of those that could be read; a message in problems for each other. Reading
+    audio takes the project's environment (soundfile), unlike the rest of the data-dir tools: SystemExit saying so
+    where it is not there (a traceback from each worker)."""
+    if importlib.util.find_spec("soundfile") is None:
+        raise SystemExit(f"{os.path.basename(sys.argv[0])}: measuring the recordings' durations reads audio with "
+                         "soundfile, which the project's environment has: source a recipe's path.sh (after "
+                         "tools/install.sh)")
     lengths = {}
     with Pool(nj) if nj > 1 and len(sources) > 1 else contextlib.nullcontext() as pool:
         results = pool.imap(_measured, sources.items(), chunksize=8) if pool else map(_measured, sources.items())
@@ -148,6 +155,8 @@ def complete_utt2dur(data_dir: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = tool_parser(__doc__, "utils/get_utt2dur.sh --nj 4 data/train", prog="get_utt2dur.sh")
     parser.add_argument("--nj", type=at_least(1), default=4, help="recordings read at once (default 4)")
+    parser.add_argument("--cmd", help="taken as Kaldi's recipes pass it (run.pl, queue.pl); the recordings are read "
+                                      "here, --nj at once")
     parser.add_argument("data_dir")
     args = parser.parse_args(argv)
     if complete_utt2dur(args.data_dir):

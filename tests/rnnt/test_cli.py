@@ -83,6 +83,13 @@ def test_other_exceptions_are_not_swallowed(monkeypatch, capsys):
     assert capsys.readouterr().out == ""
 
 
+def test_a_shortened_option_is_refused_as_kaldis_scripts_refuse_it(tmp_path):
+    """subset_data_dir.sh --short ran as --shortest, validate_data_dir.sh --no-f as --no-feats."""
+    for tool, argv in (("subset_data_dir.sh", ["--short", "d", "2", "out"]), ("validate_data_dir.sh", ["--no-f", "d"])):
+        out = subprocess.run([str(ROOT / "utils" / tool), *argv], cwd=tmp_path, capture_output=True, text=True)
+        assert out.returncode == 2 and f"{tool}: error: unrecognized arguments: {argv[0]}" in out.stderr, out.stderr
+
+
 def test_glued_values_let_a_value_start_with_a_dash():
     argv = ["--utt-suffix", "-x", "--validate-opts", "--no-wav --no-text", "src", "--spk-prefix", "-a-", "dest"]
     glued = glued_values(argv, ("--utt-suffix", "--spk-prefix", "--validate-opts"))

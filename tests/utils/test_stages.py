@@ -300,6 +300,9 @@ def test_a_word_left_over_or_a_stage_not_a_number_is_refused(tmp_path):
     assert out.returncode == 1 and "run.sh: unexpected argument 'beam': options are --name value" in out.stderr
     out = run_with("abc")
     assert out.returncode == 1 and out.stderr == "run.sh: --stage abc: not a stage number\n"
+    out = subprocess.run(["bash", "-c", f"exp=; {script}", "run.sh", "2"], capture_output=True, text=True,
+                         env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)  # --exp= (an empty one)
+    assert out.returncode == 1 and out.stderr == "run.sh: --exp is empty: give the experiment dir (e.g. exp/tiny)\n"
     out = run_with("101")  # after --stop-stage (100 here): nothing ran, and the last run's result was printed
     assert out.returncode == 1 and out.stderr == "run.sh: --stop-stage 100 is before --stage 101: no stage to run\n"
     assert lines(run_with("3")) == ["stage 3 (s3)", "fine"]
