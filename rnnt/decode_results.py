@@ -22,7 +22,7 @@ from rnnt.ctm import write_ctm
 from rnnt.data.sources import records
 from rnnt.datadir.table import KEEP_BYTES, Line, has_undecodable_bytes, read_table, write_table
 from rnnt.scoring import score, words
-from rnnt.speaker_scoring import per_speaker_text
+from rnnt.speaker_scoring import per_speaker_text, speakers_of
 
 
 def reference_texts(data_list: str, text: str | None) -> tuple[dict[str, str], str]:
@@ -84,18 +84,18 @@ def write_results(out: str, refs: dict[str, str], hyps: dict[str, str], refs_fro
               "a frame); scored as deleted words", file=sys.stderr)
     write_table(os.path.join(out, "hyp"), hyps.items())
     write_table(os.path.join(out, "ref"), refs.items())
-    with open(os.path.join(out, "recogs"), "w", encoding="utf-8") as f:
+    with open(os.path.join(out, "recogs"), "w", encoding="utf-8", errors=KEEP_BYTES) as f:  # a key not UTF-8
         for key in sorted(refs):
             f.write(f"{key}:\tref={words(refs[key])}\n{key}:\thyp={words(hyps.get(key, ''))}\n")
     report = score(refs, hyps)
-    with open(os.path.join(out, "errs"), "w", encoding="utf-8") as f:
+    with open(os.path.join(out, "errs"), "w", encoding="utf-8", errors=KEEP_BYTES) as f:
         f.write(report.text())
     with open(os.path.join(out, "wer"), "w", encoding="utf-8") as f:
         f.write(report.wer_line + "\n")
     utt2spk = os.path.join(os.path.dirname(refs_from), "utt2spk")
     if os.path.basename(refs_from) == "text" and os.path.isfile(utt2spk):
-        speakers = {key: line.value for key, line in read_table(utt2spk).items()}
-        with open(os.path.join(out, "per_spk"), "w", encoding="utf-8") as f:
+        speakers = speakers_of(utt2spk, tool)
+        with open(os.path.join(out, "per_spk"), "w", encoding="utf-8", errors=KEEP_BYTES) as f:
             f.write(per_speaker_text(report, speakers))
     return report
 

@@ -7,7 +7,10 @@ reference words. Built from the report's #csid counts, as Kaldi builds it from t
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
+
+from rnnt.datadir.table import KEEP_BYTES, kaldi_fields, read_table
 
 from rnnt.scoring import Report
 
@@ -42,3 +45,16 @@ def speaker_lines(speaker: str, row: list[int], width: int) -> list[str]:
         lines.append(f"{speaker:<{width}} sys {sentences:{WIDTH}d} {words:{WIDTH}d} "
                      + " ".join(f"{p:{WIDTH}.2f}" for p in percentages))
     return lines
+
+
+def speakers_of(utt2spk: str, tool: str) -> dict[str, str]:
+    """utt2spk's speakers; a line that is not '<utterance> <speaker>' is named and left out (its utterance its own
+    speaker: a key alone was a speaker named '', two words one speaker of both)."""
+    speakers = {}
+    for key, line in read_table(utt2spk, errors=KEEP_BYTES).items():
+        if len(fields := kaldi_fields(line.value)) == 1:
+            speakers[key] = fields[0]
+        else:
+            print(f"{tool}: {line.where}: not '<utterance> <speaker>'; {key} scored as a speaker of its own",
+                  file=sys.stderr)
+    return speakers

@@ -95,6 +95,9 @@ def main() -> str:
         weights, meta["averaged_weights"] = average(chosen, not args.no_ema)
     except checkpoint.UnreadableCheckpoint as error:
         raise ToolError(f"{error}; nothing averaged (remove the file, or retrain that epoch)") from error
+    except FileNotFoundError as error:  # a link to a checkpoint that is gone: a traceback
+        raise ToolError(f"{error.filename}: no such file (a link to a checkpoint that is gone?); nothing averaged "
+                        "(remove it, or retrain that epoch)") from error
     try:
         checkpoint.save(output, {"model": weights, "ema": None, "meta": meta})
     except OSError as error:  # --output in a dir that is not there, or a dir

@@ -10,33 +10,22 @@ an error ("strict"); hypotheses without a reference are named and ignored. Write
 import sys
 
 from rnnt.cli import exit_with, tool_parser
-from rnnt.datadir.table import KEEP_BYTES, kaldi_fields, keep_bytes_on_standard_streams, read_table
+from rnnt.datadir.table import KEEP_BYTES, Line, keep_bytes_on_standard_streams, read_table
 from rnnt.scoring import MODES, MissingHypotheses, score
-from rnnt.speaker_scoring import per_speaker_text
+from rnnt.speaker_scoring import per_speaker_text, speakers_of
 
 
-def speakers_of(utt2spk: str) -> dict[str, str]:
-    """utt2spk's speakers; a line that is not '<utterance> <speaker>' is named and left out (its utterance its own
-    speaker: a key alone was a speaker named '')."""
-    speakers = {}
-    for key, line in read_table(utt2spk, errors=KEEP_BYTES).items():
-        if len(fields := kaldi_fields(line.value)) == 1:
-            speakers[key] = fields[0]
-        else:
-            print(f"score.py: {line.where}: not '<utterance> <speaker>'; {key} scored as a speaker of its own",
-                  file=sys.stderr)
-    return speakers
-
-
-def texts_to_score(ref: str, hyp: str) -> tuple[dict[str, str], dict[str, str], str]:
-    """The references and hypotheses (words as bytes, as compute-wer compares them: not UTF-8, two words are not
-    one U+FFFD), and why they cannot be scored ('' where they can)."""
+def texts_to_score(ref: str, hyp: str) -> tuple[dict[str, Line], dict[str, Line], str]:
+    """The references' and hypotheses' lines (words as bytes, as compute-wer compares them: not UTF-8, two words
+    are not one U+FFFD), and why they cannot be scored ('' where they can). Each file is read once: a pipe
+    (<(...), /dev/stdin) read twice, for the binary check and then the lines, was scored as empty."""
+    tables = []
     for path in (ref, hyp):  # (an audio file's bytes were scored as lines of words, exit 0)
-        with open(path, "rb") as f:
-            if b"\0" in f.readline(65536):
-                return {}, {}, f"{path}: a binary file (audio?), not a Kaldi text file"
-    refs = {k: line.value for k, line in read_table(ref, errors=KEEP_BYTES).items()}
-    hyps = {k: line.value for k, line in read_table(hyp, errors=KEEP_BYTES).items()}
+        table = read_table(path, errors=KEEP_BYTES)
+        if any("\0" in line.text for line in table.values() if line.number == 1):
+            return {}, {}, f"{path}: a binary file (audio?), not a Kaldi text file"
+        tables.append(table)
+    refs, hyps = tables
     if not refs:  # a %WER -nan [ 0 / 0 ] with every hypothesis ignored, and exit 0
         return refs, hyps, f"{ref}: no reference utterance (the reference first, then the hypotheses)"
     if hyps and not set(hyps) & set(refs):  # another set's hypotheses: %WER 100 [PARTIAL], exit 0
@@ -58,12 +47,13 @@ def main() -> int:
     if bool(args.utt2spk) != bool(args.per_spk):
         parser.error("--utt2spk and --per-spk go together")
     try:
-        refs, hyps, refusal = texts_to_score(args.ref, args.hyp)
+        ref_lines, hyp_lines, refusal = texts_to_score(args.ref, args.hyp)
         if refusal:
             print(f"score.py: {refusal}", file=sys.stderr)
             return 1
-        for utt in sorted(set(hyps) - set(refs)):
-            print(f"score.py: {args.hyp}: {utt} has no reference; ignored", file=sys.stderr)
+        for utt in sorted(set(hyp_lines) - set(ref_lines)):
+            print(f"score.py: {hyp_lines[utt].where}: {utt} has no reference; ignored", file=sys.stderr)
+        refs, hyps = ({key: line.value for key, line in lines.items()} for lines in (ref_lines, hyp_lines))
         report = score(refs, hyps, args.mode)
         if not report.sentences:  # --mode present of hypotheses of none of the references: %WER -nan, exit 0
             print(f"score.py: {args.hyp}: a hypothesis for none of the {len(refs)} reference utterances",
@@ -71,7 +61,7 @@ def main() -> int:
             return 1
         keep_bytes_on_standard_streams()
         if args.per_spk:
-            speakers = speakers_of(args.utt2spk)
+            speakers = speakers_of(args.utt2spk, "score.py")
             with open(args.per_spk, "w", encoding="utf-8", errors=KEEP_BYTES) as f:
                 f.write(per_speaker_text(report, speakers))
         if args.errs:

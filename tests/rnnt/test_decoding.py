@@ -268,6 +268,13 @@ def test_a_damaged_checkpoint_is_named_and_nothing_is_averaged(trained, tmp_path
         assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
         assert out.stderr.startswith(f"average_checkpoints.py: {tmp_path}/epoch-4.pt: not a readable checkpoint (")
         assert not (tmp_path / "avg-3.pt").exists()
+    (tmp_path / "epoch-4.pt").unlink()
+    (tmp_path / "epoch-4.pt").symlink_to(tmp_path / "gone.pt")  # a link to a checkpoint that is gone: a traceback
+    for how in ("--last", "--best"):
+        out = run_tool(sys.executable, STEPS / "average_checkpoints.py", how, "3", tmp_path)
+        assert out.returncode == 1 and out.stderr == f"average_checkpoints.py: {tmp_path}/epoch-4.pt: no such " \
+            "file (a link to a checkpoint that is gone?); nothing averaged (remove it, or retrain that epoch)\n", \
+            out.stderr
 
 
 def test_another_models_or_a_bare_state_dict_among_the_epochs_is_named_and_nothing_is_averaged(trained, tmp_path,

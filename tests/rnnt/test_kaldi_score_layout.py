@@ -47,6 +47,22 @@ def test_mode_all_scores_the_missing_as_deletions_in_kaldis_layout(tmp_path):
     assert (tmp_path / "per_spk").read_text() == PER_SPEAKER
 
 
+def test_files_given_through_pipes_are_scored_as_files_and_a_stray_hypothesis_named_by_its_line(tmp_path):
+    """score.py ref <(cat hyp): the pipe was read once for a binary check and again for its lines, found empty,
+    and every word scored deleted (%WER 100 [PARTIAL], exit 0); a named FIFO hung."""
+    import subprocess
+
+    write_case(tmp_path)
+    with open(tmp_path / "hyp", "a") as f:
+        f.write("x9 stray\n")
+    files = score(tmp_path)
+    piped = subprocess.run(["bash", "-c", f'"{sys.executable}" "{SCORE}" <(cat ref) /dev/stdin < hyp'],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert piped.returncode == files.returncode == 0, piped.stderr
+    assert piped.stdout == files.stdout and files.stdout.startswith("%WER 85.71 [ 6 / 7, ")
+    assert f"score.py: {tmp_path / 'hyp'}:3: x9 has no reference; ignored" in files.stderr, files.stderr
+
+
 def test_an_utt2spk_line_without_a_speaker_is_named_and_its_utterance_its_own_speaker(tmp_path):
     """A key alone put its utterance under a speaker named '' in the table, silently."""
     write_case(tmp_path)
@@ -96,6 +112,28 @@ def test_a_decode_dir_has_the_per_speaker_table_of_its_data_dirs_speakers(tmp_pa
     (data / "utt2spk").unlink()
     write_results(str(out), refs, hyps, str(data / "text"), "decode.py")
     assert not (out / "per_spk").exists()  # not left from the run before
+
+
+def test_a_decode_dir_of_a_key_not_utf8_and_a_bad_utt2spk_line_is_written_whole(tmp_path, capsys):
+    """A key whose bytes are not UTF-8 (kept, as the references read it) ended write_results in a
+    UnicodeEncodeError, the decode dir half written; an utt2spk line of no speaker or two made speakers '' and
+    'spkA extra' in per_spk, silently."""
+    from rnnt.datadir.table import KEEP_BYTES, read_table
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "text").write_bytes(b"u\xe9 a b\nu2 c\nu3 d\n")
+    (data / "utt2spk").write_bytes(b"u\xe9 spk\xe9\nu2\nu3 spkA extra\n")
+    refs = {key: line.value for key, line in read_table(str(data / "text"), errors=KEEP_BYTES).items()}
+    out = tmp_path / "decode"
+    write_results(str(out), refs, {key: "a b" for key in refs}, str(data / "text"), "decode.py")
+    assert b"u\xe9:\tref=['a', 'b']\n" in (out / "recogs").read_bytes() and b"u\xe9 ref" in (out / "errs").read_bytes()
+    assert (out / "wer").read_text() == "%WER 100.00 [ 4 / 4, 2 ins, 0 del, 2 sub ]\n"
+    err = capsys.readouterr().err
+    assert f"decode.py: {data / 'utt2spk'}:2: not '<utterance> <speaker>'; u2 scored as a speaker of its own" in err
+    assert f"decode.py: {data / 'utt2spk'}:3: not '<utterance> <speaker>'; u3 scored as a speaker of its own" in err
+    assert [line.split(b" ")[0] for line in (out / "per_spk").read_bytes().splitlines()[1::2]] == [
+        b"spk\xe9", b"u2", b"u3", b"SUM"]
 
 
 def test_a_reference_of_no_utterance_is_refused(tmp_path):

@@ -380,3 +380,22 @@ def test_a_text_the_units_cannot_spell_is_named_counted_and_refused_where_it_is_
     assert out.returncode == 0 and f"{data}/text:2: u2: dog: no spelling in {lang}'s units" in out.stderr
     assert "; 1 transcripts hold words the units cannot spell (1 of 4; the first 1 named above)" in out.stdout
     assert "4-gram (--order 10000000: the text's longest n-gram)" in out.stdout, out.stdout
+
+
+def test_the_tuning_table_rounds_each_wer_as_the_wer_lines_do(tmp_path):
+    """1462 errors of 1491 words: compute-wer's float prints 98.06 and so does the %WER line; the table said 98.05
+    (a double), so the grid's best and the decode it chose disagreed in the last digit."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    from rnnt.scoring import ErrorCounts, Report
+
+    spec = importlib.util.spec_from_file_location("tune_lm_fusion_tool", ROOT / "steps" / "tune_lm_fusion.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    report = Report(counts=ErrorCounts(substitutions=1462, reference_words=1491))
+    point = SimpleNamespace(weight=0.3, length_bonus=0.5, lodr_weight=0.0, ctc_weight=0.0)
+    tool.write_grid(str(tmp_path / "grid.tsv"), [(None, report), (point, report)])
+    assert (tmp_path / "grid.tsv").read_text().splitlines()[1:] == ["none\tnone\tnone\tnone\t98.06",
+                                                                     "0.3\t0.5\t0.0\t0.0\t98.06"]
+    assert report.wer_line.startswith("%WER 98.06 [ 1462 / 1491, ")
