@@ -109,7 +109,7 @@ def main() -> str:
         except OSError as error:
             linked = f"; model.pt not linked to it ({error.strerror})"
     return (f"{output}: averaged {', '.join(os.path.basename(p) for p in chosen)}"
-            f"{' (EMA weights where kept)' if not args.no_ema else ''}{linked}")
+            f" ({meta['averaged_weights']} weights){linked}")  # (it said EMA where none was kept)
 
 
 if __name__ == "__main__":

@@ -969,7 +969,7 @@ def test_an_average_says_which_weights_it_holds_and_raw_ones_are_not_asked_of_an
     for options, name, kind in (([], "avg-ema.pt", "ema"), (["--no-ema"], "avg-raw.pt", "raw")):
         out = run_tool(sys.executable, STEPS / "average_checkpoints.py", "--last", "2", *options, "--output",
                        tmp_path / name, trained)
-        assert out.returncode == 0, out.stderr
+        assert out.returncode == 0 and out.stdout.rstrip().endswith(f"epoch-5.pt ({kind} weights)"), out.stdout
         assert checkpoint.load_meta(str(tmp_path / name))["averaged_weights"] == kind
     with pytest.raises(ValueError, match=f"^{tmp_path / 'avg-ema.pt'}: an average of EMA weights; for the raw"):
         load_model(str(trained), str(tmp_path / "avg-ema.pt"), use_ema=False)
