@@ -86,7 +86,7 @@ def parse_args():
                         "end -1: the recording's end); each segment transcribed under its utterance's key")
     parser.add_argument("exp_dir")
     parser.add_argument("audio", nargs="*")
-    args = parser.parse_args()
+    args = parser.parse_intermixed_args()  # exp --stream a.wav: options between the exp dir and the files
     check_search_options(parser, args)
     check_combinations(parser, args)
     args.attention = from_args(parser, args)
@@ -140,7 +140,11 @@ def main() -> int:
             transcriber.stream()  # refused here, before any audio, if the model cannot stream
         inputs, failed = ([Input(path, path) for path in args.audio], 0) if args.audio else \
             wav_scp_inputs("/dev/stdin" if args.scp == "-" else args.scp, args.segments)  # failed: lines left out
-    except (OSError, ValueError, KeyError) as error:
+    except OSError as error:  # ("[Errno 2] No such file or directory: 'x.scp'")
+        print(f"transcribe.py: {error.filename}: {error.strerror}" if error.filename else f"transcribe.py: {error}",
+              file=sys.stderr)
+        return 1
+    except (ValueError, KeyError) as error:
         print(f"transcribe.py: {error}", file=sys.stderr)
         return 1
     total = len(inputs) + failed

@@ -578,6 +578,12 @@ def test_nbest_lists_from_decode_and_transcribe(trained, yesno, tmp_path):
              "ctc_greedy")):
         refused = run_tool(sys.executable, STEPS / tool, *options)
         assert refused.returncode == 2 and why in refused.stderr, (tool, refused.stderr)
+    # options between the exp dir and the files (a usage error: 'unrecognized arguments: a.wav'); a --scp not there
+    between = run_tool(sys.executable, STEPS / "transcribe.py", trained, "--json", entry["wav"])
+    assert between.returncode == 0 and json.loads(between.stdout)["file"] == entry["wav"], between.stderr
+    missing = run_tool(sys.executable, STEPS / "transcribe.py", "--scp", yesno / "none.scp", trained)
+    assert missing.returncode == 1 and missing.stderr == f"transcribe.py: {yesno / 'none.scp'}: No such file or " \
+        "directory\n", missing.stderr
 
 
 def test_transcription_says_why_words_are_left_uncalibrated_as_decode_does(trained, yesno, tmp_path):
