@@ -85,6 +85,14 @@ class ToolError(Exception):
     """What stops a stage tool, in one line that names the file (and line) at fault: run_tool prints it."""
 
 
+def error_line(error: Exception) -> str:
+    """An error as a tool's line says it: an OSError of a file as '<file>: <why>' (as Kaldi's tools and the shell
+    say it; Python's own is "[Errno 2] No such file or directory: 'x'"), any other as its message."""
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        return f"{error.filename}{f' -> {error.filename2}' if error.filename2 is not None else ''}: {error.strerror}"
+    return str(error)
+
+
 def show_data_reports() -> None:
     """The data pipeline's log lines on standard error after the tool's name: each pass's data report (INFO: what
     it read, resampled and dropped, as a clip too short for the encoder, which the decode then names as not

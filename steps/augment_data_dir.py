@@ -20,7 +20,7 @@ import zlib
 import soundfile
 import torch
 
-from rnnt.cli import ToolError, glued_values, id_affix, run_tool, tool_parser
+from rnnt.cli import error_line, glued_values, id_affix, run_tool, tool_parser, ToolError
 from rnnt.counting import counted
 from rnnt.data.audio import AudioError, load_audio, to_mono
 from rnnt.data.noise import Augmenter
@@ -144,7 +144,7 @@ def main() -> str:
     try:
         account = augmented_copy(args)
     except (OSError, ValueError) as error:
-        raise ToolError(str(error)) from None
+        raise ToolError(error_line(error)) from None
     return f"wrote {args.dest} from {args.src}: {account}"
 
 

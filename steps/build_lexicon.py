@@ -16,7 +16,7 @@ import collections
 import os
 import sys
 
-from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.cli import error_line, run_tool, tool_parser, ToolError
 from rnnt.counting import counted
 from rnnt.data.lexicon import cmu_pronunciations, without_stress, write_lexicon
 from rnnt.datadir.table import kaldi_fields, read_counting_left_out, read_lines
@@ -59,7 +59,7 @@ def main() -> str:
     try:
         transcripts, left_out = read_counting_left_out(os.path.join(args.data_dir, "text"))
     except (OSError, ValueError) as error:
-        raise ToolError(str(error)) from error
+        raise ToolError(error_line(error)) from error
     counts = collections.Counter(word for line in transcripts.values() for word in kaldi_fields(line.value))
     if not counts:
         raise ToolError(f"{args.data_dir}/text has no words")
@@ -68,7 +68,7 @@ def main() -> str:
         try:
             skipped = put_first(dictionary, args.first)
         except (OSError, ValueError) as error:
-            raise ToolError(str(error)) from error
+            raise ToolError(error_line(error)) from error
         for message in skipped:
             print(f"build_lexicon.py: {message}", file=sys.stderr)
         left_out += f"; {counted(len(skipped), 'line')} of {args.first} left out (named above)" if skipped else ""

@@ -11,7 +11,7 @@ import os
 import sys
 from collections import Counter
 
-from rnnt.cli import ToolError, at_least, run_tool, tool_parser
+from rnnt.cli import at_least, error_line, run_tool, tool_parser, ToolError
 from rnnt.counting import counted
 from rnnt.data.tokenizer import BLANK, SPACE, UNK, Tokenizer
 from rnnt.datadir.table import kaldi_fields, read_counting_left_out
@@ -68,7 +68,7 @@ def main() -> str:
         tokenizer = Tokenizer(args.lang_dir)
         transcripts, left_out = read_counting_left_out(text_path)
     except (OSError, ValueError) as error:
-        raise ToolError(str(error)) from error
+        raise ToolError(error_line(error)) from error
     if not transcripts:
         raise ToolError(f"{text_path}: no transcript to train the LM on")
     if args.over == "words" and tokenizer.kind not in ("char", "phone"):  # (tuning refused it, once decoding began)

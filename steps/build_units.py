@@ -16,7 +16,7 @@ import sys
 import tempfile
 import unicodedata
 
-from rnnt.cli import ToolError, at_least, run_tool, tool_parser
+from rnnt.cli import at_least, error_line, run_tool, tool_parser, ToolError
 from rnnt.data.lexicon import read_lexicon
 from rnnt.data.tokenizer import BLANK, SPACE, UNIT_TYPES, UNK, Tokenizer
 from rnnt.datadir.table import kaldi_fields, read_counting_left_out, read_table
@@ -224,7 +224,7 @@ def main() -> str:
         os.makedirs(args.lang_dir, exist_ok=True)
         units, config = build_inventory(args, lines)
     except (OSError, ValueError, RuntimeError) as error:  # sentencepiece: RuntimeError for a vocabulary too small
-        raise ToolError(str(error)) from error
+        raise ToolError(error_line(error)) from error
     with open(os.path.join(args.lang_dir, "units.txt"), "w", encoding="utf-8") as f:
         for i, unit in enumerate([BLANK, UNK] + units):
             f.write(f"{unit} {i}\n")

@@ -17,7 +17,7 @@ import time
 
 from rnnt.progress_bar import progress
 
-from rnnt.cli import ToolError, at_least, run_tool, tool_parser
+from rnnt.cli import at_least, error_line, run_tool, tool_parser, ToolError
 from rnnt.confidence import (CALIBRATION_FILE, area_under_curve, fit_calibration, normalised_cross_entropy,
                              scored_words)
 from rnnt.decode_results import reference_texts
@@ -73,7 +73,7 @@ def main() -> str:
         calibration = fit_calibration(confidences, correct)
         digest = hex_digest(checkpoint)
     except (OSError, ValueError, KeyError) as error:
-        raise ToolError(str(error)) from error
+        raise ToolError(error_line(error)) from error
     calibrated = [calibration.apply(c) for c in confidences]
     before, after = (normalised_cross_entropy(values, correct) for values in (confidences, calibrated))
     auc = area_under_curve(confidences, correct)

@@ -18,7 +18,7 @@ import sys
 import torch
 import yaml
 
-from rnnt.cli import ToolError, number_list, run_tool, tool_parser
+from rnnt.cli import error_line, number_list, run_tool, tool_parser, ToolError
 from rnnt.config import read_yaml
 from rnnt.decode_results import reference_texts, write_results
 from rnnt.lm.fusion import read_fusion_config
@@ -164,7 +164,7 @@ def main() -> str:
                                    checkpoints)
         names, pools, rows, tokenizer = scored_pools(args.system, models, args.lm_fusion, args.data_list)
     except (OSError, ValueError, KeyError) as error:
-        raise ToolError(str(error)) from error
+        raise ToolError(error_line(error)) from error
     os.makedirs(args.out_dir, exist_ok=True)
     if args.tune:
         grid = list(weight_grid(names, args.grid))

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from rnnt.progress_bar import progress
 
-from rnnt.cli import ToolError, at_least, run_tool, tool_parser
+from rnnt.cli import at_least, error_line, run_tool, tool_parser, ToolError
 from rnnt.data.audio import AudioError, load_audio, to_mono
 from rnnt.data.cmvn_file import mean_and_std
 from rnnt.data.features import PRESETS, check_mel_bins, fbank
@@ -79,7 +79,7 @@ def main() -> str:
     try:
         utterances = records(args.data_list)
     except (OSError, ValueError) as error:
-        raise ToolError(str(error)) from error
+        raise ToolError(error_line(error)) from error
     sums, squares, frames, used, skipped = accumulate(utterances, args)
     if frames == 0:
         raise ToolError(f"{args.data_list}: no usable audio")

@@ -29,7 +29,7 @@ from rnnt.devices import auto_device
 from rnnt.progress_bar import progress
 
 from rnnt.attention_chunks import add_attention_options, attend_as_asked, from_args
-from rnnt.cli import ToolError, at_least, run_tool, show_data_reports, tool_parser
+from rnnt.cli import at_least, error_line, run_tool, show_data_reports, tool_parser, ToolError
 from rnnt.confidence import usable_calibration
 from rnnt.training import checkpoint as checkpoint_file
 from rnnt.decode_results import nbest_line, reference_texts, write_results, write_word_outputs
@@ -124,7 +124,7 @@ def main() -> str:
         show_data_reports()
         pipeline = decoding_pipeline(experiment, tokenizer, args.data_list, args.batch_size)
     except (OSError, ValueError, KeyError) as error:
-        raise ToolError(str(error)) from error
+        raise ToolError(error_line(error)) from error
     encoder_frame_seconds = seconds_per_encoder_frame(experiment)
     hyps, words, phones, nbest = {}, {}, {}, []
     audio_seconds = decode_seconds = 0.0

@@ -28,7 +28,7 @@ import time
 
 from rnnt.progress_bar import progress
 
-from rnnt.cli import ToolError, above, at_least, run_tool, show_data_reports, tool_parser
+from rnnt.cli import above, at_least, error_line, run_tool, show_data_reports, tool_parser, ToolError
 from rnnt.data import stages
 from rnnt.data.sources import records
 from rnnt.datadir.table import kaldi_fields, read_table
@@ -131,7 +131,7 @@ def main() -> str:
         if args.compare and not os.path.isfile(os.path.join(args.compare, "hyp")):
             raise FileNotFoundError(f"{args.compare}/hyp: no such file (--compare names a decode dir)")
     except (OSError, ValueError, KeyError, RuntimeError) as error:
-        raise ToolError(str(error)) from error
+        raise ToolError(error_line(error)) from error
     if not confidences:
         print(f"decode_sherpa_onnx.py: {args.onnx_dir}/sherpa-onnx.json sets no temperature_scale 1 (an export older "
               "than it): no words' confidences (export again to have them)", file=sys.stderr)

@@ -26,7 +26,7 @@ import shutil
 import sys
 
 from rnnt.attention_chunks import add_attention_options, from_args
-from rnnt.cli import ToolError, at_least, run_tool, tool_parser
+from rnnt.cli import at_least, error_line, run_tool, tool_parser, ToolError
 from rnnt.data.tokenizer import UNIT_TYPES
 from rnnt.export.earlier_files import remove_earlier_files
 from rnnt.export.runtime import STREAMING_TAIL, decoding_settings
@@ -68,7 +68,7 @@ def main() -> str:
     try:
         result = export_in_place(args, ExportOptions(args.streaming, args.chunk_frames, args.int8, args.attention))
     except (NotExportable, OSError, ValueError, KeyError, RuntimeError) as error:  # (RuntimeError: a graph that
-        raise ToolError(str(error)) from error  # onnxruntime runs otherwise than PyTorch, a traceback)
+        raise ToolError(error_line(error)) from error  # onnxruntime runs otherwise than PyTorch, a traceback)
     return summary(result, args)
 
 
@@ -124,7 +124,7 @@ def check_config(args) -> str:
         why = config_refusals(args.check_config, args.unit_type,
                               ExportOptions(args.streaming, args.chunk_frames, attention=args.attention))
     except (OSError, ValueError, KeyError) as error:
-        raise ToolError(str(error)) from error
+        raise ToolError(error_line(error)) from error
     if why:
         raise ToolError(f"{args.check_config} with {args.unit_type} units: sherpa-onnx could not run its model "
                         f"({kind}):\n  " + "\n  ".join(why))

@@ -21,7 +21,7 @@ import os
 import sys
 from collections import Counter
 
-from rnnt.cli import ToolError, at_least, run_tool, tool_parser
+from rnnt.cli import at_least, error_line, run_tool, tool_parser, ToolError
 from rnnt.counting import counted
 from rnnt.datadir.copy_dir import copy_data_dir
 from rnnt.datadir.durations import complete_utt2dur, write_utt2dur
@@ -195,7 +195,7 @@ def main() -> str:
     try:
         account = import_data_dir(args.src, args.dest, args.nj)
     except (OSError, ValueError) as error:
-        raise ToolError(str(error)) from None
+        raise ToolError(error_line(error)) from None
     return f"wrote {args.dest} from {args.src}: {account}"
 
 

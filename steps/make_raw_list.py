@@ -15,7 +15,7 @@ import os
 import sys
 
 from rnnt.atomic_write import write_atomically
-from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.cli import error_line, run_tool, tool_parser, ToolError
 from rnnt.counting import counted
 from rnnt.data.audio_header import AudioError
 from rnnt.datadir.table import has_undecodable_bytes, read_table
@@ -54,7 +54,7 @@ def main() -> str:
         utterances, skipped = read_utterances(args.data_dir)
         durations = read_table(durations_path) if os.path.isfile(durations_path) else {}
     except OSError as error:
-        raise ToolError(str(error)) from error
+        raise ToolError(error_line(error)) from error
     rows, without_duration = [], 0
     for utterance in utterances:
         entry, problem = raw_entry(utterance)

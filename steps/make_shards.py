@@ -23,7 +23,7 @@ from rnnt.counting import counted
 from rnnt.progress_bar import progress
 
 from rnnt.atomic_write import write_atomically
-from rnnt.cli import ToolError, at_least, run_tool, tool_parser
+from rnnt.cli import at_least, error_line, run_tool, tool_parser, ToolError
 from rnnt.data.shard_digests import DIGESTS, read_digests, shard_digest, write_digests
 from rnnt.datadir.utterances import read_utterances
 from rnnt.prep.shard_writer import FORMATS, AudioOptions, ShardItem, skipped_path, write_shard
@@ -212,7 +212,7 @@ def main() -> str:
     try:
         items, left_out = read_items(args.data_dir)
     except OSError as error:
-        raise ToolError(str(error)) from error
+        raise ToolError(error_line(error)) from error
     for reason in left_out:
         print(f"make_shards.py: skipped {reason}", file=sys.stderr)
     if not items:

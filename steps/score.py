@@ -9,7 +9,7 @@ an error ("strict"); hypotheses without a reference are named and ignored. Write
 
 import sys
 
-from rnnt.cli import exit_with, tool_parser
+from rnnt.cli import error_line, exit_with, tool_parser
 from rnnt.datadir.table import KEEP_BYTES, Line, keep_bytes_on_standard_streams, read_table
 from rnnt.scoring import MODES, MissingHypotheses, score
 from rnnt.speaker_scoring import per_speaker_text, speakers_of
@@ -74,7 +74,7 @@ def main() -> int:
         print(f"score.py: {args.hyp}: {error}", file=sys.stderr)
         return 1
     except OSError as error:
-        print(f"score.py: {error}", file=sys.stderr)
+        print(f"score.py: {error_line(error)}", file=sys.stderr)
         return 1
     return 0
 

@@ -25,7 +25,7 @@ import sys
 
 import yaml
 
-from rnnt.cli import tool_parser
+from rnnt.cli import error_line, tool_parser
 from rnnt.data.noise_config import with_recording_lists
 from rnnt.prep.download import hex_digest
 from rnnt.training.config_checks import training_refusals
@@ -87,7 +87,7 @@ def main() -> int:
         experiment = load_experiment(args.config, train_list=args.train_list, valid_list=args.valid_list,
                                      lang_dir=args.lang_dir)
     except (OSError, ValueError) as error:
-        print(f"train.py: {error}", file=sys.stderr)
+        print(f"train.py: {error_line(error)}", file=sys.stderr)
         return 1
     overrides = {"device": args.device or None, "init_from": args.init_from or None, "seed": args.seed}
     if args.resume:  # an --init-from or --seed the run began with and the resume does not repeat is the run's own

@@ -37,7 +37,7 @@ import sys
 
 from rnnt.attention_chunks import add_attention_options, attend_as_asked, from_args
 from rnnt.audio_chunks import chunks, is_pipe
-from rnnt.cli import OutputError, above, at_least, exit_with, tool_parser
+from rnnt.cli import OutputError, above, at_least, error_line, exit_with, tool_parser
 from rnnt.data.audio import AudioError, audio_length, load_audio
 from rnnt.data.audio_header import readable_once
 from rnnt.data.features import num_frames
@@ -140,12 +140,8 @@ def main() -> int:
             transcriber.stream()  # refused here, before any audio, if the model cannot stream
         inputs, failed = ([Input(path, path) for path in args.audio], 0) if args.audio else \
             wav_scp_inputs("/dev/stdin" if args.scp == "-" else args.scp, args.segments)  # failed: lines left out
-    except OSError as error:  # ("[Errno 2] No such file or directory: 'x.scp'")
-        print(f"transcribe.py: {error.filename}: {error.strerror}" if error.filename else f"transcribe.py: {error}",
-              file=sys.stderr)
-        return 1
-    except (ValueError, KeyError) as error:
-        print(f"transcribe.py: {error}", file=sys.stderr)
+    except (OSError, ValueError, KeyError) as error:
+        print(f"transcribe.py: {error_line(error)}", file=sys.stderr)
         return 1
     total = len(inputs) + failed
     pending: list[tuple[str, tuple]] = []  # read, each path with its features and seconds, for a batch

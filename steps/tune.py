@@ -28,7 +28,7 @@ import sys
 import torch
 import yaml
 
-from rnnt.cli import ToolError, above, at_least, run_tool, tool_parser
+from rnnt.cli import above, at_least, error_line, run_tool, tool_parser, ToolError
 from rnnt.config import to_dict
 from rnnt.cpu_isa import bf16_refusal
 from rnnt.data.tokenizer import Tokenizer, read_lang_config
@@ -126,7 +126,7 @@ def check_trial_configs(base: dict, search, search_path: str, vocab_size: int, d
         try:
             experiment = experiment_from_values(with_values(base, values), where)
         except ValueError as error:  # named by where
-            raise ToolError(str(error)) from None
+            raise ToolError(error_line(error)) from None
         train = dataclasses.replace(experiment.train, device=device or experiment.train.device)
         experiment = dataclasses.replace(experiment, train=train)
         try:
@@ -246,7 +246,7 @@ def main() -> str:
         search = load_search(args.search, base)
         vocab_size = Tokenizer(experiment.paths.lang_dir).vocab_size
     except (OSError, ValueError) as error:
-        raise ToolError(str(error)) from error
+        raise ToolError(error_line(error)) from error
     check_trial_configs(base, search, args.search, vocab_size, args.device, args.config)
     trials = args.trials or search.trials
     study, storage = opened_study(args, search)

@@ -25,7 +25,8 @@ import torch
 from rnnt.devices import auto_device
 from rnnt.progress_bar import progress
 
-from rnnt.cli import ToolError, at_least, glued_values, number_list, run_tool, show_data_reports, tool_parser
+from rnnt.cli import (at_least, error_line, glued_values, number_list, run_tool, show_data_reports, tool_parser,
+                      ToolError)
 from rnnt.ctc_rescoring import check_ctc_head, ctc_log_likelihoods, rescored
 from rnnt.decode_results import reference_texts
 from rnnt.lm.fusion import OVER, FusionConfig, fusion_config_path, write_fusion_config
@@ -119,7 +120,7 @@ def main() -> str:
         show_data_reports()
         pipeline = decoding_pipeline(experiment, tokenizer, args.dev_list, args.batch_size)
     except (OSError, ValueError, KeyError) as error:
-        raise ToolError(str(error)) from error
+        raise ToolError(error_line(error)) from error
     encoded = encode_all(model, pipeline, args.device)
     without_lm = METHODS[args.method].without_lm
 

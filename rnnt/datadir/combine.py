@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import sys
 
-from rnnt.cli import tool_parser
+from rnnt.cli import error_line, tool_parser
 from rnnt.datadir.durations import seconds_text, utterance_durations
 from rnnt.datadir.fix import DROPPED, fix_data_dir, reasons
 from rnnt.datadir.layout import (FIELDS, FILTERED_SPEAKER, PER_RECORDING, PER_SPEAKER, Tables, load_dir,
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         merged = combine(args.sources, args.extra)
         frame_shift = frame_shift_of(args.sources)
     except (FileNotFoundError, ValueError) as error:
-        print(f"combine_data.sh: {error}", file=sys.stderr)
+        print(f"combine_data.sh: {error_line(error)}", file=sys.stderr)
         return 1
     names = (*FIELDS, *args.extra)
     present = {name for src in args.sources for name in names if os.path.isfile(os.path.join(src, name))}
@@ -136,14 +136,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         write_combined(merged, args.extra, frame_shift, args.dest)
     except (OSError, ValueError) as error:
-        print(f"combine_data.sh: {error}", file=sys.stderr)
+        print(f"combine_data.sh: {error_line(error)}", file=sys.stderr)
         return 1
     fixed = ""
     if args.skip_fix == "false":
         try:
             before, after, dropped = fix_data_dir(args.dest)
         except ValueError as error:
-            print(f"combine_data.sh: {error}", file=sys.stderr)
+            print(f"combine_data.sh: {error_line(error)}", file=sys.stderr)
             return 1
         why = reasons(dropped)
         named = os.path.join(args.dest, ".backup", DROPPED)

@@ -16,7 +16,7 @@ import shutil
 import sys
 from typing import Callable
 
-from rnnt.cli import glued_values, id_affix, tool_parser
+from rnnt.cli import error_line, glued_values, id_affix, tool_parser
 from rnnt.counting import counted
 from rnnt.datadir import validate
 from rnnt.datadir.layout import (FIELDS, FILTERED_SPEAKER, FILTERED_UTTERANCE, PER_RECORDING, PER_SPEAKER, Tables,
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         n_utts = copy_data_dir(args.src, args.dest, lambda u: f"{args.utt_prefix}{u}{args.utt_suffix}",
                                lambda s: f"{args.spk_prefix}{s}{args.spk_suffix}")
     except (OSError, ValueError) as error:
-        print(f"copy_data_dir.sh: {error}", file=sys.stderr)
+        print(f"copy_data_dir.sh: {error_line(error)}", file=sys.stderr)
         return 1
     print(f"copy_data_dir.sh: copied {counted(n_utts, 'utterance')} from {args.src} to {args.dest}")
     absent = [f"--no-{kind}" for kind, name in (("feats", "feats.scp"), ("text", "text"))

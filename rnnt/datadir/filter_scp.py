@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from rnnt.cli import tool_parser
+from rnnt.cli import error_line, tool_parser
 from rnnt.datadir.table import kaldi_fields, keep_bytes_on_standard_streams, open_keeping_bytes, read_ids
 
 
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         keep_bytes_on_standard_streams()
         stream = open_keeping_bytes(args.scp)
     except OSError as error:
-        print(f"filter_scp.py: {error}", file=sys.stderr)
+        print(f"filter_scp.py: {error_line(error)}", file=sys.stderr)
         return 1
     short = 0
     with stream:

@@ -49,7 +49,7 @@ REFUSED = ("An utterance listed twice (Kaldi's prints both lines, a table of a r
 def _convert(argv: list[str] | None, prog: str, source: str, to_spk2utt: bool) -> int:
     import sys
 
-    from rnnt.cli import tool_parser
+    from rnnt.cli import error_line, tool_parser
     from rnnt.datadir.table import kaldi_fields, keep_bytes_on_standard_streams, open_keeping_bytes
 
     target = "spk2utt" if to_spk2utt else "utt2spk"
@@ -64,7 +64,7 @@ def _convert(argv: list[str] | None, prog: str, source: str, to_spk2utt: bool) -
         try:
             stream = open_keeping_bytes(path)
         except OSError as error:
-            print(f"{prog}: {error}", file=sys.stderr)
+            print(f"{prog}: {error_line(error)}", file=sys.stderr)
             return 1
         with stream:
             for number, line in enumerate(stream, 1):
@@ -90,7 +90,7 @@ def _convert(argv: list[str] | None, prog: str, source: str, to_spk2utt: bool) -
     try:
         utt2spk = spk2utt_to_utt2spk(rows)
     except RepeatedUtterance as error:
-        print(f"{prog}: {wheres[error.row]}: {error}", file=sys.stderr)
+        print(f"{prog}: {wheres[error.row]}: {error_line(error)}", file=sys.stderr)
         return 1
     for utt, spk in utt2spk.items():
         print(utt, spk)

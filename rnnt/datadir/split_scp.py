@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from rnnt.cli import tool_parser
+from rnnt.cli import error_line, tool_parser
 from rnnt.datadir.table import KEEP_BYTES, keep_bytes_on_standard_streams, read_lines, read_table, write_lines
 
 
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         lines = [line for line in read_lines(args.scp, KEEP_BYTES) if line.fields]
         utt2spk = read_table(args.utt2spk, errors=KEEP_BYTES) if args.utt2spk else None
     except OSError as error:
-        print(f"split_scp.py: {error}", file=sys.stderr)
+        print(f"split_scp.py: {error_line(error)}", file=sys.stderr)
         return 1
     keys = [line.key for line in lines]
     groups = None
@@ -114,14 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parts = split_lines(keys, len(outputs), groups)
     except ValueError as error:
-        print(f"split_scp.py: {args.scp}: {error}", file=sys.stderr)
+        print(f"split_scp.py: {args.scp}: {error_line(error)}", file=sys.stderr)
         return 1
     try:
         for out, indices in zip(outputs, parts):
             if out is not None:
                 write_lines(out, (lines[i].text.rstrip("\r") for i in indices))
     except OSError as error:
-        print(f"split_scp.py: {error}", file=sys.stderr)
+        print(f"split_scp.py: {error_line(error)}", file=sys.stderr)
         return 1
     return 0
 

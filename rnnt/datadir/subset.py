@@ -13,7 +13,7 @@ import os
 import random
 import sys
 
-from rnnt.cli import tool_parser
+from rnnt.cli import error_line, tool_parser
 from rnnt.counting import counted
 from rnnt.datadir.layout import (Tables, carry_side_files, load_dir, refuse_writing_over_a_source, remove_unwritten,
                                  utterance_files, write_dir)
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         remove_unwritten(dest, {*tables, "spk2utt", *side_files})
         carry_side_files(src, dest, write_dir(tables, set(keep), dest))
     except (OSError, ValueError) as error:
-        print(f"subset_data_dir.sh: {error}", file=sys.stderr)
+        print(f"subset_data_dir.sh: {error_line(error)}", file=sys.stderr)
         return 1
     print(f"subset_data_dir.sh: wrote {len(keep)} of {counted(total, 'utterance')} from {src} to {dest}{left_out}")
     return 0

@@ -195,3 +195,19 @@ def test_a_filter_whose_reader_stops_early_ends_quietly_with_sigpipes_status(tmp
                           "| head -1"], capture_output=True, text=True, cwd=ROOT,
                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert (out.returncode, out.stdout, out.stderr) == (141, "utt000000 some words\n", "")
+
+
+def test_an_os_error_of_a_file_is_said_as_the_shell_says_it(tmp_path):
+    """'decode.py: [Errno 2] No such file or directory: 'x.list'' was Python's form, in every tool that stops on it."""
+    from rnnt.cli import error_line
+
+    with pytest.raises(OSError) as missing:
+        open(tmp_path / "x.list")
+    assert error_line(missing.value) == f"{tmp_path / 'x.list'}: No such file or directory"
+    with pytest.raises(OSError) as moved:
+        os.rename(tmp_path / "a", tmp_path / "b")
+    assert error_line(moved.value) == f"{tmp_path / 'a'} -> {tmp_path / 'b'}: No such file or directory"
+    assert error_line(ValueError("x.list:3: not a number")) == "x.list:3: not a number"
+    out = subprocess.run([sys.executable, str(ROOT / "steps" / "decode.py"), "exp", "none.list", "test"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 1 and "Errno" not in out.stderr, out.stderr

@@ -949,7 +949,7 @@ def test_a_missing_or_empty_data_list_is_one_line_naming_it(trained, yesno, tmp_
     (tmp_path / "text").write_text("yesno-0_0_0_0_1_1_1_1 NO NO NO NO YES YES YES YES\n")
     missing, empty = tmp_path / "missing.list", tmp_path / "empty.list"
     empty.write_text("")
-    for data_list, named in ((missing, f"No such file or directory: '{missing}'"),
+    for data_list, named in ((missing, f"{missing}: No such file or directory"),
                              (empty, f"{empty}: the data list is empty")):
         runs = {"decode.py": [trained, data_list, "test"],
                 "train.py": ["--config", trained / "config.yaml", "--train-list", data_list, "--lang-dir",

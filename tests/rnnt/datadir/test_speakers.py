@@ -122,7 +122,7 @@ def test_tools_of_empty_input_print_nothing(tmp_path, capsys):
 def test_tools_name_a_missing_file_without_a_traceback(tmp_path, tool):
     out = run_tool(UTILS / tool, tmp_path / "absent")
     assert out.returncode == 1 and out.stdout == ""
-    assert out.stderr == f"{tool}: [Errno 2] No such file or directory: '{tmp_path / 'absent'}'\n"
+    assert out.stderr == f"{tool}: {tmp_path / 'absent'}: No such file or directory\n"
 
 
 def test_tools_read_several_files_as_one_as_kaldis_read_them(speechocean_dir, tmp_path, capsys):

@@ -174,7 +174,7 @@ def test_tool_with_segments_keeps_the_recordings_of_the_chosen_segments(librispe
     (["--first", "{src}", "2501", "{dest}"], "subset_data_dir.sh: asked for 2501 utterances but the dir has only "
                                              "2500\n"),
     (["--utt-list", "{tmp}/absent", "{src}", "{dest}"],
-     "subset_data_dir.sh: [Errno 2] No such file or directory: '{tmp}/absent'\n"),
+     "subset_data_dir.sh: {tmp}/absent: No such file or directory\n"),
     (["{tmp}", "3", "{dest}"], "subset_data_dir.sh: {tmp}/utt2spk: missing; every data dir needs utt2spk\n"),
     (["--first", "{src}", "3", "{src}/"], "subset_data_dir.sh: {src}/: the subset must go to another dir than its "
                                           "source {src}\n"),  # which it would have cut to 3 utterances
