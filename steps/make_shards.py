@@ -12,6 +12,7 @@ and counted. <shard_dir>/SHA256SUMS holds each shard's SHA-256 (rnnt.data.shard_
 training knows its shards by them wherever they are copied.
 """
 
+import argparse
 import contextlib
 import hashlib
 import json
@@ -190,6 +191,14 @@ def write_recorded_shards(shard_dir: str, paths: list[str], jobs: list, nj: int)
     return written, seconds, skipped
 
 
+def file_name_part(value: str) -> str:
+    """An argparse type: a part of a file name (a '/' in --prefix failed to write, and left a plan behind that
+    refused the next run)."""
+    if not value or "/" in value or "\0" in value:
+        raise argparse.ArgumentTypeError(f"'{value}' is not a part of a file name (the folder is SHARD_DIR)")
+    return value
+
+
 def main() -> str:
     parser = tool_parser(__doc__, "steps/make_shards.py --nj 4 data/train data/train/shards "
                                   "data/train/data.list")
@@ -199,7 +208,7 @@ def main() -> str:
                         help="keep the source files' bytes (default), or re-encode as wav or flac")
     parser.add_argument("--resample", type=at_least(1000),  # (1: a 1 Hz shard of 7 samples an utterance)
                         help="resample to this rate (re-encodes; wav unless --audio-format flac)")
-    parser.add_argument("--prefix", default=DEFAULT_PREFIX,
+    parser.add_argument("--prefix", default=DEFAULT_PREFIX, type=file_name_part,
                         help=f"shard file name prefix (default '{DEFAULT_PREFIX}'); another is another plan")
     parser.add_argument("--replace", action="store_true",
                         help="shards in shard_dir of other settings or utterances, or with no record of theirs, are "

@@ -8,6 +8,7 @@ time. Standard library only."""
 from __future__ import annotations
 
 import os
+import re
 
 from rnnt.atomic_write import write_atomically
 from rnnt.prep.download import hex_digest
@@ -17,17 +18,18 @@ DIGESTS = "SHA256SUMS"
 
 def read_digests(shard_dir: str) -> dict[str, str]:
     """{shard file name: hex SHA-256} of shard_dir's SHA256SUMS ({} where there is none, or it cannot be read;
-    a line that is not '<64 hex>  <name>' counts for nothing)."""
+    a line that is not '<64 hex>  <name>' or '<64 hex> *<name>' counts for nothing)."""
     try:
         with open(os.path.join(shard_dir, DIGESTS), encoding="utf-8", errors="surrogateescape") as f:
             lines = f.read().splitlines()
     except OSError:
         return {}
     digests = {}
-    for line in lines:
-        digest, _, name = line.partition("  ")
-        if len(digest) == 64 and all(c in "0123456789abcdef" for c in digest) and name and "/" not in name:
-            digests[name.lstrip("*")] = digest  # ('*': sha256sum's binary mode)
+    for line in lines:  # '<hex>  <name>', or '<hex> *<name>' (sha256sum -b: it was taken for no line, a shard
+        # damaged since passed as unknown and its new digest recorded)
+        match = re.fullmatch(r"([0-9a-fA-F]{64}) [ *]([^/]+)", line)
+        if match:
+            digests[match.group(2)] = match.group(1).lower()
     return digests
 
 

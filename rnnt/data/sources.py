@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from rnnt.data.audio_cache import AudioCache
 
 log = logging.getLogger(__name__)
-AUDIO_EXTENSIONS = {"wav", "flac", "ogg", "opus", "mp3", "sph"}
+AUDIO_EXTENSIONS = {"wav", "flac", "ogg", "opus", "mp3", "sph", "m4a", "wma"}  # WeNet's, and SPHERE
 _WARNED: set[tuple] = set()  # the versions (path, size, time) of lists whose skipped lines were named: once each
 
 

@@ -152,6 +152,14 @@ def test_the_tools_refuse_a_number_out_of_range_before_they_start(tool, option, 
     assert f"{tool}: error: argument {option}: expected " in out.stderr, out.stderr
 
 
+def test_make_shards_refuses_a_prefix_holding_a_folder_before_it_starts(tmp_path):
+    """--prefix x/y failed writing its first shard and left a plan that refused the next run of the right prefix."""
+    out = subprocess.run([sys.executable, str(ROOT / "steps" / "make_shards.py"), "--prefix", "x/y", "data", "shards",
+                          "data.list"], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 2 and "argument --prefix: 'x/y' is not a part of a file name" in out.stderr, out.stderr
+    assert not (tmp_path / "shards").exists()
+
+
 def test_export_refuses_chunk_frames_without_streaming(tmp_path):
     """--chunk-frames alone wrote an offline export, silently ignored."""
     out = subprocess.run([sys.executable, str(ROOT / "steps" / "export_onnx.py"), "--chunk-frames", "6", "exp",

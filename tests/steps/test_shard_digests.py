@@ -10,7 +10,7 @@ from pathlib import Path
 
 from conftest import ROOT, run_tool
 from rnnt.data.list_fingerprint import list_fingerprint
-from rnnt.data.shard_digests import DIGESTS, read_digests
+from rnnt.data.shard_digests import DIGESTS, read_digests, shard_digest
 from rnnt.training import checkpoint
 from rnnt.training.config_change import changes_to_restart
 from rnnt.training.experiment import load_experiment
@@ -82,6 +82,16 @@ def test_a_shard_emptied_or_cut_short_since_is_written_again(test_data, tmp_path
     assert [shard.read_bytes() for shard in shards] == whole
     check = sha256sum_check(tmp_path / "sh")
     assert check.returncode == 0 and check.stdout.count(": OK") == 3, check.stdout + check.stderr
+    # a SHA256SUMS of sha256sum -b ('<hex> *<name>', upper case from elsewhere) was no digest at all: a shard
+    # damaged since was taken as whole and its damaged digest recorded
+    binary = subprocess.run(["sha256sum", "-b", *[shard.name for shard in shards]], cwd=tmp_path / "sh",
+                            capture_output=True, text=True, check=True).stdout
+    (tmp_path / "sh" / DIGESTS).write_text(binary.replace(binary[:64], binary[:64].upper(), 1))
+    assert read_digests(str(tmp_path / "sh")) == {shard.name: shard_digest(str(shard)) for shard in shards}
+    shards[1].write_bytes(whole[1][:len(whole[1]) // 2])
+    again = run_tool(*make)
+    assert again.returncode == 0 and f"{shards[1]}: not the shard written there" in again.stderr, again.stderr
+    assert [shard.read_bytes() for shard in shards] == whole
 
 
 KILLER = """#!/bin/sh

@@ -298,3 +298,23 @@ def test_cmvn_stats_that_are_not_numbers_are_named(tmp_path, stats):
     path.write_text(json.dumps(stats))
     with pytest.raises(ValueError, match=f"^{path}: the CMVN mean and deviation must be lists of numbers of one"):
         load_cmvn(data_config({"features": {"cmvn": str(path), "num_mel_bins": 2}}))
+
+
+def test_a_wenet_shard_of_m4a_or_wma_audio_is_read_as_audio_and_named_where_it_cannot_be_decoded(tmp_path, caplog):
+    """WeNet's shards may hold .m4a and .wma members: each utterance was 'has no audio; skipped', which named
+    the wrong cause; now its audio is read, and decoding it (soundfile has no AAC or WMA) names the file's format."""
+    import io
+
+    from rnnt.data.audio import AudioError
+
+    shard = tmp_path / "wenet.tar"
+    with tarfile.open(shard, "w") as tar:
+        for name, payload in (("u1.txt", b"A"), ("u1.m4a", b"\0\0\0 ftypM4A "), ("u2.txt", b"B"), ("u2.wma", b"0&")):
+            member = tarfile.TarInfo(name)
+            member.size = len(payload)
+            tar.addfile(member, io.BytesIO(payload))
+    with caplog.at_level(logging.WARNING):
+        got = list(shard_records([str(shard)]))
+    assert [(r["key"], r["txt"]) for r in got] == [("u1", "A"), ("u2", "B")] and not caplog.records
+    with pytest.raises(AudioError):
+        load_audio(got[0]["audio"])
