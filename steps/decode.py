@@ -149,7 +149,7 @@ def main() -> str:
         write_word_outputs(out, words, nbest if args.nbest else None,
                            os.path.dirname(os.path.abspath(args.data_list)), "decode.py", refs, confidences)
     except OSError as error:
-        raise ToolError(f"ctm: {error}") from error
+        raise ToolError(f"ctm: {error_line(error)}") from error
     per = f"; {write_phone_error_rate(out, refs, phones, tokenizer)}" if tokenizer.kind == "phone" else ""
     threads = torch.get_num_threads()
     rtf = decode_seconds / max(audio_seconds, 1e-9)

@@ -148,7 +148,7 @@ def main() -> str:
                                "decode_sherpa_onnx.py", refs, f"calibrated by {args.onnx_dir}/{DECODING_JSON}"
                                if calibration else "uncalibrated posteriors")
         except (OSError, ValueError) as error:
-            raise ToolError(f"ctm: {error}") from error
+            raise ToolError(f"ctm: {error_line(error)}") from error
     rtf = decode_seconds / max(audio_seconds, 1e-9)
     summary = (f"{args.out_dir}: {report.wer_line}; {'streaming' if streaming else 'offline'} {args.method}"
                f"{'+hotwords' if args.hotwords else ''}, "

@@ -106,7 +106,7 @@ def main() -> int:
     try:
         trainer = Trainer(experiment, args.exp_dir, args.log_keys, resume=args.resume)
     except (StopTraining, OSError, ValueError) as error:  # a missing or empty list, lang dir, init checkpoint, ...
-        print(f"train.py: {error}", file=sys.stderr)
+        print(f"train.py: {error_line(error)}", file=sys.stderr)
         return 1
     try:
         return trainer.run()
