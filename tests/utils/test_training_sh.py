@@ -245,6 +245,7 @@ def of_this_test(pid: str, tmp_path) -> bool:
         return False
 
 
+@pytest.mark.slow  # trainings of their own (8-11 s); CI runs it
 def test_the_training_stage_runs_again_when_its_lexicon_changed_under_the_same_phones(tmp_path):
     """A phone lang dir's lexicon maps words to the units: changed, it trains other targets, so the training
     stage is out of date though units.txt is the same (steps/train.py --resume then sets the experiment aside)."""
@@ -343,6 +344,7 @@ def test_gpus_this_machine_lacks_and_cpu_ranks_beside_a_gpu_are_refused_at_the_s
     assert "--master-addr is localhost" in checked("nnodes=2 node_rank=0").stderr
 
 
+@pytest.mark.slow  # trainings of their own (8-11 s); CI runs it
 def test_seeds_on_cpu_ranks_train_one_after_another_each_through_torchrun(tmp_path):
     """--ngpu 0 --cpu-ranks 2 --seeds 2: each seed's training is 2 processes (the real torchrun, each rank told
     its rank) on half the cores each; the seeds one after another, not four processes at once."""
@@ -361,6 +363,7 @@ def test_seeds_on_cpu_ranks_train_one_after_another_each_through_torchrun(tmp_pa
     assert "trainings at once" not in out
 
 
+@pytest.mark.slow  # trainings of their own (8-11 s); CI runs it
 def test_stopping_the_recipe_stops_every_rank_of_a_torchrun_training(tmp_path):
     recipe = recipe_with_fake_trainer(tmp_path, steps=600, options="ngpu=0 cpu_ranks=2")
     out, err = stop_once_logged(recipe, [tmp_path / "exp" / "m" / "log" / "4.train.log"], "step 3")

@@ -108,6 +108,7 @@ def test_ctrl_c_leaves_the_trial_under_way_to_run_again(yesno, tmp_path):
     assert "Traceback" not in said and trial_states(exp / "study.db") == [(0, "RUNNING")]
 
 
+@pytest.mark.slow  # trainings of their own (8-11 s); CI runs it
 def test_best_yaml_is_the_config_the_trials_started_from_not_one_edited_while_they_trained(yesno, tmp_path):
     search = {"trials": 1, "pruner": {"type": "none"}, "sampler": {"type": "random", "seed": 1},
               "space": {"train.optimizer.lr": {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}}}
