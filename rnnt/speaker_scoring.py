@@ -11,7 +11,6 @@ import sys
 from collections import defaultdict
 
 from rnnt.datadir.table import KEEP_BYTES, kaldi_fields, read_table
-
 from rnnt.scoring import Report
 
 WIDTH = 10  # Kaldi's --field-width
