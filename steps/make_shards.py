@@ -2,20 +2,19 @@
 """Pack a Kaldi data dir into WeNet-compatible tar shards and write the shard list.
 
 Each shard holds --utts-per-shard utterances as consecutive members <key>.txt and <key>.<ext>.
-Shards are written in parallel (--nj), each under a temporary name renamed when complete; a rerun of the
-same plan (settings, names and utterances, recorded in <shard_dir>/.make_shards.json) reuses the complete
-shards and redoes the rest, those that left an utterance out (its audio unreadable then: <shard>.tar.skipped
-lists them) and those whose content is not what SHA256SUMS records (emptied, cut short: named); shards of
-another plan, or with no record, are refused unless --replace. Bad audio, and whatever cannot be paired
-(audio without transcript, transcript without audio, a malformed segment, a repeated key), is skipped, named
-and counted. <shard_dir>/SHA256SUMS holds each shard's SHA-256 (rnnt.data.shard_digests): a
+Shards are written in parallel (--nj), each under a temporary name renamed when complete. A rerun of the
+same settings and utterance ids (the plan, recorded in <shard_dir>/.make_shards.json: rnnt.prep.shard_plan)
+reuses the complete shards and redoes the rest: those whose utterances changed since (a transcript corrected,
+a recording restored or replaced: named), those that left an utterance out (its audio unreadable then:
+<shard>.tar.skipped lists them), and those whose content is not what SHA256SUMS records (emptied, cut short:
+named). Shards of another plan, or with no record, are refused unless --replace. Bad audio, and whatever
+cannot be paired (audio without transcript, transcript without audio, a malformed segment, a repeated key), is
+skipped, named and counted. <shard_dir>/SHA256SUMS holds each shard's SHA-256 (rnnt.data.shard_digests): a
 training knows its shards by them wherever they are copied.
 """
 
 import argparse
 import contextlib
-import hashlib
-import json
 import os
 import sys
 from multiprocessing import Pool
@@ -27,10 +26,8 @@ from rnnt.atomic_write import write_atomically
 from rnnt.cli import at_least, error_line, run_tool, tool_parser, ToolError
 from rnnt.data.shard_digests import DIGESTS, read_digests, shard_digest, write_digests
 from rnnt.datadir.utterances import read_utterances
+from rnnt.prep.shard_plan import DEFAULT_PREFIX, make_plan, start_shard_dir
 from rnnt.prep.shard_writer import FORMATS, AudioOptions, ShardItem, skipped_path, write_shard
-
-STATE = ".make_shards.json"  # the settings, names and utterances the shards were planned from
-DEFAULT_PREFIX = "shards"
 
 
 def read_items(data_dir: str) -> tuple[list[ShardItem], list[str]]:
@@ -54,87 +51,11 @@ def write_one(job):
     return path, write_shard(path, items, options), shard_digest(path)
 
 
-def same_plan_or_new(shard_dir: str, plan: dict, earlier_items=lambda: "") -> bool:
-    """Records the plan in shard_dir (written aside and renamed: a run stopped there leaves the old record or
-    none); False if it holds shards written to another plan, or to one its record no longer says, or none says
-    (shards and no record: the record deleted, or shards from elsewhere): their reuse would mix them. A record
-    of the same plan whose items' digest is earlier_items() (items_digest's form before it left out the audio's
-    folders, computed only for a record that differs: it reads every file's size and time again) is the same
-    plan: rewritten in today's form, its size and times kept, so that a recipe's stages,
-    which fingerprint the folder, see no change (its shards were all written again, its training set aside)."""
-    os.makedirs(shard_dir, exist_ok=True)
-    state_path = os.path.join(shard_dir, STATE)
-    if os.path.isfile(state_path):
-        try:
-            with open(state_path) as f:
-                recorded = json.load(f)
-        except (OSError, ValueError):  # unreadable: written by another version, or damaged
-            return False
-        if isinstance(recorded, dict):
-            recorded.setdefault("prefix", DEFAULT_PREFIX)  # a record from before the names were planned
-        if recorded == plan:
-            return True
-        if not isinstance(recorded, dict) or {**recorded, "items": ""} != {**plan, "items": ""} or \
-                recorded.get("items") != earlier_items():
-            return False
-        times = os.stat(state_path)
-        write_atomically(state_path, lambda f: json.dump(plan, f))
-        os.utime(state_path, ns=(times.st_atime_ns, times.st_mtime_ns))
-        return True
-    if any(name.endswith((".tar", ".tar.tmp")) for name in os.listdir(shard_dir)):
-        return False
-    try:
-        write_atomically(state_path, lambda f: json.dump(plan, f))
-    except OSError as error:
-        raise ToolError(f"{state_path}: cannot record the plan: {error}") from error
-    return True
-
-
 def write_list(path: str, shards: list[str]) -> None:
     try:
         write_atomically(path, lambda f: f.writelines(f"{shard}\n" for shard in shards))
     except OSError as error:
         raise ToolError(f"{path}: cannot write the list ({error.strerror or error})") from error
-
-
-def start_shard_dir(shard_dir: str, plan: dict, replace: bool, earlier_items=lambda: "") -> None:
-    """shard_dir ready for the plan: new, or holding shards of the same plan (kept, to be reused), or, with
-    replace, emptied of what this tool wrote there under another (the plan, the shards, their temps)."""
-    if same_plan_or_new(shard_dir, plan, earlier_items):
-        return
-    if not replace:
-        raise ToolError(f"{shard_dir} holds shards of other settings or utterances (or of none it records); "
-                        "remove it, choose another dir, or pass --replace")
-    for name in os.listdir(shard_dir):
-        if name in (STATE, f"{STATE}.tmp") or name.endswith((".tar", ".tar.tmp", ".tar.skipped")):
-            os.remove(os.path.join(shard_dir, name))
-    same_plan_or_new(shard_dir, plan)
-
-
-def items_digest(items, with_folders: bool = False) -> str:
-    """What the shards hold besides their keys: each utterance's text, audio source and segment times; a file by
-    its name, size and time, not its folder (the same corpus moved, or copied keeping times, is the same audio:
-    its shards were written again, and a training on them set aside), but where files of one name, size and time
-    are in several folders (a corpus's yes/x.wav and no/x.wav, extracted from one archive), by its path below
-    theirs: wav.scp swapping two of them took their shards for each other's. Shards of the same keys with another
-    transcript or audio are not reused. with_folders: the form before (the path whole), which a record of then
-    holds."""
-    stats = {item.source: os.stat(item.source) for item in items
-             if not item.source.endswith("|") and os.path.isfile(item.source)}
-    alike: dict[tuple, set[str]] = {}  # (name, size, time): the files that have them
-    for path, stat in stats.items():
-        alike.setdefault((os.path.basename(path), stat.st_size, stat.st_mtime_ns), set()).add(os.path.abspath(path))
-    digest = hashlib.sha256()
-    for item in items:
-        stat = stats.get(item.source)
-        source = item.source  # a command as it is
-        if stat and not with_folders:
-            paths = alike[(os.path.basename(item.source), stat.st_size, stat.st_mtime_ns)]
-            source = os.path.relpath(os.path.abspath(item.source),
-                                     os.path.commonpath([os.path.dirname(path) for path in paths]))
-        digest.update(json.dumps([item.key, item.text, source, item.start, item.end,
-                                  stat and (stat.st_size, stat.st_mtime_ns)]).encode())
-    return digest.hexdigest()
 
 
 def write_shards(jobs: list, nj: int) -> tuple[int, float, list[str], dict[str, str]]:
@@ -227,17 +148,16 @@ def main() -> str:
     if not items:
         raise ToolError(f"{args.data_dir}: no utterance has both audio and text")
     options = AudioOptions(args.audio_format, args.resample)
-    plan = {"utts_per_shard": args.utts_per_shard, "audio_format": args.audio_format, "resample": args.resample,
-            "prefix": args.prefix, "keys": [item.key for item in items], "items": items_digest(items)}
-    try:  # both folders made before any packing (a list in a folder not there was a traceback after it)
-        os.makedirs(os.path.dirname(os.path.abspath(args.shard_list)), exist_ok=True)
-        start_shard_dir(args.shard_dir, plan, args.replace, lambda: items_digest(items, with_folders=True))
-    except OSError as error:
-        where = error.filename or args.shard_dir
-        raise ToolError(f"{where}: cannot write there ({error.strerror or error})") from error
     n = args.utts_per_shard
     paths = [os.path.abspath(os.path.join(args.shard_dir, f"{args.prefix}_{i:06d}.tar"))
              for i in range((len(items) + n - 1) // n)]
+    plan = make_plan(items, n, args.audio_format, args.resample, args.prefix)
+    try:  # both folders made before any packing (a list in a folder not there was a traceback after it)
+        os.makedirs(os.path.dirname(os.path.abspath(args.shard_list)), exist_ok=True)
+        start_shard_dir(args.shard_dir, plan, items, paths, args.replace)
+    except OSError as error:
+        where = error.filename or args.shard_dir
+        raise ToolError(f"{where}: cannot write there ({error.strerror or error})") from error
     jobs = shards_to_write(args.shard_dir, paths, [items[i:i + n] for i in range(0, len(items), n)], options)
     written, seconds, skipped = write_recorded_shards(args.shard_dir, paths, jobs, args.nj)
     for reason in skipped:

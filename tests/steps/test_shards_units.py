@@ -1,5 +1,6 @@
 """make_shards, make_raw_list and build_units on real data: round trips, WeNet layout, resume, bad audio."""
 
+import importlib.util
 import io
 import json
 import os
@@ -268,13 +269,14 @@ def test_rerun_skips_complete_shards_and_redoes_missing_ones(test_data, tmp_path
     kept = run_tool(sys.executable, STEPS / "make_shards.py", "--utts-per-shard", "3", data, tmp_path / "sh",
                     tmp_path / "l")
     assert kept.returncode == 0 and "2 shards (2 already complete)" in kept.stdout, kept.stderr
-    # the same keys with another transcript (a new normalise()): written again, not reused
+    # the same keys with another transcript (a new normalise()): its shard written again and named, the other kept
     text = (data / "text").read_text().splitlines()
     key = text[0].split()[0]
     (data / "text").write_text("\n".join([f"{key} CHANGED TEXT", *text[1:]]) + "\n")
-    again = run_tool(sys.executable, STEPS / "make_shards.py", "--replace", "--utts-per-shard", "3", data,
-                     tmp_path / "sh", tmp_path / "l")
-    assert again.returncode == 0 and "2 shards (0 already complete)" in again.stdout, again.stdout
+    again = run_tool(sys.executable, STEPS / "make_shards.py", "--utts-per-shard", "3", data, tmp_path / "sh",
+                     tmp_path / "l")
+    assert again.returncode == 0 and "2 shards (1 already complete)" in again.stdout, again.stdout + again.stderr
+    assert f"{tmp_path / 'sh' / 'shards_000000.tar'}: its utterances' text, audio or times changed" in again.stderr
     with tarfile.open(tmp_path / "sh" / "shards_000000.tar") as shard:
         assert shard.extractfile(f"{key}.txt").read().decode() == "CHANGED TEXT"
     # the same corpus at another path (moved, or copied keeping the files' times): the same audio, shards kept;
@@ -287,21 +289,30 @@ def test_rerun_skips_complete_shards_and_redoes_missing_ones(test_data, tmp_path
     again = run_tool(sys.executable, STEPS / "make_shards.py", "--replace", "--utts-per-shard", "3", data,
                      tmp_path / "sh", tmp_path / "l")
     assert again.returncode == 0 and "2 shards (2 already complete)" in again.stdout, again.stdout
-    # a record written before the digest left out the folders: the same plan, rewritten with its size and times
-    # kept (a recipe's stage fingerprints the folder: an upgrade wrote every shard again and retrained)
-    import importlib.util
-
+    # records of earlier forms: one digest of all the shards, and before that of the paths whole. The same plan,
+    # the record left as it was (a recipe's stage fingerprints the folder: an upgrade wrote every shard again)
     spec = importlib.util.spec_from_file_location("make_shards_tool", STEPS / "make_shards.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
+    from rnnt.prep.shard_plan import digest, item_lines
+
     record = tmp_path / "sh" / ".make_shards.json"
     plan = json.loads(record.read_text())
-    record.write_text(json.dumps({**plan, "items": tool.items_digest(tool.read_items(str(data))[0], True)}))
-    os.utime(record, ns=(1, 1_000_000_000))
-    again = run_tool(sys.executable, STEPS / "make_shards.py", "--replace", "--utts-per-shard", "3", data,
-                     tmp_path / "sh", tmp_path / "l")
-    assert again.returncode == 0 and "2 shards (2 already complete)" in again.stdout, again.stdout
-    assert json.loads(record.read_text()) == plan and record.stat().st_mtime_ns == 1_000_000_000
+    items = tool.read_items(str(data))[0]
+    for with_folders in (True, False):
+        earlier = json.dumps({**plan, "items": digest(item_lines(items, with_folders))})
+        record.write_text(earlier)
+        os.utime(record, ns=(1, 1_000_000_000))
+        again = run_tool(sys.executable, STEPS / "make_shards.py", "--utts-per-shard", "3", data, tmp_path / "sh",
+                         tmp_path / "l")
+        assert again.returncode == 0 and "2 shards (2 already complete)" in again.stdout, again.stdout
+        assert record.read_text() == earlier and record.stat().st_mtime_ns == 1_000_000_000
+    # a record of that form that differs cannot say which shard changed: both written again, the record of today
+    record.write_text(json.dumps({**plan, "items": "0" * 64}))
+    again = run_tool(sys.executable, STEPS / "make_shards.py", "--utts-per-shard", "3", data, tmp_path / "sh",
+                     tmp_path / "l")
+    assert again.returncode == 0 and "2 shards (0 already complete)" in again.stdout, again.stdout
+    assert json.loads(record.read_text()) == plan
     state = tmp_path / "sh" / ".make_shards.json"  # its record cut short (a full disk): another plan, not a traceback
     state.write_text(state.read_text()[:50])
     args = [sys.executable, STEPS / "make_shards.py", "--utts-per-shard", "3", data, tmp_path / "sh", tmp_path / "l"]
@@ -320,6 +331,50 @@ def test_rerun_skips_complete_shards_and_redoes_missing_ones(test_data, tmp_path
     assert again.returncode == 0 and "2 shards (0 already complete)" in again.stdout, again.stderr
     with tarfile.open(tmp_path / "sh" / "shards_000000.tar") as shard:
         assert shard.extractfile(f"{key}.txt").read().decode() == "CHANGED AGAIN"
+
+
+def test_a_recording_restored_writes_its_shard_again_and_keeps_the_others(test_data, tmp_path):
+    """A recording missing at first (its utterance skipped, its shard incomplete), then restored: run by hand, with
+    no --replace, the rerun writes that shard again with it and reuses the others; a recording replaced by another
+    of the same name does the same. A run stopped after the new record was written leaves the changed shard
+    missing, not the old one taken as new."""
+    data = prep("librispeech", test_data, tmp_path)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    originals = table(data / "wav.scp")
+    keys = sorted(originals)
+    wav = {key: str(corpus / Path(path).name) for key, path in originals.items()}
+    for key in keys[:4]:
+        shutil.copy(originals[key], wav[key])
+    (data / "wav.scp").write_text("".join(f"{k} {v}\n" for k, v in sorted(wav.items())))
+    args = [sys.executable, STEPS / "make_shards.py", "--utts-per-shard", "2", data, tmp_path / "sh", tmp_path / "l"]
+    out = run_tool(*args)
+    assert out.returncode == 0 and "wrote 4 utterances" in out.stdout and "skipped 1" in out.stdout, out.stderr
+    third = tmp_path / "sh" / "shards_000002.tar"
+    assert Path(f"{third}.skipped").exists()
+    shutil.copy(originals[keys[4]], wav[keys[4]])
+    out = run_tool(*args)
+    assert out.returncode == 0 and "3 shards (2 already complete); this run wrote 1 utterance" in out.stdout, \
+        out.stdout + out.stderr
+    assert f"{third}: its utterances' text, audio or times changed" in out.stderr
+    assert [name for name, _ in read_shard(str(third))] == [f"{keys[4]}.txt", f"{keys[4]}.flac"]
+    first = tmp_path / "sh" / "shards_000000.tar"
+    first_bytes = first.read_bytes()
+    shutil.copy(wav[keys[1]], wav[keys[0]])  # another recording copied over the first's
+    out = run_tool(*args)
+    assert out.returncode == 0 and "3 shards (2 already complete)" in out.stdout, out.stdout + out.stderr
+    assert first.read_bytes() != first_bytes
+    shutil.copy(originals[keys[0]], wav[keys[0]])  # and back, the run stopped once the record was written
+    spec = importlib.util.spec_from_file_location("make_shards_tool", STEPS / "make_shards.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    items = tool.read_items(str(data))[0]
+    paths = [str(tmp_path / "sh" / f"shards_{i:06d}.tar") for i in range(3)]
+    tool.start_shard_dir(str(tmp_path / "sh"), tool.make_plan(items, 2, "keep", None, "shards"), items, paths, False)
+    assert not first.exists()
+    out = run_tool(*args)
+    assert out.returncode == 0 and "3 shards (2 already complete)" in out.stdout, out.stdout + out.stderr
+    assert first.read_bytes() == first_bytes
 
 
 def test_files_of_one_name_size_and_time_in_two_folders_are_not_taken_for_each_other(tmp_path):
