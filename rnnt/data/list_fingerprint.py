@@ -19,7 +19,7 @@ import os
 import sys
 
 from rnnt.data.shard_digests import read_digests
-from rnnt.data.sources import list_kind, read_list
+from rnnt.data.sources import list_kind, numbered_entries, read_list
 
 
 def wav_of(line: str) -> str:
@@ -54,18 +54,12 @@ def list_fingerprint(list_path: str, by_content: bool = True) -> str:
 
 
 def missing_lines(list_path: str) -> list[tuple[int, str]]:
-    """The files the list names that are gone, each with the number of the line naming it (the lines read_list
-    would keep: of a raw list, its JSON lines)."""
-    with open(list_path, encoding="utf-8-sig", errors="replace") as f:
-        numbered = [(number, line.strip()) for number, line in enumerate(f, 1) if line.strip()]
-    raw = any(line.startswith("{") for _, line in numbered)
-    named = [(number, wav_of(line) if raw else line) for number, line in numbered if line.startswith("{") or not raw]
+    """The files the list's entries name that are gone, each with the number of the line naming it."""
+    numbered = numbered_entries(list_path, quiet=True)
+    entries = [entry for _, entry in numbered]
+    raw = list_kind(entries) == "raw"
+    named = [(number, wav_of(entry) if raw else entry) for number, entry in numbered]
     return [(number, path) for number, path in named if path and "://" not in path and not os.path.isfile(path)]
-
-
-def missing_files(list_path: str) -> list[str]:
-    """The files the list names that are gone."""
-    return [path for _, path in missing_lines(list_path)]
 
 
 def stale_files(list_path: str) -> list[str]:
@@ -78,8 +72,10 @@ def stale_files(list_path: str) -> list[str]:
     def inside(path: str) -> bool:  # as written or with links resolved (a shards folder linked to another disk)
         return any(os.path.commonpath([where(path), where(folder)]) == where(folder)
                    for where in (os.path.abspath, os.path.realpath))
-    shards = [] if list_kind(entries) == "raw" else named_files(entries)
-    return missing_files(list_path) + [path for path in shards if not inside(path) and os.path.isfile(path)]
+    named = named_files(entries)
+    shards = [] if list_kind(entries) == "raw" else named
+    return [path for path in named if not os.path.isfile(path)] + \
+        [path for path in shards if not inside(path) and os.path.isfile(path)]
 
 
 def main(argv: list[str]) -> int:

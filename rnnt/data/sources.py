@@ -34,12 +34,18 @@ _WARNED: set[tuple] = set()  # the versions (path, size, time) of lists whose sk
 
 
 def read_list(path: str, quiet: bool = False) -> list[str]:
-    """The entries of a data list: its non-empty lines, less those not UTF-8 or with a NUL byte and those a raw
-    list (one with a line starting with '{') cannot use (not a {key, wav, txt} object, a start or end that is not a
-    number), each named by file and line and counted; a binary file (a NUL byte in its first line: an audio file
-    given for a list) is a ValueError. A line listed again is kept: repeating a list's lines upsamples it, as in
-    WeNet's. The skipped lines are named once for each version of a file, and not at all where quiet (a
-    fingerprint's reading): a training named every skip three times, two of them before its log began."""
+    """The entries of a data list (numbered_entries without their line numbers)."""
+    return [line for _, line in numbered_entries(path, quiet)]
+
+
+def numbered_entries(path: str, quiet: bool = False) -> list[tuple[int, str]]:
+    """The entries of a data list, each with its line's number: its non-empty lines, less those not UTF-8 or with a
+    NUL byte and those a raw list (one with a line starting with '{') cannot use (not a {key, wav, txt} object, a
+    start or end that is not a number), each named by file and line and counted; a binary file (a NUL byte in its
+    first line: an audio file given for a list) is a ValueError. A line listed again is kept: repeating a list's
+    lines upsamples it, as in WeNet's. The skipped lines are named once for each version of a file, and not at all
+    where quiet (a fingerprint's reading): a training named every skip three times, two of them before its log
+    began."""
     if os.path.isdir(path):
         raise ValueError(f"{path}: a folder, not a data list (one a data dir holds: {path}/data.list, written by "
                          "steps/make_shards.py or steps/make_raw_list.py)")
@@ -80,7 +86,7 @@ def read_list(path: str, quiet: bool = False) -> list[str]:
         log.log(level, "%s: %s skipped (named above), %d kept", path, counted(bad, "line"), len(numbered))
         if not quiet:
             _WARNED.add(version)
-    return [line for _, line in numbered]
+    return numbered
 
 
 def looks_like_a_kaldi_table(line: str) -> bool:

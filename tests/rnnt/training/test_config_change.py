@@ -294,6 +294,12 @@ def test_a_raw_lists_missing_recordings_are_named_by_line_and_skipped_but_a_miss
     assert training_data_of(str(raw)) == (list_fingerprint(str(raw)), [
         f"{raw}:3: {waves[2]} is gone; its utterance is skipped",
         f"{raw}: 1 of its 3 recordings are gone (1 named above), skipped; the rest are trained on"])
+    # a line the pipeline skips (no "txt") naming a recording that is gone is not one of the list's: the one
+    # recording left is trained on (a second reader of lists counted that line and refused the list)
+    bad = tmp_path / "bad.list"
+    bad.write_text(json.dumps({"key": "a", "wav": str(waves[0]), "txt": "A"}) + "\n" +
+                   json.dumps({"key": "c", "wav": str(waves[2])}) + "\n")
+    assert training_data_of(str(bad)) == (list_fingerprint(str(bad)), [])
     for wave in waves[:2]:
         wave.unlink()
     with pytest.raises(StopTraining, match=f"names 3 file\\(s\\) that are gone, the first at {raw}:1 \\({waves[0]}, "):
