@@ -135,7 +135,7 @@ def main() -> int:
             recognizer, streaming, rate = load_recognizer(out, 1)
             if utterances is None:
                 utterances = [(r["key"], r["waveform"].numpy()) for r in
-                              stages.waveforms(records(args.data_list), rate)]
+                              stages.waveforms(stages.first_of_each_key(records(args.data_list), args.data_list), rate)]
             hyps, seconds, tail = {}, 0.0, tail_seconds(out, streaming)
             start = time.perf_counter()
             for key, samples in utterances:

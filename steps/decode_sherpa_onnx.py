@@ -125,7 +125,7 @@ def main() -> str:
         frame_seconds = encoder_frame_seconds(args.onnx_dir)
         refs, refs_from = reference_texts(args.data_list, args.text)
         show_data_reports()  # the list's lines and audio skipped, under the tool's name
-        utterances = stages.waveforms(records(args.data_list), rate)
+        utterances = stages.waveforms(stages.first_of_each_key(records(args.data_list), args.data_list), rate)
         if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):  # (found after the whole decode)
             raise FileExistsError(f"{args.out_dir}: exists and is not a folder; give OUT_DIR a folder's name")
         if args.compare and not os.path.isfile(os.path.join(args.compare, "hyp")):

@@ -74,7 +74,7 @@ class Pipeline:
         records = raw_records(entries, self.list_path) if self.kind == "raw" else \
             shard_records(entries, report, self.audio_cache)
         if not self.train:
-            records = stages.first_of_each_key(records, report, os.path.basename(self.list_path))
+            records = stages.first_of_each_key(records, os.path.basename(self.list_path), report)
         records = stages.audio_lengths(records, config.sample_rate, report, self.audio_cache)
         if self.train:
             records = stages.speed_perturb(records, config.speed_perturb, config.seed, epoch)

@@ -83,15 +83,16 @@ def audio_lengths(records: Iterable[dict], rate: int, report: DataReport | None 
         yield {**record, "sample_rate": rate, "file_rate": file_rate, "channels": channels}
 
 
-def first_of_each_key(records: Iterable[dict], report: DataReport, list_name: str) -> Iterator[dict]:
-    """Decoding's and validation's: each key once, its first record (a list's line repeated, training's
-    upsampling, or two shards of one key gave one hypothesis scored against one reference, the other utterance
-    lost unnamed); a repeat is named and counted as dropped."""
+def first_of_each_key(records: Iterable[dict], list_name: str, report: DataReport | None = None) -> Iterator[dict]:
+    """Decoding's and validation's (and sherpa-onnx's: decode_sherpa_onnx.py): each key once, its first record (a
+    list's line repeated, training's upsampling, or two shards of one key gave one hypothesis scored against one
+    reference, the other utterance lost unnamed); a repeat is named and counted as dropped."""
     seen = set()
     for record in records:
         if record["key"] in seen:
             log.warning("%s: %s is an utterance read before; left out", list_name, record["key"])
-            report.drop("a key read before")
+            if report is not None:
+                report.drop("a key read before")
         else:
             seen.add(record["key"])
             yield record

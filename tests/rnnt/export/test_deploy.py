@@ -694,14 +694,20 @@ def test_decode_sherpa_onnx_scores_a_list_as_decode_py(an4_test, tmp_path):
     assert again.returncode == 1 and f"--compare {hyp.parent}: none of the {len(audio)} utterances decoded is in " \
         "its hyp (a decode of another set?)" in again.stderr, again.stderr
     # what the list holds that cannot be decoded is named under the tool's name (it was bare), in words for people
+    # and a key listed again (with another utterance's audio) is left out and named, as decode.py does: the last
+    # was decoded and scored against the first's reference
     bad = tmp_path / "bad.list"
+    entries = [json.loads(line) for line in (tmp_path / "test.list").read_text().splitlines()]
     bad.write_text((tmp_path / "test.list").read_text() + "{not json\n"
-                   + json.dumps({"key": "lost", "wav": str(tmp_path / "lost.wav"), "txt": "A"}) + "\n")
+                   + json.dumps({"key": "lost", "wav": str(tmp_path / "lost.wav"), "txt": "A"}) + "\n"
+                   + json.dumps({**entries[1], "key": entries[0]["key"]}) + "\n")
     again = run_tool(sys.executable, STEPS / "decode_sherpa_onnx.py", tmp_path / "onnx", bad, tmp_path / "sherpa3")
     assert again.returncode == 0, again.stderr
-    assert f"decode_sherpa_onnx.py: {bad}: 1 line skipped (named above), {len(audio) + 1} kept" in again.stderr
+    assert f"decode_sherpa_onnx.py: {bad}: 1 line skipped (named above), {len(audio) + 2} kept" in again.stderr
     assert f"decode_sherpa_onnx.py: skipped lost from {tmp_path / 'lost.wav'}: cannot decode audio (no such file)" \
         in again.stderr, again.stderr
+    assert f"decode_sherpa_onnx.py: {bad}: {entries[0]['key']} is an utterance read before; left out" in again.stderr
+    assert (tmp_path / "sherpa3" / "hyp").read_text() == (tmp_path / "sherpa" / "hyp").read_text()
     bad.write_text("")
     again = run_tool(sys.executable, STEPS / "decode_sherpa_onnx.py", tmp_path / "onnx", bad, tmp_path / "sherpa3")
     assert again.returncode == 1 and f"{bad} holds no utterance to decode" in again.stderr, again.stderr
