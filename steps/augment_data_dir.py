@@ -28,7 +28,6 @@ from rnnt.data.noise_config import NoiseConfig, ReverbConfig, check_noise_config
 from rnnt.datadir.copy_dir import copy_data_dir
 from rnnt.datadir.fix import fix_data_dir, reasons
 from rnnt.datadir.table import write_table
-from rnnt.datadir.table_rules import transcript_problems
 from rnnt.datadir.utterances import read_utterances
 from rnnt.datadir.validate import validate_data_dir
 from rnnt.prep.shard_writer import BadAudio, read_source
@@ -89,9 +88,8 @@ def copy_tables(args) -> str:
 
 def augmented_copy(args) -> str:
     """Writes dest; returns the summary line's account of it."""
-    utterances, skipped = read_utterances(args.src)  # what cannot be paired: fix_data_dir drops it from the copy
-    skipped += [f"{u.where}: {u.key}: {found[0][0]}" for u in utterances if (found := transcript_problems(u.text))]
-    utterances = [u for u in utterances if not transcript_problems(u.text)]  # (the copy Kaldi's rules refused)
+    utterances, skipped = read_utterances(args.src)  # what cannot be paired or Kaldi's rules refuse: fix_data_dir
+    # drops it from the copy
     for message in skipped:
         print(f"augment_data_dir.py: left out {message}", file=sys.stderr)
     if not utterances:

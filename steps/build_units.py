@@ -20,7 +20,7 @@ from rnnt.cli import at_least, error_line, run_tool, tool_parser, ToolError
 from rnnt.data.lexicon import read_lexicon
 from rnnt.data.tokenizer import BLANK, SPACE, UNIT_TYPES, UNK, Tokenizer
 from rnnt.datadir.table import kaldi_fields, read_counting_left_out, read_table
-from rnnt.datadir.table_rules import non_printable
+from rnnt.datadir.table_rules import transcript_problem
 from rnnt.datadir.values import is_positive_number
 from rnnt.training.config_checks import UNIT_RATE_FILE
 
@@ -194,15 +194,14 @@ def unnormalised(texts: dict) -> list[str]:
     return warnings
 
 
-def without_control_characters(texts: dict, left_out: str) -> tuple[dict, str]:
-    """The transcripts but those holding a character Kaldi's rules count non-printable (a NUL became a unit, and
-    NO followed by one a word unit), each named by its line; left_out's account with them."""
-    bad = {key: found for key, line in texts.items() if (found := non_printable(line.value))}
+def without_refused_transcripts(texts: dict, left_out: str) -> tuple[dict, str]:
+    """The transcripts but those Kaldi's rules refuse (a control character: a NUL became a unit, and NO followed by
+    one a word unit; <s>; whitespace but space and TAB), each named by its line; left_out's account with them."""
+    bad = {key: found for key, line in texts.items() if (found := transcript_problem(line.value))}
     for key, found in sorted(bad.items()):
-        print(f"build_units.py: {texts[key].where}: {key}: non-printable character {found}; left out", file=sys.stderr)
+        print(f"build_units.py: {texts[key].where}: {key}: {found}; left out", file=sys.stderr)
     return ({key: line for key, line in texts.items() if key not in bad},
-            left_out + (f"; {len(bad)} transcripts with a non-printable character left out (named above)" if bad
-                        else ""))
+            left_out + (f"; {len(bad)} transcripts Kaldi's rules refuse left out (named above)" if bad else ""))
 
 
 def main() -> str:
@@ -217,7 +216,7 @@ def main() -> str:
     args = parser.parse_args()
     try:
         texts, left_out = read_counting_left_out(os.path.join(args.data_dir, "text"))
-        texts, left_out = without_control_characters(texts, left_out)
+        texts, left_out = without_refused_transcripts(texts, left_out)
         lines = [line.value for line in texts.values() if line.value]
         if not lines:
             raise ValueError(f"{args.data_dir}/text has no transcripts")

@@ -93,6 +93,15 @@ def transcript_problems(text: str, non_print: bool = False) -> list[tuple[str, s
     return found
 
 
+def transcript_problem(text: str) -> str | None:
+    """The first of Kaldi's text rules a transcript breaks, in words, or None: the transcripts the tools that read a
+    data dir's utterances or train its units leave out, each named (a NUL in one was packed into a shard)."""
+    if has_undecodable_bytes(text):
+        return "a transcript that is not UTF-8"
+    found = transcript_problems(text)
+    return found[0][0] if found else None
+
+
 def field_counts(min_fields: int, max_fields: int | None) -> str:
     """The field counts a table's lines may have, in words: 2, at least 2, 2 to 4."""
     if max_fields == min_fields:

@@ -1,14 +1,15 @@
 """A data dir's utterances: each transcript paired with its audio (a wav.scp entry, or a segment of one), for
 the tools that pack or list them. Whatever cannot be paired (audio without a transcript, a transcript without
-audio or segment, a malformed segment, a repeated key) is named by file and line and counted, not dropped
-in silence; the rest is kept."""
+audio or segment, a malformed segment, a repeated key), and a transcript Kaldi's rules refuse (not UTF-8, a
+control character, <s>), is named by file and line and counted, not dropped in silence; the rest is kept."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 
-from rnnt.datadir.table import KEEP_BYTES, Line, has_undecodable_bytes, read_table
+from rnnt.datadir.table import KEEP_BYTES, Line, read_table
+from rnnt.datadir.table_rules import transcript_problem
 from rnnt.datadir.values import segment_problem
 
 
@@ -31,9 +32,9 @@ def read_utterances(data_dir: str) -> tuple[list[Utterance], list[str]]:
     wav = read_table(os.path.join(data_dir, "wav.scp"), skipped, KEEP_BYTES)  # a path's bytes, as the file has them
     segments_path = os.path.join(data_dir, "segments")
     segmented = os.path.isfile(segments_path)  # wav.scp's keys are recordings, not utterances
-    bad_text = _leave_out(text, {} if segmented else wav, lambda line: has_undecodable_bytes(line.text),
-                          "a transcript that is not UTF-8", skipped)
-    _leave_out(wav, {} if segmented else text, lambda line: not line.value, "no audio after the key", skipped)
+    bad_text = _leave_out(text, {} if segmented else wav, lambda line: transcript_problem(line.text), skipped)
+    _leave_out(wav, {} if segmented else text, lambda line: "no audio after the key" if not line.value else None,
+               skipped)
     if segmented:
         utterances = segment_utterances(text, wav, read_table(segments_path, skipped), skipped, bad_text)
     else:
@@ -44,14 +45,14 @@ def read_utterances(data_dir: str) -> tuple[list[Utterance], list[str]]:
     return sorted(utterances, key=lambda utterance: utterance.key), skipped
 
 
-def _leave_out(table: dict[str, Line], other: dict[str, Line], bad, why: str, skipped: list[str]) -> set[str]:
-    """The keys of the lines of table that bad(line) holds: each named, and its utterance gone from both tables
-    (the one utterance, counted once)."""
-    keys = [key for key, line in table.items() if bad(line)]
-    for key in keys:
+def _leave_out(table: dict[str, Line], other: dict[str, Line], problem, skipped: list[str]) -> set[str]:
+    """The keys of the lines of table that problem(line) finds a problem in (it says which, or None): each named,
+    and its utterance gone from both tables (the one utterance, counted once)."""
+    found = {key: why for key, line in table.items() if (why := problem(line))}
+    for key, why in found.items():
         skipped.append(f"{table.pop(key).where}: {key}: {why}")
         other.pop(key, None)
-    return set(keys)
+    return set(found)
 
 
 def segment_utterances(text: dict[str, Line], wav: dict[str, Line], segments: dict[str, Line],

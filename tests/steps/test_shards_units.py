@@ -169,17 +169,23 @@ def test_a_shard_that_left_audio_out_is_written_again_when_it_reads(test_data, t
         assert f"--utts-per-shard: expected a whole number at least 1, got '{bad}'" in out.stderr
 
 
-def test_a_transcript_not_utf8_is_one_utterance_skipped_named_once(test_data, tmp_path):
-    """Its text line left out, its audio then had no transcript: one utterance named and counted twice."""
+@pytest.mark.parametrize("tool", ["make_shards.py", "make_raw_list.py"])
+def test_transcripts_kaldis_rules_refuse_are_each_one_utterance_skipped_named_once(test_data, tmp_path, tool):
+    """Its text line left out, its audio then had no transcript: one utterance named and counted twice. Not UTF-8,
+    a NUL (packed into a shard as it was), <s>: each named by its line, the rest kept."""
     data = prep("librispeech", test_data, tmp_path)
     text = table(data / "text")
     keys = sorted(text)
-    (data / "text").write_bytes(b"".join(f"{k} {text[k]}\n".encode() if k != keys[2] else
-                                         f"{k} CAF".encode() + b"\xc9\n" for k in keys))
-    out = run_tool(sys.executable, STEPS / "make_raw_list.py", data, tmp_path / "raw.list")
+    bad = {keys[1]: b"NO\x00 WAY", keys[2]: b"CAF\xc9", keys[4]: b"<s> HELLO"}
+    (data / "text").write_bytes(b"".join(f"{k} ".encode() + bad.get(k, text[k].encode()) + b"\n" for k in keys))
+    outputs = [tmp_path / "sh", tmp_path / "out.list"] if tool == "make_shards.py" else [tmp_path / "out.list"]
+    out = run_tool(sys.executable, STEPS / tool, data, *outputs)
     assert out.returncode == 0, out.stderr
+    assert f"{data}/text:2: {keys[1]}: non-printable character U+0000" in out.stderr
     assert f"{data}/text:3: {keys[2]}: a transcript that is not UTF-8" in out.stderr
-    assert out.stderr.count(keys[2]) == 1 and out.stdout.rstrip().endswith("skipped 1"), (out.stdout, out.stderr)
+    assert f"{data}/text:5: {keys[4]}: reserved symbol '<s>' in a transcript" in out.stderr
+    assert all(out.stderr.count(key) == 1 for key in bad) and out.stdout.rstrip().endswith("skipped 3"), \
+        (out.stdout, out.stderr)
 
 
 @pytest.mark.parametrize("tool", ["make_shards.py", "make_raw_list.py"])
@@ -591,11 +597,12 @@ def test_a_transcript_with_a_control_character_is_named_and_left_out_of_the_unit
     """A NUL became a unit of its own (char), and NO followed by one a word unit."""
     data = tmp_path / "data"
     data.mkdir()
-    (data / "text").write_bytes(b"a YES NO\nb NO\x00 YES\nc NO NO\n")
+    (data / "text").write_bytes(b"a YES NO\nb NO\x00 YES\nc NO NO\nd </s> YES\n")
     out = run_tool(sys.executable, STEPS / "build_units.py", "--unit-type", unit_type, data, tmp_path / "lang")
     assert out.returncode == 0 and f"{data / 'text'}:2: b: non-printable character U+0000; left out" in out.stderr
+    assert f"{data / 'text'}:4: d: reserved symbol '</s>' in a transcript; left out" in out.stderr
     assert "from 2 transcripts" in out.stdout and out.stdout.rstrip().endswith(
-        "; 1 transcripts with a non-printable character left out (named above)"), out.stdout
+        "; 2 transcripts Kaldi's rules refuse left out (named above)"), out.stdout
     assert "\x00" not in (tmp_path / "lang" / "units.txt").read_text()
 
 
