@@ -93,6 +93,19 @@ def error_line(error: Exception) -> str:
     return str(error)
 
 
+def cannot_write(path: str, what: str, error: OSError) -> ToolError:
+    """'<path>: cannot write <what> (<why>)', to raise for an output not written (a folder of its name, a full disk,
+    no permission): its reason as the shell says it, not Python's "[Errno 21] Is a directory: '<path>.tmp'"."""
+    return ToolError(f"{path}: cannot write {what} ({error.strerror or error})")
+
+
+def check_out_dir(path: str) -> None:
+    """An OUT_DIR argument that names a file is refused before any work (os.makedirs said "[Errno 17] File exists",
+    or a traceback came after the whole decode or scoring)."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ToolError(f"{path}: exists and is not a folder; give OUT_DIR a folder's name")
+
+
 def show_data_reports() -> None:
     """The data pipeline's log lines on standard error after the tool's name: each pass's data report (INFO: what
     it read, resampled and dropped, as a clip too short for the encoder, which the decode then names as not

@@ -11,7 +11,7 @@ import os
 import sys
 from collections import Counter
 
-from rnnt.cli import at_least, error_line, run_tool, tool_parser, ToolError
+from rnnt.cli import at_least, cannot_write, error_line, run_tool, tool_parser, ToolError
 from rnnt.counting import counted
 from rnnt.data.tokenizer import BLANK, SPACE, UNK, Tokenizer
 from rnnt.datadir.table import kaldi_fields, read_counting_left_out
@@ -93,7 +93,7 @@ def main() -> str:
         os.makedirs(os.path.dirname(os.path.abspath(args.arpa)), exist_ok=True)
         write_arpa(model, args.arpa)
     except OSError as error:  # a directory of that name, a folder not writable, a full disk
-        raise ToolError(f"{args.arpa}: cannot write the LM ({error.strerror or error})") from error
+        raise cannot_write(args.arpa, "the LM", error) from error
     per_order = Counter(len(ngram) for ngram in model)
     order = max(per_order)  # (the summary said 100-gram of a 17-gram, and counted the model once an order)
     longest = f" (--order {args.order}: the text's longest n-gram)" if order < args.order else ""

@@ -18,7 +18,7 @@ import sys
 import torch
 import yaml
 
-from rnnt.cli import error_line, number_list, run_tool, tool_parser, ToolError
+from rnnt.cli import check_out_dir, error_line, number_list, run_tool, tool_parser, ToolError
 from rnnt.config import read_yaml
 from rnnt.decode_results import reference_texts, write_results
 from rnnt.lm.fusion import read_fusion_config
@@ -152,8 +152,7 @@ def main() -> str:
     exps = [os.path.normpath(exp) for exp, _, _ in args.system]
     if len(exps) < 2 or len(set(exps)) < len(exps):
         raise ToolError(f"give two or more --system of different experiments, got {' '.join(exps)}")
-    if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):  # (a traceback after the scoring)
-        raise ToolError(f"{args.out_dir}: exists and is not a folder; give OUT_DIR a folder's name")
+    check_out_dir(args.out_dir)
     try:
         refs, refs_from = reference_texts(args.data_list, None)
         models = load_systems(args.system)

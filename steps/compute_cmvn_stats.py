@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from rnnt.progress_bar import progress
 
-from rnnt.cli import at_least, error_line, run_tool, tool_parser, ToolError
+from rnnt.cli import at_least, cannot_write, error_line, run_tool, tool_parser, ToolError
 from rnnt.data.audio import AudioError, load_audio, to_mono
 from rnnt.data.cmvn_file import mean_and_std
 from rnnt.data.features import PRESETS, check_mel_bins, fbank
@@ -94,7 +94,7 @@ def main() -> str:
                        "mean": mean.tolist(), "std": std.tolist(), "preset": args.preset,
                        "sample_rate": args.sample_rate}, f)
     except OSError as error:
-        raise ToolError(f"{error.filename or args.out}: cannot write the statistics ({error.strerror or error})") \
+        raise cannot_write(error.filename or args.out, "the statistics", error) \
             from error
     return (f"{args.out}: {used} utterances, {frames} frames, {args.num_mel_bins} bins; skipped {skipped}"
             + (f"; {warned.count} more of the list or its shards skipped (named above)" if warned.count else ""))

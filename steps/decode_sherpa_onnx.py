@@ -28,7 +28,7 @@ import time
 
 from rnnt.progress_bar import progress
 
-from rnnt.cli import above, at_least, error_line, run_tool, show_data_reports, tool_parser, ToolError
+from rnnt.cli import above, at_least, check_out_dir, error_line, run_tool, show_data_reports, tool_parser, ToolError
 from rnnt.data import stages
 from rnnt.data.sources import records
 from rnnt.datadir.table import kaldi_fields, read_table
@@ -126,8 +126,7 @@ def main() -> str:
         refs, refs_from = reference_texts(args.data_list, args.text)
         show_data_reports()  # the list's lines and audio skipped, under the tool's name
         utterances = stages.waveforms(stages.first_of_each_key(records(args.data_list), args.data_list), rate)
-        if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):  # (found after the whole decode)
-            raise FileExistsError(f"{args.out_dir}: exists and is not a folder; give OUT_DIR a folder's name")
+        check_out_dir(args.out_dir)
         if args.compare and not os.path.isfile(os.path.join(args.compare, "hyp")):
             raise FileNotFoundError(f"{args.compare}/hyp: no such file (--compare names a decode dir)")
     except (OSError, ValueError, KeyError, RuntimeError) as error:

@@ -26,7 +26,7 @@ import shutil
 import sys
 
 from rnnt.attention_chunks import add_attention_options, from_args
-from rnnt.cli import at_least, error_line, run_tool, tool_parser, ToolError
+from rnnt.cli import at_least, check_out_dir, error_line, run_tool, tool_parser, ToolError
 from rnnt.data.tokenizer import UNIT_TYPES
 from rnnt.export.earlier_files import remove_earlier_files
 from rnnt.export.runtime import STREAMING_TAIL, decoding_settings
@@ -63,8 +63,7 @@ def main() -> str:
         parser.error("give EXP_DIR and OUT_DIR (--unit-type goes with --check-config)")
     if args.chunk_frames and not args.streaming:
         parser.error("--chunk-frames sets a streaming export's chunks: add --streaming")
-    if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):  # ([Errno 17] File exists: 'OUT')
-        raise ToolError(f"{args.out_dir}: exists and is not a folder; give OUT_DIR a folder's name")
+    check_out_dir(args.out_dir)
     try:
         result = export_in_place(args, ExportOptions(args.streaming, args.chunk_frames, args.int8, args.attention))
     except (NotExportable, OSError, ValueError, KeyError, RuntimeError) as error:  # (RuntimeError: a graph that

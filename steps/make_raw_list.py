@@ -15,7 +15,7 @@ import os
 import sys
 
 from rnnt.atomic_write import write_atomically
-from rnnt.cli import error_line, run_tool, tool_parser, ToolError
+from rnnt.cli import cannot_write, error_line, run_tool, tool_parser, ToolError
 from rnnt.counting import counted
 from rnnt.data.audio_header import AudioError
 from rnnt.datadir.table import has_undecodable_bytes, read_table
@@ -81,7 +81,7 @@ def main() -> str:
         write_atomically(args.data_list, lambda f: f.writelines(json.dumps(row, ensure_ascii=False) + "\n"
                                                                 for row in rows))
     except OSError as error:
-        raise ToolError(f"{args.data_list}: cannot write the list ({error.strerror or error})") from error
+        raise cannot_write(args.data_list, "the list", error) from error
     hours = sum(row.get("duration", 0.0) for row in rows) / 3600
     missing = f"; {without_duration} listed without a duration (named above)" if without_duration else ""
     return f"{args.data_list}: {counted(len(rows), 'utterance')}, {hours:.2f} h; skipped {len(skipped)}{missing}"

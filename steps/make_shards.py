@@ -23,7 +23,7 @@ from rnnt.counting import counted
 from rnnt.progress_bar import progress
 
 from rnnt.atomic_write import write_atomically
-from rnnt.cli import at_least, error_line, run_tool, tool_parser, ToolError
+from rnnt.cli import at_least, cannot_write, error_line, run_tool, tool_parser, ToolError
 from rnnt.data.shard_digests import DIGESTS, read_digests, shard_digest, write_digests
 from rnnt.datadir.utterances import read_utterances
 from rnnt.prep.shard_plan import DEFAULT_PREFIX, make_plan, start_shard_dir
@@ -55,7 +55,7 @@ def write_list(path: str, shards: list[str]) -> None:
     try:
         write_atomically(path, lambda f: f.writelines(f"{shard}\n" for shard in shards))
     except OSError as error:
-        raise ToolError(f"{path}: cannot write the list ({error.strerror or error})") from error
+        raise cannot_write(path, "the list", error) from error
 
 
 def write_shards(jobs: list, nj: int) -> tuple[int, float, list[str], dict[str, str]]:
@@ -108,7 +108,7 @@ def write_recorded_shards(shard_dir: str, paths: list[str], jobs: list, nj: int)
                         if os.path.basename(path) not in digests and os.path.isfile(path)})
         write_digests(shard_dir, digests)
     except OSError as error:
-        raise ToolError(f"{error.filename or shard_dir}: cannot write there ({error.strerror or error})") from error
+        raise cannot_write(error.filename or shard_dir, "there", error) from error
     return written, seconds, skipped
 
 
@@ -156,8 +156,7 @@ def main() -> str:
         os.makedirs(os.path.dirname(os.path.abspath(args.shard_list)), exist_ok=True)
         start_shard_dir(args.shard_dir, plan, items, paths, args.replace)
     except OSError as error:
-        where = error.filename or args.shard_dir
-        raise ToolError(f"{where}: cannot write there ({error.strerror or error})") from error
+        raise cannot_write(error.filename or args.shard_dir, "there", error) from error
     jobs = shards_to_write(args.shard_dir, paths, [items[i:i + n] for i in range(0, len(items), n)], options)
     written, seconds, skipped = write_recorded_shards(args.shard_dir, paths, jobs, args.nj)
     for reason in skipped:

@@ -11,7 +11,7 @@ import re
 import sys
 from datetime import datetime
 
-from rnnt.cli import ToolError, above, run_tool, tool_parser
+from rnnt.cli import ToolError, above, cannot_write, run_tool, tool_parser
 
 STAMP = r"^(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \[rank 0\] "
 TRAIN = re.compile(STAMP + r"epoch \d+ step (?P<step>\d+): loss (?P<loss>[0-9.eE+-]+|nan|inf)")
@@ -113,7 +113,7 @@ def main() -> str:
     try:
         plot(runs, output, args.title)
     except OSError as error:
-        raise ToolError(f"{output}: cannot write the plot ({error.strerror or error})") from error
+        raise cannot_write(output, "the plot", error) from error
     best = ", ".join(f"{label}: best dev WER {min(w for *_, w in v if w is not None):.2f}%"
                      for label, _, v in runs if any(w is not None for *_, w in v))
     return (f"wrote {output}; {best or 'no dev WER in the logs'}"

@@ -13,7 +13,7 @@ import os
 import sys
 
 from rnnt.atomic_write import write_atomically
-from rnnt.cli import ToolError
+from rnnt.cli import ToolError, cannot_write
 from rnnt.prep.shard_writer import ShardItem, skipped_path
 
 STATE = ".make_shards.json"
@@ -114,4 +114,4 @@ def start_shard_dir(shard_dir: str, plan: dict, items: list[ShardItem], paths: l
         try:
             write_atomically(state_path, lambda f: json.dump(plan, f))
         except OSError as error:
-            raise ToolError(f"{state_path}: cannot record the plan: {error}") from error
+            raise cannot_write(state_path, "the plan", error) from error

@@ -653,6 +653,10 @@ def test_lists_in_a_folder_not_there_yet_are_written_and_one_that_cannot_be_is_n
         assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
         assert f"{tool}: {tmp_path / 'afile'}" in out.stderr and "cannot write" in out.stderr
     assert not (tmp_path / "shards2").exists() or not list((tmp_path / "shards2").glob("*.tar"))
+    (tmp_path / "shards3" / ".make_shards.json.tmp").mkdir(parents=True)  # the plan's record cannot be written
+    out = run_tool(sys.executable, STEPS / "make_shards.py", data, tmp_path / "shards3", tmp_path / "d3.list")
+    assert out.returncode == 1 and f"{tmp_path / 'shards3' / '.make_shards.json'}: cannot write the plan (Is a " \
+        "directory)" in out.stderr and "Errno" not in out.stderr, out.stderr
 
 
 def test_sentencepiece_trained_on_a_sample_of_a_long_text_draws_the_same_sample_every_run(tmp_path):
