@@ -19,7 +19,8 @@ import sys
 from rnnt.cli import error_line, run_tool, tool_parser, ToolError
 from rnnt.counting import counted
 from rnnt.data.lexicon import cmu_pronunciations, without_stress, write_lexicon
-from rnnt.datadir.table import kaldi_fields, read_counting_left_out, read_lines
+from rnnt.datadir.table import kaldi_fields, read_lines
+from rnnt.datadir.utterances import read_transcripts
 
 
 def put_first(dictionary: dict, path: str) -> list[str]:
@@ -57,7 +58,7 @@ def main() -> str:
     parser.add_argument("--first", help="a lexicon file of the pronunciations to put first for their words")
     args = parser.parse_args()
     try:
-        transcripts, left_out = read_counting_left_out(os.path.join(args.data_dir, "text"))
+        transcripts, left_out = read_transcripts(args.data_dir)
     except (OSError, ValueError) as error:
         raise ToolError(error_line(error)) from error
     counts = collections.Counter(word for line in transcripts.values() for word in kaldi_fields(line.value))

@@ -14,7 +14,8 @@ from collections import Counter
 from rnnt.cli import at_least, cannot_write, error_line, run_tool, tool_parser, ToolError
 from rnnt.counting import counted
 from rnnt.data.tokenizer import BLANK, SPACE, UNK, Tokenizer
-from rnnt.datadir.table import kaldi_fields, read_counting_left_out
+from rnnt.datadir.table import kaldi_fields
+from rnnt.datadir.utterances import read_transcripts
 from rnnt.lm.fusion import OVER
 from rnnt.lm.arpa import write_arpa
 from rnnt.lm.kneser_ney import BOS, EOS, estimate
@@ -66,7 +67,7 @@ def main() -> str:
     text_path = os.path.join(args.data_dir, "text")
     try:
         tokenizer = Tokenizer(args.lang_dir)
-        transcripts, left_out = read_counting_left_out(text_path)
+        transcripts, left_out = read_transcripts(args.data_dir)
     except (OSError, ValueError) as error:
         raise ToolError(error_line(error)) from error
     if not transcripts:
@@ -79,9 +80,6 @@ def main() -> str:
     else:
         sentences = [[piece if piece in tokenizer.units else UNK for piece in tokenizer.pieces(line.value)]
                      for _, line in sorted(transcripts.items())]  # as training targets read a piece not a unit
-    # sentence markers in the text (Kaldi's <s> and </s>; word units keep them as units): the LM adds its own
-    markers = sum(word in (BOS, EOS) for words in sentences for word in words)
-    sentences = [[word for word in words if word not in (BOS, EOS)] for words in sentences]
     vocabulary = sorted({word for words in sentences for word in words}) if args.over == "words" else \
         [symbol for symbol in tokenizer.units if symbol not in (BLANK, BOS, EOS)]
     if not any(sentences):  # an LM of '<s> </s>' alone, which favours saying nothing
@@ -101,7 +99,7 @@ def main() -> str:
     return (f"{args.arpa}: {order}-gram{longest} over {counted(len(vocabulary), word)} from "
             f"{counted(len(sentences), 'transcript')} of {text_path} ({counted(sum(map(len, sentences)), word)}); "
             f"n-grams per order: {' '.join(str(per_order[k]) for k in range(1, order + 1))}"
-            + (f"; {markers} sentence markers ({BOS}, {EOS}) in the text left out" if markers else "") + unknown
+            + unknown
             + left_out)
 
 

@@ -17,10 +17,11 @@ import tempfile
 import unicodedata
 
 from rnnt.cli import at_least, error_line, run_tool, tool_parser, ToolError
+from rnnt.counting import counted
 from rnnt.data.lexicon import read_lexicon
 from rnnt.data.tokenizer import BLANK, SPACE, UNIT_TYPES, UNK, Tokenizer
-from rnnt.datadir.table import kaldi_fields, read_counting_left_out, read_table
-from rnnt.datadir.table_rules import transcript_problem
+from rnnt.datadir.table import kaldi_fields, read_table
+from rnnt.datadir.utterances import read_transcripts
 from rnnt.datadir.values import is_positive_number
 from rnnt.training.config_checks import UNIT_RATE_FILE
 
@@ -118,8 +119,8 @@ def phone_summary(lang_dir: str, tokenizer: Tokenizer, lines: list[str], size: i
         common = ", ".join(f"{word}->{back} {n}" for (word, back), n in homophones.most_common(8))
         print(f"build_units.py: homophones spelt back as the lexicon's first word (only a search with the word LM "
               f"tells them apart): {common}", file=sys.stderr)
-    return (f"{lang_dir}: {size} phone units from {len(lines)} transcripts; {unknown} transcripts have a word "
-            f"without a pronunciation (<unk> in its place), {respelt} spell back with a homophone")
+    return (f"{lang_dir}: {size} phone units from {counted(len(lines), 'transcript')}; {unknown} transcripts have "
+            f"a word without a pronunciation (<unk> in its place), {respelt} spell back with a homophone")
 
 
 def write_unit_rates(data_dir: str, lang_dir: str, tokenizer: Tokenizer, texts: dict) -> str:
@@ -194,16 +195,6 @@ def unnormalised(texts: dict) -> list[str]:
     return warnings
 
 
-def without_refused_transcripts(texts: dict, left_out: str) -> tuple[dict, str]:
-    """The transcripts but those Kaldi's rules refuse (a control character: a NUL became a unit, and NO followed by
-    one a word unit; <s>; whitespace but space and TAB), each named by its line; left_out's account with them."""
-    bad = {key: found for key, line in texts.items() if (found := transcript_problem(line.value))}
-    for key, found in sorted(bad.items()):
-        print(f"build_units.py: {texts[key].where}: {key}: {found}; left out", file=sys.stderr)
-    return ({key: line for key, line in texts.items() if key not in bad},
-            left_out + (f"; {len(bad)} transcripts Kaldi's rules refuse left out (named above)" if bad else ""))
-
-
 def main() -> str:
     parser = tool_parser(__doc__, "steps/build_units.py --unit-type bpe --vocab-size 500 data/train data/lang")
     parser.add_argument("--unit-type", choices=UNIT_TYPES, default="bpe")
@@ -215,8 +206,7 @@ def main() -> str:
     parser.add_argument("lang_dir", help="output dir")
     args = parser.parse_args()
     try:
-        texts, left_out = read_counting_left_out(os.path.join(args.data_dir, "text"))
-        texts, left_out = without_refused_transcripts(texts, left_out)
+        texts, left_out = read_transcripts(args.data_dir)
         lines = [line.value for line in texts.values() if line.value]
         if not lines:
             raise ValueError(f"{args.data_dir}/text has no transcripts")
@@ -237,7 +227,7 @@ def main() -> str:
     if args.unit_type == "phone":
         return phone_summary(args.lang_dir, tokenizer, lines, len(units) + 2) + rates + left_out
     failed, normalised, with_unk = round_trips(tokenizer, texts)
-    summary = (f"{args.lang_dir}: {len(units) + 2} {args.unit_type} units from {len(lines)} transcripts; "
+    summary = (f"{args.lang_dir}: {len(units) + 2} {args.unit_type} units from {counted(len(lines), 'transcript')}; "
                f"{failed} transcripts do not round-trip, "
                + (f"{normalised} train as their NFKC form, " if normalised else "")
                + f"{with_unk} have <unk>{rates}{left_out}")

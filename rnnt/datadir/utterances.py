@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from rnnt.datadir.table import KEEP_BYTES, Line, read_table
+from rnnt.counting import counted
+from rnnt.datadir.table import KEEP_BYTES, Line, left_out, read_counting_left_out, read_table
 from rnnt.datadir.table_rules import transcript_problem
 from rnnt.datadir.values import segment_problem
 
@@ -43,6 +44,21 @@ def read_utterances(data_dir: str) -> tuple[list[Utterance], list[str]]:
         skipped += [f"{line.where}: {key}: no transcript in text" for key, line in wav.items() if key not in text]
         skipped += [f"{line.where}: {key}: no audio in wav.scp" for key, line in text.items() if key not in wav]
     return sorted(utterances, key=lambda utterance: utterance.key), skipped
+
+
+def read_transcripts(data_dir: str) -> tuple[dict[str, Line], str]:
+    """A data dir's transcripts for a tool that learns from them (units, a lexicon, an LM): its text but the lines
+    read_table leaves out and the transcripts Kaldi's rules refuse, which training leaves out too, each named on
+    standard error under the tool's name; and its summary line's account of them ('' where none was)."""
+    path = os.path.join(data_dir, "text")
+    transcripts, account = read_counting_left_out(path)
+    refused: list[str] = []
+    _leave_out(transcripts, {}, lambda line: transcript_problem(line.value), refused)
+    for message in refused:
+        left_out(f"{message}; left out", None)
+    if refused:
+        account += f"; {counted(len(refused), 'transcript')} Kaldi's rules refuse left out (named above)"
+    return transcripts, account
 
 
 def _leave_out(table: dict[str, Line], other: dict[str, Line], problem, skipped: list[str]) -> set[str]:
