@@ -133,9 +133,11 @@ if [ -z "$data_dirs" ]; then
   fi
   # the options of the corpus, left out, as given before: a rerun without them re-split the data and retrained
   is_file() { [ -f "$1" ]; }
-  # the shares data_prep.py takes (a typo is not kept: a plain rerun failed on it for good): below a half, the dev share
-  # above 0
-  is_share() { [[ $1 =~ ^(0|0?\.[0-9]+)$ ]] && awk -v share="$1" 'BEGIN { exit !(share < 0.5) }'; }
+  # the shares data_prep.py takes (a typo is not kept: a plain rerun failed on it for good): a decimal below a half
+  # (0.1, .1 or 1e-1, as Python reads it), the dev share above 0
+  is_share() {
+    [[ $1 =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$ ]] && awk -v share="$1" 'BEGIN { exit !(share < 0.5) }'
+  }
   is_dev_share() { is_share "$1" && awk -v share="$1" 'BEGIN { exit !(share > 0) }'; }
   has_group() { [[ $1 == *"("* ]]; }  # a --speaker-regex worth keeping: data_prep.py takes its first group
   transcripts=$(given_before transcripts data/.transcripts "$transcripts" is_file)

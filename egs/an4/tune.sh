@@ -22,6 +22,7 @@ Needs data/{train,dev}/data.list and data/lang_bpe\$vocab_size (./run.sh --unit-
 Writes \$exp/best.yaml, \$exp/trials.png, \$exp/trials.tsv; the log is \$exp/tune.log."
 
 [ "$(cd "$(dirname "$0")" && pwd -P)" = "$(pwd -P)" ] || {  # its paths (conf/, data/) are the recipe's
+  case " $* " in *" --help "*|*" -h "*) printf '%s\n' "$help_message"; exit 0 ;; esac  # its usage from anywhere
   echo "$(basename "$0"): run it from its recipe folder: cd $(dirname "$0") && ./tune.sh" >&2; exit 1; }
 . utils/parse_options.sh  # before path.sh: --help needs no environment (a fresh clone's would install it first)
 if [ $# -gt 0 ]; then  # parse_options.sh stops at the first word that is not an option: the rest would be lost

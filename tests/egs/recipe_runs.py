@@ -12,11 +12,13 @@ from conftest import ROOT
 
 
 def copy_recipe(name: str, dest: Path) -> Path:
-    """A copy of egs/<name> as a user makes one for a new corpus: run.sh, conf/ and local/ copied, the
-    shared path.sh, utils and steps linked."""
+    """A copy of egs/<name> as a user makes one for a new corpus: its scripts (run.sh, an4's tune.sh), conf/ and
+    local/ copied, the shared path.sh, utils and steps linked."""
     recipe = dest / name
     recipe.mkdir()
-    shutil.copy(ROOT / "egs" / name / "run.sh", recipe / "run.sh")
+    for script in (ROOT / "egs" / name).glob("*.sh"):
+        if script.name != "path.sh":
+            shutil.copy(script, recipe / script.name)
     for folder in ("conf", "local"):
         shutil.copytree(ROOT / "egs" / name / folder, recipe / folder)
     for link, target in (("path.sh", ROOT / "path.sh"), ("utils", ROOT / "utils"), ("steps", ROOT / "steps")):

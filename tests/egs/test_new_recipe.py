@@ -480,6 +480,9 @@ def test_kaldi_data_dirs_of_your_own_instead_of_a_folder_of_recordings(test_data
     moved = run_recipe(recipe, "--corpus-dir", str(other), "--stop-stage", "1")
     assert moved.returncode == 0 and "as given before" not in moved.stderr, moved.stderr
     assert not (recipe / "data" / ".transcripts").exists() and not (recipe / "data" / ".dev_fraction").exists()
+    written = run_recipe(recipe, "--dev-fraction", "2e-1", "--stop-stage", "1")  # as data_prep.py reads it: it was
+    assert written.returncode == 0, written.stderr  # refused as 'must be above 0'
+    assert (recipe / "data" / ".dev_fraction").read_text().split() == ["2e-1"]
 
 
 @pytest.mark.slow

@@ -10,22 +10,24 @@ from recipe_runs import copy_recipe
 
 from conftest import ROOT
 
-RECIPES = sorted(p.name for p in (ROOT / "egs").iterdir() if (p / "run.sh").is_file())
+ENTRIES = sorted((p.parent.name, p.name) for p in (ROOT / "egs").glob("*/*.sh") if p.name != "path.sh")
 
 
-@pytest.mark.parametrize("name", RECIPES)
-def test_help_needs_no_environment_and_another_folder_is_refused(name, tmp_path):
+@pytest.mark.parametrize("name, script", ENTRIES)
+def test_help_needs_no_environment_and_another_folder_is_refused(name, script, tmp_path):
+    """Every script a recipe folder offers (run.sh, an4's tune.sh): its usage from anywhere (tune.sh's --help from
+    the project's root was refused), and anything else from another folder refused."""
     recipe = copy_recipe(name, tmp_path)
     os.unlink(recipe / "path.sh")
     (recipe / "path.sh").write_text("echo path.sh sourced >&2; exit 9\n")  # as an install that fails
-    for command in (["./run.sh"], ["sh", "run.sh"]):  # sh: "set: Illegal option -o pipefail" (dash's)
+    for command in ([f"./{script}"], ["sh", script]):  # sh: "set: Illegal option -o pipefail" (dash's)
         out = subprocess.run([*command, "--help"], cwd=recipe, capture_output=True, text=True)
         assert out.returncode == 0 and out.stdout.startswith("Usage: ") and out.stderr == "", (command, out.stderr)
-    out = subprocess.run([str(recipe / "run.sh"), "--stop-stage", "1"], cwd=tmp_path, capture_output=True, text=True)
+    out = subprocess.run([str(recipe / script), "--exp", "exp/x"], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 1
-    assert out.stderr == f"run.sh: run it from its recipe folder: cd {recipe} && ./run.sh\n", out.stderr
+    assert out.stderr == f"{script}: run it from its recipe folder: cd {recipe} && ./{script}\n", out.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # nothing written where it was started
-    out = subprocess.run([str(recipe / "run.sh"), "--help"], cwd=tmp_path, capture_output=True, text=True)
+    out = subprocess.run([str(recipe / script), "--help"], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.startswith("Usage: "), out.stderr  # (it was refused: no usage)
 
 
