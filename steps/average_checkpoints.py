@@ -14,7 +14,7 @@ import sys
 
 import torch
 
-from rnnt.cli import ToolError, at_least, run_tool, tool_parser
+from rnnt.cli import ToolError, at_least, cannot_write, run_tool, tool_parser
 from rnnt.training import checkpoint
 from rnnt.training.checkpoint_names import point
 
@@ -101,7 +101,7 @@ def main() -> str:
     try:
         checkpoint.save(output, {"model": weights, "ema": None, "meta": meta})
     except OSError as error:  # --output in a dir that is not there, or a dir
-        raise ToolError(f"{output}: cannot write the average ({error.strerror})") from error
+        raise cannot_write(output, "the average", error) from error
     linked = ""
     if os.path.samefile(os.path.dirname(os.path.abspath(output)), args.exp_dir):  # the average written last is what
         try:  # transcription and export take (until run.sh names another)

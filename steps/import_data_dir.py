@@ -170,7 +170,7 @@ def import_data_dir(src: str, dest: str, nj: int) -> str:
                         f"; {src} is as it was") from None
     for utterances, why in ((left_out, "left out of the copy (named above)"),
                             (unread, "no duration: audio unreadable or a bad segment (named above)"),
-                            (refused, "a transcript Kaldi's rules refuse (named above)")):
+                            (refused, "refused by Kaldi's text rules (named above)")):
         if utterances:
             record_dropped(dest, utterances, why, dropped)
     empty = empty_transcripts(src, dest, original)

@@ -5,7 +5,7 @@ generated from the config dataclasses (rnnt.config_reference). With --output, wr
 
 import sys
 
-from rnnt.cli import ToolError, run_tool, tool_parser
+from rnnt.cli import cannot_write, run_tool, tool_parser
 from rnnt.config_reference import render, sections
 
 
@@ -22,7 +22,7 @@ def main() -> str:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(page)
     except OSError as error:
-        raise ToolError(f"{args.output}: cannot write ({error.strerror})") from error
+        raise cannot_write(args.output, "the page", error) from error
     return f"{args.output}: {sum(len(s.keys) for s in found)} keys in {len(found)} sections"
 
 

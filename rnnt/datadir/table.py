@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator, TextIO
 
 from rnnt.atomic_write import write_atomically
+from rnnt.counting import counted
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,7 @@ def read_counting_left_out(path: str) -> tuple[dict[str, Line], str]:
     table = read_table(path, skipped)
     for message in skipped:
         left_out(message, None)
-    return table, f"; {len(skipped)} lines of {path} left out (named above)" if skipped else ""
+    return table, f"; {counted(len(skipped), 'line')} of {path} left out (named above)" if skipped else ""
 
 
 def read_ids(path: str) -> set[str]:

@@ -53,7 +53,7 @@ def read_transcripts(data_dir: str) -> tuple[dict[str, Line], str]:
     path = os.path.join(data_dir, "text")
     transcripts, account = read_counting_left_out(path)
     refused: list[str] = []
-    _leave_out(transcripts, {}, lambda line: transcript_problem(line.value), refused)
+    _leave_out(transcripts, {}, lambda line: transcript_problem(line.text), refused)  # as read_utterances
     for message in refused:
         left_out(f"{message}; left out", None)
     if refused:

@@ -25,7 +25,8 @@ def item_lines(items: list[ShardItem], with_folders: bool = False) -> list[bytes
     file by its name, size and time, not its folder (the same corpus moved, or copied keeping times, is the same
     audio), but where files of one name, size and time are in several folders (a corpus's yes/x.wav and no/x.wav,
     extracted from one archive), by its path below theirs: wav.scp swapping two of them took their shards for each
-    other's. with_folders: the form before (the path whole), which a record of then holds."""
+    other's (so a line can change with another's: one of such files replaced, the others' shards are written again
+    too, once). with_folders: the form before (the path whole), which a record of then holds."""
     stats = {item.source: os.stat(item.source) for item in items
              if not item.source.endswith("|") and os.path.isfile(item.source)}
     alike: dict[tuple, set[str]] = {}  # (name, size, time): the files that have them
@@ -68,7 +69,7 @@ def shards_changed(recorded, plan: dict, items: list[ShardItem]) -> list[int] | 
     recorded = {"prefix": DEFAULT_PREFIX, **recorded}  # a record from before the names were planned
     if {**recorded, "items": None} != {**plan, "items": None}:
         return None
-    before = recorded["items"]
+    before = recorded.get("items")  # (none in a record from before shards had digests: another plan)
     if isinstance(before, str):
         same = before in (digest(item_lines(items)), digest(item_lines(items, with_folders=True)))
         return [] if same else list(range(len(plan["items"])))

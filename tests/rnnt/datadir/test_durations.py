@@ -202,7 +202,7 @@ def test_a_transcript_kaldis_rules_refuse_drops_its_utterance_not_the_import(lib
     assert out.returncode == 0, out.stderr
     assert f"{librispeech_dir}/text:3: {latin}: non-printable character U+FFFD (invalid UTF-8); dropped" in out.stderr
     assert f"{librispeech_dir}/text:5: {nul}: non-printable character U+0000; dropped" in out.stderr
-    assert out.stdout.endswith("; 2 a transcript Kaldi's rules refuse (named above)\n"), out.stdout
+    assert out.stdout.endswith("; 2 refused by Kaldi's text rules (named above)\n"), out.stdout
     assert latin not in keys(dest / "text") and nul not in keys(dest / "utt2spk")
     assert_valid(dest)
 
