@@ -36,7 +36,7 @@ import signal
 import sys
 
 from rnnt.attention_chunks import add_attention_options, attend_as_asked, from_args
-from rnnt.audio_chunks import chunks, is_pipe
+from rnnt.audio_chunks import is_pipe
 from rnnt.cli import OutputError, above, at_least, error_line, exit_with, tool_parser
 from rnnt.data.audio import AudioError, audio_length, load_audio
 from rnnt.data.audio_header import readable_once
@@ -45,6 +45,7 @@ from rnnt.data.stages import too_short
 from rnnt.counting import counted
 from rnnt.datadir.wav_scp_inputs import Input, wav_scp_inputs
 from rnnt.devices import auto_device
+from rnnt.live_captions import show_lines
 from rnnt.prep.shard_writer import BadAudio, read_source
 from rnnt.search_methods import METHODS, add_lm_fusion_option, check_search_options, check_method
 from rnnt.segmenting import transcribe_in_segments
@@ -144,16 +145,18 @@ def main() -> int:
         print(f"transcribe.py: {error_line(error)}", file=sys.stderr)
         return 1
     total = len(inputs) + failed
+    interrupted = ctrl_c_taken(args.stream)
     pending: list[tuple[str, tuple]] = []  # read, each path with its features and seconds, for a batch
     for path, source, span, where in inputs:  # (a file's name and its path, or a wav.scp line's key and its value)
+        if interrupted:
+            return 130  # as the shell's for SIGINT, the files after the stream it stopped left
         if not source:  # a wav.scp line of its key alone, or a segment of no recording (named already)
             failed += 1
             continue
         try:
             audio = audio_of(source, args, span)
             if args.stream:
-                if stream(transcriber, path, audio, args):
-                    return 130  # as the shell's for SIGINT, the files after this one left
+                stream(transcriber, path, audio, args, interrupted)
                 continue
             if args.segment_seconds > 0:
                 result = transcribe_in_segments(transcriber, audio, args.segment_seconds, args.method, args.beam,
@@ -176,10 +179,24 @@ def main() -> int:
         print_result(path, result, args)
     print_batched(transcriber, pending, args)
     if failed:
-        noun = "segment" if args.segments else "recording" if args.scp else "file"
-        print(f"transcribe.py: {total - failed} of {counted(total, noun)} transcribed; {failed} could not be (named "
-              "above)", file=sys.stderr)
-    return 1 if failed else 0
+        say_failed(failed, total, args)
+    return 130 if interrupted else 1 if failed else 0
+
+
+def say_failed(failed: int, total: int, args) -> None:
+    noun = "segment" if args.segments else "recording" if args.scp else "file"
+    print(f"transcribe.py: {total - failed} of {counted(total, noun)} transcribed; {failed} could not be (named "
+          "above)", file=sys.stderr)
+
+
+def ctrl_c_taken(streaming: bool) -> list[int]:
+    """--stream's Ctrl-C: each SIGINT appended to the list returned, which stops a stream between its chunks
+    (stream), from here to the end: one after a stream's final line (its audio ended as the signal came, or
+    between files) was a KeyboardInterrupt traceback."""
+    interrupted: list[int] = []
+    if streaming:
+        signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
+    return interrupted
 
 
 DEFAULT_BATCH_SIZE = 16
@@ -228,53 +245,24 @@ def warn_if_long(path: str, audio, method: str, ctc_weight: float) -> None:
               "recording", file=sys.stderr)
 
 
-def stream(transcriber, path: str, audio, args) -> bool:
+def stream(transcriber, path: str, audio, args, interrupted: list[int]) -> None:
     """Prints the current line each time it changes, each line a pause ends, and the final transcript (none for
-    Ctrl-C before any audio); returns whether Ctrl-C ended the audio early. Ctrl-C is taken between chunks (raised
-    inside one, it left the encoder a chunk ahead of the search, and the final transcript with a unit twice) and
-    while the stream finishes: Ctrl-C on `arecord | transcribe.py` ends both at once, and where the end of the
-    audio came first it was a traceback in finish(), the final transcript lost."""
+    Ctrl-C before any audio). interrupted: the SIGINTs main's handler took, which stop the audio. Ctrl-C is taken
+    between chunks (raised inside one, it left the encoder a chunk ahead of the search, and the final transcript
+    with a unit twice) and while the stream finishes: Ctrl-C on `arecord | transcribe.py` ends both at once, and
+    where the end of the audio came first it was a traceback in finish(), the final transcript lost."""
     stream = transcriber.stream()
     lines = StreamLines(stream, args.endpoint_seconds, seconds_per_encoder_frame(transcriber.experiment))
-    interrupted: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
-    try:
-        show_lines(path, audio, stream, lines, args, stop=lambda: bool(interrupted))
-        if interrupted and stream.samples == 0:
-            return True
-        if stream.samples == 0:  # as a file of no samples is refused without --stream
-            raise AudioError("no samples")
-        data = transcriber.experiment.data  # as refused without --stream: no frame with the tail of silence after it
-        if num_frames(stream.samples + round(data.tail_silence * stream.sample_rate), stream.sample_rate,
-                      data.features.preset) == 0:
-            raise too_short(stream.samples, stream.sample_rate)
-        print_result(path, stream.finish(), args)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    return bool(interrupted)
-
-
-def show_lines(path: str, audio, stream, lines: StreamLines, args, stop) -> None:
-    """Feeds the audio (the path's file or bytes, or "-"), printing the lines as they change and end, until it
-    ends or stop() says so."""
-    shown, seconds = "", 0.0
-    for chunk in chunks(audio, stream.sample_rate, args.chunk_seconds):
-        if stop():
-            return
-        seconds += chunk.shape[0] / stream.sample_rate
-        stream.accept(chunk)
-        for text, start, end in lines.ended():  # a chunk may hold pauses: each ends a line
-            show(path, {"text": text, "final": False, "line": True, "start": round(start, 3), "end": round(end, 3)},
-                 f"[line {start:.2f}-{end:.2f}s] {text}", args.json)
-            shown = ""
-        if lines.current() != shown:
-            shown = lines.current()
-            show(path, {"text": shown, "final": False, "seconds": round(seconds, 3)},
-                 f"[partial {seconds:.2f}s] {shown}", args.json)
-
-
-def show(path: str, row: dict, line: str, as_json: bool) -> None:
-    print(json.dumps({"file": path, **row}, ensure_ascii=False) if as_json else f"{path} {line}", flush=True)
+    show_lines(path, audio, stream, lines, args.chunk_seconds, args.json, stop=lambda: bool(interrupted))
+    if interrupted and stream.samples == 0:
+        return
+    if stream.samples == 0:  # as a file of no samples is refused without --stream
+        raise AudioError("no samples")
+    data = transcriber.experiment.data  # as refused without --stream: no frame with the tail of silence after it
+    if num_frames(stream.samples + round(data.tail_silence * stream.sample_rate), stream.sample_rate,
+                  data.features.preset) == 0:
+        raise too_short(stream.samples, stream.sample_rate)
+    print_result(path, stream.finish(), args)
 
 
 def print_result(path: str, result, args) -> None:
