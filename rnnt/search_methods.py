@@ -242,5 +242,6 @@ def check_search_options(parser, args) -> None:
         parser.error(problem)
     if getattr(args, "max_symbols_per_frame", None) is not None and not METHODS[args.method].caps_symbols:
         emits = "CTC emits" if METHODS[args.method].head == "ctc" else "a modified beam emits"
-        parser.error(f"--max-symbols-per-frame goes with greedy, beam, beam_lm and beam_lodr, not {args.method} "
-                     f"({emits} one a frame at most)")
+        capping = [name for name, method in METHODS.items() if method.caps_symbols]
+        parser.error(f"--max-symbols-per-frame goes with {', '.join(capping[:-1])} and {capping[-1]}, not "
+                     f"{args.method} ({emits} one a frame at most)")
