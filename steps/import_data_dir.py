@@ -8,7 +8,8 @@ in <dest>/.backup/dropped_utterances), given utt2dur where the source has none o
 utterances dropped; fewer than half of them readable is refused, as Kaldi's) and validated by Kaldi's rules; a
 transcript they refuse (not UTF-8, a control character) is named by its line and its utterance dropped. An empty
 transcript is kept (trained as saying nothing) and named by its line. wav.scp may name files soundfile reads or
-commands ending in '|' (run from here); segments cut recordings as Kaldi's extract-segments does, a recording's
+commands ending in '|' (run from here, each once where utt2dur is measured, segments or not: a program missing
+is found here, not by every stage after); segments cut recordings as Kaldi's extract-segments does, a recording's
 command run once for all its segments. A relative path that names no file from here is taken from the source dir or
 a folder above it (a Kaldi recipe's s5 folder, a corpus's root) and written absolute. Features (feats.scp) are not
 used: the recipes compute their own. Where utt2spk sorted by utterance is not sorted by speaker too (Kaldi's rule),
@@ -93,7 +94,7 @@ def measure_durations(src: str, dest: str, nj: int, original: dict[str, str]) ->
     those renamed); returns the account of it and the utterances left out. Fewer than half of them measured is a
     failure, as Kaldi's get_utt2dur.sh's."""
     utterances = utterances_of(dest)
-    written, _, problems = write_utt2dur(dest, nj, named_from=src, original=original)
+    written, _, problems = write_utt2dur(dest, nj, named_from=src, original=original, run_commands=True)
     for problem in problems[:SHOWN]:  # past them, a file: thousands of lines (paths relative to another folder)
         print(f"import_data_dir.py: left out {problem}", file=sys.stderr)  # buried the diagnosis after them
     if len(problems) > SHOWN:

@@ -1,7 +1,8 @@
 """utt2dur of a data dir, as Kaldi's utils/data/get_utt2dur.sh writes it: each utterance's duration in seconds.
 
 With segments, a segment's end minus its start, read from the table (as Kaldi's), and checked against its
-recording's length where wav.scp names a file (a command's whole output is not run for it): one that starts past
+recording's length where wav.scp names a file (a command's whole output is not run for it, but where the caller
+asks: steps/import_data_dir.py, whose copy is trained on, runs each once): one that starts past
 the recording or ends more than half a second after it is named and left out, as extract-segments refuses it;
 one ending at -1 (the recording's end) is measured against its recording.
 Without, each recording's own: a file's header (decoded where the header cannot count its samples), the whole
@@ -53,9 +54,11 @@ def _measured(item: tuple[str, str]) -> tuple[str, tuple[int, int] | None, str]:
 
 
 def utterance_durations(data_dir: str, nj: int = 1, named_from: str | None = None,
-                        original: dict[str, str] | None = None) -> tuple[dict[str, float], list[str]]:
+                        original: dict[str, str] | None = None,
+                        run_commands: bool = False) -> tuple[dict[str, float], list[str]]:
     """utt -> seconds for every utterance whose duration is known, and a message for each left out (naming its
-    line in named_from's tables where given, original naming the utterances a copy renamed: lines_named_from)."""
+    line in named_from's tables where given, original naming the utterances a copy renamed: lines_named_from).
+    run_commands: a segment of a command's recording is checked against its output too, as one of a file's."""
     segments_path, wav_path = os.path.join(data_dir, "segments"), os.path.join(data_dir, "wav.scp")
     problems: list[str] = []  # (a line of a file name that is not UTF-8 read as it is: a copy keeps it, as its file)
     segments = read_table(segments_path, problems, KEEP_BYTES) if os.path.isfile(segments_path) else None
@@ -72,7 +75,7 @@ def utterance_durations(data_dir: str, nj: int = 1, named_from: str | None = Non
         timed = not why and segments is not None and float(fields[2]) > float(fields[1])
         if why or fields[0] not in wav and (wav_given or not timed):
             problems.append(f"{segment_where[utt]}: {utt}: {why or f'recording {fields[0]} not in wav.scp'}")
-        elif timed and (fields[0] not in wav or wav[fields[0]].value.endswith("|")):  # the table alone, as Kaldi's
+        elif timed and (fields[0] not in wav or wav[fields[0]].value.endswith("|") and not run_commands):  # as Kaldi's
             durations[utt] = float(fields[2]) - float(fields[1])
         else:
             waiting[utt] = fields[0], float(fields[1]), float(fields[2])
@@ -121,11 +124,11 @@ def _read_recordings(sources: dict[str, str], nj: int, where: dict, problems: li
     return lengths
 
 
-def write_utt2dur(data_dir: str, nj: int = 1, named_from: str | None = None,
-                  original: dict[str, str] | None = None) -> tuple[int, float, list[str]]:
+def write_utt2dur(data_dir: str, nj: int = 1, named_from: str | None = None, original: dict[str, str] | None = None,
+                  run_commands: bool = False) -> tuple[int, float, list[str]]:
     """Writes <data_dir>/utt2dur where it knows a duration; returns (utterances written, seconds in all, a message
     per one left out, naming lines as utterance_durations)."""
-    durations, problems = utterance_durations(data_dir, nj, named_from, original)
+    durations, problems = utterance_durations(data_dir, nj, named_from, original, run_commands)
     kept = {utt: seconds for utt, seconds in durations.items() if seconds_text(seconds) != "0"}
     problems += [f"{utt}: no length (under a microsecond)" for utt in durations if utt not in kept]
     if kept:

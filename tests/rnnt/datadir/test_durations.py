@@ -314,3 +314,28 @@ def test_thousands_of_unreadable_recordings_show_twenty_and_all_go_to_a_file(tmp
     assert len(listed.read_text().splitlines()) == 30 and "elsewhere/s1-u29.wav" in listed.read_text()
     assert "(the others named above, and in .backup/unread_audio): fewer than half" in out.stderr
     assert "paths relative to another folder?" in out.stderr.splitlines()[-1]
+
+
+def test_segments_of_a_recording_whose_command_fails_are_named_and_left_out_of_the_import(librispeech_dir):
+    """An LDC corpus's segments cut 'sph2pipe -f wav x.sph |' recordings: with sph2pipe missing the import kept
+    every utterance, its durations from the segments table, and each stage after skipped them all. get_utt2dur.sh
+    takes the table's times as Kaldi's does, not running the commands."""
+    recordings = [line.split() for line in (librispeech_dir / "wav.scp").read_text().splitlines()]
+    (librispeech_dir / "utt2dur").unlink()
+    (librispeech_dir / "wav.scp").write_text(f"good cat {recordings[0][1]} |\n"
+                                             f"lost no-such-program-here -f wav {recordings[1][1]} |\n")
+    segments = {"s-a": "good 0.5 1.5", "s-b": "good 1.5 2.5", "s-c": "lost 0 1"}
+    (librispeech_dir / "segments").write_text("".join(f"{u} {s}\n" for u, s in segments.items()))
+    (librispeech_dir / "text").write_text("".join(f"{u} SOME WORDS\n" for u in segments))
+    (librispeech_dir / "utt2spk").write_text("".join(f"{u} s\n" for u in segments))
+    (librispeech_dir / "spk2utt").write_text("s s-a s-b s-c\n")
+    out = run_tool(UTILS / "get_utt2dur.sh", librispeech_dir)
+    assert out.returncode == 0 and durations(librispeech_dir / "utt2dur") == {"s-a": 1.0, "s-b": 1.0, "s-c": 1.0}
+    (librispeech_dir / "utt2dur").unlink()
+    dest = librispeech_dir.parent / "imported"
+    out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, dest)
+    assert out.returncode == 0, out.stderr
+    assert (f"import_data_dir.py: left out {librispeech_dir}/wav.scp:2: lost: command 'no-such-program-here -f wav "
+            f"{recordings[1][1]}' failed (exit 127)") in out.stderr, out.stderr
+    assert keys(dest / "text") == ["s-a", "s-b"] and durations(dest / "utt2dur") == {"s-a": 1.0, "s-b": 1.0}
+    assert "2 of 3 utterances" in out.stdout and "1 no duration: audio unreadable" in out.stdout, out.stdout
