@@ -22,7 +22,7 @@ from rnnt.ctm import write_ctm
 from rnnt.data.sources import records
 from rnnt.datadir.table import KEEP_BYTES, Line, has_undecodable_bytes, read_table, write_table
 from rnnt.scoring import score, words
-from rnnt.speaker_scoring import per_speaker_text, speakers_of
+from rnnt.speaker_scoring import per_speaker_text, speakers_of, unlisted_utterances
 
 
 def reference_texts(data_list: str, text: str | None) -> tuple[dict[str, str], str]:
@@ -95,6 +95,8 @@ def write_results(out: str, refs: dict[str, str], hyps: dict[str, str], refs_fro
     utt2spk = os.path.join(os.path.dirname(refs_from), "utt2spk")
     if os.path.basename(refs_from) == "text" and os.path.isfile(utt2spk):
         speakers = speakers_of(utt2spk, tool)
+        if unlisted := unlisted_utterances(report, speakers, utt2spk):
+            print(f"{tool}: {unlisted}", file=sys.stderr)
         with open(os.path.join(out, "per_spk"), "w", encoding="utf-8", errors=KEEP_BYTES) as f:
             f.write(per_speaker_text(report, speakers))
     return report

@@ -46,9 +46,21 @@ def speaker_lines(speaker: str, row: list[int], width: int) -> list[str]:
     return lines
 
 
+def unlisted_utterances(report: Report, speakers: dict[str, str], utt2spk: str) -> str | None:
+    """What to say of the scored utterances utt2spk does not list (each is its own speaker in the table), or None
+    where it lists them all: another set's utt2spk gave a table of one 'speaker' an utterance, without a word."""
+    unlisted = sorted(set(report.csid) - set(speakers))
+    if not unlisted:
+        return None
+    first = ", ".join(unlisted[:3]) + (", ..." if len(unlisted) > 3 else "")
+    return (f"{utt2spk}: {len(unlisted)} of the {len(report.csid)} utterances scored are not in it ({first}); "
+            "each is a speaker of its own in the per-speaker table" + ("" if len(unlisted) < len(report.csid) else
+                                                                        ": is it the utt2spk of these references?"))
+
+
 def speakers_of(utt2spk: str, tool: str) -> dict[str, str]:
-    """utt2spk's speakers; a line that is not '<utterance> <speaker>' is named and left out (its utterance its own
-    speaker: a key alone was a speaker named '', two words one speaker of both)."""
+    """utt2spk's speakers; a line that is not '<utterance> <speaker>' is named, its utterance its own speaker (a key
+    alone was a speaker named '', two words one speaker of both)."""
     speakers = {}
     for key, line in read_table(utt2spk, errors=KEEP_BYTES).items():
         if len(fields := kaldi_fields(line.value)) == 1:
@@ -56,4 +68,5 @@ def speakers_of(utt2spk: str, tool: str) -> dict[str, str]:
         else:
             print(f"{tool}: {line.where}: not '<utterance> <speaker>'; {key} scored as a speaker of its own",
                   file=sys.stderr)
+            speakers[key] = key  # (named: not unlisted)
     return speakers

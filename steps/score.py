@@ -12,7 +12,7 @@ import sys
 from rnnt.cli import error_line, exit_with, tool_parser
 from rnnt.datadir.table import KEEP_BYTES, Line, keep_bytes_on_standard_streams, read_table
 from rnnt.scoring import MODES, MissingHypotheses, score
-from rnnt.speaker_scoring import per_speaker_text, speakers_of
+from rnnt.speaker_scoring import per_speaker_text, speakers_of, unlisted_utterances
 
 
 def texts_to_score(ref: str, hyp: str) -> tuple[dict[str, Line], dict[str, Line], str]:
@@ -62,6 +62,10 @@ def main() -> int:
         keep_bytes_on_standard_streams()
         if args.per_spk:
             speakers = speakers_of(args.utt2spk, "score.py")
+            if unlisted := unlisted_utterances(report, speakers, args.utt2spk):
+                print(f"score.py: {unlisted}", file=sys.stderr)
+                if not set(report.csid) & set(speakers):
+                    return 1
             with open(args.per_spk, "w", encoding="utf-8", errors=KEEP_BYTES) as f:
                 f.write(per_speaker_text(report, speakers))
         if args.errs:

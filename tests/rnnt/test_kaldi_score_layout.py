@@ -71,6 +71,20 @@ def test_an_utt2spk_line_without_a_speaker_is_named_and_its_utterance_its_own_sp
     assert out.returncode == 0 and f"score.py: {tmp_path / 'utt2spk'}:3: not '<utterance> <speaker>'; u3 scored " \
         "as a speaker of its own" in out.stderr, out.stderr
     assert (tmp_path / "per_spk").read_text() == PER_SPEAKER.replace("s2 ", "u3 ")
+    assert out.stderr.count("score.py: ") == 1, out.stderr
+
+
+def test_an_utt2spk_that_lacks_scored_utterances_is_named_and_one_of_none_of_them_refused(tmp_path):
+    """Another set's utt2spk (or a partial one) gave a table of one 'speaker' an utterance, exit 0, not a word."""
+    write_case(tmp_path)
+    (tmp_path / "utt2spk").write_text("u1 s1\nu9 s9\n")
+    out = score(tmp_path, "--utt2spk", tmp_path / "utt2spk", "--per-spk", tmp_path / "per_spk")
+    assert out.returncode == 0 and out.stderr == (
+        f"score.py: {tmp_path / 'utt2spk'}: 2 of the 3 utterances scored are not in it (u2, u3); each is a speaker "
+        "of its own in the per-speaker table\n"), out.stderr
+    (tmp_path / "utt2spk").write_text("x1 s1\nx2 s2\n")
+    out = score(tmp_path, "--utt2spk", tmp_path / "utt2spk", "--per-spk", tmp_path / "per_spk")
+    assert out.returncode == 1 and out.stderr.endswith(": is it the utt2spk of these references?\n"), out.stderr
 
 
 def test_mode_present_leaves_the_missing_out_and_strict_refuses_them(tmp_path):
