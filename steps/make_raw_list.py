@@ -6,12 +6,14 @@ it is the whole file), and "duration" (seconds; data.buckets orders by it) from 
 own times. WeNet reads the same format.
 
 Entries whose audio is a piped command, or a path that is not UTF-8, cannot be listed raw: they are named
-and skipped (use steps/make_shards.py for them), as is whatever cannot be paired (audio without transcript,
+and skipped (use steps/make_shards.py for them), as is a path to no file, a folder or an empty file (the audio
+itself is read by training: make_shards.py checks it), and whatever cannot be paired (audio without transcript,
 transcript without audio, a malformed segment, a repeated key).
 """
 
 import json
 import os
+import stat
 import sys
 
 from rnnt.atomic_write import write_atomically
@@ -24,6 +26,18 @@ from rnnt.datadir.values import is_positive_number
 from rnnt.prep.data_dir_writer import audio_info
 
 
+def not_a_recording(path: str) -> str | None:
+    """Why a path cannot be a recording as far as the file system tells (no audio is read: a list of a large corpus
+    is written in seconds), or None: a missing, empty or folder path was listed, and skipped by every training."""
+    try:
+        status = os.stat(path)
+    except OSError as error:
+        return f"{path}: {error.strerror}"
+    if stat.S_ISDIR(status.st_mode):
+        return f"{path}: a folder, not an audio file"
+    return f"{path}: an empty file (0 bytes)" if stat.S_ISREG(status.st_mode) and not status.st_size else None
+
+
 def raw_entry(utterance) -> tuple[dict, str]:
     """The utterance's entry, with "start" and "end" for a segment (WeNet's reader wants both; 0 to -1 is the
     whole file), or why it cannot have one."""
@@ -32,6 +46,8 @@ def raw_entry(utterance) -> tuple[dict, str]:
     if has_undecodable_bytes(utterance.source):
         return {}, ("its path is not UTF-8, which a list (JSON) cannot hold; rename the file, or use "
                     "steps/make_shards.py")
+    if problem := not_a_recording(utterance.source):
+        return {}, problem
     entry = {"key": utterance.key, "wav": utterance.source, "txt": utterance.text}
     if utterance.start is None or (utterance.start == 0 and utterance.end < 0):
         return entry, ""
