@@ -168,6 +168,18 @@ def exit_with(main: Callable[[], int]) -> NoReturn:
     sys.exit(status)
 
 
+def exit_from(main: Callable[[list[str]], int], argv: list[str]) -> NoReturn:
+    """sys.exit(main(argv)) for a data-dir tool of utils/ (validate_data_dir.sh, ...): an OSError of a file that
+    main lets through (a table it cannot read: no permission, a folder of its name) is one line naming the file,
+    exit 1, not a traceback."""
+    try:
+        status = main(argv)
+    except OSError as error:
+        print(f"{os.path.basename(sys.argv[0])}: {error_line(error)}", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(status)
+
+
 def _quiet_stdout() -> None:
     """Standard output sent to /dev/null: Python's own flush at exit would fail again."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

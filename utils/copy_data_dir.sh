@@ -3,4 +3,4 @@
 set -euo pipefail
 root=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)  # the repo: the tool runs without path.sh, as Kaldi's
 PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" exec python3 -c "import sys; from rnnt.datadir.copy_dir import main
-sys.argv[0] = 'copy_data_dir.sh'; sys.exit(main(sys.argv[1:]))" "$@"
+from rnnt.cli import exit_from; sys.argv[0] = 'copy_data_dir.sh'; exit_from(main, sys.argv[1:])" "$@"

@@ -219,3 +219,25 @@ def test_an_os_error_of_a_file_is_said_as_the_shell_says_it(tmp_path):
     out = subprocess.run([sys.executable, str(ROOT / "steps" / "decode.py"), "exp", "none.list", "test"],
                          cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 1 and "Errno" not in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("tool", ["validate_data_dir.sh", "fix_data_dir.sh", "copy_data_dir.sh", "combine_data.sh",
+                                  "subset_data_dir.sh", "get_utt2dur.sh"])
+def test_a_data_dir_table_that_cannot_be_read_is_one_line_naming_it(tool, tmp_path):
+    """validate_data_dir.sh, fix_data_dir.sh and combine_data.sh of a dir whose text has no read permission: a
+    PermissionError traceback (the other tools said 'FILE: Permission denied'). Run without root's override of
+    file permissions, as a user is."""
+    source = tmp_path / "d"
+    source.mkdir()
+    for name, content in (("text", "u1 A\n"), ("wav.scp", "u1 a.wav\n"), ("utt2spk", "u1 s\n"),
+                          ("spk2utt", "s u1\n"), ("utt2dur", "u1 x\n")):
+        (source / name).write_text(content)
+    locked = source / {"subset_data_dir.sh": "utt2spk", "get_utt2dur.sh": "wav.scp"}.get(tool, "text")
+    locked.chmod(0)
+    args = {"copy_data_dir.sh": [source, tmp_path / "out"], "combine_data.sh": [tmp_path / "out", source],
+            "subset_data_dir.sh": [source, "1", tmp_path / "out"], "validate_data_dir.sh": ["--no-feats", source]
+            }.get(tool, [source])
+    as_a_user = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"] if os.geteuid() == 0 else []
+    out = subprocess.run([*as_a_user, str(ROOT / "utils" / tool), *map(str, args)], capture_output=True, text=True)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"{locked}: Permission denied" in out.stderr, out.stderr
