@@ -150,6 +150,9 @@ def import_data_dir(src: str, dest: str, nj: int) -> str:
         raise ToolError(f"{src}: no utt2spk (each utterance's speaker, which a Kaldi data dir holds); without "
                         f"speakers, make each utterance its own, as Kaldi's docs say: awk '{{print $1, $1}}' "
                         f"{src}/text > {src}/utt2spk")
+    for name in ("wav.scp", "text", "utt2spk"):  # (an empty utt2spk was named as 'DEST/utt2dur: No such file', an
+        if not any(line.key for line in read_lines(os.path.join(src, name), KEEP_BYTES)):  # empty wav.scp as
+            raise ToolError(f"{src}/{name} is empty: no utterance to import")  # unreadable audio named above)
     prefixed = speaker_prefixes(src)
     copy_data_dir(src, dest, lambda utt: prefixed.get(utt, utt), str)  # utt2uniq maps them back
     original = {new: old for old, new in prefixed.items()}

@@ -148,6 +148,13 @@ def test_a_kaldi_dir_of_your_own_is_copied_in_repaired_measured_and_valid(libris
     assert out.returncode == 1 and "the recordings of only 4 of its 9 utterances could be read (the others named " \
         "above): fewer than half" in out.stderr, out.stderr
     assert out.stderr.count("import_data_dir.py: left out") == 5
+    for name in ("wav.scp", "utt2spk"):  # empty: 'DEST/utt2dur: No such file or directory', or 'only 0 of its 9
+        kept = (librispeech_dir / name).read_bytes()  # utterances could be read (the others named above)', none was
+        (librispeech_dir / name).write_text("\n")
+        out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, tmp_path / "empty")
+        assert (out.returncode, out.stderr) == (
+            1, f"import_data_dir.py: {librispeech_dir}/{name} is empty: no utterance to import\n")
+        (librispeech_dir / name).write_bytes(kept)
     (librispeech_dir / "utt2spk").unlink()  # a traceback's '[Errno 2] No such file' once wav.scp and text were there
     out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, dest)
     assert out.returncode == 1 and f"{librispeech_dir}: no utt2spk (each utterance's speaker" in out.stderr
