@@ -88,6 +88,8 @@ def load(path: str, mmap: bool = False) -> dict:
     checkpoint of ours (a bare state_dict saved elsewhere too, a damaged one) UnreadableCheckpoint naming it."""
     if not mmap and os.path.isfile(path) and (why := damage(path)):
         raise UnreadableCheckpoint(damaged(path, why))
+    if why := not_saved_by_torch(path):  # (torch's reason was of mmap and '_use_new_zipfile_serialization', or '101')
+        raise UnreadableCheckpoint(f"{path}: not a readable checkpoint ({why})")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except FileNotFoundError:
@@ -99,6 +101,19 @@ def load(path: str, mmap: bool = False) -> dict:
         raise UnreadableCheckpoint(f"{path}: not a checkpoint of this project (a dict with 'model' and 'meta'; "
                                    f"a bare state_dict or another tool's file is not one)")
     return state
+
+
+def not_saved_by_torch(path: str) -> str | None:
+    """Why a file's first bytes are not those torch.save writes (a zip archive's, or a pickle's of torch's old
+    format), or None (a file it cannot open: torch.load names that)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        return None
+    if not head:
+        return "an empty file (0 bytes)"
+    return None if head.startswith((b"PK\x03\x04", b"\x80")) else "not a file torch.save writes"
 
 
 def for_decoding(exp_dir: str) -> str:

@@ -112,3 +112,18 @@ def test_an_experiment_whose_checkpoints_cannot_be_read_names_them_not_none(tmp_
     (tmp_path / "epoch-1.pt").write_bytes(b"PK\x03\x04 cut short")
     with pytest.raises(checkpoint.UnreadableCheckpoint, match=f"{tmp_path / 'epoch-1.pt'}: not a readable checkpoint"):
         checkpoint.for_decoding(str(tmp_path))
+
+
+@pytest.mark.parametrize("content, why", [(b"", "an empty file (0 bytes)"),
+                                          (b"hello\n", "not a file torch.save writes")])
+def test_a_checkpoint_that_is_empty_or_not_torchs_says_so(tmp_path, content, why):
+    """torch's own reasons: 'mmap can only be used with files saved with torch.save(...,
+    _use_new_zipfile_serialization=True)' of an empty file, and '101' of a text file."""
+    from rnnt.training import checkpoint
+
+    path = tmp_path / "epoch-1.pt"
+    path.write_bytes(content)
+    for mmap in (False, True):
+        with pytest.raises(checkpoint.UnreadableCheckpoint) as error:
+            checkpoint.load(str(path), mmap=mmap)
+        assert str(error.value) == f"{path}: not a readable checkpoint ({why})"
