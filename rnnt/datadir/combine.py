@@ -132,7 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     names = (*FIELDS, *args.extra)
     present = {name for src in args.sources for name in names if os.path.isfile(os.path.join(src, name))}
     for name in sorted(present - set(merged)):  # each named once, the sources not read again
-        print(f"combine_data.sh: {name} is not in every source; left out", file=sys.stderr)
+        lacking = [src for src in args.sources if not os.path.isfile(os.path.join(src, name))]
+        print(f"combine_data.sh: {name} is not in every source ({' '.join(lacking)} lacks it); left out",
+              file=sys.stderr)
     try:
         write_combined(merged, args.extra, frame_shift, args.dest)
     except (OSError, ValueError) as error:

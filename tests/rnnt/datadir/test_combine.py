@@ -128,7 +128,8 @@ def test_a_file_not_in_every_source_is_left_out_and_named(speechocean_dir, tmp_p
     assert "spk2gender" not in combine(sources)
     dest = tmp_path / "dest"
     assert main([str(dest), *sources]) == 0
-    assert capsys.readouterr().err == "combine_data.sh: spk2gender is not in every source; left out\n"  # once
+    assert capsys.readouterr().err == (f"combine_data.sh: spk2gender is not in every source ({tmp_path / '1'} lacks "
+                                       "it); left out\n")  # once, the source named (it was not)
     assert sorted(p.name for p in dest.iterdir()) == [".backup", "spk2utt", "text", "utt2spk", "wav.scp"]
     assert keys(dest / "utt2spk") == keys(speechocean_dir / "utt2spk")[:120]
 
