@@ -6,7 +6,7 @@ else the segment's (start, end) in seconds, end None for the recording's end: -1
 is (file:line), by which a failure to read it is named. A line that names no audio (a key alone; a segment of bad
 times or of a recording the wav.scp lacks) is named on standard error by file and line, and given the source '':
 the caller counts it as a failure and goes on with the rest; a line read_table leaves out (a repeated key) is
-named and counted as one too.
+named and counted as one too. A path or key that is not UTF-8 is kept as its bytes (make_shards.py takes it too).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import sys
 from typing import NamedTuple
 
-from rnnt.datadir.table import kaldi_fields, read_table
+from rnnt.datadir.table import KEEP_BYTES, kaldi_fields, keep_bytes_on_standard_streams, read_table
 from rnnt.datadir.values import segment_problem
 
 Span = tuple[float, float | None]
@@ -35,7 +35,8 @@ def wav_scp_inputs(scp: str, segments: str | None = None) -> tuple[list[Input], 
     transcribed whole, which a Kaldi user may not expect."""
     skipped: list[str] = []
     recordings = []
-    for key, line in read_table(scp, skipped).items():
+    keep_bytes_on_standard_streams()  # a key not UTF-8 printed as it came, as a hyp file keeps it
+    for key, line in read_table(scp, skipped, KEEP_BYTES).items():  # a Latin-1 path opened as its bytes name it
         if not line.value:
             print(f"transcribe.py: {line.where}: {key}: no audio after the key", file=sys.stderr)
         recordings.append(Input(key, line.value, None, line.where))
@@ -57,7 +58,7 @@ def wav_scp_inputs(scp: str, segments: str | None = None) -> tuple[list[Input], 
 def cut_from(segments: str, recordings: dict[str, Input], scp: str, skipped: list[str]) -> list[Input]:
     """The items of a segments file's lines, cut from recordings (key -> scp's item)."""
     items = []
-    for utt, line in read_table(segments, skipped).items():
+    for utt, line in read_table(segments, skipped, KEEP_BYTES).items():
         fields = kaldi_fields(line.value)
         why = segment_problem(*fields[1:]) if len(fields) == 3 else "not '<recording> <start> <end>'"
         recording = recordings.get(fields[0]) if fields else None

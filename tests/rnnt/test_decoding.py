@@ -1,9 +1,11 @@
 """Searches, decode.py, score.py, checkpoint averaging and transcription on a model trained here on real yesno audio."""
 
 import json
+import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -424,6 +426,13 @@ def test_transcribe_a_wav_scp_gives_its_keys_transcripts_as_a_hyp_file_score_py_
     assert scored.returncode == 0 and scored.stdout.startswith("%WER "), scored.stderr
     both = run_tool(sys.executable, STEPS / "transcribe.py", "--scp", scp, trained, entries[0]["wav"])
     assert both.returncode == 2 and "give the audio files, or --scp naming them, one of the two" in both.stderr
+    latin = os.fsencode(tmp_path) + b"/caf\xe9.wav"  # a Latin-1 file name, which make_shards.py takes: it was
+    shutil.copy(entries[0]["wav"], latin)  # refused as a line that is not UTF-8, and its key's also printed as it is
+    (tmp_path / "latin.scp").write_bytes(b"k\xe9y " + latin + b"\n")
+    named = subprocess.run([sys.executable, str(STEPS / "transcribe.py"), "--scp", str(tmp_path / "latin.scp"),
+                            str(trained)], capture_output=True, cwd=ROOT)
+    assert named.returncode == 0, named.stderr.decode(errors="replace")
+    assert named.stdout == b"k\xe9y" + (b" " + texts[0].encode() if texts[0] else b"") + b"\n"
 
 
 def test_transcribe_the_segments_of_a_wav_scp_under_their_utterances_keys(trained, yesno, tmp_path):
