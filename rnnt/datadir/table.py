@@ -59,20 +59,31 @@ BYTE_ORDER_MARK = b"\xef\xbb\xbf"
 NOT_UTF8 = "not UTF-8"  # read_lines's default: a line whose bytes are not UTF-8 is left out, named (left_out)
 
 
+_NAMED_MARKS: set[str] = set()  # the files whose byte-order mark has been named
+
+
+def name_byte_order_mark_once(path: str) -> None:
+    """The removal of path's byte-order mark named on standard error, once a run (fix_data_dir.sh reads utt2spk
+    two or three times, filter_scp.py a table that is its own id list twice: it was named as often)."""
+    if path not in _NAMED_MARKS:
+        _NAMED_MARKS.add(path)
+        print(f"{path}:1: a byte-order mark (U+FEFF) before the first key; removed", file=sys.stderr)
+
+
 def read_lines(path: str, errors: str = NOT_UTF8, skipped: list[str] | None = None,
                name_byte_order_mark: bool = True) -> Iterator[Line]:
     """Yields every line of a UTF-8 text file, raw. A line whose bytes are not UTF-8 is left out, named by file
     and line (left_out: into skipped, or on standard error), where nothing would say it otherwise; with
     errors=KEEP_BYTES (the tools that copy or check tables, as Kaldi's keep bytes) it is kept, each such byte a
     surrogate that write_table writes back as it was. A UTF-8 byte-order mark before the first line (an editor's)
-    is removed, and named on standard error (unless the caller names it itself): it was read as part of the first
-    key, whose utterance was lost or scored against nothing."""
+    is removed, and named on standard error once a run (unless the caller names it itself): it was read as part of
+    the first key, whose utterance was lost or scored against nothing."""
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
             if number == 1 and raw.startswith(BYTE_ORDER_MARK):
                 raw = raw[len(BYTE_ORDER_MARK):]
                 if name_byte_order_mark:
-                    print(f"{path}:1: a byte-order mark (U+FEFF) before the first key; removed", file=sys.stderr)
+                    name_byte_order_mark_once(path)
             try:
                 text = raw.decode("utf-8", errors="strict" if errors == NOT_UTF8 else errors)
             except UnicodeDecodeError as error:
@@ -102,7 +113,7 @@ def open_keeping_bytes(path: str) -> TextIO:
     with open(path, "rb") as f:
         marked = f.read(len(BYTE_ORDER_MARK)) == BYTE_ORDER_MARK
     if marked:
-        print(f"{path}:1: a byte-order mark (U+FEFF) before the first key; removed", file=sys.stderr)
+        name_byte_order_mark_once(path)
     return open(path, encoding="utf-8-sig" if marked else "utf-8", errors=KEEP_BYTES, newline="\n")
 
 

@@ -80,7 +80,7 @@ def test_a_byte_order_mark_before_the_tables_first_key_is_removed_and_named_as_t
     assert main([str(tmp_path / "scp"), str(tmp_path / "scp")]) == 0
     out = capsys.readouterr()
     assert out.out == "a 1\nb 2\n"
-    assert out.err == f"{tmp_path / 'scp'}:1: a byte-order mark (U+FEFF) before the first key; removed\n" * 2
+    assert out.err == f"{tmp_path / 'scp'}:1: a byte-order mark (U+FEFF) before the first key; removed\n"  # once
     assert main(["--exclude", str(tmp_path / "scp"), str(tmp_path / "scp")]) == 0
     assert capsys.readouterr().out == ""
 

@@ -221,3 +221,12 @@ def test_a_dir_without_utt2spk(tmp_path, capsys):
     assert main([str(tmp_path)]) == 1
     assert capsys.readouterr().err == f"fix_data_dir.sh: {tmp_path}/utt2spk: missing; every data dir needs utt2spk\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_byte_order_mark_is_named_once_however_often_the_table_is_read(speechocean_dir, capsys):
+    """fix_data_dir.sh reads utt2spk two or three times: its mark was named as often."""
+    path = speechocean_dir / "utt2spk"
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert main([str(speechocean_dir)]) == 0
+    assert capsys.readouterr().err.count("a byte-order mark (U+FEFF) before the first key; removed") == 1
+    assert_valid(speechocean_dir)
