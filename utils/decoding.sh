@@ -224,9 +224,10 @@ decode_stages() {  # (its METHODS not named methods: confidence_stage reads run.
     for set in $sets; do
       name=decode-$set-$method$suffix-$tag
       # the LM an input too (another --lm-order or --lm-over with the decodes left out marks the results as old),
-      # and what decoding reads of the experiment's config that a resumed training changes
+      # what decoding reads of the experiment's config that a resumed training changes, and the calibration of
+      # its words' confidences (fitted again on an edited dev, test's decode was skipped, its confidences old)
       if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" "data/$set/data.list" "data/$set/text" "${lm[@]}" \
-          ${lm[0]:+"$(ngram_arpa "$lang" "$lm_order" "$lm_over")"} --nbest ++ "$settings"; then
+          ${lm[0]:+"$(ngram_arpa "$lang" "$lm_order" "$lm_over")"} --nbest ++ "$settings" "$exp/$CALIBRATION"; then
         logged "$(stage_log "$stage_n" "$name" "$exp")" steps/decode.py --method "$method" --checkpoint "$checkpoint" \
           --tag "$tag" "${lm[@]}" "${chunks[@]}" --device auto \
           --nbest "$exp" "data/$set/data.list" "$set"  # --device auto: a GPU where at hand

@@ -195,3 +195,27 @@ def test_every_decode_of_an_experiment_calibrates_the_head_of_run_sh_methods_fir
                   f'methods="{methods}"; confidence_stage 6 {companion.name} avg10 {own}')
         out = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
         assert out.returncode == 0 and f"stage 6 (confidence-{head}-avg10)" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_calibration_fitted_again_decodes_every_set_again(tmp_path):
+    """The calibration is fitted on dev: dev's text edited, dev was decoded again, but test's decode was skipped,
+    its ctm and confidences of the old calibration, which its confidence file said was the new one."""
+    stand_ins(tmp_path)
+    (tmp_path / "steps" / "decode.py").write_text(PLAIN_DECODE)
+    with open(tmp_path / "steps" / "calibrate_confidence.py", "a") as f:  # a fit of what dev's text says
+        f.write('cat data/dev/text >> "$3/confidence_calibration.json"\n')
+    (tmp_path / "data" / "test").mkdir()
+    for name in ("data.list", "text"):
+        (tmp_path / "data" / "test" / name).write_text("b\n")
+    env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", ROOT=str(ROOT))
+    script = ('set -euo pipefail; stage=0 stop_stage=100 methods=greedy; '
+              '. "$ROOT/utils/stages.sh"; . "$ROOT/utils/decoding.sh"; checkpoint_of() { echo "$1/$2.pt"; }\n'
+              'decode_stages 6 exp avg10 data/lang greedy "dev test"')
+    first = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert first.returncode == 0, first.stderr
+    (tmp_path / "data" / "dev" / "text").write_text("a corrected\n")
+    again = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "calibrations.log").read_text().split() == ["exp/avg10.pt"] * 2
+    assert "stage 6 (decode-test-greedy-avg10): done before" not in again.stdout, again.stdout
+    assert "stage 6 (decode-test-greedy-avg10)" in again.stdout, again.stdout
