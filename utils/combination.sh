@@ -10,9 +10,11 @@
 #                                               "$exp:METHOD:$average [SEED:METHOD:$average ...]
 #                                               [$companion_exp:METHOD:$average]
 #                                               $init_exp:ctc_prefix_beam_lm:$init_average"; else to none
-#   combine_stages DECODE_STAGE STAGE "SYSTEMS" LANG "SETS"  SYSTEMS, "EXP:METHOD:AVERAGE ..." (two or
-#                                               more): each model (EXP's last AVERAGE epochs averaged, trained
-#                                               before) decodes dev and SETS with METHOD at DECODE_STAGE
+#   combine_stages AVERAGE_STAGE DECODE_STAGE STAGE "SYSTEMS" LANG "SETS"  SYSTEMS, "EXP:METHOD:AVERAGE ..."
+#                                               (two or more): each model (EXP trained before, its last AVERAGE
+#                                               epochs averaged at AVERAGE_STAGE: average_stage, an average of
+#                                               other epochs not decoded under the tag that names these) decodes
+#                                               dev and SETS with METHOD at DECODE_STAGE
 #                                               (decode_stages: the n-best kept; a decode done before is
 #                                               skipped); at STAGE, steps/combine_nbest.py pools the n-bests,
 #                                               chooses the weights on dev (the LM's: the first LM-fused
@@ -105,7 +107,8 @@ combination_name() {
 }
 
 combine_stages() {
-  local decode_stage=$1 stage_n=$2 systems=$3 lang=$4 sets=$5 system set tag checkpoint lm= name out input
+  local average_stage=$1 decode_stage=$2 stage_n=$3 systems=$4 lang=$5 sets=$6 system set tag checkpoint lm= name
+  local out input
   local args=() inputs=() weights=()
   check_combine "$systems" || return
   local others=()
@@ -115,17 +118,18 @@ combine_stages() {
     split_system "$system" || return
     tag=$(model_tag_of "$system_exp" "$system_average")
     checkpoint=$(checkpoint_of "$system_exp" "$tag")
-    if [ ! -f "$checkpoint" ]; then  # (--stop-stage before the decoding: nothing to combine, nothing out of date)
+    if [ -z "$tag" ]; then  # (--stop-stage before the decoding: nothing to combine, nothing out of date)
       [ "$stop_stage" -ge "$decode_stage" ] || return 0
-      echo "run.sh: --combine: no model of $system_exp${tag:+ ($checkpoint)}: train and average it first" >&2
+      echo "run.sh: --combine: no model of $system_exp: train it first" >&2
       return 1
     fi
     if fuses_lm "$system_method"; then lm=${lm:-$system_exp/lm/$system_method-$tag.yaml}; fi
     args+=(--system "$system_exp" "$checkpoint" "$system_exp/decode-SET-$system_method-$tag")
     inputs+=("$checkpoint" "$system_exp/decode-SET-$system_method-$tag/nbest.json")
   done
-  for system in $systems; do
-    split_system "$system"
+  for system in $systems; do  # each average made of the epochs its tag names: one written by hand before more
+    split_system "$system"  # epochs were trained was decoded and combined under the newer tag
+    average_stage "$average_stage" "$system_exp" "$system_average" || return
     decode_stages "$decode_stage" "$system_exp" "$(model_tag_of "$system_exp" "$system_average")" "$lang" \
       "$system_method" "$sets"  # a decode done before (run.sh's own, at the same stage) is skipped
   done

@@ -133,7 +133,7 @@ model_tag=$(model_tag_of "$exp" "$average")  # names the model decoded: avg5-epo
 decode_stages 6 "$exp" "$model_tag" "$lang" "$methods" "$test_sets" "$attention"
 deploy_stages 7 "$exp" "$model_tag" "$deploy" "$test_sets" "$attention"
 default_combination  # --combine default: this model (its seeds) and the one it starts from, if it starts from one
-[ -z "$combine" ] || combine_stages 6 9 "$combine" "$lang" "$test_sets"  # dev first: the weights chosen there
+[ -z "$combine" ] || combine_stages 5 6 9 "$combine" "$lang" "$test_sets"  # dev first: the weights chosen there
 for method in $methods $(for kind in $deploy; do echo "sherpa_onnx_$kind"; done); do
   method=$method${attention:+"+$attention"}
   for set in $test_sets; do

@@ -153,7 +153,7 @@ test_sets=${sets#train }
 decode_stages 6 "$exp" "$model_tag" "$lang" "$methods" "$test_sets" "$attention"
 deploy_stages 7 "$exp" "$model_tag" "$deploy" "$test_sets" "$attention"
 default_combination  # --combine default: this model (its seeds), the companion, the model this one starts from
-[ -z "$combine" ] || combine_stages 6 9 "$combine" "$lang" "$test_sets"  # dev first: the weights chosen there
+[ -z "$combine" ] || combine_stages 5 6 9 "$combine" "$lang" "$test_sets"  # dev first: the weights chosen there
 for method in $methods $(for kind in $deploy; do echo "sherpa_onnx_$kind"; done); do
   method=$method${attention:+"+$attention"}
   for set in $test_sets; do

@@ -66,13 +66,13 @@ def test_a_wrong_combination_stops_with_a_message(tmp_path):
         f"{tmp_path}/a:greedy:0": "needs two systems or more",
         f"{tmp_path}/a:greedy {tmp_path}/b:beam_lm:0": f"EXP:METHOD:AVERAGE (exp/a:pooled_beam_lm:5), got "
                                                      f"'{tmp_path}/a:greedy'",
-        f"{tmp_path}/a:greedy:0 {tmp_path}/b:beam_lm:0": f"no model of {tmp_path}/b: train and average it first",
+        f"{tmp_path}/a:greedy:0 {tmp_path}/b:beam_lm:0": f"no model of {tmp_path}/b: train it first",
         f"{tmp_path}/a:greedy:x {tmp_path}/a:beam:0": "got '" + f"{tmp_path}/a:greedy:x'",
     }
     for systems, message in cases.items():
-        out = sourced('combine_stages 6 9 "$1" data/lang_phone "dev test"', systems)
+        out = sourced('combine_stages 5 6 9 "$1" data/lang_phone "dev test"', systems)
         assert out.returncode != 0 and message in out.stderr, (systems, out.stderr)
-    out = sourced('combine_stages 6 9 "$1" data/lang_phone "dev test"', f"{tmp_path}/a:greedy:0 {tmp_path}/c:beam:0")
+    out = sourced('combine_stages 5 6 9 "$1" data/lang_phone "dev test"', f"{tmp_path}/a:greedy:0 {tmp_path}/c:beam:0")
     assert out.returncode != 0 and "needs an LM-fused method (*_lm, *_lodr) among" in out.stderr, out.stderr
     assert not (tmp_path / "a" / "log").exists()  # nothing decoded
     for systems, message in {**cases, f"{tmp_path}/a:greedy:0 {tmp_path}/b:gredy_lm:0": "no decoding method 'gredy_lm'",
@@ -94,7 +94,7 @@ def test_a_wrong_combination_stops_with_a_message(tmp_path):
     out = sourced(once.replace('check_combine "$1" && echo', 'check_combine "$1 $1" && echo'),
                   f"{tmp_path}/a:greedy:0 {tmp_path}/b:beam_lm:0")
     assert out.returncode != 0 and "checked once" not in out.stdout  # other systems: checked again
-    out = sourced('stop_stage=5; combine_stages 6 9 "$1" data/lang_phone "dev test"',
+    out = sourced('stop_stage=5; combine_stages 5 6 9 "$1" data/lang_phone "dev test"',
                   f"{tmp_path}/a:greedy:0 {tmp_path}/b:beam_lm:0")
     assert out.returncode == 0, out.stderr  # --stop-stage before the decoding: nothing wanted, nothing checked
 
@@ -123,15 +123,20 @@ def test_each_system_decodes_dev_first_and_every_set(tmp_path):
         (tmp_path / name).mkdir()
         (tmp_path / name / "epoch-2.pt").write_bytes(b"")
     systems = f"{tmp_path}/a:modified_beam_lm:0 {tmp_path}/b:ctc_prefix_beam_lm:0"
-    stubs = 'decode_stages() { echo "decode $2 $3 $5 [$6]"; }; stage_wanted() { return 1; }; '
+    stubs = ('decode_stages() { echo "decode $2 $3 $5 [$6]"; }; stage_wanted() { return 1; }; '
+             'average_stage() { echo "average $1 $2 $3"; }; ')
     for sets, expected in (("test dev", "[dev test]"), ("dev", "[dev ]")):
-        out = sourced(stubs + 'combine_stages 6 9 "$1" data/lang_phone "$2"', systems, sets)
+        out = sourced(stubs + 'combine_stages 5 6 9 "$1" data/lang_phone "$2"', systems, sets)
         assert out.returncode == 0, out.stderr
-        assert out.stdout.splitlines() == [f"decode {tmp_path}/a epoch-2 modified_beam_lm {expected}",
+        # each system's average made first, at the average stage (an avg-N.pt written by hand before more epochs
+        # were trained was decoded under the newer tag)
+        assert out.stdout.splitlines() == [f"average 5 {tmp_path}/a 0",
+                                           f"decode {tmp_path}/a epoch-2 modified_beam_lm {expected}",
+                                           f"average 5 {tmp_path}/b 0",
                                            f"decode {tmp_path}/b epoch-2 ctc_prefix_beam_lm {expected}"]
     # --stop-stage before the decoding: the stages are still asked about (out of the run, stage_wanted only notes
     # one whose inputs changed, and the results printed say they are from before the changes); they were not
-    asked = 'stage_wanted() { echo "asked $2"; return 1; }; stop_stage=5; combine_stages 6 9 "$1" data/lang_phone dev'
+    asked = 'stage_wanted() { echo "asked $2"; return 1; }; stop_stage=5; combine_stages 5 6 9 "$1" data/lang_phone dev'
     out = sourced(stubs.replace("stage_wanted() { return 1; }; ", "") + asked, systems)
     assert out.returncode == 0 and out.stdout.splitlines()[-1].startswith("asked combine-dev-a-modified_beam_lm-"), \
         out.stdout + out.stderr
