@@ -19,12 +19,12 @@ Exit status: 0 training complete, 1 error, 143 stopped by SIGTERM, 130 by Ctrl-C
 """
 
 import dataclasses
+import json
 import os
 import signal
 import sys
 
-import yaml
-
+from rnnt.atomic_write import write_atomically
 from rnnt.cli import error_line, tool_parser
 from rnnt.data.noise_config import with_recording_lists
 from rnnt.prep.download import hex_digest
@@ -50,18 +50,41 @@ def with_input_digests(experiment):
     return dataclasses.replace(experiment, data=with_recording_lists(experiment.data, digested))
 
 
+GIVEN_FILE = "command_line.json"  # in the exp dir: the train.init_from and train.seed its run was given as options
+COMMAND_LINE_KEYS = ("init_from", "seed")
+
+
 def given_when_begun(exp_dir: str, experiment) -> dict:
-    """The train.init_from and train.seed the experiment in exp_dir recorded where the config leaves them at their
-    defaults: given on the command line when it began (a resume that did not repeat them set the run aside and
-    trained from random weights, as if the config had changed)."""
+    """The --init-from and --seed the experiment in exp_dir was given on the command line (GIVEN_FILE), where the
+    config leaves them at their defaults: a resume that did not repeat them set the run aside and trained from
+    random weights, as if the config had changed. Values its config gave are not taken (config.yaml's were: a
+    seed or init_from deleted from the config came back, and the old model was resumed and reported as new)."""
     try:
-        with open(os.path.join(exp_dir, "config.yaml"), encoding="utf-8") as f:
-            recorded = (yaml.safe_load(f) or {}).get("train") or {}
-    except (OSError, yaml.YAMLError, AttributeError):
-        return {}  # none yet, or one the resume names as it is
+        with open(os.path.join(exp_dir, GIVEN_FILE), encoding="utf-8") as f:
+            given = json.load(f)
+    except (OSError, ValueError):
+        return {}  # none yet (or of a version before it: its run's options are repeated, as the recipes do)
     defaults = TrainConfig()
-    return {key: recorded[key] for key in ("init_from", "seed")
-            if key in recorded and getattr(experiment.train, key) == getattr(defaults, key)}
+    return {key: given[key] for key in COMMAND_LINE_KEYS if isinstance(given, dict) and key in given
+            and getattr(experiment.train, key) == getattr(defaults, key)}
+
+
+def record_given(exp_dir: str, experiment, given: set[str]) -> None:
+    """GIVEN_FILE of this run: the values of the keys given as options (or taken from the run before)."""
+    values = {key: getattr(experiment.train, key) for key in COMMAND_LINE_KEYS if key in given}
+    write_atomically(os.path.join(exp_dir, GIVEN_FILE), lambda f: json.dump(values, f))
+
+
+def with_options(args, experiment):
+    """The experiment with the options that override its config (--device, --init-from, --seed), and the keys of
+    COMMAND_LINE_KEYS given so: on --resume, those its run began with where the resume does not repeat them."""
+    overrides = {"device": args.device or None, "init_from": args.init_from or None, "seed": args.seed}
+    if args.resume:  # an --init-from or --seed the run began with and the resume does not repeat is the run's own
+        overrides.update({key: value for key, value in given_when_begun(args.exp_dir, experiment).items()
+                          if overrides[key] is None})
+    experiment = dataclasses.replace(experiment, train=dataclasses.replace(
+        experiment.train, **{key: value for key, value in overrides.items() if value is not None}))
+    return experiment, {key for key in COMMAND_LINE_KEYS if overrides[key] is not None}
 
 
 def main() -> int:
@@ -89,12 +112,7 @@ def main() -> int:
     except (OSError, ValueError) as error:
         print(f"train.py: {error_line(error)}", file=sys.stderr)
         return 1
-    overrides = {"device": args.device or None, "init_from": args.init_from or None, "seed": args.seed}
-    if args.resume:  # an --init-from or --seed the run began with and the resume does not repeat is the run's own
-        overrides.update({key: value for key, value in given_when_begun(args.exp_dir, experiment).items()
-                          if overrides[key] is None})
-    experiment = dataclasses.replace(experiment, train=dataclasses.replace(
-        experiment.train, **{key: value for key, value in overrides.items() if value is not None}))
+    experiment, given = with_options(args, experiment)
     experiment = with_input_digests(with_absolute_paths(experiment))
     for name in ("train_list", "lang_dir"):
         if not getattr(experiment.paths, name):
@@ -105,6 +123,8 @@ def main() -> int:
         return 1
     try:
         trainer = Trainer(experiment, args.exp_dir, args.log_keys, resume=args.resume)
+        if trainer.world.main:  # after the Trainer set an experiment of another config aside, with its record
+            record_given(args.exp_dir, experiment, given)
     except (StopTraining, OSError, ValueError) as error:  # a missing or empty list, lang dir, init checkpoint, ...
         print(f"train.py: {error_line(error)}", file=sys.stderr)
         return 1

@@ -381,6 +381,14 @@ def test_a_resume_that_does_not_repeat_init_from_or_seed_goes_on_with_the_runs_o
     assert (tuned / "epoch-2.pt").is_file() and not list(tmp_path.glob("tuned.*")), resumed.stderr[-2000:]
     recorded = yaml.safe_load((tuned / "config.yaml").read_text())["train"]
     assert (recorded["init_from"], recorded["seed"]) == (str(base / "epoch-1.pt"), 3)
+    # a seed the config gave, then deleted from it: the run's own no more (config.yaml's was taken back, the old
+    # model resumed as unchanged and its WER reported as the new config's)
+    seeded = tmp_path / "seeded"
+    assert run_tool(*train_args(yesno, seeded, config_file(tmp_path, epochs=1, seed=3))).returncode == 0
+    edited = run_tool(*train_args(yesno, seeded, config_file(tmp_path, epochs=1)), "--resume")
+    assert edited.returncode == 0, edited.stderr[-2000:]
+    assert list(tmp_path.glob("seeded.*")) and yaml.safe_load((seeded / "config.yaml").read_text())["train"]["seed"] \
+        == 0, edited.stderr[-2000:]
 
 
 @pytest.mark.slow  # trainings of their own; CI runs it
