@@ -198,7 +198,10 @@ confidence_stage() {
   case $first in ctc_*) method=ctc_greedy ;; esac
   checkpoint=$(checkpoint_of "$exp" "$tag")
   name=confidence-$method-$tag
-  if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" data/dev/data.list data/dev/text; then
+  # what decoding reads of the experiment's config an input too (data.tail_silence, which a resume takes: the fit
+  # was of the old one, and the decodes and exports after it took it as the new one's)
+  if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" data/dev/data.list data/dev/text \
+      ++ "$(decoding_settings "$exp")"; then
     logged "$(stage_log "$stage_n" "$name" "$exp")" steps/calibrate_confidence.py --method "$method" \
       --checkpoint "$checkpoint" "$exp" data/dev/data.list
     # the calibration, every tag's and head's one file: fitted again for another, this stage runs again

@@ -219,3 +219,9 @@ def test_a_calibration_fitted_again_decodes_every_set_again(tmp_path):
     assert (tmp_path / "calibrations.log").read_text().split() == ["exp/avg10.pt"] * 2
     assert "stage 6 (decode-test-greedy-avg10): done before" not in again.stdout, again.stdout
     assert "stage 6 (decode-test-greedy-avg10)" in again.stdout, again.stdout
+    # data.tail_silence edited (a resume takes it, the checkpoint unchanged): the fit decodes dev with it, and was
+    # skipped, the decodes and exports after it taking the old fit as the new setting's
+    (tmp_path / "exp" / "config.yaml").write_text("data: {tail_silence: 0.3}\n")
+    edited = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert edited.returncode == 0, edited.stderr
+    assert (tmp_path / "calibrations.log").read_text().split() == ["exp/avg10.pt"] * 3, edited.stdout
