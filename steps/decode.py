@@ -141,8 +141,10 @@ def main() -> str:
                 phones[key] = hypothesis_phones(tokenizer, hyp_list[0].tokens)
             if args.nbest:
                 nbest.append(nbest_line(key, nbest_entries(tokenizer, hyp_list, encoder_frame_seconds, duration)))
-    # a dir of its own beside the method's
-    method = args.method + ("+hotwords" if args.hotwords else "") + (f"+{chunks}" if chunks else "")
+    # a dir of its own beside the method's (one of --beam 8 was written into the recipe's of the default beam)
+    method = (args.method + (f"+beam{args.beam}" if args.beam is not None else "")
+              + (f"+max{args.max_symbols_per_frame}" if args.max_symbols_per_frame is not None else "")
+              + ("+hotwords" if args.hotwords else "") + (f"+{chunks}" if chunks else ""))
     out = os.path.join(args.exp_dir, f"decode-{args.set_name}-{method}{f'-{args.tag}' if args.tag else ''}")
     report = write_results(out, refs, hyps, refs_from, "decode.py")
     try:

@@ -547,7 +547,7 @@ def test_nbest_lists_from_decode_and_transcribe(trained, yesno, tmp_path):
     out = run_tool(sys.executable, STEPS / "decode.py", "--method", "modified_beam", "--beam", "3", "--nbest",
                    trained, yesno / "five.list", "nbest")
     assert out.returncode == 0, out.stderr[-2000:]
-    decode_dir = trained / "decode-nbest-modified_beam"
+    decode_dir = trained / "decode-nbest-modified_beam+beam3"  # apart from the default beam's
     rows = [json.loads(line) for line in (decode_dir / "nbest.json").read_text().splitlines()]
     hyps = dict(line.split(maxsplit=1) if " " in line else (line, "")
                 for line in (decode_dir / "hyp").read_text().splitlines())
@@ -841,7 +841,7 @@ def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, train
         out = run_tool(sys.executable, STEPS / "decode.py", "--method", "modified_beam", "--beam", "3", "--nbest",
                        "--checkpoint", last_epoch(exp), exp, yesno / "test.list", "combine")
         assert out.returncode == 0, out.stderr[-2000:]
-        systems += ["--system", exp, last_epoch(exp), exp / "decode-combine-modified_beam"]
+        systems += ["--system", exp, last_epoch(exp), exp / "decode-combine-modified_beam+beam3"]
     out_dir = tmp_path / "combined"
     out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems, "--lm-fusion", fusion, "--tune",
                    yesno / "test.list", out_dir)
@@ -853,7 +853,7 @@ def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, train
     rows = (out_dir / "tuning.tsv").read_text().splitlines()
     assert rows[0].split("\t") == names + ["wer"] and len(rows) == 1 + 5 ** 3
     assert f"%WER {min(float(r.split()[-1]) for r in rows[1:]):.2f} [" in (out_dir / "wer").read_text()
-    pools = pool([read_nbest(str(exp / "decode-combine-modified_beam" / "nbest.json"), 4)
+    pools = pool([read_nbest(str(exp / "decode-combine-modified_beam+beam3" / "nbest.json"), 4)
                   for exp in (trained, trained_standard)])
     hyps = dict(line.split(maxsplit=1) if " " in line else (line, "")
                 for line in (out_dir / "hyp").read_text().splitlines())
@@ -906,7 +906,7 @@ def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, train
             assert alone[key] == " ".join(best.words)
     broken = tmp_path / "broken"  # a line that is none, one of a unit that is none: named, left out, the rest kept
     broken.mkdir()
-    good = (trained_standard / "decode-combine-modified_beam" / "nbest.json").read_text().splitlines()
+    good = (trained_standard / "decode-combine-modified_beam+beam3" / "nbest.json").read_text().splitlines()
     row = json.loads(good[0])
     row["hyps"][0]["tokens"][0]["id"] = 99
     (broken / "nbest.json").write_text("\n".join(['{"key": "a", "hyps": [{"text": "YES"}]}', json.dumps(row)]
@@ -947,7 +947,7 @@ def test_two_models_n_bests_combined_are_scored_by_both_and_tuned(trained, train
     state["meta"]["units"] = units_digest(str(renamed / "lang"))
     torch.save(state, weights)
     out = run_tool(sys.executable, STEPS / "combine_nbest.py", *systems[:4], "--system", renamed,
-                   renamed / last_epoch(trained_standard).name, renamed / "decode-combine-modified_beam",
+                   renamed / last_epoch(trained_standard).name, renamed / "decode-combine-modified_beam+beam3",
                    "--lm-fusion", fusion, "--tune", yesno / "test.list", tmp_path / "refused")
     assert out.returncode == 1 and f"{renamed}: its units are not those of {trained}" in out.stderr, out.stderr
 
