@@ -13,13 +13,12 @@ transcript without audio, a malformed segment, a repeated key).
 
 import json
 import os
-import stat
 import sys
 
 from rnnt.atomic_write import write_atomically
 from rnnt.cli import cannot_write, error_line, run_tool, tool_parser, ToolError
 from rnnt.counting import counted
-from rnnt.data.audio_header import AudioError
+from rnnt.data.audio_header import AudioError, what_is_there
 from rnnt.datadir.table import has_undecodable_bytes, read_table
 from rnnt.datadir.utterances import read_utterances
 from rnnt.datadir.values import is_positive_number
@@ -29,13 +28,8 @@ from rnnt.prep.data_dir_writer import audio_info
 def not_a_recording(path: str) -> str | None:
     """Why a path cannot be a recording as far as the file system tells (no audio is read: a list of a large corpus
     is written in seconds), or None: a missing, empty or folder path was listed, and skipped by every training."""
-    try:
-        status = os.stat(path)
-    except OSError as error:
-        return f"{path}: {error.strerror}"
-    if stat.S_ISDIR(status.st_mode):
-        return f"{path}: a folder, not an audio file"
-    return f"{path}: an empty file (0 bytes)" if stat.S_ISREG(status.st_mode) and not status.st_size else None
+    why = what_is_there(path)
+    return f"{path}: {why}" if why else None
 
 
 def raw_entry(utterance) -> tuple[dict, str]:

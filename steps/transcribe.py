@@ -43,6 +43,7 @@ from rnnt.data.audio_header import readable_once
 from rnnt.data.features import num_frames
 from rnnt.data.stages import too_short
 from rnnt.counting import counted
+from rnnt.datadir.table import keep_bytes_on_standard_streams
 from rnnt.datadir.wav_scp_inputs import Input, wav_scp_inputs
 from rnnt.devices import auto_device
 from rnnt.live_captions import show_lines
@@ -91,6 +92,8 @@ def parse_args():
     check_search_options(parser, args)
     check_combinations(parser, args)
     args.attention = from_args(parser, args)
+    if args.scp:  # its keys printed as they came, a key not UTF-8 too, as a hyp file keeps it
+        keep_bytes_on_standard_streams()
     return args
 
 

@@ -200,13 +200,13 @@ def audio_errors(audio=None):
                               "-e signed -b 16 -c 1 IN.raw OUT.wav does") from None
     except soundfile.LibsndfileError as error:
         reason = error.error_string.rstrip(".")
-        raise UnreadableAudio(_what_is_there(audio) or reason[:1].lower() + reason[1:]) from None
+        raise UnreadableAudio(what_is_there(audio) or reason[:1].lower() + reason[1:]) from None
     except RuntimeError as error:
         raise UnreadableAudio(str(error)) from None
 
 
-def _what_is_there(audio) -> str | None:
-    """Why bytes or a regular file's path hold no audio at all (none, no file, an empty file); None otherwise."""
+def what_is_there(audio) -> str | None:
+    """Why bytes or a path hold no audio at all (none, no file, a folder, an empty file); None otherwise."""
     if isinstance(audio, (bytes, bytearray)):
         return "no bytes (an empty output)" if not audio else None
     if not isinstance(audio, (str, bytes, os.PathLike)):
@@ -217,6 +217,8 @@ def _what_is_there(audio) -> str | None:
         return "no such file"
     except OSError as error:
         return error.strerror
+    if stat.S_ISDIR(status.st_mode):
+        return "a folder, not an audio file"
     return "an empty file (0 bytes)" if stat.S_ISREG(status.st_mode) and not status.st_size else None
 
 

@@ -15,7 +15,7 @@ import os
 import sys
 from typing import NamedTuple
 
-from rnnt.datadir.table import KEEP_BYTES, kaldi_fields, keep_bytes_on_standard_streams, read_table
+from rnnt.datadir.table import KEEP_BYTES, kaldi_fields, read_table
 from rnnt.datadir.values import segment_problem
 
 Span = tuple[float, float | None]
@@ -35,7 +35,6 @@ def wav_scp_inputs(scp: str, segments: str | None = None) -> tuple[list[Input], 
     transcribed whole, which a Kaldi user may not expect."""
     skipped: list[str] = []
     recordings = []
-    keep_bytes_on_standard_streams()  # a key not UTF-8 printed as it came, as a hyp file keeps it
     for key, line in read_table(scp, skipped, KEEP_BYTES).items():  # a Latin-1 path opened as its bytes name it
         if not line.value:
             print(f"transcribe.py: {line.where}: {key}: no audio after the key", file=sys.stderr)

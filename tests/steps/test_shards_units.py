@@ -427,7 +427,7 @@ def test_raw_list(test_data, tmp_path):
     assert (rows[0]["start"], rows[0]["end"]) == (0.5, 2.25)
     assert (rows[1]["start"], rows[1]["end"]) == (1.0, soundfile.info(wav[keys[1]]).duration)
     assert rows[2]["key"] == keys[2] and "start" not in rows[2] and "end" not in rows[2]
-    assert len(rows) == 3 and f"{keys[3]}: {tmp_path / 'gone.flac'}: No such file or directory" in out.stderr
+    assert len(rows) == 3 and f"{keys[3]}: {tmp_path / 'gone.flac'}: no such file" in out.stderr
     (data / "wav.scp").write_text("".join(f"{k} {wav[k]}\n" for k in keys))  # the dir as it was
     (data / "text").write_text(text)
     durations = (data / "utt2dur").read_text().splitlines()  # one duration that is no number, one missing
@@ -449,7 +449,7 @@ def test_raw_list(test_data, tmp_path):
     (data / "wav.scp").write_text("\n".join([f"{keys[i]} {bad[i]}" for i in range(3)] + wav[3:]) + "\n")
     out = run_tool(sys.executable, STEPS / "make_raw_list.py", data, tmp_path / "files.list")
     assert out.returncode == 0 and "2 utterances" in out.stdout and "skipped 3" in out.stdout, out.stdout
-    for i, why in enumerate(("a folder, not an audio file", "an empty file (0 bytes)", "No such file or directory")):
+    for i, why in enumerate(("a folder, not an audio file", "an empty file (0 bytes)", "no such file")):
         assert f"skipped {data / 'wav.scp'}:{i + 1}: {keys[i]}: {bad[i]}: {why}\n" in out.stderr, out.stderr
 
 
