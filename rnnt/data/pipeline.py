@@ -30,7 +30,7 @@ from rnnt.data.config import DataConfig
 from rnnt.data.features import check_mel_bins
 from rnnt.data.noise import Augmenter, training_augmenter
 from rnnt.data.report import DataReport
-from rnnt.data.sources import list_kind, numbered_copies, raw_records, read_list, shard_records
+from rnnt.data.sources import each_key_once, list_kind, numbered_copies, raw_records, read_list, shard_records
 from rnnt.data.splitting import Reader, part
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,9 @@ class Pipeline:
         if not self.entries:
             raise ValueError(f"{list_path}: the data list is empty")
         self.kind = list_kind(self.entries)
+        self.repeats = 0  # raw lines repeating a key, left out before the split (counted in rank 0's report)
+        if self.kind == "raw" and not train:
+            self.entries, self.repeats = each_key_once(self.entries, os.path.basename(list_path))
         self.entries = numbered_copies(self.entries, self.kind)
         self.buckets = config.buckets if train else 0  # a training order: validation reads every utterance
         if self.buckets and self.kind != "raw":
@@ -89,7 +92,10 @@ class Pipeline:
             where += f", rank {reader.rank}"
         if reader.num_workers > 1:
             where += f", worker {reader.worker}"
-        return DataReport(where, self.config.sample_rate)
+        report = DataReport(where, self.config.sample_rate)
+        if self.repeats and reader.rank == reader.worker == 0:
+            report.dropped["a key read before"] += self.repeats
+        return report
 
     def _batches(self, epoch: int, reader: Reader, skip: int) -> Iterator[tuple[int, list[dict]]]:
         """(position, batch) of one pass, past position `skip`; its report is logged when the pass ends."""

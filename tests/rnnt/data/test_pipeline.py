@@ -92,11 +92,24 @@ def test_decoding_takes_each_key_once_and_names_a_repeat(fsdd, tmp_path, caplog)
     with caplog.at_level(logging.WARNING):
         decoded = Pipeline(str(tmp_path / "dup.list"), config, Tokenizer(str(fsdd / "lang")), False)
         keys = [key for batch in decoded.batches() for key in batch["keys"]]
-    first = json.loads(lines[0])["key"]
     assert sorted(keys) == sorted(json.loads(line)["key"] for line in lines)
-    assert f"dup.list: {first} is an utterance read before; left out" in caplog.text
+    assert "dup.list: 1 lines repeat a key listed before; each key's first line is read" in caplog.text
     trained = Pipeline(str(tmp_path / "dup.list"), config, Tokenizer(str(fsdd / "lang")), True)
     assert len([key for batch in trained.batches() for key in batch["keys"]]) == 4  # upsampled, as written
+
+
+def test_validation_on_every_rank_takes_a_repeated_key_once_and_counts_it_once(fsdd, tmp_path, caplog):
+    """Each key of a dev list once across the ranks: repeats were left out within one rank's part, so a key whose
+    two lines fell to two ranks was validated (and its loss summed) twice. Rank 0's report counts the repeats."""
+    lines = (fsdd / "test.list").read_text().splitlines()[:8]
+    (tmp_path / "dup.list").write_text("\n".join(lines + lines[:4]) + "\n")
+    config = data_config({**TRAIN, "batch": {"type": "static", "batch_size": 2}})
+    dev = Pipeline(str(tmp_path / "dup.list"), config, Tokenizer(str(fsdd / "lang")), False)
+    with caplog.at_level(logging.INFO):
+        keys = [key for rank in range(3) for batch in dev.batches(0, Reader(rank, 3)) for key in batch["keys"]]
+    assert sorted(keys) == sorted(json.loads(line)["key"] for line in lines)
+    reports = [record.getMessage() for record in caplog.records if "dup.list, rank" in record.getMessage()]
+    assert len(reports) == 3 and sum("4 a key read before" in report for report in reports) == 1, reports
 
 
 def test_decode_skips_bad_audio_with_a_warning(fsdd, caplog, tmp_path):
