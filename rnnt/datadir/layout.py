@@ -62,7 +62,8 @@ def load_dir(data_dir: str, dropped: Counter | None = None, extra: tuple[str, ..
     """Every known file of the dir and the extra ones named (spk2utt excepted: it is derived from utt2spk)."""
     path = os.path.join(data_dir, "utt2spk")
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: missing; every data dir needs utt2spk")
+        raise FileNotFoundError(f"{path}: {'a folder' if os.path.isdir(path) else 'missing'}; every data dir needs "
+                                "utt2spk")
     dropped = Counter() if dropped is None else dropped
     return {name: read_normalised(os.path.join(data_dir, name), dropped)
             for name in (*FIELDS, *extra) if os.path.isfile(os.path.join(data_dir, name))}

@@ -35,7 +35,9 @@ def validate_data_dir(data_dir: str, no_feats: bool = False, no_text: bool = Fal
     missing = [name for name in required if not os.path.isfile(os.path.join(data_dir, name))]
     if missing:
         hints = {"feats.scp": " (pass --no-feats if features are computed on the fly)"}
-        return [f"{os.path.join(data_dir, name)}: required file is missing{hints.get(name, '')}" for name in missing]
+        return [f"{os.path.join(data_dir, name)}: required file is "
+                f"{'a folder' if os.path.isdir(os.path.join(data_dir, name)) else 'missing'}{hints.get(name, '')}"
+                for name in missing]
 
     problems = Problems()
     utt2spk = check_table(os.path.join(data_dir, "utt2spk"), problems, 2, 2)

@@ -110,6 +110,9 @@ def test_load_dir_without_utt2spk_names_the_file(tmp_path):
     (tmp_path / "text").write_text("u1 A\n")
     with pytest.raises(FileNotFoundError, match=f"{tmp_path / 'utt2spk'}: missing; every data dir needs utt2spk"):
         load_dir(str(tmp_path))
+    (tmp_path / "utt2spk").mkdir()
+    with pytest.raises(FileNotFoundError, match=f"{tmp_path / 'utt2spk'}: a folder; every data dir needs utt2spk"):
+        load_dir(str(tmp_path))
 
 
 def test_wav_scp_is_keyed_by_utterance_only_without_segments():

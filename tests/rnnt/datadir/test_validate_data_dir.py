@@ -29,6 +29,14 @@ def test_feats_required_unless_no_feats(librispeech_dir):
     assert "feats.scp: required file is missing" in out.stderr and "--no-feats" in out.stderr
 
 
+def test_a_required_table_that_is_a_folder_is_named_so(tmp_path):
+    for name in ("utt2spk", "spk2utt", "text"):
+        (tmp_path / name).write_text("u1 s1\n" if name != "spk2utt" else "s1 u1\n")
+    (tmp_path / "wav.scp").mkdir()
+    out = run_tool(VALIDATE, "--no-feats", str(tmp_path))
+    assert out.returncode == 1 and f"{tmp_path}/wav.scp: required file is a folder" in out.stderr, out.stderr
+
+
 def break_unsorted(d):
     t = lines(d / "text")
     t[1], t[2] = t[2], t[1]
