@@ -4,8 +4,9 @@
 Where a checkpoint holds EMA weights, those are averaged (--no-ema: the raw weights). Integer buffers
 are taken from the newest checkpoint. Writes <exp-dir>/avg-<N>.pt for --last (or --output), which decode.py
 reads as the tag avg<N>-epoch-<last epoch>; --best writes <exp-dir>/avg-best-<N>.pt, another set of epochs
-that the tag would misname (decode it with --checkpoint). An average written into the experiment dir becomes
-its model.pt (a link), the model transcription and export take by default.
+that the tag would misname (decode it with --checkpoint), and --no-ema adds -raw (avg-<N>-raw.pt): the tag
+decodes the recipe's average, of EMA weights where they are kept. An average written into the experiment dir
+becomes its model.pt (a link), the model transcription and export take by default.
 """
 
 import math
@@ -74,7 +75,8 @@ def main() -> str:
     how.add_argument("--last", type=at_least(1), help="average the last N epochs")
     how.add_argument("--best", type=at_least(1), help="average the N epochs with the lowest validation loss")
     parser.add_argument("--no-ema", action="store_true", help="average the raw weights even where EMA weights exist")
-    parser.add_argument("--output", help="default <exp-dir>/avg-<N>.pt (--best: avg-best-<N>.pt)")
+    parser.add_argument("--output", help="default <exp-dir>/avg-<N>.pt (--best: avg-best-<N>.pt; --no-ema: "
+                        "avg-<N>-raw.pt, avg-best-<N>-raw.pt)")
     parser.add_argument("exp_dir")
     args = parser.parse_args()
     paths = checkpoint.numbered(args.exp_dir, "epoch")
@@ -86,7 +88,8 @@ def main() -> str:
             chosen = best_epochs(paths, n)
         else:
             chosen = paths[-n:]
-        default = checkpoint.name("average", n) if args.last else f"avg-best-{n}.pt"
+        default = (checkpoint.name("average", n) if args.last else f"avg-best-{n}.pt")[:-len(".pt")]
+        default += "-raw.pt" if args.no_ema else ".pt"
         output = args.output or os.path.join(args.exp_dir, default)
         meta = {key: value for key, value in checkpoint.load_meta(chosen[-1]).items() if key != "slimmed"}
         meta["averaged"] = [os.path.basename(p) for p in chosen]

@@ -219,6 +219,20 @@ def test_averaged_checkpoint_equals_hand_computed_average(trained):
     assert out.returncode == 2 and "at least 1" in out.stderr
 
 
+def test_an_average_of_raw_weights_is_not_written_where_the_recipes_tag_would_decode_it(trained, tmp_path):
+    """--no-ema wrote avg-N.pt, which decoding's tag avgN-epoch-K names: the recipe decoded the raw average under the
+    name of its EMA one. It is avg-N-raw.pt (avg-best-N-raw.pt), decoded with --checkpoint."""
+    for n in (3, 4):
+        state = checkpoint.load(str(trained / f"epoch-{n}.pt"))
+        state["meta"]["valid_loss"] = float(n)
+        checkpoint.save(str(tmp_path / f"epoch-{n}.pt"), state)
+    for how, written in (("--last", "avg-2-raw.pt"), ("--best", "avg-best-2-raw.pt")):
+        out = run_tool(sys.executable, STEPS / "average_checkpoints.py", how, "2", "--no-ema", tmp_path)
+        assert out.returncode == 0 and out.stdout.startswith(f"average_checkpoints.py: {tmp_path / written}: "), out
+        assert checkpoint.load_meta(str(tmp_path / written))["averaged_weights"] == "raw"
+    assert not (tmp_path / "avg-2.pt").exists() and os.readlink(tmp_path / "model.pt") == "avg-best-2-raw.pt"
+
+
 def test_the_best_epochs_are_averaged_into_their_own_file(trained, tmp_path):
     """--best N picks the epochs of lowest validation loss and writes avg-best-N.pt: avg-N.pt is the last N
     epochs to decoding's model tags (avgN-epoch-K), which would misname these. The epochs go in their order,
