@@ -42,10 +42,14 @@ def ctc_greedy_search(model, enc: torch.Tensor, enc_lens: torch.Tensor) -> list[
 
 
 def _prefix_beam_step(beams: dict, frame: torch.Tensor, t: int, beam: int, blank: int, fusion: Fusion | None) -> dict:
-    """The prefixes after frame t (its log-probabilities), from those before it: the `beam` best."""
+    """The prefixes after frame t (its log-probabilities), from those before it: the `beam` best. The symbols tried
+    are the frame's beam + 1 likeliest, the blank, and each prefix's last label: a prefix whose label fell out of
+    the likeliest lost the paths staying on it (and the merge of a shorter prefix into it), which a sum of every
+    alignment of its labels takes."""
     candidates = frame.topk(min(beam + 1, frame.shape[0])).indices.tolist()
-    if blank not in candidates:
-        candidates.append(blank)
+    for symbol in [blank, *(path.token for _, _, path, _, _ in beams.values() if path.length)]:
+        if symbol not in candidates:
+            candidates.append(symbol)
     candidates = list(zip(candidates, frame[candidates].tolist()))  # each symbol with its log-probability
     new: dict[tuple, list] = {}
 

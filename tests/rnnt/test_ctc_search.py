@@ -1,5 +1,8 @@
 """CTC decoding of the model's CTC head against exhaustive enumeration on random small models."""
 
+import math
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -60,3 +63,12 @@ def test_a_beam_wider_than_the_prefixes_returns_no_impossible_hypothesis(seed):
     assert all(torch.isfinite(torch.tensor(h.score)) for h in nbest)
     assert sorted(tuple(h.tokens) for h in nbest) == sorted({(), (1,), (2,), (3,)} | {(a, b) for a in (1, 2, 3)
                                                                                        for b in (1, 2, 3) if a != b})
+
+
+def test_a_prefix_keeps_the_paths_staying_on_its_label_where_the_label_is_not_among_the_frames_likeliest():
+    """Frame 1 tries its beam + 1 likeliest labels (b, c) and the blank: prefix 'a' lost the path 'a a' (.6 x .28),
+    scored .072 where it holds .24 on its kept paths, and 'a b' (.18) came out best at beam 1."""
+    probs = torch.tensor([[.1, .6, .3, 1e-9], [.12, .28, .3, .3]])
+    model = SimpleNamespace(ctc=lambda enc: enc, blank=0)  # the "encoder output" is the CTC head's logits
+    best = ctc_prefix_beam_search(model, probs.log(), 2, beam=1)[0]
+    assert best.tokens == [1] and math.exp(best.score) == pytest.approx(.6 * (.12 + .28), rel=1e-5)
