@@ -7,8 +7,9 @@ holds. An utterance that could not be decoded (unreadable audio, shorter than a 
 deletions, is named, and the WER line is marked [PARTIAL] (compute-wer's "Scored N sentences, M not present
 in hyp.").
 
-Writes <exp-dir>/decode-<set>-<method>[-<tag>]/ (decode-<set>-<method>+hotwords[-<tag>]/ with --hotwords, and
-+chunk16, +whole, ... with --attention-chunk or --left-chunks, rnnt.attention_chunks; rnnt.decode_results): hyp,
+Writes <exp-dir>/decode-<set>-<method>[-<tag>]/ (the method named +beam8, +max3 with --beam 8 or
+--max-symbols-per-frame 3, +hotwords with --hotwords, and +chunk16, +whole, ... with --attention-chunk or
+--left-chunks, rnnt.attention_chunks; rnnt.decode_results): hyp,
 ref, recogs, errs, wer, per_spk (per speaker, where the data dir has utt2spk), ctm
 (the best hypothesis's words with their times, as Kaldi's steps/get_ctm.sh writes them: rnnt.ctm; in the
 recordings' times where the list's data dir has segments), confidence (the words' confidences' NCE and AUC
@@ -78,7 +79,7 @@ def parse_args() -> argparse.Namespace:
                         "transcripts in the list)")
     parser.add_argument("exp_dir")
     parser.add_argument("data_list")
-    parser.add_argument("set_name", help="names the output dir decode-<set>-<method>[-<tag>]")
+    parser.add_argument("set_name", help="names the output dir decode-<set>-<method>[+beamN][+maxN]...[-<tag>]")
     args = parser.parse_args()
     if "/" in args.set_name + (args.tag or ""):  # decoded, then written into a dir in another
         parser.error(f"the set name and --tag name a dir in {args.exp_dir} (decode-<set>-<method>-<tag>): no '/' in "
