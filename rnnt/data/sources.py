@@ -153,14 +153,16 @@ def each_key_once(lines: list[str], list_name: str) -> tuple[list[str], int]:
     """Raw-list lines (read_list's) less those repeating a key listed before, and how many: decoding's and
     validation's, taken before the list is split across ranks, where rnnt.data.stages.first_of_each_key (one
     rank's part) let two ranks each validate a key whose lines fell to both."""
-    seen, kept = set(), []
+    seen, kept, repeated = set(), [], []
     for line in lines:
         if (key := raw_record(line)["key"]) not in seen:
             seen.add(key)
             kept.append(line)
-    if len(kept) < len(lines):
-        log.warning("%s: %d lines repeat a key listed before; each key's first line is read", list_name,
-                    len(lines) - len(kept))
+        else:
+            repeated.append(key)
+    if repeated:
+        log.warning("%s: %d lines repeat a key listed before (%s%s); each key's first line is read", list_name,
+                    len(repeated), ", ".join(repeated[:3]), ", ..." if len(repeated) > 3 else "")
     return kept, len(lines) - len(kept)
 
 

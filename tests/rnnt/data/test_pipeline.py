@@ -93,7 +93,8 @@ def test_decoding_takes_each_key_once_and_names_a_repeat(fsdd, tmp_path, caplog)
         decoded = Pipeline(str(tmp_path / "dup.list"), config, Tokenizer(str(fsdd / "lang")), False)
         keys = [key for batch in decoded.batches() for key in batch["keys"]]
     assert sorted(keys) == sorted(json.loads(line)["key"] for line in lines)
-    assert "dup.list: 1 lines repeat a key listed before; each key's first line is read" in caplog.text
+    first = json.loads(lines[0])["key"]
+    assert f"dup.list: 1 lines repeat a key listed before ({first}); each key's first line is read" in caplog.text
     trained = Pipeline(str(tmp_path / "dup.list"), config, Tokenizer(str(fsdd / "lang")), True)
     assert len([key for batch in trained.batches() for key in batch["keys"]]) == 4  # upsampled, as written
 
