@@ -30,7 +30,7 @@ from rnnt.data.config import DataConfig
 from rnnt.data.features import check_mel_bins
 from rnnt.data.noise import Augmenter, training_augmenter
 from rnnt.data.report import DataReport
-from rnnt.data.sources import each_key_once, list_kind, numbered_copies, raw_records, read_list, shard_records
+from rnnt.data.sources import each_listed_once, list_kind, numbered_copies, raw_records, read_list, shard_records
 from rnnt.data.splitting import Reader, part
 
 log = logging.getLogger(__name__)
@@ -53,9 +53,9 @@ class Pipeline:
         if not self.entries:
             raise ValueError(f"{list_path}: the data list is empty")
         self.kind = list_kind(self.entries)
-        self.repeats = 0  # raw lines repeating a key, left out before the split (counted in rank 0's report)
-        if self.kind == "raw" and not train:
-            self.entries, self.repeats = each_key_once(self.entries, os.path.basename(list_path))
+        self.repeats = 0  # lines repeating a key or shard, left out before the split (counted in rank 0's report)
+        if not train:
+            self.entries, self.repeats = each_listed_once(self.entries, self.kind, os.path.basename(list_path))
         self.entries = numbered_copies(self.entries, self.kind)
         self.buckets = config.buckets if train else 0  # a training order: validation reads every utterance
         if self.buckets and self.kind != "raw":
@@ -94,7 +94,7 @@ class Pipeline:
             where += f", worker {reader.worker}"
         report = DataReport(where, self.config.sample_rate)
         if self.repeats and reader.rank == reader.worker == 0:
-            report.dropped["a key read before"] += self.repeats
+            report.dropped["a key read before" if self.kind == "raw" else "a shard listed before"] += self.repeats
         return report
 
     def _batches(self, epoch: int, reader: Reader, skip: int) -> Iterator[tuple[int, list[dict]]]:

@@ -149,20 +149,22 @@ def raw_problem(line: str) -> str | None:
     return None
 
 
-def each_key_once(lines: list[str], list_name: str) -> tuple[list[str], int]:
-    """Raw-list lines (read_list's) less those repeating a key listed before, and how many: decoding's and
-    validation's, taken before the list is split across ranks, where rnnt.data.stages.first_of_each_key (one
-    rank's part) let two ranks each validate a key whose lines fell to both."""
+def each_listed_once(lines: list[str], kind: str, list_name: str) -> tuple[list[str], int]:
+    """A list's lines (read_list's) less those repeating a key (raw) or a shard (shard) listed before, and how
+    many: decoding's and validation's, taken before the list is split across ranks, where
+    rnnt.data.stages.first_of_each_key (one rank's part) let two ranks each validate a key whose lines fell to
+    both."""
     seen, kept, repeated = set(), [], []
     for line in lines:
-        if (key := raw_record(line)["key"]) not in seen:
+        if (key := raw_record(line)["key"] if kind == "raw" else line) not in seen:
             seen.add(key)
             kept.append(line)
         else:
             repeated.append(key)
     if repeated:
-        log.warning("%s: %d lines repeat a key listed before (%s%s); each key's first line is read", list_name,
-                    len(repeated), ", ".join(repeated[:3]), ", ..." if len(repeated) > 3 else "")
+        log.warning("%s: %d lines repeat a %s listed before (%s%s); each one's first line is read", list_name,
+                    len(repeated), "key" if kind == "raw" else "shard",
+                    ", ".join(repeated[:3]), ", ..." if len(repeated) > 3 else "")
     return kept, len(lines) - len(kept)
 
 

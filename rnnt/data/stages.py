@@ -86,9 +86,9 @@ def audio_lengths(records: Iterable[dict], rate: int, report: DataReport | None 
 def first_of_each_key(records: Iterable[dict], list_name: str, report: DataReport | None = None) -> Iterator[dict]:
     """Decoding's and validation's (and sherpa-onnx's: decode_sherpa_onnx.py): each key once, its first record (a
     list's line repeated, training's upsampling, or two shards of one key gave one hypothesis scored against one
-    reference, the other utterance lost unnamed); a repeat is named and counted as dropped. A raw list's repeats
-    are left out before the list is split across ranks (rnnt.data.sources.each_key_once); a key in two shards
-    that fall to two ranks is still read by both."""
+    reference, the other utterance lost unnamed); a repeat is named and counted as dropped. A list's repeated
+    lines are left out before it is split across ranks (rnnt.data.sources.each_listed_once); a key in two other
+    shards that fall to two ranks is still read by both."""
     seen = set()
     for record in records:
         if record["key"] in seen:

@@ -94,23 +94,28 @@ def test_decoding_takes_each_key_once_and_names_a_repeat(fsdd, tmp_path, caplog)
         keys = [key for batch in decoded.batches() for key in batch["keys"]]
     assert sorted(keys) == sorted(json.loads(line)["key"] for line in lines)
     first = json.loads(lines[0])["key"]
-    assert f"dup.list: 1 lines repeat a key listed before ({first}); each key's first line is read" in caplog.text
+    assert f"dup.list: 1 lines repeat a key listed before ({first}); each one's first line is read" in caplog.text
     trained = Pipeline(str(tmp_path / "dup.list"), config, Tokenizer(str(fsdd / "lang")), True)
     assert len([key for batch in trained.batches() for key in batch["keys"]]) == 4  # upsampled, as written
 
 
-def test_validation_on_every_rank_takes_a_repeated_key_once_and_counts_it_once(fsdd, tmp_path, caplog):
+@pytest.mark.parametrize("kind", ["raw", "shard"])
+def test_validation_on_every_rank_takes_a_repeated_key_once_and_counts_it_once(fsdd, tmp_path, caplog, kind):
     """Each key of a dev list once across the ranks: repeats were left out within one rank's part, so a key whose
-    two lines fell to two ranks was validated (and its loss summed) twice. Rank 0's report counts the repeats."""
-    lines = (fsdd / "test.list").read_text().splitlines()[:8]
+    two lines (or a shard listed twice) fell to two ranks was validated, its loss summed, twice. Rank 0's report
+    counts the repeated lines."""
+    lines = (fsdd / ("test.list" if kind == "raw" else "train.list")).read_text().splitlines()[:8]
+    (tmp_path / "once.list").write_text("\n".join(lines) + "\n")
     (tmp_path / "dup.list").write_text("\n".join(lines + lines[:4]) + "\n")
     config = data_config({**TRAIN, "batch": {"type": "static", "batch_size": 2}})
-    dev = Pipeline(str(tmp_path / "dup.list"), config, Tokenizer(str(fsdd / "lang")), False)
+    once, dev = (Pipeline(str(tmp_path / name), config, Tokenizer(str(fsdd / "lang")), False)
+                 for name in ("once.list", "dup.list"))
     with caplog.at_level(logging.INFO):
         keys = [key for rank in range(3) for batch in dev.batches(0, Reader(rank, 3)) for key in batch["keys"]]
-    assert sorted(keys) == sorted(json.loads(line)["key"] for line in lines)
+    assert sorted(keys) == sorted(keys_of(once.batches())) and len(keys) == len(set(keys)) >= 8
+    reason = "4 a key read before" if kind == "raw" else "4 a shard listed before"
     reports = [record.getMessage() for record in caplog.records if "dup.list, rank" in record.getMessage()]
-    assert len(reports) == 3 and sum("4 a key read before" in report for report in reports) == 1, reports
+    assert len(reports) == 3 and sum(reason in report for report in reports) == 1, reports
 
 
 def test_decode_skips_bad_audio_with_a_warning(fsdd, caplog, tmp_path):
