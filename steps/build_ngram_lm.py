@@ -78,8 +78,7 @@ def main() -> str:
     if args.over == "words":
         sentences = [kaldi_fields(line.value) for _, line in sorted(transcripts.items())]
     else:
-        sentences = [[piece if piece in tokenizer.units else UNK for piece in tokenizer.pieces(line.value)]
-                     for _, line in sorted(transcripts.items())]  # as training targets read a piece not a unit
+        sentences = [tokenizer.unit_pieces(line.value) for _, line in sorted(transcripts.items())]  # as training's
     vocabulary = sorted({word for words in sentences for word in words}) if args.over == "words" else \
         [symbol for symbol in tokenizer.units if symbol not in (BLANK, BOS, EOS)]
     if not any(sentences):  # an LM of '<s> </s>' alone, which favours saying nothing

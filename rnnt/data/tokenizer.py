@@ -155,6 +155,10 @@ class Tokenizer:
         unk = self.units[UNK]  # text never gives <blank> (id 0): a literal one in a transcript is unknown
         return [self.units.get(piece, unk) or unk for piece in self.pieces(text)]
 
+    def unit_pieces(self, text: str) -> list[str]:
+        """The units the text is trained as (encode's), by name: a piece without a unit, or <blank>, is <unk>."""
+        return [self.symbols[unit] for unit in self.encode(text)]
+
     def text(self, hyp) -> str:
         """A search result's text (an rnnt.search.Hypothesis): the words a word LM chose, else its tokens decoded."""
         return " ".join(hyp.words) if hyp.words is not None else self.decode(hyp.tokens)

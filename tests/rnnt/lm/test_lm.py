@@ -404,3 +404,20 @@ def test_the_tuning_table_rounds_each_wer_as_the_wer_lines_do(tmp_path):
     assert (tmp_path / "grid.tsv").read_text().splitlines()[1:] == ["none\tnone\tnone\tnone\t98.06",
                                                                      "0.3\t0.5\t0.0\t0.0\t98.06"]
     assert report.wer_line.startswith("%WER 98.06 [ 1462 / 1491, ")
+
+
+def test_a_literal_blank_in_a_transcript_is_unk_to_the_lm_as_to_training(tmp_path):
+    """Word units hold <blank>: the LM learnt a transcript's literal '<blank>' as that word (a third of the mass
+    after 'A', which no search scores: fusion never scores the blank), while training reads it as <unk>."""
+    for name, text in (("train", "u1 A B\nu2 B A\n"), ("lm_text", "u1 A <blank> B\nu2 B A\n")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "text").write_text(text)
+    (tmp_path / "train" / "utt2dur").write_text("u1 1.0\nu2 1.0\n")
+    out = run_tool(sys.executable, ROOT / "steps" / "build_units.py", "--unit-type", "word", tmp_path / "train",
+                   tmp_path / "lang")
+    assert out.returncode == 0, out.stderr
+    out = run_tool(sys.executable, ROOT / "steps" / "build_ngram_lm.py", "--order", "2", tmp_path / "lm_text",
+                   tmp_path / "lang", tmp_path / "lm.arpa")
+    assert out.returncode == 0 and "; 1 transcripts hold units <unk> (1 of 5;" in out.stdout, out.stdout + out.stderr
+    model = read_arpa(str(tmp_path / "lm.arpa"))
+    assert ("A", "<unk>") in model and ("<unk>", "B") in model and not any("<blank>" in ngram for ngram in model)
