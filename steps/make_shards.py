@@ -95,13 +95,17 @@ def whole_shard(path: str, recorded: dict[str, str]) -> bool:
 
 def write_recorded_shards(shard_dir: str, paths: list[str], jobs: list, nj: int) -> tuple[int, float, list[str]]:
     """write_shards, with shard_dir's SHA256SUMS true throughout: the lines of the shards to be written again
-    taken out before, and every shard's in after (a reused one's not yet there, from a run before digests were
-    kept: read once)."""
+    taken out before, and those shards removed (a run stopped before it wrote one left it unlisted, which the next
+    run took for a shard from before digests were kept: whole, a damaged one's SHA-256 recorded), and every
+    shard's line in after (a reused one's not yet there, from a run before digests were kept: read once)."""
     again = {os.path.basename(job[0]) for job in jobs}
     names = {os.path.basename(path) for path in paths}
     digests = {name: digest for name, digest in read_digests(shard_dir).items() if name in names - again}
     try:
         write_digests(shard_dir, digests)
+        for path, *_ in jobs:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
         written, seconds, skipped, new = write_shards(jobs, nj)
         digests.update(new)
         digests.update({os.path.basename(path): shard_digest(path) for path in paths

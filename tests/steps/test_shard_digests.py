@@ -151,3 +151,25 @@ def test_a_checkpoint_of_the_fingerprint_before_digests_resumes_on_the_same_shar
     assert changes_to_restart(experiment, experiment, {"epoch": 1, "train_data": before}, now) == []
     assert [c.key for c in changes_to_restart(experiment, experiment, {"epoch": 1, "train_data": "other"}, now)] == [
         "the training data"]
+
+
+def test_a_run_killed_before_it_wrote_a_damaged_shard_again_leaves_no_damaged_shard_to_take_as_whole(test_data,
+                                                                                                      tmp_path):
+    """A shard cut short since is written again; its SHA256SUMS line goes first. A run killed before the new one was
+    renamed in left the damaged shard under its name and unlisted: the next run took it for a shard from before
+    digests were kept, whole, and recorded the damaged shard's SHA-256."""
+    _, _, tools, run = piped_through_tools(test_data, tmp_path, {2: "killer"})  # the first of shard 1
+    (tools / "killer").write_text('#!/bin/sh\ncat "$1"\n')
+    (tools / "killer").chmod(0o755)
+    assert run().returncode == 0
+    damaged = tmp_path / "sh" / "shards_000001.tar"
+    whole = damaged.read_bytes()
+    damaged.write_bytes(whole[:len(whole) // 2])
+    (tools / "killer").write_text(KILLER)
+    assert run().returncode in (-9, 137)
+    assert not damaged.exists() and sorted(read_digests(str(tmp_path / "sh"))) == ["shards_000000.tar",
+                                                                                  "shards_000002.tar"]
+    (tools / "killer").write_text('#!/bin/sh\ncat "$1"\n')
+    out = run()
+    assert out.returncode == 0 and "this run wrote 2 utterances" in out.stdout, out.stdout + out.stderr
+    assert damaged.read_bytes() == whole and sha256sum_check(tmp_path / "sh").stdout.count(": OK") == 3
