@@ -361,3 +361,19 @@ def test_an4_spelled_names_are_a_hotwords_file_with_distractors(test_data, tmp_p
     again = run_tool(sys.executable, script, "--distractors", "5", "--distractors-from", tmp_path / "others",
                      tmp_path / "said", tmp_path / "again.txt")
     assert again.returncode == 0 and (tmp_path / "again.txt").read_text() == "\n".join(names) + "\n"
+
+
+def test_a_corpus_under_a_folder_whose_name_globs_is_read_whole(test_data, tmp_path):
+    """A corpus path holding '[' (a folder named 'run[1]'): it was a glob pattern, matched nothing, and every recipe
+    said its corpus held no audio."""
+    corpora = tmp_path / "corpora[1]"
+    corpora.mkdir()
+    for name, source in (("yesno", "waves_yesno"), ("fsdd", "fsdd/recordings"), ("an4", "an4"),
+                         ("librispeech", "librispeech_samples/LibriSpeech/test-clean")):
+        (corpora / name).symlink_to(test_data / source)
+    written = (("yesno", "train_yesno", 30), ("fsdd", "train", 2520), ("an4", "train", 849), ("librispeech", "", 5))
+    for recipe, dir_written, utterances in written:
+        out_dir = tmp_path / recipe
+        out = run_tool(sys.executable, ROOT / "egs" / recipe / "local" / "data_prep.py", corpora / recipe, out_dir)
+        assert out.returncode == 0, f"{recipe}: {out.stderr}"
+        assert len(table(out_dir / dir_written / "text")) == utterances, recipe

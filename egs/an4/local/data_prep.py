@@ -44,7 +44,7 @@ def read_transcription(path: str, report: Report) -> dict[str, tuple[str, str]]:
 
 def find_audio(wav_dir: str, fileid: str) -> str | None:
     """wav/<fileid>.<any extension>, preferring a lossless one."""
-    found = glob.glob(os.path.join(wav_dir, glob.escape(fileid) + ".*"))
+    found = glob.glob(os.path.join(glob.escape(wav_dir), glob.escape(fileid) + ".*"))
     order = {".sph": 0, ".flac": 1, ".wav": 2}
     found.sort(key=lambda p: (order.get(os.path.splitext(p)[1].lower(), 9), p))
     return found[0] if found else None

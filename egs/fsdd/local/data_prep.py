@@ -28,7 +28,7 @@ def main() -> int:
     if args.dev_max_index <= args.test_max_index:
         parser.error("--dev-max-index must be above --test-max-index")
     splits: dict[str, list[Utterance]] = {"train": [], "dev": [], "test": []}
-    recordings = sorted(glob.glob(os.path.join(args.recordings_dir, "*.wav")))
+    recordings = sorted(glob.glob(os.path.join(glob.escape(args.recordings_dir), "*.wav")))
     if not recordings:  # the dataset's own folder given, not its recordings/: "no usable utterances (nothing skipped)"
         print(f"data_prep.py: no .wav files in {args.recordings_dir}: give FSDD's recordings/ folder "
               "({digit}_{speaker}_{index}.wav)", file=sys.stderr)

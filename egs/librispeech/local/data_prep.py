@@ -40,7 +40,7 @@ def main() -> int:
         return 1
     report = Report("librispeech data_prep")
     audio = {os.path.basename(p)[: -len(".flac")]: p
-             for p in glob.glob(os.path.join(args.subset_dir, "*", "*", "*.flac"))}
+             for p in glob.glob(os.path.join(glob.escape(args.subset_dir), "*", "*", "*.flac"))}
     subsets = sorted(glob.glob(os.path.join(glob.escape(args.subset_dir), "*", "*", "*", "*.flac")))
     if not audio and subsets:  # LibriSpeech/ itself: "no usable utterances (nothing skipped)" said nothing of why
         names = sorted({os.path.basename(os.path.dirname(os.path.dirname(os.path.dirname(p)))) for p in subsets})
@@ -48,7 +48,7 @@ def main() -> int:
               f"<reader>/<chapter>/ folders: give one, e.g. {os.path.join(args.subset_dir, names[0])}", file=sys.stderr)
         return 1
     text = {}
-    for trans in sorted(glob.glob(os.path.join(args.subset_dir, "*", "*", "*.trans.txt"))):
+    for trans in sorted(glob.glob(os.path.join(glob.escape(args.subset_dir), "*", "*", "*.trans.txt"))):
         with open(trans, encoding="utf-8", errors="replace") as f:
             for number, line in enumerate(f, 1):
                 fields = line.split(maxsplit=1)

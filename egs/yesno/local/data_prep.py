@@ -21,7 +21,7 @@ def main() -> int:
     args = parser.parse_args()
     report = Report("yesno data_prep")
     utterances = []
-    for path in sorted(glob.glob(os.path.join(args.waves_dir, "*.wav"))):
+    for path in sorted(glob.glob(os.path.join(glob.escape(args.waves_dir), "*.wav"))):
         name = os.path.basename(path)[: -len(".wav")]
         digits = name.split("_")
         if not digits or any(d not in WORDS for d in digits):
