@@ -20,6 +20,7 @@ class ArchiveServer(http.server.ThreadingHTTPServer):
         self.requests: list[tuple[str, str | None]] = []
         self.resume_from_zero = False  # a 206 for a Range request that sends the whole file (Content-Range says so)
         self.resume_page: bytes | None = None  # a 200 text/html page in answer to a Range request
+        self.ignore_range = False  # a 200 of the whole file in answer to a Range request
         self.bad_status = False  # answers with a line that is no HTTP status line
         self.stall_after: int | None = None  # sends that many bytes, then nothing for 5 s
         self.seconds_per_block = 0.0  # a slow server: a pause after every 4 KiB
@@ -52,6 +53,7 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(server.resume_page)
             return
+        range_header = None if server.ignore_range else range_header
         start = int(range_header.split("=")[1].split("-")[0]) if range_header else 0
         if start >= len(body):
             self.send_response(416)

@@ -113,10 +113,14 @@ def _open(url: str, have: int, timeout: float):
               "downloading it again", file=sys.stderr)
         return _open(url, 0, timeout)
     length, kind = response.headers.get("Content-Length"), response.headers.get_content_type()
-    if kind == "text/html" or length is not None and int(length) < have:
+    text = kind.startswith("text/") and "Content-Type" in response.headers  # (its default is text/plain)
+    if kind == "text/html" or text and length is not None and int(length) < have:
         response.close()  # a login or error page in the place of the file: the good part is not written over
         raise ConnectionError(f"{url}: asked for the rest of a {have}-byte part, the server sent a {kind} page of "
                               f"{length or 'unknown'} bytes instead; the part is kept")
+    if length is not None and int(length) < have:  # a file that is not the part's: every run refused it, for good
+        print(f"{url}: the server sent the whole file, {length} bytes, shorter than the {have}-byte part; downloading "
+              "it again", file=sys.stderr)
     return response, 0  # the whole file again, not the rest
 
 

@@ -81,6 +81,18 @@ def test_a_416_is_taken_as_whole_only_for_a_part_of_the_files_size(server, test_
     assert dest.read_bytes() == body and len(server.requests) == 3
 
 
+def test_a_part_longer_than_the_file_a_server_sends_whole_is_downloaded_again(server, test_data, tmp_path, capsys):
+    """A server that ignores Range, its file shorter than the part (a file changed on the mirror): each run refused
+    it as 'a page', keeping the part, for good."""
+    body, dest = start_a_part(server, test_data, tmp_path, first_bytes=0)
+    Path(f"{dest}.part").write_bytes(body + b"left by something else")
+    server.ignore_range = True
+    assert download(f"{server.url}/a.tar.gz", str(dest), hashlib.sha256(body).hexdigest(), quiet=True) == "downloaded"
+    assert dest.read_bytes() == body and len(server.requests) == 1
+    assert f"the server sent the whole file, {len(body)} bytes, shorter than the {len(body) + 22}-byte part" \
+        in capsys.readouterr().err
+
+
 def test_a_page_sent_for_a_resume_leaves_the_part_as_it_was(server, test_data, tmp_path):
     """A login or error page (200) sent for a Range request was written over the part, which was lost."""
     body, dest = start_a_part(server, test_data, tmp_path)
