@@ -219,8 +219,9 @@ def usable_utterances(dest: str, utterances: list[Utterance], report: Report,
             kept.append((utt, audio_info(utt.audio)))
         except AudioError as error:
             report.skip(str(error), utt.named())
-    if not kept:
-        raise ValueError(f"{dest}: no usable utterances ({report.summary(since)}); no data dir written")
+    if not kept:  # (a corpus whose every file was skipped before the split: "nothing skipped" alone misled)
+        before = f"; skipped in all: {report.summary()}" if since else ""
+        raise ValueError(f"{dest}: no usable utterances ({report.summary(since)}{before}); no data dir written")
     return kept
 
 

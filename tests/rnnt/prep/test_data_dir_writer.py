@@ -81,3 +81,14 @@ def test_a_set_left_without_usable_audio_writes_no_dir_of_the_run(test_data, tmp
     assert not (tmp_path / "train").exists() and not (tmp_path / "dev").exists()
     assert f"{tmp_path / 'dev'}: no usable utterances (1 unreadable or empty audio); no data dir written" in \
         capsys.readouterr().err
+
+
+def test_a_set_whose_every_file_was_skipped_before_the_split_says_what_was(test_data, tmp_path, capsys):
+    """A corpus whose every file a tool skipped before splitting it (audio not found): 'train: no usable utterances
+    (nothing skipped)', of the two sets, said nothing of why."""
+    report = Report("prep")
+    for n in range(3):
+        report.skip("audio not found", f"corpus.list:{n + 1}")
+    assert write_data_dirs({str(tmp_path / "train"): [], str(tmp_path / "dev"): []}, report) == 1
+    assert f"{tmp_path / 'train'}: no usable utterances (nothing skipped; skipped in all: 3 audio not found); no " \
+        "data dir written" in capsys.readouterr().err
