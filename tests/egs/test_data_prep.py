@@ -260,6 +260,9 @@ def test_fsdd_digit_strings_join_one_speakers_recordings(test_data, tmp_path):
     for utt in transcripts:
         assert ((d / "wav" / f"{utt}.wav").read_bytes()
                 == (tmp_path / "again" / "strings" / "wav" / f"{utt}.wav").read_bytes())
+    times = {path.name: path.stat().st_mtime_ns for path in (d / "wav").iterdir()}  # a rerun in place: files left
+    assert run_tool(sys.executable, strings, "--num", "12", source, d).returncode == 0  # alone, shards reused
+    assert {path.name: path.stat().st_mtime_ns for path in (d / "wav").iterdir()} == times
     missing = run_tool(sys.executable, strings, tmp_path / "missing", tmp_path / "dest")
     assert missing.returncode == 1 and "missing/wav.scp not found" in missing.stderr
 

@@ -23,6 +23,7 @@ from rnnt.progress_bar import progress
 
 from rnnt.cli import tool_parser
 from rnnt.prep.data_dir_writer import Report, Utterance, read_counted_table, write_data_dirs
+from rnnt.prep.unchanged_wav import write_unless_same
 
 NOISE_LEVEL = 1e-3
 
@@ -111,7 +112,7 @@ def main() -> int:
         audio, words = make_string(rng, by_speaker[speaker], digits, args.sample_rate)
         utt = f"{speaker}-{name}-{i:05d}"
         path = os.path.join(wav_dir, f"{utt}.wav")
-        soundfile.write(path, audio, args.sample_rate, subtype="PCM_16")
+        write_unless_same(path, audio, args.sample_rate)  # a rerun: the same files, their shards reused
         utterances.append(Utterance(utt, speaker, path, " ".join(words)))
     return write_data_dirs({args.dest: utterances}, report)
 

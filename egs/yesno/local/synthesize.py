@@ -17,7 +17,6 @@ Writes DEST/wav/*.wav and the Kaldi data dir DEST (wav.scp, text, utt2spk, spk2u
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 from functools import cached_property
@@ -28,6 +27,7 @@ from rnnt.progress_bar import progress
 
 from rnnt.cli import tool_parser
 from rnnt.prep.data_dir_writer import Report, Utterance, read_counted_table, write_data_dirs
+from rnnt.prep.unchanged_wav import write_unless_same
 from word_segments import split_recording
 
 SPEAKER = "yesno"
@@ -120,20 +120,6 @@ def synthesise(pieces: Pieces, sequence: list[str], noise: np.ndarray, levels_db
     level_db = np.linspace(rng.uniform(*levels_db), rng.uniform(*levels_db), len(audio))
     audio += 10 ** (level_db / 20) * np.resize(noise[start:], len(audio))
     return np.clip(audio, -1.0, 1.0)
-
-
-def write_unless_same(path: str, samples: np.ndarray, rate: int) -> None:
-    """Writes the wav, unless the file holds those bytes already: a rerun (the same seed, the same recordings)
-    leaves it untouched, its time too, so the shards made from it are reused and nothing trains again."""
-    buffer = io.BytesIO()
-    soundfile.write(buffer, samples, rate, subtype="PCM_16", format="WAV")
-    data = buffer.getvalue()
-    if os.path.isfile(path) and os.path.getsize(path) == len(data):
-        with open(path, "rb") as f:
-            if f.read() == data:
-                return
-    with open(path, "wb") as f:
-        f.write(data)
 
 
 def main() -> int:
