@@ -247,8 +247,12 @@ def _beam_frame(finished: HypothesisMap, log_probs_of, t: int, beam: int, cap: i
         blank_of[best.key] = float(log_probs[blank])
         finished.add(best.with_score(best.score + blank_of[best.key]))
         if emitted < cap:
-            values, tokens = log_probs.topk(min(beam + 1, log_probs.shape[0]))
-            for extended in _with_label(best, values.tolist(), tokens.tolist(), blank, t, fusion):
+            values, tokens = (x.tolist() for x in log_probs.topk(min(beam + 1, log_probs.shape[0])))
+            into = {h.path.token for h in (*active.values(), *finished.values()) if h.path.parent == best.path}
+            for token in sorted(into - set(tokens)):  # the label into another of the frame's (Graves's prefix
+                tokens.append(token)  # sum), where it is not among the likeliest (modified_beam_search_lm's too)
+                values.append(float(log_probs[token]))
+            for extended in _with_label(best, values, tokens, blank, t, fusion):
                 if labels_end_frames:
                     finished.add(extended)
                 else:

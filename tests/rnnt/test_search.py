@@ -113,3 +113,16 @@ def test_beam_search_adds_the_blank_of_alignments_left_unexpanded_to_labels_it_h
         assert hyp.score == pytest.approx(sequence_log_prob(model, enc, hyp.tokens, 2, False), abs=1e-6)
     for hyp in hyps:  # never more than the labels' probability
         assert hyp.score <= sequence_log_prob(model, enc, hyp.tokens, 2, False) + 1e-6
+
+
+def test_beam_search_extends_a_hypothesis_by_the_label_into_another_outside_its_likeliest():
+    """A hypothesis was extended by its beam + 1 likeliest labels alone: where the label into another of the frame's
+    ([] into [2]) was not among them, that hypothesis lost the alignments through it (-6.2005 where [2]'s alignments
+    sum to -6.0556). Graves's prefix step adds them, as modified_beam_search_lm does."""
+    model = random_model(0, "lstm", False, vocab_size=5)
+    enc = encoder_output(0, model, 3)[0]
+    hyps = beam_search(model, enc, 3, beam=2, max_symbols_per_frame=2)
+    two = next(hyp for hyp in hyps if hyp.tokens == [2])
+    assert two.score == pytest.approx(sequence_log_prob(model, enc, [2], 2, False), abs=1e-6)
+    for hyp in hyps:
+        assert hyp.score <= sequence_log_prob(model, enc, hyp.tokens, 2, False) + 1e-6
