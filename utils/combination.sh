@@ -129,7 +129,7 @@ combine_stages() {
   done
   for system in $systems; do  # each average made of the epochs its tag names: one written by hand before more
     split_system "$system"  # epochs were trained was decoded and combined under the newer tag
-    average_stage "$average_stage" "$system_exp" "$system_average" || return
+    average_stage "$average_stage" "$system_exp" "$system_average"
     decode_stages "$decode_stage" "$system_exp" "$(model_tag_of "$system_exp" "$system_average")" "$lang" \
       "$system_method" "$sets"  # a decode done before (run.sh's own, at the same stage) is skipped
   done
@@ -147,7 +147,7 @@ combine_stages() {
         fi
       done
       logged "$(stage_log "$stage_n" "combine-$set-$name" exp/combination)" steps/combine_nbest.py \
-        "${args[@]//decode-SET-/decode-$set-}" --lm-fusion "$lm" "${weights[@]}" "data/$set/data.list" "$out"
+        "${args[@]//decode-SET-/decode-$set-}" --lm-fusion "$lm" "${weights[@]}" "data/$set/data.list" "$out" || return
       stage_done "$stage_n" "combine-$set-$name" exp/combination -- "$out/wer"
     fi
   done

@@ -114,7 +114,7 @@ average_stage() {
   name=average-$n-$newest
   mapfile -t epochs <<< "$averaged"  # one epoch file a word, whatever spaces its path holds
   if stage_wanted "$from_stage" "$name" "$exp" -- "${epochs[@]}"; then
-    logged "$(stage_log "$from_stage" "$name" "$exp")" steps/average_checkpoints.py --last "$n" "$exp"
+    logged "$(stage_log "$from_stage" "$name" "$exp")" steps/average_checkpoints.py --last "$n" "$exp" || return
     stage_done "$from_stage" "$name" "$exp" -- "$(checkpoint_of "$exp" "$tag")"
   fi
   if [ -f "$(stage_mark "$from_stage" "$name" "$exp")" ]; then  # the model the result lines name: model.pt
@@ -141,7 +141,7 @@ ngram_stage() {  # ngram_stage STAGE LANG ORDER OVER: builds ngram_arpa's file f
   mapfile -t units < <(unit_files "$lang")
   if stage_wanted "$stage_n" "$name" "$lang" -- data/train/text "${units[0]}" "$order" ++ "${units[@]:1}"; then
     logged "$(stage_log "$stage_n" "$name" "$lang")" steps/build_ngram_lm.py --order "$order" --over "$over" \
-      data/train "$lang" "$arpa"
+      data/train "$lang" "$arpa" || return
     stage_done "$stage_n" "$name" "$lang" -- "$arpa"
   fi
 }
@@ -165,7 +165,7 @@ lm_fusion_stage() {
       "data/$dev/text" "$beam" "${grid[@]}" ++ "$settings"; then
     logged "$(stage_log "$stage_n" "$name" "$exp")" steps/tune_lm_fusion.py --method "$method" \
       --arpa "$arpa" --over "$over" "${lodr[@]}" --beam "$beam" "${grid[@]}" --checkpoint "$checkpoint" "$exp" \
-      "data/$dev/data.list"  # on the CPU: its grid on every core (on a GPU, one point at a time)
+      "data/$dev/data.list" || return  # on the CPU: its grid on every core (on a GPU, one point at a time)
     cp "$exp/lm/$method.yaml" "$weights"
     stage_done "$stage_n" "$name" "$exp" -- "$weights"
   fi
@@ -203,7 +203,7 @@ confidence_stage() {
   if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" data/dev/data.list data/dev/text \
       ++ "$(decoding_settings "$exp")"; then
     logged "$(stage_log "$stage_n" "$name" "$exp")" steps/calibrate_confidence.py --method "$method" \
-      --checkpoint "$checkpoint" "$exp" data/dev/data.list
+      --checkpoint "$checkpoint" "$exp" data/dev/data.list || return
     # the calibration, every tag's and head's one file: fitted again for another, this stage runs again
     [ -e "$exp/$CALIBRATION" ] && made=(-- "$exp/$CALIBRATION")
     stage_done "$stage_n" "$name" "$exp" "${made[@]}"
@@ -233,7 +233,7 @@ decode_stages() {  # (its METHODS not named methods: confidence_stage reads run.
           ${lm[0]:+"$(ngram_arpa "$lang" "$lm_order" "$lm_over")"} --nbest ++ "$settings" "$exp/$CALIBRATION"; then
         logged "$(stage_log "$stage_n" "$name" "$exp")" steps/decode.py --method "$method" --checkpoint "$checkpoint" \
           --tag "$tag" "${lm[@]}" "${chunks[@]}" --device auto \
-          --nbest "$exp" "data/$set/data.list" "$set"  # --device auto: a GPU where at hand
+          --nbest "$exp" "data/$set/data.list" "$set" || return  # --device auto: a GPU where at hand
         stage_done "$stage_n" "$name" "$exp" -- "$exp/$name/wer"
       fi
     done
@@ -302,7 +302,7 @@ export_stage() {
   if stage_wanted "$stage_n" "$name" "$exp" -- "$checkpoint" ++ "$(decoding_settings "$exp")" "$exp/$CALIBRATION"
   then
     logged "$(stage_log "$stage_n" "$name" "$exp")" steps/export_onnx.py $option "${chunks[@]}" \
-      --checkpoint "$checkpoint" "$exp" "$onnx"
+      --checkpoint "$checkpoint" "$exp" "$onnx" || return
     stage_done "$stage_n" "$name" "$exp" -- "$onnx"
   fi
 }
@@ -314,7 +314,7 @@ sherpa_onnx_decode_stage() {
   [ -f "$ours/hyp" ] && compare=(--compare "$ours")
   if stage_wanted "$stage_n" "$name" "$exp" -- "$onnx" "data/$set/data.list" "data/$set/text"; then
     logged "$(stage_log "$stage_n" "$name" "$exp")" steps/decode_sherpa_onnx.py \
-      "${compare[@]}" "$onnx" "data/$set/data.list" "$exp/$name"
+      "${compare[@]}" "$onnx" "data/$set/data.list" "$exp/$name" || return
     stage_done "$stage_n" "$name" "$exp" -- "$exp/$name/wer"
   fi
 }

@@ -122,8 +122,9 @@ train_model() {  # train_model STAGE CONFIG EXP LANG [INIT] [SEED]: the training
   mapfile -t command <<< "$command"
   log=$(stage_log "$stage_n" train "$exp")
   logged "$log" "${command[@]}" --config "$config" --train-list data/train/data.list --valid-list data/dev/data.list \
-    --lang-dir "$lang" --exp-dir "$exp" --resume "${options[@]}"
-  logged "$log" steps/plot_training.py --title "$(basename "$PWD") $(basename "$exp")" "$exp/training.png" "$exp"
+    --lang-dir "$lang" --exp-dir "$exp" --resume "${options[@]}" || return
+  logged "$log" steps/plot_training.py --title "$(basename "$PWD") $(basename "$exp")" "$exp/training.png" "$exp" \
+    || return
   trained_done "$stage_n" train "$exp"
 }
 

@@ -225,3 +225,24 @@ def test_a_calibration_fitted_again_decodes_every_set_again(tmp_path):
     edited = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert edited.returncode == 0, edited.stderr
     assert (tmp_path / "calibrations.log").read_text().split() == ["exp/avg10.pt"] * 3, edited.stdout
+
+
+def test_an_averaging_that_fails_is_not_marked_done_where_the_caller_tests_its_status(tmp_path):
+    """`average_stage ... || return` (combine_stages') ran it where bash ignores set -e: the averaging failed, an
+    older avg-2.pt of other epochs was marked as the average of these, decoded and combined, and every run after
+    skipped the stage. Each library's command now returns its failure."""
+    (tmp_path / "steps").mkdir()
+    (tmp_path / "steps" / "average_checkpoints.py").write_text("#!/bin/sh\necho 'No space left on device' >&2\n"
+                                                                "exit 1\n")
+    (tmp_path / "steps" / "average_checkpoints.py").chmod(0o755)
+    (tmp_path / "exp").mkdir()
+    for n in range(1, 5):
+        (tmp_path / "exp" / f"epoch-{n}.pt").write_text("")
+    (tmp_path / "exp" / "avg-2.pt").write_text("the average of epochs 1 and 2")
+    env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", ROOT=str(ROOT),
+               PYTHONPATH=str(ROOT))
+    script = ('set -euo pipefail; stage=0 stop_stage=100; . "$ROOT/utils/stages.sh"; . "$ROOT/utils/decoding.sh"\n'
+              'averaged() { average_stage 5 exp 2 || return; echo "went on to decode"; }\naveraged || echo "stopped"')
+    out = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert "stopped" in out.stdout and "went on" not in out.stdout, out.stdout + out.stderr
+    assert not list((tmp_path / "exp" / ".stages").glob("*.done"))
