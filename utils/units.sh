@@ -26,6 +26,17 @@ default_lm_search() {  # default_lm_search UNIT_TYPE: lm_over and lm_order, wher
   fi
   [[ $lm_order =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --lm-order takes an n-gram order (1 or more), not '$lm_order'" >&2
     return 1; }
+  [[ ${lm_beam:-1} =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --lm-beam takes a beam (1 or more), not '$lm_beam'" >&2
+    return 1; }
+  local refused  # the grid steps/tune_lm_fusion.py takes, read by its own rules (it refused them after the training)
+  refused=$(python3 -c 'import argparse, sys
+from rnnt.cli import number_list
+for option, text, low in (("--lm-weights", sys.argv[1], 0), ("--lm-bonuses", sys.argv[2], None)):
+    try:
+        text and number_list(low)(text)
+    except argparse.ArgumentTypeError as error:
+        print(f"run.sh: {option}: {error}")' "${lm_weights:-}" "${lm_bonuses:-}") || return
+  [ -z "$refused" ] || { echo "$refused" >&2; return 1; }
 }
 
 lm_beam_of() {  # lm_beam_of METHOD: run.sh's $lm_beam, or the beam dev chose for the method's LM search: 16
@@ -73,8 +84,8 @@ units_stage() {  # units_stage N UNIT_TYPE VOCAB_SIZE LANG
   [ ! -f "$first_pronunciations" ] || first=(--first "$first_pronunciations")
   if stage_wanted "$n" "$name" -- data/train/text "$vocab_size" "${first[@]}"; then
     log=$(stage_log "$n" "$name")
-    [ "$unit_type" != phone ] || logged "$log" steps/build_lexicon.py "${first[@]}" data/train "$lang"
-    logged "$log" steps/build_units.py --unit-type "$unit_type" --vocab-size "$vocab_size" data/train "$lang"
+    [ "$unit_type" != phone ] || logged "$log" steps/build_lexicon.py "${first[@]}" data/train "$lang" || return
+    logged "$log" steps/build_units.py --unit-type "$unit_type" --vocab-size "$vocab_size" data/train "$lang" || return
     stage_done "$n" "$name" -- "$lang/units.txt"
   fi
 }

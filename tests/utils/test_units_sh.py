@@ -41,10 +41,16 @@ def test_options_given_are_kept():
     ("lm_over= lm_order=three", "run.sh: --lm-order takes an n-gram order (1 or more), not 'three'"),
     ("lm_over=words lm_order= unit_type=bpe", "run.sh: --lm-over words needs --unit-type phone or char (a word is "
      "spelt in them through the lexicon); over bpe units take --lm-over units"),
+    ("lm_over= lm_order= lm_beam=abc", "run.sh: --lm-beam takes a beam (1 or more), not 'abc'"),
+    ("lm_over= lm_order= lm_weights=x,y", "run.sh: --lm-weights: expected finite numbers of at least 0 separated by "
+     "commas, got 'x,y'"),
+    ("lm_over= lm_order= lm_bonuses=none", "run.sh: --lm-bonuses: expected finite numbers separated by commas, got "
+     "'none'"),
 ])
 def test_lm_options_are_checked_before_any_stage(options, message):
     """They failed at the LM stage (a word LM over BPE units: at the LM search), after the training."""
-    out = sourced(f'unit_type=char {options} lm_beam=; default_lm_search "$unit_type"; echo reached')
+    out = sourced(f'unit_type=char lm_beam= lm_weights= lm_bonuses=-2,0.5 {options}; default_lm_search "$unit_type"; '
+                  'echo reached')
     assert out.returncode == 1 and out.stderr.strip() == message and "reached" not in out.stdout
 
 
