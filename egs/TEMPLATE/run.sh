@@ -160,6 +160,11 @@ attention=$(attention_of "$train_config")  # --attention-chunk, --left-chunks: c
 check_deployable "$unit_type" "$deploy" "$train_config" "$attention"
 recipe=$(basename "$PWD")  # names the result lines
 
+data_done() {  # stage 1 done: its data dirs' texts, test's where written (one deleted since is made again)
+  local written=(data/train/text data/dev/text)
+  [ ! -f data/test/text ] || written+=(data/test/text)
+  stage_done 1 data -- "${written[@]}"
+}
 if [ -n "$data_dirs" ]; then  # your Kaldi data dirs: their tables, and the recordings they name (a file that could
   read -r -a dirs <<< "$data_dirs"  # not be read put back or replaced imports the dir again)
   if stage_wanted 1 data -- steps/import_data_dir.py $(for dir in "${dirs[@]}"; do
@@ -176,13 +181,13 @@ if [ -n "$data_dirs" ]; then  # your Kaldi data dirs: their tables, and the reco
     done
     held_out=("${names[@]:1:${#dirs[@]}-1}")  # dev [test]: a warning where they hold training utterances
     logged "$(stage_log 1 data)" python3 -m rnnt.datadir.overlap data/train "${held_out[@]/#/data/}"
-    stage_done 1 data -- data/train/text data/dev/text
+    data_done
   fi
 elif stage_wanted 1 data -- local/data_prep.py "$corpus_dir" "$transcripts" "$test_transcripts" "$speaker_regex" \
     "$dev_fraction" "$test_fraction" ++ "$(corpus_place "$corpus_dir")"; then
   logged "$(stage_log 1 data)" local/data_prep.py --transcripts "$transcripts" --test-transcripts "$test_transcripts" \
     --speaker-regex "$speaker_regex" --dev-fraction "$dev_fraction" --test-fraction "$test_fraction" "$corpus_dir" data
-  stage_done 1 data -- data/train/text data/dev/text
+  data_done
 fi
 sets="train dev"
 [ ! -f data/test/text ] || sets="$sets test"

@@ -120,7 +120,9 @@ fi
 if stage_wanted 1 data -- "$corpus_dir" "$dev_speakers" ++ local/data_prep.py "$(corpus_place "$corpus_dir")"; then
   log=$(stage_log 1 data)
   logged "$log" local/data_prep.py --dev-speakers "$dev_speakers" "$corpus_dir" data
-  stage_done 1 data -- data/train/text data/dev/text
+  written=(data/train/text data/dev/text)  # and test's, where the corpus has it: one deleted since is made again
+  [ ! -f data/test/text ] || written+=(data/test/text)
+  stage_done 1 data -- "${written[@]}"
 fi
 sets="train dev"
 [ -f data/test/text ] && sets="$sets test"

@@ -467,6 +467,10 @@ def test_kaldi_data_dirs_of_your_own_instead_of_a_folder_of_recordings(test_data
     assert bare.returncode == 0 and "stage 1 (data): done before; skipped" in bare.stdout, bare.stdout + bare.stderr
     assert f"run.sh: --transcripts {listing}, as given before (data/.transcripts)" in bare.stderr
     assert "run.sh: --dev-fraction 0.2, as given before (data/.dev_fraction)" in bare.stderr
+    shutil.rmtree(recipe / "data" / "test")  # was not an output of stage 1: the test set dropped without a word
+    again = run_recipe(recipe, "--stop-stage", "1")
+    assert "stage 1 (data): its output data/test/text is gone or changed" in again.stdout, again.stdout
+    assert (recipe / "data" / "test" / "text").is_file()
     for option, typo in (("--dev-fraction", "0.6"), ("--dev-fraction", "0"), ("--test-fraction", "0.5")):
         refused = run_recipe(recipe, option, typo, "--stop-stage", "1")  # not kept: every plain rerun failed on it
         assert refused.returncode == 1 and "must be above 0" in refused.stderr, refused.stderr
