@@ -7,7 +7,8 @@ export RNNT_ROOT
 # An active virtual environment is used when it imports this checkout's rnnt (tools/install.sh run in it);
 # any other (another project's, another clone's) would run this recipe with the wrong code or none.
 imports_this_checkout() {
-  [ "$("$VIRTUAL_ENV/bin/python" -c 'import importlib.util as u; s = u.find_spec("rnnt")
+  # (from / : python -c puts the current folder first on its path, where this checkout's rnnt lies in the repo's root)
+  [ "$(cd / && "$VIRTUAL_ENV/bin/python" -c 'import importlib.util as u; s = u.find_spec("rnnt")
 print(s.submodule_search_locations[0] if s else "")' 2>/dev/null)" = "$RNNT_ROOT/rnnt" ]
 }
 activate_own=false  # tools/venv to be activated here; checked (and installed or updated) whenever it is the one used

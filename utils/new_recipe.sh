@@ -41,4 +41,4 @@ for shared in path.sh utils steps; do  # relative, as the other recipes link the
 done
 trap - ERR
 echo "new_recipe.sh: wrote $dest (run.sh, conf/, local/data_prep.py, RESULTS.md; path.sh, utils, steps linked)"
-echo "next: cd $dest && ./run.sh --corpus-dir /path/to/recordings   (./run.sh --help: the transcript list)"
+printf 'next: cd %q && ./run.sh --corpus-dir /path/to/recordings   (./run.sh --help: the transcript list)\n' "$dest"

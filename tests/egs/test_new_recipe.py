@@ -6,6 +6,7 @@ import os
 import random
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -95,6 +96,12 @@ def test_new_recipe_writes_the_template_and_refuses_an_existing_or_bad_name(tmp_
     usage = run_tool(NEW_RECIPE, "--help")
     assert usage.returncode == 0 and usage.stdout.startswith("Usage: utils/new_recipe.sh")
     assert not (ROOT / "egs" / "mycorpus").exists()
+    spaced = tmp_path / "my corpora"  # the next step printed runs as it is pasted
+    spaced.mkdir()
+    out = run_tool(NEW_RECIPE, "--egs-dir", spaced, "mine")
+    step = out.stdout.split("next: ")[1].split(" && ")[0]
+    assert subprocess.run(["bash", "-c", f"{step} && pwd"], capture_output=True, text=True).stdout.strip() == \
+        str(spaced / "mine")
 
 
 def test_template_run_sh_says_its_options_and_needs_a_corpus(tmp_path):

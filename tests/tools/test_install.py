@@ -59,11 +59,12 @@ def test_path_sh_uses_an_active_venv_only_if_it_imports_this_checkout(tmp_path):
     where it ran the recipe's tools in the wrong environment; a venv tools/install.sh set up is used."""
     script = f". {ROOT}/path.sh && python -c 'import rnnt; print(rnnt.__file__)'"
     other = active_venv(tmp_path, "other", "/usr/bin/python3 -I")
-    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=other, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == str(ROOT / "rnnt" / "__init__.py")
-    assert f"path.sh: the active environment {tmp_path / 'other'} does not import this checkout's rnnt; using " \
-           f"{ROOT}/tools/venv" in out.stderr
+    for where in (tmp_path, ROOT):  # from the repo's root, python -c found this rnnt in its current folder
+        out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=other, cwd=where)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == str(ROOT / "rnnt" / "__init__.py")
+        assert f"path.sh: the active environment {tmp_path / 'other'} does not import this checkout's rnnt; " \
+               f"using {ROOT}/tools/venv" in out.stderr, where
     ours = active_venv(tmp_path, "ours", str(ROOT / "tools" / "venv" / "bin" / "python"))
     out = subprocess.run(["bash", "-c", f". {ROOT}/path.sh && echo $VIRTUAL_ENV"], capture_output=True, text=True,
                          env=ours, cwd=tmp_path)
