@@ -58,7 +58,7 @@ def test_path_sh_uses_an_active_venv_only_if_it_imports_this_checkout(tmp_path):
     """Another project's venv (its python without this rnnt) active: path.sh says so and uses tools/venv,
     where it ran the recipe's tools in the wrong environment; a venv tools/install.sh set up is used."""
     script = f". {ROOT}/path.sh && python -c 'import rnnt; print(rnnt.__file__)'"
-    other = active_venv(tmp_path, "other", "/usr/bin/python3 -I")
+    other = active_venv(tmp_path, "other", "/usr/bin/python3 -E -s")  # (-I would put no folder on its path)
     for where in (tmp_path, ROOT):  # from the repo's root, python -c found this rnnt in its current folder
         out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=other, cwd=where)
         assert out.returncode == 0, out.stderr
