@@ -45,6 +45,9 @@ __po_set() {  # __po_set <option-as-typed> <value>
   if [ -z "${!__po_var+set}" ]; then
     __po_fail "unknown option '$__po_opt' (no variable '$__po_var' is defined in the script)"
   fi
+  if [[ $(declare -p "$__po_var") =~ ^declare\ -[a-zA-Z]*x ]]; then  # --PATH x: set, and the next command not found
+    __po_fail "unknown option '$__po_opt' ('$__po_var' is an environment variable, not an option of the script)"
+  fi
   __po_next=$(printf '%s' "${__po_value#--}" | tr '-' '_')
   if [[ "$__po_value" == --* ]] && [[ "$__po_next" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] && [ -n "${!__po_next+set}" ]; then
     __po_fail "option '$__po_opt' needs a value (the next word is the option '$__po_value')"

@@ -71,6 +71,13 @@ def test_unknown_option_is_an_error_naming_it(demo):
     assert out.stderr.startswith("Usage: demo.sh") and "--no-such-thing" in out.stderr.splitlines()[-1]
 
 
+def test_an_environment_variable_is_no_option(demo):
+    """--PATH /nowhere was taken (the name is set): the next command was not found, far from the typo."""
+    out = demo("--PATH", "/nowhere", "a")
+    assert out.returncode != 0 and "'PATH' is an environment variable, not an option of the script" in out.stderr
+    assert demo("--foo-bar", "x", "a").stdout.startswith("stage=0 use_gpu=false foo_bar=x")
+
+
 def test_missing_value_is_an_error(demo):
     out = demo("--stage")
     assert out.returncode != 0 and "--stage" in out.stderr
