@@ -11,13 +11,14 @@ between words wherever the speaker pauses.
 
 from __future__ import annotations
 
+import itertools
 from typing import Iterable, Iterator
 
 import numpy as np
 import soundfile
 import torch
 
-from rnnt.data.audio import AudioError, to_mono
+from rnnt.data.audio import AudioError, decodes_in_one_read, to_mono
 from rnnt.data.audio_header import audio_errors, open_audio
 
 
@@ -55,8 +56,9 @@ def segments(blocks: Iterable[torch.Tensor], rate: int, max_seconds: float) -> I
 
 def file_blocks(audio, seconds: float = 1.0) -> tuple[Iterator[torch.Tensor], int]:
     """Mono blocks of a file (a path or bytes) as read (not all in memory at once, but for a pipe's path and a WAV
-    whose data size was left 0, which open_audio reads whole), and its sample rate; a file of no samples, or one
-    that cannot be decoded on the way (cut short, say), is an AudioError as load_audio's."""
+    whose data size was left 0, which open_audio reads whole, and an MP3: decodes_in_one_read), and its sample
+    rate; a file of no samples, or one that cannot be decoded on the way (cut short, say), is an AudioError as
+    load_audio's."""
     opened = open_audio(audio)
     if opened.frames == 0:
         opened.close()
@@ -68,9 +70,14 @@ def _decoded_blocks(opened: soundfile.SoundFile, size: int) -> Iterator[torch.Te
     """Read, not SoundFile.blocks: that one refuses a file libsndfile cannot seek in (GSM 6.10, G.721 and other
     telephony codecs in WAV, AIFF or AU: 'frames must be specified for non-seekable files'), a traceback."""
     with opened:
-        while True:
+        whole = None
+        if decodes_in_one_read(opened):  # (MP3: the whole file decoded in memory, then cut up)
+            with audio_errors():
+                whole = opened.read(dtype="float32", always_2d=True)
+        for first in itertools.count(0, size):
             with audio_errors():  # the decoding's errors alone
-                block = opened.read(size, dtype="float32", always_2d=True)
+                block = opened.read(size, dtype="float32", always_2d=True) if whole is None else \
+                    whole[first:first + size]
             if not block.shape[0]:
                 return
             yield to_mono(torch.from_numpy(np.ascontiguousarray(block.T)))

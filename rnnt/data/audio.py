@@ -26,6 +26,13 @@ def segment_samples(info, start: float | None, end: float | None) -> tuple[int, 
     return first, min(round(end * rate), info.frames)
 
 
+def decodes_in_one_read(opened) -> bool:
+    """Whether libsndfile decodes the file right only in one read from its start: MP3 (libsndfile 1.2's mpg123
+    decodes a second read, or one after a seek, off by up to 0.28 of full scale, and says 'part2_3_length too
+    large')."""
+    return opened.format == "MP3"
+
+
 def check_finite(waveform: torch.Tensor) -> torch.Tensor:
     """The waveform, refused where a sample is NaN or infinite (a float file's: it would make every feature,
     CMVN sum and loss it enters NaN)."""
@@ -67,9 +74,10 @@ def load_audio(audio, start: float | None = None, end: float | None = None) -> t
     segment [start, end) seconds of it (segment_samples)."""
     with audio_errors(), open_audio(audio) as opened:
         first, stop = _span(opened, start, end)
-        if first:
+        skipped = first if decodes_in_one_read(opened) else 0  # decoded from the start, and dropped
+        if first > skipped:
             opened.seek(first)
-        samples = opened.read(max(stop - first, 0), dtype="float32", always_2d=True)
+        samples = opened.read(max(stop - first, 0) + skipped, dtype="float32", always_2d=True)[skipped:]
     if samples.shape[0] == 0:
         raise AudioError("no samples")
     return check_finite(torch.from_numpy(np.ascontiguousarray(samples.T))), opened.samplerate
