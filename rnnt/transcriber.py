@@ -243,7 +243,10 @@ class Transcriber:
         planned = stages.append_silence([{"key": "audio", "decoded": waveform, "samples": waveform.shape[-1],
                                           "sample_rate": rate}], self.experiment.data.tail_silence)
         record = stages.with_waveforms(list(planned))[0]
-        return stages.features_of(record, self.experiment.data, self.cmvn, train=False, seed=0, epoch=0)
+        feats = stages.features_of(record, self.experiment.data, self.cmvn, train=False, seed=0, epoch=0)
+        if self.experiment.model.encoder.output_frames(feats.shape[0]) == 0:  # it said nothing, unnamed
+            raise stages.too_short(waveform.shape[-1], rate, window=False)
+        return feats
 
     def prepared(self, audio) -> tuple[torch.Tensor, float]:
         """audio's features and its length in seconds, as transcribe_prepared takes them (AudioError, BadAudio:

@@ -41,6 +41,7 @@ from rnnt.cli import OutputError, above, at_least, error_line, exit_with, tool_p
 from rnnt.data.audio import AudioError, audio_length, load_audio
 from rnnt.data.audio_header import readable_once
 from rnnt.data.features import num_frames
+from rnnt.data.stacking import stacked_length
 from rnnt.data.stages import too_short
 from rnnt.counting import counted
 from rnnt.datadir.table import keep_bytes_on_standard_streams
@@ -262,9 +263,12 @@ def stream(transcriber, path: str, audio, args, interrupted: list[int]) -> None:
     if stream.samples == 0:  # as a file of no samples is refused without --stream
         raise AudioError("no samples")
     data = transcriber.experiment.data  # as refused without --stream: no frame with the tail of silence after it
-    if num_frames(stream.samples + round(data.tail_silence * stream.sample_rate), stream.sample_rate,
-                  data.features.preset) == 0:
+    frames = num_frames(stream.samples + round(data.tail_silence * stream.sample_rate), stream.sample_rate,
+                        data.features.preset)
+    if frames == 0:
         raise too_short(stream.samples, stream.sample_rate)
+    if transcriber.experiment.model.encoder.output_frames(stacked_length(frames, data.subsample)) == 0:
+        raise too_short(stream.samples, stream.sample_rate, window=False)
     print_result(path, stream.finish(), args)
 
 

@@ -247,9 +247,15 @@ def load_cmvn(config: DataConfig) -> tuple[torch.Tensor, torch.Tensor] | None:
     return mean, std
 
 
-def too_short(samples: int, rate: int) -> AudioError:
-    """The error of audio that gives no feature frame (transcribe.py --stream asks num_frames first)."""
-    return AudioError(f"{1000 * samples / rate:.1f} ms of audio, shorter than one analysis window")
+class TooShort(AudioError):
+    """Audio too short to give a frame: a file's is refused; a long recording's last segment adds no word."""
+
+
+def too_short(samples: int, rate: int, window: bool = True) -> TooShort:
+    """The error of audio that gives no feature frame (transcribe.py --stream asks num_frames first), or (window
+    False) no encoder frame (filter_utterances' "too short for the encoder")."""
+    return TooShort(f"{1000 * samples / rate:.1f} ms of audio, " + (
+        "shorter than one analysis window" if window else "too short for the encoder: no output frame"))
 
 
 def features_of(record: dict, config: DataConfig, cmvn, train: bool, seed: int, epoch: int) -> torch.Tensor:

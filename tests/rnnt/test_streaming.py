@@ -399,3 +399,34 @@ def test_standard_input_in_another_container_is_named_and_an_rf64_wav_is_read():
         stream.seek(0)
         read = torch.cat(list(pcm_chunks(stream, 16000, 1000, "stdin")))
         assert torch.equal(read, torch.from_numpy(samples.astype(np.float32) / 32768)), format
+
+
+def test_a_clip_too_short_for_the_encoder_is_named_not_transcribed_as_nothing(tmp_path, lang, speech):
+    """A conv front end takes 7 feature frames for one output frame: 30-70 ms gave feature frames, no encoder
+    frame, and an empty transcript with no word of why (decode.py's pipeline names it)."""
+    t = transcriber(tmp_path, lang, speech, "conv")
+    for milliseconds in (30, 70):
+        with pytest.raises(AudioError, match=rf"^{milliseconds}.0 ms of audio, too short for the encoder: no output"):
+            t.transcribe((speech[0][:16 * milliseconds], 16000))
+    assert t.experiment.model.encoder.output_frames(t.features((speech[0][:1600], 16000)).shape[0]) > 0  # 100 ms
+
+
+def test_a_long_recordings_last_segment_too_short_for_the_encoder_adds_no_word(tmp_path, lang, speech):
+    """Cut into segments, a last piece of 140 ms (a piece under 100 ms joins the one before) gives a conv front end
+    of 3 layers no frame: the recording is transcribed, that piece saying nothing, as within the whole recording;
+    a recording that short alone is refused, as without segments."""
+    from rnnt.segmenting import segments, transcribe_in_segments
+
+    t = transcriber(tmp_path, lang, speech, "conv", conv_layers=3)
+    noisy = speech[1][16000:29000] + 1e-3 * torch.randn(13000, generator=torch.Generator().manual_seed(0))
+    audio = torch.cat([noisy, torch.zeros(3100)])  # 0.81 s of speech (no digital silence), then silence: cut in it
+    soundfile.write(tmp_path / "a.wav", audio.numpy(), 16000)
+    (_, first), (_, last) = segments([audio], 16000, 1.0)
+    assert last.shape[0] >= 1600  # not joined to the segment before: alone, no encoder frame
+    with pytest.raises(AudioError, match="too short for the encoder"):
+        t.features((last, 16000))
+    cut = first.shape[0]
+    assert transcribe_in_segments(t, str(tmp_path / "a.wav"), 1.0).text == t.transcribe((audio[:cut], 16000)).text
+    soundfile.write(tmp_path / "short.wav", audio[cut:].numpy(), 16000)
+    with pytest.raises(AudioError, match="too short for the encoder"):
+        transcribe_in_segments(t, str(tmp_path / "short.wav"), 1.0)
