@@ -98,10 +98,10 @@ def transcribe_in_segments(transcriber, audio, max_seconds: float, method: str =
         nonlocal score
         results = transcriber.transcribe_prepared([prepared for _, prepared in pending], method, beam,
                                                   batch_size=batch_size, max_seconds=batch_size * max_seconds)
-        for (start, _), result in zip(pending, results):
-            texts.append(result.text)
-            words.extend({**w, "start": round(w["start"] + start, 3), "end": round(w["end"] + start, 3)}
-                         for w in result.words)
+        for (start, (_, seconds)), result in zip(pending, results):
+            texts.append(result.text)  # an end within its segment, once rounded: rounded twice (in the segment, then
+            words.extend({**w, "start": round(w["start"] + start, 3),  # after it) one passed the next's start
+                          "end": round(min(w["end"] + start, start + seconds), 3)} for w in result.words)
             score += result.score
         pending.clear()
 

@@ -430,3 +430,25 @@ def test_a_long_recordings_last_segment_too_short_for_the_encoder_adds_no_word(t
     soundfile.write(tmp_path / "short.wav", audio[cut:].numpy(), 16000)
     with pytest.raises(AudioError, match="too short for the encoder"):
         transcribe_in_segments(t, str(tmp_path / "short.wav"), 1.0)
+
+
+def test_words_of_one_segment_never_end_after_the_next_segments_begin(tmp_path):
+    """A word's end, clamped to its segment's length and rounded, was rounded again after the segment's start was
+    added: 81.242 before the next segment's first word at 81.241."""
+    from rnnt.segmenting import segments, transcribe_in_segments
+    from rnnt.transcriber import Transcript
+
+    class WholeSegmentWords:  # each segment one word from its start to its end, rounded as words_with_times does
+        def prepared(self, audio):
+            return None, audio[0].shape[0] / audio[1]
+
+        def transcribe_prepared(self, prepared, *args, **kwargs):
+            return [Transcript("A", [{"word": "A", "start": 0.0, "end": round(seconds, 3)}], 0.0)
+                    for _, seconds in prepared]
+
+    audio = torch.randn(8000 * 30, generator=torch.Generator().manual_seed(0)) * 0.1
+    soundfile.write(tmp_path / "a.wav", audio.numpy(), 8000)
+    words = transcribe_in_segments(WholeSegmentWords(), str(tmp_path / "a.wav"), 7.3).words
+    starts = [start for start, _ in segments([audio], 8000, 7.3)]
+    assert [w["start"] for w in words] == [round(start, 3) for start in starts] and len(words) > 3
+    assert all(word["end"] <= after["start"] for word, after in zip(words, words[1:])), words
