@@ -4,6 +4,7 @@ ending for the stage tools of steps/: a summary line on success, one line naming
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 import os
@@ -196,3 +197,11 @@ def run_tool(main: Callable[[], str]) -> NoReturn:
         sys.exit(1)
     print(f"{name}: {summary}", flush=True)
     sys.exit(0)
+
+
+def json_line(row: dict) -> str:
+    """A JSON line of row, its text as it is, but where a string keeps bytes that are not UTF-8 (a file's name,
+    which Python holds as surrogates): then \\u escapes, valid JSON (json.loads and os.fsencode give the bytes
+    back), where the bytes themselves made the line no UTF-8 and no JSON."""
+    text = json.dumps(row, ensure_ascii=False)
+    return text if text.isascii() or not any("\udc80" <= char <= "\udcff" for char in text) else json.dumps(row)

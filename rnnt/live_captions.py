@@ -4,10 +4,10 @@ each time its text changes, and each line a pause ends, as '<file> [partial <sec
 
 from __future__ import annotations
 
-import json
 from typing import Callable
 
 from rnnt.audio_chunks import chunks
+from rnnt.cli import json_line
 from rnnt.streaming import StreamLines
 
 
@@ -32,4 +32,4 @@ def show_lines(path: str, audio, stream, lines: StreamLines, chunk_seconds: floa
 
 
 def show(path: str, row: dict, line: str, as_json: bool) -> None:
-    print(json.dumps({"file": path, **row}, ensure_ascii=False) if as_json else f"{path} {line}", flush=True)
+    print(json_line({"file": path, **row}) if as_json else f"{path} {line}", flush=True)

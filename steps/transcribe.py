@@ -30,14 +30,13 @@ at most S seconds cut at its quietest moments, reading the file block by block; 
 the file's start.
 """
 
-import json
 import os
 import signal
 import sys
 
 from rnnt.attention_chunks import add_attention_options, attend_as_asked, from_args
 from rnnt.audio_chunks import is_pipe
-from rnnt.cli import OutputError, above, at_least, error_line, exit_with, tool_parser
+from rnnt.cli import OutputError, above, at_least, error_line, exit_with, json_line, tool_parser
 from rnnt.data.audio import AudioError, audio_length, load_audio
 from rnnt.data.audio_header import readable_once
 from rnnt.data.features import num_frames
@@ -93,8 +92,8 @@ def parse_args():
     check_search_options(parser, args)
     check_combinations(parser, args)
     args.attention = from_args(parser, args)
-    if args.scp:  # its keys printed as they came, a key not UTF-8 too, as a hyp file keeps it
-        keep_bytes_on_standard_streams()
+    keep_bytes_on_standard_streams()  # --scp's keys and the files' names printed as they came, a name not UTF-8 too
+    # (a strict UTF-8 output stopped at one in a traceback), as a hyp file keeps it
     return args
 
 
@@ -279,7 +278,7 @@ def print_result(path: str, result, args) -> None:
             row["words"] = result.words
         if args.nbest:
             row["nbest"] = result.nbest
-        print(json.dumps(row, ensure_ascii=False))
+        print(json_line(row))
     elif args.word_times:
         words = " ".join(f"{w['word']}[{w['start']:.2f}-{w['end']:.2f}]" for w in result.words)
         print(f"{path} {words}")

@@ -447,6 +447,16 @@ def test_transcribe_a_wav_scp_gives_its_keys_transcripts_as_a_hyp_file_score_py_
                             str(trained)], capture_output=True, cwd=ROOT)
     assert named.returncode == 0, named.stderr.decode(errors="replace")
     assert named.stdout == b"k\xe9y" + (b" " + texts[0].encode() if texts[0] else b"") + b"\n"
+    strict = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}  # (as under a UTF-8 locale) the name given as a file:
+    for json_option in ([], ["--json"]):  # a traceback at the print; --json wrote its byte, no JSON
+        given = subprocess.run([sys.executable, str(STEPS / "transcribe.py"), *json_option, str(trained), latin,
+                                entries[0]["wav"]], capture_output=True, cwd=ROOT, env=strict)
+        assert given.returncode == 0, given.stderr.decode(errors="replace")
+        first, second = given.stdout.splitlines()
+        if json_option:
+            assert os.fsencode(json.loads(first)["file"]) == latin and json.loads(second)["text"] == texts[0]
+        else:
+            assert first == latin + (b" " + texts[0].encode() if texts[0] else b"")
 
 
 def test_transcribe_the_segments_of_a_wav_scp_under_their_utterances_keys(trained, yesno, tmp_path):
