@@ -37,7 +37,7 @@ import sys
 from rnnt.attention_chunks import add_attention_options, attend_as_asked, from_args
 from rnnt.audio_chunks import is_pipe
 from rnnt.cli import OutputError, above, at_least, error_line, exit_with, json_line, tool_parser
-from rnnt.data.audio import AudioError, audio_length, load_audio
+from rnnt.data.audio import AudioError, load_audio
 from rnnt.data.audio_header import readable_once
 from rnnt.data.features import num_frames
 from rnnt.data.stacking import stacked_length
@@ -165,8 +165,8 @@ def main() -> int:
                 result = transcribe_in_segments(transcriber, audio, args.segment_seconds, args.method, args.beam,
                                                 args.batch_size)
             else:
-                warn_if_long(path, audio, args.method, options.ctc_weight)
                 pending.append((path, transcriber.prepared(audio)))
+                warn_if_long(path, pending[-1][1][1], args.method, options.ctc_weight)
                 if len(pending) == args.batch_size * BATCHES_SORTED or \
                         sum(seconds for _, (_, seconds) in pending) >= READ_AHEAD_SECONDS:
                     print_batched(transcriber, pending, args)
@@ -233,17 +233,15 @@ def audio_of(source: str, args, span: tuple[float, float | None] | None = None):
 LONG_SECONDS = 300
 
 
-def warn_if_long(path: str, audio, method: str, ctc_weight: float) -> None:
+def warn_if_long(path: str, seconds: float, method: str, ctc_weight: float) -> None:
     """A warning before a recording of more than LONG_SECONDS is decoded whole where the time grows with frames x
     labels: pooled_beam_lm's scoring of its hypotheses over their whole lattices, the CTC head's rescoring of the
-    n-best (docs/decoding.md). audio: the path's file, its bytes, or a segment's (waveform, rate)."""
+    n-best (docs/decoding.md). seconds: as decoded (a header that cannot count them, Ogg Vorbis's or MP3's, gave
+    none, and no warning)."""
     grows = [] if METHODS[method].linear else [method]
     grows += ["the CTC rescoring"] if ctc_weight else []
-    if not grows:
-        return
-    length = (audio[0].shape[-1], audio[1]) if isinstance(audio, tuple) else audio_length(audio)  # a segment's
-    if length is not None and length[0] / length[1] > LONG_SECONDS:
-        print(f"transcribe.py: {path}: {length[0] / length[1] / 60:.0f} minutes decoded whole with "
+    if grows and seconds > LONG_SECONDS:
+        print(f"transcribe.py: {path}: {seconds / 60:.0f} minutes decoded whole with "
               f"{' and '.join(grows)}, whose time grows with frames x labels: give --segment-seconds 30 for a long "
               "recording", file=sys.stderr)
 
