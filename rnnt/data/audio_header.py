@@ -53,9 +53,11 @@ def riff_chunks(stream):
 def cut_short(audio, info) -> str | None:
     """Why a file holds less audio than its header says (a copy or download cut short: libsndfile reads what is
     there in silence, and a transcript of 8 words went with 2 s of them), or None: a WAV's data chunk or a SPHERE
-    file's sample count longer than the file, a FLAC whose last frame does not decode, an Ogg stream (Opus, Vorbis)
-    without its last page. audio: bytes or a path; info: it opened."""
-    check = {"WAV": _wav_cut, "WAVEX": _wav_cut, "NIST": _sphere_cut, "FLAC": _flac_cut, "OGG": _ogg_cut}
+    file's sample count longer than the file, an AIFF's sound chunk or an AU's data size longer than the file, a
+    FLAC whose last frame does not decode, an Ogg stream (Opus, Vorbis) without its last page. audio: bytes or a
+    path; info: it opened. (W64, RF64 and MP3 are not checked.)"""
+    check = {"WAV": _wav_cut, "WAVEX": _wav_cut, "NIST": _sphere_cut, "FLAC": _flac_cut, "OGG": _ogg_cut,
+             "AIFF": _aiff_cut, "AU": _au_cut}
     return check[info.format](audio, info) if info.format in check else None
 
 
@@ -89,6 +91,31 @@ def _wav_cut(audio, info) -> str | None:
             seconds = info.frames / info.samplerate  # libsndfile's: what the file holds
             return _holds(seconds * size / held, held / size)
     return None
+
+
+def _aiff_cut(audio, info) -> str | None:
+    """An AIFF's SSND chunk (big-endian sizes, after FORM <size> AIFF/AIFC) longer than what follows it."""
+    head, total = _head_and_size(audio)
+    at = 12
+    while at + 8 <= len(head):
+        name, size = head[at:at + 4], int.from_bytes(head[at + 4:at + 8], "big")
+        if name == b"SSND":
+            held = total - at - 8
+            return _holds(info.frames / info.samplerate * size / held, held / size) \
+                if 0 < held < size and info.frames else None
+        at += 8 + size + (size & 1)
+    return None
+
+
+def _au_cut(audio, info) -> str | None:
+    """An AU (.snd) file's data size (its header's third big-endian word; all ones: unknown) against what follows
+    its header (whose size is the second)."""
+    head, total = _head_and_size(audio, 24)
+    offset, size = int.from_bytes(head[4:8], "big"), int.from_bytes(head[8:12], "big")
+    held = total - offset
+    if size == 0xFFFFFFFF or not 0 < held < size or not info.frames:
+        return None
+    return _holds(info.frames / info.samplerate * size / held, held / size)
 
 
 def _sphere_cut(audio, info) -> str | None:

@@ -190,6 +190,21 @@ def test_a_wav_cut_short_is_refused_by_name_from_a_file_and_from_a_shard(fsdd, t
     assert "skipped cut from cut.wav: cannot decode audio (cut short: its header gives" in caplog.text
 
 
+@pytest.mark.parametrize("kind", ["AIFF", "AU"])
+def test_an_aiff_or_au_cut_short_is_refused_by_name_and_whole_or_streamed_one_read(fsdd, kind):
+    """AIFF and AU files cut in half were read as what they held, in silence (WAV, SPHERE, FLAC and Ogg were named)."""
+    samples = load_audio(next(records(str(fsdd / "test.list")))["audio"])[0][0]
+    written = io.BytesIO()
+    soundfile.write(written, samples.numpy(), 8000, format=kind, subtype="PCM_16")
+    data = written.getvalue()
+    assert torch.allclose(load_audio(data)[0][0], samples, atol=1 / 32768)
+    with pytest.raises(AudioError, match=r"^cut short: its header gives \d+\.\d\d s of audio, the file holds"):
+        load_audio(data[:len(data) // 2])
+    if kind == "AU":  # a data size of all ones: unknown (a writer to a pipe), not cut short
+        streamed = data[:8] + b"\xff\xff\xff\xff" + data[12:]
+        assert load_audio(streamed[:len(data) // 2])[0].shape[1] < samples.shape[0]
+
+
 def test_a_wav_whose_data_size_was_left_0_is_read_to_its_end(fsdd, tmp_path, caplog):
     """A writer that never came back to its header (a recording killed) leaves the data chunk's size 0, which
     libsndfile counts as no samples: "no samples" where the file held 0.4 s. Read to the end (as Kaldi's reader does
