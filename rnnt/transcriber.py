@@ -122,6 +122,7 @@ def words_with_times(tokenizer: Tokenizer, hyp: Hypothesis, frame_seconds: float
         if not text:  # a lone word-start piece spells no word
             continue
         start = start_within(group[0][1] * frame_seconds, duration, frame_seconds)
+        start = max(min(start, duration - 0.001), 0.0)  # a frame starting under 0.5 ms before the end: a word of 0 s
         rows.append({"word": text, "start": round(start, 3),
                      "end": round(min((group[-1][1] + 1) * frame_seconds, duration), 3)})
         if hyp.unit_posteriors is not None:

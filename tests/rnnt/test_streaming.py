@@ -452,3 +452,15 @@ def test_words_of_one_segment_never_end_after_the_next_segments_begin(tmp_path):
     starts = [start for start, _ in segments([audio], 8000, 7.3)]
     assert [w["start"] for w in words] == [round(start, 3) for start in starts] and len(words) > 3
     assert all(word["end"] <= after["start"] for word, after in zip(words, words[1:])), words
+
+
+def test_a_word_on_the_last_frame_starting_just_inside_the_audio_lasts_a_millisecond(lang):
+    """6.960125 s of audio, 60 ms frames: a word emitted in the silence after it starts on the frame at 6.96 s and
+    ends at the audio's end, both 6.96 rounded: a word of no time (and a CTM line ending past the audio)."""
+    from rnnt.search import Hypothesis
+    from rnnt.transcriber import words_with_times
+
+    tokenizer = Tokenizer(str(lang))
+    hyp = Hypothesis([tokenizer.units["A"]], [120], 0.0)  # emitted at 7.2 s, in the silence appended
+    assert words_with_times(tokenizer, hyp, 0.06, 6.960125) == [{"word": "A", "start": 6.959, "end": 6.96}]
+    assert words_with_times(tokenizer, hyp, 0.06, 6.99) == [{"word": "A", "start": 6.96, "end": 6.99}]
