@@ -33,6 +33,12 @@ def above(low: float) -> Callable[[str], float]:
     return _bounded(float(low), lambda value: value > low, f"above {low:g}")
 
 
+def above_up_to(low: float, high: float) -> Callable[[str], float]:
+    """An argparse type: a number more than low and at most high (--chunk-seconds 1e9: a chunk read whole from a
+    pipe, a MemoryError)."""
+    return _bounded(float(low), lambda value: low < value <= high, f"above {low:g} and at most {high:g}")
+
+
 def _bounded(low: int | float, fits: Callable[[int | float], bool], bound: str) -> Callable[[str], int | float]:
     kind, what = (int, "a whole number") if isinstance(low, int) else (float, "a number")
 

@@ -36,7 +36,7 @@ import sys
 
 from rnnt.attention_chunks import add_attention_options, attend_as_asked, from_args
 from rnnt.audio_chunks import is_pipe
-from rnnt.cli import OutputError, above, at_least, error_line, exit_with, json_line, tool_parser
+from rnnt.cli import OutputError, above_up_to, at_least, error_line, exit_with, json_line, tool_parser
 from rnnt.data.audio import AudioError, load_audio
 from rnnt.data.audio_header import readable_once
 from rnnt.data.features import num_frames
@@ -69,7 +69,8 @@ def parse_args():
     parser.add_argument("--nbest", action="store_true", help="--json: add \"nbest\", every hypothesis the search "
                         "kept (up to --beam; pooled_beam_lm 2 x --beam) with its score and unit times")
     parser.add_argument("--stream", action="store_true", help="decode chunk by chunk, printing partial results")
-    parser.add_argument("--chunk-seconds", type=above(0), default=0.1, help="--stream: audio per chunk (default 0.1)")
+    parser.add_argument("--chunk-seconds", type=above_up_to(0, 60), default=0.1,
+                        help="--stream: audio per chunk, read whole (default 0.1; at most 60)")
     parser.add_argument("--endpoint-seconds", type=at_least(0.0), default=1.2,
                         help="--stream: a pause this long without a unit ends the line shown (default 1.2; 0: one "
                              "line for the whole audio)")

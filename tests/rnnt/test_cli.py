@@ -141,6 +141,7 @@ def test_an_id_prefix_with_whitespace_is_refused_before_anything_is_written(tool
     ("decode.py", "--threads", ["-1", "exp", "data.list", "test"]),  # torch's RuntimeError traceback
     ("decode_sherpa_onnx.py", "--tail-seconds", ["-1", "onnx", "data.list", "out"]),  # numpy's negative dimensions
     ("transcribe.py", "--chunk-seconds", ["0", "--stream", "exp", "a.wav"]),  # one-sample chunks, silently
+    ("transcribe.py", "--chunk-seconds", ["1e9", "--stream", "exp", "-"]),  # a chunk read whole: a MemoryError
     ("make_shards.py", "--nj", ["0", "data", "shards", "data.list"]),
     ("make_shards.py", "--resample", ["1", "data", "shards", "data.list"]),  # a 1 Hz shard, 7 samples an utterance
     ("compute_cmvn_stats.py", "--sample-rate", ["40", "data.list", "cmvn"]),  # a ZeroDivisionError
