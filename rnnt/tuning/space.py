@@ -7,7 +7,7 @@
     sampler: {type: tpe, seed: 0, startup_trials: 10}               # tpe or random; tpe draws at random for
                                    # its first startup_trials trials (optuna's default 10): a search of no
                                    # more trials than that is a random search; each trial's draws are
-                                   # seeded by seed + its number (no sampler section: seed 0; one
+                                   # seeded by seed and its number (no sampler section: seed 0; one
                                    # without seed: unseeded)
     target_wer: 45                 # optional: the objective is the minutes to reach this dev WER (%)
                                    # (as the seed's SDA), not the lowest dev WER within the time limit;
@@ -157,11 +157,14 @@ def load_search(path: str, base_config: dict) -> Search:
     for key, spec in space.items():
         if not has_key(base_config, key):
             raise ValueError(f"{path}: space.{key} is not a key of the experiment config")
+        if key.startswith("paths.") or key == "train.valid_wer":  # paths.valid_list: the test list could choose
+            raise ValueError(f"{path}: space.{key}: the data and what trials are scored on are not searched (a "
+                             "trial's dev list is tune.py's --valid-list)")
         check_parameter(path, key, spec)
     trials, minutes = values.get("trials", 20), values.get("minutes_per_trial", 0.0)
     if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
         raise ValueError(f"{path}: trials must be a whole number, at least 1, got {trials!r}")
-    if not isinstance(minutes, (int, float)) or isinstance(minutes, bool) or minutes < 0:
+    if not isinstance(minutes, (int, float)) or isinstance(minutes, bool) or not 0 <= minutes < math.inf:
         raise ValueError(f"{path}: minutes_per_trial must be a number of minutes, 0 or more, got {minutes!r}")
     search = Search(**values)
     for section, allowed in (("pruner", PRUNERS), ("sampler", SAMPLERS)):

@@ -8,6 +8,7 @@ import logging
 import os
 import socket
 
+import numpy as np
 import yaml
 
 from rnnt.atomic_write import write_atomically
@@ -75,8 +76,8 @@ SEEDING = "seeding"  # a study's user attribute: how its trials are seeded (samp
 
 
 def sampler(search: Search):
-    """The search's sampler, each trial's draws seeded by the search's seed + the trial's number in a search that
-    nobody killed (trial_seed_index): a resumed study goes on from the trials made, as it would have gone on
+    """The search's sampler, each trial's draws seeded by the search's seed and the trial's number (trial_seed) in a
+    search that nobody killed (trial_seed_index): a resumed study goes on from the trials made, as it would have gone on
     without the kill, and workers that open it at once draw trials of their own (seeded alike, two drew the same
     values, trial after trial); without a seed, unseeded."""
     import optuna
@@ -97,7 +98,7 @@ def sampler(search: Search):
             self.inner = make(seed)
 
         def before_trial(self, study, trial):
-            self.inner = make(seed + trial_seed_index(study, trial))
+            self.inner = make(trial_seed(seed, trial_seed_index(study, trial)))
             self.inner.before_trial(study, trial)
 
         def infer_relative_search_space(self, study, trial):
@@ -116,6 +117,12 @@ def sampler(search: Search):
             self.inner.reseed_rng()
 
     return PerTrialSeed()
+
+
+def trial_seed(seed: int, index: int) -> int:
+    """The seed of a trial's draws: of the search's seed and the trial's number both (seed + number drew seed 1's
+    trials as seed 0's one trial later, and a seed near 2^32 was past numpy's range at the second trial)."""
+    return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
 
 
 def trial_seed_index(study, trial) -> int:
@@ -159,6 +166,7 @@ def fail_trials_of_dead_workers(study) -> None:
     """Fails the running trials of a worker of this machine that is gone, and queues each again with its values, as
     a heartbeat gone silent for two beats does: a search run again at once, its killed trial's heartbeat still
     fresh, drew new values in its place and left it running for good."""
+    from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 
     host = socket.gethostname()
@@ -168,7 +176,11 @@ def fail_trials_of_dead_workers(study) -> None:
         worker_host, _, pid = str(trial.user_attrs.get(WORKER, "")).rpartition(":")
         if worker_host != host or not pid.isdigit() or process_alive(int(pid)):
             continue
-        if storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL) and retry is not None:
+        try:
+            failed = storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
+        except UpdateFinishedTrialError:  # another worker starting at once failed it first: a traceback here
+            continue
+        if failed and retry is not None:
             retry(study, storage.get_trial(trial._trial_id))
 
 

@@ -124,6 +124,13 @@ def test_the_sampler_and_pruner_are_the_searchs(tmp_path):
     assert drawn[:2] == [t.params["train.optimizer.lr"] for t in a.trials]  # as one worker draws, by trial number
     startup = open_study(url, "startup", search(sampler={"type": "tpe", "seed": 0, "startup_trials": 3}), 1)
     assert startup.sampler.inner._n_startup_trials == 3
+    # seed 1 drew seed 0's trials one trial later, and a seed near 2^32 went past numpy's range at the second trial
+    one, top = (open_study(f"sqlite:///{tmp_path / f'seed{n}.db'}", "s",
+                           search(sampler={"type": "random", "seed": n}), 1) for n in (1, 2**32 - 1))
+    for study in (one, top):
+        optimize_until(study, Training(), 2, catch=())
+    assert [t.params for t in one.trials][0] != [t.params for t in a.trials][1]
+    assert [t.state.name for t in top.trials] == ["COMPLETE", "COMPLETE"]
 
 
 def test_failed_trials_are_not_counted_and_too_many_stop_the_search(tmp_path):
@@ -221,6 +228,26 @@ def test_the_trial_of_a_worker_of_this_machine_that_is_gone_runs_again_at_once(t
     assert [t.state.name for t in trials] == ["FAIL", "RUNNING", "COMPLETE"]
     assert trials[2].params == values and training.calls == 1
     assert trials[2].user_attrs[study_module.WORKER] == study_module.this_worker()
+
+
+def test_two_workers_failing_one_gone_workers_trial_at_once_both_go_on(tmp_path, monkeypatch):
+    """Two workers started together after a kill both saw the gone worker's trial running: the second to fail it got
+    optuna's UpdateFinishedTrialError, a traceback that ended it (optuna's own fail_stale_trials takes it)."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = open_study(url, "raced", search(), heartbeat=60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        killed = study.ask()
+    suggest(killed, SPACE)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    killed.set_user_attr(study_module.WORKER, f"{socket.gethostname()}:{gone.pid}")
+
+    def failed_by_the_other(*args, **kwargs):
+        raise optuna.exceptions.UpdateFinishedTrialError("Trial#0 has already finished and can not be updated.")
+
+    monkeypatch.setattr(study._storage, "set_trial_state_values", failed_by_the_other)
+    study_module.fail_trials_of_dead_workers(study)  # goes on: the other worker failed it
 
 
 def test_workers_opening_a_new_sqlite_study_at_once_both_open_it(tmp_path):

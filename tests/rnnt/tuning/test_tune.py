@@ -239,6 +239,18 @@ def test_a_base_config_the_trainer_refuses_is_named_as_the_base_not_a_search_val
     assert f"{config} (the config the trials start from): train.precision fp16 needs a CUDA device" in out.stderr
 
 
+def test_the_data_and_what_trials_are_scored_on_are_not_searched(tmp_path):
+    """paths.valid_list among the choices scored trials on a test list, which then chose the best."""
+    from rnnt.tuning.space import load_search
+
+    base = {"paths": {"valid_list": "data/dev/data.list"}, "train": {"valid_wer": True}}
+    for key, spec in (("paths.valid_list", {"type": "categorical", "choices": ["data/test/data.list"]}),
+                      ("train.valid_wer", {"type": "categorical", "choices": [True, False]})):
+        (tmp_path / "s.yaml").write_text(yaml.safe_dump({"space": {key: spec}}))
+        with pytest.raises(ValueError, match=f"space.{key}: the data and what trials are scored on are not searched"):
+            load_search(str(tmp_path / "s.yaml"), base)
+
+
 def test_numbers_yaml_reads_as_strings_are_numbers_and_trials_a_whole_number(yesno, tmp_path):
     """YAML 1.1 reads 1e-4 as a string: the search named it 'not below' 1e-2, or crashed on comparing it."""
     from rnnt.tuning.space import load_search
@@ -246,7 +258,9 @@ def test_numbers_yaml_reads_as_strings_are_numbers_and_trials_a_whole_number(yes
     base = {"train": {"optimizer": {"lr": 0.001}}}
     for values, message in (({"trials": "5"}, "trials must be a whole number, at least 1, got '5'"),
                             ({"trials": None}, "trials must be a whole number, at least 1, got None"),
-                            ({"minutes_per_trial": "five"}, "minutes_per_trial must be a number of minutes")):
+                            ({"minutes_per_trial": "five"}, "minutes_per_trial must be a number of minutes"),
+                            ({"minutes_per_trial": float("nan")}, "minutes_per_trial must be a number of minutes"),
+                            ({"minutes_per_trial": float("inf")}, "minutes_per_trial must be a number of minutes")):
         (tmp_path / "s.yaml").write_text(yaml.safe_dump({"space": {"train.optimizer.lr": {
             "type": "float", "low": 1e-4, "high": 1e-2}}, **values}))
         with pytest.raises(ValueError, match=message):
