@@ -63,6 +63,25 @@ def trial_config(exp_dir: str, number: int, config: dict) -> tuple[str, str]:
     return trial_dir, path
 
 
+def check_dev_set(trial, dev_set: str) -> None:
+    """TrialFailed where the trial's WER is of other dev utterances than the study's first scored trial's: the
+    validation leaves out those the model cannot take (more units than its encoder's frames), which values of the
+    space change (data.subsample, model.encoder.stack_time, model.loss.one_sym_per_frame): WERs over other
+    utterances were ranked, and chose, as one."""
+    import optuna
+
+    trial.set_user_attr("dev_set", dev_set)
+    scored = [t for t in trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,
+                                                                           optuna.trial.TrialState.PRUNED))
+              if t.user_attrs.get("dev_set")]
+    first = min(scored, key=lambda t: t.number).user_attrs["dev_set"] if scored else dev_set
+    if dev_set and first != dev_set:
+        raise TrialFailed(f"trial {trial.number}: its dev WER is of {dev_set.split('-')[0]} dev utterances, the "
+                          f"study's of {first.split('-')[0]} (another set: valid_dev_set {dev_set}, not {first}); the "
+                          "validation leaves out what a model cannot take (more units than its encoder's frames), "
+                          "which values of the space change: search a space that keeps the dev set")
+
+
 def make_objective(base: dict, search, args):
     import optuna
 
@@ -96,6 +115,7 @@ def make_objective(base: dict, search, args):
                               f"{trial_dir}/output.log")
         if run.best is None:
             raise TrialFailed(f"trial {trial.number}: no epoch ended within {search.minutes_per_trial} minutes")
+        check_dev_set(trial, run.dev_set)
         epoch, wer, minutes = run.best  # reached: the epoch that reached the target (those before were above it)
         trial.set_user_attr("best_epoch", epoch)  # a pruned trial's too (trials.tsv)
         trial.set_user_attr("best_wer", wer)

@@ -31,6 +31,7 @@ class TrialRun:
     returncode: int = 0
     minutes_limit: float = 0.0  # > 0: the time limit, past which an epoch does not count
     asked_at: int = 0  # the epoch whose report asked to stop (0: none); the trainer may end one more, not counted
+    dev_set: str = ""  # the newest epoch's valid_dev_set: the dev utterances its WER is of ("" where not kept)
 
     @property
     def failed(self) -> bool:
@@ -61,14 +62,14 @@ def die_with_parent() -> None:
         pass
 
 
-def new_epochs(exp_dir: str, seen: int) -> list[tuple[int, float]]:
-    """(epoch number, dev WER) of the epoch checkpoints after the first `seen`."""
+def new_epochs(exp_dir: str, seen: int) -> list[tuple[int, float, str]]:
+    """(epoch number, dev WER, the dev set it is of: valid_dev_set) of the epoch checkpoints after the first `seen`."""
     found = []
     for path in checkpoint.numbered(exp_dir, "epoch")[seen:]:
         meta = checkpoint.load_meta(path)
         if "valid_wer" not in meta:
             raise NoDevWer(f"{path} holds no dev WER: tuning needs a valid list and train.valid_wer: true")
-        found.append((int(meta["epoch"]), float(meta["valid_wer"])))
+        found.append((int(meta["epoch"]), float(meta["valid_wer"]), str(meta.get("valid_dev_set", ""))))
     return found
 
 
@@ -86,7 +87,7 @@ def run_trial(command: list[str], exp_dir: str, minutes: float, report: Callable
             while True:
                 finished = child.poll() is not None
                 elapsed = (time.monotonic() - started) / 60
-                for epoch, wer in new_epochs(exp_dir, len(run.epochs)):
+                for epoch, wer, run.dev_set in new_epochs(exp_dir, len(run.epochs)):
                     run.epochs.append((epoch, wer, elapsed))
                     if minutes > 0 and elapsed > minutes and not run.stopped_by:
                         run.stopped_by = "time limit"  # ended after the limit: not reported, not counted

@@ -522,3 +522,25 @@ def test_an_epoch_checkpoint_without_a_dev_wer_fails_its_trial_and_stops_the_tra
     with pytest.raises(NoDevWer, match="epoch-1.pt holds no dev WER"):
         run_trial([sys.executable, "-c", "import time; time.sleep(60)"], str(tmp_path), 0, lambda *_: False,
                   str(tmp_path / "log"))
+
+
+def test_a_trial_scored_on_other_dev_utterances_than_the_studys_fails(tmp_path):
+    """The validation leaves out dev utterances a model cannot take (more units than its encoder's frames): a
+    trial of stack_time 3 was scored on 8 of 21 utterances, one of stack_time 2 on 16, and the two WERs ranked as
+    one. Each epoch's valid_dev_set is read; a trial of another set than the study's first scored trial fails."""
+    import optuna
+
+    tune = tune_tool()
+    for epoch, dev_set in ((1, "16-ab"), (2, "16-ab")):
+        torch.save({"model": {}, "meta": {"epoch": epoch, "valid_wer": 50.0 - epoch, "valid_dev_set": dev_set}},
+                   tmp_path / f"epoch-{epoch}.pt")
+    run = run_trial([sys.executable, "-c", "pass"], str(tmp_path), 0, lambda *_: False, str(tmp_path / "log"))
+    assert run.dev_set == "16-ab" and [e[:2] for e in run.epochs] == [(1, 49.0), (2, 48.0)]
+    study = optuna.create_study()
+    first = study.ask()
+    tune.check_dev_set(first, run.dev_set)  # the first sets it
+    study.tell(first, 48.0)
+    same, other = study.ask(), study.ask()
+    tune.check_dev_set(same, "16-ab")
+    with pytest.raises(tune.TrialFailed, match=r"trial 2: its dev WER is of 8 dev utterances, the study's of 16"):
+        tune.check_dev_set(other, "8-cd")
