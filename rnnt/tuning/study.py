@@ -253,8 +253,9 @@ def trial_row(trial, keys: list[str]) -> list[str]:
 
 def write_results(study, user_config: dict, exp_dir: str, objective: str = "") -> None:
     """<exp-dir>/trials.tsv (one row per trial), trials.png and, when a trial completed, best.yaml: the
-    user's config with the best trial's values. objective: what a trial's value is, for the plot (empty:
-    its best dev WER)."""
+    user's config with the best trial's values (where none has, an earlier study's best.yaml and trials.png there
+    are removed: a new study of failed trials left them beside its trials.tsv, to be trained as this one's).
+    objective: what a trial's value is, for the plot (empty: its best dev WER)."""
     from optuna.trial import TrialState
 
     trials = study.get_trials(deepcopy=False)
@@ -264,7 +265,13 @@ def write_results(study, user_config: dict, exp_dir: str, objective: str = "") -
         f.writelines("\t".join(trial_row(t, keys)) + "\n" for t in trials)
     if any(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials):
         plot_study(study, os.path.join(exp_dir, "trials.png"), objective=objective)
-    if any(t.state == TrialState.COMPLETE for t in trials):
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(exp_dir, "trials.png"))
+    if not any(t.state == TrialState.COMPLETE for t in trials):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(exp_dir, "best.yaml"))
+    else:
         text = (f"# steps/tune.py: trial {study.best_trial.number}, dev WER {best_wer(study.best_trial):.2f}% "
                 f"(objective {study.best_value:.2f})\n"
                 + yaml.safe_dump(with_values(user_config, study.best_trial.params), sort_keys=False))

@@ -376,6 +376,8 @@ def test_without_a_complete_trial_there_is_no_best_config(tmp_path):
     optimize_until(study, Training(fail=range(10)), 1, catch=(RuntimeError,))
     exp = tmp_path / "exp"
     exp.mkdir()
+    for left in ("trials.png", "best.yaml"):  # an earlier study's, there: trained as this one's best
+        (exp / left).write_text("an earlier study's")
     write_results(study, USER_CONFIG, str(exp))
     assert len((exp / "trials.tsv").read_text().splitlines()) == 1 + 2  # both failed trials listed
     assert not (exp / "trials.png").exists() and not (exp / "best.yaml").exists()
