@@ -126,7 +126,7 @@ def trial_seed(seed: int, index: int) -> int:
 
 
 def trial_seed_index(study, trial) -> int:
-    """What a trial's seed adds to the search's: the number it would have had if no worker had been killed (a
+    """The number a trial's seed is drawn with (trial_seed): the one it would have had if no worker had been killed (a
     dead worker's trial runs again under the next number; counted so, every later trial drew with another seed
     than in a search nobody killed): the trials before it that are not such a run again, and for one, its first
     run's (the values it draws where its first run died before drawing them). A study of an earlier version: the
