@@ -78,6 +78,14 @@ def _holds(header_seconds: float, held_fraction: float) -> str:
             f"{header_seconds * held_fraction:.2f} s")
 
 
+def _short_of(size: int, held: int, info) -> str | None:
+    """Why a header's `size` bytes of samples are cut short where the file holds `held` after the header, or None;
+    libsndfile's count (info.frames) is what the file holds."""
+    if not 0 < held < size or not info.frames:
+        return None
+    return _holds(info.frames / info.samplerate * size / held, held / size)
+
+
 def _wav_cut(audio, info) -> str | None:
     head, total = _head_and_size(audio)
     stream = io.BytesIO(head)
@@ -86,10 +94,7 @@ def _wav_cut(audio, info) -> str | None:
         if name == b"data":
             held = total - stream.tell()
             streamed = size == 0 or size >= 0x7FFF0000  # a writer to a pipe's placeholder (0, 2^31 - 1, 2^32 - 1)
-            if streamed or size <= held or held <= 0 or not info.frames:
-                return None
-            seconds = info.frames / info.samplerate  # libsndfile's: what the file holds
-            return _holds(seconds * size / held, held / size)
+            return None if streamed else _short_of(size, held, info)
     return None
 
 
@@ -100,9 +105,7 @@ def _aiff_cut(audio, info) -> str | None:
     while at + 8 <= len(head):
         name, size = head[at:at + 4], int.from_bytes(head[at + 4:at + 8], "big")
         if name == b"SSND":
-            held = total - at - 8
-            return _holds(info.frames / info.samplerate * size / held, held / size) \
-                if 0 < held < size and info.frames else None
+            return _short_of(size, total - at - 8, info)
         at += 8 + size + (size & 1)
     return None
 
@@ -112,10 +115,7 @@ def _au_cut(audio, info) -> str | None:
     its header (whose size is the second)."""
     head, total = _head_and_size(audio, 24)
     offset, size = int.from_bytes(head[4:8], "big"), int.from_bytes(head[8:12], "big")
-    held = total - offset
-    if size == 0xFFFFFFFF or not 0 < held < size or not info.frames:
-        return None
-    return _holds(info.frames / info.samplerate * size / held, held / size)
+    return None if size == 0xFFFFFFFF else _short_of(size, total - offset, info)
 
 
 def _sphere_cut(audio, info) -> str | None:

@@ -165,7 +165,7 @@ def each_listed_once(lines: list[str], kind: str, list_name: str) -> tuple[list[
         log.warning("%s: %d lines repeat a %s listed before (%s%s); each one's first line is read", list_name,
                     len(repeated), "key" if kind == "raw" else "shard",
                     ", ".join(repeated[:3]), ", ..." if len(repeated) > 3 else "")
-    return kept, len(lines) - len(kept)
+    return kept, len(repeated)
 
 
 def raw_records(lines: Iterable[str], list_name: str = "raw list") -> Iterator[dict]:
