@@ -80,6 +80,27 @@ def glued_values(argv: list[str], options: tuple[str, ...]) -> list[str]:
     return glued
 
 
+def parse_intermixed(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
+    """parser.parse_intermixed_args (options between positionals: 'exp --stream a.wav'), with '--' as Kaldi's and
+    every tool's: each word after it a positional (of no type), '-dash.wav' too (Python 3.11's intermixed parse
+    took a word after '--' that starts with '-' for an unknown option where the '--' came before the first
+    positional)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--" not in argv:
+        return parser.parse_intermixed_args(argv)
+    cut = argv.index("--")
+    after = argv[cut + 1:]
+    stand_ins = [f"\0{number}" for number in range(len(after))]  # no option starts so, nor any path holds a NUL
+    args = parser.parse_intermixed_args(argv[:cut] + stand_ins)
+    words = dict(zip(stand_ins, after))
+    for name, value in vars(args).items():
+        if isinstance(value, list):
+            setattr(args, name, [words.get(word, word) for word in value])
+        elif isinstance(value, str):
+            setattr(args, name, words.get(value, value))
+    return args
+
+
 def id_affix(text: str) -> str:
     """An argparse type: a prefix or suffix of Kaldi ids, which hold no whitespace (one split every line it was
     put in, found only when the copy was validated)."""

@@ -36,7 +36,8 @@ import sys
 
 from rnnt.attention_chunks import add_attention_options, attend_as_asked, from_args
 from rnnt.audio_chunks import is_pipe
-from rnnt.cli import OutputError, above_up_to, at_least, error_line, exit_with, json_line, tool_parser
+from rnnt.cli import (OutputError, above_up_to, at_least, error_line, exit_with, json_line, parse_intermixed,
+                      tool_parser)
 from rnnt.data.audio import AudioError, load_audio
 from rnnt.data.audio_header import readable_once
 from rnnt.data.features import num_frames
@@ -89,7 +90,7 @@ def parse_args():
                         "end -1: the recording's end); each segment transcribed under its utterance's key")
     parser.add_argument("exp_dir")
     parser.add_argument("audio", nargs="*")
-    args = parser.parse_intermixed_args()  # exp --stream a.wav: options between the exp dir and the files
+    args = parse_intermixed(parser)  # exp --stream a.wav: options between the exp dir and the files
     check_search_options(parser, args)
     check_combinations(parser, args)
     args.attention = from_args(parser, args)

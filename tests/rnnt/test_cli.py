@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from rnnt.cli import ToolError, above, at_least, glued_values, run_tool, tool_parser
+from rnnt.cli import ToolError, above, at_least, glued_values, parse_intermixed, run_tool, tool_parser
 
 DOC = """Makes shards of a data dir.
 
@@ -103,6 +103,21 @@ def test_glued_values_let_a_value_start_with_a_dash():
     assert (args.utt_suffix, args.spk_prefix, args.validate_opts) == ("-x", "-a-", "--no-wav --no-text")
     assert glued_values(["--utt-suffix"], ("--utt-suffix",)) == ["--utt-suffix="]  # a last option without a value
 
+
+
+@pytest.mark.parametrize("argv, exp_dir, audio, stream", [
+    (["exp", "--stream", "a.wav", "b.wav"], "exp", ["a.wav", "b.wav"], True),
+    (["--", "exp", "-dash.wav"], "exp", ["-dash.wav"], False),  # was: unrecognized arguments: -dash.wav
+    (["--stream", "--", "-exp", "-", "--stream"], "-exp", ["-", "--stream"], True),
+    (["exp", "--stream", "a.wav", "--", "-b.wav"], "exp", ["a.wav", "-b.wav"], True),
+])
+def test_intermixed_options_and_every_word_after_a_double_dash_a_positional(argv, exp_dir, audio, stream):
+    parser = tool_parser("A tool.")
+    parser.add_argument("--stream", action="store_true")
+    parser.add_argument("exp_dir")
+    parser.add_argument("audio", nargs="*")
+    args = parse_intermixed(parser, argv)
+    assert (args.exp_dir, args.audio, args.stream) == (exp_dir, audio, stream)
 
 
 def test_a_number_option_out_of_its_range_is_a_usage_error_naming_it(capsys):
