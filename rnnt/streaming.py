@@ -155,12 +155,14 @@ class StreamLines:
     """A stream's transcript cut into lines at its pauses, as a live caption shows it: the current line grows
     with each unit, and ends where endpoint_seconds of audio brought no unit (sherpa-onnx's trailing silence
     rule), whether that pause is still going on or speech came after it within the same chunk (then it was missed,
-    and where a line ended hung on the chunk size); the next starts empty. A line's text is decoded from its own
-    units alone, so that each chunk costs the same an hour in as at the start (the whole transcript's text is
-    O(transcript))."""
+    and where a line ended hung on the chunk size); or, speech going on without such a pause, before the first
+    word that starts line_seconds or more after the line's first unit (sherpa-onnx's utterance length rule; 0: no
+    bound). The next starts empty. A line's text is decoded from its own units alone, so that each chunk costs the
+    same an hour in as at the start (the whole transcript's text is O(transcript))."""
 
-    def __init__(self, stream: Stream, endpoint_seconds: float, frame_seconds: float):
+    def __init__(self, stream: Stream, endpoint_seconds: float, frame_seconds: float, line_seconds: float = 20.0):
         self.stream, self.endpoint_seconds, self.frame_seconds = stream, endpoint_seconds, frame_seconds
+        self.line_seconds = line_seconds
         self.first = 0  # the current line's first unit
         self.checked = 0  # the units up to which the pauses between them were looked at
         self.text_of = (0, "")  # (units, the current line's text when it had them)
@@ -176,17 +178,23 @@ class StreamLines:
         return self.stream.transcriber.tokenizer.decode(self.stream.hypothesis.tokens[self.first:end]).strip()
 
     def _pause(self, after_frame: int, until_frame: int) -> bool:
-        return (until_frame - after_frame - 1) * self.frame_seconds >= self.endpoint_seconds
+        return bool(self.endpoint_seconds) and (until_frame - after_frame - 1) * self.frame_seconds >= \
+            self.endpoint_seconds
+
+    def _ends_before(self, unit: int) -> bool:
+        """Whether the line is long enough to end before this unit, a word's start."""
+        hypothesis = self.stream.hypothesis
+        return bool(self.line_seconds) and self.stream.transcriber.tokenizer.starts_word(hypothesis.tokens[unit]) \
+            and (hypothesis.frames[unit] - hypothesis.frames[self.first]) * self.frame_seconds >= self.line_seconds
 
     def ended(self) -> list[tuple[str, float, float]]:
-        """The lines (text, start, end seconds of their units) that pauses have ended since the last call, in
-        order (the next line starts after each); a line of no text goes on into the next."""
+        """The lines (text, start, end seconds of their units) that pauses or their length have ended since the
+        last call, in order (the next line starts after each); a line of no text goes on into the next."""
         hypothesis, lines = self.stream.hypothesis, []
-        if not self.endpoint_seconds:
-            return lines
         frames, units = hypothesis.frames, len(hypothesis.tokens)
         for unit in range(max(self.first, self.checked), units - 1):  # pauses with speech after them
-            if self._pause(frames[unit], frames[unit + 1]) and (text := self._text(unit + 1)):
+            if (self._pause(frames[unit], frames[unit + 1]) or self._ends_before(unit + 1)) and \
+                    (text := self._text(unit + 1)):
                 lines.append((text, frames[self.first] * self.frame_seconds, (frames[unit] + 1) * self.frame_seconds))
                 self.first = unit + 1
         self.checked = max(units - 1, 0)

@@ -110,7 +110,7 @@ def words_with_times(tokenizer: Tokenizer, hyp: Hypothesis, frame_seconds: float
         piece = tokenizer.symbols.get(token, "<unk>")
         if piece == SPACE and tokenizer.kind in ("char", "phone"):  # the word boundary as a unit of its own
             groups.append([])
-        elif not groups or tokenizer.kind == "word" or (piece.startswith(SPACE) and tokenizer.kind != "phone"):
+        elif not groups or tokenizer.starts_word(token):
             groups.append([(token, frame, posterior)])
         else:
             groups[-1].append((token, frame, posterior))

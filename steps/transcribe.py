@@ -20,7 +20,8 @@ raw 16-bit little-endian mono PCM at the model's sample rate from stdin as it co
 ffmpeg -f wav -) (a microphone: arecord -t raw -f S16_LE -r 16000 -c 1 | steps/transcribe.py --stream exp -;
 or a pipe's path, <(arecord ...)); Ctrl-C ends the audio there, and the transcript so far is printed as the
 final line (exit status 130).
-The transcript is shown as a live caption shows it, in lines a pause of --endpoint-seconds ends: each time
+The transcript is shown as a live caption shows it, in lines a pause of --endpoint-seconds ends (or, speech
+going on, a line's --line-seconds): each time
 the current line's text changes, '<file> [partial <seconds>s] <text of the line>' is printed ({"final": false,
 "seconds"} with --json), and when a pause ends it, '<file> [line <start>-<end>s] <its text>' ({"final": false,
 "line": true, "start", "end"}); then the final line, the whole transcript, as without --stream ({"final": true}).
@@ -73,8 +74,11 @@ def parse_args():
     parser.add_argument("--chunk-seconds", type=above_up_to(0, 60), default=0.1,
                         help="--stream: audio per chunk, read whole (default 0.1; at most 60)")
     parser.add_argument("--endpoint-seconds", type=at_least(0.0), default=1.2,
-                        help="--stream: a pause this long without a unit ends the line shown (default 1.2; 0: one "
-                             "line for the whole audio)")
+                        help="--stream: a pause this long without a unit ends the line shown (default 1.2; 0: no "
+                             "pause ends a line)")
+    parser.add_argument("--line-seconds", type=at_least(0.0), default=20.0,
+                        help="--stream: speech going on without such a pause, a line ends before the first word "
+                             "that starts this long after the line's (default 20, sherpa-onnx's; 0: no bound)")
     parser.add_argument("--segment-seconds", type=at_least(0.0), default=0,
                         help="decode long recordings in segments of at most this long (at least 2; 30 is usual), "
                              "cut at the quietest moments (any model; memory bounded by --batch-size segments); 0: "
@@ -255,7 +259,8 @@ def stream(transcriber, path: str, audio, args, interrupted: list[int]) -> None:
     with a unit twice) and while the stream finishes: Ctrl-C on `arecord | transcribe.py` ends both at once, and
     where the end of the audio came first it was a traceback in finish(), the final transcript lost."""
     stream = transcriber.stream()
-    lines = StreamLines(stream, args.endpoint_seconds, seconds_per_encoder_frame(transcriber.experiment))
+    lines = StreamLines(stream, args.endpoint_seconds, seconds_per_encoder_frame(transcriber.experiment),
+                        args.line_seconds)
     show_lines(path, audio, stream, lines, args.chunk_seconds, args.json, stop=lambda: bool(interrupted))
     if interrupted and stream.samples == 0:
         return

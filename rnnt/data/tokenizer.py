@@ -159,6 +159,11 @@ class Tokenizer:
         """The units the text is trained as (encode's), by name: a piece without a unit, or <blank>, is <unk>."""
         return [self.symbols[unit] for unit in self.encode(text)]
 
+    def starts_word(self, token: int) -> bool:
+        """Whether a word starts at this unit: every word unit, a sentencepiece piece with the word-start mark, the
+        word boundary unit of char and phone units (the space before a word)."""
+        return self.kind == "word" or self.symbols.get(token, UNK).startswith(SPACE)
+
     def text(self, hyp) -> str:
         """A search result's text (an rnnt.search.Hypothesis): the words a word LM chose, else its tokens decoded."""
         return " ".join(hyp.words) if hyp.words is not None else self.decode(hyp.tokens)

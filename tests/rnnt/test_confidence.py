@@ -95,6 +95,9 @@ def test_a_words_confidence_is_its_units_product_and_the_ctm_holds_it(tmp_path):
         def decode(self, tokens):
             return "".join(self.symbols[t] for t in tokens)
 
+        def starts_word(self, token):
+            return self.symbols[token] == "▁"
+
     hyp = Hypothesis([3, 4, 2, 5, 4], [0, 1, 2, 3, 4], unit_posteriors=[0.9, 0.5, 0.1, 0.8, 1.0])
     words = words_with_times(Chars(), hyp, 0.1)
     assert [(w["word"], w["confidence"]) for w in words] == [("NO", 0.45), ("YO", 0.8)]  # not the boundary's 0.1

@@ -285,7 +285,7 @@ def test_the_end_of_a_stream(tmp_path, lang, speech):
     assert stream.finish() == final and stream.encoder_frames == frames  # the tail is not fed twice
 
 
-def fed_lines(lang, frames_a_chunk: int, endpoint_seconds: float = 1.2):
+def fed_lines(lang, frames_a_chunk: int, endpoint_seconds: float = 1.2, line_seconds: float = 20.0):
     """StreamLines over a stream of the units 'HI THERE' at frames 0-7, 'YES' at 48-50, then silence to frame 140,
     fed frames_a_chunk encoder frames at a time: (frame, current line, lines ended) after each chunk, and the
     StreamLines."""
@@ -298,7 +298,7 @@ def fed_lines(lang, frames_a_chunk: int, endpoint_seconds: float = 1.2):
     units = [tokenizer.units[c] for c in "HI"] + [tokenizer.units[SPACE]] + [tokenizer.units[c] for c in "THERE"]
     stream = SimpleNamespace(transcriber=SimpleNamespace(tokenizer=tokenizer), encoder_frames=0,
                              hypothesis=Hypothesis([], [], 0.0))
-    lines, seen = StreamLines(stream, endpoint_seconds, 0.04), []
+    lines, seen = StreamLines(stream, endpoint_seconds, 0.04, line_seconds), []
     for frame in range(140):
         stream.encoder_frames = frame + 1
         if frame < 8 or 48 <= frame < 51:
@@ -326,6 +326,19 @@ def test_stream_lines_are_the_same_whatever_the_chunk(lang, frames_a_chunk):
     was never seen: the lines merged, and at most one line ended a chunk."""
     seen, _ = fed_lines(lang, frames_a_chunk)
     assert [line for _, _, ended in seen for line in ended] == [("HI THERE", 0.0, 0.32), ("YES", 1.92, 2.04)]
+
+
+@pytest.mark.parametrize("frames_a_chunk", [1, 7, 140])
+def test_a_line_of_speech_without_a_pause_ends_before_a_word_once_long_enough(lang, frames_a_chunk):
+    """Speech going on without a pause (here: a line may hold 80 ms), the line ends before the next word's
+    start (the word boundary unit at frame 2), never inside a word (YES has none before it), whatever the chunk:
+    a line grew for as long as the speech went on, each partial printing it whole."""
+    seen, lines = fed_lines(lang, frames_a_chunk, line_seconds=0.08)
+    assert [line for _, _, ended in seen for line in ended] == [("HI", 0.0, 0.08), ("THERE", 0.08, 0.32),
+                                                              ("YES", 1.92, 2.04)]
+    never, lines = fed_lines(lang, frames_a_chunk, endpoint_seconds=0.0, line_seconds=0.08)
+    assert [line for _, _, ended in never for line in ended] == [("HI", 0.0, 0.08)]
+    assert lines.current() == "THEREYES"
 
 
 def test_a_chunk_with_samples_that_are_not_finite_is_refused(tmp_path, lang, speech):
