@@ -113,14 +113,16 @@ def test_an_install_waits_for_one_under_way():
 
 
 def a_checkout(place, venv):
-    """A checkout of path.sh and tools/ whose tools/venv is a link to `venv`, its requirements older than the
-    venv's stamp (up to date)."""
+    """A checkout of path.sh and tools/ whose tools/venv is a link to `venv`, its requirements (torch, unpinned:
+    met by any) older than the venv's stamp (up to date)."""
     (place / "tools").mkdir(parents=True)
     (place / "rnnt").mkdir()
     (place / "rnnt" / "__init__.py").write_text("")
     (place / "egs").mkdir()  # where a recipe sources path.sh (python -c imports from its folder: not the root)
-    for name in ("path.sh", "tools/install.sh", "tools/requirements.txt", "tools/constraints.txt"):
+    for name in ("path.sh", "tools/install.sh", "tools/unmet_pins.py"):
         shutil.copy(ROOT / name, place / name)
+    (place / "tools" / "requirements.txt").write_text("torch\n")
+    (place / "tools" / "constraints.txt").write_text("")
     for name in ("requirements.txt", "constraints.txt"):
         os.utime(place / "tools" / name, (1, 1))
     (place / "tools" / "venv").symlink_to(venv)
@@ -136,7 +138,7 @@ def test_a_venv_another_checkout_uses_is_refused_not_taken_over(tmp_path):
     site = subprocess.run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
     os.makedirs(f"{site}/torch")
-    open(f"{site}/torch/__init__.py", "w").close()  # (install.sh looks it up, as up to date)
+    open(f"{site}/torch/__init__.py", "w").close()
     first, clone = a_checkout(tmp_path / "first", venv), a_checkout(tmp_path / "clone", venv)
     wanted = subprocess.run(f"cat {first}/tools/requirements.txt {first}/tools/constraints.txt | sha256sum",
                             shell=True, capture_output=True, text=True).stdout.split()[0]
@@ -155,3 +157,45 @@ def test_a_venv_another_checkout_uses_is_refused_not_taken_over(tmp_path):
     shutil.rmtree(first)  # a checkout moved: the venv follows it
     out = subprocess.run(["bash", "-euc", script], capture_output=True, text=True, env=env, cwd=clone / "egs")
     assert out.returncode == 0 and out.stdout.strip() == str(clone / "rnnt" / "__init__.py"), out.stderr
+
+
+def test_unmet_pins_names_each_pin_not_installed_at_its_version(tmp_path):
+    from importlib.metadata import version
+
+    pins = tmp_path / "requirements.txt"
+    pins.write_text(f"# a comment\npyyaml=={version('pyyaml')}\ntqdm==0.0.1  # another\nno-such-package==1.0\n"
+                    f"torch=={version('torch').split('+')[0]}\n")
+    out = run_tool(ROOT / "tools" / "unmet_pins.py", pins)
+    assert out.returncode == 1
+    assert out.stdout.splitlines() == [f"tqdm: {version('tqdm')}, pinned 0.0.1",
+                                       "no-such-package: not installed, pinned 1.0"]
+    met = tmp_path / "met.txt"
+    met.write_text(f"pyyaml=={version('pyyaml')}\n")
+    assert run_tool(ROOT / "tools" / "unmet_pins.py", met).returncode == 0
+
+
+def test_a_venv_with_a_package_changed_since_its_stamp_is_installed_again(tmp_path):
+    """A pinned package upgraded by hand (here tqdm, seen at 0.0.1) in a venv whose stamp matches the requirements:
+    install.sh called it up to date (it looked for torch alone), and the tests ran on other versions than the
+    pins. The venv's python is a stand-in that logs `-m pip` and runs the rest."""
+    fake = tmp_path / "shadow" / "tqdm-0.0.1.dist-info"
+    fake.mkdir(parents=True)
+    (fake / "METADATA").write_text("Metadata-Version: 2.1\nName: tqdm\nVersion: 0.0.1\n")
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    log = tmp_path / "pip.log"
+    (venv / "bin" / "python").write_text(
+        f'#!/bin/sh\ncase "$1" in -m) echo "$*" >> {log}; exit 0;; esac\n'
+        f'PYTHONPATH={tmp_path / "shadow"} exec {ROOT / "tools" / "venv" / "bin" / "python"} "$@"\n')
+    (venv / "bin" / "python").chmod(0o755)
+    requirements = [ROOT / "tools" / "requirements.txt", ROOT / "tools" / "constraints.txt"]
+    import hashlib
+
+    stamp = hashlib.sha256(b"".join(path.read_bytes() for path in requirements)).hexdigest()
+    (venv / ".rnnt-requirements.sha256").write_text(stamp + "\n")
+    out = subprocess.run([ROOT / "tools" / "install.sh"], capture_output=True, text=True,
+                         env={**os.environ, "VIRTUAL_ENV": str(venv)})
+    assert out.returncode == 0, out.stderr
+    assert "is up to date" not in out.stdout
+    assert "differs from the pins (tqdm: 0.0.1, pinned 4.70.1)" in out.stdout
+    assert "pip install" in log.read_text()
