@@ -54,10 +54,11 @@ def cut_short(audio, info) -> str | None:
     """Why a file holds less audio than its header says (a copy or download cut short: libsndfile reads what is
     there in silence, and a transcript of 8 words went with 2 s of them), or None: a WAV's data chunk or a SPHERE
     file's sample count longer than the file, an AIFF's sound chunk or an AU's data size longer than the file, a
-    FLAC whose last frame does not decode, an Ogg stream (Opus, Vorbis) without its last page. audio: bytes or a
-    path; info: it opened. (W64, RF64 and MP3 are not checked.)"""
-    check = {"WAV": _wav_cut, "WAVEX": _wav_cut, "NIST": _sphere_cut, "FLAC": _flac_cut, "OGG": _ogg_cut,
-             "AIFF": _aiff_cut, "AU": _au_cut}
+    FLAC whose last frame does not decode, an Ogg stream (Opus, Vorbis) without its last page; an RF64's data size
+    (its ds64 chunk's) or a Sony Wave64's data chunk longer than the file. audio: bytes or a path; info: it opened.
+    (MP3 is not checked: its frames stand alone, and a cut one is a shorter one.)"""
+    check = {"WAV": _wav_cut, "WAVEX": _wav_cut, "RF64": _wav_cut, "W64": _w64_cut, "NIST": _sphere_cut,
+             "FLAC": _flac_cut, "OGG": _ogg_cut, "AIFF": _aiff_cut, "AU": _au_cut}
     return check[info.format](audio, info) if info.format in check else None
 
 
@@ -87,14 +88,36 @@ def _short_of(size: int, held: int, info) -> str | None:
 
 
 def _wav_cut(audio, info) -> str | None:
+    """A WAV's (or RF64's) data chunk longer than what follows it; an RF64's data size, all ones in the chunk, is
+    its ds64 chunk's second 64-bit word."""
     head, total = _head_and_size(audio)
     stream = io.BytesIO(head)
-    stream.seek(12)  # after RIFF <size> WAVE
-    for name, size, _ in riff_chunks(stream):
+    stream.seek(12)  # after RIFF <size> WAVE (RF64 <all ones> WAVE)
+    long_size = None
+    for name, size, body in riff_chunks(stream):
+        if name == b"ds64" and len(body) >= 16:
+            long_size = int.from_bytes(body[8:16], "little")
         if name == b"data":
-            held = total - stream.tell()
-            streamed = size == 0 or size >= 0x7FFF0000  # a writer to a pipe's placeholder (0, 2^31 - 1, 2^32 - 1)
-            return None if streamed else _short_of(size, held, info)
+            if size == 0xFFFFFFFF and long_size is not None:
+                size, streamed = long_size, long_size == 0
+            else:  # a writer to a pipe's placeholder (0, 2^31 - 1, 2^32 - 1)
+                streamed = size == 0 or size >= 0x7FFF0000
+            return None if streamed else _short_of(size, total - stream.tell(), info)
+    return None
+
+
+def _w64_cut(audio, info) -> str | None:
+    """A Sony Wave64's data chunk longer than what follows it: after its 40-byte header, chunks of a 16-byte GUID
+    (the data chunk's starts b"data") and a 64-bit little-endian size that counts those 24 bytes, each padded to 8."""
+    head, total = _head_and_size(audio)
+    at = 40
+    while at + 24 <= len(head):
+        name, size = head[at:at + 4], int.from_bytes(head[at + 16:at + 24], "little")
+        if name == b"data":
+            return _short_of(size - 24, total - at - 24, info)
+        if size < 24:  # no chunk: not a header to go by
+            return None
+        at += size + (-size % 8)
     return None
 
 

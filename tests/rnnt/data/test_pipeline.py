@@ -190,9 +190,10 @@ def test_a_wav_cut_short_is_refused_by_name_from_a_file_and_from_a_shard(fsdd, t
     assert "skipped cut from cut.wav: cannot decode audio (cut short: its header gives" in caplog.text
 
 
-@pytest.mark.parametrize("kind", ["AIFF", "AU"])
-def test_an_aiff_or_au_cut_short_is_refused_by_name_and_whole_or_streamed_one_read(fsdd, kind):
-    """AIFF and AU files cut in half were read as what they held, in silence (WAV, SPHERE, FLAC and Ogg were named)."""
+@pytest.mark.parametrize("kind", ["AIFF", "AU", "W64", "RF64"])
+def test_an_aiff_au_w64_or_rf64_cut_short_is_refused_by_name_and_whole_or_streamed_one_read(fsdd, kind):
+    """AIFF, AU, Sony Wave64 and RF64 files cut in half were read as what they held, in silence (WAV, SPHERE, FLAC
+    and Ogg were named)."""
     samples = load_audio(next(records(str(fsdd / "test.list")))["audio"])[0][0]
     written = io.BytesIO()
     soundfile.write(written, samples.numpy(), 8000, format=kind, subtype="PCM_16")
