@@ -25,7 +25,7 @@ from collections import Counter
 from rnnt.cli import at_least, error_line, run_tool, tool_parser, ToolError
 from rnnt.counting import counted
 from rnnt.datadir.copy_dir import copy_data_dir
-from rnnt.datadir.durations import complete_utt2dur, write_utt2dur
+from rnnt.datadir.durations import complete_utt2dur, utterances_of, write_utt2dur
 from rnnt.datadir.fix import DROPPED, fix_data_dir, reasons
 from rnnt.datadir.table import KEEP_BYTES, lines_named_from, read_lines, read_table, write_table
 from rnnt.datadir.table_rules import speaker_sort_key, transcript_problems
@@ -53,11 +53,6 @@ def resolve_relative_paths(dest: str, src: str) -> str:
         write_table(path, ((key, os.path.join(found[key], line.value) if key in found else line.value)
                            for key, line in wav.items()))
     return ", ".join(f"{n} relative paths found under {base}" for base, n in sorted(Counter(found.values()).items()))
-
-
-def utterances_of(data_dir: str) -> set[str]:
-    """The first field of every line of the dir's utt2spk: its utterances, a malformed line's too."""
-    return {line.key for line in read_lines(os.path.join(data_dir, "utt2spk"), KEEP_BYTES) if line.key}
 
 
 def record_dropped(dest: str, utterances: set[str], why: str, dropped: Counter) -> None:
@@ -112,7 +107,7 @@ def measure_durations(src: str, dest: str, nj: int, original: dict[str, str]) ->
     measured = read_table(os.path.join(dest, "utt2dur"))
     segments = os.path.join(dest, "segments")  # (an utterance with no line there, or in wav.scp, has no audio)
     sourced = read_table(segments if os.path.isfile(segments) else os.path.join(dest, "wav.scp"), [], KEEP_BYTES)
-    return (f"utt2dur of {written} utterances measured, {len(problems)} left out; ",
+    return (f"utt2dur of {written} utterances measured, {len(utterances) - written} left out; ",
             utterances & set(sourced) - set(measured))
 
 

@@ -25,7 +25,7 @@ from multiprocessing import Pool
 
 from rnnt.cli import at_least, tool_parser
 from rnnt.counting import counted
-from rnnt.datadir.table import KEEP_BYTES, kaldi_fields, lines_named_from, read_table, write_table
+from rnnt.datadir.table import KEEP_BYTES, kaldi_fields, lines_named_from, read_lines, read_table, write_table
 from rnnt.datadir.values import is_positive_number, segment_problem
 from rnnt.progress_bar import progress
 
@@ -136,6 +136,15 @@ def write_utt2dur(data_dir: str, nj: int = 1, named_from: str | None = None, ori
     return len(kept), sum(kept.values()), problems
 
 
+def utterances_of(data_dir: str) -> set[str]:
+    """The dir's utterances, whose durations utt2dur gives: the first field of every line of its utt2spk (a
+    malformed line's too); without one, of its segments, else its wav.scp."""
+    for name in ("utt2spk", "segments", "wav.scp"):
+        if os.path.isfile(path := os.path.join(data_dir, name)):
+            return {line.key for line in read_lines(path, KEEP_BYTES) if line.key}
+    return set()
+
+
 def seconds_text(seconds: float) -> str:
     """A duration to the microsecond, without trailing zeros (a segment's 1.2345 was written 1.234, and one of
     0.4 ms left out, where Kaldi's keeps them)."""
@@ -168,13 +177,16 @@ def main(argv: list[str] | None = None) -> int:
     if not any(os.path.isfile(os.path.join(args.data_dir, name)) for name in ("wav.scp", "segments")):
         print(f"get_utt2dur.sh: {args.data_dir}/wav.scp: no such file (nor segments)", file=sys.stderr)
         return 1
+    utterances = len(utterances_of(args.data_dir))
     written, seconds, problems = write_utt2dur(args.data_dir, args.nj)
-    for problem in problems:
+    for problem in problems:  # (a recording that cannot be read: once, for all its segments)
         print(f"get_utt2dur.sh: left out {problem}", file=sys.stderr)
     print(f"get_utt2dur.sh: wrote {args.data_dir}/utt2dur: {counted(written, 'utterance')}, {seconds / 3600:.2f} h; "
-          f"{len(problems)} left out")
-    if written < len(problems):  # as Kaldi's: fewer than half is a failure (its next run makes it again)
-        print("get_utt2dur.sh: fewer than half the utterances have a duration", file=sys.stderr)
+          f"{max(utterances - written, 0)} of {utterances} left out" +
+          (f" ({counted(len(problems), 'entry', 'entries')} named above)" if problems else ""))
+    if written * 2 < utterances:  # as Kaldi's: fewer than half of utt2spk's is a failure (its next run makes it again)
+        print(f"get_utt2dur.sh: fewer than half the utterances ({written} of {utterances}) have a duration",
+              file=sys.stderr)
         return 1
     return 0
 

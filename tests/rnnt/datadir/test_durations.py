@@ -43,7 +43,7 @@ def test_utt2dur_of_files_pipes_and_headers_without_a_length(librispeech_dir, tm
     assert durations(librispeech_dir / "utt2dur") == pytest.approx(expected, abs=0.002)  # zz left out
     assert f"get_utt2dur.sh: left out {librispeech_dir}/wav.scp:9: zz: " in out.stderr, out.stderr
     assert out.stdout.startswith(f"get_utt2dur.sh: wrote {librispeech_dir}/utt2dur: 8 utterances, ") and \
-        out.stdout.endswith("; 1 left out\n"), out.stdout
+        out.stdout.endswith("; 1 of 9 left out (1 entry named above)\n"), out.stdout
     again = run_tool(UTILS / "get_utt2dur.sh", "--cmd", "run.pl", librispeech_dir)  # as Kaldi's recipes call it:
     assert again.returncode == 0 and again.stdout == out.stdout  # a partial one is made again (kept, zz never measured)
     with open(librispeech_dir / "utt2dur", "a") as f:
@@ -67,7 +67,7 @@ def test_a_file_name_that_is_not_utf8_is_measured_and_a_repeated_key_counted(lib
     lines.append(lines[1])  # a key twice: the second line left out, and counted
     (librispeech_dir / "wav.scp").write_bytes(b"\n".join(lines) + b"\n")
     out = run_tool(UTILS / "get_utt2dur.sh", librispeech_dir)
-    assert out.returncode == 0 and out.stdout.endswith("; 1 left out\n"), out.stdout + out.stderr
+    assert out.returncode == 0 and out.stdout.endswith("; 0 of 8 left out (1 entry named above)\n"), out.stdout
     assert f"wav.scp:{len(lines)}: {lines[1].split()[0].decode()}: repeats the key of line 2" in out.stderr
     assert durations(librispeech_dir / "utt2dur") == pytest.approx(expected, abs=0.002)
 
@@ -88,7 +88,7 @@ def test_segments_take_their_times_and_an_end_of_minus_one_its_recording(librisp
     for name, value in (("text", "SOME WORDS"), ("utt2spk", speaker)):
         (librispeech_dir / name).write_text("".join(f"{u} {value}\n" for u in segments))
     out = run_tool(UTILS / "get_utt2dur.sh", librispeech_dir)  # 3 of 8: written, and a failure, as Kaldi's
-    assert out.returncode == 1 and "fewer than half the utterances have a duration" in out.stderr, out.stderr
+    assert out.returncode == 1 and "fewer than half the utterances (3 of 8) have a duration" in out.stderr
     assert durations(librispeech_dir / "utt2dur") == pytest.approx(
         {f"{rec}-a": 1.25, f"{rec}-b": seconds - 1.0, f"{rec}-f": seconds - 1.0}, abs=1e-6)
     late, later = (float(f"{seconds + n:.2f}") for n in (2, 1))
@@ -117,6 +117,27 @@ def test_segments_alone_give_their_utterances_lengths_as_kaldis_do(tmp_path):
     (d / "segments").unlink()
     out = run_tool(UTILS / "get_utt2dur.sh", d)
     assert out.returncode == 1 and "wav.scp: no such file (nor segments)" in out.stderr
+
+
+def test_utterances_left_out_are_counted_as_utterances_and_fewer_than_half_fail_as_kaldis(librispeech_dir, tmp_path):
+    """Five segments of a recording that is not there and one of a file: one message for the recording, and the
+    count said '1 left out' and passed, where Kaldi's rule (utt2spk longer than twice utt2dur) fails; utterances of
+    utt2spk without a wav.scp line were not counted at all."""
+    real = (librispeech_dir / "wav.scp").read_text().split()[1]
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "wav.scp").write_text(f"gone {tmp_path / 'gone.wav'}\nhere {real}\n")
+    (d / "segments").write_text("".join(f"g{i} gone {i} {i + 1}\n" for i in range(5)) + "h here 0 1\n")
+    (d / "utt2spk").write_text("".join(f"g{i} s\n" for i in range(5)) + "h s\n")
+    out = run_tool(UTILS / "get_utt2dur.sh", d)
+    assert out.returncode == 1 and durations(d / "utt2dur") == {"h": 1.0}, out.stderr
+    assert out.stdout.endswith("; 5 of 6 left out (1 entry named above)\n"), out.stdout
+    assert "fewer than half the utterances (1 of 6) have a duration" in out.stderr
+    (d / "segments").unlink()
+    (d / "utt2dur").unlink()
+    (d / "wav.scp").write_text(f"h {real}\n")
+    out = run_tool(UTILS / "get_utt2dur.sh", d)
+    assert out.returncode == 1 and out.stdout.endswith("; 5 of 6 left out\n"), out.stdout + out.stderr  # unnamed
 
 
 def test_a_kaldi_dir_of_your_own_is_copied_in_repaired_measured_and_valid(librispeech_dir, tmp_path):
@@ -331,13 +352,13 @@ def test_segments_of_a_recording_whose_command_fails_are_named_and_left_out_of_t
     (librispeech_dir / "utt2dur").unlink()
     (librispeech_dir / "wav.scp").write_text(f"good cat {recordings[0][1]} |\n"
                                              f"lost no-such-program-here -f wav {recordings[1][1]} |\n")
-    segments = {"s-a": "good 0.5 1.5", "s-b": "good 1.5 2.5", "s-c": "lost 0 1"}
+    segments = {"s-a": "good 0.5 1.5", "s-b": "good 1.5 2.5", "s-c": "lost 0 1", "s-d": "lost 1 2"}
     (librispeech_dir / "segments").write_text("".join(f"{u} {s}\n" for u, s in segments.items()))
     (librispeech_dir / "text").write_text("".join(f"{u} SOME WORDS\n" for u in segments))
     (librispeech_dir / "utt2spk").write_text("".join(f"{u} s\n" for u in segments))
-    (librispeech_dir / "spk2utt").write_text("s s-a s-b s-c\n")
+    (librispeech_dir / "spk2utt").write_text("s s-a s-b s-c s-d\n")
     out = run_tool(UTILS / "get_utt2dur.sh", librispeech_dir)
-    assert out.returncode == 0 and durations(librispeech_dir / "utt2dur") == {"s-a": 1.0, "s-b": 1.0, "s-c": 1.0}
+    assert out.returncode == 0 and durations(librispeech_dir / "utt2dur") == {u: 1.0 for u in segments}
     (librispeech_dir / "utt2dur").unlink()
     dest = librispeech_dir.parent / "imported"
     out = run_tool(sys.executable, ROOT / "steps" / "import_data_dir.py", librispeech_dir, dest)
@@ -345,4 +366,5 @@ def test_segments_of_a_recording_whose_command_fails_are_named_and_left_out_of_t
     assert (f"import_data_dir.py: left out {librispeech_dir}/wav.scp:2: lost: command 'no-such-program-here -f wav "
             f"{recordings[1][1]}' failed (exit 127)") in out.stderr, out.stderr
     assert keys(dest / "text") == ["s-a", "s-b"] and durations(dest / "utt2dur") == {"s-a": 1.0, "s-b": 1.0}
-    assert "2 of 3 utterances" in out.stdout and "1 no duration: audio unreadable" in out.stdout, out.stdout
+    assert "2 of 4 utterances" in out.stdout and "2 no duration: audio unreadable" in out.stdout, out.stdout
+    assert "utt2dur of 2 utterances measured, 2 left out" in out.stdout, out.stdout  # (said: 1, the recording)
