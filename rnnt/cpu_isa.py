@@ -84,13 +84,14 @@ def bf16_lstm_problem() -> str | None:
     """Why this CPU cannot run an LSTM under bfloat16 autocast (oneDNN's first line), or None where it can.
     oneDNN, which runs the CPU's LSTMs, builds no bfloat16 LSTM on some CPUs without AVX-512 (seen on an
     AVX2-only AMD EPYC machine: 'could not create a primitive descriptor for the LSTM forward propagation
-    primitive'); the failure is an exception, so one tiny LSTM in this process tells."""
+    primitive'); the failure is an exception, so one tiny LSTM in this process tells. Its weights are drawn on a
+    fork of torch's generator: drawn from it, a training seeded before the first ask drew other dropout masks than
+    one seeded after it."""
     import torch
 
-    lstm = torch.nn.LSTM(8, 8, batch_first=True)
     try:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            lstm(torch.zeros(1, 2, 8))
+        with torch.random.fork_rng(devices=[]), torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.nn.LSTM(8, 8, batch_first=True)(torch.zeros(1, 2, 8))
     except RuntimeError as error:
         return str(error).splitlines()[0]
     return None

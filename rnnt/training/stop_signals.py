@@ -15,6 +15,7 @@ class StopSignals:
 
     def __init__(self):
         self.received = 0
+        self.ctrl_c = 0  # Ctrl-Cs taken, whatever came first
         self.previous: dict = {}
 
     def __enter__(self) -> StopSignals:
@@ -28,9 +29,10 @@ class StopSignals:
             signal.signal(number, handler)
 
     def take(self, number: int, frame) -> None:
-        if number == signal.SIGINT and self.received == signal.SIGINT:
-            raise KeyboardInterrupt  # the second Ctrl-C
         if number == signal.SIGINT:
+            self.ctrl_c += 1
+            if self.ctrl_c >= 2:  # the second (after a SIGTERM too: it said "again: at once" and did nothing)
+                raise KeyboardInterrupt
             print("train.py: Ctrl-C: stopping at the next optimiser step, where the position is saved (Ctrl-C again: "
                   "at once, unsaved)", file=sys.stderr, flush=True)
         self.received = self.received or number

@@ -218,6 +218,12 @@ def test_a_second_ctrl_c_stops_at_once_and_an_ignored_one_stays_ignored():
                 signals.take(signal.SIGINT, None)
             signals.take(signal.SIGTERM, None)  # the first signal names the stop
             assert signals.exit_status == 130
+        with StopSignals() as signals:  # a SIGTERM (kill, Slurm), then Ctrl-C twice: the second did nothing
+            signals.take(signal.SIGTERM, None)
+            signals.take(signal.SIGINT, None)
+            with pytest.raises(KeyboardInterrupt):
+                signals.take(signal.SIGINT, None)
+            assert signals.name == "SIGTERM"
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
         assert StopSignals().exit_status == 143  # a rank stopped by another rank's signal
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a recipe's stage runs it: stopped by SIGTERM
