@@ -50,13 +50,14 @@ def lattice_masks(logit_lengths, target_lengths, T: int, U1: int) -> tuple[torch
     return inside, inside & (u < U_b)
 
 
-def padding_zeroed(enc, pred, logit_lengths, target_lengths, on_host: tuple[list[int], list[int]]):
+def padding_zeroed(enc, pred, logit_lengths, target_lengths, on_host: tuple[list[int], list[int]] | None):
     """enc (B, T, H) and pred (B, U1, H) with each utterance's padding frames and columns 0, whatever they held
     (rnnt.loss.fused_joiner's blocks: +inf or NaN there, in a block an utterance shares, made 0 * inf in the
     weight's and the activation's gradients, NaN; the kernels read the padding as 0). Once a call, where a mask
     of each block's activations took half a dozen operators a block and a pass over its activations; the same
-    tensors, not copies of them, where the lengths on the host (on_host) show no padding."""
-    if all(t == enc.shape[1] for t in on_host[0]) and all(u + 1 == pred.shape[1] for u in on_host[1]):
+    tensors, not copies of them, where the lengths on the host (on_host; None: not read there) show no padding."""
+    if on_host is not None and all(t == enc.shape[1] for t in on_host[0]) and \
+            all(u + 1 == pred.shape[1] for u in on_host[1]):
         return enc, pred
     frames = torch.arange(enc.shape[1], device=enc.device) >= logit_lengths[:, None]
     columns = torch.arange(pred.shape[1], device=pred.device) > target_lengths[:, None]

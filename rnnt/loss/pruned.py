@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from rnnt import host_reads
-from rnnt.loss.cells import pruned_cells
+from rnnt.loss.cells import padding_zeroed, pruned_cells
 from rnnt.loss.checks import FLOATS, check_length_pair, check_lengths, check_reduction, check_values, require
 from rnnt.loss.emission_timing import delay_penalised
 from rnnt.loss.lattice import LatticeLoss, lattice_posteriors
@@ -38,8 +38,13 @@ def simple_arc_log_probs(am, lm, targets, logit_lengths, target_lengths, blank, 
     The normaliser is k2's one matmul: where the two heads' best symbols differ by more than about 87 nats
     (708 in float64) it underflows, too large and without gradient there (docs/loss.md). Under autocast too,
     its matmul and arcs are float32 (float64 for float64 inputs): bfloat16 products would put errors of 0.4%
-    in every normaliser, and Triton's kernels would write bfloat16 arcs.
+    in every normaliser, and Triton's kernels would write bfloat16 arcs. The padding (frames t >= T_b, positions
+    u > U_b) is read as 0 and takes no gradient: +inf or NaN there made the normaliser's gradient of every valid
+    frame of the utterance NaN (0 x inf in its matmuls), the loss finite.
     """
+    logit_lengths, target_lengths = lattice_triton.lengths_on(logit_lengths, target_lengths, am.device)
+    on_host = (logit_lengths.tolist(), target_lengths.tolist()) if host_reads.free(am.device) else None
+    am, lm = padding_zeroed(am, lm, logit_lengths, target_lengths, on_host)
     with torch.autocast(am.device.type, enabled=False):
         return SimpleArcs.apply(am, lm, targets, logit_lengths, target_lengths, blank,
                                 Scales(lm_only_scale, am_only_scale), backend)

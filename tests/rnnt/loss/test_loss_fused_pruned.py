@@ -205,6 +205,40 @@ def test_simple_loss_equals_full_loss_of_additive_joiner(one_sym):
         torch.testing.assert_close(a, b)
 
 
+@pytest.mark.parametrize("backend,reads_free", [("torch", True), ("torch", False), ("triton", True)])
+def test_simple_loss_takes_no_gradient_from_padding_that_is_not_finite(backend, reads_free, monkeypatch):
+    """+inf or NaN in one utterance's encoder frames past T_b or predictor positions past U_b (a model that
+    overflowed there): the loss was that of finite padding, but the gradient of every valid frame of the
+    utterance NaN (0 x inf in the normaliser's matmuls), and so the whole step's. reads_free False: the path on an
+    accelerator, which masks without reading the lengths on the host."""
+    from rnnt import host_reads
+
+    monkeypatch.setattr(host_reads, "free", lambda device: reads_free)
+    device = TRITON_DEVICE if backend == "triton" else "cpu"
+    g = torch.Generator().manual_seed(7)
+    B, T, U, V = 3, 8, 5, 9
+    am, lm = torch.randn(B, T, V, generator=g).to(device), torch.randn(B, U + 1, V, generator=g).to(device)
+    targets = torch.randint(1, V, (B, U), generator=g).to(device)
+    T_b, U_b = torch.tensor([8, 3, 6], device=device), torch.tensor([5, 1, 3], device=device)
+    frames = torch.arange(T, device=device)[None, :] < T_b[:, None]
+    positions = torch.arange(U + 1, device=device)[None, :] <= U_b[:, None]
+
+    def loss_and_grads(am, lm):
+        am, lm = am.clone().requires_grad_(True), lm.clone().requires_grad_(True)
+        loss = simple_loss(am, lm, targets, T_b, U_b, reduction="sum", backend=backend)
+        return (loss, *torch.autograd.grad(loss, (am, lm)))
+
+    expected = loss_and_grads(am, lm)
+    for fill in (float("inf"), float("nan")):
+        for padded_am, padded_lm in ((am.masked_fill(~frames[..., None], fill), lm),
+                                     (am, lm.masked_fill(~positions[..., None], fill))):
+            loss, grad_am, grad_lm = loss_and_grads(padded_am, padded_lm)
+            torch.testing.assert_close(loss, expected[0])
+            torch.testing.assert_close(grad_am[frames], expected[1][frames])
+            torch.testing.assert_close(grad_lm[positions], expected[2][positions])
+            assert not grad_am[~frames].any() and not grad_lm[~positions].any()
+
+
 def ranges_for(seed, B=3, T=12, U=6, V=10, s_range=3, one_sym=False):
     g = torch.Generator().manual_seed(seed)
     am = torch.randn(B, T, V, generator=g, dtype=torch.float64)
