@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from rnnt import host_reads
@@ -125,7 +127,12 @@ def check_inside(lengths: torch.Tensor, name: str, size: int, dim_name: str, ext
 
 
 def normalise_blank(blank: int, vocab: int) -> int:
-    """A negative blank counts from the end (-1: the last symbol)."""
+    """The blank as a Python int (a numpy integer or a 0-d integer tensor too: one the torch backend took, and
+    Triton's kernels refused as a pointer); a negative blank counts from the end (-1: the last symbol)."""
+    try:
+        blank = operator.index(blank)
+    except TypeError:
+        raise TypeError(f"blank must be a whole number (a symbol's index), got {blank!r}") from None
     if not -vocab <= blank < vocab:
         raise ValueError(f"blank {blank} is out of range for a vocabulary of {vocab}")
     return blank % vocab

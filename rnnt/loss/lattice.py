@@ -61,6 +61,13 @@ def _extend(x: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.pad(x, (0, 0, 0, 1), value=NEG_INF)
 
 
+def _outside(final_t: torch.Tensor, final_u: torch.Tensor, T: int, U1: int) -> torch.Tensor:
+    """(B,) whether an utterance's end (final_t, final_u) is no node of a lattice of T frames and U1 positions: no
+    frame (logit length 0), or lengths past it. Such an utterance has no complete path (the Triton kernels' answer:
+    the torch backend gave a zero-frame one log-likelihood 0, and indexed past the lattice for the others)."""
+    return (final_t < 1) | (final_t > T) | (final_u < 0) | (final_u >= U1)
+
+
 def _forward_backward_along_axis_1(blank, label, final_n, final_u):
     """alpha, beta over a lattice whose arcs each advance axis 1 by one step (a blank keeps u, a label adds
     one): the one-symbol lattice by frame, or the standard one skewed (_by_anti_diagonal). Utterance b
@@ -120,7 +127,7 @@ def best_path_label_frames(
     """The frame of every label on the most likely alignment (Viterbi), (B, max(U, 1)) long, -1 past U_b.
 
     blank, label as for lattice_posteriors. Ties go to the blank arc. An utterance with no complete
-    path gets -1 throughout.
+    path (lengths of no frame, or past the lattice, too) gets -1 throughout.
     """
     with torch.no_grad():
         if lattice_triton.resolve_backend(backend, blank.device) == "triton":
@@ -131,10 +138,12 @@ def best_path_label_frames(
             delta, by_label = _viterbi_along_axis_1(blank_e, label_e)
         else:
             delta, by_label = _by_anti_diagonal(_viterbi_along_axis_1, blank_e, label_e)
-        B, _, U1 = blank.shape
+        B, T, U1 = blank.shape
         t, u = (x.long() for x in lattice_triton.lengths_on(logit_lengths, target_lengths, blank.device))
+        outside = _outside(t, u, T, U1)
+        t, u = t.clamp(0, T), u.clamp(0, U1 - 1)
         batch = torch.arange(B, device=blank.device)
-        reachable = torch.isfinite(delta[batch, t, u])
+        reachable = torch.isfinite(delta[batch, t, u]) & ~outside
         frames = torch.full((B, max(U1 - 1, 1)), -1, dtype=torch.long, device=blank.device)
         for _ in range(blank.shape[1] + U1 - 1):  # the longest path back; no host reads of t or u
             label_step = by_label[batch, t, u] & (u > 0)
@@ -160,7 +169,8 @@ def lattice_posteriors(
 
     blank, label: (B, T, U+1) arc log-probs, -inf where there is no arc.
     Returns log_like (B,), and the blank and label arc posteriors (B, T, U+1); their sum is the
-    occupancy of each node. An utterance with no complete path gets log_like -inf and zero posteriors.
+    occupancy of each node. An utterance with no complete path (lengths of no frame, or past the lattice, too) gets
+    log_like -inf and zero posteriors.
     Posteriors below the smallest normal float are 0.
     """
     with torch.no_grad():
@@ -176,7 +186,7 @@ def lattice_posteriors(
             alpha, beta = _by_anti_diagonal(_forward_backward_along_axis_1, blank_e, label_e, final_t + final_u,
                                             final_u)
         dtype, blank, label = blank.dtype, blank.to(alpha.dtype), label.to(alpha.dtype)
-        log_like = beta[:, 0, 0]
+        log_like = beta[:, 0, 0].masked_fill(_outside(final_t, final_u, *blank.shape[1:]), NEG_INF)
         finite = torch.isfinite(log_like)
         norm = torch.where(finite, log_like, torch.zeros_like(log_like))[:, None, None]
         alpha, beta_next = alpha[:, :-1], beta[:, 1:]

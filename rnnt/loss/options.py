@@ -23,6 +23,11 @@ class LatticeOptions:
     backend: str = "auto"  # lattice and logits passes: torch, triton (kernels), auto (triton on CUDA 8.0+ if installed)
 
     def check(self) -> None:
+        if not isinstance(self.one_sym_per_frame, bool):  # "no" chose the one-symbol lattice, being true
+            raise TypeError(f"one_sym_per_frame must be True or False, got {self.one_sym_per_frame!r}")
+        for name in ("fastemit_lambda", "delay_penalty", "self_alignment"):  # True: a weight of 1
+            if isinstance(getattr(self, name), (bool, str)):
+                raise TypeError(f"{name} must be a number, got {getattr(self, name)!r}")
         check_emission_timing(self.fastemit_lambda, self.delay_penalty, self.self_alignment)
         check_backend(self.backend)
 

@@ -6,6 +6,7 @@ and its short message to torch._assert_async."""
 
 import re
 
+import numpy as np
 import pytest
 import torch
 
@@ -176,6 +177,19 @@ def test_blank_is_normalised(blank, vocab, normalised):
 def test_blank_out_of_range_is_named(blank):
     refused(ValueError, f"blank {blank} is out of range for a vocabulary of 5", check_symbols, TARGETS,
             torch.tensor([3, 2]), blank, 5)
+
+
+@pytest.mark.parametrize("blank", [np.int64(4), torch.tensor(4), torch.tensor(-1)])
+def test_a_numpy_or_tensor_blank_is_taken_as_its_int(blank):
+    """The torch backend took them; Triton's kernels refused a numpy integer, and a 0-d tensor as a pointer."""
+    normalised = check_symbols(torch.tensor([[1, 2]]), torch.tensor([2]), blank, 5)
+    assert normalised == 4 and type(normalised) is int
+
+
+@pytest.mark.parametrize("blank", [1.5, torch.tensor(1.0), "0"])
+def test_a_blank_that_is_no_whole_number_is_refused_by_name(blank):
+    with pytest.raises(TypeError, match=r"^blank must be a whole number \(a symbol's index\), got "):
+        check_symbols(TARGETS, torch.tensor([3, 2]), blank, 5)
 
 
 def test_targets_past_their_lengths_are_not_read():

@@ -184,3 +184,26 @@ def test_bfloat16_arcs_come_back_in_bfloat16_near_the_loop(monkeypatch):
         torch.testing.assert_close(got[0].double(), want[0], rtol=0.02, atol=0)
         if by_rows:  # in float64, rounded once at the end
             torch.testing.assert_close(got[1].double(), want[1], rtol=0, atol=0.005)
+
+
+@pytest.mark.parametrize("backend,by_rows", [("torch", True), ("torch", False), ("triton", False)])
+@pytest.mark.parametrize("one_sym", [False, True])
+def test_lengths_of_no_frame_or_past_the_lattice_have_no_path_on_either_backend(backend, by_rows, one_sym,
+                                                                                monkeypatch):
+    """A zero-frame utterance had log-likelihood 0 (or its labels' sum 'at frame 0') on the torch backend, -inf on
+    Triton's, and lengths past the lattice an IndexError from the torch backend's best path; each is an utterance
+    with no complete path (log_like -inf, no posterior, no frame), beside one whose answer stays."""
+    from conftest import TRITON_DEVICE
+    from rnnt.loss.lattice import best_path_label_frames
+
+    monkeypatch.setattr(lattice_rows, "cheaper", lambda *shape: by_rows)
+    device = TRITON_DEVICE if backend == "triton" else "cpu"
+    T, U1 = 3, 3
+    for T_b, U_b in ((0, 0), (0, 2), (T + 1, 1), (T, U1)):
+        blank, label = (x.to(device) for x in arcs(torch.tensor([T, T_b]), torch.tensor([2, U_b]), seed=3))
+        blank, label = blank[:, :T, :U1].contiguous(), label[:, :T, :U1].contiguous()
+        lengths = torch.tensor([T, T_b], device=device), torch.tensor([2, U_b], device=device)
+        log_like, gamma_blank, gamma_label = lattice_posteriors(blank, label, *lengths, one_sym, backend=backend)
+        frames = best_path_label_frames(blank, label, *lengths, one_sym, backend=backend)
+        assert log_like[1] == NEG_INF and not gamma_blank[1].any() and not gamma_label[1].any(), (T_b, U_b)
+        assert (frames[1] == -1).all() and (frames[0] >= 0).all() and torch.isfinite(log_like[0]), (T_b, U_b)

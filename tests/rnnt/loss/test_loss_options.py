@@ -82,3 +82,7 @@ def test_bad_options_are_refused_by_name():
             # was taken: a NaN loss or gradient)
     with pytest.raises(ValueError, match="backend"):
         fused_joiner_loss(enc, pred, weight, bias, targets, T_b, U_b, backend="cuda")
+    for name, value in (("one_sym_per_frame", "no"), ("one_sym_per_frame", 1), ("fastemit_lambda", True),
+                        ("delay_penalty", "0.1")):  # "no" chose the one-symbol lattice; True, a weight of 1
+        with pytest.raises(TypeError, match=f"^{name} must be "):
+            transducer_loss(logits, targets, T_b, U_b, **{name: value})
