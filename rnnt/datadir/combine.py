@@ -1,8 +1,9 @@
 """Combines several Kaldi data dirs into one; an utterance found in two of them is an error.
 
 A speaker or a recording may be in several with the same lines; a speaker's that differ (spk2gender, cmvn.scp)
-are taken from the first source that has it and named (as Kaldi's, which keeps one; a per-speaker cmvn.scp
-differs between dirs of the same speakers by nature), a recording's that differ (wav.scp, reco2dur) are an
+are taken from the first source that has it and named (Kaldi's keeps one too, the line that sorts first, whichever
+source it came from; a per-speaker cmvn.scp differs between dirs of the same speakers by nature), a recording's
+that differ (wav.scp, reco2dur) are an
 error: the same recording id for two files would give one source's segments the other's audio.
 
 As Kaldi's script of that name: when some sources have `segments` and others do not, each utterance of
