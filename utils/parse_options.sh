@@ -7,8 +7,9 @@
 #   (stage=0, average=5) only a whole number of at least 0 (a recipe's first stage is 0), as the script set it
 #   (a --config file's value, or the option given before, does not change what it takes); a value that is
 #   another option of the script (--stage --stop-stage 3) is a missing value;
-#   --config FILE sources FILE (shell assignments) before the remaining options, so a script may not
-#   have a variable named config of its own (refused at once);
+#   --config FILE sources FILE (shell assignments, each of a variable the script defines: another name is
+#   refused by its line) before the remaining options, so a script may not have a variable named config of its
+#   own (refused at once);
 #   --help / -h prints $help_message and exits 0;
 #   parsing stops at the first argument not starting with --, or after a bare --;
 #   positional arguments stay in "$@".
@@ -106,6 +107,18 @@ while [ $__po_i -lt ${#__po_args[@]} ]; do
       "--train-config" ;;
   esac
   case $__po_cfg in */*) ;; *) __po_cfg=./$__po_cfg ;; esac  # a bare name: the file checked, not one on $PATH
+  # each name it assigns is an option of the script, as on the command line (a typo, nj_jobs=8, set a variable
+  # nothing read, and the run went on with the default)
+  __po_i_line=0
+  while IFS= read -r __po_line || [ -n "$__po_line" ]; do
+    __po_i_line=$((__po_i_line + 1))
+    [[ $__po_line =~ ^[[:space:]]*([A-Za-z_][A-Za-z0-9_]*)= ]] || continue
+    __po_var=${BASH_REMATCH[1]}
+    if [ -z "${!__po_var+set}" ] || [[ $(declare -p "$__po_var") =~ ^declare\ -[a-zA-Z]*x ]]; then
+      __po_fail "$__po_cfg:$__po_i_line: '$__po_var' is no option of the script (no variable of that name is" \
+        "defined in it)"
+    fi
+  done < "$__po_cfg"
   # shellcheck disable=SC1090
   . "$__po_cfg"
 done
@@ -121,5 +134,5 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
-unset __po_args __po_i __po_cfg __po_var __po_kinds
+unset __po_args __po_i __po_cfg __po_var __po_kinds __po_i_line __po_line
 true

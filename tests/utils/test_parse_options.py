@@ -107,6 +107,18 @@ def test_parsing_stops_at_first_positional_or_double_dash(demo):
     assert demo("--stage", "1", "--", "--x").stdout.strip() == "stage=1 use_gpu=false foo_bar=default n=1 args=--x"
 
 
+def test_a_config_file_assigning_no_option_of_the_script_is_refused_by_its_line(demo, tmp_path):
+    """A typo in a --config file (stage_typo=7) set a variable nothing read: the run went on with the default, as
+    the same typo on the command line is refused; an environment variable is no option either."""
+    for line in ("stage_typo=7", "  PATH=/nowhere"):
+        cfg = tmp_path / "opts.conf"
+        cfg.write_text(f"# my options\nfoo_bar=from_config\n{line}\n")
+        out = demo("--config", str(cfg), "p")
+        name = line.split("=")[0].strip()
+        assert out.returncode == 1 and out.stderr.splitlines()[-1] == (
+            f"demo.sh: {cfg}:3: '{name}' is no option of the script (no variable of that name is defined in it)")
+
+
 def test_a_script_variable_named_config_is_refused(tmp_path):
     """--config sources a file, so a script's own `config` variable could never be set from the command line:
     parse_options.sh refuses the script at once (egs/an4/tune.sh once had one)."""
