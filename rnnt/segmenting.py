@@ -18,8 +18,8 @@ import numpy as np
 import soundfile
 import torch
 
-from rnnt.data.audio import AudioError, decodes_in_one_read, to_mono
-from rnnt.data.audio_header import audio_errors, open_audio
+from rnnt.data.audio import AudioError, decodes_in_one_read, read_whole, to_mono
+from rnnt.data.audio_header import audio_errors, open_audio, readable_once
 from rnnt.data.stages import TooShort
 
 
@@ -60,21 +60,22 @@ def file_blocks(audio, seconds: float = 1.0) -> tuple[Iterator[torch.Tensor], in
     whose data size was left 0, which open_audio reads whole, and an MP3: decodes_in_one_read), and its sample
     rate; a file of no samples, or one that cannot be decoded on the way (cut short, say), is an AudioError as
     load_audio's."""
+    audio = readable_once(audio)  # (a pipe's bytes: an MP3's tag read again, read_whole)
     opened = open_audio(audio)
     if opened.frames == 0:
         opened.close()
         raise AudioError("no samples")
-    return _decoded_blocks(opened, max(1, round(seconds * opened.samplerate))), opened.samplerate
+    return _decoded_blocks(opened, audio, max(1, round(seconds * opened.samplerate))), opened.samplerate
 
 
-def _decoded_blocks(opened: soundfile.SoundFile, size: int) -> Iterator[torch.Tensor]:
+def _decoded_blocks(opened: soundfile.SoundFile, audio, size: int) -> Iterator[torch.Tensor]:
     """Read, not SoundFile.blocks: that one refuses a file libsndfile cannot seek in (GSM 6.10, G.721 and other
     telephony codecs in WAV, AIFF or AU: 'frames must be specified for non-seekable files'), a traceback."""
     with opened:
         whole = None
         if decodes_in_one_read(opened):  # (MP3: the whole file decoded in memory, then cut up)
             with audio_errors():
-                whole = opened.read(dtype="float32", always_2d=True)
+                whole = read_whole(opened, audio, -1)
         for first in itertools.count(0, size):
             with audio_errors():  # the decoding's errors alone
                 block = opened.read(size, dtype="float32", always_2d=True) if whole is None else \

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rnnt.data.audio_header import AudioError, audio_errors, counts_exactly, open_audio
+from rnnt.data.audio_header import (MP3_FRAME_SAMPLES, AudioError, audio_errors, counts_exactly, mp3_counts_its_samples,
+                                    open_audio, readable_once)
 
 MAX_OVERSHOOT = 0.5  # seconds a segment may end past its recording, cut there (Kaldi's extract-segments)
 
@@ -71,16 +72,31 @@ def measured_length(audio) -> tuple[int, int, int]:
 
 def load_audio(audio, start: float | None = None, end: float | None = None) -> tuple[torch.Tensor, int]:
     """(waveform (channels, samples) float32 in [-1, 1], sample rate) of bytes or a file path, or of the
-    segment [start, end) seconds of it (segment_samples)."""
+    segment [start, end) seconds of it (segment_samples). An MP3 whose Xing or Info frame counts more samples than
+    it decodes to (by more than a frame) is cut short (mp3_counts_its_samples)."""
+    audio = readable_once(audio)  # (a pipe's bytes: read again where an MP3's tag is looked at)
     with audio_errors(), open_audio(audio) as opened:
         first, stop = _span(opened, start, end)
         skipped = first if decodes_in_one_read(opened) else 0  # decoded from the start, and dropped
         if first > skipped:
             opened.seek(first)
-        samples = opened.read(max(stop - first, 0) + skipped, dtype="float32", always_2d=True)[skipped:]
+        samples = read_whole(opened, audio, max(stop - first, 0) + skipped)[skipped:]
     if samples.shape[0] == 0:
         raise AudioError("no samples")
     return check_finite(torch.from_numpy(np.ascontiguousarray(samples.T))), opened.samplerate
+
+
+def read_whole(opened, audio, frames: int) -> np.ndarray:
+    """frames (-1: all) (samples, channels) read from an open file of audio (bytes or a regular file's path:
+    readable_once), float32; an MP3 whose Xing or Info frame counts more samples than it decodes to, by more than
+    a frame, is cut short (libsndfile decodes what is there, and a transcript went with part of its audio)."""
+    samples = opened.read(frames, dtype="float32", always_2d=True)
+    counted = opened.frames if frames < 0 else min(frames, opened.frames)
+    if decodes_in_one_read(opened) and samples.shape[0] + MP3_FRAME_SAMPLES < counted and \
+            mp3_counts_its_samples(audio):
+        raise AudioError(f"cut short: its header gives {opened.frames / opened.samplerate:.2f} s of audio, the file "
+                         f"decodes to {samples.shape[0] / opened.samplerate:.2f} s")
+    return samples
 
 
 PCM_FULL_SCALE = {torch.int8: 128.0, torch.int16: 32768.0, torch.int32: 2.0 ** 31}  # signed PCM: -full to full

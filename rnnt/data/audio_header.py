@@ -56,7 +56,7 @@ def cut_short(audio, info) -> str | None:
     file's sample count longer than the file, an AIFF's sound chunk or an AU's data size longer than the file, a
     FLAC whose last frame does not decode, an Ogg stream (Opus, Vorbis) without its last page; an RF64's data size
     (its ds64 chunk's) or a Sony Wave64's data chunk longer than the file. audio: bytes or a path; info: it opened.
-    (MP3 is not checked: its frames stand alone, and a cut one is a shorter one.)"""
+    (An MP3 is checked where it is decoded, rnnt.data.audio.read_whole: its header's count is its Xing frame's.)"""
     check = {"WAV": _wav_cut, "WAVEX": _wav_cut, "RF64": _wav_cut, "W64": _w64_cut, "NIST": _sphere_cut,
              "FLAC": _flac_cut, "OGG": _ogg_cut, "AIFF": _aiff_cut, "AU": _au_cut}
     return check[info.format](audio, info) if info.format in check else None
@@ -178,6 +178,22 @@ def _ogg_cut(audio, info) -> str | None:
         return None
     return f"cut short: its Ogg stream ends without its last page ({info.frames / info.samplerate:.2f} s of audio " \
         "in the file)"
+
+
+MP3_FRAME_SAMPLES = 1152  # an MPEG-1 Layer III frame's (MPEG-2's: 576)
+
+
+def mp3_counts_its_samples(audio) -> bool:
+    """Whether an MP3's first frame (after an ID3v2 tag) is a Xing or Info frame (LAME and most encoders write
+    one), which counts its frames: libsndfile's length is then the encoder's, not a guess from the file's size
+    and bit rate, and a file that decodes to less is cut short."""
+    head, _ = _head_and_size(audio, 10)
+    start = 0
+    if head[:3] == b"ID3" and len(head) == 10:  # its size: 4 bytes of 7 bits, after 10 bytes (20 with a footer)
+        start = 10 + sum((head[6 + i] & 0x7F) << (21 - 7 * i) for i in range(4)) + (10 if head[5] & 0x10 else 0)
+    head, _ = _head_and_size(audio, start + 4096)
+    frame = head[start:].lstrip(b"\0")[:200]  # (padding after the tag)
+    return frame[:1] == b"\xff" and (b"Xing" in frame or b"Info" in frame)
 
 
 def header_problem(audio, info) -> str | None:

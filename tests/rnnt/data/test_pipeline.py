@@ -265,6 +265,38 @@ def test_an_mp3_read_in_blocks_or_from_a_segments_start_is_the_mp3_decoded_whole
     assert torch.equal(load_audio(str(tmp_path / "a.mp3"), 1.0, 2.0)[0][0], whole[44100:88200])
 
 
+def test_an_mp3_cut_short_is_refused_by_name_whole_in_blocks_from_a_pipe_and_after_an_id3_tag(test_data, tmp_path):
+    """An MP3 whose Xing or Info frame counts its samples, cut in half: libsndfile decoded what was there, and a
+    transcript went with half its audio. One without such a frame gives no length to be cut short of."""
+    from rnnt.segmenting import file_blocks
+
+    samples = load_audio(str(test_data / "waves_yesno" / "0_1_0_1_1_1_0_0.wav"))[0][0]  # 6 s at 8 kHz
+    written = io.BytesIO()
+    soundfile.write(written, samples.numpy(), 8000, format="MP3")
+    data = written.getvalue()
+    tag = b"ID3\x03\x00\x00" + bytes([0, 0, 1, 0]) + bytes(128)  # an ID3v2 tag of 128 bytes before the frames
+    cut = r"^cut short: its header gives \d+\.\d\d s of audio, the file decodes to \d+\.\d\d s$"
+    for whole in (data, tag + data):
+        assert load_audio(whole)[0].shape[1] == samples.shape[0]
+        half = whole[:len(whole) // 2]
+        (tmp_path / "half.mp3").write_bytes(half)
+        for audio in (half, str(tmp_path / "half.mp3")):
+            with pytest.raises(AudioError, match=cut):
+                load_audio(audio)
+            with pytest.raises(AudioError, match=cut):
+                list(file_blocks(audio, 0.25)[0])
+        read, write = os.pipe()
+        os.write(write, half)  # (under a pipe's buffer)
+        os.close(write)
+        with pytest.raises(AudioError, match=cut):
+            load_audio(f"/dev/fd/{read}")
+        os.close(read)
+    untagged = bytearray(data)  # the Xing frame's name overwritten: a count libsndfile guesses from the size
+    at = untagged.find(b"Xing") if b"Xing" in untagged else untagged.find(b"Info")
+    untagged[at:at + 4] = b"XXXX"
+    assert 0 < load_audio(bytes(untagged[:len(untagged) // 2]))[0].shape[1] < samples.shape[0]
+
+
 def test_a_pipe_is_read_once_a_folder_and_a_headerless_file_are_named(fsdd, tmp_path):
     """A path that is not a regular file (a shell's <(...), a named pipe) can be read once: the header's checks
     read its first 64 KB before libsndfile did, which then decoded the rest alone, in silence."""
