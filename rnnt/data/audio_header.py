@@ -266,6 +266,8 @@ def audio_errors(audio=None):
                               "-e signed -b 16 -c 1 IN.raw OUT.wav does") from None
     except soundfile.LibsndfileError as error:
         reason = error.error_string.rstrip(".")
+        if "possibly a pipe" in reason:  # libsndfile's (its mpg123's) for an MP3 whose frames do not decode: the
+            reason = "its frames do not decode (damaged, or cut short?)"  # bytes in memory and a file there too
         raise UnreadableAudio(what_is_there(audio) or reason[:1].lower() + reason[1:]) from None
     except RuntimeError as error:
         raise UnreadableAudio(str(error)) from None
