@@ -83,16 +83,16 @@ stamp="$venv/.rnnt-requirements.sha256"
 want=$(cat "$requirements" "$constraints" | sha256sum | cut -d' ' -f1)
 # and every pin installed at its version (a package uninstalled or upgraded by hand since: the stamp still matched),
 # looked up in the packages' metadata, not imported (torch's import takes seconds, and every test run and recipe asks)
+fresh=false
 if ! $force && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   if unmet=$("$venv/bin/python" "$root/tools/unmet_pins.py" "$requirements" "$constraints"); then
     fresh=true
   else
-    fresh=false
     echo "tools/install.sh: $venv differs from the pins ($(echo "$unmet" | head -3 | paste -sd ';' -)):" \
       "installing them again"
   fi
 fi
-if ${fresh:-false}; then
+if $fresh; then
   link_project
   touch "$stamp"  # newer than the requirements again (path.sh compares their times)
   echo "tools/install.sh: $venv is up to date"
