@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from rnnt.data.audio import AudioError, float_samples
-from rnnt.data.audio_header import riff_chunks
+from rnnt.data.cut_short import riff_chunks
 from rnnt.data.resample import StreamingResampler
 from rnnt.segmenting import file_blocks
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rnnt.data.audio_header import (MP3_FRAME_SAMPLES, AudioError, audio_errors, counts_exactly, mp3_counts_its_samples,
-                                    open_audio, readable_once)
+from rnnt.data.audio_header import AudioError, audio_errors, counts_exactly, open_audio, readable_once
+from rnnt.data.cut_short import MP3_FRAME_SAMPLES, mp3_counts_its_samples
 
 MAX_OVERSHOOT = 0.5  # seconds a segment may end past its recording, cut there (Kaldi's extract-segments)
 
