@@ -111,9 +111,9 @@ def nbest_line(key: str, entries: list[dict]) -> tuple[str, str]:
 def write_word_outputs(out: str, words: dict[str, list[dict]], nbest: list[tuple[str, str]] | None, data_dir: str,
                        tool: str, refs: dict[str, str], confidences: str = "uncalibrated posteriors") -> None:
     """The decode dir's ctm (in data_dir's recordings' times where it has segments), confidence (where the words
-    have them: how well they tell right words from wrong ones, rnnt.confidence.confidence_line, and `confidences`,
-    what calibrated them) and nbest.json (given: each utterance's nbest_line), sorted by key. Utterances without a
-    usable segments line are named on stderr."""
+    have them, not rounded: how well they tell right words from wrong ones, rnnt.confidence.confidence_line, and
+    `confidences`, what calibrated them) and nbest.json (given: each utterance's nbest_line), sorted by key.
+    Utterances without a usable segments line are named on stderr."""
     for key in write_ctm(os.path.join(out, "ctm"), words, data_dir):
         print(f"{tool}: {key} has no usable line in {data_dir}/segments; its words are left out of the ctm",
               file=sys.stderr)

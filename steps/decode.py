@@ -137,7 +137,8 @@ def main() -> str:
         for key, hyp_list, duration in zip(batch["keys"], results, batch["seconds"]):  # the silence decoding
             hyps[key] = tokenizer.text(hyp_list[0])  # appends not counted: words end inside the recording
             audio_seconds += duration
-            words[key] = words_with_times(tokenizer, hyp_list[0], encoder_frame_seconds, duration, calibration)
+            words[key] = words_with_times(tokenizer, hyp_list[0], encoder_frame_seconds, duration, calibration,
+                                          rounded=False)  # scored whole (rounded, a map's ties moved AUC)
             if tokenizer.kind == "phone":
                 phones[key] = hypothesis_phones(tokenizer, hyp_list[0].tokens)
             if args.nbest:

@@ -54,7 +54,7 @@ def decode_all(recognizer, streaming: bool, utterances, rate: int, chunk: float,
         hyps[record["key"]] = " ".join(kaldi_fields(result.text))
         if frame_seconds is not None:
             words[record["key"]] = words_with_times(result, frame_seconds, len(samples) / rate, boundary_is_a_unit,
-                                                    calibration)
+                                                    calibration, rounded=False)  # (the ctm rounds them)
     return hyps, words, audio_seconds, decode_seconds
 
 

@@ -225,12 +225,14 @@ def token_seconds(timestamps: list[float], frame_seconds: float) -> list[float]:
 
 
 def words_with_times(result: Recognised, frame_seconds: float, duration: float,
-                     boundary_is_a_unit: bool = True, calibration: Calibration | None = None) -> list[dict]:
+                     boundary_is_a_unit: bool = True, calibration: Calibration | None = None,
+                     rounded: bool = True) -> list[dict]:
     """The result's words ({"word", "start", "end"}, seconds) as rnnt.transcriber.words_with_times gives ours:
     a word from its first unit's frame to the end of its last's, never past the audio's duration. A token
     that begins with a space begins a word; a space alone only ends one where the boundary is a unit of its
     own (word_boundary_is_a_unit), and begins it elsewhere. Each word's confidence where sherpa-onnx gave the
-    tokens' log-probabilities (through the export's calibration: confidence_calibration)."""
+    tokens' log-probabilities (through the export's calibration: confidence_calibration; to 4 decimals unless not
+    rounded)."""
     groups: list[list[tuple[str, float, float]]] = []
     log_probs = result.log_probs or [0.0] * len(result.tokens)
     for token, start, log_prob in zip(result.tokens, token_seconds(result.timestamps, frame_seconds), log_probs):
@@ -247,5 +249,5 @@ def words_with_times(result: Recognised, frame_seconds: float, duration: float,
                          "end": round(min(group[-1][1] + frame_seconds, duration), 3)})
             if result.log_probs is not None:  # as rnnt.confidence gives ours
                 rows[-1]["confidence"] = word_confidence([math.exp(log_prob) for _, _, log_prob in group],
-                                                         calibration)
+                                                         calibration, rounded)
     return rows

@@ -1165,7 +1165,7 @@ def test_confidences_calibrated_on_a_dev_set_go_into_decodes_and_transcription(t
     assert 0 < calibration["right"] < calibration["words"] and calibration["nce_after"] > calibration["nce_before"]
     assert calibration["checkpoint"].endswith(".pt") and calibration["checkpoint"] in out.stdout  # decode.py's
     assert (calibration["head"], len(calibration["checkpoint_sha256"])) == ("transducer", 64)
-    means = {}
+    means, aucs = {}, []
     for options in (["--raw-confidences", "--tag", "raw"], []):
         out = run_tool(sys.executable, STEPS / "decode.py", "--text", tmp_path / "swapped", *options, exp,
                        yesno / "test.list", "test")
@@ -1177,6 +1177,8 @@ def test_confidences_calibrated_on_a_dev_set_go_into_decodes_and_transcription(t
         assert line.endswith("uncalibrated posteriors (--raw-confidences)\n" if options else
                              f"calibrated by {exp}/confidence_calibration.json\n"), line
         assert f"NCE {calibration['nce_before' if options else 'nce_after']:.3f}," in line
+        aucs.append(re.search(r"AUC (\S+) over", line).group(1))
+    assert aucs[0] == aucs[1], aucs  # a map that keeps the order keeps AUC (confidences rounded first made ties)
     assert means["calibrated"] == pytest.approx(calibration["right"] / calibration["words"], abs=0.01)
     assert abs(means["raw"] - means["calibrated"]) > 0.05
     # another checkpoint's words, or the CTC head's: left uncalibrated, and why
