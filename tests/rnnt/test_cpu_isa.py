@@ -74,3 +74,32 @@ def test_the_bf16_probe_leaves_torchs_generator_as_it_was():
     state = torch.get_rng_state()
     bf16_lstm_problem()
     assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_a_cpu_advertising_amx_it_cannot_run_keeps_onednn_off_it_and_remembers(tmp_path, monkeypatch):
+    """This CPU has no AMX, so the guard's branch is driven with its facts stood in: a CPU that reports amx_tile
+    and avx512_bf16 gets its probe run once in a child; where the child dies (SIGILL, as on the Xeon machines),
+    ONEDNN_MAX_CPU_ISA keeps oneDNN on AVX-512 and the answer is cached, so the next import asks no child; where
+    it lives, oneDNN is left free."""
+    from rnnt import cpu_isa
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(cpu_isa.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(cpu_isa.sys, "platform", "linux")
+    for child_exit, usable in ((-4, False), (0, True)):  # -4: killed by SIGILL
+        model = f"Xeon that exits {child_exit}"
+        monkeypatch.setattr(cpu_isa, "cpu_facts", lambda: (model, {"avx512_bf16", "amx_tile", "avx512f"}))
+        probes = []
+
+        def child(argv, **kwargs):
+            probes.append(argv)
+            return subprocess.CompletedProcess(argv, child_exit, b"", b"")
+
+        monkeypatch.setattr(cpu_isa.subprocess, "run", child)
+        for _ in range(2):
+            monkeypatch.setenv(VARIABLE, "set before")
+            monkeypatch.delenv(VARIABLE)
+            cpu_isa.avoid_unusable_amx()
+            assert os.environ.get(VARIABLE) == (None if usable else cpu_isa.WITHOUT_AMX)
+        assert len(probes) == 1 and probes[0][-1] == cpu_isa.PROBE  # the second import read the cache
+        assert open(cpu_isa.cache_file(model)).read() == ("yes\n" if usable else "no\n")
