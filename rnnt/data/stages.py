@@ -143,9 +143,10 @@ def with_waveforms(batch: list[dict], report: DataReport | None = None, cache: A
     kept = []
     for record in batch:
         try:
-            waveform = record.get("decoded")
-            if waveform is None:
-                waveform = _decoded_at_rate(record, record["sample_rate"], cache)[0]
+            waveform, decoded = record.get("decoded"), None
+            if waveform is None:  # cached once its length is found right (cached before, it trained from epoch 2)
+                decoded = _decoded_at_rate(record, record["sample_rate"], None)
+                waveform = decoded[0]
             if "speed" in record:
                 waveform = resample(waveform, *speed_ratio(record["speed"]))
             if augment is not None:
@@ -154,6 +155,8 @@ def with_waveforms(batch: list[dict], report: DataReport | None = None, cache: A
                 waveform = torch.cat([waveform, waveform.new_zeros(record["silence"])])
             if waveform.shape[0] != record["samples"]:
                 raise AudioError(f"it decodes to {waveform.shape[0]} samples, its header gave {record['samples']}")
+            if decoded is not None and cache is not None:
+                cache.put(record, *decoded)
         except (AudioError, OSError) as error:
             _skipped(record, error, report)
             if report is not None:

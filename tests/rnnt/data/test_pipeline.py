@@ -1010,17 +1010,23 @@ def test_a_resume_decodes_no_audio_of_the_batches_before(fsdd, monkeypatch):
 
 def test_audio_not_as_long_as_its_header_said_is_left_out_of_its_batch(fsdd, caplog):
     """A header that lies (a file changed between the two reads, a broken writer) would have batched and
-    filtered the utterance by a wrong length: it is left out, named, and counted as unreadable."""
+    filtered the utterance by a wrong length: it is left out, named, and counted as unreadable; and not kept in
+    the audio cache (data.cache_audio_mb), whose waveform the next epoch planned it by and trained on."""
+    from rnnt.data.audio_cache import AudioCache
+
     planned = list(stages.audio_lengths(records(str(fsdd / "test.list")), 8000))[:3]
     report = DataReport("test.list", 8000)
     for record in planned:
         report.audio_read(record["file_rate"], record["channels"])
     lying = {**planned[1], "samples": planned[1]["samples"] + 1}
+    cache = AudioCache(10**8)
     with caplog.at_level(logging.WARNING):
-        kept = stages.with_waveforms([planned[0], lying, planned[2]], report)
+        kept = stages.with_waveforms([planned[0], lying, planned[2]], report, cache)
     assert [r["key"] for r in kept] == [planned[0]["key"], planned[2]["key"]]
     assert f"skipped {lying['key']} from {lying['source']}: cannot decode audio (it decodes to " in caplog.text
     assert report.line().startswith("data (test.list): 3 utterances: 2 at 8000 Hz; 1 skipped, their audio unreadable")
+    assert [cache.get(record) is not None for record in planned] == [True, False, True]
+    assert torch.equal(cache.get(planned[0])[0], kept[0]["waveform"])
 
 
 def test_validation_reads_every_utterance_whatever_the_training_buckets(fsdd):
