@@ -108,6 +108,9 @@ def data_config(values: dict | None) -> DataConfig:
     if problem := dither_problem(config.features):
         raise ValueError(problem)
     check_noise_configs(config.noise, config.reverb)
+    if masks is not None and not 0 < masks.max_time_share <= 1:
+        raise ValueError(f"data.spec_augment.max_time_share is a share of the utterance, above 0 and at most 1, got "
+                         f"{masks.max_time_share}")
     if masks is not None and masks.adaptive and not 0 < masks.time_width <= 1:
         raise ValueError(f"data.spec_augment.time_width is a share of the utterance when adaptive (0.05: 5%), got "
                          f"{masks.time_width}: each of its masks could cover the whole utterance")

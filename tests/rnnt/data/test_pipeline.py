@@ -1161,6 +1161,20 @@ def test_fixed_time_masks_are_as_many_and_as_wide_as_configured():
                         torch.Generator().manual_seed(0)).eq(0).all()
 
 
+@pytest.mark.parametrize("frames", [5, 20, 35])
+def test_time_masks_of_the_defaults_never_cover_a_short_utterance(frames):
+    """SpecAugment's defaults (two masks of up to 40 frames, Park et al.'s SS policy) on utterances of 5-35 frames:
+    each mask at most max_time_share (0.2) of them, so at most 40% masked; two masks of 40 frames covered the whole
+    of a 20-frame one in 12% of draws. max_time_share 1.0 is the bound off."""
+    config = SpecAugmentConfig(freq_masks=0, value=1.0)
+    masked = [int((spec_augment(torch.zeros(frames, 4), config, torch.Generator().manual_seed(seed))[:, 0] == 1).sum())
+              for seed in range(1000)]
+    assert 0 < max(masked) <= 2 * int(0.2 * frames)
+    unbounded = dataclasses.replace(config, max_time_share=1.0)
+    assert any(bool((spec_augment(torch.zeros(frames, 4), unbounded, torch.Generator().manual_seed(seed))[:, 0] == 1)
+                    .all()) for seed in range(1000))
+
+
 def test_augmentation_changes_from_epoch_to_epoch_and_never_touches_decoding(fsdd):
     """Speed perturbation, dither and SpecAugment draw from (seed, epoch, key): an epoch repeats itself, the
     next differs; without training, the features are the undithered fbank of the audio as it is."""

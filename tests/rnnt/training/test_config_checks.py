@@ -172,6 +172,8 @@ def test_values_are_checked_against_their_keys_types_and_ranges_naming_the_file(
         "train:\n  ema_decay: 1.0\n": "train.ema_decay must be at least 0 (no EMA) and below 1, got 1.0",
         "data:\n  spec_augment: {adaptive: true}\n": "data.spec_augment.time_width is a share of the utterance when "
                                                    "adaptive (0.05: 5%), got 40",
+        "data:\n  spec_augment: {max_time_share: 1.5}\n": "data.spec_augment.max_time_share is a share of the "
+                                                        "utterance, above 0 and at most 1, got 1.5",
         "train:\n  schedule: {decay_steps: 0}\n": "train.schedule.decay_steps must be at least 1, got 0",
         "train:\n  schedule: {decay_rate: 0}\n": "train.schedule.decay_rate must be above 0 and at most 1, got 0",
         # these were a traceback of the trainer (an IndexError in Adam), a message without the file, or a
