@@ -108,17 +108,28 @@ def numbered_copies(entries: list[str], kind: str) -> list[str]:
     """The entries with each line listed again marked as the K-th copy of it (K >= 1: a raw line's "copy", a shard
     entry's COPY_MARK), which the records carry (their "copy"), so that an upsampled utterance's copies draw
     augmentation of their own (rnnt.data.stages.utterance_generator): seeded by key alone, every copy had the same
-    speed, dither and masks in every epoch on every rank, and upsampling only scaled its gradient."""
+    speed, dither and masks in every epoch on every rank, and upsampling only scaled its gradient. A raw line is
+    a copy of another of its key however it is spelt (lists joined from two tools: spacing, a duration added)."""
     seen: Counter = Counter()
     numbered = []
     for entry in entries:
-        copy, seen[entry] = seen[entry], seen[entry] + 1
+        utterance = _listed_key(entry) if kind == "raw" else entry
+        copy, seen[utterance] = seen[utterance], seen[utterance] + 1
         if copy and kind == "raw":
             entry = f'{entry[:-1].rstrip()}, "copy": {copy}}}'
         elif copy:
             entry = f"{entry}{COPY_MARK}{copy}"
         numbered.append(entry)
     return numbered
+
+
+def _listed_key(line: str):
+    """A raw line's key (and segment), or the line where it holds none (read, it is named as bad then)."""
+    try:
+        entry = json.loads(line)
+        return entry["key"], entry.get("start"), entry.get("end")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return line
 
 
 def raw_record(line: str) -> dict:

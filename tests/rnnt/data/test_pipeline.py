@@ -900,13 +900,14 @@ def test_deterministic_per_epoch_and_resumes_exactly(fsdd):
 def test_each_copy_of_an_utterance_a_list_repeats_draws_its_own_augmentation(fsdd, tmp_path):
     """Upsampling by listing a line again (as WeNet's): seeded by key alone, the copies had the same speed, dither
     and SpecAugment masks in every epoch, on every rank; a shard listed again as well. A rerun of the epoch draws
-    the same again."""
+    the same again. A raw line is a copy however it is spelt (lists joined from two tools)."""
     augmented = data_config({**TRAIN, "speed_perturb": [0.9, 1.0, 1.1], "shuffle_buffer": 0,
                              "features": {"preset": "kaldi", "num_mel_bins": 64, "dither": 1.0},
                              "batch": {"type": "static", "batch_size": 1}})
     for name, entry in (("raw.list", (fsdd / "test.list").read_text().splitlines()[0]),
                         ("shards.list", (fsdd / "train.list").read_text().splitlines()[0])):
-        (tmp_path / name).write_text(f"{entry}\n{entry}\n{entry}\n")
+        spelt_otherwise = json.dumps(json.loads(entry), separators=(",", ":")) if name == "raw.list" else entry
+        (tmp_path / name).write_text(f"{entry}\n{spelt_otherwise}\n{entry}\n")
         p = Pipeline(str(tmp_path / name), augmented, Tokenizer(str(fsdd / "lang")), True)
         key = next(iter(p.batches()))["keys"][0]
 
