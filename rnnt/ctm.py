@@ -27,6 +27,14 @@ def start_within(start: float, duration: float, frame_seconds: float) -> float:
     return max(math.ceil(duration / frame_seconds - 1e-9) - 1, 0) * frame_seconds
 
 
+def word_span(start: float, end: float, duration: float, frame_seconds: float) -> dict:
+    """{"start", "end"} of a word from its first unit's frame start to its last's frame end (seconds), inside the
+    audio (start_within; never past duration), to the millisecond and at least one long (a frame starting under
+    0.5 ms before the end rounded to a word of 0 s)."""
+    start = max(min(start_within(start, duration, frame_seconds), duration - 0.001), 0.0)
+    return {"start": round(start, 3), "end": round(min(end, duration), 3)}
+
+
 def recording_offsets(data_dir: str) -> dict[str, tuple[str, str, float]] | None:
     """utt -> (file, channel, start of the utterance in it) from data_dir's segments and reco2file_and_channel;
     None without segments. A malformed line of either is named by file and line on standard error and left out

@@ -17,7 +17,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from rnnt.confidence import CALIBRATION_FILE, Calibration, add_unit_posteriors, experiment_calibration, \
     word_confidence
-from rnnt.ctm import start_within
+from rnnt.ctm import start_within, word_span
 from rnnt.data import stages
 from rnnt.data.audio import AudioError, float_samples, load_audio, to_mono
 from rnnt.data.config import BatchConfig, FilterConfig
@@ -121,10 +121,8 @@ def words_with_times(tokenizer: Tokenizer, hyp: Hypothesis, frame_seconds: float
     for text, group in zip(texts, groups):
         if not text:  # a lone word-start piece spells no word
             continue
-        start = start_within(group[0][1] * frame_seconds, duration, frame_seconds)
-        start = max(min(start, duration - 0.001), 0.0)  # a frame starting under 0.5 ms before the end: a word of 0 s
-        rows.append({"word": text, "start": round(start, 3),
-                     "end": round(min((group[-1][1] + 1) * frame_seconds, duration), 3)})
+        rows.append({"word": text, **word_span(group[0][1] * frame_seconds, (group[-1][1] + 1) * frame_seconds,
+                                               duration, frame_seconds)})
         if hyp.unit_posteriors is not None:
             rows[-1]["confidence"] = word_confidence([posterior for _, _, posterior in group], calibration, rounded)
     return rows

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rnnt.confidence import Calibration, calibration_of, usable_calibration, word_confidence
-from rnnt.ctm import start_within
+from rnnt.ctm import word_span
 from rnnt.data.config import MAX_TAIL_SILENCE
 from rnnt.datadir.table import kaldi_fields
 
@@ -245,8 +245,8 @@ def words_with_times(result: Recognised, frame_seconds: float, duration: float,
     rows = []
     for group in groups:
         if word := "".join(token for token, _, _ in group).strip():
-            rows.append({"word": word, "start": round(start_within(group[0][1], duration, frame_seconds), 3),
-                         "end": round(min(group[-1][1] + frame_seconds, duration), 3)})
+            rows.append({"word": word, **word_span(group[0][1], group[-1][1] + frame_seconds, duration,
+                                                   frame_seconds)})
             if result.log_probs is not None:  # as rnnt.confidence gives ours
                 rows[-1]["confidence"] = word_confidence([math.exp(log_prob) for _, _, log_prob in group],
                                                          calibration, rounded)

@@ -477,3 +477,8 @@ def test_a_word_on_the_last_frame_starting_just_inside_the_audio_lasts_a_millise
     hyp = Hypothesis([tokenizer.units["A"]], [120], 0.0)  # emitted at 7.2 s, in the silence appended
     assert words_with_times(tokenizer, hyp, 0.06, 6.960125) == [{"word": "A", "start": 6.959, "end": 6.96}]
     assert words_with_times(tokenizer, hyp, 0.06, 6.99) == [{"word": "A", "start": 6.96, "end": 6.99}]
+    # sherpa-onnx's words (decode_sherpa_onnx.py's ctm) as ours: its token on that frame (7.2 s, scaled by 4 frames)
+    from rnnt.export.runtime import Recognised, words_with_times as sherpa_onnx_words
+
+    for duration, span in ((6.960125, {"start": 6.959, "end": 6.96}), (6.99, {"start": 6.96, "end": 6.99})):
+        assert sherpa_onnx_words(Recognised(" A", [" A"], [4.8]), 0.06, duration) == [{"word": "A", **span}]
