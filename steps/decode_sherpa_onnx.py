@@ -85,7 +85,8 @@ def parsed_arguments():
     parser.add_argument("--threads", type=at_least(1), default=1, help="onnxruntime threads (default 1)")
     parser.add_argument("--chunk-seconds", type=above(0), default=0.1, help="streaming: audio per chunk (default 0.1)")
     parser.add_argument("--tail-seconds", type=at_least(0.0),
-                        help="silence after the audio (default: the export's decoding.json, at least 0.5 streaming)")
+                        help="silence after the audio (default: the export's decoding.json); a stream adds the "
+                        "encoder's window and a frame, at least 0.5 s in all")
     parser.add_argument("--text", help="the reference Kaldi text (default: <the list's dir>/text if there, else the "
                         "transcripts in the list)")
     parser.add_argument("--compare", help="a steps/decode.py dir of the same set: count identical transcripts "
@@ -110,6 +111,7 @@ def parsed_arguments():
 def main() -> str:
     args = parsed_arguments()
     try:
+        check_out_dir(args.out_dir)  # before the hotwords' spelling, which writes into it
         described = recognizer_args(args.onnx_dir)
         search = {"decoding_method": SHERPA_METHODS[args.method], "max_active_paths": args.beam}
         if args.hotwords:
@@ -121,12 +123,11 @@ def main() -> str:
         calibration = confidence_calibration(args.onnx_dir)
         # a stream's log-probabilities are sherpa-onnx's at its temperature_scale: ours at 1, which exports set
         confidences = not streaming or described.get("temperature_scale") == 1.0
-        tail = args.tail_seconds if args.tail_seconds is not None else tail_seconds(args.onnx_dir, streaming)
+        tail = tail_seconds(args.onnx_dir, streaming, args.tail_seconds)
         frame_seconds = encoder_frame_seconds(args.onnx_dir)
         refs, refs_from = reference_texts(args.data_list, args.text)
         show_data_reports()  # the list's lines and audio skipped, under the tool's name
         utterances = stages.waveforms(stages.first_of_each_key(records(args.data_list), args.data_list), rate)
-        check_out_dir(args.out_dir)
         if args.compare and not os.path.isfile(os.path.join(args.compare, "hyp")):
             raise FileNotFoundError(f"{args.compare}/hyp: no such file (--compare names a decode dir)")
     except (OSError, ValueError, KeyError, RuntimeError) as error:

@@ -133,14 +133,14 @@ def check_against_the_graphs(args: dict, path: str) -> None:
                          f"{metadata['sample_rate']} Hz")
 
 
-def tail_seconds(onnx_dir: str, streaming: bool) -> float:
-    """The silence to feed after each utterance: the model's data.tail_silence (decoding.json, which
-    older exports lack: none); for a stream that and the encoder's window and a frame more, at least
-    STREAMING_TAIL: sherpa-onnx encodes a window once a frame after it has come and never a part of one, so
-    the last 1 to window frames fed are never encoded (with the window's silence alone, as before, the encoder
-    saw 10 ms to 0.64 s of a 0.5 s tail)."""
+def tail_seconds(onnx_dir: str, streaming: bool, silence: float | None = None) -> float:
+    """The silence to feed after each utterance: `silence`, by default the model's data.tail_silence
+    (decoding.json, which older exports lack: none); for a stream that and the encoder's window and a frame more,
+    at least STREAMING_TAIL: sherpa-onnx encodes a window once a frame after it has come and never a part of one,
+    so the last 1 to window frames fed are never encoded (with the window's silence alone, as before, the encoder
+    saw 10 ms to 0.64 s of a 0.5 s tail; with a silence given alone, none of the last words' 0.68 s)."""
     decoding = decoding_settings(onnx_dir)
-    tail = decoding.get("tail_silence", 0.0)
+    tail = decoding.get("tail_silence", 0.0) if silence is None else silence
     if isinstance(tail, bool) or not isinstance(tail, (int, float)) or not 0 <= tail <= MAX_TAIL_SILENCE:
         raise ValueError(f"{onnx_dir}/{DECODING_JSON}: tail_silence is seconds, 0 to {MAX_TAIL_SILENCE:g}, "
                          f"got {tail!r}")

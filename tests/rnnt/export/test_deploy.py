@@ -275,15 +275,21 @@ def test_the_tail_silence_goes_with_the_export(an4_test, tmp_path, monkeypatch):
     (tmp_path / "wide" / "decoding.json").write_text(json.dumps({"tail_silence": 0.3, "window_frames": 69}))
     assert (tail_seconds(str(tmp_path / "wide"), False), tail_seconds(str(tmp_path / "wide"), True)) == pytest.approx(
         (0.3, 1.0))
+    # --tail-seconds replaces the model's silence, not the window a stream needs after it (--tail-seconds 0 left the
+    # last 0.7 s of speech unencoded)
+    assert (tail_seconds(str(tmp_path / "wide"), False, 0.0), tail_seconds(str(tmp_path / "wide"), True, 0.0)) == \
+        pytest.approx((0.0, 0.7))
     for bad in ("abc", -5, None, 1e9):  # a float's ValueError that named no file; -5 taken as it was, 1e9 too
         (tmp_path / "wide" / "decoding.json").write_text(json.dumps({"tail_silence": bad}))
         with pytest.raises(ValueError, match="wide/decoding.json: tail_silence is seconds, 0 to 10, got "):
             tail_seconds(str(tmp_path / "wide"), False)
     (tmp_path / "one.list").write_text(json.dumps({"key": "a", "wav": str(audio[0][0]), "txt": "A"}) + "\n")
     (tmp_path / "taken").write_text("")  # the whole list was decoded before the traceback said so
-    out = run_tool(sys.executable, STEPS / "decode_sherpa_onnx.py", tmp_path / "onnx", tmp_path / "one.list",
-                   tmp_path / "taken")
-    assert out.returncode == 1 and f"{tmp_path / 'taken'}: exists and is not a folder" in out.stderr, out.stderr
+    (tmp_path / "hotwords").write_text("A\n")
+    for options in ([], ["--method", "modified_beam", "--hotwords", tmp_path / "hotwords"]):  # (with hotwords: an
+        out = run_tool(sys.executable, STEPS / "decode_sherpa_onnx.py", *options, tmp_path / "onnx",  # Errno 17)
+                       tmp_path / "one.list", tmp_path / "taken")
+        assert out.returncode == 1 and f"{tmp_path / 'taken'}: exists and is not a folder" in out.stderr, out.stderr
     from rnnt.export.runtime import load_recognizer, recognizer_args
 
     with pytest.raises(ValueError, match=r"onnx/sherpa-onnx.json: .*unexpected keyword argument 'frobnicate'"):
