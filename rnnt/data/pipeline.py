@@ -30,7 +30,8 @@ from rnnt.data.config import DataConfig
 from rnnt.data.features import check_mel_bins
 from rnnt.data.noise import Augmenter, training_augmenter
 from rnnt.data.report import DataReport
-from rnnt.data.sources import each_listed_once, list_kind, numbered_copies, raw_records, read_list, shard_records
+from rnnt.data.shard_reading import shard_records
+from rnnt.data.sources import each_listed_once, list_kind, numbered_copies, raw_records, read_list
 from rnnt.data.splitting import Reader, part
 
 log = logging.getLogger(__name__)

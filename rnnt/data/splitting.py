@@ -5,7 +5,7 @@ seed of (seed, epoch), the same on every rank; rank r then takes entries r, r + 
 that rank takes every num_workers-th of those. Parts are disjoint and together cover the list.
 
 Shards: as many whole shards go to each rank as divide evenly; the shards left over (fewer than the
-ranks) are shared, rank r taking their utterances r, r + world, ... (rnnt.data.sources.ShardShare). So
+ranks) are shared, rank r taking their utterances r, r + world, ... (rnnt.data.shard_reading.ShardShare). So
 the ranks' utterance counts differ by at most one a leftover shard (plus what shards of unequal
 lengths differ by), not by whole shards: 29 shards on 8 ranks give each 3 whole ones and an eighth
 of 5, where rank-by-shard would leave 5 ranks with a fourth shard and the others idle.
@@ -22,7 +22,7 @@ import logging
 import random
 from dataclasses import dataclass
 
-from rnnt.data.sources import ShardShare
+from rnnt.data.shard_reading import ShardShare
 
 log = logging.getLogger(__name__)
 

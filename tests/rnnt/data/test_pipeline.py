@@ -25,7 +25,8 @@ from rnnt.data.loader import LoaderPosition, make_loader
 from rnnt.data.pipeline import Pipeline
 from rnnt.data.report import DataReport
 from rnnt.data.resample import StreamingResampler, resample
-from rnnt.data.sources import records, shard_records
+from rnnt.data.shard_reading import shard_records
+from rnnt.data.sources import records
 from rnnt.data.specaugment import SpecAugmentConfig, spec_augment
 from rnnt.data.splitting import Reader, part
 from rnnt.data.stacking import stack_frames
@@ -591,7 +592,7 @@ def test_a_shard_whose_audio_is_all_cached_is_not_read_again_and_a_damaged_one_a
     """Reading shards was a tenth of fsdd's epoch with every waveform in the cache: a shard read whole and clean is
     not opened again once the cache keeps all its audio, and the batches are those without a cache; a damaged shard
     is read (and its damage reported) every epoch."""
-    from rnnt.data import sources
+    from rnnt.data import shard_reading
 
     shards = sorted((fsdd / "shards").glob("*.tar"))[:3]
     damaged = tmp_path / "damaged.tar"
@@ -599,8 +600,8 @@ def test_a_shard_whose_audio_is_all_cached_is_not_read_again_and_a_damaged_one_a
     data_list = tmp_path / "train.list"
     data_list.write_text(f"{shards[0]}\n{shards[1]}\n{damaged}\n")
     opened = []
-    real = sources.open_shard
-    monkeypatch.setattr(sources, "open_shard", lambda url: opened.append(os.path.basename(url)) or real(url))
+    real = shard_reading.open_shard
+    monkeypatch.setattr(shard_reading, "open_shard", lambda url: opened.append(os.path.basename(url)) or real(url))
     tokenizer = Tokenizer(str(fsdd / "lang"))
     cached, plain = (Pipeline(str(data_list), data_config({**TRAIN, "cache_audio_mb": mb}), tokenizer, True)
                      for mb in (64, 0))

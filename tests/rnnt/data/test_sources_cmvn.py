@@ -18,7 +18,8 @@ from rnnt.data.audio import load_audio, to_mono
 from rnnt.data.config import data_config
 from rnnt.data.features import fbank
 from rnnt.data.report import DataReport
-from rnnt.data.sources import records, shard_records
+from rnnt.data.shard_reading import shard_records
+from rnnt.data.sources import records
 from rnnt.data.stages import load_cmvn
 
 
