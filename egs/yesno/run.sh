@@ -46,7 +46,7 @@ if [ -z "$corpus_dir" ]; then
   fi
 fi
 
-if stage_wanted 1 data -- "$corpus_dir" "$num_synth" ++ local/data_prep.py local/synthesize.py \
+if stage_wanted 1 data -- "$corpus_dir" "$num_synth" ++ local/data_prep.py local/synthesize.py local/word_segments.py \
     "$(corpus_place "$corpus_dir")"; then
   log=$(stage_log 1 data)
   logged "$log" local/data_prep.py "$corpus_dir" data
