@@ -94,6 +94,18 @@ checkpoint_of() {
   [ -z "$2" ] || python3 -m rnnt.training.checkpoint_names path "$1" "$2"  # '': no model yet (average_stage said so)
 }
 
+averaged_at_another_stage() {  # averaged_at_another_stage EXP NAME EPOCH...: the average NAME of these epochs, as
+  # they are now, made at another stage (a model a training starts from, or a companion, averaged at the training
+  # stage: combine_stages asks for it at its average stage)
+  local exp=$1 name=$2 mark done_at
+  shift 2
+  for mark in "$exp"/.stages/*."$name".done; do
+    done_at=$(basename "$mark")
+    [ -f "$mark" ] && stage_done_before "${done_at%%.*}" "$name" "$exp" -- "$@" && return 0
+  done
+  return 1
+}
+
 average_stage() {
   local from_stage=$1 exp=$2 average=$3 tag averaged n newest name epochs
   tag=$(model_tag_of "$exp" "$average") || return
@@ -117,7 +129,8 @@ average_stage() {
     logged "$(stage_log "$from_stage" "$name" "$exp")" steps/average_checkpoints.py --last "$n" "$exp" || return
     stage_done "$from_stage" "$name" "$exp" -- "$(checkpoint_of "$exp" "$tag")"
   fi
-  if [ -f "$(stage_mark "$from_stage" "$name" "$exp")" ]; then  # the model the result lines name: model.pt
+  if [ -f "$(stage_mark "$from_stage" "$name" "$exp")" ] || averaged_at_another_stage "$exp" "$name" "${epochs[@]}"
+  then  # the model the result lines name: model.pt
     python3 -m rnnt.training.checkpoint_names point "$exp" "$tag"
   elif [ "$stop_stage" -gt "$from_stage" ]; then
     echo "average_stage: $(checkpoint_of "$exp" "$tag") is not the average of the last $n epochs up to $newest yet:" \

@@ -246,3 +246,33 @@ def test_an_averaging_that_fails_is_not_marked_done_where_the_caller_tests_its_s
     out = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert "stopped" in out.stdout and "went on" not in out.stdout, out.stdout + out.stderr
     assert not list((tmp_path / "exp" / ".stages").glob("*.done"))
+
+
+def test_an_average_made_at_another_stage_is_the_average_a_later_stage_asks_for(tmp_path):
+    """The model a training starts from, and a companion, are averaged at the training stage (4); combine_stages
+    asks for the average at stage 5: run.sh --stage 6 --combine default refused it ('run stage 5 first'), which
+    redid every average and decode. One made at another stage, of the same epochs, is taken; one of other epochs
+    is not."""
+    (tmp_path / "steps").mkdir()
+    (tmp_path / "steps" / "average_checkpoints.py").write_text(
+        "#!/bin/sh\necho \"$*\" >> averages.log\necho averaged > exp/avg-2.pt\n")
+    (tmp_path / "steps" / "average_checkpoints.py").chmod(0o755)
+    (tmp_path / "exp").mkdir()
+    for n in range(1, 5):
+        (tmp_path / "exp" / f"epoch-{n}.pt").write_text(f"epoch {n}")
+    env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", ROOT=str(ROOT),
+               PYTHONPATH=str(ROOT))
+
+    def run(stages: str, command: str) -> subprocess.CompletedProcess:
+        script = (f'set -euo pipefail; {stages}; . "$ROOT/utils/stages.sh"; . "$ROOT/utils/decoding.sh"\n'
+                  f'{command}')
+        return subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
+
+    out = run("stage=0 stop_stage=4", "average_stage 4 exp 2")
+    assert out.returncode == 0 and (tmp_path / "exp" / ".stages" / "4.average-2-epoch-4.done").is_file(), out.stderr
+    out = run("stage=6 stop_stage=100", "average_stage 5 exp 2 && echo taken")
+    assert out.returncode == 0 and out.stdout.strip().endswith("taken"), out.stdout + out.stderr
+    assert (tmp_path / "averages.log").read_text().count("\n") == 1  # not averaged again
+    (tmp_path / "exp" / "epoch-4.pt").write_text("epoch 4, trained again")  # the same name, other weights
+    out = run("stage=6 stop_stage=100", "average_stage 5 exp 2 && echo taken")
+    assert out.returncode == 1 and "run stage 5 first" in out.stderr, out.stdout + out.stderr
