@@ -31,7 +31,9 @@ import yaml
 from rnnt.cli import above, at_least, error_line, run_tool, tool_parser, ToolError
 from rnnt.config import to_dict
 from rnnt.cpu_isa import bf16_refusal
+from rnnt.data.list_fingerprint import files_wherever_they_lie
 from rnnt.data.tokenizer import Tokenizer, read_lang_config
+from rnnt.prep.download import hex_digest
 from rnnt.devices import auto_device
 from rnnt.model.transducer import Transducer
 from rnnt.tuning.space import load_search, suggest, values_to_check, with_values
@@ -39,6 +41,7 @@ from rnnt.tuning.study import completed, ended, open_study, optimize_until, summ
 from rnnt.training import checkpoint
 from rnnt.training.config_change import piece_scores, units_digest
 from rnnt.training.config_checks import training_refusals
+from rnnt.training.config_inputs import config_inputs
 from rnnt.tuning.trial_run import NoDevWer, run_trial
 from rnnt.training.experiment import experiment_from_values, load_experiment, with_absolute_paths, with_paths
 
@@ -160,11 +163,13 @@ def check_trial_configs(base: dict, search, search_path: str, vocab_size: int, d
             raise ToolError(f"{where}: {refusal}")
 
 
-def data_digest(experiment, pieces: bool = True) -> str:
+def data_digest(experiment, pieces: bool = True, files: bool = True) -> str:
     """The data the trials train and are scored on, by content that is the same on every machine of a study: the
     units (units.txt, a phone lexicon, a sentencepiece model's pieces and scores, which decide how it splits the
-    transcripts; not before 2026-12: pieces=False), and the transcripts of each list's data dir (the text beside
-    it, as the recipes write it; else the names of the list's entries)."""
+    transcripts; not before 2026-12: pieces=False), the transcripts of each list's data dir (the text beside
+    it, as the recipes write it; else the names of the list's entries); and (not before 2026-12-06: files=False)
+    the files each list names, wherever they lie (a shard or recording written again with other audio), and the
+    content of those the config names (train.init_from, data.features.cmvn, the noise and reverb lists)."""
     lang_dir = experiment.paths.lang_dir
     digest = hashlib.sha256(units_digest(lang_dir).encode())
     config = read_lang_config(lang_dir) if os.path.isfile(os.path.join(lang_dir, "units.json")) else {}
@@ -178,9 +183,13 @@ def data_digest(experiment, pieces: bool = True) -> str:
         else:
             with open(list_path, encoding="utf-8") as f:
                 digest.update("".join(os.path.basename(line.strip()) + "\n" for line in f).encode())
+        if files:
+            digest.update(files_wherever_they_lie(list_path).encode())
     for path in named:
         with open(path, "rb") as f:
             digest.update(hashlib.sha256(f.read()).digest())
+    for path in config_inputs(to_dict(experiment)) if files else []:
+        digest.update(f"{hex_digest(path, quiet=True) if os.path.isfile(path) else 'none'}\n".encode())
     return digest.hexdigest()
 
 
@@ -198,9 +207,10 @@ def check_same_search(study, experiment, search, where: str) -> None:
         return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
     now = fingerprint(with_paths(experiment, os.path.relpath))
     before = (now, fingerprint(experiment, None), fingerprint(with_paths(experiment, os.path.relpath), None),
-              fingerprint(with_paths(experiment, os.path.relpath), data_digest(experiment, pieces=False)))
+              fingerprint(with_paths(experiment, os.path.relpath), data_digest(experiment, pieces=False, files=False)),
+              fingerprint(with_paths(experiment, os.path.relpath), data_digest(experiment, files=False)))
     if study.user_attrs.get("inputs", now) not in before:
-        raise ToolError(f"{where} holds the trials of another config, search or data (units, transcripts); give "
+        raise ToolError(f"{where} holds the trials of another config, search or data (units, transcripts, audio); give "
                         "another --exp-dir (its trial dirs are the exp dir's), or the same ones to resume it")
     study.set_user_attr("inputs", now)
 

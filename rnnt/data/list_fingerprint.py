@@ -53,6 +53,18 @@ def list_fingerprint(list_path: str, by_content: bool = True) -> str:
     return digest.hexdigest()
 
 
+def files_wherever_they_lie(list_path: str) -> str:
+    """The files a list names as one value that is the same on every machine holding the same files, wherever
+    they lie: each by its name, its size and its recorded SHA-256 (a shard in steps/make_shards.py's SHA256SUMS);
+    the workers of one hyper-parameter search compare it (steps/tune.py)."""
+    digest = hashlib.sha256()
+    recorded = functools.cache(read_digests)
+    for path in named_files(read_list(list_path, quiet=True)):
+        name, size = os.path.basename(path), os.path.getsize(path) if os.path.isfile(path) else ""
+        digest.update(f"{name}\t{size}\t{recorded(os.path.dirname(path)).get(name, '')}\n".encode())
+    return digest.hexdigest()
+
+
 def missing_lines(list_path: str) -> list[tuple[int, str]]:
     """The files the list's entries name that are gone, each with the number of the line naming it."""
     numbered = numbered_entries(list_path, quiet=True)

@@ -478,10 +478,57 @@ def test_a_sentencepiece_model_that_splits_text_otherwise_is_other_data(tmp_path
         tune.check_same_search(study, experiment, search, "db")
     asked = {key: value for key, value in vars(search).items() if key != "trials"}
     older = {"config": to_dict(with_paths(experiment, os.path.relpath)), "search": asked,
-             "data": tune.data_digest(experiment, pieces=False)}  # this data, as fingerprinted before: taken
+             "data": tune.data_digest(experiment, pieces=False, files=False)}  # as fingerprinted before: taken
     study.user_attrs["inputs"] = hashlib.sha256(json.dumps(older, sort_keys=True, default=str).encode()).hexdigest()
     tune.check_same_search(study, experiment, search, "db")
     assert study.user_attrs["inputs"] not in (first, older)
+
+
+def test_audio_or_a_file_the_config_names_written_again_is_other_data(tmp_path):
+    """A corpus prepared again from other recordings with the same transcripts, or the model a search starts from
+    trained again: a resumed study mixed trials of two data sets (its fingerprint held the transcripts alone).
+    The files count wherever they lie (a worker in another checkout takes the study); a study fingerprinted before
+    they counted is taken."""
+    import dataclasses
+    import hashlib
+    import json
+
+    from rnnt.config import to_dict
+    from rnnt.training.experiment import with_paths
+
+    tune = tune_tool()
+    (tmp_path / "lang").mkdir()
+    (tmp_path / "lang" / "units.txt").write_text("<blank> 0\n<unk> 1\nYES 2\nNO 3\n")
+    shards = tmp_path / "data" / "train" / "shards"
+    shards.mkdir(parents=True)
+    (shards.parent / "text").write_text("a YES NO\n")
+    (shards / "shards_000000.tar").write_bytes(b"audio" * 100)
+    (shards.parent / "data.list").write_text(f"{shards}/shards_000000.tar\n")
+    (tmp_path / "start.pt").write_bytes(b"a model")
+    experiment = load_experiment(str(CONFIG), train_list=str(shards.parent / "data.list"),
+                                 lang_dir=str(tmp_path / "lang"))
+    experiment = dataclasses.replace(experiment, train=dataclasses.replace(experiment.train,
+                                                                           init_from=str(tmp_path / "start.pt")))
+    search, study = Search(space={"train.optimizer.lr": {"type": "float", "low": 1e-3, "high": 1e-2}}), Study()
+    tune.check_same_search(study, experiment, search, "db")
+    for path, other in ((shards / "shards_000000.tar", b"other audio" * 100), (tmp_path / "start.pt", b"a model 2")):
+        kept = path.read_bytes()
+        path.write_bytes(other)
+        with pytest.raises(Exception, match=r"holds the trials of another config, search or data \(units, "
+                                            r"transcripts, audio\)"):
+            tune.check_same_search(study, experiment, search, "db")
+        path.write_bytes(kept)
+        tune.check_same_search(study, experiment, search, "db")
+    # a shard of the same size whose recorded content differs (steps/make_shards.py's SHA256SUMS)
+    (shards / "SHA256SUMS").write_text(f"{'0' * 64}  shards_000000.tar\n")
+    with pytest.raises(Exception, match="holds the trials of another config, search or data"):
+        tune.check_same_search(study, experiment, search, "db")
+    (shards / "SHA256SUMS").unlink()
+    asked = {key: value for key, value in vars(search).items() if key != "trials"}
+    older = {"config": to_dict(with_paths(experiment, os.path.relpath)), "search": asked,
+             "data": tune.data_digest(experiment, files=False)}  # this data, as fingerprinted before: taken
+    study.user_attrs["inputs"] = hashlib.sha256(json.dumps(older, sort_keys=True, default=str).encode()).hexdigest()
+    tune.check_same_search(study, experiment, search, "db")
 
 
 def test_a_damaged_study_database_or_a_bad_storage_url_is_named(yesno, tmp_path):
