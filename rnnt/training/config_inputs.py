@@ -22,8 +22,6 @@ from __future__ import annotations
 import os
 import sys
 
-from rnnt.data.cmvn_file import cmvn_source
-
 
 def section(config: dict, name: str) -> dict:
     value = config.get(name) or {}
@@ -39,7 +37,9 @@ def config_inputs(config: dict, with_init_from: bool = True) -> list[str]:
     data = section(config, "data")
     cmvn = section(data, "features").get("cmvn") or ""
     named = [str(init_from)] if init_from and with_init_from else []
-    named += [str(cmvn)] + ([cmvn_source(cmvn)] if cmvn_source(cmvn) != cmvn else []) if cmvn else []
+    # the JSON read_cmvn reads beside a matrix (cmvn_source) whether it is there or not: one that appears later is
+    # an input changed (named only once there, it was taken for an input a newer recipe added: the stage skipped)
+    named += [str(cmvn)] + ([f"{cmvn}.json"] if not str(cmvn).endswith(".json") else []) if cmvn else []
     return named + [str(section(data, key)["wav_scp"]) for key in ("noise", "reverb")
                     if section(data, key).get("wav_scp")]
 

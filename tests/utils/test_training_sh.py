@@ -294,6 +294,14 @@ def test_the_training_stage_runs_again_when_a_file_its_config_names_changed(tmp_
     sourced(f"{with_init.replace(' || echo skipped', '')} && stage_done 4 train {exp}")
     (tmp_path / "init.pt").write_bytes(b"trained a third time")
     assert sourced(with_init).stdout.rstrip().endswith("skipped")
+    # a Kaldi matrix's statistics, then steps/compute_cmvn_stats.py's JSON beside it, which read_cmvn reads instead
+    (tmp_path / "cmvn.ark").write_text("[ 1 2 3 ]")
+    config.write_text(f"data: {{features: {{cmvn: {tmp_path / 'cmvn.ark'}}}}}\n")
+    sourced(f"{check.replace(' || echo skipped', '')} && stage_done 4 train {exp}")
+    assert sourced(check).stdout.rstrip().endswith("skipped")
+    (tmp_path / "cmvn.ark.json").write_text('{"mean": [0], "std": [1]}')
+    out = sourced(check)
+    assert f"what changed: {tmp_path / 'cmvn.ark.json'}: its content" in out.stdout, out.stdout + out.stderr
 
 
 def training_command(**variables: str) -> list[str]:
