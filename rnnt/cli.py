@@ -13,6 +13,20 @@ from collections.abc import Callable
 from typing import NoReturn
 
 
+def module_usage(argv: list[str], doc: str, arguments_right: bool) -> int | None:
+    """For a module run as a tool by the recipes (python3 -m rnnt....; its docstring shows how on lines that start
+    'python3 -m'): -h or --help prints the docstring and those lines on standard output, exit status 0, as every
+    tool's --help; arguments that are not right print the lines on standard error, exit status 2; None: go on."""
+    usage = "usage:\n" + "\n".join(line for line in doc.splitlines() if line.strip().startswith("python3 -m "))
+    if argv[:1] in (["-h"], ["--help"]):
+        print(f"{doc.strip()}\n\n{usage}")
+        return 0
+    if not arguments_right:
+        print(usage, file=sys.stderr)
+        return 2
+    return None
+
+
 def tool_parser(doc: str, example: str | None = None, prog: str | None = None) -> argparse.ArgumentParser:
     """An argument parser whose --help prints the tool's docstring as written, then 'example: EXAMPLE'.
     prog: the name users run, where a shell wrapper runs the module (utils/fix_data_dir.sh). An option shortened

@@ -184,9 +184,13 @@ def main(argv: list[str] | None = None) -> int:
     trains, not at its decode stage after the training."""
     import sys
 
+    from rnnt.cli import module_usage
     from rnnt.training.experiment import load_experiment
 
-    config, *names = argv if argv is not None else sys.argv[1:]
+    argv = argv if argv is not None else sys.argv[1:]
+    if (status := module_usage(argv, main.__doc__, bool(argv) and not argv[0].startswith("-"))) is not None:
+        return status
+    config, *names = argv
     try:
         loss = load_experiment(config).model.loss
     except (OSError, ValueError) as error:  # a --train-config misspelt: said before any stage, not at the training

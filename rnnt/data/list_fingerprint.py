@@ -18,6 +18,7 @@ import json
 import os
 import sys
 
+from rnnt.cli import module_usage
 from rnnt.data.shard_digests import read_digests
 from rnnt.data.sources import list_kind, numbered_entries, read_list
 
@@ -91,14 +92,11 @@ def stale_files(list_path: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 2 and argv[0] == "--stale":
-        print("".join(f"{path}\n" for path in stale_files(argv[1])), end="")
-        return 0
-    if len(argv) == 1 and not argv[0].startswith("-"):
-        print(list_fingerprint(argv[0]))
-        return 0
-    print(__doc__.split("\n\n")[1], file=sys.stderr)
-    return 2
+    stale = len(argv) == 2 and argv[0] == "--stale"
+    if (status := module_usage(argv, __doc__, stale or len(argv) == 1 and not argv[0].startswith("-"))) is not None:
+        return status
+    print("".join(f"{path}\n" for path in stale_files(argv[1])), end="") if stale else print(list_fingerprint(argv[0]))
+    return 0
 
 
 if __name__ == "__main__":

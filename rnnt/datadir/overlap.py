@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
+from rnnt.cli import module_usage
 from rnnt.datadir.table import kaldi_fields, read_table
 
 
@@ -37,9 +38,8 @@ def shared(train: str, held_out: str) -> tuple[int, int]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 2 or argv[0].startswith("-"):
-        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
-        return 0 if argv[:1] in (["-h"], ["--help"]) else 1
+    if (status := module_usage(argv, __doc__, len(argv) >= 2 and not argv[0].startswith("-"))) is not None:
+        return status
     train, *held_out = argv
     for data_dir in held_out:
         common, total = shared(train, data_dir)

@@ -12,6 +12,7 @@ import hashlib
 import os
 import sys
 
+from rnnt.cli import module_usage
 from rnnt.datadir.table import KEEP_BYTES, read_table
 
 
@@ -27,9 +28,8 @@ def recordings_fingerprint(wav_scps: list[str]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0].startswith("-"):
-        print(__doc__.split("\n\n")[1], file=sys.stderr)
-        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    if (status := module_usage(argv, __doc__, bool(argv) and not argv[0].startswith("-"))) is not None:
+        return status
     try:
         print(recordings_fingerprint(argv))
     except OSError as error:

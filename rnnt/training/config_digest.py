@@ -17,6 +17,7 @@ import hashlib
 import json
 import sys
 
+from rnnt.cli import module_usage
 from rnnt.config import to_dict
 from rnnt.training.config_change import DIGESTED, RESUMABLE, flat
 
@@ -31,9 +32,8 @@ def config_digest(experiment) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or argv[0].startswith("-"):
-        print(__doc__.split("\n\n")[-1], file=sys.stderr)
-        return 0 if argv in (["-h"], ["--help"]) else 2
+    if (status := module_usage(argv, __doc__, len(argv) == 1 and not argv[0].startswith("-"))) is not None:
+        return status
     from rnnt.training.experiment import load_experiment  # torch's import: 1-2 s, once per training stage
 
     try:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 import sys
 
+from rnnt.cli import module_usage
+
 
 def section(config: dict, name: str) -> dict:
     value = config.get(name) or {}
@@ -56,9 +58,9 @@ def main(argv: list[str]) -> int:
     import yaml
 
     options, paths = [a for a in argv if a.startswith("-")], [a for a in argv if not a.startswith("-")]
-    if len(paths) != 1 or not set(options) <= {"--no-init-from", "--decoding"} or len(options) > 1:
-        print(__doc__.split("\n\n")[-1], file=sys.stderr)
-        return 2
+    right = len(paths) == 1 and set(options) <= {"--no-init-from", "--decoding"} and len(options) <= 1
+    if (status := module_usage(argv, __doc__, right)) is not None:
+        return status
     path = os.path.join(paths[0], "config.yaml") if options == ["--decoding"] else paths[0]
     try:
         with open(path, encoding="utf-8") as f:

@@ -68,3 +68,25 @@ def test_recipes_help():
     # a stray word: the options after it were dropped, and the search ran into exp/tune
     out = run_tool("bash", "-c", f"cd {ROOT}/egs/an4 && ./tune.sh --trials 1 typo --exp exp/other")
     assert (out.returncode, out.stderr) == (1, "tune.sh: unexpected argument 'typo': options are --name value\n")
+
+
+def modules_the_scripts_run() -> list[str]:
+    """The project's modules the shell scripts (recipes, utils/, tools/, benchmarks/, CI) run as python3 -m."""
+    import re
+
+    scripts = [ROOT / ".ci" / "run", *[p for folder in ("utils", "tools", "benchmarks", "egs/*")
+                                       for p in ROOT.glob(f"{folder}/*.sh")]]
+    return sorted({m for path in scripts for m in re.findall(r"python3 -m (rnnt[\w.]*)", path.read_text())})
+
+
+@pytest.mark.parametrize("module", modules_the_scripts_run())
+def test_every_module_a_script_runs_answers_help(module):
+    """list_fingerprint and config_inputs printed their usage on standard error and exited 2; search_methods read
+    --help as a config's name and failed."""
+    out = run_tool(sys.executable, "-m", module, "--help")
+    assert out.returncode == 0 and "usage" in out.stdout.lower() and module in out.stdout, out.stdout + out.stderr
+
+
+def test_the_modules_the_scripts_run_are_found():
+    assert {"rnnt.data.list_fingerprint", "rnnt.training.config_inputs", "rnnt.search_methods"} <= \
+        set(modules_the_scripts_run())
