@@ -31,9 +31,15 @@ ENDPOINT_SILENCE = {"rule1_min_trailing_silence": 2.4, "rule2_min_trailing_silen
 def endpoint_rules(encoder_frame_seconds: float) -> dict[str, float]:
     """sherpa-onnx's endpoint rules' trailing silences for this model: it counts a trailing blank as 40 ms of
     silence whatever the encoder's frame, so that its defaults (2.4 s, and 1.2 s after a word) mean that much
-    audio, they are scaled by 40 ms / the frame (a model of 60 ms frames waited 1.5 times as long)."""
+    audio, they are scaled by 40 ms / the frame (a model of 60 ms frames waited 1.5 times as long). Under 40 ms a
+    frame, rule 1 takes rule 2's silence: sherpa-onnx's rule 2 holds only while the utterance (in real time) is
+    longer than the silence it counts, which counts more than there is (a 20 ms frame: twice), so after under 1.2 s
+    of speech an utterance waited for rule 1's 2.4 s; as over 40 ms a frame, one of silence alone ends at 1.2 s."""
     scale = SHERPA_ONNX_FRAME_SECONDS / encoder_frame_seconds
-    return {rule: round(seconds * scale, 4) for rule, seconds in ENDPOINT_SILENCE.items()}
+    rules = {rule: round(seconds * scale, 4) for rule, seconds in ENDPOINT_SILENCE.items()}
+    if encoder_frame_seconds < SHERPA_ONNX_FRAME_SECONDS - 1e-9:
+        rules["rule1_min_trailing_silence"] = rules["rule2_min_trailing_silence"]
+    return rules
 
 
 @dataclass

@@ -64,14 +64,14 @@ def langs(tmp_path_factory, test_data):
 
 
 def experiment_and_model(path, lang, encoder=None, predictor=None, features="sherpa_onnx", loss=None,
-                         subsample=3, tail_silence=0.0):
+                         subsample=3, tail_silence=0.0, stack=3):
     path.mkdir(parents=True, exist_ok=True)
     encoder = encoder if (encoder or {}).get("kind") == "conformer" else {**LSTM, **(encoder or {})}
     values = {"model": {"encoder": encoder,
                         "predictor": {"kind": "stateless", "embed_dim": 16, "context": 2, **(predictor or {})},
                         "joiner": {"hidden": 24, "activation": "tanh"},
                         "loss": {"type": "full", "one_sym_per_frame": True, **(loss or {})}},
-              "data": {"features": {"preset": features, "num_mel_bins": 80}, "stack": 3, "subsample": subsample,
+              "data": {"features": {"preset": features, "num_mel_bins": 80}, "stack": stack, "subsample": subsample,
                        "tail_silence": tail_silence},
               "paths": {"lang_dir": str(lang)}}
     (path / "input.yaml").write_text(yaml.safe_dump(values))
@@ -275,6 +275,32 @@ def test_a_streaming_export_is_an_lstm_transducer_of_whole_chunks(tmp_path, lang
         while recognizer.is_ready(stream):
             recognizer.decode_stream(stream)
     assert recognizer.get_result(stream) == "" and 1.2 <= fed / 10 <= 1.2 + 0.1 + 0.06 * 6
+
+
+def test_a_streaming_export_of_frames_under_40_ms_ends_an_utterance_after_1_2_s_too(tmp_path, langs, monkeypatch):
+    """20 ms frames (no subsampling, the LSTM's StackTime 2): sherpa-onnx counts each trailing blank as 40 ms, twice
+    the silence there is, and its rule 2 holds only while the utterance is longer than that count: after under
+    1.2 s of speech it never held, and the utterance ended at rule 1's 2.4 s. Rule 1 takes rule 2's silence: in
+    sherpa-onnx, silence alone ends at 1.2 s, as over 40 ms a frame."""
+    exp = make_experiment(tmp_path / "exp", langs["word"], encoder={"input_dim": 80}, stack=1, subsample=1)
+    out = tmp_path / "onnx"
+    export(str(exp), str(out), options=ExportOptions(streaming=True))
+    args = json.loads((out / "sherpa-onnx.json").read_text())
+    assert json.loads((out / "decoding.json").read_text())["encoder_frame_seconds"] == pytest.approx(0.02)
+    assert (args["rule1_min_trailing_silence"], args["rule2_min_trailing_silence"]) == (2.4, 2.4)
+    state = checkpoint.load(str(exp / "epoch-2.pt"))
+    state["model"]["joiner.output.bias"][0] = 1000.0  # the blank always wins
+    checkpoint.save(str(exp / "epoch-2.pt"), state)
+    export(str(exp), str(out), options=ExportOptions(streaming=True))
+    monkeypatch.chdir(out)
+    recognizer = sherpa_onnx.OnlineRecognizer.from_transducer(**args, enable_endpoint_detection=True)
+    stream, fed = recognizer.create_stream(), 0
+    while not recognizer.is_endpoint(stream) and fed < 50:
+        stream.accept_waveform(16000, torch.zeros(1600).numpy())  # 0.1 s at a time
+        fed += 1
+        while recognizer.is_ready(stream):
+            recognizer.decode_stream(stream)
+    assert recognizer.get_result(stream) == "" and 1.2 <= fed / 10 <= 1.2 + 0.1 + 0.02 * 8
 
 
 def test_a_streaming_conformer_export_is_sherpa_onnxs_conformer_transducer(tmp_path, langs, monkeypatch):
