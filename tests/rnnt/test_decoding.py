@@ -405,6 +405,7 @@ def test_transcribe_any_format_rate_and_channels(trained, yesno, tmp_path):
     assert f"{short}: cannot transcribe its audio (10.0 ms of audio, shorter than one analysis" in streamed.stderr
 
 
+@pytest.mark.slow  # (an integration run: the full suite's)
 def test_transcribe_a_wav_scp_gives_its_keys_transcripts_as_a_hyp_file_score_py_reads(trained, yesno, tmp_path):
     """--scp: a Kaldi wav.scp's files and commands transcribed under their keys (one that cannot be read named,
     the rest kept), a hyp file steps/score.py scores against the data dir's text."""

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 TUNE = """#!/usr/bin/env bash
@@ -117,6 +119,7 @@ def test_a_train_stage_in_an_exp_dir_whose_path_has_spaces_is_marked_done(tmp_pa
     assert out.returncode == 1 and out.stderr == "cannot read exp/short\n", out.stderr  # its own message alone
 
 
+@pytest.mark.slow  # (an integration run: the full suite's)
 def test_run_sh_lm_weights_and_bonuses_are_the_grid_and_another_grid_tunes_again(tmp_path):
     """run.sh's --lm-weights and --lm-bonuses reach the tuning, and another grid tunes again; none set, the tool's
     own grid, and a model tuned before they existed is not tuned again."""
@@ -197,6 +200,7 @@ def test_every_decode_of_an_experiment_calibrates_the_head_of_run_sh_methods_fir
         assert out.returncode == 0 and f"stage 6 (confidence-{head}-avg10)" in out.stdout, out.stdout + out.stderr
 
 
+@pytest.mark.slow  # (an integration run: the full suite's)
 def test_a_calibration_fitted_again_decodes_every_set_again(tmp_path):
     """The calibration is fitted on dev: dev's text edited, dev was decoded again, but test's decode was skipped,
     its ctm and confidences of the old calibration, which its confidence file said was the new one."""
