@@ -55,7 +55,7 @@ class Steps:
             except RuntimeError as error:
                 out_of_memory = self.out_of_memory(error, batch, "backward")
         loss = None  # outside the handlers: nothing holds the activations any more
-        if out_of_memory == "forward" or not usable:
+        if out_of_memory or not usable:  # (a backward pass's too: its batch is skipped as well)
             for buffer, before in zip(self.norm_statistics, kept):  # stayed for good)
                 buffer.copy_(before)
         if out_of_memory:

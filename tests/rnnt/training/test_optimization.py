@@ -234,9 +234,13 @@ def test_an_out_of_memory_batch_is_skipped_and_only_a_broken_gradient_dropped(tr
             self.loss.backward()  # part of the gradient is written, then memory runs out
             out_of_memory()
 
+    from rnnt.training.trainer_steps import running_statistics
+
     monkeypatch.setattr(trainer, "ddp", model)
     monkeypatch.setattr(trainer.scaler, "scale", FailingBackward)  # in the backward pass: the group is dropped
+    statistics = [(buffer, buffer.clone()) for buffer in running_statistics(trainer.model)]
     assert trainer.forward_backward(batch, sync=True) is None
+    assert all(torch.equal(buffer, before) for buffer, before in statistics)  # its forward pass's went with it
     assert trainer.group.kept == 0
     assert trainer.bad_batches.counts["out of memory"] == 2 and trainer.bad_batches.in_row == 2
     assert all(p.grad is None for p in trainer.model.parameters())
