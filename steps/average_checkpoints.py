@@ -48,19 +48,22 @@ def best_epochs(paths: list[str], n: int) -> list[str]:
     """The n epochs of paths with the lowest validation loss, in epoch order (the newest last; not as text: 10
     after 9). An epoch whose validation left a batch out of memory scored another, shorter dev set: not ranked;
     nor one validated on another dev set than the newest epoch (the list changed on a resume: valid_dev_set), nor
-    one whose loss is not a number (a NaN is neither below nor above any other: the whole order broke)."""
+    one whose loss is not a number (a NaN is neither below nor above any other: the whole order broke), nor one
+    not validated (trained before a valid list was given on a resume: it refused the whole ranking)."""
     metas = [(checkpoint.load_meta(p), p) for p in paths]
-    if any(meta.get("valid_loss") is None for meta, _ in metas):
-        raise ToolError("some epochs have no validation loss (train with a valid list); use --last")
+    if all(meta.get("valid_loss") is None for meta, _ in metas):
+        raise ToolError("no epoch has a validation loss (train with a valid list); use --last")
     dev_set = metas[-1][0].get("valid_dev_set")  # none kept before 12-02: taken to be the same
     for meta, path in metas:
-        if not math.isfinite(meta["valid_loss"]):
+        if meta.get("valid_loss") is None:  # trained without a valid list (one given on a resume: the rest have it)
+            print(f"average_checkpoints.py: {path}: not validated; not ranked", file=sys.stderr)
+        elif not math.isfinite(meta["valid_loss"]):
             print(f"average_checkpoints.py: {path}: validation loss {meta['valid_loss']}; not ranked", file=sys.stderr)
         elif None not in (dev_set, meta.get("valid_dev_set")) and meta["valid_dev_set"] != dev_set:
             print(f"average_checkpoints.py: {path}: validated on another dev set than {os.path.basename(paths[-1])};"
                   " not ranked", file=sys.stderr)
-    scored = [(meta["valid_loss"], p) for meta, p in metas
-              if not meta.get("valid_skipped_out_of_memory") and math.isfinite(meta["valid_loss"])
+    scored = [(meta["valid_loss"], p) for meta, p in metas if meta.get("valid_loss") is not None
+              and not meta.get("valid_skipped_out_of_memory") and math.isfinite(meta["valid_loss"])
               and meta.get("valid_dev_set", dev_set) in (dev_set, None)]
     if len(scored) < n:
         raise ToolError(f"only {len(scored)} epochs were validated on the whole dev set to a finite loss (the "

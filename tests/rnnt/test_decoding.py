@@ -276,6 +276,24 @@ def test_best_epochs_leave_out_one_whose_validation_loss_is_not_a_number(trained
     assert out.returncode == 1 and "only 4 epochs were validated on the whole dev set to a finite loss" in out.stderr
 
 
+def test_best_epochs_leave_out_those_trained_before_a_valid_list_was_given(trained, tmp_path):
+    """paths.valid_list is a key a resume honours: epochs 1-2 trained without one, 3-5 with it. --best refused
+    the whole ranking ('some epochs have no validation loss'); the unvalidated are named and not ranked, and
+    epochs none of which was validated are still refused."""
+    for n, loss in ((1, None), (2, None), (3, 3.0), (4, 1.0), (5, 2.0)):
+        state = checkpoint.load(str(trained / "epoch-5.pt"))
+        state["meta"] = {key: value for key, value in state["meta"].items() if not key.startswith("valid_")}
+        state["meta"].update(epoch=n, **({"valid_loss": loss} if loss is not None else {}))
+        checkpoint.save(str(tmp_path / f"epoch-{n}.pt"), state)
+    out = run_tool(sys.executable, STEPS / "average_checkpoints.py", "--best", "2", tmp_path)
+    assert out.returncode == 0 and "averaged epoch-4.pt, epoch-5.pt" in out.stdout, out.stdout + out.stderr
+    assert f"{tmp_path}/epoch-1.pt: not validated; not ranked" in out.stderr
+    for n in (3, 4, 5):
+        (tmp_path / f"epoch-{n}.pt").unlink()
+    out = run_tool(sys.executable, STEPS / "average_checkpoints.py", "--best", "1", tmp_path)
+    assert out.returncode == 1 and "no epoch has a validation loss (train with a valid list)" in out.stderr
+
+
 def test_a_damaged_checkpoint_is_named_and_nothing_is_averaged(trained, tmp_path):
     for n in (3, 4, 5):
         (tmp_path / f"epoch-{n}.pt").write_bytes((trained / f"epoch-{n}.pt").read_bytes()[:None if n != 4 else 1000])
