@@ -65,10 +65,11 @@ def _lines(path: str) -> Iterator[tuple[int, str]]:
 
 def read_arpa(path: str) -> dict[Ngram, tuple[float, float]]:
     """{ngram: (log10 probability, log10 backoff)}, from a plain or gzipped file; a malformed line is an error
-    naming file and line."""
+    naming file and line, as a file without its \\end\\ (cut short: the counts cannot see a last word cut)."""
     model: dict[Ngram, tuple[float, float]] = {}
     declared: dict[int, int] = {}
     section = None  # None before \data\, 0 in it, k in the k-grams
+    ended, number = False, 0
     for number, line in _lines(path):
         if not line:
             continue
@@ -77,6 +78,7 @@ def read_arpa(path: str) -> dict[Ngram, tuple[float, float]]:
         elif section is None:
             continue  # text before \data\ is a comment, a sample '\1-grams:' line in it too (CMU's toolkit)
         elif line == "\\end\\":
+            ended = True
             break
         elif (match := re.fullmatch(r"\\(\d+)-grams:", line)):
             section = int(match.group(1))
@@ -95,6 +97,8 @@ def read_arpa(path: str) -> dict[Ngram, tuple[float, float]]:
             raise ValueError(f"{path}:{number}: unexpected line '{line}'")
     if not declared:
         raise ValueError(f"{path}: no \\data\\ section: not an ARPA file")
+    if not ended:
+        raise ValueError(f"{path}:{number}: the file ends without \\end\\ (cut short?)")
     for k, count in declared.items():
         found = sum(1 for ngram in model if len(ngram) == k)
         if found != count:

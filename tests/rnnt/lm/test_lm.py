@@ -60,6 +60,13 @@ def test_on_real_transcripts_every_history_gets_a_distribution_and_the_arpa_file
     (tmp_path / "cut.arpa.gz").write_bytes(packed[:len(packed) // 2])
     with pytest.raises(ValueError, match=f"^{tmp_path / 'cut.arpa.gz'}: a damaged gzip file"):
         read_arpa(str(tmp_path / "cut.arpa.gz"))
+    # a plain file cut inside its last n-gram's last word ('</s>' cut to '</'): its counts hold, and it read as
+    # another model
+    cut = "\\data\\\nngram 1=3\nngram 2=1\n\n\\1-grams:\n-0.5 <s> -0.1\n-0.3 a -0.2\n-0.3 </s>\n\n\\2-grams:\n-0.1 a </"
+    (tmp_path / "cut.arpa").write_text(cut)
+    with pytest.raises(ValueError, match=rf"^{tmp_path / 'cut.arpa'}:11: the file ends without \\end\\ \(cut "
+                                         r"short\?\)"):
+        read_arpa(str(tmp_path / "cut.arpa"))
     assert reread.keys() == model.keys()
     assert all(abs(reread[k][0] - model[k][0]) < 1e-5 and abs(reread[k][1] - model[k][1]) < 1e-5 for k in model)
     lm = scorer(reread, vocabulary)
