@@ -125,27 +125,32 @@ def main() -> str:
     without_lm = METHODS[args.method].without_lm
 
     dev = DevSearches(model, tokenizer, refs, encoded)
-    rows = [(None, dev.wers(without_lm, SearchOptions(args.beam), [0.0])[0])]
     lodr_weights = args.lodr_weights if base.lodr_arpa else [0.0]
     ctc_weights = args.ctc_weights if METHODS[args.method].head == "transducer" and model.ctc is not None else [0.0]
+    # the search without the LM at each CTC rescoring weight, as the LM's points are: compared with the plain
+    # search alone, CTC rescoring's gain was the LM's, and an LM that made dev worse was chosen without a warning
+    rows: list = list(zip(ctc_weights, dev.wers(without_lm, SearchOptions(args.beam), ctc_weights)))
+    unfused = len(rows)
     grid = [dataclasses.replace(base, weight=w, length_bonus=b, lodr_weight=lw)
             for w in args.weights for b in args.bonuses for lw in lodr_weights]
     nj = 1 if args.device != "cpu" else args.nj
     for point, reports in zip(grid, grid_reports(dev, args.method, args.beam, fusion, grid, ctc_weights, nj)):
         rows += [(dataclasses.replace(point, ctc_weight=cw), report) for cw, report in zip(ctc_weights, reports)]
-    chosen, best = min(rows[1:], key=lambda row: (row[1].counts.wer, row[0].weight, row[0].lodr_weight,
-                                                  row[0].ctc_weight))
+    chosen, best = min(rows[unfused:], key=lambda row: (row[1].counts.wer, row[0].weight, row[0].lodr_weight,
+                                                        row[0].ctc_weight))
+    plain_ctc, plain = min(rows[:unfused], key=lambda row: (row[1].counts.wer, row[0]))
+    plain_line = plain.wer_line + (f" with CTC rescoring weight {plain_ctc}" if plain_ctc else "")
     write_grid(os.path.join(lm_dir, f"{args.method}.tsv"), rows)
     write_fusion_config(config_path, chosen)
-    if rows[0][1].counts.wer < best.counts.wer:  # every weight tried is worse than none: said, not hidden
+    if plain.counts.wer < best.counts.wer:  # every weight tried is worse than none: said, not hidden
         print(f"tune_lm_fusion.py: warning: the LM makes dev worse at every weight tried ({best.wer_line} at best, "
-              f"{rows[0][1].wer_line} without it): decode with {without_lm}, or try smaller --weights",
+              f"{plain_line} without it): decode with {without_lm}, or try smaller --weights",
               file=sys.stderr)
     lodr = f", low-order weight {chosen.lodr_weight}" if base.lodr_arpa else ""
     ctc = f", CTC rescoring weight {chosen.ctc_weight}" if chosen.ctc_weight else ""  # one given: it was hidden
     return (f"{config_path}: weight {chosen.weight}, length bonus {chosen.length_bonus}{lodr}{ctc}: dev "
-            f"{best.wer_line} ({without_lm} without the LM, beam {args.beam} as the LM's: {rows[0][1].wer_line}); "
-            f"{len(rows) - 1} points tried, "
+            f"{best.wer_line} ({without_lm} without the LM, beam {args.beam} as the LM's: {plain_line}); "
+            f"{len(rows) - unfused} points tried, "
             f"{sum(len(keys) for keys, _, _ in encoded)} of {len(refs)} dev utterances decoded")
 
 
@@ -207,15 +212,16 @@ def ctc_scores(model, memo: dict, key: str, enc: torch.Tensor, enc_len: int, nbe
 
 
 def write_grid(path: str, rows: list) -> None:
-    """Every point's dev WER as a table (the first row: the search without the LM), rounded as the %WER lines are
-    (compute-wer's float: 1462 of 1491 words 98.06, where the table said 98.05)."""
+    """Every point's dev WER as a table (the first rows: the search without the LM, a row of its CTC rescoring
+    weight each; a point of those is that weight alone), rounded as the %WER lines are (compute-wer's float: 1462
+    of 1491 words 98.06, where the table said 98.05)."""
     def wer(report) -> str:
         return percent_text(report.counts.errors, report.counts.reference_words)
 
     with open(path, "w", encoding="utf-8") as f:
         f.write("weight\tlength_bonus\tlodr_weight\tctc_weight\tdev_wer\n")
         f.writelines(f"{p.weight}\t{p.length_bonus}\t{p.lodr_weight}\t{p.ctc_weight}\t{wer(report)}\n"
-                     if p else f"none\tnone\tnone\tnone\t{wer(report)}\n" for p, report in rows)
+                     if not isinstance(p, float) else f"none\tnone\tnone\t{p}\t{wer(report)}\n" for p, report in rows)
 
 
 if __name__ == "__main__":

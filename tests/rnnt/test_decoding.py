@@ -803,7 +803,8 @@ def test_an_lm_built_from_training_text_is_tuned_on_dev_and_used_by_decode(train
 
 
 def grid_rows(path) -> list[dict[str, str]]:
-    """The rows of a tune_lm_fusion.py table by column name (the first: the search without the LM)."""
+    """The rows of a tune_lm_fusion.py table by column name (the first: the search without the LM, one a CTC
+    rescoring weight)."""
     header, *lines = path.read_text().splitlines()
     return [dict(zip(header.split("\t"), line.split("\t"))) for line in lines]
 
@@ -824,8 +825,11 @@ def test_the_transducer_searches_with_an_lm_and_lodr_are_tuned_on_dev_and_decode
         tuned = yaml.safe_load((trained / "lm" / f"{method}.yaml").read_text())
         assert ("lodr_weight" in tuned) == bool(lodr) and tuned["beam"] == 4
         rows = grid_rows(trained / "lm" / f"{method}.tsv")
-        assert len(rows) == 1 + 4 * (2 if lodr else 1) * 2  # the CTC head's rescoring weights too
-        chosen = min(rows[1:], key=lambda r: tuple(float(r[k]) for k in ("dev_wer", "weight", "lodr_weight",
+        assert len(rows) == 2 + 4 * (2 if lodr else 1) * 2  # the CTC head's rescoring weights too, without the LM
+        assert [(r["weight"], r["ctc_weight"]) for r in rows[:2]] == [("none", "0.0"), ("none", "0.5")]  # too
+        plain = min(float(r["dev_wer"]) for r in rows[:2])  # the LM's points are compared with its best
+        assert f"without the LM, beam 4 as the LM's: %WER {plain:.2f} [" in out.stdout, out.stdout
+        chosen = min(rows[2:], key=lambda r: tuple(float(r[k]) for k in ("dev_wer", "weight", "lodr_weight",
                                                                             "ctc_weight")))  # ties: smaller weights
         best = float(chosen["dev_wer"])
         assert (float(chosen["weight"]), float(chosen["ctc_weight"])) == (tuned["weight"], tuned.get("ctc_weight", 0))

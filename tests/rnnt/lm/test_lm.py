@@ -407,8 +407,8 @@ def test_the_tuning_table_rounds_each_wer_as_the_wer_lines_do(tmp_path):
     spec.loader.exec_module(tool)
     report = Report(counts=ErrorCounts(substitutions=1462, reference_words=1491))
     point = SimpleNamespace(weight=0.3, length_bonus=0.5, lodr_weight=0.0, ctc_weight=0.0)
-    tool.write_grid(str(tmp_path / "grid.tsv"), [(None, report), (point, report)])
-    assert (tmp_path / "grid.tsv").read_text().splitlines()[1:] == ["none\tnone\tnone\tnone\t98.06",
+    tool.write_grid(str(tmp_path / "grid.tsv"), [(0.5, report), (point, report)])  # (0.5: without the LM)
+    assert (tmp_path / "grid.tsv").read_text().splitlines()[1:] == ["none\tnone\tnone\t0.5\t98.06",
                                                                      "0.3\t0.5\t0.0\t0.0\t98.06"]
     assert report.wer_line.startswith("%WER 98.06 [ 1462 / 1491, ")
 
