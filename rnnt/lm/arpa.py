@@ -68,6 +68,7 @@ def read_arpa(path: str) -> dict[Ngram, tuple[float, float]]:
     naming file and line, as a file without its \\end\\ (cut short: the counts cannot see a last word cut)."""
     model: dict[Ngram, tuple[float, float]] = {}
     declared: dict[int, int] = {}
+    declared_at: dict[int, int] = {}  # the line of each 'ngram k=N'
     section = None  # None before \data\, 0 in it, k in the k-grams
     ended, number = False, 0
     for number, line in _lines(path):
@@ -86,6 +87,7 @@ def read_arpa(path: str) -> dict[Ngram, tuple[float, float]]:
                 raise ValueError(f"{path}:{number}: a {section}-grams section that \\data\\ does not declare")
         elif section == 0 and (match := re.fullmatch(r"ngram[ \t]+(\d+)[ \t]*=[ \t]*(\d+)", line)):
             declared[int(match.group(1))] = int(match.group(2))
+            declared_at[int(match.group(1))] = number
         elif section:
             ngram, values = ngram_line(line, section, f"{path}:{number}")
             if ngram in model:
@@ -102,7 +104,7 @@ def read_arpa(path: str) -> dict[Ngram, tuple[float, float]]:
     for k, count in declared.items():
         found = sum(1 for ngram in model if len(ngram) == k)
         if found != count:
-            raise ValueError(f"{path}: \\data\\ declares {count} {k}-grams, the file holds {found}")
+            raise ValueError(f"{path}:{declared_at[k]}: \\data\\ declares {count} {k}-grams, the file holds {found}")
     return model
 
 

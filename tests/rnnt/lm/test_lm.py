@@ -84,7 +84,7 @@ def test_a_bad_arpa_file_is_named_with_its_line(tmp_path):
     with pytest.raises(ValueError, match=rf"{path}:6: not a number"):
         read_arpa(str(path))
     path.write_text("\\data\\\nngram 1=3\n\n\\1-grams:\n-1.0\ta\n-1.0\tb\n\\end\\\n")
-    with pytest.raises(ValueError, match="declares 3 1-grams, the file holds 2"):
+    with pytest.raises(ValueError, match=rf"^{path}:2: \\data\\ declares 3 1-grams, the file holds 2"):  # its line
         read_arpa(str(path))
     path.write_bytes(b"\\data\\\nngram 1=2\n\n\\1-grams:\n-1.0\ta\n-1.0\tcaf\xe9\n\\end\\\n")  # Latin-1
     with pytest.raises(ValueError, match=rf"{path}:6: not UTF-8 \(invalid continuation byte at byte 8\)"):
