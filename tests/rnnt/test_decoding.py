@@ -789,7 +789,7 @@ def test_an_lm_built_from_training_text_is_tuned_on_dev_and_used_by_decode(train
     broken.write_text(other.read_text().replace("ngram 1=", "ngram 1=9"))
     out = run_tool(sys.executable, STEPS / "tune_lm_fusion.py", "--arpa", broken, "--weights", "0.5", "--bonuses", "0",
                    trained, yesno / "test.list")
-    assert out.returncode == 1 and f"{broken}:2: \\data\\ declares 9" in out.stderr, out.stderr
+    assert out.returncode == 1 and f"{broken}:3: \\data\\ declares 9" in out.stderr, out.stderr
     assert not (trained / "lm" / "cut.arpa").exists()
     # an LM that makes dev worse at every weight tried (of a text of YES alone) is said to, not written in silence
     yes = tmp_path / "yes"
