@@ -120,6 +120,19 @@ def streamed_silence(args: dict) -> str:
     return recognizer.get_result(stream)
 
 
+
+def silence_to_an_endpoint(args: dict) -> tuple[str, float]:
+    """(the transcript, the seconds fed) when sherpa-onnx's streaming recognizer of these from_transducer arguments,
+    its endpoint rules on, fed silence 0.1 s at a time, ends the utterance (at most 5 s)."""
+    recognizer = sherpa_onnx.OnlineRecognizer.from_transducer(**args, enable_endpoint_detection=True)
+    stream, fed = recognizer.create_stream(), 0
+    while not recognizer.is_endpoint(stream) and fed < 50:
+        stream.accept_waveform(16000, torch.zeros(1600).numpy())
+        fed += 1
+        while recognizer.is_ready(stream):
+            recognizer.decode_stream(stream)
+    return recognizer.get_result(stream), fed / 10
+
 # --- what is refused --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("lang,change,options,reasons", [
@@ -267,14 +280,8 @@ def test_a_streaming_export_is_an_lstm_transducer_of_whole_chunks(tmp_path, lang
     state["model"]["joiner.output.bias"][0] = 1000.0
     checkpoint.save(str(exp / "epoch-1.pt"), state)
     export(str(exp), str(out), checkpoint=str(exp / "epoch-1.pt"), options=ExportOptions(streaming=True))
-    recognizer = sherpa_onnx.OnlineRecognizer.from_transducer(**args, enable_endpoint_detection=True)
-    stream, fed = recognizer.create_stream(), 0
-    while not recognizer.is_endpoint(stream) and fed < 50:
-        stream.accept_waveform(16000, torch.zeros(1600).numpy())  # 0.1 s at a time
-        fed += 1
-        while recognizer.is_ready(stream):
-            recognizer.decode_stream(stream)
-    assert recognizer.get_result(stream) == "" and 1.2 <= fed / 10 <= 1.2 + 0.1 + 0.06 * 6
+    transcript, seconds = silence_to_an_endpoint(args)
+    assert transcript == "" and 1.2 <= seconds <= 1.2 + 0.1 + 0.06 * 6
 
 
 def test_a_streaming_export_of_frames_under_40_ms_ends_an_utterance_after_1_2_s_too(tmp_path, langs, monkeypatch):
@@ -293,14 +300,8 @@ def test_a_streaming_export_of_frames_under_40_ms_ends_an_utterance_after_1_2_s_
     checkpoint.save(str(exp / "epoch-2.pt"), state)
     export(str(exp), str(out), options=ExportOptions(streaming=True))
     monkeypatch.chdir(out)
-    recognizer = sherpa_onnx.OnlineRecognizer.from_transducer(**args, enable_endpoint_detection=True)
-    stream, fed = recognizer.create_stream(), 0
-    while not recognizer.is_endpoint(stream) and fed < 50:
-        stream.accept_waveform(16000, torch.zeros(1600).numpy())  # 0.1 s at a time
-        fed += 1
-        while recognizer.is_ready(stream):
-            recognizer.decode_stream(stream)
-    assert recognizer.get_result(stream) == "" and 1.2 <= fed / 10 <= 1.2 + 0.1 + 0.02 * 8
+    transcript, seconds = silence_to_an_endpoint(args)
+    assert transcript == "" and 1.2 <= seconds <= 1.2 + 0.1 + 0.02 * 8
 
 
 def test_a_streaming_conformer_export_is_sherpa_onnxs_conformer_transducer(tmp_path, langs, monkeypatch):
