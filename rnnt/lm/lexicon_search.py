@@ -125,7 +125,8 @@ def word_spellings(tokenizer, words) -> dict[str, list[tuple[int, ...]]]:
 
 def load_word_fusion(model: dict, tokenizer, source: str, weight: float, length_bonus: float) -> WordLexiconFusion:
     """The fusion of a word LM (an ARPA model read by rnnt.lm.arpa) for a model with `tokenizer`'s units."""
-    vocabulary = [ngram[0] for ngram in model if len(ngram) == 1 and ngram[0] not in (BOS, EOS, UNK)]
+    lm = NgramScorer(model, {}, source)  # (first: it reads the CMU toolkit's <UNK> as <unk>, which spells no word)
+    vocabulary = [ngram[0] for ngram in lm.model if len(ngram) == 1 and ngram[0] not in (BOS, EOS, UNK)]
     units = sum(word in tokenizer.units for word in vocabulary)
     # the word boundary a word, or every word a unit: a words LM may hold letters (AN4's spelt words), not only them
     if SPACE in vocabulary or units == len(vocabulary):
@@ -140,6 +141,5 @@ def load_word_fusion(model: dict, tokenizer, source: str, weight: float, length_
               f"no {'pronunciation in the lexicon' if tokenizer.kind == 'phone' else 'spelling in the units'}, and "
               f"the search never gives them: {' '.join(unspelt[:8])}{' ...' if len(unspelt) > 8 else ''}",
               file=sys.stderr)
-    lm = NgramScorer(model, {}, source)
     tree = LexiconTree(spellings, lambda word: lm.log10_prob((), word))
     return WordLexiconFusion(lm, tree, tokenizer.units[SPACE], weight, length_bonus)

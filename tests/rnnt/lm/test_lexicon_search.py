@@ -157,6 +157,20 @@ def test_a_word_lm_needs_a_word_boundary_unit(tmp_path):
         load_fusion(str(arpa), Tokenizer(str(tmp_path)), 1.0, 0.0, "words")
 
 
+def test_a_cmu_toolkit_unk_in_a_word_lm_is_its_unknown_word_not_a_word_to_spell(tmp_path, capsys):
+    """AN4's an4.lm spells the unknown word <UNK>; with character units that spell it (a text of <UNK> marks),
+    it went into the lexicon as a word and the LM had it as <unk>: a bare KeyError '<UNK>', no file named."""
+    units = ["<blank>", "<unk>", SPACE, "A", "B", "<", ">", "U", "N", "K"]
+    (tmp_path / "units.txt").write_text("".join(f"{u} {i}\n" for i, u in enumerate(units)))
+    (tmp_path / "units.json").write_text('{"type": "char", "vocab_size": 10}')
+    arpa = tmp_path / "an4.lm"
+    arpa.write_text("\\data\\\nngram 1=5\n\n\\1-grams:\n-0.5\tAB\n-0.7\tBA\n-1.0\t<UNK>\n-0.5\t</s>\n-99\t<s>\n\n"
+                    "\\end\\\n")
+    fusion = load_fusion(str(arpa), Tokenizer(str(tmp_path)), 1.0, 0.0, "words")
+    assert "<UNK>" not in capsys.readouterr().err  # not named as a word without a spelling either
+    assert fusion.lm.log10_prob((), "<unk>") == -1.0
+
+
 def test_word_times_name_the_words_the_word_lm_chose(tmp_path):
     (tmp_path / "lexicon.txt").write_text("TO T UW\nTWO T UW\nGO G OW\n")
     units = ["<blank>", "<unk>", "G", "OW", "T", "UW", SPACE]
