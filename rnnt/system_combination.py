@@ -40,7 +40,7 @@ def read_nbest(path: str, vocab_size: int) -> dict[str, list[Hypothesis]]:
                     raise TypeError(f"key {row['key']!r} is not a string")
                 hyps = [Hypothesis([unit_id(unit["id"], vocab_size) for unit in hyp["tokens"]],
                                    [0] * len(hyp["tokens"]), 0.0, words=words(hyp["text"])) for hyp in row["hyps"]]
-            except (ValueError, KeyError, TypeError, AttributeError) as error:
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
                 print(f"{path}:{number}: not a decode.py n-best line ({type(error).__name__}: {error}); left out",
                       file=sys.stderr)
                 continue

@@ -86,3 +86,14 @@ def test_a_second_line_of_an_utterance_or_a_key_that_is_no_string_is_named_and_l
     assert f"{path}:3: u1 again (its first line is kept); left out" in err
     assert f"{path}:4: not a decode.py n-best line (TypeError: key 7 is not a string); left out" in err
     assert ":2:" not in err
+
+
+def test_an_nbest_line_nested_past_pythons_stack_is_named_and_left_out(tmp_path, capsys):
+    """json.loads raises RecursionError on arrays nested some thousands deep: it ended the combination."""
+    from rnnt.system_combination import read_nbest
+
+    good = '{"key": "u%d", "hyps": [{"text": "YES", "tokens": [{"id": 2}]}]}\n'
+    path = tmp_path / "nbest.json"
+    path.write_text(good % 1 + "[" * 100_000 + "]" * 100_000 + "\n" + good % 3)
+    assert sorted(read_nbest(str(path), 4)) == ["u1", "u3"]
+    assert f"{path}:2: not a decode.py n-best line (RecursionError: " in capsys.readouterr().err
