@@ -74,9 +74,11 @@ def _next_beam(hyps: list[SearchHypothesis], first: int, blanks: list[float], va
     """The `beam` best extensions at frame t of one utterance's hypotheses (rows first, first + 1, ... of
     the frame's log-probabilities): each by the blank and by each of its labels in tokens, scored by the
     model (values) and the LM (a word LM may allow none of a label's extensions, or several: homophones).
-    Extensions are merged by key (SearchHypothesis.key) as HypothesisMap merges them, the first one's kept,
-    but as plain entries: only the survivors become hypotheses (the prediction network is stepped later)."""
-    merged: dict[tuple, list] = {}  # key -> [score, the hypothesis extended, its path or None (a blank)]
+    Extensions are merged by key (SearchHypothesis.key) as HypothesisMap merges them, the likeliest one's
+    alignment kept, but as plain entries: only the survivors become hypotheses (the prediction network is stepped
+    later)."""
+    merged: dict[tuple, list] = {}  # key -> [summed score, the likeliest's score, the hypothesis it extended, its
+    # path or None (a blank)]: the frames and the posteriors read at them follow the likeliest alignment
     for k, hyp in enumerate(hyps):
         row = first + k
         allowed = fusion.allowed(hyp.lm_state)
@@ -90,12 +92,14 @@ def _next_beam(hyps: list[SearchHypothesis], first: int, blanks: list[float], va
             key = (hyp.path if path is None else path, lm_state)
             same = merged.get(key)
             if same is None:
-                merged[key] = [score, hyp, path]
+                merged[key] = [score, score, hyp, path]
             else:
                 same[0] = log_add(same[0], score)
+                if score > same[1]:
+                    same[1:] = score, hyp, path
     best = heapq.nlargest(beam, merged.items(), key=lambda item: item[1][0])  # as sorted()[:beam]: ties in order
     return [hyp.with_score(score) if path is None else hyp.extended(path, score, lm_state)
-            for (_, lm_state), (score, hyp, path) in best]
+            for (_, lm_state), (score, _, hyp, path) in best]
 
 
 def _step_predictor(model, hyps: list[SearchHypothesis], device: torch.device) -> None:

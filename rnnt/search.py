@@ -74,13 +74,15 @@ def labels_digest(tokens: list[int]) -> bytes:
 class HypothesisMap(dict):
     """Search hypotheses (rnnt.label_path) by their key: adding one whose key is there already adds its
     probability to theirs (the two are different alignments of the same labels; with the same LM state, the LM
-    scored them alike)."""
+    scored them alike), and the likelier alignment is kept (its frames, and the posteriors read at them)."""
 
     def add(self, hyp: SearchHypothesis, key=None) -> None:
         key = hyp.key if key is None else key
         same = self.get(key)
         if same is None:
             self[key] = hyp
+        elif hyp.score > same.score:
+            self[key] = hyp.with_score(log_add(same.score, hyp.score))
         else:
             same.score = log_add(same.score, hyp.score)
 
