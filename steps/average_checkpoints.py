@@ -47,20 +47,23 @@ def average(paths: list[str], use_ema: bool) -> tuple[dict[str, torch.Tensor], s
 def best_epochs(paths: list[str], n: int) -> list[str]:
     """The n epochs of paths with the lowest validation loss, in epoch order (the newest last; not as text: 10
     after 9). An epoch whose validation left a batch out of memory scored another, shorter dev set: not ranked;
-    nor one validated on another dev set than the newest epoch (the list changed on a resume: valid_dev_set), nor
-    one whose loss is not a number (a NaN is neither below nor above any other: the whole order broke), nor one
-    not validated (trained before a valid list was given on a resume: it refused the whole ranking)."""
+    nor one validated on another dev set than the newest validated epoch (the list changed on a resume:
+    valid_dev_set), nor one whose loss is not a number (a NaN is neither below nor above any other: the whole
+    order broke), nor one not validated (trained before a valid list was given on a resume, or after it was
+    dropped on one: the newest epoch's missing dev set refused every validated one)."""
     metas = [(checkpoint.load_meta(p), p) for p in paths]
-    if all(meta.get("valid_loss") is None for meta, _ in metas):
+    validated = [(meta, p) for meta, p in metas if meta.get("valid_loss") is not None]
+    if not validated:
         raise ToolError("no epoch has a validation loss (train with a valid list); use --last")
-    dev_set = metas[-1][0].get("valid_dev_set")  # none kept before 12-02: taken to be the same
+    reference = validated[-1][1]
+    dev_set = validated[-1][0].get("valid_dev_set")  # none kept before 12-02: taken to be the same
     for meta, path in metas:
         if meta.get("valid_loss") is None:  # trained without a valid list (one given on a resume: the rest have it)
             print(f"average_checkpoints.py: {path}: not validated; not ranked", file=sys.stderr)
         elif not math.isfinite(meta["valid_loss"]):
             print(f"average_checkpoints.py: {path}: validation loss {meta['valid_loss']}; not ranked", file=sys.stderr)
         elif None not in (dev_set, meta.get("valid_dev_set")) and meta["valid_dev_set"] != dev_set:
-            print(f"average_checkpoints.py: {path}: validated on another dev set than {os.path.basename(paths[-1])};"
+            print(f"average_checkpoints.py: {path}: validated on another dev set than {os.path.basename(reference)};"
                   " not ranked", file=sys.stderr)
     scored = [(meta["valid_loss"], p) for meta, p in metas if meta.get("valid_loss") is not None
               and not meta.get("valid_skipped_out_of_memory") and math.isfinite(meta["valid_loss"])

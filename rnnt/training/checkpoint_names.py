@@ -18,7 +18,6 @@ export and decoding take by default (rnnt.training.checkpoint.for_decoding).
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import re
 import sys
@@ -34,10 +33,11 @@ def name(kind: str, number: int) -> str:
 
 
 def numbered(exp_dir: str, kind: str) -> list[str]:
-    """The checkpoints of one kind in exp_dir, in the order of their numbers."""
+    """The checkpoints of one kind in exp_dir, in the order of their numbers (exp_dir is a name, not a pattern:
+    glob read 'exp[a]' as one, found none there, and a resume started again over its checkpoints)."""
     pattern = re.compile(re.escape(KINDS[kind]).replace(r"\{\}", r"(\d+)") + "$")
-    found = [(int(m.group(1)), path) for path in glob.glob(os.path.join(exp_dir, KINDS[kind].format("*")))
-             if (m := pattern.search(os.path.basename(path)))]
+    names = os.listdir(exp_dir) if os.path.isdir(exp_dir) else []
+    found = [(int(m.group(1)), os.path.join(exp_dir, name)) for name in names if (m := pattern.match(name))]
     return [path for _, path in sorted(found)]
 
 

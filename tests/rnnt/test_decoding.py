@@ -294,6 +294,22 @@ def test_best_epochs_leave_out_those_trained_before_a_valid_list_was_given(train
     assert out.returncode == 1 and "no epoch has a validation loss (train with a valid list)" in out.stderr
 
 
+def test_best_epochs_rank_the_validated_when_the_newest_were_trained_after_the_valid_list_was_dropped(trained,
+                                                                                                        tmp_path):
+    """The reverse of the above: epochs 1-3 validated on one dev set, 4-5 resumed without a valid list. The dev
+    set of reference was the newest epoch's, none, which refused every validated epoch; it is the newest
+    validated one's, and an epoch validated on another dev set is still not ranked."""
+    for n, loss, dev_set in ((1, 3.0, "30-aa"), (2, 1.0, "30-bb"), (3, 2.0, "30-bb"), (4, None, None), (5, None, None)):
+        state = checkpoint.load(str(trained / "epoch-5.pt"))
+        state["meta"] = {key: value for key, value in state["meta"].items() if not key.startswith("valid_")}
+        state["meta"].update(epoch=n, **({"valid_loss": loss, "valid_dev_set": dev_set} if loss is not None else {}))
+        checkpoint.save(str(tmp_path / f"epoch-{n}.pt"), state)
+    out = run_tool(sys.executable, STEPS / "average_checkpoints.py", "--best", "2", tmp_path)
+    assert out.returncode == 0 and "averaged epoch-2.pt, epoch-3.pt" in out.stdout, out.stdout + out.stderr
+    assert f"{tmp_path}/epoch-5.pt: not validated; not ranked" in out.stderr
+    assert f"{tmp_path}/epoch-1.pt: validated on another dev set than epoch-3.pt; not ranked" in out.stderr
+
+
 def test_a_damaged_checkpoint_is_named_and_nothing_is_averaged(trained, tmp_path):
     for n in (3, 4, 5):
         (tmp_path / f"epoch-{n}.pt").write_bytes((trained / f"epoch-{n}.pt").read_bytes()[:None if n != 4 else 1000])

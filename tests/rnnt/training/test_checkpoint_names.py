@@ -26,6 +26,7 @@ def test_tags_name_the_newest_epoch_and_how_many_are_averaged(exp, tmp_path_fact
     assert model_tag(str(exp), 20) == "avg6-epoch-11"  # fewer epochs than asked: all of them
     assert model_tag(str(exp), 0) == "epoch-11"
     assert model_tag(str(tmp_path_factory.mktemp("empty")), 5) == ""
+    assert numbered(str(exp / "missing"), "epoch") == []
     assert checkpoint_path(str(exp), "avg5-epoch-11") == f"{exp}/avg-5.pt"
     assert checkpoint_path(str(exp), "epoch-9") == f"{exp}/epoch-9.pt"
     assert [p.rsplit("/", 1)[1] for p in averaged_epochs(str(exp), "avg3-epoch-10")] == [
@@ -127,3 +128,14 @@ def test_a_checkpoint_that_is_empty_or_not_torchs_says_so(tmp_path, content, why
         with pytest.raises(checkpoint.UnreadableCheckpoint) as error:
             checkpoint.load(str(path), mmap=mmap)
         assert str(error.value) == f"{path}: not a readable checkpoint ({why})"
+
+
+def test_an_experiment_dir_named_like_a_glob_pattern_holds_its_checkpoints(tmp_path):
+    """'exp[a]' was read as a pattern: no checkpoints found, so --resume started again over them and a fresh
+    run was not refused; 'exp*' found a sibling's."""
+    for name in ("exp[a]", "exp*", "expb"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "exp[a]" / "epoch-2.pt").write_bytes(b"")
+    (tmp_path / "expb" / "epoch-7.pt").write_bytes(b"")
+    assert numbered(str(tmp_path / "exp[a]"), "epoch") == [f"{tmp_path}/exp[a]/epoch-2.pt"]
+    assert numbered(str(tmp_path / "exp*"), "epoch") == []
