@@ -16,7 +16,7 @@ def segment_samples(info, start: float | None, end: float | None) -> tuple[int, 
     in a recording of info.frames samples, under Kaldi's extract-segments rules: a segment that starts past
     the recording, or ends more than MAX_OVERSHOOT after it, is refused; one ending less past it is cut."""
     rate, duration = info.samplerate, info.frames / info.samplerate
-    first = round((start or 0.0) * rate)
+    first = round(min((start or 0.0) * rate, info.frames))  # (a start of 1e308 s: inf samples, round's OverflowError)
     if first < 0 or first >= info.frames:
         raise AudioError(f"the segment starts at {start} s, outside the recording's {duration:.3f} s")
     if end is None or end < 0:

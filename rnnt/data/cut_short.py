@@ -25,10 +25,11 @@ def cut_short(audio, info) -> str | None:
     there in silence, and a transcript of 8 words went with 2 s of them), or None: a WAV's data chunk or a SPHERE
     file's sample count longer than the file, an AIFF's sound chunk or an AU's data size longer than the file, a
     FLAC whose last frame does not decode, an Ogg stream (Opus, Vorbis) without its last page; an RF64's data size
-    (its ds64 chunk's) or a Sony Wave64's data chunk longer than the file. audio: bytes or a path; info: it opened.
-    (An MP3 is checked where it is decoded, rnnt.data.audio.read_whole: its header's count is its Xing frame's.)"""
+    (its ds64 chunk's) or a Sony Wave64's data chunk longer than the file; an MP3 whose count is more than its
+    size can hold (_mp3_overcounted). audio: bytes or a path; info: it opened. (An MP3 is checked for being cut
+    short where it is decoded, rnnt.data.audio.read_whole: its header's count is its Xing frame's.)"""
     check = {"WAV": _wav_cut, "WAVEX": _wav_cut, "RF64": _wav_cut, "W64": _w64_cut, "NIST": _sphere_cut,
-             "FLAC": _flac_cut, "OGG": _ogg_cut, "AIFF": _aiff_cut, "AU": _au_cut}
+             "FLAC": _flac_cut, "OGG": _ogg_cut, "AIFF": _aiff_cut, "AU": _au_cut, "MP3": _mp3_overcounted}
     return check[info.format](audio, info) if info.format in check else None
 
 
@@ -151,6 +152,18 @@ def _ogg_cut(audio, info) -> str | None:
 
 
 MP3_FRAME_SAMPLES = 1152  # an MPEG-1 Layer III frame's (MPEG-2's: 576)
+MP3_MOST_SAMPLES_PER_BYTE = 24  # MPEG-2's lowest rate, 8 kbit/s at 24 kHz: 576 samples in a frame of 24 bytes
+
+
+def _mp3_overcounted(audio, info) -> str | None:
+    """An MP3 whose Xing or Info frame counts more samples than its bytes hold at the lowest bit rate there is (a
+    damaged count: decoding asked numpy for that many, 6 TiB for one flipped byte, and the MemoryError ended the
+    run)."""
+    _, size = _head_and_size(audio, 0)
+    if info.frames <= size * MP3_MOST_SAMPLES_PER_BYTE:
+        return None
+    return f"its header gives {info.frames / info.samplerate:.0f} s of audio, more than its {size} bytes hold at " \
+        "any MP3 bit rate (a damaged Xing or Info frame?)"
 
 
 def mp3_counts_its_samples(audio) -> bool:

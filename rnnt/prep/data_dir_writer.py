@@ -128,16 +128,18 @@ class AudioInfo:
 
 
 def audio_info(path: str) -> AudioInfo:
-    """Duration, rate and channels from the file header; AudioError saying why if unreadable or empty (under
-    0.5 ms: utt2dur's 0.000, which the validator refuses), or where the header gives no length or the file is cut
+    """Duration, rate and channels from the file header; AudioError saying why if unreadable or empty, under
+    0.5 ms (utt2dur's 0.000, which the validator refuses), or where the header gives no length or the file is cut
     short."""
     try:
         with open_audio(path) as info:  # (a WAV's data size left 0 counted as what follows: as the loader reads it)
             pass
     except (UnreadableAudio, OSError):
         raise AudioError("unreadable or empty audio") from None
-    if info.frames <= 0 or info.samplerate <= 0 or round(info.frames / info.samplerate, 3) <= 0:
+    if info.frames <= 0 or info.samplerate <= 0:
         raise AudioError("unreadable or empty audio")
+    if round(info.frames / info.samplerate, 3) <= 0:  # (a readable file: not 'unreadable or empty')
+        raise AudioError("audio under 0.5 ms (utt2dur would say 0.000 s, which Kaldi's validator refuses)")
     return AudioInfo(info.frames / info.samplerate, info.samplerate, info.channels)
 
 

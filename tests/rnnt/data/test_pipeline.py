@@ -300,6 +300,26 @@ def test_an_mp3_cut_short_is_refused_by_name_whole_in_blocks_from_a_pipe_and_aft
     assert 0 < load_audio(bytes(untagged[:len(untagged) // 2]))[0].shape[1] < samples.shape[0]
 
 
+def test_an_mp3_whose_frame_count_is_more_than_its_bytes_hold_is_refused(test_data, tmp_path):
+    """One flipped byte of the Xing frame's count claimed 1.7e12 samples: decoding asked numpy for 6 TiB and the
+    MemoryError ended training and get_utt2dur.sh instead of one file skipped."""
+    from rnnt.data.audio import measured_length
+
+    samples = load_audio(str(test_data / "waves_yesno" / "0_1_0_1_1_1_0_0.wav"))[0][0]
+    written = io.BytesIO()
+    soundfile.write(written, samples.numpy(), 8000, format="MP3")
+    data = bytearray(written.getvalue())
+    at = data.find(b"Xing") if b"Xing" in data else data.find(b"Info")
+    assert data[at + 7] & 1  # its flags say a frame count follows
+    data[at + 9] = 255
+    path = tmp_path / "damaged.mp3"
+    path.write_bytes(bytes(data))
+    overcounted = r"^its header gives \d+ s of audio, more than its \d+ bytes hold at any MP3 bit rate \(a damaged"
+    for read in (load_audio, measured_length):
+        with pytest.raises(AudioError, match=overcounted):
+            read(str(path))
+
+
 def test_a_pipe_is_read_once_a_folder_and_a_headerless_file_are_named(fsdd, tmp_path):
     """A path that is not a regular file (a shell's <(...), a named pipe) can be read once: the header's checks
     read its first 64 KB before libsndfile did, which then decoded the rest alone, in silence."""
@@ -355,7 +375,8 @@ def test_segments_follow_kaldis_extract_segments_and_non_finite_samples_are_refu
         assert stages.audio_length(path, start, end) == (load_audio(path, start, end)[0].shape[1], rate, 1)
     for start, end, message in ((0.1, duration + 0.6, "more than 0.5 s past the recording's"),
                                 (duration + 0.01, duration + 0.3, "outside the recording's"),
-                                (-1.0, 0.5, "outside the recording's")):
+                                (-1.0, 0.5, "outside the recording's"),
+                                (1e308, -1, "outside the recording's")):  # (inf samples: an OverflowError)
         for read in (load_audio, stages.audio_length):
             with pytest.raises(AudioError, match=message):
                 read(path, start, end)

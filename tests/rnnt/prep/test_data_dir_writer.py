@@ -28,7 +28,7 @@ def test_audio_too_short_for_utt2dur_or_of_no_length_is_skipped_and_counted_the_
     assert write_data_dirs({str(dest): yesno(test_data, 2) + bad}, Report("prep")) == 0
     assert keys(dest / "utt2spk") == [u.utt_id for u in yesno(test_data, 2)]
     err = capsys.readouterr().err
-    assert f"{short} (b-1): unreadable or empty audio" in err
+    assert f"{short} (b-1): audio under 0.5 ms (utt2dur would say 0.000 s, which Kaldi's validator refuses)" in err
     assert f"{piped} (c-1): its FLAC header gives no length (written to a pipe?); encode it again to a file" in err
     assert f"{cut} (d-1): cut short: its header gives 6.11 s of audio, the file holds 1.87 s" in err
     assert_valid(dest)
