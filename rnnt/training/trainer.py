@@ -76,6 +76,7 @@ class Trainer(Checkpointing, Steps):
         self.ema = EMA(self.model, train_config.ema_decay) if train_config.ema_decay > 0 else None
         self.make_pipelines(augmenter)
         self.epoch = self.batch = self.step = 0
+        self.saved_as: tuple | None = None  # (name, epoch, batch) of the checkpoint saved last (trainer_checkpoints)
         self.step_lr = 0.0  # the learning rate of the last update
         self.position = LoaderPosition(experiment.data.num_workers)  # which worker gave how many batches
         self.group = GradientGroup()

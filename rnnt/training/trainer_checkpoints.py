@@ -55,7 +55,9 @@ class Checkpointing:
         by a recipe)."""
         if not self.batch:
             return ""
-        self.save(checkpoint.name("step", self.step))
+        name = checkpoint.name("step", self.step)
+        if self.saved_as != (name, self.epoch, self.batch):  # not saved there already (checkpoint_every's step)
+            self.save(name)
         return (f" and {self.batch} batches of epoch {self.epoch + 1}, kept in step-{self.step}.pt alone (epoch "
                 "checkpoints, which averaging and the recipes decode, hold none of them)")
 
@@ -67,6 +69,7 @@ class Checkpointing:
             log.info("saved %s (after %d epochs and %d batches, step %d)", name, self.epoch, self.batch, self.step)
             if name == checkpoint.name("epoch", self.epoch):  # a new epoch file: the one before may be slimmed
                 checkpoint.slim_old_epochs(self.exp_dir, self.experiment.train.keep_whole_epochs)
+        self.saved_as = name, self.epoch, self.batch
 
     def resume(self) -> bool:
         """Every rank resumes from the checkpoint rank 0 chooses (a node with a stale view of the exp dir resumed

@@ -439,6 +439,9 @@ def test_a_run_ended_by_max_steps_inside_an_epoch_says_its_last_batches_are_in_n
     log = (yesno_small / "exp" / "train.log").read_text()
     assert ("training done: 3 steps, 1 epochs and 1 batches of epoch 2, kept in step-3.pt alone (epoch checkpoints, "
             "which averaging and the recipes decode, hold none of them)") in log
+    trainer = make_trainer(yesno_small, "every3", max_steps=3, epochs=5, checkpoint_every=3)
+    assert trainer.run() == 0  # the stop's checkpoint is checkpoint_every's: saved once, not twice
+    assert (yesno_small / "every3" / "train.log").read_text().count("saved step-3.pt") == 1
 
 
 def test_a_global_batch_its_filters_empty_is_no_step_and_its_place_is_recorded(yesno_small):
