@@ -41,14 +41,18 @@ def sampled(lines: list[str]) -> list[str]:
 def train_sentencepiece(lines: list[str], lang: str, kind: str, vocab_size: int, coverage: float) -> list[str]:
     import sentencepiece
 
+    lines = sampled(lines)
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt", delete=False) as f:
-        f.writelines(line + "\n" for line in sampled(lines))
+        f.writelines(line + "\n" for line in lines)
         corpus = f.name
     try:
         sentencepiece.SentencePieceTrainer.train(
             input=corpus, model_prefix=os.path.join(lang, "bpe"), model_type=kind, vocab_size=vocab_size - 1,
             character_coverage=coverage, unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1, hard_vocab_limit=False,
             minloglevel=2,
+            # every line, however long: one over the default 4192 bytes was left out in silence, and a character
+            # only it held had no unit at coverage 1.0
+            max_sentence_length=max(len(line.encode("utf-8")) for line in lines) + 1,
             # NFKC, not sentencepiece's default nmt_nfkc: that one makes word boundaries of the zero-width
             # characters the data dir rules accept (Persian's ZWNJ, U+200E/F), so such text did not round-trip
             normalization_rule_name="nfkc",
@@ -207,7 +211,8 @@ def main() -> str:
     args = parser.parse_args()
     try:
         texts, left_out = read_transcripts(args.data_dir)
-        lines = [line.value for line in texts.values() if line.value]
+        lines = [" ".join(kaldi_fields(line.value)) for line in texts.values() if line.value]  # (a TAB between
+        # words, which Kaldi's text takes as a space: under NFKC a piece of its own, and units.txt unreadable)
         if not lines:
             raise ValueError(f"{args.data_dir}/text has no transcripts")
         os.makedirs(args.lang_dir, exist_ok=True)

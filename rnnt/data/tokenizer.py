@@ -141,8 +141,8 @@ class Tokenizer:
         after the word-start piece: sentencepiece spelt it < u n k > where its training text had those letters (a
         lowercase corpus)."""
         words = kaldi_fields(text)
-        if UNK not in words:
-            return self.model.encode(text, out_type=str)
+        if UNK not in words:  # the words as the units were trained on them, a space apart (a TAB is a piece)
+            return self.model.encode(" ".join(words), out_type=str)
         word_start = [SPACE] if SPACE in self.units else []
         pieces: list[str] = []
         while words:

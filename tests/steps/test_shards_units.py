@@ -563,6 +563,31 @@ def test_zero_width_characters_and_a_literal_unk_round_trip_in_sentencepiece_uni
     assert tokenizer.decode(tokenizer.encode("HELLO <unk> WORLD")) == "HELLO <unk> WORLD"
 
 
+@pytest.mark.parametrize("unit_type", ["bpe", "unigram"])
+def test_a_tab_between_words_and_a_line_of_5000_bytes_train_sentencepiece_as_kaldis_text_reads_them(tmp_path,
+                                                                                                     unit_type):
+    """Kaldi's text takes a TAB between words as a space: under NFKC it was a piece of its own, units.txt got a
+    line of it that no reader takes (a traceback), and encoding a tabbed transcript with units built without
+    one gave <unk> for the word boundary. A line over sentencepiece's default 4192 bytes was left out of its
+    training in silence: a character only such a line holds had no unit at coverage 1.0."""
+    data = tmp_path / "data"
+    data.mkdir()
+    words = ["go", "now", "stop", "left", "right"]
+    lines = [f"u{i:03d} {' '.join(words[(i + j) % 5] for j in range(3))}" for i in range(60)]
+    long = " ".join(["stop zebra"] * 500)  # 5499 bytes
+    (data / "text").write_text("\n".join([*lines, "v000 go\tnow", f"w000 {long}"]) + "\n")
+    out = run_tool(sys.executable, STEPS / "build_units.py", "--unit-type", unit_type, "--vocab-size", "40", data,
+                   tmp_path / "lang")
+    assert out.returncode == 0 and "0 transcripts do not round-trip, 0 have <unk>" in out.stdout, \
+        out.stdout + out.stderr
+    from rnnt.data.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer(str(tmp_path / "lang"))
+    assert "\t" not in "".join(tokenizer.units) and any("z" in unit for unit in tokenizer.units)
+    assert tokenizer.encode("left\t right") == tokenizer.encode("left right")
+    assert tokenizer.decode(tokenizer.encode("go\tzebra")) == "go zebra"
+
+
 def test_sentencepiece_sizes_out_of_range_are_named_by_our_options(tmp_path):
     """--vocab-size 0 was sentencepiece's INTERNAL check, a size under the characters' its message naming its own
     --character_coverage flag, --character-coverage 2 another INTERNAL check; --vocab-size 5000 over a small text
