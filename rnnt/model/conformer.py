@@ -42,7 +42,7 @@ from rnnt.model.depthwise_conv import depthwise_over_time
 from rnnt.model.dropout import Dropout
 from rnnt.model.encoder_interface import EncoderInterface, valid_frames
 from rnnt.model.masked_batch_norm import MaskedBatchNorm
-from rnnt.model.rotary_attention import SelfAttention, allowed_keys, rotation
+from rnnt.model.rotary_attention import ChunkedKeys, SelfAttention, keys_allowed, rotation
 from rnnt.model.value_checks import dropout_problems, size_problems
 
 
@@ -154,7 +154,7 @@ class ConformerBlock(torch.nn.Module):
         self.norm = torch.nn.LayerNorm(dim)
         self.dropout = Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor, valid: torch.Tensor, allowed: torch.Tensor,
+    def forward(self, x: torch.Tensor, valid: torch.Tensor, allowed: torch.Tensor | ChunkedKeys,
                 cos_sin: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         x = x + 0.5 * self.ff_in(x)
         x = x + self.dropout(self.attention(self.attention_norm(x), allowed, cos_sin))
@@ -227,7 +227,8 @@ class ConformerEncoder(EncoderInterface):
         valid = valid_frames(lengths, x.shape[1])
         x = self.dropout(self.project(x))
         cos_sin = rotation(x.shape[1], self.config.dim // self.config.heads, x.device)
-        allowed = allowed_keys(valid, *self.attention_span(x.shape[1]))
+        whole = not self.training and not torch.onnx.is_in_onnx_export()  # (a traced graph keeps the mask)
+        allowed = keys_allowed(valid, *self.attention_span(x.shape[1]), whole)
         for block in self.blocks:
             x = block(x, valid, allowed, cos_sin)
         return x, lengths

@@ -18,6 +18,7 @@ streams, CUDA, no dropout) it is torch's kernel.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 
@@ -62,6 +63,44 @@ def allowed_keys(valid: torch.Tensor, chunk_frames: int = 0, left_chunks: int = 
     return allowed | (~valid[:, :, None] & (frames == 0)[None, None, :])  # not in place: an ONNX graph's op
 
 
+class ChunkedKeys(NamedTuple):
+    """allowed_keys' rule with chunks, kept as the rule where a (B, T, T) mask would be too large: valid (B, T),
+    chunk_frames, left_chunks. Attention then runs a block of queries at a time (attention_in_chunks)."""
+    valid: torch.Tensor
+    chunk_frames: int
+    left_chunks: int
+
+
+QUERY_BLOCK = 512  # the queries a step of attention_in_chunks takes (20 s of 40 ms frames), rounded to chunks
+
+
+def keys_allowed(valid: torch.Tensor, chunk_frames: int, left_chunks: int, whole: bool) -> torch.Tensor | ChunkedKeys:
+    """allowed_keys' mask, or with chunks over more than two query blocks its rule (ChunkedKeys) where the whole
+    forward may run a block at a time (whole: not training, nor traced for export): the mask grew as the square of
+    the length, 10 GB of it for 20 minutes decoded whole, though a frame reads (left_chunks + 1) chunks."""
+    if chunk_frames and whole and valid.shape[1] > 2 * QUERY_BLOCK:
+        return ChunkedKeys(valid, chunk_frames, left_chunks)
+    return allowed_keys(valid, chunk_frames, left_chunks)
+
+
+def attention_in_chunks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keys: ChunkedKeys) -> torch.Tensor:
+    """Attention of rotated q, k, v (B, heads, T, head_dim) under keys' rule, a block of whole chunks of queries
+    at a time against the keys their chunks read: memory of a block's, not of T x T. A padded query with no key
+    reads every key of its block (finite: a NaN would spread to the valid frames through weights of 0)."""
+    chunk, left = keys.chunk_frames, keys.left_chunks
+    step = chunk * max(1, QUERY_BLOCK // chunk)
+    frames = torch.arange(q.shape[2], device=q.device)
+    parts = []
+    for start in range(0, q.shape[2], step):  # (start begins a chunk: its window begins left chunks before)
+        end, first = start + step, max(0, start - left * chunk)
+        behind = (frames[start:end] // chunk)[:, None] - (frames[first:end] // chunk)[None, :]
+        allowed = ((behind >= 0) & (behind <= left))[None] & keys.valid[:, None, first:end]
+        allowed = allowed | ~allowed.any(dim=2, keepdim=True)
+        parts.append(torch.nn.functional.scaled_dot_product_attention(
+            q[:, :, start:end], k[:, :, first:end], v[:, :, first:end], attn_mask=allowed[:, None]))
+    return torch.cat(parts, dim=2)
+
+
 class SelfAttention(torch.nn.Module):
     def __init__(self, dim: int, heads: int, dropout: float):
         super().__init__()
@@ -70,13 +109,16 @@ class SelfAttention(torch.nn.Module):
         self.qkv = torch.nn.Linear(dim, 3 * dim)
         self.out = torch.nn.Linear(dim, dim)
 
-    def forward(self, x: torch.Tensor, allowed: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor]
+    def forward(self, x: torch.Tensor, allowed: torch.Tensor | ChunkedKeys, cos_sin: tuple[torch.Tensor, torch.Tensor]
                 ) -> torch.Tensor:
-        """x (B, T, dim) -> (B, T, dim), each frame attending to the keys allowed_keys allows it;
+        """x (B, T, dim) -> (B, T, dim), each frame attending to the keys allowed (keys_allowed's) allows it;
         cos_sin: rotation(T, dim / heads)."""
         B, T, dim = x.shape
         q, k, v = (self.split_heads(part) for part in self.qkv(x).chunk(3, dim=-1))
-        q, k, mask = rotate(q, cos_sin), rotate(k, cos_sin), allowed[:, None]
+        q, k = rotate(q, cos_sin), rotate(k, cos_sin)
+        if isinstance(allowed, ChunkedKeys):
+            return self.out(attention_in_chunks(q, k, v, allowed).transpose(1, 2).reshape(B, T, dim))
+        mask = allowed[:, None]
         if self.training and self.weight_dropout.p > 0 and x.device.type == "cpu":
             scores = (q * (1 / math.sqrt(q.shape[-1]))) @ k.transpose(2, 3)
             attended = self.weight_dropout(torch.softmax(scores.masked_fill(~mask, -math.inf), dim=-1)) @ v

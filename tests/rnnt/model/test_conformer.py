@@ -143,6 +143,28 @@ def test_streamed_chunk_by_chunk_a_conformer_gives_the_whole_utterances_output(c
         torch.testing.assert_close(streamed, whole, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("chunk_frames,left_chunks", [(3, 2), (4, 1), (5, 100)])
+def test_a_long_utterance_attends_a_block_of_chunks_at_a_time_as_under_the_whole_mask(monkeypatch, chunk_frames,
+                                                                                       left_chunks):
+    """Decoded whole, a streaming Conformer built a (B, T, T) mask: 10 GB of it for 20 minutes (30000 frames),
+    of which a frame reads (left_chunks + 1) chunks. Past two blocks of queries (QUERY_BLOCK, made 8 here) the
+    attention runs a block at a time with no such mask, each valid frame's output the mask's, the padded ones
+    finite (a NaN would spread through weights of 0); stretches of padding take whole blocks here."""
+    import rnnt.model.rotary_attention as attention
+
+    torch.manual_seed(0)
+    encoder = ConformerEncoder(dataclasses.replace(SMALL, chunk_frames=chunk_frames, left_chunks=left_chunks)).eval()
+    feats, lengths = ragged(1, (170, 120, 40))  # 42, 29 and 9 output frames
+    with torch.no_grad():
+        masked, out_lens = encoder(feats, lengths)
+        monkeypatch.setattr(attention, "QUERY_BLOCK", 8)
+        monkeypatch.setattr(attention, "allowed_keys", lambda *args: pytest.fail("a whole mask was built"))
+        blocked, _ = encoder(feats, lengths)
+    assert torch.isfinite(blocked).all()
+    for b, n in enumerate(out_lens.tolist()):
+        torch.testing.assert_close(blocked[b, :n], masked[b, :n], atol=1e-5, rtol=1e-5)
+
+
 def test_dynamic_chunks_draw_a_span_a_training_batch_and_evaluation_runs_chunk_frames():
     """One draw in two the whole utterance, else chunks of 1 to dynamic_chunks frames with all the left context
     (without dynamic_whole, chunks alone); the same draws after the same seed (a resumed training's); evaluation in
