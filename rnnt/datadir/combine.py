@@ -34,16 +34,21 @@ from rnnt.datadir.table import write_table
 
 
 def whole_recordings(src: str, tables: Tables) -> dict[str, str]:
-    """utt -> its recording's length in seconds, for a source without segments: its utt2dur's, else measured from
-    the audio, as Kaldi's combine_data.sh has get_utt2dur.sh do; one that cannot be read is named, its end -1
-    (the recording's end, as extract-segments reads it, which Kaldi's validate_data_dir.sh refuses)."""
-    if "utt2dur" in tables:
-        return tables["utt2dur"]
+    """utt -> its recording's length in seconds, for a source without segments: its utt2dur's, else (for every
+    utterance, where utt2dur lacks some: they became '0 -1' segments in silence) measured from the audio, as
+    Kaldi's combine_data.sh has get_utt2dur.sh do; one that cannot be read is named, its end -1 (the recording's
+    end, as extract-segments reads it, which Kaldi's validate_data_dir.sh refuses)."""
+    given = tables.get("utt2dur", {})
+    if not set(tables["utt2spk"]) - set(given):
+        return given
+    if given:
+        print(f"combine_data.sh: {src}/utt2dur lacks {len(set(tables['utt2spk']) - set(given))} of its utterances; "
+              "their lengths measured from the audio", file=sys.stderr)
     durations, problems = utterance_durations(src)
     for problem in problems:
         print(f"combine_data.sh: {problem}; its segment ends at -1 (the recording's end), which Kaldi's "
               "validate_data_dir.sh refuses", file=sys.stderr)
-    return {utt: seconds_text(seconds) for utt, seconds in durations.items()}
+    return {**{utt: seconds_text(seconds) for utt, seconds in durations.items()}, **given}
 
 
 def combine(sources: list[str], extra: tuple[str, ...] = ()) -> Tables:

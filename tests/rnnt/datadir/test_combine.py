@@ -155,6 +155,23 @@ def test_segments_from_some_sources_only(speechocean_dir, test_data, tmp_path, c
     assert capsys.readouterr().err.startswith(f"combine_data.sh: {tmp_path}/1/wav.scp:2: {utts[4]}: ")
 
 
+def test_a_source_whose_utt2dur_lacks_some_utterances_has_those_measured(speechocean_dir, test_data, tmp_path, capsys):
+    """They became '<utt> <utt> 0 -1' segments in silence (Kaldi's drops them); the rest keep utt2dur's value."""
+    first, second = pieces(speechocean_dir, tmp_path, [(0, 1), (1, 3)])
+    utts = keys(speechocean_dir / "utt2spk")[:3]
+    (tmp_path / "0" / "segments").write_text(f"{utts[0]} {utts[0]} 0 1\n")
+    (tmp_path / "1" / "utt2dur").write_text(f"{utts[1]} 2.5\n")
+    wav = tmp_path / "1" / "wav.scp"  # (from the corpus's root)
+    wav.write_text("".join(f"{utt} {test_data / 'speechocean762' / path}\n"
+                           for utt, path in (line.split() for line in wav.read_text().splitlines())))
+    merged = combine([first, second])
+    seconds = soundfile.info(wav.read_text().splitlines()[1].split()[1]).duration
+    assert merged["segments"][utts[1]] == f"{utts[1]} 0 2.5"
+    assert merged["segments"][utts[2]] == f"{utts[2]} 0 {seconds_text(seconds)}"
+    assert capsys.readouterr().err == (f"combine_data.sh: {second}/utt2dur lacks 1 of its utterances; their lengths "
+                                       "measured from the audio\n")
+
+
 def test_a_source_without_utt2spk(speechocean_dir, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="empty/utt2spk: missing; every data dir needs utt2spk"):
