@@ -2,7 +2,8 @@
 lines, sorts every file, keeps only utterances present in every per-utterance file (utt2spk, text, segments,
 feats.scp, utt2lang, wav.scp without segments, utt2dur and utt2num_frames, as Kaldi's fix)
 whose speakers are in spk2gender and cmvn.scp where those exist, rebuilds spk2utt, and keeps the other files
-(vad.scp, utt2uniq, utt2warp, spk2warp, reco2dur, --utt-extra-files, --spk-extra-files) to what is kept.
+(vad.scp, utt2uniq, utt2warp, spk2warp, reco2dur, --utt-extra-files, --spk-extra-files) to what is kept; an
+utterance whose recording reco2dur lacks (where there is one) is dropped, as the validator wants every length.
 
 The originals are copied to <data-dir>/.backup/ first; each utterance dropped by a cross-file check is named
 there, in dropped_utterances ('<utterance> <why>'), and the first few on standard error.
@@ -60,6 +61,10 @@ def fix_data_dir(data_dir: str, utt_extra: tuple[str, ...] = (), spk_extra: tupl
     if "segments" in tables and "wav.scp" not in tables:  # as Kaldi's
         raise ValueError(f"{data_dir}/segments is there but not wav.scp: the segments cut recordings it lists; "
                          "nothing changed")
+    if "reco2dur" in tables:  # the validator wants each recording's length: a line dropped (a bad value) left a
+        # dir that it refused and no fix changed; dropped as an utterance of a bad utt2dur value is
+        recording = {u: kaldi_fields(tables["segments"][u])[0] if "segments" in tables else u for u in keep}
+        drop({u for u in keep if recording[u] not in tables["reco2dur"]}, "recording not in reco2dur")
     order = [speaker_sort_key(f"{u} {tables['utt2spk'][u]}") for u in sorted(keep)]
     if order != sorted(order):  # Kaldi's fix refuses it too (sort -k2 | cmp): no order of the lines sorts both ways
         raise ValueError(f"{data_dir}/utt2spk: sorted by utterance, it is not sorted by speaker (make speaker ids "

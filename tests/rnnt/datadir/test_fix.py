@@ -184,16 +184,20 @@ def test_segments_without_a_recording_and_recordings_without_segments(librispeec
     (d / "segments").write_text("".join(f"{u} {r} {'0 1.5' if u.endswith('a') else '1.5 3'}\n" for u, r in segs))
     (d / "utt2spk").write_text("".join(f"{u} {speaker[r]}\n" for u, r in segs))
     (d / "text").write_text("".join(f"{u} WORD\n" for u, r in segs if r != recordings[6]))  # its segments go
-    (d / "reco2dur").write_text((d / "utt2dur").read_text())  # keyed by recording here
+    durations = lines_of(d / "utt2dur")  # keyed by recording here; recording 1's a bad value: its line dropped left
+    durations[1] = f"{recordings[1]} 0\n"  # it without a length, which the validator refused after every fix
+    (d / "reco2dur").write_text("".join(durations))
     (d / "utt2dur").unlink()
     (d / "spk2utt").unlink()
     wav = lines_of(d / "wav.scp")
     (d / "wav.scp").write_text("".join(wav[:3] + wav[4:]))  # recording 3 has segments but no audio
-    assert fix_data_dir(str(d)) == (16, 12, Counter({"not in text": 2, "recording not in wav.scp": 2}))
+    assert fix_data_dir(str(d)) == (16, 10, Counter({"not in text": 2, "recording not in wav.scp": 2,
+                                                     "recording not in reco2dur": 2, "bad value in reco2dur": 1}))
     assert (d / ".backup" / "dropped_utterances").read_text() == "".join(  # each one named, not only counted
-        f"{r}-{half} {why}\n" for r, why in ((recordings[3], "recording not in wav.scp"),
+        f"{r}-{half} {why}\n" for r, why in ((recordings[1], "recording not in reco2dur"),
+                                             (recordings[3], "recording not in wav.scp"),
                                              (recordings[6], "not in text")) for half in "ab")
-    kept = [r for i, r in enumerate(recordings) if i not in (3, 6)]
+    kept = [r for i, r in enumerate(recordings) if i not in (1, 3, 6)]
     assert keys(d / "segments") == [f"{r}-{half}" for r in kept for half in "ab"]
     assert keys(d / "wav.scp") == keys(d / "reco2dur") == kept  # recording 6 left without segments
     assert_valid(d)
