@@ -169,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nj", type=at_least(1), default=4, help="recordings read at once (default 4)")
     parser.add_argument("--cmd", help="taken as Kaldi's recipes pass it (run.pl, queue.pl); the recordings are read "
                                       "here, --nj at once")
+    parser.add_argument("--read-entire-file", choices=("true", "false"), default="false",
+                        help="taken as Kaldi's recipes pass it: a header that cannot count its samples is decoded "
+                             "here in any case")
+    parser.add_argument("--frame-shift", type=float, help="taken as Kaldi's recipes pass it (Kaldi's counts the "
+                        "frames of feats.scp where there is no wav.scp; here a dir needs wav.scp or segments)")
     parser.add_argument("data_dir")
     args = parser.parse_args(argv)
     if complete_utt2dur(args.data_dir):

@@ -44,7 +44,8 @@ def test_utt2dur_of_files_pipes_and_headers_without_a_length(librispeech_dir, tm
     assert f"get_utt2dur.sh: left out {librispeech_dir}/wav.scp:9: zz: " in out.stderr, out.stderr
     assert out.stdout.startswith(f"get_utt2dur.sh: wrote {librispeech_dir}/utt2dur: 8 utterances, ") and \
         out.stdout.endswith("; 1 of 9 left out (1 entry named above)\n"), out.stdout
-    again = run_tool(UTILS / "get_utt2dur.sh", "--cmd", "run.pl", librispeech_dir)  # as Kaldi's recipes call it:
+    again = run_tool(UTILS / "get_utt2dur.sh", "--cmd", "run.pl", "--frame-shift", "0.01", "--read-entire-file",
+                     "true", librispeech_dir)  # as Kaldi's recipes call it (its other options were usage errors):
     assert again.returncode == 0 and again.stdout == out.stdout  # a partial one is made again (kept, zz never measured)
     with open(librispeech_dir / "utt2dur", "a") as f:
         f.write("zz 1.5\n")  # as Kaldi's: one of every utterance is kept
