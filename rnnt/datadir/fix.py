@@ -61,10 +61,7 @@ def fix_data_dir(data_dir: str, utt_extra: tuple[str, ...] = (), spk_extra: tupl
     if "segments" in tables and "wav.scp" not in tables:  # as Kaldi's
         raise ValueError(f"{data_dir}/segments is there but not wav.scp: the segments cut recordings it lists; "
                          "nothing changed")
-    if "reco2dur" in tables:  # the validator wants each recording's length: a line dropped (a bad value) left a
-        # dir that it refused and no fix changed; dropped as an utterance of a bad utt2dur value is
-        recording = {u: kaldi_fields(tables["segments"][u])[0] if "segments" in tables else u for u in keep}
-        drop({u for u in keep if recording[u] not in tables["reco2dur"]}, "recording not in reco2dur")
+    drop(without_reco2dur(tables, keep), "recording not in reco2dur")
     order = [speaker_sort_key(f"{u} {tables['utt2spk'][u]}") for u in sorted(keep)]
     if order != sorted(order):  # Kaldi's fix refuses it too (sort -k2 | cmp): no order of the lines sorts both ways
         raise ValueError(f"{data_dir}/utt2spk: sorted by utterance, it is not sorted by speaker (make speaker ids "
@@ -78,6 +75,16 @@ def fix_data_dir(data_dir: str, utt_extra: tuple[str, ...] = (), spk_extra: tupl
     elif os.path.isfile(os.path.join(backup, DROPPED)):  # an earlier run's
         os.remove(os.path.join(backup, DROPPED))
     return before, len(keep), dropped
+
+
+def without_reco2dur(tables, keep: set[str]) -> set[str]:
+    """The utterances kept whose recording a reco2dur lacks: the validator wants each recording's length, and a
+    line dropped (a bad value) left a dir that it refused and no fix changed; dropped as an utterance of a bad
+    utt2dur value is."""
+    if "reco2dur" not in tables:
+        return set()
+    return {u for u in keep if (kaldi_fields(tables["segments"][u])[0] if "segments" in tables else u)
+            not in tables["reco2dur"]}
 
 
 LINE_PROBLEMS = ("malformed line in ", "bad value in ", "duplicate key in ")  # load_dir's reasons, by line
