@@ -51,8 +51,8 @@ def train_sentencepiece(lines: list[str], lang: str, kind: str, vocab_size: int,
             character_coverage=coverage, unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1, hard_vocab_limit=False,
             minloglevel=2,
             # every line, however long: one over the default 4192 bytes was left out in silence, and a character
-            # only it held had no unit at coverage 1.0
-            max_sentence_length=max(len(line.encode("utf-8")) for line in lines) + 1,
+            # only it held had no unit at coverage 1.0 (and never under the default: sentencepiece refuses under 10)
+            max_sentence_length=max([4192] + [len(line.encode("utf-8")) + 1 for line in lines]),
             # NFKC, not sentencepiece's default nmt_nfkc: that one makes word boundaries of the zero-width
             # characters the data dir rules accept (Persian's ZWNJ, U+200E/F), so such text did not round-trip
             normalization_rule_name="nfkc",

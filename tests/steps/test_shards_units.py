@@ -586,6 +586,10 @@ def test_a_tab_between_words_and_a_line_of_5000_bytes_train_sentencepiece_as_kal
     assert "\t" not in "".join(tokenizer.units) and any("z" in unit for unit in tokenizer.units)
     assert tokenizer.encode("left\t right") == tokenizer.encode("left right")
     assert tokenizer.decode(tokenizer.encode("go\tzebra")) == "go zebra"
+    (data / "text").write_text("".join(f"u{i:03d} {words[i % 5].upper()}\n" for i in range(60)))  # command words:
+    out = run_tool(sys.executable, STEPS / "build_units.py", "--unit-type", unit_type, "--vocab-size", "20", data,
+                   tmp_path / "lang")  # sentencepiece refused a longest line of 6 bytes (under 10) as the limit
+    assert out.returncode == 0, out.stderr
 
 
 def test_sentencepiece_sizes_out_of_range_are_named_by_our_options(tmp_path):
