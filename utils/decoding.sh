@@ -39,6 +39,7 @@
 #                                               the result is not one of them
 #   check_methods CONFIG "METHODS"              stops run.sh where a model of CONFIG cannot decode with one of
 #                                               METHODS (a misspelt name, a CTC search without a CTC head)
+#   check_one_method "METHOD"                   stops run.sh where a recipe that decodes one search is given several
 #   leading_method "METHODS"                    prints the method that speaks for a model: the first LM-fused
 #                                               one of METHODS, else the last
 #   export_stage STAGE EXP TAG KIND [ATTENTION]  exports the model for sherpa-onnx (KIND offline or streaming)
@@ -263,6 +264,14 @@ check_methods() {  # check_methods CONFIG "METHODS": run.sh stops now where a mo
   # of METHODS (a misspelt name; a CTC search of a model without a CTC head), not at its decode stage after training
   # shellcheck disable=SC2086
   python3 -m rnnt.search_methods "$1" $2 || exit 1
+}
+
+check_one_method() {  # check_one_method "METHOD": a recipe that decodes one search (yesno, fsdd) stops now where
+  # given several (check_methods takes them, and its decode stage failed on them after training)
+  if [[ "$1" == *[[:space:]]* ]]; then
+    echo "run.sh: --method takes one search, not '$1' (this recipe decodes one; run it again for another)" >&2
+    exit 1
+  fi
 }
 
 check_no_lm_methods() {  # check_no_lm_methods "METHODS": a recipe without an LM stage (yesno, fsdd, librispeech) stops

@@ -44,6 +44,7 @@ exp=${exp:-exp/tiny}
 . utils/stages.sh
 check_run_arguments "$@"
 . utils/decoding.sh
+check_one_method "$method"
 check_methods "$train_config" "$method"
 check_no_lm_methods "$method"
 

@@ -33,6 +33,7 @@ Stages: 0 download, 1 data dirs (train, its synthesised sequences, a synthesised
 . utils/stages.sh
 check_run_arguments "$@"
 . utils/decoding.sh
+check_one_method "$method"
 check_methods "$train_config" "$method"
 check_no_lm_methods "$method"
 

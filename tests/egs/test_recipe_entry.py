@@ -39,3 +39,13 @@ def test_a_recipe_without_an_lm_stage_refuses_an_lm_fused_method_at_its_start(na
                          text=True)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "run.sh: --method modified_beam_lm fuses an n-gram LM, which this recipe does not build" in out.stderr
+
+
+@pytest.mark.parametrize("name", ["yesno", "fsdd"])
+def test_a_recipe_that_decodes_one_search_refuses_several_at_its_start(name, tmp_path):
+    """check_methods took 'greedy beam', and decode.py refused it at the decode stage, after training."""
+    recipe = copy_recipe(name, tmp_path)
+    out = subprocess.run(["./run.sh", "--method", "greedy beam", "--stage", "99"], cwd=recipe, capture_output=True,
+                         text=True)
+    assert out.returncode == 1 and out.stderr == ("run.sh: --method takes one search, not 'greedy beam' (this recipe "
+                                                  "decodes one; run it again for another)\n"), out.stdout + out.stderr
