@@ -54,12 +54,48 @@ check_run_arguments() {  # check_run_arguments "$@": run.sh after parse_options.
     echo "$(basename "$0"): --exp is empty: give the experiment dir (e.g. exp/tiny)" >&2
     exit 1
   fi
+  check_experiment_dirs
   if [ "$stop_stage" -lt "$stage" ]; then  # it ran nothing and printed the last run's result
     echo "$(basename "$0"): --stop-stage $stop_stage is before --stage $stage: no stage to run" >&2
     exit 1
   fi
   hold_run_lock
   trap no_stage_ran_check EXIT
+}
+
+check_experiment_dirs() {  # check_experiment_dirs: --exp, --init-exp and --companion-exp are each an experiment's
+  # own dir: setting one aside (a config changed) moved all it held: with --exp exp, every other experiment and the
+  # data stages' markers; with exp/tiny/v2 inside exp/tiny, the one inside; and one of them was the other's
+  local name other value marks found
+  local -A given=()
+  marks=$(realpath -m -- "$(dirname "$stage_marks")")
+  for name in exp init_exp companion_exp; do
+    [ -n "${!name:-}" ] || continue
+    value=$(realpath -m -- "${!name}")
+    found=""
+    if [[ ${marks%/}/ == "${value%/}"/* ]]; then
+      found="it holds the run's stage markers ($stage_marks) and every experiment beside it"
+    elif [ -d "$value" ]; then
+      found=$(find "$value" -mindepth 2 -maxdepth 3 -name config.yaml -printf 'it holds the experiment %h\n' -quit \
+        2> /dev/null)  # (not deeper: an experiment's own folders are its decodes and exports)
+      found=${found/"$PWD"\//}
+    fi
+    other=$(dirname "$value")
+    while [ -z "$found" ] && [[ $other/ == "$PWD"/?* ]]; do  # (up to the recipe's folder)
+      [ ! -f "$other/config.yaml" ] || found="it lies inside the experiment ${other#"$PWD"/}"
+      other=$(dirname "$other")
+    done
+    for other in "${!given[@]}"; do
+      [[ -n $found || ! ( ${value%/}/ == "${other%/}"/* || ${other%/}/ == "${value%/}"/* ) ]] ||
+        found="it is, or lies inside or around, --${given[$other]//_/-} ${other#"$PWD"/}"
+    done
+    if [ -n "$found" ]; then
+      echo "$(basename "$0"): --${name//_/-} ${!name}: $found; give each experiment a dir of its own" \
+        "(e.g. exp/tiny), which a changed config sets aside whole" >&2
+      exit 1
+    fi
+    given[$value]=$name
+  done
 }
 
 hold_run_lock() {  # hold_run_lock: run.sh's (check_run_arguments) and tune.sh's: one run at a time in a recipe dir

@@ -49,3 +49,22 @@ def test_a_recipe_that_decodes_one_search_refuses_several_at_its_start(name, tmp
                          text=True)
     assert out.returncode == 1 and out.stderr == ("run.sh: --method takes one search, not 'greedy beam' (this recipe "
                                                   "decodes one; run it again for another)\n"), out.stdout + out.stderr
+
+
+def test_an_experiment_dir_that_holds_or_lies_in_another_is_refused_at_the_start(tmp_path):
+    """A changed config sets the experiment aside whole: --exp exp moved every other experiment and the data stages'
+    markers into exp.1 (all trained and prepared again), and exp/tiny/v2 went with exp/tiny."""
+    recipe = copy_recipe("yesno", tmp_path)
+    (recipe / "exp" / "tiny" / "v2").mkdir(parents=True)
+    for experiment in ("tiny", "tiny/v2"):
+        (recipe / "exp" / experiment / "config.yaml").write_text("model: {}\n")
+    refusals = {("--exp", "exp"): "--exp exp: it holds the run's stage markers (exp/.stages) and every experiment",
+                ("--exp", "exp/tiny/"): "--exp exp/tiny: it holds the experiment exp/tiny/v2; give each experiment a "
+                                        "dir of its own",
+                ("--exp", "exp/tiny/v2"): "--exp exp/tiny/v2: it lies inside the experiment exp/tiny;"}
+    for options, message in refusals.items():
+        out = subprocess.run(["./run.sh", *options, "--stage", "99"], cwd=recipe, capture_output=True, text=True)
+        assert out.returncode == 1 and out.stderr.startswith(f"run.sh: {message}"), (options, out.stderr)
+    out = subprocess.run(["./run.sh", "--exp", "exp/other", "--stage", "99"], cwd=recipe, capture_output=True,
+                         text=True)
+    assert "give each experiment a dir of its own" not in out.stderr, out.stderr

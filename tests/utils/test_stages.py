@@ -545,11 +545,13 @@ def test_an_option_given_before_is_forgotten_with_none(tmp_path):
 def test_an_experiment_dir_given_with_a_trailing_slash_is_the_dir(tmp_path):
     """exp/t/ with --seeds 2 trained the second seed into exp/t/_seed1, inside the first seed's experiment (set
     aside with it when its config changed)."""
-    script = ('stage=0 stop_stage=1 exp=exp/t// init_exp=/ companion_exp=; . "$ROOT/utils/stages.sh"; '
+    script = ('stage=0 stop_stage=1 exp=exp/t// init_exp=$1 companion_exp=; . "$ROOT/utils/stages.sh"; '
               'check_run_arguments; echo "[$exp] [$init_exp] [$companion_exp] [${undefined_exp-unset}]"')
-    out = subprocess.run(["bash", "-c", script, "run.sh"], capture_output=True, text=True, cwd=tmp_path,
-                         env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"})
-    assert out.stdout.strip() == "[exp/t] [/] [] [unset]", out.stderr
+    for init, expected in (("exp/u/", "[exp/t] [exp/u] [] [unset]"), ("/", "")):  # / kept: it holds --exp
+        out = subprocess.run(["bash", "-c", script, "run.sh", init], capture_output=True, text=True, cwd=tmp_path,
+                             env={"ROOT": str(ROOT), "PATH": "/usr/bin:/bin"})
+        assert out.stdout.strip() == expected, out.stderr
+    assert out.stderr.startswith("run.sh: --init-exp /: it holds the run's stage markers (exp/.stages)")
 
 
 def test_another_file_given_for_an_input_is_named_with_the_one_before(tmp_path):
