@@ -118,7 +118,11 @@ average_stage() {
     return 0
   fi
   averaged=$(python3 -m rnnt.training.checkpoint_names averaged "$exp" "$tag") || return
-  if [ -z "$averaged" ]; then  # --average 0: the newest epoch alone, nothing to average
+  if [ -z "$averaged" ]; then  # --average 0: the newest epoch alone, nothing to average (said: a run of this stage
+    # alone ran nothing, and printed the result lines as if it had)
+    if [ "$stage" -le "$from_stage" ] && [ "$stop_stage" -ge "$from_stage" ]; then
+      echo "$(date +%T) stage $from_stage (average): --average $average: $tag alone, nothing to average"
+    fi
     python3 -m rnnt.training.checkpoint_names point "$exp" "$tag"
     return
   fi

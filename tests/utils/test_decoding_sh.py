@@ -280,3 +280,7 @@ def test_an_average_made_at_another_stage_is_the_average_a_later_stage_asks_for(
     (tmp_path / "exp" / "epoch-4.pt").write_text("epoch 4, trained again")  # the same name, other weights
     out = run("stage=6 stop_stage=100", "average_stage 5 exp 2 && echo taken")
     assert out.returncode == 1 and "run stage 5 first" in out.stderr, out.stdout + out.stderr
+    out = run("stage=5 stop_stage=5", "average_stage 5 exp 0")  # the stage alone ran nothing, in silence
+    assert out.returncode == 0 and out.stdout.endswith(" stage 5 (average): --average 0: epoch-4 alone, nothing to "
+                                                       "average\n"), out.stdout + out.stderr
+    assert run("stage=6 stop_stage=100", "average_stage 5 exp 0").stdout == ""  # (a stage not asked for: nothing)
