@@ -306,8 +306,13 @@ decode_result() {
     echo "$label not decoded yet (no model in $exp)"
   elif [ -f "$wer_file" ]; then  # phone units: the phone error rate too
     echo "$label $(cat "$wer_file")$([ ! -f "$per_file" ] || echo "; $(cat "$per_file")")"
-    if [ -n "${out_of_date[*]:-}" ]; then  # a run that left out a stage whose inputs changed: not a result of them
-      echo "  (from before your changes: ${out_of_date[*]}, left out by --stage/--stop-stage, has other inputs now)"
+    local entry behind=()  # the stages left out whose inputs changed, but another decode's (not this line's)
+    for entry in "${out_of_date[@]}"; do
+      [[ $entry == *"(decode-"* && $entry != *"(decode-$set-$method-$tag in $exp)"* ]] || behind+=("$entry")
+    done
+    if [ ${#behind[@]} -gt 0 ]; then  # a run that left out a stage whose inputs changed: not a result of them
+      entry=$(printf '%s; ' "${behind[@]}")
+      echo "  (from before your changes: ${entry%; }; left out by --stage/--stop-stage, has other inputs now)"
     fi
   else
     echo "$label not decoded yet ($wer_file missing)"

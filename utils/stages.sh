@@ -478,9 +478,9 @@ stage_wanted() {  # stage_wanted N NAME [DIR] [-- INPUT... [++ LATER_INPUT...]]
   if [ "$n" -lt "$stage" ] || [ "$n" -gt "$stop_stage" ]; then  # not run: out of date if its inputs changed, or
     # if it was started on changed inputs and stopped (its marker gone, the pending one left)
     if [ -f "$mark" ] && ! marker_taken "$mark" "$(stage_fingerprint "$@" 2> /dev/null)" "$@"; then
-      out_of_date+=("stage $n ($name)$(changed_inputs "$mark" "$@")")
+      out_of_date+=("stage $n ($name${dir:+ in $dir})$(changed_inputs "$mark" "$@")")
     elif [ ! -f "$mark" ] && [ -f "$mark.pending" ]; then
-      out_of_date+=("stage $n ($name), stopped before it ended")
+      out_of_date+=("stage $n ($name${dir:+ in $dir}), stopped before it ended")
     fi
     return 1
   fi

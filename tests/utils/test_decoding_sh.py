@@ -135,14 +135,19 @@ def test_run_sh_lm_weights_and_bonuses_are_the_grid_and_another_grid_tunes_again
 
 
 def test_another_lm_with_the_decodes_left_out_marks_the_printed_results_as_old(tmp_path):
-    """--lm-order 4 with --stop-stage 5: the 3-gram's decode is printed, but said to be from before the change."""
+    """--lm-order 4 with --stop-stage 5: the 3-gram's decode is printed, but said to be from before the change; a
+    decode the LM does not enter (greedy) is not (the note stood under every result line)."""
     stand_ins(tmp_path)
-    result = 'decode_result "an4 dev modified_beam_lm" exp "$TAG" dev modified_beam_lm'
+    (tmp_path / "exp" / "decode-dev-greedy-avg10").mkdir()
+    (tmp_path / "exp" / "decode-dev-greedy-avg10" / "wer").write_text("%WER 9.00 [ 9 / 100, 0 ins, 0 del, 9 sub ]\n")
+    result = ('decode_result "an4 dev modified_beam_lm" exp "$TAG" dev modified_beam_lm\n'
+              'decode_result "an4 dev greedy" exp "$TAG" dev greedy')
     out = decode(tmp_path, "avg10", then=result)
     assert out.returncode == 0 and "%WER 0.00" in out.stdout and "from before" not in out.stdout, out.stderr
     out = decode(tmp_path, "avg10", "lm_order=4 stop_stage=5", then=result)
     assert out.returncode == 0, out.stderr
-    assert "(from before your changes: stage 6 (decode-dev-modified_beam_lm-avg10)" in out.stdout, out.stdout
+    assert "(from before your changes: stage 6 (decode-dev-modified_beam_lm-avg10 in exp)" in out.stdout, out.stdout
+    assert out.stdout.splitlines()[-1] == "an4 dev greedy %WER 9.00 [ 9 / 100, 0 ins, 0 del, 9 sub ]", out.stdout
     out = decode(tmp_path, "avg10", then=result)  # the 3-gram again: its results are today's
     assert out.returncode == 0 and "from before" not in out.stdout and "skipped" in out.stdout, out.stdout
 

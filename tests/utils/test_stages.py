@@ -464,7 +464,7 @@ decode_result "corpus: test" exp epoch-1 test greedy"""
     assert run().splitlines()[-1] == "corpus: test %WER 5.00 [ 1 / 20, 0 ins, 0 del, 1 sub ]"
     (tmp_path / "conf.yaml").write_text("lr: 0.002\n")
     assert run("3").splitlines()[-2:] == ["corpus: test %WER 5.00 [ 1 / 20, 0 ins, 0 del, 1 sub ]", (
-        "  (from before your changes: stage 4 (train) (what changed: conf.yaml: its content), left out by "
+        "  (from before your changes: stage 4 (train in exp) (what changed: conf.yaml: its content); left out by "
         "--stage/--stop-stage, has other inputs now)")]
     assert "from before your changes" not in run()  # run: the training's inputs are its marker's again
     # edited again, and the training stopped half way (its marker gone, the pending one left): the old model's
@@ -472,8 +472,8 @@ decode_result "corpus: test" exp epoch-1 test greedy"""
     (tmp_path / "conf.yaml").write_text("lr: 0.001\n")
     marks = tmp_path / "exp" / ".stages"
     (marks / "4.train.done").rename(marks / "4.train.done.pending")
-    assert run("3").splitlines()[-1] == ("  (from before your changes: stage 4 (train), stopped before it ended, left "
-                                         "out by --stage/--stop-stage, has other inputs now)")
+    assert run("3").splitlines()[-1] == ("  (from before your changes: stage 4 (train in exp), stopped before it "
+                                         "ended; left out by --stage/--stop-stage, has other inputs now)")
 
 
 
