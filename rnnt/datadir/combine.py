@@ -39,11 +39,12 @@ def whole_recordings(src: str, tables: Tables) -> dict[str, str]:
     Kaldi's combine_data.sh has get_utt2dur.sh do; one that cannot be read is named, its end -1 (the recording's
     end, as extract-segments reads it, which Kaldi's validate_data_dir.sh refuses)."""
     given = tables.get("utt2dur", {})
-    if not set(tables["utt2spk"]) - set(given):
+    lacking = len(set(tables["utt2spk"]) - set(given))
+    if not lacking:
         return given
     if given:
-        print(f"combine_data.sh: {src}/utt2dur lacks {len(set(tables['utt2spk']) - set(given))} of its utterances; "
-              "their lengths measured from the audio", file=sys.stderr)
+        print(f"combine_data.sh: {src}/utt2dur lacks {lacking} of its utterances; their lengths measured from the "
+              "audio", file=sys.stderr)
     durations, problems = utterance_durations(src)
     for problem in problems:
         print(f"combine_data.sh: {problem}; its segment ends at -1 (the recording's end), which Kaldi's "
